@@ -1,0 +1,191 @@
+package config
+
+import (
+	"net"
+	"time"
+)
+
+// Default values (seed-semantics §5 and the comments in types.go). Zero values in the file
+// mean "use the default"; keys whose zero is meaningful are pointers (policy.timeout,
+// broker.wait_timeout, sandbox.enabled, database.auto_migrate).
+const (
+	DefaultProfileName        = "default"
+	DefaultImage              = "python:3.12-slim"
+	DefaultIdleTimeout        = 1800 // seconds
+	DefaultPolicyTimeout      = 120.0
+	DefaultAddr               = ":8080"
+	DefaultMaxBodyBytes       = 8 << 20
+	DefaultMaxOutputBytes     = 1 << 20
+	DefaultMaxFileBytes       = 100 << 20
+	DefaultToolOutputMaxChars = 8000
+)
+
+// ApplyDefaults fills every unset key with its default and expands the single-backend
+// shorthand; Load calls it before Validate. It is idempotent.
+//
+// Shorthand (seed-semantics §5): when sandbox.profiles is empty and sandbox.type is set,
+// profiles[default_profile] is synthesised from sandbox.type, scope, environment,
+// idle_timeout, identity, policy and the top-level provider blocks. An explicit profiles map
+// always wins and the shorthand keys are then ignored.
+//
+// A profile of type local_subprocess without its block gets an empty one (it needs nothing);
+// any other missing block is left missing for Validate to report (seed-semantics §6: "a
+// built-in provider whose config block is missing raises").
+func (c *Config) ApplyDefaults() {
+	c.Server.applyDefaults()
+	if c.Database.MaxConns == 0 {
+		c.Database.MaxConns = 20
+	}
+	if c.Database.AutoMigrate == nil {
+		c.Database.AutoMigrate = ptr(true)
+	}
+	setDefault(&c.Log.Level, "info")
+	setDefault(&c.Log.Format, "json")
+	c.Auth.applyDefaults()
+	c.Sandbox.applyDefaults()
+}
+
+func (s *Server) applyDefaults() {
+	setDefault(&s.Addr, DefaultAddr)
+	if s.PublicURL == "" {
+		port := "8080"
+		if _, p, err := net.SplitHostPort(s.Addr); err == nil && p != "" {
+			port = p
+		}
+		s.PublicURL = "http://localhost:" + port
+	}
+	setDefault(&s.ReadHeaderTimeout, Duration(10*time.Second))
+	setDefault(&s.ReadTimeout, Duration(15*time.Minute))
+	setDefault(&s.WriteTimeout, Duration(15*time.Minute))
+	setDefault(&s.IdleTimeout, Duration(2*time.Minute))
+	setDefault(&s.ShutdownTimeout, Duration(30*time.Second))
+	setDefault(&s.MaxBodyBytes, DefaultMaxBodyBytes)
+}
+
+func (a *Auth) applyDefaults() {
+	setDefault(&a.ClockSkew, Duration(30*time.Second))
+	for i := range a.Issuers {
+		iss := &a.Issuers[i]
+		if len(iss.SigningAlgorithms) == 0 {
+			iss.SigningAlgorithms = []string{"RS256", "ES256"}
+		}
+		iss.ClaimMappings.Username.defaultClaim("sub")
+		iss.ClaimMappings.Groups.defaultClaim("groups")
+		iss.ClaimMappings.Email.defaultClaim("email")
+	}
+}
+
+// defaultClaim sets Claim when neither Claim nor Expression is set.
+func (m *ClaimOrExpression) defaultClaim(claim string) {
+	if m.Claim == "" && m.Expression == "" {
+		m.Claim = claim
+	}
+}
+
+func (s *Sandbox) applyDefaults() {
+	if s.Enabled == nil {
+		s.Enabled = ptr(true)
+	}
+	setDefault(&s.DefaultProfile, DefaultProfileName)
+	setDefault(&s.ToolOutputMaxChars, DefaultToolOutputMaxChars)
+	setDefault(&s.MaxOutputBytes, DefaultMaxOutputBytes)
+	setDefault(&s.MaxFileBytes, DefaultMaxFileBytes)
+	s.Broker.applyDefaults()
+
+	if len(s.Profiles) == 0 && s.Type != "" {
+		s.Profiles = map[string]Profile{s.DefaultProfile: s.shorthandProfile()}
+		s.synthesized = true
+	}
+	s.ProviderBlocks.applyDefaults()
+	for name, p := range s.Profiles {
+		p.applyDefaults()
+		s.Profiles[name] = p
+	}
+}
+
+// shorthandProfile builds the profile the single-backend shorthand describes.
+func (s *Sandbox) shorthandProfile() Profile {
+	p := Profile{
+		Type:           s.Type,
+		Scope:          s.Scope,
+		Environment:    s.Environment,
+		IdleTimeout:    s.IdleTimeout,
+		ProviderBlocks: s.ProviderBlocks,
+	}
+	if s.Identity != nil {
+		p.Identity = *s.Identity
+	}
+	if s.Policy != nil {
+		p.Policy = *s.Policy
+	}
+	return p
+}
+
+func (b *Broker) applyDefaults() {
+	setDefault(&b.Flavor, FlavorThread)
+	if b.WaitTimeout == nil {
+		b.WaitTimeout = ptr(60.0)
+	}
+	setDefault(&b.WaitPollInterval, 0.5)
+	setDefault(&b.InlinePayloadMaxBytes, 131072)
+	setDefault(&b.ResponseTTL, 86400)
+	setDefault(&b.SweepInterval, 300)
+	setDefault(&b.LostAfter, Duration(30*time.Second))
+}
+
+func (p *Profile) applyDefaults() {
+	setDefault(&p.Scope, ScopePerSession)
+	setDefault(&p.Environment, EnvironmentManaged)
+	setDefault(&p.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&p.Identity.Mode, IdentityAgent)
+	p.Policy.applyDefaults()
+	if p.Type == ProviderLocalSubprocess && p.LocalSubprocess == nil {
+		p.LocalSubprocess = &LocalSubprocess{}
+	}
+	p.ProviderBlocks.applyDefaults()
+}
+
+func (p *Policy) applyDefaults() {
+	setDefault(&p.NetworkEgress, EgressAllow)
+	if p.Timeout == nil {
+		p.Timeout = ptr(DefaultPolicyTimeout)
+	}
+	if p.Strict == nil {
+		p.Strict = ptr(true)
+	}
+}
+
+// applyDefaults fills the defaults of the blocks that are present; absent blocks stay nil.
+func (b *ProviderBlocks) applyDefaults() {
+	if l := b.LocalSubprocess; l != nil {
+		setDefault(&l.Python, "python3")
+	}
+	if d := b.Docker; d != nil {
+		setDefault(&d.Image, DefaultImage)
+	}
+	if e := b.E2B; e != nil {
+		setDefault(&e.APIKeyEnv, "E2B_API_KEY")
+		setDefault(&e.Template, "base")
+	}
+	if d := b.Daytona; d != nil {
+		setDefault(&d.APIKeyEnv, "DAYTONA_API_KEY")
+	}
+	if a := b.BedrockAgentCore; a != nil {
+		setDefault(&a.NetworkMode, "sandbox")
+	}
+	if k := b.Kubernetes; k != nil {
+		setDefault(&k.Namespace, "default")
+		setDefault(&k.Image, DefaultImage)
+		setDefault(&k.CreateTimeout, 120.0)
+	}
+}
+
+// setDefault stores def in *v when *v is the zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

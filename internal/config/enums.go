@@ -1,0 +1,114 @@
+package config
+
+// Allowed values of the enumerated keys. Validate checks against these tables and Schema
+// copies them into config.schema.json, so the two never disagree.
+
+// Scope values (seed-semantics §5 profile fields): how long a sandbox lives.
+const (
+	ScopePerCall    = "per_call"    // a fresh sandbox for every operation
+	ScopePerSession = "per_session" // one sandbox per session (the default)
+	ScopePerRuntime = "per_runtime" // one sandbox shared by every session of the profile
+)
+
+// Environment values (seed-semantics §5–§6): whether the provider creates the environment or
+// attaches to one that already exists.
+const (
+	EnvironmentManaged  = "managed"  // the provider creates and destroys sandboxes (default)
+	EnvironmentAttached = "attached" // the provider runs inside an existing target (attach_to)
+)
+
+// Identity modes (seed-semantics §5).
+const (
+	IdentityAgent = "agent" // the gateway's own credentials (default)
+	IdentityUser  = "user"  // credentials mapped from the caller's token
+)
+
+// Network egress modes (seed SandboxPolicy).
+const (
+	EgressAllow     = "allow"     // default
+	EgressDeny      = "deny"      // no outbound network
+	EgressAllowlist = "allowlist" // only the hosts in policy.network_allow
+)
+
+// Broker flavors (seed-semantics §5 broker block, §10).
+const (
+	FlavorEmbedded = "embedded" // runs operations inline in the request
+	FlavorThread   = "thread"   // goroutines in the gateway process (default)
+	FlavorQueue    = "queue"    // `gateway worker` processes behind a queue transport
+)
+
+// InMemory is the queue transport and response store type that only works inside one process;
+// the two must be used together (seed-semantics §10 pairing rule).
+const InMemory = "in_memory"
+
+// Built-in provider types (seed-semantics §6, the newest list).
+const (
+	ProviderLocalSubprocess = "local_subprocess"
+	ProviderDocker          = "docker"
+	ProviderKubernetes      = "kubernetes"
+	ProviderEC2SSM          = "ec2_ssm"
+	ProviderE2B             = "e2b"
+	ProviderDaytona         = "daytona"
+	// ProviderBedrockAgentCore names a block the seed accepts, but no provider has shipped for
+	// it; a profile of this type is a configuration error.
+	ProviderBedrockAgentCore = "bedrock_agentcore"
+)
+
+// ProviderKind says which environments a built-in provider supports (the matrix of
+// seed-semantics §6).
+type ProviderKind struct {
+	// Provisions: the provider can create sandboxes (environment: managed).
+	Provisions bool
+	// Attaches: the provider can run inside an existing target (environment: attached).
+	Attaches bool
+}
+
+// providerKinds is the static table of built-in providers, in the order messages list them.
+var providerKinds = []struct {
+	name string
+	kind ProviderKind
+}{
+	{ProviderLocalSubprocess, ProviderKind{Provisions: true}},
+	{ProviderDocker, ProviderKind{Provisions: true, Attaches: true}},
+	{ProviderKubernetes, ProviderKind{Provisions: true, Attaches: true}},
+	{ProviderEC2SSM, ProviderKind{Attaches: true}},
+	{ProviderE2B, ProviderKind{Provisions: true}},
+	{ProviderDaytona, ProviderKind{Provisions: true}},
+}
+
+// BuiltinProviders returns the built-in provider types in a stable order.
+func BuiltinProviders() []string {
+	out := make([]string, len(providerKinds))
+	for i, p := range providerKinds {
+		out[i] = p.name
+	}
+	return out
+}
+
+// KindOf reports the environments the built-in provider typ supports; ok is false when typ is
+// not a built-in.
+func KindOf(typ string) (kind ProviderKind, ok bool) {
+	for _, p := range providerKinds {
+		if p.name == typ {
+			return p.kind, true
+		}
+	}
+	return ProviderKind{}, false
+}
+
+// Allowed values per enumerated key, in the order messages and the schema list them.
+var (
+	scopes        = []string{ScopePerCall, ScopePerSession, ScopePerRuntime}
+	environments  = []string{EnvironmentManaged, EnvironmentAttached}
+	identityModes = []string{IdentityAgent, IdentityUser}
+	egressModes   = []string{EgressAllow, EgressDeny, EgressAllowlist}
+	brokerFlavors = []string{FlavorEmbedded, FlavorThread, FlavorQueue}
+	logLevels     = []string{"debug", "info", "warn", "error"}
+	logFormats    = []string{"json", "text"}
+	// signingAlgs are the asymmetric JWS algorithms an issuer may allow. "none" and the HMAC
+	// family (HS*) are excluded: a public issuer cannot share a secret key with us.
+	signingAlgs = []string{"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512", "EdDSA"}
+)
+
+// profileNamePattern constrains profile names (they appear in URLs and env variable names).
+const profileNamePattern = `^[a-z0-9][a-z0-9_.-]{0,62}$`

@@ -1,0 +1,332 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	envprovider "github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// EnvPrefix starts every environment override. The rest of the variable name is the key path,
+// lower-cased, with "__" between levels: SANDGATE_SANDBOX__BROKER__FLAVOR=embedded sets
+// sandbox.broker.flavor.
+const EnvPrefix = "SANDGATE_"
+
+// EnvConfigFile is reserved for the command line to name the configuration file; it is not a
+// configuration key, so Load skips it instead of reporting an unknown key "config".
+const EnvConfigFile = EnvPrefix + "CONFIG"
+
+// envLevelSep separates levels in environment variable names.
+const envLevelSep = "__"
+
+// removedBrokerKeys are keys of sandbox.broker that the seed removed; old files and
+// environments that still set them are accepted and the values dropped (seed-semantics §5).
+var removedBrokerKeys = []string{"request_queue_url", "object_store_bucket"}
+
+// providerBlockKeys are the keys of ProviderBlocks. A block written with no fields
+// (`docker:` alone, which YAML reads as null) means "this provider with its defaults".
+var providerBlockKeys = []string{
+	ProviderLocalSubprocess, ProviderDocker, ProviderE2B, ProviderDaytona,
+	ProviderBedrockAgentCore, ProviderKubernetes, ProviderEC2SSM,
+}
+
+// Load reads the configuration: the YAML file at path (skipped when path is ""), then the
+// SANDGATE_ overrides found in environ (entries "NAME=value", as os.Environ returns them),
+// then applies defaults (ApplyDefaults) and validates (Validate).
+//
+// Environment values are strings converted to the key's type; list keys take comma-separated
+// values (SANDGATE_AUTH__ADMIN_GROUPS=ops,admins) and lists of objects take indexes as a level
+// (SANDGATE_AUTH__ISSUERS__0__URL=…), which replaces the file's whole list. An override beats
+// the file. Duration keys accept "30s"-style strings or numbers of seconds.
+//
+// Decoding is strict: any key the configuration does not define is an error naming its full
+// dotted path (and the environment variable when it came from one). The seed's removed keys
+// sandbox.broker.request_queue_url and sandbox.broker.object_store_bucket are ignored
+// (seed-semantics §5). A provider block written without fields (`docker:`) is present with
+// its defaults.
+//
+// Errors: a missing, unreadable or malformed file is reported with its path. Otherwise the
+// error lists every problem, one *FieldError per line, each matching ErrInvalid: first all
+// decoding problems (unknown keys, values of the wrong type); when there are none, all
+// validation problems.
+func Load(path string, environ []string) (*Config, error) {
+	k := koanf.New(".")
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("config file %s does not exist", path)
+			}
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+
+	fromEnv := map[string]string{} // dotted key path → environment variable that set it
+	env := envprovider.Provider(envLevelSep, envprovider.Opt{
+		Prefix:      EnvPrefix,
+		EnvironFunc: func() []string { return environ },
+		TransformFunc: func(name, value string) (string, any) {
+			if name == EnvConfigFile {
+				return "", nil
+			}
+			key := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
+			if key == "" {
+				return "", nil
+			}
+			fromEnv[strings.ReplaceAll(key, envLevelSep, ".")] = name
+			return key, value
+		},
+	})
+	if err := k.Load(env, nil); err != nil {
+		return nil, fmt.Errorf("reading %s environment variables: %w", EnvPrefix, err)
+	}
+
+	raw := k.Raw()
+	normalize(raw)
+	cfg := &Config{}
+	if err := decode(raw, cfg, fromEnv); err != nil {
+		return nil, fmt.Errorf("invalid configuration (%s):\n%w", describeSources(path, fromEnv), err)
+	}
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration (%s):\n%w", describeSources(path, fromEnv), err)
+	}
+	return cfg, nil
+}
+
+func describeSources(path string, fromEnv map[string]string) string {
+	var parts []string
+	if path != "" {
+		parts = append(parts, "file "+path)
+	}
+	if len(fromEnv) > 0 || path == "" {
+		parts = append(parts, EnvPrefix+"* environment")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// normalize edits the merged raw map before decoding: it drops the seed's removed broker keys
+// and turns provider blocks written without fields into empty blocks.
+func normalize(raw map[string]any) {
+	sandbox, _ := raw["sandbox"].(map[string]any)
+	if sandbox == nil {
+		return
+	}
+	if broker, ok := sandbox["broker"].(map[string]any); ok {
+		for _, key := range removedBrokerKeys {
+			delete(broker, key)
+		}
+	}
+	emptyBlocks(sandbox)
+	if profiles, ok := sandbox["profiles"].(map[string]any); ok {
+		for _, p := range profiles {
+			if p, ok := p.(map[string]any); ok {
+				emptyBlocks(p)
+			}
+		}
+	}
+}
+
+func emptyBlocks(m map[string]any) {
+	for _, key := range providerBlockKeys {
+		if v, ok := m[key]; ok && v == nil {
+			m[key] = map[string]any{}
+		}
+	}
+}
+
+// decode copies raw into cfg with the koanf tags, strictly: unknown keys and values of the
+// wrong type are reported as FieldErrors, all at once.
+func decode(raw map[string]any, cfg *Config, fromEnv map[string]string) error {
+	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			durationHook,
+			commaListHook,
+			indexedMapToSliceHook,
+		),
+		WeaklyTypedInput: true, // environment values are strings
+		ErrorUnused:      true,
+		TagName:          "koanf",
+		Result:           cfg,
+	})
+	if err != nil {
+		return err
+	}
+	if err := dec.Decode(raw); err != nil {
+		var problems []error
+		collectDecodeProblems(err, fromEnv, &problems)
+		sort.SliceStable(problems, func(i, j int) bool { // map order is random
+			return problems[i].(*FieldError).Key < problems[j].(*FieldError).Key
+		})
+		return errors.Join(problems...)
+	}
+	return nil
+}
+
+// unusedPrefix starts mapstructure's ErrorUnused message ("has invalid keys: a, b").
+const unusedPrefix = "has invalid keys: "
+
+// collectDecodeProblems flattens mapstructure's joined errors into FieldErrors with dotted
+// keys: one "unknown key" problem per unknown key, naming the environment variable when one
+// set it, and one problem per value that does not fit its key's type.
+func collectDecodeProblems(err error, fromEnv map[string]string, out *[]error) {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			collectDecodeProblems(e, fromEnv, out)
+		}
+		return
+	}
+	de, ok := err.(*mapstructure.DecodeError)
+	if !ok {
+		if inner := errors.Unwrap(err); inner != nil {
+			collectDecodeProblems(inner, fromEnv, out) // "decoding failed due to …: %w"
+			return
+		}
+		*out = append(*out, &FieldError{Msg: err.Error()})
+		return
+	}
+	parent := dottedKey(de.Name())
+	inner := de.Unwrap()
+	if names, ok := strings.CutPrefix(inner.Error(), unusedPrefix); ok {
+		for _, name := range strings.Split(names, ", ") {
+			key := name
+			if parent != "" {
+				key = parent + "." + name
+			}
+			msg := "unknown key"
+			if env, ok := fromEnv[envLookupKey(key)]; ok {
+				msg += fmt.Sprintf(" (set by environment variable %s; levels are separated by %q)", env, envLevelSep)
+			}
+			*out = append(*out, &FieldError{Key: key, Msg: msg})
+		}
+		return
+	}
+	*out = append(*out, &FieldError{Key: parent, Msg: typeProblem(inner)})
+}
+
+// typeProblem words a value that does not fit its key's type.
+func typeProblem(err error) string {
+	var pe *mapstructure.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("cannot read %q as %s", fmt.Sprint(pe.Value), typeWord(pe.Expected.Type()))
+	}
+	var ue *mapstructure.UnconvertibleTypeError
+	if errors.As(err, &ue) {
+		return fmt.Sprintf("expected %s, got %s", typeWord(ue.Expected.Type()), valueWord(ue.Value))
+	}
+	// A scalar or list where a block belongs: `expected a map or struct, got "slice"`.
+	if kind, ok := strings.CutPrefix(err.Error(), "expected a map or struct, got "); ok {
+		got := map[string]string{`"slice"`: "a list", `"string"`: "a string", `"bool"`: "true or false"}[kind]
+		if got == "" {
+			got = "a number"
+		}
+		return "expected a mapping of keys, got " + got
+	}
+	return err.Error()
+}
+
+func typeWord(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping of keys"
+	}
+	return t.String()
+}
+
+func valueWord(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case nil:
+		return "nothing"
+	}
+	return fmt.Sprintf("%q", fmt.Sprint(v))
+}
+
+var bracketRe = regexp.MustCompile(`\[([^\]]*)\]`)
+
+// dottedKey rewrites mapstructure's field names into the file's key paths: map entries
+// ("sandbox.profiles[web].scope") become dotted ("sandbox.profiles.web.scope"); list indexes
+// keep brackets ("auth.issuers[0].url").
+func dottedKey(name string) string {
+	return bracketRe.ReplaceAllStringFunc(name, func(m string) string {
+		inner := m[1 : len(m)-1]
+		if _, err := strconv.Atoi(inner); err == nil {
+			return m
+		}
+		return "." + inner
+	})
+}
+
+// envLookupKey turns a key path into the form recorded for environment variables
+// (brackets become levels: auth.issuers[0].url → auth.issuers.0.url).
+func envLookupKey(key string) string {
+	return bracketRe.ReplaceAllString(key, ".$1")
+}
+
+var stringSliceType = reflect.TypeFor[[]string]()
+
+// commaListHook lets a string fill a []string key: "ops, admins" → ["ops", "admins"]. This is
+// how environment variables set lists; blanks around items and empty items are dropped.
+func commaListHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to != stringSliceType {
+		return data, nil
+	}
+	out := []string{}
+	for _, item := range strings.Split(reflect.ValueOf(data).String(), ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out, nil
+}
+
+// indexedMapToSliceHook lets a map keyed by indexes fill a list, which is how environment
+// variables set lists of objects: {"0": {...}, "1": {...}} → [{...}, {...}]. Indexes must run
+// from 0 without gaps.
+func indexedMapToSliceHook(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.Map || to.Kind() != reflect.Slice {
+		return data, nil
+	}
+	m, ok := data.(map[string]any)
+	if !ok || len(m) == 0 {
+		return data, nil
+	}
+	out := make([]any, len(m))
+	for key, v := range m {
+		i, err := strconv.Atoi(key)
+		if err != nil {
+			return data, nil // not an indexed map; let the decoder report the mismatch
+		}
+		if i < 0 || i >= len(m) {
+			return nil, fmt.Errorf("list index %d out of range: indexes must run from 0 to %d without gaps", i, len(m)-1)
+		}
+		out[i] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,284 @@
+// Package config loads Sandgate's configuration: one YAML file plus SANDGATE_-prefixed
+// environment overrides (`__` separates levels: SANDGATE_SANDBOX__BROKER__FLAVOR=embedded),
+// decoded into typed structs, defaulted and validated. Invalid configuration stops start-up
+// with a message naming the key and the allowed values.
+//
+// The `sandbox:` block follows the seed's keys and defaults (seed-semantics §5–§6).
+package config
+
+import "time"
+
+// Config is the whole file.
+type Config struct {
+	Server   Server   `koanf:"server" json:"server"`
+	Database Database `koanf:"database" json:"database"`
+	Auth     Auth     `koanf:"auth" json:"auth"`
+	Sandbox  Sandbox  `koanf:"sandbox" json:"sandbox"`
+	Log      Log      `koanf:"log" json:"log"`
+}
+
+// Server is the HTTP listener.
+type Server struct {
+	// Addr is host:port to listen on. Default ":8080".
+	Addr string `koanf:"addr" json:"addr"`
+	// PublicURL is the externally visible base URL (used for Location headers and the dev
+	// issuer). Default "http://localhost:<port>".
+	PublicURL         string   `koanf:"public_url" json:"public_url"`
+	ReadHeaderTimeout Duration `koanf:"read_header_timeout" json:"read_header_timeout"` // default 10s
+	ReadTimeout       Duration `koanf:"read_timeout" json:"read_timeout"`               // default 15m (large uploads)
+	WriteTimeout      Duration `koanf:"write_timeout" json:"write_timeout"`             // default 15m (long waits)
+	IdleTimeout       Duration `koanf:"idle_timeout" json:"idle_timeout"`               // default 2m
+	ShutdownTimeout   Duration `koanf:"shutdown_timeout" json:"shutdown_timeout"`       // default 30s
+	// MaxBodyBytes bounds JSON request bodies. Default 8 MiB. File uploads use
+	// sandbox.max_file_bytes instead.
+	MaxBodyBytes int64 `koanf:"max_body_bytes" json:"max_body_bytes"`
+}
+
+// Database is the Postgres connection.
+type Database struct {
+	// URL is a libpq connection string or postgres:// URL. Required by `serve`; `dev` starts
+	// a throwaway Postgres when empty.
+	URL      string `koanf:"url" json:"url" secret:"true"`
+	MaxConns int32  `koanf:"max_conns" json:"max_conns"` // default 20
+	// AutoMigrate applies pending migrations at start (under an advisory lock). Default true.
+	AutoMigrate *bool `koanf:"auto_migrate" json:"auto_migrate"`
+}
+
+// Log configures log/slog.
+type Log struct {
+	Level  string `koanf:"level" json:"level"`   // debug | info | warn | error; default info
+	Format string `koanf:"format" json:"format"` // json | text; default json
+}
+
+// Auth configures bearer-token verification and principal resolution.
+type Auth struct {
+	Issuers []Issuer `koanf:"issuers" json:"issuers"`
+	// AdminGroups are groups whose members may list and destroy every principal's sessions.
+	AdminGroups []string `koanf:"admin_groups" json:"admin_groups"`
+	// ClockSkew tolerated on exp/nbf/iat. Default 30s; at most 5m.
+	ClockSkew Duration `koanf:"clock_skew" json:"clock_skew"`
+}
+
+// Issuer is one trusted OIDC issuer, modelled on Kubernetes' structured authentication
+// configuration (JWTAuthenticator).
+type Issuer struct {
+	// URL is the issuer identifier (the `iss` claim); discovery is fetched from
+	// URL + "/.well-known/openid-configuration" unless DiscoveryURL is set.
+	URL          string `koanf:"url" json:"url"`
+	DiscoveryURL string `koanf:"discovery_url" json:"discovery_url"`
+	// Audiences: the token's `aud` must contain at least one. Required.
+	Audiences []string `koanf:"audiences" json:"audiences"`
+	// SigningAlgorithms allowed; default [RS256, ES256]. Never "none"; HMAC algorithms are refused.
+	SigningAlgorithms []string `koanf:"signing_algorithms" json:"signing_algorithms"`
+	// CAFile is a PEM bundle for the issuer's TLS (e.g. the Kubernetes API server CA).
+	CAFile string `koanf:"ca_file" json:"ca_file"`
+	// BearerTokenFile is sent when fetching discovery/JWKS (Kubernetes service-account issuer
+	// discovery needs an authenticated client in some clusters).
+	BearerTokenFile      string                `koanf:"bearer_token_file" json:"bearer_token_file"`
+	ClaimMappings        ClaimMappings         `koanf:"claim_mappings" json:"claim_mappings"`
+	ClaimValidationRules []ClaimValidationRule `koanf:"claim_validation_rules" json:"claim_validation_rules"`
+	// GroupRoles maps a group to user-mode credentials, an alternative to CEL mappings.
+	GroupRoles []GroupRole `koanf:"group_roles" json:"group_roles"`
+}
+
+// ClaimMappings turn verified claims into principal fields. Each is either a plain claim name
+// (Claim) or a CEL expression over `claims` (Expression), never both.
+type ClaimMappings struct {
+	Username    ClaimOrExpression  `koanf:"username" json:"username"` // default claim "sub"
+	Groups      ClaimOrExpression  `koanf:"groups" json:"groups"`     // default claim "groups"
+	Email       ClaimOrExpression  `koanf:"email" json:"email"`       // default claim "email"
+	Credentials CredentialMappings `koanf:"credentials" json:"credentials"`
+}
+
+// CredentialMappings resolve user-mode credentials (seed SandboxPrincipal.credentials).
+type CredentialMappings struct {
+	KubernetesUser   ClaimOrExpression `koanf:"kubernetes_user" json:"kubernetes_user"`
+	KubernetesGroups ClaimOrExpression `koanf:"kubernetes_groups" json:"kubernetes_groups"`
+	AWSRoleARN       ClaimOrExpression `koanf:"aws_role_arn" json:"aws_role_arn"`
+	RunAs            ClaimOrExpression `koanf:"run_as" json:"run_as"`
+}
+
+// ClaimOrExpression names a claim or gives a CEL expression evaluated with `claims` bound to
+// the token's claims map.
+type ClaimOrExpression struct {
+	Claim      string `koanf:"claim" json:"claim"`
+	Prefix     string `koanf:"prefix" json:"prefix"`
+	Expression string `koanf:"expression" json:"expression"`
+}
+
+// ClaimValidationRule is a CEL expression that must evaluate to true for the token to be
+// accepted; Message is returned (401) when it does not.
+type ClaimValidationRule struct {
+	Expression string `koanf:"expression" json:"expression"`
+	Message    string `koanf:"message" json:"message"`
+}
+
+// GroupRole grants user-mode credentials to members of Group (first match wins per field).
+type GroupRole struct {
+	Group            string   `koanf:"group" json:"group"`
+	KubernetesUser   string   `koanf:"kubernetes_user" json:"kubernetes_user"`
+	KubernetesGroups []string `koanf:"kubernetes_groups" json:"kubernetes_groups"`
+	AWSRoleARN       string   `koanf:"aws_role_arn" json:"aws_role_arn"`
+	RunAs            string   `koanf:"run_as" json:"run_as"`
+}
+
+// Sandbox is the seed's `sandbox:` block (seed-semantics §5).
+type Sandbox struct {
+	// Enabled defaults to true in Sandgate (the gateway exists to run sandboxes).
+	Enabled            *bool  `koanf:"enabled" json:"enabled"`
+	DefaultProfile     string `koanf:"default_profile" json:"default_profile"`             // default "default"
+	ToolOutputMaxChars int    `koanf:"tool_output_max_chars" json:"tool_output_max_chars"` // default 8000 (MCP tools)
+	// MaxOutputBytes bounds the stdout and stderr each execution keeps (head and tail halves).
+	// Default 1 MiB per stream.
+	MaxOutputBytes int64 `koanf:"max_output_bytes" json:"max_output_bytes"`
+	// MaxFileBytes bounds one file upload. Default 100 MiB.
+	MaxFileBytes int64              `koanf:"max_file_bytes" json:"max_file_bytes"`
+	Broker       Broker             `koanf:"broker" json:"broker"`
+	Profiles     map[string]Profile `koanf:"profiles" json:"profiles"`
+
+	// Single-backend shorthand: when Profiles is empty and Type is set, a profile named
+	// DefaultProfile is synthesised from these fields and the provider blocks below.
+	Type        string    `koanf:"type" json:"type"`
+	Scope       string    `koanf:"scope" json:"scope"`
+	Environment string    `koanf:"environment" json:"environment"`
+	IdleTimeout int       `koanf:"idle_timeout" json:"idle_timeout"`
+	Identity    *Identity `koanf:"identity" json:"identity"`
+	Policy      *Policy   `koanf:"policy" json:"policy"`
+
+	// ProviderBlocks at this level serve the shorthand only; explicit profiles carry their own.
+	ProviderBlocks `koanf:",squash"`
+
+	// synthesized records that ApplyDefaults built Profiles[DefaultProfile] from the shorthand,
+	// so validation messages can name the keys the user actually wrote (sandbox.scope rather
+	// than sandbox.profiles.default.scope).
+	synthesized bool
+}
+
+// Profile is one workload profile.
+type Profile struct {
+	Type        string   `koanf:"type" json:"type"`                 // required: a built-in provider name
+	Scope       string   `koanf:"scope" json:"scope"`               // per_call | per_session | per_runtime; default per_session
+	Environment string   `koanf:"environment" json:"environment"`   // managed | attached; default managed
+	IdleTimeout int      `koanf:"idle_timeout" json:"idle_timeout"` // seconds; default 1800
+	Identity    Identity `koanf:"identity" json:"identity"`
+	Policy      Policy   `koanf:"policy" json:"policy"`
+	// AllowedGroups restricts the profile to members of these groups; empty = everyone.
+	AllowedGroups []string       `koanf:"allowed_groups" json:"allowed_groups"`
+	Params        map[string]any `koanf:"params" json:"params"`
+
+	// ProviderBlocks: the block named by Type is required (local_subprocess gets an empty one).
+	ProviderBlocks `koanf:",squash"`
+}
+
+// Identity chooses whose identity the provider acts with.
+type Identity struct {
+	Mode string `koanf:"mode" json:"mode"` // agent | user; default agent
+}
+
+// Policy is the seed's SandboxPolicy with its defaults.
+type Policy struct {
+	NetworkEgress string   `koanf:"network_egress" json:"network_egress"` // allow | deny | allowlist; default allow
+	NetworkAllow  []string `koanf:"network_allow" json:"network_allow"`
+	FSAllowRead   []string `koanf:"fs_allow_read" json:"fs_allow_read"`
+	FSAllowWrite  []string `koanf:"fs_allow_write" json:"fs_allow_write"`
+	CPU           *float64 `koanf:"cpu" json:"cpu"`             // cores
+	MemoryMB      *int     `koanf:"memory_mb" json:"memory_mb"` // MiB
+	Timeout       *float64 `koanf:"timeout" json:"timeout"`     // seconds; default 120
+	Strict        *bool    `koanf:"strict" json:"strict"`       // default true
+}
+
+// ProviderBlocks are the per-provider configuration blocks; only the block of the profile's
+// type is used (and required).
+type ProviderBlocks struct {
+	LocalSubprocess  *LocalSubprocess  `koanf:"local_subprocess" json:"local_subprocess,omitempty"`
+	Docker           *Docker           `koanf:"docker" json:"docker,omitempty"`
+	E2B              *E2B              `koanf:"e2b" json:"e2b,omitempty"`
+	Daytona          *Daytona          `koanf:"daytona" json:"daytona,omitempty"`
+	BedrockAgentCore *BedrockAgentCore `koanf:"bedrock_agentcore" json:"bedrock_agentcore,omitempty"`
+	Kubernetes       *Kubernetes       `koanf:"kubernetes" json:"kubernetes,omitempty"`
+	EC2SSM           *EC2SSM           `koanf:"ec2_ssm" json:"ec2_ssm,omitempty"`
+}
+
+// LocalSubprocess runs programs on the gateway's host, without isolation (dev/test only).
+type LocalSubprocess struct {
+	// Workdir holds the per-sandbox workspaces; default the OS temp folder.
+	Workdir string `koanf:"workdir" json:"workdir"`
+	// Python is the interpreter for language "python"; default "python3" from PATH.
+	Python string `koanf:"python" json:"python"`
+}
+
+// Docker runs one container per sandbox.
+type Docker struct {
+	Image    string `koanf:"image" json:"image"`         // default python:3.12-slim
+	Runtime  string `koanf:"runtime" json:"runtime"`     // OCI runtime; default "docker" (the engine default)
+	AttachTo string `koanf:"attach_to" json:"attach_to"` // container id/name (attached profiles)
+	Host     string `koanf:"host" json:"host"`           // engine address; default from DOCKER_HOST
+}
+
+// E2B is the E2B cloud.
+type E2B struct {
+	APIKeyEnv string `koanf:"api_key_env" json:"api_key_env"` // default E2B_API_KEY
+	Template  string `koanf:"template" json:"template"`       // default base
+	APIURL    string `koanf:"api_url" json:"api_url"`
+}
+
+// Daytona is the Daytona cloud.
+type Daytona struct {
+	APIKeyEnv string            `koanf:"api_key_env" json:"api_key_env"` // default DAYTONA_API_KEY
+	Target    string            `koanf:"target" json:"target"`
+	Image     string            `koanf:"image" json:"image"`                     // exclusive with Snapshot
+	Snapshot  string            `koanf:"snapshot" json:"snapshot"`               // exclusive with Image
+	EnvVars   map[string]string `koanf:"env_vars" json:"env_vars" secret:"true"` // values redacted when printed
+	APIURL    string            `koanf:"api_url" json:"api_url"`
+}
+
+// BedrockAgentCore is accepted for compatibility with the seed; no provider ships yet.
+type BedrockAgentCore struct {
+	Region      string `koanf:"region" json:"region"`
+	NetworkMode string `koanf:"network_mode" json:"network_mode"` // default sandbox
+}
+
+// Kubernetes runs one pod per sandbox.
+type Kubernetes struct {
+	Namespace                string            `koanf:"namespace" json:"namespace"` // default "default"
+	Image                    string            `koanf:"image" json:"image"`         // default python:3.12-slim
+	AttachTo                 string            `koanf:"attach_to" json:"attach_to"` // "<ns>/<pod>"
+	Kubeconfig               string            `koanf:"kubeconfig" json:"kubeconfig"`
+	ServiceAccount           string            `koanf:"service_account" json:"service_account"`
+	ImagePullSecrets         []string          `koanf:"image_pull_secrets" json:"image_pull_secrets"`
+	Labels                   map[string]string `koanf:"labels" json:"labels"`
+	NodeSelector             map[string]string `koanf:"node_selector" json:"node_selector"`
+	Env                      map[string]string `koanf:"env" json:"env" secret:"true"` // values redacted when printed
+	SecurityContext          map[string]any    `koanf:"security_context" json:"security_context"`
+	ContainerSecurityContext map[string]any    `koanf:"container_security_context" json:"container_security_context"`
+	NetworkPolicy            bool              `koanf:"network_policy" json:"network_policy"`
+	CreateTimeout            float64           `koanf:"create_timeout" json:"create_timeout"` // seconds; default 120
+}
+
+// EC2SSM runs commands on a registered EC2 instance through AWS Systems Manager (attach-only).
+type EC2SSM struct {
+	Region   string `koanf:"region" json:"region"`
+	AttachTo string `koanf:"attach_to" json:"attach_to"` // instance id
+}
+
+// Broker configures how operations reach providers (seed-semantics §5 broker block).
+type Broker struct {
+	Flavor                string   `koanf:"flavor" json:"flavor"`                                     // embedded | thread | queue; default thread
+	WaitTimeout           *float64 `koanf:"wait_timeout" json:"wait_timeout"`                         // seconds; default 60; 0 = always promote
+	WaitPollInterval      float64  `koanf:"wait_poll_interval" json:"wait_poll_interval"`             // seconds; default 0.5
+	InlinePayloadMaxBytes int      `koanf:"inline_payload_max_bytes" json:"inline_payload_max_bytes"` // default 131072
+	ResponseTTL           int      `koanf:"response_ttl" json:"response_ttl"`                         // seconds finished tasks are kept; default 86400
+	SweepInterval         int      `koanf:"sweep_interval" json:"sweep_interval"`                     // seconds; default 300
+	WorkerTimeoutCeiling  *float64 `koanf:"worker_timeout_ceiling" json:"worker_timeout_ceiling"`     // seconds; unset = none
+	// LostAfter is how long a runner may miss heartbeats before its running tasks are
+	// reported lost. Default 30s.
+	LostAfter     Duration       `koanf:"lost_after" json:"lost_after"`
+	Queue         map[string]any `koanf:"queue" json:"queue,omitempty"`
+	ResponseStore map[string]any `koanf:"response_store" json:"response_store,omitempty"`
+}
+
+// Duration is a time.Duration read from "30s"-style strings or plain seconds.
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

@@ -1,0 +1,420 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ErrInvalid is matched (errors.Is) by every problem Load and Validate report about the
+// configuration's content, as opposed to failures to read it.
+var ErrInvalid = errors.New("invalid configuration")
+
+// FieldError is one problem with one key. Key is the dotted path as written in the file
+// ("sandbox.profiles.web.scope", "auth.issuers[0].url"); Msg says what is wrong and, for
+// enumerated keys, the allowed values.
+type FieldError struct {
+	Key string
+	Msg string
+}
+
+func (e *FieldError) Error() string {
+	if e.Key == "" {
+		return e.Msg
+	}
+	return e.Key + ": " + e.Msg
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// problems collects FieldErrors in the order they are found.
+type problems []error
+
+func (p *problems) add(key, format string, args ...any) {
+	*p = append(*p, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// enum reports value when it is not one of allowed.
+func (p *problems) enum(key, value string, allowed []string) {
+	if !slices.Contains(allowed, value) {
+		p.add(key, "%q is not allowed; use one of: %s", value, strings.Join(allowed, ", "))
+	}
+}
+
+func (p *problems) positive(key string, v float64) {
+	if v <= 0 {
+		p.add(key, "must be greater than 0 (got %v)", v)
+	}
+}
+
+func (p *problems) nonNegative(key string, v float64) {
+	if v < 0 {
+		p.add(key, "must not be negative (got %v)", v)
+	}
+}
+
+// Validate checks the whole configuration (normally after ApplyDefaults) and returns every
+// problem at once: an errors.Join of *FieldError, each naming its dotted key and, for enums,
+// the allowed values. It returns nil when the configuration is usable. CEL expressions are
+// not compiled here (internal/principal does that).
+//
+// The sandbox rules follow seed-semantics §5 (profile fields, provider blocks, broker block)
+// and §6 (built-in provider names, missing blocks, the managed/attached environment matrix,
+// the queue broker's required blocks and in_memory pairing).
+func (c *Config) Validate() error {
+	var p problems
+	c.Server.validate(&p)
+	if c.Database.MaxConns <= 0 {
+		p.add("database.max_conns", "must be greater than 0 (got %d)", c.Database.MaxConns)
+	}
+	p.enum("log.level", c.Log.Level, logLevels)
+	p.enum("log.format", c.Log.Format, logFormats)
+	c.Auth.validate(&p)
+	c.Sandbox.validate(&p)
+	return errors.Join(p...)
+}
+
+func (s *Server) validate(p *problems) {
+	if strings.TrimSpace(s.Addr) == "" {
+		p.add("server.addr", "must not be empty; give host:port such as \":8080\"")
+	}
+	if s.PublicURL != "" {
+		if u, err := url.Parse(s.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add("server.public_url", "%q is not an absolute http or https URL", s.PublicURL)
+		}
+	}
+	for _, t := range []struct {
+		key string
+		d   Duration
+	}{
+		{"server.read_header_timeout", s.ReadHeaderTimeout},
+		{"server.read_timeout", s.ReadTimeout},
+		{"server.write_timeout", s.WriteTimeout},
+		{"server.idle_timeout", s.IdleTimeout},
+		{"server.shutdown_timeout", s.ShutdownTimeout},
+	} {
+		if t.d < 0 {
+			p.add(t.key, "must not be negative (got %s)", t.d)
+		}
+	}
+	if s.MaxBodyBytes <= 0 {
+		p.add("server.max_body_bytes", "must be greater than 0 (got %d)", s.MaxBodyBytes)
+	}
+}
+
+// maxClockSkew bounds auth.clock_skew.
+const maxClockSkew = Duration(5 * time.Minute)
+
+func (a *Auth) validate(p *problems) {
+	if a.ClockSkew < 0 || a.ClockSkew > maxClockSkew {
+		p.add("auth.clock_skew", "must be between 0 and %s (got %s)", maxClockSkew, a.ClockSkew)
+	}
+	seen := map[string]int{}
+	for i, iss := range a.Issuers {
+		key := fmt.Sprintf("auth.issuers[%d]", i)
+		if iss.URL == "" {
+			p.add(key+".url", "required: the issuer identifier (the tokens' iss claim), an http or https URL")
+		} else if !isHTTPURL(iss.URL) {
+			p.add(key+".url", "%q is not an absolute http or https URL", iss.URL)
+		} else if j, dup := seen[iss.URL]; dup {
+			p.add(key+".url", "%q is already configured by auth.issuers[%d]", iss.URL, j)
+		} else {
+			seen[iss.URL] = i
+		}
+		if iss.DiscoveryURL != "" && !isHTTPURL(iss.DiscoveryURL) {
+			p.add(key+".discovery_url", "%q is not an absolute http or https URL", iss.DiscoveryURL)
+		}
+		if len(iss.Audiences) == 0 {
+			p.add(key+".audiences", "required: at least one audience the tokens' aud claim must contain")
+		}
+		for j, aud := range iss.Audiences {
+			if strings.TrimSpace(aud) == "" {
+				p.add(fmt.Sprintf("%s.audiences[%d]", key, j), "must not be empty")
+			}
+		}
+		for j, alg := range iss.SigningAlgorithms {
+			akey := fmt.Sprintf("%s.signing_algorithms[%d]", key, j)
+			switch {
+			case strings.EqualFold(alg, "none"):
+				p.add(akey, "\"none\" is refused: it would accept unsigned tokens; use one of: %s", strings.Join(signingAlgs, ", "))
+			case strings.HasPrefix(strings.ToUpper(alg), "HS"):
+				p.add(akey, "%q is refused: HMAC algorithms need a secret shared with the issuer, which OIDC issuers publish no key for; use one of: %s", alg, strings.Join(signingAlgs, ", "))
+			default:
+				p.enum(akey, alg, signingAlgs)
+			}
+		}
+		cm := iss.ClaimMappings
+		for _, m := range []struct {
+			name string
+			m    ClaimOrExpression
+		}{
+			{"username", cm.Username},
+			{"groups", cm.Groups},
+			{"email", cm.Email},
+			{"credentials.kubernetes_user", cm.Credentials.KubernetesUser},
+			{"credentials.kubernetes_groups", cm.Credentials.KubernetesGroups},
+			{"credentials.aws_role_arn", cm.Credentials.AWSRoleARN},
+			{"credentials.run_as", cm.Credentials.RunAs},
+		} {
+			if m.m.Claim != "" && m.m.Expression != "" {
+				p.add(key+".claim_mappings."+m.name, "set claim or expression, not both")
+			}
+		}
+		for j, r := range iss.ClaimValidationRules {
+			if strings.TrimSpace(r.Expression) == "" {
+				p.add(fmt.Sprintf("%s.claim_validation_rules[%d].expression", key, j), "required: a CEL expression over claims that must be true")
+			}
+		}
+		for j, gr := range iss.GroupRoles {
+			if gr.Group == "" {
+				p.add(fmt.Sprintf("%s.group_roles[%d].group", key, j), "required: the group whose members get these credentials")
+			}
+		}
+	}
+}
+
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+var profileNameRe = regexp.MustCompile(profileNamePattern)
+
+func (s *Sandbox) validate(p *problems) {
+	positiveInt(p, "sandbox.tool_output_max_chars", int64(s.ToolOutputMaxChars))
+	positiveInt(p, "sandbox.max_output_bytes", s.MaxOutputBytes)
+	positiveInt(p, "sandbox.max_file_bytes", s.MaxFileBytes)
+	s.Broker.validate(p)
+
+	if !s.synthesized {
+		// The shorthand keys are ignored next to an explicit profiles map, but their values
+		// must still make sense.
+		if s.Scope != "" {
+			p.enum("sandbox.scope", s.Scope, scopes)
+		}
+		if s.Environment != "" {
+			p.enum("sandbox.environment", s.Environment, environments)
+		}
+	}
+
+	if len(s.Profiles) > 0 {
+		if _, ok := s.Profiles[s.DefaultProfile]; !ok {
+			p.add("sandbox.default_profile", "names profile %q, which is not defined; defined profiles: %s",
+				s.DefaultProfile, strings.Join(sortedKeys(s.Profiles), ", "))
+		}
+	}
+	for _, name := range sortedKeys(s.Profiles) {
+		prof := s.Profiles[name]
+		prefix := "sandbox.profiles." + name
+		if s.synthesized && name == s.DefaultProfile {
+			prefix = "sandbox" // the user wrote the shorthand keys
+		} else if !profileNameRe.MatchString(name) {
+			p.add(prefix, "profile name %q must match %s (lower-case letters, digits, '_', '.', '-'; at most 63 characters)", name, profileNamePattern)
+		}
+		prof.validate(p, prefix)
+	}
+}
+
+func positiveInt(p *problems, key string, v int64) {
+	if v <= 0 {
+		p.add(key, "must be greater than 0 (got %d)", v)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (b *Broker) validate(p *problems) {
+	const key = "sandbox.broker"
+	p.enum(key+".flavor", b.Flavor, brokerFlavors)
+	if b.WaitTimeout != nil {
+		p.nonNegative(key+".wait_timeout", *b.WaitTimeout)
+	}
+	p.positive(key+".wait_poll_interval", b.WaitPollInterval)
+	positiveInt(p, key+".inline_payload_max_bytes", int64(b.InlinePayloadMaxBytes))
+	positiveInt(p, key+".response_ttl", int64(b.ResponseTTL))
+	positiveInt(p, key+".sweep_interval", int64(b.SweepInterval))
+	if b.LostAfter <= 0 {
+		p.add(key+".lost_after", "must be greater than 0 (got %s)", b.LostAfter)
+	}
+	if b.WorkerTimeoutCeiling != nil {
+		p.positive(key+".worker_timeout_ceiling", *b.WorkerTimeoutCeiling)
+	}
+	if b.Flavor != FlavorQueue {
+		return
+	}
+	// seed-semantics §10: the queue client needs both blocks, and in_memory pairs only with
+	// in_memory.
+	var queueType, storeType string
+	if b.Queue == nil {
+		p.add(key+".queue", "required when sandbox.broker.flavor is queue: give at least its type (the transport, e.g. postgres)")
+	} else if t, ok := b.Queue["type"].(string); !ok || strings.TrimSpace(t) == "" {
+		p.add(key+".queue.type", "required when sandbox.broker.flavor is queue: the transport (e.g. postgres, nats, in_memory)")
+	} else {
+		queueType = t
+	}
+	if b.ResponseStore == nil {
+		p.add(key+".response_store", "required when sandbox.broker.flavor is queue: where workers store completions")
+	} else if t, ok := b.ResponseStore["type"].(string); ok {
+		storeType = t
+	}
+	if b.Queue != nil && b.ResponseStore != nil && (queueType == InMemory) != (storeType == InMemory) {
+		p.add(key, "queue type in_memory and response_store type in_memory are only valid together (queue type %q, response_store type %q)", queueType, storeType)
+	}
+}
+
+// attachTargets describes what attach_to names, per provider that can attach.
+var attachTargets = map[string]string{
+	ProviderDocker:     "a container id or name",
+	ProviderKubernetes: "\"<namespace>/<pod>\"",
+	ProviderEC2SSM:     "an EC2 instance id",
+}
+
+// validate checks one profile; prefix is the key path its fields are written under.
+func (prof *Profile) validate(p *problems, prefix string) {
+	prof.validateFields(p, prefix)
+	if !prof.validType(p, prefix) {
+		return
+	}
+
+	block := prefix + "." + prof.Type
+	if !prof.hasBlock(prof.Type) {
+		p.add(block, "missing: a profile of type %s needs the %s block (write \"%s: {}\" for its defaults)", prof.Type, prof.Type, prof.Type)
+	}
+	if d := prof.Daytona; d != nil && d.Image != "" && d.Snapshot != "" {
+		p.add(prefix+".daytona", "image and snapshot are mutually exclusive; set one of them")
+	}
+
+	// The environment matrix of seed-semantics §6.
+	kind, _ := KindOf(prof.Type)
+	target, targetKey := prof.attachTo(prefix)
+	if raw, ok := prof.Params["attach_to"]; ok {
+		if _, isString := raw.(string); !isString {
+			p.add(prefix+".params.attach_to", "must be a string (got %T)", raw)
+		}
+	}
+	switch prof.Environment {
+	case EnvironmentManaged:
+		if !kind.Provisions {
+			p.add(prefix+".environment", "provider %s is attach-only: it cannot create sandboxes; set environment: attached and give %s.attach_to (%s)",
+				prof.Type, prof.Type, attachTargets[prof.Type])
+		} else if target != "" {
+			p.add(targetKey, "is set on a managed profile, which creates its own sandboxes; set environment: attached to use the existing target, or remove attach_to")
+		}
+	case EnvironmentAttached:
+		if !kind.Attaches {
+			p.add(prefix+".environment", "provider %s cannot attach to an existing environment; use environment: managed", prof.Type)
+		} else if target == "" {
+			p.add(block+".attach_to", "the attached profile has no attach_to target; set %s.attach_to (or params.attach_to) to %s",
+				prof.Type, attachTargets[prof.Type])
+		}
+	}
+}
+
+// validType reports whether the profile's type is a built-in provider, adding a problem when
+// it is not.
+func (prof *Profile) validType(p *problems, prefix string) bool {
+	builtins := strings.Join(BuiltinProviders(), ", ")
+	switch {
+	case prof.Type == "":
+		p.add(prefix+".type", "required: the provider, one of: %s", builtins)
+	case prof.Type == ProviderBedrockAgentCore:
+		p.add(prefix+".type", "no %s provider has shipped: the block is accepted for compatibility but cannot back a profile; use one of: %s", ProviderBedrockAgentCore, builtins)
+	default:
+		if _, ok := KindOf(prof.Type); ok {
+			return true
+		}
+		p.add(prefix+".type", "unknown provider %q; built-in providers: %s", prof.Type, builtins)
+	}
+	return false
+}
+
+// validateFields checks the keys that do not depend on the provider.
+func (prof *Profile) validateFields(p *problems, prefix string) {
+	p.enum(prefix+".scope", prof.Scope, scopes)
+	p.enum(prefix+".environment", prof.Environment, environments)
+	p.enum(prefix+".identity.mode", prof.Identity.Mode, identityModes)
+	if prof.IdleTimeout <= 0 {
+		p.add(prefix+".idle_timeout", "must be greater than 0 seconds (got %d)", prof.IdleTimeout)
+	}
+	pol := prof.Policy
+	pk := prefix + ".policy"
+	p.enum(pk+".network_egress", pol.NetworkEgress, egressModes)
+	switch {
+	case pol.NetworkEgress == EgressAllowlist && len(pol.NetworkAllow) == 0:
+		p.add(pk+".network_allow", "must list at least one host when network_egress is allowlist")
+	case pol.NetworkEgress != EgressAllowlist && len(pol.NetworkAllow) > 0:
+		p.add(pk+".network_allow", "is only meaningful with network_egress: allowlist (network_egress is %q)", pol.NetworkEgress)
+	}
+	if pol.Timeout != nil {
+		p.positive(pk+".timeout", *pol.Timeout)
+	}
+	if pol.CPU != nil {
+		p.positive(pk+".cpu", *pol.CPU)
+	}
+	if pol.MemoryMB != nil && *pol.MemoryMB <= 0 {
+		p.add(pk+".memory_mb", "must be greater than 0 (got %d)", *pol.MemoryMB)
+	}
+}
+
+// hasBlock reports whether the provider block for typ is present.
+func (b *ProviderBlocks) hasBlock(typ string) bool {
+	switch typ {
+	case ProviderLocalSubprocess:
+		return b.LocalSubprocess != nil
+	case ProviderDocker:
+		return b.Docker != nil
+	case ProviderKubernetes:
+		return b.Kubernetes != nil
+	case ProviderEC2SSM:
+		return b.EC2SSM != nil
+	case ProviderE2B:
+		return b.E2B != nil
+	case ProviderDaytona:
+		return b.Daytona != nil
+	case ProviderBedrockAgentCore:
+		return b.BedrockAgentCore != nil
+	}
+	return false
+}
+
+// AttachTo returns the profile's attach target: the attach_to of its provider block, else
+// params.attach_to, else "".
+func (prof *Profile) AttachTo() string {
+	target, _ := prof.attachTo("")
+	return target
+}
+
+// attachTo returns the attach target and the key it was set under.
+func (prof *Profile) attachTo(prefix string) (target, key string) {
+	switch prof.Type {
+	case ProviderDocker:
+		if prof.Docker != nil && prof.Docker.AttachTo != "" {
+			return prof.Docker.AttachTo, prefix + ".docker.attach_to"
+		}
+	case ProviderKubernetes:
+		if prof.Kubernetes != nil && prof.Kubernetes.AttachTo != "" {
+			return prof.Kubernetes.AttachTo, prefix + ".kubernetes.attach_to"
+		}
+	case ProviderEC2SSM:
+		if prof.EC2SSM != nil && prof.EC2SSM.AttachTo != "" {
+			return prof.EC2SSM.AttachTo, prefix + ".ec2_ssm.attach_to"
+		}
+	}
+	if s, ok := prof.Params["attach_to"].(string); ok && s != "" {
+		return s, prefix + ".params.attach_to"
+	}
+	return "", ""
+}

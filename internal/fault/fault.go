@@ -1,0 +1,107 @@
+// Package fault is Sandgate's one error vocabulary for the domain: every failure of the
+// machinery (never a failing program) carries a Kind, and internal/api maps each Kind to an
+// RFC 9457 problem type in one place.
+//
+// The kinds mirror the seed's error hierarchy (seed-semantics §2): config, capability,
+// policy, timeout, provision, gone (a provision failure whose target vanished), session not
+// found, broker. Sandgate adds validation, forbidden, conflict and too-large for REST input.
+package fault
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies a failure. Its string is the suffix of the problem type URI.
+type Kind string
+
+const (
+	Config     Kind = "config"     // a profile, provider or combination the configuration does not allow
+	Capability Kind = "capability" // the provider does not support the operation
+	Policy     Kind = "policy"     // a policy or identity requirement cannot be enforced; a path escapes
+	Timeout    Kind = "timeout"    // an operation exceeded its effective timeout
+	Provision  Kind = "provision"  // a sandbox could not be created or attached
+	Gone       Kind = "gone"       // the attach target no longer exists (a Provision failure; self-heal signal)
+	NotFound   Kind = "not-found"  // unknown session, task or file (also: someone else's)
+	Broker     Kind = "broker"     // the execution broker could not deliver or finish an operation
+	Validation Kind = "validation" // malformed input
+	Forbidden  Kind = "forbidden"  // the principal may not use the profile or resource
+	Conflict   Kind = "conflict"   // the operation does not fit the scope or the resource's state
+	TooLarge   Kind = "too-large"  // input over a configured limit
+	Internal   Kind = "internal"   // a bug
+)
+
+// Error is a classified failure. Subject and Capability are set for Capability errors.
+type Error struct {
+	Kind       Kind
+	Msg        string
+	Subject    string
+	Capability string
+	Err        error // optional cause
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil && e.Msg == "" {
+		return e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, fault.Gone) style checks work against a Kind value wrapped as error.
+func (e *Error) Is(target error) bool {
+	var k kindErr
+	if errors.As(target, &k) {
+		if e.Kind == Kind(k) {
+			return true
+		}
+		// Gone is a kind of Provision failure (seed: SandboxGoneError < SandboxProvisionError).
+		return e.Kind == Gone && Kind(k) == Provision
+	}
+	return false
+}
+
+type kindErr Kind
+
+func (k kindErr) Error() string { return string(k) }
+
+// Err returns an error value usable as errors.Is target for the kind.
+func (k Kind) Err() error { return kindErr(k) }
+
+// New returns a classified error with a formatted message.
+func New(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Wrap classifies cause with a message; the cause stays reachable with errors.Unwrap.
+func Wrap(kind Kind, cause error, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	if cause != nil {
+		msg += ": " + cause.Error()
+	}
+	return &Error{Kind: kind, Msg: msg, Err: cause}
+}
+
+// Unsupported reports a missing capability, as "<subject> does not support capability: <cap>".
+// Capability names follow the seed: shell, files, package_install, attach, language:<lang>,
+// principal_user.
+func Unsupported(subject, capability string) *Error {
+	msg := "unsupported capability: " + capability
+	if subject != "" {
+		msg = subject + " does not support capability: " + capability
+	}
+	return &Error{Kind: Capability, Msg: msg, Subject: subject, Capability: capability}
+}
+
+// KindOf returns the Kind of err, or Internal when err carries none.
+func KindOf(err error) Kind {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Kind
+	}
+	return Internal
+}
+
+// IsKind reports whether err is (or wraps) a fault of kind k. Gone counts as Provision.
+func IsKind(err error, k Kind) bool { return errors.Is(err, k.Err()) }
