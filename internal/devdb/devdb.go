@@ -1,0 +1,213 @@
+// Package devdb runs a throwaway PostgreSQL server from the machine's own Postgres binaries
+// (initdb and pg_ctl on PATH, or Debian's /usr/lib/postgresql/<version>/bin) for `gateway dev`
+// and the tests. It listens on 127.0.0.1 on a free port, trusts local connections, and keeps
+// its data under the folder it is given so the next start reuses it.
+//
+// Postgres refuses to run as root; when the gateway runs as root the server runs as the
+// `postgres` (or `nobody`) user.
+package devdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Instance is a running dev Postgres.
+type Instance struct {
+	Dir  string // data folder
+	Port int
+	bin  string
+	cred *syscall.Credential
+}
+
+// URL returns the connection URL of database db.
+func (i *Instance) URL(db string) string {
+	return fmt.Sprintf("postgres://sandgate@127.0.0.1:%d/%s?sslmode=disable", i.Port, db)
+}
+
+// FindBin returns the folder holding initdb and pg_ctl.
+func FindBin() (string, error) {
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		if _, err := os.Stat(filepath.Join(filepath.Dir(p), "initdb")); err == nil {
+			return filepath.Dir(p), nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(a, b int) bool { return version(dirs[a]) > version(dirs[b]) })
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "pg_ctl")); err == nil {
+			return d, nil
+		}
+	}
+	return "", errors.New("no PostgreSQL server binaries found (initdb, pg_ctl); install them (Debian: apt-get install postgresql) or set database.url")
+}
+
+func version(dir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+	return n
+}
+
+// Start starts (initialising if needed) the server whose data lives in dir and waits until
+// it accepts connections; a server already running from dir is reused. Database "sandgate"
+// exists afterwards.
+func Start(ctx context.Context, dir string) (*Instance, error) {
+	bin, err := FindBin()
+	if err != nil {
+		return nil, err
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	inst := &Instance{Dir: dir, bin: bin}
+	if os.Geteuid() == 0 {
+		if inst.cred, err = unprivileged(); err != nil {
+			return nil, err
+		}
+	}
+	data := filepath.Join(dir, "data")
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		if err := inst.initdb(data); err != nil {
+			return nil, err
+		}
+	}
+	portFile := filepath.Join(dir, "port")
+	if b, err := os.ReadFile(portFile); err == nil && inst.running(data) {
+		if inst.Port, err = strconv.Atoi(strings.TrimSpace(string(b))); err == nil && inst.ping(ctx) == nil {
+			return inst, inst.ensureDB(ctx)
+		}
+	}
+	if inst.Port, err = freePort(); err != nil {
+		return nil, err
+	}
+	logFile := filepath.Join(dir, "postgres.log")
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off -c max_connections=200", inst.Port, dir)
+	if out, err := inst.run("pg_ctl", "-D", data, "-l", logFile, "-o", opts, "-w", "-t", "60", "start"); err != nil {
+		return nil, fmt.Errorf("devdb: pg_ctl start: %v: %s (log: %s)", err, out, logFile)
+	}
+	if err := os.WriteFile(portFile, []byte(strconv.Itoa(inst.Port)), 0o644); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err = inst.ping(ctx); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("devdb: server did not accept connections: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return inst, inst.ensureDB(ctx)
+}
+
+// Stop shuts the server down (fast mode).
+func (i *Instance) Stop() error {
+	out, err := i.run("pg_ctl", "-D", filepath.Join(i.Dir, "data"), "-m", "fast", "-w", "stop")
+	if err != nil {
+		return fmt.Errorf("devdb: pg_ctl stop: %v: %s", err, out)
+	}
+	return nil
+}
+
+func (i *Instance) initdb(data string) error {
+	if err := os.MkdirAll(i.Dir, 0o755); err != nil { // the server user must traverse it
+		return err
+	}
+	if i.cred != nil {
+		if err := os.Chown(i.Dir, int(i.cred.Uid), int(i.cred.Gid)); err != nil {
+			return err
+		}
+	}
+	if out, err := i.run("initdb", "-D", data, "-U", "sandgate", "--auth=trust", "--encoding=UTF8", "--no-sync"); err != nil {
+		return fmt.Errorf("devdb: initdb: %v: %s", err, out)
+	}
+	return nil
+}
+
+func (i *Instance) running(data string) bool {
+	_, err := i.run("pg_ctl", "-D", data, "status")
+	return err == nil
+}
+
+func (i *Instance) run(name string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(i.bin, name), args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8")
+	if i.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: i.cred}
+		cmd.Dir = "/"
+	}
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func (i *Instance) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, i.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	return c.Close(ctx)
+}
+
+func (i *Instance) ensureDB(ctx context.Context) error {
+	return i.CreateDatabase(ctx, "sandgate", "")
+}
+
+// CreateDatabase creates database name (from template when not "") unless it exists.
+func (i *Instance) CreateDatabase(ctx context.Context, name, template string) error {
+	c, err := pgx.Connect(ctx, i.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	var exists bool
+	if err := c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil || exists {
+		return err
+	}
+	q := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		q += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	_, err = c.Exec(ctx, q)
+	return err
+}
+
+func unprivileged() (*syscall.Credential, error) {
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	}
+	return nil, errors.New("devdb: Postgres cannot run as root and there is no 'postgres' or 'nobody' user to run it as")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

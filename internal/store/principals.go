@@ -1,0 +1,48 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Principal is a persisted caller identity.
+type Principal struct {
+	ID          string
+	Issuer      string
+	Subject     string
+	Username    string
+	Email       string
+	Groups      []string
+	FirstSeenAt time.Time
+	LastSeenAt  time.Time
+}
+
+// UpsertPrincipal records that (issuer, subject) was seen at now, refreshing its username,
+// email and groups, and returns the stored row with its id and first-seen time.
+func (s *Store) UpsertPrincipal(ctx context.Context, p Principal, now time.Time) (Principal, error) {
+	if p.Groups == nil {
+		p.Groups = []string{}
+	}
+	row := s.pool.QueryRow(ctx, `
+INSERT INTO principals (issuer, subject, username, email, groups, first_seen_at, last_seen_at)
+VALUES ($1, $2, $3, $4, $5, $6, $6)
+ON CONFLICT (issuer, subject) DO UPDATE
+   SET username = EXCLUDED.username, email = EXCLUDED.email, groups = EXCLUDED.groups,
+       last_seen_at = GREATEST(principals.last_seen_at, EXCLUDED.last_seen_at)
+RETURNING id::text, first_seen_at, last_seen_at`,
+		p.Issuer, p.Subject, p.Username, p.Email, p.Groups, now)
+	if err := row.Scan(&p.ID, &p.FirstSeenAt, &p.LastSeenAt); err != nil {
+		return Principal{}, err
+	}
+	return p, nil
+}
+
+// PrincipalLabel returns "issuer subject" names for principal ids (for admin listings).
+func (s *Store) PrincipalLabel(ctx context.Context, id string) (string, error) {
+	var iss, sub string
+	err := s.pool.QueryRow(ctx, `SELECT issuer, subject FROM principals WHERE id = $1`, id).Scan(&iss, &sub)
+	if err != nil {
+		return "", notFound(err)
+	}
+	return iss + "#" + sub, nil
+}

@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Session is a persisted sandbox session. OwnerID is "" for a per_runtime shared session.
+type Session struct {
+	ID            string
+	OwnerID       string
+	Profile       string
+	Provider      string
+	Scope         string
+	Name          string
+	Labels        map[string]string
+	IsDefault     bool
+	SandboxID     string
+	Status        string
+	PendingNotice string
+	CreatedAt     time.Time
+	LastUsedAt    time.Time
+}
+
+const sessionCols = `id, COALESCE(owner_id::text, ''), profile, provider, scope, name, labels, is_default,
+	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at`
+
+func scanSession(row pgx.Row) (Session, error) {
+	var s Session
+	var labels []byte
+	err := row.Scan(&s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
+		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt)
+	if err != nil {
+		return Session{}, notFound(err)
+	}
+	s.Labels = map[string]string{}
+	if len(labels) > 0 {
+		if err := json.Unmarshal(labels, &s.Labels); err != nil {
+			return Session{}, fmt.Errorf("store: session %s labels: %w", s.ID, err)
+		}
+	}
+	return s, nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// CreateSession inserts s.
+func (st *Store) CreateSession(ctx context.Context, s Session) error {
+	labels, err := json.Marshal(s.Labels)
+	if err != nil {
+		return err
+	}
+	if s.Labels == nil {
+		labels = []byte("{}")
+	}
+	_, err = st.pool.Exec(ctx, `
+INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
+		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt)
+	return err
+}
+
+// EnsureDefaultSession returns the default session of (ownerID, profile) — for ownerID ""
+// the profile's shared per_runtime session — inserting candidate when none exists. Concurrent
+// callers get the same row.
+func (st *Store) EnsureDefaultSession(ctx context.Context, candidate Session) (Session, error) {
+	for range 3 {
+		var row pgx.Row
+		if candidate.OwnerID == "" {
+			row = st.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE owner_id IS NULL AND profile = $1`, candidate.Profile)
+		} else {
+			row = st.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE owner_id = $1 AND profile = $2 AND is_default`, candidate.OwnerID, candidate.Profile)
+		}
+		s, err := scanSession(row)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return Session{}, err
+		}
+		candidate.IsDefault = true
+		err = st.CreateSession(ctx, candidate)
+		var pgErr *pgconn.PgError
+		if err == nil {
+			return candidate, nil
+		}
+		if !errors.As(err, &pgErr) || pgErr.Code != "23505" { // unique_violation: lost a race; read again
+			return Session{}, err
+		}
+	}
+	return Session{}, errors.New("store: could not create the default session")
+}
+
+// GetSession returns session id.
+func (st *Store) GetSession(ctx context.Context, id string) (Session, error) {
+	return scanSession(st.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id))
+}
+
+// SessionFilter selects sessions for ListSessions.
+type SessionFilter struct {
+	OwnerID      string // "" with All: every session
+	All          bool
+	Profile      string
+	Status       string
+	Conversation string
+	Limit        int
+	AfterCreated time.Time // keyset cursor: strictly older than (AfterCreated, AfterID)
+	AfterID      string
+}
+
+// ListSessions returns the owner's sessions plus shared per_runtime sessions (or all with
+// f.All), newest first.
+func (st *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if !f.All {
+		where = append(where, "(owner_id = "+arg(f.OwnerID)+" OR owner_id IS NULL)")
+	}
+	if f.Profile != "" {
+		where = append(where, "profile = "+arg(f.Profile))
+	}
+	if f.Status != "" {
+		where = append(where, "status = "+arg(f.Status))
+	}
+	if f.Conversation != "" {
+		where = append(where, "labels->>'conversation' = "+arg(f.Conversation))
+	}
+	if f.AfterID != "" {
+		where = append(where, "(created_at, id) < ("+arg(f.AfterCreated)+", "+arg(f.AfterID)+")")
+	}
+	q := `SELECT ` + sessionCols + ` FROM sessions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id DESC LIMIT " + arg(f.Limit)
+	rows, err := st.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// UpdateSessionBackend records the session's sandbox handle (sandboxID "" after a destroy),
+// its status and last use, and clears a delivered pending notice.
+func (st *Store) UpdateSessionBackend(ctx context.Context, id, sandboxID, status string, lastUsed time.Time) error {
+	_, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = $2, status = $3, last_used_at = GREATEST(last_used_at, $4), pending_notice = NULL WHERE id = $1`,
+		id, nullable(sandboxID), status, lastUsed)
+	return err
+}
+
+// ResetSession forgets the sandbox of session id (destroyed elsewhere), records createdAt as
+// its new start and leaves notice for its next operation.
+func (st *Store) ResetSession(ctx context.Context, id string, notice string, createdAt time.Time, ifSandbox string) (bool, error) {
+	tag, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = NULL, status = 'active', created_at = $3, pending_notice = $2
+		WHERE id = $1 AND sandbox_id = $4`, id, nullable(notice), createdAt, ifSandbox)
+	return tag.RowsAffected() == 1, err
+}
+
+// ResetIdleSession is ResetSession for the idle sweeper: it only resets when the session is
+// still unused since before cutoff and has no unfinished task.
+func (st *Store) ResetIdleSession(ctx context.Context, id, notice string, createdAt time.Time, ifSandbox string, cutoff time.Time) (bool, error) {
+	tag, err := st.pool.Exec(ctx, `UPDATE sessions s SET sandbox_id = NULL, status = 'active', created_at = $3, pending_notice = $2
+		WHERE id = $1 AND sandbox_id = $4 AND last_used_at < $5
+		  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id AND t.finished_at IS NULL)`, id, nullable(notice), createdAt, ifSandbox, cutoff)
+	return tag.RowsAffected() == 1, err
+}
+
+// TouchSession records a use of session id at t.
+func (st *Store) TouchSession(ctx context.Context, id string, t time.Time) error {
+	_, err := st.pool.Exec(ctx, `UPDATE sessions SET last_used_at = GREATEST(last_used_at, $2) WHERE id = $1`, id, t)
+	return err
+}
+
+// DeleteSession removes session id.
+func (st *Store) DeleteSession(ctx context.Context, id string) error {
+	_, err := st.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+	return err
+}
+
+// IdleSessions returns sessions with a sandbox, unused since before `before` per profile
+// (map of profile → cutoff), with no unfinished task. Shared rows included.
+func (st *Store) IdleSessions(ctx context.Context, profile string, cutoff time.Time, limit int) ([]Session, error) {
+	rows, err := st.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions s
+		WHERE sandbox_id IS NOT NULL AND profile = $1 AND last_used_at < $2
+		  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id AND t.finished_at IS NULL)
+		ORDER BY last_used_at LIMIT $3`, profile, cutoff, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,177 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Task is one recorded execution. Result is the JSON-encoded result once finished.
+type Task struct {
+	ID              string
+	SessionID       string
+	OwnerID         string
+	Profile         string
+	Operation       string
+	Status          string
+	Promoted        bool
+	RunnerID        string
+	SubmittedAt     time.Time
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+	ExpiresAt       *time.Time
+	Notice          string
+	Error           string
+	ErrorType       string
+	Result          json.RawMessage
+	CancelRequested bool
+}
+
+const taskCols = `id, session_id, owner_id::text, profile, operation, status, promoted, runner_id, submitted_at,
+	started_at, finished_at, expires_at, COALESCE(notice, ''), COALESCE(error, ''), COALESCE(error_type, ''), result, cancel_requested`
+
+func scanTask(row pgx.Row) (Task, error) {
+	var t Task
+	var res []byte
+	err := row.Scan(&t.ID, &t.SessionID, &t.OwnerID, &t.Profile, &t.Operation, &t.Status, &t.Promoted, &t.RunnerID, &t.SubmittedAt,
+		&t.StartedAt, &t.FinishedAt, &t.ExpiresAt, &t.Notice, &t.Error, &t.ErrorType, &res, &t.CancelRequested)
+	if err != nil {
+		return Task{}, notFound(err)
+	}
+	if len(res) > 0 {
+		t.Result = res
+	}
+	return t, nil
+}
+
+// CreateTask inserts t (status pending).
+func (st *Store) CreateTask(ctx context.Context, t Task) error {
+	_, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt)
+	return err
+}
+
+// StartTask marks task id running at t (unless it already finished, e.g. cancelled).
+func (st *Store) StartTask(ctx context.Context, id string, t time.Time) error {
+	_, err := st.pool.Exec(ctx, `UPDATE tasks SET status = 'running', started_at = $2 WHERE id = $1 AND finished_at IS NULL`, id, t)
+	return err
+}
+
+// PromoteTask marks task id as handed to the caller as a background task.
+func (st *Store) PromoteTask(ctx context.Context, id string) error {
+	_, err := st.pool.Exec(ctx, `UPDATE tasks SET promoted = true WHERE id = $1`, id)
+	return err
+}
+
+// Completion is how a task ended.
+type Completion struct {
+	Status    string
+	Notice    string
+	Error     string
+	ErrorType string
+	Result    any // JSON-encodable; nil for machinery failures
+	SessionID string
+}
+
+// FinishTask records task id's completion at t, kept until t+ttl. A task already finished
+// (cancelled, lost) keeps its first completion; the return says whether this one was stored.
+func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time.Time, ttl time.Duration) (bool, error) {
+	var res []byte
+	if c.Result != nil {
+		var err error
+		if res, err = json.Marshal(c.Result); err != nil {
+			return false, err
+		}
+	}
+	tag, err := st.pool.Exec(ctx, `UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
+		finished_at = $7, expires_at = $8 WHERE id = $1 AND finished_at IS NULL`,
+		id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl))
+	return tag.RowsAffected() == 1, err
+}
+
+// GetTask returns task id if it belongs to ownerID (any owner when ownerID is "").
+func (st *Store) GetTask(ctx context.Context, id, ownerID string) (Task, error) {
+	if ownerID == "" {
+		return scanTask(st.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = $1`, id))
+	}
+	return scanTask(st.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = $1 AND owner_id = $2`, id, ownerID))
+}
+
+// TaskFilter selects tasks for ListTasks.
+type TaskFilter struct {
+	OwnerID        string
+	Status         string
+	SessionID      string
+	Limit          int
+	AfterSubmitted time.Time
+	AfterID        string
+}
+
+// ListTasks returns the owner's tasks, newest first, without results.
+func (st *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
+	args := []any{f.OwnerID}
+	where := []string{"owner_id = $1"}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if f.Status != "" {
+		where = append(where, "status = "+arg(f.Status))
+	}
+	if f.SessionID != "" {
+		where = append(where, "session_id = "+arg(f.SessionID))
+	}
+	if f.AfterID != "" {
+		where = append(where, "(submitted_at, id) < ("+arg(f.AfterSubmitted)+", "+arg(f.AfterID)+")")
+	}
+	cols := strings.Replace(taskCols, "result,", "NULL::jsonb,", 1)
+	rows, err := st.pool.Query(ctx, `SELECT `+cols+` FROM tasks WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY submitted_at DESC, id DESC LIMIT `+arg(f.Limit), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// RequestCancel flags unfinished task id for cancellation by its runner.
+func (st *Store) RequestCancel(ctx context.Context, id string) error {
+	_, err := st.pool.Exec(ctx, `UPDATE tasks SET cancel_requested = true WHERE id = $1 AND finished_at IS NULL`, id)
+	return err
+}
+
+// CancelRequested returns the unfinished tasks of runnerID flagged for cancellation.
+func (st *Store) CancelRequested(ctx context.Context, runnerID string) ([]string, error) {
+	rows, err := st.pool.Query(ctx, `SELECT id FROM tasks WHERE runner_id = $1 AND cancel_requested AND finished_at IS NULL`, runnerID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// MarkLostTasks finishes every unfinished task whose runner has not sent a heartbeat since
+// staleBefore (or is unknown) as `lost`, and returns how many.
+func (st *Store) MarkLostTasks(ctx context.Context, staleBefore, now time.Time, ttl time.Duration) (int64, error) {
+	tag, err := st.pool.Exec(ctx, `
+UPDATE tasks t SET status = 'lost', finished_at = $2, expires_at = $3, error_type = 'lost',
+       error = 'the gateway process running this task stopped before it finished (runner ' || t.runner_id || '); its outcome is unknown'
+ WHERE t.finished_at IS NULL
+   AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $1)`,
+		staleBefore, now, now.Add(ttl))
+	return tag.RowsAffected(), err
+}
+
+// DeleteExpiredTasks removes finished tasks past their TTL.
+func (st *Store) DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, error) {
+	tag, err := st.pool.Exec(ctx, `DELETE FROM tasks WHERE expires_at < $1`, now)
+	return tag.RowsAffected(), err
+}
