@@ -1,0 +1,271 @@
+// Package auth verifies `Authorization: Bearer <JWT>` tokens (RFC 6750) against the configured
+// OIDC issuers with go-oidc — discovery, JWKS cached and refreshed on an unknown `kid`,
+// audience, expiry with a small skew, allowed asymmetric signing algorithms — and resolves the
+// verified claims into a principal.Principal through the issuer's claim mappings.
+//
+// Any issuer that serves OIDC discovery works, including a Kubernetes service-account issuer
+// (set ca_file and, where discovery needs it, bearer_token_file).
+package auth
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/principal"
+)
+
+// Error is a rejected credential. Code is the RFC 6750 error code ("invalid_token", or ""
+// when no token was presented); Description says what is wrong and what to do.
+type Error struct {
+	Code        string
+	Description string
+}
+
+func (e *Error) Error() string { return e.Description }
+
+// ErrIssuerUnavailable means an issuer's discovery document or keys could not be fetched; the
+// token was neither accepted nor proven bad (the edge answers 503).
+var ErrIssuerUnavailable = errors.New("issuer unavailable")
+
+func invalid(format string, args ...any) error {
+	return &Error{Code: "invalid_token", Description: fmt.Sprintf(format, args...)}
+}
+
+// Authenticator verifies bearer tokens. Build it with New; safe for concurrent use.
+type Authenticator struct {
+	issuers map[string]*issuer
+	skew    time.Duration
+	now     func() time.Time
+	log     *slog.Logger
+	// bgCtx lives as long as the Authenticator; go-oidc uses it for JWKS refreshes.
+	bgCtx context.Context
+}
+
+type issuer struct {
+	cfg    config.Issuer
+	mapper *principal.Mapper
+	client *http.Client
+	algs   []string
+
+	mu       sync.Mutex
+	verifier *oidc.IDTokenVerifier
+	lastErr  time.Time
+}
+
+// Option adjusts an Authenticator.
+type Option func(*Authenticator)
+
+// WithClock injects the clock used for expiry checks (tests).
+func WithClock(now func() time.Time) Option { return func(a *Authenticator) { a.now = now } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(a *Authenticator) { a.log = l } }
+
+// New builds an Authenticator for cfg. Discovery is lazy (first token of each issuer), so an
+// issuer that starts later — such as the dev issuer on the same listener — is fine. ctx bounds
+// the life of background key refreshes. Errors are configuration errors (bad CEL, CA file).
+func New(ctx context.Context, cfg config.Auth, opts ...Option) (*Authenticator, error) {
+	a := &Authenticator{issuers: map[string]*issuer{}, skew: cfg.ClockSkew.D(), now: time.Now, log: slog.Default(), bgCtx: ctx}
+	for _, o := range opts {
+		o(a)
+	}
+	if len(cfg.Issuers) == 0 {
+		return nil, errors.New("auth: no issuer configured (auth.issuers); `gateway dev` provides a development issuer")
+	}
+	for _, ic := range cfg.Issuers {
+		m, err := principal.NewMapper(ic, cfg.AdminGroups)
+		if err != nil {
+			return nil, err
+		}
+		client, err := httpClient(ic)
+		if err != nil {
+			return nil, err
+		}
+		algs := ic.SigningAlgorithms
+		if len(algs) == 0 {
+			algs = []string{oidc.RS256, oidc.ES256}
+		}
+		a.issuers[ic.URL] = &issuer{cfg: ic, mapper: m, client: client, algs: algs}
+	}
+	return a, nil
+}
+
+func httpClient(ic config.Issuer) (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if ic.CAFile != "" {
+		pem, err := os.ReadFile(ic.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth.issuers[%s].ca_file: %w", ic.URL, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("auth.issuers[%s].ca_file: no PEM certificate in %s", ic.URL, ic.CAFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	var rt http.RoundTripper = tr
+	if ic.BearerTokenFile != "" {
+		rt = &bearerTransport{file: ic.BearerTokenFile, next: tr}
+	}
+	return &http.Client{Transport: rt, Timeout: 15 * time.Second}, nil
+}
+
+// bearerTransport sends the (re-read, since projected tokens rotate) token file's content.
+type bearerTransport struct {
+	file string
+	next http.RoundTripper
+}
+
+func (b *bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	tok, err := os.ReadFile(b.file)
+	if err != nil {
+		return nil, fmt.Errorf("read bearer_token_file: %w", err)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	return b.next.RoundTrip(r)
+}
+
+// verifier returns the issuer's verifier, running discovery on first use. A failed discovery
+// is retried at most once per second.
+func (a *Authenticator) verifier(is *issuer) (*oidc.IDTokenVerifier, error) {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if is.verifier != nil {
+		return is.verifier, nil
+	}
+	if time.Since(is.lastErr) < time.Second {
+		return nil, fmt.Errorf("%w: discovery for %s failed moments ago", ErrIssuerUnavailable, is.cfg.URL)
+	}
+	ctx := oidc.ClientContext(a.bgCtx, is.client)
+	base := is.cfg.URL
+	if is.cfg.DiscoveryURL != "" {
+		base = strings.TrimSuffix(strings.TrimSuffix(is.cfg.DiscoveryURL, "/.well-known/openid-configuration"), "/")
+		ctx = oidc.InsecureIssuerURLContext(ctx, is.cfg.URL)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	prov, err := oidc.NewProvider(dctx, base)
+	if err != nil {
+		is.lastErr = time.Now()
+		a.log.Warn("oidc discovery failed", "issuer", is.cfg.URL, "err", err)
+		return nil, fmt.Errorf("%w: discovery for %s: %v", ErrIssuerUnavailable, is.cfg.URL, err)
+	}
+	// The provider's key set must outlive this call: rebuild it on the long-lived context.
+	var meta struct {
+		JWKSURL string `json:"jwks_uri"`
+	}
+	if err := prov.Claims(&meta); err != nil || meta.JWKSURL == "" {
+		is.lastErr = time.Now()
+		return nil, fmt.Errorf("%w: %s discovery has no jwks_uri", ErrIssuerUnavailable, is.cfg.URL)
+	}
+	keys := oidc.NewRemoteKeySet(oidc.ClientContext(a.bgCtx, is.client), meta.JWKSURL)
+	is.verifier = oidc.NewVerifier(is.cfg.URL, keys, &oidc.Config{
+		SkipClientIDCheck:    true, // audiences are checked below (several may be allowed)
+		SkipExpiryCheck:      true, // checked below with the configured skew
+		SupportedSigningAlgs: is.algs,
+	})
+	return is.verifier, nil
+}
+
+// Authenticate verifies raw (the bearer token, without "Bearer ") and resolves its principal.
+// Errors: *Error for a bad token (401), ErrIssuerUnavailable (503).
+func (a *Authenticator) Authenticate(ctx context.Context, raw string) (principal.Principal, error) {
+	iss, err := unverifiedIssuer(raw)
+	if err != nil {
+		return principal.Principal{}, err
+	}
+	is, ok := a.issuers[iss]
+	if !ok {
+		return principal.Principal{}, invalid("token issuer %q is not trusted by this gateway", iss)
+	}
+	v, err := a.verifier(is)
+	if err != nil {
+		return principal.Principal{}, err
+	}
+	tok, err := v.Verify(ctx, raw)
+	if err != nil {
+		if strings.Contains(err.Error(), "fetching keys") {
+			return principal.Principal{}, fmt.Errorf("%w: %v", ErrIssuerUnavailable, err)
+		}
+		return principal.Principal{}, invalid("token verification failed: %v", err)
+	}
+	var claims map[string]any
+	if err := tok.Claims(&claims); err != nil {
+		return principal.Principal{}, invalid("token claims are not a JSON object: %v", err)
+	}
+	if err := a.checkTimes(claims); err != nil {
+		return principal.Principal{}, err
+	}
+	if !slices.ContainsFunc(tok.Audience, func(aud string) bool { return slices.Contains(is.cfg.Audiences, aud) }) {
+		return principal.Principal{}, invalid("token audience %v does not include one of %v", tok.Audience, is.cfg.Audiences)
+	}
+	p, err := is.mapper.Map(claims)
+	if err != nil {
+		return principal.Principal{}, invalid("%v", err)
+	}
+	return p, nil
+}
+
+func (a *Authenticator) checkTimes(claims map[string]any) error {
+	now := a.now()
+	num := func(k string) (time.Time, bool) {
+		f, ok := claims[k].(float64)
+		if !ok {
+			return time.Time{}, false
+		}
+		return time.Unix(int64(f), 0), true
+	}
+	exp, ok := num("exp")
+	if !ok {
+		return invalid("token has no 'exp' claim; tokens must expire")
+	}
+	if now.After(exp.Add(a.skew)) {
+		return invalid("token expired at %s; request a new token from your issuer", exp.UTC().Format(time.RFC3339))
+	}
+	if nbf, ok := num("nbf"); ok && now.Add(a.skew).Before(nbf) {
+		return invalid("token is not valid before %s", nbf.UTC().Format(time.RFC3339))
+	}
+	if iat, ok := num("iat"); ok && now.Add(a.skew).Before(iat) {
+		return invalid("token was issued in the future (%s); check the issuer's clock", iat.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// unverifiedIssuer reads `iss` from the payload to pick the verifier; nothing is trusted
+// until that verifier has checked the signature.
+func unverifiedIssuer(raw string) (string, error) {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return "", invalid("malformed token: a JWT has three dot-separated parts (JWE is not accepted)")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", invalid("malformed token payload: %v", err)
+	}
+	var c struct {
+		Iss string `json:"iss"`
+	}
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return "", invalid("malformed token payload: %v", err)
+	}
+	if c.Iss == "" {
+		return "", invalid("token has no 'iss' claim")
+	}
+	return c.Iss, nil
+}

@@ -1,0 +1,304 @@
+// Package devissuer is the development OIDC issuer that `gateway dev` mounts on its own
+// listener: discovery, JWKS, a token endpoint and the authorization-code + PKCE (RFC 7636,
+// S256 only) flow a browser needs. Its tokens are verified by the gateway through exactly the
+// same go-oidc path as any production issuer; nothing here bypasses verification.
+//
+// It signs with an ES256 key kept in a PEM file so tokens minted by `gateway token` stay
+// valid across restarts. It must never be mounted by `gateway serve`.
+package devissuer
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// Audience is the `aud` of every dev token; the dev configuration trusts exactly it.
+const Audience = "sandgate"
+
+// ClientID is the public client the web console uses for the authorization-code flow.
+const ClientID = "sandgate-console"
+
+// Issuer signs development tokens.
+type Issuer struct {
+	url   string
+	key   *ecdsa.PrivateKey
+	kid   string
+	now   func() time.Time
+	mu    sync.Mutex
+	codes map[string]authCode
+}
+
+type authCode struct {
+	claims    Claims
+	challenge string
+	redirect  string
+	expires   time.Time
+}
+
+// Claims are what a dev token asserts.
+type Claims struct {
+	Subject string
+	Groups  []string
+	Email   string
+	TTL     time.Duration // default 12h
+}
+
+// Open loads the signing key from keyFile, creating it (mode 0600) when absent, for issuer URL
+// issuerURL (e.g. "http://localhost:8080/dev/oidc").
+func Open(issuerURL, keyFile string) (*Issuer, error) {
+	key, err := loadOrCreateKey(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(der)
+	return &Issuer{url: strings.TrimSuffix(issuerURL, "/"), key: key, kid: hex.EncodeToString(sum[:8]), now: time.Now, codes: map[string]authCode{}}, nil
+}
+
+func loadOrCreateKey(path string) (*ecdsa.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		blk, _ := pem.Decode(b)
+		if blk == nil {
+			return nil, fmt.Errorf("devissuer: %s holds no PEM key; delete it to create a new one", path)
+		}
+		return x509.ParseECPrivateKey(blk.Bytes)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	return key, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+// URL is the issuer identifier.
+func (i *Issuer) URL() string { return i.url }
+
+// Mint returns a signed JWT for c.
+func (i *Issuer) Mint(c Claims) (string, error) {
+	if c.Subject == "" {
+		return "", errors.New("devissuer: subject is required")
+	}
+	if c.TTL <= 0 {
+		c.TTL = 12 * time.Hour
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: i.key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", i.kid))
+	if err != nil {
+		return "", err
+	}
+	now := i.now()
+	std := jwt.Claims{
+		Issuer: i.url, Subject: c.Subject, Audience: jwt.Audience{Audience},
+		IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(c.TTL)),
+	}
+	extra := map[string]any{"groups": c.Groups, "preferred_username": c.Subject, "azp": ClientID}
+	if c.Groups == nil {
+		extra["groups"] = []string{}
+	}
+	if c.Email != "" {
+		extra["email"] = c.Email
+		extra["email_verified"] = true
+	}
+	return jwt.Signed(signer).Claims(std).Claims(extra).Serialize()
+}
+
+// Handler serves the issuer's endpoints under its URL path (mount it at that path prefix with
+// the prefix stripped).
+func (i *Issuer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", i.discovery)
+	mux.HandleFunc("GET /jwks", i.jwks)
+	mux.HandleFunc("GET /authorize", i.authorizeForm)
+	mux.HandleFunc("POST /authorize", i.authorize)
+	mux.HandleFunc("POST /token", i.token)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (i *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"issuer":                                i.url,
+		"jwks_uri":                              i.url + "/jwks",
+		"authorization_endpoint":                i.url + "/authorize",
+		"token_endpoint":                        i.url + "/token",
+		"response_types_supported":              []string{"code"},
+		"grant_types_supported":                 []string{"authorization_code"},
+		"subject_types_supported":               []string{"public"},
+		"id_token_signing_alg_values_supported": []string{"ES256"},
+		"code_challenge_methods_supported":      []string{"S256"},
+		"token_endpoint_auth_methods_supported": []string{"none"},
+		"scopes_supported":                      []string{"openid", "profile", "email", "groups"},
+		"claims_supported":                      []string{"sub", "email", "groups", "preferred_username"},
+	})
+}
+
+func (i *Issuer) jwks(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &i.key.PublicKey, KeyID: i.kid, Algorithm: "ES256", Use: "sig"}}})
+}
+
+var formTmpl = template.Must(template.New("f").Parse(`<!doctype html><html><head><meta charset="utf-8"><title>Sandgate dev sign-in</title>
+<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto}label{display:block;margin:.8rem 0}input{width:100%;padding:.4rem}</style></head>
+<body><h1>Sandgate development sign-in</h1><p>This issuer exists only under <code>gateway dev</code>. Pick who you are.</p>
+<form method="post"><input type="hidden" name="q" value="{{.Q}}">
+<label>Subject <input name="sub" value="dev" required pattern="[A-Za-z0-9._@-]{1,64}"></label>
+<label>Groups (comma-separated) <input name="groups" value="dev"></label>
+<label>Email <input name="email" type="email" value="dev@example.test"></label>
+<button type="submit">Sign in</button></form></body></html>`))
+
+type authRequest struct {
+	clientID, redirect, state, challenge, method, responseType string
+}
+
+func parseAuthRequest(q url.Values) (authRequest, error) {
+	ar := authRequest{q.Get("client_id"), q.Get("redirect_uri"), q.Get("state"), q.Get("code_challenge"), q.Get("code_challenge_method"), q.Get("response_type")}
+	switch {
+	case ar.responseType != "code":
+		return ar, errors.New("response_type must be 'code'")
+	case ar.clientID != ClientID:
+		return ar, fmt.Errorf("unknown client_id; the dev issuer knows %q", ClientID)
+	case ar.challenge == "" || ar.method != "S256":
+		return ar, errors.New("PKCE is required: send code_challenge with code_challenge_method=S256")
+	}
+	u, err := url.Parse(ar.redirect)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ar, errors.New("redirect_uri must be an absolute http(s) URL")
+	}
+	// A development issuer only redirects to the local machine.
+	if h := u.Hostname(); h != "localhost" && h != "127.0.0.1" && h != "::1" {
+		return ar, errors.New("redirect_uri must point to localhost")
+	}
+	return ar, nil
+}
+
+func (i *Issuer) authorizeForm(w http.ResponseWriter, r *http.Request) {
+	if _, err := parseAuthRequest(r.URL.Query()); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = formTmpl.Execute(w, map[string]string{"Q": r.URL.RawQuery})
+}
+
+func (i *Issuer) authorize(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	q, err := url.ParseQuery(r.PostForm.Get("q"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ar, err := parseAuthRequest(q)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	sub := strings.TrimSpace(r.PostForm.Get("sub"))
+	if sub == "" {
+		http.Error(w, "subject is required", http.StatusBadRequest)
+		return
+	}
+	var groups []string
+	for _, g := range strings.Split(r.PostForm.Get("groups"), ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			groups = append(groups, g)
+		}
+	}
+	code := rand.Text()
+	i.mu.Lock()
+	for k, c := range i.codes { // drop expired codes
+		if i.now().After(c.expires) {
+			delete(i.codes, k)
+		}
+	}
+	i.codes[code] = authCode{claims: Claims{Subject: sub, Groups: groups, Email: r.PostForm.Get("email")}, challenge: ar.challenge, redirect: ar.redirect, expires: i.now().Add(time.Minute)}
+	i.mu.Unlock()
+	u, _ := url.Parse(ar.redirect)
+	rq := u.Query()
+	rq.Set("code", code)
+	if ar.state != "" {
+		rq.Set("state", ar.state)
+	}
+	u.RawQuery = rq.Encode()
+	http.Redirect(w, r, u.String(), http.StatusFound)
+}
+
+func tokenError(w http.ResponseWriter, code, desc string) {
+	writeJSON(w, http.StatusBadRequest, map[string]string{"error": code, "error_description": desc})
+}
+
+func (i *Issuer) token(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		tokenError(w, "invalid_request", err.Error())
+		return
+	}
+	f := r.PostForm
+	if f.Get("grant_type") != "authorization_code" {
+		tokenError(w, "unsupported_grant_type", "only authorization_code is supported")
+		return
+	}
+	i.mu.Lock()
+	c, ok := i.codes[f.Get("code")]
+	delete(i.codes, f.Get("code")) // single use
+	i.mu.Unlock()
+	if !ok || i.now().After(c.expires) {
+		tokenError(w, "invalid_grant", "unknown, used or expired code")
+		return
+	}
+	if f.Get("client_id") != ClientID || f.Get("redirect_uri") != c.redirect {
+		tokenError(w, "invalid_grant", "client_id or redirect_uri does not match the authorization request")
+		return
+	}
+	sum := sha256.Sum256([]byte(f.Get("code_verifier")))
+	if base64.RawURLEncoding.EncodeToString(sum[:]) != c.challenge {
+		tokenError(w, "invalid_grant", "code_verifier does not match code_challenge")
+		return
+	}
+	tok, err := i.Mint(c.claims)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "server_error", "error_description": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "id_token": tok, "token_type": "Bearer", "expires_in": int((12 * time.Hour).Seconds())})
+}

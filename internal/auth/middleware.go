@@ -1,0 +1,84 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sandgate/sandgate/internal/principal"
+)
+
+// Resolved is called with each authenticated principal; it may enrich it (store id,
+// first/last seen) or fail (the request then gets a 503).
+type Resolved func(ctx context.Context, p principal.Principal) (principal.Principal, error)
+
+// ProblemWriter writes an RFC 9457 problem response; internal/api supplies it so every
+// error body has one shape.
+type ProblemWriter func(w http.ResponseWriter, r *http.Request, status int, kind, title, detail string)
+
+// Middleware authenticates every request: without a valid bearer token the request ends
+// with 401 and an RFC 6750 WWW-Authenticate challenge; with one, the principal is in the
+// request context (principal.FromContext).
+func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			raw, err := bearer(r)
+			if err == nil {
+				var p principal.Principal
+				p, err = a.Authenticate(r.Context(), raw)
+				if err == nil && resolved != nil {
+					p, err = resolved(r.Context(), p)
+					if err != nil {
+						problem(w, r, http.StatusServiceUnavailable, "unavailable", "Service unavailable", "could not record the principal: "+err.Error())
+						return
+					}
+				}
+				if err == nil {
+					next.ServeHTTP(w, r.WithContext(principal.NewContext(r.Context(), p)))
+					return
+				}
+			}
+			if errors.Is(err, ErrIssuerUnavailable) {
+				w.Header().Set("Retry-After", "5")
+				problem(w, r, http.StatusServiceUnavailable, "unavailable", "Issuer unavailable", err.Error())
+				return
+			}
+			var ae *Error
+			if !errors.As(err, &ae) {
+				ae = &Error{Code: "invalid_token", Description: err.Error()}
+			}
+			challenge := `Bearer realm="sandgate"`
+			if ae.Code != "" {
+				challenge += fmt.Sprintf(`, error=%q, error_description=%q`, ae.Code, sanitize(ae.Description))
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			problem(w, r, http.StatusUnauthorized, "unauthenticated", "Unauthenticated", ae.Description)
+		})
+	}
+}
+
+func bearer(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", &Error{Description: "missing bearer token: send 'Authorization: Bearer <JWT>' (in dev mode, `gateway token` prints one)"}
+	}
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+		return "", &Error{Code: "invalid_request", Description: "the Authorization header must be 'Bearer <JWT>'"}
+	}
+	return strings.TrimSpace(tok), nil
+}
+
+// sanitize keeps an error_description within RFC 6750's allowed characters.
+func sanitize(s string) string {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c <= 0x7e && c != '"' && c != '\\' {
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,66 @@
+// Package principal turns a verified token's claims into the caller's Principal: who they are
+// (issuer + subject), their username, email and groups, and the user-mode credentials a
+// provider needs to act as them (Kubernetes impersonation, AWS role, run-as user).
+//
+// Mappings are per issuer and follow Kubernetes' structured authentication configuration
+// (JWTAuthenticator claimMappings / claimValidationRules): each field is a claim name or a
+// CEL expression over `claims`; validation rules are CEL expressions that must yield true.
+// A group→role table is the alternative to CEL for credentials.
+package principal
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Principal is an authenticated caller.
+type Principal struct {
+	// ID is the stable store id, set once the principal was recorded.
+	ID          string
+	Issuer      string
+	Subject     string
+	Username    string
+	Email       string
+	Groups      []string
+	Credentials Credentials
+	// Admin: member of one of auth.admin_groups.
+	Admin       bool
+	FirstSeenAt time.Time
+	LastSeenAt  time.Time
+}
+
+// Credentials are user-mode identity inputs resolved from claims. None is a secret.
+type Credentials struct {
+	KubernetesUser   string
+	KubernetesGroups []string
+	AWSRoleARN       string
+	RunAs            string
+}
+
+// Key is "issuer#subject", unique per principal.
+func (p Principal) Key() string { return p.Issuer + "#" + p.Subject }
+
+// InAnyGroup reports whether p is a member of at least one of groups.
+func (p Principal) InAnyGroup(groups []string) bool {
+	for _, g := range groups {
+		if slices.Contains(p.Groups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying p. Only the HTTP edge sets it; the domain receives the
+// principal as an explicit argument.
+func NewContext(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// FromContext returns the principal set by NewContext.
+func FromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(ctxKey{}).(Principal)
+	return p, ok
+}
