@@ -1,0 +1,389 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// Operation names (seed ExecutionRequest.operation).
+const (
+	OpExecuteCode    = "execute_code"
+	OpExecuteCommand = "execute_command"
+)
+
+// Task statuses.
+const (
+	TaskPending   = "pending"
+	TaskRunning   = "running"
+	TaskSucceeded = "succeeded"
+	TaskFailed    = "failed"
+	TaskTimedOut  = "timed_out"
+	TaskCancelled = "cancelled"
+	TaskLost      = "lost"
+)
+
+// Result statuses.
+const (
+	ResultCompleted = "completed"
+	ResultTimedOut  = "timed_out"
+	ResultCancelled = "cancelled"
+)
+
+// ExecInput is one execution: exactly one of Command or Code.
+type ExecInput struct {
+	SessionID string // a session id or DefaultSessionID; ignored by Run
+	Profile   string
+	Command   string
+	Code      string
+	Language  string // default python
+	Env       map[string]string
+	Cwd       string
+	Stdin     []byte
+	// Timeout lowers the profile's policy timeout (never raises it); 0 = the policy's.
+	Timeout time.Duration
+	// Wait bounds how long the call waits before promoting to a task; nil = broker.wait_timeout.
+	Wait   *time.Duration
+	Base64 bool // return stdout/stderr base64-encoded
+}
+
+// Result is a finished execution. A non-zero exit is a Result, never an error.
+type Result struct {
+	Status          string   `json:"status"`
+	ExitCode        *int     `json:"exit_code"`
+	Signal          string   `json:"signal,omitempty"`
+	Stdout          string   `json:"stdout"`
+	Stderr          string   `json:"stderr"`
+	StdoutBytes     int64    `json:"stdout_bytes"`
+	StderrBytes     int64    `json:"stderr_bytes"`
+	StdoutTruncated bool     `json:"stdout_truncated"`
+	StderrTruncated bool     `json:"stderr_truncated"`
+	Encoding        string   `json:"encoding"`
+	DurationMS      int64    `json:"duration_ms"`
+	SessionID       string   `json:"session_id"`
+	TaskID          string   `json:"task_id,omitempty"`
+	Notice          string   `json:"notice,omitempty"`
+	Warnings        []string `json:"warnings"`
+}
+
+// Outcome is either a Result (finished within the wait) or a promoted Task.
+type Outcome struct {
+	Result *Result
+	Task   *Task
+}
+
+// Execute runs a command or code in a session (seed run_code / run_command). Machinery
+// failures are fault errors; policy, identity and capability checks fail before any provider
+// call.
+func (s *Service) Execute(ctx context.Context, p principal.Principal, in ExecInput) (Outcome, error) {
+	sess, prof, ephemeral, err := s.resolve(ctx, p, in.SessionID, in.Profile)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return s.submit(ctx, p, sess, prof, ephemeral, in)
+}
+
+// Run executes on a per_call profile: a fresh sandbox, destroyed afterwards — also when the
+// run was promoted to a task.
+func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) (Outcome, error) {
+	prof, err := s.profile(p, in.Profile)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if prof.Config.Scope != ScopePerCall {
+		return Outcome{}, fault.New(fault.Conflict, "profile '%s' has scope %s; runs need a per_call profile — run in a session instead (POST /v1/sessions/default/commands?profile=%s)",
+			prof.Name, prof.Config.Scope, prof.Name)
+	}
+	in.SessionID = DefaultSessionID
+	return s.Execute(ctx, p, in)
+}
+
+func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.Session, prof *Profile, ephemeral bool, in ExecInput) (Outcome, error) {
+	op := OpExecuteCommand
+	spec := providers.ExecSpec{Command: in.Command, Env: in.Env, Dir: in.Cwd}
+	if in.Code != "" || in.Command == "" {
+		op = OpExecuteCode
+		spec = providers.ExecSpec{Code: in.Code, Language: in.Language, Env: in.Env, Dir: in.Cwd}
+		if spec.Language == "" {
+			spec.Language = "python"
+		}
+	}
+	if in.Code != "" && in.Command != "" {
+		return Outcome{}, fault.New(fault.Validation, "give exactly one of command or code")
+	}
+	if err := providers.CheckExecSpec(prof.Provider.Type(), prof.Caps, spec); err != nil {
+		return Outcome{}, err
+	}
+	if spec.Dir != "" {
+		if _, err := providers.CleanPath(spec.Dir); err != nil {
+			return Outcome{}, err
+		}
+	}
+	warnings, err := s.checks(prof, p)
+	if err != nil {
+		return Outcome{}, err
+	}
+	timeout := prof.Policy.Timeout
+	if in.Timeout > 0 && in.Timeout < timeout {
+		timeout = in.Timeout
+	}
+	spec.Timeout = timeout
+	wait := s.waitTimeout()
+	if in.Wait != nil {
+		wait = *in.Wait
+	}
+
+	now := s.now()
+	task := store.Task{
+		ID: s.newID(), SessionID: sess.ID, OwnerID: p.ID, Profile: prof.Name, Operation: op,
+		Status: TaskPending, RunnerID: s.runnerID, SubmittedAt: now,
+	}
+	if err := s.store.CreateTask(ctx, task); err != nil {
+		return Outcome{}, err
+	}
+	j := &execJob{s: s, p: p, prof: prof, sess: sess, ephemeral: ephemeral, task: task, spec: spec, stdin: in.Stdin,
+		base64: in.Base64, warnings: warnings}
+	done, err := s.broker.Submit(ctx, task.ID, wait, j.run)
+	if err != nil {
+		_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, store.Completion{Status: TaskFailed, Error: err.Error(), ErrorType: string(fault.KindOf(err))}, s.now(), s.ttl())
+		return Outcome{}, err
+	}
+	if done {
+		if j.err != nil {
+			return Outcome{}, j.err
+		}
+		return Outcome{Result: j.result}, nil
+	}
+	if err := s.store.PromoteTask(context.WithoutCancel(ctx), task.ID); err != nil {
+		s.log.Error("recording task promotion failed", "task_id", task.ID, "err", err)
+	}
+	t, err := s.GetTask(context.WithoutCancel(ctx), p, task.ID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Task: &t}, nil
+}
+
+func (s *Service) waitTimeout() time.Duration {
+	if s.cfg.Broker.WaitTimeout == nil {
+		return 60 * time.Second
+	}
+	return time.Duration(*s.cfg.Broker.WaitTimeout * float64(time.Second))
+}
+
+func (s *Service) ttl() time.Duration {
+	if s.cfg.Broker.ResponseTTL <= 0 {
+		return 24 * time.Hour
+	}
+	return time.Duration(s.cfg.Broker.ResponseTTL) * time.Second
+}
+
+func (s *Service) maxOutput() int64 {
+	if s.cfg.MaxOutputBytes <= 0 {
+		return 1 << 20
+	}
+	return s.cfg.MaxOutputBytes
+}
+
+// execJob is one execution as the broker runs it (seed BrokerWorkerCore.run + process).
+type execJob struct {
+	s         *Service
+	p         principal.Principal
+	prof      *Profile
+	sess      store.Session
+	ephemeral bool
+	task      store.Task
+	spec      providers.ExecSpec
+	stdin     []byte
+	base64    bool
+	warnings  []string
+
+	result *Result // set when the program ran (whatever its exit)
+	err    error   // set on a machinery failure
+}
+
+func (j *execJob) run(ctx context.Context) {
+	s := j.s
+	bg := context.WithoutCancel(ctx) // persistence must happen even after cancellation
+	completion := store.Completion{SessionID: j.sess.ID}
+	defer func() {
+		if rec := recover(); rec != nil {
+			s.log.Error("execution panicked", "task_id", j.task.ID, "panic", rec)
+			j.err = fault.New(fault.Internal, "execution panicked: %v", rec)
+			completion = store.Completion{Status: TaskFailed, Error: j.err.Error(), ErrorType: string(fault.Internal)}
+		}
+		if ok, err := s.store.FinishTask(bg, j.task.ID, completion, s.now(), s.ttl()); err != nil {
+			s.log.Error("recording task completion failed", "task_id", j.task.ID, "err", err)
+		} else if !ok {
+			s.log.Info("task had already finished (cancelled or lost)", "task_id", j.task.ID)
+		}
+		s.forgetCancelled(j.task.ID)
+	}()
+	res, err := j.execute(ctx)
+	switch {
+	case err != nil:
+		j.err = err
+		completion.Status, completion.Error, completion.ErrorType = TaskFailed, err.Error(), string(fault.KindOf(err))
+		if s.wasCancelled(j.task.ID) {
+			completion.Status, completion.ErrorType = TaskCancelled, "cancelled"
+			completion.Error = "cancelled by the caller"
+		} else if ctx.Err() != nil {
+			completion.Status, completion.ErrorType = TaskLost, "lost"
+			completion.Error = "the gateway shut down before the task finished"
+		}
+	default:
+		j.result = res
+		completion.Result, completion.Notice = res, res.Notice
+		switch res.Status {
+		case ResultTimedOut:
+			completion.Status = TaskTimedOut
+			completion.Error = fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.task.Operation, j.spec.Timeout.Seconds())
+			completion.ErrorType = string(fault.Timeout)
+		case ResultCancelled:
+			completion.Status, completion.Error, completion.ErrorType = TaskCancelled, "cancelled by the caller", "cancelled"
+		default:
+			completion.Status = TaskSucceeded
+		}
+	}
+}
+
+// execute takes the session lock, readies the sandbox and runs the program.
+func (j *execJob) execute(ctx context.Context) (*Result, error) {
+	s, prof := j.s, j.prof
+	var notice string
+	if !j.ephemeral {
+		unlock, err := s.lockSession(ctx, j.sess.ID)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+		// Re-read under the lock: an earlier operation may have changed the sandbox.
+		if j.sess, err = s.store.GetSession(ctx, j.sess.ID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, fault.New(fault.NotFound, "sandbox session '%s' was destroyed while this operation waited", j.task.SessionID)
+			}
+			return nil, err
+		}
+		if notice, err = s.resetIfIdle(ctx, prof, &j.sess); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.store.StartTask(ctx, j.task.ID, s.now()); err != nil {
+		return nil, err
+	}
+	pp := providerPrincipal(prof, j.p)
+	sb, healNotice, err := s.acquire(ctx, prof, &j.sess, pp)
+	if err != nil {
+		return nil, err
+	}
+	if notice == "" {
+		notice = healNotice
+	}
+	defer func() { _ = sb.Close() }()
+	if j.ephemeral {
+		defer s.destroyBackend(ctx, prof, j.sess.ID, sb.ID())
+	} else {
+		if err := s.store.UpdateSessionBackend(ctx, j.sess.ID, sb.ID(), "active", s.now()); err != nil {
+			return nil, err
+		}
+		defer func() { _ = s.store.TouchSession(context.WithoutCancel(ctx), j.sess.ID, s.now()) }()
+	}
+
+	stdout, stderr := newCapture(s.maxOutput()), newCapture(s.maxOutput())
+	spec := j.spec
+	spec.Stdout, spec.Stderr = stdout, stderr
+	if j.stdin != nil {
+		spec.Stdin = bytes.NewReader(j.stdin)
+	}
+	// The provider enforces spec.Timeout; the context deadline is a backstop for providers
+	// whose kill did not return.
+	runCtx, cancel := context.WithTimeout(ctx, spec.Timeout+30*time.Second)
+	defer cancel()
+	start := time.Now()
+	st, err := sb.Exec(runCtx, spec)
+	elapsed := time.Since(start)
+	res := &Result{Status: ResultCompleted, SessionID: j.sess.ID, TaskID: j.task.ID, Notice: notice, Warnings: j.warnings, DurationMS: elapsed.Milliseconds()}
+	if res.Warnings == nil {
+		res.Warnings = []string{}
+	}
+	switch {
+	case err == nil && st.TimedOut:
+		res.Status = ResultTimedOut
+	case err == nil:
+		code := st.ExitCode
+		res.ExitCode = &code
+		res.Signal = st.Signal
+	case ctx.Err() != nil && s.wasCancelled(j.task.ID):
+		res.Status = ResultCancelled
+	case runCtx.Err() != nil && ctx.Err() == nil:
+		res.Status = ResultTimedOut
+	default:
+		return nil, classify(err, fault.Provision)
+	}
+	out, outTrunc, outN := stdout.bytes()
+	errb, errTrunc, errN := stderr.bytes()
+	res.Stdout, res.Stderr, res.Encoding = encodeStreams(out, errb, j.base64)
+	res.StdoutBytes, res.StderrBytes, res.StdoutTruncated, res.StderrTruncated = outN, errN, outTrunc, errTrunc
+	return res, nil
+}
+
+// classify keeps a fault's kind, or files an unclassified error under kind.
+func classify(err error, kind fault.Kind) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return fault.Wrap(kind, err, "sandbox operation failed")
+}
+
+// resetIfIdle applies the seed's idle expiry on touch (§8): a session with a sandbox unused for
+// longer than its profile's idle_timeout loses that sandbox and the caller gets a notice. A
+// notice left by the idle sweeper is delivered here too. Call with the session lock held.
+func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
+	notice := sess.PendingNotice
+	if sess.SandboxID != "" && s.now().Sub(sess.LastUsedAt) > prof.IdleTimeout {
+		s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+		notice = idleNotice(prof, sess.ID)
+		if _, err := s.store.ResetSession(ctx, sess.ID, "", s.now(), sess.SandboxID); err != nil {
+			return "", err
+		}
+		sess.SandboxID = ""
+	}
+	return notice, nil
+}
+
+// acquire attaches to the session's sandbox or creates one (seed _acquire). A managed sandbox
+// that vanished is recreated empty with a notice; an attached environment never is.
+func (s *Service) acquire(ctx context.Context, prof *Profile, sess *store.Session, pp providers.Principal) (providers.Sandbox, string, error) {
+	if sess.SandboxID != "" {
+		sb, err := prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.Policy)
+		if err == nil {
+			return sb, "", nil
+		}
+		if fault.KindOf(err) != fault.Gone {
+			return nil, "", classify(err, fault.Provision)
+		}
+		if prof.Attached() {
+			return nil, "", fault.New(fault.Gone, "attached environment '%s' (profile '%s') is unreachable; not recreating — attached environments are never provisioned by the gateway", sess.SandboxID, prof.Name)
+		}
+		sb, err = prof.Provider.Create(ctx, pp, prof.Policy)
+		if err != nil {
+			return nil, "", classify(err, fault.Provision)
+		}
+		sess.SandboxID = sb.ID()
+		return sb, fmt.Sprintf("the sandbox behind session '%s' no longer existed and was recreated empty; its previous workspace state is gone", sess.ID), nil
+	}
+	sb, err := prof.Provider.Create(ctx, pp, prof.Policy)
+	if err != nil {
+		return nil, "", classify(err, fault.Provision)
+	}
+	sess.SandboxID = sb.ID()
+	return sb, "", nil
+}

@@ -1,0 +1,226 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// FileWritten reports a completed upload.
+type FileWritten struct {
+	SessionID string
+	Path      string
+	Size      int64
+	SHA256    string
+}
+
+func (s *Service) maxFile() int64 {
+	if s.cfg.MaxFileBytes <= 0 {
+		return 100 << 20
+	}
+	return s.cfg.MaxFileBytes
+}
+
+// fileSession resolves a session for a file operation and runs the fail-closed checks.
+func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, error) {
+	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	if err != nil {
+		return store.Session{}, nil, err
+	}
+	if ephemeral {
+		return store.Session{}, nil, fault.New(fault.Conflict, "profile '%s' has scope per_call: its sandboxes live for one run and hold no files between calls", prof.Name)
+	}
+	if !prof.Caps.Files {
+		return store.Session{}, nil, fault.Unsupported(prof.Provider.Type(), "files")
+	}
+	if _, err := s.checks(prof, p); err != nil {
+		return store.Session{}, nil, err
+	}
+	return sess, prof, nil
+}
+
+// WriteFile streams body into path in the session's workspace, creating the sandbox if need
+// be. Over sandbox.max_file_bytes: fault.TooLarge and no file. Escapes: fault.Policy.
+// Writes are ordered with the session's executions.
+func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, profile, path string, body io.Reader) (FileWritten, error) {
+	clean, err := providers.CleanPath(path)
+	if err != nil {
+		return FileWritten{}, err
+	}
+	if clean == "." {
+		return FileWritten{}, fault.New(fault.Validation, "path must name a file, not the workspace root")
+	}
+	sess, prof, err := s.fileSession(ctx, p, id, profile)
+	if err != nil {
+		return FileWritten{}, err
+	}
+	unlock, err := s.lockSession(ctx, sess.ID)
+	if err != nil {
+		return FileWritten{}, err
+	}
+	defer unlock()
+	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
+		return FileWritten{}, err
+	}
+	if _, err := s.resetIfIdle(ctx, prof, &sess); err != nil {
+		return FileWritten{}, err
+	}
+	sb, _, err := s.acquire(ctx, prof, &sess, providerPrincipal(prof, p))
+	if err != nil {
+		return FileWritten{}, err
+	}
+	defer func() { _ = sb.Close() }()
+	if err := s.store.UpdateSessionBackend(ctx, sess.ID, sb.ID(), "active", s.now()); err != nil {
+		return FileWritten{}, err
+	}
+	h := sha256.New()
+	wctx, cancel := context.WithTimeout(ctx, prof.Policy.Timeout)
+	defer cancel()
+	n, err := sb.WriteFile(wctx, clean, io.TeeReader(body, h), s.maxFile())
+	if err != nil {
+		if fault.IsKind(err, fault.TooLarge) {
+			return FileWritten{}, fault.New(fault.TooLarge, "file body is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", s.maxFile())
+		}
+		if wctx.Err() != nil && ctx.Err() == nil {
+			return FileWritten{}, fault.New(fault.Timeout, "sandbox operation 'upload_file' exceeded timeout %gs", prof.Policy.Timeout.Seconds())
+		}
+		return FileWritten{}, classify(err, fault.Provision)
+	}
+	return FileWritten{SessionID: sess.ID, Path: clean, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// readable attaches to the session's sandbox for a read, without creating one and without
+// waiting for running work. ok=false: the session has no sandbox (so no files).
+func (s *Service) readable(ctx context.Context, p principal.Principal, id, profile string) (providers.Sandbox, bool, error) {
+	sess, prof, err := s.fileSession(ctx, p, id, profile)
+	if err != nil {
+		return nil, false, err
+	}
+	if sess.SandboxID == "" {
+		return nil, false, nil
+	}
+	sb, err := prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, p), prof.Policy)
+	if fault.KindOf(err) == fault.Gone {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, classify(err, fault.Provision)
+	}
+	_ = s.store.TouchSession(ctx, sess.ID, s.now())
+	return sb, true, nil
+}
+
+// ReadFile opens path in the session's workspace. Missing: fault.NotFound. The caller closes
+// the reader.
+func (s *Service) ReadFile(ctx context.Context, p principal.Principal, id, profile, path string) (io.ReadCloser, int64, error) {
+	clean, err := providers.CleanPath(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	sb, ok, err := s.readable(ctx, p, id, profile)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !ok {
+		return nil, 0, fault.New(fault.NotFound, "file '%s' not found: the session has no sandbox yet", clean)
+	}
+	size := int64(-1)
+	if dir, base := splitPath(clean); base != "" {
+		if entries, err := sb.ListFiles(ctx, dir); err == nil {
+			for _, e := range entries {
+				if e.Name == base && e.Type == providers.FileRegular {
+					size = e.Size
+				}
+			}
+		}
+	}
+	rc, err := sb.ReadFile(ctx, clean)
+	if err != nil {
+		_ = sb.Close()
+		return nil, 0, err
+	}
+	return &closeBoth{ReadCloser: rc, sb: sb}, size, nil
+}
+
+func splitPath(p string) (dir, base string) {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[:i], p[i+1:]
+		}
+	}
+	return ".", p
+}
+
+type closeBoth struct {
+	io.ReadCloser
+	sb providers.Sandbox
+}
+
+func (c *closeBoth) Close() error {
+	err := c.ReadCloser.Close()
+	_ = c.sb.Close()
+	return err
+}
+
+// ListFiles lists folder dir of the session's workspace.
+func (s *Service) ListFiles(ctx context.Context, p principal.Principal, id, profile, dir string) (string, []providers.FileInfo, error) {
+	clean, err := providers.CleanPath(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	sb, ok, err := s.readable(ctx, p, id, profile)
+	if err != nil {
+		return "", nil, err
+	}
+	if !ok {
+		if clean == "." {
+			return clean, []providers.FileInfo{}, nil
+		}
+		return "", nil, fault.New(fault.NotFound, "folder '%s' not found: the session has no sandbox yet", clean)
+	}
+	defer func() { _ = sb.Close() }()
+	entries, err := sb.ListFiles(ctx, clean)
+	if err != nil {
+		return "", nil, err
+	}
+	return clean, entries, nil
+}
+
+// DeleteFile removes a file or empty folder (missing: no error). Ordered like writes.
+func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, profile, path string) error {
+	clean, err := providers.CleanPath(path)
+	if err != nil {
+		return err
+	}
+	if clean == "." {
+		return fault.New(fault.Validation, "path must name a file, not the workspace root")
+	}
+	sess, prof, err := s.fileSession(ctx, p, id, profile)
+	if err != nil {
+		return err
+	}
+	unlock, err := s.lockSession(ctx, sess.ID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil || sess.SandboxID == "" {
+		return err
+	}
+	sb, err := prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, p), prof.Policy)
+	if fault.KindOf(err) == fault.Gone {
+		return nil
+	}
+	if err != nil {
+		return classify(err, fault.Provision)
+	}
+	defer func() { _ = sb.Close() }()
+	_ = s.store.TouchSession(ctx, sess.ID, s.now())
+	return sb.RemoveFile(ctx, clean)
+}

@@ -1,0 +1,102 @@
+package sandbox
+
+import (
+	"encoding/base64"
+	"sync"
+	"unicode/utf8"
+)
+
+// capture keeps a bounded view of one output stream: the first half of its limit and the
+// last half (a ring), counting every byte written. Memory is O(limit) however much a program
+// prints (field notes: huge output must not exhaust the gateway).
+type capture struct {
+	mu    sync.Mutex
+	head  []byte
+	ring  []byte
+	pos   int
+	full  bool
+	total int64
+}
+
+func newCapture(limit int64) *capture {
+	if limit < 2 {
+		limit = 2
+	}
+	h := limit / 2
+	return &capture{head: make([]byte, 0, h), ring: make([]byte, limit-h)}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(p)
+	c.total += int64(n)
+	if room := cap(c.head) - len(c.head); room > 0 {
+		k := min(room, len(p))
+		c.head = append(c.head, p[:k]...)
+		p = p[k:]
+	}
+	for len(p) > 0 {
+		k := copy(c.ring[c.pos:], p)
+		p = p[k:]
+		c.pos += k
+		if c.pos == len(c.ring) {
+			c.pos, c.full = 0, true
+		}
+	}
+	return n, nil
+}
+
+// bytes returns the kept output and whether its middle was dropped. When truncated, partial
+// UTF-8 sequences at the cut are trimmed so that text output stays valid.
+func (c *capture) bytes() (out []byte, truncated bool, total int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var tail []byte
+	if c.full {
+		tail = append(append([]byte{}, c.ring[c.pos:]...), c.ring[:c.pos]...)
+	} else {
+		tail = append([]byte{}, c.ring[:c.pos]...)
+	}
+	kept := int64(len(c.head) + len(tail))
+	truncated = c.total > kept
+	head := c.head
+	if truncated {
+		head = trimPartialEnd(head)
+		tail = trimPartialStart(tail)
+	}
+	out = make([]byte, 0, len(head)+len(tail))
+	out = append(append(out, head...), tail...)
+	return out, truncated, c.total
+}
+
+func trimPartialEnd(b []byte) []byte {
+	for i := 1; i <= 3 && i <= len(b); i++ {
+		r := b[len(b)-i]
+		if utf8.RuneStart(r) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			return b
+		}
+	}
+	return b
+}
+
+func trimPartialStart(b []byte) []byte {
+	for i := 0; i < 3 && i < len(b); i++ {
+		if utf8.RuneStart(b[i]) {
+			return b[i:]
+		}
+	}
+	return b
+}
+
+// encodeStreams renders stdout and stderr as text when both are valid UTF-8 and text was
+// asked for; otherwise both as base64 (encoding says which).
+func encodeStreams(stdout, stderr []byte, wantBase64 bool) (string, string, string) {
+	if !wantBase64 && utf8.Valid(stdout) && utf8.Valid(stderr) {
+		return string(stdout), string(stderr), "utf-8"
+	}
+	return base64.StdEncoding.EncodeToString(stdout), base64.StdEncoding.EncodeToString(stderr), "base64"
+}

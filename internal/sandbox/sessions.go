@@ -1,0 +1,252 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// DefaultSessionID addresses the caller's default session of a profile (seed: the omitted
+// id, `default:<profile>`), created on first use.
+const DefaultSessionID = "default"
+
+// Session is a sandbox session as the caller sees it.
+type Session struct {
+	store.Session
+	// Shared: the one session of a per_runtime profile, used by every allowed principal.
+	Shared bool
+}
+
+func view(s store.Session) Session { return Session{Session: s, Shared: s.OwnerID == ""} }
+
+// CreateSessionInput is POST /v1/sessions.
+type CreateSessionInput struct {
+	Profile string
+	Name    string
+	Labels  map[string]string
+}
+
+// CreateSession mints a new session on a per_session profile (seed new_session). The sandbox
+// is provisioned on first use. Other scopes: fault.Conflict explaining how to use them.
+func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in CreateSessionInput) (Session, error) {
+	prof, err := s.profile(p, in.Profile)
+	if err != nil {
+		return Session{}, err
+	}
+	switch prof.Config.Scope {
+	case ScopePerCall:
+		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_call runs every operation in a fresh sandbox; use POST /v1/runs", prof.Name)
+	case ScopePerRuntime:
+		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_runtime has one shared session; address it as '%s' with ?profile=%s", prof.Name, DefaultSessionID, prof.Name)
+	}
+	now := s.now()
+	row := store.Session{
+		ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Config.Scope,
+		Name: in.Name, Labels: in.Labels, Status: "active", CreatedAt: now, LastUsedAt: now,
+	}
+	if row.Labels == nil {
+		row.Labels = map[string]string{}
+	}
+	if err := s.store.CreateSession(ctx, row); err != nil {
+		return Session{}, err
+	}
+	return view(row), nil
+}
+
+// resolve finds the session id (or DefaultSessionID) for p, checking ownership and the
+// requested profile (seed _resolve_profile_name / _resolve_session). per_call profiles yield
+// an ephemeral, unsaved session.
+func (s *Service) resolve(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, bool, error) {
+	if id == DefaultSessionID || id == "" {
+		prof, err := s.profile(p, profile)
+		if err != nil {
+			return store.Session{}, nil, false, err
+		}
+		now := s.now()
+		cand := store.Session{
+			ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Config.Scope,
+			Status: "active", CreatedAt: now, LastUsedAt: now, Labels: map[string]string{},
+		}
+		switch prof.Config.Scope {
+		case ScopePerCall:
+			return cand, prof, true, nil
+		case ScopePerRuntime:
+			cand.OwnerID = ""
+		}
+		sess, err := s.store.EnsureDefaultSession(ctx, cand)
+		return sess, prof, false, err
+	}
+	sess, err := s.store.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.visible(p, sess)) {
+		return store.Session{}, nil, false, fault.New(fault.NotFound, "unknown sandbox session '%s'", id)
+	}
+	if err != nil {
+		return store.Session{}, nil, false, err
+	}
+	if profile != "" && profile != sess.Profile {
+		return store.Session{}, nil, false, fault.New(fault.Config,
+			"sandbox session '%s' belongs to profile '%s', but profile '%s' was requested; omit profile to reuse a session", id, sess.Profile, profile)
+	}
+	prof, ok := s.profiles[sess.Profile]
+	if !ok {
+		return store.Session{}, nil, false, fault.New(fault.Config, "sandbox session '%s' uses profile '%s', which is no longer configured; destroy the session", id, sess.Profile)
+	}
+	if prof.Config.Scope == ScopePerCall { // seed: per_call ignores an explicit id
+		return store.Session{}, nil, false, fault.New(fault.Conflict, "profile '%s' has scope per_call; use POST /v1/runs", prof.Name)
+	}
+	return sess, prof, false, nil
+}
+
+// visible: own sessions; shared sessions of profiles p may use; everything for admins.
+func (s *Service) visible(p principal.Principal, sess store.Session) bool {
+	if p.Admin || sess.OwnerID == p.ID {
+		return true
+	}
+	if sess.OwnerID == "" {
+		prof, ok := s.profiles[sess.Profile]
+		return ok && s.allowed(p, prof)
+	}
+	return false
+}
+
+// GetSession returns one session; DefaultSessionID creates the default session on first use.
+func (s *Service) GetSession(ctx context.Context, p principal.Principal, id, profile string) (Session, error) {
+	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	if err != nil {
+		return Session{}, err
+	}
+	if ephemeral {
+		return Session{}, fault.New(fault.Conflict, "profile '%s' has scope per_call and keeps no sessions; use POST /v1/runs", prof.Name)
+	}
+	return view(sess), nil
+}
+
+// ListFilter selects sessions.
+type ListFilter struct {
+	Profile, Status, Conversation string
+	All                           bool // admins only
+	Limit                         int
+	Cursor                        string
+}
+
+// ListSessions returns a page of p's sessions (all sessions for an admin with All) and the
+// cursor of the next page ("" on the last).
+func (s *Service) ListSessions(ctx context.Context, p principal.Principal, f ListFilter) ([]Session, string, error) {
+	if f.All && !p.Admin {
+		return nil, "", fault.New(fault.Forbidden, "all=true lists every principal's sessions and needs membership of an admin group")
+	}
+	t, id, err := decodeCursor(f.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := s.store.ListSessions(ctx, store.SessionFilter{
+		OwnerID: p.ID, All: f.All, Profile: f.Profile, Status: f.Status, Conversation: f.Conversation,
+		Limit: f.Limit + 1, AfterCreated: t, AfterID: id,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	var out []Session
+	for _, r := range rows {
+		if f.All || s.visible(p, r) {
+			out = append(out, view(r))
+		}
+	}
+	next := ""
+	if len(rows) > f.Limit {
+		out = out[:min(len(out), f.Limit)]
+		last := rows[f.Limit-1]
+		next = encodeCursor(last.CreatedAt, last.ID)
+	}
+	return out, next, nil
+}
+
+// DestroySession destroys the session's sandbox (attached profiles: only the binding) and
+// forgets the session. Idempotent: unknown ids succeed. Destroying "default" resets the
+// default session. Returns the id destroyed.
+func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id, profile string) (string, error) {
+	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	if fault.IsKind(err, fault.NotFound) {
+		return id, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if ephemeral {
+		return id, nil
+	}
+	// Wait for the session's running work, so no execution outlives its sandbox.
+	unlock, err := s.lockSession(ctx, sess.ID)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+	if err := s.store.DeleteSession(ctx, sess.ID); err != nil {
+		return "", err
+	}
+	return sess.ID, nil
+}
+
+// destroyBackend destroys a managed sandbox under the gateway's own identity (seed
+// _destroy_backend); failures are logged, never surfaced.
+func (s *Service) destroyBackend(ctx context.Context, prof *Profile, sessionID, sandboxID string) {
+	if sandboxID == "" || prof.Attached() {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := prof.Provider.Destroy(dctx, sandboxID); err != nil {
+		s.log.Warn("destroying sandbox failed", "session_id", sessionID, "sandbox_id", sandboxID, "profile", prof.Name, "err", err)
+	}
+}
+
+// lockSession serialises executions and writes of session id in arrival order, in-process and
+// across replicas.
+func (s *Service) lockSession(ctx context.Context, id string) (func(), error) {
+	unlockLocal, err := s.locks.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	unlockDB, err := s.store.LockSession(ctx, id)
+	if err != nil {
+		unlockLocal()
+		return nil, fault.Wrap(fault.Broker, err, "could not take the session lock")
+	}
+	return func() { unlockDB(); unlockLocal() }, nil
+}
+
+func encodeCursor(t time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UnixNano(), 10) + ":" + id))
+}
+
+func decodeCursor(c string) (time.Time, string, error) {
+	if c == "" {
+		return time.Time{}, "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		if ts, id, ok := strings.Cut(string(b), ":"); ok {
+			if n, err := strconv.ParseInt(ts, 10, 64); err == nil && id != "" {
+				return time.Unix(0, n), id, nil
+			}
+		}
+	}
+	return time.Time{}, "", fault.New(fault.Validation, "cursor %q is not a next_cursor this API returned; start again without it", c)
+}
+
+func idleNotice(prof *Profile, id string) string {
+	secs := int(prof.IdleTimeout / time.Second)
+	if prof.Attached() {
+		return fmt.Sprintf("sandbox session '%s' was idle for more than %ds; its binding was reset and the attached environment was left untouched", id, secs)
+	}
+	return fmt.Sprintf("sandbox session '%s' was idle for more than %ds and has been reset; its previous workspace state was discarded", id, secs)
+}

@@ -1,0 +1,138 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// sweeperLockKey is the advisory lock that makes one replica at a time sweep.
+const sweeperLockKey = 0x5a6e_6761_7465 // "Zngate"
+
+// Maintain keeps this replica's heartbeat, picks up cancellations requested through other
+// replicas, and — on one replica at a time — reports tasks of dead runners as lost, forgets
+// expired tasks and frees idle sandboxes. It returns when ctx ends (after removing this
+// runner's row).
+func (s *Service) Maintain(ctx context.Context) {
+	lostAfter := s.cfg.Broker.LostAfter.D()
+	if lostAfter <= 0 {
+		lostAfter = 30 * time.Second
+	}
+	beat := max(lostAfter/3, 200*time.Millisecond)
+	sweepEvery := time.Duration(s.cfg.Broker.SweepInterval) * time.Second
+	if sweepEvery <= 0 {
+		sweepEvery = 5 * time.Minute
+	}
+	s.heartbeat(ctx)
+	hb := time.NewTicker(beat)
+	defer hb.Stop()
+	// Cancellations requested through another replica are picked up within a second.
+	cancels := time.NewTicker(time.Second)
+	defer cancels.Stop()
+	lost := time.NewTicker(max(lostAfter/2, 200*time.Millisecond))
+	defer lost.Stop()
+	idle := time.NewTicker(sweepEvery)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.store.RemoveRunner(rctx, s.runnerID)
+			cancel()
+			return
+		case <-hb.C:
+			s.heartbeat(ctx)
+		case <-cancels.C:
+			s.pollCancels(ctx)
+		case <-lost.C:
+			s.sweep(ctx, lostAfter, false)
+		case <-idle.C:
+			s.sweep(ctx, lostAfter, true)
+		}
+	}
+}
+
+// Heartbeat records this runner as alive now; serve calls it once before accepting requests.
+func (s *Service) Heartbeat(ctx context.Context) error {
+	return s.store.Heartbeat(ctx, s.runnerID, s.hostname, s.now())
+}
+
+func (s *Service) heartbeat(ctx context.Context) {
+	if err := s.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("runner heartbeat failed", "runner_id", s.runnerID, "err", err)
+	}
+}
+
+func (s *Service) pollCancels(ctx context.Context) {
+	ids, err := s.store.CancelRequested(ctx, s.runnerID)
+	if err != nil {
+		return
+	}
+	for _, id := range ids {
+		s.mu.Lock()
+		s.cancelled[id] = true
+		s.mu.Unlock()
+		s.broker.Cancel(id)
+	}
+}
+
+// SweepNow runs one full sweep pass (tests and the first pass after start).
+func (s *Service) SweepNow(ctx context.Context) {
+	lostAfter := s.cfg.Broker.LostAfter.D()
+	if lostAfter <= 0 {
+		lostAfter = 30 * time.Second
+	}
+	s.sweep(ctx, lostAfter, true)
+}
+
+func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool) {
+	err := s.store.TryExclusive(ctx, sweeperLockKey, func(ctx context.Context) error {
+		now := s.now()
+		if n, err := s.store.MarkLostTasks(ctx, now.Add(-lostAfter), now, s.ttl()); err != nil {
+			return err
+		} else if n > 0 {
+			s.log.Warn("tasks of stopped runners reported lost", "count", n)
+		}
+		if _, err := s.store.DeleteExpiredTasks(ctx, now); err != nil {
+			return err
+		}
+		if err := s.store.DeleteStaleRunners(ctx, now.Add(-24*time.Hour)); err != nil {
+			return err
+		}
+		if idle {
+			s.sweepIdle(ctx)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrLockHeld) && ctx.Err() == nil {
+		s.log.Warn("sweep failed", "err", err)
+	}
+}
+
+// sweepIdle destroys the sandboxes of sessions idle past their profile's idle_timeout
+// (attached profiles are never touched) and leaves the idle notice for their next operation.
+func (s *Service) sweepIdle(ctx context.Context) {
+	for _, name := range s.names {
+		prof := s.profiles[name]
+		if prof.Attached() || prof.Config.Scope == ScopePerCall {
+			continue
+		}
+		cutoff := s.now().Add(-prof.IdleTimeout)
+		rows, err := s.store.IdleSessions(ctx, name, cutoff, 100)
+		if err != nil {
+			s.log.Warn("idle sweep failed", "profile", name, "err", err)
+			continue
+		}
+		for _, sess := range rows {
+			// Only reset when the row still points at the sandbox we destroy.
+			ok, err := s.store.ResetIdleSession(ctx, sess.ID, idleNotice(prof, sess.ID), s.now(), sess.SandboxID, cutoff)
+			if err != nil || !ok {
+				continue
+			}
+			s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+			s.log.Info("idle sandbox freed", "session_id", sess.ID, "profile", name)
+		}
+	}
+}

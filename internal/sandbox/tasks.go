@@ -1,0 +1,122 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// Task is a recorded execution with its decoded result once finished.
+type Task struct {
+	store.Task
+	Result *Result
+}
+
+func taskView(t store.Task) (Task, error) {
+	v := Task{Task: t}
+	if len(t.Result) > 0 {
+		v.Result = &Result{}
+		if err := json.Unmarshal(t.Result, v.Result); err != nil {
+			return Task{}, err
+		}
+	}
+	return v, nil
+}
+
+func (s *Service) ownerFilter(p principal.Principal) string {
+	if p.Admin {
+		return ""
+	}
+	return p.ID
+}
+
+// GetTask returns task id if p owns it (admins: any). Unknown, expired or someone else's:
+// fault.NotFound.
+func (s *Service) GetTask(ctx context.Context, p principal.Principal, id string) (Task, error) {
+	t, err := s.store.GetTask(ctx, id, s.ownerFilter(p))
+	if errors.Is(err, store.ErrNotFound) {
+		return Task{}, fault.New(fault.NotFound, "unknown sandbox task '%s' (finished tasks are kept for %s)", id, s.ttl())
+	}
+	if err != nil {
+		return Task{}, err
+	}
+	return taskView(t)
+}
+
+// TaskFilter selects tasks.
+type TaskFilter struct {
+	Status, SessionID string
+	Limit             int
+	Cursor            string
+}
+
+// ListTasks returns a page of p's tasks, newest first, without results.
+func (s *Service) ListTasks(ctx context.Context, p principal.Principal, f TaskFilter) ([]Task, string, error) {
+	t, id, err := decodeCursor(f.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := s.store.ListTasks(ctx, store.TaskFilter{OwnerID: p.ID, Status: f.Status, SessionID: f.SessionID, Limit: f.Limit + 1, AfterSubmitted: t, AfterID: id})
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(rows) > f.Limit {
+		rows = rows[:f.Limit]
+		last := rows[len(rows)-1]
+		next = encodeCursor(last.SubmittedAt, last.ID)
+	}
+	out := make([]Task, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Task{Task: r})
+	}
+	return out, next, nil
+}
+
+// CancelTask stops an unfinished task (its whole process tree) and returns it, waiting a few
+// seconds for the runner to confirm. A finished task is returned unchanged.
+func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id string) (Task, error) {
+	t, err := s.GetTask(ctx, p, id)
+	if err != nil || t.FinishedAt != nil {
+		return t, err
+	}
+	s.mu.Lock()
+	s.cancelled[id] = true
+	s.mu.Unlock()
+	if !s.broker.Cancel(id) {
+		// Another replica runs it: it picks the flag up with its next heartbeat.
+		if err := s.store.RequestCancel(ctx, id); err != nil {
+			return Task{}, err
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if t, err = s.GetTask(ctx, p, id); err != nil || t.FinishedAt != nil {
+			return t, err
+		}
+		select {
+		case <-ctx.Done():
+			return t, nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return t, nil
+}
+
+func (s *Service) wasCancelled(taskID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelled[taskID]
+}
+
+// forgetCancelled drops the cancel mark of a finished task.
+func (s *Service) forgetCancelled(taskID string) {
+	s.mu.Lock()
+	delete(s.cancelled, taskID)
+	s.mu.Unlock()
+}
