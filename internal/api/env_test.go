@@ -1,0 +1,211 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/api"
+	"github.com/sandgate/sandgate/internal/auth"
+	"github.com/sandgate/sandgate/internal/auth/devissuer"
+	"github.com/sandgate/sandgate/internal/broker"
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/local"
+	"github.com/sandgate/sandgate/internal/sandbox"
+	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/testutil/pgtest"
+)
+
+// testEnv is one gateway replica served over real HTTP, on a real Postgres database, with the
+// development issuer mounted on the same listener and verified through go-oidc.
+type testEnv struct {
+	t       *testing.T
+	URL     string
+	issuer  *devissuer.Issuer
+	store   *store.Store
+	svc     *sandbox.Service
+	workdir string
+	dbURL   string
+}
+
+type envOpts struct {
+	dbURL   string // share a database with another replica
+	trust   string // also trust this issuer (another replica's dev issuer)
+	workdir string // share a sandboxes folder with another replica
+	config  func(*config.Config)
+}
+
+func newEnv(t *testing.T, o envOpts) *testEnv {
+	t.Helper()
+	if o.dbURL == "" {
+		o.dbURL = pgtest.URL(t)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := store.Open(ctx, o.dbURL, 20)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+
+	ts := httptest.NewUnstartedServer(nil)
+	base := "http://" + ts.Listener.Addr().String()
+	keyFile := filepath.Join(t.TempDir(), "key.pem")
+	iss, err := devissuer.Open(base+"/dev/oidc", keyFile)
+	require.NoError(t, err)
+
+	workdir := o.workdir
+	if workdir == "" {
+		workdir = t.TempDir()
+	}
+	cfg := &config.Config{}
+	cfg.Auth.Issuers = []config.Issuer{{URL: iss.URL(), Audiences: []string{devissuer.Audience}}}
+	if o.trust != "" {
+		cfg.Auth.Issuers = append(cfg.Auth.Issuers, config.Issuer{URL: o.trust, Audiences: []string{devissuer.Audience}})
+	}
+	cfg.Auth.AdminGroups = []string{"admins"}
+	lb := func() config.ProviderBlocks {
+		return config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
+	}
+	cfg.Sandbox.MaxFileBytes = 1 << 20
+	cfg.Sandbox.Profiles = map[string]config.Profile{
+		"default":    {Type: local.TypeName, ProviderBlocks: lb()},
+		"oneshot":    {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: lb()},
+		"shared":     {Type: local.TypeName, Scope: sandbox.ScopePerRuntime, ProviderBlocks: lb()},
+		"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, ProviderBlocks: lb()},
+		"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, ProviderBlocks: lb()},
+		"nonet-lax":  {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny", Strict: ptr(false)}, ProviderBlocks: lb()},
+		"short-idle": {Type: local.TypeName, IdleTimeout: 1, ProviderBlocks: lb()},
+	}
+	if o.config != nil {
+		o.config(cfg)
+	}
+	cfg.ApplyDefaults()
+	require.NoError(t, cfg.Validate())
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	authn, err := auth.New(ctx, cfg.Auth, auth.WithLogger(log))
+	require.NoError(t, err)
+	brk, err := broker.New(cfg.Sandbox.Broker.Flavor)
+	require.NoError(t, err)
+	reg := providers.NewRegistry()
+	reg.Register(local.TypeName, local.Factory)
+	svc, err := sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: st, Registry: reg, Broker: brk, Logger: log})
+	require.NoError(t, err)
+	require.NoError(t, svc.Heartbeat(ctx))
+	maintained := make(chan struct{})
+	go func() { defer close(maintained); svc.Maintain(ctx) }()
+	h, err := api.NewHandler(api.Options{Auth: authn, Store: st, Sandbox: svc, Logger: log, Extra: map[string]http.Handler{"/dev/oidc": iss.Handler()}})
+	require.NoError(t, err)
+	ts.Config.Handler = h
+	ts.Start()
+	t.Cleanup(func() {
+		ts.Close()
+		cctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		_ = svc.Close(cctx)
+		cancel()
+		<-maintained
+	})
+	return &testEnv{t: t, URL: base, issuer: iss, store: st, svc: svc, workdir: workdir, dbURL: o.dbURL}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (e *testEnv) token(sub string, groups ...string) string {
+	e.t.Helper()
+	tok, err := e.issuer.Mint(devissuer.Claims{Subject: sub, Groups: groups, Email: sub + "@example.test"})
+	require.NoError(e.t, err)
+	return tok
+}
+
+type reply struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r reply) JSON(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &m), "body: %s", r.Body)
+	return m
+}
+
+// do sends method path with body (JSON-encoded unless []byte) as the bearer of tok.
+func (e *testEnv) do(tok, method, path string, body any) reply {
+	e.t.Helper()
+	var rd io.Reader
+	ctype := ""
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd, ctype = bytes.NewReader(b), "application/octet-stream"
+	default:
+		buf, err := json.Marshal(b)
+		require.NoError(e.t, err)
+		rd, ctype = bytes.NewReader(buf), "application/json"
+	}
+	req, err := http.NewRequest(method, e.URL+path, rd)
+	require.NoError(e.t, err)
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// requireProblem asserts an RFC 9457 problem of type suffix kind and status.
+func requireProblem(t *testing.T, r reply, status int, kind string) map[string]any {
+	t.Helper()
+	require.Equal(t, status, r.Status, "body: %s", r.Body)
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
+	m := r.JSON(t)
+	require.Equal(t, api.ProblemTypeBase+kind, m["type"])
+	require.NotEmpty(t, m["detail"])
+	return m
+}
+
+// newSession creates a session on profile as tok and returns its id.
+func (e *testEnv) newSession(tok, profile string) string {
+	e.t.Helper()
+	r := e.do(tok, "POST", "/v1/sessions", map[string]any{"profile": profile})
+	require.Equal(e.t, 201, r.Status, "body: %s", r.Body)
+	return r.JSON(e.t)["id"].(string)
+}
+
+// waitTask polls task id until it finishes.
+func (e *testEnv) waitTask(tok, id string) map[string]any {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		r := e.do(tok, "GET", "/v1/tasks/"+id, nil)
+		require.Equal(e.t, 200, r.Status, "body: %s", r.Body)
+		m := r.JSON(e.t)
+		if m["finished_at"] != nil {
+			return m
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("task %s did not finish", id)
+	return nil
+}

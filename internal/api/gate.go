@@ -1,0 +1,148 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+)
+
+// gate runs before every generated handler: it finds the OpenAPI operation, authenticates
+// the caller unless the operation declares `security: []`, bounds the body, and validates the
+// request against the contract, so malformed input gets a 400 problem before any handler.
+type gate struct {
+	router       routers.Router
+	authenticate func(http.Handler) http.Handler
+	maxBody      int64
+}
+
+func newGate(doc *openapi3.T, authenticate func(http.Handler) http.Handler, maxBody int64) (*gate, error) {
+	doc.Servers = nil // match any host
+	r, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		return nil, err
+	}
+	return &gate{router: r, authenticate: authenticate, maxBody: maxBody}, nil
+}
+
+func (g *gate) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		route, params, err := g.router.FindRoute(r)
+		if err != nil {
+			// chi already matched this route, so the contract and the router disagree.
+			WriteProblem(w, r, http.StatusNotFound, "not-found", "Not found", "no such operation: "+r.Method+" "+r.URL.Path)
+			return
+		}
+		validate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			raw := route.Operation.RequestBody != nil && route.Operation.RequestBody.Value.Content.Get("application/octet-stream") != nil
+			if !raw && r.Body != nil {
+				r.Body = http.MaxBytesReader(w, r.Body, g.maxBody)
+			}
+			in := &openapi3filter.RequestValidationInput{
+				Request: r, PathParams: params, Route: route,
+				Options: &openapi3filter.Options{
+					AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, // done by authenticate
+					ExcludeRequestBody: raw,                                   // streamed; bounded by the domain
+					MultiError:         true,
+				},
+			}
+			if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
+				writeValidationProblem(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+		if route.Operation.Security != nil && len(*route.Operation.Security) == 0 {
+			validate.ServeHTTP(w, r)
+			return
+		}
+		g.authenticate(validate).ServeHTTP(w, r)
+	})
+}
+
+func writeValidationProblem(w http.ResponseWriter, r *http.Request, err error) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeProblem(w, r, ProblemFor(err))
+		return
+	}
+	p := Problem{Type: ProblemTypeBase + "validation", Title: "Invalid request", Status: http.StatusBadRequest}
+	var me openapi3.MultiError
+	if errors.As(err, &me) {
+		for _, e := range me {
+			p.Errors = append(p.Errors, fieldProblem(e))
+		}
+	} else {
+		p.Errors = append(p.Errors, fieldProblem(err))
+	}
+	msgs := make([]string, 0, len(p.Errors))
+	for _, fp := range p.Errors {
+		if fp.Field != "" {
+			msgs = append(msgs, fp.Field+": "+fp.Message)
+		} else {
+			msgs = append(msgs, fp.Message)
+		}
+	}
+	p.Detail = strings.Join(msgs, "; ") + " (see /openapi.yaml for the request shape)"
+	writeProblem(w, r, p)
+}
+
+func fieldProblem(err error) FieldProblem {
+	var re *openapi3filter.RequestError
+	if errors.As(err, &re) {
+		fp := FieldProblem{Message: re.Error()}
+		if re.Parameter != nil {
+			fp.Field = re.Parameter.In + "." + re.Parameter.Name
+		} else if re.RequestBody != nil {
+			fp.Field = "body"
+		}
+		var se *openapi3.SchemaError
+		if errors.As(re.Err, &se) {
+			if ptr := se.JSONPointer(); len(ptr) > 0 {
+				fp.Field += "." + strings.Join(ptr, ".")
+			}
+			fp.Message = se.Reason
+		}
+		return fp
+	}
+	return FieldProblem{Message: err.Error()}
+}
+
+// rawFilePath lets callers write file paths with plain slashes
+// (/v1/sessions/{id}/files/out/data.bin): the remainder after /files/ is re-encoded as one
+// path segment before routing, which is what the contract's {path} parameter expects.
+func rawFilePath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		const pre = "/v1/sessions/"
+		p := r.URL.EscapedPath()
+		if strings.HasPrefix(p, pre) {
+			rest := p[len(pre):]
+			if id, tail, ok := strings.Cut(rest, "/files/"); ok && !strings.Contains(id, "/") && strings.Contains(tail, "/") {
+				if dec, err := url.PathUnescape(tail); err == nil {
+					u := *r.URL
+					u.RawPath = pre + id + "/files/" + url.PathEscape(dec)
+					u.Path, _ = url.PathUnescape(u.RawPath)
+					r2 := r.Clone(r.Context())
+					r2.URL = &u
+					r = r2
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+type ctxKey int
+
+const requestKey ctxKey = 0
+
+// withRequest keeps the *http.Request reachable from strict handlers (for Location headers).
+func withRequest(ctx context.Context, r *http.Request) context.Context {
+	return context.WithValue(ctx, requestKey, r)
+}

@@ -1,0 +1,87 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/sandgate/sandgate/internal/fault"
+)
+
+// ProblemTypeBase prefixes every problem `type` (RFC 9457 §3.1.1); the suffix is the stable
+// error class (fault.Kind, or unauthenticated / method-not-allowed / unavailable).
+const ProblemTypeBase = "https://sandgate.dev/problems/"
+
+// Problem is an RFC 9457 problem details document.
+type Problem struct {
+	Type      string         `json:"type"`
+	Title     string         `json:"title"`
+	Status    int            `json:"status"`
+	Detail    string         `json:"detail,omitempty"`
+	Instance  string         `json:"instance,omitempty"`
+	RequestID string         `json:"request_id,omitempty"`
+	Errors    []FieldProblem `json:"errors,omitempty"`
+}
+
+// FieldProblem is one field-level validation failure.
+type FieldProblem struct {
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+var kindStatus = map[fault.Kind]struct {
+	status int
+	title  string
+}{
+	fault.Validation: {http.StatusBadRequest, "Invalid request"},
+	fault.Config:     {http.StatusBadRequest, "Configuration does not allow this request"},
+	fault.Forbidden:  {http.StatusForbidden, "Forbidden"},
+	fault.Policy:     {http.StatusForbidden, "Policy violation"},
+	fault.NotFound:   {http.StatusNotFound, "Not found"},
+	fault.Conflict:   {http.StatusConflict, "Conflict"},
+	fault.TooLarge:   {http.StatusRequestEntityTooLarge, "Too large"},
+	fault.Capability: {http.StatusUnprocessableEntity, "Unsupported capability"},
+	fault.Provision:  {http.StatusBadGateway, "Provisioning failed"},
+	fault.Gone:       {http.StatusBadGateway, "Environment gone"},
+	fault.Broker:     {http.StatusServiceUnavailable, "Broker unavailable"},
+	fault.Timeout:    {http.StatusGatewayTimeout, "Timed out"},
+	fault.Internal:   {http.StatusInternalServerError, "Internal error"},
+}
+
+// WriteProblem writes a problem+json response. kind is the type suffix.
+func WriteProblem(w http.ResponseWriter, r *http.Request, status int, kind, title, detail string) {
+	writeProblem(w, r, Problem{Type: ProblemTypeBase + kind, Title: title, Status: status, Detail: detail})
+}
+
+func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
+	if r != nil {
+		p.Instance = r.URL.Path
+		p.RequestID = middleware.GetReqID(r.Context())
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// ProblemFor maps a domain error to its problem. Unclassified errors are internal: their
+// text is logged, not shown.
+func ProblemFor(err error) Problem {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return Problem{Type: ProblemTypeBase + string(fault.TooLarge), Title: "Too large", Status: http.StatusRequestEntityTooLarge,
+			Detail: "request body is over the configured limit (server.max_body_bytes)"}
+	}
+	k := fault.KindOf(err)
+	st, ok := kindStatus[k]
+	if !ok {
+		st = kindStatus[fault.Internal]
+	}
+	p := Problem{Type: ProblemTypeBase + string(k), Title: st.title, Status: st.status, Detail: err.Error()}
+	if k == fault.Internal {
+		p.Detail = "an internal error occurred; report the request_id to the operator"
+	}
+	return p
+}

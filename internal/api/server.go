@@ -1,0 +1,170 @@
+// Package api is Sandgate's HTTP edge: the chi router, the oapi-codegen strict server
+// generated from openapi.yaml (package apigen), thin handlers over internal/sandbox, request
+// validation against the contract, and the one place where domain errors become RFC 9457
+// problem+json responses.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/swaggest/swgui/v5emb"
+
+	sandgate "github.com/sandgate/sandgate"
+	"github.com/sandgate/sandgate/internal/api/apigen"
+	"github.com/sandgate/sandgate/internal/auth"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/sandbox"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// Options wires the HTTP edge.
+type Options struct {
+	Auth    *auth.Authenticator
+	Store   *store.Store
+	Sandbox *sandbox.Service
+	Logger  *slog.Logger
+	Now     func() time.Time
+	MaxBody int64 // JSON body limit in bytes
+	// Extra mounts additional handlers (the dev issuer) before the API routes.
+	Extra map[string]http.Handler
+}
+
+// Server implements the generated strict server interface.
+type Server struct {
+	store   *store.Store
+	sandbox *sandbox.Service
+	now     func() time.Time
+	log     *slog.Logger
+}
+
+var _ apigen.StrictServerInterface = (*Server)(nil)
+
+// NewHandler returns the gateway's root handler.
+func NewHandler(o Options) (http.Handler, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 8 << 20
+	}
+	doc, err := apigen.GetSwagger()
+	if err != nil {
+		return nil, fmt.Errorf("api: load embedded spec: %w", err)
+	}
+	resolved := func(ctx context.Context, p principal.Principal) (principal.Principal, error) {
+		row, err := o.Store.UpsertPrincipal(ctx, store.Principal{Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: p.Email, Groups: p.Groups}, o.Now())
+		if err != nil {
+			return p, err
+		}
+		p.ID, p.FirstSeenAt, p.LastSeenAt = row.ID, row.FirstSeenAt, row.LastSeenAt
+		if h, ok := ctx.Value(logKey).(*logHolder); ok {
+			h.subject = p.Key()
+		}
+		return p, nil
+	}
+	g, err := newGate(doc, o.Auth.Middleware(resolved, WriteProblem), o.MaxBody)
+	if err != nil {
+		return nil, fmt.Errorf("api: build request validator: %w", err)
+	}
+	srv := &Server{store: o.Store, sandbox: o.Sandbox, now: o.Now, log: o.Logger}
+
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, accessLog(o.Logger), recoverer(o.Logger), rawFilePath)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		WriteProblem(w, r, http.StatusNotFound, "not-found", "Not found", "no route for "+r.URL.Path+"; see /docs for the API")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		WriteProblem(w, r, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", r.Method+" is not allowed on "+r.URL.Path+"; see /docs for the API")
+	})
+	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(sandgate.OpenAPI)
+	})
+	r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(doc)
+	})
+	docs := v5emb.New("Sandgate API", "/openapi.json", "/docs/")
+	r.Get("/docs", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/docs/", http.StatusMovedPermanently)
+	})
+	r.Mount("/docs/", docs)
+	for prefix, h := range o.Extra {
+		r.Mount(prefix, http.StripPrefix(prefix, h))
+	}
+
+	strict := apigen.NewStrictHandlerWithOptions(srv, []apigen.StrictMiddlewareFunc{keepRequest}, apigen.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeProblem(w, r, Problem{Type: ProblemTypeBase + "validation", Title: "Invalid request", Status: http.StatusBadRequest, Detail: err.Error()})
+		},
+		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			p := ProblemFor(err)
+			if p.Status >= 500 {
+				o.Logger.Error("request failed", "request_id", middleware.GetReqID(r.Context()), "err", err)
+			}
+			writeProblem(w, r, p)
+		},
+	})
+	apigen.HandlerWithOptions(strict, apigen.ChiServerOptions{
+		BaseRouter:  r,
+		Middlewares: []apigen.MiddlewareFunc{g.middleware},
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeProblem(w, r, Problem{Type: ProblemTypeBase + "validation", Title: "Invalid request", Status: http.StatusBadRequest, Detail: err.Error()})
+		},
+	})
+	return r, nil
+}
+
+func keepRequest(f apigen.StrictHandlerFunc, _ string) apigen.StrictHandlerFunc {
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
+		return f(withRequest(ctx, r), w, r, req)
+	}
+}
+
+type logCtxKey struct{}
+
+var logKey = logCtxKey{}
+
+type logHolder struct{ subject string }
+
+// accessLog logs one line per request with its request id and principal.
+func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			h := &logHolder{}
+			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logKey, h)))
+			log.Info("request", "request_id", middleware.GetReqID(r.Context()), "method", r.Method, "path", r.URL.Path,
+				"status", ww.Status(), "bytes", ww.BytesWritten(), "duration_ms", time.Since(start).Milliseconds(), "principal", h.subject)
+		})
+	}
+}
+
+// recoverer turns a handler panic into a 500 problem.
+func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if rec := recover(); rec != nil {
+					if rec == http.ErrAbortHandler {
+						panic(rec)
+					}
+					log.Error("handler panicked", "request_id", middleware.GetReqID(r.Context()), "panic", rec)
+					WriteProblem(w, r, http.StatusInternalServerError, "internal", "Internal error", "an internal error occurred; report the request_id to the operator")
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
