@@ -9,6 +9,8 @@ package devdb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -79,6 +81,13 @@ func Start(ctx context.Context, dir string) (*Instance, error) {
 	if os.Geteuid() == 0 {
 		if inst.cred, err = unprivileged(); err != nil {
 			return nil, err
+		}
+		if !reachable(filepath.Dir(dir), inst.cred) {
+			// e.g. a checkout under /root (mode 0700): keep the cluster where its user can
+			// reach it, one per requested folder.
+			sum := sha256.Sum256([]byte(dir))
+			inst.Dir = filepath.Join(os.TempDir(), "sandgate-pg-"+hex.EncodeToString(sum[:6]))
+			dir = inst.Dir
 		}
 	}
 	data := filepath.Join(dir, "data")
@@ -188,6 +197,24 @@ func (i *Instance) CreateDatabase(ctx context.Context, name, template string) er
 	}
 	_, err = c.Exec(ctx, q)
 	return err
+}
+
+// reachable reports whether the user of cred may traverse every folder from / to path (the
+// folders that do not exist yet will be created 0755).
+func reachable(path string, cred *syscall.Credential) bool {
+	for p := path; ; p = filepath.Dir(p) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err == nil {
+			mode := st.Mode
+			ok := mode&0o001 != 0 || (st.Uid == cred.Uid && mode&0o100 != 0) || (st.Gid == cred.Gid && mode&0o010 != 0)
+			if !ok {
+				return false
+			}
+		}
+		if p == filepath.Dir(p) {
+			return true
+		}
+	}
 }
 
 func unprivileged() (*syscall.Credential, error) {

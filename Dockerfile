@@ -1,0 +1,16 @@
+# The gateway image. Build: docker build -t sandgate .
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -o /out/gateway ./cmd/gateway
+
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home /var/lib/sandgate --create-home sandgate
+COPY --from=build /out/gateway /usr/local/bin/gateway
+USER sandgate
+EXPOSE 8080
+ENTRYPOINT ["gateway"]
+CMD ["serve"]

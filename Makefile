@@ -1,0 +1,26 @@
+# Sandgate — the two commands a newcomer needs are `make run` and `make test`.
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: run test build generate check-generate vet
+
+## run: start the gateway in development mode (throwaway Postgres, dev OIDC issuer, local profile)
+run:
+	$(GO) run ./cmd/gateway dev
+
+## test: run every test against real components (starts a throwaway Postgres when none is given)
+test:
+	$(GO) test -count=1 -timeout 20m ./...
+
+build:
+	$(GO) build -o bin/gateway ./cmd/gateway
+
+generate:
+	$(GO) generate ./...
+
+## check-generate: fail when generated code is stale
+check-generate: generate
+	git diff --exit-code -- internal/api/apigen config.schema.json
+
+vet:
+	$(GO) vet ./...

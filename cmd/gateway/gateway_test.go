@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/devdb"
+)
+
+var gatewayBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sandgate-bin-")
+	if err != nil {
+		panic(err)
+	}
+	gatewayBin = filepath.Join(dir, "gateway")
+	if out, err := exec.Command("go", "build", "-o", gatewayBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building gateway: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func requirePostgres(t *testing.T) {
+	t.Helper()
+	if _, err := devdb.FindBin(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+}
+
+// devGateway is a `gateway dev` process.
+type devGateway struct {
+	cmd   *exec.Cmd
+	base  string
+	token string
+	done  chan struct{}
+}
+
+// dataDir returns a folder the unprivileged Postgres user can reach when tests run as root.
+func dataDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	require.NoError(t, os.Chmod(d, 0o755))
+	t.Cleanup(func() {
+		if inst, err := devdb.Start(context.Background(), filepath.Join(d, "pg")); err == nil {
+			_ = inst.Stop()
+		}
+	})
+	return d
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startDev runs `gateway dev` with its state in dir on addr and waits for its banner.
+func startDev(t *testing.T, dir, addr string, env ...string) *devGateway {
+	t.Helper()
+	base := "http://" + addr
+	cmd := exec.Command(gatewayBin, "dev", "--data-dir", filepath.Join(dir, "state"))
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SANDGATE_SERVER__ADDR="+addr, "SANDGATE_SERVER__PUBLIC_URL="+base, "SANDGATE_LOG__LEVEL=warn")
+	cmd.Env = append(cmd.Env, env...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	logf, err := os.Create(filepath.Join(dir, "gateway.log"))
+	require.NoError(t, err)
+	cmd.Stderr = logf
+	require.NoError(t, cmd.Start())
+	g := &devGateway{cmd: cmd, base: base, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(g.done) }()
+	t.Cleanup(func() { g.kill(syscall.SIGTERM) })
+
+	tokens := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if _, tok, ok := strings.Cut(sc.Text(), "export TOKEN="); ok {
+				tokens <- strings.TrimSpace(tok)
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case g.token = <-tokens:
+	case <-g.done:
+		log, _ := os.ReadFile(filepath.Join(dir, "gateway.log"))
+		t.Fatalf("gateway dev exited before serving:\n%s", log)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("gateway dev printed no token within 2 minutes")
+	}
+	return g
+}
+
+func (g *devGateway) kill(sig syscall.Signal) {
+	if g.cmd.Process == nil {
+		return
+	}
+	_ = g.cmd.Process.Signal(sig)
+	select {
+	case <-g.done:
+	case <-time.After(40 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.done
+	}
+}
+
+// TestReadmeWalkthrough runs the README's curl walkthrough, verbatim but for the address,
+// against `gateway dev` exactly as a newcomer would after `make run`.
+func TestReadmeWalkthrough(t *testing.T) {
+	requirePostgres(t)
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)<!-- walkthrough:start -->\\s*```sh\n(.*?)```\\s*<!-- walkthrough:end -->").FindSubmatch(readme)
+	require.NotNil(t, m, "README has no walkthrough block")
+	dir := dataDir(t)
+	addr := freeAddr(t)
+	g := startDev(t, dir, addr)
+
+	script := strings.ReplaceAll(string(m[1]), "http://localhost:8080", g.base)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TOKEN="+g.token)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "walkthrough failed:\n%s", out)
+	text := string(out)
+	require.Contains(t, text, `"subject":"dev"`)
+	require.Contains(t, text, `"stdout":"42\n"`)
+	require.Contains(t, text, "byte-exact")
+	require.Contains(t, text, `"status":"succeeded"`)
+	require.Contains(t, text, "finished")
+	require.Contains(t, text, `"destroyed":true`)
+}
+
+// TestRestartMarksLostAndReattaches kills a gateway while a task runs: the next gateway on the
+// same database reports the task lost and re-attaches to the session's sandbox.
+func TestRestartMarksLostAndReattaches(t *testing.T) {
+	requirePostgres(t)
+	t.Parallel()
+	dir := dataDir(t)
+	addr := freeAddr(t)
+	env := []string{"SANDGATE_SANDBOX__BROKER__LOST_AFTER=2s"}
+	g := startDev(t, dir, addr, env...)
+	c := &client{t: t, base: g.base, token: g.token}
+
+	sid := c.json("POST", "/v1/sessions", `{"name":"survivor"}`, 201)["id"].(string)
+	c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"echo kept > state.txt"}`, 200)
+	task := c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"sleep 60","wait_s":0}`, 202)["id"].(string)
+
+	g.kill(syscall.SIGKILL)
+	g2 := startDev(t, dir, addr, env...)
+	c.base = g2.base
+	deadline := time.Now().Add(30 * time.Second)
+	var st map[string]any
+	for time.Now().Before(deadline) {
+		st = c.json("GET", "/v1/tasks/"+task, "", 200)
+		if st["status"] == "lost" {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.Equal(t, "lost", st["status"], "task after its gateway died: %v", st)
+	require.Contains(t, st["error"], "stopped")
+
+	res := c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"cat state.txt"}`, 200)
+	require.Equal(t, "kept\n", res["stdout"])
+	require.Empty(t, res["notice"])
+}
+
+type client struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+func (c *client) json(method, path, body string, want int) map[string]any {
+	c.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	require.NoError(c.t, err)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(c.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(c.t, want, resp.StatusCode, "%s %s: %s", method, path, b)
+	var m map[string]any
+	require.NoError(c.t, jsonUnmarshal(b, &m))
+	return m
+}
