@@ -85,7 +85,7 @@ func devSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog
 		}
 		cfg.Sandbox.Profiles = map[string]config.Profile{
 			cfg.Sandbox.DefaultProfile: {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
-			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
+			"oneshot":                  {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
 		}
 	}
 	cfg.ApplyDefaults()

@@ -84,10 +84,13 @@ func trimPartialEnd(b []byte) []byte {
 }
 
 func trimPartialStart(b []byte) []byte {
-	for i := 0; i < 3 && i < len(b); i++ {
+	for i := 0; i <= 3 && i < len(b); i++ { // at most 3 continuation bytes precede a start
 		if utf8.RuneStart(b[i]) {
 			return b[i:]
 		}
+	}
+	if len(b) <= 3 { // nothing but the end of a cut rune
+		return b[len(b):]
 	}
 	return b
 }

@@ -1,0 +1,157 @@
+package store_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/testutil/pgtest"
+)
+
+// TestMigrateConcurrently starts two "replicas" migrating an empty database at once: the
+// advisory lock makes each migration run exactly once and both end at the same version.
+func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	// Start from nothing: the test database is cloned from a migrated template.
+	st, err := store.Open(ctx, url, 4)
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, `DROP TABLE tasks, runners, sessions, principals, goose_db_version`)
+	require.NoError(t, err)
+	st.Close()
+
+	var wg sync.WaitGroup
+	applied := make([][]int64, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := store.Open(ctx, url, 4)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer s.Close()
+			applied[i], errs[i] = s.Migrate(ctx)
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.Len(t, append(applied[0], applied[1]...), 1, "each migration must run exactly once")
+
+	s, err := store.Open(ctx, url, 2)
+	require.NoError(t, err)
+	defer s.Close()
+	cur, target, err := s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, target, cur)
+	again, err := s.Migrate(ctx)
+	require.NoError(t, err)
+	require.Empty(t, again)
+}
+
+func TestPrincipalUpsertKeepsFirstSeen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.Store(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "alice", Groups: []string{"a"}}, t0)
+	require.NoError(t, err)
+	q, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "alice", Username: "Alice", Groups: []string{"b"}}, t0.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, p.ID, q.ID)
+	require.True(t, q.FirstSeenAt.Equal(t0))
+	require.True(t, q.LastSeenAt.Equal(t0.Add(time.Hour)))
+	require.Equal(t, []string{"b"}, q.Groups)
+	other, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://other", Subject: "alice"}, t0)
+	require.NoError(t, err)
+	require.NotEqual(t, p.ID, other.ID, "the same subject at another issuer is another principal")
+}
+
+func TestDefaultSessionIsCreatedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.Store(t)
+	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "alice"}, time.Now())
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := st.EnsureDefaultSession(ctx, store.Session{
+				ID: string(rune('a'+i)) + "0000000000000000000000000000000", OwnerID: p.ID, Profile: "default",
+				Provider: "local_subprocess", Scope: "per_session", Status: "active", CreatedAt: time.Now(),
+			})
+			require.NoError(t, err)
+			ids[i] = s.ID
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		require.Equal(t, ids[0], id)
+	}
+}
+
+func TestLostTasksAndSessionLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.Store(t)
+	now := time.Now()
+	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "alice"}, now)
+	require.NoError(t, err)
+	require.NoError(t, st.Heartbeat(ctx, "alive", "h", now))
+	require.NoError(t, st.Heartbeat(ctx, "dead", "h", now.Add(-time.Hour)))
+	for _, r := range []string{"alive", "dead", "never-registered"} {
+		require.NoError(t, st.CreateTask(ctx, store.Task{ID: "task-" + r, SessionID: "s", OwnerID: p.ID, Profile: "default", Operation: "execute_command", Status: "running", RunnerID: r, SubmittedAt: now}))
+	}
+	n, err := st.MarkLostTasks(ctx, now.Add(-time.Minute), now, time.Hour)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+	tk, err := st.GetTask(ctx, "task-dead", p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "lost", tk.Status)
+	tk, err = st.GetTask(ctx, "task-alive", p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "running", tk.Status)
+	_, err = st.GetTask(ctx, "task-alive", "00000000-0000-0000-0000-000000000000")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// The session lock excludes a second holder until released.
+	unlock, err := st.LockSession(ctx, "s1")
+	require.NoError(t, err)
+	got := make(chan struct{})
+	go func() {
+		u, err := st.LockSession(ctx, "s1")
+		if err == nil {
+			u()
+		}
+		close(got)
+	}()
+	select {
+	case <-got:
+		t.Fatal("a second holder got the session lock")
+	case <-time.After(300 * time.Millisecond):
+	}
+	unlock()
+	<-got
+	// A cancelled wait returns an error and leaves the lock free.
+	unlock, err = st.LockSession(ctx, "s2")
+	require.NoError(t, err)
+	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = st.LockSession(cctx, "s2")
+	require.Error(t, err)
+	unlock()
+	unlock, err = st.LockSession(ctx, "s2")
+	require.NoError(t, err)
+	unlock()
+}
