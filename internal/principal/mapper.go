@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/google/cel-go/cel"
@@ -155,8 +156,9 @@ func (m *Mapper) Map(claims map[string]any) (Principal, error) {
 		if c.KubernetesUser == "" {
 			c.KubernetesUser = gr.KubernetesUser
 		}
-		if len(c.KubernetesGroups) == 0 {
-			c.KubernetesGroups = gr.KubernetesGroups
+		if len(c.KubernetesGroups) == 0 && len(gr.KubernetesGroups) > 0 {
+			// A copy: the principal must not share (and let callers mutate) the configuration.
+			c.KubernetesGroups = slices.Clone(gr.KubernetesGroups)
 		}
 		if c.AWSRoleARN == "" {
 			c.AWSRoleARN = gr.AWSRoleARN
