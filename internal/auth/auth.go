@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -152,35 +153,56 @@ func (a *Authenticator) verifier(is *issuer) (*oidc.IDTokenVerifier, error) {
 	if time.Since(is.lastErr) < time.Second {
 		return nil, fmt.Errorf("%w: discovery for %s failed moments ago", ErrIssuerUnavailable, is.cfg.URL)
 	}
-	ctx := oidc.ClientContext(a.bgCtx, is.client)
-	base := is.cfg.URL
+	docURL := strings.TrimSuffix(is.cfg.URL, "/") + "/.well-known/openid-configuration"
 	if is.cfg.DiscoveryURL != "" {
-		base = strings.TrimSuffix(strings.TrimSuffix(is.cfg.DiscoveryURL, "/.well-known/openid-configuration"), "/")
-		ctx = oidc.InsecureIssuerURLContext(ctx, is.cfg.URL)
+		docURL = is.cfg.DiscoveryURL // the exact document, as in Kubernetes' JWTAuthenticator
 	}
-	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	prov, err := oidc.NewProvider(dctx, base)
+	jwksURL, err := a.discover(is, docURL)
 	if err != nil {
 		is.lastErr = time.Now()
-		a.log.Warn("oidc discovery failed", "issuer", is.cfg.URL, "err", err)
+		a.log.Warn("oidc discovery failed", "issuer", is.cfg.URL, "discovery", docURL, "err", err)
 		return nil, fmt.Errorf("%w: discovery for %s: %v", ErrIssuerUnavailable, is.cfg.URL, err)
 	}
-	// The provider's key set must outlive this call: rebuild it on the long-lived context.
-	var meta struct {
-		JWKSURL string `json:"jwks_uri"`
-	}
-	if err := prov.Claims(&meta); err != nil || meta.JWKSURL == "" {
-		is.lastErr = time.Now()
-		return nil, fmt.Errorf("%w: %s discovery has no jwks_uri", ErrIssuerUnavailable, is.cfg.URL)
-	}
-	keys := oidc.NewRemoteKeySet(oidc.ClientContext(a.bgCtx, is.client), meta.JWKSURL)
+	keys := oidc.NewRemoteKeySet(oidc.ClientContext(a.bgCtx, is.client), jwksURL)
 	is.verifier = oidc.NewVerifier(is.cfg.URL, keys, &oidc.Config{
 		SkipClientIDCheck:    true, // audiences are checked below (several may be allowed)
 		SkipExpiryCheck:      true, // checked below with the configured skew
 		SupportedSigningAlgs: is.algs,
 	})
 	return is.verifier, nil
+}
+
+// discover fetches the OpenID discovery document at docURL and returns its jwks_uri. The
+// document's issuer must be the configured issuer (OpenID Connect Discovery 1.0 §4.3).
+func (a *Authenticator) discover(is *issuer, docURL string) (string, error) {
+	ctx, cancel := context.WithTimeout(a.bgCtx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, docURL, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := is.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", docURL, resp.Status)
+	}
+	var doc struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&doc); err != nil {
+		return "", fmt.Errorf("GET %s: not a discovery document: %v", docURL, err)
+	}
+	if doc.Issuer != is.cfg.URL {
+		return "", fmt.Errorf("discovery document at %s names issuer %q, not %q", docURL, doc.Issuer, is.cfg.URL)
+	}
+	if doc.JWKSURI == "" {
+		return "", fmt.Errorf("discovery document at %s has no jwks_uri", docURL)
+	}
+	return doc.JWKSURI, nil
 }
 
 // Authenticate verifies raw (the bearer token, without "Bearer ") and resolves its principal.
