@@ -1,0 +1,365 @@
+//go:build unix
+
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
+)
+
+// TypeName is the provider's type name in profiles and the registry.
+const TypeName = "local_subprocess"
+
+// SandboxPrefix starts the name of every sandbox folder; Attach and Destroy touch nothing else.
+const SandboxPrefix = "sandgate-sandbox-"
+
+// Defaults of the Provider's tuning fields.
+const (
+	DefaultKillGrace  = 2 * time.Second
+	DefaultDrainDelay = time.Second
+)
+
+// shell runs commands (seed-semantics §12: commands run by /bin/sh -c).
+const shell = "/bin/sh"
+
+// Provider is the local_subprocess provider. Build it with New (or Factory); its exported
+// fields may be changed before its first use only.
+type Provider struct {
+	// KillGrace is how long the processes of a timed-out or cancelled execution have between
+	// SIGTERM and SIGKILL. Zero means DefaultKillGrace.
+	KillGrace time.Duration
+	// DrainDelay is how long Exec keeps reading output once every process of the execution's
+	// session is dead, for output held open by a process that escaped the session. Zero means
+	// DefaultDrainDelay.
+	DrainDelay time.Duration
+
+	workdir string // absolute, symlinks resolved
+	python  string // absolute path of the interpreter (its sys.executable)
+	bash    string // absolute path, "" when the host has none
+	pathEnv string // PATH of executions
+	caps    providers.Capabilities
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	running map[string]map[*execution]struct{} // live executions by sandbox id
+}
+
+// execution is one running Exec, as Destroy sees it.
+type execution struct {
+	destroyed chan struct{} // closed by Destroy: kill the program
+	done      chan struct{} // closed by Exec once its processes are dead
+}
+
+// track registers an execution in sandbox id; untrack must be called when it has ended.
+func (p *Provider) track(id string) (ex *execution, untrack func()) {
+	ex = &execution{destroyed: make(chan struct{}), done: make(chan struct{})}
+	p.mu.Lock()
+	if p.running == nil {
+		p.running = make(map[string]map[*execution]struct{})
+	}
+	if p.running[id] == nil {
+		p.running[id] = make(map[*execution]struct{})
+	}
+	p.running[id][ex] = struct{}{}
+	p.mu.Unlock()
+	return ex, func() {
+		p.mu.Lock()
+		if set := p.running[id]; set != nil {
+			delete(set, ex)
+			if len(set) == 0 {
+				delete(p.running, id)
+			}
+		}
+		p.mu.Unlock()
+		close(ex.done)
+	}
+}
+
+// stopExecutions makes every execution running in sandbox id kill its program and waits,
+// at most wait, for them to end.
+func (p *Provider) stopExecutions(id string, wait time.Duration) {
+	p.mu.Lock()
+	set := p.running[id]
+	delete(p.running, id)
+	p.mu.Unlock()
+	if len(set) == 0 {
+		return
+	}
+	timeout := time.NewTimer(wait)
+	defer timeout.Stop()
+	for ex := range set {
+		close(ex.destroyed)
+	}
+	for ex := range set {
+		select {
+		case <-ex.done:
+		case <-timeout.C:
+			return
+		}
+	}
+}
+
+var _ providers.Provider = (*Provider)(nil)
+
+// Factory builds the provider of a profile whose type is local_subprocess from the profile's
+// local_subprocess block, for providers.Registry. A missing block is a fault.Config error
+// (seed-semantics §6); other errors are New's.
+func Factory(ctx providers.BuildContext) (providers.Provider, error) {
+	block := ctx.Config.LocalSubprocess
+	if block == nil {
+		return nil, fault.New(fault.Config, "sandbox profile '%s' has type %s but no %s block", ctx.Profile, TypeName, TypeName)
+	}
+	return New(*block, ctx.Logger)
+}
+
+// New builds the provider. cfg.Workdir (default os.TempDir()) is created when missing and
+// resolved to an absolute path without symlinks; cfg.Python (default "python3", looked up on
+// PATH) is run once to learn its sys.executable. bash is looked up on PATH: without it the
+// provider declares python only. A nil logger means slog.Default().
+//
+// New logs one WARNING that the provider provides NO isolation (seed-semantics §12).
+// Errors: fault.Config when the workdir cannot be made or /bin/sh or the interpreter is
+// missing or does not run.
+func New(cfg config.LocalSubprocess, logger *slog.Logger) (*Provider, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	workdir, err := resolveWorkdir(cfg.Workdir)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(shell); err != nil || st.IsDir() {
+		return nil, fault.New(fault.Config, "%s: %s is missing on this host", TypeName, shell)
+	}
+	python, err := resolvePython(cfg.Python)
+	if err != nil {
+		return nil, err
+	}
+	bash, _ := exec.LookPath("bash")
+	if bash != "" {
+		if bash, err = filepath.Abs(bash); err != nil {
+			bash = ""
+		}
+	}
+
+	langs := []string{"python"}
+	if bash != "" {
+		langs = append(langs, "bash")
+	} else {
+		logger.Warn("local_subprocess: bash not found on PATH; declaring python only")
+	}
+	pathEnv := os.Getenv("PATH")
+	if pathEnv == "" {
+		pathEnv = "/usr/local/bin:/usr/bin:/bin"
+	}
+	if dir := filepath.Dir(python); !strings.HasPrefix(pathEnv, dir+":") {
+		pathEnv = dir + ":" + pathEnv
+	}
+
+	p := &Provider{
+		workdir: workdir,
+		python:  python,
+		bash:    bash,
+		pathEnv: pathEnv,
+		logger:  logger,
+		caps: providers.Capabilities{
+			Isolation:  providers.IsolationNone,
+			Shell:      true,
+			Languages:  langs,
+			Files:      true,
+			Attach:     true,
+			Provisions: true,
+		},
+	}
+	logger.Warn("local_subprocess provides NO isolation: programs run as the gateway's own user on the gateway's host; use it for development and tests only",
+		"workdir", workdir, "python", python)
+	return p, nil
+}
+
+func resolveWorkdir(dir string) (string, error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fault.Wrap(fault.Config, err, "%s: workdir '%s'", TypeName, dir)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", fault.Wrap(fault.Config, err, "%s: cannot create workdir '%s'", TypeName, abs)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fault.Wrap(fault.Config, err, "%s: workdir '%s'", TypeName, abs)
+	}
+	if st, err := os.Stat(real); err != nil || !st.IsDir() {
+		return "", fault.New(fault.Config, "%s: workdir '%s' is not a folder", TypeName, real)
+	}
+	return real, nil
+}
+
+// resolvePython finds the interpreter and asks it for sys.executable, so that version-manager
+// shims (which need the gateway's environment) are not in the way of executions that get a
+// minimal environment.
+func resolvePython(name string) (string, error) {
+	if name == "" {
+		name = "python3"
+	}
+	found, err := exec.LookPath(name)
+	if err != nil {
+		return "", fault.Wrap(fault.Config, err, "%s: python interpreter '%s' not found", TypeName, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, found, "-c", "import sys; sys.stdout.write(sys.executable)").Output()
+	if err != nil {
+		return "", fault.Wrap(fault.Config, err, "%s: python interpreter '%s' does not run", TypeName, found)
+	}
+	exe := strings.TrimSpace(string(out))
+	if exe == "" || !filepath.IsAbs(exe) {
+		exe = found
+	}
+	if exe, err = filepath.Abs(exe); err != nil {
+		return "", fault.Wrap(fault.Config, err, "%s: python interpreter '%s'", TypeName, found)
+	}
+	return exe, nil
+}
+
+// Type returns "local_subprocess".
+func (p *Provider) Type() string { return TypeName }
+
+// Capabilities: isolation none; shell; languages python and bash (python only when the host
+// has no bash); files; attach; provisions. No package_install, no stateful, no policy
+// dimension (seed-semantics §12).
+func (p *Provider) Capabilities() providers.Capabilities {
+	c := p.caps
+	c.Languages = append([]string(nil), p.caps.Languages...)
+	return c
+}
+
+// Workdir returns the absolute folder that holds the sandbox folders.
+func (p *Provider) Workdir() string { return p.workdir }
+
+// Create makes a fresh sandbox folder under the workdir. The principal and policy are not
+// used (see the package doc). Errors: ctx.Err(), or fault.Provision when the folder cannot be
+// made.
+func (p *Provider) Create(ctx context.Context, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(p.workdir, SandboxPrefix+"*")
+	if err != nil {
+		return nil, fault.Wrap(fault.Provision, err, "%s: cannot create a sandbox folder", TypeName)
+	}
+	sb, err := p.open(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fault.Wrap(fault.Provision, err, "%s: cannot open sandbox folder", TypeName)
+	}
+	p.logger.Debug("sandbox created", "sandbox_id", dir)
+	return sb, nil
+}
+
+// Attach reopens sandbox id, the absolute path of a sandbox folder. Errors: ctx.Err(), or
+// fault.Gone when id is not a "sandgate-sandbox-" folder directly under the workdir or no
+// longer exists (seed-semantics §3, §12).
+func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !p.owns(id) {
+		return nil, fault.New(fault.Gone, "%s: no sandbox '%s' under %s", TypeName, id, p.workdir)
+	}
+	st, err := os.Lstat(id)
+	if err != nil || !st.IsDir() {
+		return nil, fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, id)
+	}
+	sb, err := p.open(id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, id)
+	}
+	if err != nil {
+		return nil, fault.Wrap(fault.Provision, err, "%s: cannot open sandbox '%s'", TypeName, id)
+	}
+	return sb, nil
+}
+
+// Destroy removes sandbox folder id with everything in it. It is idempotent: an id that is not
+// a "sandgate-sandbox-" folder directly under the workdir, or no longer exists, is a no-op.
+// Executions still running in the sandbox (through this Provider) are killed first and return
+// fault.Gone (field-notes "Lifecycle": an in-flight call fails within seconds); folders a
+// program made unwritable are made writable.
+func (p *Provider) Destroy(_ context.Context, id string) error {
+	if !p.owns(id) {
+		p.logger.Debug("destroy ignored: not a sandbox of this provider", "sandbox_id", id)
+		return nil
+	}
+	st, err := os.Lstat(id)
+	if err != nil || !st.IsDir() {
+		return nil
+	}
+	p.stopExecutions(id, p.killGrace()+5*time.Second)
+	if err := os.RemoveAll(id); err != nil {
+		// A program may have left folders without write or search permission.
+		_ = filepath.WalkDir(id, func(path string, d fs.DirEntry, err error) error {
+			if d != nil && d.IsDir() {
+				_ = os.Chmod(path, 0o700)
+			}
+			return nil
+		})
+		if err := os.RemoveAll(id); err != nil {
+			return fmt.Errorf("%s: destroying sandbox '%s': %w", TypeName, id, err)
+		}
+	}
+	p.logger.Debug("sandbox destroyed", "sandbox_id", id)
+	return nil
+}
+
+// owns reports whether id names a sandbox folder of this provider: an absolute, clean path
+// directly under the workdir whose name starts with SandboxPrefix.
+func (p *Provider) owns(id string) bool {
+	if !filepath.IsAbs(id) || filepath.Clean(id) != id || filepath.Dir(id) != p.workdir {
+		return false
+	}
+	name := filepath.Base(id)
+	return len(name) > len(SandboxPrefix) && strings.HasPrefix(name, SandboxPrefix)
+}
+
+func (p *Provider) open(dir string) (*Sandbox, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{
+		NoPackageInstall: providers.NoPackageInstall{Subject: TypeName},
+		p:                p,
+		id:               dir,
+		root:             root,
+	}, nil
+}
+
+func (p *Provider) killGrace() time.Duration {
+	if p.KillGrace > 0 {
+		return p.KillGrace
+	}
+	return DefaultKillGrace
+}
+
+func (p *Provider) drainDelay() time.Duration {
+	if p.DrainDelay > 0 {
+		return p.DrainDelay
+	}
+	return DefaultDrainDelay
+}

@@ -1,0 +1,106 @@
+package providers
+
+import (
+	"path"
+	"strings"
+
+	"github.com/sandgate/sandgate/internal/fault"
+)
+
+// CleanPath turns a caller's workspace path into a clean, slash-separated path relative to the
+// sandbox workspace, the form every provider hands to its backend.
+//
+// "" and "." both mean the workspace root and come back as "."; "a//b/./c/" comes back as
+// "a/b/c"; "a/../b" as "b". CleanPath refuses, with a fault.Policy error, a path that contains
+// a NUL byte, is absolute ("/etc/passwd"), or whose cleaned form leaves the workspace ("..",
+// "../x", "a/../../x"). It is purely lexical: a provider must still confine the cleaned path
+// after resolving symlinks (field-notes "Files"; seed-semantics §2, SandboxPolicyError on path
+// traversal). Percent-encoding is not decoded here; "%2e%2e" is an ordinary name.
+func CleanPath(p string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fault.New(fault.Policy, "path %q contains a NUL byte and escapes the sandbox workspace", p)
+	}
+	if strings.HasPrefix(p, "/") {
+		return "", escapes(p)
+	}
+	if p == "" {
+		return ".", nil
+	}
+	c := path.Clean(p)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", escapes(p)
+	}
+	return c, nil
+}
+
+func escapes(p string) error {
+	return fault.New(fault.Policy, "path '%s' escapes the sandbox workspace", p)
+}
+
+// ValidEnvName reports whether name is a portable environment variable name, matching
+// ^[A-Za-z_][A-Za-z0-9_]*$. Names are validated and values passed natively, never through a
+// shell string (field-notes "Security").
+func ValidEnvName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '_', 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// CheckExecSpec validates spec against what a provider declares in caps. Providers call it
+// first thing in Sandbox.Exec, so a spec they cannot honour fails before anything runs; subject
+// names the provider in capability errors (e.g. "local_subprocess").
+//
+// It returns, in this order:
+//   - fault.Validation unless exactly one of Command and Code is set, when Code is set without
+//     a Language or Command with one, or when Timeout is negative;
+//   - fault.Unsupported(subject, "shell") for a Command without caps.Shell, and
+//     fault.Unsupported(subject, "language:<lang>") for a Language caps does not declare
+//     (seed-semantics §3, §4);
+//   - fault.Validation for an Env name that fails ValidEnvName, or a NUL byte in the program
+//     text or an Env value (the OS cannot pass them);
+//   - the fault.Policy error of CleanPath when Dir leaves the workspace.
+func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
+	switch {
+	case spec.Command != "" && spec.Code != "":
+		return fault.New(fault.Validation, "give either a command or code to run, not both")
+	case spec.Command == "" && spec.Code == "":
+		return fault.New(fault.Validation, "give a command or code to run")
+	case spec.Command != "" && spec.Language != "":
+		return fault.New(fault.Validation, "a language applies to code only, not to a command")
+	case spec.Code != "" && spec.Language == "":
+		return fault.New(fault.Validation, "code needs a language")
+	case spec.Timeout < 0:
+		return fault.New(fault.Validation, "timeout must not be negative")
+	}
+	if spec.Command != "" && !caps.Shell {
+		return fault.Unsupported(subject, "shell")
+	}
+	if spec.Code != "" && !caps.SupportsLanguage(spec.Language) {
+		return fault.Unsupported(subject, "language:"+spec.Language)
+	}
+	if strings.IndexByte(spec.Command, 0) >= 0 || strings.IndexByte(spec.Code, 0) >= 0 {
+		return fault.New(fault.Validation, "the program text contains a NUL byte")
+	}
+	for name, value := range spec.Env {
+		if !ValidEnvName(name) {
+			return fault.New(fault.Validation, "invalid environment variable name %q: use letters, digits and underscores, not starting with a digit", name)
+		}
+		if strings.IndexByte(value, 0) >= 0 {
+			return fault.New(fault.Validation, "environment variable %s contains a NUL byte", name)
+		}
+	}
+	if _, err := CleanPath(spec.Dir); err != nil {
+		return err
+	}
+	return nil
+}

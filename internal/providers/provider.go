@@ -1,0 +1,203 @@
+// Package providers defines what a sandbox backend is to Sandgate: a Provider creates,
+// attaches and destroys sandboxes, and a Sandbox runs programs and moves files. Each provider
+// declares its Capabilities honestly; the domain (internal/sandbox) checks policy, identity and
+// capabilities before it calls a provider, and providers fail closed on anything they cannot
+// enforce (seed-semantics §3, §12).
+//
+// Providers know nothing of HTTP, Postgres or the caller beyond the Principal and Policy values
+// they are handed, and never read the global configuration: a provider is built from its own
+// profile block (see Registry).
+//
+// Every provider should pass the contract suite in package providertest.
+package providers
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// IsolationTier says how strongly a provider separates sandboxed code from its host
+// (seed-semantics §1).
+type IsolationTier string
+
+const (
+	IsolationNone          IsolationTier = "none"
+	IsolationOSPolicy      IsolationTier = "os_policy"
+	IsolationContainer     IsolationTier = "container"
+	IsolationSyscallFilter IsolationTier = "syscall_filter"
+	IsolationMicroVM       IsolationTier = "micro_vm"
+	IsolationWASM          IsolationTier = "wasm"
+)
+
+// Valid reports whether t is one of the defined tiers.
+func (t IsolationTier) Valid() bool {
+	switch t {
+	case IsolationNone, IsolationOSPolicy, IsolationContainer, IsolationSyscallFilter, IsolationMicroVM, IsolationWASM:
+		return true
+	}
+	return false
+}
+
+// Principal is the identity a provider acts for (seed SandboxPrincipal). In agent mode the
+// provider uses the gateway's own identity; in user mode it must act as Subject with the given
+// Credentials (Kubernetes impersonation, AWS AssumeRole, run-as user) or fail closed.
+type Principal struct {
+	Mode        string // "agent" or "user"
+	Subject     string // required
+	Groups      []string
+	Credentials Credentials
+}
+
+// Credentials are user-mode identity inputs. None of them is a secret.
+type Credentials struct {
+	User    string   // Kubernetes user to impersonate (default: Subject)
+	Groups  []string // Kubernetes groups to impersonate (default: Principal.Groups)
+	RoleARN string   // AWS role to assume
+	RunAs   string   // OS user to run commands as
+}
+
+// Network egress modes of a Policy.
+const (
+	EgressAllow     = "allow"
+	EgressDeny      = "deny"
+	EgressAllowlist = "allowlist"
+)
+
+// Policy bounds what a sandbox may do (seed SandboxPolicy). Timeout is always enforced; the
+// other dimensions only by providers that declare the matching policy capability.
+type Policy struct {
+	NetworkEgress string   // allow | deny | allowlist
+	NetworkAllow  []string // CIDRs or domains, for allowlist
+	FSAllowRead   []string
+	FSAllowWrite  []string
+	CPU           float64 // cores; 0 = unset
+	MemoryMB      int     // 0 = unset
+	Timeout       time.Duration
+	Strict        bool
+}
+
+// Capabilities is what a provider honestly supports (seed SandboxCapabilities). Isolation is
+// required.
+type Capabilities struct {
+	Isolation        IsolationTier
+	Shell            bool
+	Languages        []string
+	Files            bool
+	PackageInstall   bool
+	Stateful         bool // variables persist across code executions
+	Attach           bool // can reconnect to a live sandbox by id
+	Provisions       bool // false: attach-only
+	AttachesExternal bool // can bind to a target it did not create (attach_to)
+	PrincipalUser    bool // can act as a user-mode principal
+	PolicyNetwork    bool
+	PolicyFilesystem bool
+	PolicyResources  bool
+}
+
+// SupportsLanguage reports whether lang is one of the declared languages.
+func (c Capabilities) SupportsLanguage(lang string) bool {
+	for _, l := range c.Languages {
+		if l == lang {
+			return true
+		}
+	}
+	return false
+}
+
+// Provider creates, attaches and destroys sandboxes of one backend.
+type Provider interface {
+	// Type is the provider's short name (local_subprocess, docker, …).
+	Type() string
+	// Capabilities may differ per instance (e.g. Kubernetes network policy).
+	Capabilities() Capabilities
+	// Create provisions a new sandbox (or, for attach_to profiles, binds to the target).
+	// Failures are fault.Provision.
+	Create(ctx context.Context, p Principal, pol Policy) (Sandbox, error)
+	// Attach reconnects to sandbox id. It returns a fault.Gone error when the target no longer
+	// exists, and a fault.Capability error when the provider cannot attach.
+	Attach(ctx context.Context, id string, p Principal, pol Policy) (Sandbox, error)
+	// Destroy removes sandbox id. It is idempotent: an unknown id is a no-op.
+	Destroy(ctx context.Context, id string) error
+}
+
+// Sandbox is a live handle on one sandbox. At most one Exec, InstallPackages or write runs
+// per sandbox at a time (the domain serialises them); reads may run concurrently.
+type Sandbox interface {
+	// ID is stable across attach and reconnect.
+	ID() string
+	// Exec runs one program to completion and returns how it ended. A non-zero exit is an
+	// ExitStatus, never an error. When spec.Timeout passes (wall clock from start) or ctx is
+	// cancelled, the whole process tree is killed and the partial output already written
+	// stays written; the status says TimedOut, or the error is ctx.Err().
+	// Errors: fault.Capability for an undeclared language or shell without the capability.
+	Exec(ctx context.Context, spec ExecSpec) (ExitStatus, error)
+	// InstallPackages installs packages with the sandbox's package manager.
+	// Without the package_install capability: fault.Capability.
+	InstallPackages(ctx context.Context, packages []string, out Output) (ExitStatus, error)
+	// WriteFile streams r into path (relative to the workspace), creating parent folders.
+	// More than maxBytes bytes: fault.TooLarge and no file is left behind. Returns bytes written.
+	WriteFile(ctx context.Context, path string, r io.Reader, maxBytes int64) (int64, error)
+	// ReadFile opens path for reading. Missing: fault.NotFound; a folder: fault.Conflict.
+	ReadFile(ctx context.Context, path string) (io.ReadCloser, error)
+	// ListFiles lists folder dir without following symlinks, sorted by name.
+	ListFiles(ctx context.Context, dir string) ([]FileInfo, error)
+	// RemoveFile removes a file or an empty folder. Missing: nil.
+	RemoveFile(ctx context.Context, path string) error
+	// Close releases the handle. It is idempotent and never destroys state a later Attach needs.
+	Close() error
+}
+
+// Output receives a program's two streams.
+type Output struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// ExecSpec describes one execution: exactly one of Command (run by /bin/sh -c) or Code (run by
+// the interpreter for Language).
+type ExecSpec struct {
+	Command  string
+	Code     string
+	Language string
+	// Env adds variables to the program's environment; names are validated by the domain and
+	// values passed natively, never through a shell string.
+	Env map[string]string
+	// Dir is the working folder relative to the workspace ("" = the workspace).
+	Dir string
+	// Stdin feeds standard input; nil means empty (immediate EOF).
+	Stdin io.Reader
+	// Timeout is the wall-clock limit from start; 0 means none.
+	Timeout time.Duration
+	Output
+}
+
+// ExitStatus is how a program ended.
+type ExitStatus struct {
+	// ExitCode is the exit status; 128+n when killed by signal n. Meaningless when TimedOut.
+	ExitCode int
+	// Signal names the signal that ended the program ("SIGKILL"), if any.
+	Signal   string
+	TimedOut bool
+}
+
+// FileType classifies a workspace entry.
+type FileType string
+
+const (
+	FileRegular FileType = "file"
+	FileDir     FileType = "dir"
+	FileSymlink FileType = "symlink"
+	FileOther   FileType = "other"
+)
+
+// FileInfo is one entry of a workspace listing.
+type FileInfo struct {
+	Name    string
+	Path    string // relative to the workspace
+	Type    FileType
+	Size    int64
+	Mode    fs.FileMode // permission bits
+	ModTime time.Time
+}

@@ -1,0 +1,117 @@
+package providers
+
+import (
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+)
+
+// Factory builds one provider for one profile (seed-semantics §6). It reads only its own
+// provider block (and Params) from ctx.Config, never the global configuration. Bad or missing
+// configuration should be a fault.Config error; Build classifies any other error as
+// fault.Config too.
+type Factory func(ctx BuildContext) (Provider, error)
+
+// BuildContext is everything a Factory gets.
+type BuildContext struct {
+	// Profile is the profile's name, for messages and logs.
+	Profile string
+	// Config is the profile; Config.Type selects the factory.
+	Config config.Profile
+	// IdleTimeout is the profile's idle timeout (seed: e2b, daytona and kubernetes receive it).
+	IdleTimeout time.Duration
+	// Logger is the provider's logger; Build defaults it to slog.Default() and adds the
+	// attributes profile and provider.
+	Logger *slog.Logger
+}
+
+// Registry maps provider type names ("local_subprocess", "docker", …) to factories. It is safe
+// for concurrent use; a process usually fills one at start-up and only builds afterwards.
+type Registry struct {
+	mu        sync.RWMutex
+	factories map[string]Factory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{factories: make(map[string]Factory)}
+}
+
+// Register adds factory f under name. Like database/sql.Register it panics when name is empty,
+// f is nil or name is already registered: those are wiring bugs.
+func (r *Registry) Register(name string, f Factory) {
+	if name == "" {
+		panic("providers: Register with an empty name")
+	}
+	if f == nil {
+		panic("providers: Register of a nil factory for " + name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.factories[name]; dup {
+		panic("providers: Register called twice for " + name)
+	}
+	r.factories[name] = f
+}
+
+// Names returns the registered type names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.factories))
+	for n := range r.factories {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Build builds the provider of type ctx.Config.Type.
+//
+// Errors: an empty or unregistered type is fault.Config naming the registered types, sorted
+// (seed-semantics §6: "unknown provider type … lists the built-ins"); a factory's classified
+// error is returned as is, an unclassified one wrapped as fault.Config. A factory that returns
+// a nil provider, a provider reporting another Type, or capabilities without a valid isolation
+// tier (seed-semantics §1: isolation is required) is a fault.Internal error.
+func (r *Registry) Build(ctx BuildContext) (Provider, error) {
+	typ := ctx.Config.Type
+	r.mu.RLock()
+	f, ok := r.factories[typ]
+	r.mu.RUnlock()
+	if !ok {
+		known := "[" + strings.Join(r.Names(), ", ") + "]"
+		if typ == "" {
+			return nil, fault.New(fault.Config, "sandbox profile '%s' has no provider type; registered types: %s", ctx.Profile, known)
+		}
+		return nil, fault.New(fault.Config, "unknown sandbox provider type '%s' in profile '%s'; registered types: %s", typ, ctx.Profile, known)
+	}
+	if ctx.Logger == nil {
+		ctx.Logger = slog.Default()
+	}
+	ctx.Logger = ctx.Logger.With("profile", ctx.Profile, "provider", typ)
+
+	p, err := f(ctx)
+	if err != nil {
+		var classified *fault.Error
+		if !errors.As(err, &classified) {
+			return nil, fault.Wrap(fault.Config, err, "building provider '%s' for profile '%s'", typ, ctx.Profile)
+		}
+		return nil, err
+	}
+	if p == nil {
+		return nil, fault.New(fault.Internal, "provider factory '%s' returned no provider", typ)
+	}
+	if got := p.Type(); got != typ {
+		return nil, fault.New(fault.Internal, "provider factory '%s' built a provider of type '%s'", typ, got)
+	}
+	if iso := p.Capabilities().Isolation; !iso.Valid() {
+		return nil, fault.New(fault.Internal, "provider '%s' declares no valid isolation tier (%q)", typ, string(iso))
+	}
+	return p, nil
+}

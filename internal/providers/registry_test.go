@@ -1,0 +1,122 @@
+package providers_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
+)
+
+// stub is a minimal provider for registry tests.
+type stub struct {
+	providers.NoAttach
+	typ string
+	iso providers.IsolationTier
+}
+
+func (s stub) Type() string { return s.typ }
+func (s stub) Capabilities() providers.Capabilities {
+	return providers.Capabilities{Isolation: s.iso, Languages: []string{"python"}}
+}
+func (s stub) Create(context.Context, providers.Principal, providers.Policy) (providers.Sandbox, error) {
+	return nil, fault.New(fault.Provision, "stub")
+}
+func (s stub) Destroy(context.Context, string) error { return nil }
+
+func factoryOf(p providers.Provider, err error) providers.Factory {
+	return func(providers.BuildContext) (providers.Provider, error) { return p, err }
+}
+
+func build(r *providers.Registry, typ string) (providers.Provider, error) {
+	return r.Build(providers.BuildContext{Profile: "prof", Config: config.Profile{Type: typ}})
+}
+
+func TestRegistry(t *testing.T) {
+	t.Parallel()
+	r := providers.NewRegistry()
+	assert.Empty(t, r.Names())
+	var got providers.BuildContext
+	r.Register("zeta", func(ctx providers.BuildContext) (providers.Provider, error) {
+		got = ctx
+		return stub{typ: "zeta", iso: providers.IsolationContainer}, nil
+	})
+	r.Register("alpha", factoryOf(stub{typ: "alpha", iso: providers.IsolationNone}, nil))
+	assert.Equal(t, []string{"alpha", "zeta"}, r.Names())
+
+	p, err := r.Build(providers.BuildContext{Profile: "prof", Config: config.Profile{Type: "zeta", IdleTimeout: 5}})
+	require.NoError(t, err)
+	assert.Equal(t, "zeta", p.Type())
+	assert.Equal(t, "prof", got.Profile)
+	assert.Equal(t, 5, got.Config.IdleTimeout)
+	assert.NotNil(t, got.Logger, "a logger is always provided")
+
+	_, err = build(r, "nope")
+	require.Error(t, err)
+	assert.Equal(t, fault.Config, fault.KindOf(err))
+	assert.Contains(t, err.Error(), "'nope'")
+	assert.Contains(t, err.Error(), "[alpha, zeta]")
+
+	_, err = build(r, "")
+	assert.Equal(t, fault.Config, fault.KindOf(err))
+	assert.Contains(t, err.Error(), "[alpha, zeta]")
+
+	assert.Panics(t, func() { r.Register("alpha", factoryOf(nil, nil)) }, "duplicate")
+	assert.Panics(t, func() { r.Register("", factoryOf(nil, nil)) }, "empty name")
+	assert.Panics(t, func() { r.Register("nil", nil) }, "nil factory")
+}
+
+func TestRegistryBuildErrors(t *testing.T) {
+	t.Parallel()
+	r := providers.NewRegistry()
+	r.Register("plain-error", factoryOf(nil, errors.New("boom")))
+	r.Register("classified", factoryOf(nil, fault.New(fault.Policy, "no")))
+	r.Register("nil", factoryOf(nil, nil))
+	r.Register("liar", factoryOf(stub{typ: "other", iso: providers.IsolationNone}, nil))
+	r.Register("no-isolation", factoryOf(stub{typ: "no-isolation"}, nil))
+
+	for typ, kind := range map[string]fault.Kind{
+		"plain-error":  fault.Config,
+		"classified":   fault.Policy,
+		"nil":          fault.Internal,
+		"liar":         fault.Internal,
+		"no-isolation": fault.Internal,
+	} {
+		_, err := build(r, typ)
+		require.Error(t, err, typ)
+		assert.Equal(t, kind, fault.KindOf(err), "%s: %v", typ, err)
+	}
+	_, err := build(r, "plain-error")
+	assert.Contains(t, err.Error(), "boom")
+}
+
+func TestUnsupportedHelpers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nf := providers.NoFiles{Subject: "x"}
+	_, err := nf.WriteFile(ctx, "a", nil, 1)
+	assertCap(t, err, "files")
+	_, err = nf.ReadFile(ctx, "a")
+	assertCap(t, err, "files")
+	_, err = nf.ListFiles(ctx, "a")
+	assertCap(t, err, "files")
+	assertCap(t, nf.RemoveFile(ctx, "a"), "files")
+	_, err = providers.NoPackageInstall{Subject: "x"}.InstallPackages(ctx, []string{"p"}, providers.Output{})
+	assertCap(t, err, "package_install")
+	_, err = providers.NoAttach{Subject: "x"}.Attach(ctx, "id", providers.Principal{}, providers.Policy{})
+	assertCap(t, err, "attach")
+}
+
+func assertCap(t *testing.T, err error, capability string) {
+	t.Helper()
+	var fe *fault.Error
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, fault.Capability, fe.Kind)
+	assert.Equal(t, capability, fe.Capability)
+	assert.Equal(t, "x does not support capability: "+capability, fe.Error())
+}
