@@ -18,6 +18,7 @@ const (
 	DefaultMaxOutputBytes     = 1 << 20
 	DefaultMaxFileBytes       = 100 << 20
 	DefaultToolOutputMaxChars = 8000
+	DefaultDockerPidsLimit    = 256
 )
 
 // ApplyDefaults fills every unset key with its default and expands the single-backend
@@ -131,6 +132,18 @@ func (b *Broker) applyDefaults() {
 	setDefault(&b.ResponseTTL, 86400)
 	setDefault(&b.SweepInterval, 300)
 	setDefault(&b.LostAfter, Duration(30*time.Second))
+	if q := b.Queue; q != nil {
+		setDefault(&q.MaxReceiveCount, 3)
+		setDefault(&q.Consumers, 5)
+		setDefault(&q.RescueAfter, Duration(time.Minute))
+		setDefault(&q.NATS.URL, "nats://127.0.0.1:4222")
+		setDefault(&q.NATS.Stream, "SANDGATE_TASKS")
+		setDefault(&q.NATS.SubjectPrefix, "sandgate.tasks")
+		setDefault(&q.NATS.AckWait, Duration(30*time.Second))
+	}
+	if b.ResponseStore != nil {
+		setDefault(&b.ResponseStore.Type, QueuePostgres)
+	}
 }
 
 func (p *Profile) applyDefaults() {
@@ -162,6 +175,8 @@ func (b *ProviderBlocks) applyDefaults() {
 	}
 	if d := b.Docker; d != nil {
 		setDefault(&d.Image, DefaultImage)
+		setDefault(&d.PidsLimit, DefaultDockerPidsLimit)
+		setDefault(&d.Pull, DockerPullMissing)
 	}
 	if e := b.E2B; e != nil {
 		setDefault(&e.APIKeyEnv, "E2B_API_KEY")

@@ -41,6 +41,14 @@ const (
 // the two must be used together (seed-semantics §10 pairing rule).
 const InMemory = "in_memory"
 
+// Queue transports.
+const (
+	QueuePostgres = "postgres"
+	QueueNATS     = "nats"
+)
+
+var queueTypes = []string{QueuePostgres, QueueNATS, InMemory}
+
 // Built-in provider types (seed-semantics §6, the newest list).
 const (
 	ProviderLocalSubprocess = "local_subprocess"

@@ -57,6 +57,18 @@ type Auth struct {
 	AdminGroups []string `koanf:"admin_groups" json:"admin_groups"`
 	// ClockSkew tolerated on exp/nbf/iat. Default 30s; at most 5m.
 	ClockSkew Duration `koanf:"clock_skew" json:"clock_skew"`
+	// Console names the issuer and public client the web console signs users in with
+	// (authorization code + PKCE). Absent: the console says sign-in is not configured.
+	Console *Console `koanf:"console" json:"console,omitempty"`
+}
+
+// Console is the web console's sign-in. The console sends the issuer's ID token as its bearer
+// token, so Issuer should be one of auth.issuers and that issuer's audiences should contain
+// ClientID.
+type Console struct {
+	Issuer   string   `koanf:"issuer" json:"issuer"`
+	ClientID string   `koanf:"client_id" json:"client_id"`
+	Scopes   []string `koanf:"scopes" json:"scopes"` // default [openid, profile, email]
 }
 
 // Issuer is one trusted OIDC issuer, modelled on Kubernetes' structured authentication
@@ -213,6 +225,24 @@ type Docker struct {
 	Runtime  string `koanf:"runtime" json:"runtime"`     // OCI runtime; default "docker" (the engine default)
 	AttachTo string `koanf:"attach_to" json:"attach_to"` // container id/name (attached profiles)
 	Host     string `koanf:"host" json:"host"`           // engine address; default from DOCKER_HOST
+	// User runs the sandbox's programs as this user ("name", "uid" or "uid:gid"); default the
+	// image's user. The image must give that user a writable /workspace.
+	User string `koanf:"user" json:"user"`
+	// PidsLimit caps the number of processes in one sandbox (fork bombs); default 256.
+	PidsLimit int64 `koanf:"pids_limit" json:"pids_limit"`
+	// Pull says what happens when the engine lacks the image: missing (default) pulls it, never
+	// fails the sandbox creation instead.
+	Pull string `koanf:"pull" json:"pull"`
+	// WarmPool keeps started containers ready so that new sandboxes start at once (managed
+	// profiles only).
+	WarmPool *DockerWarmPool `koanf:"warm_pool" json:"warm_pool,omitempty"`
+}
+
+// DockerWarmPool keeps containers of a docker profile started ahead of use. Each serves one
+// sandbox and is destroyed with it; the pool refills in the background.
+type DockerWarmPool struct {
+	// Size is how many ready containers the pool keeps; 0 disables the pool.
+	Size int `koanf:"size" json:"size"`
 }
 
 // E2B is the E2B cloud.
@@ -273,8 +303,40 @@ type Broker struct {
 	// LostAfter is how long a runner may miss heartbeats before its running tasks are
 	// reported lost. Default 30s.
 	LostAfter     Duration       `koanf:"lost_after" json:"lost_after"`
-	Queue         map[string]any `koanf:"queue" json:"queue,omitempty"`
-	ResponseStore map[string]any `koanf:"response_store" json:"response_store,omitempty"`
+	Queue         *Queue         `koanf:"queue" json:"queue,omitempty"`
+	ResponseStore *ResponseStore `koanf:"response_store" json:"response_store,omitempty"`
+}
+
+// Queue configures the queue flavor's transport (seed-semantics §10 queue). Workers
+// (`gateway worker`) consume it; the gateway enqueues.
+type Queue struct {
+	// Type is the transport: postgres (River jobs inserted in the task's own transaction),
+	// nats (a JetStream work queue) or in_memory (one process; tests and dev).
+	Type string `koanf:"type" json:"type"`
+	// MaxReceiveCount bounds how many times one task may start executing (redeliveries after a
+	// worker died included) before it fails permanently. Default 3.
+	MaxReceiveCount int `koanf:"max_receive_count" json:"max_receive_count"`
+	// Consumers is how many operations one worker runs at once. Default 5.
+	Consumers int `koanf:"consumers" json:"consumers"`
+	// RescueAfter (postgres) is how long a job may stay claimed before River offers it again;
+	// a job whose worker is still alive is then just deferred. Default 1m.
+	RescueAfter Duration  `koanf:"rescue_after" json:"rescue_after"`
+	NATS        NATSQueue `koanf:"nats" json:"nats"`
+}
+
+// NATSQueue is the JetStream transport.
+type NATSQueue struct {
+	URL           string   `koanf:"url" json:"url" secret:"true"`         // default nats://127.0.0.1:4222
+	Stream        string   `koanf:"stream" json:"stream"`                 // default SANDGATE_TASKS
+	SubjectPrefix string   `koanf:"subject_prefix" json:"subject_prefix"` // default sandgate.tasks
+	AckWait       Duration `koanf:"ack_wait" json:"ack_wait"`             // default 30s; kept alive by in-progress heartbeats
+}
+
+// ResponseStore names where completions are kept. Sandgate always keeps them in Postgres (the
+// tasks table); `in_memory` is accepted only together with the in_memory transport, for
+// seed compatibility.
+type ResponseStore struct {
+	Type string `koanf:"type" json:"type"` // postgres | in_memory
 }
 
 // Duration is a time.Duration read from "30s"-style strings or plain seconds.

@@ -260,15 +260,26 @@ func (b *Broker) validate(p *problems) {
 	var queueType, storeType string
 	if b.Queue == nil {
 		p.add(key+".queue", "required when sandbox.broker.flavor is queue: give at least its type (the transport, e.g. postgres)")
-	} else if t, ok := b.Queue["type"].(string); !ok || strings.TrimSpace(t) == "" {
-		p.add(key+".queue.type", "required when sandbox.broker.flavor is queue: the transport (e.g. postgres, nats, in_memory)")
+	} else if strings.TrimSpace(b.Queue.Type) == "" {
+		p.add(key+".queue.type", "required when sandbox.broker.flavor is queue: the transport (postgres, nats or in_memory)")
 	} else {
-		queueType = t
+		queueType = b.Queue.Type
+		p.enum(key+".queue.type", queueType, queueTypes)
+		if b.Queue.MaxReceiveCount < 0 {
+			p.add(key+".queue.max_receive_count", "must be at least 1, got %d", b.Queue.MaxReceiveCount)
+		}
+		if b.Queue.Consumers < 0 {
+			p.add(key+".queue.consumers", "must be at least 1, got %d", b.Queue.Consumers)
+		}
+		if queueType == QueueNATS && b.Queue.NATS.URL != "" && !strings.HasPrefix(b.Queue.NATS.URL, "nats://") && !strings.HasPrefix(b.Queue.NATS.URL, "tls://") {
+			p.add(key+".queue.nats.url", "must be a nats:// or tls:// URL, got %q", b.Queue.NATS.URL)
+		}
 	}
 	if b.ResponseStore == nil {
-		p.add(key+".response_store", "required when sandbox.broker.flavor is queue: where workers store completions")
-	} else if t, ok := b.ResponseStore["type"].(string); ok {
-		storeType = t
+		p.add(key+".response_store", "required when sandbox.broker.flavor is queue: where workers store completions (postgres)")
+	} else {
+		storeType = b.ResponseStore.Type
+		p.enum(key+".response_store.type", storeType, []string{QueuePostgres, InMemory})
 	}
 	if b.Queue != nil && b.ResponseStore != nil && (queueType == InMemory) != (storeType == InMemory) {
 		p.add(key, "queue type in_memory and response_store type in_memory are only valid together (queue type %q, response_store type %q)", queueType, storeType)
@@ -296,6 +307,9 @@ func (prof *Profile) validate(p *problems, prefix string) {
 	if d := prof.Daytona; d != nil && d.Image != "" && d.Snapshot != "" {
 		p.add(prefix+".daytona", "image and snapshot are mutually exclusive; set one of them")
 	}
+	if d := prof.Docker; d != nil && prof.Type == ProviderDocker {
+		d.validate(p, prefix+".docker", prof.Environment)
+	}
 
 	// The environment matrix of seed-semantics §6.
 	kind, _ := KindOf(prof.Type)
@@ -319,6 +333,32 @@ func (prof *Profile) validate(p *problems, prefix string) {
 		} else if target == "" {
 			p.add(block+".attach_to", "the attached profile has no attach_to target; set %s.attach_to (or params.attach_to) to %s",
 				prof.Type, attachTargets[prof.Type])
+		}
+	}
+}
+
+// Docker pull policies (docker.pull).
+const (
+	DockerPullMissing = "missing" // pull the image when the engine lacks it (default)
+	DockerPullNever   = "never"   // never pull; a missing image fails sandbox creation
+)
+
+var dockerPullPolicies = []string{DockerPullMissing, DockerPullNever}
+
+// validate checks a docker block; key is where it is written.
+func (d *Docker) validate(p *problems, key, environment string) {
+	if d.Pull != "" { // "" is the default, missing
+		p.enum(key+".pull", d.Pull, dockerPullPolicies)
+	}
+	if d.PidsLimit < 0 { // 0 is the default, 256
+		p.add(key+".pids_limit", "must be greater than 0 (got %d)", d.PidsLimit)
+	}
+	if w := d.WarmPool; w != nil {
+		switch {
+		case w.Size < 0:
+			p.add(key+".warm_pool.size", "must not be negative (got %d)", w.Size)
+		case w.Size > 0 && environment == EnvironmentAttached:
+			p.add(key+".warm_pool", "is only for managed profiles: an attached profile binds to its attach_to target and never creates containers")
 		}
 	}
 }

@@ -137,26 +137,26 @@ func TestValidateRules(t *testing.T) {
 		// Broker (seed-semantics §5, §10).
 		{"queue flavor without queue", func(c *Config) {
 			c.Sandbox.Broker.Flavor = FlavorQueue
-			c.Sandbox.Broker.ResponseStore = map[string]any{"type": "postgres"}
+			c.Sandbox.Broker.ResponseStore = &ResponseStore{Type: "postgres"}
 		}, "sandbox.broker.queue", []string{"sandbox.broker.flavor is queue"}},
 		{"queue without type", func(c *Config) {
 			c.Sandbox.Broker.Flavor = FlavorQueue
-			c.Sandbox.Broker.Queue = map[string]any{"batch_size": 10}
-			c.Sandbox.Broker.ResponseStore = map[string]any{"type": "postgres"}
+			c.Sandbox.Broker.Queue = &Queue{Consumers: 10}
+			c.Sandbox.Broker.ResponseStore = &ResponseStore{Type: "postgres"}
 		}, "sandbox.broker.queue.type", []string{"required"}},
 		{"queue flavor without response store", func(c *Config) {
 			c.Sandbox.Broker.Flavor = FlavorQueue
-			c.Sandbox.Broker.Queue = map[string]any{"type": "postgres"}
+			c.Sandbox.Broker.Queue = &Queue{Type: "postgres"}
 		}, "sandbox.broker.response_store", []string{"required"}},
 		{"in_memory queue with postgres store", func(c *Config) {
 			c.Sandbox.Broker.Flavor = FlavorQueue
-			c.Sandbox.Broker.Queue = map[string]any{"type": "in_memory"}
-			c.Sandbox.Broker.ResponseStore = map[string]any{"type": "postgres"}
+			c.Sandbox.Broker.Queue = &Queue{Type: "in_memory"}
+			c.Sandbox.Broker.ResponseStore = &ResponseStore{Type: "postgres"}
 		}, "sandbox.broker", []string{"only valid together"}},
 		{"in_memory store with nats queue", func(c *Config) {
 			c.Sandbox.Broker.Flavor = FlavorQueue
-			c.Sandbox.Broker.Queue = map[string]any{"type": "nats"}
-			c.Sandbox.Broker.ResponseStore = map[string]any{"type": "in_memory"}
+			c.Sandbox.Broker.Queue = &Queue{Type: "nats"}
+			c.Sandbox.Broker.ResponseStore = &ResponseStore{Type: "in_memory"}
 		}, "sandbox.broker", []string{"only valid together"}},
 		{"worker timeout ceiling", func(c *Config) { c.Sandbox.Broker.WorkerTimeoutCeiling = ptr(0.0) },
 			"sandbox.broker.worker_timeout_ceiling", []string{"greater than 0"}},
@@ -235,16 +235,16 @@ func TestValidateAccepts(t *testing.T) {
 		})},
 		{"queue broker", func(c *Config) {
 			c.Sandbox.Broker.Flavor = FlavorQueue
-			c.Sandbox.Broker.Queue = map[string]any{"type": "postgres"}
-			c.Sandbox.Broker.ResponseStore = map[string]any{"type": "postgres"}
+			c.Sandbox.Broker.Queue = &Queue{Type: "postgres"}
+			c.Sandbox.Broker.ResponseStore = &ResponseStore{Type: "postgres"}
 		}},
 		{"in_memory pair", func(c *Config) {
 			c.Sandbox.Broker.Flavor = FlavorQueue
-			c.Sandbox.Broker.Queue = map[string]any{"type": "in_memory"}
-			c.Sandbox.Broker.ResponseStore = map[string]any{"type": "in_memory"}
+			c.Sandbox.Broker.Queue = &Queue{Type: "in_memory"}
+			c.Sandbox.Broker.ResponseStore = &ResponseStore{Type: "in_memory"}
 		}},
 		{"queue blocks ignored by other flavors", func(c *Config) {
-			c.Sandbox.Broker.Queue = map[string]any{"type": "in_memory"}
+			c.Sandbox.Broker.Queue = &Queue{Type: "in_memory"}
 		}},
 		{"wait timeout zero promotes always", func(c *Config) { c.Sandbox.Broker.WaitTimeout = ptr(0.0) }},
 		{"no profiles at all", func(c *Config) { c.Sandbox.Profiles = nil }},

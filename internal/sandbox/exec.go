@@ -145,11 +145,14 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		ID: s.newID(), SessionID: sess.ID, OwnerID: p.ID, Profile: prof.Name, Operation: op,
 		Status: TaskPending, RunnerID: s.runnerID, SubmittedAt: now,
 	}
+	j := &execJob{s: s, p: p, prof: prof, sess: sess, ephemeral: ephemeral, task: task, spec: spec, stdin: in.Stdin,
+		base64: in.Base64, warnings: warnings}
+	if s.queue != nil {
+		return s.submitQueued(ctx, j, wait)
+	}
 	if err := s.store.CreateTask(ctx, task); err != nil {
 		return Outcome{}, err
 	}
-	j := &execJob{s: s, p: p, prof: prof, sess: sess, ephemeral: ephemeral, task: task, spec: spec, stdin: in.Stdin,
-		base64: in.Base64, warnings: warnings}
 	done, err := s.broker.Submit(ctx, task.ID, wait, j.run)
 	if err != nil {
 		_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, store.Completion{Status: TaskFailed, Error: err.Error(), ErrorType: string(fault.KindOf(err))}, s.now(), s.ttl())
@@ -205,8 +208,11 @@ type execJob struct {
 	base64    bool
 	warnings  []string
 
-	result *Result // set when the program ran (whatever its exit)
-	err    error   // set on a machinery failure
+	queued bool // came through a queue transport: a redelivery can finish it
+
+	result    *Result // set when the program ran (whatever its exit)
+	err       error   // set on a machinery failure
+	abandoned bool    // interrupted by shutdown and left for redelivery
 }
 
 func (j *execJob) run(ctx context.Context) {
@@ -214,6 +220,10 @@ func (j *execJob) run(ctx context.Context) {
 	bg := context.WithoutCancel(ctx) // persistence must happen even after cancellation
 	completion := store.Completion{SessionID: j.sess.ID}
 	defer func() {
+		if j.abandoned {
+			s.forgetCancelled(j.task.ID)
+			return
+		}
 		if rec := recover(); rec != nil {
 			s.log.Error("execution panicked", "task_id", j.task.ID, "panic", rec)
 			j.err = fault.New(fault.Internal, "execution panicked: %v", rec)
@@ -234,11 +244,16 @@ func (j *execJob) run(ctx context.Context) {
 		if s.wasCancelled(j.task.ID) {
 			completion.Status, completion.ErrorType = TaskCancelled, "cancelled"
 			completion.Error = "cancelled by the caller"
+		} else if ctx.Err() != nil && j.queued {
+			j.abandoned = true // another worker will run it again
 		} else if ctx.Err() != nil {
 			completion.Status, completion.ErrorType = TaskLost, "lost"
 			completion.Error = "the gateway shut down before the task finished"
 		}
 	default:
+		if j.queued {
+			trimToRecord(res, s.cfg.Broker.InlinePayloadMaxBytes)
+		}
 		j.result = res
 		completion.Result, completion.Notice = res, res.Notice
 		switch res.Status {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/broker"
+	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
@@ -33,6 +34,10 @@ type Options struct {
 	Store    *store.Store
 	Registry *providers.Registry
 	Broker   broker.Broker
+	// Queue, when set, sends executions to `gateway worker` processes (flavor queue); Watcher
+	// then tells when they finish. Workers set Queue too (to know their own flavor).
+	Queue   queue.Transport
+	Watcher *store.TaskWatcher
 	// RunnerID identifies this process in task rows and heartbeats; default a random id.
 	RunnerID string
 	Hostname string
@@ -60,6 +65,8 @@ type Service struct {
 	cfg      config.Sandbox
 	store    *store.Store
 	broker   broker.Broker
+	queue    queue.Transport
+	watcher  *store.TaskWatcher
 	runnerID string
 	hostname string
 	now      func() time.Time
@@ -80,7 +87,7 @@ type Service struct {
 // returns the Service.
 func New(opts Options) (*Service, error) {
 	s := &Service{
-		cfg: opts.Config, store: opts.Store, broker: opts.Broker, runnerID: opts.RunnerID, hostname: opts.Hostname,
+		cfg: opts.Config, store: opts.Store, broker: opts.Broker, queue: opts.Queue, watcher: opts.Watcher, runnerID: opts.RunnerID, hostname: opts.Hostname,
 		now: opts.Now, newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, locks: newFIFOLocks(),
 		cancelled: map[string]bool{},
 	}
@@ -92,6 +99,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.queue != nil && s.watcher == nil {
+		s.watcher = opts.Store.NewTaskWatcher(s.log)
 	}
 	if s.runnerID == "" {
 		s.runnerID = "runner-" + s.newID()[:12]

@@ -25,6 +25,11 @@ func (s *Service) Maintain(ctx context.Context) {
 	if sweepEvery <= 0 {
 		sweepEvery = 5 * time.Minute
 	}
+	if s.watcher != nil {
+		watched := make(chan struct{})
+		go func() { defer close(watched); s.watcher.Run(ctx) }()
+		defer func() { <-watched }()
+	}
 	s.heartbeat(ctx)
 	hb := time.NewTicker(beat)
 	defer hb.Stop()

@@ -89,9 +89,15 @@ func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id stri
 	s.cancelled[id] = true
 	s.mu.Unlock()
 	if !s.broker.Cancel(id) {
-		// Another replica runs it: it picks the flag up with its next heartbeat.
+		// Another replica or worker runs it: it picks the flag up within a second.
 		if err := s.store.RequestCancel(ctx, id); err != nil {
 			return Task{}, err
+		}
+		if t.Queued && t.Status == TaskPending {
+			// Not started yet: finish it here; a worker receiving it later skips it.
+			if _, err := s.store.FinishTask(ctx, id, store.Completion{Status: TaskCancelled, Error: "cancelled by the caller before it started", ErrorType: "cancelled"}, s.now(), s.ttl()); err != nil {
+				return Task{}, err
+			}
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"io/fs"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/store"
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
+	"github.com/sandgate/sandgate/migrations"
 )
 
 // TestMigrateConcurrently starts two "replicas" migrating an empty database at once: the
@@ -44,7 +47,11 @@ func TestMigrateConcurrently(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, errs[0])
 	require.NoError(t, errs[1])
-	require.Len(t, append(applied[0], applied[1]...), 1, "each migration must run exactly once")
+	all := append(applied[0], applied[1]...)
+	sources, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	require.Len(t, all, len(sources), "each migration must run exactly once")
+	require.ElementsMatch(t, slices.Compact(slices.Sorted(slices.Values(all))), all)
 
 	s, err := store.Open(ctx, url, 2)
 	require.NoError(t, err)

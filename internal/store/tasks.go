@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -29,16 +30,19 @@ type Task struct {
 	ErrorType       string
 	Result          json.RawMessage
 	CancelRequested bool
+	Seq             int64 // submission order (per database)
+	Queued          bool  // travels through a queue transport
+	Attempts        int   // executions started
 }
 
 const taskCols = `id, session_id, owner_id::text, profile, operation, status, promoted, runner_id, submitted_at,
-	started_at, finished_at, expires_at, COALESCE(notice, ''), COALESCE(error, ''), COALESCE(error_type, ''), result, cancel_requested`
+	started_at, finished_at, expires_at, COALESCE(notice, ''), COALESCE(error, ''), COALESCE(error_type, ''), result, cancel_requested, seq, queued, attempts`
 
 func scanTask(row pgx.Row) (Task, error) {
 	var t Task
 	var res []byte
 	err := row.Scan(&t.ID, &t.SessionID, &t.OwnerID, &t.Profile, &t.Operation, &t.Status, &t.Promoted, &t.RunnerID, &t.SubmittedAt,
-		&t.StartedAt, &t.FinishedAt, &t.ExpiresAt, &t.Notice, &t.Error, &t.ErrorType, &res, &t.CancelRequested)
+		&t.StartedAt, &t.FinishedAt, &t.ExpiresAt, &t.Notice, &t.Error, &t.ErrorType, &res, &t.CancelRequested, &t.Seq, &t.Queued, &t.Attempts)
 	if err != nil {
 		return Task{}, notFound(err)
 	}
@@ -53,6 +57,57 @@ func (st *Store) CreateTask(ctx context.Context, t Task) error {
 	_, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt)
 	return err
+}
+
+// CreateQueuedTask inserts t as a queued task and, in the same transaction, calls enqueue
+// (which may use tx to insert its own job, or ignore it); both happen or neither does.
+// Returns the task's seq.
+func (st *Store) CreateQueuedTask(ctx context.Context, t Task, enqueue func(ctx context.Context, tx pgx.Tx, seq int64) error) (int64, error) {
+	var seq int64
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, queued)
+			VALUES ($1, $2, $3, $4, $5, $6, '', $7, true) RETURNING seq`, t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.SubmittedAt).Scan(&seq)
+		if err != nil {
+			return err
+		}
+		return enqueue(ctx, tx, seq)
+	})
+	return seq, err
+}
+
+// ErrTaskHeld is returned by BeginAttempt when a live runner is executing the task.
+var ErrTaskHeld = errors.New("store: task is running on a live runner")
+
+// BeginAttempt claims unfinished task id for runnerID and counts one more started execution.
+// A task running on another runner whose heartbeat is newer than staleBefore is not taken
+// (ErrTaskHeld): redelivery only takes over from a dead runner. A finished task: ErrNotFound.
+func (st *Store) BeginAttempt(ctx context.Context, id, runnerID string, now, staleBefore time.Time) (int, error) {
+	var attempts int
+	err := st.pool.QueryRow(ctx, `
+UPDATE tasks t SET attempts = attempts + 1, runner_id = $2, status = 'running', started_at = COALESCE(started_at, $3)
+ WHERE id = $1 AND finished_at IS NULL
+   AND (t.runner_id = '' OR t.runner_id = $2
+        OR NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $4))
+RETURNING attempts`, id, runnerID, now, staleBefore).Scan(&attempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var finished bool
+		if err := st.pool.QueryRow(ctx, `SELECT finished_at IS NOT NULL FROM tasks WHERE id = $1`, id).Scan(&finished); err != nil {
+			return 0, notFound(err)
+		}
+		if finished {
+			return 0, ErrNotFound
+		}
+		return 0, ErrTaskHeld
+	}
+	return attempts, err
+}
+
+// EarlierUnfinished reports whether session sessionID has an unfinished task submitted before
+// seq (per-session FIFO across a worker fleet).
+func (st *Store) EarlierUnfinished(ctx context.Context, sessionID string, seq int64) (bool, error) {
+	var exists bool
+	err := st.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE session_id = $1 AND seq < $2 AND finished_at IS NULL)`, sessionID, seq).Scan(&exists)
+	return exists, err
 }
 
 // StartTask marks task id running at t (unless it already finished, e.g. cancelled).
@@ -90,7 +145,12 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 	tag, err := st.pool.Exec(ctx, `UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
 		finished_at = $7, expires_at = $8 WHERE id = $1 AND finished_at IS NULL`,
 		id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl))
-	return tag.RowsAffected() == 1, err
+	if err != nil || tag.RowsAffected() != 1 {
+		return false, err
+	}
+	// Waiters on any replica learn at once (TaskWatcher); polling is their fallback.
+	_, err = st.pool.Exec(ctx, `SELECT pg_notify('`+taskDoneChannel+`', $1)`, id)
+	return true, err
 }
 
 // GetTask returns task id if it belongs to ownerID (any owner when ownerID is "").
@@ -165,6 +225,7 @@ func (st *Store) MarkLostTasks(ctx context.Context, staleBefore, now time.Time, 
 UPDATE tasks t SET status = 'lost', finished_at = $2, expires_at = $3, error_type = 'lost',
        error = 'the gateway process running this task stopped before it finished (runner ' || t.runner_id || '); its outcome is unknown'
  WHERE t.finished_at IS NULL
+   AND NOT t.queued -- a queued task is redelivered by its transport instead
    AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $1)`,
 		staleBefore, now, now.Add(ttl))
 	return tag.RowsAffected(), err
