@@ -18,10 +18,25 @@ type Resolved func(ctx context.Context, p principal.Principal) (principal.Princi
 // error body has one shape.
 type ProblemWriter func(w http.ResponseWriter, r *http.Request, status int, kind, title, detail string)
 
+// MiddlewareOption adjusts Middleware.
+type MiddlewareOption func(*middlewareOptions)
+
+type middlewareOptions struct{ resourceMetadata string }
+
+// WithResourceMetadata adds the RFC 9728 `resource_metadata="<url>"` parameter to the 401
+// challenge, pointing clients (MCP) at the protected resource metadata document.
+func WithResourceMetadata(url string) MiddlewareOption {
+	return func(o *middlewareOptions) { o.resourceMetadata = url }
+}
+
 // Middleware authenticates every request: without a valid bearer token the request ends
 // with 401 and an RFC 6750 WWW-Authenticate challenge; with one, the principal is in the
 // request context (principal.FromContext).
-func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter) func(http.Handler) http.Handler {
+func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter, opts ...MiddlewareOption) func(http.Handler) http.Handler {
+	var mo middlewareOptions
+	for _, o := range opts {
+		o(&mo)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			raw, err := bearer(r)
@@ -50,6 +65,9 @@ func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter) fun
 				ae = &Error{Code: "invalid_token", Description: err.Error()}
 			}
 			challenge := `Bearer realm="sandgate"`
+			if mo.resourceMetadata != "" {
+				challenge += fmt.Sprintf(`, resource_metadata=%q`, mo.resourceMetadata)
+			}
 			if ae.Code != "" {
 				challenge += fmt.Sprintf(`, error=%q, error_description=%q`, ae.Code, sanitize(ae.Description))
 			}

@@ -23,6 +23,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AgentToolsFormat.
+const (
+	AgentToolsFormatAnthropic AgentToolsFormat = "anthropic"
+	AgentToolsFormatMcp       AgentToolsFormat = "mcp"
+	AgentToolsFormatOpenai    AgentToolsFormat = "openai"
+)
+
+// Valid indicates whether the value is a known member of the AgentToolsFormat enum.
+func (e AgentToolsFormat) Valid() bool {
+	switch e {
+	case AgentToolsFormatAnthropic:
+		return true
+	case AgentToolsFormatMcp:
+		return true
+	case AgentToolsFormatOpenai:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecutionResultEncoding.
 const (
 	ExecutionResultEncodingBase64 ExecutionResultEncoding = "base64"
@@ -298,6 +319,44 @@ func (e TaskStatus) Valid() bool {
 		return false
 	}
 }
+
+// Defines values for GetAgentToolsParamsFormat.
+const (
+	GetAgentToolsParamsFormatAnthropic GetAgentToolsParamsFormat = "anthropic"
+	GetAgentToolsParamsFormatMcp       GetAgentToolsParamsFormat = "mcp"
+	GetAgentToolsParamsFormatOpenai    GetAgentToolsParamsFormat = "openai"
+)
+
+// Valid indicates whether the value is a known member of the GetAgentToolsParamsFormat enum.
+func (e GetAgentToolsParamsFormat) Valid() bool {
+	switch e {
+	case GetAgentToolsParamsFormatAnthropic:
+		return true
+	case GetAgentToolsParamsFormatMcp:
+		return true
+	case GetAgentToolsParamsFormatOpenai:
+		return true
+	default:
+		return false
+	}
+}
+
+// AgentTools defines model for AgentTools.
+type AgentTools struct {
+	Format AgentToolsFormat `json:"format"`
+
+	// Guidance Usage guidance for a system prompt (one statement per line).
+	Guidance string `json:"guidance"`
+
+	// ToolOutputMaxChars stdout, stderr and file reads of the tools are cut to this many characters.
+	ToolOutputMaxChars int `json:"tool_output_max_chars"`
+
+	// Tools Tool definitions in the requested format, in the MCP server's order.
+	Tools []map[string]interface{} `json:"tools"`
+}
+
+// AgentToolsFormat defines model for AgentTools.Format.
+type AgentToolsFormat string
 
 // Capabilities defines model for Capabilities.
 type Capabilities struct {
@@ -667,6 +726,15 @@ type Unsupported = Problem
 // Upstream RFC 9457 problem details.
 type Upstream = Problem
 
+// GetAgentToolsParams defines parameters for GetAgentTools.
+type GetAgentToolsParams struct {
+	// Format Tool-definition format.
+	Format *GetAgentToolsParamsFormat `form:"format,omitempty" json:"format,omitempty"`
+}
+
+// GetAgentToolsParamsFormat defines parameters for GetAgentTools.
+type GetAgentToolsParamsFormat string
+
 // ListSessionsParams defines parameters for ListSessions.
 type ListSessionsParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
@@ -765,6 +833,9 @@ type ServerInterface interface {
 	// GetReady Readiness probe.
 	// (GET /readyz)
 	GetReady(w http.ResponseWriter, r *http.Request)
+	// GetAgentTools The agent tools and their usage guidance, for function-calling clients.
+	// (GET /v1/agent/tools)
+	GetAgentTools(w http.ResponseWriter, r *http.Request, params GetAgentToolsParams)
 	// GetMe The caller's resolved principal.
 	// (GET /v1/me)
 	GetMe(w http.ResponseWriter, r *http.Request)
@@ -828,6 +899,12 @@ func (_ Unimplemented) GetHealth(w http.ResponseWriter, r *http.Request) {
 // GetReady Readiness probe.
 // (GET /readyz)
 func (_ Unimplemented) GetReady(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetAgentTools The agent tools and their usage guidance, for function-calling clients.
+// (GET /v1/agent/tools)
+func (_ Unimplemented) GetAgentTools(w http.ResponseWriter, r *http.Request, params GetAgentToolsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -955,6 +1032,39 @@ func (siw *ServerInterfaceWrapper) GetReady(w http.ResponseWriter, r *http.Reque
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetReady(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetAgentTools operation middleware
+func (siw *ServerInterfaceWrapper) GetAgentTools(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetAgentToolsParams
+
+	// ------------- Optional query parameter "format" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "format", r.URL.Query(), &params.Format, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "format"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "format", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetAgentTools(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1785,6 +1895,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/tasks/{task_id}/cancel", wrapper.CancelTask)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/agent/tools", wrapper.GetAgentTools)
+	})
 
 	return r
 }
@@ -1875,6 +1988,63 @@ func (response GetReady503JSONResponse) VisitGetReadyResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAgentToolsRequestObject struct {
+	Params GetAgentToolsParams
+}
+
+type GetAgentToolsResponseObject interface {
+	VisitGetAgentToolsResponse(w http.ResponseWriter) error
+}
+
+type GetAgentTools200JSONResponse AgentTools
+
+func (response GetAgentTools200JSONResponse) VisitGetAgentToolsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAgentTools400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetAgentTools400ApplicationProblemPlusJSONResponse) VisitGetAgentToolsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAgentTools401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetAgentTools401ApplicationProblemPlusJSONResponse) VisitGetAgentToolsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3336,6 +3506,9 @@ type StrictServerInterface interface {
 	// GetReady Readiness probe.
 	// (GET /readyz)
 	GetReady(ctx context.Context, request GetReadyRequestObject) (GetReadyResponseObject, error)
+	// GetAgentTools The agent tools and their usage guidance, for function-calling clients.
+	// (GET /v1/agent/tools)
+	GetAgentTools(ctx context.Context, request GetAgentToolsRequestObject) (GetAgentToolsResponseObject, error)
 	// GetMe The caller's resolved principal.
 	// (GET /v1/me)
 	GetMe(ctx context.Context, request GetMeRequestObject) (GetMeResponseObject, error)
@@ -3466,6 +3639,32 @@ func (sh *strictHandler) GetReady(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetReadyResponseObject); ok {
 		if err := validResponse.VisitGetReadyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetAgentTools operation middleware
+func (sh *strictHandler) GetAgentTools(w http.ResponseWriter, r *http.Request, params GetAgentToolsParams) {
+	var request GetAgentToolsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetAgentTools(ctx, request.(GetAgentToolsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetAgentTools")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetAgentToolsResponseObject); ok {
+		if err := validResponse.VisitGetAgentToolsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3930,140 +4129,152 @@ func (sh *strictHandler) CancelTask(w http.ResponseWriter, r *http.Request, task
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3tbhs5tuCrELWzsJ2RZEmWnUTGxW46nfTk3nR3Nk6jgYlzJarqSOJ1FVlDsiyrEwP7NPtg+yQLfhar",
-	"RNlS7Mn2NPqHAUsqfp1zeL7Pqc9JyoqSUaBSJOPPyRJwBlz/+5alWBJG1f8ZiJST0nxMfnn/FrE5kktA",
-	"KQcsIUMcBKt4Cr2kk4h0CQVWw+S6hGScCMkJXSS3t7edpMQcFyDtGi8rLhjfXOHnEv+jAjSlcCMnqX5o",
-	"iuacFXrRksM1YZVAJV7oFYka848K+DrpJBQXalEzqrGdAt+8BbqQy2Q87Pc7G9vrJG9JQaR6NDZjrn8M",
-	"J8xgjqtcJuPTfkfNToqqUB/UJ0LNp4Ffh1AJC+B6oXeczUkO/0uvsHH8Xxm/yhnOUGkeO0dFJSQqsEyX",
-	"GgIChCCMHgjEVtQ9hVZLoGjG5BJhDuiKshXdBh07ZBt4BvYI/nMMWBdmE2++3zzAC7dDRLIOYhxNLaim",
-	"aM64oRyc58APBLK/+BFsjqb/w+7v36b+ACWWy3r/9uEJyZJOwuEfFeGQJWPJKwiPVGIpgavh/3n4sd99",
-	"jrvzT59Phrdf7KJHf0liJ/uAxZU5VmRpicXVHuuGy8ZWu1XziJJRAfpKfIez9/CPCoSmw5RRCVT/i8sy",
-	"J+ZKHpeczXIo/vpfwtxPuMFFmYNBhMQkT8Z6dyAkmrFsjZZYIEwRcM74GGUMBD1wBGW2PVZkVAKXa3Sp",
-	"mEKBaXaZICJQQYRQe+0kQmJZiWQ80reHSLVi8oZe45woFmB27Y+4lLIU4+NjgWm2wBJ6GVy7nYtjPcgw",
-	"mNsQdH/hME/GyX87rhnTsflVHL8zgw3UmhT3YQluB3rPOJ8zXkCmiE8hTiDBCpBLQheG/Bidk0XF9Q40",
-	"QBBlEuE8Z6ue2tFLRuc5SR+KBXc3D8QSc8gONCZEykpAJfAJr6gkBYwRkfoXRgGZJ919OEc4yzgIoR7B",
-	"Ah1Y0j1AhAoJOFMXRrNhdTRGoYGn5zWe/IF2RFDqnn8s9CjqaoF7TqTl6BpKBw40lkc4qaK+l2qDai+v",
-	"biCt1DTfq8Nux04MKxbfk0Ik4+GgkwBNWaZoe5xUct59lnQSuCFykrIMknG/E/KZcXI2H6T97CkMZ8/w",
-	"CPrz5/hkdpo+zQYwnJ/g0SyAvBarOUjI9JcZcJ6ME///ZLaW6rr3/ReSVzRVojQZz3EuQP/AKpmMk9Hw",
-	"kibusxt54r/YHLnCnBK6EMn446edkefB+h6EkmlbkAjuMTQnlIglZOhwtcQSroEjIgVS8EMKfkcKi0si",
-	"9beKyFklmwh8x1nB9Mb3QaJGRX92lp3M++kQP4dRdno6G6TP4On8DJ9mo/RkNkw6iSe3ZJyYXcPE8rWk",
-	"4wXg2AvxByCbV5RaDlnNCiIlZBOsUDfsD8+6g0F3+PxD//l40B/3+3/f/T4pMRTDw4UkeY7sogjPJXA0",
-	"XWEiJ2J6jkqW5/r2KEGFsERTp8lpYbpFw4vtwz567J/Te3nN+IxkGdCHckYsl+ig1zsGmR6XWIhVdoBA",
-	"pLgEYZQcTLMZu0Erxq9EidMmZzupOds7lpN0ja4Jy80+d+RwpR73KPztJyc7ILMaDhGo5ISmpMS5VoEw",
-	"MuuhFFPF+2aAgM4ZTyHT1+InJl+zimYPBGtFteLnoefUqoP7CPqgAd5RDV51trne2Y5wpUx2zYDHAO0v",
-	"9kCHCoaUySXwGrIH4iiwPZTqxthbzBfwQChqma01JyIQU7xNUeSgP3p2+vSs3+8qLoy0QYAOLaR7Bb6Z",
-	"qHGGRR+F4BwE1PqBMZTrLe4ITslY1wx4DHB+pw7lT+TUIMjMaTQMf6G4kkugkli58iBQSnYFVIERbkql",
-	"LZ97PQ0jCitkftfG3ZpVHBEhKuANYhzU0GvvbUcYVq1hjwHJH41erO42sTrwDDBXkFVHajHbX3/9tfsi",
-	"2MOm0fT+9Ut09vS0j9Klso3o4j5rWqNKVGXJ+MPRlLMU5xNRzUrOUqVueiXNroBSXOIZyYlcj1GO6aLC",
-	"CxjzarYOcTUchrjymwsG76x/1iMeSwMtObsmGfDNs2l+7TUGcwtKITng4oFwzVh6BXyMSIEXgMq1XDI6",
-	"PukNhl2Rk8JowZa5OiCe9gMgvlN7Vhxckdock3x3oi/d0EcDoBMqKavyDFkp5pcx1hYHnC61TPOrGl+P",
-	"wycxhq41N+0nLCVOlwGZzxjLAeutm99ATOBGWdU4jz+meK+I/0SEUw3uOf8b9+AHAlyNdISuJyYSChG5",
-	"ih4fmHOsybXE6RVewETZaDjfsmGjD2iZIdZCQnHnYxSk0oTufMaJwi1g8GJzUgng256x2Nwyh1jCtvNo",
-	"G21eRX+9Dd0lHwOEuBlDUDtcbsIxWMTRRdLYc4xaNg6+AdMYLiJA/eQRzWb/BcY0fskyCBw2OMuIOhfO",
-	"3wX0bQ2zJskbI7Pld9MKxj2+N2W3Xm9frDHj2enpyVlkhgLfhGMGw2eRszmMNHydieFhSSdcZtSPrMEq",
-	"WVbyviv3s37qlbPE1WUyxuLEncU4Up+djRqO1X6vhgytipm5r8YMagw8OWuO2xjVok2NlziqtfX4tdg2",
-	"puem2K8oWhG5RMczQo/FEnXTXhO4u1JFusrivmQtOliuJB8Hde+uAUmmFUBvXPXaCH1+9k8hvObuXt1I",
-	"jhHQa8IZLYBKdI05wbMcxLn12wWu7+l/fnzR/Tvu/jb5ZP/pd59PPj35y9Tu/n6S/lqaFDIjkVDId0rV",
-	"R3PIFDyFxDTDPEOElpVEh/bKjBEUpVwfbcPqpjAJ6b+53lu2Ai5aPjNrV9ph54hqZwzHRIBASqfvfP0t",
-	"ai7/N7ZCOaMLdVr1DJrBnHFAmIoVqO2jYX9oqBlr/0Nj7f0vorky0buoA082BPF1NzLHM8jFjuQcCxht",
-	"kNzJMLJTEzbYYTLvkto/FBMDT6YsDZxHsPiLAN4tWAaI6IfkWt0v4ATn2pjOryGro23GPjs0RCUg5SCF",
-	"puWWArcSE85ymGBOoyrSVTUDTkGCmCw4q8o9NapgeEt5qcfwik5wbLoYiNoOzw2VtOEt/pzMGS+0U49Q",
-	"eTZKNsN6oTv5cwJU0fhH71eeYQFno4CWA6Zau5zbqHpnjTHtVTX2wTkaDJ/9lZpo3xXJc8jQbI0EWVCc",
-	"I3qOaJXn5lfFETKk/a6dRH2tGKuLVm1unzJJ0sgmPoD1KCrAjxH0Fr0wColWWCCS5YoN6Egw6PU2jhm6",
-	"VyPIMwfYXP0nXIALN9tDyiWWCGim2K7hhBpIh3pnF29++I83b98exfdgTaz2IlPvr58i786W2t9t3dlq",
-	"OofT0LmvYTxhlUw6SYppCgohUTS7MMDnbT853/5OtLYZN4ir5CaIEF8ziCds4JxJnCP9o4PxguMCrTiT",
-	"0EFXUEodWmMa17vttxWt+BwxMAuSKUJSFJVxVpaQnaMl4EyTlrKoTWgbypDEgvO64GzswHVYZHe+05JI",
-	"lnw8XD1SW+BsYTRy+ggCA/7RaTCfTjPc7c8Rk4uvSQ6vqDRZBU1+VkQ5zM+pQnQJXId5GUUzIkX07hQs",
-	"I3NiQxsBjWZYQlddg9ggJ/02pR2Wyy184DfY8Q6Yb2pea1MaMqIRsi5yQpVtp33GkSvZQq7easdF+/Wz",
-	"djcdA7smCLZB/y0RMWFC4jcfqOSk5V24SzOt8XsfrRoouPm37fZXTqQ0sZzmhrfj5x42vsTD07OHYbZ9",
-	"60Lqt+ixeLGrxU73N8C5OULLEFtCenWn2reNJ9Rz12LEkR5ThFZRfI2JkbL3kpudI7b1phcqWIWa+D4T",
-	"Exu76mjXJCbUeMzXIsV5PpmTXOovCpJyNrkuNNcQRVQstWydhqkv4UYxuZasVN9OEQdZcSrQLx9ed5+h",
-	"Q+8C1yKjwFeApo6fqYdxhqZGB3I5QFhpNBxwgQTIo/NL6n/H+QqvhV/BME8tAgzTRObBrp4fsp6OjzsY",
-	"2T3foW+ZeGGEMspqkz++ZBxCflgbSXMx0SG/iTrcfsqsH7rixIQCdh9bQMH4elLMgqdDJc64tMz8+83s",
-	"hsKCg2hQt5lMEQJVNKc/5orPxfUcbvNmIvJ5u2l7ASmjmTh32K+Do/fZia19t2HQxtQG+MNt+e3H7uU7",
-	"50aM+K+zIuYf+BHUjpX6yqjWYqe4ksueftqaQdO4JpM2Lbi7ZEJo7CmRUujIQwThc8KFnAgAupcM/xpz",
-	"zUbxYo/m+Gs2ISqDhtiMyi7Zomhs+J1dcNFOFwz2B+1YbDaRECcIEy6JxvKej06fIhuMQSYeJDbtZhco",
-	"2vDbKf64AiqVyk0XmvspywRJhjKG8EyxRBK3tHSaX+SKvSaQZ90criFHdf6djipVHETH2pQ+cdRhu7nj",
-	"uZoliocChLDu4rvR4B6MwXSDkqiQyq6KW/zG87NVGfFyOqI8mgDbVlre4E9SyXX0y/s3iOLC5RFqUKM0",
-	"xyKmNLeObXVKs3LnLg3gXe0LavEZk2TyVS6UtBWBu5OnhM9qt63VCWJcPfDfhlKjwBQvtGFjYzJxu9g5",
-	"oSbOQPFSZ6EmNDd0y8gcJg2Rsonmrw/9bTddvP5wZyjVZxe5sHOcRFNmqO2uuS70Q1sMljqBzS/kpm2i",
-	"ptMIuzXBvgFMf8wW3dxBrXHLx7o1dzdxHO3fZ+D4iWNbel/t7BVuRyRwKvO1l9fWCT3VWexK3Zxu8vAH",
-	"RPKCsNCfccBWzOVrHeJBtGb/eMu3iTdugPjCsQHH/Ergk9SEvNW/1ga2n2zaeJQp2phIxLwxtTp7aV0B",
-	"29901t1VwkGkcBGquH67RWLfH5S53zrXCmYlHstTxVYUYjVKK52S41ML0KFRLtFfkVUuj86RWLIVVSqb",
-	"1ijjfrWAzGO/3SE6TDaOVX62pzsdCLTENMuhgxhNGwk7cSf5HiJJu2B4zJ37Iixw8KRhixtmaxN9XrIc",
-	"UAZlztZKRMVJpdbi7tyQWeHCPLyh+IdJ31FJ6X27tTy1xNgJr06LvGKyx+7kexCSs7WBTVvpD36KHPgu",
-	"F9tdzrF63jv2FRfTQandJi5fFaVUIlEjTZ3fl95tcw/uLu4dv7rX9+4m7jT2esdBLza8dDiV5FohO82Z",
-	"2KKO6qz7DfBoPT/uwVW/TOI2g7UPkfoViWo+JzculGWNLhu0MrpWp76aHZQzIeNBLJNIKyx3a5uNQBGu",
-	"izN0EQARaM74gklp0lJ3Y4hujr246Ba2XocWN9lrXadRI6ou2NC6abt+49OebJT7EO9eJTD3O7sl5vuK",
-	"1N24maJCx8raZSW7rRRjgE1PuueGNQoCNthYM3bL1BZ34iWbEhuLq90ZhCmDuYc7mCnvZw0BXBvKFrVx",
-	"t7CUJ00BMm2/1nm30WhvJ1GXNe7yF5BWnMj1hTqNAY/JEn9RmeiE+fTaYfTff/2w4XF/QdHPb75/id58",
-	"rwtJUh3tDvLmra3SSug36ohAhy6x/Mjnk2t5o9dt5hKbvF9C5yzi/7A5xoqbYCQgn3eXTEjIkPp2hdfG",
-	"pc8rKnTAXHv5G1n3VmEUiPjyFBCXNF0yAVSpBE+erFqVz+LJE3SoU9NRnZreQd/rpOoO+g+fFNJBr14O",
-	"TV3DxcWPHfR///f/Oepd0kv66hr4Gk2PrwfToAKRAmQCTRUOGCe/6S/H6DuTvn9Z9fsn6b//+kH/A7by",
-	"HIew1egwAO5d0g8+TYYIdA1cxwg7qMBlaTLDMHryxCuK6kjTH159QMfXg+MCpkcdE91W0Ku1Sbai4pIG",
-	"aRbCxsDFlS4FNSqJOI/VxNSKOLdVYDo/S6BRf2SAoh2EOpbuPZXTbZntU5SxtFLqmVAKmwA0VSQzVYcV",
-	"2ik2VnN+aUi5LzZbBX1BBWCtKX+5pF+63a7/U0OmtRtyir6gUb+PvtjST1Mj4jP1XfE7UdRFJcepRGYK",
-	"g5b4cJNCiH2JPOMoZcWMUEMG91UC2xVa1SNmqYE6mikB6TTrjTkobgPNchA71dxVz5lJTux+a7wXeK3X",
-	"rwS4KjK/dZeJbOcySkM9ka8wY7zO7LJMUudWblaeoUPF2pBRh45cnRqWy0Ylnk8StQv7Ai+z9gh9QVVQ",
-	"pSVYAYolQS7gQBw5auwYWmQc6fOYqQqQS5Z11YzWtWnmPHWA0Xu5IUIKNKukBo3OL9SwMaMDOshJKs0E",
-	"z+0ED686ttP7Miw9/+CkRWkbxWLt0iq3S1/WoucZDj0F+HTOO6pUwvNYInAao5rutO+mi1ZquG4dCsvW",
-	"I2tnWTAK9QSY1r+HublEoIrq+g7tCj8k+iubbgp29iM75YyzK+BmUgesunrY/BpsL4OcONC1z2gdNGau",
-	"kaZ0ymi3nq0eADdGaBuYNhJj7WSEmrIAM1tfzzarFud6hA1MoBRzTiz1+7YCGliX9IVPhjJ5aDdECr2f",
-	"34AzIx2fPDEap2L1w37/qGOB5FowmIh1TlKgQmustrfEi1IBvTvs9Y3WVxSYr5Ud4dNzujN17yCrBaiW",
-	"sy/eIO0tN0ICl6VxNdgaIie6k05yDdx4h5J+b2CWYSVQXJJknJz0+r0Tm2OhNZXjpU6i+E39v4CIufHC",
-	"CpZhv49WS3Wtw4Q8AfwaBPrbhw/veugnLXIpq6vjPNbeZMk4+QGkTdlodcQY9vv7VYj7umx2tXvlk117",
-	"e+WYPpHCrqLTXkO3S8YfP4XoekuugarHlRg1ZjLW5fj1kUXySc1wzAFn613hCxS9Y0IuOOid1DdRIV1R",
-	"oTmM3qXhFhbdhlsqscfXlxRuSkilONcXUysPKyIAHSpCsmC0yHS6BQcNcCPxSZ6jgiy47jhxZEh5A5Xv",
-	"1bkejMk6VyfDEs+wAIPVGqmOoNEwtK0eCfP6EDqzXxGyrgo87Z88+hGw9HgadCyWrIY6PFcKtdewDdih",
-	"cdQw6egRzvwTkzpbZ32OpmbvUyTwWql+JF2iDJStBDRd22LEu2+CgiDZ8SpobXjrTXhvk4Ga2pL61NCy",
-	"Clwq0wgpJmmEidHSDwRKc0wKrZQTuhCX9NBF/jvIRFM7OsHZZMYHkf+jHvrQWFRfvZRxxYZJfSUvqVZM",
-	"dJLFcY6F7AqwSdhiyy35ER58RWziiY1ltbJGIjn3H5MMrpWpupFQn2AlkIIMEvPF/7SL9aTp7tNKImn0",
-	"uHg27pseF3XSiFmvkxS5WtSlhWhrc3x8rE07ZUaOn/Wf9Y8zuD5mJEuTdpZIu5PGcDwa/T1I43CbD3NB",
-	"6vPsWvvqsnu2CAEf7/CkoFnCqD/YNrVH7XG7bv22Id8bs/sSjGCZ+to4xb6+NGGANXp1bEDVW2/NHIKp",
-	"jk3IoCkXOsR57i1wY8fr8MVRx+necEmD6EIGaa7d+mGkGAll96Y5sZYHkqDrEpTKhNOldlpYMyR6Pd4S",
-	"Id3OH3xLahh9/LyRB+Fqj01dRKTa2F4uO4N5LMgrcGmZQa3wxzo6OsNiqUh/oyTYFSVtVgE3f/GFv82v",
-	"g1pfX97ULO+tq558Ra9tVGZqeO0HX7Wrnw+DfuaBRnZHkNTRytvw6RrtrIzBs34/Ci97TYP8BZ9Y0cqt",
-	"VEKlnTOpvmslO4ZfuSRGn7vo0hJt9Uuwv2G/EWnbaIXgg0TjRij29tM+ZfU+QWILc6mE1uQcoT4WZ2m3",
-	"EhThPS/wWom8kL3USRWOvfDKBHNKJmS0elVo15h2zBv/SgaIUYTR1MWwp271McJozkEsvX1KhLNKtfTN",
-	"dITykqq5fDDLtDhaYZ6JDsK5YLa6SdlmlSk/Km0rKeNs05WHEZZiigbfVzTxmWPfsWy9p0LnMjaU5lUA",
-	"6uJGOylGQSzZHl3TgkyV26ZXW1HqbZzz3U0SzRZptx0lPfcY5ftyaRLcYb2gZ+FXU60ad3L/uLr7lB7x",
-	"/P4RL4M+dqPhcJet1T1VtMa/yxjXLKR5+36m0GXzuSZTQtvEH94778sIbl4YSo0K9gvnGWYrWgfV7eUu",
-	"88pc9jq8fiBc/H0axOan3sPcuaQUViCkUWJ76IUW+5pPlFgIrTr8myLLqbGKAIF2r0d8z1tl+kUdxw2b",
-	"wX6Mg7h+5LjRM/W2E2/SWoevdrp8G0kDG1keNF/XHvgUc742qZ9EaI+jMtys+1pnC2xtRxs8ul9T2g2X",
-	"gMEJo/n6/C7wb9mI7aKx2cPWagubjTvuRYzpmrvDg7bd7+2nh6pzjQBjkoRZBx+biU4tw8GbJ+1j79rz",
-	"r85PamB0nKTd0XAz+ai9/Kld3iGD4nwtiNjSkHB/nSTwC9hchz20lDA/JKKlvNBJH4jNAxr7lhJiu8UU",
-	"0rxjqJ4iPumM3Zju8iPRDlPdhcxHzLziYr/xukvQz6Hl3rffa5NIPWkdBl7FkQLyOSKi2SmJGiarFTDk",
-	"TTQ29043jV+lCokVcDTqPx+HGpWOsy4YkkvOqsUSTd/9fGFCiuqXaafF4r36t8TXcEk3+8y6NrNK3RJ1",
-	"v+btatSFJ7mvVqXuvUy7XJOdyTvaMuJ2swPz0FDnHhrh75ff9L89v9mT22yzh4JL+ShtS/9IimyDExqy",
-	"1ikZHloRJtjSKY8/17lAt4Y15hDrSmizGEWr77xjbspQmzO+ANl4oofeZFCUTN2gMcLUx4dJ5jiaCWpI",
-	"xnroNeNo6iKOAa9SOo5x8RKdn6N4qG8LYOKJxkVzSVthShNuk6zSreiQPYSaou5ErztVOBW5kcAcY3rf",
-	"a/iETO8hCkyQAGq9MHv1Ht73ktWpqNsa+7l2/UqmUPj/KNjtVu+l507cJKrRa1I/9njVgM5dsGlUGyL9",
-	"HJlgtw+hh+I77tx/LFr5JuLl96i5PpIk8XT0raXA6P5xvunzht/gXvLfz3iuX9axg53WtLQ/3SU6jl3t",
-	"07fbTucuV6Qp0fJhCqSzPUquJtKBjKlz0qvrXqdNRoIZl9T784966AIXoFueEVuLy3hmOp7xSokqLJwP",
-	"NOr4eF/RlyaV+QF+x8y8uYVQeXj25OlREhZmuXjD7tpw0LfyT7/jvuraXlf72/sd31fU+OG10zHCSe5y",
-	"N7bvt6Hq39cdtzWZ+ppP68aZU3XgpqJaN7hEv2IiBapKJJl/X8IldWY9mjq3rMlN6+knXOrZkX9xkcns",
-	"OkclFtJkgLlAxBVAKS7pgmkeIWwgwib3uiaJSonwTRLr1zTYBJ7gXQ2X1F8Mk9Vl3vHEiTRuAlbLCL26",
-	"+oylWpQUBvGck2ucG061lSm5F2I8QjzEsKAT1E3RQc2mDhLbmTQxLdR0xeoP71+9+vDmpx+ScbKEPGet",
-	"MsyT/h58rNGU9U9W9gdkZRjpiLWPMj6cq92dMHEheZVKm7ortMi3/S9LzIVrjjnNxfToHNk+YyabnoM5",
-	"dcc2djeZFr1oIOS173Hd4Kqtlh33tO1FnDF57i0bzYqYacoX8/7b1mib3v9kl/6/D3fc6zZolhHYxmcf",
-	"XWe6pH82GrWarG2YIYOmGZJhiXsz3avFNCwLvzH9xgb94cifxDYWqJd8enq655Km+MeuZpsA6oUaIFMH",
-	"3cP1/vqe7ADTvflAIAu2DhLmvQqztTZ0e38ymhbfUNBEOLgoBoQhu3CJDr8bW0pv6Pizoq2WTy7mi3pt",
-	"ivdaF3IUc+HpZqXav7FSekmuEzwRngmg8uiPSDv//MSAltNKQVjX3ZpKHUxN0+87qc7KnpZSBjiLY/Yu",
-	"VstSCbJbv7Ck5jq+VNTkFcffQBlhOKYWxXTzA9sTBQskJFNi8XD60mykawTGFC3ItXtvF/kNjv5kSG0a",
-	"ea/b2BoKOeR4ZWB79PgMqd3zK7dVVNtb/6OLHIslmESPmTEyJFBU5pjQfH1JD6eGNbFKHjsBO9Uv+DNl",
-	"Yoog/BP/ffi6fqaH3mG5FMZQygFfg8ke9YvbjC4XxsROn+ogH/g8McZL5F2s9tP2F7FuaDT3dFL/Cju1",
-	"iiuQgAtzHUxhGLVAV4M79fs6S8yBSsslRA+9oGt751yfY33pgMreJX1h5tIVZtP4W8emdann4ERbjRrm",
-	"uu6mxFwSnOst9C7pRWXqiAvANq1ekybR/3OoDVTThhMyfbH1nBd/e9Ednp7FbMpflX3q+dcuJuUDWddO",
-	"tt4eicJerzsONcl93wxpm+Amp/On/dl88Az3n531+0/7gzN4Pno2648wZCezZ8NB/wSfnM0AjwZPT09n",
-	"Z2mWzfF80McpnKRnMG9osXtpk66x7x38XSsD9q7/Efn1YIcl/PsCH87gNenvyOGtGugbIURVAaXCfrB9",
-	"DVoC4RFS38IOE1uz6cJ+EVGuejb6Gi76O8gYs6D/+Ed4oeynvV4pe39+l4ZNB4W5oOjQ+D0FYmY/52gO",
-	"0pZxaBfmnJkXAJvnjn4vuWH6LOEVNIhvXsHjz/bFAbdbfUKvw446gXjWQaWW59htdCJlPkXCNDb2+WNo",
-	"OELLo/NLat7cqzSjjsujQCSzupLxN+nKd1OxPQP35p2wvr5jezrEAtC6ccpDL06jC1Cb/gbjE+0a+edd",
-	"obpzT+N1LM/7/cHwX+T93Rvv7u7v8e7u/ffP72YWwRnDDjff5MXVH2y4418tFK/2bEvfag5neum56xHj",
-	"MPuacQpsyob7FGdNx6bh0P6BOD/vtqjahWSl8MGoAxH0aTgkputLXtfASw5wpBlWgblpRjP1vZCmPfRC",
-	"z3JJNRtzvibfkIyI2qCoaLrEdOE6+LeyTPWUj8LDbPO2umNTs1Qi6dzN5frj/uk/l8t9PZsKelB90yts",
-	"Xztv16/fmvsvcqsNcSGMbOcv3V3HvlDfvbduQ2Fo1rk3+3h9/KSul+4TYC9lxfNtdc76Ktrpfe8PX9ir",
-	"1GLn33DVeMF3Pgko+C4IfAXfbgw1Jwm+CGrwbz/d/r8AAAD//w==",
+	"7H3tchu3luCroHrvliTfJkVRH7apmtp1HDvXM07itZxK7TU9JNgNkhh1A30BtGjGUdU+zT7YPskWDj4a",
+	"3QQl0tLNZFL5oSqxu/F1zsHB+caXJONlxRlhSiajL8mS4JwI+Pctz7CinOn/cyIzQSvzM/np/VvE50gt",
+	"CcoEwYrkSBDJa5GRfpImMluSEutmal2RZJRIJShbJLe3t2lSYYFLouwYL2shudgc4ccK/6MmaMrIZzXJ",
+	"4KMpmgtewqCVIDeU1xJVeAEjUt3mHzUR6yRNGC71oKZVazol/vyWsIVaJqPhYJBuTC9N3tKSKv1prMcC",
+	"XoYd5mSO60Ilo/NBqnunZV3qH/oXZebXiR+HMkUWRMBA7wSf04L8LxhhY/k/c3FdcJyjynx2icpaKlRi",
+	"lS0BApJISTk7kIivmPsKrZaEoRlXS4QFQdeMr9g26Ngm28BzYpfgf8eAdWUm8ebbzQW8cDNENE8RF2hq",
+	"QTVFcy4M5eCiIOJAIvvGt+BzNP0fdn7/MvULqLBaNvO3H09onqSJIP+oqSB5MlKiJuGSKqwUEbr5vx9+",
+	"HPSe497805fT4e2vdtCjvySxlX3A8tosKzK0wvJ6j3HDYWOj3ep+ZMWZJLAlvsH5e/KPmkigw4wzRRj8",
+	"i6uqoGZLHleCzwpS/vU/pNmf5DMuq4IYRChMi2QEsyNSoRnP12iJJcIMESG4GKGcE8kOHEGZaY80GVVE",
+	"qDUaa6ZQYpaPE0QlKqmUeq5pIhVWtUxGZ7B7qNIjJm/YDS6oZgFm1n6JS6UqOTo+lpjlC6xIPyc3buby",
+	"GBoZBnMbgu4vgsyTUfLfjhvGdGzeyuN3prGBWpviPiyJmwHMGRdzLkqSa+LTiJNI8pKoJWULQ36czemi",
+	"FjADAAhiXCFcFHzV1zN6ydm8oNlDseD25oFcYkHyA8CEzHhFUEXERNRM0ZKMEFXwhjOCzJduP1winOeC",
+	"SKk/wRIdWNI9QJRJRXCuNwywYb00zkgLT88bPPkF7YigzH3/WOjR1NUB95wqy9EBSgcONJZHuFNFP1d6",
+	"gnourz6TrNbdfKsXux07MaxYfE9KmYyGJ2lCWMZzTdujpFbz3rMkTchnqiYZz0kyGqQhnxklF/OTbJA/",
+	"JcPZM3xGBvPn+HR2nj3NT8hwforPZgHk4VgtiCI5PMyJEMko8f9PZmult/vAP1CiZpk+SpPRHBeSwAte",
+	"q2SUnA3HLHG/XctT/2Cz5QoLRtlCJqOPn3ZGngfreyL1mbYFicR9huaUUbkkOTpcLbEiN0QgqiTS8EMa",
+	"fkcai0uq4Kkmcl6rNgLfCV5ymPg+SARUDGYX+el8kA3xc3KWn5/PTrJn5On8Ap/nZ9npbJikiSe3ZJSY",
+	"WZOJ5WtJ6g/AkT/EH4BsUTNmOWQ9K6lSJJ9gjbrhYHjROznpDZ9/GDwfnQxGg8Hfd99P+hiK4eFK0aJA",
+	"dlCE54oINF1hqiZyeokqXhSwe/RBhbBCUyfJwWG6RcKLzcN+euy/g7m85mJG85ywh3JGrJbooN8/Jio7",
+	"rrCUq/wAEZnhikgj5GCWz/hntOLiWlY4a3O204azveMFzdbohvLCzHNHDldBu0fhbz+4s4PkVsKhElWC",
+	"soxWuAARCCMzHsow07xvRhBhcy4yksO2+IGr17xm+QPBWjMQ/Dz0nFh1cB9BH7TAe9aAV69tDjPbEa6M",
+	"q55p8Big/cku6FDDkHG1JKKB7IE8CnQPLbpx/haLBXkgFOHMBsmJSsQ1b9MUeTI4e3b+9GIw6GkujEAh",
+	"QIcW0v0Sf57odoZFH4XgPAmo9QPnqIAp7ghOxXnPNHgMcH6jF+VX5MQgkpvVAAx/YrhWS8IUtefKg0Cp",
+	"+DVhGozkc6Wl5Usvp2HEyAqZ96DcrXktEJWyJqJFjCcN9Lpz2xGGdafZY0DyeyMX671NrQw8I1hoyOol",
+	"dZjtzz//3HsRzGFTaXr/+iW6eHo+QNlS60ZscZ82DaiSdVVx8XA0FTzDxUTWs0rwTIubXkizI6AMV3hG",
+	"C6rWI1RgtqjxgoxEPVuHuBoOQ1z5yQWNd5Y/mxaPJYFWgt/QnIjNtQG/9hKD2QWVVILg8oFwzXl2TcQI",
+	"0RIvCKrWasnZ6LR/MuzJgpZGCrbM1QHxfBAA8Z2es+bgmtTmmBa7E33lmj4aAN2hkvG6yJE9xfwwRtsS",
+	"BGdLONP8qLABXiwIUx84L+CXVTapUXq1roYBvITVZTL6mJRZZWQ4hmmSJpippeAVzZJPGyp0mixqmmOW",
+	"RfbUT1JD3b2HoxkjuZaKlHreZaXQIehcWr0oCVNaK0MFZeSon0RGUpwXE16rqlYTze+zJTbbuz2sEc1T",
+	"ZIR7hFmO4EQRBOfS2c50XxJMNVmtkOKGCEvM1poDCJwpImQwC28/MtOIDKuhi3KiJXP9RCLKrB4FDNfI",
+	"JiVWqXvx/ct3SBJxA4YYLnIiwN6iSAm94zyHjnDxLkCXMXbYSfHZfxCjI9oHWAi8ToxZw5lHPjoEB6ja",
+	"Bku3uE+RIV46lmDJpk1EWCmcLQNOOeO8IBio37wjckI+KyIYLuKfaSTJ+CsqnXR5zxZ64z78QA2yHK+E",
+	"jj1sN0mrBb80qXB2jRdkotV8XGyZsBEpQewwVH3nZ4woLUzf+Y2TpraAwUtek1oSse0byxC29CGXZNt6",
+	"YB/O6+jbDkk1CHE9hqB2uNyEYzCIo4ukNecYtWwsfAOmMVxEgBola56TwOYX33VWt2+TvLFTdEy3IKPe",
+	"Y75NE8Jutg/W6vHi/Pz0ItJDiT+HbU6GzyJrcxhpmcsTcwwmaTjM2SAyhmEP9225H+GrV86YozeTsTdM",
+	"3FqMLf7ZxVnLNj/oN5BhdTkz+9Vo0q2GpxftdhutOrQJeImjGgwQX4ttY73YlBxrhlZULdHxjLJjuUS9",
+	"rN8G7q5Uka3yuDsCpA9eaOFJEL3vbog5skijn/e7CH1+8U8hvPbsXn1WAiPCbqjgDI7wGywonhVEXlrT",
+	"b+A9mf77xxe9v+PeL5NP9p9B7/nk05O/TO3s7yfpr6VJqXIa8aZ9o7VFNCe5hqdUmOVY5Iiyqlbo0G6Z",
+	"ESJlpdZH27C6eZiE9N8e7y1fESE7ZldrmrDNLhEDe57AVBKJtFqYfv0uag//N75CBWcLvVr9DZqRORcE",
+	"YSZXRE8fDQdDQ80YTFitsfffiGbLRPci+C6tF+vrdmSBZ6SQO5JzzOe4QXKnw8hMjedph868VXN/b14M",
+	"PLlWVnFM0vxJEtEreU4QhY/UWu8vIiguwB5T3Ghh0zlsjYp/aIhKkkwQJYGWOwLcSk4EL8gECxYVka7r",
+	"GRGMKCInC8Hrak+JKmjeEV6aNqJmExzrLgairs18QyRtORwaNUeL8hdnUcm+8Ug0upBzTcywJBdnUQ0o",
+	"8Fp0UfXO6vNgmDcq5iU6GT77KzMO42taFCRHszWSdMFwgdglYnVRmLeaI+QITPdpoh9rxtrRAYLpM65o",
+	"TA/7QKxRWgN+hEh/0Q8d2WiFJaJ5QUBVEkQSFVW/Qgt9BHlmAZuj/4BL4rQuu0i1xAoRlmu2azghAOkQ",
+	"Znb15rt/e/P2bVwFdFp6d5Cpd/lMkfeIKHCZWI+I7s7hNPQPAYy1JpSkSaaVI42QKJqdJ+nLtlfOPbQT",
+	"rW26nuIiufFDxccMXFKb2qjCBYKXDsYLgUu0ElyRFF2TSoF3lgOud5tvx+H1JWKjKGmuCUlTVC54VZH8",
+	"Ei0JzoG0FKaFiY4gVUhiwXqdfz+24Maztjvf6ZxIlnw8XD1SO+DsYDSy+ggCA/6RtphP2o6Y8OuInYuv",
+	"aUFeMWUCU9r8rIxymB8zjeiKCIgU4AzNqJLRvVPynM6p9Y4FNJpjRXp6G8QaudNv87TDarmFD/xCdtwD",
+	"5knDa21UTE4BIeuyoEzrduB2iGzJDnJhqqkLGIFv7WxSA7s2CLZB/y2VscOExnc+YUrQjnXhLsm0we99",
+	"tGqg4PrfNtufBVXKuAPbE96On3vY+BIPzy8ehtnurgup36LH4sWOFlvd3wguzBI6itiSZNd3in3beELT",
+	"d3OMONLjmtBqhm8wNafsveRm+4hNvW2FCkZhJkSEy4l1f6Zg3caUGafLWma4KCZzWih4UNJM8MlNCVxD",
+	"ltFjqaPrtFR9RT5rJtc5K/XTKRJE1YJJ9NOH171n6NB7UeDIKPE1QVPHz6ZgO0VTIwO5MDKsJRpBcIkk",
+	"UUeXY+bf42KF19KPYJgnHAHWJms+7EH/JO9DiIWDkZ3zHfKWcTlHKKOqN/njSy5IyA8bJWkuJ+A1nujF",
+	"7SfM+qYrQY03afe2JSm5WE/KWfB1KMQZk5bpf7+eXVOyEES2qNt0pgmBaZqDn4Xmc3E5R9jQq8j5vF21",
+	"vSIZZ7m8dNhv/Ov36YmdeXdh0MXUBvjDafnpx/blO2dGjNiv8zJmH/ie6Blr8ZUzkGKnuFbLPnxt1aBp",
+	"XJLJ2hrcXWdCqOzpI6UE51UE4XMqpJpIQtheZ/jXqGvWERz7tMBfMwlZGzTEetR6yRZBY8Pu7PzTtrug",
+	"sV9oarHZRkKcIIzHLeoOfn52/hRZfx4yLkW5qTc7X+OG3U7zxxVhSovcbAHcT2smSHGUc4RnmiXSuKYF",
+	"kaKRLfaakiLvFeSGFKgJ4QTHZC2ITK1O6WOPHbY7/j7dSxQPJZHSmovvRoP78NO9rqg0AdO/9Q9uavzG",
+	"8rNVGPHndER4ND7arbS8wZ+UPtfRT+/fIIZLF4oKoEZZgWVMaO4s28qUZuT0LgngXWML6vAZE6f0VSaU",
+	"rOOBu5OnhN+C2dbKBDGuHthvW25gzPACFBvrk4nrxc4INXEKij91FrpDs0O3tCzIpHWkbKL5611/21UX",
+	"Lz/c6Y33AWouciFOohk31HZXX1fw0RaFpYmB9AO5btuoSVtutzbYN4Dpl9mhmzuoNa75WLPm7iqOo/37",
+	"FBzfcWxK7+udrcJdjwTOVLH257U1Qk8hEUKLm9NNHv4AT17gFvrTD9jxuXytQTzw1uzvb/lt/I0bIL5y",
+	"bMAxv4qISWZc3vpfqwPbXzbzIMoUrU8kot6YdK+9pK6A7W8a6+7KAqJKOg9VXL7dcmLf75S5XzsHAbOW",
+	"j2Wp4itGYmluK4jq8qEF6NAIl+ivyAqXR5dILvmKaZENJMq4XS0g89i7O44OE9BlhZ/tEXMHEi0xywuS",
+	"Is6yVsxX3Ei+x5EEJhgRM+e+CHNkPGnY/JjZ2nifl7wgKCdVwdf6iIqTSiPF3TkhM8KV+XhD8A/zBqIn",
+	"pbftNuepJcY03Dod8oqdPXYm3xKpBF8b2HSF/uBVZMF3mdjuMo41/d4xr/gxHWRrbuLyVVkpfSQC0vT6",
+	"ffbmNvPg7se941f32t5dx2lrrncs9GrDSoczRW80srOCyy3iKCRubIAH5Py4BVe/mcR1BqsfIv0WyXo+",
+	"p5+dK8sqXdZpZWSttNmaKSq4VHEnlonFlpa7ddVGwhBu8nsgj4RKNOdiwZUykc27MUTXx15cdAtbb1yL",
+	"m+y1SfVpENXk/IBs2k0B+rQnGxXexbtXFtX9xm6Fxb5H6m7cTFOhY2XdzKTdRooxwLYl3XPDBgUBG2yN",
+	"Gdtleoo78ZLNExvL690ZhMmkuoc7mC7vZw0BXFvCFrN+tzAbLMsIyUF/bUK3o97eNNGbNW7ylySrBVXr",
+	"K70aAx6TaPCiNt4J8+u1w+i//vxhw+L+gqEf33z7Er35FnKRMvB2B6kXVlfp5IQYcUSiQ5ebcORTEuC8",
+	"gXHb4egmdJyyOY/YP2yYuuYmGElSzHtLDnHJ+ukKr41JX9RMgsPcxGuHiRtWYITIZiu7EDlm2ZJLwrRI",
+	"8OTJqpM8L588QYeQ3YCa7IYUfQtx+Sn6Nx8UkqJXL4cmNebq6vsU/b//83+P+mM2Zq9uiFij6fHNyTRI",
+	"YmWE5BJNNQ64oL/AwxH6xmSAjOvB4DT7158/wD/EFi/AIWwBHQbA/TH74MNkqEQ3RICPMEUlrioTGYbR",
+	"kydeUNRLmn736gM6vjk5Lsn0KDXebQ29RprkKybHLAizkNYHLq8hm9iIJPIyllbVCOLCJhJCfJZEZ4Mz",
+	"AxQwEIIv3Vsqp9uSI6Yo51mtxTOpBTZJ0FSTzFQvVoJRbKT7/LV1yv1qo1XQr6gkGCTlX8fs116v5/90",
+	"k2ljhpyiX9HZYIB+DaPem2QPVz+BaupiSuBMIdOFQUu8uQkhxL7KAhco4+WMMkMG9yWT2xE6CUhmqBO9",
+	"NJNFlLZT1gXR3Ia0M4psV3OXgGk6ObXzbfBe4jWMX0viEhH91F0ksu3LCA1NRz5JkYsmsssySYit3Exe",
+	"RIeatSEjDh25VEeslq1kTh8kagf2OYJm7DP0K6qDRD/JS6JZEikkOZBHjhpTQ4tcmHQK01VJ1JLnPd2j",
+	"NW2aPs8dYGAun6lUEs1qBaCB+EKTbwGtAzooaKZMB89tBw9PXLfd+0w+6P/ktENpG/mG3ew8N0ufGQX9",
+	"DIeeAnw45x2JTuF6LBE4iVF3dz5w3UWTfVzBF41la5G1vSw4I00HmDXvw9hcKlHNIEUITOGHFB7ZcFNi",
+	"ez+yXc4EvybCdOqA1SSgm7fB9HJSUAe67hqtgcb0dQaUzjjrNb01Dchnc2gbmLYCY21nlJm0ANPbAHqb",
+	"1YtLaGEdEyjDQlBL/b4yBQBrzF74YCgTh/aZKgnz+YUIbk7HJ0+MxKlZ/XAwOEotkFwVD+OxLmhGmASJ",
+	"1ZYneVFpoPeG/YGR+soSi7XWI3x4Tm+m9x3JmwMUztkXbxBYy80hgavKmBpsGpo7upM0uSHCWIeSQf/E",
+	"DAN5WhVNRslpf9A/tTEWIKkcLyGI4hf9/4JE1I0X9mAZDgZotdTbOgzIg+wkif724cO7PvoBjlzGmwRL",
+	"j7U3eTJKviPKhmx0iqoMB4P9igz41H5+vXvynB17e/IhrEhjV9NpvyXbJaOPn0J0vaU3hOnP9TFq1GQM",
+	"FR2aJcvkk+7hWBCcr3eFL2HoHZdqIQjMpNmJGumaCs1iYJaGW1h0G26pjz2xHjPyuSKZkpewMUF4WFFJ",
+	"0KEmJAtGi0wnWwgCADcnPi0KVNKFgKIlR4aUN1D5Xq/rwZhsYnVyrPAMS2Kw2iDVETQahrrVI2EeFgGR",
+	"/ZqQIbH0fHD66EvAyuPpJLVYshLq8FIL1F7CNmAnraWGQUePsOYfuIJonfUlmpq5T5HEay360WyJcqJ1",
+	"JcKytc1nvXsnaAjSHbfCzckx8LBjnyAZ3RJQyIQulsqfcSYXE5jx9LjMqqljPIdTUTOwIUxTZP833px0",
+	"zKYQ/DFxRlR9+MJXBOcbDwEQ/qkWY6CHgkrlnzoxXX/PyKr7XD+25rmNV0epk2nImNXtrNcFYRpOYUS+",
+	"ZkBtsbWPNFR8mwLEJc6KtenSKVNB7S6QM2tJLpE5xHEh+WZWKWVSiTpTXv1oAHogxyxATB9E2xKrKapo",
+	"di19kmyvSWlFcokrMkJTwNHhVB96FiyuGwArpM+Avow1aKYmkVi3+DIGbXWcjNA4mdcMZjZO0tavEfqi",
+	"e05R0G86Zk3xutvbKdS3mfrE5K2zQWYyE2ln00eQpqthKFGJczKGLurF0vPKrKBaVtK6ldT/2ESr96+u",
+	"PjRyigRRW3FLsFuYaJB13S6+9zGWPBxC2uBiWwE5n9AbqYZnk7e/IpX79tND2b03azXDhPnhyccru+O9",
+	"5PdpzP43r7ViA3wS7A79fn9rgvLo2QBybwyH+RjLxcMIElKRZRWIwqN2QRYD2IYwIs62xq+7l6Wywxp2",
+	"cgHclSdlMR7wvuR297pSAQFuEYxUN2tdg8yhDE7MM0MFsWE8tRwHhfOgycn9TbrFRG5bErOeG5wmLlMf",
+	"LCyECtTmrymIz4559PTGpmxhN7EMzysTjeKPKuMsjJ5Q723calux179aBoESV1KzAC3PG73HGJQOJMoK",
+	"TEuwH1G2kGN26ILUUmQCf1LIxTFJXEGQ2pE5CJpBQUrMuNAaA22kxzGD8wbiAY8LLFVPEpsvJLfwou/J",
+	"g6U5GyNpwy46AY6R9LCPSU5uNFVv5H4lWOtOQbCjefA/7WB9ZWoZduIdWxW9no0GpqJXE99oxkuTstCD",
+	"ughGMIyOjo/BCrnkUo2eDZ4NjnNyc8xpniXdgMZu3bDh6Ozs70HEoZt8GLbYrGfXSh8uEHXLtvSueU8K",
+	"/UfcWL53ny0YDNPsGGeDajZNGAsU3TrvnKRiDY3tcLcpuNFVKMYc4qLwxmJjcgZPe0ukChzhOckK8ECH",
+	"QU1IcoTdwa3PEkUghU5r9zhbgn3dWsyi2+MtlcrN/MG7pIHRxy8bIXuuTIZJ4YsUxrCby/ZgPgtC4FwG",
+	"QVDW4mMTyDPDcqlJf6N6hcuf3SxY0X7ja1S0HwdlKXwmbrsSRZOg64tP2LKsptyE/eELTMD3YXyK+aAV",
+	"iBjEH3ZCDH1kYTeA8OSZlg4i8LLbNAi18zGAnTQArf90w/v1s05cfvjIxdv7MHsXQW8TNYP5DQetoJCN",
+	"wk8+nmHUihra48gPY/m2MJdagtHBEepjcZZu4eSYuhKylyb+z7EXUZu4g4pLFS20IMGLY+Q6cAXkBHEt",
+	"301duNXUjT5CGM0FkUsv+1HpDKhw+uYQTDNmui8fd2EKOq6wyGVqdCqTiLskIJ+uMCjCUDjT+IUgST7C",
+	"Ukx++/uaJT7I+Ruer/e0PTghNKk1AaMebhXP5IzIJd+jRmwQVHnbFkI1pd7GOd/dJNEuCHub6tNzj1a+",
+	"CulvKWjqdqf3t2tqbUKL5/e3eBlU7T0bDneZWlNBDoxTu7RxpdHau+9HRnp8PgcyBZWnRfzhvvPKV7Dz",
+	"wqif6MF+5ZyYfMWa+C+7uauiNpu9iQQ7kC5UbBqEkU29MzQdM0ZWRCojxPbRCzj2gU9UWEoQHf5Fk+XU",
+	"GPAIIuAJjrhJt57pV03IUUf7joG4+eS4VSH+No2XpG8iLXbafBvxbRsBiaxYN87iDAuxNlkKVIJz7IYI",
+	"aT2tENi2tfh+8Ol+Jfg3rNcGJ5wV68u7wL9lIrbg06aNwkoLmzWm7kWMuSNghw/t5QYPt2m0YmGSJAyQ",
+	"+9iOye0oDl496S571wrHTShtC6OjJOudDTfjZLvDn9vhHTIYLtaSyi3ll/eXSQITtg3L20NKCUMZI1LK",
+	"C4hPRHwe0Nh/qinCa0whzTuG6iniEySXxGSX7yn49qDmqg/u8IKLsyP7WIGm9FDHE22fe5OwNRh4EUdJ",
+	"UswRle26kMwwWRDAkFfR+NzbPAG/WhSSKyLQ2eD5KJSoICRowZGzlE7f/Xhlol/0m2naYfFe/FviGzJm",
+	"m1X1XVF9LW7J5naK7WLUlSe5rxal7t1Mu2yTnck7Wt3odvO+iaGhzj0kwt8vvxn89vxmT26zTR8KNuWj",
+	"FGn/IwmyLU5oyBqiBz20IkywI1Mef2mM4beGNRYkVoPZBtzLzi07jrlBIVcuFkS1vuijNzkpK6530Ahh",
+	"5kOZaO44mvG/K8776DX4jWxwTMCrnLMNzSiEkmoe6ivYmNAXY6IZs05EjYkMUbyGwrvILkJ30dy7A0WV",
+	"nIjcyrWJMb1vAT4h03uIABPkKlgrzF43Ley7yZqsiW1ljN3lRPpMYf+ZPgY71XvpOY2rRA16TZTiHhcr",
+	"QZidjfjdONKdS9dHe4XHd9y4/1i08pscL79HyfWRThJPR7/1KXB2fzt/xcWG3eBe8t9PeW6uJttBT2tr",
+	"2p/uOjqOXZrubzed9C5TpMkm9m4KBIGJldAdgSNj6oz0U1Pm3O73iDNjzLw9/6iPrnBJoDontWUjoDa4",
+	"/iFqfVRh6WygUcPH+5q9NFk3D7A75uaeOsrU4cWTp0dJmEPs/A27S8NBieU/7Y77imt7be3f3u743oVt",
+	"mDiLTU5yl7mxu78NVf++9rgtHwDbfNrUeJ66Mv6NoNrUYkY/Y6okqisIEbK3Q42ZU+vR1JllTRh1H75w",
+	"UdJH/ppGE4R8iSoslYmPc46Ia0IqOWYLDjxCWkeEi5Kw+SJaiPD1fJtLqWysaXAz1Zj5jSGb+xLA+SVd",
+	"7SMnyOjR9W+s9KC0NIgXgt7gwt5isI0pueu/HsEfYljQKepl6KBhUweJLaKdmGqfUFzhu/evXn1488N3",
+	"yShZkqLgnYoBp4M9+FirfvifrOwPyMri0WMP4Wp3B0xcQXymzTKRcOTbUs0VFtJFjU4LOT26RLYkpkn8",
+	"EsSsOrXX2JhIi37UEfLaX8dwRwzi63sqzCPBubr0mg2wIs63BinaKp6RCMVdStU/3HAPFTstI7A1Oj+6",
+	"IqrJ4OLsrFMPdEMNOWmrITlWuD+DsmKmtmb4xJTGPBkMz/xKbA2cZsin5+d7DmnyVO1otl4tDNQCmV7o",
+	"Hqb31/dEB5iLBg4ksmBLkTS3SM3WoOj2/2Q0Hb6hoYlwsFEMCEN24QIdfje6FEzo+IumrY5NLmaLem3y",
+	"zDsb8ixmwoO62mDfWGm5pIBcBIRnkjB19EeknX9+YEDHaKUhDCUiTFIpZuZ+ijupzp49HaGM4DyO2btY",
+	"Lc8UUb3meraG6/jwb5MCE79vO8JwTNqkKTxLbPkuLJFUXB+Lh9OXZiI9c2BM0YLeuFtK6S/k6E+G1KWR",
+	"91Bx3VDIocArA9ujx2dI3fKUhU343X5LDboqsFwSE+gxM0qGIgxVBaasWI/Z4dSwJl6rY3fAmnQPk9Gs",
+	"CcJ/8d+Hr5tv+ugdVkubSFQQfENM9KgfPHVZMjbhw8lTKfKOz1OjvERunre/tl87vyHR3HPpx1foqXVc",
+	"gCS4NNvB5DAzC3TdOG1uJ6+wIExZLiH76AVb2z3nSvLDpiNM9cfshekLkqGn8TtWp01VgpNT0BoB5pAi",
+	"WmGhKC5gCv0xu6pNyYuSYBtWD6RJ4X9BGgXVVIwmOWxs6PPqby96w/OLmE75s9ZPPf/aRaV8IOvaSdfb",
+	"I1DYy3XHoSS57z3Ytl57cj5/OpjNT57hwbOLweDp4OSCPD97NhucYZKfzp4NTwan+PRiRvDZydPz89lF",
+	"ludzPD8Z4IycZhdk3pJi95ImXQ36O/g7CAN2r/8R+fXJDkP425EfzuCB9Hfk8FYM9DV7oqKAFmE/2BI8",
+	"nQPhEULfwmJIW6PpwtJGUa56cfY1XPR3EDFmQf/xj3B9/qe9LtC/P74LYJOiMBYUHRq7p0TczOcSzYmy",
+	"aRxgwpxzASZM893R7yU2DNYSbkGD+PYWPP5i77i53WoTeh0WfwuOZ3AqdSzHbqITpYopkqYGv48fQ8Mz",
+	"tDy6HDMIawfJKHVxFIjmVlYy9iYo0mKKi8yIuyQuLAWT2vJDMQc01Ph6cPpoWLCuS38no1MwjfzztlBT",
+	"ZK51c9jzweBkGN4N5q8EC+79GjxgB4a3Ubk7ppLuFUQwwsaVUdYF726JSrr3GNlWnYubbKvmPqWPn26/",
+	"av7ibmYRrDEsxrYTn9mHy2zNbYULDP9rueL1nG3qW8PhTNlXtz1iHGZfNU6DTetwn+Ks6djUxtvfEef7",
+	"3eZVu1K8kt4ZdSCDkkKH1BQoK5pyLUoQcgQMq8TC1E2b+rJ90z56Ab2MGbAxZ2vytTOpbBSKmmVLzBbu",
+	"splOlCl0+Sg8zNYZbYoLtlMlkvRuLjcYDc7/uVzu69lUUC7xN93CJicL2fFNvYz/QrvaEBfCyBaphEJw",
+	"RujyV6xuCAztkiztkpMfP+ntZWp8mE1Zi2JbnjNsRdu9L1PlE3u1WOzsGy4bL3jmg4CCZ4HjK3i60dSs",
+	"JHgQlIsJnppEzttPt/8/AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

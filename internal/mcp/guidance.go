@@ -1,0 +1,109 @@
+package mcp
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/sandbox"
+)
+
+// Guidance is the usage guidance for p, generated from the live configuration in the order of
+// seed §7 "Injected guidance text": heading, intro, tools, session rules, id rules, error rule,
+// notice rule, (background tasks), the profiles p may use, the truncation limit. One statement
+// per line, no blank lines. It is the MCP server's instructions and run_code's description.
+func (h *Handler) Guidance(p principal.Principal) string {
+	var lines []string
+	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+
+	add("[Sandbox execution]")
+	if !h.enabled {
+		add("The sandbox capability is disabled on this gateway: every sandbox tool returns an error.")
+		return strings.Join(lines, "\n")
+	}
+	add("You can execute code, run shell commands, and read and write files in sandboxed workspaces; prefer running real code to guessing, and report the output it actually produced.")
+	add("Available tools:")
+	for _, t := range toolTable {
+		add("- %s: %s", t.signature, t.purpose)
+	}
+	add("State (files, installed packages, working data) persists per sandbox_session_id: pass the id from an earlier result to continue in that session, or omit it to use your default session.")
+	add("Session ids are assigned by the system: never invent one; name the sessions you create, use list_sandbox_sessions to return to an earlier session, and check that listing before creating a new session.")
+	add(`If a result has an "error" field, the operation FAILED: report the error, and never describe a failed or unattempted operation as done.`)
+	add(`If a result has a "notice" field (for example, an idle session was reset and its workspace discarded), tell the user before continuing.`)
+	add(`A result with "task_id" and "status": "pending" is still running in the background: call check_sandbox_task(task_id) later; once it has finished, its "result" holds stdout, stderr, exit_code, error and notice.`)
+	add("Available workload profiles (pass as profile=):")
+	profiles := h.svc.Profiles(p)
+	if len(profiles) == 0 {
+		add("- (none configured)")
+	}
+	for _, prof := range profiles {
+		add("%s", profileLine(prof))
+	}
+	add("stdout/stderr and file reads are truncated at %d characters.", h.maxChars)
+	return strings.Join(lines, "\n")
+}
+
+func profileLine(prof *sandbox.Profile) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "- '%s'", prof.Name)
+	if prof.Default {
+		b.WriteString(" (default)")
+	}
+	fmt.Fprintf(&b, ": provider '%s', scope %s", prof.Provider.Type(), prof.Config.Scope)
+	switch prof.Config.Scope {
+	case sandbox.ScopePerCall:
+		b.WriteString(" (every call runs in a fresh sandbox; nothing persists between calls)")
+	case sandbox.ScopePerRuntime:
+		b.WriteString(" (one session shared by every caller of this profile; omit sandbox_session_id to use it)")
+	}
+	if prof.Attached() {
+		b.WriteString(", environment attached (connects to an existing system; never reset or destroyed)")
+	}
+	if langs := prof.Caps.Languages; len(langs) > 0 {
+		fmt.Fprintf(&b, "; run_code languages: %s", strings.Join(langs, ", "))
+	}
+	if !prof.Caps.Shell {
+		b.WriteString("; no shell: run_command is not available")
+	}
+	if !prof.Caps.Files {
+		b.WriteString("; no file access: the file tools are not available")
+	}
+	if prof.Config.Type == config.ProviderEC2SSM {
+		b.WriteString("; NO persistent shell: each command runs as its own process, so a cd, an exported variable or a background job does not carry over to the next command; chain state-dependent steps in one command (e.g. `cd /app && ./run.sh`)")
+	}
+	return b.String()
+}
+
+// Formats of GET /v1/agent/tools.
+const (
+	FormatMCP       = "mcp"
+	FormatOpenAI    = "openai"
+	FormatAnthropic = "anthropic"
+)
+
+// MaxChars is sandbox.tool_output_max_chars.
+func (h *Handler) MaxChars() int { return h.maxChars }
+
+// ToolDefinitions returns the eight tools, in the seed's order, as p's MCP server lists them,
+// in format: mcp ({name, description, inputSchema}), openai ({type: function, function:
+// {name, description, parameters}}) or anthropic ({name, description, input_schema}).
+func (h *Handler) ToolDefinitions(p principal.Principal, format string) ([]map[string]any, error) {
+	guidance := h.Guidance(p)
+	out := make([]map[string]any, 0, len(toolTable))
+	for _, t := range toolTable {
+		desc, schema := t.describe(h, guidance), json.RawMessage(t.schema)
+		switch format {
+		case FormatMCP, "":
+			out = append(out, map[string]any{"name": t.name, "description": desc, "inputSchema": schema})
+		case FormatOpenAI:
+			out = append(out, map[string]any{"type": "function", "function": map[string]any{"name": t.name, "description": desc, "parameters": schema}})
+		case FormatAnthropic:
+			out = append(out, map[string]any{"name": t.name, "description": desc, "input_schema": schema})
+		default:
+			return nil, fmt.Errorf("unknown tool format %q: use mcp, openai or anthropic", format)
+		}
+	}
+	return out, nil
+}

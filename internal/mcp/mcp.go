@@ -1,0 +1,222 @@
+// Package mcp is Sandgate's Model Context Protocol edge: the eight sandbox tools of the seed
+// (run_code, run_command, write_sandbox_file, read_sandbox_file, check_sandbox_task,
+// list_sandbox_sessions, new_sandbox_session, destroy_sandbox_session; seed-semantics §7)
+// served over MCP streamable HTTP with the official Go SDK, plus the usage guidance and tool
+// definitions that GET /v1/agent/tools publishes.
+//
+// Every tool calls internal/sandbox directly, exactly as the REST handlers do; nothing here
+// calls the gateway's own HTTP API. Results keep the seed's JSON shapes and its
+// `{"error": …, "sandbox_session_id": …}` convention: a sandbox failure is a tool result
+// (isError set), never an MCP protocol error.
+//
+// Identity: the Handler must sit behind the same bearer-token middleware as /v1 (api.NewHandler
+// mounts it so). The principal is read from each HTTP request and handed to the SDK as that
+// request's TokenInfo; tool handlers take it from the call's request, never from the MCP
+// session, and the SDK refuses a request whose principal differs from the one that opened
+// the MCP session (403). MCP sessions live in the memory of the replica that opened them.
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/sandbox"
+)
+
+// Path is where the MCP endpoint is mounted.
+const Path = "/mcp"
+
+// MetadataPath is the RFC 9728 protected resource metadata document; MetadataPath+Path (the
+// RFC's path-suffixed form for the /mcp resource) serves the same document.
+const MetadataPath = "/.well-known/oauth-protected-resource"
+
+// sessionIdle closes an MCP session (not a sandbox session) after this long without requests.
+const sessionIdle = 2 * time.Hour
+
+// Options builds a Handler.
+type Options struct {
+	// Config is the validated configuration (defaults applied): server.public_url,
+	// auth.issuers and the sandbox block are read.
+	Config  *config.Config
+	Sandbox *sandbox.Service
+	Logger  *slog.Logger
+	// Version is reported to MCP clients; default "dev".
+	Version string
+}
+
+// Handler serves /mcp. It expects the authenticated principal in the request context
+// (principal.FromContext).
+type Handler struct {
+	svc            *sandbox.Service
+	log            *slog.Logger
+	version        string
+	enabled        bool
+	maxChars       int
+	defaultProfile string
+	resource       string // the /mcp URL
+	metadataURL    string
+	metadata       *oauthex.ProtectedResourceMetadata
+	http           http.Handler
+
+	mu      sync.Mutex
+	servers map[string]*sdk.Server // keyed by the caller's usable profiles
+}
+
+// New builds the MCP handler. Config and Sandbox are required.
+func New(o Options) *Handler {
+	if o.Config == nil || o.Sandbox == nil {
+		panic("mcp.New: Config and Sandbox are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	cfg := o.Config
+	base := strings.TrimSuffix(cfg.Server.PublicURL, "/")
+	h := &Handler{
+		svc: o.Sandbox, log: o.Logger, version: o.Version,
+		enabled:        cfg.Sandbox.Enabled == nil || *cfg.Sandbox.Enabled,
+		maxChars:       cfg.Sandbox.ToolOutputMaxChars,
+		defaultProfile: cfg.Sandbox.DefaultProfile,
+		resource:       base + Path,
+		metadataURL:    base + MetadataPath + Path,
+		servers:        map[string]*sdk.Server{},
+	}
+	if h.maxChars <= 0 {
+		h.maxChars = config.DefaultToolOutputMaxChars
+	}
+	if h.defaultProfile == "" {
+		h.defaultProfile = "default"
+	}
+	h.metadata = &oauthex.ProtectedResourceMetadata{
+		Resource:               h.resource,
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "Sandgate",
+		AuthorizationServers:   []string{},
+	}
+	for _, is := range cfg.Auth.Issuers {
+		h.metadata.AuthorizationServers = append(h.metadata.AuthorizationServers, is.URL)
+	}
+
+	streamable := sdk.NewStreamableHTTPHandler(h.server, &sdk.StreamableHTTPOptions{
+		Logger:              o.Logger,
+		SessionTimeout:      sessionIdle,
+		MaxRequestBodyBytes: cfg.Server.MaxBodyBytes, // 0: the SDK's default
+		// The SDK's DNS-rebinding guard refuses a non-loopback Host on a loopback listener,
+		// which is every gateway behind a reverse proxy on the same host. Rebinding cannot
+		// reach a tool here: every request needs a bearer token, which browsers never add.
+		DisableLocalhostProtection: true,
+	})
+	// RequireBearerToken does not verify anything here (the auth middleware in front already
+	// did): it hands the SDK this request's principal as TokenInfo, which binds each MCP
+	// session to the principal that opened it and reaches tool handlers per request.
+	h.http = sdkauth.RequireBearerToken(bindPrincipal, &sdkauth.RequireBearerTokenOptions{
+		ResourceMetadataURL:    h.metadataURL,
+		AllowMissingExpiration: true, // expiry was checked by the auth middleware
+	})(streamable)
+	return h
+}
+
+const principalKey = "sandgate.principal"
+
+func bindPrincipal(_ context.Context, _ string, r *http.Request) (*sdkauth.TokenInfo, error) {
+	p, ok := principal.FromContext(r.Context())
+	if !ok || p.Subject == "" {
+		return nil, fmt.Errorf("%w: no authenticated principal on this request", sdkauth.ErrInvalidToken)
+	}
+	return &sdkauth.TokenInfo{UserID: p.Key(), Extra: map[string]any{principalKey: p}}, nil
+}
+
+// callerOf returns the principal of the HTTP request that carried req.
+func callerOf(req *sdk.CallToolRequest) (principal.Principal, bool) {
+	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return principal.Principal{}, false
+	}
+	p, ok := req.Extra.TokenInfo.Extra[principalKey].(principal.Principal)
+	return p, ok && p.Key() == req.Extra.TokenInfo.UserID
+}
+
+// ServeHTTP serves the MCP streamable HTTP transport.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.http.ServeHTTP(w, r) }
+
+// ResourceMetadataURL is the URL named by the 401 challenge's resource_metadata parameter.
+func (h *Handler) ResourceMetadataURL() string { return h.metadataURL }
+
+// MetadataHandler serves the RFC 9728 protected resource metadata (unauthenticated).
+func (h *Handler) MetadataHandler() http.Handler {
+	return sdkauth.ProtectedResourceMetadataHandler(h.metadata)
+}
+
+// server returns the MCP server for the request's caller. Servers differ only in their
+// guidance (the profiles the caller may use), so one is kept per set of usable profiles; no
+// principal is stored in them.
+func (h *Handler) server(r *http.Request) *sdk.Server {
+	p, ok := principal.FromContext(r.Context())
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, prof := range h.svc.Profiles(p) {
+		names = append(names, prof.Name)
+	}
+	key := strings.Join(names, "\x00")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s, ok := h.servers[key]; ok {
+		return s
+	}
+	guidance := h.Guidance(p)
+	s := sdk.NewServer(&sdk.Implementation{Name: "sandgate", Title: "Sandgate sandboxes", Version: h.version},
+		&sdk.ServerOptions{Instructions: guidance, Logger: h.log})
+	for _, t := range h.tools() {
+		tool := &sdk.Tool{Name: t.name, Description: t.describe(h, guidance), InputSchema: t.schema}
+		s.AddTool(tool, h.toolHandler(t))
+	}
+	s.AddReceivingMiddleware(seedOrder)
+	if len(h.servers) < 256 { // bound the cache; more combinations are simply rebuilt
+		h.servers[key] = s
+	}
+	return s
+}
+
+// seedOrder lists the tools in the seed's registration order (the SDK sorts them by name).
+func seedOrder(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		if lt, ok := res.(*sdk.ListToolsResult); ok && err == nil {
+			rank := func(name string) int {
+				for i, t := range toolTable {
+					if t.name == name {
+						return i
+					}
+				}
+				return len(toolTable)
+			}
+			slices.SortStableFunc(lt.Tools, func(a, b *sdk.Tool) int { return rank(a.Name) - rank(b.Name) })
+		}
+		return res, err
+	}
+}
+
+// ToolNames lists the tools in the seed's registration order.
+func ToolNames() []string {
+	var out []string
+	for _, t := range toolTable {
+		out = append(out, t.name)
+	}
+	return slices.Clip(out)
+}

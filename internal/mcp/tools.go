@@ -1,0 +1,616 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/sandbox"
+)
+
+// toolSpec is one agent tool: its guidance line, its short description, its input schema
+// (JSON, property order kept) and its implementation.
+type toolSpec struct {
+	name      string
+	signature string // guidance: "- <signature>: <purpose>"
+	purpose   string
+	short     string // the description of every tool but run_code; "{max}" = tool_output_max_chars
+	args      []string
+	schema    json.RawMessage
+	run       func(h *Handler, ctx context.Context, p principal.Principal, raw json.RawMessage) result
+}
+
+// describe returns the tool's description: run_code carries the whole guidance (seed §7).
+func (t toolSpec) describe(h *Handler, guidance string) string {
+	if t.name == "run_code" {
+		return guidance
+	}
+	return strings.ReplaceAll(t.short, "{max}", fmt.Sprint(h.maxChars))
+}
+
+const (
+	sessionArg = `"sandbox_session_id": {"type": "string", "description": "Session to use: an id from an earlier result, new_sandbox_session or list_sandbox_sessions. Omit it for your default session."}`
+	profileArg = `"profile": {"type": "string", "description": "Workload profile (see the profile list); omit for the default profile, or to keep the profile of the session given."}`
+)
+
+func schema(s string) json.RawMessage {
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		panic("mcp: bad tool schema: " + err.Error())
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// Argument names, in the seed's order.
+var (
+	runCodeArgs        = []string{"code", "language", "sandbox_session_id", "profile"}
+	runCommandArgs     = []string{"command", "sandbox_session_id", "profile"}
+	writeFileArgs      = []string{"path", "content", "sandbox_session_id", "profile"}
+	readFileArgs       = []string{"path", "sandbox_session_id", "profile"}
+	checkTaskArgs      = []string{"task_id"}
+	newSessionArgs     = []string{"name", "profile"}
+	destroySessionArgs = []string{"sandbox_session_id"}
+)
+
+// toolTable is the seed's registration order (seed §7 "Tool registration").
+var toolTable = []toolSpec{
+	{
+		name:      "run_code",
+		signature: `run_code(code, language="python", sandbox_session_id=None, profile=None)`,
+		purpose:   "run source code in a sandbox and get its stdout, stderr and exit_code",
+		args:      runCodeArgs,
+		schema: schema(`{"type": "object", "properties": {
+			"code": {"type": "string", "description": "Source code to run."},
+			"language": {"type": "string", "default": "python", "description": "Language of the code; default python (see the profile list for what each profile runs)."},
+			` + sessionArg + `, ` + profileArg + `},
+			"required": ["code"], "additionalProperties": false}`),
+		run: (*Handler).runCode,
+	},
+	{
+		name:      "run_command",
+		signature: `run_command(command, sandbox_session_id=None, profile=None)`,
+		purpose:   "run a shell command in a sandbox and get its stdout, stderr and exit_code",
+		short:     "Run a shell command in a sandbox session and return its stdout, stderr and exit_code (each cut to {max} characters). Omit sandbox_session_id for your default session.",
+		args:      runCommandArgs,
+		schema: schema(`{"type": "object", "properties": {
+			"command": {"type": "string", "description": "Shell command line to run in the session's workspace."},
+			` + sessionArg + `, ` + profileArg + `},
+			"required": ["command"], "additionalProperties": false}`),
+		run: (*Handler).runCommand,
+	},
+	{
+		name:      "write_sandbox_file",
+		signature: `write_sandbox_file(path, content, sandbox_session_id=None, profile=None)`,
+		purpose:   "write text to a file in the session's workspace",
+		short:     "Write UTF-8 text to a file in a sandbox session's workspace (path relative to the workspace), creating or replacing it.",
+		args:      writeFileArgs,
+		schema: schema(`{"type": "object", "properties": {
+			"path": {"type": "string", "description": "File path relative to the workspace, e.g. src/main.py."},
+			"content": {"type": "string", "description": "The file's full text."},
+			` + sessionArg + `, ` + profileArg + `},
+			"required": ["path", "content"], "additionalProperties": false}`),
+		run: (*Handler).writeFile,
+	},
+	{
+		name:      "read_sandbox_file",
+		signature: `read_sandbox_file(path, sandbox_session_id=None, profile=None)`,
+		purpose:   "read a text file from the session's workspace",
+		short:     "Read a text file from a sandbox session's workspace; the content is cut to {max} characters.",
+		args:      readFileArgs,
+		schema: schema(`{"type": "object", "properties": {
+			"path": {"type": "string", "description": "File path relative to the workspace."},
+			` + sessionArg + `, ` + profileArg + `},
+			"required": ["path"], "additionalProperties": false}`),
+		run: (*Handler).readFile,
+	},
+	{
+		name:      "check_sandbox_task",
+		signature: `check_sandbox_task(task_id)`,
+		purpose:   "check a run that continued in the background and collect its result once finished",
+		short:     "Check a run that continued in the background (a result with task_id and status pending); once finished, \"result\" holds its stdout, stderr, exit_code, error and notice.",
+		args:      checkTaskArgs,
+		schema: schema(`{"type": "object", "properties": {
+			"task_id": {"type": "string", "description": "The task_id of a pending result."}},
+			"required": ["task_id"], "additionalProperties": false}`),
+		run: (*Handler).checkTask,
+	},
+	{
+		name:      "list_sandbox_sessions",
+		signature: `list_sandbox_sessions()`,
+		purpose:   "list your sandbox sessions with their ids, names, profiles, status and last use",
+		short:     "List your sandbox sessions: sandbox_session_id, name, profile, status and last_used_at.",
+		args:      []string{},
+		schema:    schema(`{"type": "object", "properties": {}, "additionalProperties": false}`),
+		run:       (*Handler).listSessions,
+	},
+	{
+		name:      "new_sandbox_session",
+		signature: `new_sandbox_session(name=None, profile=None)`,
+		purpose:   "create a new, empty sandbox session and get its id",
+		short:     "Create a new, empty sandbox session (per_session profiles only) and return its sandbox_session_id. Give it a name you will recognise in list_sandbox_sessions.",
+		args:      newSessionArgs,
+		schema: schema(`{"type": "object", "properties": {
+			"name": {"type": "string", "description": "A short name for the session."},
+			"profile": {"type": "string", "description": "Workload profile (see the profile list); omit for the default profile."}},
+			"additionalProperties": false}`),
+		run: (*Handler).newSession,
+	},
+	{
+		name:      "destroy_sandbox_session",
+		signature: `destroy_sandbox_session(sandbox_session_id)`,
+		purpose:   "destroy a session and discard its workspace",
+		short:     "Destroy a sandbox session and discard its workspace. Destroying an unknown or already destroyed id succeeds.",
+		args:      destroySessionArgs,
+		schema: schema(`{"type": "object", "properties": {
+			"sandbox_session_id": {"type": "string", "description": "The session to destroy."}},
+			"required": ["sandbox_session_id"], "additionalProperties": false}`),
+		run: (*Handler).destroySession,
+	},
+}
+
+func (h *Handler) tools() []toolSpec { return toolTable }
+
+// disabledMessage is the seed's exact result while the capability is disabled.
+const disabledMessage = "sandbox capability is disabled"
+
+func (h *Handler) toolHandler(t toolSpec) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		var res result
+		switch p, ok := callerOf(req); {
+		case !h.enabled:
+			res = result{body: map[string]string{"error": disabledMessage}, isError: true}
+		case !ok:
+			res = failed("this tool call carries no authenticated principal", "")
+		default:
+			var raw json.RawMessage
+			if req.Params != nil {
+				raw = req.Params.Arguments
+			}
+			res = t.run(h, ctx, p, raw)
+		}
+		return res.toMCP()
+	}
+}
+
+// result is a tool's JSON result; isError marks the seed's {"error": …} results.
+type result struct {
+	body    any
+	isError bool
+}
+
+func ok(body any) result { return result{body: body} }
+
+// errorBody is the seed's _error_json shape, plus partial output for a run that timed out.
+type errorBody struct {
+	Error            string  `json:"error"`
+	SandboxSessionID string  `json:"sandbox_session_id"`
+	TaskID           string  `json:"task_id,omitempty"`
+	Stdout           *string `json:"stdout,omitempty"`
+	Stderr           *string `json:"stderr,omitempty"`
+	Notice           string  `json:"notice,omitempty"`
+}
+
+func failed(msg, sessionID string) result {
+	return result{body: errorBody{Error: msg, SandboxSessionID: sessionID}, isError: true}
+}
+
+// fail turns a domain error into the seed's error result. Unclassified errors are bugs: their
+// text goes to the log, not to the agent (as REST does).
+func (h *Handler) fail(err error, sessionID string) result {
+	msg := err.Error()
+	if fault.KindOf(err) == fault.Internal {
+		h.log.Error("mcp tool failed", "err", err)
+		msg = "an internal error occurred in the gateway; the operator can find the cause in its log"
+	}
+	return failed(msg, sessionID)
+}
+
+func (r result) toMCP() (*sdk.CallToolResult, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // keep `&&`, `<` and `>` in program output readable
+	if err := enc.Encode(r.body); err != nil {
+		return nil, err
+	}
+	text := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return &sdk.CallToolResult{
+		Content:           []sdk.Content{&sdk.TextContent{Text: string(text)}},
+		StructuredContent: json.RawMessage(text),
+		IsError:           r.isError,
+	}, nil
+}
+
+// decodeArgs reads a tool's arguments strictly: unknown names are refused, so a misspelt
+// sandbox_session_id never silently falls back to the default session.
+func decodeArgs(t string, names []string, raw json.RawMessage, v any) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	takes := "no arguments"
+	if len(names) > 0 {
+		takes = "arguments " + strings.Join(names, ", ")
+	}
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te):
+		return fmt.Errorf("invalid arguments for %s: %s must be a %s, not a JSON %s", t, te.Field, te.Type.Kind(), te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("invalid arguments for %s: unknown argument %s; %s takes %s", t, strings.TrimPrefix(err.Error(), "json: unknown field "), t, takes)
+	default:
+		return fmt.Errorf("invalid arguments for %s: %v; %s takes %s as a JSON object", t, err, t, takes)
+	}
+}
+
+func missing(t, arg string) string {
+	return fmt.Sprintf("%s needs the argument %s", t, arg)
+}
+
+// sessionRef maps an agent's session id to the service's: omitted → the default session;
+// the seed's "default:<profile>" form is accepted as the default session of that profile.
+func sessionRef(id, profile string) (string, string, error) {
+	id = strings.TrimSpace(id)
+	if rest, ok := strings.CutPrefix(id, sandbox.DefaultSessionID+":"); ok {
+		if rest != "" && profile != "" && profile != rest {
+			return "", "", fault.New(fault.Config, "sandbox session '%s' belongs to profile '%s', but profile '%s' was requested; omit profile to reuse a session", id, rest, profile)
+		}
+		if rest != "" {
+			profile = rest
+		}
+		return sandbox.DefaultSessionID, profile, nil
+	}
+	if id == "" {
+		return sandbox.DefaultSessionID, profile, nil
+	}
+	return id, profile, nil
+}
+
+// ---- run_code / run_command ----
+
+type execBody struct {
+	Stdout           string `json:"stdout"`
+	Stderr           string `json:"stderr"`
+	ExitCode         *int   `json:"exit_code"`
+	SandboxSessionID string `json:"sandbox_session_id"`
+	Notice           string `json:"notice,omitempty"`
+}
+
+type promotedBody struct {
+	TaskID           string `json:"task_id"`
+	Status           string `json:"status"`
+	SandboxSessionID string `json:"sandbox_session_id"`
+	Notice           string `json:"notice,omitempty"`
+}
+
+func (h *Handler) runCode(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	var a struct {
+		Code             *string `json:"code"`
+		Language         *string `json:"language"`
+		SandboxSessionID *string `json:"sandbox_session_id"`
+		Profile          *string `json:"profile"`
+	}
+	if err := decodeArgs("run_code", runCodeArgs, raw, &a); err != nil {
+		return failed(err.Error(), "")
+	}
+	given := deref(a.SandboxSessionID)
+	if a.Code == nil {
+		return failed(missing("run_code", "code"), given)
+	}
+	lang := strings.TrimSpace(deref(a.Language))
+	if lang == "" {
+		lang = "python"
+	}
+	return h.execute(ctx, p, sandbox.ExecInput{Code: *a.Code, Language: lang}, given, deref(a.Profile))
+}
+
+func (h *Handler) runCommand(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	var a struct {
+		Command          *string `json:"command"`
+		SandboxSessionID *string `json:"sandbox_session_id"`
+		Profile          *string `json:"profile"`
+	}
+	if err := decodeArgs("run_command", runCommandArgs, raw, &a); err != nil {
+		return failed(err.Error(), "")
+	}
+	given := deref(a.SandboxSessionID)
+	if a.Command == nil || strings.TrimSpace(*a.Command) == "" {
+		return failed(missing("run_command", "command"), given)
+	}
+	return h.execute(ctx, p, sandbox.ExecInput{Command: *a.Command}, given, deref(a.Profile))
+}
+
+// execute runs through the same service call as REST, waiting sandbox.broker.wait_timeout
+// (Wait nil) before promoting the run to a task.
+func (h *Handler) execute(ctx context.Context, p principal.Principal, in sandbox.ExecInput, given, profile string) result {
+	id, profile, err := sessionRef(given, profile)
+	if err != nil {
+		return h.fail(err, given)
+	}
+	in.SessionID, in.Profile = id, profile
+	out, err := h.svc.Execute(ctx, p, in)
+	if err != nil {
+		return h.fail(err, given)
+	}
+	if t := out.Task; t != nil {
+		return ok(promotedBody{TaskID: t.ID, Status: sandbox.TaskPending, SandboxSessionID: t.SessionID, Notice: t.Notice})
+	}
+	r := out.Result
+	stdout, stderr := h.cut(decodeText(r.Stdout, r.Encoding)), h.cut(decodeText(r.Stderr, r.Encoding))
+	switch r.Status {
+	case sandbox.ResultTimedOut:
+		return result{isError: true, body: errorBody{
+			Error:            "the program exceeded the profile's execution timeout and was stopped; stdout and stderr hold its output up to then",
+			SandboxSessionID: r.SessionID, TaskID: r.TaskID, Stdout: &stdout, Stderr: &stderr, Notice: r.Notice,
+		}}
+	case sandbox.ResultCancelled:
+		return result{isError: true, body: errorBody{
+			Error:            "the run was cancelled before it finished",
+			SandboxSessionID: r.SessionID, TaskID: r.TaskID, Stdout: &stdout, Stderr: &stderr, Notice: r.Notice,
+		}}
+	}
+	return ok(execBody{Stdout: stdout, Stderr: stderr, ExitCode: r.ExitCode, SandboxSessionID: r.SessionID, Notice: r.Notice})
+}
+
+// ---- files ----
+
+type writtenBody struct {
+	Path             string `json:"path"`
+	Written          bool   `json:"written"`
+	SandboxSessionID string `json:"sandbox_session_id"`
+}
+
+type readBody struct {
+	Path             string `json:"path"`
+	Content          string `json:"content"`
+	SandboxSessionID string `json:"sandbox_session_id"`
+}
+
+func (h *Handler) writeFile(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	var a struct {
+		Path             *string `json:"path"`
+		Content          *string `json:"content"`
+		SandboxSessionID *string `json:"sandbox_session_id"`
+		Profile          *string `json:"profile"`
+	}
+	if err := decodeArgs("write_sandbox_file", writeFileArgs, raw, &a); err != nil {
+		return failed(err.Error(), "")
+	}
+	given := deref(a.SandboxSessionID)
+	switch {
+	case a.Path == nil:
+		return failed(missing("write_sandbox_file", "path"), given)
+	case a.Content == nil:
+		return failed(missing("write_sandbox_file", "content"), given)
+	}
+	id, profile, err := sessionRef(given, deref(a.Profile))
+	if err != nil {
+		return h.fail(err, given)
+	}
+	w, err := h.svc.WriteFile(ctx, p, id, profile, *a.Path, strings.NewReader(*a.Content))
+	if err != nil {
+		return h.fail(err, given)
+	}
+	return ok(writtenBody{Path: *a.Path, Written: true, SandboxSessionID: w.SessionID})
+}
+
+func (h *Handler) readFile(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	var a struct {
+		Path             *string `json:"path"`
+		SandboxSessionID *string `json:"sandbox_session_id"`
+		Profile          *string `json:"profile"`
+	}
+	if err := decodeArgs("read_sandbox_file", readFileArgs, raw, &a); err != nil {
+		return failed(err.Error(), "")
+	}
+	given := deref(a.SandboxSessionID)
+	if a.Path == nil {
+		return failed(missing("read_sandbox_file", "path"), given)
+	}
+	id, profile, err := sessionRef(given, deref(a.Profile))
+	if err != nil {
+		return h.fail(err, given)
+	}
+	rc, _, err := h.svc.ReadFile(ctx, p, id, profile, *a.Path)
+	if err != nil {
+		return h.fail(err, given)
+	}
+	defer func() { _ = rc.Close() }()
+	// N characters take at most 4N bytes of UTF-8 (an invalid byte becomes one U+FFFD).
+	data, err := io.ReadAll(io.LimitReader(rc, 4*int64(h.maxChars)+4))
+	if err != nil {
+		return h.fail(err, given)
+	}
+	sid := id
+	if id == sandbox.DefaultSessionID { // echo the real id of the default session
+		if sess, err := h.svc.GetSession(ctx, p, id, profile); err == nil {
+			sid = sess.ID
+		}
+	}
+	return ok(readBody{Path: *a.Path, Content: h.cut(replaceInvalid(data)), SandboxSessionID: sid})
+}
+
+// ---- tasks ----
+
+type taskBody struct {
+	TaskID           string       `json:"task_id"`
+	Status           string       `json:"status"`
+	SandboxSessionID string       `json:"sandbox_session_id"`
+	Result           *taskSummary `json:"result,omitempty"`
+}
+
+// taskSummary is the #503 result summary of a finished task.
+type taskSummary struct {
+	Stdout   string  `json:"stdout"`
+	Stderr   string  `json:"stderr"`
+	ExitCode *int    `json:"exit_code"`
+	Error    *string `json:"error"`
+	Notice   *string `json:"notice"`
+}
+
+func (h *Handler) checkTask(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	var a struct {
+		TaskID *string `json:"task_id"`
+	}
+	if err := decodeArgs("check_sandbox_task", checkTaskArgs, raw, &a); err != nil {
+		return failed(err.Error(), "")
+	}
+	if a.TaskID == nil || strings.TrimSpace(*a.TaskID) == "" {
+		return failed(missing("check_sandbox_task", "task_id"), "")
+	}
+	id := strings.TrimSpace(*a.TaskID)
+	t, err := h.svc.GetTask(ctx, p, id)
+	if fault.IsKind(err, fault.NotFound) {
+		return ok(map[string]string{"task_id": id, "status": "unknown"})
+	}
+	if err != nil {
+		return h.fail(err, "")
+	}
+	body := taskBody{TaskID: t.ID, Status: t.Status, SandboxSessionID: t.SessionID}
+	if t.FinishedAt != nil {
+		s := &taskSummary{Error: nonEmpty(t.Error), Notice: nonEmpty(t.Notice)}
+		if r := t.Result; r != nil {
+			s.Stdout, s.Stderr = h.cut(decodeText(r.Stdout, r.Encoding)), h.cut(decodeText(r.Stderr, r.Encoding))
+			s.ExitCode = r.ExitCode
+			if s.Notice == nil {
+				s.Notice = nonEmpty(r.Notice)
+			}
+		}
+		body.Result = s
+	}
+	return ok(body)
+}
+
+// ---- sessions ----
+
+type sessionItem struct {
+	SandboxSessionID string  `json:"sandbox_session_id"`
+	Name             *string `json:"name"`
+	Profile          string  `json:"profile"`
+	Status           string  `json:"status"`
+	LastUsedAt       string  `json:"last_used_at"`
+}
+
+// maxListed bounds list_sandbox_sessions (newest first).
+const maxListed = 1000
+
+func (h *Handler) listSessions(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	var a struct{}
+	if err := decodeArgs("list_sandbox_sessions", nil, raw, &a); err != nil {
+		return failed(err.Error(), "")
+	}
+	items := []sessionItem{}
+	cursor := ""
+	for {
+		rows, next, err := h.svc.ListSessions(ctx, p, sandbox.ListFilter{Limit: 200, Cursor: cursor})
+		if err != nil {
+			return h.fail(err, "")
+		}
+		for _, s := range rows {
+			items = append(items, sessionItem{
+				SandboxSessionID: s.ID, Name: nonEmpty(s.Name), Profile: s.Profile, Status: s.Status,
+				LastUsedAt: s.LastUsedAt.UTC().Format(time.RFC3339),
+			})
+		}
+		if next == "" || len(items) >= maxListed {
+			break
+		}
+		cursor = next
+	}
+	return ok(map[string]any{"sessions": items})
+}
+
+type newSessionBody struct {
+	SandboxSessionID string  `json:"sandbox_session_id"`
+	Name             *string `json:"name"`
+	Profile          string  `json:"profile"`
+}
+
+func (h *Handler) newSession(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	var a struct {
+		Name    *string `json:"name"`
+		Profile *string `json:"profile"`
+	}
+	if err := decodeArgs("new_sandbox_session", newSessionArgs, raw, &a); err != nil {
+		return failed(err.Error(), "")
+	}
+	name := deref(a.Profile)
+	if name == "" {
+		name = h.defaultProfile
+	}
+	// The service's scope messages point at REST routes; say the same in tool terms.
+	for _, prof := range h.svc.Profiles(p) {
+		if prof.Name != name {
+			continue
+		}
+		switch prof.Config.Scope {
+		case sandbox.ScopePerRuntime:
+			return failed(fmt.Sprintf("cannot create a session for profile '%s': its scope is per_runtime, which has one shared session; omit sandbox_session_id and pass profile='%s' to use it", name, name), "")
+		case sandbox.ScopePerCall:
+			return failed(fmt.Sprintf("cannot create a session for profile '%s': its scope is per_call, which runs every call in a fresh sandbox; call run_code or run_command with profile='%s' instead", name, name), "")
+		}
+	}
+	sess, err := h.svc.CreateSession(ctx, p, sandbox.CreateSessionInput{Profile: deref(a.Profile), Name: deref(a.Name)})
+	if err != nil {
+		return h.fail(err, "")
+	}
+	return ok(newSessionBody{SandboxSessionID: sess.ID, Name: nonEmpty(sess.Name), Profile: sess.Profile})
+}
+
+type destroyedBody struct {
+	SandboxSessionID string `json:"sandbox_session_id"`
+	Destroyed        bool   `json:"destroyed"`
+}
+
+func (h *Handler) destroySession(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	var a struct {
+		SandboxSessionID *string `json:"sandbox_session_id"`
+	}
+	if err := decodeArgs("destroy_sandbox_session", destroySessionArgs, raw, &a); err != nil {
+		return failed(err.Error(), "")
+	}
+	if a.SandboxSessionID == nil || strings.TrimSpace(*a.SandboxSessionID) == "" {
+		return failed(missing("destroy_sandbox_session", "sandbox_session_id"), "")
+	}
+	given := *a.SandboxSessionID
+	id, profile, err := sessionRef(given, "")
+	if err != nil {
+		return h.fail(err, given)
+	}
+	if _, err := h.svc.DestroySession(ctx, p, id, profile); err != nil {
+		return h.fail(err, given)
+	}
+	return ok(destroyedBody{SandboxSessionID: given, Destroyed: true})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
