@@ -513,3 +513,66 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 	require.Equal(t, 200, b.do(tok, "POST", "/v1/tasks/"+tid+"/cancel", nil).Status)
 	require.Equal(t, "cancelled", a.waitTask(tok, tid)["status"])
 }
+
+func TestListPaginationAndFilters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	want := map[string]bool{}
+	for i := range 7 {
+		r := e.do(tok, "POST", "/v1/sessions", map[string]any{"name": fmt.Sprintf("s%d", i), "labels": map[string]string{"conversation": fmt.Sprintf("c%d", i%2)}})
+		require.Equal(t, 201, r.Status)
+		want[r.JSON(t)["id"].(string)] = true
+	}
+	got := map[string]bool{}
+	cursor := ""
+	pages := 0
+	for {
+		path := "/v1/sessions?limit=3"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		m := e.do(tok, "GET", path, nil).JSON(t)
+		pages++
+		for _, s := range m["sessions"].([]any) {
+			id := s.(map[string]any)["id"].(string)
+			require.False(t, got[id], "session %s listed twice", id)
+			got[id] = true
+		}
+		if cursor = m["next_cursor"].(string); cursor == "" {
+			break
+		}
+	}
+	require.Equal(t, want, got)
+	require.Equal(t, 3, pages)
+	require.Len(t, e.do(tok, "GET", "/v1/sessions?conversation=c1", nil).JSON(t)["sessions"], 3)
+	requireProblem(t, e.do(tok, "GET", "/v1/sessions?limit=0", nil), 400, "validation")
+	requireProblem(t, e.do(tok, "GET", "/v1/sessions?status=bogus", nil), 400, "validation")
+}
+
+func TestUserModeNeedsAProviderThatCanActAsTheUser(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{config: func(c *config.Config) {
+		p := c.Sandbox.Profiles["default"]
+		p.Identity.Mode = "user"
+		c.Sandbox.Profiles["as-user"] = p
+	}})
+	m := requireProblem(t, e.do(e.token("alice"), "POST", "/v1/sessions/default/commands?profile=as-user", map[string]any{"command": "touch ran"}), 422, "capability")
+	require.Contains(t, m["detail"], "principal_user")
+}
+
+func TestDestroyStopsRunningWork(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	id := e.newSession(tok, "default")
+	r := e.do(tok, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "sleep 60", "wait_s": 0})
+	require.Equal(t, 202, r.Status)
+	tid := r.JSON(t)["id"].(string)
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	require.Equal(t, 200, e.do(tok, "DELETE", "/v1/sessions/"+id, nil).Status)
+	require.Less(t, time.Since(start), 15*time.Second, "destroy waited for the running command")
+	require.Equal(t, "cancelled", e.waitTask(tok, tid)["status"])
+	requireProblem(t, e.do(tok, "GET", "/v1/sessions/"+id, nil), 404, "not-found")
+}

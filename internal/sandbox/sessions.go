@@ -183,7 +183,13 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 	if ephemeral {
 		return id, nil
 	}
-	// Wait for the session's running work, so no execution outlives its sandbox.
+	// Stop the session's running and queued work first (an execution must not outlive its
+	// sandbox, and destroying must not wait for a long run), then wait for it to let go.
+	if ids, err := s.store.UnfinishedTasks(ctx, sess.ID); err == nil {
+		for _, id := range ids {
+			s.cancelTask(ctx, id, "the session was destroyed")
+		}
+	}
 	unlock, err := s.lockSession(ctx, sess.ID)
 	if err != nil {
 		return "", err

@@ -85,20 +85,8 @@ func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id stri
 	if err != nil || t.FinishedAt != nil {
 		return t, err
 	}
-	s.mu.Lock()
-	s.cancelled[id] = true
-	s.mu.Unlock()
-	if !s.broker.Cancel(id) {
-		// Another replica or worker runs it: it picks the flag up within a second.
-		if err := s.store.RequestCancel(ctx, id); err != nil {
-			return Task{}, err
-		}
-		if t.Queued && t.Status == TaskPending {
-			// Not started yet: finish it here; a worker receiving it later skips it.
-			if _, err := s.store.FinishTask(ctx, id, store.Completion{Status: TaskCancelled, Error: "cancelled by the caller before it started", ErrorType: "cancelled"}, s.now(), s.ttl()); err != nil {
-				return Task{}, err
-			}
-		}
+	if err := s.cancelTask(ctx, id, "cancelled by the caller"); err != nil {
+		return Task{}, err
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -112,6 +100,31 @@ func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id stri
 		}
 	}
 	return t, nil
+}
+
+// cancelTask stops task id wherever it runs: here (through the broker), on another replica
+// or worker (a flag picked up within a second), or — not started yet on a queue — right away.
+func (s *Service) cancelTask(ctx context.Context, id, reason string) error {
+	s.mu.Lock()
+	s.cancelled[id] = true
+	s.mu.Unlock()
+	if s.broker.Cancel(id) {
+		return nil
+	}
+	if err := s.store.RequestCancel(ctx, id); err != nil {
+		return err
+	}
+	t, err := s.store.GetTask(ctx, id, "")
+	if err != nil {
+		return nil
+	}
+	if t.Queued && t.Status == TaskPending {
+		// A worker receiving it later skips it.
+		if _, err := s.store.FinishTask(ctx, id, store.Completion{Status: TaskCancelled, Error: reason + " before it started", ErrorType: "cancelled"}, s.now(), s.ttl()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Service) wasCancelled(taskID string) bool {

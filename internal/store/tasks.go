@@ -209,6 +209,15 @@ func (st *Store) RequestCancel(ctx context.Context, id string) error {
 	return err
 }
 
+// UnfinishedTasks returns the ids of session sessionID's unfinished tasks.
+func (st *Store) UnfinishedTasks(ctx context.Context, sessionID string) ([]string, error) {
+	rows, err := st.pool.Query(ctx, `SELECT id FROM tasks WHERE session_id = $1 AND finished_at IS NULL ORDER BY seq`, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // CancelRequested returns the unfinished tasks of runnerID flagged for cancellation.
 func (st *Store) CancelRequested(ctx context.Context, runnerID string) ([]string, error) {
 	rows, err := st.pool.Query(ctx, `SELECT id FROM tasks WHERE runner_id = $1 AND cancel_requested AND finished_at IS NULL`, runnerID)
