@@ -19,7 +19,9 @@ import (
 	"github.com/sandgate/sandgate/internal/auth"
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/broker"
+	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
@@ -43,6 +45,7 @@ type envOpts struct {
 	dbURL   string // share a database with another replica
 	trust   string // also trust this issuer (another replica's dev issuer)
 	workdir string // share a sandboxes folder with another replica
+	queue   bool   // queue flavor over the in_memory transport (this process is the worker)
 	config  func(*config.Config)
 }
 
@@ -68,6 +71,7 @@ func newEnv(t *testing.T, o envOpts) *testEnv {
 		workdir = t.TempDir()
 	}
 	cfg := &config.Config{}
+	cfg.Server.PublicURL = base
 	cfg.Auth.Issuers = []config.Issuer{{URL: iss.URL(), Audiences: []string{devissuer.Audience}}}
 	if o.trust != "" {
 		cfg.Auth.Issuers = append(cfg.Auth.Issuers, config.Issuer{URL: o.trust, Audiences: []string{devissuer.Audience}})
@@ -98,16 +102,31 @@ func newEnv(t *testing.T, o envOpts) *testEnv {
 	}
 	authn, err := auth.New(ctx, cfg.Auth, auth.WithLogger(log))
 	require.NoError(t, err)
-	brk, err := broker.New(cfg.Sandbox.Broker.Flavor)
+	flavor := cfg.Sandbox.Broker.Flavor
+	if flavor == config.FlavorQueue {
+		flavor = broker.FlavorThread // the gateway side; the queue carries executions
+	}
+	brk, err := broker.New(flavor)
 	require.NoError(t, err)
 	reg := providers.NewRegistry()
 	reg.Register(local.TypeName, local.Factory)
-	svc, err := sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: st, Registry: reg, Broker: brk, Logger: log})
+	var transport queue.Transport
+	if o.queue {
+		transport = queue.NewInMemory()
+	}
+	svc, err := sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: st, Registry: reg, Broker: brk, Queue: transport, Logger: log})
 	require.NoError(t, err)
 	require.NoError(t, svc.Heartbeat(ctx))
 	maintained := make(chan struct{})
 	go func() { defer close(maintained); svc.Maintain(ctx) }()
-	h, err := api.NewHandler(api.Options{Auth: authn, Store: st, Sandbox: svc, Logger: log, Extra: map[string]http.Handler{"/dev/oidc": iss.Handler()}})
+	consumed := make(chan struct{})
+	if transport != nil {
+		go func() { defer close(consumed); _ = transport.Consume(ctx, 4, svc.HandleDelivery) }()
+	} else {
+		close(consumed)
+	}
+	h, err := api.NewHandler(api.Options{Auth: authn, Store: st, Sandbox: svc, Logger: log, Extra: map[string]http.Handler{"/dev/oidc": iss.Handler()},
+		MCP: mcp.New(mcp.Options{Config: cfg, Sandbox: svc, Logger: log})})
 	require.NoError(t, err)
 	ts.Config.Handler = h
 	ts.Start()
@@ -118,6 +137,7 @@ func newEnv(t *testing.T, o envOpts) *testEnv {
 		_ = svc.Close(cctx)
 		cancel()
 		<-maintained
+		<-consumed
 	})
 	return &testEnv{t: t, URL: base, issuer: iss, store: st, svc: svc, workdir: workdir, dbURL: o.dbURL}
 }

@@ -19,6 +19,7 @@ import (
 	sandgate "github.com/sandgate/sandgate"
 	"github.com/sandgate/sandgate/internal/api/apigen"
 	"github.com/sandgate/sandgate/internal/auth"
+	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
@@ -34,6 +35,13 @@ type Options struct {
 	MaxBody int64 // JSON body limit in bytes
 	// Extra mounts additional handlers (the dev issuer) before the API routes.
 	Extra map[string]http.Handler
+	// Console, when set, serves the web console for GET and HEAD at exactly "/" and under
+	// /console/; every other route keeps precedence.
+	Console http.Handler
+	// MCP, when set, is served at /mcp behind the same authentication as /v1, with its
+	// RFC 9728 metadata at /.well-known/oauth-protected-resource; it also backs
+	// GET /v1/agent/tools.
+	MCP *mcp.Handler
 }
 
 // Server implements the generated strict server interface.
@@ -42,6 +50,7 @@ type Server struct {
 	sandbox *sandbox.Service
 	now     func() time.Time
 	log     *slog.Logger
+	mcp     *mcp.Handler
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -76,7 +85,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
-	srv := &Server{store: o.Store, sandbox: o.Sandbox, now: o.Now, log: o.Logger}
+	srv := &Server{store: o.Store, sandbox: o.Sandbox, now: o.Now, log: o.Logger, mcp: o.MCP}
 
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, accessLog(o.Logger), recoverer(o.Logger), rawFilePath)
@@ -101,6 +110,18 @@ func NewHandler(o Options) (http.Handler, error) {
 	r.Mount("/docs/", docs)
 	for prefix, h := range o.Extra {
 		r.Mount(prefix, http.StripPrefix(prefix, h))
+	}
+	if o.MCP != nil {
+		meta := o.MCP.MetadataHandler()
+		r.Handle(mcp.MetadataPath, meta)
+		r.Handle(mcp.MetadataPath+mcp.Path, meta)
+		r.Handle(mcp.Path, o.Auth.Middleware(resolved, WriteProblem, auth.WithResourceMetadata(o.MCP.ResourceMetadataURL()))(o.MCP))
+	}
+	if o.Console != nil {
+		for _, m := range []string{http.MethodGet, http.MethodHead} {
+			r.Method(m, "/", o.Console)
+			r.Method(m, "/console/*", o.Console)
+		}
 	}
 
 	strict := apigen.NewStrictHandlerWithOptions(srv, []apigen.StrictMiddlewareFunc{keepRequest}, apigen.StrictHTTPServerOptions{

@@ -1,0 +1,408 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+// screenshotDir holds the screenshots of every view (gitignored test artifacts).
+const screenshotDir = "testdata/screenshots"
+
+// docsScreenshot is the README's picture of the session page, rewritten when
+// SANDGATE_UPDATE_SCREENSHOTS=1.
+const docsScreenshot = "../docs/console-session.png"
+
+// chromiumPath finds Debian's chromium; without it the test skips, except under CI=true.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SANDGATE_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"/usr/bin/chromium", "chromium"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed, and CI=true requires the browser test: install Debian's chromium (.ci/run does)")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium); skipping the browser test of the console")
+	return ""
+}
+
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func newPage(t *testing.T) *page {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1200, 860),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() }) // before the user-data dir is removed
+	require.NoError(t, chromedp.Do(ctx), "start chromium")
+	require.NoError(t, os.MkdirAll(screenshotDir, 0o755))
+	return &page{t: t, ctx: ctx}
+}
+
+// fail saves a screenshot and the page's text, then stops the test.
+func (p *page) fail(format string, args ...any) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	name := filepath.Join(screenshotDir, "FAILED-"+p.t.Name()+".png")
+	if buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+		_ = os.WriteFile(name, buf, 0o644)
+	}
+	text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+	p.t.Fatalf("%s\npage (screenshot %s):\n%s", fmt.Sprintf(format, args...), name, text)
+}
+
+func (p *page) do(steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		p.fail("browser step: %v", err)
+	}
+}
+
+// eval runs a JavaScript expression (awaiting a promise) and decodes its value into T.
+func eval[T any](p *page, js string) T {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		p.fail("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// wait polls a JavaScript condition until it is true; errors (a page in mid-navigation)
+// count as not yet.
+func (p *page) wait(what, js string) {
+	p.t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { try { return !!(`+js+`); } catch { return false; } })()`))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.fail("timed out waiting for %s (%s)", what, js)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (p *page) text(sel string) string {
+	p.t.Helper()
+	return eval[string](p, `document.querySelector(`+jsString(sel)+`)?.textContent ?? ""`)
+}
+
+func (p *page) goTo(hash string) {
+	p.t.Helper()
+	p.do(chromedp.Evaluate[chromedp.Void](`location.hash = ` + jsString(hash)))
+}
+
+// setValue sets a form control's value as typing would (an input event follows).
+func setValue(sel, v string) chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`(() => { const el = document.querySelector(` + jsString(sel) + `);
+		el.value = ` + jsString(v) + `; el.dispatchEvent(new Event('input', { bubbles: true })); })()`)
+}
+
+// shot saves a full-page screenshot of the current view as name.png.
+func (p *page) shot(name string) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	eval[bool](p, `document.fonts.ready.then(() => true)`)
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.fail("screenshot %s: %v", name, err)
+	}
+	require.NoError(p.t, os.WriteFile(filepath.Join(screenshotDir, name+".png"), buf, 0o644))
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// signIn goes through the development issuer's form as sub with groups.
+func (p *page) signIn(sub, groups string) {
+	p.t.Helper()
+	p.wait("the sign-in button", `document.querySelector('#signin')`)
+	p.do(chromedp.Click(chromedp.ID("signin")))
+	p.wait("the dev issuer's sign-in form", `document.querySelector('input[name=sub]')`)
+	p.do(
+		setValue("input[name=sub]", sub),
+		setValue("input[name=groups]", groups),
+		chromedp.Click(chromedp.CSS("button[type=submit]")),
+	)
+	p.wait("the console after sign-in", `!document.querySelector('#nav').hidden`)
+}
+
+func testFiles(t *testing.T) (dir string, data []byte) {
+	dir = t.TempDir()
+	data = make([]byte, 300<<10)
+	_, _ = rand.Read(data)
+	img := image.NewRGBA(image.Rect(0, 0, 96, 64))
+	for x := range 96 {
+		for y := range 64 {
+			img.Set(x, y, color.RGBA{R: uint8(x * 2), G: uint8(60 + y*2), B: 200, A: 255})
+		}
+	}
+	var pngBuf bytes.Buffer
+	require.NoError(t, png.Encode(&pngBuf, img))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.bin"), data, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello from the console\nsecond line\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pixel.png"), pngBuf.Bytes(), 0o644))
+	return dir, data
+}
+
+// TestConsoleInBrowser drives the console in Debian's Chromium against a real gateway: sign-in
+// through the dev issuer's form, a session, code and a command (also one promoted to a task),
+// files up and down byte-exact, an expired and a rejected token, and the session's end.
+func TestConsoleInBrowser(t *testing.T) {
+	p := newPage(t)
+	g := startGateway(t)
+
+	// Signed out, the route is kept: sign-in comes back to it.
+	p.do(chromedp.Navigate(g.URL + "/#/profiles"))
+	p.wait("the sign-in page", `document.querySelector('#signin')`)
+	p.shot("signin")
+	p.signIn("alice", "dev,ml")
+	p.wait("the profiles view", `location.hash === '#/profiles' && document.querySelector('#profiles [data-profile=default]')`)
+	require.Empty(t, eval[string](p, `location.search`), "the authorization code does not stay in the address bar")
+	require.Contains(t, p.text(`[data-profile=default]`), "no isolation", "the unisolated local provider is obvious")
+	p.shot("profiles")
+
+	p.goTo("#/me")
+	p.wait("the me view", `document.querySelector('#me-view')`)
+	me := p.text("#me-view")
+	require.Contains(t, me, "alice")
+	require.Contains(t, p.text("#groups"), "ml")
+	require.Contains(t, p.text("#identity"), "agent")
+	p.shot("me")
+
+	// Create a session.
+	p.goTo("#/sessions")
+	p.wait("the new-session form", `document.querySelector('#create-session-form')`)
+	p.do(chromedp.SendKeys(chromedp.ID("new-session-name"), "demo"), chromedp.Click(chromedp.ID("create-session")))
+	p.wait("the session page", `/^#\/sessions\/[0-9a-f]{32}$/.test(location.hash) && document.querySelector('#runner')`)
+	sid := strings.TrimPrefix(eval[string](p, `location.hash`), "#/sessions/")
+	require.Contains(t, p.text("h1"), "demo")
+	require.Contains(t, p.text("#idle-left"), "left")
+
+	// Run code: both streams, the exit code and the duration are shown.
+	p.do(
+		setValue("#code", "import sys\nprint(6*7)\nprint('careful', file=sys.stderr)\nsys.exit(3)"),
+		chromedp.Click(chromedp.ID("run")),
+	)
+	p.wait("the code's result", `document.querySelector('#result').dataset.state === 'done'`)
+	require.Equal(t, "42\n", p.text("#stdout"))
+	require.Equal(t, "careful\n", p.text("#stderr"))
+	require.Equal(t, "3", p.text("#exit-code"))
+	require.Regexp(t, `\d+ ms|s$`, p.text("#duration"))
+	p.shot("session")
+	if os.Getenv("SANDGATE_UPDATE_SCREENSHOTS") == "1" {
+		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+		buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		cancel()
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(docsScreenshot, buf, 0o644))
+		t.Logf("wrote %s (%d bytes)", docsScreenshot, len(buf))
+	}
+
+	// A refused request shows the problem's detail and type.
+	p.do(
+		chromedp.Click(chromedp.ID("mode-command")),
+		setValue("#command", "pwd"),
+		setValue("#cwd", "../.."),
+		chromedp.Click(chromedp.ID("run")),
+	)
+	p.wait("the problem", `document.querySelector('#result').dataset.state === 'error'`)
+	require.True(t, strings.HasPrefix(p.text("#result .problem-type"), "https://sandgate.dev/problems/"), p.text("#result"))
+	require.NotEmpty(t, p.text("#result .problem-detail"))
+	p.shot("session-problem")
+
+	// A command that outlives its wait answers 202: the page shows the task and updates itself.
+	p.do(
+		setValue("#cwd", ""),
+		setValue("#command", "sleep 2; echo later"),
+		chromedp.Click(chromedp.CSS("#runner summary")),
+		setValue("#wait", "0"),
+		chromedp.Click(chromedp.ID("run")),
+	)
+	p.wait("the pending task", `document.querySelector('#result').dataset.state === 'pending' && document.querySelector('#pending a')`)
+	later := eval[string](p, `document.querySelector('#result').dataset.task`)
+	p.shot("session-pending")
+	p.wait("the task's result", `document.querySelector('#result').dataset.state === 'done'`)
+	require.Equal(t, "later\n", p.text("#stdout"))
+	require.Equal(t, "0", p.text("#exit-code"))
+
+	// One more that runs long, to cancel from the tasks list.
+	p.do(setValue("#command", "sleep 60"), chromedp.Click(chromedp.ID("run")))
+	p.wait("the long task", `document.querySelector('#result').dataset.state === 'pending'`)
+	long := eval[string](p, `document.querySelector('#result').dataset.task`)
+	p.do(setValue("#wait", ""), setValue("#command", ""))
+
+	p.goTo("#/tasks")
+	p.wait("the tasks", `document.querySelectorAll('#tasks tr[data-task]').length >= 3 && document.querySelector('#tasks tr[data-task="`+long+`"] button')`)
+	require.Contains(t, p.text("#tasks"), "succeeded")
+	p.shot("tasks")
+	p.do(chromedp.Click(chromedp.CSS(`#tasks tr[data-task="` + long + `"] button`)))
+	p.wait("the cancelled task", `document.querySelector('#tasks tr[data-task="`+long+`"]')?.textContent.includes('cancelled')`)
+
+	p.goTo("#/tasks/" + later)
+	p.wait("the task page", `document.querySelector('#result').dataset.state === 'done'`)
+	require.Equal(t, "later\n", p.text("#stdout"))
+	require.Contains(t, p.text("#task-status"), "succeeded")
+	p.shot("task")
+
+	// Files: upload three, preview text and an image, download one byte-exact, delete one.
+	dir, data := testFiles(t)
+	p.goTo("#/sessions/" + sid + "/files")
+	p.wait("the file browser", `document.querySelector('#files tbody tr')`)
+	p.do(chromedp.SetUploadFiles(chromedp.ID("upload-input"), []string{
+		filepath.Join(dir, "data.bin"), filepath.Join(dir, "hello.txt"), filepath.Join(dir, "pixel.png"),
+	}))
+	p.wait("the uploaded files", `['data.bin', 'hello.txt', 'pixel.png'].every((f) => document.querySelector('#files tr[data-path="' + f + '"]'))`)
+	require.Contains(t, p.text(`#files tr[data-path="data.bin"]`), "300 KiB")
+
+	p.do(chromedp.Click(chromedp.CSS(`#files tr[data-path="hello.txt"] button[data-action=preview]`)))
+	p.wait("the text preview", `document.querySelector('#preview-text')`)
+	require.Equal(t, "hello from the console\nsecond line\n", p.text("#preview-text"))
+	p.do(chromedp.Click(chromedp.CSS(`#files tr[data-path="pixel.png"] button[data-action=preview]`)))
+	p.wait("the image preview", `document.querySelector('#preview-image')?.complete && document.querySelector('#preview-image').naturalWidth === 96`)
+	p.shot("files")
+
+	downloads := t.TempDir()
+	_, err := chromedp.CallBrowser(p.ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: downloads, EventsEnabled: new(true),
+	})
+	require.NoError(t, err)
+	dctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	events := chromedp.BrowserEvents(dctx, browser.DownloadProgress) // subscribed before the click
+	p.do(chromedp.Click(chromedp.CSS(`#files tr[data-path="data.bin"] button[data-action=download]`)))
+	var got []byte
+	for ev, err := range events {
+		require.NoError(t, err, "waiting for the download")
+		if ev.State == browser.DownloadProgressStateCanceled {
+			t.Fatal("the download was cancelled")
+		}
+		if ev.State == browser.DownloadProgressStateCompleted {
+			got, err = os.ReadFile(filepath.Join(downloads, ev.GUID))
+			require.NoError(t, err)
+			break
+		}
+	}
+	cancel()
+	want := sha256.Sum256(data)
+	sum := sha256.Sum256(got)
+	require.Equal(t, hex.EncodeToString(want[:]), hex.EncodeToString(sum[:]), "the download is byte-exact")
+
+	p.do(chromedp.Click(chromedp.CSS(`#files tr[data-path="hello.txt"] button[data-action=delete]`)))
+	p.wait("the confirmation", `document.querySelector('dialog[open] #confirm-ok')`)
+	p.do(chromedp.Click(chromedp.ID("confirm-ok")))
+	p.wait("hello.txt gone", `document.querySelector('#files tr[data-path="data.bin"]') && !document.querySelector('#files tr[data-path="hello.txt"]')`)
+
+	// A narrow screen: nothing sticks out sideways.
+	p.do(chromedp.EmulateViewport(390, 844))
+	for _, view := range []struct{ hash, sel, name string }{
+		{"#/sessions/" + sid, "#runner", "session-narrow"},
+		{"#/sessions", "#sessions tr[data-session]", "sessions-narrow"},
+		{"#/profiles", "#profiles .card", "profiles-narrow"},
+	} {
+		p.goTo(view.hash)
+		p.wait(view.name, `document.querySelector(`+jsString(view.sel)+`)`)
+		require.LessOrEqual(t, eval[int](p, `document.documentElement.scrollWidth`), 390, "%s overflows a 390px screen", view.hash)
+		p.shot(view.name)
+	}
+	p.do(chromedp.EmulateViewport(1200, 860))
+
+	// An expired token: back to sign-in on the same page, which comes back with its draft.
+	p.goTo("#/sessions/" + sid)
+	p.wait("the session page", `document.querySelector('#runner')`)
+	p.do(chromedp.Click(chromedp.ID("mode-code")), chromedp.SendKeys(chromedp.ID("code"), "print('draft')"))
+	p.do(chromedp.Evaluate[chromedp.Void](`(() => {
+		const t = JSON.parse(sessionStorage.getItem('sandgate.token'));
+		t.exp = Math.floor(Date.now() / 1000) - 60;
+		sessionStorage.setItem('sandgate.token', JSON.stringify(t));
+	})()`), chromedp.Reload())
+	p.wait("the expiry message", `document.querySelector('#signin-message')`)
+	require.Contains(t, p.text("#signin-message"), "expired")
+	require.Equal(t, "#/sessions/"+sid, eval[string](p, `location.hash`))
+	p.shot("signin-expired")
+	p.signIn("alice", "dev,ml")
+	p.wait("the restored session page", `location.hash === '#/sessions/`+sid+`' && document.querySelector('#runner')`)
+	require.Contains(t, eval[string](p, `document.querySelector('#code').value`), "print('draft')")
+
+	// A token the gateway rejects (401) does the same.
+	p.do(chromedp.Evaluate[chromedp.Void](`(() => {
+		const t = JSON.parse(sessionStorage.getItem('sandgate.token'));
+		t.value = t.value.slice(0, -6) + (t.value.endsWith('AAAAAA') ? 'BBBBBB' : 'AAAAAA');
+		sessionStorage.setItem('sandgate.token', JSON.stringify(t));
+	})()`))
+	p.goTo("#/tasks")
+	p.wait("the sign-in page after a 401", `document.querySelector('#signin-message')`)
+	require.Equal(t, "#/tasks", eval[string](p, `location.hash`))
+	p.signIn("alice", "dev,ml")
+	p.wait("the restored tasks page", `location.hash === '#/tasks' && document.querySelector('#tasks tr[data-task]')`)
+
+	// The sessions list: status and idle time left.
+	p.goTo("#/sessions")
+	p.wait("the session row", `document.querySelector('#sessions tr[data-session="`+sid+`"]')`)
+	require.Regexp(t, regexp.MustCompile(`\d+ min \d+ s left`), p.text(`#sessions tr[data-session="`+sid+`"] .idle`))
+	p.shot("sessions")
+
+	// Destroy the session from its page.
+	p.goTo("#/sessions/" + sid)
+	p.wait("the session page", `document.querySelector('#destroy-session')`)
+	p.do(chromedp.Click(chromedp.ID("destroy-session")))
+	p.wait("the confirmation", `document.querySelector('dialog[open] #confirm-ok')`)
+	p.do(chromedp.Click(chromedp.ID("confirm-ok")))
+	p.wait("the sessions list without it", `location.hash === '#/sessions' && document.querySelector('#sessions tbody tr') && !document.querySelector('#sessions tr[data-session="`+sid+`"]')`)
+	resp, _ := g.get(t, "GET", "/v1/sessions/"+sid, g.token(t, "alice", "dev", "ml"))
+	require.Equal(t, 404, resp.StatusCode, "the session is gone")
+
+	p.do(chromedp.Click(chromedp.ID("signout")))
+	p.wait("the sign-in page", `document.querySelector('#signin')`)
+	require.Empty(t, eval[string](p, `sessionStorage.getItem('sandgate.token') ?? ''`))
+}

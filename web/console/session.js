@@ -1,0 +1,325 @@
+// One session: its facts, a runner for code and shell commands, and a file browser.
+
+import { call, get, send, profileMap, filePath } from './api.js';
+import {
+  h, fill, field, fact, badge, statusBadge, isolationBadge, problemBox, confirmDialog, announce, time,
+  idleLeft, fmtIdle, fmtBytes, tableWrap,
+} from './ui.js';
+import { sessionNotices, renderResult, renderTaskOutcome, pollTask } from './result.js';
+
+async function load(id, signal) {
+  const [session, profs] = await Promise.all([get(`/v1/sessions/${id}`, null, signal), profileMap(signal)]);
+  return { session, profile: profs.get(session.profile) };
+}
+
+/** The session's title, facts (with a live idle countdown), actions and tabs. */
+function sessionHeader(session, profile, tab, signal) {
+  const id = session.id;
+  const facts = h('dl', { class: 'facts inline' });
+  const notice = h('div');
+  const status = h('div');
+  let s = session;
+  const idle = h('dd', { id: 'idle-left' });
+  const tick = () => {
+    const left = s.status === 'active' ? idleLeft(s, profile) : null;
+    idle.textContent = s.status === 'active' ? fmtIdle(left) : '—';
+    idle.classList.toggle('bad', left != null && left <= 0);
+  };
+  const update = (next) => {
+    s = next;
+    fill(facts,
+      fact('status', statusBadge(s.status)),
+      fact('profile', h('a', { href: '#/profiles' }, s.profile)),
+      fact('provider', h('code', null, s.provider)),
+      fact('scope', s.scope.replace('_', ' ')),
+      fact('created', time(s.created_at)),
+      fact('last used', time(s.last_used_at)),
+      h('div', null, h('dt', null, 'idle time left'), idle),
+      Object.keys(s.labels ?? {}).length > 0 && fact('labels', Object.entries(s.labels).map(([k, v]) => h('code', { class: 'chip' }, `${k}=${v}`))));
+    tick();
+    fill(notice, sessionNotices.has(id) && h('p', { class: 'notice', role: 'status' }, sessionNotices.get(id)));
+  };
+  update(session);
+  const timer = setInterval(tick, 1000);
+  signal.addEventListener('abort', () => clearInterval(timer));
+
+  const destroy = h('button', { type: 'button', class: 'danger', id: 'destroy-session' }, 'Destroy session');
+  destroy.addEventListener('click', async () => {
+    if (!await confirmDialog('Destroy session?', `The sandbox of ${s.name || id} and all its files are deleted. This cannot be undone.`, 'Destroy')) return;
+    try {
+      await call('DELETE', `/v1/sessions/${id}`, { signal });
+      sessionNotices.delete(id);
+      announce('Session destroyed');
+      location.hash = '#/sessions';
+    } catch (e) {
+      if (e.name !== 'AbortError') fill(status, problemBox(e));
+    }
+  });
+  const tabLink = (name, href, label) => h('a', { href, 'aria-current': tab === name ? 'page' : null }, label);
+  const node = h('div', { class: 'session-head' },
+    h('div', { class: 'title-row' },
+      h('h1', null, s.name || 'Session', ' ', h('code', { class: 'muted small' }, id)),
+      profile && isolationBadge(profile.isolation),
+      s.status === 'active' && !s.shared && destroy),
+    profile?.isolation === 'none' && h('p', { class: 'warning', role: 'note' },
+      h('strong', null, 'No isolation: '), 'this session\'s code runs directly on the gateway host.'),
+    facts, notice, status,
+    h('nav', { class: 'tabs', 'aria-label': 'Session' },
+      tabLink('run', `#/sessions/${id}`, 'Run'),
+      tabLink('files', `#/sessions/${id}/files`, 'Files'),
+      tabLink('tasks', `#/tasks?session=${id}`, 'Tasks')));
+  return { node, update };
+}
+
+// ---- runner ----
+
+const draftKey = (id) => `sandgate.draft.${id}`;
+
+export async function sessionView({ el, params: [id], signal }) {
+  const { session, profile } = await load(id, signal);
+  const head = sessionHeader(session, profile, 'run', signal);
+  const langs = profile?.capabilities.languages ?? [];
+  const draft = JSON.parse(sessionStorage.getItem(draftKey(session.id)) ?? 'null') ?? {};
+  const mode = draft.mode ?? (langs.length ? 'code' : 'command');
+
+  const modeCode = h('input', { type: 'radio', name: 'mode', value: 'code', id: 'mode-code', checked: mode === 'code', disabled: !langs.length });
+  const modeCmd = h('input', { type: 'radio', name: 'mode', value: 'command', id: 'mode-command', checked: mode === 'command', disabled: profile && !profile.capabilities.shell });
+  const language = h('select', { id: 'language', name: 'language' }, langs.map((l) => h('option', { value: l, selected: l === (draft.language ?? langs[0]) }, l)));
+  const code = h('textarea', { id: 'code', name: 'code', rows: 7, spellcheck: 'false', autocapitalize: 'off', value: draft.code ?? '' });
+  const command = h('textarea', { id: 'command', name: 'command', rows: 3, spellcheck: 'false', autocapitalize: 'off', value: draft.command ?? '' });
+  const cwd = h('input', { id: 'cwd', name: 'cwd', value: draft.cwd ?? '', placeholder: '.', autocomplete: 'off' });
+  const stdin = h('textarea', { id: 'stdin', name: 'stdin', rows: 2, spellcheck: 'false', value: draft.stdin ?? '' });
+  const timeout = h('input', { id: 'timeout', name: 'timeout_s', type: 'number', min: 0.1, step: 'any', value: draft.timeout ?? '', placeholder: String(profile?.policy.timeout_s ?? '') });
+  const wait = h('input', { id: 'wait', name: 'wait_s', type: 'number', min: 0, step: 'any', value: draft.wait ?? '', placeholder: 'server default' });
+  const runBtn = h('button', { type: 'submit', class: 'primary', id: 'run' }, 'Run');
+  const result = h('section', { id: 'result', class: 'result', 'data-state': 'idle', 'aria-live': 'polite', 'aria-label': 'Result' });
+
+  const codeFields = h('div', { class: 'mode-fields' }, field('Language', language), field('Code', code));
+  const cmdFields = h('div', { class: 'mode-fields' }, field('Command', command, 'run with /bin/sh -c in the workspace'),
+    h('div', { class: 'row' }, field('Working folder', cwd), field('Standard input', stdin)));
+  const form = h('form', { id: 'runner', class: 'card', 'aria-label': 'Runner' },
+    h('fieldset', { class: 'mode' }, h('legend', null, 'Run'),
+      h('label', null, modeCode, ' Code'), h('label', null, modeCmd, ' Shell command')),
+    codeFields, cmdFields,
+    h('details', { open: Boolean(draft.timeout || draft.wait) }, h('summary', null, 'Options'),
+      h('div', { class: 'row' },
+        field('Timeout (s)', timeout, 'lowers the profile\'s timeout'),
+        field('Wait (s)', wait, 'longer runs continue as a task'))),
+    h('div', { class: 'actions' }, runBtn, h('span', { class: 'hint' }, h('kbd', null, 'Ctrl'), '+', h('kbd', null, 'Enter'), ' runs')));
+
+  const current = () => (modeCmd.checked ? 'command' : 'code');
+  const showMode = () => {
+    codeFields.hidden = current() !== 'code';
+    cmdFields.hidden = current() !== 'command';
+  };
+  const saveDraft = () => sessionStorage.setItem(draftKey(session.id), JSON.stringify({
+    mode: current(), language: language.value, code: code.value, command: command.value,
+    cwd: cwd.value, stdin: stdin.value, timeout: timeout.value, wait: wait.value,
+  }));
+  form.addEventListener('input', saveDraft);
+  form.addEventListener('change', () => { showMode(); saveDraft(); });
+  form.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) {
+      ev.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  showMode();
+
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const isCode = current() === 'code';
+    const body = isCode ? { code: code.value, language: language.value } : { command: command.value };
+    if (!isCode && cwd.value.trim()) body.cwd = cwd.value.trim();
+    if (!isCode && stdin.value) body.stdin = stdin.value;
+    if (timeout.value) body.timeout_s = Number(timeout.value);
+    if (wait.value !== '') body.wait_s = Number(wait.value);
+    if (!(isCode ? code.value : command.value).trim()) {
+      (isCode ? code : command).focus();
+      return;
+    }
+    runBtn.disabled = true;
+    result.dataset.state = 'running';
+    fill(result, h('p', { class: 'muted busy' }, 'Running…'));
+    try {
+      const res = await send('POST', `/v1/sessions/${session.id}/${isCode ? 'code' : 'commands'}`, { json: body, signal });
+      const data = await res.json();
+      if (res.status === 202) {
+        await followTask(data);
+      } else {
+        result.dataset.state = 'done';
+        fill(result, renderResult(data));
+      }
+      announce('Run finished');
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      result.dataset.state = 'error';
+      fill(result, problemBox(e));
+    } finally {
+      runBtn.disabled = false;
+    }
+    // The run used the session: refresh its last-used time and so the idle countdown.
+    get(`/v1/sessions/${session.id}`, null, signal).then(head.update, () => {});
+  });
+
+  // A run that outlives its wait answers 202 with a task: show it and poll until it finishes.
+  async function followTask(task) {
+    result.dataset.state = 'pending';
+    result.dataset.task = task.id;
+    const line = h('p', { id: 'pending' });
+    const cancel = h('button', { type: 'button', class: 'danger small', id: 'cancel-run' }, 'Cancel');
+    cancel.addEventListener('click', async () => {
+      cancel.disabled = true;
+      try { await call('POST', `/v1/tasks/${task.id}/cancel`, { signal }); } catch (e) { if (e.name !== 'AbortError') result.append(problemBox(e)); }
+    });
+    fill(result, h('div', { class: 'pending' }, line, cancel));
+    const t = await pollTask(task.id, signal, (cur) => {
+      fill(line, badge('pending task', 'info'), ' Still running after the wait: task ',
+        h('a', { href: `#/tasks/${cur.id}` }, h('code', null, cur.id.slice(0, 8))), ` is ${cur.status}. This updates when it finishes.`);
+    });
+    result.dataset.state = 'done';
+    fill(result, renderTaskOutcome(t));
+  }
+
+  fill(el, head.node, form, result);
+}
+
+// ---- files ----
+
+const imageTypes = {
+  png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp',
+  svg: 'image/svg+xml', bmp: 'image/bmp', ico: 'image/x-icon', avif: 'image/avif',
+};
+const PREVIEW_BYTES = 256 << 10;
+
+const extOf = (name) => (name.includes('.') ? name.split('.').pop().toLowerCase() : '');
+
+function cleanDir(d) {
+  const parts = (d || '.').split('/').filter((p) => p && p !== '.');
+  return parts.length ? parts.join('/') : '.';
+}
+
+export async function filesView({ el, params: [id], query, signal }) {
+  const { session, profile } = await load(id, signal);
+  const head = sessionHeader(session, profile, 'files', signal);
+  const dir = cleanDir(query.get('dir'));
+  const sid = session.id;
+  const base = `/v1/sessions/${sid}/files`;
+  const dirHref = (d) => `#/sessions/${sid}/files${d === '.' ? '' : `?dir=${encodeURIComponent(d)}`}`;
+
+  const status = h('div', { id: 'files-status', 'aria-live': 'polite' });
+  const tbody = h('tbody');
+  const preview = h('section', { id: 'preview', class: 'card preview', hidden: true, 'aria-label': 'Preview' });
+  const upload = h('input', { type: 'file', id: 'upload-input', multiple: true });
+
+  const crumbs = [h('a', { href: dirHref('.') }, 'workspace')];
+  let acc = '';
+  for (const part of dir === '.' ? [] : dir.split('/')) {
+    acc = acc ? `${acc}/${part}` : part;
+    crumbs.push(' / ', h('a', { href: dirHref(acc) }, part));
+  }
+
+  async function list() {
+    try {
+      const { entries } = await get(base, { dir }, signal);
+      fill(tbody, dir !== '.' && h('tr', null, h('td', { colspan: 5 }, h('a', { href: dirHref(dir.split('/').slice(0, -1).join('/') || '.') }, '↑ parent folder'))),
+        entries.map(entryRow));
+      if (!entries.length) tbody.append(h('tr', null, h('td', { colspan: 5, class: 'muted' }, 'This folder is empty.')));
+    } catch (e) {
+      if (e.name !== 'AbortError') fill(status, problemBox(e));
+    }
+  }
+
+  function entryRow(e) {
+    const isFile = e.type === 'file';
+    const act = (label, fn, cls = 'secondary') => h('button', {
+      type: 'button', class: `${cls} small`, 'data-action': label.toLowerCase(), 'aria-label': `${label} ${e.name}`,
+      onclick: () => fn(e).catch((err) => { if (err.name !== 'AbortError') fill(status, problemBox(err)); }),
+    }, label);
+    return h('tr', { 'data-path': e.path },
+      h('td', null, e.type === 'dir' ? h('a', { href: dirHref(e.path) }, `${e.name}/`) : e.name,
+        e.type === 'symlink' && badge('symlink', 'muted')),
+      h('td', { class: 'num' }, isFile ? fmtBytes(e.size) : ''),
+      h('td', null, time(e.modified_at)),
+      h('td', null, h('code', null, e.mode)),
+      h('td', { class: 'actions' },
+        isFile && act('Preview', showPreview),
+        isFile && act('Download', download),
+        (isFile || e.type === 'dir' || e.type === 'symlink') && act('Delete', remove, 'danger')));
+  }
+
+  const fetchBlob = async (e) => (await send('GET', `${base}/${filePath(e.path)}`, { signal })).blob();
+
+  async function download(e) {
+    const blob = await fetchBlob(e);
+    const url = URL.createObjectURL(blob);
+    const a = h('a', { href: url, download: e.name, hidden: true });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    announce(`Downloaded ${e.name}`);
+  }
+
+  async function showPreview(e) {
+    const blob = await fetchBlob(e);
+    preview.hidden = false;
+    const old = preview.querySelector('img')?.src;
+    if (old) URL.revokeObjectURL(old);
+    const title = h('h2', null, 'Preview: ', h('code', null, e.path));
+    const type = imageTypes[extOf(e.name)];
+    if (type) {
+      const img = h('img', { src: URL.createObjectURL(new Blob([blob], { type })), alt: `Preview of ${e.name}`, id: 'preview-image' });
+      fill(preview, title, img);
+    } else {
+      const bytes = new Uint8Array(await blob.slice(0, PREVIEW_BYTES).arrayBuffer());
+      if (bytes.includes(0)) {
+        fill(preview, title, h('p', { class: 'muted' }, `Binary file (${fmtBytes(blob.size)}): download it instead.`));
+      } else {
+        fill(preview, title, h('pre', { id: 'preview-text', tabindex: '0' }, new TextDecoder().decode(bytes)),
+          blob.size > PREVIEW_BYTES && h('p', { class: 'truncation' }, `⋯ showing the first ${fmtBytes(PREVIEW_BYTES)} of ${fmtBytes(blob.size)}`));
+      }
+    }
+    preview.scrollIntoView({ block: 'nearest' });
+  }
+
+  async function remove(e) {
+    if (!await confirmDialog('Delete?', `${e.path} is deleted from the workspace.`, 'Delete')) return;
+    await send('DELETE', `${base}/${filePath(e.path)}`, { signal });
+    if (preview.querySelector('h2 code')?.textContent === e.path) preview.hidden = true;
+    announce(`Deleted ${e.name}`);
+    await list();
+  }
+
+  upload.addEventListener('change', async () => {
+    const chosen = [...upload.files];
+    fill(status);
+    for (const f of chosen) {
+      const target = dir === '.' ? f.name : `${dir}/${f.name}`;
+      fill(status, h('p', { class: 'muted busy' }, `Uploading ${f.name} (${fmtBytes(f.size)})…`));
+      try {
+        const w = await call('PUT', `${base}/${filePath(target)}`, { body: f, signal });
+        fill(status, h('p', { class: 'ok', id: 'upload-done' }, `Uploaded ${w.path}: ${fmtBytes(w.size)}, SHA-256 `, h('code', null, w.sha256.slice(0, 16)), '…'));
+      } catch (e) {
+        if (e.name !== 'AbortError') fill(status, problemBox(e));
+        break;
+      }
+    }
+    upload.value = '';
+    await list();
+  });
+
+  const refresh = h('button', { type: 'button', class: 'secondary small', onclick: () => list() }, 'Refresh');
+  fill(el, head.node,
+    h('section', { class: 'files', id: 'files-view', 'aria-labelledby': 'files-h' },
+      h('div', { class: 'toolbar' },
+        h('h2', { id: 'files-h' }, h('nav', { 'aria-label': 'Folder', class: 'crumbs' }, crumbs)),
+        h('label', { class: 'button primary upload', for: 'upload-input' }, 'Upload files…', upload),
+        refresh),
+      status,
+      tableWrap(h('table', { id: 'files' },
+        h('thead', null, h('tr', null, ['Name', 'Size', 'Modified', 'Mode', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        tbody))),
+    preview);
+  await list();
+}
