@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -61,11 +60,7 @@ func dataDir(t *testing.T) string {
 	t.Helper()
 	d := t.TempDir()
 	require.NoError(t, os.Chmod(d, 0o755))
-	t.Cleanup(func() {
-		if inst, err := devdb.Start(context.Background(), filepath.Join(d, "pg")); err == nil {
-			_ = inst.Stop()
-		}
-	})
+	t.Cleanup(func() { _ = devdb.StopDir(filepath.Join(d, "state", "pg")) })
 	return d
 }
 

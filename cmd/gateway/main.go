@@ -3,6 +3,7 @@
 //
 //	gateway serve   [--config FILE]   run the gateway (needs database.url and auth.issuers)
 //	gateway dev     [--config FILE]   run it with a throwaway Postgres and a development issuer
+//	gateway worker  [--config FILE]   run queued operations (broker flavor queue)
 //	gateway migrate [--config FILE]   apply database migrations
 //	gateway token   --sub NAME [--groups a,b] [--email E] [--ttl 12h]   mint a dev token
 //	gateway config validate|print|schema [--config FILE]
@@ -41,6 +42,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return cmdServe(ctx, rest, environ, stdout, stderr, false)
 	case "dev":
 		return cmdServe(ctx, rest, environ, stdout, stderr, true)
+	case "worker":
+		return cmdWorker(ctx, rest, environ, stderr)
 	case "migrate":
 		return cmdMigrate(ctx, rest, environ, stdout)
 	case "token":
@@ -63,6 +66,7 @@ const usage = `Usage: gateway <command> [flags]
 Commands:
   serve            run the gateway (needs database.url and at least one auth issuer)
   dev              run the gateway with a throwaway Postgres and a development OIDC issuer
+  worker           run queued operations (sandbox.broker.flavor: queue) against providers
   migrate          apply pending database migrations
   token            mint a development token (--sub NAME [--groups a,b] [--email E] [--ttl 12h])
   config validate  check a configuration file

@@ -17,12 +17,15 @@ import (
 	"github.com/sandgate/sandgate/internal/auth"
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/broker"
+	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/devdb"
+	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/web"
 )
 
 func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
@@ -48,6 +51,50 @@ func portOf(addr string) string {
 		return "8080"
 	}
 	return port
+}
+
+// buildService builds the sandbox service and, for the queue flavor, its transport. worker
+// selects the executing side of the queue (an embedded broker runs deliveries inline).
+func buildService(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger, worker bool) (*sandbox.Service, queue.Transport, error) {
+	flavor := cfg.Sandbox.Broker.Flavor
+	var transport queue.Transport
+	if flavor == config.FlavorQueue {
+		var err error
+		if transport, err = newTransport(ctx, cfg, st, log); err != nil {
+			return nil, nil, err
+		}
+		flavor = broker.FlavorThread
+		if worker {
+			flavor = broker.FlavorEmbedded
+		}
+	}
+	brk, err := broker.New(flavor)
+	if err != nil {
+		return nil, nil, err
+	}
+	host, _ := os.Hostname()
+	svc, err := sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: st, Registry: registry(), Broker: brk, Queue: transport, Hostname: host, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := svc.Heartbeat(ctx); err != nil {
+		return nil, nil, err
+	}
+	return svc, transport, nil
+}
+
+// newTransport builds the queue transport named by sandbox.broker.queue.type.
+func newTransport(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger) (queue.Transport, error) {
+	q := cfg.Sandbox.Broker.Queue
+	switch q.Type {
+	case config.QueuePostgres:
+		return queue.NewPostgres(ctx, st.Pool(), q.RescueAfter.D(), log)
+	case config.QueueNATS:
+		return queue.NewNATS(ctx, queue.NATSConfig{URL: q.NATS.URL, Stream: q.NATS.Stream, SubjectPrefix: q.NATS.SubjectPrefix, AckWait: q.NATS.AckWait.D()}, log)
+	case config.InMemory:
+		return queue.NewInMemory(), nil
+	}
+	return nil, fmt.Errorf("sandbox.broker.queue.type: unknown transport %q", q.Type)
 }
 
 // devSetup fills what `gateway dev` provides: a throwaway Postgres, the development issuer and
@@ -152,26 +199,32 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	brk, err := broker.New(cfg.Sandbox.Broker.Flavor)
+	svc, transport, err := buildService(ctx, cfg, st, log, false)
 	if err != nil {
 		return err
 	}
-	host, _ := os.Hostname()
-	svc, err := sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: st, Registry: registry(), Broker: brk, Hostname: host, Logger: log})
-	if err != nil {
-		return err
-	}
-	if err := svc.Heartbeat(ctx); err != nil {
-		return err
+	if transport != nil {
+		defer transport.Close()
 	}
 	maintained := make(chan struct{})
 	go func() { defer close(maintained); svc.Maintain(bgCtx) }()
+	if transport != nil && cfg.Sandbox.Broker.Queue.Type == config.InMemory {
+		// An in-process queue has no other consumers: this process works it too.
+		consumed := make(chan struct{})
+		go func() {
+			defer close(consumed)
+			_ = transport.Consume(bgCtx, cfg.Sandbox.Broker.Queue.Consumers, svc.HandleDelivery)
+		}()
+		defer func() { stopBG(); <-consumed }()
+	}
 
 	extra := map[string]http.Handler{}
 	if iss != nil {
 		extra["/dev/oidc"] = iss.Handler()
 	}
-	handler, err := api.NewHandler(api.Options{Auth: authn, Store: st, Sandbox: svc, Logger: log, MaxBody: cfg.Server.MaxBodyBytes, Extra: extra})
+	handler, err := api.NewHandler(api.Options{Auth: authn, Store: st, Sandbox: svc, Logger: log, MaxBody: cfg.Server.MaxBodyBytes, Extra: extra,
+		Console: web.Handler(consoleConfig(cfg, iss, log)),
+		MCP:     mcp.New(mcp.Options{Config: cfg, Sandbox: svc, Logger: log, Version: version})})
 	if err != nil {
 		return err
 	}
@@ -215,6 +268,29 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	return nil
 }
 
+// consoleConfig is what the web console signs in with: auth.console when set, else under
+// `gateway dev` the development issuer and its public client, else nothing (the console then
+// says sign-in is not configured).
+func consoleConfig(cfg *config.Config, iss *devissuer.Issuer, log *slog.Logger) web.Config {
+	if c := cfg.Auth.Console; c != nil {
+		trusted := false
+		for _, i := range cfg.Auth.Issuers {
+			trusted = trusted || strings.TrimSuffix(i.URL, "/") == strings.TrimSuffix(c.Issuer, "/")
+		}
+		switch {
+		case c.Issuer == "" || c.ClientID == "":
+			log.Warn("auth.console needs both issuer and client_id: the web console says sign-in is not configured")
+		case !trusted:
+			log.Warn("auth.console.issuer is not one of auth.issuers: the console's tokens will be refused", "issuer", c.Issuer)
+		}
+		return web.Config{Issuer: c.Issuer, ClientID: c.ClientID, Scopes: c.Scopes}
+	}
+	if iss != nil {
+		return web.Config{Issuer: iss.URL(), ClientID: devissuer.ClientID, Scopes: []string{"openid", "profile", "email", "groups"}}
+	}
+	return web.Config{}
+}
+
 func printDevBanner(w io.Writer, base, tok string) {
 	fmt.Fprintf(w, `
 Sandgate is running in development mode at %[1]s
@@ -229,7 +305,7 @@ Try it:
 
   curl -s -H "Authorization: Bearer $TOKEN" %[1]s/v1/me
 
-API docs: %[1]s/docs
+Web console: %[1]s/    API docs: %[1]s/docs
 
 `, base, tok)
 }

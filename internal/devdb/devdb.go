@@ -69,27 +69,11 @@ func version(dir string) int {
 // it accepts connections; a server already running from dir is reused. Database "sandgate"
 // exists afterwards.
 func Start(ctx context.Context, dir string) (*Instance, error) {
-	bin, err := FindBin()
+	inst, err := locate(dir)
 	if err != nil {
 		return nil, err
 	}
-	dir, err = filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	inst := &Instance{Dir: dir, bin: bin}
-	if os.Geteuid() == 0 {
-		if inst.cred, err = unprivileged(); err != nil {
-			return nil, err
-		}
-		if !reachable(filepath.Dir(dir), inst.cred) {
-			// e.g. a checkout under /root (mode 0700): keep the cluster where its user can
-			// reach it, one per requested folder.
-			sum := sha256.Sum256([]byte(dir))
-			inst.Dir = filepath.Join(os.TempDir(), "sandgate-pg-"+hex.EncodeToString(sum[:6]))
-			dir = inst.Dir
-		}
-	}
+	dir = inst.Dir
 	data := filepath.Join(dir, "data")
 	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
 		if err := inst.initdb(data); err != nil {
@@ -124,6 +108,47 @@ func Start(ctx context.Context, dir string) (*Instance, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return inst, inst.ensureDB(ctx)
+}
+
+// locate resolves where the cluster for dir lives and who runs it.
+func locate(dir string) (*Instance, error) {
+	bin, err := FindBin()
+	if err != nil {
+		return nil, err
+	}
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	inst := &Instance{Dir: dir, bin: bin}
+	if os.Geteuid() == 0 {
+		if inst.cred, err = unprivileged(); err != nil {
+			return nil, err
+		}
+		if !reachable(filepath.Dir(dir), inst.cred) {
+			// e.g. a checkout under /root (mode 0700): keep the cluster where its user can
+			// reach it, one per requested folder.
+			sum := sha256.Sum256([]byte(dir))
+			inst.Dir = filepath.Join(os.TempDir(), "sandgate-pg-"+hex.EncodeToString(sum[:6]))
+			dir = inst.Dir
+		}
+	}
+	return inst, nil
+}
+
+// StopDir stops the server started by Start(dir), if one was ever initialised there.
+func StopDir(dir string) error {
+	inst, err := locate(dir)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(inst.Dir, "data", "PG_VERSION")); err != nil {
+		return nil
+	}
+	if !inst.running(filepath.Join(inst.Dir, "data")) {
+		return nil
+	}
+	return inst.Stop()
 }
 
 // Stop shuts the server down (fast mode).

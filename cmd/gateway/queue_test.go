@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/testutil/pgtest"
+)
+
+// queueDeployment is one gateway and its workers sharing a database and a queue transport.
+type queueDeployment struct {
+	t       *testing.T
+	dir     string
+	cfgPath string
+	gw      *devGateway
+	c       *client
+	mu      sync.Mutex
+	workers map[string]*exec.Cmd // runner id → process
+}
+
+func startNATS(t *testing.T) string {
+	t.Helper()
+	s, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go s.Start()
+	require.True(t, s.ReadyForConnections(10*time.Second), "nats-server did not start")
+	t.Cleanup(s.Shutdown)
+	return s.ClientURL()
+}
+
+// newQueueDeployment writes a queue-flavor config for transport and starts `gateway dev` on it.
+func newQueueDeployment(t *testing.T, transport string, extra string) *queueDeployment {
+	t.Helper()
+	requirePostgres(t)
+	dir := dataDir(t)
+	work := filepath.Join(dir, "sandboxes")
+	require.NoError(t, os.MkdirAll(work, 0o755))
+	natsURL := "nats://127.0.0.1:1"
+	if transport == "nats" {
+		natsURL = startNATS(t)
+	}
+	cfg := fmt.Sprintf(`
+database: {url: %q}
+sandbox:
+  profiles:
+    default: {type: local_subprocess, local_subprocess: {workdir: %q}}
+  broker:
+    flavor: queue
+    lost_after: 2s
+    queue:
+      type: %s
+      consumers: 3
+      max_receive_count: 2
+      rescue_after: 3s
+      nats: {url: %q, ack_wait: 3s}
+    response_store: {type: postgres}
+%s`, pgtest.URL(t), work, transport, natsURL, extra)
+	cfgPath := filepath.Join(dir, "sandgate.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
+	d := &queueDeployment{t: t, dir: dir, cfgPath: cfgPath, workers: map[string]*exec.Cmd{}}
+	d.gw = startDev(t, dir, freeAddr(t), "SANDGATE_CONFIG="+cfgPath)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			if len(b) > 6000 {
+				b = b[len(b)-6000:]
+			}
+			t.Logf("--- %s (tail) ---\n%s", filepath.Base(l), b)
+		}
+	})
+	d.c = &client{t: t, base: d.gw.base, token: d.gw.token}
+	return d
+}
+
+var runnerRE = regexp.MustCompile(`"runner_id":"([^"]+)"`)
+
+// startWorker runs `gateway worker` and returns its runner id once it consumes.
+func (d *queueDeployment) startWorker() string {
+	t := d.t
+	t.Helper()
+	cmd := exec.Command(gatewayBin, "worker", "--config", d.cfgPath)
+	cmd.Dir = d.dir
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	ids := make(chan string, 1)
+	go func() {
+		logf, _ := os.Create(filepath.Join(d.dir, fmt.Sprintf("worker-%d.log", time.Now().UnixNano())))
+		defer logf.Close()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			fmt.Fprintln(logf, sc.Text())
+			if strings.Contains(sc.Text(), "worker consuming") {
+				if m := runnerRE.FindStringSubmatch(sc.Text()); m != nil {
+					ids <- m[1]
+				}
+			}
+		}
+	}()
+	select {
+	case id := <-ids:
+		d.mu.Lock()
+		d.workers[id] = cmd
+		d.mu.Unlock()
+		return id
+	case <-done:
+		t.Fatal("gateway worker exited before consuming")
+	case <-time.After(time.Minute):
+		t.Fatal("gateway worker did not start consuming")
+	}
+	return ""
+}
+
+// runnerOf waits until task id runs (on runner want, when not "") and returns its runner.
+func (d *queueDeployment) runnerOf(taskID, want string) string {
+	d.t.Helper()
+	st := pgStore(d.t, d.cfgPath)
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		tk, err := st.GetTask(d.t.Context(), taskID, "")
+		require.NoError(d.t, err)
+		if tk.Status == "running" && tk.RunnerID != "" && (want == "" || tk.RunnerID == want) {
+			return tk.RunnerID
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.t.Fatalf("task %s never started", taskID)
+	return ""
+}
+
+func (d *queueDeployment) waitTask(id string, within time.Duration) map[string]any {
+	d.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		m := d.c.json("GET", "/v1/tasks/"+id, "", 200)
+		if m["finished_at"] != nil {
+			return m
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.t.Fatalf("task %s did not finish within %s", id, within)
+	return nil
+}
+
+func TestQueueWorkers(t *testing.T) {
+	for _, transport := range []string{"postgres", "nats"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			d := newQueueDeployment(t, transport, "")
+			w1, w2 := d.startWorker(), d.startWorker()
+
+			sid := d.c.json("POST", "/v1/sessions", `{"name":"q"}`, 201)["id"].(string)
+			res := d.c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"python3 -c 'print(6*7)'"}`, 200)
+			require.Equal(t, "42\n", res["stdout"])
+
+			// FIFO per session across both workers.
+			var wg sync.WaitGroup
+			for i := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d.c.json("POST", "/v1/sessions/"+sid+"/commands", fmt.Sprintf(`{"command":"echo start-%d >> log; sleep 0.2; echo end-%d >> log"}`, i, i), 200)
+				}()
+			}
+			wg.Wait()
+			log := d.c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"cat log"}`, 200)["stdout"].(string)
+			lines := strings.Fields(log)
+			require.Len(t, lines, 12, log)
+			for i := 0; i < len(lines); i += 2 {
+				require.Equal(t, strings.Replace(lines[i], "start", "end", 1), lines[i+1], "interleaved:\n%s", log)
+			}
+
+			// kill -9 the worker running a task: the other worker completes it.
+			task := d.c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"sleep 3; echo survived","wait_s":0}`, 202)["id"].(string)
+			victim := d.runnerOf(task, "")
+			require.Contains(t, []string{w1, w2}, victim)
+			require.NoError(t, d.workers[victim].Process.Signal(syscall.SIGKILL))
+			done := d.waitTask(task, 90*time.Second)
+			require.Equal(t, "succeeded", done["status"], "task after its worker died: %v", done)
+			require.Equal(t, "survived\n", done["result"].(map[string]any)["stdout"])
+			other := w1
+			if victim == w1 {
+				other = w2
+			}
+
+			// SIGTERM drains: the running task finishes, the worker exits cleanly.
+			task = d.c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"sleep 2; echo drained","wait_s":0}`, 202)["id"].(string)
+			require.Equal(t, other, d.runnerOf(task, ""))
+			cmd := d.workers[other]
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			done = d.waitTask(task, 30*time.Second)
+			require.Equal(t, "succeeded", done["status"])
+			require.Equal(t, "drained\n", done["result"].(map[string]any)["stdout"])
+			exited := make(chan error, 1)
+			go func() { _, err := cmd.Process.Wait(); exited <- err }()
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				t.Fatal("worker did not exit after draining")
+			}
+
+			// With no worker alive the task waits (never vanishes); a redelivery cap ends a task
+			// whose workers keep dying.
+			task = d.c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"sleep 30","wait_s":0}`, 202)["id"].(string)
+			for range 2 {
+				w := d.startWorker()
+				d.runnerOf(task, w)
+				require.NoError(t, d.workers[w].Process.Signal(syscall.SIGKILL))
+				time.Sleep(2500 * time.Millisecond) // the runner's heartbeat goes stale
+			}
+			d.startWorker()
+			done = d.waitTask(task, 90*time.Second)
+			require.Equal(t, "failed", done["status"])
+			require.Contains(t, done["error"], "after 2 deliveries")
+		})
+	}
+}
+
+func TestWorkerStartupChecks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"thread flavor":      {"sandbox: {broker: {flavor: thread}}", "flavor 'queue'"},
+		"no queue block":     {"sandbox: {broker: {flavor: queue, response_store: {type: postgres}}}", "sandbox.broker.queue"},
+		"no response store":  {"sandbox: {broker: {flavor: queue, queue: {type: postgres}}}", "sandbox.broker.response_store"},
+		"in_memory mismatch": {"sandbox: {broker: {flavor: queue, queue: {type: in_memory}, response_store: {type: postgres}}}", "only valid together"},
+		"unknown transport":  {"sandbox: {broker: {flavor: queue, queue: {type: kafka}, response_store: {type: postgres}}}", "sandbox.broker.queue.type"},
+		"in_memory worker":   {"sandbox: {broker: {flavor: queue, queue: {type: in_memory}, response_store: {type: in_memory}}}", "in_memory queue"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
+		require.NoError(t, os.WriteFile(path, []byte(tc.yaml+"\n"), 0o644))
+		out, err := exec.Command(gatewayBin, "worker", "--config", path).CombinedOutput()
+		require.Error(t, err, name)
+		require.Contains(t, string(out), tc.want, name)
+	}
+}
+
+// TestReadmeWalkthroughOnQueue runs the README walkthrough against a gateway with workers, for
+// each transport.
+func TestReadmeWalkthroughOnQueue(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)<!-- walkthrough:start -->\\s*```sh\n(.*?)```\\s*<!-- walkthrough:end -->").FindSubmatch(readme)
+	require.NotNil(t, m)
+	for _, transport := range []string{"postgres", "nats"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			d := newQueueDeployment(t, transport, "")
+			d.startWorker()
+			d.startWorker()
+			script := strings.ReplaceAll(string(m[1]), "http://localhost:8080", d.gw.base)
+			cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+			cmd.Dir = d.dir
+			cmd.Env = append(os.Environ(), "TOKEN="+d.gw.token)
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "walkthrough failed:\n%s", out)
+			for _, want := range []string{`"stdout":"42\n"`, "byte-exact", `"status":"succeeded"`, `"destroyed":true`} {
+				require.Contains(t, string(out), want)
+			}
+		})
+	}
+}
