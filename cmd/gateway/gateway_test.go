@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/devdb"
+	"github.com/sandgate/sandgate/internal/providers/docker"
 )
 
 var gatewayBin string
@@ -128,31 +129,59 @@ func (g *devGateway) kill(sig syscall.Signal) {
 // against `gateway dev` exactly as a newcomer would after `make run`.
 func TestReadmeWalkthrough(t *testing.T) {
 	requirePostgres(t)
+	requireCurl(t)
+	t.Parallel()
+	dir := dataDir(t)
+	g := startDev(t, dir, freeAddr(t))
+	runWalkthrough(t, dir, g.base, g.token)
+}
+
+func requireCurl(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("curl"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("curl is required: .ci/run installs it")
+		}
 		t.Skip("curl is not installed")
 	}
-	t.Parallel()
+}
+
+// runWalkthrough runs the README's walkthrough block, verbatim but for the address, with TOKEN
+// set, in dir, and checks each step's visible result.
+func runWalkthrough(t *testing.T, dir, base, token string) {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
 	m := regexp.MustCompile("(?s)<!-- walkthrough:start -->\\s*```sh\n(.*?)```\\s*<!-- walkthrough:end -->").FindSubmatch(readme)
 	require.NotNil(t, m, "README has no walkthrough block")
-	dir := dataDir(t)
-	addr := freeAddr(t)
-	g := startDev(t, dir, addr)
-
-	script := strings.ReplaceAll(string(m[1]), "http://localhost:8080", g.base)
+	script := strings.ReplaceAll(string(m[1]), "http://localhost:8080", base)
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "TOKEN="+g.token)
+	cmd.Env = append(os.Environ(), "TOKEN="+token)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "walkthrough failed:\n%s", out)
-	text := string(out)
-	require.Contains(t, text, `"subject":"dev"`)
-	require.Contains(t, text, `"stdout":"42\n"`)
-	require.Contains(t, text, "byte-exact")
-	require.Contains(t, text, `"status":"succeeded"`)
-	require.Contains(t, text, "finished")
-	require.Contains(t, text, `"destroyed":true`)
+	for _, want := range []string{`"subject":"dev"`, `"stdout":"42\n"`, "byte-exact", `"status":"succeeded"`, "finished", `"destroyed":true`} {
+		require.Contains(t, string(out), want)
+	}
+}
+
+// TestReadmeWalkthroughOnDocker runs the same walkthrough with the dev gateway's docker profile
+// as the default, on the local Docker engine.
+func TestReadmeWalkthroughOnDocker(t *testing.T) {
+	requirePostgres(t)
+	if !docker.Available(t.Context(), "") {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no Docker engine: .ci/run starts one with scripts/docker-setup.sh")
+		}
+		t.Skip("no Docker engine reachable (scripts/docker-setup.sh starts one)")
+	}
+	requireCurl(t)
+	t.Parallel()
+	dir := dataDir(t)
+	g := startDev(t, dir, freeAddr(t), "SANDGATE_SANDBOX__DEFAULT_PROFILE=docker")
+	c := &client{t: t, base: g.base, token: g.token}
+	require.Equal(t, "docker", c.json("GET", "/v1/sessions/default", "", 200)["profile"])
+	runWalkthrough(t, dir, g.base, g.token)
 }
 
 // TestRestartMarksLostAndReattaches kills a gateway while a task runs: the next gateway on the

@@ -261,28 +261,14 @@ func TestWorkerStartupChecks(t *testing.T) {
 // TestReadmeWalkthroughOnQueue runs the README walkthrough against a gateway with workers, for
 // each transport.
 func TestReadmeWalkthroughOnQueue(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
-	}
-	readme, err := os.ReadFile("../../README.md")
-	require.NoError(t, err)
-	m := regexp.MustCompile("(?s)<!-- walkthrough:start -->\\s*```sh\n(.*?)```\\s*<!-- walkthrough:end -->").FindSubmatch(readme)
-	require.NotNil(t, m)
+	requireCurl(t)
 	for _, transport := range []string{"postgres", "nats"} {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
 			d := newQueueDeployment(t, transport, "")
 			d.startWorker()
 			d.startWorker()
-			script := strings.ReplaceAll(string(m[1]), "http://localhost:8080", d.gw.base)
-			cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
-			cmd.Dir = d.dir
-			cmd.Env = append(os.Environ(), "TOKEN="+d.gw.token)
-			out, err := cmd.CombinedOutput()
-			require.NoError(t, err, "walkthrough failed:\n%s", out)
-			for _, want := range []string{`"stdout":"42\n"`, "byte-exact", `"status":"succeeded"`, `"destroyed":true`} {
-				require.Contains(t, string(out), want)
-			}
+			runWalkthrough(t, d.dir, d.gw.base, d.gw.token)
 		})
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/sandgate/sandgate/internal/devdb"
 	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
@@ -42,6 +44,8 @@ func newLogger(cfg config.Log, w io.Writer) *slog.Logger {
 func registry() *providers.Registry {
 	r := providers.NewRegistry()
 	r.Register(local.TypeName, local.Factory)
+	r.Register(docker.TypeName, docker.Factory)
+	r.Register(ec2ssm.TypeName, ec2ssm.Factory)
 	return r
 }
 
@@ -97,6 +101,9 @@ func newTransport(ctx context.Context, cfg *config.Config, st *store.Store, log 
 	return nil, fmt.Errorf("sandbox.broker.queue.type: unknown transport %q", q.Type)
 }
 
+// devDockerImage is the sandbox image scripts/docker-setup.sh builds without a registry.
+const devDockerImage = "sandgate/sandbox-python:latest"
+
 // devSetup fills what `gateway dev` provides: a throwaway Postgres, the development issuer and
 // a local profile when none is configured.
 func devSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog.Logger) (*devissuer.Issuer, func(), error) {
@@ -130,9 +137,20 @@ func devSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog
 		if err := os.MkdirAll(workdir, 0o755); err != nil {
 			return nil, stop, err
 		}
+		localName := cfg.Sandbox.DefaultProfile // "default" unless the caller picked docker or oneshot
+		if localName == "docker" || localName == "oneshot" {
+			localName = "local"
+		}
 		cfg.Sandbox.Profiles = map[string]config.Profile{
-			cfg.Sandbox.DefaultProfile: {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
-			"oneshot":                  {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
+			localName: {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
+			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
+		}
+		// Offer container isolation whenever a Docker engine answers.
+		if docker.Available(ctx, "") {
+			cfg.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{
+				Docker: &config.Docker{Image: devDockerImage, Pull: "never"},
+			}}
+			log.Info("Docker engine found: profile 'docker' runs sandboxes in containers", "image", devDockerImage)
 		}
 	}
 	cfg.ApplyDefaults()

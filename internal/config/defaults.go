@@ -19,6 +19,8 @@ const (
 	DefaultMaxFileBytes       = 100 << 20
 	DefaultToolOutputMaxChars = 8000
 	DefaultDockerPidsLimit    = 256
+	// DefaultKubernetesWorkspace is kubernetes.workspace's default.
+	DefaultKubernetesWorkspace = "/workspace"
 )
 
 // ApplyDefaults fills every unset key with its default and expands the single-backend
@@ -188,10 +190,14 @@ func (b *ProviderBlocks) applyDefaults() {
 	if a := b.BedrockAgentCore; a != nil {
 		setDefault(&a.NetworkMode, "sandbox")
 	}
+	if e := b.EC2SSM; e != nil {
+		setDefault(&e.Python, "python3")
+	}
 	if k := b.Kubernetes; k != nil {
 		setDefault(&k.Namespace, "default")
 		setDefault(&k.Image, DefaultImage)
 		setDefault(&k.CreateTimeout, 120.0)
+		setDefault(&k.Workspace, DefaultKubernetesWorkspace)
 	}
 }
 

@@ -283,12 +283,48 @@ type Kubernetes struct {
 	ContainerSecurityContext map[string]any    `koanf:"container_security_context" json:"container_security_context"`
 	NetworkPolicy            bool              `koanf:"network_policy" json:"network_policy"`
 	CreateTimeout            float64           `koanf:"create_timeout" json:"create_timeout"` // seconds; default 120
+	// Workspace is the folder in the pod that holds the sandbox's files (an emptyDir in the
+	// pods the provider creates); files are confined to it. Default "/workspace".
+	Workspace string `koanf:"workspace" json:"workspace"`
+	// RuntimeClassName selects a RuntimeClass for the sandbox pods (e.g. "kata" or "gvisor");
+	// default the cluster's default runtime.
+	RuntimeClassName string `koanf:"runtime_class_name" json:"runtime_class_name"`
+	// AgentSandbox acquires sandboxes from kubernetes-sigs/agent-sandbox (a SandboxClaim on a
+	// warm pool) instead of creating pods (managed profiles only).
+	AgentSandbox *KubernetesAgentSandbox `koanf:"agent_sandbox" json:"agent_sandbox,omitempty"`
+}
+
+// KubernetesAgentSandbox names the agent-sandbox warm pool (extensions.agents.x-k8s.io/v1beta1
+// SandboxWarmPool, in the profile's namespace) that sandboxes are claimed from.
+type KubernetesAgentSandbox struct {
+	// WarmPool is the SandboxWarmPool each SandboxClaim references. Required.
+	WarmPool string `koanf:"warm_pool" json:"warm_pool"`
+	// Template, when set, is the SandboxTemplate the warm pool must be made from; the provider
+	// checks it before its first claim.
+	Template string `koanf:"template" json:"template"`
 }
 
 // EC2SSM runs commands on a registered EC2 instance through AWS Systems Manager (attach-only).
 type EC2SSM struct {
+	// Region is the AWS region of the instance; default the region of the gateway's AWS
+	// configuration (AWS_REGION, the shared config file).
 	Region   string `koanf:"region" json:"region"`
 	AttachTo string `koanf:"attach_to" json:"attach_to"` // instance id
+	// EndpointURL replaces the AWS endpoints of SSM, STS and S3 (VPC endpoints, LocalStack,
+	// tests); default the public endpoints of Region.
+	EndpointURL string `koanf:"endpoint_url" json:"endpoint_url"`
+	// WebIdentity (identity.mode user only) assumes the caller's role with
+	// AssumeRoleWithWebIdentity and the caller's own OIDC token, so the gateway needs no AWS
+	// credentials of its own; default false (AssumeRole with the gateway's credentials).
+	WebIdentity bool `koanf:"web_identity" json:"web_identity"`
+	// OutputS3Bucket, when set, makes SSM also write each command's full output to this
+	// bucket; the provider reads it back when the inline output (24,000 characters of
+	// stdout, 8,000 of stderr) was cut.
+	OutputS3Bucket string `koanf:"output_s3_bucket" json:"output_s3_bucket"`
+	// OutputS3Prefix is the key prefix of that output (requires OutputS3Bucket).
+	OutputS3Prefix string `koanf:"output_s3_prefix" json:"output_s3_prefix"`
+	// Python is the interpreter on the instance for language "python"; default "python3".
+	Python string `koanf:"python" json:"python"`
 }
 
 // Broker configures how operations reach providers (seed-semantics §5 broker block).

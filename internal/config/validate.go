@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -310,6 +311,12 @@ func (prof *Profile) validate(p *problems, prefix string) {
 	if d := prof.Docker; d != nil && prof.Type == ProviderDocker {
 		d.validate(p, prefix+".docker", prof.Environment)
 	}
+	if k := prof.Kubernetes; k != nil && prof.Type == ProviderKubernetes {
+		k.validate(p, prefix+".kubernetes", prof.Environment)
+	}
+	if e := prof.EC2SSM; e != nil && prof.Type == ProviderEC2SSM {
+		e.validate(p, prefix+".ec2_ssm", prof.Identity.Mode)
+	}
 
 	// The environment matrix of seed-semantics §6.
 	kind, _ := KindOf(prof.Type)
@@ -360,6 +367,40 @@ func (d *Docker) validate(p *problems, key, environment string) {
 		case w.Size > 0 && environment == EnvironmentAttached:
 			p.add(key+".warm_pool", "is only for managed profiles: an attached profile binds to its attach_to target and never creates containers")
 		}
+	}
+}
+
+// validate checks a kubernetes block; key is where it is written.
+func (k *Kubernetes) validate(p *problems, key, environment string) {
+	if k.CreateTimeout < 0 { // 0 is the default, 120
+		p.add(key+".create_timeout", "must be greater than 0 seconds (got %g)", k.CreateTimeout)
+	}
+	if ws := k.Workspace; ws != "" && (!path.IsAbs(ws) || path.Clean(ws) != ws || ws == "/") {
+		p.add(key+".workspace", "must be an absolute, clean folder path other than / (got %q)", ws)
+	}
+	if a := k.AgentSandbox; a != nil {
+		if strings.TrimSpace(a.WarmPool) == "" {
+			p.add(key+".agent_sandbox.warm_pool", "required: the SandboxWarmPool that sandboxes are claimed from")
+		}
+		if environment == EnvironmentAttached {
+			p.add(key+".agent_sandbox", "is only for managed profiles: an attached profile binds to its attach_to pod and never claims sandboxes")
+		}
+	}
+}
+
+// validate checks an ec2_ssm block; key is where it is written.
+func (e *EC2SSM) validate(p *problems, key, identityMode string) {
+	if e.EndpointURL != "" {
+		u, err := url.Parse(e.EndpointURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add(key+".endpoint_url", "must be an http:// or https:// URL (got %q)", e.EndpointURL)
+		}
+	}
+	if e.WebIdentity && identityMode != IdentityUser {
+		p.add(key+".web_identity", "needs identity.mode: user: the role is assumed with the caller's own token, which agent mode does not use")
+	}
+	if e.OutputS3Prefix != "" && e.OutputS3Bucket == "" {
+		p.add(key+".output_s3_prefix", "is set without output_s3_bucket; set the bucket too, or remove the prefix")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"sort"
@@ -237,11 +238,29 @@ func providerPrincipal(prof *Profile, p principal.Principal) providers.Principal
 		Credentials: providers.Credentials{
 			User: p.Credentials.KubernetesUser, Groups: p.Credentials.KubernetesGroups,
 			RoleARN: p.Credentials.AWSRoleARN, RunAs: p.Credentials.RunAs,
+			WebIdentityToken: p.Token,
 		},
 	}
 }
 
 var agentPrincipal = providers.Principal{Mode: "agent", Subject: "sandgate"}
 
-// Close stops the broker, draining running work until ctx ends.
-func (s *Service) Close(ctx context.Context) error { return s.broker.Close(ctx) }
+// Close stops the broker, draining running work until ctx ends, then releases providers that
+// hold resources of their own (warm-pool refillers, connections).
+func (s *Service) Close(ctx context.Context) error {
+	err := s.broker.Close(ctx)
+	for _, n := range s.names {
+		if c, ok := s.profiles[n].Provider.(io.Closer); ok {
+			if cerr := c.Close(); cerr != nil {
+				s.log.Warn("closing provider", "profile", n, "err", cerr)
+			}
+		}
+	}
+	return err
+}
+
+// orphanSweeper is implemented by providers that can find sandboxes nobody owns any more
+// (e.g. containers left by a crashed gateway). keep reports whether an id is still in use.
+type orphanSweeper interface {
+	SweepOrphans(ctx context.Context, keep func(id string) bool) ([]string, error)
+}

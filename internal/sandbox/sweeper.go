@@ -108,6 +108,7 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 		}
 		if idle {
 			s.sweepIdle(ctx)
+			s.sweepOrphans(ctx)
 		}
 		return nil
 	})
@@ -138,6 +139,27 @@ func (s *Service) sweepIdle(ctx context.Context) {
 			}
 			s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
 			s.log.Info("idle sandbox freed", "session_id", sess.ID, "profile", name)
+		}
+	}
+}
+
+// sweepOrphans asks each provider that can for sandboxes no session refers to, and removes
+// them (a gateway that crashed between creating a sandbox and recording it leaves one).
+func (s *Service) sweepOrphans(ctx context.Context) {
+	for _, name := range s.names {
+		sw, ok := s.profiles[name].Provider.(orphanSweeper)
+		if !ok || s.profiles[name].Attached() {
+			continue
+		}
+		removed, err := sw.SweepOrphans(ctx, func(id string) bool {
+			used, err := s.store.SandboxInUse(ctx, id)
+			return err != nil || used // when unsure, keep
+		})
+		if err != nil {
+			s.log.Warn("orphan sweep failed", "profile", name, "err", err)
+		}
+		if len(removed) > 0 {
+			s.log.Info("orphaned sandboxes removed", "profile", name, "count", len(removed))
 		}
 	}
 }

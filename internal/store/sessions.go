@@ -193,6 +193,15 @@ func (st *Store) TouchSession(ctx context.Context, id string, t time.Time) error
 	return err
 }
 
+// SandboxInUse reports whether a session refers to sandbox id, or an unfinished task of an
+// ephemeral (per_call) run might (those are not recorded as sessions).
+func (st *Store) SandboxInUse(ctx context.Context, id string) (bool, error) {
+	var used bool
+	err := st.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sessions WHERE sandbox_id = $1)
+		OR EXISTS (SELECT 1 FROM tasks WHERE finished_at IS NULL AND session_id NOT IN (SELECT id FROM sessions))`, id).Scan(&used)
+	return used, err
+}
+
 // DeleteSession removes session id.
 func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	_, err := st.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds the default sandbox image, sandgate/sandbox-python, without any container registry:
+# a Debian rootfs made by debootstrap from the machine's own apt mirror, imported with
+# `docker import`. Tags: sandgate/sandbox-python:deb-<hash> (the hash of this script) and
+# sandgate/sandbox-python:latest.
+#
+# Cached twice: the image is not rebuilt while the tag of this script's hash exists, and the
+# rootfs tarball is kept under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/sandbox-image so a
+# lost image is re-imported in seconds. Delete both (or pass --force) to rebuild from nothing.
+#
+# Needs: a reachable Docker engine; for a fresh rootfs also root, debootstrap and a Debian
+# mirror (taken from /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list, or
+# SANDGATE_DEBIAN_MIRROR). On machines that can pull, `docker build images/sandbox` with the
+# Dockerfile next to this script gives an equivalent image.
+#
+# Usage: images/sandbox/build.sh [--force]
+set -euo pipefail
+
+repo=sandgate/sandbox-python
+suite=${SANDGATE_DEBIAN_SUITE:-bookworm}
+# Packages on top of debootstrap's minbase (which already has bash, coreutils and util-linux's
+# setsid): python3 with its standard library, procps (ps, kill -- -pgid), coreutils realpath.
+packages=python3-minimal,python3,procps,coreutils
+
+force=false
+[ "${1:-}" = "--force" ] && force=true
+
+self=$(readlink -f "$0")
+hash=$(sha256sum "$self" | cut -c1-12)
+tag="deb-$hash"
+cache=${SANDGATE_CACHE:-$HOME/.cache/sandgate}/sandbox-image
+tarball="$cache/rootfs-$suite-$hash.tar"
+
+log() { echo "build.sh: $*" >&2; }
+
+docker info >/dev/null 2>&1 || { log "no Docker engine is reachable (docker info failed); run scripts/docker-setup.sh first"; exit 1; }
+
+mkdir -p "$cache"
+# One build at a time per cache folder (CI and a developer may run this concurrently).
+exec 9>"$cache/.lock"
+flock 9
+
+if ! $force && docker image inspect "$repo:$tag" >/dev/null 2>&1; then
+  docker tag "$repo:$tag" "$repo:latest"
+  log "$repo:$tag is up to date (tagged latest)"
+  exit 0
+fi
+
+# mirror prints the first Debian archive URL apt is configured with (not the security one).
+mirror() {
+  if [ -n "${SANDGATE_DEBIAN_MIRROR:-}" ]; then
+    echo "$SANDGATE_DEBIAN_MIRROR"
+    return
+  fi
+  local f url
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -e "$f" ] || continue
+    url=$(awk 'tolower($1)=="uris:" {for (i=2;i<=NF;i++) print $i}' "$f" | grep -v -e security -e '^$' | head -n1 || true)
+    if [ -n "$url" ]; then echo "$url"; return; fi
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -e "$f" ] || continue
+    url=$(awk '$1=="deb" { for (i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) { print $i; break } }' "$f" | grep -v security | head -n1 || true)
+    if [ -n "$url" ]; then echo "$url"; return; fi
+  done
+  echo "http://deb.debian.org/debian"
+}
+
+if $force || [ ! -s "$tarball" ]; then
+  [ "$(id -u)" = 0 ] || { log "building the rootfs needs root (debootstrap)"; exit 1; }
+  command -v debootstrap >/dev/null || { log "debootstrap is missing: apt-get install debootstrap (scripts/docker-setup.sh does)"; exit 1; }
+  url=$(mirror)
+  rootfs=$(mktemp -d "$cache/rootfs.XXXXXX")
+  trap 'rm -rf "$rootfs" "$tarball.tmp"' EXIT
+  log "debootstrap $suite from $url into $rootfs (about a minute)"
+  debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$url" >"$cache/debootstrap.log" 2>&1 || {
+    tail -n 30 "$cache/debootstrap.log" >&2
+    log "debootstrap failed (full log: $cache/debootstrap.log)"
+    exit 1
+  }
+  # Slim down and prepare the workspace; the sandbox runs `sleep infinity` under docker's init.
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* \
+    "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/* "$rootfs"/var/log/*.log
+  mkdir -p "$rootfs/workspace"
+  chmod 1777 "$rootfs/workspace"
+  tar -C "$rootfs" --numeric-owner -cf "$tarball.tmp" .
+  mv "$tarball.tmp" "$tarball"
+  rm -rf "$rootfs"
+  trap - EXIT
+  # Older tarballs of other script versions are of no further use.
+  find "$cache" -maxdepth 1 -name 'rootfs-*.tar' ! -name "$(basename "$tarball")" -delete
+fi
+
+log "importing $tarball as $repo:$tag"
+docker import \
+  --change 'WORKDIR /workspace' \
+  --change 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  --change 'CMD ["sleep","infinity"]' \
+  --change "LABEL org.opencontainers.image.source=sandgate/images/sandbox org.opencontainers.image.version=$tag" \
+  "$tarball" "$repo:$tag" >/dev/null
+docker tag "$repo:$tag" "$repo:latest"
+log "built $repo:$tag (tagged latest)"

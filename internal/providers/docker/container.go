@@ -1,0 +1,290 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"maps"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/pkg/jsonmessage"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
+)
+
+// containerSpec is everything a sandbox container is created from, and its hash.
+type containerSpec struct {
+	cfg  container.Config
+	hc   container.HostConfig
+	hash string
+}
+
+// spec maps the profile's block and pol onto a container configuration (seed-semantics §12):
+// `sleep infinity` under docker's init (which reaps zombies) with workdir /workspace;
+// no-new-privileges, every capability dropped and a pids limit always; egress deny → no
+// network; cpu → NanoCPUs; memory → Memory and MemorySwap equal (no swap); fs_allow_* →
+// read-only root file system with a volume at /workspace and a tmpfs at /tmp.
+func (p *Provider) spec(pol providers.Policy) containerSpec {
+	init := true
+	pids := p.cfg.PidsLimit
+	s := containerSpec{
+		cfg: container.Config{
+			Image:      p.cfg.Image,
+			Cmd:        []string{"sleep", "infinity"},
+			WorkingDir: Workspace,
+			User:       p.cfg.User,
+			Hostname:   "sandbox",
+			Env:        []string{"LANG=C.UTF-8"},
+		},
+		hc: container.HostConfig{
+			Init:        &init,
+			SecurityOpt: []string{"no-new-privileges"},
+			CapDrop:     []string{"ALL"},
+			Resources:   container.Resources{PidsLimit: &pids},
+		},
+	}
+	if rt := p.cfg.Runtime; rt != "" && rt != "docker" {
+		s.hc.Runtime = rt
+	}
+	if pol.NetworkEgress == providers.EgressDeny {
+		s.hc.NetworkMode = "none"
+	}
+	if pol.CPU > 0 {
+		s.hc.NanoCPUs = int64(pol.CPU * 1e9)
+	}
+	if pol.MemoryMB > 0 {
+		s.hc.Memory = int64(pol.MemoryMB) << 20
+		s.hc.MemorySwap = s.hc.Memory
+	}
+	if len(pol.FSAllowRead) > 0 || len(pol.FSAllowWrite) > 0 {
+		s.hc.ReadonlyRootfs = true
+		// A volume rather than a tmpfs: the archive API (file uploads and downloads) does not
+		// see into a tmpfs, and a read-only root file system refuses it everywhere else.
+		s.hc.Mounts = []mount.Mount{{Type: mount.TypeVolume, Target: Workspace}}
+		s.hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777"}
+	}
+	raw, _ := json.Marshal(struct {
+		C container.Config
+		H container.HostConfig
+	}{s.cfg, s.hc})
+	sum := sha256.Sum256(raw)
+	s.hash = hex.EncodeToString(sum[:8])
+	return s
+}
+
+// createContainer creates and starts a container of spec named name, with the provider's
+// labels plus extra; a missing image is pulled first unless the pull policy is never.
+func (p *Provider) createContainer(ctx context.Context, s containerSpec, name string, extra map[string]string) (string, error) {
+	cfg := s.cfg
+	cfg.Labels = map[string]string{LabelManagedBy: ManagedBy, LabelProfile: p.profile, LabelSpec: s.hash}
+	maps.Copy(cfg.Labels, extra)
+	hc := s.hc
+	resp, err := p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
+	if err != nil && cerrdefs.IsNotFound(err) {
+		if perr := p.pull(ctx); perr != nil {
+			return "", perr
+		}
+		resp, err = p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
+	}
+	if err != nil {
+		return "", p.engineErr(err, "creating a sandbox container from image '%s'", p.cfg.Image)
+	}
+	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		p.remove(resp.ID)
+		return "", p.engineErr(err, "starting a sandbox container from image '%s'", p.cfg.Image)
+	}
+	return resp.ID, nil
+}
+
+// pull fetches the profile's image (pull policy missing).
+func (p *Provider) pull(ctx context.Context) error {
+	if p.cfg.Pull == config.DockerPullNever {
+		return fault.New(fault.Provision, "%s: image '%s' is not on the Docker engine and docker.pull is never; pull or build it first (the default sandbox image: images/sandbox/build.sh)", TypeName, p.cfg.Image)
+	}
+	p.log.Info("pulling the sandbox image", "image", p.cfg.Image)
+	rc, err := p.cli.ImagePull(ctx, p.cfg.Image, image.PullOptions{})
+	if err == nil {
+		err = jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil)
+		_ = rc.Close()
+	}
+	if err != nil {
+		return fault.Wrap(fault.Provision, err, "%s: image '%s' is not on the Docker engine and pulling it failed (without a registry, build the default sandbox image with images/sandbox/build.sh)", TypeName, p.cfg.Image)
+	}
+	return nil
+}
+
+// unenforced lists the dimensions of pol that an existing container's configuration does
+// not enforce (attached profiles).
+func unenforced(ins container.InspectResponse, pol providers.Policy) []string {
+	var gaps []string
+	hc := ins.HostConfig
+	if hc == nil {
+		hc = &container.HostConfig{}
+	}
+	if pol.NetworkEgress != providers.EgressAllow && hc.NetworkMode != "none" {
+		gaps = append(gaps, "network_egress")
+	}
+	if (len(pol.FSAllowRead) > 0 || len(pol.FSAllowWrite) > 0) && !hc.ReadonlyRootfs {
+		gaps = append(gaps, "filesystem")
+	}
+	cpuOK := pol.CPU <= 0 || (hc.NanoCPUs > 0 && float64(hc.NanoCPUs) <= pol.CPU*1e9)
+	memOK := pol.MemoryMB <= 0 || (hc.Memory > 0 && hc.Memory <= int64(pol.MemoryMB)<<20)
+	if !cpuOK || !memOK {
+		gaps = append(gaps, "resources")
+	}
+	return gaps
+}
+
+// interpreters are the absolute paths of the programs executions run, found once per image.
+type interpreters struct {
+	python string
+	bash   string
+}
+
+// open opens a handle on running container ins.
+func (p *Provider) open(ctx context.Context, ins container.InspectResponse) (*Sandbox, error) {
+	in, err := p.interpreters(ctx, ins)
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{p: p, id: ins.ID, ws: workspaceOf(ins, p.isTarget(ins)), interp: in}, nil
+}
+
+// workspaceOf is a container's workspace: /workspace for sandboxes; for an attach_to target
+// its configured working folder, unless that is unset or /.
+func workspaceOf(ins container.InspectResponse, target bool) string {
+	if target && ins.Config != nil {
+		if wd := strings.TrimRight(ins.Config.WorkingDir, "/"); wd != "" {
+			return wd
+		}
+	}
+	return Workspace
+}
+
+// interpreters finds python3 and bash in the container's image (cached per image).
+func (p *Provider) interpreters(ctx context.Context, ins container.InspectResponse) (interpreters, error) {
+	key := ins.Image
+	if v, ok := p.interps.Load(key); ok {
+		return v.(interpreters), nil
+	}
+	const probe = `for c in python3 bash; do command -v "$c" || echo; done`
+	out, errOut, err := p.collect(ctx, ins.ID, []string{"/bin/sh", "-c", probe})
+	if err != nil {
+		return interpreters{}, err
+	}
+	lines := strings.Split(string(out), "\n")
+	for len(lines) < 2 {
+		lines = append(lines, "")
+	}
+	in := interpreters{python: strings.TrimSpace(lines[0]), bash: strings.TrimSpace(lines[1])}
+	if !strings.HasPrefix(in.python, "/") {
+		return interpreters{}, fault.New(fault.Provision, "%s: container '%s' (image '%s') has no python3 on its PATH; the docker provider needs it to run programs (%s)",
+			TypeName, ins.ID, ins.Config.Image, strings.TrimSpace(string(errOut)))
+	}
+	if !strings.HasPrefix(in.bash, "/") {
+		in.bash = "/bin/bash" // missing: executions of bash code fail with exit 127
+	}
+	p.interps.Store(key, in)
+	return in, nil
+}
+
+// collect runs cmd in container id with the sandbox user and returns its output.
+func (p *Provider) collect(ctx context.Context, id string, cmd []string) (stdout, stderr []byte, err error) {
+	ctx, cancel := context.WithTimeout(ctx, helperTimeout)
+	defer cancel()
+	resp, err := p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
+		User: p.cfg.User, AttachStdout: true, AttachStderr: true, WorkingDir: "/", Cmd: cmd,
+	})
+	if err != nil {
+		return nil, nil, p.execErr(err, id)
+	}
+	hr, err := p.cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, nil, p.execErr(err, id)
+	}
+	defer hr.Close()
+	var out, errOut limitedBuffer
+	out.max, errOut.max = 1<<20, 64<<10
+	done := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(&out, &errOut, hr.Reader)
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		hr.Close()
+		<-done
+		return nil, nil, ctx.Err()
+	}
+	return out.Bytes(), errOut.Bytes(), err
+}
+
+// execErr classifies an error of starting an exec in container id.
+func (p *Provider) execErr(err error, id string) error {
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, id)
+	case cerrdefs.IsConflict(err): // not running, paused or restarting
+		return fault.Wrap(fault.Gone, err, "%s: sandbox '%s' is not running", TypeName, id)
+	}
+	return p.engineErr(err, "running a program in sandbox '%s'", id)
+}
+
+// Names of containers: fresh sandboxes are sandgate-<profile>-<10 random hex>; ready
+// warm-pool containers sandgate-pool-<profile>-<10 random hex>; claimed ones
+// sandgate-<profile>-w<first 12 hex of the id> (see pool).
+const poolPrefix = "sandgate-pool-"
+
+// slug makes a profile name usable in a container name.
+func slug(profile string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(profile) {
+		switch {
+		case 'a' <= r && r <= 'z', '0' <= r && r <= '9', r == '_', r == '.', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+		if b.Len() >= 40 {
+			break
+		}
+	}
+	if b.Len() == 0 {
+		return "profile"
+	}
+	return b.String()
+}
+
+// primaryName is a container's name without the leading slash.
+func primaryName(names []string) string {
+	for _, n := range names {
+		n = strings.TrimPrefix(n, "/")
+		if !strings.Contains(n, "/") { // links look like /other/alias
+			return n
+		}
+	}
+	return ""
+}
+
+// claimedName is the name a pool container of id gets when claimed: the same for every
+// claimer.
+func claimedName(slug, id string) string {
+	return "sandgate-" + slug + "-w" + id[:12]
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,581 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
+)
+
+// TypeName is the provider's type name in profiles and the registry.
+const TypeName = "docker"
+
+// Workspace is the working folder of managed sandboxes; files are confined to it.
+const Workspace = "/workspace"
+
+// Labels set on every container the provider creates.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by" // always ManagedBy
+	LabelProfile   = "sandgate.profile"             // the profile's name
+	LabelOwner     = "sandgate.owner"               // the principal's subject (not on warm-pool containers)
+	LabelSpec      = "sandgate.spec"                // hash of the container's configuration
+	LabelPool      = "sandgate.pool"                // the profile, on warm-pool containers
+	ManagedBy      = "sandgate"
+)
+
+// Defaults of the Provider's tuning fields.
+const (
+	DefaultKillGrace          = 2 * time.Second
+	DefaultOrphanMinAge       = 10 * time.Minute
+	DefaultPoolRefillInterval = 30 * time.Second
+)
+
+// Provider is the docker provider. Build it with New (or Factory) and Close it when done; its
+// exported fields may be changed before its first use only.
+type Provider struct {
+	// KillGrace is how long the processes of a timed-out or cancelled execution have between
+	// SIGTERM and SIGKILL. Zero means DefaultKillGrace.
+	KillGrace time.Duration
+	// OrphanMinAge protects young containers from SweepOrphans, so that a sandbox whose
+	// session is not yet recorded survives (see SweepOrphans). Zero means DefaultOrphanMinAge.
+	OrphanMinAge time.Duration
+
+	profile  string
+	slug     string
+	cfg      config.Docker
+	policy   providers.Policy
+	attachTo string
+	cli      *client.Client
+	log      *slog.Logger
+	caps     providers.Capabilities
+
+	runtimeOK     atomic.Bool
+	warnAllowOnce sync.Once
+	interps       sync.Map // image ID → interpreters
+	pool          *pool
+	closeOnce     sync.Once
+	closed        atomic.Bool
+	connectMu     sync.Mutex
+	connected     atomic.Bool
+	sweepMu       sync.Mutex
+	orphanSince   map[string]time.Time // claimed pool containers first found unclaimed
+}
+
+var _ providers.Provider = (*Provider)(nil)
+
+// Options configure New.
+type Options struct {
+	// Profile is the profile's name: it labels containers and names warm-pool containers.
+	Profile string
+	// Config is the profile's docker block; zero fields take their defaults.
+	Config config.Docker
+	// Policy is the profile's policy; warm-pool containers are made for it (a Create with
+	// another policy never takes one).
+	Policy providers.Policy
+	// AttachTo is the container (id or name) an attached profile binds to; "" for managed
+	// profiles.
+	AttachTo string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// PoolRefillInterval is how often the warm pool is checked besides after each claim;
+	// zero means DefaultPoolRefillInterval.
+	PoolRefillInterval time.Duration
+}
+
+// Factory builds the provider of a profile whose type is docker from the profile's docker
+// block, for providers.Registry. A missing block is a fault.Config error (seed-semantics §6);
+// other errors are New's. The caller should Close the provider (it is an io.Closer) at
+// shutdown to stop its warm pool.
+func Factory(ctx providers.BuildContext) (providers.Provider, error) {
+	block := ctx.Config.Docker
+	if block == nil {
+		return nil, fault.New(fault.Config, "sandbox profile '%s' has type %s but no %s block", ctx.Profile, TypeName, TypeName)
+	}
+	opts := Options{Profile: ctx.Profile, Config: *block, Policy: profilePolicy(ctx.Config.Policy), Logger: ctx.Logger}
+	if ctx.Config.Environment == config.EnvironmentAttached {
+		opts.AttachTo = ctx.Config.AttachTo()
+	}
+	return New(opts)
+}
+
+// New builds the provider. It does not contact the engine (so a gateway starts while the
+// engine is down); the engine address is Config.Host, else DOCKER_HOST and the other
+// DOCKER_* variables, else the local socket, and the API version is negotiated. With a warm
+// pool configured, New starts the pool's refill goroutine, which Close stops.
+// Errors: fault.Config for an unusable engine address or a warm pool on an attached profile.
+func New(opts Options) (*Provider, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	cfg := opts.Config
+	if cfg.Image == "" {
+		cfg.Image = config.DefaultImage
+	}
+	if cfg.PidsLimit <= 0 {
+		cfg.PidsLimit = config.DefaultDockerPidsLimit
+	}
+	if cfg.Pull == "" {
+		cfg.Pull = config.DockerPullMissing
+	}
+	if opts.AttachTo == "" {
+		opts.AttachTo = cfg.AttachTo
+	}
+	cli, err := newClient(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	p := &Provider{
+		profile:  opts.Profile,
+		slug:     slug(opts.Profile),
+		cfg:      cfg,
+		policy:   opts.Policy,
+		attachTo: opts.AttachTo,
+		cli:      cli,
+		log:      logger,
+		caps: providers.Capabilities{
+			Isolation:        providers.IsolationContainer,
+			Shell:            true,
+			Languages:        []string{"python", "bash"},
+			Files:            true,
+			PackageInstall:   true,
+			Attach:           true,
+			Provisions:       true,
+			AttachesExternal: true,
+			PolicyNetwork:    true,
+			PolicyFilesystem: true,
+			PolicyResources:  true,
+		},
+	}
+	if w := cfg.WarmPool; w != nil && w.Size > 0 {
+		if p.attachTo != "" {
+			_ = cli.Close()
+			return nil, fault.New(fault.Config, "%s: profile '%s' is attached to '%s' and cannot have a warm pool", TypeName, opts.Profile, p.attachTo)
+		}
+		p.pool = newPool(p, w.Size, opts.PoolRefillInterval)
+	}
+	return p, nil
+}
+
+func newClient(host string) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fault.Wrap(fault.Config, err, "%s: engine address", TypeName)
+	}
+	return cli, nil
+}
+
+// connect negotiates the API version with the engine once, before any other call: the
+// client negotiates lazily otherwise, and its first concurrent requests race on the version
+// (it reads the version unlocked in some calls).
+func (p *Provider) connect(ctx context.Context) error {
+	if p.connected.Load() {
+		return nil
+	}
+	p.connectMu.Lock()
+	defer p.connectMu.Unlock()
+	if p.connected.Load() {
+		return nil
+	}
+	ping, err := p.cli.Ping(ctx)
+	if err != nil {
+		return p.engineErr(err, "connecting to the engine")
+	}
+	p.cli.NegotiateAPIVersionPing(ping)
+	p.connected.Store(true)
+	return nil
+}
+
+// Available reports whether a Docker engine answers at host ("" = DOCKER_HOST or the local
+// socket) within ctx (at most 3 s).
+func Available(ctx context.Context, host string) bool {
+	cli, err := newClient(host)
+	if err != nil {
+		return false
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err = cli.Ping(ctx)
+	return err == nil
+}
+
+// Type returns "docker".
+func (p *Provider) Type() string { return TypeName }
+
+// Capabilities: isolation container; shell; languages python and bash; files;
+// package_install; attach; provisions and attaches_external; network, filesystem and
+// resources policy. Not stateful, no user-mode principals (seed-semantics §12).
+func (p *Provider) Capabilities() providers.Capabilities {
+	c := p.caps
+	c.Languages = slices.Clone(p.caps.Languages)
+	return c
+}
+
+// Close stops the warm pool's refill goroutine and releases the engine client. Containers
+// are left alone (ready pool containers serve the next start; see DrainPool). Idempotent.
+func (p *Provider) Close() error {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		if p.pool != nil {
+			p.pool.stop()
+		}
+		_ = p.cli.Close()
+	})
+	return nil
+}
+
+// Create starts a new sandbox container for pol (see the package doc for its configuration),
+// taking a ready one from the warm pool when the profile has one made for pol. An attached
+// profile binds to its attach_to container instead and creates nothing.
+//
+// Errors: fault.Policy, before any engine call, for network_egress allowlist under strict
+// (and for an attached container whose configuration does not enforce pol, under strict);
+// fault.Config for an OCI runtime the engine does not have; fault.Gone for a missing attach_to
+// target; fault.Provision for any other failure (a missing image that cannot be pulled, an
+// engine that does not answer).
+func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if pol.NetworkEgress == providers.EgressAllowlist {
+		if pol.Strict {
+			return nil, fault.New(fault.Policy, "provider '%s' cannot enforce network_egress allowlist (profile '%s', strict): a container's egress is all or nothing; use deny or allow, or set strict: false", TypeName, p.profile)
+		}
+		p.warnAllowOnce.Do(func() {
+			p.log.Warn("docker cannot enforce network_egress allowlist; the sandboxes of this profile have unrestricted egress (strict is false)")
+		})
+	}
+	if err := p.connect(ctx); err != nil {
+		return nil, err
+	}
+	if p.attachTo != "" {
+		return p.bind(ctx, pol)
+	}
+	if err := p.checkRuntime(ctx); err != nil {
+		return nil, err
+	}
+	spec := p.spec(pol)
+	if p.pool != nil && spec.hash == p.pool.spec.hash {
+		if sb := p.pool.claim(ctx); sb != nil {
+			return sb, nil
+		}
+	}
+	labels := map[string]string{}
+	if pr.Subject != "" {
+		labels[LabelOwner] = pr.Subject
+	}
+	id, err := p.createContainer(ctx, spec, "sandgate-"+p.slug+"-"+randomHex(5), labels)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := p.openID(ctx, id)
+	if err != nil {
+		p.remove(id)
+		return nil, fault.Wrap(fault.Provision, err, "%s: the new sandbox container did not come up", TypeName)
+	}
+	p.log.Debug("sandbox created", "sandbox_id", id)
+	return sb, nil
+}
+
+// bind attaches to the profile's attach_to container (attached profiles).
+func (p *Provider) bind(ctx context.Context, pol providers.Policy) (providers.Sandbox, error) {
+	ins, err := p.cli.ContainerInspect(ctx, p.attachTo)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, fault.New(fault.Gone, "%s: attached container '%s' does not exist", TypeName, p.attachTo)
+		}
+		return nil, p.engineErr(err, "inspecting attached container '%s'", p.attachTo)
+	}
+	if gaps := unenforced(ins, pol); len(gaps) > 0 {
+		if pol.Strict {
+			return nil, fault.New(fault.Policy, "%s: attached container '%s' is not configured to enforce policy dimensions %v of profile '%s' (strict); reconfigure the container or relax the policy",
+				TypeName, p.attachTo, gaps, p.profile)
+		}
+		p.log.Warn("attached container does not enforce the profile's policy", "container", p.attachTo, "dimensions", gaps)
+	}
+	return p.openRunning(ctx, ins)
+}
+
+// Attach reconnects to sandbox id (a container id as returned by Sandbox.ID), starting it
+// when it is stopped and unpausing it when paused.
+//
+// Errors: fault.Gone when no container has that id, when it is neither managed by Sandgate
+// nor this profile's attach_to target, or when it is being removed; fault.Provision when it
+// cannot be started or the engine does not answer.
+func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+	if err := p.connect(ctx); err != nil {
+		return nil, err
+	}
+	ins, err := p.inspectSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return p.openRunning(ctx, ins)
+}
+
+// inspectSandbox inspects sandbox id and checks it is one this provider may use.
+func (p *Provider) inspectSandbox(ctx context.Context, id string) (container.InspectResponse, error) {
+	if id == "" {
+		return container.InspectResponse{}, fault.New(fault.Gone, "%s: no sandbox id", TypeName)
+	}
+	ins, err := p.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return ins, fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, id)
+		}
+		return ins, p.engineErr(err, "inspecting sandbox '%s'", id)
+	}
+	// Only full ids are handed out: a name or prefix that happens to resolve is not ours.
+	if ins.ID != id || (!managed(ins) && !p.isTarget(ins)) {
+		return ins, fault.New(fault.Gone, "%s: '%s' is not a sandbox of this provider", TypeName, id)
+	}
+	return ins, nil
+}
+
+// openRunning makes sure the container runs and opens a handle on it.
+func (p *Provider) openRunning(ctx context.Context, ins container.InspectResponse) (*Sandbox, error) {
+	st := ins.State
+	switch {
+	case st == nil:
+		return nil, fault.New(fault.Provision, "%s: container '%s' has no state", TypeName, ins.ID)
+	case st.Dead || st.Status == container.StateRemoving:
+		return nil, fault.New(fault.Gone, "%s: sandbox '%s' is being removed", TypeName, ins.ID)
+	case st.Paused:
+		if err := p.cli.ContainerUnpause(ctx, ins.ID); err != nil {
+			return nil, p.engineErr(err, "unpausing sandbox '%s'", ins.ID)
+		}
+	case !st.Running || st.Restarting:
+		p.log.Info("starting a stopped sandbox container", "sandbox_id", ins.ID)
+		if err := p.cli.ContainerStart(ctx, ins.ID, container.StartOptions{}); err != nil {
+			if cerrdefs.IsNotFound(err) {
+				return nil, fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, ins.ID)
+			}
+			return nil, p.engineErr(err, "starting sandbox '%s'", ins.ID)
+		}
+	}
+	return p.open(ctx, ins)
+}
+
+// openID inspects a container this provider just made and opens it.
+func (p *Provider) openID(ctx context.Context, id string) (*Sandbox, error) {
+	ins, err := p.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if ins.State == nil || !ins.State.Running {
+		return nil, errors.New("the container is not running")
+	}
+	return p.open(ctx, ins)
+}
+
+// Destroy removes sandbox id (forcefully, with its anonymous volumes). It is idempotent and
+// conservative: an unknown id, a container without Sandgate's managed-by label and the
+// profile's attach_to target are left alone (nil error).
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	if err := p.connect(ctx); err != nil {
+		return err
+	}
+	ins, err := p.cli.ContainerInspect(ctx, id)
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return nil
+	case err != nil:
+		return p.engineErr(err, "inspecting sandbox '%s'", id)
+	case ins.ID != id, p.isTarget(ins), !managed(ins):
+		p.log.Debug("destroy ignored: not a sandbox this provider removes", "sandbox_id", id)
+		return nil
+	}
+	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+		if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) { // gone, or already being removed
+			return nil
+		}
+		return p.engineErr(err, "removing sandbox '%s'", id)
+	}
+	p.log.Debug("sandbox destroyed", "sandbox_id", id)
+	return nil
+}
+
+// remove removes container id, best effort, with a fresh context.
+func (p *Provider) remove(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		p.log.Warn("removing a container failed", "container", id, "err", err)
+	}
+}
+
+// SweepOrphans removes this profile's sandbox containers that keep does not claim: every
+// container labelled managed-by sandgate and with this profile's label, except ready warm-pool
+// containers, ones keep(id) returns true for, and young ones: a container created less than
+// OrphanMinAge ago is left alone (its session may not be recorded yet). A container claimed
+// from the warm pool carries no claim time (labels cannot change and it must keep its claim
+// name), so it counts as orphaned from the first sweep of this provider that found it
+// unclaimed, and is removed by a later sweep at least OrphanMinAge after that. It returns the
+// ids it removed; removal failures are joined into the error while the sweep goes on.
+//
+// Call it with the sandbox ids of every live session of the profile, periodically from one
+// replica; a gateway restart does not need it to find its sandboxes (Attach reconnects by id).
+func (p *Provider) SweepOrphans(ctx context.Context, keep func(id string) bool) ([]string, error) {
+	if err := p.connect(ctx); err != nil {
+		return nil, err
+	}
+	list, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", LabelManagedBy+"="+ManagedBy),
+		filters.Arg("label", LabelProfile+"="+p.profile),
+	)})
+	if err != nil {
+		return nil, p.engineErr(err, "listing sandbox containers")
+	}
+	p.sweepMu.Lock()
+	defer p.sweepMu.Unlock()
+	if p.orphanSince == nil {
+		p.orphanSince = map[string]time.Time{}
+	}
+	now := time.Now()
+	unclaimed := map[string]bool{}
+	var removed []string
+	var errs []error
+	for _, c := range list {
+		name := primaryName(c.Names)
+		_, pooled := c.Labels[LabelPool]
+		if (pooled && strings.HasPrefix(name, poolPrefix)) || keep(c.ID) {
+			continue
+		}
+		since := time.Unix(c.Created, 0)
+		if pooled {
+			unclaimed[c.ID] = true
+			first, ok := p.orphanSince[c.ID]
+			if !ok {
+				p.orphanSince[c.ID] = now
+				continue
+			}
+			since = first
+		}
+		if now.Sub(since) < p.orphanMinAge() {
+			continue
+		}
+		if err := p.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing orphan %s: %w", c.ID, err))
+			continue
+		}
+		delete(unclaimed, c.ID)
+		p.log.Info("removed an orphaned sandbox container", "sandbox_id", c.ID, "name", name)
+		removed = append(removed, c.ID)
+	}
+	for id := range p.orphanSince {
+		if !unclaimed[id] {
+			delete(p.orphanSince, id)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// checkRuntime makes sure the configured OCI runtime is installed (once per provider).
+func (p *Provider) checkRuntime(ctx context.Context) error {
+	rt := p.cfg.Runtime
+	if rt == "" || rt == "docker" || p.runtimeOK.Load() {
+		return nil
+	}
+	info, err := p.cli.Info(ctx)
+	if err != nil {
+		return p.engineErr(err, "asking the engine for its runtimes")
+	}
+	if _, ok := info.Runtimes[rt]; !ok {
+		names := make([]string, 0, len(info.Runtimes))
+		for n := range info.Runtimes {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return fault.New(fault.Config, "%s: OCI runtime '%s' (profile '%s') is not installed on the Docker engine; installed runtimes: [%s]",
+			TypeName, rt, p.profile, strings.Join(names, ", "))
+	}
+	p.runtimeOK.Store(true)
+	return nil
+}
+
+// isTarget reports whether ins is the profile's attach_to container.
+func (p *Provider) isTarget(ins container.InspectResponse) bool {
+	t := p.attachTo
+	if t == "" {
+		return false
+	}
+	return ins.ID == t || strings.TrimPrefix(ins.Name, "/") == strings.TrimPrefix(t, "/") ||
+		(len(t) >= 12 && strings.HasPrefix(ins.ID, t))
+}
+
+func managed(ins container.InspectResponse) bool {
+	return ins.Config != nil && ins.Config.Labels[LabelManagedBy] == ManagedBy
+}
+
+// engineErr classifies an engine error: an unreachable engine and anything unexpected are
+// fault.Provision.
+func (p *Provider) engineErr(err error, format string, args ...any) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if client.IsErrConnectionFailed(err) {
+		return fault.Wrap(fault.Provision, err, "%s: the Docker engine does not answer (%s)", TypeName, fmt.Sprintf(format, args...))
+	}
+	return fault.Wrap(fault.Provision, err, "%s: %s", TypeName, fmt.Sprintf(format, args...))
+}
+
+func (p *Provider) killGrace() time.Duration {
+	if p.KillGrace > 0 {
+		return p.KillGrace
+	}
+	return DefaultKillGrace
+}
+
+func (p *Provider) orphanMinAge() time.Duration {
+	if p.OrphanMinAge > 0 {
+		return p.OrphanMinAge
+	}
+	return DefaultOrphanMinAge
+}
+
+// profilePolicy converts a profile's policy block the way the domain does.
+func profilePolicy(c config.Policy) providers.Policy {
+	pol := providers.Policy{
+		NetworkEgress: c.NetworkEgress, NetworkAllow: c.NetworkAllow,
+		FSAllowRead: c.FSAllowRead, FSAllowWrite: c.FSAllowWrite,
+		Timeout: time.Duration(config.DefaultPolicyTimeout * float64(time.Second)), Strict: true,
+	}
+	if pol.NetworkEgress == "" {
+		pol.NetworkEgress = providers.EgressAllow
+	}
+	if c.CPU != nil {
+		pol.CPU = *c.CPU
+	}
+	if c.MemoryMB != nil {
+		pol.MemoryMB = *c.MemoryMB
+	}
+	if c.Timeout != nil {
+		pol.Timeout = time.Duration(*c.Timeout * float64(time.Second))
+	}
+	if c.Strict != nil {
+		pol.Strict = *c.Strict
+	}
+	return pol
+}

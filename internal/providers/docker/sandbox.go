@@ -1,0 +1,371 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
+)
+
+// Sandbox is a handle on one sandbox container. It holds no engine resources of its own and is
+// safe for concurrent use.
+type Sandbox struct {
+	p      *Provider
+	id     string // the container's full id
+	ws     string // the workspace inside the container
+	interp interpreters
+	closed atomic.Bool
+}
+
+var _ providers.Sandbox = (*Sandbox)(nil)
+
+// ID returns the container's full id.
+func (s *Sandbox) ID() string { return s.id }
+
+// Workspace returns the folder inside the container that files are confined to.
+func (s *Sandbox) Workspace() string { return s.ws }
+
+// Close marks the handle closed; the container keeps running for a later Attach
+// (seed-semantics §3). Idempotent; other methods of a closed handle return fault.Conflict.
+func (s *Sandbox) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+func (s *Sandbox) usable() error {
+	if s.closed.Load() {
+		return fault.New(fault.Conflict, "%s: the handle on sandbox '%s' is closed", TypeName, s.id)
+	}
+	return nil
+}
+
+// spoolMemory is how much of an upload is held in memory before it is spooled to a file.
+const spoolMemory = 1 << 20
+
+// WriteFile streams r into workspace path p, creating parent folders (as the sandbox user).
+// The upload is first spooled on the gateway (memory, then a temporary file) up to maxBytes,
+// then copied with the archive API into a hidden temporary file next to the target, which is
+// renamed into place; so an oversized or broken upload never reaches the container and a
+// failed copy leaves nothing behind. The file gets mode 0644 and replaces a file or symlink of
+// that name. maxBytes < 0 means no limit.
+//
+// Errors: fault.Policy when p escapes the workspace (also through symlinks, resolved inside
+// the container), fault.Conflict when p is a folder or a parent is a file, fault.TooLarge
+// beyond maxBytes, ctx.Err(), r's error (wrapped).
+func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
+	clean, err := providers.CleanPath(p)
+	if err != nil {
+		return 0, err
+	}
+	if clean == "." {
+		return 0, fault.New(fault.Conflict, "path '%s' is the workspace folder, not a file", p)
+	}
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	sp, err := spoolUpload(ctx, r, maxBytes, p)
+	if err != nil {
+		return 0, err
+	}
+	defer sp.close()
+
+	rep, err := s.helper(ctx, "prepare", s.ws, clean)
+	if err != nil {
+		return 0, err
+	}
+	if err := pathStatus(rep[0], p); err != nil {
+		return 0, err
+	}
+	if len(rep) < 3 {
+		return 0, fmt.Errorf("%s: malformed reply of the sandbox helper (prepare)", TypeName)
+	}
+	parent, tmp := rep[1], rep[2]
+	if err := s.copyIn(ctx, parent, tmp, sp); err != nil {
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), helperTimeout)
+		defer cancel()
+		_, _ = s.helper(bg, "abort", parent, tmp)
+		return 0, err
+	}
+	rep, err = s.helper(ctx, "commit", s.ws, parent, tmp, path.Base(clean))
+	if err != nil {
+		return 0, err
+	}
+	if err := pathStatus(rep[0], p); err != nil {
+		return 0, err
+	}
+	return sp.n, nil
+}
+
+// copyIn copies the spooled upload into folder parent of the container as file name.
+func (s *Sandbox) copyIn(ctx context.Context, parent, name string, sp *spool) error {
+	pr, pw := io.Pipe()
+	wrote := make(chan error, 1)
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: sp.n, ModTime: time.Now()}
+	uid, gid, numeric := numericUser(s.p.cfg.User)
+	hdr.Uid, hdr.Gid = uid, gid
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := tw.WriteHeader(hdr)
+		if err == nil {
+			_, err = io.Copy(tw, sp.reader())
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		_ = pw.CloseWithError(err)
+		wrote <- err
+	}()
+	// A user given by name: the engine looks it up in the container's passwd and group files.
+	// By number (which such files need not list): the numbers go in the archive.
+	opts := container.CopyToContainerOptions{CopyUIDGID: s.p.cfg.User != "" && !numeric}
+	err := s.p.cli.CopyToContainer(ctx, s.id, parent, pr, opts)
+	_ = pr.CloseWithError(errors.New("copy ended"))
+	werr := <-wrote
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, s.id)
+		}
+		return s.p.engineErr(err, "copying a file into sandbox '%s'", s.id)
+	}
+	if werr != nil {
+		return fmt.Errorf("%s: copying a file into sandbox '%s': %w", TypeName, s.id, werr)
+	}
+	return nil
+}
+
+// ReadFile opens workspace path p for reading through the archive API; symlinks are followed
+// while they stay in the workspace. The caller closes the reader; it stays valid after Close
+// of the handle.
+//
+// Errors: fault.Policy when p escapes the workspace, fault.NotFound when it does not exist,
+// fault.Conflict when it is a folder or not a regular file.
+func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	clean, err := providers.CleanPath(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	rep, err := s.helper(ctx, "stat", s.ws, clean)
+	if err != nil {
+		return nil, err
+	}
+	if err := pathStatus(rep[0], p); err != nil {
+		return nil, err
+	}
+	if len(rep) < 2 {
+		return nil, fmt.Errorf("%s: malformed reply of the sandbox helper (stat)", TypeName)
+	}
+	rc, _, err := s.p.cli.CopyFromContainer(ctx, s.id, rep[1])
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, fault.New(fault.NotFound, "no file '%s' in the sandbox workspace", p)
+		}
+		return nil, s.p.engineErr(err, "reading '%s' from sandbox '%s'", p, s.id)
+	}
+	tr := tar.NewReader(rc)
+	hdr, err := tr.Next()
+	if err != nil {
+		_ = rc.Close()
+		return nil, fmt.Errorf("%s: reading '%s' from sandbox '%s': %w", TypeName, p, s.id, err)
+	}
+	if hdr.Typeflag != tar.TypeReg {
+		_ = rc.Close()
+		return nil, fault.New(fault.Conflict, "path '%s' is not a regular file", p)
+	}
+	return &tarFile{r: io.LimitReader(tr, hdr.Size), c: rc}, nil
+}
+
+type tarFile struct {
+	r io.Reader
+	c io.Closer
+}
+
+func (t *tarFile) Read(b []byte) (int, error) { return t.r.Read(b) }
+func (t *tarFile) Close() error               { return t.c.Close() }
+
+// ListFiles lists workspace folder dir ("" or "." for the workspace), sorted by name. Entries
+// describe themselves (lstat, taken inside the container): a symlink is reported as
+// providers.FileSymlink and not followed.
+//
+// Errors: fault.Policy when dir escapes the workspace, fault.NotFound when it does not exist,
+// fault.Conflict when it is not a folder.
+func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileInfo, error) {
+	clean, err := providers.CleanPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	rep, err := s.helper(ctx, "list", s.ws, clean)
+	if err != nil {
+		return nil, err
+	}
+	if err := pathStatus(rep[0], dir); err != nil {
+		return nil, err
+	}
+	rec := rep[1:]
+	if len(rec)%5 != 0 {
+		return nil, fmt.Errorf("%s: malformed reply of the sandbox helper (list)", TypeName)
+	}
+	out := make([]providers.FileInfo, 0, len(rec)/5)
+	for i := 0; i < len(rec); i += 5 {
+		size, _ := strconv.ParseInt(rec[i+1], 10, 64)
+		mode, _ := strconv.ParseUint(rec[i+2], 10, 32)
+		mtime, _ := strconv.ParseInt(rec[i+3], 10, 64)
+		name := rec[i+4]
+		rel := name
+		if clean != "." {
+			rel = clean + "/" + name
+		}
+		out = append(out, providers.FileInfo{
+			Name: name, Path: rel, Type: fileType(rec[i]), Size: size,
+			Mode: fs.FileMode(mode).Perm(), ModTime: time.Unix(0, mtime),
+		})
+	}
+	slices.SortFunc(out, func(a, b providers.FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func fileType(t string) providers.FileType {
+	switch t {
+	case "f":
+		return providers.FileRegular
+	case "d":
+		return providers.FileDir
+	case "l":
+		return providers.FileSymlink
+	}
+	return providers.FileOther
+}
+
+// RemoveFile removes the file, symlink (not its target) or empty folder at workspace path p.
+// A missing path is not an error.
+//
+// Errors: fault.Policy when p escapes the workspace, fault.Conflict for the workspace itself
+// or a folder that is not empty.
+func (s *Sandbox) RemoveFile(ctx context.Context, p string) error {
+	clean, err := providers.CleanPath(p)
+	if err != nil {
+		return err
+	}
+	if clean == "." {
+		return fault.New(fault.Conflict, "the workspace folder itself cannot be removed")
+	}
+	if err := s.usable(); err != nil {
+		return err
+	}
+	rep, err := s.helper(ctx, "remove", s.ws, clean)
+	if err != nil {
+		return err
+	}
+	return pathStatus(rep[0], p)
+}
+
+// spool holds an upload: in memory up to spoolMemory, else in a temporary file.
+type spool struct {
+	mem  []byte
+	file *os.File
+	n    int64
+}
+
+// spoolUpload reads r to its end, at most maxBytes (< 0: no limit).
+func spoolUpload(ctx context.Context, r io.Reader, maxBytes int64, p string) (*spool, error) {
+	limit := int64(math.MaxInt64)
+	if maxBytes >= 0 && maxBytes < math.MaxInt64 {
+		limit = maxBytes + 1 // one more byte tells "too large" from "exactly the limit"
+	}
+	src := &io.LimitedReader{R: ctxReader{ctx: ctx, r: r}, N: limit}
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(src, spoolMemory+1))
+	sp := &spool{}
+	if err == nil && n > spoolMemory {
+		sp.file, err = os.CreateTemp("", "sandgate-upload-*")
+		if err == nil {
+			_ = os.Remove(sp.file.Name()) // unlinked: nothing left behind whatever happens
+			var m int64
+			if _, err = sp.file.Write(buf.Bytes()); err == nil {
+				m, err = io.Copy(sp.file, src)
+				n += m
+			}
+		}
+		buf = bytes.Buffer{}
+	}
+	sp.mem, sp.n = buf.Bytes(), n
+	switch {
+	case err != nil && ctx.Err() != nil:
+		sp.close()
+		return nil, ctx.Err()
+	case err != nil:
+		sp.close()
+		return nil, fmt.Errorf("reading the upload of '%s': %w", p, err)
+	case maxBytes >= 0 && n > maxBytes:
+		sp.close()
+		return nil, fault.New(fault.TooLarge, "file '%s' is larger than the limit of %d bytes", p, maxBytes)
+	}
+	return sp, nil
+}
+
+func (sp *spool) reader() io.Reader {
+	if sp.file != nil {
+		return io.NewSectionReader(sp.file, 0, sp.n)
+	}
+	return bytes.NewReader(sp.mem)
+}
+
+func (sp *spool) close() {
+	if sp.file != nil {
+		_ = sp.file.Close()
+	}
+}
+
+// ctxReader stops reading once ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(b)
+}
+
+// numericUser parses a user given as "uid" or "uid:gid"; a bare uid gets group 0, as the
+// runtime gives a uid its passwd file does not list.
+func numericUser(user string) (uid, gid int, ok bool) {
+	u, g, hasGroup := strings.Cut(user, ":")
+	uid, err := strconv.Atoi(u)
+	if err != nil || uid < 0 {
+		return 0, 0, false
+	}
+	if hasGroup {
+		if gid, err = strconv.Atoi(g); err != nil || gid < 0 {
+			return 0, 0, false
+		}
+	}
+	return uid, gid, true
+}

@@ -1,0 +1,135 @@
+package docker
+
+import (
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
+)
+
+func testProvider(t *testing.T, cfg config.Docker) *Provider {
+	t.Helper()
+	p, err := New(Options{Profile: "Unit Test/Profile", Config: cfg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func TestSpecMapsPolicy(t *testing.T) {
+	p := testProvider(t, config.Docker{Runtime: "runsc", User: "1000:1000", PidsLimit: 99})
+	base := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
+	assert.Equal(t, []string{"sleep", "infinity"}, []string(base.cfg.Cmd))
+	assert.Equal(t, Workspace, base.cfg.WorkingDir)
+	assert.Equal(t, config.DefaultImage, base.cfg.Image, "the production default stays")
+	assert.Equal(t, "1000:1000", base.cfg.User)
+	assert.True(t, *base.hc.Init)
+	assert.Equal(t, []string{"no-new-privileges"}, base.hc.SecurityOpt)
+	assert.Equal(t, []string{"ALL"}, []string(base.hc.CapDrop))
+	assert.Empty(t, base.hc.CapAdd)
+	assert.Equal(t, int64(99), *base.hc.PidsLimit)
+	assert.Equal(t, "runsc", base.hc.Runtime)
+	assert.Empty(t, string(base.hc.NetworkMode))
+	assert.False(t, base.hc.ReadonlyRootfs)
+	assert.Zero(t, base.hc.Memory)
+
+	full := p.spec(providers.Policy{NetworkEgress: providers.EgressDeny, CPU: 1.5, MemoryMB: 256, FSAllowRead: []string{"/data"}})
+	assert.Equal(t, container.NetworkMode("none"), full.hc.NetworkMode)
+	assert.Equal(t, int64(1.5e9), full.hc.NanoCPUs)
+	assert.Equal(t, int64(256<<20), full.hc.Memory)
+	assert.Equal(t, full.hc.Memory, full.hc.MemorySwap)
+	assert.True(t, full.hc.ReadonlyRootfs)
+	assert.Equal(t, []mount.Mount{{Type: mount.TypeVolume, Target: Workspace}}, full.hc.Mounts)
+	assert.Contains(t, full.hc.Tmpfs, "/tmp")
+	assert.NotEqual(t, base.hash, full.hash, "the hash tells configurations apart")
+	assert.Equal(t, base.hash, p.spec(providers.Policy{NetworkEgress: providers.EgressAllow, Timeout: 5}).hash, "the timeout is no part of a container")
+
+	d := testProvider(t, config.Docker{Runtime: "docker"})
+	assert.Empty(t, d.spec(providers.Policy{}).hc.Runtime, "docker means the engine's default runtime")
+	assert.Equal(t, int64(config.DefaultDockerPidsLimit), *d.spec(providers.Policy{}).hc.PidsLimit)
+}
+
+func TestCapabilities(t *testing.T) {
+	c := testProvider(t, config.Docker{}).Capabilities()
+	assert.Equal(t, providers.IsolationContainer, c.Isolation)
+	assert.True(t, c.Shell && c.Files && c.PackageInstall && c.Attach && c.Provisions && c.AttachesExternal)
+	assert.True(t, c.PolicyNetwork && c.PolicyFilesystem && c.PolicyResources)
+	assert.False(t, c.Stateful || c.PrincipalUser)
+	assert.Equal(t, []string{"python", "bash"}, c.Languages)
+}
+
+func TestFactory(t *testing.T) {
+	_, err := Factory(providers.BuildContext{Profile: "p", Config: config.Profile{Type: TypeName}})
+	require.True(t, fault.IsKind(err, fault.Config), "a missing block: %v", err)
+
+	prov, err := Factory(providers.BuildContext{Profile: "p", Config: config.Profile{
+		Type: TypeName, Environment: config.EnvironmentAttached, Params: map[string]any{"attach_to": "box"},
+		ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{}},
+	}})
+	require.NoError(t, err)
+	defer prov.(*Provider).Close()
+	assert.Equal(t, "box", prov.(*Provider).attachTo, "attach_to from params")
+
+	_, err = Factory(providers.BuildContext{Profile: "p", Config: config.Profile{
+		Type: TypeName, Environment: config.EnvironmentAttached,
+		ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{AttachTo: "box", WarmPool: &config.DockerWarmPool{Size: 2}}},
+	}})
+	require.True(t, fault.IsKind(err, fault.Config), "a pool on an attached profile: %v", err)
+}
+
+func TestUnenforced(t *testing.T) {
+	ins := container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{HostConfig: &container.HostConfig{}}}
+	pol := providers.Policy{NetworkEgress: providers.EgressDeny, MemoryMB: 64, CPU: 1, FSAllowWrite: []string{"/x"}}
+	assert.Equal(t, []string{"network_egress", "filesystem", "resources"}, unenforced(ins, pol))
+	ins.HostConfig.NetworkMode = "none"
+	ins.HostConfig.ReadonlyRootfs = true
+	ins.HostConfig.Memory = 32 << 20
+	ins.HostConfig.NanoCPUs = 5e8
+	assert.Empty(t, unenforced(ins, pol))
+	ins.HostConfig.Memory = 128 << 20
+	assert.Equal(t, []string{"resources"}, unenforced(ins, pol), "a looser limit does not enforce the policy")
+}
+
+func TestNames(t *testing.T) {
+	assert.Equal(t, "unit-test-profile", slug("Unit Test/Profile"))
+	assert.Equal(t, "profile", slug(""))
+	assert.LessOrEqual(t, len(slug(string(make([]byte, 100)))), 41)
+	id := "0123456789abcdef0123"
+	assert.Equal(t, "sandgate-p-w0123456789ab", claimedName("p", id))
+	assert.Equal(t, "a", primaryName([]string{"/other/alias", "/a"}))
+	for user, want := range map[string][3]int{"1000": {1000, 0, 1}, "1000:2000": {1000, 2000, 1}, "app": {0, 0, 0}, "1000:staff": {0, 0, 0}} {
+		uid, gid, ok := numericUser(user)
+		okInt := 0
+		if ok {
+			okInt = 1
+		}
+		assert.Equal(t, want, [3]int{uid, gid, okInt}, user)
+	}
+}
+
+func TestPreambleAndHelpers(t *testing.T) {
+	var out limitedBuffer
+	out.max = 100
+	pre := &preamble{w: &out}
+	_, _ = pre.Write([]byte{0})
+	_, _ = pre.Write([]byte("hello"))
+	assert.True(t, pre.started)
+	assert.False(t, pre.failed)
+	assert.Equal(t, "hello", out.String())
+
+	pre = &preamble{w: &out}
+	_, _ = pre.Write([]byte("\x01escape"))
+	assert.True(t, pre.failed)
+	assert.Equal(t, "escape", pre.status())
+	assert.True(t, fault.IsKind(dirStatus("escape", "x"), fault.Policy))
+	assert.True(t, fault.IsKind(dirStatus("notfound", "x"), fault.NotFound))
+	assert.True(t, fault.IsKind(dirStatus("notdir", "x"), fault.Validation))
+	assert.True(t, fault.IsKind(pathStatus("isdir", "x"), fault.Conflict))
+	assert.NoError(t, pathStatus("ok", "x"))
+	assert.Equal(t, "SIGKILL", signalName(9))
+}
