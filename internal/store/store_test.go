@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/store"
@@ -161,4 +162,37 @@ func TestLostTasksAndSessionLock(t *testing.T) {
 	unlock, err = st.LockSession(ctx, "s2")
 	require.NoError(t, err)
 	unlock()
+}
+
+func TestBeginAttemptOnlyTakesOverFromDeadRunners(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.Store(t)
+	now := time.Now()
+	stale := now.Add(-time.Minute)
+	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "alice"}, now)
+	require.NoError(t, err)
+	_, err = st.CreateQueuedTask(ctx, store.Task{ID: "q1", SessionID: "s", OwnerID: p.ID, Profile: "default", Operation: "execute_command", Status: "pending", SubmittedAt: now},
+		func(context.Context, pgx.Tx, int64) error { return nil })
+	require.NoError(t, err)
+	require.NoError(t, st.Heartbeat(ctx, "a", "h", now))
+	require.NoError(t, st.Heartbeat(ctx, "b", "h", now))
+
+	n, err := st.BeginAttempt(ctx, "q1", "a", now, stale)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = st.BeginAttempt(ctx, "q1", "a", now, stale)
+	require.ErrorIs(t, err, store.ErrTaskHeld, "a redelivery to the runner already running it")
+	_, err = st.BeginAttempt(ctx, "q1", "b", now, stale)
+	require.ErrorIs(t, err, store.ErrTaskHeld, "another live runner holds it")
+
+	require.NoError(t, st.Heartbeat(ctx, "a", "h", now.Add(-2*time.Minute))) // a goes silent
+	n, err = st.BeginAttempt(ctx, "q1", "b", now, stale)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+
+	_, err = st.FinishTask(ctx, "q1", store.Completion{Status: "succeeded"}, now, time.Hour)
+	require.NoError(t, err)
+	_, err = st.BeginAttempt(ctx, "q1", "c", now, stale)
+	require.ErrorIs(t, err, store.ErrNotFound)
 }

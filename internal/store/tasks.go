@@ -79,15 +79,16 @@ func (st *Store) CreateQueuedTask(ctx context.Context, t Task, enqueue func(ctx 
 var ErrTaskHeld = errors.New("store: task is running on a live runner")
 
 // BeginAttempt claims unfinished task id for runnerID and counts one more started execution.
-// A task running on another runner whose heartbeat is newer than staleBefore is not taken
-// (ErrTaskHeld): redelivery only takes over from a dead runner. A finished task: ErrNotFound.
+// A task already running — on this runner, or on another whose heartbeat is newer than
+// staleBefore — is not taken (ErrTaskHeld): a redelivery only takes over from a dead runner.
+// A finished task: ErrNotFound.
 func (st *Store) BeginAttempt(ctx context.Context, id, runnerID string, now, staleBefore time.Time) (int, error) {
 	var attempts int
 	err := st.pool.QueryRow(ctx, `
 UPDATE tasks t SET attempts = attempts + 1, runner_id = $2, status = 'running', started_at = COALESCE(started_at, $3)
  WHERE id = $1 AND finished_at IS NULL
-   AND (t.runner_id = '' OR t.runner_id = $2
-        OR NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $4))
+   AND (t.runner_id = '' -- never started
+        OR (t.runner_id <> $2 AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $4)))
 RETURNING attempts`, id, runnerID, now, staleBefore).Scan(&attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var finished bool
