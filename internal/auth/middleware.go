@@ -43,6 +43,7 @@ func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter, opt
 			if err == nil {
 				var p principal.Principal
 				p, err = a.Authenticate(r.Context(), raw)
+				p.Token = raw // for providers exchanging the caller's own token; never logged
 				if err == nil && resolved != nil {
 					p, err = resolved(r.Context(), p)
 					if err != nil {

@@ -24,6 +24,10 @@ type Principal struct {
 	Email       string
 	Groups      []string
 	Credentials Credentials
+	// Token is the caller's raw bearer token (an OIDC JWT), set by the auth middleware for
+	// the request's own use (ec2_ssm web identity). A secret: never log, persist or serialise
+	// it (json:"-" keeps it off the queue wire).
+	Token string `json:"-"`
 	// Admin: member of one of auth.admin_groups.
 	Admin       bool
 	FirstSeenAt time.Time

@@ -50,12 +50,16 @@ type Principal struct {
 	Credentials Credentials
 }
 
-// Credentials are user-mode identity inputs. None of them is a secret.
+// Credentials are user-mode identity inputs. Only WebIdentityToken is a secret.
 type Credentials struct {
 	User    string   // Kubernetes user to impersonate (default: Subject)
 	Groups  []string // Kubernetes groups to impersonate (default: Principal.Groups)
 	RoleARN string   // AWS role to assume
 	RunAs   string   // OS user to run commands as
+	// WebIdentityToken is the caller's own OIDC token, for providers that exchange it
+	// (ec2_ssm web_identity: AssumeRoleWithWebIdentity). A secret: never log or persist it.
+	// Empty when the execution does not carry it (queued executions).
+	WebIdentityToken string `json:"-"`
 }
 
 // Network egress modes of a Policy.
