@@ -24,3 +24,9 @@ check-generate: generate
 
 vet:
 	$(GO) vet ./...
+
+.PHONY: bench
+## bench: end-to-end benchmarks (real gateway, throwaway Postgres, local + docker providers);
+## prints a table and writes bench/results/latest.json. See docs/benchmarks.md.
+bench:
+	nice -n 10 $(GO) run ./bench -out bench/results/latest.json
