@@ -24,6 +24,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
+	"github.com/sandgate/sandgate/internal/providers/kubernetes"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
@@ -46,6 +47,7 @@ func registry() *providers.Registry {
 	r.Register(local.TypeName, local.Factory)
 	r.Register(docker.TypeName, docker.Factory)
 	r.Register(ec2ssm.TypeName, ec2ssm.Factory)
+	r.Register(kubernetes.TypeName, kubernetes.Factory)
 	return r
 }
 
@@ -195,7 +197,7 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		}
 	}
 
-	st, err := store.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns)
+	st, err := store.OpenWithLocks(ctx, cfg.Database.URL, cfg.Database.MaxConns, cfg.Database.MaxLockConns)
 	if err != nil {
 		return err
 	}

@@ -576,3 +576,29 @@ func TestDestroyStopsRunningWork(t *testing.T) {
 	require.Equal(t, "cancelled", e.waitTask(tok, tid)["status"])
 	requireProblem(t, e.do(tok, "GET", "/v1/sessions/"+id, nil), 404, "not-found")
 }
+
+// TestManyConcurrentExecutionsOnASmallPool guards against a deadlock found by the benchmark:
+// session locks once held query-pool connections, so max_conns concurrent executions starved
+// the queries their own executions needed.
+func TestManyConcurrentExecutionsOnASmallPool(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{conns: 4})
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok := e.token(fmt.Sprintf("user%d", i))
+			r := e.do(tok, "POST", "/v1/sessions/default/commands", map[string]any{"command": "sleep 0.3; echo ok"})
+			require.Equal(t, 200, r.Status, "body: %s", r.Body)
+			require.Equal(t, "ok\n", r.JSON(t)["stdout"])
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("concurrent executions deadlocked")
+	}
+}

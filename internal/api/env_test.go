@@ -46,6 +46,7 @@ type envOpts struct {
 	trust   string // also trust this issuer (another replica's dev issuer)
 	workdir string // share a sandboxes folder with another replica
 	queue   bool   // queue flavor over the in_memory transport (this process is the worker)
+	conns   int32  // query pool size (default 20)
 	config  func(*config.Config)
 }
 
@@ -56,7 +57,10 @@ func newEnv(t *testing.T, o envOpts) *testEnv {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	st, err := store.Open(ctx, o.dbURL, 20)
+	if o.conns == 0 {
+		o.conns = 20
+	}
+	st, err := store.Open(ctx, o.dbURL, o.conns)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 

@@ -10,12 +10,14 @@ import (
 // last half (a ring), counting every byte written. Memory is O(limit) however much a program
 // prints (field notes: huge output must not exhaust the gateway).
 type capture struct {
-	mu    sync.Mutex
-	head  []byte
-	ring  []byte
-	pos   int
-	full  bool
-	total int64
+	mu       sync.Mutex
+	headCap  int
+	ringSize int
+	head     []byte
+	ring     []byte // allocated when output first exceeds the head
+	pos      int
+	full     bool
+	total    int64
 }
 
 func newCapture(limit int64) *capture {
@@ -23,7 +25,9 @@ func newCapture(limit int64) *capture {
 		limit = 2
 	}
 	h := limit / 2
-	return &capture{head: make([]byte, 0, h), ring: make([]byte, limit-h)}
+	// Buffers grow with the output: most programs print little, so an execution does not
+	// pay for the whole limit up front.
+	return &capture{headCap: int(h), ringSize: int(limit - h)}
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -31,10 +35,13 @@ func (c *capture) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	n := len(p)
 	c.total += int64(n)
-	if room := cap(c.head) - len(c.head); room > 0 {
+	if room := c.headCap - len(c.head); room > 0 {
 		k := min(room, len(p))
 		c.head = append(c.head, p[:k]...)
 		p = p[k:]
+	}
+	if len(p) > 0 && c.ring == nil {
+		c.ring = make([]byte, c.ringSize)
 	}
 	for len(p) > 0 {
 		k := copy(c.ring[c.pos:], p)

@@ -51,9 +51,10 @@ func (st *Store) TryExclusive(ctx context.Context, key int64, fn func(ctx contex
 
 // LockSession blocks until it holds the session-scoped advisory lock for session id (waiters
 // are granted in arrival order by Postgres), serialising executions and writes of one session
-// across replicas. The returned unlock releases it; it holds one pooled connection meanwhile.
+// across replicas. The returned unlock releases it; it holds one connection of the lock pool
+// (never the query pool) meanwhile.
 func (st *Store) LockSession(ctx context.Context, id string) (unlock func(), err error) {
-	conn, err := st.pool.Acquire(ctx)
+	conn, err := st.locks.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -150,16 +150,7 @@ func (st *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Session
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scanSession(r) })
 }
 
 // UpdateSessionBackend records the session's sandbox handle (sandboxID "" after a destroy),
@@ -218,14 +209,5 @@ func (st *Store) IdleSessions(ctx context.Context, profile string, cutoff time.T
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Session
-	for rows.Next() {
-		s, err := scanSession(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scanSession(r) })
 }

@@ -192,16 +192,7 @@ func (st *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Task
-	for rows.Next() {
-		t, err := scanTask(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) { return scanTask(r) })
 }
 
 // RequestCancel flags unfinished task id for cancellation by its runner.
