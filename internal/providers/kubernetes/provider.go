@@ -1,0 +1,500 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
+)
+
+// TypeName is the provider's type name in profiles and the registry.
+const TypeName = "kubernetes"
+
+// Labels on every object the provider creates.
+const (
+	LabelManagedBy   = "app.kubernetes.io/managed-by" // always ManagedBy
+	LabelSandbox     = "sandgate.io/sandbox"          // always "true"
+	LabelSandboxName = "sandgate.io/sandbox-name"     // the pod's (or claim's) name; set last
+	ManagedBy        = "sandgate"
+
+	// AnnotationProfile and AnnotationOwner record the profile and the principal's subject.
+	AnnotationProfile = "sandgate.io/profile"
+	AnnotationOwner   = "sandgate.io/owner"
+)
+
+// NamePrefix starts the name of every pod, NetworkPolicy and SandboxClaim the provider makes.
+const NamePrefix = "sandgate-"
+
+// ContainerName is the sandbox container of the pods the provider creates. In pods it did not
+// create, the container named so is used, else the first one.
+const ContainerName = "sandbox"
+
+// DefaultKillGrace is the default of Provider.KillGrace.
+const DefaultKillGrace = 2 * time.Second
+
+// defaultUID is the user, group and fsGroup of created pods unless security_context says
+// otherwise (the conventional "nonroot" id, as in agent-sandbox's examples).
+const defaultUID int64 = 65532
+
+// Provider is the kubernetes provider. Build it with New (or Factory); its exported fields may
+// be changed before its first use only.
+type Provider struct {
+	// KillGrace is how long the processes of a timed-out or cancelled execution have between
+	// SIGTERM and SIGKILL. Zero means DefaultKillGrace.
+	KillGrace time.Duration
+
+	profile  string
+	cfg      config.Kubernetes
+	idle     time.Duration
+	attachTo string
+	log      *slog.Logger
+	caps     providers.Capabilities
+	podSec   *corev1.PodSecurityContext
+	ctrSec   *corev1.SecurityContext
+
+	gateway *clients // the gateway's own identity
+
+	mu      sync.Mutex
+	users   map[string]*clients                // impersonating clients by identity
+	running map[string]map[*execution]struct{} // live executions by sandbox id
+	checked map[string]bool                    // warm pools whose template was checked
+
+	// spdyOnly makes executions skip the WebSocket attempt (tests of the fallback).
+	spdyOnly bool
+}
+
+var _ providers.Provider = (*Provider)(nil)
+
+// Options configure New.
+type Options struct {
+	// Profile is the profile's name, recorded on created objects and in messages.
+	Profile string
+	// Config is the profile's kubernetes block; zero fields take their defaults.
+	Config config.Kubernetes
+	// IdleTimeout is the profile's idle timeout; pods get activeDeadlineSeconds = 2 × it.
+	// Zero sets no deadline.
+	IdleTimeout time.Duration
+	// AttachTo is the pod ("<namespace>/<pod>" or a bare name) an attached profile binds to;
+	// "" for managed profiles (then Config.AttachTo is used, if set).
+	AttachTo string
+	// RESTConfig is the gateway's own identity. Nil: Config.Kubeconfig when set, else the
+	// in-cluster service account, else the default kubeconfig loading rules.
+	RESTConfig *rest.Config
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Factory builds the provider of a profile whose type is kubernetes from the profile's
+// kubernetes block, for providers.Registry. A missing block is a fault.Config error
+// (seed-semantics §6); other errors are New's.
+func Factory(ctx providers.BuildContext) (providers.Provider, error) {
+	block := ctx.Config.Kubernetes
+	if block == nil {
+		return nil, fault.New(fault.Config, "sandbox profile '%s' has type %s but no %s block", ctx.Profile, TypeName, TypeName)
+	}
+	opts := Options{Profile: ctx.Profile, Config: *block, IdleTimeout: ctx.IdleTimeout, Logger: ctx.Logger}
+	if ctx.Config.Environment == config.EnvironmentAttached {
+		opts.AttachTo = ctx.Config.AttachTo()
+	}
+	return New(opts)
+}
+
+// New builds the provider. It loads the gateway's client configuration but does not contact
+// the cluster, so a gateway starts while the cluster is unreachable.
+//
+// Errors (fault.Config): no usable client configuration; security_context or
+// container_security_context that are not valid (pod / container) security contexts; labels
+// that are invalid or use the provider's reserved keys; an env name that is not a valid
+// environment variable name; agent_sandbox without warm_pool or on an attached profile.
+func New(opts Options) (*Provider, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	cfg := opts.Config
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if cfg.Image == "" {
+		cfg.Image = config.DefaultImage
+	}
+	if cfg.CreateTimeout <= 0 {
+		cfg.CreateTimeout = 120
+	}
+	if cfg.Workspace == "" {
+		cfg.Workspace = config.DefaultKubernetesWorkspace
+	}
+	if opts.AttachTo == "" {
+		opts.AttachTo = cfg.AttachTo
+	}
+	if cfg.AgentSandbox != nil {
+		if cfg.AgentSandbox.WarmPool == "" {
+			return nil, fault.New(fault.Config, "%s: agent_sandbox needs warm_pool, the SandboxWarmPool to claim sandboxes from", TypeName)
+		}
+		if opts.AttachTo != "" {
+			return nil, fault.New(fault.Config, "%s: agent_sandbox is for managed profiles; profile '%s' is attached to '%s'", TypeName, opts.Profile, opts.AttachTo)
+		}
+	}
+	if err := checkLabels(cfg.Labels); err != nil {
+		return nil, err
+	}
+	for name := range cfg.Env {
+		if !providers.ValidEnvName(name) {
+			return nil, fault.New(fault.Config, "%s: env name %q is not a valid environment variable name", TypeName, name)
+		}
+	}
+	podSec, ctrSec, err := securityContexts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	base := opts.RESTConfig
+	if base == nil {
+		if base, err = loadRESTConfig(cfg.Kubeconfig); err != nil {
+			return nil, err
+		}
+	} else {
+		base = rest.CopyConfig(base)
+	}
+	gw, err := newClients(base)
+	if err != nil {
+		return nil, fault.Wrap(fault.Config, err, "%s: client configuration", TypeName)
+	}
+
+	managedPods := cfg.AgentSandbox == nil
+	p := &Provider{
+		profile:  opts.Profile,
+		cfg:      cfg,
+		idle:     opts.IdleTimeout,
+		attachTo: opts.AttachTo,
+		log:      logger,
+		podSec:   podSec,
+		ctrSec:   ctrSec,
+		gateway:  gw,
+		users:    make(map[string]*clients),
+		running:  make(map[string]map[*execution]struct{}),
+		checked:  make(map[string]bool),
+		caps: providers.Capabilities{
+			Isolation:        providers.IsolationContainer,
+			Shell:            true,
+			Languages:        []string{"python"},
+			Files:            true,
+			PackageInstall:   true,
+			Attach:           true,
+			Provisions:       true,
+			AttachesExternal: true,
+			PrincipalUser:    true,
+			PolicyNetwork:    cfg.NetworkPolicy,
+			PolicyFilesystem: managedPods,
+			PolicyResources:  managedPods,
+		},
+	}
+	warnWeakened(logger, podSec, ctrSec)
+	return p, nil
+}
+
+// Type returns "kubernetes".
+func (p *Provider) Type() string { return TypeName }
+
+// Capabilities: isolation container; shell; python; files; package_install; attach;
+// provisions; attaches_external; principal_user; policy_filesystem and policy_resources (not
+// in agent-sandbox mode, where the SandboxTemplate decides); policy_network only with
+// kubernetes.network_policy (seed-semantics §12).
+func (p *Provider) Capabilities() providers.Capabilities {
+	c := p.caps
+	c.Languages = append([]string(nil), p.caps.Languages...)
+	return c
+}
+
+func (p *Provider) killGrace() time.Duration {
+	if p.KillGrace > 0 {
+		return p.KillGrace
+	}
+	return DefaultKillGrace
+}
+
+func (p *Provider) createTimeout() time.Duration {
+	return time.Duration(p.cfg.CreateTimeout * float64(time.Second))
+}
+
+// Create provisions a sandbox for principal pr under policy pol: a pod (see the package doc),
+// a SandboxClaim in agent-sandbox mode, or, for an attached profile, a binding to the
+// attach_to pod. Identity and policy problems are fault.Policy errors raised before any API
+// call; creation failures are fault.Provision (fault.Gone for a vanished attach_to target);
+// ctx.Err() when ctx ends first.
+func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	c, err := p.clientsFor(pr)
+	if err != nil {
+		return nil, err
+	}
+	if p.attachTo != "" {
+		return p.attach(ctx, c, p.attachTo)
+	}
+	np, err := p.networkPolicyNeeded(pol)
+	if err != nil {
+		return nil, err
+	}
+	if p.cfg.AgentSandbox != nil {
+		return p.claim(ctx, c, pr, pol, np)
+	}
+	return p.createPod(ctx, c, pr, pol, np)
+}
+
+// createPod makes the NetworkPolicy (when np) and the pod, and waits for the pod.
+func (p *Provider) createPod(ctx context.Context, c *clients, pr providers.Principal, pol providers.Policy, np bool) (providers.Sandbox, error) {
+	name := newName()
+	ns := p.cfg.Namespace
+	pod := p.buildPod(name, pr, pol)
+	if np {
+		netpol, err := p.buildNetworkPolicy(name, pol)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.core.NetworkingV1().NetworkPolicies(ns).Create(ctx, netpol, metav1.CreateOptions{}); err != nil {
+			return nil, provisionErr(err, "creating NetworkPolicy %s/%s", ns, name)
+		}
+	}
+	created, err := c.core.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		p.cleanup(ns, name, np, false)
+		return nil, provisionErr(err, "creating pod %s/%s", ns, name)
+	}
+	p.log.Debug("pod created", "sandbox_id", ns+"/"+name)
+	ready, err := p.waitPod(ctx, c, ns, name, created)
+	if err != nil {
+		p.cleanup(ns, name, np, true)
+		return nil, err
+	}
+	return p.open(c, ns+"/"+name, ready), nil
+}
+
+// cleanup removes what a failed Create made, as the gateway, with a context of its own.
+func (p *Provider) cleanup(ns, name string, netpol, pod bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if pod {
+		if err := p.deletePod(ctx, ns, name); err != nil {
+			p.log.Warn("cleaning up a failed sandbox pod", "pod", ns+"/"+name, "error", err)
+		}
+	}
+	if netpol {
+		if err := p.deleteNetworkPolicy(ctx, ns, name); err != nil {
+			p.log.Warn("cleaning up a failed sandbox's NetworkPolicy", "networkpolicy", ns+"/"+name, "error", err)
+		}
+	}
+}
+
+// Attach reconnects to sandbox id ("<namespace>/<name>", a bare name meaning the configured
+// namespace): the pod, or in agent-sandbox mode the SandboxClaim and its pod. A missing pod or
+// claim, one being deleted, or a pod that has ended is fault.Gone; a pending pod gets the
+// bounded wait of Create. Identity problems are fault.Policy errors raised before any call.
+func (p *Provider) Attach(ctx context.Context, id string, pr providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+	c, err := p.clientsFor(pr)
+	if err != nil {
+		return nil, err
+	}
+	if p.cfg.AgentSandbox != nil && p.attachTo == "" {
+		return p.attachClaim(ctx, c, id)
+	}
+	return p.attach(ctx, c, id)
+}
+
+// attach binds to pod target.
+func (p *Provider) attach(ctx context.Context, c *clients, target string) (providers.Sandbox, error) {
+	ns, name, err := p.splitID(target)
+	if err != nil {
+		return nil, err
+	}
+	pod, err := c.core.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fault.New(fault.Gone, "%s: pod %s/%s no longer exists", TypeName, ns, name)
+	}
+	if err != nil {
+		return nil, provisionErr(err, "reading pod %s/%s", ns, name)
+	}
+	if err := goneErr(pod); err != nil {
+		return nil, err
+	}
+	if p.attachTo == "" && p.cfg.AgentSandbox == nil && pod.Labels[LabelManagedBy] != ManagedBy {
+		// A managed profile only reconnects to pods it created.
+		return nil, fault.New(fault.Gone, "%s: pod %s/%s is not a sandbox of this provider", TypeName, ns, name)
+	}
+	ready, err := p.waitPod(ctx, c, ns, name, pod)
+	if err != nil {
+		return nil, err
+	}
+	return p.open(c, ns+"/"+name, ready), nil
+}
+
+// Destroy removes sandbox id: the pod and its NetworkPolicy, or in agent-sandbox mode the
+// SandboxClaim (and its NetworkPolicy), always as the gateway. It is idempotent: a missing
+// object, an id outside the configured namespace, an object without the managed-by label and
+// any id of an attached profile are no-ops. Executions this provider runs in the sandbox are
+// ended first (they return fault.Gone).
+func (p *Provider) Destroy(ctx context.Context, id string) error {
+	if p.attachTo != "" {
+		p.log.Debug("destroy ignored: attached profiles never delete their target", "sandbox_id", id)
+		return nil
+	}
+	ns, name, err := p.splitID(id)
+	if err != nil || ns != p.cfg.Namespace || !strings.HasPrefix(name, NamePrefix) {
+		p.log.Debug("destroy ignored: not a sandbox of this provider", "sandbox_id", id)
+		return nil
+	}
+	p.stopExecutions(ns + "/" + name)
+	if p.cfg.AgentSandbox != nil {
+		err = p.deleteClaim(ctx, ns, name)
+	} else {
+		err = p.deletePod(ctx, ns, name)
+	}
+	if p.cfg.NetworkPolicy {
+		err = errors.Join(err, p.deleteNetworkPolicy(ctx, ns, name))
+	}
+	if err != nil {
+		return fmt.Errorf("%s: destroying sandbox '%s': %w", TypeName, id, err)
+	}
+	p.log.Debug("sandbox destroyed", "sandbox_id", id)
+	return nil
+}
+
+// deletePod deletes pod ns/name as the gateway when it carries the managed-by label, with a
+// UID precondition so a pod recreated under the name in between is left alone.
+func (p *Provider) deletePod(ctx context.Context, ns, name string) error {
+	pods := p.gateway.core.CoreV1().Pods(ns)
+	pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if pod.Labels[LabelManagedBy] != ManagedBy {
+		p.log.Warn("not deleting a pod the provider did not create", "pod", ns+"/"+name)
+		return nil
+	}
+	err = pods.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+func (p *Provider) deleteNetworkPolicy(ctx context.Context, ns, name string) error {
+	nps := p.gateway.core.NetworkingV1().NetworkPolicies(ns)
+	np, err := nps.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if np.Labels[LabelManagedBy] != ManagedBy {
+		return nil
+	}
+	err = nps.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &np.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// splitID parses "<namespace>/<name>" or a bare name (the configured namespace).
+func (p *Provider) splitID(id string) (ns, name string, err error) {
+	ns, name, ok := strings.Cut(id, "/")
+	if !ok {
+		ns, name = p.cfg.Namespace, id
+	}
+	if ns == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fault.New(fault.Gone, "%s: '%s' is not a pod (\"<namespace>/<pod>\")", TypeName, id)
+	}
+	return ns, name, nil
+}
+
+// goneErr returns a fault.Gone error when pod is being deleted or has ended.
+func goneErr(pod *corev1.Pod) error {
+	id := pod.Namespace + "/" + pod.Name
+	switch {
+	case pod.DeletionTimestamp != nil:
+		return fault.New(fault.Gone, "%s: pod %s is being deleted", TypeName, id)
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		msg := fault.New(fault.Gone, "%s: pod %s has ended (phase %s)", TypeName, id, pod.Status.Phase)
+		if r := podReason(pod); r != "" {
+			msg.Msg += ": " + r
+		}
+		return msg
+	}
+	return nil
+}
+
+// provisionErr classifies an API error of Create: fault.Provision wrapping the API error
+// (which stays reachable with errors.As), or ctx's error as is.
+func provisionErr(err error, format string, args ...any) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	msg := fmt.Sprintf(format, args...)
+	if apierrors.IsForbidden(err) {
+		msg += " (forbidden: check the RBAC of the identity the profile acts as)"
+	}
+	return fault.Wrap(fault.Provision, err, "%s: %s", TypeName, msg)
+}
+
+// newName returns "sandgate-" and 12 random hex digits.
+func newName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return NamePrefix + hex.EncodeToString(b[:])
+}
+
+// execution is one running Exec, as Destroy sees it.
+type execution struct {
+	cancel context.CancelCauseFunc
+}
+
+// errDestroyed ends the executions of a destroyed sandbox.
+var errDestroyed = errors.New("sandbox destroyed")
+
+// track registers an execution in sandbox id; untrack must be called when it has ended.
+func (p *Provider) track(id string, cancel context.CancelCauseFunc) (untrack func()) {
+	ex := &execution{cancel: cancel}
+	p.mu.Lock()
+	if p.running[id] == nil {
+		p.running[id] = make(map[*execution]struct{})
+	}
+	p.running[id][ex] = struct{}{}
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		if set := p.running[id]; set != nil {
+			delete(set, ex)
+			if len(set) == 0 {
+				delete(p.running, id)
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// stopExecutions cancels every execution running in sandbox id.
+func (p *Provider) stopExecutions(id string) {
+	p.mu.Lock()
+	set := p.running[id]
+	delete(p.running, id)
+	p.mu.Unlock()
+	for ex := range set {
+		ex.cancel(errDestroyed)
+	}
+}
