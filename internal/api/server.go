@@ -70,12 +70,12 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: load embedded spec: %w", err)
 	}
+	recorder := newPrincipalRecorder(o.Store, o.Now)
 	resolved := func(ctx context.Context, p principal.Principal) (principal.Principal, error) {
-		row, err := o.Store.UpsertPrincipal(ctx, store.Principal{Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: p.Email, Groups: p.Groups}, o.Now())
+		p, err := recorder.record(ctx, p)
 		if err != nil {
 			return p, err
 		}
-		p.ID, p.FirstSeenAt, p.LastSeenAt = row.ID, row.FirstSeenAt, row.LastSeenAt
 		if h, ok := ctx.Value(logKey).(*logHolder); ok {
 			h.subject = p.Key()
 		}

@@ -1,0 +1,59 @@
+package api
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// principalRecorder records each authenticated principal in Postgres (first/last seen) without
+// writing on every request: a principal whose username, email and groups are unchanged is
+// written at most once per refresh interval. last_seen_at is therefore accurate to that
+// interval. The cache is bounded; when full it is cleared.
+type principalRecorder struct {
+	store   *store.Store
+	now     func() time.Time
+	refresh time.Duration
+	max     int
+
+	mu   sync.Mutex
+	seen map[string]recorded
+}
+
+type recorded struct {
+	row     store.Principal
+	written time.Time
+}
+
+func newPrincipalRecorder(st *store.Store, now func() time.Time) *principalRecorder {
+	return &principalRecorder{store: st, now: now, refresh: time.Minute, max: 10000, seen: map[string]recorded{}}
+}
+
+// record returns p with its store id and first/last-seen times.
+func (r *principalRecorder) record(ctx context.Context, p principal.Principal) (principal.Principal, error) {
+	now := r.now()
+	key := p.Key()
+	r.mu.Lock()
+	c, ok := r.seen[key]
+	r.mu.Unlock()
+	if ok && now.Sub(c.written) < r.refresh && c.row.Username == p.Username && c.row.Email == p.Email && slices.Equal(c.row.Groups, p.Groups) {
+		p.ID, p.FirstSeenAt, p.LastSeenAt = c.row.ID, c.row.FirstSeenAt, c.row.LastSeenAt
+		return p, nil
+	}
+	row, err := r.store.UpsertPrincipal(ctx, store.Principal{Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: p.Email, Groups: slices.Clone(p.Groups)}, now)
+	if err != nil {
+		return p, err
+	}
+	r.mu.Lock()
+	if len(r.seen) >= r.max {
+		clear(r.seen)
+	}
+	r.seen[key] = recorded{row: row, written: now}
+	r.mu.Unlock()
+	p.ID, p.FirstSeenAt, p.LastSeenAt = row.ID, row.FirstSeenAt, row.LastSeenAt
+	return p, nil
+}

@@ -1,0 +1,42 @@
+package api
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/testutil/pgtest"
+)
+
+func TestPrincipalRecorderWritesOncePerInterval(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.Store(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := newPrincipalRecorder(st, func() time.Time { return now })
+	p := principal.Principal{Issuer: "https://i", Subject: "alice", Username: "alice", Groups: []string{"dev"}}
+
+	first, err := r.record(ctx, p)
+	require.NoError(t, err)
+	require.NotEmpty(t, first.ID)
+
+	now = now.Add(30 * time.Second)
+	again, err := r.record(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, first.ID, again.ID)
+	require.True(t, again.LastSeenAt.Equal(first.LastSeenAt), "within the interval nothing is written")
+
+	p.Groups = []string{"dev", "ml"} // changed claims are written at once
+	changed, err := r.record(ctx, p)
+	require.NoError(t, err)
+	require.True(t, changed.LastSeenAt.Equal(now))
+
+	now = now.Add(2 * time.Minute)
+	later, err := r.record(ctx, p)
+	require.NoError(t, err)
+	require.True(t, later.LastSeenAt.Equal(now), "after the interval last_seen_at moves")
+	require.True(t, later.FirstSeenAt.Equal(first.FirstSeenAt))
+}
