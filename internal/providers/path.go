@@ -66,6 +66,8 @@ func ValidEnvName(name string) bool {
 //   - fault.Unsupported(subject, "shell") for a Command without caps.Shell, and
 //     fault.Unsupported(subject, "language:<lang>") for a Language caps does not declare
 //     (seed-semantics §3, §4);
+//   - fault.Validation for a Context on a Command, fault.Unsupported(subject, "stateful") for a
+//     Context without caps.Stateful;
 //   - fault.Validation for an Env name that fails ValidEnvName, or a NUL byte in the program
 //     text or an Env value (the OS cannot pass them);
 //   - the fault.Policy error of CleanPath when Dir leaves the workspace.
@@ -87,6 +89,14 @@ func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 	}
 	if spec.Code != "" && !caps.SupportsLanguage(spec.Language) {
 		return fault.Unsupported(subject, "language:"+spec.Language)
+	}
+	if spec.Context != "" {
+		if spec.Code == "" {
+			return fault.New(fault.Validation, "a context applies to code only, not to a command")
+		}
+		if !caps.Stateful {
+			return fault.Unsupported(subject, "stateful")
+		}
 	}
 	if strings.IndexByte(spec.Command, 0) >= 0 || strings.IndexByte(spec.Code, 0) >= 0 {
 		return fault.New(fault.Validation, "the program text contains a NUL byte")

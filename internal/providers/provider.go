@@ -174,7 +174,42 @@ type ExecSpec struct {
 	Stdin io.Reader
 	// Timeout is the wall-clock limit from start; 0 means none.
 	Timeout time.Duration
+	// Context names the stateful context that runs Code ("" = a fresh interpreter). Only for
+	// code, and only on sandboxes that implement Contexts; an unknown name is created with
+	// spec.Language on first use. See Contexts.
+	Context string
 	Output
+}
+
+// DefaultContext is the context that serves code executions of a profile with
+// `stateful: true` when the caller names none.
+const DefaultContext = "default"
+
+// Contexts is implemented by the sandboxes of providers that keep interpreter state between
+// code executions (capability stateful). A context is a named, long-lived interpreter inside
+// the sandbox: a Python context keeps its globals across executions (seed 004's runtime), a
+// bash context keeps its working folder and exported variables. Contexts die with their
+// sandbox.
+type Contexts interface {
+	// ListContexts returns the sandbox's contexts, sorted by name.
+	ListContexts(ctx context.Context) ([]ContextInfo, error)
+	// CreateContext starts context name for language (python or bash).
+	// Errors: fault.Validation for a bad name or language, fault.Conflict when it exists.
+	CreateContext(ctx context.Context, name, language string) (ContextInfo, error)
+	// RestartContext replaces context name's interpreter with a fresh one: its state is lost.
+	// Errors: fault.NotFound when there is no such context.
+	RestartContext(ctx context.Context, name string) (ContextInfo, error)
+	// DeleteContext stops context name and forgets it. Errors: fault.NotFound.
+	DeleteContext(ctx context.Context, name string) error
+}
+
+// ContextInfo describes one stateful context.
+type ContextInfo struct {
+	Name       string
+	Language   string // python | bash
+	CreatedAt  time.Time
+	Executions int  // executions run since the context (re)started
+	Alive      bool // false after its interpreter died; the next execution restarts it
 }
 
 // ExitStatus is how a program ended.
@@ -184,6 +219,11 @@ type ExitStatus struct {
 	// Signal names the signal that ended the program ("SIGKILL"), if any.
 	Signal   string
 	TimedOut bool
+	// OOMKilled says the kernel's out-of-memory killer ended the program (policy memory_mb).
+	OOMKilled bool
+	// ContextLost says the execution's context died during it (crash, os._exit, OOM, timeout
+	// that needed SIGKILL): its state is gone and the next execution starts a fresh one.
+	ContextLost bool
 }
 
 // FileType classifies a workspace entry.

@@ -110,8 +110,17 @@ func (r *Registry) Build(ctx BuildContext) (Provider, error) {
 	if got := p.Type(); got != typ {
 		return nil, fault.New(fault.Internal, "provider factory '%s' built a provider of type '%s'", typ, got)
 	}
-	if iso := p.Capabilities().Isolation; !iso.Valid() {
+	caps := p.Capabilities()
+	if iso := caps.Isolation; !iso.Valid() {
 		return nil, fault.New(fault.Internal, "provider '%s' declares no valid isolation tier (%q)", typ, string(iso))
+	}
+	if ctx.Config.Stateful && !caps.Stateful {
+		// Fail closed: a stateful profile whose provider silently forgets state would lose an
+		// agent's work between calls.
+		if c, ok := p.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+		return nil, fault.New(fault.Config, "sandbox profile '%s' says stateful: true but its provider '%s' keeps no interpreter state between executions", ctx.Profile, typ)
 	}
 	return p, nil
 }

@@ -29,6 +29,11 @@
 //     shell string;
 //   - the exit code is the process's, or 128+n with Signal "SIG…" when signal n killed it.
 //
+// Code with an ExecSpec.Context runs in a stateful context (providers.Contexts): the sandbox's
+// sandboxd.Runtime, made in the gateway process on first use, keeps a Python interpreter's
+// globals (or a bash context's working folder and exports) between executions. Destroy and
+// Close stop its interpreters; contexts do not outlive the gateway process.
+//
 // Files go through an os.Root opened on the workspace, so "..", absolute paths and symlinks
 // leading out of the workspace (including ones programs create) are refused with fault.Policy.
 // Uploads stream into a hidden temporary file in the target folder and are renamed into place
@@ -36,6 +41,6 @@
 //
 // The provider does not act for user-mode principals and enforces no policy dimension other
 // than the execution timeout; the domain checks both before calling it (seed-semantics §9).
-// It needs a Unix host; process-tree handling is most thorough on Linux, where it also finds
-// session members through /proc.
+// It needs a Unix host; process-tree handling (package procgroup) is most thorough on Linux,
+// where it also finds session members through /proc.
 package local

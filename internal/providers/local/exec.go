@@ -12,15 +12,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/procgroup"
 	"github.com/sandgate/sandgate/internal/providers"
 )
 
@@ -54,6 +51,9 @@ func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.
 	}
 	if err := ctx.Err(); err != nil {
 		return providers.ExitStatus{}, err
+	}
+	if spec.Context != "" {
+		return s.execContext(ctx, spec)
 	}
 	cwd, err := s.workingDir(spec.Dir)
 	if err != nil {
@@ -144,7 +144,6 @@ func (p *Provider) run(ctx context.Context, destroyed <-chan struct{}, argv []st
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = cwd
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 
 	// Every standard stream is an *os.File of ours (or nil: /dev/null, an immediate EOF for
 	// stdin), so exec.Cmd runs no copying goroutines and Wait returns as soon as the process is
@@ -225,11 +224,11 @@ func (p *Provider) run(ctx context.Context, destroyed <-chan struct{}, argv []st
 		defer timer.Stop()
 		deadline = timer.C
 	}
-	if err := cmd.Start(); err != nil {
+	proc, err := procgroup.Start(cmd) // the child leads its own session and process group
+	if err != nil {
 		return fail(err)
 	}
 	closeAll(childEnds)
-	sid := cmd.Process.Pid // the child leads its own session and process group
 
 	var feeder sync.WaitGroup
 	if scriptW != nil {
@@ -249,7 +248,7 @@ func (p *Provider) run(ctx context.Context, destroyed <-chan struct{}, argv []st
 		close(stdinDone)
 	}
 
-	exited, reap := awaitExit(cmd)
+	exited := proc.Exited()
 	var timedOut bool
 	var ctxErr error
 	select {
@@ -274,14 +273,11 @@ func (p *Provider) run(ctx context.Context, destroyed <-chan struct{}, argv []st
 		}
 	}
 	if timedOut || ctxErr != nil {
-		p.terminate(sid, exited)
+		proc.Terminate(p.killGrace())
 		p.logger.Debug("execution killed", "timed_out", timedOut, "reason", ctxErr)
 	}
-	<-exited
-	// The direct child has exited but is not reaped yet (on Linux), so its session and group
-	// ids cannot have been reused: kill whatever it left running.
-	signalSession(sid, syscall.SIGKILL)
-	waitErr := reap()
+	// Wait kills whatever the direct child left running in its session, then reaps it.
+	_, waitErr := proc.Wait()
 
 	// Every process of the session is dead, so the pipes reach EOF once drained, unless a
 	// process that left the session holds them: read for at most DrainDelay more.
@@ -322,26 +318,6 @@ func (p *Provider) run(ctx context.Context, destroyed <-chan struct{}, argv []st
 	return st, nil
 }
 
-// terminate sends SIGTERM to every process of session sid, waits up to KillGrace for them to
-// end, then sends SIGKILL, and returns once the direct child has exited.
-func (p *Provider) terminate(sid int, exited <-chan struct{}) {
-	signalSession(sid, syscall.SIGTERM)
-	grace := time.NewTimer(p.killGrace())
-	defer grace.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-wait:
-	for sessionAlive(sid, exited) {
-		select {
-		case <-grace.C:
-			break wait
-		case <-tick.C:
-		}
-	}
-	signalSession(sid, syscall.SIGKILL)
-	<-exited
-}
-
 // copyOutput copies r to w; when w fails it keeps draining r so the program never blocks on a
 // full pipe.
 func copyOutput(w io.Writer, r io.Reader) {
@@ -363,17 +339,6 @@ func sameWriter(a, b io.Writer) (same bool) {
 // exitStatus turns a process state into an ExitStatus: the exit code, or 128+n and the
 // signal's name when signal n ended the process.
 func exitStatus(ps *os.ProcessState) providers.ExitStatus {
-	ws, ok := ps.Sys().(syscall.WaitStatus)
-	if !ok {
-		return providers.ExitStatus{ExitCode: ps.ExitCode()}
-	}
-	if ws.Signaled() {
-		sig := ws.Signal()
-		name := unix.SignalName(sig)
-		if name == "" {
-			name = "SIG" + strconv.Itoa(int(sig))
-		}
-		return providers.ExitStatus{ExitCode: 128 + int(sig), Signal: name}
-	}
-	return providers.ExitStatus{ExitCode: ws.ExitStatus()}
+	code, sig := procgroup.ExitStatus(ps)
+	return providers.ExitStatus{ExitCode: code, Signal: sig}
 }

@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -361,8 +363,8 @@ func TestCapabilities(t *testing.T) {
 	t.Parallel()
 	c := newProvider(t).Capabilities()
 	assert.Equal(t, providers.IsolationNone, c.Isolation)
-	assert.True(t, c.Shell && c.Files && c.Attach && c.Provisions)
-	assert.False(t, c.PackageInstall || c.Stateful || c.AttachesExternal || c.PrincipalUser)
+	assert.True(t, c.Shell && c.Files && c.Attach && c.Provisions && c.Stateful)
+	assert.False(t, c.PackageInstall || c.AttachesExternal || c.PrincipalUser)
 	assert.False(t, c.PolicyNetwork || c.PolicyFilesystem || c.PolicyResources)
 	want := []string{"python", "bash"}
 	if _, err := exec.LookPath("bash"); err != nil {
@@ -462,4 +464,32 @@ func TestDestroyDuringExecReturnsGone(t *testing.T) {
 	assert.Equal(t, "started\n", o.out, "output written before the destroy is kept")
 	_, err := os.Lstat(sb.ID())
 	assert.True(t, os.IsNotExist(err))
+}
+
+// TestContextsStopWithTheSandbox: Destroy and Close kill the interpreters of a sandbox's
+// contexts, so none outlives its sandbox or the gateway.
+func TestContextsStopWithTheSandbox(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	pidOf := func(sb providers.Sandbox) int {
+		var out bytes.Buffer
+		st, err := sb.Exec(t.Context(), providers.ExecSpec{Code: "import os\nprint(os.getpid())", Language: "python", Context: "default", Output: providers.Output{Stdout: &out, Stderr: io.Discard}})
+		require.NoError(t, err)
+		require.Equal(t, 0, st.ExitCode)
+		pid, err := strconv.Atoi(strings.TrimSpace(out.String()))
+		require.NoError(t, err)
+		return pid
+	}
+	alive := func(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+	sb := create(t, p)
+	pid := pidOf(sb)
+	require.True(t, alive(pid))
+	require.NoError(t, p.Destroy(t.Context(), sb.ID()))
+	require.Eventually(t, func() bool { return !alive(pid) }, 10*time.Second, 20*time.Millisecond, "context interpreter outlived Destroy")
+
+	sb = create(t, p)
+	pid = pidOf(sb)
+	require.NoError(t, p.Close())
+	require.Eventually(t, func() bool { return !alive(pid) }, 10*time.Second, 20*time.Millisecond, "context interpreter outlived Close")
 }

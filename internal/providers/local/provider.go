@@ -18,6 +18,7 @@ import (
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandboxd"
 )
 
 // TypeName is the provider's type name in profiles and the registry.
@@ -53,8 +54,10 @@ type Provider struct {
 	caps    providers.Capabilities
 	logger  *slog.Logger
 
-	mu      sync.Mutex
-	running map[string]map[*execution]struct{} // live executions by sandbox id
+	mu       sync.Mutex
+	running  map[string]map[*execution]struct{} // live executions by sandbox id
+	runtimes map[string]*sandboxd.Runtime       // stateful contexts by sandbox id (see contexts.go)
+	closed   bool
 }
 
 // execution is one running Exec, as Destroy sees it.
@@ -182,6 +185,7 @@ func New(cfg config.LocalSubprocess, logger *slog.Logger) (*Provider, error) {
 			Files:      true,
 			Attach:     true,
 			Provisions: true,
+			Stateful:   true,
 		},
 	}
 	logger.Warn("local_subprocess provides NO isolation: programs run as the gateway's own user on the gateway's host; use it for development and tests only",
@@ -241,7 +245,8 @@ func resolvePython(name string) (string, error) {
 func (p *Provider) Type() string { return TypeName }
 
 // Capabilities: isolation none; shell; languages python and bash (python only when the host
-// has no bash); files; attach; provisions. No package_install, no stateful, no policy
+// has no bash); files; attach; provisions; stateful (contexts in the gateway process — more
+// than the seed's local_subprocess, which keeps none). No package_install, no policy
 // dimension (seed-semantics §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps
@@ -311,6 +316,7 @@ func (p *Provider) Destroy(_ context.Context, id string) error {
 		return nil
 	}
 	p.stopExecutions(id, p.killGrace()+5*time.Second)
+	p.closeRuntime(id)
 	if err := os.RemoveAll(id); err != nil {
 		// A program may have left folders without write or search permission.
 		_ = filepath.WalkDir(id, func(path string, d fs.DirEntry, err error) error {

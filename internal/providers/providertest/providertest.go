@@ -76,7 +76,10 @@ type Harness struct {
 //     working folder, bytes that are not UTF-8, large output and code);
 //   - files/…: byte-exact round trips, unusual names, path and symlink escapes, size limit,
 //     listings and removal;
-//   - lifecycle/…: attach keeps the workspace, a destroyed sandbox is gone.
+//   - lifecycle/…: attach keeps the workspace, a destroyed sandbox is gone;
+//   - stateful/…: for providers declaring stateful, contexts keep Python globals and shell
+//     state, restart clears them, a crashed context is reported and replaced; otherwise a
+//     named context is a capability error.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
@@ -99,6 +102,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("exec", s.exec)
 	t.Run("files", s.files)
 	t.Run("lifecycle", s.lifecycle)
+	t.Run("stateful", s.stateful)
 }
 
 type suite struct {
@@ -114,6 +118,7 @@ const (
 	needFiles
 	needAttach
 	needBash
+	needStateful
 )
 
 // env is one test's provider and context.
@@ -146,6 +151,8 @@ func (s *suite) leaf(t *testing.T, name string, needs need, fn func(e *env)) {
 			t.Skip("the provider does not declare attach")
 		case needs&needBash != 0 && !caps.SupportsLanguage("bash"):
 			t.Skip("the provider does not declare language bash")
+		case needs&needStateful != 0 && !caps.Stateful:
+			t.Skip("the provider does not declare stateful")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		t.Cleanup(cancel)

@@ -1,34 +1,33 @@
 //go:build linux
 
-package local
+package procgroup
 
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// awaitExit returns a channel closed once cmd's process has exited, and the function that
-// reaps it. The process is left unreaped (waitid WNOWAIT) until reap is called, so its pid,
-// and with it the session and process-group ids, stay reserved while leftovers are killed.
-func awaitExit(cmd *exec.Cmd) (exited <-chan struct{}, reap func() error) {
-	ch := make(chan struct{})
-	pid := cmd.Process.Pid
-	go func() {
-		defer close(ch)
-		var info unix.Siginfo
-		for {
-			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-			if err != unix.EINTR {
-				return
-			}
+// watch closes p.exited once the leader has exited, leaving it unreaped (waitid WNOWAIT) so
+// its ids stay reserved until reap.
+func (p *Process) watch() {
+	defer close(p.exited)
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
 		}
-	}()
-	return ch, func() error { <-ch; return cmd.Wait() }
+	}
+}
+
+// reap collects the exited leader.
+func (p *Process) reap() (*os.ProcessState, error) {
+	err := p.cmd.Wait()
+	return p.cmd.ProcessState, err
 }
 
 // signalSession sends sig to process group sid and to every other process of session sid
@@ -44,22 +43,15 @@ func signalSession(sid int, sig syscall.Signal) {
 	}
 }
 
+// sessionAlive reports whether session sid still has a process that is not a zombie; ok is
+// false when /proc cannot be read.
+func sessionAlive(sid int) (alive, ok bool) {
+	members, ok := sessionMembers(sid)
+	return len(members) > 0, ok
+}
+
 // member is a live process of a session.
 type member struct{ pid, pgrp int }
-
-// sessionAlive reports whether session sid still has a process that is not a zombie. Without
-// /proc it falls back to whether the direct child is still running.
-func sessionAlive(sid int, exited <-chan struct{}) bool {
-	if members, ok := sessionMembers(sid); ok {
-		return len(members) > 0
-	}
-	select {
-	case <-exited:
-		return false
-	default:
-		return true
-	}
-}
 
 // sessionMembers lists the live (not zombie) processes of session sid; ok is false when
 // /proc cannot be read.
@@ -73,13 +65,14 @@ func sessionMembers(sid int) (members []member, ok bool) {
 	if err != nil {
 		return nil, false
 	}
+	var buf [512]byte
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
 		if err != nil || pid <= 0 {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + name + "/stat")
-		if err != nil {
+		stat, ok := readStat(name, buf[:])
+		if !ok {
 			continue // gone meanwhile
 		}
 		// "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses.
@@ -100,4 +93,20 @@ func sessionMembers(sid int) (members []member, ok bool) {
 		}
 	}
 	return members, true
+}
+
+// readStat reads /proc/<pid>/stat into buf with plain system calls (os.ReadFile costs twice
+// as many, and this runs for every process at the end of every execution). The fields used
+// come well within 512 bytes: comm is at most 64.
+func readStat(pid string, buf []byte) ([]byte, bool) {
+	fd, err := syscall.Open("/proc/"+pid+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer syscall.Close(fd)
+	n, err := syscall.Read(fd, buf)
+	if err != nil || n <= 0 {
+		return nil, false
+	}
+	return buf[:n], true
 }

@@ -1,0 +1,26 @@
+// Package procgroup supervises a program together with every process it starts.
+//
+// Start runs an exec.Cmd as the leader of a new session and process group (setsid), so the
+// program and everything it forks share one session id: its pid. A Process then offers what
+// a supervisor needs to end such a tree reliably:
+//
+//   - Exited reports that the leader has exited without reaping it (Linux: waitid with
+//     WNOWAIT), so its pid, and with it the session and process-group ids, stay reserved while
+//     the leftovers of the session are killed: no signal can reach an unrelated process that
+//     reused the id;
+//   - SignalSession signals the process group and, on Linux, every other live process of the
+//     session found through /proc (children that moved to another process group with setpgid
+//     are reached too). A process that left the session (setsid, a double fork into a new
+//     session) is out of reach by design;
+//   - Terminate sends SIGTERM to the session, gives it a grace period to end, then sends
+//     SIGKILL, and returns once the leader has exited;
+//   - Wait waits for the leader, SIGKILLs whatever it left running in its session, then reaps
+//     it. After Wait no signal is sent any more.
+//
+// ExitStatus turns a reaped process's state into an exit code and a signal name, the way
+// shells report them (128+n and "SIGKILL" for signal n).
+//
+// On Unix systems other than Linux there is no WNOWAIT and no /proc: the leader is reaped as
+// soon as it exits, and signalling relies on its process-group id not being reused within
+// moments.
+package procgroup

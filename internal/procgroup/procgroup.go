@@ -1,0 +1,167 @@
+//go:build unix
+
+package procgroup
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pollInterval is how often Terminate checks whether the session has ended.
+const pollInterval = 20 * time.Millisecond
+
+// Process is a started program that leads its own session. Its methods are safe for
+// concurrent use.
+type Process struct {
+	cmd    *exec.Cmd
+	pid    int
+	exited chan struct{} // closed once the leader has exited (reaped already off Linux)
+
+	mu     sync.Mutex // held while signalling the session, and to set reaped
+	reaped bool
+
+	waitOnce sync.Once
+	state    *os.ProcessState
+	waitErr  error
+	watchErr error // off Linux: cmd.Wait's result, set before exited is closed
+}
+
+// Start starts cmd as the leader of a new session and process group: it sets Setsid in
+// cmd.SysProcAttr (keeping its other fields) and calls cmd.Start. The caller must call Wait
+// eventually, and must not call cmd.Wait itself.
+//
+// Standard streams that are not *os.File make exec.Cmd copy them in goroutines, which Wait
+// then waits for; give *os.File streams (pipes) to decide yourself when copying ends.
+//
+// Errors: cmd.Start's.
+func Start(cmd *exec.Cmd) (*Process, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setsid = true
+	cmd.SysProcAttr.Setpgid = false // setsid already makes a new group; setpgid after it fails
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	go p.watch()
+	return p, nil
+}
+
+// Pid returns the leader's process id, which is also the session and process-group id.
+func (p *Process) Pid() int { return p.pid }
+
+// Exited returns a channel closed once the leader has exited. On Linux it is not reaped yet:
+// its ids stay reserved until Wait.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Signal sends sig to the leader only. After the leader was reaped it returns
+// os.ErrProcessDone.
+func (p *Process) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return os.ErrProcessDone
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// SignalSession sends sig to every process of the leader's session that can be found (see the
+// package doc). It does nothing once the leader was reaped.
+func (p *Process) SignalSession(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.reaped {
+		signalSession(p.pid, sig)
+	}
+}
+
+// Terminate sends SIGTERM to the session, waits up to grace for every process of it to end,
+// then sends SIGKILL to what is left, and returns once the leader has exited. It does not reap
+// the leader: call Wait.
+func (p *Process) Terminate(grace time.Duration) {
+	p.SignalSession(syscall.SIGTERM)
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+wait:
+	for p.sessionAlive() {
+		select {
+		case <-timer.C:
+			break wait
+		case <-tick.C:
+		}
+	}
+	p.SignalSession(syscall.SIGKILL)
+	<-p.exited
+}
+
+// Kill sends SIGKILL to the session and returns once the leader has exited. It does not reap
+// the leader: call Wait.
+func (p *Process) Kill() {
+	p.SignalSession(syscall.SIGKILL)
+	<-p.exited
+}
+
+// Wait waits for the leader to exit, SIGKILLs whatever it left running in its session, reaps
+// it and returns cmd.Wait's result (its state is also in cmd.ProcessState). It may be called
+// more than once and from several goroutines; all get the same result.
+func (p *Process) Wait() (*os.ProcessState, error) {
+	p.waitOnce.Do(func() {
+		<-p.exited
+		p.mu.Lock()
+		if !p.reaped {
+			signalSession(p.pid, syscall.SIGKILL)
+			p.reaped = true
+		}
+		p.mu.Unlock()
+		p.state, p.waitErr = p.reap()
+	})
+	return p.state, p.waitErr
+}
+
+// sessionAlive reports whether the session still has a live process; without /proc, whether
+// the leader is still running.
+func (p *Process) sessionAlive() bool {
+	if alive, ok := sessionAlive(p.pid); ok {
+		return alive
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// ExitStatus returns how a reaped process ended: its exit code, or 128+n and the signal's name
+// ("SIGKILL") when signal n killed it. A nil state gives -1 and "".
+func ExitStatus(ps *os.ProcessState) (code int, signal string) {
+	if ps == nil {
+		return -1, ""
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if !ok {
+		return ps.ExitCode(), ""
+	}
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), SignalName(ws.Signal())
+	}
+	return ws.ExitStatus(), ""
+}
+
+// SignalName returns the conventional name of sig ("SIGKILL"), or "SIG<n>" for a signal
+// without one.
+func SignalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}

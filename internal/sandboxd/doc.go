@@ -1,0 +1,97 @@
+// Package sandboxd is the runtime of sandboxd, the agent that runs inside every sandbox
+// container: it runs programs and stateful code contexts in one workspace folder and moves
+// that folder's files. Package remote serves a Runtime over HTTP and is the gateway's client
+// of it; cmd/sandboxd is the binary. This package knows nothing of HTTP or of the gateway's
+// configuration, so the binary stays small.
+//
+// # Requests
+//
+// An ExecRequest gives exactly one of Command, Argv or Code (with Language python or bash);
+// anything else, an Env name that is not letters, digits and underscores (not starting with a
+// digit), a NUL byte, a negative Timeout or MaxOutput, or a bad context name is a
+// fault.Validation error before anything runs. Paths (ExecRequest.Dir and the file methods)
+// are relative and slash-separated, "" or "." being the workspace; "..", absolute paths and
+// symlinks leading out of the workspace are refused with fault.Policy (files go through an
+// os.Root on the workspace).
+//
+// # Plain executions (ExecRequest.Context == "")
+//
+//   - Command runs as `/bin/sh -c <command>`, python code as `<python> -c <code>`, bash code as
+//     `<bash> -c <code>`, and Argv as is, argv[0] looked up on the PATH of the program's
+//     environment (a name with a slash is taken relative to the working folder). Program text
+//     over 64 KiB goes through a pipe on file descriptor 3 instead of argv. An argv[0] that
+//     is missing gives exit code 127, one that cannot be executed 126, with a "sandboxd: …"
+//     line on stderr; a missing interpreter or /bin/sh is a fault.Capability error;
+//   - the environment is the base (Options.Env, or a minimal one), then PWD set to the working
+//     folder, then ExecRequest.Env; the working folder is Dir (default: the workspace); stdin
+//     is ExecRequest.Stdin, or empty;
+//   - every execution runs in its own session (setsid, package procgroup). It ends when the
+//     program (the direct child) exits; whatever it left running in its session is then
+//     killed with SIGKILL, so `sleep 100 &` holding stdout cannot hang the call, and output
+//     already written is kept. A process that escaped the session (setsid) is not killed;
+//     output it holds open is read for at most Options.DrainDelay;
+//   - on Timeout (wall clock from the start) or when the caller's context ends, every process
+//     of the session gets SIGTERM, and SIGKILL after Options.KillGrace. Result.TimedOut says
+//     so, or Exec returns ctx.Err() with the partial Result;
+//   - Result.ExitCode is the exit status, or 128+n with Result.Signal ("SIGKILL") when signal
+//     n killed the program; Result.OOMKilled says the oom_kill counter of
+//     /sys/fs/cgroup/memory.events moved during the execution (false without that file).
+//
+// Output is written to the Streams as it is produced (pipe reads of at most 32 KiB, each
+// written on at once), each stream capped at MaxOutput bytes (default DefaultMaxOutput): the
+// rest is read and dropped and Result.Truncated is set. The two writers may be called from
+// two goroutines, never concurrently for one writer; when both are the same writer, writes are
+// serialised.
+//
+// # Contexts
+//
+// A context is a named, long-lived interpreter (names: 1 to 64 of A-Z a-z 0-9 _ . -). An
+// execution with Context set must give Code in the context's language; a context that does
+// not exist is created with that language. Executions in one context run one at a time, in
+// arrival order as far as the Go scheduler goes; different contexts run concurrently.
+//
+// A python context is a persistent `<python> -u -c <driver>` process (driver.py, Python
+// 3.9+) in its own session, started in the workspace with the base environment. Per
+// execution sandboxd makes fresh pipes for stdin, stdout, stderr and the code and passes them
+// over a Unix socket (SCM_RIGHTS); the driver makes them its descriptors 0, 1 and 2, adds Env
+// to os.environ (restored afterwards), changes to Dir when given (the working folder otherwise
+// stays where earlier code left it), and runs the code with exec in __main__'s namespace,
+// which persists. Afterwards it puts /dev/null back on 0, 1 and 2, so the execution ends at
+// once unless a child it started holds the pipes (then DrainDelay). Outcomes:
+//
+//   - an exception prints its traceback (without driver frames) to stderr and gives
+//     ExitCode 1 and Result.Error; the context lives on;
+//   - SystemExit gives its code as ExitCode; the context and its state live on;
+//   - on Timeout or cancellation every process of the context's session gets SIGINT, like
+//     Ctrl-C in a terminal: KeyboardInterrupt in the code (Result.Error), children started by
+//     it end too, and the state survives. Without an answer within KillGrace the whole
+//     session is killed;
+//   - when the driver dies (os._exit, a signal, the OOM killer, the kill above) the execution
+//     reports the exit status (or 128+n and Signal), Result.ContextLost, and a stderr line
+//     "sandboxd: the python context '<name>' ended (…); its state is lost and the next
+//     execution starts a fresh one". The next execution starts a fresh interpreter.
+//
+// Processes a python execution starts in the background stay in the context's session and
+// live until the context ends (or a later interrupt ends them).
+//
+// A bash context keeps no process. Each execution is a fresh `bash --noprofile --norc` (same
+// session, timeout and output handling as a plain execution) that restores the exported
+// variables and working folder the previous execution saved, sources the code, and on exit
+// (also `exit N`; an EXIT trap the code sets replaces sandboxd's and loses the state) saves
+// `export -p` and the working folder into a private 0700 folder under os.TempDir. Env applies
+// to that execution only, unless the code changes the variable; Dir overrides the saved
+// working folder. State is kept only when it was saved completely; a killed execution may
+// lose its changes.
+//
+// RestartContext starts a python context's interpreter afresh (globals gone) or makes a bash
+// context forget its state; DeleteContext ends and forgets a context. Both first end an
+// execution running in it, which reports ContextLost. Close ends every execution and context.
+//
+// # Files
+//
+// WriteFile streams into a hidden temporary file in the target folder and renames it into
+// place (mode 0644) only when complete and within the size limit, so a failed or oversized
+// upload (fault.TooLarge) leaves nothing behind. ReadFile follows symlinks only inside the
+// workspace; ListFiles lists without following them; RemoveFile removes a file, a symlink or
+// an empty folder, and a missing path is not an error.
+package sandboxd

@@ -1,0 +1,213 @@
+//go:build unix
+
+package sandboxd
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/sandgate/sandgate/internal/fault"
+)
+
+// uploadPrefix starts the name of the hidden temporary file an upload streams into.
+const uploadPrefix = ".sandboxd-upload-"
+
+// WriteFile streams rd into workspace path p and returns the number of bytes written. Parent
+// folders are created (mode 0755). The content goes to a hidden temporary file in the target
+// folder, renamed over p (mode 0644, replacing a file or a symlink itself) only once complete
+// and within maxBytes, so readers never see a partial file and a failed upload leaves nothing
+// behind. maxBytes < 0 means no limit.
+//
+// Errors: fault.Validation for a NUL byte; fault.Policy when p escapes the workspace (also
+// through a symlinked parent); fault.Conflict when p is the workspace or a folder, or a parent
+// is a file; fault.TooLarge beyond maxBytes; rd's error, wrapped, when reading fails.
+func (r *Runtime) WriteFile(p string, rd io.Reader, maxBytes int64) (int64, error) {
+	clean, err := cleanPath(p)
+	if err != nil {
+		return 0, err
+	}
+	if clean == "." {
+		return 0, fault.New(fault.Conflict, "path '%s' is the workspace folder, not a file", p)
+	}
+	dir := path.Dir(clean)
+	if dir != "." {
+		if err := r.root.MkdirAll(dir, 0o755); err != nil {
+			if isEscape(err) {
+				return 0, escapes(p)
+			}
+			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+				return 0, fault.New(fault.Conflict, "a parent of path '%s' is not a folder", p)
+			}
+			return 0, pathErr(p, err)
+		}
+	}
+	if st, err := r.root.Lstat(clean); err == nil && st.IsDir() {
+		return 0, fault.New(fault.Conflict, "path '%s' is a folder", p)
+	}
+
+	tmp := path.Join(dir, uploadPrefix+randomHex())
+	f, err := r.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return 0, pathErr(p, err)
+	}
+	limit := int64(math.MaxInt64)
+	if maxBytes >= 0 && maxBytes < math.MaxInt64 {
+		limit = maxBytes + 1 // one byte more tells "too large" from "exactly the limit"
+	}
+	n, copyErr := io.Copy(f, &io.LimitedReader{R: rd, N: limit})
+	closeErr := f.Close()
+	fail := func(err error) (int64, error) {
+		_ = r.root.Remove(tmp)
+		return 0, err
+	}
+	switch {
+	case copyErr != nil:
+		return fail(fmt.Errorf("writing '%s' into the sandbox: %w", p, copyErr))
+	case maxBytes >= 0 && n > maxBytes:
+		return fail(fault.New(fault.TooLarge, "file '%s' is larger than the limit of %d bytes", p, maxBytes))
+	case closeErr != nil:
+		return fail(fmt.Errorf("writing '%s' into the sandbox: %w", p, closeErr))
+	}
+	if err := r.root.Chmod(tmp, 0o644); err != nil { // the umask may have narrowed it
+		return fail(pathErr(p, err))
+	}
+	if err := r.root.Rename(tmp, clean); err != nil {
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) {
+			return fail(fault.New(fault.Conflict, "path '%s' is a folder", p))
+		}
+		return fail(pathErr(p, err))
+	}
+	return n, nil
+}
+
+// ReadFile opens workspace path p for reading (an *os.File); symlinks are followed only while
+// they stay in the workspace. The caller closes it.
+//
+// Errors: fault.Validation for a NUL byte; fault.Policy when p escapes the workspace;
+// fault.NotFound when it does not exist; fault.Conflict when it is a folder or not a regular
+// file (a FIFO is never waited on).
+func (r *Runtime) ReadFile(p string) (io.ReadCloser, error) {
+	clean, err := cleanPath(p)
+	if err != nil {
+		return nil, err
+	}
+	// O_NONBLOCK: opening a FIFO a program made must not wait for a writer.
+	f, err := r.root.OpenFile(clean, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, pathErr(p, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("reading '%s' in the sandbox: %w", p, err)
+	}
+	if st.IsDir() {
+		_ = f.Close()
+		return nil, fault.New(fault.Conflict, "path '%s' is a folder, not a file", p)
+	}
+	if !st.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fault.New(fault.Conflict, "path '%s' is not a regular file", p)
+	}
+	return f, nil
+}
+
+// ListFiles lists workspace folder dir ("" or "." for the workspace), sorted by name. Entries
+// describe themselves (lstat): a symlink is FileSymlink with the link's own size and is not
+// followed. Path is relative to the workspace, slash-separated. Entries that vanish while
+// listing are left out.
+//
+// Errors: fault.Validation for a NUL byte; fault.Policy when dir escapes the workspace;
+// fault.NotFound when it does not exist; fault.Conflict when it is not a folder.
+func (r *Runtime) ListFiles(dir string) ([]FileInfo, error) {
+	clean, err := cleanPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.root.OpenFile(clean, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ENOTDIR) {
+			if st, serr := r.root.Stat(clean); serr == nil && !st.IsDir() {
+				return nil, fault.New(fault.Conflict, "path '%s' is not a folder", dir)
+			}
+		}
+		return nil, pathErr(dir, err)
+	}
+	entries, err := f.ReadDir(-1)
+	_ = f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("listing '%s' in the sandbox: %w", dir, err)
+	}
+	out := make([]FileInfo, 0, len(entries))
+	for _, e := range entries {
+		rel := e.Name()
+		if clean != "." {
+			rel = clean + "/" + rel
+		}
+		info, err := r.root.Lstat(rel)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		out = append(out, FileInfo{
+			Name:    e.Name(),
+			Path:    rel,
+			Type:    fileType(info.Mode()),
+			Size:    info.Size(),
+			Mode:    info.Mode().Perm(),
+			ModTime: info.ModTime(),
+		})
+	}
+	slices.SortFunc(out, func(a, b FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// RemoveFile removes the file, symlink (not its target) or empty folder at workspace path p.
+// A missing path is not an error.
+//
+// Errors: fault.Validation for a NUL byte; fault.Policy when p escapes the workspace;
+// fault.Conflict for the workspace itself or a folder that is not empty.
+func (r *Runtime) RemoveFile(p string) error {
+	clean, err := cleanPath(p)
+	if err != nil {
+		return err
+	}
+	if clean == "." {
+		return fault.New(fault.Conflict, "the workspace folder itself cannot be removed")
+	}
+	err = r.root.Remove(clean)
+	switch {
+	case err == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR) && !isEscape(err):
+		return nil
+	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, fs.ErrExist):
+		return fault.New(fault.Conflict, "folder '%s' is not empty", p)
+	}
+	return pathErr(p, err)
+}
+
+func fileType(m fs.FileMode) FileType {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return FileSymlink
+	case m.IsDir():
+		return FileDir
+	case m.IsRegular():
+		return FileRegular
+	}
+	return FileOther
+}
+
+func randomHex() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

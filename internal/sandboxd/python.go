@@ -1,0 +1,375 @@
+//go:build unix
+
+package sandboxd
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/procgroup"
+)
+
+// driverSource is the python context driver; its header describes the protocol.
+//
+//go:embed driver.py
+var driverSource string
+
+// Limits of the python context protocol.
+const (
+	pythonStartTimeout = 30 * time.Second // for the driver's "ready"
+	maxReply           = 64 << 20         // bytes of one reply (a traceback can be long)
+	startupStderrMax   = 16 << 10         // bytes of driver stderr kept for a start error
+)
+
+// pyProcess is one running python context driver.
+type pyProcess struct {
+	proc    *procgroup.Process
+	conn    *net.UnixConn
+	replies chan pyReply  // closed when the control socket ends
+	dead    chan struct{} // closed once the driver has exited and was reaped
+	state   *os.ProcessState
+
+	mu     sync.Mutex
+	reason string // why sandboxd killed it, for the execution's notice
+}
+
+// pyRequest asks the driver to run one cell (the code travels on its own pipe).
+type pyRequest struct {
+	Env map[string]string `json:"env,omitempty"`
+	Dir string            `json:"dir,omitempty"`
+}
+
+// pyReply is a driver message: "ready" once, then one per cell ("ok", "exit", "error").
+type pyReply struct {
+	Status    string `json:"status"`
+	Code      int    `json:"code"`
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Traceback string `json:"traceback"`
+	Pid       int    `json:"pid"`
+	Version   string `json:"version"`
+}
+
+// startPython starts a driver for context name and waits for it to be ready.
+// Errors: fault.Capability when python is not installed; fault.Provision when the driver does
+// not start or does not get ready within pythonStartTimeout.
+func (r *Runtime) startPython(name string) (*pyProcess, error) {
+	interp, err := r.interpreter("python")
+	if err != nil {
+		return nil, err
+	}
+	// Close-on-exec under ForkLock, so no other program started meanwhile inherits it.
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("sandboxd: python context '%s': socketpair: %w", name, err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "sandboxd-control"), os.NewFile(uintptr(fds[1]), "sandboxd-control")
+	fc, err := net.FileConn(ours)
+	_ = ours.Close()
+	if err != nil {
+		_ = theirs.Close()
+		return nil, fmt.Errorf("sandboxd: python context '%s': %w", name, err)
+	}
+	conn := fc.(*net.UnixConn)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		_ = theirs.Close()
+		_ = conn.Close()
+		return nil, fmt.Errorf("sandboxd: python context '%s': %w", name, err)
+	}
+	cmd := &exec.Cmd{
+		Path:       interp,
+		Args:       []string{interp, "-u", "-c", driverSource},
+		Dir:        r.workspace,
+		Env:        mergeEnv(r.env, map[string]string{"PWD": r.workspace}),
+		Stderr:     errW,
+		ExtraFiles: []*os.File{theirs},
+	}
+	proc, err := procgroup.Start(cmd)
+	_ = theirs.Close()
+	_ = errW.Close()
+	if err != nil {
+		_ = errR.Close()
+		_ = conn.Close()
+		return nil, fault.Wrap(fault.Provision, err, "sandboxd: starting the python context '%s'", name)
+	}
+	// Until the driver is ready its stderr says why it is not (an old python, say); then it
+	// becomes /dev/null and this copy ends.
+	var stderr bytes.Buffer
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		_, _ = io.Copy(&stderr, io.LimitReader(errR, startupStderrMax))
+		_, _ = io.Copy(io.Discard, errR)
+		_ = errR.Close()
+	}()
+	py := &pyProcess{proc: proc, conn: conn, replies: make(chan pyReply, 1), dead: make(chan struct{})}
+	go py.watch()
+	go py.readReplies()
+
+	timer := time.NewTimer(pythonStartTimeout)
+	defer timer.Stop()
+	select {
+	case rep, ok := <-py.replies:
+		if ok && rep.Status == "ready" {
+			r.log.Debug("sandboxd: python context started", "context", name, "pid", rep.Pid, "python", rep.Version)
+			return py, nil
+		}
+	case <-py.dead:
+	case <-timer.C:
+	}
+	py.kill("it did not start")
+	<-py.dead
+	<-stderrDone
+	why := strings.TrimSpace(stderr.String())
+	if why == "" {
+		why = describeEnd(py.state, "")
+	}
+	return nil, fault.New(fault.Provision, "sandboxd: the python context '%s' did not start (%s): %s", name, interp, why)
+}
+
+// watch reaps the driver once it has exited (its session's leftovers are killed first), then
+// closes the control socket.
+func (py *pyProcess) watch() {
+	py.state, _ = py.proc.Wait()
+	close(py.dead)
+	_ = py.conn.Close()
+}
+
+// readReplies reads the driver's messages until the control socket ends.
+func (py *pyProcess) readReplies() {
+	defer close(py.replies)
+	var head [4]byte
+	for {
+		if _, err := io.ReadFull(py.conn, head[:]); err != nil {
+			return
+		}
+		n := binary.BigEndian.Uint32(head[:])
+		if n > maxReply {
+			py.kill("it sent a reply over the size limit")
+			return
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(py.conn, body); err != nil {
+			return
+		}
+		var rep pyReply
+		if err := json.Unmarshal(body, &rep); err != nil {
+			py.kill("it sent a malformed reply")
+			return
+		}
+		select {
+		case py.replies <- rep:
+		case <-py.dead:
+			return
+		}
+	}
+}
+
+// send hands the driver one cell: the request and the four descriptors of its stdin, stdout,
+// stderr and code.
+func (py *pyProcess) send(req pyRequest, files ...*os.File) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	head := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	// The descriptors ride on the header; the driver reads them with its first 4 bytes.
+	if _, _, err := py.conn.WriteMsgUnix(head, syscall.UnixRights(fds...), nil); err != nil {
+		return err
+	}
+	_, err = py.conn.Write(body)
+	return err
+}
+
+// kill ends the driver and its whole session; reason is kept for the notice.
+func (py *pyProcess) kill(reason string) {
+	py.mu.Lock()
+	if py.reason == "" {
+		py.reason = reason
+	}
+	py.mu.Unlock()
+	py.proc.SignalSession(syscall.SIGKILL)
+}
+
+func (py *pyProcess) killReason() string {
+	py.mu.Lock()
+	defer py.mu.Unlock()
+	return py.reason
+}
+
+func (py *pyProcess) alive() bool {
+	select {
+	case <-py.dead:
+		return false
+	default:
+		return true
+	}
+}
+
+// describeEnd says how a driver ended, for notices: reason when sandboxd killed it.
+func describeEnd(ps *os.ProcessState, reason string) string {
+	if reason != "" {
+		return reason
+	}
+	code, sig := procgroup.ExitStatus(ps)
+	if sig != "" {
+		return "killed by " + sig
+	}
+	return fmt.Sprintf("exit status %d", code)
+}
+
+// execPython runs req.Code in python context c (whose turn it is).
+func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecRequest, cwd string, out Streams) (Result, error) {
+	c.mu.Lock()
+	py := c.py
+	c.mu.Unlock()
+	if py == nil || !py.alive() {
+		var err error
+		if py, err = r.startPython(c.name); err != nil {
+			return Result{}, err
+		}
+		if err := r.setPython(c, py); err != nil {
+			return Result{}, err
+		}
+		c.mu.Lock()
+		c.executions = 1 // this one, in the fresh interpreter
+		c.mu.Unlock()
+	}
+
+	capt, stdout, stderr, err := newCapture(out, req.MaxOutput)
+	if err != nil {
+		return Result{}, fmt.Errorf("sandboxd: making output pipes: %w", err)
+	}
+	stdin, stdinFeed, err := newFeeder(string(req.Stdin))
+	if err != nil {
+		closeFiles([]*os.File{stdout, stderr})
+		capt.drain(0)
+		return Result{}, fmt.Errorf("sandboxd: making the stdin pipe: %w", err)
+	}
+	code, codeFeed, err := newFeeder(req.Code)
+	if err != nil {
+		closeFiles([]*os.File{stdout, stderr, stdin})
+		stdinFeed.stop()
+		capt.drain(0)
+		return Result{}, fmt.Errorf("sandboxd: making the code pipe: %w", err)
+	}
+	var deadline <-chan time.Time
+	if req.Timeout > 0 {
+		timer := time.NewTimer(req.Timeout)
+		defer timer.Stop()
+		deadline = timer.C
+	}
+	oomBefore := oomKills()
+	sendErr := py.send(pyRequest{Env: req.Env, Dir: cwd}, stdin, stdout, stderr, code)
+	closeFiles([]*os.File{stdin, stdout, stderr, code})
+
+	ectx, cancel := r.execContext(ctx)
+	defer cancel(nil)
+	var (
+		rep      pyReply
+		replied  bool
+		timedOut bool
+		ctxErr   error
+	)
+	if sendErr == nil {
+		select {
+		case rep, replied = <-py.replies:
+		case <-py.dead:
+		case <-deadline:
+			timedOut = true
+		case <-ectx.Done():
+			ctxErr = r.cancelled(ctx, ectx)
+		}
+	} else {
+		r.log.Debug("sandboxd: python context did not take the cell", "context", c.name, "error", sendErr)
+		py.kill("it did not take the code")
+	}
+	if timedOut || ctxErr != nil {
+		// Like Ctrl-C in a terminal: SIGINT to the session, the driver included. A cell that
+		// stops on KeyboardInterrupt keeps the context; one that does not stop in time is
+		// killed with the whole session.
+		py.proc.SignalSession(syscall.SIGINT)
+		grace := time.NewTimer(r.killGrace)
+		select {
+		case rep, replied = <-py.replies:
+		case <-py.dead:
+		case <-grace.C:
+			what := "timeout"
+			if ctxErr != nil {
+				what = "cancellation"
+			}
+			py.kill(fmt.Sprintf("killed: it did not stop within %s of the interrupt after the %s", r.killGrace, what))
+		}
+		grace.Stop()
+	}
+	if !replied {
+		// The control socket ended or the driver is being killed: wait until it is gone.
+		<-py.dead
+		select {
+		case rep, replied = <-py.replies: // it answered just before dying
+		default:
+		}
+	}
+	capt.drain(r.drainDelay)
+	stdinFeed.stop()
+	codeFeed.stop()
+
+	res := Result{TimedOut: timedOut, Truncated: capt.truncated.Load(), OOMKilled: oomKills() > oomBefore}
+	switch {
+	case !replied:
+		res.ExitCode, res.Signal = procgroup.ExitStatus(py.state)
+		res.ContextLost = true
+		why := describeEnd(py.state, py.killReason())
+		if res.OOMKilled && py.killReason() == "" {
+			why = "killed by the out-of-memory killer"
+		}
+		c.mu.Lock()
+		if c.py == py {
+			c.py = nil
+		}
+		c.mu.Unlock()
+		if out.Stderr != nil {
+			_, _ = fmt.Fprintf(out.Stderr, "sandboxd: the python context '%s' ended (%s); its state is lost and the next execution starts a fresh one\n", c.name, why)
+		}
+	case rep.Status == "ok":
+	case rep.Status == "exit":
+		res.ExitCode = rep.Code
+	case rep.Status == "error":
+		res.ExitCode = 1
+		res.Error = &ExecError{Name: rep.Name, Value: rep.Value, Traceback: rep.Traceback}
+	default:
+		res.ExitCode = 1
+		r.log.Warn("sandboxd: unexpected reply from a python context", "context", c.name, "status", rep.Status)
+	}
+	if ctxErr != nil {
+		return res, ctxErr
+	}
+	if res.ContextLost && r.life.Err() != nil {
+		return res, fault.New(fault.Gone, "%s: the execution was killed", errShutdown)
+	}
+	return res, nil
+}

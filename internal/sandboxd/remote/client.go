@@ -1,0 +1,361 @@
+package remote
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/sandboxd"
+)
+
+// Limits of what the client reads.
+const (
+	maxProblemBody = 1 << 20   // bytes of an error answer
+	maxResultFrame = 256 << 20 // bytes of a result or error frame (a traceback can be long)
+)
+
+// Client calls one sandboxd. It keeps connections alive between calls and is safe for
+// concurrent use; Close releases its idle connections.
+type Client struct {
+	base      string // URL without a trailing slash
+	where     string // the socket path or URL, for messages
+	authValue string
+	transport *http.Transport
+	http      *http.Client
+}
+
+// NewClient returns a client of the sandboxd listening on Unix socket socketPath, sending
+// token as its bearer secret.
+func NewClient(socketPath, token string) *Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	t := newTransport()
+	t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return dialer.DialContext(ctx, "unix", socketPath)
+	}
+	return newClient("http://sandboxd", socketPath, token, t)
+}
+
+// NewTCPClient returns a client of the sandboxd at baseURL (e.g. "http://10.1.2.3:8888"),
+// sending token as its bearer secret. Proxy settings of the environment are ignored.
+func NewTCPClient(baseURL, token string) *Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	t := newTransport()
+	t.DialContext = dialer.DialContext
+	base := strings.TrimRight(baseURL, "/")
+	return newClient(base, base, token, t)
+}
+
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		MaxIdleConns:          64,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+func newClient(base, where, token string, t *http.Transport) *Client {
+	return &Client{base: base, where: where, authValue: "Bearer " + token, transport: t, http: &http.Client{Transport: t}}
+}
+
+// Close closes the client's idle connections. The client stays usable.
+func (c *Client) Close() error {
+	c.transport.CloseIdleConnections()
+	return nil
+}
+
+// Ready returns nil when sandboxd answers GET /readyz with 200.
+// Errors: see the package doc.
+func (c *Client) Ready(ctx context.Context) error {
+	resp, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return c.failure(resp)
+	}
+	discard(resp)
+	return nil
+}
+
+// Exec runs req in the sandbox, writing its output to out as it arrives (from the calling
+// goroutine), and returns its Result.
+//
+// Errors: the sandboxd.Runtime.Exec errors as fault errors of the same kind; ctx.Err() when
+// ctx ends (the execution is then killed in the sandbox); the errors of the package doc.
+func (c *Client) Exec(ctx context.Context, req sandboxd.ExecRequest, out sandboxd.Streams) (sandboxd.Result, error) {
+	body := execBody{ExecRequest: req}
+	if req.Timeout > 0 {
+		body.TimeoutMS = int64((req.Timeout + time.Millisecond - 1) / time.Millisecond)
+	} else if req.Timeout < 0 {
+		body.TimeoutMS = -1
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return sandboxd.Result{}, fault.Wrap(fault.Validation, err, "encoding the exec request")
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/exec", nil, bytes.NewReader(data), jsonHeader)
+	if err != nil {
+		return sandboxd.Result{}, err
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != StreamContentType {
+		return sandboxd.Result{}, c.failure(resp)
+	}
+	defer resp.Body.Close()
+
+	stdout, stderr := &sink{w: out.Stdout}, &sink{w: out.Stderr}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	var head [frameHeader]byte
+	for {
+		if _, err := io.ReadFull(br, head[:]); err != nil {
+			return sandboxd.Result{}, c.streamErr(ctx, err)
+		}
+		n := int64(binary.BigEndian.Uint32(head[1:]))
+		switch typ := head[0]; typ {
+		case FrameStdout, FrameStderr:
+			s := stdout
+			if typ == FrameStderr {
+				s = stderr
+			}
+			if _, err := io.CopyN(s, br, n); err != nil {
+				return sandboxd.Result{}, c.streamErr(ctx, err)
+			}
+		case FrameResult, FrameError:
+			if n > maxResultFrame {
+				return sandboxd.Result{}, fmt.Errorf("sandboxd at %s: a frame of %d bytes is over the limit", c.where, n)
+			}
+			payload := make([]byte, n)
+			if _, err := io.ReadFull(br, payload); err != nil {
+				return sandboxd.Result{}, c.streamErr(ctx, err)
+			}
+			_, _ = io.Copy(io.Discard, br) // the end of the body, so the connection is reused
+			if typ == FrameError {
+				return sandboxd.Result{}, c.problemErr(http.StatusOK, payload)
+			}
+			var res sandboxd.Result
+			if err := json.Unmarshal(payload, &res); err != nil {
+				return sandboxd.Result{}, fmt.Errorf("sandboxd at %s: malformed result: %w", c.where, err)
+			}
+			return res, nil
+		default:
+			return sandboxd.Result{}, fmt.Errorf("sandboxd at %s: unknown frame type %d", c.where, typ)
+		}
+	}
+}
+
+// sink writes to w until w fails once, then drops what follows (so the stream is still read
+// to its end).
+type sink struct {
+	w      io.Writer
+	failed bool
+}
+
+func (s *sink) Write(p []byte) (int, error) {
+	if s.w != nil && !s.failed {
+		if _, err := s.w.Write(p); err != nil {
+			s.failed = true
+		}
+	}
+	return len(p), nil
+}
+
+// streamErr classifies a failure to read the exec stream.
+func (c *Client) streamErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("sandboxd at %s ended the execution stream early: %w", c.where, err)
+}
+
+// CreateContext creates context name for language in the sandbox.
+// Errors: sandboxd.Runtime.CreateContext's kinds; the errors of the package doc.
+func (c *Client) CreateContext(ctx context.Context, name, language string) (sandboxd.ContextInfo, error) {
+	data, _ := json.Marshal(createContextBody{Name: name, Language: language})
+	var info sandboxd.ContextInfo
+	err := c.call(ctx, http.MethodPost, "/v1/contexts", nil, bytes.NewReader(data), http.StatusCreated, &info)
+	return info, err
+}
+
+// ListContexts returns the sandbox's contexts, sorted by name.
+// Errors: the errors of the package doc.
+func (c *Client) ListContexts(ctx context.Context) ([]sandboxd.ContextInfo, error) {
+	var list []sandboxd.ContextInfo
+	err := c.call(ctx, http.MethodGet, "/v1/contexts", nil, nil, http.StatusOK, &list)
+	return list, err
+}
+
+// RestartContext restarts context name. Errors: fault.NotFound; the errors of the package doc.
+func (c *Client) RestartContext(ctx context.Context, name string) (sandboxd.ContextInfo, error) {
+	var info sandboxd.ContextInfo
+	err := c.call(ctx, http.MethodPost, "/v1/contexts/"+url.PathEscape(name)+"/restart", nil, nil, http.StatusOK, &info)
+	return info, err
+}
+
+// DeleteContext deletes context name. Errors: fault.NotFound; the errors of the package doc.
+func (c *Client) DeleteContext(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/contexts/"+url.PathEscape(name), nil, nil, http.StatusNoContent, nil)
+}
+
+// WriteFile streams r into workspace path p (see sandboxd.Runtime.WriteFile); maxBytes < 0
+// means no limit. It returns the bytes written.
+// Errors: sandboxd.Runtime.WriteFile's kinds; the errors of the package doc.
+func (c *Client) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
+	if r == nil {
+		r = http.NoBody
+	}
+	header := func(h http.Header) {
+		h.Set("Content-Type", "application/octet-stream")
+		if maxBytes >= 0 {
+			h.Set(headerMaxBytes, strconv.FormatInt(maxBytes, 10))
+		}
+	}
+	resp, err := c.do(ctx, http.MethodPut, "/v1/files", pathQuery(p), r, header)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, c.failure(resp)
+	}
+	var res writeResult
+	if err := decodeJSON(resp, &res); err != nil {
+		return 0, fmt.Errorf("sandboxd at %s: %w", c.where, err)
+	}
+	return res.Bytes, nil
+}
+
+// ReadFile opens workspace path p for reading; the caller closes the reader.
+// Errors: sandboxd.Runtime.ReadFile's kinds; the errors of the package doc.
+func (c *Client) ReadFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/files", pathQuery(p), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, c.failure(resp)
+	}
+	return resp.Body, nil
+}
+
+// ListFiles lists workspace folder dir, sorted by name.
+// Errors: sandboxd.Runtime.ListFiles's kinds; the errors of the package doc.
+func (c *Client) ListFiles(ctx context.Context, dir string) ([]sandboxd.FileInfo, error) {
+	var list []sandboxd.FileInfo
+	err := c.call(ctx, http.MethodGet, "/v1/files/list", pathQuery(dir), nil, http.StatusOK, &list)
+	return list, err
+}
+
+// RemoveFile removes a file or an empty folder; a missing path is not an error.
+// Errors: sandboxd.Runtime.RemoveFile's kinds; the errors of the package doc.
+func (c *Client) RemoveFile(ctx context.Context, p string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/files", pathQuery(p), nil, http.StatusNoContent, nil)
+}
+
+func pathQuery(p string) url.Values { return url.Values{"path": {p}} }
+
+func jsonHeader(h http.Header) { h.Set("Content-Type", "application/json") }
+
+// call does a JSON request and decodes the answer into v (nil: none expected).
+func (c *Client) call(ctx context.Context, method, path string, query url.Values, body io.Reader, want int, v any) error {
+	var header func(http.Header)
+	if body != nil {
+		header = jsonHeader
+	}
+	resp, err := c.do(ctx, method, path, query, body, header)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		return c.failure(resp)
+	}
+	if v == nil {
+		discard(resp)
+		return nil
+	}
+	if err := decodeJSON(resp, v); err != nil {
+		return fmt.Errorf("sandboxd at %s: %w", c.where, err)
+	}
+	return nil
+}
+
+// do sends one authenticated request.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, body io.Reader, header func(http.Header)) (*http.Response, error) {
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("sandboxd at %s: %w", c.where, err)
+	}
+	req.Header.Set("Authorization", c.authValue)
+	if header != nil {
+		header(req.Header)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, fault.Wrap(fault.Provision, err, "sandboxd does not answer at %s", c.where)
+		}
+		return nil, fmt.Errorf("sandboxd at %s: %w", c.where, err)
+	}
+	return resp, nil
+}
+
+// failure turns an error answer into an error and closes its body.
+func (c *Client) failure(resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBody))
+	discard(resp)
+	return c.problemErr(resp.StatusCode, data)
+}
+
+// problemErr turns a problem document into a fault error of its kind.
+func (c *Client) problemErr(status int, data []byte) error {
+	var p problem
+	if err := json.Unmarshal(data, &p); err != nil || p.Kind == "" {
+		text := strings.TrimSpace(string(data))
+		if len(text) > 200 {
+			text = text[:200] + "…"
+		}
+		return fault.New(fault.Internal, "sandboxd at %s answered %d: %s", c.where, status, text)
+	}
+	switch p.Kind {
+	case kindUnauthenticated:
+		return fault.New(fault.Provision, "sandboxd at %s refused the sandbox token: %s", c.where, p.Detail)
+	case kindUnknownRoute, kindMethodNotAllowed:
+		return fault.New(fault.Internal, "sandboxd at %s does not serve this API (%s): %s", c.where, p.Kind, p.Detail)
+	}
+	return fault.New(fault.Kind(p.Kind), "%s", p.Detail)
+}
+
+func decodeJSON(resp *http.Response, v any) error {
+	defer discard(resp)
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// discard reads what is left of the body (a little) and closes it, so the connection can be
+// reused.
+func discard(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+}

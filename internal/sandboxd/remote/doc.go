@@ -1,0 +1,41 @@
+// Package remote carries the sandboxd runtime API over HTTP: Handler serves a
+// sandboxd.Runtime (inside the sandbox, on a Unix socket or TCP), and Client is the gateway's
+// side of it.
+//
+// # Routes
+//
+//	GET    /healthz, /readyz                 no authentication; {"status":"ok"}
+//	POST   /v1/exec                          JSON ExecRequest (timeout as "timeout_ms") → frame stream
+//	GET    /v1/files?path=P                  the file's bytes
+//	PUT    /v1/files?path=P                  body: the file's bytes; header X-Max-Bytes → {"bytes":n}
+//	GET    /v1/files/list?path=P             JSON array of FileInfo
+//	DELETE /v1/files?path=P                  204
+//	GET    /v1/contexts                      JSON array of ContextInfo
+//	POST   /v1/contexts                      {"name":…,"language":…} → 201 ContextInfo
+//	POST   /v1/contexts/{name}/restart       ContextInfo
+//	DELETE /v1/contexts/{name}               204
+//
+// Everything under /v1 requires "Authorization: Bearer <token>", the sandbox's secret,
+// compared in constant time; without it the answer is 401.
+//
+// # Exec stream
+//
+// A successful POST /v1/exec answers 200 with Content-Type StreamContentType: a sequence of
+// frames [1-byte type][4-byte big-endian length][payload], flushed one by one as the program
+// writes: FrameStdout and FrameStderr carry output bytes; FrameResult (the last frame) carries
+// the Result as JSON; FrameError (the last frame) carries a problem document when the
+// execution failed after the stream began. The status line and headers are sent with the
+// first frame, so a request that fails before anything ran (validation, confinement) gets an
+// ordinary problem response instead. When the client goes away, the request's context ends
+// and the execution is killed like on a timeout.
+//
+// # Errors
+//
+// Errors are RFC 9457 application/problem+json documents {type, title, status, detail, kind};
+// kind is the fault.Kind. fault.Validation gives 400, fault.Policy 403, fault.NotFound 404,
+// fault.Conflict 409, fault.TooLarge 413, any other kind 500. Client turns a problem back into
+// a fault error of the same kind with the detail as message; a wrong token into a
+// fault.Provision error; a sandboxd that cannot be reached (dial failure) into a
+// fault.Provision error saying sandboxd does not answer. Other transport errors, and the
+// caller's context errors, are returned as they are (wrapped).
+package remote

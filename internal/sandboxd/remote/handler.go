@@ -1,0 +1,342 @@
+//go:build unix
+
+package remote
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/sandboxd"
+)
+
+// maxJSONBody bounds JSON request bodies (an exec request carries its code and stdin).
+const maxJSONBody = 256 << 20
+
+// Handler returns the HTTP handler of the runtime API (see the package doc) serving rt, with
+// token as the bearer secret of every /v1 route. log receives request failures; nil discards.
+// It panics when token is empty: an API without a secret must not exist.
+func Handler(rt *sandboxd.Runtime, token string, log *slog.Logger) http.Handler {
+	if token == "" {
+		panic("remote.Handler: empty token; sandboxd must not serve its API without a secret")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &server{rt: rt, log: log}
+
+	v1 := http.NewServeMux()
+	v1.HandleFunc("POST /v1/exec", s.exec)
+	v1.HandleFunc("GET /v1/files", s.readFile)
+	v1.HandleFunc("PUT /v1/files", s.writeFile)
+	v1.HandleFunc("DELETE /v1/files", s.removeFile)
+	v1.HandleFunc("GET /v1/files/list", s.listFiles)
+	v1.HandleFunc("GET /v1/contexts", s.listContexts)
+	v1.HandleFunc("POST /v1/contexts", s.createContext)
+	v1.HandleFunc("POST /v1/contexts/{name}/restart", s.restartContext)
+	v1.HandleFunc("DELETE /v1/contexts/{name}", s.deleteContext)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", health)
+	mux.HandleFunc("GET /readyz", health)
+	mux.Handle("/v1/", requireToken(token, problemsForUnmatched(v1)))
+	return problemsForUnmatched(mux)
+}
+
+type server struct {
+	rt  *sandboxd.Runtime
+	log *slog.Logger
+}
+
+func health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// requireToken lets a request through only with "Authorization: Bearer <token>". The
+// comparison is of SHA-256 sums in constant time, so it leaks neither content nor length.
+func requireToken(token string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte("Bearer " + token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxd"`)
+			writeProblem(w, newProblem(http.StatusUnauthorized, kindUnauthenticated, "a valid sandboxd bearer token is required"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// problemsForUnmatched answers requests mux has no route for (404) or no method for (405)
+// with a problem document instead of plain text.
+func problemsForUnmatched(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		switch rec.status {
+		case http.StatusNotFound:
+			writeProblem(w, newProblem(http.StatusNotFound, kindUnknownRoute, "no route "+r.URL.Path))
+		case http.StatusMethodNotAllowed:
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			writeProblem(w, newProblem(http.StatusMethodNotAllowed, kindMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path))
+		default:
+			mux.ServeHTTP(w, r) // a redirect
+		}
+	})
+}
+
+// statusRecorder keeps the status and headers of ServeMux's own 404 and 405 answers.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (s *statusRecorder) Header() http.Header         { return s.header }
+func (s *statusRecorder) Write(p []byte) (int, error) { return len(p), nil }
+func (s *statusRecorder) WriteHeader(status int)      { s.status = status }
+
+func (s *server) exec(w http.ResponseWriter, r *http.Request) {
+	var body execBody
+	if !s.decode(w, r, &body) {
+		return
+	}
+	req := body.ExecRequest
+	if body.TimeoutMS > math.MaxInt64/int64(time.Millisecond) {
+		writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), "timeout_ms is too large"))
+		return
+	}
+	req.Timeout = time.Duration(body.TimeoutMS) * time.Millisecond
+
+	st := &stream{w: w, rc: http.NewResponseController(w)}
+	res, err := s.rt.Exec(r.Context(), req, sandboxd.Streams{
+		Stdout: frameWriter{st, FrameStdout},
+		Stderr: frameWriter{st, FrameStderr},
+	})
+	if err != nil {
+		if r.Context().Err() != nil {
+			s.log.Debug("sandboxd: the client went away; the execution was killed", "error", err)
+			return
+		}
+		if fault.KindOf(err) == fault.Internal {
+			s.log.Warn("sandboxd: execution failed", "error", err)
+		}
+		if !st.begun() {
+			writeProblem(w, problemFor(err))
+			return
+		}
+		_ = st.frame(FrameError, problemFor(err).json())
+		return
+	}
+	data, _ := json.Marshal(res)
+	if err := st.frame(FrameResult, data); err != nil {
+		s.log.Debug("sandboxd: the result could not be sent", "error", err)
+	}
+}
+
+// stream writes exec frames; the status line and headers go out with the first frame.
+type stream struct {
+	mu     sync.Mutex
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	header bool
+	err    error
+}
+
+func (s *stream) begun() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.header
+}
+
+// frame writes one frame and flushes it.
+func (s *stream) frame(typ byte, payload []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if !s.header {
+		h := s.w.Header()
+		h.Set("Content-Type", StreamContentType)
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		s.w.WriteHeader(http.StatusOK)
+		s.header = true
+	}
+	var head [frameHeader]byte
+	head[0] = typ
+	binary.BigEndian.PutUint32(head[1:], uint32(len(payload)))
+	if _, s.err = s.w.Write(head[:]); s.err != nil {
+		return s.err
+	}
+	if _, s.err = s.w.Write(payload); s.err != nil {
+		return s.err
+	}
+	s.err = s.rc.Flush()
+	return s.err
+}
+
+// frameWriter writes output as frames of one type.
+type frameWriter struct {
+	s   *stream
+	typ byte
+}
+
+func (f frameWriter) Write(p []byte) (int, error) {
+	if err := f.s.frame(f.typ, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (s *server) readFile(w http.ResponseWriter, r *http.Request) {
+	rc, err := s.rt.ReadFile(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if st, ok := rc.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		if info, err := st.Stat(); err == nil {
+			w.Header().Set("Content-Length", strconv.FormatInt(info.Size(), 10))
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.Copy(w, rc); err != nil {
+		s.log.Debug("sandboxd: sending a file failed", "error", err)
+	}
+}
+
+func (s *server) writeFile(w http.ResponseWriter, r *http.Request) {
+	maxBytes := int64(-1)
+	if v := r.Header.Get(headerMaxBytes); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), headerMaxBytes+" must be an integer"))
+			return
+		}
+		maxBytes = n
+	}
+	n, err := s.rt.WriteFile(r.URL.Query().Get("path"), r.Body, maxBytes)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, writeResult{Bytes: n})
+}
+
+func (s *server) listFiles(w http.ResponseWriter, r *http.Request) {
+	list, err := s.rt.ListFiles(r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *server) removeFile(w http.ResponseWriter, r *http.Request) {
+	if err := s.rt.RemoveFile(r.URL.Query().Get("path")); err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) listContexts(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.rt.ListContexts())
+}
+
+func (s *server) createContext(w http.ResponseWriter, r *http.Request) {
+	var body createContextBody
+	if !s.decode(w, r, &body) {
+		return
+	}
+	info, err := s.rt.CreateContext(body.Name, body.Language)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, info)
+}
+
+func (s *server) restartContext(w http.ResponseWriter, r *http.Request) {
+	info, err := s.rt.RestartContext(r.PathValue("name"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *server) deleteContext(w http.ResponseWriter, r *http.Request) {
+	if err := s.rt.DeleteContext(r.PathValue("name")); err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// decode reads a JSON body into v (unknown fields refused); on failure it answers with a
+// problem and returns false.
+func (s *server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body := http.MaxBytesReader(w, r.Body, maxJSONBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeProblem(w, newProblem(http.StatusRequestEntityTooLarge, string(fault.TooLarge), "the request body is over the limit"))
+			return false
+		}
+		writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), "malformed request body: "+err.Error()))
+		return false
+	}
+	// Reading to EOF lets the server watch the connection: when the client goes away, the
+	// request's context ends.
+	_, _ = io.Copy(io.Discard, body)
+	return true
+}
+
+// fail answers with err's problem.
+func (s *server) fail(w http.ResponseWriter, err error) {
+	if fault.KindOf(err) == fault.Internal {
+		s.log.Warn("sandboxd: request failed", "error", err)
+	}
+	writeProblem(w, problemFor(err))
+}
+
+func writeProblem(w http.ResponseWriter, p problem) {
+	w.Header().Set("Content-Type", problemType)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(p.json())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, newProblem(http.StatusInternalServerError, string(fault.Internal), "encoding the answer failed"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}

@@ -1,0 +1,93 @@
+package remote
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/sandboxd"
+)
+
+// StreamContentType is the media type of an exec stream.
+const StreamContentType = "application/vnd.sandgate.sandboxd-stream"
+
+// Frame types of an exec stream.
+const (
+	FrameStdout byte = 1
+	FrameStderr byte = 2
+	FrameResult byte = 3
+	FrameError  byte = 4
+)
+
+// frameHeader is the size of a frame's type and length.
+const frameHeader = 5
+
+// Header names.
+const (
+	headerMaxBytes = "X-Max-Bytes"
+	problemType    = "application/problem+json"
+)
+
+// problemTypeBase prefixes every problem type; the suffix is the kind.
+const problemTypeBase = "https://sandgate.dev/problems/sandboxd/"
+
+// Problem kinds that are not fault kinds.
+const (
+	kindUnauthenticated  = "unauthenticated"
+	kindUnknownRoute     = "unknown-route"
+	kindMethodNotAllowed = "method-not-allowed"
+)
+
+// execBody is the JSON body of POST /v1/exec.
+type execBody struct {
+	sandboxd.ExecRequest
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// createContextBody is the JSON body of POST /v1/contexts.
+type createContextBody struct {
+	Name     string `json:"name"`
+	Language string `json:"language"`
+}
+
+// writeResult is the answer of PUT /v1/files.
+type writeResult struct {
+	Bytes int64 `json:"bytes"`
+}
+
+// problem is an RFC 9457 problem document with the fault kind.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Kind   string `json:"kind"`
+}
+
+// kindStatus maps fault kinds to HTTP statuses; other kinds are 500.
+var kindStatus = map[fault.Kind]int{
+	fault.Validation: http.StatusBadRequest,
+	fault.Policy:     http.StatusForbidden,
+	fault.NotFound:   http.StatusNotFound,
+	fault.Conflict:   http.StatusConflict,
+	fault.TooLarge:   http.StatusRequestEntityTooLarge,
+}
+
+// problemFor returns the problem of err.
+func problemFor(err error) problem {
+	kind := fault.KindOf(err)
+	status, ok := kindStatus[kind]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	return newProblem(status, string(kind), err.Error())
+}
+
+func newProblem(status int, kind, detail string) problem {
+	return problem{Type: problemTypeBase + kind, Title: http.StatusText(status), Status: status, Detail: detail, Kind: kind}
+}
+
+func (p problem) json() []byte {
+	data, _ := json.Marshal(p)
+	return data
+}

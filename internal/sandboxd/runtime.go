@@ -1,0 +1,280 @@
+//go:build unix
+
+package sandboxd
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+)
+
+// Defaults of Options' tuning fields.
+const (
+	DefaultKillGrace  = 2 * time.Second
+	DefaultDrainDelay = 250 * time.Millisecond
+)
+
+// defaultPath is PATH of programs when neither Options.Env nor sandboxd's own environment
+// has one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// shell runs commands.
+const shell = "/bin/sh"
+
+// Options configure a Runtime. Only Workspace is required.
+type Options struct {
+	// Workspace is the absolute path of the folder files are confined to and programs run in
+	// by default. It must exist and must not be "/".
+	Workspace string
+	// Env is the base environment of programs, as "K=V" entries. Nil means a minimal base:
+	// PATH (sandboxd's own PATH, or a standard default), HOME=Workspace, LANG=C.UTF-8 and
+	// PYTHONUNBUFFERED=1.
+	Env []string
+	// Python is the interpreter of python code and python contexts: a path, or a name looked
+	// up on the PATH of Env when used. Empty means "python3".
+	Python string
+	// Bash runs bash code and bash contexts, like Python. Empty means "bash".
+	Bash string
+	// KillGrace is how long the processes of a timed-out or cancelled execution have between
+	// SIGTERM and SIGKILL, and how long a python context has to answer an interrupt. Zero
+	// means DefaultKillGrace.
+	KillGrace time.Duration
+	// DrainDelay is how long output is still read once an execution's program has ended, for
+	// output held open by processes that escaped it. Zero means DefaultDrainDelay.
+	DrainDelay time.Duration
+	// Logger receives debug and warning records; nil discards them.
+	Logger *slog.Logger
+}
+
+// Runtime runs programs and stateful contexts in one workspace and moves its files. Build it
+// with New; its methods are safe for concurrent use.
+type Runtime struct {
+	workspace  string // absolute, symlinks resolved
+	root       *os.Root
+	env        []string // base environment
+	python     string
+	bash       string
+	killGrace  time.Duration
+	drainDelay time.Duration
+	stateDir   string // private folder of bash context state, made on first use; under mu
+	log        *slog.Logger
+
+	life     context.Context // cancelled by Close
+	shutdown context.CancelFunc
+	running  sync.WaitGroup // executions in progress
+
+	mu       sync.Mutex
+	closed   bool
+	contexts map[string]*codeContext
+	nextID   int // names the state folders of bash contexts
+}
+
+// errShutdown is the cause of an execution killed by Close.
+var errShutdown = errors.New("sandboxd is shutting down")
+
+// New checks opts and returns a Runtime on opts.Workspace. It starts no process and writes
+// nothing: contexts start on first use, and the private 0700 folder of bash context state
+// is made under os.TempDir when the first bash context is created. Close releases it.
+//
+// Errors: a fault.Validation error when Workspace is not absolute, is "/", or is not an
+// existing folder.
+func New(opts Options) (*Runtime, error) {
+	if !filepath.IsAbs(opts.Workspace) {
+		return nil, fault.New(fault.Validation, "sandboxd: the workspace %q must be an absolute path", opts.Workspace)
+	}
+	ws, err := filepath.EvalSymlinks(opts.Workspace)
+	if err != nil {
+		return nil, fault.Wrap(fault.Validation, err, "sandboxd: the workspace %q is not usable", opts.Workspace)
+	}
+	if ws == "/" {
+		return nil, fault.New(fault.Validation, "sandboxd: refusing to use / as the workspace; give a folder")
+	}
+	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+		return nil, fault.New(fault.Validation, "sandboxd: the workspace %q is not a folder", opts.Workspace)
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return nil, fault.Wrap(fault.Validation, err, "sandboxd: opening the workspace %q", opts.Workspace)
+	}
+	r := &Runtime{
+		workspace:  ws,
+		root:       root,
+		env:        baseEnv(opts.Env, ws),
+		python:     cmp.Or(opts.Python, "python3"),
+		bash:       cmp.Or(opts.Bash, "bash"),
+		killGrace:  durationOr(opts.KillGrace, DefaultKillGrace),
+		drainDelay: durationOr(opts.DrainDelay, DefaultDrainDelay),
+		log:        opts.Logger,
+		contexts:   make(map[string]*codeContext),
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	r.life, r.shutdown = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Workspace returns the absolute path of the workspace, symlinks resolved.
+func (r *Runtime) Workspace() string { return r.workspace }
+
+// Close kills every running execution and every context's processes, waits (at most
+// KillGrace plus a few seconds) for the executions to return, and removes the private folder
+// of bash context state. Later calls of other methods fail with fault.Gone. It is idempotent and returns nil.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	ctxs := make([]*codeContext, 0, len(r.contexts))
+	for _, c := range r.contexts {
+		ctxs = append(ctxs, c)
+	}
+	clear(r.contexts)
+	r.mu.Unlock()
+
+	r.shutdown()
+	for _, c := range ctxs {
+		c.stop(errShutdown)
+	}
+	done := make(chan struct{})
+	go func() { r.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(r.killGrace + r.drainDelay + 5*time.Second):
+		r.log.Warn("sandboxd: executions still running after close")
+	}
+	for _, c := range ctxs {
+		c.dropPython(errShutdown) // one an execution started meanwhile
+	}
+	r.mu.Lock()
+	if r.stateDir != "" {
+		_ = os.RemoveAll(r.stateDir)
+	}
+	r.mu.Unlock()
+	_ = r.root.Close()
+	return nil
+}
+
+// begin registers an execution; end must be called when it has returned.
+func (r *Runtime) begin() (end func(), err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fault.New(fault.Gone, "%s", errShutdown)
+	}
+	r.running.Add(1)
+	return r.running.Done, nil
+}
+
+// baseEnv returns a copy of env, or the minimal base when env is nil.
+func baseEnv(env []string, workspace string) []string {
+	if env != nil {
+		return append([]string(nil), env...)
+	}
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = defaultPath
+	}
+	return []string{
+		"PATH=" + path,
+		"HOME=" + workspace,
+		"LANG=C.UTF-8",
+		"PYTHONUNBUFFERED=1",
+	}
+}
+
+// mergeEnv returns base with the variables of extra set (replacing base's), in base's order
+// then extra's sorted order.
+func mergeEnv(base []string, extra map[string]string) []string {
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, ok := extra[name]; !ok {
+			out = append(out, kv)
+		}
+	}
+	for _, name := range sortedKeys(extra) {
+		out = append(out, name+"="+extra[name])
+	}
+	return out
+}
+
+// envValue returns the value of name in env ("" when absent; the last entry wins).
+func envValue(env []string, name string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val
+		}
+	}
+	return v
+}
+
+// lookPath finds program name on the search path pathEnv, the way a shell does: a name with a
+// slash is used as is (relative to dir when not absolute).
+func lookPath(name, pathEnv, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		return p, executable(p)
+	}
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		p := filepath.Join(d, name)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w", name, os.ErrNotExist)
+}
+
+// executable returns nil when p is a regular file with an execute bit.
+func executable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s: %w", p, os.ErrPermission)
+	}
+	return nil
+}
+
+// interpreter resolves the program of language (python or bash) on the base PATH.
+// Errors: fault.Capability when it is not installed.
+func (r *Runtime) interpreter(language string) (string, error) {
+	name := r.python
+	if language == "bash" {
+		name = r.bash
+	}
+	p, err := lookPath(name, envValue(r.env, "PATH"), r.workspace)
+	if err != nil {
+		return "", fault.Unsupported("this sandbox", "language:"+language+" ("+name+" is not installed)")
+	}
+	return p, nil
+}
+
+func durationOr(v, def time.Duration) time.Duration {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

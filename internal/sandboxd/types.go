@@ -1,0 +1,97 @@
+package sandboxd
+
+import (
+	"io"
+	"io/fs"
+	"time"
+)
+
+// ExecRequest is one execution: exactly one of Command (run by /bin/sh -c), Argv, or Code
+// (with Language python or bash).
+type ExecRequest struct {
+	Command  string            `json:"command,omitempty"`
+	Argv     []string          `json:"argv,omitempty"`
+	Code     string            `json:"code,omitempty"`
+	Language string            `json:"language,omitempty"` // python | bash, with Code
+	Env      map[string]string `json:"env,omitempty"`      // added to the base environment
+	// Dir is the working folder relative to the workspace ("" = the workspace); confined.
+	// In a context, "" keeps the folder the context's earlier code left it in.
+	Dir string `json:"dir,omitempty"`
+	// Stdin is the program's standard input; nil means empty (immediate EOF). Over the wire
+	// it travels base64-encoded in the JSON body.
+	Stdin []byte `json:"stdin,omitempty"`
+	// Timeout is the wall-clock limit from start; 0 means none. Over the wire: timeout_ms.
+	Timeout time.Duration `json:"-"`
+	// Context names the stateful context that runs Code ("" = a fresh process). A context
+	// that does not exist yet is created with Language.
+	Context string `json:"context,omitempty"`
+	// MaxOutput caps each of stdout and stderr in bytes (0 = DefaultMaxOutput); output past it
+	// is read and dropped, and Result.Truncated says so.
+	MaxOutput int64 `json:"max_output_bytes,omitempty"`
+}
+
+// DefaultMaxOutput is the per-stream output cap when ExecRequest.MaxOutput is 0 (64 MiB).
+const DefaultMaxOutput = 64 << 20
+
+// Result is how an execution ended. A non-zero exit is a Result, never an error.
+type Result struct {
+	// ExitCode is the exit status; 128+n when killed by signal n; 1 for a Python context
+	// execution that raised. Meaningless when TimedOut.
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"` // "SIGKILL" when a signal ended the program
+	TimedOut bool   `json:"timed_out,omitempty"`
+	// OOMKilled: the kernel's OOM killer killed a process of this execution (the cgroup's
+	// memory.events oom_kill counter moved).
+	OOMKilled bool `json:"oom_killed,omitempty"`
+	// Truncated: some output went past MaxOutput and was dropped.
+	Truncated bool `json:"truncated,omitempty"`
+	// Error is the exception a context execution raised (also printed to stderr as a
+	// traceback); nil otherwise.
+	Error *ExecError `json:"error,omitempty"`
+	// ContextLost: the context's interpreter died during the execution; its state is gone and
+	// the next execution starts a fresh one.
+	ContextLost bool `json:"context_lost,omitempty"`
+}
+
+// ExecError is an exception raised by code in a context (Jupyter's ename/evalue/traceback).
+type ExecError struct {
+	Name      string `json:"name"`      // e.g. "NameError"
+	Value     string `json:"value"`     // str(exception)
+	Traceback string `json:"traceback"` // formatted, as printed to stderr
+}
+
+// ContextInfo describes a stateful context.
+type ContextInfo struct {
+	Name       string    `json:"name"`
+	Language   string    `json:"language"`
+	CreatedAt  time.Time `json:"created_at"`
+	Executions int       `json:"executions"`
+	Alive      bool      `json:"alive"`
+}
+
+// FileType classifies a workspace entry.
+type FileType string
+
+const (
+	FileRegular FileType = "file"
+	FileDir     FileType = "dir"
+	FileSymlink FileType = "symlink"
+	FileOther   FileType = "other"
+)
+
+// FileInfo is one entry of a workspace listing (lstat, symlinks not followed).
+type FileInfo struct {
+	Name    string      `json:"name"`
+	Path    string      `json:"path"` // relative to the workspace, slash-separated
+	Type    FileType    `json:"type"`
+	Size    int64       `json:"size"`
+	Mode    fs.FileMode `json:"mode"` // permission bits
+	ModTime time.Time   `json:"mod_time"`
+}
+
+// Streams receives an execution's output as it is produced. Writes to Stdout and Stderr may
+// come from different goroutines but never concurrently to the same writer.
+type Streams struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
