@@ -93,9 +93,13 @@ func newEnv(t *testing.T, o envOpts) *testEnv {
 		"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, ProviderBlocks: lb()},
 		"nonet-lax":  {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny", Strict: ptr(false)}, ProviderBlocks: lb()},
 		"short-idle": {Type: local.TypeName, IdleTimeout: 1, ProviderBlocks: lb()},
+		"stateful":   {Type: local.TypeName, Stateful: true, ProviderBlocks: lb()},
 	}
 	if o.config != nil {
 		o.config(cfg)
+	}
+	if cfg.Sandbox.Broker.Flavor == config.FlavorQueue {
+		delete(cfg.Sandbox.Profiles, "stateful") // refused: workers would not share its contexts
 	}
 	cfg.ApplyDefaults()
 	require.NoError(t, cfg.Validate())

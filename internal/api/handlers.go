@@ -281,7 +281,7 @@ func (s *Server) RunCode(ctx context.Context, req apigen.RunCodeRequestObject) (
 	b := req.Body
 	out, err := s.sandbox.Execute(ctx, p, sandbox.ExecInput{
 		SessionID: req.SessionId, Profile: deref(req.Params.Profile), Code: b.Code, Language: deref(b.Language), Env: deref(b.Env),
-		Timeout: seconds(b.TimeoutS), Wait: waitFor(b.WaitS), Base64: deref(b.Output) == apigen.OutputEncodingBase64,
+		Context: deref(b.Context), Timeout: seconds(b.TimeoutS), Wait: waitFor(b.WaitS), Base64: deref(b.Output) == apigen.OutputEncodingBase64,
 	})
 	if err != nil {
 		return nil, err
@@ -324,7 +324,7 @@ func promoted(ctx context.Context, t sandbox.Task) apigen.ExecutionPromotedJSONR
 
 func resultView(r *sandbox.Result) apigen.ExecutionResult {
 	return apigen.ExecutionResult{
-		Status: apigen.ExecutionResultStatus(r.Status), ExitCode: r.ExitCode, Signal: ptr(r.Signal),
+		Status: apigen.ExecutionResultStatus(r.Status), ExitCode: r.ExitCode, Signal: ptr(r.Signal), OomKilled: ptr(r.OOMKilled),
 		Stdout: r.Stdout, Stderr: r.Stderr, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Encoding: apigen.ExecutionResultEncoding(r.Encoding),
 		DurationMs: r.DurationMS, SessionId: r.SessionID, TaskId: ptr(r.TaskID), Notice: ptr(r.Notice), Warnings: nonNil(r.Warnings),

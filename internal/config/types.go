@@ -181,6 +181,11 @@ type Profile struct {
 	// AllowedGroups restricts the profile to members of these groups; empty = everyone.
 	AllowedGroups []string       `koanf:"allowed_groups" json:"allowed_groups"`
 	Params        map[string]any `koanf:"params" json:"params"`
+	// Stateful makes code executions of a session share interpreter state: they run in the
+	// sandbox's default context unless they name another, so a variable set in one call is
+	// there in the next. Needs a provider that keeps contexts (local_subprocess; docker, which
+	// then runs sandboxd). Default false: every execution starts a fresh interpreter.
+	Stateful bool `koanf:"stateful" json:"stateful"`
 
 	// ProviderBlocks: the block named by Type is required (local_subprocess gets an empty one).
 	ProviderBlocks `koanf:",squash"`
@@ -240,7 +245,32 @@ type Docker struct {
 	// WarmPool keeps started containers ready so that new sandboxes start at once (managed
 	// profiles only).
 	WarmPool *DockerWarmPool `koanf:"warm_pool" json:"warm_pool,omitempty"`
+	// Sandboxd runs the sandbox runtime agent as each container's entrypoint: executions and
+	// files then go over a local socket instead of a docker exec each, and code contexts keep
+	// state. A profile with stateful: true turns it on.
+	Sandboxd *DockerSandboxd `koanf:"sandboxd" json:"sandboxd,omitempty"`
 }
+
+// DockerSandboxd configures the sandboxd runtime agent of a docker profile.
+type DockerSandboxd struct {
+	// Enabled runs sandboxd in the profile's containers (implied by the profile's stateful).
+	Enabled bool `koanf:"enabled" json:"enabled"`
+	// Binary is the static sandboxd executable copied into containers whose image does not
+	// ship it (images without the label dev.sandgate.sandboxd). Default: "sandboxd" next to the
+	// gateway's executable, then on PATH.
+	Binary string `koanf:"binary" json:"binary"`
+	// SocketDir is the folder on the engine's host holding one socket folder per sandbox,
+	// bind-mounted into its container; the gateway must see it at the same path (run the
+	// gateway on the engine's host, or mount the folder at the same path). Default:
+	// /run/sandgate/sandboxd as root, else $XDG_RUNTIME_DIR/sandgate/sandboxd or
+	// <temp>/sandgate-<uid>/sandboxd.
+	SocketDir string `koanf:"socket_dir" json:"socket_dir"`
+	// User runs sandboxd and the programs as this user; default 65532:65532 (non-root).
+	User string `koanf:"user" json:"user"`
+}
+
+// On reports whether the block enables sandboxd.
+func (d *DockerSandboxd) On() bool { return d != nil && d.Enabled }
 
 // DockerWarmPool keeps containers of a docker profile started ahead of use. Each serves one
 // sandbox and is destroyed with it; the pool refills in the background.

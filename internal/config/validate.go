@@ -222,6 +222,9 @@ func (s *Sandbox) validate(p *problems) {
 			p.add(prefix, "profile name %q must match %s (lower-case letters, digits, '_', '.', '-'; at most 63 characters)", name, profileNamePattern)
 		}
 		prof.validate(p, prefix)
+		if prof.Stateful && prof.Type == ProviderLocalSubprocess && s.Broker.Flavor == FlavorQueue {
+			p.add(prefix+".stateful", "a local_subprocess context lives in one worker process while the queue may hand the next execution to another; use a docker profile (sandboxd keeps contexts in the container) or the embedded broker")
+		}
 	}
 }
 
@@ -314,6 +317,14 @@ func (prof *Profile) validate(p *problems, prefix string) {
 	if d := prof.Docker; d != nil && prof.Type == ProviderDocker {
 		d.validate(p, prefix+".docker", prof.Environment)
 	}
+	if prof.Stateful {
+		switch {
+		case prof.Type != ProviderLocalSubprocess && prof.Type != ProviderDocker:
+			p.add(prefix+".stateful", "provider %s keeps no interpreter state between executions; stateful needs local_subprocess or docker (with sandboxd)", prof.Type)
+		case prof.Type == ProviderDocker && prof.Environment == EnvironmentAttached:
+			p.add(prefix+".stateful", "an attached docker profile runs in a container the gateway did not start, so sandboxd cannot keep state there; remove stateful or use a managed profile")
+		}
+	}
 	if k := prof.Kubernetes; k != nil && prof.Type == ProviderKubernetes {
 		k.validate(p, prefix+".kubernetes", prof.Environment)
 	}
@@ -362,6 +373,9 @@ func (d *Docker) validate(p *problems, key, environment string) {
 	}
 	if d.PidsLimit < 0 { // 0 is the default, 256
 		p.add(key+".pids_limit", "must be greater than 0 (got %d)", d.PidsLimit)
+	}
+	if d.Sandboxd.On() && environment == EnvironmentAttached {
+		p.add(key+".sandboxd", "is only for managed profiles: sandboxd is started as the entrypoint of containers the gateway creates")
 	}
 	if w := d.WarmPool; w != nil {
 		switch {

@@ -64,6 +64,9 @@ func profileLine(prof *sandbox.Profile) string {
 	if langs := prof.Caps.Languages; len(langs) > 0 {
 		fmt.Fprintf(&b, "; run_code languages: %s", strings.Join(langs, ", "))
 	}
+	if prof.Config.Stateful && prof.Caps.Stateful && prof.Config.Scope != sandbox.ScopePerCall {
+		b.WriteString("; run_code keeps state: variables, functions and imports defined in one run_code call are still there in the next call of the same session (build on earlier results instead of recomputing them)")
+	}
 	if !prof.Caps.Shell {
 		b.WriteString("; no shell: run_command is not available")
 	}

@@ -46,7 +46,10 @@ type ExecInput struct {
 	Language  string // default python
 	Env       map[string]string
 	Cwd       string
-	Stdin     []byte
+	// Context names the stateful context that runs Code (only on stateful-capable profiles);
+	// "" = the default context when the profile is stateful, else a fresh interpreter.
+	Context string
+	Stdin   []byte
 	// Timeout lowers the profile's policy timeout (never raises it); 0 = the policy's.
 	Timeout time.Duration
 	// Wait bounds how long the call waits before promoting to a task; nil = broker.wait_timeout.
@@ -59,6 +62,7 @@ type Result struct {
 	Status          string   `json:"status"`
 	ExitCode        *int     `json:"exit_code"`
 	Signal          string   `json:"signal,omitempty"`
+	OOMKilled       bool     `json:"oom_killed,omitempty"`
 	Stdout          string   `json:"stdout"`
 	Stderr          string   `json:"stderr"`
 	StdoutBytes     int64    `json:"stdout_bytes"`
@@ -117,6 +121,9 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	}
 	if in.Code != "" && in.Command != "" {
 		return Outcome{}, fault.New(fault.Validation, "give exactly one of command or code")
+	}
+	if err := s.pickContext(prof, &spec, in.Context); err != nil {
+		return Outcome{}, err
 	}
 	if err := providers.CheckExecSpec(prof.Provider.Type(), prof.Caps, spec); err != nil {
 		return Outcome{}, err
@@ -335,6 +342,10 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		code := st.ExitCode
 		res.ExitCode = &code
 		res.Signal = st.Signal
+		res.OOMKilled = st.OOMKilled
+		if st.ContextLost {
+			res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", spec.Context))
+		}
 	case ctx.Err() != nil && s.wasCancelled(j.task.ID):
 		res.Status = ResultCancelled
 	case runCtx.Err() != nil && ctx.Err() == nil:

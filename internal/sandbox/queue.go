@@ -31,6 +31,7 @@ type queuedOp struct {
 	Language  string              `json:"language,omitempty"`
 	Env       map[string]string   `json:"env,omitempty"`
 	Dir       string              `json:"dir,omitempty"`
+	Context   string              `json:"context,omitempty"`
 	Stdin     []byte              `json:"stdin,omitempty"`
 	TimeoutMS int64               `json:"timeout_ms"`
 	Base64    bool                `json:"base64,omitempty"`
@@ -47,7 +48,7 @@ func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Durati
 	op := queuedOp{
 		TaskID: j.task.ID, SessionID: j.sess.ID, Ephemeral: j.ephemeral, Profile: j.prof.Name, Operation: j.task.Operation,
 		Principal: j.p, Command: j.spec.Command, Code: j.spec.Code, Language: j.spec.Language, Env: j.spec.Env, Dir: j.spec.Dir,
-		Stdin: j.stdin, TimeoutMS: j.spec.Timeout.Milliseconds(), Base64: j.base64, Warnings: j.warnings,
+		Context: j.spec.Context, Stdin: j.stdin, TimeoutMS: j.spec.Timeout.Milliseconds(), Base64: j.base64, Warnings: j.warnings,
 	}
 	body, err := json.Marshal(op)
 	if err != nil {
@@ -178,7 +179,7 @@ func (s *Service) HandleDelivery(ctx context.Context, d queue.Delivery) error {
 	j := &execJob{
 		s: s, p: op.Principal, prof: prof, sess: sess, ephemeral: op.Ephemeral, task: t, stdin: op.Stdin, base64: op.Base64,
 		warnings: op.Warnings, queued: true,
-		spec: providers.ExecSpec{Command: op.Command, Code: op.Code, Language: op.Language, Env: op.Env, Dir: op.Dir, Timeout: time.Duration(op.TimeoutMS) * time.Millisecond},
+		spec: providers.ExecSpec{Command: op.Command, Code: op.Code, Language: op.Language, Env: op.Env, Dir: op.Dir, Context: op.Context, Timeout: time.Duration(op.TimeoutMS) * time.Millisecond},
 	}
 	if _, err := s.broker.Submit(ctx, op.TaskID, -1, j.run); err != nil {
 		return err

@@ -44,6 +44,42 @@ func (e AgentToolsFormat) Valid() bool {
 	}
 }
 
+// Defines values for ContextLanguage.
+const (
+	ContextLanguageBash   ContextLanguage = "bash"
+	ContextLanguagePython ContextLanguage = "python"
+)
+
+// Valid indicates whether the value is a known member of the ContextLanguage enum.
+func (e ContextLanguage) Valid() bool {
+	switch e {
+	case ContextLanguageBash:
+		return true
+	case ContextLanguagePython:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ContextCreateLanguage.
+const (
+	ContextCreateLanguageBash   ContextCreateLanguage = "bash"
+	ContextCreateLanguagePython ContextCreateLanguage = "python"
+)
+
+// Valid indicates whether the value is a known member of the ContextCreateLanguage enum.
+func (e ContextCreateLanguage) Valid() bool {
+	switch e {
+	case ContextCreateLanguageBash:
+		return true
+	case ContextCreateLanguagePython:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecutionResultEncoding.
 const (
 	ExecutionResultEncodingBase64 ExecutionResultEncoding = "base64"
@@ -377,7 +413,12 @@ type Capabilities struct {
 
 // CodeRequest defines model for CodeRequest.
 type CodeRequest struct {
-	Code     string             `json:"code"`
+	Code string `json:"code"`
+
+	// Context Stateful context to run in (created with `language` on first use); variables set
+	// by one execution are there in the next. Default: `default` on profiles with
+	// `stateful: true`, else a fresh interpreter per execution.
+	Context  *string            `json:"context,omitempty"`
 	Env      *map[string]string `json:"env,omitempty"`
 	Language *string            `json:"language,omitempty"`
 
@@ -413,6 +454,35 @@ type CommandRequest struct {
 	WaitS *float32 `json:"wait_s,omitempty"`
 }
 
+// Context defines model for Context.
+type Context struct {
+	// Alive False after its interpreter died; the next execution restarts it.
+	Alive     bool      `json:"alive"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Executions Executions since the context (re)started.
+	Executions int             `json:"executions"`
+	Language   ContextLanguage `json:"language"`
+	Name       string          `json:"name"`
+}
+
+// ContextLanguage defines model for Context.Language.
+type ContextLanguage string
+
+// ContextCreate defines model for ContextCreate.
+type ContextCreate struct {
+	Language *ContextCreateLanguage `json:"language,omitempty"`
+	Name     string                 `json:"name"`
+}
+
+// ContextCreateLanguage defines model for ContextCreate.Language.
+type ContextCreateLanguage string
+
+// ContextList defines model for ContextList.
+type ContextList struct {
+	Contexts []Context `json:"contexts"`
+}
+
 // CreateSessionRequest defines model for CreateSessionRequest.
 type CreateSessionRequest struct {
 	Labels  *map[string]string `json:"labels,omitempty"`
@@ -437,8 +507,11 @@ type ExecutionResult struct {
 	ExitCode *int `json:"exit_code,omitempty"`
 
 	// Notice Tell the user: e.g. the session was idle and reset.
-	Notice    *string `json:"notice,omitempty"`
-	SessionId string  `json:"session_id"`
+	Notice *string `json:"notice,omitempty"`
+
+	// OomKilled The kernel's out-of-memory killer ended a process of the run (policy memory_mb).
+	OomKilled *bool  `json:"oom_killed,omitempty"`
+	SessionId string `json:"session_id"`
 
 	// Signal Name of the signal that ended the process (e.g. SIGKILL).
 	Signal *string `json:"signal,omitempty"`
@@ -681,6 +754,9 @@ type TaskList struct {
 // TaskStatus defines model for TaskStatus.
 type TaskStatus string
 
+// ContextName defines model for ContextName.
+type ContextName = string
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -776,6 +852,30 @@ type RunCommandParams struct {
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
 }
 
+// ListContextsParams defines parameters for ListContexts.
+type ListContextsParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// CreateContextParams defines parameters for CreateContext.
+type CreateContextParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// DeleteContextParams defines parameters for DeleteContext.
+type DeleteContextParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// RestartContextParams defines parameters for RestartContext.
+type RestartContextParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
 // ListFilesParams defines parameters for ListFiles.
 type ListFilesParams struct {
 	// Dir Folder relative to the workspace root; default the root.
@@ -825,6 +925,9 @@ type RunCodeJSONRequestBody = CodeRequest
 // RunCommandJSONRequestBody defines body for RunCommand for application/json ContentType.
 type RunCommandJSONRequestBody = CommandRequest
 
+// CreateContextJSONRequestBody defines body for CreateContext for application/json ContentType.
+type CreateContextJSONRequestBody = ContextCreate
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// GetHealth Liveness probe.
@@ -863,6 +966,18 @@ type ServerInterface interface {
 	// RunCommand Run a shell command in a session.
 	// (POST /v1/sessions/{session_id}/commands)
 	RunCommand(w http.ResponseWriter, r *http.Request, sessionId SessionID, params RunCommandParams)
+	// ListContexts The session's stateful code contexts.
+	// (GET /v1/sessions/{session_id}/contexts)
+	ListContexts(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListContextsParams)
+	// CreateContext Start a named context.
+	// (POST /v1/sessions/{session_id}/contexts)
+	CreateContext(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateContextParams)
+	// DeleteContext Stop a context and forget its state.
+	// (DELETE /v1/sessions/{session_id}/contexts/{context_name})
+	DeleteContext(w http.ResponseWriter, r *http.Request, sessionId SessionID, contextName ContextName, params DeleteContextParams)
+	// RestartContext Restart a context with a fresh interpreter.
+	// (POST /v1/sessions/{session_id}/contexts/{context_name}/restart)
+	RestartContext(w http.ResponseWriter, r *http.Request, sessionId SessionID, contextName ContextName, params RestartContextParams)
 	// ListFiles List a workspace folder.
 	// (GET /v1/sessions/{session_id}/files)
 	ListFiles(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListFilesParams)
@@ -959,6 +1074,30 @@ func (_ Unimplemented) RunCode(w http.ResponseWriter, r *http.Request, sessionId
 // RunCommand Run a shell command in a session.
 // (POST /v1/sessions/{session_id}/commands)
 func (_ Unimplemented) RunCommand(w http.ResponseWriter, r *http.Request, sessionId SessionID, params RunCommandParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListContexts The session's stateful code contexts.
+// (GET /v1/sessions/{session_id}/contexts)
+func (_ Unimplemented) ListContexts(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListContextsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateContext Start a named context.
+// (POST /v1/sessions/{session_id}/contexts)
+func (_ Unimplemented) CreateContext(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateContextParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteContext Stop a context and forget its state.
+// (DELETE /v1/sessions/{session_id}/contexts/{context_name})
+func (_ Unimplemented) DeleteContext(w http.ResponseWriter, r *http.Request, sessionId SessionID, contextName ContextName, params DeleteContextParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RestartContext Restart a context with a fresh interpreter.
+// (POST /v1/sessions/{session_id}/contexts/{context_name}/restart)
+func (_ Unimplemented) RestartContext(w http.ResponseWriter, r *http.Request, sessionId SessionID, contextName ContextName, params RestartContextParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1387,6 +1526,192 @@ func (siw *ServerInterfaceWrapper) RunCommand(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RunCommand(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListContexts operation middleware
+func (siw *ServerInterfaceWrapper) ListContexts(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListContextsParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListContexts(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateContext operation middleware
+func (siw *ServerInterfaceWrapper) CreateContext(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateContextParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateContext(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteContext operation middleware
+func (siw *ServerInterfaceWrapper) DeleteContext(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "context_name" -------------
+	var contextName ContextName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "context_name", chi.URLParam(r, "context_name"), &contextName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "context_name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DeleteContextParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteContext(w, r, sessionId, contextName, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RestartContext operation middleware
+func (siw *ServerInterfaceWrapper) RestartContext(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "context_name" -------------
+	var contextName ContextName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "context_name", chi.URLParam(r, "context_name"), &contextName, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "context_name", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RestartContextParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RestartContext(w, r, sessionId, contextName, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1870,6 +2195,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/sessions/{session_id}/code", wrapper.RunCode)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/sessions/{session_id}/contexts", wrapper.ListContexts)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/contexts", wrapper.CreateContext)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/sessions/{session_id}/contexts/{context_name}", wrapper.DeleteContext)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/contexts/{context_name}/restart", wrapper.RestartContext)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/runs", wrapper.CreateRun)
@@ -2835,6 +3172,561 @@ func (response RunCommand502ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	return err
 }
 
+type ListContextsRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    ListContextsParams
+}
+
+type ListContextsResponseObject interface {
+	VisitListContextsResponse(w http.ResponseWriter) error
+}
+
+type ListContexts200JSONResponse ContextList
+
+func (response ListContexts200JSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContexts400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts400ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContexts401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts401ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContexts403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts403ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContexts404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts404ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContexts409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts409ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContexts422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts422ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContexts502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts502ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContextRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    CreateContextParams
+	Body      *CreateContextJSONRequestBody
+}
+
+type CreateContextResponseObject interface {
+	VisitCreateContextResponse(w http.ResponseWriter) error
+}
+
+type CreateContext201JSONResponse Context
+
+func (response CreateContext201JSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext400ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext401ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext403ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext404ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext409ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext422ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext502ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContextRequestObject struct {
+	SessionId   SessionID   `json:"session_id"`
+	ContextName ContextName `json:"context_name"`
+	Params      DeleteContextParams
+}
+
+type DeleteContextResponseObject interface {
+	VisitDeleteContextResponse(w http.ResponseWriter) error
+}
+
+type DeleteContext200JSONResponse ContextList
+
+func (response DeleteContext200JSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContext400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext400ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContext401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext401ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContext403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext403ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContext404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext404ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContext409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext409ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContext422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext422ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContext502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext502ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestartContextRequestObject struct {
+	SessionId   SessionID   `json:"session_id"`
+	ContextName ContextName `json:"context_name"`
+	Params      RestartContextParams
+}
+
+type RestartContextResponseObject interface {
+	VisitRestartContextResponse(w http.ResponseWriter) error
+}
+
+type RestartContext200JSONResponse Context
+
+func (response RestartContext200JSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestartContext400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext400ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestartContext401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext401ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestartContext403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext403ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestartContext404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext404ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestartContext409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext409ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestartContext422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext422ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestartContext502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext502ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListFilesRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    ListFilesParams
@@ -3536,6 +4428,18 @@ type StrictServerInterface interface {
 	// RunCommand Run a shell command in a session.
 	// (POST /v1/sessions/{session_id}/commands)
 	RunCommand(ctx context.Context, request RunCommandRequestObject) (RunCommandResponseObject, error)
+	// ListContexts The session's stateful code contexts.
+	// (GET /v1/sessions/{session_id}/contexts)
+	ListContexts(ctx context.Context, request ListContextsRequestObject) (ListContextsResponseObject, error)
+	// CreateContext Start a named context.
+	// (POST /v1/sessions/{session_id}/contexts)
+	CreateContext(ctx context.Context, request CreateContextRequestObject) (CreateContextResponseObject, error)
+	// DeleteContext Stop a context and forget its state.
+	// (DELETE /v1/sessions/{session_id}/contexts/{context_name})
+	DeleteContext(ctx context.Context, request DeleteContextRequestObject) (DeleteContextResponseObject, error)
+	// RestartContext Restart a context with a fresh interpreter.
+	// (POST /v1/sessions/{session_id}/contexts/{context_name}/restart)
+	RestartContext(ctx context.Context, request RestartContextRequestObject) (RestartContextResponseObject, error)
 	// ListFiles List a workspace folder.
 	// (GET /v1/sessions/{session_id}/files)
 	ListFiles(ctx context.Context, request ListFilesRequestObject) (ListFilesResponseObject, error)
@@ -3933,6 +4837,123 @@ func (sh *strictHandler) RunCommand(w http.ResponseWriter, r *http.Request, sess
 	}
 }
 
+// ListContexts operation middleware
+func (sh *strictHandler) ListContexts(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListContextsParams) {
+	var request ListContextsRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListContexts(ctx, request.(ListContextsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListContexts")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListContextsResponseObject); ok {
+		if err := validResponse.VisitListContextsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateContext operation middleware
+func (sh *strictHandler) CreateContext(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateContextParams) {
+	var request CreateContextRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	var body CreateContextJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateContext(ctx, request.(CreateContextRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateContext")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateContextResponseObject); ok {
+		if err := validResponse.VisitCreateContextResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteContext operation middleware
+func (sh *strictHandler) DeleteContext(w http.ResponseWriter, r *http.Request, sessionId SessionID, contextName ContextName, params DeleteContextParams) {
+	var request DeleteContextRequestObject
+
+	request.SessionId = sessionId
+	request.ContextName = contextName
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteContext(ctx, request.(DeleteContextRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteContext")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteContextResponseObject); ok {
+		if err := validResponse.VisitDeleteContextResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RestartContext operation middleware
+func (sh *strictHandler) RestartContext(w http.ResponseWriter, r *http.Request, sessionId SessionID, contextName ContextName, params RestartContextParams) {
+	var request RestartContextRequestObject
+
+	request.SessionId = sessionId
+	request.ContextName = contextName
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RestartContext(ctx, request.(RestartContextRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RestartContext")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RestartContextResponseObject); ok {
+		if err := validResponse.VisitRestartContextResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListFiles operation middleware
 func (sh *strictHandler) ListFiles(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListFilesParams) {
 	var request ListFilesRequestObject
@@ -4129,152 +5150,166 @@ func (sh *strictHandler) CancelTask(w http.ResponseWriter, r *http.Request, task
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3tchu3luCroHrvliTfJkVRH7apmtp1HDvXM07itZxK7TU9JNgNkhh1A30BtGjGUdU+zT7YPskWDj4a",
-	"3QQl0tLNZFL5oSqxu/F1zsHB+caXJONlxRlhSiajL8mS4JwI+Pctz7CinOn/cyIzQSvzM/np/VvE50gt",
-	"CcoEwYrkSBDJa5GRfpImMluSEutmal2RZJRIJShbJLe3t2lSYYFLouwYL2shudgc4ccK/6MmaMrIZzXJ",
-	"4KMpmgtewqCVIDeU1xJVeAEjUt3mHzUR6yRNGC71oKZVazol/vyWsIVaJqPhYJBuTC9N3tKSKv1prMcC",
-	"XoYd5mSO60Ilo/NBqnunZV3qH/oXZebXiR+HMkUWRMBA7wSf04L8LxhhY/k/c3FdcJyjynx2icpaKlRi",
-	"lS0BApJISTk7kIivmPsKrZaEoRlXS4QFQdeMr9g26Ngm28BzYpfgf8eAdWUm8ebbzQW8cDNENE8RF2hq",
-	"QTVFcy4M5eCiIOJAIvvGt+BzNP0fdn7/MvULqLBaNvO3H09onqSJIP+oqSB5MlKiJuGSKqwUEbr5vx9+",
-	"HPSe497805fT4e2vdtCjvySxlX3A8tosKzK0wvJ6j3HDYWOj3ep+ZMWZJLAlvsH5e/KPmkigw4wzRRj8",
-	"i6uqoGZLHleCzwpS/vU/pNmf5DMuq4IYRChMi2QEsyNSoRnP12iJJcIMESG4GKGcE8kOHEGZaY80GVVE",
-	"qDUaa6ZQYpaPE0QlKqmUeq5pIhVWtUxGZ7B7qNIjJm/YDS6oZgFm1n6JS6UqOTo+lpjlC6xIPyc3buby",
-	"GBoZBnMbgu4vgsyTUfLfjhvGdGzeyuN3prGBWpviPiyJmwHMGRdzLkqSa+LTiJNI8pKoJWULQ36czemi",
-	"FjADAAhiXCFcFHzV1zN6ydm8oNlDseD25oFcYkHyA8CEzHhFUEXERNRM0ZKMEFXwhjOCzJduP1winOeC",
-	"SKk/wRIdWNI9QJRJRXCuNwywYb00zkgLT88bPPkF7YigzH3/WOjR1NUB95wqy9EBSgcONJZHuFNFP1d6",
-	"gnourz6TrNbdfKsXux07MaxYfE9KmYyGJ2lCWMZzTdujpFbz3rMkTchnqiYZz0kyGqQhnxklF/OTbJA/",
-	"JcPZM3xGBvPn+HR2nj3NT8hwforPZgHk4VgtiCI5PMyJEMko8f9PZmult/vAP1CiZpk+SpPRHBeSwAte",
-	"q2SUnA3HLHG/XctT/2Cz5QoLRtlCJqOPn3ZGngfreyL1mbYFicR9huaUUbkkOTpcLbEiN0QgqiTS8EMa",
-	"fkcai0uq4Kkmcl6rNgLfCV5ymPg+SARUDGYX+el8kA3xc3KWn5/PTrJn5On8Ap/nZ9npbJikiSe3ZJSY",
-	"WZOJ5WtJ6g/AkT/EH4BsUTNmOWQ9K6lSJJ9gjbrhYHjROznpDZ9/GDwfnQxGg8Hfd99P+hiK4eFK0aJA",
-	"dlCE54oINF1hqiZyeokqXhSwe/RBhbBCUyfJwWG6RcKLzcN+euy/g7m85mJG85ywh3JGrJbooN8/Jio7",
-	"rrCUq/wAEZnhikgj5GCWz/hntOLiWlY4a3O204azveMFzdbohvLCzHNHDldBu0fhbz+4s4PkVsKhElWC",
-	"soxWuAARCCMzHsow07xvRhBhcy4yksO2+IGr17xm+QPBWjMQ/Dz0nFh1cB9BH7TAe9aAV69tDjPbEa6M",
-	"q55p8Big/cku6FDDkHG1JKKB7IE8CnQPLbpx/haLBXkgFOHMBsmJSsQ1b9MUeTI4e3b+9GIw6GkujEAh",
-	"QIcW0v0Sf57odoZFH4XgPAmo9QPnqIAp7ghOxXnPNHgMcH6jF+VX5MQgkpvVAAx/YrhWS8IUtefKg0Cp",
-	"+DVhGozkc6Wl5Usvp2HEyAqZ96DcrXktEJWyJqJFjCcN9Lpz2xGGdafZY0DyeyMX671NrQw8I1hoyOol",
-	"dZjtzz//3HsRzGFTaXr/+iW6eHo+QNlS60ZscZ82DaiSdVVx8XA0FTzDxUTWs0rwTIubXkizI6AMV3hG",
-	"C6rWI1RgtqjxgoxEPVuHuBoOQ1z5yQWNd5Y/mxaPJYFWgt/QnIjNtQG/9hKD2QWVVILg8oFwzXl2TcQI",
-	"0RIvCKrWasnZ6LR/MuzJgpZGCrbM1QHxfBAA8Z2es+bgmtTmmBa7E33lmj4aAN2hkvG6yJE9xfwwRtsS",
-	"BGdLONP8qLABXiwIUx84L+CXVTapUXq1roYBvITVZTL6mJRZZWQ4hmmSJpippeAVzZJPGyp0mixqmmOW",
-	"RfbUT1JD3b2HoxkjuZaKlHreZaXQIehcWr0oCVNaK0MFZeSon0RGUpwXE16rqlYTze+zJTbbuz2sEc1T",
-	"ZIR7hFmO4EQRBOfS2c50XxJMNVmtkOKGCEvM1poDCJwpImQwC28/MtOIDKuhi3KiJXP9RCLKrB4FDNfI",
-	"JiVWqXvx/ct3SBJxA4YYLnIiwN6iSAm94zyHjnDxLkCXMXbYSfHZfxCjI9oHWAi8ToxZw5lHPjoEB6ja",
-	"Bku3uE+RIV46lmDJpk1EWCmcLQNOOeO8IBio37wjckI+KyIYLuKfaSTJ+CsqnXR5zxZ64z78QA2yHK+E",
-	"jj1sN0mrBb80qXB2jRdkotV8XGyZsBEpQewwVH3nZ4woLUzf+Y2TpraAwUtek1oSse0byxC29CGXZNt6",
-	"YB/O6+jbDkk1CHE9hqB2uNyEYzCIo4ukNecYtWwsfAOmMVxEgBola56TwOYX33VWt2+TvLFTdEy3IKPe",
-	"Y75NE8Jutg/W6vHi/Pz0ItJDiT+HbU6GzyJrcxhpmcsTcwwmaTjM2SAyhmEP9225H+GrV86YozeTsTdM",
-	"3FqMLf7ZxVnLNj/oN5BhdTkz+9Vo0q2GpxftdhutOrQJeImjGgwQX4ttY73YlBxrhlZULdHxjLJjuUS9",
-	"rN8G7q5Uka3yuDsCpA9eaOFJEL3vbog5skijn/e7CH1+8U8hvPbsXn1WAiPCbqjgDI7wGywonhVEXlrT",
-	"b+A9mf77xxe9v+PeL5NP9p9B7/nk05O/TO3s7yfpr6VJqXIa8aZ9o7VFNCe5hqdUmOVY5Iiyqlbo0G6Z",
-	"ESJlpdZH27C6eZiE9N8e7y1fESE7ZldrmrDNLhEDe57AVBKJtFqYfv0uag//N75CBWcLvVr9DZqRORcE",
-	"YSZXRE8fDQdDQ80YTFitsfffiGbLRPci+C6tF+vrdmSBZ6SQO5JzzOe4QXKnw8hMjedph868VXN/b14M",
-	"PLlWVnFM0vxJEtEreU4QhY/UWu8vIiguwB5T3Ghh0zlsjYp/aIhKkkwQJYGWOwLcSk4EL8gECxYVka7r",
-	"GRGMKCInC8Hrak+JKmjeEV6aNqJmExzrLgairs18QyRtORwaNUeL8hdnUcm+8Ug0upBzTcywJBdnUQ0o",
-	"8Fp0UfXO6vNgmDcq5iU6GT77KzMO42taFCRHszWSdMFwgdglYnVRmLeaI+QITPdpoh9rxtrRAYLpM65o",
-	"TA/7QKxRWgN+hEh/0Q8d2WiFJaJ5QUBVEkQSFVW/Qgt9BHlmAZuj/4BL4rQuu0i1xAoRlmu2azghAOkQ",
-	"Znb15rt/e/P2bVwFdFp6d5Cpd/lMkfeIKHCZWI+I7s7hNPQPAYy1JpSkSaaVI42QKJqdJ+nLtlfOPbQT",
-	"rW26nuIiufFDxccMXFKb2qjCBYKXDsYLgUu0ElyRFF2TSoF3lgOud5tvx+H1JWKjKGmuCUlTVC54VZH8",
-	"Ei0JzoG0FKaFiY4gVUhiwXqdfz+24Maztjvf6ZxIlnw8XD1SO+DsYDSy+ggCA/6RtphP2o6Y8OuInYuv",
-	"aUFeMWUCU9r8rIxymB8zjeiKCIgU4AzNqJLRvVPynM6p9Y4FNJpjRXp6G8QaudNv87TDarmFD/xCdtwD",
-	"5knDa21UTE4BIeuyoEzrduB2iGzJDnJhqqkLGIFv7WxSA7s2CLZB/y2VscOExnc+YUrQjnXhLsm0we99",
-	"tGqg4PrfNtufBVXKuAPbE96On3vY+BIPzy8ehtnurgup36LH4sWOFlvd3wguzBI6itiSZNd3in3beELT",
-	"d3OMONLjmtBqhm8wNafsveRm+4hNvW2FCkZhJkSEy4l1f6Zg3caUGafLWma4KCZzWih4UNJM8MlNCVxD",
-	"ltFjqaPrtFR9RT5rJtc5K/XTKRJE1YJJ9NOH171n6NB7UeDIKPE1QVPHz6ZgO0VTIwO5MDKsJRpBcIkk",
-	"UUeXY+bf42KF19KPYJgnHAHWJms+7EH/JO9DiIWDkZ3zHfKWcTlHKKOqN/njSy5IyA8bJWkuJ+A1nujF",
-	"7SfM+qYrQY03afe2JSm5WE/KWfB1KMQZk5bpf7+eXVOyEES2qNt0pgmBaZqDn4Xmc3E5R9jQq8j5vF21",
-	"vSIZZ7m8dNhv/Ov36YmdeXdh0MXUBvjDafnpx/blO2dGjNiv8zJmH/ie6Blr8ZUzkGKnuFbLPnxt1aBp",
-	"XJLJ2hrcXWdCqOzpI6UE51UE4XMqpJpIQtheZ/jXqGvWERz7tMBfMwlZGzTEetR6yRZBY8Pu7PzTtrug",
-	"sV9oarHZRkKcIIzHLeoOfn52/hRZfx4yLkW5qTc7X+OG3U7zxxVhSovcbAHcT2smSHGUc4RnmiXSuKYF",
-	"kaKRLfaakiLvFeSGFKgJ4QTHZC2ITK1O6WOPHbY7/j7dSxQPJZHSmovvRoP78NO9rqg0AdO/9Q9uavzG",
-	"8rNVGPHndER4ND7arbS8wZ+UPtfRT+/fIIZLF4oKoEZZgWVMaO4s28qUZuT0LgngXWML6vAZE6f0VSaU",
-	"rOOBu5OnhN+C2dbKBDGuHthvW25gzPACFBvrk4nrxc4INXEKij91FrpDs0O3tCzIpHWkbKL5611/21UX",
-	"Lz/c6Y33AWouciFOohk31HZXX1fw0RaFpYmB9AO5btuoSVtutzbYN4Dpl9mhmzuoNa75WLPm7iqOo/37",
-	"FBzfcWxK7+udrcJdjwTOVLH257U1Qk8hEUKLm9NNHv4AT17gFvrTD9jxuXytQTzw1uzvb/lt/I0bIL5y",
-	"bMAxv4qISWZc3vpfqwPbXzbzIMoUrU8kot6YdK+9pK6A7W8a6+7KAqJKOg9VXL7dcmLf75S5XzsHAbOW",
-	"j2Wp4itGYmluK4jq8qEF6NAIl+ivyAqXR5dILvmKaZENJMq4XS0g89i7O44OE9BlhZ/tEXMHEi0xywuS",
-	"Is6yVsxX3Ei+x5EEJhgRM+e+CHNkPGnY/JjZ2nifl7wgKCdVwdf6iIqTSiPF3TkhM8KV+XhD8A/zBqIn",
-	"pbftNuepJcY03Dod8oqdPXYm3xKpBF8b2HSF/uBVZMF3mdjuMo41/d4xr/gxHWRrbuLyVVkpfSQC0vT6",
-	"ffbmNvPg7se941f32t5dx2lrrncs9GrDSoczRW80srOCyy3iKCRubIAH5Py4BVe/mcR1BqsfIv0WyXo+",
-	"p5+dK8sqXdZpZWSttNmaKSq4VHEnlonFlpa7ddVGwhBu8nsgj4RKNOdiwZUykc27MUTXx15cdAtbb1yL",
-	"m+y1SfVpENXk/IBs2k0B+rQnGxXexbtXFtX9xm6Fxb5H6m7cTFOhY2XdzKTdRooxwLYl3XPDBgUBG2yN",
-	"Gdtleoo78ZLNExvL690ZhMmkuoc7mC7vZw0BXFvCFrN+tzAbLMsIyUF/bUK3o97eNNGbNW7ylySrBVXr",
-	"K70aAx6TaPCiNt4J8+u1w+i//vxhw+L+gqEf33z7Er35FnKRMvB2B6kXVlfp5IQYcUSiQ5ebcORTEuC8",
-	"gXHb4egmdJyyOY/YP2yYuuYmGElSzHtLDnHJ+ukKr41JX9RMgsPcxGuHiRtWYITIZiu7EDlm2ZJLwrRI",
-	"8OTJqpM8L588QYeQ3YCa7IYUfQtx+Sn6Nx8UkqJXL4cmNebq6vsU/b//83+P+mM2Zq9uiFij6fHNyTRI",
-	"YmWE5BJNNQ64oL/AwxH6xmSAjOvB4DT7158/wD/EFi/AIWwBHQbA/TH74MNkqEQ3RICPMEUlrioTGYbR",
-	"kydeUNRLmn736gM6vjk5Lsn0KDXebQ29RprkKybHLAizkNYHLq8hm9iIJPIyllbVCOLCJhJCfJZEZ4Mz",
-	"AxQwEIIv3Vsqp9uSI6Yo51mtxTOpBTZJ0FSTzFQvVoJRbKT7/LV1yv1qo1XQr6gkGCTlX8fs116v5/90",
-	"k2ljhpyiX9HZYIB+DaPem2QPVz+BaupiSuBMIdOFQUu8uQkhxL7KAhco4+WMMkMG9yWT2xE6CUhmqBO9",
-	"NJNFlLZT1gXR3Ia0M4psV3OXgGk6ObXzbfBe4jWMX0viEhH91F0ksu3LCA1NRz5JkYsmsssySYit3Exe",
-	"RIeatSEjDh25VEeslq1kTh8kagf2OYJm7DP0K6qDRD/JS6JZEikkOZBHjhpTQ4tcmHQK01VJ1JLnPd2j",
-	"NW2aPs8dYGAun6lUEs1qBaCB+EKTbwGtAzooaKZMB89tBw9PXLfd+0w+6P/ktENpG/mG3ew8N0ufGQX9",
-	"DIeeAnw45x2JTuF6LBE4iVF3dz5w3UWTfVzBF41la5G1vSw4I00HmDXvw9hcKlHNIEUITOGHFB7ZcFNi",
-	"ez+yXc4EvybCdOqA1SSgm7fB9HJSUAe67hqtgcb0dQaUzjjrNb01Dchnc2gbmLYCY21nlJm0ANPbAHqb",
-	"1YtLaGEdEyjDQlBL/b4yBQBrzF74YCgTh/aZKgnz+YUIbk7HJ0+MxKlZ/XAwOEotkFwVD+OxLmhGmASJ",
-	"1ZYneVFpoPeG/YGR+soSi7XWI3x4Tm+m9x3JmwMUztkXbxBYy80hgavKmBpsGpo7upM0uSHCWIeSQf/E",
-	"DAN5WhVNRslpf9A/tTEWIKkcLyGI4hf9/4JE1I0X9mAZDgZotdTbOgzIg+wkif724cO7PvoBjlzGmwRL",
-	"j7U3eTJKviPKhmx0iqoMB4P9igz41H5+vXvynB17e/IhrEhjV9NpvyXbJaOPn0J0vaU3hOnP9TFq1GQM",
-	"FR2aJcvkk+7hWBCcr3eFL2HoHZdqIQjMpNmJGumaCs1iYJaGW1h0G26pjz2xHjPyuSKZkpewMUF4WFFJ",
-	"0KEmJAtGi0wnWwgCADcnPi0KVNKFgKIlR4aUN1D5Xq/rwZhsYnVyrPAMS2Kw2iDVETQahrrVI2EeFgGR",
-	"/ZqQIbH0fHD66EvAyuPpJLVYshLq8FIL1F7CNmAnraWGQUePsOYfuIJonfUlmpq5T5HEay360WyJcqJ1",
-	"JcKytc1nvXsnaAjSHbfCzckx8LBjnyAZ3RJQyIQulsqfcSYXE5jx9LjMqqljPIdTUTOwIUxTZP833px0",
-	"zKYQ/DFxRlR9+MJXBOcbDwEQ/qkWY6CHgkrlnzoxXX/PyKr7XD+25rmNV0epk2nImNXtrNcFYRpOYUS+",
-	"ZkBtsbWPNFR8mwLEJc6KtenSKVNB7S6QM2tJLpE5xHEh+WZWKWVSiTpTXv1oAHogxyxATB9E2xKrKapo",
-	"di19kmyvSWlFcokrMkJTwNHhVB96FiyuGwArpM+Avow1aKYmkVi3+DIGbXWcjNA4mdcMZjZO0tavEfqi",
-	"e05R0G86Zk3xutvbKdS3mfrE5K2zQWYyE2ln00eQpqthKFGJczKGLurF0vPKrKBaVtK6ldT/2ESr96+u",
-	"PjRyigRRW3FLsFuYaJB13S6+9zGWPBxC2uBiWwE5n9AbqYZnk7e/IpX79tND2b03azXDhPnhyccru+O9",
-	"5PdpzP43r7ViA3wS7A79fn9rgvLo2QBybwyH+RjLxcMIElKRZRWIwqN2QRYD2IYwIs62xq+7l6Wywxp2",
-	"cgHclSdlMR7wvuR297pSAQFuEYxUN2tdg8yhDE7MM0MFsWE8tRwHhfOgycn9TbrFRG5bErOeG5wmLlMf",
-	"LCyECtTmrymIz4559PTGpmxhN7EMzysTjeKPKuMsjJ5Q723calux179aBoESV1KzAC3PG73HGJQOJMoK",
-	"TEuwH1G2kGN26ILUUmQCf1LIxTFJXEGQ2pE5CJpBQUrMuNAaA22kxzGD8wbiAY8LLFVPEpsvJLfwou/J",
-	"g6U5GyNpwy46AY6R9LCPSU5uNFVv5H4lWOtOQbCjefA/7WB9ZWoZduIdWxW9no0GpqJXE99oxkuTstCD",
-	"ughGMIyOjo/BCrnkUo2eDZ4NjnNyc8xpniXdgMZu3bDh6Ozs70HEoZt8GLbYrGfXSh8uEHXLtvSueU8K",
-	"/UfcWL53ny0YDNPsGGeDajZNGAsU3TrvnKRiDY3tcLcpuNFVKMYc4qLwxmJjcgZPe0ukChzhOckK8ECH",
-	"QU1IcoTdwa3PEkUghU5r9zhbgn3dWsyi2+MtlcrN/MG7pIHRxy8bIXuuTIZJ4YsUxrCby/ZgPgtC4FwG",
-	"QVDW4mMTyDPDcqlJf6N6hcuf3SxY0X7ja1S0HwdlKXwmbrsSRZOg64tP2LKsptyE/eELTMD3YXyK+aAV",
-	"iBjEH3ZCDH1kYTeA8OSZlg4i8LLbNAi18zGAnTQArf90w/v1s05cfvjIxdv7MHsXQW8TNYP5DQetoJCN",
-	"wk8+nmHUihra48gPY/m2MJdagtHBEepjcZZu4eSYuhKylyb+z7EXUZu4g4pLFS20IMGLY+Q6cAXkBHEt",
-	"301duNXUjT5CGM0FkUsv+1HpDKhw+uYQTDNmui8fd2EKOq6wyGVqdCqTiLskIJ+uMCjCUDjT+IUgST7C",
-	"Ukx++/uaJT7I+Ruer/e0PTghNKk1AaMebhXP5IzIJd+jRmwQVHnbFkI1pd7GOd/dJNEuCHub6tNzj1a+",
-	"CulvKWjqdqf3t2tqbUKL5/e3eBlU7T0bDneZWlNBDoxTu7RxpdHau+9HRnp8PgcyBZWnRfzhvvPKV7Dz",
-	"wqif6MF+5ZyYfMWa+C+7uauiNpu9iQQ7kC5UbBqEkU29MzQdM0ZWRCojxPbRCzj2gU9UWEoQHf5Fk+XU",
-	"GPAIIuAJjrhJt57pV03IUUf7joG4+eS4VSH+No2XpG8iLXbafBvxbRsBiaxYN87iDAuxNlkKVIJz7IYI",
-	"aT2tENi2tfh+8Ol+Jfg3rNcGJ5wV68u7wL9lIrbg06aNwkoLmzWm7kWMuSNghw/t5QYPt2m0YmGSJAyQ",
-	"+9iOye0oDl496S571wrHTShtC6OjJOudDTfjZLvDn9vhHTIYLtaSyi3ll/eXSQITtg3L20NKCUMZI1LK",
-	"C4hPRHwe0Nh/qinCa0whzTuG6iniEySXxGSX7yn49qDmqg/u8IKLsyP7WIGm9FDHE22fe5OwNRh4EUdJ",
-	"UswRle26kMwwWRDAkFfR+NzbPAG/WhSSKyLQ2eD5KJSoICRowZGzlE7f/Xhlol/0m2naYfFe/FviGzJm",
-	"m1X1XVF9LW7J5naK7WLUlSe5rxal7t1Mu2yTnck7Wt3odvO+iaGhzj0kwt8vvxn89vxmT26zTR8KNuWj",
-	"FGn/IwmyLU5oyBqiBz20IkywI1Mef2mM4beGNRYkVoPZBtzLzi07jrlBIVcuFkS1vuijNzkpK6530Ahh",
-	"5kOZaO44mvG/K8776DX4jWxwTMCrnLMNzSiEkmoe6ivYmNAXY6IZs05EjYkMUbyGwrvILkJ30dy7A0WV",
-	"nIjcyrWJMb1vAT4h03uIABPkKlgrzF43Ley7yZqsiW1ljN3lRPpMYf+ZPgY71XvpOY2rRA16TZTiHhcr",
-	"QZidjfjdONKdS9dHe4XHd9y4/1i08pscL79HyfWRThJPR7/1KXB2fzt/xcWG3eBe8t9PeW6uJttBT2tr",
-	"2p/uOjqOXZrubzed9C5TpMkm9m4KBIGJldAdgSNj6oz0U1Pm3O73iDNjzLw9/6iPrnBJoDontWUjoDa4",
-	"/iFqfVRh6WygUcPH+5q9NFk3D7A75uaeOsrU4cWTp0dJmEPs/A27S8NBieU/7Y77imt7be3f3u743oVt",
-	"mDiLTU5yl7mxu78NVf++9rgtHwDbfNrUeJ66Mv6NoNrUYkY/Y6okqisIEbK3Q42ZU+vR1JllTRh1H75w",
-	"UdJH/ppGE4R8iSoslYmPc46Ia0IqOWYLDjxCWkeEi5Kw+SJaiPD1fJtLqWysaXAz1Zj5jSGb+xLA+SVd",
-	"7SMnyOjR9W+s9KC0NIgXgt7gwt5isI0pueu/HsEfYljQKepl6KBhUweJLaKdmGqfUFzhu/evXn1488N3",
-	"yShZkqLgnYoBp4M9+FirfvifrOwPyMri0WMP4Wp3B0xcQXymzTKRcOTbUs0VFtJFjU4LOT26RLYkpkn8",
-	"EsSsOrXX2JhIi37UEfLaX8dwRwzi63sqzCPBubr0mg2wIs63BinaKp6RCMVdStU/3HAPFTstI7A1Oj+6",
-	"IqrJ4OLsrFMPdEMNOWmrITlWuD+DsmKmtmb4xJTGPBkMz/xKbA2cZsin5+d7DmnyVO1otl4tDNQCmV7o",
-	"Hqb31/dEB5iLBg4ksmBLkTS3SM3WoOj2/2Q0Hb6hoYlwsFEMCEN24QIdfje6FEzo+IumrY5NLmaLem3y",
-	"zDsb8ixmwoO62mDfWGm5pIBcBIRnkjB19EeknX9+YEDHaKUhDCUiTFIpZuZ+ijupzp49HaGM4DyO2btY",
-	"Lc8UUb3meraG6/jwb5MCE79vO8JwTNqkKTxLbPkuLJFUXB+Lh9OXZiI9c2BM0YLeuFtK6S/k6E+G1KWR",
-	"91Bx3VDIocArA9ujx2dI3fKUhU343X5LDboqsFwSE+gxM0qGIgxVBaasWI/Z4dSwJl6rY3fAmnQPk9Gs",
-	"CcJ/8d+Hr5tv+ugdVkubSFQQfENM9KgfPHVZMjbhw8lTKfKOz1OjvERunre/tl87vyHR3HPpx1foqXVc",
-	"gCS4NNvB5DAzC3TdOG1uJ6+wIExZLiH76AVb2z3nSvLDpiNM9cfshekLkqGn8TtWp01VgpNT0BoB5pAi",
-	"WmGhKC5gCv0xu6pNyYuSYBtWD6RJ4X9BGgXVVIwmOWxs6PPqby96w/OLmE75s9ZPPf/aRaV8IOvaSdfb",
-	"I1DYy3XHoSS57z3Ytl57cj5/OpjNT57hwbOLweDp4OSCPD97NhucYZKfzp4NTwan+PRiRvDZydPz89lF",
-	"ludzPD8Z4IycZhdk3pJi95ImXQ36O/g7CAN2r/8R+fXJDkP425EfzuCB9Hfk8FYM9DV7oqKAFmE/2BI8",
-	"nQPhEULfwmJIW6PpwtJGUa56cfY1XPR3EDFmQf/xj3B9/qe9LtC/P74LYJOiMBYUHRq7p0TczOcSzYmy",
-	"aRxgwpxzASZM893R7yU2DNYSbkGD+PYWPP5i77i53WoTeh0WfwuOZ3AqdSzHbqITpYopkqYGv48fQ8Mz",
-	"tDy6HDMIawfJKHVxFIjmVlYy9iYo0mKKi8yIuyQuLAWT2vJDMQc01Ph6cPpoWLCuS38no1MwjfzztlBT",
-	"ZK51c9jzweBkGN4N5q8EC+79GjxgB4a3Ubk7ppLuFUQwwsaVUdYF726JSrr3GNlWnYubbKvmPqWPn26/",
-	"av7ibmYRrDEsxrYTn9mHy2zNbYULDP9rueL1nG3qW8PhTNlXtz1iHGZfNU6DTetwn+Ks6djUxtvfEef7",
-	"3eZVu1K8kt4ZdSCDkkKH1BQoK5pyLUoQcgQMq8TC1E2b+rJ90z56Ab2MGbAxZ2vytTOpbBSKmmVLzBbu",
-	"splOlCl0+Sg8zNYZbYoLtlMlkvRuLjcYDc7/uVzu69lUUC7xN93CJicL2fFNvYz/QrvaEBfCyBaphEJw",
-	"RujyV6xuCAztkiztkpMfP+ntZWp8mE1Zi2JbnjNsRdu9L1PlE3u1WOzsGy4bL3jmg4CCZ4HjK3i60dSs",
-	"JHgQlIsJnppEzttPt/8/AAD//w==",
+	"7H3tcts4tuCroLh3y3aGkmVZdhK5bu1m0slM7k13Z+N0de1EXgkiIQnXJKABQCvqtKv2afbB9km2cPBB",
+	"kIJsyfZk+vb2j1TFFImPcw7O9zn4mmS8XHJGmJLJ8GuyIDgnAv77nmdYUc70/3MiM0GX5s/kp4/vEZ8h",
+	"tSAoEwQrkiNBJK9ERrpJmshsQUqsP1PrJUmGiVSCsnlye3ubJksscEmUneM1Z4p8UT/gkmxO8wpl5mfE",
+	"cAkjU/14idUiSRMG3yT2lTH8mSaC/L2iguTJUImKhGtZYqWI0AP8r8+vOn/DnV96nZfjbufq60l6Prj9",
+	"lyTdWG6avK6E5GJzaT8u8d8rgiZMT53BSxM0E7wEoCwFuaG8kmiJ5/W6/14RsQ4WboYOl1jiL+8Jm6tF",
+	"Muz3erH1vKclVfrV2IgF/BgOmJMZrgqVDM96qR6dllWp/9B/UWb+OvHzUKbInAiY6IPgM1qQ/wEzbGz/",
+	"Zy6uC45ztDSvXaCykgqVWGULgIAkUlLODiTiK+beQqsFYWjK1QJhQdA14yu2DTr2k23gObFb8H/HgHVp",
+	"FvHuuxhp2RUimqeICzSxoJqgGReGsnFREHEgkf3Ff8FnaPLf7Pr+dbKFLO3LY5rvSpSHn3udl7gzu/p6",
+	"2r/91U56FCfLT1hem21FplZYXu8xbzhtbLZbPY5cciYJHNk/4/wj+XtFJNAhHD8G/8XLZUENyzheCj4t",
+	"SPmn/5CGf5AvuFwW9owrTItkCKsjUqEpz9dogSXCDBEhuBiinBPJDhxBmWUPNRktiVBrNNJMq8QsHyWI",
+	"SlRSKfVa00QqrCqZDAdweqjSMybv2A0uqGZRZtV+iwullnJ4fCwxy+dYkW5ObtzK5TF8ZBjgbQi6fxFk",
+	"lgyT/3JcM85j86s8/mA+NlBrUtynBXErgDXjYsZFSXJNfBpxEkleErWgbG7Ij7MZnVcCVgAAQYwrhIuC",
+	"r7p6Ra85mxU0eywW3Nk8kAssSH4AmJAZXxK0JGIsKqZoSYaIKviFM4LMm+48XCCc54JIqV/BEh1Y0j1A",
+	"lElFcK4PDIgJvTXOSANPL2s8+Q3tiKDMvf9U6NHU1QL3jCrL0QFKBw40lkc4qaefK71AvZY3X0hW6WG+",
+	"05vdjp0YViy+x6VMhv2TNCEs47mm7WFSqVnnRZIm5AtV44znJBn20pDPDJPz2UnWy5+T/vQFHpDe7CU+",
+	"nZ5lz/MT0p+d4sE0gDyI/YIoksPDnAiRDBP///F0rfRx7/kHSlQs06I+Gc5wIQn8wCuVDJNBf8QS97f7",
+	"8tQ/2PxyhQWjbC6T4eernZHnwfqRSC3TtiCRuNfQjDIqFyRHh6sFVuSGCESVRBp+SMPvSGNxQRU81UTO",
+	"K9VE4AfBSw4L3weJgIre9Dw/nfWyPn5JBvnZ2fQke0Gez87xWT7ITqf9JE08uSXDxKyajC1fS1IvAIde",
+	"iD8C2aJizHLIalpSpUg+xhp1/V7/vHNy0um//NR7OTzpDXu9v+1+nrQYiuHhUtGiQHZShGeKCDRZYarG",
+	"cnKBlrwo4PRoQYWwQhOnaYIw3aKBxtZhXz3278Fa3nIxpXlO2GM5I1YLdNDtHhOVHS+xlKv8ABGZ4SWR",
+	"RsnBLJ/yL2jFxbVc4qzJ2U5rzvaBFzRboxvKC7POHTncEr57Ev72g5MdJLcaDpVoKSjL6BIXoAJhZOZD",
+	"GWaa900JImzGRUZyOBY/cPWWVyx/JFgrBoqfh55Tqw7uI+iDBngHNXj13mawsh3hyrjqmA+eArQ/2Q0d",
+	"ahgyrhZE1JA9kEeBbaRVN87fYzEnj4QiyGzQnKhEXPM2TZEnvcGLs+fnvV5Hc2EEBgE6tJDulvjLWH9n",
+	"WPRRCM6TgFo/cY4KWOKO4FScd8wHTwHOP+tN+R05NYjkZjcAw58YrtSCMEWtXHkUKBW/JkyDkXxZam35",
+	"wutpGDGyQuZ3MO7WvBKISlkR0SDGkxp67bXtCMOq9dlTQPJ7oxfrs02tDjwlWGjI6i21mO3PP//ceRWs",
+	"YdNo+vj2NTp/ftZD2ULbRmx+n7UPqJLVcsnF49FU8AwXY1lNl4JnWt30SpqdAWV4iae0oGo9RAVm8wrP",
+	"yVBU03WIq34/xJVfXPDxzvpn/cVTaaBLwW9oTsTm3oBfe43BnIKlVILg8pFwzXl2TcQQ0RLPCVqu1YKz",
+	"4Wn3pN+RBS2NFmyZqwPiWS8A4ge9Zs3BNanNMC12J/ql+/TJAOiESsarIkdWivlpjLUlCM4WINP8rHAA",
+	"Xs0JU584L+Ava2xSY/RqWw0DeAmrymT4OSmzpdHhGKZJmmCmFoIvaZZcbZjQaTKvaI5ZFjlTP0kNdfc7",
+	"iGaM5FoqUup1l0uFDsHm0uZFSZjSVhkqKCNH3SQyk+K8GPNKLSs11vw+W2BzvJvTGtU8RUa5R5jlCCSK",
+	"IDiXzrenx5LgqskqhRQ3RFhittYcQOBMESGDVXj/kVlGZFoNXZQTrZnrJxJRZu0oYLhGNymxSt0P37/+",
+	"gCQRN+CI4SInAvwtipQwOs5zGAgXHwJ0GWeHXRSf/gcxNqJ9gIXA68S4NZx75LNDcICqbbB0m7uKTPHa",
+	"sQRLNk0iwkrhbBFwyinnBcFA/eY3IsfkiyKC4SL+mkaSjP9EpdMu7zlC79yLn6hBluOVMLCH7SZpNeCX",
+	"JkucXeM5GWszHxdbFmxUSlA7DFXf+RojSivTd77jtKktYPCa17iSRGx7xzKELWPIBdm2HziHsyr6a4uk",
+	"aoS4EUNQO1xuwjGYxNFF0lhzjFo2Nr4B0xguIkCNkjXPSeDzi586a9s3Sd74KVquW9BR73Hfps6xv8lE",
+	"Li10fHRAcW1rapZx6MIRK6oWaOKgPUHgDhBSoUqSowt0gwXF04JIJIkaseka/Fq160DzPK3HE8eHGPmi",
+	"uug7Y4kPA28x995tCZOO2MRhb4g0I5qkiBSSIIxmgsgF0kxSLAXRNrFm5X7SLjhR9o9SpAlhN9vR0oD9",
+	"+dnZ6XlkhBJ/Cb856b+IUIGDZiOwkBiFIUnDaQa9yByGkd7HnH6Et944t5dmO8YzM3Z7MVGLF+eDRhSj",
+	"161piFXl1HA243NofHh63vxu46vWKQYKjh8KcNU89FwYP8+mjl0xQ7zHU8qO5QJ1sm4TuDufn1UeD9yA",
+	"nsYLrWYKojnUDTHCndSejG4boS/P/yGE11zdmy9KYETYDRWcgbLjD+qFdZIHcaaJOyHjq+CoXD37l4ld",
+	"/f0k/VCalCqnkbjon7VdjWYk1/CUCrMcixxRtqwUOswd8yDlUq2PtmF1U+yG9N+c7z1fESFbDmrrxLGf",
+	"XSAGnk+BqSQSaQM6ffgpak7/V75CBWdzvVv9DpqSGRcEYSZXRC8f9Xt9Q80YnH2Nufc/iObIxM+ilxUt",
+	"laugNxGt+y0GlgyOSapkgynnlOQXnukHQkEQqbBQDoibuoEVPmNjKDiTIcmxIh2NjijvdsNH4Ov90BJJ",
+	"qq0D6xABoXcoyBGsR1syMRU8ZNfOaPHMeorlImqpMBuJ34w5hriwwXY/RWPvjU2lFgV3YO01fLonA71H",
+	"GO2/4QelB2zA5I5tvqcyQqAWnU3V+y5m5Ej9PoPGDxxdEoDcxscfJsEKPCWF3JH9x7IZNlj0aT+yUoee",
+	"ewfz8ZL98wRi4MkJUxTHbNifJBGdkucEUXhJrbU8IoLiAjy9xY02Y10qiHEeHhomLEkmiJLA+1t8aiXH",
+	"ghdkjAWLGl/X1ZQIRhSR47ng1XJPWy34vGUW1d+Iio2xjB/+DRC1o3EbhN0IZQbckDJ1PogyrDrWWTMs",
+	"F/ScYknOB9EDHMRD26j6YD2FEPIzzqsLdNJ/8SdmUlGuaVGQHE3XSNI5wwViF4hVRWF+1Sw7RxAUTBP9",
+	"WCsiLe9CsHzGFY15eD4RG+7SgB8i0p13wxQZtMIS0bwg4IQRRBIVdexwXo7NeiNTLAi61vgtDqRecIfP",
+	"OiUpuVibLQpEWE5yhJHznVoPjzabDq3CYD4Yl9OjuHQLg48R6jEQ3FzbD7gkbjoLZbXAyq7Iqi6wpkMA",
+	"zeW7v/z7u/fv494t54BsTzLx0ewJ8sFeBdFgG+ztBkIhDH0Dkse80mIrwywjAOGr6NwmSP51208u8r0T",
+	"sW9G1ePeBhNij88ZRNs3HW0KFwh+dDCeC1yileCKpOiaLBUknnAgtt3W24rlx4iwpLmmZE3SueDLpdak",
+	"FgTnQNsK08IkfpHlFg3KpS7FNlwnDezO+Foy0ZKPh6tHagucLYxGdh9BYMDA0gb3S5vJYH4fMcH8lhbk",
+	"DVMm567JUMsoi/sx04heEgFJUJyhKVUyenZKntMZ3VM93aIOpiblLM4HfiE7ngHzpGb2NuEvp4CQdVlQ",
+	"dp2kCURUI0cyrpPaXDh4164mNbBrgmAb9ONqml5TbLeEKUHJ7tpbjd/7aNVAwY2/bbU/C6qUyXRoLng7",
+	"fu5h4wvcPzt/HGbbpy6kfoseixc7W2x3fyW4MFtoKcwLkl3fqXdu4wn12LUYcaTHNaFVDN9gasT8veRm",
+	"x4gtvelgD2ZhJvuNy7HN7DBeTkyZiSevZYaLYjyjhYIHJc0EH9+UwDVkGRVLLedEwxwCQ6HtZJnopxMk",
+	"iKoEk+inT287L9ChDxCDyCjxNUETx88mEBZCE6OEuQxZrFUqQXCJJFFHFyPmf8fFCq+ln8EwTxABNtxk",
+	"XuzA+CQ3jk8HI7vmOxQ+k00ToYxltckfX3NBQn5YezVmcgwJMWO9uf20af/pSlBjue7+rVezgrdDLdJ4",
+	"6834+43sPiVzQWSDus1gmhDYGizygq8Kzefieo6wWaUR+bzdF3VJMs5yeeGwX6cO3efYaa27DYM2pjbA",
+	"Hy7LLz92Lj+4CEnET5SXMYfe90SvWKuvnIEWO8GVWnThbWuHTbb6gkIT8k6LPnhVi5QS4vIRhEMEYywJ",
+	"YXvJ8IfYizbHJfZqgR+yCFkZNMRG1IbRbn6nOvXGDhd87DeaWmw2kRAnCJNMEM10eTk4e45sqgIy2RJy",
+	"03B3aRQbjnbNH1eEKa1yszlwP22ZIMVRzhGeapZI46YeJMFHjthbSoq8U5AbUqA6Ox1yLipBZGqNWl9W",
+	"4bDdSmXQo0TxUBIprUvtbjS4F6/ujbKnCUQ1berDpsvBuJ62KiNeTkeUR5N+spWWI1HDaUHQTx/fIYZL",
+	"l2UPoEZZgWVMaW5t2+qUZub0Lg3gQ+2MavujIQXzQT6crJVccCdPCd+FOIvVCWJcPQi4NDJcMMNzMGxs",
+	"uDluFzsv2NgZKF7qzPWA5oRu+bIg44ZI2UTzw7MatpsuXn+4M9HI5966pKw4iWbcUNtdY13CS1sMljq9",
+	"20/khm2iJm1kFDTBvgFMv80W3dxBrXHLx0W3dzZxHO3fZ+D4gWNL+ljt7JZux0xwpoq1l9c2ajSBGi+t",
+	"bk42efijkhR8HPcBX/++A/cP9cgH4dX9A6TfJkFgA8SXjg34wBMR48xk8+j/WhvY/mWLqqJM0QZlIubN",
+	"A6KLAdvfdNbdVeBIlXQh5bh+u0Vi3x8Vut86BwWzkk/lqeIrRmIVvCtIWPVZU+jQKJfoT8gql0cXSC74",
+	"immVDTTKuF8tIPPYb3eIDpOrapWf7cnABxItMMsLkiLOskY6a9xJvodIAheMiLlzX4Xlf540bOnfdG3S",
+	"RRa8ICgny4KvtYjaEjjwWtydCzIzXJqXNxT/sCQqKim9b7eWp5YYW8HpBnnFZI9dyXdEKsHXBjZtpT/4",
+	"ac9IyV3OsXrcO9YVF9NBIXokkaBcKi0SAWl6/74wfZt7cHdx7/jVvb53N3DaWOsdG73c8NLhTNEbyDYo",
+	"uNyijkJN2gZ4QM+Pe3D1L+O4zWDtQ6R/RbKazegXF8qyRpcNWhldK62PZooKLlU8iGXKTKTlbm2zkTCE",
+	"69JFKJGjEs24mHOlTNHGbgzRjbEXF93C1uvY5iZ7rasYa0TV5Yygm7arG6/2ZKPCx5j3KhC939lt8mf2",
+	"c2TsxM00FTpW1i663G2mGANsetI9N6xRELDBxpyxU6aXuBMv2ZTYWF7vziBMkeg93MEMeT9rCODaULaY",
+	"jbuFha5ZRkgO9mtdlRKN9qaJPqxxl78kWSWoWl/q3RjwmBqqV5WJTpi/3jqM/tvPnzY87q8Y+vHdd6/R",
+	"u++gzDKDaHdQVWZtlVa5m1FHJDp0ZVdHvtoK5A3M26y0MVUxlM14xP9hK3A0N8FIkmLWWXAoudBPV3ht",
+	"XPqiYhIC5qYUJaxJswojFG1Y3YXIEcsWXBKmVYJnz1atviDy2TN0CIVbqC7cStF3UHKUon/3WSkpevO6",
+	"b6r+Li+/T9H//d//56g7YiP25oaINZoc35xMgvp8Rkgu0UTjgAv6Czwcoj+b4rZR1eudZv/28yf4D7F9",
+	"WXAIW0CHAXB3xD75PB0q0Q0RECNMUYmXS5PKidGzZ15R1Fua/OXNJ3R8c3JckslRaqLbGnq1NslXTI5Y",
+	"kOchbQxcXkOjBKOSyItYxWitiAtbIw0JlRINegMDFHAQQizdeyon2+q+JijnWaXVM6kVNknQRJPMRG9W",
+	"glNsqMf8tSHlfrXpMuhXVBIMmvKvI/Zrp9Px//Qnk9oNOUG/okGvh34NC3rqOjbXGoZKyGAUOFPIDGHQ",
+	"Ev/c5Pxi30CGC5TxckqZIYP7+mTYGVq1lWaqE701UyCZNrtxCKK5DWkWS9qhZq623Axyatdb473Ea5i/",
+	"ksTVWPuluyILO5ZRGuqBfP01F3VqmWWSkAy9WZeNDjVrQ0YdOnJV3FgtGnXqPqvbTuzLn83cA/QrqoIa",
+	"ZslLAuUQhSQH8shRY2pokQtTKWaGKola8LyjR7SuTTPmmQMMrOULlUqiaaUANJAQbErJ4OuADgqaKTPA",
+	"SzvA43ty2OF9kTKMf3LaorSNUup24bFbpS/6hHH6fU8BPv/6jhrOcD+WCJzGqIc767nhonWMrrhFY9l6",
+	"ZO0oc85IPQBm9e9hMj2VqGJQ/Qiu8EMKj2x+OLGjH9khp4JfE2EGdcCqc6HNr8HyclJQB7r2Hq2Dxow1",
+	"AEpnnHXq0eoPyBcjtA1MG5nsdjBI1Wa4MKP1YLRpNTcZ2zYwgTIsBLXU75vuALBG7JVPhjJ5aF+okrCe",
+	"X4jgRjo+e2Y0Ts3q+73eUWqB5BoUmYh1QTPCJGistvPSq6UGeqff7RmtryyxWGs7wqfndKb63JG8FqAg",
+	"Z1+9Q+AtN0ICL5fG1WArbJ3oTtLkhgjjHUp63RMzDZSgLmkyTE67ve6pzbEATeV4AUkUv+j/z0nE3Hhl",
+	"BUu/10OrhT7WYUIeFF5K9NdPnz500Q8gchmva8c91t7lyTD5C1E2ZaPVL6rf6+3XP8V3LeHXu9cF27m3",
+	"11XDjjR2NZ12G7pdMvx8FaLrPb0hTL+uxagxkzE0q6m3LJMrPcKxIDhf7wpfwtAHLtVcEFhJfRI10jUV",
+	"ms3AKg23sOg23FKLPbEeMfJlSTIlL+BggvKwopKgQ01IFowWmU63EAQAbiQ+LQpU0rmAfkxHhpQ3UPlR",
+	"7+vRmKxzdXKs8BRLYrBaI9URNOqHttUTYR42AaU4mpChZv6sd/rkW8DK4+kktViyGmr/AlJsnYZtwE4a",
+	"Ww2Tjp5gzz9wBdk66ws0MWufIInXWvWj2QLlRNtKhGVrW6p/90nQEKQ7HoWbk2PgYce+9jt6JKBHE50v",
+	"lJdxpswcmPHkuMyWE8d4DieiYuBDmKTI/t9Ec9IRm0Dyx9g5UbXwhbcIzjceAiD8U63GwAgFlco/dWq6",
+	"fp+RVfu5fmzdcxs/HaVOpyEjVjUL+ueEaTiFJQGaATXV1i7SUPHfFKAucVaszZC+wLRuSwh6ZiXJBTJC",
+	"HBeSbxbMUyaVqDLlzY8aoAdyxALEdEG1LbGaoCXNrqWv/+/U1fpILvCSDNEEcHQ40ULPgsUNA2CFejew",
+	"l7EGzcT0SNBffB2BtTpKhmiUzCoGKxslaeOvIfqqR05RMG46YnXf0NvbCbTumvieC1tXg8xixtKupoug",
+	"A4GGoUQlzskIhqjmC88rs4JqXUnbVlL/x1ZGfnxz+anWUySo2opbgt3CRIOGEs2+p59jfRFCSBtcbOuN",
+	"6XsVRBp92r4UD+hScXv1WHbv3Vr1NGHri+TzpT3xXvO7GrH/yStt2ACfBL9Dt9vd2nth+KIHxT+Gw3yO",
+	"Fc9iBLX2yLIKROFRs9eUAWxNGLGyLB/X3ctT2WINO4UA7ipstBgPeF9yu3vLvIAAtyhGqt2QQ4PMoQwk",
+	"5sBQQWwaTy3HQU9Q+OTk/k/afZJuGxqzXhtIE9eEBDwshArU5K8pqM+OeXT0waZsbg+xDOWVyUbxosoE",
+	"C6MS6qPNW20a9vqvhkOgxEupWYDW543dYxxKBxJlBaYl+I8om8sRO3RJaikyiT8pFAOZKrIgSe3ICIJ6",
+	"UtASMy60xUBr7XHEQN5APuBxgaXqSGILluQWXvQ9ebQ2Z3MkbdpFK8ExUp/2OcnJjabqjeKzBGvbKUh2",
+	"NA/+u52sq0yb1la+Y6NZ4YthzzQrrPMbzXxpUhZ6UpfBCI7R4fExeCEXXKrhi96L3nFObo45zbOkndDY",
+	"bonYHw4GfwsyDt3iw7TFej+7NjFyiahbjqUPzXtS6D7hwfKj+3LFYJr6xDgfVH1owlyg6NH54FthGEdj",
+	"M91tAmF0Faoxh7go6gYa4HKGSHtDpQoC4TnJCohAh0lNSHKEneDWskQRqOHT1j3OFqa3h/GYRY/HeyqV",
+	"W/mjT0kNo89fN1L2XAcgU0MY6fljD5cdwbwWpMC5CoKgY0+kxnmjMY8r4N3sxdP8xbffaT4OOu74UuBm",
+	"k526Qtj31bEdp00nHfuH750D74f5KeaFRiJikH/YSjH0mYXtBMKTF1o7iMDLHtMg1c7nALbKALT9007v",
+	"189aefnhI5dv79PsXQa9rRQN1tfvNZJCNnra+XyGYSNraA+RH+bybWEulQSngyPUp+Is7Z7wMXMlZC91",
+	"/p9jL6IyeQdLLlW0M4qEKI7R6yAUkBPEtX43celWEzf70Dfccboflc6BCtI3h2SaEdNj+bwL0xJihUUu",
+	"U2NTmUpgWyq7wmAIQ09gExeCrhYRlmIK7D9WLPFJzn/m+XpP34NTQpNKEzDq4EZfYM6IXPA92l8HSZW3",
+	"TSVUU+ptnPPdTRLNXte3qZaee3zlGyx/S0VTf3d6/3d1G2H44uX9X7wOGpIP+v1dllY3xwTn1C7fuK6P",
+	"zdP3IyMdPpu5Rlgt4g/PXdCcw5+8MOsnKtgvXRCTr1id/2UP97KozGGvM8EOpEsVmwRpZBMfDE1HjJEV",
+	"kcoosV30CsQ+8IkllhJUh3+F/lnGgUcQgUhwJEy6VaZf1ilHLes7BuL6lePG5Re3afy2jTrTYqfDt5Hf",
+	"tpGQyIp1HSzOsBBrU6VAJQTHboiQNtIKiW1b7xUJXt3vdpEN77XBCWfF+uIu8G9ZiO1lt+mjsNrCZvu8",
+	"exFjrj/Z4UV7b8vjfRqNXJgkCRPkPjdzcluGgzdP2tvetXl7nUrbwOgwyTqD/maebHv6Mzu9QwbDxVpS",
+	"uaWz/P46SeDCtml5e2gpYSpjREt5BfmJiM8CGvunuiK8xRTSvGOoniKuoLgkprt8TyG2B+2kfXKHV1yc",
+	"H9nnCtS9wlqRaPvcu4Stw8CrOEqSYoaobLa8DXofdpE30fjM+zwBv1oVkisi0KD3chhqVJASNOfIeUon",
+	"H368NNkv+pdJ2mLxXv1b4BsyYpsXhrj7QrS6JetWitvVqEtPcg9Wpe49TLsck53JO9pe6XbzKp2+oc49",
+	"NMLfLr/pfXt+sye32WYPBYfySe6f+D0psg1OaMgasgc9tCJMsKVTHn+tneG3hjUWJNZe3ibcy9YFYo65",
+	"QY9qLuZENd7oonc5KZdcn6AhwsynMtHccTQTf1ecd9FbiBvZ5JiAV7lgG5pSSCXVPNR3sDGpL8ZFM2Kt",
+	"jBqTGaJ4BT3Fkd2EHqJuEgtdnZyK3Ki1iTG97wA+IdN7jAIT1CpYL8xel8jse8jqqoltHdrdvWtaprB/",
+	"ZozBLvVeek7jJlGNXpOluMedcZBmZzN+N0S6C+n6bK9QfMed+09FK99EvPwWNdcnkiSejr61FBjc/52/",
+	"vWfDb3Av+e9nPNe3Lu5gpzUt7au7RMexK9P9dstJ73JFmmpiH6Zo9JCdaTFTdx8/DDL8I8GMEfP+/KMu",
+	"usQlgXa61LaNgGsP9B+i0qIKS+cDjTo+Plbstam6eYTfMTdXcFKmDs+fPT8KW736wuHdteGge/wffsd9",
+	"1bW9jva39zt+dGkbJs9ik5Pc5W5sn29D1b+tM27bB5gLBeqm7BN3M0CtqNbN09HPmCqJqiWkCNmL70bM",
+	"mfVo4tyyJo26C2+4LOkjfwOtSUK+QEsslcmPc4GIa0KWcsTmHHiEtIEIlyVh60W0EuEbcNf37dlc0+DS",
+	"vRELOk37q2Ag+CVd7yOnyOjZ9d9Y6UlpaRAvBL3Bhb2gZRtTcjcbPkE8xLCgU9TJ0EHNpg4S2/U+Md0+",
+	"obnCXz6+efPp3Q9/SYbJghQFb3UMOO3twccaDf//YGW/Q1YWzx57HFerG3zHc8R9S3eoPSg4m3cKegMZ",
+	"P7VGscFtLAsZghMRjsPED2TZgz7m84JPcSHRlKgVIZZX16tP9edTLBf1x/qrVfOaCA0J8sVAecT8nQxd",
+	"9CMLirMMi9y4/aQ1o2FkEM9kHAIb0I9wxGzkKuxx702sNG4N2aIEXNfc1EkjfiGT4Go3dDjo9+uc+aMu",
+	"Mj6N1n2eLubrmN4CQ4UI2RZoeu1w/GgDzBPLZ393gbHadzHNwrsE+jGVbSMRYg+XfdjFflvWkl19iqS5",
+	"U2+6tjf3//540289HvypySzqK5PyGk8hQ6uvC/imBt827evS3LThGQFkd7fMqos6Z5gyRG1hoecoiLMR",
+	"q2MV223KSRfqDeHUU2WrFbdHI9wFDI+KRmw9md7bse/BtLdo7KSV7BJ12GvyezgCJM74y0r+YAbfmhnA",
+	"aUIYmHHukLLl9O+kzBx/tf8b6yFbXv2YNzs8NHsLyCcTUIKUmEIxe80C/6DGb0+NfGnaMQBvqOM6pgZS",
+	"i6p/hmSy9POD5sNP7rmMHptje6PUP9jh8biNbZPQ75QMrlE8NHIM6rIk1sbLVhNCokNtcByZi2ULgoXp",
+	"Y9byGBjQfDu+sZ1nWMFV880/WMY3N80NEgKuYW+V27hT8yFS7e6ahksoobSNICR45e11TksspCvsnBRy",
+	"cnSB7K0VpjeLIGb3qb1E2xRDdKMm5Ft/GewdZYJv77m1EQnO1YUPPoK3kPOtdYT2oo1IEeEu1z8+PrcO",
+	"LtWwvjp7jcZnd89J0jsfDFpXdmwYvifNSGGOFe5OKXPXTDSemNsrTnr9gd+JbVNbT/n87GzPKU0rKTub",
+	"vVIGJmqATG90D1P77T0J/IalHkhkwfb/g729N8O5bXZ0kJp51AfFgDBkFq4W4TcT7oQFHX/VtLWDgv3W",
+	"tIJrHchBLMsGrr6CFARtluEC2gUgPJWEqaM/pNujic1AGLo4mr5PmJk7X++kOit72loQzuOYvYvV8kwR",
+	"1bGCtKEH+Qpt06Ui0nUwznBMZyNzNwyxHbbBpOdaLB5OXpuFdIzAmKA5vXE+VfoLOfqDIeUbCg3OHYUc",
+	"CrwysD16eobUvkGisD25tt/8jC4LLBfE1GJMTRxQEYaWBaasWI/Y4cSwJl6pYydgTUcG03RME4R/47/2",
+	"39bvdNEHrBY2BFAQfEOMr95PnrpGFrYng9OnUuRzk0+NZw70GXuZlJXF9q+m82tLAYQRz/dcDPoAU6mK",
+	"K5AEl+Y4mDZjzAJdf2xDG9CLGgvClOUSsotesbU9c+7WPDh0hKnuiL0yY0G/Mh9PLrFpemIurpvUjQNP",
+	"TsECA5hDF6clForiApbQHbHLynSlLAm2le9AmlTaa/B9DNlc6kRyONgw5uVfX3X6Z+cxh+nPggaSaRdn",
+	"6SNZ107h2D1qeb1edxxqknslUNZXqiVns+e96ezkBe69OO/1nvdOzsnLwYtpb4BJfjp90T/pneLT8ynB",
+	"g5PnZ2fT8yzPZ3h20sMZOc3Oyayhxe6lTbpr4u7g76AM2LP+e+TXJztM8Ynz91jMyRMweCD9HTm8VQN9",
+	"W92oKqBV2E+2S25LIDxBdVrYr3hrwVvYfTjKVc8HD+Giv4GiLgt6DUsN6970PD+d9bI+fkkG+dnZ9CR7",
+	"QZ7PzvFZPshOp/1Gz+XhRnvreKLq3mzDJamGPY3DPtLtThUmDLyHnek7QN9ZggWwSVFYrokOTWqSRNys",
+	"5wLNiLKdFiDLaMbNxfrmvaPfSvkW7CU8ggbxzSN4/NVeQ3u71Sf0NuzPHohnCFC2krvcQsdKFRMkzTV5",
+	"vsQL9QdocXQxYlB5DppR6lziiOYuXQL8TRCZNP0/p6TgbA6lsUG31tR2CI7liEMb7kd3eAp7yrfp72R4",
+	"Cq6Rf9wRqvvAN24Xf9nrnfTD+8P9teHB3eC9R5zA8MJodw100r4lGGbYuNXZZsm7i5yT9lXD9qvW3cr2",
+	"q/rK489Xtw9av7ibWQR7DPul78Rn9uEyW9tPYXn9ny1bXq/ZdqepOZy5mcUdjxiH2deM02DTNtxVnDUd",
+	"m/b1+4eO/LjbUy/4Uvp80QMZdP09pKaHeFF3VFWCkCNgWCUWprX5xHfWn3TRKxhlxICNOV+Tv96Cytqg",
+	"qFi2wGzu7oNtpV7AkE/Cw+xVIHX//2Y3gyS9m8v1hr2zfyyXezibCm40+KZH2LRNQXZ+09LyP9GpNsSF",
+	"MLL3SECvdqN0WQ4VURiaXVObt0J8vtLHy7ThNIeyEsW2VmRwFO3wvpO0772l1WLn33ANc4Jnvk4neBak",
+	"AQZPfTAseLYxnNld8CDo8ho8Nf2Xbq9u/18AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
