@@ -12,8 +12,11 @@ run:
 test:
 	$(GO) test -count=1 -timeout 20m ./...
 
+## build: the gateway and sandboxd (static: the docker provider copies it into containers of
+## images that do not ship it) into bin/
 build:
 	$(GO) build -o bin/gateway ./cmd/gateway
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/sandboxd ./cmd/sandboxd
 
 generate:
 	$(GO) generate ./...

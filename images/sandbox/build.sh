@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Builds the default sandbox image, sandgate/sandbox-python, without any container registry:
-# a Debian rootfs made by debootstrap from the machine's own apt mirror, imported with
-# `docker import`. Tags: sandgate/sandbox-python:deb-<hash> (the hash of this script) and
-# sandgate/sandbox-python:latest.
+# Builds the default sandbox image, sandgate/sandbox-python, without any container registry,
+# in two layers:
+#   1. sandgate/sandbox-base:deb-<hash of this script>: a Debian rootfs made by debootstrap from
+#      the machine's own apt mirror, imported with `docker import`;
+#   2. sandgate/sandbox-python:sd-<base hash>-<sandboxd hash>: the base plus the sandbox
+#      runtime agent (cmd/sandboxd, built static with the Go toolchain) at
+#      /usr/local/bin/sandboxd as the entrypoint, labelled dev.sandgate.sandboxd; also tagged
+#      sandgate/sandbox-python:latest.
+# The docker provider starts `sleep infinity` instead of the entrypoint unless the profile runs
+# sandboxd (docker.sandboxd.enabled or stateful).
 #
-# Cached twice: the image is not rebuilt while the tag of this script's hash exists, and the
+# Cached twice: the base is not rebuilt while the tag of its rootfs hash exists, and the
 # rootfs tarball is kept under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/sandbox-image so a
 # lost image is re-imported in seconds. Delete both (or pass --force) to rebuild from nothing.
 #
@@ -17,6 +23,7 @@
 set -euo pipefail
 
 repo=sandgate/sandbox-python
+base_repo=sandgate/sandbox-base
 suite=${SANDGATE_DEBIAN_SUITE:-bookworm}
 # Packages on top of debootstrap's minbase (which already has bash, coreutils and util-linux's
 # setsid): python3 with its standard library, procps (ps, kill -- -pgid), coreutils realpath.
@@ -26,7 +33,9 @@ force=false
 [ "${1:-}" = "--force" ] && force=true
 
 self=$(readlink -f "$0")
-hash=$(sha256sum "$self" | cut -c1-12)
+# The base image depends only on what goes into the rootfs; bump rootfs-vN when the rootfs
+# steps below change.
+hash=$(printf '%s\n' "$suite" "$packages" rootfs-v1 | sha256sum | cut -c1-12)
 tag="deb-$hash"
 cache=${SANDGATE_CACHE:-$HOME/.cache/sandgate}/sandbox-image
 tarball="$cache/rootfs-$suite-$hash.tar"
@@ -40,9 +49,41 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 
-if ! $force && docker image inspect "$repo:$tag" >/dev/null 2>&1; then
-  docker tag "$repo:$tag" "$repo:latest"
-  log "$repo:$tag is up to date (tagged latest)"
+# add_sandboxd builds cmd/sandboxd and layers it onto the base image (cached by both hashes).
+add_sandboxd() {
+  local gobin src work sdhash final
+  gobin=$(command -v go || echo /usr/local/go/bin/go)
+  [ -x "$gobin" ] || { log "the Go toolchain is needed to build sandboxd (go not on PATH nor at /usr/local/go/bin)"; exit 1; }
+  src=$(cd "$(dirname "$self")/../.." && pwd)
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  (cd "$src" && CGO_ENABLED=0 "$gobin" build -trimpath -ldflags='-s -w -buildid=' -o "$work/sandboxd" ./cmd/sandboxd)
+  sdhash=$(sha256sum "$work/sandboxd" | cut -c1-12)
+  final="$repo:sd-$hash-$sdhash"
+  if ! $force && docker image inspect "$final" >/dev/null 2>&1; then
+    docker tag "$final" "$repo:latest"
+    log "$final is up to date (tagged latest)"
+    return
+  fi
+  cat >"$work/Dockerfile" <<DOCKERFILE
+FROM $base_repo:$tag
+COPY sandboxd /usr/local/bin/sandboxd
+LABEL dev.sandgate.sandboxd=/usr/local/bin/sandboxd org.opencontainers.image.version=sd-$hash-$sdhash
+ENTRYPOINT ["/usr/local/bin/sandboxd", "serve"]
+CMD []
+DOCKERFILE
+  # The classic builder needs no registry for a local base image.
+  DOCKER_BUILDKIT=0 docker build -q -t "$final" "$work" >/dev/null 2>"$work/build.log" || {
+    cat "$work/build.log" >&2
+    log "docker build of $final failed"
+    exit 1
+  }
+  docker tag "$final" "$repo:latest"
+  log "built $final with sandboxd (tagged latest)"
+}
+
+if ! $force && docker image inspect "$base_repo:$tag" >/dev/null 2>&1; then
+  add_sandboxd
   exit 0
 fi
 
@@ -91,12 +132,12 @@ if $force || [ ! -s "$tarball" ]; then
   find "$cache" -maxdepth 1 -name 'rootfs-*.tar' ! -name "$(basename "$tarball")" -delete
 fi
 
-log "importing $tarball as $repo:$tag"
+log "importing $tarball as $base_repo:$tag"
 docker import \
   --change 'WORKDIR /workspace' \
   --change 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'CMD ["sleep","infinity"]' \
   --change "LABEL org.opencontainers.image.source=sandgate/images/sandbox org.opencontainers.image.version=$tag" \
-  "$tarball" "$repo:$tag" >/dev/null
-docker tag "$repo:$tag" "$repo:latest"
-log "built $repo:$tag (tagged latest)"
+  "$tarball" "$base_repo:$tag" >/dev/null
+log "imported $base_repo:$tag"
+add_sandboxd

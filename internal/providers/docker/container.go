@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
+	"os"
+	"slices"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -20,6 +22,7 @@ import (
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
 // containerSpec is everything a sandbox container is created from, and its hash.
@@ -30,7 +33,8 @@ type containerSpec struct {
 }
 
 // spec maps the profile's block and pol onto a container configuration (seed-semantics §12):
-// `sleep infinity` under docker's init (which reaps zombies) with workdir /workspace;
+// `sleep infinity` (or, in sandboxd mode, sandboxd; see sdMode.sandboxdSpec) under docker's
+// init (which reaps zombies) with workdir /workspace;
 // no-new-privileges, every capability dropped and a pids limit always; egress deny → no
 // network; cpu → NanoCPUs; memory → Memory and MemorySwap equal (no swap); fs_allow_* →
 // read-only root file system with a volume at /workspace and a tmpfs at /tmp.
@@ -39,8 +43,9 @@ func (p *Provider) spec(pol providers.Policy) containerSpec {
 	pids := p.cfg.PidsLimit
 	s := containerSpec{
 		cfg: container.Config{
-			Image:      p.cfg.Image,
-			Cmd:        []string{"sleep", "infinity"},
+			Image: p.cfg.Image,
+			// The entrypoint too: an image's own (sandboxd in the default image) must not run.
+			Entrypoint: []string{"sleep", "infinity"},
 			WorkingDir: Workspace,
 			User:       p.cfg.User,
 			Hostname:   "sandbox",
@@ -73,6 +78,9 @@ func (p *Provider) spec(pol providers.Policy) containerSpec {
 		s.hc.Mounts = []mount.Mount{{Type: mount.TypeVolume, Target: Workspace}}
 		s.hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777"}
 	}
+	if p.sd != nil {
+		p.sd.sandboxdSpec(&s)
+	}
 	raw, _ := json.Marshal(struct {
 		C container.Config
 		H container.HostConfig
@@ -88,19 +96,54 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 	cfg := s.cfg
 	cfg.Labels = map[string]string{LabelManagedBy: ManagedBy, LabelProfile: p.profile, LabelSpec: s.hash}
 	maps.Copy(cfg.Labels, extra)
+	cfg.Env = slices.Clone(cfg.Env)
 	hc := s.hc
+	hc.Mounts = slices.Clone(hc.Mounts)
+	var copyBin, folder string
+	if p.sd != nil {
+		// sandboxd mode needs to know whether the image ships sandboxd: pull a missing image
+		// first.
+		if _, err := p.imageSandboxd(ctx); err != nil {
+			if !cerrdefs.IsNotFound(err) {
+				return "", p.engineErr(err, "inspecting image '%s'", p.cfg.Image)
+			}
+			if perr := p.pull(ctx); perr != nil {
+				return "", perr
+			}
+		}
+		var err error
+		if copyBin, folder, err = p.prepareSandboxd(ctx, &cfg, &hc); err != nil {
+			return "", err
+		}
+	}
+	fail := func(id string) {
+		if id != "" {
+			p.remove(id)
+		}
+		if folder != "" {
+			_ = os.RemoveAll(folder)
+		}
+	}
 	resp, err := p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
 	if err != nil && cerrdefs.IsNotFound(err) {
 		if perr := p.pull(ctx); perr != nil {
+			fail("")
 			return "", perr
 		}
 		resp, err = p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
 	}
 	if err != nil {
+		fail("")
 		return "", p.engineErr(err, "creating a sandbox container from image '%s'", p.cfg.Image)
 	}
+	if copyBin != "" {
+		if err := p.copySandboxd(ctx, resp.ID, copyBin); err != nil {
+			fail(resp.ID)
+			return "", err
+		}
+	}
 	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
-		p.remove(resp.ID)
+		fail(resp.ID)
 		return "", p.engineErr(err, "starting a sandbox container from image '%s'", p.cfg.Image)
 	}
 	return resp.ID, nil
@@ -153,11 +196,36 @@ type interpreters struct {
 
 // open opens a handle on running container ins.
 func (p *Provider) open(ctx context.Context, ins container.InspectResponse) (*Sandbox, error) {
+	rt, err := p.sdClient(ctx, ins, true)
+	if err != nil {
+		return nil, err
+	}
+	if rt != nil {
+		return &Sandbox{p: p, id: ins.ID, ws: Workspace, rt: rt}, nil
+	}
 	in, err := p.interpreters(ctx, ins)
 	if err != nil {
 		return nil, err
 	}
 	return &Sandbox{p: p, id: ins.ID, ws: workspaceOf(ins, p.isTarget(ins)), interp: in}, nil
+}
+
+// attachLive returns a handle on sandboxd container id without asking the engine when this
+// provider already talks to it and sandboxd answers (nil otherwise).
+func (p *Provider) attachLive(ctx context.Context, id string) *Sandbox {
+	if p.sd == nil {
+		return nil
+	}
+	v, ok := p.sd.clients.Load(id)
+	if !ok {
+		return nil
+	}
+	c := v.(*remote.Client)
+	if c.Ready(ctx) != nil {
+		p.forgetClient(id)
+		return nil
+	}
+	return &Sandbox{p: p, id: id, ws: Workspace, rt: c}
 }
 
 // workspaceOf is a container's workspace: /workspace for sandboxes; for an attach_to target

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandboxd"
 )
 
 // argvMax is the longest program text passed as an argument; longer text is fed to the
@@ -57,6 +58,12 @@ func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.
 	if err := ctx.Err(); err != nil {
 		return providers.ExitStatus{}, err
 	}
+	if s.rt != nil {
+		return s.execSandboxd(ctx, spec)
+	}
+	if spec.Context != "" {
+		return providers.ExitStatus{}, fault.Unsupported(TypeName, "stateful")
+	}
 	dir, _ := providers.CleanPath(spec.Dir) // checked by CheckExecSpec
 	argv, script := s.argv(spec)
 	return s.run(ctx, runSpec{
@@ -80,6 +87,14 @@ func (s *Sandbox) InstallPackages(ctx context.Context, packages []string, out pr
 	}
 	if err := s.usable(); err != nil {
 		return providers.ExitStatus{}, err
+	}
+	if s.rt != nil {
+		// sandboxd runs as a non-root user on a read-only root file system: install into the
+		// user's site-packages under the workspace (HOME).
+		argv := append([]string{"python3", "-m", "pip", "install", "--user", "--no-input", "--disable-pip-version-check", "--"}, packages...)
+		return s.runSandboxd(ctx, sandboxd.ExecRequest{Argv: argv, Env: map[string]string{
+			"PIP_NO_CACHE_DIR": "1", "PIP_BREAK_SYSTEM_PACKAGES": "1",
+		}}, out)
 	}
 	argv := append([]string{s.interp.python, "-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--"}, packages...)
 	env := s.environ(map[string]string{

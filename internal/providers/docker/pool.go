@@ -214,7 +214,9 @@ func (p *Provider) DrainPool(ctx context.Context) error {
 		err := p.cli.ContainerRemove(ctx, primaryName(c.Names), container.RemoveOptions{Force: true, RemoveVolumes: true})
 		if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) { // conflict: already being removed
 			errs = append(errs, err)
+			continue
 		}
+		p.removeSocketFolder(c.Labels)
 	}
 	return errors.Join(errs...)
 }

@@ -73,6 +73,7 @@ type Provider struct {
 	connected     atomic.Bool
 	sweepMu       sync.Mutex
 	orphanSince   map[string]time.Time // claimed pool containers first found unclaimed
+	sd            *sdMode              // sandboxd mode; nil: plain docker exec
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -94,6 +95,8 @@ type Options struct {
 	// PoolRefillInterval is how often the warm pool is checked besides after each claim;
 	// zero means DefaultPoolRefillInterval.
 	PoolRefillInterval time.Duration
+	// Stateful (the profile's stateful) turns sandboxd mode on, like Config.Sandboxd.Enabled.
+	Stateful bool
 }
 
 // Factory builds the provider of a profile whose type is docker from the profile's docker
@@ -105,7 +108,7 @@ func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 	if block == nil {
 		return nil, fault.New(fault.Config, "sandbox profile '%s' has type %s but no %s block", ctx.Profile, TypeName, TypeName)
 	}
-	opts := Options{Profile: ctx.Profile, Config: *block, Policy: profilePolicy(ctx.Config.Policy), Logger: ctx.Logger}
+	opts := Options{Profile: ctx.Profile, Config: *block, Policy: profilePolicy(ctx.Config.Policy), Logger: ctx.Logger, Stateful: ctx.Config.Stateful}
 	if ctx.Config.Environment == config.EnvironmentAttached {
 		opts.AttachTo = ctx.Config.AttachTo()
 	}
@@ -160,6 +163,17 @@ func New(opts Options) (*Provider, error) {
 			PolicyFilesystem: true,
 			PolicyResources:  true,
 		},
+	}
+	if cfg.Sandboxd.On() || opts.Stateful {
+		if p.attachTo != "" {
+			_ = cli.Close()
+			return nil, fault.New(fault.Config, "%s: profile '%s' is attached to '%s': sandboxd (and stateful) need containers the gateway starts", TypeName, opts.Profile, p.attachTo)
+		}
+		if p.sd, err = newSDMode(p.slug, cfg.Sandboxd, cfg.User); err != nil {
+			_ = cli.Close()
+			return nil, err
+		}
+		p.caps.Stateful = true
 	}
 	if w := cfg.WarmPool; w != nil && w.Size > 0 {
 		if p.attachTo != "" {
@@ -223,7 +237,7 @@ func (p *Provider) Type() string { return TypeName }
 
 // Capabilities: isolation container; shell; languages python and bash; files;
 // package_install; attach; provisions and attaches_external; network, filesystem and
-// resources policy. Not stateful, no user-mode principals (seed-semantics §12).
+// resources policy; stateful in sandboxd mode. No user-mode principals (seed-semantics §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps
 	c.Languages = slices.Clone(p.caps.Languages)
@@ -322,6 +336,9 @@ func (p *Provider) bind(ctx context.Context, pol providers.Policy) (providers.Sa
 // nor this profile's attach_to target, or when it is being removed; fault.Provision when it
 // cannot be started or the engine does not answer.
 func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+	if sb := p.attachLive(ctx, id); sb != nil {
+		return sb, nil
+	}
 	if err := p.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -407,12 +424,14 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		p.log.Debug("destroy ignored: not a sandbox this provider removes", "sandbox_id", id)
 		return nil
 	}
+	p.forgetClient(id)
 	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 		if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) { // gone, or already being removed
 			return nil
 		}
 		return p.engineErr(err, "removing sandbox '%s'", id)
 	}
+	p.removeSocketFolder(ins.Config.Labels)
 	p.log.Debug("sandbox destroyed", "sandbox_id", id)
 	return nil
 }
@@ -455,6 +474,11 @@ func (p *Provider) SweepOrphans(ctx context.Context, keep func(id string) bool) 
 	}
 	now := time.Now()
 	unclaimed := map[string]bool{}
+	liveFolders := map[string]bool{}
+	for _, c := range list {
+		liveFolders[c.Labels[LabelSandboxd]] = true
+	}
+	defer p.sweepSocketFolders(liveFolders)
 	var removed []string
 	var errs []error
 	for _, c := range list {
@@ -481,6 +505,8 @@ func (p *Provider) SweepOrphans(ctx context.Context, keep func(id string) bool) 
 			continue
 		}
 		delete(unclaimed, c.ID)
+		delete(liveFolders, c.Labels[LabelSandboxd])
+		p.forgetClient(c.ID)
 		p.log.Info("removed an orphaned sandbox container", "sandbox_id", c.ID, "name", name)
 		removed = append(removed, c.ID)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
 // Sandbox is a handle on one sandbox container. It holds no engine resources of its own and is
@@ -31,6 +32,7 @@ type Sandbox struct {
 	id     string // the container's full id
 	ws     string // the workspace inside the container
 	interp interpreters
+	rt     *remote.Client // sandboxd mode: executions and files go through it
 	closed atomic.Bool
 }
 
@@ -82,6 +84,13 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
+	}
+	if s.rt != nil {
+		n, err := s.rt.WriteFile(ctx, clean, r, maxBytes)
+		if err != nil {
+			return n, s.rtErr(err)
+		}
+		return n, nil
 	}
 	sp, err := spoolUpload(ctx, r, maxBytes, p)
 	if err != nil {
@@ -167,6 +176,13 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
+	if s.rt != nil {
+		rc, err := s.rt.ReadFile(ctx, clean)
+		if err != nil {
+			return nil, s.rtErr(err)
+		}
+		return rc, nil
+	}
 	rep, err := s.helper(ctx, "stat", s.ws, clean)
 	if err != nil {
 		return nil, err
@@ -218,6 +234,13 @@ func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileIn
 	}
 	if err := s.usable(); err != nil {
 		return nil, err
+	}
+	if s.rt != nil {
+		list, err := s.rt.ListFiles(ctx, clean)
+		if err != nil {
+			return nil, s.rtErr(err)
+		}
+		return fileInfos(list), nil
 	}
 	rep, err := s.helper(ctx, "list", s.ws, clean)
 	if err != nil {
@@ -276,6 +299,12 @@ func (s *Sandbox) RemoveFile(ctx context.Context, p string) error {
 	}
 	if err := s.usable(); err != nil {
 		return err
+	}
+	if s.rt != nil {
+		if err := s.rt.RemoveFile(ctx, clean); err != nil {
+			return s.rtErr(err)
+		}
+		return nil
 	}
 	rep, err := s.helper(ctx, "remove", s.ws, clean)
 	if err != nil {

@@ -1,0 +1,491 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandboxd"
+	"github.com/sandgate/sandgate/internal/sandboxd/remote"
+)
+
+// Where sandboxd lives in a container, and the image label that says an image ships it.
+const (
+	// LabelSandboxdImage on an image gives the absolute path of the sandboxd binary it ships;
+	// images without it get the gateway's binary copied in at sandboxBin.
+	LabelSandboxdImage = "dev.sandgate.sandboxd"
+	// LabelSandboxd on a container names its socket folder under the socket dir.
+	LabelSandboxd = "sandgate.sandboxd"
+
+	sandboxRun    = "/.sandgate/run" // bind mount of the container's host socket folder
+	sandboxBinDir = "/.sandgate/bin" // anonymous volume the binary is copied into
+	sandboxBin    = sandboxBinDir + "/sandboxd"
+	socketName    = "sd.sock"
+	tokenEnv      = "SANDBOXD_TOKEN"
+
+	// DefaultSandboxdUser runs sandboxd and the programs when neither docker.user nor
+	// docker.sandboxd.user is set: the conventional "nonroot" uid/gid of distroless images.
+	DefaultSandboxdUser = "65532:65532"
+	// readyTimeout bounds how long a started container's sandboxd has to answer /readyz.
+	readyTimeout = 20 * time.Second
+)
+
+// sdMode is the provider's sandboxd configuration (nil: plain docker exec).
+type sdMode struct {
+	sockDir string // host folder of this profile's socket folders
+	binary  string // configured binary ("" = look next to the executable, then on PATH)
+	user    string
+
+	binOnce sync.Once
+	binPath string
+	binErr  error
+
+	images  sync.Map // image reference → in-image sandboxd path ("" = none)
+	clients sync.Map // container id → *remote.Client (keeps its connections alive)
+}
+
+// newSDMode prepares sandboxd mode for a profile.
+func newSDMode(profileSlug string, c *config.DockerSandboxd, user string) (*sdMode, error) {
+	m := &sdMode{user: user}
+	if c != nil {
+		m.binary = c.Binary
+		if c.User != "" && user == "" {
+			m.user = c.User
+		}
+	}
+	if m.user == "" {
+		m.user = DefaultSandboxdUser
+	}
+	root := ""
+	if c != nil {
+		root = c.SocketDir
+	}
+	if root == "" {
+		root = defaultSocketDir()
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fault.Wrap(fault.Config, err, "%s: docker.sandboxd.socket_dir", TypeName)
+	}
+	if len(profileSlug) > 24 {
+		profileSlug = profileSlug[:24]
+	}
+	m.sockDir = filepath.Join(root, profileSlug)
+	// A Unix socket path has room for 107 bytes; leave room for "/<12 hex>/sd.sock".
+	if n := len(m.sockDir) + 1 + 12 + 1 + len(socketName); n > 107 {
+		return nil, fault.New(fault.Config, "%s: docker.sandboxd.socket_dir '%s' is too long for Unix socket paths (%d > 107 bytes); choose a shorter folder", TypeName, root, n)
+	}
+	return m, nil
+}
+
+// defaultSocketDir is /run/sandgate/sandboxd for root, else a folder of the user's.
+func defaultSocketDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/sandgate/sandboxd"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "sandgate", "sandboxd")
+	}
+	return filepath.Join(os.TempDir(), "sandgate-"+strconv.Itoa(os.Geteuid()), "sandboxd")
+}
+
+// binary finds the sandboxd executable to copy into images that lack it.
+func (m *sdMode) binaryPath() (string, error) {
+	m.binOnce.Do(func() {
+		if m.binary != "" {
+			m.binPath, m.binErr = checkBinary(m.binary)
+			return
+		}
+		if exe, err := os.Executable(); err == nil {
+			if p, err := checkBinary(filepath.Join(filepath.Dir(exe), "sandboxd")); err == nil {
+				m.binPath = p
+				return
+			}
+		}
+		if p, err := exec.LookPath("sandboxd"); err == nil {
+			m.binPath, m.binErr = checkBinary(p)
+			return
+		}
+		m.binErr = errors.New("no sandboxd binary next to the gateway's executable nor on PATH")
+	})
+	return m.binPath, m.binErr
+}
+
+func checkBinary(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("%s is not an executable file", abs)
+	}
+	return abs, nil
+}
+
+// socketFolder matches the socket folder names the provider makes (labels are not trusted
+// to be paths).
+var socketFolder = regexp.MustCompile(`^[0-9a-f]{12}$`)
+
+func (m *sdMode) folder(name string) (string, bool) {
+	if !socketFolder.MatchString(name) {
+		return "", false
+	}
+	return filepath.Join(m.sockDir, name), true
+}
+
+// imageSandboxd returns the path of the sandboxd the image ships, "" when it ships none.
+func (p *Provider) imageSandboxd(ctx context.Context) (string, error) {
+	ref := p.cfg.Image
+	if v, ok := p.sd.images.Load(ref); ok {
+		return v.(string), nil
+	}
+	ins, err := p.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	path := ""
+	if ins.Config != nil {
+		path = ins.Config.Labels[LabelSandboxdImage]
+	}
+	if path != "" && !strings.HasPrefix(path, "/") {
+		path = ""
+	}
+	p.sd.images.Store(ref, path)
+	return path, nil
+}
+
+// sandboxdSpec turns a plain container spec into sandboxd mode: sandboxd as the entrypoint
+// (under docker's init) as a non-root user, a read-only root file system with a volume at
+// /workspace and a tmpfs at /tmp.
+func (m *sdMode) sandboxdSpec(s *containerSpec) {
+	s.cfg.Entrypoint = []string{sandboxBin, "serve"}
+	s.cfg.Cmd = nil
+	s.cfg.User = m.user
+	s.cfg.Env = append(s.cfg.Env,
+		"SANDBOXD_SOCKET="+sandboxRun+"/"+socketName,
+		"SANDBOXD_WORKSPACE="+Workspace,
+		"HOME="+Workspace,
+		"PYTHONUNBUFFERED=1",
+	)
+	s.hc.ReadonlyRootfs = true
+	if !hasMount(s.hc.Mounts, Workspace) {
+		s.hc.Mounts = append(s.hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: Workspace})
+	}
+	if s.hc.Tmpfs == nil {
+		s.hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777"}
+	}
+}
+
+func hasMount(ms []mount.Mount, target string) bool {
+	for _, m := range ms {
+		if m.Target == target {
+			return true
+		}
+	}
+	return false
+}
+
+// prepareSandboxd adds the per-container parts of sandboxd mode to cfg and hc before the
+// container is created: a fresh secret, a socket folder on the host bind-mounted at
+// /.sandgate/run, and — for images without sandboxd — a volume the binary is copied into.
+// It returns the binary to copy ("" = the image ships one) and the socket folder.
+func (p *Provider) prepareSandboxd(ctx context.Context, cfg *container.Config, hc *container.HostConfig) (copyBin, folder string, err error) {
+	inImage, err := p.imageSandboxd(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	if inImage != "" {
+		cfg.Entrypoint = []string{inImage, "serve"}
+	} else {
+		bin, err := p.sd.binaryPath()
+		if err != nil {
+			return "", "", fault.Wrap(fault.Provision, err, "%s: image '%s' does not ship sandboxd (no %s label) and the gateway has no sandboxd binary to copy in: build one with `make build` (bin/sandboxd) or set docker.sandboxd.binary",
+				TypeName, p.cfg.Image, LabelSandboxdImage)
+		}
+		copyBin = bin
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: sandboxBinDir})
+	}
+	name := randomHex(6)
+	folder = filepath.Join(p.sd.sockDir, name)
+	if err := os.MkdirAll(p.sd.sockDir, 0o711); err != nil {
+		return "", "", fault.Wrap(fault.Provision, err, "%s: creating the sandboxd socket folder", TypeName)
+	}
+	if err := os.Mkdir(folder, 0o700); err != nil {
+		return "", "", fault.Wrap(fault.Provision, err, "%s: creating the sandboxd socket folder", TypeName)
+	}
+	// The container's (non-root) user creates the socket; the sticky bit keeps others from
+	// replacing it, and the parent is not listable.
+	if err := os.Chmod(folder, 0o777|os.ModeSticky); err != nil {
+		_ = os.Remove(folder)
+		return "", "", fault.Wrap(fault.Provision, err, "%s: preparing the sandboxd socket folder", TypeName)
+	}
+	cfg.Labels[LabelSandboxd] = name
+	cfg.Env = append(cfg.Env, tokenEnv+"="+randomHex(32))
+	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: folder, Target: sandboxRun})
+	return copyBin, folder, nil
+}
+
+// copySandboxd copies the binary at bin into created (not yet started) container id.
+func (p *Provider) copySandboxd(ctx context.Context, id, bin string) error {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return fault.Wrap(fault.Provision, err, "%s: reading the sandboxd binary", TypeName)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "sandboxd", Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg, ModTime: time.Now()}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := p.cli.CopyToContainer(ctx, id, sandboxBinDir, &buf, container.CopyToContainerOptions{}); err != nil {
+		return p.engineErr(err, "copying sandboxd into sandbox container '%s'", id)
+	}
+	return nil
+}
+
+// sdClient returns the runtime client of a sandboxd container (nil for plain containers),
+// waiting until sandboxd answers when wait is set.
+func (p *Provider) sdClient(ctx context.Context, ins container.InspectResponse, wait bool) (*remote.Client, error) {
+	if p.sd == nil || ins.Config == nil {
+		return nil, nil
+	}
+	name, ok := ins.Config.Labels[LabelSandboxd]
+	if !ok {
+		return nil, nil // made before sandboxd was enabled: plain exec
+	}
+	folder, ok := p.sd.folder(name)
+	if !ok {
+		return nil, fault.New(fault.Provision, "%s: container '%s' has a malformed %s label", TypeName, ins.ID, LabelSandboxd)
+	}
+	token := ""
+	for _, kv := range ins.Config.Env {
+		if v, ok := strings.CutPrefix(kv, tokenEnv+"="); ok {
+			token = v
+		}
+	}
+	if token == "" {
+		return nil, fault.New(fault.Provision, "%s: container '%s' runs sandboxd without a secret", TypeName, ins.ID)
+	}
+	if v, ok := p.sd.clients.Load(ins.ID); ok {
+		c := v.(*remote.Client)
+		if err := c.Ready(ctx); err == nil {
+			return c, nil
+		}
+		p.forgetClient(ins.ID)
+	}
+	c := remote.NewClient(filepath.Join(folder, socketName), token)
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		err := c.Ready(ctx)
+		if err == nil {
+			break
+		}
+		if !wait || time.Now().After(deadline) || ctx.Err() != nil {
+			_ = c.Close()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' does not answer on %s (the gateway must see docker.sandboxd.socket_dir at the engine's path)",
+				TypeName, ins.ID, filepath.Join(folder, socketName))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if prev, loaded := p.sd.clients.LoadOrStore(ins.ID, c); loaded {
+		_ = c.Close()
+		c = prev.(*remote.Client)
+	}
+	return c, nil
+}
+
+// forgetClient drops the cached client of container id.
+func (p *Provider) forgetClient(id string) {
+	if p.sd == nil {
+		return
+	}
+	if v, ok := p.sd.clients.LoadAndDelete(id); ok {
+		_ = v.(*remote.Client).Close()
+	}
+}
+
+// removeSocketFolder removes the host socket folder a container's label names.
+func (p *Provider) removeSocketFolder(labels map[string]string) {
+	if p.sd == nil {
+		return
+	}
+	if folder, ok := p.sd.folder(labels[LabelSandboxd]); ok {
+		_ = os.RemoveAll(folder)
+	}
+}
+
+// sweepSocketFolders removes the profile's socket folders that no container in live names.
+func (p *Provider) sweepSocketFolders(live map[string]bool) {
+	if p.sd == nil {
+		return
+	}
+	entries, err := os.ReadDir(p.sd.sockDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !live[e.Name()] && socketFolder.MatchString(e.Name()) {
+			// Young folders may belong to a container being created right now.
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) < time.Minute {
+				continue
+			}
+			_ = os.RemoveAll(filepath.Join(p.sd.sockDir, e.Name()))
+		}
+	}
+}
+
+// execSandboxd runs spec through sandboxd.
+func (s *Sandbox) execSandboxd(ctx context.Context, spec providers.ExecSpec) (providers.ExitStatus, error) {
+	req := sandboxd.ExecRequest{
+		Command: spec.Command, Code: spec.Code, Language: spec.Language, Env: spec.Env,
+		Dir: spec.Dir, Timeout: spec.Timeout, Context: spec.Context,
+	}
+	if spec.Stdin != nil {
+		in, err := io.ReadAll(spec.Stdin)
+		if err != nil {
+			return providers.ExitStatus{}, fmt.Errorf("reading standard input: %w", err)
+		}
+		req.Stdin = in
+		if req.Stdin == nil {
+			req.Stdin = []byte{}
+		}
+	}
+	return s.runSandboxd(ctx, req, spec.Output)
+}
+
+func (s *Sandbox) runSandboxd(ctx context.Context, req sandboxd.ExecRequest, out providers.Output) (providers.ExitStatus, error) {
+	res, err := s.rt.Exec(ctx, req, sandboxd.Streams{Stdout: orDiscard(out.Stdout), Stderr: orDiscard(out.Stderr)})
+	st := providers.ExitStatus{ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled, ContextLost: res.ContextLost}
+	if err != nil {
+		if ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		return st, s.rtErr(err)
+	}
+	if res.OOMKilled && out.Stderr != nil {
+		_, _ = io.WriteString(out.Stderr, oomNotice)
+		s.p.log.Warn("the kernel's OOM killer ended a program in a sandbox", "sandbox_id", s.id)
+	}
+	return st, nil
+}
+
+// rtErr classifies a sandboxd error: its fault kinds stand; anything else (a connection
+// that broke) means the sandbox went away or is unreachable.
+func (s *Sandbox) rtErr(err error) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	s.p.forgetClient(s.id)
+	return fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' failed", TypeName, s.id)
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// ListContexts lists the sandbox's stateful contexts (sandboxd mode only).
+func (s *Sandbox) ListContexts(ctx context.Context) ([]providers.ContextInfo, error) {
+	if err := s.contextsUsable(); err != nil {
+		return nil, err
+	}
+	list, err := s.rt.ListContexts(ctx)
+	if err != nil {
+		return nil, s.rtErr(err)
+	}
+	out := make([]providers.ContextInfo, len(list))
+	for i, c := range list {
+		out[i] = contextInfo(c)
+	}
+	return out, nil
+}
+
+// CreateContext starts context name for language (sandboxd mode only).
+func (s *Sandbox) CreateContext(ctx context.Context, name, language string) (providers.ContextInfo, error) {
+	if err := s.contextsUsable(); err != nil {
+		return providers.ContextInfo{}, err
+	}
+	c, err := s.rt.CreateContext(ctx, name, language)
+	if err != nil {
+		return providers.ContextInfo{}, s.rtErr(err)
+	}
+	return contextInfo(c), nil
+}
+
+// RestartContext gives context name a fresh interpreter (sandboxd mode only).
+func (s *Sandbox) RestartContext(ctx context.Context, name string) (providers.ContextInfo, error) {
+	if err := s.contextsUsable(); err != nil {
+		return providers.ContextInfo{}, err
+	}
+	c, err := s.rt.RestartContext(ctx, name)
+	if err != nil {
+		return providers.ContextInfo{}, s.rtErr(err)
+	}
+	return contextInfo(c), nil
+}
+
+// DeleteContext stops context name (sandboxd mode only).
+func (s *Sandbox) DeleteContext(ctx context.Context, name string) error {
+	if err := s.contextsUsable(); err != nil {
+		return err
+	}
+	if err := s.rt.DeleteContext(ctx, name); err != nil {
+		return s.rtErr(err)
+	}
+	return nil
+}
+
+func (s *Sandbox) contextsUsable() error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if s.rt == nil {
+		return fault.Unsupported(TypeName, "stateful")
+	}
+	return nil
+}
+
+func contextInfo(c sandboxd.ContextInfo) providers.ContextInfo {
+	return providers.ContextInfo{Name: c.Name, Language: c.Language, CreatedAt: c.CreatedAt, Executions: c.Executions, Alive: c.Alive}
+}
+
+// fileInfos converts a sandboxd listing.
+func fileInfos(list []sandboxd.FileInfo) []providers.FileInfo {
+	out := make([]providers.FileInfo, len(list))
+	for i, f := range list {
+		out[i] = providers.FileInfo{Name: f.Name, Path: f.Path, Type: providers.FileType(f.Type), Size: f.Size, Mode: f.Mode, ModTime: f.ModTime}
+	}
+	return out
+}

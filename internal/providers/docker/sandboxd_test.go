@@ -1,0 +1,228 @@
+package docker_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/providertest"
+)
+
+// baseImage is the sandbox image without sandboxd (build.sh's first layer): the provider must
+// copy its own binary in.
+var baseImage = envOr("SANDGATE_DOCKER_TEST_BASE_IMAGE", "")
+
+// sandboxdProvider builds a provider in sandboxd mode with its socket folders in a folder of
+// the test's.
+func sandboxdProvider(t *testing.T, mutate ...func(*docker.Options)) (*docker.Provider, string) {
+	t.Helper()
+	// Short: Unix socket paths are limited to 107 bytes.
+	sockDir, err := os.MkdirTemp("", "sgd")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	p := newProvider(t, append([]func(*docker.Options){func(o *docker.Options) {
+		o.Stateful = true
+		o.Config.Sandboxd = &config.DockerSandboxd{SocketDir: sockDir, Binary: sandboxdBinary(t)}
+	}}, mutate...)...)
+	return p, sockDir
+}
+
+var (
+	sdBinOnce sync.Once
+	sdBin     string
+	sdBinErr  error
+)
+
+// sandboxdBinary builds cmd/sandboxd once per test binary, static.
+func sandboxdBinary(t *testing.T) string {
+	t.Helper()
+	sdBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sandboxd-bin")
+		if err != nil {
+			sdBinErr = err
+			return
+		}
+		sdBin = filepath.Join(dir, "sandboxd")
+		cmd := exec.Command("go", "build", "-o", sdBin, "github.com/sandgate/sandgate/cmd/sandboxd")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			sdBinErr = err
+			t.Logf("go build: %s", out)
+		}
+	})
+	require.NoError(t, sdBinErr, "building sandboxd")
+	return sdBin
+}
+
+// TestSandboxdContract runs the whole contract suite, stateful tests included, on containers
+// running sandboxd from the image.
+func TestSandboxdContract(t *testing.T) {
+	requireEngine(t)
+	p, _ := sandboxdProvider(t)
+	require.True(t, p.Capabilities().Stateful)
+	providertest.Run(t, providertest.Harness{
+		New:       func(*testing.T) providers.Provider { return p },
+		KillGrace: testGrace,
+	})
+}
+
+// TestSandboxdCopiedIntoImagesWithoutIt runs sandboxd in an image that does not ship it: the
+// provider copies its binary into the created container before starting it.
+func TestSandboxdCopiedIntoImagesWithoutIt(t *testing.T) {
+	requireEngine(t)
+	img := baseImage
+	if img == "" {
+		img = findBaseImage(t)
+	}
+	p, _ := sandboxdProvider(t, func(o *docker.Options) { o.Config.Image = img })
+	sb := create(t, p, allowPol)
+	ins, err := inspect(t, sb.ID())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/.sandgate/bin/sandboxd", "serve"}, []string(ins.Config.Entrypoint))
+	r := run(t, sb, providers.ExecSpec{Code: "x = 41", Language: "python", Context: "default"})
+	require.NoError(t, r.err)
+	r = run(t, sb, providers.ExecSpec{Code: "print(x + 1)", Language: "python", Context: "default"})
+	require.NoError(t, r.err)
+	assert.Equal(t, "42\n", r.stdout)
+}
+
+// findBaseImage returns build.sh's base image (sandgate/sandbox-base:*).
+func findBaseImage(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("docker", "images", "--format", "{{.Repository}}:{{.Tag}}", "sandgate/sandbox-base").Output()
+	require.NoError(t, err)
+	for _, line := range strings.Fields(string(out)) {
+		if strings.HasPrefix(line, "sandgate/sandbox-base:") {
+			return line
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no sandgate/sandbox-base image: scripts/docker-setup.sh builds it")
+	}
+	t.Skip("no sandgate/sandbox-base image (scripts/docker-setup.sh builds it)")
+	return ""
+}
+
+// TestSandboxdHardening: sandboxd mode runs as a non-root user on a read-only root file
+// system with a writable workspace, and programs never see the secret.
+func TestSandboxdHardening(t *testing.T) {
+	requireEngine(t)
+	p, _ := sandboxdProvider(t)
+	sb := create(t, p, allowPol)
+	assert.Equal(t, "65532\n", sh(t, sb, "id -u"))
+	r := run(t, sb, providers.ExecSpec{Command: "touch /usr/evil"})
+	require.NoError(t, r.err)
+	assert.NotEqual(t, 0, r.st.ExitCode, "the root file system must be read-only")
+	sh(t, sb, "echo ok > /workspace/w && echo ok > /tmp/t")
+	assert.NotContains(t, sh(t, sb, "env; cat /proc/self/environ | tr '\\0' '\\n'"), "SANDBOXD_TOKEN")
+}
+
+// TestSandboxdSecretRequired: the socket answers probes to anyone but the runtime API only
+// with the container's secret.
+func TestSandboxdSecretRequired(t *testing.T) {
+	requireEngine(t)
+	p, sockDir := sandboxdProvider(t)
+	sb := create(t, p, allowPol)
+	ins, err := inspect(t, sb.ID())
+	require.NoError(t, err)
+	folder := ins.Config.Labels[docker.LabelSandboxd]
+	require.NotEmpty(t, folder)
+	sock := filepath.Join(sockDir, filepath.Base(sockDir), folder, "sd.sock")
+	if _, err := os.Stat(sock); err != nil {
+		// The profile's folder is named after its slug.
+		matches, _ := filepath.Glob(filepath.Join(sockDir, "*", folder, "sd.sock"))
+		require.Len(t, matches, 1, "socket of %s under %s", folder, sockDir)
+		sock = matches[0]
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	defer hc.CloseIdleConnections()
+	get := func(path, token string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", "http://sandboxd"+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, 200, get("/healthz", ""))
+	assert.Equal(t, 401, get("/v1/contexts", ""))
+	assert.Equal(t, 401, get("/v1/contexts", "not-the-secret"))
+	secret := ""
+	for _, kv := range ins.Config.Env {
+		if v, ok := strings.CutPrefix(kv, "SANDBOXD_TOKEN="); ok {
+			secret = v
+		}
+	}
+	assert.Equal(t, 200, get("/v1/contexts", secret))
+}
+
+// TestSandboxdReattachAfterRestart: a new provider (a restarted gateway) reaches the same
+// sandboxd and its contexts; a stopped container is started again with a fresh interpreter.
+func TestSandboxdReattachAfterRestart(t *testing.T) {
+	requireEngine(t)
+	p, sockDir := sandboxdProvider(t)
+	sb := create(t, p, allowPol)
+	r := run(t, sb, providers.ExecSpec{Code: "kept = 'across gateways'", Language: "python", Context: "default"})
+	require.NoError(t, r.err)
+
+	p2 := newProvider(t, func(o *docker.Options) {
+		o.Profile = profileOf(t, sb.ID())
+		o.Stateful = true
+		o.Config.Sandboxd = &config.DockerSandboxd{SocketDir: sockDir}
+	})
+	again, err := p2.Attach(t.Context(), sb.ID(), agent, allowPol)
+	require.NoError(t, err)
+	r = run(t, again, providers.ExecSpec{Code: "print(kept)", Language: "python", Context: "default"})
+	require.NoError(t, r.err)
+	assert.Equal(t, "across gateways\n", r.stdout)
+
+	cli := engineClient(t)
+	defer cli.Close()
+	timeout := 1
+	require.NoError(t, cli.ContainerStop(t.Context(), sb.ID(), container.StopOptions{Timeout: &timeout}))
+	again, err = p2.Attach(t.Context(), sb.ID(), agent, allowPol)
+	require.NoError(t, err, "attach starts a stopped sandbox")
+	r = run(t, again, providers.ExecSpec{Code: "print('kept' in globals())", Language: "python", Context: "default"})
+	require.NoError(t, r.err)
+	assert.Equal(t, "False\n", r.stdout)
+}
+
+// TestSandboxdDestroyRemovesSocketFolder: nothing is left on the host.
+func TestSandboxdDestroyRemovesSocketFolder(t *testing.T) {
+	requireEngine(t)
+	p, sockDir := sandboxdProvider(t)
+	sb, err := p.Create(t.Context(), agent, allowPol)
+	require.NoError(t, err)
+	matches, _ := filepath.Glob(filepath.Join(sockDir, "*", "*", "sd.sock"))
+	require.Len(t, matches, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, p.Destroy(ctx, sb.ID()))
+	_, err = os.Stat(filepath.Dir(matches[0]))
+	assert.True(t, os.IsNotExist(err), "socket folder left behind: %v", err)
+}
+
+func profileOf(t *testing.T, id string) string {
+	t.Helper()
+	ins, err := inspect(t, id)
+	require.NoError(t, err)
+	return ins.Config.Labels[docker.LabelProfile]
+}
