@@ -133,7 +133,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	t.Parallel()
 	dir := dataDir(t)
 	g := startDev(t, dir, freeAddr(t))
-	runWalkthrough(t, dir, g.base, g.token)
+	runWalkthrough(t, dir, g.base, g.token, true)
 }
 
 func requireCurl(t *testing.T) {
@@ -147,8 +147,9 @@ func requireCurl(t *testing.T) {
 }
 
 // runWalkthrough runs the README's walkthrough block, verbatim but for the address, with TOKEN
-// set, in dir, and checks each step's visible result.
-func runWalkthrough(t *testing.T, dir, base, token string) {
+// set, in dir, and checks each step's visible result; stateful says whether the gateway's
+// default profile keeps code state (the second code call then prints the first one's variable).
+func runWalkthrough(t *testing.T, dir, base, token string, stateful bool) {
 	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
@@ -160,7 +161,11 @@ func runWalkthrough(t *testing.T, dir, base, token string) {
 	cmd.Env = append(os.Environ(), "TOKEN="+token)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "walkthrough failed:\n%s", out)
-	for _, want := range []string{`"subject":"dev"`, `"stdout":"42\n"`, "byte-exact", `"status":"succeeded"`, "finished", `"destroyed":true`} {
+	wants := []string{`"subject":"dev"`, `"stdout":"42\n"`, "byte-exact", `"status":"succeeded"`, "finished", `"destroyed":true`}
+	if stateful {
+		wants = append(wants, `"stdout":"still here: 42\n"`)
+	}
+	for _, want := range wants {
 		require.Contains(t, string(out), want)
 	}
 }
@@ -181,7 +186,7 @@ func TestReadmeWalkthroughOnDocker(t *testing.T) {
 	g := startDev(t, dir, freeAddr(t), "SANDGATE_SANDBOX__DEFAULT_PROFILE=docker")
 	c := &client{t: t, base: g.base, token: g.token}
 	require.Equal(t, "docker", c.json("GET", "/v1/sessions/default", "", 200)["profile"])
-	runWalkthrough(t, dir, g.base, g.token)
+	runWalkthrough(t, dir, g.base, g.token, true)
 }
 
 // TestRestartMarksLostAndReattaches kills a gateway while a task runs: the next gateway on the

@@ -268,7 +268,9 @@ func TestReadmeWalkthroughOnQueue(t *testing.T) {
 			d := newQueueDeployment(t, transport, "")
 			d.startWorker()
 			d.startWorker()
-			runWalkthrough(t, d.dir, d.gw.base, d.gw.token)
+			// The workers' local_subprocess profile is not stateful: contexts would live in one
+			// worker process while the next call may land on the other.
+			runWalkthrough(t, d.dir, d.gw.base, d.gw.token, false)
 		})
 	}
 }

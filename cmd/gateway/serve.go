@@ -144,12 +144,12 @@ func devSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog
 			localName = "local"
 		}
 		cfg.Sandbox.Profiles = map[string]config.Profile{
-			localName: {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
+			localName: {Type: local.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
 			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
 		}
 		// Offer container isolation whenever a Docker engine answers.
 		if docker.Available(ctx, "") {
-			cfg.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{
+			cfg.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{
 				Docker: &config.Docker{Image: devDockerImage, Pull: "never"},
 			}}
 			log.Info("Docker engine found: profile 'docker' runs sandboxes in containers", "image", devDockerImage)
