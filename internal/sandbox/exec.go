@@ -216,6 +216,7 @@ type execJob struct {
 	warnings  []string
 
 	queued bool // came through a queue transport: a redelivery can finish it
+	touch  bool // the execution reached its session's sandbox: its completion counts as use
 
 	result    *Result // set when the program ran (whatever its exit)
 	err       error   // set on a machinery failure
@@ -236,6 +237,7 @@ func (j *execJob) run(ctx context.Context) {
 			j.err = fault.New(fault.Internal, "execution panicked: %v", rec)
 			completion = store.Completion{Status: TaskFailed, Error: j.err.Error(), ErrorType: string(fault.Internal)}
 		}
+		completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.ephemeral
 		if ok, err := s.store.FinishTask(bg, j.task.ID, completion, s.now(), s.ttl()); err != nil {
 			s.log.Error("recording task completion failed", "task_id", j.task.ID, "err", err)
 		} else if !ok {
@@ -286,8 +288,9 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		defer unlock()
-		// Re-read under the lock: an earlier operation may have changed the sandbox.
-		if j.sess, err = s.store.GetSession(ctx, j.sess.ID); err != nil {
+		// Re-read under the lock (an earlier operation may have changed the sandbox), marking
+		// the task running in the same round trip.
+		if j.sess, err = s.store.StartTaskInSession(ctx, j.task.ID, j.sess.ID, s.now()); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return nil, fault.New(fault.NotFound, "sandbox session '%s' was destroyed while this operation waited", j.task.SessionID)
 			}
@@ -296,11 +299,11 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		if notice, err = s.resetIfIdle(ctx, prof, &j.sess); err != nil {
 			return nil, err
 		}
-	}
-	if err := s.store.StartTask(ctx, j.task.ID, s.now()); err != nil {
+	} else if err := s.store.StartTask(ctx, j.task.ID, s.now()); err != nil {
 		return nil, err
 	}
 	pp := providerPrincipal(prof, j.p)
+	bound := j.sess.SandboxID // acquire replaces it when it creates a sandbox
 	sb, healNotice, err := s.acquire(ctx, prof, &j.sess, pp)
 	if err != nil {
 		return nil, err
@@ -312,10 +315,14 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	if j.ephemeral {
 		defer s.destroyBackend(ctx, prof, j.sess.ID, sb.ID())
 	} else {
-		if err := s.store.UpdateSessionBackend(ctx, j.sess.ID, sb.ID(), "active", s.now()); err != nil {
-			return nil, err
+		// Unchanged bindings need no write: last use is recorded with the completion (FinishTask
+		// touches the session), and the idle sweeper skips sessions with unfinished tasks.
+		if bound != sb.ID() || j.sess.Status != "active" || j.sess.PendingNotice != "" {
+			if err := s.store.UpdateSessionBackend(ctx, j.sess.ID, sb.ID(), "active", s.now()); err != nil {
+				return nil, err
+			}
 		}
-		defer func() { _ = s.store.TouchSession(context.WithoutCancel(ctx), j.sess.ID, s.now()) }()
+		j.touch = true
 	}
 
 	stdout, stderr := newCapture(s.maxOutput()), newCapture(s.maxOutput())

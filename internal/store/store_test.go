@@ -196,3 +196,42 @@ func TestBeginAttemptOnlyTakesOverFromDeadRunners(t *testing.T) {
 	_, err = st.BeginAttempt(ctx, "q1", "c", now, stale)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// TestTaskLifecycleInFewRoundTrips: StartTaskInSession marks the task running and reads the
+// session in one statement; FinishTask stores the first completion only, notifies, and touches
+// the session when asked.
+func TestTaskLifecycleInFewRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pgtest.Store(t)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "bob"}, now)
+	require.NoError(t, err)
+	sess := store.Session{ID: "sess-1", OwnerID: p.ID, Profile: "default", Provider: "local_subprocess", Scope: "per_session",
+		Labels: map[string]string{}, SandboxID: "sb", Status: "active", CreatedAt: now, LastUsedAt: now}
+	require.NoError(t, st.CreateSession(ctx, sess))
+	require.NoError(t, st.CreateTask(ctx, store.Task{ID: "task-1", SessionID: sess.ID, OwnerID: p.ID, Profile: "default", Operation: "execute_command", Status: "pending", RunnerID: "r", SubmittedAt: now}))
+
+	got, err := st.StartTaskInSession(ctx, "task-1", sess.ID, now.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "sb", got.SandboxID)
+	tk, err := st.GetTask(ctx, "task-1", "")
+	require.NoError(t, err)
+	require.Equal(t, "running", tk.Status)
+	_, err = st.StartTaskInSession(ctx, "task-1", "no-such-session", now)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	later := now.Add(time.Hour)
+	ok, err := st.FinishTask(ctx, "task-1", store.Completion{Status: "succeeded", SessionID: sess.ID, Touch: true}, later, time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err = st.GetSession(ctx, sess.ID)
+	require.NoError(t, err)
+	require.True(t, got.LastUsedAt.Equal(later), "last_used_at %v, want %v", got.LastUsedAt, later)
+	ok, err = st.FinishTask(ctx, "task-1", store.Completion{Status: "failed"}, later, time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok, "a finished task keeps its first completion")
+	tk, err = st.GetTask(ctx, "task-1", "")
+	require.NoError(t, err)
+	require.Equal(t, "succeeded", tk.Status)
+}

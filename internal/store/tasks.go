@@ -117,6 +117,15 @@ func (st *Store) StartTask(ctx context.Context, id string, t time.Time) error {
 	return err
 }
 
+// StartTaskInSession marks task id running at t and returns session sessionID as it is now,
+// in one round trip (call it holding the session lock). Errors: ErrNotFound when the session
+// is gone (the task is marked running all the same; finish it).
+func (st *Store) StartTaskInSession(ctx context.Context, id, sessionID string, t time.Time) (Session, error) {
+	return scanSession(st.pool.QueryRow(ctx, `WITH started AS (
+			UPDATE tasks SET status = 'running', started_at = $2 WHERE id = $1 AND finished_at IS NULL)
+		SELECT `+sessionCols+` FROM sessions WHERE id = $3`, id, t, sessionID))
+}
+
 // PromoteTask marks task id as handed to the caller as a background task.
 func (st *Store) PromoteTask(ctx context.Context, id string) error {
 	_, err := st.pool.Exec(ctx, `UPDATE tasks SET promoted = true WHERE id = $1`, id)
@@ -131,10 +140,14 @@ type Completion struct {
 	ErrorType string
 	Result    any // JSON-encodable; nil for machinery failures
 	SessionID string
+	// Touch also records a use of session SessionID at the completion time, in the same
+	// round trip (an execution that reached its sandbox counts as use).
+	Touch bool
 }
 
-// FinishTask records task id's completion at t, kept until t+ttl. A task already finished
-// (cancelled, lost) keeps its first completion; the return says whether this one was stored.
+// FinishTask records task id's completion at t, kept until t+ttl, and notifies waiters on
+// every replica (TaskWatcher), in one statement. A task already finished (cancelled, lost)
+// keeps its first completion; the return says whether this one was stored.
 func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time.Time, ttl time.Duration) (bool, error) {
 	var res []byte
 	if c.Result != nil {
@@ -143,15 +156,19 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 			return false, err
 		}
 	}
-	tag, err := st.pool.Exec(ctx, `UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
-		finished_at = $7, expires_at = $8 WHERE id = $1 AND finished_at IS NULL`,
-		id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl))
-	if err != nil || tag.RowsAffected() != 1 {
-		return false, err
+	touch := ""
+	if c.Touch && c.SessionID != "" {
+		touch = c.SessionID
 	}
-	// Waiters on any replica learn at once (TaskWatcher); polling is their fallback.
-	_, err = st.pool.Exec(ctx, `SELECT pg_notify('`+taskDoneChannel+`', $1)`, id)
-	return true, err
+	var stored bool
+	err := st.pool.QueryRow(ctx, `WITH done AS (
+			UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
+				finished_at = $7, expires_at = $8 WHERE id = $1 AND finished_at IS NULL RETURNING id),
+		touched AS (
+			UPDATE sessions SET last_used_at = GREATEST(last_used_at, $7) WHERE id = $9 AND $9 <> '')
+		SELECT count(pg_notify('`+taskDoneChannel+`', id)) = 1 FROM done`,
+		id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch).Scan(&stored)
+	return stored, err
 }
 
 // GetTask returns task id if it belongs to ownerID (any owner when ownerID is "").
