@@ -39,10 +39,13 @@ import (
 	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/devdb"
+	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
+	"github.com/sandgate/sandgate/internal/sandboxd"
+	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -200,6 +203,13 @@ func run() error {
 
 	if dockerOK {
 		dockerScenarios(ctx, g, tok)
+		// The warm pool would refill during the remaining scenarios and outlive the run.
+		for _, prof := range g.svc.Profiles(principal.Principal{Admin: true}) {
+			if dp, ok := prof.Provider.(*docker.Provider); ok && prof.Name == "docker-warm" {
+				_ = dp.Close()
+				_ = dp.DrainPool(ctx)
+			}
+		}
 	}
 
 	// 4. metadata calls.
@@ -347,6 +357,9 @@ func startGateway(parent context.Context, dbURL string, queued, withDocker bool,
 	}
 	if withDocker {
 		cfg.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: *image, Pull: config.DockerPullNever}}}
+		// The same image with sandboxd as the entrypoint: executions over its socket, code in a
+		// stateful context.
+		cfg.Sandbox.Profiles["docker-sd"] = config.Profile{Type: docker.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: *image, Pull: config.DockerPullNever}}}
 		cfg.Sandbox.Profiles["docker-warm"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: *image, Pull: config.DockerPullNever, WarmPool: &config.DockerWarmPool{Size: 2}}}}
 	}
 	if queued {
@@ -582,7 +595,7 @@ func dockerScenarios(ctx context.Context, g *gateway, tok string) {
 	}
 	defer cli.Close()
 	rawCreate := func() string {
-		resp, err := cli.ContainerCreate(ctx, &container.Config{Image: *image, Cmd: []string{"sleep", "infinity"}, Labels: map[string]string{"sandgate.bench": "1"}},
+		resp, err := cli.ContainerCreate(ctx, &container.Config{Image: *image, Entrypoint: []string{"sleep", "infinity"}, Labels: map[string]string{"sandgate.bench": "1"}},
 			&container.HostConfig{AutoRemove: false}, nil, nil, "")
 		if err != nil {
 			panic(err)
@@ -622,6 +635,44 @@ func dockerScenarios(ctx context.Context, g *gateway, tok string) {
 	add(Row{Scenario: "1 exec round trip", Variant: "docker: through gateway", Summary: &gw})
 	add(Row{Scenario: "1 exec round trip", Variant: "docker: raw exec API (create+attach+inspect)", Summary: &direct})
 	add(Row{Scenario: "1 exec round trip", Variant: "docker: overhead", Value: fmt.Sprintf("+%.2f ms p50 (%.2fx)", gw.P50-direct.P50, gw.P50/direct.P50)})
+
+	// The same command through sandboxd (its socket instead of an exec per call), and code in
+	// the session's stateful Python context (no interpreter start per call).
+	sd := g.newSession(tok, "docker-sd")
+	g.exec(tok, sd, "true")
+	sdCmd := Summarize(timeN(k, func() { g.exec(tok, sd, "true") }))
+	code := func(sid string) {
+		if st, body := g.do(tok, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": "n = globals().get('n', 0) + 1"}); st != 200 {
+			panic(fmt.Sprintf("code: %d %s", st, body))
+		}
+	}
+	code(sd)
+	sdCode := Summarize(timeN(k, func() { code(sd) }))
+	code(sid)
+	plainCode := Summarize(timeN(k, func() { code(sid) }))
+	add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: through gateway", Summary: &sdCmd})
+	if rt, err := sandboxdClient(ctx, cli, g, tok, sd); err != nil {
+		skip("raw sandboxd rows: " + err.Error())
+	} else {
+		rawSD := Summarize(timeN(k, func() {
+			if _, err := rt.Exec(ctx, sandboxd.ExecRequest{Command: "true"}, sandboxd.Streams{Stdout: io.Discard, Stderr: io.Discard}); err != nil {
+				panic(err)
+			}
+		}))
+		rawCtx := Summarize(timeN(k, func() {
+			if _, err := rt.Exec(ctx, sandboxd.ExecRequest{Code: "n = globals().get('n', 0) + 1", Language: "python", Context: "default"}, sandboxd.Streams{Stdout: io.Discard, Stderr: io.Discard}); err != nil {
+				panic(err)
+			}
+		}))
+		_ = rt.Close()
+		add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: raw sandboxd socket (no gateway)", Summary: &rawSD})
+		add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: gateway overhead", Value: fmt.Sprintf("+%.2f ms p50 (%.2fx)", sdCmd.P50-rawSD.P50, sdCmd.P50/rawSD.P50)})
+		add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: raw python context (no gateway)", Summary: &rawCtx})
+	}
+	add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: vs docker exec path", Value: fmt.Sprintf("%.2fx p50 (%.2f ms vs %.2f ms)", sdCmd.P50/gw.P50, sdCmd.P50, gw.P50)})
+	add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: python code, stateful context", Summary: &sdCode})
+	add(Row{Scenario: "1 exec round trip", Variant: "docker: python code, fresh interpreter (exec path)", Summary: &plainCode})
+	g.do(tok, "DELETE", "/v1/sessions/"+sd, nil)
 	g.do(tok, "DELETE", "/v1/sessions/"+sid, nil)
 	rm(raw)
 
@@ -654,6 +705,30 @@ func dockerScenarios(ctx context.Context, g *gateway, tok string) {
 	add(Row{Scenario: "2 create -> first exec", Variant: "docker: cold (no pool)", Summary: &cs})
 	add(Row{Scenario: "2 create -> first exec", Variant: "docker: warm pool (size 2)", Summary: &ws})
 	add(Row{Scenario: "2 create -> first exec", Variant: "docker: raw create+start+exec", Summary: &rs})
+}
+
+// sandboxdClient connects to the sandboxd of session sid's container the way the provider
+// does: the socket folder its label names, the secret from its environment.
+func sandboxdClient(ctx context.Context, cli *client.Client, g *gateway, tok, sid string) (*remote.Client, error) {
+	var sess struct {
+		SandboxID string `json:"sandbox_id"`
+	}
+	_ = json.Unmarshal(g.mustGet(tok, "/v1/sessions/"+sid), &sess)
+	ins, err := cli.ContainerInspect(ctx, sess.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	token := ""
+	for _, kv := range ins.Config.Env {
+		if v, ok := strings.CutPrefix(kv, "SANDBOXD_TOKEN="); ok {
+			token = v
+		}
+	}
+	socks, _ := filepath.Glob(filepath.Join(docker.DefaultSocketDir(), "*", ins.Config.Labels[docker.LabelSandboxd], "sd.sock"))
+	if len(socks) != 1 || token == "" {
+		return nil, fmt.Errorf("no sandboxd socket for container %s", sess.SandboxID)
+	}
+	return remote.NewClient(socks[0], token), nil
 }
 
 // waitPool waits until profile's warm pool has want running containers.

@@ -65,13 +65,17 @@ func (st *Store) LockSession(ctx context.Context, id string) (unlock func(), err
 		conn.Release()
 		return nil, err
 	}
+	// unlock returns at once: the release round trip runs in the background, so the caller's
+	// response does not wait for it (the next holder's pg_advisory_lock waits instead).
 	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(1936, hashtext($1))`, id); err != nil {
-			// The lock cannot be proven released: drop the connection so Postgres frees it.
-			_ = conn.Conn().Close(ctx)
-		}
-		conn.Release()
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(1936, hashtext($1))`, id); err != nil {
+				// The lock cannot be proven released: drop the connection so Postgres frees it.
+				_ = conn.Conn().Close(ctx)
+			}
+			conn.Release()
+		}()
 	}, nil
 }

@@ -78,7 +78,7 @@ func newSDMode(profileSlug string, c *config.DockerSandboxd, user string) (*sdMo
 		root = c.SocketDir
 	}
 	if root == "" {
-		root = defaultSocketDir()
+		root = DefaultSocketDir()
 	}
 	root, err := filepath.Abs(root)
 	if err != nil {
@@ -95,8 +95,11 @@ func newSDMode(profileSlug string, c *config.DockerSandboxd, user string) (*sdMo
 	return m, nil
 }
 
-// defaultSocketDir is /run/sandgate/sandboxd for root, else a folder of the user's.
-func defaultSocketDir() string {
+// DefaultSocketDir is the default of docker.sandboxd.socket_dir: /run/sandgate/sandboxd for
+// root, else $XDG_RUNTIME_DIR/sandgate/sandboxd or <temp>/sandgate-<uid>/sandboxd. Each
+// profile has a folder under it, and each sandbox a folder (named by its container label
+// sandgate.sandboxd) holding the socket sd.sock.
+func DefaultSocketDir() string {
 	if os.Geteuid() == 0 {
 		return "/run/sandgate/sandboxd"
 	}
