@@ -193,7 +193,7 @@ func foreignContainer(t *testing.T, workdir string, noNetwork bool) string {
 		hc.NetworkMode = "none"
 	}
 	name := "sandgate-test-foreign-" + randomSuffix()
-	resp, err := cli.ContainerCreate(t.Context(), &container.Config{Image: testImage, Cmd: []string{"sleep", "infinity"}, WorkingDir: workdir}, hc, nil, nil, name)
+	resp, err := cli.ContainerCreate(t.Context(), &container.Config{Image: testImage, Entrypoint: []string{"sleep", "infinity"}, WorkingDir: workdir}, hc, nil, nil, name)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		cli := engineClient(t)

@@ -24,7 +24,8 @@ func testProvider(t *testing.T, cfg config.Docker) *Provider {
 func TestSpecMapsPolicy(t *testing.T) {
 	p := testProvider(t, config.Docker{Runtime: "runsc", User: "1000:1000", PidsLimit: 99})
 	base := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
-	assert.Equal(t, []string{"sleep", "infinity"}, []string(base.cfg.Cmd))
+	assert.Equal(t, []string{"sleep", "infinity"}, []string(base.cfg.Entrypoint), "the image's entrypoint never runs")
+	assert.Empty(t, base.cfg.Cmd)
 	assert.Equal(t, Workspace, base.cfg.WorkingDir)
 	assert.Equal(t, config.DefaultImage, base.cfg.Image, "the production default stays")
 	assert.Equal(t, "1000:1000", base.cfg.User)
@@ -132,4 +133,26 @@ func TestPreambleAndHelpers(t *testing.T) {
 	assert.True(t, fault.IsKind(pathStatus("isdir", "x"), fault.Conflict))
 	assert.NoError(t, pathStatus("ok", "x"))
 	assert.Equal(t, "SIGKILL", signalName(9))
+}
+
+func TestSpecSandboxdMode(t *testing.T) {
+	p := testProvider(t, config.Docker{Sandboxd: &config.DockerSandboxd{Enabled: true, SocketDir: t.TempDir()}})
+	require.True(t, p.Capabilities().Stateful)
+	s := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
+	assert.Equal(t, []string{sandboxBin, "serve"}, []string(s.cfg.Entrypoint))
+	assert.Empty(t, s.cfg.Cmd)
+	assert.Equal(t, DefaultSandboxdUser, s.cfg.User, "non-root by default")
+	assert.True(t, s.hc.ReadonlyRootfs)
+	assert.True(t, hasMount(s.hc.Mounts, Workspace), "a writable workspace volume")
+	assert.Contains(t, s.hc.Tmpfs, "/tmp")
+	assert.Contains(t, s.cfg.Env, "SANDBOXD_SOCKET="+sandboxRun+"/"+socketName)
+	for _, kv := range s.cfg.Env {
+		assert.NotContains(t, kv, tokenEnv, "the secret is per container, never in the shared spec")
+	}
+	// docker.user wins over sandboxd's default.
+	p = testProvider(t, config.Docker{User: "1000:1000", Sandboxd: &config.DockerSandboxd{Enabled: true, SocketDir: t.TempDir()}})
+	assert.Equal(t, "1000:1000", p.spec(providers.Policy{NetworkEgress: providers.EgressAllow}).cfg.User)
+	// An attached profile cannot run sandboxd.
+	_, err := New(Options{Profile: "x", AttachTo: "some-container", Config: config.Docker{Sandboxd: &config.DockerSandboxd{Enabled: true}}})
+	require.Error(t, err)
 }

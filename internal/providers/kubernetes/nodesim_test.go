@@ -281,9 +281,13 @@ func (n *playedNode) runContainer(ctx context.Context, pod *corev1.Pod) (id, ip 
 	}
 	cfg := &container.Config{
 		Image:      c.Image,
-		Cmd:        append(append([]string{}, c.Command...), c.Args...),
+		Cmd:        c.Args,
 		WorkingDir: c.WorkingDir,
 		Labels:     map[string]string{"sandgate.test/played-pod": pod.Namespace + "/" + pod.Name},
+	}
+	if len(c.Command) > 0 {
+		// As the kubelet does: command replaces the image's entrypoint, args its command.
+		cfg.Entrypoint = c.Command
 	}
 	for _, e := range c.Env {
 		cfg.Env = append(cfg.Env, e.Name+"="+e.Value)
