@@ -18,7 +18,9 @@
 
 
 def _sandboxd_main():
+    import itertools
     import json
+    import linecache
     import os
     import signal
     import socket
@@ -30,6 +32,7 @@ def _sandboxd_main():
     os.set_inheritable(3, False)  # children of cells must not hold the control socket
     namespace = sys.modules["__main__"].__dict__
     devnull = os.open(os.devnull, os.O_RDWR)
+    cells = itertools.count(1)
 
     def send(msg):
         data = json.dumps(msg).encode("utf-8")
@@ -116,7 +119,12 @@ def _sandboxd_main():
             try:
                 if req.get("dir"):
                     os.chdir(req["dir"])
-                code = compile(source.decode("utf-8"), "<cell>", "exec")
+                text = source.decode("utf-8")
+                # Each cell gets its own name, registered with linecache, so tracebacks show
+                # the offending lines (also of functions defined by earlier cells).
+                name = "<cell %d>" % next(cells)
+                linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+                code = compile(text, name, "exec")
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 exec(code, namespace)
             finally:

@@ -376,11 +376,28 @@ func TestPythonContextKeepsState(t *testing.T) {
 	assert.Equal(t, "NameError", o.res.Error.Name)
 	assert.Contains(t, o.res.Error.Value, "'x' is not defined")
 	assert.Contains(t, o.stderr, "Traceback (most recent call last):")
-	assert.Contains(t, o.stderr, `File "<cell>", line 1, in <module>`)
+	// The first cell after a restart is cell 1 of the new interpreter; its line is quoted.
+	assert.Contains(t, o.stderr, `File "<cell 1>", line 1, in <module>`)
+	assert.Contains(t, o.stderr, "    print(x)\n")
 	assert.Contains(t, o.stderr, "NameError: name 'x' is not defined")
 	assert.NotContains(t, o.stderr, "run_cell", "driver frames are left out")
 	assert.Equal(t, o.stderr, o.res.Error.Traceback)
 	assert.False(t, o.res.ContextLost)
+}
+
+// TestPythonContextTracebacksQuoteEarlierCells: a function defined in one cell and failing in
+// a later one shows the failing line of the earlier cell, as a notebook would.
+func TestPythonContextTracebacksQuoteEarlierCells(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.ok(t, py("p", "def half(v):\n    return v / 0"))
+	o := b.exec(t, py("p", "half(4)"))
+	require.NoError(t, o.err)
+	assert.Equal(t, 1, o.res.ExitCode)
+	assert.Contains(t, o.stderr, `File "<cell 2>", line 1, in <module>`)
+	assert.Contains(t, o.stderr, `File "<cell 1>", line 2, in half`)
+	assert.Contains(t, o.stderr, "return v / 0")
+	assert.Equal(t, "ZeroDivisionError", o.res.Error.Name)
 }
 
 func TestPythonContextSurvivesBuiltinRebinding(t *testing.T) {
