@@ -4,9 +4,11 @@ export PATH := $(PATH):/usr/local/go/bin
 
 .PHONY: run test build generate check-generate vet
 
-## run: start the gateway in development mode (throwaway Postgres, dev OIDC issuer, local profile)
-run:
-	$(GO) run ./cmd/gateway dev
+## run: start the gateway in development mode (throwaway Postgres, dev OIDC issuer, local and,
+## with a Docker engine, docker profiles); bin/sandboxd next to bin/gateway is what the docker
+## provider copies into images that do not ship sandboxd
+run: build
+	bin/gateway dev
 
 ## test: run every test against real components (starts a throwaway Postgres when none is given)
 test:
