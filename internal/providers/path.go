@@ -1,60 +1,20 @@
 package providers
 
 import (
-	"path"
 	"strings"
 
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/wspath"
 )
 
 // CleanPath turns a caller's workspace path into a clean, slash-separated path relative to the
-// sandbox workspace, the form every provider hands to its backend.
-//
-// "" and "." both mean the workspace root and come back as "."; "a//b/./c/" comes back as
-// "a/b/c"; "a/../b" as "b". CleanPath refuses, with a fault.Policy error, a path that contains
-// a NUL byte, is absolute ("/etc/passwd"), or whose cleaned form leaves the workspace ("..",
-// "../x", "a/../../x"). It is purely lexical: a provider must still confine the cleaned path
-// after resolving symlinks (field-notes "Files"; seed-semantics §2, SandboxPolicyError on path
-// traversal). Percent-encoding is not decoded here; "%2e%2e" is an ordinary name.
-func CleanPath(p string) (string, error) {
-	if strings.IndexByte(p, 0) >= 0 {
-		return "", fault.New(fault.Policy, "path %q contains a NUL byte and escapes the sandbox workspace", p)
-	}
-	if strings.HasPrefix(p, "/") {
-		return "", escapes(p)
-	}
-	if p == "" {
-		return ".", nil
-	}
-	c := path.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", escapes(p)
-	}
-	return c, nil
-}
+// sandbox workspace, the form every provider hands to its backend; see wspath.Clean for the
+// rules (fault.Policy for NUL bytes, absolute paths and paths leaving the workspace).
+func CleanPath(p string) (string, error) { return wspath.Clean(p) }
 
-func escapes(p string) error {
-	return fault.New(fault.Policy, "path '%s' escapes the sandbox workspace", p)
-}
-
-// ValidEnvName reports whether name is a portable environment variable name, matching
-// ^[A-Za-z_][A-Za-z0-9_]*$. Names are validated and values passed natively, never through a
-// shell string (field-notes "Security").
-func ValidEnvName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c == '_', 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z':
-		case '0' <= c && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ValidEnvName reports whether name is a portable environment variable name,
+// ^[A-Za-z_][A-Za-z0-9_]*$ (see wspath.ValidEnvName).
+func ValidEnvName(name string) bool { return wspath.ValidEnvName(name) }
 
 // CheckExecSpec validates spec against what a provider declares in caps. Providers call it
 // first thing in Sandbox.Exec, so a spec they cannot honour fails before anything runs; subject

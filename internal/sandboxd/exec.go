@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/procgroup"
+	"github.com/sandgate/sandgate/internal/wspath"
 )
 
 // argvMax is the longest program text passed as an argument; longer text goes through a pipe
@@ -132,22 +133,8 @@ func checkRequest(req ExecRequest) error {
 
 func validLanguage(l string) bool { return l == "python" || l == "bash" }
 
-// validEnvName reports whether name matches ^[A-Za-z_][A-Za-z0-9_]*$.
-func validEnvName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c == '_', 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z':
-		case '0' <= c && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+// validEnvName is wspath.ValidEnvName: ^[A-Za-z_][A-Za-z0-9_]*$.
+func validEnvName(name string) bool { return wspath.ValidEnvName(name) }
 
 // execPlain runs a command, argv or code in a fresh process.
 func (r *Runtime) execPlain(ctx context.Context, req ExecRequest, cwd string, out Streams) (Result, error) {

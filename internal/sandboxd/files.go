@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/wspath"
 )
 
 // uploadPrefix starts the name of the hidden temporary file an upload streams into.
@@ -42,7 +43,7 @@ func (r *Runtime) WriteFile(p string, rd io.Reader, maxBytes int64) (int64, erro
 	dir := path.Dir(clean)
 	if dir != "." {
 		if err := r.root.MkdirAll(dir, 0o755); err != nil {
-			if isEscape(err) {
+			if wspath.IsEscape(err) {
 				return 0, escapes(p)
 			}
 			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
@@ -186,7 +187,7 @@ func (r *Runtime) RemoveFile(p string) error {
 	}
 	err = r.root.Remove(clean)
 	switch {
-	case err == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR) && !isEscape(err):
+	case err == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR) && !wspath.IsEscape(err):
 		return nil
 	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, fs.ErrExist):
 		return fault.New(fault.Conflict, "folder '%s' is not empty", p)

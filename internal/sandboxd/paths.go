@@ -4,40 +4,18 @@ package sandboxd
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
-	"path"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/wspath"
 )
 
-// cleanPath turns a caller's workspace path into a clean, slash-separated path relative to the
-// workspace: "" and "." give ".", "a//b/./c/" gives "a/b/c". It refuses a NUL byte
-// (fault.Validation) and, with fault.Policy, an absolute path or one whose cleaned form leaves
-// the workspace. Symlinks are confined later, by os.Root.
-func cleanPath(p string) (string, error) {
-	if strings.IndexByte(p, 0) >= 0 {
-		return "", fault.New(fault.Validation, "path %q contains a NUL byte", p)
-	}
-	if strings.HasPrefix(p, "/") {
-		return "", escapes(p)
-	}
-	if p == "" {
-		return ".", nil
-	}
-	c := path.Clean(p)
-	if c == ".." || strings.HasPrefix(c, "../") {
-		return "", escapes(p)
-	}
-	return c, nil
-}
+// cleanPath is wspath.Clean: lexical confinement; symlinks are confined later, by os.Root.
+func cleanPath(p string) (string, error) { return wspath.Clean(p) }
 
-func escapes(p string) error {
-	return fault.New(fault.Policy, "path '%s' escapes the sandbox workspace", p)
-}
+func escapes(p string) error { return wspath.Escapes(p) }
 
 // workingDir resolves workspace folder dir to an absolute path without symlinks, inside the
 // workspace.
@@ -69,33 +47,11 @@ func (r *Runtime) workingDir(dir string) (string, error) {
 	return real, nil
 }
 
-// pathErr classifies an error of an os.Root operation on workspace path p.
+// pathErr classifies an error of an os.Root operation on workspace path p (wspath.RootError);
+// a closed root means the runtime was closed.
 func pathErr(p string, err error) error {
-	switch {
-	case isEscape(err):
-		return escapes(p)
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		return fault.New(fault.NotFound, "no file or folder '%s' in the sandbox workspace", p)
-	case errors.Is(err, syscall.ELOOP):
-		return fault.New(fault.Conflict, "path '%s' has too many levels of symbolic links", p)
-	case errors.Is(err, syscall.ENAMETOOLONG):
-		return fault.New(fault.Validation, "path '%s' is too long", p)
-	case errors.Is(err, fs.ErrPermission):
-		return fault.New(fault.Conflict, "path '%s' is not accessible (permission denied)", p)
-	case errors.Is(err, fs.ErrClosed):
+	if errors.Is(err, fs.ErrClosed) {
 		return fault.New(fault.Gone, "%s", errShutdown)
 	}
-	return fmt.Errorf("sandbox path '%s': %w", p, err)
-}
-
-// isEscape reports whether err is os.Root refusing a path that leads out of the root. The os
-// package does not export that error, so it is recognised by its text; the tests catch a
-// change.
-func isEscape(err error) bool {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if e.Error() == "path escapes from parent" {
-			return true
-		}
-	}
-	return false
+	return wspath.RootError(p, err)
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/wspath"
 )
 
 // Sandbox is a handle on one sandbox folder. Its file methods go through an os.Root on the
@@ -236,7 +237,7 @@ func (s *Sandbox) RemoveFile(_ context.Context, p string) error {
 	}
 	err = s.root.Remove(clean)
 	switch {
-	case err == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR) && !isEscape(err):
+	case err == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR) && !wspath.IsEscape(err):
 		return nil
 	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, fs.ErrExist):
 		return fault.New(fault.Conflict, "folder '%s' is not empty", p)
@@ -244,35 +245,13 @@ func (s *Sandbox) RemoveFile(_ context.Context, p string) error {
 	return s.pathErr(p, err)
 }
 
-// pathErr classifies an error of an os.Root operation on workspace path p.
+// pathErr classifies an error of an os.Root operation on workspace path p (wspath.RootError);
+// a closed root means a closed handle.
 func (s *Sandbox) pathErr(p string, err error) error {
-	switch {
-	case isEscape(err):
-		return fault.New(fault.Policy, "path '%s' escapes the sandbox workspace", p)
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		return fault.New(fault.NotFound, "no file or folder '%s' in the sandbox workspace", p)
-	case errors.Is(err, syscall.ELOOP):
-		return fault.New(fault.Conflict, "path '%s' has too many levels of symbolic links", p)
-	case errors.Is(err, syscall.ENAMETOOLONG):
-		return fault.New(fault.Validation, "path '%s' is too long", p)
-	case errors.Is(err, fs.ErrPermission):
-		return fault.New(fault.Conflict, "path '%s' is not accessible (permission denied)", p)
-	case errors.Is(err, fs.ErrClosed):
+	if errors.Is(err, fs.ErrClosed) {
 		return fault.New(fault.Conflict, "%s: the handle on sandbox '%s' is closed", TypeName, s.id)
 	}
-	return fmt.Errorf("sandbox path '%s': %w", p, err)
-}
-
-// isEscape reports whether err is os.Root refusing a path that leads out of the root. The
-// os package does not export that error, so it is recognised by its text; the contract tests
-// catch a change.
-func isEscape(err error) bool {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if e.Error() == "path escapes from parent" {
-			return true
-		}
-	}
-	return false
+	return wspath.RootError(p, err)
 }
 
 func fileType(m fs.FileMode) providers.FileType {

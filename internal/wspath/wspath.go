@@ -1,0 +1,98 @@
+// Package wspath holds the workspace path and environment-name rules shared by the gateway's
+// providers and by sandboxd, so that a path or a variable name means the same thing on every
+// backend. It is a leaf: it imports only the standard library and internal/fault.
+package wspath
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"syscall"
+
+	"github.com/sandgate/sandgate/internal/fault"
+)
+
+// Clean turns a caller's workspace path into a clean, slash-separated path relative to the
+// sandbox workspace.
+//
+// "" and "." both mean the workspace root and come back as "."; "a//b/./c/" comes back as
+// "a/b/c"; "a/../b" as "b". Clean refuses, with a fault.Policy error, a path that contains a
+// NUL byte, is absolute ("/etc/passwd"), or whose cleaned form leaves the workspace ("..",
+// "../x", "a/../../x"). It is purely lexical: the caller must still confine the cleaned path
+// after resolving symlinks (field-notes "Files"; seed-semantics §2, SandboxPolicyError on
+// path traversal). Percent-encoding is not decoded here; "%2e%2e" is an ordinary name.
+func Clean(p string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fault.New(fault.Policy, "path %q contains a NUL byte and escapes the sandbox workspace", p)
+	}
+	if strings.HasPrefix(p, "/") {
+		return "", Escapes(p)
+	}
+	if p == "" {
+		return ".", nil
+	}
+	c := path.Clean(p)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", Escapes(p)
+	}
+	return c, nil
+}
+
+// Escapes is the fault.Policy error for workspace path p leading out of the workspace.
+func Escapes(p string) error {
+	return fault.New(fault.Policy, "path '%s' escapes the sandbox workspace", p)
+}
+
+// ValidEnvName reports whether name is a portable environment variable name, matching
+// ^[A-Za-z_][A-Za-z0-9_]*$. Names are validated and values passed natively, never through a
+// shell string (field-notes "Security").
+func ValidEnvName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '_', 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z':
+		case '0' <= c && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// RootError classifies an error of an os.Root operation on workspace path p: an escape
+// (os.Root refusing a path through a symlink leading out) is fault.Policy; a missing path or
+// parent fault.NotFound; a symlink loop or a permission problem fault.Conflict; a name too
+// long fault.Validation. Anything else (fs.ErrClosed included: callers say what closed) comes
+// back wrapped with the path and unclassified.
+func RootError(p string, err error) error {
+	switch {
+	case IsEscape(err):
+		return Escapes(p)
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return fault.New(fault.NotFound, "no file or folder '%s' in the sandbox workspace", p)
+	case errors.Is(err, syscall.ELOOP):
+		return fault.New(fault.Conflict, "path '%s' has too many levels of symbolic links", p)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fault.New(fault.Validation, "path '%s' is too long", p)
+	case errors.Is(err, fs.ErrPermission):
+		return fault.New(fault.Conflict, "path '%s' is not accessible (permission denied)", p)
+	}
+	return fmt.Errorf("sandbox path '%s': %w", p, err)
+}
+
+// IsEscape reports whether err is os.Root refusing a path that leads out of the root. The os
+// package does not export that error, so it is recognised by its text; the providers' and
+// sandboxd's contract tests catch a change.
+func IsEscape(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if e.Error() == "path escapes from parent" {
+			return true
+		}
+	}
+	return false
+}
