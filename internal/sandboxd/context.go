@@ -20,6 +20,9 @@ import (
 // maxContextName is the longest context name.
 const maxContextName = 64
 
+// errContextExists is the cause of addContext's conflict for a name in use.
+var errContextExists = errors.New("context exists")
+
 // Causes of an execution killed because its context went away.
 var (
 	errContextRestarted = errors.New("it was restarted")
@@ -125,9 +128,10 @@ func (c *codeContext) isRemoved() bool {
 }
 
 // checkContextName returns a fault.Validation error unless name has 1 to 64 characters of
-// letters, digits, '_', '.' and '-'.
+// letters, digits, '_', '.' and '-', starting with a letter, digit or '_' (so never "." or
+// "..", which would be path segments in the API's URLs).
 func checkContextName(name string) error {
-	ok := name != "" && len(name) <= maxContextName
+	ok := name != "" && len(name) <= maxContextName && name[0] != '.' && name[0] != '-'
 	for i := 0; ok && i < len(name); i++ {
 		switch c := name[i]; {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == '-':
@@ -136,7 +140,7 @@ func checkContextName(name string) error {
 		}
 	}
 	if !ok {
-		return fault.New(fault.Validation, "invalid context name %q: use 1 to %d letters, digits, '_', '.' or '-'", name, maxContextName)
+		return fault.New(fault.Validation, "invalid context name %q: use 1 to %d letters, digits, '_', '.' or '-', starting with a letter, digit or '_'", name, maxContextName)
 	}
 	return nil
 }
@@ -170,7 +174,11 @@ func (r *Runtime) addContext(name, language string) (*codeContext, error) {
 	}
 	if _, ok := r.contexts[name]; ok {
 		r.mu.Unlock()
-		return nil, fault.New(fault.Conflict, "context '%s' exists", name)
+		return nil, fault.Wrap(fault.Conflict, errContextExists, "context '%s' exists", name)
+	}
+	if len(r.contexts) >= r.maxCtx {
+		r.mu.Unlock()
+		return nil, fault.New(fault.Conflict, "the sandbox has %d contexts, the most it keeps; delete one you no longer need (DELETE .../contexts/{name})", r.maxCtx)
 	}
 	r.nextID++
 	c := &codeContext{
@@ -218,7 +226,8 @@ func (r *Runtime) addContext(name, language string) (*codeContext, error) {
 	return c, nil
 }
 
-// contextFor returns context name, creating it for language when it does not exist.
+// contextFor returns context name, creating it for language (python when "") when it does not
+// exist. An empty language takes the existing context's.
 // Errors: fault.Validation when it exists for another language; addContext's.
 func (r *Runtime) contextFor(name, language string) (*codeContext, error) {
 	for {
@@ -226,13 +235,16 @@ func (r *Runtime) contextFor(name, language string) (*codeContext, error) {
 		c, ok := r.contexts[name]
 		r.mu.Unlock()
 		if ok {
-			if c.language != language {
-				return nil, fault.New(fault.Validation, "context '%s' runs %s, not %s", name, c.language, language)
+			if language != "" && c.language != language {
+				return nil, fault.New(fault.Validation, "context '%s' runs %s, not %s; omit language to use the context's own", name, c.language, language)
 			}
 			return c, nil
 		}
+		if language == "" {
+			language = "python"
+		}
 		c, err := r.addContext(name, language)
-		if fault.IsKind(err, fault.Conflict) {
+		if errors.Is(err, errContextExists) {
 			continue // created meanwhile
 		}
 		return c, err

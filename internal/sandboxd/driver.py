@@ -111,6 +111,12 @@ def _sandboxd_main():
         for fd in (stdin_fd, stdout_fd, stderr_fd):
             os.close(fd)
         sys.stdin = open(0, "r", closefd=False)
+        # A cell that closed (or dropped) sys.stdout or sys.stderr must not silence the next
+        # ones: give them a fresh stream on the same descriptor.
+        for stream_name, fd in (("stdout", 1), ("stderr", 2)):
+            stream = getattr(sys, stream_name)
+            if stream is None or getattr(stream, "closed", False):
+                setattr(sys, stream_name, open(fd, "w", buffering=1, errors="backslashreplace", closefd=False))
         saved_env = {}
         for k, v in (req.get("env") or {}).items():
             saved_env[k] = os.environ.get(k)

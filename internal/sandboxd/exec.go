@@ -72,8 +72,8 @@ func (r *Runtime) Exec(ctx context.Context, req ExecRequest, out Streams) (Resul
 }
 
 // checkRequest validates req. Errors: fault.Validation unless exactly one of Command, Argv
-// and Code is set; for Code without a Language or a Language without Code; for a language
-// other than python and bash; for a Context with Command or Argv, or a bad context name; for
+// and Code is set; for Code without a Language (unless it names a Context, whose language it
+// then takes) or a Language without Code; for a language other than python and bash; for a Context with Command or Argv, or a bad context name; for
 // a negative Timeout or MaxOutput; for an empty argv[0]; for a NUL byte in program text,
 // argv or Env; for an Env name that is not letters, digits and underscores starting with a
 // letter or underscore.
@@ -89,11 +89,11 @@ func checkRequest(req ExecRequest) error {
 		return fault.New(fault.Validation, "give one of command, argv and code, not several")
 	case n == 0:
 		return fault.New(fault.Validation, "give a command, argv or code to run")
-	case req.Code != "" && req.Language == "":
+	case req.Code != "" && req.Language == "" && req.Context == "":
 		return fault.New(fault.Validation, "code needs a language (python or bash)")
 	case req.Code == "" && req.Language != "":
 		return fault.New(fault.Validation, "a language applies to code only, not to a command or argv")
-	case req.Code != "" && !validLanguage(req.Language):
+	case req.Code != "" && req.Language != "" && !validLanguage(req.Language):
 		return fault.New(fault.Validation, "unknown language %q: use python or bash", req.Language)
 	case req.Context != "" && req.Code == "":
 		return fault.New(fault.Validation, "a context runs code only, not a command or argv")
@@ -186,8 +186,11 @@ func (r *Runtime) execPlain(ctx context.Context, req ExecRequest, cwd string, ou
 // exist, 126 otherwise, with the reason on stderr.
 func (r *Runtime) notStarted(out Streams, name string, err error) Result {
 	code, why := exitNotExecutable, "cannot execute"
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		code, why = exitNotFound, "command not found"
+	case errors.Is(err, syscall.EAGAIN):
+		why = "cannot start a process: the sandbox is at its process limit (pids_limit); end some processes or contexts"
 	}
 	if out.Stderr != nil {
 		_, _ = fmt.Fprintf(out.Stderr, "sandboxd: %s: %s\n", name, why)
@@ -278,7 +281,7 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 	proc, err := procgroup.Start(cmd)
 	if err != nil {
 		var pe *fs.PathError
-		if errors.As(err, &pe) && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC)) {
+		if errors.As(err, &pe) && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EAGAIN)) {
 			closeFiles(childEnds)
 			stdin.stop()
 			script.stop()

@@ -21,6 +21,9 @@ import (
 const (
 	DefaultKillGrace  = 2 * time.Second
 	DefaultDrainDelay = 250 * time.Millisecond
+	// DefaultMaxContexts is how many contexts a runtime keeps at most when Options.MaxContexts
+	// is 0: each one is a process, and a sandbox's process and memory limits are shared.
+	DefaultMaxContexts = 16
 )
 
 // defaultPath is PATH of programs when neither Options.Env nor sandboxd's own environment
@@ -51,6 +54,9 @@ type Options struct {
 	// DrainDelay is how long output is still read once an execution's program has ended, for
 	// output held open by processes that escaped it. Zero means DefaultDrainDelay.
 	DrainDelay time.Duration
+	// MaxContexts caps the number of contexts (created or auto-created); more is
+	// fault.Conflict. Zero means DefaultMaxContexts.
+	MaxContexts int
 	// Logger receives debug and warning records; nil discards them.
 	Logger *slog.Logger
 }
@@ -65,6 +71,7 @@ type Runtime struct {
 	bash       string
 	killGrace  time.Duration
 	drainDelay time.Duration
+	maxCtx     int
 	stateDir   string // private folder of bash context state, made on first use; under mu
 	log        *slog.Logger
 
@@ -113,6 +120,7 @@ func New(opts Options) (*Runtime, error) {
 		bash:       cmp.Or(opts.Bash, "bash"),
 		killGrace:  durationOr(opts.KillGrace, DefaultKillGrace),
 		drainDelay: durationOr(opts.DrainDelay, DefaultDrainDelay),
+		maxCtx:     cmp.Or(opts.MaxContexts, DefaultMaxContexts),
 		log:        opts.Logger,
 		contexts:   make(map[string]*codeContext),
 	}

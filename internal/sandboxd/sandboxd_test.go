@@ -121,6 +121,8 @@ func TestRequestValidation(t *testing.T) {
 		"negative max output": {Command: "true", MaxOutput: -1},
 		"context for command": {Command: "true", Context: "c"},
 		"bad context name":    {Code: "1", Language: "python", Context: "a/b"},
+		"context name dot":    {Code: "1", Language: "python", Context: "."},
+		"context name dotdot": {Code: "1", Language: "python", Context: ".."},
 		"long context name":   {Code: "1", Language: "python", Context: strings.Repeat("a", 65)},
 		"NUL in dir":          {Command: "true", Dir: "a\x00"},
 	} {
@@ -768,4 +770,36 @@ func processAlive(pid int) bool {
 	// "pid (comm) state ...": a zombie has been killed, only not reaped by its parent.
 	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// TestContextsAreCapped: every context is a process sharing the sandbox's limits, so a runtime
+// keeps at most MaxContexts; deleting one makes room.
+func TestContextsAreCapped(t *testing.T) {
+	t.Parallel()
+	rt, err := sandboxd.New(sandboxd.Options{Workspace: t.TempDir(), MaxContexts: 2, KillGrace: testGrace, DrainDelay: testGrace})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, rt.Close()) })
+	_, err = rt.CreateContext("a", "bash")
+	require.NoError(t, err)
+	o := execCtx(t.Context(), rt, py("b", "pass")) // auto-created
+	require.NoError(t, o.err)
+	_, err = rt.CreateContext("c", "python")
+	requireKind(t, err, fault.Conflict)
+	o = execCtx(t.Context(), rt, py("d", "pass"))
+	requireKind(t, o.err, fault.Conflict)
+	require.NoError(t, rt.DeleteContext("a"))
+	_, err = rt.CreateContext("c", "python")
+	require.NoError(t, err)
+}
+
+// TestPythonContextSurvivesClosedStdout: closing sys.stdout in one cell does not silence the
+// next cells of the context.
+func TestPythonContextSurvivesClosedStdout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, py("p", "import sys\nkept = 1\nsys.stdout.close()\nsys.stderr.close()"))
+	assert.Equal(t, "1\n", b.ok(t, py("p", "print(kept)")))
+	o := b.exec(t, py("p", "import sys\nprint('err', file=sys.stderr)"))
+	require.NoError(t, o.err)
+	assert.Equal(t, "err\n", o.stderr)
 }
