@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,6 +73,11 @@ func TestContextInputErrors(t *testing.T) {
 	requireProblem(t, e.do(tok, "POST", "/v1/sessions/"+sid+"/commands", map[string]any{"command": "true", "context": "x"}), 400, "validation")
 	requireProblem(t, e.do(tok, "POST", "/v1/sessions/"+sid+"/contexts", map[string]any{"name": "c", "language": "cobol"}), 400, "validation")
 	requireProblem(t, e.do(tok, "POST", "/v1/sessions/"+sid+"/contexts/bad%20name/restart", nil), 400, "validation")
+	// "." and ".." would be path segments in URLs: never context names.
+	for _, name := range []string{".", "..", ".hidden", "-x"} {
+		requireProblem(t, e.do(tok, "POST", "/v1/sessions/"+sid+"/contexts", map[string]any{"name": name}), 400, "validation")
+		requireProblem(t, e.do(tok, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": "1", "context": name}), 400, "validation")
+	}
 	// Another principal sees nothing of alice's session.
 	requireProblem(t, e.do(e.token("mallory"), "GET", "/v1/sessions/"+sid+"/contexts", nil), 404, "not-found")
 	// per_call sandboxes keep no contexts.
@@ -83,4 +89,53 @@ func TestContextInputErrors(t *testing.T) {
 	r = e.do(tok, "POST", "/v1/sessions/"+plain+"/code", map[string]any{"code": "print(v)"})
 	require.Equal(t, 200, r.Status)
 	assert.EqualValues(t, 1, r.JSON(t)["exit_code"])
+}
+
+// TestContextOpsDoNotWaitForExecutions: listing answers while an execution runs, and a restart
+// frees a context stuck in one (the execution reports the lost context).
+func TestContextOpsDoNotWaitForExecutions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	sid := e.newSession(tok, "stateful")
+	r := e.do(tok, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": "x = 1"})
+	require.Equal(t, 200, r.Status, "body: %s", r.Body)
+	r = e.do(tok, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": "import time\nprint('stuck', flush=True)\nwhile True:\n    try:\n        time.sleep(60)\n    except KeyboardInterrupt:\n        pass", "wait_s": 0})
+	require.Equal(t, 202, r.Status, "body: %s", r.Body)
+	task := r.JSON(t)["id"].(string)
+	time.Sleep(300 * time.Millisecond)
+
+	start := time.Now()
+	r = e.do(tok, "GET", "/v1/sessions/"+sid+"/contexts", nil)
+	require.Equal(t, 200, r.Status, "body: %s", r.Body)
+	r = e.do(tok, "POST", "/v1/sessions/"+sid+"/contexts/default/restart", nil)
+	require.Equal(t, 200, r.Status, "body: %s", r.Body)
+	assert.Less(t, time.Since(start), 30*time.Second, "context operations waited for the execution")
+
+	done := e.waitTask(tok, task)
+	res := done["result"].(map[string]any)
+	assert.Contains(t, res["notice"], "context 'default' ended")
+	r = e.do(tok, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": "print('x' in globals())"})
+	require.Equal(t, 200, r.Status, "body: %s", r.Body)
+	assert.Equal(t, "False\n", r.JSON(t)["stdout"])
+}
+
+// TestBashContextInheritsItsLanguage: code naming an existing bash context needs no language,
+// and bash code without a context runs in a fresh shell even on a stateful profile.
+func TestBashContextInheritsItsLanguage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	sid := e.newSession(tok, "stateful")
+	r := e.do(tok, "POST", "/v1/sessions/"+sid+"/contexts", map[string]any{"name": "shell", "language": "bash"})
+	require.Equal(t, 201, r.Status, "body: %s", r.Body)
+	r = e.do(tok, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": "export GREETING=hi", "context": "shell"})
+	require.Equal(t, 200, r.Status, "body: %s", r.Body)
+	r = e.do(tok, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": `echo "$GREETING"`, "context": "shell"})
+	require.Equal(t, 200, r.Status, "body: %s", r.Body)
+	assert.Equal(t, "hi\n", r.JSON(t)["stdout"])
+	r = e.do(tok, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": `echo "[$GREETING]"`, "language": "bash"})
+	require.Equal(t, 200, r.Status, "body: %s", r.Body)
+	assert.Equal(t, "[]\n", r.JSON(t)["stdout"])
+	requireProblem(t, e.do(tok, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": "print(1)", "language": "python", "context": "shell"}), 400, "validation")
 }

@@ -7,6 +7,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -130,7 +131,11 @@ func NewHandler(o Options) (http.Handler, error) {
 		},
 		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			p := ProblemFor(err)
-			if p.Status >= 500 {
+			switch {
+			case r.Context().Err() != nil && errors.Is(err, r.Context().Err()):
+				// The client went away: nothing failed on our side.
+				o.Logger.Debug("client gone before the answer", "request_id", middleware.GetReqID(r.Context()), "err", err)
+			case p.Status >= 500:
 				o.Logger.Error("request failed", "request_id", middleware.GetReqID(r.Context()), "err", err)
 			}
 			writeProblem(w, r, p)

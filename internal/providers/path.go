@@ -22,7 +22,8 @@ func ValidEnvName(name string) bool { return wspath.ValidEnvName(name) }
 //
 // It returns, in this order:
 //   - fault.Validation unless exactly one of Command and Code is set, when Code is set without
-//     a Language or Command with one, or when Timeout is negative;
+//     a Language (allowed with a Context: the context's language is used, python for a new
+//     one) or Command with one, or when Timeout is negative;
 //   - fault.Unsupported(subject, "shell") for a Command without caps.Shell, and
 //     fault.Unsupported(subject, "language:<lang>") for a Language caps does not declare
 //     (seed-semantics §3, §4);
@@ -39,7 +40,7 @@ func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 		return fault.New(fault.Validation, "give a command or code to run")
 	case spec.Command != "" && spec.Language != "":
 		return fault.New(fault.Validation, "a language applies to code only, not to a command")
-	case spec.Code != "" && spec.Language == "":
+	case spec.Code != "" && spec.Language == "" && spec.Context == "":
 		return fault.New(fault.Validation, "code needs a language")
 	case spec.Timeout < 0:
 		return fault.New(fault.Validation, "timeout must not be negative")
@@ -47,7 +48,7 @@ func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 	if spec.Command != "" && !caps.Shell {
 		return fault.Unsupported(subject, "shell")
 	}
-	if spec.Code != "" && !caps.SupportsLanguage(spec.Language) {
+	if spec.Code != "" && spec.Language != "" && !caps.SupportsLanguage(spec.Language) {
 		return fault.Unsupported(subject, "language:"+spec.Language)
 	}
 	if spec.Context != "" {

@@ -9,16 +9,20 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 )
 
-// contextName is what a context may be called: what sandboxd accepts.
-var contextName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+// contextName is what a context may be called: what sandboxd accepts. The first character is
+// never '.' (so no "." or "..": names are URL path segments) nor '-'.
+var contextName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 
-// pickContext decides which stateful context runs spec: the one the caller named, else the
-// default context on a stateful profile, else none (a fresh interpreter per execution).
+// pickContext decides which stateful context runs spec: the one the caller named, else, for
+// Python code on a stateful profile, the default context, else none (a fresh interpreter per
+// execution).
 // Errors: fault.Validation for a context on a command or a malformed name;
 // fault.Capability when the profile's provider keeps no state.
 func (s *Service) pickContext(prof *Profile, spec *providers.ExecSpec, named string) error {
 	if named == "" {
-		if prof.Config.Stateful && spec.Code != "" && prof.Caps.Stateful {
+		// The default context is a Python one (seed 004's runtime); bash code runs in a fresh
+		// shell unless it names a context.
+		if prof.Config.Stateful && spec.Code != "" && prof.Caps.Stateful && (spec.Language == "" || spec.Language == "python") {
 			spec.Context = providers.DefaultContext
 		}
 		return nil
@@ -27,7 +31,7 @@ func (s *Service) pickContext(prof *Profile, spec *providers.ExecSpec, named str
 		return fault.New(fault.Validation, "context applies to code executions only; a command runs in a fresh shell (use a bash code execution to keep shell state)")
 	}
 	if !contextName.MatchString(named) {
-		return fault.New(fault.Validation, "context name %q is not valid: use 1-64 letters, digits, '_', '.' or '-'", named)
+		return fault.New(fault.Validation, "context name %q is not valid: use 1-64 letters, digits, '_', '.' or '-', starting with a letter, digit or '_'", named)
 	}
 	if !prof.Caps.Stateful {
 		return fault.Unsupported(prof.Provider.Type(), "stateful")
@@ -52,8 +56,10 @@ const (
 )
 
 // Contexts lists, creates, restarts or deletes the stateful contexts of session id's sandbox
-// (creating the sandbox when the session has none yet). Context operations are ordered with
-// the session's executions. It returns the contexts after the operation, sorted by name.
+// (a create makes the sandbox when the session has none yet). Operations on an existing
+// sandbox do not wait for the session's running execution: restarting or deleting the
+// context it runs in ends that execution (its result says the context was lost). It returns
+// the contexts after the operation, sorted by name.
 //
 // Errors: fault.NotFound for another principal's or an unknown session, or (restart, delete)
 // an unknown context; fault.Capability when the profile's provider keeps no state;
@@ -71,7 +77,7 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 		return nil, fault.Unsupported(prof.Provider.Type(), "stateful")
 	}
 	if op.Op != ContextList && !contextName.MatchString(op.Name) {
-		return nil, fault.New(fault.Validation, "context name %q is not valid: use 1-64 letters, digits, '_', '.' or '-'", op.Name)
+		return nil, fault.New(fault.Validation, "context name %q is not valid: use 1-64 letters, digits, '_', '.' or '-', starting with a letter, digit or '_'", op.Name)
 	}
 	if op.Op == ContextCreate {
 		if op.Language == "" {
@@ -84,25 +90,30 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	if _, err := s.checks(prof, p); err != nil {
 		return nil, err
 	}
-	unlock, err := s.lockSession(ctx, sess.ID)
-	if err != nil {
-		return nil, err
+	// Context operations do not wait for the session's running execution (a restart is how a
+	// caller frees a context stuck in one): with a sandbox in place they go straight to it.
+	// Only a create on a session without a sandbox takes the session lock, to make one.
+	pp := providerPrincipal(prof, p)
+	var sb providers.Sandbox
+	if sess.SandboxID != "" {
+		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.Policy)
+		if err != nil && fault.KindOf(err) != fault.Gone {
+			return nil, classify(err, fault.Provision)
+		}
 	}
-	defer unlock()
-	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
-		return nil, err
-	}
-	if _, err := s.resetIfIdle(ctx, prof, &sess); err != nil {
-		return nil, err
-	}
-	sb, _, err := s.acquire(ctx, prof, &sess, providerPrincipal(prof, p))
-	if err != nil {
-		return nil, err
+	if sb == nil {
+		switch op.Op {
+		case ContextList:
+			return []providers.ContextInfo{}, nil
+		case ContextRestart, ContextDelete:
+			return nil, fault.New(fault.NotFound, "no context '%s' in session '%s': its sandbox has none yet", op.Name, sess.ID)
+		}
+		if sb, err = s.sandboxLocked(ctx, prof, sess.ID, pp); err != nil {
+			return nil, err
+		}
 	}
 	defer func() { _ = sb.Close() }()
-	if err := s.store.UpdateSessionBackend(ctx, sess.ID, sb.ID(), "active", s.now()); err != nil {
-		return nil, err
-	}
+	_ = s.store.TouchSession(ctx, sess.ID, s.now())
 	cm, ok := sb.(providers.Contexts)
 	if !ok {
 		return nil, fault.Unsupported(prof.Provider.Type(), "stateful")
@@ -126,6 +137,32 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 		return nil, classify(err, fault.Provision)
 	}
 	return list, nil
+}
+
+// sandboxLocked readies session id's sandbox under the session lock (creating it when needed),
+// as an execution would, and records the binding.
+func (s *Service) sandboxLocked(ctx context.Context, prof *Profile, id string, pp providers.Principal) (providers.Sandbox, error) {
+	unlock, err := s.lockSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	sess, err := s.store.GetSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.resetIfIdle(ctx, prof, &sess); err != nil {
+		return nil, err
+	}
+	sb, _, err := s.acquire(ctx, prof, &sess, pp)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.UpdateSessionBackend(ctx, id, sb.ID(), "active", s.now()); err != nil {
+		_ = sb.Close()
+		return nil, err
+	}
+	return sb, nil
 }
 
 // joinNotice appends notice b to a (either may be empty).

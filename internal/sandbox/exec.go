@@ -115,15 +115,16 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if in.Code != "" || in.Command == "" {
 		op = OpExecuteCode
 		spec = providers.ExecSpec{Code: in.Code, Language: in.Language, Env: in.Env, Dir: in.Cwd}
-		if spec.Language == "" {
-			spec.Language = "python"
-		}
 	}
 	if in.Code != "" && in.Command != "" {
 		return Outcome{}, fault.New(fault.Validation, "give exactly one of command or code")
 	}
 	if err := s.pickContext(prof, &spec, in.Context); err != nil {
 		return Outcome{}, err
+	}
+	if op == OpExecuteCode && spec.Language == "" && spec.Context == "" {
+		// Without a context the default is python; in one, the context's own language.
+		spec.Language = "python"
 	}
 	if err := providers.CheckExecSpec(prof.Provider.Type(), prof.Caps, spec); err != nil {
 		return Outcome{}, err
@@ -350,15 +351,16 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		res.ExitCode = &code
 		res.Signal = st.Signal
 		res.OOMKilled = st.OOMKilled
-		if st.ContextLost {
-			res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", spec.Context))
-		}
 	case ctx.Err() != nil && s.wasCancelled(j.task.ID):
 		res.Status = ResultCancelled
 	case runCtx.Err() != nil && ctx.Err() == nil:
 		res.Status = ResultTimedOut
 	default:
 		return nil, classify(err, fault.Provision)
+	}
+	if err == nil && st.ContextLost {
+		// Also after a timeout the program would not yield to: the kill took the context along.
+		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", spec.Context))
 	}
 	out, outTrunc, outN := stdout.bytes()
 	errb, errTrunc, errN := stderr.bytes()
