@@ -63,9 +63,9 @@ const spoolMemory = 1 << 20
 
 // WriteFile streams r into workspace path p, creating parent folders (as the sandbox user).
 // The upload is first spooled on the gateway (memory, then a temporary file) up to maxBytes,
-// then copied with the archive API into a hidden temporary file next to the target, which is
-// renamed into place; so an oversized or broken upload never reaches the container and a
-// failed copy leaves nothing behind. The file gets mode 0644 and replaces a file or symlink of
+// then copied with the archive API (or, in sandboxd mode, streamed to sandboxd) into a hidden
+// temporary file next to the target, which is renamed into place; so an oversized or broken
+// upload never reaches the container and a failed copy leaves nothing behind. The file gets mode 0644 and replaces a file or symlink of
 // that name. maxBytes < 0 means no limit.
 //
 // Errors: fault.Policy when p escapes the workspace (also through symlinks, resolved inside
@@ -85,18 +85,20 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if s.rt != nil {
-		n, err := s.rt.WriteFile(ctx, clean, r, maxBytes)
-		if err != nil {
-			return n, s.rtErr(err)
-		}
-		return n, nil
-	}
+	// Spooled on the gateway first (also for sandboxd): an upload that breaks or runs over
+	// the limit never reaches the sandbox, so nothing of it can be left there.
 	sp, err := spoolUpload(ctx, r, maxBytes, p)
 	if err != nil {
 		return 0, err
 	}
 	defer sp.close()
+	if s.rt != nil {
+		n, err := s.rt.WriteFile(ctx, clean, sp.reader(), maxBytes)
+		if err != nil {
+			return n, s.rtErr(err)
+		}
+		return n, nil
+	}
 
 	rep, err := s.helper(ctx, "prepare", s.ws, clean)
 	if err != nil {
