@@ -33,7 +33,7 @@ var (
 type codeContext struct {
 	name     string
 	language string
-	created  time.Time
+	created  time.Time     // creation or last restart; under mu
 	sem      chan struct{} // held by the execution, start or restart in progress
 	stateDir string        // bash: the private folder of saved state
 
@@ -298,6 +298,7 @@ func (r *Runtime) RestartContext(name string) (ContextInfo, error) {
 	c.dropPython(errContextRestarted) // one an execution started meanwhile
 	c.mu.Lock()
 	c.executions = 0
+	c.created = time.Now().UTC() // the state dates from now
 	c.mu.Unlock()
 	switch c.language {
 	case "python":

@@ -366,10 +366,12 @@ func TestPythonContextKeepsState(t *testing.T) {
 	b.ok(t, py("p", "x = 41\ndef inc(v):\n    return v + 1"))
 	assert.Equal(t, "42 __main__\n", b.ok(t, py("p", "print(inc(x), __name__)")))
 
+	before := b.rt.ListContexts()[0].CreatedAt
 	info, err := b.rt.RestartContext("p")
 	require.NoError(t, err)
 	assert.True(t, info.Alive)
 	assert.Equal(t, 0, info.Executions)
+	assert.True(t, info.CreatedAt.After(before), "a restart dates the context anew")
 
 	o := b.exec(t, py("p", "print(x)"))
 	require.NoError(t, o.err)

@@ -64,8 +64,8 @@ type ExecError struct {
 type ContextInfo struct {
 	Name       string    `json:"name"`
 	Language   string    `json:"language"`
-	CreatedAt  time.Time `json:"created_at"`
-	Executions int       `json:"executions"`
+	CreatedAt  time.Time `json:"created_at"` // creation or last restart
+	Executions int       `json:"executions"` // since CreatedAt
 	Alive      bool      `json:"alive"`
 }
 
