@@ -25,6 +25,19 @@
 // claims one atomically (see pool), also across gateway replicas on one engine. A claimed
 // container serves one sandbox and is destroyed with it. Close stops the refill goroutine.
 //
+// sandboxd mode (docker.sandboxd.enabled, or the profile's stateful): the container runs
+// sandboxd (cmd/sandboxd) as its entrypoint under docker's init, as docker.user or
+// docker.sandboxd.user (default 65532:65532), on a read-only root file system with a volume at
+// /workspace and a tmpfs at /tmp. Each container gets a fresh 256-bit secret (its environment,
+// read back on Attach) and a socket folder under docker.sandboxd.socket_dir/<profile>/ named
+// by its label sandgate.sandboxd, bind-mounted at /.sandgate/run. Executions, files, package
+// installs and stateful contexts (providers.Contexts; capability stateful) then go to
+// sandboxd over that Unix socket, with one kept-alive client per container; an image without
+// the label dev.sandgate.sandboxd gets the gateway's sandboxd binary copied into an anonymous
+// volume at /.sandgate/bin before the container starts. Destroy, DrainPool and SweepOrphans
+// remove socket folders. The gateway must see the socket folder at the engine's path. What
+// follows describes the plain mode.
+//
 // Executions run through the exec API under a small supervisor, helper.py, run as
 // `python3 -I -S -c <helper>` (the image needs python3, as the provider declares python):
 //   - a command runs as `/bin/sh -c <command>`, python code as `python3 -c <code>`, bash code
