@@ -368,26 +368,16 @@ func (p *Provider) sweepSocketFolders(live map[string]bool) {
 
 // execSandboxd runs spec through sandboxd.
 func (s *Sandbox) execSandboxd(ctx context.Context, spec providers.ExecSpec) (providers.ExitStatus, error) {
-	req := sandboxd.ExecRequest{
-		Command: spec.Command, Code: spec.Code, Language: spec.Language, Env: spec.Env,
-		Dir: spec.Dir, Timeout: spec.Timeout, Context: spec.Context,
-	}
-	if spec.Stdin != nil {
-		in, err := io.ReadAll(spec.Stdin)
-		if err != nil {
-			return providers.ExitStatus{}, fmt.Errorf("reading standard input: %w", err)
-		}
-		req.Stdin = in
-		if req.Stdin == nil {
-			req.Stdin = []byte{}
-		}
+	req, err := providers.RuntimeRequest(spec)
+	if err != nil {
+		return providers.ExitStatus{}, err
 	}
 	return s.runSandboxd(ctx, req, spec.Output)
 }
 
 func (s *Sandbox) runSandboxd(ctx context.Context, req sandboxd.ExecRequest, out providers.Output) (providers.ExitStatus, error) {
-	res, err := s.rt.Exec(ctx, req, sandboxd.Streams{Stdout: orDiscard(out.Stdout), Stderr: orDiscard(out.Stderr)})
-	st := providers.ExitStatus{ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled, ContextLost: res.ContextLost}
+	res, err := s.rt.Exec(ctx, req, providers.RuntimeStreams(out))
+	st := providers.RuntimeStatus(res)
 	if err != nil {
 		if ctx.Err() != nil {
 			return st, ctx.Err()
@@ -412,13 +402,6 @@ func (s *Sandbox) rtErr(err error) error {
 	return fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' failed", TypeName, s.id)
 }
 
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
-}
-
 // ListContexts lists the sandbox's stateful contexts (sandboxd mode only).
 func (s *Sandbox) ListContexts(ctx context.Context) ([]providers.ContextInfo, error) {
 	if err := s.contextsUsable(); err != nil {
@@ -430,7 +413,7 @@ func (s *Sandbox) ListContexts(ctx context.Context) ([]providers.ContextInfo, er
 	}
 	out := make([]providers.ContextInfo, len(list))
 	for i, c := range list {
-		out[i] = contextInfo(c)
+		out[i] = providers.RuntimeContext(c)
 	}
 	return out, nil
 }
@@ -444,7 +427,7 @@ func (s *Sandbox) CreateContext(ctx context.Context, name, language string) (pro
 	if err != nil {
 		return providers.ContextInfo{}, s.rtErr(err)
 	}
-	return contextInfo(c), nil
+	return providers.RuntimeContext(c), nil
 }
 
 // RestartContext gives context name a fresh interpreter (sandboxd mode only).
@@ -456,7 +439,7 @@ func (s *Sandbox) RestartContext(ctx context.Context, name string) (providers.Co
 	if err != nil {
 		return providers.ContextInfo{}, s.rtErr(err)
 	}
-	return contextInfo(c), nil
+	return providers.RuntimeContext(c), nil
 }
 
 // DeleteContext stops context name (sandboxd mode only).
@@ -478,10 +461,6 @@ func (s *Sandbox) contextsUsable() error {
 		return fault.Unsupported(TypeName, "stateful")
 	}
 	return nil
-}
-
-func contextInfo(c sandboxd.ContextInfo) providers.ContextInfo {
-	return providers.ContextInfo{Name: c.Name, Language: c.Language, CreatedAt: c.CreatedAt, Executions: c.Executions, Alive: c.Alive}
 }
 
 // fileInfos converts a sandboxd listing.

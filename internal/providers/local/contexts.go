@@ -4,7 +4,6 @@ package local
 
 import (
 	"context"
-	"io"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
@@ -76,21 +75,12 @@ func (s *Sandbox) execContext(ctx context.Context, spec providers.ExecSpec) (pro
 	if err != nil {
 		return providers.ExitStatus{}, err
 	}
-	req := sandboxd.ExecRequest{Code: spec.Code, Language: spec.Language, Env: spec.Env, Dir: spec.Dir, Timeout: spec.Timeout, Context: spec.Context}
-	if spec.Stdin != nil {
-		if req.Stdin, err = io.ReadAll(spec.Stdin); err != nil {
-			return providers.ExitStatus{}, err
-		}
+	req, err := providers.RuntimeRequest(spec)
+	if err != nil {
+		return providers.ExitStatus{}, err
 	}
-	out := sandboxd.Streams{Stdout: spec.Stdout, Stderr: spec.Stderr}
-	if out.Stdout == nil {
-		out.Stdout = io.Discard
-	}
-	if out.Stderr == nil {
-		out.Stderr = io.Discard
-	}
-	res, err := rt.Exec(ctx, req, out)
-	st := providers.ExitStatus{ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled, ContextLost: res.ContextLost}
+	res, err := rt.Exec(ctx, req, providers.RuntimeStreams(spec.Output))
+	st := providers.RuntimeStatus(res)
 	if err != nil && ctx.Err() != nil {
 		return st, ctx.Err()
 	}
@@ -109,7 +99,7 @@ func (s *Sandbox) ListContexts(context.Context) ([]providers.ContextInfo, error)
 	list := rt.ListContexts()
 	out := make([]providers.ContextInfo, len(list))
 	for i, c := range list {
-		out[i] = contextInfo(c)
+		out[i] = providers.RuntimeContext(c)
 	}
 	return out, nil
 }
@@ -124,7 +114,7 @@ func (s *Sandbox) CreateContext(_ context.Context, name, language string) (provi
 		return providers.ContextInfo{}, err
 	}
 	c, err := rt.CreateContext(name, language)
-	return contextInfo(c), err
+	return providers.RuntimeContext(c), err
 }
 
 // RestartContext gives context name a fresh interpreter.
@@ -137,7 +127,7 @@ func (s *Sandbox) RestartContext(_ context.Context, name string) (providers.Cont
 		return providers.ContextInfo{}, err
 	}
 	c, err := rt.RestartContext(name)
-	return contextInfo(c), err
+	return providers.RuntimeContext(c), err
 }
 
 // DeleteContext stops context name and forgets it.
@@ -150,8 +140,4 @@ func (s *Sandbox) DeleteContext(_ context.Context, name string) error {
 		return err
 	}
 	return rt.DeleteContext(name)
-}
-
-func contextInfo(c sandboxd.ContextInfo) providers.ContextInfo {
-	return providers.ContextInfo{Name: c.Name, Language: c.Language, CreatedAt: c.CreatedAt, Executions: c.Executions, Alive: c.Alive}
 }

@@ -1,0 +1,54 @@
+package providers
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/sandgate/sandgate/internal/sandboxd"
+)
+
+// The helpers below map between this package's types and the sandbox runtime's
+// (internal/sandboxd), for providers that execute through it: in-process (local_subprocess)
+// or over its socket (docker in sandboxd mode).
+
+// RuntimeRequest maps spec onto a runtime execution request. spec.Stdin is read to its end
+// (the runtime takes standard input as bytes); a read error is returned wrapped.
+func RuntimeRequest(spec ExecSpec) (sandboxd.ExecRequest, error) {
+	req := sandboxd.ExecRequest{
+		Command: spec.Command, Code: spec.Code, Language: spec.Language, Env: spec.Env,
+		Dir: spec.Dir, Timeout: spec.Timeout, Context: spec.Context,
+	}
+	if spec.Stdin != nil {
+		in, err := io.ReadAll(spec.Stdin)
+		if err != nil {
+			return req, fmt.Errorf("reading standard input: %w", err)
+		}
+		if in == nil {
+			in = []byte{} // empty input, not "no input"
+		}
+		req.Stdin = in
+	}
+	return req, nil
+}
+
+// RuntimeStreams returns out's writers, io.Discard for the unset ones.
+func RuntimeStreams(out Output) sandboxd.Streams {
+	s := sandboxd.Streams{Stdout: out.Stdout, Stderr: out.Stderr}
+	if s.Stdout == nil {
+		s.Stdout = io.Discard
+	}
+	if s.Stderr == nil {
+		s.Stderr = io.Discard
+	}
+	return s
+}
+
+// RuntimeStatus maps a runtime result onto an ExitStatus.
+func RuntimeStatus(r sandboxd.Result) ExitStatus {
+	return ExitStatus{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, ContextLost: r.ContextLost}
+}
+
+// RuntimeContext maps a runtime context description onto a ContextInfo.
+func RuntimeContext(c sandboxd.ContextInfo) ContextInfo {
+	return ContextInfo{Name: c.Name, Language: c.Language, CreatedAt: c.CreatedAt, Executions: c.Executions, Alive: c.Alive}
+}
