@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,6 +27,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	removeStaleTestContainers()
 	goleak.VerifyTestMain(m)
 }
 
@@ -117,8 +120,60 @@ func newProvider(t *testing.T, mutate ...func(*docker.Options)) *docker.Provider
 	p, err := docker.New(opts)
 	require.NoError(t, err)
 	p.KillGrace = testGrace
-	t.Cleanup(func() { _ = p.Close() })
+	t.Cleanup(func() {
+		_ = p.Close()
+		removeProfileContainers(t, opts.Profile)
+	})
 	return p
+}
+
+// removeProfileContainers force-removes every container of profile, whatever state the test
+// left it in (ready warm-pool containers, sandboxes of a test that failed before its own
+// clean-up was registered), so a failing test leaves nothing on the engine.
+func removeProfileContainers(t *testing.T, profile string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cli := engineClient(t)
+	defer cli.Close()
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("label", docker.LabelManagedBy+"="+docker.ManagedBy),
+		filters.Arg("label", docker.LabelProfile+"="+profile),
+	)})
+	if err != nil {
+		t.Logf("listing the containers of profile %s: %v", profile, err)
+		return
+	}
+	for _, c := range list {
+		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			t.Logf("removing container %s of profile %s: %v", c.ID, profile, err)
+		}
+	}
+}
+
+// removeStaleTestContainers removes what an interrupted earlier run (a test binary killed by
+// its timeout runs no clean-up) left behind: containers of test profiles (names
+// sandgate-t-… and sandgate-test-…) older than an hour, so that concurrent runs keep theirs.
+func removeStaleTestContainers() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if !docker.Available(ctx, "") {
+		return
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return
+	}
+	defer cli.Close()
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("name", "^/sandgate-t"))})
+	if err != nil {
+		return
+	}
+	cutoff := time.Now().Add(-time.Hour).Unix()
+	for _, c := range list {
+		if c.Created < cutoff {
+			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		}
+	}
 }
 
 // create makes a sandbox destroyed when the test ends.

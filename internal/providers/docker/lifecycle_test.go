@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -258,4 +259,22 @@ func TestAttachedProfile(t *testing.T) {
 	require.True(t, fault.IsKind(err, fault.Gone), "%v", err)
 	_, err = p.Attach(t.Context(), target, agent, deny)
 	require.True(t, fault.IsKind(err, fault.Gone), "%v", err)
+}
+
+func TestClosedProviderRefusesNewSandboxesAndStillCleansUp(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	sb := create(t, p, allowPol)
+	require.NoError(t, sb.Close())
+	require.NoError(t, p.Close())
+
+	_, err := p.Create(t.Context(), agent, allowPol)
+	assert.True(t, fault.IsKind(err, fault.Provision), "Create after Close: %v", err)
+	_, err = p.Attach(t.Context(), sb.ID(), agent, allowPol)
+	assert.True(t, fault.IsKind(err, fault.Provision), "Attach after Close: %v", err)
+
+	// Clean-up after shutdown still works, and (goleak in TestMain) leaves no connection open.
+	require.NoError(t, p.Destroy(t.Context(), sb.ID()))
+	_, err = inspect(t, sb.ID())
+	assert.True(t, cerrdefs.IsNotFound(err), "destroyed after Close: %v", err)
 }

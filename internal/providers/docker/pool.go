@@ -199,9 +199,7 @@ func (p *Provider) DrainPool(ctx context.Context) error {
 	if p.pool == nil {
 		return nil
 	}
-	if p.closed.Load() {
-		defer p.cli.Close() // drop the connections this call opened
-	}
+	defer p.releaseIfClosed()
 	if err := p.connect(ctx); err != nil {
 		return err
 	}
@@ -227,6 +225,7 @@ func (p *Provider) PoolReady(ctx context.Context) ([]string, error) {
 	if p.pool == nil {
 		return nil, nil
 	}
+	defer p.releaseIfClosed()
 	if err := p.connect(ctx); err != nil {
 		return nil, err
 	}

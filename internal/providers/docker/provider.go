@@ -244,16 +244,43 @@ func (p *Provider) Capabilities() providers.Capabilities {
 	return c
 }
 
-// Close stops the warm pool's refill goroutine and releases the engine client. Containers
-// are left alone (ready pool containers serve the next start; see DrainPool). Idempotent.
+// Close stops the warm pool's refill goroutine and releases every connection the provider
+// holds: the engine client's and those of the cached sandboxd clients. Containers are left
+// alone (ready pool containers serve the next start; see DrainPool). Idempotent.
+//
+// After Close, Create and Attach refuse with fault.Provision; Destroy, DrainPool,
+// SweepOrphans and PoolReady still work (clean-up after shutdown) and release the
+// connections they open before they return, so no idle connection outlives the provider.
 func (p *Provider) Close() error {
 	p.closeOnce.Do(func() {
 		p.closed.Store(true)
 		if p.pool != nil {
 			p.pool.stop()
 		}
+		if p.sd != nil {
+			p.sd.clients.Range(func(id, _ any) bool {
+				p.forgetClient(id.(string))
+				return true
+			})
+		}
 		_ = p.cli.Close()
 	})
+	return nil
+}
+
+// releaseIfClosed drops the engine connections a call made after Close opened; deferred by
+// the methods that stay usable after Close.
+func (p *Provider) releaseIfClosed() {
+	if p.closed.Load() {
+		_ = p.cli.Close() // closes idle connections only; the client stays usable
+	}
+}
+
+// refuseIfClosed is the guard of the methods that make or open sandboxes.
+func (p *Provider) refuseIfClosed() error {
+	if p.closed.Load() {
+		return fault.New(fault.Provision, "%s: profile '%s': the provider is shut down", TypeName, p.profile)
+	}
 	return nil
 }
 
@@ -268,6 +295,9 @@ func (p *Provider) Close() error {
 // engine that does not answer).
 func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := p.refuseIfClosed(); err != nil {
 		return nil, err
 	}
 	if pol.NetworkEgress == providers.EgressAllowlist {
@@ -336,6 +366,9 @@ func (p *Provider) bind(ctx context.Context, pol providers.Policy) (providers.Sa
 // nor this profile's attach_to target, or when it is being removed; fault.Provision when it
 // cannot be started or the engine does not answer.
 func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+	if err := p.refuseIfClosed(); err != nil {
+		return nil, err
+	}
 	if sb := p.attachLive(ctx, id); sb != nil {
 		return sb, nil
 	}
@@ -411,6 +444,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if id == "" {
 		return nil
 	}
+	defer p.releaseIfClosed()
 	if err := p.connect(ctx); err != nil {
 		return err
 	}
@@ -457,6 +491,7 @@ func (p *Provider) remove(id string) {
 // Call it with the sandbox ids of every live session of the profile, periodically from one
 // replica; a gateway restart does not need it to find its sandboxes (Attach reconnects by id).
 func (p *Provider) SweepOrphans(ctx context.Context, keep func(id string) bool) ([]string, error) {
+	defer p.releaseIfClosed()
 	if err := p.connect(ctx); err != nil {
 		return nil, err
 	}
