@@ -221,6 +221,7 @@ func run() error {
 
 	// 6. 100 MB stdout.
 	bigOutput(g, tok, sid)
+	bigUpload(g, tok, sid)
 
 	// 5. scale.
 	if *skipScale {
@@ -352,6 +353,7 @@ func startGateway(parent context.Context, dbURL string, queued, withDocker bool,
 	cfg.Auth.Issuers = []config.Issuer{{URL: g.iss.URL(), Audiences: []string{devissuer.Audience}}}
 	work := filepath.Join(tmp, "work")
 	cfg.Sandbox.DefaultProfile = "local"
+	cfg.Sandbox.MaxFileBytes = 2 << 30 // the 1 GiB upload row is written whole
 	cfg.Sandbox.Profiles = map[string]config.Profile{
 		"local": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: work}}},
 	}
@@ -784,6 +786,70 @@ func bigOutput(g *gateway, tok, sid string) {
 	growth := float64(peak.Load()-before) / 1024
 	add(Row{Scenario: "6 100 MB stdout", Variant: "local: peak RSS growth", Value: fmt.Sprintf("%.1f MB (%.0f ms, reply %d bytes)", growth, float64(d.Milliseconds()), len(b)),
 		Note: "whole bench process (gateway + client) RSS, sampled every 5 ms"})
+}
+
+// zeros is an endless reader of zero bytes that allocates nothing.
+type zeros struct{ left int64 }
+
+func (z *zeros) Read(b []byte) (int, error) {
+	if z.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > z.left {
+		b = b[:z.left]
+	}
+	clear(b)
+	z.left -= int64(len(b))
+	return len(b), nil
+}
+
+// bigUpload streams a 1 GiB file (chunked) into the workspace and samples this process's RSS:
+// the gateway must stream it from the socket to the sandbox in constant memory (goal ≤ 32 MB).
+func bigUpload(g *gateway, tok, sid string) {
+	runtime.GC()
+	before := rssKB()
+	var peak atomic.Int64
+	peak.Store(before)
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if r := rssKB(); r > peak.Load() {
+				peak.Store(r)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	t := time.Now()
+	req, err := http.NewRequest(http.MethodPut, g.URL+"/v1/sessions/"+sid+"/files/upload.bin", &zeros{left: 1 << 30})
+	status := 0
+	if err == nil {
+		req.ContentLength = -1
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/octet-stream")
+		var resp *http.Response
+		if resp, err = http.DefaultClient.Do(req); err == nil {
+			status = resp.StatusCode
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+	}
+	d := time.Since(t)
+	close(stop)
+	<-sampled
+	if err != nil || status != http.StatusOK {
+		skip(fmt.Sprintf("1 GiB upload: status %d, %v", status, err))
+		return
+	}
+	_, _, _ = g.try(tok, http.MethodDelete, "/v1/sessions/"+sid+"/files/upload.bin", nil)
+	growth := float64(peak.Load()-before) / 1024
+	add(Row{Scenario: "7 1 GiB upload", Variant: "local: peak RSS growth", Value: fmt.Sprintf("%.1f MB (%.0f ms; goal <= 32 MB)", growth, float64(d.Milliseconds())),
+		Note: "whole bench process (gateway + client) RSS, sampled every 5 ms; chunked body"})
 }
 
 // scale inserts 10,000 sessions and 100,000 tasks for one principal and measures listing.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -20,6 +21,7 @@ type gate struct {
 	router       routers.Router
 	authenticate func(http.Handler) http.Handler
 	maxBody      int64
+	unsecured    sync.Map // *openapi3.Operation → *openapi3.Operation without security requirements
 }
 
 func newGate(doc *openapi3.T, authenticate func(http.Handler) http.Handler, maxBody int64) (*gate, error) {
@@ -45,7 +47,7 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 				r.Body = http.MaxBytesReader(w, r.Body, g.maxBody)
 			}
 			in := &openapi3filter.RequestValidationInput{
-				Request: r, PathParams: params, Route: route,
+				Request: r, PathParams: params, Route: g.withoutSecurity(route),
 				Options: &openapi3filter.Options{
 					AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, // done by authenticate
 					ExcludeRequestBody: raw,                                   // streamed; bounded by the domain
@@ -64,6 +66,27 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 		}
 		g.authenticate(validate).ServeHTTP(w, r)
 	})
+}
+
+// withoutSecurity returns route with an operation that declares no security requirement.
+// Authentication is the authenticate middleware's job; kin-openapi's security check would
+// only call a no-op, but first reads the whole request body into memory to replay it to that
+// no-op (openapi3filter validateSecurityRequirement), which for a raw upload means buffering
+// up to the size of the upload before any limit applies.
+func (g *gate) withoutSecurity(route *routers.Route) *routers.Route {
+	op := route.Operation
+	if op == nil {
+		return route
+	}
+	v, ok := g.unsecured.Load(op)
+	if !ok {
+		c := *op
+		c.Security = &openapi3.SecurityRequirements{}
+		v, _ = g.unsecured.LoadOrStore(op, &c)
+	}
+	r := *route
+	r.Operation = v.(*openapi3.Operation)
+	return &r
 }
 
 func writeValidationProblem(w http.ResponseWriter, r *http.Request, err error) {
@@ -142,7 +165,14 @@ type ctxKey int
 
 const requestKey ctxKey = 0
 
-// withRequest keeps the *http.Request reachable from strict handlers (for Location headers).
+// withRequest keeps the *http.Request reachable from strict handlers (for Location headers
+// and the declared size of a raw upload).
 func withRequest(ctx context.Context, r *http.Request) context.Context {
 	return context.WithValue(ctx, requestKey, r)
+}
+
+// requestOf returns the request withRequest kept, or nil.
+func requestOf(ctx context.Context) *http.Request {
+	r, _ := ctx.Value(requestKey).(*http.Request)
+	return r
 }

@@ -370,7 +370,11 @@ func (s *Server) WriteFile(ctx context.Context, req apigen.WriteFileRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	w, err := s.sandbox.WriteFile(ctx, p, req.SessionId, deref(req.Params.Profile), req.Path, req.Body)
+	size := int64(-1) // chunked: the limit cuts the stream
+	if r := requestOf(ctx); r != nil {
+		size = r.ContentLength
+	}
+	w, err := s.sandbox.WriteFile(ctx, p, req.SessionId, deref(req.Params.Profile), req.Path, req.Body, size)
 	if err != nil {
 		return nil, err
 	}

@@ -405,7 +405,7 @@ func (h *Handler) writeFile(ctx context.Context, p principal.Principal, raw json
 	if err != nil {
 		return h.fail(err, given)
 	}
-	w, err := h.svc.WriteFile(ctx, p, id, profile, *a.Path, strings.NewReader(*a.Content))
+	w, err := h.svc.WriteFile(ctx, p, id, profile, *a.Path, strings.NewReader(*a.Content), int64(len(*a.Content)))
 	if err != nil {
 		return h.fail(err, given)
 	}

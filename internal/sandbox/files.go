@@ -46,15 +46,23 @@ func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, pr
 }
 
 // WriteFile streams body into path in the session's workspace, creating the sandbox if need
-// be. Over sandbox.max_file_bytes: fault.TooLarge and no file. Escapes: fault.Policy.
-// Writes are ordered with the session's executions.
-func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, profile, path string, body io.Reader) (FileWritten, error) {
+// be. size is the body's declared length in bytes (an HTTP Content-Length), or < 0 when
+// unknown (chunked). The body is streamed, never held whole: memory stays constant whatever
+// its size.
+//
+// Over sandbox.max_file_bytes: fault.TooLarge and no file — at once, before a byte is read
+// or a sandbox is touched, when size says so; else when the stream passes the limit.
+// Escapes: fault.Policy. Writes are ordered with the session's executions.
+func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, profile, path string, body io.Reader, size int64) (FileWritten, error) {
 	clean, err := providers.CleanPath(path)
 	if err != nil {
 		return FileWritten{}, err
 	}
 	if clean == "." {
 		return FileWritten{}, fault.New(fault.Validation, "path must name a file, not the workspace root")
+	}
+	if size > s.maxFile() {
+		return FileWritten{}, fault.New(fault.TooLarge, "file body of %d bytes is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", size, s.maxFile())
 	}
 	sess, prof, err := s.fileSession(ctx, p, id, profile)
 	if err != nil {
