@@ -197,7 +197,7 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		}
 	}
 
-	st, err := store.OpenWithLocks(ctx, cfg.Database.URL, cfg.Database.MaxConns, cfg.Database.MaxLockConns)
+	st, err := store.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func cmdWorker(ctx context.Context, args, environ []string, stderr io.Writer) er
 	if cfg.Database.URL == "" {
 		return errors.New("database.url is required: workers record completions in Postgres")
 	}
-	st, err := store.OpenWithLocks(ctx, cfg.Database.URL, cfg.Database.MaxConns, cfg.Database.MaxLockConns)
+	st, err := store.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns)
 	if err != nil {
 		return err
 	}

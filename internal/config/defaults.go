@@ -36,9 +36,6 @@ const (
 // built-in provider whose config block is missing raises").
 func (c *Config) ApplyDefaults() {
 	c.Server.applyDefaults()
-	if c.Database.MaxLockConns == 0 {
-		c.Database.MaxLockConns = 64
-	}
 	if c.Database.MaxConns == 0 {
 		c.Database.MaxConns = 20
 	}

@@ -40,10 +40,6 @@ type Database struct {
 	// a throwaway Postgres when empty.
 	URL      string `koanf:"url" json:"url" secret:"true"`
 	MaxConns int32  `koanf:"max_conns" json:"max_conns"` // default 20
-	// MaxLockConns bounds the separate connections that hold per-session execution locks
-	// (one per session executing right now on this replica; more wait). Default 64. Size
-	// Postgres' max_connections for (max_conns + max_lock_conns) per replica.
-	MaxLockConns int32 `koanf:"max_lock_conns" json:"max_lock_conns"`
 	// AutoMigrate applies pending migrations at start (under an advisory lock). Default true.
 	AutoMigrate *bool `koanf:"auto_migrate" json:"auto_migrate"`
 }

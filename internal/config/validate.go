@@ -71,9 +71,6 @@ func (p *problems) nonNegative(key string, v float64) {
 func (c *Config) Validate() error {
 	var p problems
 	c.Server.validate(&p)
-	if c.Database.MaxLockConns < 0 {
-		p.add("database.max_lock_conns", "must be greater than 0 (got %d)", c.Database.MaxLockConns)
-	}
 	if c.Database.MaxConns <= 0 {
 		p.add("database.max_conns", "must be greater than 0 (got %d)", c.Database.MaxConns)
 	}

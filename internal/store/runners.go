@@ -48,34 +48,3 @@ func (st *Store) TryExclusive(ctx context.Context, key int64, fn func(ctx contex
 	}
 	return tx.Commit(ctx)
 }
-
-// LockSession blocks until it holds the session-scoped advisory lock for session id (waiters
-// are granted in arrival order by Postgres), serialising executions and writes of one session
-// across replicas. The returned unlock releases it; it holds one connection of the lock pool
-// (never the query pool) meanwhile.
-func (st *Store) LockSession(ctx context.Context, id string) (unlock func(), err error) {
-	conn, err := st.locks.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(1936, hashtext($1))`, id); err != nil {
-		// The wait may have been cancelled just as the lock was granted: never return a
-		// connection that might hold it to the pool.
-		_ = conn.Conn().Close(context.Background())
-		conn.Release()
-		return nil, err
-	}
-	// unlock returns at once: the release round trip runs in the background, so the caller's
-	// response does not wait for it (the next holder's pg_advisory_lock waits instead).
-	return func() {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(1936, hashtext($1))`, id); err != nil {
-				// The lock cannot be proven released: drop the connection so Postgres frees it.
-				_ = conn.Conn().Close(ctx)
-			}
-			conn.Release()
-		}()
-	}, nil
-}

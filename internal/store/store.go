@@ -25,10 +25,9 @@ var ErrNotFound = errors.New("store: not found")
 // Store is the Postgres-backed persistence layer. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
-	// locks holds the connections that keep session advisory locks for a whole execution. It
-	// is separate from pool so lock holders can never starve the queries their own executions
-	// need (with one pool, max_conns concurrent executions deadlocked).
-	locks *pgxpool.Pool
+	// locks grants the per-session locks (sessionlock.go): tickets in a table, no connection
+	// held per lock.
+	locks *sessionLocks
 	db    *sql.DB // database/sql view of pool, for goose
 }
 
@@ -36,15 +35,10 @@ type Store struct {
 type Option func(*pgxpool.Config)
 
 // Open connects to url (a postgres:// URL or libpq key/value string) with at most maxConns
-// connections for queries (and as many again, at most 64, for session locks; see
-// OpenWithLocks) and checks the connection.
+// connections for queries (0: pgx's default) and checks the connection. It also opens one
+// more connection, held for the Store's life, that marks this replica present for the
+// session locks and carries their release notifications (see LockSession).
 func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
-	return OpenWithLocks(ctx, url, maxConns, min(max(maxConns, 4), 64))
-}
-
-// OpenWithLocks is Open with an explicit size for the session-lock connections
-// (database.max_lock_conns): at most that many sessions execute at once on this replica.
-func OpenWithLocks(ctx context.Context, url string, maxConns, maxLockConns int32) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: parse database.url: %w", err)
@@ -62,24 +56,19 @@ func OpenWithLocks(ctx context.Context, url string, maxConns, maxLockConns int32
 		pool.Close()
 		return nil, fmt.Errorf("store: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
-	lcfg := cfg.Copy()
-	lcfg.MaxConns = max(maxLockConns, 1)
-	lcfg.MinConns = 0
-	locks, err := pgxpool.NewWithConfig(ctx, lcfg)
-	if err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("store: connect: %w", err)
-	}
-	return &Store{pool: pool, locks: locks, db: stdlib.OpenDBFromPool(pool)}, nil
+	s := &Store{pool: pool, db: stdlib.OpenDBFromPool(pool)}
+	s.locks = newSessionLocks(s, cfg.ConnConfig.Copy())
+	return s, nil
 }
 
 // Pool exposes the pgx pool (for LISTEN/NOTIFY and advisory locks held on one connection).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close releases all connections.
+// Close releases all connections. Session locks still held are released by Postgres with the
+// presence connection.
 func (s *Store) Close() {
+	s.locks.close()
 	_ = s.db.Close()
-	s.locks.Close()
 	s.pool.Close()
 }
 

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"slices"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/store"
@@ -25,7 +27,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	// Start from nothing: the test database is cloned from a migrated template.
 	st, err := store.Open(ctx, url, 4)
 	require.NoError(t, err)
-	_, err = st.Pool().Exec(ctx, `DROP TABLE tasks, runners, sessions, principals, goose_db_version`)
+	_, err = st.Pool().Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`)
 	require.NoError(t, err)
 	st.Close()
 
@@ -234,4 +236,84 @@ func TestTaskLifecycleInFewRoundTrips(t *testing.T) {
 	tk, err = st.GetTask(ctx, "task-1", "")
 	require.NoError(t, err)
 	require.Equal(t, "succeeded", tk.Status)
+}
+
+// Session locks hold no connection: far more sessions than the pool has connections are
+// locked at once, and a lock still waits for its own session only.
+func TestSessionLocksAreNotAScarceResource(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, err := store.Open(ctx, pgtest.URL(t), 4)
+	require.NoError(t, err)
+	defer st.Close()
+	var unlocks []func()
+	for i := range 200 {
+		u, err := st.LockSession(ctx, fmt.Sprintf("busy-%d", i))
+		require.NoError(t, err)
+		unlocks = append(unlocks, u)
+	}
+	quick, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	u, err := st.LockSession(quick, "another")
+	require.NoError(t, err, "200 held locks must not keep a 201st session from locking")
+	u()
+	for _, u := range unlocks {
+		u()
+	}
+}
+
+// Two replicas (two Stores on one database) are granted one session's lock in arrival order,
+// and a replica that goes away without releasing frees its lock with its presence connection.
+func TestSessionLockAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	a, err := store.Open(ctx, url, 4)
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := store.Open(ctx, url, 4)
+	require.NoError(t, err)
+	defer b.Close()
+
+	unlock, err := a.LockSession(ctx, "s")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range 6 {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			u, err := st.LockSession(ctx, "s")
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			u()
+		}()
+		time.Sleep(150 * time.Millisecond) // arrival order 0..5
+	}
+	unlock()
+	wg.Wait()
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5}, order, "granted in arrival order across replicas")
+
+	// A replica that dies holding the lock: the other gets it without waiting for a timeout.
+	gone, err := store.Open(ctx, url, 2)
+	require.NoError(t, err)
+	_, err = gone.LockSession(ctx, "held-by-the-dead")
+	require.NoError(t, err)
+	gone.Close() // no unlock: the ticket stays, its presence does not
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	u, err := a.LockSession(wctx, "held-by-the-dead")
+	require.NoError(t, err)
+	u()
+	assert.Less(t, time.Since(start), 3*time.Second)
 }

@@ -1,0 +1,52 @@
+package api_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// One principal's many long executions do not stall another principal: 70 `sleep` runs by
+// one user in 70 sessions (more than the query pool has connections, and than the 64 lock
+// connections executions used to share) leave another user's `echo` in their own session
+// answering within a second.
+func TestOnePrincipalDoesNotStallAnother(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	busy, other := e.token("busy"), e.token("other")
+	mine := e.newSession(other, "default")
+	sessions := make([]string, 70)
+	for i := range sessions {
+		sessions[i] = e.newSession(busy, "default")
+	}
+	var wg sync.WaitGroup
+	for _, id := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.do(busy, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "sleep 6"})
+			assert.Equal(t, 200, r.Status, "%s", r.Body)
+		}()
+	}
+	// Wait until the 70 are running.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := e.do(busy, "GET", "/v1/tasks?status=running&limit=100", nil)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		if n := len(r.JSON(t)["tasks"].([]any)); n >= len(sessions) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the 70 executions did not all start")
+		time.Sleep(50 * time.Millisecond)
+	}
+	start := time.Now()
+	r := e.do(other, "POST", "/v1/sessions/"+mine+"/commands", map[string]any{"command": "echo hello"})
+	took := time.Since(start)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	assert.Equal(t, "hello\n", r.JSON(t)["stdout"])
+	assert.Less(t, took, time.Second, "another principal's echo waited %s behind 70 sleeps", took)
+	wg.Wait()
+}
