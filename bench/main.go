@@ -32,15 +32,11 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sandgate/sandgate/internal/api"
-	"github.com/sandgate/sandgate/internal/auth"
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
-	"github.com/sandgate/sandgate/internal/broker"
-	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/devdb"
+	gw "github.com/sandgate/sandgate/internal/gateway"
 	"github.com/sandgate/sandgate/internal/principal"
-	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
@@ -318,28 +314,23 @@ func freshDB(ctx context.Context, inst *devdb.Instance) (string, error) {
 type gateway struct {
 	URL    string
 	iss    *devissuer.Issuer
+	gw     *gw.Gateway
 	st     *store.Store
 	svc    *sandbox.Service
-	srv    *http.Server
 	cancel context.CancelFunc
-	done   []chan struct{}
+	served chan error
 	client *http.Client
 	dbURL  string
 }
 
+// startGateway builds a gateway through internal/gateway (as `gateway serve` does) and serves
+// it on 127.0.0.1.
 func startGateway(parent context.Context, dbURL string, queued, withDocker bool, conns int32) (*gateway, error) {
-	ctx, cancel := context.WithCancel(parent)
-	g := &gateway{cancel: cancel, dbURL: dbURL}
-	st, err := store.Open(ctx, dbURL, conns)
-	if err != nil {
-		return nil, err
-	}
-	g.st = st
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	g.URL = "http://" + ln.Addr().String()
+	g := &gateway{dbURL: dbURL, URL: "http://" + ln.Addr().String()}
 	tmp, err := os.MkdirTemp("", "sandgate-bench-")
 	if err != nil {
 		return nil, err
@@ -350,6 +341,9 @@ func startGateway(parent context.Context, dbURL string, queued, withDocker bool,
 	}
 	cfg := &config.Config{}
 	cfg.Server.PublicURL = g.URL
+	cfg.Server.ShutdownTimeout = config.Duration(20 * time.Second)
+	cfg.Database.URL = dbURL
+	cfg.Database.MaxConns = conns
 	cfg.Auth.Issuers = []config.Issuer{{URL: g.iss.URL(), Audiences: []string{devissuer.Audience}}}
 	work := filepath.Join(tmp, "work")
 	cfg.Sandbox.DefaultProfile = "local"
@@ -366,7 +360,7 @@ func startGateway(parent context.Context, dbURL string, queued, withDocker bool,
 	}
 	if queued {
 		cfg.Sandbox.Broker.Flavor = config.FlavorQueue
-		cfg.Sandbox.Broker.Queue = &config.Queue{Type: config.InMemory}
+		cfg.Sandbox.Broker.Queue = &config.Queue{Type: config.InMemory, Consumers: 4}
 		cfg.Sandbox.Broker.ResponseStore = &config.ResponseStore{Type: config.InMemory}
 	}
 	cfg.ApplyDefaults()
@@ -377,56 +371,24 @@ func startGateway(parent context.Context, dbURL string, queued, withDocker bool,
 	if os.Getenv("BENCH_VERBOSE") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	authn, err := auth.New(ctx, cfg.Auth, auth.WithLogger(log))
+	g.gw, err = gw.New(parent, cfg, gw.Options{Logger: log, DevIssuer: g.iss})
 	if err != nil {
+		_ = ln.Close()
 		return nil, err
 	}
-	brk, err := broker.New(broker.FlavorThread)
-	if err != nil {
-		return nil, err
-	}
-	reg := providers.NewRegistry()
-	reg.Register(local.TypeName, local.Factory)
-	reg.Register(docker.TypeName, docker.Factory)
-	var transport queue.Transport
-	if queued {
-		transport = queue.NewInMemory()
-	}
-	g.svc, err = sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: st, Registry: reg, Broker: brk, Queue: transport, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	if err := g.svc.Heartbeat(ctx); err != nil {
-		return nil, err
-	}
-	maintained := make(chan struct{})
-	go func() { defer close(maintained); g.svc.Maintain(ctx) }()
-	g.done = append(g.done, maintained)
-	if transport != nil {
-		consumed := make(chan struct{})
-		go func() { defer close(consumed); _ = transport.Consume(ctx, 4, g.svc.HandleDelivery) }()
-		g.done = append(g.done, consumed)
-	}
-	h, err := api.NewHandler(api.Options{Auth: authn, Store: st, Sandbox: g.svc, Logger: log, Extra: map[string]http.Handler{"/dev/oidc": g.iss.Handler()}})
-	if err != nil {
-		return nil, err
-	}
-	g.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = g.srv.Serve(ln) }()
+	g.st, g.svc = g.gw.Store(), g.gw.Service()
+	ctx, cancel := context.WithCancel(parent)
+	g.cancel = cancel
+	g.served = make(chan error, 1)
+	go func() { g.served <- g.gw.Serve(ctx, ln) }()
 	g.client = &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second}
 	return g, nil
 }
 
 func (g *gateway) close() {
-	_ = g.srv.Close()
-	cctx, c := context.WithTimeout(context.Background(), 20*time.Second)
-	defer c()
-	_ = g.svc.Close(cctx)
 	g.cancel()
-	for _, d := range g.done {
-		<-d
-	}
-	g.st.Close()
+	<-g.served
+	g.gw.Close()
 }
 
 func (g *gateway) token(sub string) string {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/gateway"
 )
 
 func envValue(environ []string, key string) string {
@@ -40,7 +41,12 @@ func cmdConfig(args, environ []string, stdout io.Writer) error {
 		_, err = stdout.Write(b)
 		return err
 	case "validate":
-		if _, err := config.Load(*path, environ); err != nil {
+		cfg, err := config.Load(*path, environ)
+		if err != nil {
+			return err
+		}
+		// The providers this binary serves, checked as `serve` checks them before connecting.
+		if err := gateway.CheckProviders(cfg, gateway.Builtin()); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, "configuration is valid")

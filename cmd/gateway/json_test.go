@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,4 +25,21 @@ func pgStore(t *testing.T, cfgPath string) *store.Store {
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	return st
+}
+
+// `config validate` checks provider types as serve does, before anything connects: a type
+// the configuration format knows but no provider of this binary serves is refused.
+func TestConfigValidateRefusesAnUnservedProvider(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sandgate.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  type: e2b\n  e2b: {}\n"), 0o600))
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "'e2b'")
+	require.Contains(t, err.Error(), "served types: [docker, ec2_ssm, kubernetes, local_subprocess]")
+	require.NotContains(t, out.String(), "valid")
+
+	require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  type: local_subprocess\n  local_subprocess: {}\n"), 0o600))
+	require.NoError(t, run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard))
+	require.Contains(t, out.String(), "configuration is valid")
 }

@@ -14,18 +14,18 @@ func (s *Server) GetAgentTools(ctx context.Context, req apigen.GetAgentToolsRequ
 	if err != nil {
 		return nil, err
 	}
-	if s.mcp == nil {
+	if s.tools == nil {
 		return nil, fault.New(fault.NotFound, "the agent tools are not enabled on this gateway")
 	}
 	format := apigen.GetAgentToolsParamsFormatMcp
 	if req.Params.Format != nil {
 		format = *req.Params.Format
 	}
-	tools, err := s.mcp.ToolDefinitions(p, string(format))
+	tools, err := s.tools.ToolDefinitions(p, string(format))
 	if err != nil {
 		return nil, fault.New(fault.Validation, "%s", err.Error())
 	}
 	return apigen.GetAgentTools200JSONResponse{
-		Format: apigen.AgentToolsFormat(format), Guidance: s.mcp.Guidance(p), ToolOutputMaxChars: s.mcp.MaxChars(), Tools: tools,
+		Format: apigen.AgentToolsFormat(format), Guidance: s.tools.Guidance(p), ToolOutputMaxChars: s.tools.MaxChars(), Tools: tools,
 	}, nil
 }

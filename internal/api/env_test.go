@@ -2,35 +2,26 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/api"
-	"github.com/sandgate/sandgate/internal/auth"
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
-	"github.com/sandgate/sandgate/internal/broker"
-	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/config"
-	"github.com/sandgate/sandgate/internal/mcp"
-	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
-	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
-// testEnv is one gateway replica served over real HTTP, on a real Postgres database, with the
-// development issuer mounted on the same listener and verified through go-oidc.
+// testEnv is one gateway replica (gatewaytest: built as `gateway serve` builds it, over real
+// HTTP, on a real Postgres database, with the development issuer mounted on the same
+// listener and verified through go-oidc).
 type testEnv struct {
 	t       *testing.T
 	URL     string
@@ -45,109 +36,44 @@ type envOpts struct {
 	dbURL   string // share a database with another replica
 	trust   string // also trust this issuer (another replica's dev issuer)
 	workdir string // share a sandboxes folder with another replica
-	queue   bool   // queue flavor over the in_memory transport (this process is the worker)
 	conns   int32  // query pool size (default 20)
 	config  func(*config.Config)
 }
 
 func newEnv(t *testing.T, o envOpts) *testEnv {
 	t.Helper()
-	if o.dbURL == "" {
-		o.dbURL = pgtest.URL(t)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	if o.conns == 0 {
-		o.conns = 20
-	}
-	st, err := store.Open(ctx, o.dbURL, o.conns)
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-
-	ts := httptest.NewUnstartedServer(nil)
-	base := "http://" + ts.Listener.Addr().String()
-	keyFile := filepath.Join(t.TempDir(), "key.pem")
-	iss, err := devissuer.Open(base+"/dev/oidc", keyFile)
-	require.NoError(t, err)
-
-	workdir := o.workdir
-	if workdir == "" {
-		workdir = t.TempDir()
-	}
-	cfg := &config.Config{}
-	cfg.Server.PublicURL = base
-	cfg.Auth.Issuers = []config.Issuer{{URL: iss.URL(), Audiences: []string{devissuer.Audience}}}
+	gt := gatewaytest.Options{DBURL: o.dbURL, Workdir: o.workdir, MaxConns: o.conns}
 	if o.trust != "" {
-		cfg.Auth.Issuers = append(cfg.Auth.Issuers, config.Issuer{URL: o.trust, Audiences: []string{devissuer.Audience}})
+		gt.Trust = []string{o.trust}
 	}
-	cfg.Auth.AdminGroups = []string{"admins"}
-	lb := func() config.ProviderBlocks {
-		return config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
+	if gt.Workdir == "" {
+		gt.Workdir = t.TempDir()
 	}
-	cfg.Sandbox.MaxFileBytes = 1 << 20
-	cfg.Sandbox.Profiles = map[string]config.Profile{
-		"default":    {Type: local.TypeName, ProviderBlocks: lb()},
-		"oneshot":    {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: lb()},
-		"shared":     {Type: local.TypeName, Scope: sandbox.ScopePerRuntime, ProviderBlocks: lb()},
-		"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, ProviderBlocks: lb()},
-		"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, ProviderBlocks: lb()},
-		"nonet-lax":  {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny", Strict: ptr(false)}, ProviderBlocks: lb()},
-		"short-idle": {Type: local.TypeName, IdleTimeout: 1, ProviderBlocks: lb()},
-		"stateful":   {Type: local.TypeName, Stateful: true, ProviderBlocks: lb()},
+	workdir := gt.Workdir
+	gt.Config = func(cfg *config.Config) {
+		lb := func() config.ProviderBlocks {
+			return config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
+		}
+		cfg.Sandbox.MaxFileBytes = 1 << 20
+		cfg.Sandbox.Profiles = map[string]config.Profile{
+			"default":    {Type: local.TypeName, ProviderBlocks: lb()},
+			"oneshot":    {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: lb()},
+			"shared":     {Type: local.TypeName, Scope: sandbox.ScopePerRuntime, ProviderBlocks: lb()},
+			"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, ProviderBlocks: lb()},
+			"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, ProviderBlocks: lb()},
+			"nonet-lax":  {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny", Strict: ptr(false)}, ProviderBlocks: lb()},
+			"short-idle": {Type: local.TypeName, IdleTimeout: 1, ProviderBlocks: lb()},
+			"stateful":   {Type: local.TypeName, Stateful: true, ProviderBlocks: lb()},
+		}
+		if o.config != nil {
+			o.config(cfg)
+		}
+		if cfg.Sandbox.Broker.Flavor == config.FlavorQueue {
+			delete(cfg.Sandbox.Profiles, "stateful") // refused: workers would not share its contexts
+		}
 	}
-	if o.config != nil {
-		o.config(cfg)
-	}
-	if cfg.Sandbox.Broker.Flavor == config.FlavorQueue {
-		delete(cfg.Sandbox.Profiles, "stateful") // refused: workers would not share its contexts
-	}
-	cfg.ApplyDefaults()
-	require.NoError(t, cfg.Validate())
-
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	authn, err := auth.New(ctx, cfg.Auth, auth.WithLogger(log))
-	require.NoError(t, err)
-	flavor := cfg.Sandbox.Broker.Flavor
-	if flavor == config.FlavorQueue {
-		flavor = broker.FlavorThread // the gateway side; the queue carries executions
-	}
-	brk, err := broker.New(flavor)
-	require.NoError(t, err)
-	reg := providers.NewRegistry()
-	reg.Register(local.TypeName, local.Factory)
-	var transport queue.Transport
-	if o.queue {
-		transport = queue.NewInMemory()
-	}
-	svc, err := sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: st, Registry: reg, Broker: brk, Queue: transport, Logger: log})
-	require.NoError(t, err)
-	require.NoError(t, svc.Heartbeat(ctx))
-	maintained := make(chan struct{})
-	go func() { defer close(maintained); svc.Maintain(ctx) }()
-	consumed := make(chan struct{})
-	if transport != nil {
-		go func() { defer close(consumed); _ = transport.Consume(ctx, 4, svc.HandleDelivery) }()
-	} else {
-		close(consumed)
-	}
-	h, err := api.NewHandler(api.Options{Auth: authn, Store: st, Sandbox: svc, Logger: log, Extra: map[string]http.Handler{"/dev/oidc": iss.Handler()},
-		MCP: mcp.New(mcp.Options{Config: cfg, Sandbox: svc, Logger: log})})
-	require.NoError(t, err)
-	ts.Config.Handler = h
-	ts.Start()
-	t.Cleanup(func() {
-		ts.Close()
-		cctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		_ = svc.Close(cctx)
-		cancel()
-		<-maintained
-		<-consumed
-	})
-	return &testEnv{t: t, URL: base, issuer: iss, store: st, svc: svc, workdir: workdir, dbURL: o.dbURL}
+	e := gatewaytest.Start(t, gt)
+	return &testEnv{t: t, URL: e.URL, issuer: e.Issuer, store: e.Store(), svc: e.Service(), workdir: e.Workdir, dbURL: e.DBURL}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -15,7 +15,7 @@ import (
 // serialised, consumed by this process as a worker, and its completion read back from Postgres.
 func TestQueueFlavorInMemory(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{queue: true, config: func(c *config.Config) {
+	e := newEnv(t, envOpts{config: func(c *config.Config) {
 		c.Sandbox.Broker.Flavor = config.FlavorQueue
 		c.Sandbox.Broker.Queue = &config.Queue{Type: config.InMemory}
 		c.Sandbox.Broker.ResponseStore = &config.ResponseStore{Type: config.InMemory}

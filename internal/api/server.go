@@ -20,7 +20,6 @@ import (
 	sandgate "github.com/sandgate/sandgate"
 	"github.com/sandgate/sandgate/internal/api/apigen"
 	"github.com/sandgate/sandgate/internal/auth"
-	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
@@ -39,10 +38,31 @@ type Options struct {
 	// Console, when set, serves the web console for GET and HEAD at exactly "/" and under
 	// /console/; every other route keeps precedence.
 	Console http.Handler
-	// MCP, when set, is served at /mcp behind the same authentication as /v1, with its
-	// RFC 9728 metadata at /.well-known/oauth-protected-resource; it also backs
-	// GET /v1/agent/tools.
-	MCP *mcp.Handler
+	// Mounts are more handlers (the MCP endpoint and its metadata), each at exactly its Path.
+	Mounts []Mount
+	// AgentTools, when set, backs GET /v1/agent/tools (the MCP server's tools).
+	AgentTools AgentTools
+}
+
+// Mount serves Handler at exactly Path. Authenticated puts it behind the same bearer-token
+// check as /v1; ResourceMetadata is then the RFC 9728 metadata URL its 401 answers name.
+type Mount struct {
+	Path             string
+	Handler          http.Handler
+	Authenticated    bool
+	ResourceMetadata string
+}
+
+// AgentTools describes the agent-facing tools (internal/mcp serves them), for
+// GET /v1/agent/tools.
+type AgentTools interface {
+	// ToolDefinitions renders the tools p may use in format ("mcp", "openai", …); an unknown
+	// format is an error.
+	ToolDefinitions(p principal.Principal, format string) ([]map[string]any, error)
+	// Guidance is the usage text for p (the profiles it may use).
+	Guidance(p principal.Principal) string
+	// MaxChars is the bound on a tool's output, in characters.
+	MaxChars() int
 }
 
 // Server implements the generated strict server interface.
@@ -51,7 +71,7 @@ type Server struct {
 	sandbox *sandbox.Service
 	now     func() time.Time
 	log     *slog.Logger
-	mcp     *mcp.Handler
+	tools   AgentTools
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -86,7 +106,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
-	srv := &Server{store: o.Store, sandbox: o.Sandbox, now: o.Now, log: o.Logger, mcp: o.MCP}
+	srv := &Server{store: o.Store, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools}
 
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, accessLog(o.Logger), recoverer(o.Logger), rawFilePath)
@@ -112,11 +132,16 @@ func NewHandler(o Options) (http.Handler, error) {
 	for prefix, h := range o.Extra {
 		r.Mount(prefix, http.StripPrefix(prefix, h))
 	}
-	if o.MCP != nil {
-		meta := o.MCP.MetadataHandler()
-		r.Handle(mcp.MetadataPath, meta)
-		r.Handle(mcp.MetadataPath+mcp.Path, meta)
-		r.Handle(mcp.Path, o.Auth.Middleware(resolved, WriteProblem, auth.WithResourceMetadata(o.MCP.ResourceMetadataURL()))(o.MCP))
+	for _, m := range o.Mounts {
+		h := m.Handler
+		if m.Authenticated {
+			var opts []auth.MiddlewareOption
+			if m.ResourceMetadata != "" {
+				opts = append(opts, auth.WithResourceMetadata(m.ResourceMetadata))
+			}
+			h = o.Auth.Middleware(resolved, WriteProblem, opts...)(h)
+		}
+		r.Handle(m.Path, h)
 	}
 	if o.Console != nil {
 		for _, m := range []string{http.MethodGet, http.MethodHead} {

@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,21 +14,17 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/api"
-	"github.com/sandgate/sandgate/internal/auth"
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
-	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 	"github.com/sandgate/sandgate/internal/mcp"
-	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
-	"github.com/sandgate/sandgate/internal/store"
-	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
-// gateway is the whole gateway (api.NewHandler with /mcp mounted) over real HTTP, on a real
-// Postgres database, with the development issuer on the same listener.
+// gateway is the whole gateway (gatewaytest: REST with /mcp mounted, as `gateway serve`
+// builds it) over real HTTP, on a real Postgres database, with the development issuer on the
+// same listener.
 type gateway struct {
 	t      *testing.T
 	URL    string
@@ -41,69 +33,22 @@ type gateway struct {
 
 func newGateway(t *testing.T, adjust func(*config.Config)) *gateway {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := store.Open(ctx, pgtest.URL(t), 10)
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-
-	ts := httptest.NewUnstartedServer(nil)
-	base := "http://" + ts.Listener.Addr().String()
-	iss, err := devissuer.Open(base+"/dev/oidc", filepath.Join(t.TempDir(), "key.pem"))
-	require.NoError(t, err)
-
 	workdir := t.TempDir()
-	lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
-	cfg := &config.Config{}
-	cfg.Server.PublicURL = base
-	cfg.Auth.Issuers = []config.Issuer{{URL: iss.URL(), Audiences: []string{devissuer.Audience}}}
-	cfg.Sandbox.Profiles = map[string]config.Profile{
-		"default":    {Type: local.TypeName, ProviderBlocks: lb},
-		"oneshot":    {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: lb},
-		"shared":     {Type: local.TypeName, Scope: sandbox.ScopePerRuntime, ProviderBlocks: lb},
-		"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, ProviderBlocks: lb},
-		"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, ProviderBlocks: lb},
-		"short-idle": {Type: local.TypeName, IdleTimeout: 1, ProviderBlocks: lb},
-	}
-	if adjust != nil {
-		adjust(cfg)
-	}
-	cfg.ApplyDefaults()
-	require.NoError(t, cfg.Validate())
-
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	authn, err := auth.New(ctx, cfg.Auth, auth.WithLogger(log))
-	require.NoError(t, err)
-	brk, err := broker.New(cfg.Sandbox.Broker.Flavor)
-	require.NoError(t, err)
-	reg := providers.NewRegistry()
-	reg.Register(local.TypeName, local.Factory)
-	svc, err := sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: st, Registry: reg, Broker: brk, Logger: log})
-	require.NoError(t, err)
-	require.NoError(t, svc.Heartbeat(ctx))
-	maintained := make(chan struct{})
-	go func() { defer close(maintained); svc.Maintain(ctx) }()
-	h, err := api.NewHandler(api.Options{
-		Auth: authn, Store: st, Sandbox: svc, Logger: log,
-		Extra: map[string]http.Handler{"/dev/oidc": iss.Handler()},
-		MCP:   mcp.New(mcp.Options{Config: cfg, Sandbox: svc, Logger: log}),
-	})
-	require.NoError(t, err)
-	ts.Config.Handler = h
-	ts.Start()
-	t.Cleanup(func() {
-		ts.CloseClientConnections()
-		ts.Close()
-		cctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		_ = svc.Close(cctx)
-		cancel()
-		<-maintained
-	})
-	return &gateway{t: t, URL: base, issuer: iss}
+	e := gatewaytest.Start(t, gatewaytest.Options{Workdir: workdir, MaxConns: 10, Config: func(cfg *config.Config) {
+		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
+		cfg.Sandbox.Profiles = map[string]config.Profile{
+			"default":    {Type: local.TypeName, ProviderBlocks: lb},
+			"oneshot":    {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: lb},
+			"shared":     {Type: local.TypeName, Scope: sandbox.ScopePerRuntime, ProviderBlocks: lb},
+			"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, ProviderBlocks: lb},
+			"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, ProviderBlocks: lb},
+			"short-idle": {Type: local.TypeName, IdleTimeout: 1, ProviderBlocks: lb},
+		}
+		if adjust != nil {
+			adjust(cfg)
+		}
+	}})
+	return &gateway{t: t, URL: e.URL, issuer: e.Issuer}
 }
 
 // only keeps the named profiles (each local profile costs start-up time).

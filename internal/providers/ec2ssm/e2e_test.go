@@ -2,31 +2,22 @@ package ec2ssm_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/api"
-	"github.com/sandgate/sandgate/internal/auth"
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
-	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/config"
-	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm/awsfake"
-	"github.com/sandgate/sandgate/internal/sandbox"
-	"github.com/sandgate/sandgate/internal/store"
-	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
 // gateway is a whole Sandgate (HTTP API, OIDC verification against the development issuer,
@@ -41,7 +32,6 @@ type gateway struct {
 
 func newGateway(t *testing.T, fake *awsfake.Server) *gateway {
 	t.Helper()
-	dbURL := pgtest.URL(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", awsfake.GatewayAccessKeyID)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", fake.GatewaySecret())
 	t.Setenv("AWS_SESSION_TOKEN", "")
@@ -50,56 +40,20 @@ func newGateway(t *testing.T, fake *awsfake.Server) *gateway {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
 
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	st, err := store.Open(ctx, dbURL, 10)
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-
-	ts := httptest.NewUnstartedServer(nil)
-	base := "http://" + ts.Listener.Addr().String()
-	iss, err := devissuer.Open(base+"/dev/oidc", filepath.Join(t.TempDir(), "key.pem"))
-	require.NoError(t, err)
-
 	block := func(web bool) config.ProviderBlocks {
 		return config.ProviderBlocks{EC2SSM: &config.EC2SSM{Region: fake.Region, AttachTo: instanceID, EndpointURL: fake.URL, WebIdentity: web}}
 	}
-	cfg := &config.Config{}
-	cfg.Server.PublicURL = base
-	cfg.Auth.Issuers = []config.Issuer{{
-		URL: iss.URL(), Audiences: []string{devissuer.Audience},
+	e := gatewaytest.Start(t, gatewaytest.Options{MaxConns: 10, Logger: slog.New(slog.DiscardHandler), Config: func(cfg *config.Config) {
 		// The OIDC caller's role comes from the group→role table.
-		GroupRoles: []config.GroupRole{{Group: "ops", AWSRoleARN: roleARN, RunAs: "deploy"}},
-	}}
-	cfg.Sandbox.Profiles = map[string]config.Profile{
-		"ec2":     {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, Identity: config.Identity{Mode: config.IdentityUser}, ProviderBlocks: block(false)},
-		"ec2-web": {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, Identity: config.Identity{Mode: config.IdentityUser}, ProviderBlocks: block(true)},
-		"ec2-gw":  {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, ProviderBlocks: block(false)},
-	}
-	cfg.Sandbox.DefaultProfile = "ec2"
-	cfg.ApplyDefaults()
-	require.NoError(t, cfg.Validate())
-
-	log := slog.New(slog.DiscardHandler)
-	authn, err := auth.New(ctx, cfg.Auth, auth.WithLogger(log))
-	require.NoError(t, err)
-	brk, err := broker.New(cfg.Sandbox.Broker.Flavor)
-	require.NoError(t, err)
-	reg := providers.NewRegistry()
-	reg.Register(ec2ssm.TypeName, ec2ssm.Factory)
-	svc, err := sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: st, Registry: reg, Broker: brk, Logger: log})
-	require.NoError(t, err)
-	h, err := api.NewHandler(api.Options{Auth: authn, Store: st, Sandbox: svc, Logger: log, Extra: map[string]http.Handler{"/dev/oidc": iss.Handler()}})
-	require.NoError(t, err)
-	ts.Config.Handler = h
-	ts.Start()
-	t.Cleanup(func() {
-		ts.Close()
-		cctx, c := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c()
-		_ = svc.Close(cctx)
-	})
-	return &gateway{t: t, url: base, issuer: iss}
+		cfg.Auth.Issuers[0].GroupRoles = []config.GroupRole{{Group: "ops", AWSRoleARN: roleARN, RunAs: "deploy"}}
+		cfg.Sandbox.Profiles = map[string]config.Profile{
+			"ec2":     {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, Identity: config.Identity{Mode: config.IdentityUser}, ProviderBlocks: block(false)},
+			"ec2-web": {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, Identity: config.Identity{Mode: config.IdentityUser}, ProviderBlocks: block(true)},
+			"ec2-gw":  {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, ProviderBlocks: block(false)},
+		}
+		cfg.Sandbox.DefaultProfile = "ec2"
+	}})
+	return &gateway{t: t, url: e.URL, issuer: e.Issuer}
 }
 
 func (g *gateway) token(sub string, groups ...string) string {

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sandgate/sandgate/internal/auth/devissuer"
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/devdb"
+	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/local"
+	"github.com/sandgate/sandgate/internal/sandbox"
+)
+
+// DevDockerImage is the sandbox image scripts/docker-setup.sh builds without a registry.
+const DevDockerImage = "sandgate/sandbox-python:latest"
+
+// DevSetup fills in what `gateway dev` provides on top of cfg, keeping its state under
+// dataDir: a throwaway Postgres when database.url is empty, the development issuer (trusted,
+// and returned for New's Options.DevIssuer), admin group "admins" when none is set, and —
+// when no profile is configured — stateful local profiles plus a docker profile whenever a
+// Docker engine answers. It applies defaults and validates the result. stop stops the
+// throwaway Postgres (a no-op otherwise); call it after the gateway is closed.
+func DevSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog.Logger) (iss *devissuer.Issuer, stop func(), err error) {
+	stop = func() {}
+	if cfg.Database.URL == "" {
+		log.Info("starting a development Postgres", "dir", filepath.Join(dataDir, "pg"))
+		inst, err := devdb.Start(ctx, filepath.Join(dataDir, "pg"))
+		if err != nil {
+			return nil, stop, err
+		}
+		cfg.Database.URL = inst.URL("sandgate")
+		stop = func() {
+			if err := inst.Stop(); err != nil {
+				log.Warn("stopping the development Postgres failed", "err", err)
+			}
+		}
+	}
+	iss, err = devissuer.Open(strings.TrimSuffix(cfg.Server.PublicURL, "/")+"/dev/oidc", filepath.Join(dataDir, "issuer-key.pem"))
+	if err != nil {
+		return nil, stop, err
+	}
+	cfg.Auth.Issuers = append(cfg.Auth.Issuers, config.Issuer{URL: iss.URL(), Audiences: []string{devissuer.Audience}})
+	if len(cfg.Auth.AdminGroups) == 0 {
+		cfg.Auth.AdminGroups = []string{"admins"}
+	}
+	if len(cfg.Sandbox.Profiles) == 0 {
+		workdir, err := filepath.Abs(filepath.Join(dataDir, "sandboxes"))
+		if err != nil {
+			return nil, stop, err
+		}
+		if err := os.MkdirAll(workdir, 0o755); err != nil {
+			return nil, stop, err
+		}
+		localName := cfg.Sandbox.DefaultProfile // "default" unless the caller picked docker or oneshot
+		if localName == "docker" || localName == "oneshot" {
+			localName = "local"
+		}
+		cfg.Sandbox.Profiles = map[string]config.Profile{
+			localName: {Type: local.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
+			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
+		}
+		// Offer container isolation whenever a Docker engine answers.
+		if docker.Available(ctx, "") {
+			cfg.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{
+				Docker: &config.Docker{Image: DevDockerImage, Pull: "never"},
+			}}
+			log.Info("Docker engine found: profile 'docker' runs sandboxes in containers", "image", DevDockerImage)
+		}
+	}
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, stop, err
+	}
+	return iss, stop, nil
+}

@@ -1,0 +1,360 @@
+// Package gateway is Sandgate's one composition root: from a validated *config.Config it
+// builds the store, authentication, providers, broker (and queue transport), the domain
+// service and the HTTP surface (REST, MCP and the console mounted side by side), and it owns
+// every goroutine they need — the HTTP server, the heartbeat and sweeper (Maintain), the
+// in-process queue consumer, a worker's consumer — from start to drained shutdown.
+//
+// cmd/gateway keeps flags and output; tests build gateways through gatewaytest; bench/ builds
+// through New as well. Nothing else wires these packages together.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/api"
+	"github.com/sandgate/sandgate/internal/auth"
+	"github.com/sandgate/sandgate/internal/auth/devissuer"
+	"github.com/sandgate/sandgate/internal/broker"
+	"github.com/sandgate/sandgate/internal/broker/queue"
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/mcp"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandbox"
+	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/web"
+)
+
+// Role selects which side of the broker a process is.
+type Role int
+
+const (
+	// RoleGateway serves HTTP. With the queue flavor it enqueues executions for workers; an
+	// in_memory queue is worked in the same process.
+	RoleGateway Role = iota
+	// RoleWorker consumes a queue (postgres or nats) and runs the operations; no HTTP.
+	RoleWorker
+)
+
+// Options are the parts of a gateway that are not configuration.
+type Options struct {
+	Role Role
+	// Logger is every component's logger; default slog.Default().
+	Logger *slog.Logger
+	// Version is reported by MCP's server info.
+	Version string
+	// Registry lists the provider types this process serves; default Builtin().
+	Registry *providers.Registry
+	// DevIssuer, when set (`gateway dev`, tests), is mounted at /dev/oidc and signs the
+	// console in when auth.console is unset.
+	DevIssuer *devissuer.Issuer
+	// RunnerID names this process in task rows and heartbeats; default a random id.
+	RunnerID string
+	// Now is the domain's clock; default time.Now.
+	Now func() time.Time
+}
+
+// Gateway is one assembled process. Build it with New, then Serve (RoleGateway) or
+// RunWorker (RoleWorker); Close releases everything.
+type Gateway struct {
+	cfg       *config.Config
+	opts      Options
+	log       *slog.Logger
+	store     *store.Store
+	svc       *sandbox.Service
+	transport queue.Transport
+	handler   http.Handler
+
+	bg     context.Context // background work: lives until Close
+	stopBG context.CancelFunc
+	wg     sync.WaitGroup
+
+	svcOnce   sync.Once
+	closeOnce sync.Once
+}
+
+// closeService drains the domain's broker within ctx and closes the providers, once.
+func (g *Gateway) closeService(ctx context.Context) error {
+	var err error
+	g.svcOnce.Do(func() { err = g.svc.Close(ctx) })
+	return err
+}
+
+// New builds a gateway from cfg (defaults applied and validated by config.Load, or by the
+// caller). Before anything connects it refuses a profile whose provider type the registry
+// does not serve (fault.Config naming the served types). It then opens the store, applies
+// pending migrations when database.auto_migrate is on, builds every component and starts the
+// background work (heartbeat, sweeper, an in_memory queue's consumer).
+//
+// Errors: configuration errors (fault.Config), a database that does not answer or migrate,
+// a provider that cannot be built.
+func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Registry == nil {
+		opts.Registry = Builtin()
+	}
+	log := opts.Logger
+	if err := CheckProviders(cfg, opts.Registry); err != nil {
+		return nil, err
+	}
+	queued := cfg.Sandbox.Broker.Flavor == config.FlavorQueue
+	if opts.Role == RoleWorker {
+		switch {
+		case !queued:
+			return nil, errors.New("gateway worker needs sandbox.broker.flavor 'queue' (with sandbox.broker.queue and sandbox.broker.response_store)")
+		case cfg.Sandbox.Broker.Queue.Type == config.InMemory:
+			return nil, errors.New("the in_memory queue lives inside one gateway process and has no separate workers; use postgres or nats")
+		}
+	}
+	if cfg.Database.URL == "" {
+		return nil, errors.New("database.url is required (or SANDGATE_DATABASE__URL); for a local try-out use `gateway dev`")
+	}
+
+	g := &Gateway{cfg: cfg, opts: opts, log: log}
+	g.bg, g.stopBG = context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	if g.store, err = store.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns); err != nil {
+		return nil, err
+	}
+	if cfg.Database.AutoMigrate == nil || *cfg.Database.AutoMigrate {
+		applied, err := g.store.Migrate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(applied) > 0 {
+			log.Info("database migrated", "versions", applied)
+		}
+	}
+
+	// The queue flavor: the gateway side hands executions to the transport through a thread
+	// broker; a worker runs each delivery inline (embedded).
+	flavor := cfg.Sandbox.Broker.Flavor
+	if queued {
+		if g.transport, err = newTransport(ctx, cfg, g.store, log); err != nil {
+			return nil, err
+		}
+		flavor = broker.FlavorThread
+		if opts.Role == RoleWorker {
+			flavor = broker.FlavorEmbedded
+		}
+	}
+	brk, err := broker.New(flavor)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	g.svc, err = sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: g.store, Registry: opts.Registry, Broker: brk, Queue: g.transport,
+		RunnerID: opts.RunnerID, Hostname: host, Now: opts.Now, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := g.svc.Heartbeat(ctx); err != nil {
+		return nil, err
+	}
+	g.goBG(g.svc.Maintain)
+	if opts.Role == RoleWorker {
+		return g, nil
+	}
+
+	if queued && cfg.Sandbox.Broker.Queue.Type == config.InMemory {
+		// An in-process queue has no other consumers: this process works it too.
+		g.goBG(func(ctx context.Context) {
+			_ = g.transport.Consume(ctx, cfg.Sandbox.Broker.Queue.Consumers, g.svc.HandleDelivery)
+		})
+	}
+	authn, err := auth.New(g.bg, cfg.Auth, auth.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	extra := map[string]http.Handler{}
+	if opts.DevIssuer != nil {
+		extra["/dev/oidc"] = opts.DevIssuer.Handler()
+	}
+	// MCP beside REST: /mcp behind the same bearer-token check as /v1, its RFC 9728 metadata
+	// public; its tools also back GET /v1/agent/tools.
+	agent := mcp.New(mcp.Options{Config: cfg, Sandbox: g.svc, Logger: log, Version: opts.Version})
+	meta := agent.MetadataHandler()
+	g.handler, err = api.NewHandler(api.Options{Auth: authn, Store: g.store, Sandbox: g.svc, Logger: log, MaxBody: cfg.Server.MaxBodyBytes, Extra: extra,
+		Console: web.Handler(consoleConfig(cfg, opts.DevIssuer, log)),
+		Mounts: []api.Mount{
+			{Path: mcp.MetadataPath, Handler: meta},
+			{Path: mcp.MetadataPath + mcp.Path, Handler: meta},
+			{Path: mcp.Path, Handler: agent, Authenticated: true, ResourceMetadata: agent.ResourceMetadataURL()},
+		},
+		AgentTools: agent})
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// goBG runs f in the background until Close.
+func (g *Gateway) goBG(f func(ctx context.Context)) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		f(g.bg)
+	}()
+}
+
+// Handler is the HTTP surface: REST under /v1, /mcp, the console, /docs, /openapi.*, and
+// /dev/oidc with a DevIssuer. Nil for RoleWorker.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Service is the domain service (for tests and the benchmark harness).
+func (g *Gateway) Service() *sandbox.Service { return g.svc }
+
+// Store is the Postgres store (for tests and the benchmark harness).
+func (g *Gateway) Store() *store.Store { return g.store }
+
+// RunnerID is this process's runner id.
+func (g *Gateway) RunnerID() string { return g.svc.RunnerID() }
+
+// Serve answers HTTP on ln until ctx ends or the server fails, then drains: no new
+// requests, in-flight ones and running executions get server.shutdown_timeout, and what is
+// still running then is interrupted (its tasks end lost). It does not Close the gateway.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	if g.handler == nil {
+		return errors.New("gateway: Serve on a worker")
+	}
+	s := g.cfg.Server
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: s.ReadHeaderTimeout.D(), ReadTimeout: s.ReadTimeout.D(),
+		WriteTimeout: s.WriteTimeout.D(), IdleTimeout: s.IdleTimeout.D(),
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var err error
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+	}
+	g.log.Info("shutting down: draining requests and running tasks", "timeout", s.ShutdownTimeout.D().String())
+	shCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout.D())
+	defer cancel()
+	if serr := srv.Shutdown(shCtx); serr != nil {
+		// Drain time is over: cut what is still connected (long polls, event streams).
+		g.log.Warn("http shutdown: closing the connections still open", "err", serr)
+		_ = srv.Close()
+	}
+	if serr := g.closeService(shCtx); serr != nil {
+		g.log.Warn("broker shutdown", "err", serr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Listen opens server.addr.
+func (g *Gateway) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", g.cfg.Server.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (server.addr): %w", g.cfg.Server.Addr, err)
+	}
+	return ln, nil
+}
+
+// RunWorker consumes the queue until ctx ends or the transport fails. Then it takes no new
+// operations and lets running ones finish within server.shutdown_timeout; what still runs is
+// interrupted and will be redelivered to another worker. It does not Close the gateway.
+func (g *Gateway) RunWorker(ctx context.Context) error {
+	if g.opts.Role != RoleWorker {
+		return errors.New("gateway: RunWorker on a gateway built without RoleWorker")
+	}
+	q := g.cfg.Sandbox.Broker.Queue
+	g.log.Info("worker consuming", "transport", q.Type, "consumers", q.Consumers, "runner_id", g.svc.RunnerID())
+	consumed := make(chan error, 1)
+	go func() { consumed <- g.transport.Consume(ctx, q.Consumers, g.svc.HandleDelivery) }()
+	select {
+	case err := <-consumed: // the transport failed on its own
+		return err
+	case <-ctx.Done():
+	}
+	grace := g.cfg.Server.ShutdownTimeout.D()
+	g.log.Info("worker draining: no new operations; running ones may finish", "grace", grace.String())
+	drainCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	go func() {
+		<-drainCtx.Done() // grace over: interrupt what still runs (it will be redelivered)
+		_ = g.closeService(drainCtx)
+	}()
+	err := <-consumed
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelClose()
+	_ = g.closeService(closeCtx)
+	return err
+}
+
+// Close stops the background work and waits for it, then closes the domain (interrupting
+// what still runs), the transport and the store. Idempotent.
+func (g *Gateway) Close() {
+	g.closeOnce.Do(func() {
+		if g.svc != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = g.closeService(ctx)
+			cancel()
+		}
+		g.stopBG()
+		g.wg.Wait()
+		if g.transport != nil {
+			_ = g.transport.Close()
+		}
+		if g.store != nil {
+			g.store.Close()
+		}
+	})
+}
+
+// newTransport builds the queue transport named by sandbox.broker.queue.type.
+func newTransport(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger) (queue.Transport, error) {
+	q := cfg.Sandbox.Broker.Queue
+	switch q.Type {
+	case config.QueuePostgres:
+		return queue.NewPostgres(ctx, st.Pool(), q.RescueAfter.D(), log)
+	case config.QueueNATS:
+		return queue.NewNATS(ctx, queue.NATSConfig{URL: q.NATS.URL, Stream: q.NATS.Stream, SubjectPrefix: q.NATS.SubjectPrefix, AckWait: q.NATS.AckWait.D()}, log)
+	case config.InMemory:
+		return queue.NewInMemory(), nil
+	}
+	return nil, fmt.Errorf("sandbox.broker.queue.type: unknown transport %q", q.Type)
+}
+
+// consoleConfig is what the web console signs in with: auth.console when set, else the
+// development issuer and its public client, else nothing (the console then says sign-in is
+// not configured).
+func consoleConfig(cfg *config.Config, iss *devissuer.Issuer, log *slog.Logger) web.Config {
+	if c := cfg.Auth.Console; c != nil {
+		trusted := false
+		for _, i := range cfg.Auth.Issuers {
+			trusted = trusted || strings.TrimSuffix(i.URL, "/") == strings.TrimSuffix(c.Issuer, "/")
+		}
+		switch {
+		case c.Issuer == "" || c.ClientID == "":
+			log.Warn("auth.console needs both issuer and client_id: the web console says sign-in is not configured")
+		case !trusted:
+			log.Warn("auth.console.issuer is not one of auth.issuers: the console's tokens will be refused", "issuer", c.Issuer)
+		}
+		return web.Config{Issuer: c.Issuer, ClientID: c.ClientID, Scopes: c.Scopes}
+	}
+	if iss != nil {
+		return web.Config{Issuer: iss.URL(), ClientID: devissuer.ClientID, Scopes: []string{"openid", "profile", "email", "groups"}}
+	}
+	return web.Config{}
+}

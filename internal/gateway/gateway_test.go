@@ -1,0 +1,56 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/gateway"
+	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
+)
+
+// A profile whose provider type this binary does not serve (config knows e2b's block, no
+// provider serves it yet) is refused before anything connects: the database URL here points
+// at nothing, and the answer names the profile and the served types.
+func TestNewRefusesAnUnservedProviderBeforeConnecting(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Database.URL = "postgres://nobody@127.0.0.1:1/none?connect_timeout=30"
+	cfg.Auth.Issuers = []config.Issuer{{URL: "https://issuer.example", Audiences: []string{"sandgate"}}}
+	cfg.Sandbox.Profiles = map[string]config.Profile{
+		"cloud": {Type: "e2b", ProviderBlocks: config.ProviderBlocks{E2B: &config.E2B{}}},
+	}
+	cfg.ApplyDefaults()
+
+	start := time.Now()
+	_, err := gateway.New(context.Background(), cfg, gateway.Options{})
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second, "no connection was tried")
+	assert.Equal(t, fault.Config, fault.KindOf(err))
+	assert.Contains(t, err.Error(), "sandbox.profiles.cloud.type: 'e2b'")
+	assert.Contains(t, err.Error(), "served types: [docker, ec2_ssm, kubernetes, local_subprocess]")
+
+	require.NoError(t, gateway.CheckProviders(&config.Config{}, gateway.Builtin()))
+}
+
+// The harness's gateway serves REST and MCP side by side, as serve does.
+func TestHarnessServesRESTAndMCP(t *testing.T) {
+	t.Parallel()
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	tok := e.Token("alice")
+	for path, want := range map[string]int{
+		"/v1/me":                                    200,
+		"/.well-known/oauth-protected-resource":     200,
+		"/.well-known/oauth-protected-resource/mcp": 200,
+		"/v1/agent/tools":                           200,
+	} {
+		status := get(t, e.URL+path, tok)
+		assert.Equal(t, want, status, path)
+	}
+	assert.Equal(t, 401, get(t, e.URL+"/v1/me", ""))
+	assert.Equal(t, 401, postMCP(t, e.URL+"/mcp", ""), "MCP behind the same authentication")
+}

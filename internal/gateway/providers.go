@@ -1,0 +1,46 @@
+package gateway
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
+	"github.com/sandgate/sandgate/internal/providers/kubernetes"
+	"github.com/sandgate/sandgate/internal/providers/local"
+)
+
+// Builtin returns a registry of the providers this binary ships: local_subprocess, docker,
+// kubernetes and ec2_ssm.
+func Builtin() *providers.Registry {
+	r := providers.NewRegistry()
+	r.Register(local.TypeName, local.Factory)
+	r.Register(docker.TypeName, docker.Factory)
+	r.Register(ec2ssm.TypeName, ec2ssm.Factory)
+	r.Register(kubernetes.TypeName, kubernetes.Factory)
+	return r
+}
+
+// CheckProviders refuses a configuration with a profile whose provider type reg does not
+// serve — before anything connects, so `gateway config validate` and `serve` agree.
+//
+// Errors: fault.Config naming each such profile and the served types (seed-semantics §6:
+// an unknown provider type lists the built-ins).
+func CheckProviders(cfg *config.Config, reg *providers.Registry) error {
+	served := reg.Names()
+	var bad []string
+	for name, p := range cfg.Sandbox.Profiles {
+		if !slices.Contains(served, p.Type) {
+			bad = append(bad, "sandbox.profiles."+name+".type: '"+p.Type+"'")
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fault.New(fault.Config, "this gateway does not serve the provider type of %s; served types: [%s]",
+		strings.Join(bad, ", "), strings.Join(served, ", "))
+}
