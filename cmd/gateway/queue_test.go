@@ -176,6 +176,14 @@ func TestQueueWorkers(t *testing.T) {
 			res := d.c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"python3 -c 'print(6*7)'"}`, 200)
 			require.Equal(t, "42\n", res["stdout"])
 
+			// Output far over the 128 KiB record limit: the same answers as the thread flavor
+			// (results go to Postgres, not on the queue): 0.9 MB whole, 1.3 MB cut to 1 MiB.
+			for _, n := range []int{150000, 200000} {
+				requireThreadFlavorOutput(t, n, d.c.json("POST", "/v1/sessions/"+sid+"/commands", fmt.Sprintf(`{"command":"seq 1 %d; echo END"}`, n), 200))
+			}
+			profiles := d.c.json("GET", "/v1/profiles", "", 200)["profiles"].([]any)
+			require.EqualValues(t, 1<<20, profiles[0].(map[string]any)["output_limit_bytes"])
+
 			// FIFO per session across both workers.
 			var wg sync.WaitGroup
 			for i := range 6 {
@@ -237,6 +245,32 @@ func TestQueueWorkers(t *testing.T) {
 			require.Contains(t, done["error"], "after 2 deliveries")
 		})
 	}
+}
+
+// requireThreadFlavorOutput checks the answer to `seq 1 n; echo END` is what the thread
+// flavor answers with the default max_output_bytes (1 MiB): all of it when it fits, else its
+// first and last 512 KiB; the total counted and a cut flagged either way.
+func requireThreadFlavorOutput(t *testing.T, n int, res map[string]any) {
+	t.Helper()
+	var full strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&full, "%d\n", i)
+	}
+	full.WriteString("END\n")
+	out := full.String()
+	const limit = 1 << 20
+	want := out
+	if len(out) > limit {
+		want = out[:limit/2] + out[len(out)-limit/2:]
+	}
+	got, _ := res["stdout"].(string)
+	require.Equal(t, len(want), len(got), "kept bytes (notice: %v)", res["notice"])
+	require.Equal(t, want, got)
+	require.EqualValues(t, len(out), res["stdout_bytes"])
+	require.Equal(t, len(out) > limit, res["stdout_truncated"])
+	require.Equal(t, false, res["stderr_truncated"])
+	require.Equal(t, "", res["stderr"])
+	require.Nil(t, res["notice"])
 }
 
 func TestWorkerStartupChecks(t *testing.T) {

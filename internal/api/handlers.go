@@ -105,7 +105,9 @@ func (s *Server) ListProfiles(ctx context.Context, _ apigen.ListProfilesRequestO
 	}
 	out := apigen.ListProfiles200JSONResponse{Profiles: []apigen.Profile{}}
 	for _, prof := range s.sandbox.Profiles(p) {
-		out.Profiles = append(out.Profiles, profileView(prof))
+		v := profileView(prof)
+		v.OutputLimitBytes = s.sandbox.OutputLimit()
+		out.Profiles = append(out.Profiles, v)
 	}
 	return out, nil
 }

@@ -44,14 +44,17 @@ func TestQueueFlavorInMemory(t *testing.T) {
 	require.Equal(t, "succeeded", done["status"])
 	require.Equal(t, "later\n", done["result"].(map[string]any)["stdout"])
 
-	// Oversized requests are refused before sending; completions are trimmed to the record.
-	requireProblem(t, e.do(tok, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "echo " + strings.Repeat("x", 5000)}), 413, "too-large")
+	// Oversized requests are refused before sending (413 naming the limit); completions are
+	// recorded in the response store, not sent on the queue, so the record limit does not cut
+	// them.
+	m := requireProblem(t, e.do(tok, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "echo " + strings.Repeat("x", 5000)}), 413, "too-large")
+	require.Contains(t, m["detail"], "inline_payload_max_bytes=4096")
 	r = e.do(tok, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "head -c 20000 /dev/zero | tr '\\0' a"})
 	require.Equal(t, 200, r.Status)
-	m := r.JSON(t)
-	require.Equal(t, true, m["stdout_truncated"])
-	require.EqualValues(t, 20000, m["stdout_bytes"])
-	require.Contains(t, m["notice"], "record limit")
+	m = r.JSON(t)
+	require.Equal(t, false, m["stdout_truncated"])
+	require.Len(t, m["stdout"], 20000)
+	require.Nil(t, m["notice"])
 	m = requireProblem(t, e.do(tok, "POST", "/v1/sessions/default/commands?profile=slow", map[string]any{"command": "true"}), 403, "policy")
 	require.Contains(t, m["detail"], "worker_timeout_ceiling")
 	// A lower request timeout passes the ceiling.
@@ -78,4 +81,39 @@ func TestQueueFlavorInMemory(t *testing.T) {
 	tid := r.JSON(t)["id"].(string)
 	require.Equal(t, 200, e.do(tok, "POST", "/v1/tasks/"+tid+"/cancel", nil).Status)
 	require.Equal(t, "cancelled", e.waitTask(tok, tid)["status"])
+}
+
+// Output over the queue's record limit: a queued execution answers exactly what the thread
+// flavor answers for the same command (max_output_bytes per stream, head and tail), since
+// results are recorded in the response store, not sent on the queue.
+func TestQueueFlavorKeepsThreadFlavorOutput(t *testing.T) {
+	t.Parallel()
+	thread := newEnv(t, envOpts{config: func(c *config.Config) { c.Sandbox.MaxOutputBytes = 256 << 10 }})
+	queued := newEnv(t, envOpts{config: func(c *config.Config) {
+		c.Sandbox.MaxOutputBytes = 256 << 10
+		c.Sandbox.Broker.Flavor = config.FlavorQueue
+		c.Sandbox.Broker.Queue = &config.Queue{Type: config.InMemory}
+		c.Sandbox.Broker.ResponseStore = &config.ResponseStore{Type: config.InMemory}
+		c.Sandbox.Broker.InlinePayloadMaxBytes = 4096
+	}})
+	answer := func(e *testEnv) map[string]any {
+		tok := e.token("alice")
+		id := e.newSession(tok, "default")
+		r := e.do(tok, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "seq 1 100000 >&2; seq 1 120000; echo END"})
+		require.Equal(t, 200, r.Status, "body: %s", r.Body)
+		m := r.JSON(t)
+		for _, k := range []string{"duration_ms", "session_id", "task_id"} {
+			delete(m, k)
+		}
+		return m
+	}
+	want, got := answer(thread), answer(queued)
+	require.Equal(t, true, want["stdout_truncated"])
+	require.Equal(t, true, want["stderr_truncated"])
+	require.Len(t, want["stdout"], 256<<10)
+	require.Equal(t, want, got)
+
+	tok := queued.token("alice")
+	profiles := queued.do(tok, "GET", "/v1/profiles", nil).JSON(t)["profiles"].([]any)
+	require.EqualValues(t, 256<<10, profiles[0].(map[string]any)["output_limit_bytes"])
 }

@@ -362,7 +362,10 @@ type Broker struct {
 	Flavor                string   `koanf:"flavor" json:"flavor"`                                     // embedded | thread | queue; default thread
 	WaitTimeout           *float64 `koanf:"wait_timeout" json:"wait_timeout"`                         // seconds; default 60; 0 = always promote
 	WaitPollInterval      float64  `koanf:"wait_poll_interval" json:"wait_poll_interval"`             // seconds; default 0.5
-	InlinePayloadMaxBytes int      `koanf:"inline_payload_max_bytes" json:"inline_payload_max_bytes"` // default 131072
+	// InlinePayloadMaxBytes bounds a serialized request on the queue (flavor queue); a larger
+	// one (a big stdin or code body) is refused with 413. Results are recorded in the response
+	// store and keep max_output_bytes per stream. Default 131072.
+	InlinePayloadMaxBytes int `koanf:"inline_payload_max_bytes" json:"inline_payload_max_bytes"`
 	ResponseTTL           int      `koanf:"response_ttl" json:"response_ttl"`                         // seconds finished tasks are kept; default 86400
 	SweepInterval         int      `koanf:"sweep_interval" json:"sweep_interval"`                     // seconds; default 300
 	WorkerTimeoutCeiling  *float64 `koanf:"worker_timeout_ceiling" json:"worker_timeout_ceiling"`     // seconds; unset = none

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
@@ -203,6 +204,20 @@ func (s *Service) maxOutput() int64 {
 	return s.cfg.MaxOutputBytes
 }
 
+// resultLimit is the serialized size a queued result must fit: the transport's hard message
+// limit, or 0 (none) when results go to the response store only.
+func (s *Service) resultLimit() int {
+	if l, ok := s.queue.(queue.ResultLimiter); ok {
+		return l.ResultLimit()
+	}
+	return 0
+}
+
+// OutputLimit is how many bytes of each output stream an execution keeps (head and tail
+// halves; sandbox.max_output_bytes). A transport with a hard message limit may keep less, and
+// says so in the result's notice.
+func (s *Service) OutputLimit() int64 { return s.maxOutput() }
+
 // execJob is one execution as the broker runs it (seed BrokerWorkerCore.run + process).
 type execJob struct {
 	s         *Service
@@ -262,7 +277,7 @@ func (j *execJob) run(ctx context.Context) {
 		}
 	default:
 		if j.queued {
-			trimToRecord(res, s.cfg.Broker.InlinePayloadMaxBytes)
+			trimToRecord(res, s.resultLimit())
 		}
 		j.result = res
 		completion.Result, completion.Notice = res, res.Notice

@@ -3,12 +3,16 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -82,4 +86,54 @@ func TestFIFOLockOrder(t *testing.T) {
 	require.NoError(t, err)
 	u()
 	require.Empty(t, l.queues)
+}
+
+// A result over a transport's record limit keeps the head and tail of each stream (never an
+// empty stream), keeps the byte counts, sets the flags and fits the limit — also for output
+// whose JSON escaping makes the record larger than the output (newlines), and for base64.
+func TestTrimToRecordKeepsHeadAndTail(t *testing.T) {
+	var full strings.Builder
+	for i := 1; i <= 150000; i++ {
+		full.WriteString(strconv.Itoa(i) + "\n")
+	}
+	full.WriteString("END\n")
+	out := full.String()
+	const limit = 131072
+	res := &Result{Status: ResultCompleted, Stdout: out, Stderr: "warning: é\n", StdoutBytes: int64(len(out)), StderrBytes: 12, Encoding: "utf-8"}
+	trimToRecord(res, limit)
+	b, err := json.Marshal(res)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), limit)
+	assert.Greater(t, len(res.Stdout), limit/2, "most of the record is output")
+	assert.True(t, strings.HasPrefix(res.Stdout, "1\n2\n3\n"), "the head is kept")
+	assert.True(t, strings.HasSuffix(res.Stdout, "149999\n150000\nEND\n"), "the tail is kept")
+	assert.True(t, res.StdoutTruncated)
+	assert.EqualValues(t, len(out), res.StdoutBytes)
+	assert.Equal(t, "warning: é\n", res.Stderr, "the short stream is whole")
+	assert.False(t, res.StderrTruncated)
+	assert.Contains(t, res.Notice, "record limit")
+
+	bin := make([]byte, 600<<10)
+	for i := range bin {
+		bin[i] = byte(i)
+	}
+	enc := base64.StdEncoding.EncodeToString(bin)
+	res = &Result{Status: ResultCompleted, Stdout: enc, Stderr: enc, Encoding: "base64"}
+	trimToRecord(res, limit)
+	b, err = json.Marshal(res)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), limit)
+	for _, s := range []string{res.Stdout, res.Stderr} {
+		got, err := base64.StdEncoding.DecodeString(s)
+		require.NoError(t, err, "still base64")
+		require.NotEmpty(t, got)
+		assert.Equal(t, bin[:16], got[:16])
+		assert.Equal(t, bin[len(bin)-16:], got[len(got)-16:])
+	}
+	assert.True(t, res.StdoutTruncated && res.StderrTruncated)
+
+	small := &Result{Stdout: "ok\n"}
+	trimToRecord(small, limit)
+	assert.Equal(t, "ok\n", small.Stdout)
+	assert.Empty(t, small.Notice)
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,41 +205,76 @@ func (s *Service) lostAfter() time.Duration {
 	return 30 * time.Second
 }
 
-// trimToRecord shrinks a queued result so its encoding fits limit bytes, longest stream
-// first, and says so in the notice (seed queue worker truncation).
+// trimToRecord makes res fit a serialized record of at most limit bytes (a transport's hard
+// message limit; see queue.ResultLimiter), keeping what fits of each stream as the capture
+// does — its head and its tail, the middle dropped, *_truncated set and the total byte counts
+// unchanged — and never emptying a stream that had output while other fields fit. The longer
+// stream gives up bytes first. Base64 streams are cut in their decoded bytes and re-encoded;
+// text is cut on UTF-8 boundaries.
 func trimToRecord(res *Result, limit int) {
 	if limit <= 0 {
 		return
 	}
 	size := func() int { b, _ := json.Marshal(res); return len(b) }
-	over := size() - limit
-	if over <= 0 {
+	if size() <= limit {
 		return
 	}
-	note := fmt.Sprintf("output truncated to fit the %d-byte record limit; rerun with a file redirection to keep full output", limit)
+	note := fmt.Sprintf("output cut to its head and tail to fit the %d-byte record limit of the queue transport; redirect output to a file to keep all of it", limit)
 	if res.Notice != "" {
 		res.Notice += "; " + note
 	} else {
 		res.Notice = note
 	}
-	for i := 0; i < 8 && size() > limit; i++ {
-		over = size() - limit + 64
-		if len(res.Stdout) >= len(res.Stderr) {
-			res.Stdout, res.StdoutTruncated = cutTail(res.Stdout, over), true
+	b64 := res.Encoding == "base64"
+	decode := func(s string) []byte {
+		if b64 {
+			if d, err := base64.StdEncoding.DecodeString(s); err == nil {
+				return d
+			}
+		}
+		return []byte(s)
+	}
+	encode := func(b []byte) string {
+		if b64 {
+			return base64.StdEncoding.EncodeToString(b)
+		}
+		return string(b)
+	}
+	out, errOut := decode(res.Stdout), decode(res.Stderr)
+	// Bisect on the bytes kept per stream: the record is monotone in it.
+	render := func(keep int) int {
+		o, oc := keepEnds(out, keep, !b64)
+		e, ec := keepEnds(errOut, keep, !b64)
+		res.Stdout, res.Stderr = encode(o), encode(e)
+		res.StdoutTruncated = res.StdoutTruncated || oc
+		res.StderrTruncated = res.StderrTruncated || ec
+		return size()
+	}
+	wasOut, wasErr := res.StdoutTruncated, res.StderrTruncated
+	lo, hi := 0, max(len(out), len(errOut))
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		res.StdoutTruncated, res.StderrTruncated = wasOut, wasErr
+		if render(mid) <= limit {
+			lo = mid
 		} else {
-			res.Stderr, res.StderrTruncated = cutTail(res.Stderr, over), true
+			hi = mid - 1
 		}
 	}
+	res.StdoutTruncated, res.StderrTruncated = wasOut, wasErr
+	render(lo)
 }
 
-// cutTail drops n bytes from the end of s (base64 text stays decodable only in 4-byte groups).
-func cutTail(s string, n int) string {
-	keep := len(s) - n
-	if keep <= 0 {
-		return ""
+// keepEnds keeps at most keep bytes of b: its first and last halves, the middle dropped.
+// text keeps UTF-8 sequences whole. cut reports whether anything was dropped.
+func keepEnds(b []byte, keep int, text bool) (_ []byte, cut bool) {
+	if len(b) <= keep {
+		return b, false
 	}
-	for keep > 0 && keep < len(s) && (s[keep]&0xC0) == 0x80 { // never split a UTF-8 sequence
-		keep--
+	head, tail := b[:keep/2], b[len(b)-(keep-keep/2):]
+	if text {
+		head, tail = trimPartialEnd(head), trimPartialStart(tail)
 	}
-	return s[:keep]
+	out := make([]byte, 0, len(head)+len(tail))
+	return append(append(out, head...), tail...), true
 }

@@ -60,6 +60,16 @@ func retryDelay(err error) time.Duration {
 }
 
 // Transport moves messages from gateways to workers.
+// ResultLimiter is implemented by a transport whose results travel on messages with a hard
+// size limit (SQS: 256 KiB; Kafka: its configured max.message.bytes). The worker then cuts a
+// result to ResultLimit() bytes serialized, keeping the head and tail of each stream.
+// Transports without it (postgres, nats, in_memory) record results in the response store
+// (Postgres), which has no such limit: queued executions keep sandbox.max_output_bytes per
+// stream, as the thread flavor does.
+type ResultLimiter interface {
+	ResultLimit() int
+}
+
 type Transport interface {
 	// Enqueue sends m. tx is the transaction that inserts the task row: a transport that
 	// stores messages in Postgres joins it so both commit together; others send after it.
