@@ -50,3 +50,31 @@ func TestOnePrincipalDoesNotStallAnother(t *testing.T) {
 	assert.Less(t, took, time.Second, "another principal's echo waited %s behind 70 sleeps", took)
 	wg.Wait()
 }
+
+// Losing a group revokes over REST too: 403 policy on every use of the session, while the
+// session can still be destroyed.
+func TestLosingAGroupRevokesItsSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	member, former := e.token("bob", "ml"), e.token("bob")
+	id := e.newSession(member, "restricted")
+	base := "/v1/sessions/" + id
+	require.Equal(t, 200, e.do(member, "POST", base+"/commands", map[string]any{"command": "echo in > kept.txt"}).Status)
+
+	for _, r := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", base, nil},
+		{"POST", base + "/commands", map[string]any{"command": "echo still"}},
+		{"POST", base + "/code", map[string]any{"code": "print(1)"}},
+		{"GET", base + "/files/kept.txt", nil},
+		{"PUT", base + "/files/new.txt", []byte("x")},
+		{"GET", base + "/files?dir=.", nil},
+	} {
+		p := requireProblem(t, e.do(former, r.method, r.path, r.body), 403, "policy")
+		assert.Contains(t, p["detail"], "restricted to members of [ml]", r.method+" "+r.path)
+	}
+	require.Equal(t, 200, e.do(former, "DELETE", base, nil).Status, "destroying stays possible")
+	requireProblem(t, e.do(member, "GET", base, nil), 404, "not-found")
+}

@@ -622,3 +622,31 @@ func TestDisabledCapability(t *testing.T) {
 		require.JSONEq(t, `{"error": "sandbox capability is disabled"}`, res.Content[0].(*sdk.TextContent).Text)
 	}
 }
+
+// Losing a group revokes: a session made in a group-restricted profile is refused once the
+// caller's token no longer carries the group (checked on every call, not at creation only).
+func TestLosingAGroupRevokesItsSessions(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, func(c *config.Config) { only(c, "default", "restricted") })
+	member := g.connect(g.token("bob", "ml"))
+	m, isErr := call(t, member, "new_sandbox_session", map[string]any{"profile": "restricted"})
+	require.False(t, isErr, "%v", m)
+	sid := m["sandbox_session_id"].(string)
+	m, isErr = call(t, member, "run_command", map[string]any{"command": "echo in", "sandbox_session_id": sid})
+	require.False(t, isErr, "%v", m)
+
+	former := g.connect(g.token("bob")) // the same subject, no longer in ml
+	for _, tool := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"run_command", map[string]any{"command": "echo still", "sandbox_session_id": sid}},
+		{"run_code", map[string]any{"code": "print(1)", "sandbox_session_id": sid}},
+		{"write_sandbox_file", map[string]any{"path": "x", "content": "x", "sandbox_session_id": sid}},
+		{"read_sandbox_file", map[string]any{"path": "x", "sandbox_session_id": sid}},
+	} {
+		m, isErr = call(t, former, tool.name, tool.args)
+		require.True(t, isErr, "%s: %v", tool.name, m)
+		require.Contains(t, m["error"], "restricted to members of [ml]", tool.name)
+	}
+}

@@ -61,10 +61,25 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	return view(row), nil
 }
 
-// resolve finds the session id (or DefaultSessionID) for p, checking ownership and the
-// requested profile (seed _resolve_profile_name / _resolve_session). per_call profiles yield
-// an ephemeral, unsaved session.
+// resolve finds the session id (or DefaultSessionID) for p, checking ownership, the
+// requested profile (seed _resolve_profile_name / _resolve_session) and — on every
+// operation, not only when the session was made — that p may still use the session's
+// profile: a session made while in an allowed group is refused (fault.Policy) once the
+// caller's token no longer carries the group. per_call profiles yield an ephemeral, unsaved
+// session.
 func (s *Service) resolve(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, bool, error) {
+	sess, prof, ephemeral, err := s.lookup(ctx, p, id, profile)
+	if err == nil && !s.allowed(p, prof) {
+		return store.Session{}, nil, false, fault.New(fault.Policy,
+			"sandbox session '%s' uses profile '%s', which is restricted to members of %v, and this token is in none of them; a session can still be destroyed",
+			id, prof.Name, prof.Config.AllowedGroups)
+	}
+	return sess, prof, ephemeral, err
+}
+
+// lookup is resolve without the group check (destroying a session stays possible after a
+// group was lost).
+func (s *Service) lookup(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, bool, error) {
 	if id == DefaultSessionID || id == "" {
 		prof, err := s.profile(p, profile)
 		if err != nil {
@@ -173,7 +188,7 @@ func (s *Service) ListSessions(ctx context.Context, p principal.Principal, f Lis
 // forgets the session. Idempotent: unknown ids succeed. Destroying "default" resets the
 // default session. Returns the id destroyed.
 func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id, profile string) (string, error) {
-	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	sess, prof, ephemeral, err := s.lookup(ctx, p, id, profile)
 	if fault.IsKind(err, fault.NotFound) {
 		return id, nil
 	}
