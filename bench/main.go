@@ -682,12 +682,7 @@ func sandboxdClient(ctx context.Context, cli *client.Client, g *gateway, tok, si
 	if err != nil {
 		return nil, err
 	}
-	token := ""
-	for _, kv := range ins.Config.Env {
-		if v, ok := strings.CutPrefix(kv, "SANDBOXD_TOKEN="); ok {
-			token = v
-		}
-	}
+	token := ins.Config.Labels[docker.LabelSandboxdToken]
 	socks, _ := filepath.Glob(filepath.Join(docker.DefaultSocketDir(), "*", ins.Config.Labels[docker.LabelSandboxd], "sd.sock"))
 	if len(socks) != 1 || token == "" {
 		return nil, fmt.Errorf("no sandboxd socket for container %s", sess.SandboxID)

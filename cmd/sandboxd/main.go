@@ -18,7 +18,10 @@
 //	--log-level LEVEL   debug, info, warn or error (SANDBOXD_LOG_LEVEL; default info)
 //
 // At least one of --socket and --listen is required. The secret comes from --token-file, or
-// else from SANDBOXD_TOKEN; without one sandboxd refuses to start (exit status 2).
+// else from SANDBOXD_TOKEN; without one sandboxd refuses to start (exit status 2). The
+// Docker provider uses the file (which it removes once sandboxd answers): an environment
+// variable of the container would show in /proc/1/environ of its init. sandboxd makes itself
+// non-dumpable, so programs of the same user cannot read its memory either.
 // SANDBOXD_TOKEN is removed from sandboxd's own environment before anything starts, and
 // programs get sandboxd's environment without any SANDBOXD_* variable (plus LANG=C.UTF-8,
 // PYTHONUNBUFFERED=1, HOME and PATH when it has none). SIGTERM or SIGINT stop it gracefully:
@@ -43,6 +46,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandgate/sandgate/internal/sandboxd"
 	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
@@ -59,6 +64,10 @@ const shutdownGrace = 10 * time.Second
 func main() {
 	environ := os.Environ()
 	_ = os.Unsetenv(tokenEnv) // nothing started from here on inherits it
+	// Not dumpable: /proc/<sandboxd>/{environ,mem,…} belong to root and ptrace is refused, so
+	// the programs it runs, although they run as the same user, cannot read its memory (the
+	// secret among it). Programs themselves are dumpable again after their execve.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], environ, os.Stdout, os.Stderr); err != nil {

@@ -359,16 +359,16 @@ type EC2SSM struct {
 
 // Broker configures how operations reach providers (seed-semantics §5 broker block).
 type Broker struct {
-	Flavor                string   `koanf:"flavor" json:"flavor"`                                     // embedded | thread | queue; default thread
-	WaitTimeout           *float64 `koanf:"wait_timeout" json:"wait_timeout"`                         // seconds; default 60; 0 = always promote
-	WaitPollInterval      float64  `koanf:"wait_poll_interval" json:"wait_poll_interval"`             // seconds; default 0.5
+	Flavor           string   `koanf:"flavor" json:"flavor"`                         // embedded | thread | queue; default thread
+	WaitTimeout      *float64 `koanf:"wait_timeout" json:"wait_timeout"`             // seconds; default 60; 0 = always promote
+	WaitPollInterval float64  `koanf:"wait_poll_interval" json:"wait_poll_interval"` // seconds; default 0.5
 	// InlinePayloadMaxBytes bounds a serialized request on the queue (flavor queue); a larger
 	// one (a big stdin or code body) is refused with 413. Results are recorded in the response
 	// store and keep max_output_bytes per stream. Default 131072.
-	InlinePayloadMaxBytes int `koanf:"inline_payload_max_bytes" json:"inline_payload_max_bytes"`
-	ResponseTTL           int      `koanf:"response_ttl" json:"response_ttl"`                         // seconds finished tasks are kept; default 86400
-	SweepInterval         int      `koanf:"sweep_interval" json:"sweep_interval"`                     // seconds; default 300
-	WorkerTimeoutCeiling  *float64 `koanf:"worker_timeout_ceiling" json:"worker_timeout_ceiling"`     // seconds; unset = none
+	InlinePayloadMaxBytes int      `koanf:"inline_payload_max_bytes" json:"inline_payload_max_bytes"`
+	ResponseTTL           int      `koanf:"response_ttl" json:"response_ttl"`                     // seconds finished tasks are kept; default 86400
+	SweepInterval         int      `koanf:"sweep_interval" json:"sweep_interval"`                 // seconds; default 300
+	WorkerTimeoutCeiling  *float64 `koanf:"worker_timeout_ceiling" json:"worker_timeout_ceiling"` // seconds; unset = none
 	// LostAfter is how long a runner may miss heartbeats before its running tasks are
 	// reported lost. Default 30s.
 	LostAfter     Duration       `koanf:"lost_after" json:"lost_after"`

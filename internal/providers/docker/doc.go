@@ -28,9 +28,14 @@
 // sandboxd mode (docker.sandboxd.enabled, or the profile's stateful): the container runs
 // sandboxd (cmd/sandboxd) as its entrypoint under docker's init, as docker.user or
 // docker.sandboxd.user (default 65532:65532), on a read-only root file system with a volume at
-// /workspace and a tmpfs at /tmp. Each container gets a fresh 256-bit secret (its environment,
-// read back on Attach) and a socket folder under docker.sandboxd.socket_dir/<profile>/ named
-// by its label sandgate.sandboxd, bind-mounted at /.sandgate/run. Executions, files, package
+// /workspace and a tmpfs at /tmp. Each container gets a fresh 256-bit secret and a socket
+// folder under docker.sandboxd.socket_dir/<profile>/ named by its label sandgate.sandboxd,
+// bind-mounted at /.sandgate/run. The secret is the label sandgate.sandboxd-token (read back on
+// Attach; only the engine's API shows labels) and never an environment variable, which every
+// process of the container, docker-init as PID 1 first, would show in /proc/PID/environ: it
+// reaches sandboxd as the file /.sandgate/run/token, written before every start and removed
+// by the gateway as soon as sandboxd answers, before any program runs; sandboxd makes itself
+// non-dumpable, so programs of the same user cannot read its memory. Executions, files, package
 // installs and stateful contexts (providers.Contexts; capability stateful) then go to
 // sandboxd over that Unix socket, with one kept-alive client per container; an image without
 // the label dev.sandgate.sandboxd gets the gateway's sandboxd binary copied into an anonymous

@@ -415,6 +415,9 @@ func (p *Provider) openRunning(ctx context.Context, ins container.InspectRespons
 		}
 	case !st.Running || st.Restarting:
 		p.log.Info("starting a stopped sandbox container", "sandbox_id", ins.ID)
+		if err := p.redeliverToken(ins); err != nil {
+			return nil, err
+		}
 		if err := p.cli.ContainerStart(ctx, ins.ID, container.StartOptions{}); err != nil {
 			if cerrdefs.IsNotFound(err) {
 				return nil, fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, ins.ID)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,12 +34,16 @@ const (
 	LabelSandboxdImage = "dev.sandgate.sandboxd"
 	// LabelSandboxd on a container names its socket folder under the socket dir.
 	LabelSandboxd = "sandgate.sandboxd"
+	// LabelSandboxdToken holds the container's sandboxd secret (256 bits, hex). Only the
+	// engine's API shows labels; nothing inside the container does.
+	LabelSandboxdToken = "sandgate.sandboxd-token"
 
 	sandboxRun    = "/.sandgate/run" // bind mount of the container's host socket folder
 	sandboxBinDir = "/.sandgate/bin" // anonymous volume the binary is copied into
 	sandboxBin    = sandboxBinDir + "/sandboxd"
 	socketName    = "sd.sock"
-	tokenEnv      = "SANDBOXD_TOKEN"
+	tokenEnv      = "SANDBOXD_TOKEN" // containers made before the secret moved to a file
+	tokenFileName = "token"
 
 	// DefaultSandboxdUser runs sandboxd and the programs when neither docker.user nor
 	// docker.sandboxd.user is set: the conventional "nonroot" uid/gid of distroless images.
@@ -187,6 +192,7 @@ func (m *sdMode) sandboxdSpec(s *containerSpec) {
 	s.cfg.User = m.user
 	s.cfg.Env = append(s.cfg.Env,
 		"SANDBOXD_SOCKET="+sandboxRun+"/"+socketName,
+		"SANDBOXD_TOKEN_FILE="+sandboxRun+"/"+tokenFileName,
 		"SANDBOXD_WORKSPACE="+Workspace,
 		"HOME="+Workspace,
 		"PYTHONUNBUFFERED=1",
@@ -244,7 +250,15 @@ func (p *Provider) prepareSandboxd(ctx context.Context, cfg *container.Config, h
 		return "", "", fault.Wrap(fault.Provision, err, "%s: preparing the sandboxd socket folder", TypeName)
 	}
 	cfg.Labels[LabelSandboxd] = name
-	cfg.Env = append(cfg.Env, tokenEnv+"="+randomHex(32))
+	// The secret is never in the container's environment (every process there, docker-init
+	// as PID 1 first, would show it in /proc/PID/environ): it is a label, which only the
+	// engine's API shows, and reaches sandboxd as a file that the gateway removes as soon
+	// as sandboxd answers — before any program can run.
+	cfg.Labels[LabelSandboxdToken] = randomHex(32)
+	if err := writeToken(folder, cfg.Labels[LabelSandboxdToken]); err != nil {
+		_ = os.RemoveAll(folder)
+		return "", "", err
+	}
 	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: folder, Target: sandboxRun})
 	return copyBin, folder, nil
 }
@@ -286,9 +300,9 @@ func (p *Provider) sdClient(ctx context.Context, ins container.InspectResponse, 
 	if !ok {
 		return nil, fault.New(fault.Provision, "%s: container '%s' has a malformed %s label", TypeName, ins.ID, LabelSandboxd)
 	}
-	token := ""
+	token := ins.Config.Labels[LabelSandboxdToken]
 	for _, kv := range ins.Config.Env {
-		if v, ok := strings.CutPrefix(kv, tokenEnv+"="); ok {
+		if v, ok := strings.CutPrefix(kv, tokenEnv+"="); ok && token == "" {
 			token = v
 		}
 	}
@@ -319,11 +333,55 @@ func (p *Provider) sdClient(ctx context.Context, ins container.InspectResponse, 
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// sandboxd has read its secret: no program may find the file (none has run yet).
+	if err := os.Remove(filepath.Join(folder, tokenFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		_ = c.Close()
+		return nil, fault.Wrap(fault.Provision, err, "%s: removing the sandboxd secret file of sandbox '%s'", TypeName, ins.ID)
+	}
 	if prev, loaded := p.sd.clients.LoadOrStore(ins.ID, c); loaded {
 		_ = c.Close()
 		c = prev.(*remote.Client)
 	}
 	return c, nil
+}
+
+// writeToken puts the secret where sandboxd reads it at start (SANDBOXD_TOKEN_FILE), in the
+// container's host socket folder, readable by the container's (non-root) user; sdClient
+// removes it once sandboxd answers.
+func writeToken(folder, token string) error {
+	tmp := filepath.Join(folder, "."+tokenFileName)
+	if err := os.WriteFile(tmp, []byte(token), 0o444); err != nil {
+		return fault.Wrap(fault.Provision, err, "%s: writing the sandboxd secret file", TypeName)
+	}
+	if err := os.Rename(tmp, filepath.Join(folder, tokenFileName)); err != nil {
+		_ = os.Remove(tmp)
+		return fault.Wrap(fault.Provision, err, "%s: writing the sandboxd secret file", TypeName)
+	}
+	return nil
+}
+
+// redeliverToken writes the secret of a stopped sandboxd container again before it is
+// started (sandboxd reads it at every start; a container of the old kind, with the secret
+// in its environment, needs nothing).
+func (p *Provider) redeliverToken(ins container.InspectResponse) error {
+	if p.sd == nil || ins.Config == nil {
+		return nil
+	}
+	token, ok := ins.Config.Labels[LabelSandboxdToken]
+	if !ok {
+		return nil
+	}
+	folder, ok := p.sd.folder(ins.Config.Labels[LabelSandboxd])
+	if !ok {
+		return fault.New(fault.Provision, "%s: container '%s' has a malformed %s label", TypeName, ins.ID, LabelSandboxd)
+	}
+	if err := os.MkdirAll(folder, 0o700); err != nil {
+		return fault.Wrap(fault.Provision, err, "%s: recreating the sandboxd socket folder", TypeName)
+	}
+	if err := os.Chmod(folder, 0o777|os.ModeSticky); err != nil {
+		return fault.Wrap(fault.Provision, err, "%s: preparing the sandboxd socket folder", TypeName)
+	}
+	return writeToken(folder, token)
 }
 
 // forgetClient drops the cached client of container id.

@@ -129,6 +129,24 @@ func TestSandboxdHardening(t *testing.T) {
 	assert.NotEqual(t, 0, r.st.ExitCode, "the root file system must be read-only")
 	sh(t, sb, "echo ok > /workspace/w && echo ok > /tmp/t")
 	assert.NotContains(t, sh(t, sb, "env; cat /proc/self/environ | tr '\\0' '\\n'"), "SANDBOXD_TOKEN")
+
+	// The secret is nowhere a program can read: not in the environment of PID 1 (docker's
+	// init) or of any other process, not in sandboxd's memory, not in the socket folder.
+	ins, err := inspect(t, sb.ID())
+	require.NoError(t, err)
+	secret := ins.Config.Labels[docker.LabelSandboxdToken]
+	require.Len(t, secret, 64)
+	for _, kv := range ins.Config.Env {
+		assert.NotContains(t, kv, secret, "the container's environment")
+	}
+	seen := sh(t, sb, "for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline /.sandgate/run/*; do cat $f 2>/dev/null; echo; done; ls -la /.sandgate/run; exit 0")
+	assert.NotContains(t, seen, secret)
+	assert.Equal(t, "gone\n", sh(t, sb, "test -e /.sandgate/run/token || echo gone"), "the secret file is removed once sandboxd answers")
+	sdPID := strings.TrimSpace(sh(t, sb, "pgrep -o sandboxd || pidof sandboxd"))
+	r = run(t, sb, providers.ExecSpec{Command: "cat /proc/" + sdPID + "/environ; head -c 1 /proc/" + sdPID + "/mem"})
+	require.NoError(t, r.err)
+	assert.NotEqual(t, 0, r.st.ExitCode, "sandboxd is not dumpable: %s", r.stdout)
+	assert.NotContains(t, r.stdout, secret)
 }
 
 // TestSandboxdSecretRequired: the socket answers probes to anyone but the runtime API only
@@ -165,12 +183,8 @@ func TestSandboxdSecretRequired(t *testing.T) {
 	assert.Equal(t, 200, get("/healthz", ""))
 	assert.Equal(t, 401, get("/v1/contexts", ""))
 	assert.Equal(t, 401, get("/v1/contexts", "not-the-secret"))
-	secret := ""
-	for _, kv := range ins.Config.Env {
-		if v, ok := strings.CutPrefix(kv, "SANDBOXD_TOKEN="); ok {
-			secret = v
-		}
-	}
+	secret := ins.Config.Labels[docker.LabelSandboxdToken]
+	require.NotEmpty(t, secret)
 	assert.Equal(t, 200, get("/v1/contexts", secret))
 }
 

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
@@ -146,8 +147,9 @@ func TestSpecSandboxdMode(t *testing.T) {
 	assert.True(t, hasMount(s.hc.Mounts, Workspace), "a writable workspace volume")
 	assert.Contains(t, s.hc.Tmpfs, "/tmp")
 	assert.Contains(t, s.cfg.Env, "SANDBOXD_SOCKET="+sandboxRun+"/"+socketName)
+	assert.Contains(t, s.cfg.Env, "SANDBOXD_TOKEN_FILE="+sandboxRun+"/"+tokenFileName)
 	for _, kv := range s.cfg.Env {
-		assert.NotContains(t, kv, tokenEnv, "the secret is per container, never in the shared spec")
+		assert.False(t, strings.HasPrefix(kv, tokenEnv+"="), "the secret is never in the environment: %s", kv)
 	}
 	// docker.user wins over sandboxd's default.
 	p = testProvider(t, config.Docker{User: "1000:1000", Sandboxd: &config.DockerSandboxd{Enabled: true, SocketDir: t.TempDir()}})
