@@ -8,11 +8,15 @@ export PATH := $(PATH):/usr/local/go/bin
 ## with a Docker engine, docker profiles); bin/sandboxd next to bin/gateway is what the docker
 ## provider copies into images that do not ship sandboxd
 run: build
+	@scripts/run-setup.sh
 	bin/gateway dev
 
-## test: run every test against real components (starts a throwaway Postgres when none is given)
+## test: set the machine up for every suite (scripts/test-setup.sh: Debian packages, Docker
+## engine and sandbox image, kube-apiserver; idempotent and cached), then run every test
+## against real components; the summary at the end lists each skipped test and why
 test:
-	$(GO) test -count=1 -timeout 20m ./...
+	@exports=$$(scripts/test-setup.sh) && eval "$$exports" && \
+	  $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- -count=1 -timeout 20m ./...
 
 ## build: the gateway and sandboxd (static: the docker provider copies it into containers of
 ## images that do not ship it) into bin/

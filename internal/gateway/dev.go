@@ -69,6 +69,8 @@ func DevSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog
 				Docker: &config.Docker{Image: DevDockerImage, Pull: "never"},
 			}}
 			log.Info("Docker engine found: profile 'docker' runs sandboxes in containers", "image", DevDockerImage)
+		} else {
+			log.Info("no Docker engine answers: only the local profiles are offered (for profile 'docker', run scripts/docker-setup.sh and restart)")
 		}
 	}
 	cfg.ApplyDefaults()

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Prepares this machine for `make test`, idempotently and from caches where it can:
+#
+#   1. the Debian packages the suites need — postgresql (every suite), chromium (the console's
+#      browser test), docker.io and debootstrap (the Docker engine and the sandbox image), curl
+#      (the README walkthrough test), python3 — installed when missing and this user is root or may
+#      sudo without a password; otherwise it names each package and the suites that will skip;
+#   2. a running Docker engine and the sandbox image (scripts/docker-setup.sh);
+#   3. the kube-apiserver and etcd test binaries (scripts/kube-setup.sh; about 20 CPU-minutes
+#      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube).
+#
+# It prints nothing on stdout but the exports the tests use (eval "$(scripts/test-setup.sh)");
+# progress goes to stderr. A step that cannot be done is reported and skipped, except under
+# CI=true, where it fails: CI must run every suite.
+#
+# Environment: SANDGATE_SKIP_SETUP=1 (do nothing), SANDGATE_SKIP_KUBE=1 (leave out step 3),
+# SANDGATE_SKIP_DOCKER=1 (leave out step 2), and those of the scripts it runs.
+#
+# Usage: eval "$(scripts/test-setup.sh)"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { echo "test-setup: $*" >&2; }
+[ "${SANDGATE_SKIP_SETUP:-}" = 1 ] && exit 0
+ci() { [ "${CI:-}" = true ]; }
+fail_or_skip() {
+  if ci; then
+    log "CI=true: $*"
+    exit 1
+  fi
+  log "$*"
+}
+
+can_root() { [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+
+# 1. Packages: name → what skips without it.
+declare -A suites=(
+  [postgresql]="every suite that needs a database (most of them)"
+  [chromium]="the web console's browser test (web/)"
+  [docker.io]="the Docker provider's suites and the docker walkthrough"
+  [debootstrap]="the sandbox image, so the Docker suites"
+  [curl]="the README walkthrough tests (cmd/gateway)"
+  [python3]="the Python executions of the local provider's suites"
+)
+missing=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v curl >/dev/null || missing+=(curl)
+command -v python3 >/dev/null || missing+=(python3)
+if [ ${#missing[@]} -gt 0 ]; then
+  if can_root; then
+    log "installing ${missing[*]} (Debian packages)"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    for p in "${missing[@]}"; do
+      fail_or_skip "package $p is missing and this user can neither be root nor sudo: skipped: ${suites[$p]} (apt-get install $p)"
+    done
+  fi
+fi
+
+# 2. The Docker engine and the sandbox image.
+if [ "${SANDGATE_SKIP_DOCKER:-}" = 1 ]; then
+  log "SANDGATE_SKIP_DOCKER=1: the Docker suites will skip"
+elif docker info >/dev/null 2>&1 || can_root; then
+  scripts/docker-setup.sh >&2 || fail_or_skip "the Docker engine or the sandbox image could not be set up (see above): the Docker suites will skip"
+else
+  fail_or_skip "no Docker engine answers and this user cannot start one (root or sudo): the Docker suites will skip (scripts/docker-setup.sh)"
+fi
+
+# 3. kube-apiserver and etcd.
+if [ "${SANDGATE_SKIP_KUBE:-}" = 1 ]; then
+  log "SANDGATE_SKIP_KUBE=1: the Kubernetes suites will skip"
+else
+  kube_cache=${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube
+  if ! ls "$kube_cache"/*/kube-apiserver >/dev/null 2>&1; then
+    log "building kube-apiserver and etcd from the Go module proxy: about 20 CPU-minutes the first time (cached in $kube_cache; SANDGATE_SKIP_KUBE=1 leaves it out)"
+  fi
+  if ! scripts/kube-setup.sh; then
+    fail_or_skip "the kube-apiserver test binaries could not be built (see above): the Kubernetes suites will skip"
+  fi
+fi
