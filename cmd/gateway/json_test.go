@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -42,4 +43,15 @@ func TestConfigValidateRefusesAnUnservedProvider(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  type: local_subprocess\n  local_subprocess: {}\n"), 0o600))
 	require.NoError(t, run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard))
 	require.Contains(t, out.String(), "configuration is valid")
+}
+
+// gateway token refuses the admin groups unless --allow-admin is given.
+func TestTokenRefusesAdminGroupsWithoutAllowAdmin(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"token", "--data-dir", dir, "--sub", "ops", "--groups", "dev,admins"}, nil, &out, io.Discard)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "--allow-admin")
+	require.NoError(t, run(t.Context(), []string{"token", "--data-dir", dir, "--sub", "ops", "--groups", "dev,admins", "--allow-admin"}, nil, &out, io.Discard))
+	require.NotEmpty(t, strings.TrimSpace(out.String()))
 }

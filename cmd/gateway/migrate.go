@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +54,7 @@ func cmdToken(args, environ []string, stdout io.Writer) error {
 	groups := fs.String("groups", "dev", "comma-separated groups")
 	email := fs.String("email", "", "email claim")
 	ttl := fs.Duration("ttl", 12*time.Hour, "lifetime")
+	allowAdmin := fs.Bool("allow-admin", false, "allow the admin groups (auth.admin_groups) in --groups")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,6 +70,17 @@ func cmdToken(args, environ []string, stdout io.Writer) error {
 	for _, g := range strings.Split(*groups, ",") {
 		if g = strings.TrimSpace(g); g != "" {
 			gs = append(gs, g)
+		}
+	}
+	if !*allowAdmin {
+		admins := cfg.Auth.AdminGroups
+		if len(admins) == 0 {
+			admins = []string{"admins"} // gateway dev's default
+		}
+		for _, g := range gs {
+			if slices.Contains(admins, g) {
+				return fmt.Errorf("group %q is an administrator group; add --allow-admin to mint an administrator's token", g)
+			}
 		}
 	}
 	tok, err := iss.Mint(devissuer.Claims{Subject: *sub, Groups: gs, Email: *email, TTL: *ttl})

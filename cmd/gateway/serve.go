@@ -31,6 +31,7 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	path := configFlag(fs, environ)
 	dataDir := fs.String("data-dir", ".sandgate/dev", "dev only: `folder` for the throwaway Postgres, issuer key and sandboxes")
+	allowAdmin := fs.Bool("allow-admin", false, "dev only: let the development issuer's sign-in form grant the admin groups (auth.admin_groups)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,6 +49,9 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		defer stopDB()
 		if err != nil {
 			return err
+		}
+		if !*allowAdmin {
+			iss.RefuseGroups(cfg.Auth.AdminGroups)
 		}
 	} else {
 		if len(cfg.Auth.Issuers) == 0 {

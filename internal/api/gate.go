@@ -1,8 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -43,8 +46,20 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 		}
 		validate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			raw := route.Operation.RequestBody != nil && route.Operation.RequestBody.Value.Content.Get("application/octet-stream") != nil
-			if !raw && r.Body != nil {
-				r.Body = http.MaxBytesReader(w, r.Body, g.maxBody)
+			if !raw && r.Body != nil && r.Body != http.NoBody {
+				body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
+				if err != nil {
+					writeValidationProblem(w, r, err)
+					return
+				}
+				// Deep nesting is refused before the validator sees it: decoding and checking
+				// a 10,000-level body against the schema costs seconds of CPU.
+				if jsonDepth(body) > maxJSONDepth {
+					WriteProblem(w, r, http.StatusBadRequest, "validation", "Invalid request",
+						fmt.Sprintf("the JSON body nests objects and arrays more than %d levels deep; flatten it (see /openapi.yaml for the request shape)", maxJSONDepth))
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
 			}
 			in := &openapi3filter.RequestValidationInput{
 				Request: r, PathParams: params, Route: g.withoutSecurity(route),
@@ -66,6 +81,44 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 		}
 		g.authenticate(validate).ServeHTTP(w, r)
 	})
+}
+
+// maxJSONDepth bounds the nesting of a JSON request body (objects and arrays); no request of
+// the contract comes close.
+const maxJSONDepth = 64
+
+// jsonDepth returns the deepest nesting of objects and arrays in b, scanning once (strings
+// and their escapes skipped); it stops counting once past maxJSONDepth. Malformed JSON is
+// left to the validator.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString := 0, 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > deepest {
+				deepest = depth
+				if deepest > maxJSONDepth {
+					return deepest
+				}
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return deepest
 }
 
 // withoutSecurity returns route with an operation that declares no security requirement.

@@ -1,6 +1,10 @@
 package api_test
 
 import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,4 +81,33 @@ func TestLosingAGroupRevokesItsSessions(t *testing.T) {
 	}
 	require.Equal(t, 200, e.do(former, "DELETE", base, nil).Status, "destroying stays possible")
 	requireProblem(t, e.do(member, "GET", base, nil), 404, "not-found")
+}
+
+// A deeply nested JSON body is refused before validation (it used to cost seconds of CPU);
+// nesting within the bound is validated as usual, and strings may hold any brackets.
+func TestDeepJSONIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	nested := func(n int) []byte {
+		return []byte(`{"command":"true","env":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`)
+	}
+	post := func(body []byte) reply {
+		req, err := http.NewRequest("POST", e.URL+"/v1/sessions/default/commands", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+	p := requireProblem(t, post(nested(10000)), 400, "validation")
+	assert.Contains(t, p["detail"], "more than 64 levels")
+	p = requireProblem(t, post(nested(20)), 400, "validation")
+	assert.NotContains(t, p["detail"], "levels", "within the bound: the schema speaks")
+	r := post([]byte(`{"command":"echo '` + strings.Repeat("[{", 200) + `'"}`))
+	require.Equal(t, 200, r.Status, "%s", r.Body)
 }

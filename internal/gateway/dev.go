@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,13 +20,19 @@ import (
 const DevDockerImage = "sandgate/sandbox-python:latest"
 
 // DevSetup fills in what `gateway dev` provides on top of cfg, keeping its state under
-// dataDir: a throwaway Postgres when database.url is empty, the development issuer (trusted,
+// dataDir: a listen address on 127.0.0.1 when server.addr names no host, a throwaway Postgres when database.url is empty, the development issuer (trusted,
 // and returned for New's Options.DevIssuer), admin group "admins" when none is set, and —
 // when no profile is configured — stateful local profiles plus a docker profile whenever a
 // Docker engine answers. It applies defaults and validates the result. stop stops the
 // throwaway Postgres (a no-op otherwise); call it after the gateway is closed.
 func DevSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog.Logger) (iss *devissuer.Issuer, stop func(), err error) {
 	stop = func() {}
+	// Loopback unless told where: the development issuer signs anyone in, and the local
+	// profiles run code on this machine without isolation.
+	if host, port, err := net.SplitHostPort(cfg.Server.Addr); err == nil && host == "" {
+		cfg.Server.Addr = net.JoinHostPort("127.0.0.1", port)
+		log.Info("development mode listens on 127.0.0.1 only; set server.addr (e.g. 0.0.0.0:"+port+") to listen on other interfaces", "addr", cfg.Server.Addr)
+	}
 	if cfg.Database.URL == "" {
 		log.Info("starting a development Postgres", "dir", filepath.Join(dataDir, "pg"))
 		inst, err := devdb.Start(ctx, filepath.Join(dataDir, "pg"))

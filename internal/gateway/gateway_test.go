@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/gateway"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
+	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
 // A profile whose provider type this binary does not serve (config knows e2b's block, no
@@ -53,4 +55,19 @@ func TestHarnessServesRESTAndMCP(t *testing.T) {
 	}
 	assert.Equal(t, 401, get(t, e.URL+"/v1/me", ""))
 	assert.Equal(t, 401, postMCP(t, e.URL+"/mcp", ""), "MCP behind the same authentication")
+}
+
+// gateway dev listens on loopback unless server.addr names a host.
+func TestDevSetupListensOnLoopback(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]string{":8080": "127.0.0.1:8080", "0.0.0.0:9000": "0.0.0.0:9000", "[::1]:7000": "[::1]:7000"} {
+		cfg := &config.Config{}
+		cfg.Server.Addr = addr
+		cfg.Database.URL = pgtest.URL(t)
+		cfg.ApplyDefaults()
+		_, stop, err := gateway.DevSetup(t.Context(), cfg, t.TempDir(), slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		stop()
+		assert.Equal(t, want, cfg.Server.Addr, addr)
+	}
 }

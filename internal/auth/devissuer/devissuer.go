@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,12 +41,22 @@ const ClientID = "sandgate-console"
 
 // Issuer signs development tokens.
 type Issuer struct {
-	url   string
-	key   *ecdsa.PrivateKey
-	kid   string
-	now   func() time.Time
-	mu    sync.Mutex
-	codes map[string]authCode
+	url     string
+	key     *ecdsa.PrivateKey
+	kid     string
+	now     func() time.Time
+	mu      sync.Mutex
+	codes   map[string]authCode
+	refused []string // groups the sign-in form does not grant
+}
+
+// RefuseGroups makes the sign-in form refuse the groups (the gateway's admin groups, so that
+// anyone who can reach a development gateway cannot simply sign in as an administrator).
+// Mint, used by the operator's own commands and tests, is not affected.
+func (i *Issuer) RefuseGroups(groups []string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.refused = slices.Clone(groups)
 }
 
 type authCode struct {
@@ -243,6 +254,15 @@ func (i *Issuer) authorize(w http.ResponseWriter, r *http.Request) {
 	for _, g := range strings.Split(r.PostForm.Get("groups"), ",") {
 		if g = strings.TrimSpace(g); g != "" {
 			groups = append(groups, g)
+		}
+	}
+	i.mu.Lock()
+	refused := slices.Clone(i.refused)
+	i.mu.Unlock()
+	for _, g := range groups {
+		if slices.Contains(refused, g) {
+			http.Error(w, "group '"+g+"' is an administrator group of this gateway; restart `gateway dev` with --allow-admin to sign in with it", http.StatusForbidden)
+			return
 		}
 	}
 	code := rand.Text()

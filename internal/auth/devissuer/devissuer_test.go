@@ -630,3 +630,31 @@ type atomicTime struct{ ns atomic.Int64 }
 
 func (a *atomicTime) set(t time.Time) { a.ns.Store(t.UnixNano()) }
 func (a *atomicTime) get() time.Time  { return time.Unix(0, a.ns.Load()) }
+
+// RefuseGroups: the sign-in form does not grant the gateway's admin groups (gateway dev
+// without --allow-admin); other groups still sign in, and Mint is unaffected.
+func TestSignInRefusesAdminGroups(t *testing.T) {
+	d := startDevServer(t, func(i *devissuer.Issuer) { i.RefuseGroups([]string{"admins"}) })
+	verifier := oauth2.GenerateVerifier()
+	q := authorizeQuery(oauth2.S256ChallengeFromVerifier(verifier), nil)
+
+	resp, err := d.client.Get(d.iss.URL() + "/authorize?" + q.Encode())
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	m := hiddenQ.FindSubmatch(body)
+	require.NotNil(t, m)
+	resp, err = d.client.PostForm(d.iss.URL()+"/authorize", url.Values{"q": {html.UnescapeString(string(m[1]))}, "sub": {"mallory"}, "groups": {"dev, admins"}})
+	require.NoError(t, err)
+	body, err = io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Contains(t, string(body), "--allow-admin")
+
+	loc := d.signIn(t, q, url.Values{"sub": {"alice"}, "groups": {"dev,ml"}})
+	require.NotEmpty(t, loc.Query().Get("code"))
+	_, err = d.iss.Mint(devissuer.Claims{Subject: "ops", Groups: []string{"admins"}})
+	require.NoError(t, err)
+}
