@@ -73,7 +73,13 @@ func (s *Server) GetMe(ctx context.Context, _ apigen.GetMeRequestObject) (apigen
 		return nil, err
 	}
 	c := p.Credentials
+	u, err := s.sandbox.Usage(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	quota := func(q sandbox.Quota) apigen.Quota { return apigen.Quota{Used: q.Used, Limit: q.Limit} }
 	return apigen.GetMe200JSONResponse{
+		Quotas: &apigen.Quotas{Sessions: quota(u.Sessions), ConcurrentExecutions: quota(u.ConcurrentExecutions)},
 		Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: ptr(p.Email), Groups: nonNil(p.Groups), Admin: p.Admin,
 		Credentials: apigen.Credentials{
 			KubernetesUser: ptr(c.KubernetesUser), AwsRoleArn: ptr(c.AWSRoleARN), RunAs: ptr(c.RunAs),

@@ -3,7 +3,10 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5/middleware"
 
@@ -23,6 +26,8 @@ type Problem struct {
 	Instance  string         `json:"instance,omitempty"`
 	RequestID string         `json:"request_id,omitempty"`
 	Errors    []FieldProblem `json:"errors,omitempty"`
+
+	retryAfter time.Duration // sent as the Retry-After header (quota problems)
 }
 
 // FieldProblem is one field-level validation failure.
@@ -42,6 +47,7 @@ var kindStatus = map[fault.Kind]struct {
 	fault.NotFound:   {http.StatusNotFound, "Not found"},
 	fault.Conflict:   {http.StatusConflict, "Conflict"},
 	fault.TooLarge:   {http.StatusRequestEntityTooLarge, "Too large"},
+	fault.Quota:      {http.StatusTooManyRequests, "Quota exceeded"},
 	fault.Capability: {http.StatusUnprocessableEntity, "Unsupported capability"},
 	fault.Provision:  {http.StatusBadGateway, "Provisioning failed"},
 	fault.Gone:       {http.StatusBadGateway, "Environment gone"},
@@ -62,6 +68,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
+	if p.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(p.retryAfter.Seconds()))))
+	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
 }
@@ -80,6 +89,10 @@ func ProblemFor(err error) Problem {
 		st = kindStatus[fault.Internal]
 	}
 	p := Problem{Type: ProblemTypeBase + string(k), Title: st.title, Status: st.status, Detail: err.Error()}
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		p.retryAfter = fe.RetryAfter
+	}
 	if k == fault.Internal {
 		p.Detail = "an internal error occurred; report the request_id to the operator"
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandgate/sandgate/internal/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,8 @@ import (
 // answering within a second.
 func TestOnePrincipalDoesNotStallAnother(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{})
+	// The quotas would refuse most of the flood (TestQuotas); here the locks are tested.
+	e := newEnv(t, envOpts{config: func(c *config.Config) { c.Sandbox.Quotas.ConcurrentExecutions = -1 }})
 	busy, other := e.token("busy"), e.token("other")
 	mine := e.newSession(other, "default")
 	sessions := make([]string, 70)
@@ -110,4 +112,45 @@ func TestDeepJSONIsRefused(t *testing.T) {
 	assert.NotContains(t, p["detail"], "levels", "within the bound: the schema speaks")
 	r := post([]byte(`{"command":"echo '` + strings.Repeat("[{", 200) + `'"}`))
 	require.Equal(t, 200, r.Status, "%s", r.Body)
+}
+
+// Per-principal quotas: over sandbox.quotas a request answers 429 problem quota with
+// Retry-After and the limit named; GET /v1/me shows usage and limits; admins are exempt;
+// other principals are unaffected.
+func TestQuotas(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{config: func(c *config.Config) {
+		c.Sandbox.Quotas.Sessions = 2
+		c.Sandbox.Quotas.ConcurrentExecutions = 2
+	}})
+	alice, bob, admin := e.token("alice"), e.token("bob"), e.token("root", "admins")
+	e.newSession(alice, "default")
+	e.newSession(alice, "default")
+	r := e.do(alice, "POST", "/v1/sessions", map[string]any{"profile": "default"})
+	p := requireProblem(t, r, 429, "quota")
+	assert.Contains(t, p["detail"], "sandbox.quotas.sessions")
+	assert.Equal(t, "60", r.Header.Get("Retry-After"))
+	e.newSession(bob, "default") // another principal is unaffected
+	for range 3 {
+		e.newSession(admin, "default") // exempt
+	}
+
+	// Two long executions fill alice's execution quota; a third is refused at once.
+	id := e.newSession(bob, "default")
+	for range 2 {
+		r := e.do(alice, "POST", "/v1/sessions/default/commands", map[string]any{"command": "sleep 30", "wait_s": 0})
+		require.Equal(t, 202, r.Status, "%s", r.Body)
+	}
+	r = e.do(alice, "POST", "/v1/sessions/default/commands", map[string]any{"command": "echo refused"})
+	p = requireProblem(t, r, 429, "quota")
+	assert.Contains(t, p["detail"], "sandbox.quotas.concurrent_executions")
+	assert.Equal(t, "5", r.Header.Get("Retry-After"))
+	r = e.do(bob, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "echo fine"})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+
+	me := e.do(alice, "GET", "/v1/me", nil).JSON(t)["quotas"].(map[string]any)
+	assert.Equal(t, map[string]any{"used": 3.0, "limit": 2.0}, me["sessions"], "two made plus the default session")
+	assert.Equal(t, map[string]any{"used": 2.0, "limit": 2.0}, me["concurrent_executions"])
+	me = e.do(admin, "GET", "/v1/me", nil).JSON(t)["quotas"].(map[string]any)
+	assert.EqualValues(t, -1, me["sessions"].(map[string]any)["limit"])
 }

@@ -9,16 +9,19 @@ import (
 // mean "use the default"; keys whose zero is meaningful are pointers (policy.timeout,
 // broker.wait_timeout, sandbox.enabled, database.auto_migrate).
 const (
-	DefaultProfileName        = "default"
-	DefaultImage              = "python:3.12-slim"
-	DefaultIdleTimeout        = 1800 // seconds
-	DefaultPolicyTimeout      = 120.0
-	DefaultAddr               = ":8080"
-	DefaultMaxBodyBytes       = 8 << 20
-	DefaultMaxOutputBytes     = 1 << 20
-	DefaultMaxFileBytes       = 100 << 20
-	DefaultToolOutputMaxChars = 8000
-	DefaultDockerPidsLimit    = 256
+	DefaultProfileName    = "default"
+	DefaultImage          = "python:3.12-slim"
+	DefaultIdleTimeout    = 1800 // seconds
+	DefaultPolicyTimeout  = 120.0
+	DefaultAddr           = ":8080"
+	DefaultMaxBodyBytes   = 8 << 20
+	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxFileBytes   = 100 << 20
+	// DefaultQuotaSessions and DefaultQuotaConcurrentExecutions are sandbox.quotas' defaults.
+	DefaultQuotaSessions             = 100
+	DefaultQuotaConcurrentExecutions = 32
+	DefaultToolOutputMaxChars        = 8000
+	DefaultDockerPidsLimit           = 256
 	// DefaultKubernetesWorkspace is kubernetes.workspace's default.
 	DefaultKubernetesWorkspace = "/workspace"
 )
@@ -94,6 +97,11 @@ func (s *Sandbox) applyDefaults() {
 	setDefault(&s.MaxOutputBytes, DefaultMaxOutputBytes)
 	setDefault(&s.MaxFileBytes, DefaultMaxFileBytes)
 	s.Broker.applyDefaults()
+	setDefault(&s.Quotas.Sessions, DefaultQuotaSessions)
+	setDefault(&s.Quotas.ConcurrentExecutions, DefaultQuotaConcurrentExecutions)
+	if s.Quotas.AdminsExempt == nil {
+		s.Quotas.AdminsExempt = ptr(true)
+	}
 
 	if len(s.Profiles) == 0 && s.Type != "" {
 		s.Profiles = map[string]Profile{s.DefaultProfile: s.shorthandProfile()}

@@ -147,6 +147,9 @@ type Sandbox struct {
 	MaxFileBytes int64              `koanf:"max_file_bytes" json:"max_file_bytes"`
 	Broker       Broker             `koanf:"broker" json:"broker"`
 	Profiles     map[string]Profile `koanf:"profiles" json:"profiles"`
+	// Quotas bound what one principal may hold at once, so that no tenant exhausts the
+	// gateway for the others.
+	Quotas Quotas `koanf:"quotas" json:"quotas"`
 
 	// Single-backend shorthand: when Profiles is empty and Type is set, a profile named
 	// DefaultProfile is synthesised from these fields and the provider blocks below.
@@ -413,3 +416,17 @@ type Duration time.Duration
 
 // D returns the value as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Quotas are per-principal limits (across every replica: they are counted in Postgres). Over a
+// limit a request answers 429 problem "quota" with Retry-After. A negative value means no
+// limit.
+type Quotas struct {
+	// Sessions bounds the sessions one principal creates (POST /v1/sessions); default
+	// sessions count, but a principal's default session is always made. Default 100.
+	Sessions int `koanf:"sessions" json:"sessions"`
+	// ConcurrentExecutions bounds one principal's unfinished executions — running, or waiting
+	// for their session or a worker — tasks included. Default 32.
+	ConcurrentExecutions int `koanf:"concurrent_executions" json:"concurrent_executions"`
+	// AdminsExempt exempts members of auth.admin_groups. Default true.
+	AdminsExempt *bool `koanf:"admins_exempt" json:"admins_exempt"`
+}

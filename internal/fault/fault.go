@@ -10,6 +10,7 @@ package fault
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind classifies a failure. Its string is the suffix of the problem type URI.
@@ -28,6 +29,7 @@ const (
 	Forbidden  Kind = "forbidden"  // the principal may not use the profile or resource
 	Conflict   Kind = "conflict"   // the operation does not fit the scope or the resource's state
 	TooLarge   Kind = "too-large"  // input over a configured limit
+	Quota      Kind = "quota"      // the principal is at one of its quotas (sandbox.quotas)
 	Internal   Kind = "internal"   // a bug
 )
 
@@ -38,6 +40,13 @@ type Error struct {
 	Subject    string
 	Capability string
 	Err        error // optional cause
+	// RetryAfter, for Quota, is when trying again may succeed (HTTP Retry-After).
+	RetryAfter time.Duration
+}
+
+// OverQuota is a Quota error naming the limit; retryAfter becomes the Retry-After header.
+func OverQuota(retryAfter time.Duration, format string, args ...any) *Error {
+	return &Error{Kind: Quota, Msg: fmt.Sprintf(format, args...), RetryAfter: retryAfter}
 }
 
 func (e *Error) Error() string {

@@ -159,7 +159,10 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if s.queue != nil {
 		return s.submitQueued(ctx, j, wait)
 	}
-	if err := s.store.CreateTask(ctx, task); err != nil {
+	if err := s.store.CreateTaskWithin(ctx, task, s.executionLimit(p)); err != nil {
+		if errors.Is(err, store.ErrQuota) {
+			return Outcome{}, s.executionQuotaErr(p)
+		}
 		return Outcome{}, err
 	}
 	done, err := s.broker.Submit(ctx, task.ID, wait, j.run)

@@ -60,13 +60,16 @@ func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Durati
 			op.Operation, len(body), limit)
 	}
 	msg := queue.Message{TaskID: op.TaskID, GroupID: op.SessionID, Body: body}
-	_, err = s.store.CreateQueuedTask(ctx, j.task, func(ctx context.Context, tx pgx.Tx, seq int64) error {
+	_, err = s.store.CreateQueuedTask(ctx, j.task, s.executionLimit(j.p), func(ctx context.Context, tx pgx.Tx, seq int64) error {
 		if !s.queue.JoinsTransaction() {
 			return nil
 		}
 		return s.queue.Enqueue(ctx, tx, msg)
 	})
 	if err != nil {
+		if errors.Is(err, store.ErrQuota) {
+			return Outcome{}, s.executionQuotaErr(j.p)
+		}
 		return Outcome{}, fault.Wrap(fault.Broker, err, "could not queue the operation")
 	}
 	if !s.queue.JoinsTransaction() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -58,6 +59,12 @@ func nullable(s string) any {
 
 // CreateSession inserts s.
 func (st *Store) CreateSession(ctx context.Context, s Session) error {
+	return st.CreateSessionWithin(ctx, s, 0)
+}
+
+// CreateSessionWithin inserts s unless its owner already owns limit sessions (limit ≤ 0: no
+// limit), then ErrQuota and nothing inserted; checked in the same statement.
+func (st *Store) CreateSessionWithin(ctx context.Context, s Session, limit int) error {
 	labels, err := json.Marshal(s.Labels)
 	if err != nil {
 		return err
@@ -65,10 +72,17 @@ func (st *Store) CreateSession(ctx context.Context, s Session) error {
 	if s.Labels == nil {
 		labels = []byte("{}")
 	}
-	_, err = st.pool.Exec(ctx, `
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	tag, err := st.pool.Exec(ctx, `
 INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
-		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11
+ WHERE $2::uuid IS NULL OR (SELECT count(*) FROM sessions WHERE owner_id = $2) < $12`,
+		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt, limit)
+	if err == nil && tag.RowsAffected() == 0 {
+		return ErrQuota
+	}
 	return err
 }
 

@@ -175,7 +175,7 @@ func TestBeginAttemptOnlyTakesOverFromDeadRunners(t *testing.T) {
 	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "alice"}, now)
 	require.NoError(t, err)
 	_, err = st.CreateQueuedTask(ctx, store.Task{ID: "q1", SessionID: "s", OwnerID: p.ID, Profile: "default", Operation: "execute_command", Status: "pending", SubmittedAt: now},
-		func(context.Context, pgx.Tx, int64) error { return nil })
+		0, func(context.Context, pgx.Tx, int64) error { return nil })
 	require.NoError(t, err)
 	require.NoError(t, st.Heartbeat(ctx, "a", "h", now))
 	require.NoError(t, st.Heartbeat(ctx, "b", "h", now))

@@ -618,8 +618,11 @@ type Principal struct {
 	Groups      []string    `json:"groups"`
 	Issuer      string      `json:"issuer"`
 	LastSeenAt  *time.Time  `json:"last_seen_at,omitempty"`
-	Subject     string      `json:"subject"`
-	Username    string      `json:"username"`
+
+	// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica.
+	Quotas   *Quotas `json:"quotas,omitempty"`
+	Subject  string  `json:"subject"`
+	Username string  `json:"username"`
 }
 
 // Problem RFC 9457 problem details.
@@ -670,6 +673,19 @@ type ProfileIdentityMode string
 // ProfileList defines model for ProfileList.
 type ProfileList struct {
 	Profiles []Profile `json:"profiles"`
+}
+
+// Quota defines model for Quota.
+type Quota struct {
+	// Limit -1: no limit (for example, for an exempt administrator).
+	Limit int `json:"limit"`
+	Used  int `json:"used"`
+}
+
+// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica.
+type Quotas struct {
+	ConcurrentExecutions Quota `json:"concurrent_executions"`
+	Sessions             Quota `json:"sessions"`
 }
 
 // RunRequest Exactly one of `command` or `code`.
@@ -800,6 +816,9 @@ type Forbidden = Problem
 
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
+
+// OverQuota RFC 9457 problem details.
+type OverQuota = Problem
 
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
@@ -2269,6 +2288,15 @@ type ForbiddenApplicationProblemPlusJSONResponse Problem
 
 type NotFoundApplicationProblemPlusJSONResponse Problem
 
+type OverQuotaResponseHeaders struct {
+	RetryAfter *int
+}
+type OverQuotaApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers OverQuotaResponseHeaders
+}
+
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
 type UnauthenticatedResponseHeaders struct {
@@ -2599,6 +2627,25 @@ func (response CreateRun422ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	return err
 }
 
+type CreateRun429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun429ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateRun502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -2767,6 +2814,25 @@ func (response CreateSession409ApplicationProblemPlusJSONResponse) VisitCreateSe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession429ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3027,6 +3093,25 @@ func (response RunCode422ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 	return err
 }
 
+type RunCode429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode429ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCode502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -3163,6 +3248,25 @@ func (response RunCommand422ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCommand429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand429ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5161,169 +5265,175 @@ func (sh *strictHandler) CancelTask(w http.ResponseWriter, r *http.Request, task
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rctu4muCroLizZTuHkmX5kkSuqd10OumTmXR3NnZXak/klSASkjAmAR0AtKxOu2qfZh9sn2QLHy4E",
-	"KciWYndOz9n+kaqYInH58OG7X74kGS8XnBGmZDL4kswJzomA/77nGVaUM/3/nMhM0IX5M/nl43vEp0jN",
-	"CcoEwYrkSBDJK5GRbpImMpuTEuvP1GpBkkEilaBsltzd3aXJAgtcEmXneM2ZIrfqJ1yS9Wleocz8jBgu",
-	"YWSqHy+wmidpwuCbxL4ygj/TRJC/V1SQPBkoUZFwLQusFBF6gP/1+VXnb7jza6/zcnQV/L/bufrSS8+O",
-	"7/4lSdeWniavKyG5WF/mzwv894qgMdPLyOClMZoKXgKAFoLcUF5JtMCzeg9/r4hYBZswQ4fLLfHte8Jm",
-	"ap4M+r1ebD3vaUmVfjU2YgE/hgPmZIqrQiWD016qR6dlVeo/9F+Umb+O/DyUKTIjAib6IPiUFuR/wAxr",
-	"2//ExXXBcY4W5rVzVFZSoRKrbA4QkERKytmeRHzJ3FtoOScMTbiaIywIumZ8yTZBx36yCTxHdgv+7xiw",
-	"Lswi3n0fQzO7QkTzFHGBxhZUYzTlwmA5Lgoi9iSyv/gv+BSN/5td37+ON6CofXlE820RdP9zr/MSd6ZX",
-	"X477d7/ZSQ/iaHmJ5bXZVmRqheX1DvOG08Zmu9PjyAVnksD1/Q7nH8nfKyIBD+EqMvgvXiwKasjH4ULw",
-	"SUHKv/yHNLSE3OJyUdj7rjAtkgGsjkiFJjxfoTmWCDNEhOBigHJOJNtzCGWWPdBotCBCrdBQE7ASs3yY",
-	"ICpRSaXUa00TqbCqZDI4gdtDlZ4xecducEE1uTKr9lucK7WQg8NDiVk+w4p0c3LjVi4P4SNDDO9C0P2L",
-	"INNkkPyXw5qIHppf5eEH87GBWhPjLufErQDWjIspFyXJNfLpg5NI8pKoOWUzg36cTemsErACAAhiXCFc",
-	"FHzZ1St6zdm0oNljT8HdzT05x4Lke3ASMuMLghZEjETFFC3JAFEFv3BGkHnT3YdzhPNcECn1K1iiPYu6",
-	"e4gyqQjO9YUBlqG3xhlpnNPL+pz8hrY8oMy9/1THo7GrBe4pVZaiA5T2HGgsjXAcUD9XeoF6LW9uSVbp",
-	"Yb7Xm918OrFTsec9KmUy6B+lCWEZzzVuD5JKTTsvkjQht1SNMp6TZNBLQzozSM6mR1kvf076kxf4hPSm",
-	"L/Hx5DR7nh+R/vQYn0wCyIMIUBBFcniYEyGSQeL/P5qslL7uPf9AiYplmu0ngykuJIEfeKWSQXLSH7LE",
-	"/e2+PPYP1r9cYsEom8lk8Plq68PzYP1IpOZpGw6RuNfQlDIq5yRH+8s5VuSGCESVRBp+SMPvQJ/inCp4",
-	"qpGcV6p5gB8ELzksfJdDhKPoTc7y42kv6+OX5CQ/PZ0cZS/I8+kZPs1PsuNJP0kTj27JIDGrJiNL15LU",
-	"M8CBZ+KPOGxRMWYpZDUpqVIkH2F9dP1e/6xzdNTpv7zsvRwc9Qa93t+2v0+aDcXO4ULRokB2UoSnigg0",
-	"XmKqRnJ8jha8KOD2aEaFsEJjJ3UCM90gjcbWYV899O/BWt5yMaF5TthjKSNWc7TX7R4SlR0usJTLfA8R",
-	"meEFkUbIwSyf8Fu05OJaLnDWpGzHNWX7wAuardAN5YVZ55YUbgHfPQl9+8nxDpJbCYdKtBCUZXSBCxCB",
-	"MDLzoQwzTfsmBBE25SIjOVyLn7h6yyuWPxKsFQPBz0PPiVV7DyH0XgO8JzV49d6msLIt4cq46pgPngK0",
-	"v9gN7WsYMq7mRNSQ3ZMHgZ6kRTfO32MxI4+EIvBskJyoRFzTNo2RR72TF6fPz3q9jqbCCBQCtG8h3S3x",
-	"7Uh/Z0j0QQjOowBbLzlHBSxxS3Aqzjvmg6cA53d6U35HTgwiudkNwPAXhis1J0xRy1ceBUrFrwnTYCS3",
-	"Cy0tn3s5DSNGlsj8DsrdilcCUSkrIhrIeFRDr722LWFYtT57Ckj+aORifbeplYEnBAsNWb2lFrH99OlT",
-	"51WwhnWl6ePb1+js+WkPZXOtG7HZQ5o/HJWsFgsuHn9MBc9wMZLVZCF4psVNL6TZGVCGF3hCC6pWA1Rg",
-	"NqvwjAxENVmFZ9Xvh2flFxd8vLX8WX/xVBLoQvAbmhOxvjeg115iMLdgIZUguHwkXHOeXRMxQLTEM4IW",
-	"KzXnbHDcPep3ZEFLIwVb4uqAeNoLgPhBr1lTcI1qU0yL7ZF+4T59MgA6ppLxqsiR5WJ+GqNtCYKzOfA0",
-	"PytcgFczwtQl5wX8ZZVNapRerathAC9hVZkMPidltjAyHMM0SRPM1FzwBc2SqzUVOk1mFc0xyyJ36hep",
-	"oe5+B9aMkVxJRUq97nKh0D7oXFq9KAlTWitDBWXkoJtEZlKcFyNeqUWlRpreZ3NsrndzWiOap8gI9wiz",
-	"HAFHEQTn0tn59FgSTDVZpZDiBglLzFaaAgicKSJksApvPzLLiEyroYtyoiVz/UQiyqweBQTXyCYlVqn7",
-	"4cfXH5Ak4gYMMVzkRIC9RZESRsd5DgPh4kNwXMbYYRfFJ/9BjI5oH2Ah8CoxZg1nHvnsDjg4qk2wdJu7",
-	"ikzx2pEEizZNJMJK4WweUMoJ5wXBgP3mNyJH5FYRwXARf00fkoz/RKWTLh+4Qu/ci5fUHJajlTCwh+06",
-	"ajXglyYLnF3jGRlpNR8XGxZsREoQOwxW3/saI0oL0/e+46SpDWDwkteokkRsescShA1jyDnZtB+4h9Mq",
-	"+msLpeoDcSOGoHZnuQ7HYBKHF0ljzTFsWdv4GkxjZxEBahSteU4Cm1/81lndvonyxk7RMt2CjPqA+TZ1",
-	"Rv51InJhoeM9BYprXRNRdo5usKB4UhCJJFFosgJ7VW0S0LRMy+fE0RdGblV3yF6BoOfGo9K7OJZUzdHY",
-	"ndoY7Rv+aCzZ3GjSB+dgubyl0lm4hkxUhrhRZSzgboQUSR6OV+KV5lB2pC763uj6A2AEH8xcGoaIsyGz",
-	"JgFpV+WwZIA0wRunTl6GPXh79jkCjWRJJUEYTQWR8yHTlFosBNGKueYnHkJdsOQ8zm2SJoTdbMaTBjKc",
-	"nZ4en0VGKPFt+M1R/0UELR0Y11HEntK+hogz32ug8UoL9RZGYP9xCpsbK7T2oZxkBRYEeFyw6JNeZMWG",
-	"TzxEe3+Gt944q56mqsbwNHKQMU6ZF2cnDSdNr1tfEVaVE0O4jUml8eHxWfO7ta9aRAouaPzOgyXqa6+9",
-	"MWOtqxAVM9h7OKHsUM5RJ2sBd2vysMzjfikQQ3mhpWhBNAG+IUZ2IbWhZu1AX579LmjcXN2bWyUwIuyG",
-	"Cs5AlvPk6tz6AAI32tjdvcbFu3r2L2O7+ocvyNfipFQ5jbiAv1spItGU5BqeUmGWY5EjyhaVQvu5o1yk",
-	"XKjVwaZTXZcqQvxvzveeL4mQLfu7tVHZz84RA8OuwFQSiaiy837dLWpO/1e+RAVnM71b/Q6akCkXBGEm",
-	"l0QvH/V7fYPNGGyZjbl3v4jmysTvomeFLYmyoDcR8vdW30lrd9UcKCT3OSX5ued9AW8URCoslAPiuuhj",
-	"eeIIR3jyJ80PQ/6zxDUT5Zq8SuVm0KpX6jWqJMeKdPRxRjmJW17kfLyZXiJJtfIUzr8vyEEw27qGEjIP",
-	"p9MZtpGkyQTLeVSRYzZoYd0lG56ljUvwUzRg19hUao/wnlN/DZ/uSICbrNEGAdT7233Dj46kWIPPPVt+",
-	"T2UE2e3RNrWU+wibuzYP6X5+4OiSAPw2lODruGGBJ6SQW7KSWODHGrk/7kdW6o7qwcG8a2n3kIoYeHLC",
-	"FMUxdf8XSUSn1OIrhZfUSvM2IiguwChe3GiN30XNGDvrviHokmSCKAl8pEXzlnIkeEFGWLConnpdTYhg",
-	"RBE5mgleLXZUa4PPWxpk/Y2o2AjLOCFYA1HbcbmG2A2vb21r0tTq7CRKvGq3cE28nH94giU5O4le5sB1",
-	"3D6qD9aoCt5RY+c7R0f9F3+xus41LQqSa41K0hnDBWLniFVFYX7V5DtH4D9NE/1YCzUtQ0ywfMYVjRnD",
-	"Lon1DGrADxDpzrphNBEwFZoXBOxVgkiiojYwzsuRWW9kijlB1/p8iz2pF9zh005JSi5WZosCEZaTHGHk",
-	"zMzWGKY1zH0rfJgPRuXkIM4pQz9tBHsMBNfX9hMuiZvOQlnNsbIrsmIQrGkfQHPx7od/f/f+fdwQ6Gy1",
-	"7UnG3vE/Rt4vrsBxbv3i3YBBhFECcMgjXmkWlmGWEYDwVXRuE0/wZdNPLkhgK2RfD0CIG2ZMNEJ8ziAw",
-	"Yd0mqXCB4EcH45nAJVoKrkiKrslCQYwOVw2x5d71tsIeYkhY0lxjskbpXPDFQktlc4JzwG2FaWFi5Mhi",
-	"gzTmorxiG67jK7YnfC2eaNHHw9UfagucrRON7D5ygAEBSxvUL23Gzfl9xBjzW1qQN0yZ8MQmQS2jJO7n",
-	"TB/0ggiIF+MMTaiS0btT8pxOqRd1txNVN4iGqYnOi9OBX8mWd8A8qYm9jY3MKRzIqiwou07SBGwZkSsZ",
-	"l09t2CC8a1eTGtg1QbAJ+nExTa8ptlvClKBke+mtPt+HcNVAwY2/abWfBFXKBIU0F7z5fB4g43PcPz17",
-	"3Mm2b12I/fZ47LnY2WK7+yvBhdlCS2Cek+z6XrlzE02ox67ZiEM9rhGtYvgGU8PmH0Q3O0Zs6U1fRDAL",
-	"M4GCXI5sEIwxCGPKjOt9JTNcFKMpLRQ8KGkm+OimBKohyyhbahk6GqoRKAptg81YPx0jQVQlmES/XL7t",
-	"vED73pcOLKPE1wSNHT0bgwcNjY0Q5oKJsRapBMElkkQdnA+Z/x0XS7ySfgZDPIEFWM+cebED45PcmGcd",
-	"jOya7xH4TOBRBDMW1Tp9fM2tqXPNQjKVI4gdGunN7SZN+0+XghotdvtvvZgVvB1KkcaxYcbfbWT3KZkJ",
-	"IhvYbQbTiMBWoJ0XfFloOheXc4QNwI3w5812rQuScZbLc3f6dZTVQ0ai1rrbMGif1Br4w2X55cfu5Qfn",
-	"TIrYnPIyZhz8kegVa/GVM5Bix7hS8y68bfWw8Ua7UqhC3qvRB69qllJCCEPkwKdUSDWShLCdePjX6Is2",
-	"HCj2aoG/ZhGyMscQG1ErRtvZoOooJTtc8LHfaGpPs3kIcYQwcRfRoKCXJ6fPkY3qQCawRK4r7i7iZN12",
-	"iBVaEqa0yM1mQP20ZoIURzlHeKJJIo2repAvELlibykp8k5BbkiB6kB+CE+pBJGpVWp9Boo77VbUhx4l",
-	"eg4lkdKa1+4/Bvfi1YMBCWkCDmAbJbJucjCmp43CiOfTEeHRROpsxOWIg3VSEPTLx3eI4dIlJACoUVZg",
-	"GROaW9u2MqWZOb1PAvhQG6Patm2IVv0qG07WisO4l6aE74LPxsoEMaoeOG8awUCY4RkoNtYzH9eLnRVs",
-	"5BQUz3VmekBzQzd8WZBRg6WsH/PXB4BsVF1s8AtEXm7Sn41XiE8RwdkcmS+cuAN+cedguCZkIdH+OAxH",
-	"tRPA0OODgUa0IQPiDWQA3AZzXNzoK6tqrdlqzPDO+FmtWY61gNVFJhKsJOCcGYJBcYUmgl8TgaYFvuHC",
-	"CFJbKF4LL0HdG5XmA7VdBF/8kmbc3Lf7xrqAlzaobHUugJ/IDdtEzrQRftJEvDV08tts3ZwoAtxzieMK",
-	"oQtb2FrzcyThIb3PDxxb0sdqa2t9262EM1WsvBhjHXNjyBLUUvh4nbU9KszFu8q/4ut/SKTFmjvp94qN",
-	"+FpHReDB3t0H/W1iMNZAfOFog/fNETHKTDyY/q81Ddi/bFpelFdYX1VE62s4cLcTRgNuuG7DvC9Flirp",
-	"vPZxsX+DIPOws+xhowXI3ZV8KgMeXzISywFfQsizj7tD+0bmRn9BVuY+OEdyzpdMS7IgaMfNjQGax367",
-	"h58YTmplws3h5HsSzTHLC5IizrJGQHTcd7ADnwLLlIhZuV+FCaQeNWzy6GRlInLmHOKsFgVfab61wZ/i",
-	"hdt7F2RmuDAvr+lDYVJdlH16k3fNZC0ytvz3DfSK8R67ku+JVIKvDGzaulDw044OpPtshvW496wrzqaD",
-	"UgaRWItyoTRLhEMDqcyVNthkNd2e3Tt69aBLwg2cNtZ6z0Yv1oyXOFP0BgIyCi43SOmQ1bgGHlB/4oZt",
-	"/csorkpZtRnpX5GsplN66zx8Vhe1vjwjgKX11UxRwaWK+/ZMopLcHImD6+RXSLKkEk25mHGlTNrPdgTR",
-	"jbETFd1A1muX7zp5rfNg64OqE2JBYG3nx17tSEaFd73vlGL8sA/AhBjtZt/ZipppLHSkrJ22u91MMQLY",
-	"dDB4algfQUAGG3PGbple4la0ZJ1jY3m9PYEwacYPUAcz5MOkIYBrQ9hi1h0ZpkpnGSE5qPV1XlPUCZ4m",
-	"+rLGPSGSZJWganWhd2PAY7LwXlXGaWP+eutO9N8+Xa45Il4x9PO771+jd99DzHIGQQBBXqLVVVoJk0Yc",
-	"kWjfJe4d+Hw94DcwbzNXy+RVUTblEbOQzeHS1AQjSYppZ84haUc/XeKV8XRA6DvErEMyU5jVaAVGiIy3",
-	"sguRQ5bNuSRMiwTPni1blWXks2doH1L/UJ36l6LvIWktRf/ug3VS9OZ13+SNXlz8mKL/+7//z0F3yIbs",
-	"DWj/48Obo3FQ4YERkks01mfABf0VHg7QdyY9clj1esfZv326hP8QW9kHh7CF4zAA7g7ZpQ9fohLdEAGu",
-	"0xSVGKwUWvpDz555QVFvafzDm0t0eHN0WJLxQWqc/hp6tTTJl0wOWRD+Im1ogLyGUhtGJJHnsZzjWhAX",
-	"NsseYlYlOumdGKCA3RRCDLwBd7wpc3CMcp5VWjyTWmCTBI01yoz1ZiXYCgd6zN8aXO43G0WEfkMlwSAp",
-	"/zZkv3U6Hf9PfzKurbNj9Bs66fXQb2FKWJ0J6YoLUQlBngJnCpkhzLHEPzdh1diH9HOBMl5OKDNo8FCl",
-	"FTtDKzvXTHWkt2ZSbNNmPRdBNLUhzXRbO9TUVScwgxzb9dbnXuIVzF9J4rL0/dJdmo4dywgN9UA+g5+L",
-	"OuLOEkmIN1/P7Ef7mrQhIw4duDoAWM0blQ584Lyd2CfQm7lP0G+oCrLgJS8JJN4UkuzJA4eNqcFFLkyu",
-	"oRmqJGrO844e0Vp8zZinDjCwllsqlUSTSgFoIObaJCPC1wEeFDRTZoCXdoDHV3Wxw/s0dxj/6LiFaWvJ",
-	"+O3UdbdKnzYM4/T7HgN8iPs9WcDhfiwSOIlRD3fac8NFM2GDiGxnqLajzDgj9QCY1b+H+QpUoopB/ix4",
-	"CPYpPLIh+MSOfmCHNAZXM6gDVm0NtubYenk5KagDXXuP1kBjxjoBTGecderR6g/IrWHaBqaNZAE7GETD",
-	"M1yY0Xow2qSamaB4669BGRaCWuz3ZZsAWEP2yseImfC8W6okrOdXIrjhjs+eGYlTk/p+r3eQWiC5ElfG",
-	"/lzQjDAJEqut3fVqoYHe6Xd7RuorSyxWWo/wUUudib53JK8ZKPDZV+8QOBEMk8CLhTE12Bxtx7qTNLkh",
-	"wliHkl73yEwDScwLmgyS426ve2xDT0BSOZxDbMmv+v8zElE3XlnG0u/10HKur3UYpwipuxL99fLyQxf9",
-	"BCyX8br6gD+1d3kySH4gykaytCqO9Xu93Srw+Lo3/Hr7zHI79+bMfNiRPl2Np92GbJcMPl+Fx/We3hCm",
-	"X9ds1KjJGMod1VuWyZUe4VAQnK+2hS9h6AOXaiYIrKS+ifrQNRaazcAqDbWwx22opWZ7YjVk5HZBMiXP",
-	"4WLW6YH7GpEsGO1hOtlCEAC44fi0KFBJZwIqeh0YVF47yo96X48+yTqEKccKT7Ak5lTrQ3UIjfqhbvVE",
-	"Jw+bgGwnjchQdeG0d/zkW8DKn9NRak/JSqj9c4g8dhK2ATtpbDWMxXqCPf/EFQQxrc7R2Kx9jCReadGP",
-	"ZnOUE60rEZatbLGH+2+ChiDd8ircHB0CDTv01QOiVwKqfNHZXHkeZwoVADEeH5bZYuwIz/5YVAxsCOMU",
-	"2f8bb046ZGOIiRk5I6pmvvAWwfnaQwCEf6rFGBihoFL5p05M1+8zsmw/14+teW7tp4PUyTRkyKpmSYgZ",
-	"YRpOYaaEJkBNsdX4PP03BYhLnBUrM6TPHK4LW4KcWUlyjgwTx4Xk6yUXKJNKVJny6kcN0D05ZMHBdEG0",
-	"LbEaowXNrqWvINGp6z0gOccLMkBjOKP9sWZ6FixuGAArpBSCvow1aMamyob+4ssQtNVhMkDDZFoxWNkw",
-	"SRt/DdAXPXKKgnHTIaur0N7djSH5d+yrdmxcDTKLGUm7mi6CGhYahhKVOCdDGKKazT2tzAqqZSWtW0n9",
-	"H5t8+vHNxWUtp0gQtRW3CLuBiAYlSZpVdD/HKmuEkDZnsam6qq92ESkVayubfEWdk7urx5J7b9aqpwmL",
-	"pySfL+yN95Lf1ZD9T15pxQboJNgdut3uxuodgxc9yIkyFOZzLD8ZI6jWgCypQBQeNauVGcDWiBHLVvN+",
-	"3Z0slS3SsJUL4L7cUXviAe1L7rYvuhgg4AbBSLVLumiQuSMDjnlisCA2jceWw6CqLHxy9PAn7Upbdw2J",
-	"Wa8NuIkrYwMWFkIFatLXFMRnRzw6+mJTNrOXWIb8ygTpeFZlnIVRDvXRhvM2FXv9V8MgUOKF1CRAy/NG",
-	"7zEGpT2JsgLTEuxHlM3kkO272L0UmXioFHKkTHJdELt3YBhBPSlIiRkXWmOgtfQ4ZMBvINLmsMBSdSSx",
-	"eVxyAy36kTxamrOhozbsohX3GUnb+5zk5EZj9VpOXoK17hTEgJoH/91O1lWm0G8rDLRR7vLFoGfKXdZh",
-	"n2a+NCkLPakL7ATD6ODwEKyQcy7V4EXvRe8wJzeHnOZZ0o7zbBfV7A9OTv4WBGK6xYfRnPV+ti2D5eJz",
-	"N1xL75r3qNB9wovlR/dZnME09Y1xNqj60oSxQNGr88HXODGGxmYU4Bjc6CoUY/ZxUXhjsTE5g6e9IVIF",
-	"jnBb0yMo+Eah9jLCjnFrXqIIpDZq7R6i2pi3mEWvx3sqlVv5o29JDaPPX9YiGV0NKZNaGakaZS+XHcG8",
-	"FkQGusSKoOZTJA18rbSTy2ter+bU/MUXcGo+Dmo2+QzpZpmmOnHaV2ayNctNLSb7h6++BO+H8SnmhUZ8",
-	"ZhCW2Yq89AGX7bjKoxdaOojAy17TIP7OBwa2siO0/tPOetDPWukK4SOXhuCzD1xigU2gDdbX7zWCQtaq",
-	"Ivp4hkEjamgHlh/G8m0gLpUEo4ND1KeiLO2uAjF1JSQvdfyfIy+iMnEHCy5VtPiMBC+OkevAFQCllRBG",
-	"YxduNXazD1y5JC/71XWhgPvmEEwzZHosH3dhqm4sschlanSqpSuNoeXTJQZFGKpKG78QFA6JkBRTd+Bj",
-	"xRIf+/0dz1c72h6cEJpUGoFRBzcqS3NG5JzvUEA9CKq8awqhGlPv4pTvfpRoVku/SzX33OErX6L7Wwqa",
-	"+rvjh7+rC1HDFy8f/uJ1UNL+pN/fZml1eVUwTm3zjasb2rx9PzPS4dOpLaXWRv7w3gX1S/zNC6N+ooz9",
-	"wjkx+ZLV8V/2ci+Kylz2OhJsT7pQsXEQRjb2ztB0yBhZEqmMENtFr4DtA51YYClBdPhXqIxmDHgEmTjw",
-	"iJt0I0+/qEOOWtp3DMT1K4eN9il3abxfSx1psdXlW4tvWwtIZMWqdhZnWIiVSd6gEpxjN0RI62mFwLaN",
-	"nWmCV3frT7NmvTZnwlmxOr8P/BsWYqshrtsorLSwXoDxwYMxDXS2eNF2/nm8TaMRC5MkYYDc52ZMbktx",
-	"8OpJe9vblv+vQ2kbJzpIss5Jfz1Otj39qZ3eHQbDxUpSuaE3we4ySWDCtmF5O0gpYShjREp5BfGJiE8D",
-	"HPuHmiK8xhTivCOoHiOuIOMkJrv8SMG3B3UqfXCHF1ycHdnHCtTl2FqeaPvcm4QPXLaMFXGUJMUUUdks",
-	"mswMkQUBDHkVjU+9zRPOV4tCckkEOum9HIQSFYQEzThyltLxh58vTPSL/mWctki8F//m+IYM2XrLGddx",
-	"Rotbsi51uVmMuvAo99Wi1IOXaZtrsjV6R6tO3a03Y+ob7NxBIvzj0pvet6c3O1KbTfpQcCmfpIPJP5Mg",
-	"26CEBq0hetBDK0IEWzLl4ZfaGH5nSGNBYg0KbMC9bLWgc8QNqpxzMSOq8UYXvctJueD6Bg0QZj6UieaO",
-	"ohn/u+K8i96C38gGxwS0yjnb0IRCKKmmob6wjwl9MSaaIWtF1JjIEMUrqEqP7Cb0EHVTOih25UTkRq5N",
-	"jOh9D/AJid5jBJggV8FaYXZqQ7TrJauzJjbV+Hed+zRPYf9IH4Nd6oP4nMZVovp4TZTiDl0HIczORvyu",
-	"sXTn0vXRXiH7jhv3nwpXvgl7+SNKrk/ESTwefWsucPLwd77/05rd4EH03015rvt2bqGnNTXtq/tYx6FL",
-	"0/12y0nvM0WabGLvpmiU6Z1qNhPUnQ8i/CPOjCHz9vyDLrqA1HdMoRy9sXTmpmCxqDSrwtLZQKOGj48V",
-	"e22ybh5hd8xNE1fK1P7Zs+cHYTVcnzi8vTQc9B/40+64q7i209X+9nbHjy5sw8RZrFOS+8yN7fttsPqP",
-	"dcdt+QDTtKGuez92PShqQbWuT48+YaokqhYQImRbJw6ZU+uRL6Jhwqi78IaLkj7wPYxNEPI5WmCpTHyc",
-	"c0RAMY4hm3GgEdI6IlyUhM0X0UKEr3Fed2y0saZB28YhC4px+2ZC4PySriSUE2T07PpvrPSktDQHLwS9",
-	"wYVt8bOJKLnemE/gDzEk6Bh1MrRXk6m9xDYWSEwRVCiu8MPHN28u3/30QzJI5qQoeKtiwHFvBzrW6Knw",
-	"Jyn7JyRl8eixx1G1uu55PEY87FyDoWdBp6A3EPFTSxRr1MaSkAEYEeE6jP1Aljzoaz4r+AQXEk2IWhJi",
-	"aXW9+lR/PsFyXn+sv1o2O3FoSJBbA+Uh820vuuhnFiRnbehr05rREDLwZzIOjg0o0whNd9wu19rgpHFt",
-	"yCYl4Drnpg4a8QsZB80B0f5Jv1/HzB90kbFptDrCOp+vI3pzDBkiZJOj6bU740crYB5ZPvv2EEZr30Y1",
-	"C9st9GMi21ogxA4m+7C4/6aoJbv6FEnTlXGygoPu/hPSpj+6P/iySSzqplt5fU4hQau7KHxThW+T9HVh",
-	"mpl4QgDR3S216ryOGYZeXZYAOYoCTbdqX8VmnXLchXxDuPVU2WzFzd4I15fiUd6IjTfTWzt2vZi20chW",
-	"Usk2XoedJn+AIkDgjO/n8icx+NbEAG4TwkCMc3coG27/VsLM4Rf7v5EesmXVj1mzw0uzM4N8MgYlSIkp",
-	"JLPXJPBPbPz22MgXdR+/wK9jciA1q/pHcCaLPz9pOvzklsvotTm0LbV+Z4PH4za2iUO/UzLo12k7a0Je",
-	"lsRaedmoQki0rxWOA9OauCBYmDpmLYuBAc23oxubaYZlXDXd/JNkfHPV3BxCQDVs4z4T5Rgoyl/D1e7P",
-	"abiAFEpbCMI0ibVdrhZYSJfYOS7k+OAc2WYepjaLIGb3qW3DbpIhulEV8q1vJ3xPmuDbBxpjIsG5OvfO",
-	"R7AWcr4xj9D2H4kkEW7TYfPxsXXQa8Ta6mx3kc+u/UvSOzs5aXUyWVN8j5qewhwr3J1Q5rpvNJ6Yph5H",
-	"vf6J34ktU1tP+fz0dMcpTSkpO5vttAMTNUCmN7qDqv32gQB+Q1L3JLJg+/9B396Z4Nw1KzpITTzqi2JA",
-	"GBILl4vwh3F3woIOv2jc2kLAfmtKwbUu5EksygY6gkEIglbLcAHlAhCeSMLUwZ/c7dHIZiAMVRxN3SfM",
-	"TFvde7HO8p62FITz+MneR2p5pojqWEbakIN8hrapUhGpOhgnOKaykWmZQ2yFbVDpuWaL++PXZiEdwzDG",
-	"aEZvnE2V/koO/iRI+ZpAg3OHIfsCLw1sD56eILUbaxS2Jtfm5troosByTqTrbr80nbfQosCUFash2x8b",
-	"0sQrdegYrKnIYIqOaYTwb/zX/tv6nS76gNXcugAKgm+IsdX7yVNXyMLWZHDyVIp8bPKxscyBPGN7bFle",
-	"bP9qGr82JEAY9vxAv9SvUJWquABJcGmugykzxizQ9cfWtQG1qLEgTFkqIbvoFVvZO+eaCcKlI0x1h+yV",
-	"GQvqlTWaMuhBbUuGunDg0bHpyKBhDlWcFlgoigtYQnfILipTlbIk2Ga+A2pS+L8gtQ/Z9LoiOVxsGPPi",
-	"r686/dOzmMH0k6ABZ9rGWPpI0rWVO3aHXF4v1x2GkuROAZR1p7nkdPq8N5kevcC9F2e93vPe0Rl5efJi",
-	"0jvBJD+evOgf9Y7x8dmE4JOj56enk7Msz6d4etTDGTnOzsi0IcXuJE267nn30HcQBuxd/2ek10dbTHHJ",
-	"+XssZuQJCDyg/pYU3oqBvqxuVBTQIuylrZLbYghPkJ0W1ivemPAWVh+OUtWzk6+hon+ApC4Leg1LDeve",
-	"5Cw/nvayPn5JTvLT08lR9oI8n57h0/wkO570GzWXB2vlreOBqjuTDRekGtY0DutItytVGDfwDnqmrwB9",
-	"bwoWwCZFYbom2jehSRJxs55zNCXKVlqAKKMpF2DNNe8d/FHSt2Av4RU0B9+8godfbHfeu402obdhffaA",
-	"PYODshXc5RY6UqoYI2m6B/oUL9Q/QfOD8yGDzHOQjFJnEkc0d+ESYG8Cz6Sp/zkhBWczSI0NqrWmtkJw",
-	"LEYcynA/usJTWFO+jX9Hg2Mwjfx+V6iuA99ouv6y1zvqh23VfTf1oGV67xE3MOyj7bpjJ+3myTDDWrNr",
-	"GyXv+lsn7Q7M9qtWy2n7Vd0J+vPV3VetX9xPLII9hvXSt6Izu1CZjeWnsLz+zxYtr9dsq9PUFM50ZnHX",
-	"I0ZhdlXjNNi0DncVJ02Hpnz97q4jP+7m0Au+kD5edE8GVX/3qakhXtQVVZUg5AAIVomFKW0+9pX1x130",
-	"CkYZMiBjztbk21tQWSsUFcvmmM1cm9xW6AUM+SQ0zLYCqev/N6sZJOn9VK436J3+vlTu68lU0NHgm15h",
-	"UzYF2flNScv/RLfaIBfCyPaRgFrtRuiyFCoiMDSrpja7Qny+0tfLlOE0l7ISxaZSZHAV7fC+krSvvaXF",
-	"YmffcAVzgmc+Tyd4FoQBBk+9Myx4tjac2V3wIKjyGjw19Zfuru7+XwAAAP//",
+	"7H3rchs31uCroHpnS5KnSVHUxTZVU986jp3x9zmJx3LKtWNqSbAbJDHqBhgALYpxVLVPsw+2T7KFg0uj",
+	"m6BEWoonM5sfrrKa3bgcHJz75XOS8XLBGWFKJoPPyZzgnAj471ueYUU50//PicwEXZg/k5/ev0V8itSc",
+	"oEwQrEiOBJG8EhnpJmkiszkpsf5MrRYkGSRSCcpmye3tbZossMAlUXaOl5wpcqN+wCVZn+YFyszPiOES",
+	"Rqb68QKreZImDL5J7Csj+DNNBPm5ooLkyUCJioRrWWCliNAD/K9PLzp/x51fep3no8vg/93O5edeenZ8",
+	"+6ckXVt6mryshORifZk/LvDPFUFjppeRwUtjNBW8BAAtBLmmvJJogWf1Hn6uiFgFmzBDh8st8c1bwmZq",
+	"ngz6vV5sPW9pSZV+NTZiAT+GA+ZkiqtCJYPTXqpHp2VV6j/0X5SZv478PJQpMiMCJnon+JQW5G8ww9r2",
+	"P3JxVXCco4V57RyVlVSoxCqbAwQkkZJyticRXzL3FlrOCUMTruYIC4KuGF+yTdCxn2wCz5Hdgv87BqwL",
+	"s4g338bQzK4Q0TxFXKCxBdUYTbkwWI6Lgog9iewv/gs+ReP/sOv7y3gDitqXRzTfFkH3P/U6z3Fnevn5",
+	"uH/7q530II6WH7C8MtuKTK2wvNph3nDa2Gy3ehy54EwSuL7f4Pw9+bkiEvAQriKD/+LFoqCGfBwuBJ8U",
+	"pPzzP6ShJeQGl4vC3neFaZEMYHVEKjTh+QrNsUSYISIEFwOUcyLZnkMos+yBRqMFEWqFhpqAlZjlwwRR",
+	"iUoqpV5rmkiFVSWTwQncHqr0jMkbdo0LqsmVWbXf4lyphRwcHkrM8hlWpJuTa7dyeQgfGWJ4G4LuT4JM",
+	"k0Hy3w5rInpofpWH78zHBmpNjPswJ24FsGZcTLkoSa6RTx+cRJKXRM0pmxn042xKZ5WAFQBAEOMK4aLg",
+	"y65e0UvOpgXNHnoK7m7uyTkWJN+Dk5AZXxC0IGIkKqZoSQaIKviFM4LMm+4+nCOc54JIqV/BEu1Z1N1D",
+	"lElFcK4vDLAMvTXOSOOcntfn5De05QFl7v3HOh6NXS1wT6myFB2gtOdAY2mE44D6udIL1Gt5dUOySg/z",
+	"rd7s5tOJnYo971Epk0H/KE0Iy3iucXuQVGraeZakCbmhapTxnCSDXhrSmUFyNj3KevlT0p88wyekN32O",
+	"jyen2dP8iPSnx/hkEkAeRICCKJLDw5wIkQwS///RZKX0de/5B0pULNNsPxlMcSEJ/MArlQySk/6QJe5v",
+	"9+Wxf7D+5RILRtlMJoNPl1sfngfreyI1T9twiMS9hqaUUTknOdpfzrEi10QgqiTS8EMafgf6FOdUwVON",
+	"5LxSzQN8J3jJYeG7HCIcRW9ylh9Pe1kfPycn+enp5Ch7Rp5Oz/BpfpIdT/pJmnh0SwaJWTUZWbqWpJ4B",
+	"DjwTf8Bhi4oxSyGrSUmVIvkI66Pr9/pnnaOjTv/5h97zwVFv0Ov9ffv7pNlQ7BwuFC0KZCdFeKqIQOMl",
+	"pmokx+dowYsCbo9mVAgrNHZSJzDTDdJobB321UP/HqzlNRcTmueEPZQyYjVHe93uIVHZ4QJLucz3EJEZ",
+	"XhBphBzM8gm/QUsuruQCZ03KdlxTtne8oNkKXVNemHVuSeEW8N2j0LcfHO8guZVwqEQLQVlGF7gAEQgj",
+	"Mx/KMNO0b0IQYVMuMpLDtfiBq9e8YvkDwVoxEPw89JxYtXcfQu81wHtSg1fvbQor2xKujKuO+eAxQPuT",
+	"3dC+hiHjak5EDdk9eRDoSbdp8uM1EX+ruMIPBOOKV2iOrwk67tc0T/pLxwXSF46yWQq4CrqB5sQW7N2f",
+	"9RpkN+Msq4QgTI3qUc7hW8ATze8Vt7QU7X/36gM6vD461FdX/oc5jb/YOYGeZphlpGiz+X7A5mHziNxk",
+	"hORk6yOD5T4apzeyvZbDsIIt8ilwAQMUtD9uQml8cI7G74kSq84LTczGSOKVNOqM4kiJFcIzTFkXjR2A",
+	"SjJGcs6XElUSzwjCLDdnIFs0Lhh2XU25IBlnudSTwIlMyJQLoicEwgpzxpTvWpMDbYHzt1jMyAMxDsRE",
+	"ENapRFyzU41YR72TZ6dPz3q9jmb8Fs/2HfxKfDPS3xmp4CDEiaOAQH7gHBWwxC3RQXHeMR88Bkp8ozfl",
+	"d+Qkb2JPDK7tTwxXak6YolaUeRAoFb8iTIOR3Cy0gnbuVQOMGFki8zvYE1a80ogqKyIa9O+ohl57bVvC",
+	"sGp99hiQ/N6oYpoSUKt2TQgWGrJ6Sy3c//jxY+dFsIb1C/D+9Ut09vS0h7K5vrJsdp+xCY5KVosFFw8/",
+	"poJnuBjJarIQPNMajtcL7Awowws8oQVVqwEqMJtVeEYGopqsGtSvH56VX1zw8dYqT/3FY5HCheDXNCdi",
+	"fW8gIngh1dyChVSC4PKBcM15dkXEANFSk8bFSs05Gxx3j/odWdDSKF6WnzsgnvYCIL7Ta9ZCg0a1KabF",
+	"9ki/cJ8+GgCdHJPxqsiRFZz8NEbBFwRncxCj/KxwAV7MCFMfOC/gL2vfoMbOMuWixABewqoyGXxKymxh",
+	"1AaGaZImmKm54AuaJZdrVps0mVU017w4YskFhuR+By6PkVxJRUq97nKh0D6o+VqjLQlTaEEEKigjB90k",
+	"MpPivBjxSi0qNdL0Pptjc72b0xptMEVGnwSGCBxFEJxLZ1rWY0mwDmaVAt46B2MJW2kKIHCmiJDBKjyj",
+	"M8uITKuhi3KiBRgjIVFmVXcguEYcLrFK3Q/fv3yHJBHXYPvjIicCTHyKlDA6znMYCBfvguMy9jW7KD75",
+	"BzFmCfsAC4FXibGkOYvcJ3fAwVFtgqXb3GVkipeOJFi0aSIRVgpn84BSTjgvCAbsN78ROSI3igiGi/hr",
+	"+pBk/CcqnUJzzxV64178QM1hOVoJA3vYrqNWA35pssDZFZ6REWVS4WLDgo0WA2KHweo7X2NEaf3tznec",
+	"AL8BDF7YH1XSSHGxdyxB2DCGnJNN+4F7OK2iv7ZQqj4QN2IIaneW63AMJnF4kTTWHMOWtY2vwTR2FhGg",
+	"RtGa5yQwM8dvnTUnNVHemMZa3gKQUe/xGKTOrxSRwy10vHNKca1pIcrO0TUWFE8KIpEkCk1WoE/UVihN",
+	"y7RKSBx9YeRGdYfsBQh6bjwqvVdtSdUcjd2pjdG+4Y9G2+DGeHNwDsbyGyqdUXXIRGWIm9ZjtDrqRkiR",
+	"5OF4JV5pDmVH6qJvjXlpAIzgnZlLwxBxNmTWCiXtqhyWDJAmeOPUycuwB+9COUegBC+pJAijqSByPmSa",
+	"UouFIEprx0TUEOqC8fBhnro0Iex6M540kOHs9PT4LDJCiW/Cb476zyJo6cC4jiL2lPY1RJzHSAONV1qo",
+	"tzACFdnZCNxYoYEZ5SQrsCDA44JFn/QiKzZ84j7a+yO89coZkjVVNbbOkYOM8QM+Oztp+AV73fqKsKqc",
+	"GMJtrHiND4/Pmt+tfdUiUnBB43cejJ9feu2N5XRdhaiYwd7DCWWHco46WQu4W5OHZR53hYIYygstRQui",
+	"CfA1MbILqW2Dawf6/Ow3QePm6l7dKIERYddUcAaynCdX59btFHhux+7uNS7e5ZM/je3q778gX4qTUuU0",
+	"EnXwzUoRiaYk1/CUCrMcixxRtqgU2s8d5SLlQq0ONp3qulQR4n9zvrd8SYRsuXysWdR+do4Y+BIEppJI",
+	"RJWd98tuUXP6v/IlKjibtQ0+mMkl0ctH/V7fYDMG83lj7t0vorky8bvoWWFLoizodYT8vdZ30pr6NQcK",
+	"yX1OSX7ueV/AGwWRCgvlgLgu+lieOMIRnvwRrG8B/1nimolyTV6lcjNo1Sv1GlWSY0U6+jijnMSbQdfn",
+	"fFUbWiXVylM4/74gB8Fs6xpKyDycTmfYRpImEyznUUWO2TiZ9SiA8CxtKIyfogG7xqZSe4R3nPpL+HRH",
+	"AtxkjTbupN7f7ht+cPDOGnzu2PJbKiPIbo+2qaXcRdjctblP9/MDR5cE4LfRK1/GDQs8IYXckpXEYo3W",
+	"yP1xP7JSd1T3Dua9mbtH8cTAkxOmKI6p+z9JIjqlFl8pvKRWmrcRQXEBfpjiWmv8LlDL2Fn3DUGXJBNE",
+	"SeAjLZq3lCPBCzLCgkX11KtqQgQjisjRTPBqsaNaG3ze0iDrb0TFRljGCcEaiNq+8jXEbgQa1LYmTa3O",
+	"TqLEq45EqImXC0mYYEnOTqKXOYhWaB/VO2tUBYe8sfOdo6P+sz9bXeeKFgXJtUYl6YzhArFzxKqisH4X",
+	"CsEzFXAO/VgLNS1DTLB8xhWNGcM+EOuM1oAfINKddcMANmAqNC+MA0cQSVTUBsZ5OTLrjUwxJ+hKn2+x",
+	"J/WCO3zaKUnJxcpsUSDCcpIjjJyZ2RrDtIa5b4UP88GonBzEOWUYGhDBHgPB9bX9gEviprNQVnOs7Iqs",
+	"GARr2gfQXLz57r/evH0bNwQ6W217krGPNRkjH4qhIFbDhmJ0AwYRBqbAIY94pVmY8SxqCF9G5zYhLJ83",
+	"/eTiUrZC9vWYl7hhxgTAxOcMYmHWbZIKFwh+dDCeCVyipeCKpOiKLBSEhXHVEFvuXG8r0iaGhCXNNSZr",
+	"lM4FXyy0VDYnOAfcVpgWJiyTLDZIYy6wMLbhOqRne8LX4okWfTxc/aG2wNk60cjuIwcYELC0Qf3SZqim",
+	"30eMMb+mBXnFlImIbRLUMkrifsz0QS+IgBBFztDEOoDXuS3P6ZR6UXc7UXWDaJiagNA4HfiFbHkHzJOa",
+	"2Ntw3JzCgazKgrKrJE3AlhG5knH51Eaqwrt2NamBXRMEm6AfF9P0mmK7JUwJSraX3urzvQ9XDRTc+JtW",
+	"+1FQpUwcUnPBm8/nHjI+x/3Ts4edbPvWhdhvj8eei50ttru/ElyYLbQE5jnJru6UOzfRhHrsmo041OMa",
+	"0SqGrzE1bP5edLNjxJbe9EUEszATtMLlyMZdGYMwpsy43lcyw0UxmtJCwYOSZoKPrkugGrKMsqWWoaOh",
+	"GoGi0DbYjPXTMRJEVYJJ9NOH151naN/70oFllPiKoLGjZ2PwoKGxEcJc/DrWIpUguESSqIPzIfO/42KJ",
+	"V9LPYIgnsADrmTMvdmB8khvzrIORXfMdAp+JdYtgxqJap48vuTV1rllIpnIE4WojvbndpGn/6VJQo8Vu",
+	"/60Xs2LBNGliHRtm/N1Gdp+SmSCygd1mMI0IbAXaecGXhaZzcTlH2JjvCH/ebNeygUTn7vTrwL77jESt",
+	"dbdh0D6pNfCHy/LLj93Ld86ZFLE55WXMOPg90SvW4qsN4RrjSs278LbVw8Yb7UqhCnmnRh+8qllKCSEM",
+	"kQOfUiHVSBLCduLhX6Iv2nCg2KsF/pJFmDC3+0DxN/PWLUQRw7HFVqAVqe1sVnVUkx0u+NgDJrWn3zy0",
+	"OAKZOI1oENHzk9OnyEaBIBOIItcVfRehsm5rxAotCVNaRGczoJZak0GKo5wjPNEklMZVQ0hpiVzJ15QU",
+	"eacg16RAda4JhLNUgsjUKsE+ScphRytKRI8SPYeSSGnNcXcfg3vx8t4AhjQBh7GNKlk3URhT1UbhxfP1",
+	"iLBpIns24n7EITspCPrp/RvEcOlyZgDUKCuwjAnZrW1bGdTMnN4lMbyrjVdtWzgEVH+RzSdrxW3cSYPC",
+	"d8HHY2WIGBcInD2N4CHM8AwUIevJj+vRzmo2cgqN51IzPaC5oRu+LMiowYLWj/nLA0Y2qjo2WAYiNTfp",
+	"28aLxKeI4GyOzBdOPAI/unNIXBGyCMN/S3zjonFg6PHBQCPakAGxN0G9WCo0x8W1vrKq1rKthg3vjJ/U",
+	"muhYC2RdZCLHSgLOnCEYIFdoIvgVEWha4GsujOC1haK28BLXnVFsPpfARfzFL2nGzX27a6wLeGmDilen",
+	"q/iJ3LBN5Ewb4SpNxFtDJ7/N1s2JIsAdlziuQLowh601RUcS7tMT/cCxJfk0gJbt3uX4NpG4czRAjLsA",
+	"ay3l29DK1ITwAR6XC4WAX1KpBFZcHMRdUZVsGLU2KYfwWmpXtHELMm5u8gm0G6Pqaz5KFaokcZbPEjG+",
+	"TBHOBJcSmbshCMSYrvPsaAbDVqJMoHBv+0FceZZGVYwsIwaz99XWTp229xFnqlh5adf6b8eQv6yVtXEM",
+	"Og+IhvIRFV/w9T8lIGfN6/hbhdB8qT8rCHTYPVTh64TqrIH4wrEE78IlYpSZsEH9X3sJ7F82YTgqIliX",
+	"ZsQ40PDzb6ezBELQHbQnkrxPlXTBHXHtcIP8er9P9X7bFqhnmqo+jp2XL1ksbejHJUTG+/BMtG9ULfRn",
+	"ZFWtg3PIToL0JeAXcat0gOax3+4QIwylt6rA5qyDPYnmmOWaiXGWNeLm4y6mHcQTMGCKmDPkRZja7lHD",
+	"prVPViZwa84hHG9R8JUWVza43bxOc+eCzAwX5uU1NThM941KTd4zUstWFhlbYR4N9IrxHruSb4lUgq8M",
+	"bNoqcPDTjn7Gu0zL9bh3rCsunQVFViIhOeVCaZZoshy1MO6Krmwyrm8v5Tl6da/nqhYDwrXesdGLNRs3",
+	"zhS9hridgssNyhnkW6+BB7TeuP9D/zKKa9DWWoL0r0hW0ym9cY5ga4KwLl8jd6f11UxRwaWKu4BNPpvc",
+	"HLCF67R8SP+mUkuvM66UyQ7bjiC6MXaiohvIeh0ZsE5e6wz9+qDqVH3QU9qZ+5c7klHhIzR2Kn5wv6vI",
+	"RKLtBKHtqJnGQkfK2gUFtpspRgCbfihPDesjCMhgY87YLdNL3IqWrHNsLK+2JxCmAMI91MEMeT9pCODa",
+	"ELaY9VqHRRwynz1dp79FYyXSRF/WuMNMkqwSVK0u9G4MeEyy5ovK+PbMX6/dif7nxw9r/qoXDP345tuX",
+	"6M23ENqeQaxIkL5qdZVWXq0RRyTad/mdBz6tE/gNzNtM6TPpd5RNecQaaFP9IKEbSVJMO3MOuV366RKv",
+	"jEMMMiQgtQEU5jD51QqMkEBhZRcihyybc0mYFgmePFm2al7JJ0/QPmSIojpDNEXfQm5jiv7Lx3Sl6NXL",
+	"vkkvvrj4PkX/93//n4PukA3ZK1Bsx4fXR+Og9gwjJJdorM+AC/oLPBygb0wW7bDq9Y6z//z4Af5DbM0x",
+	"HMIWjsMAuDtkH3yUG5XomgjwsKeoxGCc0tIfevLEC4p6S2EK+0FqYkM09Gppki+ZHLIgSkraCBJ5BUWA",
+	"jEgiz2PVEGpBXNj6HxDaLNFJ78QABczlEIni7fbjTQmmY5TzrNLimdQCmyRorFFmrDcrwUQ80GP+2uBy",
+	"v9pgM/QrKgkGSfnXIfu10+n4f/qTcW2UH6Nf0Umvh34NMwfrhFlX9oxKiAUWOFPIDGGOJf65ib7HPvOD",
+	"C5TxckKZQYP7akDZGVpJ3GaqI701k4mdNitNCaKpDWlmZduhpq5uihnk2K63PvcSr2D+ShJXP8Qv3WVz",
+	"2bGM0FAP5GuLcFEHZloiCWkJ6zVH0L4mbciIQweuQglW80YNFp9fYSf2pT3M3CfoV1QF9TkkLwnkZxWS",
+	"7MkDh42pwUUuTEqqGaokas7zjh7RGvrNmKcOMLCWGyqVRJNKAWggNN/krMLXAR4UNFNmgOd2gIfXm7LD",
+	"+2oIMP7RcQvT1mo2tCscuFX67HIYp9/3GOAzIe5IFg/3Y5HASYx6uNOeGy6aMB0E7jv/hB1lxhmpB8Cs",
+	"/j1Ma6ESVQzSrMExtE/hkc3UIHb0AzuksbObQR2waieAtcLXy8tJQR3o2nu0Bhoz1glgOuOsU49Wf+BK",
+	"nhiYNnJK7GCQNMFwYUbrwWiTamZyJ6ybDmVYCGqx3xeUA2AN2QsfSmiiOG+okrCeX4jghjs+eWIkTk3q",
+	"+73eQWqB5IrvGbdDQTPCJEistqrgi4UGeqff7RmpryyxWGk9wge3dSb63pG8ZqDAZ1+8QeA7MkwCLxbG",
+	"1GBT+R3rTtLkmghjHUp63SMzDeS6L2gySI67ve6xjVACSeVwDiFIv+j/z0hE3XhhGUu/10PLub7WYTgr",
+	"ZHhL9NcPH9510Q/Achmvi1T4U3uTJ4PkO6JswFOrFmK/19utNpivyMWvti9AYOfeXMABdqRPV+NptyHb",
+	"JYNPl+FxvaXXhOnXNRs1ajKGQmz1lmVyqUc4FATnq23hSxh6x6WaCQIrqW+iPnSNhWYztuSOPgl73IZa",
+	"arYnVkNGbhYkU/IcLmadRRq6O+xhOtnC+gUMx6dFgUo6E1Br8MCg8tpRvtf7evBJ1pFuOVZ4giUxp1of",
+	"qkNo1A91q0c6edgEJMVpRIbiHKe940ffAlb+nI5Se0pWQu2fQ4C6k7AN2Eljq2HI3iPs+QeuINZtdY7G",
+	"Zu2+EBPN5ignWlciLFvZmiB33wQNQbrlVbg+OgQaduiLTESvBNQfpLO58jzO1LMAYjw+LLPF2BGe/bGo",
+	"GNgQximy/zfenHTIxhA6NXJGVM184S2C87WHAAj/VIsxMEJBpfJPnZiu32dk2X6uH1vz3NpPB6mTaciQ",
+	"Vc3KITPCNJzChBpNgJpiq3F1+28KEJc4K1ZmSJ9gXpfcBTmzkuQcGSaOC8nXK3NQJpWoMuXVjxqge3LI",
+	"goPpgmhbYjVGC5pdSV9opFOXBUFyjhdkgMZwRvtjzfQsWNwwAFbIPAV9GWvQjE0xFv3F5yFoq8NkgIbJ",
+	"tGKwsmGSNv4aoM965BQF46ZDVtfHvr0dQ4742Bd32bgaZBYzknY1XQSlTjQMJSpxToYwRDWbe1qZFVTL",
+	"Slq3kvo/Nkf5/auLD7WcIkHUVtwi7AYiGlSuadb3/hQrwBJC2pzFprrPvihKpIi1LYDzBeVwbi8fSu69",
+	"WaueJqyxk3y6sDfeS36XQ/Y/eaUVG6CTYHfodrsbi7wMnvUgdc5QmE+xNHaMoKgHsqQCUXjUrKNoAFsj",
+	"Riyp0ft1d7JUtkjDVi6Au1KM7YkHtC+53b4cbICAGwQj1a78o0Hmjgw45onBgtg0HlsOg3rX8MnR/Z+0",
+	"C7LdNiRmvTbgJq7aEVhYCBWoSV9NXIcjHh19sSmb2UssQ35lYrM8qzLOwiiHem+jvpuKvf6rYRAo8QKK",
+	"Dmp53ug9xqC0J1FWYFqC/YiymRyyfReymSITBpdCKp3JwQxCNg8MI6gnBSkx40JrDLSWHocM+A0EWB0W",
+	"WKqOJDbdT26gRd+TB0tzNsLYhl20woMj2Z2fkpxca6xeS91MsNadglBh8+B/2Mm6ypQgb0ULNwrxPhv0",
+	"TCHeOjrYzJcmZaEndfG/YBgdHB6CFXLOpRo86z3rHebk+pDTPEva4cDtcr/9wcnJ34P4W7f4MIi33s+2",
+	"1dJcGPedtTf3guqz3Ue8WH50n+wbTFPfGGeDqi9NGAIWvTrvfCkcY2hsBn+OwY2uQjFmHxeFNxYbkzN4",
+	"2hsiVeAIt6VfgrqAFKrCI+wYt+YlikAGrNbuIZiReYtZ9Hq8pVK5lT/4ltQw+vR5LYDVlRozGbiR4mL2",
+	"ctkRzGtBQKjLvwlKg0WqBaxVAHPp7+tFv5q/+DpfzcdBaS+fSN+s5lXn1/sCXrabginZZf/wRbrg/TA+",
+	"xbzQCMsNonFbAbc+zrYdTnv0TEsHEXjZaxqEXfp40FYSjdZ/2skx+lkrqyV85LJVfJKKyz+xedbB+vq9",
+	"RlDIWvFMH88waEQN7cDywxDODcSlkmB0cIj6WJSl3e8kpq6E5KUO+3TkRVQm7mDBpYrWKJLgxTFyHbgC",
+	"oAIXwmjswq3GbvaBq6rlZb+6fBhw3xyCaYZMj+XjLkxxliUWuUyNTrV0FVS0fLrEoAhDvXvjF4L6MhGS",
+	"YspTvK9Y4kP+v+H5akfbgxNCk0ojMOrgRs17zoic8x1aOwRBlbdNIVRj6m2c8t2NEs0+Drep5p47fOWb",
+	"B3xNQVN/d3z/d3WJfPji+f1fvAyabZz0+9ssra7CC99sMUldGx3MWdvM4grSNu/rj4x0+HRqa/S1r0t4",
+	"U8NYXXdXwzihqChw4dyefMnqiDFLDhZFZchDHTu2J11w2TgIPBt792k6ZIwsiVRG7O2iFyAoAGVZYClB",
+	"2PgLlNwzJj9ig6IjjtWNUsBFHaTU0tdjIK5fOWy0grpN472n6tiMra7rWkTcWggjK1a1eznDwpQ8B2Px",
+	"OOPsmghpfbMQCrexy1bw6m69ttbs3eZMOCtW53eBf8NCbJnNdauGlS/WK3veezCmGdgWL9ouZg+3gjSi",
+	"Z5IkDKn71IzibakaXqFpb3vbViZ18G3jRAdJ1jnpr0fWtqc/tdO7w2C4WEkqN/RZ2V2KCYzeNpBvB7km",
+	"DH6MyDUvIKIRejd4HPunGi+8jhXivCOoHiMuITUpJu18T8EbCAVQfTiIF3Wc5dlHF9R1/lq+a/vcG5EP",
+	"XFqVFYqUJMUUUdmsxs0MkQWRDXmljk+9lRTOVwtPckkEOuk9H4QyGAQRzThyttXxux8vTLyM/mWctki8",
+	"Fxjn+JoM2Xr7LNc9Swtosq6hulnwuvAo98XC172XaZtrsjV6R8uZ3a43lusb7NxBhvz90pve16c3O1Kb",
+	"TRpUcCkfpRvTv5vou5sY26Cd5iJAhKKHb4RstqTQw8+1wf3WENOCxHpl2KB+2WrA6cghFNznYkZU440u",
+	"epOTcsH1nRsgzHy4FM0dDTQ+fsV5F70G35QNwAmom3PooQmFcFVNdX2NKRNeY8xAQ9aK2jHRJ4pX0CAB",
+	"2U3oIeqWnFB3zQnVjXyeGJn8FuATksmHiDxBPoS19OzUhG3Xa1lnZmxqN+H6lmouxP6Zfgy71HvxOY0r",
+	"UfXxmkjIHXquQiifjSpeEwKc29hHlIUMP+5AeCxc+SoM6fco6z4S7/F49LX5xsn93/nud2uWhnvRfzd1",
+	"u+5avIVm19TNL+9iHYcuFfjrLSe9y9xpMpa9K6RRMXqq2UzQAiHIIog4TIbM+wwOuugCqiqY3nfIWFNz",
+	"UztbVJpVYensrFFTyfuKvTSZPQ+wbeamhTVlav/sydODsDCzT07eXn4OWmH8YdvcVcDb6Wr/K9g237tg",
+	"EhP9sU577jJptimCuQe/L6pgixqYjiN104axa6BSi7Z1cwX0EVMlUbWAwCXbanbInOkA+dITJri7C2+4",
+	"2O0D3/PdhEafowWWykTtOfcIVIYZshkHqiKte8TFbtgsFi12+AL9dYdbGwEbtLkdsqCSvO+EBS456eqZ",
+	"OdFHz67/xkpPSktz8ELQa1zY/lSbyJjrJfwIXhpDtI5RJ0N7NWHbS2xXjMRU8IWSD9+9f/Xqw5sfvksG",
+	"yZwUBW/VMTju7UD5Gg1B/iB+fxC/jVFwD6ODdZn/eKx72KgJQ4uOTkGvIXKpllrW6JMlOgMwbcIFGvuB",
+	"LEHRhGFW8AkuJJoQtSTEUvd69an+fILlvP5Yf7VsNp7RkCA35lyGzHd56aIfWZBktqGNU2tGQ/rAL8s4",
+	"uFugKin0mHK7XOv6lMY1LptcgevcoTr4xS9kHPTCRPsn/X4d+3/QRcZu0uq57XzXjkzOMWS6kE3ur5fu",
+	"jB+s5Hlk+eS7oRjLwDbqX1iiqB8TC9cCOnZwJIS9LDZFX9nVp0iaJqSTFRx099+Qmn0Nv/ZDiNmHJrGo",
+	"e8zl9TmFBK1uGvJVlcpN8tqF6d3jCQFEqbdUt/M69hla01kC5CgK9JirPSib9dZxF/Im4dZTZbMuN/tI",
+	"XBuWB/lINt5Mb1HZ9WLavjpbyTHb+EJ2mvweigABQL590R/E4GsTA7hNCAMxzt2hbLj9Wwkzh5/t/0Z6",
+	"yJbnIGYxDy/Nzgzy0RiUICWmkJRfk8A/sPHrYyNf1G0rA9+RyeXUrOqfwZks/vyg6fCjW0ej1+bQdpD7",
+	"jU0kD9vYJg79RsmgPa1tJAv5ZRJr5WWjCiHRvlY4Dkwn7oJgYeqxtWwMBjRfj25sphmWcdV08w+S8bVJ",
+	"hsWGgGrYPpUm9jJQlL+Eq92dm3EBqaC2oIXpiWybui2wkC5BdVzI8cE5sr1rTI0ZQczuU1N+g5ukjm5U",
+	"hXztu2ffke74+p4+sEhwrs69gxPsi5xvzIe07XYiyZDbNJR9eMQftNax1j3bTOeT63aU9M5OTlqNe9YU",
+	"36OmNzLHCncnlLlmM40npofNUa9/4ndiqyzXUz49Pd1xSlMSy85mG0vBRA2Q6Y3uoGq/vicRwZDUPYks",
+	"2P5/0Ld3Jji3zcoUUhOP+qIYEIbEwuVU/G5cqrCgw88at7YQsF+bknatC3kSi+SBBngQ5qDVMlxA2QOE",
+	"J5IwdfAHd3swshkIQzVKU78KM9NF+k6ss7ynLQXhPH6yd5FanimiOpaRNuQgn2luqm1EqifGCY6p0GQ6",
+	"RBFbKRxUeq7Z4v74pVlIxzCMMZrRa2dTpb+Qgz8IUr4m0ODcYci+wEsD24PHJ0jtvjCFrS22uZc8uiiw",
+	"nBOTITIxnkNFGFoUmLJiNWT7Y0OaeKUOHYM1lSVM8TSNEP6N/95/Xb/TRe+wmlsXQEHwNTG2ej956gpy",
+	"2NoSTp5KkY+YPjaWOZBnbEs5y4vtX03j14a0DMOe72kP/AWqUhUXIAkuzXUw5dKYBbr+2Lo2oKY2FoQp",
+	"SyVkF71gK3vnXO9MuHSEqe6QvTBjQd21Rk8RPajtKFIXQDw6Ng1FNMyhGtUCC0VxAUvoDtlFZaprlgTb",
+	"DH5ATQr/F6T2OpvWbiSHiw1jXvz1Rad/ehYzmH4UNOBM2xhLH0i6tnLg7pCT7OW6w1CS3ClIs26smJxO",
+	"n/Ym06NnuPfsrNd72js6I89Pnk16J5jkx5Nn/aPeMT4+mxB8cvT09HRyluX5FE+Pejgjx9kZmTak2J2k",
+	"Sdcs8g76DsKAvev/jvT6aIspPnD+FosZeQQCD6i/JYW3YqAvDxwVBbQI+8FW+20xhEfImQvrLm9Mwwur",
+	"KEep6tnJl1DR30GqmQW9hqWGdW9ylh9Pe1kfPycn+enp5Ch7Rp5Oz/BpfpIdT/qN2tGDtTLd8WDYncmG",
+	"C4QNazOH9bDbFTeMG3gHPdNXsr4zMQxgk6IwiRTtm2AmibhZzzmaEmUrRkBc0pQLsOaa9w5+L0llsJfw",
+	"CpqDb17Bw8+2GfXtRpvQ67DOfMCewUHZCgdzCx0pVYyRNM0yfeIZ6p+g+cH5kEEGPUhGqTOJI5q7cAmw",
+	"N4Fn0tQxnZCCsxkk7AZVZ1Nb6TgWhw7lxB9cqSqsjd/Gv6PBMZhGfrsrVNezD7tsD573ekf9oAn3IKnU",
+	"tPMMIiKoMsX0B70H3MCwbbxrBp+0e4XDDGu93W0kvmvnnrQbjtuvWh3W7Vd14/NPl7dftH5xN7EI9hjW",
+	"fd+KzuxCZTaW0cLy6l8tIl+v2VbZqSmc6TDjrkeMwuyqxmmwaR3uMk6aDk0Z/t1dR37czaEXfCF9hOme",
+	"DKoX71NTC72oK8MqQYjptVZiYUq0j32HgHEXvYBRhgzImLM1+TYdVNYKRcWyOWYz1xW6FXoBQz4KDbMt",
+	"Teo+Bs0aC0l6N5XrDXqnvy2V+3IyFXRm+KpX2JR/QXZ+U5rzX+hWG+RCGNl+GFBz3ghdlkJFBIZm9ddm",
+	"d4tPl/p6mXKi5lJWothUUg2uoh3eV8T2NcS0WOzsG67wT/DM5wIFz4IwwOCpd4YFz9aGM7sLHgTVaoOn",
+	"po7U7eXt/wsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

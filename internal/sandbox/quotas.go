@@ -1,0 +1,82 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
+)
+
+// Per-principal quotas (config sandbox.quotas): counted in Postgres, so they hold across
+// replicas, and checked in the statement that would go past them, so they cost no round
+// trip. A negative limit means none; admins are exempt unless admins_exempt is false.
+
+// Quota is one limit and what the principal uses of it now; Limit < 0: no limit.
+type Quota struct {
+	Used, Limit int
+}
+
+// Usage is a principal's quotas.
+type Usage struct {
+	Sessions, ConcurrentExecutions Quota
+}
+
+// executionRetry is the Retry-After of an execution over its quota: executions end, so a
+// retry soon may pass.
+const executionRetry = 5 * time.Second
+
+// sessionRetry is the Retry-After of a session over its quota (sessions end only when
+// destroyed, so the hint is long).
+const sessionRetry = 60 * time.Second
+
+func (s *Service) exempt(p principal.Principal) bool {
+	q := s.cfg.Quotas
+	return p.Admin && (q.AdminsExempt == nil || *q.AdminsExempt)
+}
+
+// limit maps a configured quota to the store's form (≤ 0: none).
+func (s *Service) limit(p principal.Principal, configured int) int {
+	if s.exempt(p) || configured < 0 {
+		return 0
+	}
+	return configured
+}
+
+func (s *Service) executionLimit(p principal.Principal) int {
+	return s.limit(p, s.cfg.Quotas.ConcurrentExecutions)
+}
+
+func (s *Service) sessionLimit(p principal.Principal) int {
+	return s.limit(p, s.cfg.Quotas.Sessions)
+}
+
+func (s *Service) executionQuotaErr(p principal.Principal) error {
+	return fault.OverQuota(executionRetry,
+		"you have %d executions running or waiting, the limit of sandbox.quotas.concurrent_executions; wait for one to finish (GET /v1/tasks?status=running) or cancel one",
+		s.executionLimit(p))
+}
+
+func (s *Service) sessionQuotaErr(p principal.Principal) error {
+	return fault.OverQuota(sessionRetry,
+		"you own %d sandbox sessions, the limit of sandbox.quotas.sessions; destroy one you no longer need (DELETE /v1/sessions/{id}) and try again",
+		s.sessionLimit(p))
+}
+
+// Usage reports p's quotas and what p uses of them.
+func (s *Service) Usage(ctx context.Context, p principal.Principal) (Usage, error) {
+	sessions, unfinished, err := s.store.Usage(ctx, p.ID)
+	if err != nil {
+		return Usage{}, err
+	}
+	shown := func(l int) int {
+		if l <= 0 {
+			return -1
+		}
+		return l
+	}
+	return Usage{
+		Sessions:             Quota{Used: sessions, Limit: shown(s.sessionLimit(p))},
+		ConcurrentExecutions: Quota{Used: unfinished, Limit: shown(s.executionLimit(p))},
+	}, nil
+}
