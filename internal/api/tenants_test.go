@@ -154,3 +154,13 @@ func TestQuotas(t *testing.T) {
 	me = e.do(admin, "GET", "/v1/me", nil).JSON(t)["quotas"].(map[string]any)
 	assert.EqualValues(t, -1, me["sessions"].(map[string]any)["limit"])
 }
+
+// An environment the OS cannot pass is a 400 validation naming the variable, not a 502.
+func TestOversizedEnvironmentIsAValidationError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	p := requireProblem(t, e.do(tok, "POST", "/v1/sessions/default/commands", map[string]any{"command": "true", "env": map[string]string{"BIG": strings.Repeat("x", 200<<10)}}), 400, "validation")
+	assert.Contains(t, p["detail"], "BIG")
+	requireProblem(t, e.do(tok, "POST", "/v1/sessions/default/commands", map[string]any{"command": "echo " + strings.Repeat("x", 200<<10)}), 400, "validation")
+}

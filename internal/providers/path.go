@@ -16,6 +16,16 @@ func CleanPath(p string) (string, error) { return wspath.Clean(p) }
 // ^[A-Za-z_][A-Za-z0-9_]*$ (see wspath.ValidEnvName).
 func ValidEnvName(name string) bool { return wspath.ValidEnvName(name) }
 
+// MaxArgBytes is the kernel's bound on one argument or one NAME=value environment string,
+// including its terminating NUL (Linux MAX_ARG_STRLEN, 32 pages of 4 KiB): a longer one
+// makes execve fail with E2BIG.
+const MaxArgBytes = 32 * 4096
+
+// MaxEnvBytes bounds the caller's environment and command together, well under the
+// kernel's whole-exec limit (a quarter of the stack limit, 2 MiB by default), leaving room
+// for what the provider adds.
+const MaxEnvBytes = 1 << 20
+
 // CheckExecSpec validates spec against what a provider declares in caps. Providers call it
 // first thing in Sandbox.Exec, so a spec they cannot honour fails before anything runs; subject
 // names the provider in capability errors (e.g. "local_subprocess").
@@ -29,8 +39,10 @@ func ValidEnvName(name string) bool { return wspath.ValidEnvName(name) }
 //     (seed-semantics §3, §4);
 //   - fault.Validation for a Context on a Command, fault.Unsupported(subject, "stateful") for a
 //     Context without caps.Stateful;
-//   - fault.Validation for an Env name that fails ValidEnvName, or a NUL byte in the program
-//     text or an Env value (the OS cannot pass them);
+//   - fault.Validation for an Env name that fails ValidEnvName, a NUL byte in the program
+//     text or an Env value, a Command or one NAME=value of MaxArgBytes or more, or an
+//     environment and command over MaxEnvBytes together (the OS cannot pass them: execve
+//     fails with E2BIG);
 //   - the fault.Policy error of CleanPath when Dir leaves the workspace.
 func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 	switch {
@@ -62,6 +74,10 @@ func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 	if strings.IndexByte(spec.Command, 0) >= 0 || strings.IndexByte(spec.Code, 0) >= 0 {
 		return fault.New(fault.Validation, "the program text contains a NUL byte")
 	}
+	if len(spec.Command) >= MaxArgBytes {
+		return fault.New(fault.Validation, "the command is %d bytes, over the %d bytes the kernel passes as one argument; put a long script in a file (PUT …/files/{path}) and run it", len(spec.Command), MaxArgBytes-1)
+	}
+	envBytes := 0
 	for name, value := range spec.Env {
 		if !ValidEnvName(name) {
 			return fault.New(fault.Validation, "invalid environment variable name %q: use letters, digits and underscores, not starting with a digit", name)
@@ -69,6 +85,13 @@ func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 		if strings.IndexByte(value, 0) >= 0 {
 			return fault.New(fault.Validation, "environment variable %s contains a NUL byte", name)
 		}
+		if n := len(name) + 1 + len(value); n >= MaxArgBytes {
+			return fault.New(fault.Validation, "environment variable %s is %d bytes, over the %d bytes the kernel passes as one variable; pass large values as a file or on stdin", name, n, MaxArgBytes-1)
+		}
+		envBytes += len(name) + len(value) + 2
+	}
+	if envBytes+len(spec.Command) > MaxEnvBytes {
+		return fault.New(fault.Validation, "the environment and command take %d bytes, over the %d bytes allowed for a program's arguments and environment; pass large values as a file or on stdin", envBytes+len(spec.Command), MaxEnvBytes)
 	}
 	if _, err := CleanPath(spec.Dir); err != nil {
 		return err

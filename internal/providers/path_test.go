@@ -1,6 +1,7 @@
 package providers_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -96,4 +97,26 @@ func TestCheckExecSpec(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), "prov does not support capability: "), name)
 		}
 	}
+}
+
+// What execve cannot pass is a validation error before anything runs, not a provider
+// failure (fork/exec: argument list too long).
+func TestCheckExecSpecRefusesWhatTheKernelCannotPass(t *testing.T) {
+	caps := providers.Capabilities{Isolation: providers.IsolationNone, Shell: true, Languages: []string{"python"}}
+	big := strings.Repeat("x", providers.MaxArgBytes)
+	for name, spec := range map[string]providers.ExecSpec{
+		"long command":  {Command: "echo " + big},
+		"long variable": {Command: "true", Env: map[string]string{"BIG": big}},
+		"large environment": {Command: "true", Env: func() map[string]string {
+			m := map[string]string{}
+			for i := range 20 {
+				m[fmt.Sprintf("V%d", i)] = big[:providers.MaxArgBytes/2]
+			}
+			return m
+		}()},
+	} {
+		err := providers.CheckExecSpec("local_subprocess", caps, spec)
+		require.True(t, fault.IsKind(err, fault.Validation), "%s: %v", name, err)
+	}
+	require.NoError(t, providers.CheckExecSpec("local_subprocess", caps, providers.ExecSpec{Command: "echo " + big[:providers.MaxArgBytes-100], Env: map[string]string{"OK": big[:providers.MaxArgBytes-100]}}))
 }
