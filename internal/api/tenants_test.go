@@ -164,3 +164,14 @@ func TestOversizedEnvironmentIsAValidationError(t *testing.T) {
 	assert.Contains(t, p["detail"], "BIG")
 	requireProblem(t, e.do(tok, "POST", "/v1/sessions/default/commands", map[string]any{"command": "echo " + strings.Repeat("x", 200<<10)}), 400, "validation")
 }
+
+// An unknown profile's error names only the profiles the caller may use.
+func TestUnknownProfileHidesRestrictedProfiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	p := requireProblem(t, e.do(e.token("alice"), "POST", "/v1/sessions", map[string]any{"profile": "nope"}), 400, "config")
+	assert.Contains(t, p["detail"], "default")
+	assert.NotContains(t, p["detail"], "restricted")
+	p = requireProblem(t, e.do(e.token("bob", "ml"), "POST", "/v1/sessions", map[string]any{"profile": "nope"}), 400, "config")
+	assert.Contains(t, p["detail"], "restricted")
+}

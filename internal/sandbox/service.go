@@ -182,7 +182,14 @@ func (s *Service) profile(p principal.Principal, name string) (*Profile, error) 
 	}
 	prof, ok := s.profiles[name]
 	if !ok {
-		return nil, fault.New(fault.Config, "unknown sandbox profile '%s'; configured profiles: [%s]", name, strings.Join(s.names, " "))
+		// Only the profiles p may use are named: restricted ones stay hidden from others.
+		var usable []string
+		for _, n := range s.names {
+			if s.allowed(p, s.profiles[n]) {
+				usable = append(usable, n)
+			}
+		}
+		return nil, fault.New(fault.Config, "unknown sandbox profile '%s'; configured profiles: [%s]", name, strings.Join(usable, " "))
 	}
 	if !s.allowed(p, prof) {
 		return nil, fault.New(fault.Forbidden, "profile '%s' is restricted to members of %v; ask an administrator for access", name, prof.Config.AllowedGroups)
