@@ -163,7 +163,9 @@ func (a *Authenticator) verifier(is *issuer) (*oidc.IDTokenVerifier, error) {
 		a.log.Warn("oidc discovery failed", "issuer", is.cfg.URL, "discovery", docURL, "err", err)
 		return nil, fmt.Errorf("%w: discovery for %s: %v", ErrIssuerUnavailable, is.cfg.URL, err)
 	}
-	keys := oidc.NewRemoteKeySet(oidc.ClientContext(a.bgCtx, is.client), jwksURL)
+	// The key set's own client: its refetches are rate-limited (jwks.go).
+	keyClient := &http.Client{Transport: newJWKSThrottle(is.client.Transport), Timeout: is.client.Timeout}
+	keys := oidc.NewRemoteKeySet(oidc.ClientContext(a.bgCtx, keyClient), jwksURL)
 	is.verifier = oidc.NewVerifier(is.cfg.URL, keys, &oidc.Config{
 		SkipClientIDCheck:    true, // audiences are checked below (several may be allowed)
 		SkipExpiryCheck:      true, // checked below with the configured skew

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/auth"
@@ -308,10 +310,13 @@ func TestAuthenticateKeyRotation(t *testing.T) {
 	_, err = a.Authenticate(ctx, tokA)
 	requireAuthError(t, err, "invalid_token", "failed to verify id token signature")
 
-	// Overlap during rotation: both keys published, both accepted.
+	// Overlap during rotation: both keys published, both accepted (by a gateway that
+	// fetches the set now: this one just spent its burst of refetches, see
+	// TestJWKSRefetchIsRateLimited).
 	s.setKeys(keyA(), keyB())
+	fresh := newAuthenticator(t, config.Auth{Issuers: []config.Issuer{s.issuerConfig()}})
 	for _, tok := range []string{tokA, tokB} {
-		_, err = a.Authenticate(ctx, tok)
+		_, err = fresh.Authenticate(ctx, tok)
 		require.NoError(t, err)
 	}
 }
@@ -543,4 +548,25 @@ func TestAuthenticateConcurrentFirstUse(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	require.EqualValues(t, 1, s.discoveryHits.Load(), "concurrent first requests share one discovery")
+}
+
+// Junk tokens cannot hammer the identity provider: tokens with unknown key ids (each makes
+// go-oidc refetch the JWKS) cause a few fetches, then at most one per 10 s; valid tokens keep
+// verifying meanwhile.
+func TestJWKSRefetchIsRateLimited(t *testing.T) {
+	t.Parallel()
+	s := newJWKSServer(t, keyA())
+	a := newAuthenticator(t, config.Auth{Issuers: []config.Issuer{s.issuerConfig()}})
+	ctx := context.Background()
+	good := keyA().sign(t, s.claims(nil))
+	_, err := a.Authenticate(ctx, good)
+	require.NoError(t, err)
+	for i := range 50 {
+		junk := testKey{kid: fmt.Sprintf("junk-%d", i), alg: jose.RS256, key: rsaKeyB()}.sign(t, s.claims(nil))
+		_, err := a.Authenticate(ctx, junk)
+		require.Error(t, err)
+	}
+	assert.LessOrEqual(t, s.jwksHits.Load(), int32(3), "the first fetch and a small burst, then none within 10 s")
+	_, err = a.Authenticate(ctx, good)
+	require.NoError(t, err, "valid tokens still verify from the last key set")
 }
