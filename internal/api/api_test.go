@@ -371,6 +371,16 @@ func TestScopes(t *testing.T) {
 	listed := e.do(bob, "GET", "/v1/sessions?profile=shared", nil).JSON(t)["sessions"].([]any)
 	require.Len(t, listed, 1)
 	require.Equal(t, true, listed[0].(map[string]any)["shared"])
+	// Everyone works in it, so only an administrator destroys it.
+	shared := listed[0].(map[string]any)["id"].(string)
+	requireProblem(t, e.do(bob, "DELETE", "/v1/sessions/"+shared, nil), 403, "forbidden")
+	requireProblem(t, e.do(alice, "DELETE", "/v1/sessions/default?profile=shared", nil), 403, "forbidden")
+	require.Equal(t, "from-alice\n", e.do(bob, "POST", "/v1/sessions/default/commands?profile=shared", map[string]any{"command": "cat note"}).JSON(t)["stdout"])
+	require.Equal(t, 200, e.do(e.token("root", "admins"), "DELETE", "/v1/sessions/"+shared, nil).Status)
+	for _, prof := range e.do(bob, "GET", "/v1/profiles", nil).JSON(t)["profiles"].([]any) {
+		pm := prof.(map[string]any)
+		require.Equal(t, pm["scope"] == "per_runtime", pm["shared"], pm["name"])
+	}
 
 	// Unknown profile names the configured ones.
 	m = requireProblem(t, e.do(alice, "POST", "/v1/sessions", map[string]any{"profile": "nope"}), 400, "config")

@@ -113,6 +113,7 @@ func (s *Server) ListProfiles(ctx context.Context, _ apigen.ListProfilesRequestO
 	for _, prof := range s.sandbox.Profiles(p) {
 		v := profileView(prof)
 		v.OutputLimitBytes = s.sandbox.OutputLimit()
+		v.Shared = prof.Config.Scope == sandbox.ScopePerRuntime
 		out.Profiles = append(out.Profiles, v)
 	}
 	return out, nil

@@ -56,7 +56,7 @@ func profileLine(prof *sandbox.Profile) string {
 	case sandbox.ScopePerCall:
 		b.WriteString(" (every call runs in a fresh sandbox; nothing persists between calls)")
 	case sandbox.ScopePerRuntime:
-		b.WriteString(" (one session shared by every caller of this profile; omit sandbox_session_id to use it)")
+		b.WriteString(" (one session shared by every caller of this profile: its files, variables, environment and processes are visible to all of them; omit sandbox_session_id to use it)")
 	}
 	if prof.Attached() {
 		b.WriteString(", environment attached (connects to an existing system; never reset or destroyed)")

@@ -189,7 +189,8 @@ func (s *Service) ListSessions(ctx context.Context, p principal.Principal, f Lis
 
 // DestroySession destroys the session's sandbox (attached profiles: only the binding) and
 // forgets the session. Idempotent: unknown ids succeed. Destroying "default" resets the
-// default session. Returns the id destroyed.
+// default session. The shared session of a per_runtime profile is destroyed by admins only
+// (fault.Forbidden): every caller works in it. Returns the id destroyed.
 func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id, profile string) (string, error) {
 	sess, prof, ephemeral, err := s.lookup(ctx, p, id, profile)
 	if fault.IsKind(err, fault.NotFound) {
@@ -200,6 +201,9 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 	}
 	if ephemeral {
 		return id, nil
+	}
+	if sess.OwnerID == "" && !p.Admin {
+		return "", fault.New(fault.Forbidden, "sandbox session '%s' is the one session of per_runtime profile '%s', shared by every caller (files, variables, environment and processes); only an administrator may destroy it", sess.ID, prof.Name)
 	}
 	// Stop the session's running and queued work first (an execution must not outlive its
 	// sandbox, and destroying must not wait for a long run), then wait for it to let go.
