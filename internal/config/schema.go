@@ -15,6 +15,8 @@ import (
 	"github.com/invopop/jsonschema"
 )
 
+//go:generate go run ./schemagen ../../config.schema.json
+
 // SchemaFile is the repository path of the committed schema that Schema generates; editors
 // find it through the `# yaml-language-server: $schema=` line of a configuration file.
 const SchemaFile = "config.schema.json"

@@ -26,9 +26,9 @@ func TestSchema(t *testing.T) {
 		return
 	}
 	want, err := os.ReadFile(schemaPath)
-	require.NoError(t, err, "run: go test ./internal/config -run TestSchema -update")
+	require.NoError(t, err, "run: go generate ./internal/config")
 	require.Equal(t, string(want), string(got),
-		"%s is out of date with the config types; run: go test ./internal/config -run TestSchema -update", SchemaFile)
+		"%s is out of date with the config types; run: go generate ./internal/config", SchemaFile)
 }
 
 // compiledSchema compiles Schema() with a real JSON Schema validator.
