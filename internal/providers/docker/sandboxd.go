@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -348,13 +349,32 @@ func (p *Provider) sdClient(ctx context.Context, ins container.InspectResponse, 
 // writeToken puts the secret where sandboxd reads it at start (SANDBOXD_TOKEN_FILE), in the
 // container's host socket folder, readable by the container's (non-root) user; sdClient
 // removes it once sandboxd answers.
+//
+// The folder is writable from inside the container (sandboxd makes its socket there), so the
+// sandbox may have planted links in it: the file is made through an os.Root of the folder
+// (nothing outside it can be reached), under a fresh random name with O_EXCL|O_NOFOLLOW
+// (never through an existing name or link), then renamed over "token" (a rename replaces a
+// link, it does not follow it).
 func writeToken(folder, token string) error {
-	tmp := filepath.Join(folder, "."+tokenFileName)
-	if err := os.WriteFile(tmp, []byte(token), 0o444); err != nil {
+	root, err := os.OpenRoot(folder)
+	if err != nil {
+		return fault.Wrap(fault.Provision, err, "%s: opening the sandboxd socket folder", TypeName)
+	}
+	defer root.Close()
+	tmp := ".token-" + randomHex(8)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o444)
+	if err != nil {
 		return fault.Wrap(fault.Provision, err, "%s: writing the sandboxd secret file", TypeName)
 	}
-	if err := os.Rename(tmp, filepath.Join(folder, tokenFileName)); err != nil {
-		_ = os.Remove(tmp)
+	_, err = f.WriteString(token)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, tokenFileName)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
 		return fault.Wrap(fault.Provision, err, "%s: writing the sandboxd secret file", TypeName)
 	}
 	return nil

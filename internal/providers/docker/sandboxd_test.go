@@ -240,3 +240,30 @@ func profileOf(t *testing.T, id string) string {
 	require.NoError(t, err)
 	return ins.Config.Labels[docker.LabelProfile]
 }
+
+// TestSandboxdSecretFileFollowsNoLink: the socket folder is writable from inside the
+// container, so links planted there must not make the gateway write the secret anywhere else
+// on the host when it delivers the secret for a restart.
+func TestSandboxdSecretFileFollowsNoLink(t *testing.T) {
+	requireEngine(t)
+	p, _ := sandboxdProvider(t)
+	sb := create(t, p, allowPol)
+	victim := filepath.Join(t.TempDir(), "victim.txt")
+	require.NoError(t, os.WriteFile(victim, []byte("precious"), 0o600))
+	missing := filepath.Join(t.TempDir(), "created-by-the-sandbox")
+	sh(t, sb, "ln -s "+victim+" /.sandgate/run/token && ln -s "+missing+" /.sandgate/run/.token")
+
+	cli := engineClient(t)
+	defer cli.Close()
+	timeout := 1
+	require.NoError(t, cli.ContainerStop(t.Context(), sb.ID(), container.StopOptions{Timeout: &timeout}))
+	again, err := p.Attach(t.Context(), sb.ID(), agent, allowPol)
+	require.NoError(t, err, "the secret is delivered beside the links, and sandboxd starts")
+	assert.Equal(t, "ok\n", sh(t, again, "echo ok"))
+
+	b, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	assert.Equal(t, "precious", string(b), "a link's target is never written")
+	_, err = os.Lstat(missing)
+	assert.True(t, os.IsNotExist(err), "nothing is created through a link")
+}
