@@ -21,7 +21,7 @@ func ValidEnvName(name string) bool { return wspath.ValidEnvName(name) }
 // makes execve fail with E2BIG.
 const MaxArgBytes = 32 * 4096
 
-// MaxEnvBytes bounds the caller's environment and command together, well under the
+// MaxEnvBytes bounds the caller's environment, well under the
 // kernel's whole-exec limit (a quarter of the stack limit, 2 MiB by default), leaving room
 // for what the provider adds.
 const MaxEnvBytes = 1 << 20
@@ -40,9 +40,9 @@ const MaxEnvBytes = 1 << 20
 //   - fault.Validation for a Context on a Command, fault.Unsupported(subject, "stateful") for a
 //     Context without caps.Stateful;
 //   - fault.Validation for an Env name that fails ValidEnvName, a NUL byte in the program
-//     text or an Env value, a Command or one NAME=value of MaxArgBytes or more, or an
-//     environment and command over MaxEnvBytes together (the OS cannot pass them: execve
-//     fails with E2BIG);
+//     text or an Env value, one NAME=value of MaxArgBytes or more, or an environment over
+//     MaxEnvBytes (the OS cannot pass them: execve fails with E2BIG; the program text itself
+//     is not an argument — providers pass it on stdin or in a file);
 //   - the fault.Policy error of CleanPath when Dir leaves the workspace.
 func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 	switch {
@@ -74,9 +74,6 @@ func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 	if strings.IndexByte(spec.Command, 0) >= 0 || strings.IndexByte(spec.Code, 0) >= 0 {
 		return fault.New(fault.Validation, "the program text contains a NUL byte")
 	}
-	if len(spec.Command) >= MaxArgBytes {
-		return fault.New(fault.Validation, "the command is %d bytes, over the %d bytes the kernel passes as one argument; put a long script in a file (PUT …/files/{path}) and run it", len(spec.Command), MaxArgBytes-1)
-	}
 	envBytes := 0
 	for name, value := range spec.Env {
 		if !ValidEnvName(name) {
@@ -90,8 +87,8 @@ func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 		}
 		envBytes += len(name) + len(value) + 2
 	}
-	if envBytes+len(spec.Command) > MaxEnvBytes {
-		return fault.New(fault.Validation, "the environment and command take %d bytes, over the %d bytes allowed for a program's arguments and environment; pass large values as a file or on stdin", envBytes+len(spec.Command), MaxEnvBytes)
+	if envBytes > MaxEnvBytes {
+		return fault.New(fault.Validation, "the environment takes %d bytes, over the %d bytes allowed for a program's environment; pass large values as a file or on stdin", envBytes, MaxEnvBytes)
 	}
 	if _, err := CleanPath(spec.Dir); err != nil {
 		return err
