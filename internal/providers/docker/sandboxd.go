@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -317,7 +318,7 @@ func (p *Provider) sdClient(ctx context.Context, ins container.InspectResponse, 
 		}
 		p.forgetClient(ins.ID)
 	}
-	c := remote.NewClient(filepath.Join(folder, socketName), token)
+	c := remote.NewVerifiedClient(filepath.Join(folder, socketName), token, p.sandboxdPeer(ins.ID))
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		err := c.Ready(ctx)
@@ -344,6 +345,85 @@ func (p *Provider) sdClient(ctx context.Context, ins container.InspectResponse, 
 		c = prev.(*remote.Client)
 	}
 	return c, nil
+}
+
+// sandboxdPeer returns the check of a container's sandboxd listener (remote.NewVerifiedClient).
+// Programs in the container run as sandboxd's user and may replace its socket with one of
+// their own, so the listener must be sandboxd itself: the oldest child of the container's init
+// (docker-init, State.Pid; sandboxd is the process it starts, and the container ends with it,
+// so any other child — an orphan reparented to init — is younger). A listener that is not
+// visible from the gateway's pid namespace (pid 0: the gateway runs in another one) cannot be
+// checked and is let through, as is one of a container whose init is not visible.
+func (p *Provider) sandboxdPeer(id string) func(pid int32) error {
+	var mu sync.Mutex
+	initPID := 0
+	return func(pid int32) error {
+		if pid == 0 {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for attempt := 0; attempt < 2; attempt++ {
+			if initPID == 0 || attempt == 1 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ins, err := p.cli.ContainerInspect(ctx, id)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("inspecting sandbox '%s': %w", id, err)
+				}
+				if ins.State == nil || ins.State.Pid == 0 {
+					return fmt.Errorf("sandbox '%s' is not running", id)
+				}
+				initPID = ins.State.Pid
+			}
+			want, visible := oldestChild(initPID)
+			if !visible {
+				return nil
+			}
+			if want == int(pid) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the process listening on the socket (pid %d) is not the sandbox's sandboxd; something in sandbox '%s' replaced its socket", pid, id)
+	}
+}
+
+// oldestChild returns the child of process ppid that started first; visible is false when
+// /proc does not show ppid (another pid namespace).
+func oldestChild(ppid int) (pid int, visible bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", ppid, ppid))
+	if err != nil {
+		return 0, false
+	}
+	best, bestStart := 0, uint64(math.MaxUint64)
+	for _, f := range strings.Fields(string(b)) {
+		c, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c))
+		if err != nil {
+			continue
+		}
+		// Field 22 (starttime) counts from the field after the command, which ends at the
+		// last ')'.
+		i := strings.LastIndexByte(string(st), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(st[i+1:]))
+		if len(fields) < 20 {
+			continue
+		}
+		start, err := strconv.ParseUint(fields[19], 10, 64)
+		if err != nil {
+			continue
+		}
+		if start < bestStart || (start == bestStart && c < best) {
+			best, bestStart = c, start
+		}
+	}
+	return best, true
 }
 
 // writeToken puts the secret where sandboxd reads it at start (SANDBOXD_TOKEN_FILE), in the

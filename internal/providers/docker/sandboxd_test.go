@@ -267,3 +267,47 @@ func TestSandboxdSecretFileFollowsNoLink(t *testing.T) {
 	_, err = os.Lstat(missing)
 	assert.True(t, os.IsNotExist(err), "nothing is created through a link")
 }
+
+// TestSandboxdSocketCannotBeReplaced: programs run as sandboxd's user and can rename its
+// socket and listen in its place; the gateway checks who listens (SO_PEERCRED) before it
+// sends a byte, so such a listener never receives the secret.
+func TestSandboxdSocketCannotBeReplaced(t *testing.T) {
+	requireEngine(t)
+	p, sockDir := sandboxdProvider(t)
+	sb := create(t, p, allowPol)
+	r := run(t, sb, providers.ExecSpec{Language: "python", Context: "mitm", Code: `
+import os, socket, threading
+run = '/.sandgate/run'
+os.rename(run + '/sd.sock', run + '/sd.real')
+srv = socket.socket(socket.AF_UNIX)
+srv.bind(run + '/sd.sock')
+srv.listen(8)
+def serve():
+    while True:
+        c, _ = srv.accept()
+        with open('/workspace/captured', 'ab') as f:
+            f.write(c.recv(65536) or b'(nothing)')
+        c.close()
+threading.Thread(target=serve, daemon=True).start()
+print('listening')`})
+	require.NoError(t, r.err)
+	require.Equal(t, "listening\n", r.stdout, r.stderr)
+
+	// A restarted gateway dials the socket afresh.
+	p2 := newProvider(t, func(o *docker.Options) {
+		o.Profile = profileOf(t, sb.ID())
+		o.Stateful = true
+		o.Config.Sandboxd = &config.DockerSandboxd{SocketDir: sockDir}
+	})
+	_, err := p2.Attach(t.Context(), sb.ID(), agent, allowPol)
+	require.Error(t, err, "the impostor is refused")
+	assert.Contains(t, err.Error(), "replaced its socket")
+
+	ins, err := inspect(t, sb.ID())
+	require.NoError(t, err)
+	secret := ins.Config.Labels[docker.LabelSandboxdToken]
+	captured := run(t, sb, providers.ExecSpec{Command: "cat /workspace/captured 2>/dev/null; true"})
+	require.NoError(t, captured.err)
+	assert.NotContains(t, captured.stdout, secret)
+	assert.NotContains(t, captured.stdout, "Bearer")
+}

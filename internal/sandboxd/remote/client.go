@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/sandboxd"
+	"golang.org/x/sys/unix"
 )
 
 // Limits of what the client reads.
@@ -45,6 +46,56 @@ func NewClient(socketPath, token string) *Client {
 		return dialer.DialContext(ctx, "unix", socketPath)
 	}
 	return newClient("http://sandboxd", socketPath, token, t)
+}
+
+// NewVerifiedClient is NewClient, but every new connection is checked before a byte is sent
+// on it: verify gets the process id of the socket's listener (SO_PEERCRED, in this
+// process's pid namespace; 0 when that process is not visible from here) and refuses a
+// listener that is not the expected sandboxd — the socket's folder may be writable by the
+// programs sandboxd runs, which could otherwise put a listener of their own in its place and
+// receive the bearer secret.
+func NewVerifiedClient(socketPath, token string, verify func(pid int32) error) *Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	t := newTransport()
+	t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		conn, err := dialer.DialContext(ctx, "unix", socketPath)
+		if err != nil {
+			return nil, err
+		}
+		pid, err := peerPID(conn)
+		if err == nil {
+			err = verify(pid)
+		}
+		if err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("sandboxd at %s: refusing the listener: %w", socketPath, err)
+		}
+		return conn, nil
+	}
+	return newClient("http://sandboxd", socketPath, token, t)
+}
+
+// peerPID returns the pid of the process that listens on the other end of conn.
+func peerPID(conn net.Conn) (int32, error) {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return 0, errors.New("not a Unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if credErr != nil {
+		return 0, credErr
+	}
+	return cred.Pid, nil
 }
 
 // NewTCPClient returns a client of the sandboxd at baseURL (e.g. "http://10.1.2.3:8888"),
