@@ -42,6 +42,8 @@ type Options struct {
 	Mounts []Mount
 	// AgentTools, when set, backs GET /v1/agent/tools (the MCP server's tools).
 	AgentTools AgentTools
+	// RateLimit bounds each principal's request rate on the REST API (zero: none).
+	RateLimit RateLimit
 }
 
 // Mount serves Handler at exactly Path. Authenticated puts it behind the same bearer-token
@@ -102,7 +104,9 @@ func NewHandler(o Options) (http.Handler, error) {
 		}
 		return p, nil
 	}
-	g, err := newGate(doc, o.Auth.Middleware(resolved, WriteProblem), o.MaxBody)
+	limiter := newRateLimiter(o.RateLimit, o.Now)
+	authenticate := o.Auth.Middleware(resolved, WriteProblem)
+	g, err := newGate(doc, func(h http.Handler) http.Handler { return authenticate(limiter.middleware(h)) }, o.MaxBody)
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}

@@ -20,6 +20,8 @@ const (
 	// DefaultQuotaSessions and DefaultQuotaConcurrentExecutions are sandbox.quotas' defaults.
 	DefaultQuotaSessions             = 100
 	DefaultQuotaConcurrentExecutions = 32
+	DefaultQuotaRequestsPerSecond    = 50.0
+	DefaultQuotaRequestsBurst        = 100
 	DefaultToolOutputMaxChars        = 8000
 	DefaultDockerPidsLimit           = 256
 	// DefaultKubernetesWorkspace is kubernetes.workspace's default.
@@ -99,6 +101,8 @@ func (s *Sandbox) applyDefaults() {
 	s.Broker.applyDefaults()
 	setDefault(&s.Quotas.Sessions, DefaultQuotaSessions)
 	setDefault(&s.Quotas.ConcurrentExecutions, DefaultQuotaConcurrentExecutions)
+	setDefault(&s.Quotas.RequestsPerSecond, DefaultQuotaRequestsPerSecond)
+	setDefault(&s.Quotas.RequestsBurst, DefaultQuotaRequestsBurst)
 	if s.Quotas.AdminsExempt == nil {
 		s.Quotas.AdminsExempt = ptr(true)
 	}

@@ -427,6 +427,11 @@ type Quotas struct {
 	// ConcurrentExecutions bounds one principal's unfinished executions — running, or waiting
 	// for their session or a worker — tasks included. Default 32.
 	ConcurrentExecutions int `koanf:"concurrent_executions" json:"concurrent_executions"`
+	// RequestsPerSecond bounds one principal's REST requests per replica (a token bucket of
+	// RequestsBurst); over it, 429 with Retry-After, and every answer carries RateLimit-*
+	// headers. Default 50; RequestsBurst default 100.
+	RequestsPerSecond float64 `koanf:"requests_per_second" json:"requests_per_second"`
+	RequestsBurst     int     `koanf:"requests_burst" json:"requests_burst"`
 	// AdminsExempt exempts members of auth.admin_groups. Default true.
 	AdminsExempt *bool `koanf:"admins_exempt" json:"admins_exempt"`
 }

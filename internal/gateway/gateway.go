@@ -195,7 +195,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 			{Path: mcp.MetadataPath + mcp.Path, Handler: meta},
 			{Path: mcp.Path, Handler: agent, Authenticated: true, ResourceMetadata: agent.ResourceMetadataURL()},
 		},
-		AgentTools: agent})
+		AgentTools: agent,
+		RateLimit:  rateLimit(cfg.Sandbox.Quotas)})
 	if err != nil {
 		return nil, err
 	}
@@ -357,4 +358,12 @@ func consoleConfig(cfg *config.Config, iss *devissuer.Issuer, log *slog.Logger) 
 		return web.Config{Issuer: iss.URL(), ClientID: devissuer.ClientID, Scopes: []string{"openid", "profile", "email", "groups"}}
 	}
 	return web.Config{}
+}
+
+// rateLimit maps sandbox.quotas to the REST edge's request rate (negative: none).
+func rateLimit(q config.Quotas) api.RateLimit {
+	if q.RequestsPerSecond < 0 {
+		return api.RateLimit{}
+	}
+	return api.RateLimit{PerSecond: q.RequestsPerSecond, Burst: q.RequestsBurst, AdminsExempt: q.AdminsExempt == nil || *q.AdminsExempt}
 }
