@@ -84,6 +84,11 @@ func TestLosingAGroupRevokesItsSessions(t *testing.T) {
 		p := requireProblem(t, e.do(former, r.method, r.path, r.body), 403, "policy")
 		assert.Contains(t, p["detail"], "restricted to members of [ml]", r.method+" "+r.path)
 	}
+	// Results of the session's tasks too.
+	task := e.do(member, "POST", base+"/commands", map[string]any{"command": "echo secret-result", "wait_s": 0}).JSON(t)["id"].(string)
+	e.waitTask(member, task)
+	p := requireProblem(t, e.do(former, "GET", "/v1/tasks/"+task, nil), 403, "policy")
+	assert.NotContains(t, p["detail"], "secret-result")
 	require.Equal(t, 200, e.do(former, "DELETE", base, nil).Status, "destroying stays possible")
 	requireProblem(t, e.do(member, "GET", base, nil), 404, "not-found")
 }

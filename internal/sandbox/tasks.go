@@ -45,6 +45,11 @@ func (s *Service) GetTask(ctx context.Context, p principal.Principal, id string)
 	if err != nil {
 		return Task{}, err
 	}
+	// Results are the session's work: like the session, they need the profile's groups at
+	// the time they are read (listing and cancelling stay possible).
+	if prof, ok := s.profiles[t.Profile]; ok && !s.allowed(p, prof) {
+		return Task{}, fault.New(fault.Policy, "sandbox task '%s' ran in profile '%s', which is restricted to members of %v, and this token is in none of them", id, prof.Name, prof.Config.AllowedGroups)
+	}
 	return taskView(t)
 }
 
