@@ -2430,6 +2430,25 @@ func (response GetAgentTools401ApplicationProblemPlusJSONResponse) VisitGetAgent
 	return err
 }
 
+type GetAgentTools429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response GetAgentTools429ApplicationProblemPlusJSONResponse) VisitGetAgentToolsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetMeRequestObject struct {
 }
 
@@ -2470,6 +2489,25 @@ func (response GetMe401ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 	return err
 }
 
+type GetMe429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response GetMe429ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProfilesRequestObject struct {
 }
 
@@ -2506,6 +2544,25 @@ func (response ListProfiles401ApplicationProblemPlusJSONResponse) VisitListProfi
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProfiles429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListProfiles429ApplicationProblemPlusJSONResponse) VisitListProfilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2724,6 +2781,25 @@ func (response ListSessions401ApplicationProblemPlusJSONResponse) VisitListSessi
 	return err
 }
 
+type ListSessions429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListSessions429ApplicationProblemPlusJSONResponse) VisitListSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateSessionRequestObject struct {
 	Body *CreateSessionJSONRequestBody
 }
@@ -2900,6 +2976,25 @@ func (response DeleteSession401ApplicationProblemPlusJSONResponse) VisitDeleteSe
 	return err
 }
 
+type DeleteSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSession429ApplicationProblemPlusJSONResponse) VisitDeleteSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSessionRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    GetSessionParams
@@ -2970,6 +3065,25 @@ func (response GetSession404ApplicationProblemPlusJSONResponse) VisitGetSessionR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession429ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3414,6 +3528,25 @@ func (response ListContexts422ApplicationProblemPlusJSONResponse) VisitListConte
 	return err
 }
 
+type ListContexts429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts429ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListContexts502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -3549,6 +3682,25 @@ func (response CreateContext422ApplicationProblemPlusJSONResponse) VisitCreateCo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext429ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3692,6 +3844,25 @@ func (response DeleteContext422ApplicationProblemPlusJSONResponse) VisitDeleteCo
 	return err
 }
 
+type DeleteContext429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext429ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteContext502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -3831,6 +4002,25 @@ func (response RestartContext422ApplicationProblemPlusJSONResponse) VisitRestart
 	return err
 }
 
+type RestartContext429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext429ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RestartContext502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -3953,6 +4143,25 @@ func (response ListFiles422ApplicationProblemPlusJSONResponse) VisitListFilesRes
 	return err
 }
 
+type ListFiles429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListFiles429ApplicationProblemPlusJSONResponse) VisitListFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteFileRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Path      string    `json:"path"`
@@ -4070,6 +4279,25 @@ func (response DeleteFile422ApplicationProblemPlusJSONResponse) VisitDeleteFileR
 	return err
 }
 
+type DeleteFile429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFile429ApplicationProblemPlusJSONResponse) VisitDeleteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReadFileRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Path      string    `json:"path"`
@@ -4179,6 +4407,25 @@ func (response ReadFile422ApplicationProblemPlusJSONResponse) VisitReadFileRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReadFile429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile429ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4307,6 +4554,25 @@ func (response WriteFile422ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type WriteFile429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile429ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTasksRequestObject struct {
 	Params ListTasksParams
 }
@@ -4360,6 +4626,25 @@ func (response ListTasks401ApplicationProblemPlusJSONResponse) VisitListTasksRes
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListTasks429ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4437,6 +4722,25 @@ func (response GetTask404ApplicationProblemPlusJSONResponse) VisitGetTaskRespons
 	return err
 }
 
+type GetTask429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response GetTask429ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CancelTaskRequestObject struct {
 	TaskId TaskID `json:"task_id"`
 }
@@ -4506,6 +4810,25 @@ func (response CancelTask404ApplicationProblemPlusJSONResponse) VisitCancelTaskR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTask429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTask429ApplicationProblemPlusJSONResponse) VisitCancelTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5270,176 +5593,177 @@ func (sh *strictHandler) CancelTask(w http.ResponseWriter, r *http.Request, task
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rchs31uCroHpnS5KnSVHUxTZVU986jp3x9zmJx3LKtWNqSbAbJDHqBhgALYpxVLVPsw+2T7KFg0uj",
-	"m6BEWoonM5sfrrKa3bgcHJz75XOS8XLBGWFKJoPPyZzgnAj471ueYUU50//PicwEXZg/k5/ev0V8itSc",
-	"oEwQrEiOBJG8EhnpJmkiszkpsf5MrRYkGSRSCcpmye3tbZossMAlUXaOl5wpcqN+wCVZn+YFyszPiOES",
-	"Rqb68QKreZImDL5J7Csj+DNNBPm5ooLkyUCJioRrWWCliNAD/K9PLzp/x51fep3no8vg/93O5edeenZ8",
-	"+6ckXVt6mryshORifZk/LvDPFUFjppeRwUtjNBW8BAAtBLmmvJJogWf1Hn6uiFgFmzBDh8st8c1bwmZq",
-	"ngz6vV5sPW9pSZV+NTZiAT+GA+ZkiqtCJYPTXqpHp2VV6j/0X5SZv478PJQpMiMCJnon+JQW5G8ww9r2",
-	"P3JxVXCco4V57RyVlVSoxCqbAwQkkZJyticRXzL3FlrOCUMTruYIC4KuGF+yTdCxn2wCz5Hdgv87BqwL",
-	"s4g338bQzK4Q0TxFXKCxBdUYTbkwWI6Lgog9iewv/gs+ReP/sOv7y3gDitqXRzTfFkH3P/U6z3Fnevn5",
-	"uH/7q530II6WH7C8MtuKTK2wvNph3nDa2Gy3ehy54EwSuL7f4Pw9+bkiEvAQriKD/+LFoqCGfBwuBJ8U",
-	"pPzzP6ShJeQGl4vC3neFaZEMYHVEKjTh+QrNsUSYISIEFwOUcyLZnkMos+yBRqMFEWqFhpqAlZjlwwRR",
-	"iUoqpV5rmkiFVSWTwQncHqr0jMkbdo0LqsmVWbXf4lyphRwcHkrM8hlWpJuTa7dyeQgfGWJ4G4LuT4JM",
-	"k0Hy3w5rInpofpWH78zHBmpNjPswJ24FsGZcTLkoSa6RTx+cRJKXRM0pmxn042xKZ5WAFQBAEOMK4aLg",
-	"y65e0UvOpgXNHnoK7m7uyTkWJN+Dk5AZXxC0IGIkKqZoSQaIKviFM4LMm+4+nCOc54JIqV/BEu1Z1N1D",
-	"lElFcK4vDLAMvTXOSOOcntfn5De05QFl7v3HOh6NXS1wT6myFB2gtOdAY2mE44D6udIL1Gt5dUOySg/z",
-	"rd7s5tOJnYo971Epk0H/KE0Iy3iucXuQVGraeZakCbmhapTxnCSDXhrSmUFyNj3KevlT0p88wyekN32O",
-	"jyen2dP8iPSnx/hkEkAeRICCKJLDw5wIkQwS///RZKX0de/5B0pULNNsPxlMcSEJ/MArlQySk/6QJe5v",
-	"9+Wxf7D+5RILRtlMJoNPl1sfngfreyI1T9twiMS9hqaUUTknOdpfzrEi10QgqiTS8EMafgf6FOdUwVON",
-	"5LxSzQN8J3jJYeG7HCIcRW9ylh9Pe1kfPycn+enp5Ch7Rp5Oz/BpfpIdT/pJmnh0SwaJWTUZWbqWpJ4B",
-	"DjwTf8Bhi4oxSyGrSUmVIvkI66Pr9/pnnaOjTv/5h97zwVFv0Ov9ffv7pNlQ7BwuFC0KZCdFeKqIQOMl",
-	"pmokx+dowYsCbo9mVAgrNHZSJzDTDdJobB321UP/HqzlNRcTmueEPZQyYjVHe93uIVHZ4QJLucz3EJEZ",
-	"XhBphBzM8gm/QUsuruQCZ03KdlxTtne8oNkKXVNemHVuSeEW8N2j0LcfHO8guZVwqEQLQVlGF7gAEQgj",
-	"Mx/KMNO0b0IQYVMuMpLDtfiBq9e8YvkDwVoxEPw89JxYtXcfQu81wHtSg1fvbQor2xKujKuO+eAxQPuT",
-	"3dC+hiHjak5EDdk9eRDoSbdp8uM1EX+ruMIPBOOKV2iOrwk67tc0T/pLxwXSF46yWQq4CrqB5sQW7N2f",
-	"9RpkN+Msq4QgTI3qUc7hW8ATze8Vt7QU7X/36gM6vD461FdX/oc5jb/YOYGeZphlpGiz+X7A5mHziNxk",
-	"hORk6yOD5T4apzeyvZbDsIIt8ilwAQMUtD9uQml8cI7G74kSq84LTczGSOKVNOqM4kiJFcIzTFkXjR2A",
-	"SjJGcs6XElUSzwjCLDdnIFs0Lhh2XU25IBlnudSTwIlMyJQLoicEwgpzxpTvWpMDbYHzt1jMyAMxDsRE",
-	"ENapRFyzU41YR72TZ6dPz3q9jmb8Fs/2HfxKfDPS3xmp4CDEiaOAQH7gHBWwxC3RQXHeMR88Bkp8ozfl",
-	"d+Qkb2JPDK7tTwxXak6YolaUeRAoFb8iTIOR3Cy0gnbuVQOMGFki8zvYE1a80ogqKyIa9O+ohl57bVvC",
-	"sGp99hiQ/N6oYpoSUKt2TQgWGrJ6Sy3c//jxY+dFsIb1C/D+9Ut09vS0h7K5vrJsdp+xCY5KVosFFw8/",
-	"poJnuBjJarIQPNMajtcL7Awowws8oQVVqwEqMJtVeEYGopqsGtSvH56VX1zw8dYqT/3FY5HCheDXNCdi",
-	"fW8gIngh1dyChVSC4PKBcM15dkXEANFSk8bFSs05Gxx3j/odWdDSKF6WnzsgnvYCIL7Ta9ZCg0a1KabF",
-	"9ki/cJ8+GgCdHJPxqsiRFZz8NEbBFwRncxCj/KxwAV7MCFMfOC/gL2vfoMbOMuWixABewqoyGXxKymxh",
-	"1AaGaZImmKm54AuaJZdrVps0mVU017w4YskFhuR+By6PkVxJRUq97nKh0D6o+VqjLQlTaEEEKigjB90k",
-	"MpPivBjxSi0qNdL0Pptjc72b0xptMEVGnwSGCBxFEJxLZ1rWY0mwDmaVAt46B2MJW2kKIHCmiJDBKjyj",
-	"M8uITKuhi3KiBRgjIVFmVXcguEYcLrFK3Q/fv3yHJBHXYPvjIicCTHyKlDA6znMYCBfvguMy9jW7KD75",
-	"BzFmCfsAC4FXibGkOYvcJ3fAwVFtgqXb3GVkipeOJFi0aSIRVgpn84BSTjgvCAbsN78ROSI3igiGi/hr",
-	"+pBk/CcqnUJzzxV64178QM1hOVoJA3vYrqNWA35pssDZFZ6REWVS4WLDgo0WA2KHweo7X2NEaf3tznec",
-	"AL8BDF7YH1XSSHGxdyxB2DCGnJNN+4F7OK2iv7ZQqj4QN2IIaneW63AMJnF4kTTWHMOWtY2vwTR2FhGg",
-	"RtGa5yQwM8dvnTUnNVHemMZa3gKQUe/xGKTOrxSRwy10vHNKca1pIcrO0TUWFE8KIpEkCk1WoE/UVihN",
-	"y7RKSBx9YeRGdYfsBQh6bjwqvVdtSdUcjd2pjdG+4Y9G2+DGeHNwDsbyGyqdUXXIRGWIm9ZjtDrqRkiR",
-	"5OF4JV5pDmVH6qJvjXlpAIzgnZlLwxBxNmTWCiXtqhyWDJAmeOPUycuwB+9COUegBC+pJAijqSByPmSa",
-	"UouFIEprx0TUEOqC8fBhnro0Iex6M540kOHs9PT4LDJCiW/Cb476zyJo6cC4jiL2lPY1RJzHSAONV1qo",
-	"tzACFdnZCNxYoYEZ5SQrsCDA44JFn/QiKzZ84j7a+yO89coZkjVVNbbOkYOM8QM+Oztp+AV73fqKsKqc",
-	"GMJtrHiND4/Pmt+tfdUiUnBB43cejJ9feu2N5XRdhaiYwd7DCWWHco46WQu4W5OHZR53hYIYygstRQui",
-	"CfA1MbILqW2Dawf6/Ow3QePm6l7dKIERYddUcAaynCdX59btFHhux+7uNS7e5ZM/je3q778gX4qTUuU0",
-	"EnXwzUoRiaYk1/CUCrMcixxRtqgU2s8d5SLlQq0ONp3qulQR4n9zvrd8SYRsuXysWdR+do4Y+BIEppJI",
-	"RJWd98tuUXP6v/IlKjibtQ0+mMkl0ctH/V7fYDMG83lj7t0vorky8bvoWWFLoizodYT8vdZ30pr6NQcK",
-	"yX1OSX7ueV/AGwWRCgvlgLgu+lieOMIRnvwRrG8B/1nimolyTV6lcjNo1Sv1GlWSY0U6+jijnMSbQdfn",
-	"fFUbWiXVylM4/74gB8Fs6xpKyDycTmfYRpImEyznUUWO2TiZ9SiA8CxtKIyfogG7xqZSe4R3nPpL+HRH",
-	"AtxkjTbupN7f7ht+cPDOGnzu2PJbKiPIbo+2qaXcRdjctblP9/MDR5cE4LfRK1/GDQs8IYXckpXEYo3W",
-	"yP1xP7JSd1T3Dua9mbtH8cTAkxOmKI6p+z9JIjqlFl8pvKRWmrcRQXEBfpjiWmv8LlDL2Fn3DUGXJBNE",
-	"SeAjLZq3lCPBCzLCgkX11KtqQgQjisjRTPBqsaNaG3ze0iDrb0TFRljGCcEaiNq+8jXEbgQa1LYmTa3O",
-	"TqLEq45EqImXC0mYYEnOTqKXOYhWaB/VO2tUBYe8sfOdo6P+sz9bXeeKFgXJtUYl6YzhArFzxKqisH4X",
-	"CsEzFXAO/VgLNS1DTLB8xhWNGcM+EOuM1oAfINKddcMANmAqNC+MA0cQSVTUBsZ5OTLrjUwxJ+hKn2+x",
-	"J/WCO3zaKUnJxcpsUSDCcpIjjJyZ2RrDtIa5b4UP88GonBzEOWUYGhDBHgPB9bX9gEviprNQVnOs7Iqs",
-	"GARr2gfQXLz57r/evH0bNwQ6W217krGPNRkjH4qhIFbDhmJ0AwYRBqbAIY94pVmY8SxqCF9G5zYhLJ83",
-	"/eTiUrZC9vWYl7hhxgTAxOcMYmHWbZIKFwh+dDCeCVyipeCKpOiKLBSEhXHVEFvuXG8r0iaGhCXNNSZr",
-	"lM4FXyy0VDYnOAfcVpgWJiyTLDZIYy6wMLbhOqRne8LX4okWfTxc/aG2wNk60cjuIwcYELC0Qf3SZqim",
-	"30eMMb+mBXnFlImIbRLUMkrifsz0QS+IgBBFztDEOoDXuS3P6ZR6UXc7UXWDaJiagNA4HfiFbHkHzJOa",
-	"2Ntw3JzCgazKgrKrJE3AlhG5knH51Eaqwrt2NamBXRMEm6AfF9P0mmK7JUwJSraX3urzvQ9XDRTc+JtW",
-	"+1FQpUwcUnPBm8/nHjI+x/3Ts4edbPvWhdhvj8eei50ttru/ElyYLbQE5jnJru6UOzfRhHrsmo041OMa",
-	"0SqGrzE1bP5edLNjxJbe9EUEszATtMLlyMZdGYMwpsy43lcyw0UxmtJCwYOSZoKPrkugGrKMsqWWoaOh",
-	"GoGi0DbYjPXTMRJEVYJJ9NOH151naN/70oFllPiKoLGjZ2PwoKGxEcJc/DrWIpUguESSqIPzIfO/42KJ",
-	"V9LPYIgnsADrmTMvdmB8khvzrIORXfMdAp+JdYtgxqJap48vuTV1rllIpnIE4WojvbndpGn/6VJQo8Vu",
-	"/60Xs2LBNGliHRtm/N1Gdp+SmSCygd1mMI0IbAXaecGXhaZzcTlH2JjvCH/ebNeygUTn7vTrwL77jESt",
-	"dbdh0D6pNfCHy/LLj93Ld86ZFLE55WXMOPg90SvW4qsN4RrjSs278LbVw8Yb7UqhCnmnRh+8qllKCSEM",
-	"kQOfUiHVSBLCduLhX6Iv2nCg2KsF/pJFmDC3+0DxN/PWLUQRw7HFVqAVqe1sVnVUkx0u+NgDJrWn3zy0",
-	"OAKZOI1oENHzk9OnyEaBIBOIItcVfRehsm5rxAotCVNaRGczoJZak0GKo5wjPNEklMZVQ0hpiVzJ15QU",
-	"eacg16RAda4JhLNUgsjUKsE+ScphRytKRI8SPYeSSGnNcXcfg3vx8t4AhjQBh7GNKlk3URhT1UbhxfP1",
-	"iLBpIns24n7EITspCPrp/RvEcOlyZgDUKCuwjAnZrW1bGdTMnN4lMbyrjVdtWzgEVH+RzSdrxW3cSYPC",
-	"d8HHY2WIGBcInD2N4CHM8AwUIevJj+vRzmo2cgqN51IzPaC5oRu+LMiowYLWj/nLA0Y2qjo2WAYiNTfp",
-	"28aLxKeI4GyOzBdOPAI/unNIXBGyCMN/S3zjonFg6PHBQCPakAGxN0G9WCo0x8W1vrKq1rKthg3vjJ/U",
-	"muhYC2RdZCLHSgLOnCEYIFdoIvgVEWha4GsujOC1haK28BLXnVFsPpfARfzFL2nGzX27a6wLeMnoIyJq",
-	"bRCVCSwz2VLjIJNsPEBmszYG2xqffIooF1cQxgARaNYIh1k+ZDCXBOcShCSktSszbXg4NcSt1YrIc8RZ",
-	"sdKnDGyESiWw4gKVeDVkOZFK8JWm3EMWERTiOmydj+Mh6eDWvH1pIx6nebPW7os/xxZpiGK4h/wd5Cqu",
-	"KruAjq11Ykf87tOI/cCxJfmEh5aXwmUzN7GnczRAjLtQco1GNog0NcGKcGPLhWoe6UHc6VbJhvlukxoM",
-	"r6V2RRu3IOOGNZ8qvDF/oJYYqEKVJM7GWyLGlynCmeBS2oshCETTrksn0VyNrYS2wLSw7QdxM4E0SnFk",
-	"GTGYva+2dl+1/aw4U8XKy/XWUz2GTG2tlo5j0HlA3JePHfmCr/8poUdr/tXfKljoSz13QUjH7kEZXyco",
-	"aQ3EF475eWc1EaPMBEjq/9pLYP+yDC0qDFnnbcQM0oho2E47C8S9O2hPpEyB5pX2/OJ68AZJ/X7v8f1W",
-	"PFBENVV9HIs2X7JYgtSPS8gB8IGoaN8olejPyCqVB+eQhwWJWsAv4vb3AM1jv90hMBlKb5WezfkVexLN",
-	"Mcs1E+Msa2QIxJ1pjyKIvQiT+D1q2AT+ycqEqM05BB4uCr7ScssGB6PX3u5ckJnhwry8pvCHic1R8cn7",
-	"gGohyyJjK6ClgV4x3mNX8q0R8Qxs2sp+8NOOHtW7jOj1uHesKy6dBeVkIsFH5UJplmjyObXa4crLbHIj",
-	"bC/lOXp1r4+uFgPCtd6x0Ys1az7OFL2GCKWCyw1qKGSWr4EH9Pu4p0f/MorbCqxdCOlfkaymU3rjtA5r",
-	"bLHObSOAp/XVTFHBpYo7u03mntwcmobrAgSQ6E6lll5nXCmTB7cdQXRj7ERFN5D1OgZinbzWtQjqg6qL",
-	"EoDC0q5RcLkjGRU+FmWnMg/3O8VMzN1OENqOmmksdKSsXTphu5liBLDpcfPUsD6CgAw25ozdMr3ErWjJ",
-	"OsfG8mp7AmFKPdxDHcyQ95OGAK4NYYtZ/3xYriLzeeJ1ol80KiRN9GWNuwYlySpB1epC78aAx6SlvqiM",
-	"F9P89dqd6H9+/LDmmXvB0I9vvn2J3nwLQfwZRMUEibpWV2llEBtxRKJ9l8l64BNYgd/AvM3kRZNoSNmU",
-	"R+yeNqkRUteRJMW0M+eQxaafLvHKuP4gFwSSOEBhDtN8rcAINhYruxA5ZNmcS8K0SPDkybJV3Us+eYL2",
-	"IRcW1bmwKfoWsjhT9F8+ei1Fr172TSL1xcX3Kfq///v/HHSHbMhegWI7Prw+GgdVdhghuURjfQZc0F/g",
-	"4QB9Y/KFh1Wvd5z958cP8B9iq6vhELZwHAbA3SH74OP5qETXREAsQYpKDGY4Lf2hJ0+8oKi3FCbrH6Qm",
-	"CkZDr5Ym+ZLJIQviwaSNlZFXUO7IiCTyPFb3oRbEha10AkHcEp30TgxQwDEAMTfeQzHelEo7RjnPKi2e",
-	"SS2wSYLGGmXGerMSjOEDPeavDS73qw2rQ7+ikmCQlH8dsl87nY7/pz8Z1+6HMfoVnfR66NcwR7JODXYF",
-	"3qiEqGeBM4XMEOZY4p+bPAPsbXxcoIyXE8oMGtxX7crO0EpXN1Md6a2ZnPO0WVNLEE1tSDP/3A41dRVi",
-	"zCDHdr31uZd4BfNXkrhKKX7pLm/NjmWEhnogX0WFizoE1RJJME+uV1dB+5q0ISMOHbhaLFjNG9VmfCaJ",
-	"ndgXMTFzn6BfURVUIpG8JJCJVkiyJw8cNqYGF7kwybdmqJKoOc87ekTr0jBjnjrAwFpuqFQSTSoFoIEk",
-	"BJOdC18HeFDQTJkBntsBHl5Zyw7v6z7A+EfHLUxbq07RruXgVunz6GGcft9jgM/5uCMtPtyPRQInMerh",
-	"TntuuGhqeJCi4DwxdpQZZ6QeALP699C8TSWqGCSUgwtsn8Ijm5NC7OgHdkjjUTCDOmDV7g7rb6iXl5OC",
-	"OtC192gNNGasE8B0xlmnHq3+wBV3MTBtZM/YwSA9hOHCjNaD0SbVzGSJWIckyrAQ1GK/L50HwBqyFz5o",
-	"0sSr3lAlYT2/EMENd3zyxEicmtT3e72D1ALJlRk0Nv+CZoRJkFht/cQXCw30Tr/bM1JfWWKx0nqED+Pr",
-	"TPS9I3nNQIHPvniDwEtmmAReLIypwRYtcKw7SZNrIox1KOl1j8w0kNW/oMkgOe72usc2FgsklcM5BFv9",
-	"ov8/IxF144VlLP1eDy3n+lqHgbuQyy7RXz98eNdFPwDLZbwux+FP7U2eDJLviLKhXa2qj/1eb7cqaL72",
-	"GL/avtSCnXtzqQrYkT5djafdhmyXDD5dhsf1ll4Tpl/XbNSoyRhKztVblsmlHuFQEJyvtoUvYegdl2oG",
-	"ziiJ6puoD11jodmMLS6kT8Iet6GWmu2J1ZCRmwXJlDyHi1nny4buDnuYTrawfgHD8WlRoJLOBFRVPDCo",
-	"vHaU7/W+HnySdUxfjhWeYEnMqdaH6hAa9UPd6pFOHjYB6X8akaEMyWnv+NG3gJU/p6PUnpKVUPvnEIrv",
-	"JGwDdtLYahic+Ah7/oEriOpbnaOxWbsvOUWzOcqJ1pUIy1a2+sndN0FDkG55Fa6PDoGGHfpyGtErAZUW",
-	"6WyuPI8zlTuAGI8Py2wxdoRnfywqBjaEcYrs/403Jx2yMQSJjZwRVTNfeIvgfO0hAMI/1WIMjFBQqfxT",
-	"J6br9xlZtp/rx9Y8t/bTQepkGjJkVbNGyowwDacwdUgToKbYapz6/psCxCXwPsOQPpW+Li4McmYlyTky",
-	"TBwXkq/XIKFMKlFlyqsfNUD3JDix3cF0QbQtsRqjBc2upC+p0qkLoCA5xwsyQGM4o/2xZnoWLG4YACvk",
-	"2IK+jDVoxqbsjP7i8xC01WEyQMNkWjFY2TBJG38N0Gc9coqCcdMhqyuB396OIRt+7MvYbFwNMosZSbua",
-	"LoKiLhqGEpU4J0MYoprNPa3MCgqhAEJrbky5bOz3ry4+1HKKBFFbcYuwG4hoUKOnWcn8U6zUTAhpcxab",
-	"Klz78i+Rct221M8XFP65vXwoufdmrXqasJpQ8unC3ngv+V0O2f/klVZsgE6C3aHb7W4sZzN41oMkQUNh",
-	"PsUS9jGC8iXIkgpE4VGzYqQBbI0YsfRN79fdyVLZIg1buQDuSqa2Jx7QvuR2+8K3AQJuEIxUu8aRBpk7",
-	"MuCYJwYLYtN4bDkMKnvDJ0f3f9IuPXfbkJj12oCbuLpOYGEhVKAmfTVxHY54dPTFpmxmL7EM+ZWJQvOs",
-	"yjgLoxzqvY1vbyr2+q+GQaDECyivqOV5o/cYg9KeRFmBaQn2I8pmcsj2XXBqikzAXwpJgybbNAhOPTCM",
-	"oJ4UpMSMC60x0Fp6HDLgNxBKdlhgqTqS2MRGuYEWfU8eLM3ZWGobdtEKhI7ksX5KcnKtsXotSTXBWncK",
-	"gqLNg/9hJ+sqU2y9FRfdKDn8bNAzJYfrOGgzX5qUhZ7URTqDYXRweAhWyDmXavCs96x3mJPrQ07zLGkH",
-	"PrcLG/cHJyd/DyKN3eLDcOV6P9vWhXMB63dWGd0L6ux2H/Fi+dF9WnMwTX1jnA2qvjRhCFj06rzzRX+M",
-	"obEZ5joGN7oKxZh9XBTeWGxMzuBpb4hUgSPcFrkJKiBSqH+PsGPcmpcoArm+WruHsE3mLWbR6/GWSuVW",
-	"/uBbUsPo0+e1UF1XVM3kGkfKqNnLZUcwrwWhry7TKCiCFqmLsFbrzCX6r5c3a/7iK5o1HwdFzHzJgGbd",
-	"srqSgC9VZvtGmOJk9g9fjgzeD+NTzAuNAOQg7rgVWuwjituBw0fPtHQQgZe9pkH8pY98baULaf2nnQak",
-	"n7Xyd8JHLi/Hp+O4TBubUR6sr99rBIWslQn18QyDRtTQDiw/DOHcQFwqCUYHh6iPRVnanV1i6kpIXuqw",
-	"T0deRGXiDhZcqmg1JgleHCPXgSsAao0hbMKE9VRjN/vA1Q/zsl9dKA24bw7BNEOmx/JxF6YMzRKLXKZG",
-	"p1q6WjFaPl1iUIShsr/xC0ElnQhJMYU43lcs8ckN3/B8taPtwQmhSaURGHVwo7o/Z0TO+Q5NLIKgytum",
-	"EKox9TZO+e5GiWbHittUc88dvvJtEr6moKm/O77/u7oZAHzx/P4vXgZtRU76/W2WVtcbhm+2mKSuAg/m",
-	"rG1mcaV3m/f1R0Y6fDq11Qjb1yW8qWGsrrurYZxQVBS4cG5PvmR1xJglB4uiMuShjh3bky64rBHz792n",
-	"6ZAxsiRSGbG3i16AoACUZYGlBGHjL1Bc0Jj8iA2KjjhWN0oBF3WQUktfj4G4fuWw0fTqNo132apjM7a6",
-	"rmsRcWshjKxY1e7lDAtT3B2MxeOMs2sipPXNQijcxn5iwau7dRVbs3ebM+GsWJ3fBf4NC7EFRdetGla+",
-	"WM+yuPdgTNuzLV60/doebgVpRM8kSRhS96kZxdtSNbxC0972tk1b6uDbxokOkqxz0l+PrG1Pf2qnd4fB",
-	"cLGSVG7oKLO7FBMYvW0g3w5yTRj8GJFrXkBEI3Sp8Dj2TzVeeB0rxHlHUD1GXEISVkza+Z6CNxBKvfpw",
-	"EC/qOMuzjy6oKxq2fNf2uTciH7gEMisUKUmKKaKyWXecGSILIhvySh2feispnK8WnuSSCHTSez4IZTAI",
-	"Ippx5Gyr43c/Xph4Gf3LOG2ReC8wzvE1GbL1RmGuT5gW0GRdLXaz4HXhUe6Lha97L9M212Rr9I4Wbrtd",
-	"b6HXN9i5gwz5+6U3va9Pb3akNps0qOBSPkrfqX830Xc3MbZBO81FgAhFD98I2WxJoYefa4P7rSGmBYl1",
-	"BbFB/bLVatSRQ2gtwMWMqMYbXfQmJ+WC6zs3QJj5cCmaOxpofPyK8y56Db4pG4ATUDfn0EMTCuGqmur6",
-	"alomvMaYgYasFbVjok8Ur6AVBLKb0EPUzUehwpwTqhv5PDEy+S3AJySTDxF5gnwIa+nZqd3crteyzszY",
-	"1FjDdWjVXIj9M/0Ydqn34nMaV6Lq4zWRkDt0l4VQPhtVvCYEOLexjygLGX7cgfBYuPJVGNLvUdZ9JN7j",
-	"8ehr842T+7/zff7WLA33ov9u6nbdn3kLza6pm1/exToOXSrw11tOepe502Qse1dIozb2VLOZoNlDkEUQ",
-	"cZgMmfcZHHTRBdSPMF3+kLGm5qZKuKg0q8LS2VmjppL3FXtpMnseYNvMTbNuytT+2ZOnB2EJap+cvL38",
-	"HDT9+MO2uauAt9PV/lewbb53wSQm+mOd9txl0mxTBHMPfl9UwRY1ML1V6vYUY9cqphZt6zYS6COmSqJq",
-	"AYFLtqnukDnTAfKlJ0xwdxfecLHbB767vQmNPkcLLJWJ2nPuEaiBM2QzDlRFWveIi92wWSxa7PCtCOpe",
-	"vjYCNmjoO2RBzXzf8wtcctJVbnOij55d/42VnpSW5uCFoNe4sJ24NpEx1zX5Ebw0hmgdo06G9mrCtpfY",
-	"/h+JqVUMJR++e//q1Yc3P3yXDJI5KQreqmNw3NuB8jVan/xB/P4gfhuj4B5GB+uGBvFY97AlFYZmJJ2C",
-	"XkPkUi21rNEnS3QGYNqECzT2A1mCognDrOATXEg0IWpJiKXu9epT/fkEy3n9sf5q2WyxoyFBbsy5DJkv",
-	"AtVFP7IgyWxDw6rWjIb0gV+WcXC3QP1V6KbldrnW3yqNa1w2uQLXuUN18ItfyDjo+on2T/r9Ovb/oIuM",
-	"3aTVXdz5rh2ZnGPIdCGb3F8v3Rk/WMnzyPLJ930xloFt1L+wRFE/JhauBXTs4EgIu3Zsir6yq0+RNO1W",
-	"Jys46O6/ITX7Gn7thxCzD01iUXfTy+tzCgla3R7lqyqVm+S1C9OlyBMCiFJvqW7ndewzNOGzBMhRFOim",
-	"V3tQNuut4y7kTcKtp8pmXW72kbiGMw/ykWy8md6isuvFtB2EtpJjtvGF7DT5PRQBAoB8o6Y/iMHXJgZw",
-	"mxAGYpy7Q9lw+7cSZg4/2/+N9JAtz0HMYh5emp0Z5KMxKEFKTCEpvyaBf2Dj18dGvqgbdAa+I5PLqVnV",
-	"P4MzWfz5QdPhR7eORq/Noe2V9xubSB62sU0c+o2SQSNe2zIX8ssk1srLRhVCon2tcByYnuMFwcLUY2vZ",
-	"GAxovh7d2EwzLOOq6eYfJONrkwyLDQHVsB05TexloCh/CVe7OzfjAlJBbUEL0/3Ztq9bYCFdguq4kOOD",
-	"c2S79JgaM4KY3aem/AY3SR3dqAr52vcJvyPd8fU9HW+R4Fydewcn2Bc535gPaRsLRZIht2md+/CIP2gi",
-	"ZK17tm3QJ9fXKemdnZy0WhStKb5HTW9kjhXuTihzbXUaT0y3nqNe/8TvxFZZrqd8enq645SmJJadzbbQ",
-	"gokaINMb3UHVfn1PIoIhqXsSWbD9/6Bv70xwbpuVKaQmHvVFMSAMiYXLqfjduFRhQYefNW5tIWC/NiXt",
-	"WhfyJBbJA63+IMxBq2W4gLIHCE8kYergD+72YGQzEIZqlKZ+FWamX/adWGd5T1sKwnn8ZO8itTxTRHUs",
-	"I23IQT7T3FTbiFRPjBMcU6HJ9MIitlI4qPRcs8X98UuzkI5hGGM0o9fOpkp/IQd/EKR8TaDBucOQfYGX",
-	"BrYHj0+Q2h1wCltbbHPXfHRRYDknJkNkYjyHijC0KDBlxWrI9seGNPFKHToGaypLmOJpGiH8G/+9/7p+",
-	"p4veYTW3LoCC4GtibPV+8tQV5LC1JZw8lSIfMX1sLHMgz9jmeZYX27+axq8NaRmGPd/TCPkLVKUqLkAS",
-	"XJrrYMqlMQt0/bF1bUBNbSwIU5ZKyC56wVb2zrkuoXDpCFPdIXthxoK6a43uKXpQ2zulLoB4dGxap2iY",
-	"QzWqBRaK4gKW0B2yi8pU1ywJthn8gJoU/i9I7XU2TexIDhcbxrz464tO//QsZjD9KGjAmbYxlj6QdG3l",
-	"wN0hJ9nLdYehJLlTkGbdQjI5nT7tTaZHz3Dv2Vmv97R3dEaenzyb9E4wyY8nz/pHvWN8fDYh+OTo6enp",
-	"5CzL8ymeHvVwRo6zMzJtSLE7SZOuLeYd9B2EAXvX/x3p9dEWU3zg/C0WM/IIBB5Qf0sKb8VAXx44Kgpo",
-	"EfaDrfbbYgiPkDMX1l3emIYXVlGOUtWzky+hor+DVDMLeg1LDeve5Cw/nvayPn5OTvLT08lR9ow8nZ7h",
-	"0/wkO570G7WjB2tluuPBsDuTDRcIG9ZmDuthtytuGDfwDnqmr2R9Z2IYwCZFYRIp2jfBTBJxs55zNCXK",
-	"VoyAuKQpF2DNNe8d/F6SymAv4RU0B9+8goefbdvt2402oddhnfmAPYODshUO5hY6UqoYI2nagvrEM9Q/",
-	"QfOD8yGDDHqQjFJnEkc0d+ESYG8Cz6SpYzohBWczSNgNqs6mttJxLA4dyok/uFJVWBu/jX9Hg2Mwjfx2",
-	"V6iuZx/2Ex887/WO+kG78UFSqWnnGUREUGWK6Q96D7iBYYN81/Y+aXdFhxnWutjbSHzXuD5pt1a3X7V6",
-	"yduv6hbvny5vv2j94m5iEewxrPu+FZ3ZhcpsLKOF5dW/WkS+XrOtslNTONNhxl2PGIXZVY3TYNM63GWc",
-	"NB2aMvy7u478uJtDL/hC+gjTPRlUL96nphZ6UVeGVYIQ02utxMKUaB/7DgHjLnoBowwZkDFna/JtOqis",
-	"FYqKZXPMZq7/dSv0AoZ8FBpmW5rUfQyaNRaS9G4q1xv0Tn9bKvflZCrozPBVr7Ap/4Ls/KY057/QrTbI",
-	"hTCy/TCg5rwRuiyFiggMzeqvze4Wny719TLlRM2lrESxqaQaXEU7vK+I7WuIabHY2Tdc4Z/gmc8FCp4F",
-	"YYDBU+8MC56tDWd2FzwIqtUGT00dqdvL2/8XAAD//w==",
+	"7H3rcts4uuCroLhny3aGkmX5kkSuqbOZdDKTc9KdTJyu1E7klSASknBMAhoAtKxOu2qfZh9sn2QLHy4E",
+	"KciWYk/6sv0jVTFF4vLhw3e/fEkyXi44I0zJZPAlmROcEwH/fcszrChn+v85kZmgC/Nn8uOHt4hPkZoT",
+	"lAmCFcmRIJJXIiPdJE1kNicl1p+p1YIkg0QqQdksub29TZMFFrgkys7xkjNFbtQPuCTr07xAmfkZMVzC",
+	"yFQ/XmA1T9KEwTeJfWUEf6aJIP+sqCB5MlCiIuFaFlgpIvQA/+vzi84/cOenXuf56DL4f7dz+aWXnh3f",
+	"/luSri09TV5WQnKxvsx3C/zPiqAx08vI4KUxmgpeAoAWglxTXkm0wLN6D/+siFgFmzBDh8st8c1bwmZq",
+	"ngz6vV5sPW9pSZV+NTZiAT+GA+ZkiqtCJYPTXqpHp2VV6j/0X5SZv478PJQpMiMCJnov+JQW5O8ww9r2",
+	"P3FxVXCco4V57RyVlVSoxCqbAwQkkZJyticRXzL3FlrOCUMTruYIC4KuGF+yTdCxn2wCz5Hdgv87BqwL",
+	"s4g338XQzK4Q0TxFXKCxBdUYTbkwWI6Lgog9iewv/gs+ReN/t+v783gDitqXRzTfFkH3P/c6z3Fnevnl",
+	"uH/7s530II6WH7G8MtuKTK2wvNph3nDa2Gy3ehy54EwSuL5/wfkH8s+KSMBDuIoM/osXi4Ia8nG4EHxS",
+	"kPJP/yUNLSE3uFwU9r4rTItkAKsjUqEJz1dojiXCDBEhuBignBPJ9hxCmWUPNBotiFArNNQErMQsHyaI",
+	"SlRSKfVa00QqrCqZDE7g9lClZ0zesGtcUE2uzKr9FudKLeTg8FBils+wIt2cXLuVy0P4yBDD2xB0/ybI",
+	"NBkk/+2wJqKH5ld5+N58bKDWxLiPc+JWAGvGxZSLkuQa+fTBSSR5SdScsplBP86mdFYJWAEABDGuEC4K",
+	"vuzqFb3kbFrQ7KGn4O7mnpxjQfI9OAmZ8QVBCyJGomKKlmSAqIJfOCPIvOnuwznCeS6IlPoVLNGeRd09",
+	"RJlUBOf6wgDL0FvjjDTO6Xl9Tn5DWx5Q5t5/rOPR2NUC95QqS9EBSnsONJZGOA6onyu9QL2WVzckq/Qw",
+	"3+nNbj6d2KnY8x6VMhn0j9KEsIznGrcHSaWmnWdJmpAbqkYZz0ky6KUhnRkkZ9OjrJc/Jf3JM3xCetPn",
+	"+Hhymj3Nj0h/eoxPJgHkQQQoiCI5PMyJEMkg8f8fTVZKX/eef6BExTLN9pPBFBeSwA+8UskgOekPWeL+",
+	"dl8e+wfrXy6xYJTNZDL4fLn14XmwfiBS87QNh0jca2hKGZVzkqP95Rwrck0EokoiDT+k4XegT3FOFTzV",
+	"SM4r1TzA94KXHBa+yyHCUfQmZ/nxtJf18XNykp+eTo6yZ+Tp9Ayf5ifZ8aSfpIlHt2SQmFWTkaVrSeoZ",
+	"4MAz8QcctqgYsxSympRUKZKPsD66fq9/1jk66vSff+w9Hxz1Br3eP7a/T5oNxc7hQtGiQHZShKeKCDRe",
+	"YqpGcnyOFrwo4PZoRoWwQmMndQIz3SCNxtZhXz3078FaXnMxoXlO2EMpI1ZztNftHhKVHS6wlMt8DxGZ",
+	"4QWRRsjBLJ/wG7Tk4koucNakbMc1ZXvPC5qt0DXlhVnnlhRuAd89Cn37wfEOklsJh0q0EJRldIELEIEw",
+	"MvOhDDNN+yYEETblIiM5XIsfuHrNK5Y/EKwVA8HPQ8+JVXv3IfReA7wnNXj13qawsi3hyrjqmA8eA7Q/",
+	"2g3taxgyruZE1JDdkweBnnSbJu+uifh7xRV+IBhXvEJzfE3Qcb+medJfOi6QvnCUzVLAVdANNCe2YO/+",
+	"U69BdjPOskoIwtSoHuUcvgU80fxecUtL0f5fX31Eh9dHh/rqyn83p/FnOyfQ0wyzjBRtNt8P2DxsHpGb",
+	"jJCcbH1ksNxH4/RGttdyGFawRT4FLmCAgvbHTSiNU0RZVlS5E84WRHT8EXuxTmBFDs7R+ANRYtV5ocne",
+	"GEm8kkbxURwpsUJ4hinrorEDZUnGSM75UqJK4hlBmOXmtGSLGgbDris0FyTjLJd6Eji7CZlyQfSEQIJh",
+	"zpiaXut8oFdw/haLGXkgboJACWI9lYhrxquBdtQ7eXb69KzX62gRwWLkvoN0iW9G+jsjPxyE2HMUkNKP",
+	"nKMClrgl4ijOO+aDx0Cev+hN+R05GZ3YE4ML/iPDlZoTpqgVeh4ESsWvCNNgJDcLrcqde2zDiJElMr+D",
+	"5WHFK43SsiKiQSmPaui117YlDKvWZ48Bye+N0qZpBrUK2oRgoSGrt9TC/U+fPnVeBGtYvwAfXr9EZ09P",
+	"eyib68vNZveZpeCoZLVYcPHwYyp4houRrCYLwTOtC3kNws6AMrzAE1pQtRqgArNZhWdkIKrJqkEn++FZ",
+	"+cUFH2+tHNVfPBbRXAh+TXMi1vcGwoQXZ80tWEglCC4fCNecZ1dEDBAtNWlcrNScs8Fx96jfkQUtjYpm",
+	"Ob8D4mkvAOJ7vWYtXmhUm2JabI/0C/fpowHQSTwZr4ocWRHLT2NMAYLgbA4Cl58VLsCLGWHqI+cF/GUt",
+	"IdRYZKZclBjAS1hVJoPPSZktjILBME3SBDM1F3xBs+Ryzb6TJrOK5pprR2y+wJDc7yAPYCRXUpFSr7tc",
+	"KLQPBgGt+5aEKc0YUUEZOegmkZkU58WIV2pRqZGm99kcm+vdnNbojSkymicwROAoguBcOiO0HkuCHTGr",
+	"FPDWOZhV2EpTAIEzRYQMVuEZnVlGZFoNXZQTLeoYWYoyq+QDwTWCc4lV6n74/uV7JIm4BishFzkRYAxU",
+	"pITRcZ7DQLh4HxyXscTZRfHJfxFjwLAPsBB4lRibm7PdfXYHHBzVJli6zV1GpnjpSIJFmyYSYaVwNg8o",
+	"5YTzgmDAfvMbkSNyo4hguIi/pg9Jxn+i0qk+91yhN+7Fj9QclqOVMLCH7TpqNeCXJgucXeEZGVEmFS42",
+	"LNjoOyB2GKy+8zVGlNb07nzHifobwOBlxlEljRQXe8cShA1jyDnZtB+4h9Mq+msLpeoDcSOGoHZnuQ7H",
+	"YBKHF0ljzTFsWdv4GkxjZxEBahSteU4Cg3T81lnDUxPljRGt5VcAGfUe30LqPFAROdxCx7uxFNc6GaLs",
+	"HF1jQfGkIBJJotBkBZpHba/StEwrj8TRF0ZuVHfIXoCg58aj0vvfllTN0did2hjtG/5otA1uzDwH52BW",
+	"v6HSmV+HTFSGuGmNRyuuboQUSR6OV+KV5lB2pC76zhiiBsAI3pu5NAwRZ0Nm7VXSrsphyQBpgjdOnbwM",
+	"e/DOlnME6vKSSoIwmgoi50OmKbVYCKK0Hk1EDaEumBkf5tNLE8KuN+NJAxnOTk+PzyIjlPgm/Oao/yyC",
+	"lg6M6yhiT2lfQ8T5ljTQeKWFegsjUKadNcGNFZqiUU6yAgsCPC5Y9EkvsmLDJ+6jve/grVfO5KypqrGK",
+	"jhxkjMfw2dlJw4PY69ZXhFXlxBBuY+9rfHh81vxu7asWkYILGr/zYCb92mtvbKzrKkTFDPYeTig7lHPU",
+	"yVrA3Zo8LPO40xTEUF5oKVoQTYCviZFdSG1FXDvQ52f/EjRuru7VjRIYEXZNBWcgy3lydW4dVIGPd+zu",
+	"XuPiXT75t7Fd/f0X5GtxUqqcRuIT/rJSRKIpyTU8pcIsxyJHlC0qhfZzR7lIuVCrg02nui5VhPjfnO8t",
+	"XxIhW84ha0C1n50jBl4HgakkElFl5/26W9Sc/m98iQrOZm2DD2ZySfTyUb/XN9iMwdDemHv3i2iuTPwu",
+	"elbYkigLeh0hf6/1nbROAc2BQnKfU5Kfe94X8EZBpMJCOSCuiz6WJ45whCd/AutbwH+WuGaiXJNXqdwM",
+	"WvVKvUaV5FiRjj7OKCfxBtP1OV/VJllJtfIUzr8vyEEw27qGEjIPp9MZtpGkyQTLeVSRYzaiZj1eIDxL",
+	"GzTjp2jArrGp1B7hHaf+Ej7dkQA3WaONUKn3t/uGHxzmswafO7b8lsoIstujbWopdxE2d23u0/38wNEl",
+	"AfhtnMvXccMCT0ght2QlsaikNXJ/3I+s1B3VvYN5v+fu8T4x8OSEKYpj6v6PkohOqcVXCi+pleZtRFCw",
+	"6EteXGuN34V0GTvrviHokmSCKAl8pEXzlnIkeEFGWLConnpVTYhgRBE5mgleLXZUa4PPWxpk/Y2o2AjL",
+	"OCFYA1Hbq76G2I2QhNrWpKnV2UmUeNUxCzXxcsELEyzJ2Un0MgdxDe2jem+NquC6N3a+c3TUf/Ynq+tc",
+	"0aIgudaoJJ0xXCB2jlhVFNbvQiHMpgLOoR9roaZliAmWz7iiMWPYR2Ld1hrwA0S6s24Y6gZMheaFceAI",
+	"IomK2sA4L0dmvZEp5gRd6fMt9qRecIdPOyUpuViZLQpEWE5yhJEzM1tjmNYw963wYT4YlZODOKcMgwgi",
+	"2GMguL62H3BJ3HQWymqOlV2RFYNgTfsAmos3f/3PN2/fxg2BzlbbnmTso1LGyAdtKIjqsEEb3YBBhCEs",
+	"cMgjXmkWZnyQGsKX0blNsMuXTT+5CJatkH09OiZumDGhMvE5g6iZdZukwgWCHx2MZwKXaCm4Iim6IgsF",
+	"AWRcNcSWO9fbismJIWFJc43JGqVzwRcLLZXNCc4BtxWmhQngJIsN0pgLQYxtuA7+2Z7wtXiiRR8PV3+o",
+	"LXC2TjSy+8gBBgQsbVC/tBnU6fcRY8yvaUFeMWViZ5sEtYySuHeZPugFERDMyBmaWAfwOrflOZ1SL+pu",
+	"J6puEA1TEzoapwM/kS3vgHlSE3sbuJtTOJBVWVB2laQJ2DIiVzIun9qYVnjXriY1sGuCYBP042KaXlNs",
+	"t4QpQcn20lt9vvfhqoGCG3/Taj8JqpSJWGouePP53EPG57h/evawk23fuhD77fHYc7GzxXb3N4ILs4WW",
+	"wDwn2dWdcucmmlCPXbMRh3pcI1rF8DWmhs3fi252jNjSm76IYBZmwlu4HNkILWMQxpQZ1/tKZrgoRlNa",
+	"KHhQ0kzw0XUJVEOWUbbUMnQ0VCNQFNoGm7F+OkaCqEowiX78+LrzDO17XzqwjBJfETR29GwMHjQ0NkKY",
+	"i3THWqQSBJdIEnVwPmT+d1ws8Ur6GQzxBBZgPXPmxQ6MT3JjnnUwsmu+Q+AzUXERzFhU6/TxJbemzjUL",
+	"yVSOILBtpDe3mzTtP10KarTY7b/1YlYsmCZNrGPDjL/byO5TMhNENrDbDKYRga1AOy/4stB0Li7nCBsd",
+	"HuHPm+1aNpDo3J1+HQJ4n5Gote42DNontQb+cFl++bF7+d45kyI2p7yMGQe/J3rFWny1wV5jXKl5F962",
+	"eth4o10pVCHv1OiDVzVLKSGEIXLgUyqkGklC2E48/Gv0RRsOFHu1wF+zCBMQdx8o/m7euoV4Yzi22Aq0",
+	"IrWdzaqOarLDBR97wKT29JuHFkcgE6cRDSJ6fnL6FNkoEGQCUeS6ou8iVNZtjVihJWFKi+hsBtRSazJI",
+	"cZRzhCeahNK4agjJL5Er+ZqSIu8U5JoUqM5KgXCWShCZWiXYp1M57GhFiehRoudQEimtOe7uY3AvXt4b",
+	"wJAm4DC2USXrJgpjqtoovHi+HhE2TWTPRtyPOGQnBUE/fniDGC5dACeAGmUFljEhu7VtK4OamdO7JIb3",
+	"tfGqbQuH0OuvsvlkrbiNO2lQ+C74eKwMEeMCgbOnETyEGZ6BImQ9+XE92lnNRk6h8Vxqpgc0N3TDlwUZ",
+	"NVjQ+jF/fcDIRlXHBstApOYmfdt4kfgUEZzNkfnCiUfgR3cOiStCFmGgcIlvXDQODD0+GGhEGzIg9iao",
+	"F0uF5ri41ldW1Vq21bDhnfGTWhMda4Gsi0zkWEnAmTMEA+QKTQS/IgJNC3zNhRG8tlDUFl7iujOKzWcd",
+	"uIi/+CXNuLlvd411AS8ZfURErQ2iMoFlJq9qHOScjQfIbNZGa1vjk08m5eIKwhggAs0a4TDLhwzmkuBc",
+	"gpCEtHZlpg0Pp4a4tVoReY44K1b6lIGNUKkEVlygEq+GLCdSCb7SlHvIIoJCXIetM3c8JB3cmrcvbcTj",
+	"NG/W2n3x59giDVEM95C/g1zFVWUX0LG1TuyI330asR84tiSfGtHyUri85yb2dI4GiHEXSq7RyAaRpiZY",
+	"EW5suVDNIz2IO90q2TDfbVKD4bXUrmjjFmTcsOaTijdlGhzUEgNVqJLE2XhLxPgyRTgTXEp7MQSBaNp1",
+	"6SSa1bGV0BaYFrb9IG4mkEYpjiwjBrMP1dbuq7afFWeqWHm53nqqx5DTrdXScQw6D4j78rEjX/H1LxJ6",
+	"tOZf/VcFC32t5y4I6dg9KOPbBCWtgfjCMT/vrCZilJkASf1fewnsX5ahRYUh67yNmEEaEQ3baWeBuHcH",
+	"7YkUNNC80p5fXA/eIKnf7z2+34oHiqimqo9j0eZLFkuQereEHIA6a2vfKJXoT8gqlQfnkIcFiVrAL+L2",
+	"9wDNY7/dITAZSm+Vns35FXsSzTHLNRPjLGtkCMSdaY8iiL0I0/09athU/8nKhKjNOQQeLgq+0nLLBgej",
+	"197uXJCZ4cK8vKbwhynQUfHJ+4BqIcsiYyugpYFeMd5jV/KdEfEMbNrKfvDTjh7Vu4zo9bh3rCsunQWF",
+	"ZyLBR+VCaZZoMj+12uEK0WxyI2wv5Tl6da+PrhYDwrXesdGLNWs+zhS9hgilgssNaijkoK+BB/T7uKdH",
+	"/zKK2wqsXQjpX5GsplN647QOa2yxzm0jgKf11UxRwaWKO7tN5p7cHJqG61IFkBJPpZZeZ1wpkwe3HUF0",
+	"Y+xERTeQ9ToGYp281lUL6oOqyxeAwtKuZnC5IxkVPhZlp4IQ9zvFTMzdThDajpppLHSkrF1kYbuZYgSw",
+	"6XHz1LA+goAMNuaM3TK9xK1oyTrHxvJqewJhikLcQx3MkPeThgCuDWGLWf98WNgi8xnldaJfNCokTfRl",
+	"jbsGJckqQdXqQu/GgMekpb6ojBfT/PXaneh/fPq45pl7wdC7N9+9RG++gyD+DKJigkRdq6u0MoiNOCLR",
+	"vstkPfAJrMBvYN5m8qJJNKRsyiN2T5vUCEnuSJJi2plzyGLTT5d4ZVx/kAsCSRygMIdpvlZgBBuLlV2I",
+	"HLJsziVhWiR48mTZqgMmnzxB+5ALi+pc2BR9B1mcKfpPH72Wolcv+yaR+uLi+xT93//9fw66QzZkr0Cx",
+	"HR9eH42DejyMkFyisT4DLuhP8HCA/mLyhYdVr3ec/cenj/AfYuuw4RC2cBwGwN0h++jj+ahE10RALEGK",
+	"SgxmOC39oSdPvKCotxQm6x+kJgpGQ6+WJvmSySEL4sGkjZWRV1AYyYgk8jxWIaIWxIWtiQJB3BKd9E4M",
+	"UMAxADE33kMx3pRKO0Y5zyotnkktsEmCxhplxnqzEozhAz3mzw0u97MNq0M/o5JgkJR/HrKfO52O/6c/",
+	"GdfuhzH6GZ30eujnMEeyTg12peCohKhngTOFzBDmWOKfmzwD7G18XKCMlxPKDBrcVxfLztBKVzdTHemt",
+	"mZzztFl9SxBNbUgz/9wONXW1ZMwgx3a99bmXeAXzV5K4mip+6S5vzY5lhIZ6IF9vhYs6BNUSSTBPrtdh",
+	"QfuatCEjDh24qi1YzRt1aXwmiZ3Ylzsxc5+gn1EV1CyRvCSQiVZIsicPHDamBhe5MMm3ZqiSqDnPO3pE",
+	"69IwY546wMBabqhUEk0qBaCBJASTnQtfB3hQ0EyZAZ7bAR5eg8sO7+s+wPhHxy1MW6tO0a7l4Fbp8+hh",
+	"nH7fY4DP+bgjLT7cj0UCJzHq4U57brhoaniQouA8MXaUGWekHgCz+vfQvE0lqhgklIMLbJ/CI5uTQuzo",
+	"B3ZI41Ewgzpg1e4O62+ol5eTgjrQtfdoDTRmrBPAdMZZpx6t/sCVgTEwbWTP2MEgPYThwozWg9Em1cxk",
+	"iViHJMqwENRivy+yB8Aashc+aNLEq95QJWE9PxHBDXd88sRInJrU93u9g9QCyRUkNDb/gmaESZBYbaXF",
+	"FwsN9E6/2zNSX1lisdJ6hA/j60z0vSN5zUCBz754g8BLZpgEXiyMqcEWLXCsO0mTayKMdSjpdY/MNJDV",
+	"v6DJIDnu9rrHNhYLJJXDOQRb/aT/PyMRdeOFZSz9Xg8t5/pah4G7kMsu0d8+fnzfRT8Ay2W8LsfhT+1N",
+	"ngySvxJlQ7ta9SH7vd5u9dJ8lTJ+tX2pBTv35lIVsCN9uhpPuw3ZLhl8vgyP6y29Jky/rtmoUZMxFKer",
+	"tyyTSz3CoSA4X20LX8LQey7VDJxREtU3UR+6xkKzGVuGSJ+EPW5DLTXbE6shIzcLkil5DhezzpcN3R32",
+	"MJ1sYf0ChuPTokAlnQmov3hgUHntKD/ofT34JOuYvhwrPMGSmFOtD9UhNOqHutUjnTxsAtL/NCJDGZLT",
+	"3vGjbwErf05HqT0lK6H2zyEU30nYBuyksdUwOPER9vwDVxDVtzpHY7N2X3KKZnOUE60rEZatbPWTu2+C",
+	"hiDd8ipcHx0CDTv05TSiVwJqMtLZXHkeZyp3ADEeH5bZYuwIz/5YVAxsCOMU2f8bb046ZGMIEhs5I6pm",
+	"vvAWwfnaQwCEf6rFGBihoFL5p05M1+8zsmw/14+teW7tp4PUyTRkyKpmjZQZYRpOYeqQJkBNsdU49f03",
+	"BYhL4H2GIX0qfV2GGOTMSpJzZJg4LiRfr0FCmVSiypRXP2qA7klwYruD6YJoW2I1RguaXUlfUqVTF0BB",
+	"co4XZIDGcEb7Y830LFjcMABWyLEFfRlr0IxN2Rn9xZchaKvDZICGybRisLJhkjb+GqAveuQUBeOmQ1bX",
+	"DL+9HUM2/NiXsdm4GmQWM5J2NV0ERV00DCUqcU6GMEQ1m3tamRUUQgGE1tyYctnYH15dfKzlFAmituIW",
+	"YTcQ0aBGT7Pm+edYqZkQ0uYsNtXC9uVfIoW9bamfryj8c3v5UHLvzVr1NGE1oeTzhb3xXvK7HLL/ySut",
+	"2ACdBLtDt9vdWM5m8KwHSYKGwnyOJexjBOVLkCUViMKjZm1JA9gaMWLpm96vu5OlskUatnIB3JVMbU88",
+	"oH3J7fYlcgME3CAYqXaNIw0yd2TAMU8MFsSm8dhyGNQAh0+O7v/kx/Uacif95/d/V9fLvG3I2Ho3wH9c",
+	"JSiwyRAqUJMim0gQR246mhRQNrPXXoYczsSteeZm3ItRnvbBRsQ3TQH6r4YJocQLKMioNQCjKRkT1J5E",
+	"WYFpCRYnymZyyPZdOGuKTIhgCmmGJj81CGc9MKyjnhTkyowLrWPQWt4cMuBQEHx2WGCpOpLYVEi5gXp9",
+	"Tx4s/9noaxuo0QqdjmS+fk5ycq3vwVpaa4K1thWEUZsH/8NO1lWmkHsrkrpRzvjZoGfKGdeR02a+NCkL",
+	"PamLjQZT6uDwEOyWcy7V4FnvWe8wJ9eHnOZZ0g6VbhdN7g9OTv4RxCa7xYcBzvV+tq0k50Lc76xguhfU",
+	"8O3+olfRr8enTgcLq++Ys3PV1ywMM4tetve+sJAxZjZDacfgqlehqLSPi8IbpI1ZG7z5DbEtcLbbQjpB",
+	"lUUK1fgRdsKB5leKQD4xVjY0lHmrXPRCvaVSuZU/+F7VMPr8ZS0c2BVuM/nMkVJt9jraEcxrQXity2YK",
+	"Cq1Fai+s1VNzxQTWS6g1f/FV05qPg0JpvixBszZaXa3Al0OzXSxMATT7hy95Bu+HMTDmhUaQcxDb3Apf",
+	"9lHL7eDko2daAonAy17sIMbTR9e2UpK0jtVONdLPWjlC4SOX++NTflw2j81aD9bX7zUCT9ZKkfqYiUEj",
+	"MmkHsSIME91AjioJhg2HqL8cLWp3pokpUSFBqoNRHUESlYmGWHCpojWiJPiWjLQJDgqogIawCV7WU43d",
+	"7ANX1cxLpHX5NuDwOYT4DJkey0eDmOI4SyxymRpNb+kq2GipeYlBPYfOBMZbBfV9IkTIlAf5ULHEp1z8",
+	"heerHS0iTjROKo3yqIMb3Qk4I3LOd2jCEYR63jZFY43bt3FaeTcyNDtu3KaaQ+/wlW/z8I3FX2Obuvu7",
+	"upkBfLHFzXgZtEU56fe3WVpdBfkrrl+anG4DbV8QuHlf3zHS4dOprZHYvi7hTQ0jiN1dDaOXosLDhXPG",
+	"8iWr49gsOVgUlSEPdUTbnnQhb41MBO/UTYeMkSWRyojWXfQCRAugLAssJYgnf4aSh8YQSWyodsTdu1Fu",
+	"uKhDp1pWhBiI61cOG027btN4l7A6YmSr67oWp7cWWMmKVe30zrAwJefBhD3OOLsmQlqPMQTobeyHFry6",
+	"W1e0NSu8ORPOitX5XeDfsBBb5nTd1mIlkvXcj3sPxrRt2+JF22/u4baZRkxPkoSBfp+bscUtdcYrTe1t",
+	"b9t0pg4JbpzoIMk6J/31eN/29Kd2encYDBcrSeWGjji7yz2BKd6GF+4gCYUhmRFJ6AXEWUKXDY9jvzGT",
+	"itfjwlviSLDHoUtIJovJR99T8GpCyVof1uKFI2dB91ESdWXGlg/ePvfG8AOXCGfFKCVJMUVUNuunM0OW",
+	"QchDXnHkU2/tBYzQ4pZcEoFOes8HodQGwVAzjpyNePz+3YWJ+9G/jNMWU/Ai5hxfkyFbb43mOqNpkU7W",
+	"VW83i2oXHkm/Wly79/ptc7G2vhDRAnS3600D+wafd5A6f70UqvftKdSO9GmTlhZcykfptPV7E5YfQDvN",
+	"RYBISw/fCNlsya2HX2rHwa0hpgWJdTexyQmy1VzVkUNokcDFjKjGG130Jiflgus7N0CY+bAvmjsaaGIV",
+	"FOdd9Bp8bDaQKKBuzjGJJhTCbjXV9VXBTJiQMTUNWSv6yETRKF5BSwtkN6GHqNutQqU8J4Y38pJiZPI7",
+	"gE9IJh8iJAV5HdaatFODvV2vZZ1hsqlBiOtJq7kQ+235Y+zm7r0BaVxRqxHCxIDu0IEXghhtPPWa2OAc",
+	"5j6WLhQR4o6Qx8Kub8LCfo3y9CNxK49H35rTnNz/ne+F+NBr846Rey/MbkaAuuv1Fvpm02JweRd7OnRp",
+	"099uOeldRliT3e1dOo064lPNyoLGGEHGRcTxM2Te93HQRRdQa8P0TkTGxpubiuqi0uwQS2f9jRpwPlTs",
+	"pcmCeoDFNTct0ClT+2dPnh6E5bp9Ivf2MnrQIOUPi+uuQuTOxODXbnH94AJvTKTMOu25y9DapgjmHvy6",
+	"qIItAGH60NStPMaurU4tPtctN9AnTJVE1QKCvGyr4iFz5gnky3SYQPguvOHi3A9sJUXIRagKdY4WWCoT",
+	"4eicNlAvaMhmHKiKtE4bF7ViM360oOLbNtQdkm20cNAmeciC/gK+Pxq4FqWrcueEJT27/hsrPSktzcEL",
+	"Qa9xYbuWbSJjrhf1I/iODNE6Rp0M7dWEbS+xvVISU9cZymP89cOrVx/f/PDXZJDMSVHwVs2H494OlK/R",
+	"JuYP4vcH8dsYMfgwOlg3f4jnBYTtuzA0bukU9BpitmqpZY0+WaIzAPMpXKCxH8gSFE0YZgWf4EKiCVFL",
+	"Qix1r1ef6s8nWM7rj/VXy2Y7Ig0JcmPOZch8wawueseChLwNzb1aMxrSB95ixsEJBLVqofOY2+VaL7A0",
+	"rqPZRBRc51nVQTx+IeOgQyraP+n36zyJgy4ytplWz3bnUXdkco4hK4hscsq9dGf8YLXQI8tn3yPHWB+2",
+	"URjDck79mFi4Fpiyg3sj7HCyKe7Mrj5F0rSmnazgoLu/Q2r2+/O2f2ySl7pXYV6fbEgC6+Yz31QN3STh",
+	"XZgeUJ50QA5AS9k7ryPLocWhJVmOBkGvwtqvs1nTHXchKxXoBFU2p3Wz58a183mQ52bjXfZWm12vsu3P",
+	"tJXks42HZqfJ76EhEMjk22D9QT5+/eQD7h/CQPBzd4wb6MVWAtPhF/u/kR6y5QGJWf7Da7YzE340JihI",
+	"iSkUSaiJ5h/4+1vAX76oW6wGXjOTjavZ4S/B/SzG/aBp/aPbbKMX7dB2O/wXG24etrFNUsAbJYNWyrbp",
+	"MWQISqxVqo2KjUT7Wg06MF3jC4KFqajXsnwY0Hw7SrOZyljmWFPaP4jMb8DEYI4toDO2C6uJbA0U/q/h",
+	"nHfnylxA+q8tYmI6ftuWhQsspEtKHhdyfHCObGcmU1dIEAOv1JRc4SbJphtVhV/73vB3pLi+vqfLMRKc",
+	"q3Pv2gU7Kecbc2BtM6lIAuw27ZIfHk8JjaOsldK2ivrsenklvbOTk1ZbqjUF/qjph82xwt0JZa6VUuOJ",
+	"6dB01Ouf+J3Yytr1lE9PT3ec0pRBs7PZtmkwUQNkeqM7mAxe35MYYojwnkQWbP8/2A2+AYm6bdYvkZrc",
+	"1FfLAD0kLy7H5VfjTIYFHX7R2LiF2P/aFD5sXeGTWJwUNISEkBCtXuICimMgPJGEqYM/OOgvgJ7mTKDK",
+	"qamLhpnpw34nnlr+1pbNcB7HhbvIOc8UUR3LrBvSma9gYKq4RKpyxomaqfxleqwRW4EejBlcs9798Uuz",
+	"kI5hSmM0o9fO/kx/Igd/EL2HY9UHaEdqcGpf4KU5jYPHJ3rtXkyFrXK3UbLpoosCyzkxWUET45dVhKFF",
+	"gSkrVkO2Pzbkj1fq0LF9U+PElPHTKOTf+O/91/U7XfQeq7l1sBQEXxPjCfGTp640jK1y4qS8FPmY92Nj",
+	"xQQpy7ZxtBKC/atpKNyQimOEhntacn+FylfFxVqCS3OBTOE+ZoGuP7aOI6jujgVhytIV2UUv2MreUtev",
+	"Fq4pYao7ZC/MWFABsNHHRw9qu/jUpTiPjk0THw1zqIu2wEJRXMASukN2UZk6ryXBtjIEoCaF/wtS+/RN",
+	"O0WSAymAMS/+9qLTPz2LGZc/CRpwv20Myw8kdlu5x3fIXPfS5mEo3+4UZls3M01Op097k+nRM9x7dtbr",
+	"Pe0dnZHnJ88mvRNM8uPJs/5R7xgfn00IPjl6eno6OcvyfIqnRz2ckePsjEwbsvVOMq5r0HoHRwCBw971",
+	"3yOFP9piio+cv8ViRn4RlgCXZUueYIVTX9o6Km5owfqjrVTdYiGPkFkZ1gzfmKwZVgCP0uGzk6+hu7+C",
+	"hEQLeg1LDeve5Cw/nvayPn5OTvLT08lR9ow8nZ7h0/wkO570G3XPB2sl5uPhzDsTGhfKHNYVD2u5t2u/",
+	"GLf8Dvqyr8J+Z/ogwCZFYaox2jfBZRJxs55zNCXKViKBOLEpF2DHNu8d/HZTD2H34aU1qNK8tIdfbJP5",
+	"243WsNdhV4VABACHcSugzy1xpFQxRtI0wfXpiah/guYH50MGlRlA+kqd+wDR3AW8gKUNPMWmau+EFJzN",
+	"IBE8qLGc2rresdwDKJ7/4LpsYSeINsYeDY7BKPSvu3R194awe/7gea931A+a6w+SSk07zyCmhSrTOmLQ",
+	"e8Cd1QgH2r/v6m8zn02Hf9vxsRdp+e+yL0yHa/8Vr1TzK/1g/aslFppWaEy9vP2q9Yu7yUuwx7DLwVaU",
+	"aRe6tLFoHJZXv/8sDL1LWyGqpqKmA5O7UDGatKtyqQGtNcvLODE7NG0qdnfM+XE3B8/whfRRxXsyqO69",
+	"T02vgKKunKwEIaYXYYmFaWEw9h00xl30AkYZMiB8zsrm29hQWas5FcvmmM1cf/hW8AwM+ShUz7b8qft8",
+	"NKt9JOnddLE36J3+a+ni1xO2oHPJN730phARsvOb0rW/azpg0BFhZDvMQBcHIwpaKhgRSpr1lJv9Yj5f",
+	"6gtpCvSaa1yJYlPJQbi8dnhfY95XzNPCurPTuKJVwTOfMRY8C4JFg6fe1Rg8WxvO7C54ENR/Dp6aqmm3",
+	"l7f/LwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
