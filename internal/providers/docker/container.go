@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -76,10 +77,10 @@ func (p *Provider) spec(pol providers.Policy) containerSpec {
 		// A volume rather than a tmpfs: the archive API (file uploads and downloads) does not
 		// see into a tmpfs, and a read-only root file system refuses it everywhere else.
 		s.hc.Mounts = []mount.Mount{{Type: mount.TypeVolume, Target: Workspace}}
-		s.hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777"}
+		s.hc.Tmpfs = map[string]string{"/tmp": tmpfsOptions(pol)}
 	}
 	if p.sd != nil {
-		p.sd.sandboxdSpec(&s)
+		p.sd.sandboxdSpec(&s, tmpfsOptions(pol))
 	}
 	raw, _ := json.Marshal(struct {
 		C container.Config
@@ -355,4 +356,18 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// DefaultTmpMB bounds a sandbox's /tmp (a tmpfs, so memory) when its policy sets no memory
+// limit; with one, /tmp is as large as the limit, and what it holds counts against it.
+const DefaultTmpMB = 512
+
+// tmpfsOptions are the mount options of a sandbox's /tmp: never without a size, since a
+// tmpfs's default is half the host's memory, outside any limit the container lacks.
+func tmpfsOptions(pol providers.Policy) string {
+	mb := DefaultTmpMB
+	if pol.MemoryMB > 0 {
+		mb = pol.MemoryMB
+	}
+	return fmt.Sprintf("rw,nosuid,nodev,mode=1777,size=%dm", mb)
 }

@@ -188,7 +188,7 @@ func (p *Provider) imageSandboxd(ctx context.Context) (string, error) {
 // sandboxdSpec turns a plain container spec into sandboxd mode: sandboxd as the entrypoint
 // (under docker's init) as a non-root user, a read-only root file system with a volume at
 // /workspace and a tmpfs at /tmp.
-func (m *sdMode) sandboxdSpec(s *containerSpec) {
+func (m *sdMode) sandboxdSpec(s *containerSpec, tmpfs string) {
 	s.cfg.Entrypoint = []string{sandboxBin, "serve"}
 	s.cfg.Cmd = nil
 	s.cfg.User = m.user
@@ -204,7 +204,7 @@ func (m *sdMode) sandboxdSpec(s *containerSpec) {
 		s.hc.Mounts = append(s.hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: Workspace})
 	}
 	if s.hc.Tmpfs == nil {
-		s.hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,mode=1777"}
+		s.hc.Tmpfs = map[string]string{"/tmp": tmpfs}
 	}
 }
 

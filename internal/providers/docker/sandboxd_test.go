@@ -128,6 +128,7 @@ func TestSandboxdHardening(t *testing.T) {
 	require.NoError(t, r.err)
 	assert.NotEqual(t, 0, r.st.ExitCode, "the root file system must be read-only")
 	sh(t, sb, "echo ok > /workspace/w && echo ok > /tmp/t")
+	assert.Equal(t, "524288\n", sh(t, sb, "df -k /tmp | awk 'NR==2 {print $2}'"), "/tmp is a bounded tmpfs (512 MiB without a memory limit)")
 	assert.NotContains(t, sh(t, sb, "env; cat /proc/self/environ | tr '\\0' '\\n'"), "SANDBOXD_TOKEN")
 
 	// The secret is nowhere a program can read: not in the environment of PID 1 (docker's

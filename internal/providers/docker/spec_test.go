@@ -146,6 +146,10 @@ func TestSpecSandboxdMode(t *testing.T) {
 	assert.True(t, s.hc.ReadonlyRootfs)
 	assert.True(t, hasMount(s.hc.Mounts, Workspace), "a writable workspace volume")
 	assert.Contains(t, s.hc.Tmpfs, "/tmp")
+	assert.Contains(t, s.hc.Tmpfs["/tmp"], ",size=512m", "a tmpfs is never unbounded")
+	limited := providers.Policy{NetworkEgress: providers.EgressAllow}
+	limited.MemoryMB = 256
+	assert.Contains(t, p.spec(limited).hc.Tmpfs["/tmp"], ",size=256m", "as large as the memory limit")
 	assert.Contains(t, s.cfg.Env, "SANDBOXD_SOCKET="+sandboxRun+"/"+socketName)
 	assert.Contains(t, s.cfg.Env, "SANDBOXD_TOKEN_FILE="+sandboxRun+"/"+tokenFileName)
 	for _, kv := range s.cfg.Env {
