@@ -34,7 +34,12 @@ func TestHealthDocsAndContract(t *testing.T) {
 
 	// Every error is problem+json: unknown route, wrong method, no token.
 	requireProblem(t, e.do("", "GET", "/nope", nil), 404, "not-found")
-	requireProblem(t, e.do(e.token("alice"), "PATCH", "/v1/me", nil), 405, "method-not-allowed")
+	r405 := e.do(e.token("alice"), "PATCH", "/v1/me", nil)
+	requireProblem(t, r405, 405, "method-not-allowed")
+	require.Equal(t, "GET", r405.Header.Get("Allow"))
+	r405 = e.do(e.token("alice"), "DELETE", "/v1/tasks/abc", nil)
+	requireProblem(t, r405, 405, "method-not-allowed")
+	require.Equal(t, "GET", r405.Header.Get("Allow"), "cancelling is POST /v1/tasks/{id}/cancel")
 	r = e.do("", "GET", "/v1/sessions", nil)
 	requireProblem(t, r, 401, "unauthenticated")
 	require.Equal(t, `Bearer realm="sandgate"`, r.Header.Get("WWW-Authenticate"))
