@@ -12,7 +12,8 @@ import (
 	"github.com/sandgate/sandgate/internal/principal"
 )
 
-// RateLimit is the per-principal request rate of the REST API: a token bucket of Burst
+// RateLimit is the per-principal request rate of the REST API and the authenticated mounts
+// (MCP): a token bucket of Burst
 // requests refilled at PerSecond, per principal and per replica. PerSecond ≤ 0: no limit.
 // Answers carry the RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers (IETF
 // draft-ietf-httpapi-ratelimit-headers); over the rate, 429 problem "quota" with Retry-After.

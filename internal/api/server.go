@@ -39,7 +39,8 @@ type Options struct {
 	// Console, when set, serves the web console for GET and HEAD at exactly "/" and under
 	// /console/; every other route keeps precedence.
 	Console http.Handler
-	// Mounts are more handlers (the MCP endpoint and its metadata), each at exactly its Path.
+	// Mounts are more handlers (the MCP endpoint and its metadata), each at exactly its Path;
+	// authenticated ones share the principal's request rate with REST.
 	Mounts []Mount
 	// AgentTools, when set, backs GET /v1/agent/tools (the MCP server's tools).
 	AgentTools AgentTools
@@ -155,7 +156,7 @@ func NewHandler(o Options) (http.Handler, error) {
 			if m.ResourceMetadata != "" {
 				opts = append(opts, auth.WithResourceMetadata(m.ResourceMetadata))
 			}
-			h = o.Auth.Middleware(resolved, WriteProblem, opts...)(h)
+			h = o.Auth.Middleware(resolved, WriteProblem, opts...)(limiter.middleware(h))
 		}
 		r.Handle(m.Path, h)
 	}

@@ -71,3 +71,19 @@ func TestDevSetupListensOnLoopback(t *testing.T) {
 		assert.Equal(t, want, cfg.Server.Addr, addr)
 	}
 }
+
+// MCP shares the principal's request rate with REST: past the burst, 429.
+func TestMCPIsRateLimited(t *testing.T) {
+	t.Parallel()
+	e := gatewaytest.Start(t, gatewaytest.Options{Config: func(c *config.Config) {
+		c.Sandbox.Quotas.RequestsPerSecond = 0.5
+		c.Sandbox.Quotas.RequestsBurst = 3
+	}})
+	tok := e.Token("alice")
+	statuses := map[int]int{}
+	for range 6 {
+		statuses[postMCP(t, e.URL+"/mcp", tok)]++
+	}
+	assert.Equal(t, 3, statuses[429], "%v", statuses)
+	assert.Equal(t, 429, get(t, e.URL+"/v1/me", tok), "the same bucket as REST")
+}
