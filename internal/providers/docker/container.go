@@ -359,15 +359,18 @@ func randomHex(n int) string {
 }
 
 // DefaultTmpMB bounds a sandbox's /tmp (a tmpfs, so memory) when its policy sets no memory
-// limit; with one, /tmp is as large as the limit, and what it holds counts against it.
+// limit; with one, /tmp gets half of it.
 const DefaultTmpMB = 512
 
 // tmpfsOptions are the mount options of a sandbox's /tmp: never without a size, since a
-// tmpfs's default is half the host's memory, outside any limit the container lacks.
+// tmpfs's default is half the host's memory, outside any limit the container lacks. Under a
+// memory limit it is half the limit: what /tmp holds counts against the limit but belongs to
+// no process, so a /tmp filled to the limit would make the OOM killer pick the largest
+// process — sandboxd or a context — instead of the writer; filling half of it answers ENOSPC.
 func tmpfsOptions(pol providers.Policy) string {
 	mb := DefaultTmpMB
 	if pol.MemoryMB > 0 {
-		mb = pol.MemoryMB
+		mb = max(pol.MemoryMB/2, 16)
 	}
 	return fmt.Sprintf("rw,nosuid,nodev,mode=1777,size=%dm", mb)
 }

@@ -312,3 +312,20 @@ print('listening')`})
 	assert.NotContains(t, captured.stdout, secret)
 	assert.NotContains(t, captured.stdout, "Bearer")
 }
+
+// TestFillingTmpDoesNotKillSandboxd: under a memory limit, /tmp (a tmpfs, charged to the
+// limit but to no process) is half the limit, so filling it fails the writer with ENOSPC
+// instead of making the OOM killer take sandboxd.
+func TestFillingTmpDoesNotKillSandboxd(t *testing.T) {
+	requireEngine(t)
+	p, _ := sandboxdProvider(t)
+	pol := allowPol
+	pol.MemoryMB = 128
+	sb := create(t, p, pol)
+	r := run(t, sb, providers.ExecSpec{Command: "head -c 200000000 /dev/zero > /tmp/fill"})
+	require.NoError(t, r.err)
+	assert.NotEqual(t, 0, r.st.ExitCode)
+	assert.Contains(t, r.stderr, "No space left")
+	assert.False(t, r.st.OOMKilled)
+	assert.Equal(t, "alive\n", sh(t, sb, "rm /tmp/fill; echo alive"))
+}

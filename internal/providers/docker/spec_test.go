@@ -149,7 +149,7 @@ func TestSpecSandboxdMode(t *testing.T) {
 	assert.Contains(t, s.hc.Tmpfs["/tmp"], ",size=512m", "a tmpfs is never unbounded")
 	limited := providers.Policy{NetworkEgress: providers.EgressAllow}
 	limited.MemoryMB = 256
-	assert.Contains(t, p.spec(limited).hc.Tmpfs["/tmp"], ",size=256m", "as large as the memory limit")
+	assert.Contains(t, p.spec(limited).hc.Tmpfs["/tmp"], ",size=128m", "half the memory limit")
 	assert.Contains(t, s.cfg.Env, "SANDBOXD_SOCKET="+sandboxRun+"/"+socketName)
 	assert.Contains(t, s.cfg.Env, "SANDBOXD_TOKEN_FILE="+sandboxRun+"/"+tokenFileName)
 	for _, kv := range s.cfg.Env {
