@@ -42,6 +42,38 @@ type Error struct {
 	Err        error // optional cause
 	// RetryAfter, for Quota, is when trying again may succeed (HTTP Retry-After).
 	RetryAfter time.Duration
+	// Hint says what the caller can do, worded for each edge: a REST route, an MCP tool.
+	Hint Hint
+}
+
+// Hint is the next step a caller can take after an error, in the terms of the edge it uses;
+// the domain gives both, the edge renders its own (Error gives REST's, ForTool the tool's).
+type Hint struct {
+	REST string // e.g. "use POST /v1/runs"
+	Tool string // e.g. "call run_command with profile='oneshot'"
+}
+
+// WithHint sets e's hints and returns e.
+func (e *Error) WithHint(rest, tool string) *Error {
+	e.Hint = Hint{REST: rest, Tool: tool}
+	return e
+}
+
+// ForTool renders err for an agent's tool call: its message with the tool hint when it has
+// one (otherwise Error()).
+func ForTool(err error) string {
+	var fe *Error
+	if errors.As(err, &fe) && fe.Hint.Tool != "" {
+		return fe.message() + "; " + fe.Hint.Tool
+	}
+	return err.Error()
+}
+
+func (e *Error) message() string {
+	if e.Err != nil && e.Msg == "" {
+		return e.Err.Error()
+	}
+	return e.Msg
 }
 
 // OverQuota is a Quota error naming the limit; retryAfter becomes the Retry-After header.
@@ -49,11 +81,12 @@ func OverQuota(retryAfter time.Duration, format string, args ...any) *Error {
 	return &Error{Kind: Quota, Msg: fmt.Sprintf(format, args...), RetryAfter: retryAfter}
 }
 
+// Error is the message with the REST hint, when it has one.
 func (e *Error) Error() string {
-	if e.Err != nil && e.Msg == "" {
-		return e.Err.Error()
+	if e.Hint.REST != "" {
+		return e.message() + "; " + e.Hint.REST
 	}
-	return e.Msg
+	return e.message()
 }
 
 func (e *Error) Unwrap() error { return e.Err }

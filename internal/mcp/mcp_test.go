@@ -341,10 +341,15 @@ func TestToolErrors(t *testing.T) {
 	require.Contains(t, m["error"], "per_call")
 
 	// new_sandbox_session on per_runtime and per_call profiles.
+	// The domain's hints come in tool terms, never as REST routes.
 	m, _ = call(t, cs, "new_sandbox_session", map[string]any{"profile": "shared"})
 	require.Contains(t, m["error"], "per_runtime")
+	require.Contains(t, m["error"], "omit sandbox_session_id and pass profile='shared'")
+	require.NotContains(t, m["error"], "?profile=")
 	m, _ = call(t, cs, "new_sandbox_session", map[string]any{"profile": "oneshot"})
 	require.Contains(t, m["error"], "per_call")
+	require.Contains(t, m["error"], "call run_code or run_command with profile='oneshot'")
+	require.NotContains(t, m["error"], "/v1/")
 
 	// Session/profile mismatch, invented ids, bad arguments.
 	m, _ = call(t, cs, "new_sandbox_session", map[string]any{"name": "x"})

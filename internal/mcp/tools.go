@@ -210,7 +210,7 @@ func failed(msg, sessionID string) result {
 // fail turns a domain error into the seed's error result. Unclassified errors are bugs: their
 // text goes to the log, not to the agent (as REST does).
 func (h *Handler) fail(err error, sessionID string) result {
-	msg := err.Error()
+	msg := fault.ForTool(err)
 	if fault.KindOf(err) == fault.Internal {
 		h.log.Error("mcp tool failed", "err", err)
 		msg = "an internal error occurred in the gateway; the operator can find the cause in its log"
@@ -551,22 +551,6 @@ func (h *Handler) newSession(ctx context.Context, p principal.Principal, raw jso
 	}
 	if err := decodeArgs("new_sandbox_session", newSessionArgs, raw, &a); err != nil {
 		return failed(err.Error(), "")
-	}
-	name := deref(a.Profile)
-	if name == "" {
-		name = h.defaultProfile
-	}
-	// The service's scope messages point at REST routes; say the same in tool terms.
-	for _, prof := range h.svc.Profiles(p) {
-		if prof.Name != name {
-			continue
-		}
-		switch prof.Config.Scope {
-		case sandbox.ScopePerRuntime:
-			return failed(fmt.Sprintf("cannot create a session for profile '%s': its scope is per_runtime, which has one shared session; omit sandbox_session_id and pass profile='%s' to use it", name, name), "")
-		case sandbox.ScopePerCall:
-			return failed(fmt.Sprintf("cannot create a session for profile '%s': its scope is per_call, which runs every call in a fresh sandbox; call run_code or run_command with profile='%s' instead", name, name), "")
-		}
 	}
 	sess, err := h.svc.CreateSession(ctx, p, sandbox.CreateSessionInput{Profile: deref(a.Profile), Name: deref(a.Name)})
 	if err != nil {

@@ -103,8 +103,9 @@ func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) 
 		return Outcome{}, err
 	}
 	if prof.Config.Scope != ScopePerCall {
-		return Outcome{}, fault.New(fault.Conflict, "profile '%s' has scope %s; runs need a per_call profile — run in a session instead (POST /v1/sessions/default/commands?profile=%s)",
-			prof.Name, prof.Config.Scope, prof.Name)
+		return Outcome{}, fault.New(fault.Conflict, "profile '%s' has scope %s; runs need a per_call profile", prof.Name, prof.Config.Scope).
+			WithHint(fmt.Sprintf("run in a session instead (POST /v1/sessions/default/commands?profile=%s)", prof.Name),
+				fmt.Sprintf("call run_command or run_code with profile='%s'", prof.Name))
 	}
 	in.SessionID = DefaultSessionID
 	return s.Execute(ctx, p, in)

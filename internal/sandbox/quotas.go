@@ -53,14 +53,16 @@ func (s *Service) sessionLimit(p principal.Principal) int {
 
 func (s *Service) executionQuotaErr(p principal.Principal) error {
 	return fault.OverQuota(executionRetry,
-		"you have %d executions running or waiting, the limit of sandbox.quotas.concurrent_executions; wait for one to finish (GET /v1/tasks?status=running) or cancel one",
-		s.executionLimit(p))
+		"you have %d executions running or waiting, the limit of sandbox.quotas.concurrent_executions", s.executionLimit(p)).
+		WithHint("wait for one to finish (GET /v1/tasks?status=running) or cancel one (POST /v1/tasks/{id}/cancel)",
+			"wait for one to finish (check_sandbox_task) and try again")
 }
 
 func (s *Service) sessionQuotaErr(p principal.Principal) error {
 	return fault.OverQuota(sessionRetry,
-		"you own %d sandbox sessions, the limit of sandbox.quotas.sessions; destroy one you no longer need (DELETE /v1/sessions/{id}) and try again",
-		s.sessionLimit(p))
+		"you own %d sandbox sessions, the limit of sandbox.quotas.sessions", s.sessionLimit(p)).
+		WithHint("destroy one you no longer need (DELETE /v1/sessions/{id}) and try again",
+			"destroy one you no longer need (destroy_sandbox_session) and try again")
 }
 
 // Usage reports p's quotas and what p uses of them.

@@ -43,9 +43,11 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	}
 	switch prof.Config.Scope {
 	case ScopePerCall:
-		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_call runs every operation in a fresh sandbox; use POST /v1/runs", prof.Name)
+		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_call runs every operation in a fresh sandbox", prof.Name).
+			WithHint("use POST /v1/runs", fmt.Sprintf("call run_code or run_command with profile='%s' instead", prof.Name))
 	case ScopePerRuntime:
-		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_runtime has one shared session; address it as '%s' with ?profile=%s", prof.Name, DefaultSessionID, prof.Name)
+		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_runtime has one shared session", prof.Name).
+			WithHint(fmt.Sprintf("address it as '%s' with ?profile=%s", DefaultSessionID, prof.Name), fmt.Sprintf("omit sandbox_session_id and pass profile='%s' to use it", prof.Name))
 	}
 	now := s.now()
 	row := store.Session{
@@ -118,7 +120,8 @@ func (s *Service) lookup(ctx context.Context, p principal.Principal, id, profile
 		return store.Session{}, nil, false, fault.New(fault.Config, "sandbox session '%s' uses profile '%s', which is no longer configured; destroy the session", id, sess.Profile)
 	}
 	if prof.Config.Scope == ScopePerCall { // seed: per_call ignores an explicit id
-		return store.Session{}, nil, false, fault.New(fault.Conflict, "profile '%s' has scope per_call; use POST /v1/runs", prof.Name)
+		return store.Session{}, nil, false, fault.New(fault.Conflict, "profile '%s' has scope per_call", prof.Name).
+			WithHint("use POST /v1/runs", fmt.Sprintf("omit sandbox_session_id and pass profile='%s'", prof.Name))
 	}
 	return sess, prof, false, nil
 }
@@ -142,7 +145,8 @@ func (s *Service) GetSession(ctx context.Context, p principal.Principal, id, pro
 		return Session{}, err
 	}
 	if ephemeral {
-		return Session{}, fault.New(fault.Conflict, "profile '%s' has scope per_call and keeps no sessions; use POST /v1/runs", prof.Name)
+		return Session{}, fault.New(fault.Conflict, "profile '%s' has scope per_call and keeps no sessions", prof.Name).
+			WithHint("use POST /v1/runs", fmt.Sprintf("call run_code or run_command with profile='%s'", prof.Name))
 	}
 	return view(sess), nil
 }
