@@ -714,6 +714,20 @@ func waitPool(ctx context.Context, cli *client.Client, profile string, want int,
 
 // bigOutput runs a program writing 100 MB to stdout and samples this process's RSS.
 func bigOutput(g *gateway, tok, sid string) {
+	var b []byte
+	growthKB, d := peakRSSGrowth(func() { b = g.exec(tok, sid, "yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 100000000") })
+	var m struct {
+		StdoutTruncated bool `json:"stdout_truncated"`
+	}
+	_ = json.Unmarshal(b, &m)
+	growth := float64(growthKB) / 1024
+	add(Row{Scenario: "6 100 MB stdout", Variant: "local: peak RSS growth", Value: fmt.Sprintf("%.1f MB (%.0f ms, reply %d bytes)", growth, float64(d.Milliseconds()), len(b)),
+		Note: "whole bench process (gateway + client) RSS, sampled every 5 ms"})
+}
+
+// peakRSSGrowth runs f while sampling this process's RSS every 5 ms and returns the peak's
+// growth over the RSS before f (kB) and f's duration.
+func peakRSSGrowth(f func()) (growthKB int64, took time.Duration) {
 	runtime.GC()
 	before := rssKB()
 	var peak atomic.Int64
@@ -734,17 +748,29 @@ func bigOutput(g *gateway, tok, sid string) {
 		}
 	}()
 	t := time.Now()
-	b := g.exec(tok, sid, "yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 100000000")
-	d := time.Since(t)
+	f()
+	took = time.Since(t)
 	close(stop)
 	<-sampled
-	var m struct {
-		StdoutTruncated bool `json:"stdout_truncated"`
+	return peak.Load() - before, took
+}
+
+// upload PUTs size zero bytes, chunked, as upload.bin of session sid.
+func upload(g *gateway, tok, sid string, size int64) (int, error) {
+	req, err := http.NewRequest(http.MethodPut, g.URL+"/v1/sessions/"+sid+"/files/upload.bin", &zeros{left: size})
+	if err != nil {
+		return 0, err
 	}
-	_ = json.Unmarshal(b, &m)
-	growth := float64(peak.Load()-before) / 1024
-	add(Row{Scenario: "6 100 MB stdout", Variant: "local: peak RSS growth", Value: fmt.Sprintf("%.1f MB (%.0f ms, reply %d bytes)", growth, float64(d.Milliseconds()), len(b)),
-		Note: "whole bench process (gateway + client) RSS, sampled every 5 ms"})
+	req.ContentLength = -1
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
 }
 
 // zeros is an endless reader of zero bytes that allocates nothing.
@@ -765,48 +791,15 @@ func (z *zeros) Read(b []byte) (int, error) {
 // bigUpload streams a 1 GiB file (chunked) into the workspace and samples this process's RSS:
 // the gateway must stream it from the socket to the sandbox in constant memory (goal ≤ 32 MB).
 func bigUpload(g *gateway, tok, sid string) {
-	runtime.GC()
-	before := rssKB()
-	var peak atomic.Int64
-	peak.Store(before)
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			if r := rssKB(); r > peak.Load() {
-				peak.Store(r)
-			}
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	t := time.Now()
-	req, err := http.NewRequest(http.MethodPut, g.URL+"/v1/sessions/"+sid+"/files/upload.bin", &zeros{left: 1 << 30})
-	status := 0
-	if err == nil {
-		req.ContentLength = -1
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/octet-stream")
-		var resp *http.Response
-		if resp, err = http.DefaultClient.Do(req); err == nil {
-			status = resp.StatusCode
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-		}
-	}
-	d := time.Since(t)
-	close(stop)
-	<-sampled
+	var status int
+	var err error
+	growthKB, d := peakRSSGrowth(func() { status, err = upload(g, tok, sid, 1<<30) })
 	if err != nil || status != http.StatusOK {
 		skip(fmt.Sprintf("1 GiB upload: status %d, %v", status, err))
 		return
 	}
 	_, _, _ = g.try(tok, http.MethodDelete, "/v1/sessions/"+sid+"/files/upload.bin", nil)
-	growth := float64(peak.Load()-before) / 1024
+	growth := float64(growthKB) / 1024
 	add(Row{Scenario: "7 1 GiB upload", Variant: "local: peak RSS growth", Value: fmt.Sprintf("%.1f MB (%.0f ms; goal <= 32 MB)", growth, float64(d.Milliseconds())),
 		Note: "whole bench process (gateway + client) RSS, sampled every 5 ms; chunked body"})
 }
