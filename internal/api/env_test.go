@@ -101,24 +101,35 @@ func (r reply) JSON(t *testing.T) map[string]any {
 // do sends method path with body (JSON-encoded unless []byte) as the bearer of tok.
 func (e *testEnv) do(tok, method, path string, body any) reply {
 	e.t.Helper()
-	var rd io.Reader
-	ctype := ""
 	switch b := body.(type) {
 	case nil:
+		return e.send(tok, method, path, "", nil, 0, nil)
 	case []byte:
-		rd, ctype = bytes.NewReader(b), "application/octet-stream"
+		return e.send(tok, method, path, "application/octet-stream", bytes.NewReader(b), int64(len(b)), nil)
 	default:
 		buf, err := json.Marshal(b)
 		require.NoError(e.t, err)
-		rd, ctype = bytes.NewReader(buf), "application/json"
+		return e.send(tok, method, path, "application/json", bytes.NewReader(buf), int64(len(buf)), nil)
 	}
-	req, err := http.NewRequest(method, e.URL+path, rd)
+}
+
+// send sends body as is: of content type ctype ("" sets none), declaring size bytes (-1:
+// chunked), with the extra header fields.
+func (e *testEnv) send(tok, method, path, ctype string, body io.Reader, size int64, header map[string]string) reply {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.URL+path, body)
 	require.NoError(e.t, err)
+	if body != nil {
+		req.ContentLength = size
+	}
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(e.t, err)

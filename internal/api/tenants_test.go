@@ -2,8 +2,6 @@ package api_test
 
 import (
 	"bytes"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -103,16 +101,7 @@ func TestDeepJSONIsRefused(t *testing.T) {
 		return []byte(`{"command":"true","env":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`)
 	}
 	post := func(body []byte) reply {
-		req, err := http.NewRequest("POST", e.URL+"/v1/sessions/default/commands", bytes.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+		return e.send(tok, "POST", "/v1/sessions/default/commands", "application/json", bytes.NewReader(body), int64(len(body)), nil)
 	}
 	p := requireProblem(t, post(nested(10000)), 400, "validation")
 	assert.Contains(t, p["detail"], "more than 64 levels")

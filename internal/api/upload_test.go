@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -69,20 +68,7 @@ func rss(t *testing.T) int64 {
 
 func (e *testEnv) put(tok, path string, body io.Reader, size int64, header map[string]string) reply {
 	e.t.Helper()
-	req, err := http.NewRequest("PUT", e.URL+path, body)
-	require.NoError(e.t, err)
-	req.ContentLength = size // -1: chunked
-	req.Header.Set("Content-Type", "application/octet-stream")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
-	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return e.send(tok, "PUT", path, "application/octet-stream", body, size, header)
 }
 
 // The gateway (in this process) streams an upload from the socket to the sandbox: a 512 MiB
