@@ -50,11 +50,11 @@ func TestHarnessServesRESTAndMCP(t *testing.T) {
 		"/.well-known/oauth-protected-resource/mcp": 200,
 		"/v1/agent/tools":                           200,
 	} {
-		status := get(t, e.URL+path, tok)
+		status := get(e, path, tok)
 		assert.Equal(t, want, status, path)
 	}
-	assert.Equal(t, 401, get(t, e.URL+"/v1/me", ""))
-	assert.Equal(t, 401, postMCP(t, e.URL+"/mcp", ""), "MCP behind the same authentication")
+	assert.Equal(t, 401, get(e, "/v1/me", ""))
+	assert.Equal(t, 401, postMCP(e, ""), "MCP behind the same authentication")
 }
 
 // gateway dev listens on loopback unless server.addr names a host.
@@ -82,8 +82,8 @@ func TestMCPIsRateLimited(t *testing.T) {
 	tok := e.Token("alice")
 	statuses := map[int]int{}
 	for range 6 {
-		statuses[postMCP(t, e.URL+"/mcp", tok)]++
+		statuses[postMCP(e, tok)]++
 	}
 	assert.Equal(t, 3, statuses[429], "%v", statuses)
-	assert.Equal(t, 429, get(t, e.URL+"/v1/me", tok), "the same bucket as REST")
+	assert.Equal(t, 429, get(e, "/v1/me", tok), "the same bucket as REST")
 }

@@ -1,45 +1,27 @@
 package gateway_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func get(t *testing.T, url, tok string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	require.NoError(t, err)
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
+func get(e *gatewaytest.Env, path, tok string) int {
+	status, _, _ := e.Do(http.MethodGet, path, tok, nil, nil)
+	return status
 }
 
-func postMCP(t *testing.T, url, tok string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
+// postMCP sends a JSON-RPC ping to /mcp.
+func postMCP(e *gatewaytest.Env, tok string) int {
+	status, _, _ := e.Do(http.MethodPost, "/mcp", tok, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`),
+		map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+	return status
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -153,3 +154,23 @@ func (e *Env) Store() *store.Store { return e.Gateway.Store() }
 
 // Service is the gateway's domain service.
 func (e *Env) Service() *sandbox.Service { return e.Gateway.Service() }
+
+// Do sends method path as the bearer of tok ("" sends none) with body (nil for none) and the
+// header fields, and returns the status, the header and the whole answer.
+func (e *Env) Do(method, path, tok string, body io.Reader, header map[string]string) (int, http.Header, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.URL+path, body)
+	require.NoError(e.t, err)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return resp.StatusCode, resp.Header, b
+}
