@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -72,13 +71,10 @@ func (st *Store) CreateSessionWithin(ctx context.Context, s Session, limit int) 
 	if s.Labels == nil {
 		labels = []byte("{}")
 	}
-	if limit <= 0 {
-		limit = math.MaxInt32
-	}
 	tag, err := st.pool.Exec(ctx, `
 INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at)
 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11
- WHERE $2::uuid IS NULL OR (SELECT count(*) FROM sessions WHERE owner_id = $2) < $12`,
+ WHERE $2::uuid IS NULL OR $12::int <= 0 OR (SELECT count(*) FROM sessions WHERE owner_id = $2) < $12`,
 		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt, limit)
 	if err == nil && tag.RowsAffected() == 0 {
 		return ErrQuota

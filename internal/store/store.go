@@ -31,9 +31,6 @@ type Store struct {
 	db    *sql.DB // database/sql view of pool, for goose
 }
 
-// Option adjusts Open.
-type Option func(*pgxpool.Config)
-
 // Open connects to url (a postgres:// URL or libpq key/value string) with at most maxConns
 // connections for queries (0: pgx's default) and checks the connection. It also opens one
 // more connection, held for the Store's life, that marks this replica present for the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -61,21 +60,19 @@ func (st *Store) CreateTask(ctx context.Context, t Task) error {
 // ErrQuota is returned when an insert would take its owner past the given limit.
 var ErrQuota = errors.New("store: over quota")
 
-// unfinishedBelow is the condition "owner $3 has fewer than $limit unfinished tasks".
-const unfinishedBelow = `(SELECT count(*) FROM tasks WHERE owner_id = $3 AND finished_at IS NULL) < `
+// ownerUnder is the condition "limit $n ≤ 0 (none), or owner $3 has fewer than $n unfinished
+// tasks", for the inserts that a quota bounds.
+func ownerUnder(n string) string {
+	return `(` + n + `::int <= 0 OR (SELECT count(*) FROM tasks WHERE owner_id = $3 AND finished_at IS NULL) < ` + n + `)`
+}
 
 // CreateTaskWithin is CreateTask unless the owner already has limit unfinished tasks (limit
 // ≤ 0: no limit), then ErrQuota and nothing inserted — in the same statement, so the check
 // costs no round trip. (Concurrent inserts may pass it together; the limit is a bound on
 // what one principal holds, not an exact count.)
 func (st *Store) CreateTaskWithin(ctx context.Context, t Task, limit int) error {
-	if limit <= 0 {
-		_, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt)
-		return err
-	}
 	tag, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE `+unfinishedBelow+`$9`,
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE `+ownerUnder("$9"),
 		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt, limit)
 	if err == nil && tag.RowsAffected() == 0 {
 		return ErrQuota
@@ -85,15 +82,13 @@ func (st *Store) CreateTaskWithin(ctx context.Context, t Task, limit int) error 
 
 // CreateQueuedTask inserts t as a queued task and, in the same transaction, calls enqueue
 // (which may use tx to insert its own job, or ignore it); both happen or neither does.
-// Returns the task's seq. limit > 0 bounds the owner's unfinished tasks as CreateTaskWithin does (ErrQuota).
+// Returns the task's seq. limit > 0 bounds the owner's unfinished tasks as CreateTaskWithin
+// does (ErrQuota).
 func (st *Store) CreateQueuedTask(ctx context.Context, t Task, limit int, enqueue func(ctx context.Context, tx pgx.Tx, seq int64) error) (int64, error) {
 	var seq int64
-	if limit <= 0 {
-		limit = math.MaxInt32
-	}
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, queued)
-			SELECT $1, $2, $3, $4, $5, $6, '', $7, true WHERE `+unfinishedBelow+`$8 RETURNING seq`,
+			SELECT $1, $2, $3, $4, $5, $6, '', $7, true WHERE `+ownerUnder("$8")+` RETURNING seq`,
 			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.SubmittedAt, limit).Scan(&seq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrQuota
