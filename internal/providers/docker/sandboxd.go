@@ -318,7 +318,11 @@ func (p *Provider) sdClient(ctx context.Context, ins container.InspectResponse, 
 		}
 		p.forgetClient(ins.ID)
 	}
-	c := remote.NewVerifiedClient(filepath.Join(folder, socketName), token, p.sandboxdPeer(ins.ID))
+	initPID := 0
+	if ins.State != nil {
+		initPID = ins.State.Pid // 0 for a container not started yet: looked up at the first dial
+	}
+	c := remote.NewVerifiedClient(filepath.Join(folder, socketName), token, p.sandboxdPeer(ins.ID, initPID))
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		err := c.Ready(ctx)
@@ -354,9 +358,8 @@ func (p *Provider) sdClient(ctx context.Context, ins container.InspectResponse, 
 // so any other child — an orphan reparented to init — is younger). A listener that is not
 // visible from the gateway's pid namespace (pid 0: the gateway runs in another one) cannot be
 // checked and is let through, as is one of a container whose init is not visible.
-func (p *Provider) sandboxdPeer(id string) func(pid int32) error {
+func (p *Provider) sandboxdPeer(id string, initPID int) func(pid int32) error {
 	var mu sync.Mutex
-	initPID := 0
 	return func(pid int32) error {
 		if pid == 0 {
 			return nil
@@ -377,12 +380,13 @@ func (p *Provider) sandboxdPeer(id string) func(pid int32) error {
 				initPID = ins.State.Pid
 			}
 			want, visible := oldestChild(initPID)
-			if !visible {
+			switch {
+			case visible && want == int(pid):
 				return nil
+			case !visible && attempt == 1:
+				return nil // the container's init is in no pid namespace we see
 			}
-			if want == int(pid) {
-				return nil
-			}
+			// A mismatch or an init that is gone (the container restarted): look again.
 		}
 		return fmt.Errorf("the process listening on the socket (pid %d) is not the sandbox's sandboxd; something in sandbox '%s' replaced its socket", pid, id)
 	}
