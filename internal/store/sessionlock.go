@@ -207,9 +207,11 @@ func (l *sessionLocks) wakeAll() {
 	}
 }
 
-// firstInLine is the condition "no present ticket of session $1 is older than ticket $2".
-const firstInLine = `NOT EXISTS (SELECT 1 FROM session_locks o
-	WHERE o.session_id = $1 AND o.ticket < $2 AND sandgate_holder_present(o.holder_key))`
+// firstInLine is the condition "no present ticket of session $1 is older than ticket".
+func firstInLine(ticket string) string {
+	return `NOT EXISTS (SELECT 1 FROM session_locks o
+	WHERE o.session_id = $1 AND o.ticket < ` + ticket + ` AND sandgate_holder_present(o.holder_key))`
+}
 
 // LockSession blocks until it holds the lock of session id: executions and writes of one
 // session are serialised across replicas, granted in arrival order (ticket order). The
@@ -232,8 +234,7 @@ func (st *Store) LockSession(ctx context.Context, id string) (unlock func(), err
 	var ticket int64
 	var first bool
 	err = st.pool.QueryRow(ctx, `WITH t AS (INSERT INTO session_locks (session_id, holder_key, token) VALUES ($1, $2, $3) RETURNING ticket)
-		SELECT t.ticket, NOT EXISTS (SELECT 1 FROM session_locks o
-			WHERE o.session_id = $1 AND o.ticket < t.ticket AND sandgate_holder_present(o.holder_key)) FROM t`,
+		SELECT t.ticket, `+firstInLine("t.ticket")+` FROM t`,
 		id, l.key, token).Scan(&ticket, &first)
 	if err != nil {
 		release() // the insert may have committed with its answer lost
@@ -255,7 +256,7 @@ func (st *Store) LockSession(ctx context.Context, id string) (unlock func(), err
 		case <-wake:
 		case <-poll.C:
 		}
-		if err := st.pool.QueryRow(ctx, `SELECT `+firstInLine, id, ticket).Scan(&first); err != nil {
+		if err := st.pool.QueryRow(ctx, `SELECT `+firstInLine("$2"), id, ticket).Scan(&first); err != nil {
 			release()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
