@@ -6,11 +6,9 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/api"
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
@@ -30,6 +28,7 @@ type testEnv struct {
 	svc     *sandbox.Service
 	workdir string
 	dbURL   string
+	env     *gatewaytest.Env
 }
 
 type envOpts struct {
@@ -73,7 +72,7 @@ func newEnv(t *testing.T, o envOpts) *testEnv {
 		}
 	}
 	e := gatewaytest.Start(t, gt)
-	return &testEnv{t: t, URL: e.URL, issuer: e.Issuer, store: e.Store(), svc: e.Service(), workdir: e.Workdir, dbURL: e.DBURL}
+	return &testEnv{t: t, URL: e.URL, issuer: e.Issuer, store: e.Store(), svc: e.Service(), workdir: e.Workdir, dbURL: e.DBURL, env: e}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -85,18 +84,7 @@ func (e *testEnv) token(sub string, groups ...string) string {
 	return tok
 }
 
-type reply struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-func (r reply) JSON(t *testing.T) map[string]any {
-	t.Helper()
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(r.Body, &m), "body: %s", r.Body)
-	return m
-}
+type reply = gatewaytest.Reply
 
 // do sends method path with body (JSON-encoded unless []byte) as the bearer of tok.
 func (e *testEnv) do(tok, method, path string, body any) reply {
@@ -142,12 +130,7 @@ func (e *testEnv) send(tok, method, path, ctype string, body io.Reader, size int
 // requireProblem asserts an RFC 9457 problem of type suffix kind and status.
 func requireProblem(t *testing.T, r reply, status int, kind string) map[string]any {
 	t.Helper()
-	require.Equal(t, status, r.Status, "body: %s", r.Body)
-	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
-	m := r.JSON(t)
-	require.Equal(t, api.ProblemTypeBase+kind, m["type"])
-	require.NotEmpty(t, m["detail"])
-	return m
+	return r.RequireProblem(t, status, kind)
 }
 
 // newSession creates a session on profile as tok and returns its id.
@@ -161,16 +144,5 @@ func (e *testEnv) newSession(tok, profile string) string {
 // waitTask polls task id until it finishes.
 func (e *testEnv) waitTask(tok, id string) map[string]any {
 	e.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		r := e.do(tok, "GET", "/v1/tasks/"+id, nil)
-		require.Equal(e.t, 200, r.Status, "body: %s", r.Body)
-		m := r.JSON(e.t)
-		if m["finished_at"] != nil {
-			return m
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	e.t.Fatalf("task %s did not finish", id)
-	return nil
+	return e.env.WaitTask(tok, id)
 }

@@ -48,12 +48,12 @@ func (s *Server) GetReady(ctx context.Context, _ apigen.GetReadyRequestObject) (
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	checks := map[string]string{}
-	if err := s.store.Ping(ctx); err != nil {
+	if err := s.ready.Ping(ctx); err != nil {
 		checks["database"] = "unreachable: " + err.Error()
 		return apigen.GetReady503JSONResponse{Status: apigen.Unavailable, Checks: &checks}, nil
 	}
 	checks["database"] = "ok"
-	cur, target, err := s.store.SchemaVersion(ctx)
+	cur, target, err := s.ready.SchemaVersion(ctx)
 	switch {
 	case err != nil:
 		checks["schema"] = "unknown: " + err.Error()
@@ -113,7 +113,7 @@ func (s *Server) ListProfiles(ctx context.Context, _ apigen.ListProfilesRequestO
 	for _, prof := range s.sandbox.Profiles(p) {
 		v := profileView(prof)
 		v.OutputLimitBytes = s.sandbox.OutputLimit()
-		v.Shared = prof.Config.Scope == sandbox.ScopePerRuntime
+		v.Shared = prof.Scope == sandbox.ScopePerRuntime
 		out.Profiles = append(out.Profiles, v)
 	}
 	return out, nil
@@ -122,10 +122,10 @@ func (s *Server) ListProfiles(ctx context.Context, _ apigen.ListProfilesRequestO
 func profileView(prof *sandbox.Profile) apigen.Profile {
 	c, pol := prof.Caps, prof.Policy
 	v := apigen.Profile{
-		Name: prof.Name, Default: prof.Default, Provider: prof.Provider.Type(), Scope: apigen.Scope(prof.Config.Scope),
-		Environment: apigen.ProfileEnvironment(prof.Config.Environment), Isolation: apigen.IsolationTier(c.Isolation),
-		IdentityMode: apigen.ProfileIdentityMode(prof.Config.Identity.Mode), IdleTimeoutS: int(prof.IdleTimeout / time.Second),
-		AllowedGroups: nilIfEmpty(prof.Config.AllowedGroups),
+		Name: prof.Name, Default: prof.Default, Provider: prof.Provider.Type(), Scope: apigen.Scope(prof.Scope),
+		Environment: environment(prof), Isolation: apigen.IsolationTier(c.Isolation),
+		IdentityMode: identityMode(prof), IdleTimeoutS: int(prof.IdleTimeout / time.Second),
+		AllowedGroups: nilIfEmpty(prof.AllowedGroups),
 		Policy: apigen.Policy{
 			NetworkEgress: apigen.PolicyNetworkEgress(pol.NetworkEgress), NetworkAllow: nonNil(pol.NetworkAllow),
 			FsAllowRead: nonNil(pol.FSAllowRead), FsAllowWrite: nonNil(pol.FSAllowWrite), TimeoutS: float32(pol.Timeout.Seconds()), Strict: pol.Strict,
@@ -186,7 +186,7 @@ func (s *Server) ListSessions(ctx context.Context, req apigen.ListSessionsReques
 	for _, r := range rows {
 		owner := ""
 		if p.Admin && r.OwnerID != "" {
-			owner, _ = s.store.PrincipalLabel(ctx, r.OwnerID)
+			owner = s.sandbox.OwnerLabel(ctx, r.OwnerID)
 		}
 		out.Sessions = append(out.Sessions, sessionView(r, p.Admin, owner))
 	}
@@ -464,4 +464,18 @@ func (s *Server) CancelTask(ctx context.Context, req apigen.CancelTaskRequestObj
 		return nil, err
 	}
 	return apigen.CancelTask200JSONResponse(taskView(t)), nil
+}
+
+func environment(prof *sandbox.Profile) apigen.ProfileEnvironment {
+	if prof.Attached() {
+		return apigen.Attached
+	}
+	return apigen.Managed
+}
+
+func identityMode(prof *sandbox.Profile) apigen.ProfileIdentityMode {
+	if prof.IdentityMode == sandbox.IdentityUser {
+		return apigen.User
+	}
+	return apigen.Agent
 }

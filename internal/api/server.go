@@ -23,17 +23,17 @@ import (
 	"github.com/sandgate/sandgate/internal/auth"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox"
-	"github.com/sandgate/sandgate/internal/store"
 )
 
 // Options wires the HTTP edge.
 type Options struct {
-	Auth    *auth.Authenticator
-	Store   *store.Store
-	Sandbox *sandbox.Service
-	Logger  *slog.Logger
-	Now     func() time.Time
-	MaxBody int64 // JSON body limit in bytes
+	Auth *auth.Authenticator
+	// Readiness backs GET /ready (the response store: *store.Store).
+	Readiness Readiness
+	Sandbox   *sandbox.Service
+	Logger    *slog.Logger
+	Now       func() time.Time
+	MaxBody   int64 // JSON body limit in bytes
 	// Extra mounts additional handlers (the dev issuer) before the API routes.
 	Extra map[string]http.Handler
 	// Console, when set, serves the web console for GET and HEAD at exactly "/" and under
@@ -69,9 +69,17 @@ type AgentTools interface {
 	MaxChars() int
 }
 
+// Readiness is what GET /ready checks: the response store answers, and its schema is the one
+// this binary needs.
+type Readiness interface {
+	Ping(ctx context.Context) error
+	// SchemaVersion returns the applied and the required migration versions.
+	SchemaVersion(ctx context.Context) (current, target int64, err error)
+}
+
 // Server implements the generated strict server interface.
 type Server struct {
-	store   *store.Store
+	ready   Readiness
 	sandbox *sandbox.Service
 	now     func() time.Time
 	log     *slog.Logger
@@ -95,9 +103,8 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: load embedded spec: %w", err)
 	}
-	recorder := newPrincipalRecorder(o.Store, o.Now)
 	resolved := func(ctx context.Context, p principal.Principal) (principal.Principal, error) {
-		p, err := recorder.record(ctx, p)
+		p, err := o.Sandbox.Identify(ctx, p)
 		if err != nil {
 			return p, err
 		}
@@ -112,7 +119,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
-	srv := &Server{store: o.Store, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools}
+	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools}
 
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, accessLog(o.Logger), recoverer(o.Logger), rawFilePath)

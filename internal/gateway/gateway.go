@@ -10,6 +10,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +73,7 @@ type Gateway struct {
 	store     *store.Store
 	svc       *sandbox.Service
 	transport queue.Transport
+	queued    *broker.Queued // the queue flavor, when configured
 	handler   http.Handler
 
 	bg     context.Context // background work: lives until Close
@@ -156,10 +159,33 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	if err != nil {
 		return nil, err
 	}
+	if opts.RunnerID == "" {
+		opts.RunnerID = newRunnerID()
+	}
+	set := settings(cfg.Sandbox)
+	var port sandbox.Queue
+	if queued {
+		g.queued = broker.NewQueued(broker.QueuedOptions{
+			Store: g.store, Transport: g.transport, RunnerID: opts.RunnerID, InlinePayloadMaxBytes: set.Queue.InlinePayloadMaxBytes,
+			WaitPoll: set.Queue.WaitPoll, MaxReceiveCount: set.Queue.MaxReceiveCount, LostAfter: set.LostAfter, ResponseTTL: set.ResponseTTL,
+			Now: opts.Now, Logger: log,
+		})
+		port = g.queued
+		g.goBG(g.queued.Run)
+	}
 	host, _ := os.Hostname()
-	g.svc, err = sandbox.New(sandbox.Options{Config: cfg.Sandbox, Store: g.store, Registry: opts.Registry, Broker: brk, Queue: g.transport,
-		RunnerID: opts.RunnerID, Hostname: host, Now: opts.Now, Logger: log})
+	profiles, err := buildProfiles(cfg.Sandbox, opts.Registry, log)
 	if err != nil {
+		return nil, err
+	}
+	var clock sandbox.Clock
+	if opts.Now != nil {
+		clock = sandbox.ClockFunc(opts.Now)
+	}
+	g.svc, err = sandbox.New(sandbox.Options{Settings: set, Profiles: profiles, Store: g.store, Broker: brk, Queue: port,
+		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log})
+	if err != nil {
+		closeProviders(profiles, log)
 		return nil, err
 	}
 	if err := g.svc.Heartbeat(ctx); err != nil {
@@ -173,7 +199,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	if queued && cfg.Sandbox.Broker.Queue.Type == config.InMemory {
 		// An in-process queue has no other consumers: this process works it too.
 		g.goBG(func(ctx context.Context) {
-			_ = g.transport.Consume(ctx, cfg.Sandbox.Broker.Queue.Consumers, g.svc.HandleDelivery)
+			_ = g.transport.Consume(ctx, cfg.Sandbox.Broker.Queue.Consumers, g.queued.Handler(g.svc.RunDelivered))
 		})
 	}
 	authn, err := auth.New(g.bg, cfg.Auth, auth.WithLogger(log))
@@ -186,9 +212,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	}
 	// MCP beside REST: /mcp behind the same bearer-token check as /v1, its RFC 9728 metadata
 	// public; its tools also back GET /v1/agent/tools.
-	agent := mcp.New(mcp.Options{Config: cfg, Sandbox: g.svc, Logger: log, Version: opts.Version})
+	agent := mcp.New(mcpOptions(cfg, g.svc, log, opts.Version))
 	meta := agent.MetadataHandler()
-	g.handler, err = api.NewHandler(api.Options{Auth: authn, Store: g.store, Sandbox: g.svc, Logger: log, MaxBody: cfg.Server.MaxBodyBytes, Extra: extra,
+	g.handler, err = api.NewHandler(api.Options{Auth: authn, Readiness: g.store, Sandbox: g.svc, Logger: log, MaxBody: cfg.Server.MaxBodyBytes, Extra: extra,
 		Console: web.Handler(consoleConfig(cfg, opts.DevIssuer, log)),
 		Mounts: []api.Mount{
 			{Path: mcp.MetadataPath, Handler: meta},
@@ -282,7 +308,7 @@ func (g *Gateway) RunWorker(ctx context.Context) error {
 	q := g.cfg.Sandbox.Broker.Queue
 	g.log.Info("worker consuming", "transport", q.Type, "consumers", q.Consumers, "runner_id", g.svc.RunnerID())
 	consumed := make(chan error, 1)
-	go func() { consumed <- g.transport.Consume(ctx, q.Consumers, g.svc.HandleDelivery) }()
+	go func() { consumed <- g.transport.Consume(ctx, q.Consumers, g.queued.Handler(g.svc.RunDelivered)) }()
 	select {
 	case err := <-consumed: // the transport failed on its own
 		return err
@@ -366,4 +392,10 @@ func rateLimit(q config.Quotas) api.RateLimit {
 		return api.RateLimit{}
 	}
 	return api.RateLimit{PerSecond: q.RequestsPerSecond, Burst: q.RequestsBurst, AdminsExempt: q.AdminsExempt == nil || *q.AdminsExempt}
+}
+
+func newRunnerID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "runner-" + hex.EncodeToString(b[:])
 }

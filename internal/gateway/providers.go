@@ -13,14 +13,28 @@ import (
 	"github.com/sandgate/sandgate/internal/providers/local"
 )
 
+// builtin is one provider type this binary ships: its factory, and the mapping of a profile
+// onto the backend's own options (provideroptions.go).
+type builtin struct {
+	factory providers.Factory
+	options func(config.Profile) any
+}
+
+// builtins are the providers this binary ships, by type name.
+var builtins = map[string]builtin{
+	local.TypeName:      {local.Factory, func(p config.Profile) any { return withBlock(p.LocalSubprocess, p, localOptions) }},
+	docker.TypeName:     {docker.Factory, func(p config.Profile) any { return withBlock(p.Docker, p, dockerOptions) }},
+	ec2ssm.TypeName:     {ec2ssm.Factory, func(p config.Profile) any { return withBlock(p.EC2SSM, p, ec2ssmOptions) }},
+	kubernetes.TypeName: {kubernetes.Factory, func(p config.Profile) any { return withBlock(p.Kubernetes, p, kubernetesOptions) }},
+}
+
 // Builtin returns a registry of the providers this binary ships: local_subprocess, docker,
 // kubernetes and ec2_ssm.
 func Builtin() *providers.Registry {
 	r := providers.NewRegistry()
-	r.Register(local.TypeName, local.Factory)
-	r.Register(docker.TypeName, docker.Factory)
-	r.Register(ec2ssm.TypeName, ec2ssm.Factory)
-	r.Register(kubernetes.TypeName, kubernetes.Factory)
+	for name, b := range builtins {
+		r.Register(name, b.factory)
+	}
 	return r
 }
 

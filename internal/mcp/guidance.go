@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox"
 )
@@ -51,8 +50,8 @@ func profileLine(prof *sandbox.Profile) string {
 	if prof.Default {
 		b.WriteString(" (default)")
 	}
-	fmt.Fprintf(&b, ": provider '%s', scope %s", prof.Provider.Type(), prof.Config.Scope)
-	switch prof.Config.Scope {
+	fmt.Fprintf(&b, ": provider '%s', scope %s", prof.Provider.Type(), prof.Scope)
+	switch prof.Scope {
 	case sandbox.ScopePerCall:
 		b.WriteString(" (every call runs in a fresh sandbox; nothing persists between calls)")
 	case sandbox.ScopePerRuntime:
@@ -64,7 +63,7 @@ func profileLine(prof *sandbox.Profile) string {
 	if langs := prof.Caps.Languages; len(langs) > 0 {
 		fmt.Fprintf(&b, "; run_code languages: %s", strings.Join(langs, ", "))
 	}
-	if prof.Config.Stateful && prof.Caps.Stateful && prof.Config.Scope != sandbox.ScopePerCall {
+	if prof.Stateful && prof.Caps.Stateful && prof.Scope != sandbox.ScopePerCall {
 		b.WriteString("; run_code keeps state: variables, functions and imports defined in one run_code call are still there in the next call of the same session (build on earlier results instead of recomputing them)")
 	}
 	if !prof.Caps.Shell {
@@ -73,7 +72,7 @@ func profileLine(prof *sandbox.Profile) string {
 	if !prof.Caps.Files {
 		b.WriteString("; no file access: the file tools are not available")
 	}
-	if prof.Config.Type == config.ProviderEC2SSM {
+	if prof.Caps.OneShotCommands {
 		b.WriteString("; NO persistent shell: each command runs as its own process, so a cd, an exported variable or a background job does not carry over to the next command; chain state-dependent steps in one command (e.g. `cd /app && ./run.sh`)")
 	}
 	return b.String()

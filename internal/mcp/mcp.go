@@ -30,7 +30,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox"
 )
@@ -47,11 +46,22 @@ const sessionIdle = 2 * time.Hour
 
 // Options builds a Handler.
 type Options struct {
-	// Config is the validated configuration (defaults applied): server.public_url,
-	// auth.issuers and the sandbox block are read.
-	Config  *config.Config
-	Sandbox *sandbox.Service
-	Logger  *slog.Logger
+	// PublicURL is the gateway's external base URL (config server.public_url); the MCP
+	// resource is PublicURL + Path.
+	PublicURL string
+	// Issuers are the OIDC issuer URLs advertised as authorization servers (RFC 9728).
+	Issuers []string
+	// Disabled answers every tool call with a "sandboxes are disabled" error (config
+	// sandbox.enabled: false).
+	Disabled bool
+	// ToolOutputMaxChars bounds the text of one tool result; default 8000.
+	ToolOutputMaxChars int
+	// DefaultProfile is the profile used when a tool call names none; default "default".
+	DefaultProfile string
+	// MaxBodyBytes bounds one request body; 0 = the SDK's default.
+	MaxBodyBytes int64
+	Sandbox      *sandbox.Service
+	Logger       *slog.Logger
 	// Version is reported to MCP clients; default "dev".
 	Version string
 }
@@ -74,10 +84,13 @@ type Handler struct {
 	servers map[string]*sdk.Server // keyed by the caller's usable profiles
 }
 
-// New builds the MCP handler. Config and Sandbox are required.
+// DefaultToolOutputMaxChars is Options.ToolOutputMaxChars's default.
+const DefaultToolOutputMaxChars = 8000
+
+// New builds the MCP handler. Sandbox is required.
 func New(o Options) *Handler {
-	if o.Config == nil || o.Sandbox == nil {
-		panic("mcp.New: Config and Sandbox are required")
+	if o.Sandbox == nil {
+		panic("mcp.New: Sandbox is required")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -85,19 +98,18 @@ func New(o Options) *Handler {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	cfg := o.Config
-	base := strings.TrimSuffix(cfg.Server.PublicURL, "/")
+	base := strings.TrimSuffix(o.PublicURL, "/")
 	h := &Handler{
 		svc: o.Sandbox, log: o.Logger, version: o.Version,
-		enabled:        cfg.Sandbox.Enabled == nil || *cfg.Sandbox.Enabled,
-		maxChars:       cfg.Sandbox.ToolOutputMaxChars,
-		defaultProfile: cfg.Sandbox.DefaultProfile,
+		enabled:        !o.Disabled,
+		maxChars:       o.ToolOutputMaxChars,
+		defaultProfile: o.DefaultProfile,
 		resource:       base + Path,
 		metadataURL:    base + MetadataPath + Path,
 		servers:        map[string]*sdk.Server{},
 	}
 	if h.maxChars <= 0 {
-		h.maxChars = config.DefaultToolOutputMaxChars
+		h.maxChars = DefaultToolOutputMaxChars
 	}
 	if h.defaultProfile == "" {
 		h.defaultProfile = "default"
@@ -106,16 +118,13 @@ func New(o Options) *Handler {
 		Resource:               h.resource,
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "Sandgate",
-		AuthorizationServers:   []string{},
-	}
-	for _, is := range cfg.Auth.Issuers {
-		h.metadata.AuthorizationServers = append(h.metadata.AuthorizationServers, is.URL)
+		AuthorizationServers:   append([]string{}, o.Issuers...),
 	}
 
 	streamable := sdk.NewStreamableHTTPHandler(h.server, &sdk.StreamableHTTPOptions{
 		Logger:              o.Logger,
 		SessionTimeout:      sessionIdle,
-		MaxRequestBodyBytes: cfg.Server.MaxBodyBytes, // 0: the SDK's default
+		MaxRequestBodyBytes: o.MaxBodyBytes, // 0: the SDK's default
 		// The SDK's DNS-rebinding guard refuses a non-loopback Host on a loopback listener,
 		// which is every gateway behind a reverse proxy on the same host. Rebinding cannot
 		// reach a tool here: every request needs a bearer token, which browsers never add.

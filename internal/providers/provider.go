@@ -44,11 +44,17 @@ func (t IsolationTier) Valid() bool {
 // provider uses the gateway's own identity; in user mode it must act as Subject with the given
 // Credentials (Kubernetes impersonation, AWS AssumeRole, run-as user) or fail closed.
 type Principal struct {
-	Mode        string // "agent" or "user"
+	Mode        string // ModeAgent or ModeUser
 	Subject     string // required
 	Groups      []string
 	Credentials Credentials
 }
+
+// Identity modes of a Principal (a profile's identity.mode).
+const (
+	ModeAgent = "agent" // the gateway's own identity
+	ModeUser  = "user"  // the caller's, from Credentials
+)
 
 // Credentials are user-mode identity inputs. Only WebIdentityToken is a secret.
 type Credentials struct {
@@ -98,6 +104,9 @@ type Capabilities struct {
 	PolicyNetwork    bool
 	PolicyFilesystem bool
 	PolicyResources  bool
+	// OneShotCommands: each command runs as its own process with nothing carried over — no
+	// working directory, exported variable or background job outlives it (ec2_ssm).
+	OneShotCommands bool
 }
 
 // SupportsLanguage reports whether lang is one of the declared languages.

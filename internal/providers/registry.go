@@ -8,27 +8,60 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 )
 
-// Factory builds one provider for one profile (seed-semantics §6). It reads only its own
-// provider block (and Params) from ctx.Config, never the global configuration. Bad or missing
-// configuration should be a fault.Config error; Build classifies any other error as
-// fault.Config too.
+// Factory builds one provider for one profile (seed-semantics §6) from its BuildContext. It
+// reads its settings from ctx.Options, the backend's own options value (see OptionsOf), never
+// from the configuration. Bad or missing settings should be a fault.Config error; Build
+// classifies any other error as fault.Config too.
 type Factory func(ctx BuildContext) (Provider, error)
 
-// BuildContext is everything a Factory gets.
+// BuildContext is everything a Factory gets. It holds no configuration type: the composition
+// root (internal/gateway) maps a profile onto it, and onto the backend's options.
 type BuildContext struct {
+	// Type is the profile's provider type; it selects the factory.
+	Type string
 	// Profile is the profile's name, for messages and logs.
 	Profile string
-	// Config is the profile; Config.Type selects the factory.
-	Config config.Profile
+	// Options is the backend's own options value (docker.Options, …), built by the
+	// composition root from the profile's provider block; nil when the profile has no block
+	// of its type, or when the type has no built-in mapping (a provider registered by a test,
+	// which reads Params instead). The fields those options share with this context (the
+	// profile's name, policy, logger, …) are left zero there: the factory takes them from
+	// here.
+	Options any
+	// Params are the profile's free-form provider parameters (its params block); nil when it
+	// has none.
+	Params map[string]any
+	// Policy is the profile's policy, converted from its policy block once, by the
+	// composition root (the domain enforces the same value).
+	Policy Policy
 	// IdleTimeout is the profile's idle timeout (seed: e2b, daytona and kubernetes receive it).
 	IdleTimeout time.Duration
+	// Stateful says the profile has stateful: true; Build refuses a provider that keeps no
+	// interpreter state between executions.
+	Stateful bool
 	// Logger is the provider's logger; Build defaults it to slog.Default() and adds the
 	// attributes profile and provider.
 	Logger *slog.Logger
+}
+
+// OptionsOf returns ctx.Options as the options type T of the backend typ, for its Factory.
+//
+// Errors: fault.Config when ctx.Options is nil (the profile has no typ block;
+// seed-semantics §6: a built-in provider whose block is missing raises); fault.Internal when
+// it holds another type (the composition root wired the wrong mapping).
+func OptionsOf[T any](ctx BuildContext, typ string) (T, error) {
+	var zero T
+	if ctx.Options == nil {
+		return zero, fault.New(fault.Config, "sandbox profile '%s' has type %s but no %s block", ctx.Profile, typ, typ)
+	}
+	opts, ok := ctx.Options.(T)
+	if !ok {
+		return zero, fault.New(fault.Internal, "provider factory '%s' was handed options of type %T, not %T", typ, ctx.Options, zero)
+	}
+	return opts, nil
 }
 
 // Registry maps provider type names ("local_subprocess", "docker", …) to factories. It is safe
@@ -72,7 +105,7 @@ func (r *Registry) Names() []string {
 	return names
 }
 
-// Build builds the provider of type ctx.Config.Type.
+// Build builds the provider of type ctx.Type.
 //
 // Errors: an empty or unregistered type is fault.Config naming the registered types, sorted
 // (seed-semantics §6: "unknown provider type … lists the built-ins"); a factory's classified
@@ -80,7 +113,7 @@ func (r *Registry) Names() []string {
 // a nil provider, a provider reporting another Type, or capabilities without a valid isolation
 // tier (seed-semantics §1: isolation is required) is a fault.Internal error.
 func (r *Registry) Build(ctx BuildContext) (Provider, error) {
-	typ := ctx.Config.Type
+	typ := ctx.Type
 	r.mu.RLock()
 	f, ok := r.factories[typ]
 	r.mu.RUnlock()
@@ -114,7 +147,7 @@ func (r *Registry) Build(ctx BuildContext) (Provider, error) {
 	if iso := caps.Isolation; !iso.Valid() {
 		return nil, fault.New(fault.Internal, "provider '%s' declares no valid isolation tier (%q)", typ, string(iso))
 	}
-	if ctx.Config.Stateful && !caps.Stateful {
+	if ctx.Stateful && !caps.Stateful {
 		// Fail closed: a stateful profile whose provider silently forgets state would lose an
 		// agent's work between calls.
 		if c, ok := p.(interface{ Close() error }); ok {

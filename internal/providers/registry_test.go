@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
@@ -34,7 +34,7 @@ func factoryOf(p providers.Provider, err error) providers.Factory {
 }
 
 func build(r *providers.Registry, typ string) (providers.Provider, error) {
-	return r.Build(providers.BuildContext{Profile: "prof", Config: config.Profile{Type: typ}})
+	return r.Build(providers.BuildContext{Type: typ, Profile: "prof"})
 }
 
 func TestRegistry(t *testing.T) {
@@ -49,11 +49,12 @@ func TestRegistry(t *testing.T) {
 	r.Register("alpha", factoryOf(stub{typ: "alpha", iso: providers.IsolationNone}, nil))
 	assert.Equal(t, []string{"alpha", "zeta"}, r.Names())
 
-	p, err := r.Build(providers.BuildContext{Profile: "prof", Config: config.Profile{Type: "zeta", IdleTimeout: 5}})
+	p, err := r.Build(providers.BuildContext{Type: "zeta", Profile: "prof", IdleTimeout: 5 * time.Second, Params: map[string]any{"k": "v"}})
 	require.NoError(t, err)
 	assert.Equal(t, "zeta", p.Type())
 	assert.Equal(t, "prof", got.Profile)
-	assert.Equal(t, 5, got.Config.IdleTimeout)
+	assert.Equal(t, 5*time.Second, got.IdleTimeout)
+	assert.Equal(t, map[string]any{"k": "v"}, got.Params)
 	assert.NotNil(t, got.Logger, "a logger is always provided")
 
 	_, err = build(r, "nope")
@@ -93,6 +94,56 @@ func TestRegistryBuildErrors(t *testing.T) {
 	}
 	_, err := build(r, "plain-error")
 	assert.Contains(t, err.Error(), "boom")
+}
+
+// statefulStub keeps interpreter state when stateful is set.
+type statefulStub struct {
+	stub
+	stateful bool
+	closed   *bool
+}
+
+func (s statefulStub) Capabilities() providers.Capabilities {
+	c := s.stub.Capabilities()
+	c.Stateful = s.stateful
+	return c
+}
+
+func (s statefulStub) Close() error { *s.closed = true; return nil }
+
+func TestRegistryBuildRefusesAStatefulProfileOnAStatelessProvider(t *testing.T) {
+	t.Parallel()
+	var closed bool
+	r := providers.NewRegistry()
+	r.Register("plain", factoryOf(statefulStub{stub: stub{typ: "plain", iso: providers.IsolationNone}, closed: &closed}, nil))
+	r.Register("keeps", factoryOf(statefulStub{stub: stub{typ: "keeps", iso: providers.IsolationNone}, stateful: true, closed: &closed}, nil))
+
+	_, err := r.Build(providers.BuildContext{Type: "plain", Profile: "prof", Stateful: true})
+	require.Error(t, err)
+	assert.Equal(t, fault.Config, fault.KindOf(err))
+	assert.Contains(t, err.Error(), "says stateful: true")
+	assert.True(t, closed, "the refused provider is closed")
+
+	_, err = r.Build(providers.BuildContext{Type: "plain", Profile: "prof"})
+	require.NoError(t, err)
+	_, err = r.Build(providers.BuildContext{Type: "keeps", Profile: "prof", Stateful: true})
+	require.NoError(t, err)
+}
+
+type opts struct{ N int }
+
+func TestOptionsOf(t *testing.T) {
+	t.Parallel()
+	got, err := providers.OptionsOf[opts](providers.BuildContext{Profile: "p", Options: opts{N: 3}}, "thing")
+	require.NoError(t, err)
+	assert.Equal(t, 3, got.N)
+
+	_, err = providers.OptionsOf[opts](providers.BuildContext{Profile: "p"}, "thing")
+	assert.Equal(t, fault.Config, fault.KindOf(err))
+	assert.EqualError(t, err, "sandbox profile 'p' has type thing but no thing block")
+
+	_, err = providers.OptionsOf[opts](providers.BuildContext{Profile: "p", Options: &opts{}}, "thing")
+	assert.Equal(t, fault.Internal, fault.KindOf(err), "a wiring bug: %v", err)
 }
 
 func TestUnsupportedHelpers(t *testing.T) {

@@ -22,7 +22,7 @@ func (s *Service) pickContext(prof *Profile, spec *providers.ExecSpec, named str
 	if named == "" {
 		// The default context is a Python one (seed 004's runtime); bash code runs in a fresh
 		// shell unless it names a context.
-		if prof.Config.Stateful && spec.Code != "" && prof.Caps.Stateful && (spec.Language == "" || spec.Language == "python") {
+		if prof.Stateful && spec.Code != "" && prof.Caps.Stateful && (spec.Language == "" || spec.Language == "python") {
 			spec.Context = providers.DefaultContext
 		}
 		return nil

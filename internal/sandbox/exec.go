@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
@@ -102,8 +101,8 @@ func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) 
 	if err != nil {
 		return Outcome{}, err
 	}
-	if prof.Config.Scope != ScopePerCall {
-		return Outcome{}, fault.New(fault.Conflict, "profile '%s' has scope %s; runs need a per_call profile", prof.Name, prof.Config.Scope).
+	if prof.Scope != ScopePerCall {
+		return Outcome{}, fault.New(fault.Conflict, "profile '%s' has scope %s; runs need a per_call profile", prof.Name, prof.Scope).
 			WithHint(fmt.Sprintf("run in a session instead (POST /v1/sessions/default/commands?profile=%s)", prof.Name),
 				fmt.Sprintf("call run_command or run_code with profile='%s'", prof.Name))
 	}
@@ -187,35 +186,15 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	return Outcome{Task: &t}, nil
 }
 
-func (s *Service) waitTimeout() time.Duration {
-	if s.cfg.Broker.WaitTimeout == nil {
-		return 60 * time.Second
-	}
-	return time.Duration(*s.cfg.Broker.WaitTimeout * float64(time.Second))
-}
+func (s *Service) waitTimeout() time.Duration { return s.cfg.WaitTimeout }
 
-func (s *Service) ttl() time.Duration {
-	if s.cfg.Broker.ResponseTTL <= 0 {
-		return 24 * time.Hour
-	}
-	return time.Duration(s.cfg.Broker.ResponseTTL) * time.Second
-}
+func (s *Service) ttl() time.Duration { return s.cfg.ResponseTTL }
 
-func (s *Service) maxOutput() int64 {
-	if s.cfg.MaxOutputBytes <= 0 {
-		return 1 << 20
-	}
-	return s.cfg.MaxOutputBytes
-}
+func (s *Service) maxOutput() int64 { return s.cfg.MaxOutputBytes }
 
 // resultLimit is the serialized size a queued result must fit: the transport's hard message
 // limit, or 0 (none) when results go to the response store only.
-func (s *Service) resultLimit() int {
-	if l, ok := s.queue.(queue.ResultLimiter); ok {
-		return l.ResultLimit()
-	}
-	return 0
-}
+func (s *Service) resultLimit() int { return s.queue.ResultLimit() }
 
 // OutputLimit is how many bytes of each output stream an execution keeps (head and tail
 // halves; sandbox.max_output_bytes). A transport with a hard message limit may keep less, and

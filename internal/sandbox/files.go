@@ -20,12 +20,7 @@ type FileWritten struct {
 	SHA256    string
 }
 
-func (s *Service) maxFile() int64 {
-	if s.cfg.MaxFileBytes <= 0 {
-		return 100 << 20
-	}
-	return s.cfg.MaxFileBytes
-}
+func (s *Service) maxFile() int64 { return s.cfg.MaxFileBytes }
 
 // fileSession resolves a session for a file operation and runs the fail-closed checks.
 func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, error) {

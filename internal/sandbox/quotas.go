@@ -31,8 +31,7 @@ const executionRetry = 5 * time.Second
 const sessionRetry = 60 * time.Second
 
 func (s *Service) exempt(p principal.Principal) bool {
-	q := s.cfg.Quotas
-	return p.Admin && (q.AdminsExempt == nil || *q.AdminsExempt)
+	return p.Admin && s.cfg.Quotas.AdminsExempt
 }
 
 // limit maps a configured quota to the store's form (≤ 0: none).

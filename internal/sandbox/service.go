@@ -14,12 +14,9 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/broker"
-	"github.com/sandgate/sandgate/internal/broker/queue"
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
-	"github.com/sandgate/sandgate/internal/store"
 )
 
 // Scopes (seed-semantics §8).
@@ -31,43 +28,30 @@ const (
 
 // Options builds a Service.
 type Options struct {
-	Config   config.Sandbox // validated, defaults applied
-	Store    *store.Store
-	Registry *providers.Registry
-	Broker   broker.Broker
-	// Queue, when set, sends executions to `gateway worker` processes (flavor queue); Watcher
-	// then tells when they finish. Workers set Queue too (to know their own flavor).
-	Queue   queue.Transport
-	Watcher *store.TaskWatcher
+	Settings Settings
+	// Profiles are the configured profiles with their built providers.
+	Profiles []ProfileSpec
+	Store    Store
+	// Broker runs executions on this process (thread or embedded flavor).
+	Broker broker.Broker
+	// Queue, when set, sends executions to `gateway worker` processes instead (flavor
+	// queue). Workers set it too (to know their own flavor); they run deliveries through
+	// RunDelivered on Broker.
+	Queue Queue
 	// RunnerID identifies this process in task rows and heartbeats; default a random id.
 	RunnerID string
 	Hostname string
-	Now      func() time.Time // default time.Now
-	NewID    func() string    // default 32 random hex digits
+	Clock    Clock         // default the system clock
+	NewID    func() string // default 32 random hex digits
 	Logger   *slog.Logger
 }
 
-// Profile is a configured workload profile with its built provider.
-type Profile struct {
-	Name        string
-	Default     bool
-	Config      config.Profile
-	Provider    providers.Provider
-	Caps        providers.Capabilities
-	Policy      providers.Policy
-	IdleTimeout time.Duration
-}
-
-// Attached reports whether the profile binds to an environment it never provisions.
-func (p *Profile) Attached() bool { return p.Config.Environment == "attached" }
-
-// Service is the sandbox domain. Build it with New; call Run in the background.
+// Service is the sandbox domain. Build it with New; call Maintain in the background.
 type Service struct {
-	cfg      config.Sandbox
-	store    *store.Store
+	cfg      Settings
+	store    Store
 	broker   broker.Broker
-	queue    queue.Transport
-	watcher  *store.TaskWatcher
+	queue    Queue
 	runnerID string
 	hostname string
 	now      func() time.Time
@@ -77,6 +61,8 @@ type Service struct {
 	profiles map[string]*Profile
 	names    []string
 	locks    *fifoLocks
+
+	principals *principalRecorder
 
 	warnOnce sync.Map // provider+profile → struct{}
 
@@ -88,12 +74,13 @@ type Service struct {
 // returns the Service.
 func New(opts Options) (*Service, error) {
 	s := &Service{
-		cfg: opts.Config, store: opts.Store, broker: opts.Broker, queue: opts.Queue, watcher: opts.Watcher, runnerID: opts.RunnerID, hostname: opts.Hostname,
-		now: opts.Now, newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, locks: newFIFOLocks(),
+		cfg: opts.Settings.withDefaults(), store: opts.Store, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
+		newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, locks: newFIFOLocks(),
 		cancelled: map[string]bool{},
 	}
-	if s.now == nil {
-		s.now = time.Now
+	s.now = time.Now
+	if opts.Clock != nil {
+		s.now = opts.Clock.Now
 	}
 	if s.newID == nil {
 		s.newID = randomID
@@ -101,29 +88,25 @@ func New(opts Options) (*Service, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.queue != nil && s.watcher == nil {
-		s.watcher = opts.Store.NewTaskWatcher(s.log)
-	}
 	if s.runnerID == "" {
 		s.runnerID = "runner-" + s.newID()[:12]
 	}
-	for name, pc := range opts.Config.Profiles {
-		idle := time.Duration(pc.IdleTimeout) * time.Second
-		prov, err := opts.Registry.Build(providers.BuildContext{Profile: name, Config: pc, IdleTimeout: idle, Logger: s.log})
-		if err != nil {
-			return nil, fmt.Errorf("sandbox.profiles.%s: %w", name, err)
+	for _, spec := range opts.Profiles {
+		if spec.Provider == nil {
+			return nil, fault.New(fault.Internal, "sandbox profile '%s' has no provider", spec.Name)
 		}
-		caps := prov.Capabilities()
+		caps := spec.Provider.Capabilities()
 		if !caps.Isolation.Valid() {
-			return nil, fault.New(fault.Config, "sandbox.profiles.%s: provider %s declares no valid isolation tier", name, prov.Type())
+			return nil, fault.New(fault.Config, "sandbox.profiles.%s: provider %s declares no valid isolation tier", spec.Name, spec.Provider.Type())
 		}
-		s.profiles[name] = &Profile{
-			Name: name, Default: name == opts.Config.DefaultProfile, Config: pc, Provider: prov, Caps: caps,
-			Policy: toPolicy(pc.Policy), IdleTimeout: idle,
+		if _, dup := s.profiles[spec.Name]; dup {
+			return nil, fault.New(fault.Internal, "sandbox profile '%s' given twice", spec.Name)
 		}
-		s.names = append(s.names, name)
+		s.profiles[spec.Name] = &Profile{ProfileSpec: spec, Default: spec.Name == s.cfg.DefaultProfile, Caps: caps}
+		s.names = append(s.names, spec.Name)
 	}
 	sort.Strings(s.names)
+	s.principals = newPrincipalRecorder(s.store, s.now)
 	return s, nil
 }
 
@@ -131,29 +114,6 @@ func randomID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-func toPolicy(c config.Policy) providers.Policy {
-	p := providers.Policy{
-		NetworkEgress: c.NetworkEgress, NetworkAllow: c.NetworkAllow, FSAllowRead: c.FSAllowRead, FSAllowWrite: c.FSAllowWrite,
-		Timeout: 120 * time.Second, Strict: true,
-	}
-	if p.NetworkEgress == "" {
-		p.NetworkEgress = providers.EgressAllow
-	}
-	if c.CPU != nil {
-		p.CPU = *c.CPU
-	}
-	if c.MemoryMB != nil {
-		p.MemoryMB = *c.MemoryMB
-	}
-	if c.Timeout != nil {
-		p.Timeout = time.Duration(*c.Timeout * float64(time.Second))
-	}
-	if c.Strict != nil {
-		p.Strict = *c.Strict
-	}
-	return p
 }
 
 // RunnerID is this process's runner id.
@@ -171,7 +131,7 @@ func (s *Service) Profiles(p principal.Principal) []*Profile {
 }
 
 func (s *Service) allowed(p principal.Principal, prof *Profile) bool {
-	return len(prof.Config.AllowedGroups) == 0 || p.Admin || p.InAnyGroup(prof.Config.AllowedGroups)
+	return len(prof.AllowedGroups) == 0 || p.Admin || p.InAnyGroup(prof.AllowedGroups)
 }
 
 // profile resolves name ("" = the default profile) for p: unknown → fault.Config naming the
@@ -192,7 +152,7 @@ func (s *Service) profile(p principal.Principal, name string) (*Profile, error) 
 		return nil, fault.New(fault.Config, "unknown sandbox profile '%s'; configured profiles: [%s]", name, strings.Join(usable, " "))
 	}
 	if !s.allowed(p, prof) {
-		return nil, fault.New(fault.Forbidden, "profile '%s' is restricted to members of %v; ask an administrator for access", name, prof.Config.AllowedGroups)
+		return nil, fault.New(fault.Forbidden, "profile '%s' is restricted to members of %v; ask an administrator for access", name, prof.AllowedGroups)
 	}
 	return prof, nil
 }
@@ -200,7 +160,7 @@ func (s *Service) profile(p principal.Principal, name string) (*Profile, error) 
 // checks enforces the seed's fail-closed identity and policy rules (seed-semantics §9 steps
 // 3–4) before any provider call, and returns the warnings of a non-strict policy.
 func (s *Service) checks(prof *Profile, p principal.Principal) ([]string, error) {
-	if prof.Config.Identity.Mode == "user" {
+	if prof.IdentityMode == IdentityUser {
 		if !prof.Caps.PrincipalUser {
 			return nil, fault.Unsupported(prof.Provider.Type(), "principal_user")
 		}
@@ -237,7 +197,7 @@ func (s *Service) checks(prof *Profile, p principal.Principal) ([]string, error)
 // providerPrincipal is whom the provider acts for: the caller in user mode, the gateway
 // itself in agent mode (seed: AgentPrincipalResolver).
 func providerPrincipal(prof *Profile, p principal.Principal) providers.Principal {
-	if prof.Config.Identity.Mode != "user" {
+	if prof.IdentityMode != IdentityUser {
 		return agentPrincipal
 	}
 	return providers.Principal{

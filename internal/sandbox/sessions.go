@@ -20,12 +20,31 @@ const DefaultSessionID = "default"
 
 // Session is a sandbox session as the caller sees it.
 type Session struct {
-	store.Session
+	ID       string
+	OwnerID  string // "" for the shared session of a per_runtime profile
+	Profile  string
+	Provider string // the provider type
+	Scope    string
+	Name     string
+	Labels   map[string]string
+	// IsDefault: the principal's default session of its profile (id "default" in requests).
+	IsDefault bool
+	// SandboxID is the provider's id of the live sandbox; "" while none is provisioned.
+	SandboxID  string
+	Status     string
+	CreatedAt  time.Time
+	LastUsedAt time.Time
 	// Shared: the one session of a per_runtime profile, used by every allowed principal.
 	Shared bool
 }
 
-func view(s store.Session) Session { return Session{Session: s, Shared: s.OwnerID == ""} }
+func view(s store.Session) Session {
+	return Session{
+		ID: s.ID, OwnerID: s.OwnerID, Profile: s.Profile, Provider: s.Provider, Scope: s.Scope, Name: s.Name, Labels: s.Labels,
+		IsDefault: s.IsDefault, SandboxID: s.SandboxID, Status: s.Status, CreatedAt: s.CreatedAt, LastUsedAt: s.LastUsedAt,
+		Shared: s.OwnerID == "",
+	}
+}
 
 // CreateSessionInput is POST /v1/sessions.
 type CreateSessionInput struct {
@@ -41,7 +60,7 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	if err != nil {
 		return Session{}, err
 	}
-	switch prof.Config.Scope {
+	switch prof.Scope {
 	case ScopePerCall:
 		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_call runs every operation in a fresh sandbox", prof.Name).
 			WithHint("use POST /v1/runs", fmt.Sprintf("call run_code or run_command with profile='%s' instead", prof.Name))
@@ -51,7 +70,7 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	}
 	now := s.now()
 	row := store.Session{
-		ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Config.Scope,
+		ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
 		Name: in.Name, Labels: in.Labels, Status: "active", CreatedAt: now, LastUsedAt: now,
 	}
 	if row.Labels == nil {
@@ -77,7 +96,7 @@ func (s *Service) resolve(ctx context.Context, p principal.Principal, id, profil
 	if err == nil && !s.allowed(p, prof) {
 		return store.Session{}, nil, false, fault.New(fault.Policy,
 			"sandbox session '%s' uses profile '%s', which is restricted to members of %v, and this token is in none of them; a session can still be destroyed",
-			id, prof.Name, prof.Config.AllowedGroups)
+			id, prof.Name, prof.AllowedGroups)
 	}
 	return sess, prof, ephemeral, err
 }
@@ -92,10 +111,10 @@ func (s *Service) lookup(ctx context.Context, p principal.Principal, id, profile
 		}
 		now := s.now()
 		cand := store.Session{
-			ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Config.Scope,
+			ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
 			Status: "active", CreatedAt: now, LastUsedAt: now, Labels: map[string]string{},
 		}
-		switch prof.Config.Scope {
+		switch prof.Scope {
 		case ScopePerCall:
 			return cand, prof, true, nil
 		case ScopePerRuntime:
@@ -119,7 +138,7 @@ func (s *Service) lookup(ctx context.Context, p principal.Principal, id, profile
 	if !ok {
 		return store.Session{}, nil, false, fault.New(fault.Config, "sandbox session '%s' uses profile '%s', which is no longer configured; destroy the session", id, sess.Profile)
 	}
-	if prof.Config.Scope == ScopePerCall { // seed: per_call ignores an explicit id
+	if prof.Scope == ScopePerCall { // seed: per_call ignores an explicit id
 		return store.Session{}, nil, false, fault.New(fault.Conflict, "profile '%s' has scope per_call", prof.Name).
 			WithHint("use POST /v1/runs", fmt.Sprintf("omit sandbox_session_id and pass profile='%s'", prof.Name))
 	}

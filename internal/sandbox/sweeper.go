@@ -16,20 +16,9 @@ const sweeperLockKey = 0x5a6e_6761_7465 // "Zngate"
 // expired tasks and frees idle sandboxes. It returns when ctx ends (after removing this
 // runner's row).
 func (s *Service) Maintain(ctx context.Context) {
-	lostAfter := s.cfg.Broker.LostAfter.D()
-	if lostAfter <= 0 {
-		lostAfter = 30 * time.Second
-	}
+	lostAfter := s.cfg.LostAfter
 	beat := max(lostAfter/3, 200*time.Millisecond)
-	sweepEvery := time.Duration(s.cfg.Broker.SweepInterval) * time.Second
-	if sweepEvery <= 0 {
-		sweepEvery = 5 * time.Minute
-	}
-	if s.watcher != nil {
-		watched := make(chan struct{})
-		go func() { defer close(watched); s.watcher.Run(ctx) }()
-		defer func() { <-watched }()
-	}
+	sweepEvery := s.cfg.SweepInterval
 	s.heartbeat(ctx)
 	hb := time.NewTicker(beat)
 	defer hb.Stop()
@@ -85,11 +74,7 @@ func (s *Service) pollCancels(ctx context.Context) {
 
 // SweepNow runs one full sweep pass (tests and the first pass after start).
 func (s *Service) SweepNow(ctx context.Context) {
-	lostAfter := s.cfg.Broker.LostAfter.D()
-	if lostAfter <= 0 {
-		lostAfter = 30 * time.Second
-	}
-	s.sweep(ctx, lostAfter, true)
+	s.sweep(ctx, s.cfg.LostAfter, true)
 }
 
 func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool) {
@@ -122,7 +107,7 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 func (s *Service) sweepIdle(ctx context.Context) {
 	for _, name := range s.names {
 		prof := s.profiles[name]
-		if prof.Attached() || prof.Config.Scope == ScopePerCall {
+		if prof.Attached() || prof.Scope == ScopePerCall {
 			continue
 		}
 		cutoff := s.now().Add(-prof.IdleTimeout)

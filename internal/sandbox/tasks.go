@@ -13,12 +13,30 @@ import (
 
 // Task is a recorded execution with its decoded result once finished.
 type Task struct {
-	store.Task
+	ID        string
+	SessionID string
+	OwnerID   string // the owning principal's id
+	Profile   string
+	Operation string // OpExecuteCode or OpExecuteCommand
+	Status    string // TaskPending … TaskLost
+	// Promoted: the call that submitted it stopped waiting and returned the task.
+	Promoted    bool
+	SubmittedAt time.Time
+	StartedAt   *time.Time
+	FinishedAt  *time.Time
+	// ExpiresAt is when a finished task is forgotten (sandbox.broker.response_ttl after it ended).
+	ExpiresAt *time.Time
+	Notice    string
+	// Error and ErrorType describe a machinery failure (ErrorType is a fault kind).
+	Error, ErrorType string
+	CancelRequested  bool
+	// Result is the finished execution; nil until then and for machinery failures.
 	Result *Result
 }
 
+// taskView is t as the caller sees it, its result decoded.
 func taskView(t store.Task) (Task, error) {
-	v := Task{Task: t}
+	v := taskSummary(t)
 	if len(t.Result) > 0 {
 		v.Result = &Result{}
 		if err := json.Unmarshal(t.Result, v.Result); err != nil {
@@ -26,6 +44,15 @@ func taskView(t store.Task) (Task, error) {
 		}
 	}
 	return v, nil
+}
+
+// taskSummary is t without its result (listings).
+func taskSummary(t store.Task) Task {
+	return Task{
+		ID: t.ID, SessionID: t.SessionID, OwnerID: t.OwnerID, Profile: t.Profile, Operation: t.Operation, Status: t.Status,
+		Promoted: t.Promoted, SubmittedAt: t.SubmittedAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, ExpiresAt: t.ExpiresAt,
+		Notice: t.Notice, Error: t.Error, ErrorType: t.ErrorType, CancelRequested: t.CancelRequested,
+	}
 }
 
 func (s *Service) ownerFilter(p principal.Principal) string {
@@ -48,7 +75,7 @@ func (s *Service) GetTask(ctx context.Context, p principal.Principal, id string)
 	// Results are the session's work: like the session, they need the profile's groups at
 	// the time they are read (listing and cancelling stay possible).
 	if prof, ok := s.profiles[t.Profile]; ok && !s.allowed(p, prof) {
-		return Task{}, fault.New(fault.Policy, "sandbox task '%s' ran in profile '%s', which is restricted to members of %v, and this token is in none of them", id, prof.Name, prof.Config.AllowedGroups)
+		return Task{}, fault.New(fault.Policy, "sandbox task '%s' ran in profile '%s', which is restricted to members of %v, and this token is in none of them", id, prof.Name, prof.AllowedGroups)
 	}
 	return taskView(t)
 }
@@ -78,7 +105,7 @@ func (s *Service) ListTasks(ctx context.Context, p principal.Principal, f TaskFi
 	}
 	out := make([]Task, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, Task{Task: r})
+		out = append(out, taskSummary(r))
 	}
 	return out, next, nil
 }

@@ -8,6 +8,7 @@ package gatewaytest
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandgate/sandgate/internal/api"
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway"
@@ -173,4 +175,50 @@ func (e *Env) Do(method, path, tok string, body io.Reader, header map[string]str
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(e.t, err)
 	return resp.StatusCode, resp.Header, b
+}
+
+// WaitTask polls GET /v1/tasks/{id} as tok until the task has finished (at most a minute)
+// and returns it.
+func (e *Env) WaitTask(tok, id string) map[string]any {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		status, _, body := e.Do("GET", "/v1/tasks/"+id, tok, nil, nil)
+		require.Equal(e.t, http.StatusOK, status, "body: %s", body)
+		var task map[string]any
+		require.NoError(e.t, json.Unmarshal(body, &task), "body: %s", body)
+		if task["finished_at"] != nil {
+			return task
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("task %s did not finish within a minute", id)
+	return nil
+}
+
+// Reply is one answer: its status, header and whole body.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body as a JSON object.
+func (r Reply) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &m), "body: %s", r.Body)
+	return m
+}
+
+// RequireProblem asserts an RFC 9457 answer: status, the problem+json media type, the stable
+// type api.ProblemTypeBase+kind and a detail; it returns the problem's members.
+func (r Reply) RequireProblem(t testing.TB, status int, kind string) map[string]any {
+	t.Helper()
+	require.Equal(t, status, r.Status, "body: %s", r.Body)
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"), "body: %s", r.Body)
+	m := r.JSON(t)
+	require.Equal(t, api.ProblemTypeBase+kind, m["type"], "body: %s", r.Body)
+	require.NotEmpty(t, m["detail"], "body: %s", r.Body)
+	return m
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/docker/docker/pkg/jsonmessage"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandboxd/remote"
@@ -152,7 +151,7 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 
 // pull fetches the profile's image (pull policy missing).
 func (p *Provider) pull(ctx context.Context) error {
-	if p.cfg.Pull == config.DockerPullNever {
+	if p.cfg.NeverPull {
 		return fault.New(fault.Provision, "%s: image '%s' is not on the Docker engine and docker.pull is never; pull or build it first (the default sandbox image: images/sandbox/build.sh)", TypeName, p.cfg.Image)
 	}
 	p.log.Info("pulling the sandbox image", "image", p.cfg.Image)

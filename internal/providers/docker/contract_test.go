@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/providertest"
@@ -18,7 +17,7 @@ import (
 func TestContract(t *testing.T) {
 	requireEngine(t)
 	p := newProvider(t, func(o *docker.Options) {
-		o.Config.WarmPool = &config.DockerWarmPool{Size: 2}
+		o.Config.WarmPoolSize = 2
 		o.PoolRefillInterval = time.Second
 	})
 	t.Cleanup(func() {

@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 )
@@ -110,7 +109,7 @@ func newProvider(t *testing.T, mutate ...func(*docker.Options)) *docker.Provider
 	requireEngine(t)
 	opts := docker.Options{
 		Profile: testProfile(t),
-		Config:  config.Docker{Image: testImage, Pull: config.DockerPullNever},
+		Config:  docker.Config{Image: testImage, NeverPull: true},
 		Policy:  allowPol,
 		Logger:  quietLogs,
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
@@ -55,7 +54,7 @@ func TestNetworkDenyLeavesOnlyLoopback(t *testing.T) {
 func TestAllowlistUnderStrictIsRefusedBeforeTheEngine(t *testing.T) {
 	t.Parallel()
 	// An engine address nothing answers at: any engine call would be a provision error.
-	p, err := docker.New(docker.Options{Profile: "allowlist", Config: config.Docker{Image: testImage, Host: "tcp://127.0.0.1:1"}, Logger: quietLogs})
+	p, err := docker.New(docker.Options{Profile: "allowlist", Config: docker.Config{Image: testImage, Host: "tcp://127.0.0.1:1"}, Logger: quietLogs})
 	require.NoError(t, err)
 	defer p.Close()
 	pol := allowPol
@@ -191,7 +190,7 @@ func TestAlwaysHardened(t *testing.T) {
 	assert.Contains(t, hc.SecurityOpt, "no-new-privileges")
 	assert.Equal(t, []string{"ALL"}, []string(hc.CapDrop))
 	require.NotNil(t, hc.PidsLimit)
-	assert.Equal(t, int64(config.DefaultDockerPidsLimit), *hc.PidsLimit)
+	assert.Equal(t, int64(docker.DefaultPidsLimit), *hc.PidsLimit)
 	assert.Equal(t, "/workspace", ins.Config.WorkingDir)
 	assert.Equal(t, docker.ManagedBy, ins.Config.Labels[docker.LabelManagedBy])
 	assert.Equal(t, agent.Subject, ins.Config.Labels[docker.LabelOwner])

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 )
@@ -31,7 +30,7 @@ func TestWarmPoolConcurrentClaims(t *testing.T) {
 	replica := func() *docker.Provider {
 		p := newProvider(t, func(o *docker.Options) {
 			o.Profile = profile
-			o.Config.WarmPool = &config.DockerWarmPool{Size: size}
+			o.Config.WarmPoolSize = size
 			o.PoolRefillInterval = 500 * time.Millisecond
 		})
 		return p
@@ -132,7 +131,7 @@ func TestWarmPoolConcurrentClaims(t *testing.T) {
 func TestWarmPoolOnlyServesItsPolicy(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, func(o *docker.Options) {
-		o.Config.WarmPool = &config.DockerWarmPool{Size: 1}
+		o.Config.WarmPoolSize = 1
 		o.PoolRefillInterval = 500 * time.Millisecond
 	})
 	t.Cleanup(func() {

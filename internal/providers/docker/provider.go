@@ -16,7 +16,6 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
@@ -44,6 +43,12 @@ const (
 	DefaultPoolRefillInterval = 30 * time.Second
 )
 
+// Defaults of Config.
+const (
+	DefaultImage     = "python:3.12-slim"
+	DefaultPidsLimit = 256
+)
+
 // Provider is the docker provider. Build it with New (or Factory) and Close it when done; its
 // exported fields may be changed before its first use only.
 type Provider struct {
@@ -56,7 +61,7 @@ type Provider struct {
 
 	profile  string
 	slug     string
-	cfg      config.Docker
+	cfg      Config
 	policy   providers.Policy
 	attachTo string
 	cli      *client.Client
@@ -78,12 +83,56 @@ type Provider struct {
 
 var _ providers.Provider = (*Provider)(nil)
 
+// Config is a docker profile's settings (its docker block); zero fields take their defaults.
+type Config struct {
+	// Image is the image of the sandbox containers. Default DefaultImage.
+	Image string
+	// Runtime is the OCI runtime of the sandbox containers (e.g. "runsc"); "" or "docker"
+	// means the engine's default.
+	Runtime string
+	// Host is the engine's address; default DOCKER_HOST and the other DOCKER_* variables,
+	// else the local socket.
+	Host string
+	// User runs the sandbox's programs as this user ("name", "uid" or "uid:gid"); default the
+	// image's user. The image must give that user a writable /workspace.
+	User string
+	// PidsLimit caps the number of processes in one sandbox (fork bombs); zero or less means
+	// DefaultPidsLimit.
+	PidsLimit int64
+	// NeverPull makes a sandbox creation fail when the engine lacks the image; by default the
+	// image is pulled then.
+	NeverPull bool
+	// WarmPoolSize is how many started containers are kept ready so that new sandboxes start
+	// at once (managed profiles only); 0 disables the warm pool.
+	WarmPoolSize int
+	// Sandboxd runs the sandbox runtime agent as each container's entrypoint.
+	Sandboxd SandboxdConfig
+}
+
+// SandboxdConfig configures sandboxd mode: executions and files go over a local socket to
+// the agent in the container instead of a docker exec each, and code contexts keep state.
+type SandboxdConfig struct {
+	// Enabled runs sandboxd in the profile's containers (Options.Stateful implies it).
+	Enabled bool
+	// Binary is the static sandboxd executable copied into containers whose image does not
+	// ship it (images without the label LabelSandboxdImage). Default: "sandboxd" next to the
+	// gateway's executable, then on PATH.
+	Binary string
+	// SocketDir is the folder on the engine's host holding one socket folder per sandbox,
+	// bind-mounted into its container; the gateway must see it at the same path. Default
+	// DefaultSocketDir().
+	SocketDir string
+	// User runs sandboxd and the programs when Config.User is unset; default
+	// DefaultSandboxdUser.
+	User string
+}
+
 // Options configure New.
 type Options struct {
 	// Profile is the profile's name: it labels containers and names warm-pool containers.
 	Profile string
-	// Config is the profile's docker block; zero fields take their defaults.
-	Config config.Docker
+	// Config is the profile's docker settings.
+	Config Config
 	// Policy is the profile's policy; warm-pool containers are made for it (a Create with
 	// another policy never takes one).
 	Policy providers.Policy
@@ -99,19 +148,16 @@ type Options struct {
 	Stateful bool
 }
 
-// Factory builds the provider of a profile whose type is docker from the profile's docker
-// block, for providers.Registry. A missing block is a fault.Config error (seed-semantics §6);
-// other errors are New's. The caller should Close the provider (it is an io.Closer) at
-// shutdown to stop its warm pool.
+// Factory builds the provider of a profile whose type is docker, for providers.Registry, from
+// ctx.Options (an Options; Profile, Policy, Stateful and Logger are taken from ctx). A profile
+// without a docker block is a fault.Config error (seed-semantics §6); other errors are New's.
+// The caller should Close the provider (it is an io.Closer) at shutdown to stop its warm pool.
 func Factory(ctx providers.BuildContext) (providers.Provider, error) {
-	block := ctx.Config.Docker
-	if block == nil {
-		return nil, fault.New(fault.Config, "sandbox profile '%s' has type %s but no %s block", ctx.Profile, TypeName, TypeName)
+	opts, err := providers.OptionsOf[Options](ctx, TypeName)
+	if err != nil {
+		return nil, err
 	}
-	opts := Options{Profile: ctx.Profile, Config: *block, Policy: profilePolicy(ctx.Config.Policy), Logger: ctx.Logger, Stateful: ctx.Config.Stateful}
-	if ctx.Config.Environment == config.EnvironmentAttached {
-		opts.AttachTo = ctx.Config.AttachTo()
-	}
+	opts.Profile, opts.Policy, opts.Stateful, opts.Logger = ctx.Profile, ctx.Policy, ctx.Stateful, ctx.Logger
 	return New(opts)
 }
 
@@ -127,16 +173,10 @@ func New(opts Options) (*Provider, error) {
 	}
 	cfg := opts.Config
 	if cfg.Image == "" {
-		cfg.Image = config.DefaultImage
+		cfg.Image = DefaultImage
 	}
 	if cfg.PidsLimit <= 0 {
-		cfg.PidsLimit = config.DefaultDockerPidsLimit
-	}
-	if cfg.Pull == "" {
-		cfg.Pull = config.DockerPullMissing
-	}
-	if opts.AttachTo == "" {
-		opts.AttachTo = cfg.AttachTo
+		cfg.PidsLimit = DefaultPidsLimit
 	}
 	cli, err := newClient(cfg.Host)
 	if err != nil {
@@ -164,7 +204,7 @@ func New(opts Options) (*Provider, error) {
 			PolicyResources:  true,
 		},
 	}
-	if cfg.Sandboxd.On() || opts.Stateful {
+	if cfg.Sandboxd.Enabled || opts.Stateful {
 		if p.attachTo != "" {
 			_ = cli.Close()
 			return nil, fault.New(fault.Config, "%s: profile '%s' is attached to '%s': sandboxd (and stateful) need containers the gateway starts", TypeName, opts.Profile, p.attachTo)
@@ -175,12 +215,12 @@ func New(opts Options) (*Provider, error) {
 		}
 		p.caps.Stateful = true
 	}
-	if w := cfg.WarmPool; w != nil && w.Size > 0 {
+	if cfg.WarmPoolSize > 0 {
 		if p.attachTo != "" {
 			_ = cli.Close()
 			return nil, fault.New(fault.Config, "%s: profile '%s' is attached to '%s' and cannot have a warm pool", TypeName, opts.Profile, p.attachTo)
 		}
-		p.pool = newPool(p, w.Size, opts.PoolRefillInterval)
+		p.pool = newPool(p, cfg.WarmPoolSize, opts.PoolRefillInterval)
 	}
 	return p, nil
 }
@@ -617,29 +657,4 @@ func (p *Provider) orphanMinAge() time.Duration {
 		return p.OrphanMinAge
 	}
 	return DefaultOrphanMinAge
-}
-
-// profilePolicy converts a profile's policy block the way the domain does.
-func profilePolicy(c config.Policy) providers.Policy {
-	pol := providers.Policy{
-		NetworkEgress: c.NetworkEgress, NetworkAllow: c.NetworkAllow,
-		FSAllowRead: c.FSAllowRead, FSAllowWrite: c.FSAllowWrite,
-		Timeout: time.Duration(config.DefaultPolicyTimeout * float64(time.Second)), Strict: true,
-	}
-	if pol.NetworkEgress == "" {
-		pol.NetworkEgress = providers.EgressAllow
-	}
-	if c.CPU != nil {
-		pol.CPU = *c.CPU
-	}
-	if c.MemoryMB != nil {
-		pol.MemoryMB = *c.MemoryMB
-	}
-	if c.Timeout != nil {
-		pol.Timeout = time.Duration(*c.Timeout * float64(time.Second))
-	}
-	if c.Strict != nil {
-		pol.Strict = *c.Strict
-	}
-	return pol
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandboxd"
@@ -69,21 +68,15 @@ type sdMode struct {
 }
 
 // newSDMode prepares sandboxd mode for a profile.
-func newSDMode(profileSlug string, c *config.DockerSandboxd, user string) (*sdMode, error) {
-	m := &sdMode{user: user}
-	if c != nil {
-		m.binary = c.Binary
-		if c.User != "" && user == "" {
-			m.user = c.User
-		}
+func newSDMode(profileSlug string, c SandboxdConfig, user string) (*sdMode, error) {
+	m := &sdMode{user: user, binary: c.Binary}
+	if m.user == "" {
+		m.user = c.User
 	}
 	if m.user == "" {
 		m.user = DefaultSandboxdUser
 	}
-	root := ""
-	if c != nil {
-		root = c.SocketDir
-	}
+	root := c.SocketDir
 	if root == "" {
 		root = DefaultSocketDir()
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/providertest"
@@ -36,7 +35,7 @@ func sandboxdProvider(t *testing.T, mutate ...func(*docker.Options)) (*docker.Pr
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	p := newProvider(t, append([]func(*docker.Options){func(o *docker.Options) {
 		o.Stateful = true
-		o.Config.Sandboxd = &config.DockerSandboxd{SocketDir: sockDir, Binary: sandboxdBinary(t)}
+		o.Config.Sandboxd = docker.SandboxdConfig{SocketDir: sockDir, Binary: sandboxdBinary(t)}
 	}}, mutate...)...)
 	return p, sockDir
 }
@@ -201,7 +200,7 @@ func TestSandboxdReattachAfterRestart(t *testing.T) {
 	p2 := newProvider(t, func(o *docker.Options) {
 		o.Profile = profileOf(t, sb.ID())
 		o.Stateful = true
-		o.Config.Sandboxd = &config.DockerSandboxd{SocketDir: sockDir}
+		o.Config.Sandboxd = docker.SandboxdConfig{SocketDir: sockDir}
 	})
 	again, err := p2.Attach(t.Context(), sb.ID(), agent, allowPol)
 	require.NoError(t, err)
@@ -298,7 +297,7 @@ print('listening')`})
 	p2 := newProvider(t, func(o *docker.Options) {
 		o.Profile = profileOf(t, sb.ID())
 		o.Stateful = true
-		o.Config.Sandboxd = &config.DockerSandboxd{SocketDir: sockDir}
+		o.Config.Sandboxd = docker.SandboxdConfig{SocketDir: sockDir}
 	})
 	_, err := p2.Attach(t.Context(), sb.ID(), agent, allowPol)
 	require.Error(t, err, "the impostor is refused")

@@ -9,12 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
 
-func testProvider(t *testing.T, cfg config.Docker) *Provider {
+func testProvider(t *testing.T, cfg Config) *Provider {
 	t.Helper()
 	p, err := New(Options{Profile: "Unit Test/Profile", Config: cfg})
 	require.NoError(t, err)
@@ -23,12 +22,12 @@ func testProvider(t *testing.T, cfg config.Docker) *Provider {
 }
 
 func TestSpecMapsPolicy(t *testing.T) {
-	p := testProvider(t, config.Docker{Runtime: "runsc", User: "1000:1000", PidsLimit: 99})
+	p := testProvider(t, Config{Runtime: "runsc", User: "1000:1000", PidsLimit: 99})
 	base := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
 	assert.Equal(t, []string{"sleep", "infinity"}, []string(base.cfg.Entrypoint), "the image's entrypoint never runs")
 	assert.Empty(t, base.cfg.Cmd)
 	assert.Equal(t, Workspace, base.cfg.WorkingDir)
-	assert.Equal(t, config.DefaultImage, base.cfg.Image, "the production default stays")
+	assert.Equal(t, DefaultImage, base.cfg.Image, "the production default stays")
 	assert.Equal(t, "1000:1000", base.cfg.User)
 	assert.True(t, *base.hc.Init)
 	assert.Equal(t, []string{"no-new-privileges"}, base.hc.SecurityOpt)
@@ -51,13 +50,13 @@ func TestSpecMapsPolicy(t *testing.T) {
 	assert.NotEqual(t, base.hash, full.hash, "the hash tells configurations apart")
 	assert.Equal(t, base.hash, p.spec(providers.Policy{NetworkEgress: providers.EgressAllow, Timeout: 5}).hash, "the timeout is no part of a container")
 
-	d := testProvider(t, config.Docker{Runtime: "docker"})
+	d := testProvider(t, Config{Runtime: "docker"})
 	assert.Empty(t, d.spec(providers.Policy{}).hc.Runtime, "docker means the engine's default runtime")
-	assert.Equal(t, int64(config.DefaultDockerPidsLimit), *d.spec(providers.Policy{}).hc.PidsLimit)
+	assert.Equal(t, int64(DefaultPidsLimit), *d.spec(providers.Policy{}).hc.PidsLimit)
 }
 
 func TestCapabilities(t *testing.T) {
-	c := testProvider(t, config.Docker{}).Capabilities()
+	c := testProvider(t, Config{}).Capabilities()
 	assert.Equal(t, providers.IsolationContainer, c.Isolation)
 	assert.True(t, c.Shell && c.Files && c.PackageInstall && c.Attach && c.Provisions && c.AttachesExternal)
 	assert.True(t, c.PolicyNetwork && c.PolicyFilesystem && c.PolicyResources)
@@ -66,22 +65,24 @@ func TestCapabilities(t *testing.T) {
 }
 
 func TestFactory(t *testing.T) {
-	_, err := Factory(providers.BuildContext{Profile: "p", Config: config.Profile{Type: TypeName}})
+	_, err := Factory(providers.BuildContext{Type: TypeName, Profile: "p"})
 	require.True(t, fault.IsKind(err, fault.Config), "a missing block: %v", err)
+	assert.Contains(t, err.Error(), "no docker block")
 
-	prov, err := Factory(providers.BuildContext{Profile: "p", Config: config.Profile{
-		Type: TypeName, Environment: config.EnvironmentAttached, Params: map[string]any{"attach_to": "box"},
-		ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{}},
-	}})
+	_, err = Factory(providers.BuildContext{Type: TypeName, Profile: "p", Options: Config{}})
+	require.True(t, fault.IsKind(err, fault.Internal), "options of another type: %v", err)
+
+	prov, err := Factory(providers.BuildContext{Type: TypeName, Profile: "p", Options: Options{AttachTo: "box"}})
 	require.NoError(t, err)
 	defer prov.(*Provider).Close()
-	assert.Equal(t, "box", prov.(*Provider).attachTo, "attach_to from params")
+	assert.Equal(t, "box", prov.(*Provider).attachTo)
+	assert.Equal(t, "p", prov.(*Provider).profile, "the profile's name from the context")
 
-	_, err = Factory(providers.BuildContext{Profile: "p", Config: config.Profile{
-		Type: TypeName, Environment: config.EnvironmentAttached,
-		ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{AttachTo: "box", WarmPool: &config.DockerWarmPool{Size: 2}}},
-	}})
+	_, err = Factory(providers.BuildContext{Type: TypeName, Profile: "p", Options: Options{AttachTo: "box", Config: Config{WarmPoolSize: 2}}})
 	require.True(t, fault.IsKind(err, fault.Config), "a pool on an attached profile: %v", err)
+
+	_, err = Factory(providers.BuildContext{Type: TypeName, Profile: "p", Stateful: true, Options: Options{AttachTo: "box"}})
+	require.True(t, fault.IsKind(err, fault.Config), "stateful (from the context) on an attached profile: %v", err)
 }
 
 func TestUnenforced(t *testing.T) {
@@ -137,7 +138,7 @@ func TestPreambleAndHelpers(t *testing.T) {
 }
 
 func TestSpecSandboxdMode(t *testing.T) {
-	p := testProvider(t, config.Docker{Sandboxd: &config.DockerSandboxd{Enabled: true, SocketDir: t.TempDir()}})
+	p := testProvider(t, Config{Sandboxd: SandboxdConfig{Enabled: true, SocketDir: t.TempDir()}})
 	require.True(t, p.Capabilities().Stateful)
 	s := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
 	assert.Equal(t, []string{sandboxBin, "serve"}, []string(s.cfg.Entrypoint))
@@ -156,9 +157,9 @@ func TestSpecSandboxdMode(t *testing.T) {
 		assert.False(t, strings.HasPrefix(kv, tokenEnv+"="), "the secret is never in the environment: %s", kv)
 	}
 	// docker.user wins over sandboxd's default.
-	p = testProvider(t, config.Docker{User: "1000:1000", Sandboxd: &config.DockerSandboxd{Enabled: true, SocketDir: t.TempDir()}})
+	p = testProvider(t, Config{User: "1000:1000", Sandboxd: SandboxdConfig{Enabled: true, SocketDir: t.TempDir()}})
 	assert.Equal(t, "1000:1000", p.spec(providers.Policy{NetworkEgress: providers.EgressAllow}).cfg.User)
 	// An attached profile cannot run sandboxd.
-	_, err := New(Options{Profile: "x", AttachTo: "some-container", Config: config.Docker{Sandboxd: &config.DockerSandboxd{Enabled: true}}})
+	_, err := New(Options{Profile: "x", AttachTo: "some-container", Config: Config{Sandboxd: SandboxdConfig{Enabled: true}}})
 	require.Error(t, err)
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
@@ -25,7 +24,7 @@ func TestCapabilities(t *testing.T) {
 	r := newRig(t, rigOpts{})
 	assert.Equal(t, providers.Capabilities{
 		Isolation: providers.IsolationNone, Shell: true, Languages: []string{"python"},
-		Attach: true, AttachesExternal: true, PrincipalUser: true,
+		Attach: true, AttachesExternal: true, PrincipalUser: true, OneShotCommands: true,
 	}, r.p.Capabilities())
 	assert.Equal(t, ec2ssm.TypeName, r.p.Type())
 }
@@ -138,7 +137,7 @@ func TestCreateIsAttachOnly(t *testing.T) {
 	require.NoError(t, err, "still attachable after destroy")
 
 	cfg := r.fake.Config(r.fake.GatewayCredentials())
-	p, err := ec2ssm.New(context.Background(), config.EC2SSM{Region: r.fake.Region, EndpointURL: r.fake.URL}, ec2ssm.Options{AWSConfig: &cfg})
+	p, err := ec2ssm.New(context.Background(), ec2ssm.Options{Config: ec2ssm.Config{Region: r.fake.Region, EndpointURL: r.fake.URL}, AWSConfig: &cfg})
 	require.NoError(t, err)
 	_, err = p.Create(t.Context(), agent, pol)
 	requireKind(t, err, fault.Config)
@@ -340,19 +339,18 @@ func TestS3OutputIsComplete(t *testing.T) {
 func TestNew(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
-		block config.EC2SSM
-		opts  ec2ssm.Options
-		want  string
+		opts ec2ssm.Options
+		want string
 	}{
-		"bad instance id":        {config.EC2SSM{Region: "eu-west-1"}, ec2ssm.Options{AttachTo: "web-1"}, "not an instance id"},
-		"web identity in agent":  {config.EC2SSM{Region: "eu-west-1", WebIdentity: true}, ec2ssm.Options{}, "web_identity needs identity.mode: user"},
-		"prefix without bucket":  {config.EC2SSM{Region: "eu-west-1", OutputS3Prefix: "p"}, ec2ssm.Options{}, "output_s3_prefix"},
-		"no region at all":       {config.EC2SSM{}, ec2ssm.Options{}, "no AWS region"},
-		"hybrid managed node ok": {config.EC2SSM{Region: "eu-west-1"}, ec2ssm.Options{AttachTo: "mi-0123456789abcdef0"}, ""},
+		"bad instance id":        {ec2ssm.Options{Config: ec2ssm.Config{Region: "eu-west-1"}, AttachTo: "web-1"}, "not an instance id"},
+		"web identity in agent":  {ec2ssm.Options{Config: ec2ssm.Config{Region: "eu-west-1", WebIdentity: true}}, "web_identity needs identity.mode: user"},
+		"prefix without bucket":  {ec2ssm.Options{Config: ec2ssm.Config{Region: "eu-west-1", OutputS3Prefix: "p"}}, "output_s3_prefix"},
+		"no region at all":       {ec2ssm.Options{}, "no AWS region"},
+		"hybrid managed node ok": {ec2ssm.Options{Config: ec2ssm.Config{Region: "eu-west-1"}, AttachTo: "mi-0123456789abcdef0"}, ""},
 	} {
 		cfg := awsConfigWithoutRegion()
 		tc.opts.AWSConfig = &cfg
-		_, err := ec2ssm.New(context.Background(), tc.block, tc.opts)
+		_, err := ec2ssm.New(context.Background(), tc.opts)
 		if tc.want == "" {
 			assert.NoError(t, err, name)
 			continue
@@ -360,7 +358,7 @@ func TestNew(t *testing.T) {
 		requireKind(t, err, fault.Config)
 		assert.Contains(t, err.Error(), tc.want, name)
 	}
-	_, err := ec2ssm.Factory(providers.BuildContext{Profile: "p", Config: config.Profile{Type: ec2ssm.TypeName}})
+	_, err := ec2ssm.Factory(providers.BuildContext{Type: ec2ssm.TypeName, Profile: "p"})
 	requireKind(t, err, fault.Config)
 	assert.Contains(t, err.Error(), "no ec2_ssm block")
 }
@@ -378,12 +376,9 @@ func TestFactoryUsesTheDefaultCredentialChain(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
 	prov, err := ec2ssm.Factory(providers.BuildContext{
-		Profile: "ec2",
-		Config: config.Profile{
-			Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached,
-			ProviderBlocks: config.ProviderBlocks{EC2SSM: &config.EC2SSM{AttachTo: instanceID, EndpointURL: r.fake.URL}},
-		},
-		Logger: slog.New(slog.DiscardHandler),
+		Type: ec2ssm.TypeName, Profile: "ec2",
+		Options: ec2ssm.Options{Config: ec2ssm.Config{EndpointURL: r.fake.URL}, AttachTo: instanceID},
+		Logger:  slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
 	prov.(*ec2ssm.Provider).PollInterval = 20 * time.Millisecond

@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
@@ -73,10 +72,13 @@ func newProvider(t *testing.T, fake *awsfake.Server, o rigOpts) *ec2ssm.Provider
 		cfg.Credentials = nil
 	}
 	cfg.Retryer = fastRetries
-	p, err := ec2ssm.New(context.Background(), config.EC2SSM{
-		Region: fake.Region, AttachTo: instanceID, EndpointURL: fake.URL,
-		WebIdentity: o.webIdentity, OutputS3Bucket: o.bucket, OutputS3Prefix: o.prefix,
-	}, ec2ssm.Options{AttachTo: instanceID, UserMode: o.userMode || o.webIdentity, AWSConfig: &cfg, Logger: slog.New(slog.DiscardHandler)})
+	p, err := ec2ssm.New(context.Background(), ec2ssm.Options{
+		Config: ec2ssm.Config{
+			Region: fake.Region, EndpointURL: fake.URL,
+			WebIdentity: o.webIdentity, OutputS3Bucket: o.bucket, OutputS3Prefix: o.prefix,
+		},
+		AttachTo: instanceID, UserMode: o.userMode || o.webIdentity, AWSConfig: &cfg, Logger: slog.New(slog.DiscardHandler),
+	})
 	require.NoError(t, err)
 	p.PollInterval = 20 * time.Millisecond
 	p.CancelWait = time.Second

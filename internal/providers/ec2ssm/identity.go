@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
@@ -37,7 +36,7 @@ type clients struct {
 // a role ARN, or (web identity) without its token, is a fault.Policy error; no AWS call is
 // made then.
 func (p *Provider) clientsFor(pr providers.Principal) (*clients, error) {
-	if pr.Mode != config.IdentityUser {
+	if pr.Mode != providers.ModeUser {
 		p.agentOnce.Do(func() {
 			p.agent = p.newClients(p.aws.Credentials, "the gateway", nil)
 		})

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
@@ -210,8 +209,8 @@ func TestUnknownKeysAndBadSignaturesAreRefused(t *testing.T) {
 	} {
 		cfg := fake.Config(creds)
 		cfg.Retryer = fastRetries
-		p, err := ec2ssm.New(context.Background(), config.EC2SSM{Region: fake.Region, EndpointURL: fake.URL},
-			ec2ssm.Options{AttachTo: instanceID, AWSConfig: &cfg, Logger: slog.New(slog.DiscardHandler)})
+		p, err := ec2ssm.New(context.Background(), ec2ssm.Options{Config: ec2ssm.Config{Region: fake.Region, EndpointURL: fake.URL},
+			AttachTo: instanceID, AWSConfig: &cfg, Logger: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
 		_, err = p.Attach(t.Context(), instanceID, agent, pol)
 		require.Error(t, err, name)

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/providertest"
@@ -26,23 +25,19 @@ func TestLive(t *testing.T) {
 	if instance == "" {
 		t.Skip("set SANDGATE_EC2SSM_INSTANCE (and AWS credentials) to run against real AWS")
 	}
-	block := &config.EC2SSM{
-		Region: os.Getenv("SANDGATE_EC2SSM_REGION"), AttachTo: instance,
-		OutputS3Bucket: os.Getenv("SANDGATE_EC2SSM_BUCKET"),
-	}
+	block := ec2ssm.Config{Region: os.Getenv("SANDGATE_EC2SSM_REGION"), OutputS3Bucket: os.Getenv("SANDGATE_EC2SSM_BUCKET")}
 	build := func(t *testing.T, mode string) *ec2ssm.Provider {
 		p, err := ec2ssm.Factory(providers.BuildContext{
-			Profile: "live",
-			Config: config.Profile{Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached,
-				Identity: config.Identity{Mode: mode}, ProviderBlocks: config.ProviderBlocks{EC2SSM: block}},
-			Logger: slog.Default(),
+			Type: ec2ssm.TypeName, Profile: "live",
+			Options: ec2ssm.Options{Config: block, AttachTo: instance, UserMode: mode == providers.ModeUser},
+			Logger:  slog.Default(),
 		})
 		require.NoError(t, err)
 		return p.(*ec2ssm.Provider)
 	}
 
 	t.Run("agent", func(t *testing.T) {
-		p := build(t, config.IdentityAgent)
+		p := build(t, providers.ModeAgent)
 		sb, err := p.Create(t.Context(), agent, pol)
 		require.NoError(t, err)
 		res := run(t, sb, providers.ExecSpec{Command: "echo out; echo err >&2; exit 3"})
@@ -61,7 +56,7 @@ func TestLive(t *testing.T) {
 	})
 
 	t.Run("contract", func(t *testing.T) {
-		p := build(t, config.IdentityAgent)
+		p := build(t, providers.ModeAgent)
 		providertest.Run(t, providertest.Harness{
 			New:  func(*testing.T) providers.Provider { return p },
 			Skip: skips(map[string]string{"exec/large_output_is_complete": "16 MiB through SSM is slow and needs an output bucket"}),
@@ -73,7 +68,7 @@ func TestLive(t *testing.T) {
 		return
 	}
 	t.Run("user", func(t *testing.T) {
-		p := build(t, config.IdentityUser)
+		p := build(t, providers.ModeUser)
 		pr := providers.Principal{Mode: "user", Subject: "sandgate-live-test", Credentials: providers.Credentials{RoleARN: role, RunAs: os.Getenv("SANDGATE_EC2SSM_RUN_AS")}}
 		sb, err := p.Create(t.Context(), pr, pol)
 		require.NoError(t, err)

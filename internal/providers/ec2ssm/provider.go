@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
@@ -38,8 +37,36 @@ const (
 // instanceID matches EC2 instance ids and the ids of hybrid managed nodes.
 var instanceID = regexp.MustCompile(`^m?i-[0-9a-f]{8,17}$`)
 
-// Options are what New needs besides the block.
+// DefaultPython is the default of Config.Python.
+const DefaultPython = "python3"
+
+// Config is an ec2_ssm profile's settings (its ec2_ssm block); zero fields take their
+// defaults.
+type Config struct {
+	// Region is the AWS region of the instance; default the region of the gateway's AWS
+	// configuration (AWS_REGION, the shared config file).
+	Region string
+	// EndpointURL replaces the AWS endpoints of SSM, STS and S3 (VPC endpoints, LocalStack,
+	// tests); default the public endpoints of Region.
+	EndpointURL string
+	// WebIdentity (user mode only) assumes the caller's role with AssumeRoleWithWebIdentity
+	// and the caller's own OIDC token, so the gateway needs no AWS credentials of its own;
+	// default AssumeRole with the gateway's credentials.
+	WebIdentity bool
+	// OutputS3Bucket, when set, makes SSM also write each command's full output to this
+	// bucket; the provider reads it back when the inline output (StdoutInlineLimit,
+	// StderrInlineLimit) was cut.
+	OutputS3Bucket string
+	// OutputS3Prefix is the key prefix of that output (requires OutputS3Bucket).
+	OutputS3Prefix string
+	// Python is the interpreter on the instance for language "python". Default DefaultPython.
+	Python string
+}
+
+// Options configure New.
 type Options struct {
+	// Config is the profile's ec2_ssm settings.
+	Config Config
 	// AttachTo is the instance id (the block's attach_to, else the profile's
 	// params.attach_to). Empty: Create fails with fault.Config.
 	AttachTo string
@@ -49,8 +76,8 @@ type Options struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// AWSConfig, when set, is the gateway's AWS configuration instead of
-	// config.LoadDefaultConfig (tests, programs embedding the provider). The block's region,
-	// when set, still wins.
+	// config.LoadDefaultConfig (tests, programs embedding the provider). Config.Region, when
+	// set, still wins.
 	AWSConfig *aws.Config
 }
 
@@ -70,7 +97,7 @@ type Provider struct {
 	// Zero means DefaultExpiryWindow.
 	ExpiryWindow time.Duration
 
-	cfg      config.EC2SSM
+	cfg      Config
 	instance string
 	aws      aws.Config // the gateway's own configuration
 	caps     providers.Capabilities
@@ -85,21 +112,18 @@ type Provider struct {
 
 var _ providers.Provider = (*Provider)(nil)
 
-// Factory builds the provider of a profile whose type is ec2_ssm from the profile's ec2_ssm
-// block, for providers.Registry. A missing block is a fault.Config error (seed-semantics §6);
-// other errors are New's.
+// Factory builds the provider of a profile whose type is ec2_ssm, for providers.Registry,
+// from ctx.Options (an Options; Logger is taken from ctx). A profile without an ec2_ssm block
+// is a fault.Config error (seed-semantics §6); other errors are New's.
 func Factory(ctx providers.BuildContext) (providers.Provider, error) {
-	block := ctx.Config.EC2SSM
-	if block == nil {
-		return nil, fault.New(fault.Config, "sandbox profile '%s' has type %s but no %s block", ctx.Profile, TypeName, TypeName)
+	opts, err := providers.OptionsOf[Options](ctx, TypeName)
+	if err != nil {
+		return nil, err
 	}
+	opts.Logger = ctx.Logger
 	lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return New(lctx, *block, Options{
-		AttachTo: ctx.Config.AttachTo(),
-		UserMode: ctx.Config.Identity.Mode == config.IdentityUser,
-		Logger:   ctx.Logger,
-	})
+	return New(lctx, opts)
 }
 
 // New builds the provider. Unless opts.AWSConfig is set, the gateway's AWS configuration is
@@ -107,10 +131,11 @@ func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 // roles); credentials are only resolved by the first AWS call, and not at all for user-mode
 // web-identity profiles.
 //
-// Errors: fault.Config when no region is known (neither cfg.Region nor the AWS
+// Errors: fault.Config when no region is known (neither Config.Region nor the AWS
 // configuration), when attach_to is not an instance id ("i-…" or "mi-…"), when web_identity
 // is set outside user mode, or when the AWS configuration does not load.
-func New(ctx context.Context, cfg config.EC2SSM, opts Options) (*Provider, error) {
+func New(ctx context.Context, opts Options) (*Provider, error) {
+	cfg := opts.Config
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -144,7 +169,7 @@ func New(ctx context.Context, cfg config.EC2SSM, opts Options) (*Provider, error
 		return nil, fault.New(fault.Config, "%s: no AWS region: set ec2_ssm.region (or AWS_REGION for the gateway)", TypeName)
 	}
 	if cfg.Python == "" {
-		cfg.Python = "python3"
+		cfg.Python = DefaultPython
 	}
 	p := &Provider{
 		cfg:      cfg,
@@ -155,6 +180,7 @@ func New(ctx context.Context, cfg config.EC2SSM, opts Options) (*Provider, error
 		caps: providers.Capabilities{
 			Isolation:        providers.IsolationNone,
 			Shell:            true,
+			OneShotCommands:  true,
 			Languages:        []string{"python"},
 			Attach:           true,
 			AttachesExternal: true,
@@ -226,7 +252,7 @@ func (p *Provider) Attach(ctx context.Context, id string, pr providers.Principal
 			"instance", id, "ping_status", string(info.PingStatus))
 	}
 	runAs := ""
-	if pr.Mode == config.IdentityUser {
+	if pr.Mode == providers.ModeUser {
 		runAs = pr.Credentials.RunAs
 		if runAs != "" && !validUser(runAs) {
 			return nil, fault.New(fault.Policy, "%s: run_as user %q is not a valid user name", TypeName, runAs)

@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
@@ -196,8 +195,8 @@ func TestSandboxClaimLifecycle(t *testing.T) {
 		o.Config.Namespace = ns
 		o.Config.Workspace = "/mnt/data"
 		o.Config.NetworkPolicy = true
-		o.Config.AgentSandbox = &config.KubernetesAgentSandbox{WarmPool: "python-sandbox", Template: "python-sandbox"}
-		o.Config.CreateTimeout = 20
+		o.Config.AgentSandbox = &AgentSandboxConfig{WarmPool: "python-sandbox", Template: "python-sandbox"}
+		o.Config.CreateTimeout = 20 * time.Second
 	})
 	sb, err := p.Create(ctx, agentPrincipal, providers.Policy{NetworkEgress: providers.EgressDeny, Strict: true, Timeout: time.Minute})
 	require.NoError(t, err)
@@ -253,27 +252,27 @@ func TestSandboxClaimFailures(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, list.Items, "a failed Create deletes its claim")
 	}
-	withPool := func(pool, template string, timeout float64) *Provider {
+	withPool := func(pool, template string, timeout time.Duration) *Provider {
 		return newTestProvider(t, cfg, func(o *Options) {
 			o.Config.Namespace = ns
-			o.Config.AgentSandbox = &config.KubernetesAgentSandbox{WarmPool: pool, Template: template}
+			o.Config.AgentSandbox = &AgentSandboxConfig{WarmPool: pool, Template: template}
 			o.Config.CreateTimeout = timeout
 		})
 	}
 
 	start := time.Now()
-	_, err = withPool("missing-pool", "", 30).Create(ctx, agentPrincipal, allowPolicy)
+	_, err = withPool("missing-pool", "", 30*time.Second).Create(ctx, agentPrincipal, allowPolicy)
 	require.True(t, fault.IsKind(err, fault.Provision), "%v", err)
 	assert.Contains(t, err.Error(), "WarmPoolNotFound")
 	assert.Less(t, time.Since(start), 15*time.Second, "a terminal reason ends the wait at once")
 	noClaims()
 
-	_, err = withPool("stalled", "", 2).Create(ctx, agentPrincipal, allowPolicy)
+	_, err = withPool("stalled", "", 2*time.Second).Create(ctx, agentPrincipal, allowPolicy)
 	require.True(t, fault.IsKind(err, fault.Provision), "%v", err)
 	assert.Contains(t, err.Error(), "not ready within")
 	noClaims()
 
-	_, err = withPool("python-sandbox", "another-template", 10).Create(ctx, agentPrincipal, allowPolicy)
+	_, err = withPool("python-sandbox", "another-template", 10*time.Second).Create(ctx, agentPrincipal, allowPolicy)
 	require.True(t, fault.IsKind(err, fault.Config), "the warm pool is made from another template: %v", err)
 	noClaims()
 
@@ -285,7 +284,7 @@ func TestSandboxClaimFailures(t *testing.T) {
 	}}
 	_, err = claims.Create(ctx, u, metav1.CreateOptions{})
 	require.NoError(t, err)
-	_, err = withPool("stalled", "", 2).Attach(ctx, ns+"/sandgate-unbound00000", agentPrincipal, allowPolicy)
+	_, err = withPool("stalled", "", 2*time.Second).Attach(ctx, ns+"/sandgate-unbound00000", agentPrincipal, allowPolicy)
 	assert.True(t, fault.IsKind(err, fault.Gone), "%v", err)
 
 	// The CRD enforces the published schema: warmPoolRef is required.

@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
@@ -89,7 +88,7 @@ func TestDeployManifests(t *testing.T) {
 
 	playNode(t, ns, nil)
 	playController(t, ns)
-	block := config.Kubernetes{Namespace: ns, CreateTimeout: 30, NetworkPolicy: true}
+	block := Config{Namespace: ns, CreateTimeout: 30 * time.Second, NetworkPolicy: true}
 
 	t.Run("agent mode", func(t *testing.T) {
 		p := newTestProvider(t, gwCfg, func(o *Options) { o.Config = block })
@@ -130,7 +129,7 @@ func TestDeployManifests(t *testing.T) {
 		p := newTestProvider(t, gwCfg, func(o *Options) {
 			o.Config = block
 			o.Config.Workspace = "/mnt/data"
-			o.Config.AgentSandbox = &config.KubernetesAgentSandbox{WarmPool: "python-sandbox", Template: "python-sandbox"}
+			o.Config.AgentSandbox = &AgentSandboxConfig{WarmPool: "python-sandbox", Template: "python-sandbox"}
 		})
 		sb, err := p.Create(ctx, agentPrincipal, allowPolicy)
 		require.NoError(t, err)

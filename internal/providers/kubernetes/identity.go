@@ -71,7 +71,7 @@ func loadRESTConfig(kubeconfig string) (*rest.Config, error) {
 // mode, impersonating ones in user mode (cached per identity). A user-mode principal without
 // a user is a fault.Policy error.
 func (p *Provider) clientsFor(pr providers.Principal) (*clients, error) {
-	if pr.Mode != "user" {
+	if pr.Mode != providers.ModeUser {
 		return p.gateway, nil
 	}
 	user := pr.Credentials.User

@@ -79,7 +79,7 @@ func TestAttachGone(t *testing.T) {
 	ns := testNamespace(t, nil)
 	p := newTestProvider(t, cfg, func(o *Options) {
 		o.Config.Namespace = ns
-		o.Config.CreateTimeout = 2
+		o.Config.CreateTimeout = 2 * time.Second
 	})
 	mk := func(name string, finalizer bool) *corev1.Pod {
 		pod := &corev1.Pod{

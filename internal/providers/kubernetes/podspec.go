@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
@@ -101,7 +100,7 @@ func (p *Provider) annotations(pr providers.Principal) map[string]string {
 	if p.profile != "" {
 		a[AnnotationProfile] = p.profile
 	}
-	if pr.Mode == "user" && pr.Subject != "" {
+	if pr.Mode == providers.ModeUser && pr.Subject != "" {
 		a[AnnotationOwner] = pr.Subject
 	}
 	return a
@@ -208,7 +207,7 @@ func (p *Provider) buildNetworkPolicy(name string, pol providers.Policy) (*netwo
 
 // securityContexts returns the hardened pod and container security contexts with the
 // configured overlays merged over them (JSON merge: a key given replaces the default's).
-func securityContexts(cfg config.Kubernetes) (*corev1.PodSecurityContext, *corev1.SecurityContext, error) {
+func securityContexts(cfg Config) (*corev1.PodSecurityContext, *corev1.SecurityContext, error) {
 	pod := &corev1.PodSecurityContext{
 		RunAsNonRoot:   ptr.To(true),
 		RunAsUser:      ptr.To(defaultUID),

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
@@ -46,6 +45,14 @@ const ContainerName = "sandbox"
 // DefaultKillGrace is the default of Provider.KillGrace.
 const DefaultKillGrace = 2 * time.Second
 
+// Defaults of Config.
+const (
+	DefaultNamespace     = "default"
+	DefaultImage         = "python:3.12-slim"
+	DefaultCreateTimeout = 120 * time.Second
+	DefaultWorkspace     = "/workspace"
+)
+
 // defaultUID is the user, group and fsGroup of created pods unless security_context says
 // otherwise (the conventional "nonroot" id, as in agent-sandbox's examples).
 const defaultUID int64 = 65532
@@ -58,7 +65,7 @@ type Provider struct {
 	KillGrace time.Duration
 
 	profile  string
-	cfg      config.Kubernetes
+	cfg      Config
 	idle     time.Duration
 	attachTo string
 	log      *slog.Logger
@@ -79,17 +86,69 @@ type Provider struct {
 
 var _ providers.Provider = (*Provider)(nil)
 
+// Config is a kubernetes profile's settings (its kubernetes block); zero fields take their
+// defaults.
+type Config struct {
+	// Namespace holds the pods (and NetworkPolicies, SandboxClaims) the provider makes.
+	// Default DefaultNamespace.
+	Namespace string
+	// Image is the sandbox container's image. Default DefaultImage.
+	Image string
+	// Kubeconfig is the kubeconfig file of the gateway's own identity, when Options.RESTConfig
+	// is nil; default the in-cluster service account, else the default loading rules.
+	Kubeconfig string
+	// ServiceAccount is the created pods' service account; default the namespace's default.
+	ServiceAccount string
+	// ImagePullSecrets name the secrets the created pods pull their image with.
+	ImagePullSecrets []string
+	// Labels are added to every object the provider makes; the provider's own keys are
+	// refused.
+	Labels map[string]string
+	// NodeSelector constrains the nodes of the created pods.
+	NodeSelector map[string]string
+	// Env is the environment of the sandbox container (values are secrets).
+	Env map[string]string
+	// SecurityContext and ContainerSecurityContext are merged (JSON merge) over the hardened
+	// pod and container security contexts; unknown keys are refused.
+	SecurityContext          map[string]any
+	ContainerSecurityContext map[string]any
+	// NetworkPolicy makes a NetworkPolicy per sandbox enforce the policy's network egress.
+	NetworkPolicy bool
+	// CreateTimeout bounds how long a sandbox may take to become ready; zero or less means
+	// DefaultCreateTimeout.
+	CreateTimeout time.Duration
+	// Workspace is the folder in the pod that holds the sandbox's files (an emptyDir in the
+	// pods the provider creates); files are confined to it. Default DefaultWorkspace.
+	Workspace string
+	// RuntimeClassName selects a RuntimeClass for the sandbox pods (e.g. "kata" or "gvisor");
+	// default the cluster's default runtime.
+	RuntimeClassName string
+	// AgentSandbox, when set, acquires sandboxes from kubernetes-sigs/agent-sandbox (a
+	// SandboxClaim on a warm pool) instead of creating pods (managed profiles only).
+	AgentSandbox *AgentSandboxConfig
+}
+
+// AgentSandboxConfig names the agent-sandbox warm pool (extensions.agents.x-k8s.io/v1beta1
+// SandboxWarmPool, in the profile's namespace) that sandboxes are claimed from.
+type AgentSandboxConfig struct {
+	// WarmPool is the SandboxWarmPool each SandboxClaim references. Required.
+	WarmPool string
+	// Template, when set, is the SandboxTemplate the warm pool must be made from; the provider
+	// checks it before its first claim.
+	Template string
+}
+
 // Options configure New.
 type Options struct {
 	// Profile is the profile's name, recorded on created objects and in messages.
 	Profile string
-	// Config is the profile's kubernetes block; zero fields take their defaults.
-	Config config.Kubernetes
+	// Config is the profile's kubernetes settings.
+	Config Config
 	// IdleTimeout is the profile's idle timeout; pods get activeDeadlineSeconds = 2 × it.
 	// Zero sets no deadline.
 	IdleTimeout time.Duration
 	// AttachTo is the pod ("<namespace>/<pod>" or a bare name) an attached profile binds to;
-	// "" for managed profiles (then Config.AttachTo is used, if set).
+	// "" for managed profiles.
 	AttachTo string
 	// RESTConfig is the gateway's own identity. Nil: Config.Kubeconfig when set, else the
 	// in-cluster service account, else the default kubeconfig loading rules.
@@ -98,18 +157,16 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Factory builds the provider of a profile whose type is kubernetes from the profile's
-// kubernetes block, for providers.Registry. A missing block is a fault.Config error
-// (seed-semantics §6); other errors are New's.
+// Factory builds the provider of a profile whose type is kubernetes, for providers.Registry,
+// from ctx.Options (an Options; Profile, IdleTimeout and Logger are taken from ctx). A profile
+// without a kubernetes block is a fault.Config error (seed-semantics §6); other errors are
+// New's.
 func Factory(ctx providers.BuildContext) (providers.Provider, error) {
-	block := ctx.Config.Kubernetes
-	if block == nil {
-		return nil, fault.New(fault.Config, "sandbox profile '%s' has type %s but no %s block", ctx.Profile, TypeName, TypeName)
+	opts, err := providers.OptionsOf[Options](ctx, TypeName)
+	if err != nil {
+		return nil, err
 	}
-	opts := Options{Profile: ctx.Profile, Config: *block, IdleTimeout: ctx.IdleTimeout, Logger: ctx.Logger}
-	if ctx.Config.Environment == config.EnvironmentAttached {
-		opts.AttachTo = ctx.Config.AttachTo()
-	}
+	opts.Profile, opts.IdleTimeout, opts.Logger = ctx.Profile, ctx.IdleTimeout, ctx.Logger
 	return New(opts)
 }
 
@@ -127,19 +184,16 @@ func New(opts Options) (*Provider, error) {
 	}
 	cfg := opts.Config
 	if cfg.Namespace == "" {
-		cfg.Namespace = "default"
+		cfg.Namespace = DefaultNamespace
 	}
 	if cfg.Image == "" {
-		cfg.Image = config.DefaultImage
+		cfg.Image = DefaultImage
 	}
 	if cfg.CreateTimeout <= 0 {
-		cfg.CreateTimeout = 120
+		cfg.CreateTimeout = DefaultCreateTimeout
 	}
 	if cfg.Workspace == "" {
-		cfg.Workspace = config.DefaultKubernetesWorkspace
-	}
-	if opts.AttachTo == "" {
-		opts.AttachTo = cfg.AttachTo
+		cfg.Workspace = DefaultWorkspace
 	}
 	if cfg.AgentSandbox != nil {
 		if cfg.AgentSandbox.WarmPool == "" {
@@ -226,9 +280,7 @@ func (p *Provider) killGrace() time.Duration {
 	return DefaultKillGrace
 }
 
-func (p *Provider) createTimeout() time.Duration {
-	return time.Duration(p.cfg.CreateTimeout * float64(time.Second))
-}
+func (p *Provider) createTimeout() time.Duration { return p.cfg.CreateTimeout }
 
 // Create provisions a sandbox for principal pr under policy pol: a pod (see the package doc),
 // a SandboxClaim in agent-sandbox mode, or, for an attached profile, a binding to the

@@ -22,13 +22,9 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 )
 
-// fillDefaults is a kubernetes block with the configuration defaults applied.
-func fillDefaults() config.Kubernetes {
-	c := config.Config{Sandbox: config.Sandbox{Profiles: map[string]config.Profile{
-		"p": {Type: config.ProviderKubernetes, ProviderBlocks: config.ProviderBlocks{Kubernetes: &config.Kubernetes{}}},
-	}}}
-	c.ApplyDefaults()
-	return *c.Sandbox.Profiles["p"].Kubernetes
+// fillDefaults is a kubernetes block with the defaults spelled out.
+func fillDefaults() Config {
+	return Config{Namespace: DefaultNamespace, Image: DefaultImage, CreateTimeout: DefaultCreateTimeout, Workspace: DefaultWorkspace}
 }
 
 // countingServer is an API server stand-in that counts requests and answers 500.
@@ -44,29 +40,45 @@ func countingServer(t *testing.T) (*rest.Config, *atomic.Int64) {
 }
 
 func TestFactoryNeedsItsBlock(t *testing.T) {
-	_, err := Factory(providers.BuildContext{Profile: "p", Config: config.Profile{Type: TypeName}})
+	_, err := Factory(providers.BuildContext{Type: TypeName, Profile: "p"})
 	require.True(t, fault.IsKind(err, fault.Config), "%v", err)
+	assert.Contains(t, err.Error(), "no kubernetes block")
+}
+
+func TestFactoryTakesTheProfileFromTheContext(t *testing.T) {
+	cfg, _ := countingServer(t)
+	prov, err := Factory(providers.BuildContext{
+		Type: TypeName, Profile: "p", IdleTimeout: time.Minute,
+		Options: Options{Config: Config{Namespace: "sbx"}, AttachTo: "ns/pod", RESTConfig: cfg},
+	})
+	require.NoError(t, err)
+	p := prov.(*Provider)
+	assert.Equal(t, "p", p.profile)
+	assert.Equal(t, time.Minute, p.idle)
+	assert.Equal(t, "ns/pod", p.attachTo)
+	assert.Equal(t, "sbx", p.cfg.Namespace)
+	assert.Equal(t, DefaultCreateTimeout, p.createTimeout(), "zero fields take their defaults")
 }
 
 func TestNewRefusesBadConfiguration(t *testing.T) {
 	cfg, _ := countingServer(t)
-	for name, mutate := range map[string]func(*config.Kubernetes){
-		"unknown security_context key":    func(k *config.Kubernetes) { k.SecurityContext = map[string]any{"runAsRoot": true} },
-		"unknown container context key":   func(k *config.Kubernetes) { k.ContainerSecurityContext = map[string]any{"readOnlyRoot": true} },
-		"wrongly typed context value":     func(k *config.Kubernetes) { k.SecurityContext = map[string]any{"runAsUser": "me"} },
-		"reserved label":                  func(k *config.Kubernetes) { k.Labels = map[string]string{LabelManagedBy: "me"} },
-		"invalid label value":             func(k *config.Kubernetes) { k.Labels = map[string]string{"team": "a b"} },
-		"invalid env name":                func(k *config.Kubernetes) { k.Env = map[string]string{"A-B": "x"} },
-		"agent_sandbox without warm_pool": func(k *config.Kubernetes) { k.AgentSandbox = &config.KubernetesAgentSandbox{} },
-		"agent_sandbox on attached profile": func(k *config.Kubernetes) {
-			k.AgentSandbox = &config.KubernetesAgentSandbox{WarmPool: "w"}
-			k.AttachTo = "ns/pod"
+	for name, mutate := range map[string]func(*Options){
+		"unknown security_context key":    func(o *Options) { o.Config.SecurityContext = map[string]any{"runAsRoot": true} },
+		"unknown container context key":   func(o *Options) { o.Config.ContainerSecurityContext = map[string]any{"readOnlyRoot": true} },
+		"wrongly typed context value":     func(o *Options) { o.Config.SecurityContext = map[string]any{"runAsUser": "me"} },
+		"reserved label":                  func(o *Options) { o.Config.Labels = map[string]string{LabelManagedBy: "me"} },
+		"invalid label value":             func(o *Options) { o.Config.Labels = map[string]string{"team": "a b"} },
+		"invalid env name":                func(o *Options) { o.Config.Env = map[string]string{"A-B": "x"} },
+		"agent_sandbox without warm_pool": func(o *Options) { o.Config.AgentSandbox = &AgentSandboxConfig{} },
+		"agent_sandbox on attached profile": func(o *Options) {
+			o.Config.AgentSandbox = &AgentSandboxConfig{WarmPool: "w"}
+			o.AttachTo = "ns/pod"
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			k := fillDefaults()
-			mutate(&k)
-			_, err := New(Options{Config: k, RESTConfig: cfg, Logger: quietLog})
+			opts := Options{Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog}
+			mutate(&opts)
+			_, err := New(opts)
 			require.Error(t, err)
 			assert.True(t, fault.IsKind(err, fault.Config), "want a config fault, got %v", err)
 		})
@@ -91,7 +103,7 @@ func TestCapabilities(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, p.Capabilities().PolicyNetwork, "network_policy: true declares policy_network")
 
-	k.AgentSandbox = &config.KubernetesAgentSandbox{WarmPool: "pool"}
+	k.AgentSandbox = &AgentSandboxConfig{WarmPool: "pool"}
 	p, err = New(Options{Config: k, RESTConfig: cfg, Logger: quietLog})
 	require.NoError(t, err)
 	c = p.Capabilities()
@@ -258,5 +270,5 @@ func TestConfigValidation(t *testing.T) {
 	}}}
 	c.ApplyDefaults()
 	assert.NoError(t, c.Validate())
-	assert.Equal(t, config.DefaultKubernetesWorkspace, fillDefaults().Workspace)
+	assert.Equal(t, config.DefaultKubernetesWorkspace, DefaultWorkspace, "the provider's default is the configuration's")
 }

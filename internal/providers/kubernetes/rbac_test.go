@@ -59,7 +59,7 @@ func TestImpersonationWithRBAC(t *testing.T) {
 	p := newTestProvider(t, gw.Config(), func(o *Options) {
 		o.Config.Namespace = ns
 		o.Config.NetworkPolicy = true
-		o.Config.CreateTimeout = 30
+		o.Config.CreateTimeout = 30 * time.Second
 	})
 	alice := providers.Principal{Mode: "user", Subject: "alice-oidc-subject", Groups: []string{"oidc-group"},
 		Credentials: providers.Credentials{User: "alice", Groups: []string{"team-a", "team-b"}}}

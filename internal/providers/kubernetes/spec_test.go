@@ -117,7 +117,7 @@ func TestPodAndNetworkPolicyAsCreated(t *testing.T) {
 		k.SecurityContext = map[string]any{"supplementalGroups": []any{4000}}
 		k.ContainerSecurityContext = map[string]any{"capabilities": map[string]any{"drop": []any{"ALL"}}}
 		k.NetworkPolicy = true
-		k.CreateTimeout = 3
+		k.CreateTimeout = 3 * time.Second
 	})
 	c := captureObjects(t, cs, ns)
 	pol := providers.Policy{
@@ -230,7 +230,7 @@ func TestDenyNetworkPolicy(t *testing.T) {
 	p := newTestProvider(t, cfg, func(o *Options) {
 		o.Config.Namespace = ns
 		o.Config.NetworkPolicy = true
-		o.Config.CreateTimeout = 1
+		o.Config.CreateTimeout = time.Second
 	})
 	c := captureObjects(t, cs, ns)
 	_, err := p.Create(context.Background(), providers.Principal{Mode: "agent"}, providers.Policy{NetworkEgress: providers.EgressDeny, Strict: true, Timeout: time.Minute})

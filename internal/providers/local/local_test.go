@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/local"
@@ -43,7 +42,7 @@ var (
 // grace and drain delay.
 func newProvider(t *testing.T) *local.Provider {
 	t.Helper()
-	p, err := local.New(config.LocalSubprocess{Workdir: t.TempDir()}, slog.New(slog.DiscardHandler))
+	p, err := local.New(local.Options{Workdir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	p.KillGrace = testGrace
 	p.DrainDelay = testGrace
@@ -111,7 +110,7 @@ func TestWorkdirIsCreatedAndResolved(t *testing.T) {
 	base := t.TempDir()
 	link := filepath.Join(t.TempDir(), "link")
 	require.NoError(t, os.Symlink(base, link))
-	p, err := local.New(config.LocalSubprocess{Workdir: filepath.Join(link, "new", "work")}, slog.New(slog.DiscardHandler))
+	p, err := local.New(local.Options{Workdir: filepath.Join(link, "new", "work"), Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	real, err := filepath.EvalSymlinks(filepath.Join(base, "new", "work"))
 	require.NoError(t, err)
@@ -376,7 +375,7 @@ func TestCapabilities(t *testing.T) {
 func TestNewWarnsAboutIsolation(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
-	_, err := local.New(config.LocalSubprocess{Workdir: t.TempDir()}, slog.New(slog.NewTextHandler(&logs, nil)))
+	_, err := local.New(local.Options{Workdir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	assert.Contains(t, logs.String(), "level=WARN")
 	assert.Contains(t, logs.String(), "NO isolation")
@@ -384,7 +383,7 @@ func TestNewWarnsAboutIsolation(t *testing.T) {
 
 func TestNewRejectsMissingPython(t *testing.T) {
 	t.Parallel()
-	_, err := local.New(config.LocalSubprocess{Workdir: t.TempDir(), Python: "/nonexistent/python3"}, slog.New(slog.DiscardHandler))
+	_, err := local.New(local.Options{Workdir: t.TempDir(), Python: "/nonexistent/python3", Logger: slog.New(slog.DiscardHandler)})
 	requireKind(t, err, fault.Config)
 }
 
@@ -393,14 +392,17 @@ func TestFactoryThroughRegistry(t *testing.T) {
 	reg := providers.NewRegistry()
 	reg.Register(local.TypeName, local.Factory)
 
-	_, err := reg.Build(providers.BuildContext{Profile: "dev", Config: config.Profile{Type: local.TypeName}})
+	_, err := reg.Build(providers.BuildContext{Type: local.TypeName, Profile: "dev"})
 	requireKind(t, err, fault.Config)
+	assert.Contains(t, err.Error(), "no local_subprocess block")
 
-	prof := config.Profile{Type: local.TypeName}
-	prof.LocalSubprocess = &config.LocalSubprocess{Workdir: t.TempDir()}
-	p, err := reg.Build(providers.BuildContext{Profile: "dev", Config: prof, Logger: slog.New(slog.DiscardHandler)})
+	dir := t.TempDir()
+	p, err := reg.Build(providers.BuildContext{Type: local.TypeName, Profile: "dev", Options: local.Options{Workdir: dir}, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	assert.Equal(t, local.TypeName, p.Type())
+	want, err := filepath.EvalSymlinks(dir)
+	require.NoError(t, err)
+	assert.Equal(t, want, p.(*local.Provider).Workdir())
 }
 
 func TestTimeoutKillsOtherProcessGroupsOfTheSession(t *testing.T) {

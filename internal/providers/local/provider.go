@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandboxd"
@@ -117,37 +116,53 @@ func (p *Provider) stopExecutions(id string, wait time.Duration) {
 
 var _ providers.Provider = (*Provider)(nil)
 
-// Factory builds the provider of a profile whose type is local_subprocess from the profile's
-// local_subprocess block, for providers.Registry. A missing block is a fault.Config error
-// (seed-semantics §6); other errors are New's.
-func Factory(ctx providers.BuildContext) (providers.Provider, error) {
-	block := ctx.Config.LocalSubprocess
-	if block == nil {
-		return nil, fault.New(fault.Config, "sandbox profile '%s' has type %s but no %s block", ctx.Profile, TypeName, TypeName)
-	}
-	return New(*block, ctx.Logger)
+// DefaultPython is the default of Options.Python.
+const DefaultPython = "python3"
+
+// Options configure New: the profile's local_subprocess settings.
+type Options struct {
+	// Workdir is the folder that holds the per-sandbox folders; it is created when missing.
+	// Default os.TempDir().
+	Workdir string
+	// Python is the interpreter for language "python": a path, or a name looked up on PATH.
+	// Default DefaultPython.
+	Python string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
 }
 
-// New builds the provider. cfg.Workdir (default os.TempDir()) is created when missing and
-// resolved to an absolute path without symlinks; cfg.Python (default "python3", looked up on
-// PATH) is run once to learn its sys.executable. bash is looked up on PATH: without it the
-// provider declares python only. A nil logger means slog.Default().
+// Factory builds the provider of a profile whose type is local_subprocess, for
+// providers.Registry, from ctx.Options (an Options). A profile without a local_subprocess
+// block is a fault.Config error (seed-semantics §6); other errors are New's.
+func Factory(ctx providers.BuildContext) (providers.Provider, error) {
+	opts, err := providers.OptionsOf[Options](ctx, TypeName)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger = ctx.Logger
+	return New(opts)
+}
+
+// New builds the provider. opts.Workdir is created when missing and resolved to an absolute
+// path without symlinks; opts.Python is run once to learn its sys.executable. bash is looked
+// up on PATH: without it the provider declares python only.
 //
 // New logs one WARNING that the provider provides NO isolation (seed-semantics §12).
 // Errors: fault.Config when the workdir cannot be made or /bin/sh or the interpreter is
 // missing or does not run.
-func New(cfg config.LocalSubprocess, logger *slog.Logger) (*Provider, error) {
+func New(opts Options) (*Provider, error) {
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	workdir, err := resolveWorkdir(cfg.Workdir)
+	workdir, err := resolveWorkdir(opts.Workdir)
 	if err != nil {
 		return nil, err
 	}
 	if st, err := os.Stat(shell); err != nil || st.IsDir() {
 		return nil, fault.New(fault.Config, "%s: %s is missing on this host", TypeName, shell)
 	}
-	python, err := resolvePython(cfg.Python)
+	python, err := resolvePython(opts.Python)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +234,7 @@ func resolveWorkdir(dir string) (string, error) {
 // minimal environment.
 func resolvePython(name string) (string, error) {
 	if name == "" {
-		name = "python3"
+		name = DefaultPython
 	}
 	found, err := exec.LookPath(name)
 	if err != nil {

@@ -1,4 +1,4 @@
-package api
+package sandbox
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // written at most once per refresh interval. last_seen_at is therefore accurate to that
 // interval. The cache is bounded; when full it is cleared.
 type principalRecorder struct {
-	store   *store.Store
+	store   Store
 	now     func() time.Time
 	refresh time.Duration
 	max     int
@@ -29,7 +29,7 @@ type recorded struct {
 	written time.Time
 }
 
-func newPrincipalRecorder(st *store.Store, now func() time.Time) *principalRecorder {
+func newPrincipalRecorder(st Store, now func() time.Time) *principalRecorder {
 	return &principalRecorder{store: st, now: now, refresh: time.Minute, max: 10000, seen: map[string]recorded{}}
 }
 
@@ -56,4 +56,19 @@ func (r *principalRecorder) record(ctx context.Context, p principal.Principal) (
 	r.mu.Unlock()
 	p.ID, p.FirstSeenAt, p.LastSeenAt = row.ID, row.FirstSeenAt, row.LastSeenAt
 	return p, nil
+}
+
+// Identify returns p with its stable id and first/last-seen times, recording it (seed
+// principal resolution: one row per issuer and subject). Edges call it once per request,
+// after the token is verified; the write happens at most once a minute per unchanged
+// principal.
+func (s *Service) Identify(ctx context.Context, p principal.Principal) (principal.Principal, error) {
+	return s.principals.record(ctx, p)
+}
+
+// OwnerLabel names principal id as "issuer#subject" for administrators' listings; "" when
+// unknown.
+func (s *Service) OwnerLabel(ctx context.Context, id string) string {
+	l, _ := s.store.PrincipalLabel(ctx, id)
+	return l
 }

@@ -1,0 +1,229 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sandgate/sandgate/internal/broker/queue"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// Envelope is one execution on the queue wire: everything a worker needs, so a message is
+// self-sufficient (docs/semantics.md §10 queue). It is JSON on every transport.
+type Envelope struct {
+	TaskID    string              `json:"task_id"`
+	SessionID string              `json:"session_id"`
+	Ephemeral bool                `json:"ephemeral,omitempty"` // a per_call sandbox: no per-session order
+	Profile   string              `json:"profile"`
+	Operation string              `json:"operation"`
+	Principal principal.Principal `json:"principal"`
+	Command   string              `json:"command,omitempty"`
+	Code      string              `json:"code,omitempty"`
+	Language  string              `json:"language,omitempty"`
+	Env       map[string]string   `json:"env,omitempty"`
+	Dir       string              `json:"dir,omitempty"`
+	Context   string              `json:"context,omitempty"`
+	Stdin     []byte              `json:"stdin,omitempty"`
+	TimeoutMS int64               `json:"timeout_ms"`
+	Base64    bool                `json:"base64,omitempty"`
+	Warnings  []string            `json:"warnings,omitempty"`
+}
+
+// statusFailed is the task status of an operation the queue gave up on (the domain's
+// TaskFailed; the broker does not import the domain).
+const statusFailed = "failed"
+
+// QueuedOptions builds a Queued.
+type QueuedOptions struct {
+	Store     *store.Store
+	Transport queue.Transport
+	// RunnerID is this process in task rows (a worker's attempts are recorded under it).
+	RunnerID string
+	// InlinePayloadMaxBytes bounds a serialized envelope; 0 = none.
+	InlinePayloadMaxBytes int
+	// WaitPoll is how often a waiter re-reads the store when no notification arrives;
+	// default 500 ms.
+	WaitPoll time.Duration
+	// MaxReceiveCount bounds how often one task may start; default 3.
+	MaxReceiveCount int
+	// LostAfter is how long a runner may miss heartbeats before it counts as dead; default 30 s.
+	LostAfter time.Duration
+	// ResponseTTL is how long a finished task is kept; default 24 h.
+	ResponseTTL time.Duration
+	Now         func() time.Time // default time.Now
+	Logger      *slog.Logger
+}
+
+// Queued is the queue flavor (docs/semantics.md §10 queue). On a gateway it records each
+// execution's task and sends its envelope to the worker fleet — in the task row's own
+// transaction when the transport stores messages in Postgres — and waits for the completion
+// in the response store. On a worker it turns deliveries into runs: a delivery may arrive
+// more than once, so a finished task is acknowledged and skipped, one held by a live worker
+// is deferred, executions of one session start in submission order across the fleet, and a
+// task that has started MaxReceiveCount times fails for good instead of running again.
+type Queued struct {
+	o       QueuedOptions
+	watcher *store.TaskWatcher
+}
+
+// NewQueued returns the queue flavor over o.Transport; Run must be running for waits to hear
+// of completions before their poll interval.
+func NewQueued(o QueuedOptions) *Queued {
+	if o.WaitPoll <= 0 {
+		o.WaitPoll = 500 * time.Millisecond
+	}
+	if o.MaxReceiveCount <= 0 {
+		o.MaxReceiveCount = 3
+	}
+	if o.LostAfter <= 0 {
+		o.LostAfter = 30 * time.Second
+	}
+	if o.ResponseTTL <= 0 {
+		o.ResponseTTL = 24 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Queued{o: o, watcher: o.Store.NewTaskWatcher(o.Logger)}
+}
+
+// Run listens for completions until ctx ends.
+func (q *Queued) Run(ctx context.Context) { q.watcher.Run(ctx) }
+
+// Enqueue records t within limit unfinished executions of its owner and sends env.
+//
+// Errors: store.ErrQuota over the limit; fault.TooLarge for an envelope over
+// InlinePayloadMaxBytes (nothing recorded); fault.Broker when the transport refuses it (the
+// task, if already recorded, is finished as failed).
+func (q *Queued) Enqueue(ctx context.Context, t store.Task, limit int, env Envelope) error {
+	body, err := json.Marshal(env)
+	if err != nil {
+		return err
+	}
+	if max := q.o.InlinePayloadMaxBytes; max > 0 && len(body) > max {
+		return fault.New(fault.TooLarge, "serialized %s request is %d bytes, over sandbox.broker.inline_payload_max_bytes=%d; pass large inputs as files or raise the limit",
+			env.Operation, len(body), max)
+	}
+	msg := queue.Message{TaskID: env.TaskID, GroupID: env.SessionID, Body: body}
+	joins := q.o.Transport.JoinsTransaction()
+	_, err = q.o.Store.CreateQueuedTask(ctx, t, limit, func(ctx context.Context, tx pgx.Tx, _ int64) error {
+		if !joins {
+			return nil
+		}
+		return q.o.Transport.Enqueue(ctx, tx, msg)
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrQuota) {
+			return err
+		}
+		return fault.Wrap(fault.Broker, err, "could not queue the operation")
+	}
+	if !joins {
+		if err := q.o.Transport.Enqueue(ctx, nil, msg); err != nil {
+			q.fail(context.WithoutCancel(ctx), t.ID, "", fault.Broker, "could not queue the operation: "+err.Error())
+			return fault.Wrap(fault.Broker, err, "could not queue the operation")
+		}
+	}
+	return nil
+}
+
+// Wait waits up to wait for task id to finish, wherever it runs; wait ≤ 0 checks once.
+func (q *Queued) Wait(ctx context.Context, id string, wait time.Duration) (bool, error) {
+	return q.watcher.Wait(ctx, id, wait, q.o.WaitPoll)
+}
+
+// ResultLimit is the transport's message limit for results (queue.ResultLimiter), or 0.
+func (q *Queued) ResultLimit() int {
+	if l, ok := q.o.Transport.(queue.ResultLimiter); ok {
+		return l.ResultLimit()
+	}
+	return 0
+}
+
+// Run is what a worker does with an accepted delivery: execute env for task t and record the
+// completion. An error makes the transport redeliver the message (e.g. the worker is
+// stopping and the run was interrupted).
+type Run func(ctx context.Context, env Envelope, t store.Task) error
+
+// Handler returns the worker's delivery handler, which admits a delivery (see Queued) and
+// hands it to run.
+func (q *Queued) Handler(run Run) queue.Handler {
+	return func(ctx context.Context, d queue.Delivery) error { return q.deliver(ctx, d, run) }
+}
+
+// fifoWait bounds how long a delivery waits (keeping its message) for earlier operations of
+// its session before it is put back.
+const fifoWait = 2 * time.Second
+
+func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
+	var env Envelope
+	if err := json.Unmarshal(d.Body, &env); err != nil {
+		q.o.Logger.Error("undecodable queued operation dropped", "task_id", d.TaskID, "err", err)
+		if d.TaskID != "" {
+			q.fail(ctx, d.TaskID, "", fault.Broker, "the queued operation could not be decoded: "+err.Error())
+		}
+		return nil
+	}
+	t, err := q.o.Store.GetTask(ctx, env.TaskID, "")
+	if errors.Is(err, store.ErrNotFound) || (err == nil && t.FinishedAt != nil) {
+		return nil // expired, cancelled or a duplicate delivery
+	}
+	if err != nil {
+		return err
+	}
+	if !env.Ephemeral {
+		deadline := time.Now().Add(fifoWait)
+		for {
+			earlier, err := q.o.Store.EarlierUnfinished(ctx, env.SessionID, t.Seq)
+			if err != nil {
+				return err
+			}
+			if !earlier {
+				break
+			}
+			if time.Now().After(deadline) {
+				return queue.ErrRetryLater
+			}
+			d.InProgress()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	now := q.o.Now()
+	attempts, err := q.o.Store.BeginAttempt(ctx, env.TaskID, q.o.RunnerID, now, now.Add(-q.o.LostAfter))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case errors.Is(err, store.ErrTaskHeld):
+		// A live worker runs it (the transport offered it again early): look again once
+		// that worker could have been declared dead.
+		return &queue.RetryError{After: q.o.LostAfter}
+	case err != nil:
+		return err
+	}
+	if max := q.o.MaxReceiveCount; attempts > max {
+		return q.fail(ctx, env.TaskID, env.SessionID, fault.Broker,
+			fmt.Sprintf("sandbox execution failed after %d deliveries (sandbox.broker.queue.max_receive_count=%d): the workers running it stopped before it finished", attempts-1, max))
+	}
+	return run(ctx, env, t)
+}
+
+// fail finishes task id as failed with a machinery error of kind.
+func (q *Queued) fail(ctx context.Context, id, sessionID string, kind fault.Kind, msg string) error {
+	_, err := q.o.Store.FinishTask(ctx, id, store.Completion{Status: statusFailed, Error: msg, ErrorType: string(kind), SessionID: sessionID}, q.o.Now(), q.o.ResponseTTL)
+	return err
+}

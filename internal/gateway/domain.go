@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/mcp"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandbox"
+)
+
+// settings maps config sandbox.* (validated, defaults applied) to the domain's Settings.
+func settings(c config.Sandbox) sandbox.Settings {
+	s := sandbox.Settings{
+		DefaultProfile: c.DefaultProfile,
+		MaxOutputBytes: c.MaxOutputBytes,
+		MaxFileBytes:   c.MaxFileBytes,
+		Quotas: sandbox.Quotas{
+			Sessions: c.Quotas.Sessions, ConcurrentExecutions: c.Quotas.ConcurrentExecutions,
+			AdminsExempt: c.Quotas.AdminsExempt == nil || *c.Quotas.AdminsExempt,
+		},
+		WaitTimeout:   sandbox.DefaultWaitTimeout,
+		ResponseTTL:   time.Duration(c.Broker.ResponseTTL) * time.Second,
+		SweepInterval: time.Duration(c.Broker.SweepInterval) * time.Second,
+		LostAfter:     c.Broker.LostAfter.D(),
+		Queue: sandbox.QueueSettings{
+			InlinePayloadMaxBytes: c.Broker.InlinePayloadMaxBytes,
+			WaitPoll:              seconds(c.Broker.WaitPollInterval),
+		},
+	}
+	if w := c.Broker.WaitTimeout; w != nil {
+		s.WaitTimeout = seconds(*w)
+	}
+	if w := c.Broker.WorkerTimeoutCeiling; w != nil {
+		s.Queue.WorkerTimeoutCeiling = seconds(*w)
+	}
+	if q := c.Broker.Queue; q != nil {
+		s.Queue.MaxReceiveCount = q.MaxReceiveCount
+	}
+	return s
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// policy is the one conversion of a profile's policy block (docs/semantics.md §7): egress
+// allow, a 120 s timeout and strict enforcement unless the block says otherwise.
+func policy(c config.Policy) providers.Policy {
+	p := providers.Policy{
+		NetworkEgress: c.NetworkEgress, NetworkAllow: c.NetworkAllow, FSAllowRead: c.FSAllowRead, FSAllowWrite: c.FSAllowWrite,
+		Timeout: seconds(config.DefaultPolicyTimeout), Strict: true,
+	}
+	if p.NetworkEgress == "" {
+		p.NetworkEgress = providers.EgressAllow
+	}
+	if c.CPU != nil {
+		p.CPU = *c.CPU
+	}
+	if c.MemoryMB != nil {
+		p.MemoryMB = *c.MemoryMB
+	}
+	if c.Timeout != nil {
+		p.Timeout = seconds(*c.Timeout)
+	}
+	if c.Strict != nil {
+		p.Strict = *c.Strict
+	}
+	return p
+}
+
+// buildProfiles builds every profile's provider through reg, sorted by name. On an error the
+// providers already built are closed.
+//
+// Errors: the registry's (fault.Config for configuration a provider rejects), prefixed with
+// the profile's key.
+func buildProfiles(c config.Sandbox, reg *providers.Registry, log *slog.Logger) (_ []sandbox.ProfileSpec, err error) {
+	names := make([]string, 0, len(c.Profiles))
+	for n := range c.Profiles {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var out []sandbox.ProfileSpec
+	defer func() {
+		if err != nil {
+			closeProviders(out, log)
+		}
+	}()
+	for _, name := range names {
+		pc := c.Profiles[name]
+		idle := time.Duration(pc.IdleTimeout) * time.Second
+		pol := policy(pc.Policy)
+		prov, err := reg.Build(buildContext(name, pc, pol, idle, log))
+		if err != nil {
+			return nil, fmt.Errorf("sandbox.profiles.%s: %w", name, err)
+		}
+		out = append(out, sandbox.ProfileSpec{
+			Name: name, Scope: pc.Scope, Stateful: pc.Stateful, AllowedGroups: pc.AllowedGroups,
+			IdentityMode: pc.Identity.Mode, Attached: pc.Environment == config.EnvironmentAttached,
+			Policy: pol, IdleTimeout: idle, Provider: prov,
+		})
+	}
+	return out, nil
+}
+
+func closeProviders(specs []sandbox.ProfileSpec, log *slog.Logger) {
+	for _, s := range specs {
+		if c, ok := s.Provider.(interface{ Close() error }); ok {
+			if err := c.Close(); err != nil {
+				log.Warn("closing provider", "profile", s.Name, "err", err)
+			}
+		}
+	}
+}
+
+// mcpOptions maps the configuration the MCP edge reads.
+func mcpOptions(cfg *config.Config, svc *sandbox.Service, log *slog.Logger, version string) mcp.Options {
+	o := mcp.Options{
+		PublicURL: cfg.Server.PublicURL, Disabled: cfg.Sandbox.Enabled != nil && !*cfg.Sandbox.Enabled,
+		ToolOutputMaxChars: cfg.Sandbox.ToolOutputMaxChars, DefaultProfile: cfg.Sandbox.DefaultProfile,
+		MaxBodyBytes: cfg.Server.MaxBodyBytes, Sandbox: svc, Logger: log, Version: version,
+	}
+	for _, is := range cfg.Auth.Issuers {
+		o.Issuers = append(o.Issuers, is.URL)
+	}
+	return o
+}

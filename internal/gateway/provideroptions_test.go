@@ -1,0 +1,198 @@
+package gateway
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
+	"github.com/sandgate/sandgate/internal/providers/kubernetes"
+	"github.com/sandgate/sandgate/internal/providers/local"
+)
+
+// load reads yaml as a configuration file, with defaults and validation (config.Load).
+func load(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sandgate.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
+	cfg, err := config.Load(path, nil)
+	require.NoError(t, err)
+	return cfg
+}
+
+// contextOf is the BuildContext buildProfiles hands the registry for profile name.
+func contextOf(cfg *config.Config, name string) providers.BuildContext {
+	pc := cfg.Sandbox.Profiles[name]
+	return buildContext(name, pc, policy(pc.Policy), time.Duration(pc.IdleTimeout)*time.Second, nil)
+}
+
+func TestBuildContextMapsEachBuiltinBlock(t *testing.T) {
+	cfg := load(t, `
+sandbox:
+  default_profile: dev
+  profiles:
+    dev:
+      type: local_subprocess
+      stateful: true
+      local_subprocess: {workdir: /srv/sandboxes}
+    box:
+      type: docker
+      idle_timeout: 60
+      params: {team: data}
+      docker:
+        image: alpine:3
+        runtime: runsc
+        host: tcp://engine:2375
+        user: "1000:1000"
+        pull: never
+        warm_pool: {size: 2}
+        sandboxd: {enabled: true, binary: /opt/sandboxd, socket_dir: /run/sd, user: "7:7"}
+    shell:
+      type: docker
+      environment: attached
+      params: {attach_to: dev-box}
+      docker: {}
+    pods:
+      type: kubernetes
+      kubernetes:
+        namespace: sbx
+        kubeconfig: /etc/kube
+        service_account: runner
+        image_pull_secrets: [regcred]
+        labels: {team: data}
+        node_selector: {pool: sandboxes}
+        env: {A: "1"}
+        security_context: {runAsUser: 1000}
+        container_security_context: {readOnlyRootFilesystem: false}
+        network_policy: true
+        create_timeout: 2.5
+        workspace: /mnt/data
+        runtime_class_name: gvisor
+        agent_sandbox: {warm_pool: python-sandbox, template: python-sandbox}
+    pod:
+      type: kubernetes
+      environment: attached
+      kubernetes: {attach_to: tools/shell-0}
+    ec2:
+      type: ec2_ssm
+      environment: attached
+      identity: {mode: user}
+      ec2_ssm:
+        region: eu-west-1
+        attach_to: i-0123456789abcdef0
+        endpoint_url: http://localhost:4566
+        web_identity: true
+        output_s3_bucket: out
+        output_s3_prefix: runs/
+        python: /usr/bin/python3.12
+`)
+
+	dev := contextOf(cfg, "dev")
+	assert.Equal(t, local.TypeName, dev.Type)
+	assert.Equal(t, "dev", dev.Profile)
+	assert.True(t, dev.Stateful)
+	assert.Equal(t, local.Options{Workdir: "/srv/sandboxes", Python: "python3"}, dev.Options)
+
+	box := contextOf(cfg, "box")
+	assert.Equal(t, docker.TypeName, box.Type)
+	assert.Equal(t, time.Minute, box.IdleTimeout)
+	assert.Equal(t, map[string]any{"team": "data"}, box.Params)
+	assert.Equal(t, providers.EgressAllow, box.Policy.NetworkEgress)
+	assert.Equal(t, docker.Options{Config: docker.Config{
+		Image: "alpine:3", Runtime: "runsc", Host: "tcp://engine:2375", User: "1000:1000",
+		PidsLimit: docker.DefaultPidsLimit, NeverPull: true, WarmPoolSize: 2,
+		Sandboxd: docker.SandboxdConfig{Enabled: true, Binary: "/opt/sandboxd", SocketDir: "/run/sd", User: "7:7"},
+	}}, box.Options)
+
+	shell := contextOf(cfg, "shell").Options.(docker.Options)
+	assert.Equal(t, "dev-box", shell.AttachTo, "an attached profile's target from params.attach_to")
+	assert.False(t, shell.Config.NeverPull, "pull: missing by default")
+	assert.Zero(t, shell.Config.WarmPoolSize)
+
+	assert.Equal(t, kubernetes.Options{Config: kubernetes.Config{
+		Namespace: "sbx", Image: kubernetes.DefaultImage, Kubeconfig: "/etc/kube", ServiceAccount: "runner",
+		ImagePullSecrets: []string{"regcred"}, Labels: map[string]string{"team": "data"},
+		NodeSelector: map[string]string{"pool": "sandboxes"}, Env: map[string]string{"A": "1"},
+		SecurityContext: map[string]any{"runAsUser": 1000}, ContainerSecurityContext: map[string]any{"readOnlyRootFilesystem": false},
+		NetworkPolicy: true, CreateTimeout: 2500 * time.Millisecond, Workspace: "/mnt/data", RuntimeClassName: "gvisor",
+		AgentSandbox: &kubernetes.AgentSandboxConfig{WarmPool: "python-sandbox", Template: "python-sandbox"},
+	}}, contextOf(cfg, "pods").Options)
+	assert.Equal(t, "tools/shell-0", contextOf(cfg, "pod").Options.(kubernetes.Options).AttachTo)
+
+	assert.Equal(t, ec2ssm.Options{
+		Config: ec2ssm.Config{
+			Region: "eu-west-1", EndpointURL: "http://localhost:4566", WebIdentity: true,
+			OutputS3Bucket: "out", OutputS3Prefix: "runs/", Python: "/usr/bin/python3.12",
+		},
+		AttachTo: "i-0123456789abcdef0", UserMode: true,
+	}, contextOf(cfg, "ec2").Options)
+}
+
+// TestProviderDefaultsAgree: the defaults config fills into a block it writes out (`config
+// validate`, the schema) are the ones each backend's New falls back to for zero fields.
+func TestProviderDefaultsAgree(t *testing.T) {
+	cfg := load(t, `
+sandbox:
+  default_profile: dev
+  profiles:
+    dev: {type: local_subprocess}
+    box: {type: docker, docker: {}}
+    pods: {type: kubernetes, kubernetes: {}}
+    ec2: {type: ec2_ssm, environment: attached, ec2_ssm: {attach_to: i-0123456789abcdef0}}
+`)
+	assert.Equal(t, local.Options{Python: local.DefaultPython}, contextOf(cfg, "dev").Options)
+	assert.Equal(t, docker.Options{Config: docker.Config{Image: docker.DefaultImage, PidsLimit: docker.DefaultPidsLimit}},
+		contextOf(cfg, "box").Options)
+	assert.Equal(t, kubernetes.Options{Config: kubernetes.Config{
+		Namespace: kubernetes.DefaultNamespace, Image: kubernetes.DefaultImage,
+		CreateTimeout: kubernetes.DefaultCreateTimeout, Workspace: kubernetes.DefaultWorkspace,
+	}}, contextOf(cfg, "pods").Options)
+	assert.Equal(t, ec2ssm.DefaultPython, contextOf(cfg, "ec2").Options.(ec2ssm.Options).Config.Python)
+}
+
+func TestBuildContextWithoutABlock(t *testing.T) {
+	pc := config.Profile{Type: docker.TypeName}
+	bc := buildContext("box", pc, providers.Policy{}, 0, nil)
+	assert.Nil(t, bc.Options, "no block, no options")
+	_, err := Builtin().Build(bc)
+	require.Error(t, err)
+	assert.Equal(t, fault.Config, fault.KindOf(err))
+	assert.EqualError(t, err, "sandbox profile 'box' has type docker but no docker block")
+}
+
+// A type registered by a test (no built-in mapping) gets no options, and the profile's params.
+func TestBuildContextOfARegisteredType(t *testing.T) {
+	var got providers.BuildContext
+	reg := providers.NewRegistry()
+	reg.Register("fake", func(ctx providers.BuildContext) (providers.Provider, error) {
+		got = ctx
+		return fakeProvider{}, nil
+	})
+	pc := config.Profile{Type: "fake", Stateful: true, Params: map[string]any{"size": 3}}
+	_, err := reg.Build(buildContext("f", pc, providers.Policy{}, time.Second, nil))
+	require.NoError(t, err)
+	assert.Nil(t, got.Options)
+	assert.Equal(t, map[string]any{"size": 3}, got.Params)
+	assert.Equal(t, time.Second, got.IdleTimeout)
+	assert.True(t, got.Stateful)
+}
+
+type fakeProvider struct{ providers.NoAttach }
+
+func (fakeProvider) Type() string { return "fake" }
+func (fakeProvider) Capabilities() providers.Capabilities {
+	return providers.Capabilities{Isolation: providers.IsolationNone, Stateful: true}
+}
+func (fakeProvider) Create(context.Context, providers.Principal, providers.Policy) (providers.Sandbox, error) {
+	return nil, fault.New(fault.Provision, "fake")
+}
+func (fakeProvider) Destroy(context.Context, string) error { return nil }

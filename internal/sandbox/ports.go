@@ -1,0 +1,111 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/broker"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// Store is what the domain keeps in its response store: sessions, tasks and runners, shared
+// by every replica and worker. *store.Store (Postgres) implements it; sandboxtest.Store is
+// the in-memory one for domain tests; internal/store/storetest checks both against the same
+// conformance suite.
+//
+// Rows are store.Session and store.Task. Errors: store.ErrNotFound for an unknown id (also
+// one owned by another principal where an owner is given), store.ErrQuota when an insert
+// would go past its limit, store.ErrTaskHeld when a live runner holds a task,
+// store.ErrLockHeld when TryExclusive's key is held elsewhere; anything else is the backend
+// failing.
+type Store interface {
+	// Sessions.
+
+	// CreateSessionWithin inserts s unless its owner already has limit sessions, default ones
+	// included (limit ≤ 0: no limit). A duplicate id is an error; the owner must be a
+	// recorded principal.
+	CreateSessionWithin(ctx context.Context, s store.Session, limit int) error
+	// EnsureDefaultSession returns the owner's default session of candidate.Profile (the
+	// shared one when candidate.OwnerID is ""), inserting candidate when there is none.
+	EnsureDefaultSession(ctx context.Context, candidate store.Session) (store.Session, error)
+	GetSession(ctx context.Context, id string) (store.Session, error)
+	// ListSessions returns the filter's sessions, newest first (created_at, then id).
+	ListSessions(ctx context.Context, f store.SessionFilter) ([]store.Session, error)
+	// IdleSessions returns up to limit sessions of profile with a sandbox, last used before cutoff.
+	IdleSessions(ctx context.Context, profile string, cutoff time.Time, limit int) ([]store.Session, error)
+	// UpdateSessionBackend records the session's live sandbox id, status and last use.
+	UpdateSessionBackend(ctx context.Context, id, sandboxID, status string, lastUsed time.Time) error
+	// TouchSession sets last_used_at = t (never moving it back).
+	TouchSession(ctx context.Context, id string, t time.Time) error
+	// ResetSession forgets the session's sandbox (only while it is still ifSandbox), sets the
+	// notice the next operation reports and restarts it at createdAt; false if it had moved on.
+	ResetSession(ctx context.Context, id, notice string, createdAt time.Time, ifSandbox string) (bool, error)
+	// ResetIdleSession is ResetSession that also requires last use before cutoff.
+	ResetIdleSession(ctx context.Context, id, notice string, createdAt time.Time, ifSandbox string, cutoff time.Time) (bool, error)
+	// SandboxInUse reports whether any session refers to sandbox id.
+	SandboxInUse(ctx context.Context, id string) (bool, error)
+	DeleteSession(ctx context.Context, id string) error
+	// LockSession waits for the session's lock, granted in arrival order across replicas
+	// (docs/semantics.md §9 step 5); unlock releases it.
+	LockSession(ctx context.Context, id string) (unlock func(), err error)
+
+	// Tasks.
+
+	// CreateTaskWithin inserts t unless its owner already has limit unfinished tasks
+	// (limit ≤ 0: no limit).
+	CreateTaskWithin(ctx context.Context, t store.Task, limit int) error
+	// GetTask returns task id; with ownerID, only that owner's (else ErrNotFound).
+	GetTask(ctx context.Context, id, ownerID string) (store.Task, error)
+	// ListTasks returns the filter's tasks, newest first, without results.
+	ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error)
+	StartTask(ctx context.Context, id string, t time.Time) error
+	// StartTaskInSession marks task id running and returns its session, in one round trip.
+	StartTaskInSession(ctx context.Context, id, sessionID string, t time.Time) (store.Session, error)
+	// PromoteTask records that the submitting call stopped waiting.
+	PromoteTask(ctx context.Context, id string) error
+	// FinishTask records the completion once: false if the task had already finished.
+	FinishTask(ctx context.Context, id string, c store.Completion, t time.Time, ttl time.Duration) (bool, error)
+	RequestCancel(ctx context.Context, id string) error
+	// CancelRequested lists the unfinished tasks of runnerID whose cancel was requested.
+	CancelRequested(ctx context.Context, runnerID string) ([]string, error)
+	// UnfinishedTasks lists the session's unfinished task ids.
+	UnfinishedTasks(ctx context.Context, sessionID string) ([]string, error)
+	// MarkLostTasks finishes as lost the unfinished tasks of runners not seen since staleBefore.
+	MarkLostTasks(ctx context.Context, staleBefore, now time.Time, ttl time.Duration) (int64, error)
+	DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, error)
+	// Usage counts the owner's sessions (default ones included) and unfinished tasks.
+	Usage(ctx context.Context, ownerID string) (sessions, unfinished int, err error)
+
+	// Principals.
+
+	// UpsertPrincipal records that (issuer, subject) was seen at now, refreshing its claims,
+	// and returns the row with its id and first-seen time.
+	UpsertPrincipal(ctx context.Context, p store.Principal, now time.Time) (store.Principal, error)
+	// PrincipalLabel names principal id as "issuer#subject".
+	PrincipalLabel(ctx context.Context, id string) (string, error)
+
+	// Runners.
+
+	Heartbeat(ctx context.Context, id, hostname string, now time.Time) error
+	RemoveRunner(ctx context.Context, id string) error
+	DeleteStaleRunners(ctx context.Context, before time.Time) error
+	// TryExclusive runs fn while holding key on one replica at a time (ErrLockHeld otherwise).
+	TryExclusive(ctx context.Context, key int64, fn func(ctx context.Context) error) error
+}
+
+// Queue is the queue flavor's port (broker.Queued): executions travel to `gateway worker`
+// processes and their completions come back through the Store (docs/semantics.md §10 queue).
+type Queue interface {
+	// Enqueue records t within limit unfinished executions of its owner (store.ErrQuota) and
+	// sends env to the fleet, atomically where the transport joins the task's transaction.
+	// Errors: fault.TooLarge for an envelope over the inline payload limit, fault.Broker when
+	// the transport refuses it.
+	Enqueue(ctx context.Context, t store.Task, limit int, env broker.Envelope) error
+	// Wait waits up to wait for task id to finish, wherever it runs (wait < 0: until it does).
+	Wait(ctx context.Context, id string, wait time.Duration) (finished bool, err error)
+	// ResultLimit is the serialized size a result must fit (the transport's message limit),
+	// or 0 when results are recorded in the Store only.
+	ResultLimit() int
+}
+
+var _ Store = (*store.Store)(nil)

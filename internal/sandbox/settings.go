@@ -1,0 +1,141 @@
+package sandbox
+
+import (
+	"time"
+
+	"github.com/sandgate/sandgate/internal/providers"
+)
+
+// Settings are the domain's knobs: config `sandbox.*`, mapped and defaulted by the composition
+// root (internal/gateway). A zero field takes the default named beside it.
+type Settings struct {
+	// DefaultProfile names the profile used when a request names none. Default "default".
+	DefaultProfile string
+	// MaxOutputBytes bounds the stdout and stderr each execution keeps, per stream (head and
+	// tail halves). Default 1 MiB.
+	MaxOutputBytes int64
+	// MaxFileBytes bounds one file upload. Default 100 MiB.
+	MaxFileBytes int64
+	// Quotas are the per-principal limits (sandbox.quotas).
+	Quotas Quotas
+	// WaitTimeout bounds how long a call waits for its execution before promoting it to a
+	// task; 0 always promotes (no default: the composition root resolves config's, which is
+	// DefaultWaitTimeout).
+	WaitTimeout time.Duration
+	// ResponseTTL is how long finished tasks are kept. Default 24 h.
+	ResponseTTL time.Duration
+	// SweepInterval is how often idle sessions, expired tasks and orphans are swept.
+	// Default 5 min.
+	SweepInterval time.Duration
+	// LostAfter is how long a runner may miss heartbeats before its running tasks are lost.
+	// Default 30 s.
+	LostAfter time.Duration
+	// Queue holds the queue flavor's limits (only read when Options.Queue is set).
+	Queue QueueSettings
+}
+
+// QueueSettings are the queue flavor's limits (config sandbox.broker, docs/semantics.md §10 queue).
+type QueueSettings struct {
+	// WorkerTimeoutCeiling refuses executions whose effective timeout is longer; 0 = none.
+	WorkerTimeoutCeiling time.Duration
+	// InlinePayloadMaxBytes bounds a serialized request on the queue; 0 = none.
+	InlinePayloadMaxBytes int
+	// WaitPoll is how often a waiting caller re-reads the response store when no
+	// notification arrives. Default 500 ms.
+	WaitPoll time.Duration
+	// MaxReceiveCount bounds how often one task may start. Default 3.
+	MaxReceiveCount int
+}
+
+// Quotas are per-principal limits, counted in the store so they hold across replicas. A
+// negative limit means none; 0 takes the default.
+type Quotas struct {
+	Sessions             int // default 100
+	ConcurrentExecutions int // default 32
+	// AdminsExempt exempts administrators (principal.Admin).
+	AdminsExempt bool
+}
+
+// DefaultWaitTimeout is Settings.WaitTimeout's default (config sandbox.broker.wait_timeout).
+const DefaultWaitTimeout = 60 * time.Second
+
+// withDefaults returns s with zero fields defaulted.
+func (s Settings) withDefaults() Settings {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if s.DefaultProfile == "" {
+		s.DefaultProfile = "default"
+	}
+	if s.MaxOutputBytes <= 0 {
+		s.MaxOutputBytes = 1 << 20
+	}
+	if s.MaxFileBytes <= 0 {
+		s.MaxFileBytes = 100 << 20
+	}
+	if s.Quotas.Sessions == 0 {
+		s.Quotas.Sessions = 100
+	}
+	if s.Quotas.ConcurrentExecutions == 0 {
+		s.Quotas.ConcurrentExecutions = 32
+	}
+	def(&s.ResponseTTL, 24*time.Hour)
+	def(&s.SweepInterval, 5*time.Minute)
+	def(&s.LostAfter, 30*time.Second)
+	def(&s.Queue.WaitPoll, 500*time.Millisecond)
+	if s.Queue.MaxReceiveCount <= 0 {
+		s.Queue.MaxReceiveCount = 3
+	}
+	return s
+}
+
+// Identity modes (docs/semantics.md §9).
+const (
+	IdentityAgent = "agent"
+	IdentityUser  = "user"
+)
+
+// ProfileSpec is one workload profile as the composition root hands it to the domain: its
+// rules and its provider, already built (docs/semantics.md §5).
+type ProfileSpec struct {
+	Name string
+	// Scope is per_call, per_session or per_runtime.
+	Scope string
+	// Stateful asks for interpreter contexts that keep state between executions.
+	Stateful bool
+	// AllowedGroups restricts the profile to members of any of these groups (admins always
+	// pass); empty = everyone.
+	AllowedGroups []string
+	// IdentityMode is IdentityAgent (the gateway's own) or IdentityUser (the caller's).
+	IdentityMode string
+	// Attached profiles bind to an environment they never provision or destroy.
+	Attached bool
+	// Policy is the profile's sandbox policy (the one conversion from config lives in
+	// internal/gateway).
+	Policy      providers.Policy
+	IdleTimeout time.Duration
+	Provider    providers.Provider
+}
+
+// Profile is a configured workload profile with its provider.
+type Profile struct {
+	ProfileSpec
+	Default bool
+	Caps    providers.Capabilities
+}
+
+// Attached reports whether the profile binds to an environment it never provisions.
+func (p *Profile) Attached() bool { return p.ProfileSpec.Attached }
+
+// Clock tells the time; tests inject a manual one (sandboxtest.Clock).
+type Clock interface {
+	Now() time.Time
+}
+
+// ClockFunc adapts a function to a Clock.
+type ClockFunc func() time.Time
+
+// Now returns f().
+func (f ClockFunc) Now() time.Time { return f() }
