@@ -1,0 +1,335 @@
+package sandboxtest
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+func copyTask(r *store.Task) store.Task {
+	t := *r
+	t.StartedAt, t.FinishedAt, t.ExpiresAt = tsPtr(r.StartedAt), tsPtr(r.FinishedAt), tsPtr(r.ExpiresAt)
+	t.Result = bytes.Clone(r.Result)
+	return t
+}
+
+// unfinished counts owner's unfinished tasks. Call with mu held.
+func (s *Store) unfinished(owner string) int {
+	n := 0
+	for _, t := range s.tasks {
+		if t.OwnerID == owner && t.FinishedAt == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// CreateTaskWithin inserts t unless its owner already has limit unfinished tasks (limit ≤
+// 0: no limit), then store.ErrQuota. As the Postgres insert, it stores only the id, session,
+// owner, profile, operation, status, runner and submission time; the task gets the next seq
+// (submission order) and is neither promoted, started, finished nor queued.
+func (s *Store) CreateTaskWithin(ctx context.Context, t store.Task, limit int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	owner, err := uuidText(t.OwnerID)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if limit > 0 && s.unfinished(owner) >= limit {
+		return store.ErrQuota
+	}
+	s.seq++ // the bigserial advances even when the insert then fails on a constraint
+	if _, dup := s.tasks[t.ID]; dup {
+		return uniqueViolation{"tasks_pkey"}
+	}
+	if _, err := s.owner("tasks", owner); err != nil {
+		return err
+	}
+	s.tasks[t.ID] = &store.Task{
+		ID: t.ID, SessionID: t.SessionID, OwnerID: owner, Profile: t.Profile, Operation: t.Operation,
+		Status: t.Status, RunnerID: t.RunnerID, SubmittedAt: ts(t.SubmittedAt), Seq: s.seq,
+	}
+	return nil
+}
+
+// GetTask returns task id — with ownerID, only if ownerID owns it — or store.ErrNotFound.
+func (s *Store) GetTask(ctx context.Context, id, ownerID string) (store.Task, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Task{}, err
+	}
+	owner := ""
+	if ownerID != "" {
+		u, err := uuidText(ownerID)
+		if err != nil {
+			return store.Task{}, err
+		}
+		owner = u
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.tasks[id]
+	if !ok || (owner != "" && r.OwnerID != owner) {
+		return store.Task{}, store.ErrNotFound
+	}
+	return copyTask(r), nil
+}
+
+// ListTasks returns the owner's tasks, filtered, newest first (submitted_at, then id,
+// descending), after the keyset cursor, at most f.Limit of them, without their results.
+func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
+	}
+	owner, err := uuidText(f.OwnerID)
+	if err != nil {
+		return nil, err
+	}
+	after := ts(f.AfterSubmitted)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rows []*store.Task
+	for _, r := range s.tasks {
+		switch {
+		case r.OwnerID != owner:
+		case f.Status != "" && r.Status != f.Status:
+		case f.SessionID != "" && r.SessionID != f.SessionID:
+		case f.AfterID != "" && !before(r.SubmittedAt, r.ID, after, f.AfterID):
+		default:
+			rows = append(rows, r)
+		}
+	}
+	slices.SortFunc(rows, func(a, b *store.Task) int { return newestFirst(a.SubmittedAt, a.ID, b.SubmittedAt, b.ID) })
+	out := []store.Task{}
+	for _, r := range rows[:min(len(rows), f.Limit)] {
+		t := copyTask(r)
+		t.Result = nil
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// StartTask marks task id running at t, unless it finished already.
+func (s *Store) StartTask(ctx context.Context, id string, t time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.start(id, t)
+	return nil
+}
+
+// start is StartTask's UPDATE. Call with mu held.
+func (s *Store) start(id string, t time.Time) {
+	if r, ok := s.tasks[id]; ok && r.FinishedAt == nil {
+		at := ts(t)
+		r.Status, r.StartedAt = "running", &at
+	}
+}
+
+// StartTaskInSession is StartTask followed by GetSession(sessionID) in one step: the task is
+// started also when the session is gone (store.ErrNotFound).
+func (s *Store) StartTaskInSession(ctx context.Context, id, sessionID string, t time.Time) (store.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Session{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.start(id, t)
+	r, ok := s.sessions[sessionID]
+	if !ok {
+		return store.Session{}, store.ErrNotFound
+	}
+	return copySession(r), nil
+}
+
+// PromoteTask marks task id promoted (finished or not).
+func (s *Store) PromoteTask(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.tasks[id]; ok {
+		r.Promoted = true
+	}
+	return nil
+}
+
+// FinishTask records task id's completion at t, kept until t+ttl, unless it finished before
+// (then false and the first completion stays). With c.Touch and c.SessionID, session
+// c.SessionID's last use moves to t — as in Postgres, whether or not this completion was
+// the one stored.
+func (s *Store) FinishTask(ctx context.Context, id string, c store.Completion, t time.Time, ttl time.Duration) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	var res []byte
+	if c.Result != nil {
+		var err error
+		if res, err = json.Marshal(c.Result); err != nil {
+			return false, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.Touch && c.SessionID != "" {
+		if r, ok := s.sessions[c.SessionID]; ok {
+			r.LastUsedAt = later(r.LastUsedAt, ts(t))
+		}
+	}
+	r, ok := s.tasks[id]
+	if !ok || r.FinishedAt != nil {
+		return false, nil
+	}
+	finished, expires := ts(t), ts(t.Add(ttl))
+	r.Status, r.Notice, r.Error, r.ErrorType, r.Result = c.Status, c.Notice, c.Error, c.ErrorType, res
+	r.FinishedAt, r.ExpiresAt = &finished, &expires
+	s.notify()
+	return true, nil
+}
+
+// RequestCancel flags unfinished task id for cancellation.
+func (s *Store) RequestCancel(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.tasks[id]; ok && r.FinishedAt == nil {
+		r.CancelRequested = true
+	}
+	return nil
+}
+
+// CancelRequested lists runnerID's unfinished tasks flagged for cancellation (in submission
+// order; Postgres gives no order).
+func (s *Store) CancelRequested(ctx context.Context, runnerID string) ([]string, error) {
+	return s.taskIDs(ctx, func(t *store.Task) bool { return t.RunnerID == runnerID && t.CancelRequested })
+}
+
+// UnfinishedTasks lists session sessionID's unfinished tasks in submission order.
+func (s *Store) UnfinishedTasks(ctx context.Context, sessionID string) ([]string, error) {
+	return s.taskIDs(ctx, func(t *store.Task) bool { return t.SessionID == sessionID })
+}
+
+// taskIDs lists the ids of unfinished tasks that match, by seq.
+func (s *Store) taskIDs(ctx context.Context, match func(*store.Task) bool) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rows []*store.Task
+	for _, t := range s.tasks {
+		if t.FinishedAt == nil && match(t) {
+			rows = append(rows, t)
+		}
+	}
+	slices.SortFunc(rows, func(a, b *store.Task) int { return cmp.Compare(a.Seq, b.Seq) })
+	ids := []string{}
+	for _, t := range rows {
+		ids = append(ids, t.ID)
+	}
+	return ids, nil
+}
+
+// MarkLostTasks finishes as lost, at now and kept until now+ttl, every unfinished task —
+// pending ones too — whose runner has no heartbeat since staleBefore or is unknown, and
+// returns how many.
+func (s *Store) MarkLostTasks(ctx context.Context, staleBefore, now time.Time, ttl time.Duration) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	staleBefore = ts(staleBefore)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, t := range s.tasks {
+		if t.FinishedAt != nil || t.Queued || s.alive(t.RunnerID, staleBefore) {
+			continue
+		}
+		finished, expires := ts(now), ts(now.Add(ttl))
+		t.Status, t.ErrorType, t.FinishedAt, t.ExpiresAt = "lost", "lost", &finished, &expires
+		t.Error = "the gateway process running this task stopped before it finished (runner " + t.RunnerID + "); its outcome is unknown"
+		n++
+	}
+	if n > 0 {
+		s.notify()
+	}
+	return n, nil
+}
+
+// DeleteExpiredTasks removes the tasks that expired before now.
+func (s *Store) DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	now = ts(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for id, t := range s.tasks {
+		if t.ExpiresAt != nil && t.ExpiresAt.Before(now) {
+			delete(s.tasks, id)
+			n++
+		}
+	}
+	if n > 0 {
+		s.notify()
+	}
+	return n, nil
+}
+
+// Usage counts ownerID's sessions (its default ones included; shared ones are nobody's) and
+// unfinished tasks.
+func (s *Store) Usage(ctx context.Context, ownerID string) (sessions, unfinished int, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	owner, err := uuidText(ownerID)
+	if err != nil {
+		return 0, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ownedSessions(owner), s.unfinished(owner), nil
+}
+
+// WaitTask waits until task id has finished (or is gone) and returns it: a test's way to
+// follow a promoted task without polling. Errors: store.ErrNotFound for an unknown task,
+// ctx.Err() when ctx ends first.
+func (s *Store) WaitTask(ctx context.Context, id string) (store.Task, error) {
+	for {
+		s.mu.Lock()
+		r, ok := s.tasks[id]
+		changed := s.changed
+		var t store.Task
+		if ok {
+			t = copyTask(r)
+		}
+		s.mu.Unlock()
+		switch {
+		case !ok:
+			return store.Task{}, store.ErrNotFound
+		case t.FinishedAt != nil:
+			return t, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return store.Task{}, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,405 @@
+package storetest
+
+import (
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+var taskTests = []test{
+	{"create_and_get", testTaskCreateGet},
+	{"seq_in_submission_order", testTaskSeq},
+	{"duplicate_id", testTaskDuplicateID},
+	{"quota", testTaskQuota},
+	{"start", testStartTask},
+	{"start_in_session", testStartTaskInSession},
+	{"promote", testPromoteTask},
+	{"first_finish_wins", testFinishTask},
+	{"finish_touches_session", testFinishTouches},
+	{"cancel", testCancel},
+	{"unfinished", testUnfinishedTasks},
+	{"lost", testMarkLostTasks},
+	{"expiry", testDeleteExpiredTasks},
+	{"usage", testUsage},
+	{"list", testListTasks},
+}
+
+func testTaskCreateGet(f *fixture) {
+	t := f.t
+	alice, bob := f.owner("alice"), f.owner("bob")
+	in := newTask("t01", alice, "s01", "r1", at(time.Minute))
+	// The insert takes the submission only: nothing of how a task ends.
+	in.Promoted, in.Notice, in.Error, in.Result, in.CancelRequested, in.Attempts = true, "n", "e", []byte(`{}`), true, 3
+	require.NoError(t, f.st.CreateTaskWithin(f.ctx, in, 0))
+
+	got := f.getTask("t01")
+	sameTime(t, at(time.Minute), got.SubmittedAt, "submitted_at")
+	require.Positive(t, got.Seq)
+	got.SubmittedAt, got.Seq = time.Time{}, 0
+	require.Equal(t, store.Task{
+		ID: "t01", SessionID: "s01", OwnerID: alice, Profile: "default", Operation: "execute_code", Status: "pending", RunnerID: "r1",
+	}, got)
+
+	own, err := f.st.GetTask(f.ctx, "t01", alice)
+	require.NoError(t, err)
+	require.Equal(t, "t01", own.ID)
+	_, err = f.st.GetTask(f.ctx, "t01", bob)
+	require.ErrorIs(t, err, store.ErrNotFound, "another owner's task")
+	_, err = f.st.GetTask(f.ctx, "nope", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func testTaskSeq(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	// Submission times out of order: seq follows the inserts.
+	for i, id := range []string{"t03", "t01", "t05", "t02", "t04"} {
+		f.task(newTask(id, alice, "s01", "r1", at(time.Duration(5-i)*time.Minute)))
+	}
+	var last int64
+	for _, id := range []string{"t03", "t01", "t05", "t02", "t04"} {
+		seq := f.getTask(id).Seq
+		require.Greater(t, seq, last, "task %s", id)
+		last = seq
+	}
+}
+
+func testTaskDuplicateID(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.task(newTask("t01", alice, "s01", "r1", at(0)))
+	err := f.st.CreateTaskWithin(f.ctx, newTask("t01", alice, "s02", "r1", at(0)), 10)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, store.ErrQuota)
+	require.Equal(t, "s01", f.getTask("t01").SessionID)
+}
+
+func testTaskQuota(f *fixture) {
+	t := f.t
+	alice, bob := f.owner("alice"), f.owner("bob")
+	require.NoError(t, f.st.CreateTaskWithin(f.ctx, newTask("t01", alice, "s01", "r1", at(0)), 2))
+	require.NoError(t, f.st.CreateTaskWithin(f.ctx, newTask("t02", alice, "s01", "r1", at(0)), 2))
+	require.ErrorIs(t, f.st.CreateTaskWithin(f.ctx, newTask("t03", alice, "s01", "r1", at(0)), 2), store.ErrQuota)
+	_, err := f.st.GetTask(f.ctx, "t03", "")
+	require.ErrorIs(t, err, store.ErrNotFound, "nothing inserted over the quota")
+	require.NoError(t, f.st.CreateTaskWithin(f.ctx, newTask("t04", bob, "s02", "r1", at(0)), 2), "another owner's tasks do not count")
+	require.NoError(t, f.st.CreateTaskWithin(f.ctx, newTask("t05", alice, "s01", "r1", at(0)), 0), "limit 0: none")
+	require.NoError(t, f.st.CreateTaskWithin(f.ctx, newTask("t06", alice, "s01", "r1", at(0)), -1), "limit < 0: none")
+
+	for _, id := range []string{"t01", "t05", "t06"} {
+		f.finish(id, "succeeded", at(time.Minute))
+	}
+	require.NoError(t, f.st.CreateTaskWithin(f.ctx, newTask("t07", alice, "s01", "r1", at(0)), 2), "finished tasks do not count")
+	require.ErrorIs(t, f.st.CreateTaskWithin(f.ctx, newTask("t08", alice, "s01", "r1", at(0)), 2), store.ErrQuota)
+}
+
+func testStartTask(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.task(newTask("t01", alice, "s01", "r1", at(0)))
+	require.NoError(t, f.st.StartTask(f.ctx, "t01", at(time.Second)))
+	got := f.getTask("t01")
+	require.Equal(t, "running", got.Status)
+	sameTimePtr(t, at(time.Second), got.StartedAt, "started_at")
+
+	f.task(newTask("t02", alice, "s01", "r1", at(0)))
+	f.finish("t02", "cancelled", at(time.Second))
+	require.NoError(t, f.st.StartTask(f.ctx, "t02", at(2*time.Second)))
+	got = f.getTask("t02")
+	require.Equal(t, "cancelled", got.Status, "a finished task is not started")
+	require.Nil(t, got.StartedAt)
+	require.NoError(t, f.st.StartTask(f.ctx, "nope", at(0)))
+}
+
+func testStartTaskInSession(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	s := newSession("s01", alice, at(0))
+	s.SandboxID = "sb1"
+	f.session(s)
+	f.task(newTask("t01", alice, "s01", "r1", at(0)))
+	sess, err := f.st.StartTaskInSession(f.ctx, "t01", "s01", at(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "s01", sess.ID)
+	require.Equal(t, "sb1", sess.SandboxID)
+	require.Equal(t, "running", f.getTask("t01").Status)
+
+	f.task(newTask("t02", alice, "gone01", "r1", at(0)))
+	_, err = f.st.StartTaskInSession(f.ctx, "t02", "gone01", at(time.Second))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	got := f.getTask("t02")
+	require.Equal(t, "running", got.Status, "the task is started all the same")
+	sameTimePtr(t, at(time.Second), got.StartedAt, "started_at")
+}
+
+func testPromoteTask(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.task(newTask("t01", alice, "s01", "r1", at(0)))
+	require.NoError(t, f.st.PromoteTask(f.ctx, "t01"))
+	require.True(t, f.getTask("t01").Promoted)
+	require.NoError(t, f.st.PromoteTask(f.ctx, "nope"))
+}
+
+func testFinishTask(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.task(newTask("t01", alice, "s01", "r1", at(0)))
+	require.NoError(t, f.st.StartTask(f.ctx, "t01", at(time.Second)))
+	result := map[string]any{"status": "completed", "exit_code": 3, "stdout": "out\n"}
+	ok, err := f.st.FinishTask(f.ctx, "t01", store.Completion{
+		Status: "succeeded", Notice: "a notice", Error: "an error", ErrorType: "provision", Result: result,
+	}, at(time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := f.getTask("t01")
+	require.Equal(t, "succeeded", got.Status)
+	require.Equal(t, "a notice", got.Notice)
+	require.Equal(t, "an error", got.Error)
+	require.Equal(t, "provision", got.ErrorType)
+	require.JSONEq(t, `{"status":"completed","exit_code":3,"stdout":"out\n"}`, string(got.Result))
+	sameTimePtr(t, at(time.Second), got.StartedAt, "started_at")
+	sameTimePtr(t, at(time.Minute), got.FinishedAt, "finished_at")
+	sameTimePtr(t, at(time.Minute+time.Hour), got.ExpiresAt, "expires_at = finished + ttl")
+
+	ok, err = f.st.FinishTask(f.ctx, "t01", store.Completion{Status: "lost", Error: "late"}, at(2*time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok, "a finished task keeps its first completion")
+	again := f.getTask("t01")
+	require.Equal(t, "succeeded", again.Status)
+	require.Equal(t, "an error", again.Error)
+	sameTimePtr(t, at(time.Minute), again.FinishedAt, "finished_at")
+
+	ok, err = f.st.FinishTask(f.ctx, "nope", store.Completion{Status: "succeeded"}, at(0), time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	f.task(newTask("t02", alice, "s01", "r1", at(0)))
+	f.finish("t02", "failed", at(time.Minute))
+	got = f.getTask("t02")
+	require.Nil(t, got.Result, "no result: none stored")
+	require.Empty(t, got.Notice)
+	require.Empty(t, got.Error)
+}
+
+// FinishTask with Touch moves the session's last use to the completion (never back) — also
+// when the task had finished already and this completion is not stored.
+func testFinishTouches(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.session(newSession("s01", alice, at(0)))
+	f.task(newTask("t01", alice, "s01", "r1", at(0)))
+	f.task(newTask("t02", alice, "s01", "r1", at(0)))
+
+	ok, err := f.st.FinishTask(f.ctx, "t01", store.Completion{Status: "succeeded", SessionID: "s01"}, at(time.Hour), time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	sameTime(t, at(0), f.get("s01").LastUsedAt, "no touch without Touch")
+
+	ok, err = f.st.FinishTask(f.ctx, "t02", store.Completion{Status: "succeeded", SessionID: "s01", Touch: true}, at(2*time.Hour), time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	sameTime(t, at(2*time.Hour), f.get("s01").LastUsedAt, "touched at the completion")
+
+	ok, err = f.st.FinishTask(f.ctx, "t02", store.Completion{Status: "lost", SessionID: "s01", Touch: true}, at(3*time.Hour), time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok)
+	sameTime(t, at(3*time.Hour), f.get("s01").LastUsedAt, "touched although the completion was not stored")
+
+	ok, err = f.st.FinishTask(f.ctx, "t01", store.Completion{Status: "lost", SessionID: "s01", Touch: true}, at(time.Hour), time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok)
+	sameTime(t, at(3*time.Hour), f.get("s01").LastUsedAt, "never back")
+}
+
+func testCancel(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.task(newTask("t01", alice, "s01", "r1", at(0)))
+	f.task(newTask("t02", alice, "s01", "r1", at(0)))
+	f.task(newTask("t03", alice, "s01", "r2", at(0)))
+	f.task(newTask("t04", alice, "s01", "r1", at(0)))
+	f.finish("t04", "succeeded", at(0))
+
+	for _, id := range []string{"t01", "t03", "t04"} {
+		require.NoError(t, f.st.RequestCancel(f.ctx, id))
+	}
+	require.True(t, f.getTask("t01").CancelRequested)
+	require.False(t, f.getTask("t02").CancelRequested)
+	require.False(t, f.getTask("t04").CancelRequested, "a finished task is not flagged")
+
+	ids, err := f.st.CancelRequested(f.ctx, "r1")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"t01"}, ids)
+	ids, err = f.st.CancelRequested(f.ctx, "r2")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"t03"}, ids)
+
+	f.finish("t01", "cancelled", at(time.Second))
+	ids, err = f.st.CancelRequested(f.ctx, "r1")
+	require.NoError(t, err)
+	require.Empty(t, ids, "finished tasks are not listed")
+	require.NoError(t, f.st.RequestCancel(f.ctx, "nope"))
+}
+
+func testUnfinishedTasks(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	for _, id := range []string{"t03", "t01", "t02", "t04"} {
+		f.task(newTask(id, alice, "s01", "r1", at(0)))
+	}
+	f.task(newTask("t05", alice, "s02", "r1", at(0)))
+	f.finish("t02", "succeeded", at(0))
+	ids, err := f.st.UnfinishedTasks(f.ctx, "s01")
+	require.NoError(t, err)
+	require.Equal(t, []string{"t03", "t01", "t04"}, ids, "in submission order")
+	ids, err = f.st.UnfinishedTasks(f.ctx, "s09")
+	require.NoError(t, err)
+	require.Empty(t, ids)
+}
+
+// A task is lost when its runner has sent no heartbeat since staleBefore (or never did) —
+// pending tasks too, not only running ones.
+func testMarkLostTasks(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	stale := at(-time.Minute)
+	require.NoError(t, f.st.Heartbeat(f.ctx, "alive", "h", at(0)))
+	require.NoError(t, f.st.Heartbeat(f.ctx, "edge", "h", stale))
+	require.NoError(t, f.st.Heartbeat(f.ctx, "dead", "h", at(-time.Hour)))
+	for _, r := range []string{"alive", "edge", "dead", "never"} {
+		f.task(newTask("run"+r, alice, "s01", r, at(-2*time.Hour)))
+		require.NoError(t, f.st.StartTask(f.ctx, "run"+r, at(-2*time.Hour)))
+	}
+	f.task(newTask("pendingdead", alice, "s01", "dead", at(-2*time.Hour)))
+	f.task(newTask("donedead", alice, "s01", "dead", at(-2*time.Hour)))
+	f.finish("donedead", "succeeded", at(-90*time.Minute))
+
+	n, err := f.st.MarkLostTasks(f.ctx, stale, at(0), time.Hour)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	for _, id := range []string{"rundead", "runnever", "pendingdead"} {
+		got := f.getTask(id)
+		require.Equal(t, "lost", got.Status, id)
+		require.Equal(t, "lost", got.ErrorType, id)
+		require.Contains(t, got.Error, "runner "+got.RunnerID, id)
+		sameTimePtr(t, at(0), got.FinishedAt, id+" finished_at")
+		sameTimePtr(t, at(time.Hour), got.ExpiresAt, id+" expires_at")
+	}
+	require.Equal(t, "running", f.getTask("runalive").Status)
+	require.Equal(t, "running", f.getTask("runedge").Status, "a heartbeat at staleBefore is recent enough")
+	require.Equal(t, "succeeded", f.getTask("donedead").Status)
+
+	n, err = f.st.MarkLostTasks(f.ctx, stale, at(0), time.Hour)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
+func testDeleteExpiredTasks(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	for _, id := range []string{"t01", "t02", "t03"} {
+		f.task(newTask(id, alice, "s01", "r1", at(0)))
+	}
+	ok, err := f.st.FinishTask(f.ctx, "t01", store.Completion{Status: "succeeded"}, at(0), time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = f.st.FinishTask(f.ctx, "t02", store.Completion{Status: "succeeded"}, at(0), time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	n, err := f.st.DeleteExpiredTasks(f.ctx, at(time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, n, "expiring at now is not expired yet")
+	n, err = f.st.DeleteExpiredTasks(f.ctx, at(time.Minute+time.Second))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	_, err = f.st.GetTask(f.ctx, "t01", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	f.getTask("t02")
+
+	n, err = f.st.DeleteExpiredTasks(f.ctx, at(1000*time.Hour))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	f.getTask("t03") // unfinished tasks never expire
+}
+
+func testUsage(f *fixture) {
+	t := f.t
+	alice, bob := f.owner("alice"), f.owner("bob")
+	_, err := f.st.EnsureDefaultSession(f.ctx, newSession("s01", alice, at(0)))
+	require.NoError(t, err)
+	f.session(newSession("s02", alice, at(0)))
+	f.session(newSession("s03", bob, at(0)))
+	shared := newSession("s04", "", at(0))
+	shared.Profile = "rt"
+	f.session(shared)
+	for _, id := range []string{"t01", "t02", "t03"} {
+		f.task(newTask(id, alice, "s01", "r1", at(0)))
+	}
+	f.task(newTask("t04", bob, "s03", "r1", at(0)))
+	f.finish("t03", "succeeded", at(0))
+
+	sessions, unfinished, err := f.st.Usage(f.ctx, alice)
+	require.NoError(t, err)
+	require.Equal(t, 2, sessions, "the default session counts; the shared one is nobody's")
+	require.Equal(t, 2, unfinished)
+	carol := f.owner("carol")
+	sessions, unfinished, err = f.st.Usage(f.ctx, carol)
+	require.NoError(t, err)
+	require.Zero(t, sessions)
+	require.Zero(t, unfinished)
+}
+
+func testListTasks(f *fixture) {
+	t := f.t
+	alice, bob := f.owner("alice"), f.owner("bob")
+	for id, submitted := range map[string]time.Duration{"t01": 1, "t02": 2, "t03": 2, "t04": 3, "t05": 4} {
+		f.task(newTask(id, alice, "s01", "r1", at(submitted*time.Minute)))
+	}
+	f.task(newTask("t06", alice, "s02", "r1", at(5*time.Minute)))
+	f.task(newTask("t07", bob, "s03", "r1", at(6*time.Minute)))
+	ok, err := f.st.FinishTask(f.ctx, "t04", store.Completion{Status: "succeeded", Result: map[string]any{"stdout": "x"}}, at(time.Hour), time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	list := func(filter store.TaskFilter) []store.Task {
+		t.Helper()
+		filter.OwnerID = alice
+		if filter.Limit == 0 {
+			filter.Limit = 10
+		}
+		rows, err := f.st.ListTasks(f.ctx, filter)
+		require.NoError(t, err)
+		return rows
+	}
+	all := list(store.TaskFilter{})
+	require.Equal(t, []string{"t06", "t05", "t04", "t03", "t02", "t01"}, taskIDs(all), "own tasks, newest first")
+	for _, r := range all {
+		require.Nil(t, r.Result, "listings carry no results")
+	}
+	require.Equal(t, "succeeded", all[2].Status)
+	require.NotNil(t, all[2].FinishedAt)
+	require.Equal(t, []string{"t04"}, taskIDs(list(store.TaskFilter{Status: "succeeded"})))
+	require.Equal(t, []string{"t06"}, taskIDs(list(store.TaskFilter{SessionID: "s02"})))
+
+	for _, limit := range []int{1, 2, 4} {
+		var got []string
+		var last *store.Task
+		for range 10 {
+			filter := store.TaskFilter{Limit: limit}
+			if last != nil {
+				filter.AfterSubmitted, filter.AfterID = last.SubmittedAt, last.ID
+			}
+			rows := list(filter)
+			if len(rows) == 0 {
+				break
+			}
+			got = append(got, taskIDs(rows)...)
+			last = &rows[len(rows)-1]
+		}
+		require.Equal(t, taskIDs(all), got, "pages of %d", limit)
+	}
+}
