@@ -1,5 +1,5 @@
 // Package broker moves operations from the API to where they run and tells the caller whether
-// each finished within its wait (seed-semantics §10). It makes no decisions: the job it runs
+// each finished within its wait (docs/semantics.md §10). It makes no decisions: the job it runs
 // is the domain's (internal/sandbox), which also persists every completion in Postgres so any
 // replica can answer a task poll.
 //

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Default values (seed-semantics §5 and the comments in types.go). Zero values in the file
+// Default values (docs/semantics.md §5 and the comments in types.go). Zero values in the file
 // mean "use the default"; keys whose zero is meaningful are pointers (policy.timeout,
 // broker.wait_timeout, sandbox.enabled, database.auto_migrate).
 const (
@@ -31,13 +31,13 @@ const (
 // ApplyDefaults fills every unset key with its default and expands the single-backend
 // shorthand; Load calls it before Validate. It is idempotent.
 //
-// Shorthand (seed-semantics §5): when sandbox.profiles is empty and sandbox.type is set,
+// Shorthand (docs/semantics.md §5): when sandbox.profiles is empty and sandbox.type is set,
 // profiles[default_profile] is synthesised from sandbox.type, scope, environment,
 // idle_timeout, identity, policy and the top-level provider blocks. An explicit profiles map
 // always wins and the shorthand keys are then ignored.
 //
 // A profile of type local_subprocess without its block gets an empty one (it needs nothing);
-// any other missing block is left missing for Validate to report (seed-semantics §6: "a
+// any other missing block is left missing for Validate to report (docs/semantics.md §6: "a
 // built-in provider whose config block is missing raises").
 func (c *Config) ApplyDefaults() {
 	c.Server.applyDefaults()

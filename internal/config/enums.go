@@ -3,21 +3,21 @@ package config
 // Allowed values of the enumerated keys. Validate checks against these tables and Schema
 // copies them into config.schema.json, so the two never disagree.
 
-// Scope values (seed-semantics §5 profile fields): how long a sandbox lives.
+// Scope values (docs/semantics.md §5 profile fields): how long a sandbox lives.
 const (
 	ScopePerCall    = "per_call"    // a fresh sandbox for every operation
 	ScopePerSession = "per_session" // one sandbox per session (the default)
 	ScopePerRuntime = "per_runtime" // one sandbox shared by every session of the profile
 )
 
-// Environment values (seed-semantics §5–§6): whether the provider creates the environment or
+// Environment values (docs/semantics.md §5–§6): whether the provider creates the environment or
 // attaches to one that already exists.
 const (
 	EnvironmentManaged  = "managed"  // the provider creates and destroys sandboxes (default)
 	EnvironmentAttached = "attached" // the provider runs inside an existing target (attach_to)
 )
 
-// Identity modes (seed-semantics §5).
+// Identity modes (docs/semantics.md §5).
 const (
 	IdentityAgent = "agent" // the gateway's own credentials (default)
 	IdentityUser  = "user"  // credentials mapped from the caller's token
@@ -30,7 +30,7 @@ const (
 	EgressAllowlist = "allowlist" // only the hosts in policy.network_allow
 )
 
-// Broker flavors (seed-semantics §5 broker block, §10).
+// Broker flavors (docs/semantics.md §5 broker block, §10).
 const (
 	FlavorEmbedded = "embedded" // runs operations inline in the request
 	FlavorThread   = "thread"   // goroutines in the gateway process (default)
@@ -38,7 +38,7 @@ const (
 )
 
 // InMemory is the queue transport and response store type that only works inside one process;
-// the two must be used together (seed-semantics §10 pairing rule).
+// the two must be used together (docs/semantics.md §10 pairing rule).
 const InMemory = "in_memory"
 
 // Queue transports.
@@ -49,7 +49,7 @@ const (
 
 var queueTypes = []string{QueuePostgres, QueueNATS, InMemory}
 
-// Built-in provider types (seed-semantics §6, the newest list).
+// Built-in provider types (docs/semantics.md §6, the newest list).
 const (
 	ProviderLocalSubprocess = "local_subprocess"
 	ProviderDocker          = "docker"
@@ -63,7 +63,7 @@ const (
 )
 
 // ProviderKind says which environments a built-in provider supports (the matrix of
-// seed-semantics §6).
+// docs/semantics.md §6).
 type ProviderKind struct {
 	// Provisions: the provider can create sandboxes (environment: managed).
 	Provisions bool

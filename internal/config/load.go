@@ -30,7 +30,7 @@ const EnvConfigFile = EnvPrefix + "CONFIG"
 const envLevelSep = "__"
 
 // removedBrokerKeys are keys of sandbox.broker that the seed removed; old files and
-// environments that still set them are accepted and the values dropped (seed-semantics §5).
+// environments that still set them are accepted and the values dropped (docs/semantics.md §5).
 var removedBrokerKeys = []string{"request_queue_url", "object_store_bucket"}
 
 // providerBlockKeys are the keys of ProviderBlocks. A block written with no fields
@@ -52,7 +52,7 @@ var providerBlockKeys = []string{
 // Decoding is strict: any key the configuration does not define is an error naming its full
 // dotted path (and the environment variable when it came from one). The seed's removed keys
 // sandbox.broker.request_queue_url and sandbox.broker.object_store_bucket are ignored
-// (seed-semantics §5). A provider block written without fields (`docker:`) is present with
+// (docs/semantics.md §5). A provider block written without fields (`docker:`) is present with
 // its defaults.
 //
 // Errors: a missing, unreadable or malformed file is reported with its path. Otherwise the

@@ -3,7 +3,7 @@
 // decoded into typed structs, defaulted and validated. Invalid configuration stops start-up
 // with a message naming the key and the allowed values.
 //
-// The `sandbox:` block follows the seed's keys and defaults (seed-semantics §5–§6).
+// The `sandbox:` block follows the seed's keys and defaults (docs/semantics.md §5–§6).
 package config
 
 import "time"
@@ -134,7 +134,7 @@ type GroupRole struct {
 	RunAs            string   `koanf:"run_as" json:"run_as"`
 }
 
-// Sandbox is the seed's `sandbox:` block (seed-semantics §5).
+// Sandbox is the seed's `sandbox:` block (docs/semantics.md §5).
 type Sandbox struct {
 	// Enabled defaults to true in Sandgate (the gateway exists to run sandboxes).
 	Enabled            *bool  `koanf:"enabled" json:"enabled"`
@@ -360,7 +360,7 @@ type EC2SSM struct {
 	Python string `koanf:"python" json:"python"`
 }
 
-// Broker configures how operations reach providers (seed-semantics §5 broker block).
+// Broker configures how operations reach providers (docs/semantics.md §5 broker block).
 type Broker struct {
 	Flavor           string   `koanf:"flavor" json:"flavor"`                         // embedded | thread | queue; default thread
 	WaitTimeout      *float64 `koanf:"wait_timeout" json:"wait_timeout"`             // seconds; default 60; 0 = always promote
@@ -379,7 +379,7 @@ type Broker struct {
 	ResponseStore *ResponseStore `koanf:"response_store" json:"response_store,omitempty"`
 }
 
-// Queue configures the queue flavor's transport (seed-semantics §10 queue). Workers
+// Queue configures the queue flavor's transport (docs/semantics.md §10 queue). Workers
 // (`gateway worker`) consume it; the gateway enqueues.
 type Queue struct {
 	// Type is the transport: postgres (River jobs inserted in the task's own transaction),

@@ -65,7 +65,7 @@ func (p *problems) nonNegative(key string, v float64) {
 // the allowed values. It returns nil when the configuration is usable. CEL expressions are
 // not compiled here (internal/principal does that).
 //
-// The sandbox rules follow seed-semantics §5 (profile fields, provider blocks, broker block)
+// The sandbox rules follow docs/semantics.md §5 (profile fields, provider blocks, broker block)
 // and §6 (built-in provider names, missing blocks, the managed/attached environment matrix,
 // the queue broker's required blocks and in_memory pairing).
 func (c *Config) Validate() error {
@@ -259,7 +259,7 @@ func (b *Broker) validate(p *problems) {
 	if b.Flavor != FlavorQueue {
 		return
 	}
-	// seed-semantics §10: the queue client needs both blocks, and in_memory pairs only with
+	// docs/semantics.md §10: the queue client needs both blocks, and in_memory pairs only with
 	// in_memory.
 	var queueType, storeType string
 	if b.Queue == nil {
@@ -329,7 +329,7 @@ func (prof *Profile) validate(p *problems, prefix string) {
 		e.validate(p, prefix+".ec2_ssm", prof.Identity.Mode)
 	}
 
-	// The environment matrix of seed-semantics §6.
+	// The environment matrix of docs/semantics.md §6.
 	kind, _ := KindOf(prof.Type)
 	target, targetKey := prof.attachTo(prefix)
 	if raw, ok := prof.Params["attach_to"]; ok {

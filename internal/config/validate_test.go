@@ -60,7 +60,7 @@ func TestValidateRules(t *testing.T) {
 		{"shorthand scope next to explicit profiles", func(c *Config) { c.Sandbox.Scope = "sometimes" }, "sandbox.scope",
 			[]string{"per_session"}},
 
-		// Provider types (seed-semantics §6).
+		// Provider types (docs/semantics.md §6).
 		{"unknown provider", profile(func(p *Profile) { p.Type = "firecracker" }), prof + ".type",
 			append([]string{`"firecracker"`}, builtins...)},
 		{"missing provider type", profile(func(p *Profile) { p.Type = "" }), prof + ".type", []string{"required"}},
@@ -100,7 +100,7 @@ func TestValidateRules(t *testing.T) {
 		{"network_allow without allowlist", profile(func(p *Profile) { p.Policy.NetworkAllow = []string{"pypi.org"} }),
 			prof + ".policy.network_allow", []string{"only meaningful", "allowlist"}},
 
-		// The environment matrix (seed-semantics §6).
+		// The environment matrix (docs/semantics.md §6).
 		{"managed attach-only provider", profile(func(p *Profile) {
 			p.Type = ProviderEC2SSM
 			p.EC2SSM = &EC2SSM{}
@@ -134,7 +134,7 @@ func TestValidateRules(t *testing.T) {
 			p.Params = map[string]any{"attach_to": 42}
 		}), prof + ".params.attach_to", []string{"string"}},
 
-		// Broker (seed-semantics §5, §10).
+		// Broker (docs/semantics.md §5, §10).
 		{"queue flavor without queue", func(c *Config) {
 			c.Sandbox.Broker.Flavor = FlavorQueue
 			c.Sandbox.Broker.ResponseStore = &ResponseStore{Type: "postgres"}

@@ -2,7 +2,7 @@
 // machinery (never a failing program) carries a Kind, and internal/api maps each Kind to an
 // RFC 9457 problem type in one place.
 //
-// The kinds mirror the seed's error hierarchy (seed-semantics §2): config, capability,
+// The kinds mirror the seed's error hierarchy (docs/semantics.md §2): config, capability,
 // policy, timeout, provision, gone (a provision failure whose target vanished), session not
 // found, broker. Sandgate adds validation, forbidden, conflict and too-large for REST input.
 package fault

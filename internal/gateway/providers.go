@@ -41,7 +41,7 @@ func Builtin() *providers.Registry {
 // CheckProviders refuses a configuration with a profile whose provider type reg does not
 // serve — before anything connects, so `gateway config validate` and `serve` agree.
 //
-// Errors: fault.Config naming each such profile and the served types (seed-semantics §6:
+// Errors: fault.Config naming each such profile and the served types (docs/semantics.md §6:
 // an unknown provider type lists the built-ins).
 func CheckProviders(cfg *config.Config, reg *providers.Registry) error {
 	served := reg.Names()

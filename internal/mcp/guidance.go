@@ -10,7 +10,7 @@ import (
 )
 
 // Guidance is the usage guidance for p, generated from the live configuration in the order of
-// seed §7 "Injected guidance text": heading, intro, tools, session rules, id rules, error rule,
+// docs/semantics.md §7 "Injected guidance text": heading, intro, tools, session rules, id rules, error rule,
 // notice rule, (background tasks), the profiles p may use, the truncation limit. One statement
 // per line, no blank lines. It is the MCP server's instructions and run_code's description.
 func (h *Handler) Guidance(p principal.Principal) string {

@@ -29,7 +29,7 @@ type toolSpec struct {
 	run       func(h *Handler, ctx context.Context, p principal.Principal, raw json.RawMessage) result
 }
 
-// describe returns the tool's description: run_code carries the whole guidance (seed §7).
+// describe returns the tool's description: run_code carries the whole guidance (docs/semantics.md §7).
 func (t toolSpec) describe(h *Handler, guidance string) string {
 	if t.name == "run_code" {
 		return guidance
@@ -65,7 +65,7 @@ var (
 	destroySessionArgs = []string{"sandbox_session_id"}
 )
 
-// toolTable is the seed's registration order (seed §7 "Tool registration").
+// toolTable is the seed's registration order (docs/semantics.md §7 "Tool registration").
 var toolTable = []toolSpec{
 	{
 		name:      "run_code",

@@ -36,7 +36,7 @@ const MaxEnvBytes = 1 << 20
 //     one) or Command with one, or when Timeout is negative;
 //   - fault.Unsupported(subject, "shell") for a Command without caps.Shell, and
 //     fault.Unsupported(subject, "language:<lang>") for a Language caps does not declare
-//     (seed-semantics §3, §4);
+//     (docs/semantics.md §3, §4);
 //   - fault.Validation for a Context on a Command, fault.Unsupported(subject, "stateful") for a
 //     Context without caps.Stateful;
 //   - fault.Validation for an Env name that fails ValidEnvName, a NUL byte in the program

@@ -2,7 +2,7 @@
 // attaches and destroys sandboxes, and a Sandbox runs programs and moves files. Each provider
 // declares its Capabilities honestly; the domain (internal/sandbox) checks policy, identity and
 // capabilities before it calls a provider, and providers fail closed on anything they cannot
-// enforce (seed-semantics §3, §12).
+// enforce (docs/semantics.md §3, §12).
 //
 // Providers know nothing of HTTP, Postgres or the caller beyond the Principal and Policy values
 // they are handed, and never read the global configuration: a provider is built from its own
@@ -19,7 +19,7 @@ import (
 )
 
 // IsolationTier says how strongly a provider separates sandboxed code from its host
-// (seed-semantics §1).
+// (docs/semantics.md §1).
 type IsolationTier string
 
 const (

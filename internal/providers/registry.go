@@ -11,7 +11,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 )
 
-// Factory builds one provider for one profile (seed-semantics §6) from its BuildContext. It
+// Factory builds one provider for one profile (docs/semantics.md §6) from its BuildContext. It
 // reads its settings from ctx.Options, the backend's own options value (see OptionsOf), never
 // from the configuration. Bad or missing settings should be a fault.Config error; Build
 // classifies any other error as fault.Config too.
@@ -50,7 +50,7 @@ type BuildContext struct {
 // OptionsOf returns ctx.Options as the options type T of the backend typ, for its Factory.
 //
 // Errors: fault.Config when ctx.Options is nil (the profile has no typ block;
-// seed-semantics §6: a built-in provider whose block is missing raises); fault.Internal when
+// docs/semantics.md §6: a built-in provider whose block is missing raises); fault.Internal when
 // it holds another type (the composition root wired the wrong mapping).
 func OptionsOf[T any](ctx BuildContext, typ string) (T, error) {
 	var zero T
@@ -108,10 +108,10 @@ func (r *Registry) Names() []string {
 // Build builds the provider of type ctx.Type.
 //
 // Errors: an empty or unregistered type is fault.Config naming the registered types, sorted
-// (seed-semantics §6: "unknown provider type … lists the built-ins"); a factory's classified
+// (docs/semantics.md §6: "unknown provider type … lists the built-ins"); a factory's classified
 // error is returned as is, an unclassified one wrapped as fault.Config. A factory that returns
 // a nil provider, a provider reporting another Type, or capabilities without a valid isolation
-// tier (seed-semantics §1: isolation is required) is a fault.Internal error.
+// tier (docs/semantics.md §1: isolation is required) is a fault.Internal error.
 func (r *Registry) Build(ctx BuildContext) (Provider, error) {
 	typ := ctx.Type
 	r.mu.RLock()

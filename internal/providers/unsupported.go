@@ -7,7 +7,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 )
 
-// The types below are the seed's base-class defaults for optional methods (seed-semantics §3:
+// The types below are the seed's base-class defaults for optional methods (docs/semantics.md §3:
 // "optional methods whose base implementation raises SandboxCapabilityError"). Embed the ones
 // matching the capabilities a provider does not declare; a method the embedding type defines
 // itself takes precedence. Subject names the provider in the error ("<subject> does not

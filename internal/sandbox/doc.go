@@ -1,16 +1,20 @@
 // Package sandbox is Sandgate's domain: workload profiles, sessions and their scopes, idle
 // reset and self-heal, the identity and policy checks that fail closed before any provider
-// call, per-session ordering, and tasks (seed-semantics §3, §7–§10).
+// call, per-session ordering, and tasks (docs/semantics.md §3, §7–§10).
 //
-// A Service is handed the caller's principal explicitly on every call; it persists sessions
-// and tasks through internal/store, runs operations through an internal/broker Broker, and
-// reaches sandboxes only through internal/providers. It never sees HTTP.
+// A Service is handed the caller's principal explicitly on every call. It declares its ports
+// (ports.go): a Store for sessions, tasks, principals and runners (Postgres in production,
+// sandboxtest.Store in domain tests), a Clock, a Broker that runs operations on this process
+// and, for the queue flavor, a Queue that sends them to workers. It reaches sandboxes only
+// through internal/providers, and never sees HTTP or the configuration: internal/gateway maps
+// config onto Settings and ProfileSpecs.
 //
 // Rules worth knowing:
 //   - Ownership: a principal sees only its own sessions and tasks, plus the shared session of
 //     each per_runtime profile it may use; anything else is "not found" (never "forbidden").
 //   - Ordering: executions and file writes of one session run one at a time in arrival order,
-//     across replicas (a Postgres advisory lock); reads never wait.
+//     across replicas (the Store's session lock: tickets granted in arrival order); reads
+//     never wait.
 //   - Activity: an operation touches the session when it starts and when it ends, and a
 //     session with an unfinished task is never idle.
 //   - Every execution is recorded as a task; one that outlives its wait is promoted and the

@@ -376,7 +376,7 @@ func classify(err error, kind fault.Kind) error {
 	return fault.Wrap(kind, err, "sandbox operation failed")
 }
 
-// resetIfIdle applies the seed's idle expiry on touch (§8): a session with a sandbox unused for
+// resetIfIdle applies idle expiry on touch (docs/semantics.md §8): a session with a sandbox unused for
 // longer than its profile's idle_timeout loses that sandbox and the caller gets a notice. A
 // notice left by the idle sweeper is delivered here too. Call with the session lock held.
 func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {

@@ -19,7 +19,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 )
 
-// Scopes (seed-semantics §8).
+// Scopes (docs/semantics.md §8).
 const (
 	ScopePerCall    = "per_call"
 	ScopePerSession = "per_session"
@@ -157,7 +157,7 @@ func (s *Service) profile(p principal.Principal, name string) (*Profile, error) 
 	return prof, nil
 }
 
-// checks enforces the seed's fail-closed identity and policy rules (seed-semantics §9 steps
+// checks enforces the seed's fail-closed identity and policy rules (docs/semantics.md §9 steps
 // 3–4) before any provider call, and returns the warnings of a non-strict policy.
 func (s *Service) checks(prof *Profile, p principal.Principal) ([]string, error) {
 	if prof.IdentityMode == IdentityUser {

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The per-session lock (seed-semantics: executions and writes of one session run one at a
+// The per-session lock (docs/semantics.md §9 step 5: executions and writes of one session run one at a
 // time, in arrival order, across replicas) is a queue of tickets in table session_locks:
 // the holder is the oldest ticket of the session whose replica is still present. No
 // connection is held while a lock is held or awaited, so locks are not a scarce resource:

@@ -21,7 +21,7 @@ import (
 // "a/b/c"; "a/../b" as "b". Clean refuses, with a fault.Policy error, a path that contains a
 // NUL byte, is absolute ("/etc/passwd"), or whose cleaned form leaves the workspace ("..",
 // "../x", "a/../../x"). It is purely lexical: the caller must still confine the cleaned path
-// after resolving symlinks (field-notes "Files"; seed-semantics §2, SandboxPolicyError on
+// after resolving symlinks (field-notes "Files"; docs/semantics.md §2, SandboxPolicyError on
 // path traversal). Percent-encoding is not decoded here; "%2e%2e" is an ordinary name.
 func Clean(p string) (string, error) {
 	if strings.IndexByte(p, 0) >= 0 {

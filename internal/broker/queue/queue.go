@@ -1,4 +1,4 @@
-// Package queue holds the queue flavor's transports (seed-semantics §10 queue): the gateway
+// Package queue holds the queue flavor's transports (docs/semantics.md §10 queue): the gateway
 // enqueues each operation, `gateway worker` processes consume them. Delivery is at least
 // once; the domain (internal/sandbox) makes a redelivered operation safe to receive twice and
 // caps how often one may start, so transports only move bytes and redeliver.

@@ -32,7 +32,7 @@ type containerSpec struct {
 	hash string
 }
 
-// spec maps the profile's block and pol onto a container configuration (seed-semantics §12):
+// spec maps the profile's block and pol onto a container configuration (docs/semantics.md §12):
 // `sleep infinity` (or, in sandboxd mode, sandboxd; see sdMode.sandboxdSpec) under docker's
 // init (which reaps zombies) with workdir /workspace;
 // no-new-privileges, every capability dropped and a pids limit always; egress deny → no

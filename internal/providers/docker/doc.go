@@ -1,5 +1,5 @@
 // Package docker is the docker provider: one container per sandbox on a Docker engine
-// (seed-semantics §12, "docker"), reached with github.com/docker/docker's client and API
+// (docs/semantics.md §12, "docker"), reached with github.com/docker/docker's client and API
 // version negotiation (Debian's engine 20.10 speaks API 1.41).
 //
 // Containers. A sandbox is a container of the profile's image running `sleep infinity` under

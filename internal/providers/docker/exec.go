@@ -29,7 +29,7 @@ const argvMax = 64 << 10
 // pythonFromFD3 runs the code read from file descriptor 3 the way `python -c` would.
 const pythonFromFD3 = `exec(compile(open(3, encoding="utf-8").read(), "<string>", "exec"))`
 
-// shell runs commands (seed-semantics §12: commands run by /bin/sh -c).
+// shell runs commands (docs/semantics.md §12: commands run by /bin/sh -c).
 const shell = "/bin/sh"
 
 // Timing of the end of an execution.

@@ -150,7 +150,7 @@ type Options struct {
 
 // Factory builds the provider of a profile whose type is docker, for providers.Registry, from
 // ctx.Options (an Options; Profile, Policy, Stateful and Logger are taken from ctx). A profile
-// without a docker block is a fault.Config error (seed-semantics §6); other errors are New's.
+// without a docker block is a fault.Config error (docs/semantics.md §6); other errors are New's.
 // The caller should Close the provider (it is an io.Closer) at shutdown to stop its warm pool.
 func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 	opts, err := providers.OptionsOf[Options](ctx, TypeName)
@@ -277,7 +277,7 @@ func (p *Provider) Type() string { return TypeName }
 
 // Capabilities: isolation container; shell; languages python and bash; files;
 // package_install; attach; provisions and attaches_external; network, filesystem and
-// resources policy; stateful in sandboxd mode. No user-mode principals (seed-semantics §12).
+// resources policy; stateful in sandboxd mode. No user-mode principals (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps
 	c.Languages = slices.Clone(p.caps.Languages)

@@ -45,7 +45,7 @@ func (s *Sandbox) ID() string { return s.id }
 func (s *Sandbox) Workspace() string { return s.ws }
 
 // Close marks the handle closed; the container keeps running for a later Attach
-// (seed-semantics §3). Idempotent; other methods of a closed handle return fault.Conflict.
+// (docs/semantics.md §3). Idempotent; other methods of a closed handle return fault.Conflict.
 // A handle that outlived its provider's Close releases the connections its calls opened.
 func (s *Sandbox) Close() error {
 	s.closed.Store(true)

@@ -1,8 +1,8 @@
 // Package ec2ssm is the ec2_ssm provider: it runs programs on an existing EC2 instance (or any
-// SSM managed node) through AWS Systems Manager Run Command (seed-semantics §12, "ec2_ssm").
+// SSM managed node) through AWS Systems Manager Run Command (docs/semantics.md §12, "ec2_ssm").
 // It is attach-only (provisions=false, attaches_external=true): a profile names the instance
 // with attach_to and must say environment: attached; the configuration refuses any other
-// combination (seed-semantics §5–§6). Create binds to that instance, Destroy never touches it.
+// combination (docs/semantics.md §5–§6). Create binds to that instance, Destroy never touches it.
 //
 // Attach (and Create) resolve the AWS identity for the principal, then check that the instance
 // is registered with SSM (DescribeInstanceInformation filtered by InstanceIds): an empty

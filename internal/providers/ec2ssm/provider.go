@@ -114,7 +114,7 @@ var _ providers.Provider = (*Provider)(nil)
 
 // Factory builds the provider of a profile whose type is ec2_ssm, for providers.Registry,
 // from ctx.Options (an Options; Logger is taken from ctx). A profile without an ec2_ssm block
-// is a fault.Config error (seed-semantics §6); other errors are New's.
+// is a fault.Config error (docs/semantics.md §6); other errors are New's.
 func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 	opts, err := providers.OptionsOf[Options](ctx, TypeName)
 	if err != nil {
@@ -195,7 +195,7 @@ func (p *Provider) Type() string { return TypeName }
 
 // Capabilities: isolation none; shell; language python; attach; attaches_external;
 // principal_user. Not provisions (attach-only), not files, package_install or stateful (each
-// execution is a separate process), no policy dimension (seed-semantics §12).
+// execution is a separate process), no policy dimension (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps
 	c.Languages = append([]string(nil), p.caps.Languages...)

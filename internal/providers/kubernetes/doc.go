@@ -1,5 +1,5 @@
 // Package kubernetes is the kubernetes provider: one Pod per sandbox, reached through the
-// Kubernetes API with k8s.io/client-go (seed-semantics §12, "kubernetes").
+// Kubernetes API with k8s.io/client-go (docs/semantics.md §12, "kubernetes").
 //
 // Pods. A managed sandbox is a Pod named sandgate-<12 hex> in the profile's namespace; its id
 // is "<namespace>/<pod>". Labels: app.kubernetes.io/managed-by=sandgate and

@@ -28,7 +28,7 @@ const (
 	volumeTmp       = "tmp"
 )
 
-// terminationGrace is the pods' terminationGracePeriodSeconds (seed-semantics §12).
+// terminationGrace is the pods' terminationGracePeriodSeconds (docs/semantics.md §12).
 const terminationGrace = 5
 
 // buildPod returns the pod of sandbox name (see the package doc for its shape).
@@ -87,7 +87,7 @@ func (p *Provider) buildPod(name string, pr providers.Principal, pol providers.P
 }
 
 // labels returns managed-by and the sandbox marker, then the configured labels, then the name
-// label last (seed-semantics §12; New refuses configured labels with the reserved keys).
+// label last (docs/semantics.md §12; New refuses configured labels with the reserved keys).
 func (p *Provider) labels(name string) map[string]string {
 	l := map[string]string{LabelManagedBy: ManagedBy, LabelSandbox: "true"}
 	maps.Copy(l, p.cfg.Labels)

@@ -159,7 +159,7 @@ type Options struct {
 
 // Factory builds the provider of a profile whose type is kubernetes, for providers.Registry,
 // from ctx.Options (an Options; Profile, IdleTimeout and Logger are taken from ctx). A profile
-// without a kubernetes block is a fault.Config error (seed-semantics §6); other errors are
+// without a kubernetes block is a fault.Config error (docs/semantics.md §6); other errors are
 // New's.
 func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 	opts, err := providers.OptionsOf[Options](ctx, TypeName)
@@ -266,7 +266,7 @@ func (p *Provider) Type() string { return TypeName }
 // Capabilities: isolation container; shell; python; files; package_install; attach;
 // provisions; attaches_external; principal_user; policy_filesystem and policy_resources (not
 // in agent-sandbox mode, where the SandboxTemplate decides); policy_network only with
-// kubernetes.network_policy (seed-semantics §12).
+// kubernetes.network_policy (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps
 	c.Languages = append([]string(nil), p.caps.Languages...)

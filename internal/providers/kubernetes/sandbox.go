@@ -59,7 +59,7 @@ func (s *Sandbox) ID() string { return s.id }
 // Pod returns the namespace and name of the pod that serves the sandbox.
 func (s *Sandbox) Pod() (namespace, name string) { return s.ns, s.pod }
 
-// Close marks the handle closed; the pod keeps running for a later Attach (seed-semantics §3).
+// Close marks the handle closed; the pod keeps running for a later Attach (docs/semantics.md §3).
 // Idempotent; other methods of a closed handle return fault.Conflict.
 func (s *Sandbox) Close() error {
 	s.closed.Store(true)

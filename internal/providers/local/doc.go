@@ -1,5 +1,5 @@
 // Package local is the local_subprocess provider: each sandbox is a folder on the gateway's
-// own host and programs run as the gateway's own user, with NO isolation (seed-semantics §12,
+// own host and programs run as the gateway's own user, with NO isolation (docs/semantics.md §12,
 // "local_subprocess"). Use it for development and tests only; New logs a warning saying so.
 //
 // A sandbox is a fresh folder "sandgate-sandbox-*" under the configured workdir, and its id is
@@ -40,7 +40,7 @@
 // only when complete and within the size limit.
 //
 // The provider does not act for user-mode principals and enforces no policy dimension other
-// than the execution timeout; the domain checks both before calling it (seed-semantics §9).
+// than the execution timeout; the domain checks both before calling it (docs/semantics.md §9).
 // It needs a Unix host; process-tree handling (package procgroup) is most thorough on Linux,
 // where it also finds session members through /proc.
 package local

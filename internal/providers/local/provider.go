@@ -32,7 +32,7 @@ const (
 	DefaultDrainDelay = time.Second
 )
 
-// shell runs commands (seed-semantics §12: commands run by /bin/sh -c).
+// shell runs commands (docs/semantics.md §12: commands run by /bin/sh -c).
 const shell = "/bin/sh"
 
 // Provider is the local_subprocess provider. Build it with New (or Factory); its exported
@@ -133,7 +133,7 @@ type Options struct {
 
 // Factory builds the provider of a profile whose type is local_subprocess, for
 // providers.Registry, from ctx.Options (an Options). A profile without a local_subprocess
-// block is a fault.Config error (seed-semantics §6); other errors are New's.
+// block is a fault.Config error (docs/semantics.md §6); other errors are New's.
 func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 	opts, err := providers.OptionsOf[Options](ctx, TypeName)
 	if err != nil {
@@ -147,7 +147,7 @@ func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 // path without symlinks; opts.Python is run once to learn its sys.executable. bash is looked
 // up on PATH: without it the provider declares python only.
 //
-// New logs one WARNING that the provider provides NO isolation (seed-semantics §12).
+// New logs one WARNING that the provider provides NO isolation (docs/semantics.md §12).
 // Errors: fault.Config when the workdir cannot be made or /bin/sh or the interpreter is
 // missing or does not run.
 func New(opts Options) (*Provider, error) {
@@ -262,7 +262,7 @@ func (p *Provider) Type() string { return TypeName }
 // Capabilities: isolation none; shell; languages python and bash (python only when the host
 // has no bash); files; attach; provisions; stateful (contexts in the gateway process — more
 // than the seed's local_subprocess, which keeps none). No package_install, no policy
-// dimension (seed-semantics §12).
+// dimension (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps
 	c.Languages = append([]string(nil), p.caps.Languages...)
@@ -294,7 +294,7 @@ func (p *Provider) Create(ctx context.Context, _ providers.Principal, _ provider
 
 // Attach reopens sandbox id, the absolute path of a sandbox folder. Errors: ctx.Err(), or
 // fault.Gone when id is not a "sandgate-sandbox-" folder directly under the workdir or no
-// longer exists (seed-semantics §3, §12).
+// longer exists (docs/semantics.md §3, §12).
 func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

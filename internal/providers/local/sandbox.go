@@ -43,7 +43,7 @@ var _ providers.Sandbox = (*Sandbox)(nil)
 func (s *Sandbox) ID() string { return s.id }
 
 // Close releases the handle's folder descriptor. It is idempotent, always returns nil and
-// keeps the folder for a later Attach (seed-semantics §3). Other methods of a closed handle
+// keeps the folder for a later Attach (docs/semantics.md §3). Other methods of a closed handle
 // return fault.Conflict.
 func (s *Sandbox) Close() error {
 	s.closeOnce.Do(func() {

@@ -13,10 +13,10 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 )
 
-// undeclaredLanguage is a language no provider declares (seed-semantics §4).
+// undeclaredLanguage is a language no provider declares (docs/semantics.md §4).
 const undeclaredLanguage = "definitely-not-a-language"
 
-// contract holds the seed's seven contract tests (seed-semantics §4).
+// contract holds the seed's seven contract tests (docs/semantics.md §4).
 func (s *suite) contract(t *testing.T) {
 	s.leaf(t, "execute_code_python_is_mandatory", 0, func(e *env) {
 		require.True(e.t, e.caps.SupportsLanguage("python"), "python must be declared")

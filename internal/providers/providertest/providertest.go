@@ -1,5 +1,5 @@
 // Package providertest is the contract suite every Sandgate provider runs (the seed's
-// SandboxProviderContract, seed-semantics §4, plus the fault classes of the field notes).
+// SandboxProviderContract, docs/semantics.md §4, plus the fault classes of the field notes).
 //
 // A provider's test calls Run with a Harness:
 //
@@ -41,7 +41,7 @@ import (
 )
 
 // FailMarker is the seed's default failing program: in Python an undefined name, so running
-// it exits non-zero (seed-semantics §4).
+// it exits non-zero (docs/semantics.md §4).
 const FailMarker = "__nonzero_exit__"
 
 // Harness describes the provider under test.
