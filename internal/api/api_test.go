@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/sandbox/sandboxtest"
 )
 
 func TestHealthDocsAndContract(t *testing.T) {
@@ -437,13 +438,14 @@ func dirEntries(t *testing.T, dir string) []string {
 
 func TestIdleResetAndSelfHeal(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOpts{})
+	clock := sandboxtest.NewClock(time.Now())
+	e := newEnv(t, envOpts{now: clock.Now})
 	tok := e.token("alice")
 	id := e.newSession(tok, "short-idle")
 	r := e.do(tok, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "echo a > keep.txt"})
 	require.Equal(t, 200, r.Status)
 	require.Empty(t, r.JSON(t)["notice"])
-	time.Sleep(2100 * time.Millisecond)
+	clock.Advance(2100 * time.Millisecond) // past short-idle's idle_timeout of 1 s
 	r = e.do(tok, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "ls keep.txt"})
 	m := r.JSON(t)
 	require.Contains(t, m["notice"], "idle")

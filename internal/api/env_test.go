@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -37,11 +38,12 @@ type envOpts struct {
 	workdir string // share a sandboxes folder with another replica
 	conns   int32  // query pool size (default 20)
 	config  func(*config.Config)
+	now     func() time.Time // the domain's clock (a sandboxtest.Clock); default time.Now
 }
 
 func newEnv(t *testing.T, o envOpts) *testEnv {
 	t.Helper()
-	gt := gatewaytest.Options{DBURL: o.dbURL, Workdir: o.workdir, MaxConns: o.conns}
+	gt := gatewaytest.Options{DBURL: o.dbURL, Workdir: o.workdir, MaxConns: o.conns, Now: o.now}
 	if o.trust != "" {
 		gt.Trust = []string{o.trust}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
+	"github.com/sandgate/sandgate/internal/sandbox/sandboxtest"
 )
 
 // gateway is the whole gateway (gatewaytest: REST with /mcp mounted, as `gateway serve`
@@ -33,8 +34,14 @@ type gateway struct {
 
 func newGateway(t *testing.T, adjust func(*config.Config)) *gateway {
 	t.Helper()
+	return newGatewayAt(t, adjust, nil)
+}
+
+// newGatewayAt is newGateway with the domain on clock now (a sandboxtest.Clock).
+func newGatewayAt(t *testing.T, adjust func(*config.Config), now func() time.Time) *gateway {
+	t.Helper()
 	workdir := t.TempDir()
-	e := gatewaytest.Start(t, gatewaytest.Options{Workdir: workdir, MaxConns: 10, Config: func(cfg *config.Config) {
+	e := gatewaytest.Start(t, gatewaytest.Options{Workdir: workdir, MaxConns: 10, Now: now, Config: func(cfg *config.Config) {
 		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
 		cfg.Sandbox.Profiles = map[string]config.Profile{
 			"default":    {Type: local.TypeName, ProviderBlocks: lb},
@@ -389,12 +396,13 @@ func TestTruncation(t *testing.T) {
 
 func TestPromotedTaskAndIdleNotice(t *testing.T) {
 	t.Parallel()
-	g := newGateway(t, func(c *config.Config) {
+	clock := sandboxtest.NewClock(time.Now())
+	g := newGatewayAt(t, func(c *config.Config) {
 		wait := 0.3
 		c.Sandbox.Broker.WaitTimeout = &wait
 		c.Sandbox.ToolOutputMaxChars = 20
 		only(c, "default", "short-idle")
-	})
+	}, clock.Now)
 	cs := g.connect(g.token("alice"))
 
 	m, isErr := call(t, cs, "run_command", map[string]any{"command": "sleep 1.5; printf 'done-%s' 0123456789abcdefghij; echo oops >&2; exit 2"})
@@ -430,7 +438,7 @@ func TestPromotedTaskAndIdleNotice(t *testing.T) {
 	// Idle reset: the notice is relayed with the next result.
 	first, _ := call(t, cs, "run_command", map[string]any{"command": "echo a > f", "profile": "short-idle"})
 	require.NotContains(t, first, "notice")
-	time.Sleep(2200 * time.Millisecond)
+	clock.Advance(2200 * time.Millisecond) // past short-idle's idle_timeout of 1 s
 	m, _ = call(t, cs, "run_command", map[string]any{"command": "ls", "profile": "short-idle"})
 	for m["task_id"] != nil { // promoted (slow machine): collect it
 		time.Sleep(200 * time.Millisecond)
