@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -353,6 +354,41 @@ func TestSessionExecutionsRunInOrder(t *testing.T) {
 	}
 	assert.Equal(t, []string{"first", "second"}, codes)
 	assert.Equal(t, 1, prov.MaxParallel(prov.Created()[0]), "never at once")
+}
+
+// Executions submitted one after another run in that order even when none has started yet:
+// each takes its place in the session's line when it is submitted, not when its goroutine
+// gets to run.
+func TestSubmittedExecutionsKeepTheirOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, sandboxtest.Options{})
+	prov := b.Provider(t, "default")
+	sess, err := b.Service.CreateSession(b.ctx, b.alice, sandbox.CreateSessionInput{})
+	require.NoError(t, err)
+	hold := sandboxtest.NewGate()
+	prov.Handle("hold", hold.Program)
+	first := b.submit(t, b.alice, sandbox.ExecInput{SessionID: sess.ID, Code: "hold", Wait: wait(0)})
+	waitFor(t, hold.Started(), "the holding execution")
+
+	const n = 20
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = b.submit(t, b.alice, sandbox.ExecInput{SessionID: sess.ID, Code: fmt.Sprintf("step-%02d", i), Wait: wait(0)}).ID
+	}
+	hold.Release(0, "", "")
+	b.finished(t, b.alice, first.ID)
+	for _, id := range ids {
+		b.finished(t, b.alice, id)
+	}
+	var codes []string
+	for _, e := range prov.Execs()[1:] {
+		codes = append(codes, e.Spec.Code)
+	}
+	want := make([]string, n)
+	for i := range n {
+		want[i] = fmt.Sprintf("step-%02d", i)
+	}
+	assert.Equal(t, want, codes, "executions ran in submission order")
 }
 
 // An execution that outlives its wait is promoted to a task, which later finishes with the

@@ -165,8 +165,14 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		}
 		return Outcome{}, err
 	}
+	if !ephemeral {
+		j.place = s.locks.reserve(sess.ID) // the order of submission is the order of execution
+	}
 	done, err := s.broker.Submit(ctx, task.ID, wait, j.run)
 	if err != nil {
+		if j.place != nil {
+			j.place.cancel() // the job never started
+		}
 		_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, store.Completion{Status: TaskFailed, Error: err.Error(), ErrorType: string(fault.KindOf(err))}, s.now(), s.ttl())
 		return Outcome{}, err
 	}
@@ -215,6 +221,9 @@ type execJob struct {
 	warnings  []string
 
 	queued bool // came through a queue transport: a redelivery can finish it
+	// place is the session's in-process lock line position taken at submission (thread and
+	// embedded flavors), so executions submitted one after another run in that order.
+	place *ticket
 	touch  bool // the execution reached its session's sandbox: its completion counts as use
 
 	result    *Result // set when the program ran (whatever its exit)
@@ -282,7 +291,12 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	s, prof := j.s, j.prof
 	var notice string
 	if !j.ephemeral {
-		unlock, err := s.lockSession(ctx, j.sess.ID)
+		place := j.place
+		if place == nil {
+			place = s.locks.reserve(j.sess.ID)
+		}
+		j.place = nil
+		unlock, err := s.lockSessionAt(ctx, place)
 		if err != nil {
 			return nil, err
 		}

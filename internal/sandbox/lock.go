@@ -6,7 +6,7 @@ import (
 )
 
 // fifoLocks serialises work per key inside one process in arrival order (sync.Mutex makes no
-// ordering promise). Across replicas the store's advisory lock takes over.
+// ordering promise). Across replicas the store's session lock takes over.
 type fifoLocks struct {
 	mu     sync.Mutex
 	queues map[string]*fifoQueue
@@ -21,7 +21,23 @@ func newFIFOLocks() *fifoLocks { return &fifoLocks{queues: map[string]*fifoQueue
 
 // lock waits for key in arrival order; the returned func releases it.
 func (l *fifoLocks) lock(ctx context.Context, key string) (func(), error) {
+	return l.reserve(key).wait(ctx)
+}
+
+// ticket is a place in key's line, taken by reserve before the work that waits on it starts
+// (so work submitted one after another keeps its order even when its goroutines start in
+// another). Exactly one of wait or cancel must be called.
+type ticket struct {
+	l   *fifoLocks
+	key string
+	ch  chan struct{} // closed when it is this ticket's turn
+}
+
+// reserve takes the next place in key's line now, without waiting.
+func (l *fifoLocks) reserve(key string) *ticket {
+	t := &ticket{l: l, key: key, ch: make(chan struct{})}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	q := l.queues[key]
 	if q == nil {
 		q = &fifoQueue{}
@@ -29,28 +45,41 @@ func (l *fifoLocks) lock(ctx context.Context, key string) (func(), error) {
 	}
 	if !q.held {
 		q.held = true
-		l.mu.Unlock()
-		return func() { l.unlock(key) }, nil
+		close(t.ch)
+	} else {
+		q.waiters = append(q.waiters, t.ch)
 	}
-	ch := make(chan struct{})
-	q.waiters = append(q.waiters, ch)
-	l.mu.Unlock()
+	return t
+}
+
+// wait waits for the ticket's turn; the returned func releases the lock. When ctx ends first
+// the place is given up (passed on if the turn had just come) and ctx.Err() returned.
+func (t *ticket) wait(ctx context.Context) (func(), error) {
+	l := t.l
 	select {
-	case <-ch:
-		return func() { l.unlock(key) }, nil
+	case <-t.ch:
+		return func() { l.unlock(t.key) }, nil
 	case <-ctx.Done():
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		for i, w := range q.waiters {
-			if w == ch {
-				q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
-				return nil, ctx.Err()
-			}
-		}
-		// Handed the lock just as ctx ended: pass it on.
-		l.unlockLocked(key)
-		return nil, ctx.Err()
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.queues[t.key]
+	for i, w := range q.waiters {
+		if w == t.ch {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			return nil, ctx.Err()
+		}
+	}
+	// Handed the lock just as ctx ended: pass it on.
+	l.unlockLocked(t.key)
+	return nil, ctx.Err()
+}
+
+// cancel gives the place up without waiting (the work will not run).
+func (t *ticket) cancel() {
+	ctx, done := context.WithCancel(context.Background())
+	done()
+	_, _ = t.wait(ctx)
 }
 
 func (l *fifoLocks) unlock(key string) {

@@ -263,7 +263,14 @@ func (s *Service) destroyBackend(ctx context.Context, prof *Profile, sessionID, 
 // lockSession serialises executions and writes of session id in arrival order, in-process and
 // across replicas.
 func (s *Service) lockSession(ctx context.Context, id string) (func(), error) {
-	unlockLocal, err := s.locks.lock(ctx, id)
+	return s.lockSessionAt(ctx, s.locks.reserve(id))
+}
+
+// lockSessionAt is lockSession for a place in the in-process line taken earlier (at
+// submission: docs/semantics.md §9 step 5).
+func (s *Service) lockSessionAt(ctx context.Context, t *ticket) (func(), error) {
+	id := t.key
+	unlockLocal, err := t.wait(ctx)
 	if err != nil {
 		return nil, err
 	}
