@@ -12,7 +12,8 @@ import (
 // or over its socket (docker in sandboxd mode).
 
 // RuntimeRequest maps spec onto a runtime execution request. spec.Stdin is read to its end
-// (the runtime takes standard input as bytes); a read error is returned wrapped.
+// (a runtime over a socket takes standard input as bytes); a read error is returned wrapped.
+// In-process runtimes stream it instead: see RuntimeRequestStreaming.
 func RuntimeRequest(spec ExecSpec) (sandboxd.ExecRequest, error) {
 	req := sandboxd.ExecRequest{
 		Command: spec.Command, Code: spec.Code, Language: spec.Language, Env: spec.Env,
@@ -29,6 +30,15 @@ func RuntimeRequest(spec ExecSpec) (sandboxd.ExecRequest, error) {
 		req.Stdin = in
 	}
 	return req, nil
+}
+
+// RuntimeRequestStreaming maps spec onto a runtime execution request for a runtime in this
+// process: spec.Stdin is streamed (sandboxd.ExecRequest.StdinReader), never read ahead.
+func RuntimeRequestStreaming(spec ExecSpec) sandboxd.ExecRequest {
+	return sandboxd.ExecRequest{
+		Command: spec.Command, Code: spec.Code, Language: spec.Language, Env: spec.Env,
+		Dir: spec.Dir, Timeout: spec.Timeout, Context: spec.Context, StdinReader: spec.Stdin,
+	}
 }
 
 // RuntimeStreams returns out's writers, io.Discard for the unset ones.
@@ -51,4 +61,13 @@ func RuntimeStatus(r sandboxd.Result) ExitStatus {
 // RuntimeContext maps a runtime context description onto a ContextInfo.
 func RuntimeContext(c sandboxd.ContextInfo) ContextInfo {
 	return ContextInfo{Name: c.Name, Language: c.Language, CreatedAt: c.CreatedAt, Executions: c.Executions, Alive: c.Alive}
+}
+
+// RuntimeFiles maps a runtime workspace listing onto FileInfos.
+func RuntimeFiles(list []sandboxd.FileInfo) []FileInfo {
+	out := make([]FileInfo, len(list))
+	for i, f := range list {
+		out[i] = FileInfo{Name: f.Name, Path: f.Path, Type: FileType(f.Type), Size: f.Size, Mode: f.Mode, ModTime: f.ModTime}
+	}
+	return out
 }

@@ -64,7 +64,7 @@ func (r *Runtime) execBash(ctx context.Context, c *codeContext, req ExecRequest,
 	}()
 	res, err := r.run(ectx, runSpec{
 		path: interp, args: args, dir: start, env: env,
-		stdin: string(req.Stdin), timeout: req.Timeout, maxOutput: req.MaxOutput,
+		stdin: stdinOf(req), timeout: req.Timeout, maxOutput: req.MaxOutput,
 	}, out)
 
 	// Keep the state only when the execution saved all of it, and only for this context's

@@ -24,7 +24,9 @@
 //     line on stderr; a missing interpreter or /bin/sh is a fault.Capability error;
 //   - the environment is the base (Options.Env, or a minimal one), then PWD set to the working
 //     folder, then ExecRequest.Env; the working folder is Dir (default: the workspace); stdin
-//     is ExecRequest.Stdin, or empty;
+//     is ExecRequest.Stdin (or, in process, the StdinReader it streams from), or empty; a
+//     copy still blocked in the reader's Read when the program ends is abandoned after
+//     Options.DrainDelay;
 //   - every execution runs in its own session (setsid, package procgroup). It ends when the
 //     program (the direct child) exits; whatever it left running in its session is then
 //     killed with SIGKILL, so `sleep 100 &` holding stdout cannot hang the call, and output

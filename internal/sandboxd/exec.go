@@ -3,9 +3,11 @@
 package sandboxd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -140,9 +142,7 @@ func validEnvName(name string) bool { return wspath.ValidEnvName(name) }
 func (r *Runtime) execPlain(ctx context.Context, req ExecRequest, cwd string, out Streams) (Result, error) {
 	env := mergeEnv(mergeEnv(r.env, map[string]string{"PWD": cwd}), req.Env)
 	spec := runSpec{dir: cwd, env: env, timeout: req.Timeout, maxOutput: req.MaxOutput}
-	if req.Stdin != nil {
-		spec.stdin = string(req.Stdin)
-	}
+	spec.stdin = stdinOf(req)
 	var text string
 	switch {
 	case req.Command != "":
@@ -229,7 +229,7 @@ type runSpec struct {
 	script    string   // fed on file descriptor 3 when not empty
 	dir       string
 	env       []string
-	stdin     string // "": /dev/null
+	stdin     io.Reader // nil: /dev/null
 	timeout   time.Duration
 	maxOutput int64
 }
@@ -256,15 +256,15 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 		capt.drain(0)
 		return Result{}, fmt.Errorf("sandboxd: starting %s: %w", spec.path, err)
 	}
-	if spec.stdin != "" {
-		child, f, err := newFeeder(spec.stdin)
+	if spec.stdin != nil {
+		child, f, err := newFeeder(spec.stdin, r.drainDelay)
 		if err != nil {
 			return fail(err)
 		}
 		childEnds, stdin, cmd.Stdin = append(childEnds, child), f, child
 	}
 	if spec.script != "" {
-		child, f, err := newFeeder(spec.script)
+		child, f, err := newFeeder(strings.NewReader(spec.script), r.drainDelay)
 		if err != nil {
 			return fail(err)
 		}
@@ -335,3 +335,15 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 }
 
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// stdinOf is req's standard input: StdinReader, else Stdin; nil (/dev/null) when neither
+// has anything.
+func stdinOf(req ExecRequest) io.Reader {
+	if req.StdinReader != nil {
+		return req.StdinReader
+	}
+	if len(req.Stdin) > 0 {
+		return bytes.NewReader(req.Stdin)
+	}
+	return nil
+}

@@ -100,36 +100,44 @@ func (c *capture) drain(delay time.Duration) {
 
 func (c *capture) close() { closeFiles(c.readers) }
 
-// feeder writes data into a pipe whose read end goes to a program.
+// feeder copies a source into a pipe whose read end goes to a program.
 type feeder struct {
-	w    *os.File
-	done chan struct{}
+	w     *os.File
+	done  chan struct{}
+	grace time.Duration
 }
 
-// newFeeder makes a pipe, starts writing data into it and returns the child's end. The write
-// end is closed once data is written, so the program sees EOF after it.
-func newFeeder(data string) (child *os.File, f *feeder, err error) {
+// newFeeder makes a pipe, starts copying src into it and returns the child's end. The write
+// end is closed once src is exhausted, so the program sees EOF after it. grace bounds how long
+// stop waits for a copy whose source Read blocks.
+func newFeeder(src io.Reader, grace time.Duration) (child *os.File, f *feeder, err error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, nil, err
 	}
-	f = &feeder{w: w, done: make(chan struct{})}
+	f = &feeder{w: w, done: make(chan struct{}), grace: grace}
 	go func() {
 		defer close(f.done)
-		_, _ = io.WriteString(w, data) // EPIPE once the reader is gone
+		_, _ = io.Copy(w, src) // EPIPE once the reader is gone, EBADF once stop closed w
 		_ = w.Close()
 	}()
 	return r, f, nil
 }
 
 // stop ends the write (a program that never read its input does not hold it up) and waits for
-// the writing goroutine. It accepts a nil feeder.
+// the copying goroutine, at most grace when src blocks in Read (the goroutine then ends when
+// that Read returns, writing nothing more). It accepts a nil feeder.
 func (f *feeder) stop() {
 	if f == nil {
 		return
 	}
 	_ = f.w.Close()
-	<-f.done
+	t := time.NewTimer(f.grace)
+	defer t.Stop()
+	select {
+	case <-f.done:
+	case <-t.C:
+	}
 }
 
 // lockedWriter serialises writes to one writer used for two streams.

@@ -264,13 +264,17 @@ func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecReques
 	if err != nil {
 		return Result{}, fmt.Errorf("sandboxd: making output pipes: %w", err)
 	}
-	stdin, stdinFeed, err := newFeeder(string(req.Stdin))
+	in := stdinOf(req)
+	if in == nil {
+		in = strings.NewReader("")
+	}
+	stdin, stdinFeed, err := newFeeder(in, r.drainDelay)
 	if err != nil {
 		closeFiles([]*os.File{stdout, stderr})
 		capt.drain(0)
 		return Result{}, fmt.Errorf("sandboxd: making the stdin pipe: %w", err)
 	}
-	code, codeFeed, err := newFeeder(req.Code)
+	code, codeFeed, err := newFeeder(strings.NewReader(req.Code), r.drainDelay)
 	if err != nil {
 		closeFiles([]*os.File{stdout, stderr, stdin})
 		stdinFeed.stop()

@@ -20,6 +20,10 @@ type ExecRequest struct {
 	// Stdin is the program's standard input; nil means empty (immediate EOF). Over the wire
 	// it travels base64-encoded in the JSON body.
 	Stdin []byte `json:"stdin,omitempty"`
+	// StdinReader, for in-process callers, streams standard input instead of Stdin (which it
+	// takes precedence over). A Read that blocks does not hold the execution up: once the
+	// program has ended the copy is abandoned (see the package doc). Never on the wire.
+	StdinReader io.Reader `json:"-"`
 	// Timeout is the wall-clock limit from start; 0 means none. Over the wire: timeout_ms.
 	Timeout time.Duration `json:"-"`
 	// Context names the stateful context that runs Code ("" = a fresh process). A context

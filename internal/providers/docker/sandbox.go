@@ -244,7 +244,7 @@ func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileIn
 		if err != nil {
 			return nil, s.rtErr(err)
 		}
-		return fileInfos(list), nil
+		return providers.RuntimeFiles(list), nil
 	}
 	rep, err := s.helper(ctx, "list", s.ws, clean)
 	if err != nil {

@@ -617,12 +617,3 @@ func (s *Sandbox) contextsUsable() error {
 	}
 	return nil
 }
-
-// fileInfos converts a sandboxd listing.
-func fileInfos(list []sandboxd.FileInfo) []providers.FileInfo {
-	out := make([]providers.FileInfo, len(list))
-	for i, f := range list {
-		out[i] = providers.FileInfo{Name: f.Name, Path: f.Path, Type: providers.FileType(f.Type), Size: f.Size, Mode: f.Mode, ModTime: f.ModTime}
-	}
-	return out
-}

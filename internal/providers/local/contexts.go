@@ -10,14 +10,14 @@ import (
 	"github.com/sandgate/sandgate/internal/sandboxd"
 )
 
-// Stateful contexts run on sandboxd's runtime library inside the gateway process: one
-// sandboxd.Runtime per sandbox folder, made on first use and closed (its interpreters killed)
-// by Destroy and Close. Contexts do not survive the gateway process; a later Attach starts
-// with none.
+// Every sandbox folder has one sandboxd.Runtime inside the gateway process, made on first use
+// and closed (its executions ended, its interpreters killed) by Destroy and Close. It runs
+// plain executions and stateful contexts and moves files. Contexts do not survive the gateway
+// process; a later Attach starts with none.
 
 var _ providers.Contexts = (*Sandbox)(nil)
 
-// runtime returns the context runtime of sandbox folder id, making it on first use.
+// runtime returns the runtime of sandbox folder id, making it on first use.
 func (p *Provider) runtime(id string) (*sandboxd.Runtime, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -29,7 +29,7 @@ func (p *Provider) runtime(id string) (*sandboxd.Runtime, error) {
 	}
 	rt, err := sandboxd.New(sandboxd.Options{
 		Workspace:  id,
-		Env:        p.environ(id, id, nil),
+		Env:        p.environ(id),
 		Python:     p.python,
 		Bash:       p.bash,
 		KillGrace:  p.killGrace(),
@@ -46,7 +46,15 @@ func (p *Provider) runtime(id string) (*sandboxd.Runtime, error) {
 	return rt, nil
 }
 
-// closeRuntime stops the contexts of sandbox folder id, if any.
+// current reports whether rt is still the runtime of sandbox folder id (Destroy and Close end
+// it).
+func (p *Provider) current(id string, rt *sandboxd.Runtime) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runtimes[id] == rt
+}
+
+// closeRuntime ends the executions and contexts of sandbox folder id, if any.
 func (p *Provider) closeRuntime(id string) {
 	p.mu.Lock()
 	rt := p.runtimes[id]
@@ -57,7 +65,8 @@ func (p *Provider) closeRuntime(id string) {
 	}
 }
 
-// Close stops every context's interpreter. Sandbox folders stay. Idempotent.
+// Close ends every running execution (it returns fault.Gone) and every context's
+// interpreter. Sandbox folders stay. Idempotent.
 func (p *Provider) Close() error {
 	p.mu.Lock()
 	rts := p.runtimes
@@ -69,30 +78,9 @@ func (p *Provider) Close() error {
 	return nil
 }
 
-// execContext runs spec (code with a Context) in the sandbox's context runtime.
-func (s *Sandbox) execContext(ctx context.Context, spec providers.ExecSpec) (providers.ExitStatus, error) {
-	rt, err := s.p.runtime(s.id)
-	if err != nil {
-		return providers.ExitStatus{}, err
-	}
-	req, err := providers.RuntimeRequest(spec)
-	if err != nil {
-		return providers.ExitStatus{}, err
-	}
-	res, err := rt.Exec(ctx, req, providers.RuntimeStreams(spec.Output))
-	st := providers.RuntimeStatus(res)
-	if err != nil && ctx.Err() != nil {
-		return st, ctx.Err()
-	}
-	return st, err
-}
-
 // ListContexts lists the sandbox's contexts, sorted by name.
 func (s *Sandbox) ListContexts(context.Context) ([]providers.ContextInfo, error) {
-	if err := s.usable(); err != nil {
-		return nil, err
-	}
-	rt, err := s.p.runtime(s.id)
+	rt, err := s.runtime()
 	if err != nil {
 		return nil, err
 	}
@@ -106,10 +94,7 @@ func (s *Sandbox) ListContexts(context.Context) ([]providers.ContextInfo, error)
 
 // CreateContext starts context name for language (python or bash).
 func (s *Sandbox) CreateContext(_ context.Context, name, language string) (providers.ContextInfo, error) {
-	if err := s.usable(); err != nil {
-		return providers.ContextInfo{}, err
-	}
-	rt, err := s.p.runtime(s.id)
+	rt, err := s.runtime()
 	if err != nil {
 		return providers.ContextInfo{}, err
 	}
@@ -119,10 +104,7 @@ func (s *Sandbox) CreateContext(_ context.Context, name, language string) (provi
 
 // RestartContext gives context name a fresh interpreter.
 func (s *Sandbox) RestartContext(_ context.Context, name string) (providers.ContextInfo, error) {
-	if err := s.usable(); err != nil {
-		return providers.ContextInfo{}, err
-	}
-	rt, err := s.p.runtime(s.id)
+	rt, err := s.runtime()
 	if err != nil {
 		return providers.ContextInfo{}, err
 	}
@@ -132,12 +114,23 @@ func (s *Sandbox) RestartContext(_ context.Context, name string) (providers.Cont
 
 // DeleteContext stops context name and forgets it.
 func (s *Sandbox) DeleteContext(_ context.Context, name string) error {
-	if err := s.usable(); err != nil {
-		return err
-	}
-	rt, err := s.p.runtime(s.id)
+	rt, err := s.runtime()
 	if err != nil {
 		return err
 	}
 	return rt.DeleteContext(name)
+}
+
+// environ is the base environment of the programs of sandbox folder workspace: PATH (the
+// interpreter's folder, then the gateway's PATH), HOME and TMPDIR set to the workspace,
+// LANG=C.UTF-8 and PYTHONUNBUFFERED=1; never the gateway's own environment. The runtime adds
+// PWD and each execution's variables.
+func (p *Provider) environ(workspace string) []string {
+	return []string{
+		"HOME=" + workspace,
+		"LANG=C.UTF-8",
+		"PATH=" + p.pathEnv,
+		"PYTHONUNBUFFERED=1",
+		"TMPDIR=" + workspace,
+	}
 }

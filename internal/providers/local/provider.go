@@ -54,64 +54,8 @@ type Provider struct {
 	logger  *slog.Logger
 
 	mu       sync.Mutex
-	running  map[string]map[*execution]struct{} // live executions by sandbox id
-	runtimes map[string]*sandboxd.Runtime       // stateful contexts by sandbox id (see contexts.go)
+	runtimes map[string]*sandboxd.Runtime // by sandbox id (see contexts.go)
 	closed   bool
-}
-
-// execution is one running Exec, as Destroy sees it.
-type execution struct {
-	destroyed chan struct{} // closed by Destroy: kill the program
-	done      chan struct{} // closed by Exec once its processes are dead
-}
-
-// track registers an execution in sandbox id; untrack must be called when it has ended.
-func (p *Provider) track(id string) (ex *execution, untrack func()) {
-	ex = &execution{destroyed: make(chan struct{}), done: make(chan struct{})}
-	p.mu.Lock()
-	if p.running == nil {
-		p.running = make(map[string]map[*execution]struct{})
-	}
-	if p.running[id] == nil {
-		p.running[id] = make(map[*execution]struct{})
-	}
-	p.running[id][ex] = struct{}{}
-	p.mu.Unlock()
-	return ex, func() {
-		p.mu.Lock()
-		if set := p.running[id]; set != nil {
-			delete(set, ex)
-			if len(set) == 0 {
-				delete(p.running, id)
-			}
-		}
-		p.mu.Unlock()
-		close(ex.done)
-	}
-}
-
-// stopExecutions makes every execution running in sandbox id kill its program and waits,
-// at most wait, for them to end.
-func (p *Provider) stopExecutions(id string, wait time.Duration) {
-	p.mu.Lock()
-	set := p.running[id]
-	delete(p.running, id)
-	p.mu.Unlock()
-	if len(set) == 0 {
-		return
-	}
-	timeout := time.NewTimer(wait)
-	defer timeout.Stop()
-	for ex := range set {
-		close(ex.destroyed)
-	}
-	for ex := range set {
-		select {
-		case <-ex.done:
-		case <-timeout.C:
-			return
-		}
-	}
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -330,8 +274,7 @@ func (p *Provider) Destroy(_ context.Context, id string) error {
 	if err != nil || !st.IsDir() {
 		return nil
 	}
-	p.stopExecutions(id, p.killGrace()+5*time.Second)
-	p.closeRuntime(id)
+	p.closeRuntime(id) // ends the executions running in it, within KillGrace
 	if err := os.RemoveAll(id); err != nil {
 		// A program may have left folders without write or search permission.
 		_ = filepath.WalkDir(id, func(path string, d fs.DirEntry, err error) error {
@@ -359,16 +302,7 @@ func (p *Provider) owns(id string) bool {
 }
 
 func (p *Provider) open(dir string) (*Sandbox, error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	return &Sandbox{
-		NoPackageInstall: providers.NoPackageInstall{Subject: TypeName},
-		p:                p,
-		id:               dir,
-		root:             root,
-	}, nil
+	return &Sandbox{NoPackageInstall: providers.NoPackageInstall{Subject: TypeName}, p: p, id: dir}, nil
 }
 
 func (p *Provider) killGrace() time.Duration {

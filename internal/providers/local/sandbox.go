@@ -4,35 +4,27 @@ package local
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"math"
 	"os"
-	"path"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
-	"github.com/sandgate/sandgate/internal/wspath"
+	"github.com/sandgate/sandgate/internal/sandboxd"
 )
 
-// Sandbox is a handle on one sandbox folder. Its file methods go through an os.Root on the
-// folder, so no path (including one through a symlink) resolves outside it. It is safe for
-// concurrent use.
+// Sandbox is a handle on one sandbox folder. Executions, contexts and files go through the
+// folder's sandboxd.Runtime (see the package doc), so process-tree handling, output bounds and
+// path confinement are sandboxd's, written once. It is safe for concurrent use.
 type Sandbox struct {
 	providers.NoPackageInstall // package_install is not declared
 
 	p         *Provider
 	id        string
-	root      *os.Root
 	closeOnce sync.Once
 	closed    atomic.Bool
 }
@@ -42,96 +34,85 @@ var _ providers.Sandbox = (*Sandbox)(nil)
 // ID returns the absolute path of the sandbox folder.
 func (s *Sandbox) ID() string { return s.id }
 
-// Close releases the handle's folder descriptor. It is idempotent, always returns nil and
-// keeps the folder for a later Attach (docs/semantics.md §3). Other methods of a closed handle
-// return fault.Conflict.
+// Close marks the handle closed. It is idempotent, always returns nil and keeps the folder
+// (and its contexts) for a later Attach (docs/semantics.md §3). Other methods of a closed
+// handle return fault.Conflict.
 func (s *Sandbox) Close() error {
-	s.closeOnce.Do(func() {
-		s.closed.Store(true)
-		_ = s.root.Close()
-	})
+	s.closeOnce.Do(func() { s.closed.Store(true) })
 	return nil
 }
 
-// usable returns fault.Conflict for a closed handle and fault.Gone when the folder was
-// destroyed.
-func (s *Sandbox) usable() error {
+// runtime returns the sandbox's runtime after checking the handle: fault.Conflict for a
+// closed handle, fault.Gone when the folder was destroyed or the provider closed.
+func (s *Sandbox) runtime() (*sandboxd.Runtime, error) {
 	if s.closed.Load() {
-		return fault.New(fault.Conflict, "%s: the handle on sandbox '%s' is closed", TypeName, s.id)
+		return nil, fault.New(fault.Conflict, "%s: the handle on sandbox '%s' is closed", TypeName, s.id)
 	}
 	if _, err := os.Lstat(s.id); errors.Is(err, fs.ErrNotExist) {
-		return fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, s.id)
+		return nil, fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, s.id)
 	}
-	return nil
+	return s.p.runtime(s.id)
 }
 
-// WriteFile streams r into workspace path p, creating parent folders (mode 0755); the file
-// gets mode 0644 and replaces an existing file (or symlink) of that name. The content goes to
-// a hidden temporary file in the same folder, renamed into place once complete, so a failed or
-// oversized upload leaves nothing behind. maxBytes < 0 means no limit.
+// gone maps the error of a runtime call that Destroy (or Close of the provider) cut short
+// onto fault.Gone; other errors are returned as they are.
+func (s *Sandbox) gone(rt *sandboxd.Runtime, err error) error {
+	if err != nil && !s.p.current(s.id, rt) {
+		return fault.New(fault.Gone, "%s: sandbox '%s' was destroyed during the call", TypeName, s.id)
+	}
+	return err
+}
+
+// Exec runs spec to completion in the sandbox folder through its runtime (see the package
+// doc) and returns how it ended; a non-zero exit is a status, never an error.
 //
-// Errors: fault.Policy when p escapes the workspace, fault.Conflict when p is a folder or a
-// parent is a file, fault.TooLarge beyond maxBytes, ctx.Err() when ctx ends, r's error
-// (wrapped) when reading fails.
-func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
-	clean, err := providers.CleanPath(p)
+// Errors: CheckExecSpec's (fault.Validation, fault.Capability, fault.Policy); the runtime's
+// (fault.Policy or fault.NotFound for a working folder that escapes or is missing,
+// fault.Validation when it is not a folder); fault.Conflict on a closed handle; fault.Gone
+// when the sandbox was destroyed, before or during the execution; ctx.Err() (with the
+// status of the killed program) when ctx ends first.
+func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.ExitStatus, error) {
+	if err := providers.CheckExecSpec(TypeName, s.p.caps, spec); err != nil {
+		return providers.ExitStatus{}, err
+	}
+	rt, err := s.runtime()
 	if err != nil {
-		return 0, err
+		return providers.ExitStatus{}, err
 	}
-	if clean == "." {
-		return 0, fault.New(fault.Conflict, "path '%s' is the workspace folder, not a file", p)
+	if err := ctx.Err(); err != nil {
+		return providers.ExitStatus{}, err
 	}
-	if err := s.usable(); err != nil {
+	req := providers.RuntimeRequestStreaming(spec)
+	// The domain bounds what it keeps (head and tail) and counts every byte: nothing is
+	// dropped here.
+	req.MaxOutput = math.MaxInt64
+	res, err := rt.Exec(ctx, req, providers.RuntimeStreams(spec.Output))
+	st := providers.RuntimeStatus(res)
+	if err != nil && ctx.Err() != nil {
+		return st, ctx.Err()
+	}
+	return st, s.gone(rt, err)
+}
+
+// WriteFile streams r into workspace path p (sandboxd.Runtime.WriteFile: parent folders made,
+// mode 0644, a hidden temporary file renamed into place once complete and within maxBytes,
+// so a failed or oversized upload leaves nothing behind). maxBytes < 0 means no limit.
+//
+// Errors: the runtime's (fault.Policy when p escapes the workspace, fault.Conflict when p is
+// a folder or a parent is a file, fault.TooLarge beyond maxBytes); ctx.Err() when ctx ends.
+func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
+	rt, err := s.runtime()
+	if err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	dir := path.Dir(clean)
-	if dir != "." {
-		if err := s.root.MkdirAll(dir, 0o755); err != nil {
-			if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-				return 0, fault.New(fault.Conflict, "a parent of path '%s' is not a folder", p)
-			}
-			return 0, s.pathErr(p, err)
-		}
+	n, err := rt.WriteFile(p, ctxReader{ctx: ctx, r: r}, maxBytes)
+	if err != nil && ctx.Err() != nil {
+		return 0, ctx.Err()
 	}
-	if st, err := s.root.Lstat(clean); err == nil && st.IsDir() {
-		return 0, fault.New(fault.Conflict, "path '%s' is a folder", p)
-	}
-
-	tmp := path.Join(dir, ".sandgate-upload-"+randomHex())
-	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return 0, s.pathErr(p, err)
-	}
-	limit := int64(math.MaxInt64)
-	if maxBytes >= 0 && maxBytes < math.MaxInt64 {
-		limit = maxBytes + 1 // one more byte tells "too large" from "exactly the limit"
-	}
-	n, copyErr := io.Copy(f, &io.LimitedReader{R: ctxReader{ctx: ctx, r: r}, N: limit})
-	closeErr := f.Close()
-	fail := func(err error) (int64, error) {
-		_ = s.root.Remove(tmp)
-		return 0, err
-	}
-	switch {
-	case copyErr != nil && ctx.Err() != nil:
-		return fail(ctx.Err())
-	case copyErr != nil:
-		return fail(fmt.Errorf("writing '%s' into the sandbox: %w", p, copyErr))
-	case maxBytes >= 0 && n > maxBytes:
-		return fail(fault.New(fault.TooLarge, "file '%s' is larger than the limit of %d bytes", p, maxBytes))
-	case closeErr != nil:
-		return fail(fmt.Errorf("writing '%s' into the sandbox: %w", p, closeErr))
-	}
-	if err := s.root.Rename(tmp, clean); err != nil {
-		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) {
-			return fail(fault.New(fault.Conflict, "path '%s' is a folder", p))
-		}
-		return fail(s.pathErr(p, err))
-	}
-	return n, nil
+	return n, s.gone(rt, err)
 }
 
 // ReadFile opens workspace path p for reading; symlinks are followed only while they stay in
@@ -140,83 +121,29 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes
 // Errors: fault.Policy when p escapes the workspace, fault.NotFound when it does not exist,
 // fault.Conflict when it is a folder or not a regular file (a FIFO is never waited on).
 func (s *Sandbox) ReadFile(_ context.Context, p string) (io.ReadCloser, error) {
-	clean, err := providers.CleanPath(p)
+	rt, err := s.runtime()
 	if err != nil {
 		return nil, err
 	}
-	if err := s.usable(); err != nil {
-		return nil, err
-	}
-	// O_NONBLOCK: opening a FIFO a program made must not wait for a writer.
-	f, err := s.root.OpenFile(clean, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, s.pathErr(p, err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("reading '%s' in the sandbox: %w", p, err)
-	}
-	if st.IsDir() {
-		_ = f.Close()
-		return nil, fault.New(fault.Conflict, "path '%s' is a folder, not a file", p)
-	}
-	if !st.Mode().IsRegular() {
-		_ = f.Close()
-		return nil, fault.New(fault.Conflict, "path '%s' is not a regular file", p)
-	}
-	return f, nil
+	rc, err := rt.ReadFile(p)
+	return rc, s.gone(rt, err)
 }
 
-// ListFiles lists workspace folder dir ("" or "." for the workspace), sorted by name. Entries
-// describe themselves (lstat): a symlink is reported as providers.FileSymlink with the link's
-// own size and is not followed. Entries that vanish while listing are left out.
+// ListFiles lists workspace folder dir ("" or "." for the workspace), sorted by name, without
+// following symlinks.
 //
 // Errors: fault.Policy when dir escapes the workspace, fault.NotFound when it does not exist,
 // fault.Conflict when it is not a folder.
 func (s *Sandbox) ListFiles(_ context.Context, dir string) ([]providers.FileInfo, error) {
-	clean, err := providers.CleanPath(dir)
+	rt, err := s.runtime()
 	if err != nil {
 		return nil, err
 	}
-	if err := s.usable(); err != nil {
-		return nil, err
-	}
-	f, err := s.root.OpenFile(clean, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_DIRECTORY, 0)
+	list, err := rt.ListFiles(dir)
 	if err != nil {
-		if errors.Is(err, syscall.ENOTDIR) {
-			if st, serr := s.root.Stat(clean); serr == nil && !st.IsDir() {
-				return nil, fault.New(fault.Conflict, "path '%s' is not a folder", dir)
-			}
-		}
-		return nil, s.pathErr(dir, err)
+		return nil, s.gone(rt, err)
 	}
-	entries, err := f.ReadDir(-1)
-	_ = f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("listing '%s' in the sandbox: %w", dir, err)
-	}
-	out := make([]providers.FileInfo, 0, len(entries))
-	for _, e := range entries {
-		rel := e.Name()
-		if clean != "." {
-			rel = clean + "/" + rel
-		}
-		info, err := s.root.Lstat(rel)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		out = append(out, providers.FileInfo{
-			Name:    e.Name(),
-			Path:    rel,
-			Type:    fileType(info.Mode()),
-			Size:    info.Size(),
-			Mode:    info.Mode().Perm(),
-			ModTime: info.ModTime(),
-		})
-	}
-	slices.SortFunc(out, func(a, b providers.FileInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return providers.RuntimeFiles(list), nil
 }
 
 // RemoveFile removes the file, symlink (not its target) or empty folder at workspace path p.
@@ -225,51 +152,11 @@ func (s *Sandbox) ListFiles(_ context.Context, dir string) ([]providers.FileInfo
 // Errors: fault.Policy when p escapes the workspace, fault.Conflict for the workspace itself
 // or a folder that is not empty.
 func (s *Sandbox) RemoveFile(_ context.Context, p string) error {
-	clean, err := providers.CleanPath(p)
+	rt, err := s.runtime()
 	if err != nil {
 		return err
 	}
-	if clean == "." {
-		return fault.New(fault.Conflict, "the workspace folder itself cannot be removed")
-	}
-	if err := s.usable(); err != nil {
-		return err
-	}
-	err = s.root.Remove(clean)
-	switch {
-	case err == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR) && !wspath.IsEscape(err):
-		return nil
-	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, fs.ErrExist):
-		return fault.New(fault.Conflict, "folder '%s' is not empty", p)
-	}
-	return s.pathErr(p, err)
-}
-
-// pathErr classifies an error of an os.Root operation on workspace path p (wspath.RootError);
-// a closed root means a closed handle.
-func (s *Sandbox) pathErr(p string, err error) error {
-	if errors.Is(err, fs.ErrClosed) {
-		return fault.New(fault.Conflict, "%s: the handle on sandbox '%s' is closed", TypeName, s.id)
-	}
-	return wspath.RootError(p, err)
-}
-
-func fileType(m fs.FileMode) providers.FileType {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return providers.FileSymlink
-	case m.IsDir():
-		return providers.FileDir
-	case m.IsRegular():
-		return providers.FileRegular
-	}
-	return providers.FileOther
-}
-
-func randomHex() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return s.gone(rt, rt.RemoveFile(p))
 }
 
 // ctxReader stops reading once ctx ends.
