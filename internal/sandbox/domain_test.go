@@ -391,6 +391,23 @@ func TestSubmittedExecutionsKeepTheirOrder(t *testing.T) {
 	assert.Equal(t, want, codes, "executions ran in submission order")
 }
 
+// A completion the response store refuses is kept and retried, never dropped and never run
+// again: the caller gets its result at once, and the task reads finished once the store
+// answers (docs/semantics.md §9 Completion).
+func TestCompletionSurvivesAStoreOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, sandboxtest.Options{})
+	prov := b.Provider(t, "default")
+	b.Store.FailFinish(3)
+	res := b.exec(t, b.alice, sandbox.ExecInput{Code: "print(1)"})
+	require.NotEmpty(t, res.TaskID)
+	task := b.finished(t, b.alice, res.TaskID)
+	assert.Equal(t, sandbox.TaskSucceeded, task.Status)
+	require.NotNil(t, task.Result)
+	assert.Equal(t, res.Stdout, task.Result.Stdout)
+	assert.Len(t, prov.Execs(), 1, "the execution ran once")
+}
+
 // An execution that outlives its wait is promoted to a task, which later finishes with the
 // execution's result; one that ends in time returns its result.
 func TestPromotion(t *testing.T) {

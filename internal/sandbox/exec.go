@@ -246,11 +246,7 @@ func (j *execJob) run(ctx context.Context) {
 			completion = store.Completion{Status: TaskFailed, Error: j.err.Error(), ErrorType: string(fault.Internal)}
 		}
 		completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.ephemeral
-		if ok, err := s.store.FinishTask(bg, j.task.ID, completion, s.now(), s.ttl()); err != nil {
-			s.log.Error("recording task completion failed", "task_id", j.task.ID, "err", err)
-		} else if !ok {
-			s.log.Info("task had already finished (cancelled or lost)", "task_id", j.task.ID)
-		}
+		s.recordCompletion(bg, j.task.ID, completion)
 		s.forgetCancelled(j.task.ID)
 	}()
 	res, err := j.execute(ctx)

@@ -68,6 +68,12 @@ type Service struct {
 
 	mu        sync.Mutex
 	cancelled map[string]bool // tasks cancelled by a caller (vs. shutdown)
+
+	// Completions the store refused are retried in the background (completion.go) until
+	// Close: closing stops them, retrying counts them.
+	closing   chan struct{}
+	closeOnce sync.Once
+	retrying  sync.WaitGroup
 }
 
 // New builds every profile's provider (failing on configuration the providers reject) and
@@ -76,7 +82,7 @@ func New(opts Options) (*Service, error) {
 	s := &Service{
 		cfg: opts.Settings.withDefaults(), store: opts.Store, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
 		newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, locks: newFIFOLocks(),
-		cancelled: map[string]bool{},
+		cancelled: map[string]bool{}, closing: make(chan struct{}),
 	}
 	s.now = time.Now
 	if opts.Clock != nil {
@@ -212,10 +218,12 @@ func providerPrincipal(prof *Profile, p principal.Principal) providers.Principal
 
 var agentPrincipal = providers.Principal{Mode: "agent", Subject: "sandgate"}
 
-// Close stops the broker, draining running work until ctx ends, then releases providers that
-// hold resources of their own (warm-pool refillers, connections).
+// Close stops the broker, draining running work until ctx ends, gives completions still being
+// retried until ctx ends to reach the store, then releases providers that hold resources of
+// their own (warm-pool refillers, connections).
 func (s *Service) Close(ctx context.Context) error {
 	err := s.broker.Close(ctx)
+	s.stopRetries(ctx)
 	for _, n := range s.names {
 		if c, ok := s.profiles[n].Provider.(io.Closer); ok {
 			if cerr := c.Close(); cerr != nil {

@@ -38,6 +38,20 @@ type Store struct {
 	changed    chan struct{}         // closed and replaced whenever a task finishes or goes
 	locks      map[string]*lockQueue // session locks (store_locks.go)
 	exclusive  map[int64]bool        // TryExclusive keys held
+	// finishFailures is how many FinishTask calls still fail (FailFinish).
+	finishFailures int
+}
+
+// ErrUnavailable is what a call the test made fail returns (FailFinish): the response store
+// not answering.
+var ErrUnavailable = errors.New("sandboxtest: the store is unavailable")
+
+// FailFinish makes the next n FinishTask calls fail with ErrUnavailable without recording
+// anything, as a response store in an outage would.
+func (s *Store) FailFinish(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finishFailures = n
 }
 
 var _ sandbox.Store = (*Store)(nil)

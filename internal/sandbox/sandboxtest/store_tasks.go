@@ -184,6 +184,10 @@ func (s *Store) FinishTask(ctx context.Context, id string, c store.Completion, t
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.finishFailures > 0 {
+		s.finishFailures--
+		return false, ErrUnavailable
+	}
 	if c.Touch && c.SessionID != "" {
 		if r, ok := s.sessions[c.SessionID]; ok {
 			r.LastUsedAt = later(r.LastUsedAt, ts(t))
