@@ -115,8 +115,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 // serveConfig is what serve's flags and environment say.
 type serveConfig struct {
-	socket, listen, workspace, python, bash, tokenFile, logLevel string
-	token                                                        string
+	socket, listen, workspace, python, bash, tokenFile, stateFile, logLevel string
+	token                                                                   string
 }
 
 func parseServe(args, environ []string, stderr io.Writer) (serveConfig, error) {
@@ -129,6 +129,7 @@ func parseServe(args, environ []string, stderr io.Writer) (serveConfig, error) {
 	flags.StringVar(&c.workspace, "workspace", env["SANDBOXD_WORKSPACE"], "workspace folder (SANDBOXD_WORKSPACE; default: the working folder)")
 	flags.StringVar(&c.python, "python", env["SANDBOXD_PYTHON"], "python interpreter (SANDBOXD_PYTHON; default python3)")
 	flags.StringVar(&c.bash, "bash", env["SANDBOXD_BASH"], "bash (SANDBOXD_BASH; default bash)")
+	flags.StringVar(&c.stateFile, "state-file", env["SANDBOXD_STATE_FILE"], "file recording the contexts, outside the workspace, so a restarted sandboxd reports the ones it lost (SANDBOXD_STATE_FILE; default none)")
 	flags.StringVar(&c.tokenFile, "token-file", env["SANDBOXD_TOKEN_FILE"], "file holding the bearer secret (SANDBOXD_TOKEN_FILE; else SANDBOXD_TOKEN)")
 	flags.StringVar(&c.logLevel, "log-level", cmp.Or(env["SANDBOXD_LOG_LEVEL"], "info"), "debug, info, warn or error (SANDBOXD_LOG_LEVEL)")
 	if err := flags.Parse(args); err != nil {
@@ -178,6 +179,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		Env:       programEnv(environ, c.workspace),
 		Python:    c.python,
 		Bash:      c.bash,
+		StateFile: c.stateFile,
 		Logger:    log,
 	})
 	if err != nil {

@@ -233,6 +233,9 @@ type ExitStatus struct {
 	// ContextLost says the execution's context died during it (crash, os._exit, OOM, timeout
 	// that needed SIGKILL): its state is gone and the next execution starts a fresh one.
 	ContextLost bool
+	// ContextReset says the context was lost when the sandbox restarted, so this execution ran
+	// in a fresh one, without the state of earlier executions (reported once).
+	ContextReset bool
 }
 
 // FileType classifies a workspace entry.

@@ -55,7 +55,7 @@ func RuntimeStreams(out Output) sandboxd.Streams {
 
 // RuntimeStatus maps a runtime result onto an ExitStatus.
 func RuntimeStatus(r sandboxd.Result) ExitStatus {
-	return ExitStatus{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, ContextLost: r.ContextLost}
+	return ExitStatus{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, ContextLost: r.ContextLost, ContextReset: r.ContextReset}
 }
 
 // RuntimeContext maps a runtime context description onto a ContextInfo.

@@ -366,6 +366,9 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	default:
 		return nil, classify(err, fault.Provision)
 	}
+	if err == nil && st.ContextReset {
+		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' was lost when the sandbox restarted: this execution ran in a fresh interpreter, without the variables of earlier executions", spec.Context))
+	}
 	if err == nil && st.ContextLost {
 		// Also after a timeout the program would not yield to: the kill took the context along.
 		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", spec.Context))

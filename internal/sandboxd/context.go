@@ -5,8 +5,10 @@ package sandboxd
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,6 +44,9 @@ type codeContext struct {
 	removed    bool                    // deleted, or the runtime closed
 	py         *pyProcess              // python: the current interpreter, nil when none started
 	abortFunc  context.CancelCauseFunc // bash: ends the running execution
+	// reset: an earlier runtime kept a context of this name, lost in a restart; the next
+	// execution reports it (Result.ContextReset).
+	reset bool
 }
 
 // acquire waits for c's turn, or for ctx to end.
@@ -162,6 +167,9 @@ func (r *Runtime) CreateContext(name, language string) (ContextInfo, error) {
 	if err != nil {
 		return ContextInfo{}, err
 	}
+	c.mu.Lock()
+	c.reset = false // made anew on purpose: nothing to report
+	c.mu.Unlock()
 	return c.info(), nil
 }
 
@@ -200,6 +208,11 @@ func (r *Runtime) addContext(name, language string) (*codeContext, error) {
 	}
 	c.sem <- struct{}{} // nobody runs in it before it started
 	r.contexts[name] = c
+	if _, ok := r.lost[name]; ok {
+		delete(r.lost, name)
+		c.reset = true
+	}
+	r.writeStateLocked()
 	r.mu.Unlock()
 	defer c.release()
 
@@ -216,6 +229,7 @@ func (r *Runtime) addContext(name, language string) (*codeContext, error) {
 		r.mu.Lock()
 		if r.contexts[name] == c {
 			delete(r.contexts, name)
+			r.writeStateLocked()
 		}
 		r.mu.Unlock()
 		c.mu.Lock()
@@ -324,6 +338,7 @@ func (r *Runtime) DeleteContext(name string) error {
 	c, ok := r.contexts[name]
 	if ok {
 		delete(r.contexts, name)
+		r.writeStateLocked()
 	}
 	r.mu.Unlock()
 	if !ok {
@@ -356,9 +371,81 @@ func (r *Runtime) execInContext(ctx context.Context, req ExecRequest, cwd string
 	}
 	c.mu.Lock()
 	c.executions++
+	reset := c.reset
+	c.reset = false
 	c.mu.Unlock()
-	if c.language == "python" {
-		return r.execPython(ctx, c, req, cwd, out)
+	if reset {
+		_, _ = fmt.Fprintf(out.Stderr, "sandboxd: the %s context '%s' was lost when the sandbox restarted; this execution runs in a fresh one, without the state of earlier executions\n", c.language, c.name)
 	}
-	return r.execBash(ctx, c, req, cwd, out)
+	var res Result
+	if c.language == "python" {
+		res, err = r.execPython(ctx, c, req, cwd, out)
+	} else {
+		res, err = r.execBash(ctx, c, req, cwd, out)
+	}
+	res.ContextReset = reset
+	return res, err
+}
+
+// stateRecord is the StateFile's content.
+type stateRecord struct {
+	Contexts []stateContext `json:"contexts"`
+}
+
+type stateContext struct {
+	Name     string `json:"name"`
+	Language string `json:"language"`
+}
+
+// readState returns the contexts the StateFile names (an earlier runtime's, all gone now);
+// nil without a file. A file that cannot be read or parsed is logged and ignored.
+func (r *Runtime) readState() map[string]string {
+	if r.stateFile == "" {
+		return nil
+	}
+	data, err := os.ReadFile(r.stateFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var rec stateRecord
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err != nil {
+		r.log.Warn("sandboxd: ignoring the context state file", "file", r.stateFile, "err", err)
+		return nil
+	}
+	lost := map[string]string{}
+	for _, c := range rec.Contexts {
+		if checkContextName(c.Name) == nil && validLanguage(c.Language) {
+			lost[c.Name] = c.Language
+		}
+	}
+	return lost
+}
+
+// writeStateLocked records the contexts kept now, and those lost and not used since, in the
+// StateFile (written beside it and renamed into place). r.mu must be held. A failure is
+// logged: the record helps to report lost state, it never stops an execution.
+func (r *Runtime) writeStateLocked() {
+	if r.stateFile == "" {
+		return
+	}
+	rec := stateRecord{Contexts: []stateContext{}}
+	for name, c := range r.contexts {
+		rec.Contexts = append(rec.Contexts, stateContext{Name: name, Language: c.language})
+	}
+	for name, lang := range r.lost {
+		rec.Contexts = append(rec.Contexts, stateContext{Name: name, Language: lang})
+	}
+	slices.SortFunc(rec.Contexts, func(a, b stateContext) int { return cmp.Compare(a.Name, b.Name) })
+	data, _ := json.Marshal(rec)
+	tmp := r.stateFile + ".tmp"
+	err := os.WriteFile(tmp, data, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, r.stateFile)
+	}
+	if err != nil {
+		r.log.Warn("sandboxd: recording the contexts in the state file", "file", r.stateFile, "err", err)
+	}
 }

@@ -85,6 +85,13 @@
 // working folder. State is kept only when it was saved completely; a killed execution may
 // lose its changes.
 //
+// With Options.StateFile the runtime keeps the names and languages of its contexts in that
+// file. A runtime started on a file an earlier one wrote (the sandbox restarted: its
+// processes, and so every context's state, are gone) creates a listed context afresh on its
+// first execution, which reports Result.ContextReset and a stderr line "sandboxd: the <lang>
+// context '<name>' was lost when the sandbox restarted; …", once. CreateContext of such a name
+// reports nothing: the caller made it anew.
+//
 // RestartContext starts a python context's interpreter afresh (globals gone) or makes a bash
 // context forget its state; DeleteContext ends and forgets a context. Both first end an
 // execution running in it, which reports ContextLost. Close ends every execution and context.

@@ -57,6 +57,12 @@ type Options struct {
 	// MaxContexts caps the number of contexts (created or auto-created); more is
 	// fault.Conflict. Zero means DefaultMaxContexts.
 	MaxContexts int
+	// StateFile, when set, is a file outside the workspace (say, next to the socket) in which
+	// the runtime records the name and language of each context it keeps. A runtime started
+	// again on the same file — the sandbox restarted — knows which contexts it lost, and the
+	// first execution in each reports Result.ContextReset instead of silently starting from
+	// nothing (see the package doc). "" keeps no record.
+	StateFile string
 	// Logger receives debug and warning records; nil discards them.
 	Logger *slog.Logger
 }
@@ -79,10 +85,13 @@ type Runtime struct {
 	shutdown context.CancelFunc
 	running  sync.WaitGroup // executions in progress
 
+	stateFile string // Options.StateFile
+
 	mu       sync.Mutex
 	closed   bool
 	contexts map[string]*codeContext
-	nextID   int // names the state folders of bash contexts
+	lost     map[string]string // contexts an earlier runtime kept, not used since: name → language
+	nextID   int               // names the state folders of bash contexts
 }
 
 // errShutdown is the cause of an execution killed by Close.
@@ -123,9 +132,13 @@ func New(opts Options) (*Runtime, error) {
 		maxCtx:     cmp.Or(opts.MaxContexts, DefaultMaxContexts),
 		log:        opts.Logger,
 		contexts:   make(map[string]*codeContext),
+		stateFile:  opts.StateFile,
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.lost = r.readState(); len(r.lost) > 0 {
+		r.log.Info("sandboxd: contexts of an earlier start are gone; their next executions say so", "contexts", len(r.lost))
 	}
 	r.life, r.shutdown = context.WithCancel(context.Background())
 	return r, nil

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -804,4 +805,68 @@ func TestPythonContextSurvivesClosedStdout(t *testing.T) {
 	o := b.exec(t, py("p", "import sys\nprint('err', file=sys.stderr)"))
 	require.NoError(t, o.err)
 	assert.Equal(t, "err\n", o.stderr)
+}
+
+// TestRestartedRuntimeReportsLostContexts: a runtime started again on the same state file (the
+// sandbox restarted) tells the first execution of each context it lost that the state is
+// gone, once; a context made anew on purpose, and one deleted before, report nothing.
+func TestRestartedRuntimeReportsLostContexts(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	state := filepath.Join(t.TempDir(), "contexts.json")
+	opts := sandboxd.Options{Workspace: ws, KillGrace: testGrace, DrainDelay: testGrace, StateFile: state}
+	first, err := sandboxd.New(opts)
+	require.NoError(t, err)
+	b := &testBundle{rt: first, workspace: ws}
+	b.ok(t, py("p", "x = 41"))
+	b.ok(t, py("q", "y = 1"))
+	b.ok(t, py("gone", "z = 1"))
+	require.NoError(t, first.DeleteContext("gone"))
+	if _, err := exec.LookPath("bash"); err == nil {
+		b.ok(t, sandboxd.ExecRequest{Context: "sh", Language: "bash", Code: "export V=1"})
+	}
+	require.NoError(t, first.Close())
+
+	again, err := sandboxd.New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, again.Close()) })
+	b = &testBundle{rt: again, workspace: ws}
+	assert.Empty(t, again.ListContexts(), "the contexts themselves are gone")
+
+	o := b.exec(t, py("p", "print(globals().get('x'))"))
+	require.NoError(t, o.err)
+	assert.True(t, o.res.ContextReset)
+	assert.False(t, o.res.ContextLost, "it did not die during this execution")
+	assert.Equal(t, "None\n", o.stdout)
+	assert.Contains(t, o.stderr, "the python context 'p' was lost when the sandbox restarted")
+	o = b.exec(t, py("p", "print(1)"))
+	require.NoError(t, o.err)
+	assert.False(t, o.res.ContextReset, "said once")
+	assert.Empty(t, o.stderr)
+
+	_, err = again.CreateContext("q", "python")
+	require.NoError(t, err)
+	o = b.exec(t, py("q", "print(1)"))
+	require.NoError(t, o.err)
+	assert.False(t, o.res.ContextReset, "made anew on purpose")
+
+	o = b.exec(t, py("gone", "print(1)"))
+	require.NoError(t, o.err)
+	assert.False(t, o.res.ContextReset, "deleted before the restart")
+
+	if _, err := exec.LookPath("bash"); err == nil {
+		o = b.exec(t, sandboxd.ExecRequest{Context: "sh", Language: "bash", Code: "echo ${V:-unset}"})
+		require.NoError(t, o.err)
+		assert.True(t, o.res.ContextReset)
+		assert.Equal(t, "unset\n", o.stdout)
+	}
+
+	// A third start still knows the live contexts, but not the ones already reported.
+	require.NoError(t, again.Close())
+	third, err := sandboxd.New(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, third.Close()) })
+	o = execCtx(t.Context(), third, py("p", "print(1)"))
+	require.NoError(t, o.err)
+	assert.True(t, o.res.ContextReset, "p lived in the second start too")
 }

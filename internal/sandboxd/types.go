@@ -55,6 +55,9 @@ type Result struct {
 	// ContextLost: the context's interpreter died during the execution; its state is gone and
 	// the next execution starts a fresh one.
 	ContextLost bool `json:"context_lost,omitempty"`
+	// ContextReset: the context was lost when the sandbox restarted (Options.StateFile), so
+	// this execution ran in a fresh one without the state of earlier executions; reported once.
+	ContextReset bool `json:"context_reset,omitempty"`
 }
 
 // ExecError is an exception raised by code in a context (Jupyter's ename/evalue/traceback).

@@ -45,6 +45,7 @@ const (
 	socketName    = "sd.sock"
 	tokenEnv      = "SANDBOXD_TOKEN" // containers made before the secret moved to a file
 	tokenFileName = "token"
+	stateFileName = "contexts.json"
 
 	// DefaultSandboxdUser runs sandboxd and the programs when neither docker.user nor
 	// docker.sandboxd.user is set: the conventional "nonroot" uid/gid of distroless images.
@@ -188,6 +189,9 @@ func (m *sdMode) sandboxdSpec(s *containerSpec, tmpfs string) {
 	s.cfg.Env = append(s.cfg.Env,
 		"SANDBOXD_SOCKET="+sandboxRun+"/"+socketName,
 		"SANDBOXD_TOKEN_FILE="+sandboxRun+"/"+tokenFileName,
+		// On the host folder, so it outlives a restart of the container: a restarted sandboxd
+		// reports the contexts it lost.
+		"SANDBOXD_STATE_FILE="+sandboxRun+"/"+stateFileName,
 		"SANDBOXD_WORKSPACE="+Workspace,
 		"HOME="+Workspace,
 		"PYTHONUNBUFFERED=1",

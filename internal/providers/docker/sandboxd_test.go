@@ -189,7 +189,8 @@ func TestSandboxdSecretRequired(t *testing.T) {
 }
 
 // TestSandboxdReattachAfterRestart: a new provider (a restarted gateway) reaches the same
-// sandboxd and its contexts; a stopped container is started again with a fresh interpreter.
+// sandboxd and its contexts; a stopped container is started again with a fresh interpreter,
+// and the first execution in the lost context says so (ContextReset).
 func TestSandboxdReattachAfterRestart(t *testing.T) {
 	requireEngine(t)
 	p, sockDir := sandboxdProvider(t)
@@ -217,6 +218,11 @@ func TestSandboxdReattachAfterRestart(t *testing.T) {
 	r = run(t, again, providers.ExecSpec{Code: "print('kept' in globals())", Language: "python", Context: "default"})
 	require.NoError(t, r.err)
 	assert.Equal(t, "False\n", r.stdout)
+	assert.True(t, r.st.ContextReset, "the lost context is reported, not silently replaced")
+	assert.Contains(t, r.stderr, "was lost when the sandbox restarted")
+	r = run(t, again, providers.ExecSpec{Code: "print(1)", Language: "python", Context: "default"})
+	require.NoError(t, r.err)
+	assert.False(t, r.st.ContextReset, "reported once")
 }
 
 // TestSandboxdDestroyRemovesSocketFolder: nothing is left on the host.
