@@ -60,8 +60,16 @@ type Options struct {
 	DefaultProfile string
 	// MaxBodyBytes bounds one request body; 0 = the SDK's default.
 	MaxBodyBytes int64
-	Sandbox      *sandbox.Service
-	Logger       *slog.Logger
+	// MaxToolWait bounds how long run_code and run_command wait for their execution before
+	// answering with a task to poll: the broker's wait_timeout, but never longer than this,
+	// so the answer comes before the clients' request timeout (the official SDKs' default is
+	// 60 s). Default DefaultMaxToolWait.
+	MaxToolWait time.Duration
+	// ProgressInterval is how often a waiting run_code or run_command sends a progress
+	// notification, when the call asked for them (a progressToken); default 5 s.
+	ProgressInterval time.Duration
+	Sandbox          *sandbox.Service
+	Logger           *slog.Logger
 	// Version is reported to MCP clients; default "dev".
 	Version string
 }
@@ -75,6 +83,8 @@ type Handler struct {
 	enabled        bool
 	maxChars       int
 	defaultProfile string
+	maxWait        time.Duration
+	progressEvery  time.Duration
 	resource       string // the /mcp URL
 	metadataURL    string
 	metadata       *oauthex.ProtectedResourceMetadata
@@ -86,6 +96,10 @@ type Handler struct {
 
 // DefaultToolOutputMaxChars is Options.ToolOutputMaxChars's default.
 const DefaultToolOutputMaxChars = 8000
+
+// DefaultMaxToolWait is Options.MaxToolWait's default: under the 60 s request timeout of the
+// official MCP SDKs, with room for the answer to travel.
+const DefaultMaxToolWait = 45 * time.Second
 
 // New builds the MCP handler. Sandbox is required.
 func New(o Options) *Handler {
@@ -107,6 +121,13 @@ func New(o Options) *Handler {
 		resource:       base + Path,
 		metadataURL:    base + MetadataPath + Path,
 		servers:        map[string]*sdk.Server{},
+	}
+	h.maxWait, h.progressEvery = o.MaxToolWait, o.ProgressInterval
+	if h.maxWait <= 0 {
+		h.maxWait = DefaultMaxToolWait
+	}
+	if h.progressEvery <= 0 {
+		h.progressEvery = 5 * time.Second
 	}
 	if h.maxChars <= 0 {
 		h.maxChars = DefaultToolOutputMaxChars

@@ -178,6 +178,9 @@ func (h *Handler) toolHandler(t toolSpec) sdk.ToolHandler {
 			var raw json.RawMessage
 			if req.Params != nil {
 				raw = req.Params.Arguments
+				if token := req.Params.GetProgressToken(); token != nil && req.Session != nil {
+					ctx = withProgress(ctx, req.Session, token)
+				}
 			}
 			res = t.run(h, ctx, p, raw)
 		}
@@ -338,15 +341,20 @@ func (h *Handler) runCommand(ctx context.Context, p principal.Principal, raw jso
 	return h.execute(ctx, p, sandbox.ExecInput{Command: *a.Command}, given, deref(a.Profile))
 }
 
-// execute runs through the same service call as REST, waiting sandbox.broker.wait_timeout
-// (Wait nil) before promoting the run to a task.
+// execute runs through the same service call as REST, waiting sandbox.broker.wait_timeout —
+// at most MaxToolWait — before promoting the run to a task, and sending progress
+// notifications meanwhile when the call asked for them.
 func (h *Handler) execute(ctx context.Context, p principal.Principal, in sandbox.ExecInput, given, profile string) result {
 	id, profile, err := sessionRef(given, profile)
 	if err != nil {
 		return h.fail(err, given)
 	}
 	in.SessionID, in.Profile = id, profile
+	wait := min(h.svc.WaitTimeout(), h.maxWait)
+	in.Wait = &wait
+	stop := h.reportProgress(ctx, wait)
 	out, err := h.svc.Execute(ctx, p, in)
+	stop()
 	if err != nil {
 		return h.fail(err, given)
 	}
@@ -597,4 +605,49 @@ func nonEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// progressKey holds a call's progress reporter in its context.
+type progressKey struct{}
+
+type progress struct {
+	session *sdk.ServerSession
+	token   any
+}
+
+func withProgress(ctx context.Context, ss *sdk.ServerSession, token any) context.Context {
+	return context.WithValue(ctx, progressKey{}, progress{session: ss, token: token})
+}
+
+// reportProgress sends a progress notification every progressEvery while an execution runs,
+// if the call carried a progressToken (MCP "progress" utility); Total is the wait in seconds,
+// after which the call answers with a task. stop ends it.
+func (h *Handler) reportProgress(ctx context.Context, wait time.Duration) (stop func()) {
+	pr, ok := ctx.Value(progressKey{}).(progress)
+	if !ok {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		start := time.Now()
+		tick := time.NewTicker(h.progressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				elapsed := time.Since(start).Seconds()
+				_ = pr.session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
+					ProgressToken: pr.token, Progress: elapsed, Total: wait.Seconds(),
+					Message: fmt.Sprintf("running for %.0f s; after %.0f s the call answers with a task_id to poll with check_sandbox_task", elapsed, wait.Seconds()),
+				})
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }

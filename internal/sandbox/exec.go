@@ -207,6 +207,10 @@ func (s *Service) resultLimit() int { return s.queue.ResultLimit() }
 // says so in the result's notice.
 func (s *Service) OutputLimit() int64 { return s.maxOutput() }
 
+// WaitTimeout is how long a call waits for its execution, by default, before promoting it to
+// a task (sandbox.broker.wait_timeout; 0 always promotes).
+func (s *Service) WaitTimeout() time.Duration { return s.waitTimeout() }
+
 // execJob is one execution as the broker runs it (seed BrokerWorkerCore.run + process).
 type execJob struct {
 	s         *Service
