@@ -2,6 +2,11 @@
 // sandboxd.Runtime (inside the sandbox, on a Unix socket or TCP), and Client is the gateway's
 // side of it.
 //
+// The API is described in openapi.yaml (OpenAPI 3.1, served to tests and tools by OpenAPI);
+// contract_test.go checks client and handler against it: every request the Client sends must
+// be a documented operation and valid, every answer a documented status with a body and
+// headers that match.
+//
 // # Routes
 //
 //	GET    /healthz, /readyz                 no authentication; {"status":"ok"}
