@@ -48,6 +48,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandgate/sandgate/internal/procgroup"
 	"github.com/sandgate/sandgate/internal/sandboxd"
 	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
@@ -174,12 +175,20 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		log.Warn("sandboxd runs as PID 1: run it under an init (docker --init) so orphaned processes are reaped")
 	}
 
+	// Where sandboxd may make cgroups (a writable cgroup v2 hierarchy), executions that leave
+	// their session are contained too.
+	cgroups, err := procgroup.DetectCgroups("sandboxd")
+	if err != nil {
+		log.Debug("no cgroup per execution", "reason", err)
+		cgroups = nil
+	}
 	rt, err := sandboxd.New(sandboxd.Options{
 		Workspace: c.workspace,
 		Env:       programEnv(environ, c.workspace),
 		Python:    c.python,
 		Bash:      c.bash,
 		StateFile: c.stateFile,
+		Cgroups:   cgroups,
 		Logger:    log,
 	})
 	if err != nil {

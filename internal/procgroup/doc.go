@@ -17,6 +17,13 @@
 //   - Wait waits for the leader, SIGKILLs whatever it left running in its session, then reaps
 //     it. After Wait no signal is sent any more.
 //
+// StartIn does the same with the process created inside a cgroup (v2) of its own
+// (Cgroups: OpenCgroups on a delegated folder, or DetectCgroups where this process may make
+// cgroups, such as root on a cgroup v2 host). The cgroup then holds the session and every
+// process that leaves it (setsid, a double fork), since no process leaves a cgroup on its
+// own: SignalSession, Terminate and Wait signal the cgroup's processes instead of scanning
+// /proc (cgroup.procs, and cgroup.kill for SIGKILL), and Wait removes the cgroup.
+//
 // ExitStatus turns a reaped process's state into an exit code and a signal name, the way
 // shells report them (128+n and "SIGKILL" for signal n).
 //

@@ -23,6 +23,8 @@ type Process struct {
 	pid    int
 	exited chan struct{} // closed once the leader has exited (reaped already off Linux)
 
+	cgroup string // the process's own cgroup (StartIn with Cgroups), "" without
+
 	mu     sync.Mutex // held while signalling the session, and to set reaped
 	reaped bool
 
@@ -40,19 +42,42 @@ type Process struct {
 // then waits for; give *os.File streams (pipes) to decide yourself when copying ends.
 //
 // Errors: cmd.Start's.
-func Start(cmd *exec.Cmd) (*Process, error) {
+func Start(cmd *exec.Cmd) (*Process, error) { return StartIn(cmd, nil) }
+
+// StartIn is Start, with the process created in a cgroup of its own under cg when cg is not
+// nil: then every process it starts, wherever it moves in sessions and process groups, is
+// signalled with the session and killed by Wait, and the cgroup is removed after.
+//
+// Errors: cmd.Start's; the cgroup's when it cannot be made.
+func StartIn(cmd *exec.Cmd, cg *Cgroups) (*Process, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setsid = true
 	cmd.SysProcAttr.Setpgid = false // setsid already makes a new group; setpgid after it fails
+	var dir string
+	if cg != nil {
+		d, fd, err := cg.prepare(cmd.SysProcAttr)
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+		defer syscall.Close(fd) // the child has it once started
+	}
 	if err := cmd.Start(); err != nil {
+		if dir != "" {
+			cgroupRemove(dir)
+		}
 		return nil, err
 	}
-	p := &Process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	p := &Process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), cgroup: dir}
 	go p.watch()
 	return p, nil
 }
+
+// Cgroup returns the folder of the process's own cgroup, "" when it has none (Start, or
+// StartIn without Cgroups). Wait removes it.
+func (p *Process) Cgroup() string { return p.cgroup }
 
 // Pid returns the leader's process id, which is also the session and process-group id.
 func (p *Process) Pid() int { return p.pid }
@@ -78,8 +103,19 @@ func (p *Process) SignalSession(sig syscall.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.reaped {
-		signalSession(p.pid, sig)
+		p.signalAll(sig)
 	}
+}
+
+// signalAll sends sig to every process of the cgroup when there is one — it holds the whole
+// session, which was born in it, and whatever left the session — else to the session (found
+// through /proc). Each process gets the signal once.
+func (p *Process) signalAll(sig syscall.Signal) {
+	if p.cgroup != "" {
+		cgroupSignal(p.cgroup, sig)
+		return
+	}
+	signalSession(p.pid, sig)
 }
 
 // Terminate sends SIGTERM to the session, waits up to grace for every process of it to end,
@@ -118,11 +154,14 @@ func (p *Process) Wait() (*os.ProcessState, error) {
 		<-p.exited
 		p.mu.Lock()
 		if !p.reaped {
-			signalSession(p.pid, syscall.SIGKILL)
+			p.signalAll(syscall.SIGKILL)
 			p.reaped = true
 		}
 		p.mu.Unlock()
 		p.state, p.waitErr = p.reap()
+		if p.cgroup != "" {
+			cgroupRemove(p.cgroup)
+		}
 	})
 	return p.state, p.waitErr
 }
@@ -130,6 +169,11 @@ func (p *Process) Wait() (*os.ProcessState, error) {
 // sessionAlive reports whether the session still has a live process; without /proc, whether
 // the leader is still running.
 func (p *Process) sessionAlive() bool {
+	if p.cgroup != "" {
+		if populated, ok := cgroupPopulated(p.cgroup); ok {
+			return populated
+		}
+	}
 	if alive, ok := sessionAlive(p.pid); ok {
 		return alive
 	}

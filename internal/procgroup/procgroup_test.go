@@ -152,3 +152,51 @@ func TestStartError(t *testing.T) {
 	assert.Empty(t, sig)
 	assert.Equal(t, "SIGKILL", procgroup.SignalName(syscall.SIGKILL))
 }
+
+// cgroups returns Cgroups for the test, or skips it where this process may not make cgroups
+// (not root, no cgroup v2, Linux older than 5.14).
+func cgroups(t *testing.T) *procgroup.Cgroups {
+	t.Helper()
+	cg, err := procgroup.DetectCgroups("sandgate-test")
+	if err != nil {
+		t.Skipf("no cgroups for this test: %v", err)
+	}
+	return cg
+}
+
+// TestCgroupKillsEscapees: with a cgroup, a process that left the session (setsid) and one
+// that double-forked out of it die with the execution too, and the cgroup is removed.
+func TestCgroupKillsEscapees(t *testing.T) {
+	t.Parallel()
+	cg := cgroups(t)
+	file := filepath.Join(t.TempDir(), "pids")
+	cmd := exec.Command("sh", "-c", `setsid sleep 60 & echo $! >> "$1"; (setsid sh -c 'sleep 60 & echo $! >> "$1"' sh "$1" &); echo $$ >> "$1"`, "sh", file)
+	p, err := procgroup.StartIn(cmd, cg)
+	require.NoError(t, err)
+	got := pids(t, file, 3)
+	dir := p.Cgroup()
+	require.DirExists(t, dir)
+	_, err = p.Wait()
+	require.NoError(t, err)
+	for _, pid := range got {
+		require.Eventually(t, func() bool { return !alive(pid) }, slow, 10*time.Millisecond, "escapee %d lives", pid)
+	}
+	assert.NoDirExists(t, dir, "the process's cgroup is removed")
+}
+
+// TestCgroupTerminateReachesEscapees: Terminate signals the whole cgroup, so an escapee that
+// ignores nothing ends at SIGTERM and one that ignores SIGTERM at SIGKILL.
+func TestCgroupTerminateReachesEscapees(t *testing.T) {
+	t.Parallel()
+	cg := cgroups(t)
+	file := filepath.Join(t.TempDir(), "pids")
+	cmd := exec.Command("sh", "-c", `setsid sh -c 'trap "" TERM; sleep 60' & echo $! >> "$1"; sleep 60`, "sh", file)
+	p, err := procgroup.StartIn(cmd, cg)
+	require.NoError(t, err)
+	got := pids(t, file, 1)
+	start := time.Now()
+	p.Terminate(300 * time.Millisecond)
+	_, _ = p.Wait()
+	assert.Less(t, time.Since(start), slow)
+	require.Eventually(t, func() bool { return !alive(got[0]) }, slow, 10*time.Millisecond, "escapee %d lives", got[0])
+}

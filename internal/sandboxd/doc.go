@@ -30,8 +30,11 @@
 //   - every execution runs in its own session (setsid, package procgroup). It ends when the
 //     program (the direct child) exits; whatever it left running in its session is then
 //     killed with SIGKILL, so `sleep 100 &` holding stdout cannot hang the call, and output
-//     already written is kept. A process that escaped the session (setsid) is not killed;
-//     output it holds open is read for at most Options.DrainDelay;
+//     already written is kept. With Options.Cgroups the execution also has a cgroup of its
+//     own, created with it, and every process in it is signalled and killed the same way —
+//     also one that escaped the session (setsid, a double fork) — and the cgroup is removed.
+//     Without it such a process is not killed; output it holds open is read for at most
+//     Options.DrainDelay;
 //   - on Timeout (wall clock from the start) or when the caller's context ends, every process
 //     of the session gets SIGTERM, and SIGKILL after Options.KillGrace. Result.TimedOut says
 //     so, or Exec returns ctx.Err() with the partial Result;

@@ -278,7 +278,7 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 		deadline = timer.C
 	}
 	oomBefore := oomKills()
-	proc, err := procgroup.Start(cmd)
+	proc, err := procgroup.StartIn(cmd, r.cgroups)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EAGAIN)) {

@@ -104,7 +104,7 @@ func (r *Runtime) startPython(name string) (*pyProcess, error) {
 		Stderr:     errW,
 		ExtraFiles: []*os.File{theirs},
 	}
-	proc, err := procgroup.Start(cmd)
+	proc, err := procgroup.StartIn(cmd, r.cgroups)
 	_ = theirs.Close()
 	_ = errW.Close()
 	if err != nil {

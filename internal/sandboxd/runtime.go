@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/procgroup"
 )
 
 // Defaults of Options' tuning fields.
@@ -63,6 +64,10 @@ type Options struct {
 	// first execution in each reports Result.ContextReset instead of silently starting from
 	// nothing (see the package doc). "" keeps no record.
 	StateFile string
+	// Cgroups, when set, gives every execution and context a cgroup of its own, so that
+	// processes that leave the execution's session (setsid, a double fork) are killed with
+	// it too (procgroup.DetectCgroups); nil keeps the session-only handling.
+	Cgroups *procgroup.Cgroups
 	// Logger receives debug and warning records; nil discards them.
 	Logger *slog.Logger
 }
@@ -85,7 +90,8 @@ type Runtime struct {
 	shutdown context.CancelFunc
 	running  sync.WaitGroup // executions in progress
 
-	stateFile string // Options.StateFile
+	stateFile string             // Options.StateFile
+	cgroups   *procgroup.Cgroups // Options.Cgroups
 
 	mu       sync.Mutex
 	closed   bool
@@ -133,6 +139,7 @@ func New(opts Options) (*Runtime, error) {
 		log:        opts.Logger,
 		contexts:   make(map[string]*codeContext),
 		stateFile:  opts.StateFile,
+		cgroups:    opts.Cgroups,
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)

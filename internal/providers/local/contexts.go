@@ -34,6 +34,7 @@ func (p *Provider) runtime(id string) (*sandboxd.Runtime, error) {
 		Bash:       p.bash,
 		KillGrace:  p.killGrace(),
 		DrainDelay: p.drainDelay(),
+		Cgroups:    p.cgroups,
 		Logger:     p.logger,
 	})
 	if err != nil {

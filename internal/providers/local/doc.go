@@ -18,6 +18,9 @@
 //     PYTHONUNBUFFERED=1; python is the interpreter's sys.executable, resolved once;
 //   - output is never dropped by the provider: the domain keeps the head and tail it bounds
 //     and counts every byte;
+//   - where the gateway may make cgroups (root on a cgroup v2 host), every execution also
+//     gets a cgroup of its own, so processes that leave its session (setsid, a double fork)
+//     die with it; elsewhere they outlive the execution (New logs which applies);
 //   - standard input is streamed from ExecSpec.Stdin, and a Read that blocks does not hold an
 //     execution up once its program has ended;
 //   - contexts (a Python interpreter's globals, a bash context's working folder and exports)

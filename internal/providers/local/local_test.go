@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/procgroup"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/providers/providertest"
@@ -494,4 +495,26 @@ func TestContextsStopWithTheSandbox(t *testing.T) {
 	pid = pidOf(sb)
 	require.NoError(t, p.Close())
 	require.Eventually(t, func() bool { return !alive(pid) }, 10*time.Second, 20*time.Millisecond, "context interpreter outlived Close")
+}
+
+// TestEscapeesAreContained: where the gateway may make cgroups, a process that left the
+// execution's session (setsid) and one that double-forked out of it die with the execution.
+func TestEscapeesAreContained(t *testing.T) {
+	t.Parallel()
+	if _, err := procgroup.DetectCgroups("sandgate"); err != nil {
+		t.Skipf("no cgroups here: %v", err)
+	}
+	p := newProvider(t)
+	sb := create(t, p)
+	st, _, stderr, err := run(t, sb, providers.ExecSpec{
+		Command: `setsid sh -c 'sleep 2; touch late1' & (setsid sh -c 'sleep 2; touch late2' &); echo started`,
+		Timeout: time.Minute,
+	})
+	require.NoError(t, err, stderr)
+	assert.Equal(t, 0, st.ExitCode)
+	time.Sleep(3 * time.Second)
+	for _, f := range []string{"late1", "late2"} {
+		_, err = os.Lstat(filepath.Join(sb.ID(), f))
+		assert.True(t, os.IsNotExist(err), "%s: a process that left the session outlived the execution", f)
+	}
 }

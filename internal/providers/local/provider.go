@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/procgroup"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandboxd"
 )
@@ -55,6 +56,7 @@ type Provider struct {
 
 	mu       sync.Mutex
 	runtimes map[string]*sandboxd.Runtime // by sandbox id (see contexts.go)
+	cgroups  *procgroup.Cgroups           // nil where cgroups cannot be made
 	closed   bool
 }
 
@@ -146,6 +148,14 @@ func New(opts Options) (*Provider, error) {
 			Provisions: true,
 			Stateful:   true,
 		},
+	}
+	// Executions that leave their session (setsid, a double fork) are contained where this
+	// process may make cgroups (root on a cgroup v2 host); elsewhere they are not.
+	if cg, err := procgroup.DetectCgroups("sandgate"); err == nil {
+		p.cgroups = cg
+		logger.Info("local_subprocess: each execution gets a cgroup of its own; processes that leave its session die with it", "cgroup", cg.Parent())
+	} else {
+		logger.Info("local_subprocess: processes that leave an execution's session (setsid) outlive it here", "reason", err)
 	}
 	logger.Warn("local_subprocess provides NO isolation: programs run as the gateway's own user on the gateway's host; use it for development and tests only",
 		"workdir", workdir, "python", python)
