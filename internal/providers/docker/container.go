@@ -32,6 +32,11 @@ type containerSpec struct {
 	hash string
 }
 
+// OOMScoreAdj is the oom_score_adj of every sandbox container's processes: when the host runs
+// out of memory, the kernel ends sandboxed programs before the gateway, the engine or anything
+// else on the host (1000 is the most; raising it needs no privilege).
+const OOMScoreAdj = 1000
+
 // spec maps the profile's block and pol onto a container configuration (docs/semantics.md §12):
 // `sleep infinity` (or, in sandboxd mode, sandboxd; see sdMode.sandboxdSpec) under docker's
 // init (which reaps zombies) with workdir /workspace;
@@ -41,6 +46,7 @@ type containerSpec struct {
 func (p *Provider) spec(pol providers.Policy) containerSpec {
 	init := true
 	pids := p.cfg.PidsLimit
+	oom := OOMScoreAdj
 	s := containerSpec{
 		cfg: container.Config{
 			Image: p.cfg.Image,
@@ -56,6 +62,7 @@ func (p *Provider) spec(pol providers.Policy) containerSpec {
 			SecurityOpt: []string{"no-new-privileges"},
 			CapDrop:     []string{"ALL"},
 			Resources:   container.Resources{PidsLimit: &pids},
+			OomScoreAdj: oom,
 		},
 	}
 	if rt := p.cfg.Runtime; rt != "" && rt != "docker" {

@@ -89,6 +89,10 @@ func TestMemoryLimitKillsAndSaysSo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(64<<20), ins.HostConfig.Memory)
 	assert.Equal(t, ins.HostConfig.Memory, ins.HostConfig.MemorySwap, "no swap beyond the limit")
+	assert.Equal(t, docker.OOMScoreAdj, ins.HostConfig.OomScoreAdj)
+	adj := run(t, sb, providers.ExecSpec{Command: "cat /proc/self/oom_score_adj"})
+	require.NoError(t, adj.err)
+	assert.Equal(t, "1000\n", adj.stdout, "programs are the host OOM killer's first choice")
 
 	r := run(t, sb, providers.ExecSpec{
 		Code:     "print('allocating', flush=True)\nx = b'x' * (512 << 20)\nprint('survived')",

@@ -34,6 +34,7 @@ func TestSpecMapsPolicy(t *testing.T) {
 	assert.Equal(t, []string{"ALL"}, []string(base.hc.CapDrop))
 	assert.Empty(t, base.hc.CapAdd)
 	assert.Equal(t, int64(99), *base.hc.PidsLimit)
+	assert.Equal(t, OOMScoreAdj, base.hc.OomScoreAdj, "the host's OOM killer ends sandboxes first")
 	assert.Equal(t, "runsc", base.hc.Runtime)
 	assert.Empty(t, string(base.hc.NetworkMode))
 	assert.False(t, base.hc.ReadonlyRootfs)
