@@ -9,6 +9,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -22,6 +23,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -55,6 +57,8 @@ type Authenticator struct {
 	log     *slog.Logger
 	// bgCtx lives as long as the Authenticator; go-oidc uses it for JWKS refreshes.
 	bgCtx context.Context
+	// verified remembers tokens that verified (cache.go).
+	verified *verifiedCache
 }
 
 type issuer struct {
@@ -66,6 +70,9 @@ type issuer struct {
 	mu       sync.Mutex
 	verifier *oidc.IDTokenVerifier
 	lastErr  time.Time
+	// keysGen counts the changes of the issuer's key set (jwks.go): a token verified under
+	// an older set is verified again.
+	keysGen atomic.Uint64
 }
 
 // Option adjusts an Authenticator.
@@ -81,7 +88,7 @@ func WithLogger(l *slog.Logger) Option { return func(a *Authenticator) { a.log =
 // issuer that starts later — such as the dev issuer on the same listener — is fine. ctx bounds
 // the life of background key refreshes. Errors are configuration errors (bad CEL, CA file).
 func New(ctx context.Context, cfg config.Auth, opts ...Option) (*Authenticator, error) {
-	a := &Authenticator{issuers: map[string]*issuer{}, skew: cfg.ClockSkew.D(), now: time.Now, log: slog.Default(), bgCtx: ctx}
+	a := &Authenticator{issuers: map[string]*issuer{}, skew: cfg.ClockSkew.D(), now: time.Now, log: slog.Default(), bgCtx: ctx, verified: newVerifiedCache()}
 	for _, o := range opts {
 		o(a)
 	}
@@ -164,7 +171,9 @@ func (a *Authenticator) verifier(is *issuer) (*oidc.IDTokenVerifier, error) {
 		return nil, fmt.Errorf("%w: discovery for %s: %v", ErrIssuerUnavailable, is.cfg.URL, err)
 	}
 	// The key set's own client: its refetches are rate-limited (jwks.go).
-	keyClient := &http.Client{Transport: newJWKSThrottle(is.client.Transport), Timeout: is.client.Timeout}
+	throttle := newJWKSThrottle(is.client.Transport)
+	throttle.onChange = func() { is.keysGen.Add(1) }
+	keyClient := &http.Client{Transport: throttle, Timeout: is.client.Timeout}
 	keys := oidc.NewRemoteKeySet(oidc.ClientContext(a.bgCtx, keyClient), jwksURL)
 	is.verifier = oidc.NewVerifier(is.cfg.URL, keys, &oidc.Config{
 		SkipClientIDCheck:    true, // audiences are checked below (several may be allowed)
@@ -208,42 +217,62 @@ func (a *Authenticator) discover(is *issuer, docURL string) (string, error) {
 }
 
 // Authenticate verifies raw (the bearer token, without "Bearer ") and resolves its principal.
+// A token that verified is remembered (by its SHA-256) until it expires, for at most
+// verifiedTTL, and while its issuer's key set is unchanged, so the signature check and the
+// claim mappings run once per token, not once per request.
 // Errors: *Error for a bad token (401), ErrIssuerUnavailable (503).
 func (a *Authenticator) Authenticate(ctx context.Context, raw string) (principal.Principal, error) {
-	iss, err := unverifiedIssuer(raw)
+	key := sha256.Sum256([]byte(raw))
+	if p, ok := a.verified.get(key, a.now(), a.skew); ok {
+		return p, nil
+	}
+	p, exp, is, gen, err := a.verify(ctx, raw)
 	if err != nil {
 		return principal.Principal{}, err
+	}
+	a.verified.add(key, p, exp, a.now(), is, gen)
+	return p, nil
+}
+
+// verify verifies raw and resolves its principal; it also returns the token's expiry and its
+// issuer with the key set generation read before the signature was checked (so a token
+// verified while the keys changed is verified again next time).
+func (a *Authenticator) verify(ctx context.Context, raw string) (_ principal.Principal, exp time.Time, _ *issuer, gen uint64, _ error) {
+	iss, err := unverifiedIssuer(raw)
+	if err != nil {
+		return principal.Principal{}, exp, nil, 0, err
 	}
 	is, ok := a.issuers[iss]
 	if !ok {
-		return principal.Principal{}, invalid("token issuer %q is not trusted by this gateway", iss)
+		return principal.Principal{}, exp, nil, 0, invalid("token issuer %q is not trusted by this gateway", iss)
 	}
 	v, err := a.verifier(is)
 	if err != nil {
-		return principal.Principal{}, err
+		return principal.Principal{}, exp, nil, 0, err
 	}
+	gen = is.keysGen.Load()
 	tok, err := v.Verify(ctx, raw)
 	if err != nil {
 		if strings.Contains(err.Error(), "fetching keys") {
-			return principal.Principal{}, fmt.Errorf("%w: %v", ErrIssuerUnavailable, err)
+			return principal.Principal{}, exp, nil, 0, fmt.Errorf("%w: %v", ErrIssuerUnavailable, err)
 		}
-		return principal.Principal{}, invalid("token verification failed: %v", err)
+		return principal.Principal{}, exp, nil, 0, invalid("token verification failed: %v", err)
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return principal.Principal{}, invalid("token claims are not a JSON object: %v", err)
+		return principal.Principal{}, exp, nil, 0, invalid("token claims are not a JSON object: %v", err)
 	}
 	if err := a.checkTimes(claims); err != nil {
-		return principal.Principal{}, err
+		return principal.Principal{}, exp, nil, 0, err
 	}
 	if !slices.ContainsFunc(tok.Audience, func(aud string) bool { return slices.Contains(is.cfg.Audiences, aud) }) {
-		return principal.Principal{}, invalid("token audience %v does not include one of %v", tok.Audience, is.cfg.Audiences)
+		return principal.Principal{}, exp, nil, 0, invalid("token audience %v does not include one of %v", tok.Audience, is.cfg.Audiences)
 	}
 	p, err := is.mapper.Map(claims)
 	if err != nil {
-		return principal.Principal{}, invalid("%v", err)
+		return principal.Principal{}, exp, nil, 0, invalid("%v", err)
 	}
-	return p, nil
+	return p, tok.Expiry, is, gen, nil
 }
 
 func (a *Authenticator) checkTimes(claims map[string]any) error {

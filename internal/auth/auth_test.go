@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -569,4 +571,76 @@ func TestJWKSRefetchIsRateLimited(t *testing.T) {
 	assert.LessOrEqual(t, s.jwksHits.Load(), int32(3), "the first fetch and a small burst, then none within 10 s")
 	_, err = a.Authenticate(ctx, good)
 	require.NoError(t, err, "valid tokens still verify from the last key set")
+}
+
+// TestVerifiedTokensAreRemembered: a token that verified is not verified again on its next
+// use, but is refused once it expires, and verified again once its issuer's keys change.
+func TestVerifiedTokensAreRemembered(t *testing.T) {
+	t.Parallel()
+	s := newJWKSServer(t, keyA())
+	var mu sync.Mutex
+	now := testNow
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	a := newAuthenticator(t, config.Auth{Issuers: []config.Issuer{s.issuerConfig()}, ClockSkew: config.Duration(time.Second)}, auth.WithClock(clock))
+	ctx := context.Background()
+	tok := keyA().sign(t, s.claims(map[string]any{"exp": testNow.Add(90 * time.Second).Unix()}))
+
+	p, err := a.Authenticate(ctx, tok)
+	require.NoError(t, err)
+	p.Groups[0] = "changed by the caller"
+	again, err := a.Authenticate(ctx, tok)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"dev", "ops"}, again.Groups, "callers get copies")
+
+	// Past the remembering interval the signature is checked again (the keys still hold).
+	advance(61 * time.Second)
+	_, err = a.Authenticate(ctx, tok)
+	require.NoError(t, err)
+
+	// Expiry is checked on every use, remembered or not.
+	advance(31 * time.Second)
+	_, err = a.Authenticate(ctx, tok)
+	requireAuthError(t, err, "invalid_token", "expired")
+}
+
+// BenchmarkAuthenticate compares the first use of a token (signature and claim mappings)
+// with later uses of it (remembered): run with -bench Authenticate and compare the two.
+func BenchmarkAuthenticate(b *testing.B) {
+	s := newJWKSServer(b, keyEC())
+	cfg := config.Auth{Issuers: []config.Issuer{s.issuerConfig()}, ClockSkew: config.Duration(30 * time.Second)}
+	ctx := context.Background()
+	newA := func() *auth.Authenticator {
+		a, err := auth.New(b.Context(), cfg, auth.WithClock(func() time.Time { return testNow }), auth.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return a
+	}
+	b.Run("first-use", func(b *testing.B) {
+		a := newA()
+		toks := make([]string, b.N)
+		for i := range toks {
+			toks[i] = keyEC().sign(b, s.claims(map[string]any{"jti": fmt.Sprint(i)}))
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			if _, err := a.Authenticate(ctx, toks[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("remembered", func(b *testing.B) {
+		a := newA()
+		tok := keyEC().sign(b, s.claims(nil))
+		if _, err := a.Authenticate(ctx, tok); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for range b.N {
+			if _, err := a.Authenticate(ctx, tok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

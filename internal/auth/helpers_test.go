@@ -76,7 +76,7 @@ func (k testKey) jwk() jose.JSONWebKey {
 }
 
 // sign serialises claims as a compact JWS signed with k (header kid = k.kid).
-func (k testKey) sign(t *testing.T, claims map[string]any) string {
+func (k testKey) sign(t testing.TB, claims map[string]any) string {
 	t.Helper()
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: k.alg, Key: k.key},
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", k.kid))
@@ -120,7 +120,7 @@ type jwksServer struct {
 }
 
 // newJWKSServer starts an issuer serving keys; it is closed when the test ends.
-func newJWKSServer(t *testing.T, keys ...testKey) *jwksServer {
+func newJWKSServer(t testing.TB, keys ...testKey) *jwksServer {
 	t.Helper()
 	return startJWKSServer(t, false, "", keys...)
 }
@@ -128,7 +128,7 @@ func newJWKSServer(t *testing.T, keys ...testKey) *jwksServer {
 // startJWKSServer starts an issuer over TLS or not; advertised, when set, is the issuer its
 // discovery document names instead of its own URL (a Kubernetes API server publishing the
 // cluster's service-account issuer).
-func startJWKSServer(t *testing.T, useTLS bool, advertised string, keys ...testKey) *jwksServer {
+func startJWKSServer(t testing.TB, useTLS bool, advertised string, keys ...testKey) *jwksServer {
 	t.Helper()
 	s := &jwksServer{}
 	s.setKeys(keys...)

@@ -27,6 +27,9 @@ type jwksThrottle struct {
 	next    http.RoundTripper
 	limiter *rate.Limiter
 
+	// onChange, when set, is called after a fetch whose key set differs from the last one.
+	onChange func()
+
 	mu     sync.Mutex
 	body   []byte // the last key set fetched with 200
 	header http.Header
@@ -60,8 +63,12 @@ func (j *jwksThrottle) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	j.mu.Lock()
+	changed := !bytes.Equal(j.body, body)
 	j.body, j.header = body, resp.Header.Clone()
 	j.mu.Unlock()
+	if changed && j.onChange != nil {
+		j.onChange()
+	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	return resp, nil
