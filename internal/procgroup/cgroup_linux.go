@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,16 +43,25 @@ func OpenCgroups(parent string) (*Cgroups, error) {
 	if st.Type != unix.CGROUP2_SUPER_MAGIC {
 		return nil, fmt.Errorf("procgroup: %s is not on a cgroup v2 file system", parent)
 	}
-	probe := filepath.Join(parent, fmt.Sprintf("probe-%d", os.Getpid()))
-	if err := os.Mkdir(probe, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	c := &Cgroups{parent: parent}
+	// Probe the whole path once: make a cgroup, start a process in it (clone3 may be refused,
+	// e.g. by a seccomp profile), find cgroup.kill, remove it.
+	attr := &syscall.SysProcAttr{}
+	dir, fd, err := c.prepare(attr)
+	if err != nil {
 		return nil, fmt.Errorf("procgroup: cannot make cgroups under %s: %w", parent, err)
 	}
-	_, kerr := os.Stat(filepath.Join(probe, "cgroup.kill"))
-	_ = os.Remove(probe)
-	if kerr != nil {
-		return nil, fmt.Errorf("procgroup: the kernel has no cgroup.kill (Linux 5.14+ needed): %w", kerr)
+	defer syscall.Close(fd)
+	defer cgroupRemove(dir)
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.kill")); err != nil {
+		return nil, fmt.Errorf("procgroup: the kernel has no cgroup.kill (Linux 5.14+ needed): %w", err)
 	}
-	return &Cgroups{parent: parent}, nil
+	probe := exec.Command("/bin/sh", "-c", "exit 0")
+	probe.SysProcAttr = attr
+	if err := probe.Run(); err != nil {
+		return nil, fmt.Errorf("procgroup: cannot start processes in a cgroup (clone3 CLONE_INTO_CGROUP): %w", err)
+	}
+	return c, nil
 }
 
 // DetectCgroups finds this machine's cgroup v2 hierarchy (the cgroup2 mount of
