@@ -49,14 +49,16 @@ type QueuedOptions struct {
 	RunnerID string
 	// InlinePayloadMaxBytes bounds a serialized envelope; 0 = none.
 	InlinePayloadMaxBytes int
-	// WaitPoll is how often a waiter re-reads the store when no notification arrives;
-	// default 500 ms.
+	// The limits below are required (> 0): the composition root passes the configuration's
+	// (sandbox.broker.*, defaults applied there), so no default is repeated here.
+
+	// WaitPoll is how often a waiter re-reads the store when no notification arrives.
 	WaitPoll time.Duration
-	// MaxReceiveCount bounds how often one task may start; default 3.
+	// MaxReceiveCount bounds how often one task may start.
 	MaxReceiveCount int
-	// LostAfter is how long a runner may miss heartbeats before it counts as dead; default 30 s.
+	// LostAfter is how long a runner may miss heartbeats before it counts as dead.
 	LostAfter time.Duration
-	// ResponseTTL is how long a finished task is kept; default 24 h.
+	// ResponseTTL is how long a finished task is kept.
 	ResponseTTL time.Duration
 	Now         func() time.Time // default time.Now
 	Logger      *slog.Logger
@@ -75,19 +77,12 @@ type Queued struct {
 }
 
 // NewQueued returns the queue flavor over o.Transport; Run must be running for waits to hear
-// of completions before their poll interval.
+// of completions before their poll interval. Like Registry.Register it panics on a wiring
+// bug: no Store or Transport, or a required limit that is not > 0.
 func NewQueued(o QueuedOptions) *Queued {
-	if o.WaitPoll <= 0 {
-		o.WaitPoll = 500 * time.Millisecond
-	}
-	if o.MaxReceiveCount <= 0 {
-		o.MaxReceiveCount = 3
-	}
-	if o.LostAfter <= 0 {
-		o.LostAfter = 30 * time.Second
-	}
-	if o.ResponseTTL <= 0 {
-		o.ResponseTTL = 24 * time.Hour
+	if o.Store == nil || o.Transport == nil || o.WaitPoll <= 0 || o.MaxReceiveCount <= 0 || o.LostAfter <= 0 || o.ResponseTTL <= 0 {
+		panic(fmt.Sprintf("broker.NewQueued: Store and Transport (set: %v) and positive WaitPoll (%v), MaxReceiveCount (%d), LostAfter (%v) and ResponseTTL (%v) are required",
+			o.Store != nil && o.Transport != nil, o.WaitPoll, o.MaxReceiveCount, o.LostAfter, o.ResponseTTL))
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,6 +41,11 @@ func newQueued(t *testing.T, o broker.QueuedOptions) *queuedEnv {
 	require.NoError(t, err)
 	tr := queue.NewInMemory()
 	o.Store, o.Transport, o.RunnerID = st, tr, "runner-test"
+	// The configuration's defaults where the test sets nothing (the gateway passes config's).
+	o.WaitPoll = cmp.Or(o.WaitPoll, 500*time.Millisecond)
+	o.MaxReceiveCount = cmp.Or(o.MaxReceiveCount, 3)
+	o.LostAfter = cmp.Or(o.LostAfter, 30*time.Second)
+	o.ResponseTTL = cmp.Or(o.ResponseTTL, 24*time.Hour)
 	e := &queuedEnv{o: o, st: st, q: broker.NewQueued(o), owner: principal.Principal{ID: row.ID, Subject: "alice"}, recv: make(chan queue.Delivery, 16)}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{}, 2)

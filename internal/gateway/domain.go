@@ -20,7 +20,7 @@ func settings(c config.Sandbox) sandbox.Settings {
 		MaxFileBytes:   c.MaxFileBytes,
 		Quotas: sandbox.Quotas{
 			Sessions: c.Quotas.Sessions, ConcurrentExecutions: c.Quotas.ConcurrentExecutions,
-			AdminsExempt: c.Quotas.AdminsExempt == nil || *c.Quotas.AdminsExempt,
+			AdminsExempt: adminsExempt(c.Quotas),
 		},
 		WaitTimeout:   sandbox.DefaultWaitTimeout,
 		ResponseTTL:   time.Duration(c.Broker.ResponseTTL) * time.Second,
@@ -44,6 +44,10 @@ func settings(c config.Sandbox) sandbox.Settings {
 }
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// adminsExempt is sandbox.quotas.admins_exempt (default true), for the domain's quotas and the
+// edge's request rate alike.
+func adminsExempt(q config.Quotas) bool { return q.AdminsExempt == nil || *q.AdminsExempt }
 
 // policy is the one conversion of a profile's policy block (docs/semantics.md §7): egress
 // allow, a 120 s timeout and strict enforcement unless the block says otherwise.

@@ -391,7 +391,7 @@ func rateLimit(q config.Quotas) api.RateLimit {
 	if q.RequestsPerSecond < 0 {
 		return api.RateLimit{}
 	}
-	return api.RateLimit{PerSecond: q.RequestsPerSecond, Burst: q.RequestsBurst, AdminsExempt: q.AdminsExempt == nil || *q.AdminsExempt}
+	return api.RateLimit{PerSecond: q.RequestsPerSecond, Burst: q.RequestsBurst, AdminsExempt: adminsExempt(q)}
 }
 
 func newRunnerID() string {

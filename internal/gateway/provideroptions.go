@@ -75,7 +75,7 @@ func kubernetesOptions(b config.Kubernetes, p config.Profile) kubernetes.Options
 		Labels: b.Labels, NodeSelector: b.NodeSelector, Env: b.Env,
 		SecurityContext: b.SecurityContext, ContainerSecurityContext: b.ContainerSecurityContext,
 		NetworkPolicy:    b.NetworkPolicy,
-		CreateTimeout:    time.Duration(b.CreateTimeout * float64(time.Second)),
+		CreateTimeout:    seconds(b.CreateTimeout),
 		Workspace:        b.Workspace,
 		RuntimeClassName: b.RuntimeClassName,
 	}

@@ -15,10 +15,8 @@ import (
 // (a runtime over a socket takes standard input as bytes); a read error is returned wrapped.
 // In-process runtimes stream it instead: see RuntimeRequestStreaming.
 func RuntimeRequest(spec ExecSpec) (sandboxd.ExecRequest, error) {
-	req := sandboxd.ExecRequest{
-		Command: spec.Command, Code: spec.Code, Language: spec.Language, Env: spec.Env,
-		Dir: spec.Dir, Timeout: spec.Timeout, Context: spec.Context,
-	}
+	req := RuntimeRequestStreaming(spec)
+	req.StdinReader = nil
 	if spec.Stdin != nil {
 		in, err := io.ReadAll(spec.Stdin)
 		if err != nil {
