@@ -3,8 +3,10 @@
 // internal/sandboxd/remote on a Unix socket and/or TCP, authenticated by the sandbox's bearer
 // secret.
 //
-//	sandboxd serve [flags]   serve the runtime API
-//	sandboxd version         print the version
+//	sandboxd serve [flags]          serve the runtime API
+//	sandboxd proxy [--socket PATH]  join standard input and output to the API's Unix socket
+//	sandboxd install DIR            copy this executable to DIR/sandboxd (mode 0755)
+//	sandboxd version                print the version
 //
 // Flags of serve (each falls back to an environment variable):
 //
@@ -15,10 +17,18 @@
 //	--python NAME       python interpreter (SANDBOXD_PYTHON; default python3)
 //	--bash NAME         bash (SANDBOXD_BASH; default bash)
 //	--token-file FILE   file holding the bearer secret (SANDBOXD_TOKEN_FILE)
+//	--await-token       start without a secret and take it from the first PUT /v1/token
+//	                    (SANDBOXD_AWAIT_TOKEN=1)
+//	--state-file FILE   file recording the contexts, outside the workspace (SANDBOXD_STATE_FILE)
 //	--log-level LEVEL   debug, info, warn or error (SANDBOXD_LOG_LEVEL; default info)
 //
 // At least one of --socket and --listen is required. The secret comes from --token-file, or
-// else from SANDBOXD_TOKEN; without one sandboxd refuses to start (exit status 2). The
+// else from SANDBOXD_TOKEN; without one sandboxd refuses to start (exit status 2), unless
+// --await-token says the gateway gives it at run time: sandboxd then serves the Unix socket
+// at once, but answers every /v1 request but PUT /v1/token with 503 until a token is set
+// (the first one wins; see internal/sandboxd/remote), and opens the --listen TCP listener
+// only then. Nothing runs before the token, so no program sees it (the Kubernetes provider
+// sets it through an exec tunnel to `sandboxd proxy` before anything else). The
 // Docker provider uses the file (which it removes once sandboxd answers): an environment
 // variable of the container would show in /proc/1/environ of its init. sandboxd makes itself
 // non-dumpable, so programs of the same user cannot read its memory either.
@@ -26,6 +36,18 @@
 // programs get sandboxd's environment without any SANDBOXD_* variable (plus LANG=C.UTF-8,
 // PYTHONUNBUFFERED=1, HOME and PATH when it has none). SIGTERM or SIGINT stop it gracefully:
 // listeners close, running executions and contexts are killed.
+//
+// install copies sandboxd's own executable to DIR/sandboxd with mode 0755 (written to a
+// temporary name and renamed, so a half-copied binary never has the name): an init container
+// made from an image that ships sandboxd puts it into a volume the sandbox container runs it
+// from, with no shell or cp needed in that image.
+//
+// proxy connects to the Unix socket of a sandboxd serving in the same sandbox (--socket, else
+// SANDBOXD_SOCKET) and copies its standard input to the socket and the socket's answers to
+// its standard output, until either side ends: one connection of the runtime API carried by
+// a stream the gateway opens through the container engine's or the API server's exec (when
+// the gateway cannot reach the socket itself). It reads no secret and adds nothing to the
+// bytes; the gateway's requests carry their bearer secret as on any connection.
 package main
 
 import (
@@ -43,6 +65,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -89,7 +112,9 @@ func (e usageError) Error() string { return e.msg }
 const usage = `Usage: sandboxd <command> [flags]
 
 Commands:
-  serve     serve the runtime API (needs a token: SANDBOXD_TOKEN or --token-file)
+  serve     serve the runtime API (needs a token: SANDBOXD_TOKEN, --token-file or --await-token)
+  proxy     join standard input and output to the API's Unix socket (--socket)
+  install   copy this executable to DIR/sandboxd (sandboxd install DIR)
   version   print the version
 
 Run "sandboxd serve --help" for the flags.
@@ -103,6 +128,12 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], environ, stderr)
+	case "proxy":
+		return proxy(ctx, args[1:], environ, os.Stdin, stdout, stderr)
+	case "install":
+		return install(args[1:])
+	case "stdio":
+		return stdioCommand(ctx, args[1:], environ, os.Stdin, os.Stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "sandgate sandboxd", version)
 		return nil
@@ -118,6 +149,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 type serveConfig struct {
 	socket, listen, workspace, python, bash, tokenFile, stateFile, logLevel string
 	token                                                                   string
+	awaitToken                                                              bool
 }
 
 func parseServe(args, environ []string, stderr io.Writer) (serveConfig, error) {
@@ -132,6 +164,7 @@ func parseServe(args, environ []string, stderr io.Writer) (serveConfig, error) {
 	flags.StringVar(&c.bash, "bash", env["SANDBOXD_BASH"], "bash (SANDBOXD_BASH; default bash)")
 	flags.StringVar(&c.stateFile, "state-file", env["SANDBOXD_STATE_FILE"], "file recording the contexts, outside the workspace, so a restarted sandboxd reports the ones it lost (SANDBOXD_STATE_FILE; default none)")
 	flags.StringVar(&c.tokenFile, "token-file", env["SANDBOXD_TOKEN_FILE"], "file holding the bearer secret (SANDBOXD_TOKEN_FILE; else SANDBOXD_TOKEN)")
+	flags.BoolVar(&c.awaitToken, "await-token", env["SANDBOXD_AWAIT_TOKEN"] == "1", "start without a secret and take it from the first PUT /v1/token (SANDBOXD_AWAIT_TOKEN=1)")
 	flags.StringVar(&c.logLevel, "log-level", cmp.Or(env["SANDBOXD_LOG_LEVEL"], "info"), "debug, info, warn or error (SANDBOXD_LOG_LEVEL)")
 	if err := flags.Parse(args); err != nil {
 		return c, usageError{err.Error()}
@@ -150,7 +183,11 @@ func parseServe(args, environ []string, stderr io.Writer) (serveConfig, error) {
 		}
 		c.token = strings.TrimSpace(string(data))
 	}
-	if c.token == "" {
+	if c.awaitToken {
+		if c.token != "" {
+			return c, usageError{"--await-token and a token (" + tokenEnv + " or --token-file) exclude each other"}
+		}
+	} else if c.token == "" {
 		return c, usageError{"no token: set " + tokenEnv + " or --token-file; sandboxd does not serve its API without a secret"}
 	}
 	ws, err := filepath.Abs(cmp.Or(c.workspace, "."))
@@ -189,6 +226,9 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		Bash:      c.bash,
 		StateFile: c.stateFile,
 		Cgroups:   cgroups,
+		// Without a cgroup per execution, processes that leave their session are ended
+		// through the subreaper instead.
+		Subreaper: cgroups == nil,
 		Logger:    log,
 	})
 	if err != nil {
@@ -210,24 +250,56 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		listeners = append(listeners, ln)
 		defer os.Remove(c.socket)
 	}
-	if c.listen != "" {
-		ln, err := net.Listen("tcp", c.listen)
-		if err != nil {
-			return fmt.Errorf("listening on %s: %w", c.listen, err)
-		}
-		listeners = append(listeners, ln)
-	}
-
 	srv := &http.Server{
-		Handler:           remote.Handler(rt, c.token, log),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, len(listeners))
-	for _, ln := range listeners {
+	errc := make(chan error, len(listeners)+1)
+	serveOn := func(ln net.Listener) {
 		go func() { errc <- srv.Serve(ln) }()
 	}
-	log.Info("sandboxd serving", "version", version, "socket", c.socket, "listen", c.listen, "workspace", rt.Workspace())
+	var (
+		tcpMu     sync.Mutex
+		tcpClosed bool
+	)
+	openTCP := func() {
+		ln, err := net.Listen("tcp", c.listen)
+		if err != nil {
+			errc <- fmt.Errorf("listening on %s: %w", c.listen, err)
+			return
+		}
+		tcpMu.Lock()
+		defer tcpMu.Unlock()
+		if tcpClosed {
+			_ = ln.Close()
+			return
+		}
+		listeners = append(listeners, ln)
+		serveOn(ln)
+	}
+	switch {
+	case c.awaitToken:
+		var onToken func()
+		if c.listen != "" {
+			onToken = openTCP
+		}
+		srv.Handler = remote.HandlerAwaitingToken(rt, log, onToken)
+	default:
+		srv.Handler = remote.Handler(rt, c.token, log)
+		if c.listen != "" {
+			ln, err := net.Listen("tcp", c.listen)
+			if err != nil {
+				return fmt.Errorf("listening on %s: %w", c.listen, err)
+			}
+			listeners = append(listeners, ln)
+		}
+	}
+	tcpMu.Lock()
+	for _, ln := range listeners {
+		serveOn(ln)
+	}
+	tcpMu.Unlock()
+	log.Info("sandboxd serving", "version", version, "socket", c.socket, "listen", c.listen, "workspace", rt.Workspace(), "await_token", c.awaitToken)
 
 	var serveErr error
 	select {
@@ -235,6 +307,9 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		log.Info("sandboxd stopping")
 	case serveErr = <-errc:
 	}
+	tcpMu.Lock()
+	tcpClosed = true // a token set from now on opens no listener
+	tcpMu.Unlock()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	shut := make(chan error, 1)
@@ -245,6 +320,81 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("serving: %w", serveErr)
+	}
+	return nil
+}
+
+// proxy copies in to the Unix socket of the sandboxd serving in this sandbox and the
+// socket's bytes to out, until the socket's side ends (or in ends and the socket closes).
+func proxy(ctx context.Context, args, environ []string, in io.Reader, out, stderr io.Writer) error {
+	flags := flag.NewFlagSet("sandboxd proxy", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	socket := flags.String("socket", envMap(environ)["SANDBOXD_SOCKET"], "Unix socket of the sandboxd to reach (SANDBOXD_SOCKET)")
+	if err := flags.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if *socket == "" || flags.NArg() > 0 {
+		return usageError{"give --socket (or SANDBOXD_SOCKET), and nothing else"}
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", *socket)
+	if err != nil {
+		return fmt.Errorf("connecting to %s: %w", *socket, err)
+	}
+	defer conn.Close()
+	uc := conn.(*net.UnixConn)
+	go func() {
+		_, _ = io.Copy(uc, in)
+		_ = uc.CloseWrite() // the request side is done: sandboxd answers what it has
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(out, uc)
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("copying from %s: %w", *socket, err)
+	}
+	return nil
+}
+
+// install copies the running executable to dir/sandboxd (see the package doc).
+func install(args []string) error {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		return usageError{"usage: sandboxd install DIR"}
+	}
+	dir := args[0]
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this executable: %w", err)
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return fmt.Errorf("reading this executable: %w", err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".sandboxd-*")
+	if err != nil {
+		return fmt.Errorf("installing into %s: %w", dir, err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, nothing of that name is left
+	if _, err := io.Copy(tmp, src); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("copying to %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("making %s executable: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, "sandboxd")); err != nil {
+		return fmt.Errorf("installing into %s: %w", dir, err)
 	}
 	return nil
 }

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -238,4 +240,186 @@ func TestBinaryStaysSmall(t *testing.T) {
 			assert.NotContains(t, dep, banned, "sandboxd depends on %s", dep)
 		}
 	}
+}
+
+// TestProxyCarriesTheAPI reaches a serving sandboxd only through `sandboxd proxy`'s standard
+// input and output, as the gateway does through an engine's exec stream: several requests
+// on kept-alive connections, and a proxy per connection.
+func TestProxyCarriesTheAPI(t *testing.T) {
+	t.Parallel()
+	d := start(t, []string{"SANDBOXD_TOKEN=" + token})
+	d.client(t, token) // waits until it serves
+	var mu sync.Mutex
+	dials := 0
+	dial := func(ctx context.Context) (net.Conn, error) {
+		cmd := exec.Command(binary, "proxy", "--socket", d.socket)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		dials++
+		mu.Unlock()
+		return remote.StreamConn(stdout, stdin, func() error {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil
+		}), nil
+	}
+	c := remote.NewDialClient("proxy", dial, token)
+	defer c.Close()
+	for i := range 3 {
+		var out bytes.Buffer
+		res, err := c.Exec(t.Context(), sandboxd.ExecRequest{Code: fmt.Sprintf("echo call %d; exit 3", i), Language: "bash"}, sandboxd.Streams{Stdout: &out})
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("call %d\n", i), out.String())
+		assert.Equal(t, 3, res.ExitCode)
+	}
+	_, err := c.WriteFile(t.Context(), "f.txt", strings.NewReader("through the proxy"), -1)
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(d.workspace, "f.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "through the proxy", string(got))
+	mu.Lock()
+	assert.Equal(t, 1, dials, "one kept-alive connection carries the calls")
+	mu.Unlock()
+
+	bad := remote.NewDialClient("proxy", dial, "wrong")
+	defer bad.Close()
+	_, err = bad.ListFiles(t.Context(), ".")
+	require.Error(t, err, "the proxy adds no secret: a wrong one is refused")
+
+	// A proxy without a socket to reach fails with a message and status 1.
+	var stderr bytes.Buffer
+	cmd := exec.Command(binary, "proxy", "--socket", filepath.Join(t.TempDir(), "none.sock"))
+	cmd.Stderr = &stderr
+	assert.Equal(t, 1, exitStatus(cmd.Run()))
+	assert.Contains(t, stderr.String(), "connecting to")
+}
+
+// TestStdioServesOneConnection: `sandboxd stdio` serves the API on its standard input and
+// output, with its own runtime, for as long as that one connection lasts, and only with
+// the secret of its environment.
+func TestStdioServesOneConnection(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	var stderr bytes.Buffer
+	var running sync.WaitGroup
+	dial := func(ctx context.Context) (net.Conn, error) {
+		cmd := exec.Command(binary, "stdio", "--workspace", ws)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "SANDBOXD_TOKEN=" + token}
+		cmd.Stderr = &stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		running.Add(1)
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait(); running.Done() }()
+		return remote.StreamConn(stdout, stdin, func() error {
+			select { // the end of its input ends it
+			case <-exited:
+			case <-time.After(slow):
+				_ = cmd.Process.Kill()
+				<-exited
+				return errors.New("sandboxd stdio did not end with its input")
+			}
+			return nil
+		}), nil
+	}
+	c := remote.NewDialClient("stdio", dial, token)
+	var out bytes.Buffer
+	res, err := c.Exec(t.Context(), sandboxd.ExecRequest{Code: "echo $HOME; env | grep -c SANDBOXD_ || true; exit 4", Language: "bash"}, sandboxd.Streams{Stdout: &out})
+	require.NoError(t, err, stderr.String())
+	assert.Equal(t, 4, res.ExitCode)
+	assert.Equal(t, ws+"\n0\n", out.String(), "programs see no SANDBOXD_* variable")
+	_, err = c.WriteFile(t.Context(), "a.txt", strings.NewReader("stdio"), -1)
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(ws, "a.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "stdio", string(got))
+	require.NoError(t, c.Close())
+	running.Wait() // each connection's sandboxd ended with it
+
+	bad := remote.NewDialClient("stdio", dial, "wrong")
+	_, err = bad.ListFiles(t.Context(), ".")
+	require.Error(t, err)
+	require.NoError(t, bad.Close())
+	running.Wait()
+
+	cmd := exec.Command(binary, "stdio")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	assert.Equal(t, 2, exitStatus(cmd.Run()), "no secret, no service")
+}
+
+// TestAwaitToken starts sandboxd without a secret: nothing runs and the TCP listener stays
+// closed until the first PUT /v1/token, which wins; then both listeners serve that token.
+func TestAwaitToken(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	d := start(t, nil, "--await-token", "--listen", addr)
+	const secret = "await-token-test-0123456789abcdef0123"
+	c := d.client(t, secret)
+
+	_, err = c.Exec(t.Context(), sandboxd.ExecRequest{Command: "touch ran"}, sandboxd.Streams{})
+	require.ErrorIs(t, err, remote.ErrAwaitingToken)
+	_, statErr := os.Stat(filepath.Join(d.workspace, "ran"))
+	assert.True(t, os.IsNotExist(statErr), "nothing runs before the token")
+	var dialer net.Dialer
+	_, err = dialer.DialContext(t.Context(), "tcp", addr)
+	require.Error(t, err, "the TCP listener opens only with the token")
+
+	require.NoError(t, c.SetToken(t.Context(), secret))
+	require.NoError(t, c.SetToken(t.Context(), secret), "idempotent")
+	err = c.SetToken(t.Context(), strings.Repeat("x", 40))
+	require.Error(t, err, "another token is refused")
+	var out bytes.Buffer
+	_, err = c.Exec(t.Context(), sandboxd.ExecRequest{Command: "echo ok"}, sandboxd.Streams{Stdout: &out})
+	require.NoError(t, err)
+	assert.Equal(t, "ok\n", out.String())
+
+	tcp := remote.NewTCPClient("http://"+addr, secret)
+	defer tcp.Close()
+	_, err = tcp.ListContexts(t.Context())
+	require.NoError(t, err, "the TCP listener serves once the token is set")
+
+	// A token and --await-token exclude each other.
+	cmd := exec.Command(binary, "serve", "--socket", filepath.Join(t.TempDir(), "x.sock"), "--await-token")
+	cmd.Env = []string{"SANDBOXD_TOKEN=" + token}
+	assert.Equal(t, 2, exitStatus(cmd.Run()))
+}
+
+// TestInstall copies the executable into a folder, runnable from there.
+func TestInstall(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, exec.Command(binary, "install", dir).Run())
+	st, err := os.Stat(filepath.Join(dir, "sandboxd"))
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o755), st.Mode().Perm())
+	out, err := exec.Command(filepath.Join(dir, "sandboxd"), "version").Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "sandgate sandboxd")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary file is left")
+	assert.Equal(t, 2, exitStatus(exec.Command(binary, "install").Run()))
+	assert.Equal(t, 1, exitStatus(exec.Command(binary, "install", filepath.Join(dir, "missing")).Run()))
 }

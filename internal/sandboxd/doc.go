@@ -33,8 +33,12 @@
 //     already written is kept. With Options.Cgroups the execution also has a cgroup of its
 //     own, created with it, and every process in it is signalled and killed the same way —
 //     also one that escaped the session (setsid, a double fork) — and the cgroup is removed.
-//     Without it such a process is not killed; output it holds open is read for at most
-//     Options.DrainDelay;
+//     Without cgroups but with Options.Subreaper (cmd/sandboxd in a container), the runtime's
+//     process is the child subreaper of everything it starts: a process that escaped its
+//     session becomes its child when its parent exits, and is killed (with its session) once
+//     every execution that was running when it started has ended — at the end of the
+//     execution that started it, unless others overlapped it. Without either, such a process
+//     is not killed; output it holds open is read for at most Options.DrainDelay;
 //   - on Timeout (wall clock from the start) or when the caller's context ends, every process
 //     of the session gets SIGTERM, and SIGKILL after Options.KillGrace. Result.TimedOut says
 //     so, or Exec returns ctx.Err() with the partial Result;

@@ -278,7 +278,7 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 		deadline = timer.C
 	}
 	oomBefore := oomKills()
-	proc, err := procgroup.StartIn(cmd, r.cgroups)
+	proc, err := r.orphans.start(cmd, r.cgroups)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EAGAIN)) {
@@ -317,6 +317,7 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 	// Wait kills whatever the program left running in its session, then reaps it; the pipes
 	// then reach EOF unless a process that escaped the session holds them.
 	ps, waitErr := proc.Wait()
+	r.orphans.forget(proc)
 	capt.drain(r.drainDelay)
 	stdin.stop()
 	script.stop()

@@ -37,6 +37,7 @@ const (
 // pyProcess is one running python context driver.
 type pyProcess struct {
 	proc    *procgroup.Process
+	forget  func(*procgroup.Process) // unregisters proc from the runtime's orphans once reaped
 	conn    *net.UnixConn
 	replies chan pyReply  // closed when the control socket ends
 	dead    chan struct{} // closed once the driver has exited and was reaped
@@ -104,7 +105,7 @@ func (r *Runtime) startPython(name string) (*pyProcess, error) {
 		Stderr:     errW,
 		ExtraFiles: []*os.File{theirs},
 	}
-	proc, err := procgroup.StartIn(cmd, r.cgroups)
+	proc, err := r.orphans.start(cmd, r.cgroups)
 	_ = theirs.Close()
 	_ = errW.Close()
 	if err != nil {
@@ -122,7 +123,7 @@ func (r *Runtime) startPython(name string) (*pyProcess, error) {
 		_, _ = io.Copy(io.Discard, errR)
 		_ = errR.Close()
 	}()
-	py := &pyProcess{proc: proc, conn: conn, replies: make(chan pyReply, 1), dead: make(chan struct{})}
+	py := &pyProcess{proc: proc, forget: r.orphans.forget, conn: conn, replies: make(chan pyReply, 1), dead: make(chan struct{})}
 	go py.watch()
 	go py.readReplies()
 
@@ -151,6 +152,9 @@ func (r *Runtime) startPython(name string) (*pyProcess, error) {
 // closes the control socket.
 func (py *pyProcess) watch() {
 	py.state, _ = py.proc.Wait()
+	if py.forget != nil {
+		py.forget(py.proc)
+	}
 	close(py.dead)
 	_ = py.conn.Close()
 }

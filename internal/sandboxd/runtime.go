@@ -68,6 +68,12 @@ type Options struct {
 	// processes that leave the execution's session (setsid, a double fork) are killed with
 	// it too (procgroup.DetectCgroups); nil keeps the session-only handling.
 	Cgroups *procgroup.Cgroups
+	// Subreaper makes the runtime's process the child subreaper of what it starts and ends
+	// every process that escaped its execution's session (setsid, a double fork) once the
+	// executions that may own it have ended (see orphans). For a runtime that owns its process
+	// (cmd/sandboxd) without Cgroups, which contain such processes by themselves; the setting
+	// is process-wide, so a runtime sharing its process with others should leave it off.
+	Subreaper bool
 	// Logger receives debug and warning records; nil discards them.
 	Logger *slog.Logger
 }
@@ -92,6 +98,7 @@ type Runtime struct {
 
 	stateFile string             // Options.StateFile
 	cgroups   *procgroup.Cgroups // Options.Cgroups
+	orphans   *orphans           // Options.Subreaper
 
 	mu       sync.Mutex
 	closed   bool
@@ -140,6 +147,7 @@ func New(opts Options) (*Runtime, error) {
 		contexts:   make(map[string]*codeContext),
 		stateFile:  opts.StateFile,
 		cgroups:    opts.Cgroups,
+		orphans:    newOrphans(opts.Subreaper),
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -185,6 +193,7 @@ func (r *Runtime) Close() error {
 	for _, c := range ctxs {
 		c.dropPython(errShutdown) // one an execution started meanwhile
 	}
+	r.orphans.close()
 	r.mu.Lock()
 	if r.stateDir != "" {
 		_ = os.RemoveAll(r.stateDir)
@@ -202,7 +211,11 @@ func (r *Runtime) begin() (end func(), err error) {
 		return nil, fault.New(fault.Gone, "%s", errShutdown)
 	}
 	r.running.Add(1)
-	return r.running.Done, nil
+	endOrphans := r.orphans.begin()
+	return func() {
+		endOrphans()
+		r.running.Done()
+	}, nil
 }
 
 // baseEnv returns a copy of env, or the minimal base when env is nil.

@@ -98,6 +98,17 @@ func peerPID(conn net.Conn) (int32, error) {
 	return cred.Pid, nil
 }
 
+// NewDialClient returns a client of a sandboxd reached through dial, which opens one new
+// connection to it per call (the client keeps connections alive, so dial runs once per
+// connection, not per request): for example a stream through a container engine or a
+// Kubernetes API server to `sandboxd proxy` in the sandbox. where names the sandboxd in
+// messages; token is the bearer secret.
+func NewDialClient(where string, dial func(ctx context.Context) (net.Conn, error), token string) *Client {
+	t := newTransport()
+	t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }
+	return newClient("http://sandboxd", where, token, t)
+}
+
 // NewTCPClient returns a client of the sandboxd at baseURL (e.g. "http://10.1.2.3:8888"),
 // sending token as its bearer secret. Proxy settings of the environment are ignored.
 func NewTCPClient(baseURL, token string) *Client {
@@ -264,6 +275,88 @@ func (c *Client) DeleteContext(ctx context.Context, name string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/contexts/"+url.PathEscape(name), nil, nil, http.StatusNoContent, nil)
 }
 
+// ErrAwaitingToken is wrapped by the fault.Provision error of a request that a sandboxd
+// started with --await-token refused because it has no token yet (see SetToken).
+var ErrAwaitingToken = errors.New("sandboxd awaits its token")
+
+// SetToken gives a sandboxd started with --await-token its bearer secret (PUT /v1/token).
+// The first token set wins; setting the same one again is no error, so callers may set it
+// on every connection. The client's own token is still what its requests carry.
+//
+// Errors: fault.Conflict when sandboxd already has another token; fault.Validation for a
+// token sandboxd refuses (fewer than 32 characters, spaces or control characters); the
+// errors of the package doc.
+func (c *Client) SetToken(ctx context.Context, token string) error {
+	data, err := json.Marshal(tokenBody{Token: token})
+	if err != nil {
+		return fault.Wrap(fault.Validation, err, "encoding the token")
+	}
+	return c.call(ctx, http.MethodPut, "/v1/token", nil, bytes.NewReader(data), http.StatusNoContent, nil)
+}
+
+// SetTokenOn sends PUT /v1/token (see SetToken) as the first request on conn, a fresh
+// connection to a sandboxd, and returns conn ready to carry the client's requests: a dial
+// function of NewDialClient can call it on every connection it opens, so that a sandboxd
+// restarted with --await-token gets its token again before anything else. where names the
+// sandboxd in messages. When ctx ends first, conn is closed and ctx.Err() returned.
+//
+// Errors: as SetToken's; a connection that ends before the answer is an error wrapping
+// io.ErrUnexpectedEOF. On any error conn is closed.
+func SetTokenOn(ctx context.Context, conn net.Conn, where, token string) (net.Conn, error) {
+	data, err := json.Marshal(tokenBody{Token: token})
+	if err != nil {
+		_ = conn.Close()
+		return nil, fault.Wrap(fault.Validation, err, "encoding the token")
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	fail := func(err error) (net.Conn, error) {
+		_ = conn.Close()
+		if !stop() && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	req, err := http.NewRequest(http.MethodPut, "http://sandboxd/v1/token", bytes.NewReader(data))
+	if err != nil {
+		return fail(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if err := req.Write(conn); err != nil {
+		return fail(fmt.Errorf("sandboxd at %s: sending the token: %w", where, err))
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fail(fmt.Errorf("sandboxd at %s: no answer to the token: %w", where, err))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxProblemBody))
+	_ = resp.Body.Close()
+	if err != nil {
+		return fail(fmt.Errorf("sandboxd at %s: reading the answer to the token: %w", where, err))
+	}
+	if resp.StatusCode != http.StatusNoContent {
+		c := &Client{where: where}
+		return fail(c.problemErr(resp.StatusCode, body))
+	}
+	if !stop() {
+		_ = conn.Close()
+		return nil, ctx.Err()
+	}
+	return &bufferedConn{Conn: conn, r: br}, nil
+}
+
+// bufferedConn reads through the reader that read the token's answer (it may hold bytes
+// that followed).
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
 // WriteFile streams r into workspace path p (see sandboxd.Runtime.WriteFile); maxBytes < 0
 // means no limit. It returns the bytes written.
 // Errors: sandboxd.Runtime.WriteFile's kinds; the errors of the package doc.
@@ -393,6 +486,8 @@ func (c *Client) problemErr(status int, data []byte) error {
 	switch p.Kind {
 	case kindUnauthenticated:
 		return fault.New(fault.Provision, "sandboxd at %s refused the sandbox token: %s", c.where, p.Detail)
+	case kindAwaitingToken:
+		return fault.Wrap(fault.Provision, ErrAwaitingToken, "sandboxd at %s: %s", c.where, p.Detail)
 	case kindUnknownRoute, kindMethodNotAllowed:
 		return fault.New(fault.Internal, "sandboxd at %s does not serve this API (%s): %s", c.where, p.Kind, p.Detail)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +39,7 @@ import (
 // the document as the server refuses it), and every answer the Handler gives must be a
 // documented status with a documented body and headers.
 
-const contractToken = "contract-token"
+const contractToken = "contract-token-0123456789abcdef0123456789"
 
 // loadContract loads and validates openapi.yaml.
 func loadContract(t *testing.T) *openapi3.T {
@@ -384,6 +386,7 @@ func TestContractSchemasMatchTheGoTypes(t *testing.T) {
 		"FileInfo":             sandboxd.FileInfo{},
 		"WriteResult":          writeResult{},
 		"CreateContextRequest": createContextBody{},
+		"TokenRequest":         tokenBody{},
 		"Problem":              problem{},
 	} {
 		ref := doc.Components.Schemas[name]
@@ -403,7 +406,7 @@ func TestContractSchemasMatchTheGoTypes(t *testing.T) {
 
 	// Every kind a problem can carry is in the enum.
 	kinds := doc.Components.Schemas["Problem"].Value.Properties["kind"].Value.Enum
-	for _, k := range []string{kindUnauthenticated, kindUnknownRoute, kindMethodNotAllowed} {
+	for _, k := range []string{kindUnauthenticated, kindUnknownRoute, kindMethodNotAllowed, kindAwaitingToken} {
 		assert.Contains(t, kinds, k)
 	}
 	for k := range kindStatus {
@@ -605,6 +608,14 @@ func TestContract(t *testing.T) {
 		wantKind(t, b.client.DeleteContext(ctx, "py"), fault.NotFound)
 	})
 
+	t.Run("token", func(t *testing.T) {
+		// The token given at start counts as set: the same one is accepted, another refused.
+		require.NoError(t, b.client.SetToken(ctx, contractToken))
+		wantKind(t, b.client.SetToken(ctx, strings.Repeat("x", 40)), fault.Conflict)
+		wantKind(t, b.client.SetToken(invalidRequest(ctx), "short"), fault.Validation)
+		wantKind(t, b.client.SetToken(invalidRequest(ctx), strings.Repeat("x", 39)+" "), fault.Validation)
+	})
+
 	t.Run("wrong token", func(t *testing.T) {
 		wrong := c.checkedClient(b.server.URL, "wrong")
 		defer wrong.Close()
@@ -619,6 +630,94 @@ func TestContract(t *testing.T) {
 	})
 
 	c.verify(t, true)
+}
+
+// TestContractAwaitingToken checks a sandboxd started without a secret (--await-token):
+// nothing runs before PUT /v1/token, the first token wins, the same one again is accepted
+// and another one refused; then the API serves with that token only.
+func TestContractAwaitingToken(t *testing.T) {
+	t.Parallel()
+	c := newContract(t, loadContract(t))
+	ws := t.TempDir()
+	rt, err := sandboxd.New(sandboxd.Options{Workspace: ws})
+	require.NoError(t, err)
+	var set atomic.Int32
+	srv := httptest.NewServer(HandlerAwaitingToken(rt, nil, func() { set.Add(1) }))
+	client := c.checkedClient(srv.URL, contractToken)
+	t.Cleanup(func() {
+		_ = client.Close()
+		_ = rt.Close()
+		srv.Close()
+	})
+	ctx := t.Context()
+
+	require.NoError(t, client.Ready(ctx), "the probes answer before the token")
+	_, err = client.Exec(ctx, sandboxd.ExecRequest{Command: "touch ran"}, sandboxd.Streams{})
+	wantKind(t, err, fault.Provision)
+	assert.ErrorIs(t, err, ErrAwaitingToken)
+	_, err = client.ListContexts(ctx)
+	assert.ErrorIs(t, err, ErrAwaitingToken)
+	_, err = client.ReadFile(ctx, "x")
+	assert.ErrorIs(t, err, ErrAwaitingToken)
+	_, statErr := os.Stat(filepath.Join(ws, "ran"))
+	assert.True(t, os.IsNotExist(statErr), "nothing runs before the token")
+	wantKind(t, client.SetToken(invalidRequest(ctx), "too-short"), fault.Validation)
+	assert.Zero(t, set.Load())
+
+	require.NoError(t, client.SetToken(ctx, contractToken))
+	require.NoError(t, client.SetToken(ctx, contractToken), "the same token again is accepted")
+	other := strings.Repeat("o", 48)
+	wantKind(t, client.SetToken(ctx, other), fault.Conflict)
+	assert.Equal(t, int32(1), set.Load(), "onToken runs once")
+
+	var out bytes.Buffer
+	_, err = client.Exec(ctx, sandboxd.ExecRequest{Command: "echo served"}, sandboxd.Streams{Stdout: &out})
+	require.NoError(t, err)
+	assert.Equal(t, "served\n", out.String())
+	wrong := c.checkedClient(srv.URL, other)
+	defer wrong.Close()
+	_, err = wrong.ListContexts(ctx)
+	wantKind(t, err, fault.Provision)
+	assert.NotErrorIs(t, err, ErrAwaitingToken)
+	c.verify(t, false)
+}
+
+// TestSetTokenOn gives the token as the first request of a raw connection, which then
+// carries the client's requests.
+func TestSetTokenOn(t *testing.T) {
+	t.Parallel()
+	rt, err := sandboxd.New(sandboxd.Options{Workspace: t.TempDir()})
+	require.NoError(t, err)
+	srv := httptest.NewServer(HandlerAwaitingToken(rt, nil, nil))
+	t.Cleanup(func() {
+		_ = rt.Close()
+		srv.Close()
+	})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	dials := 0
+	dial := func(token string) func(ctx context.Context) (net.Conn, error) {
+		return func(ctx context.Context) (net.Conn, error) {
+			dials++
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return SetTokenOn(ctx, conn, "test", token)
+		}
+	}
+	c := NewDialClient("test", dial(contractToken), contractToken)
+	defer c.Close()
+	for range 3 {
+		_, err := c.ListContexts(t.Context())
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1, dials, "one connection, the token sent once on it")
+
+	other := NewDialClient("test", dial(strings.Repeat("z", 40)), strings.Repeat("z", 40))
+	defer other.Close()
+	_, err = other.ListContexts(t.Context())
+	wantKind(t, err, fault.Conflict)
 }
 
 // TestContractErrorFrame checks the error frame: an execution that fails after its stream

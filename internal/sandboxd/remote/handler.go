@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
@@ -31,10 +33,25 @@ func Handler(rt *sandboxd.Runtime, token string, log *slog.Logger) http.Handler 
 	if token == "" {
 		panic("remote.Handler: empty token; sandboxd must not serve its API without a secret")
 	}
+	s := &secret{}
+	s.set(token)
+	return newHandler(rt, s, nil, log)
+}
+
+// HandlerAwaitingToken returns the handler of the runtime API serving rt before it has a
+// secret (sandboxd serve --await-token): until PUT /v1/token sets one, every other /v1
+// request is answered 503 (kind awaiting-token) and nothing runs. The first token set wins;
+// the same value again is accepted, another one refused (409). onToken, when not nil, is
+// called once, after the token is set (sandboxd opens its TCP listener then).
+func HandlerAwaitingToken(rt *sandboxd.Runtime, log *slog.Logger, onToken func()) http.Handler {
+	return newHandler(rt, &secret{}, onToken, log)
+}
+
+func newHandler(rt *sandboxd.Runtime, sec *secret, onToken func(), log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &server{rt: rt, log: log}
+	s := &server{rt: rt, log: log, secret: sec, onToken: onToken}
 
 	v1 := http.NewServeMux()
 	v1.HandleFunc("POST /v1/exec", s.exec)
@@ -50,13 +67,56 @@ func Handler(rt *sandboxd.Runtime, token string, log *slog.Logger) http.Handler 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", health)
 	mux.HandleFunc("GET /readyz", health)
-	mux.Handle("/v1/", requireToken(token, problemsForUnmatched(v1)))
+	mux.HandleFunc("PUT /v1/token", s.setToken)
+	mux.Handle("/v1/", requireToken(sec, problemsForUnmatched(v1)))
 	return problemsForUnmatched(mux)
 }
 
+// Limits of a token given with PUT /v1/token.
+const (
+	minTokenLen  = 32
+	maxTokenLen  = 1024
+	maxTokenBody = 4 << 10
+)
+
+// secret is the bearer secret, set once: at start, or by PUT /v1/token.
+type secret struct {
+	mu   sync.Mutex
+	sum  [sha256.Size]byte // SHA-256 of "Bearer <token>"
+	have atomic.Bool
+}
+
+// set sets the token when none is set yet; it reports whether the token set now (or before)
+// is token, compared in constant time.
+func (s *secret) set(token string) (first, same bool) {
+	sum := sha256.Sum256([]byte("Bearer " + token))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.have.Load() {
+		s.sum = sum
+		s.have.Store(true)
+		return true, true
+	}
+	return false, subtle.ConstantTimeCompare(sum[:], s.sum[:]) == 1
+}
+
+// check compares an Authorization header with the token; ok is false without a token.
+func (s *secret) check(authorization string) (set, ok bool) {
+	if !s.have.Load() {
+		return false, false
+	}
+	got := sha256.Sum256([]byte(authorization))
+	s.mu.Lock()
+	want := s.sum
+	s.mu.Unlock()
+	return true, subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
 type server struct {
-	rt  *sandboxd.Runtime
-	log *slog.Logger
+	rt      *sandboxd.Runtime
+	log     *slog.Logger
+	secret  *secret
+	onToken func()
 }
 
 func health(w http.ResponseWriter, _ *http.Request) {
@@ -65,17 +125,57 @@ func health(w http.ResponseWriter, _ *http.Request) {
 
 // requireToken lets a request through only with "Authorization: Bearer <token>". The
 // comparison is of SHA-256 sums in constant time, so it leaks neither content nor length.
-func requireToken(token string, next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte("Bearer " + token))
+// Without a token yet, the answer is 503 (kind awaiting-token).
+func requireToken(sec *secret, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		set, ok := sec.check(r.Header.Get("Authorization"))
+		if !set {
+			writeProblem(w, newProblem(http.StatusServiceUnavailable, kindAwaitingToken, "sandboxd awaits its token (PUT /v1/token); nothing runs before it is set"))
+			return
+		}
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxd"`)
 			writeProblem(w, newProblem(http.StatusUnauthorized, kindUnauthenticated, "a valid sandboxd bearer token is required"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// setToken is PUT /v1/token: the first token set wins (204), the same one again is accepted
+// (204), another one is refused (409). It needs no bearer token: the body is the secret.
+func (s *server) setToken(w http.ResponseWriter, r *http.Request) {
+	var body tokenBody
+	if !s.decodeLimit(w, r, &body, maxTokenBody) {
+		return
+	}
+	if n := len(body.Token); n < minTokenLen || n > maxTokenLen || !tokenChars(body.Token) {
+		writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), fmt.Sprintf("the token must have %d to %d printable ASCII characters and no spaces", minTokenLen, maxTokenLen)))
+		return
+	}
+	first, same := s.secret.set(body.Token)
+	if !same {
+		writeProblem(w, newProblem(http.StatusConflict, string(fault.Conflict), "sandboxd already has another token"))
+		return
+	}
+	if first {
+		s.log.Info("sandboxd: token set")
+		if s.onToken != nil {
+			s.onToken()
+		}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// tokenChars reports whether t has only printable ASCII characters other than space.
+func tokenChars(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // problemsForUnmatched answers requests mux has no route for (404) or no method for (405)
@@ -296,7 +396,12 @@ func (s *server) deleteContext(w http.ResponseWriter, r *http.Request) {
 // decode reads a JSON body into v (unknown fields refused); on failure it answers with a
 // problem and returns false.
 func (s *server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body := http.MaxBytesReader(w, r.Body, maxJSONBody)
+	return s.decodeLimit(w, r, v, maxJSONBody)
+}
+
+// decodeLimit is decode with a body of at most limit bytes.
+func (s *server) decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	body := http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -36,6 +36,7 @@ const (
 	kindUnauthenticated  = "unauthenticated"
 	kindUnknownRoute     = "unknown-route"
 	kindMethodNotAllowed = "method-not-allowed"
+	kindAwaitingToken    = "awaiting-token"
 )
 
 // execBody is the JSON body of POST /v1/exec.
@@ -48,6 +49,11 @@ type execBody struct {
 type createContextBody struct {
 	Name     string `json:"name"`
 	Language string `json:"language"`
+}
+
+// tokenBody is the JSON body of PUT /v1/token.
+type tokenBody struct {
+	Token string `json:"token"`
 }
 
 // writeResult is the answer of PUT /v1/files.

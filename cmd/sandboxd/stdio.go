@@ -1,0 +1,124 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/procgroup"
+	"github.com/sandgate/sandgate/internal/sandboxd"
+	"github.com/sandgate/sandgate/internal/sandboxd/remote"
+)
+
+// stdioCommand serves the runtime API on one connection made of standard input (requests)
+// and standard output (answers), with a runtime of its own that ends with the connection:
+//
+//	sandboxd stdio [--workspace DIR] [--python NAME] [--bash NAME]
+//
+// It is how the gateway runs programs in a container it did not start (a Docker profile
+// attached to an existing container): each connection is one engine exec of this command,
+// kept alive for many requests. No daemon stays behind, and no context outlives the
+// connection, so such sandboxes are not stateful. The secret is SANDBOXD_TOKEN in the exec's
+// environment, fresh per connection; sandboxd removes it from its environment and is not
+// dumpable, so programs cannot read it.
+func stdioCommand(ctx context.Context, args, environ []string, in io.Reader, out io.WriteCloser, stderr io.Writer) error {
+	env := envMap(environ)
+	flags := flag.NewFlagSet("sandboxd stdio", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	workspace := flags.String("workspace", env["SANDBOXD_WORKSPACE"], "workspace folder (SANDBOXD_WORKSPACE; default: the working folder)")
+	python := flags.String("python", env["SANDBOXD_PYTHON"], "python interpreter (SANDBOXD_PYTHON; default python3)")
+	bash := flags.String("bash", env["SANDBOXD_BASH"], "bash (SANDBOXD_BASH; default bash)")
+	if err := flags.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if flags.NArg() > 0 {
+		return usageError{"sandboxd stdio takes no arguments"}
+	}
+	token := env[tokenEnv]
+	if token == "" {
+		return usageError{"no token: set " + tokenEnv + "; sandboxd does not serve its API without a secret"}
+	}
+	ws, err := filepath.Abs(cmp.Or(*workspace, "."))
+	if err != nil {
+		return fmt.Errorf("finding the workspace folder: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cgroups, err := procgroup.DetectCgroups("sandboxd")
+	if err != nil {
+		cgroups = nil
+	}
+	rt, err := sandboxd.New(sandboxd.Options{
+		Workspace: ws, Env: programEnv(environ, ws), Python: *python, Bash: *bash,
+		Cgroups: cgroups, Subreaper: cgroups == nil, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+
+	ln := newOneConnListener(remote.StreamConn(in, out, nil))
+	srv := &http.Server{
+		Handler:           remote.Handler(rt, token, log),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				ln.Close()
+			}
+		},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		_ = srv.Close()
+		err = <-errc
+	}
+	_ = rt.Close()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("serving: %w", err)
+	}
+	return nil
+}
+
+// oneConnListener hands out one connection, then blocks until it is closed.
+type oneConnListener struct {
+	conn net.Conn
+	once sync.Once
+	mu   sync.Mutex
+	sent bool
+	done chan struct{}
+}
+
+func newOneConnListener(c net.Conn) *oneConnListener {
+	return &oneConnListener{conn: c, done: make(chan struct{})}
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if !l.sent {
+		l.sent = true
+		l.mu.Unlock()
+		return l.conn, nil
+	}
+	l.mu.Unlock()
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
