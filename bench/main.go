@@ -354,10 +354,11 @@ func startGateway(parent context.Context, dbURL string, queued, withDocker bool,
 		"local": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: work}}},
 	}
 	if withDocker {
-		cfg.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: *image, Pull: config.DockerPullNever}}}
-		// The same image with sandboxd as the entrypoint: executions over its socket, code in a
-		// stateful context.
-		cfg.Sandbox.Profiles["docker-sd"] = config.Profile{Type: docker.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: *image, Pull: config.DockerPullNever}}}
+		// sandboxd over its socket (the default on a local engine), code in a stateful context.
+		cfg.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: *image, Pull: config.DockerPullNever}}}
+		// sandboxd through the engine's exec stream (as for a remote engine), code in a fresh
+		// interpreter per call.
+		cfg.Sandbox.Profiles["docker-exec"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: *image, Pull: config.DockerPullNever, Sandboxd: &config.DockerSandboxd{Transport: config.DockerTransportExec}}}}
 		cfg.Sandbox.Profiles["docker-warm"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: *image, Pull: config.DockerPullNever, WarmPool: &config.DockerWarmPool{Size: 2}}}}
 	}
 	if queued {
@@ -590,34 +591,29 @@ func dockerScenarios(ctx context.Context, g *gateway, tok string) {
 		_ = cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true})
 	}
 
-	// 1. exec round trip, docker.
+	// 1. exec round trip, docker: sandboxd over its socket, against the same sandboxd reached
+	// directly; sandboxd over the engine's exec stream; one raw exec per call for reference.
 	sid := g.newSession(tok, "docker")
 	g.exec(tok, sid, "true")
+	viaExec := g.newSession(tok, "docker-exec")
+	g.exec(tok, viaExec, "true")
 	raw := rawCreate()
 	rawExec(raw)
 	k := n(50, 10)
 	gw := Summarize(timeN(k, func() { g.exec(tok, sid, "true") }))
+	gwExec := Summarize(timeN(k, func() { g.exec(tok, viaExec, "true") }))
 	direct := Summarize(timeN(k, func() { rawExec(raw) }))
-	add(Row{Scenario: "1 exec round trip", Variant: "docker: through gateway", Summary: &gw})
-	add(Row{Scenario: "1 exec round trip", Variant: "docker: raw exec API (create+attach+inspect)", Summary: &direct})
-	add(Row{Scenario: "1 exec round trip", Variant: "docker: overhead", Value: fmt.Sprintf("+%.2f ms p50 (%.2fx)", gw.P50-direct.P50, gw.P50/direct.P50)})
-
-	// The same command through sandboxd (its socket instead of an exec per call), and code in
-	// the session's stateful Python context (no interpreter start per call).
-	sd := g.newSession(tok, "docker-sd")
-	g.exec(tok, sd, "true")
-	sdCmd := Summarize(timeN(k, func() { g.exec(tok, sd, "true") }))
 	code := func(sid string) {
 		if st, body := g.do(tok, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": "n = globals().get('n', 0) + 1"}); st != 200 {
 			panic(fmt.Sprintf("code: %d %s", st, body))
 		}
 	}
-	code(sd)
-	sdCode := Summarize(timeN(k, func() { code(sd) }))
 	code(sid)
-	plainCode := Summarize(timeN(k, func() { code(sid) }))
-	add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: through gateway", Summary: &sdCmd})
-	if rt, err := sandboxdClient(ctx, cli, g, tok, sd); err != nil {
+	sdCode := Summarize(timeN(k, func() { code(sid) }))
+	code(viaExec)
+	freshCode := Summarize(timeN(k, func() { code(viaExec) }))
+	add(Row{Scenario: "1 exec round trip", Variant: "docker: through gateway (sandboxd socket)", Summary: &gw})
+	if rt, err := sandboxdClient(ctx, cli, g, tok, sid); err != nil {
 		skip("raw sandboxd rows: " + err.Error())
 	} else {
 		rawSD := Summarize(timeN(k, func() {
@@ -631,14 +627,16 @@ func dockerScenarios(ctx context.Context, g *gateway, tok string) {
 			}
 		}))
 		_ = rt.Close()
-		add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: raw sandboxd socket (no gateway)", Summary: &rawSD})
-		add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: gateway overhead", Value: fmt.Sprintf("+%.2f ms p50 (%.2fx)", sdCmd.P50-rawSD.P50, sdCmd.P50/rawSD.P50)})
-		add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: raw python context (no gateway)", Summary: &rawCtx})
+		add(Row{Scenario: "1 exec round trip", Variant: "docker: raw sandboxd socket (no gateway)", Summary: &rawSD})
+		add(Row{Scenario: "1 exec round trip", Variant: "docker: gateway overhead over raw sandboxd", Value: fmt.Sprintf("+%.2f ms p50 (%.2fx)", gw.P50-rawSD.P50, gw.P50/rawSD.P50)})
+		add(Row{Scenario: "1 exec round trip", Variant: "docker: raw python context (no gateway)", Summary: &rawCtx})
 	}
-	add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: vs docker exec path", Value: fmt.Sprintf("%.2fx p50 (%.2f ms vs %.2f ms)", sdCmd.P50/gw.P50, sdCmd.P50, gw.P50)})
-	add(Row{Scenario: "1 exec round trip", Variant: "docker+sandboxd: python code, stateful context", Summary: &sdCode})
-	add(Row{Scenario: "1 exec round trip", Variant: "docker: python code, fresh interpreter (exec path)", Summary: &plainCode})
-	g.do(tok, "DELETE", "/v1/sessions/"+sd, nil)
+	add(Row{Scenario: "1 exec round trip", Variant: "docker: through gateway (sandboxd via exec stream)", Summary: &gwExec})
+	add(Row{Scenario: "1 exec round trip", Variant: "docker: exec stream vs socket", Value: fmt.Sprintf("+%.2f ms p50 (%.2fx)", gwExec.P50-gw.P50, gwExec.P50/gw.P50)})
+	add(Row{Scenario: "1 exec round trip", Variant: "docker: raw exec API per call (create+attach+inspect)", Summary: &direct})
+	add(Row{Scenario: "1 exec round trip", Variant: "docker: python code, stateful context", Summary: &sdCode})
+	add(Row{Scenario: "1 exec round trip", Variant: "docker: python code, fresh interpreter", Summary: &freshCode})
+	g.do(tok, "DELETE", "/v1/sessions/"+viaExec, nil)
 	g.do(tok, "DELETE", "/v1/sessions/"+sid, nil)
 	rm(raw)
 

@@ -7,8 +7,7 @@
 #      runtime agent (cmd/sandboxd, built static with the Go toolchain) at
 #      /usr/local/bin/sandboxd as the entrypoint, labelled dev.sandgate.sandboxd; also tagged
 #      sandgate/sandbox-python:latest.
-# The docker provider starts `sleep infinity` instead of the entrypoint unless the profile runs
-# sandboxd (docker.sandboxd.enabled or stateful).
+# The docker provider always starts sandboxd from the label's path as the entrypoint.
 #
 # Cached twice: the base is not rebuilt while the tag of its rootfs hash exists, and the
 # rootfs tarball is kept under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/sandbox-image so a

@@ -206,7 +206,9 @@ func collectDecodeProblems(err error, fromEnv map[string]string, out *[]error) {
 				key = parent + "." + name
 			}
 			msg := "unknown key"
-			if env, ok := fromEnv[envLookupKey(key)]; ok {
+			if hint, ok := removedKey(key); ok {
+				msg = hint
+			} else if env, ok := fromEnv[envLookupKey(key)]; ok {
 				msg += fmt.Sprintf(" (set by environment variable %s; levels are separated by %q)", env, envLevelSep)
 			}
 			*out = append(*out, &FieldError{Key: key, Msg: msg})
@@ -214,6 +216,14 @@ func collectDecodeProblems(err error, fromEnv map[string]string, out *[]error) {
 		return
 	}
 	*out = append(*out, &FieldError{Key: parent, Msg: typeProblem(inner)})
+}
+
+// removedKey says what became of a key that earlier versions read.
+func removedKey(key string) (string, bool) {
+	if strings.HasSuffix(key, ".docker.sandboxd.enabled") || key == "sandbox.docker.sandboxd.enabled" {
+		return "removed: sandboxd now runs in every docker sandbox; delete this key", true
+	}
+	return "", false
 }
 
 // typeProblem words a value that does not fit its key's type.

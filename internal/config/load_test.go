@@ -195,6 +195,18 @@ func TestLoadIgnoresRemovedBrokerKeys(t *testing.T) {
 	requireProblem(t, err, "sandbox.profiles.default.request_queue_url", "unknown key")
 }
 
+func TestLoadNamesRemovedKeys(t *testing.T) {
+	t.Parallel()
+	_, err := Load(writeConfig(t, `sandbox:
+  profiles:
+    box:
+      type: docker
+      docker:
+        sandboxd: {enabled: true}
+`), nil)
+	requireProblem(t, err, "sandbox.profiles.box.docker.sandboxd.enabled", "removed", "every docker sandbox", "delete this key")
+}
+
 func TestLoadDurations(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -182,8 +182,8 @@ type Profile struct {
 	Params        map[string]any `koanf:"params" json:"params"`
 	// Stateful makes code executions of a session share interpreter state: they run in the
 	// sandbox's default context unless they name another, so a variable set in one call is
-	// there in the next. Needs a provider that keeps contexts (local_subprocess; docker, which
-	// then runs sandboxd). Default false: every execution starts a fresh interpreter.
+	// there in the next. Needs a provider that keeps contexts (local_subprocess; docker and
+	// kubernetes, through sandboxd). Default false: every execution starts a fresh interpreter.
 	Stateful bool `koanf:"stateful" json:"stateful"`
 
 	// ProviderBlocks: the block named by Type is required (local_subprocess gets an empty one).
@@ -244,32 +244,40 @@ type Docker struct {
 	// WarmPool keeps started containers ready so that new sandboxes start at once (managed
 	// profiles only).
 	WarmPool *DockerWarmPool `koanf:"warm_pool" json:"warm_pool,omitempty"`
-	// Sandboxd runs the sandbox runtime agent as each container's entrypoint: executions and
-	// files then go over a local socket instead of a docker exec each, and code contexts keep
-	// state. A profile with stateful: true turns it on.
+	// Sandboxd configures sandboxd, the runtime agent every docker sandbox's executions, files
+	// and code contexts go through (the entrypoint of the containers the gateway starts).
 	Sandboxd *DockerSandboxd `koanf:"sandboxd" json:"sandboxd,omitempty"`
 }
 
+// Transports of docker.sandboxd.transport.
+const (
+	DockerTransportSocket = "socket"
+	DockerTransportExec   = "exec"
+)
+
+var dockerTransports = []string{DockerTransportSocket, DockerTransportExec}
+
 // DockerSandboxd configures the sandboxd runtime agent of a docker profile.
 type DockerSandboxd struct {
-	// Enabled runs sandboxd in the profile's containers (implied by the profile's stateful).
-	Enabled bool `koanf:"enabled" json:"enabled"`
 	// Binary is the static sandboxd executable copied into containers whose image does not
 	// ship it (images without the label dev.sandgate.sandboxd). Default: "sandboxd" next to the
 	// gateway's executable, then on PATH.
 	Binary string `koanf:"binary" json:"binary"`
+	// Transport is how the gateway reaches sandboxd: socket (a Unix socket in a host folder
+	// bind-mounted into the container; the gateway must see socket_dir at the engine's path)
+	// or exec (a stream through the engine's exec API to `sandboxd proxy` in the container;
+	// works with any engine the gateway can reach, remote ones too). Default: socket for an
+	// engine on a local Unix socket, exec otherwise.
+	Transport string `koanf:"transport" json:"transport"`
 	// SocketDir is the folder on the engine's host holding one socket folder per sandbox,
-	// bind-mounted into its container; the gateway must see it at the same path (run the
-	// gateway on the engine's host, or mount the folder at the same path). Default:
-	// /run/sandgate/sandboxd as root, else $XDG_RUNTIME_DIR/sandgate/sandboxd or
+	// bind-mounted into its container (transport socket); the gateway must see it at the same
+	// path (run the gateway on the engine's host, or mount the folder at the same path).
+	// Default: /run/sandgate/sandboxd as root, else $XDG_RUNTIME_DIR/sandgate/sandboxd or
 	// <temp>/sandgate-<uid>/sandboxd.
 	SocketDir string `koanf:"socket_dir" json:"socket_dir"`
 	// User runs sandboxd and the programs as this user; default 65532:65532 (non-root).
 	User string `koanf:"user" json:"user"`
 }
-
-// On reports whether the block enables sandboxd.
-func (d *DockerSandboxd) On() bool { return d != nil && d.Enabled }
 
 // DockerWarmPool keeps containers of a docker profile started ahead of use. Each serves one
 // sandbox and is destroyed with it; the pool refills in the background.
@@ -325,6 +333,28 @@ type Kubernetes struct {
 	// AgentSandbox acquires sandboxes from kubernetes-sigs/agent-sandbox (a SandboxClaim on a
 	// warm pool) instead of creating pods (managed profiles only).
 	AgentSandbox *KubernetesAgentSandbox `koanf:"agent_sandbox" json:"agent_sandbox,omitempty"`
+	// Sandboxd says where the pods' sandboxd (the runtime every execution, file operation
+	// and context goes through) comes from.
+	Sandboxd KubernetesSandboxd `koanf:"sandboxd" json:"sandboxd"`
+}
+
+// KubernetesSandboxd is the kubernetes.sandboxd block.
+type KubernetesSandboxd struct {
+	// Path is the sandboxd executable in the sandbox container; default
+	// /usr/local/bin/sandboxd (where images labelled dev.sandgate.sandboxd, like
+	// sandgate/sandbox-python, ship it). Attached pods must run `<path> serve --await-token
+	// --socket /.sandgate/run/sd.sock`. With image, it is the path in that image.
+	Path string `koanf:"path" json:"path"`
+	// Image, when set, is an image that ships sandboxd at path: an init container made from
+	// it copies the binary (`sandboxd install`) into an emptyDir the sandbox container runs
+	// it from, so kubernetes.image need not ship sandboxd. Pods the provider creates only
+	// (not agent_sandbox or attach_to).
+	Image string `koanf:"image" json:"image"`
+	// Transport is how the gateway reaches sandboxd: exec (default: a tunnel through the API
+	// server's pods/exec to `sandboxd proxy`; works from outside the cluster) or pod_ip
+	// (TCP to the pod IP, port 8888, where sandboxd listens once it has its token, given
+	// through one exec tunnel; the gateway must reach the pod network).
+	Transport string `koanf:"transport" json:"transport"`
 }
 
 // KubernetesAgentSandbox names the agent-sandbox warm pool (extensions.agents.x-k8s.io/v1beta1

@@ -316,10 +316,10 @@ func (prof *Profile) validate(p *problems, prefix string) {
 	}
 	if prof.Stateful {
 		switch {
-		case prof.Type != ProviderLocalSubprocess && prof.Type != ProviderDocker:
-			p.add(prefix+".stateful", "provider %s keeps no interpreter state between executions; stateful needs local_subprocess or docker (with sandboxd)", prof.Type)
+		case prof.Type != ProviderLocalSubprocess && prof.Type != ProviderDocker && prof.Type != ProviderKubernetes:
+			p.add(prefix+".stateful", "provider %s keeps no interpreter state between executions; stateful needs local_subprocess, docker or kubernetes (sandboxd keeps contexts)", prof.Type)
 		case prof.Type == ProviderDocker && prof.Environment == EnvironmentAttached:
-			p.add(prefix+".stateful", "an attached docker profile runs in a container the gateway did not start, so sandboxd cannot keep state there; remove stateful or use a managed profile")
+			p.add(prefix+".stateful", "an attached docker profile runs in a container the gateway did not start, where no sandboxd keeps running between calls; remove stateful or use a managed profile")
 		}
 	}
 	if k := prof.Kubernetes; k != nil && prof.Type == ProviderKubernetes {
@@ -371,8 +371,8 @@ func (d *Docker) validate(p *problems, key, environment string) {
 	if d.PidsLimit < 0 { // 0 is the default, 256
 		p.add(key+".pids_limit", "must be greater than 0 (got %d)", d.PidsLimit)
 	}
-	if d.Sandboxd.On() && environment == EnvironmentAttached {
-		p.add(key+".sandboxd", "is only for managed profiles: sandboxd is started as the entrypoint of containers the gateway creates")
+	if sd := d.Sandboxd; sd != nil && sd.Transport != "" { // "" is the default, by engine address
+		p.enum(key+".sandboxd.transport", sd.Transport, dockerTransports)
 	}
 	if w := d.WarmPool; w != nil {
 		switch {

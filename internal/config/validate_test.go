@@ -128,6 +128,18 @@ func TestValidateRules(t *testing.T) {
 			p.Type, p.Environment = ProviderEC2SSM, EnvironmentAttached
 			p.EC2SSM = &EC2SSM{Region: "eu-west-1"}
 		}), prof + ".ec2_ssm.attach_to", []string{"no attach_to target", "instance id"}},
+		{"docker sandboxd transport", profile(func(p *Profile) {
+			p.Type = ProviderDocker
+			p.Docker = &Docker{Sandboxd: &DockerSandboxd{Transport: "tcp"}}
+		}), prof + ".docker.sandboxd.transport", []string{`"tcp"`, "socket", "exec"}},
+		{"stateful attached docker", profile(func(p *Profile) {
+			p.Type, p.Environment, p.Stateful = ProviderDocker, EnvironmentAttached, true
+			p.Docker = &Docker{AttachTo: "dev-box"}
+		}), prof + ".stateful", []string{"attached", "no sandboxd keeps running"}},
+		{"stateful ec2_ssm", profile(func(p *Profile) {
+			p.Type, p.Environment, p.Stateful = ProviderEC2SSM, EnvironmentAttached, true
+			p.EC2SSM = &EC2SSM{Region: "eu-west-1", AttachTo: "i-0123456789abcdef0"}
+		}), prof + ".stateful", []string{"ec2_ssm", "keeps no interpreter state"}},
 		{"params.attach_to not a string", profile(func(p *Profile) {
 			p.Type, p.Environment = ProviderDocker, EnvironmentAttached
 			p.Docker = &Docker{}

@@ -63,7 +63,7 @@ func dockerOptions(b config.Docker, p config.Profile) docker.Options {
 		c.WarmPoolSize = w.Size
 	}
 	if s := b.Sandboxd; s != nil {
-		c.Sandboxd = docker.SandboxdConfig{Enabled: s.Enabled, Binary: s.Binary, SocketDir: s.SocketDir, User: s.User}
+		c.Sandboxd = docker.SandboxdConfig{Binary: s.Binary, Transport: docker.Transport(s.Transport), SocketDir: s.SocketDir, User: s.User}
 	}
 	return docker.Options{Config: c, AttachTo: attachTarget(p)}
 }
@@ -78,6 +78,7 @@ func kubernetesOptions(b config.Kubernetes, p config.Profile) kubernetes.Options
 		CreateTimeout:    seconds(b.CreateTimeout),
 		Workspace:        b.Workspace,
 		RuntimeClassName: b.RuntimeClassName,
+		Sandboxd:         kubernetes.SandboxdConfig{Path: b.Sandboxd.Path, Image: b.Sandboxd.Image, Transport: b.Sandboxd.Transport},
 	}
 	if a := b.AgentSandbox; a != nil {
 		c.AgentSandbox = &kubernetes.AgentSandboxConfig{WarmPool: a.WarmPool, Template: a.Template}

@@ -55,7 +55,7 @@ sandbox:
         user: "1000:1000"
         pull: never
         warm_pool: {size: 2}
-        sandboxd: {enabled: true, binary: /opt/sandboxd, socket_dir: /run/sd, user: "7:7"}
+        sandboxd: {binary: /opt/sandboxd, transport: exec, socket_dir: /run/sd, user: "7:7"}
     shell:
       type: docker
       environment: attached
@@ -110,7 +110,7 @@ sandbox:
 	assert.Equal(t, docker.Options{Config: docker.Config{
 		Image: "alpine:3", Runtime: "runsc", Host: "tcp://engine:2375", User: "1000:1000",
 		PidsLimit: docker.DefaultPidsLimit, NeverPull: true, WarmPoolSize: 2,
-		Sandboxd: docker.SandboxdConfig{Enabled: true, Binary: "/opt/sandboxd", SocketDir: "/run/sd", User: "7:7"},
+		Sandboxd: docker.SandboxdConfig{Binary: "/opt/sandboxd", Transport: docker.TransportExec, SocketDir: "/run/sd", User: "7:7"},
 	}}, box.Options)
 
 	shell := contextOf(cfg, "shell").Options.(docker.Options)

@@ -18,11 +18,9 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/pkg/jsonmessage"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
-	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
 // containerSpec is everything a sandbox container is created from, and its hash.
@@ -38,8 +36,8 @@ type containerSpec struct {
 const OOMScoreAdj = 1000
 
 // spec maps the profile's block and pol onto a container configuration (docs/semantics.md §12):
-// `sleep infinity` (or, in sandboxd mode, sandboxd; see sdMode.sandboxdSpec) under docker's
-// init (which reaps zombies) with workdir /workspace;
+// sandboxd (see agent.sandboxdSpec) under docker's init (which reaps zombies) with workdir
+// /workspace;
 // no-new-privileges, every capability dropped and a pids limit always; egress deny → no
 // network; cpu → NanoCPUs; memory → Memory and MemorySwap equal (no swap); fs_allow_* →
 // read-only root file system with a volume at /workspace and a tmpfs at /tmp.
@@ -49,9 +47,7 @@ func (p *Provider) spec(pol providers.Policy) containerSpec {
 	oom := OOMScoreAdj
 	s := containerSpec{
 		cfg: container.Config{
-			Image: p.cfg.Image,
-			// The entrypoint too: an image's own (sandboxd in the default image) must not run.
-			Entrypoint: []string{"sleep", "infinity"},
+			Image:      p.cfg.Image,
 			WorkingDir: Workspace,
 			User:       p.cfg.User,
 			Hostname:   "sandbox",
@@ -85,9 +81,7 @@ func (p *Provider) spec(pol providers.Policy) containerSpec {
 		s.hc.Mounts = []mount.Mount{{Type: mount.TypeVolume, Target: Workspace}}
 		s.hc.Tmpfs = map[string]string{"/tmp": tmpfsOptions(pol)}
 	}
-	if p.sd != nil {
-		p.sd.sandboxdSpec(&s, tmpfsOptions(pol))
-	}
+	p.sd.sandboxdSpec(&s, tmpfsOptions(pol))
 	raw, _ := json.Marshal(struct {
 		C container.Config
 		H container.HostConfig
@@ -106,22 +100,18 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 	cfg.Env = slices.Clone(cfg.Env)
 	hc := s.hc
 	hc.Mounts = slices.Clone(hc.Mounts)
-	var copyBin, folder string
-	if p.sd != nil {
-		// sandboxd mode needs to know whether the image ships sandboxd: pull a missing image
-		// first.
-		if _, err := p.imageSandboxd(ctx); err != nil {
-			if !cerrdefs.IsNotFound(err) {
-				return "", p.engineErr(err, "inspecting image '%s'", p.cfg.Image)
-			}
-			if perr := p.pull(ctx); perr != nil {
-				return "", perr
-			}
+	// Whether the image ships sandboxd decides the entrypoint: pull a missing image first.
+	if _, err := p.imageSandboxd(ctx, p.cfg.Image); err != nil {
+		if !cerrdefs.IsNotFound(err) {
+			return "", p.engineErr(err, "inspecting image '%s'", p.cfg.Image)
 		}
-		var err error
-		if copyBin, folder, err = p.prepareSandboxd(ctx, &cfg, &hc); err != nil {
-			return "", err
+		if perr := p.pull(ctx); perr != nil {
+			return "", perr
 		}
+	}
+	copyBin, folder, err := p.prepareSandboxd(ctx, &cfg, &hc)
+	if err != nil {
+		return "", err
 	}
 	fail := func(id string) {
 		if id != "" {
@@ -145,6 +135,12 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 	}
 	if copyBin != "" {
 		if err := p.copySandboxd(ctx, resp.ID, copyBin); err != nil {
+			fail(resp.ID)
+			return "", err
+		}
+	}
+	if p.sd.transport == TransportExec {
+		if err := p.deliverToken(ctx, resp.ID, cfg.User, cfg.Labels[LabelSandboxdToken]); err != nil {
 			fail(resp.ID)
 			return "", err
 		}
@@ -195,44 +191,32 @@ func unenforced(ins container.InspectResponse, pol providers.Policy) []string {
 	return gaps
 }
 
-// interpreters are the absolute paths of the programs executions run, found once per image.
-type interpreters struct {
-	python string
-	bash   string
-}
-
 // open opens a handle on running container ins.
 func (p *Provider) open(ctx context.Context, ins container.InspectResponse) (*Sandbox, error) {
-	rt, err := p.sdClient(ctx, ins, true)
+	c, err := p.client(ctx, ins, true)
 	if err != nil {
 		return nil, err
 	}
-	if rt != nil {
-		return &Sandbox{p: p, id: ins.ID, ws: Workspace, rt: rt}, nil
-	}
-	in, err := p.interpreters(ctx, ins)
-	if err != nil {
-		return nil, err
-	}
-	return &Sandbox{p: p, id: ins.ID, ws: workspaceOf(ins, p.isTarget(ins)), interp: in}, nil
+	return p.handle(ins.ID, c), nil
 }
 
-// attachLive returns a handle on sandboxd container id without asking the engine when this
-// provider already talks to it and sandboxd answers (nil otherwise).
+func (p *Provider) handle(id string, c sdConn) *Sandbox {
+	return &Sandbox{p: p, id: id, ws: c.ws, rt: c.rt, daemon: c.daemon}
+}
+
+// attachLive returns a handle on container id without asking the engine when this provider
+// already talks to its sandboxd and it answers (nil otherwise).
 func (p *Provider) attachLive(ctx context.Context, id string) *Sandbox {
-	if p.sd == nil {
-		return nil
-	}
 	v, ok := p.sd.clients.Load(id)
 	if !ok {
 		return nil
 	}
-	c := v.(*remote.Client)
-	if c.Ready(ctx) != nil {
+	c := v.(sdConn)
+	if c.rt.Ready(ctx) != nil {
 		p.forgetClient(id)
 		return nil
 	}
-	return &Sandbox{p: p, id: id, ws: Workspace, rt: c}
+	return p.handle(id, c)
 }
 
 // workspaceOf is a container's workspace: /workspace for sandboxes; for an attach_to target
@@ -244,76 +228,6 @@ func workspaceOf(ins container.InspectResponse, target bool) string {
 		}
 	}
 	return Workspace
-}
-
-// interpreters finds python3 and bash in the container's image (cached per image).
-func (p *Provider) interpreters(ctx context.Context, ins container.InspectResponse) (interpreters, error) {
-	key := ins.Image
-	if v, ok := p.interps.Load(key); ok {
-		return v.(interpreters), nil
-	}
-	const probe = `for c in python3 bash; do command -v "$c" || echo; done`
-	out, errOut, err := p.collect(ctx, ins.ID, []string{"/bin/sh", "-c", probe})
-	if err != nil {
-		return interpreters{}, err
-	}
-	lines := strings.Split(string(out), "\n")
-	for len(lines) < 2 {
-		lines = append(lines, "")
-	}
-	in := interpreters{python: strings.TrimSpace(lines[0]), bash: strings.TrimSpace(lines[1])}
-	if !strings.HasPrefix(in.python, "/") {
-		return interpreters{}, fault.New(fault.Provision, "%s: container '%s' (image '%s') has no python3 on its PATH; the docker provider needs it to run programs (%s)",
-			TypeName, ins.ID, ins.Config.Image, strings.TrimSpace(string(errOut)))
-	}
-	if !strings.HasPrefix(in.bash, "/") {
-		in.bash = "/bin/bash" // missing: executions of bash code fail with exit 127
-	}
-	p.interps.Store(key, in)
-	return in, nil
-}
-
-// collect runs cmd in container id with the sandbox user and returns its output.
-func (p *Provider) collect(ctx context.Context, id string, cmd []string) (stdout, stderr []byte, err error) {
-	ctx, cancel := context.WithTimeout(ctx, helperTimeout)
-	defer cancel()
-	resp, err := p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
-		User: p.cfg.User, AttachStdout: true, AttachStderr: true, WorkingDir: "/", Cmd: cmd,
-	})
-	if err != nil {
-		return nil, nil, p.execErr(err, id)
-	}
-	hr, err := p.cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
-	if err != nil {
-		return nil, nil, p.execErr(err, id)
-	}
-	defer hr.Close()
-	var out, errOut limitedBuffer
-	out.max, errOut.max = 1<<20, 64<<10
-	done := make(chan error, 1)
-	go func() {
-		_, err := stdcopy.StdCopy(&out, &errOut, hr.Reader)
-		done <- err
-	}()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		hr.Close()
-		<-done
-		return nil, nil, ctx.Err()
-	}
-	return out.Bytes(), errOut.Bytes(), err
-}
-
-// execErr classifies an error of starting an exec in container id.
-func (p *Provider) execErr(err error, id string) error {
-	switch {
-	case cerrdefs.IsNotFound(err):
-		return fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, id)
-	case cerrdefs.IsConflict(err): // not running, paused or restarting
-		return fault.Wrap(fault.Gone, err, "%s: sandbox '%s' is not running", TypeName, id)
-	}
-	return p.engineErr(err, "running a program in sandbox '%s'", id)
 }
 
 // Names of containers: fresh sandboxes are sandgate-<profile>-<10 random hex>; ready

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/sandboxd"
 )
 
 func TestMain(m *testing.M) {
@@ -33,7 +34,8 @@ func TestMain(m *testing.M) {
 // testImage is the sandbox image the tests run; scripts/docker-setup.sh builds it.
 var testImage = envOr("SANDGATE_DOCKER_TEST_IMAGE", "sandgate/sandbox-python:latest")
 
-const testGrace = 500 * time.Millisecond
+// testGrace is sandboxd's, which kills a timed-out execution in every docker sandbox.
+const testGrace = sandboxd.DefaultKillGrace
 
 var (
 	agent     = providers.Principal{Mode: "agent", Subject: "docker-test"}
@@ -118,7 +120,6 @@ func newProvider(t *testing.T, mutate ...func(*docker.Options)) *docker.Provider
 	}
 	p, err := docker.New(opts)
 	require.NoError(t, err)
-	p.KillGrace = testGrace
 	t.Cleanup(func() {
 		_ = p.Close()
 		removeProfileContainers(t, opts.Profile)

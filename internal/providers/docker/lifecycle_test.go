@@ -143,6 +143,41 @@ func TestEscapedProcessDoesNotHangTheCall(t *testing.T) {
 	assert.False(t, r.st.TimedOut)
 	assert.Equal(t, "started\n", r.stdout)
 	assert.Less(t, r.elapsed, 15*time.Second)
+	assert.NotContains(t, sh(t, sb, "ps -eo args="), "sleep 60", "and it does not outlive the call")
+}
+
+// TestEscapedProcessesEnd: processes that leave the execution's session (setsid, a double
+// fork) end with the execution — when it returns, when it times out, and from a context —
+// but not while another execution that may own them still runs.
+func TestEscapedProcessesEnd(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t)
+	sb := create(t, p, allowPol)
+	alive := func(what string) bool {
+		return strings.Contains(sh(t, sb, "ps -eo args="), what)
+	}
+	// Each waits a little so the escape is complete (not ended with the session) when it returns.
+	sh(t, sb, "(setsid sleep 311 &); setsid -f sleep 312 </dev/null >/dev/null 2>&1; sleep 0.3; echo started")
+	assert.False(t, alive("sleep 311"), "a double fork into a new session ends with the call")
+	assert.False(t, alive("sleep 312"))
+
+	r := run(t, sb, providers.ExecSpec{Command: "(setsid sleep 313 &); sleep 30", Timeout: time.Second})
+	require.NoError(t, r.err)
+	assert.True(t, r.st.TimedOut)
+	assert.False(t, alive("sleep 313"), "and with a timed-out one")
+
+	r = run(t, sb, providers.ExecSpec{Code: "import os, time\nos.system('(setsid sleep 314 &)')\ntime.sleep(0.3)", Language: "python", Context: "default"})
+	require.NoError(t, r.err)
+	assert.False(t, alive("sleep 314"), "and with a context's run")
+
+	// While a longer execution runs, an escaped process started during it may be its own.
+	long := make(chan result, 1)
+	go func() { long <- run(t, sb, providers.ExecSpec{Command: "sleep 3"}) }()
+	time.Sleep(500 * time.Millisecond)
+	sh(t, sb, "(setsid sleep 315 &); sleep 0.3")
+	assert.True(t, alive("sleep 315"), "kept while an execution that may own it runs")
+	require.NoError(t, (<-long).err)
+	assert.Eventually(t, func() bool { return !alive("sleep 315") }, 5*time.Second, 100*time.Millisecond, "ended once it has")
 }
 
 func TestEnvironmentAndWorkingFolder(t *testing.T) {

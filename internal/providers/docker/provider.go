@@ -38,7 +38,6 @@ const (
 
 // Defaults of the Provider's tuning fields.
 const (
-	DefaultKillGrace          = 2 * time.Second
 	DefaultOrphanMinAge       = 10 * time.Minute
 	DefaultPoolRefillInterval = 30 * time.Second
 )
@@ -52,9 +51,6 @@ const (
 // Provider is the docker provider. Build it with New (or Factory) and Close it when done; its
 // exported fields may be changed before its first use only.
 type Provider struct {
-	// KillGrace is how long the processes of a timed-out or cancelled execution have between
-	// SIGTERM and SIGKILL. Zero means DefaultKillGrace.
-	KillGrace time.Duration
 	// OrphanMinAge protects young containers from SweepOrphans, so that a sandbox whose
 	// session is not yet recorded survives (see SweepOrphans). Zero means DefaultOrphanMinAge.
 	OrphanMinAge time.Duration
@@ -70,7 +66,6 @@ type Provider struct {
 
 	runtimeOK     atomic.Bool
 	warnAllowOnce sync.Once
-	interps       sync.Map // image ID → interpreters
 	pool          *pool
 	closeOnce     sync.Once
 	closed        atomic.Bool
@@ -78,7 +73,7 @@ type Provider struct {
 	connected     atomic.Bool
 	sweepMu       sync.Mutex
 	orphanSince   map[string]time.Time // claimed pool containers first found unclaimed
-	sd            *sdMode              // sandboxd mode; nil: plain docker exec
+	sd            *agent               // sandboxd: every sandbox's executions, files and contexts
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -105,22 +100,23 @@ type Config struct {
 	// WarmPoolSize is how many started containers are kept ready so that new sandboxes start
 	// at once (managed profiles only); 0 disables the warm pool.
 	WarmPoolSize int
-	// Sandboxd runs the sandbox runtime agent as each container's entrypoint.
+	// Sandboxd configures sandboxd, the runtime agent every execution, file operation and
+	// context goes through.
 	Sandboxd SandboxdConfig
 }
 
-// SandboxdConfig configures sandboxd mode: executions and files go over a local socket to
-// the agent in the container instead of a docker exec each, and code contexts keep state.
+// SandboxdConfig configures sandboxd, the entrypoint of the containers the provider starts.
 type SandboxdConfig struct {
-	// Enabled runs sandboxd in the profile's containers (Options.Stateful implies it).
-	Enabled bool
+	// Transport is how the gateway reaches sandboxd; TransportAuto (the zero value) picks
+	// socket for an engine on a local Unix socket, else exec.
+	Transport Transport
 	// Binary is the static sandboxd executable copied into containers whose image does not
 	// ship it (images without the label LabelSandboxdImage). Default: "sandboxd" next to the
 	// gateway's executable, then on PATH.
 	Binary string
 	// SocketDir is the folder on the engine's host holding one socket folder per sandbox,
-	// bind-mounted into its container; the gateway must see it at the same path. Default
-	// DefaultSocketDir().
+	// bind-mounted into its container (TransportSocket); the gateway must see it at the same
+	// path. Default DefaultSocketDir().
 	SocketDir string
 	// User runs sandboxd and the programs when Config.User is unset; default
 	// DefaultSandboxdUser.
@@ -144,7 +140,9 @@ type Options struct {
 	// PoolRefillInterval is how often the warm pool is checked besides after each claim;
 	// zero means DefaultPoolRefillInterval.
 	PoolRefillInterval time.Duration
-	// Stateful (the profile's stateful) turns sandboxd mode on, like Config.Sandboxd.Enabled.
+	// Stateful is the profile's stateful. Every managed docker sandbox keeps contexts
+	// (sandboxd runs in all of them), so it changes nothing here; it is refused for attached
+	// profiles, whose target runs no sandboxd between calls.
 	Stateful bool
 }
 
@@ -204,17 +202,15 @@ func New(opts Options) (*Provider, error) {
 			PolicyResources:  true,
 		},
 	}
-	if cfg.Sandboxd.Enabled || opts.Stateful {
-		if p.attachTo != "" {
-			_ = cli.Close()
-			return nil, fault.New(fault.Config, "%s: profile '%s' is attached to '%s': sandboxd (and stateful) need containers the gateway starts", TypeName, opts.Profile, p.attachTo)
-		}
-		if p.sd, err = newSDMode(p.slug, cfg.Sandboxd, cfg.User); err != nil {
-			_ = cli.Close()
-			return nil, err
-		}
-		p.caps.Stateful = true
+	if opts.Stateful && p.attachTo != "" {
+		_ = cli.Close()
+		return nil, fault.New(fault.Config, "%s: profile '%s' is attached to '%s': stateful needs containers the gateway starts, where sandboxd keeps running between calls", TypeName, opts.Profile, p.attachTo)
 	}
+	if p.sd, err = newAgent(p.slug, cfg.Sandboxd, cfg.User, cli.DaemonHost()); err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	p.caps.Stateful = p.attachTo == ""
 	if cfg.WarmPoolSize > 0 {
 		if p.attachTo != "" {
 			_ = cli.Close()
@@ -277,7 +273,7 @@ func (p *Provider) Type() string { return TypeName }
 
 // Capabilities: isolation container; shell; languages python and bash; files;
 // package_install; attach; provisions and attaches_external; network, filesystem and
-// resources policy; stateful in sandboxd mode. No user-mode principals (docs/semantics.md §12).
+// resources policy; stateful, except for attached profiles. No user-mode principals (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps
 	c.Languages = slices.Clone(p.caps.Languages)
@@ -297,12 +293,10 @@ func (p *Provider) Close() error {
 		if p.pool != nil {
 			p.pool.stop()
 		}
-		if p.sd != nil {
-			p.sd.clients.Range(func(id, _ any) bool {
-				p.forgetClient(id.(string))
-				return true
-			})
-		}
+		p.sd.clients.Range(func(id, _ any) bool {
+			p.forgetClient(id.(string))
+			return true
+		})
 		_ = p.cli.Close()
 	})
 	return nil
@@ -455,7 +449,7 @@ func (p *Provider) openRunning(ctx context.Context, ins container.InspectRespons
 		}
 	case !st.Running || st.Restarting:
 		p.log.Info("starting a stopped sandbox container", "sandbox_id", ins.ID)
-		if err := p.redeliverToken(ins); err != nil {
+		if err := p.redeliverToken(ctx, ins); err != nil {
 			return nil, err
 		}
 		if err := p.cli.ContainerStart(ctx, ins.ID, container.StartOptions{}); err != nil {
@@ -643,13 +637,6 @@ func (p *Provider) engineErr(err error, format string, args ...any) error {
 		return fault.Wrap(fault.Provision, err, "%s: the Docker engine does not answer (%s)", TypeName, fmt.Sprintf(format, args...))
 	}
 	return fault.Wrap(fault.Provision, err, "%s: %s", TypeName, fmt.Sprintf(format, args...))
-}
-
-func (p *Provider) killGrace() time.Duration {
-	if p.KillGrace > 0 {
-		return p.KillGrace
-	}
-	return DefaultKillGrace
 }
 
 func (p *Provider) orphanMinAge() time.Duration {

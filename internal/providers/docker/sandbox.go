@@ -1,24 +1,15 @@
 package docker
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"os"
-	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
-
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
@@ -29,10 +20,10 @@ import (
 // safe for concurrent use.
 type Sandbox struct {
 	p      *Provider
-	id     string // the container's full id
-	ws     string // the workspace inside the container
-	interp interpreters
-	rt     *remote.Client // sandboxd mode: executions and files go through it
+	id     string         // the container's full id
+	ws     string         // the workspace inside the container
+	rt     *remote.Client // the container's sandboxd: executions, files and contexts
+	daemon bool           // a sandboxd daemon keeps contexts (false: attach_to targets)
 	closed atomic.Bool
 }
 
@@ -65,9 +56,9 @@ const spoolMemory = 1 << 20
 
 // WriteFile streams r into workspace path p, creating parent folders (as the sandbox user).
 // The upload is first spooled on the gateway (memory, then a temporary file) up to maxBytes,
-// then copied with the archive API (or, in sandboxd mode, streamed to sandboxd) into a hidden
-// temporary file next to the target, which is renamed into place; so an oversized or broken
-// upload never reaches the container and a failed copy leaves nothing behind. The file gets mode 0644 and replaces a file or symlink of
+// then streamed to sandboxd, which writes a hidden temporary file next to the target and
+// renames it into place; so an oversized or broken upload never reaches the container and a
+// failed copy leaves nothing behind. The file gets mode 0644 and replaces a file or symlink of
 // that name. maxBytes < 0 means no limit.
 //
 // Errors: fault.Policy when p escapes the workspace (also through symlinks, resolved inside
@@ -87,86 +78,21 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	// Spooled on the gateway first (also for sandboxd): an upload that breaks or runs over
-	// the limit never reaches the sandbox, so nothing of it can be left there.
+	// Spooled on the gateway first: an upload that breaks or runs over the limit never
+	// reaches the sandbox, so nothing of it can be left there.
 	sp, err := spoolUpload(ctx, r, maxBytes, p)
 	if err != nil {
 		return 0, err
 	}
 	defer sp.close()
-	if s.rt != nil {
-		n, err := s.rt.WriteFile(ctx, clean, sp.reader(), maxBytes)
-		if err != nil {
-			return n, s.rtErr(err)
-		}
-		return n, nil
-	}
-
-	rep, err := s.helper(ctx, "prepare", s.ws, clean)
+	n, err := s.rt.WriteFile(ctx, clean, sp.reader(), maxBytes)
 	if err != nil {
-		return 0, err
+		return n, s.rtErr(err)
 	}
-	if err := pathStatus(rep[0], p); err != nil {
-		return 0, err
-	}
-	if len(rep) < 3 {
-		return 0, fmt.Errorf("%s: malformed reply of the sandbox helper (prepare)", TypeName)
-	}
-	parent, tmp := rep[1], rep[2]
-	if err := s.copyIn(ctx, parent, tmp, sp); err != nil {
-		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), helperTimeout)
-		defer cancel()
-		_, _ = s.helper(bg, "abort", parent, tmp)
-		return 0, err
-	}
-	rep, err = s.helper(ctx, "commit", s.ws, parent, tmp, path.Base(clean))
-	if err != nil {
-		return 0, err
-	}
-	if err := pathStatus(rep[0], p); err != nil {
-		return 0, err
-	}
-	return sp.n, nil
+	return n, nil
 }
 
-// copyIn copies the spooled upload into folder parent of the container as file name.
-func (s *Sandbox) copyIn(ctx context.Context, parent, name string, sp *spool) error {
-	pr, pw := io.Pipe()
-	wrote := make(chan error, 1)
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: sp.n, ModTime: time.Now()}
-	uid, gid, numeric := numericUser(s.p.cfg.User)
-	hdr.Uid, hdr.Gid = uid, gid
-	go func() {
-		tw := tar.NewWriter(pw)
-		err := tw.WriteHeader(hdr)
-		if err == nil {
-			_, err = io.Copy(tw, sp.reader())
-		}
-		if err == nil {
-			err = tw.Close()
-		}
-		_ = pw.CloseWithError(err)
-		wrote <- err
-	}()
-	// A user given by name: the engine looks it up in the container's passwd and group files.
-	// By number (which such files need not list): the numbers go in the archive.
-	opts := container.CopyToContainerOptions{CopyUIDGID: s.p.cfg.User != "" && !numeric}
-	err := s.p.cli.CopyToContainer(ctx, s.id, parent, pr, opts)
-	_ = pr.CloseWithError(errors.New("copy ended"))
-	werr := <-wrote
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, s.id)
-		}
-		return s.p.engineErr(err, "copying a file into sandbox '%s'", s.id)
-	}
-	if werr != nil {
-		return fmt.Errorf("%s: copying a file into sandbox '%s': %w", TypeName, s.id, werr)
-	}
-	return nil
-}
-
-// ReadFile opens workspace path p for reading through the archive API; symlinks are followed
+// ReadFile opens workspace path p for reading, streamed from sandboxd; symlinks are followed
 // while they stay in the workspace. The caller closes the reader; it stays valid after Close
 // of the handle.
 //
@@ -180,53 +106,15 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	if s.rt != nil {
-		rc, err := s.rt.ReadFile(ctx, clean)
-		if err != nil {
-			return nil, s.rtErr(err)
-		}
-		return rc, nil
-	}
-	rep, err := s.helper(ctx, "stat", s.ws, clean)
+	rc, err := s.rt.ReadFile(ctx, clean)
 	if err != nil {
-		return nil, err
+		return nil, s.rtErr(err)
 	}
-	if err := pathStatus(rep[0], p); err != nil {
-		return nil, err
-	}
-	if len(rep) < 2 {
-		return nil, fmt.Errorf("%s: malformed reply of the sandbox helper (stat)", TypeName)
-	}
-	rc, _, err := s.p.cli.CopyFromContainer(ctx, s.id, rep[1])
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			return nil, fault.New(fault.NotFound, "no file '%s' in the sandbox workspace", p)
-		}
-		return nil, s.p.engineErr(err, "reading '%s' from sandbox '%s'", p, s.id)
-	}
-	tr := tar.NewReader(rc)
-	hdr, err := tr.Next()
-	if err != nil {
-		_ = rc.Close()
-		return nil, fmt.Errorf("%s: reading '%s' from sandbox '%s': %w", TypeName, p, s.id, err)
-	}
-	if hdr.Typeflag != tar.TypeReg {
-		_ = rc.Close()
-		return nil, fault.New(fault.Conflict, "path '%s' is not a regular file", p)
-	}
-	return &tarFile{r: io.LimitReader(tr, hdr.Size), c: rc}, nil
+	return rc, nil
 }
-
-type tarFile struct {
-	r io.Reader
-	c io.Closer
-}
-
-func (t *tarFile) Read(b []byte) (int, error) { return t.r.Read(b) }
-func (t *tarFile) Close() error               { return t.c.Close() }
 
 // ListFiles lists workspace folder dir ("" or "." for the workspace), sorted by name. Entries
-// describe themselves (lstat, taken inside the container): a symlink is reported as
+// describe themselves (lstat, taken by sandboxd): a symlink is reported as
 // providers.FileSymlink and not followed.
 //
 // Errors: fault.Policy when dir escapes the workspace, fault.NotFound when it does not exist,
@@ -239,53 +127,11 @@ func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileIn
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	if s.rt != nil {
-		list, err := s.rt.ListFiles(ctx, clean)
-		if err != nil {
-			return nil, s.rtErr(err)
-		}
-		return providers.RuntimeFiles(list), nil
-	}
-	rep, err := s.helper(ctx, "list", s.ws, clean)
+	list, err := s.rt.ListFiles(ctx, clean)
 	if err != nil {
-		return nil, err
+		return nil, s.rtErr(err)
 	}
-	if err := pathStatus(rep[0], dir); err != nil {
-		return nil, err
-	}
-	rec := rep[1:]
-	if len(rec)%5 != 0 {
-		return nil, fmt.Errorf("%s: malformed reply of the sandbox helper (list)", TypeName)
-	}
-	out := make([]providers.FileInfo, 0, len(rec)/5)
-	for i := 0; i < len(rec); i += 5 {
-		size, _ := strconv.ParseInt(rec[i+1], 10, 64)
-		mode, _ := strconv.ParseUint(rec[i+2], 10, 32)
-		mtime, _ := strconv.ParseInt(rec[i+3], 10, 64)
-		name := rec[i+4]
-		rel := name
-		if clean != "." {
-			rel = clean + "/" + name
-		}
-		out = append(out, providers.FileInfo{
-			Name: name, Path: rel, Type: fileType(rec[i]), Size: size,
-			Mode: fs.FileMode(mode).Perm(), ModTime: time.Unix(0, mtime),
-		})
-	}
-	slices.SortFunc(out, func(a, b providers.FileInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
-}
-
-func fileType(t string) providers.FileType {
-	switch t {
-	case "f":
-		return providers.FileRegular
-	case "d":
-		return providers.FileDir
-	case "l":
-		return providers.FileSymlink
-	}
-	return providers.FileOther
+	return providers.RuntimeFiles(list), nil
 }
 
 // RemoveFile removes the file, symlink (not its target) or empty folder at workspace path p.
@@ -304,17 +150,10 @@ func (s *Sandbox) RemoveFile(ctx context.Context, p string) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if s.rt != nil {
-		if err := s.rt.RemoveFile(ctx, clean); err != nil {
-			return s.rtErr(err)
-		}
-		return nil
+	if err := s.rt.RemoveFile(ctx, clean); err != nil {
+		return s.rtErr(err)
 	}
-	rep, err := s.helper(ctx, "remove", s.ws, clean)
-	if err != nil {
-		return err
-	}
-	return pathStatus(rep[0], p)
+	return nil
 }
 
 // spool holds an upload: in memory up to spoolMemory, else in a temporary file.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,12 +20,13 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sandgate/sandgate/internal/fault"
-	"github.com/sandgate/sandgate/internal/providers"
-	"github.com/sandgate/sandgate/internal/sandboxd"
 	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
@@ -33,19 +35,27 @@ const (
 	// LabelSandboxdImage on an image gives the absolute path of the sandboxd binary it ships;
 	// images without it get the gateway's binary copied in at sandboxBin.
 	LabelSandboxdImage = "dev.sandgate.sandboxd"
-	// LabelSandboxd on a container names its socket folder under the socket dir.
+	// LabelSandboxd on a container started with transport socket names its socket folder
+	// under the socket dir.
 	LabelSandboxd = "sandgate.sandboxd"
+	// LabelSandboxdTransport on a container records the transport it was started for:
+	// "socket" or "exec" (containers without it but with LabelSandboxd: socket).
+	LabelSandboxdTransport = "sandgate.sandboxd-transport"
 	// LabelSandboxdToken holds the container's sandboxd secret (256 bits, hex). Only the
 	// engine's API shows labels; nothing inside the container does.
 	LabelSandboxdToken = "sandgate.sandboxd-token"
 
-	sandboxRun    = "/.sandgate/run" // bind mount of the container's host socket folder
+	sandboxRun    = "/.sandgate/run" // socket: bind mount of the host socket folder; exec: a volume
 	sandboxBinDir = "/.sandgate/bin" // anonymous volume the binary is copied into
 	sandboxBin    = sandboxBinDir + "/sandboxd"
 	socketName    = "sd.sock"
 	tokenEnv      = "SANDBOXD_TOKEN" // containers made before the secret moved to a file
 	tokenFileName = "token"
 	stateFileName = "contexts.json"
+	// execRunDir is sandboxd's folder on the /.sandgate/run volume of exec-transport
+	// containers: copied in with the secret, owned by sandboxd's user, so that sandboxd (not
+	// root) can make its socket there.
+	execRunDir = "sd"
 
 	// DefaultSandboxdUser runs sandboxd and the programs when neither docker.user nor
 	// docker.sandboxd.user is set: the conventional "nonroot" uid/gid of distroless images.
@@ -54,28 +64,63 @@ const (
 	readyTimeout = 20 * time.Second
 )
 
-// sdMode is the provider's sandboxd configuration (nil: plain docker exec).
-type sdMode struct {
-	sockDir string // host folder of this profile's socket folders
-	binary  string // configured binary ("" = look next to the executable, then on PATH)
-	user    string
+// Transport is how the gateway reaches the sandboxd of a container it started.
+type Transport string
+
+// Transports (docker.sandboxd.transport).
+const (
+	// TransportAuto picks TransportSocket for an engine on a local Unix socket, else
+	// TransportExec.
+	TransportAuto Transport = ""
+	// TransportSocket: a Unix socket in a host folder (SocketDir/<profile>/<12 hex>)
+	// bind-mounted into the container; the gateway must see that folder at the engine's path.
+	// The fastest: one kept-alive connection per container, no engine in between.
+	TransportSocket Transport = "socket"
+	// TransportExec: a stream through the engine's exec API to `sandboxd proxy` in the
+	// container, one exec per kept-alive connection. Works with any engine the gateway can
+	// call, a remote DOCKER_HOST included; the socket is on a volume of the container.
+	TransportExec Transport = "exec"
+)
+
+// agent is the provider's sandboxd configuration: every sandbox's executions, files and
+// contexts go through sandboxd (docs/semantics.md §12, "docker").
+type agent struct {
+	transport Transport // of containers this provider starts
+	sockRoot  string    // TransportSocket: docker.sandboxd.socket_dir, absolute
+	sockDir   string    // TransportSocket: host folder of this profile's socket folders
+	binary    string    // configured binary ("" = look next to the executable, then on PATH)
+	user      string
 
 	binOnce sync.Once
 	binPath string
 	binErr  error
 
-	images  sync.Map // image reference → in-image sandboxd path ("" = none)
-	clients sync.Map // container id → *remote.Client (keeps its connections alive)
+	images    sync.Map // image reference or ID → in-image sandboxd path ("" = none)
+	clients   sync.Map // container id → *client (keeps its connections alive)
+	installed sync.Map // container id + start time → sandboxd path in a container without a daemon
 }
 
-// newSDMode prepares sandboxd mode for a profile.
-func newSDMode(profileSlug string, c SandboxdConfig, user string) (*sdMode, error) {
-	m := &sdMode{user: user, binary: c.Binary}
+// newAgent prepares the sandboxd configuration of a profile; host is the engine's address.
+func newAgent(profileSlug string, c SandboxdConfig, user, host string) (*agent, error) {
+	m := &agent{user: user, binary: c.Binary, transport: c.Transport}
 	if m.user == "" {
 		m.user = c.User
 	}
 	if m.user == "" {
 		m.user = DefaultSandboxdUser
+	}
+	switch m.transport {
+	case TransportAuto:
+		m.transport = TransportExec
+		if strings.HasPrefix(host, "unix://") {
+			m.transport = TransportSocket
+		}
+	case TransportSocket, TransportExec:
+	default:
+		return nil, fault.New(fault.Config, "%s: docker.sandboxd.transport '%s' is not one of socket, exec", TypeName, c.Transport)
+	}
+	if m.transport != TransportSocket {
+		return m, nil
 	}
 	root := c.SocketDir
 	if root == "" {
@@ -85,10 +130,8 @@ func newSDMode(profileSlug string, c SandboxdConfig, user string) (*sdMode, erro
 	if err != nil {
 		return nil, fault.Wrap(fault.Config, err, "%s: docker.sandboxd.socket_dir", TypeName)
 	}
-	if len(profileSlug) > 24 {
-		profileSlug = profileSlug[:24]
-	}
-	m.sockDir = filepath.Join(root, profileSlug)
+	m.sockRoot = root
+	m.sockDir = filepath.Join(root, profileFolder(profileSlug))
 	// A Unix socket path has room for 107 bytes; leave room for "/<12 hex>/sd.sock".
 	if n := len(m.sockDir) + 1 + 12 + 1 + len(socketName); n > 107 {
 		return nil, fault.New(fault.Config, "%s: docker.sandboxd.socket_dir '%s' is too long for Unix socket paths (%d > 107 bytes); choose a shorter folder", TypeName, root, n)
@@ -111,7 +154,7 @@ func DefaultSocketDir() string {
 }
 
 // binary finds the sandboxd executable to copy into images that lack it.
-func (m *sdMode) binaryPath() (string, error) {
+func (m *agent) binaryPath() (string, error) {
 	m.binOnce.Do(func() {
 		if m.binary != "" {
 			m.binPath, m.binErr = checkBinary(m.binary)
@@ -151,16 +194,27 @@ func checkBinary(p string) (string, error) {
 // to be paths).
 var socketFolder = regexp.MustCompile(`^[0-9a-f]{12}$`)
 
-func (m *sdMode) folder(name string) (string, bool) {
+// profileFolder names a profile's folder under the socket dir.
+func profileFolder(profileSlug string) string {
+	if len(profileSlug) > 24 {
+		return profileSlug[:24]
+	}
+	return profileSlug
+}
+
+// folder returns the host socket folder of a container from its labels: under the folder of
+// the profile that made it (a renamed profile still finds its sandboxes).
+func (m *agent) folder(labels map[string]string) (string, bool) {
+	name := labels[LabelSandboxd]
 	if !socketFolder.MatchString(name) {
 		return "", false
 	}
-	return filepath.Join(m.sockDir, name), true
+	return filepath.Join(m.sockRoot, profileFolder(slug(labels[LabelProfile])), name), true
 }
 
-// imageSandboxd returns the path of the sandboxd the image ships, "" when it ships none.
-func (p *Provider) imageSandboxd(ctx context.Context) (string, error) {
-	ref := p.cfg.Image
+// imageSandboxd returns the path of the sandboxd image ref (a reference or an ID) ships, ""
+// when it ships none.
+func (p *Provider) imageSandboxd(ctx context.Context, ref string) (string, error) {
 	if v, ok := p.sd.images.Load(ref); ok {
 		return v.(string), nil
 	}
@@ -179,19 +233,26 @@ func (p *Provider) imageSandboxd(ctx context.Context) (string, error) {
 	return path, nil
 }
 
-// sandboxdSpec turns a plain container spec into sandboxd mode: sandboxd as the entrypoint
-// (under docker's init) as a non-root user, a read-only root file system with a volume at
-// /workspace and a tmpfs at /tmp.
-func (m *sdMode) sandboxdSpec(s *containerSpec, tmpfs string) {
+// sandboxdSpec makes sandboxd a container's entrypoint (under docker's init) as a non-root
+// user, on a read-only root file system with a volume at /workspace and a tmpfs at /tmp. With
+// TransportExec, sandboxd's folder (socket, secret, state file) is on a volume at
+// /.sandgate/run; with TransportSocket, prepareSandboxd bind-mounts the host socket folder
+// there.
+func (m *agent) sandboxdSpec(s *containerSpec, tmpfs string) {
+	run := sandboxRun
+	if m.transport == TransportExec {
+		run = sandboxRun + "/" + execRunDir
+		s.hc.Mounts = append(s.hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: sandboxRun})
+	}
 	s.cfg.Entrypoint = []string{sandboxBin, "serve"}
 	s.cfg.Cmd = nil
 	s.cfg.User = m.user
 	s.cfg.Env = append(s.cfg.Env,
-		"SANDBOXD_SOCKET="+sandboxRun+"/"+socketName,
-		"SANDBOXD_TOKEN_FILE="+sandboxRun+"/"+tokenFileName,
-		// On the host folder, so it outlives a restart of the container: a restarted sandboxd
-		// reports the contexts it lost.
-		"SANDBOXD_STATE_FILE="+sandboxRun+"/"+stateFileName,
+		"SANDBOXD_SOCKET="+run+"/"+socketName,
+		"SANDBOXD_TOKEN_FILE="+run+"/"+tokenFileName,
+		// Outside the workspace and on a mount that outlives a restart of the container: a
+		// restarted sandboxd reports the contexts it lost.
+		"SANDBOXD_STATE_FILE="+run+"/"+stateFileName,
 		"SANDBOXD_WORKSPACE="+Workspace,
 		"HOME="+Workspace,
 		"PYTHONUNBUFFERED=1",
@@ -214,12 +275,14 @@ func hasMount(ms []mount.Mount, target string) bool {
 	return false
 }
 
-// prepareSandboxd adds the per-container parts of sandboxd mode to cfg and hc before the
-// container is created: a fresh secret, a socket folder on the host bind-mounted at
-// /.sandgate/run, and — for images without sandboxd — a volume the binary is copied into.
-// It returns the binary to copy ("" = the image ships one) and the socket folder.
+// prepareSandboxd adds the per-container parts of sandboxd to cfg and hc before the container
+// is created: a fresh secret (label), the transport label, for TransportSocket a socket
+// folder on the host bind-mounted at /.sandgate/run holding the secret file, and — for images
+// without sandboxd — a volume the binary is copied into. It returns the binary to copy ("" =
+// the image ships one) and the socket folder ("" for TransportExec, whose secret file
+// deliverToken copies in).
 func (p *Provider) prepareSandboxd(ctx context.Context, cfg *container.Config, hc *container.HostConfig) (copyBin, folder string, err error) {
-	inImage, err := p.imageSandboxd(ctx)
+	inImage, err := p.imageSandboxd(ctx, p.cfg.Image)
 	if err != nil {
 		return "", "", err
 	}
@@ -233,6 +296,15 @@ func (p *Provider) prepareSandboxd(ctx context.Context, cfg *container.Config, h
 		}
 		copyBin = bin
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: sandboxBinDir})
+	}
+	// The secret is never in the container's environment (every process there, docker-init
+	// as PID 1 first, would show it in /proc/PID/environ): it is a label, which only the
+	// engine's API shows, and reaches sandboxd as a file that the gateway empties as soon as
+	// sandboxd answers — before any program can run.
+	cfg.Labels[LabelSandboxdToken] = randomHex(32)
+	cfg.Labels[LabelSandboxdTransport] = string(p.sd.transport)
+	if p.sd.transport == TransportExec {
+		return copyBin, "", nil
 	}
 	name := randomHex(6)
 	folder = filepath.Join(p.sd.sockDir, name)
@@ -249,11 +321,6 @@ func (p *Provider) prepareSandboxd(ctx context.Context, cfg *container.Config, h
 		return "", "", fault.Wrap(fault.Provision, err, "%s: preparing the sandboxd socket folder", TypeName)
 	}
 	cfg.Labels[LabelSandboxd] = name
-	// The secret is never in the container's environment (every process there, docker-init
-	// as PID 1 first, would show it in /proc/PID/environ): it is a label, which only the
-	// engine's API shows, and reaches sandboxd as a file that the gateway removes as soon
-	// as sandboxd answers — before any program can run.
-	cfg.Labels[LabelSandboxdToken] = randomHex(32)
 	if err := writeToken(folder, cfg.Labels[LabelSandboxdToken]); err != nil {
 		_ = os.RemoveAll(folder)
 		return "", "", err
@@ -262,43 +329,135 @@ func (p *Provider) prepareSandboxd(ctx context.Context, cfg *container.Config, h
 	return copyBin, folder, nil
 }
 
+// tarEntry is one file or folder of an archive copied into a container.
+type tarEntry struct {
+	name string // relative to the archive's destination; a trailing "/" makes a folder
+	mode int64
+	data []byte
+}
+
+// copyIn copies entries into folder dst of container id (created or running), owned by
+// numeric user (uid[:gid]; "" for root).
+func (p *Provider) copyIn(ctx context.Context, id, dst, user string, entries ...tarEntry) error {
+	uid, gid, _ := numericUser(user)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Mode: e.mode, Uid: uid, Gid: gid, ModTime: now, Typeflag: tar.TypeReg, Size: int64(len(e.data))}
+		if strings.HasSuffix(e.name, "/") {
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := p.cli.CopyToContainer(ctx, id, dst, &buf, container.CopyToContainerOptions{}); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, id)
+		}
+		return p.engineErr(err, "copying into sandbox container '%s'", id)
+	}
+	return nil
+}
+
 // copySandboxd copies the binary at bin into created (not yet started) container id.
 func (p *Provider) copySandboxd(ctx context.Context, id, bin string) error {
 	data, err := os.ReadFile(bin)
 	if err != nil {
 		return fault.Wrap(fault.Provision, err, "%s: reading the sandboxd binary", TypeName)
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "sandboxd", Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg, ModTime: time.Now()}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	if err := p.cli.CopyToContainer(ctx, id, sandboxBinDir, &buf, container.CopyToContainerOptions{}); err != nil {
-		return p.engineErr(err, "copying sandboxd into sandbox container '%s'", id)
-	}
-	return nil
+	return p.copyIn(ctx, id, sandboxBinDir, "", tarEntry{name: "sandboxd", mode: 0o755, data: data})
 }
 
-// sdClient returns the runtime client of a sandboxd container (nil for plain containers),
-// waiting until sandboxd answers when wait is set.
-func (p *Provider) sdClient(ctx context.Context, ins container.InspectResponse, wait bool) (*remote.Client, error) {
-	if p.sd == nil || ins.Config == nil {
-		return nil, nil
+// deliverToken puts the secret of an exec-transport container where its sandboxd reads it at
+// start (sandboxd's folder on the /.sandgate/run volume, owned by sandboxd's user); before
+// every start, since the gateway empties the file once sandboxd answers.
+func (p *Provider) deliverToken(ctx context.Context, id, user, token string) error {
+	return p.copyIn(ctx, id, sandboxRun, user,
+		tarEntry{name: execRunDir + "/", mode: 0o700},
+		tarEntry{name: execRunDir + "/" + tokenFileName, mode: 0o400, data: []byte(token)})
+}
+
+// sdConn is the kept-alive sandboxd client of one container.
+type sdConn struct {
+	rt *remote.Client
+	// daemon: a sandboxd serves in the container and keeps contexts; false for containers
+	// reached with `sandboxd stdio` per connection.
+	daemon bool
+	ws     string // the workspace
+}
+
+// client returns the sandboxd client of a container, waiting (when wait is set) until
+// sandboxd answers. A container the provider started runs sandboxd as its entrypoint, reached
+// by the transport its label records; any other container (an attach_to target, or one
+// made before sandboxd ran everywhere) is reached with `sandboxd stdio`, one engine exec per
+// connection, with sandboxd copied into it when its image does not ship it.
+func (p *Provider) client(ctx context.Context, ins container.InspectResponse, wait bool) (sdConn, error) {
+	if v, ok := p.sd.clients.Load(ins.ID); ok {
+		c := v.(sdConn)
+		if err := c.rt.Ready(ctx); err == nil {
+			return c, nil
+		}
+		p.forgetClient(ins.ID)
 	}
-	name, ok := ins.Config.Labels[LabelSandboxd]
-	if !ok {
-		return nil, nil // made before sandboxd was enabled: plain exec
+	if ins.Config == nil {
+		return sdConn{}, fault.New(fault.Provision, "%s: container '%s' has no configuration", TypeName, ins.ID)
 	}
-	folder, ok := p.sd.folder(name)
-	if !ok {
-		return nil, fault.New(fault.Provision, "%s: container '%s' has a malformed %s label", TypeName, ins.ID, LabelSandboxd)
+	labels := ins.Config.Labels
+	var (
+		c     sdConn
+		clean func(context.Context) error // run once sandboxd answers: the secret file goes
+		err   error
+	)
+	switch {
+	case labels[LabelSandboxdTransport] == string(TransportExec):
+		c, clean, err = p.execClient(ins)
+	case labels[LabelSandboxd] != "":
+		c, clean, err = p.socketClient(ins)
+	default:
+		c, err = p.stdioClient(ctx, ins)
 	}
+	if err != nil {
+		return sdConn{}, err
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		err := c.rt.Ready(ctx)
+		if err == nil {
+			break
+		}
+		if !wait || time.Now().After(deadline) || ctx.Err() != nil {
+			_ = c.rt.Close()
+			if ctx.Err() != nil {
+				return sdConn{}, ctx.Err()
+			}
+			return sdConn{}, fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' does not answer", TypeName, ins.ID)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if clean != nil {
+		// sandboxd has read its secret: no program may find the file (none has run yet).
+		if err := clean(ctx); err != nil {
+			_ = c.rt.Close()
+			return sdConn{}, err
+		}
+	}
+	if prev, loaded := p.sd.clients.LoadOrStore(ins.ID, c); loaded {
+		_ = c.rt.Close()
+		c = prev.(sdConn)
+	}
+	return c, nil
+}
+
+// containerToken returns the secret of a container the provider started.
+func containerToken(ins container.InspectResponse) (string, error) {
 	token := ins.Config.Labels[LabelSandboxdToken]
 	for _, kv := range ins.Config.Env {
 		if v, ok := strings.CutPrefix(kv, tokenEnv+"="); ok && token == "" {
@@ -306,46 +465,201 @@ func (p *Provider) sdClient(ctx context.Context, ins container.InspectResponse, 
 		}
 	}
 	if token == "" {
-		return nil, fault.New(fault.Provision, "%s: container '%s' runs sandboxd without a secret", TypeName, ins.ID)
+		return "", fault.New(fault.Provision, "%s: container '%s' runs sandboxd without a secret", TypeName, ins.ID)
 	}
-	if v, ok := p.sd.clients.Load(ins.ID); ok {
-		c := v.(*remote.Client)
-		if err := c.Ready(ctx); err == nil {
-			return c, nil
-		}
-		p.forgetClient(ins.ID)
+	return token, nil
+}
+
+// socketClient reaches the sandboxd of a TransportSocket container through its host socket.
+func (p *Provider) socketClient(ins container.InspectResponse) (sdConn, func(context.Context) error, error) {
+	if p.sd.sockDir == "" {
+		return sdConn{}, nil, fault.New(fault.Provision, "%s: sandbox '%s' was started with docker.sandboxd.transport socket, but this profile's transport is exec: set transport: socket (the gateway must see docker.sandboxd.socket_dir at the engine's path) or recreate the sandbox", TypeName, ins.ID)
+	}
+	folder, ok := p.sd.folder(ins.Config.Labels)
+	if !ok {
+		return sdConn{}, nil, fault.New(fault.Provision, "%s: container '%s' has a malformed %s label", TypeName, ins.ID, LabelSandboxd)
+	}
+	token, err := containerToken(ins)
+	if err != nil {
+		return sdConn{}, nil, err
 	}
 	initPID := 0
 	if ins.State != nil {
 		initPID = ins.State.Pid // 0 for a container not started yet: looked up at the first dial
 	}
-	c := remote.NewVerifiedClient(filepath.Join(folder, socketName), token, p.sandboxdPeer(ins.ID, initPID))
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		err := c.Ready(ctx)
-		if err == nil {
-			break
+	sock := filepath.Join(folder, socketName)
+	rt := remote.NewVerifiedClient(sock, token, p.sandboxdPeer(ins.ID, initPID))
+	clean := func(context.Context) error {
+		if err := os.Remove(filepath.Join(folder, tokenFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fault.Wrap(fault.Provision, err, "%s: removing the sandboxd secret file of sandbox '%s'", TypeName, ins.ID)
 		}
-		if !wait || time.Now().After(deadline) || ctx.Err() != nil {
-			_ = c.Close()
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		return nil
+	}
+	return sdConn{rt: rt, daemon: true, ws: Workspace}, clean, nil
+}
+
+// execClient reaches the sandboxd of a TransportExec container through `sandboxd proxy`.
+func (p *Provider) execClient(ins container.InspectResponse) (sdConn, func(context.Context) error, error) {
+	token, err := containerToken(ins)
+	if err != nil {
+		return sdConn{}, nil, err
+	}
+	if len(ins.Config.Entrypoint) == 0 {
+		return sdConn{}, nil, fault.New(fault.Provision, "%s: container '%s' has no sandboxd entrypoint", TypeName, ins.ID)
+	}
+	bin := ins.Config.Entrypoint[0]
+	sock := sandboxRun + "/" + execRunDir + "/" + socketName
+	dial := p.execDialer(ins.ID, "", []string{bin, "proxy", "--socket", sock}, nil)
+	rt := remote.NewDialClient("sandbox "+ins.ID, dial, token)
+	clean := func(ctx context.Context) error {
+		// Archives cannot delete: the secret file is emptied instead.
+		return p.copyIn(ctx, ins.ID, sandboxRun, ins.Config.User, tarEntry{name: execRunDir + "/" + tokenFileName, mode: 0o400})
+	}
+	return sdConn{rt: rt, daemon: true, ws: Workspace}, clean, nil
+}
+
+// stdioClient reaches a container without a sandboxd daemon through `sandboxd stdio`, one
+// engine exec per connection, with a fresh secret per client in the exec's environment.
+func (p *Provider) stdioClient(ctx context.Context, ins container.InspectResponse) (sdConn, error) {
+	bin, err := p.installSandboxd(ctx, ins)
+	if err != nil {
+		return sdConn{}, err
+	}
+	ws := workspaceOf(ins, p.isTarget(ins))
+	token := randomHex(32)
+	dial := p.execDialer(ins.ID, p.cfg.User, []string{bin, "stdio", "--workspace", ws}, []string{tokenEnv + "=" + token})
+	return sdConn{rt: remote.NewDialClient("sandbox "+ins.ID, dial, token), ws: ws}, nil
+}
+
+// installSandboxd returns the path of sandboxd in running container ins (one without a
+// sandboxd daemon): its image's, or the gateway's binary copied to /.sandgate/bin/sandboxd on
+// its root file system (once per start of the container).
+func (p *Provider) installSandboxd(ctx context.Context, ins container.InspectResponse) (string, error) {
+	inImage, err := p.imageSandboxd(ctx, ins.Image)
+	if err != nil {
+		return "", p.engineErr(err, "inspecting the image of container '%s'", ins.ID)
+	}
+	if inImage != "" {
+		return inImage, nil
+	}
+	started := ""
+	if ins.State != nil {
+		started = ins.State.StartedAt
+	}
+	key := ins.ID + "@" + started
+	if v, ok := p.sd.installed.Load(key); ok {
+		return v.(string), nil
+	}
+	bin, err := p.sd.binaryPath()
+	if err != nil {
+		return "", fault.Wrap(fault.Provision, err, "%s: container '%s' (image '%s') does not ship sandboxd (no %s label) and the gateway has no sandboxd binary to copy in: build one with `make build` (bin/sandboxd) or set docker.sandboxd.binary",
+			TypeName, ins.ID, ins.Config.Image, LabelSandboxdImage)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return "", fault.Wrap(fault.Provision, err, "%s: reading the sandboxd binary", TypeName)
+	}
+	err = p.copyIn(ctx, ins.ID, "/", "",
+		tarEntry{name: ".sandgate/", mode: 0o755},
+		tarEntry{name: ".sandgate/bin/", mode: 0o755},
+		tarEntry{name: ".sandgate/bin/sandboxd", mode: 0o755, data: data})
+	if err != nil {
+		if ins.HostConfig != nil && ins.HostConfig.ReadonlyRootfs {
+			return "", fault.Wrap(fault.Provision, err, "%s: container '%s' has a read-only root file system and its image does not ship sandboxd: use an image with sandboxd (label %s) or a writable root file system", TypeName, ins.ID, LabelSandboxdImage)
+		}
+		return "", err
+	}
+	p.sd.installed.Store(key, sandboxBin)
+	return sandboxBin, nil
+}
+
+// execDialer returns a dial function that opens one engine exec of cmd in container id (as
+// user; "" for the container's) and makes a connection of its standard input and output.
+// What the command writes to its standard error is kept (the last 4 KiB) for the error of a
+// connection that ends early.
+func (p *Provider) execDialer(id, user string, cmd, env []string) func(context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		resp, err := p.cli.ContainerExecCreate(ctx, id, container.ExecOptions{
+			User: user, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+			WorkingDir: "/", Cmd: cmd, Env: env,
+		})
+		if err != nil {
+			return nil, p.execErr(err, id)
+		}
+		hr, err := p.cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+		if err != nil {
+			return nil, p.execErr(err, id)
+		}
+		pr, pw := io.Pipe()
+		stderr := &tailBuffer{max: 4 << 10}
+		demuxed := make(chan struct{})
+		go func() {
+			defer close(demuxed)
+			_, err := stdcopy.StdCopy(pw, stderr, hr.Reader)
+			if err == nil && stderr.Len() > 0 {
+				err = fmt.Errorf("sandboxd in sandbox '%s' ended: %s", id, strings.TrimSpace(stderr.String()))
 			}
-			return nil, fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' does not answer on %s (the gateway must see docker.sandboxd.socket_dir at the engine's path)",
-				TypeName, ins.ID, filepath.Join(folder, socketName))
-		}
-		time.Sleep(10 * time.Millisecond)
+			_ = pw.CloseWithError(cmpErr(err, io.EOF))
+		}()
+		return remote.StreamConn(pr, closeWriter{hr}, func() error {
+			hr.Close()
+			<-demuxed
+			return nil
+		}), nil
 	}
-	// sandboxd has read its secret: no program may find the file (none has run yet).
-	if err := os.Remove(filepath.Join(folder, tokenFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		_ = c.Close()
-		return nil, fault.Wrap(fault.Provision, err, "%s: removing the sandboxd secret file of sandbox '%s'", TypeName, ins.ID)
+}
+
+func cmpErr(err, fallback error) error {
+	if err != nil {
+		return err
 	}
-	if prev, loaded := p.sd.clients.LoadOrStore(ins.ID, c); loaded {
-		_ = c.Close()
-		c = prev.(*remote.Client)
+	return fallback
+}
+
+// closeWriter writes to a hijacked exec stream; Close ends its standard input.
+type closeWriter struct{ hr types.HijackedResponse }
+
+func (w closeWriter) Write(b []byte) (int, error) { return w.hr.Conn.Write(b) }
+func (w closeWriter) Close() error                { return w.hr.CloseWrite() }
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
 	}
-	return c, nil
+	return len(p), nil
+}
+
+func (t *tailBuffer) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.b)
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// execErr classifies an error of starting an exec in container id.
+func (p *Provider) execErr(err error, id string) error {
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, id)
+	case cerrdefs.IsConflict(err): // not running, paused or restarting
+		return fault.Wrap(fault.Gone, err, "%s: sandbox '%s' is not running", TypeName, id)
+	}
+	return p.engineErr(err, "reaching sandboxd in sandbox '%s'", id)
 }
 
 // sandboxdPeer returns the check of a container's sandboxd listener (remote.NewVerifiedClient).
@@ -462,17 +776,24 @@ func writeToken(folder, token string) error {
 }
 
 // redeliverToken writes the secret of a stopped sandboxd container again before it is
-// started (sandboxd reads it at every start; a container of the old kind, with the secret
-// in its environment, needs nothing).
-func (p *Provider) redeliverToken(ins container.InspectResponse) error {
-	if p.sd == nil || ins.Config == nil {
+// started (sandboxd reads it at every start; the gateway removes or empties the file once
+// sandboxd answers). Containers without a sandboxd daemon, and those of the old kind with the
+// secret in their environment, need nothing.
+func (p *Provider) redeliverToken(ctx context.Context, ins container.InspectResponse) error {
+	if ins.Config == nil {
 		return nil
 	}
 	token, ok := ins.Config.Labels[LabelSandboxdToken]
 	if !ok {
 		return nil
 	}
-	folder, ok := p.sd.folder(ins.Config.Labels[LabelSandboxd])
+	if ins.Config.Labels[LabelSandboxdTransport] == string(TransportExec) {
+		return p.deliverToken(ctx, ins.ID, ins.Config.User, token)
+	}
+	if p.sd.sockDir == "" {
+		return nil // socketClient says what is wrong
+	}
+	folder, ok := p.sd.folder(ins.Config.Labels)
 	if !ok {
 		return fault.New(fault.Provision, "%s: container '%s' has a malformed %s label", TypeName, ins.ID, LabelSandboxd)
 	}
@@ -487,27 +808,24 @@ func (p *Provider) redeliverToken(ins container.InspectResponse) error {
 
 // forgetClient drops the cached client of container id.
 func (p *Provider) forgetClient(id string) {
-	if p.sd == nil {
-		return
-	}
 	if v, ok := p.sd.clients.LoadAndDelete(id); ok {
-		_ = v.(*remote.Client).Close()
+		_ = v.(sdConn).rt.Close()
 	}
 }
 
 // removeSocketFolder removes the host socket folder a container's label names.
 func (p *Provider) removeSocketFolder(labels map[string]string) {
-	if p.sd == nil {
+	if p.sd.sockDir == "" {
 		return
 	}
-	if folder, ok := p.sd.folder(labels[LabelSandboxd]); ok {
+	if folder, ok := p.sd.folder(labels); ok {
 		_ = os.RemoveAll(folder)
 	}
 }
 
 // sweepSocketFolders removes the profile's socket folders that no container in live names.
 func (p *Provider) sweepSocketFolders(live map[string]bool) {
-	if p.sd == nil {
+	if p.sd.sockDir == "" {
 		return
 	}
 	entries, err := os.ReadDir(p.sd.sockDir)
@@ -523,101 +841,4 @@ func (p *Provider) sweepSocketFolders(live map[string]bool) {
 			_ = os.RemoveAll(filepath.Join(p.sd.sockDir, e.Name()))
 		}
 	}
-}
-
-// execSandboxd runs spec through sandboxd.
-func (s *Sandbox) execSandboxd(ctx context.Context, spec providers.ExecSpec) (providers.ExitStatus, error) {
-	req, err := providers.RuntimeRequest(spec)
-	if err != nil {
-		return providers.ExitStatus{}, err
-	}
-	return s.runSandboxd(ctx, req, spec.Output)
-}
-
-func (s *Sandbox) runSandboxd(ctx context.Context, req sandboxd.ExecRequest, out providers.Output) (providers.ExitStatus, error) {
-	res, err := s.rt.Exec(ctx, req, providers.RuntimeStreams(out))
-	st := providers.RuntimeStatus(res)
-	if err != nil {
-		if ctx.Err() != nil {
-			return st, ctx.Err()
-		}
-		return st, s.rtErr(err)
-	}
-	if res.OOMKilled && out.Stderr != nil {
-		_, _ = io.WriteString(out.Stderr, oomNotice)
-		s.p.log.Warn("the kernel's OOM killer ended a program in a sandbox", "sandbox_id", s.id)
-	}
-	return st, nil
-}
-
-// rtErr classifies a sandboxd error: its fault kinds stand; anything else (a connection
-// that broke) means the sandbox went away or is unreachable.
-func (s *Sandbox) rtErr(err error) error {
-	var fe *fault.Error
-	if errors.As(err, &fe) {
-		return err
-	}
-	s.p.forgetClient(s.id)
-	return fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' failed", TypeName, s.id)
-}
-
-// ListContexts lists the sandbox's stateful contexts (sandboxd mode only).
-func (s *Sandbox) ListContexts(ctx context.Context) ([]providers.ContextInfo, error) {
-	if err := s.contextsUsable(); err != nil {
-		return nil, err
-	}
-	list, err := s.rt.ListContexts(ctx)
-	if err != nil {
-		return nil, s.rtErr(err)
-	}
-	out := make([]providers.ContextInfo, len(list))
-	for i, c := range list {
-		out[i] = providers.RuntimeContext(c)
-	}
-	return out, nil
-}
-
-// CreateContext starts context name for language (sandboxd mode only).
-func (s *Sandbox) CreateContext(ctx context.Context, name, language string) (providers.ContextInfo, error) {
-	if err := s.contextsUsable(); err != nil {
-		return providers.ContextInfo{}, err
-	}
-	c, err := s.rt.CreateContext(ctx, name, language)
-	if err != nil {
-		return providers.ContextInfo{}, s.rtErr(err)
-	}
-	return providers.RuntimeContext(c), nil
-}
-
-// RestartContext gives context name a fresh interpreter (sandboxd mode only).
-func (s *Sandbox) RestartContext(ctx context.Context, name string) (providers.ContextInfo, error) {
-	if err := s.contextsUsable(); err != nil {
-		return providers.ContextInfo{}, err
-	}
-	c, err := s.rt.RestartContext(ctx, name)
-	if err != nil {
-		return providers.ContextInfo{}, s.rtErr(err)
-	}
-	return providers.RuntimeContext(c), nil
-}
-
-// DeleteContext stops context name (sandboxd mode only).
-func (s *Sandbox) DeleteContext(ctx context.Context, name string) error {
-	if err := s.contextsUsable(); err != nil {
-		return err
-	}
-	if err := s.rt.DeleteContext(ctx, name); err != nil {
-		return s.rtErr(err)
-	}
-	return nil
-}
-
-func (s *Sandbox) contextsUsable() error {
-	if err := s.usable(); err != nil {
-		return err
-	}
-	if s.rt == nil {
-		return fault.Unsupported(TypeName, "stateful")
-	}
-	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/providertest"
@@ -67,11 +68,12 @@ func sandboxdBinary(t *testing.T) string {
 	return sdBin
 }
 
-// TestSandboxdContract runs the whole contract suite, stateful tests included, on containers
-// running sandboxd from the image.
-func TestSandboxdContract(t *testing.T) {
+// TestContractOverExec runs the whole contract suite, stateful tests included, on containers
+// whose sandboxd the provider reaches through the engine's exec API (`sandboxd proxy`), as
+// for a remote engine.
+func TestContractOverExec(t *testing.T) {
 	requireEngine(t)
-	p, _ := sandboxdProvider(t)
+	p, _ := sandboxdProvider(t, func(o *docker.Options) { o.Config.Sandboxd.Transport = docker.TransportExec })
 	require.True(t, p.Capabilities().Stateful)
 	providertest.Run(t, providertest.Harness{
 		New:       func(*testing.T) providers.Provider { return p },
@@ -333,4 +335,110 @@ func TestFillingTmpDoesNotKillSandboxd(t *testing.T) {
 	assert.Contains(t, r.stderr, "No space left")
 	assert.False(t, r.st.OOMKilled)
 	assert.Equal(t, "alive\n", sh(t, sb, "rm /tmp/fill; echo alive"))
+}
+
+// TestExecTransport: with transport exec nothing of the sandbox is on the gateway's host; the
+// secret file is emptied once sandboxd answers; a restarted gateway reaches the same sandboxd
+// and its contexts; a stopped container is started again with its secret delivered anew.
+func TestExecTransport(t *testing.T) {
+	requireEngine(t)
+	exec := func(o *docker.Options) { o.Config.Sandboxd.Transport = docker.TransportExec }
+	p, sockDir := sandboxdProvider(t, exec)
+	sb := create(t, p, allowPol)
+	ins, err := inspect(t, sb.ID())
+	require.NoError(t, err)
+	assert.Equal(t, string(docker.TransportExec), ins.Config.Labels[docker.LabelSandboxdTransport])
+	assert.Empty(t, ins.Config.Labels[docker.LabelSandboxd], "no socket folder")
+	for _, m := range ins.Mounts {
+		assert.NotEqual(t, "bind", string(m.Type), "nothing is bind-mounted from the gateway's host: %+v", m)
+	}
+	entries, _ := os.ReadDir(sockDir)
+	assert.Empty(t, entries)
+	secret := ins.Config.Labels[docker.LabelSandboxdToken]
+	require.Len(t, secret, 64)
+	assert.Equal(t, "0\n", engineSh(t, sb.ID(), "stat -c %s /.sandgate/run/sd/token"), "the secret file is emptied")
+	r := run(t, sb, providers.ExecSpec{Command: "grep -rl " + secret + " /.sandgate /workspace /tmp /etc 2>/dev/null; echo done"})
+	require.NoError(t, r.err)
+	assert.Equal(t, "done\n", r.stdout, "no file a program can read holds the secret")
+
+	r = run(t, sb, providers.ExecSpec{Code: "kept = 'over exec'", Language: "python", Context: "default"})
+	require.NoError(t, r.err)
+	again := newProvider(t, func(o *docker.Options) {
+		o.Profile = profileOf(t, sb.ID())
+		o.Stateful = true
+		exec(o)
+	})
+	sb2, err := again.Attach(t.Context(), sb.ID(), agent, allowPol)
+	require.NoError(t, err)
+	r = run(t, sb2, providers.ExecSpec{Code: "print(kept)", Language: "python", Context: "default"})
+	require.NoError(t, r.err)
+	assert.Equal(t, "over exec\n", r.stdout, "a restarted gateway reaches the same sandboxd")
+
+	cli := engineClient(t)
+	defer cli.Close()
+	zero := 0
+	require.NoError(t, cli.ContainerStop(t.Context(), sb.ID(), container.StopOptions{Timeout: &zero}))
+	sb3, err := again.Attach(t.Context(), sb.ID(), agent, allowPol)
+	require.NoError(t, err, "started again with its secret")
+	r = run(t, sb3, providers.ExecSpec{Code: "print('fresh')", Language: "python", Context: "default"})
+	require.NoError(t, r.err)
+	assert.True(t, r.st.ContextReset, "the lost context is reported")
+	assert.Equal(t, "0\n", engineSh(t, sb.ID(), "stat -c %s /.sandgate/run/sd/token"))
+}
+
+// TestAttachedTargetWithoutSandboxd: a container the gateway did not start, from an image
+// without sandboxd, gets the gateway's binary copied in and runs each connection's programs
+// under `sandboxd stdio`; it keeps no contexts.
+func TestAttachedTargetWithoutSandboxd(t *testing.T) {
+	requireEngine(t)
+	img := baseImage
+	if img == "" {
+		img = findBaseImage(t)
+	}
+	cli := engineClient(t)
+	defer cli.Close()
+	resp, err := cli.ContainerCreate(t.Context(), &container.Config{Image: img, Entrypoint: []string{"sleep", "infinity"}, WorkingDir: "/srv"},
+		&container.HostConfig{Init: new(true), NetworkMode: "none"}, nil, nil, "sandgate-test-plain-"+randomSuffix())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		cli := engineClient(t)
+		defer cli.Close()
+		_ = cli.ContainerRemove(context.Background(), resp.ID, container.RemoveOptions{Force: true})
+	})
+	require.NoError(t, cli.ContainerStart(t.Context(), resp.ID, container.StartOptions{}))
+	p := newProvider(t, func(o *docker.Options) {
+		o.AttachTo = resp.ID
+		o.Config.Sandboxd.Binary = sandboxdBinary(t)
+	})
+	assert.False(t, p.Capabilities().Stateful)
+	deny := allowPol
+	deny.NetworkEgress = providers.EgressDeny
+	sb := create(t, p, deny)
+	assert.Equal(t, "/srv\n", sh(t, sb, "pwd"))
+	r := run(t, sb, providers.ExecSpec{Command: "echo out; echo err >&2; exit 7"})
+	require.NoError(t, r.err)
+	assert.Equal(t, 7, r.st.ExitCode)
+	assert.Equal(t, "out\n", r.stdout)
+	assert.Equal(t, "err\n", r.stderr)
+	r = run(t, sb, providers.ExecSpec{Command: "sleep 30", Timeout: 500 * time.Millisecond})
+	require.NoError(t, r.err)
+	assert.True(t, r.st.TimedOut)
+	_, err = sb.WriteFile(t.Context(), "in.txt", strings.NewReader("attached"), 100)
+	require.NoError(t, err)
+	assert.Equal(t, "attached", sh(t, sb, "cat /srv/in.txt"))
+	_, err = sb.WriteFile(t.Context(), "../etc/evil", strings.NewReader("x"), 100)
+	assert.True(t, fault.IsKind(err, fault.Policy), "%v", err)
+	assert.Equal(t, "/.sandgate/bin/sandboxd\n", engineSh(t, resp.ID, "ls /.sandgate/bin/sandboxd"))
+	assert.Equal(t, "0\n", engineSh(t, resp.ID, "ps -eo args | grep -c '[s]andboxd serve' || true"), "no daemon stays behind")
+	r = run(t, sb, providers.ExecSpec{Code: "x = 1", Language: "python", Context: "default"})
+	assert.True(t, fault.IsKind(r.err, fault.Capability), "no contexts without a daemon: %v", r.err)
+}
+
+// engineSh runs command in container id as its user with `docker exec`, not through the
+// provider, and returns its output.
+func engineSh(t *testing.T, id, command string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "exec", id, "sh", "-c", command).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return string(out)
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,7 +23,7 @@ func testProvider(t *testing.T, cfg Config) *Provider {
 func TestSpecMapsPolicy(t *testing.T) {
 	p := testProvider(t, Config{Runtime: "runsc", User: "1000:1000", PidsLimit: 99})
 	base := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
-	assert.Equal(t, []string{"sleep", "infinity"}, []string(base.cfg.Entrypoint), "the image's entrypoint never runs")
+	assert.Equal(t, []string{sandboxBin, "serve"}, []string(base.cfg.Entrypoint), "sandboxd, never the image's own entrypoint")
 	assert.Empty(t, base.cfg.Cmd)
 	assert.Equal(t, Workspace, base.cfg.WorkingDir)
 	assert.Equal(t, DefaultImage, base.cfg.Image, "the production default stays")
@@ -37,7 +36,7 @@ func TestSpecMapsPolicy(t *testing.T) {
 	assert.Equal(t, OOMScoreAdj, base.hc.OomScoreAdj, "the host's OOM killer ends sandboxes first")
 	assert.Equal(t, "runsc", base.hc.Runtime)
 	assert.Empty(t, string(base.hc.NetworkMode))
-	assert.False(t, base.hc.ReadonlyRootfs)
+	assert.True(t, base.hc.ReadonlyRootfs, "sandboxd's containers always have a read-only root")
 	assert.Zero(t, base.hc.Memory)
 
 	full := p.spec(providers.Policy{NetworkEgress: providers.EgressDeny, CPU: 1.5, MemoryMB: 256, FSAllowRead: []string{"/data"}})
@@ -46,7 +45,7 @@ func TestSpecMapsPolicy(t *testing.T) {
 	assert.Equal(t, int64(256<<20), full.hc.Memory)
 	assert.Equal(t, full.hc.Memory, full.hc.MemorySwap)
 	assert.True(t, full.hc.ReadonlyRootfs)
-	assert.Equal(t, []mount.Mount{{Type: mount.TypeVolume, Target: Workspace}}, full.hc.Mounts)
+	assert.True(t, hasMount(full.hc.Mounts, Workspace))
 	assert.Contains(t, full.hc.Tmpfs, "/tmp")
 	assert.NotEqual(t, base.hash, full.hash, "the hash tells configurations apart")
 	assert.Equal(t, base.hash, p.spec(providers.Policy{NetworkEgress: providers.EgressAllow, Timeout: 5}).hash, "the timeout is no part of a container")
@@ -61,8 +60,13 @@ func TestCapabilities(t *testing.T) {
 	assert.Equal(t, providers.IsolationContainer, c.Isolation)
 	assert.True(t, c.Shell && c.Files && c.PackageInstall && c.Attach && c.Provisions && c.AttachesExternal)
 	assert.True(t, c.PolicyNetwork && c.PolicyFilesystem && c.PolicyResources)
-	assert.False(t, c.Stateful || c.PrincipalUser)
+	assert.True(t, c.Stateful, "sandboxd keeps contexts in every managed sandbox")
+	assert.False(t, c.PrincipalUser)
 	assert.Equal(t, []string{"python", "bash"}, c.Languages)
+	attached, err := New(Options{Profile: "x", AttachTo: "box"})
+	require.NoError(t, err)
+	defer attached.Close()
+	assert.False(t, attached.Capabilities().Stateful, "an attach_to target runs no sandboxd between calls")
 }
 
 func TestFactory(t *testing.T) {
@@ -116,31 +120,8 @@ func TestNames(t *testing.T) {
 	}
 }
 
-func TestPreambleAndHelpers(t *testing.T) {
-	var out limitedBuffer
-	out.max = 100
-	pre := &preamble{w: &out}
-	_, _ = pre.Write([]byte{0})
-	_, _ = pre.Write([]byte("hello"))
-	assert.True(t, pre.started)
-	assert.False(t, pre.failed)
-	assert.Equal(t, "hello", out.String())
-
-	pre = &preamble{w: &out}
-	_, _ = pre.Write([]byte("\x01escape"))
-	assert.True(t, pre.failed)
-	assert.Equal(t, "escape", pre.status())
-	assert.True(t, fault.IsKind(dirStatus("escape", "x"), fault.Policy))
-	assert.True(t, fault.IsKind(dirStatus("notfound", "x"), fault.NotFound))
-	assert.True(t, fault.IsKind(dirStatus("notdir", "x"), fault.Validation))
-	assert.True(t, fault.IsKind(pathStatus("isdir", "x"), fault.Conflict))
-	assert.NoError(t, pathStatus("ok", "x"))
-	assert.Equal(t, "SIGKILL", signalName(9))
-}
-
 func TestSpecSandboxdMode(t *testing.T) {
-	p := testProvider(t, Config{Sandboxd: SandboxdConfig{Enabled: true, SocketDir: t.TempDir()}})
-	require.True(t, p.Capabilities().Stateful)
+	p := testProvider(t, Config{Sandboxd: SandboxdConfig{Transport: TransportSocket, SocketDir: t.TempDir()}})
 	s := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
 	assert.Equal(t, []string{sandboxBin, "serve"}, []string(s.cfg.Entrypoint))
 	assert.Empty(t, s.cfg.Cmd)
@@ -157,10 +138,34 @@ func TestSpecSandboxdMode(t *testing.T) {
 	for _, kv := range s.cfg.Env {
 		assert.False(t, strings.HasPrefix(kv, tokenEnv+"="), "the secret is never in the environment: %s", kv)
 	}
+	assert.False(t, hasMount(s.hc.Mounts, sandboxRun), "socket: the host folder is bind-mounted at creation")
 	// docker.user wins over sandboxd's default.
-	p = testProvider(t, Config{User: "1000:1000", Sandboxd: SandboxdConfig{Enabled: true, SocketDir: t.TempDir()}})
+	p = testProvider(t, Config{User: "1000:1000", Sandboxd: SandboxdConfig{SocketDir: t.TempDir()}})
 	assert.Equal(t, "1000:1000", p.spec(providers.Policy{NetworkEgress: providers.EgressAllow}).cfg.User)
-	// An attached profile cannot run sandboxd.
-	_, err := New(Options{Profile: "x", AttachTo: "some-container", Config: Config{Sandboxd: SandboxdConfig{Enabled: true}}})
-	require.Error(t, err)
+
+	// exec: sandboxd's folder is on a volume of the container, under sd/.
+	e := testProvider(t, Config{Sandboxd: SandboxdConfig{Transport: TransportExec}})
+	es := e.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
+	assert.True(t, hasMount(es.hc.Mounts, sandboxRun))
+	assert.Contains(t, es.cfg.Env, "SANDBOXD_SOCKET="+sandboxRun+"/"+execRunDir+"/"+socketName)
+	assert.NotEqual(t, s.hash, es.hash, "the transport is part of the configuration")
+
+	_, err := New(Options{Profile: "x", Config: Config{Sandboxd: SandboxdConfig{Transport: "ssh"}}})
+	require.True(t, fault.IsKind(err, fault.Config), "%v", err)
+}
+
+func TestTransportFollowsTheEngineAddress(t *testing.T) {
+	for host, want := range map[string]Transport{
+		"unix:///var/run/docker.sock": TransportSocket,
+		"tcp://10.0.0.5:2376":         TransportExec,
+		"ssh://me@build-host":         TransportExec,
+	} {
+		m, err := newAgent("p", SandboxdConfig{SocketDir: t.TempDir()}, "", host)
+		require.NoError(t, err)
+		assert.Equal(t, want, m.transport, host)
+	}
+	m, err := newAgent("p", SandboxdConfig{Transport: TransportExec}, "", "unix:///var/run/docker.sock")
+	require.NoError(t, err)
+	assert.Equal(t, TransportExec, m.transport, "the configured transport wins")
+	assert.Empty(t, m.sockDir, "exec needs no host folder")
 }
