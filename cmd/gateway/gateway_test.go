@@ -161,7 +161,8 @@ func runWalkthrough(t *testing.T, dir, base, token string, stateful bool) {
 	cmd.Env = append(os.Environ(), "TOKEN="+token)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "walkthrough failed:\n%s", out)
-	wants := []string{`"subject":"dev"`, `"stdout":"42\n"`, "byte-exact", `"status":"succeeded"`, "finished", `"destroyed":true`}
+	wants := []string{`"subject":"dev"`, `"stdout":"42\n"`, "byte-exact", `"status":"succeeded"`, "finished", `"destroyed":true`,
+		`event: stdout`+"\n"+`data: {"data":"step 3\n","encoding":"utf-8","offset":14}`, "event: result"}
 	if stateful {
 		wants = append(wants, `"stdout":"still here: 42\n"`)
 	}

@@ -39,11 +39,13 @@ type envOpts struct {
 	conns   int32  // query pool size (default 20)
 	config  func(*config.Config)
 	now     func() time.Time // the domain's clock (a sandboxtest.Clock); default time.Now
+	// keepalive is the event streams' keepalive interval (default the gateway's).
+	keepalive time.Duration
 }
 
 func newEnv(t *testing.T, o envOpts) *testEnv {
 	t.Helper()
-	gt := gatewaytest.Options{DBURL: o.dbURL, Workdir: o.workdir, MaxConns: o.conns, Now: o.now}
+	gt := gatewaytest.Options{DBURL: o.dbURL, Workdir: o.workdir, MaxConns: o.conns, Now: o.now, StreamKeepalive: o.keepalive}
 	if o.trust != "" {
 		gt.Trust = []string{o.trust}
 	}

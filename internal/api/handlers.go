@@ -268,10 +268,15 @@ func (s *Server) RunCommand(ctx context.Context, req apigen.RunCommandRequestObj
 		return nil, err
 	}
 	b := req.Body
-	out, err := s.sandbox.Execute(ctx, p, sandbox.ExecInput{
+	in := sandbox.ExecInput{
 		SessionID: req.SessionId, Profile: deref(req.Params.Profile), Command: b.Command, Env: deref(b.Env), Cwd: deref(b.Cwd),
 		Stdin: stdinBytes(b.Stdin), Timeout: seconds(b.TimeoutS), Wait: waitFor(b.WaitS), Base64: deref(b.Output) == apigen.OutputEncodingBase64,
-	})
+	}
+	execute := func(in sandbox.ExecInput) (sandbox.Outcome, error) { return s.sandbox.Execute(ctx, p, in) }
+	if wantsEventStream(ctx) {
+		return s.streamExecution(ctx, p, execute, in)
+	}
+	out, err := execute(in)
 	if err != nil {
 		return nil, err
 	}
@@ -288,10 +293,15 @@ func (s *Server) RunCode(ctx context.Context, req apigen.RunCodeRequestObject) (
 		return nil, err
 	}
 	b := req.Body
-	out, err := s.sandbox.Execute(ctx, p, sandbox.ExecInput{
+	in := sandbox.ExecInput{
 		SessionID: req.SessionId, Profile: deref(req.Params.Profile), Code: b.Code, Language: deref(b.Language), Env: deref(b.Env),
 		Context: deref(b.Context), Timeout: seconds(b.TimeoutS), Wait: waitFor(b.WaitS), Base64: deref(b.Output) == apigen.OutputEncodingBase64,
-	})
+	}
+	execute := func(in sandbox.ExecInput) (sandbox.Outcome, error) { return s.sandbox.Execute(ctx, p, in) }
+	if wantsEventStream(ctx) {
+		return s.streamExecution(ctx, p, execute, in)
+	}
+	out, err := execute(in)
 	if err != nil {
 		return nil, err
 	}
@@ -311,10 +321,15 @@ func (s *Server) CreateRun(ctx context.Context, req apigen.CreateRunRequestObjec
 	if (b.Command == nil) == (b.Code == nil) {
 		return nil, fault.New(fault.Validation, "give exactly one of command or code")
 	}
-	out, err := s.sandbox.Run(ctx, p, sandbox.ExecInput{
+	in := sandbox.ExecInput{
 		Profile: deref(b.Profile), Command: deref(b.Command), Code: deref(b.Code), Language: deref(b.Language), Env: deref(b.Env),
 		Stdin: stdinBytes(b.Stdin), Timeout: seconds(b.TimeoutS), Wait: waitFor(b.WaitS), Base64: deref(b.Output) == apigen.OutputEncodingBase64,
-	})
+	}
+	execute := func(in sandbox.ExecInput) (sandbox.Outcome, error) { return s.sandbox.Run(ctx, p, in) }
+	if wantsEventStream(ctx) {
+		return s.streamExecution(ctx, p, execute, in)
+	}
+	out, err := execute(in)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,9 @@ type Options struct {
 	AgentTools AgentTools
 	// RateLimit bounds each principal's request rate on the REST API (zero: none).
 	RateLimit RateLimit
+	// StreamKeepalive is the longest an event stream stays silent before a keepalive
+	// comment; zero means DefaultStreamKeepalive.
+	StreamKeepalive time.Duration
 }
 
 // Mount serves Handler at exactly Path. Authenticated puts it behind the same bearer-token
@@ -84,6 +87,8 @@ type Server struct {
 	now     func() time.Time
 	log     *slog.Logger
 	tools   AgentTools
+	// streamKeepalive is Options.StreamKeepalive.
+	streamKeepalive time.Duration
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -119,7 +124,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
-	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools}
+	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive}
 
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, accessLog(o.Logger), recoverer(o.Logger), rawFilePath)

@@ -62,6 +62,9 @@ type Options struct {
 	RunnerID string
 	// Now is the domain's clock; default time.Now.
 	Now func() time.Time
+	// StreamKeepalive is the longest an event stream stays silent; default
+	// api.DefaultStreamKeepalive (tests shorten it).
+	StreamKeepalive time.Duration
 }
 
 // Gateway is one assembled process. Build it with New, then Serve (RoleGateway) or
@@ -221,8 +224,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 			{Path: mcp.MetadataPath + mcp.Path, Handler: meta},
 			{Path: mcp.Path, Handler: agent, Authenticated: true, ResourceMetadata: agent.ResourceMetadataURL()},
 		},
-		AgentTools: agent,
-		RateLimit:  rateLimit(cfg.Sandbox.Quotas)})
+		AgentTools:      agent,
+		RateLimit:       rateLimit(cfg.Sandbox.Quotas),
+		StreamKeepalive: opts.StreamKeepalive})
 	if err != nil {
 		return nil, err
 	}

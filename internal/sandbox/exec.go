@@ -159,6 +159,7 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if s.queue != nil {
 		return s.submitQueued(ctx, j, wait)
 	}
+	j.live = newLiveOutput(s.maxOutput())
 	if err := s.store.CreateTaskWithin(ctx, task, s.executionLimit(p)); err != nil {
 		if errors.Is(err, store.ErrQuota) {
 			return Outcome{}, s.executionQuotaErr(p)
@@ -168,11 +169,14 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if !ephemeral {
 		j.place = s.locks.reserve(sess.ID) // the order of submission is the order of execution
 	}
+	s.live.add(task.ID, j.live)
 	done, err := s.broker.Submit(ctx, task.ID, wait, j.run)
 	if err != nil {
 		if j.place != nil {
 			j.place.cancel() // the job never started
 		}
+		j.live.finish(nil, err)
+		s.live.retire(task.ID)
 		_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, store.Completion{Status: TaskFailed, Error: err.Error(), ErrorType: string(fault.KindOf(err))}, s.now(), s.ttl())
 		return Outcome{}, err
 	}
@@ -228,7 +232,8 @@ type execJob struct {
 	// place is the session's in-process lock line position taken at submission (thread and
 	// embedded flavors), so executions submitted one after another run in that order.
 	place *ticket
-	touch  bool // the execution reached its session's sandbox: its completion counts as use
+	touch  bool        // the execution reached its session's sandbox: its completion counts as use
+	live   *liveOutput // followable output (thread and embedded flavors); nil for queued jobs
 
 	result    *Result // set when the program ran (whatever its exit)
 	err       error   // set on a machinery failure
@@ -252,6 +257,10 @@ func (j *execJob) run(ctx context.Context) {
 		completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.ephemeral
 		s.recordCompletion(bg, j.task.ID, completion)
 		s.forgetCancelled(j.task.ID)
+		if j.live != nil {
+			j.live.finish(j.result, j.err)
+			s.live.retire(j.task.ID)
+		}
 	}()
 	res, err := j.execute(ctx)
 	switch {
@@ -341,6 +350,13 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	stdout, stderr := newCapture(s.maxOutput()), newCapture(s.maxOutput())
 	spec := j.spec
 	spec.Stdout, spec.Stderr = stdout, stderr
+	if j.live != nil {
+		liveOut := &liveWriter{l: j.live, stream: StreamStdout}
+		liveErr := &liveWriter{l: j.live, stream: StreamStderr}
+		defer liveOut.flush()
+		defer liveErr.flush()
+		spec.Stdout, spec.Stderr = teeWriter{stdout, liveOut}, teeWriter{stderr, liveErr}
+	}
 	if j.stdin != nil {
 		spec.Stdin = bytes.NewReader(j.stdin)
 	}

@@ -69,6 +69,8 @@ type Service struct {
 	mu        sync.Mutex
 	cancelled map[string]bool // tasks cancelled by a caller (vs. shutdown)
 
+	live liveOutputs // the followable output of executions running here (live.go)
+
 	// Completions the store refused are retried in the background (completion.go) until
 	// Close: closing stops them, retrying counts them.
 	closing   chan struct{}

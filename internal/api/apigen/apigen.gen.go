@@ -191,6 +191,24 @@ func (e IsolationTier) Valid() bool {
 	}
 }
 
+// Defines values for OutputChunkEncoding.
+const (
+	OutputChunkEncodingBase64 OutputChunkEncoding = "base64"
+	OutputChunkEncodingUtf8   OutputChunkEncoding = "utf-8"
+)
+
+// Valid indicates whether the value is a known member of the OutputChunkEncoding enum.
+func (e OutputChunkEncoding) Valid() bool {
+	switch e {
+	case OutputChunkEncodingBase64:
+		return true
+	case OutputChunkEncodingUtf8:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OutputEncoding.
 const (
 	OutputEncodingBase64 OutputEncoding = "base64"
@@ -504,6 +522,25 @@ type Credentials struct {
 	RunAs            *string   `json:"run_as,omitempty"`
 }
 
+// EventStream A `text/event-stream` body (one JSON value per event's `data` line; this schema is
+// that of each event's data). Events: `task` (a `Task`, first on `POST` answers),
+// `stdout` and `stderr` (an `OutputChunk`, `id` = its sequence number), `gap` (an
+// `OutputGap`), `result` (an `ExecutionResult`) or `error` (a `Problem`), the last two
+// ending the stream. Example:
+//
+//	event: task
+//	data: {"id":"0b6d3f0c2a9e4d55b1c8e7f6a5d4c3b2","status":"running", …}
+//
+//	id: 1
+//	event: stdout
+//	data: {"offset":0,"data":"building\n","encoding":"utf-8"}
+//
+//	event: result
+//	data: {"status":"completed","exit_code":0,"stdout":"building\n", …}
+type EventStream struct {
+	union json.RawMessage
+}
+
 // ExecutionResult defines model for ExecutionResult.
 type ExecutionResult struct {
 	DurationMs int64                   `json:"duration_ms"`
@@ -584,9 +621,28 @@ type HealthStatus string
 // IsolationTier defines model for IsolationTier.
 type IsolationTier string
 
+// OutputChunk One piece of a stream's output, as the program wrote it.
+type OutputChunk struct {
+	// Data The bytes, as text (`utf-8`) or, when they are no valid UTF-8, `base64`.
+	Data     string              `json:"data"`
+	Encoding OutputChunkEncoding `json:"encoding"`
+
+	// Offset Byte offset of these bytes in their stream (dropped bytes count).
+	Offset int64 `json:"offset"`
+}
+
+// OutputChunkEncoding defines model for OutputChunk.Encoding.
+type OutputChunkEncoding string
+
 // OutputEncoding `text` returns UTF-8 (invalid bytes make `encoding` read `base64` for that stream set);
 // `base64` always returns stdout and stderr base64-encoded.
 type OutputEncoding string
+
+// OutputGap Events after `after` and before the next one were dropped (the middle of a long output).
+type OutputGap struct {
+	// After The last event id before the gap.
+	After int64 `json:"after"`
+}
 
 // Policy defines model for Policy.
 type Policy struct {
@@ -948,6 +1004,12 @@ type ListTasksParams struct {
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// GetTaskOutputParams defines parameters for GetTaskOutput.
+type GetTaskOutputParams struct {
+	// LastEventID Resume after this event id (as sent in the stream's `id:` lines).
+	LastEventID *int64 `json:"Last-Event-ID,omitempty"`
+}
+
 // CreateRunJSONRequestBody defines body for CreateRun for application/json ContentType.
 type CreateRunJSONRequestBody = RunRequest
 
@@ -962,6 +1024,146 @@ type RunCommandJSONRequestBody = CommandRequest
 
 // CreateContextJSONRequestBody defines body for CreateContext for application/json ContentType.
 type CreateContextJSONRequestBody = ContextCreate
+
+// AsTask returns the union data inside the EventStream as a Task
+func (t EventStream) AsTask() (Task, error) {
+	var body Task
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTask overwrites any union data inside the EventStream as the provided Task
+func (t *EventStream) FromTask(v Task) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTask performs a merge with any union data inside the EventStream, using the provided Task
+func (t *EventStream) MergeTask(v Task) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOutputChunk returns the union data inside the EventStream as a OutputChunk
+func (t EventStream) AsOutputChunk() (OutputChunk, error) {
+	var body OutputChunk
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOutputChunk overwrites any union data inside the EventStream as the provided OutputChunk
+func (t *EventStream) FromOutputChunk(v OutputChunk) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOutputChunk performs a merge with any union data inside the EventStream, using the provided OutputChunk
+func (t *EventStream) MergeOutputChunk(v OutputChunk) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOutputGap returns the union data inside the EventStream as a OutputGap
+func (t EventStream) AsOutputGap() (OutputGap, error) {
+	var body OutputGap
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOutputGap overwrites any union data inside the EventStream as the provided OutputGap
+func (t *EventStream) FromOutputGap(v OutputGap) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOutputGap performs a merge with any union data inside the EventStream, using the provided OutputGap
+func (t *EventStream) MergeOutputGap(v OutputGap) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsExecutionResult returns the union data inside the EventStream as a ExecutionResult
+func (t EventStream) AsExecutionResult() (ExecutionResult, error) {
+	var body ExecutionResult
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromExecutionResult overwrites any union data inside the EventStream as the provided ExecutionResult
+func (t *EventStream) FromExecutionResult(v ExecutionResult) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeExecutionResult performs a merge with any union data inside the EventStream, using the provided ExecutionResult
+func (t *EventStream) MergeExecutionResult(v ExecutionResult) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsProblem returns the union data inside the EventStream as a Problem
+func (t EventStream) AsProblem() (Problem, error) {
+	var body Problem
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromProblem overwrites any union data inside the EventStream as the provided Problem
+func (t *EventStream) FromProblem(v Problem) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeProblem performs a merge with any union data inside the EventStream, using the provided Problem
+func (t *EventStream) MergeProblem(v Problem) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t EventStream) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *EventStream) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -1034,6 +1236,9 @@ type ServerInterface interface {
 	// CancelTask Cancel a pending or running task.
 	// (POST /v1/tasks/{task_id}/cancel)
 	CancelTask(w http.ResponseWriter, r *http.Request, taskId TaskID)
+	// GetTaskOutput Follow a task's output as it is produced (server-sent events).
+	// (GET /v1/tasks/{task_id}/output)
+	GetTaskOutput(w http.ResponseWriter, r *http.Request, taskId TaskID, params GetTaskOutputParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -1175,6 +1380,12 @@ func (_ Unimplemented) GetTask(w http.ResponseWriter, r *http.Request, taskId Ta
 // CancelTask Cancel a pending or running task.
 // (POST /v1/tasks/{task_id}/cancel)
 func (_ Unimplemented) CancelTask(w http.ResponseWriter, r *http.Request, taskId TaskID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetTaskOutput Follow a task's output as it is produced (server-sent events).
+// (GET /v1/tasks/{task_id}/output)
+func (_ Unimplemented) GetTaskOutput(w http.ResponseWriter, r *http.Request, taskId TaskID, params GetTaskOutputParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2088,6 +2299,56 @@ func (siw *ServerInterfaceWrapper) CancelTask(w http.ResponseWriter, r *http.Req
 	handler.ServeHTTP(w, r)
 }
 
+// GetTaskOutput operation middleware
+func (siw *ServerInterfaceWrapper) GetTaskOutput(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "task_id" -------------
+	var taskId TaskID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetTaskOutputParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID int64
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
+			return
+		}
+
+		params.LastEventID = &LastEventID
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetTaskOutput(w, r, taskId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -2265,6 +2526,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/tasks/{task_id}", wrapper.GetTask)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/tasks/{task_id}/output", wrapper.GetTaskOutput)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/tasks/{task_id}/cancel", wrapper.CancelTask)
 	})
 	r.Group(func(r chi.Router) {
@@ -2279,6 +2543,11 @@ type BadRequestApplicationProblemPlusJSONResponse Problem
 type ConflictApplicationProblemPlusJSONResponse Problem
 
 type ExecutionDoneJSONResponse ExecutionResult
+type ExecutionDoneTexteventStreamResponse struct {
+	Body io.Reader
+
+	ContentLength int64
+}
 
 type ExecutionPromotedResponseHeaders struct {
 	Location *string
@@ -2587,6 +2856,48 @@ func (response CreateRun200JSONResponse) VisitCreateRunResponse(w http.ResponseW
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type CreateRun200TexteventStreamResponse struct {
+	ExecutionDoneTexteventStreamResponse
+}
+
+func (response CreateRun200TexteventStreamResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 type CreateRun202JSONResponse struct{ ExecutionPromotedJSONResponse }
@@ -3112,6 +3423,48 @@ func (response RunCode200JSONResponse) VisitRunCodeResponse(w http.ResponseWrite
 	return err
 }
 
+type RunCode200TexteventStreamResponse struct {
+	ExecutionDoneTexteventStreamResponse
+}
+
+func (response RunCode200TexteventStreamResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
 type RunCode202JSONResponse struct{ ExecutionPromotedJSONResponse }
 
 func (response RunCode202JSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
@@ -3269,6 +3622,48 @@ func (response RunCommand200JSONResponse) VisitRunCommandResponse(w http.Respons
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
+}
+
+type RunCommand200TexteventStreamResponse struct {
+	ExecutionDoneTexteventStreamResponse
+}
+
+func (response RunCommand200TexteventStreamResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 type RunCommand202JSONResponse struct{ ExecutionPromotedJSONResponse }
@@ -4833,6 +5228,128 @@ func (response CancelTask429ApplicationProblemPlusJSONResponse) VisitCancelTaskR
 	return err
 }
 
+type GetTaskOutputRequestObject struct {
+	TaskId TaskID `json:"task_id"`
+	Params GetTaskOutputParams
+}
+
+type GetTaskOutputResponseObject interface {
+	VisitGetTaskOutputResponse(w http.ResponseWriter) error
+}
+
+type GetTaskOutput200TexteventStreamResponse struct {
+	Body          io.Reader
+	ContentLength int64
+}
+
+func (response GetTaskOutput200TexteventStreamResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		// If w doesn't support flushing, fall back to io.Copy.
+		_, err := io.Copy(w, response.Body)
+		return err
+	}
+	// text/event-stream messages are typically small; use a
+	// modest buffer and flush after each chunk so clients see
+	// events immediately instead of waiting on OS buffering.
+	buf := make([]byte, 4096)
+	for {
+		n, err := response.Body.Read(buf)
+		if n > 0 {
+			if _, writeErr := w.Write(buf[:n]); writeErr != nil {
+				return writeErr
+			}
+			flusher.Flush()
+		}
+		if err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+type GetTaskOutput400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetTaskOutput400ApplicationProblemPlusJSONResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTaskOutput401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetTaskOutput401ApplicationProblemPlusJSONResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTaskOutput404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetTaskOutput404ApplicationProblemPlusJSONResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTaskOutput429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response GetTaskOutput429ApplicationProblemPlusJSONResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHealth Liveness probe.
@@ -4904,6 +5421,9 @@ type StrictServerInterface interface {
 	// CancelTask Cancel a pending or running task.
 	// (POST /v1/tasks/{task_id}/cancel)
 	CancelTask(ctx context.Context, request CancelTaskRequestObject) (CancelTaskResponseObject, error)
+	// GetTaskOutput Follow a task's output as it is produced (server-sent events).
+	// (GET /v1/tasks/{task_id}/output)
+	GetTaskOutput(ctx context.Context, request GetTaskOutputRequestObject) (GetTaskOutputResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -5588,182 +6108,230 @@ func (sh *strictHandler) CancelTask(w http.ResponseWriter, r *http.Request, task
 	}
 }
 
+// GetTaskOutput operation middleware
+func (sh *strictHandler) GetTaskOutput(w http.ResponseWriter, r *http.Request, taskId TaskID, params GetTaskOutputParams) {
+	var request GetTaskOutputRequestObject
+
+	request.TaskId = taskId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetTaskOutput(ctx, request.(GetTaskOutputRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetTaskOutput")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTaskOutputResponseObject); ok {
+		if err := validResponse.VisitGetTaskOutputResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcts4uuCroLhny3aGkmX5kkSuqbOZdDKTc9KdTJyu1E7klSASknBMAhoAtKxOu2qfZh9sn2QLHy4E",
-	"KciWYk/6sv0jVTFF4vLhw3e/fEkyXi44I0zJZPAlmROcEwH/fcszrChn+v85kZmgC/Nn8uOHt4hPkZoT",
-	"lAmCFcmRIJJXIiPdJE1kNicl1p+p1YIkg0QqQdksub29TZMFFrgkys7xkjNFbtQPuCTr07xAmfkZMVzC",
-	"yFQ/XmA1T9KEwTeJfWUEf6aJIP+sqCB5MlCiIuFaFlgpIvQA/+vzi84/cOenXuf56DL4f7dz+aWXnh3f",
-	"/luSri09TV5WQnKxvsx3C/zPiqAx08vI4KUxmgpeAoAWglxTXkm0wLN6D/+siFgFmzBDh8st8c1bwmZq",
-	"ngz6vV5sPW9pSZV+NTZiAT+GA+ZkiqtCJYPTXqpHp2VV6j/0X5SZv478PJQpMiMCJnov+JQW5O8ww9r2",
-	"P3FxVXCco4V57RyVlVSoxCqbAwQkkZJyticRXzL3FlrOCUMTruYIC4KuGF+yTdCxn2wCz5Hdgv87BqwL",
-	"s4g338XQzK4Q0TxFXKCxBdUYTbkwWI6Lgog9iewv/gs+ReN/t+v783gDitqXRzTfFkH3P/c6z3Fnevnl",
-	"uH/7s530II6WH7G8MtuKTK2wvNph3nDa2Gy3ehy54EwSuL5/wfkH8s+KSMBDuIoM/osXi4Ia8nG4EHxS",
-	"kPJP/yUNLSE3uFwU9r4rTItkAKsjUqEJz1dojiXCDBEhuBignBPJ9hxCmWUPNBotiFArNNQErMQsHyaI",
-	"SlRSKfVa00QqrCqZDE7g9lClZ0zesGtcUE2uzKr9FudKLeTg8FBils+wIt2cXLuVy0P4yBDD2xB0/ybI",
-	"NBkk/+2wJqKH5ld5+N58bKDWxLiPc+JWAGvGxZSLkuQa+fTBSSR5SdScsplBP86mdFYJWAEABDGuEC4K",
-	"vuzqFb3kbFrQ7KGn4O7mnpxjQfI9OAmZ8QVBCyJGomKKlmSAqIJfOCPIvOnuwznCeS6IlPoVLNGeRd09",
-	"RJlUBOf6wgDL0FvjjDTO6Xl9Tn5DWx5Q5t5/rOPR2NUC95QqS9EBSnsONJZGOA6onyu9QL2WVzckq/Qw",
-	"3+nNbj6d2KnY8x6VMhn0j9KEsIznGrcHSaWmnWdJmpAbqkYZz0ky6KUhnRkkZ9OjrJc/Jf3JM3xCetPn",
-	"+Hhymj3Nj0h/eoxPJgHkQQQoiCI5PMyJEMkg8f8fTVZKX/eef6BExTLN9pPBFBeSwA+8UskgOekPWeL+",
-	"dl8e+wfrXy6xYJTNZDL4fLn14XmwfiBS87QNh0jca2hKGZVzkqP95Rwrck0EokoiDT+k4XegT3FOFTzV",
-	"SM4r1TzA94KXHBa+yyHCUfQmZ/nxtJf18XNykp+eTo6yZ+Tp9Ayf5ifZ8aSfpIlHt2SQmFWTkaVrSeoZ",
-	"4MAz8QcctqgYsxSympRUKZKPsD66fq9/1jk66vSff+w9Hxz1Br3eP7a/T5oNxc7hQtGiQHZShKeKCDRe",
-	"YqpGcnyOFrwo4PZoRoWwQmMndQIz3SCNxtZhXz3078FaXnMxoXlO2EMpI1ZztNftHhKVHS6wlMt8DxGZ",
-	"4QWRRsjBLJ/wG7Tk4koucNakbMc1ZXvPC5qt0DXlhVnnlhRuAd89Cn37wfEOklsJh0q0EJRldIELEIEw",
-	"MvOhDDNN+yYEETblIiM5XIsfuHrNK5Y/EKwVA8HPQ8+JVXv3IfReA7wnNXj13qawsi3hyrjqmA8eA7Q/",
-	"2g3taxgyruZE1JDdkweBnnSbJu+uifh7xRV+IBhXvEJzfE3Qcb+medJfOi6QvnCUzVLAVdANNCe2YO/+",
-	"U69BdjPOskoIwtSoHuUcvgU80fxecUtL0f5fX31Eh9dHh/rqyn83p/FnOyfQ0wyzjBRtNt8P2DxsHpGb",
-	"jJCcbH1ksNxH4/RGttdyGFawRT4FLmCAgvbHTSiNU0RZVlS5E84WRHT8EXuxTmBFDs7R+ANRYtV5ocne",
-	"GEm8kkbxURwpsUJ4hinrorEDZUnGSM75UqJK4hlBmOXmtGSLGgbDris0FyTjLJd6Eji7CZlyQfSEQIJh",
-	"zpiaXut8oFdw/haLGXkgboJACWI9lYhrxquBdtQ7eXb69KzX62gRwWLkvoN0iW9G+jsjPxyE2HMUkNKP",
-	"nKMClrgl4ijOO+aDx0Cev+hN+R05GZ3YE4ML/iPDlZoTpqgVeh4ESsWvCNNgJDcLrcqde2zDiJElMr+D",
-	"5WHFK43SsiKiQSmPaui117YlDKvWZ48Bye+N0qZpBrUK2oRgoSGrt9TC/U+fPnVeBGtYvwAfXr9EZ09P",
-	"eyib68vNZveZpeCoZLVYcPHwYyp4houRrCYLwTOtC3kNws6AMrzAE1pQtRqgArNZhWdkIKrJqkEn++FZ",
-	"+cUFH2+tHNVfPBbRXAh+TXMi1vcGwoQXZ80tWEglCC4fCNecZ1dEDBAtNWlcrNScs8Fx96jfkQUtjYpm",
-	"Ob8D4mkvAOJ7vWYtXmhUm2JabI/0C/fpowHQSTwZr4ocWRHLT2NMAYLgbA4Cl58VLsCLGWHqI+cF/GUt",
-	"IdRYZKZclBjAS1hVJoPPSZktjILBME3SBDM1F3xBs+Ryzb6TJrOK5pprR2y+wJDc7yAPYCRXUpFSr7tc",
-	"KLQPBgGt+5aEKc0YUUEZOegmkZkU58WIV2pRqZGm99kcm+vdnNbojSkymicwROAoguBcOiO0HkuCHTGr",
-	"FPDWOZhV2EpTAIEzRYQMVuEZnVlGZFoNXZQTLeoYWYoyq+QDwTWCc4lV6n74/uV7JIm4BishFzkRYAxU",
-	"pITRcZ7DQLh4HxyXscTZRfHJfxFjwLAPsBB4lRibm7PdfXYHHBzVJli6zV1GpnjpSIJFmyYSYaVwNg8o",
-	"5YTzgmDAfvMbkSNyo4hguIi/pg9Jxn+i0qk+91yhN+7Fj9QclqOVMLCH7TpqNeCXJgucXeEZGVEmFS42",
-	"LNjoOyB2GKy+8zVGlNb07nzHifobwOBlxlEljRQXe8cShA1jyDnZtB+4h9Mq+msLpeoDcSOGoHZnuQ7H",
-	"YBKHF0ljzTFsWdv4GkxjZxEBahSteU4Cg3T81lnDUxPljRGt5VcAGfUe30LqPFAROdxCx7uxFNc6GaLs",
-	"HF1jQfGkIBJJotBkBZpHba/StEwrj8TRF0ZuVHfIXoCg58aj0vvfllTN0did2hjtG/5otA1uzDwH52BW",
-	"v6HSmV+HTFSGuGmNRyuuboQUSR6OV+KV5lB2pC76zhiiBsAI3pu5NAwRZ0Nm7VXSrsphyQBpgjdOnbwM",
-	"e/DOlnME6vKSSoIwmgoi50OmKbVYCKK0Hk1EDaEumBkf5tNLE8KuN+NJAxnOTk+PzyIjlPgm/Oao/yyC",
-	"lg6M6yhiT2lfQ8T5ljTQeKWFegsjUKadNcGNFZqiUU6yAgsCPC5Y9EkvsmLDJ+6jve/grVfO5KypqrGK",
-	"jhxkjMfw2dlJw4PY69ZXhFXlxBBuY+9rfHh81vxu7asWkYILGr/zYCb92mtvbKzrKkTFDPYeTig7lHPU",
-	"yVrA3Zo8LPO40xTEUF5oKVoQTYCviZFdSG1FXDvQ52f/EjRuru7VjRIYEXZNBWcgy3lydW4dVIGPd+zu",
-	"XuPiXT75t7Fd/f0X5GtxUqqcRuIT/rJSRKIpyTU8pcIsxyJHlC0qhfZzR7lIuVCrg02nui5VhPjfnO8t",
-	"XxIhW84ha0C1n50jBl4HgakkElFl5/26W9Sc/m98iQrOZm2DD2ZySfTyUb/XN9iMwdDemHv3i2iuTPwu",
-	"elbYkigLeh0hf6/1nbROAc2BQnKfU5Kfe94X8EZBpMJCOSCuiz6WJ45whCd/AutbwH+WuGaiXJNXqdwM",
-	"WvVKvUaV5FiRjj7OKCfxBtP1OV/VJllJtfIUzr8vyEEw27qGEjIPp9MZtpGkyQTLeVSRYzaiZj1eIDxL",
-	"GzTjp2jArrGp1B7hHaf+Ej7dkQA3WaONUKn3t/uGHxzmswafO7b8lsoIstujbWopdxE2d23u0/38wNEl",
-	"AfhtnMvXccMCT0ght2QlsaikNXJ/3I+s1B3VvYN5v+fu8T4x8OSEKYpj6v6PkohOqcVXCi+pleZtRFCw",
-	"6EteXGuN34V0GTvrviHokmSCKAl8pEXzlnIkeEFGWLConnpVTYhgRBE5mgleLXZUa4PPWxpk/Y2o2AjL",
-	"OCFYA1Hbq76G2I2QhNrWpKnV2UmUeNUxCzXxcsELEyzJ2Un0MgdxDe2jem+NquC6N3a+c3TUf/Ynq+tc",
-	"0aIgudaoJJ0xXCB2jlhVFNbvQiHMpgLOoR9roaZliAmWz7iiMWPYR2Ld1hrwA0S6s24Y6gZMheaFceAI",
-	"IomK2sA4L0dmvZEp5gRd6fMt9qRecIdPOyUpuViZLQpEWE5yhJEzM1tjmNYw963wYT4YlZODOKcMgwgi",
-	"2GMguL62H3BJ3HQWymqOlV2RFYNgTfsAmos3f/3PN2/fxg2BzlbbnmTso1LGyAdtKIjqsEEb3YBBhCEs",
-	"cMgjXmkWZnyQGsKX0blNsMuXTT+5CJatkH09OiZumDGhMvE5g6iZdZukwgWCHx2MZwKXaCm4Iim6IgsF",
-	"AWRcNcSWO9fbismJIWFJc43JGqVzwRcLLZXNCc4BtxWmhQngJIsN0pgLQYxtuA7+2Z7wtXiiRR8PV3+o",
-	"LXC2TjSy+8gBBgQsbVC/tBnU6fcRY8yvaUFeMWViZ5sEtYySuHeZPugFERDMyBmaWAfwOrflOZ1SL+pu",
-	"J6puEA1TEzoapwM/kS3vgHlSE3sbuJtTOJBVWVB2laQJ2DIiVzIun9qYVnjXriY1sGuCYBP042KaXlNs",
-	"t4QpQcn20lt9vvfhqoGCG3/Taj8JqpSJWGouePP53EPG57h/evawk23fuhD77fHYc7GzxXb3N4ILs4WW",
-	"wDwn2dWdcucmmlCPXbMRh3pcI1rF8DWmhs3fi252jNjSm76IYBZmwlu4HNkILWMQxpQZ1/tKZrgoRlNa",
-	"KHhQ0kzw0XUJVEOWUbbUMnQ0VCNQFNoGm7F+OkaCqEowiX78+LrzDO17XzqwjBJfETR29GwMHjQ0NkKY",
-	"i3THWqQSBJdIEnVwPmT+d1ws8Ur6GQzxBBZgPXPmxQ6MT3JjnnUwsmu+Q+AzUXERzFhU6/TxJbemzjUL",
-	"yVSOILBtpDe3mzTtP10KarTY7b/1YlYsmCZNrGPDjL/byO5TMhNENrDbDKYRga1AOy/4stB0Li7nCBsd",
-	"HuHPm+1aNpDo3J1+HQJ4n5Gote42DNontQb+cFl++bF7+d45kyI2p7yMGQe/J3rFWny1wV5jXKl5F962",
-	"eth4o10pVCHv1OiDVzVLKSGEIXLgUyqkGklC2E48/Gv0RRsOFHu1wF+zCBMQdx8o/m7euoV4Yzi22Aq0",
-	"IrWdzaqOarLDBR97wKT29JuHFkcgE6cRDSJ6fnL6FNkoEGQCUeS6ou8iVNZtjVihJWFKi+hsBtRSazJI",
-	"cZRzhCeahNK4agjJL5Er+ZqSIu8U5JoUqM5KgXCWShCZWiXYp1M57GhFiehRoudQEimtOe7uY3AvXt4b",
-	"wJAm4DC2USXrJgpjqtoovHi+HhE2TWTPRtyPOGQnBUE/fniDGC5dACeAGmUFljEhu7VtK4OamdO7JIb3",
-	"tfGqbQuH0OuvsvlkrbiNO2lQ+C74eKwMEeMCgbOnETyEGZ6BImQ9+XE92lnNRk6h8Vxqpgc0N3TDlwUZ",
-	"NVjQ+jF/fcDIRlXHBstApOYmfdt4kfgUEZzNkfnCiUfgR3cOiStCFmGgcIlvXDQODD0+GGhEGzIg9iao",
-	"F0uF5ri41ldW1Vq21bDhnfGTWhMda4Gsi0zkWEnAmTMEA+QKTQS/IgJNC3zNhRG8tlDUFl7iujOKzWcd",
-	"uIi/+CXNuLlvd411AS8ZfURErQ2iMoFlJq9qHOScjQfIbNZGa1vjk08m5eIKwhggAs0a4TDLhwzmkuBc",
-	"gpCEtHZlpg0Pp4a4tVoReY44K1b6lIGNUKkEVlygEq+GLCdSCb7SlHvIIoJCXIetM3c8JB3cmrcvbcTj",
-	"NG/W2n3x59giDVEM95C/g1zFVWUX0LG1TuyI330asR84tiSfGtHyUri85yb2dI4GiHEXSq7RyAaRpiZY",
-	"EW5suVDNIz2IO90q2TDfbVKD4bXUrmjjFmTcsOaTijdlGhzUEgNVqJLE2XhLxPgyRTgTXEp7MQSBaNp1",
-	"6SSa1bGV0BaYFrb9IG4mkEYpjiwjBrMP1dbuq7afFWeqWHm53nqqx5DTrdXScQw6D4j78rEjX/H1LxJ6",
-	"tOZf/VcFC32t5y4I6dg9KOPbBCWtgfjCMT/vrCZilJkASf1fewnsX5ahRYUh67yNmEEaEQ3baWeBuHcH",
-	"7YkUNNC80p5fXA/eIKnf7z2+34oHiqimqo9j0eZLFkuQereEHIA6a2vfKJXoT8gqlQfnkIcFiVrAL+L2",
-	"9wDNY7/dITAZSm+Vns35FXsSzTHLNRPjLGtkCMSdaY8iiL0I0/09athU/8nKhKjNOQQeLgq+0nLLBgej",
-	"197uXJCZ4cK8vKbwhynQUfHJ+4BqIcsiYyugpYFeMd5jV/KdEfEMbNrKfvDTjh7Vu4zo9bh3rCsunQWF",
-	"ZyLBR+VCaZZoMj+12uEK0WxyI2wv5Tl6da+PrhYDwrXesdGLNWs+zhS9hgilgssNaijkoK+BB/T7uKdH",
-	"/zKK2wqsXQjpX5GsplN647QOa2yxzm0jgKf11UxRwaWKO7tN5p7cHJqG61IFkBJPpZZeZ1wpkwe3HUF0",
-	"Y+xERTeQ9ToGYp281lUL6oOqyxeAwtKuZnC5IxkVPhZlp4IQ9zvFTMzdThDajpppLHSkrF1kYbuZYgSw",
-	"6XHz1LA+goAMNuaM3TK9xK1oyTrHxvJqewJhikLcQx3MkPeThgCuDWGLWf98WNgi8xnldaJfNCokTfRl",
-	"jbsGJckqQdXqQu/GgMekpb6ojBfT/PXaneh/fPq45pl7wdC7N9+9RG++gyD+DKJigkRdq6u0MoiNOCLR",
-	"vstkPfAJrMBvYN5m8qJJNKRsyiN2T5vUCEnuSJJi2plzyGLTT5d4ZVx/kAsCSRygMIdpvlZgBBuLlV2I",
-	"HLJsziVhWiR48mTZqgMmnzxB+5ALi+pc2BR9B1mcKfpPH72Wolcv+yaR+uLi+xT93//9fw66QzZkr0Cx",
-	"HR9eH42DejyMkFyisT4DLuhP8HCA/mLyhYdVr3ec/cenj/AfYuuw4RC2cBwGwN0h++jj+ahE10RALEGK",
-	"SgxmOC39oSdPvKCotxQm6x+kJgpGQ6+WJvmSySEL4sGkjZWRV1AYyYgk8jxWIaIWxIWtiQJB3BKd9E4M",
-	"UMAxADE33kMx3pRKO0Y5zyotnkktsEmCxhplxnqzEozhAz3mzw0u97MNq0M/o5JgkJR/HrKfO52O/6c/",
-	"GdfuhzH6GZ30eujnMEeyTg12peCohKhngTOFzBDmWOKfmzwD7G18XKCMlxPKDBrcVxfLztBKVzdTHemt",
-	"mZzztFl9SxBNbUgz/9wONXW1ZMwgx3a99bmXeAXzV5K4mip+6S5vzY5lhIZ6IF9vhYs6BNUSSTBPrtdh",
-	"QfuatCEjDh24qi1YzRt1aXwmiZ3Ylzsxc5+gn1EV1CyRvCSQiVZIsicPHDamBhe5MMm3ZqiSqDnPO3pE",
-	"69IwY546wMBabqhUEk0qBaCBJASTnQtfB3hQ0EyZAZ7bAR5eg8sO7+s+wPhHxy1MW6tO0a7l4Fbp8+hh",
-	"nH7fY4DP+bgjLT7cj0UCJzHq4U57brhoaniQouA8MXaUGWekHgCz+vfQvE0lqhgklIMLbJ/CI5uTQuzo",
-	"B3ZI41Ewgzpg1e4O62+ol5eTgjrQtfdoDTRmrBPAdMZZpx6t/sCVgTEwbWTP2MEgPYThwozWg9Em1cxk",
-	"iViHJMqwENRivy+yB8Aashc+aNLEq95QJWE9PxHBDXd88sRInJrU93u9g9QCyRUkNDb/gmaESZBYbaXF",
-	"FwsN9E6/2zNSX1lisdJ6hA/j60z0vSN5zUCBz754g8BLZpgEXiyMqcEWLXCsO0mTayKMdSjpdY/MNJDV",
-	"v6DJIDnu9rrHNhYLJJXDOQRb/aT/PyMRdeOFZSz9Xg8t5/pah4G7kMsu0d8+fnzfRT8Ay2W8LsfhT+1N",
-	"ngySvxJlQ7ta9SH7vd5u9dJ8lTJ+tX2pBTv35lIVsCN9uhpPuw3ZLhl8vgyP6y29Jky/rtmoUZMxFKer",
-	"tyyTSz3CoSA4X20LX8LQey7VDJxREtU3UR+6xkKzGVuGSJ+EPW5DLTXbE6shIzcLkil5DhezzpcN3R32",
-	"MJ1sYf0ChuPTokAlnQmov3hgUHntKD/ofT34JOuYvhwrPMGSmFOtD9UhNOqHutUjnTxsAtL/NCJDGZLT",
-	"3vGjbwErf05HqT0lK6H2zyEU30nYBuyksdUwOPER9vwDVxDVtzpHY7N2X3KKZnOUE60rEZatbPWTu2+C",
-	"hiDd8ipcHx0CDTv05TSiVwJqMtLZXHkeZyp3ADEeH5bZYuwIz/5YVAxsCOMU2f8bb046ZGMIEhs5I6pm",
-	"vvAWwfnaQwCEf6rFGBihoFL5p05M1+8zsmw/14+teW7tp4PUyTRkyKpmjZQZYRpOYeqQJkBNsdU49f03",
-	"BYhL4H2GIX0qfV2GGOTMSpJzZJg4LiRfr0FCmVSiypRXP2qA7klwYruD6YJoW2I1RguaXUlfUqVTF0BB",
-	"co4XZIDGcEb7Y830LFjcMABWyLEFfRlr0IxN2Rn9xZchaKvDZICGybRisLJhkjb+GqAveuQUBeOmQ1bX",
-	"DL+9HUM2/NiXsdm4GmQWM5J2NV0ERV00DCUqcU6GMEQ1m3tamRUUQgGE1tyYctnYH15dfKzlFAmituIW",
-	"YTcQ0aBGT7Pm+edYqZkQ0uYsNtXC9uVfIoW9bamfryj8c3v5UHLvzVr1NGE1oeTzhb3xXvK7HLL/ySut",
-	"2ACdBLtDt9vdWM5m8KwHSYKGwnyOJexjBOVLkCUViMKjZm1JA9gaMWLpm96vu5OlskUatnIB3JVMbU88",
-	"oH3J7fYlcgME3CAYqXaNIw0yd2TAMU8MFsSm8dhyGNQAh0+O7v/kx/Uacif95/d/V9fLvG3I2Ho3wH9c",
-	"JSiwyRAqUJMim0gQR246mhRQNrPXXoYczsSteeZm3ItRnvbBRsQ3TQH6r4YJocQLKMioNQCjKRkT1J5E",
-	"WYFpCRYnymZyyPZdOGuKTIhgCmmGJj81CGc9MKyjnhTkyowLrWPQWt4cMuBQEHx2WGCpOpLYVEi5gXp9",
-	"Tx4s/9noaxuo0QqdjmS+fk5ycq3vwVpaa4K1thWEUZsH/8NO1lWmkHsrkrpRzvjZoGfKGdeR02a+NCkL",
-	"PamLjQZT6uDwEOyWcy7V4FnvWe8wJ9eHnOZZ0g6VbhdN7g9OTv4RxCa7xYcBzvV+tq0k50Lc76xguhfU",
-	"8O3+olfRr8enTgcLq++Ys3PV1ywMM4tetve+sJAxZjZDacfgqlehqLSPi8IbpI1ZG7z5DbEtcLbbQjpB",
-	"lUUK1fgRdsKB5leKQD4xVjY0lHmrXPRCvaVSuZU/+F7VMPr8ZS0c2BVuM/nMkVJt9jraEcxrQXity2YK",
-	"Cq1Fai+s1VNzxQTWS6g1f/FV05qPg0JpvixBszZaXa3Al0OzXSxMATT7hy95Bu+HMTDmhUaQcxDb3Apf",
-	"9lHL7eDko2daAonAy17sIMbTR9e2UpK0jtVONdLPWjlC4SOX++NTflw2j81aD9bX7zUCT9ZKkfqYiUEj",
-	"MmkHsSIME91AjioJhg2HqL8cLWp3pokpUSFBqoNRHUESlYmGWHCpojWiJPiWjLQJDgqogIawCV7WU43d",
-	"7ANX1cxLpHX5NuDwOYT4DJkey0eDmOI4SyxymRpNb+kq2GipeYlBPYfOBMZbBfV9IkTIlAf5ULHEp1z8",
-	"heerHS0iTjROKo3yqIMb3Qk4I3LOd2jCEYR63jZFY43bt3FaeTcyNDtu3KaaQ+/wlW/z8I3FX2Obuvu7",
-	"upkBfLHFzXgZtEU56fe3WVpdBfkrrl+anG4DbV8QuHlf3zHS4dOprZHYvi7hTQ0jiN1dDaOXosLDhXPG",
-	"8iWr49gsOVgUlSEPdUTbnnQhb41MBO/UTYeMkSWRyojWXfQCRAugLAssJYgnf4aSh8YQSWyodsTdu1Fu",
-	"uKhDp1pWhBiI61cOG027btN4l7A6YmSr67oWp7cWWMmKVe30zrAwJefBhD3OOLsmQlqPMQTobeyHFry6",
-	"W1e0NSu8ORPOitX5XeDfsBBb5nTd1mIlkvXcj3sPxrRt2+JF22/u4baZRkxPkoSBfp+bscUtdcYrTe1t",
-	"b9t0pg4JbpzoIMk6J/31eN/29Kd2encYDBcrSeWGjji7yz2BKd6GF+4gCYUhmRFJ6AXEWUKXDY9jvzGT",
-	"itfjwlviSLDHoUtIJovJR99T8GpCyVof1uKFI2dB91ESdWXGlg/ePvfG8AOXCGfFKCVJMUVUNuunM0OW",
-	"QchDXnHkU2/tBYzQ4pZcEoFOes8HodQGwVAzjpyNePz+3YWJ+9G/jNMWU/Ai5hxfkyFbb43mOqNpkU7W",
-	"VW83i2oXHkm/Wly79/ptc7G2vhDRAnS3600D+wafd5A6f70UqvftKdSO9GmTlhZcykfptPV7E5YfQDvN",
-	"RYBISw/fCNlsya2HX2rHwa0hpgWJdTexyQmy1VzVkUNokcDFjKjGG130Jiflgus7N0CY+bAvmjsaaGIV",
-	"FOdd9Bp8bDaQKKBuzjGJJhTCbjXV9VXBTJiQMTUNWSv6yETRKF5BSwtkN6GHqNutQqU8J4Y38pJiZPI7",
-	"gE9IJh8iJAV5HdaatFODvV2vZZ1hsqlBiOtJq7kQ+235Y+zm7r0BaVxRqxHCxIDu0IEXghhtPPWa2OAc",
-	"5j6WLhQR4o6Qx8Kub8LCfo3y9CNxK49H35rTnNz/ne+F+NBr846Rey/MbkaAuuv1Fvpm02JweRd7OnRp",
-	"099uOeldRliT3e1dOo064lPNyoLGGEHGRcTxM2Te93HQRRdQa8P0TkTGxpubiuqi0uwQS2f9jRpwPlTs",
-	"pcmCeoDFNTct0ClT+2dPnh6E5bp9Ivf2MnrQIOUPi+uuQuTOxODXbnH94AJvTKTMOu25y9DapgjmHvy6",
-	"qIItAGH60NStPMaurU4tPtctN9AnTJVE1QKCvGyr4iFz5gnky3SYQPguvOHi3A9sJUXIRagKdY4WWCoT",
-	"4eicNlAvaMhmHKiKtE4bF7ViM360oOLbNtQdkm20cNAmeciC/gK+Pxq4FqWrcueEJT27/hsrPSktzcEL",
-	"Qa9xYbuWbSJjrhf1I/iODNE6Rp0M7dWEbS+xvVISU9cZymP89cOrVx/f/PDXZJDMSVHwVs2H494OlK/R",
-	"JuYP4vcH8dsYMfgwOlg3f4jnBYTtuzA0bukU9BpitmqpZY0+WaIzAPMpXKCxH8gSFE0YZgWf4EKiCVFL",
-	"Qix1r1ef6s8nWM7rj/VXy2Y7Ig0JcmPOZch8wawueseChLwNzb1aMxrSB95ixsEJBLVqofOY2+VaL7A0",
-	"rqPZRBRc51nVQTx+IeOgQyraP+n36zyJgy4ytplWz3bnUXdkco4hK4hscsq9dGf8YLXQI8tn3yPHWB+2",
-	"URjDck79mFi4Fpiyg3sj7HCyKe7Mrj5F0rSmnazgoLu/Q2r2+/O2f2ySl7pXYV6fbEgC6+Yz31QN3STh",
-	"XZgeUJ50QA5AS9k7ryPLocWhJVmOBkGvwtqvs1nTHXchKxXoBFU2p3Wz58a183mQ52bjXfZWm12vsu3P",
-	"tJXks42HZqfJ76EhEMjk22D9QT5+/eQD7h/CQPBzd4wb6MVWAtPhF/u/kR6y5QGJWf7Da7YzE340JihI",
-	"iSkUSaiJ5h/4+1vAX76oW6wGXjOTjavZ4S/B/SzG/aBp/aPbbKMX7dB2O/wXG24etrFNUsAbJYNWyrbp",
-	"MWQISqxVqo2KjUT7Wg06MF3jC4KFqajXsnwY0Hw7SrOZyljmWFPaP4jMb8DEYI4toDO2C6uJbA0U/q/h",
-	"nHfnylxA+q8tYmI6ftuWhQsspEtKHhdyfHCObGcmU1dIEAOv1JRc4SbJphtVhV/73vB3pLi+vqfLMRKc",
-	"q3Pv2gU7Kecbc2BtM6lIAuw27ZIfHk8JjaOsldK2ivrsenklvbOTk1ZbqjUF/qjph82xwt0JZa6VUuOJ",
-	"6dB01Ouf+J3Yytr1lE9PT3ec0pRBs7PZtmkwUQNkeqM7mAxe35MYYojwnkQWbP8/2A2+AYm6bdYvkZrc",
-	"1FfLAD0kLy7H5VfjTIYFHX7R2LiF2P/aFD5sXeGTWJwUNISEkBCtXuICimMgPJGEqYM/OOgvgJ7mTKDK",
-	"qamLhpnpw34nnlr+1pbNcB7HhbvIOc8UUR3LrBvSma9gYKq4RKpyxomaqfxleqwRW4EejBlcs9798Uuz",
-	"kI5hSmM0o9fO/kx/Igd/EL2HY9UHaEdqcGpf4KU5jYPHJ3rtXkyFrXK3UbLpoosCyzkxWUET45dVhKFF",
-	"gSkrVkO2Pzbkj1fq0LF9U+PElPHTKOTf+O/91/U7XfQeq7l1sBQEXxPjCfGTp640jK1y4qS8FPmY92Nj",
-	"xQQpy7ZxtBKC/atpKNyQimOEhntacn+FylfFxVqCS3OBTOE+ZoGuP7aOI6jujgVhytIV2UUv2MreUtev",
-	"Fq4pYao7ZC/MWFABsNHHRw9qu/jUpTiPjk0THw1zqIu2wEJRXMASukN2UZk6ryXBtjIEoCaF/wtS+/RN",
-	"O0WSAymAMS/+9qLTPz2LGZc/CRpwv20Myw8kdlu5x3fIXPfS5mEo3+4UZls3M01Op097k+nRM9x7dtbr",
-	"Pe0dnZHnJ88mvRNM8uPJs/5R7xgfn00IPjl6eno6OcvyfIqnRz2ckePsjEwbsvVOMq5r0HoHRwCBw971",
-	"3yOFP9piio+cv8ViRn4RlgCXZUueYIVTX9o6Km5owfqjrVTdYiGPkFkZ1gzfmKwZVgCP0uGzk6+hu7+C",
-	"hEQLeg1LDeve5Cw/nvayPn5OTvLT08lR9ow8nZ7h0/wkO570G3XPB2sl5uPhzDsTGhfKHNYVD2u5t2u/",
-	"GLf8Dvqyr8J+Z/ogwCZFYaox2jfBZRJxs55zNCXKViKBOLEpF2DHNu8d/HZTD2H34aU1qNK8tIdfbJP5",
-	"243WsNdhV4VABACHcSugzy1xpFQxRtI0wfXpiah/guYH50MGlRlA+kqd+wDR3AW8gKUNPMWmau+EFJzN",
-	"IBE8qLGc2rresdwDKJ7/4LpsYSeINsYeDY7BKPSvu3R194awe/7gea931A+a6w+SSk07zyCmhSrTOmLQ",
-	"e8Cd1QgH2r/v6m8zn02Hf9vxsRdp+e+yL0yHa/8Vr1TzK/1g/aslFppWaEy9vP2q9Yu7yUuwx7DLwVaU",
-	"aRe6tLFoHJZXv/8sDL1LWyGqpqKmA5O7UDGatKtyqQGtNcvLODE7NG0qdnfM+XE3B8/whfRRxXsyqO69",
-	"T02vgKKunKwEIaYXYYmFaWEw9h00xl30AkYZMiB8zsrm29hQWas5FcvmmM1cf/hW8AwM+ShUz7b8qft8",
-	"NKt9JOnddLE36J3+a+ni1xO2oHPJN730phARsvOb0rW/azpg0BFhZDvMQBcHIwpaKhgRSpr1lJv9Yj5f",
-	"6gtpCvSaa1yJYlPJQbi8dnhfY95XzNPCurPTuKJVwTOfMRY8C4JFg6fe1Rg8WxvO7C54ENR/Dp6aqmm3",
-	"l7f/LwAA//8=",
+	"7H39chs5kuerIOr2QmJviaKoD9tUTOx53HaPdz1tr+UOx43pU4FVIIl1EeAAKNEctyLuae7B7kkukAmg",
+	"PghKpOXp6enrPxxhFavwkQAS+fHLzC9JLhdLKZgwOhl9SeaMFkzBf1/JnBouhf1/wXSu+BL/TH56+4rI",
+	"KTFzRnLFqGEFUUzLSuWsn6SJzudsQe1nZr1kySjRRnExS25vb9NkSRVdMOP6eCaFYZ/Nj3TBNrt5SnL8",
+	"mQi6gJa5fbykZp6kiYBvEvfKNfyZJor9teKKFcnIqIo1x7KkxjBlG/hfH54e/YUe/W1w9OT6Y+P//aOP",
+	"XwbpxentvyTpxtDT5FmltFSbw3y9pH+tGMmEHUYOL2VkquQCCLRU7IbLSpMlndVz+GvF1LoxCWy6OdwF",
+	"/fyKiZmZJ6PhYBAbzyu+4Ma+GmuxhB+bDRZsSqvSJKPzQWpb54tqYf+wf3GBf52EfrgwbMYUdPRGySkv",
+	"2X9CDxvTfy/Vp1LSgizxtUuyqLQhC2ryOVBAM625FAeayJXwb5HVnAkykWZOqGLkk5ArsY067pNt5Dlx",
+	"Uwh/x4h1hYN4+X1sm7kREl6kRCqSOVJlZCoV7nJalkwdaOJ+CV/IKcn+zY3vD9mWLepevubFrhv08MPg",
+	"6Ak9mn78cjq8/dl12otvy3dUf8JpRbo2VH/ao99mt7Hebm07eimFZnB8/0iLt+yvFdOwD+EoCvgvXS5L",
+	"juzjeKnkpGSLf/0vjbyEfaaLZenOu6G8TEYwOqYNmchiTeZUEyoIU0qqESkk0+LAbygc9shuoyVTZk3G",
+	"loEtqCjGCeGaLLjWdqxpog01lU5GZ3B6uLE9Ji/FDS25ZVc46jDFuTFLPTo+1lQUM2pYv2A3fuT6GD5C",
+	"ZnjbJN2/KDZNRsl/O66Z6DH+qo/f4MdItfaOezdnfgQwZlpOpVqwwm4+u3CaaLlgZs7FDLefFFM+qxSM",
+	"AAhChDSElqVc9e2InkkxLXn+0FXwZ/NAz6lixQGshM7lkpElU9eqEoYv2IhwA79IwQi+6c/DJaFFoZjW",
+	"9hWqyYHbugeEC20YLeyBgSvDTk0K1lqnJ/U6hQntuEC5f/9bLY/dXR1yT7lxHB2odOBJ43iEvwHtc2MH",
+	"aMfy/DPLK9vM93ay21cntipuva8XOhkNT9KEiVwWdm+PkspMjx4nacI+c3Ody4Ilo0Ha5DOj5GJ6kg+K",
+	"R2w4eUzP2GD6hJ5OzvNHxQkbTk/p2aRBeRABSmZYAQ8LplQySsL/rydrY4/7IDwwqhK5vfaT0ZSWmsEP",
+	"sjLJKDkbjkXi//ZfnoYHm1+uqBJczHQy+vBx58ULZH3LtL3T7BpaKeCY3TBhjrRRjC5sIzs2Z7+6wo+2",
+	"7AfmeyRTLries4IcrubUsBumCDea2KUgdil6dkPMuYGn9rzIyvTJe27mY5E9zXO2NCOyMdgM9hAVemXb",
+	"0+G8WD5oXyP4mhe76uFQPRbcEFUJTQ41YyT74fk7cnxzcmx5vz7+4q6A22NZmWVlsl5qN7dgBZmsCSWZ",
+	"/T3DTvpj0dq0b5RcSFisfTYubL/B5KI4nQ7yIX3Czorz88lJ/pg9ml7Q8+IsP50MkzQJRywZJTgfdu14",
+	"eZKGS38UBJcHbHBVCeFuhWqy4Maw4pra7TocDC+OTk6Ohk/eDZ6MTgajweAvu/MQe/XGNsyV4WVJXKeE",
+	"Tg1TJFtRbq51dkmWsixhES3lCTUk85I2CBBbJPDYONyrx+E9GMsLqSa8KJh46G1AzZwc9PvHzOTHS6r1",
+	"qjggTOd0yTQKdlQUE/mZrKT6pJc0b3Pz05qbv5Elz9fkhssSx7kjV1/Cd9+Ep//o70tWOKmOa7JUXOR8",
+	"SUsQ+yjB/khOheX3E0aYmEqVswJ4+Y/SvJCVKB5I1kqAsBuo50XJg/s29EGLvGc1ee3cpjCyHekqpDnC",
+	"D74FaX9yEzq0NBTSzJmqKXugew3d8DZNXt8w9Z+VNPSBZFzLiszpDSOnw5ob6nDopCL2wHExS2Gvgj5k",
+	"uacje/+vdgy6n0uRV0oxYa7rVi7hW9gnVsYx0jF9ctjirf+Gq/EH1ycw/pyKnJVd0WbYEG1g8oR9zhkr",
+	"2M5LBsP9ZtIN6jP2nqEGpiincF0hUchh1qZSlhIu8rIqvEC6ZOooLHEQZRU1rHdJsrfMqPXRU8v2MqLp",
+	"WqOyZyQxak3ojHLRr6+pBcuInsuVJpWmM3sHFrhausMNG81uKnFXLJei0LYTWLsJm0rFbIfAgqHPmGmi",
+	"1nNBl5LyFVUz9sC9CUI0qDJcE2klBEu0k8HZ4/NHF4PBkRWL3I489JRe0M/X9juUmXrN3XPSYKXvpCQl",
+	"DHHHjWOkPMIPvsXm+aOdVJiR10uYWzE44D8JWpk5E4Y7Qe9BpDTyExOWjOzz0qqvl2G3USLYiuDvYG1Z",
+	"y8puaV0x1eKUJzX1umPbkYZV57NvQck/o6JqeQZ3SumEUWUpa6fU2fvv378/etoYw+YBePviGbl4dD4g",
+	"+dwebjG7zxQHS6Wr5VKqhy9TKXNaXutqslQyt/pf0JpcDySnSzrhJTfrESmpmFV0xkaqmqxbfHLYXKsw",
+	"uMbHOyuE9RffimkulbzhBVObcwNhIoizeAqWtRLyALoWMv/E1IjwhWWNy7WZSzE67Z8Mj3TJF6iWupvf",
+	"E/F80CDiGztmK17YrTalvNx90y/9p9+MgF7iyWVVFsSJWKEbNH8oRvM5CFyhVzgAT2dMmHdSlvCXs/5w",
+	"tEJNpVpQIC8T1SIZfUgW+RIVDEF5kiZUmLmSS54nHzdsWmkyq3hhb+2InRsuJP87yAOU6LU2bGHHvVga",
+	"cghGEKvvL6yWtmSKlFywXj+J9GSkLK9RDbu2/D6fUzze7W5RV04JattwIcKNohgttNcAbVsabKd5ZeBu",
+	"nYMpSawtB1A0N0zpxijCRYfDiHRrqUsKZkUdlKW4cIYNYLgoOC+oSf0Pf372hmimbsAyKlXBFBhADVtA",
+	"67QooCFavmksF1of3aDk5L8YGm3cA6oUXSdoZ/T2yg9+gRtLtY2WfnIfI1088yzBbZv2JqLG0Hze4JQT",
+	"KUtGYffjb0xfs8+GKUHL+Gt2kXT8J6696nPPEXrpX3zHcbE8r4SGA203t1aLfmmypPknOmPXXGhDyy0D",
+	"Rn0HxA7c1Xe+Jpixmt6d73hRfwsZgsx4XWmU4mLvOIawpQ09Z9vmA+dwWkV/7WypekF8i01S+7XcpGOj",
+	"E78vktaYY7tlY+IbNI2tRYSo0W0tC9YwwsdPnTO2tbc8Gg47vhSQUe/xp6Te6xaRwx11guvOSKuTES4u",
+	"yQ1VnE5KpolmhkzWoHk0LFlWXp8zxTx/Eeyz6Y/FUxD0fHtcB5/jips5yfyqZeQQ70fUNiSaeXqXYEL7",
+	"zLU3OY8F2Mq4AI3HKq6+hZRo2WxvQdf2hnIt9cn3aIgawUXwBvuyNCRSjIWzV2k3Kr9LRsQyvCz18jLM",
+	"ITiYLgmoyyuuGaFkqpiej4Xl1GqpmLF6NFM1hfpgWn2YHzNNmLjZvk9am+Hi/Pz0ItLCgn5ufnMyfBzZ",
+	"lp6Mm1vErdKhpYj3p1miycoK9Y5GoEx7a4Jvq2l+JwXLS6oY3HGNQZ8NIiPGe+I+3vsa3nruzeyWq6L5",
+	"9tpTBr2kjy/OWl7TQb8+IqJaTJBxo72v9eHpRfu7ja86TAoOaPzMg5n0a4892lg3VYhK4O49nnBxrOfk",
+	"KO8Qd2f2sCrijmIQQ2VppWjFLAO+YSi7sNqKuLGgTy7+Ltu4Pbrnn42ihIkbrqQAWS6wq0vnlGv4tTN/",
+	"9loH7+N3/5K50d9/QL52T2pT8Agm449rwzSZssLSUxsqCqoKwsWyMuSw8JyLLZZm3du2qptSRXP/t/t7",
+	"JVdM6Y5DzBlQ3WeXRIB7RFGumSbcuH6/7hS1u/+TXJFSilnX4IMeFLvNhoMh7mYKhvZW3/sfRDwy8bMY",
+	"rsKORFnymwj7e2HPpHMK2Buoye4LzorLcPc17kbFtKHKeCJuij7uTrymkTv5PVjfGvfPitaXqLTsVRvf",
+	"g1W90qBRJQU17MguZ/QmCQbTzT6f1yZZza3y1Oz/ULFeo7dNDaV5eXidDq+NJE0mVM+jipxwKKJNjERz",
+	"LR1QKHTRol1rUqlbwjtW/Rl8uicDbl+NDpVTz2//CT8Y2rRBnzum/IrryGZ3S9vWUu5ibP7Y3Kf7hYaj",
+	"QwLyO2zP192GJZ2wUu94lcSQWBvs/nQYGalfqnsbC37P/TFOMfIUTBhOY+r+T5qpo4UVXzm8ZNb2bmOK",
+	"g0Vfy/LGavwexoZ21kNk6JrlihkN90iH5630tZIlu6ZKRPXUT9WEKcEM09czJavlnmpt4/OOBll/oypx",
+	"TXWcEWyQqOn6jyDDsoijHgz7YPf596vXP5IbWlYMBXX72oEmWUENzcAOdIlmGdz0hOuxMHMKfihG83n4",
+	"wn7Q6xMYjB55n/whJdk7+7+UTLnShkhBsjevr95l7prTvXQsMjQXZWAnytBmZL8VJEPh4dm8EraNjBcZ",
+	"+QPcOdoeFcuV8b7rpSSb0SV8NRbusx/oMrM/KIBYuBY7wIsMxPQMkFo4XmcCtF+C281eLWYlx4KJ4D1C",
+	"QvbJczR4jsZiLAghSI0R3Nb4wJJlRL6ME16Mk9H4XlDBOEnHzg4K7zvH3DhJyf/93//n1vfDixE5aXWJ",
+	"JOx0KqdTzczYigdjexFSaHNS8dLOZDwW0J1H5cCPgMsZJ7edGSEJO803xhnwN9iiB/W4rt3gNjt3k0rS",
+	"RAr2epqMPuwCV0h3EThhz+z47g90ee+bG4CddEdL8scmHsV9vHH5tKBStT3YShQXZ1EBo8ZS1QKGB1VN",
+	"qGYXZ9ELt4G36vKKN87xATggXNtLcjJ8/K/OHvGJlyVibjSfCVoScUlEVZbON8oB/leBdGcfW8WjYyxt",
+	"DF9Iw2MG63fMQUsscxwR1p/1mxBcEPx4UaKTVTHNTNROLeXiGscb6WLOyCfLg8sDbQd8JKdHC7aQao1T",
+	"VISJghWEEu8KcgZrVQly6BQE/OB6MenFpdkm0CfC4ZGCm2P7kS6Y785RGdgtjsipKjCmQyDN1csf/uPl",
+	"q1dxY733p3Q7ycJpzUhAgCEmyyHA+g0hrgmtg0W+lpUVMxEnYCn8Mdo3gvC+bPvJI+t22uybqL248RQh",
+	"fPE+G2i+Tb+BoSWBHz2NZ4ouyEpJw1LyiS0NAFulaakWd463gxWMbcIFL+xOtlu6UHK5tJrTHCFzBTGU",
+	"lwgsZ8stGpOHRscmXIMSdxdOOnKr2z6BrmFRO+TsrGhk9pEFbDCwtMX90jbYPMwjJjy/4CV7Lgxi+tsM",
+	"dRFlca9zu9BLpgBkLQWZOJDGpkQsCz7lQR3dTZ3cor6lCGmP84G/sR3PAD6pmb0LKCg4LMh6UXLxyV6k",
+	"Zs5U5EjGdUiHtYd33WhSpF2bBNuoH1el7Jhis2XCKM5217Dq9b1vryIVfPvbRvtecWMQVdge8Pb1uYeN",
+	"z+nw/OJhK9s9dc3d75bHrYvrLTa7PzFa4hQ6Su2c5Z/u1A238YS67foa8VtP2o1WCXpDOV7z924310Zs",
+	"6G1/YaMXgRA0qa8dihKdNpQLhMesdU7L8nrKSwMPFjxX8vpmAVxDL6LXUlM23OQOgpElZzncwNQJ+Sgj",
+	"LCuTEhq5HZw5q7P/qaFxlg8sElsCM1IGIhsoIamTo+ZsDXxfSIKgmp/evTh6nJIMpbqsH3eJfJU0iApC",
+	"3BRL8EcnjWg3dufZ4srDuQ/d1eV+zmUlTG+na7KzRdxYUqReY0qxTdMxKrfMUGCU6RrHQQ3OiGKmUkIj",
+	"TclhwC3B2Bf0EyOZ7zcDtEIgu8Pc0oBj18z0Lsci/E7LFV3r0ANegnCVOxQEvngE7bMCXWF+rdyY71iq",
+	"WlPZtFSC0u1R2hRRi7ZjDyH01lir8a+YYl7cQA+WE0Ngz4NBGvd7zDYSRy6+82oy4vx5q+MZXX7NbsCu",
+	"YkuPUOwIq1tWm0N7Jp1/bcMsP9XXgKa+tqu8nwknfLpSHE2nu38b9IYYgjNNnDcd29+vZf8pmymmW+wa",
+	"G7MnQqzBJFzKVWkv7rjgrlwYVkTg3O5McejVS38Matz5fZ6Jzri7NOiu1Ab5m8MKw49uHI9giDg6ikXM",
+	"I/VnZkdsT4ZDGGe0MvM+vO2Mf9lWZ0bTbnmnGbnxquXkC8DNRRYcLGjXmjGxl1D6NUZKh0GNvWoP+v6D",
+	"QBT2faT4T3zrFoJcYNliI6g0U7s5SmoorWuu8XEgTOpWv71o8Q2EJp0ocvXJ2fkj4qCHBNGPOiIZOFjk",
+	"poOLGrKy3HOlLAu23Nuq5sRIUkhCJ/Yu4XFbB9guI0fyBWdlcVSyG1aSOvwTMJSVslIIWnVC3LLfHR1o",
+	"om0lug4LprXzAd29DP7Fj/ei5tIEUEoOyrhpF0f/yFZpPAiqEe0J4aRb934EBTQpGfnp7Usi6MLbfYHU",
+	"JC+pjmmNnWk7pQp7Tu8Sgd/UHpOuAxbifb7K0ZB3wIJ38qDmuwAscMJU7BZoIAxaiFUq6Aw0ewcfixuG",
+	"vKvm2mvo4Zaa2QbxhG75smTXrStoc5m/HqW4VXd3CE0ID9hmQELogveJ4BdeTgTwlveCf2Js2YxOWdDP",
+	"HgIKTWe9kd1oY4HuEogksZLVnJY39sg25DUvw4HT5LvatJJZybRPEK68YIAgGIPXa00mSn5iikxLeiMV",
+	"SqA7WB6WQeK60+AdQt08zDx+SHOJ5+2utq7gJVSwVdR8pipEM2MAc9YI7s5GBCfrQoScNTVkbZDqE2gx",
+	"AHt2VmUqirGAvjR4lwAHl9b4mbQFq7EUd2ZYpi+JFOXarjJcI1wbRY1UZEHXY1EwbZRcW849FhFBIW6U",
+	"qcNFAyU93dqnL22BQNsna+O8hHXssIboDg+Uv4NdxW0/HkW4s5HHM7/7TDyh4diQQjxexzXuE4y0d8/R",
+	"yciq1y5+yW4jF7mQIkIeTuxiadpL2osjPSrdskdvU2jgtdSNaOsUdFy7Ctk7toW39WqJgRtSaeadFgsi",
+	"5ColNFdSa3cwFIMQjk3pJBpKuJPQ1rCV7fpB3O6l0coTGUaMZm+rnTETXXAPzU25DnK9g0dl4Ay2+nkW",
+	"o84DwMYBsPgVX/9D8K4boJ6/F0L1a+EiDRzh/kjAXwYJu0HiK3/5BYQUU9c5ovLtf90hcH+5Cy0qDDnE",
+	"UMQM0oLR7aadNcS9O3hPJHOQvSvd+sX14C2S+v2QpfvN0qCIWq76bVw0ciVitq3XKwg8q0OFD1GpJP9K",
+	"nFLZu4TgX4gOhvsi7lBqbPPYb3cITMjpndKzPajvQJM5FYW9xKTIW2Fpce/wNxHEnjbz6oSt4XLqTNaI",
+	"i55LQLsvS7m2cssWj3nQ3u4cEPZwhS9vKPzNvBtR8Sk4NWshy23GDoqytb1id48byfco4iFtusp+46c9",
+	"IQJ3eYXqdu8YV1w6a2R4i9iRF0tjr8Qa9+Qzvm3zi+0u5Xl+da/TuRYDmmO9Y6JXG+4pmht+A7DYUuot",
+	"aiggiTbIA/p93HVpf7mO2wqcXYjYX4muplP+2Wsdztji0BoogKf10UxJKbWJozcwXFxvx0PTOpEP5GHh",
+	"2kqvM2kMBl/vxhB9G3tx0S1svQb1bLLXOlVOvVB1zhxQWLopdD7uyUZVAFftB+S618uLQO+9KLQbN7O7",
+	"0LOybmaf3XqKMcC2Czlww3oJGmyw1WfslNkh7sRLNm9sqj/tziActO9u7oBN3s8aGnRtCVvCAU6a2ZTy",
+	"kMakji6PwpzSxB7WuK9bs7xS3Kyv7GyQPJgL4WmFbnn864Vf0X9//27DRflUkNcvv39GXn4PkWM5wLwa",
+	"2SGcrtJJW4HiiCaHPn1CL2RNgPsG+m1HzGN0OxdTGeFlARtzNJEVoM6cAMKAvZCnLwlY6jRonHS51P2x",
+	"GIsrF4EPGVmIZuX0aC4h5No+XdE1+k4hcBEiDkHRbuakcIIm2GZCl2ORz6VmwooS33236iTq1N99Rw4h",
+	"cQOpEzek5HtIOZCS/whQ65Q8fzbErB9XV38G2GkPhv0cFOLs+OYkayTME4wVmmR27aTif4OHI/JHTG4x",
+	"rgaD0/zf37+D/zCXKJU21wSWERemPxbvAvica3LDFIBqUrKgYL6zUiP57rsgYNopNTPL9FKEg1nq1VKo",
+	"XAlAYgeRSzvQmP4EmQtRlNGXsXRGtQCvXAIvhGKTs8EZEgUcCgBCCJ6NbFveh4wUMq8WsCNWdq1IZrda",
+	"ZierwYgO6OifW7fjzw5fSn4mC0ZBwv55LH4+OjoK/+wnWe22yMjP5GwwID83A/rrPBY+VyvXEKKjaG4I",
+	"NoHLEv8cg+JosA1KRXK5mHCB2+C+xJWuh05uFezqxE4NE6Sk7fSYilkuxdrJUlxTU5/4DBs5deOt131B",
+	"19B/pZlPABaG7oOsXVsobNQNheRgUtXxEo65gllzM2kYObQskaAY1fMpxqiZt5KohbBH13HIzYV9n5Gf",
+	"SdVIsKXlgkHYdKnZge753ZjiXpQKM0VgUwtm5rI4si06Vwi2ee4JA2P5zLXRZFIZIA1EzGEqCfi6sQ9K",
+	"nhts4Ilr4OFJMl3zIUkRtH9y2tlpG6mUuomH/ChD0hdoZzgMOyAEKN6Rw6U5H7cJvKRpmzsf+OaieUwa",
+	"8XTeg+NamUnB6gaoqH9vmsW5JpWA7CfgOjvk8MgFUDLXes81iZ4IbNQTq3aTOD9FPbyCldyTrjtHZ9jB",
+	"ts5gpwspjurW6g98zjKkaSvU0zUGsYyCltjaAFqbVDMMaXSOTJJTpbjb/SELLhBrLJ4GfBgCtz9zo2E8",
+	"f2NK4u343XcoqVpWPxwMeqkjks8YjL6CkudMaJB0XSrkp0tL9KNhf9DwaCb+5k3S5IYpNAolg/4JvgUZ",
+	"ZJY8GSWn/UH/1GEKQUA5ngNo8G/2/7MYCuypuxeGgwFZze2pbALQIW+KJn969+5Nn/wIN6aQdeqnQPSX",
+	"RTJKfmDGQRQ7+ZeHg8F+uTlDRkz5afe0Pq7v7WmRYEZ2cew267dEumT04aOVExcLqtbJKHnFb5iwr9tb",
+	"ELVjCslf6ynr5KNt4VgxWqx3pS8T5I3UZgY+KE3qg2Qvdgh58iFYhOJhd8uNzM7eWmo9FuzzkuVGX8K5",
+	"qnMzNL0cbjG9aODcAXhh87IkCz5TkN+4hztxYynf2nk9eCVrbGpBDZ1QzXBV60X1G5oMmyrVN1p5mASE",
+	"mtuNDCmvzgen33wK1IR1OkndKjkBc3gJISVeQEays9ZUmyDbbzDnH6UBVOP6kmQ49pDekOdzUjCrIjGR",
+	"r12mrbtPgqUg3/Eo3Jwcg9pwHFI3RY8EJCrms7kJVxRmiQJemh0v8mXmGc9hpioBpoMsJe7/6MRJxyID",
+	"bNi1t53auxPeYrTYeAiECE8hcNG2UHJtwlMvZdv3BVt1n9vHziq38VMv9SIJG4uqnY9rxoSlUzNM1TKg",
+	"ttSJvvzwTQnSDjidocmQtqVO8w9iYqXZJcE7mJZabua74kIbVeUmaA81QQ80+K79wvRBMl1Qk5Elzz/p",
+	"kL7rqE62RfScLtmIZLBGh5m9sxxZfDNAVsjnAGoyheBMTHFmv/gyBiV1nIzIOJlWAkY2TtLWXyPyxbac",
+	"kka76VjUNTlub11IZ0iZtnU0BAdzrd1o+gQSiFkaarKgBRtDE9VsHnhlXnJAACireAnjM3+8fX71rhYz",
+	"NEjKRroNu4WJNvLBtWuKfIilNWtSGtdiW62JkGosUjjDpZX7iiRztx8fyu6DNavuppm5Lvlw5U58ENw+",
+	"jsX/lJXVS4BPgtmg3+9vTZ02ejyAgHTkMB9iyWEogVRZxLEKwuFRO48xErbeGLFUAcGdu5eBssMadrL8",
+	"35W4w614g/dhuOlu10RjA24RjEw3n54lmV8yuDHPcBfEugm75bhRYwM+Obn/k58285WeDZ/c/12dmxku",
+	"rnBV2dnA/eOzDoJJhXFF2hwZASCe3RxZVsDFzB173bzhEK4WLjf0KkbvtLcuIqCtydu/WhaABV1C8t9K",
+	"FE7RQQvSgSZ5SfkCDEZczPRYHHoUa0oQGZhCuCzmQmigWHt4ddSdglyZS2VVIF7Lm2MBNxRgzo5Lqs2R",
+	"Zi6kV2/hXn9mD5b/HOja4TM6iOlIloUPScFu7DnYSKGQUKssNdDT+OB/uM76BguldADUrdT5j0cDTJ1f",
+	"A6axvzRZlLZTD4kGC+ro+BjMjnOpzejx4PHguGA3x5IXedJFSHcT9A9HZ2d/aUCS/eCbuOZ6PrtmLfXI",
+	"9juzZR808sX3/6FHMYwnpOloDKw+Y95MVR+zJrosetjehCR2aItsI2gz8NCbpqh0SMsy2JPRKg1O/JbY",
+	"1vCxu6RtjYy+HKrdEOqFA3tfGQZx8dQ4RKgIRrXogXrFtfEjf/C5qmn04csGCtgnCcW4/EhaUHccXQv4",
+	"WgNV66PyGkk9I3l+NnJ3+sQ1m+k627+EDJ3tx42knCEFTjsPZ50ZJ6TedFWiMNmm+yOk14T3m9AXfKGF",
+	"bW5Amjuo5QBW7mKSTx5bCSRCL3ewa9RBDFYcwEs14rYTpmQVsG74kX3WiRtqPvLxQCEMyEf4uNQMjcEP",
+	"By0wykZO7ICjGHXQSh4dglT9uE+65YAk3cK6Kg1GEL+p/3F8q1slLqZwNZlXjVf1zEtVCJhYSm2iuQs1",
+	"uJFQMgVfBGTmJBTxzbarzPc+8tk2g/RapxUFaaAAFNBY2LYCYARjBFdUFTpFrdDHnIKEvaKgykPFHHRM",
+	"Qd45gtmFtIOS31UCiGo/AU0KGWN1mPDqbSWSEM/xR1ms97S7eAE8qezBIke0VW9HCqbnco9SWg0c6W1b",
+	"ALeH5DbOke/eRu26WbeplQP2+CoULvqFhWy0gN39XV2eB77Y4Uw9axQ3OxsOdxlandf/Kw5umpzvQu2Q",
+	"4r590l8LdiSnU5f1t3vQmme8CU/2p7wJjYqKKFfeYytXogbJOUayLCtkLDVc7kB7PF0rzCF4ftOxEGzF",
+	"tEEBvk+eggADPGlJtQYh6A+QxBfNnczhwCM+4a3SyVWNy+rYKmIkrl85bpXevE3jtT5rOMpOx3UDBLgZ",
+	"yV+ua894ThUWUQFDeZZLccOUdm5lQP9trWraeHW/2qYbtn5cEynK9eVd5N8yEJe4e9Oi4+SezcCSexcG",
+	"i6/u8KKrGvtwC1ALMJQkTRThhzZwuaM0BdWsO+1dy6jVeOPWio6S/OhsuAkm7nZ/7rr3iyFoudZcb6nx",
+	"9lUClDf4O+ziHjJUE+8ZkaGeAogT6kaFPfZPZrgJ2mLzlHgWHPbQR4hUi0lWf+YAV4Ik7AH7EsQqb6cP",
+	"UIo613DHUe+eB5N7z0fZOQHMaFZOCdftiiDCpT604iEJ6qmcBpsy7AgrqEHlxLPBk1FT3gPE1EwSb4mG",
+	"9InEi5NZ2rkUgnA6pzdsLDYLnPr6plYY1HUe9+2i2lXYpF8trt17/HY5WDsfiGhK1dvN0r9D3M97SJ2/",
+	"Xg41+OU51J78aZt+1ziU36R25G9NWH4A78SDAHDMQN8I2+zIrcdfavfELTLTksXqdbnIB90pke7ZIRT9",
+	"kWrGTOuNPnlZsMVSGsgrSkXAhvHC80BERBgp++QFePIc2qjB3bz7k0w4ZmXljRx6iCVCg9ZYdCBKCLUx",
+	"soIiTcRNwjZRF02HvJJeDG8FPcXY5PdAnyabfIiQ1AgacTarvUrG7nss6/CVbSWvfGV5ewuJfy6vj5vc",
+	"vScgjStq9YZAoOgedfQB6ejA2htig3fLB8BdU0SIu1u+1e76Ra6wX6M8/Y1uq7CPfumb5uz+70J134ce",
+	"m9eC3Xtg9jMCOKq+/H4XfbNtMfh41/V07GOyf7nhpHeZbzF0PDiOWpUxpvYqa5R6aoRzRNxLYxE8LL0+",
+	"uYJEHr4aMBSq4y5LEFqw7F+qsjdjwwIb4yVvK/EMo60eYHwFF8hScWEOL7571GvWoggB47uL643qX78b",
+	"X/eVJ/fmC7924+tbj/RBaM4mG7rL5tplDngOfl0MwiWawCJrdZ2qzNeMqyXpup4UeU+50aRaAqrM1eEf",
+	"C2+pICEdCALn+/CGx8X3XOpK5rL4X5Il1DSYOxixqlxeorGYSWAr2nl+PEzGRQhZmSXUJKrL/zt4cub1",
+	"sKw/Fo3iOaH4J7grtc+m5+Um27v9mxrbKV/gwivFb2jpSnKOxXsg1h1+J4gLaKZdAkaIYtZSyaLKAfGi",
+	"DaPFiNCxcAUqoJWU+AoUx6H6BPygMfaK1iUkMMOlIxwTBTmsV6MODlouy/VlDQgASs/sr3RF16Rk9MZJ",
+	"k0BAX/DdZbSvFix42lrF2o+/uITft8c41ay3lcOje+ybeNiQn5+So5wc1Dz/IHE10hLMFQ8ZSn54+/z5",
+	"u5c//pCMkjkrS9lJu3E62ONSaJWH+/1e+P1e2IrefNgVURd9isdoNMt2Yn7co5LfADepZbsN1u348QiM",
+	"zHCAstCQ47WWZ85KOaGlJhNmVoy5i68efWo/n1A9rz+2X63aZQgtJdhnXJexCDnL+uS1aMQ2binq2ekR",
+	"eRX41IUEVxnkTYaKo36WGzVA07gm64KCaB2yVgOqwkCyRmV0cng2HNYxK70+QQuWbsWsBcSCv0HmFAKs",
+	"2DbX5TO/xg9WnsNm+RBq46GNZhe1uplRaxiTmDdAQns4gZqVzbZhAN3oU6KxJP1kDQvd/w1ys98eJuFd",
+	"m73UNYqLemWbLLAuOveLKuvbhN8rrP0YWAfEY3RU4ssa5Q+ljR3L8jwIahTX3q/t9oCsDwG+wCe4ceHB",
+	"2/1bvozfg/xbW89ysG3te5RdXcadJJ9d/Fh7dX4PDwGgWCh/+Tv7+PWzDzh/hALDL/wybuEXOwlMx1/c",
+	"/65tkx0/Ucw/0jxme1/C3+wSVGxBOWhbNdP8ff/+M+xfuaxLqzd8ixgZba/Df8Tt53bcj5bXf3PLdvSg",
+	"Hbsqx39nm9bDJrZNCnhpdJ1TmRziXQnRmppalWqrYqPJoVWDehB4mZeMKkxq2LF8IGl+OU6zncu4y7Hm",
+	"tL8zmX8CEwMuW4PPuOrriP9tKPxfc3PeHbd0BaHYLh+MNvYUuFLFS6q0DxDPSp31Lomr9oYpmhRDeqWY",
+	"vUZiwFM/qgq/cAFGd4Ybv8DTp1hJDb9hPsa5TvOjpDSXwQEOJmQpt8YjuwJ1kWDkfjer8JOLv0PcMRSj",
+	"c1ZKV37ug68PmAwuzs46pe42FPiTtre6oIb2J1AwBMvGNZ9g1beTwfAszMQlN6+7fHR+vmeXmInO9eZK",
+	"MUJHLZLZie5hMnhxT+ANMuEDTRzZ/n+wG/wCLOq2nUtGW3ZTHy0kepO9+BiiX43LHQZ0/MXuxh3E/heY",
+	"e7JzhM9iaDIoMgvAGate0hISlRA60Qwqyv1+g/7i2xPXBBLNYoo5KgiDJMF37VN3v3VlM1rE98Jd7Fzm",
+	"hnknX1s6C9kkMKNOJDFqnKlhEjWs98dcEQAwZkh79R5mz3AgR3gpZWTGva/Octze70zv4bvqLZQ4xj11",
+	"qOgKV6P37ZletxxW6RIGbpVs+uSqpHrOMHZqgi5rwwRZlpSLcj0WhxmyP1mZY3/tY74ZzIhot1B4478P",
+	"X9Tv9MkbaubOwQIuYPSEhM5Tn6bHZZzxUl5KQmTAKVoxQcpypWGdhOD+ahsKtwQsodBwZ22Fr1L5qrhY",
+	"C854gOpCDkThiG4/do4jSLBPFRPG8RXdJ0/F2p1SXwMbjikTpj8WT7EtSKbYKqVkG3WFlOqspienWEcJ",
+	"3e5C2r4MpyUMoT8WVxWm2l0w6rJ0wNbk8H/FargDlvZkBbACaPPqT0+PhucXMePye8Ubt98uhuUHMrud",
+	"3ON7ZBEI0uZxU77dC4xcF0hOzqePBpPpyWM6eHwxGDwanFywJ2ePJ4MzyorTyePhyeCUnl5MGD07eXR+",
+	"PrnIi2JKpycDmrPT/IJNW7L1XjKuL/p8x40AAoc7679FDn+yQxfvpHxF1Yz9Q64EOCw73glOOA3ZxaPi",
+	"hhWs37lk4Z0r5BvEnzbTtm8NaW0mYY/y4Yuzr+G7v4KwTUd6S0tL68HkojidDvIhfcLOivPzyUn+mD2a",
+	"XtDz4iw/nQxbqedHG1n+46DvvRmNB3w3U7s30+l38/CgW34PfTkkwr8zyBJok5JmQDY5RPSYJhLHc0mm",
+	"zLisMIAAm0oFdmx8r/fPG6AJs28eWtwq7UNb49i2WsNeNAtbNEQAcBh3sI5+iNfGlBnRWIc4BHGS4RmZ",
+	"9y7HAqtjW+kr9e4DwgsPeAFLG3iKMQHyhEElbCNb6apTlyI9FqEB9QsenCOvWYyju2NPRqdgFPr7Hbq6",
+	"gEbhck9eL3QyejIYnAybNeZDaXn2mRus3jEaPODM2g0H2j88LJjy8eHwf58dZxAehFqXIUYF8ZvhK1mZ",
+	"9lf2weZXK6osr7A79ePtV41f3c1eGnNsFprYiTPtw5e2JvCj+tNvP1bFztJl66q5KBbB8gcqxpP2VS4t",
+	"oa1m+THOzI6xUsj+jrnQ7nbwjFzWeOED3UiUfsix7EJZZ7E2ijEsB7mgCqtBZKGISdYnT6GVsQDG561s",
+	"oZIQZAh0ak4l8jkVM1ZEwTPQ5Dfheq7qUl1qpZ0TJUnv5ouD0eD878sXv56xNYrH/KKHHhM9Edc/phH+",
+	"TfMB3I6EElfkBwpiOGA9csFdhZLjupDllqztLgrA1Xc+nBuz1KPj47lZlH29ZHl/NadmNetLNTteVKXh",
+	"Vjg8xrzLR5oJc4TRBX37RY/IKVZyCad6FOIRMC1zOybBw3AhNsKHj0HBgZWSBqxKixTSDrq0npZF4Ih5",
+	"EaI17O1I5HSqmUG0nXbzuSSUZDO69LEOK7CBNOpO2+EiENpHXFjt2VejnrCpVAzQexSS2Bfk0PhS1FBR",
+	"CCIz6mgUzLIBVykmK/ORFb6ati+j7WTAlGwvng2A8LLsXdppujKI3IzFnGrbJINnrBvNAePLOmXBstQP",
+	"U69FPldSyEp7S9xKVmVhm71hZMIYQhigZWBloWGAPk9Ktuil7kBinnWcMUwLaqtoy5UtC2LCjEXJBSOH",
+	"2QiA4gAzznqQnN+FnpSMauNyCJ2cE90nb63QK1juIZOvqDZHzyFA5uX3GTFyLDCwhHgp2NX3w3EqljN+",
+	"w4o+weqstjNIQ+5q4PgCAXUFJ7Bchv2aukBEutbO/wwp+9B6ZuXsc7LgogJjHvTPDS7HJUjVuMMOXToU",
+	"O1ToLiWU/LViFdpnmeo1yaaZ3UiBQJpUwvCyjqlprLhBHKgeC7/ud0jwSID7PORv28TkjfN16KyUISQA",
+	"xnugScaLUUbs2qJZA2wGmMKiNhq0Fq5lN9go0x6pPFuXnr5f59+Iodod/ALju/IAiugV1GSQv+175wXs",
+	"dxcvd6A9S9wMPjts8H/HyXvfViptV2poF6D78NHuCRwCNlupclsyYxBF3bhC8ZmQi/c2Dc9CisvGsxAl",
+	"3njWCH1oPA3AmcazjeaQLI0HjcoSjaeYj/X24+3/CwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

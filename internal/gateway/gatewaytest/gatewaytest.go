@@ -52,6 +52,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the domain's clock; default time.Now.
 	Now func() time.Time
+	// StreamKeepalive is the event streams' keepalive interval; default the gateway's.
+	StreamKeepalive time.Duration
 }
 
 // Env is one running gateway.
@@ -125,7 +127,7 @@ func Start(t testing.TB, o Options) *Env {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	g, err := gateway.New(ctx, cfg, gateway.Options{Logger: o.Logger, DevIssuer: iss, Registry: o.Registry, Now: o.Now})
+	g, err := gateway.New(ctx, cfg, gateway.Options{Logger: o.Logger, DevIssuer: iss, Registry: o.Registry, Now: o.Now, StreamKeepalive: o.StreamKeepalive})
 	if err != nil {
 		cancel()
 		_ = ln.Close()

@@ -1,0 +1,195 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sandgate/sandgate/internal/api/apigen"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/sandbox"
+)
+
+// DefaultStreamKeepalive is the longest an event stream stays silent: a comment line is sent
+// after that much time without an event (proxies and clients drop connections that say
+// nothing for long).
+const DefaultStreamKeepalive = 15 * time.Second
+
+// eventStream is the media type of server-sent events.
+const eventStream = "text/event-stream"
+
+// wantsEventStream reports whether the request's Accept header asks for text/event-stream
+// (RFC 9110 §12.5.1 media ranges; a quality of 0 refuses it).
+func wantsEventStream(ctx context.Context) bool {
+	r := requestOf(ctx)
+	if r == nil {
+		return false
+	}
+	for _, accept := range r.Header.Values("Accept") {
+		for _, rng := range strings.Split(accept, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(rng))
+			if err == nil && mt == eventStream && params["q"] != "0" && params["q"] != "0.0" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// streamExecution answers an execution request that asked for an event stream: it submits
+// in without waiting (the execution becomes a task at once) and streams the task's output.
+func (s *Server) streamExecution(ctx context.Context, p principal.Principal, run func(sandbox.ExecInput) (sandbox.Outcome, error), in sandbox.ExecInput) (streamResponse, error) {
+	zero := time.Duration(0)
+	in.Wait = &zero
+	out, err := run(in)
+	if err != nil {
+		return streamResponse{}, err
+	}
+	return streamResponse{s: s, ctx: ctx, p: p, task: out.Task, result: out.Result}, nil
+}
+
+// streamResponse is an answer of type text/event-stream: the output of one task, followed
+// until it ends (sandbox.Follower). It serves every operation that can stream.
+type streamResponse struct {
+	s      *Server
+	ctx    context.Context
+	p      principal.Principal
+	task   *sandbox.Task   // announced first (execution requests); nil for getTaskOutput
+	taskID string          // followed when task is nil
+	after  int64           // Last-Event-ID
+	result *sandbox.Result // an execution that finished before it could be followed
+}
+
+func (sr streamResponse) VisitRunCommandResponse(w http.ResponseWriter) error { return sr.serve(w) }
+func (sr streamResponse) VisitRunCodeResponse(w http.ResponseWriter) error    { return sr.serve(w) }
+func (sr streamResponse) VisitCreateRunResponse(w http.ResponseWriter) error  { return sr.serve(w) }
+func (sr streamResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+	return sr.serve(w)
+}
+
+// serve writes the stream. Errors before its first byte become the problem answer; after
+// that the stream carries them as an error event.
+func (sr streamResponse) serve(w http.ResponseWriter) error {
+	ctx := sr.ctx
+	id := sr.taskID
+	if sr.task != nil {
+		id = sr.task.ID
+	}
+	var f *sandbox.Follower
+	if sr.result == nil {
+		var err error
+		if f, err = sr.s.sandbox.Follow(ctx, sr.p, id, sr.after); err != nil {
+			return err
+		}
+	}
+	h := w.Header()
+	h.Set("Content-Type", eventStream)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // nginx: pass events on as they come
+	w.WriteHeader(http.StatusOK)
+	ew := &eventWriter{w: w, rc: http.NewResponseController(w), keepalive: sr.s.keepalive()}
+	if sr.task != nil {
+		if err := ew.event(0, "task", taskView(*sr.task)); err != nil {
+			return nil // the client went away; the task goes on
+		}
+	}
+	if sr.result != nil {
+		_ = ew.event(0, "result", resultView(sr.result))
+		return nil
+	}
+	last := sr.after // the id of the last event sent
+	for {
+		batch, err := f.Next(ctx, ew.keepalive)
+		if err != nil {
+			if ctx.Err() == nil {
+				_ = ew.event(0, "error", ProblemFor(err))
+			}
+			return nil
+		}
+		if batch.Gap {
+			if err := ew.event(0, "gap", apigen.OutputGap{After: last}); err != nil {
+				return nil
+			}
+		}
+		for _, ev := range batch.Events {
+			if err := ew.event(ev.Seq, ev.Stream, chunkView(ev)); err != nil {
+				return nil
+			}
+			last = ev.Seq
+		}
+		switch {
+		case batch.Done && batch.Err != nil:
+			_ = ew.event(0, "error", ProblemFor(batch.Err))
+			return nil
+		case batch.Done:
+			_ = ew.event(0, "result", resultView(batch.Result))
+			return nil
+		case len(batch.Events) == 0 && !batch.Gap:
+			if err := ew.comment("keepalive"); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+func chunkView(ev sandbox.OutputEvent) apigen.OutputChunk {
+	if utf8.Valid(ev.Data) {
+		return apigen.OutputChunk{Offset: ev.Offset, Data: string(ev.Data), Encoding: apigen.OutputChunkEncodingUtf8}
+	}
+	return apigen.OutputChunk{Offset: ev.Offset, Data: base64.StdEncoding.EncodeToString(ev.Data), Encoding: apigen.OutputChunkEncodingBase64}
+}
+
+// eventWriter writes server-sent events, each flushed at once, moving the connection's write
+// deadline along so a long stream outlives server.write_timeout.
+type eventWriter struct {
+	w         io.Writer
+	rc        *http.ResponseController
+	keepalive time.Duration
+}
+
+func (e *eventWriter) event(id int64, name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	if id > 0 {
+		fmt.Fprintf(&b, "id: %d\n", id)
+	}
+	fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", name, data)
+	return e.write(b.String())
+}
+
+func (e *eventWriter) comment(text string) error { return e.write(": " + text + "\n\n") }
+
+func (e *eventWriter) write(s string) error {
+	_ = e.rc.SetWriteDeadline(time.Now().Add(e.keepalive + time.Minute))
+	if _, err := io.WriteString(e.w, s); err != nil {
+		return err
+	}
+	return e.rc.Flush()
+}
+
+// keepalive is the stream keepalive interval of s.
+func (s *Server) keepalive() time.Duration {
+	if s.streamKeepalive > 0 {
+		return s.streamKeepalive
+	}
+	return DefaultStreamKeepalive
+}
+
+// GetTaskOutput streams a task's output (server-sent events).
+func (s *Server) GetTaskOutput(ctx context.Context, req apigen.GetTaskOutputRequestObject) (apigen.GetTaskOutputResponseObject, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return streamResponse{s: s, ctx: ctx, p: p, taskID: req.TaskId, after: deref(req.Params.LastEventID)}, nil
+}
