@@ -162,7 +162,7 @@ func runWalkthrough(t *testing.T, dir, base, token string, stateful bool) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "walkthrough failed:\n%s", out)
 	wants := []string{`"subject":"dev"`, `"stdout":"42\n"`, "byte-exact", `"status":"succeeded"`, "finished", `"destroyed":true`,
-		`event: stdout`+"\n"+`data: {"data":"step 3\n","encoding":"utf-8","offset":14}`, "event: result"}
+		`event: stdout` + "\n" + `data: {"data":"step 3\n","encoding":"utf-8","offset":14}`, "event: result"}
 	if stateful {
 		wants = append(wants, `"stdout":"still here: 42\n"`)
 	}

@@ -23,6 +23,6 @@ func (c *Cgroups) Parent() string { return "" }
 
 func (c *Cgroups) prepare(*syscall.SysProcAttr) (string, int, error) { return "", -1, errNoCgroups }
 
-func cgroupSignal(string, syscall.Signal)        {}
+func cgroupSignal(string, syscall.Signal)         {}
 func cgroupPopulated(string) (populated, ok bool) { return false, false }
 func cgroupRemove(string)                         {}

@@ -232,8 +232,8 @@ type execJob struct {
 	// place is the session's in-process lock line position taken at submission (thread and
 	// embedded flavors), so executions submitted one after another run in that order.
 	place *ticket
-	touch  bool        // the execution reached its session's sandbox: its completion counts as use
-	live   *liveOutput // followable output (thread and embedded flavors); nil for queued jobs
+	touch bool        // the execution reached its session's sandbox: its completion counts as use
+	live  *liveOutput // followable output (thread and embedded flavors); nil for queued jobs
 
 	result    *Result // set when the program ran (whatever its exit)
 	err       error   // set on a machinery failure
