@@ -88,7 +88,7 @@ const (
 // MaxChars is sandbox.tool_output_max_chars.
 func (h *Handler) MaxChars() int { return h.maxChars }
 
-// ToolDefinitions returns the eight tools, in the seed's order, as p's MCP server lists them,
+// ToolDefinitions returns the ten tools, the seed's eight first in its order, as p's MCP server lists them,
 // in format: mcp ({name, description, inputSchema}), openai ({type: function, function:
 // {name, description, parameters}}) or anthropic ({name, description, input_schema}).
 func (h *Handler) ToolDefinitions(p principal.Principal, format string) ([]map[string]any, error) {

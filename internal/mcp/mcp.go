@@ -1,7 +1,7 @@
 // Package mcp is Sandgate's Model Context Protocol edge: the eight sandbox tools of the seed
 // (run_code, run_command, write_sandbox_file, read_sandbox_file, check_sandbox_task,
 // list_sandbox_sessions, new_sandbox_session, destroy_sandbox_session; docs/semantics.md §7)
-// served over MCP streamable HTTP with the official Go SDK, plus the usage guidance and tool
+// and two more (cancel_sandbox_task, list_sandbox_files), served over MCP streamable HTTP with the official Go SDK, plus the usage guidance and tool
 // definitions that GET /v1/agent/tools publishes.
 //
 // Every tool calls internal/sandbox directly, exactly as the REST handlers do; nothing here

@@ -138,7 +138,7 @@ func TestToolListAndGuidance(t *testing.T) {
 		names = append(names, tool.Name)
 	}
 	want := []string{"run_code", "run_command", "write_sandbox_file", "read_sandbox_file", "check_sandbox_task",
-		"list_sandbox_sessions", "new_sandbox_session", "destroy_sandbox_session"}
+		"list_sandbox_sessions", "new_sandbox_session", "destroy_sandbox_session", "cancel_sandbox_task", "list_sandbox_files"}
 	require.Equal(t, want, names)
 	require.Equal(t, want, mcp.ToolNames())
 
@@ -248,6 +248,15 @@ func TestRunAndFileTools(t *testing.T) {
 	require.Equal(t, "A\uFFFDB", m["content"])
 	m, _ = call(t, cs, "run_command", map[string]any{"command": "printf 'x\\377y'"})
 	require.Equal(t, "x\uFFFDy", m["stdout"])
+	// Listing: entries with type and size; a sub-folder; escapes refused.
+	m, isErr = call(t, cs, "list_sandbox_files", map[string]any{"path": "dir"})
+	require.False(t, isErr, "%v", m)
+	require.Equal(t, map[string]any{"path": "dir", "sandbox_session_id": def,
+		"entries": []any{map[string]any{"name": "note.txt", "type": "file", "size": float64(len("héllo <&> wörld\n"))}}}, m)
+	m, _ = call(t, cs, "list_sandbox_files", nil)
+	require.Contains(t, m["entries"], map[string]any{"name": "dir", "size": float64(4096), "type": "dir"})
+	m, isErr = call(t, cs, "list_sandbox_files", map[string]any{"path": "../.."})
+	require.True(t, isErr, "%v", m)
 
 	// Named sessions: created, listed, used, destroyed (idempotently).
 	m, _ = call(t, cs, "new_sandbox_session", map[string]any{"name": "analysis"})
@@ -573,7 +582,7 @@ func TestAgentToolsEndpoint(t *testing.T) {
 	require.Equal(t, cs.InitializeResult().Instructions, def["guidance"])
 	require.EqualValues(t, 8000, def["tool_output_max_chars"])
 	tools := def["tools"].([]any)
-	require.Len(t, tools, 8)
+	require.Len(t, tools, 10)
 	for i, raw := range tools {
 		tool := raw.(map[string]any)
 		require.Equal(t, fromMCP[i]["name"], tool["name"])

@@ -63,6 +63,8 @@ var (
 	checkTaskArgs      = []string{"task_id"}
 	newSessionArgs     = []string{"name", "profile"}
 	destroySessionArgs = []string{"sandbox_session_id"}
+	cancelTaskArgs     = []string{"task_id"}
+	listFilesArgs      = []string{"path", "sandbox_session_id", "profile"}
 )
 
 // toolTable is the seed's registration order (docs/semantics.md §7 "Tool registration").
@@ -158,6 +160,30 @@ var toolTable = []toolSpec{
 			"sandbox_session_id": {"type": "string", "description": "The session to destroy."}},
 			"required": ["sandbox_session_id"], "additionalProperties": false}`),
 		run: (*Handler).destroySession,
+	},
+	// Beyond the seed's eight (issue 17): stopping a run, and seeing what a session holds.
+	{
+		name:      "cancel_sandbox_task",
+		signature: `cancel_sandbox_task(task_id)`,
+		purpose:   "stop a run that continued in the background, with every process it started",
+		short:     "Cancel a run that continued in the background (a pending task_id): the run and every process it started are stopped. Returns the task's status; a finished task stays as it was.",
+		args:      cancelTaskArgs,
+		schema: schema(`{"type": "object", "properties": {
+			"task_id": {"type": "string", "description": "The task_id of a pending result."}},
+			"required": ["task_id"], "additionalProperties": false}`),
+		run: (*Handler).cancelTask,
+	},
+	{
+		name:      "list_sandbox_files",
+		signature: `list_sandbox_files(path=".", sandbox_session_id=None, profile=None)`,
+		purpose:   "list a folder of the session's workspace",
+		short:     "List a folder of a sandbox session's workspace (path relative to the workspace; default the workspace itself): each entry's name, type (file, dir, symlink, other) and size in bytes.",
+		args:      listFilesArgs,
+		schema: schema(`{"type": "object", "properties": {
+			"path": {"type": "string", "default": ".", "description": "Folder relative to the workspace."},
+			` + sessionArg + `, ` + profileArg + `},
+			"additionalProperties": false}`),
+		run: (*Handler).listFiles,
 	},
 }
 
@@ -343,7 +369,9 @@ func (h *Handler) runCommand(ctx context.Context, p principal.Principal, raw jso
 
 // execute runs through the same service call as REST, waiting sandbox.broker.wait_timeout —
 // at most MaxToolWait — before promoting the run to a task, and sending progress
-// notifications meanwhile when the call asked for them.
+// notifications meanwhile when the call asked for them. A call the client cancels
+// (notifications/cancelled, or a client that went away) cancels its execution: nobody would
+// collect the task it would otherwise become.
 func (h *Handler) execute(ctx context.Context, p principal.Principal, in sandbox.ExecInput, given, profile string) result {
 	id, profile, err := sessionRef(given, profile)
 	if err != nil {
@@ -352,9 +380,19 @@ func (h *Handler) execute(ctx context.Context, p principal.Principal, in sandbox
 	in.SessionID, in.Profile = id, profile
 	wait := min(h.svc.WaitTimeout(), h.maxWait)
 	in.Wait = &wait
-	stop := h.reportProgress(ctx, wait)
+	started := make(chan string, 1)
+	in.Started = func(taskID string) { started <- taskID }
+	stop := h.reportProgress(ctx, p, wait, started)
 	out, err := h.svc.Execute(ctx, p, in)
-	stop()
+	taskID := stop()
+	if ctx.Err() != nil && taskID != "" && (out.Task != nil || err != nil) {
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if _, cerr := h.svc.CancelTask(bg, p, taskID); cerr != nil {
+			h.log.Warn("cancelling the execution of a cancelled tool call failed", "task_id", taskID, "err", cerr)
+		}
+		cancel()
+		return failed("the call was cancelled; its execution was cancelled too", given)
+	}
 	if err != nil {
 		return h.fail(err, given)
 	}
@@ -507,6 +545,80 @@ func (h *Handler) checkTask(ctx context.Context, p principal.Principal, raw json
 	return ok(body)
 }
 
+func (h *Handler) cancelTask(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	var a struct {
+		TaskID *string `json:"task_id"`
+	}
+	if err := decodeArgs("cancel_sandbox_task", cancelTaskArgs, raw, &a); err != nil {
+		return failed(err.Error(), "")
+	}
+	if a.TaskID == nil || strings.TrimSpace(*a.TaskID) == "" {
+		return failed(missing("cancel_sandbox_task", "task_id"), "")
+	}
+	id := strings.TrimSpace(*a.TaskID)
+	t, err := h.svc.CancelTask(ctx, p, id)
+	if fault.IsKind(err, fault.NotFound) {
+		return ok(map[string]string{"task_id": id, "status": "unknown"})
+	}
+	if err != nil {
+		return h.fail(err, "")
+	}
+	return ok(taskBody{TaskID: t.ID, Status: t.Status, SandboxSessionID: t.SessionID})
+}
+
+// ---- files (listing) ----
+
+type fileItem struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+}
+
+type filesBody struct {
+	Path             string     `json:"path"`
+	Entries          []fileItem `json:"entries"`
+	Truncated        bool       `json:"truncated,omitempty"`
+	SandboxSessionID string     `json:"sandbox_session_id"`
+}
+
+// maxListedFiles bounds list_sandbox_files; more entries set truncated.
+const maxListedFiles = 500
+
+func (h *Handler) listFiles(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	var a struct {
+		Path             *string `json:"path"`
+		SandboxSessionID *string `json:"sandbox_session_id"`
+		Profile          *string `json:"profile"`
+	}
+	if err := decodeArgs("list_sandbox_files", listFilesArgs, raw, &a); err != nil {
+		return failed(err.Error(), "")
+	}
+	given := deref(a.SandboxSessionID)
+	id, profile, err := sessionRef(given, deref(a.Profile))
+	if err != nil {
+		return h.fail(err, given)
+	}
+	dir, entries, err := h.svc.ListFiles(ctx, p, id, profile, deref(a.Path))
+	if err != nil {
+		return h.fail(err, given)
+	}
+	sid := id
+	if id == sandbox.DefaultSessionID { // echo the real id of the default session
+		if sess, err := h.svc.GetSession(ctx, p, id, profile); err == nil {
+			sid = sess.ID
+		}
+	}
+	body := filesBody{Path: dir, Entries: []fileItem{}, SandboxSessionID: sid}
+	for i, e := range entries {
+		if i == maxListedFiles {
+			body.Truncated = true
+			break
+		}
+		body.Entries = append(body.Entries, fileItem{Name: e.Name, Type: string(e.Type), Size: e.Size})
+	}
+	return ok(body)
+}
+
 // ---- sessions ----
 
 type sessionItem struct {
@@ -619,35 +731,85 @@ func withProgress(ctx context.Context, ss *sdk.ServerSession, token any) context
 	return context.WithValue(ctx, progressKey{}, progress{session: ss, token: token})
 }
 
+// progressTail is how much of the latest output a progress notification shows, in
+// characters.
+const progressTail = 400
+
 // reportProgress sends a progress notification every progressEvery while an execution runs,
-// if the call carried a progressToken (MCP "progress" utility); Total is the wait in seconds,
-// after which the call answers with a task. stop ends it.
-func (h *Handler) reportProgress(ctx context.Context, wait time.Duration) (stop func()) {
-	pr, ok := ctx.Value(progressKey{}).(progress)
-	if !ok {
-		return func() {}
-	}
+// if the call carried a progressToken (MCP "progress" utility): the time it has run, and the
+// end of its output so far (Service.Follow, once started names the task). Total is the wait
+// in seconds, after which the call answers with a task. stop ends it and returns the task's
+// id ("" when the execution never became a task).
+func (h *Handler) reportProgress(ctx context.Context, p principal.Principal, wait time.Duration, started <-chan string) (stop func() string) {
+	pr, reporting := ctx.Value(progressKey{}).(progress)
 	done := make(chan struct{})
-	finished := make(chan struct{})
+	finished := make(chan string, 1)
 	go func() {
-		defer close(finished)
+		taskID := ""
+		defer func() { finished <- taskID }()
+		var f *sandbox.Follower
+		var tail []rune
 		start := time.Now()
 		tick := time.NewTicker(h.progressEvery)
 		defer tick.Stop()
 		for {
 			select {
 			case <-done:
+				if taskID == "" {
+					select {
+					case taskID = <-started:
+					default:
+					}
+				}
 				return
 			case <-ctx.Done():
+				if taskID == "" {
+					select {
+					case taskID = <-started:
+					case <-done:
+					}
+				}
+				<-done
 				return
+			case taskID = <-started:
+				if reporting {
+					f, _ = h.svc.Follow(ctx, p, taskID, 0)
+				}
+				started = nil
 			case <-tick.C:
+				if !reporting {
+					continue
+				}
+				tail = drainTail(ctx, f, tail)
 				elapsed := time.Since(start).Seconds()
+				msg := fmt.Sprintf("running for %.0f s; after %.0f s the call answers with a task_id to poll with check_sandbox_task", elapsed, wait.Seconds())
+				if len(tail) > 0 {
+					msg += "; latest output: " + string(tail)
+				}
 				_ = pr.session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
-					ProgressToken: pr.token, Progress: elapsed, Total: wait.Seconds(),
-					Message: fmt.Sprintf("running for %.0f s; after %.0f s the call answers with a task_id to poll with check_sandbox_task", elapsed, wait.Seconds()),
+					ProgressToken: pr.token, Progress: elapsed, Total: wait.Seconds(), Message: msg,
 				})
 			}
 		}
 	}()
-	return func() { close(done); <-finished }
+	return func() string { close(done); return <-finished }
+}
+
+// drainTail adds the output f has for now to tail, keeping its last progressTail characters.
+func drainTail(ctx context.Context, f *sandbox.Follower, tail []rune) []rune {
+	if f == nil {
+		return tail
+	}
+	for {
+		b, err := f.Next(ctx, time.Millisecond)
+		if err != nil || len(b.Events) == 0 {
+			return tail
+		}
+		for _, ev := range b.Events {
+			tail = append(tail, []rune(strings.ToValidUTF8(string(ev.Data), "\uFFFD"))...)
+		}
+		if len(tail) > progressTail {
+			tail = tail[len(tail)-progressTail:]
+		}
+	}
 }

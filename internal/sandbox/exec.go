@@ -55,6 +55,9 @@ type ExecInput struct {
 	// Wait bounds how long the call waits before promoting to a task; nil = broker.wait_timeout.
 	Wait   *time.Duration
 	Base64 bool // return stdout/stderr base64-encoded
+	// Started, when set, is called with the task's id once its row exists, before the call
+	// waits: a caller can follow the output (Follow) or cancel the task while it waits.
+	Started func(taskID string)
 }
 
 // Result is a finished execution. A non-zero exit is a Result, never an error.
@@ -155,7 +158,7 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		Status: TaskPending, RunnerID: s.runnerID, SubmittedAt: now,
 	}
 	j := &execJob{s: s, p: p, prof: prof, sess: sess, ephemeral: ephemeral, task: task, spec: spec, stdin: in.Stdin,
-		base64: in.Base64, warnings: warnings}
+		base64: in.Base64, warnings: warnings, started: in.Started}
 	if s.queue != nil {
 		return s.submitQueued(ctx, j, wait)
 	}
@@ -170,6 +173,9 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		j.place = s.locks.reserve(sess.ID) // the order of submission is the order of execution
 	}
 	s.live.add(task.ID, j.live)
+	if j.started != nil {
+		j.started(task.ID)
+	}
 	done, err := s.broker.Submit(ctx, task.ID, wait, j.run)
 	if err != nil {
 		if j.place != nil {
@@ -227,6 +233,7 @@ type execJob struct {
 	stdin     []byte
 	base64    bool
 	warnings  []string
+	started   func(taskID string) // ExecInput.Started
 
 	queued bool // came through a queue transport: a redelivery can finish it
 	// place is the session's in-process lock line position taken at submission (thread and

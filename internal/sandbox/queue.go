@@ -32,6 +32,9 @@ func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Durati
 		}
 		return Outcome{}, err
 	}
+	if j.started != nil {
+		j.started(env.TaskID)
+	}
 	finished, err := s.queue.Wait(ctx, env.TaskID, wait)
 	if err != nil {
 		return Outcome{}, err
