@@ -136,7 +136,11 @@ func (p *Provider) claim(ctx context.Context, c *clients, pr providers.Principal
 		var pod *corev1.Pod
 		if pod, err = p.claimPod(wctx, c, ns, sandboxName); err == nil {
 			if pod, err = p.waitPod(wctx, c, ns, pod.Name, pod); err == nil {
-				return p.open(c, id, pod), nil
+				// A warm pod has no token yet: it gets one now, before its sandboxd does.
+				var token string
+				if token, err = p.ensureToken(wctx, c, pod); err == nil {
+					return p.open(c, id, pod, token), nil
+				}
 			}
 		}
 	}
@@ -288,29 +292,43 @@ func (p *Provider) attachClaim(ctx context.Context, c *clients, id string) (prov
 	if pod, err = p.waitPod(ctx, c, ns, pod.Name, pod); err != nil {
 		return nil, err
 	}
-	return p.open(c, ns+"/"+name, pod), nil
+	token, err := p.ensureToken(ctx, c, pod)
+	if err != nil {
+		return nil, err
+	}
+	return p.open(c, ns+"/"+name, pod, token), nil
 }
 
-// deleteClaim deletes claim ns/name as the gateway when it carries the managed-by label.
-func (p *Provider) deleteClaim(ctx context.Context, ns, name string) error {
+// deleteClaim deletes claim ns/name as the gateway when it carries the managed-by label, and
+// returns the name of the pod it was bound to, when it can tell ("" otherwise).
+func (p *Provider) deleteClaim(ctx context.Context, ns, name string) (pod string, err error) {
 	claims := p.gateway.dyn.Resource(gvrSandboxClaim).Namespace(ns)
 	u, err := claims.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	if u.GetLabels()[LabelManagedBy] != ManagedBy {
 		p.log.Warn("not deleting a SandboxClaim the provider did not create", "claim", ns+"/"+name)
-		return nil
+		return "", nil
+	}
+	var cl sandboxClaim
+	if fromUnstructured(u, &cl) == nil && cl.Status.Sandbox.Name != "" {
+		pod = cl.Status.Sandbox.Name
+		if sb, err := p.gateway.dyn.Resource(gvrSandbox).Namespace(ns).Get(ctx, pod, metav1.GetOptions{}); err == nil {
+			if a := sb.GetAnnotations()[AnnotationPodName]; a != "" {
+				pod = a
+			}
+		}
 	}
 	uid := u.GetUID()
 	err = claims.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
+		return pod, nil
 	}
-	return err
+	return pod, err
 }
 
 // cleanupClaim removes what a failed claim made, as the gateway, with a context of its own.
@@ -318,7 +336,7 @@ func (p *Provider) cleanupClaim(ns, name string, netpol, claim bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if claim {
-		if err := p.deleteClaim(ctx, ns, name); err != nil {
+		if _, err := p.deleteClaim(ctx, ns, name); err != nil {
 			p.log.Warn("cleaning up a failed SandboxClaim", "claim", ns+"/"+name, "error", err)
 		}
 	}

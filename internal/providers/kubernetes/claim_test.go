@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -52,17 +53,27 @@ func manifests(t *testing.T, name string) []*unstructured.Unstructured {
 // annotated with that pod's name, and Ready=True with status.sandbox.name; a claim on an
 // unknown pool gets Ready=False WarmPoolNotFound; a claim on pool "stalled" is left alone.
 // Deleting a claim deletes its Sandbox and pod (the controller's cascade).
+//
+// The pod is made from the SandboxTemplate python-sandbox of the namespace (applyExamples
+// creates it from deploy/kubernetes/agent-sandbox.yaml), as the controller makes warm pods,
+// without its runtimeClassName (no RuntimeClass exists here) and, when image is set, with
+// that image instead of the template's.
 type playedController struct {
-	t   *testing.T
-	dyn dynamic.Interface
-	ns  string
+	t     *testing.T
+	dyn   dynamic.Interface
+	ns    string
+	image string
 }
 
-func playController(t *testing.T, ns string) {
+func playController(t *testing.T, ns string) { playControllerWith(t, ns, "") }
+
+// playControllerWith plays the controller, running the warm pods with image ("" keeps the
+// template's).
+func playControllerWith(t *testing.T, ns, image string) {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(requireAPIServer(t))
 	require.NoError(t, err)
-	c := &playedController{t: t, dyn: dyn, ns: ns}
+	c := &playedController{t: t, dyn: dyn, ns: ns, image: image}
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := dyn.Resource(gvrSandboxClaim).Namespace(ns).Watch(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
@@ -119,22 +130,27 @@ func (c *playedController) bind(ctx context.Context, u *unstructured.Unstructure
 			labels[k] = v
 		}
 	}
+	tmpl, err := c.dyn.Resource(gvrSandboxTemplate).Namespace(c.ns).Get(ctx, "python-sandbox", metav1.GetOptions{})
+	if err != nil {
+		c.t.Errorf("played controller: template: %v", err)
+		return
+	}
+	rawSpec, _, _ := unstructured.NestedMap(tmpl.Object, "spec", "podTemplate", "spec")
+	var spec corev1.PodSpec
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(rawSpec, &spec); err != nil {
+		c.t.Errorf("played controller: template pod spec: %v", err)
+		return
+	}
+	spec.RuntimeClassName = nil
+	if c.image != "" {
+		for i := range spec.Containers {
+			spec.Containers[i].Image = c.image
+		}
+	}
 	cs := adminClient(c.t)
-	_, err := cs.CoreV1().Pods(c.ns).Create(ctx, &corev1.Pod{
+	_, err = cs.CoreV1().Pods(c.ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: podName, Labels: labels},
-		Spec: corev1.PodSpec{ // restricted, like the example template's
-			Containers: []corev1.Container{{
-				Name: ContainerName, Image: "registry.example.com/sandbox-runtime:v1",
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptrTo(false),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}},
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot: ptrTo(true), RunAsUser: ptrTo(int64(65532)),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-		},
+		Spec:       spec,
 	}, metav1.CreateOptions{})
 	if err != nil {
 		c.t.Errorf("played controller: pod: %v", err)
@@ -160,8 +176,6 @@ func (c *playedController) release(ctx context.Context, u *unstructured.Unstruct
 	_ = c.dyn.Resource(gvrSandbox).Namespace(c.ns).Delete(ctx, "python-sandbox-"+suffix, metav1.DeleteOptions{})
 	_ = adminClient(c.t).CoreV1().Pods(c.ns).Delete(ctx, "python-sandbox-warm-"+suffix, metav1.DeleteOptions{})
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // applyExamples creates deploy/kubernetes/agent-sandbox.yaml's template and warm pool in ns,
 // which also checks them against the CRDs.
@@ -206,7 +220,10 @@ func TestSandboxClaimLifecycle(t *testing.T) {
 	podNS, pod := ksb.Pod()
 	assert.Equal(t, ns, podNS)
 	assert.Equal(t, "python-sandbox-warm-"+claimName[len(NamePrefix):], pod, "the pod the Sandbox's pod-name annotation names")
-	assert.Equal(t, "/mnt/data", ksb.ws)
+	warm, err := adminClient(t).CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Regexp(t, `^[0-9a-f]{64}$`, warm.Annotations[AnnotationSandboxdToken], "the claimed warm pod got its sandboxd token")
+	assert.Equal(t, warm.Annotations[AnnotationSandboxdToken], ksb.token)
 
 	u, err := claims.Get(ctx, claimName, metav1.GetOptions{})
 	require.NoError(t, err)
@@ -294,4 +311,46 @@ func TestSandboxClaimFailures(t *testing.T) {
 	}}
 	_, err = claims.Create(ctx, u, metav1.CreateOptions{})
 	assert.True(t, apierrors.IsInvalid(err), "%v", err)
+}
+
+// TestSandboxClaimIsStateful runs a claimed warm pod of deploy/kubernetes/agent-sandbox.yaml's
+// template on the node played with Docker: its container runs sandboxd as the template says,
+// the claim gives it its token, and a context keeps its state between executions.
+func TestSandboxClaimIsStateful(t *testing.T) {
+	cfg := requireAPIServer(t)
+	cli := requireDocker(t)
+	ctx := context.Background()
+	ns := testNamespace(t, restricted)
+	applyExamples(t, ns)
+	playControllerWith(t, ns, testImage)
+	playNode(t, ns, cli)
+	p := newTestProvider(t, cfg, func(o *Options) {
+		o.Config.Namespace = ns
+		o.Config.Workspace = "/mnt/data"
+		o.Config.AgentSandbox = &AgentSandboxConfig{WarmPool: "python-sandbox", Template: "python-sandbox"}
+		o.Config.CreateTimeout = 30 * time.Second
+	})
+	require.True(t, p.Capabilities().Stateful, "claimed sandboxes are stateful")
+	sb, err := p.Create(ctx, agentPrincipal, allowPolicy)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), sb.ID()) })
+
+	run := func(spec providers.ExecSpec) string {
+		t.Helper()
+		var out, errOut strings.Builder
+		spec.Output = providers.Output{Stdout: &out, Stderr: &errOut}
+		spec.Timeout = time.Minute
+		st, err := sb.Exec(ctx, spec)
+		require.NoError(t, err)
+		require.Zero(t, st.ExitCode, "stderr: %s", errOut.String())
+		return out.String()
+	}
+	assert.Equal(t, "/mnt/data\n", run(providers.ExecSpec{Command: "pwd"}), "sandboxd's workspace is the template's")
+	run(providers.ExecSpec{Code: "answer = 6 * 7", Language: "python", Context: providers.DefaultContext})
+	assert.Equal(t, "still here: 42\n", run(providers.ExecSpec{Code: `print(f"still here: {answer}")`, Language: "python", Context: providers.DefaultContext}))
+
+	_, podName := sb.(*Sandbox).Pod()
+	pod, err := adminClient(t).CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Regexp(t, `^[0-9a-f]{64}$`, pod.Annotations[AnnotationSandboxdToken])
 }

@@ -9,6 +9,7 @@ package kubernetes
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/providertest"
+	"github.com/sandgate/sandgate/internal/sandboxd"
 )
 
 // testImage is the sandbox image the played node runs; scripts/docker-setup.sh builds it.
@@ -94,7 +96,7 @@ func TestContract(t *testing.T) {
 	p, _ := dataPathProvider(t, nil)
 	providertest.Run(t, providertest.Harness{
 		New:       func(*testing.T) providers.Provider { return p },
-		KillGrace: p.KillGrace,
+		KillGrace: sandboxd.DefaultKillGrace,
 	})
 }
 
@@ -201,4 +203,29 @@ func TestDataPathDetails(t *testing.T) {
 		left, _, _ := run(sb, `for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' < "$f"; echo; done 2>/dev/null | grep -c '^sleep 300' || true`)
 		assert.Equal(t, "0", strings.TrimSpace(left), "the program ignoring SIGTERM was killed")
 	})
+}
+
+// TestContractPodIP runs the contract suite with kubernetes.sandboxd.transport pod_ip: the
+// gateway reaches sandboxd over TCP at the pod IP (the played node publishes the port on a
+// loopback address, its pod IP), after giving it its token through one exec tunnel.
+func TestContractPodIP(t *testing.T) {
+	p, _ := dataPathProvider(t, func(o *Options) { o.Config.Sandboxd.Transport = TransportPodIP })
+	providertest.Run(t, providertest.Harness{
+		New:       func(*testing.T) providers.Provider { return p },
+		KillGrace: sandboxd.DefaultKillGrace,
+	})
+
+	ctx := context.Background()
+	sb, err := p.Create(ctx, agentPrincipal, allowPolicy)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), sb.ID()) })
+	before := p.tunnels.Load()
+	for i := range 5 {
+		var out bytes.Buffer
+		_, err := sb.Exec(ctx, providers.ExecSpec{Command: fmt.Sprintf("echo %d", i), Output: providers.Output{Stdout: &out}})
+		require.NoError(t, err)
+		assert.Equal(t, fmt.Sprintf("%d\n", i), out.String())
+	}
+	assert.LessOrEqual(t, p.tunnels.Load()-before, int64(1), "one exec tunnel gives the token; the calls go over TCP")
+	assert.True(t, strings.HasPrefix(sb.(*Sandbox).podIP, "127."), "the played pod IP is a loopback address: %s", sb.(*Sandbox).podIP)
 }

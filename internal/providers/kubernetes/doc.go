@@ -4,9 +4,9 @@
 // Pods. A managed sandbox is a Pod named sandgate-<12 hex> in the profile's namespace; its id
 // is "<namespace>/<pod>". Labels: app.kubernetes.io/managed-by=sandgate and
 // sandgate.io/sandbox=true, then kubernetes.labels, then sandgate.io/sandbox-name=<pod> last
-// (labels may not use the reserved keys). The single container "sandbox" runs
-// `sleep infinity` with working folder kubernetes.workspace (default /workspace). Hardened
-// defaults, which kubernetes.security_context (pod level) and
+// (labels may not use the reserved keys). The single container "sandbox" runs sandboxd (see
+// "Data path" below) with working folder kubernetes.workspace (default /workspace) and HOME
+// set to it. Hardened defaults, which kubernetes.security_context (pod level) and
 // kubernetes.container_security_context are merged over:
 //   - pod: runAsNonRoot, runAsUser/runAsGroup/fsGroup 65532, seccomp RuntimeDefault, no
 //     service-account token (automountServiceAccountToken false), no service links,
@@ -15,7 +15,8 @@
 //     optional runtimeClassName (Kata, gVisor), service account, pull secrets, node selector;
 //   - container: no privilege escalation, not privileged, all capabilities dropped, read-only
 //     root file system (always, when the policy lists file-system paths), emptyDir volumes at
-//     the workspace and /tmp, kubernetes.env;
+//     the workspace and /tmp, an emptyDir (medium Memory) at /.sandgate/run for sandboxd's
+//     socket and state file, kubernetes.env;
 //   - policy cpu and memory_mb become requests equal to limits.
 //
 // With kubernetes.network_policy, a policy whose egress is not allow gets an egress
@@ -52,32 +53,81 @@
 // create, wait for, attach to and exec in pods and create NetworkPolicies and claims; deletion
 // and clean-up always run as the gateway itself.
 //
-// Executions and files go through pods/exec (client-go remotecommand: WebSocket, falling back
-// to SPDY), which needs both the create and the get verbs. Each call runs a small Python
-// supervisor, helper.py, sent on the exec's standard input to `python3 -I -S -c <boot>` (the
-// image needs python3, as the provider declares python); all data then travels in frames on
-// the exec's streams:
-//   - a command runs as `/bin/sh -c <command>`, python code as `python3 -c <code>`; text over
-//     64 KiB reaches the program on file descriptor 3. The environment is the container's plus
-//     HOME=<workspace>, LANG=C.UTF-8, PYTHONUNBUFFERED=1 and ExecSpec.Env, set natively by the
-//     helper (pods/exec has no environment of its own), never through a shell string;
-//   - the program runs in its own session (setsid). When it exits, whatever it left running in
-//     its session is killed and its output drained for at most a second, so `cmd &` holding
-//     stdout cannot hang the call;
-//   - a timeout (wall clock from the start of Exec) or a cancelled context kills the session
-//     through a second exec: the helper of that exec finds the first one by its random token
-//     and sends SIGTERM to every process of the program's session, SIGKILL after
-//     Provider.KillGrace. The status then says TimedOut (or Exec returns ctx.Err()). The
-//     helper also kills the session itself a little later, should the gateway be gone;
-//   - standard input is empty unless ExecSpec.Stdin is set; stdout and stderr stay separate;
-//     a program killed by signal n exits 128+n with Signal "SIG…";
-//   - InstallPackages runs `python3 -m pip install --user` (the root file system is
-//     read-only; packages land under the workspace, HOME).
+// # Data path
 //
-// Files are confined to the workspace: the helper resolves paths as programs see them
-// (symlinks followed) and refuses results outside it with fault.Policy; listings are
-// structured lstat records, never `ls`; uploads land in a hidden temporary file renamed into
-// place only when complete and within the size limit.
+// Every execution, package installation, file operation and stateful context goes to sandboxd
+// (internal/sandboxd, documented in its doc.go: process sessions, the kill of the whole tree
+// on timeout or cancellation, 128+n exit codes, bounded output, confinement with os.Root, OOM
+// reporting, contexts), the pod's sandbox container's command:
 //
-// Destroy also ends the executions this provider runs in the sandbox (fault.Gone).
+//	<sandboxd.path> serve --socket /.sandgate/run/sd.sock --workspace <workspace>
+//	    --state-file /.sandgate/run/contexts.json --await-token
+//
+// kubernetes.sandboxd.path defaults to /usr/local/bin/sandboxd, where images labelled
+// dev.sandgate.sandboxd (sandgate/sandbox-python, built by images/sandbox) ship it. The
+// /.sandgate/run emptyDir outlives restarts of the container within the pod, so a restarted
+// sandboxd reports the contexts it lost (ContextReset). The provider therefore declares
+// stateful, and python and bash. With kubernetes.sandboxd.image, the image need not ship
+// sandboxd: an init container "sandboxd-install" made from that image runs `<sandboxd.path>
+// install /.sandgate/bin` (sandboxd copies its own executable, so that image needs no shell
+// or cp) into an emptyDir the sandbox container runs /.sandgate/bin/sandboxd from (pods the
+// provider creates only; New refuses it with agent_sandbox or attach_to).
+//
+// Transport: an exec tunnel. The gateway reaches sandboxd through pods/exec (client-go
+// remotecommand: WebSocket, falling back to SPDY; standard input and output, no tty) of
+// `<sandboxd.path> proxy --socket /.sandgate/run/sd.sock` in the sandbox container, which
+// joins the exec's streams to sandboxd's socket; the streams become one connection of the
+// runtime API (remote.StreamConn, remote.NewDialClient). There is one runtime client per
+// (pod, identity), kept alive between calls, so an exec is opened per connection, not per
+// call; Destroy and Close close them. In user mode the tunnel is opened by the impersonating
+// client, so the API server authorizes pods/exec (create and get) per user, as before. Why
+// not the pod network: the gateway may run outside the cluster, where pod IPs are not
+// routable, and the API server's pods/proxy, the usual way in from outside, refuses pod IPs
+// it considers local (loopback, link-local), which is what the test node uses; the exec
+// tunnel goes wherever the API server's exec goes (gateway → kube-apiserver → kubelet →
+// container runtime exec of the proxy), with the same authentication, authorization and
+// audit as any exec. While sandboxd does not listen yet (a pod is Ready as soon as its
+// container started), a dial tries again, at most 20 s.
+//
+// With kubernetes.sandboxd.transport: pod_ip, for a gateway that reaches the pod network,
+// sandboxd also listens on TCP port 8888 (--listen :8888; the container declares the port),
+// which it opens only once it has its token. The gateway dials <pod IP>:8888; every
+// connection starts with PUT /v1/token (the same token, accepted again; it also tells a
+// served port from one that only accepts), and when that fails the token is first given
+// through one exec tunnel. Executions then skip the API server altogether. The token travels
+// on the pod network in clear, like every request's bearer header: use it where that network
+// is trusted or encrypted (a CNI with encryption, a service mesh).
+//
+// Secret. Each pod has its own 256-bit token, in the pod's sandgate.io/sandboxd-token
+// annotation (AnnotationSandboxdToken) — never in the pod spec or an environment variable.
+// Pods the provider creates get it at creation; a claimed warm pod or an attached pod gets it
+// when it is bound, by an update carrying the pod's resourceVersion, so two gateway replicas
+// agree (on a conflict one reads the pod again and takes the stored token), before sandboxd
+// gets it. sandboxd starts without a secret (--await-token) and answers every request but
+// PUT /v1/token with 503 until one is set; the first request on every tunnel connection is
+// that PUT (remote.SetTokenOn: the first token wins, the same one again is accepted, another
+// one is refused with 409), so the token is set before anything can run and sandboxed code
+// never sees it. The pods have no service-account token and no downward API of their
+// annotations, so code in the pod cannot read the annotation; a restarted gateway reads it
+// back (Attach) and reattaches to the same sandboxd, contexts included. Who may read the
+// pod's annotations may also exec into it. Limit: programs in the pod run as sandboxd's user
+// and could replace its socket with a listener of their own; such a listener would receive
+// the pod's own token, which gives access to nothing but that same sandbox (there is no TCP
+// listener in this mode).
+//
+// Attached pods (attach_to, pods the provider did not create) must run sandboxd the same
+// way: `<sandboxd.path> serve --await-token --socket /.sandgate/run/sd.sock --workspace
+// <workspace>`; when the tunnel cannot reach it (no binary at the path, nothing listening),
+// operations fail with a fault.Provision error saying so. agent-sandbox: the SandboxTemplate
+// in deploy/kubernetes/agent-sandbox.yaml runs sandboxd like this, so claimed sandboxes are
+// stateful too.
+//
+// Mapping: ExecSpec becomes a sandboxd ExecRequest (providers.RuntimeRequest: standard input
+// read ahead, the timeout enforced by sandboxd), its Result an ExitStatus
+// (providers.RuntimeStatus); InstallPackages runs `python3 -m pip install --user` (the root
+// file system is read-only; packages land under HOME, the workspace); uploads are spooled on
+// the gateway first, so one that breaks or is over the limit never reaches the pod. sandboxd's
+// fault kinds stand; a tunnel that breaks is fault.Gone when the pod is gone, else
+// fault.Provision; pods/exec refused by RBAC is fault.Forbidden. Destroy ends the executions
+// this provider runs in the sandbox (fault.Gone).
 package kubernetes

@@ -5,7 +5,11 @@ package kubernetes
 //	SANDGATE_KUBE_E2E=1                   run (the cluster of KUBECONFIG / ~/.kube/config, or
 //	                                      in-cluster)
 //	SANDGATE_KUBE_E2E_NAMESPACE           namespace for the sandbox pods (default "default")
-//	SANDGATE_KUBE_E2E_IMAGE               image with python3 (default python:3.12-slim)
+//	SANDGATE_KUBE_E2E_IMAGE               image with python3 and sandboxd at
+//	                                      /usr/local/bin/sandboxd (an image built by
+//	                                      images/sandbox, pushed where the cluster pulls)
+//	SANDGATE_KUBE_E2E_SANDBOXD_IMAGE      or: an image shipping sandboxd, copied into pods of
+//	                                      SANDGATE_KUBE_E2E_IMAGE by an init container
 //	SANDGATE_KUBE_E2E_RUNTIME_CLASS       optional runtimeClassName (kata, gvisor, …)
 //	SANDGATE_KUBE_E2E_NETWORK_POLICY=1    also check that a deny policy blocks egress (needs a
 //	                                      CNI that enforces NetworkPolicy)
@@ -24,6 +28,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/providertest"
+	"github.com/sandgate/sandgate/internal/sandboxd"
 )
 
 func e2eProvider(t *testing.T, networkPolicy bool) *Provider {
@@ -38,12 +43,12 @@ func e2eProvider(t *testing.T, networkPolicy bool) *Provider {
 	if img := os.Getenv("SANDGATE_KUBE_E2E_IMAGE"); img != "" {
 		k.Image = img
 	}
+	k.Sandboxd.Image = os.Getenv("SANDGATE_KUBE_E2E_SANDBOXD_IMAGE")
 	k.RuntimeClassName = os.Getenv("SANDGATE_KUBE_E2E_RUNTIME_CLASS")
 	k.CreateTimeout = 300 * time.Second // image pulls
 	k.NetworkPolicy = networkPolicy
 	p, err := New(Options{Profile: "e2e", Config: k, IdleTimeout: 30 * time.Minute, Logger: quietLog})
 	require.NoError(t, err)
-	p.KillGrace = time.Second
 	return p
 }
 
@@ -51,7 +56,7 @@ func TestE2EContract(t *testing.T) {
 	p := e2eProvider(t, false)
 	providertest.Run(t, providertest.Harness{
 		New:       func(*testing.T) providers.Provider { return p },
-		KillGrace: p.KillGrace,
+		KillGrace: sandboxd.DefaultKillGrace,
 	})
 }
 

@@ -207,7 +207,7 @@ func newTestProvider(t *testing.T, cfg *rest.Config, block func(*Options)) *Prov
 	}
 	p, err := New(opts)
 	require.NoError(t, err)
-	p.KillGrace = 500 * time.Millisecond
+	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
 

@@ -10,8 +10,12 @@ package kubernetes
 //   - with Docker (playedNode.docker != nil), the container runtime: the pod's container runs
 //     in the local Docker engine, configured from the pod spec as a kubelet would (image,
 //     command, working folder, env, user and group, read-only root file system, dropped
-//     capabilities, no-new-privileges, emptyDir volumes as tmpfs, cpu and memory limits, an
-//     init as PID 1 for shareProcessNamespace), and its IP is the pod IP;
+//     capabilities, no-new-privileges, emptyDir volumes as tmpfs — or host folders when an
+//     init container shares them —, cpu and memory limits, an init as PID 1 for
+//     shareProcessNamespace), after its init containers ran to completion, and its IP is the
+//     pod IP — or, when the container declares ports, they are published on a loopback
+//     address of its own (127.0.1xx.y), which is reported as the pod IP, so the tests reach
+//     "the pod network" over loopback only;
 //   - with Docker, the kubelet's exec endpoint: the Node's status points the API server at an
 //     HTTPS server in the test that serves /exec/<namespace>/<pod>/<container> with the
 //     kubelet's own streaming code (k8s.io/cri-streaming, remotecommand.ServeExec) and runs the
@@ -30,15 +34,19 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -260,10 +268,107 @@ func (n *playedNode) removeContainer(id string) {
 	_ = n.docker.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
 }
 
-// runContainer runs the pod's first container in Docker as a kubelet would configure it, and
-// returns the container's id and IP.
+// runContainer runs the pod's init containers to completion and then its first container
+// in Docker, as a kubelet would configure them, and returns the container's id and IP.
+// EmptyDirs are tmpfs mounts, except those an init container mounts too: they are host
+// folders shared by the pod's containers.
 func (n *playedNode) runContainer(ctx context.Context, pod *corev1.Pod) (id, ip string, err error) {
-	c := pod.Spec.Containers[0]
+	shared := map[string]string{} // emptyDir name → host folder
+	for _, ic := range pod.Spec.InitContainers {
+		for _, m := range ic.VolumeMounts {
+			if _, ok := shared[m.Name]; ok {
+				continue
+			}
+			dir, err := os.MkdirTemp("", "played-emptydir-")
+			if err != nil {
+				return "", "", err
+			}
+			n.t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
+				return "", "", err
+			}
+			shared[m.Name] = dir
+		}
+	}
+	for _, ic := range pod.Spec.InitContainers {
+		if err := n.runToCompletion(ctx, pod, ic, shared); err != nil {
+			return "", "", fmt.Errorf("init container %s: %w", ic.Name, err)
+		}
+	}
+	cfg, hc := n.containerConfig(pod, pod.Spec.Containers[0], shared)
+	published := ""
+	if ports := pod.Spec.Containers[0].Ports; len(ports) > 0 {
+		// The container's ports are published on a loopback address of its own, which is
+		// then its pod IP: the gateway reaches "the pod network" over loopback only.
+		published = fmt.Sprintf("127.0.%d.%d", 100+nextLoopback.Load()/250, 1+nextLoopback.Add(1)%250)
+		cfg.ExposedPorts = nat.PortSet{}
+		hc.PortBindings = nat.PortMap{}
+		for _, cp := range ports {
+			port := nat.Port(fmt.Sprintf("%d/tcp", cp.ContainerPort))
+			cfg.ExposedPorts[port] = struct{}{}
+			hc.PortBindings[port] = []nat.PortBinding{{HostIP: published, HostPort: strconv.Itoa(int(cp.ContainerPort))}}
+		}
+	}
+	resp, err := n.docker.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		return "", "", err
+	}
+	if err := n.docker.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		n.removeContainer(resp.ID)
+		return "", "", err
+	}
+	ins, err := n.docker.ContainerInspect(ctx, resp.ID)
+	if err != nil {
+		n.removeContainer(resp.ID)
+		return "", "", err
+	}
+	if ins.NetworkSettings != nil {
+		for _, nw := range ins.NetworkSettings.Networks {
+			if nw != nil && nw.IPAddress != "" {
+				ip = nw.IPAddress
+				break
+			}
+		}
+	}
+	if published != "" {
+		ip = published
+	}
+	return resp.ID, ip, nil
+}
+
+// nextLoopback numbers the loopback addresses containers' ports are published on.
+var nextLoopback atomic.Int64
+
+// runToCompletion runs an init container and waits for it to exit 0.
+func (n *playedNode) runToCompletion(ctx context.Context, pod *corev1.Pod, c corev1.Container, shared map[string]string) error {
+	cfg, hc := n.containerConfig(pod, c, shared)
+	hc.Init = nil
+	resp, err := n.docker.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		return err
+	}
+	defer n.removeContainer(resp.ID)
+	waitC, errC := n.docker.ContainerWait(ctx, resp.ID, container.WaitConditionNextExit)
+	if err := n.docker.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		return err
+	}
+	select {
+	case w := <-waitC:
+		if w.StatusCode != 0 {
+			return fmt.Errorf("exited with status %d", w.StatusCode)
+		}
+		return nil
+	case err := <-errC:
+		return err
+	}
+}
+
+// containerConfig is the Docker configuration of container c of pod: image, command (as the
+// kubelet does: command replaces the image's entrypoint, args its command), working folder,
+// env, user and group, read-only root file system, dropped capabilities, no-new-privileges,
+// emptyDirs (tmpfs, or the host folders of shared), cpu and memory limits, an init for
+// shareProcessNamespace.
+func (n *playedNode) containerConfig(pod *corev1.Pod, c corev1.Container, shared map[string]string) (*container.Config, *container.HostConfig) {
 	psc := pod.Spec.SecurityContext
 	if psc == nil {
 		psc = &corev1.PodSecurityContext{}
@@ -286,7 +391,6 @@ func (n *playedNode) runContainer(ctx context.Context, pod *corev1.Pod) (id, ip 
 		Labels:     map[string]string{"sandgate.test/played-pod": pod.Namespace + "/" + pod.Name},
 	}
 	if len(c.Command) > 0 {
-		// As the kubelet does: command replaces the image's entrypoint, args its command.
 		cfg.Entrypoint = c.Command
 	}
 	for _, e := range c.Env {
@@ -318,10 +422,15 @@ func (n *playedNode) runContainer(ctx context.Context, pod *corev1.Pod) (id, ip 
 		}
 	}
 	for _, m := range c.VolumeMounts {
-		if emptyDirs[m.Name] {
-			// An emptyDir is a writable, executable folder for the pod's users.
-			hc.Tmpfs[m.MountPath] = "rw,exec,nosuid,nodev,mode=1777"
+		if !emptyDirs[m.Name] {
+			continue
 		}
+		if dir, ok := shared[m.Name]; ok {
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: m.MountPath, ReadOnly: m.ReadOnly})
+			continue
+		}
+		// An emptyDir is a writable, executable folder for the pod's users.
+		hc.Tmpfs[m.MountPath] = "rw,exec,nosuid,nodev,mode=1777"
 	}
 	if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
 		hc.NanoCPUs = q.MilliValue() * 1_000_000
@@ -329,28 +438,7 @@ func (n *playedNode) runContainer(ctx context.Context, pod *corev1.Pod) (id, ip 
 	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 		hc.Memory = q.Value()
 	}
-	resp, err := n.docker.ContainerCreate(ctx, cfg, hc, nil, nil, "")
-	if err != nil {
-		return "", "", err
-	}
-	if err := n.docker.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
-		n.removeContainer(resp.ID)
-		return "", "", err
-	}
-	ins, err := n.docker.ContainerInspect(ctx, resp.ID)
-	if err != nil {
-		n.removeContainer(resp.ID)
-		return "", "", err
-	}
-	if ins.NetworkSettings != nil {
-		for _, nw := range ins.NetworkSettings.Networks {
-			if nw != nil && nw.IPAddress != "" {
-				ip = nw.IPAddress
-				break
-			}
-		}
-	}
-	return resp.ID, ip, nil
+	return cfg, hc
 }
 
 // serveKubelet is the played kubelet's HTTPS endpoint: exec only.

@@ -26,13 +26,18 @@ import (
 const (
 	volumeWorkspace = "workspace"
 	volumeTmp       = "tmp"
+	volumeRun       = "sandgate-run"
+	volumeBin       = "sandgate-bin"
 )
+
+// installContainer is the init container of kubernetes.sandboxd.image.
+const installContainer = "sandboxd-install"
 
 // terminationGrace is the pods' terminationGracePeriodSeconds (docs/semantics.md §12).
 const terminationGrace = 5
 
 // buildPod returns the pod of sandbox name (see the package doc for its shape).
-func (p *Provider) buildPod(name string, pr providers.Principal, pol providers.Policy) *corev1.Pod {
+func (p *Provider) buildPod(name string, pr providers.Principal, pol providers.Policy, token string) *corev1.Pod {
 	cfg := p.cfg
 	ctrSec := p.ctrSec.DeepCopy()
 	if len(pol.FSAllowRead) > 0 || len(pol.FSAllowWrite) > 0 {
@@ -41,14 +46,15 @@ func (p *Provider) buildPod(name string, pr providers.Principal, pol providers.P
 	ctr := corev1.Container{
 		Name:            ContainerName,
 		Image:           cfg.Image,
-		Command:         []string{"sleep", "infinity"},
+		Command:         p.sandboxdCommand(),
 		WorkingDir:      cfg.Workspace,
-		Env:             envVars(cfg.Env),
+		Env:             envVars(p.containerEnv()),
 		Resources:       resources(pol),
 		SecurityContext: ctrSec,
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: volumeWorkspace, MountPath: cfg.Workspace},
 			{Name: volumeTmp, MountPath: "/tmp"},
+			{Name: volumeRun, MountPath: SandboxdRun},
 		},
 	}
 	spec := corev1.PodSpec{
@@ -64,7 +70,24 @@ func (p *Provider) buildPod(name string, pr providers.Principal, pol providers.P
 		Volumes: []corev1.Volume{
 			{Name: volumeWorkspace, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			{Name: volumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: volumeRun, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 		},
+	}
+	if cfg.Sandboxd.Transport == TransportPodIP {
+		spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "sandboxd", ContainerPort: SandboxdPort, Protocol: corev1.ProtocolTCP}}
+	}
+	if img := cfg.Sandboxd.Image; img != "" {
+		// sandboxd from another image: an init container copies it into an emptyDir, with
+		// sandboxd's own `install` (no shell or cp needed in that image).
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: volumeBin, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: volumeBin, MountPath: SandboxdBin, ReadOnly: true})
+		spec.InitContainers = []corev1.Container{{
+			Name:            installContainer,
+			Image:           img,
+			Command:         []string{cfg.Sandboxd.Path, "install", SandboxdBin},
+			SecurityContext: p.ctrSec.DeepCopy(),
+			VolumeMounts:    []corev1.VolumeMount{{Name: volumeBin, MountPath: SandboxdBin}},
+		}}
 	}
 	if secs := int64(2 * p.idle.Seconds()); secs > 0 {
 		spec.ActiveDeadlineSeconds = ptr.To(secs)
@@ -75,15 +98,42 @@ func (p *Provider) buildPod(name string, pr providers.Principal, pol providers.P
 	for _, s := range cfg.ImagePullSecrets {
 		spec.ImagePullSecrets = append(spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
 	}
+	annotations := p.annotations(pr)
+	annotations[AnnotationSandboxdToken] = token
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Namespace:   cfg.Namespace,
 			Labels:      p.labels(name),
-			Annotations: p.annotations(pr),
+			Annotations: annotations,
 		},
 		Spec: spec,
 	}
+}
+
+// sandboxdCommand is the sandbox container's command: sandboxd serving its socket in the
+// run emptyDir, awaiting its token from the gateway (see the package doc).
+func (p *Provider) sandboxdCommand() []string {
+	cmd := []string{p.sandboxdPath(), "serve", "--socket", SandboxdSocket, "--workspace", p.cfg.Workspace,
+		"--state-file", sandboxdState, "--await-token"}
+	if p.cfg.Sandboxd.Transport == TransportPodIP {
+		// The TCP listener opens only once sandboxd has its token.
+		cmd = append(cmd, "--listen", ":"+strconv.Itoa(SandboxdPort))
+	}
+	return cmd
+}
+
+// containerEnv is the sandbox container's environment: kubernetes.env, with HOME the
+// workspace unless env sets it.
+func (p *Provider) containerEnv() map[string]string {
+	env := maps.Clone(p.cfg.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if _, ok := env["HOME"]; !ok {
+		env["HOME"] = p.cfg.Workspace
+	}
+	return env
 }
 
 // labels returns managed-by and the sandbox marker, then the configured labels, then the name

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,13 +43,29 @@ const NamePrefix = "sandgate-"
 // create, the container named so is used, else the first one.
 const ContainerName = "sandbox"
 
-// DefaultKillGrace is the default of Provider.KillGrace.
-const DefaultKillGrace = 2 * time.Second
+// Where sandboxd lives in the pods.
+const (
+	// DefaultSandboxdPath is the default of kubernetes.sandboxd.path: where the default
+	// image (sandgate/sandbox-python, label dev.sandgate.sandboxd) ships sandboxd.
+	DefaultSandboxdPath = "/usr/local/bin/sandboxd"
+	// SandboxdRun is the emptyDir of sandboxd's socket and state file: it survives restarts
+	// of the container within the pod, so a restarted sandboxd reports the contexts it lost.
+	SandboxdRun = "/.sandgate/run"
+	// SandboxdSocket is sandboxd's Unix socket; `sandboxd proxy` joins the tunnel to it.
+	SandboxdSocket = SandboxdRun + "/sd.sock"
+	// sandboxdState is sandboxd's state file.
+	sandboxdState = SandboxdRun + "/contexts.json"
+	// SandboxdBin is the emptyDir the init container of kubernetes.sandboxd.image installs
+	// sandboxd into.
+	SandboxdBin = "/.sandgate/bin"
+)
 
 // Defaults of Config.
 const (
-	DefaultNamespace     = "default"
-	DefaultImage         = "python:3.12-slim"
+	DefaultNamespace = "default"
+	// DefaultImage ships sandboxd at DefaultSandboxdPath (images/sandbox builds it; push it to
+	// a registry the cluster pulls from, or set Config.Sandboxd.Image for another image).
+	DefaultImage         = "sandgate/sandbox-python:latest"
 	DefaultCreateTimeout = 120 * time.Second
 	DefaultWorkspace     = "/workspace"
 )
@@ -60,10 +77,6 @@ const defaultUID int64 = 65532
 // Provider is the kubernetes provider. Build it with New (or Factory); its exported fields may
 // be changed before its first use only.
 type Provider struct {
-	// KillGrace is how long the processes of a timed-out or cancelled execution have between
-	// SIGTERM and SIGKILL. Zero means DefaultKillGrace.
-	KillGrace time.Duration
-
 	profile  string
 	cfg      Config
 	idle     time.Duration
@@ -79,9 +92,15 @@ type Provider struct {
 	users   map[string]*clients                // impersonating clients by identity
 	running map[string]map[*execution]struct{} // live executions by sandbox id
 	checked map[string]bool                    // warm pools whose template was checked
+	sd      map[clientKey]*sdEntry             // runtime clients by (pod, identity)
 
 	// spdyOnly makes executions skip the WebSocket attempt (tests of the fallback).
 	spdyOnly bool
+	// readyTimeout is how long a tunnel waits for sandboxd to listen; zero means
+	// defaultReadyTimeout (tests shorten it).
+	readyTimeout time.Duration
+	// tunnels counts the exec tunnels opened (tests of the pod_ip transport).
+	tunnels atomic.Int64
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -126,7 +145,32 @@ type Config struct {
 	// AgentSandbox, when set, acquires sandboxes from kubernetes-sigs/agent-sandbox (a
 	// SandboxClaim on a warm pool) instead of creating pods (managed profiles only).
 	AgentSandbox *AgentSandboxConfig
+	// Sandboxd says where the pods' sandboxd is.
+	Sandboxd SandboxdConfig
 }
+
+// SandboxdConfig is the kubernetes.sandboxd block.
+type SandboxdConfig struct {
+	// Path is the sandboxd executable in the sandbox container; default
+	// DefaultSandboxdPath. Attached pods must run it (see the package doc). With Image, it
+	// is the path in that image.
+	Path string
+	// Image, when set, is an image that ships sandboxd at Path: an init container made from
+	// it copies the binary into an emptyDir at SandboxdBin, which the sandbox container runs
+	// it from (pods the provider creates only).
+	Image string
+	// Transport is how the gateway reaches sandboxd: TransportExec (default) or
+	// TransportPodIP (see the package doc).
+	Transport string
+}
+
+// Transports of kubernetes.sandboxd.transport.
+const (
+	TransportExec  = "exec"
+	TransportPodIP = "pod_ip"
+	// SandboxdPort is the TCP port sandboxd listens on with TransportPodIP.
+	SandboxdPort = 8888
+)
 
 // AgentSandboxConfig names the agent-sandbox warm pool (extensions.agents.x-k8s.io/v1beta1
 // SandboxWarmPool, in the profile's namespace) that sandboxes are claimed from.
@@ -195,6 +239,22 @@ func New(opts Options) (*Provider, error) {
 	if cfg.Workspace == "" {
 		cfg.Workspace = DefaultWorkspace
 	}
+	if cfg.Sandboxd.Path == "" {
+		cfg.Sandboxd.Path = DefaultSandboxdPath
+	}
+	if !strings.HasPrefix(cfg.Sandboxd.Path, "/") {
+		return nil, fault.New(fault.Config, "%s: sandboxd.path '%s' must be an absolute path", TypeName, cfg.Sandboxd.Path)
+	}
+	switch cfg.Sandboxd.Transport {
+	case "":
+		cfg.Sandboxd.Transport = TransportExec
+	case TransportExec, TransportPodIP:
+	default:
+		return nil, fault.New(fault.Config, "%s: sandboxd.transport '%s' is not one of exec, pod_ip", TypeName, cfg.Sandboxd.Transport)
+	}
+	if cfg.Sandboxd.Image != "" && (cfg.AgentSandbox != nil || opts.AttachTo != "") {
+		return nil, fault.New(fault.Config, "%s: sandboxd.image is for pods the provider creates; claimed and attached pods must ship sandboxd themselves (sandboxd.path)", TypeName)
+	}
 	if cfg.AgentSandbox != nil {
 		if cfg.AgentSandbox.WarmPool == "" {
 			return nil, fault.New(fault.Config, "%s: agent_sandbox needs warm_pool, the SandboxWarmPool to claim sandboxes from", TypeName)
@@ -241,12 +301,14 @@ func New(opts Options) (*Provider, error) {
 		users:    make(map[string]*clients),
 		running:  make(map[string]map[*execution]struct{}),
 		checked:  make(map[string]bool),
+		sd:       make(map[clientKey]*sdEntry),
 		caps: providers.Capabilities{
 			Isolation:        providers.IsolationContainer,
 			Shell:            true,
-			Languages:        []string{"python"},
+			Languages:        []string{"python", "bash"},
 			Files:            true,
 			PackageInstall:   true,
+			Stateful:         true,
 			Attach:           true,
 			Provisions:       true,
 			AttachesExternal: true,
@@ -263,7 +325,8 @@ func New(opts Options) (*Provider, error) {
 // Type returns "kubernetes".
 func (p *Provider) Type() string { return TypeName }
 
-// Capabilities: isolation container; shell; python; files; package_install; attach;
+// Capabilities: isolation container; shell; python and bash; files; package_install;
+// stateful (sandboxd's contexts); attach;
 // provisions; attaches_external; principal_user; policy_filesystem and policy_resources (not
 // in agent-sandbox mode, where the SandboxTemplate decides); policy_network only with
 // kubernetes.network_policy (docs/semantics.md §12).
@@ -273,11 +336,19 @@ func (p *Provider) Capabilities() providers.Capabilities {
 	return c
 }
 
-func (p *Provider) killGrace() time.Duration {
-	if p.KillGrace > 0 {
-		return p.KillGrace
+// sandboxdPath is the sandboxd executable in the sandbox container.
+func (p *Provider) sandboxdPath() string {
+	if p.cfg.Sandboxd.Image != "" {
+		return SandboxdBin + "/sandboxd"
 	}
-	return DefaultKillGrace
+	return p.cfg.Sandboxd.Path
+}
+
+// Close closes the provider's runtime clients (their idle tunnels); pods keep running. The
+// provider stays usable.
+func (p *Provider) Close() error {
+	p.forgetClients("")
+	return nil
 }
 
 func (p *Provider) createTimeout() time.Duration { return p.cfg.CreateTimeout }
@@ -309,7 +380,8 @@ func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol provi
 func (p *Provider) createPod(ctx context.Context, c *clients, pr providers.Principal, pol providers.Policy, np bool) (providers.Sandbox, error) {
 	name := newName()
 	ns := p.cfg.Namespace
-	pod := p.buildPod(name, pr, pol)
+	token := newSandboxdToken()
+	pod := p.buildPod(name, pr, pol, token)
 	if np {
 		netpol, err := p.buildNetworkPolicy(name, pol)
 		if err != nil {
@@ -330,7 +402,7 @@ func (p *Provider) createPod(ctx context.Context, c *clients, pr providers.Princ
 		p.cleanup(ns, name, np, true)
 		return nil, err
 	}
-	return p.open(c, ns+"/"+name, ready), nil
+	return p.open(c, ns+"/"+name, ready, token), nil
 }
 
 // cleanup removes what a failed Create made, as the gateway, with a context of its own.
@@ -388,7 +460,11 @@ func (p *Provider) attach(ctx context.Context, c *clients, target string) (provi
 	if err != nil {
 		return nil, err
 	}
-	return p.open(c, ns+"/"+name, ready), nil
+	token, err := p.ensureToken(ctx, c, ready)
+	if err != nil {
+		return nil, err
+	}
+	return p.open(c, ns+"/"+name, ready, token), nil
 }
 
 // Destroy removes sandbox id: the pod and its NetworkPolicy, or in agent-sandbox mode the
@@ -408,8 +484,13 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	}
 	p.stopExecutions(ns + "/" + name)
 	if p.cfg.AgentSandbox != nil {
-		err = p.deleteClaim(ctx, ns, name)
+		var pod string
+		pod, err = p.deleteClaim(ctx, ns, name)
+		if pod != "" {
+			p.forgetClients(ns + "/" + pod)
+		}
 	} else {
+		p.forgetClients(ns + "/" + name)
 		err = p.deletePod(ctx, ns, name)
 	}
 	if p.cfg.NetworkPolicy {

@@ -70,6 +70,12 @@ func TestNewRefusesBadConfiguration(t *testing.T) {
 		"invalid label value":             func(o *Options) { o.Config.Labels = map[string]string{"team": "a b"} },
 		"invalid env name":                func(o *Options) { o.Config.Env = map[string]string{"A-B": "x"} },
 		"agent_sandbox without warm_pool": func(o *Options) { o.Config.AgentSandbox = &AgentSandboxConfig{} },
+		"relative sandboxd path":          func(o *Options) { o.Config.Sandboxd.Path = "bin/sandboxd" },
+		"unknown sandboxd transport":      func(o *Options) { o.Config.Sandboxd.Transport = "carrier-pigeon" },
+		"sandboxd image on attached profile": func(o *Options) {
+			o.Config.Sandboxd.Image = "sandgate/sandbox-python"
+			o.AttachTo = "ns/pod"
+		},
 		"agent_sandbox on attached profile": func(o *Options) {
 			o.Config.AgentSandbox = &AgentSandboxConfig{WarmPool: "w"}
 			o.AttachTo = "ns/pod"
@@ -91,8 +97,8 @@ func TestCapabilities(t *testing.T) {
 	require.NoError(t, err)
 	c := p.Capabilities()
 	assert.Equal(t, providers.Capabilities{
-		Isolation: providers.IsolationContainer, Shell: true, Languages: []string{"python"}, Files: true,
-		PackageInstall: true, Attach: true, Provisions: true, AttachesExternal: true, PrincipalUser: true,
+		Isolation: providers.IsolationContainer, Shell: true, Languages: []string{"python", "bash"}, Files: true,
+		PackageInstall: true, Stateful: true, Attach: true, Provisions: true, AttachesExternal: true, PrincipalUser: true,
 		PolicyFilesystem: true, PolicyResources: true,
 	}, c)
 	assert.Equal(t, TypeName, p.Type())
@@ -188,7 +194,7 @@ func TestBuildPod(t *testing.T) {
 	require.NoError(t, err)
 
 	pod := p.buildPod("sandgate-0123456789ab", providers.Principal{Mode: "user", Subject: "alice"},
-		providers.Policy{CPU: 0.5, MemoryMB: 256, FSAllowRead: []string{"/data"}})
+		providers.Policy{CPU: 0.5, MemoryMB: 256, FSAllowRead: []string{"/data"}}, "tok")
 	got, err := json.Marshal(pod)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{
@@ -196,15 +202,17 @@ func TestBuildPod(t *testing.T) {
 	    "name": "sandgate-0123456789ab", "namespace": "sbx",
 	    "labels": {"app.kubernetes.io/managed-by": "sandgate", "sandgate.io/sandbox": "true", "team": "data",
 	               "app.kubernetes.io/part-of": "agents", "sandgate.io/sandbox-name": "sandgate-0123456789ab"},
-	    "annotations": {"sandgate.io/profile": "web", "sandgate.io/owner": "alice"}
+	    "annotations": {"sandgate.io/profile": "web", "sandgate.io/owner": "alice", "sandgate.io/sandboxd-token": "tok"}
 	  },
 	  "spec": {
-	    "volumes": [{"name": "workspace", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+	    "volumes": [{"name": "workspace", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}, {"name": "sandgate-run", "emptyDir": {"medium": "Memory"}}],
 	    "containers": [{
-	      "name": "sandbox", "image": "python:3.12-slim", "command": ["sleep", "infinity"], "workingDir": "/workspace",
-	      "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+	      "name": "sandbox", "image": "python:3.12-slim", "workingDir": "/workspace",
+	      "command": ["/usr/local/bin/sandboxd", "serve", "--socket", "/.sandgate/run/sd.sock", "--workspace", "/workspace",
+	                  "--state-file", "/.sandgate/run/contexts.json", "--await-token"],
+	      "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}, {"name": "HOME", "value": "/workspace"}],
 	      "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "500m", "memory": "256Mi"}},
-	      "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}, {"name": "tmp", "mountPath": "/tmp"}],
+	      "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}, {"name": "tmp", "mountPath": "/tmp"}, {"name": "sandgate-run", "mountPath": "/.sandgate/run"}],
 	      "securityContext": {
 	        "capabilities": {"drop": ["ALL"]}, "privileged": false, "runAsNonRoot": true,
 	        "readOnlyRootFilesystem": true, "allowPrivilegeEscalation": false,
@@ -228,7 +236,7 @@ func TestBuildPod(t *testing.T) {
 	}`, string(got))
 
 	// Without file-system lists the overlay's readOnlyRootFilesystem: false stands.
-	pod = p.buildPod("sandgate-0123456789ab", providers.Principal{Mode: "agent"}, providers.Policy{})
+	pod = p.buildPod("sandgate-0123456789ab", providers.Principal{Mode: "agent"}, providers.Policy{}, "tok")
 	assert.False(t, *pod.Spec.Containers[0].SecurityContext.ReadOnlyRootFilesystem)
 	assert.Empty(t, pod.Spec.Containers[0].Resources.Limits)
 	assert.NotContains(t, pod.Annotations, AnnotationOwner, "agent mode records no owner")

@@ -1,17 +1,12 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"path"
-	"slices"
-	"strings"
-	"sync"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -19,25 +14,30 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
-// Sandbox is a handle on one sandbox pod. It holds no API resources of its own and is safe
-// for concurrent use.
+// Sandbox is a handle on one sandbox pod: its operations go to the pod's sandboxd through
+// the provider's runtime client of (pod, identity). It is safe for concurrent use.
 type Sandbox struct {
 	p         *Provider
 	id        string   // "<namespace>/<pod>" or, in agent-sandbox mode, "<namespace>/<claim>"
 	ns, pod   string   // the pod
-	container string   // the container programs run in
-	ws        string   // the workspace folder in the container
-	c         *clients // the identity executions run as
+	container string   // the container sandboxd runs in
+	token     string   // the pod's sandboxd secret (AnnotationSandboxdToken)
+	podIP     string   // the pod's IP (transport pod_ip)
+	c         *clients // the identity the tunnel is opened as
 	closed    atomic.Bool
 }
 
-var _ providers.Sandbox = (*Sandbox)(nil)
+var (
+	_ providers.Sandbox  = (*Sandbox)(nil)
+	_ providers.Contexts = (*Sandbox)(nil)
+)
 
-// open returns a handle on sandbox id, served by pod, acting as c.
-func (p *Provider) open(c *clients, id string, pod *corev1.Pod) *Sandbox {
-	return &Sandbox{p: p, id: id, ns: pod.Namespace, pod: pod.Name, container: sandboxContainer(pod), ws: p.cfg.Workspace, c: c}
+// open returns a handle on sandbox id, served by pod, whose sandboxd has token, acting as c.
+func (p *Provider) open(c *clients, id string, pod *corev1.Pod, token string) *Sandbox {
+	return &Sandbox{p: p, id: id, ns: pod.Namespace, pod: pod.Name, container: sandboxContainer(pod), token: token, podIP: pod.Status.PodIP, c: c}
 }
 
 // sandboxContainer returns the container named ContainerName, else the first one.
@@ -73,36 +73,28 @@ func (s *Sandbox) usable() error {
 	return nil
 }
 
-// simple runs one file operation of the helper and returns its result frame.
-func (s *Sandbox) simple(ctx context.Context, h header, what string) ([]byte, error) {
-	var result []byte
-	var herr *helperError
-	res := s.stream(ctx, newToken(), call{h: h, onFrame: func(kind byte, payload []byte) error {
-		switch kind {
-		case frameResult:
-			result = payload
-		case frameError:
-			herr = &helperError{}
-			return json.Unmarshal(payload, herr)
-		}
-		return nil
-	}})
-	if herr != nil {
-		return nil, herr.fault()
+// rt returns the runtime client of the sandbox's sandboxd.
+func (s *Sandbox) rt() *remote.Client { return s.p.sdClient(s) }
+
+// rtErr classifies an error of the runtime client: sandboxd's fault kinds (and the tunnel's)
+// stand; anything else (a tunnel that broke) is fault.Gone when the pod is gone, else
+// fault.Provision.
+func (s *Sandbox) rtErr(err error) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
 	}
-	if result == nil {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		return nil, s.streamFailure(res, what)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if gone := s.p.podGone(ctx, s.c, s.ns, s.pod); gone != nil {
+		return gone
 	}
-	return result, nil
+	return fault.Wrap(fault.Provision, err, "%s: sandboxd in pod %s/%s failed", TypeName, s.ns, s.pod)
 }
 
-// WriteFile streams r into workspace path p, creating parent folders, through the helper:
-// the data lands in a hidden temporary file next to the target, renamed into place only when
-// complete and within maxBytes (< 0: no limit), so an oversized or broken upload leaves
-// nothing behind. A symlink target inside the workspace is written through.
+// WriteFile streams r into workspace path p, creating parent folders (sandboxd writes a
+// temporary file renamed into place when complete). The upload is spooled on the gateway
+// first, so one that breaks or runs over maxBytes (< 0: no limit) never reaches the pod.
 //
 // Errors: fault.Policy when p escapes the workspace (also through symlinks), fault.Conflict
 // when p is a folder or a parent is a file, fault.TooLarge beyond maxBytes, r's error
@@ -118,80 +110,92 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
-	var (
-		mu      sync.Mutex
-		readErr error
-		tooBig  bool
-	)
-	limit := maxBytes
-	feed := func(fw frameWriter) error {
-		buf := make([]byte, chunkSize)
-		var n int64
-		for {
-			k, err := r.Read(buf)
-			if k > 0 {
-				n += int64(k)
-				if maxBytes >= 0 && n > maxBytes {
-					mu.Lock()
-					tooBig = true
-					mu.Unlock()
-					return fw.frame(frameAbort, nil)
-				}
-				if werr := fw.frame(frameData, buf[:k]); werr != nil {
-					return werr
-				}
-			}
-			if errors.Is(err, io.EOF) {
-				return fw.frame(frameDataEnd, nil)
-			}
-			if err != nil {
-				mu.Lock()
-				readErr = err
-				mu.Unlock()
-				return fw.frame(frameAbort, nil)
-			}
+	sp, err := spoolUpload(r, maxBytes, p)
+	if err != nil {
+		return 0, err
+	}
+	defer sp.close()
+	n, err := s.rt().WriteFile(ctx, clean, sp.reader(), maxBytes)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
 		}
+		return 0, s.rtErr(err)
 	}
-	var written *struct {
-		Written int64 `json:"written"`
+	return n, nil
+}
+
+// spoolMemory is how much of an upload is kept in memory; more goes to a temporary file.
+const spoolMemory = 4 << 20
+
+// spool holds an upload.
+type spool struct {
+	mem  []byte
+	file *os.File
+}
+
+// spoolUpload reads r to its end, refusing more than maxBytes (< 0: no limit).
+func spoolUpload(r io.Reader, maxBytes int64, p string) (*spool, error) {
+	if r == nil {
+		return &spool{}, nil
 	}
-	var herr *helperError
-	res := s.stream(ctx, newToken(), call{
-		h:    header{Op: "write", WS: s.ws, Path: clean, Max: &limit},
-		feed: feed,
-		onFrame: func(kind byte, payload []byte) error {
-			switch kind {
-			case frameResult:
-				written = &struct {
-					Written int64 `json:"written"`
-				}{}
-				return json.Unmarshal(payload, written)
-			case frameError:
-				herr = &helperError{}
-				return json.Unmarshal(payload, herr)
-			}
-			return nil
-		},
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	switch {
-	case tooBig:
-		return 0, fault.New(fault.TooLarge, "file '%s' is larger than %d bytes", p, maxBytes)
-	case readErr != nil:
-		return 0, fmt.Errorf("%s: reading the upload of '%s': %w", TypeName, p, readErr)
-	case herr != nil:
-		return 0, herr.fault()
-	case written != nil:
-		return written.Written, nil
-	case ctx.Err() != nil:
-		return 0, ctx.Err()
+	tooLarge := func(n int64) bool { return maxBytes >= 0 && n > maxBytes }
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(r, spoolMemory+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the upload of '%s': %w", TypeName, p, err)
 	}
-	return 0, s.streamFailure(res, "write a file")
+	if tooLarge(n) {
+		return nil, fault.New(fault.TooLarge, "file '%s' is larger than %d bytes", p, maxBytes)
+	}
+	if n <= spoolMemory {
+		return &spool{mem: buf.Bytes()}, nil
+	}
+	f, err := os.CreateTemp("", "sandgate-upload-*")
+	if err != nil {
+		return nil, fmt.Errorf("%s: spooling the upload of '%s': %w", TypeName, p, err)
+	}
+	_ = os.Remove(f.Name()) // the open file stays usable, nothing is left behind
+	sp := &spool{file: f}
+	limit := int64(-1)
+	if maxBytes >= 0 {
+		limit = maxBytes - n + 1
+	}
+	var rest io.Reader = r
+	if limit >= 0 {
+		rest = io.LimitReader(r, limit)
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		sp.close()
+		return nil, fmt.Errorf("%s: spooling the upload of '%s': %w", TypeName, p, err)
+	}
+	m, err := io.Copy(f, rest)
+	if err != nil {
+		sp.close()
+		return nil, fmt.Errorf("%s: reading the upload of '%s': %w", TypeName, p, err)
+	}
+	if tooLarge(n + m) {
+		sp.close()
+		return nil, fault.New(fault.TooLarge, "file '%s' is larger than %d bytes", p, maxBytes)
+	}
+	return sp, nil
+}
+
+func (s *spool) reader() io.Reader {
+	if s.file != nil {
+		return io.NewSectionReader(s.file, 0, 1<<62)
+	}
+	return bytes.NewReader(s.mem)
+}
+
+func (s *spool) close() {
+	if s.file != nil {
+		_ = s.file.Close()
+	}
 }
 
 // ReadFile opens workspace file p for reading; the content streams from the pod as it is
-// read. Close ends the transfer. Errors: fault.Policy when p escapes the workspace,
+// read, and Close ends the transfer. Errors: fault.Policy when p escapes the workspace,
 // fault.NotFound when it is missing, fault.Conflict when it is a folder or not a regular
 // file, fault.Conflict on a closed handle, ctx.Err().
 func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error) {
@@ -203,87 +207,11 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 		return nil, err
 	}
 	// The transfer outlives this call: it ends with Close or the end of the file.
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	pr, pw := io.Pipe()
-	first := make(chan error, 1)
-	started := false
-	var ended atomic.Bool // the whole file was received
-	go func() {
-		defer cancel() // the stream has ended: release its context
-		res := s.stream(sctx, newToken(), call{
-			h: header{Op: "read", WS: s.ws, Path: clean},
-			onFrame: func(kind byte, payload []byte) error {
-				switch kind {
-				case frameResult:
-					started = true
-					first <- nil
-				case frameError:
-					var e helperError
-					if err := json.Unmarshal(payload, &e); err != nil {
-						return err
-					}
-					first <- e.fault()
-					return errors.New("done")
-				case frameData:
-					if _, err := pw.Write(payload); err != nil {
-						return err // the reader was closed
-					}
-				case frameDataEnd:
-					ended.Store(true)
-					_ = pw.Close()
-				}
-				return nil
-			},
-		})
-		if !started {
-			select {
-			case first <- s.streamFailure(res, "read a file"):
-			default:
-			}
-			return
-		}
-		if !ended.Load() {
-			_ = pw.CloseWithError(s.streamFailure(res, "read a file"))
-		}
-	}()
-	select {
-	case err := <-first:
-		if err != nil {
-			return nil, err // the helper has reported and exits; the stream ends by itself
-		}
-		return &fileReader{PipeReader: pr, cancel: cancel, ended: &ended}, nil
-	case <-ctx.Done():
-		cancel()
-		return nil, ctx.Err()
+	rc, err := s.rt().ReadFile(context.WithoutCancel(ctx), clean)
+	if err != nil {
+		return nil, s.rtErr(err)
 	}
-}
-
-// fileReader is ReadFile's stream; Close abandons a transfer that has not ended (one that
-// has ends by itself a moment later, when the helper exits).
-type fileReader struct {
-	*io.PipeReader
-	cancel context.CancelFunc
-	ended  *atomic.Bool
-	once   sync.Once
-}
-
-func (f *fileReader) Close() error {
-	f.once.Do(func() {
-		_ = f.PipeReader.Close()
-		if !f.ended.Load() {
-			f.cancel()
-		}
-	})
-	return nil
-}
-
-// listEntry is one record of the helper's listing.
-type listEntry struct {
-	Name    string `json:"name"` // hex of the raw name
-	Type    string `json:"type"`
-	Size    int64  `json:"size"`
-	Mode    uint32 `json:"mode"`
-	MtimeNS int64  `json:"mtime_ns"`
+	return rc, nil
 }
 
 // ListFiles lists workspace folder dir without following symlinks in it, sorted by name.
@@ -297,41 +225,14 @@ func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileIn
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	raw, err := s.simple(ctx, header{Op: "list", WS: s.ws, Path: clean}, "list files")
+	list, err := s.rt().ListFiles(ctx, clean)
 	if err != nil {
-		return nil, err
-	}
-	var entries []listEntry
-	if err := json.Unmarshal(raw, &entries); err != nil {
-		return nil, fmt.Errorf("%s: malformed listing from the pod: %w", TypeName, err)
-	}
-	out := make([]providers.FileInfo, 0, len(entries))
-	for _, e := range entries {
-		nb, err := hex.DecodeString(e.Name)
-		if err != nil {
-			return nil, fmt.Errorf("%s: malformed listing from the pod: %w", TypeName, err)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		name := string(nb)
-		rel := name
-		if clean != "." {
-			rel = path.Join(clean, name)
-		}
-		typ := providers.FileOther
-		switch e.Type {
-		case "file":
-			typ = providers.FileRegular
-		case "dir":
-			typ = providers.FileDir
-		case "symlink":
-			typ = providers.FileSymlink
-		}
-		out = append(out, providers.FileInfo{
-			Name: name, Path: rel, Type: typ, Size: e.Size,
-			Mode: fs.FileMode(e.Mode & 0o7777), ModTime: time.Unix(0, e.MtimeNS),
-		})
+		return nil, s.rtErr(err)
 	}
-	slices.SortFunc(out, func(a, b providers.FileInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return providers.RuntimeFiles(list), nil
 }
 
 // RemoveFile removes a file, a symlink (not its target) or an empty folder; a missing one is
@@ -349,6 +250,11 @@ func (s *Sandbox) RemoveFile(ctx context.Context, p string) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
-	_, err = s.simple(ctx, header{Op: "remove", WS: s.ws, Path: clean}, "remove a file")
-	return err
+	if err := s.rt().RemoveFile(ctx, clean); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return s.rtErr(err)
+	}
+	return nil
 }

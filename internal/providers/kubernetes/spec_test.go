@@ -149,6 +149,8 @@ func TestPodAndNetworkPolicyAsCreated(t *testing.T) {
 	assert.Equal(t, map[string]string{
 		LabelManagedBy: ManagedBy, LabelSandbox: "true", "team": "data", LabelSandboxName: name,
 	}, pod.Labels)
+	assert.Regexp(t, `^[0-9a-f]{64}$`, pod.Annotations[AnnotationSandboxdToken], "the pod carries its sandboxd token")
+	delete(pod.Annotations, AnnotationSandboxdToken)
 	assert.Equal(t, map[string]string{AnnotationProfile: "data-science"}, pod.Annotations)
 
 	spec, err := json.Marshal(pod.Spec)
@@ -156,15 +158,16 @@ func TestPodAndNetworkPolicyAsCreated(t *testing.T) {
 	// As stored: the API server's defaults (dnsPolicy, schedulerName, imagePullPolicy,
 	// termination message, toleration seconds, enableServiceLinks, priority) included.
 	assert.JSONEq(t, `{
-	  "volumes": [{"name": "workspace", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+	  "volumes": [{"name": "workspace", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}, {"name": "sandgate-run", "emptyDir": {"medium": "Memory"}}],
 	  "containers": [{
 	    "name": "sandbox",
 	    "image": "registry.example.com/python:3.12-slim",
-	    "command": ["sleep", "infinity"],
+	    "command": ["/usr/local/bin/sandboxd", "serve", "--socket", "/.sandgate/run/sd.sock", "--workspace", "/workspace",
+	                "--state-file", "/.sandgate/run/contexts.json", "--await-token"],
 	    "workingDir": "/workspace",
-	    "env": [{"name": "A", "value": "1"}, {"name": "PIP_INDEX_URL", "value": "https://pypi.internal/simple"}],
+	    "env": [{"name": "A", "value": "1"}, {"name": "HOME", "value": "/workspace"}, {"name": "PIP_INDEX_URL", "value": "https://pypi.internal/simple"}],
 	    "resources": {"limits": {"cpu": "1500m", "memory": "512Mi"}, "requests": {"cpu": "1500m", "memory": "512Mi"}},
-	    "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}, {"name": "tmp", "mountPath": "/tmp"}],
+	    "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}, {"name": "tmp", "mountPath": "/tmp"}, {"name": "sandgate-run", "mountPath": "/.sandgate/run"}],
 	    "terminationMessagePath": "/dev/termination-log",
 	    "terminationMessagePolicy": "File",
 	    "imagePullPolicy": "IfNotPresent",

@@ -1,0 +1,25 @@
+package kubernetes
+
+import (
+	"testing"
+
+	"k8s.io/client-go/rest"
+)
+
+// Helpers of this package's tests, for the external tests (package kubernetes_test) that run
+// whole gateways on the played node.
+
+// PlayedNamespace returns the admin configuration of the test API server and a fresh
+// namespace (Pod Security restricted) whose pods run on a node played with Docker, skipping
+// the test without an API server, Docker or the test image.
+func PlayedNamespace(t *testing.T) (*rest.Config, string) {
+	t.Helper()
+	cfg := requireAPIServer(t)
+	cli := requireDocker(t)
+	ns := testNamespace(t, restricted)
+	playNode(t, ns, cli)
+	return cfg, ns
+}
+
+// TestImage is the sandbox image the played node runs.
+var TestImage = testImage
