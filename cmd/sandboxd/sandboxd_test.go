@@ -76,7 +76,7 @@ type daemon struct {
 	cmd       *exec.Cmd
 	socket    string
 	workspace string
-	stderr    *bytes.Buffer
+	stderr    *syncBuffer
 	exited    chan error
 }
 
@@ -87,7 +87,7 @@ func start(t *testing.T, env []string, args ...string) *daemon {
 	dir, err := os.MkdirTemp("", "sbd") // short: socket paths are limited to ~107 bytes
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	d := &daemon{socket: filepath.Join(dir, "s.sock"), workspace: t.TempDir(), stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	d := &daemon{socket: filepath.Join(dir, "s.sock"), workspace: t.TempDir(), stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	d.cmd = exec.Command(binary, append([]string{"serve", "--socket", d.socket, "--workspace", d.workspace}, args...)...)
 	d.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	d.cmd.Stderr = d.stderr
@@ -107,6 +107,24 @@ func (d *daemon) client(t *testing.T, tok string) *remote.Client {
 	t.Cleanup(func() { _ = c.Close() })
 	require.Eventually(t, func() bool { return c.Ready(t.Context()) == nil }, slow, 20*time.Millisecond, "sandboxd did not get ready: %s", d.stderr)
 	return c
+}
+
+// syncBuffer is a bytes.Buffer that a running process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func exitStatus(err error) int {
@@ -179,7 +197,7 @@ func TestServeWithTokenFileAndStaleSocket(t *testing.T) {
 
 	// A second sandboxd on the same socket path replaces the stale socket.
 	cmd := exec.Command(binary, "serve", "--socket", first.socket, "--workspace", t.TempDir(), "--token-file", tokenFile)
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)
@@ -310,7 +328,7 @@ func TestProxyCarriesTheAPI(t *testing.T) {
 func TestStdioServesOneConnection(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	var running sync.WaitGroup
 	dial := func(ctx context.Context) (net.Conn, error) {
 		cmd := exec.Command(binary, "stdio", "--workspace", ws)

@@ -9,14 +9,16 @@ import (
 // mean "use the default"; keys whose zero is meaningful are pointers (policy.timeout,
 // broker.wait_timeout, sandbox.enabled, database.auto_migrate).
 const (
-	DefaultProfileName    = "default"
-	DefaultImage          = "python:3.12-slim"
-	DefaultIdleTimeout    = 1800 // seconds
-	DefaultPolicyTimeout  = 120.0
-	DefaultAddr           = ":8080"
-	DefaultMaxBodyBytes   = 8 << 20
-	DefaultMaxOutputBytes = 1 << 20
-	DefaultMaxFileBytes   = 100 << 20
+	DefaultProfileName = "default"
+	DefaultImage       = "python:3.12-slim" // docker: the gateway copies sandboxd in
+	// DefaultKubernetesImage ships sandboxd (pods cannot have it copied in; images/sandbox).
+	DefaultKubernetesImage = "sandgate/sandbox-python:latest"
+	DefaultIdleTimeout     = 1800 // seconds
+	DefaultPolicyTimeout   = 120.0
+	DefaultAddr            = ":8080"
+	DefaultMaxBodyBytes    = 8 << 20
+	DefaultMaxOutputBytes  = 1 << 20
+	DefaultMaxFileBytes    = 100 << 20
 	// DefaultQuotaSessions and DefaultQuotaConcurrentExecutions are sandbox.quotas' defaults.
 	DefaultQuotaSessions             = 100
 	DefaultQuotaConcurrentExecutions = 32
@@ -207,7 +209,7 @@ func (b *ProviderBlocks) applyDefaults() {
 	}
 	if k := b.Kubernetes; k != nil {
 		setDefault(&k.Namespace, "default")
-		setDefault(&k.Image, DefaultImage)
+		setDefault(&k.Image, DefaultKubernetesImage)
 		setDefault(&k.CreateTimeout, 120.0)
 		setDefault(&k.Workspace, DefaultKubernetesWorkspace)
 	}

@@ -91,7 +91,7 @@ sandbox:
 	require.Equal(t, "python:3.12-slim", s.Profiles["box"].Docker.Image)
 	k := s.Profiles["pods"].Kubernetes
 	require.Equal(t, "default", k.Namespace)
-	require.Equal(t, "python:3.12-slim", k.Image)
+	require.Equal(t, "sandgate/sandbox-python:latest", k.Image, "pods need an image that ships sandboxd")
 	require.Equal(t, 120.0, k.CreateTimeout)
 	require.Equal(t, E2B{APIKeyEnv: "E2B_API_KEY", Template: "base"}, *s.Profiles["cloud"].E2B)
 	require.Equal(t, "DAYTONA_API_KEY", s.Profiles["day"].Daytona.APIKeyEnv)

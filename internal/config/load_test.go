@@ -290,7 +290,7 @@ sandbox:
 	k := c.Sandbox.Profiles["default"].Kubernetes
 	require.NotNil(t, k)
 	require.Equal(t, "default", k.Namespace)
-	require.Equal(t, DefaultImage, k.Image)
+	require.Equal(t, DefaultKubernetesImage, k.Image)
 	require.Equal(t, 120.0, k.CreateTimeout)
 }
 

@@ -312,7 +312,7 @@ type BedrockAgentCore struct {
 // Kubernetes runs one pod per sandbox.
 type Kubernetes struct {
 	Namespace                string            `koanf:"namespace" json:"namespace"` // default "default"
-	Image                    string            `koanf:"image" json:"image"`         // default python:3.12-slim
+	Image                    string            `koanf:"image" json:"image"`         // default sandgate/sandbox-python:latest (ships sandboxd)
 	AttachTo                 string            `koanf:"attach_to" json:"attach_to"` // "<ns>/<pod>"
 	Kubeconfig               string            `koanf:"kubeconfig" json:"kubeconfig"`
 	ServiceAccount           string            `koanf:"service_account" json:"service_account"`
@@ -337,6 +337,14 @@ type Kubernetes struct {
 	// and context goes through) comes from.
 	Sandboxd KubernetesSandboxd `koanf:"sandboxd" json:"sandboxd"`
 }
+
+// Transports of kubernetes.sandboxd.transport.
+const (
+	KubernetesTransportExec  = "exec"
+	KubernetesTransportPodIP = "pod_ip"
+)
+
+var kubernetesTransports = []string{KubernetesTransportExec, KubernetesTransportPodIP}
 
 // KubernetesSandboxd is the kubernetes.sandboxd block.
 type KubernetesSandboxd struct {

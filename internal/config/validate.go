@@ -392,6 +392,16 @@ func (k *Kubernetes) validate(p *problems, key, environment string) {
 	if ws := k.Workspace; ws != "" && (!path.IsAbs(ws) || path.Clean(ws) != ws || ws == "/") {
 		p.add(key+".workspace", "must be an absolute, clean folder path other than / (got %q)", ws)
 	}
+	sd := k.Sandboxd
+	if sd.Transport != "" { // "" is the default, exec
+		p.enum(key+".sandboxd.transport", sd.Transport, kubernetesTransports)
+	}
+	if sd.Path != "" && (!path.IsAbs(sd.Path) || path.Clean(sd.Path) != sd.Path) {
+		p.add(key+".sandboxd.path", "must be an absolute, clean file path (got %q)", sd.Path)
+	}
+	if sd.Image != "" && (k.AgentSandbox != nil || environment == EnvironmentAttached) {
+		p.add(key+".sandboxd.image", "is only for pods the gateway creates: agent_sandbox templates and attached pods must run sandboxd themselves")
+	}
 	if a := k.AgentSandbox; a != nil {
 		if strings.TrimSpace(a.WarmPool) == "" {
 			p.add(key+".agent_sandbox.warm_pool", "required: the SandboxWarmPool that sandboxes are claimed from")

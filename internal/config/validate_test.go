@@ -132,6 +132,18 @@ func TestValidateRules(t *testing.T) {
 			p.Type = ProviderDocker
 			p.Docker = &Docker{Sandboxd: &DockerSandboxd{Transport: "tcp"}}
 		}), prof + ".docker.sandboxd.transport", []string{`"tcp"`, "socket", "exec"}},
+		{"kubernetes sandboxd transport", profile(func(p *Profile) {
+			p.Type = ProviderKubernetes
+			p.Kubernetes = &Kubernetes{Sandboxd: KubernetesSandboxd{Transport: "proxy"}}
+		}), prof + ".kubernetes.sandboxd.transport", []string{`"proxy"`, "exec", "pod_ip"}},
+		{"kubernetes sandboxd path", profile(func(p *Profile) {
+			p.Type = ProviderKubernetes
+			p.Kubernetes = &Kubernetes{Sandboxd: KubernetesSandboxd{Path: "bin/sandboxd"}}
+		}), prof + ".kubernetes.sandboxd.path", []string{"absolute"}},
+		{"kubernetes sandboxd image with agent_sandbox", profile(func(p *Profile) {
+			p.Type = ProviderKubernetes
+			p.Kubernetes = &Kubernetes{Sandboxd: KubernetesSandboxd{Image: "sandgate/sandbox-python"}, AgentSandbox: &KubernetesAgentSandbox{WarmPool: "w"}}
+		}), prof + ".kubernetes.sandboxd.image", []string{"agent_sandbox"}},
 		{"stateful attached docker", profile(func(p *Profile) {
 			p.Type, p.Environment, p.Stateful = ProviderDocker, EnvironmentAttached, true
 			p.Docker = &Docker{AttachTo: "dev-box"}

@@ -10,6 +10,9 @@
 // # Routes
 //
 //	GET    /healthz, /readyz                 no authentication; {"status":"ok"}
+//	PUT    /v1/token                         no authentication; {"token":…} sets the secret of a
+//	                                         sandboxd started with --await-token: the first one
+//	                                         wins (204), the same again is 204, another 409
 //	POST   /v1/exec                          JSON ExecRequest (timeout as "timeout_ms") → frame stream
 //	GET    /v1/files?path=P                  the file's bytes
 //	PUT    /v1/files?path=P                  body: the file's bytes; header X-Max-Bytes → {"bytes":n}
@@ -20,8 +23,9 @@
 //	POST   /v1/contexts/{name}/restart       ContextInfo
 //	DELETE /v1/contexts/{name}               204
 //
-// Everything under /v1 requires "Authorization: Bearer <token>", the sandbox's secret,
-// compared in constant time; without it the answer is 401.
+// Everything else under /v1 requires "Authorization: Bearer <token>", the sandbox's secret,
+// compared in constant time; without it the answer is 401. A sandboxd awaiting its token
+// (HandlerAwaitingToken) answers 503 with kind "awaiting-token" until PUT /v1/token set it.
 //
 // # Exec stream
 //
