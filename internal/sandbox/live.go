@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/outlog"
 	"github.com/sandgate/sandgate/internal/principal"
 )
 
@@ -22,125 +23,48 @@ const (
 // the stored, bounded output).
 const liveRetention = 5 * time.Minute
 
-// OutputEvent is one piece of an execution's output, as it was produced.
-type OutputEvent struct {
-	// Seq numbers the events of one execution 1, 2, … in production order across both
-	// streams; a follower resumes after the last Seq it saw.
-	Seq int64
-	// Stream is StreamStdout or StreamStderr.
-	Stream string
-	// Offset is the byte offset of Data in its stream (bytes dropped from the middle of a
-	// long output are counted: offsets always say where the bytes were in the program's
-	// output).
-	Offset int64
-	// Data are the bytes. A UTF-8 character is never split between two events of a stream.
-	Data []byte
-}
+// OutputEvent is one piece of an execution's output, as it was produced: Seq numbers the
+// events of one execution 1, 2, … across both streams (a follower resumes after the last it
+// saw); Offset is the byte offset of Data in its stream, bytes dropped from the middle of a
+// long output counted; a UTF-8 character is never split between two events of a stream.
+type OutputEvent = outlog.Event
 
-// liveOutput is the followable output of one execution on this replica: the events of each
-// stream up to half of the output limit from its start and half from its end, the middle
-// dropped as it is overtaken (the bounds of capture), so memory is O(limit) however much a
-// program prints. Writers never wait for followers: a follower that falls behind by more than
-// the tail misses the middle and is told so (Gap).
+// liveOutput is the followable output of one execution on this replica (package outlog: the
+// start and the end of each stream, within the output limit) and, once it ended, how.
 type liveOutput struct {
-	mu      sync.Mutex
-	half    int64 // bytes kept from the start and from the end of each stream
-	events  []liveEvent
-	seq     int64
-	offsets map[string]int64 // bytes produced per stream
-	head    map[string]int64 // bytes kept from the start per stream
-	tail    map[string]int64 // bytes kept from the end per stream
-	changed chan struct{}    // closed and replaced at every change
-	done    bool
-	result  *Result
-	err     error
+	log *outlog.Log
+
+	mu     sync.Mutex
+	done   bool
+	result *Result
+	err    error
 }
 
-type liveEvent struct {
-	OutputEvent
-	head bool // part of the kept start of its stream
-}
+func newLiveOutput(limit int64) *liveOutput { return &liveOutput{log: outlog.New(limit)} }
 
-func newLiveOutput(limit int64) *liveOutput {
-	if limit < 2 {
-		limit = 2
-	}
-	return &liveOutput{
-		half: limit / 2, offsets: map[string]int64{}, head: map[string]int64{}, tail: map[string]int64{},
-		changed: make(chan struct{}),
-	}
-}
-
-// append records data of stream. Called by the stream's writer only.
-func (l *liveOutput) append(stream string, data []byte) {
-	if len(data) == 0 {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.seq++
-	ev := liveEvent{OutputEvent: OutputEvent{Seq: l.seq, Stream: stream, Offset: l.offsets[stream], Data: data}}
-	l.offsets[stream] += int64(len(data))
-	if l.head[stream] < l.half {
-		ev.head = true
-		l.head[stream] += int64(len(data))
-	} else {
-		l.tail[stream] += int64(len(data))
-		for l.tail[stream] > l.half {
-			l.dropOldestTail(stream)
-		}
-	}
-	l.events = append(l.events, ev)
-	l.notify()
-}
-
-// dropOldestTail drops the oldest kept tail event of stream (with l.mu held).
-func (l *liveOutput) dropOldestTail(stream string) {
-	for i, ev := range l.events {
-		if ev.Stream == stream && !ev.head {
-			l.tail[stream] -= int64(len(ev.Data))
-			l.events = append(l.events[:i], l.events[i+1:]...)
-			return
-		}
-	}
-}
-
-func (l *liveOutput) notify() {
-	close(l.changed)
-	l.changed = make(chan struct{})
-}
+func (l *liveOutput) append(stream string, data []byte) { l.log.Append(stream, data) }
 
 // finish records how the execution ended: its result, or the machinery failure.
 func (l *liveOutput) finish(res *Result, err error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return
+	if !l.done {
+		l.done, l.result, l.err = true, res, err
 	}
-	l.done, l.result, l.err = true, res, err
-	l.notify()
+	l.mu.Unlock()
+	l.log.Close()
 }
 
 // read returns the kept events after seq after, whether some after it were dropped (gap),
 // and, once the execution has ended and every event was returned, done with its end.
 // changed is closed at the next change.
 func (l *liveOutput) read(after int64) (evs []OutputEvent, gap, done bool, res *Result, err error, changed <-chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	next := after + 1
-	for _, ev := range l.events {
-		if ev.Seq < next {
-			continue
-		}
-		if ev.Seq > next && len(evs) == 0 {
-			gap = true
-		}
-		evs = append(evs, ev.OutputEvent)
+	evs, gap, closed, changed := l.log.Read(after)
+	if closed {
+		l.mu.Lock()
+		done, res, err = l.done, l.result, l.err
+		l.mu.Unlock()
 	}
-	if len(evs) == 0 && l.seq > after {
-		gap = true // all of them were dropped
-	}
-	return evs, gap, l.done, l.result, l.err, l.changed
+	return evs, gap, done, res, err, changed
 }
 
 // liveWriter feeds one stream of an execution into its liveOutput, holding back the bytes of

@@ -32,6 +32,10 @@ type ExecRequest struct {
 	// MaxOutput caps each of stdout and stderr in bytes (0 = DefaultMaxOutput); output past it
 	// is read and dropped, and Result.Truncated says so.
 	MaxOutput int64 `json:"max_output_bytes,omitempty"`
+	// ID, for a remote sandboxd, makes the execution held (remote.Client.Exec): it runs on
+	// when the connection breaks, and a client can follow it again by this id. Never in the
+	// JSON body (it travels as the X-Execution-Id header); ignored by Runtime.Exec.
+	ID string `json:"-"`
 }
 
 // DefaultMaxOutput is the per-stream output cap when ExecRequest.MaxOutput is 0 (64 MiB).

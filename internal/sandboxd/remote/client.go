@@ -157,6 +157,12 @@ func (c *Client) Ready(ctx context.Context) error {
 // Exec runs req in the sandbox, writing its output to out as it arrives (from the calling
 // goroutine), and returns its Result.
 //
+// With req.ID set the execution is held by sandboxd: a broken connection (a gateway that
+// dies) does not stop it, and Reattach follows it again. The end of ctx still stops it: Exec
+// then asks sandboxd to (DELETE /v1/executions/{id}) and returns, with ctx.Err(), once the
+// stream ended. A writer of out that has a method Skip(n int64) is told of bytes sandboxd
+// dropped (the middle of a long output kept for a later follower).
+//
 // Errors: the sandboxd.Runtime.Exec errors as fault errors of the same kind; ctx.Err() when
 // ctx ends (the execution is then killed in the sandbox); the errors of the package doc.
 func (c *Client) Exec(ctx context.Context, req sandboxd.ExecRequest, out sandboxd.Streams) (sandboxd.Result, error) {
@@ -170,7 +176,81 @@ func (c *Client) Exec(ctx context.Context, req sandboxd.ExecRequest, out sandbox
 	if err != nil {
 		return sandboxd.Result{}, fault.Wrap(fault.Validation, err, "encoding the exec request")
 	}
-	resp, err := c.do(ctx, http.MethodPost, "/v1/exec", nil, bytes.NewReader(data), jsonHeader)
+	if req.ID == "" {
+		return c.stream(ctx, http.MethodPost, "/v1/exec", data, jsonHeader, out)
+	}
+	// The request must outlive ctx (a cancelled request would only break the connection, and
+	// a held execution runs on): ctx's end stops the execution instead, and its stream ends.
+	reqCtx, cancelReq := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReq()
+	ended := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(reqCtx, 10*time.Second)
+			if err := c.StopExecution(sctx, req.ID); err != nil {
+				cancelReq()
+			}
+			cancel()
+			bound := time.NewTimer(stopWait)
+			defer bound.Stop()
+			select {
+			case <-ended:
+			case <-bound.C:
+				cancelReq()
+			}
+		case <-ended:
+		}
+	}()
+	res, err := c.stream(reqCtx, http.MethodPost, "/v1/exec", data, func(h http.Header) {
+		jsonHeader(h)
+		h.Set(headerExecutionID, req.ID)
+	}, out)
+	close(ended)
+	<-stopped
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return res, err
+}
+
+// stopWait bounds how long Exec reads the stream of an execution it stopped.
+const stopWait = 30 * time.Second
+
+// ErrStopped is Reattach's error for an execution stopped with StopExecution (its caller
+// cancelled it).
+var ErrStopped = errors.New("sandboxd: the execution was stopped")
+
+// Reattach follows held execution id (see Exec) from its start: its kept output to out (the
+// start and the end of each stream; a Skip where the middle was dropped), and its Result once
+// it ended. The end of ctx only stops following.
+//
+// Errors: fault.NotFound when sandboxd holds no such execution (it never ran there, it ended
+// too long ago, or sandboxd restarted); ErrStopped; the execution's own errors, as Exec's;
+// ctx.Err(); the errors of the package doc.
+func (c *Client) Reattach(ctx context.Context, id string, out sandboxd.Streams) (sandboxd.Result, error) {
+	res, err := c.stream(ctx, http.MethodGet, "/v1/executions/"+url.PathEscape(id), nil, nil, out)
+	if fault.KindOf(err) == fault.Kind(kindStopped) {
+		return res, ErrStopped
+	}
+	return res, err
+}
+
+// StopExecution stops held execution id (DELETE /v1/executions/{id}); one that ended is left
+// as it is. Errors: fault.NotFound when none is held; the errors of the package doc.
+func (c *Client) StopExecution(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/executions/"+url.PathEscape(id), nil, nil, http.StatusNoContent, nil)
+}
+
+// stream sends a request whose answer is an exec stream and reads the stream to its end.
+func (c *Client) stream(ctx context.Context, method, path string, body []byte, header func(http.Header), out sandboxd.Streams) (sandboxd.Result, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	resp, err := c.do(ctx, method, path, nil, rd, header)
 	if err != nil {
 		return sandboxd.Result{}, err
 	}
@@ -196,6 +276,19 @@ func (c *Client) Exec(ctx context.Context, req sandboxd.ExecRequest, out sandbox
 			if _, err := io.CopyN(s, br, n); err != nil {
 				return sandboxd.Result{}, c.streamErr(ctx, err)
 			}
+		case FrameSkip:
+			var p [9]byte
+			if n != int64(len(p)) {
+				return sandboxd.Result{}, fmt.Errorf("sandboxd at %s: a skip frame of %d bytes", c.where, n)
+			}
+			if _, err := io.ReadFull(br, p[:]); err != nil {
+				return sandboxd.Result{}, c.streamErr(ctx, err)
+			}
+			s := stdout
+			if p[0] == FrameStderr {
+				s = stderr
+			}
+			s.skip(int64(binary.BigEndian.Uint64(p[1:])))
 		case FrameResult, FrameError:
 			if n > maxResultFrame {
 				return sandboxd.Result{}, fmt.Errorf("sandboxd at %s: a frame of %d bytes is over the limit", c.where, n)
@@ -224,6 +317,13 @@ func (c *Client) Exec(ctx context.Context, req sandboxd.ExecRequest, out sandbox
 type sink struct {
 	w      io.Writer
 	failed bool
+}
+
+// skip tells w (when it has a Skip(n int64) method) that n bytes were dropped here.
+func (s *sink) skip(n int64) {
+	if sk, ok := s.w.(interface{ Skip(n int64) }); ok && !s.failed {
+		sk.Skip(n)
+	}
 }
 
 func (s *sink) Write(p []byte) (int, error) {

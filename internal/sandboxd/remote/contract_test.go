@@ -504,6 +504,23 @@ func TestContract(t *testing.T) {
 		assert.True(t, res.ContextLost)
 	})
 
+	t.Run("held executions", func(t *testing.T) {
+		var out bytes.Buffer
+		res, err := b.client.Exec(ctx, sandboxd.ExecRequest{Command: "echo held", ID: "contract-1"}, sandboxd.Streams{Stdout: &out})
+		require.NoError(t, err)
+		assert.Equal(t, 0, res.ExitCode)
+		out.Reset()
+		_, err = b.client.Reattach(ctx, "contract-1", sandboxd.Streams{Stdout: &out})
+		require.NoError(t, err)
+		assert.Equal(t, "held\n", out.String())
+		require.NoError(t, b.client.StopExecution(ctx, "contract-1"))
+		_, err = b.client.Exec(ctx, sandboxd.ExecRequest{Command: "true", ID: "contract-1"}, sandboxd.Streams{})
+		wantKind(t, err, fault.Conflict)
+		_, err = b.client.Reattach(ctx, "contract-none", sandboxd.Streams{})
+		wantKind(t, err, fault.NotFound)
+		wantKind(t, b.client.StopExecution(ctx, "contract-none"), fault.NotFound)
+	})
+
 	t.Run("exec problems", func(t *testing.T) {
 		for name, tt := range map[string]struct {
 			req     sandboxd.ExecRequest

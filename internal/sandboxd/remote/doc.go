@@ -13,7 +13,10 @@
 //	PUT    /v1/token                         no authentication; {"token":…} sets the secret of a
 //	                                         sandboxd started with --await-token: the first one
 //	                                         wins (204), the same again is 204, another 409
-//	POST   /v1/exec                          JSON ExecRequest (timeout as "timeout_ms") → frame stream
+//	POST   /v1/exec                          JSON ExecRequest (timeout as "timeout_ms") → frame stream;
+//	                                         header X-Execution-Id: a held execution (below)
+//	GET    /v1/executions/{id}               a held execution's frame stream, from its start
+//	DELETE /v1/executions/{id}               stop a held execution → 204
 //	GET    /v1/files?path=P                  the file's bytes
 //	PUT    /v1/files?path=P                  body: the file's bytes; header X-Max-Bytes → {"bytes":n}
 //	GET    /v1/files/list?path=P             JSON array of FileInfo
@@ -37,6 +40,16 @@
 // first frame, so a request that fails before anything ran (validation, confinement) gets an
 // ordinary problem response instead. When the client goes away, the request's context ends
 // and the execution is killed like on a timeout.
+//
+// # Held executions
+//
+// With X-Execution-Id the execution is held: it runs on when its client goes away (a gateway
+// that dies), keeps the start and the end of each stream (package outlog; 2 MiB of each) and
+// its result for 10 minutes after it ended, and GET /v1/executions/{id} follows it again from
+// its start — a FrameSkip (payload: stream type, 8-byte count) where bytes were dropped.
+// DELETE stops it; a follower then gets an error frame of kind "stopped" (Client: ErrStopped).
+// Client.Exec holds an execution when ExecRequest.ID is set and stops it when its context
+// ends; Client.Reattach follows one. At most 256 are held; ended ones make room.
 //
 // # Errors
 //

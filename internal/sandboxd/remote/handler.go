@@ -55,6 +55,8 @@ func newHandler(rt *sandboxd.Runtime, sec *secret, onToken func(), log *slog.Log
 
 	v1 := http.NewServeMux()
 	v1.HandleFunc("POST /v1/exec", s.exec)
+	v1.HandleFunc("GET /v1/executions/{id}", s.getExecution)
+	v1.HandleFunc("DELETE /v1/executions/{id}", s.deleteExecution)
 	v1.HandleFunc("GET /v1/files", s.readFile)
 	v1.HandleFunc("PUT /v1/files", s.writeFile)
 	v1.HandleFunc("DELETE /v1/files", s.removeFile)
@@ -117,6 +119,7 @@ type server struct {
 	log     *slog.Logger
 	secret  *secret
 	onToken func()
+	held    held // executions that outlive their requests (detached.go)
 }
 
 func health(w http.ResponseWriter, _ *http.Request) {
@@ -222,6 +225,10 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Timeout = time.Duration(body.TimeoutMS) * time.Millisecond
+	if id := r.Header.Get(headerExecutionID); id != "" {
+		s.execHeld(w, r, id, req)
+		return
+	}
 
 	st := &stream{w: w, rc: http.NewResponseController(w)}
 	res, err := s.rt.Exec(r.Context(), req, sandboxd.Streams{

@@ -17,6 +17,9 @@ const (
 	FrameStderr byte = 2
 	FrameResult byte = 3
 	FrameError  byte = 4
+	// FrameSkip (held executions followed again) says bytes of a stream were dropped here:
+	// payload [stream: FrameStdout or FrameStderr][8-byte big-endian count].
+	FrameSkip byte = 5
 )
 
 // frameHeader is the size of a frame's type and length.
@@ -37,6 +40,7 @@ const (
 	kindUnknownRoute     = "unknown-route"
 	kindMethodNotAllowed = "method-not-allowed"
 	kindAwaitingToken    = "awaiting-token"
+	kindStopped          = "stopped" // a held execution stopped with DELETE /v1/executions/{id}
 )
 
 // execBody is the JSON body of POST /v1/exec.

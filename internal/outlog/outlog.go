@@ -1,0 +1,132 @@
+// Package outlog is the followable output of one execution: a log of the pieces its program
+// wrote, in order across its streams, that readers follow while it grows and resume after the
+// last piece they saw.
+//
+// Memory is bounded whatever a program prints: of each stream the log keeps the pieces up to
+// half its limit from the start and up to half from the end, dropping the oldest of the end's
+// as new ones arrive (the head-and-tail rule of an execution's result, docs/semantics.md §9
+// step 7). Offsets keep counting dropped bytes, so a reader sees where what it missed was.
+// Writers never wait for readers.
+package outlog
+
+import "sync"
+
+// Event is one piece of output.
+type Event struct {
+	// Seq numbers the events of one log 1, 2, … in the order they were written.
+	Seq int64
+	// Stream names the stream ("stdout", "stderr").
+	Stream string
+	// Offset is the byte offset of Data in its stream, dropped bytes counted.
+	Offset int64
+	// Data are the bytes (owned by the log: readers must not modify them).
+	Data []byte
+}
+
+// Log is the followable output of one execution. Its methods are safe for concurrent use.
+type Log struct {
+	mu      sync.Mutex
+	half    int64
+	events  []entry
+	seq     int64
+	offsets map[string]int64 // bytes written per stream
+	head    map[string]int64 // bytes kept from the start per stream
+	tail    map[string]int64 // bytes kept from the end per stream
+	changed chan struct{}    // closed and replaced at every change
+	closed  bool
+}
+
+type entry struct {
+	Event
+	head bool
+}
+
+// New returns an empty log keeping up to limit bytes of each stream (half from its start,
+// half from its end; at least 2).
+func New(limit int64) *Log {
+	if limit < 2 {
+		limit = 2
+	}
+	return &Log{half: limit / 2, offsets: map[string]int64{}, head: map[string]int64{}, tail: map[string]int64{}, changed: make(chan struct{})}
+}
+
+// Append records data (which the log keeps; the caller must not reuse it) as the next piece
+// of stream. Empty data and appends after Close are ignored.
+func (l *Log) Append(stream string, data []byte) {
+	if len(data) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.seq++
+	e := entry{Event: Event{Seq: l.seq, Stream: stream, Offset: l.offsets[stream], Data: data}}
+	l.offsets[stream] += int64(len(data))
+	if l.head[stream] < l.half {
+		e.head = true
+		l.head[stream] += int64(len(data))
+	} else {
+		l.tail[stream] += int64(len(data))
+		for l.tail[stream] > l.half {
+			l.dropOldestTail(stream)
+		}
+	}
+	l.events = append(l.events, e)
+	l.notify()
+}
+
+func (l *Log) dropOldestTail(stream string) {
+	for i, e := range l.events {
+		if e.Stream == stream && !e.head {
+			l.tail[stream] -= int64(len(e.Data))
+			l.events = append(l.events[:i], l.events[i+1:]...)
+			return
+		}
+	}
+}
+
+func (l *Log) notify() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// Close marks the log complete: readers that have read everything learn it from Read.
+func (l *Log) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed {
+		l.closed = true
+		l.notify()
+	}
+}
+
+// Read returns the kept events after sequence number after, whether events after it were
+// dropped before the first one returned (gap), whether the log is closed, and a channel
+// closed at the log's next change.
+func (l *Log) Read(after int64) (events []Event, gap, closed bool, changed <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := after + 1
+	for _, e := range l.events {
+		if e.Seq < next {
+			continue
+		}
+		if e.Seq > next && len(events) == 0 {
+			gap = true
+		}
+		events = append(events, e.Event)
+	}
+	if len(events) == 0 && l.seq > after {
+		gap = true // every one of them was dropped
+	}
+	return events, gap, l.closed, l.changed
+}
+
+// Written returns how many bytes were written to stream, dropped ones included.
+func (l *Log) Written(stream string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.offsets[stream]
+}
