@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/devdb"
@@ -227,6 +228,55 @@ func TestRestartMarksLostAndReattaches(t *testing.T) {
 	res := c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"cat state.txt"}`, 200)
 	require.Equal(t, "kept\n", res["stdout"])
 	require.Empty(t, res["notice"])
+}
+
+// TestKilledGatewaysTaskIsAdopted: kill -9 a gateway while a task runs on Docker and start
+// it again: sandboxd kept the execution running, and the new gateway adopts the task and
+// finishes it with the whole output (docs/semantics.md §9, "An execution survives its
+// gateway").
+func TestKilledGatewaysTaskIsAdopted(t *testing.T) {
+	requirePostgres(t)
+	if !docker.Available(t.Context(), "") {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no Docker engine: .ci/run starts one with scripts/docker-setup.sh")
+		}
+		t.Skip("no Docker engine reachable (scripts/docker-setup.sh starts one)")
+	}
+	t.Parallel()
+	dir := dataDir(t)
+	addr := freeAddr(t)
+	env := []string{"SANDGATE_SANDBOX__BROKER__LOST_AFTER=2s", "SANDGATE_SANDBOX__DEFAULT_PROFILE=docker"}
+	g := startDev(t, dir, addr, env...)
+	c := &client{t: t, base: g.base, token: g.token}
+
+	sid := c.json("POST", "/v1/sessions", `{"name":"survivor"}`, 201)["id"].(string)
+	c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"true"}`, 200) // the container
+	task := c.json("POST", "/v1/sessions/"+sid+"/commands",
+		`{"command":"for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done; echo done >&2; exit 3","wait_s":0}`, 202)["id"].(string)
+	deadline := time.Now().Add(30 * time.Second)
+	for c.json("GET", "/v1/tasks/"+task, "", 200)["status"] != "running" && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond) // a tick or two under the first gateway
+
+	g.kill(syscall.SIGKILL)
+	g2 := startDev(t, dir, addr, env...)
+	c.base = g2.base
+	deadline = time.Now().Add(90 * time.Second)
+	var st map[string]any
+	for time.Now().Before(deadline) {
+		st = c.json("GET", "/v1/tasks/"+task, "", 200)
+		if st["finished_at"] != nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.Equal(t, "succeeded", st["status"], "the task after its gateway died: %v", st)
+	res := st["result"].(map[string]any)
+	assert.Equal(t, "tick 1\ntick 2\ntick 3\ntick 4\ntick 5\ntick 6\n", res["stdout"], "the whole output")
+	assert.Equal(t, "done\n", res["stderr"])
+	assert.Equal(t, 3.0, res["exit_code"])
+	assert.Contains(t, st["notice"], "another gateway")
 }
 
 type client struct {

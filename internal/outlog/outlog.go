@@ -77,6 +77,16 @@ func (l *Log) Append(stream string, data []byte) {
 	l.notify()
 }
 
+// Skip counts n bytes of stream that were dropped before they reached the log (an earlier
+// log in front of this one let them go): the next piece's offset is n further on.
+func (l *Log) Skip(stream string, n int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed && n > 0 {
+		l.offsets[stream] += n
+	}
+}
+
 func (l *Log) dropOldestTail(stream string) {
 	for i, e := range l.events {
 		if e.Stream == stream && !e.head {

@@ -13,6 +13,7 @@ package providers
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"time"
@@ -187,8 +188,29 @@ type ExecSpec struct {
 	// code, and only on sandboxes that implement Contexts; an unknown name is created with
 	// spec.Language on first use. See Contexts.
 	Context string
+	// ID names the execution (the domain gives its task id). A sandbox that implements
+	// Reattacher holds an execution with an id in the sandbox, so that it runs on when the
+	// gateway that started it stops and another one can follow it (Reattach); others ignore
+	// it. Ending ctx still stops the execution.
+	ID string
 	Output
 }
+
+// Reattacher is implemented by sandboxes whose runtime holds executions (sandboxd in a
+// container or pod): an execution started with ExecSpec.ID outlives the gateway that started
+// it, and Reattach follows it again — its kept output (the start and the end of each stream)
+// to out, and how it ended. Writers of out with a method Skip(n int64) are told of bytes
+// dropped from the middle.
+//
+// Errors: fault.NotFound when the sandbox holds no such execution (it ran elsewhere, it ended
+// long before, or the sandbox restarted); ErrExecutionStopped when it was stopped; ctx.Err()
+// (following stops, the execution runs on); the provider's other errors.
+type Reattacher interface {
+	Reattach(ctx context.Context, id string, out Output) (ExitStatus, error)
+}
+
+// ErrExecutionStopped is Reattach's error for an execution stopped by its caller.
+var ErrExecutionStopped = errors.New("the execution was stopped by its caller")
 
 // DefaultContext is the context that serves code executions of a profile with
 // `stateful: true` when the caller names none.

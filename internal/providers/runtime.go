@@ -35,7 +35,7 @@ func RuntimeRequest(spec ExecSpec) (sandboxd.ExecRequest, error) {
 func RuntimeRequestStreaming(spec ExecSpec) sandboxd.ExecRequest {
 	return sandboxd.ExecRequest{
 		Command: spec.Command, Code: spec.Code, Language: spec.Language, Env: spec.Env,
-		Dir: spec.Dir, Timeout: spec.Timeout, Context: spec.Context, StdinReader: spec.Stdin,
+		Dir: spec.Dir, Timeout: spec.Timeout, Context: spec.Context, StdinReader: spec.Stdin, ID: spec.ID,
 	}
 }
 

@@ -354,16 +354,11 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		j.touch = true
 	}
 
-	stdout, stderr := newCapture(s.maxOutput()), newCapture(s.maxOutput())
 	spec := j.spec
-	spec.Stdout, spec.Stderr = stdout, stderr
-	if j.live != nil {
-		liveOut := &liveWriter{l: j.live, stream: StreamStdout}
-		liveErr := &liveWriter{l: j.live, stream: StreamStderr}
-		defer liveOut.flush()
-		defer liveErr.flush()
-		spec.Stdout, spec.Stderr = teeWriter{stdout, liveOut}, teeWriter{stderr, liveErr}
-	}
+	spec.ID = j.task.ID // a sandbox that can hold executions keeps this one for another gateway
+	out := s.newOutputs(j.live)
+	defer out.flush()
+	spec.Output = out.output()
 	if j.stdin != nil {
 		spec.Stdin = bytes.NewReader(j.stdin)
 	}
@@ -373,11 +368,69 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	defer cancel()
 	start := time.Now()
 	st, err := sb.Exec(runCtx, spec)
-	elapsed := time.Since(start)
-	res := &Result{Status: ResultCompleted, SessionID: j.sess.ID, TaskID: j.task.ID, Notice: notice, Warnings: j.warnings, DurationMS: elapsed.Milliseconds()}
+	return s.resultOf(ended{
+		st: st, err: err, elapsed: time.Since(start), out: out, base64: j.base64,
+		cancelled: ctx.Err() != nil && s.wasCancelled(j.task.ID),
+		backstop:  runCtx.Err() != nil && ctx.Err() == nil,
+		sessionID: j.sess.ID, taskID: j.task.ID, notice: notice, warnings: j.warnings, context: spec.Context,
+	})
+}
+
+// outputs capture an execution's two streams (bounded, docs/semantics.md §9 step 7) and feed
+// its live output, when it has one.
+type outputs struct {
+	stdout, stderr *capture
+	liveOut        *liveWriter
+	liveErr        *liveWriter
+}
+
+func (s *Service) newOutputs(live *liveOutput) *outputs {
+	o := &outputs{stdout: newCapture(s.maxOutput()), stderr: newCapture(s.maxOutput())}
+	if live != nil {
+		o.liveOut = &liveWriter{l: live, stream: StreamStdout}
+		o.liveErr = &liveWriter{l: live, stream: StreamStderr}
+	}
+	return o
+}
+
+// output is the providers.Output that writes to o.
+func (o *outputs) output() providers.Output {
+	if o.liveOut == nil {
+		return providers.Output{Stdout: o.stdout, Stderr: o.stderr}
+	}
+	return providers.Output{Stdout: teeWriter{o.stdout, o.liveOut}, Stderr: teeWriter{o.stderr, o.liveErr}}
+}
+
+func (o *outputs) flush() {
+	if o.liveOut != nil {
+		o.liveOut.flush()
+		o.liveErr.flush()
+	}
+}
+
+// ended is how a provider's execution ended, with what the Result needs around it.
+type ended struct {
+	st        providers.ExitStatus
+	err       error
+	elapsed   time.Duration
+	out       *outputs
+	base64    bool
+	cancelled bool // the caller cancelled the task
+	backstop  bool // the timeout backstop fired (the provider's kill did not return)
+	sessionID string
+	taskID    string
+	notice    string
+	warnings  []string
+	context   string
+}
+
+// resultOf turns how an execution ended into its Result; a machinery failure is an error.
+func (s *Service) resultOf(e ended) (*Result, error) {
+	res := &Result{Status: ResultCompleted, SessionID: e.sessionID, TaskID: e.taskID, Notice: e.notice, Warnings: e.warnings, DurationMS: e.elapsed.Milliseconds()}
 	if res.Warnings == nil {
 		res.Warnings = []string{}
 	}
+	st, err := e.st, e.err
 	switch {
 	case err == nil && st.TimedOut:
 		res.Status = ResultTimedOut
@@ -386,23 +439,23 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		res.ExitCode = &code
 		res.Signal = st.Signal
 		res.OOMKilled = st.OOMKilled
-	case ctx.Err() != nil && s.wasCancelled(j.task.ID):
+	case e.cancelled:
 		res.Status = ResultCancelled
-	case runCtx.Err() != nil && ctx.Err() == nil:
+	case e.backstop:
 		res.Status = ResultTimedOut
 	default:
 		return nil, classify(err, fault.Provision)
 	}
 	if err == nil && st.ContextReset {
-		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' was lost when the sandbox restarted: this execution ran in a fresh interpreter, without the variables of earlier executions", spec.Context))
+		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' was lost when the sandbox restarted: this execution ran in a fresh interpreter, without the variables of earlier executions", e.context))
 	}
 	if err == nil && st.ContextLost {
 		// Also after a timeout the program would not yield to: the kill took the context along.
-		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", spec.Context))
+		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", e.context))
 	}
-	out, outTrunc, outN := stdout.bytes()
-	errb, errTrunc, errN := stderr.bytes()
-	res.Stdout, res.Stderr, res.Encoding = encodeStreams(out, errb, j.base64)
+	out, outTrunc, outN := e.out.stdout.bytes()
+	errb, errTrunc, errN := e.out.stderr.bytes()
+	res.Stdout, res.Stderr, res.Encoding = encodeStreams(out, errb, e.base64)
 	res.StdoutBytes, res.StderrBytes, res.StdoutTruncated, res.StderrTruncated = outN, errN, outTrunc, errTrunc
 	return res, nil
 }

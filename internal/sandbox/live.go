@@ -89,6 +89,12 @@ func (w *liveWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// Skip passes on that n bytes of the stream were dropped before they reached it.
+func (w *liveWriter) Skip(n int64) {
+	w.flush()
+	w.l.log.Skip(w.stream, n)
+}
+
 // flush passes on what Write held back.
 func (w *liveWriter) flush() {
 	if len(w.partial) > 0 {
@@ -121,6 +127,12 @@ type teeWriter struct {
 func (t teeWriter) Write(p []byte) (int, error) {
 	_, _ = t.c.Write(p)
 	return t.live.Write(p)
+}
+
+// Skip passes dropped bytes on to both (see capture.Skip).
+func (t teeWriter) Skip(n int64) {
+	t.c.Skip(n)
+	t.live.Skip(n)
 }
 
 // liveOutputs are the followable executions of this replica, by task id.

@@ -70,6 +70,10 @@ type Store interface {
 	CancelRequested(ctx context.Context, runnerID string) ([]string, error)
 	// UnfinishedTasks lists the session's unfinished task ids.
 	UnfinishedTasks(ctx context.Context, sessionID string) ([]string, error)
+	// OrphanedTasks returns running tasks of runners not seen since staleBefore (to adopt).
+	OrphanedTasks(ctx context.Context, staleBefore time.Time, limit int) ([]store.Task, error)
+	// AdoptTask makes runnerID the runner of such a task; false when another was first.
+	AdoptTask(ctx context.Context, id, runnerID string, staleBefore time.Time) (bool, error)
 	// MarkLostTasks finishes as lost the unfinished tasks of runners not seen since staleBefore.
 	MarkLostTasks(ctx context.Context, staleBefore, now time.Time, ttl time.Duration) (int64, error)
 	DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, error)

@@ -69,7 +69,8 @@ type Service struct {
 	mu        sync.Mutex
 	cancelled map[string]bool // tasks cancelled by a caller (vs. shutdown)
 
-	live liveOutputs // the followable output of executions running here (live.go)
+	live     liveOutputs    // the followable output of executions running here (live.go)
+	adopting sync.WaitGroup // tasks of stopped runners being followed to their end (adopt.go)
 
 	// Completions the store refused are retried in the background (completion.go) until
 	// Close: closing stops them, retrying counts them.
@@ -226,6 +227,7 @@ var agentPrincipal = providers.Principal{Mode: "agent", Subject: "sandgate"}
 func (s *Service) Close(ctx context.Context) error {
 	err := s.broker.Close(ctx)
 	s.stopRetries(ctx)
+	s.adopting.Wait() // stopRetries closed s.closing: adopted tasks stop being followed
 	for _, n := range s.names {
 		if c, ok := s.profiles[n].Provider.(io.Closer); ok {
 			if cerr := c.Close(); cerr != nil {

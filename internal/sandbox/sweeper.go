@@ -80,6 +80,7 @@ func (s *Service) SweepNow(ctx context.Context) {
 func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool) {
 	err := s.store.TryExclusive(ctx, sweeperLockKey, func(ctx context.Context) error {
 		now := s.now()
+		s.adoptOrphans(ctx, now.Add(-lostAfter))
 		if n, err := s.store.MarkLostTasks(ctx, now.Add(-lostAfter), now, s.ttl()); err != nil {
 			return err
 		} else if n > 0 {

@@ -262,6 +262,30 @@ func (st *Store) CancelRequested(ctx context.Context, runnerID string) ([]string
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
+// OrphanedTasks returns up to limit running tasks (started, unfinished, not queued) whose
+// runner has not sent a heartbeat since staleBefore (or is unknown), oldest first: the ones
+// another runner may adopt (AdoptTask) before MarkLostTasks gives them up.
+func (st *Store) OrphanedTasks(ctx context.Context, staleBefore time.Time, limit int) ([]Task, error) {
+	rows, err := st.pool.Query(ctx, `SELECT `+taskCols+` FROM tasks t
+		WHERE t.finished_at IS NULL AND t.started_at IS NOT NULL AND NOT t.queued
+		  AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $1)
+		ORDER BY t.started_at, t.id LIMIT $2`, staleBefore, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Task, error) { return scanTask(row) })
+}
+
+// AdoptTask makes runnerID the runner of task id if it is still unfinished and its runner
+// still has sent no heartbeat since staleBefore; it reports whether it did (false: finished,
+// or adopted by someone else first).
+func (st *Store) AdoptTask(ctx context.Context, id, runnerID string, staleBefore time.Time) (bool, error) {
+	tag, err := st.pool.Exec(ctx, `UPDATE tasks t SET runner_id = $2
+		WHERE t.id = $1 AND t.finished_at IS NULL
+		  AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $3)`, id, runnerID, staleBefore)
+	return tag.RowsAffected() == 1, err
+}
+
 // MarkLostTasks finishes every unfinished task whose runner has not sent a heartbeat since
 // staleBefore (or is unknown) as `lost`, and returns how many.
 func (st *Store) MarkLostTasks(ctx context.Context, staleBefore, now time.Time, ttl time.Duration) (int64, error) {

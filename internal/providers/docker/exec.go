@@ -9,6 +9,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandboxd"
+	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
 // oomNotice is appended to the standard error of a program the kernel killed because the
@@ -41,6 +42,9 @@ func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.
 	req, err := providers.RuntimeRequest(spec)
 	if err != nil {
 		return providers.ExitStatus{}, err
+	}
+	if !s.daemon {
+		req.ID = "" // a connection's own runtime ends with it: nothing could be held
 	}
 	return s.run(ctx, req, spec.Output)
 }
@@ -161,4 +165,29 @@ func (s *Sandbox) contextsUsable() error {
 		return fault.Unsupported(TypeName, "stateful")
 	}
 	return nil
+}
+
+// Reattach follows again execution id, held by the container's sandboxd (it was started with
+// ExecSpec.ID by a gateway that has since stopped); see providers.Reattacher.
+func (s *Sandbox) Reattach(ctx context.Context, id string, out providers.Output) (providers.ExitStatus, error) {
+	if err := s.usable(); err != nil {
+		return providers.ExitStatus{}, err
+	}
+	if !s.daemon {
+		return providers.ExitStatus{}, fault.New(fault.NotFound, "%s: sandbox '%s' runs no sandboxd of its own, which alone could hold execution '%s'", TypeName, s.id, id)
+	}
+	res, err := s.rt.Reattach(ctx, id, providers.RuntimeStreams(out))
+	st := providers.RuntimeStatus(res)
+	switch {
+	case errors.Is(err, remote.ErrStopped):
+		return st, providers.ErrExecutionStopped
+	case err != nil && ctx.Err() != nil:
+		return st, ctx.Err()
+	case err != nil:
+		return st, s.rtErr(err)
+	}
+	if res.OOMKilled && out.Stderr != nil {
+		_, _ = io.WriteString(out.Stderr, oomNotice)
+	}
+	return st, nil
 }

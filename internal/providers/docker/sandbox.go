@@ -27,7 +27,10 @@ type Sandbox struct {
 	closed atomic.Bool
 }
 
-var _ providers.Sandbox = (*Sandbox)(nil)
+var (
+	_ providers.Sandbox    = (*Sandbox)(nil)
+	_ providers.Reattacher = (*Sandbox)(nil)
+)
 
 // ID returns the container's full id.
 func (s *Sandbox) ID() string { return s.id }

@@ -11,6 +11,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandboxd"
+	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
 // Exec runs spec to completion in the pod's sandboxd (see the package doc) and returns how
@@ -155,4 +156,23 @@ func (p *Provider) podGone(ctx context.Context, c *clients, ns, name string) err
 		return nil
 	}
 	return goneErr(pod)
+}
+
+// Reattach follows again execution id, held by the pod's sandboxd (it was started with
+// ExecSpec.ID by a gateway that has since stopped); see providers.Reattacher.
+func (s *Sandbox) Reattach(ctx context.Context, id string, out providers.Output) (providers.ExitStatus, error) {
+	if err := s.usable(); err != nil {
+		return providers.ExitStatus{}, err
+	}
+	res, err := s.rt().Reattach(ctx, id, providers.RuntimeStreams(out))
+	st := providers.RuntimeStatus(res)
+	switch {
+	case errors.Is(err, remote.ErrStopped):
+		return st, providers.ErrExecutionStopped
+	case err != nil && ctx.Err() != nil:
+		return st, ctx.Err()
+	case err != nil:
+		return st, s.rtErr(err)
+	}
+	return st, nil
 }

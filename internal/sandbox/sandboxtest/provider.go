@@ -56,7 +56,19 @@ type Provider struct {
 	next       []Program
 	handlers   map[string]Program
 	createErrs []error
-	peak       map[string]int // sandbox id → most executions at once
+	peak       map[string]int     // sandbox id → most executions at once
+	held       map[string]Program // execution id → what Reattach runs (HoldExecution)
+}
+
+// HoldExecution makes the provider's sandboxes hold execution id, as a sandbox runtime holds
+// one whose gateway stopped: a later Reattach of id runs prog (once).
+func (p *Provider) HoldExecution(id string, prog Program) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = map[string]Program{}
+	}
+	p.held[id] = prog
 }
 
 var _ providers.Provider = (*Provider)(nil)

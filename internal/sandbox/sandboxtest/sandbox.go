@@ -23,9 +23,38 @@ type fakeSandbox struct {
 }
 
 var (
-	_ providers.Sandbox  = (*fakeSandbox)(nil)
-	_ providers.Contexts = (*fakeSandbox)(nil)
+	_ providers.Sandbox    = (*fakeSandbox)(nil)
+	_ providers.Contexts   = (*fakeSandbox)(nil)
+	_ providers.Reattacher = (*fakeSandbox)(nil)
 )
+
+// Reattach runs the Program that Provider.HoldExecution left for execution id (once), as the
+// sandbox's runtime would stream a held execution to a gateway that adopted it.
+// Errors: fault.NotFound when none is held; fault.Gone for a sandbox that is gone; ctx.Err().
+func (s *fakeSandbox) Reattach(ctx context.Context, id string, out providers.Output) (providers.ExitStatus, error) {
+	if err := s.gone(); err != nil {
+		return providers.ExitStatus{}, err
+	}
+	s.p.mu.Lock()
+	prog, ok := s.p.held[id]
+	delete(s.p.held, id)
+	s.p.mu.Unlock()
+	if !ok {
+		return providers.ExitStatus{}, fault.New(fault.NotFound, "%s: sandbox '%s' holds no execution '%s'", s.p.typ, s.b.id, id)
+	}
+	run := &Run{Spec: providers.ExecSpec{ID: id}, SandboxID: s.b.id, Stdin: bytes.NewReader(nil), Stdout: out.Stdout, Stderr: out.Stderr, ws: s.b.ws}
+	if run.Stdout == nil {
+		run.Stdout = io.Discard
+	}
+	if run.Stderr == nil {
+		run.Stderr = io.Discard
+	}
+	st, err := prog(ctx, run)
+	if ctx.Err() != nil {
+		return providers.ExitStatus{}, ctx.Err()
+	}
+	return st, err
+}
 
 func (s *fakeSandbox) ID() string { return s.b.id }
 

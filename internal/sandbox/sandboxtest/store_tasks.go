@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/store"
@@ -247,6 +248,49 @@ func (s *Store) taskIDs(ctx context.Context, match func(*store.Task) bool) ([]st
 		ids = append(ids, t.ID)
 	}
 	return ids, nil
+}
+
+// OrphanedTasks returns up to limit running, unfinished, not queued tasks whose runner has no
+// heartbeat since staleBefore, oldest start first.
+func (s *Store) OrphanedTasks(ctx context.Context, staleBefore time.Time, limit int) ([]store.Task, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	staleBefore = ts(staleBefore)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.Task
+	for _, t := range s.tasks {
+		if t.FinishedAt == nil && t.StartedAt != nil && !t.Queued && !s.alive(t.RunnerID, staleBefore) {
+			out = append(out, copyTask(t))
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Task) int {
+		if c := a.StartedAt.Compare(*b.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// AdoptTask makes runnerID the runner of unfinished task id whose runner is stale.
+func (s *Store) AdoptTask(ctx context.Context, id, runnerID string, staleBefore time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	staleBefore = ts(staleBefore)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tasks[id]
+	if !ok || t.FinishedAt != nil || s.alive(t.RunnerID, staleBefore) {
+		return false, nil
+	}
+	t.RunnerID = runnerID
+	return true, nil
 }
 
 // MarkLostTasks finishes as lost, at now and kept until now+ttl, every unfinished task —

@@ -509,15 +509,21 @@ func TestContract(t *testing.T) {
 		res, err := b.client.Exec(ctx, sandboxd.ExecRequest{Command: "echo held", ID: "contract-1"}, sandboxd.Streams{Stdout: &out})
 		require.NoError(t, err)
 		assert.Equal(t, 0, res.ExitCode)
-		out.Reset()
-		_, err = b.client.Reattach(ctx, "contract-1", sandboxd.Streams{Stdout: &out})
-		require.NoError(t, err)
 		assert.Equal(t, "held\n", out.String())
-		require.NoError(t, b.client.StopExecution(ctx, "contract-1"))
-		_, err = b.client.Exec(ctx, sandboxd.ExecRequest{Command: "true", ID: "contract-1"}, sandboxd.Streams{})
-		wantKind(t, err, fault.Conflict)
-		_, err = b.client.Reattach(ctx, "contract-none", sandboxd.Streams{})
-		wantKind(t, err, fault.NotFound)
+		_, err = b.client.Reattach(ctx, "contract-1", sandboxd.Streams{})
+		wantKind(t, err, fault.NotFound) // its caller got its end: not kept
+
+		running := make(chan error, 1)
+		go func() {
+			_, err := b.client.Exec(ctx, sandboxd.ExecRequest{Command: "sleep 30", ID: "contract-2"}, sandboxd.Streams{})
+			running <- err
+		}()
+		require.Eventually(t, func() bool {
+			_, err := b.client.Exec(ctx, sandboxd.ExecRequest{Command: "true", ID: "contract-2"}, sandboxd.Streams{})
+			return fault.KindOf(err) == fault.Conflict
+		}, 15*time.Second, 10*time.Millisecond, "a held id is taken")
+		require.NoError(t, b.client.StopExecution(ctx, "contract-2"))
+		require.Error(t, <-running, "a stopped execution ends its stream with an error")
 		wantKind(t, b.client.StopExecution(ctx, "contract-none"), fault.NotFound)
 	})
 

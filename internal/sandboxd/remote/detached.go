@@ -19,8 +19,9 @@ import (
 
 // Held executions (the X-Execution-Id header of POST /v1/exec): they run on when their client
 // goes away, keep their output (the start and the end of each stream, within retainBytes)
-// and their result for heldFor after they end, and any client may follow them again with
-// GET /v1/executions/{id} or stop them with DELETE /v1/executions/{id}.
+// and, when their caller did not receive it, their result for heldFor after they end; any
+// client may follow them again with GET /v1/executions/{id} or stop them with
+// DELETE /v1/executions/{id}. One whose caller received its result is forgotten at once.
 const (
 	headerExecutionID = "X-Execution-Id"
 	// retainBytes is how much of each stream a held execution keeps (half from its start,
@@ -123,8 +124,8 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 // follow streams held execution e to w from its start: its kept output in order (a FrameSkip
 // where bytes were dropped), then, once it ended, its result (or error) frame. A client that
-// goes away stops following; the execution runs on.
-func (s *server) follow(w http.ResponseWriter, r *http.Request, e *heldExec) {
+// goes away stops following; the execution runs on. delivered says the last frame went out.
+func (s *server) follow(w http.ResponseWriter, r *http.Request, e *heldExec) (delivered bool) {
 	st := &stream{w: w, rc: http.NewResponseController(w)}
 	next := map[string]int64{} // the next offset each stream's reader expects
 	var after int64
@@ -169,14 +170,12 @@ func (s *server) follow(w http.ResponseWriter, r *http.Request, e *heldExec) {
 				}
 				if !st.begun() {
 					writeProblem(w, p)
-					return
+					return true
 				}
-				_ = st.frame(FrameError, p.json())
-				return
+				return st.frame(FrameError, p.json()) == nil
 			}
 			data, _ := json.Marshal(e.res)
-			_ = st.frame(FrameResult, data)
-			return
+			return st.frame(FrameResult, data) == nil
 		}
 		if closed {
 			continue // nothing more will come: the next read ends it
@@ -202,7 +201,11 @@ func (s *server) execHeld(w http.ResponseWriter, r *http.Request, id string, req
 		writeProblem(w, problemFor(err))
 		return
 	}
-	s.follow(w, r, e)
+	if s.follow(w, r, e) {
+		// Its caller has its end: nobody needs it kept (only executions whose caller went
+		// away are, for the one that comes back).
+		s.held.forget(id, e)
+	}
 }
 
 // getExecution is GET /v1/executions/{id}: follow a held execution from its start.

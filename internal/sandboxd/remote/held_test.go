@@ -124,8 +124,19 @@ func TestHeldExecutionStopsWithItsCaller(t *testing.T) {
 		t.Fatal("Exec did not return after its context ended")
 	}
 	_, err := b.client.Reattach(t.Context(), "task-2", sandboxd.Streams{})
-	require.ErrorIs(t, err, remote.ErrStopped)
-	require.NoError(t, b.client.StopExecution(t.Context(), "task-2"), "stopping an ended one is no error")
+	requireKind(t, err, fault.NotFound) // its caller got its end: not kept
+
+	// A follower of an execution someone stops learns it was stopped.
+	body := b.rawHeldExec(t, "task-4", "echo started; exec sleep 300")
+	require.NoError(t, body.Close())
+	followed := make(chan error, 1)
+	go func() {
+		_, err := b.client.Reattach(t.Context(), "task-4", sandboxd.Streams{})
+		followed <- err
+	}()
+	require.NoError(t, b.client.StopExecution(t.Context(), "task-4"))
+	require.ErrorIs(t, <-followed, remote.ErrStopped)
+	require.NoError(t, b.client.StopExecution(t.Context(), "task-4"), "stopping an ended one is no error")
 }
 
 // TestHeldExecutionKeepsStartAndEnd: a follower that comes late gets the start and the end of

@@ -21,6 +21,7 @@ var taskTests = []test{
 	{"cancel", testCancel},
 	{"unfinished", testUnfinishedTasks},
 	{"lost", testMarkLostTasks},
+	{"adopt", testAdoptTasks},
 	{"expiry", testDeleteExpiredTasks},
 	{"usage", testUsage},
 	{"list", testListTasks},
@@ -295,6 +296,56 @@ func testMarkLostTasks(f *fixture) {
 	n, err = f.st.MarkLostTasks(f.ctx, stale, at(0), time.Hour)
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// Running tasks of a stale runner are orphans another runner may adopt, once: pending,
+// finished and queued ones are not, nor those of live runners.
+func testAdoptTasks(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	stale := at(-time.Minute)
+	require.NoError(t, f.st.Heartbeat(f.ctx, "alive", "h", at(0)))
+	require.NoError(t, f.st.Heartbeat(f.ctx, "dead", "h", at(-time.Hour)))
+	require.NoError(t, f.st.Heartbeat(f.ctx, "new", "h", at(0)))
+	f.task(newTask("second", alice, "s01", "dead", at(-2*time.Hour)))
+	require.NoError(t, f.st.StartTask(f.ctx, "second", at(-80*time.Minute)))
+	f.task(newTask("first", alice, "s01", "never", at(-2*time.Hour)))
+	require.NoError(t, f.st.StartTask(f.ctx, "first", at(-90*time.Minute)))
+	f.task(newTask("livetask", alice, "s01", "alive", at(-2*time.Hour)))
+	require.NoError(t, f.st.StartTask(f.ctx, "livetask", at(-2*time.Hour)))
+	f.task(newTask("pending", alice, "s01", "dead", at(-2*time.Hour)))
+	f.task(newTask("done", alice, "s01", "dead", at(-2*time.Hour)))
+	require.NoError(t, f.st.StartTask(f.ctx, "done", at(-2*time.Hour)))
+	f.finish("done", "succeeded", at(-90*time.Minute))
+
+	orphans, err := f.st.OrphanedTasks(f.ctx, stale, 10)
+	require.NoError(t, err)
+	var ids []string
+	for _, o := range orphans {
+		ids = append(ids, o.ID)
+	}
+	require.Equal(t, []string{"first", "second"}, ids, "running tasks of stale runners, oldest start first")
+	orphans, err = f.st.OrphanedTasks(f.ctx, stale, 1)
+	require.NoError(t, err)
+	require.Len(t, orphans, 1)
+
+	ok, err := f.st.AdoptTask(f.ctx, "second", "new", stale)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "new", f.getTask("second").RunnerID)
+	require.Equal(t, "running", f.getTask("second").Status)
+	ok, err = f.st.AdoptTask(f.ctx, "second", "other", stale)
+	require.NoError(t, err)
+	require.False(t, ok, "adopted once: its runner is alive now")
+	for _, id := range []string{"livetask", "done", "missing"} {
+		ok, err = f.st.AdoptTask(f.ctx, id, "new", stale)
+		require.NoError(t, err)
+		require.False(t, ok, id)
+	}
+	orphans, err = f.st.OrphanedTasks(f.ctx, stale, 10)
+	require.NoError(t, err)
+	require.Len(t, orphans, 1)
+	require.Equal(t, "first", orphans[0].ID)
 }
 
 func testDeleteExpiredTasks(f *fixture) {

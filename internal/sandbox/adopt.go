@@ -1,0 +1,130 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// adoptLimit bounds how many orphaned tasks one sweep takes over.
+const adoptLimit = 100
+
+// adoptOrphans takes over the running tasks of runners that stopped (no heartbeat since
+// staleBefore) when their sandbox can hold executions (providers.Reattacher: sandboxd in a
+// container or pod), and finishes each from what the sandbox kept — its whole bounded output
+// and how it ended — instead of giving it up as lost (docs/semantics.md §9 "An execution
+// survives its gateway"). Only session tasks of agent-mode profiles are adopted: a per_call
+// sandbox goes with its call, and acting as a user needs the user's own request. What is not
+// adopted is left to MarkLostTasks.
+func (s *Service) adoptOrphans(ctx context.Context, staleBefore time.Time) {
+	tasks, err := s.store.OrphanedTasks(ctx, staleBefore, adoptLimit)
+	if err != nil {
+		s.log.Warn("listing the tasks of stopped runners failed", "err", err)
+		return
+	}
+	for _, t := range tasks {
+		prof := s.profiles[t.Profile]
+		if prof == nil || prof.Scope == ScopePerCall || prof.IdentityMode == IdentityUser {
+			continue
+		}
+		ok, err := s.store.AdoptTask(ctx, t.ID, s.runnerID, staleBefore)
+		if err != nil || !ok {
+			continue
+		}
+		s.log.Info("adopting a task of a stopped runner", "task_id", t.ID, "runner", t.RunnerID, "session_id", t.SessionID)
+		s.adopting.Add(1)
+		go func() {
+			defer s.adopting.Done()
+			s.resume(t, prof)
+		}()
+	}
+}
+
+// resume follows adopted task t in its sandbox to its end and records its completion. When
+// the gateway stops meanwhile it leaves the task as it is: this runner then stops too, and
+// another one adopts it again.
+func (s *Service) resume(t store.Task, prof *Profile) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	lost := func(why string) {
+		s.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
+			Error: "the gateway process running this task stopped before it finished (runner " + t.RunnerID + "), and " + why})
+	}
+	sess, err := s.store.GetSession(ctx, t.SessionID)
+	if err != nil || sess.SandboxID == "" {
+		lost("its session or sandbox is gone")
+		return
+	}
+	sb, err := prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, principal.Principal{}), prof.Policy)
+	if err != nil {
+		lost(fmt.Sprintf("its sandbox cannot be reached (%v)", err))
+		return
+	}
+	defer func() { _ = sb.Close() }()
+	r, ok := sb.(providers.Reattacher)
+	if !ok {
+		lost("provider " + prof.Provider.Type() + " does not hold executions for another gateway")
+		return
+	}
+	live := newLiveOutput(s.maxOutput())
+	s.live.add(t.ID, live)
+	out := s.newOutputs(live)
+	start := time.Now()
+	st, err := r.Reattach(ctx, t.ID, out.output())
+	out.flush()
+	if ctx.Err() != nil {
+		live.finish(nil, ctx.Err())
+		s.live.retire(t.ID)
+		return // shutting down: left for the next adopter
+	}
+	completion := store.Completion{SessionID: t.SessionID, Touch: true}
+	var res *Result
+	switch {
+	case fault.KindOf(err) == fault.NotFound:
+		live.finish(nil, err)
+		s.live.retire(t.ID)
+		lost("its sandbox no longer holds the execution (the sandbox restarted, or the execution ended long before)")
+		return
+	case errors.Is(err, providers.ErrExecutionStopped):
+		res, err = s.resultOf(ended{st: st, err: err, elapsed: time.Since(start), out: out, cancelled: true,
+			sessionID: t.SessionID, taskID: t.ID, notice: adoptedNotice})
+	default:
+		res, err = s.resultOf(ended{st: st, err: err, elapsed: time.Since(start), out: out,
+			sessionID: t.SessionID, taskID: t.ID, notice: adoptedNotice})
+	}
+	switch {
+	case err != nil:
+		completion.Status, completion.Error, completion.ErrorType = TaskFailed, err.Error(), string(fault.KindOf(err))
+	case res.Status == ResultTimedOut:
+		completion.Status, completion.ErrorType = TaskTimedOut, string(fault.Timeout)
+		completion.Error = fmt.Sprintf("sandbox operation '%s' exceeded its timeout", t.Operation)
+	case res.Status == ResultCancelled:
+		completion.Status, completion.Error, completion.ErrorType = TaskCancelled, "cancelled by the caller", "cancelled"
+	default:
+		completion.Status = TaskSucceeded
+	}
+	if res != nil {
+		// The duration is that of the part this gateway saw; the started_at of the task
+		// says when it began.
+		completion.Result, completion.Notice = res, res.Notice
+	}
+	s.recordCompletion(ctx, t.ID, completion)
+	live.finish(res, err)
+	s.live.retire(t.ID)
+}
+
+// adoptedNotice is the notice of an execution another gateway finished.
+const adoptedNotice = "the gateway that started this execution stopped while it ran; another gateway followed it in its sandbox to its end"
