@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"context"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -128,6 +129,12 @@ func TestForkBombIsContained(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, func(o *docker.Options) { o.Config.PidsLimit = 64 })
 	sb := create(t, p, allowPol)
+	t.Cleanup(func() {
+		if t.Failed() { // what sandboxd said, before the container is removed
+			out, _ := exec.Command("docker", "logs", "--tail", "40", sb.ID()).CombinedOutput()
+			t.Logf("sandboxd's log:\n%s", out)
+		}
+	})
 	ins, err := inspect(t, sb.ID())
 	require.NoError(t, err)
 	require.NotNil(t, ins.HostConfig.PidsLimit)

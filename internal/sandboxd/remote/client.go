@@ -160,7 +160,9 @@ func (c *Client) Ready(ctx context.Context) error {
 // With req.ID set the execution is held by sandboxd: a broken connection (a gateway that
 // dies) does not stop it, and Reattach follows it again. The end of ctx still stops it: Exec
 // then asks sandboxd to (DELETE /v1/executions/{id}) and returns, with ctx.Err(), once the
-// stream ended. A writer of out that has a method Skip(n int64) is told of bytes sandboxd
+// stream ended. The request is sent again when a kept-alive connection turns out closed;
+// when sandboxd already holds req.ID (the first attempt started it), Exec follows that
+// execution instead of running anything twice. A writer of out that has a method Skip(n int64) is told of bytes sandboxd
 // dropped (the middle of a long output kept for a later follower).
 //
 // Errors: the sandboxd.Runtime.Exec errors as fault errors of the same kind; ctx.Err() when
@@ -207,7 +209,15 @@ func (c *Client) Exec(ctx context.Context, req sandboxd.ExecRequest, out sandbox
 	res, err := c.stream(reqCtx, http.MethodPost, "/v1/exec", data, func(h http.Header) {
 		jsonHeader(h)
 		h.Set(headerExecutionID, req.ID)
+		// A held execution cannot start twice (its id is taken), so the request may be sent
+		// again on a fresh connection when a kept-alive one turns out closed (net/http retries
+		// requests with an Idempotency-Key).
+		h.Set("Idempotency-Key", req.ID)
 	}, out)
+	if fault.KindOf(err) == fault.Conflict && ctx.Err() == nil {
+		// The first attempt started it (its answer was lost with its connection): follow it.
+		res, err = c.Reattach(reqCtx, req.ID, out)
+	}
 	close(ended)
 	<-stopped
 	if ctx.Err() != nil {

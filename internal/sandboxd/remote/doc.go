@@ -48,8 +48,9 @@
 // its result for 10 minutes after it ended, and GET /v1/executions/{id} follows it again from
 // its start — a FrameSkip (payload: stream type, 8-byte count) where bytes were dropped.
 // DELETE stops it; a follower then gets an error frame of kind "stopped" (Client: ErrStopped).
-// Client.Exec holds an execution when ExecRequest.ID is set and stops it when its context
-// ends; Client.Reattach follows one. At most 256 are held; ended ones make room.
+// Client.Exec holds an execution when ExecRequest.ID is set, stops it when its context ends,
+// and follows the held one when its id is taken (a retried request); Client.Reattach follows
+// one. At most 256 are held; ended ones make room.
 //
 // # Errors
 //
