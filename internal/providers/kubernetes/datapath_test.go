@@ -45,7 +45,7 @@ var (
 
 // requireDocker returns a client of the local Docker engine, skipping the test when there is
 // none or the test image is missing, and failing it under CI=true.
-func requireDocker(t *testing.T) *client.Client {
+func requireDocker(t testing.TB) *client.Client {
 	t.Helper()
 	dockerOnce.Do(func() {
 		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
@@ -75,7 +75,7 @@ func requireDocker(t *testing.T) *client.Client {
 }
 
 // dataPathProvider is a provider whose pods run on a node played with Docker.
-func dataPathProvider(t *testing.T, block func(*Options)) (*Provider, string) {
+func dataPathProvider(t testing.TB, block func(*Options)) (*Provider, string) {
 	t.Helper()
 	cfg := requireAPIServer(t)
 	cli := requireDocker(t)

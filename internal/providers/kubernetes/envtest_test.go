@@ -129,7 +129,7 @@ func pinnedVersions() (kube, etcd string, err error) {
 
 // requireAPIServer returns the admin configuration of the shared test API server, starting it
 // on first use. It skips the test when the binaries are missing, and fails it under CI=true.
-func requireAPIServer(t *testing.T) *rest.Config {
+func requireAPIServer(t testing.TB) *rest.Config {
 	t.Helper()
 	envOnce.Do(func() {
 		apiserver, etcd, reason := kubeAssets()
@@ -163,7 +163,7 @@ func requireAPIServer(t *testing.T) *rest.Config {
 }
 
 // adminClient is the API server's system:masters client.
-func adminClient(t *testing.T) k8s.Interface {
+func adminClient(t testing.TB) k8s.Interface {
 	t.Helper()
 	cs, err := k8s.NewForConfig(requireAPIServer(t))
 	require.NoError(t, err)
@@ -172,7 +172,7 @@ func adminClient(t *testing.T) k8s.Interface {
 
 // testNamespace creates a fresh namespace (there is no namespace controller, so it is never
 // deleted) with the given labels.
-func testNamespace(t *testing.T, labels map[string]string) string {
+func testNamespace(t testing.TB, labels map[string]string) string {
 	t.Helper()
 	cs := adminClient(t)
 	var b [4]byte
@@ -193,7 +193,7 @@ func testNamespace(t *testing.T, labels map[string]string) string {
 var quietLog = slog.New(slog.DiscardHandler)
 
 // newTestProvider builds a provider acting as cfg (the admin by default) in namespace ns.
-func newTestProvider(t *testing.T, cfg *rest.Config, block func(*Options)) *Provider {
+func newTestProvider(t testing.TB, cfg *rest.Config, block func(*Options)) *Provider {
 	t.Helper()
 	opts := Options{
 		Profile:     "test",

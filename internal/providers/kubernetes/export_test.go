@@ -12,7 +12,7 @@ import (
 // PlayedNamespace returns the admin configuration of the test API server and a fresh
 // namespace (Pod Security restricted) whose pods run on a node played with Docker, skipping
 // the test without an API server, Docker or the test image.
-func PlayedNamespace(t *testing.T) (*rest.Config, string) {
+func PlayedNamespace(t testing.TB) (*rest.Config, string) {
 	t.Helper()
 	cfg := requireAPIServer(t)
 	cli := requireDocker(t)

@@ -27,6 +27,12 @@ type clients struct {
 }
 
 func newClients(cfg *rest.Config) (*clients, error) {
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		// client-go's defaults (5 requests/s, bursts of 10) would throttle a busy gateway,
+		// which reads a pod on every operation: an execution took 200 ms after the tenth.
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
+	}
 	core, err := k8s.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -41,6 +47,13 @@ func newClients(cfg *rest.Config) (*clients, error) {
 	}
 	return &clients{cfg: cfg, core: core, dyn: dyn, who: who}, nil
 }
+
+// The client-side rate limit of the provider's API clients when the configuration sets none:
+// what kubectl allows itself.
+const (
+	DefaultQPS   = 50
+	DefaultBurst = 300
+)
 
 // loadRESTConfig returns the gateway's own client configuration: kubeconfig when set, else the
 // in-cluster service account, else the default kubeconfig loading rules.

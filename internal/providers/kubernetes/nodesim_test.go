@@ -61,7 +61,7 @@ import (
 
 // playedNode plays a node for the pods of one namespace.
 type playedNode struct {
-	t      *testing.T
+	t      testing.TB
 	cs     k8s.Interface // admin
 	ns     string
 	name   string
@@ -76,7 +76,7 @@ type playedNode struct {
 
 // playNode starts playing a node for namespace ns (see the top of this file). With docker nil
 // the pods become Running and Ready without any container (exec then fails).
-func playNode(t *testing.T, ns string, docker *client.Client) *playedNode {
+func playNode(t testing.TB, ns string, docker *client.Client) *playedNode {
 	t.Helper()
 	n := &playedNode{t: t, cs: adminClient(t), ns: ns, name: "played-" + ns, docker: docker, containers: map[string]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -511,7 +511,7 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // waitPodGone waits until pod ns/name no longer exists.
-func waitPodGone(t *testing.T, cs k8s.Interface, ns, name string) {
+func waitPodGone(t testing.TB, cs k8s.Interface, ns, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

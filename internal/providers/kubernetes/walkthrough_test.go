@@ -24,7 +24,7 @@ import (
 )
 
 // writeKubeconfig writes cfg as a kubeconfig file (the gateway reads kubernetes.kubeconfig).
-func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
+func writeKubeconfig(t testing.TB, cfg *rest.Config) string {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
