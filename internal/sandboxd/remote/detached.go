@@ -53,7 +53,7 @@ type heldExec struct {
 }
 
 // start runs run as execution id, detached from any request: fault.Conflict when id is held
-// already or no room can be made.
+// already, fault.Quota when no room can be made.
 func (h *held) start(id string, run func(ctx context.Context, out sandboxd.Streams) (sandboxd.Result, error)) (*heldExec, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -64,7 +64,8 @@ func (h *held) start(id string, run func(ctx context.Context, out sandboxd.Strea
 		return nil, fault.New(fault.Conflict, "an execution with id '%s' is held already; follow it with GET /v1/executions/%s", id, id)
 	}
 	if len(h.m) >= maxHeld && !h.evictEnded() {
-		return nil, fault.New(fault.Conflict, "sandboxd holds %d running executions, its most; wait for one to end", maxHeld)
+		// Not Conflict: a client takes that for its own execution, held already.
+		return nil, fault.New(fault.Quota, "sandboxd holds %d running executions, its most; wait for one to end", maxHeld)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &heldExec{id: id, log: outlog.New(retainBytes), cancel: cancel, done: make(chan struct{})}
