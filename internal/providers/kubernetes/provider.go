@@ -442,6 +442,9 @@ func (p *Provider) attach(ctx context.Context, c *clients, target string) (provi
 	if err != nil {
 		return nil, err
 	}
+	if sb := p.attachLive(ctx, c, ns, name); sb != nil {
+		return sb, nil
+	}
 	pod, err := c.core.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fault.New(fault.Gone, "%s: pod %s/%s no longer exists", TypeName, ns, name)

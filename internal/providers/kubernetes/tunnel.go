@@ -51,10 +51,36 @@ func (p *Provider) sdClient(s *Sandbox) *remote.Client {
 		where = "pod " + key.pod + " at " + net.JoinHostPort(s.podIP, strconv.Itoa(SandboxdPort))
 		dial = p.podIPDial(s, dial)
 	}
-	e := &sdEntry{token: s.token, podIP: s.podIP, client: remote.NewDialClient(where, dial, s.token)}
+	e := &sdEntry{token: s.token, podIP: s.podIP, container: s.container, client: remote.NewDialClient(where, dial, s.token)}
 	p.sd[key] = e
 	return e.client
 }
+
+// attachLive returns a handle on pod ns/name without reading the pod from the API server when
+// this provider already talks to its sandboxd (through identity c) and sandboxd answers; nil
+// otherwise (the caller reads the pod). It saves a pod read per operation: the gateway
+// attaches for every execution. Only for the gateway's own identity: an impersonated user's
+// pod read is where the API server checks, every time, that the user may still use the pod.
+func (p *Provider) attachLive(ctx context.Context, c *clients, ns, name string) *Sandbox {
+	if c != p.gateway {
+		return nil
+	}
+	p.mu.Lock()
+	e, ok := p.sd[clientKey{pod: ns + "/" + name, c: c}]
+	p.mu.Unlock()
+	if !ok || e.container == "" {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, liveReadyTimeout)
+	defer cancel()
+	if e.client.Ready(rctx) != nil {
+		return nil
+	}
+	return &Sandbox{p: p, id: ns + "/" + name, ns: ns, pod: name, container: e.container, token: e.token, podIP: e.podIP, c: c}
+}
+
+// liveReadyTimeout bounds attachLive's check; past it the pod is read as usual.
+const liveReadyTimeout = 2 * time.Second
 
 // clientKey identifies a cached runtime client.
 type clientKey struct {
@@ -63,8 +89,8 @@ type clientKey struct {
 }
 
 type sdEntry struct {
-	token, podIP string
-	client       *remote.Client
+	token, podIP, container string
+	client                  *remote.Client
 }
 
 // podIPDial returns the dial function of transport pod_ip: TCP to the pod IP's sandboxd
