@@ -90,36 +90,22 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 		s.live.retire(t.ID)
 		return // shutting down: left for the next adopter
 	}
-	completion := store.Completion{SessionID: t.SessionID, Touch: true}
-	var res *Result
-	switch {
-	case fault.KindOf(err) == fault.NotFound:
+	if fault.KindOf(err) == fault.NotFound {
 		live.finish(nil, err)
 		s.live.retire(t.ID)
 		lost("its sandbox no longer holds the execution (the sandbox restarted, or the execution ended long before)")
 		return
-	case errors.Is(err, providers.ErrExecutionStopped):
-		res, err = s.resultOf(ended{st: st, err: err, elapsed: time.Since(start), out: out, cancelled: true,
-			sessionID: t.SessionID, taskID: t.ID, notice: adoptedNotice})
-	default:
-		res, err = s.resultOf(ended{st: st, err: err, elapsed: time.Since(start), out: out,
-			sessionID: t.SessionID, taskID: t.ID, notice: adoptedNotice})
 	}
-	switch {
-	case err != nil:
+	completion := store.Completion{SessionID: t.SessionID, Touch: true}
+	// The duration is that of the part this gateway saw; the task's started_at says when it
+	// began.
+	res, err := s.resultOf(ended{st: st, err: err, elapsed: time.Since(start), out: out,
+		cancelled: errors.Is(err, providers.ErrExecutionStopped),
+		sessionID: t.SessionID, taskID: t.ID, notice: adoptedNotice})
+	if err != nil {
 		completion.Status, completion.Error, completion.ErrorType = TaskFailed, err.Error(), string(fault.KindOf(err))
-	case res.Status == ResultTimedOut:
-		completion.Status, completion.ErrorType = TaskTimedOut, string(fault.Timeout)
-		completion.Error = fmt.Sprintf("sandbox operation '%s' exceeded its timeout", t.Operation)
-	case res.Status == ResultCancelled:
-		completion.Status, completion.Error, completion.ErrorType = TaskCancelled, "cancelled by the caller", "cancelled"
-	default:
-		completion.Status = TaskSucceeded
-	}
-	if res != nil {
-		// The duration is that of the part this gateway saw; the started_at of the task
-		// says when it began.
-		completion.Result, completion.Notice = res, res.Notice
+	} else {
+		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded its timeout", t.Operation))
 	}
 	s.recordCompletion(ctx, t.ID, completion)
 	live.finish(res, err)

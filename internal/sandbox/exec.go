@@ -288,17 +288,21 @@ func (j *execJob) run(ctx context.Context) {
 			trimToRecord(res, s.resultLimit())
 		}
 		j.result = res
-		completion.Result, completion.Notice = res, res.Notice
-		switch res.Status {
-		case ResultTimedOut:
-			completion.Status = TaskTimedOut
-			completion.Error = fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.task.Operation, j.spec.Timeout.Seconds())
-			completion.ErrorType = string(fault.Timeout)
-		case ResultCancelled:
-			completion.Status, completion.Error, completion.ErrorType = TaskCancelled, "cancelled by the caller", "cancelled"
-		default:
-			completion.Status = TaskSucceeded
-		}
+		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.task.Operation, j.spec.Timeout.Seconds()))
+	}
+}
+
+// completeWith records finished result res on c: its status (a timeout with timedOut as the
+// error), the result and its notice.
+func completeWith(c *store.Completion, res *Result, timedOut string) {
+	c.Result, c.Notice = res, res.Notice
+	switch res.Status {
+	case ResultTimedOut:
+		c.Status, c.Error, c.ErrorType = TaskTimedOut, timedOut, string(fault.Timeout)
+	case ResultCancelled:
+		c.Status, c.Error, c.ErrorType = TaskCancelled, "cancelled by the caller", "cancelled"
+	default:
+		c.Status = TaskSucceeded
 	}
 }
 
