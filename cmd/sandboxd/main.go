@@ -212,25 +212,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 		log.Warn("sandboxd runs as PID 1: run it under an init (docker --init) so orphaned processes are reaped")
 	}
 
-	// Where sandboxd may make cgroups (a writable cgroup v2 hierarchy), executions that leave
-	// their session are contained too.
-	cgroups, err := procgroup.DetectCgroups("sandboxd")
-	if err != nil {
-		log.Debug("no cgroup per execution", "reason", err)
-		cgroups = nil
-	}
-	rt, err := sandboxd.New(sandboxd.Options{
-		Workspace: c.workspace,
-		Env:       programEnv(environ, c.workspace),
-		Python:    c.python,
-		Bash:      c.bash,
-		StateFile: c.stateFile,
-		Cgroups:   cgroups,
-		// Without a cgroup per execution, processes that leave their session are ended
-		// through the subreaper instead.
-		Subreaper: cgroups == nil,
-		Logger:    log,
-	})
+	rt, err := newRuntime(c.workspace, environ, c.python, c.bash, c.stateFile, log)
 	if err != nil {
 		return err
 	}
@@ -397,6 +379,21 @@ func install(args []string) error {
 		return fmt.Errorf("installing into %s: %w", dir, err)
 	}
 	return nil
+}
+
+// newRuntime is the runtime of serve and stdio on workspace ws (stateFile "" records no
+// contexts). Where sandboxd may make cgroups (a writable cgroup v2 hierarchy), executions
+// that leave their session are contained by them; without, through the subreaper.
+func newRuntime(ws string, environ []string, python, bash, stateFile string, log *slog.Logger) (*sandboxd.Runtime, error) {
+	cgroups, err := procgroup.DetectCgroups("sandboxd")
+	if err != nil {
+		log.Debug("no cgroup per execution", "reason", err)
+		cgroups = nil
+	}
+	return sandboxd.New(sandboxd.Options{
+		Workspace: ws, Env: programEnv(environ, ws), Python: python, Bash: bash, StateFile: stateFile,
+		Cgroups: cgroups, Subreaper: cgroups == nil, Logger: log,
+	})
 }
 
 // listenUnix listens on socket path p (mode 0666), removing a stale socket of that name

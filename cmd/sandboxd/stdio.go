@@ -14,8 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/procgroup"
-	"github.com/sandgate/sandgate/internal/sandboxd"
 	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
@@ -52,14 +50,7 @@ func stdioCommand(ctx context.Context, args, environ []string, in io.Reader, out
 		return fmt.Errorf("finding the workspace folder: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cgroups, err := procgroup.DetectCgroups("sandboxd")
-	if err != nil {
-		cgroups = nil
-	}
-	rt, err := sandboxd.New(sandboxd.Options{
-		Workspace: ws, Env: programEnv(environ, ws), Python: *python, Bash: *bash,
-		Cgroups: cgroups, Subreaper: cgroups == nil, Logger: log,
-	})
+	rt, err := newRuntime(ws, environ, *python, *bash, "", log)
 	if err != nil {
 		return err
 	}
