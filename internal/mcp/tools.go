@@ -63,7 +63,6 @@ var (
 	checkTaskArgs      = []string{"task_id"}
 	newSessionArgs     = []string{"name", "profile"}
 	destroySessionArgs = []string{"sandbox_session_id"}
-	cancelTaskArgs     = []string{"task_id"}
 	listFilesArgs      = []string{"path", "sandbox_session_id", "profile"}
 )
 
@@ -167,7 +166,7 @@ var toolTable = []toolSpec{
 		signature: `cancel_sandbox_task(task_id)`,
 		purpose:   "stop a run that continued in the background, with every process it started",
 		short:     "Cancel a run that continued in the background (a pending task_id): the run and every process it started are stopped. Returns the task's status; a finished task stays as it was.",
-		args:      cancelTaskArgs,
+		args:      checkTaskArgs,
 		schema: schema(`{"type": "object", "properties": {
 			"task_id": {"type": "string", "description": "The task_id of a pending result."}},
 			"required": ["task_id"], "additionalProperties": false}`),
@@ -485,13 +484,17 @@ func (h *Handler) readFile(ctx context.Context, p principal.Principal, raw json.
 	if err != nil {
 		return h.fail(err, given)
 	}
-	sid := id
-	if id == sandbox.DefaultSessionID { // echo the real id of the default session
+	return ok(readBody{Path: *a.Path, Content: h.cut(replaceInvalid(data)), SandboxSessionID: h.realSessionID(ctx, p, id, profile)})
+}
+
+// realSessionID is the id of session id (the default session's real id, which results echo).
+func (h *Handler) realSessionID(ctx context.Context, p principal.Principal, id, profile string) string {
+	if id == sandbox.DefaultSessionID {
 		if sess, err := h.svc.GetSession(ctx, p, id, profile); err == nil {
-			sid = sess.ID
+			return sess.ID
 		}
 	}
-	return ok(readBody{Path: *a.Path, Content: h.cut(replaceInvalid(data)), SandboxSessionID: sid})
+	return id
 }
 
 // ---- tasks ----
@@ -513,16 +516,10 @@ type taskSummary struct {
 }
 
 func (h *Handler) checkTask(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
-	var a struct {
-		TaskID *string `json:"task_id"`
+	id, bad := taskIDArg("check_sandbox_task", raw)
+	if bad != nil {
+		return *bad
 	}
-	if err := decodeArgs("check_sandbox_task", checkTaskArgs, raw, &a); err != nil {
-		return failed(err.Error(), "")
-	}
-	if a.TaskID == nil || strings.TrimSpace(*a.TaskID) == "" {
-		return failed(missing("check_sandbox_task", "task_id"), "")
-	}
-	id := strings.TrimSpace(*a.TaskID)
 	t, err := h.svc.GetTask(ctx, p, id)
 	if fault.IsKind(err, fault.NotFound) {
 		return ok(map[string]string{"task_id": id, "status": "unknown"})
@@ -545,17 +542,27 @@ func (h *Handler) checkTask(ctx context.Context, p principal.Principal, raw json
 	return ok(body)
 }
 
-func (h *Handler) cancelTask(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+// taskIDArg decodes the one argument, task_id, of tool name; bad is the failure to answer.
+func taskIDArg(name string, raw json.RawMessage) (id string, bad *result) {
 	var a struct {
 		TaskID *string `json:"task_id"`
 	}
-	if err := decodeArgs("cancel_sandbox_task", cancelTaskArgs, raw, &a); err != nil {
-		return failed(err.Error(), "")
+	if err := decodeArgs(name, checkTaskArgs, raw, &a); err != nil {
+		r := failed(err.Error(), "")
+		return "", &r
 	}
 	if a.TaskID == nil || strings.TrimSpace(*a.TaskID) == "" {
-		return failed(missing("cancel_sandbox_task", "task_id"), "")
+		r := failed(missing(name, "task_id"), "")
+		return "", &r
 	}
-	id := strings.TrimSpace(*a.TaskID)
+	return strings.TrimSpace(*a.TaskID), nil
+}
+
+func (h *Handler) cancelTask(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
+	id, bad := taskIDArg("cancel_sandbox_task", raw)
+	if bad != nil {
+		return *bad
+	}
 	t, err := h.svc.CancelTask(ctx, p, id)
 	if fault.IsKind(err, fault.NotFound) {
 		return ok(map[string]string{"task_id": id, "status": "unknown"})
@@ -602,13 +609,7 @@ func (h *Handler) listFiles(ctx context.Context, p principal.Principal, raw json
 	if err != nil {
 		return h.fail(err, given)
 	}
-	sid := id
-	if id == sandbox.DefaultSessionID { // echo the real id of the default session
-		if sess, err := h.svc.GetSession(ctx, p, id, profile); err == nil {
-			sid = sess.ID
-		}
-	}
-	body := filesBody{Path: dir, Entries: []fileItem{}, SandboxSessionID: sid}
+	body := filesBody{Path: dir, Entries: []fileItem{}, SandboxSessionID: h.realSessionID(ctx, p, id, profile)}
 	for i, e := range entries {
 		if i == maxListedFiles {
 			body.Truncated = true
