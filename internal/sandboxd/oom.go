@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"sync"
 )
 
 // The files whose oom_kill counter says how many processes of the sandbox's cgroup the
@@ -14,15 +15,28 @@ import (
 // hybrid host, where a container sees its memory controller's folder) memory.oom_control.
 var memoryEvents = []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}
 
-// oomKills returns the oom_kill counter of the first of memoryEvents that can be read, 0 when
-// none can.
-func oomKills() int64 {
+// oomFile is the first of memoryEvents that can be read ("" for none), found once: it is
+// read before and after every execution.
+var oomFile = sync.OnceValue(func() string {
 	for _, f := range memoryEvents {
-		if data, err := os.ReadFile(f); err == nil {
-			return oomKillCount(data)
+		if _, err := os.ReadFile(f); err == nil {
+			return f
 		}
 	}
-	return 0
+	return ""
+})
+
+// oomKills returns the oom_kill counter of oomFile, 0 when it cannot be read.
+func oomKills() int64 {
+	f := oomFile()
+	if f == "" {
+		return 0
+	}
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return 0
+	}
+	return oomKillCount(data)
 }
 
 // oomKillCount returns the value of the "oom_kill N" line of data, 0 without one.

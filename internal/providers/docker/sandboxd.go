@@ -3,6 +3,7 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -599,7 +600,7 @@ func (p *Provider) execDialer(id, user string, cmd, env []string) func(context.C
 			if err == nil && stderr.Len() > 0 {
 				err = fmt.Errorf("sandboxd in sandbox '%s' ended: %s", id, strings.TrimSpace(stderr.String()))
 			}
-			_ = pw.CloseWithError(cmpErr(err, io.EOF))
+			_ = pw.CloseWithError(cmp.Or(err, io.EOF))
 		}()
 		return remote.StreamConn(pr, closeWriter{hr}, func() error {
 			hr.Close()
@@ -607,13 +608,6 @@ func (p *Provider) execDialer(id, user string, cmd, env []string) func(context.C
 			return nil
 		}), nil
 	}
-}
-
-func cmpErr(err, fallback error) error {
-	if err != nil {
-		return err
-	}
-	return fallback
 }
 
 // closeWriter writes to a hijacked exec stream; Close ends its standard input.

@@ -48,6 +48,7 @@ type heldExec struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed once res and err are set
 	ended  time.Time
+	expiry *time.Timer // forgets it heldFor after it ended; stopped when forgotten sooner
 	res    sandboxd.Result
 	err    error
 }
@@ -75,10 +76,12 @@ func (h *held) start(id string, run func(ctx context.Context, out sandboxd.Strea
 		res, err := run(ctx, sandboxd.Streams{Stdout: logWriter{e.log, "stdout"}, Stderr: logWriter{e.log, "stderr"}})
 		h.mu.Lock()
 		e.res, e.err, e.ended = res, err, time.Now()
+		if h.m[id] == e { // not forgotten already
+			e.expiry = time.AfterFunc(heldFor, func() { h.forget(id, e) })
+		}
 		h.mu.Unlock()
 		close(e.done)
 		e.log.Close()
-		time.AfterFunc(heldFor, func() { h.forget(id, e) })
 	}()
 	return e, nil
 }
@@ -95,6 +98,7 @@ func (h *held) evictEnded() bool {
 		return false
 	}
 	delete(h.m, oldest.id)
+	oldest.expiry.Stop()
 	return true
 }
 
@@ -109,6 +113,9 @@ func (h *held) forget(id string, e *heldExec) {
 	defer h.mu.Unlock()
 	if h.m[id] == e {
 		delete(h.m, id)
+		if e.expiry != nil {
+			e.expiry.Stop()
+		}
 	}
 }
 
