@@ -30,6 +30,10 @@ func (s *Service) recordCompletion(ctx context.Context, id string, c store.Compl
 		return
 	}
 	s.log.Warn("recording task completion failed; retrying until the response store answers", "task_id", id, "err", err)
+	// The session's lock is not kept for as long as the retries take: it is given up on its
+	// own (with its own retries), and the completion retried without it.
+	s.store.ReleaseTurn(c.Unlock)
+	c.Unlock = store.Place{}
 	s.retrying.Add(1)
 	go func() {
 		defer s.retrying.Done()

@@ -90,12 +90,28 @@ type Outcome struct {
 // failures are fault errors; policy, identity and capability checks fail before any provider
 // call.
 func (s *Service) Execute(ctx context.Context, p principal.Principal, in ExecInput) (Outcome, error) {
-	sess, prof, ephemeral, err := s.resolve(ctx, p, in.SessionID, in.Profile)
-	if err != nil {
-		return Outcome{}, err
+	// The session's identity comes from the cache when it can; BeginTask finds out in the same
+	// round trip when the session is gone, and then it is resolved once more from the store
+	// (a default session is made again, an explicit id is unknown).
+	for cached := true; ; cached = false {
+		sess, prof, ephemeral, err := s.resolveVia(ctx, p, in.SessionID, in.Profile, cached)
+		if err != nil {
+			return Outcome{}, err
+		}
+		out, err := s.submit(ctx, p, sess, prof, ephemeral, in)
+		if errors.Is(err, errSessionGone) {
+			s.sessionIDs.forget(sess.ID)
+			if cached {
+				continue
+			}
+			return Outcome{}, fault.New(fault.NotFound, "unknown sandbox session '%s'", in.SessionID)
+		}
+		return out, err
 	}
-	return s.submit(ctx, p, sess, prof, ephemeral, in)
 }
+
+// errSessionGone is submit's error for a session that no longer exists.
+var errSessionGone = errors.New("sandbox: the session is gone")
 
 // Run executes on a per_call profile: a fresh sandbox, destroyed afterwards — also when the
 // run was promoted to a task.
@@ -163,14 +179,23 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		return s.submitQueued(ctx, j, wait)
 	}
 	j.live = newLiveOutput(s.maxOutput())
-	if err := s.store.CreateTaskWithin(ctx, task, s.executionLimit(p)); err != nil {
-		if errors.Is(err, store.ErrQuota) {
+	// One round trip records the task and, for a session, takes its place in the session's
+	// line: the order of submission is the order of execution (docs/semantics.md §9 step 5).
+	begun, err := s.store.BeginTask(ctx, task, s.executionLimit(p), !ephemeral)
+	if err != nil {
+		switch {
+		case errors.Is(err, store.ErrQuota):
 			return Outcome{}, s.executionQuotaErr(p)
+		case errors.Is(err, store.ErrNotFound):
+			return Outcome{}, errSessionGone
 		}
-		return Outcome{}, err
+		// The insert may have committed with its answer lost: finish that task, if it exists.
+		_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, failedCompletion(err), s.now(), s.ttl())
+		return Outcome{}, fault.Wrap(fault.Broker, err, "could not record the task")
 	}
-	if !ephemeral {
-		j.place = s.locks.reserve(sess.ID) // the order of submission is the order of execution
+	j.place, j.turn = begun.Place, begun.First
+	if begun.First && !ephemeral {
+		j.sess = begun.Session // read holding the session lock
 	}
 	s.live.add(task.ID, j.live)
 	if j.started != nil {
@@ -178,12 +203,11 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	}
 	done, err := s.broker.Submit(ctx, task.ID, wait, j.run)
 	if err != nil {
-		if j.place != nil {
-			j.place.cancel() // the job never started
-		}
 		j.live.finish(nil, err)
 		s.live.retire(task.ID)
-		_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, store.Completion{Status: TaskFailed, Error: err.Error(), ErrorType: string(fault.KindOf(err))}, s.now(), s.ttl())
+		c := failedCompletion(err)
+		c.Unlock = j.place // the job never started
+		s.recordCompletion(context.WithoutCancel(ctx), task.ID, c)
 		return Outcome{}, err
 	}
 	if done {
@@ -200,6 +224,11 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		return Outcome{}, err
 	}
 	return Outcome{Task: &t}, nil
+}
+
+// failedCompletion is the completion of a task that failed with machinery error err.
+func failedCompletion(err error) store.Completion {
+	return store.Completion{Status: TaskFailed, Error: err.Error(), ErrorType: string(fault.KindOf(err))}
 }
 
 func (s *Service) waitTimeout() time.Duration { return s.cfg.WaitTimeout }
@@ -236,9 +265,12 @@ type execJob struct {
 	started   func(taskID string) // ExecInput.Started
 
 	queued bool // came through a queue transport: a redelivery can finish it
-	// place is the session's in-process lock line position taken at submission (thread and
-	// embedded flavors), so executions submitted one after another run in that order.
-	place *ticket
+	// place is the task's place in its session's lock line, taken with the task row at
+	// submission (thread and embedded flavors; the zero Place otherwise); the completion
+	// gives it up. turn reports that the place holds the lock (or, without a place, that the
+	// task row was inserted running).
+	place store.Place
+	turn  bool
 	touch bool        // the execution reached its session's sandbox: its completion counts as use
 	live  *liveOutput // followable output (thread and embedded flavors); nil for queued jobs
 
@@ -262,6 +294,7 @@ func (j *execJob) run(ctx context.Context) {
 			completion = store.Completion{Status: TaskFailed, Error: j.err.Error(), ErrorType: string(fault.Internal)}
 		}
 		completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.ephemeral
+		completion.Unlock = j.place // the next execution of the session starts once this one is recorded
 		s.recordCompletion(bg, j.task.ID, completion)
 		s.forgetCancelled(j.task.ID)
 		if j.live != nil {
@@ -311,29 +344,14 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	s, prof := j.s, j.prof
 	var notice string
 	if !j.ephemeral {
-		place := j.place
-		if place == nil {
-			place = s.locks.reserve(j.sess.ID)
-		}
-		j.place = nil
-		unlock, err := s.lockSessionAt(ctx, place)
+		unlock, err := j.holdSession(ctx)
 		if err != nil {
 			return nil, err
 		}
 		defer unlock()
-		// Re-read under the lock (an earlier operation may have changed the sandbox), marking
-		// the task running in the same round trip.
-		if j.sess, err = s.store.StartTaskInSession(ctx, j.task.ID, j.sess.ID, s.now()); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return nil, fault.New(fault.NotFound, "sandbox session '%s' was destroyed while this operation waited", j.task.SessionID)
-			}
-			return nil, err
-		}
 		if notice, err = s.resetIfIdle(ctx, prof, &j.sess); err != nil {
 			return nil, err
 		}
-	} else if err := s.store.StartTask(ctx, j.task.ID, s.now()); err != nil {
-		return nil, err
 	}
 	pp := providerPrincipal(prof, j.p)
 	bound := j.sess.SandboxID // acquire replaces it when it creates a sandbox
@@ -378,6 +396,45 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		backstop:  runCtx.Err() != nil && ctx.Err() == nil,
 		sessionID: j.sess.ID, taskID: j.task.ID, notice: notice, warnings: j.warnings, context: spec.Context,
 	})
+}
+
+// holdSession waits for the job's turn on its session's lock and re-reads the session under
+// it (an earlier operation may have changed the sandbox), marking the task running. A job
+// placed at submission waits for its place (no round trip when it was first already) and
+// keeps the lock until its completion is recorded; any other (a queued delivery) takes the
+// lock now and gives it back with the returned unlock.
+func (j *execJob) holdSession(ctx context.Context) (unlock func(), err error) {
+	s := j.s
+	gone := func() error {
+		return fault.New(fault.NotFound, "sandbox session '%s' was destroyed while this operation waited", j.task.SessionID)
+	}
+	if j.place.Token != "" {
+		if !j.turn {
+			j.sess, err = s.store.AwaitTurn(ctx, j.place, j.task.ID, s.now)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				return nil, gone()
+			case err != nil && ctx.Err() == nil:
+				return nil, fault.Wrap(fault.Broker, err, "could not take the session lock")
+			case err != nil:
+				return nil, err
+			}
+			j.turn = true
+		}
+		return func() {}, nil
+	}
+	unlock, err = s.lockSession(ctx, j.sess.ID)
+	if err != nil {
+		return nil, err
+	}
+	if j.sess, err = s.store.StartTaskInSession(ctx, j.task.ID, j.sess.ID, s.now()); err != nil {
+		unlock()
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, gone()
+		}
+		return nil, err
+	}
+	return unlock, nil
 }
 
 // outputs capture an execution's two streams (bounded, docs/semantics.md §9 step 7) and feed

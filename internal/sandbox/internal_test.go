@@ -1,15 +1,13 @@
 package sandbox
 
 import (
-	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
+
 	"testing"
-	"time"
+
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -48,44 +46,6 @@ func TestCaptureNeverSplitsRunes(t *testing.T) {
 	require.Equal(t, "base64", enc)
 	_, _, enc = encodeStreams([]byte("ok"), []byte("ok"), false)
 	require.Equal(t, "utf-8", enc)
-}
-
-func TestFIFOLockOrder(t *testing.T) {
-	t.Parallel()
-	l := newFIFOLocks()
-	unlock, err := l.lock(context.Background(), "s")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var order bytes.Buffer
-	var wg sync.WaitGroup
-	for i := range 5 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			u, err := l.lock(context.Background(), "s")
-			require.NoError(t, err)
-			mu.Lock()
-			order.WriteByte(byte('0' + i))
-			mu.Unlock()
-			u()
-		}()
-		time.Sleep(20 * time.Millisecond) // arrival order 0..4
-	}
-	unlock()
-	wg.Wait()
-	require.Equal(t, "01234", order.String())
-
-	// A waiter that gives up leaves the queue without holding the lock.
-	unlock, _ = l.lock(context.Background(), "s")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	_, err = l.lock(ctx, "s")
-	require.Error(t, err)
-	unlock()
-	u, err := l.lock(context.Background(), "s")
-	require.NoError(t, err)
-	u()
-	require.Empty(t, l.queues)
 }
 
 // A result over a transport's record limit keeps the head and tail of each stream (never an

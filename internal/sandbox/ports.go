@@ -54,6 +54,15 @@ type Store interface {
 	// CreateTaskWithin inserts t unless its owner already has limit unfinished tasks
 	// (limit ≤ 0: no limit).
 	CreateTaskWithin(ctx context.Context, t store.Task, limit int) error
+	// BeginTask inserts t within limit and, with lock, takes a place in its session's lock
+	// line, in one round trip: the task is running when it may start now (no lock, or the
+	// place is first), else pending (AwaitTurn). The place is given up by the completion
+	// (Completion.Unlock) or ReleaseTurn.
+	BeginTask(ctx context.Context, t store.Task, limit int, lock bool) (store.Begun, error)
+	// AwaitTurn waits for place's turn, then marks the task running and returns the session.
+	AwaitTurn(ctx context.Context, place store.Place, taskID string, now func() time.Time) (store.Session, error)
+	// ReleaseTurn gives place up without a completion.
+	ReleaseTurn(place store.Place)
 	// GetTask returns task id; with ownerID, only that owner's (else ErrNotFound).
 	GetTask(ctx context.Context, id, ownerID string) (store.Task, error)
 	// ListTasks returns the filter's tasks, newest first, without results.

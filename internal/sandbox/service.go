@@ -60,7 +60,8 @@ type Service struct {
 
 	profiles map[string]*Profile
 	names    []string
-	locks    *fifoLocks
+
+	sessionIDs *sessionIdentities // what never changes about a session, by id (sessionids.go)
 
 	principals *principalRecorder
 
@@ -84,7 +85,7 @@ type Service struct {
 func New(opts Options) (*Service, error) {
 	s := &Service{
 		cfg: opts.Settings.withDefaults(), store: opts.Store, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
-		newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, locks: newFIFOLocks(),
+		newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, sessionIDs: newSessionIdentities(),
 		cancelled: map[string]bool{}, closing: make(chan struct{}),
 	}
 	s.now = time.Now

@@ -92,7 +92,14 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 // caller's token no longer carries the group. per_call profiles yield an ephemeral, unsaved
 // session.
 func (s *Service) resolve(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, bool, error) {
-	sess, prof, ephemeral, err := s.lookup(ctx, p, id, profile)
+	return s.resolveVia(ctx, p, id, profile, false)
+}
+
+// resolveVia is resolve that, with cached, may take the session's identity from
+// s.sessionIDs instead of a round trip: for an execution, whose BeginTask checks that the
+// session still exists.
+func (s *Service) resolveVia(ctx context.Context, p principal.Principal, id, profile string, cached bool) (store.Session, *Profile, bool, error) {
+	sess, prof, ephemeral, err := s.lookupVia(ctx, p, id, profile, cached)
 	if err == nil && !s.allowed(p, prof) {
 		return store.Session{}, nil, false, fault.New(fault.Policy,
 			"sandbox session '%s' uses profile '%s', which is restricted to members of %v, and this token is in none of them; a session can still be destroyed",
@@ -104,6 +111,10 @@ func (s *Service) resolve(ctx context.Context, p principal.Principal, id, profil
 // lookup is resolve without the group check (destroying a session stays possible after a
 // group was lost).
 func (s *Service) lookup(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, bool, error) {
+	return s.lookupVia(ctx, p, id, profile, false)
+}
+
+func (s *Service) lookupVia(ctx context.Context, p principal.Principal, id, profile string, cached bool) (store.Session, *Profile, bool, error) {
 	if id == DefaultSessionID || id == "" {
 		prof, err := s.profile(p, profile)
 		if err != nil {
@@ -120,10 +131,22 @@ func (s *Service) lookup(ctx context.Context, p principal.Principal, id, profile
 		case ScopePerRuntime:
 			cand.OwnerID = ""
 		}
+		if sess, ok := s.sessionIDs.defaultOf(cand.OwnerID, prof.Name); ok && cached {
+			return sess, prof, false, nil
+		}
 		sess, err := s.store.EnsureDefaultSession(ctx, cand)
+		if err == nil {
+			s.sessionIDs.remember(sess)
+		}
 		return sess, prof, false, err
 	}
-	sess, err := s.store.GetSession(ctx, id)
+	sess, ok := s.sessionIDs.get(id)
+	var err error
+	if !ok || !cached {
+		if sess, err = s.store.GetSession(ctx, id); err == nil {
+			s.sessionIDs.remember(sess)
+		}
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !s.visible(p, sess)) {
 		return store.Session{}, nil, false, fault.New(fault.NotFound, "unknown sandbox session '%s'", id)
 	}
@@ -244,6 +267,7 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 	if err := s.store.DeleteSession(ctx, sess.ID); err != nil {
 		return "", err
 	}
+	s.sessionIDs.forget(sess.ID)
 	return sess.ID, nil
 }
 
@@ -263,23 +287,14 @@ func (s *Service) destroyBackend(ctx context.Context, prof *Profile, sessionID, 
 // lockSession serialises executions and writes of session id in arrival order, in-process and
 // across replicas.
 func (s *Service) lockSession(ctx context.Context, id string) (func(), error) {
-	return s.lockSessionAt(ctx, s.locks.reserve(id))
-}
-
-// lockSessionAt is lockSession for a place in the in-process line taken earlier (at
-// submission: docs/semantics.md §9 step 5).
-func (s *Service) lockSessionAt(ctx context.Context, t *ticket) (func(), error) {
-	id := t.key
-	unlockLocal, err := t.wait(ctx)
+	unlock, err := s.store.LockSession(ctx, id)
 	if err != nil {
-		return nil, err
-	}
-	unlockDB, err := s.store.LockSession(ctx, id)
-	if err != nil {
-		unlockLocal()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, fault.Wrap(fault.Broker, err, "could not take the session lock")
 	}
-	return func() { unlockDB(); unlockLocal() }, nil
+	return unlock, nil
 }
 
 func encodeCursor(t time.Time, id string) string {

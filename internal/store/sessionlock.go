@@ -207,11 +207,21 @@ func (l *sessionLocks) wakeAll() {
 	}
 }
 
-// firstInLine is the condition "no present ticket of session $1 is older than ticket".
-func firstInLine(ticket string) string {
+// firstInLine is the condition "no present ticket of session is older than ticket".
+func firstInLine(session, ticket string) string {
 	return `NOT EXISTS (SELECT 1 FROM session_locks o
-	WHERE o.session_id = $1 AND o.ticket < ` + ticket + ` AND sandgate_holder_present(o.holder_key))`
+	WHERE o.session_id = ` + session + ` AND o.ticket < ` + ticket + ` AND sandgate_holder_present(o.holder_key))`
 }
+
+// lineLock serialises, per session, the statements that take a place in its line and decide
+// whether that place is first: without it two replicas inserting at once would each decide
+// on a snapshot without the other's ticket, and both hold the lock. It is a
+// transaction-scoped advisory lock on the two-int4 key (0x73676c6e "sgln", hashtext(session)),
+// a key space apart from the bigint presence keys (PostgreSQL manual, "Advisory Locks"), and
+// it is queued first in the same batch — one implicit transaction, no extra round trip —
+// so the statement after it takes its snapshot holding it. Sessions whose hashes collide
+// only take their places one after the other.
+const lineLock = `SELECT pg_advisory_xact_lock(1936157806, hashtext($1))`
 
 // LockSession blocks until it holds the lock of session id: executions and writes of one
 // session are serialised across replicas, granted in arrival order (ticket order). The
@@ -233,10 +243,12 @@ func (st *Store) LockSession(ctx context.Context, id string) (unlock func(), err
 	release := func() { l.release(id, token) }
 	var ticket int64
 	var first bool
-	err = st.pool.QueryRow(ctx, `WITH t AS (INSERT INTO session_locks (session_id, holder_key, token) VALUES ($1, $2, $3) RETURNING ticket)
-		SELECT t.ticket, `+firstInLine("t.ticket")+` FROM t`,
-		id, l.key, token).Scan(&ticket, &first)
-	if err != nil {
+	b := &pgx.Batch{}
+	b.Queue(lineLock, id)
+	b.Queue(`WITH t AS (INSERT INTO session_locks (session_id, holder_key, token) VALUES ($1, $2, $3) RETURNING ticket)
+		SELECT t.ticket, `+firstInLine("$1", "t.ticket")+` FROM t`,
+		id, l.key, token).QueryRow(func(row pgx.Row) error { return row.Scan(&ticket, &first) })
+	if err = st.pool.SendBatch(ctx, b).Close(); err != nil {
 		release() // the insert may have committed with its answer lost
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -256,7 +268,7 @@ func (st *Store) LockSession(ctx context.Context, id string) (unlock func(), err
 		case <-wake:
 		case <-poll.C:
 		}
-		if err := st.pool.QueryRow(ctx, `SELECT `+firstInLine("$2"), id, ticket).Scan(&first); err != nil {
+		if err := st.pool.QueryRow(ctx, `SELECT `+firstInLine("$1", "$2"), id, ticket).Scan(&first); err != nil {
 			release()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -287,7 +299,11 @@ func (l *sessionLocks) release(id, token string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, err := l.st.pool.Exec(ctx, q, token)
 			cancel()
-			if err == nil || l.ctx.Err() != nil {
+			if err == nil {
+				l.wake(id) // this replica's waiters need not wait for the notification
+				return
+			}
+			if l.ctx.Err() != nil {
 				// Closing: the presence connection ends with the Store, and with it the
 				// ticket's weight.
 				return

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -316,4 +317,106 @@ func TestSessionLockAcrossReplicas(t *testing.T) {
 	require.NoError(t, err)
 	u()
 	assert.Less(t, time.Since(start), 3*time.Second)
+}
+
+// Replicas racing for one session's lock — LockSession and BeginTask, arriving at the same
+// instant — never hold it together: the place is taken and judged first under the line lock,
+// not on a snapshot that misses the other replica's ticket.
+func TestSessionLockIsExclusiveWhenReplicasRace(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	var replicas []*store.Store
+	for range 2 {
+		st, err := store.Open(ctx, url, 8)
+		require.NoError(t, err)
+		defer st.Close()
+		replicas = append(replicas, st)
+	}
+	now := time.Now()
+	p, err := replicas[0].UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "racer"}, now)
+	require.NoError(t, err)
+	require.NoError(t, replicas[0].CreateSession(ctx, store.Session{ID: "raced", OwnerID: p.ID, Profile: "default", Provider: "local_subprocess",
+		Scope: "per_session", Labels: map[string]string{}, Status: "active", CreatedAt: now, LastUsedAt: now}))
+
+	var holders, most, granted atomic.Int64
+	hold := func() {
+		n := holders.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(time.Millisecond)
+		holders.Add(-1)
+		granted.Add(1)
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 16 {
+		st := replicas[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for j := range 5 {
+				if (i+j)%2 == 0 {
+					u, err := st.LockSession(ctx, "raced")
+					if !assert.NoError(t, err) {
+						return
+					}
+					hold()
+					u()
+					continue
+				}
+				id := fmt.Sprintf("task-%d-%d", i, j)
+				b, err := st.BeginTask(ctx, store.Task{ID: id, SessionID: "raced", OwnerID: p.ID, Profile: "default",
+					Operation: "execute_command", RunnerID: "r", SubmittedAt: time.Now()}, 0, true)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if !b.First {
+					if _, err := st.AwaitTurn(ctx, b.Place, id, time.Now); !assert.NoError(t, err) {
+						return
+					}
+				}
+				hold()
+				_, err = st.FinishTask(ctx, id, store.Completion{Status: "succeeded", SessionID: "raced", Unlock: b.Place}, time.Now(), time.Hour)
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.EqualValues(t, 80, granted.Load())
+	require.EqualValues(t, 1, most.Load(), "two holders of one session's lock at once")
+
+	// The narrow case: racers that all arrive at an empty line at once. Exactly one is first.
+	for round := range 30 {
+		var wg sync.WaitGroup
+		var first atomic.Int64
+		places := make([]store.Place, 8)
+		ids := make([]string, 8)
+		start := make(chan struct{})
+		for i := range 8 {
+			ids[i] = fmt.Sprintf("round-%d-%d", round, i)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				b, err := replicas[i%2].BeginTask(ctx, store.Task{ID: ids[i], SessionID: "raced", OwnerID: p.ID, Profile: "default",
+					Operation: "execute_command", RunnerID: "r", SubmittedAt: time.Now()}, 0, true)
+				if assert.NoError(t, err) {
+					places[i] = b.Place
+					if b.First {
+						first.Add(1)
+					}
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.EqualValues(t, 1, first.Load(), "round %d: racers first at once", round)
+		for i, pl := range places {
+			_, err := replicas[i%2].FinishTask(ctx, ids[i], store.Completion{Status: "succeeded", Unlock: pl}, time.Now(), time.Hour)
+			require.NoError(t, err)
+		}
+	}
 }

@@ -169,11 +169,15 @@ type Completion struct {
 	// Touch also records a use of session SessionID at the completion time, in the same
 	// round trip (an execution that reached its sandbox counts as use).
 	Touch bool
+	// Unlock gives up this lock place (BeginTask's) in the same round trip, whether or not
+	// this completion is the one stored; the zero Place: none.
+	Unlock Place
 }
 
 // FinishTask records task id's completion at t, kept until t+ttl, and notifies waiters on
-// every replica (TaskWatcher), in one statement. A task already finished (cancelled, lost)
-// keeps its first completion; the return says whether this one was stored.
+// every replica (TaskWatcher), in one statement — which also touches the session (c.Touch)
+// and gives up c.Unlock. A task already finished (cancelled, lost) keeps its first
+// completion; the return says whether this one was stored.
 func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time.Time, ttl time.Duration) (bool, error) {
 	var res []byte
 	if c.Result != nil {
@@ -191,9 +195,15 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 			UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
 				finished_at = $7, expires_at = $8 WHERE id = $1 AND finished_at IS NULL RETURNING id),
 		touched AS (
-			UPDATE sessions SET last_used_at = GREATEST(last_used_at, $7) WHERE id = $9 AND $9 <> '')
-		SELECT count(pg_notify('`+taskDoneChannel+`', id)) = 1 FROM done`,
-		id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch).Scan(&stored)
+			UPDATE sessions SET last_used_at = GREATEST(last_used_at, $7) WHERE id = $9 AND $9 <> ''),
+		freed AS (
+			DELETE FROM session_locks WHERE token = $10 AND $10 <> '' RETURNING session_id)
+		SELECT (SELECT count(pg_notify('`+taskDoneChannel+`', id)) FROM done) = 1,
+			(SELECT count(pg_notify('`+lockReleasedChannel+`', session_id)) FROM freed)`,
+		id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token).Scan(&stored, new(int64))
+	if err == nil && c.Unlock.Token != "" {
+		st.locks.wake(c.Unlock.SessionID) // this replica's waiters need not wait for the notification
+	}
 	return stored, err
 }
 

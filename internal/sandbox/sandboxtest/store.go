@@ -35,6 +35,7 @@ type Store struct {
 	tasks      map[string]*store.Task
 	runners    map[string]runner
 	seq        int64                 // the tasks.seq bigserial
+	lockSeq    int64                 // the session_locks.ticket bigserial (BeginTask's places)
 	changed    chan struct{}         // closed and replaced whenever a task finishes or goes
 	locks      map[string]*lockQueue // session locks (store_locks.go)
 	exclusive  map[int64]bool        // TryExclusive keys held

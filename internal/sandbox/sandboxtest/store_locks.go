@@ -2,8 +2,12 @@ package sandboxtest
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/store"
 )
 
 // lockQueue is one session's lock: tickets in arrival order, the first one holds it (as the
@@ -14,6 +18,22 @@ type lockQueue struct {
 
 type ticket struct {
 	granted chan struct{} // closed when the ticket becomes the first
+	token   string        // the holder's handle (BeginTask's places)
+}
+
+// enqueue appends tk to session id's line; it reports whether tk is first. Call with mu held.
+func (s *Store) enqueue(id string, tk *ticket) bool {
+	q := s.locks[id]
+	if q == nil {
+		q = &lockQueue{}
+		s.locks[id] = q
+	}
+	q.tickets = append(q.tickets, tk)
+	if len(q.tickets) == 1 {
+		close(tk.granted)
+		return true
+	}
+	return false
 }
 
 // LockSession waits for session id's lock, granted in arrival order; unlock releases it
@@ -26,15 +46,7 @@ func (s *Store) LockSession(ctx context.Context, id string) (unlock func(), err 
 	}
 	tk := &ticket{granted: make(chan struct{})}
 	s.mu.Lock()
-	q := s.locks[id]
-	if q == nil {
-		q = &lockQueue{}
-		s.locks[id] = q
-	}
-	q.tickets = append(q.tickets, tk)
-	if len(q.tickets) == 1 {
-		close(tk.granted)
-	}
+	s.enqueue(id, tk)
 	s.mu.Unlock()
 	select {
 	case <-tk.granted:
@@ -51,6 +63,60 @@ func (s *Store) LockSession(ctx context.Context, id string) (unlock func(), err 
 func (s *Store) release(id string, tk *ticket) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.releaseLocked(id, tk)
+}
+
+// placeTicket is the ticket of place, or nil. Call with mu held.
+func (s *Store) placeTicket(place store.Place) *ticket {
+	if q := s.locks[place.SessionID]; q != nil && place.Token != "" {
+		for _, tk := range q.tickets {
+			if tk.token == place.Token {
+				return tk
+			}
+		}
+	}
+	return nil
+}
+
+// ReleaseTurn gives place up (BeginTask's); twice, or the zero Place, does nothing.
+func (s *Store) ReleaseTurn(place store.Place) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if tk := s.placeTicket(place); tk != nil {
+		s.releaseLocked(place.SessionID, tk)
+	}
+}
+
+// AwaitTurn waits until place holds its session's lock, then starts task taskID at now()
+// and returns the session (store.ErrNotFound when it is gone; the task is started all the
+// same). ctx.Err() when ctx ends first; the place stays taken either way.
+func (s *Store) AwaitTurn(ctx context.Context, place store.Place, taskID string, now func() time.Time) (store.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Session{}, err
+	}
+	s.mu.Lock()
+	tk := s.placeTicket(place)
+	s.mu.Unlock()
+	if tk == nil {
+		return store.Session{}, errors.New("sandboxtest: AwaitTurn: no such place (released, or never taken)")
+	}
+	select {
+	case <-tk.granted:
+	case <-ctx.Done():
+		return store.Session{}, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.start(taskID, now())
+	r, ok := s.sessions[place.SessionID]
+	if !ok {
+		return store.Session{}, store.ErrNotFound
+	}
+	return copySession(r), nil
+}
+
+// releaseLocked is release with mu held.
+func (s *Store) releaseLocked(id string, tk *ticket) {
 	q := s.locks[id]
 	if q == nil {
 		return

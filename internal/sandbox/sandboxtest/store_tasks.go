@@ -61,6 +61,56 @@ func (s *Store) CreateTaskWithin(ctx context.Context, t store.Task, limit int) e
 	return nil
 }
 
+// BeginTask inserts task t within limit as CreateTaskWithin does — running, started at
+// t.SubmittedAt, without lock — and with lock also takes a place in session t.SessionID's
+// line (the session must exist: else store.ErrNotFound) and returns the session; the task
+// is running when the place is first, else pending. Nothing is inserted on an error.
+func (s *Store) BeginTask(ctx context.Context, t store.Task, limit int, lock bool) (store.Begun, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Begun{}, err
+	}
+	owner, err := uuidText(t.OwnerID)
+	if err != nil {
+		return store.Begun{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sess *store.Session
+	if lock {
+		if sess = s.sessions[t.SessionID]; sess == nil {
+			return store.Begun{}, store.ErrNotFound
+		}
+	}
+	if limit > 0 && s.unfinished(owner) >= limit {
+		return store.Begun{}, store.ErrQuota
+	}
+	s.seq++
+	if _, dup := s.tasks[t.ID]; dup {
+		return store.Begun{}, uniqueViolation{"tasks_pkey"}
+	}
+	if _, err := s.owner("tasks", owner); err != nil {
+		return store.Begun{}, err
+	}
+	begun := store.Begun{First: true}
+	if lock {
+		tk := &ticket{granted: make(chan struct{}), token: newUUID()}
+		begun.First = s.enqueue(t.SessionID, tk)
+		s.lockSeq++
+		begun.Place = store.Place{SessionID: t.SessionID, Token: tk.token, Ticket: s.lockSeq}
+		begun.Session = copySession(sess)
+	}
+	row := &store.Task{
+		ID: t.ID, SessionID: t.SessionID, OwnerID: owner, Profile: t.Profile, Operation: t.Operation,
+		Status: "pending", RunnerID: t.RunnerID, SubmittedAt: ts(t.SubmittedAt), Seq: s.seq,
+	}
+	if begun.First {
+		started := ts(t.SubmittedAt)
+		row.Status, row.StartedAt = "running", &started
+	}
+	s.tasks[t.ID] = row
+	return begun, nil
+}
+
 // GetTask returns task id — with ownerID, only if ownerID owns it — or store.ErrNotFound.
 func (s *Store) GetTask(ctx context.Context, id, ownerID string) (store.Task, error) {
 	if err := ctx.Err(); err != nil {
@@ -193,6 +243,9 @@ func (s *Store) FinishTask(ctx context.Context, id string, c store.Completion, t
 		if r, ok := s.sessions[c.SessionID]; ok {
 			r.LastUsedAt = later(r.LastUsedAt, ts(t))
 		}
+	}
+	if tk := s.placeTicket(c.Unlock); tk != nil {
+		s.releaseLocked(c.Unlock.SessionID, tk)
 	}
 	r, ok := s.tasks[id]
 	if !ok || r.FinishedAt != nil {

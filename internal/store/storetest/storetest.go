@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sandbox.Store) {
 		{"sessions", sessionTests},
 		{"tasks", taskTests},
 		{"locks", lockTests},
+		{"turns", turnTests},
 		{"principals", principalTests},
 		{"runners", runnerTests},
 	} {

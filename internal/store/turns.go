@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Place is a place in a session's lock line (docs/semantics.md §9 step 5), taken by
+// BeginTask. The zero Place is no place.
+type Place struct {
+	SessionID string
+	Token     string // the holder's handle on its ticket
+	Ticket    int64  // the line order
+}
+
+// Begun is what BeginTask recorded.
+type Begun struct {
+	// Place is the task's place in its session's lock line (with lock; else the zero Place).
+	Place Place
+	// First reports that the task may start now: it was inserted running (without a lock
+	// always; with one when its place holds the lock already).
+	First bool
+	// Session is the session as it was when the place was taken (with lock): when First, as
+	// the lock's holder sees it.
+	Session Session
+}
+
+// BeginTask records an execution's start in one round trip: it inserts task t (its Status
+// is ignored) unless its owner already has limit unfinished tasks (limit ≤ 0: none), and
+// with lock also takes a place in the lock line of session t.SessionID, which must exist,
+// and reads that session.
+//
+// Without lock, or when the place is the first in line, the task is inserted running,
+// started at t.SubmittedAt; otherwise pending, and AwaitTurn waits for its turn. A place is
+// given up by the completion that carries it (Completion.Unlock) or by ReleaseTurn.
+//
+// Errors: ErrQuota or, with lock, ErrNotFound for an unknown session — nothing inserted in
+// either case; the database's error (then a place may have been taken with its answer
+// lost: it is released in the background, and the task may exist: finish it).
+func (st *Store) BeginTask(ctx context.Context, t Task, limit int, lock bool) (Begun, error) {
+	if !lock {
+		tag, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at)
+			SELECT $1, $2, $3, $4, $5, 'running', $6, $7, $7 WHERE `+ownerUnder("$8"),
+			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit)
+		if err == nil && tag.RowsAffected() == 0 {
+			return Begun{}, ErrQuota
+		}
+		return Begun{First: err == nil}, err
+	}
+	l := st.locks
+	l.start()
+	if err := l.waitPresent(ctx); err != nil {
+		return Begun{}, err
+	}
+	place := Place{SessionID: t.SessionID, Token: randomToken()}
+	var found, within, first bool
+	var sess Session
+	b := &pgx.Batch{}
+	b.Queue(lineLock, t.SessionID)
+	b.Queue(`WITH ok AS (SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $2) AS found, `+ownerUnder("$8")+` AS within),
+		place AS (INSERT INTO session_locks (session_id, holder_key, token)
+			SELECT $2, $9, $10 FROM ok WHERE ok.found AND ok.within RETURNING ticket),
+		line AS (SELECT place.ticket, `+firstInLine("$2", "place.ticket")+` AS first FROM place),
+		task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at)
+			SELECT $1, $2, $3, $4, $5, CASE WHEN line.first THEN 'running' ELSE 'pending' END, $6, $7,
+				CASE WHEN line.first THEN $7::timestamptz END FROM line)
+		SELECT ok.found, ok.within, COALESCE(line.ticket, 0), COALESCE(line.first, false) FROM ok LEFT JOIN line ON true`,
+		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&found, &within, &place.Ticket, &first) })
+	b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE id = $1`, t.SessionID).
+		QueryRow(func(row pgx.Row) error {
+			var err error
+			if sess, err = scanSession(row); errors.Is(err, ErrNotFound) {
+				return nil // reported by found
+			}
+			return err
+		})
+	if err := st.pool.SendBatch(ctx, b).Close(); err != nil {
+		l.release(place.SessionID, place.Token)
+		return Begun{}, fmt.Errorf("store: begin task: %w", err)
+	}
+	switch {
+	case !found:
+		return Begun{}, ErrNotFound
+	case !within:
+		return Begun{}, ErrQuota
+	}
+	return Begun{Place: place, First: first, Session: sess}, nil
+}
+
+// AwaitTurn waits until place holds its session's lock, then marks task taskID running at
+// now() and returns the session as the holder sees it — one round trip once the turn has
+// come; a woken waiter whose turn has not come costs one more. The place stays taken when
+// AwaitTurn fails: give it up with the completion or ReleaseTurn.
+//
+// Errors: ctx.Err() when ctx ends first; ErrNotFound when the session is gone (the task is
+// marked running all the same; finish it); the database's error.
+func (st *Store) AwaitTurn(ctx context.Context, place Place, taskID string, now func() time.Time) (Session, error) {
+	l := st.locks
+	l.start()
+	wake := l.register(place.SessionID)
+	defer l.unregister(place.SessionID, wake)
+	poll := time.NewTicker(lockPoll)
+	defer poll.Stop()
+	for {
+		var first bool
+		var sess Session
+		var found bool
+		b := &pgx.Batch{}
+		b.Queue(`WITH line AS (SELECT `+firstInLine("$1", "$2")+` AS first),
+			started AS (UPDATE tasks SET status = 'running', started_at = $4
+				WHERE id = $3 AND finished_at IS NULL AND (SELECT first FROM line))
+			SELECT first FROM line`, place.SessionID, place.Ticket, taskID, now()).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&first) })
+		b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE id = $1`, place.SessionID).
+			QueryRow(func(row pgx.Row) error {
+				var err error
+				sess, err = scanSession(row)
+				found = err == nil
+				if errors.Is(err, ErrNotFound) {
+					return nil
+				}
+				return err
+			})
+		if err := st.pool.SendBatch(ctx, b).Close(); err != nil {
+			if ctx.Err() != nil {
+				return Session{}, ctx.Err()
+			}
+			return Session{}, fmt.Errorf("store: wait for the session lock: %w", err)
+		}
+		if first {
+			if !found {
+				return Session{}, ErrNotFound
+			}
+			return sess, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Session{}, ctx.Err()
+		case <-l.ctx.Done():
+			return Session{}, errStoreClosed
+		case <-wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// ReleaseTurn gives place up without a completion (in the background, retried until it is
+// deleted or the store closes). Releasing a place twice, or the zero Place, does nothing.
+func (st *Store) ReleaseTurn(place Place) {
+	if place.Token != "" {
+		st.locks.release(place.SessionID, place.Token)
+	}
+}
