@@ -15,13 +15,18 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/go-chi/chi/v5"
 )
 
 // gate runs before every generated handler: it finds the OpenAPI operation, authenticates
 // the caller unless the operation declares `security: []`, bounds the body, and validates the
 // request against the contract, so malformed input gets a 400 problem before any handler.
 type gate struct {
-	router       routers.Router
+	router routers.Router
+	// routes are the contract's operations by "METHOD /path/{template}": chi has matched the
+	// route already, so its pattern finds the operation without a second router's regular
+	// expressions (router is the fallback for a pattern chi names otherwise).
+	routes       map[string]*routers.Route
 	authenticate func(http.Handler) http.Handler
 	maxBody      int64
 	unsecured    sync.Map // *openapi3.Operation → *openapi3.Operation without security requirements
@@ -33,12 +38,37 @@ func newGate(doc *openapi3.T, authenticate func(http.Handler) http.Handler, maxB
 	if err != nil {
 		return nil, err
 	}
-	return &gate{router: r, authenticate: authenticate, maxBody: maxBody}, nil
+	routes := map[string]*routers.Route{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			routes[method+" "+path] = &routers.Route{Spec: doc, Path: path, PathItem: item, Method: method, Operation: op}
+		}
+	}
+	return &gate{router: r, routes: routes, authenticate: authenticate, maxBody: maxBody}, nil
+}
+
+// findRoute is the contract's operation of r and its path parameters, encoded as the
+// contract's router (gorillamux with encoded paths) gives them.
+func (g *gate) findRoute(r *http.Request) (*routers.Route, map[string]string, error) {
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		if route, ok := g.routes[r.Method+" "+rc.RoutePattern()]; ok {
+			params := make(map[string]string, len(rc.URLParams.Keys))
+			for i, k := range rc.URLParams.Keys {
+				v := rc.URLParams.Values[i]
+				if r.URL.RawPath == "" { // chi matched the decoded path
+					v = (&url.URL{Path: v}).EscapedPath()
+				}
+				params[k] = v
+			}
+			return route, params, nil
+		}
+	}
+	return g.router.FindRoute(r)
 }
 
 func (g *gate) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		route, params, err := g.router.FindRoute(r)
+		route, params, err := g.findRoute(r)
 		if err != nil {
 			// chi already matched this route, so the contract and the router disagree.
 			WriteProblem(w, r, http.StatusNotFound, "not-found", "Not found", "no such operation: "+r.Method+" "+r.URL.Path)
