@@ -11,6 +11,8 @@ import (
 
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
+	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/local"
 )
 
 // The gateway's own cost per request, for profiling (go test -bench . -cpuprofile): a real
@@ -18,12 +20,22 @@ import (
 // by a client in the same process. The bench/ harness measures the gateway as a separate
 // process; these are the quick loop for finding where its time goes.
 
-func benchEnv(b *testing.B) (*gatewaytest.Env, string, string) {
+func benchEnv(b *testing.B) (*gatewaytest.Env, string, string) { return benchEnvOn(b, "default") }
+
+// benchEnvOn starts a gateway with profiles default (local) and docker (the test image,
+// never pulled) and makes a session of profile.
+func benchEnvOn(b *testing.B, profile string) (*gatewaytest.Env, string, string) {
 	e := gatewaytest.Start(b, gatewaytest.Options{Config: func(c *config.Config) {
 		c.Sandbox.Quotas = config.Quotas{Sessions: -1, ConcurrentExecutions: -1, RequestsPerSecond: -1}
+		if profile == "docker" {
+			c.Sandbox.Profiles = map[string]config.Profile{
+				"default": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: b.TempDir()}}},
+				"docker": {Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: "sandgate/sandbox-python:latest", Pull: config.DockerPullNever}}},
+			}
+		}
 	}})
 	tok := e.Token("bench")
-	st, _, body := e.Do("POST", "/v1/sessions", tok, strings.NewReader(`{"profile":"default"}`), map[string]string{"Content-Type": "application/json"})
+	st, _, body := e.Do("POST", "/v1/sessions", tok, strings.NewReader(`{"profile":"`+profile+`"}`), map[string]string{"Content-Type": "application/json"})
 	require.Equal(b, http.StatusCreated, st, "%s", body)
 	id := between(string(body), `"id":"`, `"`)
 	require.NotEmpty(b, id, "%s", body)
@@ -70,8 +82,15 @@ func BenchmarkGetSession(b *testing.B) {
 	})
 }
 
-func BenchmarkExecTrue(b *testing.B) {
-	e, tok, id := benchEnv(b)
+func BenchmarkExecTrue(b *testing.B) { benchExecTrue(b, "default") }
+
+// BenchmarkExecTrueDocker needs the engine and the test image (scripts/docker-setup.sh); the
+// session is destroyed at the end.
+func BenchmarkExecTrueDocker(b *testing.B) { benchExecTrue(b, "docker") }
+
+func benchExecTrue(b *testing.B, profile string) {
+	e, tok, id := benchEnvOn(b, profile)
+	defer e.Do("DELETE", "/v1/sessions/"+id, tok, nil, nil)
 	c := &http.Client{}
 	body := []byte(`{"command":"true"}`)
 	request(b, c, "POST", e.URL+"/v1/sessions/"+id+"/commands", tok, body, http.StatusOK)
