@@ -145,7 +145,8 @@ type Sandbox interface {
 	// ExitStatus, never an error. When spec.Timeout passes (wall clock from start) or ctx is
 	// cancelled, the whole process tree is killed and the partial output already written
 	// stays written; the status says TimedOut, or the error is ctx.Err().
-	// Errors: fault.Capability for an undeclared language or shell without the capability.
+	// Errors: fault.Capability for an undeclared language or shell without the capability;
+	// an error wrapping ErrUnreached when the sandbox could not be reached and nothing ran.
 	Exec(ctx context.Context, spec ExecSpec) (ExitStatus, error)
 	// InstallPackages installs packages with the sandbox's package manager.
 	// Without the package_install capability: fault.Capability.
@@ -208,6 +209,13 @@ type ExecSpec struct {
 type Reattacher interface {
 	Reattach(ctx context.Context, id string, out Output) (ExitStatus, error)
 }
+
+// ErrUnreached is in the chain of an Exec error whose sandbox could not be reached: nothing
+// ran. A provider may hand out a handle it trusts without a round trip (a kept connection
+// to the sandbox); when the sandbox is gone, or was restarted, the first Exec finds out, and
+// the domain attaches again — the ordinary path, with its self-healing — and runs the
+// execution once more.
+var ErrUnreached = errors.New("the sandbox could not be reached; nothing ran")
 
 // ErrExecutionStopped is Reattach's error for an execution stopped by its caller.
 var ErrExecutionStopped = errors.New("the execution was stopped by its caller")

@@ -272,6 +272,8 @@ type execJob struct {
 	place store.Place
 	turn  bool
 	touch bool        // the execution reached its session's sandbox: its completion counts as use
+	// cleanup runs when execute returns: the per_call sandboxes it made are destroyed.
+	cleanup []func()
 	live  *liveOutput // followable output (thread and embedded flavors); nil for queued jobs
 
 	result    *Result // set when the program ran (whatever its exit)
@@ -342,6 +344,11 @@ func completeWith(c *store.Completion, res *Result, timedOut string) {
 // execute takes the session lock, readies the sandbox and runs the program.
 func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	s, prof := j.s, j.prof
+	defer func() {
+		for _, f := range j.cleanup {
+			f()
+		}
+	}()
 	var notice string
 	if !j.ephemeral {
 		unlock, err := j.holdSession(ctx)
@@ -353,49 +360,79 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 	}
-	pp := providerPrincipal(prof, j.p)
-	bound := j.sess.SandboxID // acquire replaces it when it creates a sandbox
-	sb, healNotice, err := s.acquire(ctx, prof, &j.sess, pp)
+	sb, healNotice, err := j.ready(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if notice == "" {
-		notice = healNotice
-	}
 	defer func() { _ = sb.Close() }()
-	if j.ephemeral {
-		defer s.destroyBackend(ctx, prof, j.sess.ID, sb.ID())
-	} else {
-		// Unchanged bindings need no write: last use is recorded with the completion (FinishTask
-		// touches the session), and the idle sweeper skips sessions with unfinished tasks.
-		if bound != sb.ID() || j.sess.Status != "active" || j.sess.PendingNotice != "" {
-			if err := s.store.UpdateSessionBackend(ctx, j.sess.ID, sb.ID(), "active", s.now()); err != nil {
-				return nil, err
-			}
-		}
-		j.touch = true
-	}
 
 	spec := j.spec
 	spec.ID = j.task.ID // a sandbox that can hold executions keeps this one for another gateway
 	out := s.newOutputs(j.live)
 	defer out.flush()
 	spec.Output = out.output()
-	if j.stdin != nil {
-		spec.Stdin = bytes.NewReader(j.stdin)
-	}
 	// The provider enforces spec.Timeout; the context deadline is a backstop for providers
 	// whose kill did not return.
 	runCtx, cancel := context.WithTimeout(ctx, spec.Timeout+30*time.Second)
 	defer cancel()
 	start := time.Now()
-	st, err := sb.Exec(runCtx, spec)
+	st, err := sb.Exec(runCtx, j.withStdin(spec))
+	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
+		// The handle was trusted without a round trip and its sandbox could not be reached:
+		// nothing ran. Attach again — the ordinary path, which recreates a vanished sandbox —
+		// and run once more.
+		_ = sb.Close()
+		if sb, healNotice, err = j.ready(ctx); err != nil {
+			return nil, err
+		}
+		start = time.Now()
+		st, err = sb.Exec(runCtx, j.withStdin(spec))
+	}
+	if notice == "" {
+		notice = healNotice
+	}
 	return s.resultOf(ended{
 		st: st, err: err, elapsed: time.Since(start), out: out, base64: j.base64,
 		cancelled: ctx.Err() != nil && s.wasCancelled(j.task.ID),
 		backstop:  runCtx.Err() != nil && ctx.Err() == nil,
 		sessionID: j.sess.ID, taskID: j.task.ID, notice: notice, warnings: j.warnings, context: spec.Context,
 	})
+}
+
+// withStdin is spec reading the job's stdin from its start.
+func (j *execJob) withStdin(spec providers.ExecSpec) providers.ExecSpec {
+	if j.stdin != nil {
+		spec.Stdin = bytes.NewReader(j.stdin)
+	}
+	return spec
+}
+
+// ready attaches to the session's sandbox or creates one (acquire) and records the binding
+// when it changed; a per_call sandbox is destroyed when the job's run ends. The notice says a
+// vanished sandbox was recreated. Call holding the session lock.
+func (j *execJob) ready(ctx context.Context) (providers.Sandbox, string, error) {
+	s, prof := j.s, j.prof
+	bound := j.sess.SandboxID // acquire replaces it when it creates a sandbox
+	sb, notice, err := s.acquire(ctx, prof, &j.sess, providerPrincipal(prof, j.p))
+	if err != nil {
+		return nil, "", err
+	}
+	if j.ephemeral {
+		id := sb.ID()
+		j.cleanup = append(j.cleanup, func() { s.destroyBackend(ctx, prof, j.sess.ID, id) })
+		return sb, notice, nil
+	}
+	// Unchanged bindings need no write: last use is recorded with the completion (FinishTask
+	// touches the session), and the idle sweeper skips sessions with unfinished tasks.
+	if bound != sb.ID() || j.sess.Status != "active" || j.sess.PendingNotice != "" {
+		if err := s.store.UpdateSessionBackend(ctx, j.sess.ID, sb.ID(), "active", s.now()); err != nil {
+			_ = sb.Close()
+			return nil, "", err
+		}
+		j.sess.Status, j.sess.PendingNotice = "active", ""
+	}
+	j.touch = true
+	return sb, notice, nil
 }
 
 // holdSession waits for the job's turn on its session's lock and re-reads the session under

@@ -131,6 +131,15 @@ func newTransport() *http.Transport {
 }
 
 func newClient(base, where, token string, t *http.Transport) *Client {
+	if dial := t.DialContext; dial != nil {
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, &unreachable{err}
+			}
+			return conn, nil
+		}
+	}
 	return &Client{base: base, where: where, authValue: "Bearer " + token, transport: t, http: &http.Client{Transport: t}}
 }
 
@@ -385,6 +394,18 @@ func (c *Client) DeleteContext(ctx context.Context, name string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/contexts/"+url.PathEscape(name), nil, nil, http.StatusNoContent, nil)
 }
 
+// ErrUnreachable is in the chain of the error of every request that sandboxd never served:
+// the connection could not be made, or sandboxd refused the request before running anything
+// (it awaits its token, or the token sent is not its own). Nothing the request asked for
+// started, so a caller may repeat it elsewhere.
+var ErrUnreachable = errors.New("sandboxd: the request was not served")
+
+// unreachable wraps a dial failure: errors.Is finds both ErrUnreachable and the cause.
+type unreachable struct{ err error }
+
+func (e *unreachable) Error() string   { return "connect to sandboxd: " + e.err.Error() }
+func (e *unreachable) Unwrap() []error { return []error{ErrUnreachable, e.err} }
+
 // ErrAwaitingToken is wrapped by the fault.Provision error of a request that a sandboxd
 // started with --await-token refused because it has no token yet (see SetToken).
 var ErrAwaitingToken = errors.New("sandboxd awaits its token")
@@ -567,8 +588,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+		if errors.Is(err, ErrUnreachable) {
 			return nil, fault.Wrap(fault.Provision, err, "sandboxd does not answer at %s", c.where)
 		}
 		return nil, fmt.Errorf("sandboxd at %s: %w", c.where, err)
@@ -595,9 +615,9 @@ func (c *Client) problemErr(status int, data []byte) error {
 	}
 	switch p.Kind {
 	case kindUnauthenticated:
-		return fault.New(fault.Provision, "sandboxd at %s refused the sandbox token: %s", c.where, p.Detail)
+		return fault.Wrap(fault.Provision, ErrUnreachable, "sandboxd at %s refused the sandbox token: %s", c.where, p.Detail)
 	case kindAwaitingToken:
-		return fault.Wrap(fault.Provision, ErrAwaitingToken, "sandboxd at %s: %s", c.where, p.Detail)
+		return fault.Wrap(fault.Provision, errors.Join(ErrAwaitingToken, ErrUnreachable), "sandboxd at %s: %s", c.where, p.Detail)
 	case kindUnknownRoute, kindMethodNotAllowed:
 		return fault.New(fault.Internal, "sandboxd at %s does not serve this API (%s): %s", c.where, p.Kind, p.Detail)
 	}

@@ -675,6 +675,7 @@ func TestContractAwaitingToken(t *testing.T) {
 	_, err = client.Exec(ctx, sandboxd.ExecRequest{Command: "touch ran"}, sandboxd.Streams{})
 	wantKind(t, err, fault.Provision)
 	assert.ErrorIs(t, err, ErrAwaitingToken)
+	assert.ErrorIs(t, err, ErrUnreachable, "nothing ran: the caller may repeat it")
 	_, err = client.ListContexts(ctx)
 	assert.ErrorIs(t, err, ErrAwaitingToken)
 	_, err = client.ReadFile(ctx, "x")

@@ -59,6 +59,7 @@
 // fault.Conflict 409, fault.TooLarge 413, any other kind 500. Client turns a problem back into
 // a fault error of the same kind with the detail as message; a wrong token into a
 // fault.Provision error; a sandboxd that cannot be reached (dial failure) into a
-// fault.Provision error saying sandboxd does not answer. Other transport errors, and the
-// caller's context errors, are returned as they are (wrapped).
+// fault.Provision error saying sandboxd does not answer. Those two, and a sandboxd awaiting
+// its token, also carry ErrUnreachable: nothing of the request ran. Other transport errors,
+// and the caller's context errors, are returned as they are (wrapped).
 package remote

@@ -487,6 +487,9 @@ func TestUnreachableSandboxd(t *testing.T) {
 	err := c.Ready(t.Context())
 	requireKind(t, err, fault.Provision)
 	assert.Contains(t, err.Error(), "sandboxd does not answer")
+	require.ErrorIs(t, err, remote.ErrUnreachable, "nothing was served")
+	_, err = c.Exec(t.Context(), sandboxd.ExecRequest{Command: "true"}, sandboxd.Streams{})
+	require.ErrorIs(t, err, remote.ErrUnreachable)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -496,6 +499,23 @@ func TestUnreachableSandboxd(t *testing.T) {
 	defer tc.Close()
 	_, err = tc.ListContexts(t.Context())
 	requireKind(t, err, fault.Provision)
+	require.ErrorIs(t, err, remote.ErrUnreachable)
+}
+
+// A request sandboxd refused before running anything — a token not its own — is unreached
+// too; one it served and failed is not.
+func TestRefusedTokenIsUnreached(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wrong := remote.NewClient(b.socket, "not-the-token")
+	defer wrong.Close()
+	_, err := wrong.Exec(t.Context(), sandboxd.ExecRequest{Command: "true"}, sandboxd.Streams{})
+	requireKind(t, err, fault.Provision)
+	require.ErrorIs(t, err, remote.ErrUnreachable)
+
+	_, err = b.client.ReadFile(t.Context(), "no-such-file")
+	requireKind(t, err, fault.NotFound)
+	require.NotErrorIs(t, err, remote.ErrUnreachable)
 }
 
 func TestTCPClient(t *testing.T) {
