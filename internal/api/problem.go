@@ -40,20 +40,21 @@ var kindStatus = map[fault.Kind]struct {
 	status int
 	title  string
 }{
-	fault.Validation: {http.StatusBadRequest, "Invalid request"},
-	fault.Config:     {http.StatusBadRequest, "Configuration does not allow this request"},
-	fault.Forbidden:  {http.StatusForbidden, "Forbidden"},
-	fault.Policy:     {http.StatusForbidden, "Policy violation"},
-	fault.NotFound:   {http.StatusNotFound, "Not found"},
-	fault.Conflict:   {http.StatusConflict, "Conflict"},
-	fault.TooLarge:   {http.StatusRequestEntityTooLarge, "Too large"},
-	fault.Quota:      {http.StatusTooManyRequests, "Quota exceeded"},
-	fault.Capability: {http.StatusUnprocessableEntity, "Unsupported capability"},
-	fault.Provision:  {http.StatusBadGateway, "Provisioning failed"},
-	fault.Gone:       {http.StatusBadGateway, "Environment gone"},
-	fault.Broker:     {http.StatusServiceUnavailable, "Broker unavailable"},
-	fault.Timeout:    {http.StatusGatewayTimeout, "Timed out"},
-	fault.Internal:   {http.StatusInternalServerError, "Internal error"},
+	fault.Validation:  {http.StatusBadRequest, "Invalid request"},
+	fault.Config:      {http.StatusBadRequest, "Configuration does not allow this request"},
+	fault.Forbidden:   {http.StatusForbidden, "Forbidden"},
+	fault.Policy:      {http.StatusForbidden, "Policy violation"},
+	fault.NotFound:    {http.StatusNotFound, "Not found"},
+	fault.Conflict:    {http.StatusConflict, "Conflict"},
+	fault.TooLarge:    {http.StatusRequestEntityTooLarge, "Too large"},
+	fault.Quota:       {http.StatusTooManyRequests, "Quota exceeded"},
+	fault.Capability:  {http.StatusUnprocessableEntity, "Unsupported capability"},
+	fault.Provision:   {http.StatusBadGateway, "Provisioning failed"},
+	fault.Gone:        {http.StatusBadGateway, "Environment gone"},
+	fault.Broker:      {http.StatusServiceUnavailable, "Broker unavailable"},
+	fault.Unavailable: {http.StatusServiceUnavailable, "Service unavailable"},
+	fault.Timeout:     {http.StatusGatewayTimeout, "Timed out"},
+	fault.Internal:    {http.StatusInternalServerError, "Internal error"},
 }
 
 // WriteProblem writes a problem+json response. kind is the type suffix.
@@ -75,6 +76,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 	_ = json.NewEncoder(w).Encode(p)
 }
 
+// UnavailableRetryAfter is the Retry-After of a 503 "unavailable" problem (the response store
+// does not answer) that names no wait of its own.
+const UnavailableRetryAfter = 5 * time.Second
+
 // ProblemFor maps a domain error to its problem. Unclassified errors are internal: their
 // text is logged, not shown.
 func ProblemFor(err error) Problem {
@@ -92,6 +97,13 @@ func ProblemFor(err error) Problem {
 	var fe *fault.Error
 	if errors.As(err, &fe) {
 		p.retryAfter = fe.RetryAfter
+	}
+	if k == fault.Unavailable {
+		if p.retryAfter == 0 {
+			p.retryAfter = UnavailableRetryAfter
+		}
+		// The cause (addresses, user names) is logged, not shown.
+		p.Detail = "the gateway's response store (Postgres) does not answer; nothing was done — retry after Retry-After seconds"
 	}
 	if k == fault.Internal {
 		p.Detail = "an internal error occurred; report the request_id to the operator"

@@ -86,8 +86,17 @@ func Start(ctx context.Context, dir string) (*Instance, error) {
 			return inst, inst.ensureDB(ctx)
 		}
 	}
-	if inst.Port, err = freePort(); err != nil {
-		return nil, err
+	// The port of the last start when it is free again (a stopped server keeps its URL),
+	// else a free one.
+	if b, err := os.ReadFile(portFile); err == nil {
+		if p, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && portFree(p) {
+			inst.Port = p
+		}
+	}
+	if inst.Port == 0 {
+		if inst.Port, err = freePort(); err != nil {
+			return nil, err
+		}
 	}
 	logFile := filepath.Join(dir, "postgres.log")
 	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off -c max_connections=200", inst.Port, dir)
@@ -253,6 +262,16 @@ func unprivileged() (*syscall.Credential, error) {
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
 	return nil, errors.New("devdb: Postgres cannot run as root and there is no 'postgres' or 'nobody' user to run it as")
+}
+
+// portFree reports whether 127.0.0.1:port can be listened on.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
 }
 
 func freePort() (int, error) {

@@ -30,7 +30,10 @@ const (
 	Conflict   Kind = "conflict"   // the operation does not fit the scope or the resource's state
 	TooLarge   Kind = "too-large"  // input over a configured limit
 	Quota      Kind = "quota"      // the principal is at one of its quotas (sandbox.quotas)
-	Internal   Kind = "internal"   // a bug
+	// Unavailable: a service the gateway depends on (its Postgres response store) does not
+	// answer; nothing was decided, retry later.
+	Unavailable Kind = "unavailable"
+	Internal    Kind = "internal" // a bug
 )
 
 // Error is a classified failure. Subject and Capability are set for Capability errors.

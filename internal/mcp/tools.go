@@ -239,9 +239,13 @@ func failed(msg, sessionID string) result {
 // text goes to the log, not to the agent (as REST does).
 func (h *Handler) fail(err error, sessionID string) result {
 	msg := fault.ForTool(err)
-	if fault.KindOf(err) == fault.Internal {
+	switch fault.KindOf(err) {
+	case fault.Internal:
 		h.log.Error("mcp tool failed", "err", err)
 		msg = "an internal error occurred in the gateway; the operator can find the cause in its log"
+	case fault.Unavailable:
+		h.log.Warn("mcp tool failed: the response store does not answer", "err", err)
+		msg = "the gateway's response store (Postgres) does not answer; nothing was done — call the tool again in a few seconds"
 	}
 	return failed(msg, sessionID)
 }

@@ -191,7 +191,7 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		}
 		// The insert may have committed with its answer lost: finish that task, if it exists.
 		_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, failedCompletion(err), s.now(), s.ttl())
-		return Outcome{}, fault.Wrap(fault.Broker, err, "could not record the task")
+		return Outcome{}, classifyAs(err, fault.Broker, "could not record the task")
 	}
 	j.place, j.turn = begun.Place, begun.First
 	if begun.First && !ephemeral {
@@ -452,7 +452,7 @@ func (j *execJob) holdSession(ctx context.Context) (unlock func(), err error) {
 			case errors.Is(err, store.ErrNotFound):
 				return nil, gone()
 			case err != nil && ctx.Err() == nil:
-				return nil, fault.Wrap(fault.Broker, err, "could not take the session lock")
+				return nil, classifyAs(err, fault.Broker, "could not take the session lock")
 			case err != nil:
 				return nil, err
 			}
@@ -556,6 +556,15 @@ func (s *Service) resultOf(e ended) (*Result, error) {
 	res.Stdout, res.Stderr, res.Encoding = encodeStreams(out, errb, e.base64)
 	res.StdoutBytes, res.StderrBytes, res.StdoutTruncated, res.StderrTruncated = outN, errN, outTrunc, errTrunc
 	return res, nil
+}
+
+// classifyAs is classify with a message for the unclassified case.
+func classifyAs(err error, kind fault.Kind, msg string) error {
+	var fe *fault.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	return fault.Wrap(kind, err, "%s", msg)
 }
 
 // classify keeps a fault's kind, or files an unclassified error under kind.

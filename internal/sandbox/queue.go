@@ -66,7 +66,7 @@ func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Durati
 
 var knownKinds = map[fault.Kind]struct{}{
 	fault.Config: {}, fault.Capability: {}, fault.Policy: {}, fault.Timeout: {}, fault.Provision: {}, fault.Gone: {},
-	fault.NotFound: {}, fault.Broker: {}, fault.Validation: {}, fault.Forbidden: {}, fault.Conflict: {}, fault.TooLarge: {},
+	fault.NotFound: {}, fault.Broker: {}, fault.Unavailable: {}, fault.Validation: {}, fault.Forbidden: {}, fault.Conflict: {}, fault.TooLarge: {},
 }
 
 // RunDelivered runs one queued operation on this worker: broker.Queued admitted the delivery

@@ -292,7 +292,7 @@ func (s *Service) lockSession(ctx context.Context, id string) (func(), error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fault.Wrap(fault.Broker, err, "could not take the session lock")
+		return nil, classifyAs(err, fault.Broker, "could not take the session lock")
 	}
 	return unlock, nil
 }

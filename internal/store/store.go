@@ -24,7 +24,7 @@ var ErrNotFound = errors.New("store: not found")
 
 // Store is the Postgres-backed persistence layer. It is safe for concurrent use.
 type Store struct {
-	pool *pgxpool.Pool
+	pool db // the pgx pool; its errors of an unreachable database are fault.Unavailable
 	// locks grants the per-session locks (sessionlock.go): tickets in a table, no connection
 	// held per lock.
 	locks *sessionLocks
@@ -53,13 +53,13 @@ func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("store: connect to %s: %w", cfg.ConnConfig.Host, err)
 	}
-	s := &Store{pool: pool, db: stdlib.OpenDBFromPool(pool)}
+	s := &Store{pool: db{pool}, db: stdlib.OpenDBFromPool(pool)}
 	s.locks = newSessionLocks(s, cfg.ConnConfig.Copy())
 	return s, nil
 }
 
 // Pool exposes the pgx pool (for LISTEN/NOTIFY and advisory locks held on one connection).
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+func (s *Store) Pool() *pgxpool.Pool { return s.pool.Pool }
 
 // Close releases all connections. Session locks still held are released by Postgres with the
 // presence connection.

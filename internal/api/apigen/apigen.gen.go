@@ -881,6 +881,9 @@ type NotFound = Problem
 // OverQuota RFC 9457 problem details.
 type OverQuota = Problem
 
+// StoreUnavailable RFC 9457 problem details.
+type StoreUnavailable = Problem
+
 // TooLarge RFC 9457 problem details.
 type TooLarge = Problem
 
@@ -2571,6 +2574,15 @@ type OverQuotaApplicationProblemPlusJSONResponse struct {
 	Headers OverQuotaResponseHeaders
 }
 
+type StoreUnavailableResponseHeaders struct {
+	RetryAfter *int
+}
+type StoreUnavailableApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers StoreUnavailableResponseHeaders
+}
+
 type TooLargeApplicationProblemPlusJSONResponse Problem
 
 type UnauthenticatedResponseHeaders struct {
@@ -2718,6 +2730,25 @@ func (response GetAgentTools429ApplicationProblemPlusJSONResponse) VisitGetAgent
 	return err
 }
 
+type GetAgentTools503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetAgentTools503ApplicationProblemPlusJSONResponse) VisitGetAgentToolsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetMeRequestObject struct {
 }
 
@@ -2777,6 +2808,25 @@ func (response GetMe429ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 	return err
 }
 
+type GetMe503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetMe503ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProfilesRequestObject struct {
 }
 
@@ -2832,6 +2882,25 @@ func (response ListProfiles429ApplicationProblemPlusJSONResponse) VisitListProfi
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProfiles503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListProfiles503ApplicationProblemPlusJSONResponse) VisitListProfilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3035,6 +3104,25 @@ func (response CreateRun502ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	return err
 }
 
+type CreateRun503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun503ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListSessionsRequestObject struct {
 	Params ListSessionsParams
 }
@@ -3107,6 +3195,25 @@ func (response ListSessions429ApplicationProblemPlusJSONResponse) VisitListSessi
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSessions503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSessions503ApplicationProblemPlusJSONResponse) VisitListSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3229,6 +3336,25 @@ func (response CreateSession429ApplicationProblemPlusJSONResponse) VisitCreateSe
 	return err
 }
 
+type CreateSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession503ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteSessionRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    DeleteSessionParams
@@ -3302,6 +3428,25 @@ func (response DeleteSession429ApplicationProblemPlusJSONResponse) VisitDeleteSe
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSession503ApplicationProblemPlusJSONResponse) VisitDeleteSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3395,6 +3540,25 @@ func (response GetSession429ApplicationProblemPlusJSONResponse) VisitGetSessionR
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession503ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3600,6 +3764,25 @@ func (response RunCode502ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 	return err
 }
 
+type RunCode503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode503ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCommandRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    RunCommandParams
@@ -3801,6 +3984,25 @@ func (response RunCommand502ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	return err
 }
 
+type RunCommand503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand503ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListContextsRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    ListContextsParams
@@ -3954,6 +4156,25 @@ func (response ListContexts502ApplicationProblemPlusJSONResponse) VisitListConte
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContexts503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts503ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4116,6 +4337,25 @@ func (response CreateContext502ApplicationProblemPlusJSONResponse) VisitCreateCo
 	return err
 }
 
+type CreateContext503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext503ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteContextRequestObject struct {
 	SessionId   SessionID   `json:"session_id"`
 	ContextName ContextName `json:"context_name"`
@@ -4270,6 +4510,25 @@ func (response DeleteContext502ApplicationProblemPlusJSONResponse) VisitDeleteCo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContext503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext503ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4432,6 +4691,25 @@ func (response RestartContext502ApplicationProblemPlusJSONResponse) VisitRestart
 	return err
 }
 
+type RestartContext503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext503ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListFilesRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    ListFilesParams
@@ -4553,6 +4831,25 @@ func (response ListFiles429ApplicationProblemPlusJSONResponse) VisitListFilesRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFiles503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListFiles503ApplicationProblemPlusJSONResponse) VisitListFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4693,6 +4990,25 @@ func (response DeleteFile429ApplicationProblemPlusJSONResponse) VisitDeleteFileR
 	return err
 }
 
+type DeleteFile503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFile503ApplicationProblemPlusJSONResponse) VisitDeleteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReadFileRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Path      string    `json:"path"`
@@ -4821,6 +5137,25 @@ func (response ReadFile429ApplicationProblemPlusJSONResponse) VisitReadFileRespo
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReadFile503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile503ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4968,6 +5303,25 @@ func (response WriteFile429ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type WriteFile503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile503ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTasksRequestObject struct {
 	Params ListTasksParams
 }
@@ -5040,6 +5394,25 @@ func (response ListTasks429ApplicationProblemPlusJSONResponse) VisitListTasksRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTasks503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListTasks503ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5136,6 +5509,25 @@ func (response GetTask429ApplicationProblemPlusJSONResponse) VisitGetTaskRespons
 	return err
 }
 
+type GetTask503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetTask503ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CancelTaskRequestObject struct {
 	TaskId TaskID `json:"task_id"`
 }
@@ -5224,6 +5616,25 @@ func (response CancelTask429ApplicationProblemPlusJSONResponse) VisitCancelTaskR
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTask503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTask503ApplicationProblemPlusJSONResponse) VisitCancelTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5346,6 +5757,25 @@ func (response GetTaskOutput429ApplicationProblemPlusJSONResponse) VisitGetTaskO
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTaskOutput503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetTaskOutput503ApplicationProblemPlusJSONResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6140,198 +6570,201 @@ func (sh *strictHandler) GetTaskOutput(w http.ResponseWriter, r *http.Request, t
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H39chs5kuerIOr2QmJviaKoD9tUTOx53HaPdz1tr+UOx43pU4FVIIl1EeAAKNEctyLuae7B7kkukAmg",
-	"PghKpOXp6enrPxxhFavwkQAS+fHLzC9JLhdLKZgwOhl9SeaMFkzBf1/JnBouhf1/wXSu+BL/TH56+4rI",
-	"KTFzRnLFqGEFUUzLSuWsn6SJzudsQe1nZr1kySjRRnExS25vb9NkSRVdMOP6eCaFYZ/Nj3TBNrt5SnL8",
-	"mQi6gJa5fbykZp6kiYBvEvfKNfyZJor9teKKFcnIqIo1x7KkxjBlG/hfH54e/YUe/W1w9OT6Y+P//aOP",
-	"XwbpxentvyTpxtDT5FmltFSbw3y9pH+tGMmEHUYOL2VkquQCCLRU7IbLSpMlndVz+GvF1LoxCWy6OdwF",
-	"/fyKiZmZJ6PhYBAbzyu+4Ma+GmuxhB+bDRZsSqvSJKPzQWpb54tqYf+wf3GBf52EfrgwbMYUdPRGySkv",
-	"2X9CDxvTfy/Vp1LSgizxtUuyqLQhC2ryOVBAM625FAeayJXwb5HVnAkykWZOqGLkk5ArsY067pNt5Dlx",
-	"Uwh/x4h1hYN4+X1sm7kREl6kRCqSOVJlZCoV7nJalkwdaOJ+CV/IKcn+zY3vD9mWLepevubFrhv08MPg",
-	"6Ak9mn78cjq8/dl12otvy3dUf8JpRbo2VH/ao99mt7Hebm07eimFZnB8/0iLt+yvFdOwD+EoCvgvXS5L",
-	"juzjeKnkpGSLf/0vjbyEfaaLZenOu6G8TEYwOqYNmchiTeZUEyoIU0qqESkk0+LAbygc9shuoyVTZk3G",
-	"loEtqCjGCeGaLLjWdqxpog01lU5GZ3B6uLE9Ji/FDS25ZVc46jDFuTFLPTo+1lQUM2pYv2A3fuT6GD5C",
-	"ZnjbJN2/KDZNRsl/O66Z6DH+qo/f4MdItfaOezdnfgQwZlpOpVqwwm4+u3CaaLlgZs7FDLefFFM+qxSM",
-	"AAhChDSElqVc9e2InkkxLXn+0FXwZ/NAz6lixQGshM7lkpElU9eqEoYv2IhwA79IwQi+6c/DJaFFoZjW",
-	"9hWqyYHbugeEC20YLeyBgSvDTk0K1lqnJ/U6hQntuEC5f/9bLY/dXR1yT7lxHB2odOBJ43iEvwHtc2MH",
-	"aMfy/DPLK9vM93ay21cntipuva8XOhkNT9KEiVwWdm+PkspMjx4nacI+c3Ody4Ilo0Ha5DOj5GJ6kg+K",
-	"R2w4eUzP2GD6hJ5OzvNHxQkbTk/p2aRBeRABSmZYAQ8LplQySsL/rydrY4/7IDwwqhK5vfaT0ZSWmsEP",
-	"sjLJKDkbjkXi//ZfnoYHm1+uqBJczHQy+vBx58ULZH3LtL3T7BpaKeCY3TBhjrRRjC5sIzs2Z7+6wo+2",
-	"7AfmeyRTLries4IcrubUsBumCDea2KUgdil6dkPMuYGn9rzIyvTJe27mY5E9zXO2NCOyMdgM9hAVemXb",
-	"0+G8WD5oXyP4mhe76uFQPRbcEFUJTQ41YyT74fk7cnxzcmx5vz7+4q6A22NZmWVlsl5qN7dgBZmsCSWZ",
-	"/T3DTvpj0dq0b5RcSFisfTYubL/B5KI4nQ7yIX3Czorz88lJ/pg9ml7Q8+IsP50MkzQJRywZJTgfdu14",
-	"eZKGS38UBJcHbHBVCeFuhWqy4Maw4pra7TocDC+OTk6Ohk/eDZ6MTgajweAvu/MQe/XGNsyV4WVJXKeE",
-	"Tg1TJFtRbq51dkmWsixhES3lCTUk85I2CBBbJPDYONyrx+E9GMsLqSa8KJh46G1AzZwc9PvHzOTHS6r1",
-	"qjggTOd0yTQKdlQUE/mZrKT6pJc0b3Pz05qbv5Elz9fkhssSx7kjV1/Cd9+Ep//o70tWOKmOa7JUXOR8",
-	"SUsQ+yjB/khOheX3E0aYmEqVswJ4+Y/SvJCVKB5I1kqAsBuo50XJg/s29EGLvGc1ee3cpjCyHekqpDnC",
-	"D74FaX9yEzq0NBTSzJmqKXugew3d8DZNXt8w9Z+VNPSBZFzLiszpDSOnw5ob6nDopCL2wHExS2Gvgj5k",
-	"uacje/+vdgy6n0uRV0oxYa7rVi7hW9gnVsYx0jF9ctjirf+Gq/EH1ycw/pyKnJVd0WbYEG1g8oR9zhkr",
-	"2M5LBsP9ZtIN6jP2nqEGpiincF0hUchh1qZSlhIu8rIqvEC6ZOooLHEQZRU1rHdJsrfMqPXRU8v2MqLp",
-	"WqOyZyQxak3ojHLRr6+pBcuInsuVJpWmM3sHFrhausMNG81uKnFXLJei0LYTWLsJm0rFbIfAgqHPmGmi",
-	"1nNBl5LyFVUz9sC9CUI0qDJcE2klBEu0k8HZ4/NHF4PBkRWL3I489JRe0M/X9juUmXrN3XPSYKXvpCQl",
-	"DHHHjWOkPMIPvsXm+aOdVJiR10uYWzE44D8JWpk5E4Y7Qe9BpDTyExOWjOzz0qqvl2G3USLYiuDvYG1Z",
-	"y8puaV0x1eKUJzX1umPbkYZV57NvQck/o6JqeQZ3SumEUWUpa6fU2fvv378/etoYw+YBePviGbl4dD4g",
-	"+dwebjG7zxQHS6Wr5VKqhy9TKXNaXutqslQyt/pf0JpcDySnSzrhJTfrESmpmFV0xkaqmqxbfHLYXKsw",
-	"uMbHOyuE9RffimkulbzhBVObcwNhIoizeAqWtRLyALoWMv/E1IjwhWWNy7WZSzE67Z8Mj3TJF6iWupvf",
-	"E/F80CDiGztmK17YrTalvNx90y/9p9+MgF7iyWVVFsSJWKEbNH8oRvM5CFyhVzgAT2dMmHdSlvCXs/5w",
-	"tEJNpVpQIC8T1SIZfUgW+RIVDEF5kiZUmLmSS54nHzdsWmkyq3hhb+2InRsuJP87yAOU6LU2bGHHvVga",
-	"cghGEKvvL6yWtmSKlFywXj+J9GSkLK9RDbu2/D6fUzze7W5RV04JattwIcKNohgttNcAbVsabKd5ZeBu",
-	"nYMpSawtB1A0N0zpxijCRYfDiHRrqUsKZkUdlKW4cIYNYLgoOC+oSf0Pf372hmimbsAyKlXBFBhADVtA",
-	"67QooCFavmksF1of3aDk5L8YGm3cA6oUXSdoZ/T2yg9+gRtLtY2WfnIfI1088yzBbZv2JqLG0Hze4JQT",
-	"KUtGYffjb0xfs8+GKUHL+Gt2kXT8J6696nPPEXrpX3zHcbE8r4SGA203t1aLfmmypPknOmPXXGhDyy0D",
-	"Rn0HxA7c1Xe+Jpixmt6d73hRfwsZgsx4XWmU4mLvOIawpQ09Z9vmA+dwWkV/7WypekF8i01S+7XcpGOj",
-	"E78vktaYY7tlY+IbNI2tRYSo0W0tC9YwwsdPnTO2tbc8Gg47vhSQUe/xp6Te6xaRwx11guvOSKuTES4u",
-	"yQ1VnE5KpolmhkzWoHk0LFlWXp8zxTx/Eeyz6Y/FUxD0fHtcB5/jips5yfyqZeQQ70fUNiSaeXqXYEL7",
-	"zLU3OY8F2Mq4AI3HKq6+hZRo2WxvQdf2hnIt9cn3aIgawUXwBvuyNCRSjIWzV2k3Kr9LRsQyvCz18jLM",
-	"ITiYLgmoyyuuGaFkqpiej4Xl1GqpmLF6NFM1hfpgWn2YHzNNmLjZvk9am+Hi/Pz0ItLCgn5ufnMyfBzZ",
-	"lp6Mm1vErdKhpYj3p1miycoK9Y5GoEx7a4Jvq2l+JwXLS6oY3HGNQZ8NIiPGe+I+3vsa3nruzeyWq6L5",
-	"9tpTBr2kjy/OWl7TQb8+IqJaTJBxo72v9eHpRfu7ja86TAoOaPzMg5n0a4892lg3VYhK4O49nnBxrOfk",
-	"KO8Qd2f2sCrijmIQQ2VppWjFLAO+YSi7sNqKuLGgTy7+Ltu4Pbrnn42ihIkbrqQAWS6wq0vnlGv4tTN/",
-	"9loH7+N3/5K50d9/QL52T2pT8Agm449rwzSZssLSUxsqCqoKwsWyMuSw8JyLLZZm3du2qptSRXP/t/t7",
-	"JVdM6Y5DzBlQ3WeXRIB7RFGumSbcuH6/7hS1u/+TXJFSilnX4IMeFLvNhoMh7mYKhvZW3/sfRDwy8bMY",
-	"rsKORFnymwj7e2HPpHMK2Buoye4LzorLcPc17kbFtKHKeCJuij7uTrymkTv5PVjfGvfPitaXqLTsVRvf",
-	"g1W90qBRJQU17MguZ/QmCQbTzT6f1yZZza3y1Oz/ULFeo7dNDaV5eXidDq+NJE0mVM+jipxwKKJNjERz",
-	"LR1QKHTRol1rUqlbwjtW/Rl8uicDbl+NDpVTz2//CT8Y2rRBnzum/IrryGZ3S9vWUu5ibP7Y3Kf7hYaj",
-	"QwLyO2zP192GJZ2wUu94lcSQWBvs/nQYGalfqnsbC37P/TFOMfIUTBhOY+r+T5qpo4UVXzm8ZNb2bmOK",
-	"g0Vfy/LGavwexoZ21kNk6JrlihkN90iH5630tZIlu6ZKRPXUT9WEKcEM09czJavlnmpt4/OOBll/oypx",
-	"TXWcEWyQqOn6jyDDsoijHgz7YPf596vXP5IbWlYMBXX72oEmWUENzcAOdIlmGdz0hOuxMHMKfihG83n4",
-	"wn7Q6xMYjB55n/whJdk7+7+UTLnShkhBsjevr95l7prTvXQsMjQXZWAnytBmZL8VJEPh4dm8EraNjBcZ",
-	"+QPcOdoeFcuV8b7rpSSb0SV8NRbusx/oMrM/KIBYuBY7wIsMxPQMkFo4XmcCtF+C281eLWYlx4KJ4D1C",
-	"QvbJczR4jsZiLAghSI0R3Nb4wJJlRL6ME16Mk9H4XlDBOEnHzg4K7zvH3DhJyf/93//n1vfDixE5aXWJ",
-	"JOx0KqdTzczYigdjexFSaHNS8dLOZDwW0J1H5cCPgMsZJ7edGSEJO803xhnwN9iiB/W4rt3gNjt3k0rS",
-	"RAr2epqMPuwCV0h3EThhz+z47g90ee+bG4CddEdL8scmHsV9vHH5tKBStT3YShQXZ1EBo8ZS1QKGB1VN",
-	"qGYXZ9ELt4G36vKKN87xATggXNtLcjJ8/K/OHvGJlyVibjSfCVoScUlEVZbON8oB/leBdGcfW8WjYyxt",
-	"DF9Iw2MG63fMQUsscxwR1p/1mxBcEPx4UaKTVTHNTNROLeXiGscb6WLOyCfLg8sDbQd8JKdHC7aQao1T",
-	"VISJghWEEu8KcgZrVQly6BQE/OB6MenFpdkm0CfC4ZGCm2P7kS6Y785RGdgtjsipKjCmQyDN1csf/uPl",
-	"q1dxY733p3Q7ycJpzUhAgCEmyyHA+g0hrgmtg0W+lpUVMxEnYCn8Mdo3gvC+bPvJI+t22uybqL248RQh",
-	"fPE+G2i+Tb+BoSWBHz2NZ4ouyEpJw1LyiS0NAFulaakWd463gxWMbcIFL+xOtlu6UHK5tJrTHCFzBTGU",
-	"lwgsZ8stGpOHRscmXIMSdxdOOnKr2z6BrmFRO+TsrGhk9pEFbDCwtMX90jbYPMwjJjy/4CV7Lgxi+tsM",
-	"dRFlca9zu9BLpgBkLQWZOJDGpkQsCz7lQR3dTZ3cor6lCGmP84G/sR3PAD6pmb0LKCg4LMh6UXLxyV6k",
-	"Zs5U5EjGdUiHtYd33WhSpF2bBNuoH1el7Jhis2XCKM5217Dq9b1vryIVfPvbRvtecWMQVdge8Pb1uYeN",
-	"z+nw/OJhK9s9dc3d75bHrYvrLTa7PzFa4hQ6Su2c5Z/u1A238YS67foa8VtP2o1WCXpDOV7z924310Zs",
-	"6G1/YaMXgRA0qa8dihKdNpQLhMesdU7L8nrKSwMPFjxX8vpmAVxDL6LXUlM23OQOgpElZzncwNQJ+Sgj",
-	"LCuTEhq5HZw5q7P/qaFxlg8sElsCM1IGIhsoIamTo+ZsDXxfSIKgmp/evTh6nJIMpbqsH3eJfJU0iApC",
-	"3BRL8EcnjWg3dufZ4srDuQ/d1eV+zmUlTG+na7KzRdxYUqReY0qxTdMxKrfMUGCU6RrHQQ3OiGKmUkIj",
-	"TclhwC3B2Bf0EyOZ7zcDtEIgu8Pc0oBj18z0Lsci/E7LFV3r0ANegnCVOxQEvngE7bMCXWF+rdyY71iq",
-	"WlPZtFSC0u1R2hRRi7ZjDyH01lir8a+YYl7cQA+WE0Ngz4NBGvd7zDYSRy6+82oy4vx5q+MZXX7NbsCu",
-	"YkuPUOwIq1tWm0N7Jp1/bcMsP9XXgKa+tqu8nwknfLpSHE2nu38b9IYYgjNNnDcd29+vZf8pmymmW+wa",
-	"G7MnQqzBJFzKVWkv7rjgrlwYVkTg3O5McejVS38Matz5fZ6Jzri7NOiu1Ab5m8MKw49uHI9giDg6ikXM",
-	"I/VnZkdsT4ZDGGe0MvM+vO2Mf9lWZ0bTbnmnGbnxquXkC8DNRRYcLGjXmjGxl1D6NUZKh0GNvWoP+v6D",
-	"QBT2faT4T3zrFoJcYNliI6g0U7s5SmoorWuu8XEgTOpWv71o8Q2EJp0ocvXJ2fkj4qCHBNGPOiIZOFjk",
-	"poOLGrKy3HOlLAu23Nuq5sRIUkhCJ/Yu4XFbB9guI0fyBWdlcVSyG1aSOvwTMJSVslIIWnVC3LLfHR1o",
-	"om0lug4LprXzAd29DP7Fj/ei5tIEUEoOyrhpF0f/yFZpPAiqEe0J4aRb934EBTQpGfnp7Usi6MLbfYHU",
-	"JC+pjmmNnWk7pQp7Tu8Sgd/UHpOuAxbifb7K0ZB3wIJ38qDmuwAscMJU7BZoIAxaiFUq6Aw0ewcfixuG",
-	"vKvm2mvo4Zaa2QbxhG75smTXrStoc5m/HqW4VXd3CE0ID9hmQELogveJ4BdeTgTwlveCf2Js2YxOWdDP",
-	"HgIKTWe9kd1oY4HuEogksZLVnJY39sg25DUvw4HT5LvatJJZybRPEK68YIAgGIPXa00mSn5iikxLeiMV",
-	"SqA7WB6WQeK60+AdQt08zDx+SHOJ5+2utq7gJVSwVdR8pipEM2MAc9YI7s5GBCfrQoScNTVkbZDqE2gx",
-	"AHt2VmUqirGAvjR4lwAHl9b4mbQFq7EUd2ZYpi+JFOXarjJcI1wbRY1UZEHXY1EwbZRcW849FhFBIW6U",
-	"qcNFAyU93dqnL22BQNsna+O8hHXssIboDg+Uv4NdxW0/HkW4s5HHM7/7TDyh4diQQjxexzXuE4y0d8/R",
-	"yciq1y5+yW4jF7mQIkIeTuxiadpL2osjPSrdskdvU2jgtdSNaOsUdFy7Ctk7toW39WqJgRtSaeadFgsi",
-	"5ColNFdSa3cwFIMQjk3pJBpKuJPQ1rCV7fpB3O6l0coTGUaMZm+rnTETXXAPzU25DnK9g0dl4Ay2+nkW",
-	"o84DwMYBsPgVX/9D8K4boJ6/F0L1a+EiDRzh/kjAXwYJu0HiK3/5BYQUU9c5ovLtf90hcH+5Cy0qDDnE",
-	"UMQM0oLR7aadNcS9O3hPJHOQvSvd+sX14C2S+v2QpfvN0qCIWq76bVw0ciVitq3XKwg8q0OFD1GpJP9K",
-	"nFLZu4TgX4gOhvsi7lBqbPPYb3cITMjpndKzPajvQJM5FYW9xKTIW2Fpce/wNxHEnjbz6oSt4XLqTNaI",
-	"i55LQLsvS7m2cssWj3nQ3u4cEPZwhS9vKPzNvBtR8Sk4NWshy23GDoqytb1id48byfco4iFtusp+46c9",
-	"IQJ3eYXqdu8YV1w6a2R4i9iRF0tjr8Qa9+Qzvm3zi+0u5Xl+da/TuRYDmmO9Y6JXG+4pmht+A7DYUuot",
-	"aiggiTbIA/p93HVpf7mO2wqcXYjYX4muplP+2Wsdztji0BoogKf10UxJKbWJozcwXFxvx0PTOpEP5GHh",
-	"2kqvM2kMBl/vxhB9G3tx0S1svQb1bLLXOlVOvVB1zhxQWLopdD7uyUZVAFftB+S618uLQO+9KLQbN7O7",
-	"0LOybmaf3XqKMcC2Czlww3oJGmyw1WfslNkh7sRLNm9sqj/tziActO9u7oBN3s8aGnRtCVvCAU6a2ZTy",
-	"kMakji6PwpzSxB7WuK9bs7xS3Kyv7GyQPJgL4WmFbnn864Vf0X9//27DRflUkNcvv39GXn4PkWM5wLwa",
-	"2SGcrtJJW4HiiCaHPn1CL2RNgPsG+m1HzGN0OxdTGeFlARtzNJEVoM6cAMKAvZCnLwlY6jRonHS51P2x",
-	"GIsrF4EPGVmIZuX0aC4h5No+XdE1+k4hcBEiDkHRbuakcIIm2GZCl2ORz6VmwooS33236iTq1N99Rw4h",
-	"cQOpEzek5HtIOZCS/whQ65Q8fzbErB9XV38G2GkPhv0cFOLs+OYkayTME4wVmmR27aTif4OHI/JHTG4x",
-	"rgaD0/zf37+D/zCXKJU21wSWERemPxbvAvica3LDFIBqUrKgYL6zUiP57rsgYNopNTPL9FKEg1nq1VKo",
-	"XAlAYgeRSzvQmP4EmQtRlNGXsXRGtQCvXAIvhGKTs8EZEgUcCgBCCJ6NbFveh4wUMq8WsCNWdq1IZrda",
-	"ZierwYgO6OifW7fjzw5fSn4mC0ZBwv55LH4+OjoK/+wnWe22yMjP5GwwID83A/rrPBY+VyvXEKKjaG4I",
-	"NoHLEv8cg+JosA1KRXK5mHCB2+C+xJWuh05uFezqxE4NE6Sk7fSYilkuxdrJUlxTU5/4DBs5deOt131B",
-	"19B/pZlPABaG7oOsXVsobNQNheRgUtXxEo65gllzM2kYObQskaAY1fMpxqiZt5KohbBH13HIzYV9n5Gf",
-	"SdVIsKXlgkHYdKnZge753ZjiXpQKM0VgUwtm5rI4si06Vwi2ee4JA2P5zLXRZFIZIA1EzGEqCfi6sQ9K",
-	"nhts4Ilr4OFJMl3zIUkRtH9y2tlpG6mUuomH/ChD0hdoZzgMOyAEKN6Rw6U5H7cJvKRpmzsf+OaieUwa",
-	"8XTeg+NamUnB6gaoqH9vmsW5JpWA7CfgOjvk8MgFUDLXes81iZ4IbNQTq3aTOD9FPbyCldyTrjtHZ9jB",
-	"ts5gpwspjurW6g98zjKkaSvU0zUGsYyCltjaAFqbVDMMaXSOTJJTpbjb/SELLhBrLJ4GfBgCtz9zo2E8",
-	"f2NK4u343XcoqVpWPxwMeqkjks8YjL6CkudMaJB0XSrkp0tL9KNhf9DwaCb+5k3S5IYpNAolg/4JvgUZ",
-	"ZJY8GSWn/UH/1GEKQUA5ngNo8G/2/7MYCuypuxeGgwFZze2pbALQIW+KJn969+5Nn/wIN6aQdeqnQPSX",
-	"RTJKfmDGQRQ7+ZeHg8F+uTlDRkz5afe0Pq7v7WmRYEZ2cew267dEumT04aOVExcLqtbJKHnFb5iwr9tb",
-	"ELVjCslf6ynr5KNt4VgxWqx3pS8T5I3UZgY+KE3qg2Qvdgh58iFYhOJhd8uNzM7eWmo9FuzzkuVGX8K5",
-	"qnMzNL0cbjG9aODcAXhh87IkCz5TkN+4hztxYynf2nk9eCVrbGpBDZ1QzXBV60X1G5oMmyrVN1p5mASE",
-	"mtuNDCmvzgen33wK1IR1OkndKjkBc3gJISVeQEays9ZUmyDbbzDnH6UBVOP6kmQ49pDekOdzUjCrIjGR",
-	"r12mrbtPgqUg3/Eo3Jwcg9pwHFI3RY8EJCrms7kJVxRmiQJemh0v8mXmGc9hpioBpoMsJe7/6MRJxyID",
-	"bNi1t53auxPeYrTYeAiECE8hcNG2UHJtwlMvZdv3BVt1n9vHziq38VMv9SIJG4uqnY9rxoSlUzNM1TKg",
-	"ttSJvvzwTQnSDjidocmQtqVO8w9iYqXZJcE7mJZabua74kIbVeUmaA81QQ80+K79wvRBMl1Qk5Elzz/p",
-	"kL7rqE62RfScLtmIZLBGh5m9sxxZfDNAVsjnAGoyheBMTHFmv/gyBiV1nIzIOJlWAkY2TtLWXyPyxbac",
-	"kka76VjUNTlub11IZ0iZtnU0BAdzrd1o+gQSiFkaarKgBRtDE9VsHnhlXnJAACireAnjM3+8fX71rhYz",
-	"NEjKRroNu4WJNvLBtWuKfIilNWtSGtdiW62JkGosUjjDpZX7iiRztx8fyu6DNavuppm5Lvlw5U58ENw+",
-	"jsX/lJXVS4BPgtmg3+9vTZ02ejyAgHTkMB9iyWEogVRZxLEKwuFRO48xErbeGLFUAcGdu5eBssMadrL8",
-	"35W4w614g/dhuOlu10RjA24RjEw3n54lmV8yuDHPcBfEugm75bhRYwM+Obn/k58285WeDZ/c/12dmxku",
-	"rnBV2dnA/eOzDoJJhXFF2hwZASCe3RxZVsDFzB173bzhEK4WLjf0KkbvtLcuIqCtydu/WhaABV1C8t9K",
-	"FE7RQQvSgSZ5SfkCDEZczPRYHHoUa0oQGZhCuCzmQmigWHt4ddSdglyZS2VVIF7Lm2MBNxRgzo5Lqs2R",
-	"Zi6kV2/hXn9mD5b/HOja4TM6iOlIloUPScFu7DnYSKGQUKssNdDT+OB/uM76BguldADUrdT5j0cDTJ1f",
-	"A6axvzRZlLZTD4kGC+ro+BjMjnOpzejx4PHguGA3x5IXedJFSHcT9A9HZ2d/aUCS/eCbuOZ6PrtmLfXI",
-	"9juzZR808sX3/6FHMYwnpOloDKw+Y95MVR+zJrosetjehCR2aItsI2gz8NCbpqh0SMsy2JPRKg1O/JbY",
-	"1vCxu6RtjYy+HKrdEOqFA3tfGQZx8dQ4RKgIRrXogXrFtfEjf/C5qmn04csGCtgnCcW4/EhaUHccXQv4",
-	"WgNV66PyGkk9I3l+NnJ3+sQ1m+k627+EDJ3tx42knCEFTjsPZ50ZJ6TedFWiMNmm+yOk14T3m9AXfKGF",
-	"bW5Amjuo5QBW7mKSTx5bCSRCL3ewa9RBDFYcwEs14rYTpmQVsG74kX3WiRtqPvLxQCEMyEf4uNQMjcEP",
-	"By0wykZO7ICjGHXQSh4dglT9uE+65YAk3cK6Kg1GEL+p/3F8q1slLqZwNZlXjVf1zEtVCJhYSm2iuQs1",
-	"uJFQMgVfBGTmJBTxzbarzPc+8tk2g/RapxUFaaAAFNBY2LYCYARjBFdUFTpFrdDHnIKEvaKgykPFHHRM",
-	"Qd45gtmFtIOS31UCiGo/AU0KGWN1mPDqbSWSEM/xR1ms97S7eAE8qezBIke0VW9HCqbnco9SWg0c6W1b",
-	"ALeH5DbOke/eRu26WbeplQP2+CoULvqFhWy0gN39XV2eB77Y4Uw9axQ3OxsOdxlandf/Kw5umpzvQu2Q",
-	"4r590l8LdiSnU5f1t3vQmme8CU/2p7wJjYqKKFfeYytXogbJOUayLCtkLDVc7kB7PF0rzCF4ftOxEGzF",
-	"tEEBvk+eggADPGlJtQYh6A+QxBfNnczhwCM+4a3SyVWNy+rYKmIkrl85bpXevE3jtT5rOMpOx3UDBLgZ",
-	"yV+ua894ThUWUQFDeZZLccOUdm5lQP9trWraeHW/2qYbtn5cEynK9eVd5N8yEJe4e9Oi4+SezcCSexcG",
-	"i6/u8KKrGvtwC1ALMJQkTRThhzZwuaM0BdWsO+1dy6jVeOPWio6S/OhsuAkm7nZ/7rr3iyFoudZcb6nx",
-	"9lUClDf4O+ziHjJUE+8ZkaGeAogT6kaFPfZPZrgJ2mLzlHgWHPbQR4hUi0lWf+YAV4Ik7AH7EsQqb6cP",
-	"UIo613DHUe+eB5N7z0fZOQHMaFZOCdftiiDCpT604iEJ6qmcBpsy7AgrqEHlxLPBk1FT3gPE1EwSb4mG",
-	"9InEi5NZ2rkUgnA6pzdsLDYLnPr6plYY1HUe9+2i2lXYpF8trt17/HY5WDsfiGhK1dvN0r9D3M97SJ2/",
-	"Xg41+OU51J78aZt+1ziU36R25G9NWH4A78SDAHDMQN8I2+zIrcdfavfELTLTksXqdbnIB90pke7ZIRT9",
-	"kWrGTOuNPnlZsMVSGsgrSkXAhvHC80BERBgp++QFePIc2qjB3bz7k0w4ZmXljRx6iCVCg9ZYdCBKCLUx",
-	"soIiTcRNwjZRF02HvJJeDG8FPcXY5PdAnyabfIiQ1AgacTarvUrG7nss6/CVbSWvfGV5ewuJfy6vj5vc",
-	"vScgjStq9YZAoOgedfQB6ejA2htig3fLB8BdU0SIu1u+1e76Ra6wX6M8/Y1uq7CPfumb5uz+70J134ce",
-	"m9eC3Xtg9jMCOKq+/H4XfbNtMfh41/V07GOyf7nhpHeZbzF0PDiOWpUxpvYqa5R6aoRzRNxLYxE8LL0+",
-	"uYJEHr4aMBSq4y5LEFqw7F+qsjdjwwIb4yVvK/EMo60eYHwFF8hScWEOL7571GvWoggB47uL643qX78b",
-	"X/eVJ/fmC7924+tbj/RBaM4mG7rL5tplDngOfl0MwiWawCJrdZ2qzNeMqyXpup4UeU+50aRaAqrM1eEf",
-	"C2+pICEdCALn+/CGx8X3XOpK5rL4X5Il1DSYOxixqlxeorGYSWAr2nl+PEzGRQhZmSXUJKrL/zt4cub1",
-	"sKw/Fo3iOaH4J7grtc+m5+Um27v9mxrbKV/gwivFb2jpSnKOxXsg1h1+J4gLaKZdAkaIYtZSyaLKAfGi",
-	"DaPFiNCxcAUqoJWU+AoUx6H6BPygMfaK1iUkMMOlIxwTBTmsV6MODlouy/VlDQgASs/sr3RF16Rk9MZJ",
-	"k0BAX/DdZbSvFix42lrF2o+/uITft8c41ay3lcOje+ybeNiQn5+So5wc1Dz/IHE10hLMFQ8ZSn54+/z5",
-	"u5c//pCMkjkrS9lJu3E62ONSaJWH+/1e+P1e2IrefNgVURd9isdoNMt2Yn7co5LfADepZbsN1u348QiM",
-	"zHCAstCQ47WWZ85KOaGlJhNmVoy5i68efWo/n1A9rz+2X63aZQgtJdhnXJexCDnL+uS1aMQ2binq2ekR",
-	"eRX41IUEVxnkTYaKo36WGzVA07gm64KCaB2yVgOqwkCyRmV0cng2HNYxK70+QQuWbsWsBcSCv0HmFAKs",
-	"2DbX5TO/xg9WnsNm+RBq46GNZhe1uplRaxiTmDdAQns4gZqVzbZhAN3oU6KxJP1kDQvd/w1ys98eJuFd",
-	"m73UNYqLemWbLLAuOveLKuvbhN8rrP0YWAfEY3RU4ssa5Q+ljR3L8jwIahTX3q/t9oCsDwG+wCe4ceHB",
-	"2/1bvozfg/xbW89ysG3te5RdXcadJJ9d/Fh7dX4PDwGgWCh/+Tv7+PWzDzh/hALDL/wybuEXOwlMx1/c",
-	"/65tkx0/Ucw/0jxme1/C3+wSVGxBOWhbNdP8ff/+M+xfuaxLqzd8ixgZba/Df8Tt53bcj5bXf3PLdvSg",
-	"Hbsqx39nm9bDJrZNCnhpdJ1TmRziXQnRmppalWqrYqPJoVWDehB4mZeMKkxq2LF8IGl+OU6zncu4y7Hm",
-	"tL8zmX8CEwMuW4PPuOrriP9tKPxfc3PeHbd0BaHYLh+MNvYUuFLFS6q0DxDPSp31Lomr9oYpmhRDeqWY",
-	"vUZiwFM/qgq/cAFGd4Ybv8DTp1hJDb9hPsa5TvOjpDSXwQEOJmQpt8YjuwJ1kWDkfjer8JOLv0PcMRSj",
-	"c1ZKV37ug68PmAwuzs46pe42FPiTtre6oIb2J1AwBMvGNZ9g1beTwfAszMQlN6+7fHR+vmeXmInO9eZK",
-	"MUJHLZLZie5hMnhxT+ANMuEDTRzZ/n+wG/wCLOq2nUtGW3ZTHy0kepO9+BiiX43LHQZ0/MXuxh3E/heY",
-	"e7JzhM9iaDIoMgvAGate0hISlRA60Qwqyv1+g/7i2xPXBBLNYoo5KgiDJMF37VN3v3VlM1rE98Jd7Fzm",
-	"hnknX1s6C9kkMKNOJDFqnKlhEjWs98dcEQAwZkh79R5mz3AgR3gpZWTGva/Octze70zv4bvqLZQ4xj11",
-	"qOgKV6P37ZletxxW6RIGbpVs+uSqpHrOMHZqgi5rwwRZlpSLcj0WhxmyP1mZY3/tY74ZzIhot1B4478P",
-	"X9Tv9MkbaubOwQIuYPSEhM5Tn6bHZZzxUl5KQmTAKVoxQcpypWGdhOD+ahsKtwQsodBwZ22Fr1L5qrhY",
-	"C854gOpCDkThiG4/do4jSLBPFRPG8RXdJ0/F2p1SXwMbjikTpj8WT7EtSKbYKqVkG3WFlOqspienWEcJ",
-	"3e5C2r4MpyUMoT8WVxWm2l0w6rJ0wNbk8H/FargDlvZkBbACaPPqT0+PhucXMePye8Ubt98uhuUHMrud",
-	"3ON7ZBEI0uZxU77dC4xcF0hOzqePBpPpyWM6eHwxGDwanFywJ2ePJ4MzyorTyePhyeCUnl5MGD07eXR+",
-	"PrnIi2JKpycDmrPT/IJNW7L1XjKuL/p8x40AAoc7679FDn+yQxfvpHxF1Yz9Q64EOCw73glOOA3ZxaPi",
-	"hhWs37lk4Z0r5BvEnzbTtm8NaW0mYY/y4Yuzr+G7v4KwTUd6S0tL68HkojidDvIhfcLOivPzyUn+mD2a",
-	"XtDz4iw/nQxbqedHG1n+46DvvRmNB3w3U7s30+l38/CgW34PfTkkwr8zyBJok5JmQDY5RPSYJhLHc0mm",
-	"zLisMIAAm0oFdmx8r/fPG6AJs28eWtwq7UNb49i2WsNeNAtbNEQAcBh3sI5+iNfGlBnRWIc4BHGS4RmZ",
-	"9y7HAqtjW+kr9e4DwgsPeAFLG3iKMQHyhEElbCNb6apTlyI9FqEB9QsenCOvWYyju2NPRqdgFPr7Hbq6",
-	"gEbhck9eL3QyejIYnAybNeZDaXn2mRus3jEaPODM2g0H2j88LJjy8eHwf58dZxAehFqXIUYF8ZvhK1mZ",
-	"9lf2weZXK6osr7A79ePtV41f3c1eGnNsFprYiTPtw5e2JvCj+tNvP1bFztJl66q5KBbB8gcqxpP2VS4t",
-	"oa1m+THOzI6xUsj+jrnQ7nbwjFzWeOED3UiUfsix7EJZZ7E2ijEsB7mgCqtBZKGISdYnT6GVsQDG561s",
-	"oZIQZAh0ak4l8jkVM1ZEwTPQ5Dfheq7qUl1qpZ0TJUnv5ouD0eD878sXv56xNYrH/KKHHhM9Edc/phH+",
-	"TfMB3I6EElfkBwpiOGA9csFdhZLjupDllqztLgrA1Xc+nBuz1KPj47lZlH29ZHl/NadmNetLNTteVKXh",
-	"Vjg8xrzLR5oJc4TRBX37RY/IKVZyCad6FOIRMC1zOybBw3AhNsKHj0HBgZWSBqxKixTSDrq0npZF4Ih5",
-	"EaI17O1I5HSqmUG0nXbzuSSUZDO69LEOK7CBNOpO2+EiENpHXFjt2VejnrCpVAzQexSS2Bfk0PhS1FBR",
-	"CCIz6mgUzLIBVykmK/ORFb6ati+j7WTAlGwvng2A8LLsXdppujKI3IzFnGrbJINnrBvNAePLOmXBstQP",
-	"U69FPldSyEp7S9xKVmVhm71hZMIYQhigZWBloWGAPk9Ktuil7kBinnWcMUwLaqtoy5UtC2LCjEXJBSOH",
-	"2QiA4gAzznqQnN+FnpSMauNyCJ2cE90nb63QK1juIZOvqDZHzyFA5uX3GTFyLDCwhHgp2NX3w3EqljN+",
-	"w4o+weqstjNIQ+5q4PgCAXUFJ7Bchv2aukBEutbO/wwp+9B6ZuXsc7LgogJjHvTPDS7HJUjVuMMOXToU",
-	"O1ToLiWU/LViFdpnmeo1yaaZ3UiBQJpUwvCyjqlprLhBHKgeC7/ud0jwSID7PORv28TkjfN16KyUISQA",
-	"xnugScaLUUbs2qJZA2wGmMKiNhq0Fq5lN9go0x6pPFuXnr5f59+Iodod/ALju/IAiugV1GSQv+175wXs",
-	"dxcvd6A9S9wMPjts8H/HyXvfViptV2poF6D78NHuCRwCNlupclsyYxBF3bhC8ZmQi/c2Dc9CisvGsxAl",
-	"3njWCH1oPA3AmcazjeaQLI0HjcoSjaeYj/X24+3/CwAA//8=",
+	"7L3/chs5kif+Koj67jck9pYo6mfbVEzsedx2j3c93V7LHR23pk8FVoEkVkWAA6BEc9yKuKe5B7snuUAm",
+	"gEKRoERZ7p6ZHv/hCKtYhR8JIDOR+cnMT1kp5wspmDA6G37KZoxWTMF/X8uSGi6F/X/FdKn4Av/Mfnr7",
+	"msgJMTNGSsWoYRVRTMtGlayf5ZkuZ2xO7WdmtWDZMNNGcTHNbm9v82xBFZ0z4/p4LoVhH80PdM42u3lG",
+	"SvyZCDqHlrl9vKBmluWZgG8y98oV/Jlniv2l4YpV2dCohsVjWVBjmLIN/K/3zw7+ix78dXDw9OpD9P/+",
+	"wYdPg/z85PZfsnxj6Hn2vFFaqs1h/rigf2kYKYQdRgkvFWSi5BwItFDshstGkwWdtnP4S8PUKpoENh0P",
+	"d04/vmZiambZ8HgwSI3nNZ9zY19NtVjDj3GDFZvQpjbZ8GyQ29b5vJnbP+xfXOBfR6EfLgybMgUdvVFy",
+	"wmv2n9DDxvR/luq6lrQiC3ztgswbbcicmnIGFNBMay7FniZyKfxbZDljgoylmRGqGLkWcim2Ucd9so08",
+	"R24K4e8UsS5xEK++S20zN0LCq5xIRQpHqoJMpMJdTuuaqT1N3C/hCzkhxb+58f2h2LJF3ctXvNp1g+6/",
+	"Hxw8pQeTD59Ojm9/cZ320tvyHdXXOK1E14bq6wf0G3eb6u3WtqMXUmgGx/ePtHrL/tIwDfsQjqKA/9LF",
+	"oubIPg4XSo5rNv/X/9bIS9hHOl/U7rwbyutsCKNj2pCxrFZkRjWhgjClpBqSSjIt9vyGwmEP7TZaMGVW",
+	"ZGQZ2JyKapQRrsmca23HmmfaUNPobHgKp4cb22P2StzQmlt2haMOU5wZs9DDw0NNRTWlhvUrduNHrg/h",
+	"I2SGtzHp/kWxSTbM/r/Dloke4q/68A1+jFTr7rh3M+ZHAGOm9USqOavs5rMLp4mWc2ZmXExx+0kx4dNG",
+	"wQiAIERIQ2hdy2Xfjui5FJOal49dBX829/SMKlbtwUroUi4YWTB1pRph+JwNCTfwixSM4Jv+PFwQWlWK",
+	"aW1foZrsua27R7jQhtHKHhgQGXZqUrDOOj1t1ylMaMcFKv37X2p57O5aI/eEG8fRgUp7njSOR3gJaJ8b",
+	"O0A7lhcfWdnYZr6zk92+OqlVcet9NdfZ8Pgoz5goZWX39jBrzOTgSZZn7CM3V6WsWDYc5DGfGWbnk6Ny",
+	"UH3LjsdP6CkbTJ7Sk/FZ+W11xI4nJ/R0HFEeVICaGVbBw4oplQ2z8P+r8crY4z4ID4xqRGnFfjac0Foz",
+	"+EE2Jhtmp8cjkfm//Zcn4cHml0uqBBdTnQ3ff9h58QJZ3zJtZZpdQ6sFHLIbJsyBNorRuW1kx+bsV5f4",
+	"0Zb9wHyPZMIF1zNWkf3ljBp2wxThRhO7FMQuRc9uiBk38NSeF9mYPvmZm9lIFM/Kki3MkGwMtoA9RIVe",
+	"2vZ0OC+WD9rXCL7m1a52OFSPBDdENUKTfc0YKb5/8Y4c3hwdWt6vDz85EXB7KBuzaEzRy+3mFqwi4xWh",
+	"pLC/F9hJfyQ6m/aNknMJi/WQjQvbbzA+r04mg/KYPmWn1dnZ+Kh8wr6dnNOz6rQ8GR9neRaOWDbMcD7s",
+	"yvHyLA9CfxgUl0dscNUI4aRCM55zY1h1Re12PR4cnx8cHR0cP303eDo8GgwHg//anYdY0ZvaMJeG1zVx",
+	"nRI6MUyRYkm5udLFBVnIuoZFtJQn1JDCa9qgQGzRwFPjcK8ehvdgLC+lGvOqYuKx0oCaGdnr9w+ZKQ8X",
+	"VOtltUeYLumCaVTsqKjG8iNZSnWtF7TscvOTlpu/kTUvV+SGyxrHuSNXX8B3X4Sn/+DlJaucVsc1WSgu",
+	"Sr6gNah9lGB/pKTC8vsxI0xMpCpZBbz8B2leykZUjyRrI0DZDdTzquTefRt6r0Pe05a8dm4TGNmOdBXS",
+	"HOAHX4K0P7kJ7VsaCmlmTLWU3dO96G54m2c/3jD1n4009JFkXMmGzOgNIyfHLTfU4dBJReyB42Kaw16F",
+	"+5Dlno7s/b/YMeh+KUXZKMWEuWpbuYBvYZ9YHcdIx/TJfoe3/huuxh9cn8D4SypKVq+rNseRagOTJ+xj",
+	"yVjFdl4yGO4X027wPmPlDDUwRTkBcYVEIftFl0pFTrgo66byCumCqYOwxEGVVdSw3gUp3jKjVgfPLNsr",
+	"iKYrjZc9I4lRK0KnlIt+K6bmrCB6JpeaNJpOrQyscLX0GjeMmt28xF2yUopK205g7cZsIhWzHQILhj5T",
+	"pon2ngu3RCMV+0nQG8prOq7ZI/eoUwvhvkS0bZvsv5HaTBXTvUiPB6l/QZSdoKWFMvVqSCaU16yyMyql",
+	"EKw09r9Fo5n6g98jpKKGjqlm4UkxJBWnNV6eoi14FvPjS6ZueMlIE810x30Yf/LlrkI7kij3uvZYyWum",
+	"PKM29JrB46BRXNiP4Pq0pPbSXvKKVX0CO8jL4+4uxe3zq+64O60scJOX8jVV08fuOrjCwUWaayKtfmpp",
+	"czQ4fXL27flgcGCVcscP9/05n9OPV/Y71Nh7Me86ijbOOylJDUPccbsYKQ/wgy+xWf5oJxVm5G/FzPEL",
+	"EC8/CdqYGROGu2vG4w6wvGbCkpF9XHDFqovA6ygRbEnwd7D1rWRjGapumOrI6aOWeutj2/3IdT77EpT8",
+	"M5pJ7HniziQyZlRZytoprZ2Dn3/++eBZNIbNw/D25XNy/u3ZgJQzK1rE9D5DMCyVbhYLqR6/TLUsaX2l",
+	"m/FCyZJp3fIN1wMp6YKOec3NakhqKqYNnbKhasarjpQ+jtcqDC76eGdzRPvFl2KSCyVveMXU5txAlQ2s",
+	"D0/Bor0CP4KulSyvmRoSPreCebEyMymGJ/2j4wNd8zkaRZze2cqZiIhv7Jitcmu3GoqznVV//+kXI6DX",
+	"t0vZ1BVxCn7oBo1vitFyBup+6BUOwLMpE+adlDX85WyPHG2gE6nmFMjLhOXu77N5ucDrraA8yzMqzEzJ",
+	"BS+zDxsW1TybNryyOmPCywLqkP8dtFFK9EobNrfjni8M2QcTnKGGzZkwVi0jNRes188SPRkp6ys0AlxZ",
+	"fl/OKB7vbrdoqckJ2npAHQOJohittLc/2LY0WO7LBvQS2IRzKlaWAyhaGqZ0NIog6HAYiW4tdUnFrKKN",
+	"mjwXzqwGDBevbXNqcv/Dn5+/IZqpG7DLS1UxBeZ3w+bQOq0qaIjWb6LlQtu3G5Qc/zdDk6F7QJWiqwyt",
+	"3N5a/t4vcLRU22jpJ/ch0cVzzxLctuluImoMLWcRpxxLWTMKux9/Y/qKfTRMCVqnX7OLpNM/ce0v3vcc",
+	"oVf+xXccF8vzSmg40HZza3Xol2cLWl7TKbviQhtabxkw3rZB7cBdfedrgpmlVNd3vuMvmlvIEG4sV1aJ",
+	"3vaOYwhb2tAztm0+cA4nTfLXtS3VLohvMSa1X8tNOkad+H2Rdcac2i0bE9+gaWotEkRNbmtZscgFlD51",
+	"ztTb3fJotl7z5IGOeo83L/c+34RO7qgTHMdGEtUIwsUFuaGK22uLJpoZMl7BvTeyoyq4Qyjm+YtgH01/",
+	"JJ6Boufb4zp4vJfczEjhV60g+ygf8a4r0cjYuwAD7keuvcNjJMBSywXct+VSBHUkJ1rG7c3pykoo11Kf",
+	"fIdm0CEIgjfYl6UhkWIknLVUu1H5XTIkluEVudeXYQ7BvXlBwFiz5JoRSiaK6dlIWE6tForZO5KVJ4FC",
+	"fTDsP86LnmdM3GzfJ53NcH52dnKeaGFOP8bfHB0/SWxLT8bNLeJWad9SxHtzLdFkY5V6RyMw5Xhblm8r",
+	"dv7YO2VNFQMZFw36dJAYMcqJ+3jvj/DWC+/ksVwVnQdXnjJ4e3xyftrx2Q/67RERzXyMjButzZ0PT867",
+	"3218tcak4ICmzzwY6T/32KOFf/MK0QjcvYdjLg71jByUa8TdmT0sqzRMAdRQWVstWjHLgG8Y6i6stWFv",
+	"LOjT819lG3dH9+KjUZQwccOVFKDLBXZ14VzCEaqi8Gevc/A+fPMvhRv9/Qfkc/ekNhVPIIL+uDJMkwma",
+	"q7ShoqKqIlwsGkP2K8+52HxhVr1tq7qpVcT7v9vfa7lkSq+5Y5353n12QQQ45xTlmmnCjev3805Rt/s/",
+	"ySWppZiuG3/QTGW32fHgGHczBTdPp++HH0Q8MumzGEThmkZZ85sE+3tpz6QzgVkJFLP7irPqIsi+SDYq",
+	"pg1VxhNxU/VxMvGKJmTyz2D7jeTPkrZCVFr2qo3vwV698nCjyipq2IFdzqQkCeb6zT5ftA4Bze3lKe5/",
+	"X7Fe1NvmDSUWHv5Oh2Ijy7Mx1bPkRU44DNsmQideSwdTC110aNeZVO6W8I5Vfw6fPpABd0Wjw4S183v4",
+	"hB8NrNugzx1Tfs11YrO7pe3eUu5ibP7Y3Hf3Cw0nhwTkd8iyz5OGNR2zWu8oSlI4wA12f3KcGKlfqnsb",
+	"C173hyPsUuSpmDCcpq77P2mmDuZWfeXwkllZ2cYUB3+SlvWNvfF7ECXaWfeRoWtWKmY0yJE1nrfUV0rW",
+	"7IoqkbynXjdjpgQzTF9NlWwWD7zWRp+v3SDbb1QjrqhOM4INEsXAkwQusUjARMCwD3aff7/88QdyQ+uG",
+	"oaJuX9vTpKiooQXYgS7QLIObnnA9EmZGwQvKaDkLX9gPen0Cg9FDjwjZp6R4Z/+XkwlX2hApSPHmx8t3",
+	"hRNzupePRIHmogLsRAXajOy3ghSoPDyfNcK2UfCqIH8AmaPtUbFcGeVdLyfFlC7gq5Fwn31PF4X9QQHA",
+	"x7W4BvspQE0vwNWF43UmQPslOH2taDFLORJMBN8lErJPXqDBczgSI0EIQWoMQVrjA0uWIfk0yng1yoaj",
+	"eyEtoywfOTsovO/cwqMsJ//3f/+fW98Pr4bkqNMlknCtUzmZaGZGVj0YWUFIoc1xw2s7k9FIQHceEwY/",
+	"AipslN2uzQhJuNZ8NM6A/sIWPaTMde0Gt9m5m1SWZ1KwHyfZ8P0uYJl8F4UT9syO735PF/e+uQEXy3e0",
+	"JH+I0VDu4w3h0wHqtfZgq1GcnyYVjBbJ1yoYHtI3ppqdnyYFboT2W+cVb5zjA1BouLYX5Oj4yb86e8Q1",
+	"r2tEfGk+FbQm4oKIpq6dZ54D+LQB7c4+Rt93x1gaDV9Iw1MG63fMAZsscxwS1p/2YwA4KH68qtHFr5hm",
+	"JmmnlnJ+heNNdDFj5Nry4HpP2wEfyMnBnM2lWuEUFWGiYhWhxLuCnMFaNYLsuwsCfnA1H/fS2mwMM0tw",
+	"eKTg5th+oHPmu3NUBnaLI3JXFRjTPpDm8tX3//Hq9eu0sd77U9Y7KcJpLUjAHyIi0OEP+5ESFwM7YZGv",
+	"ZGPVTESpWAp/SPaNENBP237yuM6dNvsmZjRtPEUAabrPCEu66TcwtCbwo6fxVNE5WSppWE6u2cIArFqa",
+	"ztXizvGuIVVTm3DOK7uTAV6g5GJhb04zBGxWxFBeY1gDW2y5MXlgfmrCLSR2d+VkTW912yfQNSzqGjnX",
+	"VjQx+8QCRgws73C/vBvqEOaRUp5f8pq9EAYjSroMdZ5kcT+WdqEXTAHEXwoydhChTY1YVnzCw3V0t+vk",
+	"lutbjgEVaT7wV7bjGcAnLbN34SwVhwVZzWsurq0gNTOmEkcyfYd0kR7wrhtNjrTrkmAb9dNXKTum1GyZ",
+	"MIqz3W9Y7fret1eRCr79baP9WXFjENPaHfD29bmHjc/o8dn541Z2/dTFu98tj1sX11tqdn9itMYprF1q",
+	"Z6y8vvNuuI0ntG23YsRvPWk3Woziune7uTZSQ+/6C6NeBAIgpb5yGF502lAuEB6z0iWt66sJrw08mPNS",
+	"yaubOXANPU+KpVg33OQOgpEFZyVIYOqUfNQRFo3JCU1IB2fOWtv/1NA0ywcWiS2BGakAlQ0uIbnTo2Zs",
+	"BXxfSIKgmp/evTx4kpMCtbqin3aJfJY2iBeEtCmW4I9OG9Fu7M6zxZUPJth3osv9XMpGmN5OYnJti7ix",
+	"5Ei9aEqpTbNmVO6YocAos24ch2twQRQzjRIaaUr2A24Jxj6n14wUvt8C0AqB7A7xTUMUhWamdzES4Xda",
+	"L+lKhx5QCIIodygIfPEA2mcVusL8Wrkx37FU7U1l01IJl26PSaSIRrQdeziht8baG/+SKebVDfRgOTUE",
+	"9jwYpHG/p2wjaRTjO39NxigT3ul4Shefsxuwq9TSYyBAgtUtms2hPZfOv7Zhlp/oK8DyX9lVfpgJJ3y6",
+	"VBxNp7t/G+4NKfxwnjlvOrb/sJb9p2yqmO6wa2zMngixApNwLZe1FdxpxV25IMCEwrndmeKQrBf+GLRR",
+	"D/d5JtbGvU6D9ZXaIH88rDD85MbxCIaEo6OapzxSf2Z2xPZkOHx7QRsz68PbzvhXbHVmxHbLO83I0auW",
+	"k88BN5dYcLCgXWnGxIOU0s8xUjoMaupVe9AfPgiMAbiPFP+Jb91CiBUsW2oEjWZqN0dJC6V1zUUfB8Lk",
+	"bvW7i5beQGjSSSJXn56efUsc9JAg+lEnNAMHi9x0cFFDlpZ7LpVlwZZ726s5MZJUktCxlSU8besA22Xi",
+	"SL7krK4OanbDatIGHwOGslFWC0GrToia97tjDZpoW0muw5xp7XxAdy+Df/HDvai5PAOUkoMybtrF0T+y",
+	"VRsPimri9oRw0q17P4ECGteM/PT2FRF07u2+QGpS1lSnbo1r03aXKuw5v0sFftN6TNYdsBBt9lmOhnIN",
+	"LHgnD4rfBWCBU6ZSUiBCGHQQq1TQKdzsHXwsbRjyrporf0MPUmpqG8QTuuXLml11RNDmMn8+SnHr3d0h",
+	"NCE8YJsBCaEL3ieCX3g9EcBb3gt+zdgijo2a048eAgpNF72h3Wgjge4SiGOymtWM1jf2yEb6mtfhwGny",
+	"TWtaKaxm2icIV54zQBCMwOu18jEvk5reSIUa6A6Wh0XQuO40eIdASw8zTx/SUuJ5u6utS3gJL9gqaT5T",
+	"DaKZMXy+iFILFEOCk3UBas6aGnKGSHUNtxiAPTurMhXVSEBfGrxLgIPLW/xM3oHVWIo7MyzTF0SKemVX",
+	"GcQI10ZRIxWZ09VIVEwbJVeWc49EQlFIG2XaYOVASU+37unLOyDQ7snaOC9hHddYQ3KHB8rfwa7Sth+P",
+	"ItzZyOOZ330mntBwakghGnTNNe7T23R3z8HR0F6vXfyS3UYuciFHhDyc2PnCdJe0l0Z6NLpjj952oYHX",
+	"cjeirVPQ6dtVyB2zLbiy12oM3JBGM++0mBMhlzmhpZJau4OhGIRwbGonyUDWnZS2yFa26wdpu5dGK09i",
+	"GCmavW12xkysg3toaepV0OsdPKoAZ7C9nxcp6jwCbBwAi5/x9d8E77oB6vm1EKqfCxeJcIQPRwL+NkjY",
+	"DRJfeuEXEFJMXZWIyrf/dYfA/eUEWlIZcoihhBmkA6Pb7XYWqXt38J5E3iorK936pe/BWzT1+yFL95ul",
+	"4SJqueqXcdHIpUjZtn5cQuBZG6i+j5dK8q/EXSp7FxB6DrHpIC/SDqVom6d+u0NhQk7vLj3bg/r2NJlR",
+	"UVkhJkXZCUtLe4e/iCL2LM7qFLaGy+g0XiEueiYB7b6o5crqLVs85uH2dueAsIdLfHnjwh9nfUmqT8Gp",
+	"2SpZbjOuoSg72ysle9xIvkMVD2mzftmPfnogROAur1Db7h3jSmtnUX7BhB15vjBWJLa4J59vcJtfbHct",
+	"z/Ore53OrRoQj/WOiV5uuKdoafgNwGJrqbdcQwFJtEEezHiQdF3aX67StgJnFyL2V6KbyYR/9LcOZ2xx",
+	"aA1UwPP2aOakltqk0RsYLq6346Fpm0YKsgBxbbXXqTQGg693Y4i+jQdx0S1svQX1bLLXNlFTu1Btxia4",
+	"sKwncPrwQDaqArjqYUCue728CPR+EIV242Z2F3pWtp5XareeUgyw60IO3LBdgogNdvpMnTI7xJ14yabE",
+	"pvp6dwbhoH13cwds8n7WENG1o2wJBziJc3mVIYlOG12ehDnlmT2saV+3ZmWjuFld2tkgeTAXwrMG3fL4",
+	"10u/ov/+87sNF+UzQX589d1z8uo7iBwrAeYVZYdwd5W1tBWojmiy79Mn9ELWBJA30G83Yh6j27mYyAQv",
+	"C9iYg7FsAHXmFBAG7IU8e0XAUqfhxkkXC90fiZG49NlkuCaUaFZPDmYSQq7t0yVdoe8UAhch4hAu2nFO",
+	"Cqdogm0mdDkS5UxqJqwq8c03y7U0sfqbb8g+JG4gbeKGnHwHKQdy8h8Bap2TF8+PMevH5eWfAXbag2G/",
+	"gAtxcXhzVETpGgVjlSaFXTup+F/h4ZD8EZNbjJrB4KT895/fwX+YS9NL4zWBZcSF6Y/EuwA+55rcMAWg",
+	"mpzMKZjvrNZIvvkmKJh2SnFeo16OcDBLvVYLlUsBSOygcmkHGtPXkDcTVRl9kUqm1SrwyqWPQyg2OR2c",
+	"IlHAoQAghODZKLblfShIJctmDjtiadeKFHarFXayGozogI7+pSMdf3H4UvILmTMKGvYvI/HLwcFB+Gc/",
+	"KVq3RUF+IaeDAfklDuhv81j4TMFcQ4iOoqUh2AQuS/pzDIqjwTYoFSnlfMwFboP70qa6HtZyq2BXR3Zq",
+	"mCAl7yZnVcxyKdZNluKamvi0e9jIiRtvu+5zuoL+G818+rkwdB9k7dpCZaNtKKSmk6qNl3DMFcyamynr",
+	"yL5liQTVqJ5PcEfNrJPCL4Q9uo5DZjjs+5T8QpoovZuWcwZh07Vme7rnd2OOe1EqzBSBTc2ZmcnqwLbo",
+	"XCHY5pknDIzlI9dGk3FjgDQQMYepJODraB/UvDTYwFPXwONTtLrmQ5IiaP/oZG2nbaRSWk885EcZkr5A",
+	"O8fHYQeEAMU7crjE83GbwGuatrmzgW8umcckiqfzHhzXylQK1jZARft7bBbnmjQCsp+A62yfwyMXQMlc",
+	"6z3XJHoisFFPrNZN4nNzheFVrOaedOtzjIBo3fYenDbtjqxefpnRiIT9nMKpElIctCNvB+ez8+H6dcJK",
+	"XWMQNyloja0NoLVxM8XwSec0JSVViruTFvI9w8KMxLOARUOQ+EduNIznr0xJlMTffINasRUrx4NBL3cL",
+	"4nNjo1+i5iUTGrRql/T72cIu8MFxfxB5TzMv5bM8u2EKDVDZoH+Eb0G2mgXPhtlJf9A/cfhFUIYOZwBQ",
+	"/Kv9/zSFOHvmZNDxYECWM8sBYrA75GjR5E/v3r3pkx9AOgvZppkKRH9VZcPse2YcHHIt0/jxYPCwLLQh",
+	"96u83j2FkOt7ewommJFdHLul+x31MRu+/2B10vmcqlU2zF7zGybs61bi4k2cQprjdso6+2BbOFSMVqtd",
+	"6csE8YfBjqQ9tFaJgPAqH+5FKDIWt9zIWK2EVKuRYB8XrDT6As5cmwci9qi4xfRqiHM9oHLA65rM+VRB",
+	"Ju8e7sSNpXxr5/XolWxxsD7bIa5qu6h+Q5Pj+Pr2hVYeJgFh7XYjQ3qts8HJF58CNWGdjnK3Sk6ZPb6A",
+	"8BWvjCPZWWeqn5WWcfucf5AGEJSrC1Lg2EMiT17OSMXsdYyJcuWyet19EiwF+Y5H4eboEK4ohyFNVPJI",
+	"QEpuPp2ZIA4xIxXw0uJwXi4Kz3j2C9UIMFMUOXH/R4dRPhIF4NCuvJ3Wyml4i9Fq4yEQIjyFIEnbQs21",
+	"CU+9Rm/fF2y5/tw+dhbAjZ96uVd/2Eg03dxfUyYsneKQWMuAuhou4gbCNzVoVuDghiZDipi2oAWopI1m",
+	"FwTlPa213MytxYU2qilNuKm0BN3T4Cf3C9MHLXhOTUEWvLzWIVXYQZvYi+gZXbAhKWCN9gsrsxxZfDNA",
+	"VsgdAVdyCoGgmE7NfvFpBBfiUTYko2zSCBjZKMs7fw3JJ9tyTqJ285Foq8/c3rrw0ZCebetoCA7mSrvR",
+	"9AkkK7M01GROKzaCJprpLPDKsuaANlD2kieMzzLy9sXlu1bN0JjPVLoNu4WJRrnnutVz3qdSqMWUxrXY",
+	"VlUlpDVLlIhxKew+I6Hd7YfHsvtgOWu7ibPkZe8v3YkPituHkfifsrF3IOCTYKLo9/tb07QNnwwg+B05",
+	"zPtUIhpKIC0XcayCcHjUzdiNhG03RiotQXAdP8gYusYadvIy3JUkxK14xPswtHU3MRFtwC2KkVnP3WdJ",
+	"5pcMJOYp7oJUN2G3HEbVZOCTo/s/+WkzN+rp8dP7v2uzkLfi/O4vNlJDg8QLMs6SAQSXT40Idh/GFemy",
+	"ckSpeD51YHkIF1PHL3QsGhFTF6Qiuj6TwvCtC1vomhsgT3JsppjTBWQrbkTlbmNo5trTpKwpn4NVi4up",
+	"Hol9D7XNCcIXc4jpxYQNEdS2hzKn7RQU0lIqe3firaI6EiDaABh3WFNtDjRzccd6C9v7M3u04uiQ4Q5E",
+	"sgbrTqSCeJ9V7MYeoI08Dxm1t6wI4o0P/ofrrG+wltAayrtTXeLJcIDVJVpUN/aXZ/Padupx22DmHR4e",
+	"gm10JrUZPhk8GRxW7OZQ8qrM1mHc6zUsjoenp/8V4ab94GPwdTufXVOrevj9nQnl96KSCv1/zDMcJhKS",
+	"kEQzag+nN8K15zPGziVP6ZuQog8trV18cAH4AxMrZ/u0roO1HG3uAFHoKIoRgsClpIvyFXOoJEWoV0es",
+	"hDQMov6pcXhXEUyGyZP4mmvjR/7oA9nS6P2nDYyzT4GKWQcSSU/dOXYt4GsRZtjHHEYpSxNZjDYyk/q0",
+	"PJvJSLu/hPyj3cdRytGQ4KebZbTN+xMSi7oKbJhK1P0RkofC+zGwB1/oILcjwPYaJjtAsdcR10dPrM6T",
+	"oJfjCC2mIgWaDtCsFk+8FoRlr3zrwVX22VpUVPzIRzuFICcfv+QST0SDPx50oDYbGb8DSmS4hsXy2Bek",
+	"6oeHJJMOONktPK/RYHbxm/ofkOGtl25M3Q1jrtfCeD3XUw3iSBZSm2RKRw3eNVSiwUUDCUsJRdi37arw",
+	"vQ99EtKgaLfZVkH/qAAcNRK2rYCjQcPvkqpK53iB9aG4cBlYUrA6QBkr9NdBOj6CSZe0Q9jfVZeLaj8B",
+	"TSqZ4pGYB+xtI7IQ5vJHWa0eaCLyd4WssSeSHNBOESwpmJ7JB9S3i+C1t927gj1dt2lWfvdu6hazu82t",
+	"5vGAr0I1sd/4PrDLQWlrZsEXOxzG51HFwdPj412G1pY7+MwTv0svPvP/F2IRPwp2ICcTl0V5/YTGzCGG",
+	"e3v2EEPNkkrRpfeAy6VoQYeOAy3qBjlSCz/c0x6f2AkbCZ70fCQEWzJt8K7RJ89AZQJmtqBag9r1B0iK",
+	"jCZd5nD1CR/7Vn3ossW5rdljUqRuXznsFNK9zdOVe1t4z07nfANUuZkZoV61SIOSKixQA86AopTihint",
+	"3PSAptxaozh69WGVijf8GbgmUtSri7vIv2UgLhH6ptXKaVqbgTr3LgyWUt7hRVcD+vFWrg4AK8tiVOb7",
+	"LhB87X4XbpHr0961KGKL3+6s6DArD06PN8HZ692fue79YgharzTXWyo2fpbK5p0aDgv6AK0txs8mtLZn",
+	"AIqFKnBhj/2zGKfCxTY+Xp53h833AUIGU7rcnzngxiAbfgAhBUXOOzECpqVN+ryGmHDPgz+i58Mdncpn",
+	"NKsnhOtuaRbhclBahZSEm7ScBIM7bCWrGkIB1dPB02GsYQJ0bSqJN9NDHkviFdgiX5MmQR2e0Rs2Ept1",
+	"jn2ZY6t+6jah/nbl8DLs7s9WEO89t7ucyJ1PUjK37e1mBfBjPAgP0HP/flnb4LdnbQ9kbNuuotGh/CIl",
+	"ZH9v6vnfguniCQJAbViYBL9d05QPP7VOn1vkwjVLVVxzsSs6zrBpubvjo1C2SaopM503+uRVxeYLaSAz",
+	"LBUB3ccrzzwRZ2Kk7JOX4B91eLGILXqnMhlzzKvLoyyIiAZDo91IrIHMEMBkZANltoibhG0iMFHMDOoV",
+	"/07YWoq/fgf0ifnrY9SyKOzH2eUeVHL6oee5DUDaVrTMyRtuxZf4J/GlOarce3Ty9J2y3UmIETb3BEIW",
+	"/+Y29h8KALk6nP6GouJREgFrGSslaSfWl9qWv4nQ/HtU/b+QfAz76LeWbaf3fxfKiv/NztuPgt170h5m",
+	"6HDL8eq7Xe7UXavIh7sE4qGP4//thpPfZdvGdAPBHdeppjKxwjMqDxaFACWcdiMR/Fa9PrmE5C++fjkU",
+	"N+QusxSa9+xfqrGyODJPp5jQ20Y8xwi9R1imwbG0UFyY/fNvvu3F9UtCkoHdbxZRxbivlumHqr4PZii/",
+	"W8v0Ww/1QmzWJv+6yyC9zlXwAP19cRaX1QQr+rVF0QpfoLBV+tviZeRnyo0mzQJghZj6ohgJb40hIfcM",
+	"Rmn04Q0fGNFzeVKZKxlxQRZQQGPmcOSqcUmwRmIqgR9p50/zcCcXk2G1pFAACzCg/h07uMLfNYv+SESV",
+	"mkKlWfAea5+60Wtqtnf7NzW2Uz7HhVeK39Da1X8diZ+BWHd48yAIJc7xBRwUFbuFklVTAnJJG0arIaEj",
+	"4aqhQCs58eVODkOpE/hBY6AfbeuVYDpVRzgmKrLfrkYbwbJY1KuLFp8BlJ7aX+mSrkjN6I3TX4GALvLV",
+	"l09o5iz4L33QIQQRHn5y2eVvD3GqRW+raECn4xfxW6IgOCEHJdlrhcVe5gryZViYANLhfP/2xYt3r374",
+	"PhtmM1bXci3Hy8ngAdKkU4vwq0D5KlAeI1DSuN/HyZa2NFk6uicuLotZnA9qfgNsqNUmN3i+Y+RDsMDD",
+	"yStCQ45JW2Y7reWY1pqMmVky5iRmO/rcfj6metZ+bL9adotlWkqwj7igIxEy6/XJjyKKwN1SenatR2Ry",
+	"AHEQEhyQkN0b6uL6WW5Uqs3Tl24XTkbbwMoWGBcGUkT1+8n+6fFxG+3U6xO00ulOZGUAkHjRM6MQmse2",
+	"OYSf+zV+9D0/bJb3oYIj2qF2sQDEed+OUzr6BtjrAa61uP7eNhCoG31ONGwVMl7BQvd/h2zwK0Sk412M",
+	"+FJbgrtqt0TMO9uair+pXWGbun2JpU0Dz4EQoLXb+0UbWAKVux2v88wLSnC3PsXtpouiD/HrwGC4cdHv",
+	"272Gvkrlo7yGW5lAsN89lAe4sqM76Vq7eAcf1Pk9zAcAf6G661e+8zvmO3BwCQURU/n138JodlLRDj+5",
+	"/13ZJte8bymvU3w+Hyz2v5jYVWxOOVwMW277deP/rje+XGDSIuB4rasXw/+tAP5byFu3VX+w0uWLm/2T",
+	"J/TQlQ3/le12j5vYNr3jldFtknKyj9IZQpI1tbe/rXcwTfbtja0H0cVlzajCLKFr1h0kzW/HorazJyeO",
+	"Wxb9lTv9ns0ouN4RgwJl2SPHI6PG58jqu2PsLiFRgcvMpI09Pq5o+IIq7dMnFLUuehfE1V3EZGmKIaFz",
+	"zCMlMTivn7zuv3TBcHcG47/EY6tYTQ2/YT4DQJtwS0lpLgIeAezrUm6N1nelIhOh+v31/N5Pz3+FqHwo",
+	"C+lMuK4Q5HtfqTMbnJ+erhWd3DBSHHXBAxU1tD+G0j1YwDF+gvUXjwbHp2EmrsxA2+W3Z2cP7BJzQrre",
+	"XFFU6KhDMjvRB5hFXt4TJIbce08TR7Z/BtvIb8TbHs+q7MIRGp1JXK2YL/l4t78bBAQM6PCT3cY73FBe",
+	"YvrYtbN/moITQp1oAEDZKzStIf8PoWPNoCjkV5n9j7OvcTEhyTSml6SCMEgQftcGdxJ1XY2kVXoT3SVA",
+	"ZGmY97l2FcmQ3QUzXCWSIqfZKCZQxFqfzBUAAUuPtMJ+v3iOAzlAMViQKfeuU8vje1/Z7N9wO76Fuui4",
+	"GfcVXeIy9r48m12voVe7LKNblbA+uaypnjEMEBwj9MAwQRY15aJejcR+gQxXNubQayiYOArTqNq9F974",
+	"/49ftu/0yRtqZs7fBa58dEyFznOfb8uljvIKaU5CFMsJ2oZBIXT1pJ0y4/7qml+3ROWhfnNnQZbPutY2",
+	"aQ0cQBWADofEqcIR3X7s/HhQlYMqJoxjSLpPnomVO96+cD6cbyZMfySeYVuQgbVTf8026qqvtamQj06w",
+	"+BrCJ4S0fRlOaxhCfyQuG8zPPWfUZc2Brcnh/4q1sBWsB8wq4CHQ5uWfnh0cn52nTPY/Kx7J213M9Y/k",
+	"kjvBHB6QnCMoxoexKv4g/HtbVT07m3w7GE+OntDBk/PB4NvB0Tl7evpkPDilrDoZPzk+GpzQk/Mxo6dH",
+	"356djc/LqprQydGAluykPGeTzjXgQeq4rxR/hygBFced9d+jaDjaoYt3Ur6masr+sWQJnLIdhYnTo0Mt",
+	"g6SCY+8A71xpgjXZ8wWis+MiEVsDvuOSD0kGfn76OQz77yCo2ZHe0tLSejA+r04mg/KYPmWn1dnZ+Kh8",
+	"wr6dnNOz6rQ8GR93Cl0MN2qKpOMMHsyhfIxBXEgiLt6xnlAL4RUPsAmEsht3hiADbXISpysg+wgf1ETi",
+	"eC7IhBmXpQkggBOpwMiP7/X+CcOXgWzxacc91j3tLQJyq6nwZVx/J1I6wPG/hpL1I70ypm6zigdQ7fEp",
+	"mfUuRgJTkFt9L/dOGcIrj3gCMyR4/DFP+5hBwX4jO1n1c1fJIRVNBGVWHp1eM64ZtL7Vj4YnYDH79U5r",
+	"W+encmlrr+Y6Gz4dDI6O84z52oLDrDGTgycAauIGiwwNB4847HbfgYUDHlZM+bQL8H+f5moQHoSSvCGe",
+	"CpG/4SvZmO5X9sHmV0uqLJOxO/XD7WeNX93Nl6I5xvVwdmJpD2FoW3N/Un39Na5qa1yVJY/L19fybSzy",
+	"509iipk99B5sV8hegj+kueAhVkJ6uJ80tLsdPSUXLUR9T0eFIPY5lpWp28z5RjGG5W7nVGG1myIUaSr6",
+	"5Bm0MhLAMb0JMlRKg+Si7kbWiHJGxZRVSfQUNPlF2KWrKteWkurmKMryuxnqYDg4+3UZ6udzxKg41m/K",
+	"LVypDtc/pi7/ykCSKQSARIQSV/0MKgW5IBDku7uqQYdthd8tJSZcxIorfL8/M2ahh4eHMzOv+3rByv5y",
+	"Rs1y2pdqejhvasOtHnuISeIPNBPmACNh+vaLHpETLHEV2MEwxM5gDvlu/IxHfkMcj4+RhOooSyUNWM7m",
+	"OWQsdamELW/BEfMqRBZZeUzkZKKZQZymdvO5IJQUU7rwcTlLsPNEBfntcBF776ODljTkNCBjNpGKAe6T",
+	"QsWNiuwbX6MfSq1BFFEbOYVZb0B4Y7pCHwUkJ5h21ZHZa51516rlMnA6uxYXhNZ178JO09WH5WYkZlTb",
+	"Jhk8Y+uRRzC+Yq1eYpH7YeqVKGdKCtlob21cyqaubLM3jIwZQygKtAw8MDQMaPtxzea93J1kLAqBM4Zp",
+	"QdEpbdm55V1MmJGouWBkvxhCbAIg24seVBJxYVI1o9q4ZGBHZ0T3yVurZgtWerDta6rNwQsI5nr1XUGM",
+	"HAkMgiJe73aFT3GcipWM37CqT7Bste0Maia44mC+mklb2g6ss2G/5i7alq60gwNAtk+0EFrN/ozMuWjA",
+	"YAn9c4PLcQF6PO6wfZeeyA4VussJJX9pWIM2aKZ6Mdk0sxspEEiTRhhet/Ff0YobRBDrkfDrfsedAQlw",
+	"H2DhbZeYPDpf+84SG6JQYLx7mhS8GhbEri1aYMC8gSllWvtGZ+E6Jo5g5uTCnAOCYLMkd1uT/37zxEa8",
+	"3+4gJhjfpQPCpGVXzCC/CqykwHoJB8UFhe5pz0s3Iyz3I8HhREDvy+rB3Xo03ZKe7z/YzYRDwGYbVW/L",
+	"vA7KrxtXKLEV8n/f5uFZyI4bPQs5FKJnUZhO9DQAoKJnG80hWaIHUf2c6CnmgL79cPv/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
