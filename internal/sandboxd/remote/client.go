@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
@@ -279,7 +280,12 @@ func (c *Client) stream(ctx context.Context, method, path string, body []byte, h
 	defer resp.Body.Close()
 
 	stdout, stderr := &sink{w: out.Stdout}, &sink{w: out.Stderr}
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := streamReaders.Get().(*bufio.Reader)
+	br.Reset(resp.Body)
+	defer func() {
+		br.Reset(nil)
+		streamReaders.Put(br)
+	}()
 	var head [frameHeader]byte
 	for {
 		if _, err := io.ReadFull(br, head[:]); err != nil {
@@ -393,6 +399,10 @@ func (c *Client) RestartContext(ctx context.Context, name string) (sandboxd.Cont
 func (c *Client) DeleteContext(ctx context.Context, name string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/contexts/"+url.PathEscape(name), nil, nil, http.StatusNoContent, nil)
 }
+
+// streamReaders are the 64 KiB read buffers of exec streams, reused: most executions print
+// little, and a fresh buffer each was over half of what a gateway allocates per execution.
+var streamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 // ErrUnreachable is in the chain of the error of every request that sandboxd never served:
 // the connection could not be made, or sandboxd refused the request before running anything
