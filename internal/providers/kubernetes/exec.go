@@ -80,6 +80,7 @@ func (s *Sandbox) run(ctx context.Context, req sandboxd.ExecRequest, out provide
 		}
 		return st, s.rtErr(err)
 	}
+	s.p.servedBy(s, true)
 	if res.OOMKilled {
 		s.p.log.Warn("the kernel's OOM killer ended a program in a sandbox", "sandbox_id", s.id)
 	}

@@ -76,10 +76,15 @@ func (s *Sandbox) usable() error {
 // rt returns the runtime client of the sandbox's sandboxd.
 func (s *Sandbox) rt() *remote.Client { return s.p.sdClient(s) }
 
-// rtErr classifies an error of the runtime client: sandboxd's fault kinds (and the tunnel's)
-// stand; anything else (a tunnel that broke) is fault.Gone when the pod is gone, else
+// rtErr classifies an error of the runtime client: a request sandboxd never served carries
+// providers.ErrUnreached (nothing ran); sandboxd's fault kinds (and the tunnel's) stand;
+// anything else (a tunnel that broke) is fault.Gone when the pod is gone, else
 // fault.Provision.
 func (s *Sandbox) rtErr(err error) error {
+	if errors.Is(err, remote.ErrUnreachable) {
+		s.p.servedBy(s, false)
+		return fault.Wrap(fault.Provision, errors.Join(providers.ErrUnreached, err), "%s: sandboxd in pod %s/%s could not be reached", TypeName, s.ns, s.pod)
+	}
 	var fe *fault.Error
 	if errors.As(err, &fe) {
 		return err

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,16 +72,25 @@ func (p *Provider) attachLive(ctx context.Context, c *clients, ns, name string) 
 	if !ok || e.container == "" {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, liveReadyTimeout)
-	defer cancel()
-	if e.client.Ready(rctx) != nil {
-		return nil
+	// A client that served a request a moment ago is trusted without asking again; should its
+	// pod have gone meanwhile, the request finds out (rtErr: providers.ErrUnreached).
+	if time.Since(time.Unix(0, e.servedAt.Load())) > liveTrust {
+		rctx, cancel := context.WithTimeout(ctx, liveReadyTimeout)
+		defer cancel()
+		if e.client.Ready(rctx) != nil {
+			return nil
+		}
+		e.served()
 	}
 	return &Sandbox{p: p, id: ns + "/" + name, ns: ns, pod: name, container: e.container, token: e.token, podIP: e.podIP, c: c}
 }
 
-// liveReadyTimeout bounds attachLive's check; past it the pod is read as usual.
-const liveReadyTimeout = 2 * time.Second
+// liveReadyTimeout bounds attachLive's check; past it the pod is read as usual. liveTrust is
+// how long after a served request attachLive trusts a client without that check.
+const (
+	liveReadyTimeout = 2 * time.Second
+	liveTrust        = 5 * time.Second
+)
 
 // clientKey identifies a cached runtime client.
 type clientKey struct {
@@ -91,6 +101,24 @@ type clientKey struct {
 type sdEntry struct {
 	token, podIP, container string
 	client                  *remote.Client
+	servedAt                atomic.Int64 // unix nanoseconds of the last request sandboxd served; 0: none
+}
+
+func (e *sdEntry) served() { e.servedAt.Store(time.Now().UnixNano()) }
+
+// servedBy records that s's sandboxd served a request (ok) or could not be reached (!ok: the
+// next attach checks again).
+func (p *Provider) servedBy(s *Sandbox, ok bool) {
+	p.mu.Lock()
+	e := p.sd[clientKey{pod: s.ns + "/" + s.pod, c: s.c}]
+	p.mu.Unlock()
+	switch {
+	case e == nil:
+	case ok:
+		e.served()
+	default:
+		e.servedAt.Store(0)
+	}
 }
 
 // podIPDial returns the dial function of transport pod_ip: TCP to the pod IP's sandboxd
