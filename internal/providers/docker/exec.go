@@ -94,9 +94,15 @@ func (s *Sandbox) run(ctx context.Context, req sandboxd.ExecRequest, out provide
 	return st, nil
 }
 
-// rtErr classifies a sandboxd error: its fault kinds stand; anything else (a connection
+// rtErr classifies a sandboxd error: a request sandboxd never served (it cannot be reached,
+// or wants a token this handle does not hold: a restarted container) forgets the kept client
+// and carries providers.ErrUnreached; other fault kinds stand; anything else (a connection
 // that broke) means the sandbox went away or is unreachable.
 func (s *Sandbox) rtErr(err error) error {
+	if errors.Is(err, remote.ErrUnreachable) {
+		s.p.forgetClient(s.id)
+		return fault.Wrap(fault.Provision, errors.Join(providers.ErrUnreached, err), "%s: sandbox '%s' could not be reached", TypeName, s.id)
+	}
 	var fe *fault.Error
 	if errors.As(err, &fe) {
 		return err

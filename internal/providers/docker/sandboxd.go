@@ -408,6 +408,26 @@ func (p *Provider) client(ctx context.Context, ins container.InspectResponse, wa
 		}
 		p.forgetClient(ins.ID)
 	}
+	c, err := p.dialSandboxd(ctx, ins, wait)
+	if err != nil {
+		return sdConn{}, err
+	}
+	return p.keepClient(ins.ID, c), nil
+}
+
+// keepClient caches c as the client of container id, unless one is cached already: then c is
+// closed and the cached one returned.
+func (p *Provider) keepClient(id string, c sdConn) sdConn {
+	if prev, loaded := p.sd.clients.LoadOrStore(id, c); loaded {
+		_ = c.rt.Close()
+		return prev.(sdConn)
+	}
+	return c
+}
+
+// dialSandboxd makes a new client of the sandboxd of container ins, not cached (see client),
+// that has answered /readyz (waiting for it when wait is set); the caller closes it.
+func (p *Provider) dialSandboxd(ctx context.Context, ins container.InspectResponse, wait bool) (sdConn, error) {
 	if ins.Config == nil {
 		return sdConn{}, fault.New(fault.Provision, "%s: container '%s' has no configuration", TypeName, ins.ID)
 	}
@@ -449,10 +469,6 @@ func (p *Provider) client(ctx context.Context, ins container.InspectResponse, wa
 			_ = c.rt.Close()
 			return sdConn{}, err
 		}
-	}
-	if prev, loaded := p.sd.clients.LoadOrStore(ins.ID, c); loaded {
-		_ = c.rt.Close()
-		c = prev.(sdConn)
 	}
 	return c, nil
 }
