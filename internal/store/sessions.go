@@ -32,11 +32,14 @@ type Session struct {
 const sessionCols = `id, COALESCE(owner_id::text, ''), profile, provider, scope, name, labels, is_default,
 	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at`
 
-func scanSession(row pgx.Row) (Session, error) {
+func scanSession(row pgx.Row) (Session, error) { return scanSessionAfter(row) }
+
+// scanSessionAfter scans a row of the columns of before, then sessionCols.
+func scanSessionAfter(row pgx.Row, before ...any) (Session, error) {
 	var s Session
 	var labels []byte
-	err := row.Scan(&s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
-		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt)
+	err := row.Scan(append(before, &s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
+		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt)...)
 	if err != nil {
 		return Session{}, notFound(err)
 	}

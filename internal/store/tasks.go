@@ -190,17 +190,24 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 	if c.Touch && c.SessionID != "" {
 		touch = c.SessionID
 	}
-	var stored bool
-	err := st.pool.QueryRow(ctx, `WITH done AS (
+	// Releasing a place notifies the other replicas only when another place is in the
+	// session's line (a notification serialises commits; most executions have no waiter). A
+	// place taken in the very instant of this statement may go unseen by both: its taker's
+	// first look (AwaitTurn's, right after) finds the line free, or else its poll does
+	// (lockPoll), so such a rare waiter is late by at most that, never stuck.
+	const finish = `WITH done AS (
 			UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
 				finished_at = $7, expires_at = $8 WHERE id = $1 AND finished_at IS NULL RETURNING id),
 		touched AS (
 			UPDATE sessions SET last_used_at = GREATEST(last_used_at, $7) WHERE id = $9 AND $9 <> ''),
 		freed AS (
 			DELETE FROM session_locks WHERE token = $10 AND $10 <> '' RETURNING session_id)
-		SELECT (SELECT count(pg_notify('`+taskDoneChannel+`', id)) FROM done) = 1,
-			(SELECT count(pg_notify('`+lockReleasedChannel+`', session_id)) FROM freed)`,
-		id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token).Scan(&stored, new(int64))
+		SELECT (SELECT count(pg_notify('` + taskDoneChannel + `', id)) FROM done) = 1,
+			(SELECT count(pg_notify('` + lockReleasedChannel + `', session_id)) FROM freed
+				WHERE EXISTS (SELECT 1 FROM session_locks w WHERE w.session_id = freed.session_id AND w.token <> $10))`
+	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token}
+	var stored bool
+	err := st.pool.QueryRow(ctx, finish, args...).Scan(&stored, new(int64))
 	if err == nil && c.Unlock.Token != "" {
 		st.locks.wake(c.Unlock.SessionID) // this replica's waiters need not wait for the notification
 	}

@@ -57,35 +57,33 @@ func (st *Store) BeginTask(ctx context.Context, t Task, limit int, lock bool) (B
 		return Begun{}, err
 	}
 	place := Place{SessionID: t.SessionID, Token: randomToken()}
-	var found, within, first bool
+	var within, first bool
 	var sess Session
 	b := &pgx.Batch{}
 	b.Queue(lineLock, t.SessionID)
-	b.Queue(`WITH ok AS (SELECT EXISTS (SELECT 1 FROM sessions WHERE id = $2) AS found, `+ownerUnder("$8")+` AS within),
+	// One row when the session exists (none: ErrNotFound), saying whether the owner was
+	// within its limit, and the place taken.
+	b.Queue(`WITH s AS (SELECT `+sessionCols+` FROM sessions WHERE id = $2),
+		ok AS (SELECT `+ownerUnder("$8")+` AS within),
 		place AS (INSERT INTO session_locks (session_id, holder_key, token)
-			SELECT $2, $9, $10 FROM ok WHERE ok.found AND ok.within RETURNING ticket),
+			SELECT $2, $9, $10 FROM ok, s WHERE ok.within RETURNING ticket),
 		line AS (SELECT place.ticket, `+firstInLine("$2", "place.ticket")+` AS first FROM place),
 		task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at)
 			SELECT $1, $2, $3, $4, $5, CASE WHEN line.first THEN 'running' ELSE 'pending' END, $6, $7,
 				CASE WHEN line.first THEN $7::timestamptz END FROM line)
-		SELECT ok.found, ok.within, COALESCE(line.ticket, 0), COALESCE(line.first, false) FROM ok LEFT JOIN line ON true`,
+		SELECT ok.within, COALESCE(line.ticket, 0), COALESCE(line.first, false), s.* FROM s CROSS JOIN ok LEFT JOIN line ON true`,
 		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&found, &within, &place.Ticket, &first) })
-	b.Queue(`SELECT `+sessionCols+` FROM sessions WHERE id = $1`, t.SessionID).
 		QueryRow(func(row pgx.Row) error {
 			var err error
-			if sess, err = scanSession(row); errors.Is(err, ErrNotFound) {
-				return nil // reported by found
-			}
+			sess, err = scanSessionAfter(row, &within, &place.Ticket, &first)
 			return err
 		})
-	if err := st.pool.SendBatch(ctx, b).Close(); err != nil {
+	switch err := st.pool.SendBatch(ctx, b).Close(); {
+	case errors.Is(err, ErrNotFound):
+		return Begun{}, ErrNotFound
+	case err != nil:
 		l.release(place.SessionID, place.Token)
 		return Begun{}, fmt.Errorf("store: begin task: %w", err)
-	}
-	switch {
-	case !found:
-		return Begun{}, ErrNotFound
 	case !within:
 		return Begun{}, ErrQuota
 	}
