@@ -82,6 +82,7 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 		}
 		return Session{}, err
 	}
+	s.sessionIDs.remember(row) // its first execution needs no round trip to resolve it
 	return view(row), nil
 }
 

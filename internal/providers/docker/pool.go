@@ -77,6 +77,7 @@ type pool struct {
 	queue  []*pooled           // opened pool containers, ready to claim
 	taken  map[string]struct{} // ids popped by a claim still under way
 	closed bool                // stop ran: nothing is queued any more
+	later  *time.Timer         // wakeLater's timer
 }
 
 // pooled is an opened pool container in the queue.
@@ -109,9 +110,31 @@ func (pl *pool) stop() {
 	pl.mu.Lock()
 	q := pl.queue
 	pl.queue, pl.closed = nil, true
+	if pl.later != nil {
+		pl.later.Stop()
+	}
 	pl.mu.Unlock()
 	for _, e := range q {
 		e.close()
+	}
+}
+
+// refillDelay is how long after the last claim the refill starts: a burst of claims is not
+// slowed down by the engine creating their replacements at the same time (container
+// creation takes most of a small machine's CPU for a while).
+const refillDelay = 500 * time.Millisecond
+
+// wakeLater wakes the refill refillDelay after the last call.
+func (pl *pool) wakeLater() {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.closed {
+		return
+	}
+	if pl.later == nil {
+		pl.later = time.AfterFunc(refillDelay, pl.wake)
+	} else {
+		pl.later.Reset(refillDelay)
 	}
 }
 
@@ -388,7 +411,7 @@ func (pl *pool) removeByName(name string) {
 // be had (the caller then creates a fresh one): from the queue, else from the engine's list
 // (see pool). It wakes the refill goroutine either way.
 func (pl *pool) claim(ctx context.Context) *Sandbox {
-	defer pl.wake()
+	defer pl.wakeLater()
 	for {
 		e := pl.pop()
 		if e == nil {

@@ -487,3 +487,50 @@ func BenchmarkColdCreate(b *testing.B) {
 	p := benchProvider(b, nil)
 	benchCreateExec(b, p, func() {})
 }
+
+// BenchmarkWarmPoolBurst: 20 concurrent Creates + first executions against a full pool of 20
+// (each iteration is one burst; the pool refills off the clock between them). Reports the
+// median and slowest Create + first `true` of the burst.
+func BenchmarkWarmPoolBurst(b *testing.B) {
+	const size = 20
+	p := benchProvider(b, func(o *docker.Options) {
+		o.Config.WarmPoolSize = size
+		o.PoolRefillInterval = 200 * time.Millisecond
+	})
+	var all []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		waitQueued(b, p, size)
+		b.StartTimer()
+		ds := make([]time.Duration, size)
+		ids := make([]string, size)
+		var wg sync.WaitGroup
+		for i := range size {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				sb, err := p.Create(b.Context(), agent, allowPol)
+				if !assert.NoError(b, err) {
+					return
+				}
+				ids[i] = sb.ID()
+				_, err = sb.Exec(b.Context(), providers.ExecSpec{Command: "true", Timeout: time.Minute})
+				ds[i] = time.Since(start)
+				assert.NoError(b, err)
+			}()
+		}
+		wg.Wait()
+		b.StopTimer()
+		all = append(all, ds...)
+		for _, id := range ids {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_ = p.Destroy(ctx, id)
+			cancel()
+		}
+		b.StartTimer()
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)-1].Microseconds())/1000, "max-ms")
+}
