@@ -40,6 +40,9 @@ func TestPostgresOutageAnswersUnavailable(t *testing.T) {
 	id := between(string(body), `"id":"`, `"`)
 
 	require.NoError(t, inst.Stop())
+	// Long enough for the session-lock presence connection to have noticed: an execution must
+	// not wait for it to come back.
+	time.Sleep(2 * time.Second)
 	for _, r := range []struct{ method, path, body string }{
 		{"GET", "/v1/sessions/" + id, ""},
 		{"GET", "/v1/sessions", ""},

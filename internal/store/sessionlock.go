@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sandgate/sandgate/internal/fault"
 )
 
 // The per-session lock (docs/semantics.md §9 step 5: executions and writes of one session run one at a
@@ -32,6 +33,8 @@ const (
 	lockPoll = time.Second
 	// presenceRetry is the pause before reconnecting a lost presence connection.
 	presenceRetry = time.Second
+	// presenceWait bounds how long a lock waits for a presence connection that is down.
+	presenceWait = 5 * time.Second
 )
 
 // errStoreClosed is returned by LockSession after Close.
@@ -145,6 +148,9 @@ func (l *sessionLocks) sweep() {
 	}
 }
 
+// waitPresent waits until this replica's presence connection is up, at most presenceWait:
+// a lock taken meanwhile would not count. Errors: fault.Unavailable when it stays down (the
+// database does not answer), ctx.Err(), errStoreClosed.
 func (l *sessionLocks) waitPresent(ctx context.Context) error {
 	l.mu.Lock()
 	present := l.present
@@ -152,10 +158,19 @@ func (l *sessionLocks) waitPresent(ctx context.Context) error {
 	select {
 	case <-present:
 		return nil
+	default:
+	}
+	t := time.NewTimer(presenceWait)
+	defer t.Stop()
+	select {
+	case <-present:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-l.ctx.Done():
 		return errStoreClosed
+	case <-t.C:
+		return fault.New(fault.Unavailable, "the response store (Postgres) does not answer: this replica's session-lock connection is down; retry shortly")
 	}
 }
 
