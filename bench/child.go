@@ -500,6 +500,49 @@ func (g *gateway) cpu() (self, kids time.Duration) {
 	return tick(s), tick(k)
 }
 
+// pgDataDir is the bench Postgres's data folder (its postmaster.pid names the server).
+var pgDataDir string
+
+// pgCPU is the CPU time of the bench Postgres so far: the postmaster's own and its waited-for
+// children's (backends that ended), plus every live child's (backends, background workers).
+func pgCPU() time.Duration {
+	b, err := os.ReadFile(filepath.Join(pgDataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		return 0
+	}
+	self, kids := cpuTicks(pid)
+	total := self + kids
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid || parentOf(child) != pid {
+			continue
+		}
+		s, _ := cpuTicks(child)
+		total += s
+	}
+	return time.Duration(float64(total) / clkTck * float64(time.Second))
+}
+
+// parentOf returns the parent pid of process pid (0 when unknown).
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // f[0] state, f[1] ppid
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
 // statusKB reads a kB field (VmRSS, VmHWM) of /proc/<pid>/status.
 func statusKB(pid int, key string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

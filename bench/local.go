@@ -307,8 +307,10 @@ func localThroughput(g *gateway) bool {
 			sessions[i] = g.newSession(tok, "local")
 		}
 		self0, kids0 := g.cpu()
+		pg0 := pgCPU()
 		lat, rate, fails := load(c, n(5, 1)*int(time.Second), n(20000, 2000), func(i int) bool { return g.tryExec(tok, sessions[i], "true") })
 		self1, kids1 := g.cpu()
+		pg1 := pgCPU()
 		s := Summarize(lat)
 		label := ""
 		if c == 64 {
@@ -324,6 +326,9 @@ func localThroughput(g *gateway) bool {
 				Value: fmt.Sprintf("%.2f ms (gateway threads); +%.2f ms in waited-for children (the sh -c true programs)",
 					perExec(self1-self0, len(lat)), perExec(kids1-kids0, len(lat))),
 				Note: "utime+stime of the child gateway (/proc/<pid>/stat) over the run / completed execs"})
+			add(Row{Scenario: "3 local throughput", Variant: "Postgres CPU-ms per exec (16 clients)",
+				Value: fmt.Sprintf("%.2f ms", perExec(pg1-pg0, len(lat))),
+				Note:  "utime+stime of the bench Postgres (postmaster, its backends, ended ones included) over the run / completed execs"})
 		}
 		if fails > 0 {
 			return false // cleaning up would only wait

@@ -172,6 +172,7 @@ func run() error {
 	if benchDB, err = freshDB(ctx, inst); err != nil {
 		return err
 	}
+	pgDataDir = filepath.Join(inst.Dir, "data")
 
 	dockerOK := false
 	if *skipDocker {
