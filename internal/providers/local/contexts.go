@@ -4,6 +4,8 @@ package local
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
@@ -13,7 +15,10 @@ import (
 // Every sandbox folder has one sandboxd.Runtime inside the gateway process, made on first use
 // and closed (its executions ended, its interpreters killed) by Destroy and Close. It runs
 // plain executions and stateful contexts and moves files. Contexts do not survive the gateway
-// process; a later Attach starts with none.
+// process; a later Attach starts with none, but says so: each runtime records its contexts'
+// names in a state file beside the sandbox folders (stateFile), and the first execution in a
+// context an earlier process had reports ExitStatus.ContextReset (the domain's notice that
+// its variables are gone) instead of silently starting afresh.
 
 var _ providers.Contexts = (*Sandbox)(nil)
 
@@ -35,6 +40,7 @@ func (p *Provider) runtime(id string) (*sandboxd.Runtime, error) {
 		KillGrace:  p.killGrace(),
 		DrainDelay: p.drainDelay(),
 		Cgroups:    p.cgroups,
+		StateFile:  p.stateFile(id),
 		Logger:     p.logger,
 	})
 	if err != nil {
@@ -45,6 +51,21 @@ func (p *Provider) runtime(id string) (*sandboxd.Runtime, error) {
 	}
 	p.runtimes[id] = rt
 	return rt, nil
+}
+
+// contextStateDir is the folder, in the workdir beside the sandbox folders, of their runtimes'
+// state files (never a sandbox: its name lacks SandboxPrefix).
+const contextStateDir = ".contexts"
+
+// stateFile is sandbox folder id's context state file ("" when its folder cannot be made:
+// then contexts lost with the gateway go unreported, as before).
+func (p *Provider) stateFile(id string) string {
+	dir := filepath.Join(p.workdir, contextStateDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		p.logger.Warn("local_subprocess: cannot keep a record of contexts; contexts lost with the gateway will not be reported", "dir", dir, "err", err)
+		return ""
+	}
+	return filepath.Join(dir, filepath.Base(id)+".json")
 }
 
 // current reports whether rt is still the runtime of sandbox folder id (Destroy and Close end

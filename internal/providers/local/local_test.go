@@ -518,3 +518,43 @@ func TestEscapeesAreContained(t *testing.T) {
 		assert.True(t, os.IsNotExist(err), "%s: a process that left the session outlived the execution", f)
 	}
 }
+
+// Contexts end with the gateway process, and a later one says so: the first execution in a
+// context the earlier process had reports ContextReset; one the sandbox never had does not.
+func TestContextLostWithTheGatewayIsReported(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	open := func() *local.Provider {
+		p, err := local.New(local.Options{Workdir: dir, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		p.KillGrace, p.DrainDelay = testGrace, testGrace
+		return p
+	}
+	code := func(sb providers.Sandbox, ctxName, src string) (providers.ExitStatus, string) {
+		var out bytes.Buffer
+		st, err := sb.Exec(t.Context(), providers.ExecSpec{Code: src, Language: "python", Context: ctxName, Output: providers.Output{Stdout: &out, Stderr: io.Discard}})
+		require.NoError(t, err)
+		return st, strings.TrimSpace(out.String())
+	}
+	first := open()
+	sb := create(t, first)
+	st, _ := code(sb, "default", "x = 41")
+	require.False(t, st.ContextReset)
+	require.NoError(t, first.Close()) // the gateway stops
+
+	second := open()
+	t.Cleanup(func() { _ = second.Close() })
+	again, err := second.Attach(t.Context(), sb.ID(), providers.Principal{}, providers.Policy{})
+	require.NoError(t, err)
+	st, out := code(again, "default", "print(globals().get('x', 'gone'))")
+	require.True(t, st.ContextReset, "the lost context is reported")
+	require.Equal(t, "gone", out)
+	st, _ = code(again, "default", "x = 1")
+	require.False(t, st.ContextReset, "once")
+	st, _ = code(again, "other", "y = 1")
+	require.False(t, st.ContextReset, "a context the sandbox never had")
+
+	require.NoError(t, second.Destroy(t.Context(), sb.ID()))
+	_, err = os.Stat(filepath.Join(second.Workdir(), ".contexts", filepath.Base(sb.ID())+".json"))
+	require.True(t, os.IsNotExist(err), "destroying the sandbox removes its record")
+}

@@ -285,6 +285,7 @@ func (p *Provider) Destroy(_ context.Context, id string) error {
 		return nil
 	}
 	p.closeRuntime(id) // ends the executions running in it, within KillGrace
+	_ = os.Remove(filepath.Join(p.workdir, contextStateDir, filepath.Base(id)+".json"))
 	if err := os.RemoveAll(id); err != nil {
 		// A program may have left folders without write or search permission.
 		_ = filepath.WalkDir(id, func(path string, d fs.DirEntry, err error) error {
