@@ -100,7 +100,7 @@ func dockerScenarios(ctx context.Context, g *gateway, tok string) {
 		}))
 		_ = rt.Close()
 		add(Row{Scenario: "1 exec round trip", Variant: "docker: raw sandboxd socket (no gateway)", Summary: &rawSD})
-		add(Row{Scenario: "1 exec round trip", Variant: "docker: gateway overhead over raw sandboxd", Value: fmt.Sprintf("+%.2f ms p50 (%.2fx)", gw.P50-rawSD.P50, gw.P50/rawSD.P50)})
+		add(Row{Scenario: "1 exec round trip", Variant: "docker: gateway overhead over raw sandboxd", Value: fmt.Sprintf("+%.2f ms p50 (%.2fx), +%.2f ms p99", gw.P50-rawSD.P50, gw.P50/rawSD.P50, gw.P99-rawSD.P99)})
 		add(Row{Scenario: "1 exec round trip", Variant: "docker: raw python context (no gateway)", Summary: &rawCtx})
 	}
 	add(Row{Scenario: "1 exec round trip", Variant: "docker: through gateway (sandboxd via exec stream)", Summary: &gwExec})
