@@ -77,14 +77,19 @@ type liveWriter struct {
 
 func (w *liveWriter) Write(p []byte) (int, error) {
 	n := len(p)
-	data := append(w.partial, p...)
+	data := p
+	if len(w.partial) > 0 {
+		data = append(w.partial, p...) // a fresh slice: partial is never shared
+	} else {
+		data = append([]byte(nil), p...) // the log keeps what it is given: one copy
+	}
 	w.partial = nil
 	if cut := incompleteSuffix(data); cut > 0 {
 		w.partial = append([]byte(nil), data[len(data)-cut:]...)
 		data = data[:len(data)-cut]
 	}
 	if len(data) > 0 {
-		w.l.append(w.stream, append([]byte(nil), data...))
+		w.l.append(w.stream, data)
 	}
 	return n, nil
 }
