@@ -6,7 +6,9 @@
 // half its limit from the start and up to half from the end, dropping the oldest of the end's
 // as new ones arrive (the head-and-tail rule of an execution's result, docs/semantics.md §9
 // step 7). Offsets keep counting dropped bytes, so a reader sees where what it missed was.
-// Writers never wait for readers.
+// Writers never wait for readers. The log copies what it is given into buffers of its own and
+// reuses the buffers of the pieces it drops, so a program printing gigabytes costs the log no
+// more memory than its limit and leaves little garbage; readers get copies.
 package outlog
 
 import "sync"
@@ -19,7 +21,7 @@ type Event struct {
 	Stream string
 	// Offset is the byte offset of Data in its stream, dropped bytes counted.
 	Offset int64
-	// Data are the bytes (owned by the log: readers must not modify them).
+	// Data are the bytes (the reader's own copy).
 	Data []byte
 }
 
@@ -34,7 +36,11 @@ type Log struct {
 	tail    map[string]int64 // bytes kept from the end per stream
 	changed chan struct{}    // closed and replaced at every change
 	closed  bool
+	free    [][]byte // buffers of dropped pieces, for the next ones (at most maxFree)
 }
+
+// maxFree bounds the buffers a log keeps for reuse.
+const maxFree = 8
 
 type entry struct {
 	Event
@@ -50,8 +56,8 @@ func New(limit int64) *Log {
 	return &Log{half: limit / 2, offsets: map[string]int64{}, head: map[string]int64{}, tail: map[string]int64{}, changed: make(chan struct{})}
 }
 
-// Append records data (which the log keeps; the caller must not reuse it) as the next piece
-// of stream. Empty data and appends after Close are ignored.
+// Append records a copy of data as the next piece of stream (the caller may reuse data).
+// Empty data and appends after Close are ignored.
 func (l *Log) Append(stream string, data []byte) {
 	if len(data) == 0 {
 		return
@@ -62,7 +68,7 @@ func (l *Log) Append(stream string, data []byte) {
 		return
 	}
 	l.seq++
-	e := entry{Event: Event{Seq: l.seq, Stream: stream, Offset: l.offsets[stream], Data: data}}
+	e := entry{Event: Event{Seq: l.seq, Stream: stream, Offset: l.offsets[stream], Data: l.copyOf(data)}}
 	l.offsets[stream] += int64(len(data))
 	if l.head[stream] < l.half {
 		e.head = true
@@ -92,9 +98,26 @@ func (l *Log) dropOldestTail(stream string) {
 		if e.Stream == stream && !e.head {
 			l.tail[stream] -= int64(len(e.Data))
 			l.events = append(l.events[:i], l.events[i+1:]...)
+			l.events[len(l.events):cap(l.events)][0] = entry{} // no reference left behind
+			if len(l.free) < maxFree {
+				l.free = append(l.free, e.Data[:0])
+			}
 			return
 		}
 	}
+}
+
+// copyOf is data copied into a reused buffer when one is large enough, else a new one. Call
+// with mu held.
+func (l *Log) copyOf(data []byte) []byte {
+	for i, b := range l.free {
+		if cap(b) >= len(data) {
+			l.free[i] = l.free[len(l.free)-1]
+			l.free = l.free[:len(l.free)-1]
+			return append(b, data...)
+		}
+	}
+	return append([]byte(nil), data...)
 }
 
 func (l *Log) notify() {
@@ -126,7 +149,9 @@ func (l *Log) Read(after int64) (events []Event, gap, closed bool, changed <-cha
 		if e.Seq > next && len(events) == 0 {
 			gap = true
 		}
-		events = append(events, e.Event)
+		ev := e.Event
+		ev.Data = append([]byte(nil), e.Data...) // the log reuses its buffers
+		events = append(events, ev)
 	}
 	if len(events) == 0 && l.seq > after {
 		gap = true // every one of them was dropped

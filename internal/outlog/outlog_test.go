@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/outlog"
 )
@@ -50,4 +51,40 @@ func TestLogWakesReadersAndCloses(t *testing.T) {
 	l.Append("stdout", []byte("late"))
 	evs, _, _, _ = l.Read(1)
 	assert.Empty(t, evs, "nothing is appended after Close")
+}
+
+// The log keeps copies: a writer may reuse its buffer, and what a reader got stays as it was
+// while the log drops and reuses the buffers of old pieces.
+func TestLogCopiesInAndOut(t *testing.T) {
+	l := outlog.New(8) // 4 bytes of head, 4 of tail
+	buf := []byte("ab")
+	l.Append("stdout", buf)
+	copy(buf, "XX")
+	events, _, _, _ := l.Read(0)
+	require.Len(t, events, 1)
+	require.Equal(t, "ab", string(events[0].Data), "the writer's later changes do not reach the log")
+
+	for _, s := range []string{"cd", "ef", "gh", "ij", "kl"} {
+		l.Append("stdout", []byte(s))
+	}
+	first, _, _, _ := l.Read(0)
+	got := ""
+	for _, e := range first {
+		got += string(e.Data)
+	}
+	require.Equal(t, "abcdijkl", got, "head and tail kept")
+	for _, s := range []string{"mn", "op", "qr"} { // reuses the dropped pieces' buffers
+		l.Append("stdout", []byte(s))
+	}
+	again := ""
+	for _, e := range first {
+		again += string(e.Data)
+	}
+	require.Equal(t, got, again, "events read earlier are the reader's own")
+	latest, _, _, _ := l.Read(0)
+	got = ""
+	for _, e := range latest {
+		got += string(e.Data)
+	}
+	require.Equal(t, "abcdopqr", got)
 }

@@ -77,11 +77,9 @@ type liveWriter struct {
 
 func (w *liveWriter) Write(p []byte) (int, error) {
 	n := len(p)
-	data := p
+	data := p // the log copies what it keeps
 	if len(w.partial) > 0 {
-		data = append(w.partial, p...) // a fresh slice: partial is never shared
-	} else {
-		data = append([]byte(nil), p...) // the log keeps what it is given: one copy
+		data = append(w.partial, p...)
 	}
 	w.partial = nil
 	if cut := incompleteSuffix(data); cut > 0 {

@@ -126,7 +126,7 @@ type logWriter struct {
 }
 
 func (w logWriter) Write(p []byte) (int, error) {
-	w.log.Append(w.stream, append([]byte(nil), p...))
+	w.log.Append(w.stream, p) // the log keeps a copy
 	return len(p), nil
 }
 
