@@ -389,6 +389,12 @@ func TestSessionLockIsExclusiveWhenReplicasRace(t *testing.T) {
 	require.EqualValues(t, 1, most.Load(), "two holders of one session's lock at once")
 
 	// The narrow case: racers that all arrive at an empty line at once. Exactly one is first.
+	// (LockSession's unlock releases in the background: wait for the line to be empty.)
+	require.Eventually(t, func() bool {
+		var n int
+		err := replicas[0].Pool().QueryRow(ctx, `SELECT count(*) FROM session_locks WHERE session_id = 'raced'`).Scan(&n)
+		return err == nil && n == 0
+	}, 10*time.Second, 10*time.Millisecond, "the line empties")
 	for round := range 30 {
 		var wg sync.WaitGroup
 		var first atomic.Int64
