@@ -153,7 +153,8 @@ func (c *Client) Close() error {
 // Ready returns nil when sandboxd answers GET /readyz with 200.
 // Errors: see the package doc.
 func (c *Client) Ready(ctx context.Context) error {
-	resp, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, nil)
+	// The probe needs no secret: none is sent.
+	resp, err := c.do(ctx, http.MethodGet, "/readyz", nil, nil, func(h http.Header) { h.Del("Authorization") })
 	if err != nil {
 		return err
 	}

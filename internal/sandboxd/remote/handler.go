@@ -312,8 +312,22 @@ func (f frameWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// pathParam is the request's path parameter; a request without one is answered 400 (ok false).
+func pathParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	q := r.URL.Query()
+	if !q.Has("path") {
+		writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), "the path query parameter is required (a workspace-relative path; \".\" for the workspace)"))
+		return "", false
+	}
+	return q.Get("path"), true
+}
+
 func (s *server) readFile(w http.ResponseWriter, r *http.Request) {
-	rc, err := s.rt.ReadFile(r.URL.Query().Get("path"))
+	p, ok := pathParam(w, r)
+	if !ok {
+		return
+	}
+	rc, err := s.rt.ReadFile(p)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -335,13 +349,17 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) {
 	maxBytes := int64(-1)
 	if v := r.Header.Get(headerMaxBytes); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), headerMaxBytes+" must be an integer"))
+		if err != nil || n < 0 {
+			writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), headerMaxBytes+" must be a non-negative integer (leave it out for no limit)"))
 			return
 		}
 		maxBytes = n
 	}
-	n, err := s.rt.WriteFile(r.URL.Query().Get("path"), r.Body, maxBytes)
+	p, ok := pathParam(w, r)
+	if !ok {
+		return
+	}
+	n, err := s.rt.WriteFile(p, r.Body, maxBytes)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -350,7 +368,7 @@ func (s *server) writeFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) listFiles(w http.ResponseWriter, r *http.Request) {
-	list, err := s.rt.ListFiles(r.URL.Query().Get("path"))
+	list, err := s.rt.ListFiles(r.URL.Query().Get("path")) // absent: the workspace
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -359,7 +377,11 @@ func (s *server) listFiles(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) removeFile(w http.ResponseWriter, r *http.Request) {
-	if err := s.rt.RemoveFile(r.URL.Query().Get("path")); err != nil {
+	p, ok := pathParam(w, r)
+	if !ok {
+		return
+	}
+	if err := s.rt.RemoveFile(p); err != nil {
 		s.fail(w, err)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -581,4 +582,51 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The handler refuses what its contract refuses: a file operation without a path, a negative
+// X-Max-Bytes; listing without a path lists the workspace.
+func TestFileRequestsNeedWhatTheContractSays(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	auth := "Bearer " + token
+	for _, method := range []string{"GET", "PUT", "DELETE"} {
+		resp, body := b.raw(t, method, "/v1/files", auth)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s without path: %s", method, body)
+		require.Contains(t, string(body), "path query parameter is required")
+	}
+	resp, body := b.raw(t, "GET", "/v1/files/list", auth)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+
+	req, err := http.NewRequestWithContext(t.Context(), "PUT", "http://sandboxd/v1/files?path=x", strings.NewReader("data"))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("X-Max-Bytes", "-1")
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", b.socket)
+	}}
+	defer tr.CloseIdleConnections()
+	res, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusBadRequest, res.StatusCode)
+	_, err = os.Stat(filepath.Join(b.workspace, "x"))
+	require.True(t, os.IsNotExist(err), "nothing written")
+}
+
+// The readiness probe needs no secret, and the client sends none with it.
+func TestReadyCarriesNoSecret(t *testing.T) {
+	t.Parallel()
+	var sawAuth atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			sawAuth.Store(true)
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	c := remote.NewTCPClient(srv.URL, token)
+	defer c.Close()
+	require.NoError(t, c.Ready(t.Context()))
+	require.False(t, sawAuth.Load(), "the token went to /readyz")
 }
