@@ -422,6 +422,11 @@ func (p *Provider) keepClient(id string, c sdConn) sdConn {
 		_ = c.rt.Close()
 		return prev.(sdConn)
 	}
+	if p.closed.Load() {
+		// Close ran while this client was being made: it closed the clients it found, not
+		// this one. The handle still works (a client reconnects); nothing stays cached.
+		p.forgetClient(id)
+	}
 	return c
 }
 
