@@ -63,6 +63,13 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 		s.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
 			Error: "the gateway process running this task stopped before it finished (runner " + t.RunnerID + "), and " + why})
 	}
+	// The session's lock, as for an execution that runs here: executions submitted meanwhile
+	// wait for the adopted one's end (the dead replica's place no longer counts).
+	unlock, err := s.lockSession(ctx, t.SessionID)
+	if err != nil {
+		return // shutting down, or the store does not answer: the next sweep tries again
+	}
+	defer unlock()
 	sess, err := s.store.GetSession(ctx, t.SessionID)
 	if err != nil || sess.SandboxID == "" {
 		lost("its session or sandbox is gone")

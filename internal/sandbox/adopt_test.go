@@ -58,3 +58,29 @@ func TestOrphanedTaskIsAdoptedFromItsSandbox(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, batch.Events)
 }
+
+// An adopted execution holds its session's lock like one that runs here: an execution
+// submitted while it is followed waits for its end, then runs.
+func TestAdoptedExecutionHoldsTheSessionLock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, sandboxtest.Options{})
+	sid := b.exec(t, b.alice, sandbox.ExecInput{Code: "make the sandbox"}).SessionID
+	fake := b.Provider(t, "default")
+	gate := sandboxtest.NewGate()
+	b.orphan(t, "held-task", sid)
+	fake.HoldExecution("held-task", gate.Program)
+
+	b.Service.SweepNow(b.ctx)
+	waitFor(t, gate.Started(), "the adopted execution is followed")
+	execs := len(fake.Execs())
+	next := b.submit(t, b.alice, sandbox.ExecInput{SessionID: sid, Code: "after", Wait: wait(0)})
+	time.Sleep(100 * time.Millisecond)
+	assert.Len(t, fake.Execs(), execs, "the next execution waited for the adopted one")
+	got, err := b.Service.GetTask(b.ctx, b.alice, next.ID)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.TaskPending, got.Status)
+
+	gate.Release(0, "done\n", "")
+	assert.Equal(t, sandbox.TaskSucceeded, b.finished(t, b.alice, "held-task").Status)
+	assert.Equal(t, sandbox.TaskSucceeded, b.finished(t, b.alice, next.ID).Status)
+}
