@@ -304,11 +304,15 @@ func (st *Store) AdoptTask(ctx context.Context, id, runnerID string, staleBefore
 }
 
 // MarkLostTasks finishes every unfinished task whose runner has not sent a heartbeat since
-// staleBefore (or is unknown) as `lost`, and returns how many.
+// staleBefore (or is unknown) as `lost`, and returns how many. The error says whether the
+// task had started (its outcome is unknown) or never ran (submit it again: its request was
+// only in the dead process).
 func (st *Store) MarkLostTasks(ctx context.Context, staleBefore, now time.Time, ttl time.Duration) (int64, error) {
 	tag, err := st.pool.Exec(ctx, `
 UPDATE tasks t SET status = 'lost', finished_at = $2, expires_at = $3, error_type = 'lost',
-       error = 'the gateway process running this task stopped before it finished (runner ' || t.runner_id || '); its outcome is unknown'
+       error = CASE WHEN t.started_at IS NULL
+         THEN 'the gateway process holding this task stopped before it started (runner ' || t.runner_id || '); it never ran: submit it again'
+         ELSE 'the gateway process running this task stopped before it finished (runner ' || t.runner_id || '); its outcome is unknown' END
  WHERE t.finished_at IS NULL
    AND NOT t.queued -- a queued task is redelivered by its transport instead
    AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $1)`,

@@ -364,6 +364,9 @@ func (s *Store) MarkLostTasks(ctx context.Context, staleBefore, now time.Time, t
 		finished, expires := ts(now), ts(now.Add(ttl))
 		t.Status, t.ErrorType, t.FinishedAt, t.ExpiresAt = "lost", "lost", &finished, &expires
 		t.Error = "the gateway process running this task stopped before it finished (runner " + t.RunnerID + "); its outcome is unknown"
+		if t.StartedAt == nil {
+			t.Error = "the gateway process holding this task stopped before it started (runner " + t.RunnerID + "); it never ran: submit it again"
+		}
 		n++
 	}
 	if n > 0 {

@@ -289,6 +289,8 @@ func testMarkLostTasks(f *fixture) {
 		sameTimePtr(t, at(0), got.FinishedAt, id+" finished_at")
 		sameTimePtr(t, at(time.Hour), got.ExpiresAt, id+" expires_at")
 	}
+	require.Contains(t, f.getTask("rundead").Error, "its outcome is unknown")
+	require.Contains(t, f.getTask("pendingdead").Error, "it never ran: submit it again", "a task that never started says so")
 	require.Equal(t, "running", f.getTask("runalive").Status)
 	require.Equal(t, "running", f.getTask("runedge").Status, "a heartbeat at staleBefore is recent enough")
 	require.Equal(t, "succeeded", f.getTask("donedead").Status)
