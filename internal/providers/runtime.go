@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -49,6 +51,30 @@ func RuntimeStreams(out Output) sandboxd.Streams {
 		s.Stderr = io.Discard
 	}
 	return s
+}
+
+// HeldRuntime is a runtime client that can follow an execution its sandboxd holds
+// (remote.Client).
+type HeldRuntime interface {
+	Reattach(ctx context.Context, id string, out sandboxd.Streams) (sandboxd.Result, error)
+}
+
+// ReattachRuntime is Reattacher.Reattach over rt, the one mapping of how following a held
+// execution ends: the runtime's stopped error (stopped, e.g. remote.ErrStopped) becomes
+// ErrExecutionStopped, an error once ctx ended becomes ctx.Err(), any other goes through
+// classify (the provider's own error mapping). It also returns the runtime's result.
+func ReattachRuntime(ctx context.Context, rt HeldRuntime, id string, out Output, stopped error, classify func(error) error) (ExitStatus, sandboxd.Result, error) {
+	res, err := rt.Reattach(ctx, id, RuntimeStreams(out))
+	st := RuntimeStatus(res)
+	switch {
+	case errors.Is(err, stopped):
+		return st, res, ErrExecutionStopped
+	case err != nil && ctx.Err() != nil:
+		return st, res, ctx.Err()
+	case err != nil:
+		return st, res, classify(err)
+	}
+	return st, res, nil
 }
 
 // RuntimeStatus maps a runtime result onto an ExitStatus.

@@ -569,11 +569,7 @@ func classifyAs(err error, kind fault.Kind, msg string) error {
 
 // classify keeps a fault's kind, or files an unclassified error under kind.
 func classify(err error, kind fault.Kind) error {
-	var fe *fault.Error
-	if errors.As(err, &fe) {
-		return err
-	}
-	return fault.Wrap(kind, err, "sandbox operation failed")
+	return classifyAs(err, kind, "sandbox operation failed")
 }
 
 // resetIfIdle applies idle expiry on touch (docs/semantics.md §8): a session with a sandbox unused for

@@ -182,15 +182,9 @@ func (s *Sandbox) Reattach(ctx context.Context, id string, out providers.Output)
 	if !s.daemon {
 		return providers.ExitStatus{}, fault.New(fault.NotFound, "%s: sandbox '%s' runs no sandboxd of its own, which alone could hold execution '%s'", TypeName, s.id, id)
 	}
-	res, err := s.rt.Reattach(ctx, id, providers.RuntimeStreams(out))
-	st := providers.RuntimeStatus(res)
-	switch {
-	case errors.Is(err, remote.ErrStopped):
-		return st, providers.ErrExecutionStopped
-	case err != nil && ctx.Err() != nil:
-		return st, ctx.Err()
-	case err != nil:
-		return st, s.rtErr(err)
+	st, res, err := providers.ReattachRuntime(ctx, s.rt, id, out, remote.ErrStopped, s.rtErr)
+	if err != nil {
+		return st, err
 	}
 	if res.OOMKilled && out.Stderr != nil {
 		_, _ = io.WriteString(out.Stderr, oomNotice)

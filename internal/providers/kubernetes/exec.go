@@ -165,15 +165,6 @@ func (s *Sandbox) Reattach(ctx context.Context, id string, out providers.Output)
 	if err := s.usable(); err != nil {
 		return providers.ExitStatus{}, err
 	}
-	res, err := s.rt().Reattach(ctx, id, providers.RuntimeStreams(out))
-	st := providers.RuntimeStatus(res)
-	switch {
-	case errors.Is(err, remote.ErrStopped):
-		return st, providers.ErrExecutionStopped
-	case err != nil && ctx.Err() != nil:
-		return st, ctx.Err()
-	case err != nil:
-		return st, s.rtErr(err)
-	}
-	return st, nil
+	st, _, err := providers.ReattachRuntime(ctx, s.rt(), id, out, remote.ErrStopped, s.rtErr)
+	return st, err
 }
