@@ -62,10 +62,12 @@ func (r *Runtime) execBash(ctx context.Context, c *codeContext, req ExecRequest,
 		c.abortFunc = nil
 		c.mu.Unlock()
 	}()
-	res, err := r.run(ectx, runSpec{
+	spec := runSpec{
 		path: interp, args: args, dir: start, env: env,
 		stdin: stdinOf(req), timeout: req.Timeout, maxOutput: req.MaxOutput,
-	}, out)
+	}
+	spec.hook(req.hooks)
+	res, err := r.run(ectx, spec, out)
 
 	// Keep the state only when the execution saved all of it, and only for this context's
 	// current life (a restart or delete during the execution wins).

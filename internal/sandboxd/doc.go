@@ -52,6 +52,27 @@
 // two goroutines, never concurrently for one writer; when both are the same writer, writes are
 // serialised.
 //
+// # Kept executions
+//
+// Start runs an execution detached from its caller, under an id (ExecRequest.ID): it runs on
+// whoever follows it, until its program ends, its Timeout, Stop, or Close. It keeps the start
+// and the end of each stream (ExecutionLogBytes in all, package outlog) and, for KeepEnded
+// after it ended, how it ended (Execution.End) — unless Forget drops it once its caller has
+// its end. Executions lists them; at most MaxExecutions are kept, ended ones making room.
+// Only a kept execution may set:
+//
+//   - StdinOpen: standard input is a pipe that WriteStdin feeds (after Stdin, its first
+//     write), writes of concurrent callers never interleaving, until CloseStdin (EOF) or the
+//     program's end; a program that does not read blocks the writer once the pipe is full;
+//   - PTY: the program runs on a new pseudo-terminal of the given size as its controlling
+//     terminal (stdin, stdout and stderr; TERM=xterm-256color unless Env sets it): its
+//     output arrives on Stdout only, WriteStdin types into it, CloseStdin sends ^D, and
+//     Resize changes its size (the program gets SIGWINCH);
+//   - Background: a long-lived process (a server). It does not count as a running execution
+//     for the subreaper (below): a process that escapes another execution while only
+//     background ones run is ended at once, and a background process that itself escapes its
+//     session (daemonizes) is ended too — run servers in the foreground of their command.
+//
 // # Contexts
 //
 // A context is a named, long-lived interpreter (names: 1 to 64 of A-Z a-z 0-9 _ . -). An

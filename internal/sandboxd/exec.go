@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/creack/pty"
+
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/procgroup"
 	"github.com/sandgate/sandgate/internal/wspath"
@@ -50,10 +52,19 @@ const (
 // context was deleted meanwhile; fault.Gone once Close was called (also for an execution it
 // killed).
 func (r *Runtime) Exec(ctx context.Context, req ExecRequest, out Streams) (Result, error) {
+	if req.StdinOpen || req.PTY != nil || req.Background {
+		return Result{}, fault.New(fault.Validation, "stdin_open, pty and background need a kept execution (Start, with an execution id)")
+	}
+	req.hooks = nil
 	if err := checkRequest(req); err != nil {
 		return Result{}, err
 	}
-	end, err := r.begin()
+	return r.exec(ctx, req, out)
+}
+
+// exec is Exec of a checked request (Start's too).
+func (r *Runtime) exec(ctx context.Context, req ExecRequest, out Streams) (Result, error) {
+	end, err := r.begin(req.Background)
 	if err != nil {
 		return Result{}, err
 	}
@@ -140,9 +151,14 @@ func validEnvName(name string) bool { return wspath.ValidEnvName(name) }
 
 // execPlain runs a command, argv or code in a fresh process.
 func (r *Runtime) execPlain(ctx context.Context, req ExecRequest, cwd string, out Streams) (Result, error) {
-	env := mergeEnv(mergeEnv(r.env, map[string]string{"PWD": cwd}), req.Env)
-	spec := runSpec{dir: cwd, env: env, timeout: req.Timeout, maxOutput: req.MaxOutput}
+	fixed := map[string]string{"PWD": cwd}
+	if req.PTY != nil {
+		fixed["TERM"] = "xterm-256color" // unless req.Env names another
+	}
+	env := mergeEnv(mergeEnv(r.env, fixed), req.Env)
+	spec := runSpec{dir: cwd, env: env, timeout: req.Timeout, maxOutput: req.MaxOutput, pty: req.PTY}
 	spec.stdin = stdinOf(req)
+	spec.hook(req.hooks)
 	var text string
 	switch {
 	case req.Command != "":
@@ -230,8 +246,22 @@ type runSpec struct {
 	dir       string
 	env       []string
 	stdin     io.Reader // nil: /dev/null
+	stdinFile *os.File  // the program's end of an open input (StdinOpen): given as is, not fed
+	pty       *TermSize // run on a new terminal of this size
+	onStart   func(pid int, term *os.File)
 	timeout   time.Duration
 	maxOutput int64
+}
+
+// hook connects spec to a kept execution's hooks (nil: nothing to connect).
+func (spec *runSpec) hook(h *execHooks) {
+	if h == nil {
+		return
+	}
+	if h.stdin != nil {
+		spec.stdin, spec.stdinFile = nil, h.stdin
+	}
+	spec.onStart = h.onStart
 }
 
 // run starts spec in its own session, streams its output, and supervises it until it and its
@@ -242,12 +272,32 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 	if cmd.Env == nil {
 		cmd.Env = []string{} // never sandboxd's own environment
 	}
-	capt, stdout, stderr, err := newCapture(out, spec.maxOutput)
-	if err != nil {
-		return Result{}, fmt.Errorf("sandboxd: making output pipes: %w", err)
+	var (
+		capt      *capture
+		childEnds []*os.File
+		term      *os.File // the terminal's master (spec.pty)
+	)
+	if spec.pty != nil {
+		master, tty, err := pty.Open()
+		if err != nil {
+			return Result{}, fault.Wrap(fault.Capability, err, "sandboxd: this sandbox cannot open a pseudo-terminal")
+		}
+		_ = pty.Setsize(master, &pty.Winsize{Rows: spec.pty.Rows, Cols: spec.pty.Cols})
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setctty: true, Ctty: 0}
+		childEnds, term = []*os.File{tty}, master
+		capt = captureOf(master, out.Stdout, spec.maxOutput)
+	} else {
+		c, stdout, stderr, err := newCapture(out, spec.maxOutput)
+		if err != nil {
+			return Result{}, fmt.Errorf("sandboxd: making output pipes: %w", err)
+		}
+		capt, cmd.Stdout, cmd.Stderr = c, stdout, stderr
+		childEnds = []*os.File{stdout, stderr}
+		if spec.stdinFile != nil {
+			cmd.Stdin, childEnds = spec.stdinFile, append(childEnds, spec.stdinFile)
+		}
 	}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	childEnds := []*os.File{stdout, stderr}
 	var stdin, script *feeder
 	fail := func(err error) (Result, error) {
 		closeFiles(childEnds)
@@ -256,7 +306,7 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 		capt.drain(0)
 		return Result{}, fmt.Errorf("sandboxd: starting %s: %w", spec.path, err)
 	}
-	if spec.stdin != nil {
+	if spec.stdin != nil && spec.pty == nil {
 		child, f, err := newFeeder(spec.stdin, r.drainDelay)
 		if err != nil {
 			return fail(err)
@@ -291,6 +341,9 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 		return fail(err)
 	}
 	closeFiles(childEnds)
+	if spec.onStart != nil {
+		spec.onStart(proc.Pid(), term)
+	}
 
 	exited := proc.Exited()
 	var timedOut bool

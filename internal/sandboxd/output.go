@@ -55,6 +55,21 @@ func newCapture(out Streams, limit int64) (c *capture, stdout, stderr *os.File, 
 	return c, childEnds[0], childEnds[1], nil
 }
 
+// captureOf starts copying one reader — a terminal's master, whose end is EIO once every
+// process let go of the terminal — to w (nil: discarded), capped at limit bytes; drain closes
+// it.
+func captureOf(r *os.File, w io.Writer, limit int64) *capture {
+	if limit <= 0 {
+		limit = DefaultMaxOutput
+	}
+	if w == nil {
+		w = io.Discard
+	}
+	c := &capture{readers: []*os.File{r}}
+	c.copiers.Go(func() { c.copy(w, r, limit) })
+	return c
+}
+
 // copy copies r to w up to limit bytes, then drops the rest; when w fails it keeps reading so
 // the program never blocks on a full pipe.
 func (c *capture) copy(w io.Writer, r io.Reader, limit int64) {

@@ -269,6 +269,14 @@ func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecReques
 		return Result{}, fmt.Errorf("sandboxd: making output pipes: %w", err)
 	}
 	in := stdinOf(req)
+	if h := req.hooks; h != nil {
+		if h.stdin != nil {
+			in = h.stdin
+		}
+		if h.onStart != nil {
+			h.onStart(0, nil)
+		}
+	}
 	if in == nil {
 		in = strings.NewReader("")
 	}

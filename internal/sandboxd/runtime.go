@@ -103,8 +103,9 @@ type Runtime struct {
 	mu       sync.Mutex
 	closed   bool
 	contexts map[string]*codeContext
-	lost     map[string]string // contexts an earlier runtime kept, not used since: name → language
-	nextID   int               // names the state folders of bash contexts
+	lost     map[string]string     // contexts an earlier runtime kept, not used since: name → language
+	kept     map[string]*Execution // executions started with Start, by id (executions.go)
+	nextID   int                   // names the state folders of bash contexts
 }
 
 // errShutdown is the cause of an execution killed by Close.
@@ -203,15 +204,19 @@ func (r *Runtime) Close() error {
 	return nil
 }
 
-// begin registers an execution; end must be called when it has returned.
-func (r *Runtime) begin() (end func(), err error) {
+// begin registers an execution; end must be called when it has returned. A background
+// execution does not shelter escaped processes (see orphans).
+func (r *Runtime) begin(background bool) (end func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, fault.New(fault.Gone, "%s", errShutdown)
 	}
 	r.running.Add(1)
-	endOrphans := r.orphans.begin()
+	endOrphans := func() {}
+	if !background {
+		endOrphans = r.orphans.begin()
+	}
 	return func() {
 		endOrphans()
 		r.running.Done()

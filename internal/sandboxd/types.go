@@ -34,8 +34,37 @@ type ExecRequest struct {
 	MaxOutput int64 `json:"max_output_bytes,omitempty"`
 	// ID, for a remote sandboxd, makes the execution held (remote.Client.Exec): it runs on
 	// when the connection breaks, and a client can follow it again by this id. Never in the
-	// JSON body (it travels as the X-Execution-Id header); ignored by Runtime.Exec.
+	// JSON body (it travels as the X-Execution-Id header); ignored by Runtime.Exec. Runtime.Start
+	// requires it (see ExecutionID for its form).
 	ID string `json:"-"`
+	// StdinOpen keeps standard input open after Stdin: the program then also reads what
+	// Runtime.WriteStdin sends, until Runtime.CloseStdin or its end. Only with Runtime.Start.
+	StdinOpen bool `json:"stdin_open,omitempty"`
+	// PTY runs the program on a pseudo-terminal of this size, as its controlling terminal:
+	// standard input, output and error are the terminal, so all output arrives on the Stdout
+	// stream (with the terminal's CR LF line ends) and standard input stays open as with
+	// StdinOpen. TERM defaults to xterm-256color. Only with Runtime.Start, not in a Context.
+	PTY *TermSize `json:"pty,omitempty"`
+	// Background marks a long-lived process (a server a caller keeps a handle on): it does not
+	// shelter processes that escape other executions (see orphans), and its Timeout is usually
+	// 0. Only with Runtime.Start, not in a Context.
+	Background bool `json:"background,omitempty"`
+
+	// hooks connect an execution started by Runtime.Start to its entry; nil for Exec.
+	hooks *execHooks
+}
+
+// TermSize is the size of a pseudo-terminal in character cells (1 to MaxTermCells each).
+type TermSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+}
+
+// MaxTermCells bounds TermSize.Rows and TermSize.Cols.
+const MaxTermCells = 1000
+
+func (t TermSize) valid() bool {
+	return t.Rows >= 1 && t.Cols >= 1 && t.Rows <= MaxTermCells && t.Cols <= MaxTermCells
 }
 
 // DefaultMaxOutput is the per-stream output cap when ExecRequest.MaxOutput is 0 (64 MiB).
@@ -105,4 +134,23 @@ type FileInfo struct {
 type Streams struct {
 	Stdout io.Writer
 	Stderr io.Writer
+}
+
+// ExecutionInfo describes an execution started with Runtime.Start.
+type ExecutionInfo struct {
+	ID string `json:"id"`
+	// Program says what runs: the command, the argv joined by spaces, or "<language> code"
+	// (at most 1 KiB, cut with "…").
+	Program    string `json:"program"`
+	Background bool   `json:"background,omitempty"`
+	PTY        bool   `json:"pty,omitempty"`
+	StdinOpen  bool   `json:"stdin_open,omitempty"`
+	// PID is the process id of the program in the sandbox (0 for code in a context, and
+	// for a program that could not be started).
+	PID       int        `json:"pid,omitempty"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// Result is how it ended (set once EndedAt is, unless it failed: Error).
+	Result *Result `json:"result,omitempty"`
+	Error  string  `json:"error,omitempty"`
 }

@@ -179,13 +179,7 @@ func (c *Client) Ready(ctx context.Context) error {
 // Errors: the sandboxd.Runtime.Exec errors as fault errors of the same kind; ctx.Err() when
 // ctx ends (the execution is then killed in the sandbox); the errors of the package doc.
 func (c *Client) Exec(ctx context.Context, req sandboxd.ExecRequest, out sandboxd.Streams) (sandboxd.Result, error) {
-	body := execBody{ExecRequest: req}
-	if req.Timeout > 0 {
-		body.TimeoutMS = int64((req.Timeout + time.Millisecond - 1) / time.Millisecond)
-	} else if req.Timeout < 0 {
-		body.TimeoutMS = -1
-	}
-	data, err := json.Marshal(body)
+	data, err := json.Marshal(execBody{ExecRequest: req, TimeoutMS: timeoutMS(req.Timeout)})
 	if err != nil {
 		return sandboxd.Result{}, fault.Wrap(fault.Validation, err, "encoding the exec request")
 	}
@@ -263,6 +257,90 @@ func (c *Client) Reattach(ctx context.Context, id string, out sandboxd.Streams) 
 // as it is. Errors: fault.NotFound when none is held; the errors of the package doc.
 func (c *Client) StopExecution(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/executions/"+url.PathEscape(id), nil, nil, http.StatusNoContent, nil)
+}
+
+// Start starts req as a kept execution named req.ID and returns once its program runs (POST
+// /v1/executions): a background process, or an execution whose input is fed with WriteStdin.
+// Follow it with Reattach, stop it with StopExecution.
+//
+// Errors: sandboxd.Runtime.Start's as fault errors of the same kind (fault.Conflict when the
+// id is kept already); the errors of the package doc.
+func (c *Client) Start(ctx context.Context, req sandboxd.ExecRequest) (sandboxd.ExecutionInfo, error) {
+	data, err := json.Marshal(execBody{ExecRequest: req, TimeoutMS: timeoutMS(req.Timeout)})
+	if err != nil {
+		return sandboxd.ExecutionInfo{}, fault.Wrap(fault.Validation, err, "encoding the start request")
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/executions", nil, bytes.NewReader(data), func(h http.Header) {
+		jsonHeader(h)
+		h.Set(headerExecutionID, req.ID)
+	})
+	if err != nil {
+		return sandboxd.ExecutionInfo{}, err
+	}
+	if resp.StatusCode != http.StatusCreated {
+		return sandboxd.ExecutionInfo{}, c.failure(resp)
+	}
+	var info sandboxd.ExecutionInfo
+	if err := decodeJSON(resp, &info); err != nil {
+		return info, fmt.Errorf("sandboxd at %s: %w", c.where, err)
+	}
+	return info, nil
+}
+
+// Executions lists the kept executions (GET /v1/executions), oldest first.
+func (c *Client) Executions(ctx context.Context) ([]sandboxd.ExecutionInfo, error) {
+	var list []sandboxd.ExecutionInfo
+	err := c.call(ctx, http.MethodGet, "/v1/executions", nil, nil, http.StatusOK, &list)
+	return list, err
+}
+
+// WriteStdin sends in to the standard input of kept execution id as it reads it (POST
+// /v1/executions/{id}/stdin, a streamed body); with eof the input is closed afterwards. It
+// returns how many bytes the program's input took.
+//
+// Errors: fault.NotFound when no such execution is kept; fault.Conflict when it takes no
+// input (see sandboxd.Runtime.WriteStdin); the errors of the package doc.
+func (c *Client) WriteStdin(ctx context.Context, id string, in io.Reader, eof bool) (int64, error) {
+	q := url.Values{}
+	if eof {
+		q.Set("eof", "true")
+	}
+	if in == nil {
+		in = http.NoBody
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/stdin", q, in, func(h http.Header) {
+		h.Set("Content-Type", "application/octet-stream")
+	})
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, c.failure(resp)
+	}
+	var res writeResult
+	if err := decodeJSON(resp, &res); err != nil {
+		return 0, fmt.Errorf("sandboxd at %s: %w", c.where, err)
+	}
+	return res.Bytes, nil
+}
+
+// Resize sets the terminal size of kept execution id (POST /v1/executions/{id}/resize).
+// Errors: fault.NotFound, fault.Conflict without a terminal, fault.Validation for a bad size.
+func (c *Client) Resize(ctx context.Context, id string, size sandboxd.TermSize) error {
+	data, _ := json.Marshal(size)
+	return c.call(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/resize", nil, bytes.NewReader(data), http.StatusNoContent, nil)
+}
+
+// timeoutMS is a timeout on the wire: whole milliseconds rounded up, -1 for a negative one
+// (refused by sandboxd), 0 for none.
+func timeoutMS(d time.Duration) int64 {
+	switch {
+	case d > 0:
+		return int64((d + time.Millisecond - 1) / time.Millisecond)
+	case d < 0:
+		return -1
+	}
+	return 0
 }
 
 // stream sends a request whose answer is an exec stream and reads the stream to its end.

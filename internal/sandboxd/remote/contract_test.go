@@ -383,6 +383,8 @@ func TestContractSchemasMatchTheGoTypes(t *testing.T) {
 		"Result":               sandboxd.Result{},
 		"ExecError":            sandboxd.ExecError{},
 		"ContextInfo":          sandboxd.ContextInfo{},
+		"ExecutionInfo":        sandboxd.ExecutionInfo{},
+		"TermSize":             sandboxd.TermSize{},
 		"FileInfo":             sandboxd.FileInfo{},
 		"WriteResult":          writeResult{},
 		"CreateContextRequest": createContextBody{},
@@ -522,6 +524,59 @@ func TestContract(t *testing.T) {
 			15*time.Second, 10*time.Millisecond, "stopped once it is held")
 		require.Error(t, <-running, "a stopped execution ends its stream with an error")
 		wantKind(t, b.client.StopExecution(ctx, "contract-none"), fault.NotFound)
+	})
+
+	t.Run("kept executions", func(t *testing.T) {
+		// A program reading its open input: what WriteStdin sends comes back.
+		info, err := b.client.Start(ctx, sandboxd.ExecRequest{Command: "cat", ID: "contract-cat", StdinOpen: true, Stdin: []byte("first ")})
+		require.NoError(t, err)
+		assert.Equal(t, "contract-cat", info.ID)
+		assert.Equal(t, "cat", info.Program)
+		assert.True(t, info.StdinOpen)
+		assert.Positive(t, info.PID)
+		n, err := b.client.WriteStdin(ctx, "contract-cat", strings.NewReader("second"), true)
+		require.NoError(t, err)
+		assert.Equal(t, int64(6), n)
+		var out bytes.Buffer
+		res, err := b.client.Reattach(ctx, "contract-cat", sandboxd.Streams{Stdout: &out})
+		require.NoError(t, err)
+		assert.Equal(t, 0, res.ExitCode)
+		assert.Equal(t, "first second", out.String())
+		_, err = b.client.WriteStdin(ctx, "contract-cat", strings.NewReader("late"), false)
+		wantKind(t, err, fault.Conflict)
+		_, err = b.client.WriteStdin(ctx, "contract-none", nil, true)
+		wantKind(t, err, fault.NotFound)
+
+		// A terminal: resized, and its program sees the new size.
+		_, err = b.client.Start(ctx, sandboxd.ExecRequest{Command: "read line; stty size", ID: "contract-pty", PTY: &sandboxd.TermSize{Rows: 24, Cols: 80}})
+		require.NoError(t, err)
+		require.NoError(t, b.client.Resize(ctx, "contract-pty", sandboxd.TermSize{Rows: 40, Cols: 120}))
+		_, err = b.client.WriteStdin(ctx, "contract-pty", strings.NewReader("go\n"), false)
+		require.NoError(t, err)
+		out.Reset()
+		_, err = b.client.Reattach(ctx, "contract-pty", sandboxd.Streams{Stdout: &out})
+		require.NoError(t, err)
+		assert.Contains(t, out.String(), "40 120")
+		wantKind(t, b.client.Resize(ctx, "contract-pty", sandboxd.TermSize{Rows: 40, Cols: 120}), fault.Conflict)
+		wantKind(t, b.client.Resize(invalidRequest(ctx), "contract-pty", sandboxd.TermSize{}), fault.Validation)
+
+		// A background process is listed until stopped.
+		_, err = b.client.Start(ctx, sandboxd.ExecRequest{Command: "sleep 30", ID: "contract-bg", Background: true})
+		require.NoError(t, err)
+		_, err = b.client.Start(ctx, sandboxd.ExecRequest{Command: "true", ID: "contract-bg"})
+		wantKind(t, err, fault.Conflict)
+		_, err = b.client.Start(ctx, sandboxd.ExecRequest{Code: "x", Language: "python", Context: "c1", ID: "contract-bad", Background: true})
+		wantKind(t, err, fault.Validation)
+		list, err := b.client.Executions(ctx)
+		require.NoError(t, err)
+		ids := []string{}
+		for _, e := range list {
+			ids = append(ids, e.ID)
+		}
+		assert.Contains(t, ids, "contract-bg")
+		require.NoError(t, b.client.StopExecution(ctx, "contract-bg"))
+		_, err = b.client.Reattach(ctx, "contract-bg", sandboxd.Streams{})
+		assert.ErrorIs(t, err, ErrStopped)
 	})
 
 	t.Run("exec problems", func(t *testing.T) {

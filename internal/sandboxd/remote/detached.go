@@ -8,132 +8,21 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"regexp"
-	"sync"
-	"time"
+	"strconv"
 
 	"github.com/sandgate/sandgate/internal/fault"
-	"github.com/sandgate/sandgate/internal/outlog"
 	"github.com/sandgate/sandgate/internal/sandboxd"
 )
 
-// Held executions (the X-Execution-Id header of POST /v1/exec): they run on when their client
-// goes away, keep their output (the start and the end of each stream, within retainBytes)
-// and, when their caller did not receive it, their result for heldFor after they end; any
-// client may follow them again with GET /v1/executions/{id} or stop them with
-// DELETE /v1/executions/{id}. One whose caller received its result is forgotten at once.
-const (
-	headerExecutionID = "X-Execution-Id"
-	// retainBytes is how much of each stream a held execution keeps (half from its start,
-	// half from its end): twice the gateway's default output limit.
-	retainBytes = 2 << 20
-	// heldFor is how long a held execution stays followable after it ended.
-	heldFor = 10 * time.Minute
-	// maxHeld bounds the held executions, running and ended; the oldest ended ones make room.
-	maxHeld = 256
-)
+// Kept executions (sandboxd.Runtime.Start): POST /v1/exec with X-Execution-Id starts one and
+// follows it, POST /v1/executions starts one and answers at once; any client may follow them
+// (GET /v1/executions/{id}), feed their input, resize their terminal, or stop them.
+const headerExecutionID = "X-Execution-Id"
 
-// executionID is the form of an execution id (the gateway uses its task ids).
-var executionID = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
-
-// held are the executions of one handler that outlive their requests.
-type held struct {
-	mu sync.Mutex
-	m  map[string]*heldExec
-}
-
-type heldExec struct {
-	id     string
-	log    *outlog.Log
-	cancel context.CancelFunc
-	done   chan struct{} // closed once res and err are set
-	ended  time.Time
-	expiry *time.Timer // forgets it heldFor after it ended; stopped when forgotten sooner
-	res    sandboxd.Result
-	err    error
-}
-
-// start runs run as execution id, detached from any request: fault.Conflict when id is held
-// already, fault.Quota when no room can be made.
-func (h *held) start(id string, run func(ctx context.Context, out sandboxd.Streams) (sandboxd.Result, error)) (*heldExec, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[string]*heldExec{}
-	}
-	if _, ok := h.m[id]; ok {
-		return nil, fault.New(fault.Conflict, "an execution with id '%s' is held already; follow it with GET /v1/executions/%s", id, id)
-	}
-	if len(h.m) >= maxHeld && !h.evictEnded() {
-		// Not Conflict: a client takes that for its own execution, held already.
-		return nil, fault.New(fault.Quota, "sandboxd holds %d running executions, its most; wait for one to end", maxHeld)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e := &heldExec{id: id, log: outlog.New(retainBytes), cancel: cancel, done: make(chan struct{})}
-	h.m[id] = e
-	go func() {
-		defer cancel()
-		res, err := run(ctx, sandboxd.Streams{Stdout: logWriter{e.log, "stdout"}, Stderr: logWriter{e.log, "stderr"}})
-		h.mu.Lock()
-		e.res, e.err, e.ended = res, err, time.Now()
-		if h.m[id] == e { // not forgotten already
-			e.expiry = time.AfterFunc(heldFor, func() { h.forget(id, e) })
-		}
-		h.mu.Unlock()
-		close(e.done)
-		e.log.Close()
-	}()
-	return e, nil
-}
-
-// evictEnded forgets the execution that ended first; false when none has ended.
-func (h *held) evictEnded() bool {
-	var oldest *heldExec
-	for _, e := range h.m {
-		if !e.ended.IsZero() && (oldest == nil || e.ended.Before(oldest.ended)) {
-			oldest = e
-		}
-	}
-	if oldest == nil {
-		return false
-	}
-	delete(h.m, oldest.id)
-	oldest.expiry.Stop()
-	return true
-}
-
-func (h *held) get(id string) *heldExec {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.m[id]
-}
-
-func (h *held) forget(id string, e *heldExec) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m[id] == e {
-		delete(h.m, id)
-		if e.expiry != nil {
-			e.expiry.Stop()
-		}
-	}
-}
-
-// logWriter appends what a stream writes to a log (copied: the runtime reuses its buffer).
-type logWriter struct {
-	log    *outlog.Log
-	stream string
-}
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.log.Append(w.stream, p) // the log keeps a copy
-	return len(p), nil
-}
-
-// follow streams held execution e to w from its start: its kept output in order (a FrameSkip
+// follow streams kept execution e to w from its start: its kept output in order (a FrameSkip
 // where bytes were dropped), then, once it ended, its result (or error) frame. A client that
 // goes away stops following; the execution runs on. delivered says the last frame went out.
-func (s *server) follow(w http.ResponseWriter, r *http.Request, e *heldExec) (delivered bool) {
+func (s *server) follow(w http.ResponseWriter, r *http.Request, e *sandboxd.Execution) (delivered bool) {
 	st := &stream{w: w, rc: http.NewResponseController(w)}
 	next := map[string]int64{} // the next offset each stream's reader expects
 	var after int64
@@ -151,8 +40,9 @@ func (s *server) follow(w http.ResponseWriter, r *http.Request, e *heldExec) (de
 		binary.BigEndian.PutUint64(p[1:], uint64(n))
 		return st.frame(FrameSkip, p[:])
 	}
+	log := e.Log()
 	for {
-		evs, _, closed, changed := e.log.Read(after)
+		evs, _, closed, changed := log.Read(after)
 		for _, ev := range evs {
 			typ := FrameStdout
 			if ev.Stream == "stderr" {
@@ -165,16 +55,21 @@ func (s *server) follow(w http.ResponseWriter, r *http.Request, e *heldExec) (de
 			after = ev.Seq
 		}
 		if closed && len(evs) == 0 {
-			<-e.done
+			select {
+			case <-e.Done():
+			case <-r.Context().Done():
+				return
+			}
 			for _, stream := range []string{"stdout", "stderr"} {
-				if skip(stream, e.log.Written(stream)) != nil {
+				if skip(stream, log.Written(stream)) != nil {
 					return
 				}
 			}
-			if e.err != nil {
-				p := problemFor(e.err)
-				if errors.Is(e.err, context.Canceled) {
-					p = newProblem(http.StatusConflict, kindStopped, "the execution was stopped (DELETE /v1/executions/"+e.id+")")
+			res, err := e.End()
+			if err != nil {
+				p := problemFor(err)
+				if errors.Is(err, context.Canceled) {
+					p = newProblem(http.StatusConflict, kindStopped, "the execution was stopped (DELETE /v1/executions/"+e.ID()+")")
 				}
 				if !st.begun() {
 					writeProblem(w, p)
@@ -182,7 +77,7 @@ func (s *server) follow(w http.ResponseWriter, r *http.Request, e *heldExec) (de
 				}
 				return st.frame(FrameError, p.json()) == nil
 			}
-			data, _ := json.Marshal(e.res)
+			data, _ := json.Marshal(res)
 			return st.frame(FrameResult, data) == nil
 		}
 		if closed {
@@ -196,15 +91,11 @@ func (s *server) follow(w http.ResponseWriter, r *http.Request, e *heldExec) (de
 	}
 }
 
-// execHeld is POST /v1/exec with X-Execution-Id: the execution is held (see held).
-func (s *server) execHeld(w http.ResponseWriter, r *http.Request, id string, req sandboxd.ExecRequest) {
-	if !executionID.MatchString(id) {
-		writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), headerExecutionID+" must be 1 to 128 letters, digits, '.', '_' or '-'"))
-		return
-	}
-	e, err := s.held.start(id, func(ctx context.Context, out sandboxd.Streams) (sandboxd.Result, error) {
-		return s.rt.Exec(ctx, req, out)
-	})
+// execKept is POST /v1/exec with X-Execution-Id: the execution is kept (Runtime.Start) and
+// followed. An id kept already is a conflict (409): the client follows that one instead.
+func (s *server) execKept(w http.ResponseWriter, r *http.Request, id string, req sandboxd.ExecRequest) {
+	req.ID = id
+	e, err := s.rt.Start(req)
 	if err != nil {
 		writeProblem(w, problemFor(err))
 		return
@@ -212,28 +103,87 @@ func (s *server) execHeld(w http.ResponseWriter, r *http.Request, id string, req
 	if s.follow(w, r, e) {
 		// Its caller has its end: nobody needs it kept (only executions whose caller went
 		// away are, for the one that comes back).
-		s.held.forget(id, e)
+		s.rt.Forget(id)
 	}
 }
 
-// getExecution is GET /v1/executions/{id}: follow a held execution from its start.
+// startExecution is POST /v1/executions (X-Execution-Id names it): start a kept execution
+// and answer 201 with its ExecutionInfo at once.
+func (s *server) startExecution(w http.ResponseWriter, r *http.Request) {
+	var body execBody
+	if !s.decode(w, r, &body) {
+		return
+	}
+	req, ok := body.request(w)
+	if !ok {
+		return
+	}
+	req.ID = r.Header.Get(headerExecutionID)
+	e, err := s.rt.Start(req)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, e.Info())
+}
+
+// listExecutions is GET /v1/executions.
+func (s *server) listExecutions(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.rt.Executions())
+}
+
+// getExecution is GET /v1/executions/{id}: follow a kept execution from its start.
 func (s *server) getExecution(w http.ResponseWriter, r *http.Request) {
-	e := s.held.get(r.PathValue("id"))
-	if e == nil {
-		writeProblem(w, problemFor(fault.New(fault.NotFound, "no execution '%s' is held here (it never ran here, or ended more than %s ago, or sandboxd restarted)", r.PathValue("id"), heldFor)))
+	e, err := s.rt.Execution(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
 		return
 	}
 	s.follow(w, r, e)
 }
 
-// deleteExecution is DELETE /v1/executions/{id}: stop a held execution (like a cancel: its
+// deleteExecution is DELETE /v1/executions/{id}: stop a kept execution (like a cancel: its
 // whole process tree is killed; its result says how it ended). An ended one is left as it is.
 func (s *server) deleteExecution(w http.ResponseWriter, r *http.Request) {
-	e := s.held.get(r.PathValue("id"))
-	if e == nil {
-		writeProblem(w, problemFor(fault.New(fault.NotFound, "no execution '%s' is held here", r.PathValue("id"))))
+	if err := s.rt.Stop(r.PathValue("id")); err != nil {
+		s.fail(w, err)
 		return
 	}
-	e.cancel()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeStdin is POST /v1/executions/{id}/stdin: the body goes to the execution's standard
+// input as it arrives; ?eof=true closes that input afterwards → {"bytes": n}.
+func (s *server) writeStdin(w http.ResponseWriter, r *http.Request) {
+	eof := false
+	if v := r.URL.Query().Get("eof"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), "eof must be true or false"))
+			return
+		}
+		eof = b
+	}
+	n, err := s.rt.WriteStdin(r.Context(), r.PathValue("id"), r.Body, eof)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return
+		}
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, writeResult{Bytes: n})
+}
+
+// resize is POST /v1/executions/{id}/resize: {"rows","cols"} → 204.
+func (s *server) resize(w http.ResponseWriter, r *http.Request) {
+	var size sandboxd.TermSize
+	if !s.decodeLimit(w, r, &size, 1<<10) {
+		return
+	}
+	if err := s.rt.Resize(r.PathValue("id"), size); err != nil {
+		s.fail(w, err)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -15,8 +15,13 @@
 //	                                         wins (204), the same again is 204, another 409
 //	POST   /v1/exec                          JSON ExecRequest (timeout as "timeout_ms") → frame stream;
 //	                                         header X-Execution-Id: a held execution (below)
+//	POST   /v1/executions                    JSON ExecRequest, header X-Execution-Id → 201
+//	                                         ExecutionInfo once it runs (a held execution, not followed)
+//	GET    /v1/executions                    JSON array of ExecutionInfo
 //	GET    /v1/executions/{id}               a held execution's frame stream, from its start
 //	DELETE /v1/executions/{id}               stop a held execution → 204
+//	POST   /v1/executions/{id}/stdin[?eof=true]  body → its standard input → {"bytes":n}
+//	POST   /v1/executions/{id}/resize        {"rows","cols"} → 204
 //	GET    /v1/files?path=P                  the file's bytes
 //	PUT    /v1/files?path=P                  body: the file's bytes; header X-Max-Bytes → {"bytes":n}
 //	GET    /v1/files/list?path=P             JSON array of FileInfo
@@ -43,14 +48,17 @@
 //
 // # Held executions
 //
-// With X-Execution-Id the execution is held: it runs on when its client goes away (a gateway
-// that dies), keeps the start and the end of each stream (package outlog; 2 MiB of each) and
-// its result for 10 minutes after it ended, and GET /v1/executions/{id} follows it again from
-// its start — a FrameSkip (payload: stream type, 8-byte count) where bytes were dropped.
+// With X-Execution-Id the execution is held (sandboxd.Runtime.Start: a kept execution): it
+// runs on when its client goes away (a gateway that dies), keeps the start and the end of each
+// stream (package outlog; 2 MiB of each) and its result for 10 minutes after it ended, and
+// GET /v1/executions/{id} follows it again from its start — a FrameSkip (payload: stream type,
+// 8-byte count) where bytes were dropped. Only held executions may keep their input open
+// (stdin_open, pty) or be background processes; POST /v1/executions starts one without
+// following it.
 // DELETE stops it; a follower then gets an error frame of kind "stopped" (Client: ErrStopped).
 // Client.Exec holds an execution when ExecRequest.ID is set, stops it when its context ends,
 // and follows the held one when its id is taken (a retried request); Client.Reattach follows
-// one. At most 256 are held; ended ones make room.
+// one; Start starts one and returns once it runs. At most 256 are held; ended ones make room.
 //
 // # Errors
 //

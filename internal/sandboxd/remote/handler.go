@@ -12,12 +12,11 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
+
 	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/sandboxd"
@@ -55,8 +54,12 @@ func newHandler(rt *sandboxd.Runtime, sec *secret, onToken func(), log *slog.Log
 
 	v1 := http.NewServeMux()
 	v1.HandleFunc("POST /v1/exec", s.exec)
+	v1.HandleFunc("POST /v1/executions", s.startExecution)
+	v1.HandleFunc("GET /v1/executions", s.listExecutions)
 	v1.HandleFunc("GET /v1/executions/{id}", s.getExecution)
 	v1.HandleFunc("DELETE /v1/executions/{id}", s.deleteExecution)
+	v1.HandleFunc("POST /v1/executions/{id}/stdin", s.writeStdin)
+	v1.HandleFunc("POST /v1/executions/{id}/resize", s.resize)
 	v1.HandleFunc("GET /v1/files", s.readFile)
 	v1.HandleFunc("PUT /v1/files", s.writeFile)
 	v1.HandleFunc("DELETE /v1/files", s.removeFile)
@@ -119,7 +122,6 @@ type server struct {
 	log     *slog.Logger
 	secret  *secret
 	onToken func()
-	held    held // executions that outlive their requests (detached.go)
 }
 
 func health(w http.ResponseWriter, _ *http.Request) {
@@ -219,14 +221,12 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request) {
 	if !s.decode(w, r, &body) {
 		return
 	}
-	req := body.ExecRequest
-	if body.TimeoutMS > math.MaxInt64/int64(time.Millisecond) {
-		writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), "timeout_ms is too large"))
+	req, ok := body.request(w)
+	if !ok {
 		return
 	}
-	req.Timeout = time.Duration(body.TimeoutMS) * time.Millisecond
 	if id := r.Header.Get(headerExecutionID); id != "" {
-		s.execHeld(w, r, id, req)
+		s.execKept(w, r, id, req)
 		return
 	}
 

@@ -2,7 +2,9 @@ package remote
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
+	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/sandboxd"
@@ -47,6 +49,18 @@ const (
 type execBody struct {
 	sandboxd.ExecRequest
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// request is the body's ExecRequest with its timeout; a timeout_ms too large for a
+// time.Duration is answered 400 (ok false).
+func (b execBody) request(w http.ResponseWriter) (req sandboxd.ExecRequest, ok bool) {
+	if b.TimeoutMS > math.MaxInt64/int64(time.Millisecond) {
+		writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), "timeout_ms is too large"))
+		return req, false
+	}
+	req = b.ExecRequest
+	req.Timeout = time.Duration(b.TimeoutMS) * time.Millisecond
+	return req, true
 }
 
 // createContextBody is the JSON body of POST /v1/contexts.
