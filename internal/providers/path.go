@@ -43,6 +43,10 @@ const MaxEnvBytes = 1 << 20
 //     text or an Env value, one NAME=value of MaxArgBytes or more, or an environment over
 //     MaxEnvBytes (the OS cannot pass them: execve fails with E2BIG; the program text itself
 //     is not an argument — providers pass it on stdin or in a file);
+//   - fault.Unsupported(subject, "interactive") for StdinOpen or a PTY without
+//     caps.Interactive, fault.Unsupported(subject, "background") for Background without
+//     caps.Background; fault.Validation when those lack an ID, for a PTY or Background on
+//     code, and for a PTY size outside 1 to 1000;
 //   - the fault.Policy error of CleanPath when Dir leaves the workspace.
 func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 	switch {
@@ -69,6 +73,30 @@ func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 		}
 		if !caps.Stateful {
 			return fault.Unsupported(subject, "stateful")
+		}
+	}
+	if spec.StdinOpen || spec.PTY != nil {
+		if !caps.Interactive {
+			return fault.Unsupported(subject, "interactive")
+		}
+		if spec.ID == "" {
+			return fault.New(fault.Validation, "an open stdin or a pty needs an execution id")
+		}
+	}
+	if spec.PTY != nil {
+		if spec.Command == "" {
+			return fault.New(fault.Validation, "a pty runs a command, not code")
+		}
+		if spec.PTY.Rows < 1 || spec.PTY.Cols < 1 || spec.PTY.Rows > 1000 || spec.PTY.Cols > 1000 {
+			return fault.New(fault.Validation, "a pty needs rows and cols from 1 to 1000")
+		}
+	}
+	if spec.Background {
+		if !caps.Background {
+			return fault.Unsupported(subject, "background")
+		}
+		if spec.Command == "" || spec.ID == "" {
+			return fault.New(fault.Validation, "a background process runs a command and needs an execution id")
 		}
 	}
 	if strings.IndexByte(spec.Command, 0) >= 0 || strings.IndexByte(spec.Code, 0) >= 0 {

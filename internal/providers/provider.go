@@ -108,6 +108,12 @@ type Capabilities struct {
 	// OneShotCommands: each command runs as its own process with nothing carried over — no
 	// working directory, exported variable or background job outlives it (ec2_ssm).
 	OneShotCommands bool
+	// Interactive: an execution's standard input can stay open and be fed while it runs, and
+	// a command can run on a terminal (ExecSpec.StdinOpen, ExecSpec.PTY; Executions).
+	Interactive bool
+	// Background: commands can run as background processes that outlive their call
+	// (ExecSpec.Background with Executions.Start).
+	Background bool
 }
 
 // SupportsLanguage reports whether lang is one of the declared languages.
@@ -194,7 +200,50 @@ type ExecSpec struct {
 	// gateway that started it stops and another one can follow it (Reattach); others ignore
 	// it. Ending ctx still stops the execution.
 	ID string
+	// StdinOpen keeps standard input open after Stdin: Executions.WriteStdin feeds it while
+	// the execution runs (capability interactive; ID required).
+	StdinOpen bool
+	// PTY runs a command on a pseudo-terminal of this size: one output stream (Stdout), input
+	// open as with StdinOpen, Executions.Resize changes the size (capability interactive).
+	PTY *TermSize
+	// Background makes the command a background process (Executions.Start only; capability
+	// background): it runs until it ends, is stopped, or its sandbox goes.
+	Background bool
 	Output
+}
+
+// TermSize is a terminal's size in character cells (1 to 1000 each).
+type TermSize struct {
+	Rows, Cols int
+}
+
+// Executions is implemented by sandboxes whose runtime keeps executions by id (sandboxd):
+// they run detached from their caller, and any gateway can follow them (Reattach), feed
+// their input, resize their terminal or stop them. Errors of every method: fault.NotFound
+// when the sandbox keeps no execution of that id (never started there, ended long ago, or the
+// sandbox restarted); the provider's others.
+type Executions interface {
+	Reattacher
+	// Start starts spec (spec.ID required; spec.Output unused: follow with Reattach) and
+	// returns once its program runs. Errors: fault.Conflict when the id is taken;
+	// fault.Validation for what the runtime refuses (a PTY or background with code).
+	Start(ctx context.Context, spec ExecSpec) (ProcessInfo, error)
+	// Stop ends execution id like a cancel (its whole process tree is killed); one that
+	// ended is left as it is.
+	Stop(ctx context.Context, id string) error
+	// WriteStdin copies in to the execution's open standard input; with eof it then closes it
+	// (a terminal gets ^D). Errors: fault.Conflict when it takes no input (not started with
+	// StdinOpen or PTY, closed, or ended).
+	WriteStdin(ctx context.Context, id string, in io.Reader, eof bool) (int64, error)
+	// Resize sets the size of the execution's terminal. Errors: fault.Conflict without one.
+	Resize(ctx context.Context, id string, size TermSize) error
+}
+
+// ProcessInfo describes a started execution.
+type ProcessInfo struct {
+	ID        string
+	PID       int // in the sandbox; 0 when unknown
+	StartedAt time.Time
 }
 
 // Reattacher is implemented by sandboxes whose runtime holds executions (sandboxd in a

@@ -53,10 +53,11 @@ type Execution struct {
 	// started is closed once the program runs (or could not start: done then follows).
 	started chan struct{}
 
-	inMu  sync.Mutex // serialises writes to the program's input
-	input *os.File   // our end of its standard input (a pipe, or the terminal's master); nil when closed or none
-	pipe  *os.File   // our end of an open input pipe (StdinOpen without a PTY), closed at the end
-	child *os.File   // the program's end of that pipe, closed at the end (run closes it sooner)
+	inMu       sync.Mutex    // serialises writes to the program's input
+	inputReady chan struct{} // closed once writers may take inMu (Stdin, the first input, goes first)
+	input      *os.File      // our end of its standard input (a pipe, or the terminal's master); nil when closed or none
+	pipe       *os.File      // our end of an open input pipe (StdinOpen without a PTY), closed at the end
+	child      *os.File      // the program's end of that pipe, closed at the end (run closes it sooner)
 
 	mu    sync.Mutex
 	info  ExecutionInfo
@@ -145,7 +146,8 @@ func (r *Runtime) Start(req ExecRequest) (*Execution, error) {
 	}
 	e := &Execution{
 		rt: r, id: req.ID, log: outlog.New(ExecutionLogBytes),
-		done: make(chan struct{}), started: make(chan struct{}), input: input, pipe: input, child: hooks.stdin,
+		done: make(chan struct{}), started: make(chan struct{}), inputReady: make(chan struct{}),
+		input: input, pipe: input, child: hooks.stdin,
 		info: ExecutionInfo{
 			ID: req.ID, Program: programOf(req), Background: req.Background,
 			PTY: req.PTY != nil, StdinOpen: req.StdinOpen || req.PTY != nil, StartedAt: time.Now(),
@@ -182,13 +184,16 @@ func (r *Runtime) Start(req ExecRequest) (*Execution, error) {
 	}()
 	<-e.started
 	if len(initial) > 0 {
-		// Stdin comes first, before any WriteStdin; a program that reads slowly must not hold
-		// Start up.
-		e.inMu.Lock()
+		// Stdin comes first, before any WriteStdin (writers wait for inputReady, closed once
+		// this one holds the input); a program that reads slowly must not hold Start up.
 		go func() {
+			e.inMu.Lock()
 			defer e.inMu.Unlock()
+			close(e.inputReady)
 			_, _ = e.writeLocked(ctx, bytes.NewReader(initial), false)
 		}()
+	} else {
+		close(e.inputReady)
 	}
 	return e, nil
 }
@@ -346,6 +351,11 @@ func errNoInput(id string) error {
 }
 
 func (e *Execution) write(ctx context.Context, in io.Reader, eof bool) (int64, error) {
+	select {
+	case <-e.inputReady:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 	e.inMu.Lock()
 	defer e.inMu.Unlock()
 	return e.writeLocked(ctx, in, eof)
@@ -474,5 +484,60 @@ func (r *Runtime) dropLocked(e *Execution) {
 	delete(r.kept, e.id)
 	if e.timer != nil {
 		e.timer.Stop()
+	}
+}
+
+// Skipper is implemented by writers that are told where bytes of their stream were dropped
+// (the middle of a long output): Skip(n) stands for n bytes not written.
+type Skipper interface {
+	Skip(n int64)
+}
+
+// Follow writes e's kept output to out from its start, in order (writers that implement
+// Skipper are told where the middle of a long stream was dropped), waits for its end and
+// returns it (see End). When ctx ends first it returns ctx.Err(): following stops, the
+// execution runs on. A writer's error stops following and is returned.
+func (e *Execution) Follow(ctx context.Context, out Streams) (Result, error) {
+	writers := map[string]io.Writer{"stdout": out.Stdout, "stderr": out.Stderr}
+	next := map[string]int64{}
+	skip := func(stream string, upTo int64) {
+		if n := upTo - next[stream]; n > 0 {
+			next[stream] = upTo
+			if s, ok := writers[stream].(Skipper); ok {
+				s.Skip(n)
+			}
+		}
+	}
+	var after int64
+	for {
+		evs, _, closed, changed := e.log.Read(after)
+		for _, ev := range evs {
+			skip(ev.Stream, ev.Offset)
+			if w := writers[ev.Stream]; w != nil {
+				if _, err := w.Write(ev.Data); err != nil {
+					return Result{}, err
+				}
+			}
+			next[ev.Stream] = ev.Offset + int64(len(ev.Data))
+			after = ev.Seq
+		}
+		if closed && len(evs) == 0 {
+			select {
+			case <-e.done:
+			case <-ctx.Done():
+				return Result{}, ctx.Err()
+			}
+			skip("stdout", e.log.Written("stdout"))
+			skip("stderr", e.log.Written("stderr"))
+			return e.End()
+		}
+		if closed {
+			continue // nothing more will come: the next read ends it
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		}
 	}
 }

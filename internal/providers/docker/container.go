@@ -201,7 +201,11 @@ func (p *Provider) open(ctx context.Context, ins container.InspectResponse) (*Sa
 }
 
 func (p *Provider) handle(id string, c sdConn) *Sandbox {
-	return &Sandbox{p: p, id: id, ws: c.ws, rt: c.rt, daemon: c.daemon}
+	s := &Sandbox{p: p, id: id, ws: c.ws, rt: c.rt, daemon: c.daemon}
+	s.RuntimeExecutions = providers.RuntimeExecutions{
+		Subject: TypeName, Caps: p.Capabilities, Runtime: s.kept, Classify: s.rtErr,
+	}
+	return s
 }
 
 // attachLive returns a handle on container id without asking the engine when this provider

@@ -210,7 +210,10 @@ func New(opts Options) (*Provider, error) {
 		_ = cli.Close()
 		return nil, err
 	}
+	// Contexts, kept executions (background processes, open input, terminals) live in a
+	// sandboxd daemon, which attach_to targets lack.
 	p.caps.Stateful = p.attachTo == ""
+	p.caps.Interactive, p.caps.Background = p.caps.Stateful, p.caps.Stateful
 	if cfg.WarmPoolSize > 0 {
 		if p.attachTo != "" {
 			_ = cli.Close()

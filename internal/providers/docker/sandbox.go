@@ -19,6 +19,8 @@ import (
 // Sandbox is a handle on one sandbox container. It holds no engine resources of its own and is
 // safe for concurrent use.
 type Sandbox struct {
+	providers.RuntimeExecutions // kept executions: background processes, open input, terminals
+
 	p      *Provider
 	id     string         // the container's full id
 	ws     string         // the workspace inside the container
@@ -29,7 +31,7 @@ type Sandbox struct {
 
 var (
 	_ providers.Sandbox    = (*Sandbox)(nil)
-	_ providers.Reattacher = (*Sandbox)(nil)
+	_ providers.Executions = (*Sandbox)(nil)
 )
 
 // ID returns the container's full id.
@@ -45,6 +47,19 @@ func (s *Sandbox) Close() error {
 	s.closed.Store(true)
 	s.p.releaseIfClosed()
 	return nil
+}
+
+// kept returns the container's sandboxd for kept executions: fault.Capability in a target
+// without a sandboxd daemon of its own (an attach_to target's runtime ends with its
+// connection), fault.Conflict on a closed handle.
+func (s *Sandbox) kept() (providers.KeptRuntime, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	if !s.daemon {
+		return nil, fault.Unsupported(TypeName, "background")
+	}
+	return s.rt, nil
 }
 
 func (s *Sandbox) usable() error {

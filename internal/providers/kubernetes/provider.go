@@ -309,6 +309,8 @@ func New(opts Options) (*Provider, error) {
 			Files:            true,
 			PackageInstall:   true,
 			Stateful:         true,
+			Interactive:      true,
+			Background:       true,
 			Attach:           true,
 			Provisions:       true,
 			AttachesExternal: true,

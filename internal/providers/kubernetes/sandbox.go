@@ -20,6 +20,8 @@ import (
 // Sandbox is a handle on one sandbox pod: its operations go to the pod's sandboxd through
 // the provider's runtime client of (pod, identity). It is safe for concurrent use.
 type Sandbox struct {
+	providers.RuntimeExecutions // kept executions: background processes, open input, terminals
+
 	p         *Provider
 	id        string   // "<namespace>/<pod>" or, in agent-sandbox mode, "<namespace>/<claim>"
 	ns, pod   string   // the pod
@@ -31,13 +33,14 @@ type Sandbox struct {
 }
 
 var (
-	_ providers.Sandbox  = (*Sandbox)(nil)
-	_ providers.Contexts = (*Sandbox)(nil)
+	_ providers.Sandbox    = (*Sandbox)(nil)
+	_ providers.Contexts   = (*Sandbox)(nil)
+	_ providers.Executions = (*Sandbox)(nil)
 )
 
 // open returns a handle on sandbox id, served by pod, whose sandboxd has token, acting as c.
 func (p *Provider) open(c *clients, id string, pod *corev1.Pod, token string) *Sandbox {
-	return &Sandbox{p: p, id: id, ns: pod.Namespace, pod: pod.Name, container: sandboxContainer(pod), token: token, podIP: pod.Status.PodIP, c: c}
+	return (&Sandbox{p: p, id: id, ns: pod.Namespace, pod: pod.Name, container: sandboxContainer(pod), token: token, podIP: pod.Status.PodIP, c: c}).withExecutions()
 }
 
 // sandboxContainer returns the container named ContainerName, else the first one.
@@ -75,6 +78,22 @@ func (s *Sandbox) usable() error {
 
 // rt returns the runtime client of the sandbox's sandboxd.
 func (s *Sandbox) rt() *remote.Client { return s.p.sdClient(s) }
+
+// kept returns the pod's sandboxd for kept executions; fault.Conflict on a closed handle.
+func (s *Sandbox) kept() (providers.KeptRuntime, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	return s.rt(), nil
+}
+
+// withExecutions sets up the handle's kept executions and returns it.
+func (s *Sandbox) withExecutions() *Sandbox {
+	s.RuntimeExecutions = providers.RuntimeExecutions{
+		Subject: TypeName, Caps: s.p.Capabilities, Runtime: s.kept, Classify: s.rtErr,
+	}
+	return s
+}
 
 // rtErr classifies an error of the runtime client: a request sandboxd never served carries
 // providers.ErrUnreached (nothing ran); sandboxd's fault kinds (and the tunnel's) stand;

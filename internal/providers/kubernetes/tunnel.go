@@ -82,7 +82,7 @@ func (p *Provider) attachLive(ctx context.Context, c *clients, ns, name string) 
 		}
 		e.served()
 	}
-	return &Sandbox{p: p, id: ns + "/" + name, ns: ns, pod: name, container: e.container, token: e.token, podIP: e.podIP, c: c}
+	return (&Sandbox{p: p, id: ns + "/" + name, ns: ns, pod: name, container: e.container, token: e.token, podIP: e.podIP, c: c}).withExecutions()
 }
 
 // liveReadyTimeout bounds attachLive's check; past it the pod is read as usual. liveTrust is

@@ -140,13 +140,15 @@ func New(opts Options) (*Provider, error) {
 		pathEnv: pathEnv,
 		logger:  logger,
 		caps: providers.Capabilities{
-			Isolation:  providers.IsolationNone,
-			Shell:      true,
-			Languages:  langs,
-			Files:      true,
-			Attach:     true,
-			Provisions: true,
-			Stateful:   true,
+			Isolation:   providers.IsolationNone,
+			Shell:       true,
+			Languages:   langs,
+			Files:       true,
+			Attach:      true,
+			Provisions:  true,
+			Stateful:    true,
+			Interactive: true,
+			Background:  true,
 		},
 	}
 	// Executions that leave their session (setsid, a double fork) are contained where this
@@ -313,7 +315,11 @@ func (p *Provider) owns(id string) bool {
 }
 
 func (p *Provider) open(dir string) (*Sandbox, error) {
-	return &Sandbox{NoPackageInstall: providers.NoPackageInstall{Subject: TypeName}, p: p, id: dir}, nil
+	s := &Sandbox{NoPackageInstall: providers.NoPackageInstall{Subject: TypeName}, p: p, id: dir}
+	s.RuntimeExecutions = providers.RuntimeExecutions{
+		Subject: TypeName, Caps: p.Capabilities, Runtime: s.kept, Classify: func(err error) error { return err },
+	}
+	return s, nil
 }
 
 func (p *Provider) killGrace() time.Duration {

@@ -21,7 +21,8 @@ import (
 // folder's sandboxd.Runtime (see the package doc), so process-tree handling, output bounds and
 // path confinement are sandboxd's, written once. It is safe for concurrent use.
 type Sandbox struct {
-	providers.NoPackageInstall // package_install is not declared
+	providers.NoPackageInstall  // package_install is not declared
+	providers.RuntimeExecutions // kept executions: background processes, open input, terminals
 
 	p         *Provider
 	id        string
@@ -29,7 +30,10 @@ type Sandbox struct {
 	closed    atomic.Bool
 }
 
-var _ providers.Sandbox = (*Sandbox)(nil)
+var (
+	_ providers.Sandbox    = (*Sandbox)(nil)
+	_ providers.Executions = (*Sandbox)(nil)
+)
 
 // ID returns the absolute path of the sandbox folder.
 func (s *Sandbox) ID() string { return s.id }
@@ -82,6 +86,9 @@ func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.
 	if err := ctx.Err(); err != nil {
 		return providers.ExitStatus{}, err
 	}
+	if spec.StdinOpen || spec.PTY != nil {
+		return s.execKept(ctx, rt, spec)
+	}
 	req := providers.RuntimeRequestStreaming(spec)
 	// The domain bounds what it keeps (head and tail) and counts every byte: nothing is
 	// dropped here.
@@ -92,6 +99,51 @@ func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.
 		return st, ctx.Err()
 	}
 	return st, s.gone(rt, err)
+}
+
+// execKept runs an execution whose input stays open (or a terminal's) as a kept execution of
+// the runtime, so that WriteStdin and Resize find it by id, and follows it to its end; the
+// end of ctx stops it.
+func (s *Sandbox) execKept(ctx context.Context, rt *sandboxd.Runtime, spec providers.ExecSpec) (providers.ExitStatus, error) {
+	req, err := providers.RuntimeRequest(spec)
+	if err != nil {
+		return providers.ExitStatus{}, err
+	}
+	req.MaxOutput = math.MaxInt64
+	e, err := rt.Start(req)
+	if err != nil {
+		return providers.ExitStatus{}, s.gone(rt, err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = rt.Stop(e.ID()) })
+	defer stop()
+	res, err := e.Follow(context.WithoutCancel(ctx), providers.RuntimeStreams(spec.Output))
+	rt.Forget(e.ID())
+	st := providers.RuntimeStatus(res)
+	if ctx.Err() != nil {
+		return st, ctx.Err()
+	}
+	return st, s.gone(rt, err)
+}
+
+// kept returns the sandbox's runtime for kept executions (see runtime for the errors).
+func (s *Sandbox) kept() (providers.KeptRuntime, error) {
+	rt, err := s.runtime()
+	if err != nil {
+		return nil, err
+	}
+	return providers.InProcess(rt), nil
+}
+
+// Reattach follows kept execution id (a background process, or one started by Start) from
+// its start; see providers.Reattacher. The runtime lives in this process: nothing survives
+// the gateway here.
+func (s *Sandbox) Reattach(ctx context.Context, id string, out providers.Output) (providers.ExitStatus, error) {
+	rt, err := s.kept()
+	if err != nil {
+		return providers.ExitStatus{}, err
+	}
+	st, _, err := providers.ReattachRuntime(ctx, rt, id, out, providers.ErrInProcessStopped, func(err error) error { return err })
+	return st, err
 }
 
 // WriteFile streams r into workspace path p (sandboxd.Runtime.WriteFile: parent folders made,

@@ -79,7 +79,10 @@ type Harness struct {
 //   - lifecycle/…: attach keeps the workspace, a destroyed sandbox is gone;
 //   - stateful/…: for providers declaring stateful, contexts keep Python globals and shell
 //     state, restart clears them, a crashed context is reported and replaced; otherwise a
-//     named context is a capability error.
+//     named context is a capability error;
+//   - executions/…: for providers declaring background or interactive, background processes
+//     outlive their call and stop on request, an open stdin is fed while a program runs, a
+//     terminal is resized; otherwise those are capability errors.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
@@ -103,6 +106,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("files", s.files)
 	t.Run("lifecycle", s.lifecycle)
 	t.Run("stateful", s.stateful)
+	t.Run("executions", s.executions)
 }
 
 type suite struct {
@@ -119,6 +123,8 @@ const (
 	needAttach
 	needBash
 	needStateful
+	needInteractive
+	needBackground
 )
 
 // env is one test's provider and context.
@@ -153,6 +159,10 @@ func (s *suite) leaf(t *testing.T, name string, needs need, fn func(e *env)) {
 			t.Skip("the provider does not declare language bash")
 		case needs&needStateful != 0 && !caps.Stateful:
 			t.Skip("the provider does not declare stateful")
+		case needs&needInteractive != 0 && !caps.Interactive:
+			t.Skip("the provider does not declare interactive")
+		case needs&needBackground != 0 && !caps.Background:
+			t.Skip("the provider does not declare background")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		t.Cleanup(cancel)

@@ -24,71 +24,36 @@ const headerExecutionID = "X-Execution-Id"
 // goes away stops following; the execution runs on. delivered says the last frame went out.
 func (s *server) follow(w http.ResponseWriter, r *http.Request, e *sandboxd.Execution) (delivered bool) {
 	st := &stream{w: w, rc: http.NewResponseController(w)}
-	next := map[string]int64{} // the next offset each stream's reader expects
-	var after int64
-	skip := func(stream string, upTo int64) error {
-		n := upTo - next[stream]
-		if n <= 0 {
-			return nil
+	res, err := e.Follow(r.Context(), sandboxd.Streams{
+		Stdout: skipFrameWriter{frameWriter{st, FrameStdout}},
+		Stderr: skipFrameWriter{frameWriter{st, FrameStderr}},
+	})
+	switch {
+	case r.Context().Err() != nil || st.failed():
+		return false
+	case err != nil:
+		p := problemFor(err)
+		if errors.Is(err, context.Canceled) {
+			p = newProblem(http.StatusConflict, kindStopped, "the execution was stopped (DELETE /v1/executions/"+e.ID()+")")
 		}
-		next[stream] = upTo
-		var p [9]byte
-		p[0] = FrameStdout
-		if stream == "stderr" {
-			p[0] = FrameStderr
+		if !st.begun() {
+			writeProblem(w, p)
+			return true
 		}
-		binary.BigEndian.PutUint64(p[1:], uint64(n))
-		return st.frame(FrameSkip, p[:])
+		return st.frame(FrameError, p.json()) == nil
 	}
-	log := e.Log()
-	for {
-		evs, _, closed, changed := log.Read(after)
-		for _, ev := range evs {
-			typ := FrameStdout
-			if ev.Stream == "stderr" {
-				typ = FrameStderr
-			}
-			if skip(ev.Stream, ev.Offset) != nil || st.frame(typ, ev.Data) != nil {
-				return
-			}
-			next[ev.Stream] = ev.Offset + int64(len(ev.Data))
-			after = ev.Seq
-		}
-		if closed && len(evs) == 0 {
-			select {
-			case <-e.Done():
-			case <-r.Context().Done():
-				return
-			}
-			for _, stream := range []string{"stdout", "stderr"} {
-				if skip(stream, log.Written(stream)) != nil {
-					return
-				}
-			}
-			res, err := e.End()
-			if err != nil {
-				p := problemFor(err)
-				if errors.Is(err, context.Canceled) {
-					p = newProblem(http.StatusConflict, kindStopped, "the execution was stopped (DELETE /v1/executions/"+e.ID()+")")
-				}
-				if !st.begun() {
-					writeProblem(w, p)
-					return true
-				}
-				return st.frame(FrameError, p.json()) == nil
-			}
-			data, _ := json.Marshal(res)
-			return st.frame(FrameResult, data) == nil
-		}
-		if closed {
-			continue // nothing more will come: the next read ends it
-		}
-		select {
-		case <-changed:
-		case <-r.Context().Done():
-			return
-		}
-	}
+	data, _ := json.Marshal(res)
+	return st.frame(FrameResult, data) == nil
+}
+
+// skipFrameWriter writes output frames and, for bytes dropped from the middle, skip frames.
+type skipFrameWriter struct{ frameWriter }
+
+func (f skipFrameWriter) Skip(n int64) {
+	var p [9]byte
+	p[0] = f.typ
+	binary.BigEndian.PutUint64(p[1:], uint64(n))
+	_ = f.s.frame(FrameSkip, p[:])
 }
 
 // execKept is POST /v1/exec with X-Execution-Id: the execution is kept (Runtime.Start) and

@@ -265,6 +265,13 @@ type stream struct {
 	err    error
 }
 
+// failed reports whether a write of the stream failed (the client went away).
+func (s *stream) failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err != nil
+}
+
 func (s *stream) begun() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
