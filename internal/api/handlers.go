@@ -79,7 +79,7 @@ func (s *Server) GetMe(ctx context.Context, _ apigen.GetMeRequestObject) (apigen
 	}
 	quota := func(q sandbox.Quota) apigen.Quota { return apigen.Quota{Used: q.Used, Limit: q.Limit} }
 	return apigen.GetMe200JSONResponse{
-		Quotas: &apigen.Quotas{Sessions: quota(u.Sessions), ConcurrentExecutions: quota(u.ConcurrentExecutions)},
+		Quotas: &apigen.Quotas{Sessions: quota(u.Sessions), ConcurrentExecutions: quota(u.ConcurrentExecutions), BackgroundProcesses: quota(u.BackgroundProcesses)},
 		Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: ptr(p.Email), Groups: nonNil(p.Groups), Admin: p.Admin,
 		Credentials: apigen.Credentials{
 			KubernetesUser: ptr(c.KubernetesUser), AwsRoleArn: ptr(c.AWSRoleARN), RunAs: ptr(c.RunAs),
@@ -132,7 +132,8 @@ func profileView(prof *sandbox.Profile) apigen.Profile {
 		},
 		Capabilities: apigen.Capabilities{
 			Isolation: apigen.IsolationTier(c.Isolation), Shell: c.Shell, Languages: nonNil(c.Languages), Files: c.Files,
-			PackageInstall: c.PackageInstall, Stateful: c.Stateful, Attach: c.Attach, Provisions: c.Provisions,
+			PackageInstall: c.PackageInstall, Stateful: c.Stateful, Interactive: c.Interactive, Background: c.Background,
+			Attach: c.Attach, Provisions: c.Provisions,
 			AttachesExternal: c.AttachesExternal, PrincipalUser: c.PrincipalUser, PolicyNetwork: c.PolicyNetwork,
 			PolicyFilesystem: c.PolicyFilesystem, PolicyResources: c.PolicyResources,
 		},
@@ -271,6 +272,10 @@ func (s *Server) RunCommand(ctx context.Context, req apigen.RunCommandRequestObj
 	in := sandbox.ExecInput{
 		SessionID: req.SessionId, Profile: deref(req.Params.Profile), Command: b.Command, Env: deref(b.Env), Cwd: deref(b.Cwd),
 		Stdin: stdinBytes(b.Stdin), Timeout: seconds(b.TimeoutS), Wait: waitFor(b.WaitS), Base64: deref(b.Output) == apigen.OutputEncodingBase64,
+		StdinOpen: deref(b.StdinOpen), Background: deref(b.Background),
+	}
+	if b.Pty != nil {
+		in.PTY = &sandbox.TermSize{Rows: b.Pty.Rows, Cols: b.Pty.Cols}
 	}
 	execute := func(in sandbox.ExecInput) (sandbox.Outcome, error) { return s.sandbox.Execute(ctx, p, in) }
 	if wantsEventStream(ctx) {
@@ -279,6 +284,9 @@ func (s *Server) RunCommand(ctx context.Context, req apigen.RunCommandRequestObj
 	out, err := execute(in)
 	if err != nil {
 		return nil, err
+	}
+	if out.Task != nil && out.Task.Background {
+		return apigen.RunCommand201JSONResponse{ProcessStartedJSONResponse: processStarted(ctx, *out.Task)}, nil
 	}
 	if out.Task != nil {
 		return apigen.RunCommand202JSONResponse{ExecutionPromotedJSONResponse: promoted(ctx, *out.Task)}, nil
@@ -296,6 +304,7 @@ func (s *Server) RunCode(ctx context.Context, req apigen.RunCodeRequestObject) (
 	in := sandbox.ExecInput{
 		SessionID: req.SessionId, Profile: deref(req.Params.Profile), Code: b.Code, Language: deref(b.Language), Env: deref(b.Env),
 		Context: deref(b.Context), Timeout: seconds(b.TimeoutS), Wait: waitFor(b.WaitS), Base64: deref(b.Output) == apigen.OutputEncodingBase64,
+		Stdin: stdinBytes(b.Stdin), StdinOpen: deref(b.StdinOpen),
 	}
 	execute := func(in sandbox.ExecInput) (sandbox.Outcome, error) { return s.sandbox.Execute(ctx, p, in) }
 	if wantsEventStream(ctx) {
@@ -360,6 +369,7 @@ func taskView(t sandbox.Task) apigen.Task {
 		Id: t.ID, SessionId: t.SessionID, Profile: t.Profile, Operation: apigen.TaskOperation(t.Operation),
 		Status: apigen.TaskStatus(t.Status), SubmittedAt: t.SubmittedAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt,
 		ExpiresAt: t.ExpiresAt, Notice: ptr(t.Notice), Error: ptr(t.Error), ErrorType: ptr(t.ErrorType),
+		Program: ptr(t.Program), Background: ptr(t.Background), Pid: ptr(t.PID),
 	}
 	if t.Result != nil {
 		r := resultView(t.Result)

@@ -8,11 +8,13 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/sandgate/sandgate/internal/api/apigen"
+	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox"
 )
@@ -63,7 +65,7 @@ type streamResponse struct {
 	p      principal.Principal
 	task   *sandbox.Task   // announced first (execution requests); nil for getTaskOutput
 	taskID string          // followed when task is nil
-	after  int64           // Last-Event-ID
+	after  sandbox.Position // Last-Event-ID
 	result *sandbox.Result // an execution that finished before it could be followed
 }
 
@@ -88,6 +90,7 @@ func (sr streamResponse) serve(w http.ResponseWriter) error {
 		if f, err = sr.s.sandbox.Follow(ctx, sr.p, id, sr.after); err != nil {
 			return err
 		}
+		defer f.Close()
 	}
 	h := w.Header()
 	h.Set("Content-Type", eventStream)
@@ -96,42 +99,48 @@ func (sr streamResponse) serve(w http.ResponseWriter) error {
 	w.WriteHeader(http.StatusOK)
 	ew := &eventWriter{w: w, rc: http.NewResponseController(w), keepalive: sr.s.keepalive()}
 	if sr.task != nil {
-		if err := ew.event(0, "task", taskView(*sr.task)); err != nil {
+		if err := ew.event("", "task", taskView(*sr.task)); err != nil {
 			return nil // the client went away; the task goes on
 		}
 	}
 	if sr.result != nil {
-		_ = ew.event(0, "result", resultView(sr.result))
+		_ = ew.event("", "result", resultView(sr.result))
 		return nil
 	}
-	last := sr.after // the id of the last event sent
 	for {
 		batch, err := f.Next(ctx, ew.keepalive)
 		if err != nil {
 			if ctx.Err() == nil {
-				_ = ew.event(0, "error", ProblemFor(err))
+				_ = ew.event("", "error", ProblemFor(err))
 			}
 			return nil
 		}
-		if batch.Gap {
-			if err := ew.event(0, "gap", apigen.OutputGap{After: last}); err != nil {
+		for _, g := range batch.Gaps {
+			gap := apigen.OutputGap{Stream: apigen.OutputGapStream(g.Stream), From: g.From, To: g.To}
+			if err := ew.event("", "gap", gap); err != nil {
 				return nil
 			}
 		}
+		pos := sr.after
 		for _, ev := range batch.Events {
-			if err := ew.event(ev.Seq, ev.Stream, chunkView(ev)); err != nil {
+			if ev.Stream == sandbox.StreamStderr {
+				pos.Stderr = ev.Offset + int64(len(ev.Data))
+			} else {
+				pos.Stdout = ev.Offset + int64(len(ev.Data))
+			}
+			if err := ew.event(eventID(pos), ev.Stream, chunkView(ev)); err != nil {
 				return nil
 			}
-			last = ev.Seq
 		}
+		sr.after = batch.Position
 		switch {
 		case batch.Done && batch.Err != nil:
-			_ = ew.event(0, "error", ProblemFor(batch.Err))
+			_ = ew.event("", "error", ProblemFor(batch.Err))
 			return nil
 		case batch.Done:
-			_ = ew.event(0, "result", resultView(batch.Result))
+			_ = ew.event("", "result", resultView(batch.Result))
 			return nil
-		case len(batch.Events) == 0 && !batch.Gap:
+		case len(batch.Events) == 0 && len(batch.Gaps) == 0:
 			if err := ew.comment("keepalive"); err != nil {
 				return nil
 			}
@@ -154,14 +163,14 @@ type eventWriter struct {
 	keepalive time.Duration
 }
 
-func (e *eventWriter) event(id int64, name string, v any) error {
+func (e *eventWriter) event(id, name string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	var b strings.Builder
-	if id > 0 {
-		fmt.Fprintf(&b, "id: %d\n", id)
+	if id != "" {
+		fmt.Fprintf(&b, "id: %s\n", id)
 	}
 	fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", name, data)
 	return e.write(b.String())
@@ -185,11 +194,34 @@ func (s *Server) keepalive() time.Duration {
 	return DefaultStreamKeepalive
 }
 
+// eventID is the id of an output event: the position after it, "<stdout>-<stderr>" (the
+// bytes of each stream read so far), which resumes a stream on any replica.
+func eventID(p sandbox.Position) string { return fmt.Sprintf("%d-%d", p.Stdout, p.Stderr) }
+
+// parseEventID reads a Last-Event-ID header (eventID's form); "" is the start. Errors: a
+// fault.Validation error for any other form.
+func parseEventID(s string) (sandbox.Position, error) {
+	if s == "" {
+		return sandbox.Position{}, nil
+	}
+	out, errOut, ok := strings.Cut(s, "-")
+	o, err1 := strconv.ParseInt(out, 10, 64)
+	e, err2 := strconv.ParseInt(errOut, 10, 64)
+	if !ok || err1 != nil || err2 != nil || o < 0 || e < 0 {
+		return sandbox.Position{}, fault.New(fault.Validation, "Last-Event-ID %q is not an event id of this stream (two byte offsets, \"<stdout>-<stderr>\")", s)
+	}
+	return sandbox.Position{Stdout: o, Stderr: e}, nil
+}
+
 // GetTaskOutput streams a task's output (server-sent events).
 func (s *Server) GetTaskOutput(ctx context.Context, req apigen.GetTaskOutputRequestObject) (apigen.GetTaskOutputResponseObject, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return streamResponse{s: s, ctx: ctx, p: p, taskID: req.TaskId, after: deref(req.Params.LastEventID)}, nil
+	after, err := parseEventID(deref(req.Params.LastEventID))
+	if err != nil {
+		return nil, err
+	}
+	return streamResponse{s: s, ctx: ctx, p: p, taskID: req.TaskId, after: after}, nil
 }

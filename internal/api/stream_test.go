@@ -129,7 +129,7 @@ func TestCommandOutputStreams(t *testing.T) {
 
 	ev := s.event(t)
 	require.Equal(t, "stdout", ev.event)
-	assert.Equal(t, "1", ev.id)
+	assert.Equal(t, "4-0", ev.id, "the id is the position after the event: 4 bytes of stdout, none of stderr")
 	assert.Equal(t, map[string]any{"offset": 0.0, "data": "one\n", "encoding": "utf-8"}, decode(t, ev.data))
 	running := e.do(tok, "GET", "/v1/tasks/"+taskID, nil).JSON(t)
 	assert.Equal(t, "running", running["status"], "the first line arrived while the program runs")
@@ -162,13 +162,15 @@ func TestCommandOutputStreams(t *testing.T) {
 	assert.ErrorIs(t, err, io.EOF, "the stream ends after the result")
 
 	// Resumed after the first event: the rest again, then the result.
-	again := e.stream(tok, "GET", "/v1/tasks/"+taskID+"/output", nil, map[string]string{"Last-Event-ID": "1"})
+	again := e.stream(tok, "GET", "/v1/tasks/"+taskID+"/output", nil, map[string]string{"Last-Event-ID": "4-0"})
 	require.Equal(t, 200, again.resp.StatusCode)
+	var rest strings.Builder
 	ev = again.event(t)
-	assert.Equal(t, "2", ev.id, "resumed after event 1")
 	for ev.event != "result" {
+		rest.WriteString(decode(t, ev.data)["data"].(string))
 		ev = again.event(t)
 	}
+	assert.Equal(t, "two\nthree\n", rest.String(), "resumed after the first event: nothing of it again")
 
 	// Someone else's task is not there; a malformed Last-Event-ID is a bad request.
 	requireProblem(t, e.do(e.token("bob"), "GET", "/v1/tasks/"+taskID+"/output", nil), 404, "not-found")

@@ -35,6 +35,12 @@ type Envelope struct {
 	TimeoutMS int64               `json:"timeout_ms"`
 	Base64    bool                `json:"base64,omitempty"`
 	Warnings  []string            `json:"warnings,omitempty"`
+	// StdinOpen, PTYRows/PTYCols (a terminal when both > 0) and Background carry the
+	// execution's input mode and kind (sandbox.ExecInput).
+	StdinOpen  bool `json:"stdin_open,omitempty"`
+	PTYRows    int  `json:"pty_rows,omitempty"`
+	PTYCols    int  `json:"pty_cols,omitempty"`
+	Background bool `json:"background,omitempty"`
 }
 
 // statusFailed is the task status of an operation the queue gave up on (the domain's

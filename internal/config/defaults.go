@@ -22,6 +22,8 @@ const (
 	// DefaultQuotaSessions and DefaultQuotaConcurrentExecutions are sandbox.quotas' defaults.
 	DefaultQuotaSessions             = 100
 	DefaultQuotaConcurrentExecutions = 32
+	// DefaultQuotaBackgroundProcesses is sandbox.quotas.background_processes' default.
+	DefaultQuotaBackgroundProcesses = 8
 	DefaultQuotaRequestsPerSecond    = 50.0
 	DefaultQuotaRequestsBurst        = 100
 	DefaultToolOutputMaxChars        = 8000
@@ -103,6 +105,7 @@ func (s *Sandbox) applyDefaults() {
 	s.Broker.applyDefaults()
 	setDefault(&s.Quotas.Sessions, DefaultQuotaSessions)
 	setDefault(&s.Quotas.ConcurrentExecutions, DefaultQuotaConcurrentExecutions)
+	setDefault(&s.Quotas.BackgroundProcesses, DefaultQuotaBackgroundProcesses)
 	setDefault(&s.Quotas.RequestsPerSecond, DefaultQuotaRequestsPerSecond)
 	setDefault(&s.Quotas.RequestsBurst, DefaultQuotaRequestsBurst)
 	if s.Quotas.AdminsExempt == nil {

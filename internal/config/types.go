@@ -465,6 +465,9 @@ type Quotas struct {
 	// ConcurrentExecutions bounds one principal's unfinished executions — running, or waiting
 	// for their session or a worker — tasks included. Default 32.
 	ConcurrentExecutions int `koanf:"concurrent_executions" json:"concurrent_executions"`
+	// BackgroundProcesses bounds one principal's running background processes
+	// ({"background": true} commands, across its sessions). Default 8.
+	BackgroundProcesses int `koanf:"background_processes" json:"background_processes"`
 	// RequestsPerSecond bounds one principal's REST requests per replica (a token bucket of
 	// RequestsBurst); over it, 429 with Retry-After, and every answer carries RateLimit-*
 	// headers. Default 50; RequestsBurst default 100.

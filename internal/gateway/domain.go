@@ -20,6 +20,7 @@ func settings(c config.Sandbox) sandbox.Settings {
 		MaxFileBytes:   c.MaxFileBytes,
 		Quotas: sandbox.Quotas{
 			Sessions: c.Quotas.Sessions, ConcurrentExecutions: c.Quotas.ConcurrentExecutions,
+			BackgroundProcesses: c.Quotas.BackgroundProcesses,
 			AdminsExempt: adminsExempt(c.Quotas),
 		},
 		WaitTimeout:   sandbox.DefaultWaitTimeout,

@@ -753,6 +753,11 @@ func (h *Handler) reportProgress(ctx context.Context, p principal.Principal, wai
 		taskID := ""
 		defer func() { finished <- taskID }()
 		var f *sandbox.Follower
+		defer func() {
+			if f != nil {
+				f.Close()
+			}
+		}()
 		var tail []rune
 		start := time.Now()
 		tick := time.NewTicker(h.progressEvery)
@@ -778,7 +783,7 @@ func (h *Handler) reportProgress(ctx context.Context, p principal.Principal, wai
 				return
 			case taskID = <-started:
 				if reporting {
-					f, _ = h.svc.Follow(ctx, p, taskID, 0)
+					f, _ = h.svc.Follow(ctx, p, taskID, sandbox.Position{})
 				}
 				started = nil
 			case <-tick.C:

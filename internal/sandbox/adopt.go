@@ -2,11 +2,9 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/store"
@@ -63,13 +61,19 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 		s.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
 			Error: "the gateway process running this task stopped before it finished (runner " + t.RunnerID + "), and " + why})
 	}
-	// The session's lock, as for an execution that runs here: executions submitted meanwhile
-	// wait for the adopted one's end (the dead replica's place no longer counts).
-	unlock, err := s.lockSession(ctx, t.SessionID)
-	if err != nil {
-		return // shutting down, or the store does not answer: the next sweep tries again
+	if t.Background {
+		// A background process gave its session's line up when it started; it counts as
+		// use of its session while it runs.
+		go s.keepTouched(ctx, t.SessionID, prof.IdleTimeout)
+	} else {
+		// The session's lock, as for an execution that runs here: executions submitted
+		// meanwhile wait for the adopted one's end (the dead replica's place no longer counts).
+		unlock, err := s.lockSession(ctx, t.SessionID)
+		if err != nil {
+			return // shutting down, or the store does not answer: the next sweep tries again
+		}
+		defer unlock()
 	}
-	defer unlock()
 	sess, err := s.store.GetSession(ctx, t.SessionID)
 	if err != nil || sess.SandboxID == "" {
 		lost("its session or sandbox is gone")
@@ -81,42 +85,13 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 		return
 	}
 	defer func() { _ = sb.Close() }()
-	r, ok := sb.(providers.Reattacher)
-	if !ok {
+	if _, ok := sb.(providers.Reattacher); !ok {
 		lost("provider " + prof.Provider.Type() + " does not hold executions for another gateway")
 		return
 	}
 	live := newLiveOutput(s.maxOutput())
 	s.live.add(t.ID, live)
-	out := s.newOutputs(live)
-	start := time.Now()
-	st, err := r.Reattach(ctx, t.ID, out.output())
-	out.flush()
-	if ctx.Err() != nil {
-		live.finish(nil, ctx.Err())
-		s.live.retire(t.ID)
-		return // shutting down: left for the next adopter
-	}
-	if fault.KindOf(err) == fault.NotFound {
-		live.finish(nil, err)
-		s.live.retire(t.ID)
-		lost("its sandbox no longer holds the execution (the sandbox restarted, or the execution ended long before)")
-		return
-	}
-	completion := store.Completion{SessionID: t.SessionID, Touch: true}
-	// The duration is that of the part this gateway saw; the task's started_at says when it
-	// began.
-	res, err := s.resultOf(ended{st: st, err: err, elapsed: time.Since(start), out: out,
-		cancelled: errors.Is(err, providers.ErrExecutionStopped),
-		sessionID: t.SessionID, taskID: t.ID, notice: adoptedNotice})
-	if err != nil {
-		completion.Status, completion.Error, completion.ErrorType = TaskFailed, err.Error(), string(fault.KindOf(err))
-	} else {
-		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded its timeout", t.Operation))
-	}
-	s.recordCompletion(ctx, t.ID, completion)
-	live.finish(res, err)
-	s.live.retire(t.ID)
+	s.followToEnd(ctx, t, sb, live, adoptedNotice, lost)
 }
 
 // adoptedNotice is the notice of an execution another gateway finished.

@@ -52,7 +52,7 @@ func TestOrphanedTaskIsAdoptedFromItsSandbox(t *testing.T) {
 	assert.Contains(t, gone.Error, "no longer holds the execution")
 
 	// The adopted one was followable while it ran, as if it had run here.
-	f, err := b.Service.Follow(b.ctx, b.alice, "held-task", 0)
+	f, err := b.Service.Follow(b.ctx, b.alice, "held-task", sandbox.Position{})
 	require.NoError(t, err)
 	batch, err := f.Next(b.ctx, time.Second)
 	require.NoError(t, err)

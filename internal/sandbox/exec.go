@@ -58,6 +58,22 @@ type ExecInput struct {
 	// Started, when set, is called with the task's id once its row exists, before the call
 	// waits: a caller can follow the output (Follow) or cancel the task while it waits.
 	Started func(taskID string)
+	// StdinOpen keeps the program's standard input open after Stdin: WriteStdin feeds it
+	// (by task id) while it runs. Needs the profile's interactive capability.
+	StdinOpen bool
+	// PTY runs the command on a terminal of this size (one output stream, input open as with
+	// StdinOpen, Resize changes the size). Commands only; capability interactive.
+	PTY *TermSize
+	// Background starts the command as a background process of its session (StartProcess
+	// semantics: docs/semantics.md §9 "Background processes"): the call returns once it runs,
+	// with its task (Outcome.Task); Timeout applies only when given. Commands only;
+	// capability background.
+	Background bool
+}
+
+// TermSize is a terminal's size in character cells (1 to 1000 each).
+type TermSize struct {
+	Rows, Cols int
 }
 
 // Result is a finished execution. A non-zero exit is a Result, never an error.
@@ -139,8 +155,20 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if in.Code != "" && in.Command != "" {
 		return Outcome{}, fault.New(fault.Validation, "give exactly one of command or code")
 	}
+	if in.Background && ephemeral {
+		return Outcome{}, fault.New(fault.Conflict, "profile '%s' has scope %s: its sandbox is destroyed after the call, so nothing can run in its background", prof.Name, prof.Scope).
+			WithHint("start background processes in a session (POST /v1/sessions/{id}/commands)", "start background processes in a session")
+	}
 	if err := s.pickContext(prof, &spec, in.Context); err != nil {
 		return Outcome{}, err
+	}
+	id := s.newID()
+	spec.StdinOpen, spec.Background = in.StdinOpen, in.Background
+	if in.PTY != nil {
+		spec.PTY = &providers.TermSize{Rows: in.PTY.Rows, Cols: in.PTY.Cols}
+	}
+	if spec.StdinOpen || spec.PTY != nil || spec.Background {
+		spec.ID = id // the checks below need it; the job sets it for every execution
 	}
 	if op == OpExecuteCode && spec.Language == "" && spec.Context == "" {
 		// Without a context the default is python; in one, the context's own language.
@@ -162,6 +190,11 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if in.Timeout > 0 && in.Timeout < timeout {
 		timeout = in.Timeout
 	}
+	if in.Background {
+		// A background process is bounded by its session, not by the execution timeout,
+		// unless the caller gives one (which may then exceed the policy's: it is a lifetime).
+		timeout = max(in.Timeout, 0)
+	}
 	spec.Timeout = timeout
 	wait := s.waitTimeout()
 	if in.Wait != nil {
@@ -170,8 +203,9 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 
 	now := s.now()
 	task := store.Task{
-		ID: s.newID(), SessionID: sess.ID, OwnerID: p.ID, Profile: prof.Name, Operation: op,
-		Status: TaskPending, RunnerID: s.runnerID, SubmittedAt: now,
+		ID: id, SessionID: sess.ID, OwnerID: p.ID, Profile: prof.Name, Operation: op,
+		Status: TaskPending, RunnerID: s.runnerID, SubmittedAt: now, Program: spec.Command + spec.Code,
+		Background: in.Background, Interactive: spec.StdinOpen || spec.PTY != nil,
 	}
 	j := &execJob{s: s, p: p, prof: prof, sess: sess, ephemeral: ephemeral, task: task, spec: spec, stdin: in.Stdin,
 		base64: in.Base64, warnings: warnings, started: in.Started}
@@ -179,13 +213,17 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		return s.submitQueued(ctx, j, wait)
 	}
 	j.live = newLiveOutput(s.maxOutput())
+	limit, overQuota := s.executionLimit(p), s.executionQuotaErr
+	if in.Background {
+		limit, overQuota = s.backgroundLimit(p), s.backgroundQuotaErr
+	}
 	// One round trip records the task and, for a session, takes its place in the session's
 	// line: the order of submission is the order of execution (docs/semantics.md §9 step 5).
-	begun, err := s.store.BeginTask(ctx, task, s.executionLimit(p), !ephemeral)
+	begun, err := s.store.BeginTask(ctx, task, limit, !ephemeral)
 	if err != nil {
 		switch {
 		case errors.Is(err, store.ErrQuota):
-			return Outcome{}, s.executionQuotaErr(p)
+			return Outcome{}, overQuota(p)
 		case errors.Is(err, store.ErrNotFound):
 			return Outcome{}, errSessionGone
 		}
@@ -200,6 +238,9 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	s.live.add(task.ID, j.live)
 	if j.started != nil {
 		j.started(task.ID)
+	}
+	if in.Background {
+		return s.submitProcess(ctx, j)
 	}
 	done, err := s.broker.Submit(ctx, task.ID, wait, j.run)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/outlog"
 	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/providers"
 )
 
 // Streams of OutputEvent.Stream.
@@ -33,11 +34,19 @@ type OutputEvent = outlog.Event
 // start and the end of each stream, within the output limit) and, once it ended, how.
 type liveOutput struct {
 	log *outlog.Log
+	// notice is one the execution's start left for its result (a background process started
+	// in a sandbox that was reset or recreated); set before the output is followed.
+	notice string
+	// mirror: the execution runs elsewhere and this replica follows it in its sandbox; its
+	// end is read from the store.
+	mirror bool
 
-	mu     sync.Mutex
-	done   bool
-	result *Result
-	err    error
+	mu          sync.Mutex
+	done        bool
+	result      *Result
+	err         error
+	readers     int  // Followers attached
+	mirrorEnded bool // a mirror's sandbox has nothing more
 }
 
 func newLiveOutput(limit int64) *liveOutput { return &liveOutput{log: outlog.New(limit)} }
@@ -138,6 +147,35 @@ func (t teeWriter) Skip(n int64) {
 	t.live.Skip(n)
 }
 
+// followers counts a Follower attaching (+1) or letting go (-1).
+func (l *liveOutput) follow(n int) {
+	l.mu.Lock()
+	l.readers += n
+	l.mu.Unlock()
+}
+
+func (l *liveOutput) followers() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.readers
+}
+
+// end marks a mirror whose sandbox will give nothing more: its log is closed, its end is in
+// the store.
+func (l *liveOutput) end() {
+	l.mu.Lock()
+	l.mirrorEnded = true
+	l.mu.Unlock()
+	l.log.Close()
+}
+
+// ended reports whether l is a mirror that ended (end) with every event read.
+func (l *liveOutput) ended() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mirror && l.mirrorEnded
+}
+
 // liveOutputs are the followable executions of this replica, by task id.
 type liveOutputs struct {
 	mu sync.Mutex
@@ -153,10 +191,34 @@ func (o *liveOutputs) add(taskID string, l *liveOutput) {
 	o.m[taskID] = l
 }
 
+// getOrAdd returns taskID's output, or adds the one make returns; made says it did.
+func (o *liveOutputs) getOrAdd(taskID string, make func() *liveOutput) (l *liveOutput, made bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if l = o.m[taskID]; l != nil {
+		return l, false
+	}
+	if o.m == nil {
+		o.m = map[string]*liveOutput{}
+	}
+	l = make()
+	o.m[taskID] = l
+	return l, true
+}
+
 func (o *liveOutputs) get(taskID string) *liveOutput {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.m[taskID]
+}
+
+// drop forgets taskID's output now, if it is still l.
+func (o *liveOutputs) drop(taskID string, l *liveOutput) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m[taskID] == l {
+		delete(o.m, taskID)
+	}
 }
 
 // retire forgets taskID's output after liveRetention.
@@ -168,23 +230,48 @@ func (o *liveOutputs) retire(taskID string) {
 	})
 }
 
+// Position is how far a follower has read each stream: the byte offset of the next byte of
+// stdout and of stderr (dropped bytes counted). It does not depend on where the output is
+// read from, so a follower resumes from it on any replica (the API's event ids carry it).
+type Position struct {
+	Stdout, Stderr int64
+}
+
+func (p *Position) at(stream string) *int64 {
+	if stream == StreamStderr {
+		return &p.Stderr
+	}
+	return &p.Stdout
+}
+
+// Gap is a range of a stream's bytes a follower will never see: the middle of a long output,
+// dropped to keep its start and its end (or overtaken before it was read).
+type Gap struct {
+	Stream   string
+	From, To int64 // bytes [From, To) of Stream
+}
+
 // Follower reads the output of one execution as it is produced (Service.Follow). Not safe for
-// concurrent use.
+// concurrent use; Close it when done.
 type Follower struct {
 	s      *Service
 	p      principal.Principal
 	taskID string
-	live   *liveOutput // nil: the execution does not run on this replica (or long ended)
-	after  int64
+	live   *liveOutput // nil: read the store until the task ends
+	seq    int64       // the last event of live read
+	pos    Position
+	closed bool
 }
 
 // Batch is what one Follower.Next returns.
 type Batch struct {
-	// Events are the next events, in order.
+	// Events are the next events, in order, each starting at or after the position the
+	// follower had read (an event the position cuts is cut too).
 	Events []OutputEvent
-	// Gap says events between the last one returned before and these were dropped (the
-	// middle of a long output, overtaken before it was read; offsets still count it).
-	Gap bool
+	// Gaps are ranges before these events that were dropped.
+	Gaps []Gap
+	// Position is how far the follower has read after this batch.
+	Position Position
 	// Done says the execution has ended, with Result (the whole bounded output, as the
 	// synchronous answer would have carried it) or, for a machinery failure, Err.
 	Done   bool
@@ -195,15 +282,35 @@ type Batch struct {
 // followPoll is how often a Follower without live output looks at the task in the store.
 const followPoll = 500 * time.Millisecond
 
-// Follow returns a Follower of task id's output after event after (0: from the start),
-// checking first that p may see the task (fault.NotFound otherwise, as GetTask). Output is
-// live on the replica that runs the execution; elsewhere (another replica, a queue worker)
-// Next reports nothing until the task has ended.
-func (s *Service) Follow(ctx context.Context, p principal.Principal, id string, after int64) (*Follower, error) {
-	if _, err := s.GetTask(ctx, p, id); err != nil {
+// Follow returns a Follower of task id's output from position from (the zero Position: from
+// the start), checking first that p may see the task (fault.NotFound otherwise, as GetTask).
+//
+// Output is live on the replica that runs the execution. Elsewhere — another replica, a
+// gateway whose executions a queue worker runs — it is live too when the execution's sandbox
+// keeps it (sandboxd: docker, kubernetes): this replica then follows it there (once for all
+// its followers); otherwise Next reports nothing until the task has ended.
+func (s *Service) Follow(ctx context.Context, p principal.Principal, id string, from Position) (*Follower, error) {
+	t, err := s.GetTask(ctx, p, id)
+	if err != nil {
 		return nil, err
 	}
-	return &Follower{s: s, p: p, taskID: id, live: s.live.get(id), after: max(after, 0)}, nil
+	f := &Follower{s: s, p: p, taskID: id, pos: Position{Stdout: max(from.Stdout, 0), Stderr: max(from.Stderr, 0)}}
+	f.live = s.live.get(id)
+	if f.live == nil && t.FinishedAt == nil {
+		f.live = s.mirror(p, t)
+	}
+	if f.live != nil {
+		f.live.follow(1)
+	}
+	return f, nil
+}
+
+// Close lets go of the follower's output (a mirror nobody follows stops).
+func (f *Follower) Close() {
+	if !f.closed && f.live != nil {
+		f.live.follow(-1)
+	}
+	f.closed = true
 }
 
 // Next waits, at most wait, for the next events or the end, and returns them; an empty,
@@ -212,24 +319,68 @@ func (s *Service) Follow(ctx context.Context, p principal.Principal, id string, 
 func (f *Follower) Next(ctx context.Context, wait time.Duration) (Batch, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	if f.live == nil {
-		return f.nextStored(ctx, timer.C)
-	}
-	for {
-		evs, gap, done, res, err, changed := f.live.read(f.after)
+	for f.live != nil {
+		evs, _, done, res, err, changed := f.live.read(f.seq)
 		if len(evs) > 0 {
-			f.after = evs[len(evs)-1].Seq
-			return Batch{Events: evs, Gap: gap}, nil
+			f.seq = evs[len(evs)-1].Seq
+			if b := f.take(evs); len(b.Events) > 0 || len(b.Gaps) > 0 {
+				return b, nil
+			}
+			continue
 		}
 		if done {
-			return Batch{Gap: gap, Done: true, Result: res, Err: err}, nil
+			b := Batch{Done: true, Result: res, Err: err}
+			f.gapsTo(&b, f.live.log.Written(StreamStdout), f.live.log.Written(StreamStderr))
+			b.Position = f.pos
+			return b, nil
+		}
+		if f.live.ended() {
+			// A mirror whose sandbox has nothing more: the end is in the store.
+			f.live.follow(-1)
+			f.live = nil
+			break
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			return Batch{}, nil
+			return Batch{Position: f.pos}, nil
 		case <-ctx.Done():
 			return Batch{}, ctx.Err()
+		}
+	}
+	return f.nextStored(ctx, timer.C)
+}
+
+// take turns events read from the live output into a batch from the follower's position.
+func (f *Follower) take(evs []OutputEvent) Batch {
+	var b Batch
+	for _, ev := range evs {
+		next := f.pos.at(ev.Stream)
+		end := ev.Offset + int64(len(ev.Data))
+		if end <= *next {
+			continue // read before (a resumed follower)
+		}
+		if ev.Offset > *next {
+			b.Gaps = append(b.Gaps, Gap{Stream: ev.Stream, From: *next, To: ev.Offset})
+		} else if ev.Offset < *next {
+			// A resumed follower's position cuts this event: keep its unread part (the
+			// position is always on a character boundary, as every event ends on one).
+			ev.Data = ev.Data[*next-ev.Offset:]
+			ev.Offset = *next
+		}
+		*next = end
+		b.Events = append(b.Events, ev)
+	}
+	b.Position = f.pos
+	return b
+}
+
+// gapsTo adds the gaps between the follower's position and the streams' ends to b.
+func (f *Follower) gapsTo(b *Batch, stdout, stderr int64) {
+	for _, g := range []Gap{{StreamStdout, f.pos.Stdout, stdout}, {StreamStderr, f.pos.Stderr, stderr}} {
+		if g.To > g.From {
+			b.Gaps = append(b.Gaps, g)
+			*f.pos.at(g.Stream) = g.To
 		}
 	}
 }
@@ -243,7 +394,7 @@ func (f *Follower) nextStored(ctx context.Context, timeout <-chan time.Time) (Ba
 			return Batch{}, err
 		}
 		if t.FinishedAt != nil {
-			b := Batch{Done: true, Result: t.Result}
+			b := Batch{Done: true, Result: t.Result, Position: f.pos}
 			if t.Result == nil {
 				b.Err = fault.New(fault.Kind(cmp.Or(t.ErrorType, string(fault.Internal))), "%s", cmp.Or(t.Error, "the task ended without a result"))
 			}
@@ -252,9 +403,95 @@ func (f *Follower) nextStored(ctx context.Context, timeout <-chan time.Time) (Ba
 		select {
 		case <-tick.C:
 		case <-timeout:
-			return Batch{}, nil
+			return Batch{Position: f.pos}, nil
 		case <-ctx.Done():
 			return Batch{}, ctx.Err()
+		}
+	}
+}
+
+// mirrorIdle is how long a mirror nobody follows keeps following its execution.
+const mirrorIdle = 30 * time.Second
+
+// mirror returns the live output of unfinished task t, which runs elsewhere, as this replica
+// follows it in its sandbox — one mirror per task, shared by this replica's followers, and
+// stopped once none has followed it for mirrorIdle. Its log is a copy of what the sandbox
+// keeps (the start and the end of each stream, offsets as they were written); it ends when
+// the execution does, and the follower then reads the end from the store. Nil when t's
+// profile is unknown here.
+func (s *Service) mirror(p principal.Principal, t Task) *liveOutput {
+	prof := s.profiles[t.Profile]
+	if prof == nil {
+		return nil
+	}
+	l, made := s.live.getOrAdd(t.ID, func() *liveOutput {
+		l := newLiveOutput(s.maxOutput())
+		l.mirror = true
+		return l
+	})
+	if !made {
+		return l
+	}
+	go func() {
+		defer s.live.drop(t.ID, l) // a follower that comes later mirrors it again, or reads the store
+		defer l.end()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			tick := time.NewTicker(mirrorIdle / 3)
+			defer tick.Stop()
+			idle := 0
+			for {
+				select {
+				case <-s.closing:
+					cancel()
+					return
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+					if l.followers() == 0 {
+						if idle++; idle >= 3 {
+							cancel()
+							return
+						}
+					} else {
+						idle = 0
+					}
+				}
+			}
+		}()
+		s.runMirror(ctx, p, t.ID, l)
+	}()
+	return l
+}
+
+// runMirror follows task id in its sandbox into l until the execution ends there, the task
+// ends, or ctx does.
+func (s *Service) runMirror(ctx context.Context, p principal.Principal, id string, l *liveOutput) {
+	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 2*time.Second) {
+		t, err := s.store.GetTask(ctx, id, "")
+		if err != nil || t.FinishedAt != nil {
+			return
+		}
+		if t.StartedAt != nil {
+			x, done, err := s.executionsOf(ctx, p, t)
+			if err != nil && fault.KindOf(err) != fault.NotFound {
+				return // its provider keeps no executions, or the sandbox cannot be reached
+			}
+			if err == nil {
+				out := &outputs{liveOut: &liveWriter{l: l, stream: StreamStdout}, liveErr: &liveWriter{l: l, stream: StreamStderr}}
+				_, err = x.Reattach(ctx, id, providers.Output{Stdout: out.liveOut, Stderr: out.liveErr})
+				out.flush()
+				done()
+				if fault.KindOf(err) != fault.NotFound {
+					return // it ended (or was stopped) there: the rest is in the store
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
 		}
 	}
 }

@@ -45,7 +45,7 @@ func TestFollowStreamsOutputAsItIsProduced(t *testing.T) {
 	b.Provider(t, "default").Next(chunked(next, done))
 	task := b.submit(t, b.alice, sandbox.ExecInput{Code: "talk", Wait: wait(0)})
 
-	f, err := b.Service.Follow(b.ctx, b.alice, task.ID, 0)
+	f, err := b.Service.Follow(b.ctx, b.alice, task.ID, sandbox.Position{})
 	require.NoError(t, err)
 	read := func() sandbox.Batch {
 		t.Helper()
@@ -80,10 +80,12 @@ func TestFollowStreamsOutputAsItIsProduced(t *testing.T) {
 	require.NoError(t, end.Err)
 	require.NotNil(t, end.Result)
 	assert.Equal(t, "one\ntwo\né\n", end.Result.Stdout, "the result holds the whole output")
-	assert.False(t, end.Gap)
+	assert.Empty(t, end.Gaps)
+	assert.Equal(t, sandbox.Position{Stdout: 11, Stderr: 5}, end.Position)
 
-	// A follower resuming after event 2 gets the rest again, then the end.
-	again, err := b.Service.Follow(b.ctx, b.alice, task.ID, 2)
+	// A follower resuming after the second event (4 bytes of stdout, 5 of stderr) gets the
+	// rest again, then the end.
+	again, err := b.Service.Follow(b.ctx, b.alice, task.ID, sandbox.Position{Stdout: 4, Stderr: 5})
 	require.NoError(t, err)
 	batch, err := again.Next(b.ctx, time.Second)
 	require.NoError(t, err)
@@ -91,7 +93,7 @@ func TestFollowStreamsOutputAsItIsProduced(t *testing.T) {
 	assert.Equal(t, int64(3), batch.Events[0].Seq)
 
 	// Another principal cannot follow it.
-	_, err = b.Service.Follow(b.ctx, b.bob, task.ID, 0)
+	_, err = b.Service.Follow(b.ctx, b.bob, task.ID, sandbox.Position{})
 	requireKind(t, err, fault.NotFound)
 }
 
@@ -107,7 +109,7 @@ func TestFollowKeepsHeadAndTailAndSaysWhatItDropped(t *testing.T) {
 	}
 	close(next)
 	<-done
-	f, err := b.Service.Follow(b.ctx, b.alice, task.ID, 0)
+	f, err := b.Service.Follow(b.ctx, b.alice, task.ID, sandbox.Position{})
 	require.NoError(t, err)
 	first, err := f.Next(b.ctx, time.Second)
 	require.NoError(t, err)
@@ -117,17 +119,36 @@ func TestFollowKeepsHeadAndTailAndSaysWhatItDropped(t *testing.T) {
 	}
 	assert.Equal(t, []string{"aaaaa", "bbbbb", "eeeee", "fffff"}, data, "the start and the end are kept")
 	assert.Equal(t, int64(20), first.Events[2].Offset, "offsets count the dropped middle")
-	late, err := b.Service.Follow(b.ctx, b.alice, task.ID, 2)
+	assert.Equal(t, []sandbox.Gap{{Stream: sandbox.StreamStdout, From: 10, To: 20}}, first.Gaps, "the dropped middle is a gap")
+
+	// A follower resuming within the start (at byte 7) gets the rest of that piece, the gap
+	// and the end; one resuming past the end gets nothing more but the end.
+	late, err := b.Service.Follow(b.ctx, b.alice, task.ID, sandbox.Position{Stdout: 7})
 	require.NoError(t, err)
 	batch, err := late.Next(b.ctx, time.Second)
 	require.NoError(t, err)
-	assert.True(t, batch.Gap, "a follower that missed the middle is told")
-	assert.Equal(t, int64(5), batch.Events[0].Seq)
+	data = nil
+	for _, ev := range batch.Events {
+		data = append(data, string(ev.Data))
+	}
+	assert.Equal(t, []string{"bbb", "eeeee", "fffff"}, data)
+	assert.Equal(t, int64(7), batch.Events[0].Offset)
+	assert.Equal(t, []sandbox.Gap{{Stream: sandbox.StreamStdout, From: 10, To: 20}}, batch.Gaps)
+	assert.Equal(t, sandbox.Position{Stdout: 30}, batch.Position)
+	done2, err := late.Next(b.ctx, time.Second)
+	require.NoError(t, err)
+	assert.True(t, done2.Done)
+	caughtUp, err := b.Service.Follow(b.ctx, b.alice, task.ID, sandbox.Position{Stdout: 30})
+	require.NoError(t, err)
+	end, err := caughtUp.Next(b.ctx, time.Second)
+	require.NoError(t, err)
+	assert.True(t, end.Done)
+	assert.Empty(t, end.Events)
 }
 
 func TestFollowNothingToFollow(t *testing.T) {
 	t.Parallel()
 	b := setup(t, sandboxtest.Options{})
-	_, err := b.Service.Follow(b.ctx, b.alice, "no-such-task", 0)
+	_, err := b.Service.Follow(b.ctx, b.alice, "no-such-task", sandbox.Position{})
 	requireKind(t, err, fault.NotFound)
 }

@@ -86,8 +86,12 @@ type Store interface {
 	// MarkLostTasks finishes as lost the unfinished tasks of runners not seen since staleBefore.
 	MarkLostTasks(ctx context.Context, staleBefore, now time.Time, ttl time.Duration) (int64, error)
 	DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, error)
-	// Usage counts the owner's sessions (default ones included) and unfinished tasks.
-	Usage(ctx context.Context, ownerID string) (sessions, unfinished int, err error)
+	// Usage counts the owner's sessions (default ones included), unfinished executions and
+	// unfinished background processes.
+	Usage(ctx context.Context, ownerID string) (store.Held, error)
+	// StartedProcess records that background process id started as pid in its sandbox: it
+	// no longer holds its session's line, and may be adopted (queued or not).
+	StartedProcess(ctx context.Context, id string, pid int) error
 
 	// Principals.
 

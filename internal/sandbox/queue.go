@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/store"
 )
@@ -25,15 +26,26 @@ func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Durati
 		TaskID: j.task.ID, SessionID: j.sess.ID, Ephemeral: j.ephemeral, Profile: j.prof.Name, Operation: j.task.Operation,
 		Principal: j.p, Command: j.spec.Command, Code: j.spec.Code, Language: j.spec.Language, Env: j.spec.Env, Dir: j.spec.Dir,
 		Context: j.spec.Context, Stdin: j.stdin, TimeoutMS: j.spec.Timeout.Milliseconds(), Base64: j.base64, Warnings: j.warnings,
+		StdinOpen: j.spec.StdinOpen, Background: j.spec.Background,
 	}
-	if err := s.queue.Enqueue(ctx, j.task, s.executionLimit(j.p), env); err != nil {
+	if pty := j.spec.PTY; pty != nil {
+		env.PTYRows, env.PTYCols = pty.Rows, pty.Cols
+	}
+	limit, overQuota := s.executionLimit(j.p), s.executionQuotaErr
+	if j.task.Background {
+		limit, overQuota = s.backgroundLimit(j.p), s.backgroundQuotaErr
+	}
+	if err := s.queue.Enqueue(ctx, j.task, limit, env); err != nil {
 		if errors.Is(err, store.ErrQuota) {
-			return Outcome{}, s.executionQuotaErr(j.p)
+			return Outcome{}, overQuota(j.p)
 		}
 		return Outcome{}, err
 	}
 	if j.started != nil {
 		j.started(env.TaskID)
+	}
+	if j.task.Background {
+		return s.awaitQueuedProcess(ctx, j.p, env.TaskID, wait)
 	}
 	finished, err := s.queue.Wait(ctx, env.TaskID, wait)
 	if err != nil {
@@ -57,11 +69,39 @@ func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Durati
 	if t.Result != nil {
 		return Outcome{Result: t.Result}, nil
 	}
+	return Outcome{}, failureOf(t)
+}
+
+// awaitQueuedProcess waits up to wait (at least 30 s: the start is the answer) for a queued
+// background process to start on a worker, or to fail to, and returns its task.
+func (s *Service) awaitQueuedProcess(ctx context.Context, p principal.Principal, id string, wait time.Duration) (Outcome, error) {
+	deadline := time.Now().Add(max(wait, 30*time.Second))
+	for {
+		t, err := s.GetTask(context.WithoutCancel(ctx), p, id)
+		if err != nil {
+			return Outcome{}, err
+		}
+		switch {
+		case t.FinishedAt != nil && t.Result == nil:
+			return Outcome{}, failureOf(t)
+		case t.PID > 0 || t.FinishedAt != nil || time.Now().After(deadline):
+			return Outcome{Task: &t}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Outcome{Task: &t}, nil
+		case <-time.After(s.cfg.Queue.WaitPoll / 5):
+		}
+	}
+}
+
+// failureOf is the fault of task t that finished without a result.
+func failureOf(t Task) error {
 	kind := fault.Kind(t.ErrorType)
 	if _, known := knownKinds[kind]; !known {
 		kind = fault.Broker
 	}
-	return Outcome{}, fault.New(kind, "%s", t.Error)
+	return fault.New(kind, "%s", t.Error)
 }
 
 var knownKinds = map[fault.Kind]struct{}{
@@ -84,9 +124,19 @@ func (s *Service) RunDelivered(ctx context.Context, env broker.Envelope, t store
 		s: s, p: env.Principal, prof: prof, sess: sess, ephemeral: env.Ephemeral, task: t, stdin: env.Stdin, base64: env.Base64,
 		warnings: env.Warnings, queued: true,
 		spec: providers.ExecSpec{Command: env.Command, Code: env.Code, Language: env.Language, Env: env.Env, Dir: env.Dir, Context: env.Context,
-			Timeout: time.Duration(env.TimeoutMS) * time.Millisecond},
+			Timeout: time.Duration(env.TimeoutMS) * time.Millisecond, StdinOpen: env.StdinOpen, Background: env.Background},
 	}
-	if _, err := s.broker.Submit(ctx, env.TaskID, -1, j.run); err != nil {
+	if env.PTYRows > 0 && env.PTYCols > 0 {
+		j.spec.PTY = &providers.TermSize{Rows: env.PTYRows, Cols: env.PTYCols}
+	}
+	run := j.run
+	if env.Background {
+		// Started here and followed here until it ends; the delivery is done once it runs.
+		j.live = newLiveOutput(s.maxOutput())
+		s.live.add(t.ID, j.live)
+		run = j.startProcess
+	}
+	if _, err := s.broker.Submit(ctx, env.TaskID, -1, run); err != nil {
 		return err
 	}
 	if j.abandoned {

@@ -19,7 +19,7 @@ type Quota struct {
 
 // Usage is a principal's quotas.
 type Usage struct {
-	Sessions, ConcurrentExecutions Quota
+	Sessions, ConcurrentExecutions, BackgroundProcesses Quota
 }
 
 // executionRetry is the Retry-After of an execution over its quota: executions end, so a
@@ -46,6 +46,17 @@ func (s *Service) executionLimit(p principal.Principal) int {
 	return s.limit(p, s.cfg.Quotas.ConcurrentExecutions)
 }
 
+func (s *Service) backgroundLimit(p principal.Principal) int {
+	return s.limit(p, s.cfg.Quotas.BackgroundProcesses)
+}
+
+func (s *Service) backgroundQuotaErr(p principal.Principal) error {
+	return fault.OverQuota(executionRetry,
+		"you have %d background processes running, the limit of sandbox.quotas.background_processes", s.backgroundLimit(p)).
+		WithHint("stop one you no longer need (DELETE /v1/sessions/{id}/processes/{process_id}) and try again",
+			"stop one you no longer need and try again")
+}
+
 func (s *Service) sessionLimit(p principal.Principal) int {
 	return s.limit(p, s.cfg.Quotas.Sessions)
 }
@@ -66,7 +77,7 @@ func (s *Service) sessionQuotaErr(p principal.Principal) error {
 
 // Usage reports p's quotas and what p uses of them.
 func (s *Service) Usage(ctx context.Context, p principal.Principal) (Usage, error) {
-	sessions, unfinished, err := s.store.Usage(ctx, p.ID)
+	held, err := s.store.Usage(ctx, p.ID)
 	if err != nil {
 		return Usage{}, err
 	}
@@ -77,7 +88,8 @@ func (s *Service) Usage(ctx context.Context, p principal.Principal) (Usage, erro
 		return l
 	}
 	return Usage{
-		Sessions:             Quota{Used: sessions, Limit: shown(s.sessionLimit(p))},
-		ConcurrentExecutions: Quota{Used: unfinished, Limit: shown(s.executionLimit(p))},
+		Sessions:             Quota{Used: held.Sessions, Limit: shown(s.sessionLimit(p))},
+		ConcurrentExecutions: Quota{Used: held.Executions, Limit: shown(s.executionLimit(p))},
+		BackgroundProcesses:  Quota{Used: held.Background, Limit: shown(s.backgroundLimit(p))},
 	}, nil
 }

@@ -256,7 +256,7 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 	// sandbox, and destroying must not wait for a long run), then wait for it to let go.
 	if ids, err := s.store.UnfinishedTasks(ctx, sess.ID); err == nil {
 		for _, id := range ids {
-			s.cancelTask(ctx, id, "the session was destroyed")
+			s.cancelTask(ctx, p, id, "the session was destroyed")
 		}
 	}
 	unlock, err := s.lockSession(ctx, sess.ID)

@@ -52,6 +52,7 @@ type QueueSettings struct {
 type Quotas struct {
 	Sessions             int // default 100
 	ConcurrentExecutions int // default 32
+	BackgroundProcesses  int // default 8
 	// AdminsExempt exempts administrators (principal.Admin).
 	AdminsExempt bool
 }
@@ -80,6 +81,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.Quotas.ConcurrentExecutions == 0 {
 		s.Quotas.ConcurrentExecutions = 32
+	}
+	if s.Quotas.BackgroundProcesses == 0 {
+		s.Quotas.BackgroundProcesses = 8
 	}
 	def(&s.ResponseTTL, 24*time.Hour)
 	def(&s.SweepInterval, 5*time.Minute)

@@ -32,6 +32,12 @@ type Task struct {
 	CancelRequested  bool
 	// Result is the finished execution; nil until then and for machinery failures.
 	Result *Result
+	// Program is what the task runs: its command or code (at most 16 KiB, cut with "…").
+	Program string
+	// Background: a background process of its session (ExecInput.Background).
+	Background bool
+	// PID is a started background process's id in its sandbox (0: unknown).
+	PID int
 }
 
 // taskView is t as the caller sees it, its result decoded.
@@ -52,6 +58,7 @@ func taskSummary(t store.Task) Task {
 		ID: t.ID, SessionID: t.SessionID, OwnerID: t.OwnerID, Profile: t.Profile, Operation: t.Operation, Status: t.Status,
 		Promoted: t.Promoted, SubmittedAt: t.SubmittedAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, ExpiresAt: t.ExpiresAt,
 		Notice: t.Notice, Error: t.Error, ErrorType: t.ErrorType, CancelRequested: t.CancelRequested,
+		Program: t.Program, Background: t.Background, PID: t.PID,
 	}
 }
 
@@ -117,7 +124,7 @@ func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id stri
 	if err != nil || t.FinishedAt != nil {
 		return t, err
 	}
-	if err := s.cancelTask(ctx, id, "cancelled by the caller"); err != nil {
+	if err := s.cancelTask(ctx, p, id, "cancelled by the caller"); err != nil {
 		return Task{}, err
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -136,17 +143,25 @@ func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id stri
 
 // cancelTask stops task id wherever it runs: here (through the broker), on another replica
 // or worker (a flag picked up within a second), or — not started yet on a queue — right away.
-func (s *Service) cancelTask(ctx context.Context, id, reason string) error {
+func (s *Service) cancelTask(ctx context.Context, p principal.Principal, id, reason string) error {
 	s.mu.Lock()
 	s.cancelled[id] = true
 	s.mu.Unlock()
+	t, err := s.store.GetTask(ctx, id, "")
+	if err == nil && t.Background && t.StartedAt != nil {
+		// A running background process is kept by its sandbox, not by a broker: stop it
+		// there, from any replica; its follower records the end. (One still starting is also
+		// cancelled in the broker below: its job stops it once started.)
+		if err := s.stopProcess(ctx, p, t); err != nil {
+			s.log.Warn("stopping a background process failed", "task_id", id, "err", err)
+		}
+	}
 	if s.broker.Cancel(id) {
 		return nil
 	}
 	if err := s.store.RequestCancel(ctx, id); err != nil {
 		return err
 	}
-	t, err := s.store.GetTask(ctx, id, "")
 	if err != nil {
 		return nil
 	}

@@ -33,16 +33,42 @@ type Task struct {
 	Seq             int64 // submission order (per database)
 	Queued          bool  // travels through a queue transport
 	Attempts        int   // executions started
+	// Program is what the task runs: its command or code (at most MaxProgram bytes).
+	Program string
+	// Background: a background process. It gives its session's lock up once started, and
+	// counts against its own quota, not the executions'.
+	Background bool
+	// PID is a started background process's id in its sandbox (0: unknown).
+	PID int
+	// Interactive: the execution's standard input stays open (stdin_open, or a terminal).
+	Interactive bool
+}
+
+// MaxProgram bounds Task.Program in bytes; ProgramOf cuts longer text.
+const MaxProgram = 16 << 10
+
+// ProgramOf is text cut to at most MaxProgram bytes on a UTF-8 boundary, "…" marking a cut.
+func ProgramOf(text string) string {
+	if len(text) <= MaxProgram {
+		return text
+	}
+	cut := MaxProgram - len("…")
+	for cut > 0 && text[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return text[:cut] + "…"
 }
 
 const taskCols = `id, session_id, owner_id::text, profile, operation, status, promoted, runner_id, submitted_at,
-	started_at, finished_at, expires_at, COALESCE(notice, ''), COALESCE(error, ''), COALESCE(error_type, ''), result, cancel_requested, seq, queued, attempts`
+	started_at, finished_at, expires_at, COALESCE(notice, ''), COALESCE(error, ''), COALESCE(error_type, ''), result, cancel_requested, seq, queued, attempts,
+	program, background, COALESCE(pid, 0), interactive`
 
 func scanTask(row pgx.Row) (Task, error) {
 	var t Task
 	var res []byte
 	err := row.Scan(&t.ID, &t.SessionID, &t.OwnerID, &t.Profile, &t.Operation, &t.Status, &t.Promoted, &t.RunnerID, &t.SubmittedAt,
-		&t.StartedAt, &t.FinishedAt, &t.ExpiresAt, &t.Notice, &t.Error, &t.ErrorType, &res, &t.CancelRequested, &t.Seq, &t.Queued, &t.Attempts)
+		&t.StartedAt, &t.FinishedAt, &t.ExpiresAt, &t.Notice, &t.Error, &t.ErrorType, &res, &t.CancelRequested, &t.Seq, &t.Queued, &t.Attempts,
+		&t.Program, &t.Background, &t.PID, &t.Interactive)
 	if err != nil {
 		return Task{}, notFound(err)
 	}
@@ -61,19 +87,21 @@ func (st *Store) CreateTask(ctx context.Context, t Task) error {
 var ErrQuota = errors.New("store: over quota")
 
 // ownerUnder is the condition "limit $n ≤ 0 (none), or owner $3 has fewer than $n unfinished
-// tasks", for the inserts that a quota bounds.
-func ownerUnder(n string) string {
-	return `(` + n + `::int <= 0 OR (SELECT count(*) FROM tasks WHERE owner_id = $3 AND finished_at IS NULL) < ` + n + `)`
+// tasks of the kind $bg (background processes, or executions)", for the inserts that a quota
+// bounds.
+func ownerUnder(n, bg string) string {
+	return `(` + n + `::int <= 0 OR (SELECT count(*) FROM tasks WHERE owner_id = $3 AND finished_at IS NULL AND background = ` + bg + `::boolean) < ` + n + `)`
 }
 
-// CreateTaskWithin is CreateTask unless the owner already has limit unfinished tasks (limit
-// ≤ 0: no limit), then ErrQuota and nothing inserted — in the same statement, so the check
-// costs no round trip. (Concurrent inserts may pass it together; the limit is a bound on
-// what one principal holds, not an exact count.)
+// CreateTaskWithin is CreateTask unless the owner already has limit unfinished tasks of t's
+// kind (background processes, or executions; limit ≤ 0: no limit), then ErrQuota and nothing
+// inserted — in the same statement, so the check costs no round trip. (Concurrent inserts
+// may pass it together; the limit is a bound on what one principal holds, not an exact
+// count.)
 func (st *Store) CreateTaskWithin(ctx context.Context, t Task, limit int) error {
-	tag, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE `+ownerUnder("$9"),
-		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt, limit)
+	tag, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, program, background, interactive)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12 WHERE `+ownerUnder("$9", "$11"),
+		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive)
 	if err == nil && tag.RowsAffected() == 0 {
 		return ErrQuota
 	}
@@ -82,14 +110,14 @@ func (st *Store) CreateTaskWithin(ctx context.Context, t Task, limit int) error 
 
 // CreateQueuedTask inserts t as a queued task and, in the same transaction, calls enqueue
 // (which may use tx to insert its own job, or ignore it); both happen or neither does.
-// Returns the task's seq. limit > 0 bounds the owner's unfinished tasks as CreateTaskWithin
-// does (ErrQuota).
+// Returns the task's seq. limit > 0 bounds the owner's unfinished tasks of t's kind as
+// CreateTaskWithin does (ErrQuota).
 func (st *Store) CreateQueuedTask(ctx context.Context, t Task, limit int, enqueue func(ctx context.Context, tx pgx.Tx, seq int64) error) (int64, error) {
 	var seq int64
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, queued)
-			SELECT $1, $2, $3, $4, $5, $6, '', $7, true WHERE `+ownerUnder("$8")+` RETURNING seq`,
-			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.SubmittedAt, limit).Scan(&seq)
+		err := tx.QueryRow(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, queued, program, background, interactive)
+			SELECT $1, $2, $3, $4, $5, $6, '', $7, true, $9, $10, $11 WHERE `+ownerUnder("$8", "$10")+` RETURNING seq`,
+			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive).Scan(&seq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrQuota
 		}
@@ -130,10 +158,12 @@ RETURNING attempts`, id, runnerID, now, staleBefore).Scan(&attempts)
 }
 
 // EarlierUnfinished reports whether session sessionID has an unfinished task submitted before
-// seq (per-session FIFO across a worker fleet).
+// seq (per-session FIFO across a worker fleet); a background process that started
+// (StartedProcess) no longer holds the line.
 func (st *Store) EarlierUnfinished(ctx context.Context, sessionID string, seq int64) (bool, error) {
 	var exists bool
-	err := st.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE session_id = $1 AND seq < $2 AND finished_at IS NULL)`, sessionID, seq).Scan(&exists)
+	err := st.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tasks WHERE session_id = $1 AND seq < $2 AND finished_at IS NULL
+		AND NOT (background AND pid IS NOT NULL))`, sessionID, seq).Scan(&exists)
 	return exists, err
 }
 
@@ -224,19 +254,26 @@ func (st *Store) GetTask(ctx context.Context, id, ownerID string) (Task, error) 
 
 // TaskFilter selects tasks for ListTasks.
 type TaskFilter struct {
-	OwnerID        string
+	OwnerID        string // "": every owner's
 	Status         string
 	SessionID      string
+	Background     bool // background processes only
 	Limit          int
 	AfterSubmitted time.Time
 	AfterID        string
 }
 
-// ListTasks returns the owner's tasks, newest first, without results.
+// ListTasks returns the filter's tasks, newest first, without results.
 func (st *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
-	args := []any{f.OwnerID}
-	where := []string{"owner_id = $1"}
+	var args []any
+	where := []string{"true"}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if f.OwnerID != "" {
+		where = append(where, "owner_id = "+arg(f.OwnerID))
+	}
+	if f.Background {
+		where = append(where, "background")
+	}
 	if f.Status != "" {
 		where = append(where, "status = "+arg(f.Status))
 	}
@@ -279,12 +316,13 @@ func (st *Store) CancelRequested(ctx context.Context, runnerID string) ([]string
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// OrphanedTasks returns up to limit running tasks (started, unfinished, not queued) whose
+// OrphanedTasks returns up to limit running tasks (started, unfinished, not queued unless a
+// started background process, which its transport no longer delivers) whose
 // runner has not sent a heartbeat since staleBefore (or is unknown), oldest first: the ones
 // another runner may adopt (AdoptTask) before MarkLostTasks gives them up.
 func (st *Store) OrphanedTasks(ctx context.Context, staleBefore time.Time, limit int) ([]Task, error) {
 	rows, err := st.pool.Query(ctx, `SELECT `+taskCols+` FROM tasks t
-		WHERE t.finished_at IS NULL AND t.started_at IS NOT NULL AND NOT t.queued
+		WHERE t.finished_at IS NULL AND t.started_at IS NOT NULL AND (NOT t.queued OR t.pid IS NOT NULL)
 		  AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $1)
 		ORDER BY t.started_at, t.id LIMIT $2`, staleBefore, limit)
 	if err != nil {
@@ -314,7 +352,7 @@ UPDATE tasks t SET status = 'lost', finished_at = $2, expires_at = $3, error_typ
          THEN 'the gateway process holding this task stopped before it started (runner ' || t.runner_id || '); it never ran: submit it again'
          ELSE 'the gateway process running this task stopped before it finished (runner ' || t.runner_id || '); its outcome is unknown' END
  WHERE t.finished_at IS NULL
-   AND NOT t.queued -- a queued task is redelivered by its transport instead
+   AND (NOT t.queued OR t.pid IS NOT NULL) -- a queued task is redelivered by its transport, unless it is a started background process
    AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $1)`,
 		staleBefore, now, now.Add(ttl))
 	return tag.RowsAffected(), err
@@ -326,9 +364,27 @@ func (st *Store) DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, 
 	return tag.RowsAffected(), err
 }
 
-// Usage is what a principal holds now: its sessions and its unfinished tasks.
-func (st *Store) Usage(ctx context.Context, ownerID string) (sessions, unfinished int, err error) {
-	err = st.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM sessions WHERE owner_id = $1),
-		(SELECT count(*) FROM tasks WHERE owner_id = $1 AND finished_at IS NULL)`, ownerID).Scan(&sessions, &unfinished)
-	return sessions, unfinished, err
+// Held is what a principal holds now (Usage).
+type Held struct {
+	Sessions   int // default ones included
+	Executions int // unfinished tasks that are not background processes
+	Background int // unfinished background processes
+}
+
+// Usage is what a principal holds now: its sessions, its unfinished executions and its
+// background processes.
+func (st *Store) Usage(ctx context.Context, ownerID string) (Held, error) {
+	var h Held
+	err := st.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM sessions WHERE owner_id = $1),
+		count(*) FILTER (WHERE NOT background), count(*) FILTER (WHERE background)
+		FROM tasks WHERE owner_id = $1 AND finished_at IS NULL`, ownerID).Scan(&h.Sessions, &h.Executions, &h.Background)
+	return h, err
+}
+
+// StartedProcess records that background process id started as process pid in its sandbox:
+// it no longer holds its session's line (EarlierUnfinished), and OrphanedTasks offers it for
+// adoption when its runner stops, queued or not.
+func (st *Store) StartedProcess(ctx context.Context, id string, pid int) error {
+	_, err := st.pool.Exec(ctx, `UPDATE tasks SET pid = $2 WHERE id = $1 AND background`, id, max(pid, 0))
+	return err
 }

@@ -30,7 +30,8 @@ type Begun struct {
 }
 
 // BeginTask records an execution's start in one round trip: it inserts task t (its Status
-// is ignored) unless its owner already has limit unfinished tasks (limit ≤ 0: none), and
+// is ignored) unless its owner already has limit unfinished tasks of t's kind (background
+// processes, or executions; limit ≤ 0: none), and
 // with lock also takes a place in the lock line of session t.SessionID, which must exist,
 // and reads that session.
 //
@@ -43,9 +44,9 @@ type Begun struct {
 // lost: it is released in the background, and the task may exist: finish it).
 func (st *Store) BeginTask(ctx context.Context, t Task, limit int, lock bool) (Begun, error) {
 	if !lock {
-		tag, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at)
-			SELECT $1, $2, $3, $4, $5, 'running', $6, $7, $7 WHERE `+ownerUnder("$8"),
-			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit)
+		tag, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at, program, background, interactive)
+			SELECT $1, $2, $3, $4, $5, 'running', $6, $7, $7, $9, $10, $11 WHERE `+ownerUnder("$8", "$10"),
+			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive)
 		if err == nil && tag.RowsAffected() == 0 {
 			return Begun{}, ErrQuota
 		}
@@ -64,15 +65,15 @@ func (st *Store) BeginTask(ctx context.Context, t Task, limit int, lock bool) (B
 	// One row when the session exists (none: ErrNotFound), saying whether the owner was
 	// within its limit, and the place taken.
 	b.Queue(`WITH s AS (SELECT `+sessionCols+` FROM sessions WHERE id = $2),
-		ok AS (SELECT `+ownerUnder("$8")+` AS within),
+		ok AS (SELECT `+ownerUnder("$8", "$12")+` AS within),
 		place AS (INSERT INTO session_locks (session_id, holder_key, token)
 			SELECT $2, $9, $10 FROM ok, s WHERE ok.within RETURNING ticket),
 		line AS (SELECT place.ticket, `+firstInLine("$2", "place.ticket")+` AS first FROM place),
-		task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at)
+		task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at, program, background, interactive)
 			SELECT $1, $2, $3, $4, $5, CASE WHEN line.first THEN 'running' ELSE 'pending' END, $6, $7,
-				CASE WHEN line.first THEN $7::timestamptz END FROM line)
+				CASE WHEN line.first THEN $7::timestamptz END, $11, $12, $13 FROM line)
 		SELECT ok.within, COALESCE(line.ticket, 0), COALESCE(line.first, false), s.* FROM s CROSS JOIN ok LEFT JOIN line ON true`,
-		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token).
+		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token, ProgramOf(t.Program), t.Background, t.Interactive).
 		QueryRow(func(row pgx.Row) error {
 			var err error
 			sess, err = scanSessionAfter(row, &within, &place.Ticket, &first)

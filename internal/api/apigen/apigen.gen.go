@@ -227,6 +227,24 @@ func (e OutputEncoding) Valid() bool {
 	}
 }
 
+// Defines values for OutputGapStream.
+const (
+	Stderr OutputGapStream = "stderr"
+	Stdout OutputGapStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the OutputGapStream enum.
+func (e OutputGapStream) Valid() bool {
+	switch e {
+	case Stderr:
+		return true
+	case Stdout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PolicyNetworkEgress.
 const (
 	Allow     PolicyNetworkEgress = "allow"
@@ -414,9 +432,15 @@ type AgentToolsFormat string
 
 // Capabilities defines model for Capabilities.
 type Capabilities struct {
-	Attach           bool          `json:"attach"`
-	AttachesExternal bool          `json:"attaches_external"`
-	Files            bool          `json:"files"`
+	Attach           bool `json:"attach"`
+	AttachesExternal bool `json:"attaches_external"`
+
+	// Background Commands can run as background processes (`background: true`).
+	Background bool `json:"background"`
+	Files      bool `json:"files"`
+
+	// Interactive Executions can keep stdin open (`stdin_open`) and commands can run on a terminal (`pty`).
+	Interactive      bool          `json:"interactive"`
 	Isolation        IsolationTier `json:"isolation"`
 	Languages        []string      `json:"languages"`
 	PackageInstall   bool          `json:"package_install"`
@@ -446,13 +470,29 @@ type CodeRequest struct {
 
 	// Output `text` returns UTF-8 (invalid bytes make `encoding` read `base64` for that stream set);
 	// `base64` always returns stdout and stderr base64-encoded.
-	Output   *OutputEncoding `json:"output,omitempty"`
-	TimeoutS *float32        `json:"timeout_s,omitempty"`
-	WaitS    *float32        `json:"wait_s,omitempty"`
+	Output *OutputEncoding `json:"output,omitempty"`
+
+	// Stdin Bytes fed to standard input (default: empty).
+	Stdin *string `json:"stdin,omitempty"`
+
+	// StdinOpen Keep standard input open after `stdin`: send more with `POST /v1/tasks/{task_id}/stdin`
+	// while the execution runs (`?eof=true` closes it). Take the task id from the stream's
+	// `task` event, or pass `wait_s: 0` to get it at once.
+	StdinOpen *StdinOpen `json:"stdin_open,omitempty"`
+	TimeoutS  *float32   `json:"timeout_s,omitempty"`
+	WaitS     *float32   `json:"wait_s,omitempty"`
 }
 
 // CommandRequest defines model for CommandRequest.
 type CommandRequest struct {
+	// Background Start the command as a background process of the session and answer 201 with its
+	// `Process` once it runs: it outlives the call (a server, a watcher), keeps the
+	// session from going idle while it runs, counts against `background_processes`, and
+	// ends when it exits, when stopped (`DELETE …/processes/{process_id}`), or with the
+	// session. Its output streams from `GET /v1/tasks/{task_id}/output`. The execution
+	// timeout does not apply (give `timeout_s` for a lifetime). `wait_s` is ignored.
+	Background *bool `json:"background,omitempty"`
+
 	// Command Run with /bin/sh -c.
 	Command string `json:"command"`
 
@@ -466,10 +506,21 @@ type CommandRequest struct {
 	// `base64` always returns stdout and stderr base64-encoded.
 	Output *OutputEncoding `json:"output,omitempty"`
 
+	// Pty Run the command on a pseudo-terminal of this size (rows and columns of characters):
+	// stdout and stderr are the terminal (all output arrives as `stdout`, with CR LF line
+	// ends), stdin stays open as with `stdin_open`, and `POST /v1/tasks/{task_id}/resize`
+	// changes the size. TERM is xterm-256color unless `env` sets it.
+	Pty *TerminalSize `json:"pty,omitempty"`
+
 	// Stdin Bytes fed to standard input (default: empty).
 	Stdin *string `json:"stdin,omitempty"`
 
-	// TimeoutS Lowers the profile's policy timeout; never raises it.
+	// StdinOpen Keep standard input open after `stdin`: send more with `POST /v1/tasks/{task_id}/stdin`
+	// while the execution runs (`?eof=true` closes it). Take the task id from the stream's
+	// `task` event, or pass `wait_s: 0` to get it at once.
+	StdinOpen *StdinOpen `json:"stdin_open,omitempty"`
+
+	// TimeoutS Lowers the profile's policy timeout; never raises it. For a background process: its lifetime (none by default).
 	TimeoutS *float32 `json:"timeout_s,omitempty"`
 
 	// WaitS How long to wait before answering 202 with a task.
@@ -524,14 +575,15 @@ type Credentials struct {
 
 // EventStream A `text/event-stream` body (one JSON value per event's `data` line; this schema is
 // that of each event's data). Events: `task` (a `Task`, first on `POST` answers),
-// `stdout` and `stderr` (an `OutputChunk`, `id` = its sequence number), `gap` (an
-// `OutputGap`), `result` (an `ExecutionResult`) or `error` (a `Problem`), the last two
-// ending the stream. Example:
+// `stdout` and `stderr` (an `OutputChunk`; its `id` is the position after it,
+// `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from on any replica),
+// `gap` (an `OutputGap`), `result` (an `ExecutionResult`) or `error` (a `Problem`), the
+// last two ending the stream. Example:
 //
 //	event: task
 //	data: {"id":"0b6d3f0c2a9e4d55b1c8e7f6a5d4c3b2","status":"running", …}
 //
-//	id: 1
+//	id: 9-0
 //	event: stdout
 //	data: {"offset":0,"data":"building\n","encoding":"utf-8"}
 //
@@ -638,11 +690,15 @@ type OutputChunkEncoding string
 // `base64` always returns stdout and stderr base64-encoded.
 type OutputEncoding string
 
-// OutputGap Events after `after` and before the next one were dropped (the middle of a long output).
+// OutputGap Bytes `from` to `to` (exclusive) of a stream were dropped (the middle of a long output) and will not be sent.
 type OutputGap struct {
-	// After The last event id before the gap.
-	After int64 `json:"after"`
+	From   int64           `json:"from"`
+	Stream OutputGapStream `json:"stream"`
+	To     int64           `json:"to"`
 }
+
+// OutputGapStream defines model for OutputGap.Stream.
+type OutputGapStream string
 
 // Policy defines model for Policy.
 type Policy struct {
@@ -700,6 +756,30 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
+// Process A background process of a session: the task that runs it (its id is the task id;
+// follow its output with `GET /v1/tasks/{task_id}/output`). `status` is `running`
+// until it ends: `succeeded` when its program exited (whatever the exit code, in
+// `exit_code`), `cancelled` when stopped, `lost` when its sandbox went away.
+type Process struct {
+	Command     string     `json:"command"`
+	Error       *string    `json:"error,omitempty"`
+	ExitCode    *int       `json:"exit_code,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	Id          string     `json:"id"`
+	Notice      *string    `json:"notice,omitempty"`
+	Pid         *int       `json:"pid,omitempty"`
+	SessionId   string     `json:"session_id"`
+	Signal      *string    `json:"signal,omitempty"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	Status      TaskStatus `json:"status"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+}
+
+// ProcessList defines model for ProcessList.
+type ProcessList struct {
+	Processes []Process `json:"processes"`
+}
+
 // Profile defines model for Profile.
 type Profile struct {
 	AllowedGroups *[]string           `json:"allowed_groups,omitempty"`
@@ -745,6 +825,7 @@ type Quota struct {
 
 // Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica.
 type Quotas struct {
+	BackgroundProcesses  Quota `json:"background_processes"`
 	ConcurrentExecutions Quota `json:"concurrent_executions"`
 	Sessions             Quota `json:"sessions"`
 }
@@ -809,20 +890,43 @@ type SessionList struct {
 // SessionStatus defines model for SessionStatus.
 type SessionStatus string
 
+// StdinOpen Keep standard input open after `stdin`: send more with `POST /v1/tasks/{task_id}/stdin`
+// while the execution runs (`?eof=true` closes it). Take the task id from the stream's
+// `task` event, or pass `wait_s: 0` to get it at once.
+type StdinOpen = bool
+
+// StdinWritten defines model for StdinWritten.
+type StdinWritten struct {
+	// Bytes Bytes the program's input took.
+	Bytes int64 `json:"bytes"`
+
+	// Closed The input was closed afterwards (`eof=true`).
+	Closed bool   `json:"closed"`
+	TaskId string `json:"task_id"`
+}
+
 // Task defines model for Task.
 type Task struct {
-	Error *string `json:"error,omitempty"`
+	// Background A background process of its session.
+	Background *bool   `json:"background,omitempty"`
+	Error      *string `json:"error,omitempty"`
 
 	// ErrorType Problem type suffix of the failure (e.g. policy, provision, lost).
 	ErrorType *string `json:"error_type,omitempty"`
 
 	// ExpiresAt When a finished task is forgotten.
-	ExpiresAt   *time.Time       `json:"expires_at,omitempty"`
-	FinishedAt  *time.Time       `json:"finished_at,omitempty"`
-	Id          string           `json:"id"`
-	Notice      *string          `json:"notice,omitempty"`
-	Operation   TaskOperation    `json:"operation"`
-	Profile     string           `json:"profile"`
+	ExpiresAt  *time.Time    `json:"expires_at,omitempty"`
+	FinishedAt *time.Time    `json:"finished_at,omitempty"`
+	Id         string        `json:"id"`
+	Notice     *string       `json:"notice,omitempty"`
+	Operation  TaskOperation `json:"operation"`
+
+	// Pid A started background process's process id in its sandbox.
+	Pid     *int   `json:"pid,omitempty"`
+	Profile string `json:"profile"`
+
+	// Program What the task runs: its command or code (at most 16 KiB, cut with "…").
+	Program     *string          `json:"program,omitempty"`
 	Result      *ExecutionResult `json:"result,omitempty"`
 	SessionId   string           `json:"session_id"`
 	StartedAt   *time.Time       `json:"started_at,omitempty"`
@@ -842,6 +946,15 @@ type TaskList struct {
 // TaskStatus defines model for TaskStatus.
 type TaskStatus string
 
+// TerminalSize Run the command on a pseudo-terminal of this size (rows and columns of characters):
+// stdout and stderr are the terminal (all output arrives as `stdout`, with CR LF line
+// ends), stdin stays open as with `stdin_open`, and `POST /v1/tasks/{task_id}/resize`
+// changes the size. TERM is xterm-256color unless `env` sets it.
+type TerminalSize struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
 // ContextName defines model for ContextName.
 type ContextName = string
 
@@ -850,6 +963,9 @@ type Cursor = string
 
 // Limit defines model for Limit.
 type Limit = int
+
+// ProcessID defines model for ProcessID.
+type ProcessID = string
 
 // ProfileQuery defines model for ProfileQuery.
 type ProfileQuery = string
@@ -880,6 +996,12 @@ type NotFound = Problem
 
 // OverQuota RFC 9457 problem details.
 type OverQuota = Problem
+
+// ProcessStarted A background process of a session: the task that runs it (its id is the task id;
+// follow its output with `GET /v1/tasks/{task_id}/output`). `status` is `running`
+// until it ends: `succeeded` when its program exited (whatever the exit code, in
+// `exit_code`), `cancelled` when stopped, `lost` when its sandbox went away.
+type ProcessStarted = Process
 
 // StoreUnavailable RFC 9457 problem details.
 type StoreUnavailable = Problem
@@ -997,6 +1119,24 @@ type WriteFileParams struct {
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
 }
 
+// ListProcessesParams defines parameters for ListProcesses.
+type ListProcessesParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// StopProcessParams defines parameters for StopProcess.
+type StopProcessParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// GetProcessParams defines parameters for GetProcess.
+type GetProcessParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
 // ListTasksParams defines parameters for ListTasks.
 type ListTasksParams struct {
 	Status    *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -1009,8 +1149,14 @@ type ListTasksParams struct {
 
 // GetTaskOutputParams defines parameters for GetTaskOutput.
 type GetTaskOutputParams struct {
-	// LastEventID Resume after this event id (as sent in the stream's `id:` lines).
-	LastEventID *int64 `json:"Last-Event-ID,omitempty"`
+	// LastEventID Resume after this event id (as sent in the stream's `id:` lines, `<stdout bytes>-<stderr bytes>`).
+	LastEventID *string `json:"Last-Event-ID,omitempty"`
+}
+
+// WriteTaskStdinParams defines parameters for WriteTaskStdin.
+type WriteTaskStdinParams struct {
+	// Eof Close the input after this body.
+	Eof *bool `form:"eof,omitempty" json:"eof,omitempty"`
 }
 
 // CreateRunJSONRequestBody defines body for CreateRun for application/json ContentType.
@@ -1027,6 +1173,9 @@ type RunCommandJSONRequestBody = CommandRequest
 
 // CreateContextJSONRequestBody defines body for CreateContext for application/json ContentType.
 type CreateContextJSONRequestBody = ContextCreate
+
+// ResizeTaskTerminalJSONRequestBody defines body for ResizeTaskTerminal for application/json ContentType.
+type ResizeTaskTerminalJSONRequestBody = TerminalSize
 
 // AsTask returns the union data inside the EventStream as a Task
 func (t EventStream) AsTask() (Task, error) {
@@ -1230,6 +1379,15 @@ type ServerInterface interface {
 	// WriteFile Write a file (raw bytes).
 	// (PUT /v1/sessions/{session_id}/files/{path})
 	WriteFile(w http.ResponseWriter, r *http.Request, sessionId SessionID, path string, params WriteFileParams)
+	// ListProcesses The session's background processes.
+	// (GET /v1/sessions/{session_id}/processes)
+	ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams)
+	// StopProcess Stop a background process.
+	// (DELETE /v1/sessions/{session_id}/processes/{process_id})
+	StopProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params StopProcessParams)
+	// GetProcess One background process.
+	// (GET /v1/sessions/{session_id}/processes/{process_id})
+	GetProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params GetProcessParams)
 	// ListTasks The caller's tasks.
 	// (GET /v1/tasks)
 	ListTasks(w http.ResponseWriter, r *http.Request, params ListTasksParams)
@@ -1242,6 +1400,12 @@ type ServerInterface interface {
 	// GetTaskOutput Follow a task's output as it is produced (server-sent events).
 	// (GET /v1/tasks/{task_id}/output)
 	GetTaskOutput(w http.ResponseWriter, r *http.Request, taskId TaskID, params GetTaskOutputParams)
+	// ResizeTaskTerminal Resize a running execution's terminal.
+	// (POST /v1/tasks/{task_id}/resize)
+	ResizeTaskTerminal(w http.ResponseWriter, r *http.Request, taskId TaskID)
+	// WriteTaskStdin Send bytes to a running execution's standard input.
+	// (POST /v1/tasks/{task_id}/stdin)
+	WriteTaskStdin(w http.ResponseWriter, r *http.Request, taskId TaskID, params WriteTaskStdinParams)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -1368,6 +1532,24 @@ func (_ Unimplemented) WriteFile(w http.ResponseWriter, r *http.Request, session
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListProcesses The session's background processes.
+// (GET /v1/sessions/{session_id}/processes)
+func (_ Unimplemented) ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// StopProcess Stop a background process.
+// (DELETE /v1/sessions/{session_id}/processes/{process_id})
+func (_ Unimplemented) StopProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params StopProcessParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetProcess One background process.
+// (GET /v1/sessions/{session_id}/processes/{process_id})
+func (_ Unimplemented) GetProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params GetProcessParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListTasks The caller's tasks.
 // (GET /v1/tasks)
 func (_ Unimplemented) ListTasks(w http.ResponseWriter, r *http.Request, params ListTasksParams) {
@@ -1389,6 +1571,18 @@ func (_ Unimplemented) CancelTask(w http.ResponseWriter, r *http.Request, taskId
 // GetTaskOutput Follow a task's output as it is produced (server-sent events).
 // (GET /v1/tasks/{task_id}/output)
 func (_ Unimplemented) GetTaskOutput(w http.ResponseWriter, r *http.Request, taskId TaskID, params GetTaskOutputParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResizeTaskTerminal Resize a running execution's terminal.
+// (POST /v1/tasks/{task_id}/resize)
+func (_ Unimplemented) ResizeTaskTerminal(w http.ResponseWriter, r *http.Request, taskId TaskID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// WriteTaskStdin Send bytes to a running execution's standard input.
+// (POST /v1/tasks/{task_id}/stdin)
+func (_ Unimplemented) WriteTaskStdin(w http.ResponseWriter, r *http.Request, taskId TaskID, params WriteTaskStdinParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2178,6 +2372,150 @@ func (siw *ServerInterfaceWrapper) WriteFile(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// ListProcesses operation middleware
+func (siw *ServerInterfaceWrapper) ListProcesses(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListProcessesParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListProcesses(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StopProcess operation middleware
+func (siw *ServerInterfaceWrapper) StopProcess(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "process_id" -------------
+	var processId ProcessID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "process_id", chi.URLParam(r, "process_id"), &processId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "process_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StopProcessParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StopProcess(w, r, sessionId, processId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetProcess operation middleware
+func (siw *ServerInterfaceWrapper) GetProcess(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "process_id" -------------
+	var processId ProcessID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "process_id", chi.URLParam(r, "process_id"), &processId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "process_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetProcessParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetProcess(w, r, sessionId, processId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListTasks operation middleware
 func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Request) {
 
@@ -2324,14 +2662,14 @@ func (siw *ServerInterfaceWrapper) GetTaskOutput(w http.ResponseWriter, r *http.
 
 	// ------------- Optional header parameter "Last-Event-ID" -------------
 	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
-		var LastEventID int64
+		var LastEventID string
 		n := len(valueList)
 		if n != 1 {
 			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
 			return
 		}
 
-		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
 		if err != nil {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
 			return
@@ -2343,6 +2681,74 @@ func (siw *ServerInterfaceWrapper) GetTaskOutput(w http.ResponseWriter, r *http.
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetTaskOutput(w, r, taskId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResizeTaskTerminal operation middleware
+func (siw *ServerInterfaceWrapper) ResizeTaskTerminal(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "task_id" -------------
+	var taskId TaskID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResizeTaskTerminal(w, r, taskId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// WriteTaskStdin operation middleware
+func (siw *ServerInterfaceWrapper) WriteTaskStdin(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "task_id" -------------
+	var taskId TaskID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "task_id", chi.URLParam(r, "task_id"), &taskId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "task_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params WriteTaskStdinParams
+
+	// ------------- Optional query parameter "eof" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "eof", r.URL.Query(), &params.Eof, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "eof"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "eof", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.WriteTaskStdin(w, r, taskId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2496,6 +2902,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/v1/sessions/{session_id}/code", wrapper.RunCode)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/sessions/{session_id}/processes", wrapper.ListProcesses)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/sessions/{session_id}/processes/{process_id}", wrapper.StopProcess)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/sessions/{session_id}/processes/{process_id}", wrapper.GetProcess)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/sessions/{session_id}/contexts", wrapper.ListContexts)
 	})
 	r.Group(func(r chi.Router) {
@@ -2535,6 +2950,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/v1/tasks/{task_id}/cancel", wrapper.CancelTask)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/tasks/{task_id}/stdin", wrapper.WriteTaskStdin)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/tasks/{task_id}/resize", wrapper.ResizeTaskTerminal)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/agent/tools", wrapper.GetAgentTools)
 	})
 
@@ -2572,6 +2993,15 @@ type OverQuotaApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers OverQuotaResponseHeaders
+}
+
+type ProcessStartedResponseHeaders struct {
+	Location *string
+}
+type ProcessStartedJSONResponse struct {
+	Body Process
+
+	Headers ProcessStartedResponseHeaders
 }
 
 type StoreUnavailableResponseHeaders struct {
@@ -3847,6 +4277,23 @@ func (response RunCommand200TexteventStreamResponse) VisitRunCommandResponse(w h
 			return err
 		}
 	}
+}
+
+type RunCommand201JSONResponse struct{ ProcessStartedJSONResponse }
+
+func (response RunCommand201JSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type RunCommand202JSONResponse struct{ ExecutionPromotedJSONResponse }
@@ -5322,6 +5769,408 @@ func (response WriteFile503ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type ListProcessesRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    ListProcessesParams
+}
+
+type ListProcessesResponseObject interface {
+	VisitListProcessesResponse(w http.ResponseWriter) error
+}
+
+type ListProcesses200JSONResponse ProcessList
+
+func (response ListProcesses200JSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProcesses400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListProcesses400ApplicationProblemPlusJSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProcesses401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListProcesses401ApplicationProblemPlusJSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProcesses403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListProcesses403ApplicationProblemPlusJSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProcesses404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListProcesses404ApplicationProblemPlusJSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProcesses429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListProcesses429ApplicationProblemPlusJSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProcesses503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListProcesses503ApplicationProblemPlusJSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcessRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	ProcessId ProcessID `json:"process_id"`
+	Params    StopProcessParams
+}
+
+type StopProcessResponseObject interface {
+	VisitStopProcessResponse(w http.ResponseWriter) error
+}
+
+type StopProcess200JSONResponse Process
+
+func (response StopProcess200JSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess400ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess401ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess403ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess404ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess429ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess502ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess503ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcessRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	ProcessId ProcessID `json:"process_id"`
+	Params    GetProcessParams
+}
+
+type GetProcessResponseObject interface {
+	VisitGetProcessResponse(w http.ResponseWriter) error
+}
+
+type GetProcess200JSONResponse Process
+
+func (response GetProcess200JSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcess400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcess400ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcess401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcess401ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcess403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcess403ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcess404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcess404ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcess429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcess429ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcess503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcess503ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTasksRequestObject struct {
 	Params ListTasksParams
 }
@@ -5780,6 +6629,353 @@ func (response GetTaskOutput503ApplicationProblemPlusJSONResponse) VisitGetTaskO
 	return err
 }
 
+type ResizeTaskTerminalRequestObject struct {
+	TaskId TaskID `json:"task_id"`
+	Body   *ResizeTaskTerminalJSONRequestBody
+}
+
+type ResizeTaskTerminalResponseObject interface {
+	VisitResizeTaskTerminalResponse(w http.ResponseWriter) error
+}
+
+type ResizeTaskTerminal204Response struct {
+}
+
+func (response ResizeTaskTerminal204Response) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type ResizeTaskTerminal400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal400ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal401ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal403ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal404ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal409ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal422ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal429ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal502ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal503ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdinRequestObject struct {
+	TaskId TaskID `json:"task_id"`
+	Params WriteTaskStdinParams
+	Body   io.Reader
+}
+
+type WriteTaskStdinResponseObject interface {
+	VisitWriteTaskStdinResponse(w http.ResponseWriter) error
+}
+
+type WriteTaskStdin200JSONResponse StdinWritten
+
+func (response WriteTaskStdin200JSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin400ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin401ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin403ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin404ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin409ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin422ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin429ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin502ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin503ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// GetHealth Liveness probe.
@@ -5842,6 +7038,15 @@ type StrictServerInterface interface {
 	// WriteFile Write a file (raw bytes).
 	// (PUT /v1/sessions/{session_id}/files/{path})
 	WriteFile(ctx context.Context, request WriteFileRequestObject) (WriteFileResponseObject, error)
+	// ListProcesses The session's background processes.
+	// (GET /v1/sessions/{session_id}/processes)
+	ListProcesses(ctx context.Context, request ListProcessesRequestObject) (ListProcessesResponseObject, error)
+	// StopProcess Stop a background process.
+	// (DELETE /v1/sessions/{session_id}/processes/{process_id})
+	StopProcess(ctx context.Context, request StopProcessRequestObject) (StopProcessResponseObject, error)
+	// GetProcess One background process.
+	// (GET /v1/sessions/{session_id}/processes/{process_id})
+	GetProcess(ctx context.Context, request GetProcessRequestObject) (GetProcessResponseObject, error)
 	// ListTasks The caller's tasks.
 	// (GET /v1/tasks)
 	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
@@ -5854,6 +7059,12 @@ type StrictServerInterface interface {
 	// GetTaskOutput Follow a task's output as it is produced (server-sent events).
 	// (GET /v1/tasks/{task_id}/output)
 	GetTaskOutput(ctx context.Context, request GetTaskOutputRequestObject) (GetTaskOutputResponseObject, error)
+	// ResizeTaskTerminal Resize a running execution's terminal.
+	// (POST /v1/tasks/{task_id}/resize)
+	ResizeTaskTerminal(ctx context.Context, request ResizeTaskTerminalRequestObject) (ResizeTaskTerminalResponseObject, error)
+	// WriteTaskStdin Send bytes to a running execution's standard input.
+	// (POST /v1/tasks/{task_id}/stdin)
+	WriteTaskStdin(ctx context.Context, request WriteTaskStdinRequestObject) (WriteTaskStdinResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -6460,6 +7671,89 @@ func (sh *strictHandler) WriteFile(w http.ResponseWriter, r *http.Request, sessi
 	}
 }
 
+// ListProcesses operation middleware
+func (sh *strictHandler) ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams) {
+	var request ListProcessesRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListProcesses(ctx, request.(ListProcessesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListProcesses")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListProcessesResponseObject); ok {
+		if err := validResponse.VisitListProcessesResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StopProcess operation middleware
+func (sh *strictHandler) StopProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params StopProcessParams) {
+	var request StopProcessRequestObject
+
+	request.SessionId = sessionId
+	request.ProcessId = processId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StopProcess(ctx, request.(StopProcessRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StopProcess")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StopProcessResponseObject); ok {
+		if err := validResponse.VisitStopProcessResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetProcess operation middleware
+func (sh *strictHandler) GetProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params GetProcessParams) {
+	var request GetProcessRequestObject
+
+	request.SessionId = sessionId
+	request.ProcessId = processId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetProcess(ctx, request.(GetProcessRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetProcess")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetProcessResponseObject); ok {
+		if err := validResponse.VisitGetProcessResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListTasks operation middleware
 func (sh *strictHandler) ListTasks(w http.ResponseWriter, r *http.Request, params ListTasksParams) {
 	var request ListTasksRequestObject
@@ -6565,206 +7859,300 @@ func (sh *strictHandler) GetTaskOutput(w http.ResponseWriter, r *http.Request, t
 	}
 }
 
+// ResizeTaskTerminal operation middleware
+func (sh *strictHandler) ResizeTaskTerminal(w http.ResponseWriter, r *http.Request, taskId TaskID) {
+	var request ResizeTaskTerminalRequestObject
+
+	request.TaskId = taskId
+
+	var body ResizeTaskTerminalJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResizeTaskTerminal(ctx, request.(ResizeTaskTerminalRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResizeTaskTerminal")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResizeTaskTerminalResponseObject); ok {
+		if err := validResponse.VisitResizeTaskTerminalResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// WriteTaskStdin operation middleware
+func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, taskId TaskID, params WriteTaskStdinParams) {
+	var request WriteTaskStdinRequestObject
+
+	request.TaskId = taskId
+	request.Params = params
+
+	request.Body = r.Body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.WriteTaskStdin(ctx, request.(WriteTaskStdinRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "WriteTaskStdin")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(WriteTaskStdinResponseObject); ok {
+		if err := validResponse.VisitWriteTaskStdinResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3/chs5kif+Koj67jck9pYo6mfbVEzsedx2j3c93V7LHR23pk8FVoEkVkWAA6BEc9yKuKe5B7snuUAm",
-	"gEKRoERZ7p6ZHv/hCKtYhR8JIDOR+cnMT1kp5wspmDA6G37KZoxWTMF/X8uSGi6F/X/FdKn4Av/Mfnr7",
-	"msgJMTNGSsWoYRVRTMtGlayf5ZkuZ2xO7WdmtWDZMNNGcTHNbm9v82xBFZ0z4/p4LoVhH80PdM42u3lG",
-	"SvyZCDqHlrl9vKBmluWZgG8y98oV/Jlniv2l4YpV2dCohsVjWVBjmLIN/K/3zw7+ix78dXDw9OpD9P/+",
-	"wYdPg/z85PZfsnxj6Hn2vFFaqs1h/rigf2kYKYQdRgkvFWSi5BwItFDshstGkwWdtnP4S8PUKpoENh0P",
-	"d04/vmZiambZ8HgwSI3nNZ9zY19NtVjDj3GDFZvQpjbZ8GyQ29b5vJnbP+xfXOBfR6EfLgybMgUdvVFy",
-	"wmv2n9DDxvR/luq6lrQiC3ztgswbbcicmnIGFNBMay7FniZyKfxbZDljgoylmRGqGLkWcim2Ucd9so08",
-	"R24K4e8UsS5xEK++S20zN0LCq5xIRQpHqoJMpMJdTuuaqT1N3C/hCzkhxb+58f2h2LJF3ctXvNp1g+6/",
-	"Hxw8pQeTD59Ojm9/cZ320tvyHdXXOK1E14bq6wf0G3eb6u3WtqMXUmgGx/ePtHrL/tIwDfsQjqKA/9LF",
-	"oubIPg4XSo5rNv/X/9bIS9hHOl/U7rwbyutsCKNj2pCxrFZkRjWhgjClpBqSSjIt9vyGwmEP7TZaMGVW",
-	"ZGQZ2JyKapQRrsmca23HmmfaUNPobHgKp4cb22P2StzQmlt2haMOU5wZs9DDw0NNRTWlhvUrduNHrg/h",
-	"I2SGtzHp/kWxSTbM/r/Dloke4q/68A1+jFTr7rh3M+ZHAGOm9USqOavs5rMLp4mWc2ZmXExx+0kx4dNG",
-	"wQiAIERIQ2hdy2Xfjui5FJOal49dBX829/SMKlbtwUroUi4YWTB1pRph+JwNCTfwixSM4Jv+PFwQWlWK",
-	"aW1foZrsua27R7jQhtHKHhgQGXZqUrDOOj1t1ylMaMcFKv37X2p57O5aI/eEG8fRgUp7njSOR3gJaJ8b",
-	"O0A7lhcfWdnYZr6zk92+OqlVcet9NdfZ8Pgoz5goZWX39jBrzOTgSZZn7CM3V6WsWDYc5DGfGWbnk6Ny",
-	"UH3LjsdP6CkbTJ7Sk/FZ+W11xI4nJ/R0HFEeVICaGVbBw4oplQ2z8P+r8crY4z4ID4xqRGnFfjac0Foz",
-	"+EE2Jhtmp8cjkfm//Zcn4cHml0uqBBdTnQ3ff9h58QJZ3zJtZZpdQ6sFHLIbJsyBNorRuW1kx+bsV5f4",
-	"0Zb9wHyPZMIF1zNWkf3ljBp2wxThRhO7FMQuRc9uiBk38NSeF9mYPvmZm9lIFM/Kki3MkGwMtoA9RIVe",
-	"2vZ0OC+WD9rXCL7m1a52OFSPBDdENUKTfc0YKb5/8Y4c3hwdWt6vDz85EXB7KBuzaEzRy+3mFqwi4xWh",
-	"pLC/F9hJfyQ6m/aNknMJi/WQjQvbbzA+r04mg/KYPmWn1dnZ+Kh8wr6dnNOz6rQ8GR9neRaOWDbMcD7s",
-	"yvHyLA9CfxgUl0dscNUI4aRCM55zY1h1Re12PR4cnx8cHR0cP303eDo8GgwHg//anYdY0ZvaMJeG1zVx",
-	"nRI6MUyRYkm5udLFBVnIuoZFtJQn1JDCa9qgQGzRwFPjcK8ehvdgLC+lGvOqYuKx0oCaGdnr9w+ZKQ8X",
-	"VOtltUeYLumCaVTsqKjG8iNZSnWtF7TscvOTlpu/kTUvV+SGyxrHuSNXX8B3X4Sn/+DlJaucVsc1WSgu",
-	"Sr6gNah9lGB/pKTC8vsxI0xMpCpZBbz8B2leykZUjyRrI0DZDdTzquTefRt6r0Pe05a8dm4TGNmOdBXS",
-	"HOAHX4K0P7kJ7VsaCmlmTLWU3dO96G54m2c/3jD1n4009JFkXMmGzOgNIyfHLTfU4dBJReyB42Kaw16F",
-	"+5Dlno7s/b/YMeh+KUXZKMWEuWpbuYBvYZ9YHcdIx/TJfoe3/huuxh9cn8D4SypKVq+rNseRagOTJ+xj",
-	"yVjFdl4yGO4X027wPmPlDDUwRTkBcYVEIftFl0pFTrgo66byCumCqYOwxEGVVdSw3gUp3jKjVgfPLNsr",
-	"iKYrjZc9I4lRK0KnlIt+K6bmrCB6JpeaNJpOrQyscLX0GjeMmt28xF2yUopK205g7cZsIhWzHQILhj5T",
-	"pon2ngu3RCMV+0nQG8prOq7ZI/eoUwvhvkS0bZvsv5HaTBXTvUiPB6l/QZSdoKWFMvVqSCaU16yyMyql",
-	"EKw09r9Fo5n6g98jpKKGjqlm4UkxJBWnNV6eoi14FvPjS6ZueMlIE810x30Yf/LlrkI7kij3uvZYyWum",
-	"PKM29JrB46BRXNiP4Pq0pPbSXvKKVX0CO8jL4+4uxe3zq+64O60scJOX8jVV08fuOrjCwUWaayKtfmpp",
-	"czQ4fXL27flgcGCVcscP9/05n9OPV/Y71Nh7Me86ijbOOylJDUPccbsYKQ/wgy+xWf5oJxVm5G/FzPEL",
-	"EC8/CdqYGROGu2vG4w6wvGbCkpF9XHDFqovA6ygRbEnwd7D1rWRjGapumOrI6aOWeutj2/3IdT77EpT8",
-	"M5pJ7HniziQyZlRZytoprZ2Dn3/++eBZNIbNw/D25XNy/u3ZgJQzK1rE9D5DMCyVbhYLqR6/TLUsaX2l",
-	"m/FCyZJp3fIN1wMp6YKOec3NakhqKqYNnbKhasarjpQ+jtcqDC76eGdzRPvFl2KSCyVveMXU5txAlQ2s",
-	"D0/Bor0CP4KulSyvmRoSPreCebEyMymGJ/2j4wNd8zkaRZze2cqZiIhv7Jitcmu3GoqznVV//+kXI6DX",
-	"t0vZ1BVxCn7oBo1vitFyBup+6BUOwLMpE+adlDX85WyPHG2gE6nmFMjLhOXu77N5ucDrraA8yzMqzEzJ",
-	"BS+zDxsW1TybNryyOmPCywLqkP8dtFFK9EobNrfjni8M2QcTnKGGzZkwVi0jNRes188SPRkp6ys0AlxZ",
-	"fl/OKB7vbrdoqckJ2npAHQOJohittLc/2LY0WO7LBvQS2IRzKlaWAyhaGqZ0NIog6HAYiW4tdUnFrKKN",
-	"mjwXzqwGDBevbXNqcv/Dn5+/IZqpG7DLS1UxBeZ3w+bQOq0qaIjWb6LlQtu3G5Qc/zdDk6F7QJWiqwyt",
-	"3N5a/t4vcLRU22jpJ/ch0cVzzxLctuluImoMLWcRpxxLWTMKux9/Y/qKfTRMCVqnX7OLpNM/ce0v3vcc",
-	"oVf+xXccF8vzSmg40HZza3Xol2cLWl7TKbviQhtabxkw3rZB7cBdfedrgpmlVNd3vuMvmlvIEG4sV1aJ",
-	"3vaOYwhb2tAztm0+cA4nTfLXtS3VLohvMSa1X8tNOkad+H2Rdcac2i0bE9+gaWotEkRNbmtZscgFlD51",
-	"ztTb3fJotl7z5IGOeo83L/c+34RO7qgTHMdGEtUIwsUFuaGK22uLJpoZMl7BvTeyoyq4Qyjm+YtgH01/",
-	"JJ6Boufb4zp4vJfczEjhV60g+ygf8a4r0cjYuwAD7keuvcNjJMBSywXct+VSBHUkJ1rG7c3pykoo11Kf",
-	"fIdm0CEIgjfYl6UhkWIknLVUu1H5XTIkluEVudeXYQ7BvXlBwFiz5JoRSiaK6dlIWE6tForZO5KVJ4FC",
-	"fTDsP86LnmdM3GzfJ53NcH52dnKeaGFOP8bfHB0/SWxLT8bNLeJWad9SxHtzLdFkY5V6RyMw5Xhblm8r",
-	"dv7YO2VNFQMZFw36dJAYMcqJ+3jvj/DWC+/ksVwVnQdXnjJ4e3xyftrx2Q/67RERzXyMjButzZ0PT867",
-	"3218tcak4ICmzzwY6T/32KOFf/MK0QjcvYdjLg71jByUa8TdmT0sqzRMAdRQWVstWjHLgG8Y6i6stWFv",
-	"LOjT819lG3dH9+KjUZQwccOVFKDLBXZ14VzCEaqi8Gevc/A+fPMvhRv9/Qfkc/ekNhVPIIL+uDJMkwma",
-	"q7ShoqKqIlwsGkP2K8+52HxhVr1tq7qpVcT7v9vfa7lkSq+5Y5353n12QQQ45xTlmmnCjev3805Rt/s/",
-	"ySWppZiuG3/QTGW32fHgGHczBTdPp++HH0Q8MumzGEThmkZZ85sE+3tpz6QzgVkJFLP7irPqIsi+SDYq",
-	"pg1VxhNxU/VxMvGKJmTyz2D7jeTPkrZCVFr2qo3vwV698nCjyipq2IFdzqQkCeb6zT5ftA4Bze3lKe5/",
-	"X7Fe1NvmDSUWHv5Oh2Ijy7Mx1bPkRU44DNsmQideSwdTC110aNeZVO6W8I5Vfw6fPpABd0Wjw4S183v4",
-	"hB8NrNugzx1Tfs11YrO7pe3eUu5ibP7Y3Hf3Cw0nhwTkd8iyz5OGNR2zWu8oSlI4wA12f3KcGKlfqnsb",
-	"C173hyPsUuSpmDCcpq77P2mmDuZWfeXwkllZ2cYUB3+SlvWNvfF7ECXaWfeRoWtWKmY0yJE1nrfUV0rW",
-	"7IoqkbynXjdjpgQzTF9NlWwWD7zWRp+v3SDbb1QjrqhOM4INEsXAkwQusUjARMCwD3aff7/88QdyQ+uG",
-	"oaJuX9vTpKiooQXYgS7QLIObnnA9EmZGwQvKaDkLX9gPen0Cg9FDjwjZp6R4Z/+XkwlX2hApSPHmx8t3",
-	"hRNzupePRIHmogLsRAXajOy3ghSoPDyfNcK2UfCqIH8AmaPtUbFcGeVdLyfFlC7gq5Fwn31PF4X9QQHA",
-	"x7W4BvspQE0vwNWF43UmQPslOH2taDFLORJMBN8lErJPXqDBczgSI0EIQWoMQVrjA0uWIfk0yng1yoaj",
-	"eyEtoywfOTsovO/cwqMsJ//3f/+fW98Pr4bkqNMlknCtUzmZaGZGVj0YWUFIoc1xw2s7k9FIQHceEwY/",
-	"AipslN2uzQhJuNZ8NM6A/sIWPaTMde0Gt9m5m1SWZ1KwHyfZ8P0uYJl8F4UT9syO735PF/e+uQEXy3e0",
-	"JH+I0VDu4w3h0wHqtfZgq1GcnyYVjBbJ1yoYHtI3ppqdnyYFboT2W+cVb5zjA1BouLYX5Oj4yb86e8Q1",
-	"r2tEfGk+FbQm4oKIpq6dZ54D+LQB7c4+Rt93x1gaDV9Iw1MG63fMAZsscxwS1p/2YwA4KH68qtHFr5hm",
-	"JmmnlnJ+heNNdDFj5Nry4HpP2wEfyMnBnM2lWuEUFWGiYhWhxLuCnMFaNYLsuwsCfnA1H/fS2mwMM0tw",
-	"eKTg5th+oHPmu3NUBnaLI3JXFRjTPpDm8tX3//Hq9eu0sd77U9Y7KcJpLUjAHyIi0OEP+5ESFwM7YZGv",
-	"ZGPVTESpWAp/SPaNENBP237yuM6dNvsmZjRtPEUAabrPCEu66TcwtCbwo6fxVNE5WSppWE6u2cIArFqa",
-	"ztXizvGuIVVTm3DOK7uTAV6g5GJhb04zBGxWxFBeY1gDW2y5MXlgfmrCLSR2d+VkTW912yfQNSzqGjnX",
-	"VjQx+8QCRgws73C/vBvqEOaRUp5f8pq9EAYjSroMdZ5kcT+WdqEXTAHEXwoydhChTY1YVnzCw3V0t+vk",
-	"lutbjgEVaT7wV7bjGcAnLbN34SwVhwVZzWsurq0gNTOmEkcyfYd0kR7wrhtNjrTrkmAb9dNXKTum1GyZ",
-	"MIqz3W9Y7fret1eRCr79baP9WXFjENPaHfD29bmHjc/o8dn541Z2/dTFu98tj1sX11tqdn9itMYprF1q",
-	"Z6y8vvNuuI0ntG23YsRvPWk3Woziune7uTZSQ+/6C6NeBAIgpb5yGF502lAuEB6z0iWt66sJrw08mPNS",
-	"yaubOXANPU+KpVg33OQOgpEFZyVIYOqUfNQRFo3JCU1IB2fOWtv/1NA0ywcWiS2BGakAlQ0uIbnTo2Zs",
-	"BXxfSIKgmp/evTx4kpMCtbqin3aJfJY2iBeEtCmW4I9OG9Fu7M6zxZUPJth3osv9XMpGmN5OYnJti7ix",
-	"5Ei9aEqpTbNmVO6YocAos24ch2twQRQzjRIaaUr2A24Jxj6n14wUvt8C0AqB7A7xTUMUhWamdzES4Xda",
-	"L+lKhx5QCIIodygIfPEA2mcVusL8Wrkx37FU7U1l01IJl26PSaSIRrQdeziht8baG/+SKebVDfRgOTUE",
-	"9jwYpHG/p2wjaRTjO39NxigT3ul4Shefsxuwq9TSYyBAgtUtms2hPZfOv7Zhlp/oK8DyX9lVfpgJJ3y6",
-	"VBxNp7t/G+4NKfxwnjlvOrb/sJb9p2yqmO6wa2zMngixApNwLZe1FdxpxV25IMCEwrndmeKQrBf+GLRR",
-	"D/d5JtbGvU6D9ZXaIH88rDD85MbxCIaEo6OapzxSf2Z2xPZkOHx7QRsz68PbzvhXbHVmxHbLO83I0auW",
-	"k88BN5dYcLCgXWnGxIOU0s8xUjoMaupVe9AfPgiMAbiPFP+Jb91CiBUsW2oEjWZqN0dJC6V1zUUfB8Lk",
-	"bvW7i5beQGjSSSJXn56efUsc9JAg+lEnNAMHi9x0cFFDlpZ7LpVlwZZ726s5MZJUktCxlSU8besA22Xi",
-	"SL7krK4OanbDatIGHwOGslFWC0GrToia97tjDZpoW0muw5xp7XxAdy+Df/HDvai5PAOUkoMybtrF0T+y",
-	"VRsPimri9oRw0q17P4ECGteM/PT2FRF07u2+QGpS1lSnbo1r03aXKuw5v0sFftN6TNYdsBBt9lmOhnIN",
-	"LHgnD4rfBWCBU6ZSUiBCGHQQq1TQKdzsHXwsbRjyrporf0MPUmpqG8QTuuXLml11RNDmMn8+SnHr3d0h",
-	"NCE8YJsBCaEL3ieCX3g9EcBb3gt+zdgijo2a048eAgpNF72h3Wgjge4SiGOymtWM1jf2yEb6mtfhwGny",
-	"TWtaKaxm2icIV54zQBCMwOu18jEvk5reSIUa6A6Wh0XQuO40eIdASw8zTx/SUuJ5u6utS3gJL9gqaT5T",
-	"DaKZMXy+iFILFEOCk3UBas6aGnKGSHUNtxiAPTurMhXVSEBfGrxLgIPLW/xM3oHVWIo7MyzTF0SKemVX",
-	"GcQI10ZRIxWZ09VIVEwbJVeWc49EQlFIG2XaYOVASU+37unLOyDQ7snaOC9hHddYQ3KHB8rfwa7Sth+P",
-	"ItzZyOOZ330mntBwakghGnTNNe7T23R3z8HR0F6vXfyS3UYuciFHhDyc2PnCdJe0l0Z6NLpjj952oYHX",
-	"cjeirVPQ6dtVyB2zLbiy12oM3JBGM++0mBMhlzmhpZJau4OhGIRwbGonyUDWnZS2yFa26wdpu5dGK09i",
-	"GCmavW12xkysg3toaepV0OsdPKoAZ7C9nxcp6jwCbBwAi5/x9d8E77oB6vm1EKqfCxeJcIQPRwL+NkjY",
-	"DRJfeuEXEFJMXZWIyrf/dYfA/eUEWlIZcoihhBmkA6Pb7XYWqXt38J5E3iorK936pe/BWzT1+yFL95ul",
-	"4SJqueqXcdHIpUjZtn5cQuBZG6i+j5dK8q/EXSp7FxB6DrHpIC/SDqVom6d+u0NhQk7vLj3bg/r2NJlR",
-	"UVkhJkXZCUtLe4e/iCL2LM7qFLaGy+g0XiEueiYB7b6o5crqLVs85uH2dueAsIdLfHnjwh9nfUmqT8Gp",
-	"2SpZbjOuoSg72ysle9xIvkMVD2mzftmPfnogROAur1Db7h3jSmtnUX7BhB15vjBWJLa4J59vcJtfbHct",
-	"z/Ore53OrRoQj/WOiV5uuKdoafgNwGJrqbdcQwFJtEEezHiQdF3aX67StgJnFyL2V6KbyYR/9LcOZ2xx",
-	"aA1UwPP2aOakltqk0RsYLq6346Fpm0YKsgBxbbXXqTQGg693Y4i+jQdx0S1svQX1bLLXNlFTu1Btxia4",
-	"sKwncPrwQDaqArjqYUCue728CPR+EIV242Z2F3pWtp5XareeUgyw60IO3LBdgogNdvpMnTI7xJ14yabE",
-	"pvp6dwbhoH13cwds8n7WENG1o2wJBziJc3mVIYlOG12ehDnlmT2saV+3ZmWjuFld2tkgeTAXwrMG3fL4",
-	"10u/ov/+87sNF+UzQX589d1z8uo7iBwrAeYVZYdwd5W1tBWojmiy79Mn9ELWBJA30G83Yh6j27mYyAQv",
-	"C9iYg7FsAHXmFBAG7IU8e0XAUqfhxkkXC90fiZG49NlkuCaUaFZPDmYSQq7t0yVdoe8UAhch4hAu2nFO",
-	"Cqdogm0mdDkS5UxqJqwq8c03y7U0sfqbb8g+JG4gbeKGnHwHKQdy8h8Bap2TF8+PMevH5eWfAXbag2G/",
-	"gAtxcXhzVETpGgVjlSaFXTup+F/h4ZD8EZNbjJrB4KT895/fwX+YS9NL4zWBZcSF6Y/EuwA+55rcMAWg",
-	"mpzMKZjvrNZIvvkmKJh2SnFeo16OcDBLvVYLlUsBSOygcmkHGtPXkDcTVRl9kUqm1SrwyqWPQyg2OR2c",
-	"IlHAoQAghODZKLblfShIJctmDjtiadeKFHarFXayGozogI7+pSMdf3H4UvILmTMKGvYvI/HLwcFB+Gc/",
-	"KVq3RUF+IaeDAfklDuhv81j4TMFcQ4iOoqUh2AQuS/pzDIqjwTYoFSnlfMwFboP70qa6HtZyq2BXR3Zq",
-	"mCAl7yZnVcxyKdZNluKamvi0e9jIiRtvu+5zuoL+G818+rkwdB9k7dpCZaNtKKSmk6qNl3DMFcyamynr",
-	"yL5liQTVqJ5PcEfNrJPCL4Q9uo5DZjjs+5T8QpoovZuWcwZh07Vme7rnd2OOe1EqzBSBTc2ZmcnqwLbo",
-	"XCHY5pknDIzlI9dGk3FjgDQQMYepJODraB/UvDTYwFPXwONTtLrmQ5IiaP/oZG2nbaRSWk885EcZkr5A",
-	"O8fHYQeEAMU7crjE83GbwGuatrmzgW8umcckiqfzHhzXylQK1jZARft7bBbnmjQCsp+A62yfwyMXQMlc",
-	"6z3XJHoisFFPrNZN4nNzheFVrOaedOtzjIBo3fYenDbtjqxefpnRiIT9nMKpElIctCNvB+ez8+H6dcJK",
-	"XWMQNyloja0NoLVxM8XwSec0JSVViruTFvI9w8KMxLOARUOQ+EduNIznr0xJlMTffINasRUrx4NBL3cL",
-	"4nNjo1+i5iUTGrRql/T72cIu8MFxfxB5TzMv5bM8u2EKDVDZoH+Eb0G2mgXPhtlJf9A/cfhFUIYOZwBQ",
-	"/Kv9/zSFOHvmZNDxYECWM8sBYrA75GjR5E/v3r3pkx9AOgvZppkKRH9VZcPse2YcHHIt0/jxYPCwLLQh",
-	"96u83j2FkOt7ewommJFdHLul+x31MRu+/2B10vmcqlU2zF7zGybs61bi4k2cQprjdso6+2BbOFSMVqtd",
-	"6csE8YfBjqQ9tFaJgPAqH+5FKDIWt9zIWK2EVKuRYB8XrDT6As5cmwci9qi4xfRqiHM9oHLA65rM+VRB",
-	"Ju8e7sSNpXxr5/XolWxxsD7bIa5qu6h+Q5Pj+Pr2hVYeJgFh7XYjQ3qts8HJF58CNWGdjnK3Sk6ZPb6A",
-	"8BWvjCPZWWeqn5WWcfucf5AGEJSrC1Lg2EMiT17OSMXsdYyJcuWyet19EiwF+Y5H4eboEK4ohyFNVPJI",
-	"QEpuPp2ZIA4xIxXw0uJwXi4Kz3j2C9UIMFMUOXH/R4dRPhIF4NCuvJ3Wyml4i9Fq4yEQIjyFIEnbQs21",
-	"CU+9Rm/fF2y5/tw+dhbAjZ96uVd/2Eg03dxfUyYsneKQWMuAuhou4gbCNzVoVuDghiZDipi2oAWopI1m",
-	"FwTlPa213MytxYU2qilNuKm0BN3T4Cf3C9MHLXhOTUEWvLzWIVXYQZvYi+gZXbAhKWCN9gsrsxxZfDNA",
-	"VsgdAVdyCoGgmE7NfvFpBBfiUTYko2zSCBjZKMs7fw3JJ9tyTqJ285Foq8/c3rrw0ZCebetoCA7mSrvR",
-	"9AkkK7M01GROKzaCJprpLPDKsuaANlD2kieMzzLy9sXlu1bN0JjPVLoNu4WJRrnnutVz3qdSqMWUxrXY",
-	"VlUlpDVLlIhxKew+I6Hd7YfHsvtgOWu7ibPkZe8v3YkPituHkfifsrF3IOCTYKLo9/tb07QNnwwg+B05",
-	"zPtUIhpKIC0XcayCcHjUzdiNhG03RiotQXAdP8gYusYadvIy3JUkxK14xPswtHU3MRFtwC2KkVnP3WdJ",
-	"5pcMJOYp7oJUN2G3HEbVZOCTo/s/+WkzN+rp8dP7v2uzkLfi/O4vNlJDg8QLMs6SAQSXT40Idh/GFemy",
-	"ckSpeD51YHkIF1PHL3QsGhFTF6Qiuj6TwvCtC1vomhsgT3JsppjTBWQrbkTlbmNo5trTpKwpn4NVi4up",
-	"Hol9D7XNCcIXc4jpxYQNEdS2hzKn7RQU0lIqe3firaI6EiDaABh3WFNtDjRzccd6C9v7M3u04uiQ4Q5E",
-	"sgbrTqSCeJ9V7MYeoI08Dxm1t6wI4o0P/ofrrG+wltAayrtTXeLJcIDVJVpUN/aXZ/Padupx22DmHR4e",
-	"gm10JrUZPhk8GRxW7OZQ8qrM1mHc6zUsjoenp/8V4ab94GPwdTufXVOrevj9nQnl96KSCv1/zDMcJhKS",
-	"kEQzag+nN8K15zPGziVP6ZuQog8trV18cAH4AxMrZ/u0roO1HG3uAFHoKIoRgsClpIvyFXOoJEWoV0es",
-	"hDQMov6pcXhXEUyGyZP4mmvjR/7oA9nS6P2nDYyzT4GKWQcSSU/dOXYt4GsRZtjHHEYpSxNZjDYyk/q0",
-	"PJvJSLu/hPyj3cdRytGQ4KebZbTN+xMSi7oKbJhK1P0RkofC+zGwB1/oILcjwPYaJjtAsdcR10dPrM6T",
-	"oJfjCC2mIgWaDtCsFk+8FoRlr3zrwVX22VpUVPzIRzuFICcfv+QST0SDPx50oDYbGb8DSmS4hsXy2Bek",
-	"6oeHJJMOONktPK/RYHbxm/ofkOGtl25M3Q1jrtfCeD3XUw3iSBZSm2RKRw3eNVSiwUUDCUsJRdi37arw",
-	"vQ99EtKgaLfZVkH/qAAcNRK2rYCjQcPvkqpK53iB9aG4cBlYUrA6QBkr9NdBOj6CSZe0Q9jfVZeLaj8B",
-	"TSqZ4pGYB+xtI7IQ5vJHWa0eaCLyd4WssSeSHNBOESwpmJ7JB9S3i+C1t927gj1dt2lWfvdu6hazu82t",
-	"5vGAr0I1sd/4PrDLQWlrZsEXOxzG51HFwdPj412G1pY7+MwTv0svPvP/F2IRPwp2ICcTl0V5/YTGzCGG",
-	"e3v2EEPNkkrRpfeAy6VoQYeOAy3qBjlSCz/c0x6f2AkbCZ70fCQEWzJt8K7RJ89AZQJmtqBag9r1B0iK",
-	"jCZd5nD1CR/7Vn3ossW5rdljUqRuXznsFNK9zdOVe1t4z07nfANUuZkZoV61SIOSKixQA86AopTihint",
-	"3PSAptxaozh69WGVijf8GbgmUtSri7vIv2UgLhH6ptXKaVqbgTr3LgyWUt7hRVcD+vFWrg4AK8tiVOb7",
-	"LhB87X4XbpHr0961KGKL3+6s6DArD06PN8HZ692fue79YgharzTXWyo2fpbK5p0aDgv6AK0txs8mtLZn",
-	"AIqFKnBhj/2zGKfCxTY+Xp53h833AUIGU7rcnzngxiAbfgAhBUXOOzECpqVN+ryGmHDPgz+i58Mdncpn",
-	"NKsnhOtuaRbhclBahZSEm7ScBIM7bCWrGkIB1dPB02GsYQJ0bSqJN9NDHkviFdgiX5MmQR2e0Rs2Ept1",
-	"jn2ZY6t+6jah/nbl8DLs7s9WEO89t7ucyJ1PUjK37e1mBfBjPAgP0HP/flnb4LdnbQ9kbNuuotGh/CIl",
-	"ZH9v6vnfguniCQJAbViYBL9d05QPP7VOn1vkwjVLVVxzsSs6zrBpubvjo1C2SaopM503+uRVxeYLaSAz",
-	"LBUB3ccrzzwRZ2Kk7JOX4B91eLGILXqnMhlzzKvLoyyIiAZDo91IrIHMEMBkZANltoibhG0iMFHMDOoV",
-	"/07YWoq/fgf0ifnrY9SyKOzH2eUeVHL6oee5DUDaVrTMyRtuxZf4J/GlOarce3Ty9J2y3UmIETb3BEIW",
-	"/+Y29h8KALk6nP6GouJREgFrGSslaSfWl9qWv4nQ/HtU/b+QfAz76LeWbaf3fxfKiv/NztuPgt170h5m",
-	"6HDL8eq7Xe7UXavIh7sE4qGP4//thpPfZdvGdAPBHdeppjKxwjMqDxaFACWcdiMR/Fa9PrmE5C++fjkU",
-	"N+QusxSa9+xfqrGyODJPp5jQ20Y8xwi9R1imwbG0UFyY/fNvvu3F9UtCkoHdbxZRxbivlumHqr4PZii/",
-	"W8v0Ww/1QmzWJv+6yyC9zlXwAP19cRaX1QQr+rVF0QpfoLBV+tviZeRnyo0mzQJghZj6ohgJb40hIfcM",
-	"Rmn04Q0fGNFzeVKZKxlxQRZQQGPmcOSqcUmwRmIqgR9p50/zcCcXk2G1pFAACzCg/h07uMLfNYv+SESV",
-	"mkKlWfAea5+60Wtqtnf7NzW2Uz7HhVeK39Da1X8diZ+BWHd48yAIJc7xBRwUFbuFklVTAnJJG0arIaEj",
-	"4aqhQCs58eVODkOpE/hBY6AfbeuVYDpVRzgmKrLfrkYbwbJY1KuLFp8BlJ7aX+mSrkjN6I3TX4GALvLV",
-	"l09o5iz4L33QIQQRHn5y2eVvD3GqRW+raECn4xfxW6IgOCEHJdlrhcVe5gryZViYANLhfP/2xYt3r374",
-	"PhtmM1bXci3Hy8ngAdKkU4vwq0D5KlAeI1DSuN/HyZa2NFk6uicuLotZnA9qfgNsqNUmN3i+Y+RDsMDD",
-	"yStCQ45JW2Y7reWY1pqMmVky5iRmO/rcfj6metZ+bL9adotlWkqwj7igIxEy6/XJjyKKwN1SenatR2Ry",
-	"AHEQEhyQkN0b6uL6WW5Uqs3Tl24XTkbbwMoWGBcGUkT1+8n+6fFxG+3U6xO00ulOZGUAkHjRM6MQmse2",
-	"OYSf+zV+9D0/bJb3oYIj2qF2sQDEed+OUzr6BtjrAa61uP7eNhCoG31ONGwVMl7BQvd/h2zwK0Sk412M",
-	"+FJbgrtqt0TMO9uair+pXWGbun2JpU0Dz4EQoLXb+0UbWAKVux2v88wLSnC3PsXtpouiD/HrwGC4cdHv",
-	"272Gvkrlo7yGW5lAsN89lAe4sqM76Vq7eAcf1Pk9zAcAf6G661e+8zvmO3BwCQURU/n138JodlLRDj+5",
-	"/13ZJte8bymvU3w+Hyz2v5jYVWxOOVwMW277deP/rje+XGDSIuB4rasXw/+tAP5byFu3VX+w0uWLm/2T",
-	"J/TQlQ3/le12j5vYNr3jldFtknKyj9IZQpI1tbe/rXcwTfbtja0H0cVlzajCLKFr1h0kzW/HorazJyeO",
-	"Wxb9lTv9ns0ouN4RgwJl2SPHI6PG58jqu2PsLiFRgcvMpI09Pq5o+IIq7dMnFLUuehfE1V3EZGmKIaFz",
-	"zCMlMTivn7zuv3TBcHcG47/EY6tYTQ2/YT4DQJtwS0lpLgIeAezrUm6N1nelIhOh+v31/N5Pz3+FqHwo",
-	"C+lMuK4Q5HtfqTMbnJ+erhWd3DBSHHXBAxU1tD+G0j1YwDF+gvUXjwbHp2EmrsxA2+W3Z2cP7BJzQrre",
-	"XFFU6KhDMjvRB5hFXt4TJIbce08TR7Z/BtvIb8TbHs+q7MIRGp1JXK2YL/l4t78bBAQM6PCT3cY73FBe",
-	"YvrYtbN/moITQp1oAEDZKzStIf8PoWPNoCjkV5n9j7OvcTEhyTSml6SCMEgQftcGdxJ1XY2kVXoT3SVA",
-	"ZGmY97l2FcmQ3QUzXCWSIqfZKCZQxFqfzBUAAUuPtMJ+v3iOAzlAMViQKfeuU8vje1/Z7N9wO76Fuui4",
-	"GfcVXeIy9r48m12voVe7LKNblbA+uaypnjEMEBwj9MAwQRY15aJejcR+gQxXNubQayiYOArTqNq9F974",
-	"/49ftu/0yRtqZs7fBa58dEyFznOfb8uljvIKaU5CFMsJ2oZBIXT1pJ0y4/7qml+3ROWhfnNnQZbPutY2",
-	"aQ0cQBWADofEqcIR3X7s/HhQlYMqJoxjSLpPnomVO96+cD6cbyZMfySeYVuQgbVTf8026qqvtamQj06w",
-	"+BrCJ4S0fRlOaxhCfyQuG8zPPWfUZc2Brcnh/4q1sBWsB8wq4CHQ5uWfnh0cn52nTPY/Kx7J213M9Y/k",
-	"kjvBHB6QnCMoxoexKv4g/HtbVT07m3w7GE+OntDBk/PB4NvB0Tl7evpkPDilrDoZPzk+GpzQk/Mxo6dH",
-	"356djc/LqprQydGAluykPGeTzjXgQeq4rxR/hygBFced9d+jaDjaoYt3Ur6masr+sWQJnLIdhYnTo0Mt",
-	"g6SCY+8A71xpgjXZ8wWis+MiEVsDvuOSD0kGfn76OQz77yCo2ZHe0tLSejA+r04mg/KYPmWn1dnZ+Kh8",
-	"wr6dnNOz6rQ8GR93Cl0MN2qKpOMMHsyhfIxBXEgiLt6xnlAL4RUPsAmEsht3hiADbXISpysg+wgf1ETi",
-	"eC7IhBmXpQkggBOpwMiP7/X+CcOXgWzxacc91j3tLQJyq6nwZVx/J1I6wPG/hpL1I70ypm6zigdQ7fEp",
-	"mfUuRgJTkFt9L/dOGcIrj3gCMyR4/DFP+5hBwX4jO1n1c1fJIRVNBGVWHp1eM64ZtL7Vj4YnYDH79U5r",
-	"W+encmlrr+Y6Gz4dDI6O84z52oLDrDGTgycAauIGiwwNB4847HbfgYUDHlZM+bQL8H+f5moQHoSSvCGe",
-	"CpG/4SvZmO5X9sHmV0uqLJOxO/XD7WeNX93Nl6I5xvVwdmJpD2FoW3N/Un39Na5qa1yVJY/L19fybSzy",
-	"509iipk99B5sV8hegj+kueAhVkJ6uJ80tLsdPSUXLUR9T0eFIPY5lpWp28z5RjGG5W7nVGG1myIUaSr6",
-	"5Bm0MhLAMb0JMlRKg+Si7kbWiHJGxZRVSfQUNPlF2KWrKteWkurmKMryuxnqYDg4+3UZ6udzxKg41m/K",
-	"LVypDtc/pi7/ykCSKQSARIQSV/0MKgW5IBDku7uqQYdthd8tJSZcxIorfL8/M2ahh4eHMzOv+3rByv5y",
-	"Rs1y2pdqejhvasOtHnuISeIPNBPmACNh+vaLHpETLHEV2MEwxM5gDvlu/IxHfkMcj4+RhOooSyUNWM7m",
-	"OWQsdamELW/BEfMqRBZZeUzkZKKZQZymdvO5IJQUU7rwcTlLsPNEBfntcBF776ODljTkNCBjNpGKAe6T",
-	"QsWNiuwbX6MfSq1BFFEbOYVZb0B4Y7pCHwUkJ5h21ZHZa51516rlMnA6uxYXhNZ178JO09WH5WYkZlTb",
-	"Jhk8Y+uRRzC+Yq1eYpH7YeqVKGdKCtlob21cyqaubLM3jIwZQygKtAw8MDQMaPtxzea93J1kLAqBM4Zp",
-	"QdEpbdm55V1MmJGouWBkvxhCbAIg24seVBJxYVI1o9q4ZGBHZ0T3yVurZgtWerDta6rNwQsI5nr1XUGM",
-	"HAkMgiJe73aFT3GcipWM37CqT7Bste0Maia44mC+mklb2g6ss2G/5i7alq60gwNAtk+0EFrN/ozMuWjA",
-	"YAn9c4PLcQF6PO6wfZeeyA4VussJJX9pWIM2aKZ6Mdk0sxspEEiTRhhet/Ff0YobRBDrkfDrfsedAQlw",
-	"H2DhbZeYPDpf+84SG6JQYLx7mhS8GhbEri1aYMC8gSllWvtGZ+E6Jo5g5uTCnAOCYLMkd1uT/37zxEa8",
-	"3+4gJhjfpQPCpGVXzCC/CqykwHoJB8UFhe5pz0s3Iyz3I8HhREDvy+rB3Xo03ZKe7z/YzYRDwGYbVW/L",
-	"vA7KrxtXKLEV8n/f5uFZyI4bPQs5FKJnUZhO9DQAoKJnG80hWaIHUf2c6CnmgL79cPv/AgAA//8=",
+	"7H3rcts4tu6roHjmlKXelCxfO5Frak46l57sSXcysbtSZ0fZJkRCErYpQA2AVtRpV81DnGeYB5snOYW1",
+	"APAiSpbjpG+TH6mKKRJ3rPv61ocolfOFFEwYHQ0/RDNGM6bgvy9kSg2Xwv4/YzpVfIF/Rj+8fkHkhJgZ",
+	"I6li1LCMKKZloVLWj+JIpzM2p/Yzs1qwaBhpo7iYRjc3N3G0oIrOmXF9PJbCsPfmezpn6908Iin+TASd",
+	"Q8vcPl5QM4viSMA3kXvlEv6MI8V+LLhiWTQ0qmDVsSyoMUzZBv777aPef9HeT4Pew8t3lf/3e+8+DOLT",
+	"o5s/RfHa0OPocaG0VOvDfLmgPxaMJMIOI4WXEjJRcg4LtFDsmstCkwWdlnP4sWBqVZkENl0d7py+f8HE",
+	"1Myi4eFg0DaeF3zOjX21rcUcfqw2mLEJLXITDU8GsW2dz4u5/cP+xQX+dRD64cKwKVPQ0SslU6b18yfr",
+	"c7+AGcLPe5rwjHS40cRQfUV41t2wZe6DS57tvGGD3kPam7z7cHS4YXNeKTnhOfs7rMLaMN9IdZVLmtmx",
+	"2tfOyLzQhsypSWewS5ppzaXY00QuhX+LLGdMkLE0M0IVI1dCLsWmHXSfbNrCA7fM4e+2OZzjINrW+ZEf",
+	"IeFZTKQiidvOhEykwptI85ypPU3cL+ELOSHJX9z4/pxs2BP38h32pFPdlJ9dp9323bmg+gqn1dK1PS2f",
+	"8Czc2Hb0QgrNgMR8Q7PX7MeCabgrQC4E/JcuFjlHEre/UHKcs/l//I9Gesfe0/kidzTJUJ5HQxgd04aM",
+	"ZbYiM6oJFYQpJdWQZJJpsecPFA57aI/RgimzIiNLZOdUZKOIcE3mXGs71jjShppCR8NjuOHc2B6j5+Ka",
+	"5tySVBx1mOLMmIUe7u9rKrIpNayfsWs/cr0PHyHBvqku3Z8Um0TD6H/tl4R+H3/V+6/wY1y19ZvtZ2zH",
+	"TPOJVHOW2cNnN04TLefMzLiY4vGTYsKnhYIRwIIQIQ2heS6XfTuix1JMcp7edxf83dzTM6pYtgc7oVO5",
+	"YGTB1KUqhOFzNiTcwC9SMIJv+vtwRmiWKaa1fYVqsueO7h7hQhtGM3thgK3ZqUnBavv0sNynMKEdNyj1",
+	"73+q7bGnq7HcE24c14FV2vNL42iE59L2ubEDtGN5+p6lhW3miZ3s5t1p2xW335dzHQ0PD+KIiVRm9mwP",
+	"o8JMeg+iOGLvublMZcai4SCu0plhdDo5SAfZ1+xw/IAes8HkIT0an6RfZwfscHJEj8eVlQcxJWeGZfAw",
+	"Y0pFwyj8/3K8Mva6D8IDowqRWtEkGk5orhn8IAsTDaPjw5GI/N/+y6PwYP3LJVWCi6mOhm/f7bx5YVlf",
+	"M235rt1DK6nss2smTE8bxejcNrJjc/arc/xow3lgvkcy4YLrGctIZzmjhl0zRSxftltB7FZ07YGYcQNP",
+	"7X2RhemTN9zMRiJ5lKZsYYZkbbAJnCEq9NK2p8N9sXTQvkbwNS8alsOheiS4IaoQmnQ0YyT59ukF2b8+",
+	"2Le0X+9/cCzgZl8WZlGYpBvbwy1YRsYrQklif0+wk/5I1A7tKyXnEjbrLgcXjt9gfJodTQbpIX3IjrOT",
+	"k/FB+oB9PTmlJ9lxejQ+jOIoXLFoGOF82KWj5VEcmP4wCFf3OOCqEMJxhWI858aw7JLa43o4ODztHRz0",
+	"Dh9eDB4ODwbDweC/dqchlvW2HZhzw/OcuE4JnRimSLKk3Fzq5IwsZJ7DJoIoRw1JvDYAAsQGLaFtHO7V",
+	"/fAejOWZVGOeZUzclxtQMyN7/f4+M+n+gmq9zPYI0yldMI2CHRXZWL4nS6mu9IKmdWp+VFLzVzLn6Ypc",
+	"c5njOHek6gv47pPQ9O89v2SZk+q4JgvFRcoXNAexjxLsj6RUWHo/ZoSJiVQpy4CWfy/NM1mI7J7LWggQ",
+	"dsPqeVFy77YDvVdb3uNyee3cJjCyHddVSNPDDz7F0v7gJtSxayikmTFVruye7lb015s4ennN1N8Laeg9",
+	"l3ElCzKj14wcHZbUUIdLJxWxF46LaQxnFXQ2Sz3dsvd/tGPQ/VSKtFCKCXNZtnIG38I5sTKOkY7ok06N",
+	"tv4Fd+PPrk8g/CkVKcubos1hRbSByRP2PmUsYztvGQz3k0k3qM9YPkMNTFFOgF3hopBOUl+lJCZcpHmR",
+	"eYF0wVQvbHEQZRU1rHtGktfMqFXvkSV7CdF0pVHZM5IYtSJ0Srnol2xqzhKiZ3KpSaHp1PLADHdLN6hh",
+	"pdl1Je6cpVJk2nYCezdmE6mY7RBIMPTZZj4pdfGKNn5uqLoz2/OsaxgtVmYmxRHpzYnd1L5mykoJDwaD",
+	"gVUQd2SPC/vi8eFHcT21ncF9fs7oFnLT+RvT9GqqLAXyFg4QYM7gEJbs0B7QxJ4RtwR6/0O5GDf77lOm",
+	"9z+UZo+bT8NEz41U7AdBrynP6Thn96RWTkEAzZlo2zbpvJLaTBXT3YpGB/LfGVH2qNtboUy+GpIJ5TnL",
+	"7NlOpRAsNfa/SaGZ+rOnFiSjho6pZuFJMiQZpzmq0ZUtP6ly5nOmrnnKSFGZ6Y4UqfrJp1OKd1yi2Gtd",
+	"YyWvmPIs29ArBo+DbHlmPwJFekk1yVjKM5b1CdASL5nV6RUSks9Ke7baBMGmI+ULqqb3PXWgzINJhWsi",
+	"LQ2ya3MwOH5w8vXpYNCz6pnjjB1P8ef0/aX9DnW3bpWLHVQOzoWUJIch7nhcjJQ9/OBTHJZv7KTCjLx9",
+	"hDnOAYLGD4IWZsaE4U7hvN8FlldM2GVk7xdcsewscD1KBFsS/B0s0ytZWNaqC6ZqEttBuXrNse1+5Wqf",
+	"fYqV/A4NZvY+cWccGzOq7MraKTXuwZs3b3qPKmNYvwyvnz0mp1+fDEg6s0KGmN7mtoCt0sViIdX9tymX",
+	"Kc0vdTH2bCXQDdcDSemCjnnOzWpIciqmBZ2yoSrGq5q8dljdqzC4ysc7G6bKLz4VkVwoec0zptbnBkpN",
+	"IH14CxalMeQe65rJ9IqpIeFzK6KhgDM86h8c9nTO52gecxpIyWcqi/jKjtkybnvUkJ3trAT6Tz/ZAnrN",
+	"K5VFnhGn6oVu0AyrGE1noPiFXuECPJoyYS6kzOEvZ4XmaA2fSDWnsLxMWOr+NpqnCzR0CMqjOKLCzJRc",
+	"8DR6t2Zbj6NpwTOrPbT4BEEw9r+DXkKJXmnD5nbc84UhHTDGGmrYnAljBXSSc8HATbTWk5Eyv0Rz0KWl",
+	"9+mM4vWud4s2u5ig1Q8Ec+AoitFMe0uUbUuDDyctQC6BQzinYmUpgKKpYUpXRhEYHQ6jpVu7uiRjVuVC",
+	"nY4LZ2AFgosK/Jya2P/w3eNXBGXsPU2kypgCR4xhc2idZhk0RPNXle1CL4gblBz/D0PjsXtAlaKrCP0d",
+	"3m/y1m9wZas2raWf3LuWLh57kuCOTf0QUWNoOqtQyrGUOaNw+vE3pi/Ze8OUoHn7a6V0vb64j1FL0VZi",
+	"sjI3obpFGmdWBywfD4ldraR6mCrd2TOh20diN9seAX7dcqqfllq7HcwVYwt71LgA+6RVQu0fl/aPpAun",
+	"L20OXgpCiWFqzgXNSSdZmNWmUXLtjU+3EI/n/sULjsfUcwmYYzhV65eqdnLiaEHTKzpll1xoQ/MNW4UW",
+	"JxC48D5vfU0ws5Tqaus73tiyYUeC1n5p1YdN7zhSuKENPWOb5gMUaFK0/tq4TOWG+BarS+2P1fo6Vjqp",
+	"H7DawfeXJapNp+0Kra3J2nK3bVPLerfedZmxioe0nRQ5T0idDqBXp+HoBsH9Fmd37MM2WhQVt3Ah9sNI",
+	"uEZcnJFrqrjV5TTRzJDxCsxCFTeDAsVKMU90BXtv+iPxCKRf3x7XIWhlyc2MJH5DE9JBoQFNQRItDd0z",
+	"8G+859r7A0cCHBlcgCVALkWQ0WKiZbW9OV1Ztu1a6pMn6CUYAnd8hX3ZNSRSjIRzJmg3Kn+AHF2LvRIB",
+	"cwje/zMCtswl14xQMlFMz0YCDtxCMas4WiYbVqgPfq/7BcLEERPXm89J7TCcnpwcnba0MKfvq98cHD5o",
+	"OZZ+GdePiNuljl0RH+xgF00WVtNxawSWTm/q9W1VfaNW0c6pYsD4K4M+HrSMGJnnbWT5Jbz11PtAgdZk",
+	"vCWA6hurt5IJ2ku0oSKjKiNcLApDOpk/JWy+MKtuY3jhgq2NsWRFt43z3L750r5oeQK6/y795qHW/+D0",
+	"uBYZNOiXt1gU8zGyHfQX1T48Oq1/t/ZVg8QCDWknS8BIP44ybRMvwHLqrhN0YeUL2mbvc+Kj937Aq+j9",
+	"PBwc4D3lRo9E4kyJCZFW9nWuTohBkIXJ+bVzRqU0z0mHOkEwJpQsqUlnTHVjEC3grZHw/YGmPpWW7PAM",
+	"wpHssXWtx1Y1EEaj7UYbUpGFLoOIlMR21CPBrEQCZI0bcAPrGP/URi4WLCOd5MnTF08vnpJ//eOfm4yW",
+	"XbBowbSr4+yT55YOwtl3LmCNY7/NzdsnNbf1SLizWLGkLRb5inSm/JqRJJzUxKkXOZ8w+7DbD65L8EtP",
+	"hVQsQ2q3zv+DEXzNLFAInN3+mIt9PSO9dNPlu427LbP2IDRQLWVuNWPFrGhxzVAfYaWHco0ePTz9LFS4",
+	"KekaRQkT11xJAfpZ4LZnLuCnEjOXeNZR4xvvvvpT4kZ/O33/WJK6MKtbfd5O2j7nP7HfIxWuD/OFXDKl",
+	"G2E9zg3sPjsjAoI8FOVWL+KmT57BDVknakOQWvzNIR1hZajxyjNSP9GP4wL1gf9VLkkuxbRpdEYaaq/C",
+	"4eAQbxyFQINa33dnJHit23lJkDYbmmzeqvY9szzFmd7tclUlqoyz7CyIlxXxUzHwasHytxMeFDsvaYvY",
+	"+wa8jxURb0lLOVVaCUYb3wPLbPvekhNl1LCe3cxWYS0osFuVW80t46r231GsW+lt3TJSlc+8LQklM9By",
+	"9KzVgCRcpPd6jGh1L10wd+iitna1ScVuC7fs+mP49I4CRF36dJHT5fzuPuF7h5+vrc+WKb/guuWwu62t",
+	"2wi2USh/bW6zOYWGW4cEy+9imz9OmsvpmOV6R3bXFi2/xpKODltG6rfq1sZC3NfdY7zblidjwnDaZmb8",
+	"QTPVm1sNkcNLZmX5L1McIhq0zK9ZVqYaoH+ng6xAs1Qxo4GeN2jeUl8qmbNLqkSrleiqGDMlmGH60vKO",
+	"xR2NSpXPG/ab8htViEuq2wnB2hJVQx9bIuOTlkBFcCiCvfk/z19+T65pXjDUhe1re5okGTU0AfvzGZqD",
+	"8dATrkfCzCjE4TCazsIX9oNun8Bg9NDHJHYoSS7s/2Iy4UobIgVJXr08v0gcm9PdeCQSNFMnoEIkaKu2",
+	"3wqSoIDzeFaIq8TFFvAMxFhg+FJztG04XmQbGxWDwVGKTRJwgcIT1gs/MKWqPyRW2OdWbHtBtenBFHrP",
+	"nyT2DBVWsoMjBBrOiigGbhcY9pQuasP8li6sFpAoCGl1PzUCXRPQvBNw6eP6OFeH/RL0BuBlZikJEyFa",
+	"BzeuT56iY2c4EiNBCMHVH4J0gA/sNgzJh1HEs1E0HN0apTKK4pHz98D7LphkFMVW1bnx/fBsSB72BrVO",
+	"cYUb3crJRDMzsgLJyLJeCq2OC57buYxGAjr0cdDwI0RCj6KbxpxwERvNV0YaIp6xRR9G7bp2g1vv3E0r",
+	"iiMp2MtJNHy7S4BovIsYDqd0x3e/pYtb31wLkY539Jm9q0YAu4/X2F0tOL30fFkZ5vS4VaQpo9dLkcaH",
+	"sY+pZqfHrSy+EuHepE7OMICR17i3Z+Tg8MF/OCPjFc9zjHLWfCpoTsQZEUWeu2g0DgkXBciT9jFG+dTc",
+	"QpXhC2l4m2vugrlgXkuOh4T1p/2aXcOKmmBgsNRJMc1Mq0dOyvkljrc9D+zKUv18D0wBPTnpzdlcqhVO",
+	"Udm7zjJCm7YVVQjSccoMfnA5H29wj1SDzFp4Cq7g+ti+p3MWTDm4ykDgcUSmzGAjHVia8+ff/u35ixft",
+	"bknvOW52koTbmpAQc49R8C7mvl8RG6vJDLDJl7Kwgi1GZtoVfteuWkLaw4dNP/lchp0O+3qeRLuzBJMm",
+	"2vus5E+se0gNzZEJ+TWeKjonSyUNi8kVWxhIJZKmpsxsHW8jO6PtEM55BqYyqkmmwLR1RmaYpJARQ3mO",
+	"qXxssUFH88lobRMu00B2F4cakrI7PmFdw6Y2lrOxoy2zb9nACgGLa9Qvrqf3hXm0ievPeM6eCoNZlHWC",
+	"Om8lcS9Tu9ELpiCtTQoydmGx6zK4zPiEBwV4NwV2g8IYYxJhOx34ie14B/BJSexdCmfGYUNW85yLK8tI",
+	"zYyplivZrrW67EZ4140mxrWrL8Gm1W9X3uyY2mbLhFGc7a7Tlft721nFVfDtbxrtG8WNQWNXfcCb9+cW",
+	"Mj6jhyen99vZ5q2rnn63PW5fXG9ts/srozlOoaFGz1h6tVUb3UQTyrZLNuKPnrQHrRqveutxc220Db0e",
+	"H1DpRWDQv9SXLm8FPbGUCwwEXOmU5vnlhOcGHsx5quTl9Ryohp63sqWqbLhOHQQjC85S4MDUifl73l0Q",
+	"E9rCHZwBrXH+qaHtJB9IJLYEhqsERDZQQ5yTw8zYCui+kATDB3+4eNZ7EJMEpbqk3+7n/ChpEBWEdmsz",
+	"wR+dNKLd2J27miufQNdxrMv9DI6e7k5ssnFE3FhiXL3KlNoOTcPUXjN8gRmo6TIAxdsqkaZQQuOakk6I",
+	"0ISxz+kVI4nvN4G4rLDsLsuJhsxBzUz3bCTC7zRf0pUOPTiV17Jyr+TCiz1o33t8/F65MW/ZqlJT2eAb",
+	"SKxinEAku5EJ6bD3aV5ofs261eNMlkwxL26gW9qJIfASmMDxvGOI0JLnuQ/p00y0HHbb7c5inLeL+Hk3",
+	"RYt3rdF1H0VHsa8YxwettB0kTKVrIZyLoi3Yy7ng19wKE30J2XCX9szczQQVPl0qjqbf3b8NWkhbBk4c",
+	"uYAbbP9uLftP2VQxXSP+2Ji9X2IFJu1cLnMrBrSrAcql0beIr5vdSC4D4MxfqjJv8DbPSmPczTVo7tTa",
+	"8leHFYbfenB8kFOLoyabt7nwvmN2xPaeuQyxhBZm1oe3nfEy2eiMqdpdt5rBK69avjCHeOOWDQcL4KVm",
+	"TNxJxP0YI6uL3W97NacfMwjMorttKf6Ob91AKhZsW9sICs3Ubo6eMgXBNVf5OCxM7Ha/vmntBwgNRK0R",
+	"/w+PT74mLmSbYNS4bpEzXDj5uoOOGrJkwlgZRUyRkNtnRpJMEjq2nIm3W07AFtpyJZ9xlme9nF2znJTw",
+	"HRB7XijmQzRK3Bl/OhrMwrbSug9zprXzYW3fBv/iu1ujjeMIYhxdCPi6XR/9Oxtl+yD2tuhiGIa/8ey3",
+	"hPGMc0Z+eP2cCDr3dmRYapLmVLfpoI1pOxUNe463CdQ+V7DF/dAeN0S9dW1YptGDpIOxgwaBknjmDf0O",
+	"MulsJCbSkk6MLcSYGgwIvA0yoY8xgwXGwCTOzp2MRCEMzyHuR2R6SBJdpJjXm/iIIB3kb/aemxpsRM2E",
+	"FRMuRiIJ9k7wBQSbVVKLKIpJkkttKn2EVHx7ieiSrlw4YsNHGYJz2q9R+y9VC+zthlIPj3EnArnhSJdG",
+	"13ULRe2Tqsy2qyGz7QIpc8eBl5fuNjfAOb5500y03a2nJmnPmnanEjijNINV+9ly8dptIiFObWfrR8j5",
+	"vcX2Uba8YVDe/9sMJwH0ho9ym6aNlIutEkn1XQjlcopam0xYiemq5f1QQaesjELfYHT2judLb/0LMuvU",
+	"Noj8esOXObusCaTrN+HjMx422gVdngskWW4yTqN25z28tdBFjPb2MT0YlVliDczpe59IA00n3SH6NNH5",
+	"C7gAVBsyo/m1ZeAVXdDrh+AC/qo02yZW68VISE3nDKj9CHz4K585PMnptVRILndQCRdB/9p6FQJwiU/W",
+	"a6c4qUTuuzWUDV5C451qNc2rAnPCEI4qqUB1JUOCk3WAD85TEzD4pLoCCwkkj5WRuCMBfWlgLRA4H5cR",
+	"i3EtkJFWk4bOiBT5yu4yCJVcG0WNVGROVyORMW2UXFk5rjV4tN3gW4L/hJX061a/fXEtoaR+s9buS9jH",
+	"BmloPeFh5beQq400NCRH7UpCgfjtQEKx4bYhBXSVRqCPh7Ssn57ewZAI6bPA7TFy+Z8xBgLDjZ0vTH1L",
+	"u+1xa4VmrWy5MXx4LXYj2jgF3W6SDFiMm8BKuqX+wA0pNPMO0TkRchkTmiqptbsYLiJjXVdpi/jeSYNz",
+	"GTjrqDI7f+3RLnb8oN0gr6NNw4jb59a2D6+LnaPKmuGPNDX5KlgOnHiSQPgKiLf96JNmPAXJ9iO+/lWS",
+	"btbCHj9XmszHBtRVQrt3Cs7+FXJd1pb43DPUEEPK1GWKWYP2v+5uuL8ck2wVsFxMZYuhtRZovJuWUBEh",
+	"t9CzFmxZpz7a/duQ1ZptMFPdFtR5uxsNTF2WUn8al7JcijbslJdLgAQowaQ6aLYi/0Gc2ap7BvBQgB8F",
+	"PKjdAV455m2/bRHCkHs4hXEz3MKeJjMqMssYIROpAhjQHs3ySYS7R1Xk1XA0HOrqeIXZLTMJKXeLXK7m",
+	"zufRnpp7u6rqzr3XVtv0zhKOuUUkC9pnKbi5w9iIM68drzbe40byBMVGXJumObHy0x1DmrZ5sct2t4yr",
+	"XeKr4JS35ATMF8ayRASks6qMxy3f5MffXXL09OrWIJlSOqiOdctEz9fc6SHfOs2l3qDalgk4a8vwN0z0",
+	"r6UEQca/g2MCtpMMiWYiI3OpmDPSvXp53m6lww9GAnP46vCoiIua/IXJyZ8h2ZfAoK1q0+2TC48X5UyE",
+	"Zby3d6aPRBUgFZL0FlRrnxM3JANwYU4ZCJuAppeyTdlxsCgbgzq26tMVR/6edotmpLzaMcDL7VQrgcPG",
+	"ICcG3sJ9WFKV2ZULC9e9a1BX0yAcoMi9WrV2fMqzB4Gz6yu0JfN0k7EYrKMumbJ1Alssn/aXy3YLufOG",
+	"EPsr0cVkwt977dq5GFzEIyqacckuYpJLbdojIBFcSm/OYqIl/DAeWW21tKm0J2r3xKVfyEZbAfgtiUeJ",
+	"9AuKeRP4t42WLHjrfjt7bcu+7+lwAnjmwQS8lthu1tkuPdhrt8FtFaiHT0vWIfVZKkQg6FBD5lIbcnBK",
+	"/sa/iQEpB2jaKPrXP/45itoPgwqx13eL877VBP57tnOXwkd5uu5i87ZD3Il1rwvIluvszI9d5P92ZoxN",
+	"3s6JK+ta022Ei0etgnimAVe2hNlqjYKOI0uHWi9cLcf3bor/60LU0v8BoWehWZHJXgDqAULJNdH8J0Y6",
+	"Si61g/fJi7kAql1CR3WHI7Eem+TgSCrYPzTPvbGZKgWwAFQTnxwU4317/Jq8eAaJSZi2340d4pA2dKWd",
+	"FFKihAT4oRgtyxslEMXsVJKRSGdUTD08Nv+J9cnF09ffWTL93g61d3hymspcKlKI3JKnhIlrMFLrYBdt",
+	"GkXyul58MLitqkwc2RW940eNkwktxNj7+okEGpMWipvVuT3vjjsDbOCjAuM68a9n/s7/55uLtRi3R4K8",
+	"fP7kMXn+BPBEUiDYFSBFZzxqIDyifqhJxyMNdgPAIHB26LcOLodAcFxMZAsjD8HVvbHlISzznIIBbyWP",
+	"nhNwx+AZpYuF7o/ESJx74FWuwSGdT3ozCehk9umSriouaeACYE2twjc6zR8M8KFLe4SkZsLqdl99tWzU",
+	"1tFffUU6gHFISozDmDwBdL6Y/C1kB8bk6eNDBMg8P/8O8pa6MOynYPVM9q8PkkqNC8FYpkli904q/hM8",
+	"HJJvEAcSM9/+882FS3jDzaHVPYFtxI3pj8RFyJfkmlwzBVHZMZlT8NFYNZ589VXQ+O2UqmDQXbxssHql",
+	"WUAuBSQPBh1Yu6wDfQUuf9Qt9VkbAnlpUVEOcx+zB8nx4BgXBWJIgKiEYJZkE0RiQjKZFnM4EUu7VySx",
+	"Rw0iAzTETUCC3c810fBnl6BEfiZzRsHk8fNI/Nzr9cI/+0lSRqok5GdyPBiQn6vYdyV4hy+vxDVklVti",
+	"SbAJ3Jb2zxFrggYHEEgo8zEXeAxuqzXjemjAkGJXB3ZqiCUa1yvaKGapBqvjirqmJr5WATZy5MZb7vuc",
+	"rqD/QjOP2R+G7qG3XFsoaZcNBTx/qcoUX0fkwHe1jvNPOpZpOj2o66sCUDOr1T0IaCKu4wCnj30fk59J",
+	"UcHE13LOAEwr12xPd/1pjPEsSoWgitjUnJmZzHq2RefvxjZP/MLAWN5zbTQZFwaWxoHGcE3w68o5yHlq",
+	"sIGHroH717VxzQc8X2j/4Khx0tZQh5sYvX6UAR8V2jk8DCcgoHFsgTutzscdAq9m2eZOBr65VsjPCgSE",
+	"d9O7VqZSsLIBKsrfq75PrkkhACgUoqU6HB45tBDmWu+6JtHdjI36xSrNFB7GOgwvYzn3S9ecYyWTod7e",
+	"nRHGtwBg+21Gqz72cwy3SkjRK0deDs6XNHDJ1VUMFdcYQH0ImmNrA2htXEwR8cPFyZHUim/upoUiWbAx",
+	"I/EoBFNhluF7q27Z8fzElERO/NVXqDdZtnI4GHRjtyG+oBgKWTlPmdAY0oSV0h4t7Ab3DvuDSsBc5Ll8",
+	"FEfXTKFHIBr0D/AtAHZd8GgYHfUH/SOXAAPC0P4MMlx+sv+ftqUsPHI86HAwIKXhyqutgGKlyV8vLl71",
+	"yffAnYUsEZnDoj/PomH0LTMun6ZRnu1wMLhbDYNQFkBe7Y626/rejFaMirgmgCbSr4mP0fDtO6u1zOdU",
+	"raJh9IJfM2FftxwXTaMUakOVU9bRO9vCvmI0W+26vkwQfxnsSMpLa4UIsA54hALidHq33UhYLYdUq5Fg",
+	"7xcsNfoM7lyJDlh1m7vN9GKI8y+jcMDznMz5VEH5sy6exLWtfG3nde+dLBOpfGEA3NVyU/2BJodVBf8T",
+	"7TxMAqCf7EEGJOqTwdEnnwI1YZ8OYrdLTpg9PIP8Zy+M47Kz2lQ/qoLB5jl/Lw2k4KzOSIJjD9VPeDoj",
+	"GbMKOxPpygFgb78JdgX5jlfh+mAfVJT9gKjceiUAEI5PZyawQwRvBlqa7M/TReIJTydRhcA41Ji4/6MH",
+	"Px6JBFIPLr3jzPJpeIvRbO0hLER4CqZ020LOtQlPvURv3xds2XxuHzuXzNpP3biCmVfUYbKnTNh1qqK4",
+	"WAJUl3AxOCx8k4NkBVFM0GQADi2rgIJIWmh2RpDf01zLdRhqLrRRRWqCplIu6J6GYCi/MX2QgufUJGTB",
+	"0ysdULV7JQY20TO6YEOSwB51Esuz3LL4ZmBZwZQPKjmF+GFEHrdffBiBQjyKhmQUTQoBIxtFce2vIflg",
+	"W45Jpd14JMqywjc3DoEkIJlvHA3BwVxqN5o+AVxvu4aazGnGRtBEMZ0FWpnmHELKFKZuefC+10/PL0ox",
+	"Q2PpD+kO7AYiWoFpr5dFftuGNl5dadyLTaVoAwJ4S+1fh/b+EdjvN+/uS+6DbbXspgooH709dzc+CG7v",
+	"RuL/yiIgaYOJot/vb0Q0Hz4AG5KjMG/b8B0pARznYPvj8Khe5gwXtjwYbUham6PUt5npG6RhJ5/UNlw7",
+	"t+MV2ofYKLuxicoB3CAYmSbMvV0yv2XAMY/xFLR1E07LfqUEL3xycPsnP6yXETk+fHj7d2XptpKdb/9i",
+	"rYoScLzA4+wyAOPyVQTA7sO4InVSjqGInk71LA3hYuroha6yRgycDlwRY1FameFrl/daNzdASaGqmWJO",
+	"F1DYpxCZ08bQzLWnSZpTPgerFhdTPRIdn10VE4xRjwEUBjHGKtlVXeQ5ZacgkKZSWd2Jl4LqSABrg+jn",
+	"/Zxq09PMAdfoDWTvO3ZvwdElAzrjfiOTrwW97G2UsWt7gdagySJqtaxKVh8++D+us77BAsyNxL5a4bEH",
+	"w4GvWFbvL47mue3Up+qBmXe4vw+20ZnUZvhg8GCwn7HrfcmzNGpm7jXLmx0Oj4//q5Iq5wdfzbcr57Nr",
+	"FRKfcbm1Ct9epQ5l//d5h8NEAm5eZUbl5fRGuPJ+VgOkW2/pqwDcjpbWehJIAgFhpiqcgR8oSG1gc4eY",
+	"sZqgWAnpckDlldI+HMpvE+rFEcshDQPYKGpcUoMIJsPWm/iCa+NHfu8LWa7R2w9riSy+WghmY7XUB3H3",
+	"2LWAr1USQzxoRaXGRQvw5lopC48kuV69ov5LKFhRf1ypUREwKetlKUqoylCJwpWtx9oT7o9QbQLer0Za",
+	"4gu19JxKVk4j8Sbk2zTTag4eWJmnZb0cRSiD3NoyY0KsbJk00si7typfM5/ePmskwlcf+QT3kNfuU9Zd",
+	"Ql5l8IeDWuzjWnGsELY3bATH+mBEXNV3d6m7FJIhNtC8QoPZxR/q3yHBe9P0ybXohlWqV+ZqeKqnCgzs",
+	"W0htWpHSNXjX6kEk4EhPfDxz4nsf+tIUQdAua3CA/JFBRNpI2LZCYGMlxCtGBdZjuYAysKRgdYDa3+iv",
+	"AwRpcu4A6Je3FjOnuizWk8k2GonQta8LEYXM5m9ktvrYmquFvZGkR2uVw6VgeibN7iy7ku9wU9cV7O26",
+	"aSfl209TiM95YinHTWwljzt8FUqw/8L6wC4XpSw0Dl/scBkfO58U3t7DXYZWVgb8yBu/Sy++SN4nIhEv",
+	"BevJycTV1mne0CpxqKTlBPJQjf1tFYrOvQdcLkUZBe4o0CIvkCKV8eB72geM13IDgyc9HgnBlkwb1DX6",
+	"5BGITEDMMNiV5rmLngWTLnPJUy0+9o3y0HkZeNywx7QtdfmKZyp/B0PMTfyh1S5TBoDtdM/XotzXobXy",
+	"VRlpkFKFtVzBGZCkUlwzpZ2bHsLbN9mLqq/WS8Bux8FeH5HbEyny1dm25d8wEFc5a91q5SSt9WzMWzfm",
+	"BaTv7fDiY4xsu7+VqxaiF0XVMPm39cychn4XtMjmtHetqV0m1NR2dBilvePD9WyZZvcnrnu/GYLmK811",
+	"jVm1ZLreRWTzTg0XnH8Hqa2a0NAitT2CLAUonR/O2L+LcSoottXr5Wl3OHzvIC+8TZb7jkPcGNRIC0FI",
+	"QZDzTowQ01IWRmlETLjnwR/R9TntTuQzmuUTwnW9iqlwsOlWICVBk5aTYHCHo2RFQ6i7dDx4OKxKmBC6",
+	"NpXEm+nL8Ef7SxI3uEkQh2f0mo2g9InjOiGzPMus7sKgKFQos7ZZODwPp/ujBcRb7+0uN3Lnm9RajuHG",
+	"SZI1wndwRzn3t0vaBr88absjYdukilYuZaPK9QuZbgXOcK/uh/eghz+aeP5rEF28QSXC0wZ625CU9z+U",
+	"Tp8bpMI5aytO7pIJdRWifa9ET4IKx1JNmam90SfPMzZfSAOlBagI0X0888QT40yMlFgcKvHxYhWy6J3K",
+	"ZMyxNAOvwGhjNBga7UaiEWSGAUxGFlCRmrhJ2CYCEUVoeS/41/KI2+jrE1ifKn29j1hWycN0drmKC+52",
+	"EnTX+1xmhG6q7+34DbfsS/yb+NLcqtx6deJ2nbI8SRgjbG7JTE/+4g72nxMIcnVx+muCio+SCLGWVaGk",
+	"3Yn1qY7lL8I0f4ui/yfij+Ec/dK87fj2776X5hnkgf5q9+2lYLfetLsZOtx2PH+yi05dt4q828YQ9z2w",
+	"yi83nHibbRvxX4I7rlYAcGKZZ6VodCUFqMVpNxLBb9Xtk3NA+KLcQAqCVBnWQcSsMcUQx1IVOWaGefN0",
+	"GxF6XYjHmJ56D8s0OJYWigvTOf3q62615F5Afdlds6jUEf9imb6r6HtngvKHtUy/9qFeGJu1Tr+2GaSb",
+	"VAUv0G+LsjiYKczgLGsNJ75sfSn0lzWByRvKjSbFAsIKXbHjkfDWGBIAxjBLow9v+MSIrgPaZ67m2BlZ",
+	"QAk2nxuuCod0OBJYbhoKYrs0NMyVcPYXrsuarSGr3MenJ17XTPojUSkuCioLYPkp7nAXq2B+tnf7NzW2",
+	"Uz7HjVeKX9McSWR/JN7AYm3x5kESSr0GNdVOsFsomRUpRC5pw2g2JLSJmeGTcPdDdT74QWOiHy1L3sFj",
+	"H4DPREY65W7Uy1aflfEZsNJT+ytd0hXJGfUlwX1avvBswJfkc/7L21F/cWVKgIEhcV6QSoazK0xrt3Uk",
+	"WjAo2nY5FDivFTX3/VUSj4lUI5EszCqJyYSxrImbshMyykYW5yFjP4H/FRnaEemlZK9kenuRq9cdYYUu",
+	"wFn79vXTpxfPv/82GkYzlueyAR52NLgDV6yVsf+MjHEHXuXgb88RXeELP/234aftYc/3Y61lMeH25KZQ",
+	"Shpy3nIppr2cXwMVLoXpNZbn+NgQHBBwYZPQkONRltdMczmmuSZjZpaMOYGhHH1sPx9TPSs/tl8t6yX4",
+	"7Uqw97ihIxHQY/vkpagkIHukBYzjcuQ1bvaINB4iPIQE/ytUxxkJ52Cv1tYOhoy43ebgsulomVdaxgWG",
+	"gSRlOOCKdI4PD8tkr26foJFS1xJLQ/yM57wzCpmJbJM//LHf43ubOcJheRtqrqMZbhcDSBWe9LBNRVmL",
+	"dbuDZ7FaMXtTDKwbfUy0RDSfFWx0/w9IBr9EyNScqxW65K4d3nt/JKq0s6yC/ouaVTZpG+co8wWaAxlQ",
+	"DePFWZlXAwhUjtZ54kWkGIlScttsuUn6kL7vSj245P/NTlNfV/5eTtONRCCYL+9KA3Bwu4louzhH79T5",
+	"LcQH4h0dKtYXuvOHpjtwcQkFFpP5/d9AaHYS0fY/uP9d2iYbzsc2p1v1ft6Z7X8ytqvYnHLQi0tq++Xg",
+	"/6EPvlwgZhNQvNLTjegHlgH/GvzWHdXvLXf55F6P1htql8wSgc9strzfxDbJHc+NLgtxkA5yZ8jI1tRq",
+	"fxt1ME06VmPrQnJ1mjOqELW6YRTCpfnlSNRm8uTBPQOJ/kKd/shmFNzvCoECYdkHzleMGh/Dq7enGJ4D",
+	"ToMDptLGXp8ORtwsqNIePSLJddI9I65uOWLFKYYLHSOMlsTcxH6ruv/M5QJuxSJ4htdWsZwafs08AEKJ",
+	"N6akNGchHAPcC1JuBCtwpdZbkAr6zXoTD08/AygBlFV3ll9XSP2tr3QfDU6PjxtF29eMFAf12ImMGtof",
+	"Q7FKLIBefYL1yw8Gh8dhJq6UTtnl1ycnd+wSQVNdb67yL3RUWzI70TuYRZ7dkiOH1HtPE7ds/w62kV+I",
+	"tt2fVNmNI7RyJ3G3qnTJp/v9ZgJAYED7H+wx3kFDeYb4yo27f9wWTWlfzyD+y6rQNAf4I0LHmkFR9S88",
+	"+/dzrnEzAWAe0TWpIAwKVmw74I6jNsVImrUfom0MRKaGeZdzXZAM4DYI8NWCGt5ORhE/EmvlM1eQCiw9",
+	"0jL7TvIYB9JDNpiQKb+uQDd3v5DZX/E42jPkD2NH0SVuY/fTk9lm1ejcgaxuFML65DynesYwP3KMkReG",
+	"CbLIKRf5aiQ6CRJcWZh9L6EgbhaiyNqzF97434fPynf65BU1M+fvgkgGdEyFzmMPN+aQs7xAGpOQxHOE",
+	"tmEQCEFwCcKM+6tuft2QlIjyzdYCYR+l1hbtEjjElEBwPODGCrfo9mPnx4MqUVQxYRxB0n3ySKzc9bbi",
+	"+BVbGLjfTJj+SDzCtgCAtlZj1DbqKoyWSNAHR1hgFKNHhLR9GU5zGEJ/JM4LhCefM+pAg+BoYoVpX6IG",
+	"o4BMoQTLENzetnn+10e9w5PTNpP9G8Ur/HYXc/09qeRO0RF3wCYJgvF+VRS/U/g/wE0cnpxGw+hk8vVg",
+	"PDl4QAcPTgeDrwcHp+zh8YPx4Jiy7Gj84PBgcESPTseMHh98fXIyPk2zbEInBwOasqP0lE1qasCdxHFf",
+	"lGcLKwERx931PyJrONihiwspX1A1Zb8vXgK3bEdmslWOrhUCbTUmfLMW/8WCa6kRj0E66P371z/+GWIp",
+	"Ex+athZy1o1DJJsUzEeVSUBFp1B+nmXwMVSRbwQs+pW6NCZPYlJL9t8MX+Sm+hmtgNUC5Nvhg9kf0j/x",
+	"q+U1l673ccuBbaDX+Pqwvx19Ngxq/4P7722Jf+dGLnQNYdsH1mLxRP/UKMZI5+Lp6++gvrggf3v+4oWD",
+	"SadkqqzCv2CKy6yLkDpegGjGc+KF7Lh0BBdbfDAgutsnL0Xt1gL8nxMaKIRgEd7q4LeTeBWSgT73rbzl",
+	"RsZWj4KCHlb9x5mM2USqP6ji9Hvy8q1f6s1XulWD/5aZ38xB+3KaPmHG2l1Oxucl9raj+3CGUI6t9QBb",
+	"keLCVVdrzOMTwAdV69xtRCSqVq1rVbFPjz9Gpf4NoO64pbdradd6MD7NjiaD9JA+ZMfZycn4IH3Avp6c",
+	"0pPsOD0aH9Zq9Q3XKj62J8LeWYf0SbDVWnjV+oNNxFcMgL2D1yZUDtyKkQNrUxexSQfzWzSROJ4zMmHG",
+	"wYhCjspEKpBF8L3uvyG+DixblRThGQv6WCOxZaP+9axaHbViFoLQzG1aUSh7E7K+Do/JrHs2Eij8WXkt",
+	"9mEzhGc+Jh0cxRCTiYWExiyXYgowaZWyT7ErNdaW7g6VIu+N/16t6No86gfDI/Bpfr7bWpYqzVxdhcu5",
+	"joYPB4ODwzhiIpVQqXIYFWbSewBh59xgCdjh4B6X3Z478EHBw4wpjwsG//c4rIPwwKhC4LH3Cf+Ymha+",
+	"koWpf2UfrH+1pMoSGXtS39181PjVdrpUmWO1pOdOJO0uBG0jOD3VV18S/zeKUXZ5Yq/zebqNup+/iW3E",
+	"7K4yld0hKyO9a6eC+1jM9e6RbKHdzfHtXl22fe3pSqWyTrvS3AXaOKcKyzEmoc5s0iePoJWRAIrpncSh",
+	"jnVV/S1cAdWsNb4dmvwk5NLV/C6r4dZBNKN4O0EdDAcnn5egfjxFrNT3/UWphTOSuP6xts4XAtKKcQVL",
+	"RChxBZyhlKWz7SLd3VUMcpnKW2qguZRqtDKQzsyYhR7u78/MPO/rBUv7yxk1y2lfqun+vMgNt3LsPlYx",
+	"6mkmTA9Ttfv2iy6RE6zBGsjBMCR3Y5GjeoK3t3hDorm3vkH5vqWSBnyb8xgg9V2tC0tbcMQ8CxY6y4+J",
+	"nEw0M6GWO8znjFCSTOnCJ44vwRMHtQR5luUMhovZkT59fUkD6JazVkFmDoWScBnpYErfnBGoBQxZ3WVq",
+	"P8IyAvNG459PU5cTrAvgltlLnXHd7+gg4p3nkQtC87x7ZqcZe7PhSMyoRmNaDOpBIzUexpc0Sr4nsR+m",
+	"Xol0pqSQhfb+4KUs8sw2e83ImDEMFoaWgQaGhiEfcpyzeTd2NxmrluGMYVpQFVVbcm5pFxNmJHIuGOkk",
+	"Q8gehdzDpAul7lwef86oNg6t9uCE6D55bcVswVKfDvWCatN7CmgDz58kxMiRwCx94uVuRnLXiDBEsZTx",
+	"a5b1yUvcUK6xqJerXuvL7ZW1l8F/Hs5r7OBg6Eq7gE2Ao0cfrpXsT8iciwJcytC/N+WegRyPJ6zj8DPt",
+	"UKG7mFDyY8EKjBJgqltdNs3sQQoLpEkhDM9LgILKjhvM8dIj4fd9i86AC3BbSOnr+mLyyv3qOF958EvB",
+	"ePc0SXg2TKBKuo5JguWfXQl2OLxYB7oXfmBKVX9IuiEgFYESS6NIbbdrdpEFNYYp+81/vx30Hr77cBAf",
+	"PLzpVf7/p+hjQlTX0Cx2N0/COM+dfbad8VWp6xdu18rtnsEtc5AnezrU6F/DD+lUuI7jH91fQojG2v2f",
+	"Q4gOMJL8p4BiZZiac0FzhOGtyNXeSYxkcWFWyRmwOs8xAZTy/Pm3b55///ivrakb/Cdmx3ThergfrkeO",
+	"BUTiSMmljobHu4Ny+P7P7aruFHRy3Fady07nSzbmHz7tA4KkgvgbrsOeDjflDuIwwN18hpt84QPTAGbI",
+	"xaY1kHj8/W7qy0joAHKJafKvf/w/QkcinRXiyoqgttFOkhYqJ70L0ku6JcASWfAFO0PB0tfBpgurMzjg",
+	"pFSKtFAKBDH3gseKhYQZiGXrk4TJiSvegBKcA90DKhzKwJAO4JIH8mRlUcttNfnvJ90+eSOtYg+ZMFSs",
+	"SJB7sPBxwOmoE7E6jhEStZGQa/gfINTCkBHBsoq+4a0Hrnqy96d7i7kplCBcj4T9gaFxtoPO9iN0tofc",
+	"+ZrAFawPUhFDrzDkD9ZkY5geOn0yl36yReR6nGNYTm2RXR1pma02ZeswOalJRGsVGd79IjGC944JdObT",
+	"0ziC41YaTd013cVksjuEqd2QW4L3MEK0on1CeV67M0bKqy8s5o+d92z1c3cC5AZOU6fkrfymXqj7Q4Q1",
+	"Qh8VZgYugHf2Zyu9Ij0oVL6pJCVwGdf8B3/1Q2HEmzg8C2XDKs8CuGzlWQXAp/618+RXHoZ8ycqztT5w",
+	"ypUHlWrjladYMe/m3c3/DwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

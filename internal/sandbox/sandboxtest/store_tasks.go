@@ -19,11 +19,12 @@ func copyTask(r *store.Task) store.Task {
 	return t
 }
 
-// unfinished counts owner's unfinished tasks. Call with mu held.
-func (s *Store) unfinished(owner string) int {
+// unfinished counts owner's unfinished tasks of a kind (background processes, or
+// executions). Call with mu held.
+func (s *Store) unfinished(owner string, background bool) int {
 	n := 0
 	for _, t := range s.tasks {
-		if t.OwnerID == owner && t.FinishedAt == nil {
+		if t.OwnerID == owner && t.FinishedAt == nil && t.Background == background {
 			n++
 		}
 	}
@@ -44,7 +45,7 @@ func (s *Store) CreateTaskWithin(ctx context.Context, t store.Task, limit int) e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if limit > 0 && s.unfinished(owner) >= limit {
+	if limit > 0 && s.unfinished(owner, t.Background) >= limit {
 		return store.ErrQuota
 	}
 	s.seq++ // the bigserial advances even when the insert then fails on a constraint
@@ -57,6 +58,7 @@ func (s *Store) CreateTaskWithin(ctx context.Context, t store.Task, limit int) e
 	s.tasks[t.ID] = &store.Task{
 		ID: t.ID, SessionID: t.SessionID, OwnerID: owner, Profile: t.Profile, Operation: t.Operation,
 		Status: t.Status, RunnerID: t.RunnerID, SubmittedAt: ts(t.SubmittedAt), Seq: s.seq,
+		Program: store.ProgramOf(t.Program), Background: t.Background, Interactive: t.Interactive,
 	}
 	return nil
 }
@@ -81,7 +83,7 @@ func (s *Store) BeginTask(ctx context.Context, t store.Task, limit int, lock boo
 			return store.Begun{}, store.ErrNotFound
 		}
 	}
-	if limit > 0 && s.unfinished(owner) >= limit {
+	if limit > 0 && s.unfinished(owner, t.Background) >= limit {
 		return store.Begun{}, store.ErrQuota
 	}
 	s.seq++
@@ -102,6 +104,7 @@ func (s *Store) BeginTask(ctx context.Context, t store.Task, limit int, lock boo
 	row := &store.Task{
 		ID: t.ID, SessionID: t.SessionID, OwnerID: owner, Profile: t.Profile, Operation: t.Operation,
 		Status: "pending", RunnerID: t.RunnerID, SubmittedAt: ts(t.SubmittedAt), Seq: s.seq,
+		Program: store.ProgramOf(t.Program), Background: t.Background, Interactive: t.Interactive,
 	}
 	if begun.First {
 		started := ts(t.SubmittedAt)
@@ -142,9 +145,12 @@ func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 	if err := checkLimit(f.Limit); err != nil {
 		return nil, err
 	}
-	owner, err := uuidText(f.OwnerID)
-	if err != nil {
-		return nil, err
+	owner := ""
+	if f.OwnerID != "" {
+		var err error
+		if owner, err = uuidText(f.OwnerID); err != nil {
+			return nil, err
+		}
 	}
 	after := ts(f.AfterSubmitted)
 	s.mu.Lock()
@@ -152,7 +158,8 @@ func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 	var rows []*store.Task
 	for _, r := range s.tasks {
 		switch {
-		case r.OwnerID != owner:
+		case owner != "" && r.OwnerID != owner:
+		case f.Background && !r.Background:
 		case f.Status != "" && r.Status != f.Status:
 		case f.SessionID != "" && r.SessionID != f.SessionID:
 		case f.AfterID != "" && !before(r.SubmittedAt, r.ID, after, f.AfterID):
@@ -303,8 +310,8 @@ func (s *Store) taskIDs(ctx context.Context, match func(*store.Task) bool) ([]st
 	return ids, nil
 }
 
-// OrphanedTasks returns up to limit running, unfinished, not queued tasks whose runner has no
-// heartbeat since staleBefore, oldest start first.
+// OrphanedTasks returns up to limit running, unfinished tasks — not queued, unless a started
+// background process — whose runner has no heartbeat since staleBefore, oldest start first.
 func (s *Store) OrphanedTasks(ctx context.Context, staleBefore time.Time, limit int) ([]store.Task, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -314,7 +321,7 @@ func (s *Store) OrphanedTasks(ctx context.Context, staleBefore time.Time, limit 
 	defer s.mu.Unlock()
 	var out []store.Task
 	for _, t := range s.tasks {
-		if t.FinishedAt == nil && t.StartedAt != nil && !t.Queued && !s.alive(t.RunnerID, staleBefore) {
+		if t.FinishedAt == nil && t.StartedAt != nil && (!t.Queued || s.processes[t.ID]) && !s.alive(t.RunnerID, staleBefore) {
 			out = append(out, copyTask(t))
 		}
 	}
@@ -358,7 +365,7 @@ func (s *Store) MarkLostTasks(ctx context.Context, staleBefore, now time.Time, t
 	defer s.mu.Unlock()
 	var n int64
 	for _, t := range s.tasks {
-		if t.FinishedAt != nil || t.Queued || s.alive(t.RunnerID, staleBefore) {
+		if t.FinishedAt != nil || t.Queued && !s.processes[t.ID] || s.alive(t.RunnerID, staleBefore) {
 			continue
 		}
 		finished, expires := ts(now), ts(now.Add(ttl))
@@ -387,6 +394,7 @@ func (s *Store) DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, e
 	for id, t := range s.tasks {
 		if t.ExpiresAt != nil && t.ExpiresAt.Before(now) {
 			delete(s.tasks, id)
+			delete(s.processes, id)
 			n++
 		}
 	}
@@ -396,19 +404,33 @@ func (s *Store) DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, e
 	return n, nil
 }
 
-// Usage counts ownerID's sessions (its default ones included; shared ones are nobody's) and
-// unfinished tasks.
-func (s *Store) Usage(ctx context.Context, ownerID string) (sessions, unfinished int, err error) {
+// Usage counts ownerID's sessions (its default ones included; shared ones are nobody's),
+// unfinished executions and unfinished background processes.
+func (s *Store) Usage(ctx context.Context, ownerID string) (store.Held, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, 0, err
+		return store.Held{}, err
 	}
 	owner, err := uuidText(ownerID)
 	if err != nil {
-		return 0, 0, err
+		return store.Held{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ownedSessions(owner), s.unfinished(owner), nil
+	return store.Held{Sessions: s.ownedSessions(owner), Executions: s.unfinished(owner, false), Background: s.unfinished(owner, true)}, nil
+}
+
+// StartedProcess records background process id's pid (negative: 0) and that it started.
+func (s *Store) StartedProcess(ctx context.Context, id string, pid int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tasks[id]; ok && t.Background {
+		t.PID = max(pid, 0)
+		s.processes[id] = true
+	}
+	return nil
 }
 
 // WaitTask waits until task id has finished (or is gone) and returns it: a test's way to

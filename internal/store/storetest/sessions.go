@@ -125,9 +125,9 @@ func testSessionQuota(f *fixture) {
 	shared.Profile = "rt"
 	require.NoError(t, f.st.CreateSessionWithin(f.ctx, shared, 1), "shared sessions count for nobody")
 
-	sessions, _, err := f.st.Usage(f.ctx, alice)
+	held, err := f.st.Usage(f.ctx, alice)
 	require.NoError(t, err)
-	require.Equal(t, 4, sessions)
+	require.Equal(t, 4, held.Sessions)
 
 	for _, id := range []string{"s02", "s05", "s06"} {
 		require.NoError(t, f.st.DeleteSession(f.ctx, id))

@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,6 +26,7 @@ var taskTests = []test{
 	{"adopt", testAdoptTasks},
 	{"expiry", testDeleteExpiredTasks},
 	{"usage", testUsage},
+	{"background_processes", testBackgroundProcesses},
 	{"list", testListTasks},
 }
 
@@ -395,15 +398,59 @@ func testUsage(f *fixture) {
 	f.task(newTask("t04", bob, "s03", "r1", at(0)))
 	f.finish("t03", "succeeded", at(0))
 
-	sessions, unfinished, err := f.st.Usage(f.ctx, alice)
+	bg := newTask("t05", alice, "s02", "r1", at(0))
+	bg.Background = true
+	f.task(bg)
+
+	held, err := f.st.Usage(f.ctx, alice)
 	require.NoError(t, err)
-	require.Equal(t, 2, sessions, "the default session counts; the shared one is nobody's")
-	require.Equal(t, 2, unfinished)
+	require.Equal(t, store.Held{Sessions: 2, Executions: 2, Background: 1}, held, "the default session counts; the shared one is nobody's")
 	carol := f.owner("carol")
-	sessions, unfinished, err = f.st.Usage(f.ctx, carol)
+	held, err = f.st.Usage(f.ctx, carol)
 	require.NoError(t, err)
-	require.Zero(t, sessions)
-	require.Zero(t, unfinished)
+	require.Zero(t, held)
+}
+
+// testBackgroundProcesses: a background process keeps its program, counts against its own
+// quota, and once started no longer holds its session's line and is adopted, queued or not.
+func testBackgroundProcesses(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.session(newSession("s01", alice, at(0)))
+
+	long := strings.Repeat("é", store.MaxProgram) // twice the bound in bytes
+	bg := newTask("t01", alice, "s01", "r1", at(0))
+	bg.Background, bg.Program = true, "python3 -m http.server "+long
+	require.NoError(t, f.st.CreateTaskWithin(f.ctx, bg, 1))
+	got := f.getTask("t01")
+	require.True(t, got.Background)
+	require.LessOrEqual(t, len(got.Program), store.MaxProgram)
+	require.True(t, strings.HasPrefix(got.Program, "python3 -m http.server é"))
+	require.True(t, strings.HasSuffix(got.Program, "é…"), "cut on a character boundary, marked")
+	require.True(t, utf8.ValidString(got.Program))
+	require.Zero(t, got.PID)
+
+	bg2 := newTask("t02", alice, "s01", "r1", at(0))
+	bg2.Background = true
+	require.ErrorIs(t, f.st.CreateTaskWithin(f.ctx, bg2, 1), store.ErrQuota, "one background process is the limit")
+	ex := newTask("t03", alice, "s01", "r1", at(0))
+	ex.Program = "echo hi"
+	require.NoError(t, f.st.CreateTaskWithin(f.ctx, ex, 1), "executions have their own quota")
+	require.Equal(t, "echo hi", f.getTask("t03").Program)
+	_, err := f.st.BeginTask(f.ctx, bg2, 1, true)
+	require.ErrorIs(t, err, store.ErrQuota, "BeginTask counts background processes apart too")
+
+	require.NoError(t, f.st.StartTask(f.ctx, "t01", at(time.Second)))
+	require.NoError(t, f.st.StartedProcess(f.ctx, "t01", 4242))
+	require.Equal(t, 4242, f.getTask("t01").PID)
+	require.NoError(t, f.st.StartedProcess(f.ctx, "t03", 7), "not a background process: nothing recorded")
+	require.Zero(t, f.getTask("t03").PID)
+
+	// Its runner r1 sent no heartbeat: the started background process is offered for
+	// adoption; so is the running execution t03 only once started.
+	orphans, err := f.st.OrphanedTasks(f.ctx, at(time.Hour), 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"t01"}, taskIDs(orphans))
 }
 
 func testListTasks(f *fixture) {
