@@ -43,6 +43,13 @@ func startNATS(t *testing.T) string {
 // newQueueDeployment writes a queue-flavor config for transport and starts `gateway dev` on it.
 func newQueueDeployment(t *testing.T, transport string, extra string) *queueDeployment {
 	t.Helper()
+	return newQueueDeploymentOf(t, transport, "", extra)
+}
+
+// newQueueDeploymentOf is newQueueDeployment with more profiles (YAML lines under
+// sandbox.profiles, indented by four spaces) beside the default local one.
+func newQueueDeploymentOf(t *testing.T, transport, profiles, extra string) *queueDeployment {
+	t.Helper()
 	requirePostgres(t)
 	dir := dataDir(t)
 	work := filepath.Join(dir, "sandboxes")
@@ -55,7 +62,7 @@ func newQueueDeployment(t *testing.T, transport string, extra string) *queueDepl
 database: {url: %q}
 sandbox:
   profiles:
-    default: {type: local_subprocess, local_subprocess: {workdir: %q}}
+    default: {type: local_subprocess, local_subprocess: {workdir: %q}}%s
   broker:
     flavor: queue
     lost_after: 2s
@@ -66,7 +73,7 @@ sandbox:
       rescue_after: 3s
       nats: {url: %q, ack_wait: 3s}
     response_store: {type: postgres}
-%s`, pgtest.URL(t), work, transport, natsURL, extra)
+%s`, pgtest.URL(t), work, profiles, transport, natsURL, extra)
 	cfgPath := filepath.Join(dir, "sandgate.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 	d := &queueDeployment{t: t, dir: dir, cfgPath: cfgPath, workers: map[string]*exec.Cmd{}}

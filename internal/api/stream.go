@@ -63,10 +63,10 @@ type streamResponse struct {
 	s      *Server
 	ctx    context.Context
 	p      principal.Principal
-	task   *sandbox.Task   // announced first (execution requests); nil for getTaskOutput
-	taskID string          // followed when task is nil
+	task   *sandbox.Task    // announced first (execution requests); nil for getTaskOutput
+	taskID string           // followed when task is nil
 	after  sandbox.Position // Last-Event-ID
-	result *sandbox.Result // an execution that finished before it could be followed
+	result *sandbox.Result  // an execution that finished before it could be followed
 }
 
 func (sr streamResponse) VisitRunCommandResponse(w http.ResponseWriter) error { return sr.serve(w) }

@@ -24,10 +24,10 @@ const (
 	DefaultQuotaConcurrentExecutions = 32
 	// DefaultQuotaBackgroundProcesses is sandbox.quotas.background_processes' default.
 	DefaultQuotaBackgroundProcesses = 8
-	DefaultQuotaRequestsPerSecond    = 50.0
-	DefaultQuotaRequestsBurst        = 100
-	DefaultToolOutputMaxChars        = 8000
-	DefaultDockerPidsLimit           = 256
+	DefaultQuotaRequestsPerSecond   = 50.0
+	DefaultQuotaRequestsBurst       = 100
+	DefaultToolOutputMaxChars       = 8000
+	DefaultDockerPidsLimit          = 256
 	// DefaultKubernetesWorkspace is kubernetes.workspace's default.
 	DefaultKubernetesWorkspace = "/workspace"
 )

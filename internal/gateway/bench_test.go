@@ -30,7 +30,7 @@ func benchEnvOn(b *testing.B, profile string) (*gatewaytest.Env, string, string)
 		if profile == "docker" {
 			c.Sandbox.Profiles = map[string]config.Profile{
 				"default": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: b.TempDir()}}},
-				"docker": {Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: "sandgate/sandbox-python:latest", Pull: config.DockerPullNever}}},
+				"docker":  {Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: "sandgate/sandbox-python:latest", Pull: config.DockerPullNever}}},
 			}
 		}
 	}})

@@ -21,7 +21,7 @@ func settings(c config.Sandbox) sandbox.Settings {
 		Quotas: sandbox.Quotas{
 			Sessions: c.Quotas.Sessions, ConcurrentExecutions: c.Quotas.ConcurrentExecutions,
 			BackgroundProcesses: c.Quotas.BackgroundProcesses,
-			AdminsExempt: adminsExempt(c.Quotas),
+			AdminsExempt:        adminsExempt(c.Quotas),
 		},
 		WaitTimeout:   sandbox.DefaultWaitTimeout,
 		ResponseTTL:   time.Duration(c.Broker.ResponseTTL) * time.Second,

@@ -78,6 +78,7 @@ type Gateway struct {
 	transport queue.Transport
 	queued    *broker.Queued // the queue flavor, when configured
 	handler   http.Handler
+	agent     *mcp.Handler // nil for RoleWorker
 
 	bg     context.Context // background work: lives until Close
 	stopBG context.CancelFunc
@@ -216,6 +217,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	// MCP beside REST: /mcp behind the same bearer-token check as /v1, its RFC 9728 metadata
 	// public; its tools also back GET /v1/agent/tools.
 	agent := mcp.New(mcpOptions(cfg, g.svc, log, opts.Version))
+	g.agent = agent
 	meta := agent.MetadataHandler()
 	g.handler, err = api.NewHandler(api.Options{Auth: authn, Readiness: g.store, Sandbox: g.svc, Logger: log, MaxBody: cfg.Server.MaxBodyBytes, Extra: extra,
 		Console: web.Handler(consoleConfig(cfg, opts.DevIssuer, log)),
@@ -284,6 +286,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		g.log.Warn("http shutdown: closing the connections still open", "err", serr)
 		_ = srv.Close()
 	}
+	g.agent.Close() // MCP sessions end with this replica
 	if serr := g.closeService(shCtx); serr != nil {
 		g.log.Warn("broker shutdown", "err", serr)
 	}
@@ -333,10 +336,13 @@ func (g *Gateway) RunWorker(ctx context.Context) error {
 	return err
 }
 
-// Close stops the background work and waits for it, then closes the domain (interrupting
-// what still runs), the transport and the store. Idempotent.
+// Close ends the MCP sessions, stops the background work and waits for it, then closes the
+// domain (interrupting what still runs), the transport and the store. Idempotent.
 func (g *Gateway) Close() {
 	g.closeOnce.Do(func() {
+		if g.agent != nil {
+			g.agent.Close()
+		}
 		if g.svc != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_ = g.closeService(ctx)

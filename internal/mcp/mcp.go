@@ -180,6 +180,22 @@ func callerOf(req *sdk.CallToolRequest) (principal.Principal, bool) {
 	return p, ok && p.Key() == req.Extra.TokenInfo.UserID
 }
 
+// Close ends every MCP session this replica holds (their clients must initialize again):
+// the gateway calls it when it stops.
+func (h *Handler) Close() {
+	h.mu.Lock()
+	servers := make([]*sdk.Server, 0, len(h.servers))
+	for _, srv := range h.servers {
+		servers = append(servers, srv)
+	}
+	h.mu.Unlock()
+	for _, srv := range servers {
+		for ss := range srv.Sessions() {
+			_ = ss.Close()
+		}
+	}
+}
+
 // ServeHTTP serves the MCP streamable HTTP transport.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.http.ServeHTTP(w, r) }
 

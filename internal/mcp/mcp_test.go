@@ -616,7 +616,7 @@ func TestAgentToolsEndpoint(t *testing.T) {
 	}
 	runCommand := an["tools"].([]any)[1].(map[string]any)["input_schema"].(map[string]any)
 	require.Equal(t, []any{"command"}, runCommand["required"])
-	require.ElementsMatch(t, []string{"command", "sandbox_session_id", "profile"}, keys(runCommand["properties"].(map[string]any)))
+	require.ElementsMatch(t, []string{"command", "sandbox_session_id", "profile", "wait_s"}, keys(runCommand["properties"].(map[string]any)))
 
 	// Profiles follow the caller.
 	_, ml := getJSON(t, g.URL+"/v1/agent/tools", g.token("mona", "ml"))

@@ -40,6 +40,7 @@ func (t toolSpec) describe(h *Handler, guidance string) string {
 const (
 	sessionArg = `"sandbox_session_id": {"type": "string", "description": "Session to use: an id from an earlier result, new_sandbox_session or list_sandbox_sessions. Omit it for your default session."}`
 	profileArg = `"profile": {"type": "string", "description": "Workload profile (see the profile list); omit for the default profile, or to keep the profile of the session given."}`
+	waitArg    = `"wait_s": {"type": "number", "minimum": 0, "maximum": 3600, "description": "Seconds to wait for the result before answering with a task_id to poll (default 45, under the common 60 s client timeout). Wait longer only if your client resets its timeout on progress notifications (sent every 5 s)."}`
 )
 
 func schema(s string) json.RawMessage {
@@ -56,8 +57,8 @@ func schema(s string) json.RawMessage {
 
 // Argument names, in the seed's order.
 var (
-	runCodeArgs        = []string{"code", "language", "sandbox_session_id", "profile"}
-	runCommandArgs     = []string{"command", "sandbox_session_id", "profile"}
+	runCodeArgs        = []string{"code", "language", "sandbox_session_id", "profile", "wait_s"}
+	runCommandArgs     = []string{"command", "sandbox_session_id", "profile", "wait_s"}
 	writeFileArgs      = []string{"path", "content", "sandbox_session_id", "profile"}
 	readFileArgs       = []string{"path", "sandbox_session_id", "profile"}
 	checkTaskArgs      = []string{"task_id"}
@@ -76,7 +77,7 @@ var toolTable = []toolSpec{
 		schema: schema(`{"type": "object", "properties": {
 			"code": {"type": "string", "description": "Source code to run."},
 			"language": {"type": "string", "default": "python", "description": "Language of the code; default python (see the profile list for what each profile runs)."},
-			` + sessionArg + `, ` + profileArg + `},
+			` + sessionArg + `, ` + profileArg + `, ` + waitArg + `},
 			"required": ["code"], "additionalProperties": false}`),
 		run: (*Handler).runCode,
 	},
@@ -88,7 +89,7 @@ var toolTable = []toolSpec{
 		args:      runCommandArgs,
 		schema: schema(`{"type": "object", "properties": {
 			"command": {"type": "string", "description": "Shell command line to run in the session's workspace."},
-			` + sessionArg + `, ` + profileArg + `},
+			` + sessionArg + `, ` + profileArg + `, ` + waitArg + `},
 			"required": ["command"], "additionalProperties": false}`),
 		run: (*Handler).runCommand,
 	},
@@ -335,10 +336,11 @@ type promotedBody struct {
 
 func (h *Handler) runCode(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
 	var a struct {
-		Code             *string `json:"code"`
-		Language         *string `json:"language"`
-		SandboxSessionID *string `json:"sandbox_session_id"`
-		Profile          *string `json:"profile"`
+		Code             *string  `json:"code"`
+		Language         *string  `json:"language"`
+		SandboxSessionID *string  `json:"sandbox_session_id"`
+		Profile          *string  `json:"profile"`
+		WaitS            *float64 `json:"wait_s"`
 	}
 	if err := decodeArgs("run_code", runCodeArgs, raw, &a); err != nil {
 		return failed(err.Error(), "")
@@ -351,14 +353,19 @@ func (h *Handler) runCode(ctx context.Context, p principal.Principal, raw json.R
 	if lang == "" {
 		lang = "python"
 	}
-	return h.execute(ctx, p, sandbox.ExecInput{Code: *a.Code, Language: lang}, given, deref(a.Profile))
+	wait, err := waitArgOf("run_code", a.WaitS)
+	if err != nil {
+		return failed(err.Error(), given)
+	}
+	return h.execute(ctx, p, sandbox.ExecInput{Code: *a.Code, Language: lang, Wait: wait}, given, deref(a.Profile))
 }
 
 func (h *Handler) runCommand(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
 	var a struct {
-		Command          *string `json:"command"`
-		SandboxSessionID *string `json:"sandbox_session_id"`
-		Profile          *string `json:"profile"`
+		Command          *string  `json:"command"`
+		SandboxSessionID *string  `json:"sandbox_session_id"`
+		Profile          *string  `json:"profile"`
+		WaitS            *float64 `json:"wait_s"`
 	}
 	if err := decodeArgs("run_command", runCommandArgs, raw, &a); err != nil {
 		return failed(err.Error(), "")
@@ -367,11 +374,27 @@ func (h *Handler) runCommand(ctx context.Context, p principal.Principal, raw jso
 	if a.Command == nil || strings.TrimSpace(*a.Command) == "" {
 		return failed(missing("run_command", "command"), given)
 	}
-	return h.execute(ctx, p, sandbox.ExecInput{Command: *a.Command}, given, deref(a.Profile))
+	wait, err := waitArgOf("run_command", a.WaitS)
+	if err != nil {
+		return failed(err.Error(), given)
+	}
+	return h.execute(ctx, p, sandbox.ExecInput{Command: *a.Command, Wait: wait}, given, deref(a.Profile))
 }
 
-// execute runs through the same service call as REST, waiting sandbox.broker.wait_timeout —
-// at most MaxToolWait — before promoting the run to a task, and sending progress
+// waitArgOf is a tool's wait_s argument: nil when absent; 0 to 3600 seconds, else an error.
+func waitArgOf(tool string, s *float64) (*time.Duration, error) {
+	if s == nil {
+		return nil, nil
+	}
+	if !(*s >= 0 && *s <= 3600) {
+		return nil, fmt.Errorf("%s: wait_s must be between 0 and 3600 seconds", tool)
+	}
+	d := time.Duration(*s * float64(time.Second))
+	return &d, nil
+}
+
+// execute runs through the same service call as REST, waiting the call's wait_s, or else
+// sandbox.broker.wait_timeout — at most MaxToolWait — before promoting the run to a task, and sending progress
 // notifications meanwhile when the call asked for them. A call the client cancels
 // (notifications/cancelled, or a client that went away) cancels its execution: nobody would
 // collect the task it would otherwise become.
@@ -382,6 +405,9 @@ func (h *Handler) execute(ctx context.Context, p principal.Principal, in sandbox
 	}
 	in.SessionID, in.Profile = id, profile
 	wait := min(h.svc.WaitTimeout(), h.maxWait)
+	if in.Wait != nil {
+		wait = *in.Wait // the caller's wait_s: a client that resets its timeout on progress
+	}
 	in.Wait = &wait
 	started := make(chan string, 1)
 	in.Started = func(taskID string) { started <- taskID }

@@ -312,10 +312,10 @@ type execJob struct {
 	// task row was inserted running).
 	place store.Place
 	turn  bool
-	touch bool        // the execution reached its session's sandbox: its completion counts as use
+	touch bool // the execution reached its session's sandbox: its completion counts as use
 	// cleanup runs when execute returns: the per_call sandboxes it made are destroyed.
 	cleanup []func()
-	live  *liveOutput // followable output (thread and embedded flavors); nil for queued jobs
+	live    *liveOutput // followable output (thread and embedded flavors); nil for queued jobs
 
 	result    *Result // set when the program ran (whatever its exit)
 	err       error   // set on a machinery failure

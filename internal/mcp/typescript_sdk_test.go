@@ -1,0 +1,70 @@
+package mcp_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/mcp"
+)
+
+// sdkJS is the Node project that drives /mcp with the official TypeScript SDK;
+// scripts/test-setup.sh installs its node_modules (npm ci).
+const sdkJS = "testdata/sdk-js"
+
+// requireSDKJS skips (fails under CI=true) without Node or the SDK's node_modules.
+func requireSDKJS(t *testing.T) {
+	t.Helper()
+	why := ""
+	if _, err := exec.LookPath("node"); err != nil {
+		why = "node is not installed (apt-get install nodejs)"
+	} else if _, err := os.Stat(filepath.Join(sdkJS, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		why = "the MCP TypeScript SDK is not installed: npm ci --prefix internal/mcp/" + sdkJS + " (scripts/test-setup.sh does it)"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// TestLongCommandsWithTheTypeScriptSDK: a command of about 90 s, called as agents using the
+// official TypeScript SDK call it (its default request timeout is 60 s). With wait_s and
+// resetTimeoutOnProgress the call itself returns the result, kept alive by progress
+// notifications; by default it answers in time with a task_id that check_sandbox_task
+// collects. Seconds run concurrently, so the test takes about 90 s.
+func TestLongCommandsWithTheTypeScriptSDK(t *testing.T) {
+	requireSDKJS(t)
+	t.Parallel()
+	g := newGateway(t, nil)
+	cmd := exec.CommandContext(t.Context(), "node", "long_calls.mjs", g.URL+mcp.Path, g.token("alice"), "90")
+	cmd.Dir = sdkJS
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node: %s", stderr.String())
+
+	var got struct {
+		Direct    map[string]any `json:"direct"`
+		Progress  int            `json:"progress"`
+		Promoted  map[string]any `json:"promoted"`
+		Collected map[string]any `json:"collected"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	assert.Equal(t, "done after 90\n", got.Direct["stdout"], "the call with wait_s returned the result itself: %v", got.Direct)
+	assert.Equal(t, 0.0, got.Direct["exit_code"])
+	assert.GreaterOrEqual(t, got.Progress, 12, "progress every 5 s kept the SDK's timeout from firing")
+	assert.Equal(t, "pending", got.Promoted["status"], "without wait_s the call answered in time with a task: %v", got.Promoted)
+	require.NotEmpty(t, got.Promoted["task_id"])
+	result, _ := got.Collected["result"].(map[string]any)
+	require.NotNil(t, result, "check_sandbox_task collected it: %v", got.Collected)
+	assert.Equal(t, "done after 90\n", result["stdout"])
+}
