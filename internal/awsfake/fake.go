@@ -8,8 +8,8 @@
 // It implements only the operations Sandgate uses, in the wire shapes of the real services:
 // STS AssumeRole and AssumeRoleWithWebIdentity; SSM DescribeInstanceInformation, SendCommand
 // (document AWS-RunShellScript), GetCommandInvocation and CancelCommand; S3 ListObjectsV2 and
-// GetObject; SQS CreateQueue, GetQueueUrl, GetQueueAttributes, SendMessage, ReceiveMessage,
-// DeleteMessage and ChangeMessageVisibility.
+// GetObject; SQS CreateQueue, GetQueueUrl, DeleteQueue, GetQueueAttributes, SendMessage,
+// ReceiveMessage, DeleteMessage and ChangeMessageVisibility.
 //
 // SQS queues behave as documented for standard and FIFO queues: FIFO deduplication by
 // MessageDeduplicationId (or the body's SHA-256 with ContentBasedDeduplication) over five

@@ -155,6 +155,8 @@ func (s *Server) serveSQS(w http.ResponseWriter, r *http.Request, body []byte) {
 		out, code, msg = s.sqsCreateQueue(body)
 	case "GetQueueUrl":
 		out, code, msg = s.sqsGetQueueURL(body)
+	case "DeleteQueue":
+		out, code, msg = s.sqsDeleteQueue(body)
 	case "GetQueueAttributes":
 		out, code, msg = s.sqsGetQueueAttributes(body)
 	case "SendMessage":
@@ -328,6 +330,21 @@ func (s *Server) sqsGetQueueURL(body []byte) (any, string, string) {
 		return nil, "QueueDoesNotExist", "The specified queue does not exist."
 	}
 	return map[string]string{"QueueUrl": q.url}, "", ""
+}
+
+func (s *Server) sqsDeleteQueue(body []byte) (any, string, string) {
+	var in struct{ QueueUrl string }
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, "SerializationException", err.Error()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, code, msg := s.queueLocked(in.QueueUrl)
+	if code != "" {
+		return nil, code, msg
+	}
+	delete(s.queues, q.name)
+	return map[string]any{}, "", ""
 }
 
 func (s *Server) sqsGetQueueAttributes(body []byte) (any, string, string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -51,6 +52,41 @@ func TestKafkaTransport(t *testing.T) {
 	t.Parallel()
 	c := kafkaCluster(t)
 	runOrderedSuite(t, func(t *testing.T) queue.Transport { return openKafka(t, c) })
+}
+
+// TestKafkaLive runs the same suite against a real Kafka: SANDGATE_KAFKA_BROKERS=host:port[,…]
+// (optional SANDGATE_KAFKA_TLS=1, SANDGATE_KAFKA_TLS_CA_FILE, SANDGATE_KAFKA_SASL_MECHANISM,
+// SANDGATE_KAFKA_SASL_USER, SANDGATE_KAFKA_SASL_PASSWORD). It creates (and deletes) topics
+// named sandgate-e2e-*, so the principal needs CreateTopics and DeleteTopics.
+func TestKafkaLive(t *testing.T) {
+	brokers := os.Getenv("SANDGATE_KAFKA_BROKERS")
+	if brokers == "" {
+		t.Skip("set SANDGATE_KAFKA_BROKERS to run against a real Kafka")
+	}
+	stamp := time.Now().Unix()
+	runOrderedSuite(t, func(t *testing.T) queue.Transport {
+		n := kafkaTopics.Add(1)
+		cfg := queue.KafkaConfig{
+			Brokers: strings.Split(brokers, ","), Topic: fmt.Sprintf("sandgate-e2e-%d-%d", stamp, n), Partitions: 3,
+			GroupID: fmt.Sprintf("sandgate-e2e-%d-%d", stamp, n), SessionTimeout: 10 * time.Second,
+			TLS: os.Getenv("SANDGATE_KAFKA_TLS") == "1", TLSCAFile: os.Getenv("SANDGATE_KAFKA_TLS_CA_FILE"),
+			SASLMechanism: os.Getenv("SANDGATE_KAFKA_SASL_MECHANISM"), SASLUser: os.Getenv("SANDGATE_KAFKA_SASL_USER"), SASLPassword: os.Getenv("SANDGATE_KAFKA_SASL_PASSWORD"),
+		}
+		tr, err := queue.NewKafka(context.Background(), cfg, slog.Default())
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_ = tr.Close()
+			if cfg.TLS || cfg.SASLMechanism != "" {
+				t.Logf("topic %s is left behind: delete it", cfg.Topic)
+				return
+			}
+			if cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...)); err == nil {
+				_, _ = kadm.NewClient(cl).DeleteTopics(context.Background(), cfg.Topic)
+				cl.Close()
+			}
+		})
+		return tr
+	})
 }
 
 func TestKafkaCreatesItsTopicKeyedBySession(t *testing.T) {

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/assert"
@@ -21,30 +25,58 @@ import (
 
 var sqsQueues atomic.Int64
 
-// sqsEnv is the AWS fake with a FIFO input queue (and, with redrive > 0, a FIFO dead-letter
-// queue that takes messages received that many times).
-type sqsEnv struct {
-	fake              *awsfake.Server
-	input, deadLetter string // queue names
-	cfg               queue.SQSConfig
+// sqsBackend is where the tests' queues live: the AWS fake, or (TestSQSLive) real SQS.
+type sqsBackend struct {
+	fake   *awsfake.Server // nil on real SQS
+	api    *sqs.Client
+	base   queue.SQSConfig // region, endpoint and credentials of the transports
+	prefix string          // of the queue names
 }
 
-func newSQSEnv(t *testing.T, fake *awsfake.Server, redrive int) *sqsEnv {
+func fakeSQS(t *testing.T) *sqsBackend {
+	fake := awsfake.New(t)
+	return &sqsBackend{
+		fake:   fake,
+		api:    sqs.NewFromConfig(fake.Config(fake.GatewayCredentials()), func(o *sqs.Options) { o.BaseEndpoint = aws.String(fake.URL) }),
+		base:   queue.SQSConfig{Region: fake.Region, EndpointURL: fake.URL, Credentials: fake.GatewayCredentials()},
+		prefix: "sandgate-",
+	}
+}
+
+// createQueue creates a FIFO queue (deleted after the test) and returns its URL and ARN.
+func (b *sqsBackend) createQueue(t *testing.T, name string, attrs map[string]string) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	all := map[string]string{"FifoQueue": "true"}
+	for k, v := range attrs {
+		all[k] = v
+	}
+	out, err := b.api.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: all})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = b.api.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	a, err := b.api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	require.NoError(t, err)
+	return aws.ToString(out.QueueUrl), a.Attributes["QueueArn"]
+}
+
+// sqsEnv is a FIFO input queue (and, with redrive > 0, a FIFO dead-letter queue that takes
+// messages received that many times) and the transport configuration for them.
+type sqsEnv struct {
+	b   *sqsBackend
+	cfg queue.SQSConfig
+}
+
+func (b *sqsBackend) env(t *testing.T, redrive int) *sqsEnv {
 	t.Helper()
 	n := sqsQueues.Add(1)
-	e := &sqsEnv{fake: fake, input: fmt.Sprintf("sandgate-%d.fifo", n)}
-	attrs := map[string]string{"FifoQueue": "true"}
+	e := &sqsEnv{b: b, cfg: b.base}
+	attrs := map[string]string{}
 	if redrive > 0 {
-		e.deadLetter = fmt.Sprintf("sandgate-%d-dead.fifo", n)
-		dl, err := fake.CreateSQSQueue(e.deadLetter, map[string]string{"FifoQueue": "true"})
-		require.NoError(t, err)
-		e.cfg.DeadLetterURL = dl
-		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":"arn:aws:sqs:%s:%s:%s","maxReceiveCount":%d}`, fake.Region, fake.Account, e.deadLetter, redrive)
+		var arn string
+		e.cfg.DeadLetterURL, arn = b.createQueue(t, fmt.Sprintf("%s%d-dead.fifo", b.prefix, n), nil)
+		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":%d}`, arn, redrive)
 	}
-	url, err := fake.CreateSQSQueue(e.input, attrs)
-	require.NoError(t, err)
-	e.cfg.QueueURL = url
-	e.cfg.Region, e.cfg.EndpointURL, e.cfg.Credentials = fake.Region, fake.URL, fake.GatewayCredentials()
+	e.cfg.QueueURL, _ = b.createQueue(t, fmt.Sprintf("%s%d.fifo", b.prefix, n), attrs)
 	e.cfg.VisibilityTimeout, e.cfg.WaitTime, e.cfg.MaxBodyBytes = 3*time.Second, time.Second, 131072
 	return e
 }
@@ -57,108 +89,137 @@ func (e *sqsEnv) open(t *testing.T) *queue.SQS {
 	return tr
 }
 
-// client is the real SQS client, signing with the fake's gateway key.
-func (e *sqsEnv) client() *sqs.Client {
-	return sqs.NewFromConfig(e.fake.Config(e.fake.GatewayCredentials()), func(o *sqs.Options) { o.BaseEndpoint = aws.String(e.fake.URL) })
+// left is how many messages the queue at url holds, visible or in flight.
+func (e *sqsEnv) left(t *testing.T, url string) int {
+	t.Helper()
+	a, err := e.b.api.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{
+		types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	require.NoError(t, err)
+	visible, _ := strconv.Atoi(a.Attributes["ApproximateNumberOfMessages"])
+	inFlight, _ := strconv.Atoi(a.Attributes["ApproximateNumberOfMessagesNotVisible"])
+	return visible + inFlight
+}
+
+// runSQSSuite is what the sqs transport must do, on the fake or on real SQS.
+func runSQSSuite(t *testing.T, b *sqsBackend) {
+	t.Run("ordered", func(t *testing.T) {
+		runOrderedSuite(t, func(t *testing.T) queue.Transport { return b.env(t, 0).open(t) })
+	})
+
+	// A worker that dies (here: one that received the message and never answers) loses it
+	// after the visibility timeout, and the next delivery counts the lost one.
+	t.Run("a_dead_workers_message_is_delivered_again", func(t *testing.T) {
+		t.Parallel()
+		e := b.env(t, 0)
+		tr := e.open(t)
+		enqueue(t, tr, "t1", "s1")
+		out, err := b.api.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.cfg.QueueURL), VisibilityTimeout: 1, WaitTimeSeconds: 5})
+		require.NoError(t, err)
+		require.Len(t, out.Messages, 1)
+
+		s := newSeen()
+		consume(t, tr, 1, func(_ context.Context, d queue.Delivery) error { s.add(d); return nil })
+		d := s.next(t)
+		assert.Equal(t, "t1", d.TaskID)
+		assert.Equal(t, 2, d.ReceiveCount)
+		require.Eventually(t, func() bool { return e.left(t, e.cfg.QueueURL) == 0 }, within, 100*time.Millisecond, "deleted once handled")
+	})
+
+	// Heartbeats keep a long handler's message invisible well past the visibility timeout.
+	t.Run("heartbeats_keep_a_running_message", func(t *testing.T) {
+		t.Parallel()
+		e := b.env(t, 0)
+		e.cfg.VisibilityTimeout = time.Second
+		tr := e.open(t)
+		release := make(chan struct{})
+		s := newSeen()
+		consume(t, tr, 2, func(_ context.Context, d queue.Delivery) error {
+			s.add(d)
+			<-release
+			return nil
+		})
+		enqueue(t, tr, "long", "s1")
+		assert.Equal(t, 1, s.next(t).ReceiveCount)
+		s.none(t, 3500*time.Millisecond) // three visibility timeouts
+		close(release)
+		require.Eventually(t, func() bool { return e.left(t, e.cfg.QueueURL) == 0 }, within, 100*time.Millisecond)
+	})
+
+	// SQS moves a message received maxReceiveCount times to the dead-letter queue; the worker
+	// reads it there and hands it to the handler as dead-lettered, then deletes it.
+	t.Run("dead_letters", func(t *testing.T) {
+		t.Parallel()
+		e := b.env(t, 2)
+		tr := e.open(t)
+		s := newSeen()
+		consume(t, tr, 1, func(_ context.Context, d queue.Delivery) error {
+			s.add(d)
+			if d.DeadLettered {
+				return nil
+			}
+			return errors.New("handler failed")
+		})
+		enqueue(t, tr, "t1", "s1")
+		for want := 1; want <= 2; want++ {
+			d := s.next(t)
+			require.False(t, d.DeadLettered)
+			require.Equal(t, want, d.ReceiveCount)
+		}
+		d := s.next(t)
+		assert.True(t, d.DeadLettered)
+		assert.Equal(t, "t1", d.TaskID)
+		assert.Equal(t, 2, d.ReceiveCount, "the redrive policy's count")
+		require.Eventually(t, func() bool {
+			return e.left(t, e.cfg.QueueURL) == 0 && e.left(t, e.cfg.DeadLetterURL) == 0
+		}, within, 100*time.Millisecond)
+	})
 }
 
 func TestSQSTransport(t *testing.T) {
 	t.Parallel()
-	fake := awsfake.New(t)
-	runOrderedSuite(t, func(t *testing.T) queue.Transport { return newSQSEnv(t, fake, 0).open(t) })
+	runSQSSuite(t, fakeSQS(t))
+}
+
+// TestSQSLive runs the same suite against real SQS: SANDGATE_SQS_E2E=1 with AWS credentials
+// and a region (AWS_REGION, AWS_PROFILE, ...) allowed to create, use and delete FIFO queues
+// named sandgate-e2e-*.
+func TestSQSLive(t *testing.T) {
+	if os.Getenv("SANDGATE_SQS_E2E") != "1" {
+		t.Skip("set SANDGATE_SQS_E2E=1 (and AWS credentials and region) to run against real SQS")
+	}
+	cfg, err := awsconfig.LoadDefaultConfig(context.Background())
+	require.NoError(t, err)
+	require.NotEmpty(t, cfg.Region, "set AWS_REGION")
+	runSQSSuite(t, &sqsBackend{
+		api: sqs.NewFromConfig(cfg), base: queue.SQSConfig{Region: cfg.Region},
+		prefix: fmt.Sprintf("sandgate-e2e-%d-", time.Now().Unix()),
+	})
 }
 
 func TestSQSSendsFIFOMessages(t *testing.T) {
 	t.Parallel()
-	e := newSQSEnv(t, awsfake.New(t), 0)
+	b := fakeSQS(t)
+	e := b.env(t, 0)
 	tr := e.open(t)
 	enqueue(t, tr, "t1", "session-1")
 	enqueue(t, tr, "t1", "session-1") // a second send of one task within five minutes
 	enqueue(t, tr, "t2", "")
-	msgs := e.fake.SQSMessages(e.input)
+	msgs := b.fake.SQSMessages(path.Base(e.cfg.QueueURL))
 	require.Len(t, msgs, 2, "SQS dropped the duplicate by its deduplication id")
 	assert.Equal(t, "session-1", msgs[0].GroupID)
 	assert.Equal(t, "t1", msgs[0].DeduplicationID)
 	assert.Equal(t, "t1", msgs[0].Attributes["sandgate.task_id"])
 	assert.Equal(t, "t2", msgs[1].GroupID, "without a session the task is its own group")
-	for _, c := range e.fake.CallsTo("SendMessage") {
+	for _, c := range b.fake.CallsTo("SendMessage") {
 		require.NotNil(t, c.Identity)
 		assert.Equal(t, awsfake.GatewayAccessKeyID, c.Identity.AccessKeyID, "signed with the configured credentials")
 	}
 }
 
-// A worker that dies (here: one that received the message and never answers) loses it after
-// the visibility timeout, and the next delivery counts the lost one.
-func TestSQSDeadWorkersMessageIsDeliveredAgain(t *testing.T) {
-	t.Parallel()
-	e := newSQSEnv(t, awsfake.New(t), 0)
-	tr := e.open(t)
-	enqueue(t, tr, "t1", "s1")
-	out, err := e.client().ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.cfg.QueueURL), VisibilityTimeout: 1})
-	require.NoError(t, err)
-	require.Len(t, out.Messages, 1)
-
-	s := newSeen()
-	consume(t, tr, 1, func(_ context.Context, d queue.Delivery) error { s.add(d); return nil })
-	d := s.next(t)
-	assert.Equal(t, "t1", d.TaskID)
-	assert.Equal(t, 2, d.ReceiveCount)
-	require.Eventually(t, func() bool { return len(e.fake.SQSMessages(e.input)) == 0 }, within, 50*time.Millisecond, "deleted once handled")
-}
-
-// Heartbeats keep a long handler's message invisible well past the visibility timeout.
-func TestSQSHeartbeatsKeepARunningMessage(t *testing.T) {
-	t.Parallel()
-	e := newSQSEnv(t, awsfake.New(t), 0)
-	e.cfg.VisibilityTimeout = time.Second
-	tr := e.open(t)
-	release := make(chan struct{})
-	s := newSeen()
-	consume(t, tr, 2, func(_ context.Context, d queue.Delivery) error {
-		s.add(d)
-		<-release
-		return nil
-	})
-	enqueue(t, tr, "long", "s1")
-	assert.Equal(t, 1, s.next(t).ReceiveCount)
-	s.none(t, 3500*time.Millisecond) // three visibility timeouts
-	close(release)
-	require.Eventually(t, func() bool { return len(e.fake.SQSMessages(e.input)) == 0 }, within, 50*time.Millisecond)
-	assert.NotEmpty(t, e.fake.CallsTo("ChangeMessageVisibility"))
-}
-
-// SQS moves a message received maxReceiveCount times to the dead-letter queue; the worker
-// reads it there and hands it to the handler as dead-lettered, then deletes it.
-func TestSQSDeadLetters(t *testing.T) {
-	t.Parallel()
-	e := newSQSEnv(t, awsfake.New(t), 2)
-	tr := e.open(t)
-	s := newSeen()
-	consume(t, tr, 1, func(_ context.Context, d queue.Delivery) error {
-		s.add(d)
-		if d.DeadLettered {
-			return nil
-		}
-		return errors.New("handler failed")
-	})
-	enqueue(t, tr, "t1", "s1")
-	for want := 1; want <= 2; want++ {
-		d := s.next(t)
-		require.False(t, d.DeadLettered)
-		require.Equal(t, want, d.ReceiveCount)
-	}
-	d := s.next(t)
-	assert.True(t, d.DeadLettered)
-	assert.Equal(t, "t1", d.TaskID)
-	assert.Equal(t, 2, d.ReceiveCount, "the redrive policy's count")
-	require.Eventually(t, func() bool {
-		return len(e.fake.SQSMessages(e.input)) == 0 && len(e.fake.SQSMessages(e.deadLetter)) == 0
-	}, within, 50*time.Millisecond)
-}
-
 func TestSQSRefusesQueuesThatCannotWork(t *testing.T) {
 	t.Parallel()
-	fake := awsfake.New(t)
+	b := fakeSQS(t)
+	fake := b.fake
 	open := func(cfg queue.SQSConfig) error {
 		_, err := queue.NewSQS(context.Background(), cfg, slog.Default())
 		return err
@@ -166,7 +227,7 @@ func TestSQSRefusesQueuesThatCannotWork(t *testing.T) {
 
 	standard, err := fake.CreateSQSQueue("standard", nil)
 	require.NoError(t, err)
-	e := newSQSEnv(t, fake, 0)
+	e := b.env(t, 0)
 	cfg := e.cfg
 	cfg.QueueURL = standard
 	assert.ErrorContains(t, open(cfg), "is not a FIFO queue")
@@ -184,7 +245,7 @@ func TestSQSRefusesQueuesThatCannotWork(t *testing.T) {
 	assert.ErrorContains(t, err, "at most 65536 bytes")
 	assert.ErrorContains(t, err, "inline_payload_max_bytes=131072")
 
-	red := newSQSEnv(t, fake, 3)
+	red := b.env(t, 3)
 	cfg = red.cfg
 	cfg.DeadLetterURL = ""
 	assert.ErrorContains(t, open(cfg), "dead_letter_url is not set")

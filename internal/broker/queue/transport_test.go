@@ -178,6 +178,9 @@ func runOrderedSuite(t *testing.T, open func(t *testing.T) queue.Transport) {
 	t.Run("out_of_turn_goes_behind_its_group_uncounted", func(t *testing.T) {
 		t.Parallel()
 		tr := open(t)
+		// Both wait before a consumer looks: x is put behind the y that is already there.
+		enqueue(t, tr, "x", "g")
+		enqueue(t, tr, "y", "g")
 		s := newSeen()
 		first := true
 		consume(t, tr, 2, func(_ context.Context, d queue.Delivery) error {
@@ -188,8 +191,6 @@ func runOrderedSuite(t *testing.T, open func(t *testing.T) queue.Transport) {
 			}
 			return nil
 		})
-		enqueue(t, tr, "x", "g")
-		enqueue(t, tr, "y", "g")
 		var order []string
 		for range 3 {
 			d := s.next(t)
