@@ -425,7 +425,8 @@ type Queue struct {
 	// sqs (an SQS FIFO queue grouped by session) or in_memory (one process; tests and dev).
 	Type string `koanf:"type" json:"type"`
 	// MaxReceiveCount bounds how many times one task may start executing (redeliveries after a
-	// worker died included) before it fails permanently. Default 3.
+	// worker died included) — and, on kafka and sqs, how many times its message may be
+	// delivered — before it fails permanently. Default 3.
 	MaxReceiveCount int `koanf:"max_receive_count" json:"max_receive_count"`
 	// Consumers is how many operations one worker runs at once. Default 5.
 	Consumers int `koanf:"consumers" json:"consumers"`

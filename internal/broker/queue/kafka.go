@@ -82,6 +82,11 @@ const (
 // dies produces nothing, so its deliveries are not in that header; the domain counts them
 // instead, as starts of the task (its attempts in Postgres), against the same limit. A
 // record put back uncounted (ErrOutOfTurn) is produced again with the header unchanged.
+//
+// Head of line. A member holds at most max(8×consumers, 128) polled records that are not yet
+// committable; one session with that many unfinished executions queued behind a long one on
+// the member's partitions stops it fetching (its other sessions wait too) until they drain.
+// Partitions held by other members are not affected.
 type Kafka struct {
 	cfg  KafkaConfig
 	log  *slog.Logger
@@ -207,8 +212,8 @@ func (q *Kafka) Consume(ctx context.Context, consumers int, h Handler) error {
 		q: q, h: h, log: q.log,
 		slots: make(chan struct{}, consumers),
 		// Records held at once: polled and not yet committable (running, waiting for their
-		// session's earlier records, or for a free slot).
-		room:  make(chan struct{}, max(4*consumers, 32)),
+		// session's earlier records, or for a free slot). See Kafka on what a full one means.
+		room:  make(chan struct{}, kafkaHeldRecords(consumers)),
 		parts: map[kafkaPartition]*kafkaPart{},
 		lines: map[string][]*kafkaItem{},
 	}
@@ -275,6 +280,10 @@ func (q *Kafka) Consume(ctx context.Context, consumers int, h Handler) error {
 	}
 	return nil
 }
+
+// kafkaHeldRecords is how many polled records a member with consumers handlers holds before
+// it stops fetching.
+func kafkaHeldRecords(consumers int) int { return max(8*consumers, 128) }
 
 // kafkaPartition names a partition.
 type kafkaPartition struct {
