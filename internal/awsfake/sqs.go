@@ -761,13 +761,16 @@ func (s *Server) sqsDeleteMessage(body []byte) (any, string, string) {
 func (s *Server) sqsChangeMessageVisibility(body []byte) (any, string, string) {
 	var in struct {
 		QueueUrl, ReceiptHandle string
-		VisibilityTimeout       int
+		VisibilityTimeout       *int
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
 		return nil, "SerializationException", err.Error()
 	}
-	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > sqsMaxVisibility {
-		return nil, "InvalidParameterValue", "Value " + strconv.Itoa(in.VisibilityTimeout) + " for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200."
+	switch {
+	case in.VisibilityTimeout == nil:
+		return nil, "MissingParameter", "The request must contain the parameter VisibilityTimeout."
+	case *in.VisibilityTimeout < 0 || *in.VisibilityTimeout > sqsMaxVisibility:
+		return nil, "InvalidParameterValue", "Value " + strconv.Itoa(*in.VisibilityTimeout) + " for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200."
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -782,6 +785,6 @@ func (s *Server) sqsChangeMessageVisibility(body []byte) (any, string, string) {
 	case !m.visibleAt.After(time.Now()):
 		return nil, "MessageNotInflight", "The message referred to is not in flight."
 	}
-	m.visibleAt = time.Now().Add(time.Duration(in.VisibilityTimeout) * time.Second)
+	m.visibleAt = time.Now().Add(time.Duration(*in.VisibilityTimeout) * time.Second)
 	return map[string]any{}, "", ""
 }
