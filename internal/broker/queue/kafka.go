@@ -54,6 +54,9 @@ type KafkaConfig struct {
 	SASLPassword  string
 }
 
+// kafkaDeliveryTimeout bounds how long a produced record may wait for the brokers.
+const kafkaDeliveryTimeout = 30 * time.Second
+
 // Record headers of the Kafka transport.
 const (
 	// kafkaTaskHeader carries the task id (the body's own may be undecodable).
@@ -109,7 +112,9 @@ func NewKafka(ctx context.Context, cfg KafkaConfig, log *slog.Logger) (*Kafka, e
 	if cfg.MaxRecordBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(cfg.MaxRecordBytes)))
 	}
-	prod, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(cfg.Topic))...)
+	// An execution that cannot be queued within kafkaDeliveryTimeout fails (broker) rather
+	// than hold its request until Kafka is back.
+	prod, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(cfg.Topic), kgo.RecordDeliveryTimeout(kafkaDeliveryTimeout))...)
 	if err != nil {
 		return nil, fmt.Errorf("queue: Kafka client: %w", err)
 	}
@@ -188,7 +193,8 @@ func (q *Kafka) record(taskID string, key, body []byte, failures int) *kgo.Recor
 func (q *Kafka) JoinsTransaction() bool { return false }
 
 // Enqueue produces m keyed by its group (the session id; the task id when it has none) and
-// waits for the brokers' acknowledgement.
+// waits for the brokers' acknowledgement: an error when they do not take it within 30 seconds
+// or ctx ends.
 func (q *Kafka) Enqueue(ctx context.Context, _ pgx.Tx, m Message) error {
 	key := m.GroupID
 	if key == "" {
