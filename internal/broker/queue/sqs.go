@@ -71,7 +71,8 @@ const (
 // delivery's ReceiveCount, which the domain holds against max_receive_count. When the queue
 // has a redrive policy, SQS itself moves a message received maxReceiveCount times to the
 // dead-letter queue; workers read that queue (DeadLetterURL) and record each message there
-// as a permanent failure.
+// as a permanent failure. A message that a draining worker received but did not start is
+// made visible again at once, which SQS counts as a receive.
 type SQS struct {
 	cfg SQSConfig
 	api *sqs.Client
