@@ -45,8 +45,9 @@ func cmdConfig(args, environ []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		// The providers this binary serves, checked as `serve` checks them before connecting.
-		if err := gateway.CheckProviders(cfg, gateway.Builtin()); err != nil {
+		// The provider types and queue transport this binary serves, checked as `serve` and
+		// `worker` check them before connecting.
+		if err := gateway.Check(cfg, gateway.Builtin()); err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, "configuration is valid")

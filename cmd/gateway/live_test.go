@@ -98,8 +98,8 @@ func (ev event) output(t *testing.T) string {
 func TestLiveOutputOfAWorkersExecution(t *testing.T) {
 	requireDocker(t)
 	t.Parallel()
-	d := newQueueDeploymentOf(t, "postgres", `
-    box: {type: docker, docker: {image: sandgate/sandbox-python:latest, pull: never}}`, "")
+	d := newQueueDeploymentOf(t, "postgres", 120, `
+    box: {type: docker, docker: {image: sandgate/sandbox-python:latest, pull: never}}`)
 	d.startWorker()
 
 	s := d.c.sse("POST", "/v1/sessions/default/commands?profile=box",

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +17,10 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/sandgate/sandgate/internal/awsfake"
+	"github.com/sandgate/sandgate/internal/gateway"
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
@@ -24,6 +29,7 @@ type queueDeployment struct {
 	t       *testing.T
 	dir     string
 	cfgPath string
+	env     []string // the gateway's and the workers' extra environment
 	gw      *devGateway
 	c       *client
 	mu      sync.Mutex
@@ -40,29 +46,65 @@ func startNATS(t *testing.T) string {
 	return s.ClientURL()
 }
 
-// newQueueDeployment writes a queue-flavor config for transport and starts `gateway dev` on it.
-func newQueueDeployment(t *testing.T, transport string, extra string) *queueDeployment {
+// startKafka runs an in-process Kafka (kfake speaks the real protocol, consumer groups
+// included) that the gateway and worker processes reach over loopback.
+func startKafka(t *testing.T) string {
 	t.Helper()
-	return newQueueDeploymentOf(t, transport, "", extra)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()[0]
+}
+
+// startSQS runs the AWS fake with a FIFO input queue whose redrive policy moves a message
+// received twice to a FIFO dead-letter queue; it returns the sqs block and the environment
+// (static credentials the fake knows, its region) for the processes.
+//
+// The visibility timeout (seconds) must exceed the profile's timeout (the seed's rule); it is
+// also how long a dead worker's message stays hidden.
+func startSQS(t *testing.T, visibility int) (block string, env []string) {
+	t.Helper()
+	fake := awsfake.New(t)
+	dead, err := fake.CreateSQSQueue("sandgate-dead.fifo", map[string]string{"FifoQueue": "true"})
+	require.NoError(t, err)
+	in, err := fake.CreateSQSQueue("sandgate.fifo", map[string]string{"FifoQueue": "true",
+		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":"arn:aws:sqs:%s:%s:sandgate-dead.fifo","maxReceiveCount":2}`, fake.Region, fake.Account)})
+	require.NoError(t, err)
+	block = fmt.Sprintf("{input_url: %q, dead_letter_url: %q, endpoint_url: %q, region: %s, visibility_timeout: %d, wait_time: 1s}", in, dead, fake.URL, fake.Region, visibility)
+	return block, []string{"AWS_ACCESS_KEY_ID=" + awsfake.GatewayAccessKeyID, "AWS_SECRET_ACCESS_KEY=" + fake.GatewaySecret(),
+		"AWS_REGION=" + fake.Region, "AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null", "AWS_EC2_METADATA_DISABLED=true"}
+}
+
+// newQueueDeployment writes a queue-flavor config for transport, whose profile has policy
+// timeout timeout (seconds), and starts `gateway dev` on it.
+func newQueueDeployment(t *testing.T, transport string, timeout int) *queueDeployment {
+	t.Helper()
+	return newQueueDeploymentOf(t, transport, timeout, "")
 }
 
 // newQueueDeploymentOf is newQueueDeployment with more profiles (YAML lines under
-// sandbox.profiles, indented by four spaces) beside the default local one.
-func newQueueDeploymentOf(t *testing.T, transport, profiles, extra string) *queueDeployment {
+// sandbox.profiles, each starting with a newline and four spaces) beside the default one.
+func newQueueDeploymentOf(t *testing.T, transport string, timeout int, profiles string) *queueDeployment {
 	t.Helper()
 	requirePostgres(t)
 	dir := dataDir(t)
 	work := filepath.Join(dir, "sandboxes")
 	require.NoError(t, os.MkdirAll(work, 0o755))
-	natsURL := "nats://127.0.0.1:1"
-	if transport == "nats" {
+	natsURL, kafkaBroker, sqsBlock := "nats://127.0.0.1:1", "127.0.0.1:1", "{}"
+	var env []string
+	switch transport {
+	case "nats":
 		natsURL = startNATS(t)
+	case "kafka":
+		kafkaBroker = startKafka(t)
+	case "sqs":
+		sqsBlock, env = startSQS(t, timeout+2)
 	}
 	cfg := fmt.Sprintf(`
 database: {url: %q}
 sandbox:
   profiles:
-    default: {type: local_subprocess, local_subprocess: {workdir: %q}}%s
+    default: {type: local_subprocess, local_subprocess: {workdir: %q}, policy: {timeout: %d}}%s
   broker:
     flavor: queue
     lost_after: 2s
@@ -72,12 +114,14 @@ sandbox:
       max_receive_count: 2
       rescue_after: 3s
       nats: {url: %q, ack_wait: 3s}
+      kafka: {brokers: [%q], partitions: 4, session_timeout: 3s}
+      sqs: %s
     response_store: {type: postgres}
-%s`, pgtest.URL(t), work, profiles, transport, natsURL, extra)
+`, pgtest.URL(t), work, timeout, profiles, transport, natsURL, kafkaBroker, sqsBlock)
 	cfgPath := filepath.Join(dir, "sandgate.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
-	d := &queueDeployment{t: t, dir: dir, cfgPath: cfgPath, workers: map[string]*exec.Cmd{}}
-	d.gw = startDev(t, dir, freeAddr(t), "SANDGATE_CONFIG="+cfgPath)
+	d := &queueDeployment{t: t, dir: dir, cfgPath: cfgPath, env: env, workers: map[string]*exec.Cmd{}}
+	d.gw = startDev(t, dir, freeAddr(t), append([]string{"SANDGATE_CONFIG=" + cfgPath}, env...)...)
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -103,6 +147,7 @@ func (d *queueDeployment) startWorker() string {
 	t.Helper()
 	cmd := exec.Command(gatewayBin, "worker", "--config", d.cfgPath)
 	cmd.Dir = d.dir
+	cmd.Env = append(os.Environ(), d.env...)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -172,11 +217,20 @@ func (d *queueDeployment) waitTask(id string, within time.Duration) map[string]a
 	return nil
 }
 
+// queueTransports are the transports the multi-process tests run on: all but in_memory.
+var queueTransports = []string{"postgres", "nats", "kafka", "sqs"}
+
 func TestQueueWorkers(t *testing.T) {
-	for _, transport := range []string{"postgres", "nats"} {
+	for _, transport := range queueTransports {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
-			d := newQueueDeployment(t, transport, "")
+			// SQS redelivers a dead worker's message once the visibility timeout lapses, and that
+			// must exceed the profile's timeout: a short one keeps the test quick.
+			timeout := 120
+			if transport == "sqs" {
+				timeout = 8
+			}
+			d := newQueueDeployment(t, transport, timeout)
 			w1, w2 := d.startWorker(), d.startWorker()
 
 			sid := d.c.json("POST", "/v1/sessions", `{"name":"q"}`, 201)["id"].(string)
@@ -250,6 +304,9 @@ func TestQueueWorkers(t *testing.T) {
 			done = d.waitTask(task, 90*time.Second)
 			require.Equal(t, "failed", done["status"])
 			require.Contains(t, done["error"], "after 2 deliveries")
+			if transport == "sqs" {
+				require.Contains(t, done["error"], "dead-letter queue", "SQS's redrive moved it; a worker recorded it")
+			}
 		})
 	}
 }
@@ -288,7 +345,7 @@ func TestWorkerStartupChecks(t *testing.T) {
 		"no queue block":     {"sandbox: {broker: {flavor: queue, response_store: {type: postgres}}}", "sandbox.broker.queue"},
 		"no response store":  {"sandbox: {broker: {flavor: queue, queue: {type: postgres}}}", "sandbox.broker.response_store"},
 		"in_memory mismatch": {"sandbox: {broker: {flavor: queue, queue: {type: in_memory}, response_store: {type: postgres}}}", "only valid together"},
-		"unknown transport":  {"sandbox: {broker: {flavor: queue, queue: {type: kafka}, response_store: {type: postgres}}}", "sandbox.broker.queue.type"},
+		"unknown transport":  {"sandbox: {broker: {flavor: queue, queue: {type: rabbitmq}, response_store: {type: postgres}}}", "sandbox.broker.queue.type"},
 		"in_memory worker":   {"sandbox: {broker: {flavor: queue, queue: {type: in_memory}, response_store: {type: in_memory}}}", "in_memory queue"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
@@ -299,14 +356,56 @@ func TestWorkerStartupChecks(t *testing.T) {
 	}
 }
 
+// `config validate`, `serve` and `worker` accept and refuse the same transport names, all from
+// one registry: each name this binary serves validates, and another is refused by all three
+// before anything connects, with the served names listed.
+func TestCommandsAgreeOnTransportNames(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name string) string {
+		store := "postgres"
+		if name == "in_memory" {
+			store = "in_memory"
+		}
+		path := filepath.Join(dir, name+".yaml")
+		require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`database: {url: "postgres://nobody@127.0.0.1:1/none"}
+auth: {issuers: [{url: "https://issuer.example", audiences: [sandgate]}]}
+sandbox:
+  broker:
+    flavor: queue
+    queue: {type: %s, sqs: {input_url: "https://sqs.eu-west-1.amazonaws.com/123456789012/sandgate.fifo"}}
+    response_store: {type: %s}
+`, name, store)), 0o600))
+		return path
+	}
+	require.Contains(t, gateway.Transports(), "kafka")
+	require.Contains(t, gateway.Transports(), "sqs")
+	for _, name := range gateway.Transports() {
+		var out bytes.Buffer
+		require.NoError(t, run(t.Context(), []string{"config", "validate", "--config", write(name)}, nil, &out, io.Discard), name)
+		require.Contains(t, out.String(), "configuration is valid", name)
+	}
+	path := write("rabbitmq")
+	for _, cmd := range [][]string{{"config", "validate"}, {"serve"}, {"worker"}} {
+		start := time.Now()
+		err := run(t.Context(), append(cmd, "--config", path), nil, io.Discard, io.Discard)
+		require.Error(t, err, cmd)
+		require.Less(t, time.Since(start), 5*time.Second, "%v connected to something", cmd)
+		require.Contains(t, err.Error(), `"rabbitmq"`, cmd)
+		for _, name := range gateway.Transports() {
+			require.Contains(t, err.Error(), name, cmd)
+		}
+	}
+}
+
 // TestReadmeWalkthroughOnQueue runs the README walkthrough against a gateway with workers, for
 // each transport.
 func TestReadmeWalkthroughOnQueue(t *testing.T) {
 	requireCurl(t)
-	for _, transport := range []string{"postgres", "nats"} {
+	for _, transport := range queueTransports {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
-			d := newQueueDeployment(t, transport, "")
+			d := newQueueDeployment(t, transport, 120)
 			d.startWorker()
 			d.startWorker()
 			// The workers' local_subprocess profile is not stateful: contexts would live in one

@@ -39,6 +39,10 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	// What `config validate` checks, before anything (dev's throwaway Postgres included) starts.
+	if err := gateway.Check(cfg, gateway.Builtin()); err != nil {
+		return err
+	}
 	log := newLogger(cfg.Log, stderr)
 	slog.SetDefault(log)
 

@@ -24,6 +24,9 @@ func cmdWorker(ctx context.Context, args, environ []string, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if err := gateway.Check(cfg, gateway.Builtin()); err != nil {
+		return err
+	}
 	log := newLogger(cfg.Log, stderr)
 	slog.SetDefault(log)
 	g, err := gateway.New(ctx, cfg, gateway.Options{Role: gateway.RoleWorker, Logger: log, Version: version})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -76,7 +77,9 @@ type QueuedOptions struct {
 // in the response store. On a worker it turns deliveries into runs: a delivery may arrive
 // more than once, so a finished task is acknowledged and skipped, one held by a live worker
 // is deferred, executions of one session start in submission order across the fleet, and a
-// task that has started MaxReceiveCount times fails for good instead of running again.
+// task that has started MaxReceiveCount times — or whose message the transport delivered
+// more than MaxReceiveCount times, or dead-lettered — fails for good instead of running
+// again.
 type Queued struct {
 	o       QueuedOptions
 	watcher *store.TaskWatcher
@@ -183,6 +186,19 @@ func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
 	if err != nil {
 		return err
 	}
+	// The transport's own count (docs/semantics.md §10 queue): a delivery past
+	// max_receive_count, or one the transport dead-lettered, fails the task for good.
+	if limit := q.o.MaxReceiveCount; d.DeadLettered || d.ReceiveCount > limit {
+		failed, why := "after "+strconv.Itoa(d.ReceiveCount-1)+" deliveries", "the workers running it stopped or failed before it finished"
+		if d.DeadLettered {
+			failed, why = "after "+strconv.Itoa(d.ReceiveCount)+" deliveries", "the queue moved it to its dead-letter queue"
+			if d.ReceiveCount <= 0 {
+				failed = "after repeated deliveries"
+			}
+		}
+		return q.fail(ctx, env.TaskID, env.SessionID, fault.Broker,
+			fmt.Sprintf("sandbox execution failed %s (sandbox.broker.queue.max_receive_count=%d): %s", failed, limit, why))
+	}
 	if !env.Ephemeral {
 		deadline := time.Now().Add(fifoWait)
 		for {
@@ -194,7 +210,7 @@ func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
 				break
 			}
 			if time.Now().After(deadline) {
-				return queue.ErrRetryLater
+				return queue.ErrOutOfTurn
 			}
 			d.InProgress()
 			select {

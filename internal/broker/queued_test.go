@@ -153,6 +153,7 @@ func TestQueuedDeliveryWaitsForEarlierWorkOfItsSession(t *testing.T) {
 	})
 	err := h(ctx, later)
 	assert.ErrorIs(t, err, queue.ErrRetryLater, "put back without counting an attempt")
+	assert.ErrorIs(t, err, queue.ErrOutOfTurn, "an ordered transport puts it behind its session's later messages")
 	row, err := e.st.GetTask(ctx, "later", "")
 	require.NoError(t, err)
 	assert.Zero(t, row.Attempts)
@@ -195,4 +196,51 @@ func TestQueuedDeliveryDropsWhatItCannotDecode(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "failed", row.Status)
 	assert.Contains(t, row.Error, "could not be decoded")
+}
+
+// The transport's own count (kafka's failed-delivery header, SQS's ApproximateReceiveCount)
+// and its dead letters end a task as the attempts cap does.
+func TestQueuedDeliveryHonoursTheTransportsCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newQueued(t, broker.QueuedOptions{MaxReceiveCount: 2})
+	run := func(context.Context, broker.Envelope, store.Task) error {
+		t.Error("a delivery past the limit must not run")
+		return nil
+	}
+	d := e.enqueue(t, "over", "s1")
+	d.ReceiveCount = 3
+	require.NoError(t, e.q.Handler(run)(ctx, d), "acknowledged: the failure is recorded")
+	row, err := e.st.GetTask(ctx, "over", "")
+	require.NoError(t, err)
+	assert.Equal(t, "failed", row.Status)
+	assert.Equal(t, string(fault.Broker), row.ErrorType)
+	assert.Contains(t, row.Error, "after 2 deliveries")
+	assert.Contains(t, row.Error, "max_receive_count=2")
+	assert.Zero(t, row.Attempts, "it never started")
+
+	d = e.enqueue(t, "dead", "s2")
+	d.DeadLettered, d.ReceiveCount = true, 5
+	require.NoError(t, e.q.Handler(run)(ctx, d))
+	row, err = e.st.GetTask(ctx, "dead", "")
+	require.NoError(t, err)
+	assert.Equal(t, "failed", row.Status)
+	assert.Contains(t, row.Error, "after 5 deliveries")
+	assert.Contains(t, row.Error, "dead-letter queue")
+
+	// Within the limit it runs; a finished task's dead letter changes nothing.
+	d = e.enqueue(t, "ok", "s3")
+	d.ReceiveCount = 2
+	ran := false
+	require.NoError(t, e.q.Handler(func(ctx context.Context, _ broker.Envelope, task store.Task) error {
+		ran = true
+		_, err := e.st.FinishTask(ctx, task.ID, store.Completion{Status: "succeeded"}, time.Now(), time.Hour)
+		return err
+	})(ctx, d))
+	assert.True(t, ran)
+	d.DeadLettered = true
+	require.NoError(t, e.q.Handler(run)(ctx, d))
+	row, err = e.st.GetTask(ctx, "ok", "")
+	require.NoError(t, err)
+	assert.Equal(t, "succeeded", row.Status)
 }

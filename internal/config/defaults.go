@@ -159,6 +159,15 @@ func (b *Broker) applyDefaults() {
 		setDefault(&q.NATS.Stream, "SANDGATE_TASKS")
 		setDefault(&q.NATS.SubjectPrefix, "sandgate.tasks")
 		setDefault(&q.NATS.AckWait, Duration(30*time.Second))
+		if len(q.Kafka.Brokers) == 0 {
+			q.Kafka.Brokers = []string{"127.0.0.1:9092"}
+		}
+		setDefault(&q.Kafka.InputTopic, "sandgate-tasks")
+		setDefault(&q.Kafka.Partitions, 12)
+		setDefault(&q.Kafka.GroupID, "sandgate-workers")
+		setDefault(&q.Kafka.SessionTimeout, Duration(45*time.Second))
+		setDefault(&q.SQS.VisibilityTimeout, Duration(5*time.Minute))
+		setDefault(&q.SQS.WaitTime, Duration(10*time.Second))
 	}
 	if b.ResponseStore != nil {
 		setDefault(&b.ResponseStore.Type, QueuePostgres)

@@ -41,13 +41,22 @@ const (
 // the two must be used together (docs/semantics.md §10 pairing rule).
 const InMemory = "in_memory"
 
-// Queue transports.
+// Queue transports (docs/semantics.md §10 queue). The gateway's transport registry serves
+// each of them (internal/gateway/transports.go; a test keeps the two lists equal).
 const (
 	QueuePostgres = "postgres"
 	QueueNATS     = "nats"
+	QueueKafka    = "kafka"
+	QueueSQS      = "sqs"
 )
 
-var queueTypes = []string{QueuePostgres, QueueNATS, InMemory}
+var queueTypes = []string{QueuePostgres, QueueNATS, QueueKafka, QueueSQS, InMemory}
+
+// QueueTypes returns the queue transport names, in the order messages list them.
+func QueueTypes() []string { return append([]string(nil), queueTypes...) }
+
+// Kafka SASL mechanisms.
+var kafkaSASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
 
 // Built-in provider types (docs/semantics.md §6, the newest list).
 const (

@@ -92,6 +92,8 @@ func refine(defs jsonschema.Definitions) error {
 	enum("Identity", "mode", identityModes)
 	enum("Policy", "network_egress", egressModes)
 	enum("Broker", "flavor", brokerFlavors)
+	enum("Queue", "type", queueTypes)
+	enum("KafkaSASL", "mechanism", append([]string{""}, kafkaSASLMechanisms...))
 	enum("Log", "level", logLevels)
 	enum("Log", "format", logFormats)
 	algs := prop("Issuer", "signing_algorithms")
@@ -104,7 +106,7 @@ func refine(defs jsonschema.Definitions) error {
 	for _, block := range []string{"queue", "response_store"} {
 		p := prop("Broker", block)
 		p.Properties = jsonschema.NewProperties()
-		p.Properties.Set("type", &jsonschema.Schema{Type: "string", Description: "The implementation, e.g. postgres, nats, in_memory (in_memory queue and store only together)."})
+		p.Properties.Set("type", &jsonschema.Schema{Type: "string", Description: "The implementation, e.g. postgres, nats, kafka, sqs, in_memory (in_memory queue and store only together)."})
 	}
 	prop("Broker", "queue").Required = []string{"type"}
 	return errors.Join(errs...)

@@ -421,17 +421,21 @@ type Broker struct {
 // (`gateway worker`) consume it; the gateway enqueues.
 type Queue struct {
 	// Type is the transport: postgres (River jobs inserted in the task's own transaction),
-	// nats (a JetStream work queue) or in_memory (one process; tests and dev).
+	// nats (a JetStream work queue), kafka (a topic keyed by session and a consumer group),
+	// sqs (an SQS FIFO queue grouped by session) or in_memory (one process; tests and dev).
 	Type string `koanf:"type" json:"type"`
 	// MaxReceiveCount bounds how many times one task may start executing (redeliveries after a
-	// worker died included) before it fails permanently. Default 3.
+	// worker died included) — and, on kafka and sqs, how many times its message may be
+	// delivered — before it fails permanently. Default 3.
 	MaxReceiveCount int `koanf:"max_receive_count" json:"max_receive_count"`
 	// Consumers is how many operations one worker runs at once. Default 5.
 	Consumers int `koanf:"consumers" json:"consumers"`
 	// RescueAfter (postgres) is how long a job may stay claimed before River offers it again;
 	// a job whose worker is still alive is then just deferred. Default 1m.
-	RescueAfter Duration  `koanf:"rescue_after" json:"rescue_after"`
-	NATS        NATSQueue `koanf:"nats" json:"nats"`
+	RescueAfter Duration   `koanf:"rescue_after" json:"rescue_after"`
+	NATS        NATSQueue  `koanf:"nats" json:"nats"`
+	Kafka       KafkaQueue `koanf:"kafka" json:"kafka"`
+	SQS         SQSQueue   `koanf:"sqs" json:"sqs"`
 }
 
 // NATSQueue is the JetStream transport.
@@ -440,6 +444,68 @@ type NATSQueue struct {
 	Stream        string   `koanf:"stream" json:"stream"`                 // default SANDGATE_TASKS
 	SubjectPrefix string   `koanf:"subject_prefix" json:"subject_prefix"` // default sandgate.tasks
 	AckWait       Duration `koanf:"ack_wait" json:"ack_wait"`             // default 30s; kept alive by in-progress heartbeats
+}
+
+// KafkaQueue is the Kafka transport: executions are records keyed by session id on one
+// input topic (one session's share a partition and keep their order), consumed by the
+// workers' consumer group. Completions are recorded in Postgres, so there is no output topic.
+type KafkaQueue struct {
+	// Brokers are the seed brokers, host:port. Default [127.0.0.1:9092].
+	Brokers []string `koanf:"brokers" json:"brokers"`
+	// InputTopic carries the executions. It is created with Partitions partitions when it
+	// does not exist (an existing topic is used as it is). Default sandgate-tasks.
+	InputTopic string `koanf:"input_topic" json:"input_topic"`
+	// Partitions of InputTopic when Sandgate creates it: how many sessions' executions can
+	// be spread over the workers. Default 12.
+	Partitions int `koanf:"partitions" json:"partitions"`
+	// GroupID is the workers' consumer group. Default sandgate-workers.
+	GroupID string `koanf:"group_id" json:"group_id"`
+	// SessionTimeout is how long a worker may miss the group's heartbeats before its
+	// partitions move to the other workers: how soon a dead worker's executions are delivered
+	// again. The brokers bound it (group.min/max.session.timeout.ms). Default 45s.
+	SessionTimeout Duration  `koanf:"session_timeout" json:"session_timeout"`
+	TLS            KafkaTLS  `koanf:"tls" json:"tls"`
+	SASL           KafkaSASL `koanf:"sasl" json:"sasl"`
+}
+
+// KafkaTLS dials the brokers over TLS.
+type KafkaTLS struct {
+	Enabled bool `koanf:"enabled" json:"enabled"` // default false
+	// CAFile is a PEM file of the certificates to trust instead of the system's (needs enabled).
+	CAFile string `koanf:"ca_file" json:"ca_file"`
+}
+
+// KafkaSASL authenticates to the brokers.
+type KafkaSASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty = no SASL.
+	Mechanism string `koanf:"mechanism" json:"mechanism"`
+	Username  string `koanf:"username" json:"username"`
+	Password  string `koanf:"password" json:"password" secret:"true"`
+}
+
+// SQSQueue is the SQS transport: an SQS FIFO queue with MessageGroupId = session id (one
+// session's executions in order, one at a time) and MessageDeduplicationId = task id.
+// Credentials come from the default AWS chain (environment, shared files, ECS/EKS/instance
+// roles). Completions are recorded in Postgres, so there is no output queue.
+type SQSQueue struct {
+	// InputURL is the FIFO queue's URL (its name ends in .fifo). Required with type sqs.
+	InputURL string `koanf:"input_url" json:"input_url"`
+	// DeadLetterURL is the dead-letter queue of InputURL's redrive policy: workers read it
+	// and record each task SQS moved there as failed. Required when InputURL has a redrive
+	// policy (checked at start).
+	DeadLetterURL string `koanf:"dead_letter_url" json:"dead_letter_url"`
+	// Region is the queues' AWS region; default the AWS configuration's, else the one in
+	// InputURL's host.
+	Region string `koanf:"region" json:"region"`
+	// EndpointURL replaces SQS's endpoint (VPC endpoints, a self-hosted SQS, tests).
+	EndpointURL string `koanf:"endpoint_url" json:"endpoint_url"`
+	// VisibilityTimeout is how long a received execution stays hidden from other workers;
+	// heartbeats extend it while it runs, and a dead worker's execution is delivered again
+	// once it lapses. It must exceed every profile's policy timeout. At most 12h; default 5m.
+	VisibilityTimeout Duration `koanf:"visibility_timeout" json:"visibility_timeout"`
+	// WaitTime is each receive's long-poll wait, at most 20s; a draining worker waits for
+	// the receive under way. Default 10s.
+	WaitTime Duration `koanf:"wait_time" json:"wait_time"`
 }
 
 // ResponseStore names where completions are kept. Sandgate always keeps them in Postgres (the

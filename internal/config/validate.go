@@ -3,11 +3,13 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"path"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -192,6 +194,7 @@ func (s *Sandbox) validate(p *problems) {
 	positiveInt(p, "sandbox.max_output_bytes", s.MaxOutputBytes)
 	positiveInt(p, "sandbox.max_file_bytes", s.MaxFileBytes)
 	s.Broker.validate(p)
+	s.checkVisibility(p)
 
 	if !s.synthesized {
 		// The shorthand keys are ignored next to an explicit profiles map, but their values
@@ -265,7 +268,7 @@ func (b *Broker) validate(p *problems) {
 	if b.Queue == nil {
 		p.add(key+".queue", "required when sandbox.broker.flavor is queue: give at least its type (the transport, e.g. postgres)")
 	} else if strings.TrimSpace(b.Queue.Type) == "" {
-		p.add(key+".queue.type", "required when sandbox.broker.flavor is queue: the transport (postgres, nats or in_memory)")
+		p.add(key+".queue.type", "required when sandbox.broker.flavor is queue: the transport (one of %s)", strings.Join(queueTypes, ", "))
 	} else {
 		queueType = b.Queue.Type
 		p.enum(key+".queue.type", queueType, queueTypes)
@@ -278,6 +281,12 @@ func (b *Broker) validate(p *problems) {
 		if queueType == QueueNATS && b.Queue.NATS.URL != "" && !strings.HasPrefix(b.Queue.NATS.URL, "nats://") && !strings.HasPrefix(b.Queue.NATS.URL, "tls://") {
 			p.add(key+".queue.nats.url", "must be a nats:// or tls:// URL, got %q", b.Queue.NATS.URL)
 		}
+		switch queueType {
+		case QueueKafka:
+			b.Queue.Kafka.validate(p, key+".queue.kafka")
+		case QueueSQS:
+			b.Queue.SQS.validate(p, key+".queue.sqs")
+		}
 	}
 	if b.ResponseStore == nil {
 		p.add(key+".response_store", "required when sandbox.broker.flavor is queue: where workers store completions (postgres)")
@@ -288,6 +297,108 @@ func (b *Broker) validate(p *problems) {
 	if b.Queue != nil && b.ResponseStore != nil && (queueType == InMemory) != (storeType == InMemory) {
 		p.add(key, "queue type in_memory and response_store type in_memory are only valid together (queue type %q, response_store type %q)", queueType, storeType)
 	}
+}
+
+// kafkaTopicRe is what Kafka accepts as a topic name.
+var kafkaTopicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
+func (k *KafkaQueue) validate(p *problems, key string) {
+	if len(k.Brokers) == 0 {
+		p.add(key+".brokers", "give at least one broker as host:port")
+	}
+	for i, b := range k.Brokers {
+		host, port, err := net.SplitHostPort(b)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			p.add(fmt.Sprintf("%s.brokers[%d]", key, i), "%q is not host:port", b)
+		}
+	}
+	if !kafkaTopicRe.MatchString(k.InputTopic) || k.InputTopic == "." || k.InputTopic == ".." {
+		p.add(key+".input_topic", "%q is not a Kafka topic name (letters, digits, '.', '_', '-'; at most 249 characters)", k.InputTopic)
+	}
+	if strings.TrimSpace(k.GroupID) == "" {
+		p.add(key+".group_id", "must not be empty")
+	}
+	if k.Partitions < 1 {
+		p.add(key+".partitions", "must be at least 1, got %d", k.Partitions)
+	}
+	if k.SessionTimeout < Duration(time.Second) {
+		p.add(key+".session_timeout", "must be at least 1s (Kafka brokers allow 6s to 30m by default), got %s", k.SessionTimeout)
+	}
+	if k.TLS.CAFile != "" && !k.TLS.Enabled {
+		p.add(key+".tls.ca_file", "is set but tls.enabled is false; enable TLS or remove the CA file")
+	}
+	switch {
+	case k.SASL.Mechanism != "":
+		p.enum(key+".sasl.mechanism", k.SASL.Mechanism, kafkaSASLMechanisms)
+		if k.SASL.Username == "" || k.SASL.Password == "" {
+			p.add(key+".sasl", "mechanism %s needs both username and password", k.SASL.Mechanism)
+		}
+	case k.SASL.Username != "" || k.SASL.Password != "":
+		p.add(key+".sasl.mechanism", "required when a username or password is set: one of %s", strings.Join(kafkaSASLMechanisms, ", "))
+	}
+}
+
+// sqsMaxVisibility is SQS's longest visibility timeout.
+const sqsMaxVisibility = Duration(12 * time.Hour)
+
+func (q *SQSQueue) validate(p *problems, key string) {
+	fifoURL := func(field, v string) {
+		u, err := url.Parse(v)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			p.add(key+"."+field, "%q is not an absolute http or https URL (an SQS queue URL)", v)
+		case !strings.HasSuffix(u.Path, ".fifo"):
+			p.add(key+"."+field, "%q does not name a FIFO queue (its name ends in .fifo): Sandgate needs per-session order (MessageGroupId)", v)
+		}
+	}
+	if q.InputURL == "" {
+		p.add(key+".input_url", "required when sandbox.broker.queue.type is sqs: the URL of an SQS FIFO queue")
+	} else {
+		fifoURL("input_url", q.InputURL)
+	}
+	if q.DeadLetterURL != "" {
+		fifoURL("dead_letter_url", q.DeadLetterURL)
+	}
+	if q.EndpointURL != "" && !isHTTPURL(q.EndpointURL) {
+		p.add(key+".endpoint_url", "%q is not an absolute http or https URL", q.EndpointURL)
+	}
+	if q.VisibilityTimeout < Duration(time.Second) || q.VisibilityTimeout > sqsMaxVisibility {
+		p.add(key+".visibility_timeout", "must be between 1s and %s (SQS's limits), got %s", sqsMaxVisibility, q.VisibilityTimeout)
+	}
+	if q.WaitTime < 0 || q.WaitTime > Duration(20*time.Second) {
+		p.add(key+".wait_time", "must be between 0s and 20s (SQS's long-poll limit), got %s", q.WaitTime)
+	}
+}
+
+// checkVisibility: an SQS message whose execution outlives the visibility timeout is
+// delivered again and may run twice if its heartbeats stop, so the timeout must exceed the
+// longest execution the queue can carry — the largest profile timeout, or
+// worker_timeout_ceiling when that is lower (longer executions are refused at submit).
+func (s *Sandbox) checkVisibility(p *problems) {
+	b := s.Broker
+	if b.Flavor != FlavorQueue || b.Queue == nil || b.Queue.Type != QueueSQS {
+		return
+	}
+	var longest float64
+	var which string
+	for _, name := range sortedKeys(s.Profiles) {
+		if t := s.Profiles[name].Policy.Timeout; t != nil && *t > longest {
+			longest, which = *t, name
+		}
+	}
+	if c := b.WorkerTimeoutCeiling; c != nil && *c < longest {
+		longest, which = *c, "" // nothing longer than the ceiling runs on the queue
+	}
+	vis := b.Queue.SQS.VisibilityTimeout
+	if longest == 0 || vis.D().Seconds() > longest {
+		return
+	}
+	of := fmt.Sprintf("profile '%s' has policy.timeout %gs", which, longest)
+	if which == "" {
+		of = fmt.Sprintf("sandbox.broker.worker_timeout_ceiling is %gs", longest)
+	}
+	p.add("sandbox.broker.queue.sqs.visibility_timeout", "%s is not above the longest execution the queue carries (%s): an execution that outlives the visibility timeout is delivered to another worker and runs twice if its heartbeats stop; raise visibility_timeout above %gs (at most %s) or lower that timeout",
+		vis, of, longest, sqsMaxVisibility)
 }
 
 // attachTargets describes what attach_to names, per provider that can attach.

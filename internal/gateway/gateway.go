@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -42,7 +43,8 @@ const (
 	// RoleGateway serves HTTP. With the queue flavor it enqueues executions for workers; an
 	// in_memory queue is worked in the same process.
 	RoleGateway Role = iota
-	// RoleWorker consumes a queue (postgres or nats) and runs the operations; no HTTP.
+	// RoleWorker consumes a queue (any transport but in_memory) and runs the operations; no
+	// HTTP.
 	RoleWorker
 )
 
@@ -97,7 +99,8 @@ func (g *Gateway) closeService(ctx context.Context) error {
 
 // New builds a gateway from cfg (defaults applied and validated by config.Load, or by the
 // caller). Before anything connects it refuses a profile whose provider type the registry
-// does not serve (fault.Config naming the served types). It then opens the store, applies
+// does not serve, or a queue transport this binary does not serve (Check: fault.Config naming
+// the served ones). It then opens the store, applies
 // pending migrations when database.auto_migrate is on, builds every component and starts the
 // background work (heartbeat, sweeper, an in_memory queue's consumer).
 //
@@ -111,7 +114,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		opts.Registry = Builtin()
 	}
 	log := opts.Logger
-	if err := CheckProviders(cfg, opts.Registry); err != nil {
+	if err := Check(cfg, opts.Registry); err != nil {
 		return nil, err
 	}
 	queued := cfg.Sandbox.Broker.Flavor == config.FlavorQueue
@@ -120,7 +123,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		case !queued:
 			return nil, errors.New("gateway worker needs sandbox.broker.flavor 'queue' (with sandbox.broker.queue and sandbox.broker.response_store)")
 		case cfg.Sandbox.Broker.Queue.Type == config.InMemory:
-			return nil, errors.New("the in_memory queue lives inside one gateway process and has no separate workers; use postgres or nats")
+			return nil, fmt.Errorf("the in_memory queue lives inside one gateway process and has no separate workers; use one of: %s",
+				strings.Join(slices.DeleteFunc(Transports(), func(n string) bool { return n == config.InMemory }), ", "))
 		}
 	}
 	if cfg.Database.URL == "" {
@@ -357,20 +361,6 @@ func (g *Gateway) Close() {
 			g.store.Close()
 		}
 	})
-}
-
-// newTransport builds the queue transport named by sandbox.broker.queue.type.
-func newTransport(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger) (queue.Transport, error) {
-	q := cfg.Sandbox.Broker.Queue
-	switch q.Type {
-	case config.QueuePostgres:
-		return queue.NewPostgres(ctx, st.Pool(), q.RescueAfter.D(), log)
-	case config.QueueNATS:
-		return queue.NewNATS(ctx, queue.NATSConfig{URL: q.NATS.URL, Stream: q.NATS.Stream, SubjectPrefix: q.NATS.SubjectPrefix, AckWait: q.NATS.AckWait.D()}, log)
-	case config.InMemory:
-		return queue.NewInMemory(), nil
-	}
-	return nil, fmt.Errorf("sandbox.broker.queue.type: unknown transport %q", q.Type)
 }
 
 // consoleConfig is what the web console signs in with: auth.console when set, else the

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandgate/sandgate/internal/awsfake"
 	"github.com/sandgate/sandgate/internal/providers"
-	"github.com/sandgate/sandgate/internal/providers/ec2ssm/awsfake"
 	"github.com/sandgate/sandgate/internal/providers/providertest"
 )
 

@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
+	"github.com/sandgate/sandgate/internal/awsfake"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
-	"github.com/sandgate/sandgate/internal/providers/ec2ssm/awsfake"
 )
 
 // gateway is a whole Sandgate (HTTP API, OIDC verification against the development issuer,

@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandgate/sandgate/internal/awsfake"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
-	"github.com/sandgate/sandgate/internal/providers/ec2ssm/awsfake"
 )
 
 // In every test of this package the EC2 instance is played by awsfake: SendCommand runs the

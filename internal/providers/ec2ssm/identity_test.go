@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandgate/sandgate/internal/awsfake"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
-	"github.com/sandgate/sandgate/internal/providers/ec2ssm/awsfake"
 )
 
 func TestAgentModeSignsWithTheGatewayCredentials(t *testing.T) {

@@ -1,12 +1,24 @@
-// Package awsfake is a local stand-in for the three AWS services the ec2_ssm provider calls:
-// STS (query protocol: form-encoded POSTs, XML answers), SSM (JSON 1.1, X-Amz-Target
-// AmazonSSM.<Operation>) and S3 (REST-XML, path-style), all served by one httptest server so
-// that the real aws-sdk-go-v2 clients can be pointed at it through their BaseEndpoint.
+// Package awsfake is a local stand-in for the AWS services Sandgate calls: STS (query
+// protocol: form-encoded POSTs, XML answers), SSM (JSON 1.1, X-Amz-Target
+// AmazonSSM.<Operation>) and S3 (REST-XML, path-style) for the ec2_ssm provider, and SQS
+// (JSON 1.0, X-Amz-Target AmazonSQS.<Operation>) for the queue broker's sqs transport, all
+// served by one httptest server so that the real aws-sdk-go-v2 clients can be pointed at it
+// through their BaseEndpoint.
 //
-// It implements only the operations the provider uses, in the wire shapes of the real services:
+// It implements only the operations Sandgate uses, in the wire shapes of the real services:
 // STS AssumeRole and AssumeRoleWithWebIdentity; SSM DescribeInstanceInformation, SendCommand
 // (document AWS-RunShellScript), GetCommandInvocation and CancelCommand; S3 ListObjectsV2 and
-// GetObject.
+// GetObject; SQS CreateQueue, GetQueueUrl, DeleteQueue, GetQueueAttributes, SendMessage,
+// ReceiveMessage, DeleteMessage and ChangeMessageVisibility.
+//
+// SQS queues behave as documented for standard and FIFO queues: FIFO deduplication by
+// MessageDeduplicationId (or the body's SHA-256 with ContentBasedDeduplication) over five
+// minutes; message groups handed out in order, none of a group while one of its messages is
+// in flight; receive counts (ApproximateReceiveCount), visibility timeouts, long polling;
+// MaximumMessageSize over the body and message attributes; MD5OfMessageBody and
+// MD5OfMessageAttributes; only a message's latest receipt handle is valid; and a RedrivePolicy
+// that moves a message received maxReceiveCount times to its dead-letter queue on the next
+// receive, keeping its attributes and receive count.
 //
 // Identity is checked, not assumed: every signed request's SigV4 Authorization header is
 // parsed (Credential=<access key>/<date>/<region>/<service>/aws4_request), its signature
@@ -122,6 +134,7 @@ type Server struct {
 	deniedRoles        map[string]bool
 	webTokens          map[string]string
 	buckets            map[string]map[string][]byte
+	queues             map[string]*sqsQueue
 	noUpload           bool
 	wg                 sync.WaitGroup
 	closed             bool
@@ -143,6 +156,7 @@ func New(t testing.TB) *Server {
 		deniedRoles: make(map[string]bool),
 		webTokens:   make(map[string]string),
 		buckets:     make(map[string]map[string][]byte),
+		queues:      make(map[string]*sqsQueue),
 	}
 	s.keys[GatewayAccessKeyID] = &Identity{AccessKeyID: GatewayAccessKeyID, SecretAccessKey: randomHex(20), Kind: "gateway"}
 	if err := os.WriteFile(filepath.Join(s.sudoDir, "sudo"), []byte(sudoShim), 0o755); err != nil {
@@ -294,7 +308,8 @@ func (s *Server) PutObject(bucket, key string, data []byte) {
 	s.buckets[bucket][key] = bytes.Clone(data)
 }
 
-// serve routes a request: SSM by its X-Amz-Target, STS by its form Action, S3 otherwise.
+// serve routes a request: SSM and SQS by their X-Amz-Target, STS by its form Action, S3
+// otherwise.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -304,6 +319,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSSM."):
 		s.serveSSM(w, r, body)
+	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS."):
+		s.serveSQS(w, r, body)
 	case r.Method == http.MethodPost && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded"):
 		s.serveSTS(w, r, body)
 	default:
