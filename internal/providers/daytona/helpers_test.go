@@ -1,6 +1,8 @@
 package daytona_test
 
 import (
+	"bytes"
+	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -51,4 +53,35 @@ func newProvider(t *testing.T, fake *daytonafake.Server, opts daytona.Options) *
 	p.PollInterval = 20 * time.Millisecond
 	p.KillGrace = time.Second
 	return p
+}
+
+// result is how one execution went.
+type result struct {
+	st             providers.ExitStatus
+	err            error
+	stdout, stderr string
+}
+
+// run executes spec in sb, collecting both streams.
+func run(t *testing.T, sb providers.Sandbox, spec providers.ExecSpec) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	spec.Stdout, spec.Stderr = &out, &errb
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := sb.Exec(ctx, spec)
+	return result{st: st, err: err, stdout: out.String(), stderr: errb.String()}
+}
+
+// create makes a sandbox that is destroyed when the test ends.
+func create(t *testing.T, p *daytona.Provider) providers.Sandbox {
+	t.Helper()
+	sb, err := p.Create(t.Context(), agent, pol)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = p.Destroy(ctx, sb.ID())
+	})
+	return sb
 }
