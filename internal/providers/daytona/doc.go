@@ -90,7 +90,8 @@
 // WriteFile streams into POST /files/bulk-upload (the daemon writes a temporary file beside
 // the destination, creates parents and renames it into place, so a broken-off upload —
 // the reader failed, or passed maxBytes: fault.TooLarge — leaves nothing and the previous
-// file stands); ReadFile streams GET /files/download; ListFiles is GET /files (Daytona
+// file stands; WriteFile waits, at most 5 s, until the daemon has removed its temporary file
+// after such a break); ReadFile streams GET /files/download; ListFiles is GET /files (Daytona
 // describes entries after following symlinks and leaves dangling ones out); RemoveFile is
 // DELETE /files (a folder only when empty). Paths are workspace-relative, confined lexically
 // (providers.CleanPath) and sent absolute under the sandbox's work dir (GET /work-dir), which

@@ -300,6 +300,10 @@ wait:
 			<-logDone
 			return providers.ExitStatus{}, ctx.Err()
 		case <-check.C:
+			if timedOut {
+				// The program may have been starting when the first signals were sent.
+				s.kill(d, "KILL")
+			}
 			if code, err := s.tb.commandExit(ctx, sid, cid); err == nil && code != nil {
 				select {
 				case logErr = <-logDone:

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,8 +63,10 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes
 	case err == nil:
 		return lr.n, nil
 	case errors.As(err, &se) && errors.Is(se.err, errTooLarge):
+		s.awaitUploadCleanup(ctx, path.Dir(abs))
 		return 0, fault.New(fault.TooLarge, "file '%s' is larger than the limit of %d bytes", rel, maxBytes)
 	case errors.As(err, &se):
+		s.awaitUploadCleanup(ctx, path.Dir(abs))
 		return 0, se.err
 	case statusOf(err) == http.StatusBadRequest:
 		if c := s.conflict(ctx, abs, rel); c != nil {
@@ -71,6 +74,26 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes
 		}
 	}
 	return 0, s.failed(ctx, err, "writing '"+rel+"'")
+}
+
+// uploadTemp starts the name of the daemon's temporary file of an upload.
+const uploadTemp = ".daytona-upload-"
+
+// awaitUploadCleanup waits (at most 5 s) until the toolbox has removed the temporary file of
+// an upload this handle broke off: it does so when it notices the broken request, which may
+// be after WriteFile returned otherwise.
+func (s *Sandbox) awaitUploadCleanup(ctx context.Context, dir string) {
+	for i := 0; i < 50; i++ {
+		list, err := s.tb.list(ctx, dir)
+		if err != nil || !slices.ContainsFunc(list, func(e fileInfoDTO) bool { return strings.HasPrefix(e.Name, uploadTemp) }) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // conflict explains a refused write: the destination is a folder, or one of its parents is

@@ -3,6 +3,7 @@ package daytonafake
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -109,6 +110,14 @@ func (s *Server) createInterp(w http.ResponseWriter, r *http.Request, b *sandbox
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "%v", err)
 		return
+	}
+	if cwd != b.home {
+		// sandboxd starts contexts in the work dir; Daytona's worker starts in cwd.
+		code := "import os as _o\n_o.chdir(" + string(jsonBytes(cwd)) + ")\ndel _o\n"
+		if _, err := b.runtime().Exec(r.Context(), sandboxd.ExecRequest{Code: code, Language: "python", Context: it.ctxName}, sandboxd.Streams{Stdout: io.Discard, Stderr: io.Discard}); err != nil {
+			writeError(w, http.StatusInternalServerError, "%v", err)
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, b.interpView(it))
 }
