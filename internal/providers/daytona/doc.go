@@ -32,9 +32,10 @@
 //
 // # Executions (Exec, InstallPackages)
 //
-// Daytona offers /process/execute (no shell; stdout and stderr merged, as the seed reported
-// them: stdout on exit 0, stderr otherwise) and sessions, whose commands keep stdout and
-// stderr apart. The provider keeps them apart: each command or context-less code runs through
+// Daytona offers /process/execute and /process/code-run (stdout and stderr merged into one
+// result, which the seed reported as stdout on exit 0 and stderr otherwise) and sessions,
+// whose commands keep stdout and stderr apart. The provider keeps them apart, so it uses
+// neither of the first two for programs (/process/execute only runs its own small commands): each command or context-less code runs through
 // a fresh toolbox session (POST /process/session, …/exec with runAsync, the command's log
 // followed over its WebSocket, GET …/command/{id} for the exit code, DELETE afterwards).
 // What runs in the session is a wrapper script the provider uploads, with the program's text
