@@ -85,6 +85,8 @@
 //
 // The list of contexts (name, language, Daytona context id, executions) is a JSON file in
 // the scratch folder, so every gateway and every handle sees the same. At most MaxContexts.
+// An image whose TMPDIR does not survive a restart of the sandbox loses that list with it:
+// its contexts then start afresh without a notice.
 //
 // # Files
 //
