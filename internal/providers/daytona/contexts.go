@@ -473,7 +473,7 @@ func (s *Sandbox) execBash(ctx context.Context, e *ctxEntry, spec providers.Exec
 		here = "1"
 	}
 	env := make(map[string]string, len(spec.Env))
-	words := []string{"bash", "--noprofile", "--norc", `"$d/driver"`, shQuote(state), here, `"$d/prog"`}
+	words := []string{"bash", "--noprofile", "--norc", "@D@/driver", shQuote(state), here, "@D@/prog"}
 	for n, v := range spec.Env {
 		env["SANDGATE_OVERRIDE_"+n] = v
 		words = append(words, n) // a validated name

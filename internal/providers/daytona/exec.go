@@ -42,11 +42,11 @@ func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.
 	rs := runSpec{env: spec.Env, dir: spec.Dir, stdin: spec.Stdin, timeout: spec.Timeout, out: spec.Output}
 	switch {
 	case spec.Command != "":
-		rs.program, rs.launch = spec.Command, `/bin/sh "$d/prog"`
+		rs.program, rs.launch = spec.Command, `/bin/sh @D@/prog`
 	case spec.Language == "python":
-		rs.program, rs.launch = spec.Code, `python3 "$d/prog"`
+		rs.program, rs.launch = spec.Code, `python3 @D@/prog`
 	default: // bash, the only other declared language
-		rs.program, rs.launch = spec.Code, `bash "$d/prog"`
+		rs.program, rs.launch = spec.Code, `bash @D@/prog`
 	}
 	return s.run(ctx, rs)
 }
@@ -71,7 +71,7 @@ func (s *Sandbox) InstallPackages(ctx context.Context, packages []string, out pr
 	}
 	return s.run(ctx, runSpec{
 		program: strings.Join(words, " ") + "\n",
-		launch:  `/bin/sh "$d/prog"`,
+		launch:  `/bin/sh @D@/prog`,
 		env:     map[string]string{"PIP_ROOT_USER_ACTION": "ignore", "PIP_BREAK_SYSTEM_PACKAGES": "1"},
 		out:     out,
 	})
@@ -79,9 +79,10 @@ func (s *Sandbox) InstallPackages(ctx context.Context, packages []string, out pr
 
 // runSpec is one program to run through a fresh toolbox session.
 type runSpec struct {
-	program string // the program's text, uploaded as $d/prog
-	// launch is the shell words (ours, never the caller's) that start the program; "$d" is
-	// the execution's folder in the sandbox.
+	program string // the program's text, uploaded as prog in the execution's folder
+	// launch is the shell words (ours, never the caller's) that start the program; @D@
+	// stands for the execution's folder in the sandbox (quoted when put in: no shell
+	// variable, which a caller's variable of the same name could replace).
 	launch  string
 	env     map[string]string
 	dir     string // relative to the workspace; "" = the workspace
@@ -91,7 +92,7 @@ type runSpec struct {
 	extra   map[string]string // more files of the execution's folder: name → content
 }
 
-// runScript is the wrapper the session runs (`sh $d/run`). It changes to the working folder,
+// runScript is the wrapper the session runs (`sh <folder>/run`). It changes to the working folder,
 // exports the variables, starts the program in a process session of its own (setsid, when
 // the image has it) with its standard input from a file, records its process id for the kill
 // script, waits for it and kills what it left running. Every value in it is single-quoted.
@@ -102,7 +103,8 @@ type runSpec struct {
 // is the program's own.
 func runScript(d, id, dir string, env map[string]string, launch string, stdin bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "d=%s\n", shQuote(d))
+	qd := shQuote(d)
+	launch = strings.ReplaceAll(launch, "@D@", qd)
 	fmt.Fprintf(&b, "cd -- %s || exit 126\n", shQuote(dir))
 	names := make([]string, 0, len(env))
 	for n := range env {
@@ -115,12 +117,11 @@ func runScript(d, id, dir string, env map[string]string, launch string, stdin bo
 	}
 	in := "/dev/null"
 	if stdin {
-		in = `"$d/in"`
+		in = qd + "/in"
 	}
 	fmt.Fprintf(&b, "if command -v setsid >/dev/null 2>&1; then setsid %s <%s & else %s <%s & fi\n", launch, in, launch, in)
-	b.WriteString(`pid=$!
-echo "$pid" >"$d/pid"
-wait "$pid" 2>/dev/null
+	fmt.Fprintf(&b, "pid=$!\necho \"$pid\" >%s/pid\n", qd)
+	b.WriteString(`wait "$pid" 2>/dev/null
 ec=$?
 kill -KILL -"$pid" 2>/dev/null
 `)
@@ -183,7 +184,7 @@ func (f *endFilter) close() {
 }
 
 // killScript signals the program's process group (its session), or the program alone when
-// it could not have one: `sh $d/kill TERM`.
+// it could not have one: `sh <folder>/kill TERM`.
 const killScript = `pid=$(cat "$(dirname "$0")/pid" 2>/dev/null) || exit 0
 [ -n "$pid" ] || exit 0
 kill -"$1" -"$pid" 2>/dev/null || kill -"$1" "$pid" 2>/dev/null

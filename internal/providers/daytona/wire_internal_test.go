@@ -49,8 +49,9 @@ func TestEndFilter(t *testing.T) {
 // The wrapper quotes every value it is given.
 func TestRunScriptQuotes(t *testing.T) {
 	t.Parallel()
-	s := runScript("/tmp/sandgate/x-1", "1", "/home/daytona/it's here", map[string]string{"V": "$(touch x) 'q'\nline"}, `/bin/sh "$d/prog"`, false)
+	s := runScript("/tmp/sandgate/x-1", "1", "/home/daytona/it's here", map[string]string{"V": "$(touch x) 'q'\nline", "d": "x"}, `/bin/sh @D@/prog`, true)
 	assert.Contains(t, s, `cd -- '/home/daytona/it'\''s here' || exit 126`)
 	assert.Contains(t, s, "export V='$(touch x) '\\''q'\\''\nline'")
-	assert.Contains(t, s, `setsid /bin/sh "$d/prog" </dev/null &`)
+	assert.Contains(t, s, `setsid /bin/sh '/tmp/sandgate/x-1'/prog <'/tmp/sandgate/x-1'/in &`)
+	assert.NotContains(t, s, "$d", "no shell variable a caller's variable could replace")
 }
