@@ -7,7 +7,10 @@
 #      sudo without a password; otherwise it names each package and the suites that will skip;
 #   2. a running Docker engine and the sandbox image (scripts/docker-setup.sh);
 #   3. the kube-apiserver and etcd test binaries (scripts/kube-setup.sh; about 20 CPU-minutes
-#      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube).
+#      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube);
+#   4. the node_modules of the small node projects that drive the cloud fakes with the
+#      vendors' official SDKs (npm ci from their package-lock.json, npm's cache under
+#      ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/npm; skipped when the lock is unchanged).
 #
 # It prints nothing on stdout but the exports the tests use (eval "$(scripts/test-setup.sh)");
 # progress goes to stderr. A step that cannot be done is reported and skipped, except under
@@ -42,6 +45,8 @@ declare -A suites=(
   [debootstrap]="the sandbox image, so the Docker suites"
   [curl]="the README walkthrough tests (cmd/gateway)"
   [python3]="the Python executions of the local provider's suites"
+  [nodejs]="the fidelity tests of the cloud fakes with the vendors' official SDKs"
+  [npm]="the fidelity tests of the cloud fakes with the vendors' official SDKs"
 )
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
@@ -50,6 +55,8 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   if can_root; then
     log "installing ${missing[*]} (Debian packages)"
@@ -83,3 +90,24 @@ else
     fail_or_skip "the kube-apiserver test binaries could not be built (see above): the Kubernetes suites will skip"
   fi
 fi
+
+# 4. Node projects of the SDK fidelity tests.
+npm_projects=(
+  internal/providers/daytona/daytonafake/testdata/sdk
+)
+npm_cache=${SANDGATE_CACHE:-$HOME/.cache/sandgate}/npm
+for dir in "${npm_projects[@]}"; do
+  if ! command -v npm >/dev/null; then
+    fail_or_skip "npm is missing: the SDK fidelity test of $dir will skip"
+    continue
+  fi
+  stamp=$dir/node_modules/.sandgate-lock
+  want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+  [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && continue
+  log "installing the node modules of $dir (npm ci; cached in $npm_cache)"
+  if (cd "$dir" && npm ci --no-audit --no-fund --prefer-offline --cache "$npm_cache" >&2); then
+    echo "$want" >"$stamp"
+  else
+    fail_or_skip "npm ci failed in $dir (see above): its SDK fidelity test will skip"
+  fi
+done

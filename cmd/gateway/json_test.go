@@ -37,11 +37,16 @@ func TestConfigValidateRefusesAnUnservedProvider(t *testing.T) {
 	err := run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "'e2b'")
-	require.Contains(t, err.Error(), "served types: [docker, ec2_ssm, kubernetes, local_subprocess]")
+	require.Contains(t, err.Error(), "served types: [daytona, docker, ec2_ssm, kubernetes, local_subprocess]")
 	require.NotContains(t, out.String(), "valid")
 
 	require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  type: local_subprocess\n  local_subprocess: {}\n"), 0o600))
 	require.NoError(t, run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard))
+	require.Contains(t, out.String(), "configuration is valid")
+
+	out.Reset()
+	require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  profiles:\n    default: {type: daytona, stateful: true, daytona: {target: eu}}\n"), 0o600))
+	require.NoError(t, run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard), "daytona is served")
 	require.Contains(t, out.String(), "configuration is valid")
 }
 

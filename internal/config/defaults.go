@@ -212,6 +212,8 @@ func (b *ProviderBlocks) applyDefaults() {
 	}
 	if d := b.Daytona; d != nil {
 		setDefault(&d.APIKeyEnv, "DAYTONA_API_KEY")
+		setDefault(&d.APIURL, "https://app.daytona.io/api")
+		setDefault(&d.CreateTimeout, 300.0)
 	}
 	if a := b.BedrockAgentCore; a != nil {
 		setDefault(&a.NetworkMode, "sandbox")

@@ -293,14 +293,19 @@ type E2B struct {
 	APIURL    string `koanf:"api_url" json:"api_url"`
 }
 
-// Daytona is the Daytona cloud.
+// Daytona runs sandboxes on Daytona (its cloud or a self-hosted deployment).
 type Daytona struct {
-	APIKeyEnv string            `koanf:"api_key_env" json:"api_key_env"` // default DAYTONA_API_KEY
-	Target    string            `koanf:"target" json:"target"`
-	Image     string            `koanf:"image" json:"image"`                     // exclusive with Snapshot
-	Snapshot  string            `koanf:"snapshot" json:"snapshot"`               // exclusive with Image
-	EnvVars   map[string]string `koanf:"env_vars" json:"env_vars" secret:"true"` // values redacted when printed
-	APIURL    string            `koanf:"api_url" json:"api_url"`
+	APIKeyEnv string `koanf:"api_key_env" json:"api_key_env"` // environment variable holding the API key; default DAYTONA_API_KEY (missing: the gateway does not start)
+	Target    string `koanf:"target" json:"target"`           // region to create sandboxes in (us, eu); default the organization's
+	// Image builds sandboxes from this image; exclusive with snapshot. Default: Daytona's
+	// default snapshot, or python:3.12-slim when the policy sets cpu or memory_mb (Daytona
+	// sizes only sandboxes built from an image).
+	Image    string            `koanf:"image" json:"image"`
+	Snapshot string            `koanf:"snapshot" json:"snapshot"`               // a Daytona snapshot; exclusive with image and with policy cpu/memory_mb
+	EnvVars  map[string]string `koanf:"env_vars" json:"env_vars" secret:"true"` // set in every sandbox; values redacted when printed
+	APIURL   string            `koanf:"api_url" json:"api_url"`                 // default https://app.daytona.io/api
+	// CreateTimeout bounds creating (building, starting) a sandbox, in seconds; default 300.
+	CreateTimeout float64 `koanf:"create_timeout" json:"create_timeout"`
 }
 
 // BedrockAgentCore is accepted for compatibility with the seed; no provider ships yet.

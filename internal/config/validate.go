@@ -422,13 +422,16 @@ func (prof *Profile) validate(p *problems, prefix string) {
 	if d := prof.Daytona; d != nil && d.Image != "" && d.Snapshot != "" {
 		p.add(prefix+".daytona", "image and snapshot are mutually exclusive; set one of them")
 	}
+	if d := prof.Daytona; d != nil && prof.Type == ProviderDaytona {
+		d.validate(p, prefix+".daytona", &prof.Policy)
+	}
 	if d := prof.Docker; d != nil && prof.Type == ProviderDocker {
 		d.validate(p, prefix+".docker", prof.Environment)
 	}
 	if prof.Stateful {
 		switch {
-		case prof.Type != ProviderLocalSubprocess && prof.Type != ProviderDocker && prof.Type != ProviderKubernetes:
-			p.add(prefix+".stateful", "provider %s keeps no interpreter state between executions; stateful needs local_subprocess, docker or kubernetes (sandboxd keeps contexts)", prof.Type)
+		case prof.Type != ProviderLocalSubprocess && prof.Type != ProviderDocker && prof.Type != ProviderKubernetes && prof.Type != ProviderDaytona:
+			p.add(prefix+".stateful", "provider %s keeps no interpreter state between executions; stateful needs local_subprocess, docker, kubernetes or daytona", prof.Type)
 		case prof.Type == ProviderDocker && prof.Environment == EnvironmentAttached:
 			p.add(prefix+".stateful", "an attached docker profile runs in a container the gateway did not start, where no sandboxd keeps running between calls; remove stateful or use a managed profile")
 		}
@@ -633,4 +636,19 @@ func (prof *Profile) attachTo(prefix string) (target, key string) {
 		return s, prefix + ".params.attach_to"
 	}
 	return "", ""
+}
+
+// validate checks a daytona block against its profile's policy (docs/semantics.md §12,
+// daytona): Daytona sizes only sandboxes built from an image, so a pinned snapshot and policy
+// cpu/memory_mb cannot go together.
+func (d *Daytona) validate(p *problems, key string, pol *Policy) {
+	if d.Snapshot != "" && pol != nil && (pol.CPU != nil || pol.MemoryMB != nil) {
+		p.add(key+".snapshot", "the policy sets cpu or memory_mb, which Daytona applies only to sandboxes built from an image; remove the snapshot (the image defaults to python:3.12-slim) or the resources")
+	}
+	if d.CreateTimeout < 0 {
+		p.add(key+".create_timeout", "must not be negative (got %g)", d.CreateTimeout)
+	}
+	if d.APIURL != "" && !strings.HasPrefix(d.APIURL, "https://") && !strings.HasPrefix(d.APIURL, "http://") {
+		p.add(key+".api_url", "must be an http(s) URL (got %q)", d.APIURL)
+	}
 }

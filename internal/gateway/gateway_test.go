@@ -34,7 +34,7 @@ func TestNewRefusesAnUnservedProviderBeforeConnecting(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second, "no connection was tried")
 	assert.Equal(t, fault.Config, fault.KindOf(err))
 	assert.Contains(t, err.Error(), "sandbox.profiles.cloud.type: 'e2b'")
-	assert.Contains(t, err.Error(), "served types: [docker, ec2_ssm, kubernetes, local_subprocess]")
+	assert.Contains(t, err.Error(), "served types: [daytona, docker, ec2_ssm, kubernetes, local_subprocess]")
 
 	require.NoError(t, gateway.CheckProviders(&config.Config{}, gateway.Builtin()))
 }

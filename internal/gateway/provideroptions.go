@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/daytona"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/kubernetes"
@@ -97,4 +98,14 @@ func ec2ssmOptions(b config.EC2SSM, p config.Profile) ec2ssm.Options {
 		AttachTo: p.AttachTo(),
 		UserMode: p.Identity.Mode == config.IdentityUser,
 	}
+}
+
+// daytonaOptions: daytona only provisions (validation refuses attached profiles); the
+// profile's name, policy and idle timeout reach the factory through the BuildContext.
+func daytonaOptions(b config.Daytona, _ config.Profile) daytona.Options {
+	return daytona.Options{Config: daytona.Config{
+		APIKeyEnv: b.APIKeyEnv, APIURL: b.APIURL, Target: b.Target,
+		Image: b.Image, Snapshot: b.Snapshot, EnvVars: b.EnvVars,
+		CreateTimeout: seconds(b.CreateTimeout),
+	}}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/daytona"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/kubernetes"
@@ -148,6 +149,7 @@ sandbox:
     box: {type: docker, docker: {}}
     pods: {type: kubernetes, kubernetes: {}}
     ec2: {type: ec2_ssm, environment: attached, ec2_ssm: {attach_to: i-0123456789abcdef0}}
+    day: {type: daytona, daytona: {}}
 `)
 	assert.Equal(t, local.Options{Python: local.DefaultPython}, contextOf(cfg, "dev").Options)
 	assert.Equal(t, docker.Options{Config: docker.Config{Image: docker.DefaultImage, PidsLimit: docker.DefaultPidsLimit}},
@@ -157,6 +159,9 @@ sandbox:
 		CreateTimeout: kubernetes.DefaultCreateTimeout, Workspace: kubernetes.DefaultWorkspace,
 	}}, contextOf(cfg, "pods").Options)
 	assert.Equal(t, ec2ssm.DefaultPython, contextOf(cfg, "ec2").Options.(ec2ssm.Options).Config.Python)
+	assert.Equal(t, daytona.Options{Config: daytona.Config{
+		APIKeyEnv: daytona.DefaultAPIKeyEnv, APIURL: daytona.DefaultAPIURL, CreateTimeout: daytona.DefaultCreateTimeout,
+	}}, contextOf(cfg, "day").Options)
 }
 
 func TestBuildContextWithoutABlock(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/daytona"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/kubernetes"
@@ -26,10 +27,11 @@ var builtins = map[string]builtin{
 	docker.TypeName:     {docker.Factory, func(p config.Profile) any { return withBlock(p.Docker, p, dockerOptions) }},
 	ec2ssm.TypeName:     {ec2ssm.Factory, func(p config.Profile) any { return withBlock(p.EC2SSM, p, ec2ssmOptions) }},
 	kubernetes.TypeName: {kubernetes.Factory, func(p config.Profile) any { return withBlock(p.Kubernetes, p, kubernetesOptions) }},
+	daytona.TypeName:    {daytona.Factory, func(p config.Profile) any { return withBlock(p.Daytona, p, daytonaOptions) }},
 }
 
 // Builtin returns a registry of the providers this binary ships: local_subprocess, docker,
-// kubernetes and ec2_ssm.
+// kubernetes, ec2_ssm and daytona.
 func Builtin() *providers.Registry {
 	r := providers.NewRegistry()
 	for name, b := range builtins {
