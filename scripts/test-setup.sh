@@ -8,8 +8,8 @@
 #   2. a running Docker engine and the sandbox image (scripts/docker-setup.sh);
 #   3. the kube-apiserver and etcd test binaries (scripts/kube-setup.sh; about 20 CPU-minutes
 #      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube);
-#   4. the node_modules of the small node projects that drive the cloud fakes with the
-#      vendors' official SDKs (npm ci from their package-lock.json, npm's cache under
+#   4. the node_modules of the small node projects that drive the cloud fakes and /mcp with
+#      the vendors' official SDKs (npm ci from their package-lock.json, npm's cache under
 #      ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/npm; skipped when the lock is unchanged).
 #
 # It prints nothing on stdout but the exports the tests use (eval "$(scripts/test-setup.sh)");
@@ -45,8 +45,8 @@ declare -A suites=(
   [debootstrap]="the sandbox image, so the Docker suites"
   [curl]="the README walkthrough tests (cmd/gateway)"
   [python3]="the Python executions of the local provider's suites"
-  [nodejs]="the fidelity tests of the cloud fakes with the vendors' official SDKs"
-  [npm]="the fidelity tests of the cloud fakes with the vendors' official SDKs"
+  [nodejs]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
+  [npm]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
 )
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
@@ -94,6 +94,7 @@ fi
 # 4. Node projects of the SDK fidelity tests.
 npm_projects=(
   internal/providers/daytona/daytonafake/testdata/sdk
+  internal/mcp/testdata/sdk-js
 )
 npm_cache=${SANDGATE_CACHE:-$HOME/.cache/sandgate}/npm
 for dir in "${npm_projects[@]}"; do
