@@ -7,6 +7,7 @@ import (
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/e2b"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/kubernetes"
 	"github.com/sandgate/sandgate/internal/providers/local"
@@ -97,4 +98,17 @@ func ec2ssmOptions(b config.EC2SSM, p config.Profile) ec2ssm.Options {
 		AttachTo: p.AttachTo(),
 		UserMode: p.Identity.Mode == config.IdentityUser,
 	}
+}
+
+// e2bOptions: the profile's name, idle timeout (E2B's sandbox timeout) and logger come from
+// the BuildContext.
+func e2bOptions(b config.E2B, _ config.Profile) e2b.Options {
+	c := e2b.Config{
+		APIKeyEnv: b.APIKeyEnv, Template: b.Template, Domain: b.Domain, APIURL: b.APIURL,
+		SandboxURL: b.SandboxURL, Workdir: b.Workdir, EnvVars: b.EnvVars, Python: b.Python,
+	}
+	if b.CodeInterpreter != nil {
+		c.CodeInterpreter = *b.CodeInterpreter
+	}
+	return e2b.Options{Config: c}
 }

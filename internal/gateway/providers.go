@@ -8,6 +8,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/e2b"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/kubernetes"
 	"github.com/sandgate/sandgate/internal/providers/local"
@@ -25,11 +26,12 @@ var builtins = map[string]builtin{
 	local.TypeName:      {local.Factory, func(p config.Profile) any { return withBlock(p.LocalSubprocess, p, localOptions) }},
 	docker.TypeName:     {docker.Factory, func(p config.Profile) any { return withBlock(p.Docker, p, dockerOptions) }},
 	ec2ssm.TypeName:     {ec2ssm.Factory, func(p config.Profile) any { return withBlock(p.EC2SSM, p, ec2ssmOptions) }},
+	e2b.TypeName:        {e2b.Factory, func(p config.Profile) any { return withBlock(p.E2B, p, e2bOptions) }},
 	kubernetes.TypeName: {kubernetes.Factory, func(p config.Profile) any { return withBlock(p.Kubernetes, p, kubernetesOptions) }},
 }
 
 // Builtin returns a registry of the providers this binary ships: local_subprocess, docker,
-// kubernetes and ec2_ssm.
+// kubernetes, ec2_ssm and e2b.
 func Builtin() *providers.Registry {
 	r := providers.NewRegistry()
 	for name, b := range builtins {
