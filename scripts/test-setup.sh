@@ -7,7 +7,11 @@
 #      sudo without a password; otherwise it names each package and the suites that will skip;
 #   2. a running Docker engine and the sandbox image (scripts/docker-setup.sh);
 #   3. the kube-apiserver and etcd test binaries (scripts/kube-setup.sh; about 20 CPU-minutes
-#      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube).
+#      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube);
+#   4. E2B's JavaScript SDKs for the E2B fake's fidelity test: `npm ci` in
+#      internal/providers/e2b/e2bfake/testdata/sdk (versions pinned by its package-lock.json;
+#      npm's cache under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/npm; skipped while the
+#      lock file is the one last installed). Needs node and npm (Debian: nodejs, npm).
 #
 # It prints nothing on stdout but the exports the tests use (eval "$(scripts/test-setup.sh)");
 # progress goes to stderr. A step that cannot be done is reported and skipped, except under
@@ -42,6 +46,8 @@ declare -A suites=(
   [debootstrap]="the sandbox image, so the Docker suites"
   [curl]="the README walkthrough tests (cmd/gateway)"
   [python3]="the Python executions of the local provider's suites"
+  [nodejs]="the E2B fake's fidelity test with E2B's JavaScript SDKs"
+  [npm]="the E2B fake's fidelity test with E2B's JavaScript SDKs (installing them)"
 )
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
@@ -50,6 +56,8 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   if can_root; then
     log "installing ${missing[*]} (Debian packages)"
@@ -81,5 +89,24 @@ else
   fi
   if ! scripts/kube-setup.sh; then
     fail_or_skip "the kube-apiserver test binaries could not be built (see above): the Kubernetes suites will skip"
+  fi
+fi
+
+# 4. E2B's JavaScript SDKs (the E2B fake's fidelity test).
+sdk_dir=internal/providers/e2b/e2bfake/testdata/sdk
+if ! command -v npm >/dev/null; then
+  fail_or_skip "npm is missing: the E2B SDK fidelity test will skip (apt-get install nodejs npm)"
+else
+  stamp=$sdk_dir/node_modules/.sandgate-lock-sha256
+  want=$(sha256sum "$sdk_dir/package-lock.json" | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    log "E2B SDKs: installed"
+  else
+    log "E2B SDKs: npm ci in $sdk_dir"
+    if (cd "$sdk_dir" && npm ci --no-audit --no-fund --cache "${SANDGATE_CACHE:-$HOME/.cache/sandgate}/npm" >&2); then
+      echo "$want" >"$stamp"
+    else
+      fail_or_skip "npm ci in $sdk_dir failed (see above): the E2B SDK fidelity test will skip"
+    fi
   fi
 fi

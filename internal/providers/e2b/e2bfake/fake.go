@@ -102,7 +102,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox // live ones
-	killed    map[string]bool     // ids of killed sandboxes
+	killed    map[string]*sandbox // killed sandboxes, for Sandbox
 	calls     []Call
 }
 
@@ -136,7 +136,7 @@ func New(t testing.TB, opts Options) *Server {
 	}
 	s := &Server{
 		Domain: DefaultDomain, APIKey: opts.APIKey, opts: opts, logger: opts.Logger,
-		sandboxes: map[string]*sandbox{}, killed: map[string]bool{},
+		sandboxes: map[string]*sandbox{}, killed: map[string]*sandbox{},
 	}
 	s.envd, s.interp = s.newEnvdMux(), s.newInterpMux()
 	s.api = httptest.NewServer(http.HandlerFunc(s.serveAPI))
@@ -186,12 +186,15 @@ func (s *Server) Sandbox(id string) (Created, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sb, ok := s.sandboxes[id]
+	killed := false
 	if !ok {
-		return Created{Killed: s.killed[id]}, s.killed[id]
+		if sb, killed = s.killed[id]; !killed {
+			return Created{}, false
+		}
 	}
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	return Created{Request: sb.req, EndAt: sb.endAt, Workspace: sb.home}, true
+	return Created{Request: sb.req, EndAt: sb.endAt, Workspace: sb.home, Killed: killed}, true
 }
 
 // Expire makes sandbox id time out now, as E2B does when its timeout passes.
@@ -373,7 +376,7 @@ func (s *Server) kill(id string) bool {
 	sb, ok := s.sandboxes[id]
 	if ok {
 		delete(s.sandboxes, id)
-		s.killed[id] = true
+		s.killed[id] = sb
 	}
 	s.mu.Unlock()
 	if !ok {
