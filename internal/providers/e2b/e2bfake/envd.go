@@ -210,9 +210,12 @@ func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartReque
 		rel = ""
 	}
 
-	procCtx, cancel := context.WithCancel(sb.ctx)
+	var procCtx context.Context
+	var cancel context.CancelFunc
 	if ms, err := strconv.ParseInt(req.Header().Get("Connect-Timeout-Ms"), 10, 64); err == nil && ms > 0 {
 		procCtx, cancel = context.WithTimeout(sb.ctx, time.Duration(ms)*time.Millisecond)
+	} else {
+		procCtx, cancel = context.WithCancel(sb.ctx)
 	}
 	defer cancel()
 	p := &process{tag: req.Msg.Tag, cfg: cfg, cancel: cancel}
