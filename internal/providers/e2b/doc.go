@@ -20,8 +20,10 @@
 //   - Create: POST /sandboxes with templateID, timeout = the profile's idle_timeout in seconds
 //     (E2B kills the sandbox when it passes), secure: true (envd then demands the sandbox's
 //     access token, sent as X-Access-Token on every envd request), metadata
-//     sandgate.managed-by=sandgate and sandgate.profile=<profile>, envVars, and the egress
-//     policy: network_egress deny → allow_internet_access: false; allowlist →
+//     sandgate.managed-by=sandgate and sandgate.profile=<profile>, envVars,
+//     network.allowPublicTraffic false (E2B's proxy then lets requests to the sandbox's other
+//     ports, the code interpreter's, through only with the sandbox's traffic access token,
+//     sent as E2B-Traffic-Access-Token), and the egress policy: network_egress deny → allow_internet_access: false; allowlist →
 //     network.allowOut = network_allow (CIDRs, IPs and domain names, "*.example.com" too) with
 //     network.denyOut = [0.0.0.0/0]. Any failure is fault.Provision.
 //   - Attach: POST /sandboxes/{id}/connect with the idle timeout: 404 is fault.Gone (the

@@ -29,6 +29,9 @@ func (s *Sandbox) headers(h http.Header, port int) {
 	if s.token != "" {
 		h.Set(wire.AccessTokenHeader, s.token)
 	}
+	if s.traffic != "" && port != wire.EnvdPort {
+		h.Set(wire.TrafficTokenHeader, s.traffic)
+	}
 }
 
 // unary calls procedure with req and returns the answer.

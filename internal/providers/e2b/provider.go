@@ -191,8 +191,9 @@ func (p *Provider) timeoutSeconds() int32 {
 }
 
 // Create makes a sandbox from the template (POST /sandboxes): timeout = the idle timeout,
-// secure (envd demands the sandbox's access token), metadata naming Sandgate and the
-// profile, the configured env vars, and the egress policy: deny → allow_internet_access
+// secure (envd demands the sandbox's access token), allowPublicTraffic false (its other
+// ports demand its traffic access token), metadata naming Sandgate and the profile, the
+// configured env vars, and the egress policy: deny → allow_internet_access
 // false; allowlist → network allowOut = the policy's entries (CIDRs, IPs, domain names) with
 // denyOut 0.0.0.0/0. Errors: fault.Provision.
 func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
@@ -202,16 +203,18 @@ func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol provi
 		Metadata: map[string]string{MetaManagedBy: "sandgate", MetaProfile: p.profile},
 		EnvVars:  p.cfg.EnvVars,
 	}
+	// The sandbox's ports other than envd's (the code interpreter) answer only requests that
+	// carry its traffic access token.
+	no := false
+	req.Network = &wire.NetworkConfig{AllowPublicTraffic: &no}
 	switch pol.NetworkEgress {
 	case providers.EgressDeny:
-		no := false
 		req.AllowInternetAccess = &no
 	case providers.EgressAllowlist:
 		if len(pol.NetworkAllow) == 0 {
-			no := false
 			req.AllowInternetAccess = &no
 		} else {
-			req.Network = &wire.NetworkConfig{AllowOut: pol.NetworkAllow, DenyOut: []string{wire.AllTraffic}}
+			req.Network.AllowOut, req.Network.DenyOut = pol.NetworkAllow, []string{wire.AllTraffic}
 		}
 	}
 	sb, err := p.api.create(ctx, req)
@@ -279,6 +282,9 @@ func (p *Provider) handle(sb wire.Sandbox) providers.Sandbox {
 		domain = *sb.Domain
 	}
 	h := &Sandbox{p: p, id: sb.SandboxID, domain: domain, token: sb.EnvdAccessToken, st: p.stateOf(sb.SandboxID)}
+	if sb.TrafficAccessToken != nil {
+		h.traffic = *sb.TrafficAccessToken
+	}
 	if p.caps.Stateful {
 		return &CodeSandbox{Sandbox: h}
 	}

@@ -61,7 +61,8 @@ func TestCreateMapsPolicyAndTimeout(t *testing.T) {
 	}{
 		{policy(providers.EgressAllow), func(t *testing.T, req wire.NewSandbox) {
 			assert.Nil(t, req.AllowInternetAccess)
-			assert.Nil(t, req.Network)
+			assert.Empty(t, req.Network.AllowOut)
+			assert.Empty(t, req.Network.DenyOut)
 		}, "allow"},
 		{policy(providers.EgressDeny), func(t *testing.T, req wire.NewSandbox) {
 			require.NotNil(t, req.AllowInternetAccess)
@@ -69,7 +70,6 @@ func TestCreateMapsPolicyAndTimeout(t *testing.T) {
 		}, "deny"},
 		{policy(providers.EgressAllowlist, "10.0.0.0/8", "pypi.org", "*.pythonhosted.org"), func(t *testing.T, req wire.NewSandbox) {
 			assert.Nil(t, req.AllowInternetAccess)
-			require.NotNil(t, req.Network)
 			assert.Equal(t, []string{"10.0.0.0/8", "pypi.org", "*.pythonhosted.org"}, req.Network.AllowOut)
 			assert.Equal(t, []string{"0.0.0.0/0"}, req.Network.DenyOut)
 		}, "allowlist"},
@@ -81,6 +81,9 @@ func TestCreateMapsPolicyAndTimeout(t *testing.T) {
 		assert.Equal(t, "base", c.Request.TemplateID)
 		assert.EqualValues(t, 90, *c.Request.Timeout, "idle_timeout in seconds")
 		assert.True(t, *c.Request.Secure, "envd demands the sandbox's access token")
+		require.NotNil(t, c.Request.Network)
+		require.NotNil(t, c.Request.Network.AllowPublicTraffic)
+		assert.False(t, *c.Request.Network.AllowPublicTraffic, "the other ports demand the traffic access token")
 		assert.Equal(t, map[string]string{e2b.MetaManagedBy: "sandgate", e2b.MetaProfile: "contract"}, c.Request.Metadata)
 		tc.check(t, c.Request)
 	}
@@ -104,6 +107,24 @@ func TestEnvdDemandsTheAccessToken(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+// The code interpreter's port answers only with the sandbox's traffic access token.
+func TestCodeInterpreterDemandsTheTrafficToken(t *testing.T) {
+	r := newRig(t, rigOpts{})
+	sb, err := r.p.Create(t.Context(), agent, policy(providers.EgressAllow))
+	require.NoError(t, err)
+	req, err := http.NewRequest("GET", r.fake.Sandboxes+"/contexts", nil)
+	require.NoError(t, err)
+	req.Header.Set(wire.SandboxIDHeader, sb.ID())
+	req.Header.Set(wire.SandboxPortHeader, "49999")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	o := run(t, sb, providers.ExecSpec{Code: "print('with the token')", Language: "python", Context: "default"})
+	require.NoError(t, o.err)
+	assert.Equal(t, "with the token\n", o.stdout)
 }
 
 // A sandbox whose timeout passed is gone: Attach says so (the domain's self-heal signal), and

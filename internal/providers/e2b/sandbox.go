@@ -22,12 +22,13 @@ import (
 // Sandbox is a handle on one E2B sandbox. It holds no connection: every call is a request
 // to the sandbox's envd (or code interpreter).
 type Sandbox struct {
-	p      *Provider
-	id     string
-	domain string
-	token  string // envd access token
-	st     *sandboxState
-	closed atomic.Bool
+	p       *Provider
+	id      string
+	domain  string
+	token   string // envd access token
+	traffic string // traffic access token of the other ports ("" when they are public)
+	st      *sandboxState
+	closed  atomic.Bool
 }
 
 var _ providers.Sandbox = (*Sandbox)(nil)

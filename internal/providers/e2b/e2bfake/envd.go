@@ -55,6 +55,12 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request) {
 		}
 		s.envd.ServeHTTP(w, r)
 	case strconv.Itoa(wire.CodeInterpreterPort):
+		if sb.traffic != "" && r.Header.Get(wire.TrafficTokenHeader) != sb.traffic {
+			// E2B's proxy: a sandbox without public traffic answers on its other ports only
+			// with the traffic access token.
+			http.Error(w, "missing or invalid traffic access token (header e2b-traffic-access-token)", http.StatusForbidden)
+			return
+		}
 		if !sb.interp {
 			http.Error(w, "nothing listens on port 49999 of this sandbox (its template runs no code interpreter)", http.StatusBadGateway)
 			return

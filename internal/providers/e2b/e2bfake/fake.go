@@ -429,6 +429,7 @@ type sandbox struct {
 	root     string // host folder standing for the sandbox's "/"
 	home     string // root + Home: the runtime's workspace
 	token    string // envd access token ("" unless secure)
+	traffic  string // traffic access token of the other ports ("" when public)
 	rt       *sandboxd.Runtime
 	started  time.Time
 	interp   bool // runs the code interpreter
@@ -472,6 +473,9 @@ func (s *Server) newSandbox(req wire.NewSandbox) (*sandbox, error) {
 	if req.Secure != nil && *req.Secure {
 		sb.token = randomHex(16)
 	}
+	if n := req.Network; n != nil && n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic {
+		sb.traffic = randomHex(16)
+	}
 	if sb.interp {
 		// The code interpreter starts with a default python context (template/server main.py).
 		if _, err := sb.contexts.create(sb, "python", Home); err != nil {
@@ -485,7 +489,11 @@ func (s *Server) newSandbox(req wire.NewSandbox) (*sandbox, error) {
 func (sb *sandbox) info() wire.Sandbox {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	return wire.Sandbox{TemplateID: sb.req.TemplateID, SandboxID: sb.id, ClientID: "e2bfake", EnvdVersion: DefaultEnvdVersion, EnvdAccessToken: sb.token}
+	info := wire.Sandbox{TemplateID: sb.req.TemplateID, SandboxID: sb.id, ClientID: "e2bfake", EnvdVersion: DefaultEnvdVersion, EnvdAccessToken: sb.token}
+	if sb.traffic != "" {
+		info.TrafficAccessToken = &sb.traffic
+	}
+	return info
 }
 
 // listed is the sandbox's ListedSandbox; sb.mu is held.

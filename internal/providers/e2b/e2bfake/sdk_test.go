@@ -116,6 +116,9 @@ func TestFidelityWithTheOfficialSDKs(t *testing.T) {
 	assert.True(t, created.Killed)
 	assert.Equal(t, "code-interpreter-v1", created.Request.TemplateID)
 	assert.Equal(t, map[string]string{"FROM_CREATE": "yes"}, created.Request.EnvVars)
+	require.NotNil(t, created.Request.Network)
+	require.NotNil(t, created.Request.Network.AllowPublicTraffic)
+	assert.False(t, *created.Request.Network.AllowPublicTraffic, "the code interpreter answered only with the traffic token")
 
 	assert.Equal(t, "hello yes extra\n", got.Command.Stdout)
 	assert.Equal(t, "warn\n", got.Command.Stderr)

@@ -19,7 +19,9 @@
 //     strings, enums as names, bytes as base64), and a plain HTTP files API, GET and POST
 //     /files?path=… (raw bytes; POST also takes multipart/form-data), answering errors as
 //     Error bodies (400 bad path or a folder, 404 missing). With a sandbox created secure,
-//     every envd request carries the sandbox's envd access token in X-Access-Token;
+//     every envd request carries the sandbox's envd access token in X-Access-Token; with
+//     network.allowPublicTraffic false, requests to its other ports carry the traffic access
+//     token in E2B-Traffic-Access-Token;
 //   - the code interpreter of the code-interpreter templates, on port 49999 of the same
 //     sandbox: POST /execute (ExecuteRequest → a stream of newline-delimited Output objects
 //     ending with {"type":"end_of_execution"}), and /contexts (GET list, POST create,
@@ -46,6 +48,10 @@ const (
 	SandboxIDHeader     = "E2b-Sandbox-Id"          // a proxy's routing header: the sandbox
 	SandboxPortHeader   = "E2b-Sandbox-Port"        // a proxy's routing header: the port in it
 	KeepalivePingHeader = "Keepalive-Ping-Interval" // envd: seconds between keepalive events
+	// TrafficTokenHeader carries the sandbox's traffic access token to its ports other than
+	// envd's, for sandboxes created with network.allowPublicTraffic false (E2B's proxy answers
+	// 403 without it).
+	TrafficTokenHeader = "E2B-Traffic-Access-Token"
 )
 
 // Ports inside a sandbox.

@@ -5,7 +5,10 @@ import { Sandbox as Base, CommandExitError } from 'e2b'
 import { Sandbox } from '@e2b/code-interpreter'
 
 const out = {}
-const sbx = await Sandbox.create('code-interpreter-v1', { timeoutMs: 300_000, metadata: { suite: 'fidelity' }, envs: { FROM_CREATE: 'yes' } })
+const sbx = await Sandbox.create('code-interpreter-v1', {
+  timeoutMs: 300_000, metadata: { suite: 'fidelity' }, envs: { FROM_CREATE: 'yes' },
+  network: { allowPublicTraffic: false },
+})
 out.sandboxId = sbx.sandboxId
 
 // Commands: output, exit codes, environment, working folder, stdin.
