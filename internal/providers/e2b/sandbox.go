@@ -166,7 +166,7 @@ func (s *Sandbox) run(ctx context.Context, cmd string, args []string, env map[st
 	req := &wire.StartRequest{Process: &wire.ProcessConfig{Cmd: cmd, Args: args, Envs: env, Cwd: &cwd}, Stdin: &feed}
 	stream, err := s.startProcess(streamCtx, req)
 	if err != nil {
-		return providers.ExitStatus{}, envdError(fmt.Errorf("%w: %w", providers.ErrUnreached, err), "starting the program")
+		return providers.ExitStatus{}, startError(err)
 	}
 	defer stream.Close()
 
@@ -255,7 +255,7 @@ func (s *Sandbox) run(ctx context.Context, cmd string, args []string, env map[st
 		err = errors.New("the process stream ended without an end event")
 	}
 	if !started {
-		return providers.ExitStatus{}, envdError(fmt.Errorf("%w: %w", providers.ErrUnreached, err), "starting the program")
+		return providers.ExitStatus{}, startError(err)
 	}
 	kill()
 	return providers.ExitStatus{}, fault.Wrap(fault.Provision, err, "e2b: following the program in sandbox %s", s.id)
@@ -344,3 +344,13 @@ func (s *Sandbox) refresher(ctx context.Context) refresher {
 }
 
 func (r refresher) stop() { close(r.done) }
+
+// startError classifies a failure to start a process: envd (or E2B's proxy, which answers 502
+// for a sandbox it no longer has) unreachable wraps providers.ErrUnreached — nothing ran, and
+// the domain attaches again; anything else is envdError's.
+func startError(err error) error {
+	if c := connect.CodeOf(err); c == connect.CodeUnavailable || c == connect.CodeUnknown && !errors.As(err, new(*connect.Error)) {
+		return fault.Wrap(fault.Provision, fmt.Errorf("%w: %w", providers.ErrUnreached, err), "e2b: starting the program")
+	}
+	return envdError(err, "starting the program")
+}
