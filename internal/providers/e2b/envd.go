@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -113,7 +114,7 @@ func filesError(resp *http.Response, what string) error {
 	var e struct {
 		Message string `json:"message"`
 	}
-	if jsonUnmarshal(data, &e) == nil && e.Message != "" {
+	if json.Unmarshal(data, &e) == nil && e.Message != "" {
 		msg = e.Message
 	}
 	kind := fault.Provision

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -20,7 +19,6 @@ import (
 	"github.com/sandgate/sandgate/internal/providers/e2b/wire"
 )
 
-var jsonUnmarshal = json.Unmarshal
 
 // Files live in the workspace (Config.Workdir) of the sandbox. envd itself confines nothing
 // (the micro-VM is the boundary), so the provider resolves every path component by component
