@@ -19,7 +19,6 @@ import (
 	"github.com/sandgate/sandgate/internal/providers/e2b/wire"
 )
 
-
 // Files live in the workspace (Config.Workdir) of the sandbox. envd itself confines nothing
 // (the micro-VM is the boundary), so the provider resolves every path component by component
 // with Stat before it uses it: a symlink is followed only when its target (envd reports it
