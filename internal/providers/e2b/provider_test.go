@@ -142,20 +142,20 @@ func TestExpiredSandboxIsGone(t *testing.T) {
 	require.NoError(t, r.p.Destroy(t.Context(), sb.ID()), "destroying a gone sandbox is fine")
 }
 
-// A running execution counts as use: the provider extends E2B's timeout while it runs, so a
-// sandbox with a 2 s timeout survives a 4 s command.
+// A running execution counts as use: the provider extends E2B's timeout (every half timeout)
+// while it runs, so a sandbox with a 6 s timeout survives a 9 s command.
 func TestTimeoutIsRefreshedWhileRunning(t *testing.T) {
-	r := newRig(t, rigOpts{template: "base", idle: 2 * time.Second})
+	r := newRig(t, rigOpts{template: "base", idle: 6 * time.Second})
 	sb, err := r.p.Create(t.Context(), agent, policy(providers.EgressAllow))
 	require.NoError(t, err)
-	o := run(t, sb, providers.ExecSpec{Command: "sleep 4; echo survived"})
+	o := run(t, sb, providers.ExecSpec{Command: "sleep 9; echo survived"})
 	require.NoError(t, o.err)
 	assert.Equal(t, "survived\n", o.stdout)
 	refreshed := 0
 	for _, c := range r.fake.Calls() {
 		if c.Path == "/sandboxes/"+sb.ID()+"/timeout" {
 			refreshed++
-			assert.JSONEq(t, `{"timeout":2}`, string(c.Body))
+			assert.JSONEq(t, `{"timeout":6}`, string(c.Body))
 		}
 	}
 	assert.GreaterOrEqual(t, refreshed, 2)
