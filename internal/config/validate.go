@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sandgate/sandgate/internal/wspath"
 )
 
 // ErrInvalid is matched (errors.Is) by every problem Load and Validate report about the
@@ -544,14 +546,10 @@ func (e *E2B) validate(p *problems, key string) {
 	if e.Workdir != "" && (!strings.HasPrefix(e.Workdir, "/") || path.Clean(e.Workdir) == "/") {
 		p.add(key+".workdir", "must be an absolute folder other than / (got %q)", e.Workdir)
 	}
-	if e.APIKeyEnv != "" && !validEnvName(e.APIKeyEnv) {
+	if e.APIKeyEnv != "" && !wspath.ValidEnvName(e.APIKeyEnv) {
 		p.add(key+".api_key_env", "must be the name of an environment variable (got %q)", e.APIKeyEnv)
 	}
 }
-
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-func validEnvName(s string) bool { return envNameRE.MatchString(s) }
 
 // runsCodeInterpreter is code_interpreter, or its default: whether the template's name starts
 // with code-interpreter.
