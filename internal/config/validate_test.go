@@ -160,6 +160,10 @@ func TestValidateRules(t *testing.T) {
 			p.Type = ProviderE2B
 			p.E2B = &E2B{SandboxURL: "sandbox.internal:8080"}
 		}), prof + ".e2b.sandbox_url", []string{"absolute http or https URL"}},
+		{"e2b api_key_env not a variable name", profile(func(p *Profile) {
+			p.Type = ProviderE2B
+			p.E2B = &E2B{APIKeyEnv: "e2b_abc-123"}
+		}), prof + ".e2b.api_key_env", []string{"name of an environment variable"}},
 		{"e2b relative workdir", profile(func(p *Profile) {
 			p.Type = ProviderE2B
 			p.E2B = &E2B{Workdir: "work"}
