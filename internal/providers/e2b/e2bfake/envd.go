@@ -74,7 +74,7 @@ func (s *Server) serveSandbox(w http.ResponseWriter, r *http.Request) {
 // newEnvdMux serves envd's routes; the handlers find their sandbox in the request context.
 func (s *Server) newEnvdMux() *http.ServeMux {
 	{
-		opt := connect.WithCodec(wire.Codec{})
+		opt := connect.WithCodec(wire.StrictCodec{})
 		m := http.NewServeMux()
 		m.Handle(wire.ProcStart, connect.NewServerStreamHandler(wire.ProcStart, s.start, opt))
 		m.Handle(wire.ProcList, connect.NewUnaryHandlerSimple(wire.ProcList, s.listProcs, opt))

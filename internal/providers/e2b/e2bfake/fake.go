@@ -19,6 +19,9 @@
 // refuses to leave it), egress rules (allow_internet_access, network) are recorded but not
 // enforced, cpu and memory are whatever the template would give (not modelled).
 //
+// envd's Connect-RPC messages are decoded strictly (wire.StrictCodec): a field envd's proto3
+// JSON parser would refuse is refused here too, whoever sends it.
+//
 // What differs from real E2B, knowingly:
 //   - a process runs in its own session (sandboxd): when it exits, what it left running is
 //     killed, and a signal from SendSignal ends its whole process tree. envd signals only the

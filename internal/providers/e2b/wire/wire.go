@@ -504,3 +504,18 @@ func (Codec) Unmarshal(data []byte, v any) error {
 	}
 	return json.Unmarshal(data, v)
 }
+
+// StrictCodec is Codec refusing fields a message does not have, as a proto3 JSON parser does
+// by default (envd's): the fake serves with it, so a client that sends a field envd would
+// refuse fails against the fake too.
+type StrictCodec struct{ Codec }
+
+// Unmarshal decodes data into v, refusing unknown fields.
+func (StrictCodec) Unmarshal(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
