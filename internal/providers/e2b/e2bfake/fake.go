@@ -19,8 +19,9 @@
 // refuses to leave it), egress rules (allow_internet_access, network) are recorded but not
 // enforced, cpu and memory are whatever the template would give (not modelled).
 //
-// envd's Connect-RPC messages are decoded strictly (wire.StrictCodec): a field envd's proto3
-// JSON parser would refuse is refused here too, whoever sends it.
+// envd's Connect-RPC messages are decoded strictly (wire.StrictCodec), although envd
+// (connect-go) discards fields it does not know: the strictness checks that package wire
+// describes every field the SDKs send, and that the provider sends only fields it describes.
 //
 // What differs from real E2B, knowingly:
 //   - a process runs in its own session (sandboxd): when it exits, what it left running is

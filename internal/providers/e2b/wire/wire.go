@@ -505,9 +505,9 @@ func (Codec) Unmarshal(data []byte, v any) error {
 	return json.Unmarshal(data, v)
 }
 
-// StrictCodec is Codec refusing fields a message does not have, as a proto3 JSON parser does
-// by default (envd's): the fake serves with it, so a client that sends a field envd would
-// refuse fails against the fake too.
+// StrictCodec is Codec refusing fields a message does not have. envd itself discards unknown
+// fields (connect-go's default); the fake serves with StrictCodec to check that this package
+// describes every field a client sends.
 type StrictCodec struct{ Codec }
 
 // Unmarshal decodes data into v, refusing unknown fields.
