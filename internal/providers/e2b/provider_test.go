@@ -226,3 +226,26 @@ func TestContextsAreFoundByAnotherGateway(t *testing.T) {
 	assert.Equal(t, "default", list[0].Name)
 	assert.True(t, list[0].Alive)
 }
+
+// Program text over 64 KiB travels on standard input ahead of the caller's: the program still
+// reads exactly the caller's input, for python, sh and bash.
+func TestLargeProgramsKeepTheirStdin(t *testing.T) {
+	r := newRig(t, rigOpts{template: "base"})
+	sb, err := r.p.Create(t.Context(), agent, policy(providers.EgressAllow))
+	require.NoError(t, err)
+	pad := strings.Repeat("#", 80<<10)
+	for _, spec := range []providers.ExecSpec{
+		{Code: pad + "\nimport sys\nprint(sys.stdin.read().upper(), end='')\nprint(sys.argv)", Language: "python"},
+		{Command: ": '" + pad + "'\ntr a-z A-Z; echo \"$0\""},
+		{Code: ": '" + pad + "'\ntr a-z A-Z", Language: "bash"},
+	} {
+		spec.Stdin = strings.NewReader("fed after the program\n")
+		o := run(t, sb, spec)
+		require.NoError(t, o.err)
+		require.Equal(t, 0, o.st.ExitCode, "stderr: %.300s", o.stderr)
+		assert.True(t, strings.HasPrefix(o.stdout, "FED AFTER THE PROGRAM\n"), "%q", o.stdout)
+		if spec.Language == "python" {
+			assert.Contains(t, o.stdout, "['-c']", "sys.argv as for python -c")
+		}
+	}
+}
