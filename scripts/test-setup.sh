@@ -94,6 +94,7 @@ fi
 # 4. Node projects of the SDK fidelity tests.
 npm_projects=(
   internal/providers/daytona/daytonafake/testdata/sdk
+  internal/providers/e2b/e2bfake/testdata/sdk
   internal/mcp/testdata/sdk-js
 )
 npm_cache=${SANDGATE_CACHE:-$HOME/.cache/sandgate}/npm

@@ -6,12 +6,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/gateway"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -29,16 +31,39 @@ func pgStore(t *testing.T, cfgPath string) *store.Store {
 }
 
 // `config validate` checks provider types as serve does, before anything connects: a type
-// the configuration format knows but no provider of this binary serves is refused.
+// the configuration format knows but no provider of this binary serves is refused, naming the
+// served types. (Once every type the format knows is served, there is none to refuse: then
+// every one of them passes the same check serve makes.)
 func TestConfigValidateRefusesAnUnservedProvider(t *testing.T) {
+	served := gateway.Builtin().Names()
+	unserved := ""
+	for _, typ := range config.BuiltinProviders() {
+		if !slices.Contains(served, typ) {
+			unserved = typ
+			break
+		}
+	}
 	path := filepath.Join(t.TempDir(), "sandgate.yaml")
-	require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  type: e2b\n  e2b: {}\n"), 0o600))
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "'e2b'")
-	require.Contains(t, err.Error(), "served types: [daytona, docker, ec2_ssm, kubernetes, local_subprocess]")
-	require.NotContains(t, out.String(), "valid")
+	if unserved != "" {
+		require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  type: "+unserved+"\n  "+unserved+": {}\n"), 0o600))
+		err := run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard)
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "'"+unserved+"'")
+		require.Contains(t, err.Error(), "served types: ["+strings.Join(served, ", ")+"]")
+		require.NotContains(t, out.String(), "valid")
+	} else {
+		cfg := &config.Config{}
+		cfg.Sandbox.Profiles = map[string]config.Profile{}
+		for _, typ := range config.BuiltinProviders() {
+			cfg.Sandbox.Profiles[typ] = config.Profile{Type: typ}
+		}
+		require.NoError(t, gateway.CheckProviders(cfg, gateway.Builtin()))
+	}
+	require.Contains(t, served, "e2b", "e2b is served")
+	require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  default_profile: cloud\n  profiles:\n    cloud:\n      type: e2b\n      stateful: true\n      e2b: {template: code-interpreter-v1}\n"), 0o600))
+	require.NoError(t, run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard))
+	require.Contains(t, out.String(), "configuration is valid")
 
 	require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  type: local_subprocess\n  local_subprocess: {}\n"), 0o600))
 	require.NoError(t, run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard))

@@ -2,6 +2,7 @@ package config
 
 import (
 	"net"
+	"strings"
 	"time"
 )
 
@@ -209,6 +210,12 @@ func (b *ProviderBlocks) applyDefaults() {
 	if e := b.E2B; e != nil {
 		setDefault(&e.APIKeyEnv, "E2B_API_KEY")
 		setDefault(&e.Template, "base")
+		setDefault(&e.Domain, "e2b.app")
+		setDefault(&e.Workdir, "/home/user")
+		setDefault(&e.Python, "python3")
+		if e.CodeInterpreter == nil {
+			e.CodeInterpreter = ptr(strings.HasPrefix(e.Template, "code-interpreter"))
+		}
 	}
 	if d := b.Daytona; d != nil {
 		setDefault(&d.APIKeyEnv, "DAYTONA_API_KEY")

@@ -93,7 +93,8 @@ sandbox:
 	require.Equal(t, "default", k.Namespace)
 	require.Equal(t, "sandgate/sandbox-python:latest", k.Image, "pods need an image that ships sandboxd")
 	require.Equal(t, 120.0, k.CreateTimeout)
-	require.Equal(t, E2B{APIKeyEnv: "E2B_API_KEY", Template: "base"}, *s.Profiles["cloud"].E2B)
+	no := false
+	require.Equal(t, E2B{APIKeyEnv: "E2B_API_KEY", Template: "base", Domain: "e2b.app", Workdir: "/home/user", Python: "python3", CodeInterpreter: &no}, *s.Profiles["cloud"].E2B)
 	require.Equal(t, "DAYTONA_API_KEY", s.Profiles["day"].Daytona.APIKeyEnv)
 	require.Equal(t, "sandbox", s.BedrockAgentCore.NetworkMode)
 }

@@ -307,7 +307,7 @@ func TestLoadExampleFile(t *testing.T) {
 	c, err := Load(filepath.Join("..", "..", "sandgate.example.yaml"), nil)
 	require.NoError(t, err)
 	require.Equal(t, "local", c.Sandbox.DefaultProfile)
-	require.ElementsMatch(t, []string{"local", "docker", "oneshot"}, sortedKeys(c.Sandbox.Profiles))
+	require.ElementsMatch(t, []string{"local", "docker", "oneshot", "cloud"}, sortedKeys(c.Sandbox.Profiles))
 	require.Equal(t, ScopePerCall, c.Sandbox.Profiles["oneshot"].Scope)
 	require.Equal(t, "claims.email_verified == true", c.Auth.Issuers[0].ClaimValidationRules[0].Expression)
 }

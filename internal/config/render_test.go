@@ -40,6 +40,7 @@ func TestRedacted(t *testing.T) {
 			ProviderBlocks: ProviderBlocks{
 				Kubernetes: &Kubernetes{Env: map[string]string{"TOKEN": "abc"}, Labels: map[string]string{"app": "x"}},
 				Daytona:    &Daytona{EnvVars: map[string]string{"KEY": "v"}, APIKeyEnv: "DAYTONA_API_KEY"},
+				E2B:        &E2B{EnvVars: map[string]string{"SECRET": "s"}, APIKeyEnv: "E2B_API_KEY"},
 			},
 		}}}}
 		r := c.Redacted()
@@ -48,6 +49,8 @@ func TestRedacted(t *testing.T) {
 		require.Equal(t, map[string]string{"app": "x"}, p.Kubernetes.Labels)
 		require.Equal(t, map[string]string{"KEY": "REDACTED"}, p.Daytona.EnvVars)
 		require.Equal(t, "DAYTONA_API_KEY", p.Daytona.APIKeyEnv, "names of variables are not secret")
+		require.Equal(t, map[string]string{"SECRET": "REDACTED"}, p.E2B.EnvVars)
+		require.Equal(t, "E2B_API_KEY", p.E2B.APIKeyEnv)
 		require.Equal(t, "abc", c.Sandbox.Profiles["p"].Kubernetes.Env["TOKEN"], "the original is untouched")
 	})
 }

@@ -286,11 +286,31 @@ type DockerWarmPool struct {
 	Size int `koanf:"size" json:"size"`
 }
 
-// E2B is the E2B cloud.
+// E2B runs each sandbox as an E2B micro-VM (e2b.dev, or a self-hosted E2B).
 type E2B struct {
-	APIKeyEnv string `koanf:"api_key_env" json:"api_key_env"` // default E2B_API_KEY
-	Template  string `koanf:"template" json:"template"`       // default base
-	APIURL    string `koanf:"api_url" json:"api_url"`
+	// APIKeyEnv names the environment variable holding the team's API key; default
+	// E2B_API_KEY. A missing or empty variable stops start-up.
+	APIKeyEnv string `koanf:"api_key_env" json:"api_key_env"`
+	// Template is the template sandboxes are created from; default base. Stateful profiles need
+	// a template that runs E2B's code interpreter (code-interpreter-v1 or one built on it).
+	Template string `koanf:"template" json:"template"`
+	// Domain is E2B's domain; default e2b.app (self-hosted E2B: yours).
+	Domain string `koanf:"domain" json:"domain"`
+	// APIURL is the control plane's base URL; default https://api.<domain>.
+	APIURL string `koanf:"api_url" json:"api_url"`
+	// SandboxURL is one base URL for every sandbox's envd and code interpreter, a proxy that
+	// routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers (like the SDKs'
+	// E2B_SANDBOX_URL); default https://<port>-<sandbox id>.<domain>.
+	SandboxURL string `koanf:"sandbox_url" json:"sandbox_url"`
+	// Workdir is the sandbox folder that is the workspace; default /home/user.
+	Workdir string `koanf:"workdir" json:"workdir"`
+	// CodeInterpreter says the template runs E2B's code interpreter (stateful code
+	// contexts); default true for templates whose name starts with code-interpreter.
+	CodeInterpreter *bool `koanf:"code_interpreter" json:"code_interpreter,omitempty"`
+	// EnvVars are set in every sandbox when it is created (values redacted when printed).
+	EnvVars map[string]string `koanf:"env_vars" json:"env_vars" secret:"true"`
+	// Python is the interpreter of python code run outside a context; default python3.
+	Python string `koanf:"python" json:"python"`
 }
 
 // Daytona runs sandboxes on Daytona (its cloud or a self-hosted deployment).

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandgate/sandgate/internal/wspath"
 )
 
 // ErrInvalid is matched (errors.Is) by every problem Load and Validate report about the
@@ -430,14 +432,21 @@ func (prof *Profile) validate(p *problems, prefix string) {
 	}
 	if prof.Stateful {
 		switch {
+		case prof.Type == ProviderE2B:
+			if e := prof.E2B; e != nil && !e.runsCodeInterpreter() {
+				p.add(prefix+".stateful", "an e2b profile keeps code state only in E2B's code interpreter: use a code-interpreter template (e2b.template, e.g. code-interpreter-v1) and e2b.code_interpreter: true, or remove stateful")
+			}
 		case prof.Type != ProviderLocalSubprocess && prof.Type != ProviderDocker && prof.Type != ProviderKubernetes && prof.Type != ProviderDaytona:
-			p.add(prefix+".stateful", "provider %s keeps no interpreter state between executions; stateful needs local_subprocess, docker, kubernetes or daytona", prof.Type)
+			p.add(prefix+".stateful", "provider %s keeps no interpreter state between executions; stateful needs local_subprocess, docker, kubernetes (sandboxd keeps contexts), daytona, or e2b with a code-interpreter template", prof.Type)
 		case prof.Type == ProviderDocker && prof.Environment == EnvironmentAttached:
 			p.add(prefix+".stateful", "an attached docker profile runs in a container the gateway did not start, where no sandboxd keeps running between calls; remove stateful or use a managed profile")
 		}
 	}
 	if k := prof.Kubernetes; k != nil && prof.Type == ProviderKubernetes {
 		k.validate(p, prefix+".kubernetes", prof.Environment)
+	}
+	if e := prof.E2B; e != nil && prof.Type == ProviderE2B {
+		e.validate(p, prefix+".e2b")
 	}
 	if e := prof.EC2SSM; e != nil && prof.Type == ProviderEC2SSM {
 		e.validate(p, prefix+".ec2_ssm", prof.Identity.Mode)
@@ -651,4 +660,31 @@ func (d *Daytona) validate(p *problems, key string, pol *Policy) {
 	if d.APIURL != "" && !strings.HasPrefix(d.APIURL, "https://") && !strings.HasPrefix(d.APIURL, "http://") {
 		p.add(key+".api_url", "must be an http(s) URL (got %q)", d.APIURL)
 	}
+}
+
+// validate checks an e2b block: URLs absolute http(s), the workspace an absolute folder.
+func (e *E2B) validate(p *problems, key string) {
+	for name, u := range map[string]string{"api_url": e.APIURL, "sandbox_url": e.SandboxURL} {
+		if u == "" {
+			continue
+		}
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			p.add(key+"."+name, "must be an absolute http or https URL (got %q)", u)
+		}
+	}
+	if e.Workdir != "" && (!strings.HasPrefix(e.Workdir, "/") || path.Clean(e.Workdir) == "/") {
+		p.add(key+".workdir", "must be an absolute folder other than / (got %q)", e.Workdir)
+	}
+	if e.APIKeyEnv != "" && !wspath.ValidEnvName(e.APIKeyEnv) {
+		p.add(key+".api_key_env", "must be the name of an environment variable (got %q)", e.APIKeyEnv)
+	}
+}
+
+// runsCodeInterpreter is code_interpreter, or its default: whether the template's name starts
+// with code-interpreter.
+func (e *E2B) runsCodeInterpreter() bool {
+	if e.CodeInterpreter != nil {
+		return *e.CodeInterpreter
+	}
+	return strings.HasPrefix(e.Template, "code-interpreter")
 }

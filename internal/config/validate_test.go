@@ -152,6 +152,22 @@ func TestValidateRules(t *testing.T) {
 			p.Type, p.Environment, p.Stateful = ProviderEC2SSM, EnvironmentAttached, true
 			p.EC2SSM = &EC2SSM{Region: "eu-west-1", AttachTo: "i-0123456789abcdef0"}
 		}), prof + ".stateful", []string{"ec2_ssm", "keeps no interpreter state"}},
+		{"stateful e2b without the code interpreter", profile(func(p *Profile) {
+			p.Type, p.Stateful = ProviderE2B, true
+			p.E2B = &E2B{Template: "base"}
+		}), prof + ".stateful", []string{"code-interpreter template", "code_interpreter: true"}},
+		{"e2b sandbox_url not a URL", profile(func(p *Profile) {
+			p.Type = ProviderE2B
+			p.E2B = &E2B{SandboxURL: "sandbox.internal:8080"}
+		}), prof + ".e2b.sandbox_url", []string{"absolute http or https URL"}},
+		{"e2b api_key_env not a variable name", profile(func(p *Profile) {
+			p.Type = ProviderE2B
+			p.E2B = &E2B{APIKeyEnv: "e2b_abc-123"}
+		}), prof + ".e2b.api_key_env", []string{"name of an environment variable"}},
+		{"e2b relative workdir", profile(func(p *Profile) {
+			p.Type = ProviderE2B
+			p.E2B = &E2B{Workdir: "work"}
+		}), prof + ".e2b.workdir", []string{"absolute folder"}},
 		{"params.attach_to not a string", profile(func(p *Profile) {
 			p.Type, p.Environment = ProviderDocker, EnvironmentAttached
 			p.Docker = &Docker{}

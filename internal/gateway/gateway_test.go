@@ -16,15 +16,15 @@ import (
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
-// A profile whose provider type this binary does not serve (config knows e2b's block, no
-// provider serves it yet) is refused before anything connects: the database URL here points
-// at nothing, and the answer names the profile and the served types.
+// A profile whose provider type this binary does not serve (config knows bedrock_agentcore's
+// block, no provider serves it) is refused before anything connects: the database URL here
+// points at nothing, and the answer names the profile and the served types.
 func TestNewRefusesAnUnservedProviderBeforeConnecting(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.Database.URL = "postgres://nobody@127.0.0.1:1/none?connect_timeout=30"
 	cfg.Auth.Issuers = []config.Issuer{{URL: "https://issuer.example", Audiences: []string{"sandgate"}}}
 	cfg.Sandbox.Profiles = map[string]config.Profile{
-		"cloud": {Type: "e2b", ProviderBlocks: config.ProviderBlocks{E2B: &config.E2B{}}},
+		"cloud": {Type: "bedrock_agentcore", ProviderBlocks: config.ProviderBlocks{BedrockAgentCore: &config.BedrockAgentCore{}}},
 	}
 	cfg.ApplyDefaults()
 
@@ -33,8 +33,8 @@ func TestNewRefusesAnUnservedProviderBeforeConnecting(t *testing.T) {
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 5*time.Second, "no connection was tried")
 	assert.Equal(t, fault.Config, fault.KindOf(err))
-	assert.Contains(t, err.Error(), "sandbox.profiles.cloud.type: 'e2b'")
-	assert.Contains(t, err.Error(), "served types: [daytona, docker, ec2_ssm, kubernetes, local_subprocess]")
+	assert.Contains(t, err.Error(), "sandbox.profiles.cloud.type: 'bedrock_agentcore'")
+	assert.Contains(t, err.Error(), "served types: [daytona, docker, e2b, ec2_ssm, kubernetes, local_subprocess]")
 
 	require.NoError(t, gateway.CheckProviders(&config.Config{}, gateway.Builtin()))
 }

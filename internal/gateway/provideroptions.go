@@ -8,6 +8,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/daytona"
 	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/e2b"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/kubernetes"
 	"github.com/sandgate/sandgate/internal/providers/local"
@@ -108,4 +109,17 @@ func daytonaOptions(b config.Daytona, _ config.Profile) daytona.Options {
 		Image: b.Image, Snapshot: b.Snapshot, EnvVars: b.EnvVars,
 		CreateTimeout: seconds(b.CreateTimeout),
 	}}
+}
+
+// e2bOptions: the profile's name, idle timeout (E2B's sandbox timeout) and logger come from
+// the BuildContext.
+func e2bOptions(b config.E2B, _ config.Profile) e2b.Options {
+	c := e2b.Config{
+		APIKeyEnv: b.APIKeyEnv, Template: b.Template, Domain: b.Domain, APIURL: b.APIURL,
+		SandboxURL: b.SandboxURL, Workdir: b.Workdir, EnvVars: b.EnvVars, Python: b.Python,
+	}
+	if b.CodeInterpreter != nil {
+		c.CodeInterpreter = *b.CodeInterpreter
+	}
+	return e2b.Options{Config: c}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/daytona"
 	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/e2b"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/kubernetes"
 	"github.com/sandgate/sandgate/internal/providers/local"
@@ -95,6 +96,19 @@ sandbox:
         output_s3_bucket: out
         output_s3_prefix: runs/
         python: /usr/bin/python3.12
+    cloud:
+      type: e2b
+      idle_timeout: 600
+      stateful: true
+      e2b:
+        api_key_env: TEAM_E2B_KEY
+        template: code-interpreter-v1
+        domain: e2b.internal
+        api_url: https://api.e2b.internal
+        sandbox_url: https://sandboxes.e2b.internal
+        workdir: /home/user/work
+        env_vars: {MODE: test}
+        python: python3.12
 `)
 
 	dev := contextOf(cfg, "dev")
@@ -136,6 +150,15 @@ sandbox:
 		},
 		AttachTo: "i-0123456789abcdef0", UserMode: true,
 	}, contextOf(cfg, "ec2").Options)
+
+	cloud := contextOf(cfg, "cloud")
+	assert.Equal(t, 10*time.Minute, cloud.IdleTimeout, "the idle timeout becomes E2B's sandbox timeout")
+	assert.True(t, cloud.Stateful)
+	assert.Equal(t, e2b.Options{Config: e2b.Config{
+		APIKeyEnv: "TEAM_E2B_KEY", Template: "code-interpreter-v1", Domain: "e2b.internal",
+		APIURL: "https://api.e2b.internal", SandboxURL: "https://sandboxes.e2b.internal",
+		Workdir: "/home/user/work", CodeInterpreter: true, EnvVars: map[string]string{"MODE": "test"}, Python: "python3.12",
+	}}, cloud.Options)
 }
 
 // TestProviderDefaultsAgree: the defaults config fills into a block it writes out (`config
@@ -150,6 +173,7 @@ sandbox:
     pods: {type: kubernetes, kubernetes: {}}
     ec2: {type: ec2_ssm, environment: attached, ec2_ssm: {attach_to: i-0123456789abcdef0}}
     day: {type: daytona, daytona: {}}
+    cloud: {type: e2b, e2b: {}}
 `)
 	assert.Equal(t, local.Options{Python: local.DefaultPython}, contextOf(cfg, "dev").Options)
 	assert.Equal(t, docker.Options{Config: docker.Config{Image: docker.DefaultImage, PidsLimit: docker.DefaultPidsLimit}},
@@ -162,6 +186,10 @@ sandbox:
 	assert.Equal(t, daytona.Options{Config: daytona.Config{
 		APIKeyEnv: daytona.DefaultAPIKeyEnv, APIURL: daytona.DefaultAPIURL, CreateTimeout: daytona.DefaultCreateTimeout,
 	}}, contextOf(cfg, "day").Options)
+	assert.Equal(t, e2b.Options{Config: e2b.Config{
+		APIKeyEnv: e2b.DefaultAPIKeyEnv, Template: e2b.DefaultTemplate, Domain: e2b.DefaultDomain,
+		Workdir: e2b.DefaultWorkdir, Python: e2b.DefaultPython,
+	}}, contextOf(cfg, "cloud").Options)
 }
 
 func TestBuildContextWithoutABlock(t *testing.T) {

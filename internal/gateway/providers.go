@@ -9,6 +9,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/daytona"
 	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/e2b"
 	"github.com/sandgate/sandgate/internal/providers/ec2ssm"
 	"github.com/sandgate/sandgate/internal/providers/kubernetes"
 	"github.com/sandgate/sandgate/internal/providers/local"
@@ -26,12 +27,13 @@ var builtins = map[string]builtin{
 	local.TypeName:      {local.Factory, func(p config.Profile) any { return withBlock(p.LocalSubprocess, p, localOptions) }},
 	docker.TypeName:     {docker.Factory, func(p config.Profile) any { return withBlock(p.Docker, p, dockerOptions) }},
 	ec2ssm.TypeName:     {ec2ssm.Factory, func(p config.Profile) any { return withBlock(p.EC2SSM, p, ec2ssmOptions) }},
+	e2b.TypeName:        {e2b.Factory, func(p config.Profile) any { return withBlock(p.E2B, p, e2bOptions) }},
 	kubernetes.TypeName: {kubernetes.Factory, func(p config.Profile) any { return withBlock(p.Kubernetes, p, kubernetesOptions) }},
 	daytona.TypeName:    {daytona.Factory, func(p config.Profile) any { return withBlock(p.Daytona, p, daytonaOptions) }},
 }
 
 // Builtin returns a registry of the providers this binary ships: local_subprocess, docker,
-// kubernetes, ec2_ssm and daytona.
+// kubernetes, ec2_ssm, e2b and daytona.
 func Builtin() *providers.Registry {
 	r := providers.NewRegistry()
 	for name, b := range builtins {

@@ -1,0 +1,97 @@
+// Package e2b is the e2b provider: each sandbox is an E2B sandbox, a Firecracker micro-VM on
+// E2B's cloud or a self-hosted E2B (docs/semantics.md §12, "e2b"). It speaks E2B's wire
+// protocols itself — the control-plane REST API, envd's Connect-RPC services and HTTP files API,
+// and the code interpreter's HTTP API — as described in package wire; no E2B SDK is used.
+//
+// Capabilities: isolation micro_vm; shell; languages python and bash; files; package install;
+// attach; provisions; network policy; stateful only when the template runs E2B's code
+// interpreter (Config.CodeInterpreter: code-interpreter-v1 or a template built on it). No
+// resources or filesystem policy: cpu and memory come from the template, so the domain refuses
+// a strict profile that sets them and warns about a non-strict one; no user mode.
+//
+// Configuration (Config, from the profile's e2b block): the API key is read from the
+// environment variable APIKeyEnv (default E2B_API_KEY) when the provider is built — unset or
+// empty is a fault.Config error, so `serve` stops at start; Template (default base); Domain
+// (default e2b.app) and APIURL (default https://api.<domain>) for self-hosted E2B; SandboxURL,
+// one base URL for every sandbox (see below); Workdir, the workspace (default /home/user,
+// the templates' default user's home); EnvVars set at creation; Python for context-less code.
+//
+// Control plane (https://api.<domain>, header X-API-Key):
+//   - Create: POST /sandboxes with templateID, timeout = the profile's idle_timeout in seconds
+//     (E2B kills the sandbox when it passes), secure: true (envd then demands the sandbox's
+//     access token, sent as X-Access-Token on every envd request), metadata
+//     sandgate.managed-by=sandgate and sandgate.profile=<profile>, envVars,
+//     network.allowPublicTraffic false (E2B's proxy then lets requests to the sandbox's other
+//     ports, the code interpreter's, through only with the sandbox's traffic access token,
+//     sent as E2B-Traffic-Access-Token), and the egress policy: network_egress deny → allow_internet_access: false; allowlist →
+//     network.allowOut = network_allow (CIDRs, IPs and domain names, "*.example.com" too) with
+//     network.denyOut = [0.0.0.0/0]. Any failure is fault.Provision.
+//   - Attach: POST /sandboxes/{id}/connect with the idle timeout: 404 is fault.Gone (the
+//     domain's self-heal signal); otherwise it resumes a paused sandbox and extends its
+//     timeout. The domain attaches before every operation, so this is the refresh on activity;
+//     while an execution runs, POST /sandboxes/{id}/timeout extends it every half idle timeout
+//     (a running execution counts as use, docs/semantics.md §8).
+//   - Destroy: DELETE /sandboxes/{id}; 404 is fine. ListSandboxes: GET /v2/sandboxes filtered
+//     by the metadata above (the live test cleans up with it).
+//   - Pause and resume are not used: the domain ends an idle session's sandbox itself, so a
+//     paused sandbox would never be resumed; a sandbox someone paused is resumed by connect.
+//
+// envd (https://49983-<id>.<domain>, or Config.SandboxURL with the routing headers
+// E2b-Sandbox-Id and E2b-Sandbox-Port, as the SDKs' E2B_SANDBOX_URL):
+//   - Exec runs one process with process.Process/Start (a server stream, JSON codec): a
+//     command as /bin/sh -c <command>, python code as <python> -c <code> (with
+//     PYTHONUNBUFFERED=1 unless given), bash code as bash -c <code>, in the workspace or
+//     ExecSpec.Dir, with ExecSpec.Env as the process's envs (values passed natively). Program
+//     text over 64 KiB is written to standard input ahead of the caller's and read by a
+//     bootstrap (python: os.read of the byte count; sh and bash: eval "$(head -c N)"), since
+//     the kernel refuses longer arguments. Standard input goes by SendInput in 64 KiB chunks,
+//     then CloseStdin; without input the process starts with stdin closed. Output is written
+//     as the data events arrive. The end event gives the exit code; a process a signal ended
+//     (envd: exit code -1, status "signal: killed") reports 128+n and the signal's name.
+//   - Timeout and cancellation: the provider sends SIGKILL (SendSignal) and the result says
+//     TimedOut (or Exec returns ctx.Err()); the stream's Connect deadline is the timeout plus
+//     30 s, so envd kills the process itself should the gateway be gone. envd signals the
+//     process it started, not its descendants, and ends a process's stream only when its
+//     output pipes close: on real E2B a background child can outlive a timeout, and a
+//     command that leaves one running (`sleep 60 &`) returns when that child ends. The fake
+//     (sandboxd) kills the whole session, so the contract tests for both pass only there.
+//   - Files (Sandbox.WriteFile, ReadFile, ListFiles, RemoveFile) go through
+//     filesystem.Filesystem/Stat, ListDir, Move and Remove and the HTTP files API (GET and
+//     POST /files?path=, raw bytes). envd confines nothing (the VM is the boundary), so every
+//     path is resolved component by component with Stat before use: a symlink is followed
+//     only when its target, which envd reports resolved, stays in the workspace, otherwise
+//     fault.Policy. A write streams into a hidden .sandgate-upload-<hex> file beside the target,
+//     counting bytes against the limit (fault.TooLarge), and is moved into place only when
+//     complete; a failed upload's temporary file is removed (should envd create it only after
+//     the removal, it stays, hidden from listings). RemoveFile refuses a folder that is not
+//     empty (envd would remove it recursively). A program may swap a link between the check
+//     and the use: the check keeps callers' paths honest inside their own VM, nothing more.
+//   - InstallPackages runs <python> -m pip install <packages>.
+//
+// Code interpreter (https://49999-<id>.<domain>, or SandboxURL with port 49999), only with
+// Config.CodeInterpreter (CodeSandbox implements providers.Contexts):
+//   - a Sandgate context is a code-interpreter context (a Jupyter kernel) made with POST
+//     /contexts {language, cwd: the workspace}; languages python and bash; at most 16 per
+//     sandbox. Names map to the code interpreter's ids in ContextsFile
+//     (/tmp/.sandgate/contexts.json in the sandbox, outside the workspace), so every replica
+//     and a restarted gateway find the same kernels. Restart is POST
+//     /contexts/{id}/restart, delete DELETE /contexts/{id}. Executions counts what this
+//     process saw (the kernel's execution_count).
+//   - code in a context is POST /execute {code, context_id, env_vars}: stdout and stderr text
+//     as it streams, the main result's text (a cell's last expression) on stdout, and an error
+//     as exit code 1 with the traceback (colour codes removed) and a last line "Name: value" on
+//     stderr (seed: an execution error gives exit 1 and stderr "Name: value"); bash_kernel's
+//     errors give the cell's exit status. ContextRestarting (the kernel died and Jupyter
+//     restarted it) is ContextLost with exit code 1 — a dead kernel's own exit status is not
+//     reported. A context the code interpreter no longer knows is made afresh and the result
+//     says ContextReset. At the timeout (or when ctx ends) the request is dropped and the code
+//     interpreter interrupts the kernel (KeyboardInterrupt): the state survives. The code
+//     interpreter sets env_vars by writing them into a line of code, so values with a quote, a
+//     backslash or a line break are refused (fault.Validation), as are a working folder and
+//     standard input, which the code interpreter cannot take.
+//
+// Tests run against e2bfake, a local fake of all three protocols built on sandboxd, whose
+// fidelity is checked with E2B's official JavaScript SDKs; TestLive runs the contract suite
+// against real E2B (SANDGATE_E2B_E2E=1 with E2B_API_KEY). Nothing here has been run against
+// real E2B by its authors: see the README's E2B section for what that leaves unverified.
+package e2b

@@ -1,0 +1,42 @@
+package wire
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The proto3 JSON mapping: 64-bit integers as strings (read from numbers too), enums by name
+// (read from numbers too), timestamps in RFC 3339 UTC, oneofs as the one field that is set.
+func TestProto3JSONMapping(t *testing.T) {
+	e := EntryInfo{Name: "f", Type: FileTypeFile, Size: 1 << 40, Mode: 0o644, ModifiedTime: &Timestamp{time.Date(2025, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))}}
+	b, err := json.Marshal(e)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"name":"f","type":"FILE_TYPE_FILE","size":"1099511627776","mode":420,"modifiedTime":"2025-01-02T02:04:05.000000006Z"}`, string(b))
+
+	var got EntryInfo
+	require.NoError(t, json.Unmarshal([]byte(`{"type":2,"size":12,"symlinkTarget":"/home/user/x"}`), &got))
+	assert.Equal(t, FileTypeDirectory, got.Type)
+	assert.Equal(t, Int64(12), got.Size)
+	assert.Equal(t, "/home/user/x", *got.SymlinkTarget)
+
+	var sig SendSignalRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"process":{"pid":7},"signal":9}`), &sig))
+	assert.Equal(t, SignalSIGKILL, sig.Signal)
+	assert.Equal(t, uint32(7), *sig.Process.Pid)
+
+	b, err = json.Marshal(StartResponse{Event: &ProcessEvent{Data: &DataEvent{Stderr: []byte("\xff")}}})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"event":{"data":{"stderr":"/w=="}}}`, string(b), "bytes are base64")
+	b, err = json.Marshal(StartResponse{Event: &ProcessEvent{Keepalive: &struct{}{}}})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"event":{"keepalive":{}}}`, string(b))
+
+	var c Codec
+	var empty Empty
+	require.NoError(t, c.Unmarshal(nil, &empty), "an empty body is an empty message")
+	assert.Equal(t, "json", c.Name())
+}
