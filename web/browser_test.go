@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 )
 
@@ -262,26 +264,29 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.NotEmpty(t, p.text("#result .problem-detail"))
 	p.shot("session-problem")
 
-	// A command that outlives its wait answers 202: the page shows the task and updates itself.
+	// Output streams while the command runs: the first line shows before the program ends;
+	// the run is a task (linked), and its result replaces the live panes.
 	p.do(
 		setValue("#cwd", ""),
-		setValue("#command", "sleep 2; echo later"),
-		chromedp.Click(chromedp.CSS("#runner summary")),
-		setValue("#wait", "0"),
+		setValue("#command", "echo early; sleep 2; echo later"),
 		chromedp.Click(chromedp.ID("run")),
 	)
-	p.wait("the pending task", `document.querySelector('#result').dataset.state === 'pending' && document.querySelector('#pending a')`)
+	p.wait("the live first line", `document.querySelector('#result').dataset.state === 'pending' && document.querySelector('#pending a') && document.querySelector('#live-stdout')?.textContent === 'early\n'`)
 	later := eval[string](p, `document.querySelector('#result').dataset.task`)
-	p.shot("session-pending")
+	p.shot("session-live")
 	p.wait("the task's result", `document.querySelector('#result').dataset.state === 'done'`)
-	require.Equal(t, "later\n", p.text("#stdout"))
+	require.Equal(t, "early\nlater\n", p.text("#stdout"))
 	require.Equal(t, "0", p.text("#exit-code"))
 
-	// One more that runs long, to cancel from the tasks list.
-	p.do(setValue("#command", "sleep 60"), chromedp.Click(chromedp.ID("run")))
+	// One more that runs long, to follow on its task page and cancel from the tasks list.
+	p.do(setValue("#command", "echo waiting; sleep 60"), chromedp.Click(chromedp.ID("run")))
 	p.wait("the long task", `document.querySelector('#result').dataset.state === 'pending'`)
 	long := eval[string](p, `document.querySelector('#result').dataset.task`)
-	p.do(setValue("#wait", ""), setValue("#command", ""))
+	p.do(setValue("#command", ""))
+	p.goTo("#/tasks/" + long)
+	p.wait("its live output on the task page", `document.querySelector('#live-stdout')?.textContent === 'waiting\n'`)
+	require.Contains(t, p.text("#task-program"), "sleep 60", "the task page shows what runs")
+	p.shot("task-live")
 
 	p.goTo("#/tasks")
 	p.wait("the tasks", `document.querySelectorAll('#tasks tr[data-task]').length >= 3 && document.querySelector('#tasks tr[data-task="`+long+`"] button')`)
@@ -292,9 +297,30 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	p.goTo("#/tasks/" + later)
 	p.wait("the task page", `document.querySelector('#result').dataset.state === 'done'`)
-	require.Equal(t, "later\n", p.text("#stdout"))
+	require.Equal(t, "early\nlater\n", p.text("#stdout"))
 	require.Contains(t, p.text("#task-status"), "succeeded")
+	require.Equal(t, "echo early; sleep 2; echo later", p.text("#task-program"))
 	p.shot("task")
+
+	// A terminal: a shell on a pseudo-terminal, typed into through xterm.js; closing the page
+	// closes it.
+	p.goTo("#/sessions/" + sid + "/terminal")
+	p.wait("the terminal page", `document.querySelector('#terminal-start')`)
+	p.do(chromedp.Click(chromedp.ID("terminal-start")))
+	p.wait("the shell", `document.querySelector('#terminal').dataset.process && document.querySelector('#terminal .xterm-helper-textarea')`)
+	shell := eval[string](p, `document.querySelector('#terminal').dataset.process`)
+	// Typed as text input (as an IME or a paste delivers it) then Enter: synthetic key events
+	// of each character would reach xterm.js twice (keydown and keypress).
+	p.do(chromedp.Focus(chromedp.CSS(`#terminal .xterm-helper-textarea`)))
+	_, typed := chromedp.Call(p.ctx, input.InsertText, input.InsertTextParams{Text: "echo $((6*7))-from-the-terminal"})
+	require.NoError(t, typed)
+	p.do(chromedp.KeyEvent(kb.Enter))
+	p.wait("the shell's answer", `document.querySelector('#terminal .xterm-rows')?.textContent.includes('42-from-the-terminal')`)
+	p.shot("terminal")
+	p.do(chromedp.Click(chromedp.ID("terminal-stop")))
+	p.wait("the closed shell", `document.querySelector('#terminal').dataset.ended === 'true'`)
+	require.Contains(t, p.text("#terminal .xterm-rows"), "the shell ended")
+	_ = shell
 
 	// Files: upload three, preview text and an image, download one byte-exact, delete one.
 	dir, data := testFiles(t)

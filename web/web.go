@@ -64,7 +64,11 @@ func Handler(cfg Config) http.Handler {
 		if err != nil {
 			return err
 		}
-		assets["/"+p] = newAsset(b, mime.TypeByExtension(path.Ext(p)))
+		ctype := mime.TypeByExtension(path.Ext(p))
+		if path.Ext(p) == ".mjs" {
+			ctype = "text/javascript; charset=utf-8" // not in every system's MIME table
+		}
+		assets["/"+p] = newAsset(b, ctype)
 		return nil
 	})
 	if err != nil {
@@ -117,6 +121,8 @@ func contentSecurityPolicy(issuer string) string {
 	if u, err := url.Parse(issuer); err == nil && u.Scheme != "" && u.Host != "" {
 		connect += " " + u.Scheme + "://" + u.Host
 	}
-	return "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; " +
+	// style-src allows inline styles too: the terminal emulator (xterm.js) writes its theme
+	// into <style> elements it makes; scripts stay same-origin only.
+	return "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' blob: data:; " +
 		"connect-src " + connect + "; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }

@@ -164,13 +164,13 @@ func TestCommandOutputStreams(t *testing.T) {
 	// Resumed after the first event: the rest again, then the result.
 	again := e.stream(tok, "GET", "/v1/tasks/"+taskID+"/output", nil, map[string]string{"Last-Event-ID": "4-0"})
 	require.Equal(t, 200, again.resp.StatusCode)
-	var rest strings.Builder
+	rest := map[string]string{}
 	ev = again.event(t)
 	for ev.event != "result" {
-		rest.WriteString(decode(t, ev.data)["data"].(string))
+		rest[ev.event] += decode(t, ev.data)["data"].(string)
 		ev = again.event(t)
 	}
-	assert.Equal(t, "two\nthree\n", rest.String(), "resumed after the first event: nothing of it again")
+	assert.Equal(t, map[string]string{"stdout": "three\n", "stderr": "two\n"}, rest, "resumed after the first event: nothing of it again")
 
 	// Someone else's task is not there; a malformed Last-Event-ID is a bad request.
 	requireProblem(t, e.do(e.token("bob"), "GET", "/v1/tasks/"+taskID+"/output", nil), 404, "not-found")

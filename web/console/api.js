@@ -34,14 +34,15 @@ export const filePath = (p) => p.split('/').filter(Boolean).map(encodeURICompone
 
 /**
  * Sends one request and returns the Response when it succeeded. opts: json (a body to
- * encode), body (raw bytes), query (an object; empty values are dropped), signal.
+ * encode), body (raw bytes), query (an object; empty values are dropped), signal, accept
+ * (default JSON), headers (more), keepalive (outlives the page).
  */
-export async function send(method, path, { json, body, query, signal } = {}) {
+export async function send(method, path, { json, body, query, signal, accept, headers: extra, keepalive } = {}) {
   const token = auth.token();
   if (!token) throw new ApiError(401, unauthenticated);
   const url = new URL(path, location.origin);
   for (const [k, v] of Object.entries(query ?? {})) if (v !== '' && v != null) url.searchParams.set(k, v);
-  const headers = { Authorization: `Bearer ${token}`, Accept: 'application/json, application/problem+json' };
+  const headers = { Authorization: `Bearer ${token}`, Accept: accept ?? 'application/json, application/problem+json', ...extra };
   if (json !== undefined) {
     headers['Content-Type'] = 'application/json';
     body = JSON.stringify(json);
@@ -50,7 +51,7 @@ export async function send(method, path, { json, body, query, signal } = {}) {
   }
   let res;
   try {
-    res = await fetch(url, { method, headers, body, signal });
+    res = await fetch(url, { method, headers, body, signal, keepalive });
   } catch (e) {
     if (e.name === 'AbortError') throw e;
     throw new ApiError(0, { title: 'Network error', detail: `The gateway could not be reached: ${e.message}` });

@@ -6,12 +6,14 @@ import { auth } from './auth.js';
 import { h, fill, problemBox } from './ui.js';
 import { profilesView, sessionsView, tasksView, taskView, meView } from './views.js';
 import { sessionView, filesView } from './session.js';
+import { terminalView } from './terminal.js';
 
 const SID = '([0-9a-f]{32}|default)';
 const routes = [
   [/^\/sessions$/, sessionsView],
   [new RegExp(`^/sessions/${SID}$`), sessionView],
   [new RegExp(`^/sessions/${SID}/files$`), filesView],
+  [new RegExp(`^/sessions/${SID}/terminal$`), terminalView],
   [/^\/profiles$/, profilesView],
   [/^\/tasks$/, tasksView],
   [/^\/tasks\/([0-9a-f]{32})$/, taskView],

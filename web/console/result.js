@@ -1,7 +1,7 @@
 // Rendering of execution results and tasks, shared by the session runner and the task pages.
 
-import { get } from './api.js';
-import { h, fact, badge, statusBadge, fmtBytes, fmtDuration, time } from './ui.js';
+import { h, fill, fact, badge, statusBadge, fmtBytes, fmtDuration, time } from './ui.js';
+import { chunkText } from './stream.js';
 
 /** Notices the gateway attached to results (e.g. "the session was idle and reset"), by session. */
 export const sessionNotices = new Map();
@@ -37,6 +37,39 @@ export function renderResult(r) {
       pane('stderr', r.stderr, r.stderr_bytes, r.stderr_truncated, r.encoding)));
 }
 
+/**
+ * The output of a running execution as it streams in: stdout and stderr panes that grow with
+ * each event, a mark where the middle of a long stream was dropped. add(event) takes the
+ * stream's stdout, stderr and gap events.
+ */
+export function liveOutput() {
+  const pre = {
+    stdout: h('pre', { id: 'live-stdout', tabindex: '0' }),
+    stderr: h('pre', { id: 'live-stderr', tabindex: '0' }),
+  };
+  const bytes = { stdout: 0, stderr: 0 };
+  const size = { stdout: h('span', { class: 'muted' }), stderr: h('span', { class: 'muted' }) };
+  const section = (name) => h('section', { class: `pane ${name}`, 'aria-label': `${name} (live)` },
+    h('header', null, h('h3', null, name), size[name], badge('live', 'info', 'Output as the program writes it')), pre[name]);
+  const node = h('div', { class: 'panes live', id: 'live-output' }, section('stdout'), section('stderr'));
+  const add = (ev) => {
+    const name = ev.event === 'gap' ? ev.data.stream : ev.event;
+    if (!pre[name]) return;
+    const atEnd = pre[name].scrollTop + pre[name].clientHeight >= pre[name].scrollHeight - 4;
+    if (ev.event === 'gap') {
+      pre[name].append(h('span', { class: 'truncation' }, `\n⋯ ${fmtBytes(ev.data.to - ev.data.from)} dropped here (the middle of a long output) ⋯\n`));
+      bytes[name] = ev.data.to;
+    } else {
+      pre[name].append(chunkText(ev.data));
+      const n = ev.data.encoding === 'base64' ? atob(ev.data.data).length : new TextEncoder().encode(ev.data.data).length;
+      bytes[name] = ev.data.offset + n;
+    }
+    fill(size[name], fmtBytes(bytes[name]));
+    if (atEnd) pre[name].scrollTop = pre[name].scrollHeight;
+  };
+  return { node, add };
+}
+
 export const finished = (task) => Boolean(task.finished_at);
 
 /** A finished task's outcome: its result, or its error when it has none. */
@@ -51,7 +84,9 @@ export function renderTaskOutcome(task) {
 export function taskFacts(t) {
   return h('dl', { class: 'facts' },
     h('dt', null, 'status'), h('dd', { id: 'task-status' }, statusBadge(t.status)),
-    h('dt', null, 'operation'), h('dd', null, t.operation.replace('_', ' ')),
+    h('dt', null, 'operation'), h('dd', null, t.operation.replace('_', ' '), t.background && [' ', badge('background process', 'info')]),
+    t.program && [h('dt', null, t.operation === 'execute_code' ? 'code' : 'command'), h('dd', null, h('pre', { id: 'task-program', class: 'program' }, t.program))],
+    t.pid && [h('dt', null, 'pid'), h('dd', null, String(t.pid))],
     h('dt', null, 'session'), h('dd', null, h('a', { href: `#/sessions/${t.session_id}` }, t.session_id)),
     h('dt', null, 'profile'), h('dd', null, t.profile),
     h('dt', null, 'submitted'), h('dd', null, time(t.submitted_at)),
@@ -59,21 +94,4 @@ export function taskFacts(t) {
     t.finished_at && [h('dt', null, 'finished'), h('dd', null, time(t.finished_at))],
     t.expires_at && [h('dt', null, 'kept until'), h('dd', null, time(t.expires_at))],
     t.notice && [h('dt', null, 'notice'), h('dd', null, t.notice)]);
-}
-
-const sleep = (ms, signal) => new Promise((resolve, reject) => {
-  const id = setTimeout(resolve, ms);
-  signal?.addEventListener('abort', () => { clearTimeout(id); reject(new DOMException('aborted', 'AbortError')); }, { once: true });
-});
-
-/** Polls GET /v1/tasks/{id} until it finishes, calling onUpdate with each state. */
-export async function pollTask(id, signal, onUpdate) {
-  let delay = 500;
-  for (;;) {
-    const t = await get(`/v1/tasks/${id}`, null, signal);
-    onUpdate(t);
-    if (finished(t)) return t;
-    await sleep(delay, signal);
-    delay = Math.min(delay * 1.5, 3000);
-  }
 }

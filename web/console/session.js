@@ -5,15 +5,16 @@ import {
   h, fill, field, fact, badge, statusBadge, isolationBadge, problemBox, confirmDialog, announce, time,
   idleLeft, fmtIdle, fmtBytes, tableWrap,
 } from './ui.js';
-import { sessionNotices, renderResult, renderTaskOutcome, pollTask } from './result.js';
+import { sessionNotices, renderResult, liveOutput } from './result.js';
+import { stream } from './stream.js';
 
-async function load(id, signal) {
+export async function load(id, signal) {
   const [session, profs] = await Promise.all([get(`/v1/sessions/${id}`, null, signal), profileMap(signal)]);
   return { session, profile: profs.get(session.profile) };
 }
 
 /** The session's title, facts (with a live idle countdown), actions and tabs. */
-function sessionHeader(session, profile, tab, signal) {
+export function sessionHeader(session, profile, tab, signal) {
   const id = session.id;
   const facts = h('dl', { class: 'facts inline' });
   const notice = h('div');
@@ -67,6 +68,7 @@ function sessionHeader(session, profile, tab, signal) {
     h('nav', { class: 'tabs', 'aria-label': 'Session' },
       tabLink('run', `#/sessions/${id}`, 'Run'),
       tabLink('files', `#/sessions/${id}/files`, 'Files'),
+      profile?.capabilities.interactive && profile?.capabilities.background && tabLink('terminal', `#/sessions/${id}/terminal`, 'Terminal'),
       tabLink('tasks', `#/tasks?session=${id}`, 'Tasks')));
   return { node, update };
 }
@@ -90,7 +92,6 @@ export async function sessionView({ el, params: [id], signal }) {
   const cwd = h('input', { id: 'cwd', name: 'cwd', value: draft.cwd ?? '', placeholder: '.', autocomplete: 'off' });
   const stdin = h('textarea', { id: 'stdin', name: 'stdin', rows: 2, spellcheck: 'false', value: draft.stdin ?? '' });
   const timeout = h('input', { id: 'timeout', name: 'timeout_s', type: 'number', min: 0.1, step: 'any', value: draft.timeout ?? '', placeholder: String(profile?.policy.timeout_s ?? '') });
-  const wait = h('input', { id: 'wait', name: 'wait_s', type: 'number', min: 0, step: 'any', value: draft.wait ?? '', placeholder: 'server default' });
   const runBtn = h('button', { type: 'submit', class: 'primary', id: 'run' }, 'Run');
   const result = h('section', { id: 'result', class: 'result', 'data-state': 'idle', 'aria-live': 'polite', 'aria-label': 'Result' });
 
@@ -101,10 +102,9 @@ export async function sessionView({ el, params: [id], signal }) {
     h('fieldset', { class: 'mode' }, h('legend', null, 'Run'),
       h('label', null, modeCode, ' Code'), h('label', null, modeCmd, ' Shell command')),
     codeFields, cmdFields,
-    h('details', { open: Boolean(draft.timeout || draft.wait) }, h('summary', null, 'Options'),
+    h('details', { open: Boolean(draft.timeout) }, h('summary', null, 'Options'),
       h('div', { class: 'row' },
-        field('Timeout (s)', timeout, 'lowers the profile\'s timeout'),
-        field('Wait (s)', wait, 'longer runs continue as a task'))),
+        field('Timeout (s)', timeout, 'lowers the profile\'s timeout'))),
     h('div', { class: 'actions' }, runBtn, h('span', { class: 'hint' }, h('kbd', null, 'Ctrl'), '+', h('kbd', null, 'Enter'), ' runs')));
 
   const current = () => (modeCmd.checked ? 'command' : 'code');
@@ -114,7 +114,7 @@ export async function sessionView({ el, params: [id], signal }) {
   };
   const saveDraft = () => sessionStorage.setItem(draftKey(session.id), JSON.stringify({
     mode: current(), language: language.value, code: code.value, command: command.value,
-    cwd: cwd.value, stdin: stdin.value, timeout: timeout.value, wait: wait.value,
+    cwd: cwd.value, stdin: stdin.value, timeout: timeout.value,
   }));
   form.addEventListener('input', saveDraft);
   form.addEventListener('change', () => { showMode(); saveDraft(); });
@@ -133,23 +133,40 @@ export async function sessionView({ el, params: [id], signal }) {
     if (!isCode && cwd.value.trim()) body.cwd = cwd.value.trim();
     if (!isCode && stdin.value) body.stdin = stdin.value;
     if (timeout.value) body.timeout_s = Number(timeout.value);
-    if (wait.value !== '') body.wait_s = Number(wait.value);
     if (!(isCode ? code.value : command.value).trim()) {
       (isCode ? code : command).focus();
       return;
     }
     runBtn.disabled = true;
     result.dataset.state = 'running';
-    fill(result, h('p', { class: 'muted busy' }, 'Running…'));
+    delete result.dataset.task;
+    const live = liveOutput();
+    const line = h('p', { id: 'pending', class: 'muted busy' }, 'Starting…');
+    const cancel = h('button', { type: 'button', class: 'danger small', id: 'cancel-run', hidden: true }, 'Cancel');
+    cancel.addEventListener('click', async () => {
+      cancel.disabled = true;
+      try { await call('POST', `/v1/tasks/${result.dataset.task}/cancel`, { signal }); } catch (e) { if (e.name !== 'AbortError') result.append(problemBox(e)); }
+    });
+    fill(result, h('div', { class: 'pending' }, line, cancel), live.node);
     try {
-      const res = await send('POST', `/v1/sessions/${session.id}/${isCode ? 'code' : 'commands'}`, { json: body, signal });
-      const data = await res.json();
-      if (res.status === 202) {
-        await followTask(data);
-      } else {
-        result.dataset.state = 'done';
-        fill(result, renderResult(data));
-      }
+      // The output streams as the program writes it; the run is a task from its start, so a
+      // page that reloads (or a connection that breaks) finds it again.
+      const res = await stream({
+        method: 'POST', path: `/v1/sessions/${session.id}/${isCode ? 'code' : 'commands'}`, json: body, signal,
+        on: (ev) => {
+          if (ev.event === 'task') {
+            result.dataset.state = 'pending';
+            result.dataset.task = ev.data.id;
+            cancel.hidden = false;
+            fill(line, badge('running', 'info'), ' Task ', h('a', { href: `#/tasks/${ev.data.id}` }, h('code', null, ev.data.id.slice(0, 8))),
+              ': output appears as the program writes it.');
+          } else {
+            live.add(ev);
+          }
+        },
+      });
+      result.dataset.state = 'done';
+      fill(result, renderResult(res));
       announce('Run finished');
     } catch (e) {
       if (e.name === 'AbortError') return;
@@ -161,25 +178,6 @@ export async function sessionView({ el, params: [id], signal }) {
     // The run used the session: refresh its last-used time and so the idle countdown.
     get(`/v1/sessions/${session.id}`, null, signal).then(head.update, () => {});
   });
-
-  // A run that outlives its wait answers 202 with a task: show it and poll until it finishes.
-  async function followTask(task) {
-    result.dataset.state = 'pending';
-    result.dataset.task = task.id;
-    const line = h('p', { id: 'pending' });
-    const cancel = h('button', { type: 'button', class: 'danger small', id: 'cancel-run' }, 'Cancel');
-    cancel.addEventListener('click', async () => {
-      cancel.disabled = true;
-      try { await call('POST', `/v1/tasks/${task.id}/cancel`, { signal }); } catch (e) { if (e.name !== 'AbortError') result.append(problemBox(e)); }
-    });
-    fill(result, h('div', { class: 'pending' }, line, cancel));
-    const t = await pollTask(task.id, signal, (cur) => {
-      fill(line, badge('pending task', 'info'), ' Still running after the wait: task ',
-        h('a', { href: `#/tasks/${cur.id}` }, h('code', null, cur.id.slice(0, 8))), ` is ${cur.status}. This updates when it finishes.`);
-    });
-    result.dataset.state = 'done';
-    fill(result, renderTaskOutcome(t));
-  }
 
   fill(el, head.node, form, result);
 }

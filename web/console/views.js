@@ -6,7 +6,8 @@ import {
   h, fill, field, badge, statusBadge, isolationBadge, problemBox, confirmDialog, announce, time,
   idleLeft, fmtIdle, fmtDuration, tableWrap, shortId, parseLabels,
 } from './ui.js';
-import { sessionNotices, renderTaskOutcome, taskFacts, pollTask, finished } from './result.js';
+import { sessionNotices, renderTaskOutcome, taskFacts, finished, liveOutput } from './result.js';
+import { stream } from './stream.js';
 
 const yesNo = (v) => (v ? badge('yes', 'ok') : badge('no', 'muted'));
 
@@ -245,9 +246,20 @@ export async function taskView({ el, params: [id], signal }) {
       type: 'button', class: 'danger', id: 'cancel-task',
       onclick: async () => { try { show(await cancelTask(id, signal)); } catch (e) { if (e.name !== 'AbortError') fill(status, problemBox(e)); } },
     }, 'Cancel task'));
-    fill(outcome, finished(t) ? renderTaskOutcome(t) : h('p', { class: 'muted' }, `The task is ${t.status}; this page updates when it finishes.`));
+    if (finished(t)) fill(outcome, renderTaskOutcome(t));
   };
-  await pollTask(id, signal, show);
+  const t = await get(`/v1/tasks/${id}`, null, signal);
+  show(t);
+  if (finished(t)) return;
+  // Running: its output streams live until it ends, then the stored outcome replaces it.
+  const live = liveOutput();
+  fill(outcome, h('p', { class: 'muted busy', id: 'task-live' }, `The task is ${t.status}: output appears as the program writes it.`), live.node);
+  try {
+    await stream({ taskId: id, signal, on: (ev) => { if (ev.event !== 'task') live.add(ev); } });
+  } catch (e) {
+    if (e.name === 'AbortError') return;
+  }
+  show(await get(`/v1/tasks/${id}`, null, signal));
 }
 
 // ---- me ----
