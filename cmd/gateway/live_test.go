@@ -179,3 +179,34 @@ func TestBackgroundProcessSurvivesItsGateway(t *testing.T) {
 	assert.True(t, strings.HasPrefix(out, "beat 1\nbeat 2\n"), "everything it wrote, from before its first gateway died: %q", out)
 	assert.Contains(t, final["notice"], "another gateway")
 }
+
+// TestQuietStreamStaysOpen: a command silent for 65 s — longer than the keepalive interval
+// (15 s) four times over and than common proxy idle timeouts — streams its first line, then
+// keepalive comments only, then its last line and result, in order, on the real binary with
+// its default server timeouts.
+func TestQuietStreamStaysOpen(t *testing.T) {
+	requirePostgres(t)
+	t.Parallel()
+	g := startDev(t, dataDir(t), freeAddr(t))
+	c := &client{t: t, base: g.base, token: g.token}
+	s := c.sse("POST", "/v1/sessions/default/commands", `{"command":"echo start; sleep 65; echo end"}`, nil)
+	require.Equal(t, "task", s.next().name)
+	var names []string
+	keepalives := 0
+	for {
+		ev := s.next()
+		if ev.name == ":" {
+			keepalives++
+			continue
+		}
+		names = append(names, ev.name)
+		if ev.name == "stdout" {
+			names[len(names)-1] += ":" + ev.output(t)
+		}
+		if ev.name == "result" || ev.name == "error" {
+			break
+		}
+	}
+	assert.Equal(t, []string{"stdout:start\n", "stdout:end\n", "result"}, names)
+	assert.GreaterOrEqual(t, keepalives, 4, "a keepalive at least every 15 s of the 65 s of silence")
+}
