@@ -99,7 +99,7 @@ func TestCapabilities(t *testing.T) {
 	assert.Equal(t, providers.Capabilities{
 		Isolation: providers.IsolationContainer, Shell: true, Languages: []string{"python", "bash"}, Files: true,
 		PackageInstall: true, Stateful: true, Attach: true, Provisions: true, AttachesExternal: true, PrincipalUser: true,
-		PolicyFilesystem: true, PolicyResources: true,
+		PolicyFilesystem: true, PolicyResources: true, Interactive: true, Background: true,
 	}, c)
 	assert.Equal(t, TypeName, p.Type())
 
