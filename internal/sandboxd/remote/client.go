@@ -305,23 +305,7 @@ func (c *Client) WriteStdin(ctx context.Context, id string, in io.Reader, eof bo
 	if eof {
 		q.Set("eof", "true")
 	}
-	if in == nil {
-		in = http.NoBody
-	}
-	resp, err := c.do(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/stdin", q, in, func(h http.Header) {
-		h.Set("Content-Type", "application/octet-stream")
-	})
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, c.failure(resp)
-	}
-	var res writeResult
-	if err := decodeJSON(resp, &res); err != nil {
-		return 0, fmt.Errorf("sandboxd at %s: %w", c.where, err)
-	}
-	return res.Bytes, nil
+	return c.sendBytes(ctx, http.MethodPost, "/v1/executions/"+url.PathEscape(id)+"/stdin", q, in, nil)
 }
 
 // Resize sets the terminal size of kept execution id (POST /v1/executions/{id}/resize).
@@ -581,16 +565,25 @@ func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
 // means no limit. It returns the bytes written.
 // Errors: sandboxd.Runtime.WriteFile's kinds; the errors of the package doc.
 func (c *Client) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
-	if r == nil {
-		r = http.NoBody
-	}
-	header := func(h http.Header) {
-		h.Set("Content-Type", "application/octet-stream")
+	return c.sendBytes(ctx, http.MethodPut, "/v1/files", pathQuery(p), r, func(h http.Header) {
 		if maxBytes >= 0 {
 			h.Set(headerMaxBytes, strconv.FormatInt(maxBytes, 10))
 		}
+	})
+}
+
+// sendBytes streams body (nil: empty) as an application/octet-stream request whose answer is
+// a writeResult, and returns its byte count; header adds headers (nil: none).
+func (c *Client) sendBytes(ctx context.Context, method, path string, query url.Values, body io.Reader, header func(http.Header)) (int64, error) {
+	if body == nil {
+		body = http.NoBody
 	}
-	resp, err := c.do(ctx, http.MethodPut, "/v1/files", pathQuery(p), r, header)
+	resp, err := c.do(ctx, method, path, query, body, func(h http.Header) {
+		h.Set("Content-Type", "application/octet-stream")
+		if header != nil {
+			header(h)
+		}
+	})
 	if err != nil {
 		return 0, err
 	}
