@@ -46,7 +46,7 @@ func (st *Store) Counts(ctx context.Context) (Counts, error) {
 			return err
 		}
 	}
-	b.Queue(`SELECT profile, CASE WHEN sandbox_id IS NULL OR sandbox_id = '' THEN '`+SessionUnprovisioned+`' ELSE '`+SessionProvisioned+`' END AS state, count(*)
+	b.Queue(`SELECT profile, CASE WHEN sandbox_id IS NULL OR sandbox_id = '' THEN '` + SessionUnprovisioned + `' ELSE '` + SessionProvisioned + `' END AS state, count(*)
 		FROM sessions GROUP BY 1, 2 ORDER BY 1, 2`).Query(collect(&c.Sessions))
 	b.Queue(`SELECT profile, status, count(*) FROM tasks GROUP BY 1, 2 ORDER BY 1, 2`).Query(collect(&c.Tasks))
 	b.Queue(`SELECT count(*) FROM tasks WHERE queued AND started_at IS NULL AND finished_at IS NULL`).

@@ -59,7 +59,7 @@ type Options struct {
 	Counts func(ctx context.Context) (store.Counts, error)
 	// CountsTTL bounds how often Counts runs; default DefaultCountsTTL.
 	CountsTTL time.Duration
-	Logger *slog.Logger
+	Logger    *slog.Logger
 }
 
 // Metrics holds one process's metrics on a registry of its own (two gateways in one test
