@@ -229,7 +229,6 @@ func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
 	if err != nil {
 		return err
 	}
-	redelivered = t.Attempts > 0
 	// The transport's own count (docs/semantics.md §10 queue): a delivery past
 	// max_receive_count, or one the transport dead-lettered, fails the task for good.
 	if limit := q.o.MaxReceiveCount; d.DeadLettered || d.ReceiveCount > limit {
@@ -240,7 +239,7 @@ func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
 				failed = "after repeated deliveries"
 			}
 		}
-		outcome = DeliveryFailed
+		outcome, redelivered = DeliveryFailed, t.Attempts > 0
 		return q.fail(ctx, env.TaskID, env.SessionID, fault.Broker,
 			fmt.Sprintf("sandbox execution failed %s (sandbox.broker.queue.max_receive_count=%d): %s", failed, limit, why))
 	}
