@@ -107,6 +107,7 @@ func TestAuditFailedWriteIsRecorded(t *testing.T) {
 	require.Equal(t, "failed", events[0].Status)
 	require.Equal(t, string(fault.TooLarge), events[0].ErrorType)
 	require.Empty(t, events[0].Digest, "nothing was written")
+	require.Zero(t, events[0].Size)
 }
 
 func TestAuditRetention(t *testing.T) {

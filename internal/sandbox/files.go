@@ -72,11 +72,11 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	var written int64
 	sid := sess.ID
 	defer func() {
-		e := store.AuditEvent{Kind: store.AuditFileWrite, SessionID: sid, Profile: prof.Name, Target: clean, Size: written}
+		e := store.AuditEvent{Kind: store.AuditFileWrite, SessionID: sid, Profile: prof.Name, Target: clean}
 		if err != nil {
 			e.Status, e.ErrorType = "failed", string(fault.KindOf(err))
 		} else {
-			e.Digest = hex.EncodeToString(h.Sum(nil))
+			e.Digest, e.Size = hex.EncodeToString(h.Sum(nil)), written
 		}
 		s.audit(ctx, p, e)
 	}()
