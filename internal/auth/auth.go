@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/principal"
@@ -37,7 +39,24 @@ import (
 type Error struct {
 	Code        string
 	Description string
+	// Reason is the failure's class for metrics (one of the Reason* constants).
+	Reason string
 }
+
+// Reasons a request fails authentication (the auth failures metric's `reason` label,
+// docs/semantics.md §14). A fixed set: never the token, issuer or subject.
+const (
+	ReasonMissing             = "missing"              // no Authorization header
+	ReasonMalformed           = "malformed"            // not `Bearer <JWT>`, or not a JWT
+	ReasonUntrustedIssuer     = "untrusted_issuer"     // `iss` names no configured issuer
+	ReasonSignature           = "signature"            // the signature (or algorithm) did not verify
+	ReasonExpired             = "expired"              // past `exp`, or no `exp`
+	ReasonNotYetValid         = "not_yet_valid"        // before `nbf`, or issued in the future
+	ReasonAudience            = "audience"             // `aud` names none of the issuer's audiences
+	ReasonClaims              = "claims"               // claim mappings or validation rules refused it
+	ReasonIssuerUnavailable   = "issuer_unavailable"   // discovery or keys could not be fetched (503)
+	ReasonPrincipalUnrecorded = "principal_unrecorded" // the principal could not be recorded (503)
+)
 
 func (e *Error) Error() string { return e.Description }
 
@@ -45,8 +64,8 @@ func (e *Error) Error() string { return e.Description }
 // token was neither accepted nor proven bad (the edge answers 503).
 var ErrIssuerUnavailable = errors.New("issuer unavailable")
 
-func invalid(format string, args ...any) error {
-	return &Error{Code: "invalid_token", Description: fmt.Sprintf(format, args...)}
+func invalid(reason, format string, args ...any) error {
+	return &Error{Code: "invalid_token", Description: fmt.Sprintf(format, args...), Reason: reason}
 }
 
 // Authenticator verifies bearer tokens. Build it with New; safe for concurrent use.
@@ -59,6 +78,8 @@ type Authenticator struct {
 	bgCtx context.Context
 	// verified remembers tokens that verified (cache.go).
 	verified *verifiedCache
+	failed   func(reason string) // WithFailureObserver
+	tracer   trace.Tracer        // WithTracerProvider
 }
 
 type issuer struct {
@@ -81,6 +102,18 @@ type Option func(*Authenticator)
 // WithClock injects the clock used for expiry checks (tests).
 func WithClock(now func() time.Time) Option { return func(a *Authenticator) { a.now = now } }
 
+// WithFailureObserver has observe told the Reason of every request Middleware refuses
+// (metrics). It must not block.
+func WithFailureObserver(observe func(reason string)) Option {
+	return func(a *Authenticator) { a.failed = observe }
+}
+
+// WithTracerProvider makes Middleware trace each authentication as a span auth.authenticate
+// (default: none).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(a *Authenticator) { a.tracer = tp.Tracer("github.com/sandgate/sandgate/internal/auth") }
+}
+
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(a *Authenticator) { a.log = l } }
 
@@ -88,7 +121,8 @@ func WithLogger(l *slog.Logger) Option { return func(a *Authenticator) { a.log =
 // issuer that starts later — such as the dev issuer on the same listener — is fine. ctx bounds
 // the life of background key refreshes. Errors are configuration errors (bad CEL, CA file).
 func New(ctx context.Context, cfg config.Auth, opts ...Option) (*Authenticator, error) {
-	a := &Authenticator{issuers: map[string]*issuer{}, skew: cfg.ClockSkew.D(), now: time.Now, log: slog.Default(), bgCtx: ctx, verified: newVerifiedCache()}
+	a := &Authenticator{issuers: map[string]*issuer{}, skew: cfg.ClockSkew.D(), now: time.Now, log: slog.Default(), bgCtx: ctx, verified: newVerifiedCache(),
+		failed: func(string) {}, tracer: noop.NewTracerProvider().Tracer("")}
 	for _, o := range opts {
 		o(a)
 	}
@@ -244,7 +278,7 @@ func (a *Authenticator) verify(ctx context.Context, raw string) (_ principal.Pri
 	}
 	is, ok := a.issuers[iss]
 	if !ok {
-		return principal.Principal{}, exp, nil, 0, invalid("token issuer %q is not trusted by this gateway", iss)
+		return principal.Principal{}, exp, nil, 0, invalid(ReasonUntrustedIssuer, "token issuer %q is not trusted by this gateway", iss)
 	}
 	v, err := a.verifier(is)
 	if err != nil {
@@ -256,21 +290,21 @@ func (a *Authenticator) verify(ctx context.Context, raw string) (_ principal.Pri
 		if strings.Contains(err.Error(), "fetching keys") {
 			return principal.Principal{}, exp, nil, 0, fmt.Errorf("%w: %v", ErrIssuerUnavailable, err)
 		}
-		return principal.Principal{}, exp, nil, 0, invalid("token verification failed: %v", err)
+		return principal.Principal{}, exp, nil, 0, invalid(ReasonSignature, "token verification failed: %v", err)
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return principal.Principal{}, exp, nil, 0, invalid("token claims are not a JSON object: %v", err)
+		return principal.Principal{}, exp, nil, 0, invalid(ReasonMalformed, "token claims are not a JSON object: %v", err)
 	}
 	if err := a.checkTimes(claims); err != nil {
 		return principal.Principal{}, exp, nil, 0, err
 	}
 	if !slices.ContainsFunc(tok.Audience, func(aud string) bool { return slices.Contains(is.cfg.Audiences, aud) }) {
-		return principal.Principal{}, exp, nil, 0, invalid("token audience %v does not include one of %v", tok.Audience, is.cfg.Audiences)
+		return principal.Principal{}, exp, nil, 0, invalid(ReasonAudience, "token audience %v does not include one of %v", tok.Audience, is.cfg.Audiences)
 	}
 	p, err := is.mapper.Map(claims)
 	if err != nil {
-		return principal.Principal{}, exp, nil, 0, invalid("%v", err)
+		return principal.Principal{}, exp, nil, 0, invalid(ReasonClaims, "%v", err)
 	}
 	return p, tok.Expiry, is, gen, nil
 }
@@ -286,16 +320,16 @@ func (a *Authenticator) checkTimes(claims map[string]any) error {
 	}
 	exp, ok := num("exp")
 	if !ok {
-		return invalid("token has no 'exp' claim; tokens must expire")
+		return invalid(ReasonExpired, "token has no 'exp' claim; tokens must expire")
 	}
 	if now.After(exp.Add(a.skew)) {
-		return invalid("token expired at %s; request a new token from your issuer", exp.UTC().Format(time.RFC3339))
+		return invalid(ReasonExpired, "token expired at %s; request a new token from your issuer", exp.UTC().Format(time.RFC3339))
 	}
 	if nbf, ok := num("nbf"); ok && now.Add(a.skew).Before(nbf) {
-		return invalid("token is not valid before %s", nbf.UTC().Format(time.RFC3339))
+		return invalid(ReasonNotYetValid, "token is not valid before %s", nbf.UTC().Format(time.RFC3339))
 	}
 	if iat, ok := num("iat"); ok && now.Add(a.skew).Before(iat) {
-		return invalid("token was issued in the future (%s); check the issuer's clock", iat.UTC().Format(time.RFC3339))
+		return invalid(ReasonNotYetValid, "token was issued in the future (%s); check the issuer's clock", iat.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
@@ -305,20 +339,20 @@ func (a *Authenticator) checkTimes(claims map[string]any) error {
 func unverifiedIssuer(raw string) (string, error) {
 	parts := strings.Split(raw, ".")
 	if len(parts) != 3 {
-		return "", invalid("malformed token: a JWT has three dot-separated parts (JWE is not accepted)")
+		return "", invalid(ReasonMalformed, "malformed token: a JWT has three dot-separated parts (JWE is not accepted)")
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil {
-		return "", invalid("malformed token payload: %v", err)
+		return "", invalid(ReasonMalformed, "malformed token payload: %v", err)
 	}
 	var c struct {
 		Iss string `json:"iss"`
 	}
 	if err := json.Unmarshal(payload, &c); err != nil {
-		return "", invalid("malformed token payload: %v", err)
+		return "", invalid(ReasonMalformed, "malformed token payload: %v", err)
 	}
 	if c.Iss == "" {
-		return "", invalid("token has no 'iss' claim")
+		return "", invalid(ReasonMalformed, "token has no 'iss' claim")
 	}
 	return c.Iss, nil
 }

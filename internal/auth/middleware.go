@@ -7,6 +7,10 @@ import (
 	"net/http"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sandgate/sandgate/internal/principal"
 )
 
@@ -39,32 +43,38 @@ func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter, opt
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, span := a.tracer.Start(r.Context(), "auth.authenticate")
 			raw, err := bearer(r)
 			if err == nil {
 				var p principal.Principal
-				p, err = a.Authenticate(r.Context(), raw)
+				p, err = a.Authenticate(ctx, raw)
 				p.Token = raw // for providers exchanging the caller's own token; never logged
 				if err == nil && resolved != nil {
-					p, err = resolved(r.Context(), p)
+					p, err = resolved(ctx, p)
 					if err != nil {
+						a.refused(span, ReasonPrincipalUnrecorded)
 						problem(w, r, http.StatusServiceUnavailable, "unavailable", "Service unavailable", "could not record the principal: "+err.Error())
 						return
 					}
 				}
 				if err == nil {
+					span.SetAttributes(attribute.Bool("sandgate.admin", p.Admin))
+					span.End()
 					next.ServeHTTP(w, r.WithContext(principal.NewContext(r.Context(), p)))
 					return
 				}
 			}
 			if errors.Is(err, ErrIssuerUnavailable) {
+				a.refused(span, ReasonIssuerUnavailable)
 				w.Header().Set("Retry-After", "5")
 				problem(w, r, http.StatusServiceUnavailable, "unavailable", "Issuer unavailable", err.Error())
 				return
 			}
 			var ae *Error
 			if !errors.As(err, &ae) {
-				ae = &Error{Code: "invalid_token", Description: err.Error()}
+				ae = &Error{Code: "invalid_token", Description: err.Error(), Reason: ReasonSignature}
 			}
+			a.refused(span, ae.Reason)
 			challenge := `Bearer realm="sandgate"`
 			if mo.resourceMetadata != "" {
 				challenge += fmt.Sprintf(`, resource_metadata=%q`, mo.resourceMetadata)
@@ -78,14 +88,22 @@ func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter, opt
 	}
 }
 
+// refused ends an authentication's span as failed for reason and reports it.
+func (a *Authenticator) refused(span trace.Span, reason string) {
+	span.SetAttributes(attribute.String("sandgate.auth.failure", reason))
+	span.SetStatus(codes.Error, reason)
+	span.End()
+	a.failed(reason)
+}
+
 func bearer(r *http.Request) (string, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return "", &Error{Description: "missing bearer token: send 'Authorization: Bearer <JWT>' (in dev mode, `gateway token` prints one)"}
+		return "", &Error{Description: "missing bearer token: send 'Authorization: Bearer <JWT>' (in dev mode, `gateway token` prints one)", Reason: ReasonMissing}
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", &Error{Code: "invalid_request", Description: "the Authorization header must be 'Bearer <JWT>'"}
+		return "", &Error{Code: "invalid_request", Description: "the Authorization header must be 'Bearer <JWT>'", Reason: ReasonMalformed}
 	}
 	return strings.TrimSpace(tok), nil
 }

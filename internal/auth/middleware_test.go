@@ -66,6 +66,7 @@ func TestMiddleware(t *testing.T) {
 		challenge string // exact WWW-Authenticate, "" = none
 		kind      string
 		detail    []string
+		reason    string // what the failure observer is told (auth.Reason*); "" = nothing
 	}
 	tests := []struct {
 		name   string
@@ -83,6 +84,7 @@ func TestMiddleware(t *testing.T) {
 				challenge: `Bearer realm="sandgate"`,
 				kind:      "unauthenticated",
 				detail:    []string{"missing bearer token", "Authorization: Bearer <JWT>"},
+				reason:    auth.ReasonMissing,
 			},
 		},
 		{
@@ -93,6 +95,7 @@ func TestMiddleware(t *testing.T) {
 				challenge: `Bearer realm="sandgate", error="invalid_request", error_description="the Authorization header must be 'Bearer <JWT>'"`,
 				kind:      "unauthenticated",
 				detail:    []string{"must be 'Bearer <JWT>'"},
+				reason:    auth.ReasonMalformed,
 			},
 		},
 		{
@@ -102,6 +105,7 @@ func TestMiddleware(t *testing.T) {
 				status:    http.StatusUnauthorized,
 				challenge: `Bearer realm="sandgate", error="invalid_request", error_description="the Authorization header must be 'Bearer <JWT>'"`,
 				kind:      "unauthenticated",
+				reason:    auth.ReasonMalformed,
 			},
 		},
 		{
@@ -112,6 +116,7 @@ func TestMiddleware(t *testing.T) {
 				challenge: `Bearer realm="sandgate", error="invalid_token", error_description="malformed token: a JWT has three dot-separated parts (JWE is not accepted)"`,
 				kind:      "unauthenticated",
 				detail:    []string{"malformed token"},
+				reason:    auth.ReasonMalformed,
 			},
 		},
 		{
@@ -126,6 +131,7 @@ func TestMiddleware(t *testing.T) {
 				challenge: `Bearer realm="sandgate", error="invalid_token", error_description="token issuer https://evil.example is not trusted by this gateway"`,
 				kind:      "unauthenticated",
 				detail:    []string{`token issuer "https://evil.example" is not trusted`},
+				reason:    auth.ReasonUntrustedIssuer,
 			},
 		},
 		{
@@ -138,6 +144,7 @@ func TestMiddleware(t *testing.T) {
 				challenge: `Bearer realm="sandgate", error="invalid_token", error_description="token expired at 2030-03-01T11:00:00Z; request a new token from your issuer"`,
 				kind:      "unauthenticated",
 				detail:    []string{"token expired"},
+				reason:    auth.ReasonExpired,
 			},
 		},
 		{
@@ -153,6 +160,7 @@ func TestMiddleware(t *testing.T) {
 				status: http.StatusServiceUnavailable,
 				kind:   "unavailable",
 				detail: []string{"issuer unavailable", "discovery"},
+				reason: auth.ReasonIssuerUnavailable,
 			},
 		},
 		{
@@ -165,6 +173,7 @@ func TestMiddleware(t *testing.T) {
 				status: http.StatusServiceUnavailable,
 				kind:   "unavailable",
 				detail: []string{"could not record the principal: database is down"},
+				reason: auth.ReasonPrincipalUnrecorded,
 			},
 		},
 	}
@@ -176,7 +185,9 @@ func TestMiddleware(t *testing.T) {
 			if tt.down {
 				s.discoveryStatus.Store(http.StatusServiceUnavailable)
 			}
-			a := newAuthenticator(t, config.Auth{Issuers: []config.Issuer{s.issuerConfig()}})
+			var reasons []string
+			a := newAuthenticator(t, config.Auth{Issuers: []config.Issuer{s.issuerConfig()}},
+				auth.WithFailureObserver(func(r string) { reasons = append(reasons, r) }))
 			problems := &problemRecorder{}
 			next := &nextHandler{}
 			h := a.Middleware(tt.resolved, problems.write)(next)
@@ -189,6 +200,11 @@ func TestMiddleware(t *testing.T) {
 			h.ServeHTTP(rec, req)
 
 			require.Equal(t, tt.want.status, rec.Code)
+			if tt.want.reason == "" {
+				require.Empty(t, reasons)
+			} else {
+				require.Equal(t, []string{tt.want.reason}, reasons, "one failure, by reason")
+			}
 			if tt.want.status == http.StatusNoContent {
 				require.True(t, next.called)
 				require.True(t, next.ok)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/fault"
@@ -42,7 +43,38 @@ type Envelope struct {
 	PTYRows    int  `json:"pty_rows,omitempty"`
 	PTYCols    int  `json:"pty_cols,omitempty"`
 	Background bool `json:"background,omitempty"`
+	// Trace carries the submitting call's W3C trace context (`traceparent`, `tracestate`),
+	// so the worker's spans continue its trace (docs/semantics.md §14); see InjectTrace.
+	Trace map[string]string `json:"trace,omitempty"`
 }
+
+// traceFormat is the wire format of Envelope.Trace: W3C trace context.
+var traceFormat = propagation.TraceContext{}
+
+// InjectTrace puts ctx's span context on env (nothing when ctx carries none).
+func InjectTrace(ctx context.Context, env *Envelope) {
+	c := propagation.MapCarrier{}
+	traceFormat.Inject(ctx, c)
+	if len(c) > 0 {
+		env.Trace = c
+	}
+}
+
+// ExtractTrace returns ctx with env's span context as its remote parent.
+func ExtractTrace(ctx context.Context, env Envelope) context.Context {
+	if len(env.Trace) == 0 {
+		return ctx
+	}
+	return traceFormat.Extract(ctx, propagation.MapCarrier(env.Trace))
+}
+
+// Delivery outcomes (QueuedOptions.Observe).
+const (
+	DeliveryRun       = "run"       // handed to the worker's run
+	DeliveryDuplicate = "duplicate" // the task had finished (or expired): acknowledged, skipped
+	DeliveryDeferred  = "deferred"  // out of its session's turn, or held by a live worker: later
+	DeliveryFailed    = "failed"    // given up (max_receive_count, dead letter, undecodable)
+)
 
 // statusFailed is the task status of an operation the queue gave up on (the domain's
 // TaskFailed; the broker does not import the domain).
@@ -69,6 +101,10 @@ type QueuedOptions struct {
 	ResponseTTL time.Duration
 	Now         func() time.Time // default time.Now
 	Logger      *slog.Logger
+	// Observe, when set, is told how each delivery went (one of the Delivery* outcomes) and
+	// whether it is a redelivery: the task had started on a worker before (metrics). It must
+	// not block.
+	Observe func(outcome string, redelivered bool)
 }
 
 // Queued is the queue flavor (docs/semantics.md §10 queue). On a gateway it records each
@@ -98,6 +134,9 @@ func NewQueued(o QueuedOptions) *Queued {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Observe == nil {
+		o.Observe = func(string, bool) {}
 	}
 	return &Queued{o: o, watcher: o.Store.NewTaskWatcher(o.Logger)}
 }
@@ -171,16 +210,20 @@ func (q *Queued) Handler(run Run) queue.Handler {
 const fifoWait = 2 * time.Second
 
 func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
+	outcome, redelivered := DeliveryDeferred, false
+	defer func() { q.o.Observe(outcome, redelivered) }()
 	var env Envelope
 	if err := json.Unmarshal(d.Body, &env); err != nil {
 		q.o.Logger.Error("undecodable queued operation dropped", "task_id", d.TaskID, "err", err)
 		if d.TaskID != "" {
 			q.fail(ctx, d.TaskID, "", fault.Broker, "the queued operation could not be decoded: "+err.Error())
 		}
+		outcome = DeliveryFailed
 		return nil
 	}
 	t, err := q.o.Store.GetTask(ctx, env.TaskID, "")
 	if errors.Is(err, store.ErrNotFound) || (err == nil && t.FinishedAt != nil) {
+		outcome = DeliveryDuplicate
 		return nil // expired, cancelled or a duplicate delivery
 	}
 	if err != nil {
@@ -196,6 +239,7 @@ func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
 				failed = "after repeated deliveries"
 			}
 		}
+		outcome, redelivered = DeliveryFailed, t.Attempts > 0
 		return q.fail(ctx, env.TaskID, env.SessionID, fault.Broker,
 			fmt.Sprintf("sandbox execution failed %s (sandbox.broker.queue.max_receive_count=%d): %s", failed, limit, why))
 	}
@@ -224,6 +268,7 @@ func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
 	attempts, err := q.o.Store.BeginAttempt(ctx, env.TaskID, q.o.RunnerID, now, now.Add(-q.o.LostAfter))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		outcome = DeliveryDuplicate
 		return nil
 	case errors.Is(err, store.ErrTaskHeld):
 		// A live worker runs it (the transport offered it again early): look again once
@@ -232,10 +277,13 @@ func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
 	case err != nil:
 		return err
 	}
+	redelivered = attempts > 1
 	if max := q.o.MaxReceiveCount; attempts > max {
+		outcome = DeliveryFailed
 		return q.fail(ctx, env.TaskID, env.SessionID, fault.Broker,
 			fmt.Sprintf("sandbox execution failed after %d deliveries (sandbox.broker.queue.max_receive_count=%d): the workers running it stopped before it finished", attempts-1, max))
 	}
+	outcome = DeliveryRun
 	return run(ctx, env, t)
 }
 

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,7 +164,13 @@ func TestQueuedDeliveryWaitsForEarlierWorkOfItsSession(t *testing.T) {
 func TestQueuedDeliveryGivesUpAfterMaxReceiveCount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := newQueued(t, broker.QueuedOptions{MaxReceiveCount: 2})
+	var mu sync.Mutex
+	var observed []string
+	e := newQueued(t, broker.QueuedOptions{MaxReceiveCount: 2, Observe: func(outcome string, redelivered bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		observed = append(observed, fmt.Sprintf("%s/%v", outcome, redelivered))
+	}})
 	d := e.enqueue(t, "t1", "s1")
 	interrupted := errors.New("worker stopping")
 	runs := 0
@@ -179,6 +187,10 @@ func TestQueuedDeliveryGivesUpAfterMaxReceiveCount(t *testing.T) {
 	assert.Equal(t, "failed", row.Status)
 	assert.Equal(t, string(fault.Broker), row.ErrorType)
 	assert.Contains(t, row.Error, "max_receive_count=2")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"run/false", "deferred/false", "run/true", "failed/true"}, observed,
+		"the metrics hear of each delivery; the second and third starts are redeliveries")
 }
 
 func TestQueuedDeliveryDropsWhatItCannotDecode(t *testing.T) {

@@ -31,6 +31,8 @@ const (
 	DefaultDockerPidsLimit          = 256
 	// DefaultKubernetesWorkspace is kubernetes.workspace's default.
 	DefaultKubernetesWorkspace = "/workspace"
+	// DefaultAuditRetention is audit.retention's default: 90 days.
+	DefaultAuditRetention = Duration(90 * 24 * time.Hour)
 )
 
 // ApplyDefaults fills every unset key with its default and expands the single-backend
@@ -56,6 +58,8 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.Log.Format, "json")
 	c.Auth.applyDefaults()
 	c.Sandbox.applyDefaults()
+	setDefault(&c.Telemetry.ServiceName, "sandgate")
+	setDefault(&c.Audit.Retention, DefaultAuditRetention)
 }
 
 func (s *Server) applyDefaults() {

@@ -15,6 +15,28 @@ type Config struct {
 	Auth     Auth     `koanf:"auth" json:"auth"`
 	Sandbox  Sandbox  `koanf:"sandbox" json:"sandbox"`
 	Log      Log      `koanf:"log" json:"log"`
+	// Telemetry configures trace export (docs/semantics.md §14).
+	Telemetry Telemetry `koanf:"telemetry" json:"telemetry"`
+	// Audit configures the audit log (docs/semantics.md §14).
+	Audit Audit `koanf:"audit" json:"audit"`
+}
+
+// Telemetry configures OpenTelemetry traces. Metrics are served on server.metrics_addr.
+type Telemetry struct {
+	// OTLPEndpoint is the base URL of an OTLP/HTTP collector (e.g.
+	// "http://otel-collector:4318"); spans are sent to <url>/v1/traces. Empty: the standard
+	// OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables decide, and
+	// without them tracing is off.
+	OTLPEndpoint string `koanf:"otlp_endpoint" json:"otlp_endpoint"`
+	// ServiceName is the traces' service.name (OTEL_SERVICE_NAME wins). Default "sandgate".
+	ServiceName string `koanf:"service_name" json:"service_name"`
+}
+
+// Audit configures the audit log of executions, file writes and session changes.
+type Audit struct {
+	// Retention is how long audit events are kept; the sweeper deletes older ones. Default
+	// 2160h (90 days); at least 1h.
+	Retention Duration `koanf:"retention" json:"retention"`
 }
 
 // Server is the HTTP listener.
@@ -32,6 +54,10 @@ type Server struct {
 	// MaxBodyBytes bounds JSON request bodies. Default 8 MiB. File uploads use
 	// sandbox.max_file_bytes instead.
 	MaxBodyBytes int64 `koanf:"max_body_bytes" json:"max_body_bytes"`
+	// MetricsAddr is host:port of a separate listener serving Prometheus metrics at
+	// /metrics, without authentication (gateways and workers alike). Empty (the default): no
+	// metrics listener. It is never served on addr, which faces the tenants.
+	MetricsAddr string `koanf:"metrics_addr" json:"metrics_addr"`
 }
 
 // Database is the Postgres connection.

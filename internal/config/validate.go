@@ -82,8 +82,18 @@ func (c *Config) Validate() error {
 	p.enum("log.format", c.Log.Format, logFormats)
 	c.Auth.validate(&p)
 	c.Sandbox.validate(&p)
+	if e := c.Telemetry.OTLPEndpoint; e != "" && !isHTTPURL(e) {
+		p.add("telemetry.otlp_endpoint", "%q is not an absolute http or https URL (the OTLP/HTTP collector's base URL, e.g. http://otel-collector:4318)", e)
+	}
+	if c.Audit.Retention < minAuditRetention {
+		p.add("audit.retention", "must be at least %s (got %s)", minAuditRetention, c.Audit.Retention)
+	}
 	return errors.Join(p...)
 }
+
+// minAuditRetention bounds audit.retention from below: an audit log kept for less is no
+// audit log.
+const minAuditRetention = Duration(time.Hour)
 
 func (s *Server) validate(p *problems) {
 	if strings.TrimSpace(s.Addr) == "" {
@@ -110,6 +120,13 @@ func (s *Server) validate(p *problems) {
 	}
 	if s.MaxBodyBytes <= 0 {
 		p.add("server.max_body_bytes", "must be greater than 0 (got %d)", s.MaxBodyBytes)
+	}
+	if s.MetricsAddr != "" {
+		if _, port, err := net.SplitHostPort(s.MetricsAddr); err != nil || port == "" {
+			p.add("server.metrics_addr", "%q is not host:port (e.g. \":9090\" or \"127.0.0.1:9090\")", s.MetricsAddr)
+		} else if s.MetricsAddr == s.Addr {
+			p.add("server.metrics_addr", "must differ from server.addr: metrics are served on a listener of their own")
+		}
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/telemetry"
 	"github.com/sandgate/sandgate/web"
 )
 
@@ -67,6 +68,8 @@ type Options struct {
 	// StreamKeepalive is the longest an event stream stays silent; default
 	// api.DefaultStreamKeepalive (tests shorten it).
 	StreamKeepalive time.Duration
+	// Getenv reads the OTEL_* variables of the trace exporter's set-up; default os.Getenv.
+	Getenv func(string) string
 }
 
 // Gateway is one assembled process. Build it with New, then Serve (RoleGateway) or
@@ -81,6 +84,9 @@ type Gateway struct {
 	queued    *broker.Queued // the queue flavor, when configured
 	handler   http.Handler
 	agent     *mcp.Handler // nil for RoleWorker
+	metrics   *telemetry.Metrics
+	tracing   *telemetry.Tracing
+	metricsLn net.Listener // server.metrics_addr, when set
 
 	bg     context.Context // background work: lives until Close
 	stopBG context.CancelFunc
@@ -141,6 +147,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	if g.store, err = store.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns); err != nil {
 		return nil, err
 	}
+	if opts.RunnerID == "" {
+		opts.RunnerID = newRunnerID()
+	}
+	if err := g.observe(ctx); err != nil {
+		return nil, err
+	}
 	if cfg.Database.AutoMigrate == nil || *cfg.Database.AutoMigrate {
 		applied, err := g.store.Migrate(ctx)
 		if err != nil {
@@ -167,16 +179,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	if err != nil {
 		return nil, err
 	}
-	if opts.RunnerID == "" {
-		opts.RunnerID = newRunnerID()
-	}
 	set := settings(cfg.Sandbox)
+	set.AuditRetention = cfg.Audit.Retention.D()
 	var port sandbox.Queue
 	if queued {
 		g.queued = broker.NewQueued(broker.QueuedOptions{
 			Store: g.store, Transport: g.transport, RunnerID: opts.RunnerID, InlinePayloadMaxBytes: set.Queue.InlinePayloadMaxBytes,
 			WaitPoll: set.Queue.WaitPoll, MaxReceiveCount: set.Queue.MaxReceiveCount, LostAfter: set.LostAfter, ResponseTTL: set.ResponseTTL,
-			Now: opts.Now, Logger: log,
+			Now: opts.Now, Logger: log, Observe: g.metrics.Delivery,
 		})
 		port = g.queued
 		g.goBG(g.queued.Run)
@@ -186,12 +196,19 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	if err != nil {
 		return nil, err
 	}
+	var pools []telemetry.WarmPool
+	for _, p := range profiles {
+		if wp, ok := p.Provider.(providers.WarmPooler); ok {
+			pools = append(pools, telemetry.WarmPool{Profile: p.Name, Pooler: wp})
+		}
+	}
+	g.metrics.WatchWarmPools(pools)
 	var clock sandbox.Clock
 	if opts.Now != nil {
 		clock = sandbox.ClockFunc(opts.Now)
 	}
 	g.svc, err = sandbox.New(sandbox.Options{Settings: set, Profiles: profiles, Store: g.store, Broker: brk, Queue: port,
-		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log})
+		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log, Observer: g.metrics, Tracer: g.tracing.Provider()})
 	if err != nil {
 		closeProviders(profiles, log)
 		return nil, err
@@ -200,6 +217,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		return nil, err
 	}
 	g.goBG(g.svc.Maintain)
+	g.serveMetrics()
 	if opts.Role == RoleWorker {
 		return g, nil
 	}
@@ -210,7 +228,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 			_ = g.transport.Consume(ctx, cfg.Sandbox.Broker.Queue.Consumers, g.queued.Handler(g.svc.RunDelivered))
 		})
 	}
-	authn, err := auth.New(g.bg, cfg.Auth, auth.WithLogger(log))
+	authn, err := auth.New(g.bg, cfg.Auth, auth.WithLogger(log),
+		auth.WithFailureObserver(g.metrics.AuthFailed), auth.WithTracerProvider(g.tracing.Provider()))
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +242,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	agent := mcp.New(mcpOptions(cfg, g.svc, log, opts.Version))
 	g.agent = agent
 	meta := agent.MetadataHandler()
-	g.handler, err = api.NewHandler(api.Options{Auth: authn, Readiness: g.store, Sandbox: g.svc, Logger: log, MaxBody: cfg.Server.MaxBodyBytes, Extra: extra,
+	routes, err := api.NewHandler(api.Options{Auth: authn, Readiness: g.store, Sandbox: g.svc, Logger: log, MaxBody: cfg.Server.MaxBodyBytes, Extra: extra,
 		Console: web.Handler(consoleConfig(cfg, opts.DevIssuer, log)),
 		Mounts: []api.Mount{
 			{Path: mcp.MetadataPath, Handler: meta},
@@ -236,6 +255,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	if err != nil {
 		return nil, err
 	}
+	g.handler = telemetry.ServerHandler(routes, g.metrics, g.tracing)
 	return g, nil
 }
 
@@ -340,8 +360,9 @@ func (g *Gateway) RunWorker(ctx context.Context) error {
 	return err
 }
 
-// Close ends the MCP sessions, stops the background work and waits for it, then closes the
-// domain (interrupting what still runs), the transport and the store. Idempotent.
+// Close ends the MCP sessions, stops the background work (the metrics listener among it)
+// and waits for it, then closes the domain (interrupting what still runs), the transport and
+// the store, and exports the spans not yet sent. Idempotent.
 func (g *Gateway) Close() {
 	g.closeOnce.Do(func() {
 		if g.agent != nil {
@@ -360,6 +381,14 @@ func (g *Gateway) Close() {
 		if g.store != nil {
 			g.store.Close()
 		}
+		if g.metricsLn != nil {
+			_ = g.metricsLn.Close() // when New failed before serving it
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := g.tracing.Shutdown(ctx); err != nil {
+			g.log.Warn("exporting the last spans failed", "err", err)
+		}
+		cancel()
 	})
 }
 

@@ -126,6 +126,22 @@ func (c Capabilities) SupportsLanguage(lang string) bool {
 	return false
 }
 
+// WarmPooler is implemented by providers that keep sandboxes started ahead of use (docker's
+// warm_pool), for the metrics (docs/semantics.md §14). ok is false when this instance has no
+// pool.
+type WarmPooler interface {
+	WarmPoolStats() (stats WarmPoolStats, ok bool)
+}
+
+// WarmPoolStats describe a provider's warm pool as this process sees it.
+type WarmPoolStats struct {
+	Size  int // the configured size
+	Ready int // sandboxes ready to claim now
+	// Hits and Misses count Create calls since the provider was built that a ready sandbox
+	// served, and that found none (a sandbox was started for them instead).
+	Hits, Misses uint64
+}
+
 // Provider creates, attaches and destroys sandboxes of one backend.
 type Provider interface {
 	// Type is the provider's short name (local_subprocess, docker, …).

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
@@ -105,7 +107,9 @@ type Outcome struct {
 // Execute runs a command or code in a session (seed run_code / run_command). Machinery
 // failures are fault errors; policy, identity and capability checks fail before any provider
 // call.
-func (s *Service) Execute(ctx context.Context, p principal.Principal, in ExecInput) (Outcome, error) {
+func (s *Service) Execute(ctx context.Context, p principal.Principal, in ExecInput) (_ Outcome, err error) {
+	ctx, span := s.startSpan(ctx, "sandbox.Execute")
+	defer func() { endSpan(span, err) }()
 	// The session's identity comes from the cache when it can; BeginTask finds out in the same
 	// round trip when the session is gone, and then it is resolved once more from the store
 	// (a default session is made again, an explicit id is unknown).
@@ -114,6 +118,7 @@ func (s *Service) Execute(ctx context.Context, p principal.Principal, in ExecInp
 		if err != nil {
 			return Outcome{}, err
 		}
+		span.SetAttributes(attrProfile.String(prof.Name), attrProvider.String(prof.Provider.Type()), attrSession.String(sess.ID))
 		out, err := s.submit(ctx, p, sess, prof, ephemeral, in)
 		if errors.Is(err, errSessionGone) {
 			s.sessionIDs.forget(sess.ID)
@@ -207,8 +212,9 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		Status: TaskPending, RunnerID: s.runnerID, SubmittedAt: now, Program: spec.Command + spec.Code,
 		Background: in.Background, Interactive: spec.StdinOpen || spec.PTY != nil,
 	}
+	trace.SpanFromContext(ctx).SetAttributes(attrTask.String(id), attrOp.String(op))
 	j := &execJob{s: s, p: p, prof: prof, sess: sess, ephemeral: ephemeral, task: task, spec: spec, stdin: in.Stdin,
-		base64: in.Base64, warnings: warnings, started: in.Started}
+		base64: in.Base64, warnings: warnings, started: in.Started, parent: trace.SpanContextFromContext(ctx)}
 	if s.queue != nil {
 		return s.submitQueued(ctx, j, wait)
 	}
@@ -317,6 +323,10 @@ type execJob struct {
 	cleanup []func()
 	live    *liveOutput // followable output (thread and embedded flavors); nil for queued jobs
 
+	// parent is the span of the call that submitted the execution (its trace goes on in the
+	// job, which runs in the broker's context).
+	parent trace.SpanContext
+
 	result    *Result // set when the program ran (whatever its exit)
 	err       error   // set on a machinery failure
 	abandoned bool    // interrupted by shutdown and left for redelivery
@@ -324,9 +334,15 @@ type execJob struct {
 
 func (j *execJob) run(ctx context.Context) {
 	s := j.s
+	began := time.Now()
+	ctx, span := s.tracer.Start(trace.ContextWithSpanContext(ctx, j.parent), "sandbox.execution", trace.WithAttributes(
+		attrProfile.String(j.prof.Name), attrProvider.String(j.prof.Provider.Type()), attrSession.String(j.sess.ID),
+		attrTask.String(j.task.ID), attrOp.String(j.task.Operation)))
 	bg := context.WithoutCancel(ctx) // persistence must happen even after cancellation
 	completion := store.Completion{SessionID: j.sess.ID}
 	defer func() {
+		span.SetAttributes(attrStatus.String(completion.Status))
+		endSpan(span, j.err)
 		if j.abandoned {
 			s.forgetCancelled(j.task.ID)
 			return
@@ -339,6 +355,7 @@ func (j *execJob) run(ctx context.Context) {
 		completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.ephemeral
 		completion.Unlock = j.place // the next execution of the session starts once this one is recorded
 		s.recordCompletion(bg, j.task.ID, completion)
+		s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, time.Since(began))
 		s.forgetCancelled(j.task.ID)
 		if j.live != nil {
 			j.live.finish(j.result, j.err)
@@ -372,6 +389,8 @@ func (j *execJob) run(ctx context.Context) {
 // error), the result and its notice.
 func completeWith(c *store.Completion, res *Result, timedOut string) {
 	c.Result, c.Notice = res, res.Notice
+	ms := res.DurationMS
+	c.ExitCode, c.DurationMS = res.ExitCode, &ms
 	switch res.Status {
 	case ResultTimedOut:
 		c.Status, c.Error, c.ErrorType = TaskTimedOut, timedOut, string(fault.Timeout)
@@ -416,8 +435,13 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	// whose kill did not return.
 	runCtx, cancel := context.WithTimeout(ctx, spec.Timeout+30*time.Second)
 	defer cancel()
+	var st providers.ExitStatus
+	exec := func(ctx context.Context) (err error) {
+		st, err = sb.Exec(ctx, j.withStdin(spec))
+		return err
+	}
 	start := time.Now()
-	st, err := sb.Exec(runCtx, j.withStdin(spec))
+	err = s.call(runCtx, prof, "exec", exec)
 	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
 		// The handle was trusted without a round trip and its sandbox could not be reached:
 		// nothing ran. Attach again — the ordinary path, which recreates a vanished sandbox —
@@ -427,7 +451,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		start = time.Now()
-		st, err = sb.Exec(runCtx, j.withStdin(spec))
+		err = s.call(runCtx, prof, "exec", exec)
 	}
 	if notice == "" {
 		notice = healNotice
@@ -632,8 +656,16 @@ func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Se
 // acquire attaches to the session's sandbox or creates one (seed _acquire). A managed sandbox
 // that vanished is recreated empty with a notice; an attached environment never is.
 func (s *Service) acquire(ctx context.Context, prof *Profile, sess *store.Session, pp providers.Principal) (providers.Sandbox, string, error) {
+	var sb providers.Sandbox
+	create := func(ctx context.Context) (err error) {
+		sb, err = prof.Provider.Create(ctx, pp, prof.Policy)
+		return err
+	}
 	if sess.SandboxID != "" {
-		sb, err := prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.Policy)
+		err := s.call(ctx, prof, "attach", func(ctx context.Context) (err error) {
+			sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.Policy)
+			return err
+		})
 		if err == nil {
 			return sb, "", nil
 		}
@@ -643,15 +675,13 @@ func (s *Service) acquire(ctx context.Context, prof *Profile, sess *store.Sessio
 		if prof.Attached() {
 			return nil, "", fault.New(fault.Gone, "attached environment '%s' (profile '%s') is unreachable; not recreating — attached environments are never provisioned by the gateway", sess.SandboxID, prof.Name)
 		}
-		sb, err = prof.Provider.Create(ctx, pp, prof.Policy)
-		if err != nil {
+		if err := s.call(ctx, prof, "create", create); err != nil {
 			return nil, "", classify(err, fault.Provision)
 		}
 		sess.SandboxID = sb.ID()
 		return sb, fmt.Sprintf("the sandbox behind session '%s' no longer existed and was recreated empty; its previous workspace state is gone", sess.ID), nil
 	}
-	sb, err := prof.Provider.Create(ctx, pp, prof.Policy)
-	if err != nil {
+	if err := s.call(ctx, prof, "create", create); err != nil {
 		return nil, "", classify(err, fault.Provision)
 	}
 	sess.SandboxID = sb.ID()

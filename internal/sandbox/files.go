@@ -48,7 +48,9 @@ func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, pr
 // Over sandbox.max_file_bytes: fault.TooLarge and no file — at once, before a byte is read
 // or a sandbox is touched, when size says so; else when the stream passes the limit.
 // Escapes: fault.Policy. Writes are ordered with the session's executions.
-func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, profile, path string, body io.Reader, size int64) (FileWritten, error) {
+func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, profile, path string, body io.Reader, size int64) (_ FileWritten, err error) {
+	ctx, span := s.startSpan(ctx, "sandbox.WriteFile")
+	defer func() { endSpan(span, err) }()
 	clean, err := providers.CleanPath(path)
 	if err != nil {
 		return FileWritten{}, err
@@ -63,6 +65,21 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	if err != nil {
 		return FileWritten{}, err
 	}
+	span.SetAttributes(attrProfile.String(prof.Name), attrProvider.String(prof.Provider.Type()), attrSession.String(sess.ID))
+	// Audited from here on: the caller may write in this session, so what it wrote, or
+	// tried to, is recorded.
+	h := sha256.New()
+	var written int64
+	sid := sess.ID
+	defer func() {
+		e := store.AuditEvent{Kind: store.AuditFileWrite, SessionID: sid, Profile: prof.Name, Target: clean}
+		if err != nil {
+			e.Status, e.ErrorType = "failed", string(fault.KindOf(err))
+		} else {
+			e.Digest, e.Size = hex.EncodeToString(h.Sum(nil)), written
+		}
+		s.audit(ctx, p, e)
+	}()
 	unlock, err := s.lockSession(ctx, sess.ID)
 	if err != nil {
 		return FileWritten{}, err
@@ -82,10 +99,12 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	if err := s.store.UpdateSessionBackend(ctx, sess.ID, sb.ID(), "active", s.now()); err != nil {
 		return FileWritten{}, err
 	}
-	h := sha256.New()
 	wctx, cancel := context.WithTimeout(ctx, prof.Policy.Timeout)
 	defer cancel()
-	n, err := sb.WriteFile(wctx, clean, io.TeeReader(body, h), s.maxFile())
+	err = s.call(wctx, prof, "write_file", func(ctx context.Context) (err error) {
+		written, err = sb.WriteFile(ctx, clean, io.TeeReader(body, h), s.maxFile())
+		return err
+	})
 	if err != nil {
 		if fault.IsKind(err, fault.TooLarge) {
 			return FileWritten{}, fault.New(fault.TooLarge, "file body is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", s.maxFile())
@@ -95,7 +114,7 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 		}
 		return FileWritten{}, classify(err, fault.Provision)
 	}
-	return FileWritten{SessionID: sess.ID, Path: clean, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return FileWritten{SessionID: sess.ID, Path: clean, Size: written, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // readable attaches to the session's sandbox for a read, without creating one and without
@@ -196,7 +215,7 @@ func (s *Service) ListFiles(ctx context.Context, p principal.Principal, id, prof
 }
 
 // DeleteFile removes a file or empty folder (missing: no error). Ordered like writes.
-func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, profile, path string) error {
+func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, profile, path string) (err error) {
 	clean, err := providers.CleanPath(path)
 	if err != nil {
 		return err
@@ -208,6 +227,14 @@ func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, pro
 	if err != nil {
 		return err
 	}
+	sid := sess.ID
+	defer func() {
+		e := store.AuditEvent{Kind: store.AuditFileDelete, SessionID: sid, Profile: prof.Name, Target: clean}
+		if err != nil {
+			e.Status, e.ErrorType = "failed", string(fault.KindOf(err))
+		}
+		s.audit(ctx, p, e)
+	}()
 	unlock, err := s.lockSession(ctx, sess.ID)
 	if err != nil {
 		return err

@@ -101,6 +101,20 @@ type Store interface {
 	// PrincipalLabel names principal id as "issuer#subject".
 	PrincipalLabel(ctx context.Context, id string) (string, error)
 
+	// Audit (docs/semantics.md §14). The statements that insert a task (BeginTask,
+	// CreateTaskWithin) also record its execution's audit event (status store.AuditSubmitted,
+	// the program's digest, excerpt and size), and those that finish it (FinishTask,
+	// MarkLostTasks) complete that event with the final status, exit code and duration — in
+	// the same statement, so every execution is audited exactly once.
+
+	// AppendAudit records an event of another kind (file writes and deletions, session
+	// creation and destruction); the store sets its id and principal label.
+	AppendAudit(ctx context.Context, e store.AuditEvent) error
+	// ListAudit returns up to f.Limit events of the filter, newest (highest id) first.
+	ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEvent, error)
+	// DeleteAuditBefore removes events older than cutoff, except unfinished executions'.
+	DeleteAuditBefore(ctx context.Context, cutoff time.Time) (int64, error)
+
 	// Runners.
 
 	Heartbeat(ctx context.Context, id, hostname string, now time.Time) error

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
@@ -31,6 +33,7 @@ func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Durati
 	if pty := j.spec.PTY; pty != nil {
 		env.PTYRows, env.PTYCols = pty.Rows, pty.Cols
 	}
+	broker.InjectTrace(ctx, &env)
 	limit, overQuota := s.executionLimit(j.p), s.executionQuotaErr
 	if j.task.Background {
 		limit, overQuota = s.backgroundLimit(j.p), s.backgroundQuotaErr
@@ -122,7 +125,7 @@ func (s *Service) RunDelivered(ctx context.Context, env broker.Envelope, t store
 	sess := store.Session{ID: env.SessionID, OwnerID: env.Principal.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope}
 	j := &execJob{
 		s: s, p: env.Principal, prof: prof, sess: sess, ephemeral: env.Ephemeral, task: t, stdin: env.Stdin, base64: env.Base64,
-		warnings: env.Warnings, queued: true,
+		warnings: env.Warnings, queued: true, parent: trace.SpanContextFromContext(broker.ExtractTrace(ctx, env)),
 		spec: providers.ExecSpec{Command: env.Command, Code: env.Code, Language: env.Language, Env: env.Env, Dir: env.Dir, Context: env.Context,
 			Timeout: time.Duration(env.TimeoutMS) * time.Millisecond, StdinOpen: env.StdinOpen, Background: env.Background},
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
@@ -44,6 +46,11 @@ type Options struct {
 	Clock    Clock         // default the system clock
 	NewID    func() string // default 32 random hex digits
 	Logger   *slog.Logger
+	// Observer is told of finished executions and failed provider calls (metrics); default
+	// none.
+	Observer Observer
+	// Tracer makes the domain's spans (docs/semantics.md §14); default a no-op provider.
+	Tracer trace.TracerProvider
 }
 
 // Service is the sandbox domain. Build it with New; call Maintain in the background.
@@ -57,6 +64,8 @@ type Service struct {
 	now      func() time.Time
 	newID    func() string
 	log      *slog.Logger
+	observer Observer
+	tracer   trace.Tracer
 
 	profiles map[string]*Profile
 	names    []string
@@ -86,7 +95,10 @@ func New(opts Options) (*Service, error) {
 	s := &Service{
 		cfg: opts.Settings.withDefaults(), store: opts.Store, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
 		newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, sessionIDs: newSessionIdentities(),
-		cancelled: map[string]bool{}, closing: make(chan struct{}),
+		cancelled: map[string]bool{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
+	}
+	if s.observer == nil {
+		s.observer = nopObserver{}
 	}
 	s.now = time.Now
 	if opts.Clock != nil {

@@ -55,7 +55,9 @@ type CreateSessionInput struct {
 
 // CreateSession mints a new session on a per_session profile (seed new_session). The sandbox
 // is provisioned on first use. Other scopes: fault.Conflict explaining how to use them.
-func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in CreateSessionInput) (Session, error) {
+func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in CreateSessionInput) (_ Session, err error) {
+	ctx, span := s.startSpan(ctx, "sandbox.CreateSession")
+	defer func() { endSpan(span, err) }()
 	prof, err := s.profile(p, in.Profile)
 	if err != nil {
 		return Session{}, err
@@ -83,6 +85,7 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 		return Session{}, err
 	}
 	s.sessionIDs.remember(row) // its first execution needs no round trip to resolve it
+	s.audit(ctx, p, store.AuditEvent{Kind: store.AuditSessionCreate, SessionID: row.ID, Profile: row.Profile})
 	return view(row), nil
 }
 
@@ -138,6 +141,9 @@ func (s *Service) lookupVia(ctx context.Context, p principal.Principal, id, prof
 		sess, err := s.store.EnsureDefaultSession(ctx, cand)
 		if err == nil {
 			s.sessionIDs.remember(sess)
+			if sess.ID == cand.ID { // this call made it
+				s.audit(ctx, p, store.AuditEvent{Kind: store.AuditSessionCreate, SessionID: sess.ID, Profile: sess.Profile})
+			}
 		}
 		return sess, prof, false, err
 	}
@@ -238,7 +244,9 @@ func (s *Service) ListSessions(ctx context.Context, p principal.Principal, f Lis
 // forgets the session. Idempotent: unknown ids succeed. Destroying "default" resets the
 // default session. The shared session of a per_runtime profile is destroyed by admins only
 // (fault.Forbidden): every caller works in it. Returns the id destroyed.
-func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id, profile string) (string, error) {
+func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id, profile string) (_ string, err error) {
+	ctx, span := s.startSpan(ctx, "sandbox.DestroySession")
+	defer func() { endSpan(span, err) }()
 	sess, prof, ephemeral, err := s.lookup(ctx, p, id, profile)
 	if fault.IsKind(err, fault.NotFound) {
 		return id, nil
@@ -269,6 +277,7 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 		return "", err
 	}
 	s.sessionIDs.forget(sess.ID)
+	s.audit(ctx, p, store.AuditEvent{Kind: store.AuditSessionDestroy, SessionID: sess.ID, Profile: sess.Profile})
 	return sess.ID, nil
 }
 
@@ -280,7 +289,7 @@ func (s *Service) destroyBackend(ctx context.Context, prof *Profile, sessionID, 
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	if err := prof.Provider.Destroy(dctx, sandboxID); err != nil {
+	if err := s.call(dctx, prof, "destroy", func(ctx context.Context) error { return prof.Provider.Destroy(ctx, sandboxID) }); err != nil {
 		s.log.Warn("destroying sandbox failed", "session_id", sessionID, "sandbox_id", sandboxID, "profile", prof.Name, "err", err)
 	}
 }

@@ -32,7 +32,13 @@ type Settings struct {
 	LostAfter time.Duration
 	// Queue holds the queue flavor's limits (only read when Options.Queue is set).
 	Queue QueueSettings
+	// AuditRetention is how long audit events are kept (config audit.retention); the sweeper
+	// deletes older ones (docs/semantics.md §14). Default DefaultAuditRetention.
+	AuditRetention time.Duration
 }
+
+// DefaultAuditRetention is Settings.AuditRetention's default: 90 days.
+const DefaultAuditRetention = 90 * 24 * time.Hour
 
 // QueueSettings are the queue flavor's limits (config sandbox.broker, docs/semantics.md §10 queue).
 type QueueSettings struct {
@@ -89,6 +95,7 @@ func (s Settings) withDefaults() Settings {
 	def(&s.SweepInterval, 5*time.Minute)
 	def(&s.LostAfter, 30*time.Second)
 	def(&s.Queue.WaitPoll, 500*time.Millisecond)
+	def(&s.AuditRetention, DefaultAuditRetention)
 	if s.Queue.MaxReceiveCount <= 0 {
 		s.Queue.MaxReceiveCount = 3
 	}

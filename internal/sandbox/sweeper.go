@@ -93,6 +93,9 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 			return err
 		}
 		if idle {
+			if err := s.sweepAudit(ctx); err != nil {
+				return err
+			}
 			s.sweepIdle(ctx)
 			s.sweepOrphans(ctx)
 		}

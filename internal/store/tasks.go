@@ -99,10 +99,15 @@ func ownerUnder(n, bg string) string {
 // may pass it together; the limit is a bound on what one principal holds, not an exact
 // count.)
 func (st *Store) CreateTaskWithin(ctx context.Context, t Task, limit int) error {
-	tag, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, program, background, interactive)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12 WHERE `+ownerUnder("$9", "$11"),
-		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive)
-	if err == nil && tag.RowsAffected() == 0 {
+	digest, excerpt, size := programAudit(t)
+	var n int
+	err := st.pool.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, program, background, interactive)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12 WHERE `+ownerUnder("$9", "$11")+` RETURNING id, submitted_at),
+		`+auditTaskInsert("$3", "$2", "$4", "$5", "$13", "$14", "$15")+`
+		SELECT count(*) FROM task`,
+		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive,
+		digest, excerpt, size).Scan(&n)
+	if err == nil && n == 0 {
 		return ErrQuota
 	}
 	return err
@@ -115,9 +120,13 @@ func (st *Store) CreateTaskWithin(ctx context.Context, t Task, limit int) error 
 func (st *Store) CreateQueuedTask(ctx context.Context, t Task, limit int, enqueue func(ctx context.Context, tx pgx.Tx, seq int64) error) (int64, error) {
 	var seq int64
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, queued, program, background, interactive)
-			SELECT $1, $2, $3, $4, $5, $6, '', $7, true, $9, $10, $11 WHERE `+ownerUnder("$8", "$10")+` RETURNING seq`,
-			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive).Scan(&seq)
+		digest, excerpt, size := programAudit(t)
+		err := tx.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, queued, program, background, interactive)
+			SELECT $1, $2, $3, $4, $5, $6, '', $7, true, $9, $10, $11 WHERE `+ownerUnder("$8", "$10")+` RETURNING id, submitted_at, seq),
+			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14")+`
+			SELECT seq FROM task`,
+			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive,
+			digest, excerpt, size).Scan(&seq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrQuota
 		}
@@ -202,6 +211,11 @@ type Completion struct {
 	// Unlock gives up this lock place (BeginTask's) in the same round trip, whether or not
 	// this completion is the one stored; the zero Place: none.
 	Unlock Place
+	// ExitCode and DurationMS complete the execution's audit event: the program's exit code
+	// and run time when it ran (nil: unknown; the duration is then taken from the task's
+	// start to t).
+	ExitCode   *int
+	DurationMS *int64
 }
 
 // FinishTask records task id's completion at t, kept until t+ttl, and notifies waiters on
@@ -227,7 +241,11 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 	// (lockPoll), so such a rare waiter is late by at most that, never stuck.
 	const finish = `WITH done AS (
 			UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
-				finished_at = $7, expires_at = $8 WHERE id = $1 AND finished_at IS NULL RETURNING id),
+				finished_at = $7, expires_at = $8 WHERE id = $1 AND finished_at IS NULL RETURNING id, started_at),
+		audited AS (
+			UPDATE audit_events a SET status = $2, error_type = COALESCE($5, ''), exit_code = $11, finished_at = $7,
+				duration_ms = COALESCE($12::bigint, (extract(epoch FROM $7::timestamptz - done.started_at) * 1000)::bigint)
+			FROM done WHERE a.task_id = done.id),
 		touched AS (
 			UPDATE sessions SET last_used_at = GREATEST(last_used_at, $7) WHERE id = $9 AND $9 <> ''),
 		freed AS (
@@ -235,7 +253,7 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 		SELECT (SELECT count(pg_notify('` + taskDoneChannel + `', id)) FROM done) = 1,
 			(SELECT count(pg_notify('` + lockReleasedChannel + `', session_id)) FROM freed
 				WHERE EXISTS (SELECT 1 FROM session_locks w WHERE w.session_id = freed.session_id AND w.token <> $10))`
-	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token}
+	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token, c.ExitCode, c.DurationMS}
 	var stored bool
 	err := st.pool.QueryRow(ctx, finish, args...).Scan(&stored, new(int64))
 	if err == nil && c.Unlock.Token != "" {
@@ -346,16 +364,23 @@ func (st *Store) AdoptTask(ctx context.Context, id, runnerID string, staleBefore
 // task had started (its outcome is unknown) or never ran (submit it again: its request was
 // only in the dead process).
 func (st *Store) MarkLostTasks(ctx context.Context, staleBefore, now time.Time, ttl time.Duration) (int64, error) {
-	tag, err := st.pool.Exec(ctx, `
+	var n int64
+	err := st.pool.QueryRow(ctx, `WITH lost AS (
 UPDATE tasks t SET status = 'lost', finished_at = $2, expires_at = $3, error_type = 'lost',
        error = CASE WHEN t.started_at IS NULL
          THEN 'the gateway process holding this task stopped before it started (runner ' || t.runner_id || '); it never ran: submit it again'
          ELSE 'the gateway process running this task stopped before it finished (runner ' || t.runner_id || '); its outcome is unknown' END
  WHERE t.finished_at IS NULL
    AND (NOT t.queued OR t.pid IS NOT NULL) -- a queued task is redelivered by its transport, unless it is a started background process
-   AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $1)`,
-		staleBefore, now, now.Add(ttl))
-	return tag.RowsAffected(), err
+   AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $1)
+ RETURNING t.id, t.started_at),
+	audited AS (
+UPDATE audit_events a SET status = 'lost', error_type = 'lost', finished_at = $2,
+       duration_ms = (extract(epoch FROM $2::timestamptz - lost.started_at) * 1000)::bigint
+  FROM lost WHERE a.task_id = lost.id)
+SELECT count(*) FROM lost`,
+		staleBefore, now, now.Add(ttl)).Scan(&n)
+	return n, err
 }
 
 // DeleteExpiredTasks removes finished tasks past their TTL.

@@ -43,11 +43,16 @@ type Begun struct {
 // either case; the database's error (then a place may have been taken with its answer
 // lost: it is released in the background, and the task may exist: finish it).
 func (st *Store) BeginTask(ctx context.Context, t Task, limit int, lock bool) (Begun, error) {
+	digest, excerpt, size := programAudit(t)
 	if !lock {
-		tag, err := st.pool.Exec(ctx, `INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at, program, background, interactive)
-			SELECT $1, $2, $3, $4, $5, 'running', $6, $7, $7, $9, $10, $11 WHERE `+ownerUnder("$8", "$10"),
-			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive)
-		if err == nil && tag.RowsAffected() == 0 {
+		var n int
+		err := st.pool.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at, program, background, interactive)
+			SELECT $1, $2, $3, $4, $5, 'running', $6, $7, $7, $9, $10, $11 WHERE `+ownerUnder("$8", "$10")+` RETURNING id, submitted_at),
+			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14")+`
+			SELECT count(*) FROM task`,
+			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive,
+			digest, excerpt, size).Scan(&n)
+		if err == nil && n == 0 {
 			return Begun{}, ErrQuota
 		}
 		return Begun{First: err == nil}, err
@@ -71,9 +76,11 @@ func (st *Store) BeginTask(ctx context.Context, t Task, limit int, lock bool) (B
 		line AS (SELECT place.ticket, `+firstInLine("$2", "place.ticket")+` AS first FROM place),
 		task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at, program, background, interactive)
 			SELECT $1, $2, $3, $4, $5, CASE WHEN line.first THEN 'running' ELSE 'pending' END, $6, $7,
-				CASE WHEN line.first THEN $7::timestamptz END, $11, $12, $13 FROM line)
+				CASE WHEN line.first THEN $7::timestamptz END, $11, $12, $13 FROM line RETURNING id, submitted_at),
+		`+auditTaskInsert("$3", "$2", "$4", "$5", "$14", "$15", "$16")+`
 		SELECT ok.within, COALESCE(line.ticket, 0), COALESCE(line.first, false), s.* FROM s CROSS JOIN ok LEFT JOIN line ON true`,
-		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token, ProgramOf(t.Program), t.Background, t.Interactive).
+		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token, ProgramOf(t.Program), t.Background, t.Interactive,
+		digest, excerpt, size).
 		QueryRow(func(row pgx.Row) error {
 			var err error
 			sess, err = scanSessionAfter(row, &within, &place.Ticket, &first)

@@ -44,6 +44,51 @@ func (e AgentToolsFormat) Valid() bool {
 	}
 }
 
+// Defines values for AuditEventOperation.
+const (
+	AuditEventOperationExecuteCode    AuditEventOperation = "execute_code"
+	AuditEventOperationExecuteCommand AuditEventOperation = "execute_command"
+)
+
+// Valid indicates whether the value is a known member of the AuditEventOperation enum.
+func (e AuditEventOperation) Valid() bool {
+	switch e {
+	case AuditEventOperationExecuteCode:
+		return true
+	case AuditEventOperationExecuteCommand:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AuditKind.
+const (
+	Execution      AuditKind = "execution"
+	FileDelete     AuditKind = "file_delete"
+	FileWrite      AuditKind = "file_write"
+	SessionCreate  AuditKind = "session_create"
+	SessionDestroy AuditKind = "session_destroy"
+)
+
+// Valid indicates whether the value is a known member of the AuditKind enum.
+func (e AuditKind) Valid() bool {
+	switch e {
+	case Execution:
+		return true
+	case FileDelete:
+		return true
+	case FileWrite:
+		return true
+	case SessionCreate:
+		return true
+	case SessionDestroy:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ContextLanguage.
 const (
 	ContextLanguageBash   ContextLanguage = "bash"
@@ -343,16 +388,16 @@ func (e SessionStatus) Valid() bool {
 
 // Defines values for TaskOperation.
 const (
-	ExecuteCode    TaskOperation = "execute_code"
-	ExecuteCommand TaskOperation = "execute_command"
+	TaskOperationExecuteCode    TaskOperation = "execute_code"
+	TaskOperationExecuteCommand TaskOperation = "execute_command"
 )
 
 // Valid indicates whether the value is a known member of the TaskOperation enum.
 func (e TaskOperation) Valid() bool {
 	switch e {
-	case ExecuteCode:
+	case TaskOperationExecuteCode:
 		return true
-	case ExecuteCommand:
+	case TaskOperationExecuteCommand:
 		return true
 	default:
 		return false
@@ -429,6 +474,70 @@ type AgentTools struct {
 
 // AgentToolsFormat defines model for AgentTools.Format.
 type AgentToolsFormat string
+
+// AuditEvent defines model for AuditEvent.
+type AuditEvent struct {
+	// At When it happened; an execution's submission.
+	At time.Time `json:"at"`
+
+	// Digest SHA-256 (hex) of the command or code, or of the bytes a file write stored.
+	Digest *string `json:"digest,omitempty"`
+
+	// DurationMs Executions, once finished; the program's run time, else from start to finish.
+	DurationMs *int64 `json:"duration_ms,omitempty"`
+
+	// ErrorType The failure's class (a problem type suffix), when it failed.
+	ErrorType *string `json:"error_type,omitempty"`
+
+	// Excerpt The first 256 bytes of the command or code.
+	Excerpt *string `json:"excerpt,omitempty"`
+
+	// ExitCode Executions whose program ran.
+	ExitCode   *int       `json:"exit_code,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Id         int64      `json:"id"`
+	Kind       AuditKind  `json:"kind"`
+
+	// Operation Executions only.
+	Operation *AuditEventOperation `json:"operation,omitempty"`
+
+	// Principal The acting principal as `issuer#subject`.
+	Principal string `json:"principal"`
+
+	// PrincipalId The acting principal's id.
+	PrincipalId string `json:"principal_id"`
+	Profile     string `json:"profile"`
+
+	// SessionId Empty for none.
+	SessionId string `json:"session_id"`
+
+	// Size Bytes of the command or code, or of the file written.
+	Size *int64 `json:"size,omitempty"`
+
+	// Status Executions: `submitted` until they finish, then the task's status (`succeeded`,
+	// `failed`, `timed_out`, `cancelled`, `lost`). Other kinds: `succeeded` or `failed`.
+	Status string `json:"status"`
+
+	// Target File events: the workspace path.
+	Target *string `json:"target,omitempty"`
+
+	// TaskId Executions: the task.
+	TaskId *string `json:"task_id,omitempty"`
+}
+
+// AuditEventOperation Executions only.
+type AuditEventOperation string
+
+// AuditKind defines model for AuditKind.
+type AuditKind string
+
+// AuditList defines model for AuditList.
+type AuditList struct {
+	Events []AuditEvent `json:"events"`
+
+	// NextCursor Empty on the last page.
+	NextCursor string `json:"next_cursor"`
+}
 
 // Capabilities defines model for Capabilities.
 type Capabilities struct {
@@ -1027,6 +1136,24 @@ type GetAgentToolsParams struct {
 // GetAgentToolsParamsFormat defines parameters for GetAgentTools.
 type GetAgentToolsParamsFormat string
 
+// ListAuditEventsParams defines parameters for ListAuditEvents.
+type ListAuditEventsParams struct {
+	// Principal Only this principal's events, by its `issuer#subject` or its id.
+	Principal *string    `form:"principal,omitempty" json:"principal,omitempty"`
+	SessionId *string    `form:"session_id,omitempty" json:"session_id,omitempty"`
+	Kind      *AuditKind `form:"kind,omitempty" json:"kind,omitempty"`
+
+	// Since Only events at or after this time (RFC 3339).
+	Since *time.Time `form:"since,omitempty" json:"since,omitempty"`
+
+	// Until Only events before this time (RFC 3339).
+	Until *time.Time `form:"until,omitempty" json:"until,omitempty"`
+	Limit *Limit     `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque `next_cursor` from the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListSessionsParams defines parameters for ListSessions.
 type ListSessionsParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
@@ -1328,6 +1455,9 @@ type ServerInterface interface {
 	// GetAgentTools The agent tools and their usage guidance, for function-calling clients.
 	// (GET /v1/agent/tools)
 	GetAgentTools(w http.ResponseWriter, r *http.Request, params GetAgentToolsParams)
+	// ListAuditEvents The audit log (admins only).
+	// (GET /v1/audit)
+	ListAuditEvents(w http.ResponseWriter, r *http.Request, params ListAuditEventsParams)
 	// GetMe The caller's resolved principal.
 	// (GET /v1/me)
 	GetMe(w http.ResponseWriter, r *http.Request)
@@ -1427,6 +1557,12 @@ func (_ Unimplemented) GetReady(w http.ResponseWriter, r *http.Request) {
 // GetAgentTools The agent tools and their usage guidance, for function-calling clients.
 // (GET /v1/agent/tools)
 func (_ Unimplemented) GetAgentTools(w http.ResponseWriter, r *http.Request, params GetAgentToolsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListAuditEvents The audit log (admins only).
+// (GET /v1/audit)
+func (_ Unimplemented) ListAuditEvents(w http.ResponseWriter, r *http.Request, params ListAuditEventsParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1647,6 +1783,117 @@ func (siw *ServerInterfaceWrapper) GetAgentTools(w http.ResponseWriter, r *http.
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetAgentTools(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListAuditEvents operation middleware
+func (siw *ServerInterfaceWrapper) ListAuditEvents(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAuditEventsParams
+
+	// ------------- Optional query parameter "principal" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "principal", r.URL.Query(), &params.Principal, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "principal"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "principal", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "session_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "session_id", r.URL.Query(), &params.SessionId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "session_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "kind" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "kind", r.URL.Query(), &params.Kind, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "kind"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "kind", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "since" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "since", r.URL.Query(), &params.Since, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "since"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "since", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "until" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "until", r.URL.Query(), &params.Until, runtime.BindQueryParameterOptions{Type: "string", Format: "date-time"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "until"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "until", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAuditEvents(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2958,6 +3205,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/agent/tools", wrapper.GetAgentTools)
 	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/audit", wrapper.ListAuditEvents)
+	})
 
 	return r
 }
@@ -3165,6 +3415,117 @@ type GetAgentTools503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetAgentTools503ApplicationProblemPlusJSONResponse) VisitGetAgentToolsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAuditEventsRequestObject struct {
+	Params ListAuditEventsParams
+}
+
+type ListAuditEventsResponseObject interface {
+	VisitListAuditEventsResponse(w http.ResponseWriter) error
+}
+
+type ListAuditEvents200JSONResponse AuditList
+
+func (response ListAuditEvents200JSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAuditEvents400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListAuditEvents400ApplicationProblemPlusJSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAuditEvents401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAuditEvents401ApplicationProblemPlusJSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAuditEvents403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListAuditEvents403ApplicationProblemPlusJSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAuditEvents429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListAuditEvents429ApplicationProblemPlusJSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAuditEvents503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListAuditEvents503ApplicationProblemPlusJSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -6987,6 +7348,9 @@ type StrictServerInterface interface {
 	// GetAgentTools The agent tools and their usage guidance, for function-calling clients.
 	// (GET /v1/agent/tools)
 	GetAgentTools(ctx context.Context, request GetAgentToolsRequestObject) (GetAgentToolsResponseObject, error)
+	// ListAuditEvents The audit log (admins only).
+	// (GET /v1/audit)
+	ListAuditEvents(ctx context.Context, request ListAuditEventsRequestObject) (ListAuditEventsResponseObject, error)
 	// GetMe The caller's resolved principal.
 	// (GET /v1/me)
 	GetMe(ctx context.Context, request GetMeRequestObject) (GetMeResponseObject, error)
@@ -7173,6 +7537,32 @@ func (sh *strictHandler) GetAgentTools(w http.ResponseWriter, r *http.Request, p
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetAgentToolsResponseObject); ok {
 		if err := validResponse.VisitGetAgentToolsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListAuditEvents operation middleware
+func (sh *strictHandler) ListAuditEvents(w http.ResponseWriter, r *http.Request, params ListAuditEventsParams) {
+	var request ListAuditEventsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAuditEvents(ctx, request.(ListAuditEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAuditEvents")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListAuditEventsResponseObject); ok {
+		if err := validResponse.VisitListAuditEventsResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -7926,233 +8316,249 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcts4tu6roHjmlKXelCxfO5Frak46l57sSXcysbtSZ0fZJkRCErYpQA2AVtRpV81DnGeYB5snOYW1",
-	"APAiSpbjpG+TH6mKKRJ3rPv61ocolfOFFEwYHQ0/RDNGM6bgvy9kSg2Xwv4/YzpVfIF/Rj+8fkHkhJgZ",
-	"I6li1LCMKKZloVLWj+JIpzM2p/Yzs1qwaBhpo7iYRjc3N3G0oIrOmXF9PJbCsPfmezpn6908Iin+TASd",
-	"Q8vcPl5QM4viSMA3kXvlEv6MI8V+LLhiWTQ0qmDVsSyoMUzZBv777aPef9HeT4Pew8t3lf/3e+8+DOLT",
-	"o5s/RfHa0OPocaG0VOvDfLmgPxaMJMIOI4WXEjJRcg4LtFDsmstCkwWdlnP4sWBqVZkENl0d7py+f8HE",
-	"1Myi4eFg0DaeF3zOjX21rcUcfqw2mLEJLXITDU8GsW2dz4u5/cP+xQX+dRD64cKwKVPQ0SslU6b18yfr",
-	"c7+AGcLPe5rwjHS40cRQfUV41t2wZe6DS57tvGGD3kPam7z7cHS4YXNeKTnhOfs7rMLaMN9IdZVLmtmx",
-	"2tfOyLzQhsypSWewS5ppzaXY00QuhX+LLGdMkLE0M0IVI1dCLsWmHXSfbNrCA7fM4e+2OZzjINrW+ZEf",
-	"IeFZTKQiidvOhEykwptI85ypPU3cL+ELOSHJX9z4/pxs2BP38h32pFPdlJ9dp9323bmg+gqn1dK1PS2f",
-	"8Czc2Hb0QgrNgMR8Q7PX7MeCabgrQC4E/JcuFjlHEre/UHKcs/l//I9Gesfe0/kidzTJUJ5HQxgd04aM",
-	"ZbYiM6oJFYQpJdWQZJJpsecPFA57aI/RgimzIiNLZOdUZKOIcE3mXGs71jjShppCR8NjuOHc2B6j5+Ka",
-	"5tySVBx1mOLMmIUe7u9rKrIpNayfsWs/cr0PHyHBvqku3Z8Um0TD6H/tl4R+H3/V+6/wY1y19ZvtZ2zH",
-	"TPOJVHOW2cNnN04TLefMzLiY4vGTYsKnhYIRwIIQIQ2heS6XfTuix1JMcp7edxf83dzTM6pYtgc7oVO5",
-	"YGTB1KUqhOFzNiTcwC9SMIJv+vtwRmiWKaa1fYVqsueO7h7hQhtGM3thgK3ZqUnBavv0sNynMKEdNyj1",
-	"73+q7bGnq7HcE24c14FV2vNL42iE59L2ubEDtGN5+p6lhW3miZ3s5t1p2xW335dzHQ0PD+KIiVRm9mwP",
-	"o8JMeg+iOGLvublMZcai4SCu0plhdDo5SAfZ1+xw/IAes8HkIT0an6RfZwfscHJEj8eVlQcxJWeGZfAw",
-	"Y0pFwyj8/3K8Mva6D8IDowqRWtEkGk5orhn8IAsTDaPjw5GI/N/+y6PwYP3LJVWCi6mOhm/f7bx5YVlf",
-	"M235rt1DK6nss2smTE8bxejcNrJjc/arc/xow3lgvkcy4YLrGctIZzmjhl0zRSxftltB7FZ07YGYcQNP",
-	"7X2RhemTN9zMRiJ5lKZsYYZkbbAJnCEq9NK2p8N9sXTQvkbwNS8alsOheiS4IaoQmnQ0YyT59ukF2b8+",
-	"2Le0X+9/cCzgZl8WZlGYpBvbwy1YRsYrQklif0+wk/5I1A7tKyXnEjbrLgcXjt9gfJodTQbpIX3IjrOT",
-	"k/FB+oB9PTmlJ9lxejQ+jOIoXLFoGOF82KWj5VEcmP4wCFf3OOCqEMJxhWI858aw7JLa43o4ODztHRz0",
-	"Dh9eDB4ODwbDweC/dqchlvW2HZhzw/OcuE4JnRimSLKk3Fzq5IwsZJ7DJoIoRw1JvDYAAsQGLaFtHO7V",
-	"/fAejOWZVGOeZUzclxtQMyN7/f4+M+n+gmq9zPYI0yldMI2CHRXZWL4nS6mu9IKmdWp+VFLzVzLn6Ypc",
-	"c5njOHek6gv47pPQ9O89v2SZk+q4JgvFRcoXNAexjxLsj6RUWHo/ZoSJiVQpy4CWfy/NM1mI7J7LWggQ",
-	"dsPqeVFy77YDvVdb3uNyee3cJjCyHddVSNPDDz7F0v7gJtSxayikmTFVruye7lb015s4ennN1N8Laeg9",
-	"l3ElCzKj14wcHZbUUIdLJxWxF46LaQxnFXQ2Sz3dsvd/tGPQ/VSKtFCKCXNZtnIG38I5sTKOkY7ok06N",
-	"tv4Fd+PPrk8g/CkVKcubos1hRbSByRP2PmUsYztvGQz3k0k3qM9YPkMNTFFOgF3hopBOUl+lJCZcpHmR",
-	"eYF0wVQvbHEQZRU1rHtGktfMqFXvkSV7CdF0pVHZM5IYtSJ0Srnol2xqzhKiZ3KpSaHp1PLADHdLN6hh",
-	"pdl1Je6cpVJk2nYCezdmE6mY7RBIMPTZZj4pdfGKNn5uqLoz2/OsaxgtVmYmxRHpzYnd1L5mykoJDwaD",
-	"gVUQd2SPC/vi8eFHcT21ncF9fs7oFnLT+RvT9GqqLAXyFg4QYM7gEJbs0B7QxJ4RtwR6/0O5GDf77lOm",
-	"9z+UZo+bT8NEz41U7AdBrynP6Thn96RWTkEAzZlo2zbpvJLaTBXT3YpGB/LfGVH2qNtboUy+GpIJ5TnL",
-	"7NlOpRAsNfa/SaGZ+rOnFiSjho6pZuFJMiQZpzmq0ZUtP6ly5nOmrnnKSFGZ6Y4UqfrJp1OKd1yi2Gtd",
-	"YyWvmPIs29ArBo+DbHlmPwJFekk1yVjKM5b1CdASL5nV6RUSks9Ke7baBMGmI+ULqqb3PXWgzINJhWsi",
-	"LQ2ya3MwOH5w8vXpYNCz6pnjjB1P8ef0/aX9DnW3bpWLHVQOzoWUJIch7nhcjJQ9/OBTHJZv7KTCjLx9",
-	"hDnOAYLGD4IWZsaE4U7hvN8FlldM2GVk7xdcsewscD1KBFsS/B0s0ytZWNaqC6ZqEttBuXrNse1+5Wqf",
-	"fYqV/A4NZvY+cWccGzOq7MraKTXuwZs3b3qPKmNYvwyvnz0mp1+fDEg6s0KGmN7mtoCt0sViIdX9tymX",
-	"Kc0vdTH2bCXQDdcDSemCjnnOzWpIciqmBZ2yoSrGq5q8dljdqzC4ysc7G6bKLz4VkVwoec0zptbnBkpN",
-	"IH14CxalMeQe65rJ9IqpIeFzK6KhgDM86h8c9nTO52gecxpIyWcqi/jKjtkybnvUkJ3trAT6Tz/ZAnrN",
-	"K5VFnhGn6oVu0AyrGE1noPiFXuECPJoyYS6kzOEvZ4XmaA2fSDWnsLxMWOr+NpqnCzR0CMqjOKLCzJRc",
-	"8DR6t2Zbj6NpwTOrPbT4BEEw9r+DXkKJXmnD5nbc84UhHTDGGmrYnAljBXSSc8HATbTWk5Eyv0Rz0KWl",
-	"9+mM4vWud4s2u5ig1Q8Ec+AoitFMe0uUbUuDDyctQC6BQzinYmUpgKKpYUpXRhEYHQ6jpVu7uiRjVuVC",
-	"nY4LZ2AFgosK/Jya2P/w3eNXBGXsPU2kypgCR4xhc2idZhk0RPNXle1CL4gblBz/D0PjsXtAlaKrCP0d",
-	"3m/y1m9wZas2raWf3LuWLh57kuCOTf0QUWNoOqtQyrGUOaNw+vE3pi/Ze8OUoHn7a6V0vb64j1FL0VZi",
-	"sjI3obpFGmdWBywfD4ldraR6mCrd2TOh20diN9seAX7dcqqfllq7HcwVYwt71LgA+6RVQu0fl/aPpAun",
-	"L20OXgpCiWFqzgXNSSdZmNWmUXLtjU+3EI/n/sULjsfUcwmYYzhV65eqdnLiaEHTKzpll1xoQ/MNW4UW",
-	"JxC48D5vfU0ws5Tqaus73tiyYUeC1n5p1YdN7zhSuKENPWOb5gMUaFK0/tq4TOWG+BarS+2P1fo6Vjqp",
-	"H7DawfeXJapNp+0Kra3J2nK3bVPLerfedZmxioe0nRQ5T0idDqBXp+HoBsH9Fmd37MM2WhQVt3Ah9sNI",
-	"uEZcnJFrqrjV5TTRzJDxCsxCFTeDAsVKMU90BXtv+iPxCKRf3x7XIWhlyc2MJH5DE9JBoQFNQRItDd0z",
-	"8G+859r7A0cCHBlcgCVALkWQ0WKiZbW9OV1Ztu1a6pMn6CUYAnd8hX3ZNSRSjIRzJmg3Kn+AHF2LvRIB",
-	"cwje/zMCtswl14xQMlFMz0YCDtxCMas4WiYbVqgPfq/7BcLEERPXm89J7TCcnpwcnba0MKfvq98cHD5o",
-	"OZZ+GdePiNuljl0RH+xgF00WVtNxawSWTm/q9W1VfaNW0c6pYsD4K4M+HrSMGJnnbWT5Jbz11PtAgdZk",
-	"vCWA6hurt5IJ2ku0oSKjKiNcLApDOpk/JWy+MKtuY3jhgq2NsWRFt43z3L750r5oeQK6/y795qHW/+D0",
-	"uBYZNOiXt1gU8zGyHfQX1T48Oq1/t/ZVg8QCDWknS8BIP44ybRMvwHLqrhN0YeUL2mbvc+Kj937Aq+j9",
-	"PBwc4D3lRo9E4kyJCZFW9nWuTohBkIXJ+bVzRqU0z0mHOkEwJpQsqUlnTHVjEC3grZHw/YGmPpWW7PAM",
-	"wpHssXWtx1Y1EEaj7UYbUpGFLoOIlMR21CPBrEQCZI0bcAPrGP/URi4WLCOd5MnTF08vnpJ//eOfm4yW",
-	"XbBowbSr4+yT55YOwtl3LmCNY7/NzdsnNbf1SLizWLGkLRb5inSm/JqRJJzUxKkXOZ8w+7DbD65L8EtP",
-	"hVQsQ2q3zv+DEXzNLFAInN3+mIt9PSO9dNPlu427LbP2IDRQLWVuNWPFrGhxzVAfYaWHco0ePTz9LFS4",
-	"KekaRQkT11xJAfpZ4LZnLuCnEjOXeNZR4xvvvvpT4kZ/O33/WJK6MKtbfd5O2j7nP7HfIxWuD/OFXDKl",
-	"G2E9zg3sPjsjAoI8FOVWL+KmT57BDVknakOQWvzNIR1hZajxyjNSP9GP4wL1gf9VLkkuxbRpdEYaaq/C",
-	"4eAQbxyFQINa33dnJHit23lJkDYbmmzeqvY9szzFmd7tclUlqoyz7CyIlxXxUzHwasHytxMeFDsvaYvY",
-	"+wa8jxURb0lLOVVaCUYb3wPLbPvekhNl1LCe3cxWYS0osFuVW80t46r231GsW+lt3TJSlc+8LQklM9By",
-	"9KzVgCRcpPd6jGh1L10wd+iitna1ScVuC7fs+mP49I4CRF36dJHT5fzuPuF7h5+vrc+WKb/guuWwu62t",
-	"2wi2USh/bW6zOYWGW4cEy+9imz9OmsvpmOV6R3bXFi2/xpKODltG6rfq1sZC3NfdY7zblidjwnDaZmb8",
-	"QTPVm1sNkcNLZmX5L1McIhq0zK9ZVqYaoH+ng6xAs1Qxo4GeN2jeUl8qmbNLqkSrleiqGDMlmGH60vKO",
-	"xR2NSpXPG/ab8htViEuq2wnB2hJVQx9bIuOTlkBFcCiCvfk/z19+T65pXjDUhe1re5okGTU0AfvzGZqD",
-	"8dATrkfCzCjE4TCazsIX9oNun8Bg9NDHJHYoSS7s/2Iy4UobIgVJXr08v0gcm9PdeCQSNFMnoEIkaKu2",
-	"3wqSoIDzeFaIq8TFFvAMxFhg+FJztG04XmQbGxWDwVGKTRJwgcIT1gs/MKWqPyRW2OdWbHtBtenBFHrP",
-	"nyT2DBVWsoMjBBrOiigGbhcY9pQuasP8li6sFpAoCGl1PzUCXRPQvBNw6eP6OFeH/RL0BuBlZikJEyFa",
-	"BzeuT56iY2c4EiNBCMHVH4J0gA/sNgzJh1HEs1E0HN0apTKK4pHz98D7LphkFMVW1bnx/fBsSB72BrVO",
-	"cYUb3crJRDMzsgLJyLJeCq2OC57buYxGAjr0cdDwI0RCj6KbxpxwERvNV0YaIp6xRR9G7bp2g1vv3E0r",
-	"iiMp2MtJNHy7S4BovIsYDqd0x3e/pYtb31wLkY539Jm9q0YAu4/X2F0tOL30fFkZ5vS4VaQpo9dLkcaH",
-	"sY+pZqfHrSy+EuHepE7OMICR17i3Z+Tg8MF/OCPjFc9zjHLWfCpoTsQZEUWeu2g0DgkXBciT9jFG+dTc",
-	"QpXhC2l4m2vugrlgXkuOh4T1p/2aXcOKmmBgsNRJMc1Mq0dOyvkljrc9D+zKUv18D0wBPTnpzdlcqhVO",
-	"Udm7zjJCm7YVVQjSccoMfnA5H29wj1SDzFp4Cq7g+ti+p3MWTDm4ykDgcUSmzGAjHVia8+ff/u35ixft",
-	"bknvOW52koTbmpAQc49R8C7mvl8RG6vJDLDJl7Kwgi1GZtoVfteuWkLaw4dNP/lchp0O+3qeRLuzBJMm",
-	"2vus5E+se0gNzZEJ+TWeKjonSyUNi8kVWxhIJZKmpsxsHW8jO6PtEM55BqYyqkmmwLR1RmaYpJARQ3mO",
-	"qXxssUFH88lobRMu00B2F4cakrI7PmFdw6Y2lrOxoy2zb9nACgGLa9Qvrqf3hXm0ievPeM6eCoNZlHWC",
-	"Om8lcS9Tu9ELpiCtTQoydmGx6zK4zPiEBwV4NwV2g8IYYxJhOx34ie14B/BJSexdCmfGYUNW85yLK8tI",
-	"zYyplivZrrW67EZ4140mxrWrL8Gm1W9X3uyY2mbLhFGc7a7Tlft721nFVfDtbxrtG8WNQWNXfcCb9+cW",
-	"Mj6jhyen99vZ5q2rnn63PW5fXG9ts/srozlOoaFGz1h6tVUb3UQTyrZLNuKPnrQHrRqveutxc220Db0e",
-	"H1DpRWDQv9SXLm8FPbGUCwwEXOmU5vnlhOcGHsx5quTl9Ryohp63sqWqbLhOHQQjC85S4MDUifl73l0Q",
-	"E9rCHZwBrXH+qaHtJB9IJLYEhqsERDZQQ5yTw8zYCui+kATDB3+4eNZ7EJMEpbqk3+7n/ChpEBWEdmsz",
-	"wR+dNKLd2J27miufQNdxrMv9DI6e7k5ssnFE3FhiXL3KlNoOTcPUXjN8gRmo6TIAxdsqkaZQQuOakk6I",
-	"0ISxz+kVI4nvN4G4rLDsLsuJhsxBzUz3bCTC7zRf0pUOPTiV17Jyr+TCiz1o33t8/F65MW/ZqlJT2eAb",
-	"SKxinEAku5EJ6bD3aV5ofs261eNMlkwxL26gW9qJIfASmMDxvGOI0JLnuQ/p00y0HHbb7c5inLeL+Hk3",
-	"RYt3rdF1H0VHsa8YxwettB0kTKVrIZyLoi3Yy7ng19wKE30J2XCX9szczQQVPl0qjqbf3b8NWkhbBk4c",
-	"uYAbbP9uLftP2VQxXSP+2Ji9X2IFJu1cLnMrBrSrAcql0beIr5vdSC4D4MxfqjJv8DbPSmPczTVo7tTa",
-	"8leHFYbfenB8kFOLoyabt7nwvmN2xPaeuQyxhBZm1oe3nfEy2eiMqdpdt5rBK69avjCHeOOWDQcL4KVm",
-	"TNxJxP0YI6uL3W97NacfMwjMorttKf6Ob91AKhZsW9sICs3Ubo6eMgXBNVf5OCxM7Ha/vmntBwgNRK0R",
-	"/w+PT74mLmSbYNS4bpEzXDj5uoOOGrJkwlgZRUyRkNtnRpJMEjq2nIm3W07AFtpyJZ9xlme9nF2znJTw",
-	"HRB7XijmQzRK3Bl/OhrMwrbSug9zprXzYW3fBv/iu1ujjeMIYhxdCPi6XR/9Oxtl+yD2tuhiGIa/8ey3",
-	"hPGMc0Z+eP2cCDr3dmRYapLmVLfpoI1pOxUNe463CdQ+V7DF/dAeN0S9dW1YptGDpIOxgwaBknjmDf0O",
-	"MulsJCbSkk6MLcSYGgwIvA0yoY8xgwXGwCTOzp2MRCEMzyHuR2R6SBJdpJjXm/iIIB3kb/aemxpsRM2E",
-	"FRMuRiIJ9k7wBQSbVVKLKIpJkkttKn2EVHx7ieiSrlw4YsNHGYJz2q9R+y9VC+zthlIPj3EnArnhSJdG",
-	"13ULRe2Tqsy2qyGz7QIpc8eBl5fuNjfAOb5500y03a2nJmnPmnanEjijNINV+9ly8dptIiFObWfrR8j5",
-	"vcX2Uba8YVDe/9sMJwH0ho9ym6aNlIutEkn1XQjlcopam0xYiemq5f1QQaesjELfYHT2judLb/0LMuvU",
-	"Noj8esOXObusCaTrN+HjMx422gVdngskWW4yTqN25z28tdBFjPb2MT0YlVliDczpe59IA00n3SH6NNH5",
-	"C7gAVBsyo/m1ZeAVXdDrh+AC/qo02yZW68VISE3nDKj9CHz4K585PMnptVRILndQCRdB/9p6FQJwiU/W",
-	"a6c4qUTuuzWUDV5C451qNc2rAnPCEI4qqUB1JUOCk3WAD85TEzD4pLoCCwkkj5WRuCMBfWlgLRA4H5cR",
-	"i3EtkJFWk4bOiBT5yu4yCJVcG0WNVGROVyORMW2UXFk5rjV4tN3gW4L/hJX061a/fXEtoaR+s9buS9jH",
-	"BmloPeFh5beQq400NCRH7UpCgfjtQEKx4bYhBXSVRqCPh7Ssn57ewZAI6bPA7TFy+Z8xBgLDjZ0vTH1L",
-	"u+1xa4VmrWy5MXx4LXYj2jgF3W6SDFiMm8BKuqX+wA0pNPMO0TkRchkTmiqptbsYLiJjXVdpi/jeSYNz",
-	"GTjrqDI7f+3RLnb8oN0gr6NNw4jb59a2D6+LnaPKmuGPNDX5KlgOnHiSQPgKiLf96JNmPAXJ9iO+/lWS",
-	"btbCHj9XmszHBtRVQrt3Cs7+FXJd1pb43DPUEEPK1GWKWYP2v+5uuL8ck2wVsFxMZYuhtRZovJuWUBEh",
-	"t9CzFmxZpz7a/duQ1ZptMFPdFtR5uxsNTF2WUn8al7JcijbslJdLgAQowaQ6aLYi/0Gc2ap7BvBQgB8F",
-	"PKjdAV455m2/bRHCkHs4hXEz3MKeJjMqMssYIROpAhjQHs3ySYS7R1Xk1XA0HOrqeIXZLTMJKXeLXK7m",
-	"zufRnpp7u6rqzr3XVtv0zhKOuUUkC9pnKbi5w9iIM68drzbe40byBMVGXJumObHy0x1DmrZ5sct2t4yr",
-	"XeKr4JS35ATMF8ayRASks6qMxy3f5MffXXL09OrWIJlSOqiOdctEz9fc6SHfOs2l3qDalgk4a8vwN0z0",
-	"r6UEQca/g2MCtpMMiWYiI3OpmDPSvXp53m6lww9GAnP46vCoiIua/IXJyZ8h2ZfAoK1q0+2TC48X5UyE",
-	"Zby3d6aPRBUgFZL0FlRrnxM3JANwYU4ZCJuAppeyTdlxsCgbgzq26tMVR/6edotmpLzaMcDL7VQrgcPG",
-	"ICcG3sJ9WFKV2ZULC9e9a1BX0yAcoMi9WrV2fMqzB4Gz6yu0JfN0k7EYrKMumbJ1Alssn/aXy3YLufOG",
-	"EPsr0cVkwt977dq5GFzEIyqacckuYpJLbdojIBFcSm/OYqIl/DAeWW21tKm0J2r3xKVfyEZbAfgtiUeJ",
-	"9AuKeRP4t42WLHjrfjt7bcu+7+lwAnjmwQS8lthu1tkuPdhrt8FtFaiHT0vWIfVZKkQg6FBD5lIbcnBK",
-	"/sa/iQEpB2jaKPrXP/45itoPgwqx13eL877VBP57tnOXwkd5uu5i87ZD3Il1rwvIluvszI9d5P92ZoxN",
-	"3s6JK+ta022Ei0etgnimAVe2hNlqjYKOI0uHWi9cLcf3bor/60LU0v8BoWehWZHJXgDqAULJNdH8J0Y6",
-	"Si61g/fJi7kAql1CR3WHI7Eem+TgSCrYPzTPvbGZKgWwAFQTnxwU4317/Jq8eAaJSZi2340d4pA2dKWd",
-	"FFKihAT4oRgtyxslEMXsVJKRSGdUTD08Nv+J9cnF09ffWTL93g61d3hymspcKlKI3JKnhIlrMFLrYBdt",
-	"GkXyul58MLitqkwc2RW940eNkwktxNj7+okEGpMWipvVuT3vjjsDbOCjAuM68a9n/s7/55uLtRi3R4K8",
-	"fP7kMXn+BPBEUiDYFSBFZzxqIDyifqhJxyMNdgPAIHB26LcOLodAcFxMZAsjD8HVvbHlISzznIIBbyWP",
-	"nhNwx+AZpYuF7o/ESJx74FWuwSGdT3ozCehk9umSriouaeACYE2twjc6zR8M8KFLe4SkZsLqdl99tWzU",
-	"1tFffUU6gHFISozDmDwBdL6Y/C1kB8bk6eNDBMg8P/8O8pa6MOynYPVM9q8PkkqNC8FYpkli904q/hM8",
-	"HJJvEAcSM9/+882FS3jDzaHVPYFtxI3pj8RFyJfkmlwzBVHZMZlT8NFYNZ589VXQ+O2UqmDQXbxssHql",
-	"WUAuBSQPBh1Yu6wDfQUuf9Qt9VkbAnlpUVEOcx+zB8nx4BgXBWJIgKiEYJZkE0RiQjKZFnM4EUu7VySx",
-	"Rw0iAzTETUCC3c810fBnl6BEfiZzRsHk8fNI/Nzr9cI/+0lSRqok5GdyPBiQn6vYdyV4hy+vxDVklVti",
-	"SbAJ3Jb2zxFrggYHEEgo8zEXeAxuqzXjemjAkGJXB3ZqiCUa1yvaKGapBqvjirqmJr5WATZy5MZb7vuc",
-	"rqD/QjOP2R+G7qG3XFsoaZcNBTx/qcoUX0fkwHe1jvNPOpZpOj2o66sCUDOr1T0IaCKu4wCnj30fk59J",
-	"UcHE13LOAEwr12xPd/1pjPEsSoWgitjUnJmZzHq2RefvxjZP/MLAWN5zbTQZFwaWxoHGcE3w68o5yHlq",
-	"sIGHroH717VxzQc8X2j/4Khx0tZQh5sYvX6UAR8V2jk8DCcgoHFsgTutzscdAq9m2eZOBr65VsjPCgSE",
-	"d9O7VqZSsLIBKsrfq75PrkkhACgUoqU6HB45tBDmWu+6JtHdjI36xSrNFB7GOgwvYzn3S9ecYyWTod7e",
-	"nRHGtwBg+21Gqz72cwy3SkjRK0deDs6XNHDJ1VUMFdcYQH0ImmNrA2htXEwR8cPFyZHUim/upoUiWbAx",
-	"I/EoBFNhluF7q27Z8fzElERO/NVXqDdZtnI4GHRjtyG+oBgKWTlPmdAY0oSV0h4t7Ab3DvuDSsBc5Ll8",
-	"FEfXTKFHIBr0D/AtAHZd8GgYHfUH/SOXAAPC0P4MMlx+sv+ftqUsPHI86HAwIKXhyqutgGKlyV8vLl71",
-	"yffAnYUsEZnDoj/PomH0LTMun6ZRnu1wMLhbDYNQFkBe7Y626/rejFaMirgmgCbSr4mP0fDtO6u1zOdU",
-	"raJh9IJfM2FftxwXTaMUakOVU9bRO9vCvmI0W+26vkwQfxnsSMpLa4UIsA54hALidHq33UhYLYdUq5Fg",
-	"7xcsNfoM7lyJDlh1m7vN9GKI8y+jcMDznMz5VEH5sy6exLWtfG3nde+dLBOpfGEA3NVyU/2BJodVBf8T",
-	"7TxMAqCf7EEGJOqTwdEnnwI1YZ8OYrdLTpg9PIP8Zy+M47Kz2lQ/qoLB5jl/Lw2k4KzOSIJjD9VPeDoj",
-	"GbMKOxPpygFgb78JdgX5jlfh+mAfVJT9gKjceiUAEI5PZyawQwRvBlqa7M/TReIJTydRhcA41Ji4/6MH",
-	"Px6JBFIPLr3jzPJpeIvRbO0hLER4CqZ020LOtQlPvURv3xds2XxuHzuXzNpP3biCmVfUYbKnTNh1qqK4",
-	"WAJUl3AxOCx8k4NkBVFM0GQADi2rgIJIWmh2RpDf01zLdRhqLrRRRWqCplIu6J6GYCi/MX2QgufUJGTB",
-	"0ysdULV7JQY20TO6YEOSwB51Esuz3LL4ZmBZwZQPKjmF+GFEHrdffBiBQjyKhmQUTQoBIxtFce2vIflg",
-	"W45Jpd14JMqywjc3DoEkIJlvHA3BwVxqN5o+AVxvu4aazGnGRtBEMZ0FWpnmHELKFKZuefC+10/PL0ox",
-	"Q2PpD+kO7AYiWoFpr5dFftuGNl5dadyLTaVoAwJ4S+1fh/b+EdjvN+/uS+6DbbXspgooH709dzc+CG7v",
-	"RuL/yiIgaYOJot/vb0Q0Hz4AG5KjMG/b8B0pARznYPvj8Khe5gwXtjwYbUham6PUt5npG6RhJ5/UNlw7",
-	"t+MV2ofYKLuxicoB3CAYmSbMvV0yv2XAMY/xFLR1E07LfqUEL3xycPsnP6yXETk+fHj7d2XptpKdb/9i",
-	"rYoScLzA4+wyAOPyVQTA7sO4InVSjqGInk71LA3hYuroha6yRgycDlwRY1FameFrl/daNzdASaGqmWJO",
-	"F1DYpxCZ08bQzLWnSZpTPgerFhdTPRIdn10VE4xRjwEUBjHGKtlVXeQ5ZacgkKZSWd2Jl4LqSABrg+jn",
-	"/Zxq09PMAdfoDWTvO3ZvwdElAzrjfiOTrwW97G2UsWt7gdagySJqtaxKVh8++D+us77BAsyNxL5a4bEH",
-	"w4GvWFbvL47mue3Up+qBmXe4vw+20ZnUZvhg8GCwn7HrfcmzNGpm7jXLmx0Oj4//q5Iq5wdfzbcr57Nr",
-	"FRKfcbm1Ct9epQ5l//d5h8NEAm5eZUbl5fRGuPJ+VgOkW2/pqwDcjpbWehJIAgFhpiqcgR8oSG1gc4eY",
-	"sZqgWAnpckDlldI+HMpvE+rFEcshDQPYKGpcUoMIJsPWm/iCa+NHfu8LWa7R2w9riSy+WghmY7XUB3H3",
-	"2LWAr1USQzxoRaXGRQvw5lopC48kuV69ov5LKFhRf1ypUREwKetlKUqoylCJwpWtx9oT7o9QbQLer0Za",
-	"4gu19JxKVk4j8Sbk2zTTag4eWJmnZb0cRSiD3NoyY0KsbJk00si7typfM5/ePmskwlcf+QT3kNfuU9Zd",
-	"Ql5l8IeDWuzjWnGsELY3bATH+mBEXNV3d6m7FJIhNtC8QoPZxR/q3yHBe9P0ybXohlWqV+ZqeKqnCgzs",
-	"W0htWpHSNXjX6kEk4EhPfDxz4nsf+tIUQdAua3CA/JFBRNpI2LZCYGMlxCtGBdZjuYAysKRgdYDa3+iv",
-	"AwRpcu4A6Je3FjOnuizWk8k2GonQta8LEYXM5m9ktvrYmquFvZGkR2uVw6VgeibN7iy7ku9wU9cV7O26",
-	"aSfl209TiM95YinHTWwljzt8FUqw/8L6wC4XpSw0Dl/scBkfO58U3t7DXYZWVgb8yBu/Sy++SN4nIhEv",
-	"BevJycTV1mne0CpxqKTlBPJQjf1tFYrOvQdcLkUZBe4o0CIvkCKV8eB72geM13IDgyc9HgnBlkwb1DX6",
-	"5BGITEDMMNiV5rmLngWTLnPJUy0+9o3y0HkZeNywx7QtdfmKZyp/B0PMTfyh1S5TBoDtdM/XotzXobXy",
-	"VRlpkFKFtVzBGZCkUlwzpZ2bHsLbN9mLqq/WS8Bux8FeH5HbEyny1dm25d8wEFc5a91q5SSt9WzMWzfm",
-	"BaTv7fDiY4xsu7+VqxaiF0XVMPm39cychn4XtMjmtHetqV0m1NR2dBilvePD9WyZZvcnrnu/GYLmK811",
-	"jVm1ZLreRWTzTg0XnH8Hqa2a0NAitT2CLAUonR/O2L+LcSoottXr5Wl3OHzvIC+8TZb7jkPcGNRIC0FI",
-	"QZDzTowQ01IWRmlETLjnwR/R9TntTuQzmuUTwnW9iqlwsOlWICVBk5aTYHCHo2RFQ6i7dDx4OKxKmBC6",
-	"NpXEm+nL8Ef7SxI3uEkQh2f0mo2g9InjOiGzPMus7sKgKFQos7ZZODwPp/ujBcRb7+0uN3Lnm9RajuHG",
-	"SZI1wndwRzn3t0vaBr88absjYdukilYuZaPK9QuZbgXOcK/uh/eghz+aeP5rEF28QSXC0wZ625CU9z+U",
-	"Tp8bpMI5aytO7pIJdRWifa9ET4IKx1JNmam90SfPMzZfSAOlBagI0X0888QT40yMlFgcKvHxYhWy6J3K",
-	"ZMyxNAOvwGhjNBga7UaiEWSGAUxGFlCRmrhJ2CYCEUVoeS/41/KI2+jrE1ifKn29j1hWycN0drmKC+52",
-	"EnTX+1xmhG6q7+34DbfsS/yb+NLcqtx6deJ2nbI8SRgjbG7JTE/+4g72nxMIcnVx+muCio+SCLGWVaGk",
-	"3Yn1qY7lL8I0f4ui/yfij+Ec/dK87fj2776X5hnkgf5q9+2lYLfetLsZOtx2PH+yi05dt4q828YQ9z2w",
-	"yi83nHibbRvxX4I7rlYAcGKZZ6VodCUFqMVpNxLBb9Xtk3NA+KLcQAqCVBnWQcSsMcUQx1IVOWaGefN0",
-	"GxF6XYjHmJ56D8s0OJYWigvTOf3q62615F5Afdlds6jUEf9imb6r6HtngvKHtUy/9qFeGJu1Tr+2GaSb",
-	"VAUv0G+LsjiYKczgLGsNJ75sfSn0lzWByRvKjSbFAsIKXbHjkfDWGBIAxjBLow9v+MSIrgPaZ67m2BlZ",
-	"QAk2nxuuCod0OBJYbhoKYrs0NMyVcPYXrsuarSGr3MenJ17XTPojUSkuCioLYPkp7nAXq2B+tnf7NzW2",
-	"Uz7HjVeKX9McSWR/JN7AYm3x5kESSr0GNdVOsFsomRUpRC5pw2g2JLSJmeGTcPdDdT74QWOiHy1L3sFj",
-	"H4DPREY65W7Uy1aflfEZsNJT+ytd0hXJGfUlwX1avvBswJfkc/7L21F/cWVKgIEhcV6QSoazK0xrt3Uk",
-	"WjAo2nY5FDivFTX3/VUSj4lUI5EszCqJyYSxrImbshMyykYW5yFjP4H/FRnaEemlZK9kenuRq9cdYYUu",
-	"wFn79vXTpxfPv/82GkYzlueyAR52NLgDV6yVsf+MjHEHXuXgb88RXeELP/234aftYc/3Y61lMeH25KZQ",
-	"Shpy3nIppr2cXwMVLoXpNZbn+NgQHBBwYZPQkONRltdMczmmuSZjZpaMOYGhHH1sPx9TPSs/tl8t6yX4",
-	"7Uqw97ihIxHQY/vkpagkIHukBYzjcuQ1bvaINB4iPIQE/ytUxxkJ52Cv1tYOhoy43ebgsulomVdaxgWG",
-	"gSRlOOCKdI4PD8tkr26foJFS1xJLQ/yM57wzCpmJbJM//LHf43ubOcJheRtqrqMZbhcDSBWe9LBNRVmL",
-	"dbuDZ7FaMXtTDKwbfUy0RDSfFWx0/w9IBr9EyNScqxW65K4d3nt/JKq0s6yC/ouaVTZpG+co8wWaAxlQ",
-	"DePFWZlXAwhUjtZ54kWkGIlScttsuUn6kL7vSj245P/NTlNfV/5eTtONRCCYL+9KA3Bwu4louzhH79T5",
-	"LcQH4h0dKtYXuvOHpjtwcQkFFpP5/d9AaHYS0fY/uP9d2iYbzsc2p1v1ft6Z7X8ytqvYnHLQi0tq++Xg",
-	"/6EPvlwgZhNQvNLTjegHlgH/GvzWHdXvLXf55F6P1htql8wSgc9strzfxDbJHc+NLgtxkA5yZ8jI1tRq",
-	"fxt1ME06VmPrQnJ1mjOqELW6YRTCpfnlSNRm8uTBPQOJ/kKd/shmFNzvCoECYdkHzleMGh/Dq7enGJ4D",
-	"ToMDptLGXp8ORtwsqNIePSLJddI9I65uOWLFKYYLHSOMlsTcxH6ruv/M5QJuxSJ4htdWsZwafs08AEKJ",
-	"N6akNGchHAPcC1JuBCtwpdZbkAr6zXoTD08/AygBlFV3ll9XSP2tr3QfDU6PjxtF29eMFAf12ImMGtof",
-	"Q7FKLIBefYL1yw8Gh8dhJq6UTtnl1ycnd+wSQVNdb67yL3RUWzI70TuYRZ7dkiOH1HtPE7ds/w62kV+I",
-	"tt2fVNmNI7RyJ3G3qnTJp/v9ZgJAYED7H+wx3kFDeYb4yo27f9wWTWlfzyD+y6rQNAf4I0LHmkFR9S88",
-	"+/dzrnEzAWAe0TWpIAwKVmw74I6jNsVImrUfom0MRKaGeZdzXZAM4DYI8NWCGt5ORhE/EmvlM1eQCiw9",
-	"0jL7TvIYB9JDNpiQKb+uQDd3v5DZX/E42jPkD2NH0SVuY/fTk9lm1ejcgaxuFML65DynesYwP3KMkReG",
-	"CbLIKRf5aiQ6CRJcWZh9L6EgbhaiyNqzF97434fPynf65BU1M+fvgkgGdEyFzmMPN+aQs7xAGpOQxHOE",
-	"tmEQCEFwCcKM+6tuft2QlIjyzdYCYR+l1hbtEjjElEBwPODGCrfo9mPnx4MqUVQxYRxB0n3ySKzc9bbi",
-	"+BVbGLjfTJj+SDzCtgCAtlZj1DbqKoyWSNAHR1hgFKNHhLR9GU5zGEJ/JM4LhCefM+pAg+BoYoVpX6IG",
-	"o4BMoQTLENzetnn+10e9w5PTNpP9G8Ur/HYXc/09qeRO0RF3wCYJgvF+VRS/U/g/wE0cnpxGw+hk8vVg",
-	"PDl4QAcPTgeDrwcHp+zh8YPx4Jiy7Gj84PBgcESPTseMHh98fXIyPk2zbEInBwOasqP0lE1qasCdxHFf",
-	"lGcLKwERx931PyJrONihiwspX1A1Zb8vXgK3bEdmslWOrhUCbTUmfLMW/8WCa6kRj0E66P371z/+GWIp",
-	"Ex+athZy1o1DJJsUzEeVSUBFp1B+nmXwMVSRbwQs+pW6NCZPYlJL9t8MX+Sm+hmtgNUC5Nvhg9kf0j/x",
-	"q+U1l673ccuBbaDX+Pqwvx19Ngxq/4P7722Jf+dGLnQNYdsH1mLxRP/UKMZI5+Lp6++gvrggf3v+4oWD",
-	"SadkqqzCv2CKy6yLkDpegGjGc+KF7Lh0BBdbfDAgutsnL0Xt1gL8nxMaKIRgEd7q4LeTeBWSgT73rbzl",
-	"RsZWj4KCHlb9x5mM2USqP6ji9Hvy8q1f6s1XulWD/5aZ38xB+3KaPmHG2l1Oxucl9raj+3CGUI6t9QBb",
-	"keLCVVdrzOMTwAdV69xtRCSqVq1rVbFPjz9Gpf4NoO64pbdradd6MD7NjiaD9JA+ZMfZycn4IH3Avp6c",
-	"0pPsOD0aH9Zq9Q3XKj62J8LeWYf0SbDVWnjV+oNNxFcMgL2D1yZUDtyKkQNrUxexSQfzWzSROJ4zMmHG",
-	"wYhCjspEKpBF8L3uvyG+DixblRThGQv6WCOxZaP+9axaHbViFoLQzG1aUSh7E7K+Do/JrHs2Eij8WXkt",
-	"9mEzhGc+Jh0cxRCTiYWExiyXYgowaZWyT7ErNdaW7g6VIu+N/16t6No86gfDI/Bpfr7bWpYqzVxdhcu5",
-	"joYPB4ODwzhiIpVQqXIYFWbSewBh59xgCdjh4B6X3Z478EHBw4wpjwsG//c4rIPwwKhC4LH3Cf+Ymha+",
-	"koWpf2UfrH+1pMoSGXtS39181PjVdrpUmWO1pOdOJO0uBG0jOD3VV18S/zeKUXZ5Yq/zebqNup+/iW3E",
-	"7K4yld0hKyO9a6eC+1jM9e6RbKHdzfHtXl22fe3pSqWyTrvS3AXaOKcKyzEmoc5s0iePoJWRAIrpncSh",
-	"jnVV/S1cAdWsNb4dmvwk5NLV/C6r4dZBNKN4O0EdDAcnn5egfjxFrNT3/UWphTOSuP6xts4XAtKKcQVL",
-	"RChxBZyhlKWz7SLd3VUMcpnKW2qguZRqtDKQzsyYhR7u78/MPO/rBUv7yxk1y2lfqun+vMgNt3LsPlYx",
-	"6mkmTA9Ttfv2iy6RE6zBGsjBMCR3Y5GjeoK3t3hDorm3vkH5vqWSBnyb8xgg9V2tC0tbcMQ8CxY6y4+J",
-	"nEw0M6GWO8znjFCSTOnCJ44vwRMHtQR5luUMhovZkT59fUkD6JazVkFmDoWScBnpYErfnBGoBQxZ3WVq",
-	"P8IyAvNG459PU5cTrAvgltlLnXHd7+gg4p3nkQtC87x7ZqcZe7PhSMyoRmNaDOpBIzUexpc0Sr4nsR+m",
-	"Xol0pqSQhfb+4KUs8sw2e83ImDEMFoaWgQaGhiEfcpyzeTd2NxmrluGMYVpQFVVbcm5pFxNmJHIuGOkk",
-	"Q8gehdzDpAul7lwef86oNg6t9uCE6D55bcVswVKfDvWCatN7CmgDz58kxMiRwCx94uVuRnLXiDBEsZTx",
-	"a5b1yUvcUK6xqJerXuvL7ZW1l8F/Hs5r7OBg6Eq7gE2Ao0cfrpXsT8iciwJcytC/N+WegRyPJ6zj8DPt",
-	"UKG7mFDyY8EKjBJgqltdNs3sQQoLpEkhDM9LgILKjhvM8dIj4fd9i86AC3BbSOnr+mLyyv3qOF958EvB",
-	"ePc0SXg2TKBKuo5JguWfXQl2OLxYB7oXfmBKVX9IuiEgFYESS6NIbbdrdpEFNYYp+81/vx30Hr77cBAf",
-	"PLzpVf7/p+hjQlTX0Cx2N0/COM+dfbad8VWp6xdu18rtnsEtc5AnezrU6F/DD+lUuI7jH91fQojG2v2f",
-	"Q4gOMJL8p4BiZZiac0FzhOGtyNXeSYxkcWFWyRmwOs8xAZTy/Pm3b55///ivrakb/Cdmx3ThergfrkeO",
-	"BUTiSMmljobHu4Ny+P7P7aruFHRy3Fady07nSzbmHz7tA4KkgvgbrsOeDjflDuIwwN18hpt84QPTAGbI",
-	"xaY1kHj8/W7qy0joAHKJafKvf/w/QkcinRXiyoqgttFOkhYqJ70L0ku6JcASWfAFO0PB0tfBpgurMzjg",
-	"pFSKtFAKBDH3gseKhYQZiGXrk4TJiSvegBKcA90DKhzKwJAO4JIH8mRlUcttNfnvJ90+eSOtYg+ZMFSs",
-	"SJB7sPBxwOmoE7E6jhEStZGQa/gfINTCkBHBsoq+4a0Hrnqy96d7i7kplCBcj4T9gaFxtoPO9iN0tofc",
-	"+ZrAFawPUhFDrzDkD9ZkY5geOn0yl36yReR6nGNYTm2RXR1pma02ZeswOalJRGsVGd79IjGC944JdObT",
-	"0ziC41YaTd013cVksjuEqd2QW4L3MEK0on1CeV67M0bKqy8s5o+d92z1c3cC5AZOU6fkrfymXqj7Q4Q1",
-	"Qh8VZgYugHf2Zyu9Ij0oVL6pJCVwGdf8B3/1Q2HEmzg8C2XDKs8CuGzlWQXAp/618+RXHoZ8ycqztT5w",
-	"ypUHlWrjladYMe/m3c3/DwAA//8=",
+	"7L37chs3tjf6KijuOSUyu0lR11hUTc3xOHbGe5zYYznlOtv0VoPdIIlPTYADoEUzjqvmIc4z7AebJ/kK",
+	"awHoC7tJylIuk/EfqVjNbtyx7uu3PnYSuVhKwYTRndHHzpzRlCn45wuZUMOlsP9OmU4UX+KfnR9evyBy",
+	"SsyckUQxalhKFNMyVwkbdKKOTuZsQe1nZr1knVFHG8XFrPPp06eos6SKLphxfTyRwrAP5nu6YJvdPCYJ",
+	"/kwEXUDL3D5eUjPvRB0B33TcK9fwZ9RR7O85VyztjIzKWXksS2oMU7aB/3n3uP/ftP/jsH9x/b7070H/",
+	"/cdhdH7y6Q+daGPoUedJrrRUm8N8uaR/zxmJhR1GAi/FZKrkAhZoqdgtl7kmSzor5vD3nKl1aRLYdHm4",
+	"C/rhBRMzM++MjofDpvG84Atu7KtNLWbwY7nBlE1pnpnO6GwY2db5Il/YP+xfXOBfR6EfLgybMQUdvVIy",
+	"YVo//2Zz7m9ghvDzgSY8JV1uNDFU3xCe9lq2zH1wzdO9N2zYv6D96fuPJ8ctm/NKySnP2N9gFTaG+Vaq",
+	"m0zS1I7VvnZJFrk2ZEFNModd0kxrLsWBJnIl/FtkNWeCTKSZE6oYuRFyJdp20H3StoVHbpnD301zuMJB",
+	"NK3zYz9CwtOISEVit50xmUqFN5FmGVMHmrhfwhdySuI/ufH9MW7ZE/fyHfakW96Un1ynvebdeUP1DU6r",
+	"oWt7Wh7wLHyy7eilFJoBifkzTV+zv+dMw10BciHgn3S5zDiSuMOlkpOMLf7z/2ikd+wDXSwzR5MM5Vln",
+	"BKNj2pCJTNdkTjWhgjClpBqRVDItDvyBwmGP7DFaMmXWZGyJ7IKKdNwhXJMF19qONepoQ02uO6NTuOHc",
+	"2B47z8UtzbglqTjqMMW5MUs9OjzUVKQzatggZbd+5PoQPkKC/am8dH9QbNoZdf7jsCD0h/irPnyFH+Oq",
+	"bd5sP2M7ZppNpVqw1B4+u3GaaLlgZs7FDI+fFFM+yxWMABaECGkIzTK5GtgRPZFimvHkvrvg7+aBnlPF",
+	"0gPYCZ3IJSNLpq5VLgxfsBHhBn6RghF809+HS0LTVDGt7StUkwN3dA8IF9owmtoLA2zNTk0KVtmni2Kf",
+	"woT23KDEv/9Q22NPV225p9w4rgOrdOCXxtEIz6Xtc2MHaMfy9ANLctvMN3ay7bvTtCtuv68XujM6Poo6",
+	"TCQytWd71MnNtP+oE3XYB26uE5myzmgYlenMqHM+PUqG6dfsePKInrLh9IKeTM6Sr9Mjdjw9oaeT0sqD",
+	"mJIxw1J4mDKlOqNO+Pf1ZG3sdR+GB0blIrGiSWc0pZlm8IPMTWfUOT0ei47/2395Eh5sfrmiSnAx053R",
+	"u/d7b15Y1tdMW75r99BKKofslgnT10YxurCN7Nmc/eoKP2o5D8z3SKZccD1nKemu5tSwW6aI5ct2K4jd",
+	"ip49EHNu4Km9LzI3A/KWm/lYxI+ThC3NiGwMNoYzRIVe2fZ0uC+WDtrXCL7mRcNiOFSPBTdE5UKTrmaM",
+	"xN8+fUMOb48OLe3Xhx8dC/h0KHOzzE3ci+zhFiwlkzWhJLa/x9jJYCwqh/aVkgsJm3WXgwvHbzg5T0+m",
+	"w+SYXrDT9OxscpQ8Yl9Pz+lZepqcTI47USdcsc6og/Nh146Wd6LA9EdBuLrHAVe5EI4r5JMFN4al19Qe",
+	"1+Ph8Xn/6Kh/fPFmeDE6Go6Gw//en4ZY1tt0YK4MzzLiOiV0apgi8Ypyc63jS7KUWQabCKIcNST22gAI",
+	"EC1aQtM43KuH4T0YyzOpJjxNmbgvN6BmTg4Gg0NmksMl1XqVHhCmE7pkGgU7KtKJ/EBWUt3oJU2q1Pyk",
+	"oOavZMaTNbnlMsNx7knVl/Ddg9D07z2/ZKmT6rgmS8VFwpc0A7GPEuyPJFRYej9hhImpVAlLgZZ/L80z",
+	"mYv0nsuaCxB2w+p5UfJg14E+qCzvabG8dm5TGNme6yqk6eMHD7G0P7gJde0aCmnmTBUre6B7Jf31U9R5",
+	"ecvU33Jp6D2XcS1zMqe3jJwcF9RQh0snFbEXjotZBGcVdDZLPd2yD/5ux6AHiRRJrhQT5rpo5RK+hXNi",
+	"ZRwjHdEn3Qpt/RPuxh9dn0D4EyoSltVFm+OSaAOTJ+xDwljK9t4yGO6DSTeoz1g+Qw1MUU6BXeGikG5c",
+	"XaU4IlwkWZ56gXTJVD9scRBlFTWsd0ni18yodf+xJXsx0XStUdkzkhi1JnRGuRgUbGrBYqLncqVJrunM",
+	"8sAUd0vXqGGp2U0l7oolUqTadgJ7N2FTqZjtEEgw9NlkPil08ZI2fmWoujPb86xr1FmuzVyKE9JfELup",
+	"A82UlRIeDYdDqyDuyR6X9sXT48/iemo7g/v5OaNbyLbzN6HJzUxZCuQtHCDAXMIhLNihPaCxPSNuCfTh",
+	"x2IxPh26T5k+/FiYPT49DBO9MlKxHwS9pTyjk4zdk1o5BQE0Z6Jt26T7SmozU0z3ShodyH+XRNmjbm+F",
+	"Mtl6RKaUZyy1ZzuRQrDE2H/GuWbqj55akJQaOqGahSfxiKScZqhGl7b8rMyZr5i65QkjeWmme1Kk8icP",
+	"pxTvuUSR17omSt4w5Vm2oTcMHgfZ8tJ+BIr0imqSsoSnLB0QoCVeMqvSKyQkPyvt2WoTBJuOlC+omt33",
+	"1IEyDyYVrom0NMiuzdHw9NHZ1+fDYd+qZ44zdj3FX9AP1/Y71N16ZS52VDo4b6QkGQxxz+NipOzjBw9x",
+	"WP5sJxVm5O0jzHEOEDR+EDQ3cyYMdwrn/S6wvGHCLiP7sOSKpZeB61Ei2Irg72CZXsvcsladM1WR2I6K",
+	"1auPbf8rV/nsIVbyOzSY2fvEnXFswqiyK2unVLsHb9++7T8ujWHzMrx+9oScf302JMncChlitsttAVul",
+	"8+VSqvtvUyYTml3rfOLZSqAbrgeS0CWd8Iyb9YhkVMxyOmMjlU/WFXntuLxXYXClj/c2TBVfPBSRXCp5",
+	"y1OmNucGSk0gfXgLloUx5B7rmsrkhqkR4QsroqGAMzoZHB33dcYXaB5zGkjBZ0qL+MqO2TJue9SQne2t",
+	"BPpPH2wBveaVyDxLiVP1QjdohlWMJnNQ/EKvcAEez5gwb6TM4C9nheZoDZ9KtaCwvExY6v6us0iWaOgQ",
+	"lHeiDhVmruSSJ533G7b1qDPLeWq1hwafIAjG/nfQSyjRa23Ywo57sTSkC8ZYQw1bMGGsgE4yLhi4iTZ6",
+	"MlJm12gOurb0PplTvN7VbtFmFxG0+oFgDhxFMZpqb4mybWnw4SQ5yCVwCBdUrC0FUDQxTOnSKAKjw2E0",
+	"dGtXl6TMqlyo03HhDKxAcFGBX1AT+R++e/KKoIx9oIlUKVPgiDFsAa3TNIWGaPaqtF3oBXGDkpP/w9B4",
+	"7B5Qpei6g/4O7zd55ze4tFVta+kn976hi8d5yg2YHDePEB6fmoPNKk9gcl+C3e4SjIJeWT3QBCR3EIvt",
+	"vP0p7KTUsL7hC9Z0BFI+c16bmizzl8f947Nz0p2zD73giEbVBvRbmTIQvtxPICUQigdjpbhxslvaePAq",
+	"Nu1618HsqCMi4Zw7S+ulN7vPFF0cgKoAhtWIsEwzZLqg9BSaemUhuDDnp40nEGTja3ze5H61lCpX7ECT",
+	"JKNaky4lji4R+xHR+XTKP/QiVHC5caStce5W41dL09IRV9oQu/C4oM0L39Ju8AG0ryhZzaUOa0gUFc1X",
+	"0i/5NR7E/c4STyvvti/3DUfr2TbaDbfjrxxtUyUT8Za5SZGt7XQ81d00JhdPUtZIe4Mxo3l7aAIOq8Lk",
+	"QTWJUcT7D53DzY4bNyd8cY2LtLtpcPW3tOUs4h83fyvbCDZWarE0a2AaQormM6T5jw3H589bjmKZBoS7",
+	"b5jY8+J5IaF9V0ckDhaJmOTCcDCar90FB6ueCGZ053TLwXaVJ2hbi6OxiPFGxhGJ7fFNLam2f6Cdzv2S",
+	"SW3i3oC8BNulPaXYvW8HggJcQ4OxaGSpVrVpuNzP7NqAc0WPYLTBWE6W1Myb2bNz2m9dHT/zQWNQQJlr",
+	"gfsf2Bbcv9qhLJ/9qBqqUIq7wO1q5WZ/dRe7egPR0g/KJHAG/0fKMgZ/+d4w0Kn0IGXaKLluvKrQ4Quu",
+	"G7gnrjP4oDzz30lqkBFvcP6oUwo5artTEg9gRrUJIUjb98KNsNp607I+8XqDm1pdTDA0mZcowUTKjFEQ",
+	"kfE3pq/ZB8OUQJK2+Vphgtuc3RO865okVAC3pbrBZMfsZSsej4gVqeKyxFnqzm68bh6JJQtWTuS321mY",
+	"HcwNY0srj3IBTkx72+0f1/aPuAcialIfvBSEEsPUgguakW68NOu2UXLtPVQ7js5z/+IbjgTNq5LV07d5",
+	"tWuHbEmTGzpj11xoQ7OWrUK3FFhlUOjf+ppgxtKYre94j0zLjhQEItdo8Gp6x+lLLW3oOWubD6gp07zx",
+	"1zrt0oXLEFssL7U/VpvrWOqkesAqB99flk5lOk1XaGNNNpa7aZsa1rvxrsuUlcKomvUVFy5RpQNe7KtE",
+	"w4F1b0dEXORjOxs0ALdwIUDUSLhGXFySW6o4nWRME80MmazBd1SKRVBgfVXMa2aWyg3G4jGYyHx7XIfI",
+	"1hU3cxL7DY1JFy0LKE5LZP49p+9w7YOGxgKiHbgAd4FciWDIiYiW5fYWdG11e9fSgHyDoQQjkIZeYV92",
+	"DYkUY+HYnXaj8gfI0bXIWxphDiFE8JKAw3PFNbNakGJ6PhZw4JaKGaZAEw8rhMLD/aJlrZx7235OKofh",
+	"/Ozs5LyhhQX9UP7m6PhRw7H0y7h5RNwude2K+IhIu2gyN4T6NQJ3qPcH+7bKAVQkZUlGFQPrQGnQp8OG",
+	"EaOGvYssv4S3nvpAKaA1KRdtou0UnSraUJFSlRIulrkh3dSfEma5fK82vHDBNqXowIp2jfPKvvnSvmh5",
+	"AsYIXfvNQ9fAo/PTSvjwcFDcYpEvJsh2MKik8uHJefW7ja9qJLamE5XJEjDSz6NM28SLK9TVS0oF1YQ2",
+	"OQWdguFDJOBVDJE6Hh7hPeVGj0Xs/I0xGg5cPBQEKsrcZPzWRawkNMusEo/WoohQsqImmTPVi0C0gLfG",
+	"wvcHloWZtGSHpxCzbI+taz0iicyF0ejg0YaUZKHrICLFkR31WDArkXgrgVXZtTMaaCOXS5aSbvzN0xdP",
+	"3zwl//zH/7Z5NnugdcG0y+MckOeWDsLZd3FiGse+KxZsQCqxbWPhzmLJ3bZcZmvSnfFbhhoUnNTY2SAz",
+	"PmX2YW8Q4psgeG0mwARUVpVK/D94yjd8B7nA2R1OuDjUc9JP2i7fLu62Spsj1cH+LLOUKaKYFS1uGRot",
+	"S5rZBj26OP9ZqHBd0jWKEiZuuZICjLiB2166qOBSYH3sWUeFb7z/6g+xG/1u+v65JHVp1jsD45y0fcV/",
+	"ZP+KVLg6zBdyxZSuxf66WDH32SUREAmqKLd6ETcD8gxuyCZRG4HU4m8O6QorQ03WnpH6iX4eF6gO/C9y",
+	"RTIpZnXPNNJQexWOh8d442gwJtyDkeC1buYlQdqsabJZo9r3zPIU55+3y1WWqFLuTcJWvCyJn4qBFRiW",
+	"v5nwoNh53WplL4t4K1rIqVKhku96QAvvfsbRIqpsq3KruWVc5f67ivVKvW3a0MrymTe8oGQGWo6eN5pP",
+	"hEsH226ncBlfoYvK2lUmFbkt3LLrT9C8czcBoip9uvSqYn53n/C9c9Q21mfLlJvtU25r97dQ+WuzyzEV",
+	"Gm4cEiy/S4D6PGkuoxOW6T3ZXVNK3QZLOjluGKnfqp2NlUzhd00Ea1qelAnDaZMv8gfNVH9hNUQOL5m1",
+	"5b9McQh71DK7ZWmRj4hBIF1kBZolihkN9LxG81b6WsmMXVMlGq1EN/mEKcEM09eWdyzvaFQqfV6z3xTf",
+	"qFxcU91MCDaWqJwf0ZA+FzdkM0DUETil/+vq5ffklmY5Q13YvnagSZxSQ2NwUl+izxgPPeF6LMycQrAu",
+	"o8k8fGE/6A3IU2dMd4kLXUriN/ZfkXOiSUHiVy+v3sSOzeleNBYx+rJjUCFidGjbbwWJUcB5Ms/FTewC",
+	"EHkKYiwwfKk52jYcL7KNjfPh8CTBJtFhB09YP/zAlCr/EFthn1ux7QXVpg9T6D//JrZnKLeSHRwh0HDW",
+	"RDGIzYBhz+iyMsxv6dJqAbGCvBf3Uy0bJgbNOwbfJq6Pi4ewX4LeALzMrCRhIoT04sYNyFOM/hiNxVgQ",
+	"QnD1RyAd4AO7DSPycdzh6bgzGu8MZR13orFzIMD7LuJ03ImsqvPJ98PTEbnoDyud4grXupXTqWZmbAWS",
+	"sWW9FFqd5DyzcxmPBXTok6XgR0iXGnc+1eaEi1hrvjTSkBaFLXo/q+vaDW6zczetTtSRgr2cdkbv9ski",
+	"ifYRw+GU7vnut3S5882NPKpoz8Ca9+U0IffxBrurefv38ceHFLdCpPG5bhOq2flpI4vf4gJ3hgFMz8K9",
+	"vSRHx4/+0xkZb3iWYSqU5jNBMyIuicizzIWsc8jKzEGetI8xFLgSO1IavpCGN8XvvGEu48eS4xFhg9mg",
+	"YtewoiYYGCx1Ukwz0+gXlHJxjeNtdiXfWKqfHYApoC+n/QVbSLXGKSp711lKaN22onJBuk6ZwQ+uF5MW",
+	"90jVy9zgRZ6JJg/693TBgikHVxkIPI7IFGnupAtLc/X8278+f/GiOXapzXMch9sak5CYh6lyLjGvHCJQ",
+	"zngMfmEr5Xq3cOM587mRH9t+8gmPH/fzgdeTKZudJZhZ2dxnKclyM4zK0MyFk5TiZ8hKScMicsOWBvKN",
+	"pdnbZ19P4Ww6hAuegqmMapIqMG1dkjlmMqbEUJ5hvj9btuhoJef3xoSLXNH9xaGapOyOT1jXsKm15azt",
+	"aMPsGzawRMCqsU41x3qYR5O4/oxn7KkwCLVQJaiLRhL3MrEbvWTKBYGRicud2ZTBZcqn/I7RPS0KY4RI",
+	"A810AKNJ9jhTPvTK30sXb5By2JD1IuPixjJSM2eq4Uo2a60OAgHedaOJcO2qS9C2+s3Kmx1T02yZMIqz",
+	"/XW6Yn93nVVcBd9+22jfYuDN5oDb92cHGZ/T47Pz++1s/dZVwkpwe9y+uN6aZvcXRjOcQk2NnrPkZqs2",
+	"2kYTirYLNuKPnrQHrZzUsvO4bYmKqcYHlHoRmBko9bVLbkVPLOUCswXWOqFZdj3lmYEHC54oeX27AKqh",
+	"F41sqSwbblIHwciSswQ4MHVi/oF3F0SENnAHZ0CrnX9qaDPJBxKJLYHhKgaRDdQQ5+SAwC1L94UkmGPw",
+	"w5tn/UcRiVGqaw6e+0xpEBWEZmszwR+dNKJ9/Cq6q7nyWfZdx7rcz+Do6e3FJmtHxI0lwtUrTanp0NRM",
+	"7RXDF5iB6i4DULytEmlyJTSuKemGNA4Y+4LeMBL7fmMI3g7L7lKhaYAX0Mz0Lsci/E6zFV3r0INTeS0r",
+	"90ouvNiH9r3Hx++VG/OWrSo0lRbfQGwV4xjS3YyMSZd9SLJc81vWKx9nsmKKeXED3dJODIGXwASO5x1D",
+	"hFY8y3zcv2ai4bDbbvcW47xdxM+7Llq8bwzB/yw6in1FOD5opekgYb59A+Fc5k3BXs4Fv+FWmOprSJm/",
+	"tmfmbiao8CkG/t3p26CFNKXpRh0XcIPt361l/ymbKaYrxB8bs/dLrMGknclVZsWAZjVAOaydBvG13Y3k",
+	"0gQv/aUqwAV2eVZq466vQX2nNpa/PKww/MaDUw6Drhkt00WTC+87Zkds75lLI49pbuYDeNsZL+NWZ0zZ",
+	"7rrVDF561fKFBSQlNWw4WACvNWPiTiLu5xhZXYJf06sZ/ZxBYKr9rqX4G771CfK1YduaRpBrpvZz9BR5",
+	"iq650sdhYSK3+9VNaz5AaCBqTAu8OD37OuRPYGqZbpAzXM7ZpoOOGrJiwlgZRcyQkNtnRpJUEjqxnIk3",
+	"W07AFqqborNZlvYzdssyUmB8+bQPH6JRgNP501FjFraVxn1YMK2dD2v7NvgX3+9MSYo6EOPo8sQ27fro",
+	"32mV7YPY26CLYa5e69lvCOOZZIz88Po5EXTh7ciw1Jguszsc2qlo2PPWMHMPKNDgfmiOG6LeulaEyqOk",
+	"g7GDBtEUeeoN/Q5X8XIsptKSTowtxJgaDAjchas0wJjBHGNgYmfnjscCkxc4GLxqiQUuIkgH+Zt94KaC",
+	"LVUxYUWEi7GIg70TfAFFKkMlosjnNRR9BLwee4noiq5dOGLNRxmCc5qvUfMvZQvsbkPpPdKMNu0Twei6",
+	"aaGofFKW2fY1ZDZdIGXuOPDi0u1yA1zhm5/qaBz79dSU91HRvIuEqMIMVu5ny8VrtomEOLW9rR8BGGSH",
+	"7aNouWVQ3v9bDycBiKfPcpsmtZSLrRJJ+V0I5XKKWpNMWIrpqiQHU0FnrIhCbzE6e8fztbf+BZl1ZhtE",
+	"ft3yZcauKwLp5k34/IyHVrugS4YFJIY243RILQMPbyV0sZLd6qIyC0CiBf3gs22h6bg3Qp8mOn8BPIhq",
+	"Q+Y0u7UMvKQLev0QXMBfFWbb2Gq9GAmp6YIBtR+DD3/t4UWmGb2VCsnlHirhMuhfW69CQDfzGf3NFCeR",
+	"yH23hrLBS2i8U42meZVj4jhiVsYlPM94RHCyDhXKeWoCUK9UN2AhgQzzIhJ3LKAvDawFAuejImIxqgQy",
+	"0nLS0CXka9pdBqGSa6OokYos6HosXOKXleMag0ebDb4FQmBYSb9u1dsXVRJKqjdr476EfayRhsYTHlZ+",
+	"C7lqpaEhOWpfEgrEbw8Sig03DSlAsNUCfTzudfX09I9GREgPFWOPkQOJiDAQGG7sYmmqW9prjlvLNWtk",
+	"y7Xhw2uRG1HrFHSzSTIANrchmvUK/YEbkuuQ6LogQq4iQhMltXYXw0VkbOoqTRHfe2lwLgNnE3pu7689",
+	"JNaeHzQb5HWnbRhR89ya9uF1vndUWT38kSYmWwfLgRNPMN0WxNtB50EznoJk+xlf/ypJNxthjz9Xmszn",
+	"BtSVQrv3Cs7+FXJdNpb4yjPUEEPK1HWCWYP2n+5uuL8ck2wUsFxMZYOhtRJovCciRyFCbqFnDQD0Tn20",
+	"+9eS1Zq2mKl2BXXudqOBqctS6odxKcuVaAJYe7kSVfiFLpqtyH8SZ7bqXQKGJIBMAg/Sd4ZQ2C6EIfdo",
+	"RXHwHx9oMqcitYwRMpFKqELN0SwPItw9LsOzh6PhoNkna8xumUtIuVtmcr1wPo/m1Nzdqqo7915bbdI7",
+	"C+yABpEsaJ+F4OYOYy3OvHK8mniPG8k3KDbi2tTNiaWf7hjStM2LXbS7ZVzNEt/DIAtURYC9JEdPr3YG",
+	"yRTSwS6cgupRKGunPt86yaRuUW2LBJyNZfgrJvpXUoIg499hNgLbiUdEM5GShVTMGelevbxqttLhB2OB",
+	"OXxVDHUET4//xOT0j5DsS2DQVrXpDcgbDyrpTIRFvLd3po9FGUUdkvSWVGufEzciQ3BhzhgImwC5m7C2",
+	"7DhYlNagjq36dBUmCRfNSHmzZ4CX26lGAoeNQU4MvIX7sKIqtSsXFq5316CuukE41CvxatXG8SnOHgTO",
+	"bq7QlszTNmMxWEdZgNBqMOG0Wz63QEi92sSKCpg56GJwEY+oaEYFu4hIJrXptQA+Lbliuj2LiRY1CvDI",
+	"aqulzeQGPs9WJv0L2WgrEE+bCE6gmNcBnRoRnHjjfjt7bcO+H+hwAnjqwQS8lths1tkuPdhr1+K2CtTD",
+	"pyXrOp4S6VJDFlIbcnRO/sr/HAGcHtC0ceef//jfcaf5MKgQe323OO+dJvB/ZTt3IXwUp+suNm87xL1Y",
+	"dyN00/782EX+b2fG2ORuTlxa14puI1w8ahnpOwng8wUWZ2MUdNSxdKjxwlVyfO+m+L/ORRVTzNKspWZ5",
+	"KvsBqAcIJddE8x8Z6Sq50g7eJ8sXAqh2gS/ZG43FZmySgyMpYf/QLPPGZqoUwAJQTXxyUIT37clr8uIZ",
+	"JCZh2n4vcohD2tC1dlJIgRIS4IcitCy3SiCK2anEY5HMqZj5Ghr8RzYgb56+/s6S6Q92qP3js/NEZlKR",
+	"XGSWPMVM3IKRWge7aN0oklX14qPhrtJzUceu6B0/qp1MaCHC3jdPJNCYJFfcrK/seXfcGbCFH+cY14l/",
+	"PfN3/r/evtmIcXssyMvn3zwhz78BPJEECHYJbdkZj2ow0KgfatL1cMS9gEIMnB36rSLQIlosF1PZwMhD",
+	"cHV/YnkISz2nYMBbyePnBNwxeEbpcqkHYzEWVx6dnWtwSGfT/lwChKl9uqLrkksauABYU8sYz07zBwN8",
+	"6NIeIamZsLrdV1+tagX49FdfkS4AIZMCCDki3wCEb0T+GrIDI/L0yTGiaF9dfQd5Sz0Y9lOwesaHt0dx",
+	"qRCWYCzVJLZ7JxX/ER6OyJ8RLBoz3/7r7RuX8IabQ8t7AtuIGzMYizchX5JrcssURGVHZEHBR2PVePLV",
+	"V0Hjt1MqV4zo4WWD1SvMAnIlIHkw6MDaZR3oG3D5o26pL5vKlBQWFeUK82D2IDkdnuKiQAwJEJUQzBK3",
+	"4SjHJJVJvoATgdCbsT1qEBmgIW4CEux+qoiGP3kMw5/IglEwefw0Fj/1+/3wn/0kLiJVYvITOR0OyU9l",
+	"gNwCvMPXYOQassotsSTYBG5L8+eINUGDAwgklMWECzwGuwrSuR5qWOXY1ZGdGgKOR9Wyd4pZqsGq4OOu",
+	"qakvaISNnLjxFvu+oGvoP9fMF/YJQ/fQW64tlLSLhkLRH6mKFF9H5MB3tVkMiHQt03R6UM+XDqJmXimO",
+	"VOA8Yseh5g72fUp+InmpcI6WCwZgWplmB7rnT2OEZ1EqBNnEphbMzGXaty06fze2eeYXBsbygWujySQ3",
+	"sDQONIZrgl+XzkHGE4MNXLgG7l/8zjUfQP+h/aOT2knbKE1QB/L3owwg6tDO8XE4AQGNYwsmenk+7hB4",
+	"Ncs2dzb0zTXigpcgILyb3rUyk4IVDVBR/F72fXJNcgFo4hAt1eXwyKGFMNd6zzWJ7mZs1C9WYabwtS7C",
+	"8FKWcb909TmWMhmq7d25DMmWKhl+m9Gqj/2cwq0SUvSLkReD83WPXHJ1GUPFNQZQH4Jm2NoQWpvkM0T8",
+	"cHFyJLHim7tpoZImbMxYPA7BVJhl+MGqW3Y8PzIlkRN/9RXqTZatHA+HvchtiK86ikJWxhMmNIY0YTnV",
+	"x0u7wf3jwbAUMNfxXL4TdW6ZQo9AZzg4wrcA/X3JO6POyWA4OHEJMCAMHc4hw+VH++9G9NjHjgcdD4ek",
+	"MFx5tRVQrDT5y5s3rwbke+DOQhZlG8KiP087o863zLh8mloN1+Ph8G6FjkLtIHmzPyS/67u9pAEq4poA",
+	"msigIj52Ru/eW61lsaBq3Rl1XvBbJuzrluOiaZRCAcliyrrz3rZwqBhN1/uuLxPEXwY7kuLSWiECrAMe",
+	"oYA4nd5tNxJWyyHVeizYhyVLjL6EO1egA5bd5m4zvRji/MsoHPAsIws+U1AjtYcncWMrX9t53Xsni0Qq",
+	"Xz0Id7XYVH+gyXFZwX+gnYdJAPSTPchQruJsePLgU6Am7NNR5HbJCbPHl5D/7IVxXHZWmepnlTlqn/P3",
+	"0kAKzvqSxDj2UCKNJ3OSMquwM5GsA5T8tptgV5DveRVujw5BRTkMZRcarwQAwvHZ3AR2iBUegJbGh4tk",
+	"GXvC041VLjAONSLu3+jBj8YihtSDa+84s3wa3mI03XgICxGegindtpBxbcJTL9Hb9wVb1Z/bx84ls/FT",
+	"Lyph5uXVWhozJuw6lVFcLAGqSrgYHBa+yUCygigmaDIAhxalwkEkzTW7JMjvaablZq0KLrRReWKCplIs",
+	"6IGGYCi/MQOQghfUxGTJkxsdSm/0i0IZRM/pko1IDHvUjS3Pcsvim4FlBVM+qOQU4oexPIn94uMYFOJx",
+	"Z0TGnWkuYGTjTlT5a0Q+2pYjUmo3GoslVXTBDFP60yeHQBLKnbSOhuBgrrUbzYBA8Q+7hposaMrG0EQ+",
+	"mwdamWQcQsoUpm558L7XT6/eFGKGxvpg0h3YFiJaquVimbIfPwB2bJYkKa807kVbvfpQJqQgFkUoB5aE",
+	"+YwCMZ/e35fcB9tq0U256kzn3ZW78UFwez8W/5/MA5I2mCgGg0Fr2ZPRI7AhOQrzrgnfkRLAcQ62Pw6P",
+	"qrVQcWGLg9GEpNUepb61TkKVNOzlk9qGa+d2vET7EBtlPzZROoAtgpGp18KxS+a3DDjmKZ6Cpm7CaTks",
+	"1emHT452f/LDZq2x0+OL3d8V9V0Ldr79i41Si8DxAo+DIhkzvOpQagjsPowrUiXlGIro6VTf0hAuZo5e",
+	"6DJrxMDpgivmKcY8NvLDt3NJUo6hglZNWFlVA4KNfdhsoeZ0PZshvoyOG2y9vstYOKfjRlWNSinxiHgQ",
+	"CWfWtjJJLyoX27HPoZ4CUmF4zRmysM6++xZ4I7KaCHC4gvVkQB5XywlhvXG6XDKq9Fh40FruCg0ZyE9x",
+	"qS6j4pkLqQRbkwNXKcrioC9Re/SusfAgILBpMWzBQDFLyEAt9+if5GJIUrrWvQF5afntAtINNZHTsWjI",
+	"NAS2CxnO3FwSKtbepEJmzGhyOjxpYgUvuDZFLYidzOAlMv5y/Wi/ajoik7XDEKtWhwH7kvG1XZq4RqUM",
+	"R1EqshKNN2zwhX1sbK3iD2ts7vx078Zc3ZA9iVpRwMe217B2uFQQB6GcdQGWE/FQXz97Qk5OTi56bQsF",
+	"UJmV4eznNNw2Fl+y8w7DgKyuzxpG0+oVJ+7wBUQ87/HiE3QG3l8w8HVT3mEBsraiwb5mWOfR9PTk9OT0",
+	"/Pz00fR8cnGeTh9dpCm9GB4lZ0dfn0+OhvQ8fXRycX6UpifJEU0ePZqcXUyO0+Tk+GtKT2voOKPTo1J5",
+	"rKJ8ckIO7KUw3fOvvu4ddCpZZsNagELbmC2DPxqeHvviU5XSNKXYg4aiUaWaUKFEoXNfuLUbJHLxHzTj",
+	"CatX1Rl1LibH0/PkiPVPpidJ/zT9mvYv0rOL/jA5So/ZyfSUnk1KrupRKRbuzgWfwQN7fFLSWssu3hB8",
+	"s7vqtD1KFRd3Z3+dt6jL0yDLPIYoNsjLtK8Falnmp7+4OLOPcPLM+x5+ZQEIVi2TM9LF8FZQP3sVqQbE",
+	"mCDVYIRto0jz2qF5VJ0oUM2v7HxZ0CXUNM5F6mzMePqxGh5fgK+Oi5kei67PGY8IcuIIoO4QObWUM95D",
+	"TbroFMxsiVQpA03Am9/GAiQpOBaHGdWmr5mD49Mtytx37N7mMAdx4EIWavgEDZis7zopu7VqwQbgageJ",
+	"QoFVgA/+X083jD26G3AFFRr2aDT0NKzaX9RZZLZTD0AAtGl0eAge37nUZvRo+Gh4mLLbQ8nTpFPHI6hT",
+	"yuPR6el/lwAA/ODLKALFfPYtwOpJZ4teE+LZCzH0X1MzCRMJaMClGRWX07sWi/tZTvtqvKWvQjka9B9X",
+	"U1tjCHM3ZZMTRLcEWxREEgCpqJi/SoHqrvxKqaoxZ5poSag3sli93zAAw6TGpWqK4AjVbbK0H/m9L2Sx",
+	"Ru8+bqTn+hpomGPeUPXM3WPXAr5WSnf1UFylyl0NcOIbBbo8PvZmTa7qL6EMV/VxqfJWQNquFtsqALhD",
+	"fS0cu6uo5f4INbTg/XL+CL5QSTou5RrX0olDFnE9WfjokdU2GtbLUYRCXGnK9w0ZQEUqbA1N6N37TZSg",
+	"d+834H3KjzxsT0Dr8UA8DmagNPjjYSWjY6MueEhGGNVSfnyKBa7q+7uUnA4pni00L9fgTPKH+l+Q4L2t",
+	"Rxo1WLzLVK/IQPVUT+WYrrCUTcWHX+dCQ8xQNTQWwgNjn6UV+95HvuBWMB8WlcVA/kghzh6NIiFdoxS4",
+	"HqFZ3iPUgYlzRcGXspDGRyFBXQxy5crqYHJ4/DhJ2NKMSAPyOdVFCcJUNtFIBOR/nYtOwGv5s0zXd3R8",
+	"eQtoJ7c3kvRpRZuQgum5NPuz7FIW56eqBdTerk/NpHz7aQpRx99YyvEpspLHHb565bbht68WDPe4jE9c",
+	"pA3e3uN9huZCWD7/xu/Ty9Jhyj0QiXgpWF9Op65iYP2GlolDKdk4kIdyRlOjUHTl4/rkShS5bY4CLbMc",
+	"KVKR5XagfRpcBfEgxAdGY1FRQclj1K4sMcMUHpplLicIHNXMGX0bIgdb5aGrIp2qZljcYeBxTOVvYHhq",
+	"tfSFsPa97vlG7l6jWSzETyZUqTViO3EN8WK3TGkXfAhJe232sfKrbTbI4xaLZs14UGi8l9uWv2Ugrh7o",
+	"pi/OSVqbGBO/QRNdzSpTTv57V803rul3QYusT3tf61KRJlzZ0VEn6Z8eb+YA17s/c937zRA0W2uuW0xf",
+	"nyWyeaOXSzm8g9RWTtPcarUqzti/i8stKLbl6+Vpdzh87wHtpkmW+46DjR8qv4bQ6iDI+dCMEKlblHur",
+	"xYG65yHKoueRepzIZzTLpoTrcqq17Qg9blYgJUGTltMQRgBHyYqGUE3ydHgxKkuYEJA/k8QHHxRJHfaX",
+	"OKpxkyAOz+ktG0NBN8d1Al5OmlrdhUGpy1A8tl04vAqn+7MFxJ33dp8bufdNaiwy9clJkhXCd3RHOfe3",
+	"S9qGvzxpuyNha1NFS5fSXus5oylDfMwXMtkKB+ZePQzvQQ+/N/H81yC6eIMK3MoWeluTlA8/Ft6iT0iF",
+	"M2YacpEdRIIuF545KDAhrY48lQrc5KU3BuR5yhZLaaBgEhUhZ4Gnnnhi9KyREktexj4KvkQWfagcmXAs",
+	"OMVLxUEwxh2NdmNRC53HsGwjc9vigLhJ2CYCEcWCOV7wr6CjNNHXb2B9yvT1PmJZCV3C2eXu5Lu7630u",
+	"cC5aLrbnN9yyL/FvEiHkVmXn1YmadcriJGHmk9mBtxP/yR3sP8aQuuOyDzcEFR/7GTJIykJJsxProY7l",
+	"L8I0f4ui/wPxx3COfmnedrr7u++leQboFr/afXsp2M6bdjdDh9uO59/so1NXrSLvtzHEQw8X98sNJ9pm",
+	"20ZUu+COq5Q1hkA474yKsXZmAcVZd9qNRfBb9QbkCnBLKTeQWClVitWdMWhQMUTnVnmG+e7ePN1EhF7n",
+	"4gmCbtzDMp36eDYM3SkXEg5YdvtrFjJlXyzTnyv63pmg/G4t0699ADtGnG/Sr20G6TpVwQv026IsDjwT",
+	"cSkOJ1wc6jnpJ7GrblQS+kNu8oC8pdxoki8hWQLhquKxCOG3ATYVc08H8IZP9+y58kHMVVK9JEsoLOsR",
+	"b1Tu8JvHYiaBHmnnTwtx0c7+wnVRiT5g5fisu9jrmvFgLEol00FlCZHQ2tcg8ZKa7d3+TY3tlC9w45Xi",
+	"tzRDEjkYi7ewWFu8eZBaW4anBgqKgt1SyTRPIHJJG0bTEaF1JDAPLXIYag77yDfAiSgK+bqga1w4JlLS",
+	"LXajyMtdLrP1ZRGfASs9s7/SFV2TjNFbpitgQ8KzAV9o2Pkvd9cywJUpYJNGxHlBSrgtrty+3daxaEDW",
+	"atrlI9xljiBo9v8qF9r3V4JTIVKNRbw06zgiU8bSOhrcXnhvrSzOB3k+gP+1PV41Wdnfse4ooMd++/rp",
+	"0zfPv/+2M+rMWZbJGiTqyfAOXBG6/wUY4x68yoH6XyFm1Bd++m/DT5uTue7HWoWlwu0e4MfEvYKZ/JkU",
+	"s37Gb4EKF8L0BstzfGwEDgi4sHFoyPEoy2tmmZzQTJMJMyvGnMBQjD6yn0+onhcf268sP7WEdiqzFFAE",
+	"UsI+4IaORcDEH5CXogSr4vGjMI7Lkdeo3iPSeIjwEBL8r1Dzbyycg915S2AowZARNdscHEYALdAyirjA",
+	"MJC4CAdck+7p8XGRwt4bEDRS6gpcRoif8Zx3TgFvgbX5w5/4Pb63mSMclncfOwAc4M1w+xhAyqDrx00q",
+	"ykas2x08i26O2+LB/OgjoiViFK5howe/QzL4JUKm4lwt0SV37fDe+yNRpp3hkP+yZpU2beMKZb5AcyCv",
+	"u2a8uCyyhQFX09E6T7yIFGNRSG7tlpt4AKBEPosQIY3anabuzt3PadpKBIL58q40AAe3n4i2j3P0Tp3v",
+	"ID4Q7+iwPr/Qnd813YGLSyiwmNTvfwuh2UtEO/zo/nVtm6w5H5ucbuX7eWe2/2BsV7EF5aAXF9T2y8H/",
+	"XR98uUQkSqB4hacbMZ0sA/41+K07qt9b7vLgXo/GG2qXzBKBn9lseb+Jtckdz40uyouRLnJnwJnR1Gp/",
+	"rTqYJl2rsfUAMibJGFVYi6NmFMKl+eVIVDt58pDlgUR/oU6/ZzMK7neJQIGw7APnS0aNz+HV21MMrwAS",
+	"xMFtamOvTxcjbpZUaY+JFWc67l0SvV5kXNwgAq5iuNARgoNKzE0cNKr7z1wu4FZQjWd4bRXLqOG3zMM6",
+	"FSiqSkpzGcIxwL0gZSsEU8pVC/7SoF5F6+L8Z4Basv17y69R3KUwupS74fnpqR2FTAH0uNFIcVSNnUip",
+	"oYMJlOBeUjvu8hPM/z8aHheIHq5AYNHl12dnd+wSoeBdb/gHdlRZMjvRO5hFnu3IkUPqfaCJW7Z/B9vI",
+	"L0Tb7k+q7MYRWrqTuFtluuTT/X4zASAwoMOP9hjvoaE8w6oRtbt/2hRNiQBHXalAhaYZgDoSOtFMmN4X",
+	"nv2vdK5xM6FsDmKGU0EYlOHadsAdR62LkTRtPkTbGIhMDPMu56ogGSCFELa0AU+omYwiKjYkYxPmymyC",
+	"pUcqQO96ggPpIxuMyYzflgpS9L6Q2V/xONoz5A9jV9EVbmPv4clsTQKz/QF0fKsQNiBXGdVzhvmRE4y8",
+	"MEyQZUa5yNZj0Y2R4MrcHHoJBdFAERvfnr3wxv9z/Kx4Z0BeUTN3/i6IZEDHVOg88iCqDg/UC6QRCUk8",
+	"Dt0NBEIQXApwNeqAr8vm15akRJRvtpY9/Sy1Nm+WwCGmBILjAQ1fuEW3Hzs/HtS+pIoJ4wiSHpDHYu2u",
+	"d0DSs/ebCTMYi8fYFsDqVyqn20Zd3fSivsXRCZZNx+gRIW1fhtMMhjAYi6sci64sGHWgQXA0OfzbF97D",
+	"KCCTK8FSLNlj23QwiE0m+7eKl/jtPub6e1LJvaIj7oBNEgTjw7Ioflforjk9PjvvjDpn06+Hk+nRIzp8",
+	"dD4cfj08OmcXp48mw1PK0pPJo+Oj4Qk9OZ8wenr09dnZ5DxJ0ymdHg1pwk6SczatqAF3Esd9qcEtrARE",
+	"HHfXf4+s4WiPLt5I+YKqGfvX4iVvESR0L2ayVY6ulDdvNCb8eSP+iwXXUi0eg3TR+/fPf/xviKWMfWja",
+	"RshZLwqRbFIwH1UmodYLNYRBOSb7MRdjUQ9Y9Ct1bUwW1/Dm2uGL3FR/Riug62SbLhxW8Xcpjf1aec2F",
+	"633ScGBr6DW+6v1vR58Ngzr86P65K/HvysilrtQN8YG1WBLaPzWKMdJ98/T1d5F9W5C/Pn/xwsGzUjJT",
+	"VuFfMsVl2kNIHS9A1OM58UJ2XTqCiy0+GhIE8a3cWoD/c0IDhRAswhsd/HYSr0Iy0M99K3fcyMjqUVCm",
+	"zKr/OBMEkO19uaq/spdv81K3X+lGDf5bZn4zB+3LaXrAjLW7nIyfl9jbju7DGUKR2cYDbEWKN65mbG0e",
+	"DwAfVK7e++DY47991B239HYt9wJU3o0x/QDwzz4Jtlzht1xVuRkb+w5em1APeStGDqxNVcQmXcxv0UTi",
+	"eC7JlBkHIwo5KlOHi4/v9f4N8XVg2cqkCM9Y0MdqiS2t+tezcs33klkIQjO3aUWhmF/I+jo+JfPe5Vh4",
+	"bH5qIh82Q3jqY9LBUQwxmVgeccIyKWYAk1YqZhm5AqpN6e5Q//reVW22wcAfjU4CDPzPc1uLAuwVSPuL",
+	"4fDoOOowkUiovz3q5Gbaf7QBYv/Zlz0U2YCHKVMeFwz+7XFYh+GBUbnAY+8T/jE1LXwlc1P9yj7Y/GpF",
+	"lSUy9qS+//RZ41dmB2Z/I4r9XiTtLgStteQO1TdfEv9bxSi7PJHX+TzdRt3P38QmYnZXmcrukJWR3jdT",
+	"wUMsUX/3SLbQbnt8u1eXbV8Hulzep1lpxro3C6qwyHQcqufHA/IYWhkLoJjeSezXqaL+5q4sfNoY3w5N",
+	"Pgi5hPqmln74UVZBNDu762qc/bwE9fMpop/RL00tnJHE9Y8VA78QkEaMK1giQsmSIRCUVMG2i3R3XzHI",
+	"ZSpvqezqUqrRykC6voLL3CyygV6yZLCaU7OaDaSaHS7yzHArxx5ibca+ZsL0MVV7YL/oQcWpSjnmUUju",
+	"xtKN1QRvb/GGRHNvfYOixCslDfg2FxFA6rtaF1D4C0bM02Chs/yYyOlUM4OZNNrN55JQEs/o0ieOr8AT",
+	"BxWSeZpmDIaL2ZE+fX1FA+iWL3fE8SkUzOpiSt+CkYk9I5DVXaT2IywjMG80/vk0dTnFugBumb3UGVX9",
+	"jg4i3nkeuSA0y3qXdpqRNxuOxZxqNKZFoB7UUuNhfHFIGX6NP0Z+mHotkrmSQuba+4NXMs9S2+wtIxPG",
+	"MFgYWgYaGBqGfMhJxha9yN1krMWKM4ZpQa13bcm5pV1MmLHIuGCkG48gexRyD+Me1EhzefwZo9o4tNqj",
+	"M6IH5LUVswVLfDrUC6pNH0qO9Z9/ExMjxwKz9ENNLEYy14gwRLGE8VuWDshL3FCusVSpq8nviwgDqwEA",
+	"S/Cfh/Ma+Rpya+0CNgGOHn24VrI/IwsucnApQ//elHsJcjyesK7Dz7RDhe4iQsnfc5ZjlABTvfKyaWYP",
+	"UlggTaBmVgFQUNpxgzleeiz8vm/RGXABdoWUvq4uJi/dr67zlQe/FIz3QJOYp6OY2L3VEYnH+XB4kuAt",
+	"d4X77BPWDz8wpco/xEW1MARKLIwild2u2EWW1Bim7Df/827Yv3j/8Sg6uvjUL/37D53PCVHdQLPY3zwJ",
+	"47xy9tlmxlemrl+4XSO3ewa3zEGeHGhPiDfxQ7olruP4R++XEKIVw5iBhxeiA4wk/zGgWBmmFlzQDGF4",
+	"S3K1dxIjWVyadXwJrM5zTAClvHr+7dvn3z/5S2PqBv+R2TG9cT3cD9cjwwIiUUfJle6MTvcH5fD9X9lV",
+	"3Svo5LSpOpedzpdszN992gcESQXxt1yB1d+UO4jDAHfzM9zkNz4wDWCGXGxaDYnH3++6voyEDiCXmCb/",
+	"/Mf/T+hYJPNc3FgR1DbajZNcZaT/hvTjXgGwRJZ8yS5RsHQXGerRitQBJyVSJLlSIIi5FzxWLCTMQCzb",
+	"gMRMTl3xBpTgHOgeUOFQBoZ0AZc8kCcri1puq8n/fNMbkLfSKvaQCUPFmgS5x4pMJZyOKhGr4hghURsL",
+	"uYH/AUItDBkRLMvoG956QLThWebh/YLF3ORKEK7Hwv7A0DjbRWf7CTrbQ+58ReAK1gepiKE3GPIHa9Ia",
+	"podOn9Sln2wRuZ5kGJZTWWSUvex+t2XrMDmtSEQbFRne/yIxgveOCXTm0/OoA8etMJrepQTn3hCmdkN2",
+	"BO9hhGhJ+zzQbmeMlDdfWMzvO+/Z6ufuBMgWTlOl5I38Boz8Sa64WcONxxqhj3MzBxfAe/uzlV6RHuQq",
+	"aytJCVzGNf/RX/1QGPFT9LGohO3KhpWeBXDZ0rMSgE/1a+fJLz0M+ZKlZxt94JRLDwIprDzFinnlB1B5",
+	"9dP7T/83AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

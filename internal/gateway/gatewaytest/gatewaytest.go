@@ -54,6 +54,9 @@ type Options struct {
 	Now func() time.Time
 	// StreamKeepalive is the event streams' keepalive interval; default the gateway's.
 	StreamKeepalive time.Duration
+	// Getenv is the environment the gateway's trace exporter reads (OTEL_*); default an
+	// empty one, so the developer's own variables do not reach the tests.
+	Getenv func(string) string
 }
 
 // Env is one running gateway.
@@ -127,7 +130,10 @@ func Start(t testing.TB, o Options) *Env {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	g, err := gateway.New(ctx, cfg, gateway.Options{Logger: o.Logger, DevIssuer: iss, Registry: o.Registry, Now: o.Now, StreamKeepalive: o.StreamKeepalive})
+	if o.Getenv == nil {
+		o.Getenv = func(string) string { return "" }
+	}
+	g, err := gateway.New(ctx, cfg, gateway.Options{Logger: o.Logger, DevIssuer: iss, Registry: o.Registry, Now: o.Now, StreamKeepalive: o.StreamKeepalive, Getenv: o.Getenv})
 	if err != nil {
 		cancel()
 		_ = ln.Close()
@@ -151,6 +157,15 @@ func (e *Env) Token(sub string, groups ...string) string {
 	tok, err := e.Issuer.Mint(devissuer.Claims{Subject: sub, Groups: groups, Email: sub + "@example.test"})
 	require.NoError(e.t, err)
 	return tok
+}
+
+// MetricsURL is the URL of the gateway's /metrics (server.metrics_addr must be set, e.g. to
+// "127.0.0.1:0").
+func (e *Env) MetricsURL() string {
+	e.t.Helper()
+	addr := e.Gateway.MetricsAddr()
+	require.NotEmpty(e.t, addr, "server.metrics_addr is not set")
+	return "http://" + addr + "/metrics"
 }
 
 // Store is the gateway's store.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -78,6 +79,8 @@ type pool struct {
 	taken  map[string]struct{} // ids popped by a claim still under way
 	closed bool                // stop ran: nothing is queued any more
 	later  *time.Timer         // wakeLater's timer
+
+	hits, misses atomic.Uint64 // Creates served from the pool, and not (WarmPoolStats)
 }
 
 // pooled is an opened pool container in the queue.

@@ -283,6 +283,17 @@ func (p *Provider) Capabilities() providers.Capabilities {
 	return c
 }
 
+// WarmPoolStats reports the warm pool (providers.WarmPooler): its size, the containers this
+// provider has opened and queued ready to claim, and how many Creates it served or missed.
+func (p *Provider) WarmPoolStats() (providers.WarmPoolStats, bool) {
+	if p.pool == nil {
+		return providers.WarmPoolStats{}, false
+	}
+	return providers.WarmPoolStats{Size: p.pool.size, Ready: p.pool.queued(), Hits: p.pool.hits.Load(), Misses: p.pool.misses.Load()}, true
+}
+
+var _ providers.WarmPooler = (*Provider)(nil)
+
 // Close stops the warm pool's refill goroutine and releases every connection the provider
 // holds: the engine client's and those of the cached sandboxd clients. Containers are left
 // alone (ready pool containers serve the next start; see DrainPool). Idempotent.
@@ -357,8 +368,10 @@ func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol provi
 	spec := p.spec(pol)
 	if p.pool != nil && spec.hash == p.pool.spec.hash {
 		if sb := p.pool.claim(ctx); sb != nil {
+			p.pool.hits.Add(1)
 			return sb, nil
 		}
+		p.pool.misses.Add(1)
 	}
 	labels := map[string]string{}
 	if pr.Subject != "" {

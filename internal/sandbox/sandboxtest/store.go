@@ -42,6 +42,8 @@ type Store struct {
 	exclusive  map[int64]bool        // TryExclusive keys held
 	// finishFailures is how many FinishTask calls still fail (FailFinish).
 	finishFailures int
+	audit          []store.AuditEvent // the audit log, by id (store_audit.go)
+	auditSeq       int64              // the audit_events.id bigserial
 }
 
 // ErrUnavailable is what a call the test made fail returns (FailFinish): the response store

@@ -60,6 +60,7 @@ func (s *Store) CreateTaskWithin(ctx context.Context, t store.Task, limit int) e
 		Status: t.Status, RunnerID: t.RunnerID, SubmittedAt: ts(t.SubmittedAt), Seq: s.seq,
 		Program: store.ProgramOf(t.Program), Background: t.Background, Interactive: t.Interactive,
 	}
+	s.auditTask(s.tasks[t.ID], t.Program)
 	return nil
 }
 
@@ -111,6 +112,7 @@ func (s *Store) BeginTask(ctx context.Context, t store.Task, limit int, lock boo
 		row.Status, row.StartedAt = "running", &started
 	}
 	s.tasks[t.ID] = row
+	s.auditTask(row, t.Program)
 	return begun, nil
 }
 
@@ -261,6 +263,7 @@ func (s *Store) FinishTask(ctx context.Context, id string, c store.Completion, t
 	finished, expires := ts(t), ts(t.Add(ttl))
 	r.Status, r.Notice, r.Error, r.ErrorType, r.Result = c.Status, c.Notice, c.Error, c.ErrorType, res
 	r.FinishedAt, r.ExpiresAt = &finished, &expires
+	s.finishAudit(id, c.Status, c.ErrorType, c.ExitCode, c.DurationMS, r.StartedAt, finished)
 	s.notify()
 	return true, nil
 }
@@ -374,6 +377,7 @@ func (s *Store) MarkLostTasks(ctx context.Context, staleBefore, now time.Time, t
 		if t.StartedAt == nil {
 			t.Error = "the gateway process holding this task stopped before it started (runner " + t.RunnerID + "); it never ran: submit it again"
 		}
+		s.finishAudit(t.ID, "lost", "lost", nil, nil, t.StartedAt, finished)
 		n++
 	}
 	if n > 0 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/sandboxd"
+	"github.com/sandgate/sandgate/internal/telemetry/tracehttp"
 	"golang.org/x/sys/unix"
 )
 
@@ -141,7 +142,8 @@ func newClient(base, where, token string, t *http.Transport) *Client {
 			return conn, nil
 		}
 	}
-	return &Client{base: base, where: where, authValue: "Bearer " + token, transport: t, http: &http.Client{Transport: t}}
+	// A call made under a span (the gateway's provider call) is traced: docs/semantics.md §14.
+	return &Client{base: base, where: where, authValue: "Bearer " + token, transport: t, http: &http.Client{Transport: tracehttp.Transport("sandboxd", t)}}
 }
 
 // Close closes the client's idle connections. The client stays usable.

@@ -1,0 +1,126 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// AuditEvent is one entry of the audit log as administrators read it (docs/semantics.md §14).
+type AuditEvent struct {
+	ID          int64
+	At          time.Time
+	Kind        string // execution | file_write | file_delete | session_create | session_destroy
+	PrincipalID string
+	Principal   string // "issuer#subject"
+	SessionID   string
+	Profile     string
+	TaskID      string // executions
+	Operation   string // executions: execute_command | execute_code
+	Target      string // file events: the workspace path
+	Digest      string // SHA-256 (hex) of the command or code, or of the written file
+	Excerpt     string // the command's or code's first 256 bytes
+	Size        int64  // bytes of the command or code, or of the written file
+	// Status: "submitted" until an execution finishes, then its task status; "succeeded" or
+	// "failed" (ErrorType: the fault kind) for the other kinds.
+	Status     string
+	ErrorType  string
+	ExitCode   *int
+	DurationMS *int64
+	FinishedAt *time.Time
+}
+
+// AuditQuery selects audit events (GET /v1/audit).
+type AuditQuery struct {
+	// Principal is an "issuer#subject" or a principal id.
+	Principal string
+	SessionID string
+	Kind      string
+	Since     time.Time // at or after (zero: no bound)
+	Until     time.Time // before (zero: no bound)
+	Limit     int
+	Cursor    string // the next_cursor of the previous page
+}
+
+// audit records e as done by p now (its Kind and fields set by the caller). A failure to
+// record is logged, not returned: the operation it describes has happened.
+func (s *Service) audit(ctx context.Context, p principal.Principal, e store.AuditEvent) {
+	e.At, e.PrincipalID = s.now(), p.ID
+	if err := s.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
+		s.log.Error("recording an audit event failed", "kind", e.Kind, "session_id", e.SessionID, "principal", p.Key(), "err", err)
+	}
+}
+
+// Audit returns a page of the audit log, newest first, and the cursor of the next page (""
+// on the last). Only administrators may read it: anyone else gets fault.Forbidden.
+func (s *Service) Audit(ctx context.Context, p principal.Principal, q AuditQuery) ([]AuditEvent, string, error) {
+	if !p.Admin {
+		return nil, "", fault.New(fault.Forbidden, "the audit log is readable by members of an admin group (auth.admin_groups) only")
+	}
+	before, err := decodeAuditCursor(q.Cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
+		return nil, "", fault.New(fault.Validation, "since (%s) must be before until (%s)", q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
+	}
+	rows, err := s.store.ListAudit(ctx, store.AuditFilter{
+		Principal: q.Principal, SessionID: q.SessionID, Kind: q.Kind, Since: q.Since, Until: q.Until,
+		BeforeID: before, Limit: q.Limit + 1,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(rows) > q.Limit {
+		rows = rows[:q.Limit]
+		next = encodeAuditCursor(rows[len(rows)-1].ID)
+	}
+	out := make([]AuditEvent, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, AuditEvent{
+			ID: r.ID, At: r.At, Kind: r.Kind, PrincipalID: r.PrincipalID, Principal: r.Principal, SessionID: r.SessionID,
+			Profile: r.Profile, TaskID: r.TaskID, Operation: r.Operation, Target: r.Target, Digest: r.Digest, Excerpt: r.Excerpt,
+			Size: r.Size, Status: r.Status, ErrorType: r.ErrorType, ExitCode: r.ExitCode, DurationMS: r.DurationMS, FinishedAt: r.FinishedAt,
+		})
+	}
+	return out, next, nil
+}
+
+const auditCursorPrefix = "audit:"
+
+func encodeAuditCursor(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(auditCursorPrefix + strconv.FormatInt(id, 10)))
+}
+
+func decodeAuditCursor(c string) (int64, error) {
+	if c == "" {
+		return 0, nil
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(c); err == nil {
+		if n, ok := strings.CutPrefix(string(b), auditCursorPrefix); ok {
+			if id, err := strconv.ParseInt(n, 10, 64); err == nil && id > 0 {
+				return id, nil
+			}
+		}
+	}
+	return 0, fault.New(fault.Validation, "cursor %q is not a next_cursor this API returned; start again without it", c)
+}
+
+// sweepAudit deletes audit events older than the retention (docs/semantics.md §14).
+func (s *Service) sweepAudit(ctx context.Context) error {
+	n, err := s.store.DeleteAuditBefore(ctx, s.now().Add(-s.cfg.AuditRetention))
+	if n > 0 {
+		s.log.Info("audit events past their retention deleted", "count", n, "retention", s.cfg.AuditRetention.String())
+	}
+	return err
+}
+
+// AuditRetention is how long audit events are kept (audit.retention).
+func (s *Service) AuditRetention() time.Duration { return s.cfg.AuditRetention }
