@@ -298,7 +298,13 @@ func TestSessionLockAcrossReplicas(t *testing.T) {
 			mu.Unlock()
 			u()
 		}()
-		time.Sleep(150 * time.Millisecond) // arrival order 0..5
+		// Arrival order 0..5: the next waiter comes once this one's ticket is in line (the
+		// holder's and i+1 waiters').
+		require.Eventually(t, func() bool {
+			var n int
+			err := a.Pool().QueryRow(ctx, `SELECT count(*) FROM session_locks WHERE session_id = 's'`).Scan(&n)
+			return err == nil && n == i+2
+		}, 10*time.Second, 5*time.Millisecond, "waiter %d takes its place in line", i)
 	}
 	unlock()
 	wg.Wait()
