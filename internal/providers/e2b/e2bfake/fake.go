@@ -64,7 +64,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultAPIKey      = "e2b_fake_0123456789abcdef"
-	DefaultEnvdVersion = "0.5.8"
+	DefaultEnvdVersion = "0.6.13"
 	DefaultDomain      = "e2b.fake"
 	// Home is the default user's home in the sandbox: envd's working folder, and the folder
 	// relative envd paths are taken from.
@@ -516,7 +516,6 @@ func (sb *sandbox) close() {
 	}
 	sb.mu.Unlock()
 	sb.cancel()
-	sb.procs.killAll()
 	_ = sb.rt.Close()
 	_ = os.RemoveAll(filepath.Dir(sb.root))
 }
