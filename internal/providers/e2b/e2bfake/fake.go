@@ -201,6 +201,22 @@ func (s *Server) Sandbox(id string) (Created, bool) {
 	return Created{Request: sb.req, EndAt: sb.endAt, Workspace: sb.home, Killed: killed}, true
 }
 
+// Processes lists the running envd processes of sandbox id (as envd's List answers); nil for
+// an unknown sandbox.
+func (s *Server) Processes(id string) []wire.ProcessInfo {
+	sb := s.get(id)
+	if sb == nil {
+		return nil
+	}
+	sb.procs.mu.Lock()
+	defer sb.procs.mu.Unlock()
+	out := []wire.ProcessInfo{}
+	for _, p := range sb.procs.m {
+		out = append(out, wire.ProcessInfo{Config: p.cfg, Pid: p.pid, Tag: p.tag})
+	}
+	return out
+}
+
 // Expire makes sandbox id time out now, as E2B does when its timeout passes.
 func (s *Server) Expire(id string) { s.kill(id) }
 
