@@ -23,10 +23,20 @@
 // (connect-go) discards fields it does not know: the strictness checks that package wire
 // describes every field the SDKs send, and that the provider sends only fields it describes.
 //
+// Processes follow envd's rules where a client can see them: a process outlives the stream
+// that started it (Connect-Timeout-Ms bounds its life); its output goes to the streams
+// subscribed when it is written (Start's from the first byte, Connect's from the moment of
+// connecting: nothing is replayed, output nobody follows is dropped, a stream that does not
+// read holds the program up); it is found by pid or tag; stdin, a terminal (pty) and input
+// are refused the way envd refuses them; an ended process's exit is kept 30 s for a late
+// Connect (envd 0.6.12+).
+//
 // What differs from real E2B, knowingly:
 //   - a process runs in its own session (sandboxd): when it exits, what it left running is
 //     killed, and a signal from SendSignal ends its whole process tree. envd signals only the
 //     process it started, and its stream ends only when the process's output pipes close;
+//   - a process on a terminal is a kept sandboxd execution: a follower more than its kept
+//     output (2 MiB) behind loses the middle, where envd would hold the program up;
 //   - pids are the fake's own numbers, not the guest's;
 //   - the code interpreter runs code with sandboxd's Python and bash contexts, not Jupyter
 //     kernels: no rich results (a cell's last expression is not echoed as a "result"),

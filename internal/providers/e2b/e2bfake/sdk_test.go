@@ -81,9 +81,9 @@ func TestFidelityWithTheOfficialSDKs(t *testing.T) {
 		}
 		Background struct {
 			Listed, Killed, ListedAfterKill, KillAgain bool
-			Starter, Follower                         string
-			FollowerExitCode                          int
-			KilledEnd                                 struct {
+			Starter, Follower                          string
+			FollowerExitCode                           int
+			KilledEnd                                  struct {
 				Thrown   bool
 				ExitCode int
 			}
