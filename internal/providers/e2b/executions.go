@@ -53,7 +53,7 @@ const (
 
 // StoppedDir is the sandbox folder (outside the workspace) where Stop records the executions
 // it stopped, one empty file per execution, named by a hash of its id: a follower on any
-// gateway that sees the process die of SIGKILL looks there to tell a stop from a kill by
+// gateway that sees the process die of a signal looks there to tell a stop from a kill by
 // someone else (providers.ErrExecutionStopped).
 const StoppedDir = "/tmp/.sandgate/stopped"
 
@@ -61,20 +61,33 @@ const StoppedDir = "/tmp/.sandgate/stopped"
 // execution or a background process it started (until keepEnded after its end), or one whose
 // input it writes to.
 type execution struct {
-	users int  // holders; under sandboxState.execMu
-	local bool // started by this process
+	users int   // holders; under sandboxState.execMu
+	local bool  // started by this process; under sandboxState.execMu
+	kept  *kept // for one started by Start; under sandboxState.execMu
 
-	ready     chan struct{} // closed once its first input (Stdin, the program text) is in
+	// in is the lock of its input (a channel of capacity 1, so that waiting for it can end
+	// with a context): each writer holds it while it writes, and the gateway that starts the
+	// execution from before the process exists until its first input (Stdin, the program
+	// text) is in — a writer of this process never gets ahead of that input.
+	in        chan struct{}
 	readyOnce sync.Once
-
-	inMu     sync.Mutex // serialises writes to its input from this process
-	ptyKnown bool       // under inMu: whether it runs on a terminal is known
-	pty      bool
-
-	kept *kept // set before the execution is registered, for one started by Start
+	ptyKnown  bool // under in: whether it runs on a terminal is known
+	pty       bool
 }
 
-func (x *execution) inputReady() { x.readyOnce.Do(func() { close(x.ready) }) }
+func (x *execution) lockInput(ctx context.Context) error {
+	select {
+	case x.in <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (x *execution) unlockInput() { <-x.in }
+
+// inputReady lets writers at a local execution's input, once its first input is in.
+func (x *execution) inputReady() { x.readyOnce.Do(x.unlockInput) }
 
 // kept is the output and end of a background process this process started.
 type kept struct {
@@ -86,47 +99,77 @@ type kept struct {
 	cancel  context.CancelFunc // disconnects its stream (Provider.Close); the process runs on
 }
 
-// register records a local execution id (pty: on a terminal), holding its input back until
-// inputReady. Errors: fault.Conflict when this process runs an execution of that id.
-func (st *sandboxState) register(id string, pty bool, k *kept) (*execution, error) {
+// finish records how the process ended.
+func (k *kept) finish(st providers.ExitStatus, err error) {
+	k.st, k.err = st, err
+	k.log.Close()
+	close(k.done)
+}
+
+// register records execution id (pty: on a terminal; k: Start's kept output) as started by
+// this process and takes its input lock — after a writer of this process that holds it —
+// until inputReady. Errors: fault.Conflict when this process runs an execution of that id;
+// ctx.Err() while waiting.
+func (st *sandboxState) register(ctx context.Context, id string, pty bool, k *kept) (*execution, error) {
 	st.execMu.Lock()
-	defer st.execMu.Unlock()
-	if x := st.execs[id]; x != nil && x.local {
+	x := st.entryLocked(id)
+	if x.local {
+		st.execMu.Unlock()
 		return nil, fault.New(fault.Conflict, "e2b: an execution with id '%s' runs already; follow it instead", id)
 	}
-	if st.execs == nil {
-		st.execs = map[string]*execution{}
+	x.users++
+	x.local, x.kept = true, k
+	st.execMu.Unlock()
+	if err := x.lockInput(ctx); err != nil {
+		st.done(id, x)
+		return nil, err
 	}
-	x := &execution{users: 1, local: true, ready: make(chan struct{}), ptyKnown: true, pty: pty, kept: k}
-	st.execs[id] = x // a writer's entry made meanwhile is left to that writer
+	x.ptyKnown, x.pty = true, pty
 	return x, nil
 }
 
-// acquire returns the entry of execution id, making one for a writer when this process knows
-// none; release gives it up.
-func (st *sandboxState) acquire(id string) *execution {
-	st.execMu.Lock()
-	defer st.execMu.Unlock()
+// entryLocked returns the entry of id, made when there is none. execMu is held.
+func (st *sandboxState) entryLocked(id string) *execution {
 	if x := st.execs[id]; x != nil {
-		x.users++
 		return x
 	}
 	if st.execs == nil {
 		st.execs = map[string]*execution{}
 	}
-	x := &execution{users: 1, ready: make(chan struct{})}
-	x.inputReady()
+	x := &execution{in: make(chan struct{}, 1)}
 	st.execs[id] = x
+	return x
+}
+
+// acquire returns the entry of execution id for a writer, made when this process knows none;
+// release gives it up.
+func (st *sandboxState) acquire(id string) *execution {
+	st.execMu.Lock()
+	defer st.execMu.Unlock()
+	x := st.entryLocked(id)
+	x.users++
 	return x
 }
 
 func (st *sandboxState) release(id string, x *execution) {
 	st.execMu.Lock()
 	defer st.execMu.Unlock()
+	st.releaseLocked(id, x)
+}
+
+func (st *sandboxState) releaseLocked(id string, x *execution) {
 	x.users--
 	if x.users <= 0 && st.execs[id] == x {
 		delete(st.execs, id)
 	}
+}
+
+// done gives up the entry of a local execution that ended (or never started).
+func (st *sandboxState) done(id string, x *execution) {
+	st.execMu.Lock()
+	defer st.execMu.Unlock()
+	x.local, x.kept = false, nil
+	st.releaseLocked(id, x)
 }
 
 // keptOf returns the kept output of background process id, if this process started it.
@@ -198,7 +241,7 @@ func (s *Sandbox) Start(ctx context.Context, spec providers.ExecSpec) (providers
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k := &kept{log: outlog.New(keptOutputBytes), done: make(chan struct{}), cancel: cancel}
-	x, err := s.st.register(spec.ID, ps.pty != nil, k)
+	x, err := s.st.register(ctx, spec.ID, ps.pty != nil, k)
 	if err != nil {
 		cancel()
 		return providers.ProcessInfo{}, err
@@ -219,15 +262,16 @@ func (s *Sandbox) Start(ctx context.Context, spec providers.ExecSpec) (providers
 	if err != nil {
 		cancelDeadline()
 		cancel()
+		k.finish(providers.ExitStatus{}, err) // for a follower that came meanwhile
 		x.inputReady()
-		s.st.release(spec.ID, x)
+		s.st.done(spec.ID, x)
 		return providers.ProcessInfo{}, err
 	}
 	started := time.Now()
 	go func() {
 		defer cancel()
 		defer cancelDeadline()
-		s.pump(streamCtx, spec.ID, x, stream, pid, ps)
+		s.pump(streamCtx, spec.ID, x, k, stream, pid, ps)
 	}()
 	return providers.ProcessInfo{ID: spec.ID, PID: int(pid), StartedAt: started}, nil
 }
@@ -247,17 +291,17 @@ func (s *Sandbox) tagFree(ctx context.Context, tag string) error {
 	return nil
 }
 
-// pump copies background process id's stream into x.kept until the process ends (connecting
+// pump copies background process id's stream into k until the process ends (connecting
 // again, by pid, when the stream breaks), feeds its first input, kills it at its timeout and
 // refreshes the sandbox's timeout meanwhile. It records the end and forgets x keepEnded later.
-func (s *Sandbox) pump(ctx context.Context, id string, x *execution, stream *connect.ServerStreamForClient[wire.StartResponse], pid uint32, ps procSpec) {
-	k := x.kept
+func (s *Sandbox) pump(ctx context.Context, id string, x *execution, k *kept, stream *connect.ServerStreamForClient[wire.StartResponse], pid uint32, ps procSpec) {
 	var timedOut atomic.Bool
 	var feeder sync.WaitGroup
+	feedCtx, stopFeed := context.WithCancel(ctx)
 	feeder.Add(1)
 	go func() {
 		defer feeder.Done()
-		if err := s.feedInput(ctx, pid, ps, x); err != nil && ctx.Err() == nil {
+		if err := s.feedInput(feedCtx, pid, ps, x); err != nil && feedCtx.Err() == nil {
 			s.p.logger.Debug("e2b: feeding standard input stopped", "sandbox", s.id, "execution", id, "error", err)
 		}
 	}()
@@ -283,12 +327,11 @@ func (s *Sandbox) pump(ctx context.Context, id string, x *execution, stream *con
 		k.stopped.Store(s.stopMarked(mctx, id))
 		cancel()
 	}
+	stopFeed()
 	feeder.Wait()
-	k.st, k.err = st, err
-	k.log.Close()
-	close(k.done)
+	k.finish(st, err)
 	x.inputReady()
-	time.AfterFunc(keepEnded, func() { s.st.release(id, x) })
+	time.AfterFunc(keepEnded, func() { s.st.done(id, x) })
 }
 
 // drain writes the events of stream (first) and then, when it breaks before the process's
@@ -524,13 +567,10 @@ func (s *Sandbox) WriteStdin(ctx context.Context, id string, in io.Reader, eof b
 	}
 	x := s.st.acquire(id)
 	defer s.st.release(id, x)
-	select {
-	case <-x.ready:
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	if err := x.lockInput(ctx); err != nil {
+		return 0, err
 	}
-	x.inMu.Lock()
-	defer x.inMu.Unlock()
+	defer x.unlockInput()
 	var n int64
 	if in != nil {
 		buf := make([]byte, inputChunk)
@@ -578,7 +618,7 @@ func (s *Sandbox) WriteStdin(ctx context.Context, id string, in io.Reader, eof b
 }
 
 // input sends b to execution id's input: its standard input or its terminal, trying the
-// other when envd refuses the first (and remembering which one it took). x.inMu is held.
+// other when envd refuses the first (and remembering which one it took). x.in is held.
 func (s *Sandbox) input(ctx context.Context, x *execution, id string, b []byte) error {
 	in := func(pty bool) *wire.ProcessInput {
 		if pty {

@@ -114,10 +114,10 @@ func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.
 	}
 	var x *execution
 	if ps.open {
-		if x, err = s.st.register(spec.ID, ps.pty != nil, nil); err != nil {
+		if x, err = s.st.register(ctx, spec.ID, ps.pty != nil, nil); err != nil {
 			return providers.ExitStatus{}, err
 		}
-		defer s.st.release(spec.ID, x)
+		defer s.st.done(spec.ID, x)
 	}
 	return s.run(ctx, ps, x, spec.Output)
 }

@@ -254,11 +254,18 @@ func newProcessTable() *processTable {
 	return &processTable{next: 1000, m: map[uint32]*process{}, exited: map[uint32]*exited{}}
 }
 
-func (t *processTable) add(p *process) {
+// newPID hands out the next process id.
+func (t *processTable) newPID() uint32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.next++
-	p.pid = t.next
+	return t.next
+}
+
+// add makes p (its pid from newPID) findable, once it runs.
+func (t *processTable) add(p *process) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.m[p.pid] = p
 	if p.tag != nil {
 		for pid, e := range t.exited {
@@ -267,12 +274,6 @@ func (t *processTable) add(p *process) {
 			}
 		}
 	}
-}
-
-func (t *processTable) remove(pid uint32) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.m, pid)
 }
 
 // ended moves p from the running processes to the ended ones, for exitRetention.
@@ -358,16 +359,14 @@ func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartReque
 		if pty.Size == nil || pty.Size.Rows == 0 || pty.Size.Cols == 0 || pty.Size.Rows > sandboxd.MaxTermCells || pty.Size.Cols > sandboxd.MaxTermCells {
 			return connect.NewError(connect.CodeInvalidArgument, errors.New("error starting pty: the fake takes 1 to 1000 rows and cols"))
 		}
-		p.pty = true
-		er.PTY, er.Timeout = &sandboxd.TermSize{Rows: uint16(pty.Size.Rows), Cols: uint16(pty.Size.Cols)}, timeout
-		sb.procs.add(p)
+		p.pty, p.pid = true, sb.procs.newPID()
 		p.id = "envd-" + strconv.FormatUint(uint64(p.pid), 10)
-		er.ID = p.id
+		er.PTY, er.Timeout, er.ID = &sandboxd.TermSize{Rows: uint16(pty.Size.Rows), Cols: uint16(pty.Size.Cols)}, timeout, p.id
 		e, err := sb.rt.Start(er)
 		if err != nil {
-			sb.procs.remove(p.pid)
 			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("error starting pty with command '%s': %w", cfg.Cmd, err))
 		}
+		sb.procs.add(p)
 		run = func() *wire.EndEvent {
 			defer sb.rt.Forget(p.id)
 			// The kept execution's log holds what a slow follower has not read yet (within
@@ -394,6 +393,7 @@ func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartReque
 			}
 			er.StdinReader, p.stdin = r, w
 		}
+		p.pid = sb.procs.newPID()
 		sb.procs.add(p)
 		run = func() *wire.EndEvent {
 			defer p.cancel()
