@@ -225,3 +225,22 @@ func TestTerminalFromAnotherGateway(t *testing.T) {
 	assert.Equal(t, fault.Conflict, fault.KindOf(err), "%v", err)
 	require.NoError(t, other.Stop(context.WithoutCancel(t.Context()), "no-input"))
 }
+
+// A background process on a terminal (the console's shell): typed into, resized, followed.
+func TestBackgroundTerminal(t *testing.T) {
+	mine, other := twoGateways(t)
+	id := "bg-tty"
+	_, err := mine.Start(t.Context(), providers.ExecSpec{Command: `read line; stty size; echo "got $line"`, Background: true,
+		PTY: &providers.TermSize{Rows: 20, Cols: 70}, ID: id})
+	require.NoError(t, err)
+	var out syncBuffer
+	done := follow(t, mine, id, &out)
+	require.NoError(t, other.Resize(t.Context(), id, providers.TermSize{Rows: 21, Cols: 71}))
+	_, err = other.WriteStdin(t.Context(), id, strings.NewReader("typed\r"), false)
+	require.NoError(t, err)
+	f := ended(t, done)
+	require.NoError(t, f.err)
+	assert.Equal(t, 0, f.st.ExitCode)
+	assert.Contains(t, out.String(), "21 71")
+	assert.Contains(t, out.String(), "got typed\r\n", "a terminal's output, CR LF line ends")
+}
