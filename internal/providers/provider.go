@@ -233,8 +233,8 @@ type TermSize struct {
 	Rows, Cols int
 }
 
-// Executions is implemented by sandboxes whose runtime keeps executions by id (sandboxd):
-// they run detached from their caller, and any gateway can follow them (Reattach), feed
+// Executions is implemented by sandboxes whose runtime keeps executions by id (sandboxd, and
+// e2b's envd, which keeps no output: see Reattacher): they run detached from their caller, and any gateway can follow them (Reattach), feed
 // their input, resize their terminal or stop them. Errors of every method: fault.NotFound
 // when the sandbox keeps no execution of that id (never started there, ended long ago, or the
 // sandbox restarted); the provider's others.
@@ -263,10 +263,11 @@ type ProcessInfo struct {
 }
 
 // Reattacher is implemented by sandboxes whose runtime holds executions (sandboxd in a
-// container or pod): an execution started with ExecSpec.ID outlives the gateway that started
-// it, and Reattach follows it again — its kept output (the start and the end of each stream)
-// to out, and how it ended. Writers of out with a method Skip(n int64) are told of bytes
-// dropped from the middle.
+// container or pod, e2b's envd): an execution started with ExecSpec.ID outlives the gateway
+// that started it, and Reattach follows it again — its kept output (the start and the end of
+// each stream) to out, and how it ended. Writers of out with a method Skip(n int64) are told
+// of bytes dropped from the middle. A runtime that keeps no output (envd) gives only what the
+// program writes from the moment of following, except to the gateway that started it.
 //
 // Errors: fault.NotFound when the sandbox holds no such execution (it ran elsewhere, it ended
 // long before, or the sandbox restarted); ErrExecutionStopped when it was stopped; ctx.Err()

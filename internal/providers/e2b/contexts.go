@@ -65,7 +65,8 @@ var contextName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 // "Name: value"; a bash cell that fails gives its exit status. A kernel that died (the code
 // interpreter's ContextRestarting) is ContextLost with exit code 1. When spec.Timeout passes
 // or ctx ends the request is abandoned, and the code interpreter interrupts the kernel
-// (KeyboardInterrupt): the context keeps its state.
+// (KeyboardInterrupt): the context keeps its state. Code in a context is no envd process: it
+// cannot keep an input open (fault.Validation), and the Executions methods do not find it.
 func (s *CodeSandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.ExitStatus, error) {
 	if spec.Context == "" {
 		return s.Sandbox.Exec(ctx, spec)
@@ -78,6 +79,9 @@ func (s *CodeSandbox) Exec(ctx context.Context, spec providers.ExecSpec) (provid
 	}
 	if spec.Dir != "" {
 		return providers.ExitStatus{}, fault.New(fault.Validation, "e2b: code in a context keeps its own working folder; change it in the code (os.chdir, cd) instead of giving one")
+	}
+	if spec.StdinOpen {
+		return providers.ExitStatus{}, fault.New(fault.Validation, "e2b: code in a context cannot read standard input, so it cannot keep one open; run a command or context-less code instead")
 	}
 	if spec.Stdin != nil {
 		var b [1]byte

@@ -4,10 +4,11 @@
 // and the code interpreter's HTTP API — as described in package wire; no E2B SDK is used.
 //
 // Capabilities: isolation micro_vm; shell; languages python and bash; files; package install;
-// attach; provisions; network policy; stateful only when the template runs E2B's code
-// interpreter (Config.CodeInterpreter: code-interpreter-v1 or a template built on it). No
-// resources or filesystem policy: cpu and memory come from the template, so the domain refuses
-// a strict profile that sets them and warns about a non-strict one; no user mode.
+// attach; provisions; network policy; interactive and background (kept executions, below);
+// stateful only when the template runs E2B's code interpreter (Config.CodeInterpreter:
+// code-interpreter-v1 or a template built on it). No resources or filesystem policy: cpu and
+// memory come from the template, so the domain refuses a strict profile that sets them and
+// warns about a non-strict one; no user mode.
 //
 // Configuration (Config, from the profile's e2b block): the API key is read from the
 // environment variable APIKeyEnv (default E2B_API_KEY) when the provider is built — unset or
@@ -67,6 +68,48 @@
 //     empty (envd would remove it recursively). A program may swap a link between the check
 //     and the use: the check keeps callers' paths honest inside their own VM, nothing more.
 //   - InstallPackages runs <python> -m pip install <packages>.
+//
+// Kept executions (providers.Executions; docs/semantics.md §9 "Input and terminals" and
+// "Background processes"): every execution that has an id — the domain gives its task id — is
+// an envd process tagged with it (StartRequest.tag), so any gateway finds it by the task id:
+//   - Start (a background process) starts it as Exec does and returns at envd's start event,
+//     with envd's pid. The process outlives the stream: envd runs it until it exits, is
+//     signalled, its deadline passes or the sandbox goes. A background process has no
+//     deadline unless it has a timeout (the domain gives none unless the caller sets a
+//     lifetime; the provider then kills it at that time — TimedOut — and envd 30 s later).
+//     envd's List tells Start that a tag is taken (fault.Conflict).
+//   - Following: envd replays nothing — Connect gives what a process writes from the moment
+//     of connecting. So the gateway that starts a background process keeps its start
+//     stream and copies the output into a bounded log (2 MiB per stream: the start and the
+//     end), refreshing the sandbox's timeout while the process runs; Reattach through any
+//     handle of this provider follows that log from the first byte. The domain's own
+//     follower attaches right after Start, so it sees all of the output. Any other follower
+//     — another replica streaming the task's output, the gateway that adopts the task after
+//     this one died, anyone following an Exec — uses Connect by tag and misses what was
+//     written before it connected; the byte offsets it reports count from there. A process
+//     that ended within 30 s still gives its end (envd 0.6.12+); later, or on an older envd,
+//     it is fault.NotFound, which the domain reports as lost. A broken stream is connected
+//     again (three tries); what the process wrote meanwhile is lost.
+//   - WriteStdin is SendInput by tag in 64 KiB pieces, to standard input or — when envd
+//     refuses that because the process runs on a terminal — typed into the terminal; eof is
+//     CloseStdin, or ^D on a terminal (envd refuses CloseStdin there). Exec and Start feed
+//     spec.Stdin first: writes through this gateway wait for it and never interleave; a
+//     write from another gateway in an execution's first moments may land before it, and
+//     writes of two gateways at once may interleave by piece.
+//   - Terminals: Exec and Start with a PTY run the command on envd's pty, which every envd
+//     with the process service has: one output stream (envd's pty data, written to Stdout),
+//     TERM=xterm-256color unless spec.Env sets it, Resize is Update by tag. A command over
+//     64 KiB cannot run on a terminal (its text would be typed, and echoed): fault.Validation.
+//   - Stop records the stop in the sandbox (an empty file under StoppedDir named by a hash of
+//     the id), then sends SIGKILL by tag; a follower on any gateway that sees the process die
+//     of a signal looks for that record and reports providers.ErrExecutionStopped. envd
+//     signals the process it started only, the command's /bin/sh: its children (a pipeline's
+//     other members, what it put in the background) are not signalled and run on until they
+//     exit or the sandbox goes — on a terminal the kernel sends SIGHUP to the terminal's
+//     foreground jobs as its shell dies, which ends most of them.
+//   - Code in a context runs in the code interpreter, not in an envd process: it is not kept
+//     and cannot keep an input open (fault.Validation). Provider.Close disconnects this
+//     gateway's streams; the processes run on, for another gateway to follow.
 //
 // Code interpreter (https://49999-<id>.<domain>, or SandboxURL with port 49999), only with
 // Config.CodeInterpreter (CodeSandbox implements providers.Contexts):

@@ -1,10 +1,13 @@
 package e2b_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,4 +141,145 @@ func TestEndToEndThroughTheAPI(t *testing.T) {
 	assert.Equal(t, 403, status, "%v", m)
 	assert.Contains(t, m["type"], "policy")
 	assert.Len(t, fake.Calls(), before, "no E2B call for a refused profile")
+}
+
+// TestBackgroundProcessThroughTheAPI starts a background process on an e2b profile through the
+// REST API, lists it, feeds its open input and follows its output (the gateway that started it
+// follows it from its first byte), stops it, and runs a command whose input stays open and one
+// on a terminal: the envd process each becomes is tagged with its task id.
+func TestBackgroundProcessThroughTheAPI(t *testing.T) {
+	fake := e2bfake.New(t, e2bfake.Options{})
+	t.Setenv("SANDGATE_TEST_E2B_KEY", fake.APIKey)
+	e := gatewaytest.Start(t, gatewaytest.Options{MaxConns: 10, Logger: slog.New(slog.DiscardHandler), Config: func(cfg *config.Config) {
+		cfg.Sandbox.Profiles = map[string]config.Profile{
+			"cloud": {Type: e2b.TypeName, IdleTimeout: 600, ProviderBlocks: config.ProviderBlocks{E2B: &config.E2B{
+				APIKeyEnv: "SANDGATE_TEST_E2B_KEY", Template: "base", Domain: fake.Domain, APIURL: fake.API, SandboxURL: fake.Sandboxes,
+			}}},
+		}
+		cfg.Sandbox.DefaultProfile = "cloud"
+	}})
+	tok := e.Token("alice")
+	call := func(method, path string, body any) (int, map[string]any) {
+		t.Helper()
+		rd := strings.NewReader("")
+		if body != nil {
+			b, err := json.Marshal(body)
+			require.NoError(t, err)
+			rd = strings.NewReader(string(b))
+		}
+		status, _, raw := e.Do(method, path, tok, rd, map[string]string{"Content-Type": "application/json"})
+		var m map[string]any
+		if len(raw) > 0 {
+			require.NoError(t, json.Unmarshal(raw, &m), "body: %s", raw)
+		}
+		return status, m
+	}
+
+	status, m := call("GET", "/v1/profiles", nil)
+	require.Equal(t, 200, status, "%v", m)
+	caps := m["profiles"].([]any)[0].(map[string]any)["capabilities"].(map[string]any)
+	assert.Equal(t, true, caps["background"])
+	assert.Equal(t, true, caps["interactive"])
+
+	status, m = call("POST", "/v1/sessions", map[string]any{"profile": "cloud"})
+	require.Equal(t, 201, status, "%v", m)
+	sid := m["id"].(string)
+	command := `echo started; while read line; do echo "got $line"; done`
+	status, m = call("POST", "/v1/sessions/"+sid+"/commands", map[string]any{"command": command, "background": true, "stdin_open": true})
+	require.Equal(t, 201, status, "%v", m)
+	pid := m["id"].(string)
+	assert.Equal(t, "running", m["status"])
+	assert.Positive(t, m["pid"], "envd's process id")
+	started := m
+
+	status, m = call("GET", "/v1/sessions/"+sid+"/processes", nil)
+	require.Equal(t, 200, status, "%v", m)
+	list := m["processes"].([]any)
+	require.Len(t, list, 1)
+	assert.Equal(t, pid, list[0].(map[string]any)["id"])
+	assert.Equal(t, command, list[0].(map[string]any)["command"])
+
+	// Its output streams; what is sent to its input comes back.
+	req, err := http.NewRequestWithContext(t.Context(), "GET", e.URL+"/v1/tasks/"+pid+"/output", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	events := bufio.NewScanner(resp.Body)
+	var stdout strings.Builder
+	readUntil := func(want string) {
+		t.Helper()
+		event := ""
+		for !strings.Contains(stdout.String(), want) {
+			require.True(t, events.Scan(), "the output stream ended before %q: %v", want, events.Err())
+			line := events.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && event == "stdout":
+				var d map[string]any
+				require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &d))
+				stdout.WriteString(d["data"].(string))
+			}
+		}
+	}
+	readUntil("started\n")
+	status, _, raw := e.Do("POST", "/v1/tasks/"+pid+"/stdin", tok, strings.NewReader("hello\n"), map[string]string{"Content-Type": "application/octet-stream"})
+	require.Equal(t, 200, status, "%s", raw)
+	readUntil("got hello\n")
+
+	tagged := false
+	for _, p := range fake.Processes(sandboxOf(t, call, sid)) {
+		if p.Tag != nil && *p.Tag == pid {
+			tagged = true
+			assert.EqualValues(t, started["pid"], p.Pid)
+		}
+	}
+	assert.True(t, tagged, "the envd process is tagged with the task id")
+
+	status, m = call("DELETE", "/v1/sessions/"+sid+"/processes/"+pid, nil)
+	require.Equal(t, 200, status, "%v", m)
+	final := e.WaitTask(tok, pid)
+	assert.Equal(t, "cancelled", final["status"], "%v", final)
+	assert.Equal(t, "started\ngot hello\n", final["result"].(map[string]any)["stdout"], "the output it wrote is kept")
+	status, m = call("GET", "/v1/sessions/"+sid+"/processes/"+pid, nil)
+	require.Equal(t, 200, status, "%v", m)
+	assert.Equal(t, "cancelled", m["status"])
+
+	// A command whose input stays open, fed and closed through the API.
+	status, m = call("POST", "/v1/sessions/"+sid+"/commands", map[string]any{"command": "sort", "stdin": "pear\n", "stdin_open": true, "wait_s": 0})
+	require.Equal(t, 202, status, "%v", m)
+	sorted := m["id"].(string)
+	status, _, raw = e.Do("POST", "/v1/tasks/"+sorted+"/stdin?eof=true", tok, strings.NewReader("apple\n"), map[string]string{"Content-Type": "application/octet-stream"})
+	require.Equal(t, 200, status, "%s", raw)
+	done := e.WaitTask(tok, sorted)
+	assert.Equal(t, "apple\npear\n", done["result"].(map[string]any)["stdout"], "%v", done)
+
+	// A command on a terminal, resized while it waits for its input.
+	status, m = call("POST", "/v1/sessions/"+sid+"/commands", map[string]any{"command": `read line; stty size; echo "typed $line"`, "pty": map[string]any{"rows": 24, "cols": 80}, "wait_s": 0})
+	require.Equal(t, 202, status, "%v", m)
+	term := m["id"].(string)
+	require.Eventually(t, func() bool {
+		status, _ := call("POST", "/v1/tasks/"+term+"/resize", map[string]any{"rows": 40, "cols": 100})
+		return status == 204
+	}, 30*time.Second, 50*time.Millisecond)
+	status, _, raw = e.Do("POST", "/v1/tasks/"+term+"/stdin", tok, strings.NewReader("hi\r"), map[string]string{"Content-Type": "application/octet-stream"})
+	require.Equal(t, 200, status, "%s", raw)
+	done = e.WaitTask(tok, term)
+	out := done["result"].(map[string]any)["stdout"].(string)
+	assert.Contains(t, out, "40 100")
+	assert.Contains(t, out, "typed hi")
+}
+
+// sandboxOf returns the sandbox id of session sid.
+func sandboxOf(t *testing.T, call func(method, path string, body any) (int, map[string]any), sid string) string {
+	t.Helper()
+	status, m := call("GET", "/v1/sessions/"+sid, nil)
+	require.Equal(t, 200, status, "%v", m)
+	id, _ := m["sandbox_id"].(string)
+	require.NotEmpty(t, id)
+	return id
 }

@@ -164,7 +164,7 @@ func New(opts Options) (*Provider, error) {
 		caps: providers.Capabilities{
 			Isolation: providers.IsolationMicroVM, Shell: true, Languages: []string{"python", "bash"},
 			Files: true, PackageInstall: true, Stateful: cfg.CodeInterpreter, Attach: true, Provisions: true,
-			PolicyNetwork: true,
+			PolicyNetwork: true, Interactive: true, Background: true,
 		},
 	}
 	return p, nil
@@ -180,8 +180,11 @@ func setDefault(s *string, v string) {
 func (p *Provider) Type() string { return TypeName }
 
 // Capabilities: micro_vm isolation, shell, python and bash, files, package installs, attach,
-// network policy; stateful only with a code-interpreter template. cpu and memory come from
-// the template, so no resources policy (the domain refuses or warns, docs/semantics.md §12).
+// network policy, interactive (an open stdin, and envd's pty for terminals, which every envd
+// with the process service has) and background (envd processes outlive the stream that
+// started them; see Sandbox.Start); stateful only with a code-interpreter template. cpu and
+// memory come from the template, so no resources policy (the domain refuses or warns,
+// docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities { return p.caps }
 
 // timeoutSeconds is the idle timeout in E2B's unit (whole seconds, at least 1).
@@ -262,6 +265,9 @@ func (p *Provider) ListSandboxes(ctx context.Context) ([]wire.ListedSandbox, err
 type sandboxState struct {
 	mu       sync.Mutex
 	contexts map[string]*ctxRecord // nil until loaded from the sandbox
+
+	execMu sync.Mutex
+	execs  map[string]*execution // executions this process starts, follows or feeds, by id
 }
 
 func (p *Provider) stateOf(id string) *sandboxState {

@@ -83,9 +83,17 @@ const killGrace = 30 * time.Second
 // ahead of spec.Stdin, read by a small bootstrap. Output is written as envd streams it. Code
 // naming a context runs in the code interpreter instead (CodeSandbox).
 //
+// The process is tagged spec.ID (when given), so that Reattach, WriteStdin, Resize and Stop
+// find it from any gateway. With spec.StdinOpen its standard input stays open after
+// spec.Stdin (WriteStdin feeds it); with spec.PTY the command runs on a terminal of that size
+// (envd's pty: one output stream, written to Stdout; TERM=xterm-256color unless spec.Env sets
+// it; spec.Stdin is typed into it first).
+//
 // When spec.Timeout passes, or ctx ends, the process gets SIGKILL through envd
 // (SendSignal): TimedOut, or ctx.Err(). envd signals the process it started only; see the
 // package doc on process trees. Errors: CheckExecSpec's; a fault.Policy working folder;
+// fault.Validation for a background spec (Start runs those) and for a command over 64 KiB on
+// a terminal; fault.Conflict when this gateway runs an interactive execution of the same id;
 // providers.ErrUnreached (wrapped) when envd could not be reached and nothing ran.
 func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.ExitStatus, error) {
 	if err := providers.CheckExecSpec(TypeName, s.p.caps, spec); err != nil {
@@ -97,39 +105,83 @@ func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.
 	if spec.Context != "" {
 		return providers.ExitStatus{}, fault.Unsupported(TypeName, "stateful")
 	}
-	cwd, err := s.workingDir(ctx, spec.Dir)
+	if spec.Background {
+		return providers.ExitStatus{}, fault.New(fault.Validation, "e2b: a background process is started (Executions.Start), not run to its end")
+	}
+	ps, err := s.procSpec(ctx, spec)
 	if err != nil {
 		return providers.ExitStatus{}, err
+	}
+	var x *execution
+	if ps.open {
+		if x, err = s.st.register(ctx, spec.ID, ps.pty != nil, nil); err != nil {
+			return providers.ExitStatus{}, err
+		}
+		defer s.st.done(spec.ID, x)
+	}
+	return s.run(ctx, ps, x, spec.Output)
+}
+
+// procSpec is one envd process to start.
+type procSpec struct {
+	cmd     string
+	args    []string
+	env     map[string]string
+	cwd     string
+	tag     string              // the execution id ("" for none)
+	pty     *providers.TermSize // run on a terminal of this size
+	prefix  []byte              // program text fed ahead of stdin (programs over argMax)
+	stdin   io.Reader           // the first input; nil for none
+	open    bool                // the input stays open after prefix and stdin (StdinOpen, PTY)
+	timeout time.Duration
+}
+
+// feeds reports whether the process's input is written to at all.
+func (ps procSpec) feeds() bool { return ps.open || ps.prefix != nil || ps.stdin != nil }
+
+// procSpec maps spec (a command or context-less code, checked) onto the process that runs it.
+func (s *Sandbox) procSpec(ctx context.Context, spec providers.ExecSpec) (procSpec, error) {
+	cwd, err := s.workingDir(ctx, spec.Dir)
+	if err != nil {
+		return procSpec{}, err
 	}
 	env := map[string]string{}
 	for k, v := range spec.Env {
 		env[k] = v
 	}
-	var cmd string
-	var args []string
+	ps := procSpec{cwd: cwd, env: env, tag: spec.ID, pty: spec.PTY, stdin: spec.Stdin,
+		open: spec.StdinOpen || spec.PTY != nil, timeout: spec.Timeout}
 	program := spec.Command
 	switch {
 	case spec.Command != "":
-		cmd, args = "/bin/sh", []string{"-c", spec.Command}
+		ps.cmd, ps.args = "/bin/sh", []string{"-c", spec.Command}
 	case spec.Language == "python":
-		cmd, args, program = s.p.cfg.Python, []string{"-c", spec.Code}, spec.Code
+		ps.cmd, ps.args, program = s.p.cfg.Python, []string{"-c", spec.Code}, spec.Code
 		if _, ok := env["PYTHONUNBUFFERED"]; !ok {
 			env["PYTHONUNBUFFERED"] = "1"
 		}
 	case spec.Language == "bash":
-		cmd, args, program = "bash", []string{"-c", spec.Code}, spec.Code
+		ps.cmd, ps.args, program = "bash", []string{"-c", spec.Code}, spec.Code
 	}
-	var prefix []byte
-	if len(program) > argMax {
-		prefix = []byte(program)
-		n := strconv.Itoa(len(prefix))
-		if spec.Language == "python" {
-			args = []string{"-c", pythonBootstrap, n}
-		} else {
-			args = []string{"-c", shellBootstrap, "sandgate", n}
+	if spec.PTY != nil {
+		if _, ok := env["TERM"]; !ok {
+			env["TERM"] = "xterm-256color"
 		}
 	}
-	return s.run(ctx, cmd, args, env, cwd, prefix, spec.Stdin, spec.Timeout, spec.Output)
+	if len(program) > argMax {
+		if spec.PTY != nil {
+			// The bootstrap reads the program from standard input, which a terminal echoes.
+			return procSpec{}, fault.New(fault.Validation, "e2b: a command on a terminal is limited to %d KiB; put a longer one in a file and run that", argMax>>10)
+		}
+		ps.prefix = []byte(program)
+		n := strconv.Itoa(len(ps.prefix))
+		if spec.Language == "python" {
+			ps.args = []string{"-c", pythonBootstrap, n}
+		} else {
+			ps.args = []string{"-c", shellBootstrap, "sandgate", n}
+		}
+	}
+	return ps, nil
 }
 
 // InstallPackages runs `python3 -m pip install <packages>` through envd. Errors:
@@ -147,56 +199,93 @@ func (s *Sandbox) InstallPackages(ctx context.Context, packages []string, out pr
 		}
 	}
 	args := append([]string{"-m", "pip", "install", "--disable-pip-version-check"}, packages...)
-	return s.run(ctx, s.p.cfg.Python, args, nil, s.p.cfg.Workdir, nil, nil, 0, out)
+	return s.run(ctx, procSpec{cmd: s.p.cfg.Python, args: args, cwd: s.p.cfg.Workdir}, nil, out)
 }
 
-// run starts cmd args in cwd and follows it to its end; prefix and then stdin are fed to its
-// standard input.
-func (s *Sandbox) run(ctx context.Context, cmd string, args []string, env map[string]string, cwd string, prefix []byte, stdin io.Reader, timeout time.Duration, out providers.Output) (providers.ExitStatus, error) {
+// startStream starts ps (process.Process/Start) and reads its stream up to the start event:
+// it returns the stream, positioned after it, and the process id. The stream lives in ctx:
+// its deadline is the process's (envd kills the process when it passes), its end only
+// disconnects (envd keeps the process running). Errors: startError's.
+func (s *Sandbox) startStream(ctx context.Context, ps procSpec) (*connect.ServerStreamForClient[wire.StartResponse], uint32, error) {
+	cwd := ps.cwd
+	req := &wire.StartRequest{Process: &wire.ProcessConfig{Cmd: ps.cmd, Args: ps.args, Envs: ps.env, Cwd: &cwd}}
+	if ps.tag != "" {
+		tag := ps.tag
+		req.Tag = &tag
+	}
+	if ps.pty != nil {
+		req.Pty = &wire.PTY{Size: &wire.PTYSize{Cols: uint32(ps.pty.Cols), Rows: uint32(ps.pty.Rows)}}
+	} else {
+		feed := ps.feeds()
+		req.Stdin = &feed
+	}
+	stream, err := s.startProcess(ctx, req)
+	if err != nil {
+		return nil, 0, startError(err)
+	}
+	for stream.Receive() {
+		if ev := stream.Msg().Event; ev != nil && ev.Start != nil {
+			return stream, ev.Start.Pid, nil
+		}
+	}
+	err = stream.Err()
+	_ = stream.Close()
+	if err == nil {
+		err = errors.New("the process stream ended before the process started")
+	}
+	return nil, 0, startError(err)
+}
+
+// run starts ps and follows it to its end, writing its output to out. x, when not nil, is
+// the execution's entry in this process (interactive executions): its input is ready for
+// WriteStdin once the first input is in.
+func (s *Sandbox) run(ctx context.Context, ps procSpec, x *execution, out providers.Output) (providers.ExitStatus, error) {
 	streamCtx, cancelStream := context.WithCancel(ctx)
 	defer cancelStream()
-	if timeout > 0 {
+	if ps.timeout > 0 {
 		// envd kills the process itself this long after our own timeout, should the gateway
 		// be gone by then (envd takes the request's deadline as the process's).
 		var cancel context.CancelFunc
-		streamCtx, cancel = context.WithTimeout(streamCtx, timeout+killGrace)
+		streamCtx, cancel = context.WithTimeout(streamCtx, ps.timeout+killGrace)
 		defer cancel()
 	}
-	feed := prefix != nil || stdin != nil
-	req := &wire.StartRequest{Process: &wire.ProcessConfig{Cmd: cmd, Args: args, Envs: env, Cwd: &cwd}, Stdin: &feed}
-	stream, err := s.startProcess(streamCtx, req)
+	stream, pid, err := s.startStream(streamCtx, ps)
 	if err != nil {
-		return providers.ExitStatus{}, startError(err)
+		if x != nil {
+			x.inputReady()
+		}
+		return providers.ExitStatus{}, err
 	}
 	defer stream.Close()
 
 	var (
-		pid      uint32
-		started  bool
 		timedOut atomic.Bool
 		killOnce sync.Once
 		feeder   sync.WaitGroup
 	)
 	kill := func() {
-		killOnce.Do(func() {
-			if !started {
-				return
-			}
-			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			_, err := unary[wire.SendSignalRequest, wire.Empty](kctx, s, wire.ProcSendSignal, &wire.SendSignalRequest{Process: wire.PidSelector(pid), Signal: wire.SignalSIGKILL})
-			if err != nil && connect.CodeOf(err) != connect.CodeNotFound {
-				s.p.logger.Warn("e2b: killing a process failed", "sandbox", s.id, "pid", pid, "error", err)
-			}
-		})
+		killOnce.Do(func() { s.kill(context.WithoutCancel(ctx), wire.PidSelector(pid)) })
 	}
 	feedCtx, stopFeed := context.WithCancel(streamCtx)
 	defer func() {
 		stopFeed()
 		feeder.Wait()
 	}()
-	var timer *time.Timer
+	feeder.Add(1)
+	go func() {
+		defer feeder.Done()
+		if err := s.feedInput(feedCtx, pid, ps, x); err != nil && feedCtx.Err() == nil {
+			s.p.logger.Debug("e2b: feeding standard input stopped", "sandbox", s.id, "error", err)
+		}
+	}()
 	var killDeadline <-chan time.Time
+	if ps.timeout > 0 {
+		timer := time.AfterFunc(ps.timeout, func() {
+			timedOut.Store(true)
+			kill()
+		})
+		defer timer.Stop()
+	}
 	refresh := s.refresher(ctx)
 	defer refresh.stop()
 
@@ -204,31 +293,8 @@ func (s *Sandbox) run(ctx context.Context, cmd string, args []string, env map[st
 		ev := stream.Msg().Event
 		switch {
 		case ev == nil:
-		case ev.Start != nil && !started:
-			started, pid = true, ev.Start.Pid
-			if feed {
-				feeder.Add(1)
-				go func() {
-					defer feeder.Done()
-					if err := s.feedStdin(feedCtx, pid, prefix, stdin); err != nil && feedCtx.Err() == nil {
-						s.p.logger.Debug("e2b: feeding standard input stopped", "sandbox", s.id, "error", err)
-					}
-				}()
-			}
-			if timeout > 0 {
-				timer = time.AfterFunc(timeout, func() {
-					timedOut.Store(true)
-					kill()
-				})
-				defer timer.Stop()
-			}
 		case ev.Data != nil:
-			if len(ev.Data.Stdout) > 0 && out.Stdout != nil {
-				_, _ = out.Stdout.Write(ev.Data.Stdout)
-			}
-			if len(ev.Data.Stderr) > 0 && out.Stderr != nil {
-				_, _ = out.Stderr.Write(ev.Data.Stderr)
-			}
+			writeData(ev.Data, out)
 		case ev.End != nil:
 			st := endStatus(ev.End)
 			st.TimedOut = timedOut.Load()
@@ -254,31 +320,66 @@ func (s *Sandbox) run(ctx context.Context, cmd string, args []string, env map[st
 	if err == nil {
 		err = errors.New("the process stream ended without an end event")
 	}
-	if !started {
-		return providers.ExitStatus{}, startError(err)
-	}
 	kill()
 	return providers.ExitStatus{}, fault.Wrap(fault.Provision, err, "e2b: following the program in sandbox %s", s.id)
 }
 
-// feedStdin writes prefix, then r, to process pid's standard input in chunks, and closes it.
-func (s *Sandbox) feedStdin(ctx context.Context, pid uint32, prefix []byte, r io.Reader) error {
-	const chunk = 64 << 10
+// writeData writes one data event to out: a terminal's output (pty) is Stdout.
+func writeData(d *wire.DataEvent, out providers.Output) {
+	if len(d.Stdout) > 0 && out.Stdout != nil {
+		_, _ = out.Stdout.Write(d.Stdout)
+	}
+	if len(d.Pty) > 0 && out.Stdout != nil {
+		_, _ = out.Stdout.Write(d.Pty)
+	}
+	if len(d.Stderr) > 0 && out.Stderr != nil {
+		_, _ = out.Stderr.Write(d.Stderr)
+	}
+}
+
+// kill sends SIGKILL to the process sel selects (a process that is gone already is fine).
+func (s *Sandbox) kill(ctx context.Context, sel *wire.ProcessSelector) {
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := unary[wire.SendSignalRequest, wire.Empty](kctx, s, wire.ProcSendSignal, &wire.SendSignalRequest{Process: sel, Signal: wire.SignalSIGKILL})
+	if err != nil && connect.CodeOf(err) != connect.CodeNotFound {
+		s.p.logger.Warn("e2b: killing a process failed", "sandbox", s.id, "error", err)
+	}
+}
+
+// inputChunk is the most bytes one SendInput carries.
+const inputChunk = 64 << 10
+
+// feedInput writes ps's first input to process pid — the program prefix, then ps.stdin, in
+// chunks (typed into its terminal for a pty) — and closes the input unless ps.open. x, when
+// not nil, holds other writers of this process back until then.
+func (s *Sandbox) feedInput(ctx context.Context, pid uint32, ps procSpec, x *execution) error {
+	if x != nil {
+		defer x.inputReady()
+	}
+	if !ps.feeds() {
+		return nil
+	}
+	sel := wire.PidSelector(pid)
 	send := func(b []byte) error {
-		_, err := unary[wire.SendInputRequest, wire.Empty](ctx, s, wire.ProcSendInput, &wire.SendInputRequest{Process: wire.PidSelector(pid), Input: &wire.ProcessInput{Stdin: b}})
+		in := &wire.ProcessInput{Stdin: b}
+		if ps.pty != nil {
+			in = &wire.ProcessInput{Pty: b}
+		}
+		_, err := unary[wire.SendInputRequest, wire.Empty](ctx, s, wire.ProcSendInput, &wire.SendInputRequest{Process: sel, Input: in})
 		return err
 	}
-	for len(prefix) > 0 {
-		n := min(chunk, len(prefix))
+	for prefix := ps.prefix; len(prefix) > 0; {
+		n := min(inputChunk, len(prefix))
 		if err := send(prefix[:n]); err != nil {
 			return err
 		}
 		prefix = prefix[n:]
 	}
-	if r != nil {
-		buf := make([]byte, chunk)
+	if ps.stdin != nil {
+		buf := make([]byte, inputChunk)
 		for {
-			n, err := r.Read(buf)
+			n, err := ps.stdin.Read(buf)
 			if n > 0 {
 				if err := send(buf[:n]); err != nil {
 					return err
@@ -292,7 +393,10 @@ func (s *Sandbox) feedStdin(ctx context.Context, pid uint32, prefix []byte, r io
 			}
 		}
 	}
-	_, err := unary[wire.CloseStdinRequest, wire.Empty](ctx, s, wire.ProcCloseStdin, &wire.CloseStdinRequest{Process: wire.PidSelector(pid)})
+	if ps.open {
+		return nil
+	}
+	_, err := unary[wire.CloseStdinRequest, wire.Empty](ctx, s, wire.ProcCloseStdin, &wire.CloseStdinRequest{Process: sel})
 	return err
 }
 

@@ -1,6 +1,7 @@
 package e2bfake
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,8 @@ func (s *Server) newEnvdMux() *http.ServeMux {
 		opt := connect.WithCodec(wire.StrictCodec{})
 		m := http.NewServeMux()
 		m.Handle(wire.ProcStart, connect.NewServerStreamHandler(wire.ProcStart, s.start, opt))
+		m.Handle(wire.ProcConnect, connect.NewServerStreamHandler(wire.ProcConnect, s.connectProc, opt))
+		m.Handle(wire.ProcUpdate, connect.NewUnaryHandlerSimple(wire.ProcUpdate, s.update, opt))
 		m.Handle(wire.ProcList, connect.NewUnaryHandlerSimple(wire.ProcList, s.listProcs, opt))
 		m.Handle(wire.ProcSendInput, connect.NewUnaryHandlerSimple(wire.ProcSendInput, s.sendInput, opt))
 		m.Handle(wire.ProcCloseStdin, connect.NewUnaryHandlerSimple(wire.ProcCloseStdin, s.closeStdin, opt))
@@ -139,56 +142,183 @@ func (sb *sandbox) confined(hp string) (string, error) {
 
 // ---- process service ----
 
+// A process runs with the sandbox's sandboxd runtime — with Runtime.Exec, or on a terminal as
+// a kept execution (Runtime.Start, whose terminal WriteStdin types into and Resize resizes) —
+// and its output goes to the streams subscribed when it is written, as envd's multiplexer
+// does: a Start stream from the first byte, a Connect stream from the moment it connects;
+// nothing is replayed, output nobody follows is dropped, and a follower that does not read
+// holds the program up once its buffer is full.
 type process struct {
-	pid     uint32
-	tag     *string
-	cfg     *wire.ProcessConfig
-	cancel  context.CancelFunc
+	pid uint32
+	tag *string
+	cfg *wire.ProcessConfig
+	pty bool
+	id  string // the runtime's execution id, for a process on a terminal
+
+	cancel  context.CancelFunc // ends a process without a terminal (sandboxd kills its session)
 	stdinMu sync.Mutex
-	stdin   *os.File // write end; nil when closed or not opened
-	sigMu   sync.Mutex
-	signal  string // the signal SendSignal asked for ("SIGKILL"), reported if the process dies of it
+	stdin   *os.File // write end; nil when closed or not opened (no terminal)
+
+	sigMu  sync.Mutex
+	signal string // the signal SendSignal asked for ("SIGKILL"), reported if the process dies of it
+
+	out  *fanout
+	done chan struct{} // closed once endEv is set
+	end  *wire.EndEvent
 }
+
+// fanout delivers a process's events to its subscribed streams, in order, waiting for each.
+type fanout struct {
+	writeMu sync.Mutex // one event at a time
+	mu      sync.Mutex
+	subs    map[*subscriber]struct{}
+}
+
+type subscriber struct {
+	ch   chan *wire.ProcessEvent
+	gone chan struct{}
+}
+
+func newFanout() *fanout { return &fanout{subs: map[*subscriber]struct{}{}} }
+
+func (f *fanout) subscribe() *subscriber {
+	s := &subscriber{ch: make(chan *wire.ProcessEvent, 64), gone: make(chan struct{})}
+	f.mu.Lock()
+	f.subs[s] = struct{}{}
+	f.mu.Unlock()
+	return s
+}
+
+func (f *fanout) unsubscribe(s *subscriber) {
+	f.mu.Lock()
+	delete(f.subs, s)
+	f.mu.Unlock()
+	close(s.gone)
+}
+
+func (f *fanout) send(ev *wire.ProcessEvent) {
+	f.writeMu.Lock()
+	defer f.writeMu.Unlock()
+	f.mu.Lock()
+	subs := make([]*subscriber, 0, len(f.subs))
+	for s := range f.subs {
+		subs = append(subs, s)
+	}
+	f.mu.Unlock()
+	for _, s := range subs {
+		select {
+		case s.ch <- ev:
+		case <-s.gone:
+		}
+	}
+}
+
+// writer is one output stream of the fanout.
+func (f *fanout) writer(stream string) io.Writer {
+	return writerFunc(func(b []byte) {
+		d := &wire.DataEvent{}
+		switch stream {
+		case "stdout":
+			d.Stdout = slices.Clone(b)
+		case "stderr":
+			d.Stderr = slices.Clone(b)
+		default:
+			d.Pty = slices.Clone(b)
+		}
+		f.send(&wire.ProcessEvent{Data: d})
+	})
+}
+
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }
+
+// exited is the end event of a process that ended, kept for late Connects (envd 0.6.12+).
+type exited struct {
+	pid uint32
+	tag *string
+	end *wire.EndEvent
+}
+
+// exitRetention is how long envd keeps an ended process's end event for Connect.
+const exitRetention = 30 * time.Second
 
 type processTable struct {
-	mu   sync.Mutex
-	next uint32
-	m    map[uint32]*process
+	mu     sync.Mutex
+	next   uint32
+	m      map[uint32]*process
+	exited map[uint32]*exited
 }
 
-func newProcessTable() *processTable { return &processTable{next: 1000, m: map[uint32]*process{}} }
+func newProcessTable() *processTable {
+	return &processTable{next: 1000, m: map[uint32]*process{}, exited: map[uint32]*exited{}}
+}
 
-func (t *processTable) add(p *process) {
+// newPID hands out the next process id.
+func (t *processTable) newPID() uint32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.next++
-	p.pid = t.next
-	t.m[p.pid] = p
+	return t.next
 }
 
-func (t *processTable) remove(pid uint32) {
+// add makes p (its pid from newPID) findable, once it runs.
+func (t *processTable) add(p *process) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.m, pid)
+	t.m[p.pid] = p
+	if p.tag != nil {
+		for pid, e := range t.exited {
+			if e.tag != nil && *e.tag == *p.tag {
+				delete(t.exited, pid) // a new process with the tag hides the old one's end
+			}
+		}
+	}
+}
+
+// ended moves p from the running processes to the ended ones, for exitRetention.
+func (t *processTable) ended(p *process) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, p.pid)
+	e := &exited{pid: p.pid, tag: p.tag, end: p.end}
+	t.exited[p.pid] = e
+	time.AfterFunc(exitRetention, func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.exited[e.pid] == e {
+			delete(t.exited, e.pid)
+		}
+	})
+}
+
+func matches(sel *wire.ProcessSelector, pid uint32, tag *string) bool {
+	return sel != nil && ((sel.Pid != nil && *sel.Pid == pid) || (sel.Tag != nil && tag != nil && *sel.Tag == *tag))
 }
 
 func (t *processTable) find(sel *wire.ProcessSelector) (*process, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range t.m {
-		if sel != nil && ((sel.Pid != nil && *sel.Pid == p.pid) || (sel.Tag != nil && p.tag != nil && *sel.Tag == *p.tag)) {
+		if matches(sel, p.pid, p.tag) {
 			return p, nil
 		}
 	}
-	return nil, connect.NewError(connect.CodeNotFound, errors.New("process not found"))
+	if sel != nil && sel.Tag != nil {
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with tag %s not found", *sel.Tag))
+	}
+	return nil, connect.NewError(connect.CodeNotFound, errors.New("process with pid not found"))
 }
 
-func (t *processTable) killAll() {
+func (t *processTable) findExited(sel *wire.ProcessSelector) *exited {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, p := range t.m {
-		p.cancel()
+	for _, e := range t.exited {
+		if matches(sel, e.pid, e.tag) {
+			return e
+		}
 	}
+	return nil
 }
 
 // start runs a process with sandboxd and streams its events: start, data (as produced),
@@ -215,74 +345,153 @@ func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartReque
 	if rel == "." {
 		rel = ""
 	}
-
-	var procCtx context.Context
-	var cancel context.CancelFunc
+	var timeout time.Duration
 	if ms, err := strconv.ParseInt(req.Header().Get("Connect-Timeout-Ms"), 10, 64); err == nil && ms > 0 {
-		procCtx, cancel = context.WithTimeout(sb.ctx, time.Duration(ms)*time.Millisecond)
-	} else {
-		procCtx, cancel = context.WithCancel(sb.ctx)
+		timeout = time.Duration(ms) * time.Millisecond
 	}
-	defer cancel()
-	p := &process{tag: req.Msg.Tag, cfg: cfg, cancel: cancel}
-	var stdinR *os.File
-	if req.Msg.Stdin == nil || *req.Msg.Stdin {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return connect.NewError(connect.CodeInternal, err)
-		}
-		stdinR, p.stdin = r, w
-		defer r.Close()
-		defer p.closeStdin()
-	}
-	sb.procs.add(p)
-	defer sb.procs.remove(p.pid)
-
-	var sendMu sync.Mutex
-	send := func(ev *wire.ProcessEvent) {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		_ = stream.Send(&wire.StartResponse{Event: ev}) // a client that went away stops listening only
-	}
-	send(&wire.ProcessEvent{Start: &wire.StartEvent{Pid: p.pid}})
-	stopKeepalive := make(chan struct{})
-	defer close(stopKeepalive)
-	go func() {
-		tick := time.NewTicker(s.opts.Keepalive)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-				send(&wire.ProcessEvent{Keepalive: &struct{}{}})
-			case <-stopKeepalive:
-				return
-			}
-		}
-	}()
-
-	out := sandboxd.Streams{
-		Stdout: writerFunc(func(b []byte) { send(&wire.ProcessEvent{Data: &wire.DataEvent{Stdout: slices.Clone(b)}}) }),
-		Stderr: writerFunc(func(b []byte) { send(&wire.ProcessEvent{Data: &wire.DataEvent{Stderr: slices.Clone(b)}}) }),
-	}
+	p := &process{tag: req.Msg.Tag, cfg: cfg, out: newFanout(), done: make(chan struct{})}
 	er := sandboxd.ExecRequest{Argv: append([]string{cfg.Cmd}, cfg.Args...), Env: cfg.Envs, Dir: rel}
-	if stdinR != nil {
-		er.StdinReader = stdinR
+	sub := p.out.subscribe() // this stream gets everything
+	defer p.out.unsubscribe(sub)
+
+	var run func() *wire.EndEvent
+	if pty := req.Msg.Pty; pty != nil {
+		if pty.Size == nil || pty.Size.Rows == 0 || pty.Size.Cols == 0 || pty.Size.Rows > sandboxd.MaxTermCells || pty.Size.Cols > sandboxd.MaxTermCells {
+			return connect.NewError(connect.CodeInvalidArgument, errors.New("error starting pty: the fake takes 1 to 1000 rows and cols"))
+		}
+		p.pty, p.pid = true, sb.procs.newPID()
+		p.id = "envd-" + strconv.FormatUint(uint64(p.pid), 10)
+		er.PTY, er.Timeout, er.ID = &sandboxd.TermSize{Rows: uint16(pty.Size.Rows), Cols: uint16(pty.Size.Cols)}, timeout, p.id
+		e, err := sb.rt.Start(er)
+		if err != nil {
+			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("error starting pty with command '%s': %w", cfg.Cmd, err))
+		}
+		sb.procs.add(p)
+		run = func() *wire.EndEvent {
+			defer sb.rt.Forget(p.id)
+			// The kept execution's log holds what a slow follower has not read yet (within
+			// its bounds); Follow then waits for its end.
+			res, err := e.Follow(sb.ctx, sandboxd.Streams{Stdout: p.out.writer("pty"), Stderr: p.out.writer("pty")})
+			if err != nil && sb.ctx.Err() == nil {
+				<-e.Done()
+				res, err = e.End()
+			}
+			return p.endEvent(res, err)
+		}
+	} else {
+		var procCtx context.Context
+		if timeout > 0 {
+			procCtx, p.cancel = context.WithTimeout(sb.ctx, timeout)
+		} else {
+			procCtx, p.cancel = context.WithCancel(sb.ctx)
+		}
+		if req.Msg.Stdin == nil || *req.Msg.Stdin { // envd's default before the field existed
+			r, w, err := os.Pipe()
+			if err != nil {
+				p.cancel()
+				return connect.NewError(connect.CodeInternal, err)
+			}
+			er.StdinReader, p.stdin = r, w
+		}
+		p.pid = sb.procs.newPID()
+		sb.procs.add(p)
+		run = func() *wire.EndEvent {
+			defer p.cancel()
+			defer p.closeStdin()
+			if r, ok := er.StdinReader.(*os.File); ok {
+				defer r.Close()
+			}
+			res, err := sb.rt.Exec(procCtx, er, sandboxd.Streams{Stdout: p.out.writer("stdout"), Stderr: p.out.writer("stderr")})
+			if err != nil && procCtx.Err() == nil {
+				msg := fmt.Sprintf("error starting process '%s': %v", cfg.Cmd, err)
+				return &wire.EndEvent{ExitCode: -1, Status: msg, Error: &msg}
+			}
+			return p.endEvent(res, err)
+		}
 	}
-	res, err := sb.rt.Exec(procCtx, er, out)
-	if err != nil && procCtx.Err() == nil {
-		return connect.NewError(connect.CodeInternal, fmt.Errorf("error starting process '%s': %w", cfg.Cmd, err))
+	go func() {
+		end := run()
+		p.end = end
+		close(p.done)
+		sb.procs.ended(p)
+	}()
+	send := s.sender(stream.Send)
+	send(&wire.ProcessEvent{Start: &wire.StartEvent{Pid: p.pid}})
+	return s.follow(ctx, p, sub, send)
+}
+
+// sender serialises the events of one stream; a client that went away stops listening only.
+func (s *Server) sender(send func(*wire.StartResponse) error) func(*wire.ProcessEvent) {
+	var mu sync.Mutex
+	return func(ev *wire.ProcessEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = send(&wire.StartResponse{Event: ev})
 	}
+}
+
+// follow sends what sub receives of p, then p's end, with keepalives meanwhile.
+func (s *Server) follow(ctx context.Context, p *process, sub *subscriber, send func(*wire.ProcessEvent)) error {
+	tick := time.NewTicker(s.opts.Keepalive)
+	defer tick.Stop()
+	for {
+		select {
+		case ev := <-sub.ch:
+			send(ev)
+		case <-p.done:
+			for { // every write finished before the end: what is buffered comes first
+				select {
+				case ev := <-sub.ch:
+					send(ev)
+					continue
+				default:
+				}
+				break
+			}
+			send(&wire.ProcessEvent{End: p.end})
+			return nil
+		case <-tick.C:
+			send(&wire.ProcessEvent{Keepalive: &struct{}{}})
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// endEvent is p's end from how sandboxd ended it: the signal SendSignal asked for wins (envd
+// signals exactly that); a process ended by its deadline died of SIGKILL.
+func (p *process) endEvent(res sandboxd.Result, err error) *wire.EndEvent {
 	p.sigMu.Lock()
 	sig := p.signal
 	p.sigMu.Unlock()
-	if res.Signal != "" {
+	switch {
+	case sig != "":
+	case res.TimedOut, err != nil:
+		sig = "SIGKILL" // Connect-Timeout-Ms passed: envd's CommandContext kills with SIGKILL
+	default:
 		sig = res.Signal
 	}
-	if err != nil && sig == "" {
-		sig = "SIGKILL" // Connect-Timeout-Ms passed: envd's CommandContext kills with SIGKILL
+	return endEvent(res.ExitCode, sig)
+}
+
+// connectProc follows a running process again: a start event, then its output from now on,
+// then its end; a process that ended within exitRetention gives its start and end only.
+func (s *Server) connectProc(ctx context.Context, req *connect.Request[wire.ConnectRequest], stream *connect.ServerStream[wire.ConnectResponse]) error {
+	sb := sandboxFrom(ctx)
+	send := s.sender(stream.Send)
+	p, err := sb.procs.find(req.Msg.Process)
+	if err != nil {
+		if e := sb.procs.findExited(req.Msg.Process); e != nil {
+			send(&wire.ProcessEvent{Start: &wire.StartEvent{Pid: e.pid}})
+			send(&wire.ProcessEvent{End: e.end})
+			return nil
+		}
+		return err
 	}
-	send(&wire.ProcessEvent{End: endEvent(res.ExitCode, sig)})
-	return nil
+	sub := p.out.subscribe()
+	defer p.out.unsubscribe(sub)
+	send(&wire.ProcessEvent{Start: &wire.StartEvent{Pid: p.pid}})
+	return s.follow(ctx, p, sub, send)
 }
 
 // endEvent is envd's EndEvent for a process that exited with code, or died of signal sig
@@ -320,38 +529,80 @@ func (s *Server) listProcs(ctx context.Context, _ *wire.ListRequest) (*wire.List
 	return out, nil
 }
 
+// sendInput writes to a process's standard input or its terminal, refusing the one it does not
+// have as envd does (Internal).
 func (s *Server) sendInput(ctx context.Context, req *wire.SendInputRequest) (*wire.Empty, error) {
-	p, err := sandboxFrom(ctx).procs.find(req.Process)
+	sb := sandboxFrom(ctx)
+	p, err := sb.procs.find(req.Process)
 	if err != nil {
 		return nil, err
 	}
-	if req.Input == nil || req.Input.Pty != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("only stdin input is served (no pty)"))
+	in := req.Input
+	switch {
+	case in == nil || (in.Stdin == nil) == (in.Pty == nil):
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("invalid input type"))
+	case in.Pty != nil && !p.pty:
+		return nil, connect.NewError(connect.CodeInternal, errors.New("error writing to tty: tty not assigned to process — input should be written to the stdin, not the tty"))
+	case in.Stdin != nil && p.pty:
+		return nil, connect.NewError(connect.CodeInternal, errors.New("error writing to stdin: tty assigned to process — input should be written to the pty, not the stdin"))
+	case p.pty:
+		if _, err := sb.rt.WriteStdin(ctx, p.id, bytes.NewReader(in.Pty), false); err != nil {
+			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error writing to tty: %w", err))
+		}
+		return &wire.Empty{}, nil
 	}
 	p.stdinMu.Lock()
 	defer p.stdinMu.Unlock()
 	if p.stdin == nil {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("stdin not enabled or closed"))
+		return nil, connect.NewError(connect.CodeInternal, errors.New("error writing to stdin: stdin not enabled or closed"))
 	}
-	if _, err := p.stdin.Write(req.Input.Stdin); err != nil {
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error writing to stdin of process '%d': %w", p.pid, err))
+	if _, err := p.stdin.Write(in.Stdin); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error writing to stdin: error writing to stdin of process '%d': %w", p.pid, err))
 	}
 	return &wire.Empty{}, nil
 }
 
+// closeStdin closes a process's standard input (EOF); envd refuses it for a terminal.
 func (s *Server) closeStdin(ctx context.Context, req *wire.CloseStdinRequest) (*wire.Empty, error) {
 	p, err := sandboxFrom(ctx).procs.find(req.Process)
 	if err != nil {
 		return nil, err
 	}
+	if p.pty {
+		return nil, connect.NewError(connect.CodeUnknown, errors.New("error closing stdin: cannot close stdin for PTY process — send Ctrl+D (0x04) instead"))
+	}
 	p.closeStdin()
+	return &wire.Empty{}, nil
+}
+
+// update resizes a process's terminal (Internal without one, as envd).
+func (s *Server) update(ctx context.Context, req *wire.UpdateRequest) (*wire.Empty, error) {
+	sb := sandboxFrom(ctx)
+	p, err := sb.procs.find(req.Process)
+	if err != nil {
+		return nil, err
+	}
+	if req.Pty == nil {
+		return &wire.Empty{}, nil
+	}
+	if !p.pty {
+		return nil, connect.NewError(connect.CodeInternal, errors.New("error resizing tty: tty not assigned to process"))
+	}
+	var size sandboxd.TermSize
+	if req.Pty.Size != nil {
+		size = sandboxd.TermSize{Rows: uint16(min(req.Pty.Size.Rows, 1<<16-1)), Cols: uint16(min(req.Pty.Size.Cols, 1<<16-1))}
+	}
+	if err := sb.rt.Resize(p.id, size); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("error resizing tty: %w", err))
+	}
 	return &wire.Empty{}, nil
 }
 
 // sendSignal ends the process for SIGKILL and SIGTERM (sandboxd signals its whole session:
 // see the package doc).
 func (s *Server) sendSignal(ctx context.Context, req *wire.SendSignalRequest) (*wire.Empty, error) {
-	p, err := sandboxFrom(ctx).procs.find(req.Process)
+	sb := sandboxFrom(ctx)
+	p, err := sb.procs.find(req.Process)
 	if err != nil {
 		return nil, err
 	}
@@ -362,18 +613,18 @@ func (s *Server) sendSignal(ctx context.Context, req *wire.SendSignalRequest) (*
 	case wire.SignalSIGTERM:
 		sig = "SIGTERM"
 	default:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("invalid signal: %s", req.Signal))
+		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("invalid signal: %s", req.Signal))
 	}
 	p.sigMu.Lock()
 	p.signal = sig
 	p.sigMu.Unlock()
-	p.cancel()
+	if p.pty {
+		_ = sb.rt.Stop(p.id)
+	} else {
+		p.cancel()
+	}
 	return &wire.Empty{}, nil
 }
-
-type writerFunc func([]byte)
-
-func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }
 
 // ---- filesystem service ----
 

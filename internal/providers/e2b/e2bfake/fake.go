@@ -23,10 +23,20 @@
 // (connect-go) discards fields it does not know: the strictness checks that package wire
 // describes every field the SDKs send, and that the provider sends only fields it describes.
 //
+// Processes follow envd's rules where a client can see them: a process outlives the stream
+// that started it (Connect-Timeout-Ms bounds its life); its output goes to the streams
+// subscribed when it is written (Start's from the first byte, Connect's from the moment of
+// connecting: nothing is replayed, output nobody follows is dropped, a stream that does not
+// read holds the program up); it is found by pid or tag; stdin, a terminal (pty) and input
+// are refused the way envd refuses them; an ended process's exit is kept 30 s for a late
+// Connect (envd 0.6.12+).
+//
 // What differs from real E2B, knowingly:
 //   - a process runs in its own session (sandboxd): when it exits, what it left running is
 //     killed, and a signal from SendSignal ends its whole process tree. envd signals only the
 //     process it started, and its stream ends only when the process's output pipes close;
+//   - a process on a terminal is a kept sandboxd execution: a follower more than its kept
+//     output (2 MiB) behind loses the middle, where envd would hold the program up;
 //   - pids are the fake's own numbers, not the guest's;
 //   - the code interpreter runs code with sandboxd's Python and bash contexts, not Jupyter
 //     kernels: no rich results (a cell's last expression is not echoed as a "result"),
@@ -64,7 +74,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultAPIKey      = "e2b_fake_0123456789abcdef"
-	DefaultEnvdVersion = "0.5.8"
+	DefaultEnvdVersion = "0.6.13"
 	DefaultDomain      = "e2b.fake"
 	// Home is the default user's home in the sandbox: envd's working folder, and the folder
 	// relative envd paths are taken from.
@@ -199,6 +209,22 @@ func (s *Server) Sandbox(id string) (Created, bool) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return Created{Request: sb.req, EndAt: sb.endAt, Workspace: sb.home, Killed: killed}, true
+}
+
+// Processes lists the running envd processes of sandbox id (as envd's List answers); nil for
+// an unknown sandbox.
+func (s *Server) Processes(id string) []wire.ProcessInfo {
+	sb := s.get(id)
+	if sb == nil {
+		return nil
+	}
+	sb.procs.mu.Lock()
+	defer sb.procs.mu.Unlock()
+	out := []wire.ProcessInfo{}
+	for _, p := range sb.procs.m {
+		out = append(out, wire.ProcessInfo{Config: p.cfg, Pid: p.pid, Tag: p.tag})
+	}
+	return out
 }
 
 // Expire makes sandbox id time out now, as E2B does when its timeout passes.
@@ -516,7 +542,6 @@ func (sb *sandbox) close() {
 	}
 	sb.mu.Unlock()
 	sb.cancel()
-	sb.procs.killAll()
 	_ = sb.rt.Close()
 	_ = os.RemoveAll(filepath.Dir(sb.root))
 }

@@ -32,7 +32,8 @@ func skipOrFail(t *testing.T, reason string) {
 
 // TestFidelityWithTheOfficialSDKs drives the fake with E2B's JavaScript SDKs from npm (e2b and
 // @e2b/code-interpreter, pinned in testdata/sdk/package-lock.json): create, commands (output,
-// exit codes, environment, stdin, kill), files (write, read, list, exists, remove), stateful
+// exit codes, environment, stdin, kill; background commands listed, connected to, fed and
+// killed), a terminal (pty.create, sendInput, resize, kill), files (write, read, list, exists, remove), stateful
 // code in the default context and in a context of its own, restart and removal of a context,
 // info, list, timeout, connect and kill. The SDKs reach the fake over plain HTTP on loopback
 // through their own environment variables (E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN).
@@ -77,6 +78,25 @@ func TestFidelityWithTheOfficialSDKs(t *testing.T) {
 		Sleeper struct {
 			Thrown   bool
 			ExitCode int
+		}
+		Background struct {
+			Listed, Killed, ListedAfterKill, KillAgain bool
+			Starter, Follower                          string
+			FollowerExitCode                           int
+			KilledEnd                                  struct {
+				Thrown   bool
+				ExitCode int
+			}
+		}
+		Pty struct {
+			Screen    string
+			ExitCode  int
+			Killed    bool
+			KilledEnd struct {
+				Thrown   bool
+				ExitCode int
+			}
+			ResizeGone string
 		}
 		Read  string
 		Bytes []int
@@ -132,6 +152,28 @@ func TestFidelityWithTheOfficialSDKs(t *testing.T) {
 	assert.True(t, got.Killed)
 	assert.True(t, got.Sleeper.Thrown, "a killed command ends in an error")
 	assert.Equal(t, -1, got.Sleeper.ExitCode, "envd reports a process killed by a signal with exit code -1")
+
+	bg := got.Background
+	assert.True(t, bg.Listed, "commands.list shows the running background command")
+	assert.Equal(t, "before\nafter go\n", bg.Starter, "the handle that started it saw everything")
+	assert.Equal(t, "after go\n", bg.Follower, "commands.connect gets what the command writes from then on")
+	assert.Equal(t, 0, bg.FollowerExitCode)
+	assert.True(t, bg.Killed)
+	assert.True(t, bg.KilledEnd.Thrown, "a killed command ends in an error")
+	assert.Equal(t, -1, bg.KilledEnd.ExitCode)
+	assert.False(t, bg.ListedAfterKill, "an ended command is not listed")
+	assert.False(t, bg.KillAgain, "killing an ended command finds nothing (404)")
+
+	pty := got.Pty
+	assert.Contains(t, pty.Screen, "24 80")
+	assert.Contains(t, pty.Screen, "TERM=xterm-256color", "the SDK sets TERM")
+	assert.Contains(t, pty.Screen, "30 100", "the resize reached the terminal")
+	assert.Contains(t, pty.Screen, "\r\n", "a terminal ends lines with CR LF")
+	assert.Equal(t, 0, pty.ExitCode)
+	assert.True(t, pty.Killed)
+	assert.True(t, pty.KilledEnd.Thrown)
+	assert.Equal(t, -1, pty.KilledEnd.ExitCode)
+	assert.Equal(t, "NotFoundError", pty.ResizeGone, "resizing an ended terminal finds nothing")
 
 	assert.Equal(t, "written by the SDK\n", got.Read)
 	assert.Equal(t, []int{0, 1, 2, 255}, got.Bytes)

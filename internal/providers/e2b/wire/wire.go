@@ -68,6 +68,7 @@ const (
 	ProcSendInput  = "/process.Process/SendInput"
 	ProcCloseStdin = "/process.Process/CloseStdin"
 	ProcSendSignal = "/process.Process/SendSignal"
+	ProcUpdate     = "/process.Process/Update"
 	FSStat         = "/filesystem.Filesystem/Stat"
 	FSListDir      = "/filesystem.Filesystem/ListDir"
 	FSMakeDir      = "/filesystem.Filesystem/MakeDir"
@@ -173,10 +174,32 @@ type ProcessConfig struct {
 // StartRequest starts a process; the answer is a stream of StartResponse.
 type StartRequest struct {
 	Process *ProcessConfig `json:"process"`
-	Tag     *string        `json:"tag,omitempty"`
+	// Pty runs the process on a new pseudo-terminal of this size (its controlling terminal:
+	// stdin, stdout and stderr); its output then comes as DataEvent.Pty, input goes as
+	// ProcessInput.Pty, Update resizes it, and CloseStdin is refused (send ^D instead).
+	Pty *PTY `json:"pty,omitempty"`
+	// Tag names the process for ProcessSelector (envd does not require tags to be unique).
+	Tag *string `json:"tag,omitempty"`
 	// Stdin keeps the process's standard input open for SendInput (default true on envd
-	// before the field existed; Sandgate always sets it).
+	// before the field existed; Sandgate always sets it for processes without a pty).
 	Stdin *bool `json:"stdin,omitempty"`
+}
+
+// PTY is a pseudo-terminal's configuration.
+type PTY struct {
+	Size *PTYSize `json:"size,omitempty"`
+}
+
+// PTYSize is a terminal's size in character cells.
+type PTYSize struct {
+	Cols uint32 `json:"cols,omitempty"`
+	Rows uint32 `json:"rows,omitempty"`
+}
+
+// UpdateRequest changes a running process: its terminal's size (the program gets SIGWINCH).
+type UpdateRequest struct {
+	Process *ProcessSelector `json:"process"`
+	Pty     *PTY             `json:"pty,omitempty"`
 }
 
 // StartResponse is one event of a started process.
@@ -226,7 +249,13 @@ type ProcessSelector struct {
 // PidSelector selects the process pid.
 func PidSelector(pid uint32) *ProcessSelector { return &ProcessSelector{Pid: &pid} }
 
-// ConnectRequest follows a running process again.
+// TagSelector selects the process tagged tag.
+func TagSelector(tag string) *ProcessSelector { return &ProcessSelector{Tag: &tag} }
+
+// ConnectRequest follows a running process again: a start event, then what it writes from
+// now on (envd replays nothing it wrote before), then its end. A process that ended within
+// the last 30 s gives its start and end events only (envd keeps its exit that long since
+// envd 0.6.12; an older envd answers NotFound).
 type ConnectRequest struct {
 	Process *ProcessSelector `json:"process"`
 }
@@ -269,7 +298,7 @@ type ProcessInfo struct {
 	Tag    *string        `json:"tag,omitempty"`
 }
 
-// Empty is the empty answer of SendInput, CloseStdin, SendSignal and Remove.
+// Empty is the empty answer of SendInput, CloseStdin, SendSignal, Update and Remove.
 type Empty struct{}
 
 // Signal is the process.Signal enum, by name.

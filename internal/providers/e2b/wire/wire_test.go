@@ -35,6 +35,14 @@ func TestProto3JSONMapping(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"event":{"keepalive":{}}}`, string(b))
 
+	tag := "task-1"
+	b, err = json.Marshal(StartRequest{Process: &ProcessConfig{Cmd: "/bin/sh"}, Pty: &PTY{Size: &PTYSize{Cols: 80, Rows: 24}}, Tag: &tag})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"process":{"cmd":"/bin/sh"},"pty":{"size":{"cols":80,"rows":24}},"tag":"task-1"}`, string(b))
+	b, err = json.Marshal(UpdateRequest{Process: TagSelector(tag), Pty: &PTY{Size: &PTYSize{Cols: 100, Rows: 30}}})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"process":{"tag":"task-1"},"pty":{"size":{"cols":100,"rows":30}}}`, string(b), "a oneof selector is its one field")
+
 	var c Codec
 	var empty Empty
 	require.NoError(t, c.Unmarshal(nil, &empty), "an empty body is an empty message")

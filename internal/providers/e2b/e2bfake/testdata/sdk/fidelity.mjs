@@ -34,6 +34,68 @@ try {
   out.sleeper = { thrown: true, exitCode: e.exitCode, error: e.error }
 }
 
+// Background commands: list, connect (output from then on, as envd replays nothing), input
+// through the handle, kill through the handle.
+const waitFor = async (what, pred) => {
+  for (let i = 0; i < 600; i++) {
+    if (pred()) return
+    await new Promise(r => setTimeout(r, 50))
+  }
+  throw new Error('timed out waiting for ' + what)
+}
+let early = ''
+const talker = await sbx.commands.run('echo before; read x; echo "after $x"', { background: true, stdin: true, onStdout: d => { early += d } })
+await waitFor('before', () => early.includes('before'))
+const listed = await sbx.commands.list()
+let late = ''
+const follower = await sbx.commands.connect(talker.pid, { onStdout: d => { late += d } })
+await talker.sendStdin('go\n')
+await talker.closeStdin()
+const followed = await follower.wait()
+const talked = await talker.wait()
+const doomed = await sbx.commands.run('sleep 600', { background: true })
+const doomedKilled = await doomed.kill()
+let doomedEnd
+try {
+  await doomed.wait()
+  doomedEnd = { thrown: false }
+} catch (e) {
+  doomedEnd = { thrown: true, exitCode: e.exitCode }
+}
+out.background = {
+  listed: listed.some(p => p.pid === talker.pid && p.cmd === '/bin/bash' && p.args.includes('echo before; read x; echo "after $x"')),
+  starter: talked.stdout, follower: followed.stdout, followerExitCode: followed.exitCode,
+  killed: doomedKilled, killedEnd: doomedEnd,
+  listedAfterKill: (await sbx.commands.list()).some(p => p.pid === doomed.pid),
+  killAgain: await sbx.commands.kill(doomed.pid),
+}
+
+// A terminal: bash -i -l on a pty; input, resize, exit; and one killed.
+const decoder = new TextDecoder()
+let screen = ''
+const term = await sbx.pty.create({ rows: 24, cols: 80, onData: d => { screen += decoder.decode(d, { stream: true }) } })
+const type = text => sbx.pty.sendInput(term.pid, new TextEncoder().encode(text))
+await type('stty size; echo "TERM=$TERM"\n')
+await waitFor('the first stty size', () => screen.includes('24 80'))
+await sbx.pty.resize(term.pid, { cols: 100, rows: 30 })
+await type('stty size\n')
+await waitFor('the second stty size', () => screen.includes('30 100'))
+await type('exit 0\n')
+const termEnd = await term.wait()
+const doomedTerm = await sbx.pty.create({ rows: 5, cols: 20, onData: () => {} })
+const termKilled = await sbx.pty.kill(doomedTerm.pid)
+let termKilledEnd
+try {
+  await doomedTerm.wait()
+  termKilledEnd = { thrown: false }
+} catch (e) {
+  termKilledEnd = { thrown: true, exitCode: e.exitCode }
+}
+out.pty = {
+  screen, exitCode: termEnd.exitCode, killed: termKilled, killedEnd: termKilledEnd,
+  resizeGone: await sbx.pty.resize(doomedTerm.pid, { cols: 10, rows: 10 }).then(() => 'resized', e => e.constructor.name),
+}
+
 // Files: write, read, list, stat, remove.
 await sbx.files.write('dir/hello.txt', 'written by the SDK\n')
 out.read = await sbx.files.read('dir/hello.txt')
