@@ -95,6 +95,9 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 		if idle {
 			s.sweepIdle(ctx)
 			s.sweepOrphans(ctx)
+			if _, err := s.store.DeleteStaleContexts(ctx); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

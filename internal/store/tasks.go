@@ -202,6 +202,9 @@ type Completion struct {
 	// Unlock gives up this lock place (BeginTask's) in the same round trip, whether or not
 	// this completion is the one stored; the zero Place: none.
 	Unlock Place
+	// OutputBytes is how many bytes of output Result keeps (its stdout and stderr), counted
+	// against its owner's retained_output_bytes (DropOldestOutputs).
+	OutputBytes int64
 }
 
 // FinishTask records task id's completion at t, kept until t+ttl, and notifies waiters on
@@ -227,7 +230,7 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 	// (lockPoll), so such a rare waiter is late by at most that, never stuck.
 	const finish = `WITH done AS (
 			UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
-				finished_at = $7, expires_at = $8 WHERE id = $1 AND finished_at IS NULL RETURNING id),
+				finished_at = $7, expires_at = $8, output_bytes = $11 WHERE id = $1 AND finished_at IS NULL RETURNING id),
 		touched AS (
 			UPDATE sessions SET last_used_at = GREATEST(last_used_at, $7) WHERE id = $9 AND $9 <> ''),
 		freed AS (
@@ -235,7 +238,7 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 		SELECT (SELECT count(pg_notify('` + taskDoneChannel + `', id)) FROM done) = 1,
 			(SELECT count(pg_notify('` + lockReleasedChannel + `', session_id)) FROM freed
 				WHERE EXISTS (SELECT 1 FROM session_locks w WHERE w.session_id = freed.session_id AND w.token <> $10))`
-	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token}
+	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token, max(c.OutputBytes, 0)}
 	var stored bool
 	err := st.pool.QueryRow(ctx, finish, args...).Scan(&stored, new(int64))
 	if err == nil && c.Unlock.Token != "" {
@@ -369,15 +372,22 @@ type Held struct {
 	Sessions   int // default ones included
 	Executions int // unfinished tasks that are not background processes
 	Background int // unfinished background processes
+	// Contexts are the named contexts held in the owner's sessions' current sandboxes
+	// (HoldContext).
+	Contexts int
+	// RetainedOutputBytes is the output its finished tasks keep (Completion.OutputBytes).
+	RetainedOutputBytes int64
 }
 
-// Usage is what a principal holds now: its sessions, its unfinished executions and its
-// background processes.
+// Usage is what a principal holds now: its sessions, its unfinished executions, its
+// background processes, its live named contexts and the output its finished tasks keep.
 func (st *Store) Usage(ctx context.Context, ownerID string) (Held, error) {
 	var h Held
 	err := st.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM sessions WHERE owner_id = $1),
-		count(*) FILTER (WHERE NOT background), count(*) FILTER (WHERE background)
-		FROM tasks WHERE owner_id = $1 AND finished_at IS NULL`, ownerID).Scan(&h.Sessions, &h.Executions, &h.Background)
+		count(*) FILTER (WHERE NOT background), count(*) FILTER (WHERE background),
+		(SELECT count(*) FROM contexts c WHERE c.owner_id = $1 AND `+liveContexts+`),
+		(SELECT COALESCE(sum(output_bytes), 0) FROM tasks WHERE owner_id = $1 AND output_bytes > 0)
+		FROM tasks WHERE owner_id = $1 AND finished_at IS NULL`, ownerID).Scan(&h.Sessions, &h.Executions, &h.Background, &h.Contexts, &h.RetainedOutputBytes)
 	return h, err
 }
 

@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sandbox.Store) {
 		{"turns", turnTests},
 		{"principals", principalTests},
 		{"runners", runnerTests},
+		{"quotas", quotaTests},
 	} {
 		t.Run(group.name, func(t *testing.T) {
 			for _, tc := range group.tests {
