@@ -253,6 +253,10 @@ type Docker struct {
 	// Sandboxd configures sandboxd, the runtime agent every docker sandbox's executions, files
 	// and code contexts go through (the entrypoint of the containers the gateway starts).
 	Sandboxd *DockerSandboxd `koanf:"sandboxd" json:"sandboxd,omitempty"`
+	// StateDir is the folder on the engine's host (the gateway must see it at the same path)
+	// holding what outlives a gateway restart: the workspace images of size-bounded sandboxes
+	// (policy disk_mb), one sparse file each. Default /var/lib/sandgate/docker.
+	StateDir string `koanf:"state_dir" json:"state_dir"`
 }
 
 // Transports of docker.sandboxd.transport.
