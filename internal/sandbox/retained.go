@@ -17,12 +17,13 @@ import (
 // newest ones fit. Each completion records the bytes its result keeps (stdout and stderr as
 // stored); after a completion with output, the owner's results are trimmed in the
 // background, at most once per trimEvery per owner and replica, so an execution's own path
-// pays nothing for it. Between two trims, and for background processes and adopted tasks
-// (whose completions are recorded without the caller's principal at hand: they are trimmed
-// with the owner's next execution), the total may pass the limit for a while.
+// pays nothing for it and a busy owner costs one scan of its retained results per trimEvery.
+// Between two trims, and for background processes and adopted tasks (whose completions are
+// recorded without the caller's principal at hand: they are trimmed with the owner's next
+// execution), the total may pass the limit for a while.
 
 // trimEvery is the shortest time between two trims of one owner's results on a replica.
-const trimEvery = time.Second
+const trimEvery = 5 * time.Second
 
 // trimTimeout bounds one trim statement.
 const trimTimeout = 30 * time.Second
