@@ -3,7 +3,8 @@
 #
 #   1. the Debian packages the suites need — postgresql (every suite), chromium (the console's
 #      browser test), docker.io and debootstrap (the Docker engine and the sandbox image), curl
-#      (the README walkthrough test), python3 — installed when missing and this user is root or may
+#      (the README walkthrough test), python3, e2fsprogs (mkfs.ext4 for the size-bounded docker
+#      workspaces) — installed when missing and this user is root or may
 #      sudo without a password; otherwise it names each package and the suites that will skip;
 #   2. a running Docker engine and the sandbox image (scripts/docker-setup.sh);
 #   3. the kube-apiserver and etcd test binaries (scripts/kube-setup.sh; about 20 CPU-minutes
@@ -47,6 +48,7 @@ declare -A suites=(
   [python3]="the Python executions of the local provider's suites"
   [nodejs]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
   [npm]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
+  [e2fsprogs]="the size-bounded docker workspaces (policy disk_mb) and internal/loopdisk"
 )
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
@@ -57,6 +59,7 @@ command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
+command -v mkfs.ext4 >/dev/null || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || missing+=(e2fsprogs)
 if [ ${#missing[@]} -gt 0 ]; then
   if can_root; then
     log "installing ${missing[*]} (Debian packages)"

@@ -79,7 +79,8 @@ func (s *Server) GetMe(ctx context.Context, _ apigen.GetMeRequestObject) (apigen
 	}
 	quota := func(q sandbox.Quota) apigen.Quota { return apigen.Quota{Used: q.Used, Limit: q.Limit} }
 	return apigen.GetMe200JSONResponse{
-		Quotas: &apigen.Quotas{Sessions: quota(u.Sessions), ConcurrentExecutions: quota(u.ConcurrentExecutions), BackgroundProcesses: quota(u.BackgroundProcesses)},
+		Quotas: &apigen.Quotas{Sessions: quota(u.Sessions), ConcurrentExecutions: quota(u.ConcurrentExecutions), BackgroundProcesses: quota(u.BackgroundProcesses),
+			Contexts: quota(u.Contexts), McpSessions: quota(u.MCPSessions), RetainedOutputBytes: quota(u.RetainedOutputBytes)},
 		Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: ptr(p.Email), Groups: nonNil(p.Groups), Admin: p.Admin,
 		Credentials: apigen.Credentials{
 			KubernetesUser: ptr(c.KubernetesUser), AwsRoleArn: ptr(c.AWSRoleARN), RunAs: ptr(c.RunAs),
@@ -135,7 +136,7 @@ func profileView(prof *sandbox.Profile) apigen.Profile {
 			PackageInstall: c.PackageInstall, Stateful: c.Stateful, Interactive: c.Interactive, Background: c.Background,
 			Attach: c.Attach, Provisions: c.Provisions,
 			AttachesExternal: c.AttachesExternal, PrincipalUser: c.PrincipalUser, PolicyNetwork: c.PolicyNetwork,
-			PolicyFilesystem: c.PolicyFilesystem, PolicyResources: c.PolicyResources,
+			PolicyFilesystem: c.PolicyFilesystem, PolicyResources: c.PolicyResources, PolicyDisk: c.PolicyDisk,
 		},
 	}
 	if pol.CPU > 0 {
@@ -143,6 +144,9 @@ func profileView(prof *sandbox.Profile) apigen.Profile {
 	}
 	if pol.MemoryMB > 0 {
 		v.Policy.MemoryMb = ptr(pol.MemoryMB)
+	}
+	if pol.DiskMB > 0 {
+		v.Policy.DiskMb = ptr(pol.DiskMB)
 	}
 	return v
 }
@@ -361,6 +365,7 @@ func resultView(r *sandbox.Result) apigen.ExecutionResult {
 		Stdout: r.Stdout, Stderr: r.Stderr, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Encoding: apigen.ExecutionResultEncoding(r.Encoding),
 		DurationMs: r.DurationMS, SessionId: r.SessionID, TaskId: ptr(r.TaskID), Notice: ptr(r.Notice), Warnings: nonNil(r.Warnings),
+		OutputDropped: ptr(r.OutputDropped),
 	}
 }
 

@@ -25,6 +25,11 @@ const (
 	DefaultQuotaConcurrentExecutions = 32
 	// DefaultQuotaBackgroundProcesses is sandbox.quotas.background_processes' default.
 	DefaultQuotaBackgroundProcesses = 8
+	// DefaultQuotaContexts, DefaultQuotaMCPSessions and DefaultQuotaRetainedOutputBytes are
+	// sandbox.quotas.contexts', mcp_sessions' and retained_output_bytes' defaults.
+	DefaultQuotaContexts            = 32
+	DefaultQuotaMCPSessions         = 16
+	DefaultQuotaRetainedOutputBytes = 256 << 20
 	DefaultQuotaRequestsPerSecond   = 50.0
 	DefaultQuotaRequestsBurst       = 100
 	DefaultToolOutputMaxChars       = 8000
@@ -111,6 +116,9 @@ func (s *Sandbox) applyDefaults() {
 	setDefault(&s.Quotas.Sessions, DefaultQuotaSessions)
 	setDefault(&s.Quotas.ConcurrentExecutions, DefaultQuotaConcurrentExecutions)
 	setDefault(&s.Quotas.BackgroundProcesses, DefaultQuotaBackgroundProcesses)
+	setDefault(&s.Quotas.Contexts, DefaultQuotaContexts)
+	setDefault(&s.Quotas.MCPSessions, DefaultQuotaMCPSessions)
+	setDefault(&s.Quotas.RetainedOutputBytes, DefaultQuotaRetainedOutputBytes)
 	setDefault(&s.Quotas.RequestsPerSecond, DefaultQuotaRequestsPerSecond)
 	setDefault(&s.Quotas.RequestsBurst, DefaultQuotaRequestsBurst)
 	if s.Quotas.AdminsExempt == nil {

@@ -231,6 +231,12 @@ type Policy struct {
 	MemoryMB      *int     `koanf:"memory_mb" json:"memory_mb"` // MiB
 	Timeout       *float64 `koanf:"timeout" json:"timeout"`     // seconds; default 120
 	Strict        *bool    `koanf:"strict" json:"strict"`       // default true
+
+	// DiskMB bounds the workspace's size in MiB where the provider can (docker: a
+	// loop-mounted ext4 file system, or the engine's storage-opt size; kubernetes: the
+	// workspace emptyDir's sizeLimit); unset = unbounded. Under strict a provider that cannot
+	// is refused.
+	DiskMB *int `koanf:"disk_mb" json:"disk_mb"`
 }
 
 // ProviderBlocks are the per-provider configuration blocks; only the block of the profile's
@@ -273,6 +279,10 @@ type Docker struct {
 	// Sandboxd configures sandboxd, the runtime agent every docker sandbox's executions, files
 	// and code contexts go through (the entrypoint of the containers the gateway starts).
 	Sandboxd *DockerSandboxd `koanf:"sandboxd" json:"sandboxd,omitempty"`
+	// StateDir is the folder on the engine's host (the gateway must see it at the same path)
+	// holding what outlives a gateway restart: the workspace images of size-bounded sandboxes
+	// (policy disk_mb), one sparse file each. Default /var/lib/sandgate/docker.
+	StateDir string `koanf:"state_dir" json:"state_dir"`
 }
 
 // Transports of docker.sandboxd.transport.
@@ -585,6 +595,18 @@ type Quotas struct {
 	// BackgroundProcesses bounds one principal's running background processes
 	// ({"background": true} commands, across its sessions). Default 8.
 	BackgroundProcesses int `koanf:"background_processes" json:"background_processes"`
+	// Contexts bounds the named stateful contexts one principal holds across its sessions
+	// (created by POST …/contexts or by code naming a context; each session's default context
+	// comes with the session). They end with their sandbox or on DELETE. Default 32.
+	Contexts int `koanf:"contexts" json:"contexts"`
+	// MCPSessions bounds the MCP sessions one principal holds on one replica (they live in
+	// its memory); over it, initialize is refused. Default 16.
+	MCPSessions int `koanf:"mcp_sessions" json:"mcp_sessions"`
+	// RetainedOutputBytes bounds the output (stdout and stderr as kept) of one principal's
+	// finished tasks held in the response store until broker.response_ttl. Nothing is
+	// refused over it: the oldest results lose their output (the task stays, with a notice)
+	// until the rest fits. Default 268435456 (256 MiB).
+	RetainedOutputBytes int64 `koanf:"retained_output_bytes" json:"retained_output_bytes"`
 	// RequestsPerSecond bounds one principal's REST requests per replica (a token bucket of
 	// RequestsBurst); over it, 429 with Retry-After, and every answer carries RateLimit-*
 	// headers. Default 50; RequestsBurst default 100.

@@ -612,6 +612,9 @@ func (prof *Profile) validateFields(p *problems, prefix string) {
 	if pol.MemoryMB != nil && *pol.MemoryMB <= 0 {
 		p.add(pk+".memory_mb", "must be greater than 0 (got %d)", *pol.MemoryMB)
 	}
+	if pol.DiskMB != nil && *pol.DiskMB <= 0 {
+		p.add(pk+".disk_mb", "must be greater than 0 (got %d)", *pol.DiskMB)
+	}
 }
 
 // hasBlock reports whether the provider block for typ is present.

@@ -21,6 +21,8 @@ func settings(c config.Sandbox) sandbox.Settings {
 		Quotas: sandbox.Quotas{
 			Sessions: c.Quotas.Sessions, ConcurrentExecutions: c.Quotas.ConcurrentExecutions,
 			BackgroundProcesses: c.Quotas.BackgroundProcesses,
+			Contexts:            c.Quotas.Contexts, MCPSessions: c.Quotas.MCPSessions,
+			RetainedOutputBytes: c.Quotas.RetainedOutputBytes,
 			AdminsExempt:        adminsExempt(c.Quotas),
 		},
 		WaitTimeout:   sandbox.DefaultWaitTimeout,
@@ -65,6 +67,9 @@ func policy(c config.Policy) providers.Policy {
 	}
 	if c.MemoryMB != nil {
 		p.MemoryMB = *c.MemoryMB
+	}
+	if c.DiskMB != nil {
+		p.DiskMB = *c.DiskMB
 	}
 	if c.Timeout != nil {
 		p.Timeout = seconds(*c.Timeout)

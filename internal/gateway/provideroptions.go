@@ -59,7 +59,7 @@ func localOptions(b config.LocalSubprocess, _ config.Profile) local.Options {
 func dockerOptions(b config.Docker, p config.Profile) docker.Options {
 	c := docker.Config{
 		Image: b.Image, Runtime: b.Runtime, Host: b.Host, User: b.User,
-		PidsLimit: b.PidsLimit, NeverPull: b.Pull == config.DockerPullNever,
+		PidsLimit: b.PidsLimit, NeverPull: b.Pull == config.DockerPullNever, StateDir: b.StateDir,
 	}
 	if w := b.WarmPool; w != nil {
 		c.WarmPoolSize = w.Size

@@ -72,6 +72,9 @@ func profileLine(prof *sandbox.Profile) string {
 	if !prof.Caps.Files {
 		b.WriteString("; no file access: the file tools are not available")
 	}
+	if mb := prof.Policy.DiskMB; mb > 0 && prof.Caps.PolicyDisk {
+		fmt.Fprintf(&b, "; the workspace holds at most %d MiB: going past it fails the write (\"No space left on device\") or, on some providers, resets the sandbox, so remove files you no longer need", mb)
+	}
 	if prof.Caps.OneShotCommands {
 		b.WriteString("; NO persistent shell: each command runs as its own process, so a cd, an exported variable or a background job does not carry over to the next command; chain state-dependent steps in one command (e.g. `cd /app && ./run.sh`)")
 	}

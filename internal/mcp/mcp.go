@@ -232,7 +232,7 @@ func (h *Handler) server(r *http.Request) *sdk.Server {
 		tool := &sdk.Tool{Name: t.name, Description: t.describe(h, guidance), InputSchema: t.schema}
 		s.AddTool(tool, h.toolHandler(t))
 	}
-	s.AddReceivingMiddleware(seedOrder)
+	s.AddReceivingMiddleware(seedOrder, h.holdSessions(s))
 	if len(h.servers) < 256 { // bound the cache; more combinations are simply rebuilt
 		h.servers[key] = s
 	}

@@ -87,6 +87,10 @@ type Policy struct {
 	MemoryMB      int     // 0 = unset
 	Timeout       time.Duration
 	Strict        bool
+
+	// DiskMB bounds the workspace's size in MiB (0 = unset); writes past it fail inside the
+	// sandbox (ENOSPC where the provider can make it so; see each provider's doc).
+	DiskMB int
 }
 
 // Capabilities is what a provider honestly supports (seed SandboxCapabilities). Isolation is
@@ -105,6 +109,8 @@ type Capabilities struct {
 	PolicyNetwork    bool
 	PolicyFilesystem bool
 	PolicyResources  bool
+	// PolicyDisk: the provider bounds the workspace's size (policy disk_mb).
+	PolicyDisk bool
 	// OneShotCommands: each command runs as its own process with nothing carried over — no
 	// working directory, exported variable or background job outlives it (ec2_ssm).
 	OneShotCommands bool

@@ -64,7 +64,8 @@ const (
 // Errors: fault.NotFound for another principal's or an unknown session, or (restart, delete)
 // an unknown context; fault.Capability when the profile's provider keeps no state;
 // fault.Conflict for per_call profiles and for creating an existing context;
-// fault.Validation for a bad name or language.
+// fault.Validation for a bad name or language; fault.Quota for a create past
+// sandbox.quotas.contexts.
 func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profile string, op ContextOp) ([]providers.ContextInfo, error) {
 	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
 	if err != nil {
@@ -120,11 +121,20 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	}
 	switch op.Op {
 	case ContextCreate:
-		_, err = cm.CreateContext(ctx, op.Name, op.Language)
+		// Counted before it exists (contextquota.go), given back if it could not be made.
+		if err := s.holdContext(ctx, p, sess.ID, sb.ID(), op.Name); err != nil {
+			return nil, err
+		}
+		if _, err = cm.CreateContext(ctx, op.Name, op.Language); err != nil && fault.KindOf(err) != fault.Conflict {
+			s.releaseContext(ctx, sess.ID, op.Name)
+		}
 	case ContextRestart:
 		_, err = cm.RestartContext(ctx, op.Name)
 	case ContextDelete:
 		err = cm.DeleteContext(ctx, op.Name)
+		if err == nil || fault.KindOf(err) == fault.NotFound {
+			s.releaseContext(ctx, sess.ID, op.Name)
+		}
 	case ContextList:
 	default:
 		return nil, fault.New(fault.Internal, "unknown context operation %q", op.Op)

@@ -96,6 +96,10 @@ type Result struct {
 	TaskID          string   `json:"task_id,omitempty"`
 	Notice          string   `json:"notice,omitempty"`
 	Warnings        []string `json:"warnings"`
+
+	// OutputDropped: Stdout and Stderr were dropped after the run, to keep the owner's
+	// finished tasks within sandbox.quotas.retained_output_bytes (retained.go).
+	OutputDropped bool `json:"output_dropped,omitempty"`
 }
 
 // Outcome is either a Result (finished within the wait) or a promoted Task.
@@ -356,6 +360,7 @@ func (j *execJob) run(ctx context.Context) {
 		completion.Unlock = j.place // the next execution of the session starts once this one is recorded
 		s.recordCompletion(bg, j.task.ID, completion)
 		s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, time.Since(began))
+		s.keepOutputWithin(j.p, completion.OutputBytes)
 		s.forgetCancelled(j.task.ID)
 		if j.live != nil {
 			j.live.finish(j.result, j.err)
@@ -388,7 +393,7 @@ func (j *execJob) run(ctx context.Context) {
 // completeWith records finished result res on c: its status (a timeout with timedOut as the
 // error), the result and its notice.
 func completeWith(c *store.Completion, res *Result, timedOut string) {
-	c.Result, c.Notice = res, res.Notice
+	c.Result, c.Notice, c.OutputBytes = res, res.Notice, outputBytes(res)
 	ms := res.DurationMS
 	c.ExitCode, c.DurationMS = res.ExitCode, &ms
 	switch res.Status {
@@ -425,6 +430,11 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	defer func() { _ = sb.Close() }()
+	if !j.ephemeral {
+		if err := s.holdContext(ctx, j.p, j.sess.ID, sb.ID(), j.spec.Context); err != nil {
+			return nil, err
+		}
+	}
 
 	spec := j.spec
 	spec.ID = j.task.ID // a sandbox that can hold executions keeps this one for another gateway

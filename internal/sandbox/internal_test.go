@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/fault"
 )
 
 func TestCaptureKeepsHeadAndTail(t *testing.T) {
@@ -96,4 +98,17 @@ func TestTrimToRecordKeepsHeadAndTail(t *testing.T) {
 	trimToRecord(small, limit)
 	assert.Equal(t, "ok\n", small.Stdout)
 	assert.Empty(t, small.Notice)
+}
+
+// A queued execution refused by the contexts quota on its worker reaches its caller as a
+// quota with Retry-After; kinds a worker cannot mean (internal, unknown) are broker.
+func TestFailureOfQueuedTask(t *testing.T) {
+	t.Parallel()
+	err := failureOf(Task{ErrorType: string(fault.Quota), Error: "you hold 2 named contexts"})
+	var fe *fault.Error
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, fault.Quota, fe.Kind)
+	assert.Equal(t, contextRetry, fe.RetryAfter)
+	assert.Equal(t, fault.Broker, fault.KindOf(failureOf(Task{ErrorType: string(fault.Internal)})))
+	assert.Equal(t, fault.Policy, fault.KindOf(failureOf(Task{ErrorType: string(fault.Policy)})))
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/broker"
@@ -86,12 +87,29 @@ type Store interface {
 	// MarkLostTasks finishes as lost the unfinished tasks of runners not seen since staleBefore.
 	MarkLostTasks(ctx context.Context, staleBefore, now time.Time, ttl time.Duration) (int64, error)
 	DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, error)
-	// Usage counts the owner's sessions (default ones included), unfinished executions and
-	// unfinished background processes.
+	// Usage counts the owner's sessions (default ones included), unfinished executions,
+	// unfinished background processes and live named contexts, and sums the output bytes its
+	// finished tasks keep.
 	Usage(ctx context.Context, ownerID string) (store.Held, error)
 	// StartedProcess records that background process id started as pid in its sandbox: it
 	// no longer holds its session's line, and may be adopted (queued or not).
 	StartedProcess(ctx context.Context, id string, pid int) error
+	// DropOldestOutputs keeps the newest finished results of the owner whose output bytes
+	// (Completion.OutputBytes) fit in keep, merges blank (a JSON object) into the older ones
+	// and counts them as keeping no output; it returns how many it changed.
+	DropOldestOutputs(ctx context.Context, ownerID string, keep int64, blank json.RawMessage) (int64, error)
+
+	// Contexts (named stateful contexts, for sandbox.quotas.contexts).
+
+	// HoldContext records that c.OwnerID holds context c.Name of session c.SessionID in
+	// sandbox c.SandboxID, unless the owner holds limit live contexts besides it (ErrQuota;
+	// limit ≤ 0: none). A context counts while its sandbox is its session's. ErrNotFound: no
+	// such session.
+	HoldContext(ctx context.Context, c store.Context, limit int) error
+	// ReleaseContext forgets a context (no error when unknown).
+	ReleaseContext(ctx context.Context, sessionID, name string) error
+	// DeleteStaleContexts removes the contexts whose sandbox is no longer their session's.
+	DeleteStaleContexts(ctx context.Context) (int64, error)
 
 	// Principals.
 

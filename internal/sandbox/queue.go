@@ -98,9 +98,14 @@ func (s *Service) awaitQueuedProcess(ctx context.Context, p principal.Principal,
 	}
 }
 
-// failureOf is the fault of task t that finished without a result.
+// failureOf is the fault of task t that finished without a result. The one quota a worker
+// can meet — the other quotas are checked when the task is recorded — is the contexts quota
+// (contextquota.go), so a quota failure carries its Retry-After.
 func failureOf(t Task) error {
 	kind := fault.Kind(t.ErrorType)
+	if kind == fault.Quota {
+		return fault.OverQuota(contextRetry, "%s", t.Error)
+	}
 	if _, known := knownKinds[kind]; !known {
 		kind = fault.Broker
 	}

@@ -10,7 +10,9 @@ import (
 
 // Per-principal quotas (config sandbox.quotas): counted in Postgres, so they hold across
 // replicas, and checked in the statement that would go past them, so they cost no round
-// trip. A negative limit means none; admins are exempt unless admins_exempt is false.
+// trip. A negative limit means none; admins are exempt unless admins_exempt is false. Three
+// have their own file: contexts (contextquota.go), MCP sessions (mcpsessions.go, counted per
+// replica) and retained output (retained.go, which drops old output instead of refusing).
 
 // Quota is one limit and what the principal uses of it now; Limit < 0: no limit.
 type Quota struct {
@@ -20,6 +22,13 @@ type Quota struct {
 // Usage is a principal's quotas.
 type Usage struct {
 	Sessions, ConcurrentExecutions, BackgroundProcesses Quota
+	// Contexts counts named contexts in the principal's sessions' current sandboxes.
+	Contexts Quota
+	// MCPSessions counts the MCP sessions it holds on this replica.
+	MCPSessions Quota
+	// RetainedOutputBytes is the output its finished tasks keep (Quota.Used in bytes). Over
+	// the limit nothing is refused: the oldest results lose their output (retained.go).
+	RetainedOutputBytes Quota
 }
 
 // executionRetry is the Retry-After of an execution over its quota: executions end, so a
@@ -91,5 +100,8 @@ func (s *Service) Usage(ctx context.Context, p principal.Principal) (Usage, erro
 		Sessions:             Quota{Used: held.Sessions, Limit: shown(s.sessionLimit(p))},
 		ConcurrentExecutions: Quota{Used: held.Executions, Limit: shown(s.executionLimit(p))},
 		BackgroundProcesses:  Quota{Used: held.Background, Limit: shown(s.backgroundLimit(p))},
+		Contexts:             Quota{Used: held.Contexts, Limit: shown(s.contextLimit(p))},
+		MCPSessions:          Quota{Used: s.mcpSessions.live(p.Key()), Limit: shown(s.mcpSessionLimit(p))},
+		RetainedOutputBytes:  Quota{Used: int(held.RetainedOutputBytes), Limit: shown(int(s.retainedLimit(p)))},
 	}, nil
 }

@@ -74,6 +74,11 @@ type Service struct {
 
 	principals *principalRecorder
 
+	contexts seenContexts  // named contexts this replica recorded (contextquota.go)
+	trimmer  outputTrimmer // trims retained output over its quota (retained.go)
+	// mcpSessions counts the MCP sessions each principal holds on this replica (mcpsessions.go).
+	mcpSessions mcpSessions
+
 	warnOnce sync.Map // provider+profile → struct{}
 
 	mu        sync.Mutex
@@ -201,6 +206,9 @@ func (s *Service) checks(prof *Profile, p principal.Principal) ([]string, error)
 	if (pol.CPU > 0 || pol.MemoryMB > 0) && !caps.PolicyResources {
 		dims = append(dims, "resources")
 	}
+	if pol.DiskMB > 0 && !caps.PolicyDisk {
+		dims = append(dims, "disk")
+	}
 	if len(dims) == 0 {
 		return nil, nil
 	}
@@ -241,6 +249,7 @@ func (s *Service) Close(ctx context.Context) error {
 	err := s.broker.Close(ctx)
 	s.stopRetries(ctx)
 	s.adopting.Wait() // stopRetries closed s.closing: adopted tasks stop being followed
+	s.waitTrims()
 	for _, n := range s.names {
 		if c, ok := s.profiles[n].Provider.(io.Closer); ok {
 			if cerr := c.Close(); cerr != nil {

@@ -59,6 +59,14 @@ type Quotas struct {
 	Sessions             int // default 100
 	ConcurrentExecutions int // default 32
 	BackgroundProcesses  int // default 8
+	// Contexts bounds the named stateful contexts a principal holds (contexts.go); default 32.
+	Contexts int
+	// MCPSessions bounds the MCP sessions a principal holds on this replica (mcpsessions.go);
+	// default 16.
+	MCPSessions int
+	// RetainedOutputBytes bounds the output bytes of a principal's finished tasks kept in the
+	// store; past it the oldest results lose their output (retained.go). Default 256 MiB.
+	RetainedOutputBytes int64
 	// AdminsExempt exempts administrators (principal.Admin).
 	AdminsExempt bool
 }
@@ -90,6 +98,15 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.Quotas.BackgroundProcesses == 0 {
 		s.Quotas.BackgroundProcesses = 8
+	}
+	if s.Quotas.Contexts == 0 {
+		s.Quotas.Contexts = 32
+	}
+	if s.Quotas.MCPSessions == 0 {
+		s.Quotas.MCPSessions = 16
+	}
+	if s.Quotas.RetainedOutputBytes == 0 {
+		s.Quotas.RetainedOutputBytes = 256 << 20
 	}
 	def(&s.ResponseTTL, 24*time.Hour)
 	def(&s.SweepInterval, 5*time.Minute)

@@ -98,6 +98,9 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 			}
 			s.sweepIdle(ctx)
 			s.sweepOrphans(ctx)
+			if _, err := s.store.DeleteStaleContexts(ctx); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

@@ -48,6 +48,10 @@ func taskView(t store.Task) (Task, error) {
 		if err := json.Unmarshal(t.Result, v.Result); err != nil {
 			return Task{}, err
 		}
+		if v.Result.OutputDropped {
+			v.Notice = joinNotice(v.Notice, droppedNotice)
+			v.Result.Notice = joinNotice(v.Result.Notice, droppedNotice)
+		}
 	}
 	return v, nil
 }

@@ -216,6 +216,9 @@ type Completion struct {
 	// start to t).
 	ExitCode   *int
 	DurationMS *int64
+	// OutputBytes is how many bytes of output Result keeps (its stdout and stderr), counted
+	// against its owner's retained_output_bytes (DropOldestOutputs).
+	OutputBytes int64
 }
 
 // FinishTask records task id's completion at t, kept until t+ttl, and notifies waiters on
@@ -241,7 +244,7 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 	// (lockPoll), so such a rare waiter is late by at most that, never stuck.
 	const finish = `WITH done AS (
 			UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
-				finished_at = $7, expires_at = $8 WHERE id = $1 AND finished_at IS NULL RETURNING id, started_at),
+				finished_at = $7, expires_at = $8, output_bytes = $13 WHERE id = $1 AND finished_at IS NULL RETURNING id, started_at),
 		audited AS (
 			UPDATE audit_events a SET status = $2, error_type = COALESCE($5, ''), exit_code = $11, finished_at = $7,
 				duration_ms = COALESCE($12::bigint, (extract(epoch FROM $7::timestamptz - done.started_at) * 1000)::bigint)
@@ -253,7 +256,7 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 		SELECT (SELECT count(pg_notify('` + taskDoneChannel + `', id)) FROM done) = 1,
 			(SELECT count(pg_notify('` + lockReleasedChannel + `', session_id)) FROM freed
 				WHERE EXISTS (SELECT 1 FROM session_locks w WHERE w.session_id = freed.session_id AND w.token <> $10))`
-	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token, c.ExitCode, c.DurationMS}
+	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token, c.ExitCode, c.DurationMS, max(c.OutputBytes, 0)}
 	var stored bool
 	err := st.pool.QueryRow(ctx, finish, args...).Scan(&stored, new(int64))
 	if err == nil && c.Unlock.Token != "" {
@@ -394,15 +397,22 @@ type Held struct {
 	Sessions   int // default ones included
 	Executions int // unfinished tasks that are not background processes
 	Background int // unfinished background processes
+	// Contexts are the named contexts held in the owner's sessions' current sandboxes
+	// (HoldContext).
+	Contexts int
+	// RetainedOutputBytes is the output its finished tasks keep (Completion.OutputBytes).
+	RetainedOutputBytes int64
 }
 
-// Usage is what a principal holds now: its sessions, its unfinished executions and its
-// background processes.
+// Usage is what a principal holds now: its sessions, its unfinished executions, its
+// background processes, its live named contexts and the output its finished tasks keep.
 func (st *Store) Usage(ctx context.Context, ownerID string) (Held, error) {
 	var h Held
 	err := st.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM sessions WHERE owner_id = $1),
-		count(*) FILTER (WHERE NOT background), count(*) FILTER (WHERE background)
-		FROM tasks WHERE owner_id = $1 AND finished_at IS NULL`, ownerID).Scan(&h.Sessions, &h.Executions, &h.Background)
+		count(*) FILTER (WHERE NOT background), count(*) FILTER (WHERE background),
+		(SELECT count(*) FROM contexts c WHERE c.owner_id = $1 AND `+liveContexts+`),
+		(SELECT COALESCE(sum(output_bytes), 0) FROM tasks WHERE owner_id = $1 AND output_bytes > 0)
+		FROM tasks WHERE owner_id = $1 AND finished_at IS NULL`, ownerID).Scan(&h.Sessions, &h.Executions, &h.Background, &h.Contexts, &h.RetainedOutputBytes)
 	return h, err
 }
 

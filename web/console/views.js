@@ -26,7 +26,7 @@ export async function profilesView({ el, signal }) {
 function profileCard(p) {
   const c = p.capabilities;
   const pol = p.policy;
-  const caps = ['shell', 'files', 'package_install', 'stateful', 'attach', 'provisions', 'attaches_external', 'principal_user', 'policy_network', 'policy_filesystem', 'policy_resources'];
+  const caps = ['shell', 'files', 'package_install', 'stateful', 'attach', 'provisions', 'attaches_external', 'principal_user', 'policy_network', 'policy_filesystem', 'policy_resources', 'policy_disk'];
   return h('article', { class: `card profile${p.isolation === 'none' ? ' unisolated' : ''}`, 'data-profile': p.name },
     h('header', null,
       h('h2', null, p.name),
@@ -48,6 +48,7 @@ function profileCard(p) {
       h('dt', null, 'write paths'), h('dd', null, pol.fs_allow_write?.join(', ') || '—'),
       pol.cpu != null && [h('dt', null, 'cpu'), h('dd', null, `${pol.cpu} cores`)],
       pol.memory_mb != null && [h('dt', null, 'memory'), h('dd', null, `${pol.memory_mb} MB`)],
+      pol.disk_mb != null && [h('dt', null, 'workspace size'), h('dd', null, `${pol.disk_mb} MB`)],
       h('dt', null, 'timeout'), h('dd', null, `${pol.timeout_s} s`),
       h('dt', null, 'strict'), h('dd', null, pol.strict ? 'yes: refuse what cannot be enforced' : 'no: warn and run')),
     h('h3', null, 'Capabilities'),

@@ -25,9 +25,10 @@ import (
 
 // containerSpec is everything a sandbox container is created from, and its hash.
 type containerSpec struct {
-	cfg  container.Config
-	hc   container.HostConfig
-	hash string
+	cfg    container.Config
+	hc     container.HostConfig
+	diskMB int // policy disk_mb: the workspace's bound (disk.go), made per container
+	hash   string
 }
 
 // OOMScoreAdj is the oom_score_adj of every sandbox container's processes: when the host runs
@@ -82,10 +83,12 @@ func (p *Provider) spec(pol providers.Policy) containerSpec {
 		s.hc.Tmpfs = map[string]string{"/tmp": tmpfsOptions(pol)}
 	}
 	p.sd.sandboxdSpec(&s, tmpfsOptions(pol))
+	s.diskMB = pol.DiskMB
 	raw, _ := json.Marshal(struct {
 		C container.Config
 		H container.HostConfig
-	}{s.cfg, s.hc})
+		D int `json:",omitempty"`
+	}{s.cfg, s.hc, s.diskMB})
 	sum := sha256.Sum256(raw)
 	s.hash = hex.EncodeToString(sum[:8])
 	return s
@@ -120,12 +123,29 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 		if folder != "" {
 			_ = os.RemoveAll(folder)
 		}
+		p.removeDisk(cfg.Labels)
+	}
+	if s.diskMB > 0 {
+		if _, err := p.boundWorkspace(ctx, s.diskMB, &cfg, &hc, true); err != nil {
+			fail("")
+			return "", err
+		}
 	}
 	resp, err := p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
 	if err != nil && cerrdefs.IsNotFound(err) {
 		if perr := p.pull(ctx); perr != nil {
 			fail("")
 			return "", perr
+		}
+		resp, err = p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
+	}
+	if err != nil && hc.StorageOpt != nil && storageOptRefused(err) {
+		// Overlay on xfs without pquota (say): the engine cannot bound the container.
+		p.log.Info("the Docker engine cannot bound a container's size (storage-opt); bounding workspaces with loop disks instead", "err", err)
+		p.noStorageOpt()
+		if _, berr := p.boundWorkspace(ctx, s.diskMB, &cfg, &hc, false); berr != nil {
+			fail("")
+			return "", berr
 		}
 		resp, err = p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
 	}

@@ -14,8 +14,11 @@
 // default 256), oom_score_adj 1000, and optionally an OCI runtime (docker.runtime, checked
 // against the engine's installed runtimes). Policy: network_egress deny → network mode none;
 // allowlist → refused under strict before any engine call, else a warning and unrestricted
-// egress; cpu → NanoCPUs; memory_mb → Memory = MemorySwap (and /tmp at half of it). A missing
-// image is pulled unless docker.pull is never.
+// egress; cpu → NanoCPUs; memory_mb → Memory = MemorySwap (and /tmp at half of it);
+// disk_mb → the engine's storage-opt size where its storage driver has one, else a loop-mounted
+// ext4 workspace made by the gateway (disk.go: capability policy_disk only where the gateway
+// can, i.e. as root next to a local engine). A missing image is pulled unless docker.pull is
+// never.
 //
 // One engine. Every execution, file operation, package install and stateful context
 // (providers.Contexts; capability stateful) goes to the container's sandboxd, whose semantics

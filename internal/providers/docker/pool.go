@@ -317,8 +317,12 @@ func (pl *pool) refill(ctx context.Context) {
 		// Stopped, or made for an older configuration. Removing it by name: a claimer that
 		// renamed it meanwhile keeps it.
 		name := primaryName(c.Names)
-		if err := pl.p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) && ctx.Err() == nil {
-			pl.p.log.Warn("warm pool: removing a stale container failed", "container", name, "err", err)
+		if err := pl.p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+			if !cerrdefs.IsNotFound(err) && ctx.Err() == nil {
+				pl.p.log.Warn("warm pool: removing a stale container failed", "container", name, "err", err)
+			}
+		} else {
+			pl.p.removeDisk(c.Labels)
 		}
 	}
 	// Queued entries no longer listed as running pool containers: claimed by another replica
@@ -407,7 +411,10 @@ func (pl *pool) openAndQueue(ctx context.Context, id, name string, warm bool) bo
 func (pl *pool) removeByName(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_ = pl.p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	ins, ierr := pl.p.cli.ContainerInspect(ctx, name)
+	if err := pl.p.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true, RemoveVolumes: true}); err == nil && ierr == nil && ins.Config != nil {
+		pl.p.removeDisk(ins.Config.Labels)
+	}
 }
 
 // claim takes a ready container out of the pool and opens it, or returns nil when none can
@@ -512,6 +519,9 @@ func (p *Provider) DrainPool(ctx context.Context) error {
 			continue
 		}
 		p.removeSocketFolder(c.Labels)
+		if err == nil {
+			p.removeDisk(c.Labels)
+		}
 		p.pool.drop(func(e *pooled) bool { return e.id != c.ID })
 	}
 	return errors.Join(errs...)

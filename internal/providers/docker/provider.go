@@ -74,6 +74,7 @@ type Provider struct {
 	sweepMu       sync.Mutex
 	orphanSince   map[string]time.Time // claimed pool containers first found unclaimed
 	sd            *agent               // sandboxd: every sandbox's executions, files and contexts
+	disk          *disks               // size-bounded workspaces (disk.go)
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -103,6 +104,10 @@ type Config struct {
 	// Sandboxd configures sandboxd, the runtime agent every execution, file operation and
 	// context goes through.
 	Sandboxd SandboxdConfig
+	// StateDir holds what the provider keeps on the engine's host across gateway restarts:
+	// the workspace images of size-bounded sandboxes (see disk.go). The gateway must see it
+	// at the engine's path. Default DefaultStateDir.
+	StateDir string
 }
 
 // SandboxdConfig configures sandboxd, the entrypoint of the containers the provider starts.
@@ -210,6 +215,8 @@ func New(opts Options) (*Provider, error) {
 		_ = cli.Close()
 		return nil, err
 	}
+	p.disk = newDisks(cfg.StateDir, cli.DaemonHost(), p.sd.user, p.attachTo != "")
+	p.caps.PolicyDisk = p.disk.loopErr == nil
 	// Contexts, kept executions (background processes, open input, terminals) live in a
 	// sandboxd daemon, which attach_to targets lack.
 	p.caps.Stateful = p.attachTo == ""
@@ -276,7 +283,8 @@ func (p *Provider) Type() string { return TypeName }
 
 // Capabilities: isolation container; shell; languages python and bash; files;
 // package_install; attach; provisions and attaches_external; network, filesystem and
-// resources policy; stateful, except for attached profiles. No user-mode principals (docs/semantics.md §12).
+// resources policy; stateful, except for attached profiles; disk policy where this gateway
+// can make loop disks (disk.go). No user-mode principals (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps
 	c.Languages = slices.Clone(p.caps.Languages)
@@ -465,6 +473,11 @@ func (p *Provider) openRunning(ctx context.Context, ins container.InspectRespons
 		}
 	case !st.Running || st.Restarting:
 		p.log.Info("starting a stopped sandbox container", "sandbox_id", ins.ID)
+		if ins.Config != nil {
+			if err := p.ensureDisk(ins.Config.Labels); err != nil {
+				return nil, err
+			}
+		}
 		if err := p.redeliverToken(ctx, ins); err != nil {
 			return nil, err
 		}
@@ -514,11 +527,13 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	p.forgetClient(id)
 	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 		if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) { // gone, or already being removed
+			p.removeDisk(ins.Config.Labels)
 			return nil
 		}
 		return p.engineErr(err, "removing sandbox '%s'", id)
 	}
 	p.removeSocketFolder(ins.Config.Labels)
+	p.removeDisk(ins.Config.Labels)
 	p.log.Debug("sandbox destroyed", "sandbox_id", id)
 	return nil
 }
@@ -527,8 +542,13 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 func (p *Provider) remove(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	ins, ierr := p.cli.ContainerInspect(ctx, id)
 	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		p.log.Warn("removing a container failed", "container", id, "err", err)
+		return
+	}
+	if ierr == nil && ins.Config != nil {
+		p.removeDisk(ins.Config.Labels)
 	}
 }
 
@@ -538,8 +558,10 @@ func (p *Provider) remove(id string) {
 // OrphanMinAge ago is left alone (its session may not be recorded yet). A container claimed
 // from the warm pool carries no claim time (labels cannot change and it must keep its claim
 // name), so it counts as orphaned from the first sweep of this provider that found it
-// unclaimed, and is removed by a later sweep at least OrphanMinAge after that. It returns the
-// ids it removed; removal failures are joined into the error while the sweep goes on.
+// unclaimed, and is removed by a later sweep at least OrphanMinAge after that. Workspace disks
+// (disk.go) go with their containers, and a disk no container names is removed once older
+// than OrphanMinAge. It returns the ids it removed; removal failures are joined into the
+// error while the sweep goes on.
 //
 // Call it with the sandbox ids of every live session of the profile, periodically from one
 // replica; a gateway restart does not need it to find its sandboxes (Attach reconnects by id).
@@ -594,6 +616,7 @@ func (p *Provider) SweepOrphans(ctx context.Context, keep func(id string) bool) 
 		}
 		delete(unclaimed, c.ID)
 		delete(liveFolders, c.Labels[LabelSandboxd])
+		p.removeDisk(c.Labels)
 		p.forgetClient(c.ID)
 		p.log.Info("removed an orphaned sandbox container", "sandbox_id", c.ID, "name", name)
 		removed = append(removed, c.ID)
@@ -602,6 +625,9 @@ func (p *Provider) SweepOrphans(ctx context.Context, keep func(id string) bool) 
 		if !unclaimed[id] {
 			delete(p.orphanSince, id)
 		}
+	}
+	if err := p.sweepDisks(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	return removed, errors.Join(errs...)
 }

@@ -17,7 +17,12 @@
 //     root file system (always, when the policy lists file-system paths), emptyDir volumes at
 //     the workspace and /tmp, an emptyDir (medium Memory) at /.sandgate/run for sandboxd's
 //     socket and state file, kubernetes.env;
-//   - policy cpu and memory_mb become requests equal to limits.
+//   - policy cpu and memory_mb become requests equal to limits;
+//   - policy disk_mb becomes the workspace emptyDir's sizeLimit. The kubelet enforces it by
+//     evicting the pod once the workspace holds more (it measures periodically): programs see
+//     no ENOSPC, the sandbox ends, and the session's next use makes a new, empty one with a
+//     notice. The test's played node does not enforce it (there is no kubelet); only the
+//     pod spec is checked.
 //
 // With kubernetes.network_policy, a policy whose egress is not allow gets an egress
 // NetworkPolicy named after the pod, selecting it by its name label, created before the pod:

@@ -68,7 +68,7 @@ func (p *Provider) buildPod(name string, pr providers.Principal, pol providers.P
 		ServiceAccountName:            cfg.ServiceAccount,
 		NodeSelector:                  maps.Clone(cfg.NodeSelector),
 		Volumes: []corev1.Volume{
-			{Name: volumeWorkspace, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: volumeWorkspace, VolumeSource: corev1.VolumeSource{EmptyDir: workspaceVolume(pol)}},
 			{Name: volumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			{Name: volumeRun, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
 		},
@@ -163,6 +163,17 @@ func envVars(env map[string]string) []corev1.EnvVar {
 		out = append(out, corev1.EnvVar{Name: k, Value: env[k]})
 	}
 	return out
+}
+
+// workspaceVolume is the workspace's emptyDir: with policy disk_mb, its sizeLimit. The kubelet
+// enforces a sizeLimit by evicting the pod once the folder holds more (checked periodically,
+// not on each write: a program sees no ENOSPC, the sandbox ends and its session's next use
+// makes a new, empty one).
+func workspaceVolume(pol providers.Policy) *corev1.EmptyDirVolumeSource {
+	if pol.DiskMB <= 0 {
+		return &corev1.EmptyDirVolumeSource{}
+	}
+	return &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse(strconv.Itoa(pol.DiskMB) + "Mi"))}
 }
 
 // resources turns the policy's cpu and memory into requests equal to limits.

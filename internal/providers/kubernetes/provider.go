@@ -318,6 +318,7 @@ func New(opts Options) (*Provider, error) {
 			PolicyNetwork:    cfg.NetworkPolicy,
 			PolicyFilesystem: managedPods,
 			PolicyResources:  managedPods,
+			PolicyDisk:       managedPods,
 		},
 	}
 	warnWeakened(logger, podSec, ctrSec)
@@ -329,8 +330,9 @@ func (p *Provider) Type() string { return TypeName }
 
 // Capabilities: isolation container; shell; python and bash; files; package_install;
 // stateful (sandboxd's contexts); attach;
-// provisions; attaches_external; principal_user; policy_filesystem and policy_resources (not
-// in agent-sandbox mode, where the SandboxTemplate decides); policy_network only with
+// provisions; attaches_external; principal_user; policy_filesystem, policy_resources and
+// policy_disk (the workspace emptyDir's sizeLimit, enforced by eviction; not in agent-sandbox
+// mode, where the SandboxTemplate decides); policy_network only with
 // kubernetes.network_policy (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps

@@ -99,7 +99,7 @@ func TestCapabilities(t *testing.T) {
 	assert.Equal(t, providers.Capabilities{
 		Isolation: providers.IsolationContainer, Shell: true, Languages: []string{"python", "bash"}, Files: true,
 		PackageInstall: true, Stateful: true, Attach: true, Provisions: true, AttachesExternal: true, PrincipalUser: true,
-		PolicyFilesystem: true, PolicyResources: true, Interactive: true, Background: true,
+		PolicyFilesystem: true, PolicyResources: true, PolicyDisk: true, Interactive: true, Background: true,
 	}, c)
 	assert.Equal(t, TypeName, p.Type())
 
@@ -113,7 +113,7 @@ func TestCapabilities(t *testing.T) {
 	p, err = New(Options{Config: k, RESTConfig: cfg, Logger: quietLog})
 	require.NoError(t, err)
 	c = p.Capabilities()
-	assert.False(t, c.PolicyResources || c.PolicyFilesystem, "the SandboxTemplate decides pod shape in agent-sandbox mode")
+	assert.False(t, c.PolicyResources || c.PolicyFilesystem || c.PolicyDisk, "the SandboxTemplate decides pod shape in agent-sandbox mode")
 }
 
 // TestFailsClosedBeforeAnyCall checks that identity and policy problems are fault.Policy

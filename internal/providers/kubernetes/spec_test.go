@@ -122,7 +122,7 @@ func TestPodAndNetworkPolicyAsCreated(t *testing.T) {
 	c := captureObjects(t, cs, ns)
 	pol := providers.Policy{
 		NetworkEgress: providers.EgressAllowlist, NetworkAllow: []string{"10.20.0.0/16", "192.0.2.7", "pypi.org"},
-		CPU: 1.5, MemoryMB: 512, Timeout: time.Minute, Strict: false,
+		CPU: 1.5, MemoryMB: 512, DiskMB: 64, Timeout: time.Minute, Strict: false,
 	}
 	start := time.Now()
 	_, err = p.Create(ctx, providers.Principal{Mode: "agent", Subject: "sandgate"}, pol)
@@ -158,7 +158,7 @@ func TestPodAndNetworkPolicyAsCreated(t *testing.T) {
 	// As stored: the API server's defaults (dnsPolicy, schedulerName, imagePullPolicy,
 	// termination message, toleration seconds, enableServiceLinks, priority) included.
 	assert.JSONEq(t, `{
-	  "volumes": [{"name": "workspace", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}, {"name": "sandgate-run", "emptyDir": {"medium": "Memory"}}],
+	  "volumes": [{"name": "workspace", "emptyDir": {"sizeLimit": "64Mi"}}, {"name": "tmp", "emptyDir": {}}, {"name": "sandgate-run", "emptyDir": {"medium": "Memory"}}],
 	  "containers": [{
 	    "name": "sandbox",
 	    "image": "registry.example.com/python:3.12-slim",

@@ -316,7 +316,8 @@ func (s *Store) SandboxInUse(ctx context.Context, id string) (bool, error) {
 	return false, nil
 }
 
-// DeleteSession removes session id (its tasks stay). An unknown id is no error.
+// DeleteSession removes session id and its contexts (its tasks stay). An unknown id is no
+// error.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -324,5 +325,10 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.sessions, id)
+	for k := range s.contexts { // ON DELETE CASCADE
+		if k.session == id {
+			delete(s.contexts, k)
+		}
+	}
 	return nil
 }

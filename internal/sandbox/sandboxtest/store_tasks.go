@@ -263,6 +263,9 @@ func (s *Store) FinishTask(ctx context.Context, id string, c store.Completion, t
 	finished, expires := ts(t), ts(t.Add(ttl))
 	r.Status, r.Notice, r.Error, r.ErrorType, r.Result = c.Status, c.Notice, c.Error, c.ErrorType, res
 	r.FinishedAt, r.ExpiresAt = &finished, &expires
+	if c.OutputBytes > 0 {
+		s.outputs[id] = c.OutputBytes
+	}
 	s.finishAudit(id, c.Status, c.ErrorType, c.ExitCode, c.DurationMS, r.StartedAt, finished)
 	s.notify()
 	return true, nil
@@ -399,6 +402,7 @@ func (s *Store) DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, e
 		if t.ExpiresAt != nil && t.ExpiresAt.Before(now) {
 			delete(s.tasks, id)
 			delete(s.processes, id)
+			delete(s.outputs, id)
 			n++
 		}
 	}
@@ -409,7 +413,8 @@ func (s *Store) DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, e
 }
 
 // Usage counts ownerID's sessions (its default ones included; shared ones are nobody's),
-// unfinished executions and unfinished background processes.
+// unfinished executions, unfinished background processes and live contexts, and sums the
+// output bytes its finished tasks keep.
 func (s *Store) Usage(ctx context.Context, ownerID string) (store.Held, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Held{}, err
@@ -420,7 +425,10 @@ func (s *Store) Usage(ctx context.Context, ownerID string) (store.Held, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return store.Held{Sessions: s.ownedSessions(owner), Executions: s.unfinished(owner, false), Background: s.unfinished(owner, true)}, nil
+	return store.Held{
+		Sessions: s.ownedSessions(owner), Executions: s.unfinished(owner, false), Background: s.unfinished(owner, true),
+		Contexts: s.liveContexts(owner, contextKey{}), RetainedOutputBytes: s.retained(owner),
+	}, nil
 }
 
 // StartedProcess records background process id's pid (negative: 0) and that it started.

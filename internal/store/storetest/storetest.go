@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sandbox.Store) {
 		{"principals", principalTests},
 		{"runners", runnerTests},
 		{"audit", auditTests},
+		{"quotas", quotaTests},
 	} {
 		t.Run(group.name, func(t *testing.T) {
 			for _, tc := range group.tests {
