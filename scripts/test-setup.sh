@@ -3,8 +3,9 @@
 #
 #   1. the Debian packages the suites need — postgresql (every suite), chromium (the console's
 #      browser test), docker.io and debootstrap (the Docker engine and the sandbox image), curl
-#      (the README walkthrough test), python3 — installed when missing and this user is root or may
-#      sudo without a password; otherwise it names each package and the suites that will skip;
+#      (the README walkthrough test), python3, docker-compose (the compose file's tests) —
+#      installed when missing and this user is root or may sudo without a password; otherwise
+#      it names each package and the suites that will skip;
 #   2. a running Docker engine and the sandbox image (scripts/docker-setup.sh);
 #   3. the kube-apiserver and etcd test binaries (scripts/kube-setup.sh; about 20 CPU-minutes
 #      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube);
@@ -45,6 +46,7 @@ declare -A suites=(
   [debootstrap]="the sandbox image, so the Docker suites"
   [curl]="the README walkthrough tests (cmd/gateway)"
   [python3]="the Python executions of the local provider's suites"
+  [docker-compose]="the docker-compose.yml tests (cmd/gateway TestCompose*)"
   [nodejs]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
   [npm]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
 )
@@ -55,6 +57,8 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)
+# The Compose CLI: the docker plugin when present, else Debian's docker-compose (v1).
+{ docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null; } || missing+=(docker-compose)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
