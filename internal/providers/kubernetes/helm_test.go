@@ -697,7 +697,12 @@ config:
       default: {type: kubernetes, policy: {network_egress: deny}, kubernetes: {namespace: sbx}}
       open: {type: kubernetes, kubernetes: {namespace: sbx}}`,
 			"profile open allows egress"},
+		"a deny-all policy in a shared namespace": {`
+config: {sandbox: {profiles: {default: {kubernetes: {namespace: default}}}}}`, "not one of its own"},
+		"a deny-all policy in the release namespace": {`
+config: {sandbox: {profiles: {default: {kubernetes: {namespace: sandgate}}}}}`, "not one of its own"},
 		"sandboxes in the release namespace": {`
+networkPolicy: {sandboxes: {enabled: false}}
 sandboxNamespaces: {create: true}
 config: {sandbox: {profiles: {default: {type: kubernetes, policy: {network_egress: deny}, kubernetes: {namespace: sandgate}}}}}`,
 			"namespace of their own"},
