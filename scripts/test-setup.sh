@@ -4,8 +4,9 @@
 #   1. the Debian packages the suites need — postgresql (every suite), chromium (the console's
 #      browser test), docker.io and debootstrap (the Docker engine and the sandbox image), curl
 #      (the README walkthrough test), python3, e2fsprogs (mkfs.ext4 for the size-bounded docker
-#      workspaces) — installed when missing and this user is root or may
-#      sudo without a password; otherwise it names each package and the suites that will skip;
+#      workspaces), docker-compose (the compose file's tests) — installed when missing and this
+#      user is root or may sudo without a password; otherwise it names each package and the
+#      suites that will skip;
 #   2. a running Docker engine and the sandbox image (scripts/docker-setup.sh);
 #   3. the kube-apiserver and etcd test binaries (scripts/kube-setup.sh; about 20 CPU-minutes
 #      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube);
@@ -46,6 +47,7 @@ declare -A suites=(
   [debootstrap]="the sandbox image, so the Docker suites"
   [curl]="the README walkthrough tests (cmd/gateway)"
   [python3]="the Python executions of the local provider's suites"
+  [docker-compose]="the docker-compose.yml tests (cmd/gateway TestCompose*)"
   [nodejs]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
   [npm]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
   [e2fsprogs]="the size-bounded docker workspaces (policy disk_mb) and internal/loopdisk"
@@ -57,6 +59,8 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)
+# The Compose CLI: the docker plugin when present, else Debian's docker-compose (v1).
+{ docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null; } || missing+=(docker-compose)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
 command -v mkfs.ext4 >/dev/null || [ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || missing+=(e2fsprogs)
