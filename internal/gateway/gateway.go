@@ -53,7 +53,7 @@ type Options struct {
 	Role Role
 	// Logger is every component's logger; default slog.Default().
 	Logger *slog.Logger
-	// Version is reported by MCP's server info.
+	// Version is reported by MCP's server info, /healthz and /readyz; default "dev".
 	Version string
 	// Registry lists the provider types this process serves; default Builtin().
 	Registry *providers.Registry
@@ -232,7 +232,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		},
 		AgentTools:      agent,
 		RateLimit:       rateLimit(cfg.Sandbox.Quotas),
-		StreamKeepalive: opts.StreamKeepalive})
+		StreamKeepalive: opts.StreamKeepalive,
+		Version:         opts.Version,
+		CORS:            api.CORS{AllowedOrigins: cfg.Server.CORS.AllowedOrigins, MaxAge: cfg.Server.CORS.MaxAge.D()}})
 	if err != nil {
 		return nil, err
 	}

@@ -479,8 +479,8 @@ type CodeRequest struct {
 	// while the execution runs (`?eof=true` closes it). Take the task id from the stream's
 	// `task` event, or pass `wait_s: 0` to get it at once.
 	StdinOpen *StdinOpen `json:"stdin_open,omitempty"`
-	TimeoutS  *float32   `json:"timeout_s,omitempty"`
-	WaitS     *float32   `json:"wait_s,omitempty"`
+	TimeoutS  *float64   `json:"timeout_s,omitempty"`
+	WaitS     *float64   `json:"wait_s,omitempty"`
 }
 
 // CommandRequest defines model for CommandRequest.
@@ -521,10 +521,10 @@ type CommandRequest struct {
 	StdinOpen *StdinOpen `json:"stdin_open,omitempty"`
 
 	// TimeoutS Lowers the profile's policy timeout; never raises it. For a background process: its lifetime (none by default).
-	TimeoutS *float32 `json:"timeout_s,omitempty"`
+	TimeoutS *float64 `json:"timeout_s,omitempty"`
 
 	// WaitS How long to wait before answering 202 with a task.
-	WaitS *float32 `json:"wait_s,omitempty"`
+	WaitS *float64 `json:"wait_s,omitempty"`
 }
 
 // Context defines model for Context.
@@ -665,6 +665,9 @@ type FileWritten struct {
 type Health struct {
 	Checks *map[string]string `json:"checks,omitempty"`
 	Status HealthStatus       `json:"status"`
+
+	// Version The gateway's version, stamped at build time (`dev` for an unstamped build).
+	Version *string `json:"version,omitempty"`
 }
 
 // HealthStatus defines model for Health.Status.
@@ -703,7 +706,7 @@ type OutputGapStream string
 // Policy defines model for Policy.
 type Policy struct {
 	// Cpu Cores.
-	Cpu           *float32            `json:"cpu,omitempty"`
+	Cpu           *float64            `json:"cpu,omitempty"`
 	FsAllowRead   []string            `json:"fs_allow_read"`
 	FsAllowWrite  []string            `json:"fs_allow_write"`
 	MemoryMb      *int                `json:"memory_mb,omitempty"`
@@ -712,7 +715,7 @@ type Policy struct {
 	Strict        bool                `json:"strict"`
 
 	// TimeoutS Seconds; always enforced.
-	TimeoutS float32 `json:"timeout_s"`
+	TimeoutS float64 `json:"timeout_s"`
 }
 
 // PolicyNetworkEgress defines model for Policy.NetworkEgress.
@@ -830,7 +833,7 @@ type Quotas struct {
 	Sessions             Quota `json:"sessions"`
 }
 
-// RunRequest Exactly one of `command` or `code`.
+// RunRequest Exactly one of `command` (a shell command) or `code` (with `language`).
 type RunRequest struct {
 	Code     *string            `json:"code,omitempty"`
 	Command  *string            `json:"command,omitempty"`
@@ -842,9 +845,16 @@ type RunRequest struct {
 	Output   *OutputEncoding `json:"output,omitempty"`
 	Profile  *string         `json:"profile,omitempty"`
 	Stdin    *string         `json:"stdin,omitempty"`
-	TimeoutS *float32        `json:"timeout_s,omitempty"`
-	WaitS    *float32        `json:"wait_s,omitempty"`
+	TimeoutS *float64        `json:"timeout_s,omitempty"`
+	WaitS    *float64        `json:"wait_s,omitempty"`
+	union    json.RawMessage
 }
+
+// RunRequest0 defines model for RunRequest.0.
+type RunRequest0 = interface{}
+
+// RunRequest1 defines model for RunRequest.1.
+type RunRequest1 = interface{}
 
 // Scope defines model for Scope.
 type Scope string
@@ -991,6 +1001,12 @@ type ExecutionPromoted = Task
 // Forbidden RFC 9457 problem details.
 type Forbidden = Problem
 
+// GatewayTimeout RFC 9457 problem details.
+type GatewayTimeout = Problem
+
+// InternalError RFC 9457 problem details.
+type InternalError = Problem
+
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
 
@@ -1002,6 +1018,9 @@ type OverQuota = Problem
 // until it ends: `succeeded` when its program exited (whatever the exit code, in
 // `exit_code`), `cancelled` when stopped, `lost` when its sandbox went away.
 type ProcessStarted = Process
+
+// RangeNotSatisfiable RFC 9457 problem details.
+type RangeNotSatisfiable = Problem
 
 // StoreUnavailable RFC 9457 problem details.
 type StoreUnavailable = Problem
@@ -1111,6 +1130,15 @@ type DeleteFileParams struct {
 type ReadFileParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+
+	// Range One byte range (RFC 9110 §14.2), e.g. `bytes=0-1023`.
+	Range *string `json:"Range,omitempty"`
+
+	// IfNoneMatch ETags the caller holds; a match answers 304.
+	IfNoneMatch *string `json:"If-None-Match,omitempty"`
+
+	// IfRange Send the range only while the file still has this ETag; otherwise the whole file.
+	IfRange *string `json:"If-Range,omitempty"`
 }
 
 // WriteFileParams defines parameters for WriteFile.
@@ -1314,6 +1342,214 @@ func (t EventStream) MarshalJSON() ([]byte, error) {
 
 func (t *EventStream) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsRunRequest0 returns the union data inside the RunRequest as a RunRequest0
+func (t RunRequest) AsRunRequest0() (RunRequest0, error) {
+	var body RunRequest0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRequest0 overwrites any union data inside the RunRequest as the provided RunRequest0
+func (t *RunRequest) FromRunRequest0(v RunRequest0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRunRequest0 performs a merge with any union data inside the RunRequest, using the provided RunRequest0
+func (t *RunRequest) MergeRunRequest0(v RunRequest0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunRequest1 returns the union data inside the RunRequest as a RunRequest1
+func (t RunRequest) AsRunRequest1() (RunRequest1, error) {
+	var body RunRequest1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRequest1 overwrites any union data inside the RunRequest as the provided RunRequest1
+func (t *RunRequest) FromRunRequest1(v RunRequest1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRunRequest1 performs a merge with any union data inside the RunRequest, using the provided RunRequest1
+func (t *RunRequest) MergeRunRequest1(v RunRequest1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t RunRequest) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	if t.Code != nil {
+		object["code"], err = json.Marshal(t.Code)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'code': %w", err)
+		}
+	}
+
+	if t.Command != nil {
+		object["command"], err = json.Marshal(t.Command)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'command': %w", err)
+		}
+	}
+
+	if t.Env != nil {
+		object["env"], err = json.Marshal(t.Env)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'env': %w", err)
+		}
+	}
+
+	if t.Language != nil {
+		object["language"], err = json.Marshal(t.Language)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'language': %w", err)
+		}
+	}
+
+	if t.Output != nil {
+		object["output"], err = json.Marshal(t.Output)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'output': %w", err)
+		}
+	}
+
+	if t.Profile != nil {
+		object["profile"], err = json.Marshal(t.Profile)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'profile': %w", err)
+		}
+	}
+
+	if t.Stdin != nil {
+		object["stdin"], err = json.Marshal(t.Stdin)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'stdin': %w", err)
+		}
+	}
+
+	if t.TimeoutS != nil {
+		object["timeout_s"], err = json.Marshal(t.TimeoutS)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'timeout_s': %w", err)
+		}
+	}
+
+	if t.WaitS != nil {
+		object["wait_s"], err = json.Marshal(t.WaitS)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'wait_s': %w", err)
+		}
+	}
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *RunRequest) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["command"]; found {
+		err = json.Unmarshal(raw, &t.Command)
+		if err != nil {
+			return fmt.Errorf("error reading 'command': %w", err)
+		}
+	}
+
+	if raw, found := object["env"]; found {
+		err = json.Unmarshal(raw, &t.Env)
+		if err != nil {
+			return fmt.Errorf("error reading 'env': %w", err)
+		}
+	}
+
+	if raw, found := object["language"]; found {
+		err = json.Unmarshal(raw, &t.Language)
+		if err != nil {
+			return fmt.Errorf("error reading 'language': %w", err)
+		}
+	}
+
+	if raw, found := object["output"]; found {
+		err = json.Unmarshal(raw, &t.Output)
+		if err != nil {
+			return fmt.Errorf("error reading 'output': %w", err)
+		}
+	}
+
+	if raw, found := object["profile"]; found {
+		err = json.Unmarshal(raw, &t.Profile)
+		if err != nil {
+			return fmt.Errorf("error reading 'profile': %w", err)
+		}
+	}
+
+	if raw, found := object["stdin"]; found {
+		err = json.Unmarshal(raw, &t.Stdin)
+		if err != nil {
+			return fmt.Errorf("error reading 'stdin': %w", err)
+		}
+	}
+
+	if raw, found := object["timeout_s"]; found {
+		err = json.Unmarshal(raw, &t.TimeoutS)
+		if err != nil {
+			return fmt.Errorf("error reading 'timeout_s': %w", err)
+		}
+	}
+
+	if raw, found := object["wait_s"]; found {
+		err = json.Unmarshal(raw, &t.WaitS)
+		if err != nil {
+			return fmt.Errorf("error reading 'wait_s': %w", err)
+		}
+	}
+
 	return err
 }
 
@@ -2310,6 +2546,65 @@ func (siw *ServerInterfaceWrapper) ReadFile(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "Range" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Range")]; found {
+		var Range string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Range", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Range", valueList[0], &Range, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Range", Err: err})
+			return
+		}
+
+		params.Range = &Range
+
+	}
+
+	// ------------- Optional header parameter "If-None-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-None-Match")]; found {
+		var IfNoneMatch string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-None-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-None-Match", valueList[0], &IfNoneMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-None-Match", Err: err})
+			return
+		}
+
+		params.IfNoneMatch = &IfNoneMatch
+
+	}
+
+	// ------------- Optional header parameter "If-Range" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Range")]; found {
+		var IfRange string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Range", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Range", valueList[0], &IfRange, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Range", Err: err})
+			return
+		}
+
+		params.IfRange = &IfRange
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ReadFile(w, r, sessionId, path, params)
 	}))
@@ -2984,6 +3279,10 @@ type ExecutionPromotedJSONResponse struct {
 
 type ForbiddenApplicationProblemPlusJSONResponse Problem
 
+type GatewayTimeoutApplicationProblemPlusJSONResponse Problem
+
+type InternalErrorApplicationProblemPlusJSONResponse Problem
+
 type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type OverQuotaResponseHeaders struct {
@@ -3002,6 +3301,15 @@ type ProcessStartedJSONResponse struct {
 	Body Process
 
 	Headers ProcessStartedResponseHeaders
+}
+
+type RangeNotSatisfiableResponseHeaders struct {
+	ContentRange *string
+}
+type RangeNotSatisfiableApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers RangeNotSatisfiableResponseHeaders
 }
 
 type StoreUnavailableResponseHeaders struct {
@@ -3049,6 +3357,22 @@ func (response GetHealth200JSONResponse) VisitGetHealthResponse(w http.ResponseW
 	return err
 }
 
+type GetHealth500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetHealth500ApplicationProblemPlusJSONResponse) VisitGetHealthResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetReadyRequestObject struct {
 }
 
@@ -3066,6 +3390,22 @@ func (response GetReady200JSONResponse) VisitGetReadyResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReady500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetReady500ApplicationProblemPlusJSONResponse) VisitGetReadyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3141,6 +3481,22 @@ func (response GetAgentTools401ApplicationProblemPlusJSONResponse) VisitGetAgent
 	return err
 }
 
+type GetAgentTools404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetAgentTools404ApplicationProblemPlusJSONResponse) VisitGetAgentToolsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetAgentTools429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -3156,6 +3512,22 @@ func (response GetAgentTools429ApplicationProblemPlusJSONResponse) VisitGetAgent
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAgentTools500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetAgentTools500ApplicationProblemPlusJSONResponse) VisitGetAgentToolsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3200,6 +3572,22 @@ func (response GetMe200JSONResponse) VisitGetMeResponse(w http.ResponseWriter) e
 	return err
 }
 
+type GetMe400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetMe400ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetMe401ApplicationProblemPlusJSONResponse struct {
 	UnauthenticatedApplicationProblemPlusJSONResponse
 }
@@ -3234,6 +3622,22 @@ func (response GetMe429ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMe500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetMe500ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3278,6 +3682,22 @@ func (response ListProfiles200JSONResponse) VisitListProfilesResponse(w http.Res
 	return err
 }
 
+type ListProfiles400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListProfiles400ApplicationProblemPlusJSONResponse) VisitListProfilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProfiles401ApplicationProblemPlusJSONResponse struct {
 	UnauthenticatedApplicationProblemPlusJSONResponse
 }
@@ -3312,6 +3732,22 @@ func (response ListProfiles429ApplicationProblemPlusJSONResponse) VisitListProfi
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProfiles500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListProfiles500ApplicationProblemPlusJSONResponse) VisitListProfilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3483,6 +3919,22 @@ func (response CreateRun409ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	return err
 }
 
+type CreateRun413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun413ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateRun422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -3518,6 +3970,22 @@ func (response CreateRun429ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	return err
 }
 
+type CreateRun500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun500ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateRun502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -3549,6 +4017,22 @@ func (response CreateRun503ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateRun504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun504ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3610,6 +4094,22 @@ func (response ListSessions401ApplicationProblemPlusJSONResponse) VisitListSessi
 	return err
 }
 
+type ListSessions403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSessions403ApplicationProblemPlusJSONResponse) VisitListSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListSessions429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -3625,6 +4125,22 @@ func (response ListSessions429ApplicationProblemPlusJSONResponse) VisitListSessi
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSessions500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListSessions500ApplicationProblemPlusJSONResponse) VisitListSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3747,6 +4263,22 @@ func (response CreateSession409ApplicationProblemPlusJSONResponse) VisitCreateSe
 	return err
 }
 
+type CreateSession413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession413ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateSession429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -3762,6 +4294,22 @@ func (response CreateSession429ApplicationProblemPlusJSONResponse) VisitCreateSe
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession500ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3843,6 +4391,38 @@ func (response DeleteSession401ApplicationProblemPlusJSONResponse) VisitDeleteSe
 	return err
 }
 
+type DeleteSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSession403ApplicationProblemPlusJSONResponse) VisitDeleteSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSession409ApplicationProblemPlusJSONResponse) VisitDeleteSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteSession429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -3858,6 +4438,22 @@ func (response DeleteSession429ApplicationProblemPlusJSONResponse) VisitDeleteSe
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSession500ApplicationProblemPlusJSONResponse) VisitDeleteSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3939,6 +4535,22 @@ func (response GetSession401ApplicationProblemPlusJSONResponse) VisitGetSessionR
 	return err
 }
 
+type GetSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession403ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSession404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -3951,6 +4563,22 @@ func (response GetSession404ApplicationProblemPlusJSONResponse) VisitGetSessionR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession409ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3970,6 +4598,22 @@ func (response GetSession429ApplicationProblemPlusJSONResponse) VisitGetSessionR
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession500ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4143,6 +4787,38 @@ func (response RunCode404ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 	return err
 }
 
+type RunCode409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode409ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCode413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode413ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCode422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -4178,6 +4854,22 @@ func (response RunCode429ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 	return err
 }
 
+type RunCode500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode500ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCode502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -4209,6 +4901,22 @@ func (response RunCode503ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCode504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode504ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4380,6 +5088,38 @@ func (response RunCommand404ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	return err
 }
 
+type RunCommand409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand409ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCommand413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand413ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCommand422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -4415,6 +5155,22 @@ func (response RunCommand429ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	return err
 }
 
+type RunCommand500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand500ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCommand502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -4446,6 +5202,22 @@ func (response RunCommand503ApplicationProblemPlusJSONResponse) VisitRunCommandR
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCommand504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand504ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4591,6 +5363,22 @@ func (response ListContexts429ApplicationProblemPlusJSONResponse) VisitListConte
 	return err
 }
 
+type ListContexts500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts500ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListContexts502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -4622,6 +5410,22 @@ func (response ListContexts503ApplicationProblemPlusJSONResponse) VisitListConte
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContexts504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts504ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4733,6 +5537,22 @@ func (response CreateContext409ApplicationProblemPlusJSONResponse) VisitCreateCo
 	return err
 }
 
+type CreateContext413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext413ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateContext422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -4768,6 +5588,22 @@ func (response CreateContext429ApplicationProblemPlusJSONResponse) VisitCreateCo
 	return err
 }
 
+type CreateContext500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext500ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateContext502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -4799,6 +5635,22 @@ func (response CreateContext503ApplicationProblemPlusJSONResponse) VisitCreateCo
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext504ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4945,6 +5797,22 @@ func (response DeleteContext429ApplicationProblemPlusJSONResponse) VisitDeleteCo
 	return err
 }
 
+type DeleteContext500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext500ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteContext502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -4976,6 +5844,22 @@ func (response DeleteContext503ApplicationProblemPlusJSONResponse) VisitDeleteCo
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContext504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext504ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5122,6 +6006,22 @@ func (response RestartContext429ApplicationProblemPlusJSONResponse) VisitRestart
 	return err
 }
 
+type RestartContext500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext500ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RestartContext502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -5153,6 +6053,22 @@ func (response RestartContext503ApplicationProblemPlusJSONResponse) VisitRestart
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestartContext504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext504ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5247,6 +6163,22 @@ func (response ListFiles404ApplicationProblemPlusJSONResponse) VisitListFilesRes
 	return err
 }
 
+type ListFiles409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ListFiles409ApplicationProblemPlusJSONResponse) VisitListFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListFiles422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -5282,6 +6214,38 @@ func (response ListFiles429ApplicationProblemPlusJSONResponse) VisitListFilesRes
 	return err
 }
 
+type ListFiles500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListFiles500ApplicationProblemPlusJSONResponse) VisitListFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFiles502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response ListFiles502ApplicationProblemPlusJSONResponse) VisitListFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListFiles503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -5297,6 +6261,22 @@ func (response ListFiles503ApplicationProblemPlusJSONResponse) VisitListFilesRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFiles504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response ListFiles504ApplicationProblemPlusJSONResponse) VisitListFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5437,6 +6417,38 @@ func (response DeleteFile429ApplicationProblemPlusJSONResponse) VisitDeleteFileR
 	return err
 }
 
+type DeleteFile500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFile500ApplicationProblemPlusJSONResponse) VisitDeleteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFile502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFile502ApplicationProblemPlusJSONResponse) VisitDeleteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteFile503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -5456,6 +6468,22 @@ func (response DeleteFile503ApplicationProblemPlusJSONResponse) VisitDeleteFileR
 	return err
 }
 
+type DeleteFile504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFile504ApplicationProblemPlusJSONResponse) VisitDeleteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReadFileRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Path      string    `json:"path"`
@@ -5466,8 +6494,15 @@ type ReadFileResponseObject interface {
 	VisitReadFileResponse(w http.ResponseWriter) error
 }
 
+type ReadFile200ResponseHeaders struct {
+	AcceptRanges *string
+	ETag         *string
+	LastModified *string
+}
+
 type ReadFile200ApplicationoctetStreamResponse struct {
 	Body          io.Reader
+	Headers       ReadFile200ResponseHeaders
 	ContentLength int64
 }
 
@@ -5477,6 +6512,15 @@ func (response ReadFile200ApplicationoctetStreamResponse) VisitReadFileResponse(
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
 	}
+	if response.Headers.AcceptRanges != nil {
+		w.Header().Set("Accept-Ranges", fmt.Sprint(*response.Headers.AcceptRanges))
+	}
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.LastModified != nil {
+		w.Header().Set("Last-Modified", fmt.Sprint(*response.Headers.LastModified))
+	}
 	w.WriteHeader(200)
 
 	if closer, ok := response.Body.(io.ReadCloser); ok {
@@ -5484,6 +6528,62 @@ func (response ReadFile200ApplicationoctetStreamResponse) VisitReadFileResponse(
 	}
 	_, err := io.Copy(w, response.Body)
 	return err
+}
+
+type ReadFile206ResponseHeaders struct {
+	AcceptRanges *string
+	ContentRange *string
+	ETag         *string
+	LastModified *string
+}
+
+type ReadFile206ApplicationoctetStreamResponse struct {
+	Body          io.Reader
+	Headers       ReadFile206ResponseHeaders
+	ContentLength int64
+}
+
+func (response ReadFile206ApplicationoctetStreamResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.AcceptRanges != nil {
+		w.Header().Set("Accept-Ranges", fmt.Sprint(*response.Headers.AcceptRanges))
+	}
+	if response.Headers.ContentRange != nil {
+		w.Header().Set("Content-Range", fmt.Sprint(*response.Headers.ContentRange))
+	}
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.LastModified != nil {
+		w.Header().Set("Last-Modified", fmt.Sprint(*response.Headers.LastModified))
+	}
+	w.WriteHeader(206)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type ReadFile304ResponseHeaders struct {
+	ETag *string
+}
+
+type ReadFile304Response struct {
+	Headers ReadFile304ResponseHeaders
+}
+
+func (response ReadFile304Response) VisitReadFileResponse(w http.ResponseWriter) error {
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(304)
+	return nil
 }
 
 type ReadFile400ApplicationProblemPlusJSONResponse struct {
@@ -5553,6 +6653,41 @@ func (response ReadFile404ApplicationProblemPlusJSONResponse) VisitReadFileRespo
 	return err
 }
 
+type ReadFile409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile409ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReadFile416ApplicationProblemPlusJSONResponse struct {
+	RangeNotSatisfiableApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile416ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.ContentRange != nil {
+		w.Header().Set("Content-Range", fmt.Sprint(*response.Headers.ContentRange))
+	}
+	w.WriteHeader(416)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReadFile422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -5588,6 +6723,38 @@ func (response ReadFile429ApplicationProblemPlusJSONResponse) VisitReadFileRespo
 	return err
 }
 
+type ReadFile500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile500ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReadFile502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile502ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReadFile503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -5603,6 +6770,22 @@ func (response ReadFile503ApplicationProblemPlusJSONResponse) VisitReadFileRespo
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReadFile504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile504ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5699,6 +6882,22 @@ func (response WriteFile404ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type WriteFile409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile409ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WriteFile413ApplicationProblemPlusJSONResponse struct {
 	TooLargeApplicationProblemPlusJSONResponse
 }
@@ -5750,6 +6949,38 @@ func (response WriteFile429ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type WriteFile500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile500ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteFile502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile502ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WriteFile503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -5765,6 +6996,22 @@ func (response WriteFile503ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteFile504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile504ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5859,6 +7106,22 @@ func (response ListProcesses404ApplicationProblemPlusJSONResponse) VisitListProc
 	return err
 }
 
+type ListProcesses409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ListProcesses409ApplicationProblemPlusJSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProcesses429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -5874,6 +7137,22 @@ func (response ListProcesses429ApplicationProblemPlusJSONResponse) VisitListProc
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProcesses500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListProcesses500ApplicationProblemPlusJSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5988,6 +7267,38 @@ func (response StopProcess404ApplicationProblemPlusJSONResponse) VisitStopProces
 	return err
 }
 
+type StopProcess409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess409ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess422ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StopProcess429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -6003,6 +7314,22 @@ func (response StopProcess429ApplicationProblemPlusJSONResponse) VisitStopProces
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess500ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6038,6 +7365,22 @@ func (response StopProcess503ApplicationProblemPlusJSONResponse) VisitStopProces
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess504ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6133,6 +7476,22 @@ func (response GetProcess404ApplicationProblemPlusJSONResponse) VisitGetProcessR
 	return err
 }
 
+type GetProcess409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcess409ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetProcess429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -6148,6 +7507,22 @@ func (response GetProcess429ApplicationProblemPlusJSONResponse) VisitGetProcessR
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcess500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcess500ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6247,6 +7622,22 @@ func (response ListTasks429ApplicationProblemPlusJSONResponse) VisitListTasksRes
 	return err
 }
 
+type ListTasks500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListTasks500ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTasks503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -6323,6 +7714,22 @@ func (response GetTask401ApplicationProblemPlusJSONResponse) VisitGetTaskRespons
 	return err
 }
 
+type GetTask403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTask403ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetTask404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -6354,6 +7761,22 @@ func (response GetTask429ApplicationProblemPlusJSONResponse) VisitGetTaskRespons
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetTask500ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6434,6 +7857,22 @@ func (response CancelTask401ApplicationProblemPlusJSONResponse) VisitCancelTaskR
 	return err
 }
 
+type CancelTask403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTask403ApplicationProblemPlusJSONResponse) VisitCancelTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CancelTask404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -6465,6 +7904,22 @@ func (response CancelTask429ApplicationProblemPlusJSONResponse) VisitCancelTaskR
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTask500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTask500ApplicationProblemPlusJSONResponse) VisitCancelTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6575,6 +8030,22 @@ func (response GetTaskOutput401ApplicationProblemPlusJSONResponse) VisitGetTaskO
 	return err
 }
 
+type GetTaskOutput403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTaskOutput403ApplicationProblemPlusJSONResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetTaskOutput404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -6606,6 +8077,22 @@ func (response GetTaskOutput429ApplicationProblemPlusJSONResponse) VisitGetTaskO
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTaskOutput500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetTaskOutput500ApplicationProblemPlusJSONResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6729,6 +8216,22 @@ func (response ResizeTaskTerminal409ApplicationProblemPlusJSONResponse) VisitRes
 	return err
 }
 
+type ResizeTaskTerminal413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal413ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResizeTaskTerminal422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -6764,6 +8267,22 @@ func (response ResizeTaskTerminal429ApplicationProblemPlusJSONResponse) VisitRes
 	return err
 }
 
+type ResizeTaskTerminal500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal500ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResizeTaskTerminal502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -6795,6 +8314,22 @@ func (response ResizeTaskTerminal503ApplicationProblemPlusJSONResponse) VisitRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal504ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6941,6 +8476,22 @@ func (response WriteTaskStdin429ApplicationProblemPlusJSONResponse) VisitWriteTa
 	return err
 }
 
+type WriteTaskStdin500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin500ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WriteTaskStdin502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -6972,6 +8523,22 @@ func (response WriteTaskStdin503ApplicationProblemPlusJSONResponse) VisitWriteTa
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin504ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7926,233 +9493,260 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcts4tu6roHjmlKXelCxfO5Frak46l57sSXcysbtSZ0fZJkRCErYpQA2AVtRpV81DnGeYB5snOYW1",
-	"APAiSpbjpG+TH6mKKRJ3rPv61ocolfOFFEwYHQ0/RDNGM6bgvy9kSg2Xwv4/YzpVfIF/Rj+8fkHkhJgZ",
-	"I6li1LCMKKZloVLWj+JIpzM2p/Yzs1qwaBhpo7iYRjc3N3G0oIrOmXF9PJbCsPfmezpn6908Iin+TASd",
-	"Q8vcPl5QM4viSMA3kXvlEv6MI8V+LLhiWTQ0qmDVsSyoMUzZBv777aPef9HeT4Pew8t3lf/3e+8+DOLT",
-	"o5s/RfHa0OPocaG0VOvDfLmgPxaMJMIOI4WXEjJRcg4LtFDsmstCkwWdlnP4sWBqVZkENl0d7py+f8HE",
-	"1Myi4eFg0DaeF3zOjX21rcUcfqw2mLEJLXITDU8GsW2dz4u5/cP+xQX+dRD64cKwKVPQ0SslU6b18yfr",
-	"c7+AGcLPe5rwjHS40cRQfUV41t2wZe6DS57tvGGD3kPam7z7cHS4YXNeKTnhOfs7rMLaMN9IdZVLmtmx",
-	"2tfOyLzQhsypSWewS5ppzaXY00QuhX+LLGdMkLE0M0IVI1dCLsWmHXSfbNrCA7fM4e+2OZzjINrW+ZEf",
-	"IeFZTKQiidvOhEykwptI85ypPU3cL+ELOSHJX9z4/pxs2BP38h32pFPdlJ9dp9323bmg+gqn1dK1PS2f",
-	"8Czc2Hb0QgrNgMR8Q7PX7MeCabgrQC4E/JcuFjlHEre/UHKcs/l//I9Gesfe0/kidzTJUJ5HQxgd04aM",
-	"ZbYiM6oJFYQpJdWQZJJpsecPFA57aI/RgimzIiNLZOdUZKOIcE3mXGs71jjShppCR8NjuOHc2B6j5+Ka",
-	"5tySVBx1mOLMmIUe7u9rKrIpNayfsWs/cr0PHyHBvqku3Z8Um0TD6H/tl4R+H3/V+6/wY1y19ZvtZ2zH",
-	"TPOJVHOW2cNnN04TLefMzLiY4vGTYsKnhYIRwIIQIQ2heS6XfTuix1JMcp7edxf83dzTM6pYtgc7oVO5",
-	"YGTB1KUqhOFzNiTcwC9SMIJv+vtwRmiWKaa1fYVqsueO7h7hQhtGM3thgK3ZqUnBavv0sNynMKEdNyj1",
-	"73+q7bGnq7HcE24c14FV2vNL42iE59L2ubEDtGN5+p6lhW3miZ3s5t1p2xW335dzHQ0PD+KIiVRm9mwP",
-	"o8JMeg+iOGLvublMZcai4SCu0plhdDo5SAfZ1+xw/IAes8HkIT0an6RfZwfscHJEj8eVlQcxJWeGZfAw",
-	"Y0pFwyj8/3K8Mva6D8IDowqRWtEkGk5orhn8IAsTDaPjw5GI/N/+y6PwYP3LJVWCi6mOhm/f7bx5YVlf",
-	"M235rt1DK6nss2smTE8bxejcNrJjc/arc/xow3lgvkcy4YLrGctIZzmjhl0zRSxftltB7FZ07YGYcQNP",
-	"7X2RhemTN9zMRiJ5lKZsYYZkbbAJnCEq9NK2p8N9sXTQvkbwNS8alsOheiS4IaoQmnQ0YyT59ukF2b8+",
-	"2Le0X+9/cCzgZl8WZlGYpBvbwy1YRsYrQklif0+wk/5I1A7tKyXnEjbrLgcXjt9gfJodTQbpIX3IjrOT",
-	"k/FB+oB9PTmlJ9lxejQ+jOIoXLFoGOF82KWj5VEcmP4wCFf3OOCqEMJxhWI858aw7JLa43o4ODztHRz0",
-	"Dh9eDB4ODwbDweC/dqchlvW2HZhzw/OcuE4JnRimSLKk3Fzq5IwsZJ7DJoIoRw1JvDYAAsQGLaFtHO7V",
-	"/fAejOWZVGOeZUzclxtQMyN7/f4+M+n+gmq9zPYI0yldMI2CHRXZWL4nS6mu9IKmdWp+VFLzVzLn6Ypc",
-	"c5njOHek6gv47pPQ9O89v2SZk+q4JgvFRcoXNAexjxLsj6RUWHo/ZoSJiVQpy4CWfy/NM1mI7J7LWggQ",
-	"dsPqeVFy77YDvVdb3uNyee3cJjCyHddVSNPDDz7F0v7gJtSxayikmTFVruye7lb015s4ennN1N8Laeg9",
-	"l3ElCzKj14wcHZbUUIdLJxWxF46LaQxnFXQ2Sz3dsvd/tGPQ/VSKtFCKCXNZtnIG38I5sTKOkY7ok06N",
-	"tv4Fd+PPrk8g/CkVKcubos1hRbSByRP2PmUsYztvGQz3k0k3qM9YPkMNTFFOgF3hopBOUl+lJCZcpHmR",
-	"eYF0wVQvbHEQZRU1rHtGktfMqFXvkSV7CdF0pVHZM5IYtSJ0Srnol2xqzhKiZ3KpSaHp1PLADHdLN6hh",
-	"pdl1Je6cpVJk2nYCezdmE6mY7RBIMPTZZj4pdfGKNn5uqLoz2/OsaxgtVmYmxRHpzYnd1L5mykoJDwaD",
-	"gVUQd2SPC/vi8eFHcT21ncF9fs7oFnLT+RvT9GqqLAXyFg4QYM7gEJbs0B7QxJ4RtwR6/0O5GDf77lOm",
-	"9z+UZo+bT8NEz41U7AdBrynP6Thn96RWTkEAzZlo2zbpvJLaTBXT3YpGB/LfGVH2qNtboUy+GpIJ5TnL",
-	"7NlOpRAsNfa/SaGZ+rOnFiSjho6pZuFJMiQZpzmq0ZUtP6ly5nOmrnnKSFGZ6Y4UqfrJp1OKd1yi2Gtd",
-	"YyWvmPIs29ArBo+DbHlmPwJFekk1yVjKM5b1CdASL5nV6RUSks9Ke7baBMGmI+ULqqb3PXWgzINJhWsi",
-	"LQ2ya3MwOH5w8vXpYNCz6pnjjB1P8ef0/aX9DnW3bpWLHVQOzoWUJIch7nhcjJQ9/OBTHJZv7KTCjLx9",
-	"hDnOAYLGD4IWZsaE4U7hvN8FlldM2GVk7xdcsewscD1KBFsS/B0s0ytZWNaqC6ZqEttBuXrNse1+5Wqf",
-	"fYqV/A4NZvY+cWccGzOq7MraKTXuwZs3b3qPKmNYvwyvnz0mp1+fDEg6s0KGmN7mtoCt0sViIdX9tymX",
-	"Kc0vdTH2bCXQDdcDSemCjnnOzWpIciqmBZ2yoSrGq5q8dljdqzC4ysc7G6bKLz4VkVwoec0zptbnBkpN",
-	"IH14CxalMeQe65rJ9IqpIeFzK6KhgDM86h8c9nTO52gecxpIyWcqi/jKjtkybnvUkJ3trAT6Tz/ZAnrN",
-	"K5VFnhGn6oVu0AyrGE1noPiFXuECPJoyYS6kzOEvZ4XmaA2fSDWnsLxMWOr+NpqnCzR0CMqjOKLCzJRc",
-	"8DR6t2Zbj6NpwTOrPbT4BEEw9r+DXkKJXmnD5nbc84UhHTDGGmrYnAljBXSSc8HATbTWk5Eyv0Rz0KWl",
-	"9+mM4vWud4s2u5ig1Q8Ec+AoitFMe0uUbUuDDyctQC6BQzinYmUpgKKpYUpXRhEYHQ6jpVu7uiRjVuVC",
-	"nY4LZ2AFgosK/Jya2P/w3eNXBGXsPU2kypgCR4xhc2idZhk0RPNXle1CL4gblBz/D0PjsXtAlaKrCP0d",
-	"3m/y1m9wZas2raWf3LuWLh57kuCOTf0QUWNoOqtQyrGUOaNw+vE3pi/Ze8OUoHn7a6V0vb64j1FL0VZi",
-	"sjI3obpFGmdWBywfD4ldraR6mCrd2TOh20diN9seAX7dcqqfllq7HcwVYwt71LgA+6RVQu0fl/aPpAun",
-	"L20OXgpCiWFqzgXNSSdZmNWmUXLtjU+3EI/n/sULjsfUcwmYYzhV65eqdnLiaEHTKzpll1xoQ/MNW4UW",
-	"JxC48D5vfU0ws5Tqaus73tiyYUeC1n5p1YdN7zhSuKENPWOb5gMUaFK0/tq4TOWG+BarS+2P1fo6Vjqp",
-	"H7DawfeXJapNp+0Kra3J2nK3bVPLerfedZmxioe0nRQ5T0idDqBXp+HoBsH9Fmd37MM2WhQVt3Ah9sNI",
-	"uEZcnJFrqrjV5TTRzJDxCsxCFTeDAsVKMU90BXtv+iPxCKRf3x7XIWhlyc2MJH5DE9JBoQFNQRItDd0z",
-	"8G+859r7A0cCHBlcgCVALkWQ0WKiZbW9OV1Ztu1a6pMn6CUYAnd8hX3ZNSRSjIRzJmg3Kn+AHF2LvRIB",
-	"cwje/zMCtswl14xQMlFMz0YCDtxCMas4WiYbVqgPfq/7BcLEERPXm89J7TCcnpwcnba0MKfvq98cHD5o",
-	"OZZ+GdePiNuljl0RH+xgF00WVtNxawSWTm/q9W1VfaNW0c6pYsD4K4M+HrSMGJnnbWT5Jbz11PtAgdZk",
-	"vCWA6hurt5IJ2ku0oSKjKiNcLApDOpk/JWy+MKtuY3jhgq2NsWRFt43z3L750r5oeQK6/y795qHW/+D0",
-	"uBYZNOiXt1gU8zGyHfQX1T48Oq1/t/ZVg8QCDWknS8BIP44ybRMvwHLqrhN0YeUL2mbvc+Kj937Aq+j9",
-	"PBwc4D3lRo9E4kyJCZFW9nWuTohBkIXJ+bVzRqU0z0mHOkEwJpQsqUlnTHVjEC3grZHw/YGmPpWW7PAM",
-	"wpHssXWtx1Y1EEaj7UYbUpGFLoOIlMR21CPBrEQCZI0bcAPrGP/URi4WLCOd5MnTF08vnpJ//eOfm4yW",
-	"XbBowbSr4+yT55YOwtl3LmCNY7/NzdsnNbf1SLizWLGkLRb5inSm/JqRJJzUxKkXOZ8w+7DbD65L8EtP",
-	"hVQsQ2q3zv+DEXzNLFAInN3+mIt9PSO9dNPlu427LbP2IDRQLWVuNWPFrGhxzVAfYaWHco0ePTz9LFS4",
-	"KekaRQkT11xJAfpZ4LZnLuCnEjOXeNZR4xvvvvpT4kZ/O33/WJK6MKtbfd5O2j7nP7HfIxWuD/OFXDKl",
-	"G2E9zg3sPjsjAoI8FOVWL+KmT57BDVknakOQWvzNIR1hZajxyjNSP9GP4wL1gf9VLkkuxbRpdEYaaq/C",
-	"4eAQbxyFQINa33dnJHit23lJkDYbmmzeqvY9szzFmd7tclUlqoyz7CyIlxXxUzHwasHytxMeFDsvaYvY",
-	"+wa8jxURb0lLOVVaCUYb3wPLbPvekhNl1LCe3cxWYS0osFuVW80t46r231GsW+lt3TJSlc+8LQklM9By",
-	"9KzVgCRcpPd6jGh1L10wd+iitna1ScVuC7fs+mP49I4CRF36dJHT5fzuPuF7h5+vrc+WKb/guuWwu62t",
-	"2wi2USh/bW6zOYWGW4cEy+9imz9OmsvpmOV6R3bXFi2/xpKODltG6rfq1sZC3NfdY7zblidjwnDaZmb8",
-	"QTPVm1sNkcNLZmX5L1McIhq0zK9ZVqYaoH+ng6xAs1Qxo4GeN2jeUl8qmbNLqkSrleiqGDMlmGH60vKO",
-	"xR2NSpXPG/ab8htViEuq2wnB2hJVQx9bIuOTlkBFcCiCvfk/z19+T65pXjDUhe1re5okGTU0AfvzGZqD",
-	"8dATrkfCzCjE4TCazsIX9oNun8Bg9NDHJHYoSS7s/2Iy4UobIgVJXr08v0gcm9PdeCQSNFMnoEIkaKu2",
-	"3wqSoIDzeFaIq8TFFvAMxFhg+FJztG04XmQbGxWDwVGKTRJwgcIT1gs/MKWqPyRW2OdWbHtBtenBFHrP",
-	"nyT2DBVWsoMjBBrOiigGbhcY9pQuasP8li6sFpAoCGl1PzUCXRPQvBNw6eP6OFeH/RL0BuBlZikJEyFa",
-	"BzeuT56iY2c4EiNBCMHVH4J0gA/sNgzJh1HEs1E0HN0apTKK4pHz98D7LphkFMVW1bnx/fBsSB72BrVO",
-	"cYUb3crJRDMzsgLJyLJeCq2OC57buYxGAjr0cdDwI0RCj6KbxpxwERvNV0YaIp6xRR9G7bp2g1vv3E0r",
-	"iiMp2MtJNHy7S4BovIsYDqd0x3e/pYtb31wLkY539Jm9q0YAu4/X2F0tOL30fFkZ5vS4VaQpo9dLkcaH",
-	"sY+pZqfHrSy+EuHepE7OMICR17i3Z+Tg8MF/OCPjFc9zjHLWfCpoTsQZEUWeu2g0DgkXBciT9jFG+dTc",
-	"QpXhC2l4m2vugrlgXkuOh4T1p/2aXcOKmmBgsNRJMc1Mq0dOyvkljrc9D+zKUv18D0wBPTnpzdlcqhVO",
-	"Udm7zjJCm7YVVQjSccoMfnA5H29wj1SDzFp4Cq7g+ti+p3MWTDm4ykDgcUSmzGAjHVia8+ff/u35ixft",
-	"bknvOW52koTbmpAQc49R8C7mvl8RG6vJDLDJl7Kwgi1GZtoVfteuWkLaw4dNP/lchp0O+3qeRLuzBJMm",
-	"2vus5E+se0gNzZEJ+TWeKjonSyUNi8kVWxhIJZKmpsxsHW8jO6PtEM55BqYyqkmmwLR1RmaYpJARQ3mO",
-	"qXxssUFH88lobRMu00B2F4cakrI7PmFdw6Y2lrOxoy2zb9nACgGLa9Qvrqf3hXm0ievPeM6eCoNZlHWC",
-	"Om8lcS9Tu9ELpiCtTQoydmGx6zK4zPiEBwV4NwV2g8IYYxJhOx34ie14B/BJSexdCmfGYUNW85yLK8tI",
-	"zYyplivZrrW67EZ4140mxrWrL8Gm1W9X3uyY2mbLhFGc7a7Tlft721nFVfDtbxrtG8WNQWNXfcCb9+cW",
-	"Mj6jhyen99vZ5q2rnn63PW5fXG9ts/srozlOoaFGz1h6tVUb3UQTyrZLNuKPnrQHrRqveutxc220Db0e",
-	"H1DpRWDQv9SXLm8FPbGUCwwEXOmU5vnlhOcGHsx5quTl9Ryohp63sqWqbLhOHQQjC85S4MDUifl73l0Q",
-	"E9rCHZwBrXH+qaHtJB9IJLYEhqsERDZQQ5yTw8zYCui+kATDB3+4eNZ7EJMEpbqk3+7n/ChpEBWEdmsz",
-	"wR+dNKLd2J27miufQNdxrMv9DI6e7k5ssnFE3FhiXL3KlNoOTcPUXjN8gRmo6TIAxdsqkaZQQuOakk6I",
-	"0ISxz+kVI4nvN4G4rLDsLsuJhsxBzUz3bCTC7zRf0pUOPTiV17Jyr+TCiz1o33t8/F65MW/ZqlJT2eAb",
-	"SKxinEAku5EJ6bD3aV5ofs261eNMlkwxL26gW9qJIfASmMDxvGOI0JLnuQ/p00y0HHbb7c5inLeL+Hk3",
-	"RYt3rdF1H0VHsa8YxwettB0kTKVrIZyLoi3Yy7ng19wKE30J2XCX9szczQQVPl0qjqbf3b8NWkhbBk4c",
-	"uYAbbP9uLftP2VQxXSP+2Ji9X2IFJu1cLnMrBrSrAcql0beIr5vdSC4D4MxfqjJv8DbPSmPczTVo7tTa",
-	"8leHFYbfenB8kFOLoyabt7nwvmN2xPaeuQyxhBZm1oe3nfEy2eiMqdpdt5rBK69avjCHeOOWDQcL4KVm",
-	"TNxJxP0YI6uL3W97NacfMwjMorttKf6Ob91AKhZsW9sICs3Ubo6eMgXBNVf5OCxM7Ha/vmntBwgNRK0R",
-	"/w+PT74mLmSbYNS4bpEzXDj5uoOOGrJkwlgZRUyRkNtnRpJMEjq2nIm3W07AFtpyJZ9xlme9nF2znJTw",
-	"HRB7XijmQzRK3Bl/OhrMwrbSug9zprXzYW3fBv/iu1ujjeMIYhxdCPi6XR/9Oxtl+yD2tuhiGIa/8ey3",
-	"hPGMc0Z+eP2cCDr3dmRYapLmVLfpoI1pOxUNe463CdQ+V7DF/dAeN0S9dW1YptGDpIOxgwaBknjmDf0O",
-	"MulsJCbSkk6MLcSYGgwIvA0yoY8xgwXGwCTOzp2MRCEMzyHuR2R6SBJdpJjXm/iIIB3kb/aemxpsRM2E",
-	"FRMuRiIJ9k7wBQSbVVKLKIpJkkttKn2EVHx7ieiSrlw4YsNHGYJz2q9R+y9VC+zthlIPj3EnArnhSJdG",
-	"13ULRe2Tqsy2qyGz7QIpc8eBl5fuNjfAOb5500y03a2nJmnPmnanEjijNINV+9ly8dptIiFObWfrR8j5",
-	"vcX2Uba8YVDe/9sMJwH0ho9ym6aNlIutEkn1XQjlcopam0xYiemq5f1QQaesjELfYHT2judLb/0LMuvU",
-	"Noj8esOXObusCaTrN+HjMx422gVdngskWW4yTqN25z28tdBFjPb2MT0YlVliDczpe59IA00n3SH6NNH5",
-	"C7gAVBsyo/m1ZeAVXdDrh+AC/qo02yZW68VISE3nDKj9CHz4K585PMnptVRILndQCRdB/9p6FQJwiU/W",
-	"a6c4qUTuuzWUDV5C451qNc2rAnPCEI4qqUB1JUOCk3WAD85TEzD4pLoCCwkkj5WRuCMBfWlgLRA4H5cR",
-	"i3EtkJFWk4bOiBT5yu4yCJVcG0WNVGROVyORMW2UXFk5rjV4tN3gW4L/hJX061a/fXEtoaR+s9buS9jH",
-	"BmloPeFh5beQq400NCRH7UpCgfjtQEKx4bYhBXSVRqCPh7Ssn57ewZAI6bPA7TFy+Z8xBgLDjZ0vTH1L",
-	"u+1xa4VmrWy5MXx4LXYj2jgF3W6SDFiMm8BKuqX+wA0pNPMO0TkRchkTmiqptbsYLiJjXVdpi/jeSYNz",
-	"GTjrqDI7f+3RLnb8oN0gr6NNw4jb59a2D6+LnaPKmuGPNDX5KlgOnHiSQPgKiLf96JNmPAXJ9iO+/lWS",
-	"btbCHj9XmszHBtRVQrt3Cs7+FXJd1pb43DPUEEPK1GWKWYP2v+5uuL8ck2wVsFxMZYuhtRZovJuWUBEh",
-	"t9CzFmxZpz7a/duQ1ZptMFPdFtR5uxsNTF2WUn8al7JcijbslJdLgAQowaQ6aLYi/0Gc2ap7BvBQgB8F",
-	"PKjdAV455m2/bRHCkHs4hXEz3MKeJjMqMssYIROpAhjQHs3ySYS7R1Xk1XA0HOrqeIXZLTMJKXeLXK7m",
-	"zufRnpp7u6rqzr3XVtv0zhKOuUUkC9pnKbi5w9iIM68drzbe40byBMVGXJumObHy0x1DmrZ5sct2t4yr",
-	"XeKr4JS35ATMF8ayRASks6qMxy3f5MffXXL09OrWIJlSOqiOdctEz9fc6SHfOs2l3qDalgk4a8vwN0z0",
-	"r6UEQca/g2MCtpMMiWYiI3OpmDPSvXp53m6lww9GAnP46vCoiIua/IXJyZ8h2ZfAoK1q0+2TC48X5UyE",
-	"Zby3d6aPRBUgFZL0FlRrnxM3JANwYU4ZCJuAppeyTdlxsCgbgzq26tMVR/6edotmpLzaMcDL7VQrgcPG",
-	"ICcG3sJ9WFKV2ZULC9e9a1BX0yAcoMi9WrV2fMqzB4Gz6yu0JfN0k7EYrKMumbJ1Alssn/aXy3YLufOG",
-	"EPsr0cVkwt977dq5GFzEIyqacckuYpJLbdojIBFcSm/OYqIl/DAeWW21tKm0J2r3xKVfyEZbAfgtiUeJ",
-	"9AuKeRP4t42WLHjrfjt7bcu+7+lwAnjmwQS8lthu1tkuPdhrt8FtFaiHT0vWIfVZKkQg6FBD5lIbcnBK",
-	"/sa/iQEpB2jaKPrXP/45itoPgwqx13eL877VBP57tnOXwkd5uu5i87ZD3Il1rwvIluvszI9d5P92ZoxN",
-	"3s6JK+ta022Ei0etgnimAVe2hNlqjYKOI0uHWi9cLcf3bor/60LU0v8BoWehWZHJXgDqAULJNdH8J0Y6",
-	"Si61g/fJi7kAql1CR3WHI7Eem+TgSCrYPzTPvbGZKgWwAFQTnxwU4317/Jq8eAaJSZi2340d4pA2dKWd",
-	"FFKihAT4oRgtyxslEMXsVJKRSGdUTD08Nv+J9cnF09ffWTL93g61d3hymspcKlKI3JKnhIlrMFLrYBdt",
-	"GkXyul58MLitqkwc2RW940eNkwktxNj7+okEGpMWipvVuT3vjjsDbOCjAuM68a9n/s7/55uLtRi3R4K8",
-	"fP7kMXn+BPBEUiDYFSBFZzxqIDyifqhJxyMNdgPAIHB26LcOLodAcFxMZAsjD8HVvbHlISzznIIBbyWP",
-	"nhNwx+AZpYuF7o/ESJx74FWuwSGdT3ozCehk9umSriouaeACYE2twjc6zR8M8KFLe4SkZsLqdl99tWzU",
-	"1tFffUU6gHFISozDmDwBdL6Y/C1kB8bk6eNDBMg8P/8O8pa6MOynYPVM9q8PkkqNC8FYpkli904q/hM8",
-	"HJJvEAcSM9/+882FS3jDzaHVPYFtxI3pj8RFyJfkmlwzBVHZMZlT8NFYNZ589VXQ+O2UqmDQXbxssHql",
-	"WUAuBSQPBh1Yu6wDfQUuf9Qt9VkbAnlpUVEOcx+zB8nx4BgXBWJIgKiEYJZkE0RiQjKZFnM4EUu7VySx",
-	"Rw0iAzTETUCC3c810fBnl6BEfiZzRsHk8fNI/Nzr9cI/+0lSRqok5GdyPBiQn6vYdyV4hy+vxDVklVti",
-	"SbAJ3Jb2zxFrggYHEEgo8zEXeAxuqzXjemjAkGJXB3ZqiCUa1yvaKGapBqvjirqmJr5WATZy5MZb7vuc",
-	"rqD/QjOP2R+G7qG3XFsoaZcNBTx/qcoUX0fkwHe1jvNPOpZpOj2o66sCUDOr1T0IaCKu4wCnj30fk59J",
-	"UcHE13LOAEwr12xPd/1pjPEsSoWgitjUnJmZzHq2RefvxjZP/MLAWN5zbTQZFwaWxoHGcE3w68o5yHlq",
-	"sIGHroH717VxzQc8X2j/4Khx0tZQh5sYvX6UAR8V2jk8DCcgoHFsgTutzscdAq9m2eZOBr65VsjPCgSE",
-	"d9O7VqZSsLIBKsrfq75PrkkhACgUoqU6HB45tBDmWu+6JtHdjI36xSrNFB7GOgwvYzn3S9ecYyWTod7e",
-	"nRHGtwBg+21Gqz72cwy3SkjRK0deDs6XNHDJ1VUMFdcYQH0ImmNrA2htXEwR8cPFyZHUim/upoUiWbAx",
-	"I/EoBFNhluF7q27Z8fzElERO/NVXqDdZtnI4GHRjtyG+oBgKWTlPmdAY0oSV0h4t7Ab3DvuDSsBc5Ll8",
-	"FEfXTKFHIBr0D/AtAHZd8GgYHfUH/SOXAAPC0P4MMlx+sv+ftqUsPHI86HAwIKXhyqutgGKlyV8vLl71",
-	"yffAnYUsEZnDoj/PomH0LTMun6ZRnu1wMLhbDYNQFkBe7Y626/rejFaMirgmgCbSr4mP0fDtO6u1zOdU",
-	"raJh9IJfM2FftxwXTaMUakOVU9bRO9vCvmI0W+26vkwQfxnsSMpLa4UIsA54hALidHq33UhYLYdUq5Fg",
-	"7xcsNfoM7lyJDlh1m7vN9GKI8y+jcMDznMz5VEH5sy6exLWtfG3nde+dLBOpfGEA3NVyU/2BJodVBf8T",
-	"7TxMAqCf7EEGJOqTwdEnnwI1YZ8OYrdLTpg9PIP8Zy+M47Kz2lQ/qoLB5jl/Lw2k4KzOSIJjD9VPeDoj",
-	"GbMKOxPpygFgb78JdgX5jlfh+mAfVJT9gKjceiUAEI5PZyawQwRvBlqa7M/TReIJTydRhcA41Ji4/6MH",
-	"Px6JBFIPLr3jzPJpeIvRbO0hLER4CqZ020LOtQlPvURv3xds2XxuHzuXzNpP3biCmVfUYbKnTNh1qqK4",
-	"WAJUl3AxOCx8k4NkBVFM0GQADi2rgIJIWmh2RpDf01zLdRhqLrRRRWqCplIu6J6GYCi/MX2QgufUJGTB",
-	"0ysdULV7JQY20TO6YEOSwB51Esuz3LL4ZmBZwZQPKjmF+GFEHrdffBiBQjyKhmQUTQoBIxtFce2vIflg",
-	"W45Jpd14JMqywjc3DoEkIJlvHA3BwVxqN5o+AVxvu4aazGnGRtBEMZ0FWpnmHELKFKZuefC+10/PL0ox",
-	"Q2PpD+kO7AYiWoFpr5dFftuGNl5dadyLTaVoAwJ4S+1fh/b+EdjvN+/uS+6DbbXspgooH709dzc+CG7v",
-	"RuL/yiIgaYOJot/vb0Q0Hz4AG5KjMG/b8B0pARznYPvj8Khe5gwXtjwYbUham6PUt5npG6RhJ5/UNlw7",
-	"t+MV2ofYKLuxicoB3CAYmSbMvV0yv2XAMY/xFLR1E07LfqUEL3xycPsnP6yXETk+fHj7d2XptpKdb/9i",
-	"rYoScLzA4+wyAOPyVQTA7sO4InVSjqGInk71LA3hYuroha6yRgycDlwRY1FameFrl/daNzdASaGqmWJO",
-	"F1DYpxCZ08bQzLWnSZpTPgerFhdTPRIdn10VE4xRjwEUBjHGKtlVXeQ5ZacgkKZSWd2Jl4LqSABrg+jn",
-	"/Zxq09PMAdfoDWTvO3ZvwdElAzrjfiOTrwW97G2UsWt7gdagySJqtaxKVh8++D+us77BAsyNxL5a4bEH",
-	"w4GvWFbvL47mue3Up+qBmXe4vw+20ZnUZvhg8GCwn7HrfcmzNGpm7jXLmx0Oj4//q5Iq5wdfzbcr57Nr",
-	"FRKfcbm1Ct9epQ5l//d5h8NEAm5eZUbl5fRGuPJ+VgOkW2/pqwDcjpbWehJIAgFhpiqcgR8oSG1gc4eY",
-	"sZqgWAnpckDlldI+HMpvE+rFEcshDQPYKGpcUoMIJsPWm/iCa+NHfu8LWa7R2w9riSy+WghmY7XUB3H3",
-	"2LWAr1USQzxoRaXGRQvw5lopC48kuV69ov5LKFhRf1ypUREwKetlKUqoylCJwpWtx9oT7o9QbQLer0Za",
-	"4gu19JxKVk4j8Sbk2zTTag4eWJmnZb0cRSiD3NoyY0KsbJk00si7typfM5/ePmskwlcf+QT3kNfuU9Zd",
-	"Ql5l8IeDWuzjWnGsELY3bATH+mBEXNV3d6m7FJIhNtC8QoPZxR/q3yHBe9P0ybXohlWqV+ZqeKqnCgzs",
-	"W0htWpHSNXjX6kEk4EhPfDxz4nsf+tIUQdAua3CA/JFBRNpI2LZCYGMlxCtGBdZjuYAysKRgdYDa3+iv",
-	"AwRpcu4A6Je3FjOnuizWk8k2GonQta8LEYXM5m9ktvrYmquFvZGkR2uVw6VgeibN7iy7ku9wU9cV7O26",
-	"aSfl209TiM95YinHTWwljzt8FUqw/8L6wC4XpSw0Dl/scBkfO58U3t7DXYZWVgb8yBu/Sy++SN4nIhEv",
-	"BevJycTV1mne0CpxqKTlBPJQjf1tFYrOvQdcLkUZBe4o0CIvkCKV8eB72geM13IDgyc9HgnBlkwb1DX6",
-	"5BGITEDMMNiV5rmLngWTLnPJUy0+9o3y0HkZeNywx7QtdfmKZyp/B0PMTfyh1S5TBoDtdM/XotzXobXy",
-	"VRlpkFKFtVzBGZCkUlwzpZ2bHsLbN9mLqq/WS8Bux8FeH5HbEyny1dm25d8wEFc5a91q5SSt9WzMWzfm",
-	"BaTv7fDiY4xsu7+VqxaiF0XVMPm39cychn4XtMjmtHetqV0m1NR2dBilvePD9WyZZvcnrnu/GYLmK811",
-	"jVm1ZLreRWTzTg0XnH8Hqa2a0NAitT2CLAUonR/O2L+LcSoottXr5Wl3OHzvIC+8TZb7jkPcGNRIC0FI",
-	"QZDzTowQ01IWRmlETLjnwR/R9TntTuQzmuUTwnW9iqlwsOlWICVBk5aTYHCHo2RFQ6i7dDx4OKxKmBC6",
-	"NpXEm+nL8Ef7SxI3uEkQh2f0mo2g9InjOiGzPMus7sKgKFQos7ZZODwPp/ujBcRb7+0uN3Lnm9RajuHG",
-	"SZI1wndwRzn3t0vaBr88absjYdukilYuZaPK9QuZbgXOcK/uh/eghz+aeP5rEF28QSXC0wZ625CU9z+U",
-	"Tp8bpMI5aytO7pIJdRWifa9ET4IKx1JNmam90SfPMzZfSAOlBagI0X0888QT40yMlFgcKvHxYhWy6J3K",
-	"ZMyxNAOvwGhjNBga7UaiEWSGAUxGFlCRmrhJ2CYCEUVoeS/41/KI2+jrE1ifKn29j1hWycN0drmKC+52",
-	"EnTX+1xmhG6q7+34DbfsS/yb+NLcqtx6deJ2nbI8SRgjbG7JTE/+4g72nxMIcnVx+muCio+SCLGWVaGk",
-	"3Yn1qY7lL8I0f4ui/yfij+Ec/dK87fj2776X5hnkgf5q9+2lYLfetLsZOtx2PH+yi05dt4q828YQ9z2w",
-	"yi83nHibbRvxX4I7rlYAcGKZZ6VodCUFqMVpNxLBb9Xtk3NA+KLcQAqCVBnWQcSsMcUQx1IVOWaGefN0",
-	"GxF6XYjHmJ56D8s0OJYWigvTOf3q62615F5Afdlds6jUEf9imb6r6HtngvKHtUy/9qFeGJu1Tr+2GaSb",
-	"VAUv0G+LsjiYKczgLGsNJ75sfSn0lzWByRvKjSbFAsIKXbHjkfDWGBIAxjBLow9v+MSIrgPaZ67m2BlZ",
-	"QAk2nxuuCod0OBJYbhoKYrs0NMyVcPYXrsuarSGr3MenJ17XTPojUSkuCioLYPkp7nAXq2B+tnf7NzW2",
-	"Uz7HjVeKX9McSWR/JN7AYm3x5kESSr0GNdVOsFsomRUpRC5pw2g2JLSJmeGTcPdDdT74QWOiHy1L3sFj",
-	"H4DPREY65W7Uy1aflfEZsNJT+ytd0hXJGfUlwX1avvBswJfkc/7L21F/cWVKgIEhcV6QSoazK0xrt3Uk",
-	"WjAo2nY5FDivFTX3/VUSj4lUI5EszCqJyYSxrImbshMyykYW5yFjP4H/FRnaEemlZK9kenuRq9cdYYUu",
-	"wFn79vXTpxfPv/82GkYzlueyAR52NLgDV6yVsf+MjHEHXuXgb88RXeELP/234aftYc/3Y61lMeH25KZQ",
-	"Shpy3nIppr2cXwMVLoXpNZbn+NgQHBBwYZPQkONRltdMczmmuSZjZpaMOYGhHH1sPx9TPSs/tl8t6yX4",
-	"7Uqw97ihIxHQY/vkpagkIHukBYzjcuQ1bvaINB4iPIQE/ytUxxkJ52Cv1tYOhoy43ebgsulomVdaxgWG",
-	"gSRlOOCKdI4PD8tkr26foJFS1xJLQ/yM57wzCpmJbJM//LHf43ubOcJheRtqrqMZbhcDSBWe9LBNRVmL",
-	"dbuDZ7FaMXtTDKwbfUy0RDSfFWx0/w9IBr9EyNScqxW65K4d3nt/JKq0s6yC/ouaVTZpG+co8wWaAxlQ",
-	"DePFWZlXAwhUjtZ54kWkGIlScttsuUn6kL7vSj245P/NTlNfV/5eTtONRCCYL+9KA3Bwu4louzhH79T5",
-	"LcQH4h0dKtYXuvOHpjtwcQkFFpP5/d9AaHYS0fY/uP9d2iYbzsc2p1v1ft6Z7X8ytqvYnHLQi0tq++Xg",
-	"/6EPvlwgZhNQvNLTjegHlgH/GvzWHdXvLXf55F6P1htql8wSgc9strzfxDbJHc+NLgtxkA5yZ8jI1tRq",
-	"fxt1ME06VmPrQnJ1mjOqELW6YRTCpfnlSNRm8uTBPQOJ/kKd/shmFNzvCoECYdkHzleMGh/Dq7enGJ4D",
-	"ToMDptLGXp8ORtwsqNIePSLJddI9I65uOWLFKYYLHSOMlsTcxH6ruv/M5QJuxSJ4htdWsZwafs08AEKJ",
-	"N6akNGchHAPcC1JuBCtwpdZbkAr6zXoTD08/AygBlFV3ll9XSP2tr3QfDU6PjxtF29eMFAf12ImMGtof",
-	"Q7FKLIBefYL1yw8Gh8dhJq6UTtnl1ycnd+wSQVNdb67yL3RUWzI70TuYRZ7dkiOH1HtPE7ds/w62kV+I",
-	"tt2fVNmNI7RyJ3G3qnTJp/v9ZgJAYED7H+wx3kFDeYb4yo27f9wWTWlfzyD+y6rQNAf4I0LHmkFR9S88",
-	"+/dzrnEzAWAe0TWpIAwKVmw74I6jNsVImrUfom0MRKaGeZdzXZAM4DYI8NWCGt5ORhE/EmvlM1eQCiw9",
-	"0jL7TvIYB9JDNpiQKb+uQDd3v5DZX/E42jPkD2NH0SVuY/fTk9lm1ejcgaxuFML65DynesYwP3KMkReG",
-	"CbLIKRf5aiQ6CRJcWZh9L6EgbhaiyNqzF97434fPynf65BU1M+fvgkgGdEyFzmMPN+aQs7xAGpOQxHOE",
-	"tmEQCEFwCcKM+6tuft2QlIjyzdYCYR+l1hbtEjjElEBwPODGCrfo9mPnx4MqUVQxYRxB0n3ySKzc9bbi",
-	"+BVbGLjfTJj+SDzCtgCAtlZj1DbqKoyWSNAHR1hgFKNHhLR9GU5zGEJ/JM4LhCefM+pAg+BoYoVpX6IG",
-	"o4BMoQTLENzetnn+10e9w5PTNpP9G8Ur/HYXc/09qeRO0RF3wCYJgvF+VRS/U/g/wE0cnpxGw+hk8vVg",
-	"PDl4QAcPTgeDrwcHp+zh8YPx4Jiy7Gj84PBgcESPTseMHh98fXIyPk2zbEInBwOasqP0lE1qasCdxHFf",
-	"lGcLKwERx931PyJrONihiwspX1A1Zb8vXgK3bEdmslWOrhUCbTUmfLMW/8WCa6kRj0E66P371z/+GWIp",
-	"Ex+athZy1o1DJJsUzEeVSUBFp1B+nmXwMVSRbwQs+pW6NCZPYlJL9t8MX+Sm+hmtgNUC5Nvhg9kf0j/x",
-	"q+U1l673ccuBbaDX+Pqwvx19Ngxq/4P7722Jf+dGLnQNYdsH1mLxRP/UKMZI5+Lp6++gvrggf3v+4oWD",
-	"SadkqqzCv2CKy6yLkDpegGjGc+KF7Lh0BBdbfDAgutsnL0Xt1gL8nxMaKIRgEd7q4LeTeBWSgT73rbzl",
-	"RsZWj4KCHlb9x5mM2USqP6ji9Hvy8q1f6s1XulWD/5aZ38xB+3KaPmHG2l1Oxucl9raj+3CGUI6t9QBb",
-	"keLCVVdrzOMTwAdV69xtRCSqVq1rVbFPjz9Gpf4NoO64pbdradd6MD7NjiaD9JA+ZMfZycn4IH3Avp6c",
-	"0pPsOD0aH9Zq9Q3XKj62J8LeWYf0SbDVWnjV+oNNxFcMgL2D1yZUDtyKkQNrUxexSQfzWzSROJ4zMmHG",
-	"wYhCjspEKpBF8L3uvyG+DixblRThGQv6WCOxZaP+9axaHbViFoLQzG1aUSh7E7K+Do/JrHs2Eij8WXkt",
-	"9mEzhGc+Jh0cxRCTiYWExiyXYgowaZWyT7ErNdaW7g6VIu+N/16t6No86gfDI/Bpfr7bWpYqzVxdhcu5",
-	"joYPB4ODwzhiIpVQqXIYFWbSewBh59xgCdjh4B6X3Z478EHBw4wpjwsG//c4rIPwwKhC4LH3Cf+Ymha+",
-	"koWpf2UfrH+1pMoSGXtS39181PjVdrpUmWO1pOdOJO0uBG0jOD3VV18S/zeKUXZ5Yq/zebqNup+/iW3E",
-	"7K4yld0hKyO9a6eC+1jM9e6RbKHdzfHtXl22fe3pSqWyTrvS3AXaOKcKyzEmoc5s0iePoJWRAIrpncSh",
-	"jnVV/S1cAdWsNb4dmvwk5NLV/C6r4dZBNKN4O0EdDAcnn5egfjxFrNT3/UWphTOSuP6xts4XAtKKcQVL",
-	"RChxBZyhlKWz7SLd3VUMcpnKW2qguZRqtDKQzsyYhR7u78/MPO/rBUv7yxk1y2lfqun+vMgNt3LsPlYx",
-	"6mkmTA9Ttfv2iy6RE6zBGsjBMCR3Y5GjeoK3t3hDorm3vkH5vqWSBnyb8xgg9V2tC0tbcMQ8CxY6y4+J",
-	"nEw0M6GWO8znjFCSTOnCJ44vwRMHtQR5luUMhovZkT59fUkD6JazVkFmDoWScBnpYErfnBGoBQxZ3WVq",
-	"P8IyAvNG459PU5cTrAvgltlLnXHd7+gg4p3nkQtC87x7ZqcZe7PhSMyoRmNaDOpBIzUexpc0Sr4nsR+m",
-	"Xol0pqSQhfb+4KUs8sw2e83ImDEMFoaWgQaGhiEfcpyzeTd2NxmrluGMYVpQFVVbcm5pFxNmJHIuGOkk",
-	"Q8gehdzDpAul7lwef86oNg6t9uCE6D55bcVswVKfDvWCatN7CmgDz58kxMiRwCx94uVuRnLXiDBEsZTx",
-	"a5b1yUvcUK6xqJerXuvL7ZW1l8F/Hs5r7OBg6Eq7gE2Ao0cfrpXsT8iciwJcytC/N+WegRyPJ6zj8DPt",
-	"UKG7mFDyY8EKjBJgqltdNs3sQQoLpEkhDM9LgILKjhvM8dIj4fd9i86AC3BbSOnr+mLyyv3qOF958EvB",
-	"ePc0SXg2TKBKuo5JguWfXQl2OLxYB7oXfmBKVX9IuiEgFYESS6NIbbdrdpEFNYYp+81/vx30Hr77cBAf",
-	"PLzpVf7/p+hjQlTX0Cx2N0/COM+dfbad8VWp6xdu18rtnsEtc5AnezrU6F/DD+lUuI7jH91fQojG2v2f",
-	"Q4gOMJL8p4BiZZiac0FzhOGtyNXeSYxkcWFWyRmwOs8xAZTy/Pm3b55///ivrakb/Cdmx3ThergfrkeO",
-	"BUTiSMmljobHu4Ny+P7P7aruFHRy3Fady07nSzbmHz7tA4KkgvgbrsOeDjflDuIwwN18hpt84QPTAGbI",
-	"xaY1kHj8/W7qy0joAHKJafKvf/w/QkcinRXiyoqgttFOkhYqJ70L0ku6JcASWfAFO0PB0tfBpgurMzjg",
-	"pFSKtFAKBDH3gseKhYQZiGXrk4TJiSvegBKcA90DKhzKwJAO4JIH8mRlUcttNfnvJ90+eSOtYg+ZMFSs",
-	"SJB7sPBxwOmoE7E6jhEStZGQa/gfINTCkBHBsoq+4a0Hrnqy96d7i7kplCBcj4T9gaFxtoPO9iN0tofc",
-	"+ZrAFawPUhFDrzDkD9ZkY5geOn0yl36yReR6nGNYTm2RXR1pma02ZeswOalJRGsVGd79IjGC944JdObT",
-	"0ziC41YaTd013cVksjuEqd2QW4L3MEK0on1CeV67M0bKqy8s5o+d92z1c3cC5AZOU6fkrfymXqj7Q4Q1",
-	"Qh8VZgYugHf2Zyu9Ij0oVL6pJCVwGdf8B3/1Q2HEmzg8C2XDKs8CuGzlWQXAp/618+RXHoZ8ycqztT5w",
-	"ypUHlWrjladYMe/m3c3/DwAA//8=",
+	"7L37cts4tjf6KiieOWWpNyXL1yRyTc3JpJPu7El3MrG7us5uZZsQCUnYpgAOAFpRp101D3GeYZ/3+B5l",
+	"nuQrrAWApETJcuz0ZX/+o6tjisQd675+61OUynkhBRNGR8NP0YzRjCn45/M0ZYV5T8WUwd8Z06niheFS",
+	"RMMoGS8N08mQaC6mOSP2T6LgZUIVI5qpa5b1ozjS6YzNqW2BiXIeDX+K4NPoQxyZZcGiYaSN4mIa3dzE",
+	"0csLOl3v7GLGyITnbE8TJgw3S2LodEiSUTQqB4OjVPOfGfyL9fDBXGZ8wlNqvyeGzxnhggiN74yiJCZj",
+	"aWb24Yx9bA5yfUxvqDbfQYMs2zq29V47315cvCMZNax7ay8SP1zv4Yf3b4icEDNjJFWMGpYRxbQsVcq2",
+	"N3oTRwVVdM6M29IXUhj20XxP52y9m+ckxZ+JoHNomdvHBTWzKI4EfBO5Vy7hzzhS7B8lV3ZZjCpZfSwF",
+	"NYYp28B//vS89x+09/Og9+zyQ+3f/d6HT4P49OjmT1HbSXhRKi3V+jDfFvQfJSOJsMNI4aWETJScwwIV",
+	"il1zWWpS0Gk1h3+UTC1rk8Cm68Od049vmJiaWTQ8HAzaxvOGz7mxr7a1mMOP9QYzNqFlbqLhySC2rfO5",
+	"Pfsntu05F/jXQeiHC8OmTEFH75RMmdavv24/awX+vKcJz0iHG00M1VeEZ90NW+Y+uOTZzhs26D2jvcmH",
+	"T0eHGzbnnZL2zP8dVmFtmD9KdZVLmtmx2tfOyLzUhsypSWewS5ppzaXY00QuhH+LLGZM4L20BORKyIXY",
+	"tIPuk01beOCWOfzdNodzHETbOj/3IyQ8i4lUJHHbmZCJVHgTaZ4ztaeJ+yV8ISck+Ysb35+TDXviXr7D",
+	"nnTqm/KL67TbvjsXVF/htFq6tqflAc/CjW1HF1Jo5BJ/pdl79o+SabgrQC4E/JMWRe5o436h5Dhn83/7",
+	"L430jn2k8yJ3NMlQnkdDGB3ThoxltiQzqgkVhCkl1ZBkkmmx5w8UDntoj1HBlFmSkeVpcyqyUUS4JnOu",
+	"LY+yZ8VQU+poeAw3nBvbY/RaXNOcW5KKow5TnBlT6OH+vqYim1LD+hm79iPX+/AREuyb+tL9SbFJNIz+",
+	"r/2Kr+7jr3r/HX6Mq7Z+s/2M7ZhpPpFqzjJ7+OzGaaLlnJkZF1M8flJM+LRUyGvsghAhDaF5Lhd9O6IX",
+	"Ukxynt53F/zd3NMzqli2BzuhU1kwUjB1qUph+dyQcAO/SMEIvunvwxmhWaaY1vYVqsmeO7p7hAttGM3s",
+	"hQG2ZqcmBWvs07Nqn8KEdtyg1L//UNtjT9fKck+4cVxHOhEAl8bRCM+l7XNjB2jH8vIjS0vbzNd2spt3",
+	"p21X3H5fznU0PDyIIyZSmdmzPYxKM+k9jeKIfeTmMpUZi4aDuE5nhtHp5CAdZE/Y4fgpPWaDyTN6ND5J",
+	"n2QH7HByRI/HtZUHqTBnhmXwMGNKRcMo/PsSJTjoAR8YVYrUiibRcEJzzeAHWZpoGB0fjkTk//ZfHoUH",
+	"618uqBJcTHU0/OnDzpsXlvU905bv2j20kso+u2bC9LRRjM5tIzs2Z786x482nAfmeyQTLriesYx0FjNq",
+	"2DVTxPJluxXEbkXXHogZN/DU3hdZmj75kZvZSCQoZg/J2mATOENU6IVtT4f7YumgfY3ga140rIZD9Uhw",
+	"Q1QpNOloxkjyzcsLsn99sG9pv97/5FjAzb4sTVGapBvbwy1YRsZLQklif0+wk/5INA7tOyXn0qAcvPvB",
+	"heM3GJ9mR5NBekifsePs5GR8kD5lTyan9CQ7To/Gh1EchSsWDSOcD7t0tDyKA9MfBuHqHgdclUI4rlCO",
+	"59wYll1Se1wPB4envYOD3uGzi8Gz4cFgOBj8x+40xLLetgNzbnieE9cpoRPDFEkWlJtLnZyRQuY5bCKI",
+	"ctSQxGsDIEDUlLK6ltA2DvfqfngPxvJKqjHPMibuyw2omZG9fn+fmXS/oFovsj3CdEoLplGwoyIby49k",
+	"IdWVLmjapOZHFTV/J3OeLsk1lzmOc0eqXsB3D0LTv/f8kmVOquOaFIqLlBc0B7GPEuyPpFRYej9mhImJ",
+	"VKnVbG/i6Btq2IIuL/BK33NxF4oDD9wb82l/zMUeYR9TxjKWrfCYg8MBCXSEdHCIffd3t7biJ4PjasXt",
+	"IDNih7njUrsGH2Stn4sa+5RmxuxyUwG0LNCtDgVFmpSFVR5iQr1C2t20Em53PEm1Q30trORK85dWVLzn",
+	"jlBBuGsORU8i07RUimVnRLFCKuPYPMhtlzwjRsITnCuomNWP0TB6NjlMj9kBfTI+yk4mp4PGXjVk0nqv",
+	"u26YH+vD7BgZl1PCBcxniuf8DP7A5XFSqRT5sr4IoDChflRqhmwL2F4up7A/30vzSpYiu+fWlAL0w0Bw",
+	"vPa1dxsP2GtQpNr9sORgAiPbcbmFND384CHW+wc3oY4lOwKvSCBGe7pbM/ncxNHba6b+XkpD77mMS1mS",
+	"Gb1m5Oiwuog68CmpiOVRXExxU8HMYQUOt+z9f9gx6H4qBdwLYS6rVs7gWyCtVi0w0slJpNMQR/6Cu/Fn",
+	"1yfISikVKctXtYHDmjYAkw9kYdctg+E+mEKAJgB7xqmBKcoJHHVcFNJJmquUxISLNC8zr8MVTPXCFocL",
+	"pKhh3TOSvGdGLXvPraSQEE2XGu0jlsKoJaFTykW/kuzmLCF6JhealJpOrdiY4W7pFQGi1uy63eOcpVJk",
+	"2nYCezdmE6mY7RCkFuizzeJYma9qBqxzQ9WdJUUv7Q2jYmlmUhyR3pzYTe2DQVmRp4OBJZu7SpSFffH4",
+	"8LMERbVdJvzywqRbyE3nb0zTq6myFMgbBUHmP4NDWEmQ9oAm9oy4JdD7n6rFuNl3nzK9/6myFN48jNwJ",
+	"zoPvpTmnhusJp+Oc3ZNgAauxrYLDQf/5ZDAY9AhsliYF1ciRmci8WgQSRedgcHiMX9Tlo+OD04qiwFhB",
+	"q9e10e5IWGBIPcsR6h8/FKFJYGwJseQS6CnMpJpesEdYUn5Gkhe4vj332ZRfMw2HQvOf2crGNt7d5OYh",
+	"X+2vOlqSW1wPN3F0bqRiPwh6TXn+UFvvTI1E27ZJ553UZqqY7tZMYKAwWwHN0kk9k8rkyyGZUJ4zENBS",
+	"KQRLjf1nUmqm/uy3lGTU0DHVLDxJhiTjNTGsEtZqqsw5U9c8ZaSszXTHY1P/5OGsiDsuUezNVGMlr5jy",
+	"Oo6hV6wmxIIJz8ojlgMsqCYZS3nGsj4BTuJV2Sa3QjbyRTnPVicKGMGlfEPV9L6nDi4Y2KC5JvKa4ZId",
+	"DI6fnjw5HQx64PdEuajj+f2cfry03122UJzawbmQkuQwxF01Mil7+MFDHJa/2kmFGXmDMnNyA4iZPwha",
+	"mhkThjsL3f0usLxiwi4j+1hwp0ShzEOJYAuCv4MrbylLK1jpkqmGvH5Qrd7q2Ha/co3PHmIlv0MPg71P",
+	"3HkTxowqu7J2Siv34Mcff+w9r41h/TK8f/WCnD45GZB0ZkVMMWW3E9sfhC4Lq5Lee5tymdL8UpdjL1QE",
+	"uuF6ICkt6Jjn3CyHJKdiWtIpG6pyvGxI64f1vQqDq328syW/+uKhiGSh5DXPmFqfG1iBAunDW1BU1uN7",
+	"rGsm0yumhoTPrYCO4u3wqH9w2NM5n6M/wemfFZ+pLeI7O2YrttmjhuxsZ6uZ//TBFtDr3aks84w421jo",
+	"Bv1WitF0Bpay0CsGlkyZMBdS5vCXc9txdB9OpJpTUw8WmacFWoYF5VEcUWFmShY8bYkfiaNpyTOrO7YE",
+	"UYBa5H8HKYoSvdSGze2454UhHfBeGWrYnAlj1TOSc4GRG2s9GSnzS7SfX1p6n86oagmTQSdHTNBNAmoZ",
+	"cBTFaKa9jGrbwqiZtDRoQwIfoFhaCqBoapjStVEERofDaOnWri7JmFW4UaN3hhxHcNHiOacm9j989+Id",
+	"huyoPU2kypgCz7Vhc2idZhk0RPN3te1Ct7EblBz/F0Nvm3tAlaLLCB3E3tH8k9/g2lZtWks/uQ8tXbzw",
+	"JMEdm+YhosbQdFajlGMpc0bh9ONvTF+yj85a1vpapVutL+4L1FG1lZisxkWobtHFmCadpHo8JHa1kvph",
+	"qnVnz4RuHwlY9Whq+HXLqX5Z2WzsYK4YK+xR42BuFaSTwB+X9o+kC6cvXR28FIQSw9ScC5qTTlKY5aZR",
+	"cu2t9bcQj9f+xQuOx9RzCZhjOFXrl6pxcuKooOkVnbJLLrSh+YatQiMwCFx4n7e+JphZSHW19R1vatuw",
+	"I8Fmc2nVh03vOFK4oQ09Y5vmAxRoUrb+unKZqg3xLdaX2h+r9XWsddI8YI2D7y9L1JhO2xVaW5O15W7b",
+	"ppb1br3rMmO1kJJ2UuRcx006gG7wlcggENxviQ6KfZxbi6LiFi4EyxkJ14iLM3JNFSj+mmhmyHgJRsGa",
+	"X1aBYqWYJ7qCfTT9kXgO0q9vj+sQ5bfgZkYSv6EJ6aDQgIZAiXam7hk6Ubj2ARQjAZ5fZ3eXCxFktJho",
+	"WW9vTpeWbbuW+uRrdKsOgTu+w77sGhIpRsJ5XbQblT9Ajq7FXomAOYRwqTN09iy4ZoSSiWJ6NhJw4ArF",
+	"rOJomWxYoT4ECtwvcjCOmLjefE4ah+H05OTotKWFOf1Y/+bg8GnLsfTLuH5E3C510FmC0WF20WRp6j6t",
+	"mqHft1V3b1lFO6eKAeOvDfp40DJiZJ63keW38NZLHzQCtCbjLRGnfwWjzwTtJdpQkVGVES6K0pBO5k8J",
+	"mxdm2V0ZXrhga2OsWNFt4zy3b761L1qegM69y4Z4GGWyRDtLCK18enrcCK4c9Kt7Lcr5GBkRutxvaero",
+	"tNnSWjsrZBjoTDvpAmb7edRrmwgCtnV35aALK4PQNouwEzG9fwxexZCSw8EB3mVu9EgkzticEGnlYxc/",
+	"AoFdsjQ5mBB93CPpUCcsxoSSBTXpjKluDOIHvDUSvj/Q5qfSkiaeQYynPdqu9diqD8JotO9oQ2ry0mUQ",
+	"o5LYjnokmJVagPRxA7E1OsY/tZFFwTLSSb5++eblxUvyr3/+9yazdhesXjDt+jj75LWllXA/XFyNxrHf",
+	"FjvTJ41YoJHwfvnK2lYU+ZJ0pvyakSSc5sSpIDmfMPuw2w/xIOA1nQqpWIYUcV1GCG6SNdNBKXB2+2Mu",
+	"9vWM9NJNF/Q2DrjI2iN7Qf2UudWeFbPixzXzfu8Q9rFGs56dfhFKvSoNG0UJE9dcSQE6XODIZ85fXQtE",
+	"Tjx7afCWD1/9KXGjv50HfC7ZLczy1kAiJ5Gf85/ZH5FSN4f5Ri6Y0lujN86IgMg5RbkGd0WfvIIbsk7U",
+	"hhhR4G4O6QgrZ42XntnCRB+QUzSn8q1ckFyK6aqpGqmqvRyHg0O8gxTiuW4Zzd2ZDV79dn4TpNYVjThv",
+	"VR9fWb7jTPh2SeuSWcZZdhbE1JoYq5hzt3HTriY68fWStojPP4IPuyYqLmgl70orCWnje8D0oWrpqGE9",
+	"u+GtQl9QhLcqyZpb5lbvv6NYt9bbuoWlLud5mxRKeKAt6VmrIUq4FJv14Pz6XrosmtBFY+0ak4rdFm7Z",
+	"9Rfw6R2FjKYU61JWqvndfcL3zvtZW58tU37Ddcthd1vbtDVso2L+2txmuwoNtw4Jlt8llXyexJfTMcv1",
+	"jiyxLU1pjW0dHbaM1G/VrY2FgNu7J9e0LU/GhOG0zVz5g2aqN7eaJs9cgt+cGqY4xMVomV+zrMrxQj9R",
+	"B9mFZqliRgPNX6F5C32pZM4uqRKt1qarcsyUYIbpS8tfijsap2qfr9iBqm9UKS6pbicEa0tUjzlvSUlK",
+	"WiLEwTEJdut/P3/7PbmmeclQp7av7WmSZNTQBOzYZ2hWxkNPuB4JM6MQzcVoOgtf2A+6fQKD0UMfDN6h",
+	"JLmw/4rJhCttiBQkeff2/CJxjE9345FI0NydgJqRoM3bfitIgkLQi1kprhIXocIzEHVBKJCao43E8SLb",
+	"mAs5gCYx5KGR4+lM6rUfEqsQcCvavaHa9GAKvddfJ/YMlVb6gyMEWtCSKAbuGxj2lBaNYX5DC6spJApy",
+	"CdxPKxkGCWjwCYQG4Po4l4n9EnQL4GVmIQkTIeYLN65PXqKDaDgSI0EIwdUfgryAD+w2DMmnUcSzUTQc",
+	"3RrrNIrikfMbwfsuJGkUxVYduvH98GxInvUGjU5xhVe6lZOJZmZkBZKRZb0UWh2XPLdzGY0EdOgTUOBH",
+	"SEEZRTcrc8JFXGm+NtKQaoIt+vwV17Ub3HrnblpRHEnB3k6i4U+7RObHu4jqcEp3fPcbWtz65lpuSryj",
+	"7+1DPfXCfbzG7hpZQTW7Bhfm9LhVpKnShiqRxucPjalmp8etLL6WWrRKnZzxAFNecG/PyMHh039zxsor",
+	"nueYXqL5VNCciDMiyjx3MY0+NL2SwH4K440j+2Jkl0JIw9t8exfMpU9YOjwkrD/tN4weVsYE64MlS4pp",
+	"ZlpdelLOL3Gg7Zm3V5bc53tgJ+jJSW/O5lItcW7KXnKWEbpqeFGl8CH6BD+4nI83+FfqMYotzASXbn1s",
+	"39M5C3YeXF6g7DgiU+UMkw4szfnrb/72+s2bdr+mdz2vBYKFa5qQkOWEeUcuy6lfkxfr6WOwu5eYeICB",
+	"vXaFP7TrnZBo9mnTTz57bKdTvp6Z1u5tyVzqRluftYy1dReroXktEq9QcqronCyUNCwmV6wwkLwpTUOL",
+	"2TrelXy4tkM45xnY0agmmQK71xmZYVpYRiAwH5KnWbFBOfPpv20TrhLvdpeDVkRkd3zCuoZNXVnOlR1t",
+	"mX3LBtYoV9wge3EzoTrMo01Of8Vz9lIYzFtvUtJ5K217m9qNLpiCRGIpyNhFVa8L3w4kwmm+u2muGzTF",
+	"GNO22+nAz2zHO4BPKirvkuYzDhuynOdcXFkOamZMtQNytKirLp8c3nWjiXHtmkuwafXbtTY7prbZMmEU",
+	"Z7src9X+3nZWcRV8+5tG+6PixqAlrDngzftzCxmf0cOT0/vt7Oqtq59+tz1uX1xvbbP7ltEcp7CiP89Y",
+	"erVVDd1EE6q2Kzbij560B60e8NrGAa6Z0q0YKBdVFtKeJu612Ioa88KyXUNAOnSoK0nGrp2BXZBS+Lfg",
+	"lTa2107E2tasGdlQm57AZBWpL12KIvqQKRcYwrjUKc3zywnPDTyY81TJy+s5kCs9b12NujS6TpYEIwVn",
+	"KbB+6hSLPe/EiAltYUvOZLdy8aih7QsOtBlbAlNZAkIiKD7O9WJmbAkMR0iCgY8/XLzqPY1JgnJk0m/3",
+	"0H6W/IkqSbsNnOCPTgzSbuzO0c6Vz5XuOJ7pfgb3U3cn/rxyRNxYYly92pTaDs2KA6BhagPD06ojA1R9",
+	"q7aaUgmNa0o6IbYUxj6nV4wkvt8EIsrCsruEVhqSxDUz3bORCL/TfEGXOvTglGwrQ3i1Gl7sQfveD+X3",
+	"yo15y1ZVutEGj0ViVfEEYvCNTEiHfUzzUvNr1q0fZ7Jgink5Bx3qTv6Bl8AMj+cdg5sWPM99MKJmouWw",
+	"2253lh+9JcbPe1Wm+dAaF/hZBBz7inF80ErbQcKs6RaKXZRtYWoueGDd+bDm7JjoS0iFvrSn6G5msPDp",
+	"QnE0P+/+bVCI2nLJ4sgFD2H7d2vZf8qmiukGH8LG7I0TSzCr53KRW4mkXSNRDkOlRZLe7O5y2Qxn/ppV",
+	"SeM77Maq0NWcyeqqrO7d2obUBxom1Hq4fAhXi/som7c5H79jdsT2Lrrsx4SWZtaHt51JNdnoIqpbg7ca",
+	"52uvWt4xh2jqliMAdslLzZi4k/z9OaZfl5nQ9mpOP2cQmCF621L8Hd+6gTRD2La2EZSaqd3cT1WChWuu",
+	"9nFYmNjtfnPT2g8Qmq1a8xmeHZ88IS4g3aWQ6xZZxAXLr7sNqSELJoyVY8QUib19ZiTJJKFjy714u1kH",
+	"LLQtl/QVZ3nWy9k1y0mF5gSR9aViPrikgiHzp2OFodhWWvdhzrR2nrXt2+Bf/HBrLHUcQQSnC3Bf9zbU",
+	"sAY+bTPttCiKmGSw8ey3BCCNc0Z+eP+aCDr31m0ESUhzqvXtUrbTH7HneJvQ7fNgW5wi7RFP1Jv+hhWq",
+	"CkhDGBlpEDePZ9794BD0zkZiIi3pxMhJjAbCcMfbEHT6GBFZYvRO4qzvyUiUwvAcIpZEpock0WWKOeuJ",
+	"j2XSQUZnH7lpoAg17Gsx4WIkkmCFBQ9FMKgljViomCS51KbWR0BmsZeILujSBVuueE5DWFH7NWr/pW4X",
+	"3mK+9TBJd6KMG85yZQpet5s0PqkLdLuaV9tujjJ3HHh1227zSpzjmzer2eO79bRK07NVa1gFoFQZ5+r9",
+	"bLlx7ZaaEFq3s00mJLLfYpGpWt4wKO+OXo1uARSfz/LipiuZJFtFkfq7EH3mtLg28bAWhtZIZ6KCTlkV",
+	"XL/BFO794JfeJhnE16ltEBn1hi9zdtmQTddvwucncmy0Vrr0Hcgd3WQyR9XPO5wb0ZZNJCAMJK0ANOb0",
+	"o88PQtjh7hBdrOiLBrALqg2Z0fzacu6aouiVR/BIf1UZkxOrEmPwpqZzBmR+BCEFS58QPcnptVRIJ3fQ",
+	"F4ugnG29CgHAyucgtlOcVCLb3Rp9By+hSVG1OgxUialuCEuY1CAbkyHByToUE+c/ClisUl2B+QRy4qrg",
+	"4ZGAvhBOAPIB4irIMm7EXtJ6LtQZIgVRQUCa5NoAQBKZ0+VIZEwbJZdWgGuNd203Q1cgcGEl/bo1b1/c",
+	"yJNp3qy1+xL2cYU0tJ7wsPJbyNVGGhpyvnYloUD8diCh2HDbkAJk0ErckYc2bp6e3sGQCOmT2+0xcmmt",
+	"sTetso9sXpjmlnbbw+hKzVrZ8srw4bXYjWjjFHS7vTJg8m5C4OlWigM3pNTMu2nnRMhFTGiqpNbuYrgA",
+	"kXUlpS1IfSfVzSUWrUMl7fy1h3DZ8YN2N4GONg0jbp9b2z68L3cOcluNxqSpyZfBZODEEwihgRw2n9KA",
+	"8TUg6ZLOSioUHLIq7mNTfGyAjsU0jFJA6EVr6kZ4NWPw3ocHTSYLYvVnfP2b5DOtRYJ+qQykz40xrEXE",
+	"7xTT/jtNI1rbhnPP+EPoLVOXKSZt2n+6O+z+csy8VRB0oagt1uJGfPZu2kxN1N1Cd1uw0J1+a/d4Q1Jx",
+	"tsGOdlss7O1OSLDFWY7yMA55uRBt0DVvF4DIUCG5ddCuRv6NOLta9wyw2QC8DXhle/hA7Sq0/bZFWEQu",
+	"5xTbzWgXe5rMqMgsA4ckrxpeQ3ss0IMIoc/rSOHhaDiU8DGiRy5mEjIei1wu585x054ZfbtK7c6916rb",
+	"9OOqfECL6Bi05ErAdIdxJTy/cbzaeKQbydco3uLarNo7az/dMSBsWwxA1e6WcbVLprW6Gi2pFPPCWNaN",
+	"aJBW5fJ1NjZFQewu4Xp6dWuIUSXF1Me6ZaLna8EIId09zaXeoIJXuU1ry/A3xFloZFsB4IJDwwLWlAyJ",
+	"ZiIjc6mYsyK+e3vebkbED0YC0yObcN6I4538hcnJnyHXmsCgrQrW7ZMLD9flbJhVmLyPCBiJOqA35D8W",
+	"VGufbjgkA/DDThkIxQBlmbJNiYewKBtDYrbq/bVohD3tFs1IebVjeJzbqVYCh41BKhG8hfuwoCqzKxcW",
+	"rnvXkLhVi3UoneHVv7XjU509iDdeX6EtSb2brNlgvnV5qq0T2GKatb9ctpvwnbuG2F+JLicT/jGAJqIP",
+	"xMWLokIcV+wiJrnUpj1+FLG99ObkL1rB5eORBUjDqbQnavd8r1/JllwDpK+IR4VMDwaEVaD6NlpS8Nb9",
+	"dnblln3f0+EE8MxjOXhttt38tF16sNdug18tUA+f8a1DVrlUCADRoYbMpTbk4JT8jf81BqAioGmj6F//",
+	"/O9R1H4YVAhZv1t4/K2m+j+yPb4SPqrTdRfbvB3iTqx7XUC2XGdnfuwSJrYzY2zydk5cW9eGbiNcNG8d",
+	"QTcNoM4VyllrDHkcWTrUeuEa6dN3M1C8L0UDWQEAkgrNykz2Ak4SEEqOiKqko+RCO3SlvJwLoNoVcld3",
+	"OBLrAVYODaYGvUTz3BvFqVKAuEA18TlVMd63F+/Jm1eQz4WICN3YAT5pQ5faSSEVSEtAf4rRAr5RAlHM",
+	"TiUZiXSGRfwwm+Bn1icXL99/Z8n0RzvU3uHJaSpzqUgpckueEiauwZiug/121XCSe0OFQ+wc3FYFLY7s",
+	"it7xo5WTCS3E2Pv6iQQak5aKm+W5Pe+OOwNq4/MSo2Lxr1f+zv/7jxdRS12Dt6+/fkFefw1wLikQ7BqO",
+	"pTNyrQBson6oSccDPVbFAYGzQ79NbD/E4eNiIn2GK8XwD1fV69zh/kVxVKp8AyDgOmLCuxDV3htb9sMy",
+	"z2QYIg0/f03A44THmxaF7o/ESPjuAPycaJZPejMJuHIuSLfmbgcGAgbjOvCmMxqAjyF0aU+f1ExYtfCr",
+	"rxYrZeT0V1+RDqBTkgqdMiZfA65iTP4W8jFj8vLFIUKbnp9/B5liXRj2SzDsJvvXB0mtHoVgLNMksdsu",
+	"Ff8ZHg7JXxHBE3MN//3HC5diiPtK69sJJwD3tD8SFyFDlUOgMoTDx2ROwQ1lJKHkq6+CscBOqQ7i3sV7",
+	"CqtXWRTkQkC6ZlCftUv30FcQzoBqqT5rqxxQGWOUKy+D+ZrkeHCMiwLxMUCPQqBOsgncMiGZTMs5nIiF",
+	"3SuS2FMKUQ8aYkIgpfGXhlT5i0sJI7+QOaNgLfllJH7p9XrhP/tJUkXhJOQXcjwYkF8atSUCpIqvJMg1",
+	"5PFbOkuwCdyW9s8RAYQGHxcIN/MxF65g5y1l1VwPKwCy2NWBnRqiwMbN4m2KWYLDmoiwrqmJL8uDjRy5",
+	"8Vb7PqdL6L/UzJenCUP3oGmuLRTSq4ZC6RqpqqRqRx/BPbde0oZ0LL91KlTXF8ChZtYo8RMwXlzHoQwG",
+	"9n1MfiFlrZaFlnMGMGi5Znu6609jjGdRKoTDxKbmzMxkBjDqzqWPbZ74hYGxfOTaaDIuDSyNg/LhmuDX",
+	"tXOQ89RgA89cA/cv4eaaD0jM0P7B0cpJW8OLXkVX9qMMyLbQzuFhOAEBI2ULUG19Pu4QeA3NNncy8M21",
+	"grXWQDd8JIJrZSoFqxqgovq97t7lmpQCIF4hEqzD4ZHDcGGu9a5rEj3q2KhfrMrC4QHIw/AylnO/dKtz",
+	"rKWQNNu7Mzb8Fuhyv83oNMB+juFWCSl61cirwTUrFDWQbVxjvjwPtjaA1sblFDFWXAwgSa3k525aVVLH",
+	"tjASz0OgGKZ3frSamh3Pz0xJ5MRffYUql2Urh4NBN3Yb4mtnonyW85QJ7SqzWdIwgWSW6Hlht7l32B9U",
+	"5UJrz0Ahms+pWn6m5BDVQPMreSXk/ESD/gF2A2i/BY+G0RE8wqQmENH2Z5C19LP997QtG+S5Y2+HgwGp",
+	"zGlemQbYMk2+vbh41yffA+MXsoLpDvv5OouGtn2XI7VS5PRwMLhbWZNQKURe7Q7B7PreDGGN5gFNABoG",
+	"oKpPcGBtrYYJ7DdLZNVF4Wj404f6Jr/h10zYTqwIgGZeCnUZq4XS0Qfbwr5iNFvuuitMEH877fgrKmKP",
+	"Clg6PEgFcfYJd0iQ0luWrZYjwT4WLDX6DIhABTRZD1VwR8DLRc6nj9IKz3My51MFpUe7eDXWDsB7O697",
+	"73+VUudrTOBZqI6CvwbksG6seKDzApMAhDB7/D/7pNivjh584tSE3T2I3d46mfzwDPLnvU6Bm8UaC/RZ",
+	"JTQ2r9T30kAm1fKMJDj2UHyJpzOSsYKJjIl06RDY+1vvj113vuMFuj7YB3q5HyC9Wy8SoA3y6cwEro7o",
+	"4cASkv15WiSeyHUSVQoMFY6J+zfGWsQjkUB2yKV3HVpxA95iNFt7CAsRnoIzwbaQc23CU6+Y2PcFW6w+",
+	"t4+dU2rtp25cA2QsmzjtUybsOtXhfyyxawrqGMYXvslBQPSV6WrItVXdbpCsS83OCIotNNdyHQedC21U",
+	"mZqgcFULuqchbM1vTB+E+Tk1CSl4eqUDrHuvAmEnekYLNiQJ7FEnsQzWLYtvBpYVnBlglKAQ4o3Q9/aL",
+	"TyMwCYyiIRlFk1LAyEZR3PhrSD7ZlmNSazceiYIqOmeGKX1z46BrApT+xtEQHMyldqPpEwCWt2uoyZxm",
+	"bARNlNNZoLBpziH4T2EGnkeGfP/y/KKSljTWnpHuwG4gvbU6AVYA8OOHiJ91uPv6SuNebCoeHyDoW6r1",
+	"u3IDn1F84ObDfZlEsC5X3dQrGkQ/nbsbH+TPDyPx/8oyQLmDpaXf72+E1B8+BSuaozA/tYGHrgRhEQ6P",
+	"mlUWcWGrg9EGwbY5kWCbo2KFNOzkldsGiOh2vEb7EFRnNzZRO4AbhDCzWmfBLpnfMuCzx7vw2VrRfPjk",
+	"4PZPflivY3M8OL79u1B/035w+Oz2D6pSk/eVGrZ/tVYt7Kahb9jVBv7oq2WAlYxxRZocA2NTPTnsWVLF",
+	"xdSRJV3nwBhJH5gvBv208tz3Lku6aZyB0ll1o86cFlDAympDqLuiUXBPkzSnfA42QC6meiQ6Ps8uJpi0",
+	"EAN2EWLg1fLsusjaqk5BWk6lsvoWr6TokQAOCuHw+znVpqeZA1bSG6jrd+zeUq1LC3VelJWczhZ0vZ+i",
+	"jF3be7oGnRdRq5PW8jvxwf/jOusbezXWUjwb5RWfDge+LmOzvzia57ZTn7QJpvHh/j5YkmdSm+HTwdPB",
+	"fsau9yXP0mg1h3O1iOPh8Pj4P2pJk37w9czLaj67Vtvxubdba43u1QpU/+rU5Q9GLMKKBQDJ2tJVVMDb",
+	"RitCUA/NbyUH70IlBDSAN9OPEgjxM3VhEzx7QQoFVwhEATYE31qQnkP+r9XK4kwTLQn14pXl+IYBfho1",
+	"Lp1GBEtu65W3UrEf+b1vfrVGP31aS6Hy5XewPFBLwR1HMOqxMPiuaxP/aBS+cY+qvCUPuFKrLNMCU7tW",
+	"QMbjrq7XjGn+EsrENB/XKsMEBNdmMZgK2DXUf8Gxu4ov7o9Q4wXerwfY4guN7LFa0thKXlhIB1vN+jp4",
+	"agW9lvVy9KmKbWxL3Aph1FVO0wpChNVzV5Ef7LMVyIb6Iw/FEBAYPLiCKyNVG/zhoBHyulaSLkRrDldi",
+	"on0MKq7qh7tUOwu5OhsocKnBQuVP/iP53Ux+f1x13LZo3nUaXOUseRqsSgwcLaQ2rUUONLhgm0FKEKiR",
+	"+Hj5xPc+9JVnghpTldgBsSuDiMeRsG2FwNlaCGGM5gEPeASq1oKCTWcujXfqAtQ7OXe1IzCdMHmepqww",
+	"Q9IC3Ut1VYsrk20UG8f4vhRRSO3/q8yWn1tQu7RXn/RoLQRpGEnB9Eya3SWVWt7PTVMTs9f4pp2xbD9N",
+	"If7ra0uibmIrcN3hq3duG351bWuHi/LKe3jxix2u8AvnuIQPDnboItS5BSJxuMtcqkqhvyph2WVsvtTm",
+	"51Mi++EOevA3aFO+QK6zQsDeCtaTk4kr7LVKP+qkq5Y8F4hXPfK9VYA890EcciGqHAhHH4u8RHpZZUPs",
+	"aZ8u0cjgDcEg8UgItmDaoALYJ89BvARSi6HeNM9d7Dg4AZhLcWwJE9koO55XYfcrtri2ha5e8bz172CE",
+	"u4k/tdrkqvDHnajQWo7HOjpevqyCZVKqsJA0uI+SVIprprSLNIHkjk22wvqrzfrT28Hz10fk9kSKfHm2",
+	"bfk3DMSV7Vu3WDqBcz1n+taNeQNJtju8+ALjOu9v4WwEqEZRPUnkp2Ze2orSHVT71WlzezxPJwfpIHvC",
+	"DsdP6TEbTJ7Ro/FJ+iQ7YIeTI3o8jurpZI0dHUZp7/hwPVdstfsT173fDEHzpea6wUpb8tHvIrl6h5bT",
+	"eO4gvNbTeVqE1+eQo0PkpHbGfves8o9qbKhfY88jwiH/ACgRbRLtdxwCJaAQZIjXC+Ksd5SF8K+qstNK",
+	"cJF7HnxeXY9w4QRfo1k+IVw3SzULV9PBiuUkWDfkJDh14MhaARkKxx0Png3rcjZEeU4l8a6gKsjY/pLE",
+	"K1wrKAUzes1GULvJcbeAM5FlVlVkUNUu1JLcLCKfh1v02WLyrfRhl5u/841trRVz4+TpBoE9uKO0//sl",
+	"oYNfn4TekYBu0vxrl3KllP8bmW6F0XGv7of3oIf/45WUPw5tx4ta4cltIOsrgv/+p8p/eYPEPmemJQXP",
+	"ZQbrerWKvQqrDarFSzVlpvFGn7zO2LyQBsqrAMI1xtvyzNNoDLQyUmIRvcRHcNaor4+PIGOO5Wl4raIA",
+	"xmfigo7EStgnhhQaWUJ1f+ImYZsItBqrbHg9pgEK0EbGcX3qZPw+UmYtqdpZW2ve5Nsp3V3JRpXevYF+",
+	"eLbGLZcUrP8/0FDxB7rSbrtuvdNxu+5eHXFMJzC34F8kf3E37s8JxMO7bKA1Qc1HIoWw7LpQ1u7Bfaj7",
+	"8qsIDb9HFeuB5INwjn7/9/quASL/kwnBW8FuJQF3s3S5c/L6612MKk2z2IdtIsS+x5769YYTb3O9OFAu",
+	"77tulI2dWHEj4HRhbcIKW3DVwz0SwX/b7ZNzAGKk3EAalVQZ1tPFpFnFEGdYlTkmxnrvSRt1VKV4gdn5",
+	"93CcgIO1UFyYzulXT7r1Qq0BGGt3lU9m7NFx8rulW4+elt/G0/Leh61inOk6Od7mYFklkkgPfl+E0oEb",
+	"Yj5+VZQ/caVpalpfVTyf/Ei50aQsIEQaYXqSkfBWPxJgLTFxrg9v+Fy1rqv9wlzhzTNSQB1Sj/ShSoev",
+	"OxJTCeRVO++1j6l0aXJWGg2lzANGiM/QSbxNI+mPRK3CNuisgCCruEP7rUPI2t7t39TYTvkcN14pfk1z",
+	"pPj9kfgRFmuL7xzyAuvwwcAQUIAulMzKFMIjtWE0GxK6ioDkIRX2Q4la+EFj7jWt6r7CY5+CxERGOtVu",
+	"VEmFRZEvz6rYLFjpqf2VLuiS5IxeM90AWRGeq/m6tC5a4HaQeVyZKnBqSJxXr4ZX4aqz220diRZEobZd",
+	"PsBd5gj+ZP+vSqF9fzUYCSLVSCSFWSYxmTCWraJg7YRztZFje6DyB4h2QP58RHop2at4+F4UR+nC/o7V",
+	"KgFZ85v3L19evP7+m2gYzVieyxW4yKPBHZg8Ao1+eT6/A+t1oOvniJXzKB48igd/TPGgPSPlfpKCq+O/",
+	"MVuVuFcwqzqXYtrL+TUwlUrVWePgji0PwW8H9CcJDTmWa1nnNJdjmmsyZmbBmJN/qtHH9vMx1bPqY/uV",
+	"FQ8s35jIPIOM7oywj3h6RiJAsPfJW1GDuPAwQBht6rhFvNojsiwIDxMSwiOg/txIuPgX52SEoQT7V9xu",
+	"qnJJ1bRCLqhCnMNAkiqyeUk6x4eHVfZut0/Q6K4b0AUh+M4LEjMKue9sU7jKC7/H97aOhcPy06cIMq29",
+	"WXkXu1kd4/uwTYFci8i9g+PfzXFb1KoffUy0RKi5JWz0o7HqkUg/FJG+aBJBd8eRyPjzVyfU4Ub9uha2",
+	"TZraOcrLgcBBJuyKHeusyq8ELEZHWD2lJFKMRCX1bjbiJX1Ao3FVmRyWzebABnfB7xfYsJHiBBP7XQkO",
+	"EujdxNtdAhju1PktlA4isx0+5CORexRdfzOqCGSFUOC2mT+dG8jgTtLq/if3r0vb5Na4gtdGNyVV7QvD",
+	"oWtf2IsC1MwV7+MmmA1crDM4qtv99HWqdGfJ6sEkG8XmlIMlpeIxj9f98fY+1O2VBaI8AlOpInEQnsjK",
+	"OL+FSOPuxfeWgT+4j7GVzNgFs5ThC1vV7zexTaKdpYNBNSYdFIAA/ERTq81v1Kk16VgNvAs4JmnOqMIS",
+	"GSs2S1yaX48ebqaFHkk88JlHUvhICh/IBoeHq0YNQfnxgkJNzvgc6WZ7qv054C853Ext7F3tYPhhQZX2",
+	"qFBJrpPuGdHLec7FFULZKoa7GiPKp8Qc/X6rreiVy4nfijH0CmmEYjk1/Jp5YKMKDlVJac5CCBi42qTc",
+	"CEKUcbUBgai/Wm3r2ekXABuy/XsviFHcpfK7rPLB6fGxHYXMAL241cJ10IzXyqih/THUCS+oHXf9iQYU",
+	"9oPB4XGYiStmWHX55OTkjl0iHLzrDf/AjhpLZid6B5vaq1vSwJFV7Gnilu3RsPZIeb8U5bXnkNAaicHD",
+	"VyezPm/+dxOqBgPa/2Rv5XYVNYSwn1lWgsQV/BAc3eoMSk1VYOXP+uStyhiygisfX7BJR32FFTZWaORx",
+	"Wwi+fT2D2NwF1YTmAP9I6FgzYbqP1/nxOj/UdcajBgWQEMKdCnfKt93rjSigDiEcIFsIc1VVwfgpFcg9",
+	"ICfZYWIyXZ98+/L51+FGhbAeKH+NmUojMeEsz/BHWaIUM5bZEtMIk5cXdApQ/+OS56aC5PTI6fxnhPBF",
+	"Lo7Cxwjr/nWSUYS1FOxbWEyhhw/m8ILQ+HAUQWzUjH3sWt4K5Q1cSZLFjLncE9enHcoCi5GdjUTyetL7",
+	"XgrW+46adJaEkBY/46PBcZ88J5qLac5g3YiyDZNO8t7+f4hr+WfaGwMQp/8riYn7d09ACWGfYXPqF1Fq",
+	"bE/HoSrK60kPGvV5Ai6VciTsGlqSh1272CyMLgrE7uC0T87tTGmO74VS3B4T3Iq4+DrLHPhbVUcRc0QP",
+	"B4OunS86gmGMsEGOvrqUIUFodg2wqR3qJegumVE9EkISO1hXauIKwp1wOK0BPIxmjupulaPfiubaQ82J",
+	"g4MB+V///8Fx/7AbEyg65lZ80DsYHB4lQYrGc1rJgLDG90vMt3NsINTMZJ5pu0VYZqJ+fDYNo3HyNg0H",
+	"S9jcOp5z5gK0cIEgT6sCMofdROzqGdUIaIBHqgLAbp6EbYO++/LdTfGQqWE+bK9p7XAffMcyTi9chalN",
+	"H9aKwiE8dEvVrXZhfSuJJJ3kBY6ih1NOyJRf10ofdVfSPTEiERdN35bziS+7d29iOGa3fQPv3MTRG6pN",
+	"7zunCt2aXEq1Ce/CQhwOTn+/e+IoGGhMngo85Dr7LcWjvZ6/hYcBOQ+ErTR4UU79g/1VbpX0GxdlHZT2",
+	"V9zhozZR9ntpiNefSWeVGwIxY1n3zFJx4OnNRd999DePIvHxwentH8AJ/F6ac2q4nnAvSD6K0w9ll6SZ",
+	"F6Y7ii6QzHcfXjtesQPa/qAS0UZTYJ+c51TPGCIwjZmXUUmRUy7y5Uh0EtSTZWn2vZ0MUdmx1JK9v+GN",
+	"//vwVfVOn7yjZuZC9iC2HGPrQuexB7N3uOxeqItJgO84QvkNhAIwnwWRwP3VDOrYIB6glW1rkf7P8uSU",
+	"7XZgiPL3+gjhwi26/diFIkIVdqqYME6h0n3yXCwd+7cS8xUrDPB/Jkx/JJ5jW1ClKeRUzCkWPkAszKQm",
+	"lB+BJOzi+YW0fRlOcxSyRuK8xPJ/c0YdVrRXUaxgxiqFSwGcNMsqfen82+e9w5PTNrEazBzBmrFLENCv",
+	"yt93im6/A65sMObu183Hd8rfBxTQw5PTaBidTJ4MxpODp3Tw9HQweDI4OGXPjp+OB8eUZUfjp4cHgyN6",
+	"dDpm9PjgycnJ+DTNsgmdHAxoyo7SUzZpmK7vZEL2JbK3CKZgbnKU4dHM9Bip9JsxUntW2Y6cdKvt12UY",
+	"bfHn/XUtHYmFaL2VeHrSwYDKf/3zv0NqX+IzpdYyoLpxSKySgvkkJwnKMDWEQYEy+zEXI7GaP+fX6dKY",
+	"PIlJA0txM5K2m+oX9Pq7Tra5o8IqPlKQPx5qXBU0PW65FysIye64/Y5cPWFQ+5/cP2/DOzo3stCNenw+",
+	"nRTNVf6pUYyRzsXL99/F9m1B/vb6zRtXr5GSqaIpIwVTXGZdhG1uGLVrWYx47zsOU8Bl1B4MiO72yVvR",
+	"IA5QWcMJZhQydQhvDc3WRhbvAtTIl778t1z82Ad2ggMLZzJmE6nYo+vqUUR46HDIdTK1mUht9Fv5S+7u",
+	"qnbFoeOqoqW9z1ncvMQxvMo+cgxcbi3W+bu5lY9X748HBXSXs/1lGbDt6D7cGpLuN4rgWAO/KmHMPfzD",
+	"GZlwwfUMMjrrBhNIhdomMrdH1V3AMNYW6wHQv23Ldejv1iYrm8EG+9Xp8efYq34HoNluf+1a2rUejE+z",
+	"o8kgPaTP2HF2cjI+SJ+yJ5NTepIdp0fjw/rmREOXkcpCPbx2fLU7m1w8tprTwrA+1pybDQmyB5gge4fA",
+	"PLvpt0Ncw9o0VTjSQTgPTSSO54xMmHEVkwCSwx5wy13wve5jaZcdwa5hsetUEk9msBKsoH9sJEmvPN2B",
+	"D+5AeEK59gCNc3hMZt2zkUBdwYr3sU/eIDzzme4QRALJl1gAf8xyKaZQG0HOGVTSyjWLyfHgeAP2oj2N",
+	"904t9/S29YIcDI8g2PXL3XE87rAdrpDu5VxHw2eDwcFhHDGRysze5GFUmknvKSSzc3OJuGiDe5AIe+4g",
+	"6A4eZkz5YgDwb1+DahAeGFUKvCwefRLxe8JXsjTNr+yD9a8WVFnSZE8qkJ27j19tp2a1OeoyTRnLcI67",
+	"EMK7kMGN1UipvvqfKHr+wSRJuw1xpd7gNUNtxt/4NqJ5V7HSngQrJn5op7b7KRUpy++etxXa3Zww7604",
+	"tq89XRMmO+22nC5GBVJ1BShdCQ4tZ1nSJ8+hlZEAyuyjb4MkWrfKlAIDAbPWhHlo8kHIMoMD4ZvMVyv0",
+	"QB3SLYR7MBycfFnC/fmU18/o16ZKznbn+sei7Y+E6jdFtoetIJQUDOHfpQoeFOQju4p1Dp5uM5iScDh6",
+	"aMkinZkxhR7u78/MPO/rgqX9xYyaxbQv1XR/XuaGW2l+H8vw9zQTpof4fH37RZfIiaUWNQCjYUD0wyr9",
+	"TVQ/71cCdEFvfJ4qOicLJQ2ET8xjqKHqAmnB0AQjRksUPIBgNTmZaGYQAkS7+ZwRSpIpLTxa4AKc/bab",
+	"Oc+ynMFwEUPKYxYuaIDad8ZagBShltbRjHRCVPbYniyA8qvwHLHmCwgjaPv20cNygoVg3TJ7KTpuhja4",
+	"cp8uuIELQvO8e9YwuI3EjGpvdbPC8AoeIowvCThx7/HH2A9TL0U6U1LIUvuQk4Us88w2e83ImDFMwYWW",
+	"gdaGhgE1apyzeTd2FGMx46kLU8dppbnUTFu2YWkkE2Ykci4Y6SRDwNgChKakC5AHDrwxZ1QbV3Lr4ITo",
+	"Pnlv1QbBUo/jAtF4LwFi8vXXCTFyJBCakXg9gpHcNSIMUSxl/JplffIWN5RrYrsl0hWIZMBfUNmA6jgQ",
+	"ohPOa+wgjelSu8xEKC2KYSJWUzkhcy5KiFqB/r0R9Az0EjxhnRBR7rqLCSX/KFmJgUhMdevLppk9SGGB",
+	"NCmF4XmFSlnbcYPgNHok/L5v0YFwAW6L+X7fXExeu18dF44TvL8w3j1NEp4NE2L3VsckccGYcMvRPd0I",
+	"28QbX/8h6W6Me27sdsM6VFBjSW00jP7zp0Hv2YdPB/HBs5te7d9/ij4nJHoNwnR3gzOM89z5ANoZbJ26",
+	"PnLV35SrvoLb7Ayqe9oT/HVw2k6Nuzk+1f01lALFMKDp4ZWCUKSG/xwQ3w1Tcy5ojrXEanqCD/lA8luY",
+	"ZXIGLNVzZih5c/76mx9ff//i21bgBf4zs2O6cD3cDzQ2x6LTcaTkQkfD490RX33/53ZVd4qIawncfg/T",
+	"eYSregwC+01RHiAaNSgB4bLu6XCP76AUANLzF6AzFz4CGBC2XRDwCgi1pz6r1gkkw4A2zjT51z//P0JH",
+	"Ip2V4soK4rbRTpKWKie9C9JLuhW2OCl4wc5QvA4ZeIXVnBxmeCpFWioF4qh7wdfJAnwMCBruk4TJiavD",
+	"i3KsK58BPCLUGycdKP0YiKeVyK3Mocl/ft3tkx+lutKYe0nFkgTpzwqONUzXJoltQngjyR0JuYYVC6I9",
+	"DBmL5NSRWr2txqWf+aAa7z0xpRKE65GwPzA0uXcw4uYII24C9GFD7Ky8jqpKM4Q12RgPjQ7AzKFNbBE8",
+	"X+TS5cPVFhklUJ8C0+Y8ZHLSlutTFdf98DsMxr538LUzoZ/GERzOynDuLvUu5qzdayrZ7bslShoD92sa",
+	"+552+2ikvHpkl4/c78Him5jI/HGTG5hgk8m0skLwKqWl4mYJxGjMqGLqeWlm4HP6YH+2Yj+SqlLlVjs1",
+	"phju70MVs5nUZvh08HQADNA138YBgws2lBCPkbvZ8V8xQea0gKlwGKgjazyzB9osW7KaLFPJJc1Cfcih",
+	"M70EGG+wYyzAoVqKLJhmCpnzdFnrxDfQ0sk52qGYc8NeMVbY281VDeIkgKLTPNf9tXiOtmZd1QXtOHHG",
+	"qrr9oRCfIpRIV9W/Vsbf0/sKpXu9+daYdavQ1EHoq8m7MKGW2Xtg5BpiVgCliwnizW1oN6BptdSVbysh",
+	"A6chRPLXGtq0NStRQXuaKJZKlQ3tBuexM1PFzoLvan+Ei+Aax3uw3vg7JcdMg0AgVTpj2ihqpNKQiorn",
+	"VYCztNZW4PptDV5ImZOMWckBhR3b9KQUqf2rZ48O4IJCPRaN9kojZa5Jsj9Pi4TALUSF22MhTy2PvPlw",
+	"878DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
