@@ -56,11 +56,14 @@ type Options struct {
 
 // Mount serves Handler at exactly Path. Authenticated puts it behind the same bearer-token
 // check as /v1; ResourceMetadata is then the RFC 9728 metadata URL its 401 answers name.
+// Methods, when set, are the only methods routed to Handler (HEAD reaches it as GET when GET
+// is listed); others answer 405 with Allow. Empty: Handler gets every method.
 type Mount struct {
 	Path             string
 	Handler          http.Handler
 	Authenticated    bool
 	ResourceMetadata string
+	Methods          []string
 }
 
 // AgentTools describes the agent-facing tools (internal/mcp serves them), for
@@ -147,7 +150,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		// RFC 9110 §15.5.6: a 405 names the methods the resource supports.
 		var allowed []string
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
 			if r.Match(chi.NewRouteContext(), m, req.URL.Path) ||
 				m == http.MethodHead && r.Match(chi.NewRouteContext(), http.MethodGet, req.URL.Path) { // middleware.GetHead
 				allowed = append(allowed, m)
@@ -167,7 +170,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	r.Get("/docs", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/docs/", http.StatusMovedPermanently)
 	})
-	r.Mount("/docs/", docs)
+	r.Get("/docs/*", docs.ServeHTTP) // GET (and HEAD) only: other methods answer 405
 	for prefix, h := range o.Extra {
 		r.Mount(prefix, http.StripPrefix(prefix, h))
 	}
@@ -180,7 +183,13 @@ func NewHandler(o Options) (http.Handler, error) {
 			}
 			h = o.Auth.Middleware(resolved, WriteProblem, opts...)(limiter.middleware(h))
 		}
-		r.Handle(m.Path, h)
+		if len(m.Methods) == 0 {
+			r.Handle(m.Path, h)
+			continue
+		}
+		for _, method := range m.Methods {
+			r.Method(method, m.Path, headAsGet(h))
+		}
 	}
 	if o.Console != nil {
 		for _, m := range []string{http.MethodGet, http.MethodHead} {
@@ -213,6 +222,18 @@ func NewHandler(o Options) (http.Handler, error) {
 		},
 	})
 	return r, nil
+}
+
+// headAsGet hands a HEAD request to h as a GET (for handlers that know only GET); the server
+// still sends no body, since the request it answers is HEAD.
+func headAsGet(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			r = r.Clone(r.Context())
+			r.Method = http.MethodGet
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func keepRequest(f apigen.StrictHandlerFunc, _ string) apigen.StrictHandlerFunc {

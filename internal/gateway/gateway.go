@@ -226,8 +226,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	g.handler, err = api.NewHandler(api.Options{Auth: authn, Readiness: g.store, Sandbox: g.svc, Logger: log, MaxBody: cfg.Server.MaxBodyBytes, Extra: extra,
 		Console: web.Handler(consoleConfig(cfg, opts.DevIssuer, log)),
 		Mounts: []api.Mount{
-			{Path: mcp.MetadataPath, Handler: meta},
-			{Path: mcp.MetadataPath + mcp.Path, Handler: meta},
+			{Path: mcp.MetadataPath, Handler: meta, Methods: []string{http.MethodGet, http.MethodOptions}},
+			{Path: mcp.MetadataPath + mcp.Path, Handler: meta, Methods: []string{http.MethodGet, http.MethodOptions}},
 			{Path: mcp.Path, Handler: agent, Authenticated: true, ResourceMetadata: agent.ResourceMetadataURL()},
 		},
 		AgentTools:      agent,

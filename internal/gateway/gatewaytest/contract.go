@@ -2,6 +2,7 @@ package gatewaytest
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"mime"
@@ -72,6 +73,12 @@ func (c *Contract) Check(t testing.TB, req *http.Request, status int, header htt
 		return false
 	}
 	ct, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
+	if header.Get("Content-Encoding") == "gzip" && req.Method != http.MethodHead {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		require.NoError(t, err, "a gzip body")
+		body, err = io.ReadAll(zr)
+		require.NoError(t, err, "a gzip body")
+	}
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route},
 		Status:                 status,
