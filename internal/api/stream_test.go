@@ -116,7 +116,8 @@ func TestCommandOutputStreams(t *testing.T) {
 	sid := e.newSession(tok, "default")
 	// The program waits for a file the test makes once it has seen the first line.
 	s := e.stream(tok, "POST", "/v1/sessions/"+sid+"/commands", map[string]any{
-		"command": "echo one; while [ ! -f go ]; do sleep 0.02; done; echo two >&2; printf 'thr'; printf 'ee\\n'",
+		// The pause orders "two" before "three" across the two pipes, whose readers race.
+		"command": "echo one; while [ ! -f go ]; do sleep 0.02; done; echo two >&2; sleep 0.3; printf 'thr'; printf 'ee\\n'",
 	}, nil)
 	require.Equal(t, 200, s.resp.StatusCode)
 	require.Equal(t, "text/event-stream", s.resp.Header.Get("Content-Type"))
