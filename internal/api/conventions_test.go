@@ -41,6 +41,15 @@ func TestHeadWhereverGet(t *testing.T) {
 	requireProblem(t, e.do(tok, "GET", "/v1/sessions/"+id+"/files/none", nil), 404, "not-found")
 	require.Equal(t, 404, e.do(tok, "HEAD", "/v1/sessions/"+id+"/files/none", nil).Status)
 	require.Equal(t, 401, e.do("", "HEAD", "/v1/me", nil).Status)
+
+	// HEAD on an event stream answers at once, not when the task ends.
+	task := e.do(tok, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "sleep 30", "wait_s": 0}).JSON(t)
+	start := time.Now()
+	r := e.do(tok, "HEAD", "/v1/tasks/"+task["id"].(string)+"/output", nil)
+	require.Equal(t, 200, r.Status)
+	require.Equal(t, "text/event-stream", r.Header.Get("Content-Type"))
+	require.Less(t, time.Since(start), 20*time.Second)
+	require.Equal(t, 200, e.do(tok, "POST", "/v1/tasks/"+task["id"].(string)+"/cancel", nil).Status)
 }
 
 // TestEvery405NamesTheAllowedMethods (RFC 9110 §15.5.6), on the API and on what is mounted
