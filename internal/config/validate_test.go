@@ -233,7 +233,9 @@ func TestValidateRules(t *testing.T) {
 		// Server and database.
 		{"server addr", func(c *Config) { c.Server.Addr = " " }, "server.addr", []string{"must not be empty"}},
 		{"max body bytes", func(c *Config) { c.Server.MaxBodyBytes = -1 }, "server.max_body_bytes", []string{"greater than 0"}},
-		{"cors origin with a path", func(c *Config) { c.Server.CORS.AllowedOrigins = []string{"https://ok.example", "https://app.example/ui"} },
+		{"cors origin with a path", func(c *Config) {
+			c.Server.CORS.AllowedOrigins = []string{"https://ok.example", "https://app.example/ui"}
+		},
 			"server.cors.allowed_origins[1]", []string{"not an origin", "scheme://host[:port]"}},
 		{"cors origin without scheme", func(c *Config) { c.Server.CORS.AllowedOrigins = []string{"app.example.com"} },
 			"server.cors.allowed_origins[0]", []string{"not an origin"}},
