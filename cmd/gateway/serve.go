@@ -109,8 +109,10 @@ func printDevBanner(w io.Writer, base, tok, dataDir string, ownDB bool) {
 	}
 	fmt.Fprintf(w, `
 Sandgate is running in development mode at %[1]s
-(%[3]s, a development OIDC issuer at %[1]s/dev/oidc whose key is in %[4]s;
-the default profile runs code on this machine WITHOUT isolation).
+  data folder: %[4]s (the development issuer's key, the local sandboxes)
+  database:    %[3]s
+  OIDC issuer: %[1]s/dev/oidc
+The default profile runs code on this machine WITHOUT isolation.
 
 A token for subject "dev" (mint others, from any folder, with: %[5]s):
 

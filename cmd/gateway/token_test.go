@@ -50,7 +50,7 @@ func TestDevTokenFromAnyFolder(t *testing.T) {
 	state := filepath.Join(dir, "state")
 	cache := filepath.Join(dir, "cache")
 
-	assert.Contains(t, g.banner, "whose key is in "+state)
+	assert.Contains(t, g.banner, "data folder: "+state+" (")
 	assert.Contains(t, g.banner, "gateway token --data-dir "+state)
 	assert.Contains(t, g.banner, "a local Postgres under "+filepath.Join(state, "pg"))
 	assert.NotContains(t, g.banner, ".sandgate/dev")
