@@ -18,10 +18,14 @@ test:
 	@exports=$$(scripts/test-setup.sh) && eval "$$exports" && \
 	  $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- -count=1 -timeout 20m ./...
 
+## VERSION is stamped into the gateway (`gateway version`, /healthz): the git description of
+## the checkout, or "dev" outside git. Override: make build VERSION=1.2.3
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 ## build: the gateway and sandboxd (static: the docker provider copies it into containers of
 ## images that do not ship it) into bin/
 build:
-	$(GO) build -o bin/gateway ./cmd/gateway
+	$(GO) build -ldflags='-X main.version=$(VERSION)' -o bin/gateway ./cmd/gateway
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/sandboxd ./cmd/sandboxd
 
 generate:

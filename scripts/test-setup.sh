@@ -103,6 +103,7 @@ npm_projects=(
   internal/providers/daytona/daytonafake/testdata/sdk
   internal/providers/e2b/e2bfake/testdata/sdk
   internal/mcp/testdata/sdk-js
+  internal/api/testdata/contract
 )
 npm_cache=${SANDGATE_CACHE:-$HOME/.cache/sandgate}/npm
 for dir in "${npm_projects[@]}"; do

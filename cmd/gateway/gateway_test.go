@@ -24,13 +24,16 @@ import (
 
 var gatewayBin string
 
+// testVersion is stamped into the test binary as `make build` stamps VERSION.
+const testVersion = "v0.0.0-test+stamped"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sandgate-bin-")
 	if err != nil {
 		panic(err)
 	}
 	gatewayBin = filepath.Join(dir, "gateway")
-	if out, err := exec.Command("go", "build", "-o", gatewayBin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+testVersion, "-o", gatewayBin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building gateway: %v\n%s", err, out)
 		os.Exit(1)
 	}
@@ -51,10 +54,11 @@ func requirePostgres(t *testing.T) {
 
 // devGateway is a `gateway dev` process.
 type devGateway struct {
-	cmd   *exec.Cmd
-	base  string
-	token string
-	done  chan struct{}
+	cmd    *exec.Cmd
+	base   string
+	token  string
+	banner string // stdout up to the token line
+	done   chan struct{}
 }
 
 // dataDir returns a folder the unprivileged Postgres user can reach when tests run as root.
@@ -79,7 +83,8 @@ func startDev(t *testing.T, dir, addr string, env ...string) *devGateway {
 	base := "http://" + addr
 	cmd := exec.Command(gatewayBin, "dev", "--data-dir", filepath.Join(dir, "state"))
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SANDGATE_SERVER__ADDR="+addr, "SANDGATE_SERVER__PUBLIC_URL="+base, "SANDGATE_LOG__LEVEL=warn")
+	cmd.Env = append(os.Environ(), "SANDGATE_SERVER__ADDR="+addr, "SANDGATE_SERVER__PUBLIC_URL="+base, "SANDGATE_LOG__LEVEL=warn",
+		"XDG_CACHE_HOME="+filepath.Join(dir, "cache")) // where it records itself for `gateway token`: not the user's
 	cmd.Env = append(cmd.Env, env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -91,19 +96,22 @@ func startDev(t *testing.T, dir, addr string, env ...string) *devGateway {
 	go func() { _ = cmd.Wait(); close(g.done) }()
 	t.Cleanup(func() { g.kill(syscall.SIGTERM) })
 
-	tokens := make(chan string, 1)
+	tokens := make(chan [2]string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		var banner strings.Builder
 		for sc.Scan() {
+			banner.WriteString(sc.Text() + "\n")
 			if _, tok, ok := strings.Cut(sc.Text(), "export TOKEN="); ok {
-				tokens <- strings.TrimSpace(tok)
+				tokens <- [2]string{strings.TrimSpace(tok), banner.String()}
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	select {
-	case g.token = <-tokens:
+	case tb := <-tokens:
+		g.token, g.banner = tb[0], tb[1]
 	case <-g.done:
 		log, _ := os.ReadFile(filepath.Join(dir, "gateway.log"))
 		t.Fatalf("gateway dev exited before serving:\n%s", log)

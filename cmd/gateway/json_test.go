@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway"
 	"github.com/sandgate/sandgate/internal/store"
@@ -78,8 +79,14 @@ func TestConfigValidateRefusesAnUnservedProvider(t *testing.T) {
 // gateway token refuses the admin groups unless --allow-admin is given.
 func TestTokenRefusesAdminGroupsWithoutAllowAdmin(t *testing.T) {
 	dir := t.TempDir()
+	// The data folder of a dev gateway that is not running (pid 0): its key and its record.
+	_, err := devissuer.Open("http://127.0.0.1:1/dev/oidc", filepath.Join(dir, devKeyFile))
+	require.NoError(t, err)
+	rec, err := json.Marshal(devState{DataDir: dir, PublicURL: "http://127.0.0.1:1", Issuer: "http://127.0.0.1:1/dev/oidc", AdminGroups: []string{"admins"}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, devStateFile), rec, 0o600))
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"token", "--data-dir", dir, "--sub", "ops", "--groups", "dev,admins"}, nil, &out, io.Discard)
+	err = run(t.Context(), []string{"token", "--data-dir", dir, "--sub", "ops", "--groups", "dev,admins"}, nil, &out, io.Discard)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "--allow-admin")
 	require.NoError(t, run(t.Context(), []string{"token", "--data-dir", dir, "--sub", "ops", "--groups", "dev,admins", "--allow-admin"}, nil, &out, io.Discard))

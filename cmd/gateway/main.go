@@ -47,7 +47,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 	case "migrate":
 		return cmdMigrate(ctx, rest, environ, stdout)
 	case "token":
-		return cmdToken(rest, environ, stdout)
+		return cmdToken(ctx, rest, environ, stdout, stderr)
 	case "config":
 		return cmdConfig(rest, environ, stdout)
 	case "version", "--version", "-v":

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -46,10 +45,12 @@ func cmdMigrate(ctx context.Context, args, environ []string, stdout io.Writer) e
 	return nil
 }
 
-func cmdToken(args, environ []string, stdout io.Writer) error {
+// cmdToken mints a development token for the dev gateway found by findDevGateway, naming
+// the issuer that gateway serves (its recorded public URL) and signing with its key.
+func cmdToken(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	path := configFlag(fs, environ)
-	dataDir := fs.String("data-dir", ".sandgate/dev", "`folder` of the dev gateway (holds the issuer key)")
+	dataDir := fs.String("data-dir", "", "`folder` of the dev gateway (as given to `gateway dev --data-dir`); default ./"+defaultDataDir+" when it holds a key, else the dev gateway started last")
 	sub := fs.String("sub", "dev", "subject (user id)")
 	groups := fs.String("groups", "dev", "comma-separated groups")
 	email := fs.String("email", "", "email claim")
@@ -58,13 +59,33 @@ func cmdToken(args, environ []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path, environ)
+	target, err := findDevGateway(*dataDir, environ)
 	if err != nil {
 		return err
 	}
-	iss, err := devissuer.Open(strings.TrimSuffix(cfg.Server.PublicURL, "/")+"/dev/oidc", filepath.Join(*dataDir, "issuer-key.pem"))
+	issuerURL, admins := "", []string(nil)
+	if st := target.state; st != nil {
+		issuerURL, admins = st.Issuer, st.AdminGroups
+		if !st.running() {
+			fmt.Fprintf(stderr, "gateway token: the dev gateway of %s (pid %d, %s) is not running; the token is for it once it serves again\n", target.dataDir, st.PID, st.PublicURL)
+		}
+	} else {
+		// No gateway recorded itself there (one from before this record existed): the
+		// configuration says where it serves.
+		cfg, err := config.Load(*path, environ)
+		if err != nil {
+			return err
+		}
+		issuerURL, admins = strings.TrimSuffix(cfg.Server.PublicURL, "/")+"/dev/oidc", cfg.Auth.AdminGroups
+	}
+	iss, err := devissuer.Load(issuerURL, target.keyFile)
 	if err != nil {
 		return err
+	}
+	if target.state == nil || target.state.running() {
+		if err := checkIssuer(ctx, iss, target.dataDir, stderr); err != nil {
+			return err
+		}
 	}
 	var gs []string
 	for _, g := range strings.Split(*groups, ",") {
@@ -73,7 +94,6 @@ func cmdToken(args, environ []string, stdout io.Writer) error {
 		}
 	}
 	if !*allowAdmin {
-		admins := cfg.Auth.AdminGroups
 		if len(admins) == 0 {
 			admins = []string{"admins"} // gateway dev's default
 		}

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/config"
@@ -30,7 +33,7 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	path := configFlag(fs, environ)
-	dataDir := fs.String("data-dir", ".sandgate/dev", "dev only: `folder` for the throwaway Postgres, issuer key and sandboxes")
+	dataDir := fs.String("data-dir", defaultDataDir, "dev only: `folder` for the throwaway Postgres, issuer key and sandboxes")
 	allowAdmin := fs.Bool("allow-admin", false, "dev only: let the development issuer's sign-in form grant the admin groups (auth.admin_groups)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -47,6 +50,7 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	slog.SetDefault(log)
 
 	var iss *devissuer.Issuer
+	ownDB := cfg.Database.URL == "" // dev starts its own Postgres
 	if dev {
 		var stopDB func()
 		iss, stopDB, err = gateway.DevSetup(ctx, cfg, *dataDir, log)
@@ -74,22 +78,43 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	}
 	log.Info("gateway listening", "addr", ln.Addr().String(), "public_url", cfg.Server.PublicURL, "runner_id", g.RunnerID(), "dev", dev)
 	if iss != nil {
+		abs, err := filepath.Abs(*dataDir)
+		if err != nil {
+			return err
+		}
+		// What `gateway token` reads to mint for this gateway from any folder.
+		if err := recordDevState(environ, devState{DataDir: abs, PublicURL: cfg.Server.PublicURL, Issuer: iss.URL(), PID: os.Getpid(),
+			AdminGroups: cfg.Auth.AdminGroups, StartedAt: time.Now().UTC()}); err != nil {
+			log.Warn("cannot record this dev gateway for `gateway token`; pass it --data-dir", "data_dir", abs, "err", err)
+		}
 		tok, err := iss.Mint(devissuer.Claims{Subject: "dev", Groups: []string{"dev"}, Email: "dev@example.test"})
 		if err != nil {
 			return err
 		}
-		printDevBanner(stdout, cfg.Server.PublicURL, tok)
+		printDevBanner(stdout, cfg.Server.PublicURL, tok, *dataDir, ownDB)
 	}
 	return g.Serve(ctx, ln)
 }
 
-func printDevBanner(w io.Writer, base, tok string) {
+// printDevBanner tells the developer where the gateway serves, what its data folder holds and
+// how to get tokens; dataDir is --data-dir as given, ownDB whether dev started Postgres.
+func printDevBanner(w io.Writer, base, tok, dataDir string, ownDB bool) {
+	db := "the Postgres of database.url"
+	if ownDB {
+		db = "a local Postgres under " + filepath.Join(dataDir, "pg")
+	}
+	mint := "gateway token --sub alice --groups dev"
+	if filepath.Clean(dataDir) != defaultDataDir {
+		mint = "gateway token --data-dir " + dataDir + " --sub alice --groups dev"
+	}
 	fmt.Fprintf(w, `
 Sandgate is running in development mode at %[1]s
-(a local Postgres under .sandgate/dev and a development OIDC issuer at %[1]s/dev/oidc;
-the default profile runs code on this machine WITHOUT isolation).
+  data folder: %[4]s (the development issuer's key, the local sandboxes)
+  database:    %[3]s
+  OIDC issuer: %[1]s/dev/oidc
+The default profile runs code on this machine WITHOUT isolation.
 
-A token for subject "dev" (mint others with: gateway token --sub alice --groups dev):
+A token for subject "dev" (mint others, from any folder, with: %[5]s):
 
   export TOKEN=%[2]s
 
@@ -99,5 +124,5 @@ Try it:
 
 Web console: %[1]s/    API docs: %[1]s/docs
 
-`, base, tok)
+`, base, tok, db, dataDir, mint)
 }

@@ -128,6 +128,9 @@ func (e *testEnv) send(tok, method, path, ctype string, body io.Reader, size int
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(e.t, err)
+	// Every answer these tests see must be one the contract declares (status, media type,
+	// schema): an undeclared status fails the test that provoked it.
+	gatewaytest.LoadContract(e.t).Check(e.t, req, resp.StatusCode, resp.Header, b)
 	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 

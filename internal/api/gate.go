@@ -48,10 +48,15 @@ func newGate(doc *openapi3.T, authenticate func(http.Handler) http.Handler, maxB
 }
 
 // findRoute is the contract's operation of r and its path parameters, encoded as the
-// contract's router (gorillamux with encoded paths) gives them.
+// contract's router (gorillamux with encoded paths) gives them. A HEAD request is the GET
+// operation's (RFC 9110 §9.3.2; middleware.GetHead routed it there).
 func (g *gate) findRoute(r *http.Request) (*routers.Route, map[string]string, error) {
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
 	if rc := chi.RouteContext(r.Context()); rc != nil {
-		if route, ok := g.routes[r.Method+" "+rc.RoutePattern()]; ok {
+		if route, ok := g.routes[method+" "+rc.RoutePattern()]; ok {
 			params := make(map[string]string, len(rc.URLParams.Keys))
 			for i, k := range rc.URLParams.Keys {
 				v := rc.URLParams.Values[i]
@@ -62,6 +67,10 @@ func (g *gate) findRoute(r *http.Request) (*routers.Route, map[string]string, er
 			}
 			return route, params, nil
 		}
+	}
+	if r.Method == http.MethodHead {
+		r = r.Clone(r.Context())
+		r.Method = http.MethodGet
 	}
 	return g.router.FindRoute(r)
 }
@@ -75,27 +84,34 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 			return
 		}
 		validate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			raw := route.Operation.RequestBody != nil && route.Operation.RequestBody.Value.Content.Get("application/octet-stream") != nil
-			if !raw && r.Body != nil && r.Body != http.NoBody {
-				body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
+			body := route.Operation.RequestBody
+			raw := body != nil && body.Value.Content.Get("application/octet-stream") != nil
+			// Only a body the operation takes is read (and bounded): another is left unread.
+			if body != nil && !raw && r.Body != nil && r.Body != http.NoBody {
+				b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
 				if err != nil {
 					writeValidationProblem(w, r, err)
 					return
 				}
 				// Deep nesting is refused before the validator sees it: decoding and checking
 				// a 10,000-level body against the schema costs seconds of CPU.
-				if jsonDepth(body) > maxJSONDepth {
+				if jsonDepth(b) > maxJSONDepth {
 					WriteProblem(w, r, http.StatusBadRequest, "validation", "Invalid request",
 						fmt.Sprintf("the JSON body nests objects and arrays more than %d levels deep; flatten it (see /openapi.yaml for the request shape)", maxJSONDepth))
 					return
 				}
-				r.Body = io.NopCloser(bytes.NewReader(body))
+				r.Body = io.NopCloser(bytes.NewReader(b))
+			}
+			vr := r
+			if r.Method == http.MethodHead {
+				vr = r.Clone(r.Context())
+				vr.Method = http.MethodGet
 			}
 			in := &openapi3filter.RequestValidationInput{
-				Request: r, PathParams: params, Route: g.withoutSecurity(route),
+				Request: vr, PathParams: params, Route: g.withoutSecurity(route),
 				Options: &openapi3filter.Options{
 					AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, // done by authenticate
-					ExcludeRequestBody: raw,                                   // streamed; bounded by the domain
+					ExcludeRequestBody: raw || body == nil,                    // streamed and bounded by the domain; or none taken
 					MultiError:         true,
 				},
 			}

@@ -40,7 +40,7 @@ func location(_ context.Context, path string) *string { return &path }
 
 // GetHealth answers liveness.
 func (s *Server) GetHealth(context.Context, apigen.GetHealthRequestObject) (apigen.GetHealthResponseObject, error) {
-	return apigen.GetHealth200JSONResponse{Status: apigen.Ok}, nil
+	return apigen.GetHealth200JSONResponse{Status: apigen.Ok, Version: &s.version}, nil
 }
 
 // GetReady checks Postgres and the schema version.
@@ -50,7 +50,7 @@ func (s *Server) GetReady(ctx context.Context, _ apigen.GetReadyRequestObject) (
 	checks := map[string]string{}
 	if err := s.ready.Ping(ctx); err != nil {
 		checks["database"] = "unreachable: " + err.Error()
-		return apigen.GetReady503JSONResponse{Status: apigen.Unavailable, Checks: &checks}, nil
+		return apigen.GetReady503JSONResponse{Status: apigen.Unavailable, Checks: &checks, Version: &s.version}, nil
 	}
 	checks["database"] = "ok"
 	cur, target, err := s.ready.SchemaVersion(ctx)
@@ -61,9 +61,9 @@ func (s *Server) GetReady(ctx context.Context, _ apigen.GetReadyRequestObject) (
 		checks["schema"] = fmt.Sprintf("at version %d, binary needs %d; run gateway migrate", cur, target)
 	default:
 		checks["schema"] = fmt.Sprintf("version %d", cur)
-		return apigen.GetReady200JSONResponse{Status: apigen.Ok, Checks: &checks}, nil
+		return apigen.GetReady200JSONResponse{Status: apigen.Ok, Checks: &checks, Version: &s.version}, nil
 	}
-	return apigen.GetReady503JSONResponse{Status: apigen.Unavailable, Checks: &checks}, nil
+	return apigen.GetReady503JSONResponse{Status: apigen.Unavailable, Checks: &checks, Version: &s.version}, nil
 }
 
 // GetMe returns the caller's principal.
@@ -129,7 +129,7 @@ func profileView(prof *sandbox.Profile) apigen.Profile {
 		AllowedGroups: nilIfEmpty(prof.AllowedGroups),
 		Policy: apigen.Policy{
 			NetworkEgress: apigen.PolicyNetworkEgress(pol.NetworkEgress), NetworkAllow: nonNil(pol.NetworkAllow),
-			FsAllowRead: nonNil(pol.FSAllowRead), FsAllowWrite: nonNil(pol.FSAllowWrite), TimeoutS: float32(pol.Timeout.Seconds()), Strict: pol.Strict,
+			FsAllowRead: nonNil(pol.FSAllowRead), FsAllowWrite: nonNil(pol.FSAllowWrite), TimeoutS: pol.Timeout.Seconds(), Strict: pol.Strict,
 		},
 		Capabilities: apigen.Capabilities{
 			Isolation: apigen.IsolationTier(c.Isolation), Shell: c.Shell, Languages: nonNil(c.Languages), Files: c.Files,
@@ -140,7 +140,7 @@ func profileView(prof *sandbox.Profile) apigen.Profile {
 		},
 	}
 	if pol.CPU > 0 {
-		v.Policy.Cpu = ptr(float32(pol.CPU))
+		v.Policy.Cpu = ptr(float64(pol.CPU))
 	}
 	if pol.MemoryMB > 0 {
 		v.Policy.MemoryMb = ptr(pol.MemoryMB)
@@ -244,14 +244,14 @@ func (s *Server) DeleteSession(ctx context.Context, req apigen.DeleteSessionRequ
 	return apigen.DeleteSession200JSONResponse{SessionId: id, Destroyed: true}, nil
 }
 
-func seconds(f *float32) time.Duration {
+func seconds(f *float64) time.Duration {
 	if f == nil {
 		return 0
 	}
-	return time.Duration(float64(*f) * float64(time.Second))
+	return time.Duration(*f * float64(time.Second))
 }
 
-func waitFor(f *float32) *time.Duration {
+func waitFor(f *float64) *time.Duration {
 	if f == nil {
 		return nil
 	}
@@ -420,20 +420,19 @@ func (s *Server) WriteFile(ctx context.Context, req apigen.WriteFileRequestObjec
 	return apigen.WriteFile200JSONResponse{SessionId: w.SessionID, Path: w.Path, Size: w.Size, Sha256: w.SHA256}, nil
 }
 
-// ReadFile streams a workspace file.
+// ReadFile streams a workspace file (whole, one range, or 304: fileDownload).
 func (s *Server) ReadFile(ctx context.Context, req apigen.ReadFileRequestObject) (apigen.ReadFileResponseObject, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rc, size, err := s.sandbox.ReadFile(ctx, p, req.SessionId, deref(req.Params.Profile), req.Path)
+	rc, st, err := s.sandbox.OpenFile(ctx, p, req.SessionId, deref(req.Params.Profile), req.Path)
 	if err != nil {
 		return nil, err
 	}
-	if size < 0 {
-		size = 0 // unknown: streamed without Content-Length
-	}
-	return apigen.ReadFile200ApplicationoctetStreamResponse{Body: rc, ContentLength: size}, nil
+	d := fileDownload{rc: rc, stat: st, r: requestOf(ctx)}
+	d.params.rng, d.params.ifNoneMatch, d.params.ifRange = deref(req.Params.Range), deref(req.Params.IfNoneMatch), deref(req.Params.IfRange)
+	return d, nil
 }
 
 // DeleteFile removes a workspace file or empty folder.

@@ -6,7 +6,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,15 +48,22 @@ type Options struct {
 	// StreamKeepalive is the longest an event stream stays silent before a keepalive
 	// comment; zero means DefaultStreamKeepalive.
 	StreamKeepalive time.Duration
+	// Version is the gateway's build version, shown by /healthz and /readyz; default "dev".
+	Version string
+	// CORS names the origins browsers may call the gateway from (server.cors); none by default.
+	CORS CORS
 }
 
 // Mount serves Handler at exactly Path. Authenticated puts it behind the same bearer-token
 // check as /v1; ResourceMetadata is then the RFC 9728 metadata URL its 401 answers name.
+// Methods, when set, are the only methods routed to Handler (HEAD reaches it as GET when GET
+// is listed); others answer 405 with Allow. Empty: Handler gets every method.
 type Mount struct {
 	Path             string
 	Handler          http.Handler
 	Authenticated    bool
 	ResourceMetadata string
+	Methods          []string
 }
 
 // AgentTools describes the agent-facing tools (internal/mcp serves them), for
@@ -87,6 +93,7 @@ type Server struct {
 	now     func() time.Time
 	log     *slog.Logger
 	tools   AgentTools
+	version string
 	// streamKeepalive is Options.StreamKeepalive.
 	streamKeepalive time.Duration
 }
@@ -103,6 +110,9 @@ func NewHandler(o Options) (http.Handler, error) {
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 8 << 20
+	}
+	if o.Version == "" {
+		o.Version = "dev"
 	}
 	doc, err := apigen.GetSwagger()
 	if err != nil {
@@ -124,18 +134,25 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
-	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive}
+	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive, version: o.Version}
+
+	specJSONBytes, err := specJSON(sandgate.OpenAPI)
+	if err != nil {
+		return nil, fmt.Errorf("api: render openapi.yaml as JSON: %w", err)
+	}
 
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, accessLog(o.Logger), recoverer(o.Logger), rawFilePath)
+	// rawFilePath rewrites the path before GetHead looks up the GET route a HEAD request takes.
+	r.Use(requestID, corsMiddleware(o.CORS), accessLog(o.Logger), recoverer(o.Logger), compressJSON(), rawFilePath, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, http.StatusNotFound, "not-found", "Not found", "no route for "+r.URL.Path+"; see /docs for the API")
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		// RFC 9110 §15.5.6: a 405 names the methods the resource supports.
 		var allowed []string
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+			if r.Match(chi.NewRouteContext(), m, req.URL.Path) ||
+				m == http.MethodHead && r.Match(chi.NewRouteContext(), http.MethodGet, req.URL.Path) { // middleware.GetHead
 				allowed = append(allowed, m)
 			}
 		}
@@ -145,19 +162,15 @@ func NewHandler(o Options) (http.Handler, error) {
 		WriteProblem(w, req, http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed",
 			req.Method+" is not allowed on "+req.URL.Path+" (allowed: "+strings.Join(allowed, ", ")+"); see /docs for the API")
 	})
-	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/yaml")
-		_, _ = w.Write(sandgate.OpenAPI)
-	})
-	r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(doc)
-	})
+	// One document in two syntaxes: /openapi.json is openapi.yaml converted, not the parsed
+	// model (which the validator adjusts and the code generator renames).
+	r.Get("/openapi.yaml", serveBytes("application/yaml", sandgate.OpenAPI))
+	r.Get("/openapi.json", serveBytes("application/json", specJSONBytes))
 	docs := v5emb.New("Sandgate API", "/openapi.json", "/docs/")
 	r.Get("/docs", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/docs/", http.StatusMovedPermanently)
 	})
-	r.Mount("/docs/", docs)
+	r.Get("/docs/*", docs.ServeHTTP) // GET (and HEAD) only: other methods answer 405
 	for prefix, h := range o.Extra {
 		r.Mount(prefix, http.StripPrefix(prefix, h))
 	}
@@ -170,7 +183,13 @@ func NewHandler(o Options) (http.Handler, error) {
 			}
 			h = o.Auth.Middleware(resolved, WriteProblem, opts...)(limiter.middleware(h))
 		}
-		r.Handle(m.Path, h)
+		if len(m.Methods) == 0 {
+			r.Handle(m.Path, h)
+			continue
+		}
+		for _, method := range m.Methods {
+			r.Method(method, m.Path, headAsGet(h))
+		}
 	}
 	if o.Console != nil {
 		for _, m := range []string{http.MethodGet, http.MethodHead} {
@@ -203,6 +222,18 @@ func NewHandler(o Options) (http.Handler, error) {
 		},
 	})
 	return r, nil
+}
+
+// headAsGet hands a HEAD request to h as a GET (for handlers that know only GET); the server
+// still sends no body, since the request it answers is HEAD.
+func headAsGet(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			r = r.Clone(r.Context())
+			r.Method = http.MethodGet
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func keepRequest(f apigen.StrictHandlerFunc, _ string) apigen.StrictHandlerFunc {

@@ -97,6 +97,9 @@ func (sr streamResponse) serve(w http.ResponseWriter) error {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // nginx: pass events on as they come
 	w.WriteHeader(http.StatusOK)
+	if r := requestOf(ctx); r != nil && r.Method == http.MethodHead {
+		return nil // the header says what a GET would stream; no body to wait for
+	}
 	ew := &eventWriter{w: w, rc: http.NewResponseController(w), keepalive: sr.s.keepalive()}
 	if sr.task != nil {
 		if err := ew.event("", "task", taskView(*sr.task)); err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 )
 
 // sseEvent is one server-sent event (or, with comment set, one comment line).
@@ -50,6 +52,10 @@ func (e *testEnv) stream(tok, method, path string, body any, header map[string]s
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { _ = resp.Body.Close() })
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// The status and media type are the contract's (the events are read by the test).
+		gatewaytest.LoadContract(e.t).Check(e.t, req, resp.StatusCode, resp.Header, nil)
+	}
 	return &sseStream{resp: resp, r: bufio.NewReader(resp.Body)}
 }
 
@@ -116,7 +122,8 @@ func TestCommandOutputStreams(t *testing.T) {
 	sid := e.newSession(tok, "default")
 	// The program waits for a file the test makes once it has seen the first line.
 	s := e.stream(tok, "POST", "/v1/sessions/"+sid+"/commands", map[string]any{
-		"command": "echo one; while [ ! -f go ]; do sleep 0.02; done; echo two >&2; printf 'thr'; printf 'ee\\n'",
+		// The pause orders "two" before "three" across the two pipes, whose readers race.
+		"command": "echo one; while [ ! -f go ]; do sleep 0.02; done; echo two >&2; sleep 0.3; printf 'thr'; printf 'ee\\n'",
 	}, nil)
 	require.Equal(t, 200, s.resp.StatusCode)
 	require.Equal(t, "text/event-stream", s.resp.Header.Get("Content-Type"))

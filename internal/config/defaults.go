@@ -82,6 +82,7 @@ func (s *Server) applyDefaults() {
 	setDefault(&s.IdleTimeout, Duration(2*time.Minute))
 	setDefault(&s.ShutdownTimeout, Duration(30*time.Second))
 	setDefault(&s.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&s.CORS.MaxAge, Duration(10*time.Minute))
 }
 
 func (a *Auth) applyDefaults() {

@@ -58,6 +58,18 @@ type Server struct {
 	// /metrics, without authentication (gateways and workers alike). Empty (the default): no
 	// metrics listener. It is never served on addr, which faces the tenants.
 	MetricsAddr string `koanf:"metrics_addr" json:"metrics_addr"`
+	// CORS lets browser pages of other origins call the API. Default: no origin.
+	CORS CORS `koanf:"cors" json:"cors"`
+}
+
+// CORS configures cross-origin resource sharing (the Fetch standard's CORS protocol).
+type CORS struct {
+	// AllowedOrigins are the origins (scheme://host[:port], e.g. https://app.example.com)
+	// whose pages may call the API with a bearer token; "*" allows any origin. Empty: none.
+	// Cookies are never allowed cross-origin: the API takes bearer tokens only.
+	AllowedOrigins []string `koanf:"allowed_origins" json:"allowed_origins"`
+	// MaxAge is how long browsers may cache a preflight answer. Default 10m.
+	MaxAge Duration `koanf:"max_age" json:"max_age"`
 }
 
 // Database is the Postgres connection.

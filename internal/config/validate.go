@@ -128,6 +128,22 @@ func (s *Server) validate(p *problems) {
 			p.add("server.metrics_addr", "must differ from server.addr: metrics are served on a listener of their own")
 		}
 	}
+	if s.CORS.MaxAge < 0 {
+		p.add("server.cors.max_age", "must not be negative (got %s)", s.CORS.MaxAge)
+	}
+	for i, o := range s.CORS.AllowedOrigins {
+		if o != "*" && !isOrigin(o) {
+			p.add(fmt.Sprintf("server.cors.allowed_origins[%d]", i), "%q is not an origin: give scheme://host[:port] with no path (e.g. https://app.example.com), or * for any", o)
+		}
+	}
+}
+
+// isOrigin reports whether s is a serialized origin: an http or https URL with a host and
+// nothing after it.
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil &&
+		u.Path == "" && u.RawQuery == "" && u.Fragment == "" && !strings.HasSuffix(s, "/")
 }
 
 // maxClockSkew bounds auth.clock_skew.

@@ -233,6 +233,13 @@ func TestValidateRules(t *testing.T) {
 		// Server and database.
 		{"server addr", func(c *Config) { c.Server.Addr = " " }, "server.addr", []string{"must not be empty"}},
 		{"max body bytes", func(c *Config) { c.Server.MaxBodyBytes = -1 }, "server.max_body_bytes", []string{"greater than 0"}},
+		{"cors origin with a path", func(c *Config) {
+			c.Server.CORS.AllowedOrigins = []string{"https://ok.example", "https://app.example/ui"}
+		},
+			"server.cors.allowed_origins[1]", []string{"not an origin", "scheme://host[:port]"}},
+		{"cors origin without scheme", func(c *Config) { c.Server.CORS.AllowedOrigins = []string{"app.example.com"} },
+			"server.cors.allowed_origins[0]", []string{"not an origin"}},
+		{"cors max age", func(c *Config) { c.Server.CORS.MaxAge = -1 }, "server.cors.max_age", []string{"must not be negative"}},
 		{"public url", func(c *Config) { c.Server.PublicURL = "localhost:8080" }, "server.public_url", []string{"http"}},
 		{"max conns", func(c *Config) { c.Database.MaxConns = -1 }, "database.max_conns", []string{"greater than 0"}},
 	}
@@ -252,6 +259,9 @@ func TestValidateAccepts(t *testing.T) {
 		name   string
 		mutate func(c *Config)
 	}{
+		{"cors origins", func(c *Config) {
+			c.Server.CORS.AllowedOrigins = []string{"https://app.example.com", "http://localhost:5173", "*"}
+		}},
 		{"attached docker", profile(func(p *Profile) {
 			p.Type, p.Environment = ProviderDocker, EnvironmentAttached
 			p.Docker = &Docker{AttachTo: "dev-box"}

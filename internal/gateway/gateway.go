@@ -54,7 +54,7 @@ type Options struct {
 	Role Role
 	// Logger is every component's logger; default slog.Default().
 	Logger *slog.Logger
-	// Version is reported by MCP's server info.
+	// Version is reported by MCP's server info, /healthz and /readyz; default "dev".
 	Version string
 	// Registry lists the provider types this process serves; default Builtin().
 	Registry *providers.Registry
@@ -245,13 +245,15 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	routes, err := api.NewHandler(api.Options{Auth: authn, Readiness: g.store, Sandbox: g.svc, Logger: log, MaxBody: cfg.Server.MaxBodyBytes, Extra: extra,
 		Console: web.Handler(consoleConfig(cfg, opts.DevIssuer, log)),
 		Mounts: []api.Mount{
-			{Path: mcp.MetadataPath, Handler: meta},
-			{Path: mcp.MetadataPath + mcp.Path, Handler: meta},
+			{Path: mcp.MetadataPath, Handler: meta, Methods: []string{http.MethodGet, http.MethodOptions}},
+			{Path: mcp.MetadataPath + mcp.Path, Handler: meta, Methods: []string{http.MethodGet, http.MethodOptions}},
 			{Path: mcp.Path, Handler: agent, Authenticated: true, ResourceMetadata: agent.ResourceMetadataURL()},
 		},
 		AgentTools:      agent,
 		RateLimit:       rateLimit(cfg.Sandbox.Quotas),
-		StreamKeepalive: opts.StreamKeepalive})
+		StreamKeepalive: opts.StreamKeepalive,
+		Version:         opts.Version,
+		CORS:            api.CORS{AllowedOrigins: cfg.Server.CORS.AllowedOrigins, MaxAge: cfg.Server.CORS.MaxAge.D()}})
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,8 @@ import (
 // Guidance is the usage guidance for p, generated from the live configuration in the order of
 // docs/semantics.md §7 "Injected guidance text": heading, intro, tools, session rules, id rules, error rule,
 // notice rule, (background tasks), the profiles p may use, the truncation limit. One statement
-// per line, no blank lines. It is the MCP server's instructions and run_code's description.
+// per line, no blank lines. It is the MCP server's instructions (and the "guidance" of
+// GET /v1/agent/tools); tool descriptions stay short (MaxDescriptionChars).
 func (h *Handler) Guidance(p principal.Principal) string {
 	var lines []string
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
@@ -40,7 +41,7 @@ func (h *Handler) Guidance(p principal.Principal) string {
 	for _, prof := range profiles {
 		add("%s", profileLine(prof))
 	}
-	add("stdout/stderr and file reads are truncated at %d characters.", h.maxChars)
+	add(`stdout/stderr and file reads are truncated at %d characters: the start and the end are kept, and "truncated": true says the middle is missing; a file that is not text comes back base64-encoded with "encoding": "base64".`, h.maxChars)
 	return strings.Join(lines, "\n")
 }
 
@@ -92,16 +93,17 @@ const (
 func (h *Handler) MaxChars() int { return h.maxChars }
 
 // ToolDefinitions returns the ten tools, the seed's eight first in its order, as p's MCP server lists them,
-// in format: mcp ({name, description, inputSchema}), openai ({type: function, function:
-// {name, description, parameters}}) or anthropic ({name, description, input_schema}).
+// in format: mcp ({name, title, description, inputSchema, outputSchema, annotations}), openai
+// ({type: function, function: {name, description, parameters}}) or anthropic ({name,
+// description, input_schema}). Descriptions are at most MaxDescriptionChars characters.
 func (h *Handler) ToolDefinitions(p principal.Principal, format string) ([]map[string]any, error) {
-	guidance := h.Guidance(p)
 	out := make([]map[string]any, 0, len(toolTable))
 	for _, t := range toolTable {
-		desc, schema := t.describe(h, guidance), json.RawMessage(t.schema)
+		desc, schema := t.describe(h, p), json.RawMessage(t.schema)
 		switch format {
 		case FormatMCP, "":
-			out = append(out, map[string]any{"name": t.name, "description": desc, "inputSchema": schema})
+			out = append(out, map[string]any{"name": t.name, "title": t.title, "description": desc, "inputSchema": schema,
+				"outputSchema": t.output, "annotations": t.annotations()})
 		case FormatOpenAI:
 			out = append(out, map[string]any{"type": "function", "function": map[string]any{"name": t.name, "description": desc, "parameters": schema}})
 		case FormatAnthropic:

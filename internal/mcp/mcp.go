@@ -229,7 +229,8 @@ func (h *Handler) server(r *http.Request) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "sandgate", Title: "Sandgate sandboxes", Version: h.version},
 		&sdk.ServerOptions{Instructions: guidance, Logger: h.log})
 	for _, t := range h.tools() {
-		tool := &sdk.Tool{Name: t.name, Description: t.describe(h, guidance), InputSchema: t.schema}
+		tool := &sdk.Tool{Name: t.name, Title: t.title, Description: t.describe(h, p), InputSchema: t.schema,
+			OutputSchema: t.output, Annotations: t.annotations()}
 		s.AddTool(tool, h.toolHandler(t))
 	}
 	s.AddReceivingMiddleware(seedOrder, h.holdSessions(s))

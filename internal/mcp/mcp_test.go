@@ -1,17 +1,23 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
@@ -121,7 +127,41 @@ func call(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any)
 	require.JSONEq(t, text, string(sc))
 	_, hasErr := m["error"]
 	require.Equal(t, hasErr, res.IsError, "isError must mark exactly the {\"error\": …} results: %s", text)
+	requireOutputSchema(t, cs, name, sc)
 	return m, res.IsError
+}
+
+// outputSchemas are the compiled output schemas each MCP session's tool list gave.
+var outputSchemas sync.Map // *sdk.ClientSession → map[string]*jsonschema.Schema
+
+// requireOutputSchema checks a tool's structured result against the output schema the
+// server lists for the tool (as clients do: the TypeScript SDK refuses a result that does
+// not match, errors included).
+func requireOutputSchema(t *testing.T, cs *sdk.ClientSession, tool string, structured []byte) {
+	t.Helper()
+	v, ok := outputSchemas.Load(cs)
+	if !ok {
+		res, err := cs.ListTools(context.Background(), nil)
+		require.NoError(t, err)
+		schemas := map[string]*jsonschema.Schema{}
+		for _, tl := range res.Tools {
+			require.NotNil(t, tl.OutputSchema, "%s has an output schema", tl.Name)
+			b, err := json.Marshal(tl.OutputSchema)
+			require.NoError(t, err)
+			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+			require.NoError(t, err)
+			c := jsonschema.NewCompiler()
+			require.NoError(t, c.AddResource(tl.Name+".json", doc))
+			schemas[tl.Name], err = c.Compile(tl.Name + ".json")
+			require.NoError(t, err, "%s's output schema", tl.Name)
+		}
+		v, _ = outputSchemas.LoadOrStore(cs, schemas)
+	}
+	sch := v.(map[string]*jsonschema.Schema)[tool]
+	require.NotNil(t, sch, tool)
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(structured))
+	require.NoError(t, err)
+	require.NoError(t, sch.Validate(inst), "%s's result does not match its output schema: %s", tool, structured)
 }
 
 var hexID = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -143,12 +183,35 @@ func TestToolListAndGuidance(t *testing.T) {
 	require.Equal(t, want, mcp.ToolNames())
 
 	instructions := cs.InitializeResult().Instructions
-	require.Equal(t, instructions, res.Tools[0].Description, "run_code carries the whole guidance")
+	runCode := res.Tools[0].Description
+	require.LessOrEqual(t, utf8.RuneCountInString(runCode), mcp.MaxDescriptionChars, "within OpenAI's limit: %s", runCode)
+	require.Contains(t, runCode, "'default' (default, python/bash)")
+	require.Contains(t, runCode, "'oneshot' (python/bash, fresh sandbox per call)")
+	require.NotContains(t, runCode, "'restricted'", "only the profiles alice may use")
 	for _, tool := range res.Tools[1:] {
 		require.NotEmpty(t, tool.Description)
 		require.NotContains(t, tool.Description, "[Sandbox execution]")
 		require.LessOrEqual(t, len(tool.Description), 300)
 	}
+	hints := map[string]*sdk.ToolAnnotations{}
+	for _, tool := range res.Tools {
+		require.NotNil(t, tool.Annotations, tool.Name)
+		require.NotEmpty(t, tool.Annotations.Title, tool.Name)
+		require.NotNil(t, tool.OutputSchema, tool.Name)
+		hints[tool.Name] = tool.Annotations
+	}
+	for _, n := range []string{"read_sandbox_file", "check_sandbox_task", "list_sandbox_sessions", "list_sandbox_files"} {
+		require.True(t, hints[n].ReadOnlyHint, n)
+	}
+	for _, n := range []string{"run_code", "run_command", "write_sandbox_file", "destroy_sandbox_session", "cancel_sandbox_task"} {
+		require.False(t, hints[n].ReadOnlyHint, n)
+		require.True(t, *hints[n].DestructiveHint, n)
+	}
+	require.False(t, *hints["new_sandbox_session"].DestructiveHint)
+	require.True(t, hints["destroy_sandbox_session"].IdempotentHint)
+	require.False(t, hints["run_command"].IdempotentHint)
+	require.True(t, *hints["run_code"].OpenWorldHint, "a program may reach the network its policy allows")
+	require.False(t, *hints["read_sandbox_file"].OpenWorldHint)
 	schema, err := json.Marshal(res.Tools[0].InputSchema)
 	require.NoError(t, err)
 	require.JSONEq(t, `["code"]`, mustField(t, schema, "required"))
@@ -177,7 +240,7 @@ func TestToolListAndGuidance(t *testing.T) {
 	profiles := at("Available workload profiles (pass as profile=):")
 	require.True(t, tools < persist && persist < ids && ids < errs && errs < notice && notice < profiles)
 	require.Equal(t, persist, tools+len(want)+1)
-	require.Equal(t, "stdout/stderr and file reads are truncated at 8000 characters.", lines[len(lines)-1])
+	require.True(t, strings.HasPrefix(lines[len(lines)-1], "stdout/stderr and file reads are truncated at 8000 characters: "), lines[len(lines)-1])
 	profileLines := lines[profiles+1 : len(lines)-1]
 	require.Equal(t, []string{"default", "nonet", "oneshot", "shared", "short-idle"}, profileNames(profileLines),
 		"only the profiles alice may use, sorted")
@@ -239,13 +302,15 @@ func TestRunAndFileTools(t *testing.T) {
 	require.False(t, isErr, "%v", m)
 	require.Equal(t, map[string]any{"path": "dir/note.txt", "written": true, "sandbox_session_id": def}, m)
 	m, _ = call(t, cs, "read_sandbox_file", map[string]any{"path": "dir/note.txt"})
-	require.Equal(t, map[string]any{"path": "dir/note.txt", "content": "héllo <&> wörld\n", "sandbox_session_id": def}, m)
+	require.Equal(t, map[string]any{"path": "dir/note.txt", "content": "héllo <&> wörld\n", "size": float64(len("héllo <&> wörld\n")), "sandbox_session_id": def}, m)
 	m, _ = call(t, cs, "run_command", map[string]any{"command": "cat dir/note.txt"})
 	require.Equal(t, "héllo <&> wörld\n", m["stdout"])
-	// Invalid UTF-8 is decoded with replacement.
+	// A file that is no UTF-8 text comes back base64, flagged; program output that is not
+	// UTF-8 is decoded with replacement.
 	call(t, cs, "run_code", map[string]any{"code": "open('bin.dat','wb').write(bytes([0x41,0xff,0x42]))"})
 	m, _ = call(t, cs, "read_sandbox_file", map[string]any{"path": "bin.dat"})
-	require.Equal(t, "A\uFFFDB", m["content"])
+	require.Equal(t, "Qf9C", m["content"])
+	require.Equal(t, "base64", m["encoding"])
 	m, _ = call(t, cs, "run_command", map[string]any{"command": "printf 'x\\377y'"})
 	require.Equal(t, "x\uFFFDy", m["stdout"])
 	// Listing: entries with type and size; a sub-folder; escapes refused.
@@ -392,15 +457,56 @@ func TestTruncation(t *testing.T) {
 		only(c, "default")
 	})
 	cs := g.connect(g.token("alice"))
-	require.Contains(t, cs.InitializeResult().Instructions, "truncated at 10 characters.")
+	require.Contains(t, cs.InitializeResult().Instructions, "truncated at 10 characters: the start and the end are kept")
 
-	m, _ := call(t, cs, "run_code", map[string]any{"code": "import sys\nprint('é'*50)\nprint('ü'*50, file=sys.stderr)"})
-	require.Equal(t, strings.Repeat("é", 10), m["stdout"], "the first N characters, not bytes")
-	require.Equal(t, strings.Repeat("ü", 10), m["stderr"])
+	m, _ := call(t, cs, "run_code", map[string]any{"code": "import sys\nprint('é'*50 + 'E')\nprint('ü'*50, file=sys.stderr)"})
+	require.Equal(t, strings.Repeat("é", 5)+"\n…[42 characters cut]…\n"+strings.Repeat("é", 3)+"E\n", m["stdout"], "head and tail, in characters, not bytes")
+	require.Equal(t, strings.Repeat("ü", 5)+"\n…[41 characters cut]…\n"+strings.Repeat("ü", 4)+"\n", m["stderr"])
+	require.Equal(t, true, m["truncated"])
+	m, _ = call(t, cs, "run_code", map[string]any{"code": "print('short')"})
+	require.NotContains(t, m, "truncated", "absent when nothing was cut")
+
 	call(t, cs, "write_sandbox_file", map[string]any{"path": "long.txt", "content": "0123456789abcdef"})
 	m, _ = call(t, cs, "read_sandbox_file", map[string]any{"path": "long.txt"})
-	require.Equal(t, "0123456789", m["content"])
-	require.True(t, utf8.ValidString(m["content"].(string)))
+	require.Equal(t, "01234\n…[6 characters cut]…\nbcdef", m["content"])
+	require.Equal(t, true, m["truncated"])
+	require.EqualValues(t, 16, m["size"])
+	require.NotContains(t, m, "encoding")
+	// A file larger than what is read whole: its start and its end, in constant memory.
+	big := "START" + strings.Repeat("é", 5000) + "END"
+	call(t, cs, "write_sandbox_file", map[string]any{"path": "big.txt", "content": big})
+	m, _ = call(t, cs, "read_sandbox_file", map[string]any{"path": "big.txt"})
+	require.Equal(t, "START\n…["+strconv.Itoa(len(big)-len("START")-len("ééEND"))+" bytes cut]…\nééEND", m["content"])
+	require.Equal(t, true, m["truncated"])
+	require.EqualValues(t, len(big), m["size"])
+	m, _ = call(t, cs, "read_sandbox_file", map[string]any{"path": "short.txt"})
+	require.Contains(t, m["error"], "no file or folder")
+}
+
+// TestBinaryFileReads: a file that is not UTF-8 text comes back base64 with a flag, never as
+// text with replacement characters.
+func TestBinaryFileReads(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, func(c *config.Config) {
+		c.Sandbox.ToolOutputMaxChars = 16
+		only(c, "default")
+	})
+	cs := g.connect(g.token("alice"))
+	call(t, cs, "run_code", map[string]any{"code": "open('small.bin','wb').write(bytes([0x89,0x50,0x4e,0x47,0,1,2,255]))\nopen('big.bin','wb').write(bytes(range(256))*4)"})
+	m, _ := call(t, cs, "read_sandbox_file", map[string]any{"path": "small.bin"})
+	require.Equal(t, "base64", m["encoding"])
+	require.Equal(t, base64.StdEncoding.EncodeToString([]byte{0x89, 0x50, 0x4e, 0x47, 0, 1, 2, 255}), m["content"])
+	require.NotContains(t, m, "truncated")
+	require.EqualValues(t, 8, m["size"])
+
+	m, _ = call(t, cs, "read_sandbox_file", map[string]any{"path": "big.bin"})
+	require.Equal(t, "base64", m["encoding"])
+	raw, err := base64.StdEncoding.DecodeString(m["content"].(string))
+	require.NoError(t, err)
+	require.Equal(t, []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, raw, "the first bytes, at most 16 characters of base64")
+	require.LessOrEqual(t, len(m["content"].(string)), 16)
+	require.Equal(t, true, m["truncated"])
+	require.EqualValues(t, 1024, m["size"])
 }
 
 func TestPromotedTaskAndIdleNotice(t *testing.T) {
@@ -436,8 +542,9 @@ func TestPromotedTaskAndIdleNotice(t *testing.T) {
 	require.Equal(t, "succeeded", m["status"])
 	require.Regexp(t, hexID, m["sandbox_session_id"])
 	require.Equal(t, map[string]any{
-		"stdout": "done-0123456789abcde", "stderr": "oops\n", "exit_code": float64(2), "error": nil, "notice": nil,
-	}, m["result"], "stdout cut to tool_output_max_chars")
+		"stdout": "done-01234\n…[5 characters cut]…\nabcdefghij", "stderr": "oops\n", "exit_code": float64(2), "error": nil, "notice": nil,
+		"truncated": true,
+	}, m["result"], "stdout cut to tool_output_max_chars, head and tail")
 
 	// Another principal cannot see the task.
 	bob := g.connect(g.token("bob"))
@@ -588,6 +695,9 @@ func TestAgentToolsEndpoint(t *testing.T) {
 		require.Equal(t, fromMCP[i]["name"], tool["name"])
 		require.Equal(t, fromMCP[i]["description"], tool["description"])
 		require.Equal(t, fromMCP[i]["inputSchema"], tool["inputSchema"], "the same schema the MCP server lists")
+		require.Equal(t, fromMCP[i]["outputSchema"], tool["outputSchema"])
+		require.Equal(t, fromMCP[i]["annotations"], tool["annotations"])
+		require.Equal(t, fromMCP[i]["title"], tool["title"])
 	}
 	st, explicit := getJSON(t, g.URL+"/v1/agent/tools?format=mcp", tok)
 	require.Equal(t, 200, st)
@@ -600,6 +710,7 @@ func TestAgentToolsEndpoint(t *testing.T) {
 		tool := raw.(map[string]any)
 		require.Equal(t, "function", tool["type"])
 		fn := tool["function"].(map[string]any)
+		require.LessOrEqual(t, utf8.RuneCountInString(fn["description"].(string)), 1024, "OpenAI's limit")
 		require.Equal(t, fromMCP[i]["name"], fn["name"])
 		require.Equal(t, fromMCP[i]["description"], fn["description"])
 		require.Equal(t, fromMCP[i]["inputSchema"], fn["parameters"])
@@ -671,4 +782,25 @@ func TestLosingAGroupRevokesItsSessions(t *testing.T) {
 		require.True(t, isErr, "%s: %v", tool.name, m)
 		require.Contains(t, m["error"], "restricted to members of [ml]", tool.name)
 	}
+}
+
+// TestToolDescriptionsStayWithinVendorLimits: however many profiles a caller may use, every
+// description fits OpenAI's 1,024 characters; the guidance keeps the whole list.
+func TestToolDescriptionsStayWithinVendorLimits(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, func(c *config.Config) {
+		lb := c.Sandbox.Profiles["default"].ProviderBlocks
+		for i := range 60 {
+			c.Sandbox.Profiles[fmt.Sprintf("team-%02d-with-a-rather-long-profile-name", i)] = config.Profile{Type: local.TypeName, Stateful: true, ProviderBlocks: lb}
+		}
+	})
+	st, def := getJSON(t, g.URL+"/v1/agent/tools?format=openai", g.token("alice"))
+	require.Equal(t, 200, st)
+	for _, raw := range def["tools"].([]any) {
+		fn := raw.(map[string]any)["function"].(map[string]any)
+		require.LessOrEqual(t, utf8.RuneCountInString(fn["description"].(string)), 1024, "%s", fn["name"])
+	}
+	runCode := def["tools"].([]any)[0].(map[string]any)["function"].(map[string]any)["description"].(string)
+	require.True(t, strings.HasSuffix(runCode, "… (see the server instructions)."), runCode)
+	require.Contains(t, def["guidance"], "team-59-with-a-rather-long-profile-name", "the guidance lists them all")
 }

@@ -7,14 +7,26 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestFirstRunes(t *testing.T) {
-	require.Equal(t, "", firstRunes("", 3))
-	require.Equal(t, "abc", firstRunes("abc", 3))
-	require.Equal(t, "ab", firstRunes("abc", 2))
-	require.Equal(t, "éé", firstRunes("ééé", 2))
-	require.Equal(t, "é", firstRunes("é", 1))
-	require.Equal(t, "日本", firstRunes("日本語", 2))
-	require.Equal(t, "abc", firstRunes("abc", 0), "no limit")
+func TestHeadTail(t *testing.T) {
+	cut := func(s string, n int) string { out, _ := headTail(s, n); return out }
+	require.Equal(t, "", cut("", 3))
+	require.Equal(t, "abc", cut("abc", 3))
+	require.Equal(t, "abc", cut("abc", 0), "no limit")
+	out, truncated := headTail("abcdefghij", 4)
+	require.True(t, truncated)
+	require.Equal(t, "ab\n…[6 characters cut]…\nij", out)
+	_, truncated = headTail("abcd", 4)
+	require.False(t, truncated)
+	require.Equal(t, "é\n…[1 characters cut]…\néé", cut("ééééé"[:8], 3), "runes, not bytes")
+	require.Equal(t, "日\n…[1 characters cut]…\n語", cut("日本語", 2))
+}
+
+func TestIsBinary(t *testing.T) {
+	require.False(t, isBinary([]byte("plain text\nwith é")))
+	require.False(t, isBinary([]byte("cut rune \xc3")), "a rune cut by the end of the sample is text")
+	require.True(t, isBinary([]byte("nul\x00byte")))
+	require.True(t, isBinary([]byte{0x89, 'P', 'N', 'G'}))
+	require.True(t, isBinary([]byte("bad \xff\xfe in the middle")))
 }
 
 func TestDecodeText(t *testing.T) {

@@ -3,12 +3,14 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -17,24 +19,36 @@ import (
 	"github.com/sandgate/sandgate/internal/sandbox"
 )
 
-// toolSpec is one agent tool: its guidance line, its short description, its input schema
-// (JSON, property order kept) and its implementation.
+// toolSpec is one agent tool: its guidance line, its short description, its input and
+// output schemas (JSON, property order kept), its annotations and its implementation.
 type toolSpec struct {
 	name      string
+	title     string
 	signature string // guidance: "- <signature>: <purpose>"
 	purpose   string
 	short     string // the description of every tool but run_code; "{max}" = tool_output_max_chars
 	args      []string
 	schema    json.RawMessage
+	output    json.RawMessage // outputs.go
+	hints     *sdk.ToolAnnotations
 	run       func(h *Handler, ctx context.Context, p principal.Principal, raw json.RawMessage) result
 }
 
-// describe returns the tool's description: run_code carries the whole guidance (docs/semantics.md §7).
-func (t toolSpec) describe(h *Handler, guidance string) string {
+// describe returns the tool's description for p, at most MaxDescriptionChars characters:
+// run_code's names the profiles p may use and points to the server's instructions, which
+// hold the whole guidance (docs/semantics.md §7).
+func (t toolSpec) describe(h *Handler, p principal.Principal) string {
 	if t.name == "run_code" {
-		return guidance
+		return h.runCodeDescription(p)
 	}
-	return strings.ReplaceAll(t.short, "{max}", fmt.Sprint(h.maxChars))
+	return capDescription(strings.ReplaceAll(t.short, "{max}", fmt.Sprint(h.maxChars)))
+}
+
+// annotations are the tool's MCP annotations, titled.
+func (t toolSpec) annotations() *sdk.ToolAnnotations {
+	a := *t.hints
+	a.Title = t.title
+	return &a
 }
 
 const (
@@ -71,6 +85,9 @@ var (
 var toolTable = []toolSpec{
 	{
 		name:      "run_code",
+		title:     "Run code",
+		output:    runOutput,
+		hints:     runHints,
 		signature: `run_code(code, language="python", sandbox_session_id=None, profile=None)`,
 		purpose:   "run source code in a sandbox and get its stdout, stderr and exit_code",
 		args:      runCodeArgs,
@@ -83,6 +100,9 @@ var toolTable = []toolSpec{
 	},
 	{
 		name:      "run_command",
+		title:     "Run a shell command",
+		output:    runOutput,
+		hints:     runHints,
 		signature: `run_command(command, sandbox_session_id=None, profile=None)`,
 		purpose:   "run a shell command in a sandbox and get its stdout, stderr and exit_code",
 		short:     "Run a shell command in a sandbox session and return its stdout, stderr and exit_code (each cut to {max} characters). Omit sandbox_session_id for your default session.",
@@ -95,6 +115,9 @@ var toolTable = []toolSpec{
 	},
 	{
 		name:      "write_sandbox_file",
+		title:     "Write a file",
+		output:    writeOutput,
+		hints:     writeHints,
 		signature: `write_sandbox_file(path, content, sandbox_session_id=None, profile=None)`,
 		purpose:   "write text to a file in the session's workspace",
 		short:     "Write UTF-8 text to a file in a sandbox session's workspace (path relative to the workspace), creating or replacing it.",
@@ -108,6 +131,9 @@ var toolTable = []toolSpec{
 	},
 	{
 		name:      "read_sandbox_file",
+		title:     "Read a file",
+		output:    readOutput,
+		hints:     readHints,
 		signature: `read_sandbox_file(path, sandbox_session_id=None, profile=None)`,
 		purpose:   "read a text file from the session's workspace",
 		short:     "Read a text file from a sandbox session's workspace; the content is cut to {max} characters.",
@@ -120,6 +146,9 @@ var toolTable = []toolSpec{
 	},
 	{
 		name:      "check_sandbox_task",
+		title:     "Check a background run",
+		output:    checkOutput,
+		hints:     readHints,
 		signature: `check_sandbox_task(task_id)`,
 		purpose:   "check a run that continued in the background and collect its result once finished",
 		short:     "Check a run that continued in the background (a result with task_id and status pending); once finished, \"result\" holds its stdout, stderr, exit_code, error and notice.",
@@ -131,6 +160,9 @@ var toolTable = []toolSpec{
 	},
 	{
 		name:      "list_sandbox_sessions",
+		title:     "List sandbox sessions",
+		output:    listSessionsOutput,
+		hints:     readHints,
 		signature: `list_sandbox_sessions()`,
 		purpose:   "list your sandbox sessions with their ids, names, profiles, status and last use",
 		short:     "List your sandbox sessions: sandbox_session_id, name, profile, status and last_used_at.",
@@ -140,6 +172,9 @@ var toolTable = []toolSpec{
 	},
 	{
 		name:      "new_sandbox_session",
+		title:     "New sandbox session",
+		output:    newSessionOutput,
+		hints:     createHints,
 		signature: `new_sandbox_session(name=None, profile=None)`,
 		purpose:   "create a new, empty sandbox session and get its id",
 		short:     "Create a new, empty sandbox session (per_session profiles only) and return its sandbox_session_id. Give it a name you will recognise in list_sandbox_sessions.",
@@ -152,6 +187,9 @@ var toolTable = []toolSpec{
 	},
 	{
 		name:      "destroy_sandbox_session",
+		title:     "Destroy a sandbox session",
+		output:    destroyOutput,
+		hints:     destroyHints,
 		signature: `destroy_sandbox_session(sandbox_session_id)`,
 		purpose:   "destroy a session and discard its workspace",
 		short:     "Destroy a sandbox session and discard its workspace. Destroying an unknown or already destroyed id succeeds.",
@@ -164,6 +202,9 @@ var toolTable = []toolSpec{
 	// Beyond the seed's eight (issue 17): stopping a run, and seeing what a session holds.
 	{
 		name:      "cancel_sandbox_task",
+		title:     "Cancel a background run",
+		output:    cancelOutput,
+		hints:     destroyHints,
 		signature: `cancel_sandbox_task(task_id)`,
 		purpose:   "stop a run that continued in the background, with every process it started",
 		short:     "Cancel a run that continued in the background (a pending task_id): the run and every process it started are stopped. Returns the task's status; a finished task stays as it was.",
@@ -175,6 +216,9 @@ var toolTable = []toolSpec{
 	},
 	{
 		name:      "list_sandbox_files",
+		title:     "List workspace files",
+		output:    listFilesOutput,
+		hints:     readHints,
 		signature: `list_sandbox_files(path=".", sandbox_session_id=None, profile=None)`,
 		purpose:   "list a folder of the session's workspace",
 		short:     "List a folder of a sandbox session's workspace (path relative to the workspace; default the workspace itself): each entry's name, type (file, dir, symlink, other) and size in bytes.",
@@ -230,6 +274,7 @@ type errorBody struct {
 	Stdout           *string `json:"stdout,omitempty"`
 	Stderr           *string `json:"stderr,omitempty"`
 	Notice           string  `json:"notice,omitempty"`
+	Truncated        bool    `json:"truncated,omitempty"`
 }
 
 func failed(msg, sessionID string) result {
@@ -325,6 +370,9 @@ type execBody struct {
 	ExitCode         *int   `json:"exit_code"`
 	SandboxSessionID string `json:"sandbox_session_id"`
 	Notice           string `json:"notice,omitempty"`
+	// Truncated: stdout or stderr lost its middle, here (tool_output_max_chars) or in the
+	// sandbox (sandbox.max_output_bytes); head and tail are kept.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 type promotedBody struct {
@@ -429,20 +477,28 @@ func (h *Handler) execute(ctx context.Context, p principal.Principal, in sandbox
 		return ok(promotedBody{TaskID: t.ID, Status: sandbox.TaskPending, SandboxSessionID: t.SessionID, Notice: t.Notice})
 	}
 	r := out.Result
-	stdout, stderr := h.cut(decodeText(r.Stdout, r.Encoding)), h.cut(decodeText(r.Stderr, r.Encoding))
+	stdout, stderr, truncated := h.outputs(r)
 	switch r.Status {
 	case sandbox.ResultTimedOut:
 		return result{isError: true, body: errorBody{
 			Error:            "the program exceeded the profile's execution timeout and was stopped; stdout and stderr hold its output up to then",
-			SandboxSessionID: r.SessionID, TaskID: r.TaskID, Stdout: &stdout, Stderr: &stderr, Notice: r.Notice,
+			SandboxSessionID: r.SessionID, TaskID: r.TaskID, Stdout: &stdout, Stderr: &stderr, Notice: r.Notice, Truncated: truncated,
 		}}
 	case sandbox.ResultCancelled:
 		return result{isError: true, body: errorBody{
 			Error:            "the run was cancelled before it finished",
-			SandboxSessionID: r.SessionID, TaskID: r.TaskID, Stdout: &stdout, Stderr: &stderr, Notice: r.Notice,
+			SandboxSessionID: r.SessionID, TaskID: r.TaskID, Stdout: &stdout, Stderr: &stderr, Notice: r.Notice, Truncated: truncated,
 		}}
 	}
-	return ok(execBody{Stdout: stdout, Stderr: stderr, ExitCode: r.ExitCode, SandboxSessionID: r.SessionID, Notice: r.Notice})
+	return ok(execBody{Stdout: stdout, Stderr: stderr, ExitCode: r.ExitCode, SandboxSessionID: r.SessionID, Notice: r.Notice, Truncated: truncated})
+}
+
+// outputs are r's streams as tool text, each bounded by cut; truncated says whether either
+// lost its middle, here or already in the sandbox.
+func (h *Handler) outputs(r *sandbox.Result) (stdout, stderr string, truncated bool) {
+	stdout, cutOut := h.cut(decodeText(r.Stdout, r.Encoding))
+	stderr, cutErr := h.cut(decodeText(r.Stderr, r.Encoding))
+	return stdout, stderr, cutOut || cutErr || r.StdoutTruncated || r.StderrTruncated
 }
 
 // ---- files ----
@@ -454,8 +510,14 @@ type writtenBody struct {
 }
 
 type readBody struct {
-	Path             string `json:"path"`
-	Content          string `json:"content"`
+	Path    string `json:"path"`
+	Content string `json:"content"`
+	// Encoding is "base64" for a file that is no UTF-8 text (its first bytes, base64); absent
+	// for text.
+	Encoding string `json:"encoding,omitempty"`
+	// Size is the file's size in bytes.
+	Size             int64  `json:"size"`
+	Truncated        bool   `json:"truncated,omitempty"`
 	SandboxSessionID string `json:"sandbox_session_id"`
 }
 
@@ -509,12 +571,59 @@ func (h *Handler) readFile(ctx context.Context, p principal.Principal, raw json.
 		return h.fail(err, given)
 	}
 	defer func() { _ = rc.Close() }()
-	// N characters take at most 4N bytes of UTF-8 (an invalid byte becomes one U+FFFD).
-	data, err := io.ReadAll(io.LimitReader(rc, 4*int64(h.maxChars)+4))
+	body, err := h.readContent(rc)
 	if err != nil {
 		return h.fail(err, given)
 	}
-	return ok(readBody{Path: *a.Path, Content: h.cut(replaceInvalid(data)), SandboxSessionID: h.realSessionID(ctx, p, id, profile)})
+	body.Path, body.SandboxSessionID = *a.Path, h.realSessionID(ctx, p, id, profile)
+	return ok(body)
+}
+
+// readContent reads a file for read_sandbox_file in constant memory. Text comes back whole
+// when it has at most tool_output_max_chars characters, else as its first and last halves
+// of them with a marker line between (truncated); a file that is no UTF-8 text (isBinary on
+// its first bytes) comes back as base64 of its first bytes — at most tool_output_max_chars
+// characters of base64 — with encoding "base64".
+func (h *Handler) readContent(r io.Reader) (readBody, error) {
+	n := h.maxChars
+	// n characters take at most 4n bytes of UTF-8 (an invalid byte is one U+FFFD).
+	w := &headTailReader{headMax: 4*n + 4, tailMax: 2*n + 4}
+	if _, err := io.Copy(w, r); err != nil {
+		return readBody{}, err
+	}
+	if isBinary(w.head) {
+		k := min(len(w.head), n/4*3)
+		return readBody{Content: base64.StdEncoding.EncodeToString(w.head[:k]), Encoding: "base64", Size: w.n, Truncated: int64(k) < w.n}, nil
+	}
+	if w.n == int64(len(w.head)) { // all of it is in head
+		s, cut := h.cut(replaceInvalid(w.head))
+		return readBody{Content: s, Size: w.n, Truncated: cut}, nil
+	}
+	head := []rune(replaceInvalid(trimPartialRune(w.head)))[:n/2]
+	tail := w.tail
+	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+		tail = tail[1:] // the end of a rune whose start was dropped
+	}
+	tr := []rune(replaceInvalid(tail))
+	tr = tr[max(0, len(tr)-(n-n/2)):]
+	dropped := w.n - int64(len(string(head))) - int64(len(string(tr)))
+	return readBody{Content: string(head) + fmt.Sprintf(fileCutMarker, dropped) + string(tr), Size: w.n, Truncated: true}, nil
+}
+
+// fileCutMarker stands for the middle of a file read_sandbox_file left out.
+const fileCutMarker = "\n…[%d bytes cut]…\n"
+
+// trimPartialRune drops an incomplete UTF-8 sequence at the end of b.
+func trimPartialRune(b []byte) []byte {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			break
+		}
+	}
+	return b
 }
 
 // realSessionID is the id of session id (the default session's real id, which results echo).
@@ -538,11 +647,12 @@ type taskBody struct {
 
 // taskSummary is the #503 result summary of a finished task.
 type taskSummary struct {
-	Stdout   string  `json:"stdout"`
-	Stderr   string  `json:"stderr"`
-	ExitCode *int    `json:"exit_code"`
-	Error    *string `json:"error"`
-	Notice   *string `json:"notice"`
+	Stdout    string  `json:"stdout"`
+	Stderr    string  `json:"stderr"`
+	ExitCode  *int    `json:"exit_code"`
+	Error     *string `json:"error"`
+	Notice    *string `json:"notice"`
+	Truncated bool    `json:"truncated,omitempty"`
 }
 
 func (h *Handler) checkTask(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
@@ -561,7 +671,7 @@ func (h *Handler) checkTask(ctx context.Context, p principal.Principal, raw json
 	if t.FinishedAt != nil {
 		s := &taskSummary{Error: nonEmpty(t.Error), Notice: nonEmpty(t.Notice)}
 		if r := t.Result; r != nil {
-			s.Stdout, s.Stderr = h.cut(decodeText(r.Stdout, r.Encoding)), h.cut(decodeText(r.Stderr, r.Encoding))
+			s.Stdout, s.Stderr, s.Truncated = h.outputs(r)
 			s.ExitCode = r.ExitCode
 			if s.Notice == nil {
 				s.Notice = nonEmpty(r.Notice)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/mcp"
 )
 
@@ -67,4 +68,43 @@ func TestLongCommandsWithTheTypeScriptSDK(t *testing.T) {
 	result, _ := got.Collected["result"].(map[string]any)
 	require.NotNil(t, result, "check_sandbox_task collected it: %v", got.Collected)
 	assert.Equal(t, "done after 90\n", result["stdout"])
+}
+
+// TestOutputSchemasWithTheTypeScriptSDK: the official TypeScript SDK lists the tools (with
+// their annotations) and calls each, checking every structured result — errors included —
+// against the tool's output schema, as it does for any agent.
+func TestOutputSchemasWithTheTypeScriptSDK(t *testing.T) {
+	requireSDKJS(t)
+	t.Parallel()
+	g := newGateway(t, func(c *config.Config) { only(c, "default") })
+	cmd := exec.CommandContext(t.Context(), "node", "outputs.mjs", g.URL+mcp.Path, g.token("alice"))
+	cmd.Dir = sdkJS
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node (a result that does not match its output schema fails the call): %s", stderr.String())
+
+	var got struct {
+		Annotations map[string]map[string]any `json:"annotations"`
+		Results     map[string]map[string]any `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	require.Len(t, got.Annotations, len(mcp.ToolNames()))
+	for name, a := range got.Annotations {
+		assert.Equal(t, true, a["hasOutputSchema"], name)
+		assert.NotEmpty(t, a["title"], name)
+	}
+	assert.Equal(t, true, got.Annotations["read_sandbox_file"]["readOnlyHint"])
+	assert.Equal(t, true, got.Annotations["destroy_sandbox_session"]["destructiveHint"])
+	r := got.Results
+	assert.Equal(t, 3.0, r["run_command"]["exit_code"])
+	assert.Equal(t, true, r["run_code"]["truncated"])
+	assert.Equal(t, "pending", r["promoted"]["status"])
+	assert.Equal(t, "text", r["read_text"]["content"])
+	assert.Equal(t, "base64", r["read_binary"]["encoding"])
+	assert.Equal(t, true, r["read_missing"]["isError"])
+	assert.Equal(t, "unknown", r["check_unknown"]["status"])
+	assert.Equal(t, "cancelled", r["check"]["status"])
+	assert.Equal(t, true, r["bad_args"]["isError"])
+	assert.Equal(t, true, r["destroy"]["destroyed"])
 }

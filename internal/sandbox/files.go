@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
@@ -138,26 +139,42 @@ func (s *Service) readable(ctx context.Context, p principal.Principal, id, profi
 	return sb, true, nil
 }
 
+// FileStat is what is known of a file opened for reading, from its folder's listing: Size in
+// bytes is -1 when unknown (a symlink, which listings do not follow, or a listing that
+// failed), and ModTime is then zero.
+type FileStat struct {
+	Size    int64
+	ModTime time.Time
+}
+
 // ReadFile opens path in the session's workspace. Missing: fault.NotFound. The caller closes
-// the reader.
+// the reader. size is FileStat.Size.
 func (s *Service) ReadFile(ctx context.Context, p principal.Principal, id, profile, path string) (io.ReadCloser, int64, error) {
+	rc, st, err := s.OpenFile(ctx, p, id, profile, path)
+	return rc, st.Size, err
+}
+
+// OpenFile opens path in the session's workspace, with its size and modification time when
+// known (FileStat). Missing: fault.NotFound; a folder: fault.Conflict. The caller closes the
+// reader.
+func (s *Service) OpenFile(ctx context.Context, p principal.Principal, id, profile, path string) (io.ReadCloser, FileStat, error) {
+	st := FileStat{Size: -1}
 	clean, err := providers.CleanPath(path)
 	if err != nil {
-		return nil, 0, err
+		return nil, st, err
 	}
 	sb, ok, err := s.readable(ctx, p, id, profile)
 	if err != nil {
-		return nil, 0, err
+		return nil, st, err
 	}
 	if !ok {
-		return nil, 0, fault.New(fault.NotFound, "file '%s' not found: the session has no sandbox yet", clean)
+		return nil, st, fault.New(fault.NotFound, "file '%s' not found: the session has no sandbox yet", clean)
 	}
-	size := int64(-1)
 	if dir, base := splitPath(clean); base != "" {
 		if entries, err := sb.ListFiles(ctx, dir); err == nil {
 			for _, e := range entries {
 				if e.Name == base && e.Type == providers.FileRegular {
-					size = e.Size
+					st = FileStat{Size: e.Size, ModTime: e.ModTime}
 				}
 			}
 		}
@@ -165,9 +182,9 @@ func (s *Service) ReadFile(ctx context.Context, p principal.Principal, id, profi
 	rc, err := sb.ReadFile(ctx, clean)
 	if err != nil {
 		_ = sb.Close()
-		return nil, 0, err
+		return nil, FileStat{Size: -1}, err
 	}
-	return &closeBoth{ReadCloser: rc, sb: sb}, size, nil
+	return &closeBoth{ReadCloser: rc, sb: sb}, st, nil
 }
 
 func splitPath(p string) (dir, base string) {

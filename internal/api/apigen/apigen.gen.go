@@ -591,8 +591,8 @@ type CodeRequest struct {
 	// while the execution runs (`?eof=true` closes it). Take the task id from the stream's
 	// `task` event, or pass `wait_s: 0` to get it at once.
 	StdinOpen *StdinOpen `json:"stdin_open,omitempty"`
-	TimeoutS  *float32   `json:"timeout_s,omitempty"`
-	WaitS     *float32   `json:"wait_s,omitempty"`
+	TimeoutS  *float64   `json:"timeout_s,omitempty"`
+	WaitS     *float64   `json:"wait_s,omitempty"`
 }
 
 // CommandRequest defines model for CommandRequest.
@@ -633,10 +633,10 @@ type CommandRequest struct {
 	StdinOpen *StdinOpen `json:"stdin_open,omitempty"`
 
 	// TimeoutS Lowers the profile's policy timeout; never raises it. For a background process: its lifetime (none by default).
-	TimeoutS *float32 `json:"timeout_s,omitempty"`
+	TimeoutS *float64 `json:"timeout_s,omitempty"`
 
 	// WaitS How long to wait before answering 202 with a task.
-	WaitS *float32 `json:"wait_s,omitempty"`
+	WaitS *float64 `json:"wait_s,omitempty"`
 }
 
 // Context defines model for Context.
@@ -782,6 +782,9 @@ type FileWritten struct {
 type Health struct {
 	Checks *map[string]string `json:"checks,omitempty"`
 	Status HealthStatus       `json:"status"`
+
+	// Version The gateway's version, stamped at build time (`dev` for an unstamped build).
+	Version *string `json:"version,omitempty"`
 }
 
 // HealthStatus defines model for Health.Status.
@@ -820,7 +823,7 @@ type OutputGapStream string
 // Policy defines model for Policy.
 type Policy struct {
 	// Cpu Cores.
-	Cpu *float32 `json:"cpu,omitempty"`
+	Cpu *float64 `json:"cpu,omitempty"`
 
 	// DiskMb MiB the workspace may hold (enforced where `capabilities.policy_disk`).
 	DiskMb        *int                `json:"disk_mb,omitempty"`
@@ -832,7 +835,7 @@ type Policy struct {
 	Strict        bool                `json:"strict"`
 
 	// TimeoutS Seconds; always enforced.
-	TimeoutS float32 `json:"timeout_s"`
+	TimeoutS float64 `json:"timeout_s"`
 }
 
 // PolicyNetworkEgress defines model for Policy.NetworkEgress.
@@ -961,7 +964,7 @@ type Quotas struct {
 	Sessions            Quota `json:"sessions"`
 }
 
-// RunRequest Exactly one of `command` or `code`.
+// RunRequest Exactly one of `command` (a shell command) or `code` (with `language`).
 type RunRequest struct {
 	Code     *string            `json:"code,omitempty"`
 	Command  *string            `json:"command,omitempty"`
@@ -973,8 +976,19 @@ type RunRequest struct {
 	Output   *OutputEncoding `json:"output,omitempty"`
 	Profile  *string         `json:"profile,omitempty"`
 	Stdin    *string         `json:"stdin,omitempty"`
-	TimeoutS *float32        `json:"timeout_s,omitempty"`
-	WaitS    *float32        `json:"wait_s,omitempty"`
+	TimeoutS *float64        `json:"timeout_s,omitempty"`
+	WaitS    *float64        `json:"wait_s,omitempty"`
+	union    json.RawMessage
+}
+
+// RunRequestCode A run of code (`code` without `command`).
+type RunRequestCode struct {
+	Code string `json:"code"`
+}
+
+// RunRequestCommand A run of a shell command (`command` without `code`).
+type RunRequestCommand struct {
+	Command string `json:"command"`
 }
 
 // Scope defines model for Scope.
@@ -1122,6 +1136,12 @@ type ExecutionPromoted = Task
 // Forbidden RFC 9457 problem details.
 type Forbidden = Problem
 
+// GatewayTimeout RFC 9457 problem details.
+type GatewayTimeout = Problem
+
+// InternalError RFC 9457 problem details.
+type InternalError = Problem
+
 // NotFound RFC 9457 problem details.
 type NotFound = Problem
 
@@ -1133,6 +1153,9 @@ type OverQuota = Problem
 // until it ends: `succeeded` when its program exited (whatever the exit code, in
 // `exit_code`), `cancelled` when stopped, `lost` when its sandbox went away.
 type ProcessStarted = Process
+
+// RangeNotSatisfiable RFC 9457 problem details.
+type RangeNotSatisfiable = Problem
 
 // StoreUnavailable RFC 9457 problem details.
 type StoreUnavailable = Problem
@@ -1260,6 +1283,15 @@ type DeleteFileParams struct {
 type ReadFileParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+
+	// Range One byte range (RFC 9110 §14.2), e.g. `bytes=0-1023`.
+	Range *string `json:"Range,omitempty"`
+
+	// IfNoneMatch ETags the caller holds; a match answers 304.
+	IfNoneMatch *string `json:"If-None-Match,omitempty"`
+
+	// IfRange Send the range only while the file still has this ETag; otherwise the whole file.
+	IfRange *string `json:"If-Range,omitempty"`
 }
 
 // WriteFileParams defines parameters for WriteFile.
@@ -1463,6 +1495,214 @@ func (t EventStream) MarshalJSON() ([]byte, error) {
 
 func (t *EventStream) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsRunRequestCommand returns the union data inside the RunRequest as a RunRequestCommand
+func (t RunRequest) AsRunRequestCommand() (RunRequestCommand, error) {
+	var body RunRequestCommand
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRequestCommand overwrites any union data inside the RunRequest as the provided RunRequestCommand
+func (t *RunRequest) FromRunRequestCommand(v RunRequestCommand) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRunRequestCommand performs a merge with any union data inside the RunRequest, using the provided RunRequestCommand
+func (t *RunRequest) MergeRunRequestCommand(v RunRequestCommand) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRunRequestCode returns the union data inside the RunRequest as a RunRequestCode
+func (t RunRequest) AsRunRequestCode() (RunRequestCode, error) {
+	var body RunRequestCode
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRunRequestCode overwrites any union data inside the RunRequest as the provided RunRequestCode
+func (t *RunRequest) FromRunRequestCode(v RunRequestCode) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRunRequestCode performs a merge with any union data inside the RunRequest, using the provided RunRequestCode
+func (t *RunRequest) MergeRunRequestCode(v RunRequestCode) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t RunRequest) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	if t.Code != nil {
+		object["code"], err = json.Marshal(t.Code)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'code': %w", err)
+		}
+	}
+
+	if t.Command != nil {
+		object["command"], err = json.Marshal(t.Command)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'command': %w", err)
+		}
+	}
+
+	if t.Env != nil {
+		object["env"], err = json.Marshal(t.Env)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'env': %w", err)
+		}
+	}
+
+	if t.Language != nil {
+		object["language"], err = json.Marshal(t.Language)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'language': %w", err)
+		}
+	}
+
+	if t.Output != nil {
+		object["output"], err = json.Marshal(t.Output)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'output': %w", err)
+		}
+	}
+
+	if t.Profile != nil {
+		object["profile"], err = json.Marshal(t.Profile)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'profile': %w", err)
+		}
+	}
+
+	if t.Stdin != nil {
+		object["stdin"], err = json.Marshal(t.Stdin)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'stdin': %w", err)
+		}
+	}
+
+	if t.TimeoutS != nil {
+		object["timeout_s"], err = json.Marshal(t.TimeoutS)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'timeout_s': %w", err)
+		}
+	}
+
+	if t.WaitS != nil {
+		object["wait_s"], err = json.Marshal(t.WaitS)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'wait_s': %w", err)
+		}
+	}
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *RunRequest) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["code"]; found {
+		err = json.Unmarshal(raw, &t.Code)
+		if err != nil {
+			return fmt.Errorf("error reading 'code': %w", err)
+		}
+	}
+
+	if raw, found := object["command"]; found {
+		err = json.Unmarshal(raw, &t.Command)
+		if err != nil {
+			return fmt.Errorf("error reading 'command': %w", err)
+		}
+	}
+
+	if raw, found := object["env"]; found {
+		err = json.Unmarshal(raw, &t.Env)
+		if err != nil {
+			return fmt.Errorf("error reading 'env': %w", err)
+		}
+	}
+
+	if raw, found := object["language"]; found {
+		err = json.Unmarshal(raw, &t.Language)
+		if err != nil {
+			return fmt.Errorf("error reading 'language': %w", err)
+		}
+	}
+
+	if raw, found := object["output"]; found {
+		err = json.Unmarshal(raw, &t.Output)
+		if err != nil {
+			return fmt.Errorf("error reading 'output': %w", err)
+		}
+	}
+
+	if raw, found := object["profile"]; found {
+		err = json.Unmarshal(raw, &t.Profile)
+		if err != nil {
+			return fmt.Errorf("error reading 'profile': %w", err)
+		}
+	}
+
+	if raw, found := object["stdin"]; found {
+		err = json.Unmarshal(raw, &t.Stdin)
+		if err != nil {
+			return fmt.Errorf("error reading 'stdin': %w", err)
+		}
+	}
+
+	if raw, found := object["timeout_s"]; found {
+		err = json.Unmarshal(raw, &t.TimeoutS)
+		if err != nil {
+			return fmt.Errorf("error reading 'timeout_s': %w", err)
+		}
+	}
+
+	if raw, found := object["wait_s"]; found {
+		err = json.Unmarshal(raw, &t.WaitS)
+		if err != nil {
+			return fmt.Errorf("error reading 'wait_s': %w", err)
+		}
+	}
+
 	return err
 }
 
@@ -2579,6 +2819,65 @@ func (siw *ServerInterfaceWrapper) ReadFile(w http.ResponseWriter, r *http.Reque
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "Range" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Range")]; found {
+		var Range string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Range", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Range", valueList[0], &Range, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Range", Err: err})
+			return
+		}
+
+		params.Range = &Range
+
+	}
+
+	// ------------- Optional header parameter "If-None-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-None-Match")]; found {
+		var IfNoneMatch string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-None-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-None-Match", valueList[0], &IfNoneMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-None-Match", Err: err})
+			return
+		}
+
+		params.IfNoneMatch = &IfNoneMatch
+
+	}
+
+	// ------------- Optional header parameter "If-Range" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Range")]; found {
+		var IfRange string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Range", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Range", valueList[0], &IfRange, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Range", Err: err})
+			return
+		}
+
+		params.IfRange = &IfRange
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ReadFile(w, r, sessionId, path, params)
 	}))
@@ -3256,6 +3555,10 @@ type ExecutionPromotedJSONResponse struct {
 
 type ForbiddenApplicationProblemPlusJSONResponse Problem
 
+type GatewayTimeoutApplicationProblemPlusJSONResponse Problem
+
+type InternalErrorApplicationProblemPlusJSONResponse Problem
+
 type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type OverQuotaResponseHeaders struct {
@@ -3274,6 +3577,15 @@ type ProcessStartedJSONResponse struct {
 	Body Process
 
 	Headers ProcessStartedResponseHeaders
+}
+
+type RangeNotSatisfiableResponseHeaders struct {
+	ContentRange *string
+}
+type RangeNotSatisfiableApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers RangeNotSatisfiableResponseHeaders
 }
 
 type StoreUnavailableResponseHeaders struct {
@@ -3321,6 +3633,22 @@ func (response GetHealth200JSONResponse) VisitGetHealthResponse(w http.ResponseW
 	return err
 }
 
+type GetHealth500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetHealth500ApplicationProblemPlusJSONResponse) VisitGetHealthResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetReadyRequestObject struct {
 }
 
@@ -3338,6 +3666,22 @@ func (response GetReady200JSONResponse) VisitGetReadyResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReady500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetReady500ApplicationProblemPlusJSONResponse) VisitGetReadyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3543,6 +3887,22 @@ func (response ListAuditEvents429ApplicationProblemPlusJSONResponse) VisitListAu
 	return err
 }
 
+type ListAuditEvents500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListAuditEvents500ApplicationProblemPlusJSONResponse) VisitListAuditEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListAuditEvents503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -3583,6 +3943,22 @@ func (response GetMe200JSONResponse) VisitGetMeResponse(w http.ResponseWriter) e
 	return err
 }
 
+type GetMe400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetMe400ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetMe401ApplicationProblemPlusJSONResponse struct {
 	UnauthenticatedApplicationProblemPlusJSONResponse
 }
@@ -3617,6 +3993,22 @@ func (response GetMe429ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w 
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetMe500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetMe500ApplicationProblemPlusJSONResponse) VisitGetMeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3661,6 +4053,22 @@ func (response ListProfiles200JSONResponse) VisitListProfilesResponse(w http.Res
 	return err
 }
 
+type ListProfiles400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListProfiles400ApplicationProblemPlusJSONResponse) VisitListProfilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProfiles401ApplicationProblemPlusJSONResponse struct {
 	UnauthenticatedApplicationProblemPlusJSONResponse
 }
@@ -3695,6 +4103,22 @@ func (response ListProfiles429ApplicationProblemPlusJSONResponse) VisitListProfi
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProfiles500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListProfiles500ApplicationProblemPlusJSONResponse) VisitListProfilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3866,6 +4290,22 @@ func (response CreateRun409ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	return err
 }
 
+type CreateRun413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun413ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateRun422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -3901,6 +4341,22 @@ func (response CreateRun429ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	return err
 }
 
+type CreateRun500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun500ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateRun502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -3932,6 +4388,22 @@ func (response CreateRun503ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateRun504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun504ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -3993,6 +4465,22 @@ func (response ListSessions401ApplicationProblemPlusJSONResponse) VisitListSessi
 	return err
 }
 
+type ListSessions403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSessions403ApplicationProblemPlusJSONResponse) VisitListSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListSessions429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -4008,6 +4496,22 @@ func (response ListSessions429ApplicationProblemPlusJSONResponse) VisitListSessi
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSessions500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListSessions500ApplicationProblemPlusJSONResponse) VisitListSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4130,6 +4634,22 @@ func (response CreateSession409ApplicationProblemPlusJSONResponse) VisitCreateSe
 	return err
 }
 
+type CreateSession413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession413ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateSession429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -4145,6 +4665,22 @@ func (response CreateSession429ApplicationProblemPlusJSONResponse) VisitCreateSe
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession500ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4226,6 +4762,38 @@ func (response DeleteSession401ApplicationProblemPlusJSONResponse) VisitDeleteSe
 	return err
 }
 
+type DeleteSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSession403ApplicationProblemPlusJSONResponse) VisitDeleteSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSession409ApplicationProblemPlusJSONResponse) VisitDeleteSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteSession429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -4241,6 +4809,22 @@ func (response DeleteSession429ApplicationProblemPlusJSONResponse) VisitDeleteSe
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSession500ApplicationProblemPlusJSONResponse) VisitDeleteSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4322,6 +4906,22 @@ func (response GetSession401ApplicationProblemPlusJSONResponse) VisitGetSessionR
 	return err
 }
 
+type GetSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession403ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetSession404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -4334,6 +4934,22 @@ func (response GetSession404ApplicationProblemPlusJSONResponse) VisitGetSessionR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession409ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4353,6 +4969,22 @@ func (response GetSession429ApplicationProblemPlusJSONResponse) VisitGetSessionR
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetSession500ApplicationProblemPlusJSONResponse) VisitGetSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4526,6 +5158,38 @@ func (response RunCode404ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 	return err
 }
 
+type RunCode409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode409ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCode413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode413ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCode422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -4561,6 +5225,22 @@ func (response RunCode429ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 	return err
 }
 
+type RunCode500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode500ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCode502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -4592,6 +5272,22 @@ func (response RunCode503ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCode504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode504ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4763,6 +5459,38 @@ func (response RunCommand404ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	return err
 }
 
+type RunCommand409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand409ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCommand413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand413ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCommand422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -4798,6 +5526,22 @@ func (response RunCommand429ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	return err
 }
 
+type RunCommand500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand500ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCommand502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -4829,6 +5573,22 @@ func (response RunCommand503ApplicationProblemPlusJSONResponse) VisitRunCommandR
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCommand504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand504ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -4974,6 +5734,22 @@ func (response ListContexts429ApplicationProblemPlusJSONResponse) VisitListConte
 	return err
 }
 
+type ListContexts500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts500ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListContexts502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -5005,6 +5781,22 @@ func (response ListContexts503ApplicationProblemPlusJSONResponse) VisitListConte
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListContexts504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response ListContexts504ApplicationProblemPlusJSONResponse) VisitListContextsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5116,6 +5908,22 @@ func (response CreateContext409ApplicationProblemPlusJSONResponse) VisitCreateCo
 	return err
 }
 
+type CreateContext413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext413ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateContext422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -5151,6 +5959,22 @@ func (response CreateContext429ApplicationProblemPlusJSONResponse) VisitCreateCo
 	return err
 }
 
+type CreateContext500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext500ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateContext502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -5182,6 +6006,22 @@ func (response CreateContext503ApplicationProblemPlusJSONResponse) VisitCreateCo
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext504ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5328,6 +6168,22 @@ func (response DeleteContext429ApplicationProblemPlusJSONResponse) VisitDeleteCo
 	return err
 }
 
+type DeleteContext500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext500ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteContext502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -5359,6 +6215,22 @@ func (response DeleteContext503ApplicationProblemPlusJSONResponse) VisitDeleteCo
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteContext504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteContext504ApplicationProblemPlusJSONResponse) VisitDeleteContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5505,6 +6377,22 @@ func (response RestartContext429ApplicationProblemPlusJSONResponse) VisitRestart
 	return err
 }
 
+type RestartContext500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext500ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RestartContext502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -5536,6 +6424,22 @@ func (response RestartContext503ApplicationProblemPlusJSONResponse) VisitRestart
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RestartContext504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RestartContext504ApplicationProblemPlusJSONResponse) VisitRestartContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5630,6 +6534,22 @@ func (response ListFiles404ApplicationProblemPlusJSONResponse) VisitListFilesRes
 	return err
 }
 
+type ListFiles409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ListFiles409ApplicationProblemPlusJSONResponse) VisitListFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListFiles422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -5665,6 +6585,38 @@ func (response ListFiles429ApplicationProblemPlusJSONResponse) VisitListFilesRes
 	return err
 }
 
+type ListFiles500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListFiles500ApplicationProblemPlusJSONResponse) VisitListFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFiles502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response ListFiles502ApplicationProblemPlusJSONResponse) VisitListFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListFiles503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -5680,6 +6632,22 @@ func (response ListFiles503ApplicationProblemPlusJSONResponse) VisitListFilesRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFiles504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response ListFiles504ApplicationProblemPlusJSONResponse) VisitListFilesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5820,6 +6788,38 @@ func (response DeleteFile429ApplicationProblemPlusJSONResponse) VisitDeleteFileR
 	return err
 }
 
+type DeleteFile500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFile500ApplicationProblemPlusJSONResponse) VisitDeleteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteFile502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFile502ApplicationProblemPlusJSONResponse) VisitDeleteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteFile503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -5839,6 +6839,22 @@ func (response DeleteFile503ApplicationProblemPlusJSONResponse) VisitDeleteFileR
 	return err
 }
 
+type DeleteFile504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteFile504ApplicationProblemPlusJSONResponse) VisitDeleteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReadFileRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Path      string    `json:"path"`
@@ -5849,8 +6865,15 @@ type ReadFileResponseObject interface {
 	VisitReadFileResponse(w http.ResponseWriter) error
 }
 
+type ReadFile200ResponseHeaders struct {
+	AcceptRanges *string
+	ETag         *string
+	LastModified *string
+}
+
 type ReadFile200ApplicationoctetStreamResponse struct {
 	Body          io.Reader
+	Headers       ReadFile200ResponseHeaders
 	ContentLength int64
 }
 
@@ -5860,6 +6883,15 @@ func (response ReadFile200ApplicationoctetStreamResponse) VisitReadFileResponse(
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
 	}
+	if response.Headers.AcceptRanges != nil {
+		w.Header().Set("Accept-Ranges", fmt.Sprint(*response.Headers.AcceptRanges))
+	}
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.LastModified != nil {
+		w.Header().Set("Last-Modified", fmt.Sprint(*response.Headers.LastModified))
+	}
 	w.WriteHeader(200)
 
 	if closer, ok := response.Body.(io.ReadCloser); ok {
@@ -5867,6 +6899,62 @@ func (response ReadFile200ApplicationoctetStreamResponse) VisitReadFileResponse(
 	}
 	_, err := io.Copy(w, response.Body)
 	return err
+}
+
+type ReadFile206ResponseHeaders struct {
+	AcceptRanges *string
+	ContentRange *string
+	ETag         *string
+	LastModified *string
+}
+
+type ReadFile206ApplicationoctetStreamResponse struct {
+	Body          io.Reader
+	Headers       ReadFile206ResponseHeaders
+	ContentLength int64
+}
+
+func (response ReadFile206ApplicationoctetStreamResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.AcceptRanges != nil {
+		w.Header().Set("Accept-Ranges", fmt.Sprint(*response.Headers.AcceptRanges))
+	}
+	if response.Headers.ContentRange != nil {
+		w.Header().Set("Content-Range", fmt.Sprint(*response.Headers.ContentRange))
+	}
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	if response.Headers.LastModified != nil {
+		w.Header().Set("Last-Modified", fmt.Sprint(*response.Headers.LastModified))
+	}
+	w.WriteHeader(206)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type ReadFile304ResponseHeaders struct {
+	ETag *string
+}
+
+type ReadFile304Response struct {
+	Headers ReadFile304ResponseHeaders
+}
+
+func (response ReadFile304Response) VisitReadFileResponse(w http.ResponseWriter) error {
+	if response.Headers.ETag != nil {
+		w.Header().Set("ETag", fmt.Sprint(*response.Headers.ETag))
+	}
+	w.WriteHeader(304)
+	return nil
 }
 
 type ReadFile400ApplicationProblemPlusJSONResponse struct {
@@ -5936,6 +7024,41 @@ func (response ReadFile404ApplicationProblemPlusJSONResponse) VisitReadFileRespo
 	return err
 }
 
+type ReadFile409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile409ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReadFile416ApplicationProblemPlusJSONResponse struct {
+	RangeNotSatisfiableApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile416ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.ContentRange != nil {
+		w.Header().Set("Content-Range", fmt.Sprint(*response.Headers.ContentRange))
+	}
+	w.WriteHeader(416)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReadFile422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -5971,6 +7094,38 @@ func (response ReadFile429ApplicationProblemPlusJSONResponse) VisitReadFileRespo
 	return err
 }
 
+type ReadFile500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile500ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReadFile502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile502ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReadFile503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -5986,6 +7141,22 @@ func (response ReadFile503ApplicationProblemPlusJSONResponse) VisitReadFileRespo
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReadFile504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response ReadFile504ApplicationProblemPlusJSONResponse) VisitReadFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6082,6 +7253,22 @@ func (response WriteFile404ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type WriteFile409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile409ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WriteFile413ApplicationProblemPlusJSONResponse struct {
 	TooLargeApplicationProblemPlusJSONResponse
 }
@@ -6133,6 +7320,38 @@ func (response WriteFile429ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type WriteFile500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile500ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteFile502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile502ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WriteFile503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -6148,6 +7367,22 @@ func (response WriteFile503ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteFile504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile504ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6242,6 +7477,22 @@ func (response ListProcesses404ApplicationProblemPlusJSONResponse) VisitListProc
 	return err
 }
 
+type ListProcesses409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ListProcesses409ApplicationProblemPlusJSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProcesses429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -6257,6 +7508,22 @@ func (response ListProcesses429ApplicationProblemPlusJSONResponse) VisitListProc
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListProcesses500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListProcesses500ApplicationProblemPlusJSONResponse) VisitListProcessesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6371,6 +7638,38 @@ func (response StopProcess404ApplicationProblemPlusJSONResponse) VisitStopProces
 	return err
 }
 
+type StopProcess409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess409ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess422ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type StopProcess429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -6386,6 +7685,22 @@ func (response StopProcess429ApplicationProblemPlusJSONResponse) VisitStopProces
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess500ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6421,6 +7736,22 @@ func (response StopProcess503ApplicationProblemPlusJSONResponse) VisitStopProces
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StopProcess504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response StopProcess504ApplicationProblemPlusJSONResponse) VisitStopProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6516,6 +7847,22 @@ func (response GetProcess404ApplicationProblemPlusJSONResponse) VisitGetProcessR
 	return err
 }
 
+type GetProcess409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcess409ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetProcess429ApplicationProblemPlusJSONResponse struct {
 	OverQuotaApplicationProblemPlusJSONResponse
 }
@@ -6531,6 +7878,22 @@ func (response GetProcess429ApplicationProblemPlusJSONResponse) VisitGetProcessR
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetProcess500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetProcess500ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6630,6 +7993,22 @@ func (response ListTasks429ApplicationProblemPlusJSONResponse) VisitListTasksRes
 	return err
 }
 
+type ListTasks500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListTasks500ApplicationProblemPlusJSONResponse) VisitListTasksResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTasks503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -6706,6 +8085,22 @@ func (response GetTask401ApplicationProblemPlusJSONResponse) VisitGetTaskRespons
 	return err
 }
 
+type GetTask403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTask403ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetTask404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -6737,6 +8132,22 @@ func (response GetTask429ApplicationProblemPlusJSONResponse) VisitGetTaskRespons
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTask500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetTask500ApplicationProblemPlusJSONResponse) VisitGetTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6817,6 +8228,22 @@ func (response CancelTask401ApplicationProblemPlusJSONResponse) VisitCancelTaskR
 	return err
 }
 
+type CancelTask403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTask403ApplicationProblemPlusJSONResponse) VisitCancelTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CancelTask404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -6848,6 +8275,22 @@ func (response CancelTask429ApplicationProblemPlusJSONResponse) VisitCancelTaskR
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelTask500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CancelTask500ApplicationProblemPlusJSONResponse) VisitCancelTaskResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6958,6 +8401,22 @@ func (response GetTaskOutput401ApplicationProblemPlusJSONResponse) VisitGetTaskO
 	return err
 }
 
+type GetTaskOutput403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetTaskOutput403ApplicationProblemPlusJSONResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetTaskOutput404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -6989,6 +8448,22 @@ func (response GetTaskOutput429ApplicationProblemPlusJSONResponse) VisitGetTaskO
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTaskOutput500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetTaskOutput500ApplicationProblemPlusJSONResponse) VisitGetTaskOutputResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7112,6 +8587,22 @@ func (response ResizeTaskTerminal409ApplicationProblemPlusJSONResponse) VisitRes
 	return err
 }
 
+type ResizeTaskTerminal413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal413ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResizeTaskTerminal422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -7147,6 +8638,22 @@ func (response ResizeTaskTerminal429ApplicationProblemPlusJSONResponse) VisitRes
 	return err
 }
 
+type ResizeTaskTerminal500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal500ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResizeTaskTerminal502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -7178,6 +8685,22 @@ func (response ResizeTaskTerminal503ApplicationProblemPlusJSONResponse) VisitRes
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal504ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7324,6 +8847,22 @@ func (response WriteTaskStdin429ApplicationProblemPlusJSONResponse) VisitWriteTa
 	return err
 }
 
+type WriteTaskStdin500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin500ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WriteTaskStdin502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -7355,6 +8894,22 @@ func (response WriteTaskStdin503ApplicationProblemPlusJSONResponse) VisitWriteTa
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin504ApplicationProblemPlusJSONResponse struct {
+	GatewayTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin504ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(504)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8338,255 +9893,288 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L39chs3ljd8KyjuviUy26Soz9hUTe3rOHbGO07ssZxyvWt61WA3KOJRE+AAaMmM46q5iPca9sLmSp7C",
-	"OQAa3eymKMv5mIz/SMVqduMb5/v8zodeJpcrKZgwujf50FswmjMF/3wuM2q4FPbfOdOZ4iv8s/fjq+dE",
-	"zolZMJIpRg3LiWJalipjo17S09mCLan9zKxXrDfpaaO4uOx9/Pgx6a2ooktmXB+PpTDsvfmBLtlmN49I",
-	"hj8TQZfQMrePV9QseklPwDc998oF/Jn0FPtbyRXLexOjShaPZUWNYco28D9vHw3/mw5/Gg8fXryL/j0a",
-	"vvswTk6PPv57L9kYetJ7XCot1eYwX6zo30pGUmGHkcFLKZkruYQFWil2zWWpyYpeVnP4W8nUOpoENh0P",
-	"d0nfP2fi0ix6k8PxuG08z/mSG/tqW4sF/Bg3mLM5LQvTm5yME9s6X5ZL+4f9iwv86yD0w4Vhl0xBRy+V",
-	"zJjWz77dnPtrmCH8vKcJz0mfG00M1VeE54OOLXMfXPB85w0bDx/S4fzdh6PDjs15qeScF+yvsAobw3wj",
-	"1VUhaW7Hal87I8tSG7KkJlvALmmmNZdiTxN5I/xb5GbBBJlJsyBUMXIl5I3o2kH3SdcWHrhlDn+3zeEc",
-	"B9G2zo/8CAnPEyIVSd12pmQuFd5EWhRM7WnifglfyDlJ/9ON709px564l++wJ/14U352nQ7ad+c11Vc4",
-	"rZau7Wn5jGfho21Hr6TQDEjMNzR/xf5WMg13BciFgH/S1argSOL2V0rOCrb8j/+jkd6x93S5KhxNMpQX",
-	"vQmMjmlDZjJfkwXVhArClJJqQnLJtNjzBwqHPbHHaMWUWZOpJbJLKvJpj3BNllxrO9akpw01pe5NjuGG",
-	"c2N77D0T17TglqTiqMMUF8as9GR/X1ORX1LDRjm79iPX+/AREuyP8dL9u2Lz3qT3b/sVod/HX/X+S/wY",
-	"V23zZvsZ2zHTYi7VkuX28NmN00TLJTMLLi7x+Ekx55elghHAghAhDaFFIW9GdkSPpZgXPLvvLvi7uacX",
-	"VLF8D3ZCZ3LFyIqpC1UKw5dsQriBX6RgBN/09+GM0DxXTGv7CtVkzx3dPcKFNozm9sIAW7NTk4LV9ulh",
-	"tU9hQjtuUObf/1zbY09XY7nn3DiuA6u055fG0QjPpe1zYwdox/LkPctK28y3drLdu9O2K26/L5a6Nzk8",
-	"SHpMZDK3Z3vSK818+KCX9Nh7bi4ymbPeZJzEdGbSO50fZOP8a3Y4e0CP2Xj+kB7NTrKv8wN2OD+ix7No",
-	"5UFMKZhhOTzMmVK9SS/8+2K2Nva6j8MDo0qRWdGkN5nTQjP4QZamN+kdH05Fz//tvzwKDza/vKFKcHGp",
-	"e5O373bevLCsr5i2fNfuoZVU9tk1E2aojWJ0aRvZsTn71Tl+1HEemO+RzLngesFy0r9ZUMOumSKWL9ut",
-	"IHYrBvZALLiBp/a+yNKMyBtuFlORPsoytjITsjHYFM4QFfrGtqfDfbF00L5G8DUvGlbDoXoquCGqFJr0",
-	"NWMk/e7Ja7J/fbBvab/e/+BYwMd9WZpVadJBYg+3YDmZrQklqf09xU5GU1E7tC+VXErYrLscXDh+49lp",
-	"fjQfZ4f0ITvOT05mB9kD9vX8lJ7kx9nR7LCX9MIV6016OB924Wh5LwlMfxKEq3sccFUK4bhCOVtyY1h+",
-	"Qe1xPRwfng4PDoaHD1+PH04OxpPx+L93pyGW9bYdmHPDi4K4TgmdG6ZIekO5udDpGVnJooBNBFGOGpJ6",
-	"bQAEiA4toW0c7tX98B6M5alUM57nTNyXG1CzIHuj0T4z2f6Kan2T7xGmM7piGgU7KvKZfE9upLrSK5rV",
-	"qflRRc1fyoJna3LNZYHj3JGqr+C7z0LTf/D8kuVOquOarBQXGV/RAsQ+SrA/klFh6f2MESbmUmUsB1r+",
-	"gzRPZSnyey5rKUDYDavnRcm92w70Xm15j6vltXObw8h2XFchzRA/+BxL+6ObUN+uoZBmwVS1snt6EOmv",
-	"H5Pei2um/lpKQ++5jGtZkgW9ZuTosKKGOlw6qYi9cFxcJnBWQWez1NMt++hvdgx6lEmRlUoxYS6qVs7g",
-	"WzgnVsYx0hF90q/R1v/E3fiT6xMIf0ZFxoqmaHMYiTYwecLeZ4zlbOctg+F+NukG9RnLZ6iBKco5sCtc",
-	"FNJP66uUJoSLrChzL5CumBqGLQ6irKKGDc5I+ooZtR4+smQvJZquNSp7RhKj1oReUi5GFZtaspTohbzR",
-	"pNT00vLAHHdLN6hh1OymEnfOMilybTuBvZuxuVTMdggkGPpsM59UunikjZ8bqu7M9jzrmvRWa7OQ4ogM",
-	"l8Ru6kgzZaWEB+Px2CqIO7LHlX3x+PCTuJ7azuB+ec7oFrLr/M1odnWpLAXyFg4QYM7gEFbs0B7Q1J4R",
-	"twR6/0O1GB/33adM73+ozB4fPw8TPTdSsR8Fvaa8oLOC3ZNaOQUBNGeibduk/1Jqc6mYHkQaHch/Z0TZ",
-	"o25vhTLFekLmlBcst2c7k0KwzNh/pqVm6k+eWpCcGjqjmoUn6YTknBaoRkdbfhJz5nOmrnnGSBnNdEeK",
-	"FH/y+ZTiHZco8VrXTMkrpjzLNvSKweMgW57Zj0CRvqGa5CzjOctHBGiJl8zq9AoJyS9Ke7baBMGmI+Vz",
-	"qi7ve+pAmQeTCtdEWhpk1+ZgfPzg5OvT8Xho1TPHGfue4i/p+wv7Hepug5iLHUQH57WUpIAh7nhcjJRD",
-	"/OBzHJZv7KTCjLx9hDnOAYLGj4KWZsGE4U7hvN8FlldM2GVk71dcsfwscD1KBLsh+DtYpteytKxVl0zV",
-	"JLaDavWaY9v9ytU++xwr+T0azOx94s44NmNU2ZW1U2rcgzdv3gwfRWPYvAyvnj4mp1+fjEm2sEKGuLzN",
-	"bQFbpcvVSqr7b1MhM1pc6HLm2UqgG64HktEVnfGCm/WEFFRclvSSTVQ5W9fktcN4r8Lgoo93NkxVX3wu",
-	"IrlS8prnTG3ODZSaQPrwFqwqY8g91jWX2RVTE8KXVkRDAWdyNDo4HOqCL9E85jSQis9Ei/jSjtkybnvU",
-	"kJ3trAT6Tz/bAnrNK5NlkROn6oVu0AyrGM0WoPiFXuECPLpkwryWsoC/nBWaozV8LtWSwvIyYan7294y",
-	"W6GhQ1DeS3pUmIWSK5713m3Y1pPeZclzqz20+ARBMPa/g15CiV5rw5Z23MuVIX0wxhpq2JIJYwV0UnDB",
-	"wE200ZORsrhAc9CFpffZguL1rneLNruEoNUPBHPgKIrRXHtLlG1Lgw8nK0EugUO4pGJtKYCimWFKR6MI",
-	"jA6H0dKtXV2SM6tyoU7HhTOwAsFFBX5JTeJ/+P7xS4Iy9p4mUuVMgSPGsCW0TvMcGqLFy2i70AviBiVn",
-	"/4eh8dg9oErRdQ/9Hd5v8tZvcLRVXWvpJ/eupYtHZc4NmBw3jxAen4aDzSpPYHJfgd3uDIyCXlnd0wQk",
-	"dxCL7bz9Kezl1LCh4UvWdgRyfum8Ng1Z5s+Phocnp6S/YO8HwRGNqg3otzJnIHy5n0BKIBQPxo3ixslu",
-	"eevBq9m0m10Hs6NOiIRz7iytZ97sfqnocg9UBTCsJoQVmiHTBaWn0tRrC8GFOT1uPYEgG1/g8zb3q6VU",
-	"pWJ7mmQF1Zr0KXF0idiPiC7nc/5+kKCCy40jba1ztxq/WpmOjrjShtiFxwVtX/iOdoMPoHtFyc1C6rCG",
-	"RFHRfiX9kl/gQdztLPG89m73cl9xtJ5to91wO/7C0TYVmYi3zE2KYm2n46nupjG5epKzVtobjBnt20Mz",
-	"cFhVJg+qSYoi3r/pEm522ro54YsLXKTbmwZXf0dbziL+YfO32EawsVLLlVkD0xBStJ8hzX9qOT7fbDmK",
-	"MQ0Id98wsePF80JC965OSBosEikpheFgNF+7Cw5WPRHM6M7pVoLtqszQtpYmU5HijUwTktrjm1tSbf9A",
-	"O537pZDapIMReQG2S3tKsXvfDgQFuIZGU9HKUq1q03K5n9q1AeeKnsBog7GcrKhZtLNn57Tfujp+5qPW",
-	"oICYa4H7H9gW3L/GoYzPflIPVYjiLnC7OrnZX9zFrt9AtPSDMgmcwf+Rs4LBX743DHSKHuRMGyXXrVcV",
-	"OnzOdQv3xHUGH5Rn/reSGmTEG5w/6UUhR113SuIBLKg2IQRp+164EdZbb1vWx15vcFNrigmGZouIEsyk",
-	"LBgFERl/Y/qCvTdMCSRpm69VJrjN2T3Gu65JRgVwW6pbTHbMXrbq8YRYkSqNJc6oO7vxun0klixYOZFf",
-	"b2dhdjBXjK2sPMoFODHtbbd/XNg/0gGIqFlz8FIQSgxTSy5oQfrpyqy7Rsm191DdcnSe+RdfcyRoXpWs",
-	"n77Nq904ZCuaXdFLdsGFNrTo2Cp0S13kXF91RomhRjizG6HrdMaSRv4TI33n3UptOxfLWdcauN5gw0DF",
-	"2DoowYztaes73v/Tsf8VOSo1mtfa3nHaWUcbesG6Vg+UonnZ+muTUurKQYktxhvrD/HmrkWd1I9z7Zr5",
-	"q9mrTaftwm6sycZyt21Ty3rXz04rnZE5i0K42nUlF6pRp0Fe5KxF4oFl8ZZovMTHlbZoH24ZQ3CqkXCF",
-	"uTgj11RxOiuYJpoZMluD3yqKg1Bg+VXMa4WWwo6m4hGY53x7XIeo2htuFiT125uSPlo1UJSXKHgMnK7F",
-	"tQ9YmgqItOACXBXyRgQjUkK0jNtb0jWZMd/SiHyLYQwTkMReYl92DYkUU+FYrXaj8sfJ0dTEWzlhDiE8",
-	"8YyAs/WGa2Y1MMX0Yirg+K0UM0yBFSCsEAou94vUtTL2dfc5qR2G05OTo9OWFpb0ffzNweGDlmPpl3Hz",
-	"iLhd6tsV8dGYdtFkaQj1awSuWO+L9m3FwVskZ1lBFQPLRDTo43HLiFG7v40lvIC3nvggLaA8ORddYvUc",
-	"HTraUJFTlRMuVqUh/dyfEmYljEFjeOGCbUrwgQ3eNs5z++YL+6LlRxifdOE3D90SD06Pa6HL41F1i0W5",
-	"nCHLw4CW2odHp/XvNr5qENyGPhaTJWDin0aZtok252gniBQaqgltc0g65caHZ8CrGJ51OD7Ae8qNnorU",
-	"+TpTNFq4WCwIkpSlKfi1i5bJaFGQPnWWqoRQckNNtmBqkIBYA29Nhe8PrBqX0pIdnkO8tD22rvWEZLIU",
-	"RqNzSRsSyWEXQTxLEzvqqWBWJvAWCvaeG+0MFtrI1YrlpJ9+++T5k9dPyD/+/r9dXtUBaHww7XicI/LM",
-	"0kE4+y5GTePYb4tDG5FaXN1UuLMYufpWq2JN+pf8mqH2Bic1dfbPgs+ZfTgYhdgqCJy7FGB+itW0SBoI",
-	"XvoNv0UpcHb7My729YIMs67Ldxt3u8nbo+TB9i0LK6gpZgWNa4YG00ha26BHD09/ESrclLKNooSJa66k",
-	"AANy4LZnLiI5CupPPeuo8Y13X/176kZ/O33/VJK6Mutbg/KcpH/Of2L/jFS4Pszn8oYp3Yg7dpK8++yM",
-	"CIhCVZRbnYybEXkKN2STqE1AavE3h/SFlaFma89I/UQ/jQvUB/5neUMKKS6bXnGkofYqHI4P8cbRYMi4",
-	"ByPBa93OS4K02dCii1aV86nlKS42wC5XLFHl3JujrXgZiZ+KgQUalr+d8KDYedFp4Y9FvBtayalSoYHB",
-	"9YDW5d0Ms1VE21bFWnPLuOL++4oNot427XexfOaNPiiZgc6jF62mG+FS0bbbSFy2Weiitna1SSVuC7fs",
-	"+mM0Ld1NgKhLny61q5rf3Sd87/y4jfXZMuV225jb2t2tY/7a3OYUCw23DgmW3yVffZo0V9AZK/SO7K4t",
-	"nW+DJR0dtozUb9WtjUVm+LsmobUtT86E4bTND/qjZmq4tBoih5fM2vJfpjiEXGpZXLO8yoXEAJQ+sgLN",
-	"MsWMBnreoHk3+kLJgl1QJVotVFfljCnBDNMXlnes7mjQij5vWHOqb1QpLqhuJwQbSxTnZrSk7qUtmRQQ",
-	"8QQO8f86f/EDuaZFyVAXtq/taZLm1NAUHORn6K/GQ0+4ngqzoBAozGi2CF/YDwYj8sQZ8l3SRJ+S9LX9",
-	"V+IceFKQ9OWL89epY3N6kExFin70FFSIFJ3p9ltBUhRwHi9KcZW64EeegxgLDF9qjrYNx4tsY9NyPD7K",
-	"sEl0FsITNgw/MKXiH1Ir7HMrtj2n2gxhCsNn36b2DJVWsoMjBBrOmigGcSEw7Eu6qg3zO7qyWkCqIOfG",
-	"/dTIxElB807Br4rr42Ix7JegNwAvMzeSMBHCiXHjRuQJRp5MpmIqCCG4+hOQDvCB3YYJ+TDt8Xzam0xv",
-	"DaOd9pKpc17A+y7addpLrKrz0ffD8wl5OBzXOsUVbnQr53PNzNQKJFPLeim0Oit5YecynQro0CdqwY+Q",
-	"qjXtfWzMCRex0Xw00pCShS16H6/r2g1us3M3rV7Sk4K9mPcmb3fJYEl2EcPhlO747nd0deubGzlcyY5B",
-	"Pe/iFCX38Qa7a0Qa7BILENLrKpHG59nNqGanx60sfov73RkGMDUM9/aMHBw++A9nZLziRYFpWJpfCloQ",
-	"cUZEWRQuXJ5DRmgJ8qR9jGHItbiVaPhCGt4WO/SauWwjS44nhI0uRzW7hhU1wcBgqZNimplWn6SUywsc",
-	"b7sL4spS/WIPTAFDOR8u2VKqNU5R2bvOckKbthVViuCWwA8ulrMOt4QLsckVmCzaB+Goop2Jo4PQEddV",
-	"0h7kXN0wxYhryRFXPxwj0ccEtEreCIgpqn2NNlouSCNJYqSYoVygi3nlkx9TtFRarV8bcimnAjjF4CxE",
-	"zwRTjshdap9LJLRHZt1lx6g7/Fsc+peiLZjhB7pkwbKFhw74HW6QqRAHSB9Oyvmz7/7y7Pnz9jCyLid+",
-	"GohXSkKOZG1qcbRGnHwaXPRW6Pce+tZr59NUP3T95HNPP+wWjtDMa233JGGSa3ufUb7rZkSboYWL7IlC",
-	"mciNkoYl5IqtDKR+S7Nz+EQzm7btOix5DpZDqv1hPyMLTCq1R5kXCL3AVh0qaxSHsDHhKm13d+mwoTi4",
-	"4xPWNWxqYzkbO9oy+5YNjOh5PeysEeMQ5tGmvTzlBXsiDKJe1PnLspXiv8jsRq+YcvF4ZObSmDZVEpnz",
-	"Ob9joFWH/pwg6EM7HcDAnh3OlI+C8/fShX7kHDZkvSy4uLJyhVkw1XIl25V4h0YB77rRJLh29SXoWv12",
-	"XdaOqW22TBjF2e4qbrW/t51VXAXfftdo32AM1OaAu/fnFjK+oIcnp/fb2eatq0X44Pa4fXG9tc3uz4wW",
-	"OIWGVWHBsqutynkXTajartiIP3rSHrQ4v+jW47YlQKkeqhH1IjBJU+oLl2eMjmnLw/HI64wWxcWcFwYe",
-	"LHmm5MX1EqiGXraypVhU3qQOgpEVZxlwYOq0nj3vPUkIbeEOzp7YOP/U0HaSDyQSWwI7XgoSLGhlzucD",
-	"MXSW7gtJMN3jx9dPhw8SkqKQ2x7H+InCMepL7cZ3gj86aUT7UGL03nPlAQ/6Xk7Dn0FYGuzEJhtHxI0l",
-	"wdWLptR2aBqeh5odEKxiTQ8K2CGsTm1KJTSuKemHjBoY+5JeMZL6flOIow/L7rLSaUB60MwMzqYi/E6L",
-	"G7rWoYdNWRdfHEL73gHm98qNectWVYpbh6sknSu5TCHz0MiU9Nn7rCg1v2aD+DjXZWuQfZ0YAi+BRwDP",
-	"O0Zr3fCi8CkYmomWw2673VmM82YiP++maPGuNRvik+go9pXg+KCVtoOE0ActhHNVtsXduYiEDS+Li9na",
-	"/OR7/k0jrHRJ12Qhi5z0PXqBvfiKkTSLYgpHUWBQLRIsDgbXFwCZcGEP6t3MgOFTDPy807dBE2xL0056",
-	"LgQK279by/5TdqmYrnEcbMxearEGt0Ihbwore7TrHsphLbXIzN2uPJcmeuZvcgUucZt3qzHu5ho0d2pj",
-	"+eNhheG3ntY4DL5hOM6XbW7U75kdsb3cDkYgpaVZjOBtZ0BOOx1ise17qysietUyoyUkpbVsOOjWF5ox",
-	"cSe5+lMM3S7Bs+3Vgn7KINCKcNtS/BXf+gj5+rBtbSMoNVO7OduqPFXXXPRxWJjE7X5909oPEBrpWtNC",
-	"Hx6ffB3yZzC1ULcINy7ncNNJSg25YcJYwUhcIvewz4wkuSR0Ztkhb7degT1at0XnsyIfFuyaFaTCePNp",
-	"Pz5MpgIn9KejwaFsK637sGRaOz/i9m3wL767NSUt6UHUqcsT3PStoI+tU6EIsnaLAoi5mp1nvyWUalYw",
-	"8uOrZ0TQpbflw1JjutTt4fBOL8Set6YZeECJFhdQe+wW9RbOKlUCxSuM3zSIpslz72xxuJpnUzGXlnRi",
-	"fCfGNWFQ5m24WiOM2ywxDil1voZ0KjB5hYOVrZFY4qKydBD62XtuathiNbtZQriYijTYnMEfU6Wy1KK6",
-	"fF5L1UfAa7KXiN5442LTTxwCpNqvUfsvsRX8dmP1PdLMNo0iwfC9aRapfRILirtaT9sukDJ3HHh16W5z",
-	"xZzjmx+baCy79dSW91NT96uEuMr2Fvez5eK1G2JCrODOJpcADHOLwaVquWNQ3gffDOkBiK9Pcl1njZSb",
-	"rRJJ/C6E0zntsE0mjOLqasnhVNBLVuUFdFi6vfP/wpscg8x6aRtEft3xZcEuagLp5k349IyXTmOkc38A",
-	"EkeXRTykFoKXvRY+WstudpGxFSDVkr6v+1cGE/TVoAMewKOoNmRBi2vLwCMFNDh8RE7SrypbcWpVbYxG",
-	"1XTJgNpPIY5i7eFl5gW9lgrJ5Q566CoofVuvQkC38/k77RQnk8h9t4YTwktoMVSt/gBVInAAYpamEZ5r",
-	"OiE4WYcK5txDAajZapaEC4R7raKhpwL60sBaIHkhqaJGk1owKY2Txs4gX9fuMgiVXBtFjVRWb50Kl/hn",
-	"5bhWx1e7lblCiAwr6detfvuSWopP/WZt3Jewjw3S0HrCw8pvIVedNDQkx+1KQoH47UBCseG2IQUIvkaw",
-	"lcc9r5+e4cGECOmhguwxciAhCQZjw41drkx9SzvMCqVmrWy5MXx4LXEj6pyCbreDBsDuLkS7QaU/cENK",
-	"HRKdl0TIm4TQTEmt3cVwUTGkny6z1YUHI0sTnwDqfwf5EiN/WN4SfNUWpL+TwueSpjaRCu/ydQj/o0Wx",
-	"Q2iI+/Rd0uJCzoluZGppsmBF7pethpnu14v0gdhXcPA+fSdKzhLSoIkX1s9qUNGC33/siBTihlMNEuxl",
-	"eutugilzTQp+zXzyF9qpcJitvv/7jxeNss583N80+VIN7tsKqMOveSNiAfYG1JCpSJGnjTzW2oUxRToi",
-	"P2AMOZvbezchKwjTCsCZUQwDRi5pUkjN0FQ/FY6B99N6lEaa+ABvFNIHDmA43tAdlqXdg6V7XXciab9o",
-	"0SVonKuu/WujOq/KneNYmwHXNDPFOtjJnDCO4AKgzI16nzXHMuhxn/D1b5LmtxFo/Usl5n1qCG+UTLJT",
-	"OshvkF23scTnXnwMUetMXWSYtWz/6S6B+8uJhK3qhIvibvFl1FIbdsQfqhSmLdy7pdyGM5bY/evI4c87",
-	"jLK3hZHf7qkGw66lj58nagPCy1rcxDeiDjbTRyMt+Q/ijLSDM0DMhWg1kLj0nQFjtqscKCt1Ytb4j/c0",
-	"WVCRWzEQch8jDLX2gLHPoso8iotRhKPhClHM1ugOW0hI8l0Vcr10bsV2aIDbDTPu3HvbTJuVpUJKaVFA",
-	"gq2lUlPcYWxkttSOVxvvcSP5FpUkXJum8Tz66Y5Rg9sCRap2t4yrXb/5PDgqdaFhJz3J06tb49AqMeA2",
-	"VJb6UYhtMR7vIbNiUbshp0r521iGvyCsSS0JEfBNHEItsJ10QjQTOVlKxZxJ+uWL83abNH4wFZg1XK8Y",
-	"gaUi0v9kcv4ngBcgMGiryA9G5LWH0HUG8SrDxMerTEVcMwLSgldUa5+FOyFjiBK4ZKBaAcB4xrriWGFR",
-	"OuOmtlqP6qBwuGhGyqsdYyjdTrUSOGwMsvDgLdyHG6pyu3Jh4QZ3jZtsuj9CdSZvRNg4PtXZg1D9zRXa",
-	"kuve5RoBXwALgIEtBstuO/8WwLyXm8h4ASEMHWouqBjNKknFLhKrTJhBB7zdiiumu/MmaSO4m2syl+pS",
-	"bqCRbWXSv5JHogZot4lXB2aoJnxdK14db91v551o2fc9HU4Az70G620i7UbM7dKDvXYdTtpAPTwQgm6i",
-	"x5E+NWQptSEHp+Qv/JsEwEOBpk17//j7/0577YdBhWyPu2WW3Orw+Wf26lTCR3W67uLhsUPciXW3AtXt",
-	"zo9drtF2ZoxN3s6Jo3Wt6TbChXzHdQ2yUGqjQh5uTTRIepYOtV64GqrA3RT/V6WoIyhamrXSrMzlMMCS",
-	"+UQVhOpS8kY7MLOiXAqg2hWa7mAyFS22IOX4dkA6o0XhXStUKQAioZr4dERnm3n8ijx/CqmQCBQySBy+",
-	"mjZ0rZ0UUuESBbC1BP0onRKIYnYq6VRkCyoufcUg/hMbkddPXn1vyfR7O9Th4clpJgupSCkKS55SJq7B",
-	"JaODF6BpFCnqevHB+LZCm0nPrugdP2qcTGghwd43TyTQmKxU3KzP7Xl33BmQ1B+VGDqNfz31d/6/3rze",
-	"CCN9JMiLZ98+Js++BQSjDAh2hC3vjEcN0HvUDzXpe/D1QcBcB84O/dbxthEbm4u5bGHkIX9hCIByLPec",
-	"ggFvJY+eEXA+4hmlq5UeTcVUnPtaFFxD+EUxHy4kADbbpzd0HQVgABcA30GMaO80f3A3hS7tEZKaCavb",
-	"ffXVTaPcqP7qK9IH2HdSwb4n5FsALE/IX0I+ckKePD7EmgHn599DpuQAhv0EbPzp/vVBGpX9E4zlmqR2",
-	"76TiP8HDCfkGofEx1/a/3rx2Kba4OTTeE9hG3JjRVLwOGdpck2umIPEhIUsKHkmrxpOvvgoav51SXB9n",
-	"kLjsMGois4C8EZCuzCqTNib26CsIcEHdUp+1FWWqLCrKlSHDfGVyPD7GRYGIKSAqIXQr7UKNT0kus3IJ",
-	"JwKBhlN71CAORkOUEKT0/lwTDX/2iK0/kyWjYPL4eSp+Hg6H4T/7SVrFZaXkZ3I8HpOfYzjwCi7IV5zl",
-	"GjwKllgSbAK3pf1zRLehwd0JEspyxgUeg9vKb7oeGpUZsKsDOzUsr5DUi3wqZqkGq5dacE3Nffk2bOTI",
-	"jbfa9yVdQ/8l2N+5jofuof9cWyhpVw2FEmdSVaACjsiBp3az9BnpW6bp9KCBL5RGzaJWCq4KP8aOQ4Ux",
-	"7PuY/EzKqEyYlksG8H2FZnt64E9jgmdRKoQUxqaWzCxkPrQtuugObPPELwyM5T3XRpNZaWBpHEwV1wS/",
-	"js5BwTODDTx0Ddy/1KdrPpQ4gfYPjhonbaMQS7NsiR9lKBkB7RwehhMQ8H+2VICI5+MOgVezbHMnY99c",
-	"axWECHTGB6W4Vi6lYFUDVFS/x55+rkkpoHYCxAb2OXr1nG/JtT5wTaIjChv1i1WZKXxlnzC8nBXcL11z",
-	"jlGyUL29Oxdd2lITyG8zWvWxn2O4VUKKYTXyanC+ypuDc4hRm1xjAC4kaIGtjaG1WXmJ6cEuKpRkVnxz",
-	"Ny3UDYaNmYpHIXQQE3nfW3XLjucnpiRy4q++Qr3JspXD8XiQuA3xNZZRyCp4xoTGAD4sHv1oZTd4eDga",
-	"R+GhPc/le0nvmin0CPTGowN8C2pdrHhv0jsajUdHLscMhKH9BSSR/WT/3YqV/cjxoMPxmFSGK6+2Am6e",
-	"Jn9+/frliPwA3FnIqkhNWPRneW/S+44Zl7LWqFh9OB7fraxbqJQmr3YvQOL67i7ggoq4JoBfNKqJj73J",
-	"23dWa1kuqVr3Jr3n/JoJ+7rluGgapVAut5qy7r2zLewrRvP1ruvLBPGXwY6kurRWiADrgMdEIU6nd9uN",
-	"hNVySLWeCvZ+xTKjz+DOVXikcZCI20wvhnj/OggHvCjIkl8qqAg9wJO4sZWv7LzuvZNVrqKvlYa7Wm2q",
-	"P9DkMFbwP9POwyQAbM4eZIgaOBkfffYpUBP26SBxu+SE2cMzgDjwwjguO6tN9ZOKunXP+QdpIMttfUZS",
-	"HHsoCMmzBcmZVdiZyNahcMa2m2BXkO94Fa4P9kFF2Q9FZlqvBEBQ8suFCewQ69kALU33l9kq9YSnn6pS",
-	"YNR1Qty/0YOfTEUKiTYX3nFm+TS8xWi+8RAWIjwFU7ptoeDahKdRjFEq2E3zuX3sXDIbPw2SCKWzrFcO",
-	"umTCrlOMGwURLTUJF0MhwzcFSFYQswdNBqjiKH7GiqSlZmcE+T0ttNyszMOFNqrMTNBUqgXd0xD65zdm",
-	"BFLwkpqUrHh2pUOhoWFVFojoBV2xCUlhj/qp5VluWXwzsKxgygeVnEK0PBZjsl98mIJCPO1NyLQ3LwWM",
-	"bNpLan9NyAfbckKidpOpWFFFl8wwpT9+dJhHobhT52gIDuZCu9GMCJQ6smuoyZLmbApNlJeLQCuzgkMA",
-	"pcLsSA8X+urJ+etKzNBYDVG6A9tBRKPKVZYp+/FDbNJmAaZ4pXEvIAHG/vy3kilLjZ2UEIoiVcSiCuXA",
-	"AlifUA7r47v7kvtgW626iWts9d6euxsfBLd3U/H/yTLUDQATxWg06izyNHkANiRHYd62IcpSAjjywfbH",
-	"4VG98jMubHUw2rD7unMytlaFqZOGnXxS25A03Y5HtA/RmHZjE9EB7BCMTLPyl10yv2XAMY/xFLR1E07L",
-	"/jc0AEfDJwe3f/LjZmXF48OHt39XVbOu2Pn2LzYKywLHCzwOSgJd4lWHwmqICsQVqZNyDLz1dGpoaQgX",
-	"l45e6Jg1YppAxRXLHCN8W/nhm4UkOcfAWKsm3FhVA0LrfZB4peb0PZshvmiYhzBqVLOaCud03KghZB9G",
-	"yU0ep8WZta1MMkji0mL2OVSPQSoMrzlDFuiW/lvgjchqEkD+C9aTEXlUL54GTmxCVytGlZ4KD5PNXVk1",
-	"A9lYLrFrUj1zAcRga3L4RVURMPQlao8XOBUeZwc2LYUtGClmCRmo5R5vmDwck5yu9WBEXlh+u4TkWk3k",
-	"fCpa8mqB7QKIADdnhIq1N6mQS2Y0OR4ftbGC51ybqvLNrczgBTL+uFq+XzWdkNnaoRbWa2GBfcn4SlZt",
-	"XKNWdKgqjFuLxhu3+MI+tLZW84e1Nnd6vHNjrkrSjkStKldm22tZO1wqiINQAWyMa4IIzK+ePiZHR0cP",
-	"B10LBeC8teHs5jTcNhZfoPgOw4Dg4U8aRtvqVSdu/znE9+/w4mN0Bt5fMPBVot5iucWuEum+QmLvwfz4",
-	"6Pjo+PT0+MH8dPbwNJ8/eJjn9OH4IDs5+Pp0djCmp/mDo4enB3l+lB3Q7MGD2cnD2WGeHR1+TelxA4Bq",
-	"cnwQFQOsisVnZM9eCtM//errwV6vllM5bgQodI3ZMviD8fGhL7VXK8QVxR60lMiLKuCFgqzOfeHWbpTJ",
-	"5b/RgmesWUNs0ns4O5yfZgdseDQ/yobH+dd0+DA/eTgcZwf5ITuaH9OTWeSqnkSxcHcubw8e2MOjSGuN",
-	"Xbwh+Ob2Gvv2KNVc3L3ddd6qClmLLPMIotggC9m+FqhlzE9/dXFmF+Hkqfc9/MYCEKxaIS9JH8NbQf0c",
-	"1KQaEGOCVIMRtq0izSsHmFN3ogD6Yux8WdIVVHAvRe5szHj6sfYnX4KvjotLPRV9j5CQEOTECYBrIlZz",
-	"hJAwQE266hTMbJlUOQNNwJvfpgIkKTgW+wXVZqiZAwDVHcrc9+ze5jAH6OFCFhpoHC0o0G97Obu2asEG",
-	"xHMPiUKFzIEP/l9PN4w9uhvgHDUa9mAy9jSs3l/SWxa2Uw+3AbRpsr8PHt+F1GbyYPxgvJ+z633J86zX",
-	"RN9oUsrDyfHxf0dwF37wMWZGNZ9dy0170tmh14R49koM/efUTMJEAv54NKPqcnrXYnU/4yTH1lv6MhTA",
-	"Qv9xPZE7hTB3E5ucILol2KIgkgBIRc38FQWqu4JPUQ13zjTRklBvZLF6v2EAv0uNS0wWwRGqu2RpP/J7",
-	"X8hqjd5+2EhG9xUfEVGhpcaju8euBXwtSu72aHdRncKWAgYb5Qg9In9cgbD+LK4TWP8llAasP46qAQa8",
-	"/3oBwKoMQKj5h/NxVf7cH6GuH7wf55TgC7W0+yjbvpFQH/Lom+nyBw+sBtKyho5KVCJMW8Z7yAqqksEb",
-	"eFpv323iZL19twFwFT/ywFUBr8pDUTmgjWjwh+NalkcPCOZFFSITEhQmjTQgn3aBq/ruLkX3Q5JzBx0s",
-	"NTiY/EH/JySCb5rRRy1W8JgSVjnYnhKqElMYVrKt/PqrUmiII6qHy0LIYOozt1Lf+8SX/Qsmxaq+Icgk",
-	"OcTeo6EkpHBEwewJmuo9MCSYPW8o+FeW0vjIJKjOQ85dcS+ER0gfZRlbmQlpqb9AdVWENZdtdBPLgrwq",
-	"RS8gFn0j8/UdnWHeKtor7Y0kQ1rTMKRgeiHN7mw8yuz8WLeK2tv1sZ28bz9NIRL5W0s5PiZWGrnDVy/d",
-	"Nvz+VYXxDpfxsYu+wdt7uMvQXFjLp9/4XXpZOSjHz0QiXgg2lPO5q1vavKExcYhSlgN5iLOcWgWlcx/r",
-	"J29Ele/mKNCqKJEiVZlve9qnxtUwP0LMYDIVNbWUPEKNyxIzTOuhReHyhMB5zZwhuCWasFNGOq9SrBrG",
-	"xluMPo6p/BWMUZ3WvxDqvtM938jnazWVhZjKjCq1RnQzriGG7Jop7QISIZGvy2YWv9pllzzssHI2DAqV",
-	"Fny2bfk7BuJqFG/655yktYmy8js02zUsNXFC4Nt6DnJD5wuaZXPau1qcqtTh2o5Oetnw+HAzL7jZ/Ynr",
-	"3m+GoMVac91hDvskkc0bwlwa4h2ktjh1c6slqzpj/ypuuA0Ak5h2h8P3DvCe2mS57znY/aH+dAi3DoKc",
-	"D9cI0btV0clGbKh7HiIvBh6ryol8RrNiTriO069tR+iFswIpCdq1nIfQAjhKVjSEmrbH44eTWMKEIP1L",
-	"SXxAQpXoYX9JkwY3CeLwgl6zKZSVdFwnIEbludVdGBTcDSWsu4XD83C6P1lAvPXe7nIjd75JraXuPjpJ",
-	"skb4Du4o5/5+Sdv41ydtdyRsXapodCnttV4wmjNEiH0us62AeO7V/fAe9PBHE89/C6KLN6hCbu2gtw1J",
-	"ef9D5UH6iFS4YKYlP9nBJui4/NVehYpqdeS5VOA6j94YkWc5W66kgbJtVIQ8Bp574okRtUZKLLyb+sj4",
-	"iCz68Dky41j2jkc1eTDuHQ15U9EIp8dQbSNL2+KIuEnYJgIRxbJdXvCvIaa00ddvYX1i+nofsSxCnHB2",
-	"uTv58+56nyvsi46L7fkNt+xL/ItEDblVufXqJO06ZXWSMBvK3ILBk/6nO9h/SiGdx2UkbggqPh40ZJXE",
-	"Qkm7Y+tzHctfhWn+HkX/z8Qfwzn6tXnb8e3f/SDNU0C8+M3u2wvBbr1pdzN0uO149u0uOnXdKvJuG0Pc",
-	"9xByv95wkm22bUS6Cy66WnF1CI7zDqoUK/hWYLRNR95UBF/WYETOAbmXcgPJllLlWGMeAwkVQ3x6VRaY",
-	"A+/N021E6FUpHiMQxz0s07mPccNwnricecC3212zkDn7Ypn+VNH3zgTlD2uZfuWD2jEKfZN+bTNIN6kK",
-	"XqDfF2VxgJqIVbE/42JfL8gwS11RsUjoD/nKI/KGcqNJuYIECoSwSqcihOQG4GAHmwpv+BTQgavaxRwq",
-	"6pnHTXUZc6p0COZTcSmBHmnnTwux0s7+wq0ScVjRxfAOhNd6XTMdTUW4gxgcXkVHa1+Fx0tqtnf7NzW2",
-	"U77EjVeKX9MCSeRoKt7AYm3x5kG6bQzQDhQUBbuVknmZQTSTNozmE0Kb6GAebmQ/VD730XCAHVGVE3eB",
-	"2LhwTOSkX+1Glau7WhXrsypmA1b60v5Kb+iaFIxeM10DIBKeDfhy585/eXs1D1yZCkppQpwXJMJyAeAg",
-	"WBA6FS1oW227fIC7zBEYzf5flUL7/iKIFSLVVKQrs04TMmcIuhwjxO2EAdfJ4nzg52fwv3bHsGY39ncs",
-	"9wuIst+9evLk9bMfvutNegtWFLIBk3o0vgNXhO5/Bca4A69yZS3OEUfqCz/9l+Gn7Qle92OtFVJ7exp3",
-	"DJiOJRWHBb8GKlwJ0xssz/GxCTgg4MKmoSHHoyyvuSzkjBaazJi5YcwJDNXoE/v5jOpF9bH9yvJTS2jn",
-	"ssgBWSAn7D1u6FSEqhAj8kJEUCseUwrjuBx5TZo9Io2HCA8hwf8KpTanwjnYnbcEhhIMGUm7zcHhBtAK",
-	"QaOKFQwDSasQwTXpHx8eVmntgxFBI6WuQWiE+BnPeRcUMBhYlz/8cQVEfk8zRzgsbz/0AEzAm+F2MYDE",
-	"dQQO21SUjVi3O3gW3Ry3xYP50SdES8QtXMNGj/6AZPBLhEzNuRrRpaqSRF4diZh2hkP+65pVurSNc5T5",
-	"As2BXO+G8eKsyiAGrE1H6zzxIlJMRSW5dVtu0hEAFfnMQoQ5OiPHhw8rohPXsLBkrFboZOQXD227eVWv",
-	"gxaAzED6MEpXwQ+91RV/mQpXEcLROzCyrAfdblt36+/ntu0kQ8GAelcqhIPbTUjcxT17p85vIX8QcekQ",
-	"SL9Qvj805QPSYS9ZfBU7SN1OQuL+B/evC9tkw/3Z5vaL7+edBY/PxvgVW1IOmnlF778c/D/0wZcrxMcE",
-	"ilf52hFpyooAvwXHd0f1B8tdPrvfpfWG2iWzROAXNpzeb2Jdks8zo6sSf6SP3BnQbzS1+menFqhJ3+qM",
-	"AwCyyQpGFVYIaZilcGl+PRLVTZ48kHog0V+o0x/ZkIP7HREoV7YMQ/cjs8qn8OrtiY/nAFTiQEC1sden",
-	"jzE/K6q0R+pKC50OzoheLwsurhCXVzFc6AQhSyVmTI5aDQ5PXYbiVqiPp3htFSuo4dfMg01V2K5KSnMW",
-	"AkLAwSFlJzBUzlUHKtSoWdvr4ekvAABl+/e2Z6O4S6x0SX/j0+NjOwqZAxRzq5nkoB69kVNDRzMog7+i",
-	"dtzxE0QlOBgfVjgjrkhn1eXXJyd37BIB6l1v+Ad2VFsyO9E7GGae3pKlh9R7TxO3bP8K1plfibbdn1TZ",
-	"jSM0upO4WzFd8gmHv5sQFBjQ/gd7jHfQUJ5iLYvG3T9ui+dE2KW+VKBCe4MGnWkmzOALz/5nOte4mVDM",
-	"B5HMqSAMioNtO+COozbFSJq3H6JtDERmhnmnd12QDEBHCKbagnLUTkYRqxtrtzJX/BMsPRLqyaaPcSBD",
-	"ZIMpueTXUZmMwRcy+xseR3uG/GHsK3qD2zj4/GS2IYHZ/gDQvlMIG5HzguoFwwzNGcZ+GCbIqqBcFOup",
-	"6KdIcGVp9r2EghiliNhvz1544/85fFq9MyIvqVk4jxvEUqBrLHSeeGhXh1LqBdKEhDQihzkHAiEILhXk",
-	"G3Vw3LH5tSMtEuWbrcVYP0mtLdslcIhqgfB8wOgXbtHtx86TCBU5qWLCOIKkR+SRWLvrHfD97P1mwoym",
-	"4hG2BWD/wSa/pAgDjCARaVV14+AItGUXvyKk7ctwWsAQRlNxXmIpmCWjDsoIjiaHf/tygBiHZEolWI6F",
-	"hGybDpyxzWT/RvGI3+5irr8nldwpPuMOiClBMN6PRfG7Aoot6OHJaW/SO5l/PZ7NDx7Q8YPT8fjr8cEp",
-	"e3j8YDY+piw/mj04PBgf0aPTGaPHB1+fnMxOszyf0/nBmGbsKDtl85oacCdx3BdA3MJKQMRxd/2PyBoO",
-	"dujitZTPqbpk/1y85A1Cl+7ETLbK0VUp8y5jwjcbEWgsuJYaESGkj/7Hf/z9f0M0Z+qD4zaC3gZJiKWT",
-	"gvm4NqwATw1hUCTKfsxF5IJsqzTfQMHrBlUKVdt/MSug62SbLhxW8Q8pjf1WmdWV83/WcmAb+DnuHPyO",
-	"9NkwqP0P7p+3pR6eG7nStWomPrQXC1X7p0YxRvqvn7z6PrFvC/KXZ8+fO9BYSi6VVfhXTHGZDxDUxwsQ",
-	"zYhSvJB9lxDhopsPxgShhWu3FkAJndBAIQiM8NbECDuJlyEd6Ze+lbfcyMTqUVA8zar/OBOEtR18uaq/",
-	"sZdv81J3X+lWDf47Zn43B+3LafqMOXN3ORm/LLG3Hd2HM4TSt60H2IoUr10l28Y8PgOAUVxT+LMjov/+",
-	"cX/c0tu13Anm+Xbk688ASu3TcOO6w3Gt53bE7jt4bUKV5q0oPbA2dRGb9DHDRhOJ4zkjc2YcuClkycwd",
-	"Wj++N/gXRPiBZYtJEZ6xoI81Ums69a+ncSX6yCwEwaHbtKJQYjDknR0ek8XgbCp8xQBqEh82Q3juo+LB",
-	"UQxRoVi0ccYKKS4BqC0qsZm4sq5tCfdQlfvetXa2gdMfTI4COP0vc1ursvA1oP2H4/HBYdJjIpNQFXzS",
-	"K818+GADWv+TL3so/QEPc6Y8Mhn82yPBjsMDo0qBx95DDmByXPhKlqb+lX2w+dUNVZbI2JP67uMnjV+Z",
-	"WyoJtGLr70TS7kLQOgsBUX31BXqgU4yyy5N4nc/TbdT9/E1sI2Z3lansDlkZ6V07FdzHwvl3j2QL7XZH",
-	"2Ht12fa1p+OiQ+1KM1bjWVKFpa/TUNM/HZFH0MpUAMX0TmK/TjX1t3TF6vPW+HZo8rOQS6i6aumHH2Ud",
-	"xrN3e7WPk1+WoH46RfQz+rWphTOSuP6xjuEXAtKKsgVLRChZMYSikirYdpHu7ioGuVzpLfVmXVI3WhlI",
-	"39eVWZhlMdIrlo1uFtTcXI6kutxfloXhVo7dx4qRQ82EGWKy+Mh+MYA6WLUi0ZOQXo4FJesp5t7iDanu",
-	"3voGpZJvlDTg21wmAPTvKnBAOTIYMc+Dhc7yYyLnc80M5vJoN58zQkl6SVc+df0GPHFQt5nnecFguJif",
-	"6RPob2iA/fJFmDg+hTJe/ZBkM7NnBPLKK3ABBIYE5o3GP58oL+dYrcAts5c6k7rf0YHUO88jF4QWxeDM",
-	"TjPxZsOpWFCNxrQE1INGcj6MLw1Jy6/wx8QPU69FtlBSyFJ7f/CNLIvcNnvNyIwxDBaGloEGhoYhI3NW",
-	"sOUgcTcZK8TijGFaUIFeW3JuaRcTZioKLhjppxPIX4Xsx3QAldsckkDBqDYOL/fghOgReWXFbMEyn5D1",
-	"nGozhEJow2ffpsTIqUCcgFCpi5HCNSIMUSxj/JrlI/ICN5RrLKAqHX66K20MrAYgNMF/Hs5r4ivbrbUL",
-	"2ARAfPThWsn+hCy5KMGlDP17U+4ZyPF4wvoOwdMOFbpLCCV/K1mJUQJMDeJl08wepLBAmkAlrwoiIdpx",
-	"g1lmeir8vm/RGXABbgspfVVfTB7dr77zlQe/FIx3T5OU55OU2L3VCUmn5Xh8lOEtd+UE7RM2DD8wpeIf",
-	"0qqGGUI1VkaR2m7X7CIragxT9pv/eTsePnz34SA5ePhxGP3733ufEqK6gaexu3kSxnnu7LPtjC+mrl+4",
-	"XSu3ewq3zIGu7GlPiDcRTPoR13H8Y/BrCNGKYczA5xeiA5Al/yngaBmmllzQAoGAI7naO4mRLK7MOj0D",
-	"Vuc5JsBinj/77s2zHx7/uTV1g//E7Jheux7uhyxSYAmTpKfkje5NjneHBfH9n9tV3Sno5LitZpidzpds",
-	"zD982gcESQXxN64L62/KHcRhANz5BW7yax+YBkBHLjatgQXk73dTX0ZCB6BPTJN//P3/J3QqskUprqwI",
-	"ahvtp1mpCjJ8TYbpoIJ4Iiu+YmcoWLqLDFVyRe6gmzIpslIpEMTcCx6tFhJmIJZtRFIm5658BEpwDvYP",
-	"qHAoREP6gIweyJOVRS231eR/vh2MyBtpFXvIhKFiTYLcY0WmCCmkTsTqSEpI1KZCbiCQgFALQ0YMzRj/",
-	"w1sPiDa8KDzAYLCYm1IJyJK3PzA0zvbR2X6EzvaQvV8TuIL1QSpi6BWG/MGadIbpodMnd+knW0SuxwWG",
-	"5dQWGWUvu99d2TpMzmsS0UZNiHe/SozgvWMCnfn0NOnBcauMpncpDLoziKrdkFuC9zBCNNI+97TbGSPl",
-	"1RcW88fOe7b6uTsBsoPT1Cl5K78BI39WKm7WcOOxcumj0izABfDO/mylV6QHpSq6CmUCl3HNf/BXP5Rr",
-	"/Jh8qOpzu8Jl0bMAbxs9iyCE6l87T370MORLRs82+sApRw8CKaw9xZp98QOoB/vx3cf/GwAA//8=",
+	"7L3/ctu4lj/4KijNbFnqoWRJ/tGxXLdm0+mkb+amO5nYXb07UcaESEjC1xSgS4B21OlUzTvsPsPse+yj",
+	"3CfZwjkACFKkLMfuX7P5o6tjisRvnN/ncz52ErlaS8GEVp3Jx86S0ZTl8M+nScLW+i0VCwZ/p0wlOV9r",
+	"LkVn0olnG81UPCGKi0XGiPmT5PAyoTkjiuU3LB10oo5KlmxFTQtMFKvO5F0HPu28jzp6s2adSUfpnItF",
+	"59OnqPP8ki62O7tcMjLnGTtQhAnN9YZoupiQeNqZFsPhUaL4zwz+xfr4YCVTPucJNd8TzVeMcEGEwnem",
+	"nTgiM6mX5uGSfagOcntMr6jS30ODLN05tu1eu3+9vHxDUqpZ785eJH643cOPb18ROSd6yUiSM6pZSnKm",
+	"ZJEnbHejn6LOmuZ0xbTd0mdSaPZB/0BXbLubpyTBn4mgK2iZm8drqpedqCPgm4595Qr+jDo5+3vBc7Ms",
+	"Oi9YOJY11ZrlpoH/fPe0/x+0//Owf3b1Pvj3oP/+4zA6Pfr0z52mk/CsyJXMt4f5ek3/XjASCzOMBF6K",
+	"yTyXK1igdc5uuCwUWdNFOYe/FyzfBJPApsPhruiHV0ws9LIzGQ+HTeN5xVdcm1ebWszgx7DBlM1pkenO",
+	"5GQYmdb5ypz9E9P2igv8a+T74UKzBcuhoze5TJhSL79tPmtr/PlAEZ6SLteKaKquCU97LVtmP7ji6d4b",
+	"Nuyf0f78/cejccvmvMmlOfP/DquwNcyfZH6dSZqasZrXzsmqUJqsqE6WsEuKKcWlOFBE3gr3FrldMoH3",
+	"0hCQayFvRdsO2k/atnBkl9n/3TSHCxxE0zo/dSMkPI2IzElstzMmc5njTaRZxvIDRewv/gs5J/G/2vH9",
+	"JW7ZE/vyPfakG27KL7bTXvPuXFJ1jdNq6Nqclkc8C59MO2othUIu8Q1N37K/F0zBXQFyIeCfdL3OLG08",
+	"XOdylrHVv/wvhfSOfaCrdWZpkqY860xgdExpMpPphiypIlQQlucyn5BUMiUO3IHCYU/MMVqzXG/I1PC0",
+	"FRXptEO4IiuuDI8yZ0VTXajO5BhuONemx85LcUMzbkgqjtpPcan1Wk0ODxUV6YJqNkjZjRu5OoSPkGB/",
+	"Cpfun3M270w6/3RY8tVD/FUdvsGPcdW2b7absRkzzeYyX7HUHD6zcYoouWJ6ycUCj58Uc74ocuQ1ZkGI",
+	"kJrQLJO3AzOiZ1LMM548dBfc3TxQS5qz9AB2QiVyzcia5Vd5IQyfmxCu4RcpGME33X04JzRNc6aUeYUq",
+	"cmCP7gHhQmlGU3NhgK2ZqUnBKvt0Vu6Tn9CeG5S49x9re8zpqi33nGvLdaQVAXBpLI1wXNo812aAZizP",
+	"P7CkMM18aybbvjtNu2L3+2qlOpPxKOowkcjUnO1Jp9Dz/pNO1GEfuL5KZMo6k2EU0plJ53Q+Sobp12w8",
+	"e0KP2XB+Ro9mJ8nX6YiN50f0eBasPEiFGdMshYcpy/POpOP/fYUSHPSAD3ReiMSIJp3JnGaKwQ+y0J1J",
+	"53g8FR33t/vyyD/Y/vKW5oKLhepM3r3fe/P8sr5lyvBds4dGUjlkN0zovtI5oyvTyJ7Nma8u8KOW88Bc",
+	"j2TOBVdLlpLu7ZJqdsNyYviy2QpitqJnDsSSa3hq7oss9ID8xPVyKmIUsydka7AxnCEq1K1pT/n7Yuig",
+	"eY3ga040LIdD1VRwTfJCKNJVjJH4u+eX5PBmdGhovzr8aFnAp0NZ6HWh415kDrdgKZltCCWx+T3GTgZT",
+	"UTm0b3K5khrl4P0PLhy/4ew0PZoPkzE9Y8fpyclslDxhX89P6Ul6nBzNxp2o469YZ9LB+bArS8s7kWf6",
+	"Ey9cPeCA54UQlisUsxXXmqVX1BzX8XB82h+N+uOzy+HZZDScDIf/sT8NMay36cBcaJ5lxHZK6FyznMS3",
+	"lOsrFZ+Ttcwy2EQQ5agmsdMGQIAIlLJQS2gah3310L8HY3kh8xlPUyYeyg2oXpKDweCQ6eRwTZW6TQ8I",
+	"UwldM4WCHRXpTH4gtzK/VmuaVKn5UUnN38iMJxtyw2WG49yTqq/hu0eh6T84fslSK9VxRdY5Fwlf0wzE",
+	"PkqwP5JQYej9jBEm5jJPjGb7Kep8RzW7pZtLvNIPXNzbnAMPPJjxxWDGxQFhHxLGUpbWeMxoPCSejpAu",
+	"DnFg/+4FK34yPC5X3AwyJWaYey61bfBR1vqpCNin1EtmlpsKoGWebnUpKNKkWBvlISLUKaS9tpWwu+NI",
+	"qhnqS2EkV5o9N6LiA3eECsJtcyh6EpkkRZ6z9JzkbC1zbdk8yG1XPCVawhOcK6iY5Y+dSedsPk6O2Yh+",
+	"PTtKT+anw8peVWTSsNd9N8yN9XF2jMyKBeEC5rPAc34Of+DyWKlUimwTLgIoTKgfFYoh2wK2l8kF7M8P",
+	"Ur+QhUgfuDWFAP3QExynfR3cxQMOKhQpuB+GHMxhZHsut5C6jx88xnr/aCfUNWRH4BXxxOhA9QKTz6eo",
+	"8/qG5f9eSE0fuIwbWZAlvWHkaFxeROX5lMyJ4VFcLHBTwcxhBA677IO/mzGoQSIF3Auhr8pWzuFbIK1G",
+	"LdDSykmkWxFH/hV34y+2T5CVEioSltW1gXGgDcDkPVnYd8tguI+mEKAJwJxxqmGKcg5HHReFdOPqKsUR",
+	"4SLJitTpcGuW9/0W+wuUU8165yR+y3S+6T81kkJMFN0otI8YCpNvCF1QLgalZLdiMVFLeatIoejCiI0p",
+	"7paqCRBBs9t2jwuWSJEq0wns3YzNZc5MhyC1QJ9NFsfSfBUYsC40ze8tKTppb9JZb/RSiiPSXxGzqQMw",
+	"KOfkyXBoyOa+EuXavHg8/ixBMd8tE/76wqRdyLbzN6PJ9SI3FMgZBUHmP4dDWEqQ5oDG5ozYJVCHH8vF",
+	"+HRoP2Xq8GNpKfz0OHInOA9+kPqCaq7mnM4y9kCCBazGtAoOB/WXk+Fw2CewWYqsqUKOzETq1CKQKLqj",
+	"4fgYvwjlo+PRaUlRYKyg1atgtHsSFhhS33CE8OPHIjQxjC0mhlwCPYWZlNPz9ghDys9J/AzXt28/W/Ab",
+	"puBQKP4zq21s5d02Nw/56rDuaInvcD18ijoXWubsR0FvKM8ea+utqZEo0zbpvpFKL3KmeoEJDBRmI6AZ",
+	"OqmWMtfZZkLmlGcMBLRECsESbf4ZF4rlf3FbSlKq6Ywq5p/EE5LyQAwrhbVAlblg+Q1PGCmCme55bMJP",
+	"Hs+KuOcSRc5MNcvlNcudjqPpNQuEWDDhGXnEcIBbqkjKEp6ydECAkzhVtsqtkI38qpxnpxMFjOBSvqL5",
+	"4qGnDi4Y2KC5IvKG4ZKNhsdPTr4+HQ774PdEuajr+P2Kfrgy3101UJzg4FxKSTIY4r4amZR9/OAxDss3",
+	"ZlJ+Rs6gzKzcAGLmj4IWesmE5tZC97ALLK+ZMMvIPqy5VaJQ5qFEsFuCv4MrbyMLI1ipguUVeX1Url59",
+	"bPtfucpnj7GS36OHwdwnbr0JM0Zzs7JmSrV78NNPP/WfBmPYvgxvXzwjp1+fDEmyNCKmWLC7ie2PQhVr",
+	"o5I+eJsymdDsShUzJ1R4umF7IAld0xnPuN5MSEbFoqALNsmL2aYirY/DvfKDCz7e25JffvFYRHKdyxue",
+	"snx7bmAF8qQPb8G6tB4/YF1TmVyzfEL4ygjoKN5OjgajcV9lfIX+BKt/lnwmWMQ3ZsxGbDNHDdnZ3lYz",
+	"9+mjLaDTuxNZZCmxtjHfDfqtckaTJVjKfK8YWLJgQl9KmcFf1m3H0X04l/mK6jBYZJWs0TIsKO9EHSr0",
+	"MpdrnjTEj0SdRcFTozs2BFGAWuR+BymKErVRmq3MuFdrTbrgvdJUsxUT2qhnJOMCIze2etJSZldoP78y",
+	"9D5Z0rwhTAadHBFBNwmoZcBRckZT5WRU0xZGzSSFRhsS+ADFxlCAnCaa5SoYhWd0OIyGbs3qkpQZhRs1",
+	"emvIsQQXLZ4rqiP3w/fP3mDITn6giMxTloPnWrMVtE7TFBqi2Ztgu9BtbAclZ/+LobfNPqB5TjcddBA7",
+	"R/M7t8HBVrWtpZvc+4YunhYp1+Cj2T5CeHxqEQlGdQYf5RocHecVy+OBIqC3gVJk5u1OYSelmvU1X7Gm",
+	"I5DyhXVz12SZvz7tj09OSXfJPvR85A4qtmDdkCkD4cv+hCK2NX7e5lxb2S1tPHgVJ2C9a++nURGRcM6t",
+	"a+rcWU4XOV0dgKIIZtOIsEwxZLqgRZV2mspCcKFPjxtPIMjGV/i8MTaK8qzI2YEiSUaVIl1KLF0i5iOi",
+	"ivmcf+hFaN7g2pK2xrmzDwnL17otCCtXmpiFxwVtXviWdr3TtH1Fye1SKr+GRgttvpJuya/wIO53lnha",
+	"ebd9ua852k530W64HX/jaJkMfGo75iZFtjHTcVR32/tWPklZI+31pqzm7aEJeDdKgxdVJEYR759UATc7",
+	"btwc/8UVT/drGmKjWtqyLsSP27+FFqKtlVqt9QaYhpCi+QwZ1Xj7w292HMWQBvi7r5nY8+I5IaF9Vyck",
+	"9vaomBRCc/AybuwFB5uu8H5HG6VQgOWySNCyGkdTEeONjCMSm+ObGlJt/kArrf0lk0rHvQF5DZZrc0qx",
+	"e9cORFHZhgZT0chSjWrTcLlfmLUBb7SawGi9d5GsqV42s2cb5bRzddzMB41RVCHXgngpYFtw/2qHMjz7",
+	"UTW2KwhUw+1q5WZ/sxe7egPRNQrKJHAG90fKMgZ/ud4wMjR4kDKlc7lpvKrQ4SuuGrgnrjM47R3zv5PU",
+	"ICPe4vxRJ4jRbLtTEg9gRpX2MZu798KOsNp607I+c3qDnVpdTNA0WQaUYCZlxiiIyPgbU1fsg3WpNb5W",
+	"GmC3Z/cM77oiCRXAbalqMNgyc9nKxxNiRKo4lDiD7szGq+aRgOvPkMGb3SzMDOaasbWRRzn4ZIW57eaP",
+	"K/NH3AMRNakPXgpCiWb5iguakW681pu2UXLlXPp3HJ2X7sVLjgTNqZLV07d9tWuHbE2Ta7pgV1woTbOW",
+	"rUJP8VXK1XVrWC1qhDOzEapKZw7QdOp87SQ27VytZm1rYHuDDQMVY+egBNOmp53vOO9fy/6X5KhQaF5r",
+	"esdqZy1tqCVrWz1QiuZF4691SqnKiA5sMdxYd4i3dy3opHqcK9fMXc1OZTpNF3ZrTbaWu2mbGta7enYa",
+	"6YxMWRDz2qwr2di2Kg1yImcldBksi3eEL0cuEL9B+7DL6KP5tYQrzMU5uaE5eCYUUUyT2Qa8lkHgWA6W",
+	"35w5rdBQ2MFUPAXznGuPK5+GcMv1ksRue2PSRasGivISBY+e1bW4chGeUwGhaTYwQN4Kb0SKiJJheyu6",
+	"ITPmWhqQbzHuawKS2Bvsy6whkWIqLKtVdlTuOFmaGjkrJ8zBx3OfYzTKLVfMaGA5U8upgOO3zplmOVgB",
+	"/Aqh4PKw1AYjY9+0n5PKYTg9OTk6bWhhRT+E34zGTxqOpVvG7SNid6mL0RwYvm4WTRY6DLoJIhFcW2H8",
+	"DUlZktGcgWUiGPTxsGHEqN3fxRJew1vPXVQrUJ6Uizaxeo4OHaWpSGmeEi7WhSbd1J0SZiSMXm14/oJt",
+	"S/CeDd41zgvz5mvzouFHGH10paranizQEeRzP56cHleyP4aD8l6LYjVDJogxgXc0dXRabWmrnRpRruls",
+	"IekCRv951GuX+HOBtoRA6aGK0CaXtVWAXAAPvIoxr+PhCO8y12oqYusNj9GwYQNcIfJcFjoDH6dLzCBd",
+	"aq1ZEaHklupkyfJeBKIPvDUVrj+wfCykIU08hSQUc7Rt6xFJZCG0QgeU0iSQ1a68CBdHZtRTwYzc4KwY",
+	"7APXyho1lJbrNUtJN/72+avnl8/JP/7rv9v87j3QCmHa4TgH5KWhlXA/bOCvwrHfFdw7IJVg5alwgYOl",
+	"O3C9zjaku+A3DDU8OM2xtZFmfM7Mw97AB6xCWNdCgIkqVOUCicHHcWz5NgqBszuccXGolqSftF3Quzjg",
+	"bdqcegT2cZkZYS5nRhi5YS4wz0t0WzTr7PRXodR1SVznlDBxw3MpwMjsOfK5DagLMqVix14qvOX9V/8c",
+	"29HfzQM+l+yu9ebOSGerDVzwn9mfkVJXh/lK3rJc7QwvPScCQvtzyhXEUwzIC7gh20RtgiGP9uaQrjBy",
+	"1mzjmG2vamN+MKeoTuWv8pZkUizqvnSkquZyjIdjvIPUmz8eldng1W/mN15qrWnjWaPq+sLwHRtjYJY0",
+	"lMxS7szaRkwNxNic2XggrpvVMyu+XrV6CkJR8ZaW8q7M0VBhe0Ar9X4G3jIucqeCrrhhbmH/3Zz1gt62",
+	"7YChnOeMRyjhge6klo0mIGFzgHfbWmyar++isnaVSUV2C3fs+jM0Ud1PyKhKsTantpzf/Sf84MTkrfXZ",
+	"MeVmG5vd2v2tbO7a3OVc8w03DgmW32a9fp7El9EZy9SeLLEpj3qLbR2NG0bqturOxgJz/n2zf5uWJ2VC",
+	"c9rkT/1Rsby/MpomTy0CwYpqlnMI3FUyu2FpmYSOgSxdZBeKJTnTCmh+jebdqqtcZuyK5qLR0nVdzFgu",
+	"mGbqyvCX9T0NY8HnNatQ+U1eiCuqmgnB1hKFSXENOdNxQwobRE6BY/3fLl7/QG5oVjDUqc1rB4rEKdU0",
+	"Bkf7Ofq98dATrqZCLymEmzOaLP0X5oPegDy3DgGbrdalJL40/4qsI1AKEr95fXEZW8anetFUxOiPj0HN",
+	"iNEpb74VJEYh6NmyENexDaHlKYi6IBRIxdFGYnmRaczGREKT6HSsgFBYn3/wQ2wUAm5Eu1dU6T5Mof/y",
+	"29icocJIf3CEQAvakJxBfAkMe0HXlWF+R9dGU4hzSHa0P9VSIGPQ4GPwz+L62JgO8yXoFsDL9K0kTPig",
+	"dNy4AXmOESyTqZgKQgiu/gTkBXxgtmFCPk47PJ12JtM7g7GnnWhqnSDwvo2ZnnYiow59cv3wdELO+sNK",
+	"p7jCtW7lfK6YnhqBZGpYL4VWZwXPzFymUwEdugxZ+BFyZKedT7U54SLWmg9G6nNhsUXnK7Zd28Ftd26n",
+	"1Yk6UrDX887k3T6pg9E+ojqc0j3f/Y6u73xzK3k22jM46H2YG2o/3mJ3tYiFfWIKfF5zKdK4BOcZVez0",
+	"uJHF73DjW+MB5uTi3p6T0fjJv1hj5TXPMsx/VXwhaEbEORFFltmkC5c7V0pg7/x4o455sWOWQkjNm4KP",
+	"LpnN7zR0eELYYDGoGD2MjAnWB0OWcqaYbnRqSrm6woE2+zCuDbnPDsBO0Jfz/oqtZL7BueXmkrOU0Lrh",
+	"JS+E92vgB1erWYtfw8bopDnYM5oHYcmhmYklgNARV2WaNGS53rKcEduSpapuOFqikwqIlLwVEJRU+RqN",
+	"vFyQWo7NIGeacoE+6rVLN4/R1CmzlClNFnIqgEX0zn34jbfziNQmU9vUbXNWNm1GjmrEQENEwEI0RUP8",
+	"QFfMm73wtAGjww3SJcYL6cJJuXj53d9evnrVHIfWFgUQe6oVE5+VXplaGO4Rpvt7H7+R9p2Lv/G+OWCA",
+	"j20/uWz/j/vFM9SRBJpdUalNtW3qM0AY2A6J0zQLMidcHM9tLjWLyDVbawDbkHrv+Is6fkHTdVjxFMyK",
+	"VLnDfk6WmMZvjjLPEOyGrVt01SCQYWvCJVDC/mJhTWOwx8evq9/U2nLWdrRh9g0bGBDyatxaLUjCz6NJ",
+	"bXnBM/ZcaMQZqjKWVSOpf52YjV6z3Ab0kZnNgtvWRSyo170itVoU5whhdprpAEYG7XGmXBidu5c2diTl",
+	"sCGbVcbFtREo9JLlzQBqDdq7xf+Bd+1oIly76hK0rX6zEmvG1DRbJnTO2f66bbm/d51VXAXXfttof8Ig",
+	"qu0Bt+/PHWR8Sccnpw/b2fqtq4QI4fbYfbG9Nc3ur4xmOIWaOWHJkuudWnkbTSjbLtmIO3rSHLQwQamJ",
+	"A9ywXDWGFl6WWeMHitjXIsNNV8DvNQFh2aLkxSm7sf4GQQrh3oJXendHBO0IraoGmQTTE5hcLNWVhZRA",
+	"l7oRHvCuqYRm2dWcZxoerHiSy6ubFZArtWpcjVA43yZLgpE1Zwmwfmr1rAPn04kIbWBL1oJZu3hU0+YF",
+	"B9qMLYHlMAaZGfRA64mC6D/DcIQkmKjy4+WL/pOIxChWN0dgfqY4jhpas0uA4I9WDFIuCBrjDnjusG26",
+	"TkDEn0FK6+3Fn2tHxI4lwtULptR0aGr+kIrlEexwdb8OWD6MFq+LXChcU9L1uUAw9hW9ZiR2/caQAeCX",
+	"3QKQUA/qo5junU+F/51mt3SjfA/bQja+2If2nVvO7ZUd846tKlXFFgdOPM/lKoacSS1j0mUfkqxQ/Ib1",
+	"wuNcFepB6LbyD7wEXgk87xhndsuzzCWPKCYaDrvpdm/50Rmm3LzrMs37xjyOzyLg2FeE44NWmg4Sotw0",
+	"UOx10RQxaGMptn0xW74fG3+23cj3/JtaiOyKbshSZinpOugaQwpyRuIkiI8cBEFOlai2MLBdXQFezpU5",
+	"uvczRfpPMYj1Xt96pbQJcCDq2HAubP9+LbtP2SJnqsL8sDFzzcUGXBuZvM2MGNSsBuUWaK9BfG93OdqU",
+	"13N3t0tkoT2OQF3Sq86kvir1vdvakHCgfkKNJzoM8q+Zs9NVkwP4e2ZGbAiAhciIaaGXA3jbmrXjVjdd",
+	"aJHf6SAJXjUMawUpdw1HABT/K8WYuJfQ/znmd5u+2vRqRj9nEGjiuGsp/h3f+gRYFLBtTSMoFMv3cwGW",
+	"Wbi2ueBjvzCR3f3qpjUfIDQdNia9nh2ffO2zgzBxUjUIQDajctt1SzW5ZUIb4UkskMOYZ1qSVBI6MyyT",
+	"N5vWwEqumnIPWJb2M3bDMlJCfrqkJhfgU2LVutNR42KmlcZ9WDGlrHdz9za4F9/fmXAXdSCm1mZBbnt8",
+	"AkCqj7vsSQ3aKWaitp79hiCwWcbIj29fEkFXzsOASFqQDHa3aG+VVux5ZxKFA0tpcEw1R51RZ34tE0FQ",
+	"BMPoVI3gyjx1LiALs3w+FXNpSCdGr2JEFoac3gWzOMCo1AIjqGLrAYmnAlNzOJgAa2kzNp5MecWAfeC6",
+	"AjVZMepFhIupiL0lHLxEZaJOJR7NZe2UfXj4PnOJ6K2zfNa91z60q/kaNf8S2uZ3mNAfkD23barx5vht",
+	"Y03lk1CK3Nem23Rzcn3PgZe37S7P0AW++akOMbRfT03pTBUjRJnnV1oEw3523Lhm85APb9zbEOTRju4w",
+	"A5UttwzKhQTUI4wA6vGzPOlJLZNopygSvgsRgFZ1bBIPg1DASs47FXTBynSHFvu7i0W4coZQL74uTIPI",
+	"qFu+zNhVRTbdvgmfn8jTaiK1ThkAGGmz0/uMSXD6VyJeq3CRGMxboqyt6Ieq16c3QQ8SxgMAIhpVmixp",
+	"dmM4d6CdejeUSEn8VWnBjo0ejgG0iq4YkPkphHVsHGrOPKM3Mkc6uYeSuvYa4c6r4FFOXVpSM8VJJLLd",
+	"nRGQ8BLaMfNGL0VeIB4CYlfHAa53PCE4WQt1Z51WHrDfKJmEC4T9LgO4pwL6QswpyMmIykDXqBL/SsNc",
+	"uHOEk6SCgDTJlQYUTaPCToXNZzQCXKM7rtn2XSIF+5V061a9fVElc6l6s7bui9/HGmloPOF+5XeQq1Ya",
+	"6nP+9iWhQPz2IKHYcNOQPK5kLfbL1b+onp7+aEKEdAhI5hhZ7JPI2XPZB7Za6+qWtlgYCsUa2XJt+PBa",
+	"ZEfUOgXVbCT1hRvaYBp7peLANSmUz99eESFvI0KTXCplL4YN0iHdeJWsrxzCXhy5vFb3OwiWGIjE0oZY",
+	"sKa8gr00PZsLtg2/eZ+vfTQizbI9IlXsp++jBsd2SlQtAU2RJctSt2yV2hluvUgXiH1ZFsRlJQU5Z0Jq",
+	"tP/C+hnVKVjwh48dAVDscMpBgulM7dxNsHNuSMZvmMtpQ5MVDrMxIuHh40WLrbUtd7ftwVSBU7nEH3Fr",
+	"XoujgL0B/WMqYuRpAwchd6V1Fg/IDxj2zubm3k1KlEW880FkBQZSKZJJxdCOPxWWgXfjauxIHLkIdBTS",
+	"exZoPtzQPZal2a+mOm13Imq+aMElqJ2rtv1rojpvi73Dauvx3zTR2cYbyKwwDkF7kEPrkqgwog/0OtKt",
+	"JV8CUdkv0qwcqM3/ujPgK/wiZXAcHzGT1euTn/H175JMuRWG/mulP35ugHOQjrNXQs0fNIdxxxV71hj7",
+	"8RTRCuYYu9W1V8XltvqL1cCAq6aJNsW5NZFy+0q1j612qWGY9sIHI01Z8zDbjC/3yMK5cHqDz55g+VWC",
+	"Wfjmn5b62b+sLtCoR9psggYPVyXFZk88rVJT3iG2NdTbsuYxc1NaMCnSFjP8XekMdwdOgCnfMMbHCSKC",
+	"aMeG4IFbUQVP6qJZnvwLsWb53jngf0PwJIja6t4ASLt1TRSSWzGY3McHiiypSI38D3m6ASZgc/zio+iw",
+	"T8NqVP5o2EpUM6xQcLuUkLS+zuRmZZ3NzVAXd1vk7Ll3Rrkm81qJ/NOgeXojW6mf2sNYy7CqHK/Gu4wj",
+	"+Ra1Y1ybursk+OmeQay74pbKdneMq1mxfRxcoKq0uJeC7OjVnWGRpfx3F8pQ9SiERjiHX5IYebjZglem",
+	"p24tw98QpqeSMAt4PRZxGRh8PCGKiZSsZM6sE+LN64tmLwR+MBWY4V4tGYW1ouJ/ZXL+F4DLIDBoRbju",
+	"Dcilg4S2LpAy08lFMU1FWDQKUtjXVCmXMT4hQ4gdWTDQqaFcQsLawqphUVrD+HaaDasgh7hoWsrrPUN6",
+	"7U41EjhsDLJB4S3ch1uap2bl/ML17hvGW3d4+fKMznq0dXzKswcpI9srtAOXoc0ZBt4f5gEwGyzV7Z6d",
+	"HQCQb7aRHj3iHbpQbYw72tOikl1ERovUvRa4xjXPmWrP36W1XAMOsPkLuYWut5NJ/0auqApA4zb+Itgf",
+	"63CMjfiLvHG/rVuqYd8PlD8BPHWmC2cMa7Ze75YezLVrcct76uFAO1QdDZF0qSYrqTQZnZK/8W8iAMMF",
+	"mjbt/OO//nvaaT4Muc86ul+G052evj+zO68UPsrTdR/XnhniXqy7EXhxf35sc952M2Ns8m5OHKxrRbcR",
+	"NgMhrNKS+MJBJZJ2Y95L1DF0qPHCVRAw7mfxeVuIKiKooVlrxYpU9j3MnsubQui5XN4qC86XFSsBVLtE",
+	"h+5NpqLBCJhbvu2R+2iWOZ8azXMAzaGKuLRYa5R79pa8egEpuQhq04ssXqDSdKOsFFLibHnwwAgdaK0S",
+	"SM7MVOKpSJZYKB4zoH5mA3L5/O33hkx/MEPtj09OE5nJnBQiM+QpZuIGfHHKu3/qanHmzD22KsTwrkrb",
+	"Uces6D0/qp1MaCHC3rdPJNCYpMi53lyY8265M1QGeFpgJD/+9cLd+X/76bLTUDvv9ctvn5GX3wIiVwIE",
+	"O6iVYK2GtSIOqB8q0nXFBMoC9MDZod8qfjxivXMxlw6kgGL0mK0cfWGx5TtRp8izFtD5bdCbNz4Tpw/Y",
+	"iix1TIZhNZunLwk4rPF40/VaDaZiKlx3UGCLKJbN+0sJ2OU2sSCI1gEGAv6msLiDNRqAi9J3aU6fVEwY",
+	"tfCrr25rpcrVV1+RLlRAIGUFhIh8C9j9EfmbT6mPyPNnYyyfcXHxPST79mDYz8EvFB/ejOKg5qFgLFUk",
+	"Ntsuc/4zPJyQb7BKBKaL/9tPlzZLHPeVhtsJJwD3dDAVlx5kgENyBaTwRGRFwYutJaHkq6+8scBMKSwU",
+	"1otsniPVgUVB3grIuGelGwRT1NQ1REOhWqrOm6rTlcaY3JYwxZR7cjw8xkWB8DqgRz7OL24roBCTVCbF",
+	"Ck4EYm7H5pRC0JSCkDLISv+lIlX+4sCLfyErRsFa8stU/NLv9/1/5pO4DOKLyS/keDgkv1TqF3pULFet",
+	"nivwQhk6S7AJ3JbmzxHEiXoXOQg3qxkXeAzuKt1te6gVKcGuRmZqWGkkqhYIz5khOKxadcQ2NXelX7GR",
+	"Izvect9XdAP9F+Cz4SocukPBtG2hkF425MujyrzExbD0Ebz722VTSdfwW6tC9VyRVaqXlTKyZfQ6duxL",
+	"LWLfx+QXUgT1EpVcMUCyzBQ7UD13GiM8izJHdG1sasX0UqZQqstGBGGbJ25hYCwfuNKKzAoNS2PR2Lgi",
+	"+HVwDjKeaGzgzDbw8DLhtnlf7QfaHx3VTtpWTaJ6BR/bTGNpMmzyFPbQlhC7FYYOHihfbeyuomp2EXxx",
+	"FmhzPPYHzKNo7ai1Ei6XPWNOATTNnQxdc431RgJYJhcnZVtZSMHKBqgofw+DT7gihYAqJRCn2uXoaLbu",
+	"Ttt6zzaJvlFs1O1FaUBxNbT88FKWcbcz9TkGWXXV9u5d3mxH9S13itCzg/0cw4YLKfrlyMvBVYvsVrDP",
+	"bGOuwiy2NoTWZsUC8+hthDJJjGBpL3JZFda0MBVPfRgrZrx/MIqgGc/PLJfI6L/6CjU6w7XGw2EvshtC",
+	"BUYOAz/56+XlG3PgbwzRASz3vz5/+q0NSIL0FvOJ4Xlm4c4JhRuOxBmqqtu6z3ifFQbNPjUP43Mb2WFB",
+	"KN1s4v+jbx08/ZepBRRwPomydgVXZPSP//q/RuMnJGPaCObRVKR8AaHCOYkHV5N+E+asEeJ654iR43in",
+	"YZaLnzmw9DlETHNgiZgmxkTqi8f3nctwAh/EpBsWiFe+6ow72zQ3nc2M9Go6MhwAUDOdWW8qZM4XHDF6",
+	"YwTSHCQyVwMXRGl/j7FuBAjkGU+YULbcu9mWOWRcdp6uzcXrjwfDjvN7hM9AA16taL75TFGxE1TiKwVU",
+	"n5jaGQ5G2A2UEFrzzqRzBI8w8xZk8sMlpNb+bP7dWILgqd2T8XBISvups57ACiliDuWA/ACSnpBl7S9/",
+	"w16mnYlp3ybygu0C7jsMYjwc3q9Wqi8/Kq/3r+tk+26vi4X2IEUAzg0iWE5wYE2t+gkcVutuh7pPZ/Lu",
+	"fbjJr/gNE6YTI/OhXZ8uFCRpuoVSnfemhcOc0XSz764wQRy9NOMv6bo5KmDacsBSxBqk7CFB1m5ktHwz",
+	"FezDmiVanQNZLi9qGNpmj4AThF1UEIinPMvIii/MPMSih1dj6wC8NfN68P6Xed+ucCWehfIouGtAxqF1",
+	"6pHOC0wCUD3N8f/sk2K+Onr0iVPtd3cU2b21Stj4HBzxTonEzWKVBfqsupztK/WD1JDuuzknMY7dV3Tm",
+	"yZKkbM1EykSy8bWPdt0fs+58zwt0MzoEenno64Q1XiTQJ1lZTR0LkgGjiQ9XyTp2JK4b54XAxJKI2H9j",
+	"6EI0FTHkEl45T7HhOPAWo+nWQ1gG/xR8R6aFjCvtnwbRlLFgt/Xn5rH1QW7/NBU266XWB6l2AVzRKMQO",
+	"cNmWz/Z14hZMmCW16H6oH0OkX0WLwxBx/1EG2oMvje+B6YOwQsNzC8XOUWiYCpopuV2IjQul8yKxIs4a",
+	"0tccNn+ldh3A4eUbEmwrNutM6tFwfByYC0n39ZqJpy8PFOoKvQFoiiuqY7LmybXyden6ZRU5opZ0bXTv",
+	"GI5ENzbcHKsCadzVoHvzJ7jMwPRFzZ9odyz/BuUQj2sMKHdY5M+0/HEKhqlpZ0KmnXkhYAmmnajy14R8",
+	"NCOIwllHZE1zumJmkp8+AfTBVMS+aGA46qbBXuFljnsDAiX0zG4ZASk1DD+XxWLpqP5UoDwGYpoy/7AQ",
+	"02+fX1yWQrXCKrvS3qMWfhBURDRSiZsABPJtF/YLtwQ3DVIPzc9/L1i+KeUsX2yvpGBl8BoWVvyMMouf",
+	"3j+Uc3kfR9lNWLux8+7CEiKvpryfiv9TFr4eDdj7BoNBa/HAyROw5Vqy964JhbwehsXhke048IWGB6MJ",
+	"y7U9G25ntbEqxdrLN7wrpsvueECSEZ1vP94VHMAWyVDXK0qaJXNbBsz/eB/m/w31xQbgk9Hdn/y4XbH3",
+	"eHx293evb1jug9ytjLH7i62C5Z8q2gmUmlvgVYeCnQgWx/Ma08DMB0en+oaGcLFw+lvIrzFPq2TVRYop",
+	"Fo1M+qelJCnHzASjFN8axRpym1yWTqnUdz0/c8UoHbJdrUriVFjn/1ZtOvMwSCt18F3WvWQEpV4Ulqw0",
+	"z6EqmaHCUwGvWaswWFLct8CykadFgATrTZED8rRalBO1WLpeM5qrqQiUbO/AhOpVZjCT8pnN4ADDrYW1",
+	"K4tLok9fOfzYqXDwa7BpMWzBIGcaDQuxx6gnZ0OS0o3qDchrw9hXAGugiJwb/rKFaAAMHiBeuD4nVGyc",
+	"fZIsmFbkeHjUxAqM4FBWVLuTGbxGCQNstqUtHuujRWS2sSi21RqLYKzVrkJiE9eoFLMrC65X4o+HDT7p",
+	"j42tVfzSjc2dHu/dmK2+tydRK8tgmvYa1g6XCuKRco9ByZVFpXr74hk5Ojo667UtFIC1V4azn/N+11hc",
+	"4ft7DAOyNz5rGE2rV564w1eQYLXHi8/QKf9wwcBVH3yHZXw74+H4tD8a9cdnl8OzyWg4GQ7/o1NW3u08",
+	"mR8fHR8dn54eP5mfzs5O0/mTszSlZ8NRcjL6+nQ2GtLT9MnR2ekoTY+SEU2ePJmdnM3GaXI0/prS4xou",
+	"4eR4FBSZteH9R6SfkANzKXT39KuvewedSjb7sBYo1DZmw+BHw+OxK+FaKfAYxAA1lF4NKqt6n6v1Bdq1",
+	"GyRy9U804wmr16acdM5m4/lpMmL9o/lR0j9Ov6b9s/TkrD9MRumYHc2P6cksCBmZBDGpoXDSOZ2PkmH6",
+	"NRvPntBjNpyf0aPZSfJ1OmLj+RE9njkMu8n4KFClw1ALHwR3J1g0HKVKqElnf0W8rG7ZIMs8hWhSCMM3",
+	"r3lqGfLT31yc2Uc4eeEceZ8rAD3ANPNwsQnWOpML0sXgdNCOexVZCIQfLwthfHyjIPTWgqBV/ZgA5Rv6",
+	"P1d0rYzmVYjU+mHwzmAlar4CdzkXCzUVXYdoExHk3xEgNSPif4Bo00NFv+wU7IyJzFMG+oOzP04FyF9w",
+	"mA4zqnRfMQsjrVpUwO/Zg+2BFoDJBhzV0JMaagm866TsxigTW4UCOkhKSiQlfPC/O2qjzYHfAlOqUL4n",
+	"k6GjfNX+os4qM506eCSgaJPDQwi6WEqlJ0+GT4aHKbs5lDxNOnW0pDp9HU+Oj/8jgCdygw8xjsr57EdB",
+	"SpSrFm3IZ6OUwuufQAX6PSmAXzFfLiNYupIKuDCCkhCESfCN5OCNr/uIsSJVoI8YsmF0aHuDIDhvlIOo",
+	"IaBJgRkQqkm6fBZb5zAlYa4/UZJQq9OBWUIzQIun2gJXCB/0oNpEfTfyB9/8co3efdwCK3GFjnVesMbS",
+	"xpZghGHj+K5tE/+olBi2j0qEEIenGtTwbSjKs1Wq11WZCavzVp+FNXSrv/iyudXHQaVcX8OmWhy3LG3j",
+	"6+HifGwFXPuHr3kL74f5afhCBbslgGypobJ4MJY65sroidGiGtbQ0qxSDGuCTfG5nCWiSA2f8d37bdzF",
+	"d++3ABPDRw4I0eMfOmhDnHE4+PGwkjHWAfJ9VcbM+WSnSS2l0KVw4aq+vwdNLpEyWqhyocDf527DF5Lc",
+	"TpJ/qsc9NjgnQrpcIoY4upwXmHe1lko3lnlUEMFYjfGHOOfYpZvGrveJj4Nw9teyyDCIYikkDKFVyeed",
+	"BRk4EQEHisM4BhvxLQUP2UpqFxMJxe7IhY2KQDAfG0IxIQ3Fi6gqK6GnsomK4xjfFqLjgfW+kenmnu5M",
+	"Z0LuFObqkz6tqGNSMLWUen/pJcAh+FQ1IZtr/KmZ2ew+TT594ltDoj5FRgi7x1dv7Db88fWq4R5X+JmN",
+	"+4MPRnt0cSnlK5ovGBKJ8T5zsSFyvzVh2Wdsawt+/PmUyHx4fPeH36GH/hK5To2AvRasL+dzW9q8Tj9C",
+	"0hXAf3jiFSaONgqVFy4GWt6KMoXY0sd1ViC9LJOJD5TLNq7gZ/lY6mgqKhYG8hTVYENqMVOSZplNvYSQ",
+	"CmZt+g1R1q3y5EWZtVqzG99hv7O89d/BrthqyPXZQ3tRoa0U6Uarp481T2iebxAilCuIrb1hubKB2pAb",
+	"3Wb+DF9tMzGPWwzWNdtQaZo437X8LQNBAIUGV6sVOLcRy/6AFtia0S3MsX5XhXWoKeJe3a9Pe1/jYYnG",
+	"UNnRSSfpH4+3oRbq3Z/Y7t1mCJptFFctls3PklydTdNqQfcQXsNs+J1GyfKMfTFB/koGiPAaOx7hD/l7",
+	"wGhskmi/5+AqIoLdlukuXpx1gUc+e6KsbV2LzbfPwcJg3uw5fEkr+GrFsjnhKkTOMB2h49aI5cRbPOTc",
+	"ByHCkTUCMkQtHw/PJqGcDUlSC+mDWMocPfNLHNW4llcKlvSGTaF6teVuHuUxTY2qyKCuf2znFLeLyBf+",
+	"Fn22mHwnfdjn5u99Yxur5X6y8nSFwI7uKe3/cUno8LcnofckoG2af3ApzbVeMpoyhHN/JZOdILb21UP/",
+	"HvTw/3sl5c9D2/GilmjuLWS9Jvgffix9m5+Q2GdMNyBYWGAdFdbrPCiR0iG1QuYQ1BG8MSAvU7ZaSw0F",
+	"ZqGoFaar8dTRaAxb11IOyAuIPLEZSgH19RGkM44FenlQRBDzj3BBp6KW1oR5HloWpsUBsZMwTXhajXVG",
+	"nR5TwdRqIuO4PiEZf4iUGWASWWvrvTzN9yUbJTpSC/1wbI0bLinY4H+goeJPdKXtdt15p6Nm3b084mXC",
+	"1y74uPhf7Y37SwzppDbJcUtQs8HaZdphKJQ1e3Uf6778JkLDH1HFeiT5wJ+jP/693sMw9oPUL8BP9z+d",
+	"ELwW7E4ScD9Llz0nL7/dx6hSNYu93yVCHDr80N9uONEu10uAfIqhL2Z71rlpCANdPW4w6QYAIg1e76nw",
+	"Pt3egFxAGQTKNaAQyDxlObelltAsbP7KiwxxZZz3pIk65oV4huBWD3CcpC5eFUPzOiFQr3M/76/yyZR9",
+	"cZz8YenWF0/L7+NpeevybTBBZpsc73Kw1Ikk0oM/FqEMsJdJfDjj4lAtST+Jfaad1/o8LsmA/ES5VqRY",
+	"Q24XolzGU+GzBXxRCQupD284LIaeLffKLGL+uQPZsHnJeWGr20zFQgJ5VdZ77dM4rJ2PGy1yXJJ5/w5E",
+	"/jubRjyYCk9SSjgATNxQrjSjk4gBpVowQrXplK9w4/Oc39AMKf5gKn6CxdrhOwfci7B4DzAEFKDXuUyL",
+	"BEImlWY0nRBaBxB1iGSHMUKZxT5QFxL/SYwrF7sckRKipFvuRgmasV5nm/MyXgtWemF+pbd0QzJGb5iq",
+	"YBQKx9VMP0aJsNECd5d4w5Upg6kmxHr1Arg3C61itnUqGgA5m3Z5hLvMETvV/D8vhHL9BShsmPK41ps4",
+	"InOGBTlCENm9YGJbObaLSX+EaIf28Prk1vw+6Hh4/+/ePn9++fKH7zqTzpJlmaxh1h8N78HkofvfgM/v",
+	"wXptybMLhJr8Ih58EQ/+nOJBcyrtwySFsihRM/ZHWBsIS4v3M34DTKVUdbY4uGXLE/DbAf2JfUOW5RrW",
+	"ucjkjGaKzJi+ZczKP+XoI/P5jKpl+bH5yogHhm/MZZYCYlFK2Ac8PVPhC6ANyGsRIMQ5FE2MNrXcIqr3",
+	"iCwLwsOEhPAIKDk/FTb+xToZYSje/hU1m6osRA0tkbnKsGc/kLiMdt6Q7vF4XGKh9AYEje6qAs3lg++c",
+	"ILGkgO3E2sJVnpU1dx5oHfOH5d3HDuDWOLPyPnazsGTWuEmB3IrIvYfj385xV9SqG31ElESk5g1s9Bdj",
+	"1Rci/VhE+rJKBMsKbWl5/kJC7W/Ub2tha9PULlBe9gQOIDxqdqzzEhgCoMwtYXWUkkgxFaXU227EiwcA",
+	"5ugSxhEK8pwcj89KChfWhjM0s1JAcOAWD/0PaVkHj2aAAkS6MEpbEhsjSkpmNhW20polrmBv2/TaQyss",
+	"iXlYaEUrzfNG/vuSPGQR+wnY+4RQ3KvzO2gtxIZbgPcvZPaL8Py70WUgbIYEhISihRDvJS8ffrT/ujJN",
+	"7oxseKlVVVZWrjA8BhcIc1FCSsW1N1yUqJWDlkiBkCrdW7Z7NNkqZyvKwZZTcrkv1/3L7X2s2yvXCNMO",
+	"TKWMBUK4SSNl/R5Clb0XPxgG/uhezkYyYxbMUIZf2a7/sIm1CZeGDnrlnHRRAIJKq4resLRdq1ekO6Nq",
+	"2QMIuCRjNMcadzWrKS7Nb0cP22mhKwXk+cwXUviFFD6SFRAPV0ANbXlnFBQCOeNzpJvdAAAXgCdmge+V",
+	"Nne1iwGQa5orC91J4kzFvXOiNquMi2uE184Z7mqEMP0SkQMGjdaqFzZTfyci1wukETnLqOY3zGFClvUM",
+	"cin1uQ9CA2eflK34jSnPW8AbB/Wiw2envwJOo+nf+WF0zi3AgM1rH54eH5tRyBTKjzTa2EbViLGUajqY",
+	"cWGxt6tPEDxoNByXcGAQU2Yovevy65OTe3aJ9Zxsb/gHdlRZMjPRe1j1XtyRiI6s4kARu2xfTHtfKO+v",
+	"RXnNOSQ0IDF4+EIy6zL3/zDBcjCgw4/mVu5WUX0Q/blhJUhcwRPC0bHPoFZsWW3obEBe5ylDVnDtIhza",
+	"dNQXWCKvRiOPm5IAEEWyK3MwHTlDHp0pJnTvy3X+cp0f6zrjUXNleSTWPYFTvutet6K62xo8ABpD2Aea",
+	"6GxDwPgpc5B7QE4yw8R0vgEWUnE3ygcWgR0ac6WmYs5ZlipfrB4yVGS6wUTG+PklXUCtrlnBM13WCnal",
+	"j/jPCBaLXByFjykW7u7G0w4WQzNvYTW0Pj5YwQtC4cNpB6KzluxDz/BWqE9mawreLpnNfnGFirgCOqCZ",
+	"OJ+K+OW8/4MUrP891cky9kE1bsZHw+MBeUoUF4uMwboRqKBEulgXaYJr+RfanwHKvPsrjoj9d18AAK3L",
+	"8Tl1iygVtqciX9bw5bxviy3ZumEOW9ysoSF52HWlBJMndqPTAbkwM6UZvgflWqQoq+4YERdfZ6mFpCsL",
+	"oWOW6ng47Jn5oisaxggbZOmrTVoShKY3AG3fpU6C7pElVVMhJDGDtbXiriHgCofTGELEaGqp7h3IttW1",
+	"h6Jxo9GQ/L//z+h4MO5FBKoG2xUf9kfD8VHspWg8p6UMCGv8MGgAM0e15fsxW4R14sLj0zaMysm7N7Zu",
+	"HZ/ChojhAkGmWFmYBnYTa5EsqUJIBTxSZUGT6knYNej7L9/9FA+ZaOYCB6vWDvvB9yzl9NKWiG37MKjq",
+	"jOU+GiBvm4X1nSSSdONnOIo+TjkmC34T1C7t1RJObUkmWDR1V9Ypvmzf/RTBMbvrG3jnU9R5RZXuf29V",
+	"oTvTW6nS/l1YiPHw9I+7J5aCgcbkqMBjrrPbUjza2xlkeBiQ80DgTIUXZdQ9OKxzq3hQuSjbeP6/4Q4f",
+	"NYmyP0hNnP5MunVuCMSMpb1zQ8WBp1cXff/Rf/oiEh+PTu/+AE7gD1JflMUZv4jTj2mXpKkTprs5vUUy",
+	"33t87bhmBzT9QSnRVlPggFxkVC0ZYkDNmJNRyTqjXGSbqejGqCfLQh86OxlUtLG1Us399W/8b+MX5TsD",
+	"8obqpQ0ahOh2jO7znVu8PF/Txgl1EfEAIrZAAQgFYD4r6wNQW7wuDOpoEQ/Qyrbiwss3nwNEv+3JKZrt",
+	"wJBn4PQRwoVddPOxDYbkYkHWNGdCW4VKDchTsbHs3xeDMPyfCT2YiqfYFpRZ9ZE+K4q1oxCNMw6E8iOQ",
+	"hG1GgZCmL81phkLWVFwUWL97xahFsHYqihHMWKlw5QByzdJSX7KVPJrEajBzeGvGPkFAvyl/3yu+/h5o",
+	"t96Yexiaj++LVb+k45PTzqRzMv96OJuPntDhk9Ph8Ovh6JSdHT+ZDY8pS49mT8aj4RE9Op0xejz6+uRk",
+	"dpqk6ZzOR0OasKPklM0rput7mZB/whu/SzAFc5OlDF/MTF8ilX43RvoTFvnZi5PutP3aHKcd/rxvthKi",
+	"mI/Wq0X0ky6GdP7jv/7bJxfGLldrKwerF/nULimYS7OSoAxTTRgUnDUfQzngWgafW6crrbO4Vi+iHd/b",
+	"TvVX9PrbTna5o/wqfqEgfz7cujJse9ZwL2oYzfa4/YFcPX5Qhx/tP+9CXLrQcq0q9ZVdQiuaq9xTnTNG",
+	"upfP334fmbcF+dvLV69sFSdKFjlNGFmznMu0h8DRFaN2kEeJ975rUQ1sTu9oSLDWV4U4QL0PK5hRyBUi",
+	"vBHdQGm5fuPBTn7ty3/HxY9cYCc4sHAmWGfqi+vqi4jw2OGQ22SqnUi1+q3cJbd3VdmSg1FZodzc5zSq",
+	"XuJa1cLG4ut/mFv55er9+cCI7nO2f10GbDp6CLeGtP9WEfx5rZ4odwAU566CZmpF6Er1zF0ic3NU3SUM",
+	"Y2uxHgF/3LQcgo8/am3KPz5st91fs5Z7Fdy7uwbhI5QHdOhuVgvDql1YtHVH7cR7BOaZTb8bZBvWpqrC",
+	"kS4CiigicTznZM60reMEoCBzWzcV3+t9KS6zJ9w2LHZIJfFkeitBDX+klSS9cHQHPrgH4SGKJVKkqizl",
+	"Oz4my975VLiKr1RHLnmD8NTl2kMQCaR/MihgM2OZFAuoziBXzNXzjcjx8LgF/dGcxgcnt+8sLjqaHPni",
+	"or/OHcfjDtsRFko9Gw5H46jDRCJTc5MnnULP+0+2SqN+NonwpZvhYcpyV44A/u2qYA39A50XAi+Lw79E",
+	"BCH/lSx09SvzYPurW5ob0mROKpCd+48/13dUgm2sjboXIbwPGWwt5E7V9f9E0fNPJkmabYhK9QavGWoz",
+	"7sY3Ec37ipXmJBgx8X0ztT1MqEhYdv+8Ld9ue8q+s+KYvg5UWJy+2ZaDVdtXNL8GnLAYh5axNB6Qp9DK",
+	"VABldtG3XhINrTKFwEDAtDFhHpp8FLLM4EC4JrN6jaDO3VWhT35dwv35lNfN6LemStZ2Z/uH2X4hVL8v",
+	"tj5sBaFkzRCAXubeg4J8ZF+xzgLktcM5CYvkh5Ys0nV1zpd6lQ3UmiWD2yXVt4uBzBeHqyLT3Ejzh4rl",
+	"NyzvKyZ0HxECB+aLHpFzQy0CCKWJxxQEOlPDFXR+JcA3dMbnRU5X5DaXGsInVhFUdrWBtGBoghGjJQoe",
+	"QLCanM8V0whCoux8zgkl8YKuHV7hLTj7TTcrnqYZg+EiipVDTbylHuzfGmsB1IQaWkdT0vVR2TNzsgBM",
+	"sESUxKozIIyg7dtFD8s5lqe1y+yk6Kga2mALjtrgBi4IzbLeecXgNhVLqpzVzQjDNURGGF/skere4o+R",
+	"G6baiGSZSyEL5UJObmWRpabZG0ZmjGEKLrQMtNY3DLhVs4ytepGlGLdLntgwdZxWkknFlGEbhkYyoaci",
+	"44KRbjwBlC/AiIp7AHlg4SMzRpW2Rb9GJ0QNyFujNgiWOCQZiMZ7DiCXL7+NiZZTgeCQxOkRjGS2EaFJ",
+	"zhLGb1g6IK9xQ7kiplsibYlKBvwFlQ2ozwMhOv68RhZUmW6UzUyE4qYYJmI0lROy4qKAqBXo3xlBz0Ev",
+	"wRPW9RHltruIUPL3ghUYiMTyXrhsipmD5BdIkUJonpW4mMGOa4THUVPh9n2HDoQLcFfM99vqYvLgfnVt",
+	"OI73/sJ4DxSJeTqJidlbFZHYBmPCLUf3dCVsE298+EPca417rux2xTq0ptqQ2s6k85/vhv2z9x9H0ejs",
+	"Uz/49z93PickegtEdX+DM4zzwvoAmhlsSF2/cNXflau+gNtsDaoHyhH8bXjcbsDdLJ/q/RZKQc4woOnx",
+	"lQJfJof/7DHnNctXXNAMq5kFeoIL+UDyu9ab+BxYquPMUHTn4uV3P7384dlfG4EX+M/MjOnS9vAw2NoM",
+	"y15HnVzeqs7keH/MWdf/hVnVvSLiGgK338J0vsBVfQkC+11RHiAa1SsB/rIeKH+P76EUANb0r0BnLl0E",
+	"MGB82yDgGgy2oz516wSSYcA7Z4r847/+b0KnIlkW4toI4qbRbpwUeUb6l6Qf90p0c7Lma3aO4rXPwFsb",
+	"zcmilidSJEWegzhqX3CVugAfA4KGByRmcm4rAaMcawt4AI/wFc9JF4pPeuJpJHIjcyjyn9/2BuQnmV8r",
+	"zL2kYkO89GcExwBVtkpiqyDiSHKnQm6h1YJoD0PGMj0hVqyz1dj0MxdU47wnusgFgByaHxia3LsYcXOE",
+	"ETcefLEidpZex7xMM4Q1aY2HRgdgatEmdgiezzJp8+GCRUYJ1KXANDkPmZw35fqU5X3f/wGDsR8cfG1N",
+	"6KdRBw5naTi3l3ofc9b+VZ3M9t0RJY2B+4HGfqDsPmopr7+wyy/c79Him5hI3XGTLUywymQaWSF4lZIi",
+	"53oDxGjGaM7yp4Vegs/pvfnZiP1Iqoo8M9qp1uvJ4SHUUVtKpSdPhk+GwABt800c0LtgfRHzCLmbGf81",
+	"E2RF1zAVDgO1ZI2n5kDrTUNWk2EqmaSpr1A5saYXDyQOdoxbcKgWIvWmmbXMeLIJOnENNHRygXYoZt2w",
+	"14ytze3meQBx4mHZaZapwVY8R1Oztu6Dspw4xSorIVA9gC0QKVhfzucO1TxoPMAJ326+MWbdKDQhDH45",
+	"eRsm1DB7B80cIGZ5ULqIIN5cS7seTauhsn1TERs4DT6SP2iobWtqUUEHiuQskXk6MRucRdZMFVkLvq0+",
+	"4i+CbRzvwXbjb3I5YwoEApknS6Z0TrXMFaSi4nkV4CwN2vJcv6nBSykzkjIjOaCwY5qeFyIxf/XN0QFc",
+	"UKgIo9BeqaXMFIkPV8k6JnALUeF2WMgLwyMb7sVSkpSncPAnlTIBIDM5ZAqw59mz5p6tWV5eT9Kl6YoL",
+	"LPxa6bhIOcDO/38BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -89,6 +89,18 @@ func Open(issuerURL, keyFile string) (*Issuer, error) {
 	return &Issuer{url: strings.TrimSuffix(issuerURL, "/"), key: key, kid: hex.EncodeToString(sum[:8]), now: time.Now, codes: map[string]authCode{}}, nil
 }
 
+// Load is Open for a key that must exist already (`gateway token` minting for a running dev
+// gateway): it never creates one. A missing file is an error wrapping os.ErrNotExist.
+func Load(issuerURL, keyFile string) (*Issuer, error) {
+	if _, err := os.Stat(keyFile); err != nil {
+		return nil, fmt.Errorf("devissuer: no signing key at %s: %w", keyFile, err)
+	}
+	return Open(issuerURL, keyFile)
+}
+
+// KeyID is the key id ("kid") of the issuer's signing key, as its JWKS lists it.
+func (i *Issuer) KeyID() string { return i.kid }
+
 func loadOrCreateKey(path string) (*ecdsa.PrivateKey, error) {
 	b, err := os.ReadFile(path)
 	if err == nil {
