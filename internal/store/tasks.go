@@ -369,15 +369,17 @@ type Held struct {
 	Sessions   int // default ones included
 	Executions int // unfinished tasks that are not background processes
 	Background int // unfinished background processes
+	Snapshots  int // snapshots of kind SnapshotUser
 }
 
-// Usage is what a principal holds now: its sessions, its unfinished executions and its
-// background processes.
+// Usage is what a principal holds now: its sessions, its unfinished executions, its
+// background processes and its snapshots.
 func (st *Store) Usage(ctx context.Context, ownerID string) (Held, error) {
 	var h Held
 	err := st.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM sessions WHERE owner_id = $1),
-		count(*) FILTER (WHERE NOT background), count(*) FILTER (WHERE background)
-		FROM tasks WHERE owner_id = $1 AND finished_at IS NULL`, ownerID).Scan(&h.Sessions, &h.Executions, &h.Background)
+		count(*) FILTER (WHERE NOT background), count(*) FILTER (WHERE background),
+		(SELECT count(*) FROM snapshots WHERE owner_id = $1 AND kind = 'user')
+		FROM tasks WHERE owner_id = $1 AND finished_at IS NULL`, ownerID).Scan(&h.Sessions, &h.Executions, &h.Background, &h.Snapshots)
 	return h, err
 }
 

@@ -33,7 +33,9 @@ type Store struct {
 	identities map[identity]string         // (issuer, subject) → id
 	sessions   map[string]*store.Session
 	tasks      map[string]*store.Task
-	processes  map[string]bool // background processes that started (StartedProcess): Postgres has their pid not null
+	snapshots  map[string]*store.Snapshot
+	keys       map[string][]byte // signing_keys
+	processes  map[string]bool   // background processes that started (StartedProcess): Postgres has their pid not null
 	runners    map[string]runner
 	seq        int64                 // the tasks.seq bigserial
 	lockSeq    int64                 // the session_locks.ticket bigserial (BeginTask's places)
@@ -69,7 +71,7 @@ type runner struct {
 func NewStore() *Store {
 	return &Store{
 		principals: map[string]*store.Principal{}, identities: map[identity]string{},
-		sessions: map[string]*store.Session{}, tasks: map[string]*store.Task{}, processes: map[string]bool{}, runners: map[string]runner{},
+		sessions: map[string]*store.Session{}, tasks: map[string]*store.Task{}, snapshots: map[string]*store.Snapshot{}, keys: map[string][]byte{}, processes: map[string]bool{}, runners: map[string]runner{},
 		changed: make(chan struct{}), locks: map[string]*lockQueue{}, exclusive: map[int64]bool{},
 	}
 }

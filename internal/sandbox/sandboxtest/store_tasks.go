@@ -416,7 +416,8 @@ func (s *Store) Usage(ctx context.Context, ownerID string) (store.Held, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return store.Held{Sessions: s.ownedSessions(owner), Executions: s.unfinished(owner, false), Background: s.unfinished(owner, true)}, nil
+	return store.Held{Sessions: s.ownedSessions(owner), Executions: s.unfinished(owner, false), Background: s.unfinished(owner, true),
+		Snapshots: s.ownedSnapshots(owner)}, nil
 }
 
 // StartedProcess records background process id's pid (negative: 0) and that it started.
