@@ -49,6 +49,9 @@ type Options struct {
 	// StreamKeepalive is the longest an event stream stays silent before a keepalive
 	// comment; zero means DefaultStreamKeepalive.
 	StreamKeepalive time.Duration
+	// PublicURL is the gateway's URL as clients reach it (server.public_url): share links
+	// of preview ports start with it.
+	PublicURL string
 }
 
 // Mount serves Handler at exactly Path. Authenticated puts it behind the same bearer-token
@@ -89,6 +92,7 @@ type Server struct {
 	tools   AgentTools
 	// streamKeepalive is Options.StreamKeepalive.
 	streamKeepalive time.Duration
+	publicURL       string // Options.PublicURL
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -124,7 +128,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
-	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive}
+	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive, publicURL: o.PublicURL}
 
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, accessLog(o.Logger), recoverer(o.Logger), rawFilePath)
@@ -172,6 +176,10 @@ func NewHandler(o Options) (http.Handler, error) {
 		}
 		r.Handle(m.Path, h)
 	}
+	// Preview ports take any method and path under their prefixes (preview.go).
+	srv.mountPreview(r, func(h http.Handler) http.Handler {
+		return o.Auth.Middleware(resolved, WriteProblem)(limiter.middleware(h))
+	})
 	if o.Console != nil {
 		for _, m := range []string{http.MethodGet, http.MethodHead} {
 			r.Method(m, "/", o.Console)
@@ -225,7 +233,7 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 			h := &logHolder{}
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logKey, h)))
-			log.Info("request", "request_id", middleware.GetReqID(r.Context()), "method", r.Method, "path", r.URL.Path,
+			log.Info("request", "request_id", middleware.GetReqID(r.Context()), "method", r.Method, "path", redactPreview(r.URL.Path),
 				"status", ww.Status(), "bytes", ww.BytesWritten(), "duration_ms", time.Since(start).Milliseconds(), "principal", h.subject)
 		})
 	}

@@ -25,10 +25,12 @@ const (
 	DefaultQuotaConcurrentExecutions = 32
 	// DefaultQuotaBackgroundProcesses is sandbox.quotas.background_processes' default.
 	DefaultQuotaBackgroundProcesses = 8
-	DefaultQuotaRequestsPerSecond   = 50.0
-	DefaultQuotaRequestsBurst       = 100
-	DefaultToolOutputMaxChars       = 8000
-	DefaultDockerPidsLimit          = 256
+	// DefaultQuotaSnapshots is sandbox.quotas.snapshots' default.
+	DefaultQuotaSnapshots         = 20
+	DefaultQuotaRequestsPerSecond = 50.0
+	DefaultQuotaRequestsBurst     = 100
+	DefaultToolOutputMaxChars     = 8000
+	DefaultDockerPidsLimit        = 256
 	// DefaultKubernetesWorkspace is kubernetes.workspace's default.
 	DefaultKubernetesWorkspace = "/workspace"
 )
@@ -107,6 +109,7 @@ func (s *Sandbox) applyDefaults() {
 	setDefault(&s.Quotas.Sessions, DefaultQuotaSessions)
 	setDefault(&s.Quotas.ConcurrentExecutions, DefaultQuotaConcurrentExecutions)
 	setDefault(&s.Quotas.BackgroundProcesses, DefaultQuotaBackgroundProcesses)
+	setDefault(&s.Quotas.Snapshots, DefaultQuotaSnapshots)
 	setDefault(&s.Quotas.RequestsPerSecond, DefaultQuotaRequestsPerSecond)
 	setDefault(&s.Quotas.RequestsBurst, DefaultQuotaRequestsBurst)
 	if s.Quotas.AdminsExempt == nil {
@@ -180,6 +183,7 @@ func (p *Profile) applyDefaults() {
 	setDefault(&p.Environment, EnvironmentManaged)
 	setDefault(&p.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&p.Identity.Mode, IdentityAgent)
+	setDefault(&p.IdleAction, IdleReset)
 	p.Policy.applyDefaults()
 	if p.Type == ProviderLocalSubprocess && p.LocalSubprocess == nil {
 		p.LocalSubprocess = &LocalSubprocess{}

@@ -20,8 +20,8 @@ func settings(c config.Sandbox) sandbox.Settings {
 		MaxFileBytes:   c.MaxFileBytes,
 		Quotas: sandbox.Quotas{
 			Sessions: c.Quotas.Sessions, ConcurrentExecutions: c.Quotas.ConcurrentExecutions,
-			BackgroundProcesses: c.Quotas.BackgroundProcesses,
-			AdminsExempt:        adminsExempt(c.Quotas),
+			BackgroundProcesses: c.Quotas.BackgroundProcesses, Snapshots: c.Quotas.Snapshots,
+			AdminsExempt: adminsExempt(c.Quotas),
 		},
 		WaitTimeout:   sandbox.DefaultWaitTimeout,
 		ResponseTTL:   time.Duration(c.Broker.ResponseTTL) * time.Second,
@@ -103,7 +103,7 @@ func buildProfiles(c config.Sandbox, reg *providers.Registry, log *slog.Logger) 
 		out = append(out, sandbox.ProfileSpec{
 			Name: name, Scope: pc.Scope, Stateful: pc.Stateful, AllowedGroups: pc.AllowedGroups,
 			IdentityMode: pc.Identity.Mode, Attached: pc.Environment == config.EnvironmentAttached,
-			Policy: pol, IdleTimeout: idle, Provider: prov,
+			Policy: pol, IdleTimeout: idle, IdleAction: pc.IdleAction, AutoResume: pc.AutoResume, Provider: prov,
 		})
 	}
 	return out, nil

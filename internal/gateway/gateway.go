@@ -232,7 +232,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		},
 		AgentTools:      agent,
 		RateLimit:       rateLimit(cfg.Sandbox.Quotas),
-		StreamKeepalive: opts.StreamKeepalive})
+		StreamKeepalive: opts.StreamKeepalive,
+		PublicURL:       cfg.Server.PublicURL})
 	if err != nil {
 		return nil, err
 	}

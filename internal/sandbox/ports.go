@@ -51,6 +51,10 @@ type Store interface {
 	// ParkSession forgets the session's sandbox (only while it is still ifSandbox) whose
 	// workspace snapshot snapshotID holds, leaving notice; false if it had moved on.
 	ParkSession(ctx context.Context, id, ifSandbox, snapshotID, notice string) (bool, error)
+	// RestoreSession records sandbox sandboxID, restored from the snapshot the session was
+	// parked in, as its sandbox (no longer parked), and a use at lastUsed; its pending notice
+	// stays for the next execution.
+	RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error
 	// SandboxInUse reports whether any session refers to sandbox id.
 	SandboxInUse(ctx context.Context, id string) (bool, error)
 	DeleteSession(ctx context.Context, id string) error

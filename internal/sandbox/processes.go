@@ -239,7 +239,13 @@ func (s *Service) executionsOf(ctx context.Context, p principal.Principal, t sto
 		return nil, nil, fault.New(fault.NotFound, "task '%s' ran in profile '%s', which this gateway does not serve", t.ID, t.Profile)
 	}
 	sess, err := s.store.GetSession(ctx, t.SessionID)
-	if errors.Is(err, store.ErrNotFound) || err == nil && sess.SandboxID == "" {
+	if err == nil && !sess.PausedAt.IsZero() {
+		sess, err = s.usable(ctx, p, prof, sess)
+		if fault.KindOf(err) == fault.Paused {
+			return nil, nil, err
+		}
+	}
+	if errors.Is(err, store.ErrNotFound) || fault.KindOf(err) == fault.NotFound || err == nil && sess.SandboxID == "" {
 		return nil, nil, fault.New(fault.NotFound, "the sandbox of task '%s' is gone", t.ID)
 	}
 	if err != nil {

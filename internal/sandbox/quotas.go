@@ -19,7 +19,7 @@ type Quota struct {
 
 // Usage is a principal's quotas.
 type Usage struct {
-	Sessions, ConcurrentExecutions, BackgroundProcesses Quota
+	Sessions, ConcurrentExecutions, BackgroundProcesses, Snapshots Quota
 }
 
 // executionRetry is the Retry-After of an execution over its quota: executions end, so a
@@ -57,6 +57,21 @@ func (s *Service) backgroundQuotaErr(p principal.Principal) error {
 			"stop one you no longer need and try again")
 }
 
+func (s *Service) snapshotLimit(p principal.Principal) int {
+	return s.limit(p, s.cfg.Quotas.Snapshots)
+}
+
+// snapshotRetry is the Retry-After of a snapshot over its quota (snapshots go only when
+// deleted).
+const snapshotRetry = 60 * time.Second
+
+func (s *Service) snapshotQuotaErr(p principal.Principal) error {
+	return fault.OverQuota(snapshotRetry,
+		"you have %d snapshots, the limit of sandbox.quotas.snapshots", s.snapshotLimit(p)).
+		WithHint("delete one you no longer need (DELETE /v1/snapshots/{id}) and try again",
+			"delete a snapshot you no longer need and try again")
+}
+
 func (s *Service) sessionLimit(p principal.Principal) int {
 	return s.limit(p, s.cfg.Quotas.Sessions)
 }
@@ -91,5 +106,6 @@ func (s *Service) Usage(ctx context.Context, p principal.Principal) (Usage, erro
 		Sessions:             Quota{Used: held.Sessions, Limit: shown(s.sessionLimit(p))},
 		ConcurrentExecutions: Quota{Used: held.Executions, Limit: shown(s.executionLimit(p))},
 		BackgroundProcesses:  Quota{Used: held.Background, Limit: shown(s.backgroundLimit(p))},
+		Snapshots:            Quota{Used: held.Snapshots, Limit: shown(s.snapshotLimit(p))},
 	}, nil
 }

@@ -230,6 +230,15 @@ func (st *Store) ParkSession(ctx context.Context, id, ifSandbox, snapshotID, not
 	return tag.RowsAffected() == 1, err
 }
 
+// RestoreSession records sandboxID, restored from the snapshot session id was parked in, as
+// its sandbox and a use at lastUsed; it is neither parked nor paused any more, and its pending
+// notice stays.
+func (st *Store) RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error {
+	_, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = $2, status = 'active', last_used_at = GREATEST(last_used_at, $3),
+		paused_at = NULL, paused_idle = false, parked_snapshot = NULL WHERE id = $1`, id, nullable(sandboxID), lastUsed)
+	return err
+}
+
 // TouchSession records a use of session id at t.
 func (st *Store) TouchSession(ctx context.Context, id string, t time.Time) error {
 	_, err := st.pool.Exec(ctx, `UPDATE sessions SET last_used_at = GREATEST(last_used_at, $2) WHERE id = $1`, id, t)

@@ -163,28 +163,28 @@ func (e HealthStatus) Valid() bool {
 
 // Defines values for IsolationTier.
 const (
-	Container     IsolationTier = "container"
-	MicroVm       IsolationTier = "micro_vm"
-	None          IsolationTier = "none"
-	OsPolicy      IsolationTier = "os_policy"
-	SyscallFilter IsolationTier = "syscall_filter"
-	Wasm          IsolationTier = "wasm"
+	IsolationTierContainer     IsolationTier = "container"
+	IsolationTierMicroVm       IsolationTier = "micro_vm"
+	IsolationTierNone          IsolationTier = "none"
+	IsolationTierOsPolicy      IsolationTier = "os_policy"
+	IsolationTierSyscallFilter IsolationTier = "syscall_filter"
+	IsolationTierWasm          IsolationTier = "wasm"
 )
 
 // Valid indicates whether the value is a known member of the IsolationTier enum.
 func (e IsolationTier) Valid() bool {
 	switch e {
-	case Container:
+	case IsolationTierContainer:
 		return true
-	case MicroVm:
+	case IsolationTierMicroVm:
 		return true
-	case None:
+	case IsolationTierNone:
 		return true
-	case OsPolicy:
+	case IsolationTierOsPolicy:
 		return true
-	case SyscallFilter:
+	case IsolationTierSyscallFilter:
 		return true
-	case Wasm:
+	case IsolationTierWasm:
 		return true
 	default:
 		return false
@@ -286,16 +286,37 @@ func (e ProfileEnvironment) Valid() bool {
 
 // Defines values for ProfileIdentityMode.
 const (
-	Agent ProfileIdentityMode = "agent"
-	User  ProfileIdentityMode = "user"
+	ProfileIdentityModeAgent ProfileIdentityMode = "agent"
+	ProfileIdentityModeUser  ProfileIdentityMode = "user"
 )
 
 // Valid indicates whether the value is a known member of the ProfileIdentityMode enum.
 func (e ProfileIdentityMode) Valid() bool {
 	switch e {
-	case Agent:
+	case ProfileIdentityModeAgent:
 		return true
-	case User:
+	case ProfileIdentityModeUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProfileIdleAction.
+const (
+	ProfileIdleActionPause    ProfileIdleAction = "pause"
+	ProfileIdleActionReset    ProfileIdleAction = "reset"
+	ProfileIdleActionSnapshot ProfileIdleAction = "snapshot"
+)
+
+// Valid indicates whether the value is a known member of the ProfileIdleAction enum.
+func (e ProfileIdleAction) Valid() bool {
+	switch e {
+	case ProfileIdleActionPause:
+		return true
+	case ProfileIdleActionReset:
+		return true
+	case ProfileIdleActionSnapshot:
 		return true
 	default:
 		return false
@@ -323,6 +344,30 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for SessionState.
+const (
+	SessionStateNone    SessionState = "none"
+	SessionStateParked  SessionState = "parked"
+	SessionStatePaused  SessionState = "paused"
+	SessionStateRunning SessionState = "running"
+)
+
+// Valid indicates whether the value is a known member of the SessionState enum.
+func (e SessionState) Valid() bool {
+	switch e {
+	case SessionStateNone:
+		return true
+	case SessionStateParked:
+		return true
+	case SessionStatePaused:
+		return true
+	case SessionStateRunning:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionStatus.
 const (
 	Active SessionStatus = "active"
@@ -335,6 +380,24 @@ func (e SessionStatus) Valid() bool {
 	case Active:
 		return true
 	case Closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SnapshotKind.
+const (
+	SnapshotKindIdle SnapshotKind = "idle"
+	SnapshotKindUser SnapshotKind = "user"
+)
+
+// Valid indicates whether the value is a known member of the SnapshotKind enum.
+func (e SnapshotKind) Valid() bool {
+	switch e {
+	case SnapshotKindIdle:
+		return true
+	case SnapshotKindUser:
 		return true
 	default:
 		return false
@@ -440,17 +503,26 @@ type Capabilities struct {
 	Files      bool `json:"files"`
 
 	// Interactive Executions can keep stdin open (`stdin_open`) and commands can run on a terminal (`pty`).
-	Interactive      bool          `json:"interactive"`
-	Isolation        IsolationTier `json:"isolation"`
-	Languages        []string      `json:"languages"`
-	PackageInstall   bool          `json:"package_install"`
-	PolicyFilesystem bool          `json:"policy_filesystem"`
-	PolicyNetwork    bool          `json:"policy_network"`
-	PolicyResources  bool          `json:"policy_resources"`
-	PrincipalUser    bool          `json:"principal_user"`
-	Provisions       bool          `json:"provisions"`
-	Shell            bool          `json:"shell"`
-	Stateful         bool          `json:"stateful"`
+	Interactive    bool          `json:"interactive"`
+	Isolation      IsolationTier `json:"isolation"`
+	Languages      []string      `json:"languages"`
+	PackageInstall bool          `json:"package_install"`
+
+	// Pause Sandboxes can be frozen and thawed (`POST …/pause`, `…/resume`; `idle_action: pause`).
+	Pause            bool `json:"pause"`
+	PolicyFilesystem bool `json:"policy_filesystem"`
+	PolicyNetwork    bool `json:"policy_network"`
+	PolicyResources  bool `json:"policy_resources"`
+
+	// PreviewPorts Ports inside sandboxes can be reached through the gateway (`…/ports/{port}/…`).
+	PreviewPorts  bool `json:"preview_ports"`
+	PrincipalUser bool `json:"principal_user"`
+	Provisions    bool `json:"provisions"`
+	Shell         bool `json:"shell"`
+
+	// Snapshots Sandboxes can be snapshotted and sessions started from snapshots (`idle_action: snapshot`).
+	Snapshots bool `json:"snapshots"`
+	Stateful  bool `json:"stateful"`
 }
 
 // CodeRequest defines model for CodeRequest.
@@ -560,9 +632,13 @@ type ContextList struct {
 
 // CreateSessionRequest defines model for CreateSessionRequest.
 type CreateSessionRequest struct {
-	Labels  *map[string]string `json:"labels,omitempty"`
-	Name    *string            `json:"name,omitempty"`
-	Profile *string            `json:"profile,omitempty"`
+	// FromSnapshot Start from one of your snapshots (a fork): the session takes the snapshot's profile
+	// (a different `profile` is a 400) and a sandbox restored from it, made before the
+	// answer; processes and variables start afresh.
+	FromSnapshot *string            `json:"from_snapshot,omitempty"`
+	Labels       *map[string]string `json:"labels,omitempty"`
+	Name         *string            `json:"name,omitempty"`
+	Profile      *string            `json:"profile,omitempty"`
 }
 
 // Credentials User-mode identity material resolved from the token (never secrets).
@@ -718,6 +794,22 @@ type Policy struct {
 // PolicyNetworkEgress defines model for Policy.NetworkEgress.
 type PolicyNetworkEgress string
 
+// PortLink defines model for PortLink.
+type PortLink struct {
+	ExpiresAt time.Time `json:"expires_at"`
+	Port      int       `json:"port"`
+	SessionId string    `json:"session_id"`
+
+	// Url The link (`<server.public_url>/preview/{token}/`); it works without a bearer token.
+	Url string `json:"url"`
+}
+
+// PortLinkRequest defines model for PortLinkRequest.
+type PortLinkRequest struct {
+	// TtlS How long the link works, in seconds.
+	TtlS *int `json:"ttl_s,omitempty"`
+}
+
 // Principal defines model for Principal.
 type Principal struct {
 	// Admin Member of one of `auth.admin_groups`.
@@ -782,14 +874,20 @@ type ProcessList struct {
 
 // Profile defines model for Profile.
 type Profile struct {
-	AllowedGroups *[]string           `json:"allowed_groups,omitempty"`
-	Capabilities  Capabilities        `json:"capabilities"`
-	Default       bool                `json:"default"`
-	Environment   ProfileEnvironment  `json:"environment"`
-	IdentityMode  ProfileIdentityMode `json:"identity_mode"`
-	IdleTimeoutS  int                 `json:"idle_timeout_s"`
-	Isolation     IsolationTier       `json:"isolation"`
-	Name          string              `json:"name"`
+	AllowedGroups *[]string `json:"allowed_groups,omitempty"`
+
+	// AutoResume An operation on a paused session resumes it (with a notice) instead of answering 409 `paused`.
+	AutoResume   bool                `json:"auto_resume"`
+	Capabilities Capabilities        `json:"capabilities"`
+	Default      bool                `json:"default"`
+	Environment  ProfileEnvironment  `json:"environment"`
+	IdentityMode ProfileIdentityMode `json:"identity_mode"`
+
+	// IdleAction What happens to a session idle for `idle_timeout_s`; `reset` wipes it, `pause` freezes it, `snapshot` keeps its files only.
+	IdleAction   ProfileIdleAction `json:"idle_action"`
+	IdleTimeoutS int               `json:"idle_timeout_s"`
+	Isolation    IsolationTier     `json:"isolation"`
+	Name         string            `json:"name"`
 
 	// OutputLimitBytes Bytes of each output stream an execution keeps (`sandbox.max_output_bytes`): the
 	// first and last halves, the middle dropped and `*_truncated` set. The same with
@@ -811,6 +909,9 @@ type ProfileEnvironment string
 // ProfileIdentityMode defines model for Profile.IdentityMode.
 type ProfileIdentityMode string
 
+// ProfileIdleAction What happens to a session idle for `idle_timeout_s`; `reset` wipes it, `pause` freezes it, `snapshot` keeps its files only.
+type ProfileIdleAction string
+
 // ProfileList defines model for ProfileList.
 type ProfileList struct {
 	Profiles []Profile `json:"profiles"`
@@ -828,6 +929,7 @@ type Quotas struct {
 	BackgroundProcesses  Quota `json:"background_processes"`
 	ConcurrentExecutions Quota `json:"concurrent_executions"`
 	Sessions             Quota `json:"sessions"`
+	Snapshots            Quota `json:"snapshots"`
 }
 
 // RunRequest Exactly one of `command` or `code`.
@@ -861,18 +963,39 @@ type Session struct {
 	Name       *string           `json:"name,omitempty"`
 
 	// Owner Owning principal (issuer + subject); shown to admins.
-	Owner    *string `json:"owner,omitempty"`
-	Profile  string  `json:"profile"`
-	Provider string  `json:"provider"`
+	Owner *string `json:"owner,omitempty"`
+
+	// ParkedSnapshot The snapshot its workspace waits in (state `parked`).
+	ParkedSnapshot *string `json:"parked_snapshot,omitempty"`
+
+	// PausedAt When it was paused (state `paused`).
+	PausedAt *time.Time `json:"paused_at,omitempty"`
+	Profile  string     `json:"profile"`
+	Provider string     `json:"provider"`
 
 	// SandboxId The provider's handle, once provisioned.
 	SandboxId *string `json:"sandbox_id,omitempty"`
 	Scope     Scope   `json:"scope"`
 
 	// Shared A per_runtime session shared by the whole deployment.
-	Shared *bool         `json:"shared,omitempty"`
+	Shared *bool `json:"shared,omitempty"`
+
+	// State Where the session's sandbox stands: `none` (not made yet, or reset: the next use
+	// makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+	// `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
+	// next use restores).
+	State  SessionState  `json:"state"`
 	Status SessionStatus `json:"status"`
+
+	// Warnings On a pause or resume answer, what could not be done (a non-strict profile whose provider cannot pause).
+	Warnings *[]string `json:"warnings,omitempty"`
 }
+
+// SessionState Where the session's sandbox stands: `none` (not made yet, or reset: the next use
+// makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+// `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
+// next use restores).
+type SessionState string
 
 // SessionDestroyed defines model for SessionDestroyed.
 type SessionDestroyed struct {
@@ -889,6 +1012,42 @@ type SessionList struct {
 
 // SessionStatus defines model for SessionStatus.
 type SessionStatus string
+
+// Snapshot defines model for Snapshot.
+type Snapshot struct {
+	CreatedAt time.Time `json:"created_at"`
+	Id        string    `json:"id"`
+
+	// Kind `user`: taken by its owner (counts against `sandbox.quotas.snapshots`); `idle`: the workspace of a session parked while idle.
+	Kind SnapshotKind `json:"kind"`
+	Name *string      `json:"name,omitempty"`
+
+	// Owner Owning principal (issuer + subject); shown to admins.
+	Owner    *string `json:"owner,omitempty"`
+	Profile  string  `json:"profile"`
+	Provider string  `json:"provider"`
+
+	// SessionId The session it was taken of (it may be gone since).
+	SessionId string `json:"session_id"`
+
+	// SizeBytes Bytes of the captured workspace.
+	SizeBytes int64 `json:"size_bytes"`
+}
+
+// SnapshotKind `user`: taken by its owner (counts against `sandbox.quotas.snapshots`); `idle`: the workspace of a session parked while idle.
+type SnapshotKind string
+
+// SnapshotList defines model for SnapshotList.
+type SnapshotList struct {
+	// NextCursor Empty on the last page.
+	NextCursor string     `json:"next_cursor"`
+	Snapshots  []Snapshot `json:"snapshots"`
+}
+
+// SnapshotRequest defines model for SnapshotRequest.
+type SnapshotRequest struct {
+	Name *string `json:"name,omitempty"`
+}
 
 // StdinOpen Keep standard input open after `stdin`: send more with `POST /v1/tasks/{task_id}/stdin`
 // while the execution runs (`?eof=true` closes it). Take the task id from the stream's
@@ -964,6 +1123,12 @@ type Cursor = string
 // Limit defines model for Limit.
 type Limit = int
 
+// Port defines model for Port.
+type Port = int
+
+// PreviewPath defines model for PreviewPath.
+type PreviewPath = string
+
 // ProcessID defines model for ProcessID.
 type ProcessID = string
 
@@ -972,6 +1137,9 @@ type ProfileQuery = string
 
 // SessionID defines model for SessionID.
 type SessionID = string
+
+// SnapshotID defines model for SnapshotID.
+type SnapshotID = string
 
 // TaskID defines model for TaskID.
 type TaskID = string
@@ -1119,6 +1287,18 @@ type WriteFileParams struct {
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
 }
 
+// PauseSessionParams defines parameters for PauseSession.
+type PauseSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// CreatePortLinkParams defines parameters for CreatePortLink.
+type CreatePortLinkParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
 // ListProcessesParams defines parameters for ListProcesses.
 type ListProcessesParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
@@ -1135,6 +1315,31 @@ type StopProcessParams struct {
 type GetProcessParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// ResumeSessionParams defines parameters for ResumeSession.
+type ResumeSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// CreateSnapshotParams defines parameters for CreateSnapshot.
+type CreateSnapshotParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// ListSnapshotsParams defines parameters for ListSnapshots.
+type ListSnapshotsParams struct {
+	// SessionId Only snapshots taken of this session.
+	SessionId *string `form:"session_id,omitempty" json:"session_id,omitempty"`
+
+	// All Admins only; every principal's snapshots.
+	All   *bool  `form:"all,omitempty" json:"all,omitempty"`
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque `next_cursor` from the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListTasksParams defines parameters for ListTasks.
@@ -1173,6 +1378,12 @@ type RunCommandJSONRequestBody = CommandRequest
 
 // CreateContextJSONRequestBody defines body for CreateContext for application/json ContentType.
 type CreateContextJSONRequestBody = ContextCreate
+
+// CreatePortLinkJSONRequestBody defines body for CreatePortLink for application/json ContentType.
+type CreatePortLinkJSONRequestBody = PortLinkRequest
+
+// CreateSnapshotJSONRequestBody defines body for CreateSnapshot for application/json ContentType.
+type CreateSnapshotJSONRequestBody = SnapshotRequest
 
 // ResizeTaskTerminalJSONRequestBody defines body for ResizeTaskTerminal for application/json ContentType.
 type ResizeTaskTerminalJSONRequestBody = TerminalSize
@@ -1379,6 +1590,12 @@ type ServerInterface interface {
 	// WriteFile Write a file (raw bytes).
 	// (PUT /v1/sessions/{session_id}/files/{path})
 	WriteFile(w http.ResponseWriter, r *http.Request, sessionId SessionID, path string, params WriteFileParams)
+	// PauseSession Pause a session's sandbox.
+	// (POST /v1/sessions/{session_id}/pause)
+	PauseSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params PauseSessionParams)
+	// CreatePortLink Make a share link to a preview port.
+	// (POST /v1/sessions/{session_id}/ports/{port}/links)
+	CreatePortLink(w http.ResponseWriter, r *http.Request, sessionId SessionID, port Port, params CreatePortLinkParams)
 	// ListProcesses The session's background processes.
 	// (GET /v1/sessions/{session_id}/processes)
 	ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams)
@@ -1388,6 +1605,21 @@ type ServerInterface interface {
 	// GetProcess One background process.
 	// (GET /v1/sessions/{session_id}/processes/{process_id})
 	GetProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params GetProcessParams)
+	// ResumeSession Resume a paused session.
+	// (POST /v1/sessions/{session_id}/resume)
+	ResumeSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ResumeSessionParams)
+	// CreateSnapshot Snapshot a session's sandbox.
+	// (POST /v1/sessions/{session_id}/snapshots)
+	CreateSnapshot(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateSnapshotParams)
+	// ListSnapshots The caller's snapshots.
+	// (GET /v1/snapshots)
+	ListSnapshots(w http.ResponseWriter, r *http.Request, params ListSnapshotsParams)
+	// DeleteSnapshot Delete a snapshot.
+	// (DELETE /v1/snapshots/{snapshot_id})
+	DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID)
+	// GetSnapshot One snapshot.
+	// (GET /v1/snapshots/{snapshot_id})
+	GetSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID)
 	// ListTasks The caller's tasks.
 	// (GET /v1/tasks)
 	ListTasks(w http.ResponseWriter, r *http.Request, params ListTasksParams)
@@ -1532,6 +1764,18 @@ func (_ Unimplemented) WriteFile(w http.ResponseWriter, r *http.Request, session
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// PauseSession Pause a session's sandbox.
+// (POST /v1/sessions/{session_id}/pause)
+func (_ Unimplemented) PauseSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params PauseSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreatePortLink Make a share link to a preview port.
+// (POST /v1/sessions/{session_id}/ports/{port}/links)
+func (_ Unimplemented) CreatePortLink(w http.ResponseWriter, r *http.Request, sessionId SessionID, port Port, params CreatePortLinkParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListProcesses The session's background processes.
 // (GET /v1/sessions/{session_id}/processes)
 func (_ Unimplemented) ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams) {
@@ -1547,6 +1791,36 @@ func (_ Unimplemented) StopProcess(w http.ResponseWriter, r *http.Request, sessi
 // GetProcess One background process.
 // (GET /v1/sessions/{session_id}/processes/{process_id})
 func (_ Unimplemented) GetProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params GetProcessParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeSession Resume a paused session.
+// (POST /v1/sessions/{session_id}/resume)
+func (_ Unimplemented) ResumeSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ResumeSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateSnapshot Snapshot a session's sandbox.
+// (POST /v1/sessions/{session_id}/snapshots)
+func (_ Unimplemented) CreateSnapshot(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateSnapshotParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSnapshots The caller's snapshots.
+// (GET /v1/snapshots)
+func (_ Unimplemented) ListSnapshots(w http.ResponseWriter, r *http.Request, params ListSnapshotsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteSnapshot Delete a snapshot.
+// (DELETE /v1/snapshots/{snapshot_id})
+func (_ Unimplemented) DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSnapshot One snapshot.
+// (GET /v1/snapshots/{snapshot_id})
+func (_ Unimplemented) GetSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2372,6 +2646,99 @@ func (siw *ServerInterfaceWrapper) WriteFile(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// PauseSession operation middleware
+func (siw *ServerInterfaceWrapper) PauseSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PauseSessionParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSession(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreatePortLink operation middleware
+func (siw *ServerInterfaceWrapper) CreatePortLink(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "port" -------------
+	var port Port
+
+	err = runtime.BindStyledParameterWithOptions("simple", "port", chi.URLParam(r, "port"), &port, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "port", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreatePortLinkParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreatePortLink(w, r, sessionId, port, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListProcesses operation middleware
 func (siw *ServerInterfaceWrapper) ListProcesses(w http.ResponseWriter, r *http.Request) {
 
@@ -2507,6 +2874,214 @@ func (siw *ServerInterfaceWrapper) GetProcess(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetProcess(w, r, sessionId, processId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSession operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ResumeSessionParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSession(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateSnapshot operation middleware
+func (siw *ServerInterfaceWrapper) CreateSnapshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateSnapshotParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateSnapshot(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSnapshots operation middleware
+func (siw *ServerInterfaceWrapper) ListSnapshots(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSnapshotsParams
+
+	// ------------- Optional query parameter "session_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "session_id", r.URL.Query(), &params.SessionId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "session_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "all" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "all", r.URL.Query(), &params.All, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "all"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "all", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSnapshots(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSnapshot operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSnapshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "snapshot_id" -------------
+	var snapshotId SnapshotID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "snapshot_id", chi.URLParam(r, "snapshot_id"), &snapshotId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "snapshot_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSnapshot(w, r, snapshotId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSnapshot operation middleware
+func (siw *ServerInterfaceWrapper) GetSnapshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "snapshot_id" -------------
+	var snapshotId SnapshotID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "snapshot_id", chi.URLParam(r, "snapshot_id"), &snapshotId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "snapshot_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSnapshot(w, r, snapshotId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2921,6 +3496,27 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/sessions/{session_id}/contexts/{context_name}/restart", wrapper.RestartContext)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/pause", wrapper.PauseSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/resume", wrapper.ResumeSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/snapshots", wrapper.CreateSnapshot)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/snapshots", wrapper.ListSnapshots)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/snapshots/{snapshot_id}", wrapper.DeleteSnapshot)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/snapshots/{snapshot_id}", wrapper.GetSnapshot)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/ports/{port}/links", wrapper.CreatePortLink)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/runs", wrapper.CreateRun)
@@ -5769,6 +6365,344 @@ func (response WriteFile503ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type PauseSessionRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    PauseSessionParams
+}
+
+type PauseSessionResponseObject interface {
+	VisitPauseSessionResponse(w http.ResponseWriter) error
+}
+
+type PauseSession200JSONResponse Session
+
+func (response PauseSession200JSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession400ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession401ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession403ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession404ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession409ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession422ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession429ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession502ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession503ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLinkRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Port      Port      `json:"port"`
+	Params    CreatePortLinkParams
+	Body      *CreatePortLinkJSONRequestBody
+}
+
+type CreatePortLinkResponseObject interface {
+	VisitCreatePortLinkResponse(w http.ResponseWriter) error
+}
+
+type CreatePortLink201JSONResponse PortLink
+
+func (response CreatePortLink201JSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink400ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink401ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink403ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink404ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink409ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink422ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink429ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink503ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProcessesRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    ListProcessesParams
@@ -6157,6 +7091,696 @@ type GetProcess503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetProcess503ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSessionRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    ResumeSessionParams
+}
+
+type ResumeSessionResponseObject interface {
+	VisitResumeSessionResponse(w http.ResponseWriter) error
+}
+
+type ResumeSession200JSONResponse Session
+
+func (response ResumeSession200JSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession400ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession401ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession403ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession404ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession409ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession429ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession502ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession503ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshotRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    CreateSnapshotParams
+	Body      *CreateSnapshotJSONRequestBody
+}
+
+type CreateSnapshotResponseObject interface {
+	VisitCreateSnapshotResponse(w http.ResponseWriter) error
+}
+
+type CreateSnapshot201ResponseHeaders struct {
+	Location *string
+}
+
+type CreateSnapshot201JSONResponse struct {
+	Body    Snapshot
+	Headers CreateSnapshot201ResponseHeaders
+}
+
+func (response CreateSnapshot201JSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot400ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot401ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot403ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot404ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot409ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot422ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot429ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot502ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot503ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshotsRequestObject struct {
+	Params ListSnapshotsParams
+}
+
+type ListSnapshotsResponseObject interface {
+	VisitListSnapshotsResponse(w http.ResponseWriter) error
+}
+
+type ListSnapshots200JSONResponse SnapshotList
+
+func (response ListSnapshots200JSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots400ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots401ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots403ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots429ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots503ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshotRequestObject struct {
+	SnapshotId SnapshotID `json:"snapshot_id"`
+}
+
+type DeleteSnapshotResponseObject interface {
+	VisitDeleteSnapshotResponse(w http.ResponseWriter) error
+}
+
+type DeleteSnapshot204Response struct {
+}
+
+func (response DeleteSnapshot204Response) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSnapshot400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot400ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot401ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot404ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot409ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot429ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot503ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshotRequestObject struct {
+	SnapshotId SnapshotID `json:"snapshot_id"`
+}
+
+type GetSnapshotResponseObject interface {
+	VisitGetSnapshotResponse(w http.ResponseWriter) error
+}
+
+type GetSnapshot200JSONResponse Snapshot
+
+func (response GetSnapshot200JSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot400ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot401ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot404ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot429ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot503ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -7038,6 +8662,12 @@ type StrictServerInterface interface {
 	// WriteFile Write a file (raw bytes).
 	// (PUT /v1/sessions/{session_id}/files/{path})
 	WriteFile(ctx context.Context, request WriteFileRequestObject) (WriteFileResponseObject, error)
+	// PauseSession Pause a session's sandbox.
+	// (POST /v1/sessions/{session_id}/pause)
+	PauseSession(ctx context.Context, request PauseSessionRequestObject) (PauseSessionResponseObject, error)
+	// CreatePortLink Make a share link to a preview port.
+	// (POST /v1/sessions/{session_id}/ports/{port}/links)
+	CreatePortLink(ctx context.Context, request CreatePortLinkRequestObject) (CreatePortLinkResponseObject, error)
 	// ListProcesses The session's background processes.
 	// (GET /v1/sessions/{session_id}/processes)
 	ListProcesses(ctx context.Context, request ListProcessesRequestObject) (ListProcessesResponseObject, error)
@@ -7047,6 +8677,21 @@ type StrictServerInterface interface {
 	// GetProcess One background process.
 	// (GET /v1/sessions/{session_id}/processes/{process_id})
 	GetProcess(ctx context.Context, request GetProcessRequestObject) (GetProcessResponseObject, error)
+	// ResumeSession Resume a paused session.
+	// (POST /v1/sessions/{session_id}/resume)
+	ResumeSession(ctx context.Context, request ResumeSessionRequestObject) (ResumeSessionResponseObject, error)
+	// CreateSnapshot Snapshot a session's sandbox.
+	// (POST /v1/sessions/{session_id}/snapshots)
+	CreateSnapshot(ctx context.Context, request CreateSnapshotRequestObject) (CreateSnapshotResponseObject, error)
+	// ListSnapshots The caller's snapshots.
+	// (GET /v1/snapshots)
+	ListSnapshots(ctx context.Context, request ListSnapshotsRequestObject) (ListSnapshotsResponseObject, error)
+	// DeleteSnapshot Delete a snapshot.
+	// (DELETE /v1/snapshots/{snapshot_id})
+	DeleteSnapshot(ctx context.Context, request DeleteSnapshotRequestObject) (DeleteSnapshotResponseObject, error)
+	// GetSnapshot One snapshot.
+	// (GET /v1/snapshots/{snapshot_id})
+	GetSnapshot(ctx context.Context, request GetSnapshotRequestObject) (GetSnapshotResponseObject, error)
 	// ListTasks The caller's tasks.
 	// (GET /v1/tasks)
 	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
@@ -7671,6 +9316,71 @@ func (sh *strictHandler) WriteFile(w http.ResponseWriter, r *http.Request, sessi
 	}
 }
 
+// PauseSession operation middleware
+func (sh *strictHandler) PauseSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params PauseSessionParams) {
+	var request PauseSessionRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PauseSession(ctx, request.(PauseSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PauseSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PauseSessionResponseObject); ok {
+		if err := validResponse.VisitPauseSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreatePortLink operation middleware
+func (sh *strictHandler) CreatePortLink(w http.ResponseWriter, r *http.Request, sessionId SessionID, port Port, params CreatePortLinkParams) {
+	var request CreatePortLinkRequestObject
+
+	request.SessionId = sessionId
+	request.Port = port
+	request.Params = params
+
+	var body CreatePortLinkJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreatePortLink(ctx, request.(CreatePortLinkRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreatePortLink")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreatePortLinkResponseObject); ok {
+		if err := validResponse.VisitCreatePortLinkResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListProcesses operation middleware
 func (sh *strictHandler) ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams) {
 	var request ListProcessesRequestObject
@@ -7747,6 +9457,148 @@ func (sh *strictHandler) GetProcess(w http.ResponseWriter, r *http.Request, sess
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetProcessResponseObject); ok {
 		if err := validResponse.VisitGetProcessResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeSession operation middleware
+func (sh *strictHandler) ResumeSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ResumeSessionParams) {
+	var request ResumeSessionRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeSession(ctx, request.(ResumeSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeSessionResponseObject); ok {
+		if err := validResponse.VisitResumeSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateSnapshot operation middleware
+func (sh *strictHandler) CreateSnapshot(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateSnapshotParams) {
+	var request CreateSnapshotRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	var body CreateSnapshotJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSnapshot(ctx, request.(CreateSnapshotRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSnapshot")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateSnapshotResponseObject); ok {
+		if err := validResponse.VisitCreateSnapshotResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSnapshots operation middleware
+func (sh *strictHandler) ListSnapshots(w http.ResponseWriter, r *http.Request, params ListSnapshotsParams) {
+	var request ListSnapshotsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSnapshots(ctx, request.(ListSnapshotsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSnapshots")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSnapshotsResponseObject); ok {
+		if err := validResponse.VisitListSnapshotsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSnapshot operation middleware
+func (sh *strictHandler) DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
+	var request DeleteSnapshotRequestObject
+
+	request.SnapshotId = snapshotId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSnapshot(ctx, request.(DeleteSnapshotRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSnapshot")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteSnapshotResponseObject); ok {
+		if err := validResponse.VisitDeleteSnapshotResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSnapshot operation middleware
+func (sh *strictHandler) GetSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
+	var request GetSnapshotRequestObject
+
+	request.SnapshotId = snapshotId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSnapshot(ctx, request.(GetSnapshotRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSnapshot")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSnapshotResponseObject); ok {
+		if err := validResponse.VisitGetSnapshotResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -7926,233 +9778,279 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcts4tu6roHjmlKXelCxfO5Frak46l57sSXcysbtSZ0fZJkRCErYpQA2AVtRpV81DnGeYB5snOYW1",
-	"APAiSpbjpG+TH6mKKRJ3rPv61ocolfOFFEwYHQ0/RDNGM6bgvy9kSg2Xwv4/YzpVfIF/Rj+8fkHkhJgZ",
-	"I6li1LCMKKZloVLWj+JIpzM2p/Yzs1qwaBhpo7iYRjc3N3G0oIrOmXF9PJbCsPfmezpn6908Iin+TASd",
-	"Q8vcPl5QM4viSMA3kXvlEv6MI8V+LLhiWTQ0qmDVsSyoMUzZBv777aPef9HeT4Pew8t3lf/3e+8+DOLT",
-	"o5s/RfHa0OPocaG0VOvDfLmgPxaMJMIOI4WXEjJRcg4LtFDsmstCkwWdlnP4sWBqVZkENl0d7py+f8HE",
-	"1Myi4eFg0DaeF3zOjX21rcUcfqw2mLEJLXITDU8GsW2dz4u5/cP+xQX+dRD64cKwKVPQ0SslU6b18yfr",
-	"c7+AGcLPe5rwjHS40cRQfUV41t2wZe6DS57tvGGD3kPam7z7cHS4YXNeKTnhOfs7rMLaMN9IdZVLmtmx",
-	"2tfOyLzQhsypSWewS5ppzaXY00QuhX+LLGdMkLE0M0IVI1dCLsWmHXSfbNrCA7fM4e+2OZzjINrW+ZEf",
-	"IeFZTKQiidvOhEykwptI85ypPU3cL+ELOSHJX9z4/pxs2BP38h32pFPdlJ9dp9323bmg+gqn1dK1PS2f",
-	"8Czc2Hb0QgrNgMR8Q7PX7MeCabgrQC4E/JcuFjlHEre/UHKcs/l//I9Gesfe0/kidzTJUJ5HQxgd04aM",
-	"ZbYiM6oJFYQpJdWQZJJpsecPFA57aI/RgimzIiNLZOdUZKOIcE3mXGs71jjShppCR8NjuOHc2B6j5+Ka",
-	"5tySVBx1mOLMmIUe7u9rKrIpNayfsWs/cr0PHyHBvqku3Z8Um0TD6H/tl4R+H3/V+6/wY1y19ZvtZ2zH",
-	"TPOJVHOW2cNnN04TLefMzLiY4vGTYsKnhYIRwIIQIQ2heS6XfTuix1JMcp7edxf83dzTM6pYtgc7oVO5",
-	"YGTB1KUqhOFzNiTcwC9SMIJv+vtwRmiWKaa1fYVqsueO7h7hQhtGM3thgK3ZqUnBavv0sNynMKEdNyj1",
-	"73+q7bGnq7HcE24c14FV2vNL42iE59L2ubEDtGN5+p6lhW3miZ3s5t1p2xW335dzHQ0PD+KIiVRm9mwP",
-	"o8JMeg+iOGLvublMZcai4SCu0plhdDo5SAfZ1+xw/IAes8HkIT0an6RfZwfscHJEj8eVlQcxJWeGZfAw",
-	"Y0pFwyj8/3K8Mva6D8IDowqRWtEkGk5orhn8IAsTDaPjw5GI/N/+y6PwYP3LJVWCi6mOhm/f7bx5YVlf",
-	"M235rt1DK6nss2smTE8bxejcNrJjc/arc/xow3lgvkcy4YLrGctIZzmjhl0zRSxftltB7FZ07YGYcQNP",
-	"7X2RhemTN9zMRiJ5lKZsYYZkbbAJnCEq9NK2p8N9sXTQvkbwNS8alsOheiS4IaoQmnQ0YyT59ukF2b8+",
-	"2Le0X+9/cCzgZl8WZlGYpBvbwy1YRsYrQklif0+wk/5I1A7tKyXnEjbrLgcXjt9gfJodTQbpIX3IjrOT",
-	"k/FB+oB9PTmlJ9lxejQ+jOIoXLFoGOF82KWj5VEcmP4wCFf3OOCqEMJxhWI858aw7JLa43o4ODztHRz0",
-	"Dh9eDB4ODwbDweC/dqchlvW2HZhzw/OcuE4JnRimSLKk3Fzq5IwsZJ7DJoIoRw1JvDYAAsQGLaFtHO7V",
-	"/fAejOWZVGOeZUzclxtQMyN7/f4+M+n+gmq9zPYI0yldMI2CHRXZWL4nS6mu9IKmdWp+VFLzVzLn6Ypc",
-	"c5njOHek6gv47pPQ9O89v2SZk+q4JgvFRcoXNAexjxLsj6RUWHo/ZoSJiVQpy4CWfy/NM1mI7J7LWggQ",
-	"dsPqeVFy77YDvVdb3uNyee3cJjCyHddVSNPDDz7F0v7gJtSxayikmTFVruye7lb015s4ennN1N8Laeg9",
-	"l3ElCzKj14wcHZbUUIdLJxWxF46LaQxnFXQ2Sz3dsvd/tGPQ/VSKtFCKCXNZtnIG38I5sTKOkY7ok06N",
-	"tv4Fd+PPrk8g/CkVKcubos1hRbSByRP2PmUsYztvGQz3k0k3qM9YPkMNTFFOgF3hopBOUl+lJCZcpHmR",
-	"eYF0wVQvbHEQZRU1rHtGktfMqFXvkSV7CdF0pVHZM5IYtSJ0Srnol2xqzhKiZ3KpSaHp1PLADHdLN6hh",
-	"pdl1Je6cpVJk2nYCezdmE6mY7RBIMPTZZj4pdfGKNn5uqLoz2/OsaxgtVmYmxRHpzYnd1L5mykoJDwaD",
-	"gVUQd2SPC/vi8eFHcT21ncF9fs7oFnLT+RvT9GqqLAXyFg4QYM7gEJbs0B7QxJ4RtwR6/0O5GDf77lOm",
-	"9z+UZo+bT8NEz41U7AdBrynP6Thn96RWTkEAzZlo2zbpvJLaTBXT3YpGB/LfGVH2qNtboUy+GpIJ5TnL",
-	"7NlOpRAsNfa/SaGZ+rOnFiSjho6pZuFJMiQZpzmq0ZUtP6ly5nOmrnnKSFGZ6Y4UqfrJp1OKd1yi2Gtd",
-	"YyWvmPIs29ArBo+DbHlmPwJFekk1yVjKM5b1CdASL5nV6RUSks9Ke7baBMGmI+ULqqb3PXWgzINJhWsi",
-	"LQ2ya3MwOH5w8vXpYNCz6pnjjB1P8ef0/aX9DnW3bpWLHVQOzoWUJIch7nhcjJQ9/OBTHJZv7KTCjLx9",
-	"hDnOAYLGD4IWZsaE4U7hvN8FlldM2GVk7xdcsewscD1KBFsS/B0s0ytZWNaqC6ZqEttBuXrNse1+5Wqf",
-	"fYqV/A4NZvY+cWccGzOq7MraKTXuwZs3b3qPKmNYvwyvnz0mp1+fDEg6s0KGmN7mtoCt0sViIdX9tymX",
-	"Kc0vdTH2bCXQDdcDSemCjnnOzWpIciqmBZ2yoSrGq5q8dljdqzC4ysc7G6bKLz4VkVwoec0zptbnBkpN",
-	"IH14CxalMeQe65rJ9IqpIeFzK6KhgDM86h8c9nTO52gecxpIyWcqi/jKjtkybnvUkJ3trAT6Tz/ZAnrN",
-	"K5VFnhGn6oVu0AyrGE1noPiFXuECPJoyYS6kzOEvZ4XmaA2fSDWnsLxMWOr+NpqnCzR0CMqjOKLCzJRc",
-	"8DR6t2Zbj6NpwTOrPbT4BEEw9r+DXkKJXmnD5nbc84UhHTDGGmrYnAljBXSSc8HATbTWk5Eyv0Rz0KWl",
-	"9+mM4vWud4s2u5ig1Q8Ec+AoitFMe0uUbUuDDyctQC6BQzinYmUpgKKpYUpXRhEYHQ6jpVu7uiRjVuVC",
-	"nY4LZ2AFgosK/Jya2P/w3eNXBGXsPU2kypgCR4xhc2idZhk0RPNXle1CL4gblBz/D0PjsXtAlaKrCP0d",
-	"3m/y1m9wZas2raWf3LuWLh57kuCOTf0QUWNoOqtQyrGUOaNw+vE3pi/Ze8OUoHn7a6V0vb64j1FL0VZi",
-	"sjI3obpFGmdWBywfD4ldraR6mCrd2TOh20diN9seAX7dcqqfllq7HcwVYwt71LgA+6RVQu0fl/aPpAun",
-	"L20OXgpCiWFqzgXNSSdZmNWmUXLtjU+3EI/n/sULjsfUcwmYYzhV65eqdnLiaEHTKzpll1xoQ/MNW4UW",
-	"JxC48D5vfU0ws5Tqaus73tiyYUeC1n5p1YdN7zhSuKENPWOb5gMUaFK0/tq4TOWG+BarS+2P1fo6Vjqp",
-	"H7DawfeXJapNp+0Kra3J2nK3bVPLerfedZmxioe0nRQ5T0idDqBXp+HoBsH9Fmd37MM2WhQVt3Ah9sNI",
-	"uEZcnJFrqrjV5TTRzJDxCsxCFTeDAsVKMU90BXtv+iPxCKRf3x7XIWhlyc2MJH5DE9JBoQFNQRItDd0z",
-	"8G+859r7A0cCHBlcgCVALkWQ0WKiZbW9OV1Ztu1a6pMn6CUYAnd8hX3ZNSRSjIRzJmg3Kn+AHF2LvRIB",
-	"cwje/zMCtswl14xQMlFMz0YCDtxCMas4WiYbVqgPfq/7BcLEERPXm89J7TCcnpwcnba0MKfvq98cHD5o",
-	"OZZ+GdePiNuljl0RH+xgF00WVtNxawSWTm/q9W1VfaNW0c6pYsD4K4M+HrSMGJnnbWT5Jbz11PtAgdZk",
-	"vCWA6hurt5IJ2ku0oSKjKiNcLApDOpk/JWy+MKtuY3jhgq2NsWRFt43z3L750r5oeQK6/y795qHW/+D0",
-	"uBYZNOiXt1gU8zGyHfQX1T48Oq1/t/ZVg8QCDWknS8BIP44ybRMvwHLqrhN0YeUL2mbvc+Kj937Aq+j9",
-	"PBwc4D3lRo9E4kyJCZFW9nWuTohBkIXJ+bVzRqU0z0mHOkEwJpQsqUlnTHVjEC3grZHw/YGmPpWW7PAM",
-	"wpHssXWtx1Y1EEaj7UYbUpGFLoOIlMR21CPBrEQCZI0bcAPrGP/URi4WLCOd5MnTF08vnpJ//eOfm4yW",
-	"XbBowbSr4+yT55YOwtl3LmCNY7/NzdsnNbf1SLizWLGkLRb5inSm/JqRJJzUxKkXOZ8w+7DbD65L8EtP",
-	"hVQsQ2q3zv+DEXzNLFAInN3+mIt9PSO9dNPlu427LbP2IDRQLWVuNWPFrGhxzVAfYaWHco0ePTz9LFS4",
-	"KekaRQkT11xJAfpZ4LZnLuCnEjOXeNZR4xvvvvpT4kZ/O33/WJK6MKtbfd5O2j7nP7HfIxWuD/OFXDKl",
-	"G2E9zg3sPjsjAoI8FOVWL+KmT57BDVknakOQWvzNIR1hZajxyjNSP9GP4wL1gf9VLkkuxbRpdEYaaq/C",
-	"4eAQbxyFQINa33dnJHit23lJkDYbmmzeqvY9szzFmd7tclUlqoyz7CyIlxXxUzHwasHytxMeFDsvaYvY",
-	"+wa8jxURb0lLOVVaCUYb3wPLbPvekhNl1LCe3cxWYS0osFuVW80t46r231GsW+lt3TJSlc+8LQklM9By",
-	"9KzVgCRcpPd6jGh1L10wd+iitna1ScVuC7fs+mP49I4CRF36dJHT5fzuPuF7h5+vrc+WKb/guuWwu62t",
-	"2wi2USh/bW6zOYWGW4cEy+9imz9OmsvpmOV6R3bXFi2/xpKODltG6rfq1sZC3NfdY7zblidjwnDaZmb8",
-	"QTPVm1sNkcNLZmX5L1McIhq0zK9ZVqYaoH+ng6xAs1Qxo4GeN2jeUl8qmbNLqkSrleiqGDMlmGH60vKO",
-	"xR2NSpXPG/ab8htViEuq2wnB2hJVQx9bIuOTlkBFcCiCvfk/z19+T65pXjDUhe1re5okGTU0AfvzGZqD",
-	"8dATrkfCzCjE4TCazsIX9oNun8Bg9NDHJHYoSS7s/2Iy4UobIgVJXr08v0gcm9PdeCQSNFMnoEIkaKu2",
-	"3wqSoIDzeFaIq8TFFvAMxFhg+FJztG04XmQbGxWDwVGKTRJwgcIT1gs/MKWqPyRW2OdWbHtBtenBFHrP",
-	"nyT2DBVWsoMjBBrOiigGbhcY9pQuasP8li6sFpAoCGl1PzUCXRPQvBNw6eP6OFeH/RL0BuBlZikJEyFa",
-	"BzeuT56iY2c4EiNBCMHVH4J0gA/sNgzJh1HEs1E0HN0apTKK4pHz98D7LphkFMVW1bnx/fBsSB72BrVO",
-	"cYUb3crJRDMzsgLJyLJeCq2OC57buYxGAjr0cdDwI0RCj6KbxpxwERvNV0YaIp6xRR9G7bp2g1vv3E0r",
-	"iiMp2MtJNHy7S4BovIsYDqd0x3e/pYtb31wLkY539Jm9q0YAu4/X2F0tOL30fFkZ5vS4VaQpo9dLkcaH",
-	"sY+pZqfHrSy+EuHepE7OMICR17i3Z+Tg8MF/OCPjFc9zjHLWfCpoTsQZEUWeu2g0DgkXBciT9jFG+dTc",
-	"QpXhC2l4m2vugrlgXkuOh4T1p/2aXcOKmmBgsNRJMc1Mq0dOyvkljrc9D+zKUv18D0wBPTnpzdlcqhVO",
-	"Udm7zjJCm7YVVQjSccoMfnA5H29wj1SDzFp4Cq7g+ti+p3MWTDm4ykDgcUSmzGAjHVia8+ff/u35ixft",
-	"bknvOW52koTbmpAQc49R8C7mvl8RG6vJDLDJl7Kwgi1GZtoVfteuWkLaw4dNP/lchp0O+3qeRLuzBJMm",
-	"2vus5E+se0gNzZEJ+TWeKjonSyUNi8kVWxhIJZKmpsxsHW8jO6PtEM55BqYyqkmmwLR1RmaYpJARQ3mO",
-	"qXxssUFH88lobRMu00B2F4cakrI7PmFdw6Y2lrOxoy2zb9nACgGLa9Qvrqf3hXm0ievPeM6eCoNZlHWC",
-	"Om8lcS9Tu9ELpiCtTQoydmGx6zK4zPiEBwV4NwV2g8IYYxJhOx34ie14B/BJSexdCmfGYUNW85yLK8tI",
-	"zYyplivZrrW67EZ4140mxrWrL8Gm1W9X3uyY2mbLhFGc7a7Tlft721nFVfDtbxrtG8WNQWNXfcCb9+cW",
-	"Mj6jhyen99vZ5q2rnn63PW5fXG9ts/srozlOoaFGz1h6tVUb3UQTyrZLNuKPnrQHrRqveutxc220Db0e",
-	"H1DpRWDQv9SXLm8FPbGUCwwEXOmU5vnlhOcGHsx5quTl9Ryohp63sqWqbLhOHQQjC85S4MDUifl73l0Q",
-	"E9rCHZwBrXH+qaHtJB9IJLYEhqsERDZQQ5yTw8zYCui+kATDB3+4eNZ7EJMEpbqk3+7n/ChpEBWEdmsz",
-	"wR+dNKLd2J27miufQNdxrMv9DI6e7k5ssnFE3FhiXL3KlNoOTcPUXjN8gRmo6TIAxdsqkaZQQuOakk6I",
-	"0ISxz+kVI4nvN4G4rLDsLsuJhsxBzUz3bCTC7zRf0pUOPTiV17Jyr+TCiz1o33t8/F65MW/ZqlJT2eAb",
-	"SKxinEAku5EJ6bD3aV5ofs261eNMlkwxL26gW9qJIfASmMDxvGOI0JLnuQ/p00y0HHbb7c5inLeL+Hk3",
-	"RYt3rdF1H0VHsa8YxwettB0kTKVrIZyLoi3Yy7ng19wKE30J2XCX9szczQQVPl0qjqbf3b8NWkhbBk4c",
-	"uYAbbP9uLftP2VQxXSP+2Ji9X2IFJu1cLnMrBrSrAcql0beIr5vdSC4D4MxfqjJv8DbPSmPczTVo7tTa",
-	"8leHFYbfenB8kFOLoyabt7nwvmN2xPaeuQyxhBZm1oe3nfEy2eiMqdpdt5rBK69avjCHeOOWDQcL4KVm",
-	"TNxJxP0YI6uL3W97NacfMwjMorttKf6Ob91AKhZsW9sICs3Ubo6eMgXBNVf5OCxM7Ha/vmntBwgNRK0R",
-	"/w+PT74mLmSbYNS4bpEzXDj5uoOOGrJkwlgZRUyRkNtnRpJMEjq2nIm3W07AFtpyJZ9xlme9nF2znJTw",
-	"HRB7XijmQzRK3Bl/OhrMwrbSug9zprXzYW3fBv/iu1ujjeMIYhxdCPi6XR/9Oxtl+yD2tuhiGIa/8ey3",
-	"hPGMc0Z+eP2cCDr3dmRYapLmVLfpoI1pOxUNe463CdQ+V7DF/dAeN0S9dW1YptGDpIOxgwaBknjmDf0O",
-	"MulsJCbSkk6MLcSYGgwIvA0yoY8xgwXGwCTOzp2MRCEMzyHuR2R6SBJdpJjXm/iIIB3kb/aemxpsRM2E",
-	"FRMuRiIJ9k7wBQSbVVKLKIpJkkttKn2EVHx7ieiSrlw4YsNHGYJz2q9R+y9VC+zthlIPj3EnArnhSJdG",
-	"13ULRe2Tqsy2qyGz7QIpc8eBl5fuNjfAOb5500y03a2nJmnPmnanEjijNINV+9ly8dptIiFObWfrR8j5",
-	"vcX2Uba8YVDe/9sMJwH0ho9ym6aNlIutEkn1XQjlcopam0xYiemq5f1QQaesjELfYHT2judLb/0LMuvU",
-	"Noj8esOXObusCaTrN+HjMx422gVdngskWW4yTqN25z28tdBFjPb2MT0YlVliDczpe59IA00n3SH6NNH5",
-	"C7gAVBsyo/m1ZeAVXdDrh+AC/qo02yZW68VISE3nDKj9CHz4K585PMnptVRILndQCRdB/9p6FQJwiU/W",
-	"a6c4qUTuuzWUDV5C451qNc2rAnPCEI4qqUB1JUOCk3WAD85TEzD4pLoCCwkkj5WRuCMBfWlgLRA4H5cR",
-	"i3EtkJFWk4bOiBT5yu4yCJVcG0WNVGROVyORMW2UXFk5rjV4tN3gW4L/hJX061a/fXEtoaR+s9buS9jH",
-	"BmloPeFh5beQq400NCRH7UpCgfjtQEKx4bYhBXSVRqCPh7Ssn57ewZAI6bPA7TFy+Z8xBgLDjZ0vTH1L",
-	"u+1xa4VmrWy5MXx4LXYj2jgF3W6SDFiMm8BKuqX+wA0pNPMO0TkRchkTmiqptbsYLiJjXVdpi/jeSYNz",
-	"GTjrqDI7f+3RLnb8oN0gr6NNw4jb59a2D6+LnaPKmuGPNDX5KlgOnHiSQPgKiLf96JNmPAXJ9iO+/lWS",
-	"btbCHj9XmszHBtRVQrt3Cs7+FXJd1pb43DPUEEPK1GWKWYP2v+5uuL8ck2wVsFxMZYuhtRZovJuWUBEh",
-	"t9CzFmxZpz7a/duQ1ZptMFPdFtR5uxsNTF2WUn8al7JcijbslJdLgAQowaQ6aLYi/0Gc2ap7BvBQgB8F",
-	"PKjdAV455m2/bRHCkHs4hXEz3MKeJjMqMssYIROpAhjQHs3ySYS7R1Xk1XA0HOrqeIXZLTMJKXeLXK7m",
-	"zufRnpp7u6rqzr3XVtv0zhKOuUUkC9pnKbi5w9iIM68drzbe40byBMVGXJumObHy0x1DmrZ5sct2t4yr",
-	"XeKr4JS35ATMF8ayRASks6qMxy3f5MffXXL09OrWIJlSOqiOdctEz9fc6SHfOs2l3qDalgk4a8vwN0z0",
-	"r6UEQca/g2MCtpMMiWYiI3OpmDPSvXp53m6lww9GAnP46vCoiIua/IXJyZ8h2ZfAoK1q0+2TC48X5UyE",
-	"Zby3d6aPRBUgFZL0FlRrnxM3JANwYU4ZCJuAppeyTdlxsCgbgzq26tMVR/6edotmpLzaMcDL7VQrgcPG",
-	"ICcG3sJ9WFKV2ZULC9e9a1BX0yAcoMi9WrV2fMqzB4Gz6yu0JfN0k7EYrKMumbJ1Alssn/aXy3YLufOG",
-	"EPsr0cVkwt977dq5GFzEIyqacckuYpJLbdojIBFcSm/OYqIl/DAeWW21tKm0J2r3xKVfyEZbAfgtiUeJ",
-	"9AuKeRP4t42WLHjrfjt7bcu+7+lwAnjmwQS8lthu1tkuPdhrt8FtFaiHT0vWIfVZKkQg6FBD5lIbcnBK",
-	"/sa/iQEpB2jaKPrXP/45itoPgwqx13eL877VBP57tnOXwkd5uu5i87ZD3Il1rwvIluvszI9d5P92ZoxN",
-	"3s6JK+ta022Ei0etgnimAVe2hNlqjYKOI0uHWi9cLcf3bor/60LU0v8BoWehWZHJXgDqAULJNdH8J0Y6",
-	"Si61g/fJi7kAql1CR3WHI7Eem+TgSCrYPzTPvbGZKgWwAFQTnxwU4317/Jq8eAaJSZi2340d4pA2dKWd",
-	"FFKihAT4oRgtyxslEMXsVJKRSGdUTD08Nv+J9cnF09ffWTL93g61d3hymspcKlKI3JKnhIlrMFLrYBdt",
-	"GkXyul58MLitqkwc2RW940eNkwktxNj7+okEGpMWipvVuT3vjjsDbOCjAuM68a9n/s7/55uLtRi3R4K8",
-	"fP7kMXn+BPBEUiDYFSBFZzxqIDyifqhJxyMNdgPAIHB26LcOLodAcFxMZAsjD8HVvbHlISzznIIBbyWP",
-	"nhNwx+AZpYuF7o/ESJx74FWuwSGdT3ozCehk9umSriouaeACYE2twjc6zR8M8KFLe4SkZsLqdl99tWzU",
-	"1tFffUU6gHFISozDmDwBdL6Y/C1kB8bk6eNDBMg8P/8O8pa6MOynYPVM9q8PkkqNC8FYpkli904q/hM8",
-	"HJJvEAcSM9/+882FS3jDzaHVPYFtxI3pj8RFyJfkmlwzBVHZMZlT8NFYNZ589VXQ+O2UqmDQXbxssHql",
-	"WUAuBSQPBh1Yu6wDfQUuf9Qt9VkbAnlpUVEOcx+zB8nx4BgXBWJIgKiEYJZkE0RiQjKZFnM4EUu7VySx",
-	"Rw0iAzTETUCC3c810fBnl6BEfiZzRsHk8fNI/Nzr9cI/+0lSRqok5GdyPBiQn6vYdyV4hy+vxDVklVti",
-	"SbAJ3Jb2zxFrggYHEEgo8zEXeAxuqzXjemjAkGJXB3ZqiCUa1yvaKGapBqvjirqmJr5WATZy5MZb7vuc",
-	"rqD/QjOP2R+G7qG3XFsoaZcNBTx/qcoUX0fkwHe1jvNPOpZpOj2o66sCUDOr1T0IaCKu4wCnj30fk59J",
-	"UcHE13LOAEwr12xPd/1pjPEsSoWgitjUnJmZzHq2RefvxjZP/MLAWN5zbTQZFwaWxoHGcE3w68o5yHlq",
-	"sIGHroH717VxzQc8X2j/4Khx0tZQh5sYvX6UAR8V2jk8DCcgoHFsgTutzscdAq9m2eZOBr65VsjPCgSE",
-	"d9O7VqZSsLIBKsrfq75PrkkhACgUoqU6HB45tBDmWu+6JtHdjI36xSrNFB7GOgwvYzn3S9ecYyWTod7e",
-	"nRHGtwBg+21Gqz72cwy3SkjRK0deDs6XNHDJ1VUMFdcYQH0ImmNrA2htXEwR8cPFyZHUim/upoUiWbAx",
-	"I/EoBFNhluF7q27Z8fzElERO/NVXqDdZtnI4GHRjtyG+oBgKWTlPmdAY0oSV0h4t7Ab3DvuDSsBc5Ll8",
-	"FEfXTKFHIBr0D/AtAHZd8GgYHfUH/SOXAAPC0P4MMlx+sv+ftqUsPHI86HAwIKXhyqutgGKlyV8vLl71",
-	"yffAnYUsEZnDoj/PomH0LTMun6ZRnu1wMLhbDYNQFkBe7Y626/rejFaMirgmgCbSr4mP0fDtO6u1zOdU",
-	"raJh9IJfM2FftxwXTaMUakOVU9bRO9vCvmI0W+26vkwQfxnsSMpLa4UIsA54hALidHq33UhYLYdUq5Fg",
-	"7xcsNfoM7lyJDlh1m7vN9GKI8y+jcMDznMz5VEH5sy6exLWtfG3nde+dLBOpfGEA3NVyU/2BJodVBf8T",
-	"7TxMAqCf7EEGJOqTwdEnnwI1YZ8OYrdLTpg9PIP8Zy+M47Kz2lQ/qoLB5jl/Lw2k4KzOSIJjD9VPeDoj",
-	"GbMKOxPpygFgb78JdgX5jlfh+mAfVJT9gKjceiUAEI5PZyawQwRvBlqa7M/TReIJTydRhcA41Ji4/6MH",
-	"Px6JBFIPLr3jzPJpeIvRbO0hLER4CqZ020LOtQlPvURv3xds2XxuHzuXzNpP3biCmVfUYbKnTNh1qqK4",
-	"WAJUl3AxOCx8k4NkBVFM0GQADi2rgIJIWmh2RpDf01zLdRhqLrRRRWqCplIu6J6GYCi/MX2QgufUJGTB",
-	"0ysdULV7JQY20TO6YEOSwB51Esuz3LL4ZmBZwZQPKjmF+GFEHrdffBiBQjyKhmQUTQoBIxtFce2vIflg",
-	"W45Jpd14JMqywjc3DoEkIJlvHA3BwVxqN5o+AVxvu4aazGnGRtBEMZ0FWpnmHELKFKZuefC+10/PL0ox",
-	"Q2PpD+kO7AYiWoFpr5dFftuGNl5dadyLTaVoAwJ4S+1fh/b+EdjvN+/uS+6DbbXspgooH709dzc+CG7v",
-	"RuL/yiIgaYOJot/vb0Q0Hz4AG5KjMG/b8B0pARznYPvj8Khe5gwXtjwYbUham6PUt5npG6RhJ5/UNlw7",
-	"t+MV2ofYKLuxicoB3CAYmSbMvV0yv2XAMY/xFLR1E07LfqUEL3xycPsnP6yXETk+fHj7d2XptpKdb/9i",
-	"rYoScLzA4+wyAOPyVQTA7sO4InVSjqGInk71LA3hYuroha6yRgycDlwRY1FameFrl/daNzdASaGqmWJO",
-	"F1DYpxCZ08bQzLWnSZpTPgerFhdTPRIdn10VE4xRjwEUBjHGKtlVXeQ5ZacgkKZSWd2Jl4LqSABrg+jn",
-	"/Zxq09PMAdfoDWTvO3ZvwdElAzrjfiOTrwW97G2UsWt7gdagySJqtaxKVh8++D+us77BAsyNxL5a4bEH",
-	"w4GvWFbvL47mue3Up+qBmXe4vw+20ZnUZvhg8GCwn7HrfcmzNGpm7jXLmx0Oj4//q5Iq5wdfzbcr57Nr",
-	"FRKfcbm1Ct9epQ5l//d5h8NEAm5eZUbl5fRGuPJ+VgOkW2/pqwDcjpbWehJIAgFhpiqcgR8oSG1gc4eY",
-	"sZqgWAnpckDlldI+HMpvE+rFEcshDQPYKGpcUoMIJsPWm/iCa+NHfu8LWa7R2w9riSy+WghmY7XUB3H3",
-	"2LWAr1USQzxoRaXGRQvw5lopC48kuV69ov5LKFhRf1ypUREwKetlKUqoylCJwpWtx9oT7o9QbQLer0Za",
-	"4gu19JxKVk4j8Sbk2zTTag4eWJmnZb0cRSiD3NoyY0KsbJk00si7typfM5/ePmskwlcf+QT3kNfuU9Zd",
-	"Ql5l8IeDWuzjWnGsELY3bATH+mBEXNV3d6m7FJIhNtC8QoPZxR/q3yHBe9P0ybXohlWqV+ZqeKqnCgzs",
-	"W0htWpHSNXjX6kEk4EhPfDxz4nsf+tIUQdAua3CA/JFBRNpI2LZCYGMlxCtGBdZjuYAysKRgdYDa3+iv",
-	"AwRpcu4A6Je3FjOnuizWk8k2GonQta8LEYXM5m9ktvrYmquFvZGkR2uVw6VgeibN7iy7ku9wU9cV7O26",
-	"aSfl209TiM95YinHTWwljzt8FUqw/8L6wC4XpSw0Dl/scBkfO58U3t7DXYZWVgb8yBu/Sy++SN4nIhEv",
-	"BevJycTV1mne0CpxqKTlBPJQjf1tFYrOvQdcLkUZBe4o0CIvkCKV8eB72geM13IDgyc9HgnBlkwb1DX6",
-	"5BGITEDMMNiV5rmLngWTLnPJUy0+9o3y0HkZeNywx7QtdfmKZyp/B0PMTfyh1S5TBoDtdM/XotzXobXy",
-	"VRlpkFKFtVzBGZCkUlwzpZ2bHsLbN9mLqq/WS8Bux8FeH5HbEyny1dm25d8wEFc5a91q5SSt9WzMWzfm",
-	"BaTv7fDiY4xsu7+VqxaiF0XVMPm39cychn4XtMjmtHetqV0m1NR2dBilvePD9WyZZvcnrnu/GYLmK811",
-	"jVm1ZLreRWTzTg0XnH8Hqa2a0NAitT2CLAUonR/O2L+LcSoottXr5Wl3OHzvIC+8TZb7jkPcGNRIC0FI",
-	"QZDzTowQ01IWRmlETLjnwR/R9TntTuQzmuUTwnW9iqlwsOlWICVBk5aTYHCHo2RFQ6i7dDx4OKxKmBC6",
-	"NpXEm+nL8Ef7SxI3uEkQh2f0mo2g9InjOiGzPMus7sKgKFQos7ZZODwPp/ujBcRb7+0uN3Lnm9RajuHG",
-	"SZI1wndwRzn3t0vaBr88absjYdukilYuZaPK9QuZbgXOcK/uh/eghz+aeP5rEF28QSXC0wZ625CU9z+U",
-	"Tp8bpMI5aytO7pIJdRWifa9ET4IKx1JNmam90SfPMzZfSAOlBagI0X0888QT40yMlFgcKvHxYhWy6J3K",
-	"ZMyxNAOvwGhjNBga7UaiEWSGAUxGFlCRmrhJ2CYCEUVoeS/41/KI2+jrE1ifKn29j1hWycN0drmKC+52",
-	"EnTX+1xmhG6q7+34DbfsS/yb+NLcqtx6deJ2nbI8SRgjbG7JTE/+4g72nxMIcnVx+muCio+SCLGWVaGk",
-	"3Yn1qY7lL8I0f4ui/yfij+Ec/dK87fj2776X5hnkgf5q9+2lYLfetLsZOtx2PH+yi05dt4q828YQ9z2w",
-	"yi83nHibbRvxX4I7rlYAcGKZZ6VodCUFqMVpNxLBb9Xtk3NA+KLcQAqCVBnWQcSsMcUQx1IVOWaGefN0",
-	"GxF6XYjHmJ56D8s0OJYWigvTOf3q62615F5Afdlds6jUEf9imb6r6HtngvKHtUy/9qFeGJu1Tr+2GaSb",
-	"VAUv0G+LsjiYKczgLGsNJ75sfSn0lzWByRvKjSbFAsIKXbHjkfDWGBIAxjBLow9v+MSIrgPaZ67m2BlZ",
-	"QAk2nxuuCod0OBJYbhoKYrs0NMyVcPYXrsuarSGr3MenJ17XTPojUSkuCioLYPkp7nAXq2B+tnf7NzW2",
-	"Uz7HjVeKX9McSWR/JN7AYm3x5kESSr0GNdVOsFsomRUpRC5pw2g2JLSJmeGTcPdDdT74QWOiHy1L3sFj",
-	"H4DPREY65W7Uy1aflfEZsNJT+ytd0hXJGfUlwX1avvBswJfkc/7L21F/cWVKgIEhcV6QSoazK0xrt3Uk",
-	"WjAo2nY5FDivFTX3/VUSj4lUI5EszCqJyYSxrImbshMyykYW5yFjP4H/FRnaEemlZK9kenuRq9cdYYUu",
-	"wFn79vXTpxfPv/82GkYzlueyAR52NLgDV6yVsf+MjHEHXuXgb88RXeELP/234aftYc/3Y61lMeH25KZQ",
-	"Shpy3nIppr2cXwMVLoXpNZbn+NgQHBBwYZPQkONRltdMczmmuSZjZpaMOYGhHH1sPx9TPSs/tl8t6yX4",
-	"7Uqw97ihIxHQY/vkpagkIHukBYzjcuQ1bvaINB4iPIQE/ytUxxkJ52Cv1tYOhoy43ebgsulomVdaxgWG",
-	"gSRlOOCKdI4PD8tkr26foJFS1xJLQ/yM57wzCpmJbJM//LHf43ubOcJheRtqrqMZbhcDSBWe9LBNRVmL",
-	"dbuDZ7FaMXtTDKwbfUy0RDSfFWx0/w9IBr9EyNScqxW65K4d3nt/JKq0s6yC/ouaVTZpG+co8wWaAxlQ",
-	"DePFWZlXAwhUjtZ54kWkGIlScttsuUn6kL7vSj245P/NTlNfV/5eTtONRCCYL+9KA3Bwu4louzhH79T5",
-	"LcQH4h0dKtYXuvOHpjtwcQkFFpP5/d9AaHYS0fY/uP9d2iYbzsc2p1v1ft6Z7X8ytqvYnHLQi0tq++Xg",
-	"/6EPvlwgZhNQvNLTjegHlgH/GvzWHdXvLXf55F6P1htql8wSgc9strzfxDbJHc+NLgtxkA5yZ8jI1tRq",
-	"fxt1ME06VmPrQnJ1mjOqELW6YRTCpfnlSNRm8uTBPQOJ/kKd/shmFNzvCoECYdkHzleMGh/Dq7enGJ4D",
-	"ToMDptLGXp8ORtwsqNIePSLJddI9I65uOWLFKYYLHSOMlsTcxH6ruv/M5QJuxSJ4htdWsZwafs08AEKJ",
-	"N6akNGchHAPcC1JuBCtwpdZbkAr6zXoTD08/AygBlFV3ll9XSP2tr3QfDU6PjxtF29eMFAf12ImMGtof",
-	"Q7FKLIBefYL1yw8Gh8dhJq6UTtnl1ycnd+wSQVNdb67yL3RUWzI70TuYRZ7dkiOH1HtPE7ds/w62kV+I",
-	"tt2fVNmNI7RyJ3G3qnTJp/v9ZgJAYED7H+wx3kFDeYb4yo27f9wWTWlfzyD+y6rQNAf4I0LHmkFR9S88",
-	"+/dzrnEzAWAe0TWpIAwKVmw74I6jNsVImrUfom0MRKaGeZdzXZAM4DYI8NWCGt5ORhE/EmvlM1eQCiw9",
-	"0jL7TvIYB9JDNpiQKb+uQDd3v5DZX/E42jPkD2NH0SVuY/fTk9lm1ejcgaxuFML65DynesYwP3KMkReG",
-	"CbLIKRf5aiQ6CRJcWZh9L6EgbhaiyNqzF97434fPynf65BU1M+fvgkgGdEyFzmMPN+aQs7xAGpOQxHOE",
-	"tmEQCEFwCcKM+6tuft2QlIjyzdYCYR+l1hbtEjjElEBwPODGCrfo9mPnx4MqUVQxYRxB0n3ySKzc9bbi",
-	"+BVbGLjfTJj+SDzCtgCAtlZj1DbqKoyWSNAHR1hgFKNHhLR9GU5zGEJ/JM4LhCefM+pAg+BoYoVpX6IG",
-	"o4BMoQTLENzetnn+10e9w5PTNpP9G8Ur/HYXc/09qeRO0RF3wCYJgvF+VRS/U/g/wE0cnpxGw+hk8vVg",
-	"PDl4QAcPTgeDrwcHp+zh8YPx4Jiy7Gj84PBgcESPTseMHh98fXIyPk2zbEInBwOasqP0lE1qasCdxHFf",
-	"lGcLKwERx931PyJrONihiwspX1A1Zb8vXgK3bEdmslWOrhUCbTUmfLMW/8WCa6kRj0E66P371z/+GWIp",
-	"Ex+athZy1o1DJJsUzEeVSUBFp1B+nmXwMVSRbwQs+pW6NCZPYlJL9t8MX+Sm+hmtgNUC5Nvhg9kf0j/x",
-	"q+U1l673ccuBbaDX+Pqwvx19Ngxq/4P7722Jf+dGLnQNYdsH1mLxRP/UKMZI5+Lp6++gvrggf3v+4oWD",
-	"SadkqqzCv2CKy6yLkDpegGjGc+KF7Lh0BBdbfDAgutsnL0Xt1gL8nxMaKIRgEd7q4LeTeBWSgT73rbzl",
-	"RsZWj4KCHlb9x5mM2USqP6ji9Hvy8q1f6s1XulWD/5aZ38xB+3KaPmHG2l1Oxucl9raj+3CGUI6t9QBb",
-	"keLCVVdrzOMTwAdV69xtRCSqVq1rVbFPjz9Gpf4NoO64pbdradd6MD7NjiaD9JA+ZMfZycn4IH3Avp6c",
-	"0pPsOD0aH9Zq9Q3XKj62J8LeWYf0SbDVWnjV+oNNxFcMgL2D1yZUDtyKkQNrUxexSQfzWzSROJ4zMmHG",
-	"wYhCjspEKpBF8L3uvyG+DixblRThGQv6WCOxZaP+9axaHbViFoLQzG1aUSh7E7K+Do/JrHs2Eij8WXkt",
-	"9mEzhGc+Jh0cxRCTiYWExiyXYgowaZWyT7ErNdaW7g6VIu+N/16t6No86gfDI/Bpfr7bWpYqzVxdhcu5",
-	"joYPB4ODwzhiIpVQqXIYFWbSewBh59xgCdjh4B6X3Z478EHBw4wpjwsG//c4rIPwwKhC4LH3Cf+Ymha+",
-	"koWpf2UfrH+1pMoSGXtS39181PjVdrpUmWO1pOdOJO0uBG0jOD3VV18S/zeKUXZ5Yq/zebqNup+/iW3E",
-	"7K4yld0hKyO9a6eC+1jM9e6RbKHdzfHtXl22fe3pSqWyTrvS3AXaOKcKyzEmoc5s0iePoJWRAIrpncSh",
-	"jnVV/S1cAdWsNb4dmvwk5NLV/C6r4dZBNKN4O0EdDAcnn5egfjxFrNT3/UWphTOSuP6xts4XAtKKcQVL",
-	"RChxBZyhlKWz7SLd3VUMcpnKW2qguZRqtDKQzsyYhR7u78/MPO/rBUv7yxk1y2lfqun+vMgNt3LsPlYx",
-	"6mkmTA9Ttfv2iy6RE6zBGsjBMCR3Y5GjeoK3t3hDorm3vkH5vqWSBnyb8xgg9V2tC0tbcMQ8CxY6y4+J",
-	"nEw0M6GWO8znjFCSTOnCJ44vwRMHtQR5luUMhovZkT59fUkD6JazVkFmDoWScBnpYErfnBGoBQxZ3WVq",
-	"P8IyAvNG459PU5cTrAvgltlLnXHd7+gg4p3nkQtC87x7ZqcZe7PhSMyoRmNaDOpBIzUexpc0Sr4nsR+m",
-	"Xol0pqSQhfb+4KUs8sw2e83ImDEMFoaWgQaGhiEfcpyzeTd2NxmrluGMYVpQFVVbcm5pFxNmJHIuGOkk",
-	"Q8gehdzDpAul7lwef86oNg6t9uCE6D55bcVswVKfDvWCatN7CmgDz58kxMiRwCx94uVuRnLXiDBEsZTx",
-	"a5b1yUvcUK6xqJerXuvL7ZW1l8F/Hs5r7OBg6Eq7gE2Ao0cfrpXsT8iciwJcytC/N+WegRyPJ6zj8DPt",
-	"UKG7mFDyY8EKjBJgqltdNs3sQQoLpEkhDM9LgILKjhvM8dIj4fd9i86AC3BbSOnr+mLyyv3qOF958EvB",
-	"ePc0SXg2TKBKuo5JguWfXQl2OLxYB7oXfmBKVX9IuiEgFYESS6NIbbdrdpEFNYYp+81/vx30Hr77cBAf",
-	"PLzpVf7/p+hjQlTX0Cx2N0/COM+dfbad8VWp6xdu18rtnsEtc5AnezrU6F/DD+lUuI7jH91fQojG2v2f",
-	"Q4gOMJL8p4BiZZiac0FzhOGtyNXeSYxkcWFWyRmwOs8xAZTy/Pm3b55///ivrakb/Cdmx3ThergfrkeO",
-	"BUTiSMmljobHu4Ny+P7P7aruFHRy3Fady07nSzbmHz7tA4KkgvgbrsOeDjflDuIwwN18hpt84QPTAGbI",
-	"xaY1kHj8/W7qy0joAHKJafKvf/w/QkcinRXiyoqgttFOkhYqJ70L0ku6JcASWfAFO0PB0tfBpgurMzjg",
-	"pFSKtFAKBDH3gseKhYQZiGXrk4TJiSvegBKcA90DKhzKwJAO4JIH8mRlUcttNfnvJ90+eSOtYg+ZMFSs",
-	"SJB7sPBxwOmoE7E6jhEStZGQa/gfINTCkBHBsoq+4a0Hrnqy96d7i7kplCBcj4T9gaFxtoPO9iN0tofc",
-	"+ZrAFawPUhFDrzDkD9ZkY5geOn0yl36yReR6nGNYTm2RXR1pma02ZeswOalJRGsVGd79IjGC944JdObT",
-	"0ziC41YaTd013cVksjuEqd2QW4L3MEK0on1CeV67M0bKqy8s5o+d92z1c3cC5AZOU6fkrfymXqj7Q4Q1",
-	"Qh8VZgYugHf2Zyu9Ij0oVL6pJCVwGdf8B3/1Q2HEmzg8C2XDKs8CuGzlWQXAp/618+RXHoZ8ycqztT5w",
-	"ypUHlWrjladYMe/m3c3/DwAA//8=",
+	"7L3rchs3tj/6KiiefUpkpkVR1MU2VVP7OI6d8R4n8VhKuc4O/VeD3SCJrSbAAGjRjOOqeYjzDPvB5klO",
+	"YS0AjSabF1nKdfwhFavZjTvWff3Wh1YmZ3MpmDC6NfjQmjKaMwX/fCUzargU9t8505nic/yz9f2bV0SO",
+	"iZkykilGDcuJYlqWKmPdVtLS2ZTNqP3MLOesNWhpo7iYtD5+/Ji05lTRGTOuj2dSGPbefEtnbL2bpyTD",
+	"n4mgM2iZ28dzaqatpCXgm5Z75Rr+TFqK/VhyxfLWwKiSxWOZU2OYsg38nx+eHv43Pfypd/jk+l307+7h",
+	"uw+95Pzk43+0krWhJ61npdJSrQ/zuzn9sWQkFXYYGbyUkrGSM1iguWK3XJaazOmkmsOPJVPLaBLYdDzc",
+	"GX3/iomJmbYG/V6vaTyv+Iwb+2pTiwX8GDeYszEtC9ManPUS2zqflTP7h/2LC/zrOPTDhWETpqCj11KZ",
+	"pt25evaazKUyhAvNcwbT1VTkI/metLnRpJByPqLZTUKO+4+6vW6ve9zZsI22na3bF0Z8fnZ2crZ7zHbZ",
+	"2eK17WRt6FdTZg+s8YfYDiUhuqB6yjThIivKnOUJmVOtWU6MjKd2oIlm6pYp0p7RJRkxwmZzs9w4Mfxr",
+	"88TWN/a1khnT+uVXzSOf488HmvAc19lQfUN4vnEI+ME1z/e+IL3DJ/Rw/O7DSX/DZXit5JgX7B9w6taG",
+	"+Vaqm0LS3I7VvnZBZqU2ZEZNNsW1ZFpzKQ40kQvh3yKLKRNkJM2UUMXIjZALsenGuE82XZljd6zD301z",
+	"uMRBNK3zUz9CwvOESEVSd31SMpYKKR8tCqYONHG/hC/kmKT/6cb313TDnriX77An7XhTfnaddpp351LQ",
+	"uZ5Kg1Nr6t698KBn4orqm4092jP6gL19tO3ouRSaASP5kuZv2I8l00CpgCkI+CedzwuOjOxoruSoYLO/",
+	"/I9Grsbe09m8cJzHUF60BjA6SxpGMl+SKdWECsKUkmpAcsm0OPDHGIc9sId3zpRZkqFlpTMq8mGLcE1m",
+	"XGs71qSlDTWlbg1OgY5zY3tsvRS3tOCWceKowxSnxsz14OjIkpsJNaybs1s/cn0EHyFb/hgv3X8oNm4N",
+	"Wv/XUcXOj/BXffQaP8ZVa6KEOGM7ZlqMpZqx3B55u3GaaDljZsrFBA+9FGM+KRWMABaECGkILQq56NoR",
+	"PZNiXPDsvrvgKcKBnlLF8gPYCZ3JOSNzpq5VKQyfsQHhBn6RghF809/CC0LzXDGt7StUkwN3YQ4sszKM",
+	"5vaagvBipyYFq+3Tk2qfwoT23KDMv/9Q22NP18pyj7lxsgWs0oFfGkeZvCxmnxs7QDuW5+9ZVtpmvrKT",
+	"3bw7Tbvi9vt6pluD/nHSYiKTuT3bg1ZpxoePW0mLvefmOpM5aw16SUzdBq3z8XHWyx+x/ugxPWW98RN6",
+	"MjrLHuXHrD8+oaejaOVBGC2YYTk8zJlSrUEr/Pt6tDT2uvfCA6NKkVkBtDUY00Iz+EGWpjVonfaHouX/",
+	"9l+ehAfrXy6oElxMdGvww7u9Ny8s6xumrXRl99DKo0fslglzqI1idGYb2bM5+9UlfrThPDDfIxlzwfWU",
+	"5aS9mFLDrEhipQG7FcRuRcceiCk38NTeF1maLnnLzXQo0qdZxuZmQNYGm8IZokIvbHs63BdLB+1rBF/z",
+	"slM1HKqHghuiSqFJWzNG0q+fX5Gj2+MjS/v10QfHAj4eydLMS5N2Enu4BcvJaEkoSe3vKXbSHYraoX2t",
+	"5EzCZt3l4MLx643O85NxL+vTJ+w0PzsbHWeP2aPxOT3LT7OTUb+VtMIVaw1aOB927Wh5KwmixiCI0Pc4",
+	"4KoUwnGFcjTjxrD8mtrj2u/1zw+Pjw/7T656TwbHvUGv99/70xDLepsOzKXhRUFcp4SODVMkXVBurnV6",
+	"QeayKGATQYCkhqRe5wOxZYMu2DQO9+pReA/G8kKqEc9zJu7LDaiZkoNu94iZ7MgK5Yv8gDCd0TnTNa1j",
+	"IdWNntOsTs1PKmr+WhY8W5JbLgsc555UfQ7fPQhN/9bzS5Y7WZJrMldcZHxOCxA2KcH+SEaFpfdWxxBj",
+	"qTKWAy3/VpoXshT5PZe1FCBih9XzAuzBrgN9UFve02p57dzGMLI911VIc4gfPMTSfu8m1LZrKKSZMlWt",
+	"7IHuRFaKj0nru1um/lFKQ++5jEtZkim9ZeSkX1FDHS6dVMReOC4mCZxV0Mwt9XTL3v3RjkF3MymyUikm",
+	"zHXVygV8C+fEyjhGOqJP2jXa+p+4G391fQLhz6jIWLEq2vQj0QYmT9j7jLGc7b1lMNwHk25Qi7J8hhqY",
+	"ohwDu8JFIe20vkpp4tRzL5DOmToMWxxEWUUN61yQ9A0zann41JK9lGi61KhiWoVeLQmdUC66FZuasZTo",
+	"qVxoUmo6sTwwx93SK9QwanZddbxkmRS5tp3A3o3YWCpmOwQSDH02Gckq60VkA7g0VN2Z7XnWNWjNl2Yq",
+	"xQk5nBG7qV1nuHjc6/WsWrone5zbF0/7n8T11HYG98tzRreQm87fiGY3E2UpkLergABzAYewYof2gKb2",
+	"jLgl0EcfqsX4eOQ+ZfroQ2Vs+fgwTPTSSMW+F/SW8oKOCnZPauUUBNCcibZtk/Zrqc1EMd2JNDqQ/y6I",
+	"skfd3gpliuWAjCkv0CKWSSFYZuw/01Iz9VdPLUhODR1RzcKTdEByTgtUo6MtP4s58yVTtzxjpIxmuidF",
+	"ij95OKV4zyVKvNY1UvKGKc+yDb1Bg2iQLS/sR6BIL6gmOct4zvIuAVriJbM6vUJC8ovSnq1WVLDpSPmK",
+	"qsl9Tx0o82BS4ZpIS4Ps2hz3Th+fPTrv9Q6teuY4Y9tT/Bl9f22/Q92tE3Ox4+jgXElJChjinsfFSHmI",
+	"HzzEYfnSTirMyNtHmOMcIGh8L2hppkwY7hTO+11gecOEXUb2fs4Vyy8C16NEsAXB38H/sJSlZa26ZKom",
+	"sR1Xq7c6tv2vXO2zh1jJb9BgZu8Td8axEaPKrqyd0so9ePv27eHTaAzrl+HNi2fk/NFZj2RTK2SIyS7n",
+	"FGyVLudzqe6/TYXMaHGty5FnK4FuuB5IRud0xAtulgNSUDEp6YQNVDla1uS1frxXYXDRx3sbpqovHopI",
+	"zpW85TlT63MDpSaQPrwF88oYco91zWV2w9SA8JkV0VDAGZx0j/uHuuAzNI85DaTiM9EivrZjtozbHjVk",
+	"Z3srgf7TB1tAr3llsixy4lS90A2aYRWj2RQUv9ArXICnEybMlZQF/OWs0Byt4WOpZhSWlwlL3X9ozbI5",
+	"GjoE5a2kRYWZKjnnWevdmm09aU1KnlvtocHzC4Kx/x30Ekr0Uhs2s+OezQ1pgzHWUMNmTBgroJOCCwbO",
+	"qbWejJTFNZqDri29z6YUr3e9W7TZJQStfiCYA0dRjObaW6JsWxo8R1lp0GkHJm2xtBRA0cwwpaNRBEaH",
+	"w2jo1q4uyZlVuVCn48IZWIHgogI/oybxP3zz7LVzDh5oIlXOFLh/DJtB6zTPoSFavI62C70gblBy9D8M",
+	"jcfuAVWKLlvo7/B+kx/8BkdbtWkt/eTeNXTxzJMEd2zqh4gaQ7NpRClHUhaMwunH35i+Zu8NU4IWza9V",
+	"0vX64j5DLUVbicnK3ITqBmmcWR2wejwgdrXS+DBF3dkzoZtHYjfbHgF+23Cqn1daux3MDWNze9S4APuk",
+	"VULtH9f2j7QDpy9bHbwUhBLD1IwLWpB2OjfLTaPk2hufdhCPl/7FK47H1HMJmGM4VeuXqnZyktacZjd0",
+	"wq650IYWG7ZqTkvdsDSXSKEYznTErGDxExOwCGZKFywn7fT1d5dX5F///N8jaCRNSGr/UEyXM5ZekJTn",
+	"Bbu2iy/FgOA7G9YG7V4g9iFV2TBYfE0ws5DqZus73uSz4VzMMU7g2nKtBgrw2j728Q16dS0caSaWlpYT",
+	"9GxbtrGgS9KGNYBmjz7Y/308+tc//3fjvL0J49rqUpuG6vjChqnoKdu0ud7dq/fYYP+uJW92l73GS5w2",
+	"j6JlaJG069vrf9g0U+AM47JxoCtErroofnLxFfDXff18R53UL36NIHki1qqtbBNpW9uetQPYdHAbTqC/",
+	"ZfGGrB7BRjotcxZ5t5vZiPNi1Wk4euRWQiNA6doRHpH4wKqGE+MWN0RnGQkkkIsLcksVt3q4JpoZMlqC",
+	"SS9yESlQihXzDFOw96Y7FE9Bc/HtcR3CyhbcTEnqNz0lbRT40Iwn0UrUuQDf1HuuvS93KMAJxQVYceRC",
+	"BPk6IVrG7bkIHtdSl3yFHp4BSDavsS+7hkSKoXCOIO1G5Q+Z40mJVwBhDiFe5IKAHXrBNSOUjBXT06GA",
+	"QzlXzCr9VkAKK9QFn+X9QtWSFhO3m89J7TCcn52dnDe0MKPv42+O+48bjqVfxvUj4napbVfEh8fYRZOl",
+	"1VLdGoGV2pvpfVuxX5vkLCuoYiC0RYM+7TWMGAWfXSz1O3jrufdfAz3KeUOI45dLwzQZo61LGypyqnLC",
+	"xbw0pJ37U1JFfjVdsLUxVmLErnFe2je/sy9afo6u22tdi4N7fH5ai93rdatbLMrZCEUG9PXVPjw5r3+3",
+	"9tUKGQYa0kyWQAj6NMq0TTQEq7e7TtCFlQ1pk63Wif7ecwWvoue63zvGe8qNHorUmYFTIq3e4tzUED8i",
+	"S1PwW+dIzGhRkDZ1QnxCKFlQk02Z6iQgFsJbQ+H7A1Y4kZbsWCZIFlN7bF3riVXrhNFod9OGRHLsdRBv",
+	"08SOeiiYlSaBrHEDLnyd4J/ayPkcxKyvnr96fvUcBa1mg3MHrJEw7XicXfLS0kE4+859r3Hsu1z0XVIL",
+	"ORgKdxYjK+h8XixJe8JvGUnDSU2daljwMbMPO93gdoaYgomQiuVI7dZlhODAWDPplAJndzTi4khPyWG2",
+	"6fLt4m6LvDlsEcwCssiZ1byt+HHLfABo8C6v0aMn578IFV7VUoyihIlbrqQA3Tpw2wsXrBVFWaaeddT4",
+	"xrsv/iN1o99N3z+VpM7Ncme8gtOULvlP7I9IhevDfCUXTOmVkCznwnefXRABATqKcqvTctMlL+CGrBO1",
+	"AUgt/uaQtrAy1GjpGamf6KdxgfrA/yYXpJBisuowQBpqr0K/18cbRyFIpNb33RkJXutmXhKkzRUrRNGo",
+	"sr+wPMW5TTioaJVElXOWXwTxMhI/FQMdBpa/mfCg2HlNG8Tet+A5jkS8Ba3kVGklGG18Dyy37XsrXCun",
+	"hh3azWwU1oLxYathQnPLuOL+24p1ot7WrVqxfObtgCiZgSakp43GP+FyMdbje+O9dOkWoYva2tUmlbgt",
+	"3LLrz+DTOwoQdenT5TZU87v7hO+dILK2Plum/IrrhsPutrZu39lGofy12WUvDA03DgmW30XDf5o0Z4WJ",
+	"a6/UbhLoQOJwMR7gmoqMCNQKDDedQU2cM/TGB3i5Ny1dRQo7FG1Kcj4eM2VZYeoeg3hByWmvh4Y6Gmzs",
+	"9mpaoQOHwU1CZjRnwUVqxSXv9K5sj7aJSKeFaVBQ4tY1te0R6/aujFih9xQJmnJ+1tj2Sb9hN/1x3tlY",
+	"iGu8e+ZE0xHKmTCcNpnRv9dMHc6sFs3hJbO0MgpTHCJ2tCxu/a6gGf+GCdJGdqlZppjRwPNW+MJCXytZ",
+	"sGuqRKMV9KYcMSWYYfra8tf5HY2m0ecrJrnqG1WKa6qbieXaEsWhvQ35JmlDIC44zMGf8l+X331LbmlR",
+	"MrQX2NcONElzamgK/pULdHcgYSBcD4WZUogzYzSbhi/sB50ugcHogY+5bVOSXtl/JWTMlTZECgJW3dSJ",
+	"ArqTDEWKbpgUbkWKvhj7rSApCoHPpqW4SV3sDM/hLoJQJDVH+4/j17axYdnrnWTYJAEXPzxhh+EHplT8",
+	"Q2oVIm5F21dUm0OYwuHLr1KChmbt6QuhYkkUA7ciDHtC57Vhfk3nVlNKFYRsu59WArlTsE6kELKC6+Nc",
+	"efZLIBbA781CEiZCNBpuXJc8R8flYCiGghCCqz8ACQof2G0YkA/DFs+HrcFwZxTWsJUMnT8T3nfBUsNW",
+	"YtXBj74fng/Ik8NerVNc4ZVu5XismRlaoW1oxRMKrY5KXti5DIcCOvRx/vAjRPoPWx9X5oSLuNJ8NNIQ",
+	"0Y8t+jQB17Ub3HrnblqtpCUF+27cGvywTwB0so+qAqd0z3e/pvOdb66lACR7+oTfxRHu7uM1kaCWfFF5",
+	"dq2cd37aKPZV2RmV2OfTNEZUs/PTRjEoyuBY84I4awtkFuDeXpDj/uO/OEPsDS8KjOLXfCJoQcQFEWVR",
+	"uGhLDglFJcjc9jFGsdXcntHwhTS8yfV8xVywuiXHA8K6k25NWLDiOBhhLHVSTDPT6HGWcnaN423Orryx",
+	"VL84AHPJoRwfzthMqiVOUdm7zqxQsWJ/UqUgbafw4QfXs9EmB0gURNnAU3AF18f2LZ2xYO7CVQYCjyMy",
+	"VV4oacPSXL78+u8vX71qdrv7yIjVTtJwW1MSckowy8PllHQj0TpO1oFNvpalFf4x8tiu8Ltm9RvSej5s",
+	"+snn6ux12NfzgBr9Xy4pqLnPKD9oPQLA0AKZkF/jiaIzslDSsITcsLmBVDlpagrf1vGuZB81HcIZz8Gc",
+	"SDXJFZj/LsgUk3ByYigvMEGWzTfosT7ZsmnCVZrT/uLQijbhjk9Y17CpK8u5sqMNs2/YwIiAJTXql9ST",
+	"ZsM8mlSaF7xgz4XB3OQ6QZ01krjvMrvRc6YgbVMKMnJh3+syuMz5mAcjwX5K/galOsEk2WY68BPb8w7g",
+	"k4rYu8TonMOGLGcFFzeWkZopUw1Xslmzd9m78K4bTYJrV1+CTavfrODaMTXNlgmjONtf7632d9dZxVXw",
+	"7W8a7VvFjUGDYH3Am/dnBxmf0v7Z+f12dvXWxaffbY/bF9db0+z+xmiBU1gxNUxZdrNVG91EE6q2Kzbi",
+	"j560By2Ox9553FwbTUOvx79EvQhMapH62uVlobeacoGBrkud0aK4HvPCwIMZz5S8vp0B1dCzRrYUy4br",
+	"1EEwMucsAw5MnZh/4F0qCaEN3MEZGVfOPzW0meQDicSWwLiXgsgGaohzBJkpWwLdF5JgeOz3Vy8OHyck",
+	"Raku7Tb7gj9JGkQFodkiT/BHJ41oN3bn0ufKJ4i2HetyP4MzrLMXm1w5Im4sCa5eNKWmQ7PijqgZB8FU",
+	"tupWAcXbKpGmVELjmpJ2iECGsc/oDSOp7zeFuMOw7C6Lj4bMWM1M52Iowu+0WNClDj04lRdia5ySCy8e",
+	"QvveK+b3yo15y1ZVmsoG/0lqFeMUMjWMTEmbvc+KUvNb1omPM1kwxby4ga57J4bAS+AmwPOOlrUFLwof",
+	"sqqZaDjsttu9xThvF/HzXhUt3jVGj34SHcW+EhwftNJ0kDBVtIFwzsumYEYXprDmehnra8j2vLZn5m4m",
+	"qPDpQnE0j+//bdBCmjLMkpYLXML279ay/5RNFNM14o+N2fsllmD2L+SisGJAsxqgHExEg/i62dXmMlwu",
+	"/KWq8mJ3eZ9Wxr26Bqs7tbb88bDC8JsPjjKvOLKR+tHBjA19J8lx7sCXGu7MdgmkVEUzp7HiIGl7+xsE",
+	"OnTn5ajg2XWpCrS1HbmgtKMPYI79eJR2Lgg36AKPQnlWEzS283o7pBUp3uE+RSuzbUk/zTlhTOGPkuME",
+	"6Lnc5Av1awSThdjuKBWrwqHqnT6u+T/Pe42kZ30yPpiwwdmZz5rc4N8we6ItHXbek5SWZtqFt51xO93o",
+	"0Izt8ltdSdGrVm6YQb5Fw8ECC/G1Zkzc6SB/ihHe5S41vVrQTxkEZhHvWop/4FsfIRUVtq3xgmmm9nOW",
+	"VilYrrno47Awidv9+qY13gZnQGzMeHpyevaIuJQVglkzukEOdek0605uasiCCWNlWDFBRm+fGUlySejI",
+	"XnvebFkDW3kDyX7BWZEfFuyWFaSCL4Lcm1IxH+ZUoX3507EiTNhWGvdhxrR2fuDt2+BffLcz2yJpQSyx",
+	"S4FZ9/sgGdqo+wW1qEFXxzSkjWe/wXM6Khj5/s1LIujM+xlgqUlWUK13U12nwmPPyTaFy+dKN7inmmPv",
+	"qLe+DioYEZCEMf7WIDwdz70jyAHVXQzFWFrWivG5GJeGQbW7IGO6GHdbYhxZ6vwg6VCUwvACYudErgck",
+	"1WWGuAapj6rTQT9j77mpwebUTJyW4g9FGuzh4CsKNs20FpWXkLSQ2kR9BCgSe4nogi6do3jFzx8C3Jqv",
+	"UfMvsYV+tyHdwwPdiUBuONKVUX5dQKl9sr98Uhm6my6QMncceHXpdrmJLvHNj6tAA/v1tEra81WJpgIO",
+	"qsykcT9bLl6zzSxEI+xtHQuYBztsY1XLGwbl4wNWQ7IAveaT3Oq0NPIaHbYNZEZEaGeQUQX5EiEHJXh6",
+	"LWVxUWl4MjsxrFsVvXbae0JSbGOTgLSSArdVQorfhfBMJ0426TBRnGYtD5MKOmFV9skGJ4kPlLj21uqg",
+	"Y01sgyg/bPgyJONsYO9TOp8zASABNIK5LDCdE7N5qkDeC/CTM0vi+ByWPnFLmpKxYuwn/ywk/rhAaUsM",
+	"MV1CimIZ+42gvYZkmM3zqSmE65Tm0zPqNtrlXR4lJPFvcg6hdcVHWNTCqzEjxccd4oJUWDYz+t4nakLT",
+	"KcY9DQUGXwDuDNV2p4pbKyBFthhvn4EQjC8qt0lKNDMYra3pjAE3HUIMzdIjU4wLeisVsqM9TDLzYP/Y",
+	"SmoCMJZPBm+m6JlE6WZruC28hMZz1egaUyUeUoQ7TCMoyHRAcLIOUMgj+3pkWdBbuUCkyCpbYCigr+i0",
+	"JlW8V1ILtqZxUuoFHGq7yyC0c20UNVKRGV0ORc60UXJp5eTGAPdmh0sFLhdW0q9bnZoktcS4OqVYuy91",
+	"glCnv2GPV8hg4+kPu7KFVWzkXyExd1/2BYxnD/aFDTcNKSB7rUSNetDs+sk6PB4QIT0CiT1iDnsgwUQG",
+	"uM2zualvd6c57taym0ZgpxVriAY+gCPaOAXdbMQJ6MObgLI6le7GDSk188EKMyLkIiE0U1Jrd2lctNS6",
+	"ntiUsbKX9uwyCNcRzfb+2ued7v9BnOS6xxfN7jXd2jTwpHk14o6bdvFNuXdM7WrwN81MsQw2HydYphCY",
+	"BopJt/Wg+Z5BJ/mEr3+TlMO1oO9fKknwU0Nlo8SWvVJTfoNMv7UlvvSsOkTQM3WdYV61/ae7J+4vx34b",
+	"RTcXUd7gQqmlWeyn30XC9hZq2IDF7hR/u38b8BjyDQbGXeHaux3kYKS0dP5hgkXkQjShfn23ADCbCgax",
+	"jQZH8hfiDI6dCwA2BORD4GDNoS1zqm5YviWO/yoKxYeFDSlxkD4EElYb8qKtjmAbSzsbeopWpSHPhmN6",
+	"jVP/qiZBk+vsn1wTXdym37YIrMhNnfFiM/TRgSZTKnIrKEBmaQTe0xx59yCC8NMYBT0cdoeAPlpituJU",
+	"Qgr1vJDLmfPPboBjaNwExVYqNQSYWEPRxCakYClpC2kwlWLJTIKIRZqZQZWAVWo2FDPI5ZCCQeS1M9sl",
+	"YU9JG4FFBl4Kr+dg+ChMNoe08aHwx4u0FZvJW5b73FvYivrRhCg9buV91G7T6gyDsRJULz9SnyeiO3U/",
+	"vIs5qVAqceAtf2s2ODn3MUo5OlnZpeIQvdVAFG8UcQtdzlgAIgRhrwYllVvZoU2JkOIQPZZRrQ2pIwQv",
+	"B1sITXdqZvi7hQbyGDG7UZWJggepqSs+juSu5JLViGiThOXW7ytUu/C+rLo7op/uGJK7LQqranfLuJq1",
+	"oqhaUEPe32xurOCHvkiqTagetCkObX/tynPlnUGelTwcj3XLRC/XwsEC7kpWSL3hjlxG3Ob+YsIGZn7D",
+	"m9LJAbg0HUCembB008GFMEXaq7n7K2jNQeZPOw7gKB3Uk8Rr/hGCRCIiUrFBzIHK2Md3Scn8FQSCT2af",
+	"tRvVIER4syPyedwAOSZtbjwmywRMNVxkG6DjNP+J7bTMIabD3AAiZy1//65RQ+uG/kYqBwetNrgaNWu8",
+	"Pe4o/cJ0ItaO9yMU/mLupBQRmNFOUuHe/bRIjj1zGxvVmpDLv7aKf0e8txq6AAC/OVRe0OHSAdHMSiJS",
+	"MeerBNizJmclfjAUeNvrVTKwPEb6n0yO/wq4QQRooybcdLrkysMGO09plRbpY06HIq6TAfLWnGrt4TUG",
+	"pAeRfhMGdh8AVc/YJqANWJSNsc9bL1cU73qg3aIZKW/2zINwDKGROGBjkF4Pb+E+LKjK7cqFhevcNfdh",
+	"1S8eKlKFi7rKparjA/ll6yu0BcRmk88cnMQOl6VxAlscwPaX6+ZAARcUQuyvRJfjMX/vCaCLtHCJQWjz",
+	"TSpNJSGF1KaZyNYj1hoUNVpVocEjq8lYqom0J2p/Ne1XclVHdV4qGaUq+AL289X6L038eM4b99sD5K3v",
+	"O6atwwnguccl8xJFs/dlO+e1126Dey9QD49wpAOKklQIZtamhsykNuT4nPydf5kAYCrQtGHrX//832Gr",
+	"+TCokKJ4t3TInZEAf2R3fyUFVKfrLq5/O8S9OP+6Hma5zt7c3CXIbufk2ORuLh6ta81QKFzaVlzLIQvl",
+	"RSq05cZkwaRl6VDjhavBBd3Niv6mFDUkMQwr0KzM5WHAawVCyTWxYhtpK7nQDuW1KGcCqHaFINwZDMV6",
+	"CL9DNowgYGlReJ8wVQoQxqgmPoc+wfv27A159QLy9xEBrJM44Flt6FI7KaQCHAwotAk6gDdKIIrZqaRD",
+	"kU2pmHgQDf4T65Kr52++sWT6vR3qYf/sPJOFVKQUhSVPKRO34EvWwX256mEo6kbm496uErJJy67oHT9a",
+	"OZnQQoK9r59IoDFZqbhZXtrz7rgzBCc/LTH9Cf964e/8f729WksFeSrIdy+/ekZefgXQhBkQ7AhP33li",
+	"VoD+UbfSpO0B5zsBZx44O/RbxxhHPHAuxrKBkYccxMOR5SEsj4Bnx1KRpy8JRIHgGaXzue4OxVBc+vob",
+	"AICiWTE+nEoAqfaQtFVkHnABcGzGKP7OjA5W3NClPUJSo3r8xReLlcKu+osvSBug7kkFdZ+QrwCkPSF/",
+	"DyAaCXn+rI91Ei4vv4H0/g4M+zk4INOj2+M0Cv4RjOWapHbvpOI/UcSW/RKjzTFy/b/eXjlcCNwcGu8J",
+	"bCNuTHcorgKsCNfklilIXkzIjEIoBcTBfPFF0JbtlOKaQJ3Eox2bSKWWCwEYG6wCyMXkXH0D8Umo9OmL",
+	"pkJUlXtCudJrCLJBTnunuCgQSgtEJcT0ppuQ8lOSy6ycwYlAq15qjxoESGoIHwUcip9rouHPLo+f/Exm",
+	"jIK54Oeh+Pnw8DD8Zz9Jq4DdlPxMTns98nMMgV7hAPravlwDQJUllgSbwG1p/hxh62iwSoKEMhtxgcdg",
+	"V8lR18NKNQrs6thODUtKJPXCpopZqsHq5SVcU2Nfsg4bOXHjrfZ9RpfQf6mZL90Whu6Rfl1bKGlXDYWy",
+	"blJVSDiOyEGIyXq5N9K2TNPpQR1fHI6aaa38XWVzwo5DVTXs+5T8TMqoNJqWMwa4vIVmB7rjT2OCZ1Eq",
+	"xNbHpmbMTGV+aFt0YX/Y5plfGBjLe66NJqPSwNI4/EmuCX4dnYOCZwYbeOIauH95U7/azpEQNx7MTN6V",
+	"dOFt5tx43PJ6VSfHPEt77x0WDjYfqsZAD8cnKwd5rbbNaiUYvwihCge00++HAxZwA7cU1YiXy83aa3G2",
+	"ubOeb66xsEQEVueDD10rE/Dk+AaoqH6PI6C4JqUAzHOISW9zeORwDZlrveOaxKAzbNQvVmUF8cWSwvBy",
+	"VnC/dKtzjPKJ6+3duY7VljJLfpvRA4/9nMKlFVIcViOvBucL5zmIoxjt0TUGoISCFthaD1oblRPEJnTZ",
+	"CCSz0qG7yKEUM2zMUDwNIeuI9fHeanN2PD8xJZHRf/EFqmWWa/V7vU7iNsSXrUYZruAZE4jv7+pxP53b",
+	"DT7sd3tRWkLLCxGtpHXLFHrvW73uMb4F5UPmvDVonXR73ROXhg6y1tEU8sx/sv+eNCUOP3Usrt/rkcou",
+	"5rViSEPT5G9XV6+75Ftg/kJWaWVh0V/mrUHra2ZcVvtKEfB+r3e3Snmh+Jy82b+mi+t7c00c1PM1AdzD",
+	"bk06bQ1+eGeVotmMqmVr0HrFb5mwr1uGjoZbChWIqynr1jvbwlpG3ge79h8Ro0DRGTNQGOmHJoMaMjj0",
+	"R0ytUOFSABvoX62qXVy8wH6i0ebWVN3d9rC1tntksj077teQ826Ph8NuDJ/n/nz34Tg5C3/8xf6jwmI8",
+	"fPeXRhTG5r2rlujoNa7jazt+gGA6Uozmy31PLhPEkxm7xxU5tNIfmHU8Ahtxxhh3kZAjWtFGLYeCvZ+z",
+	"zOgLoGYVQnwceuiuiZcfXYweSnW8KMiMTxSUL3ee6rVL8sbO6953pAKK8IX98L5Um+tJBenHlpkHulMw",
+	"CYD/tSQCKkmd9U4efArUhH06TtwuOS2kfwH4Tl6LwmVntal+UgXCzXP+VhqAGFhekBTHHqqX8mxKcjZn",
+	"ImciW7oCVttpjF1BvieRuT0+At3yKFREarwSAArOJ1MTBA0svgRcKj2aZfPUk/R2qkqBeVQY+OEtq2ky",
+	"FCmkVl/7YBsA8ARgPpqvPYSFCE/BB2JbKLg24amnY/Z9wRarz+1j57Jf+6mTRLjpZb3M1YQJu04xSqUl",
+	"7XXVBIPvwzcFiMQQJQ5NhuIRpqp6a3WJUjPIrAZ+oeV6GSkutFFlZoKKWS3ogYZgc78xXVBfZtSkZM6z",
+	"Gx2qYh1WNawsA5izAUlhj9qppd9uWXwzsKzggwFbCoX8N6wcZr/4MASiO2wNyLA1LgWMbNhKan8NyAfb",
+	"ckKidpOhqMjwx48OYTFUIts4GoKDudZuNF0CdbnsGmoIPBoKX4DH08qs4BCyrxCawgO4v3l+eVUJcBpL",
+	"d0p3YDcQ0ajMWrKD066sNO5FYJg/lkwtK44ZKnhVxKIKaMVqbZ9Qu+3ju/uS+2AUr7qJC8K1fnAFgyph",
+	"/t1Q/L+yDJWwwLbU7XY3ViQbPAbjn6MwPzRh/Fs5hRVFMNpyEQH5Rs6z+GA0oSlvzrLc5l9ZIQ17ORO3",
+	"YZu7HY9oHwoe+7GJ6ABuEDnNapk6u2R+y4BjnuIpaOomnJajL2ko5QGfHO/+5Pv1MqCn/Se7v6tKr1fs",
+	"fPsXa1WQgeMFHmeXARiXrwIIBjvGFamTckzn8HTq0NIQLiaOXuiYNWKiXeCKGHfQyAzfOFyfup0ISgLH",
+	"9qUZnUPOXSlyp+eiffJAk6ygfAbmSC4meijaHh0gIZhjmQDoJWIoR+gAHeQ5VacgkGZSWa2UV4LqUABr",
+	"A3PGUUG1OdTMAXPqDWTvG3ZvwdGBWTivzAoSRQM68w+tnN3aC7QGvdyiVn+NUCnwwf/jOusae2bXgClq",
+	"hcMfD3q+4ni9v6Q1K2ynHmoC7PODoyMwak+lNoPHvce9o5zdHkmeZ61V5InV8uT9wenpf0dQD37wMV5E",
+	"NZ99q4h6xJCtVfTBeOTe7P4x73CYSMAFj2ZUXU5vPa3uZ5xk1nhLX4fiXWgirycxpxAFZ2LhDBx4QWoD",
+	"ZwkEytUExSgM3BWrikrzcqaJloR6ccRySMMAFpcalzQqgq238Sa+4tr4kd/7QlZr9MOHtcRnX+0T9faG",
+	"+p7uHrsW8LUo8dYHSEc1KhuKL6yVovRhXut1H+u/hFKP9cdRdccQMFavpFjFkYXiic40geUS3R+hKiG8",
+	"H+eb4Au1dO4oi3slUTvkZ6+mLR8DVlDDejmKUAVBN2Ueh4yhKil3BVfMqnyreGH22QrQV/zIA3gF3C4P",
+	"yeUAJaLB93u1gM+14tYhvHuwkiLkExhwVd/dpW5ySCjdQPNKDWYXf6j/gATv7aoztUE3jKlele/qqZ4q",
+	"MfB7LrVprJalwS1aj/6BCIjUZ3WlvveBL08YBO2qDiPIHzmEEg6FbSsEvkexeQkqsB6rEpQBSOJRciaN",
+	"d7RCFSFy6YqQYZp6+jTL2NwMSEMNBKqrYru5bKKRWL7kTentj0ybL2W+vKOJyOsKrdLeSHJIo9ieQUsK",
+	"5kNh9zvAUdbnx7quYG/Xx2ZSvv00hcCqryzl+JhYyeMOX7122/Br6wP7XJQX3uuKX+xxGZ85ZyLe3v4+",
+	"Q6sq+3/ijd+nF1/k/oFIxHeCHcrx2NVXXb2hMXGIEpUDeYhzQxqFoksfuiAXosoccxRoXpRIkaocsgPt",
+	"k8xq2AshBCIZCsEWTBvUNbrkKYhMQMwwSpkWhQt7BpMucwnoDcERG+WhyyoxZcUes9PyD9f5H2CI+Zh8",
+	"aLTLVJF7e93zldwt2+pqxlaxrEJEMqrUElG8uAaX+C1T2sVXQPrTJntR/Gprg2OlORZ+zZ+BeyJFsbzY",
+	"tvwbBuIqLK9brZyktY52sXNjXgEEwh4vPsOQxPtbuWqxla1WnEb1Qz3xaEW/C1rk6rS5PZ7n4+Oslz9i",
+	"/dFjesp64yf0ZHSWPcqPWX98Qk9HrTituLajg1Z2eNpfzxle7f7Mde83Q9BiqbmuMasGJJG7iGzeqeGS",
+	"t+4gtcUJbw1S21PITiFyHJ2xfxfjVFBs4+vlaXc4fO8Ad6dJlvuGQ8Af1MkO0WNBkPNOjBCMVBXHXIlF",
+	"cc+DP6LjMYOcyGc0K8aE6ziR2XaEoTBWICVBkwaoLTS4w1HyBdTIae/JIJYwIeZwIkOd/MrxbH+BLOCY",
+	"mwRxeEpv2RDKXzquE5B78tzqLgwKA4dS25uFw8twuj9ZQNx5b/e5kXvfpMaSfB+dJFkjfMd3lHN/v6St",
+	"9+uTtjsStk2qaHQp7bWeMpozREJ9JbOtwGTu1aPwHvTwZxPPfwuiizeoysDdQG9XJOVaAAxS4YI1ASS4",
+	"ZHO9ASPB6shjqSbM1N7okpc5m82lgdJpVISwTJ574olxJkZKLBCc+ki8iCx6pzIZcSw9x6MyQRhnh0a7",
+	"oVgJ38PQMCNL22KXuEnYJgIRRfQGL/jX0FSa6OtXsD4xfb2PWBbl6Tu7XOSC202C7nqfK8SADRc7ih+d",
+	"SPFv4ktzq7Lz6iTNOmV1kjC42+zA50n/0x3sv6YQnewSLNYEFR8lEaJYY6Gk2Yn1UMfyV2Gav0fR/4H4",
+	"YzhHvzZvO9393bfSvIAE3t/svn0n2M6bdjdDh9uOl1+19oqHjK0i77YxxCMPL/frDSfZZttGFLzgjqsV",
+	"gQcsW++MSrGKbgUKuuq0G4rgt+p0ySUgqFJuIHdEqhzRhDHdTzHEYVdlgSl93jzdRITelOIZ5hXfwzIN",
+	"jqW54sK0z7941InLrgfsu/01C5mzz5bpTxV970xQ/rSW6Tc+1Atjs9bp1zaD9CpVwQv0+6IsDmwTU2+P",
+	"Rlwc6Sk5zFJX5ywS+itcGfIWUPDKOYQVIiJHOhTeGlOhCGH+Sxfe8CknHVdIjLmayhdkDiWmfVK/Kh2S",
+	"9FBMJNAj7fxpPtzJZbtYKanf61d0MbwDhbm9rpl2hyLcQQyZQmQwxR16TgyWbHu3f1NjO+Uz3Hil+C0t",
+	"kER2h+ItLNYWbx6k98RA2UBBUbCbK5mXGUQuAZT7gNBVsBOfPX0Uqo/DDzpxtf5DSW947APwmchJu9qN",
+	"KjdoPi+WF1V8Bqz0xP5KF3RJCkZvma7hKQjPBjwQvfNf7q5agStTIUMMiPOCRKnpgIMAC0KHogE8pGmX",
+	"j3GXOeK82P+rUmjfX5Qx7lDzzDJNyJixfBXwZi9Im40szpc8eAD/KzK0E3KYkYOK6R20kla2sL8jcBag",
+	"zX795vnzq5ffft0atKasKOQKhOpJ7w5cEbr/FRjjHrzKlW+4RFiMz/z034afNoc934+1CkuFN3uAnxL3",
+	"CmYTFlJMDgt+C1S4EqbXWJ7jYwNwQMCFTUNDjkdZXjMp5IgWmoyYWTDmBIZq9In9fET1tPrYI3daQjuW",
+	"RQ6ZjDlh73FDhyKg83cJgmF6PEtH8DCOy5HXZLVHpPEQ4SEk+F+h+udQOAe785bAUIIhI2m2Obg8RVpl",
+	"7FZxgWEgaRUOuCTt036/SvbqdAkaKXUtZTfEz3jOO6WQ88k2+cOf+T2+t5kjHJYfPrQgedGb4fYxgMQQ",
+	"7/0mFWUt1u0OnkU3x23xYH70CdESYZiWsNHdPyEZ/BwhU3OuRnTJXTu89/5IxLQzHPJf16yySdu4RJkv",
+	"0BzIgFoxXlxUeTUcITOB1nniRaQYil25vFgvAKARXKkyh9qw2Wnq7tz9nKYbiUAwX96VBuDg9hPR9nGO",
+	"3qnzHcQH4h0dnNlnuvOnpjtwcQkFFpP7/d9AaPYS0Y4+uH9d2yZXnI9NTrf4ft6Z7T8Y21VsRjnoxRW1",
+	"/Xzw/9QHX84RbAsoXuXpRvQDy4B/C37rjuq3lrs8uNej8YbaJbNE4Bc2W95vYpvkjpdGV4XOSBu5M2Rk",
+	"a3rrsLIbdTBN2lZj60BydVYwqrDSxYpRCJfm1yNRm8mTR2UNJPozdfozm1FwvyMC5eqEYuB8ZNT4FF69",
+	"PcXwEnAaHOSXNvb6tDHiZk6V9ugRaQE1A/RyBpA6cI8Uw4VOEP9MYm5it1Hdf+FyAbdiEbzAa6tYQQ2/",
+	"ZR4AoQKKU1KaixCOAe4FKTeCFeRcbUAq6K5W3Xpy/guAEtj+veXXKO5SGF3KXe/89NSOQuaA69hopDiu",
+	"x07k1NDuCIqtA45R7YkGkNnjXv80zMSVI6y6fHR2dscuEe3W9YZ/YEe1JbMTvYNZ5MWOHDmk3geauGX7",
+	"d7CN/Eq07f6kym4codGdxN2K6ZJP9/vdBIDAgCLose0aygsExl65+6dN0ZT29Rziv6wKTQuAPyJ0pJkw",
+	"nc88+490rnEzoTIAwqJSQRgUKtl2wB1HXRUjad58iLYxEJkZ5l3OdUEygNsgwFcDflwzGUVkTkjGJsyV",
+	"5QRLj7TMvp0+w4EcIhtMyYTfRpjbnc9k9jc8jvYM+cPYVnSB29h5eDK7IoHZ/gAdd6MQ1iWXBdVTpn3J",
+	"owVWYiHzgnJRLIeinSLBlaU58hIK4mYh/K89e+GN/7v/onqnS15TM3X+LohkQMdU6DzxcGMOOcsLpAkJ",
+	"STwnaBtugHt0f+2F9ojyzdYyqZ+k1pbNEjjElEBwPCDyCrfo9mPnx4PSWFQxYRxB0l3yVCzd9bbiOBQM",
+	"tPebCdMdiqfYFkD71mq420ZdBfcKwvv4BAu4Y/SIkLYvw2kBQ+gOxWWJuPIzRh1oEBxNDv/2tYUwCsiU",
+	"SrAcqxLYNi//9vSwf3beZLJ/q3jEb/cx19+TSu4VHXEHbJIgGB/Fovidwv8BbqJ/dt4atM7Gj3qj8fFj",
+	"2nt83us96h2fsyenj0e9U8ryk9Hj/nHvhJ6cjxg9PX50djY6z/J8TMfHPZqxk+ycjWtqwJ3EcV9NaQsr",
+	"ARHH3fU/I2s43qOLKylfUTVhfyxeArdsT2ayVY4GNPLfR7zjC8XYTysxCBx4UMZIO4peQIT19MJVd3Cp",
+	"pYCfRMbQiOpAvaGhcDVcfcRcVcu1HYW1IcKlJlxkRZmzvONqruTs0NtugoVyKCq6DHGMWNFeSPLs9fdd",
+	"8r0wvHDRa//65/96BPckAnv0VfJCCinQ66E47T2psOP/9c//zxdCicpGQwRGSksjr7HhEF2CeKw+GBCC",
+	"8FaqyTrrU4pVqdIueeqLGke5RR5CXTPjMRh4XjCiF4zNmbrARUWwez2F6jQ6DNpy+lJDYOJq0774i5Bm",
+	"ysUESku8YWOsqXzae9IJEMOrBerqAT+1bYsK8yo2FFi210chdhBgr6p7aZ9DqZxwtqBKsKvEE+UIQwCn",
+	"y3Wr0FIxn20l+xeArBtThiugf7uOtAI6GIr2ae+kA8vvo3VANIrr3lY8vN+vI/VDpnW9gO4FuN3X44/s",
+	"OwMCSUDpag2CKStyQovC3bUZI+3ogMYnsoQDjXGxeLxyv1nuYLo9uGFs7u+ZKwrkqwc7zGDdCJpjzwz7",
+	"t8mPohs/OncfRSlUQN3qGVTh2ea8KRSLXUnoXziRKnGH/LNd5E/ty3iNRGk97PITcpkbwPx/afFDKvOQ",
+	"gVJ8AmhmULrAKXVQFaUuoiC4/zXMNu0gjQedN+JECMs6FIjLank+BNqOlFxoppCDxTVynFjgKLIriUna",
+	"qTHFtU6T4EU5Oe/1EkLNUEBxxUckp0vd8WVrIj4Q0pwvHES3K00F1CXH2XEdiSqWI0plEKsDVkDOmdAk",
+	"XasKkXbJt+BCUlW+uCVCmC5S5eIORTv12IXdmczZgLhi2Mgnv2QZDSWOlCwNgyLNOhKysCJEEguOB3oI",
+	"6ewuGg3fqJdJiAwOVSkKy6I3B6LZk/SKi5v7RKLBXrUGT3r75wT4bh8SfiOup7rCivqPPCuyF8eBZN9V",
+	"AS5VsRHC1h+V2+Purpa6tvfu8aPz09Pe49N+r/uP2ZPb0eVp+Wpy1LrzAm7iZnbrP7OwP5L++w29YfWb",
+	"C5iO7mQBPb43b9pY1+a3YU6rxWI2T8LL5BvjA75sUqJ8eMqqxlXRWZ8emfpss7Ussk6lakvBfKKYBPJN",
+	"DWFQRNJ+zMVQrOYg+s2/NqZIE1LD79uMSOym+gsG9rhOtrm3wyr+KR0svxVUWSVuNmn9K4C07hz8jlzU",
+	"YVBHH9w/d2H5XBo517VyZD5XdjGVRfXUKMZI++r5m29A6BHk7y9fvXI15SiZKJoxMmeKy7yDKLnenrCa",
+	"ookXsu0QBly68HGP6E6XfCdqtxZkJ+cHoJBVRXhjzL6dxOuA7/FL38odNzIh2gAeEXj0cSYjNpbqT+oL",
+	"/SMF7q5f6s1XutEp/zUzv5uD9vk0PSAIzV1Oxi9L7G1HD88Z0JD6+/C6XE3pouZzGawYdhFvgSzAJ2ym",
+	"bOlJape8sfNAg78XF4FjcD2sjNl5g/W/KUy7nN3PDPywdk0nxn7WCv9IAdfljK35nj5FDdSCzvVUmt8J",
+	"EMwzOjelqntGY7SXuuUxDD5ykFrNjZtQ+gDsMUPBZ3TCEOy7cHoZ4qIsBFNJbPWrfE3w6QCi2udLj2OF",
+	"0SudhFi1DiBYqsYqIZ7VIV4Q3QVQfJHSJBtcrmh2TI/MbJ5CVIwlLRmuSe5Qg92cyYgVUky0t8uiiTEh",
+	"sjRFFQkXWzMzWQKe8YRyoSNcnB/tWdbdeDHXM1s9KM9Yydm1fzUFB6laA0mGmHtutmADuwbuY110LicU",
+	"cV3wzphmRqo7uH7cOH4ttF9vbgTTYo8+GT3OHuXn7Gx82js57vdPTk5Pz87Ozx89evz4yZNW0rrhWB5D",
+	"gyNsy4z3d6bdNbqH/8R8RZx+7/Rx785ru5H/uN//HdB7PzvkPl2D8vRul08uMLKK48W8rdE6+O19C2d0",
+	"iR8fgHfZ+zoUKc8LlpKpLPKVDCAsB+6dUlW0y4Em8NE1hRqJg3A5UjKn6oblF0MB8uhErmOVcI2VgoCw",
+	"E6niQkEiJ7lELmKpfyD+9nug+xsLfoS125H1hLU2wiIY6sqex960TSlOETGKqUpUpjyuUL6h9PjdCm34",
+	"gf75Km3cjSrvUS+iWqrfPYH9HZSYiA/WPjTp6IP/527Yc/vcCXSBGjprqRMOuySUFfLODSeEYbQS1mXF",
+	"om1WjAxEqmrQUZoqigxgFbnw4VojRnKfMnTae9IB53VEbjAIbzdseSz67Zmj9PsHMf5j4POHLKFY9mo6",
+	"rJutkJu37+Fp1G7J8TO29SZs650bfEdd331rlX1v8AO4yki0WhciruCNtb4eoASYbTmu/3UH6SJKkzk/",
+	"/ZS0mN9B5Sy39HYtQZMcnecn417Wp0/YaX52NjrOHrNH43N6lp9mJ6N+TIpbA4cax0Jh9GYw+ztrij7+",
+	"0tkTsR4z2mIaqzZjlOodMq/tpu+WW2Bt6j510kaMWk0kjueCjJlxpYABZ3YsFbBTfK/zb1gjC5YtJhd4",
+	"xoLgsgJOu1GlesEF11OWY4NVahfAq20LgyCaZVLkOtTRIv1TMu1cDAV6e82UuiB22Kzc40pCHD/gqjGo",
+	"t4p2MdDYonjChJz2TjeUrLDn6t7x2GM378ajfjw4iew+v8RtxYML21Hip9czjL077ictJjKZ2zs5aJVm",
+	"fPgYoCO5uUac+949Lrs9dyCjwcOcKV/bD/7tLUe98MCoUuCx9xoVwkuHr2Rp6l/ZB+tf+YD71uAHICB3",
+	"H7/aTpeiOeoyyxjLcY77kLS7ELRNQg7U7P0s4GwScOzyJD7Iw9NtDPbwN7GJmN1V7rE7tCbzRBDdGRUZ",
+	"K+7uOwntbsao9PExtq/YpUDazVEymMo1o+oGsqJSHFoB2UpPoZWhAIrpgR78OtXiXUqBLsy80XgPTT4I",
+	"uWRKgTATRlkvhNtKthPU3qB39ssS1E+niH5Gvza1cFFRrn+Y7WcC0lynDpaIUDJnWMxNqhDMiXR3XzHI",
+	"VRvYDPUtXFkENIqT9tSYuR4cHU3NrOjqOcu6iyk1i0lXqsnRrCwMt3LsEeZpHmomzCGWW+jaLzpEjsES",
+	"XJGDQSjQgJlo9SINPsQVPZUu3G6i6IwslDTgRJolhNFsOhSBmOKIeR6MTJYfEzkea2YQDVe7+VwQStIJ",
+	"nfviDyFygsx4nhcMhosI574ExYKGwnkuPA3QdSnkK+SkHdL0RvaMaJ9BgQQe81+BeWO0ny81IccwCb/M",
+	"XupM6tgBOASPHsAFoUXRubDTTHyc4FBMqcbouQTUg5XyFjC+NMD+v8EfEz9MvRTZVEkhS59bSBayLHLb",
+	"7C0jI8YQ8A9aBhoYGoa0xlHBZp3E3WTMdMUZw7SyQmqmLTm3tIsJMxQFF4y00wGY+QA/PO1AWourxVEw",
+	"qo0zhB+fEd0lb6yYLVjmIY1fUW0On0PFkJdfpcTIoVAuvsDJ3YwUrhFhiGIZ47cs75LvcEO5JrZbn+ur",
+	"GNB9FM4hrxXsguG8Jq6kE11qB7rmUlTsybGS/RmZcVECLAT072M3L0COxxPWdjVw7VChu4RQ8mPJSnS2",
+	"MNWJl00ze5DCAmmXVxSKjEQ7bhCnWQ+F3/ctOgMuwC4HyZv6YvLofrUd3kUIRIfxojNokBK7tzoh6bDs",
+	"9U4yvOWY/A5P2GH4gSkV/5B2gnsD3aWVUaS229u8Lu8+HCfHTz4eRv9ucsDstm2sVaTZ3xAI47x07sRm",
+	"xhdT18/crpHbvYBb5soWHWhPiNdrALUjruP4R+fXEKIVQ9yPhxeiQylY/lOoRGeYmnFBCyylHcnV3nGC",
+	"ZHFulumF99ECx4TCspcvv3778ttnf2uEX+U/MTumK9fD/WrzFLo1OO73kpaSC90anO4feeH7v7Sruhdw",
+	"TIPrBafzOd35Tw/dCkBHQfwN1+FAh5tyB3EYSlb9Ajf5yoNLQakwF/K2Uk3L3+9VfRkJHZRNYxryiulQ",
+	"ZNNS3FgR1DbaTrNSFeTwihymnapIGpnzObtAwdJdZELnVmdwxc8yKbJSKRDE3AseWARAbwGPqktSJscu",
+	"jgQlOFc4E6iwFQsWVOWatAHxIpAnK4tabqvJ//mq0yVvIaEanLpULEmQe6zIFIUb1olYvRYZErWhkGs1",
+	"fECohSEjeEJcQcdbD4g2vCh8ic5gMTelEhAFbX9gaJxtY3bNCWbXhPoXNYErWB+kclnOQuKabITaQqdP",
+	"7iBkt4hczwrMw6stMspedr83xX4wOa5JRGuxHu9+FZyve+N6OfPpedKC41YZTd013cdksn+Yn92QHQBc",
+	"iPIWaZ8H2u2MkfJzOvKfPIDP6ufuBMgNnKZOyRv5DRj5s1Jxs4Qbj4AST0szBRfAO/szYFvBr1ty8oHL",
+	"uOZDFLGHZQC3rgdcdFgO8bMQVh89i4pw1b92qTvRw4B5HjcZ3PLr0WyvAfyfC83zRlCSBEEeWB4gHuwl",
+	"m1DDFnRJ2n+7unoNjOotG13K7IaZDkT/aDYUgC+hMdDRMpQZM1OZJwCfmRCgjPApMMjQulwJzMc1Twig",
+	"WrIlQobBw5yMGAwbRsSEpeYsJ09fv0TA9Vta8BweVTGJXJNcZuUMISAj6EvMCI9XbW1n8KBEDyqUp/gp",
+	"nVga+vHdx/8/AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

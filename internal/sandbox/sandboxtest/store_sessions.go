@@ -275,6 +275,23 @@ func (s *Store) PauseSession(ctx context.Context, id, ifSandbox string, at time.
 	return true, nil
 }
 
+// RestoreSession records sandboxID as session id's sandbox (active, a use at lastUsed, never
+// moving it back), neither parked nor paused, keeping its pending notice. An unknown id is no
+// error.
+func (s *Store) RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.sessions[id]; ok {
+		r.SandboxID, r.Status = sandboxID, "active"
+		r.PausedAt, r.PausedIdle, r.ParkedSnapshot = time.Time{}, false, ""
+		r.LastUsedAt = later(r.LastUsedAt, ts(lastUsed))
+	}
+	return nil
+}
+
 // ResumeSession marks session id no longer paused. An unknown id is no error.
 func (s *Store) ResumeSession(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {

@@ -13,6 +13,26 @@ var parkTests = []test{
 	{"paused_sessions_are_not_idle", testPausedNotIdle},
 	{"park", testParkSession},
 	{"bind_clears_pause_and_park", testBindClearsPark},
+	{"restore_keeps_the_notice", testRestoreSession},
+}
+
+func testRestoreSession(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	s := newSession("s01", alice, at(0))
+	s.SandboxID = "sb1"
+	f.session(s)
+	_, err := f.st.ParkSession(f.ctx, "s01", "sb1", "snap1", "parked while idle")
+	require.NoError(t, err)
+	require.NoError(t, f.st.RestoreSession(f.ctx, "s01", "sb2", at(time.Hour)))
+	got := f.get("s01")
+	require.Equal(t, "sb2", got.SandboxID)
+	require.Empty(t, got.ParkedSnapshot)
+	require.Equal(t, "parked while idle", got.PendingNotice, "the next execution still says what happened")
+	sameTime(t, at(time.Hour), got.LastUsedAt, "last_used_at")
+	require.NoError(t, f.st.RestoreSession(f.ctx, "s01", "sb3", at(time.Minute)))
+	sameTime(t, at(time.Hour), f.get("s01").LastUsedAt, "never moved back")
+	require.NoError(t, f.st.RestoreSession(f.ctx, "nope", "sb", at(0)))
 }
 
 var snapshotTests = []test{
