@@ -254,4 +254,6 @@ func verifyLink(key []byte, token string) (sessionID string, port int, exp time.
 }
 
 // String describes the target for logs.
-func (t *PortTarget) String() string { return fmt.Sprintf("port %d of session %s", t.Port, t.SessionID) }
+func (t *PortTarget) String() string {
+	return fmt.Sprintf("port %d of session %s", t.Port, t.SessionID)
+}
