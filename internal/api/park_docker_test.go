@@ -86,7 +86,9 @@ func TestParkOnDocker(t *testing.T) {
 	r := e.do(alice, "POST", "/v1/sessions/"+sid+"/commands", map[string]any{"command": "exec python3 server.py 8000", "background": true})
 	require.Equal(t, 201, r.Status, "body: %s", r.Body)
 	server := r.JSON(t)["id"].(string)
-	require.Eventually(t, func() bool { return e.do(alice, "GET", "/v1/sessions/"+sid+"/ports/8000/index.html", nil).Status == 200 },
+	require.Eventually(t, func() bool {
+		return e.do(alice, "GET", "/v1/sessions/"+sid+"/ports/8000/index.html", nil).Status == 200
+	},
 		30*time.Second, 100*time.Millisecond, "the server in the container answers through sandboxd")
 
 	t.Run("preview", func(t *testing.T) {
