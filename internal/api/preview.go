@@ -147,7 +147,8 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, target *sandbox.P
 			resp.Header.Del("Service-Worker-Allowed")
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			// The problem is of the caller's request (r), not of the one sent to the sandbox.
 			if r.Context().Err() != nil {
 				return // the caller went away
 			}

@@ -4,7 +4,7 @@
 
 import { auth } from './auth.js';
 import { h, fill, problemBox } from './ui.js';
-import { profilesView, sessionsView, tasksView, taskView, meView } from './views.js';
+import { profilesView, sessionsView, snapshotsView, tasksView, taskView, meView } from './views.js';
 import { sessionView, filesView } from './session.js';
 
 const SID = '([0-9a-f]{32}|default)';
@@ -12,6 +12,7 @@ const routes = [
   [/^\/sessions$/, sessionsView],
   [new RegExp(`^/sessions/${SID}$`), sessionView],
   [new RegExp(`^/sessions/${SID}/files$`), filesView],
+  [/^\/snapshots$/, snapshotsView],
   [/^\/profiles$/, profilesView],
   [/^\/tasks$/, tasksView],
   [/^\/tasks\/([0-9a-f]{32})$/, taskView],

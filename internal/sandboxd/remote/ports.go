@@ -4,6 +4,7 @@ package remote
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -126,6 +127,15 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		cancel()
+		if resp.StatusCode == http.StatusNotFound && resp.Header.Get("Content-Type") == problemType {
+			data, _ := io.ReadAll(io.LimitReader(resp.Body, maxProblemBody))
+			discard(resp)
+			if p := decodeProblem(data); p.Kind == kindUnknownRoute {
+				// A sandboxd older than port tunnels (an image built before them).
+				return nil, fault.New(fault.Capability, "sandboxd at %s cannot open port tunnels: its sandbox image predates them; rebuild the image with a current sandboxd (images/sandbox/build.sh)", c.where)
+			}
+			return nil, c.problemErr(resp.StatusCode, data)
+		}
 		return nil, c.failure(resp)
 	}
 	rwc, ok := resp.Body.(io.ReadWriteCloser)
@@ -178,3 +188,10 @@ type tunnelAddr string
 
 func (a tunnelAddr) Network() string { return "sandboxd-tunnel" }
 func (a tunnelAddr) String() string  { return string(a) }
+
+// decodeProblem decodes a problem document, or returns the zero problem.
+func decodeProblem(data []byte) problem {
+	var p problem
+	_ = json.Unmarshal(data, &p)
+	return p
+}
