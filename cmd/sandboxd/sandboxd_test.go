@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -474,4 +476,22 @@ func echoTunnel(t *testing.T, c *remote.Client) {
 		assert.Equal(t, msg, string(buf))
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestServeKeepsSpareThreads: a serving sandboxd holds idle OS threads in reserve, so that a
+// program using up the sandbox's pids limit cannot leave the Go runtime without one.
+func TestServeKeepsSpareThreads(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("threads are counted through /proc")
+	}
+	d := start(t, []string{"SANDBOXD_TOKEN=" + token})
+	d.client(t, token)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^Threads:\s+(\d+)$`).FindSubmatch(status)
+	require.NotNil(t, m, "%s", status)
+	n, err := strconv.Atoi(string(m[1]))
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, n, 16, "spare threads")
 }
