@@ -113,6 +113,8 @@ func TestParkOnDocker(t *testing.T) {
 		requireProblem(t, e.do(alice, "POST", "/v1/sessions/"+sid+"/code", map[string]any{"code": "print(answer)"}), 409, "paused")
 		requireProblem(t, e.do(alice, "GET", "/v1/sessions/"+sid+"/ports/8000/index.html", nil), 409, "paused")
 		requireProblem(t, e.do(alice, "GET", "/v1/sessions/"+sid+"/files", nil), 409, "paused")
+		requireProblem(t, e.do(alice, "POST", "/v1/sessions/"+sid+"/commands", map[string]any{"command": "sleep 1", "background": true}), 409, "paused")
+		requireProblem(t, e.do(alice, "GET", "/v1/sessions/"+sid+"/contexts", nil), 409, "paused")
 
 		r = e.do(alice, "POST", "/v1/sessions/"+sid+"/resume", nil)
 		require.Equal(t, 200, r.Status, "body: %s", r.Body)

@@ -89,10 +89,15 @@ func (j *execJob) start(ctx context.Context) (providers.ProcessInfo, providers.S
 		return providers.ProcessInfo{}, nil, err
 	}
 	defer unlock() // queued deliveries: the lock taken for the start only
+	woke, err := s.wake(ctx, j.prof, &j.sess)
+	if err != nil {
+		return providers.ProcessInfo{}, nil, err
+	}
 	notice, err := s.resetIfIdle(ctx, j.prof, &j.sess)
 	if err != nil {
 		return providers.ProcessInfo{}, nil, err
 	}
+	notice = joinNotice(notice, woke)
 	sb, healNotice, err := j.ready(ctx)
 	if err != nil {
 		return providers.ProcessInfo{}, nil, err
