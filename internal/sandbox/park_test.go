@@ -1,13 +1,11 @@
 package sandbox_test
 
 import (
-	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/sandbox/sandboxtest"
@@ -55,10 +53,7 @@ func TestIdleActionNeedsTheCapability(t *testing.T) {
 		}, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
-			b, err := broker.New(broker.FlavorEmbedded)
-			require.NoError(t, err)
-			_, err = sandbox.New(sandbox.Options{Profiles: []sandbox.ProfileSpec{tc.spec()}, Store: sandboxtest.NewStore(), Broker: b,
-				Logger: slog.New(slog.DiscardHandler)})
+			_, err := sandboxtest.Build(t, sandboxtest.Options{Profiles: []sandbox.ProfileSpec{tc.spec()}})
 			if tc.words == nil {
 				require.NoError(t, err)
 				return
