@@ -318,6 +318,7 @@ func New(opts Options) (*Provider, error) {
 			PolicyNetwork:    cfg.NetworkPolicy,
 			PolicyFilesystem: managedPods,
 			PolicyResources:  managedPods,
+			PreviewPorts:     true, // sandboxd's tunnel; pods cannot be frozen or captured here
 		},
 	}
 	warnWeakened(logger, podSec, ctrSec)
