@@ -208,28 +208,28 @@ func (e HealthStatus) Valid() bool {
 
 // Defines values for IsolationTier.
 const (
-	Container     IsolationTier = "container"
-	MicroVm       IsolationTier = "micro_vm"
-	None          IsolationTier = "none"
-	OsPolicy      IsolationTier = "os_policy"
-	SyscallFilter IsolationTier = "syscall_filter"
-	Wasm          IsolationTier = "wasm"
+	IsolationTierContainer     IsolationTier = "container"
+	IsolationTierMicroVm       IsolationTier = "micro_vm"
+	IsolationTierNone          IsolationTier = "none"
+	IsolationTierOsPolicy      IsolationTier = "os_policy"
+	IsolationTierSyscallFilter IsolationTier = "syscall_filter"
+	IsolationTierWasm          IsolationTier = "wasm"
 )
 
 // Valid indicates whether the value is a known member of the IsolationTier enum.
 func (e IsolationTier) Valid() bool {
 	switch e {
-	case Container:
+	case IsolationTierContainer:
 		return true
-	case MicroVm:
+	case IsolationTierMicroVm:
 		return true
-	case None:
+	case IsolationTierNone:
 		return true
-	case OsPolicy:
+	case IsolationTierOsPolicy:
 		return true
-	case SyscallFilter:
+	case IsolationTierSyscallFilter:
 		return true
-	case Wasm:
+	case IsolationTierWasm:
 		return true
 	default:
 		return false
@@ -331,16 +331,37 @@ func (e ProfileEnvironment) Valid() bool {
 
 // Defines values for ProfileIdentityMode.
 const (
-	Agent ProfileIdentityMode = "agent"
-	User  ProfileIdentityMode = "user"
+	ProfileIdentityModeAgent ProfileIdentityMode = "agent"
+	ProfileIdentityModeUser  ProfileIdentityMode = "user"
 )
 
 // Valid indicates whether the value is a known member of the ProfileIdentityMode enum.
 func (e ProfileIdentityMode) Valid() bool {
 	switch e {
-	case Agent:
+	case ProfileIdentityModeAgent:
 		return true
-	case User:
+	case ProfileIdentityModeUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProfileIdleAction.
+const (
+	ProfileIdleActionPause    ProfileIdleAction = "pause"
+	ProfileIdleActionReset    ProfileIdleAction = "reset"
+	ProfileIdleActionSnapshot ProfileIdleAction = "snapshot"
+)
+
+// Valid indicates whether the value is a known member of the ProfileIdleAction enum.
+func (e ProfileIdleAction) Valid() bool {
+	switch e {
+	case ProfileIdleActionPause:
+		return true
+	case ProfileIdleActionReset:
+		return true
+	case ProfileIdleActionSnapshot:
 		return true
 	default:
 		return false
@@ -368,6 +389,30 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for SessionState.
+const (
+	SessionStateNone    SessionState = "none"
+	SessionStateParked  SessionState = "parked"
+	SessionStatePaused  SessionState = "paused"
+	SessionStateRunning SessionState = "running"
+)
+
+// Valid indicates whether the value is a known member of the SessionState enum.
+func (e SessionState) Valid() bool {
+	switch e {
+	case SessionStateNone:
+		return true
+	case SessionStateParked:
+		return true
+	case SessionStatePaused:
+		return true
+	case SessionStateRunning:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionStatus.
 const (
 	Active SessionStatus = "active"
@@ -380,6 +425,24 @@ func (e SessionStatus) Valid() bool {
 	case Active:
 		return true
 	case Closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SnapshotKind.
+const (
+	SnapshotKindIdle SnapshotKind = "idle"
+	SnapshotKindUser SnapshotKind = "user"
+)
+
+// Valid indicates whether the value is a known member of the SnapshotKind enum.
+func (e SnapshotKind) Valid() bool {
+	switch e {
+	case SnapshotKindIdle:
+		return true
+	case SnapshotKindUser:
 		return true
 	default:
 		return false
@@ -554,15 +617,24 @@ type Capabilities struct {
 	Languages      []string      `json:"languages"`
 	PackageInstall bool          `json:"package_install"`
 
+	// Pause Sandboxes can be frozen and thawed (`POST …/pause`, `…/resume`; `idle_action: pause`).
+	Pause bool `json:"pause"`
+
 	// PolicyDisk The provider bounds the workspace's size (policy `disk_mb`).
 	PolicyDisk       bool `json:"policy_disk"`
 	PolicyFilesystem bool `json:"policy_filesystem"`
 	PolicyNetwork    bool `json:"policy_network"`
 	PolicyResources  bool `json:"policy_resources"`
-	PrincipalUser    bool `json:"principal_user"`
-	Provisions       bool `json:"provisions"`
-	Shell            bool `json:"shell"`
-	Stateful         bool `json:"stateful"`
+
+	// PreviewPorts Ports inside sandboxes can be reached through the gateway (`…/ports/{port}/…`).
+	PreviewPorts  bool `json:"preview_ports"`
+	PrincipalUser bool `json:"principal_user"`
+	Provisions    bool `json:"provisions"`
+	Shell         bool `json:"shell"`
+
+	// Snapshots Sandboxes can be snapshotted and sessions started from snapshots (`idle_action: snapshot`).
+	Snapshots bool `json:"snapshots"`
+	Stateful  bool `json:"stateful"`
 }
 
 // CodeRequest defines model for CodeRequest.
@@ -672,9 +744,13 @@ type ContextList struct {
 
 // CreateSessionRequest defines model for CreateSessionRequest.
 type CreateSessionRequest struct {
-	Labels  *map[string]string `json:"labels,omitempty"`
-	Name    *string            `json:"name,omitempty"`
-	Profile *string            `json:"profile,omitempty"`
+	// FromSnapshot Start from one of your snapshots (a fork): the session takes the snapshot's profile
+	// (a different `profile` is a 400) and a sandbox restored from it, made before the
+	// answer; processes and variables start afresh.
+	FromSnapshot *string            `json:"from_snapshot,omitempty"`
+	Labels       *map[string]string `json:"labels,omitempty"`
+	Name         *string            `json:"name,omitempty"`
+	Profile      *string            `json:"profile,omitempty"`
 }
 
 // Credentials User-mode identity material resolved from the token (never secrets).
@@ -841,6 +917,22 @@ type Policy struct {
 // PolicyNetworkEgress defines model for Policy.NetworkEgress.
 type PolicyNetworkEgress string
 
+// PortLink defines model for PortLink.
+type PortLink struct {
+	ExpiresAt time.Time `json:"expires_at"`
+	Port      int       `json:"port"`
+	SessionId string    `json:"session_id"`
+
+	// Url The link (`<server.public_url>/preview/{token}/`); it works without a bearer token.
+	Url string `json:"url"`
+}
+
+// PortLinkRequest defines model for PortLinkRequest.
+type PortLinkRequest struct {
+	// TtlS How long the link works, in seconds.
+	TtlS *int `json:"ttl_s,omitempty"`
+}
+
 // Principal defines model for Principal.
 type Principal struct {
 	// Admin Member of one of `auth.admin_groups`.
@@ -905,14 +997,20 @@ type ProcessList struct {
 
 // Profile defines model for Profile.
 type Profile struct {
-	AllowedGroups *[]string           `json:"allowed_groups,omitempty"`
-	Capabilities  Capabilities        `json:"capabilities"`
-	Default       bool                `json:"default"`
-	Environment   ProfileEnvironment  `json:"environment"`
-	IdentityMode  ProfileIdentityMode `json:"identity_mode"`
-	IdleTimeoutS  int                 `json:"idle_timeout_s"`
-	Isolation     IsolationTier       `json:"isolation"`
-	Name          string              `json:"name"`
+	AllowedGroups *[]string `json:"allowed_groups,omitempty"`
+
+	// AutoResume An operation on a paused session resumes it (with a notice) instead of answering 409 `paused`.
+	AutoResume   bool                `json:"auto_resume"`
+	Capabilities Capabilities        `json:"capabilities"`
+	Default      bool                `json:"default"`
+	Environment  ProfileEnvironment  `json:"environment"`
+	IdentityMode ProfileIdentityMode `json:"identity_mode"`
+
+	// IdleAction What happens to a session idle for `idle_timeout_s`; `reset` wipes it, `pause` freezes it, `snapshot` keeps its files only.
+	IdleAction   ProfileIdleAction `json:"idle_action"`
+	IdleTimeoutS int               `json:"idle_timeout_s"`
+	Isolation    IsolationTier     `json:"isolation"`
+	Name         string            `json:"name"`
 
 	// OutputLimitBytes Bytes of each output stream an execution keeps (`sandbox.max_output_bytes`): the
 	// first and last halves, the middle dropped and `*_truncated` set. The same with
@@ -933,6 +1031,9 @@ type ProfileEnvironment string
 
 // ProfileIdentityMode defines model for Profile.IdentityMode.
 type ProfileIdentityMode string
+
+// ProfileIdleAction What happens to a session idle for `idle_timeout_s`; `reset` wipes it, `pause` freezes it, `snapshot` keeps its files only.
+type ProfileIdleAction string
 
 // ProfileList defines model for ProfileList.
 type ProfileList struct {
@@ -962,6 +1063,7 @@ type Quotas struct {
 	// output (`output_dropped`, with a notice).
 	RetainedOutputBytes Quota `json:"retained_output_bytes"`
 	Sessions            Quota `json:"sessions"`
+	Snapshots           Quota `json:"snapshots"`
 }
 
 // RunRequest Exactly one of `command` (a shell command) or `code` (with `language`).
@@ -1006,18 +1108,39 @@ type Session struct {
 	Name       *string           `json:"name,omitempty"`
 
 	// Owner Owning principal (issuer + subject); shown to admins.
-	Owner    *string `json:"owner,omitempty"`
-	Profile  string  `json:"profile"`
-	Provider string  `json:"provider"`
+	Owner *string `json:"owner,omitempty"`
+
+	// ParkedSnapshot The snapshot its workspace waits in (state `parked`).
+	ParkedSnapshot *string `json:"parked_snapshot,omitempty"`
+
+	// PausedAt When it was paused (state `paused`).
+	PausedAt *time.Time `json:"paused_at,omitempty"`
+	Profile  string     `json:"profile"`
+	Provider string     `json:"provider"`
 
 	// SandboxId The provider's handle, once provisioned.
 	SandboxId *string `json:"sandbox_id,omitempty"`
 	Scope     Scope   `json:"scope"`
 
 	// Shared A per_runtime session shared by the whole deployment.
-	Shared *bool         `json:"shared,omitempty"`
+	Shared *bool `json:"shared,omitempty"`
+
+	// State Where the session's sandbox stands: `none` (not made yet, or reset: the next use
+	// makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+	// `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
+	// next use restores).
+	State  SessionState  `json:"state"`
 	Status SessionStatus `json:"status"`
+
+	// Warnings On a pause or resume answer, what could not be done (a non-strict profile whose provider cannot pause).
+	Warnings *[]string `json:"warnings,omitempty"`
 }
+
+// SessionState Where the session's sandbox stands: `none` (not made yet, or reset: the next use
+// makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+// `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
+// next use restores).
+type SessionState string
 
 // SessionDestroyed defines model for SessionDestroyed.
 type SessionDestroyed struct {
@@ -1034,6 +1157,42 @@ type SessionList struct {
 
 // SessionStatus defines model for SessionStatus.
 type SessionStatus string
+
+// Snapshot defines model for Snapshot.
+type Snapshot struct {
+	CreatedAt time.Time `json:"created_at"`
+	Id        string    `json:"id"`
+
+	// Kind `user`: taken by its owner (counts against `sandbox.quotas.snapshots`); `idle`: the workspace of a session parked while idle.
+	Kind SnapshotKind `json:"kind"`
+	Name *string      `json:"name,omitempty"`
+
+	// Owner Owning principal (issuer + subject); shown to admins.
+	Owner    *string `json:"owner,omitempty"`
+	Profile  string  `json:"profile"`
+	Provider string  `json:"provider"`
+
+	// SessionId The session it was taken of (it may be gone since).
+	SessionId string `json:"session_id"`
+
+	// SizeBytes Bytes of the captured workspace.
+	SizeBytes int64 `json:"size_bytes"`
+}
+
+// SnapshotKind `user`: taken by its owner (counts against `sandbox.quotas.snapshots`); `idle`: the workspace of a session parked while idle.
+type SnapshotKind string
+
+// SnapshotList defines model for SnapshotList.
+type SnapshotList struct {
+	// NextCursor Empty on the last page.
+	NextCursor string     `json:"next_cursor"`
+	Snapshots  []Snapshot `json:"snapshots"`
+}
+
+// SnapshotRequest defines model for SnapshotRequest.
+type SnapshotRequest struct {
+	Name *string `json:"name,omitempty"`
+}
 
 // StdinOpen Keep standard input open after `stdin`: send more with `POST /v1/tasks/{task_id}/stdin`
 // while the execution runs (`?eof=true` closes it). Take the task id from the stream's
@@ -1109,6 +1268,12 @@ type Cursor = string
 // Limit defines model for Limit.
 type Limit = int
 
+// Port defines model for Port.
+type Port = int
+
+// PreviewPath defines model for PreviewPath.
+type PreviewPath = string
+
 // ProcessID defines model for ProcessID.
 type ProcessID = string
 
@@ -1117,6 +1282,9 @@ type ProfileQuery = string
 
 // SessionID defines model for SessionID.
 type SessionID = string
+
+// SnapshotID defines model for SnapshotID.
+type SnapshotID = string
 
 // TaskID defines model for TaskID.
 type TaskID = string
@@ -1300,6 +1468,18 @@ type WriteFileParams struct {
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
 }
 
+// PauseSessionParams defines parameters for PauseSession.
+type PauseSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// CreatePortLinkParams defines parameters for CreatePortLink.
+type CreatePortLinkParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
 // ListProcessesParams defines parameters for ListProcesses.
 type ListProcessesParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
@@ -1316,6 +1496,31 @@ type StopProcessParams struct {
 type GetProcessParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// ResumeSessionParams defines parameters for ResumeSession.
+type ResumeSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// CreateSnapshotParams defines parameters for CreateSnapshot.
+type CreateSnapshotParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// ListSnapshotsParams defines parameters for ListSnapshots.
+type ListSnapshotsParams struct {
+	// SessionId Only snapshots taken of this session.
+	SessionId *string `form:"session_id,omitempty" json:"session_id,omitempty"`
+
+	// All Admins only; every principal's snapshots.
+	All   *bool  `form:"all,omitempty" json:"all,omitempty"`
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque `next_cursor` from the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListTasksParams defines parameters for ListTasks.
@@ -1354,6 +1559,12 @@ type RunCommandJSONRequestBody = CommandRequest
 
 // CreateContextJSONRequestBody defines body for CreateContext for application/json ContentType.
 type CreateContextJSONRequestBody = ContextCreate
+
+// CreatePortLinkJSONRequestBody defines body for CreatePortLink for application/json ContentType.
+type CreatePortLinkJSONRequestBody = PortLinkRequest
+
+// CreateSnapshotJSONRequestBody defines body for CreateSnapshot for application/json ContentType.
+type CreateSnapshotJSONRequestBody = SnapshotRequest
 
 // ResizeTaskTerminalJSONRequestBody defines body for ResizeTaskTerminal for application/json ContentType.
 type ResizeTaskTerminalJSONRequestBody = TerminalSize
@@ -1771,6 +1982,12 @@ type ServerInterface interface {
 	// WriteFile Write a file (raw bytes).
 	// (PUT /v1/sessions/{session_id}/files/{path})
 	WriteFile(w http.ResponseWriter, r *http.Request, sessionId SessionID, path string, params WriteFileParams)
+	// PauseSession Pause a session's sandbox.
+	// (POST /v1/sessions/{session_id}/pause)
+	PauseSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params PauseSessionParams)
+	// CreatePortLink Make a share link to a preview port.
+	// (POST /v1/sessions/{session_id}/ports/{port}/links)
+	CreatePortLink(w http.ResponseWriter, r *http.Request, sessionId SessionID, port Port, params CreatePortLinkParams)
 	// ListProcesses The session's background processes.
 	// (GET /v1/sessions/{session_id}/processes)
 	ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams)
@@ -1780,6 +1997,21 @@ type ServerInterface interface {
 	// GetProcess One background process.
 	// (GET /v1/sessions/{session_id}/processes/{process_id})
 	GetProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params GetProcessParams)
+	// ResumeSession Resume a paused session.
+	// (POST /v1/sessions/{session_id}/resume)
+	ResumeSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ResumeSessionParams)
+	// CreateSnapshot Snapshot a session's sandbox.
+	// (POST /v1/sessions/{session_id}/snapshots)
+	CreateSnapshot(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateSnapshotParams)
+	// ListSnapshots The caller's snapshots.
+	// (GET /v1/snapshots)
+	ListSnapshots(w http.ResponseWriter, r *http.Request, params ListSnapshotsParams)
+	// DeleteSnapshot Delete a snapshot.
+	// (DELETE /v1/snapshots/{snapshot_id})
+	DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID)
+	// GetSnapshot One snapshot.
+	// (GET /v1/snapshots/{snapshot_id})
+	GetSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID)
 	// ListTasks The caller's tasks.
 	// (GET /v1/tasks)
 	ListTasks(w http.ResponseWriter, r *http.Request, params ListTasksParams)
@@ -1930,6 +2162,18 @@ func (_ Unimplemented) WriteFile(w http.ResponseWriter, r *http.Request, session
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// PauseSession Pause a session's sandbox.
+// (POST /v1/sessions/{session_id}/pause)
+func (_ Unimplemented) PauseSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params PauseSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreatePortLink Make a share link to a preview port.
+// (POST /v1/sessions/{session_id}/ports/{port}/links)
+func (_ Unimplemented) CreatePortLink(w http.ResponseWriter, r *http.Request, sessionId SessionID, port Port, params CreatePortLinkParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListProcesses The session's background processes.
 // (GET /v1/sessions/{session_id}/processes)
 func (_ Unimplemented) ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams) {
@@ -1945,6 +2189,36 @@ func (_ Unimplemented) StopProcess(w http.ResponseWriter, r *http.Request, sessi
 // GetProcess One background process.
 // (GET /v1/sessions/{session_id}/processes/{process_id})
 func (_ Unimplemented) GetProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params GetProcessParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeSession Resume a paused session.
+// (POST /v1/sessions/{session_id}/resume)
+func (_ Unimplemented) ResumeSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ResumeSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateSnapshot Snapshot a session's sandbox.
+// (POST /v1/sessions/{session_id}/snapshots)
+func (_ Unimplemented) CreateSnapshot(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateSnapshotParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSnapshots The caller's snapshots.
+// (GET /v1/snapshots)
+func (_ Unimplemented) ListSnapshots(w http.ResponseWriter, r *http.Request, params ListSnapshotsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteSnapshot Delete a snapshot.
+// (DELETE /v1/snapshots/{snapshot_id})
+func (_ Unimplemented) DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSnapshot One snapshot.
+// (GET /v1/snapshots/{snapshot_id})
+func (_ Unimplemented) GetSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2940,6 +3214,99 @@ func (siw *ServerInterfaceWrapper) WriteFile(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// PauseSession operation middleware
+func (siw *ServerInterfaceWrapper) PauseSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PauseSessionParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSession(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreatePortLink operation middleware
+func (siw *ServerInterfaceWrapper) CreatePortLink(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "port" -------------
+	var port Port
+
+	err = runtime.BindStyledParameterWithOptions("simple", "port", chi.URLParam(r, "port"), &port, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "port", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreatePortLinkParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreatePortLink(w, r, sessionId, port, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListProcesses operation middleware
 func (siw *ServerInterfaceWrapper) ListProcesses(w http.ResponseWriter, r *http.Request) {
 
@@ -3075,6 +3442,214 @@ func (siw *ServerInterfaceWrapper) GetProcess(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetProcess(w, r, sessionId, processId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSession operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ResumeSessionParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSession(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateSnapshot operation middleware
+func (siw *ServerInterfaceWrapper) CreateSnapshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateSnapshotParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateSnapshot(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSnapshots operation middleware
+func (siw *ServerInterfaceWrapper) ListSnapshots(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSnapshotsParams
+
+	// ------------- Optional query parameter "session_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "session_id", r.URL.Query(), &params.SessionId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "session_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "all" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "all", r.URL.Query(), &params.All, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "all"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "all", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSnapshots(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSnapshot operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSnapshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "snapshot_id" -------------
+	var snapshotId SnapshotID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "snapshot_id", chi.URLParam(r, "snapshot_id"), &snapshotId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "snapshot_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSnapshot(w, r, snapshotId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSnapshot operation middleware
+func (siw *ServerInterfaceWrapper) GetSnapshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "snapshot_id" -------------
+	var snapshotId SnapshotID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "snapshot_id", chi.URLParam(r, "snapshot_id"), &snapshotId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "snapshot_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSnapshot(w, r, snapshotId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3489,6 +4064,27 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/sessions/{session_id}/contexts/{context_name}/restart", wrapper.RestartContext)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/pause", wrapper.PauseSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/resume", wrapper.ResumeSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/snapshots", wrapper.CreateSnapshot)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/snapshots", wrapper.ListSnapshots)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/snapshots/{snapshot_id}", wrapper.DeleteSnapshot)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/snapshots/{snapshot_id}", wrapper.GetSnapshot)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/ports/{port}/links", wrapper.CreatePortLink)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/runs", wrapper.CreateRun)
@@ -7419,6 +8015,344 @@ func (response WriteFile504ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type PauseSessionRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    PauseSessionParams
+}
+
+type PauseSessionResponseObject interface {
+	VisitPauseSessionResponse(w http.ResponseWriter) error
+}
+
+type PauseSession200JSONResponse Session
+
+func (response PauseSession200JSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession400ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession401ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession403ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession404ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession409ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession422ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession429ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession502ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession503ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLinkRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Port      Port      `json:"port"`
+	Params    CreatePortLinkParams
+	Body      *CreatePortLinkJSONRequestBody
+}
+
+type CreatePortLinkResponseObject interface {
+	VisitCreatePortLinkResponse(w http.ResponseWriter) error
+}
+
+type CreatePortLink201JSONResponse PortLink
+
+func (response CreatePortLink201JSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink400ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink401ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink403ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink404ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink409ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink422ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink429ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink503ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProcessesRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    ListProcessesParams
@@ -7935,6 +8869,696 @@ type GetProcess503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetProcess503ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSessionRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    ResumeSessionParams
+}
+
+type ResumeSessionResponseObject interface {
+	VisitResumeSessionResponse(w http.ResponseWriter) error
+}
+
+type ResumeSession200JSONResponse Session
+
+func (response ResumeSession200JSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession400ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession401ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession403ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession404ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession409ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession429ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession502ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession503ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshotRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    CreateSnapshotParams
+	Body      *CreateSnapshotJSONRequestBody
+}
+
+type CreateSnapshotResponseObject interface {
+	VisitCreateSnapshotResponse(w http.ResponseWriter) error
+}
+
+type CreateSnapshot201ResponseHeaders struct {
+	Location *string
+}
+
+type CreateSnapshot201JSONResponse struct {
+	Body    Snapshot
+	Headers CreateSnapshot201ResponseHeaders
+}
+
+func (response CreateSnapshot201JSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot400ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot401ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot403ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot404ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot409ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot422ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot429ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot502ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot503ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshotsRequestObject struct {
+	Params ListSnapshotsParams
+}
+
+type ListSnapshotsResponseObject interface {
+	VisitListSnapshotsResponse(w http.ResponseWriter) error
+}
+
+type ListSnapshots200JSONResponse SnapshotList
+
+func (response ListSnapshots200JSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots400ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots401ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots403ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots429ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots503ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshotRequestObject struct {
+	SnapshotId SnapshotID `json:"snapshot_id"`
+}
+
+type DeleteSnapshotResponseObject interface {
+	VisitDeleteSnapshotResponse(w http.ResponseWriter) error
+}
+
+type DeleteSnapshot204Response struct {
+}
+
+func (response DeleteSnapshot204Response) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSnapshot400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot400ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot401ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot404ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot409ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot429ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot503ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshotRequestObject struct {
+	SnapshotId SnapshotID `json:"snapshot_id"`
+}
+
+type GetSnapshotResponseObject interface {
+	VisitGetSnapshotResponse(w http.ResponseWriter) error
+}
+
+type GetSnapshot200JSONResponse Snapshot
+
+func (response GetSnapshot200JSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot400ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot401ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot404ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot429ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot503ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -9011,6 +10635,12 @@ type StrictServerInterface interface {
 	// WriteFile Write a file (raw bytes).
 	// (PUT /v1/sessions/{session_id}/files/{path})
 	WriteFile(ctx context.Context, request WriteFileRequestObject) (WriteFileResponseObject, error)
+	// PauseSession Pause a session's sandbox.
+	// (POST /v1/sessions/{session_id}/pause)
+	PauseSession(ctx context.Context, request PauseSessionRequestObject) (PauseSessionResponseObject, error)
+	// CreatePortLink Make a share link to a preview port.
+	// (POST /v1/sessions/{session_id}/ports/{port}/links)
+	CreatePortLink(ctx context.Context, request CreatePortLinkRequestObject) (CreatePortLinkResponseObject, error)
 	// ListProcesses The session's background processes.
 	// (GET /v1/sessions/{session_id}/processes)
 	ListProcesses(ctx context.Context, request ListProcessesRequestObject) (ListProcessesResponseObject, error)
@@ -9020,6 +10650,21 @@ type StrictServerInterface interface {
 	// GetProcess One background process.
 	// (GET /v1/sessions/{session_id}/processes/{process_id})
 	GetProcess(ctx context.Context, request GetProcessRequestObject) (GetProcessResponseObject, error)
+	// ResumeSession Resume a paused session.
+	// (POST /v1/sessions/{session_id}/resume)
+	ResumeSession(ctx context.Context, request ResumeSessionRequestObject) (ResumeSessionResponseObject, error)
+	// CreateSnapshot Snapshot a session's sandbox.
+	// (POST /v1/sessions/{session_id}/snapshots)
+	CreateSnapshot(ctx context.Context, request CreateSnapshotRequestObject) (CreateSnapshotResponseObject, error)
+	// ListSnapshots The caller's snapshots.
+	// (GET /v1/snapshots)
+	ListSnapshots(ctx context.Context, request ListSnapshotsRequestObject) (ListSnapshotsResponseObject, error)
+	// DeleteSnapshot Delete a snapshot.
+	// (DELETE /v1/snapshots/{snapshot_id})
+	DeleteSnapshot(ctx context.Context, request DeleteSnapshotRequestObject) (DeleteSnapshotResponseObject, error)
+	// GetSnapshot One snapshot.
+	// (GET /v1/snapshots/{snapshot_id})
+	GetSnapshot(ctx context.Context, request GetSnapshotRequestObject) (GetSnapshotResponseObject, error)
 	// ListTasks The caller's tasks.
 	// (GET /v1/tasks)
 	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
@@ -9670,6 +11315,71 @@ func (sh *strictHandler) WriteFile(w http.ResponseWriter, r *http.Request, sessi
 	}
 }
 
+// PauseSession operation middleware
+func (sh *strictHandler) PauseSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params PauseSessionParams) {
+	var request PauseSessionRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PauseSession(ctx, request.(PauseSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PauseSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PauseSessionResponseObject); ok {
+		if err := validResponse.VisitPauseSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreatePortLink operation middleware
+func (sh *strictHandler) CreatePortLink(w http.ResponseWriter, r *http.Request, sessionId SessionID, port Port, params CreatePortLinkParams) {
+	var request CreatePortLinkRequestObject
+
+	request.SessionId = sessionId
+	request.Port = port
+	request.Params = params
+
+	var body CreatePortLinkJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreatePortLink(ctx, request.(CreatePortLinkRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreatePortLink")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreatePortLinkResponseObject); ok {
+		if err := validResponse.VisitCreatePortLinkResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListProcesses operation middleware
 func (sh *strictHandler) ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams) {
 	var request ListProcessesRequestObject
@@ -9746,6 +11456,148 @@ func (sh *strictHandler) GetProcess(w http.ResponseWriter, r *http.Request, sess
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetProcessResponseObject); ok {
 		if err := validResponse.VisitGetProcessResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeSession operation middleware
+func (sh *strictHandler) ResumeSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ResumeSessionParams) {
+	var request ResumeSessionRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeSession(ctx, request.(ResumeSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeSessionResponseObject); ok {
+		if err := validResponse.VisitResumeSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateSnapshot operation middleware
+func (sh *strictHandler) CreateSnapshot(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateSnapshotParams) {
+	var request CreateSnapshotRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	var body CreateSnapshotJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSnapshot(ctx, request.(CreateSnapshotRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSnapshot")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateSnapshotResponseObject); ok {
+		if err := validResponse.VisitCreateSnapshotResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSnapshots operation middleware
+func (sh *strictHandler) ListSnapshots(w http.ResponseWriter, r *http.Request, params ListSnapshotsParams) {
+	var request ListSnapshotsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSnapshots(ctx, request.(ListSnapshotsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSnapshots")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSnapshotsResponseObject); ok {
+		if err := validResponse.VisitListSnapshotsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSnapshot operation middleware
+func (sh *strictHandler) DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
+	var request DeleteSnapshotRequestObject
+
+	request.SnapshotId = snapshotId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSnapshot(ctx, request.(DeleteSnapshotRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSnapshot")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteSnapshotResponseObject); ok {
+		if err := validResponse.VisitDeleteSnapshotResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSnapshot operation middleware
+func (sh *strictHandler) GetSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
+	var request GetSnapshotRequestObject
+
+	request.SnapshotId = snapshotId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSnapshot(ctx, request.(GetSnapshotRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSnapshot")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSnapshotResponseObject); ok {
+		if err := validResponse.VisitGetSnapshotResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -9925,288 +11777,336 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3/ctvGlj/4Kl2c2RKZASmS+hGLqluzjmPneq4TeyylsntNj9AEmmR/BXbzohuSGcdV9x12n2H2PfZR",
-	"7pNs9TndjQYIUJSl5Caz/iMVCwT6d5/f53M+dhK5WkvBhFadycfOktGU5fDPp0nC1votFQsGf6dMJTlf",
-	"ay5FZ9KJZxvNVDwhiotFxoj5k+TwMqE5I4rlNywddKKOSpZsRU0LTBSrzuRdBz7tvI86erNmnUlH6ZyL",
-	"RefTp6jz/JIutju7XDIy5xk7UIQJzfWGaLqYkHjamRbD4VGi+M8M/sX6+GAlUz7nCTXfE81XjHBBhMJ3",
-	"pp04IjOpl+bhkn2oDnJ7TK+o0t9DgyzdObbtXrt/vrx8Q1KqWe/OXiR+uN3Dj29fETkneslIkjOqWUpy",
-	"pmSRJ2x3o5+izprmdMW03dJnUmj2Qf9AV2y7m6ckwZ+JoCtomZvHa6qXnagj4JuOfeUK/ow6OftbwXOz",
-	"LDovWDiWNdWa5aaB/3r3tP9X2v952D+7eh/8e9B//3EYnR59+tdO00l4VuRK5tvDfL2mfysYiYUZRgIv",
-	"xWSeyxUs0DpnN1wWiqzpopzD3wqWb4JJYNPhcFf0wysmFnrZmYyHw6bxvOIrrs2rTS1m8GPYYMrmtMh0",
-	"Z3IyjEzrfGXO/olpe8UF/jXy/XCh2YLl0NGbXCZMqZffNp+1Nf58oAhPSZdrRTRV14SnvZYtsx9c8XTv",
-	"DRv2z2h//v7j0bhlc97k0pz5/4RV2BrmTzK/ziRNzVjNa+dkVShNVlQnS9glxZTiUhwoIm+Fe4vcLpnA",
-	"e2kIyLWQt6JtB+0nbVs4ssvs/26awwUOommdn7oREp5GROYkttsZk7nM8SbSLGP5gSL2F/+FnJP43+34",
-	"/hS37Il9+R570g035Rfbaa95dy6pusZpNXRtTssjnoVPph21lkIhl/iGpm/Z3wqm4K4AuRDwT7peZ5Y2",
-	"Hq5zOcvY6t/+l0J6xz7Q1TqzNElTnnUmMDqmNJnJdEOWVBEqCMtzmU9IKpkSB+5A4bAn5hitWa43ZGp4",
-	"2oqKdNohXJEVV4ZHmbOiqS5UZ3IMN5xr02PnpbihGTckFUftp7jUeq0mh4eKinRBNRuk7MaNXB3CR0iw",
-	"P4VL9685m3cmnX85LPnqIf6qDt/gx7hq2zfbzdiMmWZzma9Yag6f2ThFlFwxveRigcdPijlfFDnyGrMg",
-	"REhNaJbJ24EZ0TMp5hlPHroL7m4eqCXNWXoAO6ESuWZkzfKrvBCGz00I1/CLFIzgm+4+nBOapjlTyrxC",
-	"FTmwR/eAcKE0o6m5MMDWzNSkYJV9Oiv3yU9ozw1K3PuPtT3mdNWWe8615TrSigC4NJZGOC5tnmszQDOW",
-	"5x9YUphmvjWTbd+dpl2x+321Up3JeBR1mEhkas72pFPoef9JJ+qwD1xfJTJlnckwCunMpHM6HyXD9Gs2",
-	"nj2hx2w4P6NHs5Pk63TExvMjejwLVh6kwoxplsLDlOV5Z9Lx/75CCQ56wAc6L0RiRJPOZE4zxeAHWejO",
-	"pHM8noqO+9t9eeQfbH95S3PBxUJ1Ju/e7715flnfMmX4rtlDI6kcshsmdF/pnNGVaWTP5sxXF/hRy3lg",
-	"rkcy54KrJUtJ93ZJNbthOTF82WwFMVvRMwdiyTU8NfdFFnpAfuJ6ORUxitkTsjXYGM4QFerWtKf8fTF0",
-	"0LxG8DUnGpbDoWoquCZ5IRTpKsZI/N3zS3J4Mzo0tF8dfrQs4NOhLPS60HEvModbsJTMNoSS2PweYyeD",
-	"qagc2je5XEmNcvD+BxeO33B2mh7Nh8mYnrHj9ORkNkqesK/np/QkPU6OZuNO1PFXrDPp4HzYlaXlncgz",
-	"/YkXrh5wwPNCCMsVitmKa83SK2qO63g4Pu2PRv3x2eXwbDIaTobDv+5PQwzrbTowF5pnGbGdEjrXLCfx",
-	"LeX6SsXnZC2zDDYRRDmqSey0ARAgAqUs1BKaxmFfPfTvwVheyHzG05SJh3IDqpfkYDA4ZDo5XFOlbtMD",
-	"wlRC10yhYEdFOpMfyK3Mr9WaJlVqflRS8zcy48mG3HCZ4Tj3pOpr+O5RaPoPjl+y1Ep1XJF1zkXC1zQD",
-	"sY8S7I8kVBh6P2OEibnME6PZfoo631HNbunmEq/0Axf3NufAAw9mfDGYcXFA2IeEsZSlNR4zGg+JpyOk",
-	"i0Mc2L97wYqfDI/LFTeDTIkZ5p5LbRt8lLV+KgL2KfWSmeWmAmiZp1tdCoo0KdZGeYgIdQppr20l7O44",
-	"kmqG+lIYyZVmz42o+MAdoYJw2xyKnkQmSZHnLD0nOVvLXFs2D3LbFU+JlvAE5woqZvljZ9I5m4+TYzai",
-	"X8+O0pP56bCyVxWZNOx13w1zY32cHSOzYkG4gPks8Jyfwx+4PFYqlSLbhIsAChPqR4ViyLaA7WVyAfvz",
-	"g9QvZCHSB25NIUA/9ATHaV8Hd/GAgwpFCu6HIQdzGNmeyy2k7uMHj7HeP9oJdQ3ZEXhFPDE6UL3A5PMp",
-	"6ry+Yfl/FlLTBy7jRhZkSW8YORqXF1F5PiVzYngUFwvcVDBzGIHDLvvgb2YMapBIAfdC6KuylXP4Fkir",
-	"UQu0tHIS6VbEkX/H3fiT7RNkpYSKhGV1bWAcaAMweU8W9t0yGO6jKQRoAjBnnGqYopzDUcdFId24ukpx",
-	"RLhIsiJ1Otya5X2/xf4C5VSz3jmJ3zKdb/pPjaQQE0U3Cu0jhsLkG0IXlItBKdmtWEzUUt4qUii6MGJj",
-	"irulagJE0Oy23eOCJVKkynQCezdjc5kz0yFILdBnk8WxNF8FBqwLTfN7S4pO2pt01hu9lOKI9FfEbOoA",
-	"DMo5eTIcGrK5r0S5Ni8ejz9LUMx3y4S/vjBpF7Lt/M1ocr3IDQVyRkGQ+c/hEJYSpDmgsTkjdgnU4cdy",
-	"MT4d2k+ZOvxYWgo/PY7cCc6DH6S+oJqrOaezjD2QYAGrMa2Cw0H96WQ4HPYJbJYia6qQIzOROrUIJIru",
-	"aDg+xi9C+eh4dFpSFBgraPUqGO2ehAWG1DccIfz4sQhNDGOLiSGXQE9hJuX0vD3CkPJzEj/D9e3bzxb8",
-	"hik4FIr/zGobW3m3zc1DvjqsO1riO1wPn6LOhZY5+1HQG8qzx9p6a2okyrRNum+k0oucqV5gAgOF2Qho",
-	"hk6qpcx1tpmQOeUZAwEtkUKwRJt/xoVi+Z/clpKUajqjivkn8YSkPBDDSmEtUGUuWH7DE0aKYKZ7Hpvw",
-	"k8ezIu65RJEzU81yec1yp+Noes0CIRZMeEYeMRzgliqSsoSnLB0Q4CROla1yK2Qjvyrn2elEASO4lK9o",
-	"vnjoqYMLBjZoroi8Ybhko+Hxk5OvT4fDPvg9US7qOn6/oh+uzHdXDRQnODiXUpIMhrivRiZlHz94jMPy",
-	"jZmUn5EzKDMrN4CY+aOghV4yobm10D3sAstrJswysg9rbpUolHkoEeyW4O/gytvIwghWqmB5RV4flatX",
-	"H9v+V67y2WOs5PfoYTD3iVtvwozR3KysmVLtHvz000/9p8EYti/D2xfPyOnXJ0OSLI2IKRbsbmL7o1DF",
-	"2qikD96mTCY0u1LFzAkVnm7YHkhC13TGM643E5JRsSjogk3yYrapSOvjcK/84IKP97bkl188FpFc5/KG",
-	"pyzfnhtYgTzpw1uwLq3HD1jXVCbXLJ8QvjICOoq3k6PBaNxXGV+hP8HqnyWfCRbxjRmzEdvMUUN2trfV",
-	"zH36aAvo9O5EFllKrG3Md4N+q5zRZAmWMt8rBpYsmNCXUmbwl3XbcXQfzmW+ojoMFlkla7QMC8o7UYcK",
-	"vczlmicN8SNRZ1Hw1OiODUEUoBa530GKokRtlGYrM+7VWpMueK801WzFhDbqGcm4wMiNrZ60lNkV2s+v",
-	"DL1PljRvCJNBJ0dE0E0CahlwlJzRVDkZ1bSFUTNJodGGBD5AsTEUIKeJZrkKRuEZHQ6joVuzuiRlRuFG",
-	"jd4acizBRYvniurI/fD9szcYspMfKCLzlOXgudZsBa3TNIWGaPYm2C50G9tBydn/Yuhtsw9ontNNBx3E",
-	"ztH8zm1wsFVta+km976hi6dFyjX4aLaPEB6fWkSCUZ3BR7kGR8d5xfJ4oAjobaAUmXm7U9hJqWZ9zVes",
-	"6QikfGHd3DVZ5s9P++OTU9Jdsg89H7mDii1YN2TKQPiyP6GIbY2ftznXVnZLGw9exQlY79r7aVREJJxz",
-	"65o6d5bTRU5XB6Aogtk0IixTDJkuaFGlnaayEFzo0+PGEwiy8RU+b4yNojwrcnagSJJRpUiXEkuXiPmI",
-	"qGI+5x96EZo3uLakrXHu7EPC8rVuC8LKlSZm4XFBmxe+pV3vNG1fUXK7lMqvodFCm6+kW/IrPIj7nSWe",
-	"Vt5tX+5rjrbTXbQbbsdfOFomA5/ajrlJkW3MdBzV3fa+lU9S1kh7vSmreXtoAt6N0uBFFYlRxPsXVcDN",
-	"jhs3x39xxdP9mobYqJa2rAvx4/ZvoYVoa6VWa70BpiGkaD5DRjXe/vCbHUcxpAH+7msm9rx4Tkho39UJ",
-	"ib09KiaF0By8jBt7wcGmK7zf0UYpFGC5LBK0rMbRVMR4I+OIxOb4poZUmz/QSmt/yaTScW9AXoPl2pxS",
-	"7N61A1FUtqHBVDSyVKPaNFzuF2ZtwButJjBa710ka6qXzezZRjntXB0380FjFFXItSBeCtgW3L/aoQzP",
-	"flSN7QoC1XC7WrnZX+zFrt5AdI2CMgmcwf2RsozBX643jAwNHqRM6VxuGq8qdPiKqwbuiesMTnvH/O8k",
-	"NciItzh/1AliNNvulMQDmFGlfczm7r2wI6y23rSsz5zeYKdWFxM0TZYBJZhJmTEKIjL+xtQV+2Bdao2v",
-	"lQbY7dk9w7uuSEIFcFuqGgy2zFy28vGEGJEqDiXOoDuz8ap5JOD6M2TwZjcLM4O5Zmxt5FEOPllhbrv5",
-	"48r8EfdARE3qg5eCUKJZvuKCZqQbr/WmbZRcOZf+HUfnpXvxkiNBc6pk9fRtX+3aIVvT5Jou2BUXStOs",
-	"ZavQU3yVcnXdGlaLGuHMbISq0pkDNJ06XzuJTTtXq1nbGtjeYMNAxdg5KMG06WnnO87717L/JTkqFJrX",
-	"mt6x2llLG2rJ2lYPlKJ50fhrnVKqMqIDWww31h3i7V0LOqke58o1c1ezU5lO04XdWpOt5W7apob1rp6d",
-	"RjojUxbEvDbrSja2rUqDnMhZCV0Gy+Id4cuRC8Rv0D7sMvpofi3hCnNxTm5oDp4JRRTTZLYBr2UQOJaD",
-	"5TdnTis0FHYwFU/BPOfa48qnIdxyvSSx296YdNGqgaK8RMGjZ3UtrlyE51RAaJoNDJC3whuRIqJk2N6K",
-	"bsiMuZYG5FuM+5qAJPYG+zJrSKSYCstqlR2VO06WpkbOyglz8PHc5xiNcssVMxpYztRyKuD4rXOmWQ5W",
-	"AL9CKLg8LLXByNg37eekchhOT06OThtaWNEP4Tej8ZOGY+mWcfuI2F3qYjQHhq+bRZOFDoNugkgE11YY",
-	"f0NSlmQ0Z2CZCAZ9PGwYMWr3d7GE1/DWcxfVCpQn5aJNrJ6jQ0dpKlKap4SLdaFJN3WnhBkJo1cbnr9g",
-	"2xK8Z4N3jfPCvPnavGj4EUYfXamqticLdAT53I8np8eV7I/hoLzXoljNkAliTOAdTR2dVlvaaqdGlGs6",
-	"W0i6gNF/HvXaJf5coC0hUHqoIrTJZW0VIBfAA69izOt4OMK7zLWaith6w2M0bNgAV4g8l4XOwMfpEjNI",
-	"l1prVkQouaU6WbK8F4HoA29NhesPLB8LaUgTTyEJxRxt23pEElkIrdABpTQJZLUrL8LFkRn1VDAjNzgr",
-	"BvvAtbJGDaXles1S0o2/ff7q+eVz8o+//3eb370HWiFMOxzngLw0tBLuhw38VTj2u4J7B6QSrDwVLnCw",
-	"dAeu19mGdBf8hqGGB6c5tjbSjM+Zedgb+IBVCOtaCDBRhapcIDH4OI4t30YhcHaHMy4O1ZL0k7YLehcH",
-	"vE2bU4/APi4zI8zlzAgjN8wF5nmJbotmnZ3+KpS6LonrnBImbnguBRiZPUc+twF1QaZU7NhLhbe8/+pf",
-	"Yzv6u3nA55Ldtd7cGelstYEL/jP7I1Lq6jBfyVuWq53hpedEQGh/TrmCeIoBeQE3ZJuoTTDk0d4c0hVG",
-	"zpptHLPtVW3MD+YU1an8Wd6STIpF3ZeOVNVcjvFwjHeQevPHozIbvPrN/MZLrTVtPGtUXV8YvmNjDMyS",
-	"hpJZyp1Z24ipgRibMxsPxHWzembF16tWT0EoKt7SUt6VORoqbA9opd7PwFvGRe5U0BU3zC3sv5uzXtDb",
-	"th0wlPOc8QglPNCd1LLRBCRsDvBuW4tN8/VdVNauMqnIbuGOXX+GJqr7CRlVKdbm1Jbzu/+EH5yYvLU+",
-	"O6bcbGOzW7u/lc1dm7uca77hxiHB8tus18+T+DI6Y5nakyU25VFvsa2jccNI3Vbd2Vhgzr9v9m/T8qRM",
-	"aE6b/Kk/Kpb3V0bT5KlFIFhRzXIOgbtKZjcsLZPQMZCli+xCsSRnWgHNr9G8W3WVy4xd0Vw0WrquixnL",
-	"BdNMXRn+sr6nYSz4vGYVKr/JC3FFVTMh2FqiMCmuIWc6bkhhg8gpcKz/x8XrH8gNzQqGOrV57UCROKWa",
-	"xuBoP0e/Nx56wtVU6CWFcHNGk6X/wnzQG5Dn1iFgs9W6lMSX5l+RdQRKQeI3ry8uY8v4VC+aihj98TGo",
-	"GTE65c23gsQoBD1bFuI6tiG0PAVRF4QCqTjaSCwvMo3ZmEhoEp2OFRAK6/MPfoiNQsCNaPeKKt2HKfRf",
-	"fhubM1QY6Q+OEGhBG5IziC+BYS/oujLM7+jaaApxDsmO9qdaCmQMGnwM/llcHxvTYb4E3QJ4mb6VhAkf",
-	"lI4bNyDPMYJlMhVTQQjB1Z+AvIAPzDZMyMdph6fTzmR6ZzD2tBNNrRME3rcx09NOZNShT64fnk7IWX9Y",
-	"6RRXuNatnM8V01MjkEwN66XQ6qzgmZnLdCqgQ5chCz9Cjuy086k2J1zEWvPBSH0uLLbofMW2azu47c7t",
-	"tDpRRwr2et6ZvNsndTDaR1SHU7rnu9/R9Z1vbiXPRnsGB70Pc0Ptx1vsrhaxsE9Mgc9rLkUal+A8o4qd",
-	"Hjey+B1ufGs8wJxc3NtzMho/+TdrrLzmWYb5r4ovBM2IOCeiyDKbdOFy50oJ7J0fb9QxL3bMUgipeVPw",
-	"0SWz+Z2GDk8IGywGFaOHkTHB+mDIUs4U041OTSlXVzjQZh/GtSH32QHYCfpy3l+xlcw3OLfcXHKWElo3",
-	"vOSF8H4N/OBqNWvxa9gYnTQHe0bzICw5NDOxBBA64qpMk4Ys11uWM2JbslTVDUdLdFIBkZK3AoKSKl+j",
-	"kZcLUsuxGeRMUy7QR7126eYxmjplljKlyUJOBbCI3rkPv/F2HpHaZGqbum3OyqbNyFGNGGiICFiIpmiI",
-	"H+iKebMXnjZgdLhBusR4IV04KRcvv/vLy1evmuPQ2qIAYk+1YuKz0itTC8M9wnR/7+M30r5z8TfeNwcM",
-	"8LHtJ5ft/3G/eIY6kkCzKyq1qbZNfQYIA9shcZpmQeaEi+O5zaVmEblmaw1gG1LvHX9Rxy9oug4rnoJZ",
-	"kSp32M/JEtP4zVHmGYLdsHWLrhoEMmxNuARK2F8srGkM9vj4dfWbWlvO2o42zL5hAwNCXo1bqwVJ+Hk0",
-	"qS0veMaeC404Q1XGsmok9a8Ts9FrltuAPjKzWXDbuogF9bpXpFaL4hwhzE4zHcDIoD3OlAujc/fSxo6k",
-	"HDZks8q4uDYChV6yvBlArUF7t/g/8K4dTYRrV12CttVvVmLNmJpmy4TOOdtfty33966ziqvg2m8b7U8Y",
-	"RLU94Pb9uYOML+n45PRhO1u/dZUQIdweuy+2t6bZ/ZnRDKdQMycsWXK9Uytvowll2yUbcUdPmoMWJig1",
-	"cYAblqvG0MLLMmv8QBH7WmS46Qr4vSYgLFuUvDhlN9bfIEgh3FvwSu/uiKAdoVXVIJNgegKTi6W6spAS",
-	"6FI3wgPeNZXQLLua80zDgxVPcnl1swJypVaNqxEK59tkSTCy5iwB1k+tnnXgfDoRoQ1syVowaxePatq8",
-	"4ECbsSWwHMYgM4MeaD1REP1nGI6QBBNVfrx80X8SkRjF6uYIzM8Ux1FDa3YJEPzRikHKBUFj3AHPHbZN",
-	"1wmI+DNIab29+HPtiNixRLh6wZSaDk3NH1KxPIIdru7XAcuH0eJ1kQuFa0q6PhcIxr6i14zErt8YMgD8",
-	"slsAEupBfRTTvfOp8L/T7JZulO9hW8jGF/vQvnPLub2yY96xVaWq2OLAiee5XMWQM6llTLrsQ5IVit+w",
-	"Xnicq0I9CN1W/oGXwCuB5x3jzG55lrnkEcVEw2E33e4tPzrDlJt3XaZ535jH8VkEHPuKcHzQStNBQpSb",
-	"Boq9LpoiBm0sxbYvZsv3Y+PPthv5nn9TC5Fd0Q1ZyiwlXQddY0hBzkicBPGRgyDIqRLVFga2qyvAy7ky",
-	"R/d+pkj/KQax3utbr5Q2AQ5EHRvOhe3fr2X3KVvkTFWYHzZmrrnYgGsjk7eZEYOa1aDcAu01iO/tLkeb",
-	"8nru7naJLLTHEahLetWZ1FelvndbGxIO1E+o8USHQf41c3a6anIAf8/MiA0BsBAZMS30cgBvW7N23Oqm",
-	"Cy3yOx0kwauGYa0g5a7hCIDif6UYE/cS+j/H/G7TV5tezejnDAJNHHctxX/iW58AiwK2rWkEhWL5fi7A",
-	"MgvXNhd87Bcmsrtf3bTmA4Smw8ak17Pjk699dhAmTqoGAchmVG67bqkmt0xoIzyJBXIY80xLkkpCZ4Zl",
-	"8mbTGljJVVPuAcvSfsZuWEZKyE+X1OQCfEqsWnc6alzMtNK4DyumlPVu7t4G9+L7OxPuog7E1NosyG2P",
-	"TwBI9XGXPalBO8VM1Naz3xAENssY+fHtSyLoynkYEEkLksHuFu2t0oo970yicGApDY6p5qgz6syvZSII",
-	"imAYnaoRXJmnzgVkYZbPp2IuDenE6FWMyMKQ07tgFgcYlVpgBFVsPSDxVGBqDgcTYC1txsaTKa8YsA9c",
-	"V6AmK0a9iHAxFbG3hIOXqEzUqcSjuaydsg8P32cuEb11ls+699qHdjVfo+ZfQtv8DhP6A7Lntk013hy/",
-	"baypfBJKkfvadJtuTq7vOfDytt3lGbrANz/VIYb266kpnalihCjz/EqLYNjPjhvXbB7y4Y17G4I82tEd",
-	"ZqCy5ZZBuZCAeoQRQD1+lic9qWUS7RRFwnchAtCqjk3iYRAKWMl5p4IuWJnu0GJ/d7EIV84Q6sXXhWkQ",
-	"GXXLlxm7qsim2zfh8xN5Wk2k1ikDACNtdnqfMQlO/0rEaxUuEoN5S5S1Ff1Q9fr0JuhBwngAQESjSpMl",
-	"zW4M5w60U++GEimJvyot2LHRwzGAVtEVAzI/hbCOjUPNmWf0RuZIJ/dQUtdeI9x5FTzKqUtLaqY4iUS2",
-	"uzMCEl5CO2be6KXIC8RDQOzqOMD1jicEJ2uh7qzTygP2GyWTcIGw32UA91RAX4g5BTkZURnoGlXiX2mY",
-	"C3eOcJJUEJAmudKAomlU2Kmw+YxGgGt0xzXbvkukYL+Sbt2qty+qZC5Vb9bWffH7WCMNjSfcr/wOctVK",
-	"Q33O374kFIjfHiQUG24akseVrMV+ufoX1dPTH02IkA4ByRwji30SOXsu+8BWa13d0hYLQ6FYI1uuDR9e",
-	"i+yIWqegmo2kvnBDG0xjr1QcuCaF8vnbKyLkbURokkul7MWwQTqkG6+S9ZVD2Isjl9fqfgfBEgORWNoQ",
-	"C9aUV7CXpmdzwbbhN+/ztY9GpFm2R6SK/fR91ODYTomqJaApsmRZ6patUjvDrRfpArEvy4K4rKQg50xI",
-	"jfZfWD+jOgUL/vCxIwCKHU45SDCdqZ27CXbODcn4DXM5bWiywmE2RiQ8fLxosbW25e62PZgqcCqX+CNu",
-	"zWtxFLA3oH9MRYw8beAg5K60zuIB+QHD3tnc3LtJibKIdz6IrMBAKkUyqRja8afCMvBuXI0diSMXgY5C",
-	"es8CzYcbuseyNPvVVKftTkTNFy24BLVz1bZ/TVTnbbF3WG09/psmOtt4A5kVxiFoD3JoXRIVRvSBXke6",
-	"teRLICr7RZqVA7X5X3cGfIVfpAyO4yNmsnp98jO+/qckU26Fof9a6Y+fG+AcpOPslVDzO81h3HHFnjXG",
-	"fjxFtII5xm517VVxua3+YjUw4Kppok1xbk2k3L5S7WOrXWoYpr3wwUhT1jzMNuPLPbJwLpze4LMnWH6V",
-	"YBa++aelfvYvqws06pE2m6DBw1VJsdkTT6vUlHeIbQ31tqx5zNyUFkyKtMUMf1c6w92BE2DKN4zxcYKI",
-	"INqxIXjgVlTBk7polif/RqxZvncO+N8QPAmitro3ANJuXROF5FYMJvfxgSJLKlIj/0OeboAJ2By/+Cg6",
-	"7NOwGpU/GrYS1QwrFNwuJSStrzO5WVlnczPUxd0WOXvunVGuybxWIv80aJ7eyFbqp/Yw1jKsKser8S7j",
-	"SL5F7RjXpu4uCX66ZxDrrrilst0d42pWbB8HF6gqLe6lIDt6dWdYZCn/3YUyVD0KoRHO4ZckRh5utuCV",
-	"6alby/AXhOmpJMwCXo9FXAYGH0+IYiIlK5kz64R48/qi2QuBH0wFZrhXS0Zhraj435mc/wngMggMWhGu",
-	"ewNy6SChrQukzHRyUUxTERaNghT2NVXKZYxPyBBiRxYMdGool5CwtrBqWJTWML6dZsMqyCEumpbyes+Q",
-	"XrtTjQQOG4NsUHgL9+GW5qlZOb9wvfuG8dYdXr48o7MebR2f8uxBysj2Cu3AZWhzhoH3h3kAzAZLdbtn",
-	"ZwcA5JttpEePeIcuVBvjjva0qGQXkdEida8FrnHNc6ba83dpLdeAA2z+Qm6h6+1k0r+RK6oC0LiNvwj2",
-	"xzocYyP+Im/cb+uWatj3A+VPAE+d6cIZw5qt17ulB3PtWtzynno40A5VR0MkXarJSipNRqfkL/ybCMBw",
-	"gaZNO//4+39PO82HIfdZR/fLcLrT0/dHdueVwkd5uu7j2jND3It1NwIv7s+Pbc7bbmaMTd7NiYN1reg2",
-	"wmYghFVaEl84qETSbsx7iTqGDjVeuAoCxv0sPm8LUUUENTRrrViRyr6H2XN5Uwg9l8tbZcH5smIlgGqX",
-	"6NC9yVQ0GAFzy7c9ch/NMudTo3kOoDlUEZcWa41yz96SVy8gJRdBbXqRxQtUmm6UlUJKnC0PHhihA61V",
-	"AsmZmUo8FckSC8VjBtTPbEAun7/93pDpD2ao/fHJaSIzmZNCZIY8xUzcgC9OefdPXS3OnLnHVoUY3lVp",
-	"O+qYFb3nR7WTCS1E2Pv2iQQakxQ515sLc94td4bKAE8LjOTHv164O/8fP112GmrnvX757TPy8ltA5EqA",
-	"YAe1EqzVsFbEAfVDRbqumEBZgB44O/RbxY9HrHcu5tKBFFCMHrOVoy8stnwn6hR51gI6vw1688Zn4vQB",
-	"W5GljskwrGbz9CUBhzUeb7peq8FUTIXrDgpsEcWyeX8pAbvcJhYE0TrAQMDfFBZ3sEYDcFH6Ls3pk4oJ",
-	"oxZ+9dVtrVS5+uor0oUKCKSsgBCRbwG7PyJ/8Sn1EXn+bIzlMy4uvodk3x4M+zn4heLDm1Ec1DwUjKWK",
-	"xGbbZc5/hocT8g1WicB08f/46dJmieO+0nA74QTgng6m4tKDDHBIroAUnoisKHixtSSUfPWVNxaYKYWF",
-	"wnqRzXOkOrAoyFsBGfesdINgipq6hmgoVEvVeVN1utIYk9sSpphyT46Hx7goEF4H9MjH+cVtBRRiksqk",
-	"WMGJQMzt2JxSCJpSEFIGWem/VKTKXxx48S9kxShYS36Zil/6/b7/z3wSl0F8MfmFHA+H5JdK/UKPiuWq",
-	"1XMFXihDZwk2gdvS/DmCOFHvIgfhZjXjAo/BXaW7bQ+1IiXY1chMDSuNRNUC4TkzBIdVq47Ypuau9Cs2",
-	"cmTHW+77im6g/wJ8NlyFQ3comLYtFNLLhnx5VJmXuBiWPoJ3f7tsKukafmtVqJ4rskr1slJGtoxex459",
-	"qUXs+5j8QoqgXqKSKwZIlpliB6rnTmOEZ1HmiK6NTa2YXsoUSnXZiCBs88QtDIzlA1dakVmhYWksGhtX",
-	"BL8OzkHGE40NnNkGHl4m3Dbvq/1A+6Oj2knbqklUr+Bjm2ksTYZNnsIe2hJit8LQwQPlq43dVVTNLoIv",
-	"zgJtjsf+gHkUrR21VsLlsmfMKYCmuZOha66x3kgAy+TipGwrCylY2QAV5e9h8AlXpBBQpQTiVLscHc3W",
-	"3Wlb79km0TeKjbq9KA0oroaWH17KMu52pj7HIKuu2t69y5vtqL7lThF6drCfY9hwIUW/HHk5uGqR3Qr2",
-	"mW3MVZjF1obQ2qxYYB69jVAmiREs7UUuq8KaFqbiqQ9jxYz3D0YRNOP5meUSGf1XX6FGZ7jWeDjsRXZD",
-	"qMDIYeAnf768fGMO/I0hOoDl/ufnT7+1AUmQ3mI+MTzPLNw5oXDDkThDVXVb9xnvs8Kg2afmYXxuIzss",
-	"CKWbTfx/9K2Dp/8ytYACzidR1q7gioz+8ff/azR+QjKmjWAeTUXKFxAqnJN4cDXpN2HOGiGud44YOY53",
-	"Gma5+JkDS59DxDQHlohpYkykvnh837kMJ/BBTLphgXjlq864s01z09nMSK+mI8MBADXTmfWmQuZ8wRGj",
-	"N0YgzUEiczVwQZT29xjrRoBAnvGECWXLvZttmUPGZefp2ly8/ngw7Di/R/gMNODViuabzxQVO0ElvlJA",
-	"9YmpneFghN1ACaE170w6R/AIM29BJj9cQmrtz+bfjSUInto9GQ+HpLSfOusJrJAi5lAOyA8g6QlZ1v7y",
-	"N+xl2pmY9m0iL9gu4L7DIMbD4f1qpfryo/J6/7pOtu/2ulhoD1IE4NwgguUEB9bUqp/AYbXudqj7dCbv",
-	"3oeb/IrfMGE6MTIf2vXpQkGSplso1XlvWjjMGU03++4KE8TRSzP+kq6bowKmLQcsRaxByh4SZO1GRss3",
-	"U8E+rFmi1TmQ5fKihqFt9gg4QdhFBYF4yrOMrPjCzEMseng1tg7AWzOvB+9/mfftClfiWSiPgrsGZBxa",
-	"px7pvMAkANXTHP/PPinmq6NHnzjVfndHkd1bq4SNz8ER75RI3CxWWaDPqsvZvlI/SA3pvptzEuPYfUVn",
-	"nixJytZMpEwkG1/7aNf9MevO97xAN6NDoJeHvk5Y40UCfZKV1dSxIBkwmvhwlaxjR+K6cV4ITCyJiP03",
-	"hi5EUxFDLuGV8xQbjgNvMZpuPYRl8E/Bd2RayLjS/mkQTRkLdlt/bh5bH+T2T1Nhs15qfZBqF8AVjULs",
-	"AJdt+WxfJ27BhFlSi+6H+jFE+lW0OAwR9x9loD340vgemD4IKzQ8t1DsHIWGqaCZktuF2LhQOi8SK+Ks",
-	"IX3NYfNXatcBHF6+IcG2YrPOpB4Nx8eBuZB0X6+ZePryQKGu0BuApriiOiZrnlwrX5euX1aRI2pJ10b3",
-	"juFIdGPDzbEqkMZdDbo3f4LLDExf1PyJdsfyb1AO8bjGgHKHRf5Myx+nYJiadiZk2pkXApZg2okqf03I",
-	"RzOCKJx1RNY0pytmJvnpE0AfTEXsiwaGo24a7BVe5rg3IFBCz+yWEZBSw/BzWSyWjupPBcpjIKYp8w8L",
-	"Mf32+cVlKVQrrLIr7T1q4QdBRUQjlbgJQCDfdmG/cEtw0yD10Pz8t4Llm1LO8sX2SgpWBq9hYcXPKLP4",
-	"6f1DOZf3cZTdhLUbO+8uLCHyasr7qfg/ZeHr0YC9bzAYtBYPnDwBW64le++aUMjrYVgcHtmOA19oeDCa",
-	"sFzbs+F2VhurUqy9fMO7YrrsjgckGdH59uNdwQFskQx1vaKkWTK3ZcD8j/dh/t9QX2wAPhnd/cmP2xV7",
-	"j4fHd3/3g9QvwAluPhif3f3B6xuW+6j4B4kyu7/aqov+qaIEQUW7BVIUqAuKmHQ8r/EmTLBw5LBvSBUX",
-	"C6cmhmIBpoOVEkGRYiZHoyzw01KSlGMChNG9b43+DilULhmotB10Pdt0NS8dgF6tGONU2BiDrRJ45mGQ",
-	"vepQwqwXy8hjvSisjGmeQ/EzQ+ynAl6zxmcw2LhvQTJA1hkB4Ky3eA7I02rtT1SW6XrNaK6mItDlvZ8U",
-	"imSZwUzKZzZRBOzDFj2vrGGJoQPKwdROhUN5g02LYQsGOdNov4g9FD45G5KUblRvQF4b+WEF6AmKyLlh",
-	"Y1vACSBHAJIM1+eEio0zg5IF04ocD4+aOI6RT8rCbXfynNcoyIBpuDT5Yxm2iMw2Fiy3WsoRbMLaFWJs",
-	"Yk6VmnllXfdKmPOwwfX9sbG1ivu7sbnT470bs0X+9qSdZbVN017D2uFSQdhT7qEuubLgV29fPCNHR0dn",
-	"vbaFAkz4ynD2ixHYNRZXX/8ew4Akkc8aRtPqlSfu8BXkce3x4jP0/T9c/nBFDt9hteDOeDg+7Y9G/fHZ",
-	"5fBsMhpOhsO/dsoCv50n8+Oj46Pj09PjJ/PT2dlpOn9ylqb0bDhKTkZfn85GQ3qaPjk6Ox2l6VEyosmT",
-	"J7OTs9k4TY7GX1N6XIM/nByPglq2NovgiPQTcmAuhe6efvV176BTSZof1uKR2sZs5IjR8HjsKsVW6kgG",
-	"oUYNFV6DAq7etWtdjnbtBolc/QvNeMLqJTAnnbPZeH6ajFj/aH6U9I/Tr2n/LD056w+TUTpmR/NjejIL",
-	"IlMmQehrKAN1TuejZJh+zcazJ/SYDedn9Gh2knydjth4fkSPZw4qbzI+CjT2MKLDx9rdiUkNR6kS0dLZ",
-	"X98vi2g2iExPIWgVov3Na55ahvz0t5ea9hBOXjh/4R9SbIK1zuSCdDEGHpTwXkUWAuHHy0IYht8oCL21",
-	"WGtVdykgBodu1hVdK6PgFSK17h68M1jwmq/AK8/FQk1F1wHnRAT5dwSA0FhYIADO6aE9oewUzJmJzFMG",
-	"aoozc04FyF9wmA4zqnRfMYtWrVo0ze/Zg82OFufJxjXVQJoaSha866TsxugsW/UIOkhKSsAmfPC/O2qj",
-	"zYHfwmyqUL4nk6GjfNX+os4qM506FCagaJPDQ4jtWEqlJ0+GT4aHKbs5lDxNOnVQpjp9HU+Oj/8aoCC5",
-	"wYdQSuV89qMgJZhWi9Llk15K4fW3phl/MArgV8xX5QiWrqQCLlqhJARhrn0jOXjjy0tiSEoVTySGpBsd",
-	"mvgg1s7b/iA4CWhSYG2EopUubcaWU0xJCClAlCTU6nRg/dAMQOmptvgYwsdWqDZR3438wTe/XKN3H7cw",
-	"UVw9ZZ0XrLGCsiUYYXQ6vmvbxD8qlYztoxKIxMG2BqWCG2r/bFUEdsVswiLA1Wdhqd7qL746b/VxUJDX",
-	"l8qp1uAtK+j4srs4H1to1/7hS+vC+2EaHL5QgYgJkGFq4C8e86UO7TJ6YrSohjW0NKsUw5rQWXzKaAlc",
-	"UoOBfPd+G97x3fstXMbwkcNb9DCLDkERZxwOfjysJKZ1gHxflaF5PqdqUstcdJliuKrv70GTS0COFqpc",
-	"KHArutvwhSS3k+Sf6uGVDT6QkC6XwCSOLucFpnetpdKN1SQVBEpWUwkgnDp2Wa2x633iwy2cmbesZQyi",
-	"WAp5SWhV8ultQaJPRMBP46CUwRR9S8ERt5LahV5CTT1yYYMvEDPIRmpMSEONJKrKguupbKLiOMa3heh4",
-	"/L5vZLq5p9fUWao7hbn6pE8r6pgUTC2l3l96CeAOPlUt1eYaf2pmNrtPk8/S+NaQqE+REcLu8dUbuw2/",
-	"f71quMcVfmbDC+GD0R5dXEr5iuYLhkRivM9cbCTeb01Y9hnb2mIsfz4lMh/u4Sf4DgMBLpHr1AjYa8H6",
-	"cj63FdTr9CMkXQHKiCdeYX5qo1B54UKt5a0oM5UtfVxnBdLLMmf5QLmk5gpMlw/ZjqaiYmEgT1ENNqQW",
-	"EzJpltkMT4jcYNam3xDM3SpPXpTJsTW78R32O8tb/xPsiq2GXJ+ktBcV2srEbrR6+pD2hOb5BpFIuYIQ",
-	"3huWKxsPDinYbebP8NU2E/O4xWBdsw2VponzXcvfMhDEaWjw6FqBcxsY7Xdoga0Z3cJU7ndV9IiaIu7V",
-	"/fq09zUelqAPlR2ddJL+8Xgb0aHe/Ynt3m2GoNlGcdVi2fwsydXZNK0WdA/hNUy632mULM/YFxPkr2SA",
-	"CK+x4xH+kL8HKMgmifZ7Dq4iIthtmVXjxVkX3+STNMoS2rUUAPscLAzmzZ6DsbSCr1YsmxOuQoAO0xE6",
-	"bo1YTrzFQ859rCMcWSMgQ3D08fBsEsrZkIu1kD5WpkwFNL/EUY1reaVgSW/YFIpkW+7mwSTT1KiKRghX",
-	"JLZzittF5At/iz5bTL6TPuxz8/e+sY1FeT9ZebpCYEf3lPZ/vyR0+NuT0HsS0DbNP7iU5lovGU0Zosa/",
-	"kslOrFz76qF/D3r4/72S8seh7XhRS9D4FrJeE/wPP5a+zU9I7DOmG4AyLH6PCsuCHpSA7JDBIXMI6gje",
-	"GJCXKVutpYY6tlA7C7PieOpoNEbHaykH5AVEnthEqID6+kDVGcc6wDyoVYhpTrigU1HLnsJ0Ei0L0+KA",
-	"2EmYJjytxnKmTo+pQHc1kXFcn5CMP0TKDKCPrLX1Xp7m+5KNEoSphX44tsYNlxRs8D/QUPEHutJ2u+68",
-	"01Gz7l4e8TKvbBdKXfzv9sb9KYasVZtLuSWo2ZjwMrsxFMqavbqPdV9+E6Hh96hiPZJ84M/R7/9e3zeA",
-	"9n8yIXgt2J0k4H6WLntOXn67j1GlahZ7v0uEOHQwpb/dcKJdrpcAYBVDX8z2rHPTEAa6enhi0g1wShq8",
-	"3lPhfbq9AbmAaguUawA7kHnKcm4rOqFZ2PyVFxnC1zjvSRN1zAvxDDG0HuA4SV28KobmdUI8YOd+3l/l",
-	"kyn74jj53dKtL56Wf46n5a1L68E8nG1yvMvBUieSSA9+X4QygHgm8eGMi0O1JP0k9gl9Xuvz8CcD8hPl",
-	"WpFiDSlkCKYZT4XPFvC1KyxyP7zhIB96tqoss8D85w7Lw6Y/54UtojMVCwnkVVnvtU/jsHY+brTIcUnm",
-	"/TsQ+e9sGvFgKjxJKVEHMHFDuQqQTiIGMGzBCNWmU77Cjc9zfkMzpPiDqfgJFmuH7xzgNcIaQcAQUIBe",
-	"5zItEgiZVJrRdEJoHafUAZ8dxoiYFvtAXcAXIDGuXOxyREoklG65GyU2x3qdbc7LeC1Y6YX5ld7SDckY",
-	"vWGqAoUoHFcz/RglwkYL3F1JDlemDKaaEOvVC1DlLIKL2dapaMD9bNrlEe4yR4hW8/+8EMr1F4C9YWbl",
-	"Wm/iiMwZ1v0IsWr3QqNt5dguJv0Roh3aw+uTW/P7oOOrCHz39vnzy5c/fNeZdJYsy2QNGv9oeA8mD93/",
-	"Bnx+D9ZrK6tdIKLlF/Hgi3jwxxQPmjN2HyYplLWPmiFGwhJEWMG8n/EbYCqlqrPFwS1bnoDfDuhP7Buy",
-	"LNewzkUmZzRTZMb0LWNW/ilHH5nPZ1Qty4/NV0Y8MHxjLrMUgJFSwj7g6ZkKX2dtQF6LAIjOgXVitKnl",
-	"FlG9R2RZEB4mJIRHQGX7qbDxL9bJCEPx9q+o2VRlkXBoCQBWhj37gcRltPOGdI/H4xJypTcgaHRXFQQw",
-	"H3znBIklBQgp1hau8qws7fNA65g/LO8+dgAex5mV97GbhZW5xk0K5FZE7j0c/3aOu6JW3egjoiQCQm9g",
-	"o78Yq74Q6cci0pdVIlgWgkvL8xcSan+jflsLW5umdoHysidwgBRSs2Odl/gTgJhuCaujlESKqSil3nYj",
-	"XjwAzEiXMI6Ik+fkeHxWUriwBJ2hmZU6hQO3eOh/SMtyezQDsCHShVHaytsYUVIys6mwBd0scQV726bX",
-	"HlphSczDQitaaZ438t+X5CGL2E/A3ieE4l6d30FrITbc4sh/IbNfhOd/Gl0GwmZIQEgoWgjxXvLy4Uf7",
-	"ryvT5M7IhpdaVWVl5erPY3CBMBclpFRce8NFCY45aIkUCKnSvWW7R5OtcraiHGw5JZf7ct2/3N7Hur1y",
-	"jWjwwFTKWCBEtTRS1j9DqLL34gfDwB/dy9lIZsyCGcrwK9v1HzaxNuHS0EGvnJMuCkBQ0FXRG5a2a/WK",
-	"dGdULXuANJdkjOZYSq9mNcWl+e3oYTstdBWHPJ/5Qgq/kMJHsgLi4Qqooa0ijYJCIGd8jnSzGwDgAvDE",
-	"LL6+0uaudjEAck1zZRFCSZypuHdO1GaVcXGNKN45w12NsBqAROSAQaO16oXN1N+JyPUCaUTOMqr5DXPQ",
-	"k2XZhFxKfe6D0MDZJ2UrTGTK8xaMyEG9tvHZ6a8AB2n6d34YnXMLMGDz2oenx8dmFDKFKieNNrZRNWIs",
-	"pZoOZlxYiO/qEwQPGg3HJRwYxJQZSu+6/Prk5J5dYtko2xv+gR1VlsxM9B5WvRd3JKIjqzhQxC7bF9Pe",
-	"F8r7a1Fecw4JDUgMHr6QzLrM/d9NsBwM6PCjuZW7VVQfRH9uWAkSV/CEcHTsMyhJWxY1OhuQ13nKkBVc",
-	"uwiHNh31BVbiq9HI46YkAESR7MocTEfOkEdnignd+3Kdv1znx7rOeNRc9R+J5VXglO+6163g8bbUD4DG",
-	"EPaBJjrbEDB+yhzkHpCTzDAxnW+A9VrcjfKBRWCHxlypqZhzlqXK18SHDBWZbjCRMX5+SRdQEmxW8EyX",
-	"JYldhSX+M4LFIhdH4WOK9cG78bSDNdfMW1h0rY8PVvCCUPhw2oHorCX70DO8Fcqg2dKFt0tms19cPSSu",
-	"gA5oJs6nIn457/8gBet/T3WyjH1QjZvx0fB4QJ4SxcUiY7BuBAo1kS6WX5rgWv6J9mcAZu/+iiNi/90X",
-	"AEDrcnxO3SJKhe2pyFdPfDnv25pOtjyZgzA3a2hIHnZdqfTkid3odEAuzExphu9BVRgpyuI+RsTF11lq",
-	"IenKeuuYpToeDntmvuiKhjHCBln6apOWBKHpDSDod6mToHtkSdVUCEnMYG1JumsIuMLhNIYQMZpaqnsH",
-	"sm117aE23Wg0JP/v/zM6Hox7EYHixHbFh/3RcHwUeykaz2kpA8IaPwwawMxRbfl+zBZhObrw+LQNo3Ly",
-	"7o2tW8ensCFiuECQKVbWv4HdxJInS6oQUgGPVFk3pXoSdg36/st3P8VDJpq5wMGqtcN+8D1LOb20lWjb",
-	"PgyKR2NVkQbI22ZhfSeJJN34GY6ij1OOyYLfBCVSe7WEU1v5CRZN3ZV1ii/bdz9FcMzu+gbe+RR1XlGl",
-	"+99bVejO9FaqtH8XFmI8PP397omlYKAxOSrwmOvsthSP9nYGGR4G5DwQOFPhRRl1Dw7r3CoeVC7KdtmA",
-	"33CHj5pE2R+kJk5/Jt06NwRixtLeuaHiwNOri77/6D99EYmPR6d3fwAn8AepL8oakF/E6ce0S9LUCdPd",
-	"nN4ime89vnZcswOa/qBiaaspcEAuMqqWDDGgZszJqGSdUS6yzVR0Y9STZaEPnZ0MCufYkqzm/vo3/rfx",
-	"i/KdAXlD9dIGDUJ0O0b3+c4tXp4vneOEuoh4ABFboACEAjCflfUBqK2RFwZ1tIgHaGVbceHlm88Bot/2",
-	"5BTNdmDIM3D6COHCLrr52AZDcrEga5ozoa1CpQbkqdhY9u+LQRj+z4QeTMVTbAuqufpInxXFElWIxhkH",
-	"QvkRSMI2o0BI05fmNEMhayouCiwTvmLUIlg7FcUIZqxUuHIAuWZpqS/ZSh5NYjWYObw1Y58goN+Uv+8V",
-	"X38PtFtvzD0Mzcf3xapf0vHJaWfSOZl/PZzNR0/o8MnpcPj1cHTKzo6fzIbHlKVHsyfj0fCIHp3OGD0e",
-	"fX1yMjtN0nRO56MhTdhRcsrmFdP1vUzIP+GN3yWYgrnJUoYvZqYvkUr/NEb6Exb52YuT7rT92hynHf68",
-	"b7YSopiP1qtF9JMuhnT+4+//7ZMLY5ertZWD1Yt8apcUzKVZSVCGqSYM6tqaj6HqcC2Dz63TldZZXKsX",
-	"0Y7vbaf6K3r9bSe73FF+Fb9QkD8ebl0Ztj1ruBc1jGZ73H5Hrh4/qMOP9p93IS5daLlWlTLOLqEVzVXu",
-	"qc4ZI93L52+/j8zbgvzl5atXtooTJYucJoysWc5l2kPg6IpRO8ijxHvftagGNqd3NCRY66tCHKDehxXM",
-	"KOQKEd6IbqC0XL/xYCe/9uW/4+JHLrATHFg4E6wz9cV19UVEeOxwyG0y1U6kWv1W7pLbu6psycGoLIRu",
-	"7nMaVS9xrWphY433382t/HL1/nhgRPc5278uAzYdPYRbQ9p/qwj+vFZPlDsAinNXQTO1InSleuYukbk5",
-	"qu4ShrG1WI+AP25aDsHHH7U25e8fttvur1nLvQru3V2D8BHKAzp0N6uFYdUuLNq6o3biPQLzzKbfDbIN",
-	"a1NV4UgXAUUUkTieczJn2tZxAlCQua2biu/1vhSX2RNuGxY7pJJ4Mr2VoIY/0kqSXji6Ax/cg/AQxRIp",
-	"UlWW8h0fk2XvfCpcxVeqI5e8QXjqcu0hiATSPxkUsJmxTIoFVGeQK+bq+UbkeHjcgv5oTuODk9t3Fhcd",
-	"TY58cdFf547jcYftCAulng2Ho3HUYSKRqbnJk06h5/0nW6VRP5tE+NLN8DBluStHAP92VbCG/oHOC4GX",
-	"xeFfIoKQ/0oWuvqVebD91S3NDWkyJxXIzv3Hn+s7KsE21kbdixDehwy21oun6vp/ouj5B5MkzTZEpXqD",
-	"1wy1GXfjm4jmfcVKcxKMmPi+mdoeJlQkLLt/3pZvtz1l31lxTF8HKixO32zLwartK5pfA05YjEPLWBoP",
-	"yFNoZSqAMrvoWy+JhlaZQmAgYNqYMA9NPgpZZnAgXJNZvUZQ5+6q0Ce/LuH+fMrrZvRbUyVru7P9w2y/",
-	"EKp/LrY+bAWhZM0QgF7m3oOCfGRfsc4C5LXDOQmL5IeWLNJ1dc6XepUN1Jolg9sl1beLgcwXh6si09xI",
-	"84eK5Tcs7ysmdB8RAgfmix6Rc0MtAgiliccUBDpTwxV0fiXAN3TG50VOV+Q2lxrCJ1YRVHa1gbRgaIIR",
-	"oyUKHkCwmpzPFdMIQqLsfM4JJfGCrh1e4S04+003K56mGYPhIoqVQ028pR7s3xprAdSEGlpHU9L1Udkz",
-	"c7IATLBElMSqMyCMoO3bRQ/LOZantcvspOioGtpgC47a4AYuCM2y3nnF4DYVS6qc1c0IwzVERhhf7JHq",
-	"3uKPkRum2ohkmUshC+VCTm5lkaWm2RtGZoxhCi60DLTWNwy4VbOMrXqRpRi3S57YMHWcVpJJxZRhG4ZG",
-	"MqGnIuOCkW48AZQvwIiKewB5YOEjM0aVtkW/RidEDchbozYIljgkGYjGew4gly+/jYmWU4HgkMTpEYxk",
-	"thGhSc4Sxm9YOiCvcUO5IqZbIm2JSgb8BZUNqM8DITr+vEYWVJlulM1MhOKmGCZiNJUTsuKigKgV6N8Z",
-	"Qc9BL8ET1vUR5ba7iFDyt4IVGIjE8l64bIqZg+QXSJFCaJ6VuJjBjmuEx1FT4fZ9hw6EC3BXzPfb6mLy",
-	"4H51bTiO9/7CeA8UiXk6iYnZWxWR2AZjwi1H93QlbBNvfPhD3GuNe67sdsU6tKbakNrOpPNf74b9s/cf",
-	"R9Ho7FM/+Pe/dj4nJHoLRHV/gzOM88L6AJoZbEhdv3DVfypXfQG32RpUD5Qj+NvwuN2Au1k+1fstlIKc",
-	"YUDT4ysFvkwO/9ljzmuWr7igGVYzC/QEF/KB5HetN/E5sFTHmaHozsXL7356+cOzPzcCL/CfmRnTpe3h",
-	"YbC1GZa9jjq5vFWdyfH+mLOu/wuzqntFxDUEbr+F6XyBq/oSBPZPRXmAaFSvBPjLeqD8Pb6HUgBY078C",
-	"nbl0EcCA8W2DgGsw2I761K0TSIYB75wp8o+//9+ETkWyLMS1EcRNo904KfKM9C9JP+6V6OZkzdfsHMVr",
-	"n4G3NpqTRS1PpEiKPAdx1L7gKnUBPgYEDQ9IzOTcVgJGOdYW8AAe4Sueky4Un/TE00jkRuZQ5L++7Q3I",
-	"TzK/Vph7ScWGeOnPCI4BqmyVxFZBxJHkToXcQqsF0R6GjGV6QqxYZ6ux6WcuqMZ5T3SRCwA5ND8wNLl3",
-	"MeLmCCNuPPhiRewsvY55mWYIa9IaD40OwNSiTewQPJ9l0ubDBYuMEqhLgWlyHjI5b8r1Kcv7vv8dBmM/",
-	"OPjamtBPow4cztJwbi/1Puas/as6me27I0oaA/cDjf1A2X3UUl5/YZdfuN+jxTcxkbrjJluYYJXJNLJC",
-	"8ColRc71BojRjNGc5U8LvQSf03vzsxH7kVQVeWa0U63Xk8NDqKO2lEpPngyfDIEB2uabOKB3wfoi5hFy",
-	"NzP+aybIiq5hKhwGaskaT82B1puGrCbDVDJJU1+hcmJNLx5IHOwYt+BQLUTqTTNrmfFkE3TiGmjo5ALt",
-	"UMy6Ya8ZW5vbzfMA4sTDstMsU4OteI6mZm3dB2U5cYpVVkKgegBbIFKwvpzPHap50HiAE77dfGPMulFo",
-	"Qhj8cvI2TKhh9g6aOUDM8qB0EUG8uZZ2PZpWQ2X7piI2cBp8JH/QUNvW1KKCDhTJWSLzdGI2OIusmSqy",
-	"FnxbfcRfBNs43oPtxt/kcsYUCAQyT5ZM6ZxqmStIRcXzKsBZGrTluX5Tg5dSZiRlRnJAYcc0PS9EYv7q",
-	"m6MDuKBQEUahvVJLmSkSH66SdUzgFqLC7bCQF4ZHNtyLpSQpT+HgTyplAkBmcsgUYM+zZ809W7O8vJ6k",
-	"S9MVF1j4tdJxkXKAnf//AgAA//8=",
+	"7L3/chs5kj/4KgjuXojsLVIkRckWFRN7brc94x13t9dSR99t06sCq0ASXxUBTgElme1xxLzDfZ9h7z3u",
+	"UeZJLpAJoFBkFUlZao971390tFWsQqHwIzOR+clPfmglcrmSggmtWuMPrQWjKcvhn8+ShK30WyrmDP5O",
+	"mUpyvtJcita4FU/Xmql4TBQX84wR8yfJ4WZCc0YUy29Z2mtFLZUs2JKaFpgolq3xLy14tPUuaun1irXG",
+	"LaVzLuatjx+j1osrOt9+2dWCkRnP2JEiTGiu10TT+ZjEk9ak6PdPEsV/ZfAv1sULS5nyGU+oeZ5ovmSE",
+	"CyIU3jNpxRGZSr0wFxfsfbWT2316TZX+Hhpk6c6+bb+1/aerqzckpZp19r5F4oPbb/jp7WsiZ0QvGEly",
+	"RjVLSc6ULPKE7W70Y9Ra0ZwumbZT+lwKzd7rH+iSbb/mGUnwZyLoElrm5vKK6kUragl4pmVvuYY/o1bO",
+	"/lLw3AyLzgsW9mVFtWa5aeA/f3nW/Q/a/bXfPb9+F/y71333oR+dnXz851bdSnhe5Erm2938cUX/UjAS",
+	"C9ONBG6KySyXSxigVc5uuSwUWdF5+Q1/KVi+Dj4Cmw67u6TvXzMx14vWeNjv1/XnNV9ybW6tazGDH8MG",
+	"UzajRaZb49N+ZFrnS7P2T03bSy7wr4F/DxeazVkOL3ojc103O1fP35CVzDXhQvGUwecqKtKpfE/aXCuS",
+	"Sbma0uQmIoPhk16/1+8NOg3TaNrZOX2+x2enpyen+/tshp3dvTEvqd0hOVPaLWLTlYiojKoFU4SLJCtS",
+	"lkZkRZViKdEy/LQjhaIkJ+0lXZMpI2y50uvGD8O/mj9se2Lf5DJhSr36rr7nK/z5SBGe4jhrqm4ITxu7",
+	"gA9c8/TgDdLvntPu7N2Hk2HDZniTSyNj/h1W3VY3f5b5TSZpavpqbrsgy0JpsqQ6WeBYMqW4FEeKyDvh",
+	"7iJ3CyZQDhqBfSPknWjaMfaRpi0zsMva/133DZfYibpxfuZ6SHgaEZmT2G6fmMxkjpKPZhnLjxSxv/gn",
+	"5IzE/2r794e4YU7szfeYk3Y4KX+1L+3Uz86loCu1kBo/re719oZHXRNXVN00vtGs0Ud820fTjlpJodAW",
+	"+Jamb9lfCqZAUoFSEPBPulplVgMer3I5zdjyX/6XQq3G3tPlKrOaR1OetcbQOyMapjJdkwVVhArC8lzm",
+	"Y5JKpsSRW8bY7bFZvCuW6zWZGMtlSUU6aRGuyJIrY4mYFaqpLlRrPAI5zrV5Y+uVuKUZN4oTe+0/caH1",
+	"So2Pj424mVPNeim7dT1Xx/AQquWP4dD9c85mrXHrn45L6+kYf1XHb/BhHLU6SYhfbPpMs5nMlyw1S95M",
+	"nCJKLplecDHHRS/FjM+LHC0KMyBESE1olsm7nunRcylmGU8eOgtOIhypBc1ZegQzoRK5YmTF8uu8EMaa",
+	"GROu4RcpGME73S68IDRNc6aUuYUqcmQ3zJFRVprR1GxTMF7Mp0nBKvN0Xs6T/6ADJyhx9z/W9JjVtTHc",
+	"M66tbSGtoYdDYyWTs8XMdW06aPry4j1LCtPMd+Zjm2enblbsfF8vVWs8HEQtJhKZmrU9bhV61n3ailrs",
+	"PdfXiUxZa9yPQuk2bp3NBkk/fcKG06d0xPqzc3oyPU2epAM2nJ3Q0TQYebD9M6ZZChdTluetccv/+xrt",
+	"dHgDXtB5IRJjgLbGM5opBj/IQrfGrdFwIlrub/fkib+w/eQdzQUXc9Ua//Lu4Mnzw/qWKWNdmTk09ugx",
+	"u2VCd5XOGV2aRg5szjx1iQ81rAfm3khmXHC1YClp3y2oZsYkMdaAmQpipqJjFsSCa7hq9ossdI/8zPVi",
+	"ImI8TI3JVmdjWENUqDvTnvL7xchBcxvB25ztVHaHqongmuSFUKStGCPxH19ckePbwbGR/er4g1UBH49l",
+	"oVeFjjuRWdyCpWS6JpTE5vcYX9KbiMqifZPLpdR42jl84cLy60/P0pNZPxnSczZKT0+ng+QpezI7o6fp",
+	"KDmZDltRy2+x1riF38OurSxvRd7UGHsT+gELPC+EsFqhmC651iy9pma5DvvDs+5g0B2eX/XPx4P+uN//",
+	"j8NliFG9dQvmUvMsI/alhM40y0l8R7m+VvEFWcksg0kEA5JqErszH5gtwdE7PAvW9cPeeuzvg768lPmU",
+	"pykTD9UGVC/IUa93zHRybIzyu/SIMJXQFVOVU8edzG/UiiZVaX5SSvM3MuPJmtxymWE/D5TqK3juUWT6",
+	"D05fstTaklyRVc5Fwlc0A2OTEnwfSagw8t6cMcRM5glLQZb/kWp2R9dXuKUfOLh3OQcdeDTl896UiyPC",
+	"3ieMpebgU9Exg2GfeDlC2tjFnv27E4z4aX9UjrjpZEpMNw8catvgo4z1MxGoT6kXzAw3FSDLvNxqU3CX",
+	"kGJljiwRoc7t0GkaCTs7TqSarr4SxnKl2QtjKj5wRqgg3DaHpieRSVLkOUsvSM7gxK1Lu+2a+xMqfis4",
+	"EsofW+PW+WyYjNiAPpmepKezs35lrio2afjWQyfM9fVxZoxMiznhAr5njuv8Av7A4bFWqRTZOhwEOKbh",
+	"qaxQDNUWQRfEHObnB6lfykKkD5yaQsCp1Ascd+Y72qcDjioSKdgfRhzMoGcHDreQuosPPMZ4/2Q/qG3E",
+	"jsAt4oXRkeoEjr2PUevHW5b/eyE1feAwrmVBFvSWkZNhuRGV11MyJ0ZHcTHHSQVnljE47LD3/mL6oHqJ",
+	"FLAvhL4uW7mAZ0G0mmOBltZOIu2KOfKvOBt/sO8EWymhImHZ5mlgGJwG4OO9WDh0yqC7j3YgQMeDWeNU",
+	"wyfKGSx1HBTSjqujFEfWo+XOcCuWd/0U+w2UU806FyR+y3S+7j4zlkJMFF0r9MoYCZOvCZ1TLnqlZbdk",
+	"MVELeadIoejcmI0pzpbaMCCCZre9LZcskSJV5iUwd1M2kzkzLwSrBd5Z51cuHX6B2+xS0/zelqKz9sat",
+	"1VovpDgh3SUxk9qzvr6n/b4Rm4dalCtz42j4SYZivtsm/O2NSTuQTetvSpObeW4kkHNFgs1/AYuwtCDN",
+	"Ao3NGrFDoI4/lIPx8dg+ytTxh9I/+fFx7E4IEf0g9SXVXM04nWbsgQILVI1pFcJK6g+n/X6/S2CyFFlR",
+	"hRqZidQdi8CiaA/6wxE+EdpHo8FZKVGgr3CqV0FvDxQs0KWu0Qjhw48laGLoW0yMuAR5Cl9Sfp73RxhR",
+	"fkHi5zi+XfvYnN8yBYtC8V/ZxsRW7m0K5pFvjjfDafGeANPHqHWpZc5+EvSW8uyxpt66GokybZP2G6n0",
+	"PGeqE7jA4MBsDDQjJ9VC5jpbj8mM8gxDCIkUgiXa/DMuFMv/4KaUpFTTKVXMX4nHJOWBGVYaa8FR5pLl",
+	"tzxhpAi+9MBlEz7yeF7EA4cocm6qaS5vWO7OOJresMCIBReesUeMBrijiqQs4SlLewQ0iTvKVrUVqpHf",
+	"VPPsDDuBE1zK1zSfP3TVwQYDHzRXRN4yHLJBf/T09MlZv9+F6DbaRW2n75f0/bV57rpG4gQL50pKkkEX",
+	"Dz2RSdnFBx5jsXxrPsp/kXMoM2s3gJn5k6CFXjChufXQPWwDyxsmzDCy9ytuD1Fo81Ai2B3B3yFgu5aF",
+	"MaxUwfKKvT4oR2+zb4dvucpjjzGS32OEwewnbqMJU0ZzM7Lmkzb2wc8//9x9FvRhezO8ffmcnD057ZNk",
+	"YUxMMWf7he1PQhUrcyR98DRlMqHZtSqmzqjwcsO+gSR0Rac843o9JhkV84LO2TgvpuuKtT4M58p3Lnj4",
+	"YE9++cRjCclVLm95yvLtbwMvkBd9uAtWpff4AeOayuSG5WPCl8ZAR/N2fNIbDLsq40uMJ9jzZ6lngkF8",
+	"Y/pszDaz1FCdHew1c48+2gC6c3ciiywl1jfmX4Nxq5zRZAGeMv9WhA/NmdBXUmbwlw3bcQwfzmS+pDqE",
+	"BC2TFXqGBeWtqEWFXuRyxZMalFDUmhc8NWfHGqgMHIvc72BFUaLWSrOl6fdypUkboleaarZkQpvjGcm4",
+	"QHzO1pu0lNk1+s+vjbxPFjSvAUNhkCMiGCaBYxlolJzRVDkb1bSF2Kik0OhDghigWBsJkNNEs1wFvfCK",
+	"DrtR81ozuiRl5sCNJ3rryLECFz2eS6oj98P3z99YNMWRIjJPWQ7xcs2W0DpNU2iIZm+C6cKwse2UnP4v",
+	"htE2e4HmOV23MEDsAs2/uAkOpqppLN3Hvat5xbMi5RpiNNtLiNZgZH42R2eIUa4g0HFR8TweKQLnNjgU",
+	"me92q7CVUs26mi9Z3RJI+dyGuTdsmT896w5Pz0h7wd53PD4LD7bg3ZApA+PL/oQmtnV+3uVcW9strV14",
+	"lSDg5qt9nEZFRMI6t6GpC+c5ned0eQQHRXCbRoRliqHShVNU6aepDAQX+mxUuwLBNr7G67UIOMqzImdH",
+	"iiQZVYq0KbFyiZiHiCpmM/6+E6F7g2sr2mq/nb1PWL7STVC7XGliBh4HtH7gG9r1QdPmESV3C6n8GJpT",
+	"aP2WdEN+jQvxsLXE08q9zcN9w9F3ukt2w+74M0fPZBBT2/FtUmRr8zlO6m5H38orKauVvd6VVT89NIHo",
+	"RunwoorEaOL9kypgZ8e1k+OfuObpYU0DIquhLRtC/LD9W+gh2hqp5UqvQWkIKerXkDkabz/47Y6lGMoA",
+	"v/c1EwduPGckNM/qmMTeHxWTQmgOUca13eDg0xU+7mhRCgV4LosEPatxNBEx7sg4IrFZvqkR1eYP9NLa",
+	"XzKpdNzpkR/Bc21WKb7etQPYLdtQbyJqVao52tRs7pdmbCAarcbQWx9dBMBgvXq2KKedo+O+vFeLogq1",
+	"FuClQG3B/ttYlOHaj6qIsgAeh9PVqM3+bDd2dQdiaBQOk6AZ3B8pyxj85d6G+N/gQsqUzuW6dqvCC19z",
+	"VaM9cZwhaO+U/15Rg4p4S/NHrQCJ27SnJC7AjCrtkbm758L2sNp63bA+d+cG+2mbZoKmySKQBFMpM0bB",
+	"RMbfmLpm721Irfa20gG7/XXPca8rklAB2paqGoctM5utvDwmxqSKQ4szeJ2ZeFXfEwj9GTF4u1uFmc7c",
+	"MLYy9iiHmKwwu938cW3+iDtgoiabnZeCUKJZvuSCZqQdr/S6qZdcuZD+nqXzyt14xVGguaNkdfVtb+2N",
+	"RbaiyQ2ds2sulKZZw1StaKFqhuYSjzEMv3QKhtCvTMAg6AW9Yylpx29+vLwif//bfx1DI0bYmT9ypool",
+	"iy9IzNOMXZvBl2JM8J6GscF49XXK1U0jpBjPpVOzHFRV2h2hA9dF/Els2rleTve8DZYNHHQahgZvE0yb",
+	"N+28x8UgG1bhCrHe1+YgXaOY3pjLDqOuNkfenhaJOd4V80UYdyZtGHFo9viD+d/H47//7b8av9vL5kKh",
+	"r7HuHntUbfgUtWBNS8lBdtUBy8nda05cZk25EAyx4SVreLsWSbu6mNwPTV8Kh9VZUdvRTQ2mSqQNfly4",
+	"4Zxw2d5NwUuqYqYi/pzIbFVGtk6Qbk3P1gKsW7g1K7C6m9wOD6dnc0HW6giZsgCvXH/OtbjEqv5wx4UK",
+	"2B28wnsA75FLlalZP3aofb6NliB+ubggtzSHqJIiimkyXUPEOQD95eC1z5k70Rvt2JuIZ+Bade1x5ROF",
+	"7rhekNgtgZi00SOFxzCJRmPHnpO5cujciQBYoQV1yDvhHYARUTJsz+Zk2JZ65DvE7I3Bin6D7zJjSKSY",
+	"CGsmKdsrt+SsPoychxq+wWcAXCCS6I4rZk7POVOLiYAlusqZZjl4cPwIodH5sOQjcz66bV4nlcVwdnp6",
+	"clbTwpK+D58ZDJ/WLEs3jNtLxM5SG5E4mPBgBk0WOgRMBSgS11aInSIpSzKaM/AqBZ0e9Wt6jJ6Zfer8",
+	"R7jrhUMkg3RKuWg6Es0wGKc0FSnNU8LFqtCknbpVUuby1G2w7dOXN2H29fPS3PmjudHYEogcu1bVk7os",
+	"MIjnc52eno0q+Vn9XrmvRbGcogGDeM49TZ2cVVvaamdDcG+ct0PRBUbap0mvXabrJfqBggMrVYTWwQ3s",
+	"4dWBr+BWxCsP+wPcy1yriYgtkiFGp5QFJ0PWgCx0BvFpl8pD2tR6IiNCyR3VyYLlnQjMVrhrItz7QHnO",
+	"pRFNRm2Su4VZ2rb1iCSyEFph8FBpEtjZ1978jiPT64lgxtpyHij2nmtlHVJKy9UKzMDvXrx+cfUCDcF6",
+	"zEQHTvTw2WE/e+SVkZWwPyxoW2Hf9wGze6QCNJ8IB/osQ7mrVbYm7Tm/ZXg6h9UcW/92xmfMXOz0PNgY",
+	"IHlzAe7F8BgeWBUeg7MVlyoEft3xlItjtSDdpGmD7tOAd2l9shrENmRmTOCcGYPlljlQpbeDt2TW+dlv",
+	"Iqk3T1E6p4SJW55LAQECr5EvLBgyyK2LnXqp6JZ33/xzbHu/Xwd8qthd6fVelLo9yV3yX9nvUVJXu/la",
+	"3rFc7YQGXxABaRk55QqwMD3yEnbItlAbI1zV7hzSFsbOmq6dsu1U4wMP1hTVT/mTvCOZFPNNHARKVbM5",
+	"hv0h7kHqXVePqmxw69frG2+1bnhSslq3w0ujdyw+hMPBr7TMUu5CEsZMDczYnFksF9f1Rx5rvl43RnlC",
+	"U/GOlvauzNHJZN+AEYbDnPMlpnWnc0Vxo9zC97dz1gnetu3DDe085/hDCw/OV2pR674TNkt/t5/MJuL7",
+	"V1TGrvJRkZ3CHbP+HN2L9zMyqlaszXovv+/+H/xg6oCt8dnxyfX+UTu1h3tI3bbZFxj1Ddd2CYbf5kl/",
+	"msVnDI5rdzhuMvrAKrFQZsDgBK4JaoyKm864YvJpeuNSf+ydRvaiFJ6INiUpn81YbtRlbC+DCULJqN9H",
+	"ZyP1YAKzNY1hgt3gOiJLmjKPBTMmlUP3lf5T00RwNobPoHAY3D7x7c5lNntlyjJ1oNlQxwaxpdpPhjWz",
+	"6Zbz3saCcNV9c+rrllDKhOa0Di/wk2J5d2lO4zy1PCpLqlnOAZiuZHbrZgXxCjdMkDaqVMWSnGkFenFD",
+	"L9yp61xm7JrmotaTe1NMWS6YZura6ODVPR2/weMbjr7ymbwQ11TVC8utIQqTPmuYCOKaFE1ABgJw5N8u",
+	"f/yB3NKsYOh3MLcdKRKnVNMYgCQXiOtAwUC4mgi9oJBOwWiy8E+YBzo98sIGvGw2ZpuS+Mr8K7KBbikI",
+	"eKZjaxyoTjQRMeJNYtgVMYJOzLOCxGgoPl8U4ia2EHGewl4Ew0kqjn4kq69NYxbzC01iUL1CpWMxLcEP",
+	"sTk0cWP+vqZKd+ETuq++iwk6y5WTL4SKNckZ4Keg23O6qnTzj3RlTlNxDsm89qeNFN8YvBwx4A9wfCxm",
+	"yTwJwgL0vb6ThAmfdIET1yMvEKE1noiJIITg6I/BpsILZhrG5MOkxdNJazzZm2wwaUUTG+SD+21OwKQV",
+	"mSPjR/ceno7JebdfeSmO8MZr5WymmJ4Yo21izBMKrU4LnplvmUwEvNBlgMOPkAM+aX3c+CYcxI3mg576",
+	"XG9s0WEh7Ktt57Zfbj+rFbWkYD/OWuNfDkmNjQ45zsAqPfDeP9LV3ju3ksOjA8Fv78LcZ/vwlkmwgcg5",
+	"BDPj8/ZLs88l8E+pYmejWjNoB0zFOlgw5xzn9oIMhk//xTp0b3iWYX634nNBMyIuiCiyzCYVudzQ0kr9",
+	"xfc3apkbW2YohNS8Dlx3xWz+spHDY8J6817FSjB2OHhojFjKmWK6Nmgv5fIaO1ofHbsx4j47Al9KV866",
+	"S7aU+Rq/LTebnBlrYsM5lRfCR8zwgevltCGeYjFoaQ4+n/pOWHEI0RwUgPAirkoaAMjivmM5I7YlK1Vd",
+	"d7TEICwIKXknAHRXeRod4VyQjRyyXs405QIxGCtHpxCjO1hmKVOazOVEgIroXHh4mfeFidSSBVhqArNW",
+	"1k2OoCoipgbxMhd1aJ8f6JJ51yCuNlB0OEG6ZE4ibVgpl6/++OdXr1/X4yybUC6xl1ox8awLlU8L4Uwh",
+	"nYXHsJgTkYOw1O43R3zxoeknx2bx4TC8ziZTRm100dJm1L8zYNDYhnxqmgWZQQ6ndpdLzSJyw1YayGSk",
+	"PhhftMnPUbcdljwF1ytVbrFfkAXSVJilzDOkkGKrhvN8ANTZ+uCSCORws3DjVGWXjx9XP6kbw7kxozVf",
+	"XzOBgSCv4jI3QED+O+qOdi95xl4IjexdVcWyrBX1PyZmolcst4BVMrVZnttnEUtNeC8kYoNzIUIaqXo5",
+	"gMi3A9aUg4m6fWmxUSmHCVkvMy5ujEGhFyyvp4Gs8XBYfiu41/YmwrGrDkHT6Ncf9E2f6r6WCZ1zdvj5",
+	"v5zffWsVR8G139TbnxEkuN3h5vnZI8YXdHh69rCZ3dx1FQgcTo+dF/u2uq/7E6MZfsKGy2XBkpudp/Im",
+	"mVC2XaoRt/SkWWhhAl6dBrhluaqFzl6V6JQjRextkdGmS9D3moCxbLk+45Td2piMIIVwd8Etnf2Itx3Q",
+	"wSqIKvg8gcnzUl1byhSEHRjjAfeaSmiWXc94puHCkie5vL5dgrhSy9rRCI3zbbEkGFlxloDqp/acdeTi",
+	"XhGhNWrJenk3Nh7VtH7AQTZjS+BdjcFmhnOgjdYButUoHCEJJmL9dPWy+zQiMZrV9QjjTzTH8YRWHzYh",
+	"+KM1g5QD+SM2g+eOu6ntDET8Gay0zkH6eWOJ2L5EOHrBJ9Utmo2YUcU7C77KzdgXeD7MKV4XuVA4pqTt",
+	"c92g70t6w0js3htDhosfdkuwQz1plWK6czER/nea3dG18m/YNrLxxi6070KXbq5sn3dMVXlUbAhyxbNc",
+	"LmPICdYyJm32PskKxW9ZJ1zOVaMejG5r/8BNELnB9Y6uzTueZS45SjFRs9jNaw+2H51jyn33pk3zrjZP",
+	"6ZMEOL4rwv5BK3ULCVmcaiT2qqhDxFq8yXa8ais+ZpGN2418z7/dgIAv6ZosZJaStqNmMqIgZyROAvxv",
+	"LwCLVdB0YeKGugY+qGuzdO/nivSPIkj7Xs/6Q2kdoUbUsrA4bP9+LbtH2TxnqqL8sDGzzcUawj+ZvMuM",
+	"GVR/DMotkWSN+d4clrUp3Rdub5fMWQcsgU1Lr/olm6OyOXdbExJ21H9Q/YrO9WuO+m0DGA9Jy+petvTK",
+	"EjbXbObdNlmRN2TRGAOZtJ1nFmAyvVUxzXhyXeQZemGPLezx+AM46j8ex50LwjXumQAstpmjvNsIMV3a",
+	"TG5AruhgZHYN6aeFrbTO3OKyKgpj2k1xczdG8LGQ3hiwEZTc1f3R00pk/KxfKxO3PyZMctoId6TLOhDF",
+	"98ysaKMgbFwtpoVe9OBuG/aIG0PdYcRmZ5AxuNUYNEtIOa5ZWOAYulaMiXst5E8Jz9j0/bpbM/opnUAX",
+	"2L6h+He86yNw8cC01W4wxfLDwuglC4FtLnjYD0xkZ786abW7wbqWa5P+z0enT3x2JCaOqxoD2WaUb8Mf",
+	"qCZ3TGhjXIs5WiDmmpYklYROzbbn9a5XiKKoutwrlqXdjN2yjJSUxy6p04HkSoZwtzo2rBzTSu08LJlS",
+	"FiGwexrcje/2JhxHLcCu2yzw7YhgQMj3YZe/scZ7gZn4jWu/JqY+zRj56e0rIujSRaCQSRCSYfdLXevU",
+	"wDfvTCJzZFE1gct65CZ17vkyEQ5NdER4a6S056kLEVpy+4uJmEmjWhEBjqhGhG3vo5ntIbK7QBRibCNk",
+	"8URgaiIHF/FG2qDFZCp/cGTvua5Q7VacvkbiT0TsIyUQRSwTFSuYTpe1WL7D05eaTUTvnGd8EwHi4ZH1",
+	"26j+lzB2syPE8oDs4W1Xng/XbFsmlUcON0xKn3/dzsn1PTte7rZ9kcNLvPPjJsXaYW+qS+esmDJlnnPp",
+	"MQ7fs2PH1bsPPUDlYEehZ3vb4yYsW27olIOMbKL0gOr2k5AWtNDyGmP4NfKlwu0qCMUcOJ/s5IP/RqRY",
+	"6CKuzE7IAV9CHEf9cxJjG02W0UZm507TKLwXUL3Wjqw7zgTw3goHCRV0zso0p4Z4kcPOXDvHvT9uzU2D",
+	"aDg0POmzvhr0OjJXAEEWDWpiZEhlgmljJf77AqATzMg2voKhj+yQxmSWM/aru+YzzCy+3khBzMTZZASA",
+	"9mryrJq/p3I23JY0n54o2hiisEFRILBqipP5jHwA3VRQ+VU6YhyQksVzSd9Xo64IhbPBVmTcpMrMVHZr",
+	"LKPAO+TDwCIl8TdlBCkmimkE+Su6ZKBGJwCrWjtWtllGb2WOeugAJ9HKe2R2ihrPou0STusleiLRrNmJ",
+	"0oabMI6Q10YJ8wIXKdZGiIO6EfGY4MdaKlVXBsiVoYEDKxdYVqJMMpkIeFewWqMSAhhVMPo0zLW+QLpi",
+	"KghY61xpYGkmS7qeCJsvbwzk2nB4feypZKL3I+nGrSpNokoGZlVSbO2XqkCoyl8/xxtisHb1+1nZoSoa",
+	"9ZfPNz9UfYHiOUB9YcN1XfKcxhtAYldhq7qyuoMxEdKx75klZnm3IhdrYe/ZcqWr093g/TPqppbSdsMN",
+	"okAPYI8aP0HVe298qaImiuBOeWjjmhTKc4csiZB3EaFJLpWym8YC6Eg7Xiara5daHEeOU8H9DkY9qleW",
+	"1uA06/KiDjpl21zWbern+zzt0dQ0yw5AkdlH30U1oJOUqI0EWkUWLEvdsFWqRflU7DYogrIQlsuqDHJm",
+	"hdQYm4HxM8fWYMAf3nck37LdKTsJbm21czYhBrEmGb9lLicX3cnYzVq00MP7i9EUG/dpb8dqqALAR8l9",
+	"5cZ8A+MEcwNnv4mIUd/1HH3ptdZZ3CM/YNoOm5l9Ny4ZfnHPB6gnBDkqkknFMMY2EVa5t+MqriuOSNUM",
+	"tUVOwgk9aPVWmAAOeKI+Sq5aTbsoqt+awbbZWIlNMx52tU5mvS0OTirYzH6hic7W3rVpj1EAxwWWAZdC",
+	"ilhdOJHbQ0CZKg4i6TAMadlRm/26F8oZPpEyWMyPmMfvPQGf8PQ/JJV8Kwnnt0r+/tTUhSAZ8aB0wi80",
+	"g3vHFntei+p6hjw7M0Rltu1WccEav7Fq1HfVqdTk8mhMI9/eUs1929jU0E274YOepqy+m01us3vkIF66",
+	"E4nPHWP5dYI8JeafVhLav+wpo/aEanOpamLXlQTDA5kgS5/CDqOvpj6ldWyandLAppQ2BFD2JSrth0RB",
+	"EMao1ceBBwKOuQYWdCeqtH9tDKiQfyE2oNK5gMoVAIsGQ70ezLii+Q1Ld2SwXQVJaDCwJUbAbGs4SLbB",
+	"QCQxNhZ3Gt4UjEo9j+gdVc7LVTYJDqvO4Wmlu8gId5/L8dDQyIfoHj5SZEFFas5DwLsQ8PPWY60f5bz/",
+	"LKwM6Re7rQo5xWpBdwsJJCSrTK6XFhjTQG9UOwk526he6+sAaYohBCGFMTWM5Q5JhGumIyQlVkyPy9Tj",
+	"QrGJWEIWoxQMco5sWCLyc0raSAs2ds6GavahS0NAkzefCLe8SDtnS3kLiBRgpoCpqC5NwGVzqIQFTry4",
+	"XMNg6YOHyfXUZUiqThUAZcF+ZRkS7HjL7ZoGWMchvncrJ0v3ewjK3kQAOt+vHehiyXytATjTVtiiU2M0",
+	"to0RLrqIyAjqD1umVSRDs5UJoOlOJcx4PzD4BiNjjccmgIsjm2Lp37EidyOLuiJEazUWjt936F3C/bIZ",
+	"zg1+umcSxi7cbdnujn7VO38eh7exeqI6yInktPJeWH954tnHAlldwKFT3vGYJebMWL9HLgNt83AzoUGZ",
+	"O0rfDcxloVgejyHDWhi5aQm3WE7am8w2G0lC/rAXdyw9YbxJnBrGfwkKiUBIhX5/S9JmLt+HjOAzGASf",
+	"rD53EP1eBVlrVs/jBMgZaXPtWM3m4JHmImlgh1f8V7Y3AIGukZWGohsVdpv7wjW345m1Us5y1wadq0iz",
+	"2t1jl9JvLCdCR8phgsJtzL2SIqAD3Csq7L2fhlQ7MKu/zhQvmW62RvHPyNZa4d4B2lZbeAdOy/GYKGYs",
+	"EZkzi8UA0tI6MAY+MBG426uVg7FkcPyvTM7+AMx7BGSjIlx3euTKVQaySJCSEMCB/ScirB0M9taKKuXI",
+	"p8akDxDrOQP3NlTNS1hT9iEMSmO2y87NVeW6x0HTUt4cmPlmFUKtcMDGgFgG7sJ5uKN5akbOD1znvtlu",
+	"m7gfX6Xfb9RNLVUuH8is3h6hHRRvTZggAMEwXwehJkDeDHDZUQfgzTbhvyc+RySZTQXF0FZUnlQikkml",
+	"Ow2s/SEit+agRjdScjlUT5vLLZL1nVr7MyFyKjz92zT8ECbcZOWvpeHntfPtCGe35x0JW2AF8NRFEZxF",
+	"UR9k3q15zbZrQDF46eH4/9QmKT5pU02WUmkyOCN/5t9GUBMFZNqk9fe//dekVb8Ycp+cfz8igL2Ap98z",
+	"qqm0AsrVdR+Ek+niQZq/ln//cG1uqSF2a3Jscr8WD8a14igUNlE3LNaZ+PqxZUGl2vTwqGXkUO2Gq5Dp",
+	"3S988rYQ1cIQcIJWrEhl17OtO3oB5P7O5Z2yHO1ZsRQgtcsiQZ3xRNTE46y7pCRwp1nmoC80z4F/kyri",
+	"2GNsfOz5W/L6JTDXID9mJ7K08UrTtbJWSEnZ6znkI8S5NFogOTOfEk9EsqBi7uij+K+sR65evP3eiOn3",
+	"pqvd4elZIjOZk0JkRjzFTNwCZEZ5lMamjzlzsRNbHLBfcdUP6qSZGdF7PrSxMqGFCN++vSJBxiRFzvX6",
+	"0qx3q50h+eJZgQmv+NdLt+f/7eerVk0J9R9fffecvPoOyH0TENhByTwbgtuo5YdnK0XarqZcx5eSA80O",
+	"762WEcOSX1zMpOM7owiiRwMXSM7n6B2BNJXa2mPb/JlvfMJ6F8jtWRpwwM9kTp69IoCTw+VNVyvVm4iJ",
+	"cK9D1jDFsll3IaGElWOHL0HLoEAA+hHW+LMeeHAA+1ea1ScVnqy/+cacvjJJU+eBUt98Q9pQCI+UhfAi",
+	"8h2UcIvInz3zVERePB9iFcXLy++BE6cD3X4BEI34+HYQB/BIwViqSGymXeb8V4o0799iIg4m9fzbz1eW",
+	"TAnnlYbTCSsA57Q3EVeei4tDDjJkukdkSQFsBkjBb77xB23zSWG96E7kyhzo4DQu7wQQU7ESkYBMDuoG",
+	"EJx4XlQXdUXKy8hGjlreMlORUX+EgwJZBiCPfLpD3FRHLyapTIolrAh0CMZmlQJ2XAGyHsib/lqxKv/q",
+	"atj8lSwZBU/DXyfir91u1/9nHonLXIaY/JWM+n3y10oZe0+wi3SuIIDNVjBylmATOC31jyMfLPUOTTBu",
+	"llMucBmEmxSvlIS+AK3HN2zUqsRXDcynYcFJM9WZMRRcvT0jcFi1+KRtaibzKU9TZj/3xPa3nPclXcP7",
+	"C4BPcBV23ZHu27bQSC8boo5sVeYlfZyVjwDCs/7bKfM5gKRt9K09QiFtMoViPoSphK7YRuUL+2JfcR/f",
+	"PSJ/JUVQNl/JJQNS/EyxI9VxqzHCtShzLLKETS2ZXsgUKjZbYDS2eeoGBvryniutyLTQMDSW2Jkrgk8H",
+	"6yDjicYGzm0D5Z73UzuziJWSpBYRkbYMrxtlW4fJj7aNQYSNew+Vi0JdOHc7165gSbXit9W7hdn3lkAO",
+	"m/c1ZeENg5ONhbxV+XazTqxtprYANjZ5BkvEFqq+E0bMHilf03pf6W47xr4EKLQ5HPr16/l+d1T0DGfD",
+	"Dqo7X5rmTvuuudqqlgGBrEN/21bmEGNyDVBR/h5CULkihYDqJpAN1OYIKbPAJtt6xzaJKChs1M1F6Z9x",
+	"lZp991KWcTczm98YcFtU27t3Ee0dNZ7dKkIUBr5nBBMupOiWPS87x96jzW1pB0OWZtsYEAULmmFrfWht",
+	"WsyRzcrmgZHE2K1WTrjFymFiJuKZTxZC3qn35pxp+vMryyXaEd98gwdGoxSH/X4nshNCBeZngbr609XV",
+	"G7Pgb41Mg4phf3rx7DuXR7tgOTxiVKoZuAsgNT21st/0y0oWKy4UpiY9MxfjC4vhtHT57mvi/6trnY/d",
+	"V6ml9XL4gbJCIldk8Pe//T+D4VOSMW3s/mgiUj6HCEFO4t71uFtXHQMinBfIVOlUs9HF8185WAwzyEvj",
+	"oHGRrIGJ1HQ5SdhKdx28ZwwPxKQNXj7PaO9qm7q1TXPzsqkxjs2LjIIBfn/nNZwImfM5x2oisc1lTmSu",
+	"ei5Vxf4eYy4C2PsZT5jASk6oambAe9J6tjIbrzvs9VsuJBFegwP2cknz9Sdaoq2g3ntp/3p6mFa/N8DX",
+	"QKHaFW+NWydwCflvwOQ/XgDBza/m37WF7p7ZORn2+6R0zzrnDIyQImZR9sgPYEgKWWZv+x32Km2NTfuW",
+	"TgdcI7DfoRPDfn9HHeOa+sXOmdGSN4dXD7bvbq6+jO4mRYB4GrCqp9ixulb9Bxy/sqIBDMnK0ao1/uVd",
+	"OMmv+S0T5iXGpMSoA50roEpxA6Va70wLW+nyH8yMfURKpZwumYbC3b/UeYPRxLLIKLOVbH5+jQYuHTMf",
+	"q5WszCMKHcYcKrwgX5JdxPCGVnjexKq7QSX8Mt5wOhhWCI9vB5NJL2Q9tn+++zCITv0f/2L+UVJod9/9",
+	"Sy15dv3clEN0/AbH8Y3pPzBnHueMputD1zsTxGkiszJKjWk2IfgkHXEusZ5Eu/3QJjPGdb6eCPZ+xRKt",
+	"LkDhlSIwTA+wm8udYByyGs4VPMvIks/NChFzC7PY2lpvzXc9eGeVvFYp1XRKFcNdVk6uEzBkGLoVH2kn",
+	"wkdAZQcjWD55D5qnTh79w6n2szuI7Nza0/PwAuCI7vSPk8UqAxTSej3CSP0gNdAZrS9IjH2PiaJrZcmO",
+	"U7ZiImUiWfvaxbskkxl3fqBouh0cgyY69nW+azcSiCLmvRu2oDio8Ph4maxipzzacV4ITIxGpJMLJUCd",
+	"V+BKuXboMuBqBw5mmm5dhGHwVyHoZ1rIuNL+apCREgt2t3ndXLYYle2fJsJmbW+8g1RfAfZG3Il80R1S",
+	"VOu8z5kwQ2rZy9GxAdkSleM3puD5hzI49kGuWHDIqKRmGGumUOwCzbGJoJmS24XUuVA6LxJrPK6AfsHV",
+	"Z6vUnge673xNgmnFZl0sJOoPR4Gfl7R/XDHx7NWRwlNYpwdH/CXVMVnx5Eb5uvLdsgq8UVErNp6IGJZE",
+	"OzYqBqv6apzV4PXmT4h1gs+Smj/RYVz+Dad6XK4xsHhjkX7T8ocJ6I9Ja0wmrVkhYAgmrajy15h8MD2I",
+	"wq+OSKlQPn6MLZ7OF/0Pe13X2WvczHGnR6AEvpkthQBAV1fSSv2JQEsXDGBl/mHLDL19cXlVHlcU+Ca0",
+	"tPuoQR88M3v0CrZotMdo2JgSnDSv+/9SsHxdKn9fLL+UYCWEf5msApgO/oUz0IpafsTqWDTfPVRz+eBU",
+	"+ZqgoP+49YsthFkeXd9NxP8tC19PFhy1vV6vsfj/+Ck44a3Y+6WuEtUmGJ2LoJREEMQOF0ZdPY9mNoed",
+	"1cKrEuugoP4uZLud8UAkow11mO4KFmCDzW1GkpQLD482bspA+Y8OUf7fUl9wDh4Z7H/kp6oXE58b7X/u",
+	"B6lfAnrBPDA83//Aj7cs97lZDzJldj91qWXOfgpNjMrxEirSz1GiGDVsObd5vqGbMEnVicOuEVVczN0B",
+	"PDQLkD6gtAiKFLNha22BnxeSpByTSCMi2B1TGj1+Ltm69Mq0vdq8/NOz7vD0zBOEo4vQXMHyDsKCQ7ZK",
+	"2JuLAfuKY0G24Udjj3Wisro9GvNQvNwI+4kIiuKio809C5YBqs4ICmp4V3WPPAvS9I8Ugo3MMZ3RXE1E",
+	"4CXxAW4ocm06My6v2WRbcOxbdnDvYbGYD+XKcEyEY7FGugWYgl7ONHqGYl8OjZz3SUrXqtMjPxr7YQns",
+	"X4rImVFjW8RfYEcAUybXF4SKtfNfkznTioz6J3Uax9gnZeH1vTrnRzRkwKdfxmqwjHrkkKUxRpX+yWIw",
+	"oV4/8v80KadKzfu60yjGUWvOkXWtVXALtc2djQ5uzAEdD5Odvvo+tFczdjhUgFfLPZU/V5bc9+3L5+Tk",
+	"5OS80zRQgBOtdOcwcMeuvviaSId3AxJtP6kbe879ryEX/oAbnyNo4+H2Bw4CLHXo/7A/POsOBt3h+VX/",
+	"fDzoj/v9/wBa8TnAOFtPZ6OT0cno7Gz0dHY2PT9LZ0/P05Se9wfJ6eDJ2XTQp2fp05Pzs0GaniQDmjx9",
+	"Oj09nw7T5GT4hNLRBr37eDSIWux9wvJVmUt5QroJOTKbQrfPvnnSOWpVSJ/6G0Cypj4bO2LQHw0dLLys",
+	"01ZB8Yy3sGBBYe0gJm9jxXbseolc/hPNeMIqdbjNO1vn0+HsLBmw7snsJOmO0ie0e56ennf7ySAdspPZ",
+	"iJ5OA0jROEiNCG2g1tlskPTTJ2w4fUpHrD87pyfT0+RJOmDD2QkdTR0V+Hh4EpzYQyiOB0nurbkDS6kC",
+	"RWodft6HfQ/ophqT6RmAlcGzZ27z0jLUp5/fajrAOHnpAr2/S7MJxjqTc9JG4D8cwjsVWwiMH28LIeS6",
+	"1hB6a7mkq3FuqIgSxseXdAWsSoVIbSAN98yRIklG+RLgFFzM1US0HfFjRFB/R1DwBgunBcSPHfQnlC8F",
+	"d2Yi85TBMcW5OScC7C9YTMcZVbqrmK3GoxpOmt+zB7sdLU+pBaRtkIzWlGT7pZWyW3Nm2aq31kJRUhKO",
+	"4oX/00kbbRb8FudoRfI9Hfed5Ku+L2otM/NSxyIKEm18fAygnIVUevy0/7R/nLLbY8nTpLVJKropX4fj",
+	"0eg/AhZP1/mQCrT8nsMkSEkG23Do8qm/pfH6uWXG70wC+BHzVQeDoSulgIOZlIIg5CuqFQdvnBfPYomq",
+	"fHgxZBrp0MUHIEnv+wNUGcikwNs4EUGqrS2pn5KQlokoSag904H3QzMoukW15R8THhSjmkx91/MH7/xy",
+	"jH75sMWhh9gFF16ySAZ1zd7jTHuBEaYV4L22TfwDgvc2tc5dKoneXKaqI6VQtfVfVzS5oXN2DTyuWfnq",
+	"gMN98xr0ATyqm79YpvDNyw5tE2bzOHsIpVuZ5INQEf+J4Hbyf1jGIXt/SAaAN1QoBQMmwQ2yQM8RuEmd",
+	"NwCi6poxtDKrNMPq2O88cUZJDLdBc//Lu236+l/ebfHOh5ccn7ynkXcM8fjFYeeH/Uo2XgvE93WJqfS5",
+	"t+MN/gaXXY6j+u4eMrkkNWuQyoWCsKLbDV9FcrNI/nkTF1sTAwnlcknu5uRyXmD670qqOhutEAoQrtUc",
+	"EMDBx47bI3ZvH3sgi3Pzcl/fG0yxFBLK0Kvk05+DDK2IQJzGlYoBVzRQOeRyKbXDzEJddXJpYS3IyWgx",
+	"MGNSUwOWereYIqmsk+LYx7eFC+Qzpb+V6fqeUVPnqW4VZuuTLq0cx6RgLiHysJ0SkD59rHqqzTb+WK9s",
+	"dq8mn17znRFRHyNjhN3jqTd2Gr78c1X/gC383OJC4YHBAa+4kvI1zecMhcTwkG+xGMfPLVgO6dvK1pD5",
+	"dElkHjwgTvBHBAJcodbZEGA/CtaVsxnsdAgQVeRHKLoC3jUvvEL+glqj8tJh5OWdKNlNrHxcZQXKy5Ln",
+	"5Eg5IpQKDarH2kcTUfEwkGd4DDaiFjNpaZbZ1FxAbjDr069B4Tfak5clecKG33gvwAeEzb+DX7HRkeuz",
+	"yw6SQhv8Ig1eT5+LkNA8XyOTPleAvb5lubJAfqDoaHJ/hrc2uZiHDQ7rDd9Q6Zq42DX8DR1BtqqaiK41",
+	"OLeJZ79AD+yG0y2k+vilSo6xcRD3x/3Nzz7UeVhSX1VmdNxKuqPhNq/V5utP7evdZAiarRVXDZ7NT7Jc",
+	"nU/TnoLuYbyGpCw7nZLlGvvqgvyNHBDhNnY6wi/yd0C1XWfRfs8hVEQEuyvTobw56/BNPrvGxQ3Hm8kV",
+	"9jp4GMydHUcTbg1frVg2I1yFpF7mRRi4NWY58R4PYNdHrCMsWWMgA+x81D8fh3Y2JNHNpcfKlDhW8wsw",
+	"YoVayx8KFvSWTQRwoqB282TdaWqOisYIVyS23xQ3m8iXfhd9spm8Vz4csvMP3rHPw24H5vS2+Ty4p7X/",
+	"5YrQ/ucXofcUoE0n/2BTmm29YDRlWPXotUx21iKwtx77++AN/+MPKb8f2Y4btSS9ahDrG4Z/BbaPwj5j",
+	"dZyElt9NNdASQm6MzAHUEdzRI69StlxJIxPGWBsY0xl56mQ0ouO1lD3yEpAnNsUskL4eqDrlwHFgtIKv",
+	"xY4JZDigE7GRl4aJOloWpsUesR9hmvCyGgkT3TmmQmBaJ8ZxfEIx/hArM6DGs97We0Wa7ys2SpK+BvkR",
+	"5F3OpWC9/4aOit/RlrbTtXdPR/Vn93KJlxl7u7h643+1O+4PMaQb2yzVLUPNYsLLvNHQKKuP6j7Wfvks",
+	"RsOXeMR6JPvAr6Mvf1/fF0D731kQ/CjYXhFwP0+XXSevvmsdlPcWusXe7TIhjh1Z++frTrQr9BLQzCP0",
+	"xUzPKjcNIdDVF2kg7YBgpibqPRE+ptvpkUuoZkW5BpYKmadY2Q1BwTnDYph5kSHvkIue1EnHvBDPkfzs",
+	"AYGT1OFVEZrXCqsiuPDz4Uc+mbKvgZMvVm59jbT8YyItb11aD+bhbIvjXQGWTSGJ8uDLEpRBoQsSH0+5",
+	"OFYL0k1in9DnT30lly/5GSoPFCtIIUMW1HgifLaAZ2621Y/gDkem0QERbBk7ikxfOJYUm/6cF7ZI4UTM",
+	"JYhXZaPXPo3D+vm4OUUOSzHv7wHkv/NpxL2J8CKl5HPAxA3lKpj7qp4F1uWj2ryUL3Hi85zf0gwlfm8i",
+	"fobB2hE7B+KSsAYjKAQ0oFe5TIsEIJNQJXRM6CbBrGOsO46R6i72QF1gboAqmGDi2xyRkmOmXc5GyXqy",
+	"WmXrixKvBSM9N7/SO7omGaO3TFU4LIXTaq7GqUUL7K+EjCNTgqnGxEb1AjpAy41jpnUiaghb62Z5gLPM",
+	"kVvX/D8vhHLvC1j6bKUCvY4jMmNYOy0kGT6IRrhRYztM+iOgHZrh9cmd+R3JyqGW0h/fvnhx9eqHP7bG",
+	"rQXLMrlRIOikfw8lD6//DHr+ANVrKwNfIhXpV/Pgq3nw+zQP6jN2H2YplPUj6ylGwjKOlGRSzLsZvwWl",
+	"Uh51tjS4VctjiNuB/Il9Q1blGtU5z+SUZopMmb5jzNo/Ze8j8/iUqkX5sCv+YvTGTGYpUE6lhL3H1TMR",
+	"vo5tj2A9FVcSxcpvRJtabRFtvhFVFsDDhAR4hHlrPBEW/2KDjNAV7/+K6l1VlmOIltRqJezZdyQu0c5r",
+	"0h4NhyXlSqdH0OmuKtxqHnznDIkFBXIu1gRXeV4WO3ygd8wvll8+tIB4yLmVD/GbhdVNh3UHyC1E7j0C",
+	"//Ybd6FWXe8joiQyea9hor86q74K6ccS0ldVIVgW003L9RcKar+jPq+Hremkdon2shdwwBSy4ce6KPkn",
+	"OJZ4AcHqJCWRYiL20XeB06wHfJwuYRypQi/IaHheSriwjK+RmdUqPW7wMP6QliWLaQZkQ6QNvRToLENE",
+	"SanMJsIWxbXCFfxt604ztMKKmIdBKxplnnfy31fkoYo4zMA+BEJxr5fvkbWADbcFAL6K2a/G8z9MLoNg",
+	"MyIgFBQNgvgge/n4g/3XtWlyJ7LhFVTODGxlsyUCcAHUJgwlFdfecVHSjvYakAKhVLq3bfdotlXOlpSD",
+	"L6fUcl+3+9fd+1i7V66Qxh+USokFQlZLY2X9I4wquy9+MAr80aOctWLGDJiRDL+xX/9hH9ZkXBo56A/n",
+	"pI0GEJS1V/TWFvCrPdUr0p5StegA01ySMZpj+d0NrykOzeeTh82y0JWK8nrmqyj8KgofyQuIiyuQhnD8",
+	"coZCYGd8inWzmwDgEvjEbOUCpc1ebSMAckVzZRlCSZxB1VS1XgIvM2zanOGsRljGQSJzQK/WW/XSZurv",
+	"ZOR6iTIiZxnV/JY56smy3kUupb7wIDQI9knZSBOZ8ryBI9I8EeQ3jfrnZ78BHaR5v4vD6JxbggGb194/",
+	"G41ML2QK5WlqfWyDKmIspZr2plxY8vTqFSQPGvSHJR0YYMqMpHevfHJ6es9XYr0v+zb8A19UGTLzoffw",
+	"6r3ck4iOquJIETtsX117XyXvbyV5zTokNBAxuPhCMesy978YsBx0KKDjbzyiehD9hVElKFwhEsIxsM+g",
+	"FHFZjeq8R37MU4aq4MYhHJrOqC+xhOKGjBzVJQEgi2Rb5uA6co48OlVM6M7X7fx1Oz/Wdsal5uoqSSxc",
+	"A6t8175uJI+3RZSANIaw9zTR2ZqA81PmYPeAnWS6iel8PayE43aUBxaBHxpzpSZixlmW4o+yQCtmKtM1",
+	"JjLGL67oHGq5TQue6bKWtCuNxX9FsljU4mh8TARyXcaTFhbLM3dhtbwuXljCDULhxUkL0FkL9r5jdCvU",
+	"r7M1J+8WzGa/uEpTXIEc0ExcTET8atb9QQrW/Z7qZBF7UI374pP+qEeeEcXFPGMwbgRKYJE2FrYa41j+",
+	"gXanQGbv/oojYv/dFUBA63J8ztwgSoXtqciXvXw169pqWbaunKMwN2NoRB6+ulJDywu7wVmPXJovpRne",
+	"B/V2pCjLJhkTF29nqaWkA2t0ITM7NFAiyXwvhqKhjzBBVr7apCVBaHoLDPpt6izoDllQNRFCEtNZW0vw",
+	"BgBX2J1aCBGjqZW6e5htq2MPRQUHgz75//7fwag37EQEqkrbEe93B/3hSeytaFynpQ0IY/wwagDzjWor",
+	"9mOmCOsIhsunqRuVlXdvbt1NfgoLEcMBgkyxsrIQzCaWPFlQhZQKuKTKuinVlbCr0/cfvvsdPGSimQMO",
+	"Vr0d9oHvWcrplS0h3PRgUPUbq4rUUN7WG+s7RSRpx8+xF1385JjM+W1Q27azkXBqa2rBoKl9Wad4s733",
+	"YwTLbN8zcM/HqPWaKt393h6F9qa3UqX9vTAQw/7ZlzsnVoLBiclJgcccZzeluLS3M8hwMaDmAeBMRRdl",
+	"1F043tRWca+yUbbLBnzGGT6pM2V/kJq48zNpb2pDEGYs7VwYKQ46vTroh/f+41eTeDQ42/8ArMAfpL4s",
+	"q2t+Nacf0y9JU2dMt3N6h2K+8/in4w0/oHkflJptdAX2yGVG1YIhB9SUORuVrDLKRbaeiHaM52RZ6GPn",
+	"J4PCObaWrtm//o7/Y/iyvKdH3lC9sKBBQLcjus+/3PLl+dI5zqiLiCcQsQUKairX2b8OKlyHXrYlF96+",
+	"+bQCdJuRnKLeDwx5Bu48Qriwg24etmBILuZkRXMmtD1QqR55JtZW/ftiEEb/M6F7E/EM24I6uR7ps6RY",
+	"ogrZOOPAKD8BS9hmFAhp3qU5zdDImojLAuu7Lxm1DNbuiGIMM1YeuHIguWZpeV6ylTzqzGpwc3hvxiEg",
+	"oM+q3w/C19+D7dY7c49D9/F9ueoXdHh61hq3TmdP+tPZ4CntPz3r95/0B2fsfPR02h9Rlp5Mnw4H/RN6",
+	"cjZldDR4cno6PUvSdEZngz5N2ElyxmYV1/W9XMg/447fZZiCu8lKhq9upq9IpX+YIv0Zi/wcpEl3+n6h",
+	"rvmXkQD4Mmfs1w0UOwcFnDDSDvDvWKs9viDfyeSG5ZbTCwjGyQwayTtjwrWaCBiDyKeQ2YwuBlgBn+eF",
+	"dQQV4SLJipSlWLAokSnruvCpRyQEFYowsY8UClXL8zc/9chPQvPMpnP9/W//5WrBR0GlOyKruHxUVhMx",
+	"6p+XVej//rf/7dxSXCufnbCgisS00PIaG/b5CVgh02XHQVYa2hgAGysUcwHgWEjNExb3yDNb0z5kW3HV",
+	"0hXTjmSTpxkj6o6xFcsvcFCxbL5ayDtImnOdNmZOoRBEu9G08wYKqRdczKHq91uLq22P+ucdXyo2qJoF",
+	"LGnVlJHKtJWTSXM2EbNc/sqE8yB2sOyXz3vx7tGydt2aacxflCIkZ4OMRsv+49lGFILwNmjXoCBxLVcb",
+	"5FXiGEzXJCiyMRHtUf8EnHw+3wPswgTKPOJDpQEzHFaL8gPFHdKAu1ddAJZ6O4PF3DMmwD4SV8aQK7Jg",
+	"WUpolpXO5HawQMMVCdWMbKIoLq/UTZZdmHYObhhbuX2Gwxrf0dz85aq4qlrOZvjg/zHELLTxoTP7UMDd",
+	"AtKtSt3irzUTtjA3qOlvz+AS2UX+1Rb6fKbN5zFSqpX8UShtJ+59ArtbTVH239r8kLl+zOwXPgcyfShB",
+	"b0+05mM2TBQs0n4NXxt3UMbDgT/QRFggaSKwQpLR+ZCqOc3lnWI5ajAll8xXK0SzwEpk9n7Fcyg2rXV2",
+	"reLIA5lOzvr9iFA9EVDV+AmWSiSW5SDQA5747cIWMjb94ArpS1P8Oq4CU8VoRJlrjC3CCMgVE4rEW9X9",
+	"4x75QWIZR8+gZ4QQ8ieUoZuJaMeuRkdvKVM2hmJP8ZignvyWJbD6oCO5LDSzga3SyMLK/lFoOB6pCcTK",
+	"bIoR3lEtdx94W4xWt18jsnVzbo9ZSa+5uHlIcg/MVWt83j88Sd699jF5T+3iqVNFwydOFZmNYysE3/c8",
+	"X+RZYzEpt1RuB719LfXM23uDJ2ejUf/paNjv/fvy/HZ6OSpez49b9x7AJm1mpv6rCvt8KuzhGul7esOq",
+	"OxdKitiVBfL4wbqpBER9EcoJvuwN1Yt9cC5vkzdCdL+tO0Q5OPrmiauUs44vKHb0K1u0Kp3yqC0Fc8wp",
+	"EsQ31YSJlKXwMBdBoqYl5XGTf611Fm+UgGwu2WU/9TcE8tuX7EKY+lH8KkV+f1T0pVVb51zYKLtkl9sX",
+	"hN70nTr+YP+5j0T5UsuVq9dZMhwBZQYgUNxVnTNG2lcv3n4PtpUgf371+rUtzEzJPKcJIyuWc5l2sBZU",
+	"BacWUCPhvm9bokJL0zXoEyzfXREOYKLZWAsF+g/CawkLlZarN56/9Lfe/Hs2fuRyNQGTil+CpaO/olG/",
+	"ev0fO8NxW0w1C6lGKKrb5HavYoJkoSL/Azf7OY2qmziCW9l7jrnIvTqW5S9mV37der8/fuH7rO3fVgGb",
+	"Fz2+tkYf+pcRcLta0LtKuG284dNH7klyB1gIvWBrp+Z65K35Doz1uJOCzQSZlHGMtCbwU5eRWywfFgF4",
+	"XJe2PcF8lR6/G/80LEa2FXb8FA+AEnSlFlJ/IaS4z+lKF3k1KB4y31adzr7zQWzcHNq59kVXwRU3EXxJ",
+	"5wwL+WX2SI4csXeC5VHo8C3DjPDoGHKKV2tHUY6orU5EzIke6GiDLBV/sGJVulubB0b88T1qiLajxzk+",
+	"1stVDGgwI1oSHJPUVuqy30ymLJNirpxLHr3LEZGFzkqEeOjITmQBNcTmlAsVcARb3qhwMLeZqhxB8SyX",
+	"y2t3awyx8XyrMBkk3XC9ox6XbeAhjmUbbcRjhwWtzWiiUT8fKCJtPz5XhS3naQavcp+eT58mT9Izdjob",
+	"9U8Gw+HJyWh0enp29uTJ06fn562odcOxMK8KcyLqvvjwOOp9cWr8V+aKfg/7o6f9e49to/6xv/9PqJj1",
+	"NRb7ybrOLaO94VivyEqNF+q22oPhDw8titsjrn9AZG7260TEPM1YDDlaG/wLAKDx8cgS6HSkCDx0TRPT",
+	"s7HfHDFZ0fyGpRcTAfboXG4TnXKFNcpBsBOZhyXKRUpSiVrESH8v/M3zIPcbi/n6sdubK5etfXcVxCoF",
+	"KssykNpEMBEIo1CqrKg2p63WuPWfv/S757Q7e/fhZPjxn1uPUETXdfS/XxXd+0nlA2rBlkP137EY7GOX",
+	"dQ0X1iEy6fiD++f+GoDmujXovDS0HmxrHPaILxnu4lrWCEOgml4wngN6VoEZ6YVU2aCVNCWAEEpMcOGQ",
+	"elNGUkdEMOqfdwC3EIgbxF/ur+EXmn4HMh98/hX4JR40H6Oync3uD22vusXq/ajbJeUap+/xZdR+y/FL",
+	"Xxb/kFmGsmV7J/ieZ337rDnsO4cflO5oNK1egO4t0c3cFZG5IDMuuFoAL3yY9ASEyrti5PXMWFfQja0P",
+	"qrU3EB166AnGtHyJj4Cev4cJE+SgnY0+JefsCyi9b+fXjCUcV6dn6cmsnwzpORulp6fTQfKUPZmd0dN0",
+	"lJxMh+HktMaW155dJ75mS12VxnsfRx2+1zotzaViig6fuhP3AFHQ9yDXMpO+3ziCsaliNkgbiwIpIrE/",
+	"F2TGdAI0tVjYxyxwo1Pxvs8fKf29lsyHwQ4lGa5Mb1Nt1BBqFEkvndyBB+4heIhiiRSp8mX1yXBEFp2L",
+	"iUBwgF5Qm1oBU5y6ehmQXQIU7kbY5dZlB4fJAOUakVF/1FDB1azGB2cJOHlbu0EG45PAJfVb7HFc7jAd",
+	"BT56vURE6GAYtZhIZGp28rhV6Fn3KZTE4Poaqyv2HyAizLoD8xEupiy3cg3/7ZxafX9B54XAzeIOe1gF",
+	"zD8lC119ylzYfsqlgbTGv4DYuX//893SLPhGVSQJYyl+4yGC8D5isMn+Mtvnv2O06HcWOjbTEJV4Btxm",
+	"CF9wO75OaN7X9DMrYcvsCyq2JVQkLLt/+Mi321x2w8G2zLvCqApp14O3MJFxSfMbyAmMsWsZ5Oo9g1Ym",
+	"AiSzY9DzlmgIwyoERnHT2vgFNPkoYpnBgnBNZpg6V4ZyWtFuwd0f909/W8H96ZLXfdHnlkoWrGffD1/7",
+	"VVD9QwXVc5gKQsmKiRRw0rmHTKMeOdSss0Uum0uyCVuNE+MPpL3QeqXGx8cLvcx6asWS3t2C6rt5T+bz",
+	"42WRaW6s+WPMhu4qJnQXq3z2zBMdImfgdC/FztjXBcV8z2ptUAckx6CwRZvOc7okd7nUEK9bRoTRZGHJ",
+	"8ABZBj1G6BlcAMIpOZspprGQkLLfc0Eoied05WqOepAKWfI0zRh0FyvRucqnd1SRNEecpg0acrxqpB9p",
+	"+2TYqVlZyuUpoSLBLHMwRhDs6hgA5Qw+wg2zs6KjKj0JdsERlHBBaJZ1LioIu4lYUOVgdsYY3qiqCv2L",
+	"fbXJt/hj5Lqp1iJZ5FLIwmXwkjtZZKlp9paRKWNIow8tg6z1DUPy8DRjy05kJQbmk+MXw2clmVRMGbVh",
+	"ZCQTeiIyLhhpx2PwqEKdt7gDyWO2BGzGqNI25jA4JapH3ppjg2CJqwYFjFovoFDtq+9iouVE5BbKYc8R",
+	"jGS2EaFJzhLGb1naIz/ihHJFzGtdRn3OQL/gYQOyx8EF69drZAuj07Wy7OI2EcysHHNSOSVLLgpgnoH3",
+	"O9TjBZxLcIW1PSukfV1EKPlLwQqMa7G8Ew6bYmYh+QFSNnvP17YNZlxjiSs1EW7ed5yBcAD2xaLeVgeT",
+	"B/urbSl1fLoH9BfjbuOYmLlVEYktoRrscqSYqFCv4Y4Pf4g7jdyFldneFeB692EQDc4/doN/18W69nt4",
+	"tgohH+5zhX5e2shtvYINpetXrfoP1aovYTdbh+qRcgJ/u8R1O9BuVk91PsehIGdISvT4hwKmS/JLB8rS",
+	"LF9yQTOIr4eUGi4WhuJ3pdfxhQu7g2aem9YuX/3x51c/PP9TbfEU/iszfbqyb3hY6elMtcaDYT9q5fJO",
+	"tcajw8E07v2XZlQPYrWqiaa9hc/5Sl7wlcjpH1qpBRjl/CHAb9Yj5ffxPQ4FUC/+N5AzV47FD+r0W4zl",
+	"Ril7J302vRMohmmegwX097/9b0InIlkU4sYY4qbRdpwUeUa6V6Qbd6xKhZLIfMUu0Lz2LNorc3JSkeVo",
+	"EkmR52CO2hsciRHUuAHivx6JmZxZ4BLaschsBJ0G4+iO5qkibWDX8cLTWOTG5lDkP7/r9MjPQN4AKAIq",
+	"1sRbf8ZwDPCtVREL03EtV0zExvYGkTsRcqviNJj20GUkagnrPTtfjaWQdll0Lnqii1wA7N78wNDl3sYU",
+	"uxNMsfMFVCtmZxl1zEuqcBiTRk5DDACmtmLMDsPzeSYtp3UwyGiBOhrbuuAhk7M6vt4SXPTuCyRUfDCB",
+	"onWhn0UtWJyl49xu6kPcWYejUM307WE6RPLN4MR+pOw8aim/EiV81X6Pl9DIROqWm2xQglUlU6sKIaqU",
+	"FDnXaxBGyKvzrNALiDm9Mz8DxR/8uoOaBBSgbb5OA/oQrMdQRqjdlOXOWdIVfAqHjlqx5uhtapiJjVLJ",
+	"JPVZFmpsXS+eHA78GHcQUC1E6l0zK5nxZB28xDVQ85JL9EMxG4YNAHAlEnfK9B1jAr5Q9bbwHHXNPrd0",
+	"EJ4tEfLFgMHIE+TlhBIpWFfOZiFI2cn7stb/dvO1JBUhYLj68TYvsObrXXn1oOqdLywZEawZ2dCur4hX",
+	"8/UuMyd8NEzN8QHwG2Uto2U4rh58tN30G6hmyYXiaS3rVoQsRlCTHDmMjKye40Yj7T9dXb2Bd//Mppcy",
+	"uWG6AxhHxSYCCJQUwrmNFbNkeiHTCMixIwLqGB4Fq8y3LjfSj3A3QakXvWBr5MSEiymZMug29IgJY0Kw",
+	"lDx78wqL+t3SjKdwqURec0VSmRRLJHgOJxUoT2oG6FnDeCvimVCDoW7aFhuIrCNFcpbIPB2bzZVF1kUY",
+	"2ehJRGaMBULINo4yqGYOczllCowxmScLpnROtcwVUPmjrBAQqA7aKikYaxq8kjIjKTNWGxqapulZIQAg",
+	"3zXbFuoqZxx8722k85KZIvHxMlnFOD3o7HDQ7rmxT2pk0kKSlKcgdMaBaRsh26xL6QRf6ga/54rlpWgk",
+	"7YD3svLiIuW69fHdx/8/AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
