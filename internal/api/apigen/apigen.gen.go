@@ -5246,6 +5246,22 @@ func (response CreateSession403ApplicationProblemPlusJSONResponse) VisitCreateSe
 	return err
 }
 
+type CreateSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession404ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateSession409ApplicationProblemPlusJSONResponse struct {
 	ConflictApplicationProblemPlusJSONResponse
 }
@@ -8156,6 +8172,22 @@ func (response PauseSession429ApplicationProblemPlusJSONResponse) VisitPauseSess
 	return err
 }
 
+type PauseSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession500ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PauseSession502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -8330,6 +8362,22 @@ func (response CreatePortLink429ApplicationProblemPlusJSONResponse) VisitCreateP
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink500ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9008,6 +9056,22 @@ func (response ResumeSession429ApplicationProblemPlusJSONResponse) VisitResumeSe
 	return err
 }
 
+type ResumeSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession500ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResumeSession502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -9195,6 +9259,22 @@ func (response CreateSnapshot429ApplicationProblemPlusJSONResponse) VisitCreateS
 	return err
 }
 
+type CreateSnapshot500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot500ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateSnapshot502ApplicationProblemPlusJSONResponse struct {
 	UpstreamApplicationProblemPlusJSONResponse
 }
@@ -9322,6 +9402,22 @@ func (response ListSnapshots429ApplicationProblemPlusJSONResponse) VisitListSnap
 	return err
 }
 
+type ListSnapshots500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots500ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListSnapshots503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -9443,6 +9539,22 @@ func (response DeleteSnapshot429ApplicationProblemPlusJSONResponse) VisitDeleteS
 	return err
 }
 
+type DeleteSnapshot500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot500ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DeleteSnapshot503ApplicationProblemPlusJSONResponse struct {
 	StoreUnavailableApplicationProblemPlusJSONResponse
 }
@@ -9550,6 +9662,22 @@ func (response GetSnapshot429ApplicationProblemPlusJSONResponse) VisitGetSnapsho
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot500ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11777,336 +11905,337 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3/chs5kj/4KgjuXojsLVIkRckWFRN7brc94x13t9dSR99t06sCq0ASXxUBTgElme1xxLzDfZ9h7z3u",
-	"UeZJLpAJoFBkFUlZao971390tFWsQqHwIzOR+clPfmglcrmSggmtWuMPrQWjKcvhn8+ShK30WyrmDP5O",
-	"mUpyvtJcita4FU/Xmql4TBQX84wR8yfJ4WZCc0YUy29Z2mtFLZUs2JKaFpgolq3xLy14tPUuaun1irXG",
-	"LaVzLuatjx+j1osrOt9+2dWCkRnP2JEiTGiu10TT+ZjEk9ak6PdPEsV/ZfAv1sULS5nyGU+oeZ5ovmSE",
-	"CyIU3jNpxRGZSr0wFxfsfbWT2316TZX+Hhpk6c6+bb+1/aerqzckpZp19r5F4oPbb/jp7WsiZ0QvGEly",
-	"RjVLSc6ULPKE7W70Y9Ra0ZwumbZT+lwKzd7rH+iSbb/mGUnwZyLoElrm5vKK6kUragl4pmVvuYY/o1bO",
-	"/lLw3AyLzgsW9mVFtWa5aeA/f3nW/Q/a/bXfPb9+F/y71333oR+dnXz851bdSnhe5Erm2938cUX/UjAS",
-	"C9ONBG6KySyXSxigVc5uuSwUWdF5+Q1/KVi+Dj4Cmw67u6TvXzMx14vWeNjv1/XnNV9ybW6tazGDH8MG",
-	"UzajRaZb49N+ZFrnS7P2T03bSy7wr4F/DxeazVkOL3ojc103O1fP35CVzDXhQvGUwecqKtKpfE/aXCuS",
-	"Sbma0uQmIoPhk16/1+8NOg3TaNrZOX2+x2enpyen+/tshp3dvTEvqd0hOVPaLWLTlYiojKoFU4SLJCtS",
-	"lkZkRZViKdEy/LQjhaIkJ+0lXZMpI2y50uvGD8O/mj9se2Lf5DJhSr36rr7nK/z5SBGe4jhrqm4ITxu7",
-	"gA9c8/TgDdLvntPu7N2Hk2HDZniTSyNj/h1W3VY3f5b5TSZpavpqbrsgy0JpsqQ6WeBYMqW4FEeKyDvh",
-	"7iJ3CyZQDhqBfSPknWjaMfaRpi0zsMva/133DZfYibpxfuZ6SHgaEZmT2G6fmMxkjpKPZhnLjxSxv/gn",
-	"5IzE/2r794e4YU7szfeYk3Y4KX+1L+3Uz86loCu1kBo/re719oZHXRNXVN00vtGs0Ud820fTjlpJodAW",
-	"+Jamb9lfCqZAUoFSEPBPulplVgMer3I5zdjyX/6XQq3G3tPlKrOaR1OetcbQOyMapjJdkwVVhArC8lzm",
-	"Y5JKpsSRW8bY7bFZvCuW6zWZGMtlSUU6aRGuyJIrY4mYFaqpLlRrPAI5zrV5Y+uVuKUZN4oTe+0/caH1",
-	"So2Pj424mVPNeim7dT1Xx/AQquWP4dD9c85mrXHrn45L6+kYf1XHb/BhHLU6SYhfbPpMs5nMlyw1S95M",
-	"nCJKLplecDHHRS/FjM+LHC0KMyBESE1olsm7nunRcylmGU8eOgtOIhypBc1ZegQzoRK5YmTF8uu8EMaa",
-	"GROu4RcpGME73S68IDRNc6aUuYUqcmQ3zJFRVprR1GxTMF7Mp0nBKvN0Xs6T/6ADJyhx9z/W9JjVtTHc",
-	"M66tbSGtoYdDYyWTs8XMdW06aPry4j1LCtPMd+Zjm2enblbsfF8vVWs8HEQtJhKZmrU9bhV61n3ailrs",
-	"PdfXiUxZa9yPQuk2bp3NBkk/fcKG06d0xPqzc3oyPU2epAM2nJ3Q0TQYebD9M6ZZChdTluetccv/+xrt",
-	"dHgDXtB5IRJjgLbGM5opBj/IQrfGrdFwIlrub/fkib+w/eQdzQUXc9Ua//Lu4Mnzw/qWKWNdmTk09ugx",
-	"u2VCd5XOGV2aRg5szjx1iQ81rAfm3khmXHC1YClp3y2oZsYkMdaAmQpipqJjFsSCa7hq9ossdI/8zPVi",
-	"ImI8TI3JVmdjWENUqDvTnvL7xchBcxvB25ztVHaHqongmuSFUKStGCPxH19ckePbwbGR/er4g1UBH49l",
-	"oVeFjjuRWdyCpWS6JpTE5vcYX9KbiMqifZPLpdR42jl84cLy60/P0pNZPxnSczZKT0+ng+QpezI7o6fp",
-	"KDmZDltRy2+x1riF38OurSxvRd7UGHsT+gELPC+EsFqhmC651iy9pma5DvvDs+5g0B2eX/XPx4P+uN//",
-	"j8NliFG9dQvmUvMsI/alhM40y0l8R7m+VvEFWcksg0kEA5JqErszH5gtwdE7PAvW9cPeeuzvg768lPmU",
-	"pykTD9UGVC/IUa93zHRybIzyu/SIMJXQFVOVU8edzG/UiiZVaX5SSvM3MuPJmtxymWE/D5TqK3juUWT6",
-	"D05fstTaklyRVc5Fwlc0A2OTEnwfSagw8t6cMcRM5glLQZb/kWp2R9dXuKUfOLh3OQcdeDTl896UiyPC",
-	"3ieMpebgU9Exg2GfeDlC2tjFnv27E4z4aX9UjrjpZEpMNw8catvgo4z1MxGoT6kXzAw3FSDLvNxqU3CX",
-	"kGJljiwRoc7t0GkaCTs7TqSarr4SxnKl2QtjKj5wRqgg3DaHpieRSVLkOUsvSM7gxK1Lu+2a+xMqfis4",
-	"EsofW+PW+WyYjNiAPpmepKezs35lrio2afjWQyfM9fVxZoxMiznhAr5njuv8Av7A4bFWqRTZOhwEOKbh",
-	"qaxQDNUWQRfEHObnB6lfykKkD5yaQsCp1Ascd+Y72qcDjioSKdgfRhzMoGcHDreQuosPPMZ4/2Q/qG3E",
-	"jsAt4oXRkeoEjr2PUevHW5b/eyE1feAwrmVBFvSWkZNhuRGV11MyJ0ZHcTHHSQVnljE47LD3/mL6oHqJ",
-	"FLAvhL4uW7mAZ0G0mmOBltZOIu2KOfKvOBt/sO8EWymhImHZ5mlgGJwG4OO9WDh0yqC7j3YgQMeDWeNU",
-	"wyfKGSx1HBTSjqujFEfWo+XOcCuWd/0U+w2UU806FyR+y3S+7j4zlkJMFF0r9MoYCZOvCZ1TLnqlZbdk",
-	"MVELeadIoejcmI0pzpbaMCCCZre9LZcskSJV5iUwd1M2kzkzLwSrBd5Z51cuHX6B2+xS0/zelqKz9sat",
-	"1VovpDgh3SUxk9qzvr6n/b4Rm4dalCtz42j4SYZivtsm/O2NSTuQTetvSpObeW4kkHNFgs1/AYuwtCDN",
-	"Ao3NGrFDoI4/lIPx8dg+ytTxh9I/+fFx7E4IEf0g9SXVXM04nWbsgQILVI1pFcJK6g+n/X6/S2CyFFlR",
-	"hRqZidQdi8CiaA/6wxE+EdpHo8FZKVGgr3CqV0FvDxQs0KWu0Qjhw48laGLoW0yMuAR5Cl9Sfp73RxhR",
-	"fkHi5zi+XfvYnN8yBYtC8V/ZxsRW7m0K5pFvjjfDafGeANPHqHWpZc5+EvSW8uyxpt66GokybZP2G6n0",
-	"PGeqE7jA4MBsDDQjJ9VC5jpbj8mM8gxDCIkUgiXa/DMuFMv/4KaUpFTTKVXMX4nHJOWBGVYaa8FR5pLl",
-	"tzxhpAi+9MBlEz7yeF7EA4cocm6qaS5vWO7OOJresMCIBReesUeMBrijiqQs4SlLewQ0iTvKVrUVqpHf",
-	"VPPsDDuBE1zK1zSfP3TVwQYDHzRXRN4yHLJBf/T09MlZv9+F6DbaRW2n75f0/bV57rpG4gQL50pKkkEX",
-	"Dz2RSdnFBx5jsXxrPsp/kXMoM2s3gJn5k6CFXjChufXQPWwDyxsmzDCy9ytuD1Fo81Ai2B3B3yFgu5aF",
-	"MaxUwfKKvT4oR2+zb4dvucpjjzGS32OEwewnbqMJU0ZzM7Lmkzb2wc8//9x9FvRhezO8ffmcnD057ZNk",
-	"YUxMMWf7he1PQhUrcyR98DRlMqHZtSqmzqjwcsO+gSR0Rac843o9JhkV84LO2TgvpuuKtT4M58p3Lnj4",
-	"YE9++cRjCclVLm95yvLtbwMvkBd9uAtWpff4AeOayuSG5WPCl8ZAR/N2fNIbDLsq40uMJ9jzZ6lngkF8",
-	"Y/pszDaz1FCdHew1c48+2gC6c3ciiywl1jfmX4Nxq5zRZAGeMv9WhA/NmdBXUmbwlw3bcQwfzmS+pDqE",
-	"BC2TFXqGBeWtqEWFXuRyxZMalFDUmhc8NWfHGqgMHIvc72BFUaLWSrOl6fdypUkboleaarZkQpvjGcm4",
-	"QHzO1pu0lNk1+s+vjbxPFjSvAUNhkCMiGCaBYxlolJzRVDkb1bSF2Kik0OhDghigWBsJkNNEs1wFvfCK",
-	"DrtR81ozuiRl5sCNJ3rryLECFz2eS6oj98P3z99YNMWRIjJPWQ7xcs2W0DpNU2iIZm+C6cKwse2UnP4v",
-	"htE2e4HmOV23MEDsAs2/uAkOpqppLN3Hvat5xbMi5RpiNNtLiNZgZH42R2eIUa4g0HFR8TweKQLnNjgU",
-	"me92q7CVUs26mi9Z3RJI+dyGuTdsmT896w5Pz0h7wd53PD4LD7bg3ZApA+PL/oQmtnV+3uVcW9strV14",
-	"lSDg5qt9nEZFRMI6t6GpC+c5ned0eQQHRXCbRoRliqHShVNU6aepDAQX+mxUuwLBNr7G67UIOMqzImdH",
-	"iiQZVYq0KbFyiZiHiCpmM/6+E6F7g2sr2mq/nb1PWL7STVC7XGliBh4HtH7gG9r1QdPmESV3C6n8GJpT",
-	"aP2WdEN+jQvxsLXE08q9zcN9w9F3ukt2w+74M0fPZBBT2/FtUmRr8zlO6m5H38orKauVvd6VVT89NIHo",
-	"RunwoorEaOL9kypgZ8e1k+OfuObpYU0DIquhLRtC/LD9W+gh2hqp5UqvQWkIKerXkDkabz/47Y6lGMoA",
-	"v/c1EwduPGckNM/qmMTeHxWTQmgOUca13eDg0xU+7mhRCgV4LosEPatxNBEx7sg4IrFZvqkR1eYP9NLa",
-	"XzKpdNzpkR/Bc21WKb7etQPYLdtQbyJqVao52tRs7pdmbCAarcbQWx9dBMBgvXq2KKedo+O+vFeLogq1",
-	"FuClQG3B/ttYlOHaj6qIsgAeh9PVqM3+bDd2dQdiaBQOk6AZ3B8pyxj85d6G+N/gQsqUzuW6dqvCC19z",
-	"VaM9cZwhaO+U/15Rg4p4S/NHrQCJ27SnJC7AjCrtkbm758L2sNp63bA+d+cG+2mbZoKmySKQBFMpM0bB",
-	"RMbfmLpm721Irfa20gG7/XXPca8rklAB2paqGoctM5utvDwmxqSKQ4szeJ2ZeFXfEwj9GTF4u1uFmc7c",
-	"MLYy9iiHmKwwu938cW3+iDtgoiabnZeCUKJZvuSCZqQdr/S6qZdcuZD+nqXzyt14xVGguaNkdfVtb+2N",
-	"RbaiyQ2ds2sulKZZw1StaKFqhuYSjzEMv3QKhtCvTMAg6AW9Yylpx29+vLwif//bfx1DI0bYmT9ypool",
-	"iy9IzNOMXZvBl2JM8J6GscF49XXK1U0jpBjPpVOzHFRV2h2hA9dF/Els2rleTve8DZYNHHQahgZvE0yb",
-	"N+28x8UgG1bhCrHe1+YgXaOY3pjLDqOuNkfenhaJOd4V80UYdyZtGHFo9viD+d/H47//7b8av9vL5kKh",
-	"r7HuHntUbfgUtWBNS8lBdtUBy8nda05cZk25EAyx4SVreLsWSbu6mNwPTV8Kh9VZUdvRTQ2mSqQNfly4",
-	"4Zxw2d5NwUuqYqYi/pzIbFVGtk6Qbk3P1gKsW7g1K7C6m9wOD6dnc0HW6giZsgCvXH/OtbjEqv5wx4UK",
-	"2B28wnsA75FLlalZP3aofb6NliB+ubggtzSHqJIiimkyXUPEOQD95eC1z5k70Rvt2JuIZ+Bade1x5ROF",
-	"7rhekNgtgZi00SOFxzCJRmPHnpO5cujciQBYoQV1yDvhHYARUTJsz+Zk2JZ65DvE7I3Bin6D7zJjSKSY",
-	"CGsmKdsrt+SsPoychxq+wWcAXCCS6I4rZk7POVOLiYAlusqZZjl4cPwIodH5sOQjcz66bV4nlcVwdnp6",
-	"clbTwpK+D58ZDJ/WLEs3jNtLxM5SG5E4mPBgBk0WOgRMBSgS11aInSIpSzKaM/AqBZ0e9Wt6jJ6Zfer8",
-	"R7jrhUMkg3RKuWg6Es0wGKc0FSnNU8LFqtCknbpVUuby1G2w7dOXN2H29fPS3PmjudHYEogcu1bVk7os",
-	"MIjnc52eno0q+Vn9XrmvRbGcogGDeM49TZ2cVVvaamdDcG+ct0PRBUbap0mvXabrJfqBggMrVYTWwQ3s",
-	"4dWBr+BWxCsP+wPcy1yriYgtkiFGp5QFJ0PWgCx0BvFpl8pD2tR6IiNCyR3VyYLlnQjMVrhrItz7QHnO",
-	"pRFNRm2Su4VZ2rb1iCSyEFph8FBpEtjZ1978jiPT64lgxtpyHij2nmtlHVJKy9UKzMDvXrx+cfUCDcF6",
-	"zEQHTvTw2WE/e+SVkZWwPyxoW2Hf9wGze6QCNJ8IB/osQ7mrVbYm7Tm/ZXg6h9UcW/92xmfMXOz0PNgY",
-	"IHlzAe7F8BgeWBUeg7MVlyoEft3xlItjtSDdpGmD7tOAd2l9shrENmRmTOCcGYPlljlQpbeDt2TW+dlv",
-	"Iqk3T1E6p4SJW55LAQECr5EvLBgyyK2LnXqp6JZ33/xzbHu/Xwd8qthd6fVelLo9yV3yX9nvUVJXu/la",
-	"3rFc7YQGXxABaRk55QqwMD3yEnbItlAbI1zV7hzSFsbOmq6dsu1U4wMP1hTVT/mTvCOZFPNNHARKVbM5",
-	"hv0h7kHqXVePqmxw69frG2+1bnhSslq3w0ujdyw+hMPBr7TMUu5CEsZMDczYnFksF9f1Rx5rvl43RnlC",
-	"U/GOlvauzNHJZN+AEYbDnPMlpnWnc0Vxo9zC97dz1gnetu3DDe085/hDCw/OV2pR674TNkt/t5/MJuL7",
-	"V1TGrvJRkZ3CHbP+HN2L9zMyqlaszXovv+/+H/xg6oCt8dnxyfX+UTu1h3tI3bbZFxj1Ddd2CYbf5kl/",
-	"msVnDI5rdzhuMvrAKrFQZsDgBK4JaoyKm864YvJpeuNSf+ydRvaiFJ6INiUpn81YbtRlbC+DCULJqN9H",
-	"ZyP1YAKzNY1hgt3gOiJLmjKPBTMmlUP3lf5T00RwNobPoHAY3D7x7c5lNntlyjJ1oNlQxwaxpdpPhjWz",
-	"6Zbz3saCcNV9c+rrllDKhOa0Di/wk2J5d2lO4zy1PCpLqlnOAZiuZHbrZgXxCjdMkDaqVMWSnGkFenFD",
-	"L9yp61xm7JrmotaTe1NMWS6YZura6ODVPR2/weMbjr7ymbwQ11TVC8utIQqTPmuYCOKaFE1ABgJw5N8u",
-	"f/yB3NKsYOh3MLcdKRKnVNMYgCQXiOtAwUC4mgi9oJBOwWiy8E+YBzo98sIGvGw2ZpuS+Mr8K7KBbikI",
-	"eKZjaxyoTjQRMeJNYtgVMYJOzLOCxGgoPl8U4ia2EHGewl4Ew0kqjn4kq69NYxbzC01iUL1CpWMxLcEP",
-	"sTk0cWP+vqZKd+ETuq++iwk6y5WTL4SKNckZ4Keg23O6qnTzj3RlTlNxDsm89qeNFN8YvBwx4A9wfCxm",
-	"yTwJwgL0vb6ThAmfdIET1yMvEKE1noiJIITg6I/BpsILZhrG5MOkxdNJazzZm2wwaUUTG+SD+21OwKQV",
-	"mSPjR/ceno7JebdfeSmO8MZr5WymmJ4Yo21izBMKrU4LnplvmUwEvNBlgMOPkAM+aX3c+CYcxI3mg576",
-	"XG9s0WEh7Ktt57Zfbj+rFbWkYD/OWuNfDkmNjQ45zsAqPfDeP9LV3ju3ksOjA8Fv78LcZ/vwlkmwgcg5",
-	"BDPj8/ZLs88l8E+pYmejWjNoB0zFOlgw5xzn9oIMhk//xTp0b3iWYX634nNBMyIuiCiyzCYVudzQ0kr9",
-	"xfc3apkbW2YohNS8Dlx3xWz+spHDY8J6817FSjB2OHhojFjKmWK6Nmgv5fIaO1ofHbsx4j47Al9KV866",
-	"S7aU+Rq/LTebnBlrYsM5lRfCR8zwgevltCGeYjFoaQ4+n/pOWHEI0RwUgPAirkoaAMjivmM5I7YlK1Vd",
-	"d7TEICwIKXknAHRXeRod4VyQjRyyXs405QIxGCtHpxCjO1hmKVOazOVEgIroXHh4mfeFidSSBVhqArNW",
-	"1k2OoCoipgbxMhd1aJ8f6JJ51yCuNlB0OEG6ZE4ibVgpl6/++OdXr1/X4yybUC6xl1ox8awLlU8L4Uwh",
-	"nYXHsJgTkYOw1O43R3zxoeknx2bx4TC8ziZTRm100dJm1L8zYNDYhnxqmgWZQQ6ndpdLzSJyw1YayGSk",
-	"PhhftMnPUbcdljwF1ytVbrFfkAXSVJilzDOkkGKrhvN8ANTZ+uCSCORws3DjVGWXjx9XP6kbw7kxozVf",
-	"XzOBgSCv4jI3QED+O+qOdi95xl4IjexdVcWyrBX1PyZmolcst4BVMrVZnttnEUtNeC8kYoNzIUIaqXo5",
-	"gMi3A9aUg4m6fWmxUSmHCVkvMy5ujEGhFyyvp4Gs8XBYfiu41/YmwrGrDkHT6Ncf9E2f6r6WCZ1zdvj5",
-	"v5zffWsVR8G139TbnxEkuN3h5vnZI8YXdHh69rCZ3dx1FQgcTo+dF/u2uq/7E6MZfsKGy2XBkpudp/Im",
-	"mVC2XaoRt/SkWWhhAl6dBrhluaqFzl6V6JQjRextkdGmS9D3moCxbLk+45Td2piMIIVwd8Etnf2Itx3Q",
-	"wSqIKvg8gcnzUl1byhSEHRjjAfeaSmiWXc94puHCkie5vL5dgrhSy9rRCI3zbbEkGFlxloDqp/acdeTi",
-	"XhGhNWrJenk3Nh7VtH7AQTZjS+BdjcFmhnOgjdYButUoHCEJJmL9dPWy+zQiMZrV9QjjTzTH8YRWHzYh",
-	"+KM1g5QD+SM2g+eOu6ntDET8Gay0zkH6eWOJ2L5EOHrBJ9Utmo2YUcU7C77KzdgXeD7MKV4XuVA4pqTt",
-	"c92g70t6w0js3htDhosfdkuwQz1plWK6czER/nea3dG18m/YNrLxxi6070KXbq5sn3dMVXlUbAhyxbNc",
-	"LmPICdYyJm32PskKxW9ZJ1zOVaMejG5r/8BNELnB9Y6uzTueZS45SjFRs9jNaw+2H51jyn33pk3zrjZP",
-	"6ZMEOL4rwv5BK3ULCVmcaiT2qqhDxFq8yXa8ais+ZpGN2418z7/dgIAv6ZosZJaStqNmMqIgZyROAvxv",
-	"LwCLVdB0YeKGugY+qGuzdO/nivSPIkj7Xs/6Q2kdoUbUsrA4bP9+LbtH2TxnqqL8sDGzzcUawj+ZvMuM",
-	"GVR/DMotkWSN+d4clrUp3Rdub5fMWQcsgU1Lr/olm6OyOXdbExJ21H9Q/YrO9WuO+m0DGA9Jy+petvTK",
-	"EjbXbObdNlmRN2TRGAOZtJ1nFmAyvVUxzXhyXeQZemGPLezx+AM46j8ex50LwjXumQAstpmjvNsIMV3a",
-	"TG5AruhgZHYN6aeFrbTO3OKyKgpj2k1xczdG8LGQ3hiwEZTc1f3R00pk/KxfKxO3PyZMctoId6TLOhDF",
-	"98ysaKMgbFwtpoVe9OBuG/aIG0PdYcRmZ5AxuNUYNEtIOa5ZWOAYulaMiXst5E8Jz9j0/bpbM/opnUAX",
-	"2L6h+He86yNw8cC01W4wxfLDwuglC4FtLnjYD0xkZ786abW7wbqWa5P+z0enT3x2JCaOqxoD2WaUb8Mf",
-	"qCZ3TGhjXIs5WiDmmpYklYROzbbn9a5XiKKoutwrlqXdjN2yjJSUxy6p04HkSoZwtzo2rBzTSu08LJlS",
-	"FiGwexrcje/2JhxHLcCu2yzw7YhgQMj3YZe/scZ7gZn4jWu/JqY+zRj56e0rIujSRaCQSRCSYfdLXevU",
-	"wDfvTCJzZFE1gct65CZ17vkyEQ5NdER4a6S056kLEVpy+4uJmEmjWhEBjqhGhG3vo5ntIbK7QBRibCNk",
-	"8URgaiIHF/FG2qDFZCp/cGTvua5Q7VacvkbiT0TsIyUQRSwTFSuYTpe1WL7D05eaTUTvnGd8EwHi4ZH1",
-	"26j+lzB2syPE8oDs4W1Xng/XbFsmlUcON0xKn3/dzsn1PTte7rZ9kcNLvPPjJsXaYW+qS+esmDJlnnPp",
-	"MQ7fs2PH1bsPPUDlYEehZ3vb4yYsW27olIOMbKL0gOr2k5AWtNDyGmP4NfKlwu0qCMUcOJ/s5IP/RqRY",
-	"6CKuzE7IAV9CHEf9cxJjG02W0UZm507TKLwXUL3Wjqw7zgTw3goHCRV0zso0p4Z4kcPOXDvHvT9uzU2D",
-	"aDg0POmzvhr0OjJXAEEWDWpiZEhlgmljJf77AqATzMg2voKhj+yQxmSWM/aru+YzzCy+3khBzMTZZASA",
-	"9mryrJq/p3I23JY0n54o2hiisEFRILBqipP5jHwA3VRQ+VU6YhyQksVzSd9Xo64IhbPBVmTcpMrMVHZr",
-	"LKPAO+TDwCIl8TdlBCkmimkE+Su6ZKBGJwCrWjtWtllGb2WOeugAJ9HKe2R2ihrPou0STusleiLRrNmJ",
-	"0oabMI6Q10YJ8wIXKdZGiIO6EfGY4MdaKlVXBsiVoYEDKxdYVqJMMpkIeFewWqMSAhhVMPo0zLW+QLpi",
-	"KghY61xpYGkmS7qeCJsvbwzk2nB4feypZKL3I+nGrSpNokoGZlVSbO2XqkCoyl8/xxtisHb1+1nZoSoa",
-	"9ZfPNz9UfYHiOUB9YcN1XfKcxhtAYldhq7qyuoMxEdKx75klZnm3IhdrYe/ZcqWr093g/TPqppbSdsMN",
-	"okAPYI8aP0HVe298qaImiuBOeWjjmhTKc4csiZB3EaFJLpWym8YC6Eg7Xiara5daHEeOU8H9DkY9qleW",
-	"1uA06/KiDjpl21zWbern+zzt0dQ0yw5AkdlH30U1oJOUqI0EWkUWLEvdsFWqRflU7DYogrIQlsuqDHJm",
-	"hdQYm4HxM8fWYMAf3nck37LdKTsJbm21czYhBrEmGb9lLicX3cnYzVq00MP7i9EUG/dpb8dqqALAR8l9",
-	"5cZ8A+MEcwNnv4mIUd/1HH3ptdZZ3CM/YNoOm5l9Ny4ZfnHPB6gnBDkqkknFMMY2EVa5t+MqriuOSNUM",
-	"tUVOwgk9aPVWmAAOeKI+Sq5aTbsoqt+awbbZWIlNMx52tU5mvS0OTirYzH6hic7W3rVpj1EAxwWWAZdC",
-	"ilhdOJHbQ0CZKg4i6TAMadlRm/26F8oZPpEyWMyPmMfvPQGf8PQ/JJV8Kwnnt0r+/tTUhSAZ8aB0wi80",
-	"g3vHFntei+p6hjw7M0Rltu1WccEav7Fq1HfVqdTk8mhMI9/eUs1929jU0E274YOepqy+m01us3vkIF66",
-	"E4nPHWP5dYI8JeafVhLav+wpo/aEanOpamLXlQTDA5kgS5/CDqOvpj6ldWyandLAppQ2BFD2JSrth0RB",
-	"EMao1ceBBwKOuQYWdCeqtH9tDKiQfyE2oNK5gMoVAIsGQ70ezLii+Q1Ld2SwXQVJaDCwJUbAbGs4SLbB",
-	"QCQxNhZ3Gt4UjEo9j+gdVc7LVTYJDqvO4Wmlu8gId5/L8dDQyIfoHj5SZEFFas5DwLsQ8PPWY60f5bz/",
-	"LKwM6Re7rQo5xWpBdwsJJCSrTK6XFhjTQG9UOwk526he6+sAaYohBCGFMTWM5Q5JhGumIyQlVkyPy9Tj",
-	"QrGJWEIWoxQMco5sWCLyc0raSAs2ds6GavahS0NAkzefCLe8SDtnS3kLiBRgpoCpqC5NwGVzqIQFTry4",
-	"XMNg6YOHyfXUZUiqThUAZcF+ZRkS7HjL7ZoGWMchvncrJ0v3ewjK3kQAOt+vHehiyXytATjTVtiiU2M0",
-	"to0RLrqIyAjqD1umVSRDs5UJoOlOJcx4PzD4BiNjjccmgIsjm2Lp37EidyOLuiJEazUWjt936F3C/bIZ",
-	"zg1+umcSxi7cbdnujn7VO38eh7exeqI6yInktPJeWH954tnHAlldwKFT3vGYJebMWL9HLgNt83AzoUGZ",
-	"O0rfDcxloVgejyHDWhi5aQm3WE7am8w2G0lC/rAXdyw9YbxJnBrGfwkKiUBIhX5/S9JmLt+HjOAzGASf",
-	"rD53EP1eBVlrVs/jBMgZaXPtWM3m4JHmImlgh1f8V7Y3AIGukZWGohsVdpv7wjW345m1Us5y1wadq0iz",
-	"2t1jl9JvLCdCR8phgsJtzL2SIqAD3Csq7L2fhlQ7MKu/zhQvmW62RvHPyNZa4d4B2lZbeAdOy/GYKGYs",
-	"EZkzi8UA0tI6MAY+MBG426uVg7FkcPyvTM7+AMx7BGSjIlx3euTKVQaySJCSEMCB/ScirB0M9taKKuXI",
-	"p8akDxDrOQP3NlTNS1hT9iEMSmO2y87NVeW6x0HTUt4cmPlmFUKtcMDGgFgG7sJ5uKN5akbOD1znvtlu",
-	"m7gfX6Xfb9RNLVUuH8is3h6hHRRvTZggAMEwXwehJkDeDHDZUQfgzTbhvyc+RySZTQXF0FZUnlQikkml",
-	"Ow2s/SEit+agRjdScjlUT5vLLZL1nVr7MyFyKjz92zT8ECbcZOWvpeHntfPtCGe35x0JW2AF8NRFEZxF",
-	"UR9k3q15zbZrQDF46eH4/9QmKT5pU02WUmkyOCN/5t9GUBMFZNqk9fe//dekVb8Ycp+cfz8igL2Ap98z",
-	"qqm0AsrVdR+Ek+niQZq/ln//cG1uqSF2a3Jscr8WD8a14igUNlE3LNaZ+PqxZUGl2vTwqGXkUO2Gq5Dp",
-	"3S988rYQ1cIQcIJWrEhl17OtO3oB5P7O5Z2yHO1ZsRQgtcsiQZ3xRNTE46y7pCRwp1nmoC80z4F/kyri",
-	"2GNsfOz5W/L6JTDXID9mJ7K08UrTtbJWSEnZ6znkI8S5NFogOTOfEk9EsqBi7uij+K+sR65evP3eiOn3",
-	"pqvd4elZIjOZk0JkRjzFTNwCZEZ5lMamjzlzsRNbHLBfcdUP6qSZGdF7PrSxMqGFCN++vSJBxiRFzvX6",
-	"0qx3q50h+eJZgQmv+NdLt+f/7eerVk0J9R9fffecvPoOyH0TENhByTwbgtuo5YdnK0XarqZcx5eSA80O",
-	"762WEcOSX1zMpOM7owiiRwMXSM7n6B2BNJXa2mPb/JlvfMJ6F8jtWRpwwM9kTp69IoCTw+VNVyvVm4iJ",
-	"cK9D1jDFsll3IaGElWOHL0HLoEAA+hHW+LMeeHAA+1ea1ScVnqy/+cacvjJJU+eBUt98Q9pQCI+UhfAi",
-	"8h2UcIvInz3zVERePB9iFcXLy++BE6cD3X4BEI34+HYQB/BIwViqSGymXeb8V4o0799iIg4m9fzbz1eW",
-	"TAnnlYbTCSsA57Q3EVeei4tDDjJkukdkSQFsBkjBb77xB23zSWG96E7kyhzo4DQu7wQQU7ESkYBMDuoG",
-	"EJx4XlQXdUXKy8hGjlreMlORUX+EgwJZBiCPfLpD3FRHLyapTIolrAh0CMZmlQJ2XAGyHsib/lqxKv/q",
-	"atj8lSwZBU/DXyfir91u1/9nHonLXIaY/JWM+n3y10oZe0+wi3SuIIDNVjBylmATOC31jyMfLPUOTTBu",
-	"llMucBmEmxSvlIS+AK3HN2zUqsRXDcynYcFJM9WZMRRcvT0jcFi1+KRtaibzKU9TZj/3xPa3nPclXcP7",
-	"C4BPcBV23ZHu27bQSC8boo5sVeYlfZyVjwDCs/7bKfM5gKRt9K09QiFtMoViPoSphK7YRuUL+2JfcR/f",
-	"PSJ/JUVQNl/JJQNS/EyxI9VxqzHCtShzLLKETS2ZXsgUKjZbYDS2eeoGBvryniutyLTQMDSW2Jkrgk8H",
-	"6yDjicYGzm0D5Z73UzuziJWSpBYRkbYMrxtlW4fJj7aNQYSNew+Vi0JdOHc7165gSbXit9W7hdn3lkAO",
-	"m/c1ZeENg5ONhbxV+XazTqxtprYANjZ5BkvEFqq+E0bMHilf03pf6W47xr4EKLQ5HPr16/l+d1T0DGfD",
-	"Dqo7X5rmTvuuudqqlgGBrEN/21bmEGNyDVBR/h5CULkihYDqJpAN1OYIKbPAJtt6xzaJKChs1M1F6Z9x",
-	"lZp991KWcTczm98YcFtU27t3Ee0dNZ7dKkIUBr5nBBMupOiWPS87x96jzW1pB0OWZtsYEAULmmFrfWht",
-	"WsyRzcrmgZHE2K1WTrjFymFiJuKZTxZC3qn35pxp+vMryyXaEd98gwdGoxSH/X4nshNCBeZngbr609XV",
-	"G7Pgb41Mg4phf3rx7DuXR7tgOTxiVKoZuAsgNT21st/0y0oWKy4UpiY9MxfjC4vhtHT57mvi/6trnY/d",
-	"V6ml9XL4gbJCIldk8Pe//T+D4VOSMW3s/mgiUj6HCEFO4t71uFtXHQMinBfIVOlUs9HF8185WAwzyEvj",
-	"oHGRrIGJ1HQ5SdhKdx28ZwwPxKQNXj7PaO9qm7q1TXPzsqkxjs2LjIIBfn/nNZwImfM5x2oisc1lTmSu",
-	"ei5Vxf4eYy4C2PsZT5jASk6oambAe9J6tjIbrzvs9VsuJBFegwP2cknz9Sdaoq2g3ntp/3p6mFa/N8DX",
-	"QKHaFW+NWydwCflvwOQ/XgDBza/m37WF7p7ZORn2+6R0zzrnDIyQImZR9sgPYEgKWWZv+x32Km2NTfuW",
-	"TgdcI7DfoRPDfn9HHeOa+sXOmdGSN4dXD7bvbq6+jO4mRYB4GrCqp9ixulb9Bxy/sqIBDMnK0ao1/uVd",
-	"OMmv+S0T5iXGpMSoA50roEpxA6Va70wLW+nyH8yMfURKpZwumYbC3b/UeYPRxLLIKLOVbH5+jQYuHTMf",
-	"q5WszCMKHcYcKrwgX5JdxPCGVnjexKq7QSX8Mt5wOhhWCI9vB5NJL2Q9tn+++zCITv0f/2L+UVJod9/9",
-	"Sy15dv3clEN0/AbH8Y3pPzBnHueMputD1zsTxGkiszJKjWk2IfgkHXEusZ5Eu/3QJjPGdb6eCPZ+xRKt",
-	"LkDhlSIwTA+wm8udYByyGs4VPMvIks/NChFzC7PY2lpvzXc9eGeVvFYp1XRKFcNdVk6uEzBkGLoVH2kn",
-	"wkdAZQcjWD55D5qnTh79w6n2szuI7Nza0/PwAuCI7vSPk8UqAxTSej3CSP0gNdAZrS9IjH2PiaJrZcmO",
-	"U7ZiImUiWfvaxbskkxl3fqBouh0cgyY69nW+azcSiCLmvRu2oDio8Ph4maxipzzacV4ITIxGpJMLJUCd",
-	"V+BKuXboMuBqBw5mmm5dhGHwVyHoZ1rIuNL+apCREgt2t3ndXLYYle2fJsJmbW+8g1RfAfZG3Il80R1S",
-	"VOu8z5kwQ2rZy9GxAdkSleM3puD5hzI49kGuWHDIqKRmGGumUOwCzbGJoJmS24XUuVA6LxJrPK6AfsHV",
-	"Z6vUnge673xNgmnFZl0sJOoPR4Gfl7R/XDHx7NWRwlNYpwdH/CXVMVnx5Eb5uvLdsgq8UVErNp6IGJZE",
-	"OzYqBqv6apzV4PXmT4h1gs+Smj/RYVz+Dad6XK4xsHhjkX7T8ocJ6I9Ja0wmrVkhYAgmrajy15h8MD2I",
-	"wq+OSKlQPn6MLZ7OF/0Pe13X2WvczHGnR6AEvpkthQBAV1fSSv2JQEsXDGBl/mHLDL19cXlVHlcU+Ca0",
-	"tPuoQR88M3v0CrZotMdo2JgSnDSv+/9SsHxdKn9fLL+UYCWEf5msApgO/oUz0IpafsTqWDTfPVRz+eBU",
-	"+ZqgoP+49YsthFkeXd9NxP8tC19PFhy1vV6vsfj/+Ck44a3Y+6WuEtUmGJ2LoJREEMQOF0ZdPY9mNoed",
-	"1cKrEuugoP4uZLud8UAkow11mO4KFmCDzW1GkpQLD482bspA+Y8OUf7fUl9wDh4Z7H/kp6oXE58b7X/u",
-	"B6lfAnrBPDA83//Aj7cs97lZDzJldj91qWXOfgpNjMrxEirSz1GiGDVsObd5vqGbMEnVicOuEVVczN0B",
-	"PDQLkD6gtAiKFLNha22BnxeSpByTSCMi2B1TGj1+Ltm69Mq0vdq8/NOz7vD0zBOEo4vQXMHyDsKCQ7ZK",
-	"2JuLAfuKY0G24Udjj3Wisro9GvNQvNwI+4kIiuKio809C5YBqs4ICmp4V3WPPAvS9I8Ugo3MMZ3RXE1E",
-	"4CXxAW4ocm06My6v2WRbcOxbdnDvYbGYD+XKcEyEY7FGugWYgl7ONHqGYl8OjZz3SUrXqtMjPxr7YQns",
-	"X4rImVFjW8RfYEcAUybXF4SKtfNfkznTioz6J3Uax9gnZeH1vTrnRzRkwKdfxmqwjHrkkKUxRpX+yWIw",
-	"oV4/8v80KadKzfu60yjGUWvOkXWtVXALtc2djQ5uzAEdD5Odvvo+tFczdjhUgFfLPZU/V5bc9+3L5+Tk",
-	"5OS80zRQgBOtdOcwcMeuvviaSId3AxJtP6kbe879ryEX/oAbnyNo4+H2Bw4CLHXo/7A/POsOBt3h+VX/",
-	"fDzoj/v9/wBa8TnAOFtPZ6OT0cno7Gz0dHY2PT9LZ0/P05Se9wfJ6eDJ2XTQp2fp05Pzs0GaniQDmjx9",
-	"Oj09nw7T5GT4hNLRBr37eDSIWux9wvJVmUt5QroJOTKbQrfPvnnSOWpVSJ/6G0Cypj4bO2LQHw0dLLys",
-	"01ZB8Yy3sGBBYe0gJm9jxXbseolc/hPNeMIqdbjNO1vn0+HsLBmw7snsJOmO0ie0e56ennf7ySAdspPZ",
-	"iJ5OA0jROEiNCG2g1tlskPTTJ2w4fUpHrD87pyfT0+RJOmDD2QkdTR0V+Hh4EpzYQyiOB0nurbkDS6kC",
-	"RWodft6HfQ/ophqT6RmAlcGzZ27z0jLUp5/fajrAOHnpAr2/S7MJxjqTc9JG4D8cwjsVWwiMH28LIeS6",
-	"1hB6a7mkq3FuqIgSxseXdAWsSoVIbSAN98yRIklG+RLgFFzM1US0HfFjRFB/R1DwBgunBcSPHfQnlC8F",
-	"d2Yi85TBMcW5OScC7C9YTMcZVbqrmK3GoxpOmt+zB7sdLU+pBaRtkIzWlGT7pZWyW3Nm2aq31kJRUhKO",
-	"4oX/00kbbRb8FudoRfI9Hfed5Ku+L2otM/NSxyIKEm18fAygnIVUevy0/7R/nLLbY8nTpLVJKropX4fj",
-	"0eg/AhZP1/mQCrT8nsMkSEkG23Do8qm/pfH6uWXG70wC+BHzVQeDoSulgIOZlIIg5CuqFQdvnBfPYomq",
-	"fHgxZBrp0MUHIEnv+wNUGcikwNs4EUGqrS2pn5KQlokoSag904H3QzMoukW15R8THhSjmkx91/MH7/xy",
-	"jH75sMWhh9gFF16ySAZ1zd7jTHuBEaYV4L22TfwDgvc2tc5dKoneXKaqI6VQtfVfVzS5oXN2DTyuWfnq",
-	"gMN98xr0ATyqm79YpvDNyw5tE2bzOHsIpVuZ5INQEf+J4Hbyf1jGIXt/SAaAN1QoBQMmwQ2yQM8RuEmd",
-	"NwCi6poxtDKrNMPq2O88cUZJDLdBc//Lu236+l/ebfHOh5ccn7ynkXcM8fjFYeeH/Uo2XgvE93WJqfS5",
-	"t+MN/gaXXY6j+u4eMrkkNWuQyoWCsKLbDV9FcrNI/nkTF1sTAwnlcknu5uRyXmD670qqOhutEAoQrtUc",
-	"EMDBx47bI3ZvH3sgi3Pzcl/fG0yxFBLK0Kvk05+DDK2IQJzGlYoBVzRQOeRyKbXDzEJddXJpYS3IyWgx",
-	"MGNSUwOWereYIqmsk+LYx7eFC+Qzpb+V6fqeUVPnqW4VZuuTLq0cx6RgLiHysJ0SkD59rHqqzTb+WK9s",
-	"dq8mn17znRFRHyNjhN3jqTd2Gr78c1X/gC383OJC4YHBAa+4kvI1zecMhcTwkG+xGMfPLVgO6dvK1pD5",
-	"dElkHjwgTvBHBAJcodbZEGA/CtaVsxnsdAgQVeRHKLoC3jUvvEL+glqj8tJh5OWdKNlNrHxcZQXKy5Ln",
-	"5Eg5IpQKDarH2kcTUfEwkGd4DDaiFjNpaZbZ1FxAbjDr069B4Tfak5clecKG33gvwAeEzb+DX7HRkeuz",
-	"yw6SQhv8Ig1eT5+LkNA8XyOTPleAvb5lubJAfqDoaHJ/hrc2uZiHDQ7rDd9Q6Zq42DX8DR1BtqqaiK41",
-	"OLeJZ79AD+yG0y2k+vilSo6xcRD3x/3Nzz7UeVhSX1VmdNxKuqPhNq/V5utP7evdZAiarRVXDZ7NT7Jc",
-	"nU/TnoLuYbyGpCw7nZLlGvvqgvyNHBDhNnY6wi/yd0C1XWfRfs8hVEQEuyvTobw56/BNPrvGxQ3Hm8kV",
-	"9jp4GMydHUcTbg1frVg2I1yFpF7mRRi4NWY58R4PYNdHrCMsWWMgA+x81D8fh3Y2JNHNpcfKlDhW8wsw",
-	"YoVayx8KFvSWTQRwoqB282TdaWqOisYIVyS23xQ3m8iXfhd9spm8Vz4csvMP3rHPw24H5vS2+Ty4p7X/",
-	"5YrQ/ucXofcUoE0n/2BTmm29YDRlWPXotUx21iKwtx77++AN/+MPKb8f2Y4btSS9ahDrG4Z/BbaPwj5j",
-	"dZyElt9NNdASQm6MzAHUEdzRI69StlxJIxPGWBsY0xl56mQ0ouO1lD3yEpAnNsUskL4eqDrlwHFgtIKv",
-	"xY4JZDigE7GRl4aJOloWpsUesR9hmvCyGgkT3TmmQmBaJ8ZxfEIx/hArM6DGs97We0Wa7ys2SpK+BvkR",
-	"5F3OpWC9/4aOit/RlrbTtXdPR/Vn93KJlxl7u7h643+1O+4PMaQb2yzVLUPNYsLLvNHQKKuP6j7Wfvks",
-	"RsOXeMR6JPvAr6Mvf1/fF0D731kQ/CjYXhFwP0+XXSevvmsdlPcWusXe7TIhjh1Z++frTrQr9BLQzCP0",
-	"xUzPKjcNIdDVF2kg7YBgpibqPRE+ptvpkUuoZkW5BpYKmadY2Q1BwTnDYph5kSHvkIue1EnHvBDPkfzs",
-	"AYGT1OFVEZrXCqsiuPDz4Uc+mbKvgZMvVm59jbT8YyItb11aD+bhbIvjXQGWTSGJ8uDLEpRBoQsSH0+5",
-	"OFYL0k1in9DnT30lly/5GSoPFCtIIUMW1HgifLaAZ2621Y/gDkem0QERbBk7ikxfOJYUm/6cF7ZI4UTM",
-	"JYhXZaPXPo3D+vm4OUUOSzHv7wHkv/NpxL2J8CKl5HPAxA3lKpj7qp4F1uWj2ryUL3Hi85zf0gwlfm8i",
-	"fobB2hE7B+KSsAYjKAQ0oFe5TIsEIJNQJXRM6CbBrGOsO46R6i72QF1gboAqmGDi2xyRkmOmXc5GyXqy",
-	"WmXrixKvBSM9N7/SO7omGaO3TFU4LIXTaq7GqUUL7K+EjCNTgqnGxEb1AjpAy41jpnUiaghb62Z5gLPM",
-	"kVvX/D8vhHLvC1j6bKUCvY4jMmNYOy0kGT6IRrhRYztM+iOgHZrh9cmd+R3JyqGW0h/fvnhx9eqHP7bG",
-	"rQXLMrlRIOikfw8lD6//DHr+ANVrKwNfIhXpV/Pgq3nw+zQP6jN2H2YplPUj6ylGwjKOlGRSzLsZvwWl",
-	"Uh51tjS4VctjiNuB/Il9Q1blGtU5z+SUZopMmb5jzNo/Ze8j8/iUqkX5sCv+YvTGTGYpUE6lhL3H1TMR",
-	"vo5tj2A9FVcSxcpvRJtabRFtvhFVFsDDhAR4hHlrPBEW/2KDjNAV7/+K6l1VlmOIltRqJezZdyQu0c5r",
-	"0h4NhyXlSqdH0OmuKtxqHnznDIkFBXIu1gRXeV4WO3ygd8wvll8+tIB4yLmVD/GbhdVNh3UHyC1E7j0C",
-	"//Ybd6FWXe8joiQyea9hor86q74K6ccS0ldVIVgW003L9RcKar+jPq+Hremkdon2shdwwBSy4ce6KPkn",
-	"OJZ4AcHqJCWRYiL20XeB06wHfJwuYRypQi/IaHheSriwjK+RmdUqPW7wMP6QliWLaQZkQ6QNvRToLENE",
-	"SanMJsIWxbXCFfxt604ztMKKmIdBKxplnnfy31fkoYo4zMA+BEJxr5fvkbWADbcFAL6K2a/G8z9MLoNg",
-	"MyIgFBQNgvgge/n4g/3XtWlyJ7LhFVTODGxlsyUCcAHUJgwlFdfecVHSjvYakAKhVLq3bfdotlXOlpSD",
-	"L6fUcl+3+9fd+1i7V66Qxh+USokFQlZLY2X9I4wquy9+MAr80aOctWLGDJiRDL+xX/9hH9ZkXBo56A/n",
-	"pI0GEJS1V/TWFvCrPdUr0p5StegA01ySMZpj+d0NrykOzeeTh82y0JWK8nrmqyj8KgofyQuIiyuQhnD8",
-	"coZCYGd8inWzmwDgEvjEbOUCpc1ebSMAckVzZRlCSZxB1VS1XgIvM2zanOGsRljGQSJzQK/WW/XSZurv",
-	"ZOR6iTIiZxnV/JY56smy3kUupb7wIDQI9knZSBOZ8ryBI9I8EeQ3jfrnZ78BHaR5v4vD6JxbggGb194/",
-	"G41ML2QK5WlqfWyDKmIspZr2plxY8vTqFSQPGvSHJR0YYMqMpHevfHJ6es9XYr0v+zb8A19UGTLzoffw",
-	"6r3ck4iOquJIETtsX117XyXvbyV5zTokNBAxuPhCMesy978YsBx0KKDjbzyiehD9hVElKFwhEsIxsM+g",
-	"FHFZjeq8R37MU4aq4MYhHJrOqC+xhOKGjBzVJQEgi2Rb5uA6co48OlVM6M7X7fx1Oz/Wdsal5uoqSSxc",
-	"A6t8175uJI+3RZSANIaw9zTR2ZqA81PmYPeAnWS6iel8PayE43aUBxaBHxpzpSZixlmW4o+yQCtmKtM1",
-	"JjLGL67oHGq5TQue6bKWtCuNxX9FsljU4mh8TARyXcaTFhbLM3dhtbwuXljCDULhxUkL0FkL9r5jdCvU",
-	"r7M1J+8WzGa/uEpTXIEc0ExcTET8atb9QQrW/Z7qZBF7UI374pP+qEeeEcXFPGMwbgRKYJE2FrYa41j+",
-	"gXanQGbv/oojYv/dFUBA63J8ztwgSoXtqciXvXw169pqWbaunKMwN2NoRB6+ulJDywu7wVmPXJovpRne",
-	"B/V2pCjLJhkTF29nqaWkA2t0ITM7NFAiyXwvhqKhjzBBVr7apCVBaHoLDPpt6izoDllQNRFCEtNZW0vw",
-	"BgBX2J1aCBGjqZW6e5htq2MPRQUHgz75//7fwag37EQEqkrbEe93B/3hSeytaFynpQ0IY/wwagDzjWor",
-	"9mOmCOsIhsunqRuVlXdvbt1NfgoLEcMBgkyxsrIQzCaWPFlQhZQKuKTKuinVlbCr0/cfvvsdPGSimQMO",
-	"Vr0d9oHvWcrplS0h3PRgUPUbq4rUUN7WG+s7RSRpx8+xF1385JjM+W1Q27azkXBqa2rBoKl9Wad4s733",
-	"YwTLbN8zcM/HqPWaKt393h6F9qa3UqX9vTAQw/7ZlzsnVoLBiclJgcccZzeluLS3M8hwMaDmAeBMRRdl",
-	"1F043tRWca+yUbbLBnzGGT6pM2V/kJq48zNpb2pDEGYs7VwYKQ46vTroh/f+41eTeDQ42/8ArMAfpL4s",
-	"q2t+Nacf0y9JU2dMt3N6h2K+8/in4w0/oHkflJptdAX2yGVG1YIhB9SUORuVrDLKRbaeiHaM52RZ6GPn",
-	"J4PCObaWrtm//o7/Y/iyvKdH3lC9sKBBQLcjus+/3PLl+dI5zqiLiCcQsQUKairX2b8OKlyHXrYlF96+",
-	"+bQCdJuRnKLeDwx5Bu48Qriwg24etmBILuZkRXMmtD1QqR55JtZW/ftiEEb/M6F7E/EM24I6uR7ps6RY",
-	"ogrZOOPAKD8BS9hmFAhp3qU5zdDImojLAuu7Lxm1DNbuiGIMM1YeuHIguWZpeV6ylTzqzGpwc3hvxiEg",
-	"oM+q3w/C19+D7dY7c49D9/F9ueoXdHh61hq3TmdP+tPZ4CntPz3r95/0B2fsfPR02h9Rlp5Mnw4H/RN6",
-	"cjZldDR4cno6PUvSdEZngz5N2ElyxmYV1/W9XMg/447fZZiCu8lKhq9upq9IpX+YIv0Zi/wcpEl3+n6h",
-	"rvmXkQD4Mmfs1w0UOwcFnDDSDvDvWKs9viDfyeSG5ZbTCwjGyQwayTtjwrWaCBiDyKeQ2YwuBlgBn+eF",
-	"dQQV4SLJipSlWLAokSnruvCpRyQEFYowsY8UClXL8zc/9chPQvPMpnP9/W//5WrBR0GlOyKruHxUVhMx",
-	"6p+XVej//rf/7dxSXCufnbCgisS00PIaG/b5CVgh02XHQVYa2hgAGysUcwHgWEjNExb3yDNb0z5kW3HV",
-	"0hXTjmSTpxkj6o6xFcsvcFCxbL5ayDtImnOdNmZOoRBEu9G08wYKqRdczKHq91uLq22P+ucdXyo2qJoF",
-	"LGnVlJHKtJWTSXM2EbNc/sqE8yB2sOyXz3vx7tGydt2aacxflCIkZ4OMRsv+49lGFILwNmjXoCBxLVcb",
-	"5FXiGEzXJCiyMRHtUf8EnHw+3wPswgTKPOJDpQEzHFaL8gPFHdKAu1ddAJZ6O4PF3DMmwD4SV8aQK7Jg",
-	"WUpolpXO5HawQMMVCdWMbKIoLq/UTZZdmHYObhhbuX2Gwxrf0dz85aq4qlrOZvjg/zHELLTxoTP7UMDd",
-	"AtKtSt3irzUTtjA3qOlvz+AS2UX+1Rb6fKbN5zFSqpX8UShtJ+59ArtbTVH239r8kLl+zOwXPgcyfShB",
-	"b0+05mM2TBQs0n4NXxt3UMbDgT/QRFggaSKwQpLR+ZCqOc3lnWI5ajAll8xXK0SzwEpk9n7Fcyg2rXV2",
-	"reLIA5lOzvr9iFA9EVDV+AmWSiSW5SDQA5747cIWMjb94ArpS1P8Oq4CU8VoRJlrjC3CCMgVE4rEW9X9",
-	"4x75QWIZR8+gZ4QQ8ieUoZuJaMeuRkdvKVM2hmJP8ZignvyWJbD6oCO5LDSzga3SyMLK/lFoOB6pCcTK",
-	"bIoR3lEtdx94W4xWt18jsnVzbo9ZSa+5uHlIcg/MVWt83j88Sd699jF5T+3iqVNFwydOFZmNYysE3/c8",
-	"X+RZYzEpt1RuB719LfXM23uDJ2ejUf/paNjv/fvy/HZ6OSpez49b9x7AJm1mpv6rCvt8KuzhGul7esOq",
-	"OxdKitiVBfL4wbqpBER9EcoJvuwN1Yt9cC5vkzdCdL+tO0Q5OPrmiauUs44vKHb0K1u0Kp3yqC0Fc8wp",
-	"EsQ31YSJlKXwMBdBoqYl5XGTf611Fm+UgGwu2WU/9TcE8tuX7EKY+lH8KkV+f1T0pVVb51zYKLtkl9sX",
-	"hN70nTr+YP+5j0T5UsuVq9dZMhwBZQYgUNxVnTNG2lcv3n4PtpUgf371+rUtzEzJPKcJIyuWc5l2sBZU",
-	"BacWUCPhvm9bokJL0zXoEyzfXREOYKLZWAsF+g/CawkLlZarN56/9Lfe/Hs2fuRyNQGTil+CpaO/olG/",
-	"ev0fO8NxW0w1C6lGKKrb5HavYoJkoSL/Azf7OY2qmziCW9l7jrnIvTqW5S9mV37der8/fuH7rO3fVgGb",
-	"Fz2+tkYf+pcRcLta0LtKuG284dNH7klyB1gIvWBrp+Z65K35Doz1uJOCzQSZlHGMtCbwU5eRWywfFgF4",
-	"XJe2PcF8lR6/G/80LEa2FXb8FA+AEnSlFlJ/IaS4z+lKF3k1KB4y31adzr7zQWzcHNq59kVXwRU3EXxJ",
-	"5wwL+WX2SI4csXeC5VHo8C3DjPDoGHKKV2tHUY6orU5EzIke6GiDLBV/sGJVulubB0b88T1qiLajxzk+",
-	"1stVDGgwI1oSHJPUVuqy30ymLJNirpxLHr3LEZGFzkqEeOjITmQBNcTmlAsVcARb3qhwMLeZqhxB8SyX",
-	"y2t3awyx8XyrMBkk3XC9ox6XbeAhjmUbbcRjhwWtzWiiUT8fKCJtPz5XhS3naQavcp+eT58mT9Izdjob",
-	"9U8Gw+HJyWh0enp29uTJ06fn562odcOxMK8KcyLqvvjwOOp9cWr8V+aKfg/7o6f9e49to/6xv/9PqJj1",
-	"NRb7ybrOLaO94VivyEqNF+q22oPhDw8titsjrn9AZG7260TEPM1YDDlaG/wLAKDx8cgS6HSkCDx0TRPT",
-	"s7HfHDFZ0fyGpRcTAfboXG4TnXKFNcpBsBOZhyXKRUpSiVrESH8v/M3zIPcbi/n6sdubK5etfXcVxCoF",
-	"KssykNpEMBEIo1CqrKg2p63WuPWfv/S757Q7e/fhZPjxn1uPUETXdfS/XxXd+0nlA2rBlkP137EY7GOX",
-	"dQ0X1iEy6fiD++f+GoDmujXovDS0HmxrHPaILxnu4lrWCEOgml4wngN6VoEZ6YVU2aCVNCWAEEpMcOGQ",
-	"elNGUkdEMOqfdwC3EIgbxF/ur+EXmn4HMh98/hX4JR40H6Oync3uD22vusXq/ajbJeUap+/xZdR+y/FL",
-	"Xxb/kFmGsmV7J/ieZ337rDnsO4cflO5oNK1egO4t0c3cFZG5IDMuuFoAL3yY9ASEyrti5PXMWFfQja0P",
-	"qrU3EB166AnGtHyJj4Cev4cJE+SgnY0+JefsCyi9b+fXjCUcV6dn6cmsnwzpORulp6fTQfKUPZmd0dN0",
-	"lJxMh+HktMaW155dJ75mS12VxnsfRx2+1zotzaViig6fuhP3AFHQ9yDXMpO+3ziCsaliNkgbiwIpIrE/",
-	"F2TGdAI0tVjYxyxwo1Pxvs8fKf29lsyHwQ4lGa5Mb1Nt1BBqFEkvndyBB+4heIhiiRSp8mX1yXBEFp2L",
-	"iUBwgF5Qm1oBU5y6ehmQXQIU7kbY5dZlB4fJAOUakVF/1FDB1azGB2cJOHlbu0EG45PAJfVb7HFc7jAd",
-	"BT56vURE6GAYtZhIZGp28rhV6Fn3KZTE4Poaqyv2HyAizLoD8xEupiy3cg3/7ZxafX9B54XAzeIOe1gF",
-	"zD8lC119ylzYfsqlgbTGv4DYuX//893SLPhGVSQJYyl+4yGC8D5isMn+Mtvnv2O06HcWOjbTEJV4Btxm",
-	"CF9wO75OaN7X9DMrYcvsCyq2JVQkLLt/+Mi321x2w8G2zLvCqApp14O3MJFxSfMbyAmMsWsZ5Oo9g1Ym",
-	"AiSzY9DzlmgIwyoERnHT2vgFNPkoYpnBgnBNZpg6V4ZyWtFuwd0f909/W8H96ZLXfdHnlkoWrGffD1/7",
-	"VVD9QwXVc5gKQsmKiRRw0rmHTKMeOdSss0Uum0uyCVuNE+MPpL3QeqXGx8cLvcx6asWS3t2C6rt5T+bz",
-	"42WRaW6s+WPMhu4qJnQXq3z2zBMdImfgdC/FztjXBcV8z2ptUAckx6CwRZvOc7okd7nUEK9bRoTRZGHJ",
-	"8ABZBj1G6BlcAMIpOZspprGQkLLfc0Eoied05WqOepAKWfI0zRh0FyvRucqnd1SRNEecpg0acrxqpB9p",
-	"+2TYqVlZyuUpoSLBLHMwRhDs6hgA5Qw+wg2zs6KjKj0JdsERlHBBaJZ1LioIu4lYUOVgdsYY3qiqCv2L",
-	"fbXJt/hj5Lqp1iJZ5FLIwmXwkjtZZKlp9paRKWNIow8tg6z1DUPy8DRjy05kJQbmk+MXw2clmVRMGbVh",
-	"ZCQTeiIyLhhpx2PwqEKdt7gDyWO2BGzGqNI25jA4JapH3ppjg2CJqwYFjFovoFDtq+9iouVE5BbKYc8R",
-	"jGS2EaFJzhLGb1naIz/ihHJFzGtdRn3OQL/gYQOyx8EF69drZAuj07Wy7OI2EcysHHNSOSVLLgpgnoH3",
-	"O9TjBZxLcIW1PSukfV1EKPlLwQqMa7G8Ew6bYmYh+QFSNnvP17YNZlxjiSs1EW7ed5yBcAD2xaLeVgeT",
-	"B/urbSl1fLoH9BfjbuOYmLlVEYktoRrscqSYqFCv4Y4Pf4g7jdyFldneFeB692EQDc4/doN/18W69nt4",
-	"tgohH+5zhX5e2shtvYINpetXrfoP1aovYTdbh+qRcgJ/u8R1O9BuVk91PsehIGdISvT4hwKmS/JLB8rS",
-	"LF9yQTOIr4eUGi4WhuJ3pdfxhQu7g2aem9YuX/3x51c/PP9TbfEU/iszfbqyb3hY6elMtcaDYT9q5fJO",
-	"tcajw8E07v2XZlQPYrWqiaa9hc/5Sl7wlcjpH1qpBRjl/CHAb9Yj5ffxPQ4FUC/+N5AzV47FD+r0W4zl",
-	"Ril7J302vRMohmmegwX097/9b0InIlkU4sYY4qbRdpwUeUa6V6Qbd6xKhZLIfMUu0Lz2LNorc3JSkeVo",
-	"EkmR52CO2hsciRHUuAHivx6JmZxZ4BLaschsBJ0G4+iO5qkibWDX8cLTWOTG5lDkP7/r9MjPQN4AKAIq",
-	"1sRbf8ZwDPCtVREL03EtV0zExvYGkTsRcqviNJj20GUkagnrPTtfjaWQdll0Lnqii1wA7N78wNDl3sYU",
-	"uxNMsfMFVCtmZxl1zEuqcBiTRk5DDACmtmLMDsPzeSYtp3UwyGiBOhrbuuAhk7M6vt4SXPTuCyRUfDCB",
-	"onWhn0UtWJyl49xu6kPcWYejUM307WE6RPLN4MR+pOw8aim/EiV81X6Pl9DIROqWm2xQglUlU6sKIaqU",
-	"FDnXaxBGyKvzrNALiDm9Mz8DxR/8uoOaBBSgbb5OA/oQrMdQRqjdlOXOWdIVfAqHjlqx5uhtapiJjVLJ",
-	"JPVZFmpsXS+eHA78GHcQUC1E6l0zK5nxZB28xDVQ85JL9EMxG4YNAHAlEnfK9B1jAr5Q9bbwHHXNPrd0",
-	"EJ4tEfLFgMHIE+TlhBIpWFfOZiFI2cn7stb/dvO1JBUhYLj68TYvsObrXXn1oOqdLywZEawZ2dCur4hX",
-	"8/UuMyd8NEzN8QHwG2Uto2U4rh58tN30G6hmyYXiaS3rVoQsRlCTHDmMjKye40Yj7T9dXb2Bd//Mppcy",
-	"uWG6AxhHxSYCCJQUwrmNFbNkeiHTCMixIwLqGB4Fq8y3LjfSj3A3QakXvWBr5MSEiymZMug29IgJY0Kw",
-	"lDx78wqL+t3SjKdwqURec0VSmRRLJHgOJxUoT2oG6FnDeCvimVCDoW7aFhuIrCNFcpbIPB2bzZVF1kUY",
-	"2ehJRGaMBULINo4yqGYOczllCowxmScLpnROtcwVUPmjrBAQqA7aKikYaxq8kjIjKTNWGxqapulZIQAg",
-	"3zXbFuoqZxx8722k85KZIvHxMlnFOD3o7HDQ7rmxT2pk0kKSlKcgdMaBaRsh26xL6QRf6ga/54rlpWgk",
-	"7YD3svLiIuW69fHdx/8/AAD//w==",
+	"7P3/ciM3kjYK3wqCu1+I9BYpkqLULSom9mu3u2d6p233tuTwOWv2qsAqkMSrIsApoKSmezpi7uG817Dn",
+	"Ps6lzJWcQCaAQpFVJNWSPfYc/eFwq1iFQuFHZiLzySc/tRK5XEnBhFat8afWgtGU5fDPF0nCVvo9FXMG",
+	"f6dMJTlfaS5Fa9yKp2vNVDwmiot5xoj5k+RwM6E5I4rltyzttaKWShZsSU0LTBTL1vinFjza+hC19HrF",
+	"WuOW0jkX89bnz1Hr1RWdb7/sasHIjGfsSBEmNNdroul8TOJJa1L0+yeJ4j8z+Bfr4oWlTPmMJ9Q8TzRf",
+	"MsIFEQrvmbTiiEylXpiLC/ax2sntPr2lSn8LDbJ0Z9+239r+09XVO5JSzTp73yLxwe03/PD+LZEzoheM",
+	"JDmjmqUkZ0oWecJ2N/o5aq1oTpdM2yl9KYVmH/V3dMm2X/OCJPgzEXQJLXNzeUX1ohW1BDzTsrdcw59R",
+	"K2d/KXhuhkXnBQv7sqJas9w08N8/vej+F+3+3O+eX38I/t3rfvjUj85OPv9rq24lvCxyJfPtbn6/on8p",
+	"GImF6UYCN8VklsslDNAqZ7dcFoqs6Lz8hr8ULF8HH4FNh91d0o9vmZjrRWs87Pfr+vOWL7k2t9a1mMGP",
+	"YYMpm9Ei063xaT8yrfOlWfunpu0lF/jXwL+HC83mLIcXvZO5rpudq5fvyErmmnCheMrgcxUV6VR+JG2u",
+	"FcmkXE1pchORwfBZr9/r9wadhmk07eycPt/js9PTk9P9fTbDzu7emZfU7pCcKe0WselKRFRG1YIpwkWS",
+	"FSlLI7KiSrGUaBl+2pFCUZKT9pKuyZQRtlzpdeOH4V/NH7Y9se9ymTCl3nxT3/MV/nykCE9xnDVVN4Sn",
+	"jV3AB655evAG6XfPaXf24dPJsGEzvMulkTH/Catuq5s/yvwmkzQ1fTW3XZBloTRZUp0scCyZUlyKI0Xk",
+	"nXB3kbsFEygHjcC+EfJONO0Y+0jTlhnYZe3/rvuGS+xE3Ti/cD0kPI2IzElst09MZjJHyUezjOVHithf",
+	"/BNyRuJ/t/37Q9wwJ/bme8xJO5yUv9qXdupn51LQlVpIjZ9W93p7w6OuiSuqbhrfaNboI77ts2lHraRQ",
+	"aAt8TdP37C8FUyCpQCkI+CddrTKrAY9XuZxmbPlv/0uhVmMf6XKVWc2jKc9aY+idEQ1Tma7JgipCBWF5",
+	"LvMxSSVT4sgtY+z22CzeFcv1mkyM5bKkIp20CFdkyZWxRMwK1VQXqjUegRzn2ryx9Ubc0owbxYm99p+4",
+	"0HqlxsfHRtzMqWa9lN26nqtjeAjV8udw6P41Z7PWuPUvx6X1dIy/quN3+DCOWp0kxC82fabZTOZLlpol",
+	"byZOESWXTC+4mOOil2LG50WOFoUZECKkJjTL5F3P9OilFLOMJw+dBScRjtSC5iw9gplQiVwxsmL5dV4I",
+	"Y82MCdfwixSM4J1uF14QmqY5U8rcQhU5shvmyCgrzWhqtikYL+bTpGCVeTov58l/0IETlLj7H2t6zOra",
+	"GO4Z19a2kNbQw6GxksnZYua6Nh00fXn1kSWFaeYb87HNs1M3K3a+r5eqNR4OohYTiUzN2h63Cj3rPm9F",
+	"LfaR6+tEpqw17kehdBu3zmaDpJ8+Y8Ppczpi/dk5PZmeJs/SARvOTuhoGow82P4Z0yyFiynL89a45f99",
+	"jXY6vAEv6LwQiTFAW+MZzRSDH2ShW+PWaDgRLfe3e/LEX9h+8o7mgou5ao1/+nDw5Plhfc+Usa7MHBp7",
+	"9JjdMqG7SueMLk0jBzZnnrrEhxrWA3NvJDMuuFqwlLTvFlQzY5IYa8BMBTFT0TELYsE1XDX7RRa6R37k",
+	"ejERMR6mxmSrszGsISrUnWlP+f1i5KC5jeBtznYqu0PVRHBN8kIo0laMkfiPr67I8e3g2Mh+dfzJqoDP",
+	"x7LQq0LHncgsbsFSMl0TSmLze4wv6U1EZdG+y+VSajztHL5wYfn1p2fpyayfDOk5G6Wnp9NB8pw9m53R",
+	"03SUnEyHrajlt1hr3MLvYddWlrcib2qMvQn9gAWeF0JYrVBMl1xrll5Ts1yH/eFZdzDoDs+v+ufjQX/c",
+	"7//X4TLEqN66BXOpeZYR+1JCZ5rlJL6jXF+r+IKsZJbBJIIBSTWJ3ZkPzJbg6B2eBev6YW899vdBX17L",
+	"fMrTlImHagOqF+So1ztmOjk2RvldekSYSuiKqcqp407mN2pFk6o0Pyml+TuZ8WRNbrnMsJ8HSvUVPPco",
+	"Mv07py9Zam1Jrsgq5yLhK5qBsUkJvo8kVBh5b84YYibzhKUgy/9INbuj6yvc0g8c3Lucgw48mvJ5b8rF",
+	"EWEfE8ZSc/Cp6JjBsE+8HCFt7GLP/t0JRvy0PypH3HQyJaabBw61bfBRxvqFCNSn1AtmhpsKkGVebrUp",
+	"uEtIsTJHlohQ53boNI2EnR0nUk1X3whjudLslTEVHzgjVBBum0PTk8gkKfKcpRckZ3Di1qXdds39CRW/",
+	"FRwJ5Y+tcet8NkxGbECfTU/S09lZvzJXFZs0fOuhE+b6+jgzRqbFnHAB3zPHdX4Bf+DwWKtUimwdDgIc",
+	"0/BUViiGaougC2IO8/Od1K9lIdIHTk0h4FTqBY478x3t0wFHFYkU7A8jDmbQswOHW0jdxQceY7x/sB/U",
+	"NmJH4BbxwuhIdQLH3ueo9f0ty/+zkJo+cBjXsiALesvIybDciMrrKZkTo6O4mOOkgjPLGBx22Ht/MX1Q",
+	"vUQK2BdCX5etXMCzIFrNsUBLayeRdsUc+XecjT/Yd4KtlFCRsGzzNDAMTgPw8V4sHDpl0N1HOxCg48Gs",
+	"carhE+UMljoOCmnH1VGKI+vRcme4Fcu7for9BsqpZp0LEr9nOl93XxhLISaKrhV6ZYyEydeEzikXvdKy",
+	"W7KYqIW8U6RQdG7MxhRnS20YEEGz296WS5ZIkSrzEpi7KZvJnJkXgtUC76zzK5cOv8Btdqlpfm9L0Vl7",
+	"49ZqrRdSnJDukphJ7Vlf3/N+34jNQy3KlblxNPwiQzHfbRP+8sakHcim9Telyc08NxLIuSLB5r+ARVha",
+	"kGaBxmaN2CFQx5/Kwfh8bB9l6vhT6Z/8/Dh2J4SIvpP6kmquZpxOM/ZAgQWqxrQKYSX1h9N+v98lMFmK",
+	"rKhCjcxE6o5FYFG0B/3hCJ8I7aPR4KyUKNBXONWroLcHChboUtdohPDhxxI0MfQtJkZcgjyFLyk/z/sj",
+	"jCi/IPFLHN+ufWzOb5mCRaH4z2xjYiv3NgXzyFfHm+G0eE+A6XPUutQyZz8Iekt59lhTb12NRJm2Sfud",
+	"VHqeM9UJXGBwYDYGmpGTaiFzna3HZEZ5hiGERArBEm3+GReK5X9wU0pSqumUKuavxGOS8sAMK4214Chz",
+	"yfJbnjBSBF964LIJH3k8L+KBQxQ5N9U0lzcsd2ccTW9YYMSCC8/YI0YD3FFFUpbwlKU9AprEHWWr2grV",
+	"yC+qeXaGncAJLuVbms8fuupgg4EPmisibxkO2aA/en767Kzf70J0G+2ittP3S/rx2jx3XSNxgoVzJSXJ",
+	"oIuHnsik7OIDj7FYvjYf5b/IOZSZtRvAzPxB0EIvmNDceugetoHlDRNmGNnHFbeHKLR5KBHsjuDvELBd",
+	"y8IYVqpgecVeH5Sjt9m3w7dc5bHHGMlvMcJg9hO30YQpo7kZWfNJG/vgxx9/7L4I+rC9Gd6/fknOnp32",
+	"SbIwJqaYs/3C9gehipU5kj54mjKZ0OxaFVNnVHi5Yd9AErqiU55xvR6TjIp5QedsnBfTdcVaH4Zz5TsX",
+	"PHywJ7984rGE5CqXtzxl+fa3gRfIiz7cBavSe/yAcU1lcsPyMeFLY6CjeTs+6Q2GXZXxJcYT7Pmz1DPB",
+	"IL4zfTZmm1lqqM4O9pq5Rx9tAN25O5FFlhLrG/OvwbhVzmiyAE+ZfyvCh+ZM6CspM/jLhu04hg9nMl9S",
+	"HUKClskKPcOC8lbUokIvcrniSQ1KKGrNC56as2MNVAaORe53sKIoUWul2dL0e7nSpA3RK001WzKhzfGM",
+	"ZFwgPmfrTVrK7Br959dG3icLmteAoTDIEREMk8CxDDRKzmiqnI1q2kJsVFJo9CFBDFCsjQTIaaJZroJe",
+	"eEWH3ah5rRldkjJz4MYTvXXkWIGLHs8l1ZH74duX7yya4kgRmacsh3i5ZktonaYpNESzd8F0YdjYdkpO",
+	"/xfDaJu9QPOcrlsYIHaB5p/cBAdT1TSW7uM+1LziRZFyDTGa7SVEazAyP5qjM8QoVxDouKh4Ho8UgXMb",
+	"HIrMd7tV2EqpZl3Nl6xuCaR8bsPcG7bMn150h6dnpL1gHzsen4UHW/BuyJSB8WV/QhPbOj/vcq6t7ZbW",
+	"LrxKEHDz1T5OoyIiYZ3b0NSF85zOc7o8goMiuE0jwjLFUOnCKar001QGggt9NqpdgWAbX+P1WgQc5VmR",
+	"syNFkowqRdqUWLlEzENEFbMZ/9iJ0L3BtRVttd/OPiYsX+kmqF2uNDEDjwNaP/AN7fqgafOIkruFVH4M",
+	"zSm0fku6Ib/GhXjYWuJp5d7m4b7h6DvdJbthd/yZo2cyiKnt+DYpsrX5HCd1t6Nv5ZWU1cpe78qqnx6a",
+	"QHSjdHhRRWI08f5FFbCz49rJ8U9c8/SwpgGR1dCWDSF+2v4t9BBtjdRypdegNIQU9WvIHI23H/x6x1IM",
+	"ZYDf+5qJAzeeMxKaZ3VMYu+PikkhNIco49pucPDpCh93tCiFAjyXRYKe1TiaiBh3ZByR2Czf1Ihq8wd6",
+	"ae0vmVQ67vTI9+C5NqsUX+/aAeyWbag3EbUq1Rxtajb3azM2EI1WY+itjy4CYLBePVuU087RcV/eq0VR",
+	"hVoL8FKgtmD/bSzKcO1HVURZAI/D6WrUZn+2G7u6AzE0CodJ0Azuj5RlDP5yb0P8b3AhZUrncl27VeGF",
+	"b7mq0Z44zhC0d8p/r6hBRbyl+aNWgMRt2lMSF2BGlfbI3N1zYXtYbb1uWF+6c4P9tE0zQdNkEUiCqZQZ",
+	"o2Ai429MXbOPNqRWe1vpgN3+upe41xVJqABtS1WNw5aZzVZeHhNjUsWhxRm8zky8qu8JhP6MGLzdrcJM",
+	"Z24YWxl7lENMVpjdbv64Nn/EHTBRk83OS0Eo0SxfckEz0o5Xet3US65cSH/P0nnjbrziKNDcUbK6+ra3",
+	"9sYiW9Hkhs7ZNRdK06xhqla0UDVDc4nHGIZfOgVD6GcmYBD0gt6xlLTjd99fXpG//+1/jqERI+zMHzlT",
+	"xZLFFyTmacauzeBLMSZ4T8PYYLz6OuXqphFSjOfSqVkOqirtjtCB6yL+JDbtXC+ne94GywYOOg1Dg7cJ",
+	"ps2bdt7jYpANq3CFWO9rc5CuUUzvzGWHUVebI29Pi8Qc74r5Iow7kzaMODR7/Mn87/Px3//2P43f7WVz",
+	"odDXWHePPao2fIpasKal5CC76oDl5O41Jy6zplwIhtjwkjW8XYukXV1M7oemL4XD6qyo7eimBlMl0gY/",
+	"LtxwTrhs76bgJVUxUxF/TmS2KiNbJ0i3pmdrAdYt3JoVWN1NboeH07O5IGt1hExZgFeuP+daXGJVf7jj",
+	"QgXsDl7hPYD3yKXK1KwfO9Q+30ZLEL9cXJBbmkNUSRHFNJmuIeIcgP5y8NrnzJ3ojXbsTcQLcK269rjy",
+	"iUJ3XC9I7JZATNrokcJjmESjsWPPyVw5dO5EAKzQgjrknfAOwIgoGbZnczJsSz3yDWL2xmBFv8N3mTEk",
+	"UkyENZOU7ZVbclYfRs5DDd/gMwAuEEl0xxUzp+ecqcVEwBJd5UyzHDw4foTQ6HxY8pE5H902r5PKYjg7",
+	"PT05q2lhST+GzwyGz2uWpRvG7SViZ6mNSBxMeDCDJgsdAqYCFIlrK8ROkZQlGc0ZeJWCTo/6NT1Gz8w+",
+	"df493PXKIZJBOqVcNB2JZhiMU5qKlOYp4WJVaNJO3Sopc3nqNtj26cubMPv6eWnu/N7caGwJRI5dq+pJ",
+	"XRYYxPO5Ts/PRpX8rH6v3NeiWE7RgEE8556mTs6qLW21syG4N87boegCI+3LpNcu0/US/UDBgZUqQuvg",
+	"Bvbw6sBXcCvilYf9Ae5lrtVExBbJEKNTyoKTIWtAFjqD+LRL5SFtaj2REaHkjupkwfJOBGYr3DUR7n2g",
+	"POfSiCajNsndwixt23pEElkIrTB4qDQJ7Oxrb37Hken1RDBjbTkPFPvItbIOKaXlagVm4Dev3r66eoWG",
+	"YD1mogMnevjssJ898sbIStgfFrStsO/7gNk9UgGaT4QDfZah3NUqW5P2nN8yPJ3Dao6tfzvjM2Yudnoe",
+	"bAyQvLkA92J4DA+sCo/B2YpLFQK/7njKxbFakG7StEH3acC7tD5ZDWIbMjMmcM6MwXLLHKjS28FbMuv8",
+	"7BeR1JunKJ1TwsQtz6WAAIHXyBcWDBnk1sVOvVR0y4ev/jW2vd+vA75U7K70ei9K3Z7kLvnP7Pcoqavd",
+	"fCvvWK52QoMviIC0jJxyBViYHnkNO2RbqI0Rrmp3DmkLY2dN107ZdqrxgQdriuqn/EnekUyK+SYOAqWq",
+	"2RzD/hD3IPWuq0dVNrj16/WNt1o3PClZrdvhtdE7Fh/C4eBXWmYpdyEJY6YGZmzOLJaL6/ojjzVfrxuj",
+	"PKGpeEdLe1fm6GSyb8AIw2HO+RLTutO5orhRbuH72znrBG/b9uGGdp5z/KGFB+crtah13wmbpb/bT2YT",
+	"8f0rKmNX+ajITuGOWX+J7sX7GRlVK9ZmvZffd/8PfjB1wNb47Pjkev+ondrDPaRu2+wLjPqGa7sEw2/z",
+	"pL/M4jMGx7U7HDcZfWCVWCgzYHAC1wQ1RsVNZ1wx+TS9cak/9k4je1EKT0SbkpTPZiw36jK2l8EEoWTU",
+	"76OzkXowgdmaxjDBbnAdkSVNmceCGZPKoftK/6lpIjgbw2dQOAxun/h25zKbvTJlmTrQbKhjg9hS7SfD",
+	"mtl0y3lvY0G46r459XVLKGVCc1qHF/hBsby7NKdxnloelSXVLOcATFcyu3WzgniFGyZIG1WqYknOtAK9",
+	"uKEX7tR1LjN2TXNR68m9KaYsF0wzdW108Oqejt/g8Q1HX/lMXohrquqF5dYQhUmfNUwEcU2KJiADATjy",
+	"H5fff0duaVYw9DuY244UiVOqaQxAkgvEdaBgIFxNhF5QSKdgNFn4J8wDnR55ZQNeNhuzTUl8Zf4V2UC3",
+	"FAQ807E1DlQnmogY8SYx7IoYQSfmWUFiNBRfLgpxE1uIOE9hL4LhJBVHP5LV16Yxi/mFJjGoXqHSsZiW",
+	"4IfYHJq4MX/fUqW78AndN9/EBJ3lyskXQsWa5AzwU9DtOV1VuvlHujKnqTiHZF7700aKbwxejhjwBzg+",
+	"FrNkngRhAfpe30nChE+6wInrkVeI0BpPxEQQQnD0x2BT4QUzDWPyadLi6aQ1nuxNNpi0ookN8sH9Nidg",
+	"0orMkfGzew9Px+S826+8FEd447VyNlNMT4zRNjHmCYVWpwXPzLdMJgJe6DLA4UfIAZ+0Pm98Ew7iRvNB",
+	"T32uN7bosBD21bZz2y+3n9WKWlKw72et8U+HpMZGhxxnYJUeeO8f6WrvnVvJ4dGB4LcPYe6zfXjLJNhA",
+	"5ByCmfF5+6XZ5xL4p1Sxs1GtGbQDpmIdLJhzjnN7QQbD5/9mHbo3PMswv1vxuaAZERdEFFlmk4pcbmhp",
+	"pf7k+xu1zI0tMxRCal4HrrtiNn/ZyOExYb15r2IlGDscPDRGLOVMMV0btJdyeY0drY+O3Rhxnx2BL6Ur",
+	"Z90lW8p8jd+Wm03OjDWx4ZzKC+EjZvjA9XLaEE+xGLQ0B59PfSesOIRoDgpAeBFXJQ0AZHHfsZwR25KV",
+	"qq47WmIQFoSUvBMAuqs8jY5wLshGDlkvZ5pygRiMlaNTiNEdLLOUKU3mciJARXQuPLzM+8JEaskCLDWB",
+	"WSvrJkdQFRFTg3iZizq0z3d0ybxrEFcbKDqcIF0yJ5E2rJTLN3/885u3b+txlk0ol9hLrZh41oXKp4Vw",
+	"ppDOwmNYzInIQVhq95sjvvjU9JNjs/h0GF5nkymjNrpoaTPq3xkwaGxDPjXNgswgh1O7y6VmEblhKw1k",
+	"MlIfjC/a5Oeo2w5LnoLrlSq32C/IAmkqzFLmGVJIsVXDeT4A6mx9cEkEcrhZuHGqssvHj6uf1I3h3JjR",
+	"mq+vmcBAkFdxmRsgIP8ddUe71zxjr4RG9q6qYlnWivrvEzPRK5ZbwCqZ2izP7bOIpSa8FxKxwbkQIY1U",
+	"vRxA5NsBa8rBRN2+tNiolMOErJcZFzfGoNALltfTQNZ4OCy/FdxrexPh2FWHoGn06w/6pk91X8uEzjk7",
+	"/Pxfzu++tYqj4Npv6u2PCBLc7nDz/OwR4ws6PD172Mxu7roKBA6nx86LfVvd1/2J0Qw/YcPlsmDJzc5T",
+	"eZNMKNsu1YhbetIstDABr04D3LJc1UJnr0p0ypEi9rbIaNMl6HtNwFi2XJ9xym5tTEaQQri74JbOfsTb",
+	"DuhgFUQVfJ7A5Hmpri1lCsIOjPGAe00lNMuuZzzTcGHJk1xe3y5BXKll7WiExvm2WBKMrDhLQPVTe846",
+	"cnGviNAatWS9vBsbj2paP+Agm7El8K7GYDPDOdBG6wDdahSOkAQTsX64et19HpEYzep6hPEXmuN4QqsP",
+	"mxD80ZpByoH8EZvBc8fd1HYGIv4MVlrnIP28sURsXyIcveCT6hbNRsyo4p0FX+Vm7As8H+YUr4tcKBxT",
+	"0va5btD3Jb1hJHbvjSHDxQ+7JdihnrRKMd25mAj/O83u6Fr5N2wb2XhjF9p3oUs3V7bPO6aqPCo2BLni",
+	"WS6XMeQEaxmTNvuYZIXit6wTLueqUQ9Gt7V/4CaI3OB6R9fmHc8ylxylmKhZ7Oa1B9uPzjHlvnvTpvlQ",
+	"m6f0RQIc3xVh/6CVuoWELE41EntV1CFiLd5kO161FR+zyMbtRr7lX29AwJd0TRYyS0nbUTMZUZAzEicB",
+	"/rcXgMUqaLowcUNdAx/UtVm693NF+kcRpH2vZ/2htI5QI2pZWBy2f7+W3aNsnjNVUX7YmNnmYg3hn0ze",
+	"ZcYMqj8G5ZZIssZ8bw7L2pTuC7e3S+asA5bApqVX/ZLNUdmcu60JCTvqP6h+Ref6LUf9tgGMh6RldS9b",
+	"emUJm2s2826brMgbsmiMgUzazjMLMJneqphmPLku8gy9sMcW9nj8CRz1n4/jzgXhGvdMABbbzFHebYSY",
+	"Lm0mNyBXdDAyu4b0y8JWWmducVkVhTHtpri5GyP4WEhvDNgISu7q/uh5JTJ+1q+VidsfEyY5bYQ70mUd",
+	"iOJbZla0URA2rhbTQi96cLcNe8SNoe4wYrMzyBjcagyaJaQc1ywscAxdK8bEvRbyl4RnbPp+3a0Z/ZJO",
+	"oAts31D8J971Gbh4YNpqN5hi+WFh9JKFwDYXPOwHJrKzX5202t1gXcu1Sf/no9NnPjsSE8dVjYFsM8q3",
+	"4Q9UkzsmtDGuxRwtEHNNS5JKQqdm2/N61ytEUVRd7hXL0m7GbllGSspjl9TpQHIlQ7hbHRtWjmmldh6W",
+	"TCmLENg9De7GD3sTjqMWYNdtFvh2RDAg5Pu0y99Y473ATPzGtV8TU59mjPzw/g0RdOkiUMgkCMmw+6Wu",
+	"dWrgm3cmkTmyqJrAZT1ykzr3fJkIhyY6Irw1Utrz1IUILbn9xUTMpFGtiABHVCPCtvfRzPYQ2V0gCjG2",
+	"EbJ4IjA1kYOLeCNt0GIylT84so9cV6h2K05fI/EnIvaREogilomKFUyny1os3+HpS80monfOM76JAPHw",
+	"yPptVP9LGLvZEWJ5QPbwtivPh2u2LZPKI4cbJqXPv27n5PqeHS93277I4SXe+XmTYu2wN9Wlc1ZMmTLP",
+	"ufQYh+/ZsePq3YceoHKwo9Czve1xE5YtN3TKQUY2UXpAdftFSAtaaHmNMfwa+VLhdhWEYg6cT3bywX8j",
+	"Uix0EVdmJ+SALyGOo/45ibGNJstoI7Nzp2kU3guoXmtH1h1nAnhvhYOECjpnZZpTQ7zIYWeunePeH7fm",
+	"pkE0HBqe9FlfDXodmSuAIIsGNTEypDLBtLES/30B0AlmZBtfwdBHdkhjMssZ+9ld8xlmFl9vpCBm4mwy",
+	"AkB7NXlWzd9TORtuS5ovTxRtDFHYoCgQWDXFyXxGPoBuKqj8Kh0xDkjJ4rmkH6tRV4TC2WArMm5SZWYq",
+	"uzWWUeAd8mFgkZL4qzKCFBPFNIL8FV0yUKMTgFWtHSvbLKO3Mkc9dICTaOU9MjtFjWfRdgmn9RI9kWjW",
+	"7ERpw00YR8hro4R5gYsUayPEQd2IeEzwYy2VqisD5MrQwIGVCywrUSaZTAS8K1itUQkBjCoYfRrmWl8g",
+	"XTEVBKx1rjSwNJMlXU+EzZc3BnJtOLw+9lQy0fuRdONWlSZRJQOzKim29ktVIFTlr5/jDTFYu/r9rOxQ",
+	"FY36y+ebH6q+QPEcoL6w4boueU7jDSCxq7BVXVndwZgI6dj3zBKzvFuRi7Wwj2y50tXpbvD+GXVTS2m7",
+	"4QZRoAewR42foOq9N75UURNFcKc8tHFNCuW5Q5ZEyLuI0CSXStlNYwF0pB0vk9W1Sy2OI8ep4H4Hox7V",
+	"K0trcJp1eVEHnbJtLus29fN9nvZoapplB6DI7KMfohrQSUrURgKtIguWpW7YKtWifCp2GxRBWQjLZVUG",
+	"ObNCaozNwPiZY2sw4A/vO5Jv2e6UnQS3tto5mxCDWJOM3zKXk4vuZOxmLVro4f3FaIqN+7S3YzVUAeCj",
+	"5L5yY76BcYK5gbPfRMSo73qOvvRa6yzuke8wbYfNzL4blwy/uOcD1BOCHBXJpGIYY5sIq9zbcRXXFUek",
+	"aobaIifhhB60eitMAAc8UR8lV62mXRTVb81g22ysxKYZD7taJ7PeFwcnFWxmv9BEZ2vv2rTHKIDjAsuA",
+	"SyFFrC6cyO0hoEwVB5F0GIa07KjNft0L5QyfSBks5kfM4/eegC94+h+SSr6VhPNLJX9/aepCkIx4UDrh",
+	"bzSDe8cWe1mL6nqBPDszRGW27VZxwRq/sWrUd9Wp1OTyaEwj395SzX3b2NTQTbvhg56mrL6bTW6ze+Qg",
+	"XroTic8dY/l1gjwl5p9WEtq/7Cmj9oRqc6lqYteVBMMDmSBLn8IOo6+mPqV1bJqd0sCmlDYEUPYlKu2H",
+	"REEQxqjVx4EHAo65BhZ0J6q0f20MqJB/Izag0rmAyhUAiwZDvR7MuKL5DUt3ZLBdBUloMLAlRsBsazhI",
+	"tsFAJDE2Fnca3hSMSj2P6B1VzstVNgkOq87haaW7yAh3n8vx0NDIh+gePlJkQUVqzkPAuxDw89ZjrR/l",
+	"vP8irAzpF7utCjnFakF3CwkkJKtMrpcWGNNAb1Q7CTnbqF7r6wBpiiEEIYUxNYzlDkmEa6YjJCVWTI/L",
+	"1ONCsYlYQhajFAxyjmxYIvJzStpICzZ2zoZq9qFLQ0CTN58It7xIO2dLeQuIFGCmgKmoLk3AZXOohAVO",
+	"vLhcw2Dpg4fJ9dRlSKpOFQBlwX5lGRLseMvtmgZYxyG+dysnS/d7CMreRAA6368d6GLJfK0BONNW2KJT",
+	"YzS2jREuuojICOoPW6ZVJEOzlQmg6U4lzHg/MPgGI2ONxyaAiyObYunfsSJ3I4u6IkRrNRaO3zfoXcL9",
+	"shnODX66ZxLGLtxt2e6OftU7fx6Ht7F6ojrIieS08l5Yf3ni2ccCWV3AoVPe8Zgl5sxYv0cuA23zcDOh",
+	"QZk7St8NzGWhWB6PIcNaGLlpCbdYTtqbzDYbSUL+sBd3LD1hvEmcGsZ/CQqJQEiFfn9L0mYu34eM4Fcw",
+	"CL5Yfe4g+r0KstasnscJkDPS5tqxms3BI81F0sAOr/jPbG8AAl0jKw1FNyrsNveFa27HM2ulnOWuDTpX",
+	"kWa1u8cupV9YToSOlMMEhduYeyVFQAe4V1TYe78MqXZgVn+dKV4y3WyN4p+RrbXCvQO0rbbwDpyW4zFR",
+	"zFgiMmcWiwGkpXVgDHxgInC3VysHY8ng+N+ZnP0BmPcIyEZFuO70yJWrDGSRICUhgAP7T0RYOxjsrRVV",
+	"ypFPjUkfINZzBu5tqJqXsKbsQxiUxmyXnZurynWPg6alvDkw880qhFrhgI0BsQzchfNwR/PUjJwfuM59",
+	"s902cT++Sr/fqJtaqlw+kFm9PUI7KN6aMEEAgmG+DkJNgLwZ4LKjDsC7bcJ/T3yOSDKbCoqhrag8qUQk",
+	"k0p3Glj7Q0RuzUGNbqTkcqieNpdbJOs7tfavhMip8PRv0/BDmHCTlb+Whp/XzrcjnN2edyRsgRXAUxdF",
+	"cBZFfZB5t+Y1264BxeClh+P/U5uk+KRNNVlKpcngjPyZfx1BTRSQaZPW3//2P5NW/WLIfXL+/YgA9gKe",
+	"fs+optIKKFfXfRBOposHaf5a/v3DtbmlhtitybHJ/Vo8GNeKo1DYRN2wWGfi68eWBZVq08OjlpFDtRuu",
+	"QqZ3v/DJ+0JUC0PACVqxIpVdz7bu6AWQ+zuXd8pytGfFUoDULosEdcYTUROPs+6SksCdZpmDvtA8B/5N",
+	"qohjj7HxsZfvydvXwFyD/JidyNLGK03XylohJWWv55CPEOfSaIHkzHxKPBHJgoq5o4/iP7MeuXr1/lsj",
+	"pj+arnaHp2eJzGROCpEZ8RQzcQuQGeVRGps+5szFTmxxwH7FVT+ok2ZmRO/50MbKhBYifPv2igQZkxQ5",
+	"1+tLs96tdobkixcFJrziX6/dnv+PH69aNSXUv3/zzUvy5hsg901AYAcl82wIbqOWH56tFGm7mnIdX0oO",
+	"NDu8t1pGDEt+cTGTju+MIogeDVwgOZ+jdwTSVGprj23zZ77zCetdILdnacABP5M5efGGAE4OlzddrVRv",
+	"IibCvQ5ZwxTLZt2FhBJWjh2+BC2DAgHoR1jjz3rgwQHsX2lWn1R4sv7qK3P6yiRNnQdKffUVaUMhPFIW",
+	"wovIN1DCLSJ/9sxTEXn1cohVFC8vvwVOnA50+xVANOLj20EcwCMFY6kisZl2mfOfKdK8f42JOJjU8x8/",
+	"XlkyJZxXGk4nrACc095EXHkuLg45yJDpHpElBbAZIAW/+softM0nhfWiO5Erc6CD07i8E0BMxUpEAjI5",
+	"qBtAcOJ5UV3UFSkvIxs5annLTEVG/REOCmQZgDzy6Q5xUx29mKQyKZawItAhGJtVCthxBch6IG/6a8Wq",
+	"/KurYfNXsmQUPA1/nYi/drtd/595JC5zGWLyVzLq98lfK2XsPcEu0rmCADZbwchZgk3gtNQ/jnyw1Ds0",
+	"wbhZTrnAZRBuUrxSEvoCtB7fsFGrEl81MJ+GBSfNVGfGUHD19ozAYdXik7apmcynPE2Z/dwT299y3pd0",
+	"De8vAD7BVdh1R7pv20IjvWyIOrJVmZf0cVY+AgjP+m+nzOcAkrbRt/YIhbTJFIr5EKYSumIblS/si33F",
+	"fXz3iPyVFEHZfCWXDEjxM8WOVMetxgjXosyxyBI2tWR6IVOo2GyB0djmqRsY6MtHrrQi00LD0FhiZ64I",
+	"Ph2sg4wnGhs4tw2Ue95P7cwiVkqSWkRE2jK8bpRtHSY/2jYGETbuPVQuCnXh3O1cu4Il1YrfVu8WZt9b",
+	"Ajls3teUhTcMTjYW8lbl2806sbaZ2gLY2OQZLBFbqPpOGDF7pHxN632lu+0Y+xKg0OZw6Nev5/vdUdEz",
+	"nA07qO58aZo77bvmaqtaBgSyDv1tW5lDjMk1QEX5ewhB5YoUAqqbQDZQmyOkzAKbbOsd2ySioLBRNxel",
+	"f8ZVavbdS1nG3cxsfmPAbVFt795FtHfUeHarCFEY+J4RTLiQolv2vOwc+4g2t6UdDFmabWNAFCxohq31",
+	"obVpMUc2K5sHRhJjt1o54RYrh4mZiBc+WQh5pz6ac6bpz88sl2hHfPUVHhiNUhz2+53ITggVmJ8F6upP",
+	"V1fvzIK/NTINKob96dWLb1we7YLl8IhRqWbgLoDU9NTKftMvK1msuFCYmvTCXIwvLIbT0uW7r4n/j651",
+	"PnbfpJbWy+EHygqJXJHB3//2fw2Gz0nGtLH7o4lI+RwiBDmJe9fjbl11DIhwXiBTpVPNRhfPf+ZgMcwg",
+	"L42DxkWyBiZS0+UkYSvddfCeMTwQkzZ4+Tyjvatt6tY2zc3LpsY4Ni8yCgb4/Z3XcCJkzuccq4nENpc5",
+	"kbnquVQV+3uMuQhg72c8YQIrOaGqmQHvSevFymy87rDXb7mQRHgNDtjLJc3XX2iJtoJ676X96+lhWv3e",
+	"AF8DhWpXvDVuncAl5L8Bk/94AQQ3P5t/1xa6e2HnZNjvk9I965wzMEKKmEXZI9+BISlkmb3td9ibtDU2",
+	"7Vs6HXCNwH6HTgz7/R11jGvqFztnRkveHF492L67ufoyupsUAeJpwKqeYsfqWvUfcPzGigYwJCtHq9b4",
+	"pw/hJL/lt0yYlxiTEqMOdK6AKsUNlGp9MC1spct/MjP2GSmVcrpkGgp3/1TnDUYTyyKjzFay+fk1Grh0",
+	"zHyuVrIyjyh0GHOo8IJ8SXYRwxta4XkTq+4GlfDLeMPpYFghPL4dTCa9kPXY/vnh0yA69X/8m/lHSaHd",
+	"/fBvteTZ9XNTDtHxOxzHd6b/wJx5nDOarg9d70wQp4nMyig1ptmE4JN0xLnEehLt9kObzBjX+Xoi2McV",
+	"S7S6AIVXisAwPcBuLneCcchqOFfwLCNLPjcrRMwtzGJra7033/XgnVXyWqVU0ylVDHdZOblOwJBh6FZ8",
+	"pJ0IHwGVHYxg+eI9aJ46efQPp9rP7iCyc2tPz8MLgCO60z9OFqsMUEjr9Qgj9Z3UQGe0viAx9j0miq6V",
+	"JTtO2YqJlIlk7WsX75JMZtz5gaLpdnAMmujY1/mu3Uggipj3btiC4qDC4+Nlsoqd8mjHeSEwMRqRTi6U",
+	"AHVegSvl2qHLgKsdOJhpunURhsFfhaCfaSHjSvurQUZKLNjd5nVz2WJUtn+aCJu1vfEOUn0F2BtxJ/JF",
+	"d0hRrfM+Z8IMqWUvR8cGZEtUjt+YgucfyuDYB7liwSGjkpphrJlCsQs0xyaCZkpuF1LnQum8SKzxuAL6",
+	"BVefrVJ7Hui+8zUJphWbdbGQqD8cBX5e0v5+xcSLN0cKT2GdHhzxl1THZMWTG+XrynfLKvBGRa3YeCJi",
+	"WBLt2KgYrOqrcVaD15s/IdYJPktq/kSHcfk3nOpxucbA4o1F+k3LnyagPyatMZm0ZoWAIZi0ospfY/LJ",
+	"9CAKvzoipUL5/Dm2eDpf9D/sdV1nr3Ezx50egRL4ZrYUAgBdXUkr9ScCLV0wgJX5hy0z9P7V5VV5XFHg",
+	"m9DS7qMGffDC7NEr2KLRHqNhY0pw0rzu/0vB8nWp/H2x/FKClRD+ZbIKYDr4F85AK2r5Eatj0fzwUM3l",
+	"g1Pla4KC/uPWT7YQZnl0/TAR/6csfD1ZcNT2er3G4v/j5+CEt2Lvp7pKVJtgdC6CUhJBEDtcGHX1PJrZ",
+	"HHZWC69KrIOC+ruQ7XbGA5GMNtRhuitYgA02txlJUi48PNq4KQPlPzpE+X9NfcE5eGSw/5Efql5MfG60",
+	"/7nvpH4N6AXzwPB8/wPf37Lc52Y9yJTZ/dSlljn7ITQxKsdLqEg/R4li1LDl3Ob5hm7CJFUnDrtGVHEx",
+	"dwfw0CxA+oDSIihSzIattQV+XEiSckwijYhgd0xp9Pi5ZOvSK9P2avPyTy+6w9MzTxCOLkJzBcs7CAsO",
+	"2Sphby4G7CuOBdmGH4091onK6vZozEPxciPsJyIoiouONvcsWAaoOiMoqOFd1T3yIkjTP1IINjLHdEZz",
+	"NRGBl8QHuKHItenMuLxmk23BsW/Zwb2HxWI+lCvDMRGOxRrpFmAKejnT6BmKfTk0ct4nKV2rTo98b+yH",
+	"JbB/KSJnRo1tEX+BHQFMmVxfECrWzn9N5kwrMuqf1GkcY5+Uhdf36pzv0ZABn34Zq8Ey6pFDlsYYVfoX",
+	"i8GEev3I/9OknCo17+tOoxhHrTlH1rVWwS3UNnc2OrgxB3Q8THb66vvQXs3Y4VABXi33VP5cWXLf969f",
+	"kpOTk/NO00ABTrTSncPAHbv64msiHd4NSLT9om7sOfe/hVz4A258iaCNh9sfOAiw1KH/w/7wrDsYdIfn",
+	"V/3z8aA/7vf/C2jF5wDjbD2fjU5GJ6Ozs9Hz2dn0/CydPT9PU3reHySng2dn00GfnqXPT87PBml6kgxo",
+	"8vz59PR8OkyTk+EzSkcb9O7j0SBqsY8Jy1dlLuUJ6SbkyGwK3T776lnnqFUhfepvAMma+mzsiEF/NHSw",
+	"8LJOWwXFM97CggWFtYOYvI0V27HrJXL5LzTjCavU4TbvbJ1Ph7OzZMC6J7OTpDtKn9HueXp63u0ng3TI",
+	"TmYjejoNIEXjIDUitIFaZ7NB0k+fseH0OR2x/uycnkxPk2fpgA1nJ3Q0dVTg4+FJcGIPoTgeJLm35g4s",
+	"pQoUqXX4eR/2PaCbakymFwBWBs+euc1Ly1Cf/vpW0wHGyWsX6P1dmk0w1pmckzYC/+EQ3qnYQmD8eFsI",
+	"Ide1htB7yyVdjXNDRZQwPr6kK2BVKkRqA2m4Z44USTLKlwCn4GKuJqLtiB8jgvo7goI3WDgtIH7soD+h",
+	"fCm4MxOZpwyOKc7NORFgf8FiOs6o0l3FbDUe1XDS/JY92O1oeUotIG2DZLSmJNtPrZTdmjPLVr21FoqS",
+	"knAUL/z/nbTRZsFvcY5WJN/zcd9Jvur7otYyMy91LKIg0cbHxwDKWUilx8/7z/vHKbs9ljxNWpukopvy",
+	"dTgejf4rYPF0nQ+pQMvvOUyClGSwDYcun/pbGq+/tsz4nUkAP2K+6mAwdKUUcDCTUhCEfEW14uCd8+JZ",
+	"LFGVDy+GTCMduvgAJOl9f4AqA5kUeBsnIki1tSX1UxLSMhElCbVnOvB+aAZFt6i2/GPCg2JUk6nvev7g",
+	"nV+OkTGcQk4/Jww2ePUQz+BCThbdoK7ZR5x9/1yYaoD32vfgHxDQt+l27lJJ/uayVx1RhaqtCbuiyQ2d",
+	"s2vgds3KVyMdnf+rZHnfvAY9Ap/r5i+WS3zzssPjhPk+EOC6hvCd+5LSjEKhWOYGIcLE3wjeKv9HmfFk",
+	"L1jmIttASCqAN1SoCQNGwg3SQc81WKEU9Ox9m8R8A6DBrpkNKxFLI6+OW8/TcpS0cxsk+j992CbH/+nD",
+	"Fqt9eMmx1XuSesc/j+MQdn7Yr+T6tUA5XJeITZ/ZO95gh3C56zjWH+4h8UvKtAaZXygIWrq99iTwmwX+",
+	"j5uo25oISyj1S+o4J/XzApOLV1LVWYCFUICfrWaYAMo+dswhsXv72MNknBOZ++rhYOilkK6GPiufXB3k",
+	"f0UEokCuEA04uoEoIpdLqR0iF6q2k0sLmkHGR4uwGZOaCrPUO90USWWdjsA+vi8cTIAp/bVM1/eMyTo/",
+	"eKswW590aeWwJwVz6ZaH7ZSAUupz1Q9utvHnelW2ezX55J1vjIj6HBkT7x5PvbPT8Ns/tfUP2MIvLeoU",
+	"Hhgc8IorKd/SfM5QSAwP+RaLoPy1BcshfVvZCjVfLonMgwdEIf6IMIMr1DobAux7wbpyNoOdDuGnivwI",
+	"RVfA6uaFV8iOUGuyXjoEvrwTJXeKlY+rrEB5WbKoHClHs1IhWfVI/mgiKv4L8gIP2UbUYp4uzTKb+Au4",
+	"EGYjBjUY/0Zr9bKkZtjwSu+FD4Gw+U/wWja6iX3u2kFSaIO9pMGn6jMdEprna+Tp5wqQ3bcsVzZNAAhA",
+	"mpyr4a1NDuxhgzt8w/NUOj4udg1/Q0eQC6smXmzt0m1a29+gf3fDpRcSifxUpd7YOOZ7Z8LmZx/qmiyJ",
+	"tSozOm4l3dFwmzVr8/Wn9vVuMgTN1oqrBr/pF1muyIkUZjE6H6o9Yd3DnA1JYHY6QctV9+Ty/IUcHuHG",
+	"dlrDL/sPQO1dZ+N+yyE0RQS7K9OvvIHr8FQ+m8fFKcebyRz2Ong0zJ0dR0tuTWGtWDYjXIUkYuZFGCg2",
+	"hjrxHhZg80dsJSxiYzIDzH3UPx+Hljck7c2lx+aUuFnzCzBwhXrMHxMW9JZNBHCwoL7z5OBpag6PxixX",
+	"JLbfFDcbzZd+X32x4bxXYhwiCw7esS/DbgcG9rZBPbin/f/bFar934JQvadIbfIOBNvUbPQFoynDuktv",
+	"ZbKzGoK99djfB2/4jR9k7gvz+RVOPr8f9YB7veTpatAMG6eJSqYB6ouM1dEoWko61cCkCOk8MgccSnBH",
+	"j7xJ2XIljVgZYzljzMDkqRPzCOjXUvbIawDL2Ky4QIB7bO2UAy2DUSy+fDzmvOGATsRGKh3mFmlZmBZ7",
+	"xH6EacKLe+R4dIejCudqnSbA8Qk1wUNM14DNzzp27xUcv6+cKXkFGwROkCo6l4L1/gm9H7+jLW2na++e",
+	"juodAuUSL5MMd9ELx/9ud9wfYsiQtom1W7aehbGXqa6hXVcfiH6s/fKr2B2/j3PbI5kYfmU9mQe/J9Hw",
+	"vWB7hcL9HGp2nbz5pnVQ8l7offuwy6g4dozzv153ol0RnoArH/E7ZnpWuWkI0bq+0gRpByw5NaH7ifBB",
+	"6E6PXEJJLso1UG3IPMXydIhszhlW9MyLDMmTXJCmTl7mhXiJDG4PiM+kDnSL+MJWWNrBxcsPP0fKlD3F",
+	"Z/6JjjVPAZ3HCOi8d7lJmEy0LY53xXE2hSTKg9+WoAyqdZD4eMrFsVqQbhL7rER/DiwJicmPUD6hWEEe",
+	"HFK5xhPhUx48/bQt4QR3OEaQDohgSztSZPrCUb3YHO68sJUWJ2IuQbwqGyT3uSjWecjNuXJYinl/D6Qv",
+	"OLdI3JsIL1JKUgrMPlGuDLsvTVpgcUGqzUv5Eic+z/ktzVDi9ybiRxisHSF6YF8JC0mCQkCTepXLtEgA",
+	"9wmlTseEbrLkOtq94xj5+mKPNgb6CSjlCUa/TXQpiXLa5WyU1C2rVba+KEFnMNJz8yu9o2uSMXrLVIWI",
+	"Uzit5gq1WlDC/nLOODIl+mtMbPAw4DS0BD9mWieihnW2bpYHOMscCYLN//NCKPe+gGrQllvQ6zgiM4YF",
+	"4EKm5IO4kBs1tgPWPwKoojlHILkzvyPjOhSE+uP7V6+u3nz3x9a4tWBZJjeqHJ3076Hk4fW/gp4/QPXa",
+	"8saXyKf6ZB48mQe/T/OgPu34YZZCWQSzniclrEVJSSbFvJvxW1Aq5VFnS4NbtTyGYCDIn9g3ZFWuUZ3z",
+	"TE5ppsiU6TvGrP1T9j4yj0+pWpQPuwo2Rm/MZJYCb1ZK2EdcPRPhi/H2CBaFcXVdrPxGqKvVFtHmG1Fl",
+	"AQpNSEBhmLfGE2FhNjZyCV3xHrGo3nlliZJoyQ9XYrd9R+ISsr0m7dFwWPLGdHoE3fCqQhDnMX7OkFhQ",
+	"YBhjTaiYl2XFxgf6y/xi+elTC9iTnKP5EE9aWKJ1WHeA3AL+3gNNYL9xFzjW9T4iSiId+Rom+slZ9SSk",
+	"H0tIX1WFYFkROC3XXyio/Y76dT1sTSe1S7SXvYADupMNP9ZFSaLBsU4NCFYnKYkUE7GPgwycZj0gFXVZ",
+	"78h3ekFGw/NSwoW1iI3MrJYacoOHEYm0rLtMM2BMIm3opUBnGcJUSmU2EbayrxWu4G9bd5rxGlbEPAyv",
+	"0SjzvNv/viIPVcRhBvYhuIx7vXyPrAUIuq1i8CRmn4znf5hcBsFmREAoKBoE8UH28vEn+69r0+ROrMMb",
+	"KP8Z2MpmSwRwAyiwGEoqrr3jouRO7TVgB0KpdG/b7tFsq5wtKQdfTqnlnrb70+59rN0rV1iLAJRKiQ5C",
+	"ak5jZf0jjCq7L74zCvzRo5y1YsYMmJEMv7Bf/2Ef1mRcGjnoD+ekjQYQ1OZX9NZWIaw91SvSnlK16ABd",
+	"XpIxmmMN4Q2vKQ7NrycPm2Whq3fl9cyTKHwShY/kBcTFFUhDOH45QyGwM77EutnNYnAJpGi2/ILSZq+2",
+	"ERK5ormyNKckzqD0q1ovgVwaNm3OcFYjrEUhkf6gV+utem3pBnbSir1GGZGzjGp+yxx/Zlm0I5dSX3hY",
+	"GgT7pGzkukx53kB0aZ4I0qhG/fOzX4DT0rzfxWF0zi1Lgk2q75+NRqYXMoUaO7U+tkEVQ5ZSTXtTLiwD",
+	"fPUKMiAN+sOS0wxQZkbSu1c+Oz295yuxaJl9G/6BL6oMmfnQe3j1Xu/Jd0dVcaSIHbYn196T5P2lJK9Z",
+	"h4QGIgYXXyhmHUHAbwYsBx0Kago0HlE9rP7CqBIUrhAJ4RjYZ1BPuSypdd4j3+cpQ1Vw4xAOTWfU11gH",
+	"ckNGjurSApAKsy1zcB05Rx6dKiZ052k7P23nx9rOuNRccSiJ1Xdgle/a140M+LYSFHDTEPaRJjpbE3B+",
+	"yhzsHrCTTDcxR7CH5XzcjvLAIvBDY7rVRMw4y1L8URZoxUxlusbsyPjVFZ1DQbppwTNdFsR29b34z8h4",
+	"i1ocjY+JQMLOeNLCin/mLiz518ULS7hBKLw4aQE6a8E+doxuhSJ8tnDm3YLZfBhXLosrkAOaiYuJiN/M",
+	"ut9JwbrfUp0sYg+qcV980h/1yAuiuJhnDMaNQB0v0sbqXGMcyz/Q7hQY+d1fcUTsv7sCWHRd1s+ZG0Sp",
+	"sD0V+dqdb2ZdW/LLFsdzPOxmDI3Iw1dXCoF5YTc465FL86U0w/ugaJAUZe0nY+Li7Sy1vHpgjS5kZocG",
+	"6jyZ78VQNPQRJsjKV5vGJAhNb6EMQJs6C7pDFlRNhJDEdNYWRLwBwBV2pxZCxGhqpe4eet7q2ENlxMGg",
+	"T/6f/3sw6g07EYHS2HbE+91Bf3gSeysa12lpA8IYP4yBwHyj2or9mCnCYojh8mnqRmXl3ZsgeJMGw0LE",
+	"cIAgd6wsjwSziXVbFlQhcwMuqbL4S3Ul7Or0/YfvfgcPmWjmgINVb4d94FuWcnpl6yA3PRiULsfSKDW8",
+	"vfXG+k4RSdrxS+xFFz85JnN+GxTo7WzkrNrCYDBoal/iKt5s7/0cwTLb9wzc8zlqvaVKd7+1R6G9GbJU",
+	"aX8vDMSwf/bbnRMrweDE5KTAY46zm1Jc2ts5ZbgYUPMAcKaiizLqLhxvaqu4V9ko27UPfsUZPqkzZb+T",
+	"mrjzM2lvakMQZiztXBgpDjq9OuiH9/4pEbs1GpztfwBW4HdSX5YlQp/M6cf0S9LUGdPtnN6hmO88/ul4",
+	"ww9o3gf1chtdgT1ymVG1YEg1NWXORiWrjHKRrSeiHeM5WRb62PnJoPqPLQhs9q+/4/83fF3e0yPvqF5Y",
+	"0CCg2xHd519uafl8/R9n1EXEs5LYKgs15ffsXwdV30Mv25ILb998WRW9zUhOUe8HhjwDdx4hXNhBNw9b",
+	"MCQXc7KiORPaHqhUj7wQa6v+fUULo/+Z0L2JeIFtQbFfj/RZUqyzhaSfcWCUn4AlbDMKhDTv0pxmaGRN",
+	"xGWBReqXjFoabndEMYYZKw9cOTB1s7Q8L9lyJHVmNbg5vDfjEBDQr6rfD8LX34Oy1ztzj0P38X0J9xd0",
+	"eHrWGrdOZ8/609ngOe0/P+v3n/UHZ+x89HzaH1GWnkyfDwf9E3pyNmV0NHh2ejo9S9J0RmeDPk3YSXLG",
+	"ZhXX9b1cyD/ijt9lmIK7yUqGJzfTE1LpH6ZIf8RKRQdp0p2+X0tO/VtIAHydM/bzBoqdgwJOGGkH+Hcs",
+	"OB9fkG9kcsNySxQGLOlkBo3knTHhWk0EjEHkU8hsRhcDrIDP88JiiIpwkWRFylKsupTIlHVd+NQjEoIy",
+	"S5jYRwqFquXlux965AeheWbTuf7+t/9xBe2joFwfkVVcPiqriRj1z8tS+n//2/92bimulc9OWFBF4oAW",
+	"3ecnYJlPlx0HWWloYwBsrFDMBYBjITVPWNwjL2xh/pB/xZV8V0w7Lk+eZoyoO8ZWLL/AQcXa/2oh7yBp",
+	"znXamDmFQhDtRtPOGyikXnAxh9Ll7y2utj3qn3d8vdug9BdQr1VTRirTVk4mzdlEzHL5MxPOg9jB2mU+",
+	"78W7R8sCfGumMX9RipDxDTIaLR+Q5x9RCMLb4HKDqsq1BHCQV4ljMF2ToFLIRLRH/RNw8vl8D7ALE6hV",
+	"iQ+VBsxwSOJy5cfIm4ds4+5VF4Cl3s5gMfeMCfCRxJUx5IosWJYSmmWlM7kdLNBwRUJJJpsoissrdZNl",
+	"F6adgxvGVm6f4bDGdzQ3f7lStKqWGho++P8zVC208aEz+1DA5gLSrUrm4q/tpnDB9/zyDC6RXeRPttCT",
+	"abNFF/MORdl2ut8XsMTV1KP/pY0WmevHzJnhc2D6h+r79hxsPmbDsAnLd8Qd1AzgJgj0F9aGmggsDmUs",
+	"BUjwnObyTrEc9Z6SS+YLNaIxYeU4+7jiOdTZ1jq7VnHk4U8nZ/1+RKieCCjo/AyrRBLLjRBoD08gd2Fr",
+	"OJt+cIVMqil+HVeBgWP0qMw1RiRhBOSKCUXiY/vBx5+gkc/HcY98J7GCpWfiM6ILWRfKgM9EtGNXVqS3",
+	"lCkbQ52reExQu37NElh90JFcFprZcFhpmsEiiqPQ3DxSE4iw2cQkvKNa6T/w0RhbwH6NyNbNGUFmJb3l",
+	"4uYhKUEwV63xef/w1Hr32sekYLWLp06BDZ85BWY2ji2OfF8vQJFnjXW03FK5HfT2tdQzb+8Nnp2NRv3n",
+	"o2G/95/L89vp5ah4Oz9u3XsAm3SgmfonxfdbV3wP12Pf0htW3e9QJcWuR5DiD9ZoJfjqN6HS4MveUb3Y",
+	"Bx3z9n8jHPjrugObg75vnu5K6ey4iWJH9bJF4dIpj/VSMMfSIkHoU02YSFkKD3MRJIVaAiA3+ddaZ/FG",
+	"zczmGmf2U3/BpAH7kl1oVj+KT7Ln98elX9rCdY6MjUpSdrn9hpCivlPHn+w/91E4X2q5cgVOSzYloOcA",
+	"tIu7qnPGSPvq1ftvwSIT5M9v3r61lawpmec0YWTFci7TDpa3qmDiAhom3PdtS4poKcEGfYL1zivCAQw7",
+	"G9ehQDVCeC05otJy9c6zp/7Sm3/Pxo9cXijgX/FLsNb2E/L16Rj+2NmU22KqWUg1wl7dJrd7FZMxCxX5",
+	"H7jZz2lU3cQR3Mo+csx77tVxPP9mduXT1vv9cRnfZ23/sgrYvOjxtbUrnftbCO5dLehdJbQ33ogfIM8l",
+	"uQPchV6wtVNzPfLefAfGldxJwWadTMqYSVoTZKrL/i2WD4s2PK773J5gnqTHP7kvHJYw2wqMfonfIKjL",
+	"/FvY2C/pShd5NWwfcvNWHdy+80H03hz1ufbVZ8HtNxF8SecMKxpm9iCPLLZ3guVR6FwuA6Hw6Biynldr",
+	"R6KOuLJORLiYCCDMDfJo/HGMVQl5baYa8Yf+qAEPgN7t+FgvVzHg1YxASnBMUlugzH4zmbJMirly7n/0",
+	"ZEdEFjorMeyh0zyRBZROm1MuVMBibJmtwsHc5tJyFMqzXC6v3a0xRO/zrXpskBbE9Y4yZLaBhzixbTwU",
+	"DysWVjejicZ9eaBgtf34tQqLOa82eLD79Hz6PHmWnrHT2ah/MhgOT05Go9PTs7Nnz54/Pz9vRa0bjhWK",
+	"VZi1UffFh0d674uk4z8zV/182B897997bBu1lv39qSzY0zH10TWkW3x7A8Ze/ZV6MtSItYfQ7x5aU7hH",
+	"XP+AoN3s8omIeZqxGHLPNnglABjkI6YlgOtIEXjomiamZ2O/pWKyovkNSy8mAmzfudwmcOUKS7yDOiAy",
+	"Dyu8i5SkEnWP0RleZZjnQVs01kL2Y7c3BzBb++4qiKYKVLFlqLeJOCMQYaEsWlFtVl5r3Prvn/rdc9qd",
+	"ffh0Mvz8r61HqEHsOvrPV4T4frL8gMK55VA9Vc79pSrnhsvxEEl2/Mn9c3+NRHPdGo9ehlofuzVEe8TX",
+	"aXeRN2vwIWxPLxjPAUuswGT1oq1s0MqnEk4JBTe4cLjFKSOpo2UY9c87gMcIhBSiUffXOAzNzAN5IH79",
+	"dfvkSKthSAitw7ol3uAfhqJibpnZI5tN6m67Es2BZB+TUX/UqfUFN6+dxxer+03k3/qa/L3Vndu7uu7p",
+	"CrHPvvmm9KJC7ZVGG/IVGBklPJ27KkAXZMYFVwsg9g+z1oARexfwoJ7a7Aq6sfVBtYYVwnsPPeCZli/x",
+	"ETBo7mGrBUmEZ6MvSRr8layj0N3APurrBFsbt2DdwPyasYTT/PQsPZn1kyE9Z6P09HQ6SJ6zZ7MzepqO",
+	"kpPpMJyc1tgWJmDXiS+6U1d4896ndQfQDqpuFlP0h9U5JAYIY78HO5qZ9P1WIIxNFQhD2ljVSRGJ/bkg",
+	"M6YT4BnGykxmgRszAO/79cPPv1dzEAY7lGS4Mr0ZuFEEqlEkvXZyBx64h+AhiiVSpIr4CmnDEVl0LiYC",
+	"ERd6QW1uDExx6gqeQHoQcPAbYZdbjyacmgPAcWR0dENRXrMaH5zm4eRt7QYZjE8Cj90vscdxucN0FPjo",
+	"9RLBuYNh1GIikanZyeNWoWfd51DThOtrLI/Zf4CIMOsOLF64mLLcyjX8t/P59f0FnRcCN4s71WIZN/+U",
+	"LHT1KXNh+ymXx9Ma/wRi5/79z3dLs+AbVZEkjKX4jYcIwvuIwSarzWyff8YQ3O/MxjPTEJUgEdxmiAlx",
+	"O75OaN7X9DMrYcvsC0ruJVQkLLt/dM2321w3xWHhzLvCoBNp1yPiMBN1SfMbSOqMsWsZJFu+gFYmAiSz",
+	"o0D0lmiIbSsEhsbT2vAONPkoYpnBgnBNZpj7WJ7nWtFuwd0f909/WcH95ZLXfdGvLZUsAtK+H772SVD9",
+	"QwXVS5gKQsmKiRTA57nHoaMeOdSss1VKm2vqCVtOFQMtpL3QeqXGx8cLvcx6asWS3t2C6rt5T+bz42WR",
+	"aW6s+WNMZ+8qJnQXy7T2zBMdImcQXSjFztgXdsWE3WpxV4fOx5i5hfDOc7okd7nUEM5cRoTRZGHZDAGu",
+	"Bz1GPB9cAMYwOZspprESlLLfc0Eoied05YrGeuQPWfI0zRh0F0sJutK1d1SRNEfwq42pcrxqpB9p+2zm",
+	"qVlZyqWMoSJBmgAwRhBB7Cgc5Qw+wg2zs6KjKr8MdsExzHBBaJZ1LiqwxYlYUOWwi8YY3iiLC/2LfbnQ",
+	"9/hj5Lqp1iJZ5FLIwqVgkztZZKlp9paRKWNYBwFaBlnrG4bs72nGlp3ISgwkBMAvhs9KMqmYMmrDyEgm",
+	"9ERkXDDSjsfgBIZCfXEH8vhsDd+MUaVtcGVwSlSPvDfHBsESV84LKNFeQaXhN9/ERMuJyC3SxZ4jGMls",
+	"I0KTnCWM37K0R77HCeWKmNc6SoScgX7Bwwak/4PX2K/XyFa2p2tl6eFtTp5ZOeakckqWXBRAHQTvd1DS",
+	"CziX4Apre1pP+7qIUPKXghUYwGN5Jxw2xcxC8gOkbCKlL04czLjGGmVqIty87zgD4QDsC7q9rw4mD/ZX",
+	"23Ii+Rwa6C8GGMcxMXOrIhJbRjzY5cgRUuHOwx0f/hB3GsknK7O9K5L34dMgGpx/7gb/rgvq7ffwbFWy",
+	"PtxTC/28tCHqegUbStcnrfoP1aqvYTdbh+qRcgJ/u0Z5O9BuVk91fo1DQc6QVerxDwVMl+ylLgCiWb7k",
+	"gmYAJAg5UVz4DsXvSq/jC4cvAM08N61dvvnjj2++e/mn2uo3/Gdm+nRl3/Cw2uGZao0Hw37UyuWdao1H",
+	"h2ON3PsvzageREtWEwB8D5/zxD7xxMT1Dy21A5SA/hDgN+uR8vv4HocCKPj/C8iZK0fDOJfMQ1CVpiKl",
+	"eUq4MOLWSZ9N7wSKYZrnYAH9/W//m9CJSBaFuDGGuGm0HSdFnpHuFenGHatSoaY1X7ELNK89DfrKnJxU",
+	"ZEm2RFLkOZij9gbHQgVFioC5sUdiJmcWoYV2LFJTQafBOLqjeapIG+iRvPA0FrmxORT57286PfIj8GgA",
+	"8IGKNfHWnzEcA/hvVcTCdFzLFROxsb1B5E6E3CoZDqY9dBmZdsKC3c5XYznAXWqii57oIheQy2B+YOhy",
+	"b2Pe4gnmLfoKuBWzs4w65iXXO4xJIyklBgBTW/Jnh+H5MpOWlDwYZLRAHQ9xXfCQyVkd4XKJovrwG2TE",
+	"fDADpnWhn0UtWJyl49xu6kPcWYeDdM307aGqRPbU4MR+pOw8aimfOCuetN/jZYkykbrlJhuUYFXJ1KpC",
+	"iColRc71GoQRUhy9KPQCYk4fzM/A0Qi/7mCJAQVom6/TgD4E6yFFEWo3ZWmMlnQFn8Kho1asOaahGmpp",
+	"o1QySX0Sihpb14tn9wM/xh0EVAuRetfMSmY8WQcvcQ3UvOQS/VDMhmEDzF4JOZ4yfceYgC9UvS08R12z",
+	"Ly3Hhqe7hCQ8IJPyDIc5oUQK1pWzWYjGdvLeq82a5muZP0JkdPXjbbJlzde7+vhB2UJfGTQiWPSzoV1f",
+	"0rDm613iUvhomLnkA+A3ylpGy3BcPfhou+l3UI6UC8XTWgK0CAmloKg80kkZWT3HjUbaf7q6egfv/pFN",
+	"L2Vyw3QHYJmKTQRwWSnErRsrZsn0QqYRsJtHBNQxPApWmW9dbmRn4W6CWj16wdZIagoXUzJl0G3oERPG",
+	"hGApefHuDVZlvKUZT+FSCTHniqQyKZbI0B1OKvDI1AzQi4bxVsRT2QZD3bQtNhBZR4rkLJF5OjabK4us",
+	"izCy0ZOIzBgLhJBtHGVQzRzmcsoUGGMyTxZM6ZxqmSuoxYCyQkCgOmir5NCsafBKyoykzFhtaGiapmeF",
+	"gEyArtm2UBg74+B7byOzmswUiY+XySrG6UFnh8Owz419UiOTFpKkPAWhMw5M2wjpgl2eLPhSNwhaVyHa",
+	"krQD4tLKi4uU69bnD5//3wAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
