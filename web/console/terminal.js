@@ -101,8 +101,9 @@ export async function terminalView({ el, params: [id], signal }) {
       term.focus();
       announce('Shell opened');
       const end = await stream({ taskId: proc.id, signal, on: (ev) => { if (ev.event === 'stdout') term.write(chunkText(ev.data)); } });
-      term.write(`\r\n\x1b[2m[the shell ended${end.exit_code == null ? '' : `: exit ${end.exit_code}`}]\x1b[0m\r\n`);
-      box.dataset.ended = 'true';
+      // xterm.js parses writes later: the page says it ended once the line is in the buffer.
+      term.write(`\r\n\x1b[2m[the shell ended${end.exit_code == null ? '' : `: exit ${end.exit_code}`}]\x1b[0m\r\n`,
+        () => { box.dataset.ended = 'true'; });
     } catch (e) {
       if (e.name === 'AbortError') return;
       fill(status, problemBox(e));

@@ -11,8 +11,10 @@ package pgtest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,9 +27,34 @@ import (
 
 	"github.com/sandgate/sandgate/internal/devdb"
 	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/migrations"
 )
 
-const template = "sandgate_test_template"
+// template is the migrated database each test's database is cloned from. Its name carries a
+// digest of the migrations, so checkouts with different migrations (branches, worktrees)
+// sharing one test server never migrate each other's template.
+var template = "sandgate_test_template_" + migrationsDigest()
+
+// migrationsDigest is 12 hex digits of SHA-256 over the embedded migrations' names and bytes.
+func migrationsDigest() string {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		panic(fmt.Sprintf("pgtest: reading the embedded migrations: %v", err))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
 
 var (
 	once     sync.Once
