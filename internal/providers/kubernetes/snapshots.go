@@ -211,7 +211,11 @@ func (p *Provider) Restore(ctx context.Context, ref string, pr providers.Princip
 	if err != nil {
 		return nil, err
 	}
-	sb := created.(*Sandbox)
+	sb, ok := created.(*Sandbox)
+	if !ok { // Create hands out *Sandbox only; anything else is a bug, not a capture
+		_ = p.Destroy(context.WithoutCancel(ctx), created.ID())
+		return nil, fault.New(fault.Internal, "%s: restore got a sandbox of type %T", TypeName, created)
+	}
 	maxBytes := int64(-1)
 	if pol.DiskMB > 0 {
 		maxBytes = int64(pol.DiskMB) << 20
@@ -282,5 +286,9 @@ func (p *Provider) ownSandbox(ctx context.Context, id string) (*Sandbox, error) 
 	if err != nil {
 		return nil, err
 	}
-	return sb.(*Sandbox), nil
+	own, ok := sb.(*Sandbox)
+	if !ok {
+		return nil, fault.New(fault.Internal, "%s: attach gave a sandbox of type %T", TypeName, sb)
+	}
+	return own, nil
 }

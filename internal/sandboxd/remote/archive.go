@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/sandboxd"
@@ -76,11 +77,11 @@ func (c *Client) WriteArchive(ctx context.Context, r io.Reader, compressed bool,
 			h.Set(headerMaxBytes, strconv.FormatInt(maxBytes, 10))
 		}
 	})
-	if body.err != nil {
+	if berr := body.failure(); berr != nil {
 		if resp != nil {
 			discard(resp)
 		}
-		return sandboxd.ArchiveStats{}, fmt.Errorf("reading the archive for sandboxd at %s: %w", c.where, body.err)
+		return sandboxd.ArchiveStats{}, fmt.Errorf("reading the archive for sandboxd at %s: %w", c.where, berr)
 	}
 	if err != nil {
 		return sandboxd.ArchiveStats{}, err
@@ -96,18 +97,30 @@ func (c *Client) WriteArchive(ctx context.Context, r io.Reader, compressed bool,
 }
 
 // trackedReader keeps the first error of its reader that is not io.EOF: the caller's source
-// failing, told apart from the transport failing.
+// failing, told apart from the transport failing. The transport may still be reading it
+// (from its own goroutine) when the answer is in, hence the lock.
 type trackedReader struct {
 	r   io.Reader
+	mu  sync.Mutex
 	err error
 }
 
 func (t *trackedReader) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) && t.err == nil {
-		t.err = err
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.mu.Lock()
+		if t.err == nil {
+			t.err = err
+		}
+		t.mu.Unlock()
 	}
 	return n, err
+}
+
+func (t *trackedReader) failure() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
 }
 
 // readArchive is GET /v1/workspace/archive[?gzip=true].
