@@ -418,6 +418,11 @@ type Kubernetes struct {
 	// Sandboxd says where the pods' sandboxd (the runtime every execution, file operation
 	// and context goes through) comes from.
 	Sandboxd KubernetesSandboxd `koanf:"sandboxd" json:"sandboxd"`
+	// SnapshotDir is an absolute folder on the gateway's host where workspace snapshots are
+	// kept (one gzip-compressed tar archive per snapshot, with a JSON metadata file); with
+	// several replicas, a volume they all mount (a ReadWriteMany PVC). Unset: the profile
+	// cannot snapshot (capability snapshots false). Managed profiles only.
+	SnapshotDir string `koanf:"snapshot_dir" json:"snapshot_dir"`
 }
 
 // Transports of kubernetes.sandboxd.transport.

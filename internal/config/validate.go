@@ -558,6 +558,14 @@ func (k *Kubernetes) validate(p *problems, key, environment string) {
 	if sd.Image != "" && (k.AgentSandbox != nil || environment == EnvironmentAttached) {
 		p.add(key+".sandboxd.image", "is only for pods the gateway creates: agent_sandbox templates and attached pods must run sandboxd themselves")
 	}
+	if d := k.SnapshotDir; d != "" {
+		if !path.IsAbs(d) || path.Clean(d) != d || d == "/" {
+			p.add(key+".snapshot_dir", "must be an absolute, clean folder path other than / (got %q)", d)
+		}
+		if environment == EnvironmentAttached {
+			p.add(key+".snapshot_dir", "is only for managed profiles: an attached pod is never captured")
+		}
+	}
 	if a := k.AgentSandbox; a != nil {
 		if strings.TrimSpace(a.WarmPool) == "" {
 			p.add(key+".agent_sandbox.warm_pool", "required: the SandboxWarmPool that sandboxes are claimed from")

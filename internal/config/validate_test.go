@@ -148,6 +148,14 @@ func TestValidateRules(t *testing.T) {
 			p.Type = ProviderKubernetes
 			p.Kubernetes = &Kubernetes{Sandboxd: KubernetesSandboxd{Path: "bin/sandboxd"}}
 		}), prof + ".kubernetes.sandboxd.path", []string{"absolute"}},
+		{"kubernetes snapshot_dir relative", profile(func(p *Profile) {
+			p.Type = ProviderKubernetes
+			p.Kubernetes = &Kubernetes{SnapshotDir: "snapshots"}
+		}), prof + ".kubernetes.snapshot_dir", []string{"absolute", `"snapshots"`}},
+		{"kubernetes snapshot_dir attached", profile(func(p *Profile) {
+			p.Type, p.Environment = ProviderKubernetes, EnvironmentAttached
+			p.Kubernetes = &Kubernetes{AttachTo: "tools/shell-0", SnapshotDir: "/var/lib/sandgate/snapshots"}
+		}), prof + ".kubernetes.snapshot_dir", []string{"managed profiles"}},
 		{"kubernetes sandboxd image with agent_sandbox", profile(func(p *Profile) {
 			p.Type = ProviderKubernetes
 			p.Kubernetes = &Kubernetes{Sandboxd: KubernetesSandboxd{Image: "sandgate/sandbox-python"}, AgentSandbox: &KubernetesAgentSandbox{WarmPool: "w"}}

@@ -81,6 +81,7 @@ func kubernetesOptions(b config.Kubernetes, p config.Profile) kubernetes.Options
 		Workspace:        b.Workspace,
 		RuntimeClassName: b.RuntimeClassName,
 		Sandboxd:         kubernetes.SandboxdConfig{Path: b.Sandboxd.Path, Image: b.Sandboxd.Image, Transport: b.Sandboxd.Transport},
+		SnapshotDir:      b.SnapshotDir,
 	}
 	if a := b.AgentSandbox; a != nil {
 		c.AgentSandbox = &kubernetes.AgentSandboxConfig{WarmPool: a.WarmPool, Template: a.Template}

@@ -79,6 +79,7 @@ sandbox:
         create_timeout: 2.5
         workspace: /mnt/data
         runtime_class_name: gvisor
+        snapshot_dir: /var/lib/sandgate/snapshots
         agent_sandbox: {warm_pool: python-sandbox, template: python-sandbox}
     pod:
       type: kubernetes
@@ -139,6 +140,7 @@ sandbox:
 		NodeSelector: map[string]string{"pool": "sandboxes"}, Env: map[string]string{"A": "1"},
 		SecurityContext: map[string]any{"runAsUser": 1000}, ContainerSecurityContext: map[string]any{"readOnlyRootFilesystem": false},
 		NetworkPolicy: true, CreateTimeout: 2500 * time.Millisecond, Workspace: "/mnt/data", RuntimeClassName: "gvisor",
+		SnapshotDir:  "/var/lib/sandgate/snapshots",
 		AgentSandbox: &kubernetes.AgentSandboxConfig{WarmPool: "python-sandbox", Template: "python-sandbox"},
 	}}, contextOf(cfg, "pods").Options)
 	assert.Equal(t, "tools/shell-0", contextOf(cfg, "pod").Options.(kubernetes.Options).AttachTo)

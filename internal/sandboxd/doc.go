@@ -138,4 +138,18 @@
 // upload (fault.TooLarge) leaves nothing behind. ReadFile follows symlinks only inside the
 // workspace; ListFiles lists without following them; RemoveFile removes a file, a symlink or
 // an empty folder, and a missing path is not an error.
+//
+// # Workspace archives
+//
+// ArchiveWorkspace writes the whole workspace as a tar stream (the gateway's snapshots):
+// folders, regular files and symlinks as links (never followed), with permission bits and
+// modification times, no owners; sockets, FIFOs and devices are not content and are left
+// out. It reads through the workspace's os.Root and copies in constant memory; a file that
+// shrinks while it is read fails it (fault.Conflict) rather than giving an inconsistent
+// archive. ExtractWorkspace extracts such a stream into an empty workspace (fault.Conflict
+// otherwise), more strictly than os.Root alone confines: absolute names, ".." elements,
+// entries through a symlink the archive made, hard links to anything but a file extracted
+// before them, and device nodes are fault.Policy; other entry types and repeated names
+// fault.Validation; files over the caller's byte limit fault.TooLarge. A failed extraction
+// empties the workspace again.
 package sandboxd

@@ -154,3 +154,11 @@ type ExecutionInfo struct {
 	Result *Result `json:"result,omitempty"`
 	Error  string  `json:"error,omitempty"`
 }
+
+// ArchiveStats count what ArchiveWorkspace wrote or ExtractWorkspace extracted.
+type ArchiveStats struct {
+	// Entries is the number of folders, files and symlinks (the workspace itself not counted).
+	Entries int64 `json:"entries"`
+	// Bytes is the total size of the regular files' content, in bytes.
+	Bytes int64 `json:"bytes"`
+}

@@ -138,7 +138,37 @@
 //
 // Preview ports: DialPort opens sandboxd's port tunnel over the same channel as every other
 // call (an exec stream, or TCP to the pod IP), so no Service or port-forward is made and the
-// pod's NetworkPolicy is untouched. Pods are neither paused nor snapshotted (capabilities
-// pause and snapshots are false): the Kubernetes API has no freezer, and workspace captures are
-// not built.
+// pod's NetworkPolicy is untouched.
+//
+// # Snapshots
+//
+// With kubernetes.snapshot_dir (Config.SnapshotDir, an absolute folder on the gateway's host;
+// with several replicas a volume they all mount) a managed profile declares snapshots
+// (providers.Snapshotter); without it, and for attached profiles, it does not, and the
+// methods are fault.Capability errors. Snapshot reaches the pod's sandboxd as the gateway
+// (whatever the identity mode, like deletion), over the usual channel, and has it stream the
+// workspace as a gzip-compressed tar (sandboxd's ArchiveWorkspace: folders, regular files
+// and symlinks as links with their modes and modification times, no owners; FIFOs, sockets
+// and devices left out; /tmp, processes and contexts are not captured). The stream goes into
+// a hidden temporary file in the folder, which is synced and renamed to
+// sandgate-snapshot-<id>.tar.gz only once complete — sandboxd breaks the stream off when it
+// fails midway, so a partial archive is never kept — with sandgate-snapshot-<id>.json
+// (SnapshotMetadata: owner, session, profile, pod, size) beside it for operators. The ref is
+// the archive's file name alone: a ref that is anything else (a path, "..") is never opened,
+// so refs cannot lead out of the folder, and the folder may move. SizeBytes is the archive
+// file's size. The sandbox keeps running meanwhile.
+//
+// Restore creates a sandbox exactly as Create does (a pod, a claim in agent-sandbox mode, for
+// the principal's identity) and streams the archive into its sandboxd's ExtractWorkspace,
+// which takes only an empty workspace and refuses absolute names, ".." elements, entries
+// through the archive's own symlinks, hard links to anything but a file extracted before
+// them, device nodes and repeated names, and stops at the policy's disk_mb
+// (fault.TooLarge); on any failure the new sandbox is destroyed again. An unknown or missing
+// archive is fault.NotFound. DeleteSnapshot removes the archive and its metadata file;
+// missing files and refs that are not snapshot file names are no error.
+//
+// Not built: CSI VolumeSnapshots (a workspace on a PersistentVolumeClaim whose CSI driver
+// snapshots it) — the workspace is an emptyDir, which no CSI driver can snapshot. Pods are
+// never paused (capability pause is false): the Kubernetes API has no freezer, and deleting a
+// pod loses its processes, which is what idle_action: snapshot already offers.
 package kubernetes

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,6 +148,11 @@ type Config struct {
 	AgentSandbox *AgentSandboxConfig
 	// Sandboxd says where the pods' sandboxd is.
 	Sandboxd SandboxdConfig
+	// SnapshotDir, when set, is the absolute path of a folder on the gateway's host that
+	// keeps workspace snapshots (gzip-compressed tar archives, see Snapshot); every replica
+	// of the gateway must see the same folder (a shared volume). Empty: the provider does not
+	// declare snapshots. Not for attached profiles.
+	SnapshotDir string
 }
 
 // SandboxdConfig is the kubernetes.sandboxd block.
@@ -263,6 +269,12 @@ func New(opts Options) (*Provider, error) {
 			return nil, fault.New(fault.Config, "%s: agent_sandbox is for managed profiles; profile '%s' is attached to '%s'", TypeName, opts.Profile, opts.AttachTo)
 		}
 	}
+	if cfg.SnapshotDir != "" {
+		if !filepath.IsAbs(cfg.SnapshotDir) {
+			return nil, fault.New(fault.Config, "%s: snapshot_dir '%s' must be an absolute path", TypeName, cfg.SnapshotDir)
+		}
+		cfg.SnapshotDir = filepath.Clean(cfg.SnapshotDir)
+	}
 	if err := checkLabels(cfg.Labels); err != nil {
 		return nil, err
 	}
@@ -319,7 +331,9 @@ func New(opts Options) (*Provider, error) {
 			PolicyFilesystem: managedPods,
 			PolicyResources:  managedPods,
 			PolicyDisk:       managedPods,
-			PreviewPorts:     true, // sandboxd's tunnel; pods cannot be frozen or captured here
+			PreviewPorts:     true, // sandboxd's tunnel
+			// Workspace archives in snapshot_dir; pods cannot be frozen (no pause).
+			Snapshots: cfg.SnapshotDir != "" && opts.AttachTo == "",
 		},
 	}
 	warnWeakened(logger, podSec, ctrSec)
@@ -334,7 +348,8 @@ func (p *Provider) Type() string { return TypeName }
 // provisions; attaches_external; principal_user; policy_filesystem, policy_resources and
 // policy_disk (the workspace emptyDir's sizeLimit, enforced by eviction; not in agent-sandbox
 // mode, where the SandboxTemplate decides); policy_network only with
-// kubernetes.network_policy (docs/semantics.md §12).
+// kubernetes.network_policy; preview_ports; snapshots only with kubernetes.snapshot_dir on a
+// managed profile; never pause (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps
 	c.Languages = append([]string(nil), p.caps.Languages...)

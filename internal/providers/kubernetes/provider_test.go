@@ -92,7 +92,7 @@ func TestNewRefusesBadConfiguration(t *testing.T) {
 }
 
 func TestCapabilities(t *testing.T) {
-	cfg, _ := countingServer(t)
+	cfg, calls := countingServer(t)
 	p, err := New(Options{Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog})
 	require.NoError(t, err)
 	c := p.Capabilities()
@@ -114,6 +114,28 @@ func TestCapabilities(t *testing.T) {
 	require.NoError(t, err)
 	c = p.Capabilities()
 	assert.False(t, c.PolicyResources || c.PolicyFilesystem || c.PolicyDisk, "the SandboxTemplate decides pod shape in agent-sandbox mode")
+
+	// Snapshots only with a snapshot folder, on managed profiles; never pause.
+	none, err := New(Options{Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog})
+	require.NoError(t, err)
+	_, err = none.Snapshot(t.Context(), "default/sandgate-000000000000", providers.SnapshotMeta{ID: "0123456789abcdef"})
+	assert.True(t, fault.IsKind(err, fault.Capability), "%v", err)
+	_, err = none.Restore(t.Context(), SnapshotPrefix+"0123456789abcdef"+SnapshotSuffix, providers.Principal{}, providers.Policy{})
+	assert.True(t, fault.IsKind(err, fault.Capability), "%v", err)
+	k = fillDefaults()
+	k.SnapshotDir = t.TempDir()
+	p, err = New(Options{Config: k, RESTConfig: cfg, Logger: quietLog})
+	require.NoError(t, err)
+	c = p.Capabilities()
+	assert.True(t, c.Snapshots, "snapshot_dir declares snapshots")
+	assert.False(t, c.Pause)
+	p, err = New(Options{Config: k, RESTConfig: cfg, Logger: quietLog, AttachTo: "default/target"})
+	require.NoError(t, err)
+	assert.False(t, p.Capabilities().Snapshots, "an attached pod is someone else's: never captured")
+	k.SnapshotDir = "relative/snapshots"
+	_, err = New(Options{Config: k, RESTConfig: cfg, Logger: quietLog})
+	assert.True(t, fault.IsKind(err, fault.Config), "%v", err)
+	assert.Equal(t, int64(0), calls.Load(), "no API call")
 }
 
 // TestFailsClosedBeforeAnyCall checks that identity and policy problems are fault.Policy

@@ -3,6 +3,7 @@
 package remote
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -13,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -40,6 +42,12 @@ import (
 // documented status with a documented body and headers.
 
 const contractToken = "contract-token-0123456789abcdef0123456789"
+
+// kin-openapi decodes no archive media types by itself: their bodies are checked as bytes.
+func init() {
+	openapi3filter.RegisterBodyDecoder(ArchiveContentType, openapi3filter.FileBodyDecoder)
+	openapi3filter.RegisterBodyDecoder(ArchiveGzipContentType, openapi3filter.FileBodyDecoder)
+}
 
 // loadContract loads and validates openapi.yaml.
 func loadContract(t *testing.T) *openapi3.T {
@@ -723,6 +731,51 @@ func TestContract(t *testing.T) {
 		wantKind(t, err, fault.Validation)
 	})
 
+	t.Run("workspace archive", func(t *testing.T) {
+		require.NoError(t, os.MkdirAll(filepath.Join(b.workspace, "arc/in"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(b.workspace, "arc/in/f.bin"), []byte{0, 0xff, 1}, 0o640))
+		require.NoError(t, os.Symlink("in/f.bin", filepath.Join(b.workspace, "arc/link")))
+		for _, compressed := range []bool{false, true} {
+			rc, err := b.client.ReadArchive(ctx, compressed)
+			require.NoError(t, err)
+			archive, err := io.ReadAll(rc)
+			require.NoError(t, rc.Close())
+			require.NoError(t, err)
+
+			into := setupContract(t, c)
+			st, err := into.client.WriteArchive(ctx, bytes.NewReader(archive), compressed, 1<<20)
+			require.NoError(t, err)
+			assert.Positive(t, st.Entries)
+			data, err := os.ReadFile(filepath.Join(into.workspace, "arc/in/f.bin"))
+			require.NoError(t, err)
+			assert.Equal(t, []byte{0, 0xff, 1}, data)
+			link, err := os.Readlink(filepath.Join(into.workspace, "arc/link"))
+			require.NoError(t, err)
+			assert.Equal(t, "in/f.bin", link)
+
+			// Only into an empty workspace; within X-Max-Bytes.
+			_, err = into.client.WriteArchive(ctx, bytes.NewReader(archive), compressed, -1)
+			wantKind(t, err, fault.Conflict)
+			_, err = setupContract(t, c).client.WriteArchive(ctx, bytes.NewReader(archive), compressed, 1)
+			wantKind(t, err, fault.TooLarge)
+		}
+		// A hostile archive, a body that is not gzip, a bad gzip parameter.
+		var evil bytes.Buffer
+		tw := tar.NewWriter(&evil)
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644}))
+		require.NoError(t, tw.Close())
+		_, err := setupContract(t, c).client.WriteArchive(ctx, &evil, false, -1)
+		wantKind(t, err, fault.Policy)
+		_, err = setupContract(t, c).client.WriteArchive(ctx, strings.NewReader("not gzip"), true, -1)
+		wantKind(t, err, fault.Validation)
+		_, err = setupContract(t, c).client.WriteArchive(ctx, &failingReader{}, false, -1)
+		require.ErrorIs(t, err, errSourceFailed)
+		resp, err := b.client.do(invalidRequest(ctx), http.MethodGet, "/v1/workspace/archive", url.Values{"gzip": {"yes"}}, nil, nil)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		discard(resp)
+	})
+
 	t.Run("token", func(t *testing.T) {
 		// The token given at start counts as set: the same one is accepted, another refused.
 		require.NoError(t, b.client.SetToken(ctx, contractToken))
@@ -915,4 +968,17 @@ func TestContractCatchesDrift(t *testing.T) {
 		require.Len(t, c.problems(), 1)
 		assert.Contains(t, c.problems()[0], "timeout_ms")
 	})
+}
+
+var errSourceFailed = errors.New("the source failed")
+
+// failingReader gives a few bytes, then fails.
+type failingReader struct{ done bool }
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.done {
+		return 0, errSourceFailed
+	}
+	f.done = true
+	return copy(p, make([]byte, 512)), nil
 }

@@ -33,6 +33,12 @@
 //	GET    /v1/ports/{port}                  with "Connection: Upgrade", "Upgrade: tcp": 101, then
 //	                                         the connection is a tunnel to 127.0.0.1:port in the
 //	                                         sandbox (Client.DialPort; preview ports)
+//	GET    /v1/workspace/archive[?gzip=true] the workspace as a tar stream (application/x-tar, or
+//	                                         application/gzip); a failure midway breaks the
+//	                                         connection off (Client.ReadArchive; snapshots)
+//	PUT    /v1/workspace/archive             body: a tar stream (either type) extracted into the
+//	                                         empty workspace; header X-Max-Bytes →
+//	                                         {"entries":n,"bytes":n} (Client.WriteArchive)
 //
 // Everything else under /v1 requires "Authorization: Bearer <token>", the sandbox's secret,
 // compared in constant time; without it the answer is 401. A sandboxd awaiting its token

@@ -69,6 +69,8 @@ func newHandler(rt *sandboxd.Runtime, sec *secret, onToken func(), log *slog.Log
 	v1.HandleFunc("POST /v1/contexts/{name}/restart", s.restartContext)
 	v1.HandleFunc("DELETE /v1/contexts/{name}", s.deleteContext)
 	v1.HandleFunc("GET /v1/ports/{port}", s.tunnelPort)
+	v1.HandleFunc("GET /v1/workspace/archive", s.readArchive)
+	v1.HandleFunc("PUT /v1/workspace/archive", s.writeArchive)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", health)
