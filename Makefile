@@ -33,7 +33,7 @@ generate:
 
 ## check-generate: fail when generated code is stale
 check-generate: generate
-	git diff --exit-code -- internal/api/apigen config.schema.json
+	git diff --exit-code -- internal/api/apigen pkg/client config.schema.json
 
 vet:
 	$(GO) vet ./...
