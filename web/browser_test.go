@@ -24,6 +24,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/providers/docker"
 )
 
 // screenshotDir holds the screenshots of every view (gitignored test artifacts).
@@ -431,4 +434,77 @@ func TestConsoleInBrowser(t *testing.T) {
 	p.do(chromedp.Click(chromedp.ID("signout")))
 	p.wait("the sign-in page", `document.querySelector('#signin')`)
 	require.Empty(t, eval[string](p, `sessionStorage.getItem('sandgate.token') ?? ''`))
+}
+
+// TestConsoleParkAndPreview drives the session page's pause, resume and snapshot buttons, the
+// snapshots list (fork) and the "open port" link in Chromium, on a Docker sandbox.
+func TestConsoleParkAndPreview(t *testing.T) {
+	img := dockerImage(t)
+	p := newPage(t)
+	g := startGateway(t, func(c *config.Config) {
+		c.Sandbox.Profiles = map[string]config.Profile{
+			"docker": {Type: docker.TypeName, Stateful: true, IdleAction: config.IdlePause, ProviderBlocks: config.ProviderBlocks{
+				Docker: &config.Docker{Image: img, Pull: "never"},
+			}},
+		}
+		c.Sandbox.DefaultProfile = "docker"
+	})
+	tok := g.token(t, "alice", "dev")
+	// A session with a web server running in it, set up through the API.
+	resp, body := g.call(t, "POST", "/v1/sessions", tok, `{"profile":"docker","name":"park"}`)
+	require.Equal(t, 201, resp.StatusCode, "%s", body)
+	sid := jsonField(t, body, "id")
+	t.Cleanup(func() { g.get(t, "DELETE", "/v1/sessions/"+sid, tok) })
+	resp, body = g.call(t, "POST", "/v1/sessions/"+sid+"/commands", tok, `{"command":"mkdir -p site && echo '<h1>served from the sandbox</h1>' > site/index.html"}`)
+	require.Equal(t, 200, resp.StatusCode, "%s", body)
+	resp, body = g.call(t, "POST", "/v1/sessions/"+sid+"/commands", tok, `{"command":"exec python3 -m http.server 8000 --bind 127.0.0.1 --directory site","background":true}`)
+	require.Equal(t, 201, resp.StatusCode, "%s", body)
+
+	p.do(chromedp.Navigate(g.URL + "/#/sessions/" + sid))
+	p.signIn("alice", "dev")
+	p.wait("the session page", `document.querySelector('#session-state') && document.querySelector('#pause-session')`)
+	require.Equal(t, "running", p.text("#session-state"))
+
+	// Pause, then resume.
+	p.do(chromedp.Click(chromedp.ID("pause-session")))
+	p.wait("the paused state", `document.querySelector('#session-state').textContent === 'paused' && document.querySelector('#pause-session').textContent === 'Resume'`)
+	require.Contains(t, p.text("#idle-left"), "paused")
+	p.shot("session-paused")
+	p.do(setValue("#code", "print('while paused')"), chromedp.Click(chromedp.ID("run")))
+	p.wait("the paused problem", `document.querySelector('#result').dataset.state === 'error'`)
+	require.Equal(t, "https://sandgate.dev/problems/paused", p.text("#result .problem-type"))
+	p.do(chromedp.Click(chromedp.ID("pause-session")))
+	p.wait("the running state", `document.querySelector('#session-state').textContent === 'running' && document.querySelector('#pause-session').textContent === 'Pause'`)
+
+	// Open the port: a share link that works without a token.
+	p.do(setValue("#port", "8000"), chromedp.Click(chromedp.ID("open-port")))
+	p.wait("the port link", `document.querySelector('#port-link')`)
+	link := eval[string](p, `document.querySelector('#port-link').href`)
+	require.True(t, strings.HasPrefix(link, g.URL+"/preview/v1."+sid+".8000."), link)
+	resp, body = g.get(t, "GET", strings.TrimPrefix(link, g.URL)+"index.html", "")
+	require.Equal(t, 200, resp.StatusCode, "the link works without a token: %s", body)
+	require.Contains(t, string(body), "served from the sandbox")
+	p.shot("session-port")
+
+	// A snapshot, listed, then forked into a new session.
+	p.do(chromedp.Click(chromedp.ID("snapshot-session")))
+	p.wait("the snapshot", `document.querySelector('#snapshot-done')`)
+	p.goTo("#/snapshots")
+	p.wait("the snapshots list", `document.querySelector('#snapshots tr[data-snapshot] button[data-action=fork]')`)
+	snap := eval[string](p, `document.querySelector('#snapshots tr[data-snapshot]').dataset.snapshot`)
+	t.Cleanup(func() { g.get(t, "DELETE", "/v1/snapshots/"+snap, tok) })
+	p.shot("snapshots")
+	p.do(chromedp.Click(chromedp.CSS(`#snapshots tr[data-snapshot] button[data-action=fork]`)))
+	p.wait("the forked session", `/^#\/sessions\/[0-9a-f]{32}$/.test(location.hash) && location.hash !== '#/sessions/`+sid+`' && document.querySelector('#session-state')`)
+	fork := strings.TrimPrefix(eval[string](p, `location.hash`), "#/sessions/")
+	t.Cleanup(func() { g.get(t, "DELETE", "/v1/sessions/"+fork, tok) })
+	require.Equal(t, "running", p.text("#session-state"))
+	p.do(chromedp.Click(chromedp.ID("mode-command")), setValue("#command", "cat site/index.html"), chromedp.Click(chromedp.ID("run")))
+	p.wait("the fork's file", `document.querySelector('#result').dataset.state === 'done'`)
+	require.Equal(t, "<h1>served from the sandbox</h1>\n", p.text("#stdout"))
+
+	p.goTo("#/sessions")
+	p.wait("the sessions list", `document.querySelector('#sessions tr[data-session="`+fork+`"]')`)
+	require.Contains(t, p.text(`#sessions tr[data-session="`+sid+`"]`), "running")
+	p.shot("sessions-states")
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -201,6 +202,38 @@ func TestReadmeWalkthroughOnDocker(t *testing.T) {
 	c := &client{t: t, base: g.base, token: g.token}
 	require.Equal(t, "docker", c.json("GET", "/v1/sessions/default", "", 200)["profile"])
 	runWalkthrough(t, dir, g.base, g.token, true)
+}
+
+// TestReadmeParkingOnDocker runs the README's pause, snapshot and preview block, verbatim but
+// for the address, against `gateway dev` and its docker profile, as a newcomer would.
+func TestReadmeParkingOnDocker(t *testing.T) {
+	requirePostgres(t)
+	if !docker.Available(t.Context(), "") {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no Docker engine: .ci/run starts one with scripts/docker-setup.sh")
+		}
+		t.Skip("no Docker engine reachable (scripts/docker-setup.sh starts one)")
+	}
+	requireCurl(t)
+	t.Parallel()
+	dir := dataDir(t)
+	g := startDev(t, dir, freeAddr(t))
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)<!-- park:start -->\\s*```sh\n(.*?)```\\s*<!-- park:end -->").FindSubmatch(readme)
+	require.NotNil(t, m, "README has no park block")
+	script := "B=" + g.base + "\nAUTH=\"Authorization: Bearer $TOKEN\"\n" + string(m[1])
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TOKEN="+g.token)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "park block failed:\n%s", out)
+	for _, want := range []string{`"state":"paused"`, "https://sandgate.dev/problems/paused", `"state":"running"`, `"stdout":"42\n"`,
+		`"stdout":"draft\n"`, "draft\ndraft\n", `"destroyed":true`} {
+		require.Contains(t, string(out), want)
+	}
 }
 
 // TestRestartMarksLostAndReattaches kills a gateway while a task runs: the next gateway on the

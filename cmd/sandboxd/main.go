@@ -64,6 +64,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -211,6 +212,7 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	if os.Getpid() == 1 {
 		log.Warn("sandboxd runs as PID 1: run it under an init (docker --init) so orphaned processes are reaped")
 	}
+	reserveThreads(spareThreads)
 
 	rt, err := newRuntime(c.workspace, environ, c.python, c.bash, c.stateFile, log)
 	if err != nil {
@@ -453,4 +455,32 @@ func envMap(environ []string) map[string]string {
 		}
 	}
 	return m
+}
+
+// spareThreads is how many idle OS threads sandboxd keeps ready (reserveThreads).
+const spareThreads = 16
+
+// reserveThreads makes the Go runtime start n OS threads now and keep them idle for later:
+// each of n goroutines holds a thread of its own until all n do, then lets it go back to the
+// runtime's pool of idle threads (a goroutine that unlocks its thread before it ends leaves the
+// thread to the runtime). A sandbox's processes share its pids limit with sandboxd; a program
+// that uses it all up (a fork bomb) would otherwise leave the runtime unable to start a thread
+// when it needs one — a fatal error — instead of letting sandboxd end the program.
+func reserveThreads(n int) {
+	var ready, done sync.WaitGroup
+	release := make(chan struct{})
+	ready.Add(n)
+	done.Add(n)
+	for range n {
+		go func() {
+			defer done.Done()
+			runtime.LockOSThread()
+			ready.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	close(release)
+	done.Wait()
 }

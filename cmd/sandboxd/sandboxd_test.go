@@ -7,12 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -308,6 +311,7 @@ func TestProxyCarriesTheAPI(t *testing.T) {
 	mu.Lock()
 	assert.Equal(t, 1, dials, "one kept-alive connection carries the calls")
 	mu.Unlock()
+	echoTunnel(t, c)
 
 	bad := remote.NewDialClient("proxy", dial, "wrong")
 	defer bad.Close()
@@ -370,6 +374,8 @@ func TestStdioServesOneConnection(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(ws, "a.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "stdio", string(got))
+	// A port tunnel takes the connection over: that sandboxd lives until the tunnel ends.
+	echoTunnel(t, c)
 	require.NoError(t, c.Close())
 	running.Wait() // each connection's sandboxd ended with it
 
@@ -440,4 +446,52 @@ func TestInstall(t *testing.T) {
 	assert.Len(t, entries, 1, "no temporary file is left")
 	assert.Equal(t, 2, exitStatus(exec.Command(binary, "install").Run()))
 	assert.Equal(t, 1, exitStatus(exec.Command(binary, "install", filepath.Join(dir, "missing")).Run()))
+}
+
+// echoTunnel opens a port tunnel through c to an echo server on this host's loopback (the
+// sandboxd under test runs here) and checks that bytes go both ways, also after a pause
+// longer than any keep-alive of the HTTP layer below it.
+func echoTunnel(t *testing.T, c *remote.Client) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = io.Copy(conn, conn)
+	}()
+	conn, err := c.DialPort(t.Context(), ln.Addr().(*net.TCPAddr).Port)
+	require.NoError(t, err)
+	defer conn.Close()
+	for _, msg := range []string{"one\n", "two\n"} {
+		_, err = io.WriteString(conn, msg)
+		require.NoError(t, err)
+		buf := make([]byte, len(msg))
+		_, err = io.ReadFull(conn, buf)
+		require.NoError(t, err)
+		assert.Equal(t, msg, string(buf))
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestServeKeepsSpareThreads: a serving sandboxd holds idle OS threads in reserve, so that a
+// program using up the sandbox's pids limit cannot leave the Go runtime without one.
+func TestServeKeepsSpareThreads(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("threads are counted through /proc")
+	}
+	d := start(t, []string{"SANDBOXD_TOKEN=" + token})
+	d.client(t, token)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^Threads:\s+(\d+)$`).FindSubmatch(status)
+	require.NotNil(t, m, "%s", status)
+	n, err := strconv.Atoi(string(m[1]))
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, n, 16, "spare threads")
 }

@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/sandboxd/remote"
+	"golang.org/x/sys/unix"
 )
 
 // stdioCommand serves the runtime API on one connection made of standard input (requests)
@@ -56,13 +58,19 @@ func stdioCommand(ctx context.Context, args, environ []string, in io.Reader, out
 	}
 	defer rt.Close()
 
-	ln := newOneConnListener(remote.StreamConn(in, out, nil))
+	conn, err := socketConn(in, out)
+	if err != nil {
+		return err
+	}
+	ln := newOneConnListener(conn)
 	srv := &http.Server{
 		Handler:           remote.Handler(rt, token, log),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// The listener closes with its connection (see oneConnListener): also when a port
+		// tunnel took the connection over, which ends only when the tunnel does.
 		ConnState: func(_ net.Conn, st http.ConnState) {
-			if st == http.StateClosed || st == http.StateHijacked {
+			if st == http.StateClosed {
 				ln.Close()
 			}
 		},
@@ -91,8 +99,33 @@ type oneConnListener struct {
 	done chan struct{}
 }
 
+// newOneConnListener serves c once; closing c closes the listener (so a hijacked connection
+// keeps the server up until whoever took it over closes it).
 func newOneConnListener(c net.Conn) *oneConnListener {
-	return &oneConnListener{conn: c, done: make(chan struct{})}
+	l := &oneConnListener{done: make(chan struct{})}
+	l.conn = &closeHook{Conn: c, hook: func() { _ = l.Close() }}
+	return l
+}
+
+// closeHook is a connection that calls hook once it is closed.
+type closeHook struct {
+	net.Conn
+	hook func()
+	once sync.Once
+}
+
+func (c *closeHook) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.hook)
+	return err
+}
+
+// CloseWrite half-closes the connection when it can.
+func (c *closeHook) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
 }
 
 func (l *oneConnListener) Accept() (net.Conn, error) {
@@ -113,3 +146,44 @@ func (l *oneConnListener) Close() error {
 }
 
 func (l *oneConnListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// socketConn makes a connection of in and out for the HTTP server: one end of a Unix socket
+// pair, whose other end is copied from in and to out. A real socket, unlike the pipes
+// themselves, has deadlines, which the server needs to hand a connection over to a port
+// tunnel (it interrupts its own pending read). The end of in half-closes the socket; the
+// server closing its end closes out.
+func socketConn(in io.Reader, out io.WriteCloser) (net.Conn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("making a socket pair: %w", err)
+	}
+	toConn := func(fd int, name string) (*net.UnixConn, error) {
+		f := os.NewFile(uintptr(fd), name)
+		defer f.Close() // FileConn dups it
+		c, err := net.FileConn(f)
+		if err != nil {
+			return nil, err
+		}
+		return c.(*net.UnixConn), nil
+	}
+	served, err := toConn(fds[0], "stdio-served")
+	if err != nil {
+		_ = unix.Close(fds[1])
+		return nil, fmt.Errorf("making a socket pair: %w", err)
+	}
+	pumped, err := toConn(fds[1], "stdio-pumped")
+	if err != nil {
+		_ = served.Close()
+		return nil, fmt.Errorf("making a socket pair: %w", err)
+	}
+	go func() {
+		_, _ = io.Copy(pumped, in)
+		_ = pumped.CloseWrite()
+	}()
+	go func() {
+		_, _ = io.Copy(out, pumped)
+		_ = out.Close()
+		_ = pumped.Close()
+	}()
+	return served, nil
+}

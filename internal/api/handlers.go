@@ -80,7 +80,8 @@ func (s *Server) GetMe(ctx context.Context, _ apigen.GetMeRequestObject) (apigen
 	quota := func(q sandbox.Quota) apigen.Quota { return apigen.Quota{Used: q.Used, Limit: q.Limit} }
 	return apigen.GetMe200JSONResponse{
 		Quotas: &apigen.Quotas{Sessions: quota(u.Sessions), ConcurrentExecutions: quota(u.ConcurrentExecutions), BackgroundProcesses: quota(u.BackgroundProcesses),
-			Contexts: quota(u.Contexts), McpSessions: quota(u.MCPSessions), RetainedOutputBytes: quota(u.RetainedOutputBytes)},
+			Contexts: quota(u.Contexts), McpSessions: quota(u.MCPSessions), RetainedOutputBytes: quota(u.RetainedOutputBytes),
+			Snapshots: quota(u.Snapshots)},
 		Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: ptr(p.Email), Groups: nonNil(p.Groups), Admin: p.Admin,
 		Credentials: apigen.Credentials{
 			KubernetesUser: ptr(c.KubernetesUser), AwsRoleArn: ptr(c.AWSRoleARN), RunAs: ptr(c.RunAs),
@@ -126,6 +127,7 @@ func profileView(prof *sandbox.Profile) apigen.Profile {
 		Name: prof.Name, Default: prof.Default, Provider: prof.Provider.Type(), Scope: apigen.Scope(prof.Scope),
 		Environment: environment(prof), Isolation: apigen.IsolationTier(c.Isolation),
 		IdentityMode: identityMode(prof), IdleTimeoutS: int(prof.IdleTimeout / time.Second),
+		IdleAction: apigen.ProfileIdleAction(prof.EffectiveIdleAction()), AutoResume: prof.AutoResume,
 		AllowedGroups: nilIfEmpty(prof.AllowedGroups),
 		Policy: apigen.Policy{
 			NetworkEgress: apigen.PolicyNetworkEgress(pol.NetworkEgress), NetworkAllow: nonNil(pol.NetworkAllow),
@@ -137,6 +139,7 @@ func profileView(prof *sandbox.Profile) apigen.Profile {
 			Attach: c.Attach, Provisions: c.Provisions,
 			AttachesExternal: c.AttachesExternal, PrincipalUser: c.PrincipalUser, PolicyNetwork: c.PolicyNetwork,
 			PolicyFilesystem: c.PolicyFilesystem, PolicyResources: c.PolicyResources, PolicyDisk: c.PolicyDisk,
+			Pause: c.Pause, Snapshots: c.Snapshots, PreviewPorts: c.PreviewPorts,
 		},
 	}
 	if pol.CPU > 0 {
@@ -156,6 +159,7 @@ func sessionView(s sandbox.Session, admin bool, owner string) apigen.Session {
 		Id: s.ID, Name: ptr(s.Name), Profile: s.Profile, Provider: s.Provider, Scope: apigen.Scope(s.Scope),
 		Status: apigen.SessionStatus(s.Status), Default: s.IsDefault && !s.Shared, Labels: s.Labels,
 		SandboxId: ptr(s.SandboxID), CreatedAt: s.CreatedAt, LastUsedAt: s.LastUsedAt,
+		State: apigen.SessionState(s.State), PausedAt: ptr(s.PausedAt), ParkedSnapshot: ptr(s.ParkedSnapshot),
 	}
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
@@ -206,7 +210,7 @@ func (s *Server) CreateSession(ctx context.Context, req apigen.CreateSessionRequ
 	}
 	var in sandbox.CreateSessionInput
 	if b := req.Body; b != nil {
-		in = sandbox.CreateSessionInput{Profile: deref(b.Profile), Name: deref(b.Name), Labels: deref(b.Labels)}
+		in = sandbox.CreateSessionInput{Profile: deref(b.Profile), Name: deref(b.Name), Labels: deref(b.Labels), FromSnapshot: deref(b.FromSnapshot)}
 	}
 	sess, err := s.sandbox.CreateSession(ctx, p, in)
 	if err != nil {
@@ -504,7 +508,7 @@ func environment(prof *sandbox.Profile) apigen.ProfileEnvironment {
 
 func identityMode(prof *sandbox.Profile) apigen.ProfileIdentityMode {
 	if prof.IdentityMode == sandbox.IdentityUser {
-		return apigen.User
+		return apigen.ProfileIdentityModeUser
 	}
-	return apigen.Agent
+	return apigen.ProfileIdentityModeAgent
 }

@@ -46,6 +46,7 @@ var kindStatus = map[fault.Kind]struct {
 	fault.Policy:      {http.StatusForbidden, "Policy violation"},
 	fault.NotFound:    {http.StatusNotFound, "Not found"},
 	fault.Conflict:    {http.StatusConflict, "Conflict"},
+	fault.Paused:      {http.StatusConflict, "Session paused"},
 	fault.TooLarge:    {http.StatusRequestEntityTooLarge, "Too large"},
 	fault.Quota:       {http.StatusTooManyRequests, "Quota exceeded"},
 	fault.Capability:  {http.StatusUnprocessableEntity, "Unsupported capability"},

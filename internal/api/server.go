@@ -52,6 +52,9 @@ type Options struct {
 	Version string
 	// CORS names the origins browsers may call the gateway from (server.cors); none by default.
 	CORS CORS
+	// PublicURL is the gateway's URL as clients reach it (server.public_url): share links
+	// of preview ports start with it.
+	PublicURL string
 }
 
 // Mount serves Handler at exactly Path. Authenticated puts it behind the same bearer-token
@@ -96,6 +99,7 @@ type Server struct {
 	version string
 	// streamKeepalive is Options.StreamKeepalive.
 	streamKeepalive time.Duration
+	publicURL       string // Options.PublicURL
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -134,7 +138,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
-	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive, version: o.Version}
+	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive, version: o.Version, publicURL: o.PublicURL}
 
 	specJSONBytes, err := specJSON(sandgate.OpenAPI)
 	if err != nil {
@@ -191,6 +195,10 @@ func NewHandler(o Options) (http.Handler, error) {
 			r.Method(method, m.Path, headAsGet(h))
 		}
 	}
+	// Preview ports take any method and path under their prefixes (preview.go).
+	srv.mountPreview(r, func(h http.Handler) http.Handler {
+		return o.Auth.Middleware(resolved, WriteProblem)(limiter.middleware(h))
+	})
 	if o.Console != nil {
 		for _, m := range []string{http.MethodGet, http.MethodHead} {
 			r.Method(m, "/", o.Console)
@@ -256,7 +264,7 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 			h := &logHolder{}
 			ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 			next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), logKey, h)))
-			log.Info("request", "request_id", middleware.GetReqID(r.Context()), "method", r.Method, "path", r.URL.Path,
+			log.Info("request", "request_id", middleware.GetReqID(r.Context()), "method", r.Method, "path", redactPreview(r.URL.Path),
 				"status", ww.Status(), "bytes", ww.BytesWritten(), "duration_ms", time.Since(start).Milliseconds(), "principal", h.subject)
 		})
 	}

@@ -30,10 +30,12 @@ const (
 	DefaultQuotaContexts            = 32
 	DefaultQuotaMCPSessions         = 16
 	DefaultQuotaRetainedOutputBytes = 256 << 20
-	DefaultQuotaRequestsPerSecond   = 50.0
-	DefaultQuotaRequestsBurst       = 100
-	DefaultToolOutputMaxChars       = 8000
-	DefaultDockerPidsLimit          = 256
+	// DefaultQuotaSnapshots is sandbox.quotas.snapshots' default.
+	DefaultQuotaSnapshots         = 20
+	DefaultQuotaRequestsPerSecond = 50.0
+	DefaultQuotaRequestsBurst     = 100
+	DefaultToolOutputMaxChars     = 8000
+	DefaultDockerPidsLimit        = 256
 	// DefaultKubernetesWorkspace is kubernetes.workspace's default.
 	DefaultKubernetesWorkspace = "/workspace"
 	// DefaultAuditRetention is audit.retention's default: 90 days.
@@ -120,6 +122,7 @@ func (s *Sandbox) applyDefaults() {
 	setDefault(&s.Quotas.Contexts, DefaultQuotaContexts)
 	setDefault(&s.Quotas.MCPSessions, DefaultQuotaMCPSessions)
 	setDefault(&s.Quotas.RetainedOutputBytes, DefaultQuotaRetainedOutputBytes)
+	setDefault(&s.Quotas.Snapshots, DefaultQuotaSnapshots)
 	setDefault(&s.Quotas.RequestsPerSecond, DefaultQuotaRequestsPerSecond)
 	setDefault(&s.Quotas.RequestsBurst, DefaultQuotaRequestsBurst)
 	if s.Quotas.AdminsExempt == nil {
@@ -193,6 +196,7 @@ func (p *Profile) applyDefaults() {
 	setDefault(&p.Environment, EnvironmentManaged)
 	setDefault(&p.IdleTimeout, DefaultIdleTimeout)
 	setDefault(&p.Identity.Mode, IdentityAgent)
+	setDefault(&p.IdleAction, IdleReset)
 	p.Policy.applyDefaults()
 	if p.Type == ProviderLocalSubprocess && p.LocalSubprocess == nil {
 		p.LocalSubprocess = &LocalSubprocess{}

@@ -23,6 +23,13 @@ const (
 	IdentityUser  = "user"  // credentials mapped from the caller's token
 )
 
+// Idle actions (docs/semantics.md §8): what happens to a session idle for its idle_timeout.
+const (
+	IdleReset    = "reset"    // destroy the sandbox (default; the seed's behaviour)
+	IdlePause    = "pause"    // freeze it; the next use resumes it
+	IdleSnapshot = "snapshot" // capture the workspace, remove the sandbox; the next use restores it
+)
+
 // Network egress modes (seed SandboxPolicy).
 const (
 	EgressAllow     = "allow"     // default
@@ -118,6 +125,7 @@ var (
 	scopes        = []string{ScopePerCall, ScopePerSession, ScopePerRuntime}
 	environments  = []string{EnvironmentManaged, EnvironmentAttached}
 	identityModes = []string{IdentityAgent, IdentityUser}
+	idleActions   = []string{IdleReset, IdlePause, IdleSnapshot}
 	egressModes   = []string{EgressAllow, EgressDeny, EgressAllowlist}
 	brokerFlavors = []string{FlavorEmbedded, FlavorThread, FlavorQueue}
 	logLevels     = []string{"debug", "info", "warn", "error"}

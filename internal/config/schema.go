@@ -90,6 +90,7 @@ func refine(defs jsonschema.Definitions) error {
 	defs["Profile"].Required = []string{"type"}
 	prop("Sandbox", "profiles").PropertyNames = &jsonschema.Schema{Pattern: profileNamePattern}
 	enum("Identity", "mode", identityModes)
+	enum("Profile", "idle_action", idleActions)
 	enum("Policy", "network_egress", egressModes)
 	enum("Broker", "flavor", brokerFlavors)
 	enum("Queue", "type", queueTypes)

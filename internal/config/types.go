@@ -223,6 +223,15 @@ type Profile struct {
 	// there in the next. Needs a provider that keeps contexts (local_subprocess; docker and
 	// kubernetes, through sandboxd). Default false: every execution starts a fresh interpreter.
 	Stateful bool `koanf:"stateful" json:"stateful"`
+	// IdleAction is what happens to a session idle for idle_timeout: reset (destroy the
+	// sandbox, the default), pause (freeze it; the provider needs the pause capability) or
+	// snapshot (capture the workspace and remove the sandbox; the snapshots capability). The
+	// next use resumes or restores it with a notice saying what was kept. Managed
+	// per_session and per_runtime profiles only.
+	IdleAction string `koanf:"idle_action" json:"idle_action"`
+	// AutoResume makes an operation on a paused session resume it (with a notice) instead of
+	// answering 409 paused. Default false.
+	AutoResume bool `koanf:"auto_resume" json:"auto_resume"`
 
 	// ProviderBlocks: the block named by Type is required (local_subprocess gets an empty one).
 	ProviderBlocks `koanf:",squash"`
@@ -619,6 +628,9 @@ type Quotas struct {
 	// refused over it: the oldest results lose their output (the task stays, with a notice)
 	// until the rest fits. Default 268435456 (256 MiB).
 	RetainedOutputBytes int64 `koanf:"retained_output_bytes" json:"retained_output_bytes"`
+	// Snapshots bounds the snapshots one principal keeps (POST /v1/sessions/{id}/snapshots);
+	// the captures that park idle sessions are not counted. Default 20.
+	Snapshots int `koanf:"snapshots" json:"snapshots"`
 	// RequestsPerSecond bounds one principal's REST requests per replica (a token bucket of
 	// RequestsBurst); over it, 429 with Retry-After, and every answer carries RateLimit-*
 	// headers. Default 50; RequestsBurst default 100.

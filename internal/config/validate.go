@@ -610,6 +610,15 @@ func (prof *Profile) validateFields(p *problems, prefix string) {
 	if prof.IdleTimeout <= 0 {
 		p.add(prefix+".idle_timeout", "must be greater than 0 seconds (got %d)", prof.IdleTimeout)
 	}
+	p.enum(prefix+".idle_action", prof.IdleAction, idleActions)
+	if prof.IdleAction != "" && prof.IdleAction != IdleReset {
+		switch {
+		case prof.Environment == EnvironmentAttached:
+			p.add(prefix+".idle_action", "%s parks sandboxes the gateway manages; an attached environment keeps the seed's rules (reset drops only the binding)", prof.IdleAction)
+		case prof.Scope == ScopePerCall:
+			p.add(prefix+".idle_action", "%s needs sessions; a per_call sandbox is gone after its call", prof.IdleAction)
+		}
+	}
 	pol := prof.Policy
 	pk := prefix + ".policy"
 	p.enum(pk+".network_egress", pol.NetworkEgress, egressModes)

@@ -53,6 +53,14 @@ func TestValidateRules(t *testing.T) {
 			[]string{"agent", "user"}},
 		{"network egress", profile(func(p *Profile) { p.Policy.NetworkEgress = "some" }), prof + ".policy.network_egress",
 			[]string{"allow", "deny", "allowlist"}},
+		{"idle action", profile(func(p *Profile) { p.IdleAction = "hibernate" }), prof + ".idle_action",
+			[]string{`"hibernate"`, "reset", "pause", "snapshot"}},
+		{"idle action on per_call", profile(func(p *Profile) { p.IdleAction = IdleSnapshot; p.Scope = ScopePerCall }), prof + ".idle_action",
+			[]string{"snapshot", "per_call"}},
+		{"idle action on an attached environment", profile(func(p *Profile) {
+			p.Type, p.Environment, p.IdleAction = ProviderDocker, EnvironmentAttached, IdlePause
+			p.Docker = &Docker{AttachTo: "box"}
+		}), prof + ".idle_action", []string{"pause", "attached"}},
 		{"broker flavor", func(c *Config) { c.Sandbox.Broker.Flavor = "celery" }, "sandbox.broker.flavor",
 			[]string{"embedded", "thread", "queue"}},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, "log.level", []string{"debug", "info", "warn", "error"}},

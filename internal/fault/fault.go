@@ -28,8 +28,11 @@ const (
 	Validation Kind = "validation" // malformed input
 	Forbidden  Kind = "forbidden"  // the principal may not use the profile or resource
 	Conflict   Kind = "conflict"   // the operation does not fit the scope or the resource's state
-	TooLarge   Kind = "too-large"  // input over a configured limit
-	Quota      Kind = "quota"      // the principal is at one of its quotas (sandbox.quotas)
+	// Paused: the session is paused (POST /v1/sessions/{id}/pause) and its profile does not
+	// resume it on use; a kind of Conflict, as Gone is a kind of Provision.
+	Paused   Kind = "paused"
+	TooLarge Kind = "too-large" // input over a configured limit
+	Quota    Kind = "quota"     // the principal is at one of its quotas (sandbox.quotas)
 	// Unavailable: a service the gateway depends on (its Postgres response store) does not
 	// answer; nothing was decided, retry later.
 	Unavailable Kind = "unavailable"
@@ -101,8 +104,9 @@ func (e *Error) Is(target error) bool {
 		if e.Kind == Kind(k) {
 			return true
 		}
-		// Gone is a kind of Provision failure (seed: SandboxGoneError < SandboxProvisionError).
-		return e.Kind == Gone && Kind(k) == Provision
+		// Gone is a kind of Provision failure (seed: SandboxGoneError < SandboxProvisionError),
+		// Paused a kind of Conflict.
+		return (e.Kind == Gone && Kind(k) == Provision) || (e.Kind == Paused && Kind(k) == Conflict)
 	}
 	return false
 }
@@ -148,5 +152,6 @@ func KindOf(err error) Kind {
 	return Internal
 }
 
-// IsKind reports whether err is (or wraps) a fault of kind k. Gone counts as Provision.
+// IsKind reports whether err is (or wraps) a fault of kind k. Gone counts as Provision,
+// Paused as Conflict.
 func IsKind(err error, k Kind) bool { return errors.Is(err, k.Err()) }

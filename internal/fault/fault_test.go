@@ -23,3 +23,12 @@ func TestHintsPerEdge(t *testing.T) {
 	assert.Equal(t, plain.Error(), fault.ForTool(plain), "no hint: the message alone")
 	assert.Equal(t, "boom", fault.ForTool(errors.New("boom")))
 }
+
+// A paused session is a conflict with the resource's state, distinguishable as its own kind.
+func TestPausedIsAConflict(t *testing.T) {
+	err := fmt.Errorf("exec: %w", fault.New(fault.Paused, "sandbox session 's' is paused"))
+	assert.Equal(t, fault.Paused, fault.KindOf(err))
+	assert.True(t, fault.IsKind(err, fault.Paused))
+	assert.True(t, fault.IsKind(err, fault.Conflict))
+	assert.False(t, fault.IsKind(fault.New(fault.Conflict, "x"), fault.Paused))
+}

@@ -22,8 +22,8 @@ func settings(c config.Sandbox) sandbox.Settings {
 			Sessions: c.Quotas.Sessions, ConcurrentExecutions: c.Quotas.ConcurrentExecutions,
 			BackgroundProcesses: c.Quotas.BackgroundProcesses,
 			Contexts:            c.Quotas.Contexts, MCPSessions: c.Quotas.MCPSessions,
-			RetainedOutputBytes: c.Quotas.RetainedOutputBytes,
-			AdminsExempt:        adminsExempt(c.Quotas),
+			RetainedOutputBytes: c.Quotas.RetainedOutputBytes, Snapshots: c.Quotas.Snapshots,
+			AdminsExempt: adminsExempt(c.Quotas),
 		},
 		WaitTimeout:   sandbox.DefaultWaitTimeout,
 		ResponseTTL:   time.Duration(c.Broker.ResponseTTL) * time.Second,
@@ -108,7 +108,7 @@ func buildProfiles(c config.Sandbox, reg *providers.Registry, log *slog.Logger) 
 		out = append(out, sandbox.ProfileSpec{
 			Name: name, Scope: pc.Scope, Stateful: pc.Stateful, AllowedGroups: pc.AllowedGroups,
 			IdentityMode: pc.Identity.Mode, Attached: pc.Environment == config.EnvironmentAttached,
-			Policy: pol, IdleTimeout: idle, Provider: prov,
+			Policy: pol, IdleTimeout: idle, IdleAction: pc.IdleAction, AutoResume: pc.AutoResume, Provider: prov,
 		})
 	}
 	return out, nil

@@ -253,7 +253,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		RateLimit:       rateLimit(cfg.Sandbox.Quotas),
 		StreamKeepalive: opts.StreamKeepalive,
 		Version:         opts.Version,
-		CORS:            api.CORS{AllowedOrigins: cfg.Server.CORS.AllowedOrigins, MaxAge: cfg.Server.CORS.MaxAge.D()}})
+		CORS:            api.CORS{AllowedOrigins: cfg.Server.CORS.AllowedOrigins, MaxAge: cfg.Server.CORS.MaxAge.D()},
+		PublicURL:       cfg.Server.PublicURL})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"net"
 	"time"
 )
 
@@ -120,6 +121,15 @@ type Capabilities struct {
 	// Background: commands can run as background processes that outlive their call
 	// (ExecSpec.Background with Executions.Start).
 	Background bool
+	// Pause: sandboxes can be frozen in place and thawed (Pauser): a paused sandbox keeps its
+	// files, processes and memory and uses no CPU.
+	Pause bool
+	// Snapshots: a sandbox's workspace and file system can be captured and a new sandbox
+	// started from the capture (Snapshotter).
+	Snapshots bool
+	// PreviewPorts: TCP ports inside a sandbox can be reached through the provider, without
+	// publishing them on any host (PortDialer).
+	PreviewPorts bool
 }
 
 // SupportsLanguage reports whether lang is one of the declared languages.
@@ -280,6 +290,69 @@ type ProcessInfo struct {
 // (following stops, the execution runs on); the provider's other errors.
 type Reattacher interface {
 	Reattach(ctx context.Context, id string, out Output) (ExitStatus, error)
+}
+
+// Pauser is implemented by providers that can freeze a sandbox in place (capability pause):
+// every process of a paused sandbox stops being scheduled — it uses no CPU — and keeps its
+// memory, open files and connections; files stay as they were. Both methods work by sandbox id
+// (no Attach: attaching may itself resume a sandbox) and are idempotent.
+//
+// Errors: fault.Gone when the sandbox no longer exists (or is not one of the provider's);
+// the provider's others (fault.Provision when its backend does not answer).
+type Pauser interface {
+	// Pause freezes sandbox id; a paused one stays paused.
+	Pause(ctx context.Context, id string) error
+	// Resume thaws sandbox id; a running one is left as it is.
+	Resume(ctx context.Context, id string) error
+}
+
+// SnapshotMeta describes a snapshot to the provider, which records it with the capture (as
+// labels, names or metadata) so that what it stores can be told apart and traced back.
+type SnapshotMeta struct {
+	ID        string // the snapshot's id (32 lower-case hex digits)
+	Owner     string // who it belongs to (the principal's label); "" for none
+	SessionID string // the session the sandbox served
+	Profile   string
+}
+
+// SnapshotInfo is what a provider captured.
+type SnapshotInfo struct {
+	// Ref is the provider's handle on the capture (an image id, a folder): what Restore and
+	// DeleteSnapshot take.
+	Ref string
+	// SizeBytes is the size of what was captured (the workspace archive), in bytes.
+	SizeBytes int64
+}
+
+// Snapshotter is implemented by providers that can capture a sandbox (capability
+// snapshots): its workspace and whatever else of its file system outlives a restart, never
+// its processes or memory.
+type Snapshotter interface {
+	// Snapshot captures sandbox id (running or paused; it keeps running as it was).
+	// Errors: fault.Gone when the sandbox no longer exists; the provider's others.
+	Snapshot(ctx context.Context, id string, meta SnapshotMeta) (SnapshotInfo, error)
+	// Restore creates a new sandbox from capture ref, for p under pol, as Create does: its
+	// workspace holds the captured files, and nothing runs in it but what Create starts.
+	// Errors: fault.NotFound when the capture no longer exists; Create's others.
+	Restore(ctx context.Context, ref string, p Principal, pol Policy) (Sandbox, error)
+	// DeleteSnapshot removes capture ref. Idempotent: an unknown ref is a no-op. Sandboxes
+	// restored from it are not affected.
+	DeleteSnapshot(ctx context.Context, ref string) error
+}
+
+// MaxPort is the highest TCP port (PortDialer).
+const MaxPort = 65535
+
+// PortDialer is implemented by sandboxes whose provider can reach TCP ports inside them
+// (capability preview_ports): DialPort returns a connection to 127.0.0.1:port as seen
+// from inside the sandbox (its network namespace), made by the sandbox's runtime, so nothing
+// is published on a host and the sandbox's egress policy is untouched. The connection
+// outlives the handle's Close.
+//
+// Errors: fault.Validation for a port outside 1–MaxPort; fault.Conflict when nothing listens
+// on the port; the provider's others.
+type PortDialer interface {
+	DialPort(ctx context.Context, port int) (net.Conn, error)
 }
 
 // ErrUnreached is in the chain of an Exec error whose sandbox could not be reached: nothing

@@ -61,6 +61,13 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 		s.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
 			Error: "the gateway process running this task stopped before it finished (runner " + t.RunnerID + "), and " + why})
 	}
+	// A paused sandbox is frozen, its sandboxd too: follow the task once it runs again.
+	if !s.awaitRunning(ctx, t.SessionID) {
+		if ctx.Err() == nil {
+			lost("its session is gone")
+		}
+		return
+	}
 	if t.Background {
 		// A background process gave its session's line up when it started; it counts as
 		// use of its session while it runs.

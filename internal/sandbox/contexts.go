@@ -91,6 +91,9 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	if _, err := s.checks(prof, p); err != nil {
 		return nil, err
 	}
+	if sess, err = s.usable(ctx, p, prof, sess); err != nil {
+		return nil, err
+	}
 	// Context operations do not wait for the session's running execution (a restart is how a
 	// caller frees a context stuck in one): with a sandbox in place they go straight to it.
 	// Only a create on a session without a sandbox takes the session lock, to make one.
@@ -159,6 +162,9 @@ func (s *Service) sandboxLocked(ctx context.Context, prof *Profile, id string, p
 	defer unlock()
 	sess, err := s.store.GetSession(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := s.wake(ctx, prof, &sess); err != nil {
 		return nil, err
 	}
 	if _, err := s.resetIfIdle(ctx, prof, &sess); err != nil {

@@ -19,4 +19,7 @@
 //     session with an unfinished task is never idle.
 //   - Every execution is recorded as a task; one that outlives its wait is promoted and the
 //     caller polls it. Finished tasks are kept for broker.response_ttl seconds.
+//   - Parking (park.go, snapshots.go, preview.go): a paused session's sandbox is never reached
+//     (a frozen sandboxd would not answer): every operation first wakes it (idle pause,
+//     auto_resume) or answers fault.Paused; a parked session is restored on first use.
 package sandbox

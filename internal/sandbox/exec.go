@@ -421,9 +421,14 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		defer unlock()
+		woke, err := s.wake(ctx, prof, &j.sess)
+		if err != nil {
+			return nil, err
+		}
 		if notice, err = s.resetIfIdle(ctx, prof, &j.sess); err != nil {
 			return nil, err
 		}
+		notice = joinNotice(notice, woke)
 	}
 	sb, healNotice, err := j.ready(ctx)
 	if err != nil {
@@ -648,11 +653,13 @@ func classify(err error, kind fault.Kind) error {
 }
 
 // resetIfIdle applies idle expiry on touch (docs/semantics.md §8): a session with a sandbox unused for
-// longer than its profile's idle_timeout loses that sandbox and the caller gets a notice. A
-// notice left by the idle sweeper is delivered here too. Call with the session lock held.
+// longer than its profile's idle_timeout loses that sandbox and the caller gets a notice —
+// when its idle_action is reset: a profile that parks idle sessions keeps a sandbox the
+// sweeper has not parked yet as it is. A notice left by the idle sweeper is delivered here
+// too. Call with the session lock held, after wake.
 func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
 	notice := sess.PendingNotice
-	if sess.SandboxID != "" && s.now().Sub(sess.LastUsedAt) > prof.IdleTimeout {
+	if sess.SandboxID != "" && sess.PausedAt.IsZero() && idleAction(prof) == IdleReset && s.now().Sub(sess.LastUsedAt) > prof.IdleTimeout {
 		s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
 		notice = idleNotice(prof, sess.ID)
 		if _, err := s.store.ResetSession(ctx, sess.ID, "", s.now(), sess.SandboxID); err != nil {
@@ -664,8 +671,13 @@ func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Se
 }
 
 // acquire attaches to the session's sandbox or creates one (seed _acquire). A managed sandbox
-// that vanished is recreated empty with a notice; an attached environment never is.
+// that vanished is recreated empty with a notice; an attached environment never is. A session
+// parked in a snapshot gets its sandbox restored from it (unpark). Call holding the session
+// lock.
 func (s *Service) acquire(ctx context.Context, prof *Profile, sess *store.Session, pp providers.Principal) (providers.Sandbox, string, error) {
+	if sess.SandboxID == "" && sess.ParkedSnapshot != "" {
+		return s.unpark(ctx, prof, sess, pp)
+	}
 	var sb providers.Sandbox
 	create := func(ctx context.Context) (err error) {
 		sb, err = prof.Provider.Create(ctx, pp, prof.Policy)

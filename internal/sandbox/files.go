@@ -89,6 +89,9 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
 		return FileWritten{}, err
 	}
+	if _, err := s.wake(ctx, prof, &sess); err != nil {
+		return FileWritten{}, err
+	}
 	if _, err := s.resetIfIdle(ctx, prof, &sess); err != nil {
 		return FileWritten{}, err
 	}
@@ -123,6 +126,9 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 func (s *Service) readable(ctx context.Context, p principal.Principal, id, profile string) (providers.Sandbox, bool, error) {
 	sess, prof, err := s.fileSession(ctx, p, id, profile)
 	if err != nil {
+		return nil, false, err
+	}
+	if sess, err = s.usable(ctx, p, prof, sess); err != nil {
 		return nil, false, err
 	}
 	if sess.SandboxID == "" {
@@ -257,8 +263,22 @@ func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, pro
 		return err
 	}
 	defer unlock()
-	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil || sess.SandboxID == "" {
+	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
 		return err
+	}
+	if _, err := s.wake(ctx, prof, &sess); err != nil {
+		return err
+	}
+	if sess.SandboxID == "" && sess.ParkedSnapshot != "" {
+		// The file may be in the workspace the session is parked with.
+		sb, _, err := s.acquire(ctx, prof, &sess, providerPrincipal(prof, p))
+		if err != nil {
+			return err
+		}
+		_ = sb.Close()
+	}
+	if sess.SandboxID == "" {
+		return nil
 	}
 	sb, err := prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, p), prof.Policy)
 	if fault.KindOf(err) == fault.Gone {

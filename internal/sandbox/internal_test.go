@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"testing"
+	"time"
 
 	"unicode/utf8"
 
@@ -111,4 +112,37 @@ func TestFailureOfQueuedTask(t *testing.T) {
 	assert.Equal(t, contextRetry, fe.RetryAfter)
 	assert.Equal(t, fault.Broker, fault.KindOf(failureOf(Task{ErrorType: string(fault.Internal)})))
 	assert.Equal(t, fault.Policy, fault.KindOf(failureOf(Task{ErrorType: string(fault.Policy)})))
+}
+
+// A share link's token names its session, port and expiry in the clear and is good only as
+// signed: any change, another key, or garbage fails.
+func TestLinkTokens(t *testing.T) {
+	t.Parallel()
+	key := []byte(strings.Repeat("k", 32))
+	exp := time.Unix(1_900_000_000, 0)
+	tok := signLink(key, strings.Repeat("a", 32), 8000, exp)
+	assert.True(t, strings.HasPrefix(tok, "v1."+strings.Repeat("a", 32)+".8000.1900000000."), tok)
+	sid, port, gotExp, ok := verifyLink(key, tok)
+	require.True(t, ok)
+	assert.Equal(t, strings.Repeat("a", 32), sid)
+	assert.Equal(t, 8000, port)
+	assert.True(t, exp.Equal(gotExp))
+
+	for name, bad := range map[string]string{
+		"port":       strings.Replace(tok, ".8000.", ".8001.", 1),
+		"session":    strings.Replace(tok, strings.Repeat("a", 32), strings.Repeat("b", 32), 1),
+		"expiry":     strings.Replace(tok, ".1900000000.", ".1900000001.", 1),
+		"signature":  tok[:len(tok)-2] + "AA",
+		"version":    "v2" + tok[2:],
+		"truncated":  tok[:strings.LastIndex(tok, ".")],
+		"garbage":    "not a token",
+		"empty":      "",
+		"very long":  tok + strings.Repeat("x", 600),
+		"extra part": tok + ".x",
+	} {
+		_, _, _, ok := verifyLink(key, bad)
+		assert.False(t, ok, name)
+	}
+	_, _, _, ok = verifyLink([]byte(strings.Repeat("o", 32)), tok)
+	assert.False(t, ok, "another deployment's key")
 }

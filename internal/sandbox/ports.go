@@ -43,6 +43,19 @@ type Store interface {
 	ResetSession(ctx context.Context, id, notice string, createdAt time.Time, ifSandbox string) (bool, error)
 	// ResetIdleSession is ResetSession that also requires last use before cutoff.
 	ResetIdleSession(ctx context.Context, id, notice string, createdAt time.Time, ifSandbox string, cutoff time.Time) (bool, error)
+	// PauseSession records that the session's sandbox (still ifSandbox, not paused) was paused
+	// at at — idle: by the idle sweeper — leaving notice ("" keeps the pending one); false if
+	// it had moved on or was paused already.
+	PauseSession(ctx context.Context, id, ifSandbox string, at time.Time, idle bool, notice string) (bool, error)
+	// ResumeSession records that the session's sandbox is no longer paused.
+	ResumeSession(ctx context.Context, id string) error
+	// ParkSession forgets the session's sandbox (only while it is still ifSandbox) whose
+	// workspace snapshot snapshotID holds, leaving notice; false if it had moved on.
+	ParkSession(ctx context.Context, id, ifSandbox, snapshotID, notice string) (bool, error)
+	// RestoreSession records sandbox sandboxID, restored from the snapshot the session was
+	// parked in, as its sandbox (no longer parked), and a use at lastUsed; its pending notice
+	// stays for the next execution.
+	RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error
 	// SandboxInUse reports whether any session refers to sandbox id.
 	SandboxInUse(ctx context.Context, id string) (bool, error)
 	DeleteSession(ctx context.Context, id string) error
@@ -88,8 +101,8 @@ type Store interface {
 	MarkLostTasks(ctx context.Context, staleBefore, now time.Time, ttl time.Duration) (int64, error)
 	DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, error)
 	// Usage counts the owner's sessions (default ones included), unfinished executions,
-	// unfinished background processes and live named contexts, and sums the output bytes its
-	// finished tasks keep.
+	// unfinished background processes, live named contexts and snapshots of kind
+	// store.SnapshotUser, and sums the output bytes its finished tasks keep.
 	Usage(ctx context.Context, ownerID string) (store.Held, error)
 	// StartedProcess records that background process id started as pid in its sandbox: it
 	// no longer holds its session's line, and may be adopted (queued or not).
@@ -110,6 +123,19 @@ type Store interface {
 	ReleaseContext(ctx context.Context, sessionID, name string) error
 	// DeleteStaleContexts removes the contexts whose sandbox is no longer their session's.
 	DeleteStaleContexts(ctx context.Context) (int64, error)
+
+	// Snapshots.
+
+	// CreateSnapshotWithin inserts s unless its owner already has limit snapshots of kind
+	// store.SnapshotUser (limit ≤ 0, no owner, or another kind: no limit).
+	CreateSnapshotWithin(ctx context.Context, s store.Snapshot, limit int) error
+	GetSnapshot(ctx context.Context, id string) (store.Snapshot, error)
+	// ListSnapshots returns the filter's snapshots, newest first (created_at, then id).
+	ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]store.Snapshot, error)
+	// DeleteSnapshot removes snapshot id; false when there was none.
+	DeleteSnapshot(ctx context.Context, id string) (bool, error)
+	// SigningKey returns the key named name, recording candidate as it when there is none.
+	SigningKey(ctx context.Context, name string, candidate []byte, now time.Time) ([]byte, error)
 
 	// Principals.
 

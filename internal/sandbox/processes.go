@@ -89,10 +89,15 @@ func (j *execJob) start(ctx context.Context) (providers.ProcessInfo, providers.S
 		return providers.ProcessInfo{}, nil, err
 	}
 	defer unlock() // queued deliveries: the lock taken for the start only
+	woke, err := s.wake(ctx, j.prof, &j.sess)
+	if err != nil {
+		return providers.ProcessInfo{}, nil, err
+	}
 	notice, err := s.resetIfIdle(ctx, j.prof, &j.sess)
 	if err != nil {
 		return providers.ProcessInfo{}, nil, err
 	}
+	notice = joinNotice(notice, woke)
 	sb, healNotice, err := j.ready(ctx)
 	if err != nil {
 		return providers.ProcessInfo{}, nil, err
@@ -239,7 +244,13 @@ func (s *Service) executionsOf(ctx context.Context, p principal.Principal, t sto
 		return nil, nil, fault.New(fault.NotFound, "task '%s' ran in profile '%s', which this gateway does not serve", t.ID, t.Profile)
 	}
 	sess, err := s.store.GetSession(ctx, t.SessionID)
-	if errors.Is(err, store.ErrNotFound) || err == nil && sess.SandboxID == "" {
+	if err == nil && !sess.PausedAt.IsZero() {
+		sess, err = s.usable(ctx, p, prof, sess)
+		if fault.KindOf(err) == fault.Paused {
+			return nil, nil, err
+		}
+	}
+	if errors.Is(err, store.ErrNotFound) || fault.KindOf(err) == fault.NotFound || err == nil && sess.SandboxID == "" {
 		return nil, nil, fault.New(fault.NotFound, "the sandbox of task '%s' is gone", t.ID)
 	}
 	if err != nil {

@@ -115,6 +115,7 @@ func failureOf(t Task) error {
 var knownKinds = map[fault.Kind]struct{}{
 	fault.Config: {}, fault.Capability: {}, fault.Policy: {}, fault.Timeout: {}, fault.Provision: {}, fault.Gone: {},
 	fault.NotFound: {}, fault.Broker: {}, fault.Unavailable: {}, fault.Validation: {}, fault.Forbidden: {}, fault.Conflict: {}, fault.TooLarge: {},
+	fault.Paused: {},
 }
 
 // RunDelivered runs one queued operation on this worker: broker.Queued admitted the delivery

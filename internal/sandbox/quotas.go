@@ -21,7 +21,7 @@ type Quota struct {
 
 // Usage is a principal's quotas.
 type Usage struct {
-	Sessions, ConcurrentExecutions, BackgroundProcesses Quota
+	Sessions, ConcurrentExecutions, BackgroundProcesses, Snapshots Quota
 	// Contexts counts named contexts in the principal's sessions' current sandboxes.
 	Contexts Quota
 	// MCPSessions counts the MCP sessions it holds on this replica.
@@ -66,6 +66,21 @@ func (s *Service) backgroundQuotaErr(p principal.Principal) error {
 			"stop one you no longer need and try again")
 }
 
+func (s *Service) snapshotLimit(p principal.Principal) int {
+	return s.limit(p, s.cfg.Quotas.Snapshots)
+}
+
+// snapshotRetry is the Retry-After of a snapshot over its quota (snapshots go only when
+// deleted).
+const snapshotRetry = 60 * time.Second
+
+func (s *Service) snapshotQuotaErr(p principal.Principal) error {
+	return fault.OverQuota(snapshotRetry,
+		"you have %d snapshots, the limit of sandbox.quotas.snapshots", s.snapshotLimit(p)).
+		WithHint("delete one you no longer need (DELETE /v1/snapshots/{id}) and try again",
+			"delete a snapshot you no longer need and try again")
+}
+
 func (s *Service) sessionLimit(p principal.Principal) int {
 	return s.limit(p, s.cfg.Quotas.Sessions)
 }
@@ -103,5 +118,6 @@ func (s *Service) Usage(ctx context.Context, p principal.Principal) (Usage, erro
 		Contexts:             Quota{Used: held.Contexts, Limit: shown(s.contextLimit(p))},
 		MCPSessions:          Quota{Used: s.mcpSessions.live(p.Key()), Limit: shown(s.mcpSessionLimit(p))},
 		RetainedOutputBytes:  Quota{Used: int(held.RetainedOutputBytes), Limit: shown(int(s.retainedLimit(p)))},
+		Snapshots:            Quota{Used: held.Snapshots, Limit: shown(s.snapshotLimit(p))},
 	}, nil
 }

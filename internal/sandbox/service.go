@@ -87,6 +87,8 @@ type Service struct {
 	live     liveOutputs    // the followable output of executions running here (live.go)
 	adopting sync.WaitGroup // tasks of stopped runners being followed to their end (adopt.go)
 
+	linkKeyCache // the share links' key (preview.go)
+
 	// Completions the store refused are retried in the background (completion.go) until
 	// Close: closing stops them, retrying counts them.
 	closing   chan struct{}
@@ -125,6 +127,9 @@ func New(opts Options) (*Service, error) {
 		caps := spec.Provider.Capabilities()
 		if !caps.Isolation.Valid() {
 			return nil, fault.New(fault.Config, "sandbox.profiles.%s: provider %s declares no valid isolation tier", spec.Name, spec.Provider.Type())
+		}
+		if err := checkIdleAction(spec, caps); err != nil {
+			return nil, err
 		}
 		if _, dup := s.profiles[spec.Name]; dup {
 			return nil, fault.New(fault.Internal, "sandbox profile '%s' given twice", spec.Name)

@@ -36,14 +36,37 @@ type Session struct {
 	LastUsedAt time.Time
 	// Shared: the one session of a per_runtime profile, used by every allowed principal.
 	Shared bool
+	// State is where its sandbox stands: StateNone, StateRunning, StatePaused or StateParked.
+	State string
+	// PausedAt is when it was paused (StatePaused); zero otherwise.
+	PausedAt time.Time
+	// ParkedSnapshot is the snapshot its workspace waits in (StateParked); "" otherwise.
+	ParkedSnapshot string
 }
 
+// Session states (Session.State; docs/semantics.md §8).
+const (
+	StateNone    = "none"    // no sandbox: one is made (or restored) on first use
+	StateRunning = "running" // a live sandbox
+	StatePaused  = "paused"  // its sandbox is frozen: files, processes and memory kept
+	StateParked  = "parked"  // no sandbox; its workspace waits in a snapshot, restored on next use
+)
+
 func view(s store.Session) Session {
-	return Session{
+	v := Session{
 		ID: s.ID, OwnerID: s.OwnerID, Profile: s.Profile, Provider: s.Provider, Scope: s.Scope, Name: s.Name, Labels: s.Labels,
 		IsDefault: s.IsDefault, SandboxID: s.SandboxID, Status: s.Status, CreatedAt: s.CreatedAt, LastUsedAt: s.LastUsedAt,
-		Shared: s.OwnerID == "",
+		Shared: s.OwnerID == "", State: StateNone, PausedAt: s.PausedAt, ParkedSnapshot: s.ParkedSnapshot,
 	}
+	switch {
+	case s.SandboxID != "" && !s.PausedAt.IsZero():
+		v.State = StatePaused
+	case s.SandboxID != "":
+		v.State = StateRunning
+	case s.ParkedSnapshot != "":
+		v.State = StateParked
+	}
+	return v
 }
 
 // CreateSessionInput is POST /v1/sessions.
@@ -51,14 +74,28 @@ type CreateSessionInput struct {
 	Profile string
 	Name    string
 	Labels  map[string]string
+	// FromSnapshot starts the session from a snapshot of the caller's (a fork): in the
+	// snapshot's profile, with a sandbox restored from it at once.
+	FromSnapshot string
 }
 
 // CreateSession mints a new session on a per_session profile (seed new_session). The sandbox
 // is provisioned on first use. Other scopes: fault.Conflict explaining how to use them.
+//
+// With FromSnapshot the session is a fork of that snapshot: fault.NotFound for an unknown or
+// another principal's snapshot (or a capture the provider lost), fault.Config for a profile
+// other than the snapshot's, fault.Capability when the provider cannot restore snapshots;
+// the sandbox is restored before the call returns, and a failed restore leaves no session.
 func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in CreateSessionInput) (_ Session, err error) {
 	ctx, span := s.startSpan(ctx, "sandbox.CreateSession")
 	defer func() { endSpan(span, err) }()
-	prof, err := s.profile(p, in.Profile)
+	var snap store.Snapshot
+	var prof *Profile
+	if in.FromSnapshot != "" {
+		snap, prof, err = s.forkProfile(ctx, p, in.FromSnapshot, in.Profile)
+	} else {
+		prof, err = s.profile(p, in.Profile)
+	}
 	if err != nil {
 		return Session{}, err
 	}
@@ -83,6 +120,17 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 			return Session{}, s.sessionQuotaErr(p)
 		}
 		return Session{}, err
+	}
+	if in.FromSnapshot != "" {
+		if err := s.restoreInto(ctx, p, prof, &row, snap); err != nil {
+			if derr := s.store.DeleteSession(context.WithoutCancel(ctx), row.ID); derr != nil {
+				s.log.Warn("removing a session whose fork failed", "session_id", row.ID, "err", derr)
+			}
+			return Session{}, err
+		}
+		if r, err := s.store.GetSession(ctx, row.ID); err == nil {
+			row = r
+		}
 	}
 	s.sessionIDs.remember(row) // its first execution needs no round trip to resolve it
 	s.audit(ctx, p, store.AuditEvent{Kind: store.AuditSessionCreate, SessionID: row.ID, Profile: row.Profile})
@@ -260,6 +308,12 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 	if sess.OwnerID == "" && !p.Admin {
 		return "", fault.New(fault.Forbidden, "sandbox session '%s' is the one session of per_runtime profile '%s', shared by every caller (files, variables, environment and processes); only an administrator may destroy it", sess.ID, prof.Name)
 	}
+	// A paused sandbox is thawed first: its processes are stopped like any others.
+	if !sess.PausedAt.IsZero() {
+		if _, err := s.thaw(ctx, prof, &sess); err != nil {
+			s.log.Warn("resuming a paused sandbox before destroying it failed", "session_id", sess.ID, "err", err)
+		}
+	}
 	// Stop the session's running and queued work first (an execution must not outlive its
 	// sandbox, and destroying must not wait for a long run), then wait for it to let go.
 	if ids, err := s.store.UnfinishedTasks(ctx, sess.ID); err == nil {
@@ -272,7 +326,16 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 		return "", err
 	}
 	defer unlock()
+	if cur, err := s.store.GetSession(ctx, sess.ID); err == nil {
+		sess = cur // an operation that waited before us may have changed the sandbox
+	}
 	s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+	if sess.ParkedSnapshot != "" {
+		// The capture the idle session was parked in goes with it (its user snapshots stay).
+		if snap, err := s.store.GetSnapshot(ctx, sess.ParkedSnapshot); err == nil && snap.Kind == store.SnapshotIdle {
+			s.dropSnapshot(ctx, prof, snap)
+		}
+	}
 	if err := s.store.DeleteSession(ctx, sess.ID); err != nil {
 		return "", err
 	}

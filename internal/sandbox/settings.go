@@ -67,9 +67,13 @@ type Quotas struct {
 	// RetainedOutputBytes bounds the output bytes of a principal's finished tasks kept in the
 	// store; past it the oldest results lose their output (retained.go). Default 256 MiB.
 	RetainedOutputBytes int64
+	Snapshots           int // snapshots a principal keeps (idle captures not counted); default 20
 	// AdminsExempt exempts administrators (principal.Admin).
 	AdminsExempt bool
 }
+
+// DefaultSnapshotQuota is Quotas.Snapshots's default (config sandbox.quotas.snapshots).
+const DefaultSnapshotQuota = 20
 
 // DefaultWaitTimeout is Settings.WaitTimeout's default (config sandbox.broker.wait_timeout).
 const DefaultWaitTimeout = 60 * time.Second
@@ -108,6 +112,9 @@ func (s Settings) withDefaults() Settings {
 	if s.Quotas.RetainedOutputBytes == 0 {
 		s.Quotas.RetainedOutputBytes = 256 << 20
 	}
+	if s.Quotas.Snapshots == 0 {
+		s.Quotas.Snapshots = DefaultSnapshotQuota
+	}
 	def(&s.ResponseTTL, 24*time.Hour)
 	def(&s.SweepInterval, 5*time.Minute)
 	def(&s.LostAfter, 30*time.Second)
@@ -123,6 +130,18 @@ func (s Settings) withDefaults() Settings {
 const (
 	IdentityAgent = "agent"
 	IdentityUser  = "user"
+)
+
+// What the idle sweeper does with a session idle past its profile's idle_timeout
+// (ProfileSpec.IdleAction, config idle_action; docs/semantics.md §8).
+const (
+	// IdleReset destroys the sandbox (the seed's behaviour): the next use starts afresh.
+	IdleReset = "reset"
+	// IdlePause freezes the sandbox (capability pause); the next use resumes it.
+	IdlePause = "pause"
+	// IdleSnapshot captures the workspace and removes the sandbox (capability snapshots);
+	// the next use restores the capture: files kept, processes and variables gone.
+	IdleSnapshot = "snapshot"
 )
 
 // ProfileSpec is one workload profile as the composition root hands it to the domain: its
@@ -144,7 +163,13 @@ type ProfileSpec struct {
 	// internal/gateway).
 	Policy      providers.Policy
 	IdleTimeout time.Duration
-	Provider    providers.Provider
+	// IdleAction is IdleReset (""), IdlePause or IdleSnapshot; attached and per_call
+	// profiles always reset.
+	IdleAction string
+	// AutoResume makes an operation on a session paused by its caller resume it (with a
+	// notice) instead of answering fault.Paused.
+	AutoResume bool
+	Provider   providers.Provider
 }
 
 // Profile is a configured workload profile with its provider.

@@ -109,8 +109,10 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 	}
 }
 
-// sweepIdle destroys the sandboxes of sessions idle past their profile's idle_timeout
-// (attached profiles are never touched) and leaves the idle notice for their next operation.
+// sweepIdle frees the sandboxes of sessions idle past their profile's idle_timeout (attached
+// profiles are never touched) as the profile's idle_action says — destroyed (reset), paused,
+// or captured in a snapshot and destroyed — and leaves the notice of what happened for their
+// next operation.
 func (s *Service) sweepIdle(ctx context.Context) {
 	for _, name := range s.names {
 		prof := s.profiles[name]
@@ -124,6 +126,10 @@ func (s *Service) sweepIdle(ctx context.Context) {
 			continue
 		}
 		for _, sess := range rows {
+			if idleAction(prof) != IdleReset {
+				s.parkIdle(ctx, prof, sess, cutoff)
+				continue
+			}
 			// Only reset when the row still points at the sandbox we destroy.
 			ok, err := s.store.ResetIdleSession(ctx, sess.ID, idleNotice(prof, sess.ID), s.now(), sess.SandboxID, cutoff)
 			if err != nil || !ok {

@@ -124,6 +124,13 @@
 // context forget its state; DeleteContext ends and forgets a context. Both first end an
 // execution running in it, which reports ContextLost. Close ends every execution and context.
 //
+// # Ports
+//
+// DialPort connects to a TCP port on the sandbox's loopback (127.0.0.1, else ::1) from the
+// runtime's own network namespace: the gateway's preview ports reach a server a program
+// started through it (package remote tunnels the connection), so nothing is published on a
+// host. A port nobody listens on is fault.Conflict.
+//
 // # Files
 //
 // WriteFile streams into a hidden temporary file in the target folder and renames it into

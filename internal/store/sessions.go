@@ -27,10 +27,18 @@ type Session struct {
 	PendingNotice string
 	CreatedAt     time.Time
 	LastUsedAt    time.Time
+	// PausedAt is when the session's sandbox was paused; zero while it is not.
+	PausedAt time.Time
+	// PausedIdle says the idle sweeper paused it (idle_action pause): the next use resumes it.
+	PausedIdle bool
+	// ParkedSnapshot is the snapshot the session's workspace was parked in while it has no
+	// sandbox (idle_action snapshot); the next use restores it. "" for none.
+	ParkedSnapshot string
 }
 
 const sessionCols = `id, COALESCE(owner_id::text, ''), profile, provider, scope, name, labels, is_default,
-	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at`
+	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at,
+	paused_at, paused_idle, COALESCE(parked_snapshot, '')`
 
 func scanSession(row pgx.Row) (Session, error) { return scanSessionAfter(row) }
 
@@ -38,10 +46,14 @@ func scanSession(row pgx.Row) (Session, error) { return scanSessionAfter(row) }
 func scanSessionAfter(row pgx.Row, before ...any) (Session, error) {
 	var s Session
 	var labels []byte
+	var paused *time.Time
 	err := row.Scan(append(before, &s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
-		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt)...)
+		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt, &paused, &s.PausedIdle, &s.ParkedSnapshot)...)
 	if err != nil {
 		return Session{}, notFound(err)
+	}
+	if paused != nil {
+		s.PausedAt = *paused
 	}
 	s.Labels = map[string]string{}
 	if len(labels) > 0 {
@@ -167,28 +179,64 @@ func (st *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, 
 }
 
 // UpdateSessionBackend records the session's sandbox handle (sandboxID "" after a destroy),
-// its status and last use, and clears a delivered pending notice.
+// its status and last use, and clears a delivered pending notice. A sandbox just bound runs:
+// the session is no longer paused nor parked.
 func (st *Store) UpdateSessionBackend(ctx context.Context, id, sandboxID, status string, lastUsed time.Time) error {
-	_, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = $2, status = $3, last_used_at = GREATEST(last_used_at, $4), pending_notice = NULL WHERE id = $1`,
+	_, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = $2, status = $3, last_used_at = GREATEST(last_used_at, $4), pending_notice = NULL,
+		paused_at = NULL, paused_idle = false, parked_snapshot = NULL WHERE id = $1`,
 		id, nullable(sandboxID), status, lastUsed)
 	return err
 }
 
 // ResetSession forgets the sandbox of session id (destroyed elsewhere), records createdAt as
-// its new start and leaves notice for its next operation.
+// its new start and leaves notice for its next operation; the session is no longer paused.
 func (st *Store) ResetSession(ctx context.Context, id string, notice string, createdAt time.Time, ifSandbox string) (bool, error) {
-	tag, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = NULL, status = 'active', created_at = $3, pending_notice = $2
-		WHERE id = $1 AND sandbox_id = $4`, id, nullable(notice), createdAt, ifSandbox)
+	tag, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = NULL, status = 'active', created_at = $3, pending_notice = $2,
+		paused_at = NULL, paused_idle = false WHERE id = $1 AND sandbox_id = $4`, id, nullable(notice), createdAt, ifSandbox)
 	return tag.RowsAffected() == 1, err
 }
 
 // ResetIdleSession is ResetSession for the idle sweeper: it only resets when the session is
 // still unused since before cutoff and has no unfinished task.
 func (st *Store) ResetIdleSession(ctx context.Context, id, notice string, createdAt time.Time, ifSandbox string, cutoff time.Time) (bool, error) {
-	tag, err := st.pool.Exec(ctx, `UPDATE sessions s SET sandbox_id = NULL, status = 'active', created_at = $3, pending_notice = $2
+	tag, err := st.pool.Exec(ctx, `UPDATE sessions s SET sandbox_id = NULL, status = 'active', created_at = $3, pending_notice = $2,
+		paused_at = NULL, paused_idle = false
 		WHERE id = $1 AND sandbox_id = $4 AND last_used_at < $5
 		  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id AND t.finished_at IS NULL)`, id, nullable(notice), createdAt, ifSandbox, cutoff)
 	return tag.RowsAffected() == 1, err
+}
+
+// PauseSession records that the sandbox of session id was paused at at (idle: by the idle
+// sweeper) and, unless notice is "", leaves notice for its next operation — only while the
+// session still has sandbox ifSandbox and is not paused; false otherwise.
+func (st *Store) PauseSession(ctx context.Context, id, ifSandbox string, at time.Time, idle bool, notice string) (bool, error) {
+	tag, err := st.pool.Exec(ctx, `UPDATE sessions SET paused_at = $3, paused_idle = $4, pending_notice = COALESCE($5, pending_notice)
+		WHERE id = $1 AND sandbox_id = $2 AND paused_at IS NULL`, id, ifSandbox, at, idle, nullable(notice))
+	return tag.RowsAffected() == 1, err
+}
+
+// ResumeSession records that session id's sandbox runs again (no longer paused).
+func (st *Store) ResumeSession(ctx context.Context, id string) error {
+	_, err := st.pool.Exec(ctx, `UPDATE sessions SET paused_at = NULL, paused_idle = false WHERE id = $1`, id)
+	return err
+}
+
+// ParkSession forgets the sandbox of session id (destroyed elsewhere) after its workspace was
+// captured in snapshot snapshotID, which the next use restores, and leaves notice for that
+// use — only while the session still has sandbox ifSandbox; false otherwise.
+func (st *Store) ParkSession(ctx context.Context, id, ifSandbox, snapshotID, notice string) (bool, error) {
+	tag, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = NULL, parked_snapshot = $3, pending_notice = $4, paused_at = NULL, paused_idle = false
+		WHERE id = $1 AND sandbox_id = $2`, id, ifSandbox, snapshotID, nullable(notice))
+	return tag.RowsAffected() == 1, err
+}
+
+// RestoreSession records sandboxID, restored from the snapshot session id was parked in, as
+// its sandbox and a use at lastUsed; it is neither parked nor paused any more, and its pending
+// notice stays.
+func (st *Store) RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error {
+	_, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = $2, status = 'active', last_used_at = GREATEST(last_used_at, $3),
+		paused_at = NULL, paused_idle = false, parked_snapshot = NULL WHERE id = $1`, id, nullable(sandboxID), lastUsed)
+	return err
 }
 
 // TouchSession records a use of session id at t.
@@ -212,11 +260,12 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	return err
 }
 
-// IdleSessions returns sessions with a sandbox, unused since before `before` per profile
-// (map of profile → cutoff), with no unfinished task. Shared rows included.
+// IdleSessions returns up to limit sessions of profile with a sandbox that is not paused,
+// unused since before cutoff, with no unfinished task, least recently used first. Shared rows
+// included.
 func (st *Store) IdleSessions(ctx context.Context, profile string, cutoff time.Time, limit int) ([]Session, error) {
 	rows, err := st.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions s
-		WHERE sandbox_id IS NOT NULL AND profile = $1 AND last_used_at < $2
+		WHERE sandbox_id IS NOT NULL AND paused_at IS NULL AND profile = $1 AND last_used_at < $2
 		  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id AND t.finished_at IS NULL)
 		ORDER BY last_used_at LIMIT $3`, profile, cutoff, limit)
 	if err != nil {

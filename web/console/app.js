@@ -4,7 +4,7 @@
 
 import { auth } from './auth.js';
 import { h, fill, problemBox } from './ui.js';
-import { profilesView, sessionsView, tasksView, taskView, meView } from './views.js';
+import { profilesView, sessionsView, snapshotsView, tasksView, taskView, meView } from './views.js';
 import { sessionView, filesView } from './session.js';
 import { terminalView } from './terminal.js';
 
@@ -14,6 +14,7 @@ const routes = [
   [new RegExp(`^/sessions/${SID}$`), sessionView],
   [new RegExp(`^/sessions/${SID}/files$`), filesView],
   [new RegExp(`^/sessions/${SID}/terminal$`), terminalView],
+  [/^\/snapshots$/, snapshotsView],
   [/^\/profiles$/, profilesView],
   [/^\/tasks$/, tasksView],
   [/^\/tasks\/([0-9a-f]{32})$/, taskView],

@@ -2,7 +2,7 @@
 
 import { call, get, send, profileMap, filePath } from './api.js';
 import {
-  h, fill, field, fact, badge, statusBadge, isolationBadge, problemBox, confirmDialog, announce, time,
+  h, fill, field, fact, badge, statusBadge, stateBadge, isolationBadge, problemBox, confirmDialog, announce, time,
   idleLeft, fmtIdle, fmtBytes, tableWrap,
 } from './ui.js';
 import { sessionNotices, renderResult, liveOutput } from './result.js';
@@ -23,13 +23,50 @@ export function sessionHeader(session, profile, tab, signal) {
   const idle = h('dd', { id: 'idle-left' });
   const tick = () => {
     const left = s.status === 'active' ? idleLeft(s, profile) : null;
-    idle.textContent = s.status === 'active' ? fmtIdle(left) : '—';
-    idle.classList.toggle('bad', left != null && left <= 0);
+    idle.textContent = s.status === 'active' ? fmtIdle(left, profile, s) : '—';
+    idle.classList.toggle('bad', left != null && left <= 0 && s.state !== 'paused');
   };
+  const caps = profile?.capabilities ?? {};
+  // Pausing needs the provider's capability, or a non-strict profile (which holds the session).
+  const canPause = caps.pause || profile?.policy?.strict === false;
+  const pause = h('button', { type: 'button', class: 'secondary', id: 'pause-session' }, 'Pause');
+  const snap = h('button', { type: 'button', class: 'secondary', id: 'snapshot-session' }, 'Snapshot');
+  const act = (btn, fn) => btn.addEventListener('click', async () => {
+    btn.disabled = true;
+    fill(status);
+    try {
+      await fn();
+    } catch (e) {
+      if (e.name !== 'AbortError') fill(status, problemBox(e));
+    } finally {
+      btn.disabled = false;
+    }
+  });
+  act(pause, async () => {
+    const paused = s.state === 'paused';
+    const next = await call('POST', `/v1/sessions/${id}/${paused ? 'resume' : 'pause'}`, { signal });
+    update(next);
+    if (next.warnings?.length) fill(status, h('ul', { class: 'warnings' }, next.warnings.map((w) => h('li', null, w))));
+    announce(paused ? 'Session resumed' : 'Session paused');
+  });
+  act(snap, async () => {
+    const name = `${s.name || 'session'} ${new Date().toLocaleString()}`;
+    const made = await call('POST', `/v1/sessions/${id}/snapshots`, { json: { name }, signal });
+    fill(status, h('p', { class: 'ok', id: 'snapshot-done' }, 'Snapshot ', h('a', { href: `#/snapshots?session=${id}` }, h('code', null, made.id.slice(0, 8))),
+      ` taken (${fmtBytes(made.size_bytes)}). Fork it from the snapshots list.`));
+    announce('Snapshot taken');
+  });
   const update = (next) => {
     s = next;
+    pause.textContent = s.state === 'paused' ? 'Resume' : 'Pause';
+    pause.title = canPause ? (s.state === 'paused' ? 'Thaw the sandbox: its processes run on' : 'Freeze the sandbox: files, processes and variables are kept')
+      : `The ${s.provider} provider cannot pause sandboxes (strict profile)`;
+    pause.disabled = !canPause || (s.state !== 'paused' && s.state !== 'running');
+    snap.disabled = !caps.snapshots || s.state === 'none';
+    snap.title = caps.snapshots ? 'Capture the workspace; start new sessions from it' : `The ${s.provider} provider cannot take snapshots`;
     fill(facts,
       fact('status', statusBadge(s.status)),
+      fact('state', stateBadge(s.state), { id: 'session-state' }),
       fact('profile', h('a', { href: '#/profiles' }, s.profile)),
       fact('provider', h('code', null, s.provider)),
       fact('scope', s.scope.replace('_', ' ')),
@@ -61,7 +98,7 @@ export function sessionHeader(session, profile, tab, signal) {
     h('div', { class: 'title-row' },
       h('h1', null, s.name || 'Session', ' ', h('code', { class: 'muted small' }, id)),
       profile && isolationBadge(profile.isolation),
-      s.status === 'active' && !s.shared && destroy),
+      s.status === 'active' && !s.shared && h('div', { class: 'session-actions' }, pause, snap, destroy)),
     profile?.isolation === 'none' && h('p', { class: 'warning', role: 'note' },
       h('strong', null, 'No isolation: '), 'this session\'s code runs directly on the gateway host.'),
     facts, notice, status,
@@ -69,7 +106,8 @@ export function sessionHeader(session, profile, tab, signal) {
       tabLink('run', `#/sessions/${id}`, 'Run'),
       tabLink('files', `#/sessions/${id}/files`, 'Files'),
       profile?.capabilities.interactive && profile?.capabilities.background && tabLink('terminal', `#/sessions/${id}/terminal`, 'Terminal'),
-      tabLink('tasks', `#/tasks?session=${id}`, 'Tasks')));
+      tabLink('tasks', `#/tasks?session=${id}`, 'Tasks'),
+      tabLink('snapshots', `#/snapshots?session=${id}`, 'Snapshots')));
   return { node, update };
 }
 
@@ -179,7 +217,46 @@ export async function sessionView({ el, params: [id], signal }) {
     get(`/v1/sessions/${session.id}`, null, signal).then(head.update, () => {});
   });
 
-  fill(el, head.node, form, result);
+  fill(el, head.node, form, result, portCard(session, profile, signal));
+}
+
+// ---- preview ports ----
+
+/**
+ * "Open port": a share link to a port inside the sandbox (a server the session started),
+ * opened in a new tab. A browser cannot send the bearer token on a navigation, so the page
+ * asks for a short-lived link that works without one.
+ */
+function portCard(session, profile, signal) {
+  if (!profile?.capabilities.preview_ports) return null;
+  const port = h('input', { id: 'port', name: 'port', type: 'number', min: 1, max: 65535, value: sessionStorage.getItem(`sandgate.port.${session.id}`) ?? '8000' });
+  const ttl = h('select', { id: 'port-ttl', name: 'ttl_s' },
+    [[900, '15 minutes'], [3600, '1 hour'], [86400, '1 day']].map(([v, l]) => h('option', { value: v, selected: v === 3600 }, l)));
+  const open = h('button', { type: 'submit', class: 'secondary', id: 'open-port' }, 'Open port');
+  const out = h('div', { id: 'port-status', 'aria-live': 'polite' });
+  const form = h('form', { class: 'card', id: 'ports', 'aria-labelledby': 'ports-h' },
+    h('h2', { id: 'ports-h' }, 'Preview a port'),
+    h('p', { class: 'muted' }, 'A server that listens on localhost inside the sandbox, reached through the gateway (nothing is published on a host). The link works without signing in until it expires: share it with care.'),
+    h('div', { class: 'row' }, field('Port', port), field('Link lasts', ttl)),
+    h('div', { class: 'actions' }, open), out);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    open.disabled = true;
+    fill(out);
+    try {
+      sessionStorage.setItem(`sandgate.port.${session.id}`, port.value);
+      const link = await call('POST', `/v1/sessions/${session.id}/ports/${Number(port.value)}/links`, { json: { ttl_s: Number(ttl.value) }, signal });
+      fill(out, h('p', null, 'Opened ', h('a', { href: link.url, target: '_blank', rel: 'noopener noreferrer', id: 'port-link' }, link.url),
+        h('br'), h('span', { class: 'muted small' }, 'expires ', time(link.expires_at))));
+      window.open(link.url, '_blank', 'noopener');
+      announce(`Port ${link.port} opened in a new tab`);
+    } catch (e) {
+      if (e.name !== 'AbortError') fill(out, problemBox(e));
+    } finally {
+      open.disabled = false;
+    }
+  });
+  return form;
 }
 
 // ---- files ----

@@ -46,6 +46,16 @@ const statusKinds = {
   active: 'ok', succeeded: 'ok', completed: 'ok', closed: 'muted', pending: 'info', running: 'info',
   failed: 'bad', timed_out: 'bad', lost: 'bad', cancelled: 'muted',
 };
+
+const stateKinds = { running: 'ok', paused: 'warn', parked: 'info', none: 'muted' };
+const stateTitles = {
+  running: 'The sandbox runs',
+  paused: 'The sandbox is frozen: files, processes and variables are kept; nothing runs until it is resumed',
+  parked: 'Removed while idle: the workspace waits in a snapshot and is restored on next use (processes and variables are gone)',
+  none: 'No sandbox yet (or it was reset): the next use makes one',
+};
+/** A session's state (running, paused, parked, none). */
+export const stateBadge = (s) => badge(s ?? 'none', stateKinds[s] ?? 'muted', stateTitles[s]);
 export const statusBadge = (s) => badge(s.replace('_', ' '), statusKinds[s] ?? '');
 
 /** The isolation tier; "none" is made impossible to miss. */
@@ -129,13 +139,29 @@ export function idleLeft(session, profile, now = Date.now()) {
   return profile.idle_timeout_s - (now - Date.parse(session.last_used_at)) / 1000;
 }
 
-export function fmtIdle(left) {
+/** What the idle sweeper does with a session of profile (its idle_action), in words. */
+const idleWords = {
+  reset: ['idle: workspace resets on next use', 'reset'],
+  pause: ['idle: paused soon, resumed on next use', 'pause'],
+  snapshot: ['idle: parked soon, files restored on next use', 'park'],
+};
+
+export function fmtIdle(left, profile, session) {
+  if (session?.state === 'paused') return 'paused: not idle';
+  if (session?.state === 'parked') return 'parked: files restored on next use';
   if (left == null) return 'unknown';
-  if (left <= 0) return 'idle: workspace resets on next use';
-  if (left < 60) return `${Math.floor(left)} s left`;
-  if (left < 3600) return `${Math.floor(left / 60)} min ${Math.floor(left % 60)} s left`;
-  return `${Math.floor(left / 3600)} h ${Math.floor((left % 3600) / 60)} min left`;
+  const [idle, verb] = idleWords[profile?.idle_action] ?? idleWords.reset;
+  if (left <= 0) return idle;
+  if (verb !== 'reset') return `${fmtLeft(left)} left before ${verb}`;
+  return `${fmtLeft(left)} left`;
 }
+
+function fmtLeft(left) {
+  if (left < 60) return `${Math.floor(left)} s`;
+  if (left < 3600) return `${Math.floor(left / 60)} min ${Math.floor(left % 60)} s`;
+  return `${Math.floor(left / 3600)} h ${Math.floor((left % 3600) / 60)} min`;
+}
+
 
 /**
  * Wraps a table for narrow screens: there each row becomes a block whose cells are labelled

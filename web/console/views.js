@@ -3,8 +3,8 @@
 import { call, get, profiles, profileMap } from './api.js';
 import { auth } from './auth.js';
 import {
-  h, fill, field, badge, statusBadge, isolationBadge, problemBox, confirmDialog, announce, time,
-  idleLeft, fmtIdle, fmtDuration, tableWrap, shortId, parseLabels,
+  h, fill, field, badge, statusBadge, stateBadge, isolationBadge, problemBox, confirmDialog, announce, time,
+  idleLeft, fmtIdle, fmtDuration, fmtBytes, tableWrap, shortId, parseLabels,
 } from './ui.js';
 import { sessionNotices, renderTaskOutcome, taskFacts, finished, liveOutput } from './result.js';
 import { stream } from './stream.js';
@@ -26,7 +26,7 @@ export async function profilesView({ el, signal }) {
 function profileCard(p) {
   const c = p.capabilities;
   const pol = p.policy;
-  const caps = ['shell', 'files', 'package_install', 'stateful', 'attach', 'provisions', 'attaches_external', 'principal_user', 'policy_network', 'policy_filesystem', 'policy_resources', 'policy_disk'];
+  const caps = ['shell', 'files', 'package_install', 'stateful', 'attach', 'provisions', 'attaches_external', 'principal_user', 'policy_network', 'policy_filesystem', 'policy_resources', 'policy_disk', 'pause', 'snapshots', 'preview_ports'];
   return h('article', { class: `card profile${p.isolation === 'none' ? ' unisolated' : ''}`, 'data-profile': p.name },
     h('header', null,
       h('h2', null, p.name),
@@ -40,6 +40,7 @@ function profileCard(p) {
       h('dt', null, 'environment'), h('dd', null, p.environment),
       h('dt', null, 'identity'), h('dd', null, p.identity_mode === 'user' ? 'user: runs with your credentials' : 'agent: runs as the gateway\'s own identity'),
       h('dt', null, 'idle timeout'), h('dd', null, fmtDuration(p.idle_timeout_s * 1000)),
+      h('dt', null, 'when idle'), h('dd', null, idleActions[p.idle_action] ?? p.idle_action, p.auto_resume ? '; a paused session resumes on use' : ''),
       p.allowed_groups?.length > 0 && [h('dt', null, 'groups'), h('dd', null, p.allowed_groups.join(', '))]),
     h('h3', null, 'Policy'),
     h('dl', { class: 'facts' },
@@ -56,6 +57,12 @@ function profileCard(p) {
     h('ul', { class: 'caps' }, caps.map((k) => h('li', null, h('span', null, k.replace(/_/g, ' ')), yesNo(c[k])))),
     p.scope === 'per_session' && h('p', null, h('a', { class: 'button secondary', href: `#/sessions?profile=${encodeURIComponent(p.name)}` }, 'New session on ', p.name)));
 }
+
+const idleActions = {
+  reset: 'reset: the workspace is discarded',
+  pause: 'pause: frozen, resumed on next use',
+  snapshot: 'snapshot: files kept in a snapshot, restored on next use',
+};
 
 // ---- sessions ----
 
@@ -129,7 +136,7 @@ export async function sessionsView({ el, query, signal }) {
         h('div', { class: 'muted small' }, h('code', null, s.id)),
         sessionNotices.has(s.id) && h('div', { class: 'notice small' }, sessionNotices.get(s.id))),
       h('td', null, s.profile, ' ', p && p.isolation === 'none' && isolationBadge('none')),
-      h('td', null, statusBadge(s.status)),
+      h('td', null, statusBadge(s.status), ' ', stateBadge(s.state)),
       h('td', null, time(s.last_used_at)),
       idleCell,
       h('td', { class: 'actions' },
@@ -156,8 +163,8 @@ export async function sessionsView({ el, query, signal }) {
   function tick() {
     for (const { s, p, cell } of rows) {
       const left = s.status === 'active' ? idleLeft(s, p) : null;
-      cell.textContent = s.status === 'active' ? fmtIdle(left) : '—';
-      cell.classList.toggle('bad', left != null && left <= 0);
+      cell.textContent = s.status === 'active' ? fmtIdle(left, p, s) : '—';
+      cell.classList.toggle('bad', left != null && left <= 0 && s.state !== 'paused');
     }
   }
   const timer = setInterval(tick, 1000);
@@ -167,7 +174,7 @@ export async function sessionsView({ el, query, signal }) {
   more.addEventListener('click', () => load(false));
 
   fill(el, h('h1', null, 'Sessions'),
-    h('p', { class: 'lead' }, 'Sandboxes you own (and shared ones). A session unused for its profile\'s idle timeout loses its workspace.'),
+    h('p', { class: 'lead' }, 'Sandboxes you own (and shared ones). A session unused for its profile\'s idle timeout is reset, paused or parked, as its profile says.'),
     create,
     h('section', { id: 'sessions-view', 'aria-labelledby': 'list-h' },
       h('div', { class: 'toolbar' }, h('h2', { id: 'list-h' }, 'Your sessions'), field('Status', statusSel)),
@@ -175,6 +182,78 @@ export async function sessionsView({ el, query, signal }) {
         h('thead', null, h('tr', null, ['Session', 'Profile', 'Status', 'Last used', 'Idle time left', ''].map((t) => h('th', { scope: 'col' }, t)))),
         tbody)),
       more, listStatus));
+  await load(true);
+}
+
+// ---- snapshots ----
+
+export async function snapshotsView({ el, query, signal }) {
+  const session = query.get('session') ?? '';
+  const tbody = h('tbody');
+  const status = h('div', { id: 'snapshots-status', 'aria-live': 'polite' });
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Load more');
+  let cursor = '';
+
+  async function load(reset) {
+    if (reset) {
+      tbody.replaceChildren();
+      cursor = '';
+    }
+    try {
+      const page = await get('/v1/snapshots', { session_id: session, cursor, limit: 50 }, signal);
+      for (const snap of page.snapshots) tbody.append(row(snap));
+      cursor = page.next_cursor;
+      more.hidden = !cursor;
+      if (!tbody.children.length) tbody.append(h('tr', null, h('td', { colspan: 6, class: 'muted' }, 'No snapshots yet: take one from a session\'s page.')));
+    } catch (e) {
+      if (e.name !== 'AbortError') fill(status, problemBox(e));
+    }
+  }
+
+  function row(snap) {
+    const fork = h('button', { type: 'button', class: 'primary small', 'data-action': 'fork', 'aria-label': `Start a session from snapshot ${snap.name || snap.id}` }, 'Fork');
+    fork.addEventListener('click', async () => {
+      fork.disabled = true;
+      fill(status, h('p', { class: 'muted busy' }, 'Restoring the snapshot into a new session…'));
+      try {
+        const s = await call('POST', '/v1/sessions', { json: { from_snapshot: snap.id, name: `fork of ${snap.name || shortId(snap.id)}`.slice(0, 200) }, signal });
+        announce('Session started from the snapshot');
+        location.hash = `#/sessions/${s.id}`;
+      } catch (e) {
+        fork.disabled = false;
+        if (e.name !== 'AbortError') fill(status, problemBox(e));
+      }
+    });
+    const del = h('button', { type: 'button', class: 'danger small', 'data-action': 'delete', 'aria-label': `Delete snapshot ${snap.name || snap.id}` }, 'Delete');
+    del.addEventListener('click', async () => {
+      if (!await confirmDialog('Delete snapshot?', `${snap.name || snap.id} is deleted. Sessions started from it keep their files.`, 'Delete')) return;
+      try {
+        await call('DELETE', `/v1/snapshots/${snap.id}`, { signal });
+        tr.remove();
+        announce('Snapshot deleted');
+      } catch (e) {
+        if (e.name !== 'AbortError') fill(status, problemBox(e));
+      }
+    });
+    const tr = h('tr', { 'data-snapshot': snap.id },
+      h('td', null, snap.name || h('code', null, shortId(snap.id)), snap.kind === 'idle' && badge('idle', 'info', 'Holds the workspace of a session parked while idle')),
+      h('td', null, h('a', { href: `#/sessions/${snap.session_id}` }, h('code', null, shortId(snap.session_id)))),
+      h('td', null, snap.profile),
+      h('td', { class: 'num' }, fmtBytes(snap.size_bytes)),
+      h('td', null, time(snap.created_at)),
+      h('td', { class: 'actions' }, snap.kind === 'user' && [fork, del]));
+    return tr;
+  }
+
+  more.addEventListener('click', () => load(false));
+  fill(el, h('h1', null, 'Snapshots'),
+    h('p', { class: 'lead' }, 'Captures of sessions\' workspaces. Fork one into a new session: its files come back, its processes and variables start afresh.'),
+    session && h('p', null, 'Of session ', h('a', { href: `#/sessions/${session}` }, h('code', null, session)), ' · ', h('a', { href: '#/snapshots' }, 'all snapshots')),
+    h('section', { id: 'snapshots-view' },
+      tableWrap(h('table', { id: 'snapshots' },
+        h('thead', null, h('tr', null, ['Snapshot', 'Session', 'Profile', 'Size', 'Taken', ''].map((t) => h('th', { scope: 'col' }, t)))),
+        tbody)),
+      more, status));
   await load(true);
 }
 

@@ -208,28 +208,28 @@ func (e HealthStatus) Valid() bool {
 
 // Defines values for IsolationTier.
 const (
-	Container     IsolationTier = "container"
-	MicroVm       IsolationTier = "micro_vm"
-	None          IsolationTier = "none"
-	OsPolicy      IsolationTier = "os_policy"
-	SyscallFilter IsolationTier = "syscall_filter"
-	Wasm          IsolationTier = "wasm"
+	IsolationTierContainer     IsolationTier = "container"
+	IsolationTierMicroVm       IsolationTier = "micro_vm"
+	IsolationTierNone          IsolationTier = "none"
+	IsolationTierOsPolicy      IsolationTier = "os_policy"
+	IsolationTierSyscallFilter IsolationTier = "syscall_filter"
+	IsolationTierWasm          IsolationTier = "wasm"
 )
 
 // Valid indicates whether the value is a known member of the IsolationTier enum.
 func (e IsolationTier) Valid() bool {
 	switch e {
-	case Container:
+	case IsolationTierContainer:
 		return true
-	case MicroVm:
+	case IsolationTierMicroVm:
 		return true
-	case None:
+	case IsolationTierNone:
 		return true
-	case OsPolicy:
+	case IsolationTierOsPolicy:
 		return true
-	case SyscallFilter:
+	case IsolationTierSyscallFilter:
 		return true
-	case Wasm:
+	case IsolationTierWasm:
 		return true
 	default:
 		return false
@@ -331,16 +331,37 @@ func (e ProfileEnvironment) Valid() bool {
 
 // Defines values for ProfileIdentityMode.
 const (
-	Agent ProfileIdentityMode = "agent"
-	User  ProfileIdentityMode = "user"
+	ProfileIdentityModeAgent ProfileIdentityMode = "agent"
+	ProfileIdentityModeUser  ProfileIdentityMode = "user"
 )
 
 // Valid indicates whether the value is a known member of the ProfileIdentityMode enum.
 func (e ProfileIdentityMode) Valid() bool {
 	switch e {
-	case Agent:
+	case ProfileIdentityModeAgent:
 		return true
-	case User:
+	case ProfileIdentityModeUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ProfileIdleAction.
+const (
+	ProfileIdleActionPause    ProfileIdleAction = "pause"
+	ProfileIdleActionReset    ProfileIdleAction = "reset"
+	ProfileIdleActionSnapshot ProfileIdleAction = "snapshot"
+)
+
+// Valid indicates whether the value is a known member of the ProfileIdleAction enum.
+func (e ProfileIdleAction) Valid() bool {
+	switch e {
+	case ProfileIdleActionPause:
+		return true
+	case ProfileIdleActionReset:
+		return true
+	case ProfileIdleActionSnapshot:
 		return true
 	default:
 		return false
@@ -368,6 +389,30 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for SessionState.
+const (
+	SessionStateNone    SessionState = "none"
+	SessionStateParked  SessionState = "parked"
+	SessionStatePaused  SessionState = "paused"
+	SessionStateRunning SessionState = "running"
+)
+
+// Valid indicates whether the value is a known member of the SessionState enum.
+func (e SessionState) Valid() bool {
+	switch e {
+	case SessionStateNone:
+		return true
+	case SessionStateParked:
+		return true
+	case SessionStatePaused:
+		return true
+	case SessionStateRunning:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionStatus.
 const (
 	Active SessionStatus = "active"
@@ -380,6 +425,24 @@ func (e SessionStatus) Valid() bool {
 	case Active:
 		return true
 	case Closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SnapshotKind.
+const (
+	SnapshotKindIdle SnapshotKind = "idle"
+	SnapshotKindUser SnapshotKind = "user"
+)
+
+// Valid indicates whether the value is a known member of the SnapshotKind enum.
+func (e SnapshotKind) Valid() bool {
+	switch e {
+	case SnapshotKindIdle:
+		return true
+	case SnapshotKindUser:
 		return true
 	default:
 		return false
@@ -554,15 +617,24 @@ type Capabilities struct {
 	Languages      []string      `json:"languages"`
 	PackageInstall bool          `json:"package_install"`
 
+	// Pause Sandboxes can be frozen and thawed (`POST …/pause`, `…/resume`; `idle_action: pause`).
+	Pause bool `json:"pause"`
+
 	// PolicyDisk The provider bounds the workspace's size (policy `disk_mb`).
 	PolicyDisk       bool `json:"policy_disk"`
 	PolicyFilesystem bool `json:"policy_filesystem"`
 	PolicyNetwork    bool `json:"policy_network"`
 	PolicyResources  bool `json:"policy_resources"`
-	PrincipalUser    bool `json:"principal_user"`
-	Provisions       bool `json:"provisions"`
-	Shell            bool `json:"shell"`
-	Stateful         bool `json:"stateful"`
+
+	// PreviewPorts Ports inside sandboxes can be reached through the gateway (`…/ports/{port}/…`).
+	PreviewPorts  bool `json:"preview_ports"`
+	PrincipalUser bool `json:"principal_user"`
+	Provisions    bool `json:"provisions"`
+	Shell         bool `json:"shell"`
+
+	// Snapshots Sandboxes can be snapshotted and sessions started from snapshots (`idle_action: snapshot`).
+	Snapshots bool `json:"snapshots"`
+	Stateful  bool `json:"stateful"`
 }
 
 // CodeRequest defines model for CodeRequest.
@@ -672,9 +744,13 @@ type ContextList struct {
 
 // CreateSessionRequest defines model for CreateSessionRequest.
 type CreateSessionRequest struct {
-	Labels  *map[string]string `json:"labels,omitempty"`
-	Name    *string            `json:"name,omitempty"`
-	Profile *string            `json:"profile,omitempty"`
+	// FromSnapshot Start from one of your snapshots (a fork): the session takes the snapshot's profile
+	// (a different `profile` is a 400) and a sandbox restored from it, made before the
+	// answer; processes and variables start afresh.
+	FromSnapshot *string            `json:"from_snapshot,omitempty"`
+	Labels       *map[string]string `json:"labels,omitempty"`
+	Name         *string            `json:"name,omitempty"`
+	Profile      *string            `json:"profile,omitempty"`
 }
 
 // Credentials User-mode identity material resolved from the token (never secrets).
@@ -841,6 +917,22 @@ type Policy struct {
 // PolicyNetworkEgress defines model for Policy.NetworkEgress.
 type PolicyNetworkEgress string
 
+// PortLink defines model for PortLink.
+type PortLink struct {
+	ExpiresAt time.Time `json:"expires_at"`
+	Port      int       `json:"port"`
+	SessionId string    `json:"session_id"`
+
+	// Url The link (`<server.public_url>/preview/{token}/`); it works without a bearer token.
+	Url string `json:"url"`
+}
+
+// PortLinkRequest defines model for PortLinkRequest.
+type PortLinkRequest struct {
+	// TtlS How long the link works, in seconds.
+	TtlS *int `json:"ttl_s,omitempty"`
+}
+
 // Principal defines model for Principal.
 type Principal struct {
 	// Admin Member of one of `auth.admin_groups`.
@@ -905,14 +997,20 @@ type ProcessList struct {
 
 // Profile defines model for Profile.
 type Profile struct {
-	AllowedGroups *[]string           `json:"allowed_groups,omitempty"`
-	Capabilities  Capabilities        `json:"capabilities"`
-	Default       bool                `json:"default"`
-	Environment   ProfileEnvironment  `json:"environment"`
-	IdentityMode  ProfileIdentityMode `json:"identity_mode"`
-	IdleTimeoutS  int                 `json:"idle_timeout_s"`
-	Isolation     IsolationTier       `json:"isolation"`
-	Name          string              `json:"name"`
+	AllowedGroups *[]string `json:"allowed_groups,omitempty"`
+
+	// AutoResume An operation on a paused session resumes it (with a notice) instead of answering 409 `paused`.
+	AutoResume   bool                `json:"auto_resume"`
+	Capabilities Capabilities        `json:"capabilities"`
+	Default      bool                `json:"default"`
+	Environment  ProfileEnvironment  `json:"environment"`
+	IdentityMode ProfileIdentityMode `json:"identity_mode"`
+
+	// IdleAction What happens to a session idle for `idle_timeout_s`; `reset` wipes it, `pause` freezes it, `snapshot` keeps its files only.
+	IdleAction   ProfileIdleAction `json:"idle_action"`
+	IdleTimeoutS int               `json:"idle_timeout_s"`
+	Isolation    IsolationTier     `json:"isolation"`
+	Name         string            `json:"name"`
 
 	// OutputLimitBytes Bytes of each output stream an execution keeps (`sandbox.max_output_bytes`): the
 	// first and last halves, the middle dropped and `*_truncated` set. The same with
@@ -933,6 +1031,9 @@ type ProfileEnvironment string
 
 // ProfileIdentityMode defines model for Profile.IdentityMode.
 type ProfileIdentityMode string
+
+// ProfileIdleAction What happens to a session idle for `idle_timeout_s`; `reset` wipes it, `pause` freezes it, `snapshot` keeps its files only.
+type ProfileIdleAction string
 
 // ProfileList defines model for ProfileList.
 type ProfileList struct {
@@ -962,6 +1063,7 @@ type Quotas struct {
 	// output (`output_dropped`, with a notice).
 	RetainedOutputBytes Quota `json:"retained_output_bytes"`
 	Sessions            Quota `json:"sessions"`
+	Snapshots           Quota `json:"snapshots"`
 }
 
 // RunRequest Exactly one of `command` (a shell command) or `code` (with `language`).
@@ -1006,18 +1108,39 @@ type Session struct {
 	Name       *string           `json:"name,omitempty"`
 
 	// Owner Owning principal (issuer + subject); shown to admins.
-	Owner    *string `json:"owner,omitempty"`
-	Profile  string  `json:"profile"`
-	Provider string  `json:"provider"`
+	Owner *string `json:"owner,omitempty"`
+
+	// ParkedSnapshot The snapshot its workspace waits in (state `parked`).
+	ParkedSnapshot *string `json:"parked_snapshot,omitempty"`
+
+	// PausedAt When it was paused (state `paused`).
+	PausedAt *time.Time `json:"paused_at,omitempty"`
+	Profile  string     `json:"profile"`
+	Provider string     `json:"provider"`
 
 	// SandboxId The provider's handle, once provisioned.
 	SandboxId *string `json:"sandbox_id,omitempty"`
 	Scope     Scope   `json:"scope"`
 
 	// Shared A per_runtime session shared by the whole deployment.
-	Shared *bool         `json:"shared,omitempty"`
+	Shared *bool `json:"shared,omitempty"`
+
+	// State Where the session's sandbox stands: `none` (not made yet, or reset: the next use
+	// makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+	// `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
+	// next use restores).
+	State  SessionState  `json:"state"`
 	Status SessionStatus `json:"status"`
+
+	// Warnings On a pause or resume answer, what could not be done (a non-strict profile whose provider cannot pause).
+	Warnings *[]string `json:"warnings,omitempty"`
 }
+
+// SessionState Where the session's sandbox stands: `none` (not made yet, or reset: the next use
+// makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+// `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
+// next use restores).
+type SessionState string
 
 // SessionDestroyed defines model for SessionDestroyed.
 type SessionDestroyed struct {
@@ -1034,6 +1157,42 @@ type SessionList struct {
 
 // SessionStatus defines model for SessionStatus.
 type SessionStatus string
+
+// Snapshot defines model for Snapshot.
+type Snapshot struct {
+	CreatedAt time.Time `json:"created_at"`
+	Id        string    `json:"id"`
+
+	// Kind `user`: taken by its owner (counts against `sandbox.quotas.snapshots`); `idle`: the workspace of a session parked while idle.
+	Kind SnapshotKind `json:"kind"`
+	Name *string      `json:"name,omitempty"`
+
+	// Owner Owning principal (issuer + subject); shown to admins.
+	Owner    *string `json:"owner,omitempty"`
+	Profile  string  `json:"profile"`
+	Provider string  `json:"provider"`
+
+	// SessionId The session it was taken of (it may be gone since).
+	SessionId string `json:"session_id"`
+
+	// SizeBytes Bytes of the captured workspace.
+	SizeBytes int64 `json:"size_bytes"`
+}
+
+// SnapshotKind `user`: taken by its owner (counts against `sandbox.quotas.snapshots`); `idle`: the workspace of a session parked while idle.
+type SnapshotKind string
+
+// SnapshotList defines model for SnapshotList.
+type SnapshotList struct {
+	// NextCursor Empty on the last page.
+	NextCursor string     `json:"next_cursor"`
+	Snapshots  []Snapshot `json:"snapshots"`
+}
+
+// SnapshotRequest defines model for SnapshotRequest.
+type SnapshotRequest struct {
+	Name *string `json:"name,omitempty"`
+}
 
 // StdinOpen Keep standard input open after `stdin`: send more with `POST /v1/tasks/{task_id}/stdin`
 // while the execution runs (`?eof=true` closes it). Take the task id from the stream's
@@ -1109,6 +1268,12 @@ type Cursor = string
 // Limit defines model for Limit.
 type Limit = int
 
+// Port defines model for Port.
+type Port = int
+
+// PreviewPath defines model for PreviewPath.
+type PreviewPath = string
+
 // ProcessID defines model for ProcessID.
 type ProcessID = string
 
@@ -1117,6 +1282,9 @@ type ProfileQuery = string
 
 // SessionID defines model for SessionID.
 type SessionID = string
+
+// SnapshotID defines model for SnapshotID.
+type SnapshotID = string
 
 // TaskID defines model for TaskID.
 type TaskID = string
@@ -1300,6 +1468,18 @@ type WriteFileParams struct {
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
 }
 
+// PauseSessionParams defines parameters for PauseSession.
+type PauseSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// CreatePortLinkParams defines parameters for CreatePortLink.
+type CreatePortLinkParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
 // ListProcessesParams defines parameters for ListProcesses.
 type ListProcessesParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
@@ -1316,6 +1496,31 @@ type StopProcessParams struct {
 type GetProcessParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// ResumeSessionParams defines parameters for ResumeSession.
+type ResumeSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// CreateSnapshotParams defines parameters for CreateSnapshot.
+type CreateSnapshotParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// ListSnapshotsParams defines parameters for ListSnapshots.
+type ListSnapshotsParams struct {
+	// SessionId Only snapshots taken of this session.
+	SessionId *string `form:"session_id,omitempty" json:"session_id,omitempty"`
+
+	// All Admins only; every principal's snapshots.
+	All   *bool  `form:"all,omitempty" json:"all,omitempty"`
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque `next_cursor` from the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListTasksParams defines parameters for ListTasks.
@@ -1354,6 +1559,12 @@ type RunCommandJSONRequestBody = CommandRequest
 
 // CreateContextJSONRequestBody defines body for CreateContext for application/json ContentType.
 type CreateContextJSONRequestBody = ContextCreate
+
+// CreatePortLinkJSONRequestBody defines body for CreatePortLink for application/json ContentType.
+type CreatePortLinkJSONRequestBody = PortLinkRequest
+
+// CreateSnapshotJSONRequestBody defines body for CreateSnapshot for application/json ContentType.
+type CreateSnapshotJSONRequestBody = SnapshotRequest
 
 // ResizeTaskTerminalJSONRequestBody defines body for ResizeTaskTerminal for application/json ContentType.
 type ResizeTaskTerminalJSONRequestBody = TerminalSize
@@ -1771,6 +1982,12 @@ type ServerInterface interface {
 	// WriteFile Write a file (raw bytes).
 	// (PUT /v1/sessions/{session_id}/files/{path})
 	WriteFile(w http.ResponseWriter, r *http.Request, sessionId SessionID, path string, params WriteFileParams)
+	// PauseSession Pause a session's sandbox.
+	// (POST /v1/sessions/{session_id}/pause)
+	PauseSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params PauseSessionParams)
+	// CreatePortLink Make a share link to a preview port.
+	// (POST /v1/sessions/{session_id}/ports/{port}/links)
+	CreatePortLink(w http.ResponseWriter, r *http.Request, sessionId SessionID, port Port, params CreatePortLinkParams)
 	// ListProcesses The session's background processes.
 	// (GET /v1/sessions/{session_id}/processes)
 	ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams)
@@ -1780,6 +1997,21 @@ type ServerInterface interface {
 	// GetProcess One background process.
 	// (GET /v1/sessions/{session_id}/processes/{process_id})
 	GetProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params GetProcessParams)
+	// ResumeSession Resume a paused session.
+	// (POST /v1/sessions/{session_id}/resume)
+	ResumeSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ResumeSessionParams)
+	// CreateSnapshot Snapshot a session's sandbox.
+	// (POST /v1/sessions/{session_id}/snapshots)
+	CreateSnapshot(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateSnapshotParams)
+	// ListSnapshots The caller's snapshots.
+	// (GET /v1/snapshots)
+	ListSnapshots(w http.ResponseWriter, r *http.Request, params ListSnapshotsParams)
+	// DeleteSnapshot Delete a snapshot.
+	// (DELETE /v1/snapshots/{snapshot_id})
+	DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID)
+	// GetSnapshot One snapshot.
+	// (GET /v1/snapshots/{snapshot_id})
+	GetSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID)
 	// ListTasks The caller's tasks.
 	// (GET /v1/tasks)
 	ListTasks(w http.ResponseWriter, r *http.Request, params ListTasksParams)
@@ -1930,6 +2162,18 @@ func (_ Unimplemented) WriteFile(w http.ResponseWriter, r *http.Request, session
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// PauseSession Pause a session's sandbox.
+// (POST /v1/sessions/{session_id}/pause)
+func (_ Unimplemented) PauseSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params PauseSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreatePortLink Make a share link to a preview port.
+// (POST /v1/sessions/{session_id}/ports/{port}/links)
+func (_ Unimplemented) CreatePortLink(w http.ResponseWriter, r *http.Request, sessionId SessionID, port Port, params CreatePortLinkParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ListProcesses The session's background processes.
 // (GET /v1/sessions/{session_id}/processes)
 func (_ Unimplemented) ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams) {
@@ -1945,6 +2189,36 @@ func (_ Unimplemented) StopProcess(w http.ResponseWriter, r *http.Request, sessi
 // GetProcess One background process.
 // (GET /v1/sessions/{session_id}/processes/{process_id})
 func (_ Unimplemented) GetProcess(w http.ResponseWriter, r *http.Request, sessionId SessionID, processId ProcessID, params GetProcessParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ResumeSession Resume a paused session.
+// (POST /v1/sessions/{session_id}/resume)
+func (_ Unimplemented) ResumeSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ResumeSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateSnapshot Snapshot a session's sandbox.
+// (POST /v1/sessions/{session_id}/snapshots)
+func (_ Unimplemented) CreateSnapshot(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateSnapshotParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSnapshots The caller's snapshots.
+// (GET /v1/snapshots)
+func (_ Unimplemented) ListSnapshots(w http.ResponseWriter, r *http.Request, params ListSnapshotsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteSnapshot Delete a snapshot.
+// (DELETE /v1/snapshots/{snapshot_id})
+func (_ Unimplemented) DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetSnapshot One snapshot.
+// (GET /v1/snapshots/{snapshot_id})
+func (_ Unimplemented) GetSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2940,6 +3214,99 @@ func (siw *ServerInterfaceWrapper) WriteFile(w http.ResponseWriter, r *http.Requ
 	handler.ServeHTTP(w, r)
 }
 
+// PauseSession operation middleware
+func (siw *ServerInterfaceWrapper) PauseSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PauseSessionParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PauseSession(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreatePortLink operation middleware
+func (siw *ServerInterfaceWrapper) CreatePortLink(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "port" -------------
+	var port Port
+
+	err = runtime.BindStyledParameterWithOptions("simple", "port", chi.URLParam(r, "port"), &port, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "port", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreatePortLinkParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreatePortLink(w, r, sessionId, port, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListProcesses operation middleware
 func (siw *ServerInterfaceWrapper) ListProcesses(w http.ResponseWriter, r *http.Request) {
 
@@ -3075,6 +3442,214 @@ func (siw *ServerInterfaceWrapper) GetProcess(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetProcess(w, r, sessionId, processId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ResumeSession operation middleware
+func (siw *ServerInterfaceWrapper) ResumeSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ResumeSessionParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ResumeSession(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateSnapshot operation middleware
+func (siw *ServerInterfaceWrapper) CreateSnapshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateSnapshotParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateSnapshot(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSnapshots operation middleware
+func (siw *ServerInterfaceWrapper) ListSnapshots(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListSnapshotsParams
+
+	// ------------- Optional query parameter "session_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "session_id", r.URL.Query(), &params.SessionId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "session_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "all" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "all", r.URL.Query(), &params.All, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "all"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "all", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSnapshots(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSnapshot operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSnapshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "snapshot_id" -------------
+	var snapshotId SnapshotID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "snapshot_id", chi.URLParam(r, "snapshot_id"), &snapshotId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "snapshot_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSnapshot(w, r, snapshotId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetSnapshot operation middleware
+func (siw *ServerInterfaceWrapper) GetSnapshot(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "snapshot_id" -------------
+	var snapshotId SnapshotID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "snapshot_id", chi.URLParam(r, "snapshot_id"), &snapshotId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "snapshot_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetSnapshot(w, r, snapshotId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3489,6 +4064,27 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/sessions/{session_id}/contexts/{context_name}/restart", wrapper.RestartContext)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/pause", wrapper.PauseSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/resume", wrapper.ResumeSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/snapshots", wrapper.CreateSnapshot)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/snapshots", wrapper.ListSnapshots)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/snapshots/{snapshot_id}", wrapper.DeleteSnapshot)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/snapshots/{snapshot_id}", wrapper.GetSnapshot)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session_id}/ports/{port}/links", wrapper.CreatePortLink)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/runs", wrapper.CreateRun)
@@ -4646,6 +5242,22 @@ func (response CreateSession403ApplicationProblemPlusJSONResponse) VisitCreateSe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession404ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7419,6 +8031,376 @@ func (response WriteFile504ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type PauseSessionRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    PauseSessionParams
+}
+
+type PauseSessionResponseObject interface {
+	VisitPauseSessionResponse(w http.ResponseWriter) error
+}
+
+type PauseSession200JSONResponse Session
+
+func (response PauseSession200JSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession400ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession401ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession403ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession404ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession409ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession422ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession429ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession500ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession502ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PauseSession503ApplicationProblemPlusJSONResponse) VisitPauseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLinkRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Port      Port      `json:"port"`
+	Params    CreatePortLinkParams
+	Body      *CreatePortLinkJSONRequestBody
+}
+
+type CreatePortLinkResponseObject interface {
+	VisitCreatePortLinkResponse(w http.ResponseWriter) error
+}
+
+type CreatePortLink201JSONResponse PortLink
+
+func (response CreatePortLink201JSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink400ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink401ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink403ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink404ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink409ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink422ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink429ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink500ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink503ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListProcessesRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    ListProcessesParams
@@ -7935,6 +8917,776 @@ type GetProcess503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetProcess503ApplicationProblemPlusJSONResponse) VisitGetProcessResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSessionRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    ResumeSessionParams
+}
+
+type ResumeSessionResponseObject interface {
+	VisitResumeSessionResponse(w http.ResponseWriter) error
+}
+
+type ResumeSession200JSONResponse Session
+
+func (response ResumeSession200JSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession400ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession401ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession403ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession404ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession409ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession429ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession500ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession502ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeSession503ApplicationProblemPlusJSONResponse) VisitResumeSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshotRequestObject struct {
+	SessionId SessionID `json:"session_id"`
+	Params    CreateSnapshotParams
+	Body      *CreateSnapshotJSONRequestBody
+}
+
+type CreateSnapshotResponseObject interface {
+	VisitCreateSnapshotResponse(w http.ResponseWriter) error
+}
+
+type CreateSnapshot201ResponseHeaders struct {
+	Location *string
+}
+
+type CreateSnapshot201JSONResponse struct {
+	Body    Snapshot
+	Headers CreateSnapshot201ResponseHeaders
+}
+
+func (response CreateSnapshot201JSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot400ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot401ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot403ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot404ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot409ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot422ApplicationProblemPlusJSONResponse struct {
+	UnsupportedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot422ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot429ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot500ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot502ApplicationProblemPlusJSONResponse struct {
+	UpstreamApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot502ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot503ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshotsRequestObject struct {
+	Params ListSnapshotsParams
+}
+
+type ListSnapshotsResponseObject interface {
+	VisitListSnapshotsResponse(w http.ResponseWriter) error
+}
+
+type ListSnapshots200JSONResponse SnapshotList
+
+func (response ListSnapshots200JSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots400ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots401ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots403ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots429ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots500ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSnapshots503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSnapshots503ApplicationProblemPlusJSONResponse) VisitListSnapshotsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshotRequestObject struct {
+	SnapshotId SnapshotID `json:"snapshot_id"`
+}
+
+type DeleteSnapshotResponseObject interface {
+	VisitDeleteSnapshotResponse(w http.ResponseWriter) error
+}
+
+type DeleteSnapshot204Response struct {
+}
+
+func (response DeleteSnapshot204Response) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSnapshot400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot400ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot401ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot404ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot409ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot429ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot500ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSnapshot503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSnapshot503ApplicationProblemPlusJSONResponse) VisitDeleteSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshotRequestObject struct {
+	SnapshotId SnapshotID `json:"snapshot_id"`
+}
+
+type GetSnapshotResponseObject interface {
+	VisitGetSnapshotResponse(w http.ResponseWriter) error
+}
+
+type GetSnapshot200JSONResponse Snapshot
+
+func (response GetSnapshot200JSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot400ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot401ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot404ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot429ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot500ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetSnapshot503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetSnapshot503ApplicationProblemPlusJSONResponse) VisitGetSnapshotResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -9011,6 +10763,12 @@ type StrictServerInterface interface {
 	// WriteFile Write a file (raw bytes).
 	// (PUT /v1/sessions/{session_id}/files/{path})
 	WriteFile(ctx context.Context, request WriteFileRequestObject) (WriteFileResponseObject, error)
+	// PauseSession Pause a session's sandbox.
+	// (POST /v1/sessions/{session_id}/pause)
+	PauseSession(ctx context.Context, request PauseSessionRequestObject) (PauseSessionResponseObject, error)
+	// CreatePortLink Make a share link to a preview port.
+	// (POST /v1/sessions/{session_id}/ports/{port}/links)
+	CreatePortLink(ctx context.Context, request CreatePortLinkRequestObject) (CreatePortLinkResponseObject, error)
 	// ListProcesses The session's background processes.
 	// (GET /v1/sessions/{session_id}/processes)
 	ListProcesses(ctx context.Context, request ListProcessesRequestObject) (ListProcessesResponseObject, error)
@@ -9020,6 +10778,21 @@ type StrictServerInterface interface {
 	// GetProcess One background process.
 	// (GET /v1/sessions/{session_id}/processes/{process_id})
 	GetProcess(ctx context.Context, request GetProcessRequestObject) (GetProcessResponseObject, error)
+	// ResumeSession Resume a paused session.
+	// (POST /v1/sessions/{session_id}/resume)
+	ResumeSession(ctx context.Context, request ResumeSessionRequestObject) (ResumeSessionResponseObject, error)
+	// CreateSnapshot Snapshot a session's sandbox.
+	// (POST /v1/sessions/{session_id}/snapshots)
+	CreateSnapshot(ctx context.Context, request CreateSnapshotRequestObject) (CreateSnapshotResponseObject, error)
+	// ListSnapshots The caller's snapshots.
+	// (GET /v1/snapshots)
+	ListSnapshots(ctx context.Context, request ListSnapshotsRequestObject) (ListSnapshotsResponseObject, error)
+	// DeleteSnapshot Delete a snapshot.
+	// (DELETE /v1/snapshots/{snapshot_id})
+	DeleteSnapshot(ctx context.Context, request DeleteSnapshotRequestObject) (DeleteSnapshotResponseObject, error)
+	// GetSnapshot One snapshot.
+	// (GET /v1/snapshots/{snapshot_id})
+	GetSnapshot(ctx context.Context, request GetSnapshotRequestObject) (GetSnapshotResponseObject, error)
 	// ListTasks The caller's tasks.
 	// (GET /v1/tasks)
 	ListTasks(ctx context.Context, request ListTasksRequestObject) (ListTasksResponseObject, error)
@@ -9670,6 +11443,71 @@ func (sh *strictHandler) WriteFile(w http.ResponseWriter, r *http.Request, sessi
 	}
 }
 
+// PauseSession operation middleware
+func (sh *strictHandler) PauseSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params PauseSessionParams) {
+	var request PauseSessionRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PauseSession(ctx, request.(PauseSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PauseSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PauseSessionResponseObject); ok {
+		if err := validResponse.VisitPauseSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreatePortLink operation middleware
+func (sh *strictHandler) CreatePortLink(w http.ResponseWriter, r *http.Request, sessionId SessionID, port Port, params CreatePortLinkParams) {
+	var request CreatePortLinkRequestObject
+
+	request.SessionId = sessionId
+	request.Port = port
+	request.Params = params
+
+	var body CreatePortLinkJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreatePortLink(ctx, request.(CreatePortLinkRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreatePortLink")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreatePortLinkResponseObject); ok {
+		if err := validResponse.VisitCreatePortLinkResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ListProcesses operation middleware
 func (sh *strictHandler) ListProcesses(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ListProcessesParams) {
 	var request ListProcessesRequestObject
@@ -9746,6 +11584,148 @@ func (sh *strictHandler) GetProcess(w http.ResponseWriter, r *http.Request, sess
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetProcessResponseObject); ok {
 		if err := validResponse.VisitGetProcessResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ResumeSession operation middleware
+func (sh *strictHandler) ResumeSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params ResumeSessionParams) {
+	var request ResumeSessionRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeSession(ctx, request.(ResumeSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ResumeSessionResponseObject); ok {
+		if err := validResponse.VisitResumeSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateSnapshot operation middleware
+func (sh *strictHandler) CreateSnapshot(w http.ResponseWriter, r *http.Request, sessionId SessionID, params CreateSnapshotParams) {
+	var request CreateSnapshotRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+
+	var body CreateSnapshotJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		if !errors.Is(err, io.EOF) {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateSnapshot(ctx, request.(CreateSnapshotRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateSnapshot")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateSnapshotResponseObject); ok {
+		if err := validResponse.VisitCreateSnapshotResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSnapshots operation middleware
+func (sh *strictHandler) ListSnapshots(w http.ResponseWriter, r *http.Request, params ListSnapshotsParams) {
+	var request ListSnapshotsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSnapshots(ctx, request.(ListSnapshotsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSnapshots")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSnapshotsResponseObject); ok {
+		if err := validResponse.VisitListSnapshotsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSnapshot operation middleware
+func (sh *strictHandler) DeleteSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
+	var request DeleteSnapshotRequestObject
+
+	request.SnapshotId = snapshotId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSnapshot(ctx, request.(DeleteSnapshotRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSnapshot")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteSnapshotResponseObject); ok {
+		if err := validResponse.VisitDeleteSnapshotResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetSnapshot operation middleware
+func (sh *strictHandler) GetSnapshot(w http.ResponseWriter, r *http.Request, snapshotId SnapshotID) {
+	var request GetSnapshotRequestObject
+
+	request.SnapshotId = snapshotId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetSnapshot(ctx, request.(GetSnapshotRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetSnapshot")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetSnapshotResponseObject); ok {
+		if err := validResponse.VisitGetSnapshotResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -9925,288 +11905,337 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3/ctvGlj/4Kl2c2RKZASmS+hGLqluzjmPneq4TeyylsntNj9AEmmR/BXbzohuSGcdV9x12n2H2PfZR",
-	"7pNs9TndjQYIUJSl5Caz/iMVCwT6d5/f53M+dhK5WkvBhFadycfOktGU5fDPp0nC1votFQsGf6dMJTlf",
-	"ay5FZ9KJZxvNVDwhiotFxoj5k+TwMqE5I4rlNywddKKOSpZsRU0LTBSrzuRdBz7tvI86erNmnUlH6ZyL",
-	"RefTp6jz/JIutju7XDIy5xk7UIQJzfWGaLqYkHjamRbD4VGi+M8M/sX6+GAlUz7nCTXfE81XjHBBhMJ3",
-	"pp04IjOpl+bhkn2oDnJ7TK+o0t9DgyzdObbtXrt/vrx8Q1KqWe/OXiR+uN3Dj29fETkneslIkjOqWUpy",
-	"pmSRJ2x3o5+izprmdMW03dJnUmj2Qf9AV2y7m6ckwZ+JoCtomZvHa6qXnagj4JuOfeUK/ow6OftbwXOz",
-	"LDovWDiWNdWa5aaB/3r3tP9X2v952D+7eh/8e9B//3EYnR59+tdO00l4VuRK5tvDfL2mfysYiYUZRgIv",
-	"xWSeyxUs0DpnN1wWiqzpopzD3wqWb4JJYNPhcFf0wysmFnrZmYyHw6bxvOIrrs2rTS1m8GPYYMrmtMh0",
-	"Z3IyjEzrfGXO/olpe8UF/jXy/XCh2YLl0NGbXCZMqZffNp+1Nf58oAhPSZdrRTRV14SnvZYtsx9c8XTv",
-	"DRv2z2h//v7j0bhlc97k0pz5/4RV2BrmTzK/ziRNzVjNa+dkVShNVlQnS9glxZTiUhwoIm+Fe4vcLpnA",
-	"e2kIyLWQt6JtB+0nbVs4ssvs/26awwUOommdn7oREp5GROYkttsZk7nM8SbSLGP5gSL2F/+FnJP43+34",
-	"/hS37Il9+R570g035Rfbaa95dy6pusZpNXRtTssjnoVPph21lkIhl/iGpm/Z3wqm4K4AuRDwT7peZ5Y2",
-	"Hq5zOcvY6t/+l0J6xz7Q1TqzNElTnnUmMDqmNJnJdEOWVBEqCMtzmU9IKpkSB+5A4bAn5hitWa43ZGp4",
-	"2oqKdNohXJEVV4ZHmbOiqS5UZ3IMN5xr02PnpbihGTckFUftp7jUeq0mh4eKinRBNRuk7MaNXB3CR0iw",
-	"P4VL9685m3cmnX85LPnqIf6qDt/gx7hq2zfbzdiMmWZzma9Yag6f2ThFlFwxveRigcdPijlfFDnyGrMg",
-	"REhNaJbJ24EZ0TMp5hlPHroL7m4eqCXNWXoAO6ESuWZkzfKrvBCGz00I1/CLFIzgm+4+nBOapjlTyrxC",
-	"FTmwR/eAcKE0o6m5MMDWzNSkYJV9Oiv3yU9ozw1K3PuPtT3mdNWWe8615TrSigC4NJZGOC5tnmszQDOW",
-	"5x9YUphmvjWTbd+dpl2x+321Up3JeBR1mEhkas72pFPoef9JJ+qwD1xfJTJlnckwCunMpHM6HyXD9Gs2",
-	"nj2hx2w4P6NHs5Pk63TExvMjejwLVh6kwoxplsLDlOV5Z9Lx/75CCQ56wAc6L0RiRJPOZE4zxeAHWejO",
-	"pHM8noqO+9t9eeQfbH95S3PBxUJ1Ju/e7715flnfMmX4rtlDI6kcshsmdF/pnNGVaWTP5sxXF/hRy3lg",
-	"rkcy54KrJUtJ93ZJNbthOTF82WwFMVvRMwdiyTU8NfdFFnpAfuJ6ORUxitkTsjXYGM4QFerWtKf8fTF0",
-	"0LxG8DUnGpbDoWoquCZ5IRTpKsZI/N3zS3J4Mzo0tF8dfrQs4NOhLPS60HEvModbsJTMNoSS2PweYyeD",
-	"qagc2je5XEmNcvD+BxeO33B2mh7Nh8mYnrHj9ORkNkqesK/np/QkPU6OZuNO1PFXrDPp4HzYlaXlncgz",
-	"/YkXrh5wwPNCCMsVitmKa83SK2qO63g4Pu2PRv3x2eXwbDIaTobDv+5PQwzrbTowF5pnGbGdEjrXLCfx",
-	"LeX6SsXnZC2zDDYRRDmqSey0ARAgAqUs1BKaxmFfPfTvwVheyHzG05SJh3IDqpfkYDA4ZDo5XFOlbtMD",
-	"wlRC10yhYEdFOpMfyK3Mr9WaJlVqflRS8zcy48mG3HCZ4Tj3pOpr+O5RaPoPjl+y1Ep1XJF1zkXC1zQD",
-	"sY8S7I8kVBh6P2OEibnME6PZfoo631HNbunmEq/0Axf3NufAAw9mfDGYcXFA2IeEsZSlNR4zGg+JpyOk",
-	"i0Mc2L97wYqfDI/LFTeDTIkZ5p5LbRt8lLV+KgL2KfWSmeWmAmiZp1tdCoo0KdZGeYgIdQppr20l7O44",
-	"kmqG+lIYyZVmz42o+MAdoYJw2xyKnkQmSZHnLD0nOVvLXFs2D3LbFU+JlvAE5woqZvljZ9I5m4+TYzai",
-	"X8+O0pP56bCyVxWZNOx13w1zY32cHSOzYkG4gPks8Jyfwx+4PFYqlSLbhIsAChPqR4ViyLaA7WVyAfvz",
-	"g9QvZCHSB25NIUA/9ATHaV8Hd/GAgwpFCu6HIQdzGNmeyy2k7uMHj7HeP9oJdQ3ZEXhFPDE6UL3A5PMp",
-	"6ry+Yfl/FlLTBy7jRhZkSW8YORqXF1F5PiVzYngUFwvcVDBzGIHDLvvgb2YMapBIAfdC6KuylXP4Fkir",
-	"UQu0tHIS6VbEkX/H3fiT7RNkpYSKhGV1bWAcaAMweU8W9t0yGO6jKQRoAjBnnGqYopzDUcdFId24ukpx",
-	"RLhIsiJ1Otya5X2/xf4C5VSz3jmJ3zKdb/pPjaQQE0U3Cu0jhsLkG0IXlItBKdmtWEzUUt4qUii6MGJj",
-	"irulagJE0Oy23eOCJVKkynQCezdjc5kz0yFILdBnk8WxNF8FBqwLTfN7S4pO2pt01hu9lOKI9FfEbOoA",
-	"DMo5eTIcGrK5r0S5Ni8ejz9LUMx3y4S/vjBpF7Lt/M1ocr3IDQVyRkGQ+c/hEJYSpDmgsTkjdgnU4cdy",
-	"MT4d2k+ZOvxYWgo/PY7cCc6DH6S+oJqrOaezjD2QYAGrMa2Cw0H96WQ4HPYJbJYia6qQIzOROrUIJIru",
-	"aDg+xi9C+eh4dFpSFBgraPUqGO2ehAWG1DccIfz4sQhNDGOLiSGXQE9hJuX0vD3CkPJzEj/D9e3bzxb8",
-	"hik4FIr/zGobW3m3zc1DvjqsO1riO1wPn6LOhZY5+1HQG8qzx9p6a2okyrRNum+k0oucqV5gAgOF2Qho",
-	"hk6qpcx1tpmQOeUZAwEtkUKwRJt/xoVi+Z/clpKUajqjivkn8YSkPBDDSmEtUGUuWH7DE0aKYKZ7Hpvw",
-	"k8ezIu65RJEzU81yec1yp+Noes0CIRZMeEYeMRzgliqSsoSnLB0Q4CROla1yK2Qjvyrn2elEASO4lK9o",
-	"vnjoqYMLBjZoroi8Ybhko+Hxk5OvT4fDPvg9US7qOn6/oh+uzHdXDRQnODiXUpIMhrivRiZlHz94jMPy",
-	"jZmUn5EzKDMrN4CY+aOghV4yobm10D3sAstrJswysg9rbpUolHkoEeyW4O/gytvIwghWqmB5RV4flatX",
-	"H9v+V67y2WOs5PfoYTD3iVtvwozR3KysmVLtHvz000/9p8EYti/D2xfPyOnXJ0OSLI2IKRbsbmL7o1DF",
-	"2qikD96mTCY0u1LFzAkVnm7YHkhC13TGM643E5JRsSjogk3yYrapSOvjcK/84IKP97bkl188FpFc5/KG",
-	"pyzfnhtYgTzpw1uwLq3HD1jXVCbXLJ8QvjICOoq3k6PBaNxXGV+hP8HqnyWfCRbxjRmzEdvMUUN2trfV",
-	"zH36aAvo9O5EFllKrG3Md4N+q5zRZAmWMt8rBpYsmNCXUmbwl3XbcXQfzmW+ojoMFlkla7QMC8o7UYcK",
-	"vczlmicN8SNRZ1Hw1OiODUEUoBa530GKokRtlGYrM+7VWpMueK801WzFhDbqGcm4wMiNrZ60lNkV2s+v",
-	"DL1PljRvCJNBJ0dE0E0CahlwlJzRVDkZ1bSFUTNJodGGBD5AsTEUIKeJZrkKRuEZHQ6joVuzuiRlRuFG",
-	"jd4acizBRYvniurI/fD9szcYspMfKCLzlOXgudZsBa3TNIWGaPYm2C50G9tBydn/Yuhtsw9ontNNBx3E",
-	"ztH8zm1wsFVta+km976hi6dFyjX4aLaPEB6fWkSCUZ3BR7kGR8d5xfJ4oAjobaAUmXm7U9hJqWZ9zVes",
-	"6QikfGHd3DVZ5s9P++OTU9Jdsg89H7mDii1YN2TKQPiyP6GIbY2ftznXVnZLGw9exQlY79r7aVREJJxz",
-	"65o6d5bTRU5XB6Aogtk0IixTDJkuaFGlnaayEFzo0+PGEwiy8RU+b4yNojwrcnagSJJRpUiXEkuXiPmI",
-	"qGI+5x96EZo3uLakrXHu7EPC8rVuC8LKlSZm4XFBmxe+pV3vNG1fUXK7lMqvodFCm6+kW/IrPIj7nSWe",
-	"Vt5tX+5rjrbTXbQbbsdfOFomA5/ajrlJkW3MdBzV3fa+lU9S1kh7vSmreXtoAt6N0uBFFYlRxPsXVcDN",
-	"jhs3x39xxdP9mobYqJa2rAvx4/ZvoYVoa6VWa70BpiGkaD5DRjXe/vCbHUcxpAH+7msm9rx4Tkho39UJ",
-	"ib09KiaF0By8jBt7wcGmK7zf0UYpFGC5LBK0rMbRVMR4I+OIxOb4poZUmz/QSmt/yaTScW9AXoPl2pxS",
-	"7N61A1FUtqHBVDSyVKPaNFzuF2ZtwButJjBa710ka6qXzezZRjntXB0380FjFFXItSBeCtgW3L/aoQzP",
-	"flSN7QoC1XC7WrnZX+zFrt5AdI2CMgmcwf2RsozBX643jAwNHqRM6VxuGq8qdPiKqwbuiesMTnvH/O8k",
-	"NciItzh/1AliNNvulMQDmFGlfczm7r2wI6y23rSsz5zeYKdWFxM0TZYBJZhJmTEKIjL+xtQV+2Bdao2v",
-	"lQbY7dk9w7uuSEIFcFuqGgy2zFy28vGEGJEqDiXOoDuz8ap5JOD6M2TwZjcLM4O5Zmxt5FEOPllhbrv5",
-	"48r8EfdARE3qg5eCUKJZvuKCZqQbr/WmbZRcOZf+HUfnpXvxkiNBc6pk9fRtX+3aIVvT5Jou2BUXStOs",
-	"ZavQU3yVcnXdGlaLGuHMbISq0pkDNJ06XzuJTTtXq1nbGtjeYMNAxdg5KMG06WnnO87717L/JTkqFJrX",
-	"mt6x2llLG2rJ2lYPlKJ50fhrnVKqMqIDWww31h3i7V0LOqke58o1c1ezU5lO04XdWpOt5W7apob1rp6d",
-	"RjojUxbEvDbrSja2rUqDnMhZCV0Gy+Id4cuRC8Rv0D7sMvpofi3hCnNxTm5oDp4JRRTTZLYBr2UQOJaD",
-	"5TdnTis0FHYwFU/BPOfa48qnIdxyvSSx296YdNGqgaK8RMGjZ3UtrlyE51RAaJoNDJC3whuRIqJk2N6K",
-	"bsiMuZYG5FuM+5qAJPYG+zJrSKSYCstqlR2VO06WpkbOyglz8PHc5xiNcssVMxpYztRyKuD4rXOmWQ5W",
-	"AL9CKLg8LLXByNg37eekchhOT06OThtaWNEP4Tej8ZOGY+mWcfuI2F3qYjQHhq+bRZOFDoNugkgE11YY",
-	"f0NSlmQ0Z2CZCAZ9PGwYMWr3d7GE1/DWcxfVCpQn5aJNrJ6jQ0dpKlKap4SLdaFJN3WnhBkJo1cbnr9g",
-	"2xK8Z4N3jfPCvPnavGj4EUYfXamqticLdAT53I8np8eV7I/hoLzXoljNkAliTOAdTR2dVlvaaqdGlGs6",
-	"W0i6gNF/HvXaJf5coC0hUHqoIrTJZW0VIBfAA69izOt4OMK7zLWaith6w2M0bNgAV4g8l4XOwMfpEjNI",
-	"l1prVkQouaU6WbK8F4HoA29NhesPLB8LaUgTTyEJxRxt23pEElkIrdABpTQJZLUrL8LFkRn1VDAjNzgr",
-	"BvvAtbJGDaXles1S0o2/ff7q+eVz8o+//3eb370HWiFMOxzngLw0tBLuhw38VTj2u4J7B6QSrDwVLnCw",
-	"dAeu19mGdBf8hqGGB6c5tjbSjM+Zedgb+IBVCOtaCDBRhapcIDH4OI4t30YhcHaHMy4O1ZL0k7YLehcH",
-	"vE2bU4/APi4zI8zlzAgjN8wF5nmJbotmnZ3+KpS6LonrnBImbnguBRiZPUc+twF1QaZU7NhLhbe8/+pf",
-	"Yzv6u3nA55Ldtd7cGelstYEL/jP7I1Lq6jBfyVuWq53hpedEQGh/TrmCeIoBeQE3ZJuoTTDk0d4c0hVG",
-	"zpptHLPtVW3MD+YU1an8Wd6STIpF3ZeOVNVcjvFwjHeQevPHozIbvPrN/MZLrTVtPGtUXV8YvmNjDMyS",
-	"hpJZyp1Z24ipgRibMxsPxHWzembF16tWT0EoKt7SUt6VORoqbA9opd7PwFvGRe5U0BU3zC3sv5uzXtDb",
-	"th0wlPOc8QglPNCd1LLRBCRsDvBuW4tN8/VdVNauMqnIbuGOXX+GJqr7CRlVKdbm1Jbzu/+EH5yYvLU+",
-	"O6bcbGOzW7u/lc1dm7uca77hxiHB8tus18+T+DI6Y5nakyU25VFvsa2jccNI3Vbd2Vhgzr9v9m/T8qRM",
-	"aE6b/Kk/Kpb3V0bT5KlFIFhRzXIOgbtKZjcsLZPQMZCli+xCsSRnWgHNr9G8W3WVy4xd0Vw0WrquixnL",
-	"BdNMXRn+sr6nYSz4vGYVKr/JC3FFVTMh2FqiMCmuIWc6bkhhg8gpcKz/x8XrH8gNzQqGOrV57UCROKWa",
-	"xuBoP0e/Nx56wtVU6CWFcHNGk6X/wnzQG5Dn1iFgs9W6lMSX5l+RdQRKQeI3ry8uY8v4VC+aihj98TGo",
-	"GTE65c23gsQoBD1bFuI6tiG0PAVRF4QCqTjaSCwvMo3ZmEhoEp2OFRAK6/MPfoiNQsCNaPeKKt2HKfRf",
-	"fhubM1QY6Q+OEGhBG5IziC+BYS/oujLM7+jaaApxDsmO9qdaCmQMGnwM/llcHxvTYb4E3QJ4mb6VhAkf",
-	"lI4bNyDPMYJlMhVTQQjB1Z+AvIAPzDZMyMdph6fTzmR6ZzD2tBNNrRME3rcx09NOZNShT64fnk7IWX9Y",
-	"6RRXuNatnM8V01MjkEwN66XQ6qzgmZnLdCqgQ5chCz9Cjuy086k2J1zEWvPBSH0uLLbofMW2azu47c7t",
-	"tDpRRwr2et6ZvNsndTDaR1SHU7rnu9/R9Z1vbiXPRnsGB70Pc0Ptx1vsrhaxsE9Mgc9rLkUal+A8o4qd",
-	"Hjey+B1ufGs8wJxc3NtzMho/+TdrrLzmWYb5r4ovBM2IOCeiyDKbdOFy50oJ7J0fb9QxL3bMUgipeVPw",
-	"0SWz+Z2GDk8IGywGFaOHkTHB+mDIUs4U041OTSlXVzjQZh/GtSH32QHYCfpy3l+xlcw3OLfcXHKWElo3",
-	"vOSF8H4N/OBqNWvxa9gYnTQHe0bzICw5NDOxBBA64qpMk4Ys11uWM2JbslTVDUdLdFIBkZK3AoKSKl+j",
-	"kZcLUsuxGeRMUy7QR7126eYxmjplljKlyUJOBbCI3rkPv/F2HpHaZGqbum3OyqbNyFGNGGiICFiIpmiI",
-	"H+iKebMXnjZgdLhBusR4IV04KRcvv/vLy1evmuPQ2qIAYk+1YuKz0itTC8M9wnR/7+M30r5z8TfeNwcM",
-	"8LHtJ5ft/3G/eIY6kkCzKyq1qbZNfQYIA9shcZpmQeaEi+O5zaVmEblmaw1gG1LvHX9Rxy9oug4rnoJZ",
-	"kSp32M/JEtP4zVHmGYLdsHWLrhoEMmxNuARK2F8srGkM9vj4dfWbWlvO2o42zL5hAwNCXo1bqwVJ+Hk0",
-	"qS0veMaeC404Q1XGsmok9a8Ts9FrltuAPjKzWXDbuogF9bpXpFaL4hwhzE4zHcDIoD3OlAujc/fSxo6k",
-	"HDZks8q4uDYChV6yvBlArUF7t/g/8K4dTYRrV12CttVvVmLNmJpmy4TOOdtfty33966ziqvg2m8b7U8Y",
-	"RLU94Pb9uYOML+n45PRhO1u/dZUQIdweuy+2t6bZ/ZnRDKdQMycsWXK9Uytvowll2yUbcUdPmoMWJig1",
-	"cYAblqvG0MLLMmv8QBH7WmS46Qr4vSYgLFuUvDhlN9bfIEgh3FvwSu/uiKAdoVXVIJNgegKTi6W6spAS",
-	"6FI3wgPeNZXQLLua80zDgxVPcnl1swJypVaNqxEK59tkSTCy5iwB1k+tnnXgfDoRoQ1syVowaxePatq8",
-	"4ECbsSWwHMYgM4MeaD1REP1nGI6QBBNVfrx80X8SkRjF6uYIzM8Ux1FDa3YJEPzRikHKBUFj3AHPHbZN",
-	"1wmI+DNIab29+HPtiNixRLh6wZSaDk3NH1KxPIIdru7XAcuH0eJ1kQuFa0q6PhcIxr6i14zErt8YMgD8",
-	"slsAEupBfRTTvfOp8L/T7JZulO9hW8jGF/vQvnPLub2yY96xVaWq2OLAiee5XMWQM6llTLrsQ5IVit+w",
-	"Xnicq0I9CN1W/oGXwCuB5x3jzG55lrnkEcVEw2E33e4tPzrDlJt3XaZ535jH8VkEHPuKcHzQStNBQpSb",
-	"Boq9LpoiBm0sxbYvZsv3Y+PPthv5nn9TC5Fd0Q1ZyiwlXQddY0hBzkicBPGRgyDIqRLVFga2qyvAy7ky",
-	"R/d+pkj/KQax3utbr5Q2AQ5EHRvOhe3fr2X3KVvkTFWYHzZmrrnYgGsjk7eZEYOa1aDcAu01iO/tLkeb",
-	"8nru7naJLLTHEahLetWZ1FelvndbGxIO1E+o8USHQf41c3a6anIAf8/MiA0BsBAZMS30cgBvW7N23Oqm",
-	"Cy3yOx0kwauGYa0g5a7hCIDif6UYE/cS+j/H/G7TV5tezejnDAJNHHctxX/iW58AiwK2rWkEhWL5fi7A",
-	"MgvXNhd87Bcmsrtf3bTmA4Smw8ak17Pjk699dhAmTqoGAchmVG67bqkmt0xoIzyJBXIY80xLkkpCZ4Zl",
-	"8mbTGljJVVPuAcvSfsZuWEZKyE+X1OQCfEqsWnc6alzMtNK4DyumlPVu7t4G9+L7OxPuog7E1NosyG2P",
-	"TwBI9XGXPalBO8VM1Naz3xAENssY+fHtSyLoynkYEEkLksHuFu2t0oo970yicGApDY6p5qgz6syvZSII",
-	"imAYnaoRXJmnzgVkYZbPp2IuDenE6FWMyMKQ07tgFgcYlVpgBFVsPSDxVGBqDgcTYC1txsaTKa8YsA9c",
-	"V6AmK0a9iHAxFbG3hIOXqEzUqcSjuaydsg8P32cuEb11ls+699qHdjVfo+ZfQtv8DhP6A7Lntk013hy/",
-	"baypfBJKkfvadJtuTq7vOfDytt3lGbrANz/VIYb266kpnalihCjz/EqLYNjPjhvXbB7y4Y17G4I82tEd",
-	"ZqCy5ZZBuZCAeoQRQD1+lic9qWUS7RRFwnchAtCqjk3iYRAKWMl5p4IuWJnu0GJ/d7EIV84Q6sXXhWkQ",
-	"GXXLlxm7qsim2zfh8xN5Wk2k1ikDACNtdnqfMQlO/0rEaxUuEoN5S5S1Ff1Q9fr0JuhBwngAQESjSpMl",
-	"zW4M5w60U++GEimJvyot2LHRwzGAVtEVAzI/hbCOjUPNmWf0RuZIJ/dQUtdeI9x5FTzKqUtLaqY4iUS2",
-	"uzMCEl5CO2be6KXIC8RDQOzqOMD1jicEJ2uh7qzTygP2GyWTcIGw32UA91RAX4g5BTkZURnoGlXiX2mY",
-	"C3eOcJJUEJAmudKAomlU2Kmw+YxGgGt0xzXbvkukYL+Sbt2qty+qZC5Vb9bWffH7WCMNjSfcr/wOctVK",
-	"Q33O374kFIjfHiQUG24akseVrMV+ufoX1dPTH02IkA4ByRwji30SOXsu+8BWa13d0hYLQ6FYI1uuDR9e",
-	"i+yIWqegmo2kvnBDG0xjr1QcuCaF8vnbKyLkbURokkul7MWwQTqkG6+S9ZVD2Isjl9fqfgfBEgORWNoQ",
-	"C9aUV7CXpmdzwbbhN+/ztY9GpFm2R6SK/fR91ODYTomqJaApsmRZ6patUjvDrRfpArEvy4K4rKQg50xI",
-	"jfZfWD+jOgUL/vCxIwCKHU45SDCdqZ27CXbODcn4DXM5bWiywmE2RiQ8fLxosbW25e62PZgqcCqX+CNu",
-	"zWtxFLA3oH9MRYw8beAg5K60zuIB+QHD3tnc3LtJibKIdz6IrMBAKkUyqRja8afCMvBuXI0diSMXgY5C",
-	"es8CzYcbuseyNPvVVKftTkTNFy24BLVz1bZ/TVTnbbF3WG09/psmOtt4A5kVxiFoD3JoXRIVRvSBXke6",
-	"teRLICr7RZqVA7X5X3cGfIVfpAyO4yNmsnp98jO+/qckU26Fof9a6Y+fG+AcpOPslVDzO81h3HHFnjXG",
-	"fjxFtII5xm517VVxua3+YjUw4Kppok1xbk2k3L5S7WOrXWoYpr3wwUhT1jzMNuPLPbJwLpze4LMnWH6V",
-	"YBa++aelfvYvqws06pE2m6DBw1VJsdkTT6vUlHeIbQ31tqx5zNyUFkyKtMUMf1c6w92BE2DKN4zxcYKI",
-	"INqxIXjgVlTBk7polif/RqxZvncO+N8QPAmitro3ANJuXROF5FYMJvfxgSJLKlIj/0OeboAJ2By/+Cg6",
-	"7NOwGpU/GrYS1QwrFNwuJSStrzO5WVlnczPUxd0WOXvunVGuybxWIv80aJ7eyFbqp/Yw1jKsKser8S7j",
-	"SL5F7RjXpu4uCX66ZxDrrrilst0d42pWbB8HF6gqLe6lIDt6dWdYZCn/3YUyVD0KoRHO4ZckRh5utuCV",
-	"6alby/AXhOmpJMwCXo9FXAYGH0+IYiIlK5kz64R48/qi2QuBH0wFZrhXS0Zhraj435mc/wngMggMWhGu",
-	"ewNy6SChrQukzHRyUUxTERaNghT2NVXKZYxPyBBiRxYMdGool5CwtrBqWJTWML6dZsMqyCEumpbyes+Q",
-	"XrtTjQQOG4NsUHgL9+GW5qlZOb9wvfuG8dYdXr48o7MebR2f8uxBysj2Cu3AZWhzhoH3h3kAzAZLdbtn",
-	"ZwcA5JttpEePeIcuVBvjjva0qGQXkdEida8FrnHNc6ba83dpLdeAA2z+Qm6h6+1k0r+RK6oC0LiNvwj2",
-	"xzocYyP+Im/cb+uWatj3A+VPAE+d6cIZw5qt17ulB3PtWtzynno40A5VR0MkXarJSipNRqfkL/ybCMBw",
-	"gaZNO//4+39PO82HIfdZR/fLcLrT0/dHdueVwkd5uu7j2jND3It1NwIv7s+Pbc7bbmaMTd7NiYN1reg2",
-	"wmYghFVaEl84qETSbsx7iTqGDjVeuAoCxv0sPm8LUUUENTRrrViRyr6H2XN5Uwg9l8tbZcH5smIlgGqX",
-	"6NC9yVQ0GAFzy7c9ch/NMudTo3kOoDlUEZcWa41yz96SVy8gJRdBbXqRxQtUmm6UlUJKnC0PHhihA61V",
-	"AsmZmUo8FckSC8VjBtTPbEAun7/93pDpD2ao/fHJaSIzmZNCZIY8xUzcgC9OefdPXS3OnLnHVoUY3lVp",
-	"O+qYFb3nR7WTCS1E2Pv2iQQakxQ515sLc94td4bKAE8LjOTHv164O/8fP112GmrnvX757TPy8ltA5EqA",
-	"YAe1EqzVsFbEAfVDRbqumEBZgB44O/RbxY9HrHcu5tKBFFCMHrOVoy8stnwn6hR51gI6vw1688Zn4vQB",
-	"W5GljskwrGbz9CUBhzUeb7peq8FUTIXrDgpsEcWyeX8pAbvcJhYE0TrAQMDfFBZ3sEYDcFH6Ls3pk4oJ",
-	"oxZ+9dVtrVS5+uor0oUKCKSsgBCRbwG7PyJ/8Sn1EXn+bIzlMy4uvodk3x4M+zn4heLDm1Ec1DwUjKWK",
-	"xGbbZc5/hocT8g1WicB08f/46dJmieO+0nA74QTgng6m4tKDDHBIroAUnoisKHixtSSUfPWVNxaYKYWF",
-	"wnqRzXOkOrAoyFsBGfesdINgipq6hmgoVEvVeVN1utIYk9sSpphyT46Hx7goEF4H9MjH+cVtBRRiksqk",
-	"WMGJQMzt2JxSCJpSEFIGWem/VKTKXxx48S9kxShYS36Zil/6/b7/z3wSl0F8MfmFHA+H5JdK/UKPiuWq",
-	"1XMFXihDZwk2gdvS/DmCOFHvIgfhZjXjAo/BXaW7bQ+1IiXY1chMDSuNRNUC4TkzBIdVq47Ypuau9Cs2",
-	"cmTHW+77im6g/wJ8NlyFQ3comLYtFNLLhnx5VJmXuBiWPoJ3f7tsKukafmtVqJ4rskr1slJGtoxex459",
-	"qUXs+5j8QoqgXqKSKwZIlpliB6rnTmOEZ1HmiK6NTa2YXsoUSnXZiCBs88QtDIzlA1dakVmhYWksGhtX",
-	"BL8OzkHGE40NnNkGHl4m3Dbvq/1A+6Oj2knbqklUr+Bjm2ksTYZNnsIe2hJit8LQwQPlq43dVVTNLoIv",
-	"zgJtjsf+gHkUrR21VsLlsmfMKYCmuZOha66x3kgAy+TipGwrCylY2QAV5e9h8AlXpBBQpQTiVLscHc3W",
-	"3Wlb79km0TeKjbq9KA0oroaWH17KMu52pj7HIKuu2t69y5vtqL7lThF6drCfY9hwIUW/HHk5uGqR3Qr2",
-	"mW3MVZjF1obQ2qxYYB69jVAmiREs7UUuq8KaFqbiqQ9jxYz3D0YRNOP5meUSGf1XX6FGZ7jWeDjsRXZD",
-	"qMDIYeAnf768fGMO/I0hOoDl/ufnT7+1AUmQ3mI+MTzPLNw5oXDDkThDVXVb9xnvs8Kg2afmYXxuIzss",
-	"CKWbTfx/9K2Dp/8ytYACzidR1q7gioz+8ff/azR+QjKmjWAeTUXKFxAqnJN4cDXpN2HOGiGud44YOY53",
-	"Gma5+JkDS59DxDQHlohpYkykvnh837kMJ/BBTLphgXjlq864s01z09nMSK+mI8MBADXTmfWmQuZ8wRGj",
-	"N0YgzUEiczVwQZT29xjrRoBAnvGECWXLvZttmUPGZefp2ly8/ngw7Di/R/gMNODViuabzxQVO0ElvlJA",
-	"9YmpneFghN1ACaE170w6R/AIM29BJj9cQmrtz+bfjSUInto9GQ+HpLSfOusJrJAi5lAOyA8g6QlZ1v7y",
-	"N+xl2pmY9m0iL9gu4L7DIMbD4f1qpfryo/J6/7pOtu/2ulhoD1IE4NwgguUEB9bUqp/AYbXudqj7dCbv",
-	"3oeb/IrfMGE6MTIf2vXpQkGSplso1XlvWjjMGU03++4KE8TRSzP+kq6bowKmLQcsRaxByh4SZO1GRss3",
-	"U8E+rFmi1TmQ5fKihqFt9gg4QdhFBYF4yrOMrPjCzEMseng1tg7AWzOvB+9/mfftClfiWSiPgrsGZBxa",
-	"px7pvMAkANXTHP/PPinmq6NHnzjVfndHkd1bq4SNz8ER75RI3CxWWaDPqsvZvlI/SA3pvptzEuPYfUVn",
-	"nixJytZMpEwkG1/7aNf9MevO97xAN6NDoJeHvk5Y40UCfZKV1dSxIBkwmvhwlaxjR+K6cV4ITCyJiP03",
-	"hi5EUxFDLuGV8xQbjgNvMZpuPYRl8E/Bd2RayLjS/mkQTRkLdlt/bh5bH+T2T1Nhs15qfZBqF8AVjULs",
-	"AJdt+WxfJ27BhFlSi+6H+jFE+lW0OAwR9x9loD340vgemD4IKzQ8t1DsHIWGqaCZktuF2LhQOi8SK+Ks",
-	"IX3NYfNXatcBHF6+IcG2YrPOpB4Nx8eBuZB0X6+ZePryQKGu0BuApriiOiZrnlwrX5euX1aRI2pJ10b3",
-	"juFIdGPDzbEqkMZdDbo3f4LLDExf1PyJdsfyb1AO8bjGgHKHRf5Myx+nYJiadiZk2pkXApZg2okqf03I",
-	"RzOCKJx1RNY0pytmJvnpE0AfTEXsiwaGo24a7BVe5rg3IFBCz+yWEZBSw/BzWSyWjupPBcpjIKYp8w8L",
-	"Mf32+cVlKVQrrLIr7T1q4QdBRUQjlbgJQCDfdmG/cEtw0yD10Pz8t4Llm1LO8sX2SgpWBq9hYcXPKLP4",
-	"6f1DOZf3cZTdhLUbO+8uLCHyasr7qfg/ZeHr0YC9bzAYtBYPnDwBW64le++aUMjrYVgcHtmOA19oeDCa",
-	"sFzbs+F2VhurUqy9fMO7YrrsjgckGdH59uNdwQFskQx1vaKkWTK3ZcD8j/dh/t9QX2wAPhnd/cmP2xV7",
-	"j4fHd3/3g9QvwAluPhif3f3B6xuW+6j4B4kyu7/aqov+qaIEQUW7BVIUqAuKmHQ8r/EmTLBw5LBvSBUX",
-	"C6cmhmIBpoOVEkGRYiZHoyzw01KSlGMChNG9b43+DilULhmotB10Pdt0NS8dgF6tGONU2BiDrRJ45mGQ",
-	"vepQwqwXy8hjvSisjGmeQ/EzQ+ynAl6zxmcw2LhvQTJA1hkB4Ky3eA7I02rtT1SW6XrNaK6mItDlvZ8U",
-	"imSZwUzKZzZRBOzDFj2vrGGJoQPKwdROhUN5g02LYQsGOdNov4g9FD45G5KUblRvQF4b+WEF6AmKyLlh",
-	"Y1vACSBHAJIM1+eEio0zg5IF04ocD4+aOI6RT8rCbXfynNcoyIBpuDT5Yxm2iMw2Fiy3WsoRbMLaFWJs",
-	"Yk6VmnllXfdKmPOwwfX9sbG1ivu7sbnT470bs0X+9qSdZbVN017D2uFSQdhT7qEuubLgV29fPCNHR0dn",
-	"vbaFAkz4ynD2ixHYNRZXX/8ew4Akkc8aRtPqlSfu8BXkce3x4jP0/T9c/nBFDt9hteDOeDg+7Y9G/fHZ",
-	"5fBsMhpOhsO/dsoCv50n8+Oj46Pj09PjJ/PT2dlpOn9ylqb0bDhKTkZfn85GQ3qaPjk6Ox2l6VEyosmT",
-	"J7OTs9k4TY7GX1N6XIM/nByPglq2NovgiPQTcmAuhe6efvV176BTSZof1uKR2sZs5IjR8HjsKsVW6kgG",
-	"oUYNFV6DAq7etWtdjnbtBolc/QvNeMLqJTAnnbPZeH6ajFj/aH6U9I/Tr2n/LD056w+TUTpmR/NjejIL",
-	"IlMmQehrKAN1TuejZJh+zcazJ/SYDedn9Gh2knydjth4fkSPZw4qbzI+CjT2MKLDx9rdiUkNR6kS0dLZ",
-	"X98vi2g2iExPIWgVov3Na55ahvz0t5ea9hBOXjh/4R9SbIK1zuSCdDEGHpTwXkUWAuHHy0IYht8oCL21",
-	"WGtVdykgBodu1hVdK6PgFSK17h68M1jwmq/AK8/FQk1F1wHnRAT5dwSA0FhYIADO6aE9oewUzJmJzFMG",
-	"aoozc04FyF9wmA4zqnRfMYtWrVo0ze/Zg82OFufJxjXVQJoaSha866TsxugsW/UIOkhKSsAmfPC/O2qj",
-	"zYHfwmyqUL4nk6GjfNX+os4qM506FCagaJPDQ4jtWEqlJ0+GT4aHKbs5lDxNOnVQpjp9HU+Oj/8aoCC5",
-	"wYdQSuV89qMgJZhWi9Llk15K4fW3phl/MArgV8xX5QiWrqQCLlqhJARhrn0jOXjjy0tiSEoVTySGpBsd",
-	"mvgg1s7b/iA4CWhSYG2EopUubcaWU0xJCClAlCTU6nRg/dAMQOmptvgYwsdWqDZR3438wTe/XKN3H7cw",
-	"UVw9ZZ0XrLGCsiUYYXQ6vmvbxD8qlYztoxKIxMG2BqWCG2r/bFUEdsVswiLA1Wdhqd7qL746b/VxUJDX",
-	"l8qp1uAtK+j4srs4H1to1/7hS+vC+2EaHL5QgYgJkGFq4C8e86UO7TJ6YrSohjW0NKsUw5rQWXzKaAlc",
-	"UoOBfPd+G97x3fstXMbwkcNb9DCLDkERZxwOfjysJKZ1gHxflaF5PqdqUstcdJliuKrv70GTS0COFqpc",
-	"KHArutvwhSS3k+Sf6uGVDT6QkC6XwCSOLucFpnetpdKN1SQVBEpWUwkgnDp2Wa2x633iwy2cmbesZQyi",
-	"WAp5SWhV8ultQaJPRMBP46CUwRR9S8ERt5LahV5CTT1yYYMvEDPIRmpMSEONJKrKguupbKLiOMa3heh4",
-	"/L5vZLq5p9fUWao7hbn6pE8r6pgUTC2l3l96CeAOPlUt1eYaf2pmNrtPk8/S+NaQqE+REcLu8dUbuw2/",
-	"f71quMcVfmbDC+GD0R5dXEr5iuYLhkRivM9cbCTeb01Y9hnb2mIsfz4lMh/u4Sf4DgMBLpHr1AjYa8H6",
-	"cj63FdTr9CMkXQHKiCdeYX5qo1B54UKt5a0oM5UtfVxnBdLLMmf5QLmk5gpMlw/ZjqaiYmEgT1ENNqQW",
-	"EzJpltkMT4jcYNam3xDM3SpPXpTJsTW78R32O8tb/xPsiq2GXJ+ktBcV2srEbrR6+pD2hOb5BpFIuYIQ",
-	"3huWKxsPDinYbebP8NU2E/O4xWBdsw2VponzXcvfMhDEaWjw6FqBcxsY7Xdoga0Z3cJU7ndV9IiaIu7V",
-	"/fq09zUelqAPlR2ddJL+8Xgb0aHe/Ynt3m2GoNlGcdVi2fwsydXZNK0WdA/hNUy632mULM/YFxPkr2SA",
-	"CK+x4xH+kL8HKMgmifZ7Dq4iIthtmVXjxVkX3+STNMoS2rUUAPscLAzmzZ6DsbSCr1YsmxOuQoAO0xE6",
-	"bo1YTrzFQ859rCMcWSMgQ3D08fBsEsrZkIu1kD5WpkwFNL/EUY1reaVgSW/YFIpkW+7mwSTT1KiKRghX",
-	"JLZzittF5At/iz5bTL6TPuxz8/e+sY1FeT9ZebpCYEf3lPZ/vyR0+NuT0HsS0DbNP7iU5lovGU0Zosa/",
-	"kslOrFz76qF/D3r4/72S8seh7XhRS9D4FrJeE/wPP5a+zU9I7DOmG4AyLH6PCsuCHpSA7JDBIXMI6gje",
-	"GJCXKVutpYY6tlA7C7PieOpoNEbHaykH5AVEnthEqID6+kDVGcc6wDyoVYhpTrigU1HLnsJ0Ei0L0+KA",
-	"2EmYJjytxnKmTo+pQHc1kXFcn5CMP0TKDKCPrLX1Xp7m+5KNEoSphX44tsYNlxRs8D/QUPEHutJ2u+68",
-	"01Gz7l4e8TKvbBdKXfzv9sb9KYasVZtLuSWo2ZjwMrsxFMqavbqPdV9+E6Hh96hiPZJ84M/R7/9e3zeA",
-	"9n8yIXgt2J0k4H6WLntOXn67j1GlahZ7v0uEOHQwpb/dcKJdrpcAYBVDX8z2rHPTEAa6enhi0g1wShq8",
-	"3lPhfbq9AbmAaguUawA7kHnKcm4rOqFZ2PyVFxnC1zjvSRN1zAvxDDG0HuA4SV28KobmdUI8YOd+3l/l",
-	"kyn74jj53dKtL56Wf46n5a1L68E8nG1yvMvBUieSSA9+X4QygHgm8eGMi0O1JP0k9gl9Xuvz8CcD8hPl",
-	"WpFiDSlkCKYZT4XPFvC1KyxyP7zhIB96tqoss8D85w7Lw6Y/54UtojMVCwnkVVnvtU/jsHY+brTIcUnm",
-	"/TsQ+e9sGvFgKjxJKVEHMHFDuQqQTiIGMGzBCNWmU77Cjc9zfkMzpPiDqfgJFmuH7xzgNcIaQcAQUIBe",
-	"5zItEgiZVJrRdEJoHafUAZ8dxoiYFvtAXcAXIDGuXOxyREoklG65GyU2x3qdbc7LeC1Y6YX5ld7SDckY",
-	"vWGqAoUoHFcz/RglwkYL3F1JDlemDKaaEOvVC1DlLIKL2dapaMD9bNrlEe4yR4hW8/+8EMr1F4C9YWbl",
-	"Wm/iiMwZ1v0IsWr3QqNt5dguJv0Roh3aw+uTW/P7oOOrCHz39vnzy5c/fNeZdJYsy2QNGv9oeA8mD93/",
-	"Bnx+D9ZrK6tdIKLlF/Hgi3jwxxQPmjN2HyYplLWPmiFGwhJEWMG8n/EbYCqlqrPFwS1bnoDfDuhP7Buy",
-	"LNewzkUmZzRTZMb0LWNW/ilHH5nPZ1Qty4/NV0Y8MHxjLrMUgJFSwj7g6ZkKX2dtQF6LAIjOgXVitKnl",
-	"FlG9R2RZEB4mJIRHQGX7qbDxL9bJCEPx9q+o2VRlkXBoCQBWhj37gcRltPOGdI/H4xJypTcgaHRXFQQw",
-	"H3znBIklBQgp1hau8qws7fNA65g/LO8+dgAex5mV97GbhZW5xk0K5FZE7j0c/3aOu6JW3egjoiQCQm9g",
-	"o78Yq74Q6cci0pdVIlgWgkvL8xcSan+jflsLW5umdoHysidwgBRSs2Odl/gTgJhuCaujlESKqSil3nYj",
-	"XjwAzEiXMI6Ik+fkeHxWUriwBJ2hmZU6hQO3eOh/SMtyezQDsCHShVHaytsYUVIys6mwBd0scQV726bX",
-	"HlphSczDQitaaZ438t+X5CGL2E/A3ieE4l6d30FrITbc4sh/IbNfhOd/Gl0GwmZIQEgoWgjxXvLy4Uf7",
-	"ryvT5M7IhpdaVWVl5erPY3CBMBclpFRce8NFCY45aIkUCKnSvWW7R5OtcraiHGw5JZf7ct2/3N7Hur1y",
-	"jWjwwFTKWCBEtTRS1j9DqLL34gfDwB/dy9lIZsyCGcrwK9v1HzaxNuHS0EGvnJMuCkBQ0FXRG5a2a/WK",
-	"dGdULXuANJdkjOZYSq9mNcWl+e3oYTstdBWHPJ/5Qgq/kMJHsgLi4Qqooa0ijYJCIGd8jnSzGwDgAvDE",
-	"LL6+0uaudjEAck1zZRFCSZypuHdO1GaVcXGNKN45w12NsBqAROSAQaO16oXN1N+JyPUCaUTOMqr5DXPQ",
-	"k2XZhFxKfe6D0MDZJ2UrTGTK8xaMyEG9tvHZ6a8AB2n6d34YnXMLMGDz2oenx8dmFDKFKieNNrZRNWIs",
-	"pZoOZlxYiO/qEwQPGg3HJRwYxJQZSu+6/Prk5J5dYtko2xv+gR1VlsxM9B5WvRd3JKIjqzhQxC7bF9Pe",
-	"F8r7a1Fecw4JDUgMHr6QzLrM/d9NsBwM6PCjuZW7VVQfRH9uWAkSV/CEcHTsMyhJWxY1OhuQ13nKkBVc",
-	"uwiHNh31BVbiq9HI46YkAESR7MocTEfOkEdnignd+3Kdv1znx7rOeNRc9R+J5VXglO+6163g8bbUD4DG",
-	"EPaBJjrbEDB+yhzkHpCTzDAxnW+A9VrcjfKBRWCHxlypqZhzlqXK18SHDBWZbjCRMX5+SRdQEmxW8EyX",
-	"JYldhSX+M4LFIhdH4WOK9cG78bSDNdfMW1h0rY8PVvCCUPhw2oHorCX70DO8Fcqg2dKFt0tms19cPSSu",
-	"gA5oJs6nIn457/8gBet/T3WyjH1QjZvx0fB4QJ4SxcUiY7BuBAo1kS6WX5rgWv6J9mcAZu/+iiNi/90X",
-	"AEDrcnxO3SJKhe2pyFdPfDnv25pOtjyZgzA3a2hIHnZdqfTkid3odEAuzExphu9BVRgpyuI+RsTF11lq",
-	"IenKeuuYpToeDntmvuiKhjHCBln6apOWBKHpDSDod6mToHtkSdVUCEnMYG1JumsIuMLhNIYQMZpaqnsH",
-	"sm117aE23Wg0JP/v/zM6Hox7EYHixHbFh/3RcHwUeykaz2kpA8IaPwwawMxRbfl+zBZhObrw+LQNo3Ly",
-	"7o2tW8ensCFiuECQKVbWv4HdxJInS6oQUgGPVFk3pXoSdg36/st3P8VDJpq5wMGqtcN+8D1LOb20lWjb",
-	"PgyKR2NVkQbI22ZhfSeJJN34GY6ij1OOyYLfBCVSe7WEU1v5CRZN3ZV1ii/bdz9FcMzu+gbe+RR1XlGl",
-	"+99bVejO9FaqtH8XFmI8PP397omlYKAxOSrwmOvsthSP9nYGGR4G5DwQOFPhRRl1Dw7r3CoeVC7KdtmA",
-	"33CHj5pE2R+kJk5/Jt06NwRixtLeuaHiwNOri77/6D99EYmPR6d3fwAn8AepL8oakF/E6ce0S9LUCdPd",
-	"nN4ime89vnZcswOa/qBiaaspcEAuMqqWDDGgZszJqGSdUS6yzVR0Y9STZaEPnZ0MCufYkqzm/vo3/rfx",
-	"i/KdAXlD9dIGDUJ0O0b3+c4tXp4vneOEuoh4ABFboACEAjCflfUBqK2RFwZ1tIgHaGVbceHlm88Bot/2",
-	"5BTNdmDIM3D6COHCLrr52AZDcrEga5ozoa1CpQbkqdhY9u+LQRj+z4QeTMVTbAuqufpInxXFElWIxhkH",
-	"QvkRSMI2o0BI05fmNEMhayouCiwTvmLUIlg7FcUIZqxUuHIAuWZpqS/ZSh5NYjWYObw1Y58goN+Uv+8V",
-	"X38PtFtvzD0Mzcf3xapf0vHJaWfSOZl/PZzNR0/o8MnpcPj1cHTKzo6fzIbHlKVHsyfj0fCIHp3OGD0e",
-	"fX1yMjtN0nRO56MhTdhRcsrmFdP1vUzIP+GN3yWYgrnJUoYvZqYvkUr/NEb6Exb52YuT7rT92hynHf68",
-	"b7YSopiP1qtF9JMuhnT+4+//7ZMLY5ertZWD1Yt8apcUzKVZSVCGqSYM6tqaj6HqcC2Dz63TldZZXKsX",
-	"0Y7vbaf6K3r9bSe73FF+Fb9QkD8ebl0Ztj1ruBc1jGZ73H5Hrh4/qMOP9p93IS5daLlWlTLOLqEVzVXu",
-	"qc4ZI93L52+/j8zbgvzl5atXtooTJYucJoysWc5l2kPg6IpRO8ijxHvftagGNqd3NCRY66tCHKDehxXM",
-	"KOQKEd6IbqC0XL/xYCe/9uW/4+JHLrATHFg4E6wz9cV19UVEeOxwyG0y1U6kWv1W7pLbu6psycGoLIRu",
-	"7nMaVS9xrWphY433382t/HL1/nhgRPc5278uAzYdPYRbQ9p/qwj+vFZPlDsAinNXQTO1InSleuYukbk5",
-	"qu4ShrG1WI+AP25aDsHHH7U25e8fttvur1nLvQru3V2D8BHKAzp0N6uFYdUuLNq6o3biPQLzzKbfDbIN",
-	"a1NV4UgXAUUUkTieczJn2tZxAlCQua2biu/1vhSX2RNuGxY7pJJ4Mr2VoIY/0kqSXji6Ax/cg/AQxRIp",
-	"UlWW8h0fk2XvfCpcxVeqI5e8QXjqcu0hiATSPxkUsJmxTIoFVGeQK+bq+UbkeHjcgv5oTuODk9t3Fhcd",
-	"TY58cdFf547jcYftCAulng2Ho3HUYSKRqbnJk06h5/0nW6VRP5tE+NLN8DBluStHAP92VbCG/oHOC4GX",
-	"xeFfIoKQ/0oWuvqVebD91S3NDWkyJxXIzv3Hn+s7KsE21kbdixDehwy21oun6vp/ouj5B5MkzTZEpXqD",
-	"1wy1GXfjm4jmfcVKcxKMmPi+mdoeJlQkLLt/3pZvtz1l31lxTF8HKixO32zLwartK5pfA05YjEPLWBoP",
-	"yFNoZSqAMrvoWy+JhlaZQmAgYNqYMA9NPgpZZnAgXJNZvUZQ5+6q0Ce/LuH+fMrrZvRbUyVru7P9w2y/",
-	"EKp/LrY+bAWhZM0QgF7m3oOCfGRfsc4C5LXDOQmL5IeWLNJ1dc6XepUN1Jolg9sl1beLgcwXh6si09xI",
-	"84eK5Tcs7ysmdB8RAgfmix6Rc0MtAgiliccUBDpTwxV0fiXAN3TG50VOV+Q2lxrCJ1YRVHa1gbRgaIIR",
-	"oyUKHkCwmpzPFdMIQqLsfM4JJfGCrh1e4S04+003K56mGYPhIoqVQ028pR7s3xprAdSEGlpHU9L1Udkz",
-	"c7IATLBElMSqMyCMoO3bRQ/LOZantcvspOioGtpgC47a4AYuCM2y3nnF4DYVS6qc1c0IwzVERhhf7JHq",
-	"3uKPkRum2ohkmUshC+VCTm5lkaWm2RtGZoxhCi60DLTWNwy4VbOMrXqRpRi3S57YMHWcVpJJxZRhG4ZG",
-	"MqGnIuOCkW48AZQvwIiKewB5YOEjM0aVtkW/RidEDchbozYIljgkGYjGew4gly+/jYmWU4HgkMTpEYxk",
-	"thGhSc4Sxm9YOiCvcUO5IqZbIm2JSgb8BZUNqM8DITr+vEYWVJlulM1MhOKmGCZiNJUTsuKigKgV6N8Z",
-	"Qc9BL8ET1vUR5ba7iFDyt4IVGIjE8l64bIqZg+QXSJFCaJ6VuJjBjmuEx1FT4fZ9hw6EC3BXzPfb6mLy",
-	"4H51bTiO9/7CeA8UiXk6iYnZWxWR2AZjwi1H93QlbBNvfPhD3GuNe67sdsU6tKbakNrOpPNf74b9s/cf",
-	"R9Ho7FM/+Pe/dj4nJHoLRHV/gzOM88L6AJoZbEhdv3DVfypXfQG32RpUD5Qj+NvwuN2Au1k+1fstlIKc",
-	"YUDT4ysFvkwO/9ljzmuWr7igGVYzC/QEF/KB5HetN/E5sFTHmaHozsXL7356+cOzPzcCL/CfmRnTpe3h",
-	"YbC1GZa9jjq5vFWdyfH+mLOu/wuzqntFxDUEbr+F6XyBq/oSBPZPRXmAaFSvBPjLeqD8Pb6HUgBY078C",
-	"nbl0EcCA8W2DgGsw2I761K0TSIYB75wp8o+//9+ETkWyLMS1EcRNo904KfKM9C9JP+6V6OZkzdfsHMVr",
-	"n4G3NpqTRS1PpEiKPAdx1L7gKnUBPgYEDQ9IzOTcVgJGOdYW8AAe4Sueky4Un/TE00jkRuZQ5L++7Q3I",
-	"TzK/Vph7ScWGeOnPCI4BqmyVxFZBxJHkToXcQqsF0R6GjGV6QqxYZ6ux6WcuqMZ5T3SRCwA5ND8wNLl3",
-	"MeLmCCNuPPhiRewsvY55mWYIa9IaD40OwNSiTewQPJ9l0ubDBYuMEqhLgWlyHjI5b8r1Kcv7vv8dBmM/",
-	"OPjamtBPow4cztJwbi/1Puas/as6me27I0oaA/cDjf1A2X3UUl5/YZdfuN+jxTcxkbrjJluYYJXJNLJC",
-	"8ColRc71BojRjNGc5U8LvQSf03vzsxH7kVQVeWa0U63Xk8NDqKO2lEpPngyfDIEB2uabOKB3wfoi5hFy",
-	"NzP+aybIiq5hKhwGaskaT82B1puGrCbDVDJJU1+hcmJNLx5IHOwYt+BQLUTqTTNrmfFkE3TiGmjo5ALt",
-	"UMy6Ya8ZW5vbzfMA4sTDstMsU4OteI6mZm3dB2U5cYpVVkKgegBbIFKwvpzPHap50HiAE77dfGPMulFo",
-	"Qhj8cvI2TKhh9g6aOUDM8qB0EUG8uZZ2PZpWQ2X7piI2cBp8JH/QUNvW1KKCDhTJWSLzdGI2OIusmSqy",
-	"FnxbfcRfBNs43oPtxt/kcsYUCAQyT5ZM6ZxqmStIRcXzKsBZGrTluX5Tg5dSZiRlRnJAYcc0PS9EYv7q",
-	"m6MDuKBQEUahvVJLmSkSH66SdUzgFqLC7bCQF4ZHNtyLpSQpT+HgTyplAkBmcsgUYM+zZ809W7O8vJ6k",
-	"S9MVF1j4tdJxkXKAnf//AgAA//8=",
+	"7P3/ciM3kjYK3wqCu1+I9BYpkqLULSom9mu3u2d6p233tuTwOWv2qsAqkMSrIsApoKSmezpi7uG817Dn",
+	"Ps6lzJWcQCaAQpFVJNWSPfYc/eFwq1iFQuFHZiLzySc/tRK5XEnBhFat8afWgtGU5fDPF0nCVvo9FXMG",
+	"f6dMJTlfaS5Fa9yKp2vNVDwmiot5xoj5k+RwM6E5I4rltyzttaKWShZsSU0LTBTL1vinFjza+hC19HrF",
+	"WuOW0jkX89bnz1Hr1RWdb7/sasHIjGfsSBEmNNdroul8TOJJa1L0+yeJ4j8z+Bfr4oWlTPmMJ9Q8TzRf",
+	"MsIFEQrvmbTiiEylXpiLC/ax2sntPr2lSn8LDbJ0Z9+239r+09XVO5JSzTp73yLxwe03/PD+LZEzoheM",
+	"JDmjmqUkZ0oWecJ2N/o5aq1oTpdM2yl9KYVmH/V3dMm2X/OCJPgzEXQJLXNzeUX1ohW1BDzTsrdcw59R",
+	"K2d/KXhuhkXnBQv7sqJas9w08N8/vej+F+3+3O+eX38I/t3rfvjUj85OPv9rq24lvCxyJfPtbn6/on8p",
+	"GImF6UYCN8VklsslDNAqZ7dcFoqs6Lz8hr8ULF8HH4FNh91d0o9vmZjrRWs87Pfr+vOWL7k2t9a1mMGP",
+	"YYMpm9Ei063xaT8yrfOlWfunpu0lF/jXwL+HC83mLIcXvZO5rpudq5fvyErmmnCheMrgcxUV6VR+JG2u",
+	"FcmkXE1pchORwfBZr9/r9wadhmk07eycPt/js9PTk9P9fTbDzu7emZfU7pCcKe0WselKRFRG1YIpwkWS",
+	"FSlLI7KiSrGUaBl+2pFCUZKT9pKuyZQRtlzpdeOH4V/NH7Y9se9ymTCl3nxT3/MV/nykCE9xnDVVN4Sn",
+	"jV3AB655evAG6XfPaXf24dPJsGEzvMulkTH/Catuq5s/yvwmkzQ1fTW3XZBloTRZUp0scCyZUlyKI0Xk",
+	"nXB3kbsFEygHjcC+EfJONO0Y+0jTlhnYZe3/rvuGS+xE3Ti/cD0kPI2IzElst09MZjJHyUezjOVHithf",
+	"/BNyRuJ/t/37Q9wwJ/bme8xJO5yUv9qXdupn51LQlVpIjZ9W93p7w6OuiSuqbhrfaNboI77ts2lHraRQ",
+	"aAt8TdP37C8FUyCpQCkI+CddrTKrAY9XuZxmbPlv/0uhVmMf6XKVWc2jKc9aY+idEQ1Tma7JgipCBWF5",
+	"LvMxSSVT4sgtY+z22CzeFcv1mkyM5bKkIp20CFdkyZWxRMwK1VQXqjUegRzn2ryx9Ubc0owbxYm99p+4",
+	"0HqlxsfHRtzMqWa9lN26nqtjeAjV8udw6P41Z7PWuPUvx6X1dIy/quN3+DCOWp0kxC82fabZTOZLlpol",
+	"byZOESWXTC+4mOOil2LG50WOFoUZECKkJjTL5F3P9OilFLOMJw+dBScRjtSC5iw9gplQiVwxsmL5dV4I",
+	"Y82MCdfwixSM4J1uF14QmqY5U8rcQhU5shvmyCgrzWhqtikYL+bTpGCVeTov58l/0IETlLj7H2t6zOra",
+	"GO4Z19a2kNbQw6GxksnZYua6Nh00fXn1kSWFaeYb87HNs1M3K3a+r5eqNR4OohYTiUzN2h63Cj3rPm9F",
+	"LfaR6+tEpqw17kehdBu3zmaDpJ8+Y8Ppczpi/dk5PZmeJs/SARvOTuhoGow82P4Z0yyFiynL89a45f99",
+	"jXY6vAEv6LwQiTFAW+MZzRSDH2ShW+PWaDgRLfe3e/LEX9h+8o7mgou5ao1/+nDw5Plhfc+Usa7MHBp7",
+	"9JjdMqG7SueMLk0jBzZnnrrEhxrWA3NvJDMuuFqwlLTvFlQzY5IYa8BMBTFT0TELYsE1XDX7RRa6R37k",
+	"ejERMR6mxmSrszGsISrUnWlP+f1i5KC5jeBtznYqu0PVRHBN8kIo0laMkfiPr67I8e3g2Mh+dfzJqoDP",
+	"x7LQq0LHncgsbsFSMl0TSmLze4wv6U1EZdG+y+VSajztHL5wYfn1p2fpyayfDOk5G6Wnp9NB8pw9m53R",
+	"03SUnEyHrajlt1hr3MLvYddWlrcib2qMvQn9gAWeF0JYrVBMl1xrll5Ts1yH/eFZdzDoDs+v+ufjQX/c",
+	"7//X4TLEqN66BXOpeZYR+1JCZ5rlJL6jXF+r+IKsZJbBJIIBSTWJ3ZkPzJbg6B2eBev6YW899vdBX17L",
+	"fMrTlImHagOqF+So1ztmOjk2RvldekSYSuiKqcqp407mN2pFk6o0Pyml+TuZ8WRNbrnMsJ8HSvUVPPco",
+	"Mv07py9Zam1Jrsgq5yLhK5qBsUkJvo8kVBh5b84YYibzhKUgy/9INbuj6yvc0g8c3Lucgw48mvJ5b8rF",
+	"EWEfE8ZSc/Cp6JjBsE+8HCFt7GLP/t0JRvy0PypH3HQyJaabBw61bfBRxvqFCNSn1AtmhpsKkGVebrUp",
+	"uEtIsTJHlohQ53boNI2EnR0nUk1X3whjudLslTEVHzgjVBBum0PTk8gkKfKcpRckZ3Di1qXdds39CRW/",
+	"FRwJ5Y+tcet8NkxGbECfTU/S09lZvzJXFZs0fOuhE+b6+jgzRqbFnHAB3zPHdX4Bf+DwWKtUimwdDgIc",
+	"0/BUViiGaougC2IO8/Od1K9lIdIHTk0h4FTqBY478x3t0wFHFYkU7A8jDmbQswOHW0jdxQceY7x/sB/U",
+	"NmJH4BbxwuhIdQLH3ueo9f0ty/+zkJo+cBjXsiALesvIybDciMrrKZkTo6O4mOOkgjPLGBx22Ht/MX1Q",
+	"vUQK2BdCX5etXMCzIFrNsUBLayeRdsUc+XecjT/Yd4KtlFCRsGzzNDAMTgPw8V4sHDpl0N1HOxCg48Gs",
+	"carhE+UMljoOCmnH1VGKI+vRcme4Fcu7for9BsqpZp0LEr9nOl93XxhLISaKrhV6ZYyEydeEzikXvdKy",
+	"W7KYqIW8U6RQdG7MxhRnS20YEEGz296WS5ZIkSrzEpi7KZvJnJkXgtUC76zzK5cOv8Btdqlpfm9L0Vl7",
+	"49ZqrRdSnJDukphJ7Vlf3/N+34jNQy3KlblxNPwiQzHfbRP+8sakHcim9Telyc08NxLIuSLB5r+ARVha",
+	"kGaBxmaN2CFQx5/Kwfh8bB9l6vhT6Z/8/Dh2J4SIvpP6kmquZpxOM/ZAgQWqxrQKYSX1h9N+v98lMFmK",
+	"rKhCjcxE6o5FYFG0B/3hCJ8I7aPR4KyUKNBXONWroLcHChboUtdohPDhxxI0MfQtJkZcgjyFLyk/z/sj",
+	"jCi/IPFLHN+ufWzOb5mCRaH4z2xjYiv3NgXzyFfHm+G0eE+A6XPUutQyZz8Iekt59lhTb12NRJm2Sfud",
+	"VHqeM9UJXGBwYDYGmpGTaiFzna3HZEZ5hiGERArBEm3+GReK5X9wU0pSqumUKuavxGOS8sAMK4214Chz",
+	"yfJbnjBSBF964LIJH3k8L+KBQxQ5N9U0lzcsd2ccTW9YYMSCC8/YI0YD3FFFUpbwlKU9AprEHWWr2grV",
+	"yC+qeXaGncAJLuVbms8fuupgg4EPmisibxkO2aA/en767Kzf70J0G+2ittP3S/rx2jx3XSNxgoVzJSXJ",
+	"oIuHnsik7OIDj7FYvjYf5b/IOZSZtRvAzPxB0EIvmNDceugetoHlDRNmGNnHFbeHKLR5KBHsjuDvELBd",
+	"y8IYVqpgecVeH5Sjt9m3w7dc5bHHGMlvMcJg9hO30YQpo7kZWfNJG/vgxx9/7L4I+rC9Gd6/fknOnp32",
+	"SbIwJqaYs/3C9gehipU5kj54mjKZ0OxaFVNnVHi5Yd9AErqiU55xvR6TjIp5QedsnBfTdcVaH4Zz5TsX",
+	"PHywJ7984rGE5CqXtzxl+fa3gRfIiz7cBavSe/yAcU1lcsPyMeFLY6CjeTs+6Q2GXZXxJcYT7Pmz1DPB",
+	"IL4zfTZmm1lqqM4O9pq5Rx9tAN25O5FFlhLrG/OvwbhVzmiyAE+ZfyvCh+ZM6CspM/jLhu04hg9nMl9S",
+	"HUKClskKPcOC8lbUokIvcrniSQ1KKGrNC56as2MNVAaORe53sKIoUWul2dL0e7nSpA3RK001WzKhzfGM",
+	"ZFwgPmfrTVrK7Br959dG3icLmteAoTDIEREMk8CxDDRKzmiqnI1q2kJsVFJo9CFBDFCsjQTIaaJZroJe",
+	"eEWH3ah5rRldkjJz4MYTvXXkWIGLHs8l1ZH74duX7yya4kgRmacsh3i5ZktonaYpNESzd8F0YdjYdkpO",
+	"/xfDaJu9QPOcrlsYIHaB5p/cBAdT1TSW7uM+1LziRZFyDTGa7SVEazAyP5qjM8QoVxDouKh4Ho8UgXMb",
+	"HIrMd7tV2EqpZl3Nl6xuCaR8bsPcG7bMn150h6dnpL1gHzsen4UHW/BuyJSB8WV/QhPbOj/vcq6t7ZbW",
+	"LrxKEHDz1T5OoyIiYZ3b0NSF85zOc7o8goMiuE0jwjLFUOnCKar001QGggt9NqpdgWAbX+P1WgQc5VmR",
+	"syNFkowqRdqUWLlEzENEFbMZ/9iJ0L3BtRVttd/OPiYsX+kmqF2uNDEDjwNaP/AN7fqgafOIkruFVH4M",
+	"zSm0fku6Ib/GhXjYWuJp5d7m4b7h6DvdJbthd/yZo2cyiKnt+DYpsrX5HCd1t6Nv5ZWU1cpe78qqnx6a",
+	"QHSjdHhRRWI08f5FFbCz49rJ8U9c8/SwpgGR1dCWDSF+2v4t9BBtjdRypdegNIQU9WvIHI23H/x6x1IM",
+	"ZYDf+5qJAzeeMxKaZ3VMYu+PikkhNIco49pucPDpCh93tCiFAjyXRYKe1TiaiBh3ZByR2Czf1Ihq8wd6",
+	"ae0vmVQ67vTI9+C5NqsUX+/aAeyWbag3EbUq1Rxtajb3azM2EI1WY+itjy4CYLBePVuU087RcV/eq0VR",
+	"hVoL8FKgtmD/bSzKcO1HVURZAI/D6WrUZn+2G7u6AzE0CodJ0Azuj5RlDP5yb0P8b3AhZUrncl27VeGF",
+	"b7mq0Z44zhC0d8p/r6hBRbyl+aNWgMRt2lMSF2BGlfbI3N1zYXtYbb1uWF+6c4P9tE0zQdNkEUiCqZQZ",
+	"o2Ai429MXbOPNqRWe1vpgN3+upe41xVJqABtS1WNw5aZzVZeHhNjUsWhxRm8zky8qu8JhP6MGLzdrcJM",
+	"Z24YWxl7lENMVpjdbv64Nn/EHTBRk83OS0Eo0SxfckEz0o5Xet3US65cSH/P0nnjbrziKNDcUbK6+ra3",
+	"9sYiW9Hkhs7ZNRdK06xhqla0UDVDc4nHGIZfOgVD6GcmYBD0gt6xlLTjd99fXpG//+1/jqERI+zMHzlT",
+	"xZLFFyTmacauzeBLMSZ4T8PYYLz6OuXqphFSjOfSqVkOqirtjtCB6yL+JDbtXC+ne94GywYOOg1Dg7cJ",
+	"ps2bdt7jYpANq3CFWO9rc5CuUUzvzGWHUVebI29Pi8Qc74r5Iow7kzaMODR7/Mn87/Px3//2P43f7WVz",
+	"odDXWHePPao2fIpasKal5CC76oDl5O41Jy6zplwIhtjwkjW8XYukXV1M7oemL4XD6qyo7eimBlMl0gY/",
+	"LtxwTrhs76bgJVUxUxF/TmS2KiNbJ0i3pmdrAdYt3JoVWN1NboeH07O5IGt1hExZgFeuP+daXGJVf7jj",
+	"QgXsDl7hPYD3yKXK1KwfO9Q+30ZLEL9cXJBbmkNUSRHFNJmuIeIcgP5y8NrnzJ3ojXbsTcQLcK269rjy",
+	"iUJ3XC9I7JZATNrokcJjmESjsWPPyVw5dO5EAKzQgjrknfAOwIgoGbZnczJsSz3yDWL2xmBFv8N3mTEk",
+	"UkyENZOU7ZVbclYfRs5DDd/gMwAuEEl0xxUzp+ecqcVEwBJd5UyzHDw4foTQ6HxY8pE5H902r5PKYjg7",
+	"PT05q2lhST+GzwyGz2uWpRvG7SViZ6mNSBxMeDCDJgsdAqYCFIlrK8ROkZQlGc0ZeJWCTo/6NT1Gz8w+",
+	"df493PXKIZJBOqVcNB2JZhiMU5qKlOYp4WJVaNJO3Sopc3nqNtj26cubMPv6eWnu/N7caGwJRI5dq+pJ",
+	"XRYYxPO5Ts/PRpX8rH6v3NeiWE7RgEE8556mTs6qLW21syG4N87boegCI+3LpNcu0/US/UDBgZUqQuvg",
+	"Bvbw6sBXcCvilYf9Ae5lrtVExBbJEKNTyoKTIWtAFjqD+LRL5SFtaj2REaHkjupkwfJOBGYr3DUR7n2g",
+	"POfSiCajNsndwixt23pEElkIrTB4qDQJ7Oxrb37Hken1RDBjbTkPFPvItbIOKaXlagVm4Dev3r66eoWG",
+	"YD1mogMnevjssJ898sbIStgfFrStsO/7gNk9UgGaT4QDfZah3NUqW5P2nN8yPJ3Dao6tfzvjM2Yudnoe",
+	"bAyQvLkA92J4DA+sCo/B2YpLFQK/7njKxbFakG7StEH3acC7tD5ZDWIbMjMmcM6MwXLLHKjS28FbMuv8",
+	"7BeR1JunKJ1TwsQtz6WAAIHXyBcWDBnk1sVOvVR0y4ev/jW2vd+vA75U7K70ei9K3Z7kLvnP7Pcoqavd",
+	"fCvvWK52QoMviIC0jJxyBViYHnkNO2RbqI0Rrmp3DmkLY2dN107ZdqrxgQdriuqn/EnekUyK+SYOAqWq",
+	"2RzD/hD3IPWuq0dVNrj16/WNt1o3PClZrdvhtdE7Fh/C4eBXWmYpdyEJY6YGZmzOLJaL6/ojjzVfrxuj",
+	"PKGpeEdLe1fm6GSyb8AIw2HO+RLTutO5orhRbuH72znrBG/b9uGGdp5z/KGFB+crtah13wmbpb/bT2YT",
+	"8f0rKmNX+ajITuGOWX+J7sX7GRlVK9ZmvZffd/8PfjB1wNb47Pjkev+ondrDPaRu2+wLjPqGa7sEw2/z",
+	"pL/M4jMGx7U7HDcZfWCVWCgzYHAC1wQ1RsVNZ1wx+TS9cak/9k4je1EKT0SbkpTPZiw36jK2l8EEoWTU",
+	"76OzkXowgdmaxjDBbnAdkSVNmceCGZPKoftK/6lpIjgbw2dQOAxun/h25zKbvTJlmTrQbKhjg9hS7SfD",
+	"mtl0y3lvY0G46r459XVLKGVCc1qHF/hBsby7NKdxnloelSXVLOcATFcyu3WzgniFGyZIG1WqYknOtAK9",
+	"uKEX7tR1LjN2TXNR68m9KaYsF0wzdW108Oqejt/g8Q1HX/lMXohrquqF5dYQhUmfNUwEcU2KJiADATjy",
+	"H5fff0duaVYw9DuY244UiVOqaQxAkgvEdaBgIFxNhF5QSKdgNFn4J8wDnR55ZQNeNhuzTUl8Zf4V2UC3",
+	"FAQ807E1DlQnmogY8SYx7IoYQSfmWUFiNBRfLgpxE1uIOE9hL4LhJBVHP5LV16Yxi/mFJjGoXqHSsZiW",
+	"4IfYHJq4MX/fUqW78AndN9/EBJ3lyskXQsWa5AzwU9DtOV1VuvlHujKnqTiHZF7700aKbwxejhjwBzg+",
+	"FrNkngRhAfpe30nChE+6wInrkVeI0BpPxEQQQnD0x2BT4QUzDWPyadLi6aQ1nuxNNpi0ookN8sH9Nidg",
+	"0orMkfGzew9Px+S826+8FEd447VyNlNMT4zRNjHmCYVWpwXPzLdMJgJe6DLA4UfIAZ+0Pm98Ew7iRvNB",
+	"T32uN7bosBD21bZz2y+3n9WKWlKw72et8U+HpMZGhxxnYJUeeO8f6WrvnVvJ4dGB4LcPYe6zfXjLJNhA",
+	"5ByCmfF5+6XZ5xL4p1Sxs1GtGbQDpmIdLJhzjnN7QQbD5/9mHbo3PMswv1vxuaAZERdEFFlmk4pcbmhp",
+	"pf7k+xu1zI0tMxRCal4HrrtiNn/ZyOExYb15r2IlGDscPDRGLOVMMV0btJdyeY0drY+O3Rhxnx2BL6Ur",
+	"Z90lW8p8jd+Wm03OjDWx4ZzKC+EjZvjA9XLaEE+xGLQ0B59PfSesOIRoDgpAeBFXJQ0AZHHfsZwR25KV",
+	"qq47WmIQFoSUvBMAuqs8jY5wLshGDlkvZ5pygRiMlaNTiNEdLLOUKU3mciJARXQuPLzM+8JEaskCLDWB",
+	"WSvrJkdQFRFTg3iZizq0z3d0ybxrEFcbKDqcIF0yJ5E2rJTLN3/885u3b+txlk0ol9hLrZh41oXKp4Vw",
+	"ppDOwmNYzInIQVhq95sjvvjU9JNjs/h0GF5nkymjNrpoaTPq3xkwaGxDPjXNgswgh1O7y6VmEblhKw1k",
+	"MlIfjC/a5Oeo2w5LnoLrlSq32C/IAmkqzFLmGVJIsVXDeT4A6mx9cEkEcrhZuHGqssvHj6uf1I3h3JjR",
+	"mq+vmcBAkFdxmRsgIP8ddUe71zxjr4RG9q6qYlnWivrvEzPRK5ZbwCqZ2izP7bOIpSa8FxKxwbkQIY1U",
+	"vRxA5NsBa8rBRN2+tNiolMOErJcZFzfGoNALltfTQNZ4OCy/FdxrexPh2FWHoGn06w/6pk91X8uEzjk7",
+	"/Pxfzu++tYqj4Npv6u2PCBLc7nDz/OwR4ws6PD172Mxu7roKBA6nx86LfVvd1/2J0Qw/YcPlsmDJzc5T",
+	"eZNMKNsu1YhbetIstDABr04D3LJc1UJnr0p0ypEi9rbIaNMl6HtNwFi2XJ9xym5tTEaQQri74JbOfsTb",
+	"DuhgFUQVfJ7A5Hmpri1lCsIOjPGAe00lNMuuZzzTcGHJk1xe3y5BXKll7WiExvm2WBKMrDhLQPVTe846",
+	"cnGviNAatWS9vBsbj2paP+Agm7El8K7GYDPDOdBG6wDdahSOkAQTsX64et19HpEYzep6hPEXmuN4QqsP",
+	"mxD80ZpByoH8EZvBc8fd1HYGIv4MVlrnIP28sURsXyIcveCT6hbNRsyo4p0FX+Vm7As8H+YUr4tcKBxT",
+	"0va5btD3Jb1hJHbvjSHDxQ+7JdihnrRKMd25mAj/O83u6Fr5N2wb2XhjF9p3oUs3V7bPO6aqPCo2BLni",
+	"WS6XMeQEaxmTNvuYZIXit6wTLueqUQ9Gt7V/4CaI3OB6R9fmHc8ylxylmKhZ7Oa1B9uPzjHlvnvTpvlQ",
+	"m6f0RQIc3xVh/6CVuoWELE41EntV1CFiLd5kO161FR+zyMbtRr7lX29AwJd0TRYyS0nbUTMZUZAzEicB",
+	"/rcXgMUqaLowcUNdAx/UtVm693NF+kcRpH2vZ/2htI5QI2pZWBy2f7+W3aNsnjNVUX7YmNnmYg3hn0ze",
+	"ZcYMqj8G5ZZIssZ8bw7L2pTuC7e3S+asA5bApqVX/ZLNUdmcu60JCTvqP6h+Ref6LUf9tgGMh6RldS9b",
+	"emUJm2s2826brMgbsmiMgUzazjMLMJneqphmPLku8gy9sMcW9nj8CRz1n4/jzgXhGvdMABbbzFHebYSY",
+	"Lm0mNyBXdDAyu4b0y8JWWmducVkVhTHtpri5GyP4WEhvDNgISu7q/uh5JTJ+1q+VidsfEyY5bYQ70mUd",
+	"iOJbZla0URA2rhbTQi96cLcNe8SNoe4wYrMzyBjcagyaJaQc1ywscAxdK8bEvRbyl4RnbPp+3a0Z/ZJO",
+	"oAts31D8J971Gbh4YNpqN5hi+WFh9JKFwDYXPOwHJrKzX5202t1gXcu1Sf/no9NnPjsSE8dVjYFsM8q3",
+	"4Q9UkzsmtDGuxRwtEHNNS5JKQqdm2/N61ytEUVRd7hXL0m7GbllGSspjl9TpQHIlQ7hbHRtWjmmldh6W",
+	"TCmLENg9De7GD3sTjqMWYNdtFvh2RDAg5Pu0y99Y473ATPzGtV8TU59mjPzw/g0RdOkiUMgkCMmw+6Wu",
+	"dWrgm3cmkTmyqJrAZT1ykzr3fJkIhyY6Irw1Utrz1IUILbn9xUTMpFGtiABHVCPCtvfRzPYQ2V0gCjG2",
+	"EbJ4IjA1kYOLeCNt0GIylT84so9cV6h2K05fI/EnIvaREogilomKFUyny1os3+HpS80monfOM76JAPHw",
+	"yPptVP9LGLvZEWJ5QPbwtivPh2u2LZPKI4cbJqXPv27n5PqeHS93277I4SXe+XmTYu2wN9Wlc1ZMmTLP",
+	"ufQYh+/ZsePq3YceoHKwo9Czve1xE5YtN3TKQUY2UXpAdftFSAtaaHmNMfwa+VLhdhWEYg6cT3bywX8j",
+	"Uix0EVdmJ+SALyGOo/45ibGNJstoI7Nzp2kU3guoXmtH1h1nAnhvhYOECjpnZZpTQ7zIYWeunePeH7fm",
+	"pkE0HBqe9FlfDXodmSuAIIsGNTEypDLBtLES/30B0AlmZBtfwdBHdkhjMssZ+9ld8xlmFl9vpCBm4mwy",
+	"AkB7NXlWzd9TORtuS5ovTxRtDFHYoCgQWDXFyXxGPoBuKqj8Kh0xDkjJ4rmkH6tRV4TC2WArMm5SZWYq",
+	"uzWWUeAd8mFgkZL4qzKCFBPFNIL8FV0yUKMTgFWtHSvbLKO3Mkc9dICTaOU9MjtFjWfRdgmn9RI9kWjW",
+	"7ERpw00YR8hro4R5gYsUayPEQd2IeEzwYy2VqisD5MrQwIGVCywrUSaZTAS8K1itUQkBjCoYfRrmWl8g",
+	"XTEVBKx1rjSwNJMlXU+EzZc3BnJtOLw+9lQy0fuRdONWlSZRJQOzKim29ktVIFTlr5/jDTFYu/r9rOxQ",
+	"FY36y+ebH6q+QPEcoL6w4boueU7jDSCxq7BVXVndwZgI6dj3zBKzvFuRi7Wwj2y50tXpbvD+GXVTS2m7",
+	"4QZRoAewR42foOq9N75UURNFcKc8tHFNCuW5Q5ZEyLuI0CSXStlNYwF0pB0vk9W1Sy2OI8ep4H4Hox7V",
+	"K0trcJp1eVEHnbJtLus29fN9nvZoapplB6DI7KMfohrQSUrURgKtIguWpW7YKtWifCp2GxRBWQjLZVUG",
+	"ObNCaozNwPiZY2sw4A/vO5Jv2e6UnQS3tto5mxCDWJOM3zKXk4vuZOxmLVro4f3FaIqN+7S3YzVUAeCj",
+	"5L5yY76BcYK5gbPfRMSo73qOvvRa6yzuke8wbYfNzL4blwy/uOcD1BOCHBXJpGIYY5sIq9zbcRXXFUek",
+	"aobaIifhhB60eitMAAc8UR8lV62mXRTVb81g22ysxKYZD7taJ7PeFwcnFWxmv9BEZ2vv2rTHKIDjAsuA",
+	"SyFFrC6cyO0hoEwVB5F0GIa07KjNft0L5QyfSBks5kfM4/eegC94+h+SSr6VhPNLJX9/aepCkIx4UDrh",
+	"bzSDe8cWe1mL6nqBPDszRGW27VZxwRq/sWrUd9Wp1OTyaEwj395SzX3b2NTQTbvhg56mrL6bTW6ze+Qg",
+	"XroTic8dY/l1gjwl5p9WEtq/7Cmj9oRqc6lqYteVBMMDmSBLn8IOo6+mPqV1bJqd0sCmlDYEUPYlKu2H",
+	"REEQxqjVx4EHAo65BhZ0J6q0f20MqJB/Izag0rmAyhUAiwZDvR7MuKL5DUt3ZLBdBUloMLAlRsBsazhI",
+	"tsFAJDE2Fnca3hSMSj2P6B1VzstVNgkOq87haaW7yAh3n8vx0NDIh+gePlJkQUVqzkPAuxDw89ZjrR/l",
+	"vP8irAzpF7utCjnFakF3CwkkJKtMrpcWGNNAb1Q7CTnbqF7r6wBpiiEEIYUxNYzlDkmEa6YjJCVWTI/L",
+	"1ONCsYlYQhajFAxyjmxYIvJzStpICzZ2zoZq9qFLQ0CTN58It7xIO2dLeQuIFGCmgKmoLk3AZXOohAVO",
+	"vLhcw2Dpg4fJ9dRlSKpOFQBlwX5lGRLseMvtmgZYxyG+dysnS/d7CMreRAA6368d6GLJfK0BONNW2KJT",
+	"YzS2jREuuojICOoPW6ZVJEOzlQmg6U4lzHg/MPgGI2ONxyaAiyObYunfsSJ3I4u6IkRrNRaO3zfoXcL9",
+	"shnODX66ZxLGLtxt2e6OftU7fx6Ht7F6ojrIieS08l5Yf3ni2ccCWV3AoVPe8Zgl5sxYv0cuA23zcDOh",
+	"QZk7St8NzGWhWB6PIcNaGLlpCbdYTtqbzDYbSUL+sBd3LD1hvEmcGsZ/CQqJQEiFfn9L0mYu34eM4Fcw",
+	"CL5Yfe4g+r0KstasnscJkDPS5tqxms3BI81F0sAOr/jPbG8AAl0jKw1FNyrsNveFa27HM2ulnOWuDTpX",
+	"kWa1u8cupV9YToSOlMMEhduYeyVFQAe4V1TYe78MqXZgVn+dKV4y3WyN4p+RrbXCvQO0rbbwDpyW4zFR",
+	"zFgiMmcWiwGkpXVgDHxgInC3VysHY8ng+N+ZnP0BmPcIyEZFuO70yJWrDGSRICUhgAP7T0RYOxjsrRVV",
+	"ypFPjUkfINZzBu5tqJqXsKbsQxiUxmyXnZurynWPg6alvDkw880qhFrhgI0BsQzchfNwR/PUjJwfuM59",
+	"s902cT++Sr/fqJtaqlw+kFm9PUI7KN6aMEEAgmG+DkJNgLwZ4LKjDsC7bcJ/T3yOSDKbCoqhrag8qUQk",
+	"k0p3Glj7Q0RuzUGNbqTkcqieNpdbJOs7tfavhMip8PRv0/BDmHCTlb+Whp/XzrcjnN2edyRsgRXAUxdF",
+	"cBZFfZB5t+Y1264BxeClh+P/U5uk+KRNNVlKpcngjPyZfx1BTRSQaZPW3//2P5NW/WLIfXL+/YgA9gKe",
+	"fs+optIKKFfXfRBOposHaf5a/v3DtbmlhtitybHJ/Vo8GNeKo1DYRN2wWGfi68eWBZVq08OjlpFDtRuu",
+	"QqZ3v/DJ+0JUC0PACVqxIpVdz7bu6AWQ+zuXd8pytGfFUoDULosEdcYTUROPs+6SksCdZpmDvtA8B/5N",
+	"qohjj7HxsZfvydvXwFyD/JidyNLGK03XylohJWWv55CPEOfSaIHkzHxKPBHJgoq5o4/iP7MeuXr1/lsj",
+	"pj+arnaHp2eJzGROCpEZ8RQzcQuQGeVRGps+5szFTmxxwH7FVT+ok2ZmRO/50MbKhBYifPv2igQZkxQ5",
+	"1+tLs96tdobkixcFJrziX6/dnv+PH69aNSXUv3/zzUvy5hsg901AYAcl82wIbqOWH56tFGm7mnIdX0oO",
+	"NDu8t1pGDEt+cTGTju+MIogeDVwgOZ+jdwTSVGprj23zZ77zCetdILdnacABP5M5efGGAE4OlzddrVRv",
+	"IibCvQ5ZwxTLZt2FhBJWjh2+BC2DAgHoR1jjz3rgwQHsX2lWn1R4sv7qK3P6yiRNnQdKffUVaUMhPFIW",
+	"wovIN1DCLSJ/9sxTEXn1cohVFC8vvwVOnA50+xVANOLj20EcwCMFY6kisZl2mfOfKdK8f42JOJjU8x8/",
+	"XlkyJZxXGk4nrACc095EXHkuLg45yJDpHpElBbAZIAW/+softM0nhfWiO5Erc6CD07i8E0BMxUpEAjI5",
+	"qBtAcOJ5UV3UFSkvIxs5annLTEVG/REOCmQZgDzy6Q5xUx29mKQyKZawItAhGJtVCthxBch6IG/6a8Wq",
+	"/KurYfNXsmQUPA1/nYi/drtd/595JC5zGWLyVzLq98lfK2XsPcEu0rmCADZbwchZgk3gtNQ/jnyw1Ds0",
+	"wbhZTrnAZRBuUrxSEvoCtB7fsFGrEl81MJ+GBSfNVGfGUHD19ozAYdXik7apmcynPE2Z/dwT299y3pd0",
+	"De8vAD7BVdh1R7pv20IjvWyIOrJVmZf0cVY+AgjP+m+nzOcAkrbRt/YIhbTJFIr5EKYSumIblS/si33F",
+	"fXz3iPyVFEHZfCWXDEjxM8WOVMetxgjXosyxyBI2tWR6IVOo2GyB0djmqRsY6MtHrrQi00LD0FhiZ64I",
+	"Ph2sg4wnGhs4tw2Ue95P7cwiVkqSWkRE2jK8bpRtHSY/2jYGETbuPVQuCnXh3O1cu4Il1YrfVu8WZt9b",
+	"Ajls3teUhTcMTjYW8lbl2806sbaZ2gLY2OQZLBFbqPpOGDF7pHxN632lu+0Y+xKg0OZw6Nev5/vdUdEz",
+	"nA07qO58aZo77bvmaqtaBgSyDv1tW5lDjMk1QEX5ewhB5YoUAqqbQDZQmyOkzAKbbOsd2ySioLBRNxel",
+	"f8ZVavbdS1nG3cxsfmPAbVFt795FtHfUeHarCFEY+J4RTLiQolv2vOwc+4g2t6UdDFmabWNAFCxohq31",
+	"obVpMUc2K5sHRhJjt1o54RYrh4mZiBc+WQh5pz6ac6bpz88sl2hHfPUVHhiNUhz2+53ITggVmJ8F6upP",
+	"V1fvzIK/NTINKob96dWLb1we7YLl8IhRqWbgLoDU9NTKftMvK1msuFCYmvTCXIwvLIbT0uW7r4n/j651",
+	"PnbfpJbWy+EHygqJXJHB3//2fw2Gz0nGtLH7o4lI+RwiBDmJe9fjbl11DIhwXiBTpVPNRhfPf+ZgMcwg",
+	"L42DxkWyBiZS0+UkYSvddfCeMTwQkzZ4+Tyjvatt6tY2zc3LpsY4Ni8yCgb4/Z3XcCJkzuccq4nENpc5",
+	"kbnquVQV+3uMuQhg72c8YQIrOaGqmQHvSevFymy87rDXb7mQRHgNDtjLJc3XX2iJtoJ676X96+lhWv3e",
+	"AF8DhWpXvDVuncAl5L8Bk/94AQQ3P5t/1xa6e2HnZNjvk9I965wzMEKKmEXZI9+BISlkmb3td9ibtDU2",
+	"7Vs6HXCNwH6HTgz7/R11jGvqFztnRkveHF492L67ufoyupsUAeJpwKqeYsfqWvUfcPzGigYwJCtHq9b4",
+	"pw/hJL/lt0yYlxiTEqMOdK6AKsUNlGp9MC1spct/MjP2GSmVcrpkGgp3/1TnDUYTyyKjzFay+fk1Grh0",
+	"zHyuVrIyjyh0GHOo8IJ8SXYRwxta4XkTq+4GlfDLeMPpYFghPL4dTCa9kPXY/vnh0yA69X/8m/lHSaHd",
+	"/fBvteTZ9XNTDtHxOxzHd6b/wJx5nDOarg9d70wQp4nMyig1ptmE4JN0xLnEehLt9kObzBjX+Xoi2McV",
+	"S7S6AIVXisAwPcBuLneCcchqOFfwLCNLPjcrRMwtzGJra7033/XgnVXyWqVU0ylVDHdZOblOwJBh6FZ8",
+	"pJ0IHwGVHYxg+eI9aJ46efQPp9rP7iCyc2tPz8MLgCO60z9OFqsMUEjr9Qgj9Z3UQGe0viAx9j0miq6V",
+	"JTtO2YqJlIlk7WsX75JMZtz5gaLpdnAMmujY1/mu3Uggipj3btiC4qDC4+Nlsoqd8mjHeSEwMRqRTi6U",
+	"AHVegSvl2qHLgKsdOJhpunURhsFfhaCfaSHjSvurQUZKLNjd5nVz2WJUtn+aCJu1vfEOUn0F2BtxJ/JF",
+	"d0hRrfM+Z8IMqWUvR8cGZEtUjt+YgucfyuDYB7liwSGjkpphrJlCsQs0xyaCZkpuF1LnQum8SKzxuAL6",
+	"BVefrVJ7Hui+8zUJphWbdbGQqD8cBX5e0v5+xcSLN0cKT2GdHhzxl1THZMWTG+XrynfLKvBGRa3YeCJi",
+	"WBLt2KgYrOqrcVaD15s/IdYJPktq/kSHcfk3nOpxucbA4o1F+k3LnyagPyatMZm0ZoWAIZi0ospfY/LJ",
+	"9CAKvzoipUL5/Dm2eDpf9D/sdV1nr3Ezx50egRL4ZrYUAgBdXUkr9ScCLV0wgJX5hy0z9P7V5VV5XFHg",
+	"m9DS7qMGffDC7NEr2KLRHqNhY0pw0rzu/0vB8nWp/H2x/FKClRD+ZbIKYDr4F85AK2r5Eatj0fzwUM3l",
+	"g1Pla4KC/uPWT7YQZnl0/TAR/6csfD1ZcNT2er3G4v/j5+CEt2Lvp7pKVJtgdC6CUhJBEDtcGHX1PJrZ",
+	"HHZWC69KrIOC+ruQ7XbGA5GMNtRhuitYgA02txlJUi48PNq4KQPlPzpE+X9NfcE5eGSw/5Efql5MfG60",
+	"/7nvpH4N6AXzwPB8/wPf37Lc52Y9yJTZ/dSlljn7ITQxKsdLqEg/R4li1LDl3Ob5hm7CJFUnDrtGVHEx",
+	"dwfw0CxA+oDSIihSzIattQV+XEiSckwijYhgd0xp9Pi5ZOvSK9P2avPyTy+6w9MzTxCOLkJzBcs7CAsO",
+	"2Sphby4G7CuOBdmGH4091onK6vZozEPxciPsJyIoiouONvcsWAaoOiMoqOFd1T3yIkjTP1IINjLHdEZz",
+	"NRGBl8QHuKHItenMuLxmk23BsW/Zwb2HxWI+lCvDMRGOxRrpFmAKejnT6BmKfTk0ct4nKV2rTo98b+yH",
+	"JbB/KSJnRo1tEX+BHQFMmVxfECrWzn9N5kwrMuqf1GkcY5+Uhdf36pzv0ZABn34Zq8Ey6pFDlsYYVfoX",
+	"i8GEev3I/9OknCo17+tOoxhHrTlH1rVWwS3UNnc2OrgxB3Q8THb66vvQXs3Y4VABXi33VP5cWXLf969f",
+	"kpOTk/NO00ABTrTSncPAHbv64msiHd4NSLT9om7sOfe/hVz4A258iaCNh9sfOAiw1KH/w/7wrDsYdIfn",
+	"V/3z8aA/7vf/C2jF5wDjbD2fjU5GJ6Ozs9Hz2dn0/CydPT9PU3reHySng2dn00GfnqXPT87PBml6kgxo",
+	"8vz59PR8OkyTk+EzSkcb9O7j0SBqsY8Jy1dlLuUJ6SbkyGwK3T776lnnqFUhfepvAMma+mzsiEF/NHSw",
+	"8LJOWwXFM97CggWFtYOYvI0V27HrJXL5LzTjCavU4TbvbJ1Ph7OzZMC6J7OTpDtKn9HueXp63u0ng3TI",
+	"TmYjejoNIEXjIDUitIFaZ7NB0k+fseH0OR2x/uycnkxPk2fpgA1nJ3Q0dVTg4+FJcGIPoTgeJLm35g4s",
+	"pQoUqXX4eR/2PaCbakymFwBWBs+euc1Ly1Cf/vpW0wHGyWsX6P1dmk0w1pmckzYC/+EQ3qnYQmD8eFsI",
+	"Ide1htB7yyVdjXNDRZQwPr6kK2BVKkRqA2m4Z44USTLKlwCn4GKuJqLtiB8jgvo7goI3WDgtIH7soD+h",
+	"fCm4MxOZpwyOKc7NORFgf8FiOs6o0l3FbDUe1XDS/JY92O1oeUotIG2DZLSmJNtPrZTdmjPLVr21FoqS",
+	"knAUL/z/nbTRZsFvcY5WJN/zcd9Jvur7otYyMy91LKIg0cbHxwDKWUilx8/7z/vHKbs9ljxNWpukopvy",
+	"dTgejf4rYPF0nQ+pQMvvOUyClGSwDYcun/pbGq+/tsz4nUkAP2K+6mAwdKUUcDCTUhCEfEW14uCd8+JZ",
+	"LFGVDy+GTCMduvgAJOl9f4AqA5kUeBsnIki1tSX1UxLSMhElCbVnOvB+aAZFt6i2/GPCg2JUk6nvev7g",
+	"nV+OkTGcQk4/Jww2ePUQz+BCThbdoK7ZR5x9/1yYaoD32vfgHxDQt+l27lJJ/uayVx1RhaqtCbuiyQ2d",
+	"s2vgds3KVyMdnf+rZHnfvAY9Ap/r5i+WS3zzssPjhPk+EOC6hvCd+5LSjEKhWOYGIcLE3wjeKv9HmfFk",
+	"L1jmIttASCqAN1SoCQNGwg3SQc81WKEU9Ox9m8R8A6DBrpkNKxFLI6+OW8/TcpS0cxsk+j992CbH/+nD",
+	"Fqt9eMmx1XuSesc/j+MQdn7Yr+T6tUA5XJeITZ/ZO95gh3C56zjWH+4h8UvKtAaZXygIWrq99iTwmwX+",
+	"j5uo25oISyj1S+o4J/XzApOLV1LVWYCFUICfrWaYAMo+dswhsXv72MNknBOZ++rhYOilkK6GPiufXB3k",
+	"f0UEokCuEA04uoEoIpdLqR0iF6q2k0sLmkHGR4uwGZOaCrPUO90USWWdjsA+vi8cTIAp/bVM1/eMyTo/",
+	"eKswW590aeWwJwVz6ZaH7ZSAUupz1Q9utvHnelW2ezX55J1vjIj6HBkT7x5PvbPT8Ns/tfUP2MIvLeoU",
+	"Hhgc8IorKd/SfM5QSAwP+RaLoPy1BcshfVvZCjVfLonMgwdEIf6IMIMr1DobAux7wbpyNoOdDuGnivwI",
+	"RVfA6uaFV8iOUGuyXjoEvrwTJXeKlY+rrEB5WbKoHClHs1IhWfVI/mgiKv4L8gIP2UbUYp4uzTKb+Au4",
+	"EGYjBjUY/0Zr9bKkZtjwSu+FD4Gw+U/wWja6iX3u2kFSaIO9pMGn6jMdEprna+Tp5wqQ3bcsVzZNAAhA",
+	"mpyr4a1NDuxhgzt8w/NUOj4udg1/Q0eQC6smXmzt0m1a29+gf3fDpRcSifxUpd7YOOZ7Z8LmZx/qmiyJ",
+	"tSozOm4l3dFwmzVr8/Wn9vVuMgTN1oqrBr/pF1muyIkUZjE6H6o9Yd3DnA1JYHY6QctV9+Ty/IUcHuHG",
+	"dlrDL/sPQO1dZ+N+yyE0RQS7K9OvvIHr8FQ+m8fFKcebyRz2Ong0zJ0dR0tuTWGtWDYjXIUkYuZFGCg2",
+	"hjrxHhZg80dsJSxiYzIDzH3UPx+Hljck7c2lx+aUuFnzCzBwhXrMHxMW9JZNBHCwoL7z5OBpag6PxixX",
+	"JLbfFDcbzZd+X32x4bxXYhwiCw7esS/DbgcG9rZBPbin/f/bFar934JQvadIbfIOBNvUbPQFoynDuktv",
+	"ZbKzGoK99djfB2/4jR9k7gvz+RVOPr8f9YB7veTpatAMG6eJSqYB6ouM1dEoWko61cCkCOk8MgccSnBH",
+	"j7xJ2XIljVgZYzljzMDkqRPzCOjXUvbIawDL2Ky4QIB7bO2UAy2DUSy+fDzmvOGATsRGKh3mFmlZmBZ7",
+	"xH6EacKLe+R4dIejCudqnSbA8Qk1wUNM14DNzzp27xUcv6+cKXkFGwROkCo6l4L1/gm9H7+jLW2na++e",
+	"juodAuUSL5MMd9ELx/9ud9wfYsiQtom1W7aehbGXqa6hXVcfiH6s/fKr2B2/j3PbI5kYfmU9mQe/J9Hw",
+	"vWB7hcL9HGp2nbz5pnVQ8l7offuwy6g4dozzv153ol0RnoArH/E7ZnpWuWkI0bq+0gRpByw5NaH7ifBB",
+	"6E6PXEJJLso1UG3IPMXydIhszhlW9MyLDMmTXJCmTl7mhXiJDG4PiM+kDnSL+MJWWNrBxcsPP0fKlD3F",
+	"Z/6JjjVPAZ3HCOi8d7lJmEy0LY53xXE2hSTKg9+WoAyqdZD4eMrFsVqQbhL7rER/DiwJicmPUD6hWEEe",
+	"HFK5xhPhUx48/bQt4QR3OEaQDohgSztSZPrCUb3YHO68sJUWJ2IuQbwqGyT3uSjWecjNuXJYinl/D6Qv",
+	"OLdI3JsIL1JKUgrMPlGuDLsvTVpgcUGqzUv5Eic+z/ktzVDi9ybiRxisHSF6YF8JC0mCQkCTepXLtEgA",
+	"9wmlTseEbrLkOtq94xj5+mKPNgb6CSjlCUa/TXQpiXLa5WyU1C2rVba+KEFnMNJz8yu9o2uSMXrLVIWI",
+	"Uzit5gq1WlDC/nLOODIl+mtMbPAw4DS0BD9mWieihnW2bpYHOMscCYLN//NCKPe+gGrQllvQ6zgiM4YF",
+	"4EKm5IO4kBs1tgPWPwKoojlHILkzvyPjOhSE+uP7V6+u3nz3x9a4tWBZJjeqHJ3076Hk4fW/gp4/QPXa",
+	"8saXyKf6ZB48mQe/T/OgPu34YZZCWQSzniclrEVJSSbFvJvxW1Aq5VFnS4NbtTyGYCDIn9g3ZFWuUZ3z",
+	"TE5ppsiU6TvGrP1T9j4yj0+pWpQPuwo2Rm/MZJYCb1ZK2EdcPRPhi/H2CBaFcXVdrPxGqKvVFtHmG1Fl",
+	"AQpNSEBhmLfGE2FhNjZyCV3xHrGo3nlliZJoyQ9XYrd9R+ISsr0m7dFwWPLGdHoE3fCqQhDnMX7OkFhQ",
+	"YBhjTaiYl2XFxgf6y/xi+elTC9iTnKP5EE9aWKJ1WHeA3AL+3gNNYL9xFzjW9T4iSiId+Rom+slZ9SSk",
+	"H0tIX1WFYFkROC3XXyio/Y76dT1sTSe1S7SXvYADupMNP9ZFSaLBsU4NCFYnKYkUE7GPgwycZj0gFXVZ",
+	"78h3ekFGw/NSwoW1iI3MrJYacoOHEYm0rLtMM2BMIm3opUBnGcJUSmU2EbayrxWu4G9bd5rxGlbEPAyv",
+	"0SjzvNv/viIPVcRhBvYhuIx7vXyPrAUIuq1i8CRmn4znf5hcBsFmREAoKBoE8UH28vEn+69r0+ROrMMb",
+	"KP8Z2MpmSwRwAyiwGEoqrr3jouRO7TVgB0KpdG/b7tFsq5wtKQdfTqnlnrb70+59rN0rV1iLAJRKiQ5C",
+	"ak5jZf0jjCq7L74zCvzRo5y1YsYMmJEMv7Bf/2Ef1mRcGjnoD+ekjQYQ1OZX9NZWIaw91SvSnlK16ABd",
+	"XpIxmmMN4Q2vKQ7NrycPm2Whq3fl9cyTKHwShY/kBcTFFUhDOH45QyGwM77EutnNYnAJpGi2/ILSZq+2",
+	"ERK5ormyNKckzqD0q1ovgVwaNm3OcFYjrEUhkf6gV+utem3pBnbSir1GGZGzjGp+yxx/Zlm0I5dSX3hY",
+	"GgT7pGzkukx53kB0aZ4I0qhG/fOzX4DT0rzfxWF0zi1Lgk2q75+NRqYXMoUaO7U+tkEVQ5ZSTXtTLiwD",
+	"fPUKMiAN+sOS0wxQZkbSu1c+Oz295yuxaJl9G/6BL6oMmfnQe3j1Xu/Jd0dVcaSIHbYn196T5P2lJK9Z",
+	"h4QGIgYXXyhmHUHAbwYsBx0Kago0HlE9rP7CqBIUrhAJ4RjYZ1BPuSypdd4j3+cpQ1Vw4xAOTWfU11gH",
+	"ckNGjurSApAKsy1zcB05Rx6dKiZ052k7P23nx9rOuNRccSiJ1Xdgle/a140M+LYSFHDTEPaRJjpbE3B+",
+	"yhzsHrCTTDcxR7CH5XzcjvLAIvBDY7rVRMw4y1L8URZoxUxlusbsyPjVFZ1DQbppwTNdFsR29b34z8h4",
+	"i1ocjY+JQMLOeNLCin/mLiz518ULS7hBKLw4aQE6a8E+doxuhSJ8tnDm3YLZfBhXLosrkAOaiYuJiN/M",
+	"ut9JwbrfUp0sYg+qcV980h/1yAuiuJhnDMaNQB0v0sbqXGMcyz/Q7hQY+d1fcUTsv7sCWHRd1s+ZG0Sp",
+	"sD0V+dqdb2ZdW/LLFsdzPOxmDI3Iw1dXCoF5YTc465FL86U0w/ugaJAUZe0nY+Li7Sy1vHpgjS5kZocG",
+	"6jyZ78VQNPQRJsjKV5vGJAhNb6EMQJs6C7pDFlRNhJDEdNYWRLwBwBV2pxZCxGhqpe4eet7q2ENlxMGg",
+	"T/6f/3sw6g07EYHS2HbE+91Bf3gSeysa12lpA8IYP4yBwHyj2or9mCnCYojh8mnqRmXl3ZsgeJMGw0LE",
+	"cIAgd6wsjwSziXVbFlQhcwMuqbL4S3Ul7Or0/YfvfgcPmWjmgINVb4d94FuWcnpl6yA3PRiULsfSKDW8",
+	"vfXG+k4RSdrxS+xFFz85JnN+GxTo7WzkrNrCYDBoal/iKt5s7/0cwTLb9wzc8zlqvaVKd7+1R6G9GbJU",
+	"aX8vDMSwf/bbnRMrweDE5KTAY46zm1Jc2ts5ZbgYUPMAcKaiizLqLhxvaqu4V9ko27UPfsUZPqkzZb+T",
+	"mrjzM2lvakMQZiztXBgpDjq9OuiH9/4pEbs1GpztfwBW4HdSX5YlQp/M6cf0S9LUGdPtnN6hmO88/ul4",
+	"ww9o3gf1chtdgT1ymVG1YEg1NWXORiWrjHKRrSeiHeM5WRb62PnJoPqPLQhs9q+/4/83fF3e0yPvqF5Y",
+	"0CCg2xHd519uafl8/R9n1EXEs5LYKgs15ffsXwdV30Mv25ILb998WRW9zUhOUe8HhjwDdx4hXNhBNw9b",
+	"MCQXc7KiORPaHqhUj7wQa6v+fUULo/+Z0L2JeIFtQbFfj/RZUqyzhaSfcWCUn4AlbDMKhDTv0pxmaGRN",
+	"xGWBReqXjFoabndEMYYZKw9cOTB1s7Q8L9lyJHVmNbg5vDfjEBDQr6rfD8LX34Oy1ztzj0P38X0J9xd0",
+	"eHrWGrdOZ8/609ngOe0/P+v3n/UHZ+x89HzaH1GWnkyfDwf9E3pyNmV0NHh2ejo9S9J0RmeDPk3YSXLG",
+	"ZhXX9b1cyD/ijt9lmIK7yUqGJzfTE1LpH6ZIf8RKRQdp0p2+X0tO/VtIAHydM/bzBoqdgwJOGGkH+Hcs",
+	"OB9fkG9kcsNySxQGLOlkBo3knTHhWk0EjEHkU8hsRhcDrIDP88JiiIpwkWRFylKsupTIlHVd+NQjEoIy",
+	"S5jYRwqFquXlux965AeheWbTuf7+t/9xBe2joFwfkVVcPiqriRj1z8tS+n//2/92bimulc9OWFBF4oAW",
+	"3ecnYJlPlx0HWWloYwBsrFDMBYBjITVPWNwjL2xh/pB/xZV8V0w7Lk+eZoyoO8ZWLL/AQcXa/2oh7yBp",
+	"znXamDmFQhDtRtPOGyikXnAxh9Ll7y2utj3qn3d8vdug9BdQr1VTRirTVk4mzdlEzHL5MxPOg9jB2mU+",
+	"78W7R8sCfGumMX9RipDxDTIaLR+Q5x9RCMLb4HKDqsq1BHCQV4ljMF2ToFLIRLRH/RNw8vl8D7ALE6hV",
+	"iQ+VBsxwSOJy5cfIm4ds4+5VF4Cl3s5gMfeMCfCRxJUx5IosWJYSmmWlM7kdLNBwRUJJJpsoissrdZNl",
+	"F6adgxvGVm6f4bDGdzQ3f7lStKqWGho++P8zVC208aEz+1DA5gLSrUrm4q/tpnDB9/zyDC6RXeRPttCT",
+	"abNFF/MORdl2ut8XsMTV1KP/pY0WmevHzJnhc2D6h+r79hxsPmbDsAnLd8Qd1AzgJgj0F9aGmggsDmUs",
+	"BUjwnObyTrEc9Z6SS+YLNaIxYeU4+7jiOdTZ1jq7VnHk4U8nZ/1+RKieCCjo/AyrRBLLjRBoD08gd2Fr",
+	"OJt+cIVMqil+HVeBgWP0qMw1RiRhBOSKCUXiY/vBx5+gkc/HcY98J7GCpWfiM6ILWRfKgM9EtGNXVqS3",
+	"lCkbQ52reExQu37NElh90JFcFprZcFhpmsEiiqPQ3DxSE4iw2cQkvKNa6T/w0RhbwH6NyNbNGUFmJb3l",
+	"4uYhKUEwV63xef/w1Hr32sekYLWLp06BDZ85BWY2ji2OfF8vQJFnjXW03FK5HfT2tdQzb+8Nnp2NRv3n",
+	"o2G/95/L89vp5ah4Oz9u3XsAm3SgmfonxfdbV3wP12Pf0htW3e9QJcWuR5DiD9ZoJfjqN6HS4MveUb3Y",
+	"Bx3z9n8jHPjrugObg75vnu5K6ey4iWJH9bJF4dIpj/VSMMfSIkHoU02YSFkKD3MRJIVaAiA3+ddaZ/FG",
+	"zczmGmf2U3/BpAH7kl1oVj+KT7Ln98elX9rCdY6MjUpSdrn9hpCivlPHn+w/91E4X2q5cgVOSzYloOcA",
+	"tIu7qnPGSPvq1ftvwSIT5M9v3r61lawpmec0YWTFci7TDpa3qmDiAhom3PdtS4poKcEGfYL1zivCAQw7",
+	"G9ehQDVCeC05otJy9c6zp/7Sm3/Pxo9cXijgX/FLsNb2E/L16Rj+2NmU22KqWUg1wl7dJrd7FZMxCxX5",
+	"H7jZz2lU3cQR3Mo+csx77tVxPP9mduXT1vv9cRnfZ23/sgrYvOjxtbUrnftbCO5dLehdJbQ33ogfIM8l",
+	"uQPchV6wtVNzPfLefAfGldxJwWadTMqYSVoTZKrL/i2WD4s2PK773J5gnqTHP7kvHJYw2wqMfonfIKjL",
+	"/FvY2C/pShd5NWwfcvNWHdy+80H03hz1ufbVZ8HtNxF8SecMKxpm9iCPLLZ3guVR6FwuA6Hw6Biynldr",
+	"R6KOuLJORLiYCCDMDfJo/HGMVQl5baYa8Yf+qAEPgN7t+FgvVzHg1YxASnBMUlugzH4zmbJMirly7n/0",
+	"ZEdEFjorMeyh0zyRBZROm1MuVMBibJmtwsHc5tJyFMqzXC6v3a0xRO/zrXpskBbE9Y4yZLaBhzixbTwU",
+	"DysWVjejicZ9eaBgtf34tQqLOa82eLD79Hz6PHmWnrHT2ah/MhgOT05Go9PTs7Nnz54/Pz9vRa0bjhWK",
+	"VZi1UffFh0d674uk4z8zV/182B897997bBu1lv39qSzY0zH10TWkW3x7A8Ze/ZV6MtSItYfQ7x5aU7hH",
+	"XP+AoN3s8omIeZqxGHLPNnglABjkI6YlgOtIEXjomiamZ2O/pWKyovkNSy8mAmzfudwmcOUKS7yDOiAy",
+	"Dyu8i5SkEnWP0RleZZjnQVs01kL2Y7c3BzBb++4qiKYKVLFlqLeJOCMQYaEsWlFtVl5r3Prvn/rdc9qd",
+	"ffh0Mvz8r61HqEHsOvrPV4T4frL8gMK55VA9Vc79pSrnhsvxEEl2/Mn9c3+NRHPdGo9ehlofuzVEe8TX",
+	"aXeRN2vwIWxPLxjPAUuswGT1oq1s0MqnEk4JBTe4cLjFKSOpo2UY9c87gMcIhBSiUffXOAzNzAN5IH79",
+	"dfvkSKthSAitw7ol3uAfhqJibpnZI5tN6m67Es2BZB+TUX/UqfUFN6+dxxer+03k3/qa/L3Vndu7uu7p",
+	"CrHPvvmm9KJC7ZVGG/IVGBklPJ27KkAXZMYFVwsg9g+z1oARexfwoJ7a7Aq6sfVBtYYVwnsPPeCZli/x",
+	"ETBo7mGrBUmEZ6MvSRr8layj0N3APurrBFsbt2DdwPyasYTT/PQsPZn1kyE9Z6P09HQ6SJ6zZ7MzepqO",
+	"kpPpMJyc1tgWJmDXiS+6U1d4896ndQfQDqpuFlP0h9U5JAYIY78HO5qZ9P1WIIxNFQhD2ljVSRGJ/bkg",
+	"M6YT4BnGykxmgRszAO/79cPPv1dzEAY7lGS4Mr0ZuFEEqlEkvXZyBx64h+AhiiVSpIr4CmnDEVl0LiYC",
+	"ERd6QW1uDExx6gqeQHoQcPAbYZdbjyacmgPAcWR0dENRXrMaH5zm4eRt7QYZjE8Cj90vscdxucN0FPjo",
+	"9RLBuYNh1GIikanZyeNWoWfd51DThOtrLI/Zf4CIMOsOLF64mLLcyjX8t/P59f0FnRcCN4s71WIZN/+U",
+	"LHT1KXNh+ymXx9Ma/wRi5/79z3dLs+AbVZEkjKX4jYcIwvuIwSarzWyff8YQ3O/MxjPTEJUgEdxmiAlx",
+	"O75OaN7X9DMrYcvsC0ruJVQkLLt/dM2321w3xWHhzLvCoBNp1yPiMBN1SfMbSOqMsWsZJFu+gFYmAiSz",
+	"o0D0lmiIbSsEhsbT2vAONPkoYpnBgnBNZpj7WJ7nWtFuwd0f909/WcH95ZLXfdGvLZUsAtK+H772SVD9",
+	"QwXVS5gKQsmKiRTA57nHoaMeOdSss1VKm2vqCVtOFQMtpL3QeqXGx8cLvcx6asWS3t2C6rt5T+bz42WR",
+	"aW6s+WNMZ+8qJnQXy7T2zBMdImcQXSjFztgXdsWE3WpxV4fOx5i5hfDOc7okd7nUEM5cRoTRZGHZDAGu",
+	"Bz1GPB9cAMYwOZspprESlLLfc0Eoied05YrGeuQPWfI0zRh0F0sJutK1d1SRNEfwq42pcrxqpB9p+2zm",
+	"qVlZyqWMoSJBmgAwRhBB7Cgc5Qw+wg2zs6KjKr8MdsExzHBBaJZ1LiqwxYlYUOWwi8YY3iiLC/2LfbnQ",
+	"9/hj5Lqp1iJZ5FLIwqVgkztZZKlp9paRKWNYBwFaBlnrG4bs72nGlp3ISgwkBMAvhs9KMqmYMmrDyEgm",
+	"9ERkXDDSjsfgBIZCfXEH8vhsDd+MUaVtcGVwSlSPvDfHBsESV84LKNFeQaXhN9/ERMuJyC3SxZ4jGMls",
+	"I0KTnCWM37K0R77HCeWKmNc6SoScgX7Bwwak/4PX2K/XyFa2p2tl6eFtTp5ZOeakckqWXBRAHQTvd1DS",
+	"CziX4Apre1pP+7qIUPKXghUYwGN5Jxw2xcxC8gOkbCKlL04czLjGGmVqIty87zgD4QDsC7q9rw4mD/ZX",
+	"23Ii+Rwa6C8GGMcxMXOrIhJbRjzY5cgRUuHOwx0f/hB3GsknK7O9K5L34dMgGpx/7gb/rgvq7ffwbFWy",
+	"PtxTC/28tCHqegUbStcnrfoP1aqvYTdbh+qRcgJ/u0Z5O9BuVk91fo1DQc6QVerxDwVMl+ylLgCiWb7k",
+	"gmYAJAg5UVz4DsXvSq/jC4cvAM08N61dvvnjj2++e/mn2uo3/Gdm+nRl3/Cw2uGZao0Hw37UyuWdao1H",
+	"h2ON3PsvzageREtWEwB8D5/zxD7xxMT1Dy21A5SA/hDgN+uR8vv4HocCKPj/C8iZK0fDOJfMQ1CVpiKl",
+	"eUq4MOLWSZ9N7wSKYZrnYAH9/W//m9CJSBaFuDGGuGm0HSdFnpHuFenGHatSoaY1X7ELNK89DfrKnJxU",
+	"ZEm2RFLkOZij9gbHQgVFioC5sUdiJmcWoYV2LFJTQafBOLqjeapIG+iRvPA0FrmxORT57286PfIj8GgA",
+	"8IGKNfHWnzEcA/hvVcTCdFzLFROxsb1B5E6E3CoZDqY9dBmZdsKC3c5XYznAXWqii57oIheQy2B+YOhy",
+	"b2Pe4gnmLfoKuBWzs4w65iXXO4xJIyklBgBTW/Jnh+H5MpOWlDwYZLRAHQ9xXfCQyVkd4XKJovrwG2TE",
+	"fDADpnWhn0UtWJyl49xu6kPcWYeDdM307aGqRPbU4MR+pOw8aimfOCuetN/jZYkykbrlJhuUYFXJ1KpC",
+	"iColRc71GoQRUhy9KPQCYk4fzM/A0Qi/7mCJAQVom6/TgD4E6yFFEWo3ZWmMlnQFn8Kho1asOaahGmpp",
+	"o1QySX0Sihpb14tn9wM/xh0EVAuRetfMSmY8WQcvcQ3UvOQS/VDMhmEDzF4JOZ4yfceYgC9UvS08R12z",
+	"Ly3Hhqe7hCQ8IJPyDIc5oUQK1pWzWYjGdvLeq82a5muZP0JkdPXjbbJlzde7+vhB2UJfGTQiWPSzoV1f",
+	"0rDm613iUvhomLnkA+A3ylpGy3BcPfhou+l3UI6UC8XTWgK0CAmloKg80kkZWT3HjUbaf7q6egfv/pFN",
+	"L2Vyw3QHYJmKTQRwWSnErRsrZsn0QqYRsJtHBNQxPApWmW9dbmRn4W6CWj16wdZIagoXUzJl0G3oERPG",
+	"hGApefHuDVZlvKUZT+FSCTHniqQyKZbI0B1OKvDI1AzQi4bxVsRT2QZD3bQtNhBZR4rkLJF5OjabK4us",
+	"izCy0ZOIzBgLhJBtHGVQzRzmcsoUGGMyTxZM6ZxqmSuoxYCyQkCgOmir5NCsafBKyoykzFhtaGiapmeF",
+	"gEyArtm2UBg74+B7byOzmswUiY+XySrG6UFnh8Owz419UiOTFpKkPAWhMw5M2wjpgl2eLPhSNwhaVyHa",
+	"krQD4tLKi4uU69bnD5//3wAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -103,10 +103,14 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 	cfg.Env = slices.Clone(cfg.Env)
 	hc := s.hc
 	hc.Mounts = slices.Clone(hc.Mounts)
-	// Whether the image ships sandboxd decides the entrypoint: pull a missing image first.
-	if _, err := p.imageSandboxd(ctx, p.cfg.Image); err != nil {
+	// Whether the image ships sandboxd decides the entrypoint: pull a missing image first
+	// (the profile's; a snapshot's image is never pulled).
+	if _, err := p.imageSandboxd(ctx, cfg.Image); err != nil {
 		if !cerrdefs.IsNotFound(err) {
-			return "", p.engineErr(err, "inspecting image '%s'", p.cfg.Image)
+			return "", p.engineErr(err, "inspecting image '%s'", cfg.Image)
+		}
+		if cfg.Image != p.cfg.Image {
+			return "", fault.New(fault.NotFound, "%s: image '%s' is not on the Docker engine", TypeName, cfg.Image)
 		}
 		if perr := p.pull(ctx); perr != nil {
 			return "", perr
@@ -132,7 +136,7 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 		}
 	}
 	resp, err := p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
-	if err != nil && cerrdefs.IsNotFound(err) {
+	if err != nil && cerrdefs.IsNotFound(err) && cfg.Image == p.cfg.Image {
 		if perr := p.pull(ctx); perr != nil {
 			fail("")
 			return "", perr
@@ -151,7 +155,7 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 	}
 	if err != nil {
 		fail("")
-		return "", p.engineErr(err, "creating a sandbox container from image '%s'", p.cfg.Image)
+		return "", p.engineErr(err, "creating a sandbox container from image '%s'", cfg.Image)
 	}
 	if copyBin != "" {
 		if err := p.copySandboxd(ctx, resp.ID, copyBin); err != nil {
@@ -167,7 +171,7 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 	}
 	if err := p.cli.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		fail(resp.ID)
-		return "", p.engineErr(err, "starting a sandbox container from image '%s'", p.cfg.Image)
+		return "", p.engineErr(err, "starting a sandbox container from image '%s'", cfg.Image)
 	}
 	return resp.ID, nil
 }

@@ -67,4 +67,19 @@
 //
 // Uploads are spooled on the gateway up to the size limit before the container sees a byte,
 // then streamed to sandboxd, which writes a hidden temporary file and renames it into place.
+//
+// Parking (managed profiles; park.go). Pause and Resume are the engine's pause and unpause
+// (the cgroup freezer): every process of the container, sandboxd too, stops being scheduled,
+// so nothing may be asked of a paused sandbox (Attach would unpause it). A snapshot is a
+// local image SnapshotRepository:<id>: a container of the sandbox's base image that never
+// runs receives the workspace as the archive API reads it (owners and modes kept) and is
+// committed, so the image is one layer on the profile's image (also for a sandbox that was
+// itself restored), labelled with the owner, session, profile and base. Restore creates a
+// container of that image as Create would; the engine fills the new workspace volume from
+// the image. DeleteSnapshot removes the image's name; its layers go with the last container
+// restored from it (Destroy removes such an unnamed snapshot image).
+//
+// Preview ports. DialPort opens sandboxd's tunnel (GET /v1/ports/{port}, upgraded) over the
+// container's transport to its loopback: nothing is published on the engine's host, and a
+// container without network (egress deny) still has its loopback.
 package docker

@@ -205,6 +205,11 @@ func New(opts Options) (*Provider, error) {
 			PolicyNetwork:    true,
 			PolicyFilesystem: true,
 			PolicyResources:  true,
+			PreviewPorts:     true,
+			// Freezing and capturing a container is for the containers the gateway makes,
+			// never for an attach_to target someone else runs.
+			Pause:     opts.AttachTo == "",
+			Snapshots: opts.AttachTo == "",
 		},
 	}
 	if opts.Stateful && p.attachTo != "" {
@@ -283,8 +288,9 @@ func (p *Provider) Type() string { return TypeName }
 
 // Capabilities: isolation container; shell; languages python and bash; files;
 // package_install; attach; provisions and attaches_external; network, filesystem and
-// resources policy; stateful, except for attached profiles; disk policy where this gateway
-// can make loop disks (disk.go). No user-mode principals (docs/semantics.md §12).
+// resources policy; preview ports; stateful, pause and snapshots, except for attached
+// profiles; disk policy where this gateway can make loop disks (disk.go). No user-mode
+// principals (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {
 	c := p.caps
 	c.Languages = slices.Clone(p.caps.Languages)
@@ -534,6 +540,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	}
 	p.removeSocketFolder(ins.Config.Labels)
 	p.removeDisk(ins.Config.Labels)
+	p.dropUnnamedSnapshot(ctx, ins.Image)
 	p.log.Debug("sandbox destroyed", "sandbox_id", id)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -259,3 +260,27 @@ func numericUser(user string) (uid, gid int, ok bool) {
 	}
 	return uid, gid, true
 }
+
+// DialPort connects to port on the container's loopback interface through its sandboxd (a
+// tunnel on the sandbox's existing transport, remote.Client.DialPort): nothing is published
+// on the engine's host and the container's network mode is untouched — also a container
+// without network (policy network_egress deny) has its loopback (providers.PortDialer).
+//
+// Errors: fault.Validation for a port outside 1–65535, fault.Conflict when nothing listens
+// there or the handle is closed, fault.Provision (with providers.ErrUnreached) when sandboxd
+// does not answer.
+func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	conn, err := s.rt.DialPort(ctx, port)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, s.rtErr(err)
+	}
+	return conn, nil
+}
+
+var _ providers.PortDialer = (*Sandbox)(nil)

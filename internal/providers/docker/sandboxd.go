@@ -283,7 +283,7 @@ func hasMount(ms []mount.Mount, target string) bool {
 // the image ships one) and the socket folder ("" for TransportExec, whose secret file
 // deliverToken copies in).
 func (p *Provider) prepareSandboxd(ctx context.Context, cfg *container.Config, hc *container.HostConfig) (copyBin, folder string, err error) {
-	inImage, err := p.imageSandboxd(ctx, p.cfg.Image)
+	inImage, err := p.imageSandboxd(ctx, cfg.Image)
 	if err != nil {
 		return "", "", err
 	}
@@ -293,7 +293,7 @@ func (p *Provider) prepareSandboxd(ctx context.Context, cfg *container.Config, h
 		bin, err := p.sd.binaryPath()
 		if err != nil {
 			return "", "", fault.Wrap(fault.Provision, err, "%s: image '%s' does not ship sandboxd (no %s label) and the gateway has no sandboxd binary to copy in: build one with `make build` (bin/sandboxd) or set docker.sandboxd.binary",
-				TypeName, p.cfg.Image, LabelSandboxdImage)
+				TypeName, cfg.Image, LabelSandboxdImage)
 		}
 		copyBin = bin
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Target: sandboxBinDir})

@@ -7,9 +7,12 @@ package kubernetes
 // streaming code and executes in the pod's container through the Docker exec API.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -190,6 +193,38 @@ func TestDataPathDetails(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, st.TimedOut)
 		require.NoError(t, p.Destroy(ctx, usb.ID()))
+	})
+
+	t.Run("preview_port", func(t *testing.T) {
+		// A server on the pod's loopback, reached through sandboxd's tunnel over the exec stream.
+		x := sb.(providers.Executions)
+		_, err := x.Start(ctx, providers.ExecSpec{ID: "web-preview", Background: true,
+			Command: "mkdir -p site && echo hello-pod > site/index.html && exec python3 -m http.server 8000 --bind 127.0.0.1 --directory site"})
+		require.NoError(t, err)
+		defer func() { _ = x.Stop(context.Background(), "web-preview") }()
+		d := sb.(providers.PortDialer)
+		var body string
+		require.Eventually(t, func() bool {
+			conn, err := d.DialPort(ctx, 8000)
+			if err != nil {
+				return false
+			}
+			defer conn.Close()
+			if _, err := io.WriteString(conn, "GET /index.html HTTP/1.1\r\nHost: pod\r\nConnection: close\r\n\r\n"); err != nil {
+				return false
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			body = string(b)
+			return resp.StatusCode == http.StatusOK
+		}, 30*time.Second, 200*time.Millisecond)
+		assert.Equal(t, "hello-pod\n", body)
+		_, err = d.DialPort(ctx, 8001)
+		assert.True(t, fault.IsKind(err, fault.Conflict), "%v", err)
 	})
 
 	t.Run("timeout_reports_and_kills", func(t *testing.T) {

@@ -135,4 +135,10 @@
 // fault kinds stand; a tunnel that breaks is fault.Gone when the pod is gone, else
 // fault.Provision; pods/exec refused by RBAC is fault.Forbidden. Destroy ends the executions
 // this provider runs in the sandbox (fault.Gone).
+//
+// Preview ports: DialPort opens sandboxd's port tunnel over the same channel as every other
+// call (an exec stream, or TCP to the pod IP), so no Service or port-forward is made and the
+// pod's NetworkPolicy is untouched. Pods are neither paused nor snapshotted (capabilities
+// pause and snapshots are false): the Kubernetes API has no freezer, and workspace captures are
+// not built.
 package kubernetes

@@ -319,6 +319,7 @@ func New(opts Options) (*Provider, error) {
 			PolicyFilesystem: managedPods,
 			PolicyResources:  managedPods,
 			PolicyDisk:       managedPods,
+			PreviewPorts:     true, // sandboxd's tunnel; pods cannot be frozen or captured here
 		},
 	}
 	warnWeakened(logger, podSec, ctrSec)

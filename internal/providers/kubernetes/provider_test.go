@@ -98,8 +98,8 @@ func TestCapabilities(t *testing.T) {
 	c := p.Capabilities()
 	assert.Equal(t, providers.Capabilities{
 		Isolation: providers.IsolationContainer, Shell: true, Languages: []string{"python", "bash"}, Files: true,
-		PackageInstall: true, Stateful: true, Attach: true, Provisions: true, AttachesExternal: true, PrincipalUser: true,
-		PolicyFilesystem: true, PolicyResources: true, PolicyDisk: true, Interactive: true, Background: true,
+		PackageInstall: true, Stateful: true, Interactive: true, Background: true, Attach: true, Provisions: true,
+		AttachesExternal: true, PrincipalUser: true, PolicyFilesystem: true, PolicyResources: true, PolicyDisk: true, PreviewPorts: true,
 	}, c)
 	assert.Equal(t, TypeName, p.Type())
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sync/atomic"
 	"time"
@@ -282,3 +283,26 @@ func (s *Sandbox) RemoveFile(ctx context.Context, p string) error {
 	}
 	return nil
 }
+
+// DialPort connects to port on the pod's loopback interface through its sandboxd (a tunnel
+// over the sandbox's own channel: the exec stream, or TCP to the pod IP with transport
+// pod_ip), so no Service, port-forward or published port is involved and the pod's network
+// policy is untouched (providers.PortDialer).
+//
+// Errors: fault.Validation for a port outside 1–65535, fault.Conflict when nothing listens
+// there or the handle is closed, the runtime client's others (rtErr).
+func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
+	}
+	conn, err := s.rt().DialPort(ctx, port)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, s.rtErr(err)
+	}
+	return conn, nil
+}
+
+var _ providers.PortDialer = (*Sandbox)(nil)

@@ -26,6 +26,11 @@
 //   - contexts (a Python interpreter's globals, a bash context's working folder and exports)
 //     live in the gateway process: Destroy and Close end them, and they do not outlive it.
 //
+// Snapshots are copies of the sandbox folder (folders, files and symlinks as links, with their
+// permission bits) in a folder "sandgate-snapshot-<id>" under the workdir; Restore copies one
+// into a new sandbox folder. DialPort connects to the host's loopback, where the sandbox's
+// programs listen (there is no isolation). Nothing freezes a folder's processes: no pause.
+//
 // The provider does not act for user-mode principals and enforces no policy dimension other
 // than the execution timeout; the domain checks both before calling it (docs/semantics.md §9).
 // It needs a Unix host; process-tree handling (package procgroup) is most thorough on Linux,

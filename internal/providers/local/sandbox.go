@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -223,3 +224,19 @@ func (c ctxReader) Read(b []byte) (int, error) {
 	}
 	return c.r.Read(b)
 }
+
+// DialPort connects to port on the host's loopback interface, where the sandbox's programs
+// listen (providers.PortDialer; sandboxd.Runtime.DialPort). There is no isolation: any
+// program on the gateway's host listening on that port answers.
+//
+// Errors: fault.Validation for a port outside 1–65535, fault.Conflict when nothing listens,
+// the handle's errors (fault.Conflict when closed, fault.Gone when destroyed).
+func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	rt, err := s.runtime()
+	if err != nil {
+		return nil, err
+	}
+	return rt.DialPort(ctx, port)
+}
+
+var _ providers.PortDialer = (*Sandbox)(nil)

@@ -54,6 +54,17 @@ type Env struct {
 // clock's time, and closes the service when t ends (running executions are cancelled).
 func New(t testing.TB, opts Options) *Env {
 	t.Helper()
+	env, err := Build(t, opts)
+	if err != nil {
+		t.Fatalf("sandboxtest: sandbox.New: %v", err)
+	}
+	return env
+}
+
+// Build is New, returning the error of sandbox.New (a configuration the domain refuses)
+// instead of failing the test.
+func Build(t testing.TB, opts Options) (*Env, error) {
+	t.Helper()
 	st, clock := opts.Store, opts.Clock
 	if st == nil {
 		st = NewStore()
@@ -87,7 +98,8 @@ func New(t testing.TB, opts Options) *Env {
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
-		t.Fatalf("sandboxtest: sandbox.New: %v", err)
+		_ = b.Close(context.Background())
+		return nil, err
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -97,7 +109,7 @@ func New(t testing.TB, opts Options) *Env {
 	if err := svc.Heartbeat(context.Background()); err != nil {
 		t.Fatalf("sandboxtest: heartbeat: %v", err)
 	}
-	return &Env{Service: svc, Store: st, Clock: clock, Broker: b, Profiles: profiles}
+	return &Env{Service: svc, Store: st, Clock: clock, Broker: b, Profiles: profiles}, nil
 }
 
 // idPrefix gives each runner's ids their own first four hex digits, so that two Envs on one

@@ -33,6 +33,8 @@ type Store struct {
 	identities map[identity]string         // (issuer, subject) → id
 	sessions   map[string]*store.Session
 	tasks      map[string]*store.Task
+	snapshots  map[string]*store.Snapshot
+	keys       map[string][]byte             // signing_keys
 	processes  map[string]bool               // background processes that started (StartedProcess): Postgres has their pid not null
 	outputs    map[string]int64              // tasks.output_bytes of finished tasks keeping output (> 0)
 	contexts   map[contextKey]*store.Context // the contexts table
@@ -73,7 +75,7 @@ type runner struct {
 func NewStore() *Store {
 	return &Store{
 		principals: map[string]*store.Principal{}, identities: map[identity]string{},
-		sessions: map[string]*store.Session{}, tasks: map[string]*store.Task{}, processes: map[string]bool{}, runners: map[string]runner{},
+		sessions: map[string]*store.Session{}, tasks: map[string]*store.Task{}, snapshots: map[string]*store.Snapshot{}, keys: map[string][]byte{}, processes: map[string]bool{}, runners: map[string]runner{},
 		outputs: map[string]int64{}, contexts: map[contextKey]*store.Context{},
 		changed: make(chan struct{}), locks: map[string]*lockQueue{}, exclusive: map[int64]bool{},
 	}

@@ -78,6 +78,7 @@ func (s *Store) insertSession(sess store.Session, limit int) error {
 		row.Labels = map[string]string{}
 	}
 	row.PendingNotice = ""
+	row.PausedAt, row.PausedIdle, row.ParkedSnapshot = time.Time{}, false, "" // not columns of the INSERT
 	row.CreatedAt = ts(sess.CreatedAt)
 	row.LastUsedAt = row.CreatedAt
 	s.sessions[row.ID] = &row
@@ -199,8 +200,8 @@ func newestFirst(ta time.Time, ida string, tb time.Time, idb string) int {
 	return cmp.Compare(idb, ida)
 }
 
-// IdleSessions returns up to limit sessions of profile that have a sandbox, were last used
-// before cutoff and have no unfinished task, least recently used first.
+// IdleSessions returns up to limit sessions of profile that have a sandbox that is not
+// paused, were last used before cutoff and have no unfinished task, least recently used first.
 func (s *Store) IdleSessions(ctx context.Context, profile string, cutoff time.Time, limit int) ([]store.Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -213,7 +214,7 @@ func (s *Store) IdleSessions(ctx context.Context, profile string, cutoff time.Ti
 	defer s.mu.Unlock()
 	var rows []*store.Session
 	for _, r := range s.sessions {
-		if r.SandboxID != "" && r.Profile == profile && r.LastUsedAt.Before(cutoff) && !s.busy(r.ID) {
+		if r.SandboxID != "" && r.PausedAt.IsZero() && r.Profile == profile && r.LastUsedAt.Before(cutoff) && !s.busy(r.ID) {
 			rows = append(rows, r)
 		}
 	}
@@ -238,7 +239,8 @@ func (s *Store) busy(id string) bool {
 }
 
 // UpdateSessionBackend records the session's sandbox ("" = none), status and last use
-// (never moving it back), and clears its pending notice. An unknown id is no error.
+// (never moving it back), clears its pending notice, and makes it neither paused nor parked.
+// An unknown id is no error.
 func (s *Store) UpdateSessionBackend(ctx context.Context, id, sandboxID, status string, lastUsed time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -247,9 +249,77 @@ func (s *Store) UpdateSessionBackend(ctx context.Context, id, sandboxID, status 
 	defer s.mu.Unlock()
 	if r, ok := s.sessions[id]; ok {
 		r.SandboxID, r.Status, r.PendingNotice = sandboxID, status, ""
+		r.PausedAt, r.PausedIdle, r.ParkedSnapshot = time.Time{}, false, ""
 		r.LastUsedAt = later(r.LastUsedAt, ts(lastUsed))
 	}
 	return nil
+}
+
+// PauseSession marks session id paused at at (idle: by the sweeper) and, unless notice is
+// "", leaves it — only while its sandbox is ifSandbox (a session without one never matches)
+// and it is not paused.
+func (s *Store) PauseSession(ctx context.Context, id, ifSandbox string, at time.Time, idle bool, notice string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sessions[id]
+	if !ok || r.SandboxID == "" || r.SandboxID != ifSandbox || !r.PausedAt.IsZero() {
+		return false, nil
+	}
+	r.PausedAt, r.PausedIdle = ts(at), idle
+	if notice != "" {
+		r.PendingNotice = notice
+	}
+	return true, nil
+}
+
+// RestoreSession records sandboxID as session id's sandbox (active, a use at lastUsed, never
+// moving it back), neither parked nor paused, keeping its pending notice. An unknown id is no
+// error.
+func (s *Store) RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.sessions[id]; ok {
+		r.SandboxID, r.Status = sandboxID, "active"
+		r.PausedAt, r.PausedIdle, r.ParkedSnapshot = time.Time{}, false, ""
+		r.LastUsedAt = later(r.LastUsedAt, ts(lastUsed))
+	}
+	return nil
+}
+
+// ResumeSession marks session id no longer paused. An unknown id is no error.
+func (s *Store) ResumeSession(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.sessions[id]; ok {
+		r.PausedAt, r.PausedIdle = time.Time{}, false
+	}
+	return nil
+}
+
+// ParkSession forgets session id's sandbox, if it is still ifSandbox, for snapshotID to be
+// restored on its next use, leaving notice ("" = none); it is no longer paused.
+func (s *Store) ParkSession(ctx context.Context, id, ifSandbox, snapshotID, notice string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sessions[id]
+	if !ok || r.SandboxID == "" || r.SandboxID != ifSandbox {
+		return false, nil
+	}
+	r.SandboxID, r.ParkedSnapshot, r.PendingNotice = "", snapshotID, notice
+	r.PausedAt, r.PausedIdle = time.Time{}, false
+	return true, nil
 }
 
 // TouchSession sets last_used_at to t unless it is later already.
@@ -292,6 +362,7 @@ func (s *Store) reset(ctx context.Context, id, notice string, createdAt time.Tim
 		return false, nil
 	}
 	r.SandboxID, r.Status, r.CreatedAt, r.PendingNotice = "", "active", ts(createdAt), notice
+	r.PausedAt, r.PausedIdle = time.Time{}, false
 	return true, nil
 }
 

@@ -173,6 +173,13 @@ func (tr *checkingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		c.seen[route.Operation.OperationID] = map[int]int{}
 	}
 	c.seen[route.Operation.OperationID][resp.StatusCode]++
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// An upgraded connection is the caller's from here on: its status and headers are
+		// checked now, and its body is the connection itself.
+		c.mu.Unlock()
+		c.checkResponse(what, in, resp, nil)
+		return resp, nil
+	}
 	c.pending++
 	c.mu.Unlock()
 	if wantInvalid && resp.StatusCode != http.StatusBadRequest {
@@ -681,6 +688,39 @@ func TestContract(t *testing.T) {
 
 		require.NoError(t, b.client.DeleteContext(ctx, "py"))
 		wantKind(t, b.client.DeleteContext(ctx, "py"), fault.NotFound)
+	})
+
+	t.Run("ports", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		go func() {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			_, _ = io.Copy(conn, conn) // an echo server
+		}()
+		conn, err := b.client.DialPort(ctx, ln.Addr().(*net.TCPAddr).Port)
+		require.NoError(t, err)
+		_, err = conn.Write([]byte("ping\n"))
+		require.NoError(t, err)
+		buf := make([]byte, 5)
+		_, err = io.ReadFull(conn, buf)
+		require.NoError(t, err)
+		assert.Equal(t, "ping\n", string(buf))
+		require.NoError(t, conn.Close())
+
+		// A port nobody listens on: the port of the listener above, closed.
+		closed, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		port := closed.Addr().(*net.TCPAddr).Port
+		require.NoError(t, closed.Close())
+		_, err = b.client.DialPort(ctx, port)
+		wantKind(t, err, fault.Conflict)
+		_, err = b.client.DialPort(invalidRequest(ctx), 70000)
+		wantKind(t, err, fault.Validation)
 	})
 
 	t.Run("token", func(t *testing.T) {

@@ -30,6 +30,9 @@
 //	POST   /v1/contexts                      {"name":…,"language":…} → 201 ContextInfo
 //	POST   /v1/contexts/{name}/restart       ContextInfo
 //	DELETE /v1/contexts/{name}               204
+//	GET    /v1/ports/{port}                  with "Connection: Upgrade", "Upgrade: tcp": 101, then
+//	                                         the connection is a tunnel to 127.0.0.1:port in the
+//	                                         sandbox (Client.DialPort; preview ports)
 //
 // Everything else under /v1 requires "Authorization: Bearer <token>", the sandbox's secret,
 // compared in constant time; without it the answer is 401. A sandboxd awaiting its token

@@ -68,6 +68,7 @@ func newHandler(rt *sandboxd.Runtime, sec *secret, onToken func(), log *slog.Log
 	v1.HandleFunc("POST /v1/contexts", s.createContext)
 	v1.HandleFunc("POST /v1/contexts/{name}/restart", s.restartContext)
 	v1.HandleFunc("DELETE /v1/contexts/{name}", s.deleteContext)
+	v1.HandleFunc("GET /v1/ports/{port}", s.tunnelPort)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", health)

@@ -53,6 +53,8 @@ func Run(t *testing.T, newStore func(t *testing.T) sandbox.Store) {
 		tests []test
 	}{
 		{"sessions", sessionTests},
+		{"park", parkTests},
+		{"snapshots", snapshotTests},
 		{"tasks", taskTests},
 		{"locks", lockTests},
 		{"turns", turnTests},

@@ -1,0 +1,370 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/store"
+)
+
+// Parking a session instead of wiping it (docs/semantics.md §8 "Pause, resume and idle
+// parking"): a caller pauses and resumes a session's sandbox; the idle sweeper pauses it, or
+// captures its workspace in a snapshot and removes it, as its profile's idle_action says; the
+// next use resumes or restores it, with a notice saying what was kept.
+
+// parkLockWait bounds how long pausing, resuming and the idle sweeper wait for a session's
+// lock (an execution holding it).
+const parkLockWait = 30 * time.Second
+
+// checkIdleAction refuses a profile whose idle_action its provider cannot do, or that is not
+// reset on a profile that has no idle sandboxes to park (attached, per_call): fault.Config.
+func checkIdleAction(spec ProfileSpec, caps providers.Capabilities) error {
+	switch spec.IdleAction {
+	case "", IdleReset:
+		return nil
+	case IdlePause, IdleSnapshot:
+	default:
+		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: '%s' is not one of reset, pause, snapshot", spec.Name, spec.IdleAction)
+	}
+	if spec.Attached || spec.Scope == ScopePerCall {
+		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: %s needs a managed per_session or per_runtime profile; attached environments and per_call sandboxes are reset", spec.Name, spec.IdleAction)
+	}
+	if spec.IdleAction == IdlePause && !caps.Pause {
+		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: provider %s cannot pause sandboxes (capability pause); use reset or snapshot", spec.Name, spec.Provider.Type())
+	}
+	if spec.IdleAction == IdleSnapshot && !caps.Snapshots {
+		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: provider %s cannot snapshot sandboxes (capability snapshots); use reset or pause", spec.Name, spec.Provider.Type())
+	}
+	return nil
+}
+
+// idleAction is what the idle sweeper does with prof's idle sessions.
+func idleAction(prof *Profile) string { return prof.EffectiveIdleAction() }
+
+// EffectiveIdleAction is what happens to the profile's idle sessions: its IdleAction, and
+// IdleReset when unset and always for attached and per_call profiles.
+func (p *Profile) EffectiveIdleAction() string {
+	if p.Attached() || p.Scope == ScopePerCall || p.IdleAction == "" {
+		return IdleReset
+	}
+	return p.IdleAction
+}
+
+// PauseSession freezes session id's sandbox in place (provider capability pause): its
+// files, processes and context variables are kept and it uses no CPU. Until ResumeSession
+// (or, with the profile's auto_resume, its next use) operations on it answer fault.Paused.
+// A paused session is never reset by the idle sweeper. Pausing a paused session changes
+// nothing. It returns the session and the warnings of a non-strict profile whose provider
+// cannot pause: the session is then held (operations answer fault.Paused) while its sandbox
+// keeps running.
+//
+// Errors: fault.NotFound for an unknown or another principal's session; fault.Forbidden for
+// the shared session of a per_runtime profile (admins only); fault.Conflict on per_call
+// profiles, while an execution runs in the session (wait or cancel it), or when the session
+// has no sandbox; fault.Capability when the provider cannot pause and the policy is strict.
+func (s *Service) PauseSession(ctx context.Context, p principal.Principal, id, profile string) (Session, []string, error) {
+	sess, prof, err := s.parkableSession(ctx, p, id, profile, "pause")
+	if err != nil {
+		return Session{}, nil, err
+	}
+	var warnings []string
+	if !prof.Caps.Pause {
+		if prof.Policy.Strict {
+			return Session{}, nil, fault.Unsupported(prof.Provider.Type(), "pause").
+				WithHint("destroy the session when done, or take a snapshot (POST /v1/sessions/{id}/snapshots) if the profile supports it", "destroy the session when done")
+		}
+		warnings = []string{fmt.Sprintf("provider '%s' cannot freeze sandboxes: session '%s' is held (operations answer 409 until it is resumed) but its processes keep running, because profile '%s' has strict: false",
+			prof.Provider.Type(), sess.ID, prof.Name)}
+	}
+	if err := s.refuseIfRunning(ctx, sess.ID, "pause"); err != nil {
+		return Session{}, nil, err
+	}
+	unlock, err := s.lockFor(ctx, sess.ID, "pause")
+	if err != nil {
+		return Session{}, nil, err
+	}
+	defer unlock()
+	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
+		return Session{}, nil, s.sessionErr(err, id)
+	}
+	if !sess.PausedAt.IsZero() {
+		return view(sess), warnings, nil
+	}
+	if sess.SandboxID == "" {
+		return Session{}, nil, fault.New(fault.Conflict, "sandbox session '%s' has no sandbox to pause (%s)", sess.ID, noSandboxWhy(sess))
+	}
+	if prof.Caps.Pause {
+		if err := prof.Provider.(providers.Pauser).Pause(ctx, sess.SandboxID); err != nil {
+			return Session{}, nil, s.parkErr(err, sess, "paused")
+		}
+	}
+	if _, err := s.store.PauseSession(ctx, sess.ID, sess.SandboxID, s.now(), false, ""); err != nil {
+		return Session{}, nil, err
+	}
+	if !prof.Caps.Pause {
+		s.log.Warn(warnings[0], "session_id", sess.ID, "profile", prof.Name)
+	}
+	sess, err = s.store.GetSession(ctx, sess.ID)
+	return view(sess), warnings, s.sessionErr(err, id)
+}
+
+// ResumeSession thaws session id's paused sandbox: its processes run on where they stopped.
+// Resuming a session that is not paused changes nothing.
+//
+// Errors: as PauseSession's (but for running executions and the capability: a session
+// held by a non-strict profile is released).
+func (s *Service) ResumeSession(ctx context.Context, p principal.Principal, id, profile string) (Session, error) {
+	sess, prof, err := s.parkableSession(ctx, p, id, profile, "resume")
+	if err != nil {
+		return Session{}, err
+	}
+	unlock, err := s.lockFor(ctx, sess.ID, "resume")
+	if err != nil {
+		return Session{}, err
+	}
+	defer unlock()
+	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
+		return Session{}, s.sessionErr(err, id)
+	}
+	if _, err := s.thaw(ctx, prof, &sess); err != nil {
+		return Session{}, err
+	}
+	sess, err = s.store.GetSession(ctx, sess.ID)
+	return view(sess), s.sessionErr(err, id)
+}
+
+// parkableSession resolves a session the caller may pause or resume (op).
+func (s *Service) parkableSession(ctx context.Context, p principal.Principal, id, profile, op string) (store.Session, *Profile, error) {
+	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	if err != nil {
+		return store.Session{}, nil, err
+	}
+	if ephemeral {
+		return store.Session{}, nil, fault.New(fault.Conflict, "profile '%s' has scope per_call: its sandboxes live for one run and cannot be paused or resumed", prof.Name)
+	}
+	if sess.OwnerID == "" && !p.Admin {
+		return store.Session{}, nil, fault.New(fault.Forbidden, "sandbox session '%s' is the one session of per_runtime profile '%s', shared by every caller; only an administrator may %s it", sess.ID, prof.Name, op)
+	}
+	if prof.Attached() {
+		return store.Session{}, nil, fault.New(fault.Conflict, "profile '%s' is attached to an environment the gateway does not manage; it is never paused", prof.Name)
+	}
+	return sess, prof, nil
+}
+
+// refuseIfRunning answers fault.Conflict when an execution (not a background process) of
+// session id is unfinished: freezing it mid-run would hold its caller.
+func (s *Service) refuseIfRunning(ctx context.Context, id, op string) error {
+	ids, err := s.store.UnfinishedTasks(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, tid := range ids {
+		t, err := s.store.GetTask(ctx, tid, "")
+		if err != nil || t.Background {
+			continue
+		}
+		return fault.New(fault.Conflict, "sandbox session '%s' is running an execution (task %s); wait for it to finish or cancel it, then %s the session", id, tid, op).
+			WithHint(fmt.Sprintf("poll GET /v1/tasks/%s or cancel it with POST /v1/tasks/%s/cancel", tid, tid), fmt.Sprintf("wait for task %s (check_sandbox_task) or cancel it", tid))
+	}
+	return nil
+}
+
+// lockFor takes session id's lock for op, waiting at most parkLockWait for the execution
+// holding it: fault.Conflict then.
+func (s *Service) lockFor(ctx context.Context, id, op string) (func(), error) {
+	lctx, cancel := context.WithTimeout(ctx, parkLockWait)
+	defer cancel()
+	unlock, err := s.lockSession(lctx, id)
+	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
+		return nil, fault.New(fault.Conflict, "sandbox session '%s' stayed busy for %s; try to %s it again once its executions ended", id, parkLockWait, op)
+	}
+	return unlock, err
+}
+
+// sessionErr maps a store error about session id.
+func (s *Service) sessionErr(err error, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fault.New(fault.NotFound, "unknown sandbox session '%s'", id)
+	}
+	return err
+}
+
+// parkErr classifies a provider's failure to pause, resume or capture sess's sandbox (done
+// is the operation, in the past tense): a sandbox that vanished is a conflict (the next use
+// makes a new one), anything else the provider's kind (or fault.Provision).
+func (s *Service) parkErr(err error, sess store.Session, done string) error {
+	if fault.KindOf(err) == fault.Gone {
+		return fault.New(fault.Conflict, "the sandbox of session '%s' no longer exists and cannot be %s; the next operation makes a new one", sess.ID, done)
+	}
+	return classify(err, fault.Provision)
+}
+
+func noSandboxWhy(sess store.Session) string {
+	if sess.ParkedSnapshot != "" {
+		return "it is parked in snapshot " + sess.ParkedSnapshot + " and restored on its next use"
+	}
+	return "none was made yet, or it was reset; the next operation makes one"
+}
+
+// thaw thaws sess's paused sandbox (provider capability pause; a held session of a
+// non-strict profile is only released) and records it, with a use now: being paused is not
+// being idle. It reports whether sess was paused. Call holding the session lock.
+func (s *Service) thaw(ctx context.Context, prof *Profile, sess *store.Session) (bool, error) {
+	if sess.PausedAt.IsZero() {
+		return false, nil
+	}
+	if prof.Caps.Pause && sess.SandboxID != "" {
+		if err := prof.Provider.(providers.Pauser).Resume(ctx, sess.SandboxID); err != nil && fault.KindOf(err) != fault.Gone {
+			return false, classify(err, fault.Provision)
+		}
+		// A sandbox that vanished meanwhile is recreated by the next attach, with its notice.
+	}
+	if err := s.store.ResumeSession(ctx, sess.ID); err != nil {
+		return false, err
+	}
+	now := s.now()
+	if err := s.store.TouchSession(ctx, sess.ID, now); err != nil {
+		return false, err
+	}
+	sess.PausedAt, sess.PausedIdle, sess.LastUsedAt = time.Time{}, false, now
+	return true, nil
+}
+
+// wake makes sess usable before an operation reaches its sandbox (docs/semantics.md §8): a
+// session the idle sweeper paused is resumed (the sweeper's pending notice says so), one its
+// caller paused is resumed with a notice when its profile has auto_resume, and answers
+// fault.Paused otherwise. Call holding the session lock.
+func (s *Service) wake(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
+	if sess.PausedAt.IsZero() {
+		return "", nil
+	}
+	if !sess.PausedIdle && !prof.AutoResume {
+		return "", pausedErr(sess.ID)
+	}
+	idle := sess.PausedIdle
+	if _, err := s.thaw(ctx, prof, sess); err != nil {
+		return "", err
+	}
+	if idle {
+		return "", nil // the idle sweeper's notice is pending on the session
+	}
+	return fmt.Sprintf("sandbox session '%s' was paused and has been resumed for this operation (auto_resume): its files, running processes and code-context variables were kept", sess.ID), nil
+}
+
+func pausedErr(id string) error {
+	return fault.New(fault.Paused, "sandbox session '%s' is paused: its files, processes and variables are kept, but nothing runs in it until it is resumed", id).
+		WithHint(fmt.Sprintf("resume it with POST /v1/sessions/%s/resume", id), "ask the user to resume the session (it was paused on purpose)")
+}
+
+// usable readies session sess of prof for an operation that does not take the session lock
+// (reads, contexts, processes, ports) but needs its sandbox as it is: a paused session is
+// woken (or fault.Paused), a parked one restored, both under the lock. It returns the
+// session as it then stands.
+func (s *Service) usable(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (store.Session, error) {
+	if sess.PausedAt.IsZero() && sess.ParkedSnapshot == "" {
+		return sess, nil
+	}
+	if !sess.PausedAt.IsZero() && !sess.PausedIdle && !prof.AutoResume {
+		return store.Session{}, pausedErr(sess.ID) // no lock needed to refuse
+	}
+	unlock, err := s.lockSession(ctx, sess.ID)
+	if err != nil {
+		return store.Session{}, err
+	}
+	defer unlock()
+	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
+		return store.Session{}, s.sessionErr(err, sess.ID)
+	}
+	if _, err := s.wake(ctx, prof, &sess); err != nil {
+		return store.Session{}, err
+	}
+	if sess.SandboxID == "" && sess.ParkedSnapshot != "" {
+		sb, _, err := s.acquire(ctx, prof, &sess, providerPrincipal(prof, p))
+		if err != nil {
+			return store.Session{}, err
+		}
+		_ = sb.Close()
+	}
+	return sess, nil
+}
+
+// Idle parking (the sweeper, sweepIdle).
+
+// idleNotices say what the idle sweeper did, for the session's next operation.
+func idlePausedNotice(prof *Profile, id string) string {
+	return fmt.Sprintf("sandbox session '%s' was idle for more than %ds and was paused, not wiped; it has been resumed: its files, running processes and code-context variables were kept",
+		id, int(prof.IdleTimeout/time.Second))
+}
+
+func idleParkedNotice(prof *Profile, id string) string {
+	return fmt.Sprintf("sandbox session '%s' was idle for more than %ds: its workspace was saved in a snapshot and its sandbox removed, then restored from that snapshot for its next use; its workspace files were kept, but running processes, code-context variables and /tmp are gone",
+		id, int(prof.IdleTimeout/time.Second))
+}
+
+// parkIdle pauses or snapshots idle session sess of prof (idle_action pause or snapshot)
+// under its lock, when it is still idle past cutoff, unchanged and without unfinished tasks.
+// Failures are logged; the next sweep tries again.
+func (s *Service) parkIdle(ctx context.Context, prof *Profile, sess store.Session, cutoff time.Time) {
+	unlock, err := s.lockFor(ctx, sess.ID, "park")
+	if err != nil {
+		return
+	}
+	defer unlock()
+	cur, err := s.store.GetSession(ctx, sess.ID)
+	if err != nil || cur.SandboxID == "" || cur.SandboxID != sess.SandboxID || !cur.PausedAt.IsZero() || !cur.LastUsedAt.Before(cutoff) {
+		return
+	}
+	if ids, err := s.store.UnfinishedTasks(ctx, cur.ID); err != nil || len(ids) > 0 {
+		return
+	}
+	log := s.log.With("session_id", cur.ID, "profile", prof.Name, "sandbox_id", cur.SandboxID)
+	switch idleAction(prof) {
+	case IdlePause:
+		if err := prof.Provider.(providers.Pauser).Pause(ctx, cur.SandboxID); err != nil {
+			log.Warn("pausing an idle sandbox failed", "err", err)
+			return
+		}
+		if _, err := s.store.PauseSession(ctx, cur.ID, cur.SandboxID, s.now(), true, idlePausedNotice(prof, cur.ID)); err != nil {
+			log.Warn("recording an idle pause failed", "err", err)
+			return
+		}
+		log.Info("idle sandbox paused")
+	case IdleSnapshot:
+		snap, err := s.capture(ctx, prof, cur, store.SnapshotIdle, "idle", 0)
+		if err != nil {
+			log.Warn("capturing an idle sandbox failed", "err", err)
+			return
+		}
+		ok, err := s.store.ParkSession(ctx, cur.ID, cur.SandboxID, snap.ID, idleParkedNotice(prof, cur.ID))
+		if err != nil || !ok {
+			s.dropSnapshot(ctx, prof, snap)
+			return
+		}
+		s.destroyBackend(ctx, prof, cur.ID, cur.SandboxID)
+		log.Info("idle sandbox parked in a snapshot", "snapshot_id", snap.ID, "bytes", snap.SizeBytes)
+	}
+}
+
+// awaitRunning waits until session id is not paused (or gone, or ctx ends), for an
+// adopter that must not reach a frozen sandbox. It reports whether the session runs.
+func (s *Service) awaitRunning(ctx context.Context, id string) bool {
+	for {
+		sess, err := s.store.GetSession(ctx, id)
+		if err == nil && sess.PausedAt.IsZero() {
+			return true
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
