@@ -341,6 +341,27 @@ func (e ProfileIdentityMode) Valid() bool {
 	}
 }
 
+// Defines values for ProfileIdleAction.
+const (
+	ProfileIdleActionPause    ProfileIdleAction = "pause"
+	ProfileIdleActionReset    ProfileIdleAction = "reset"
+	ProfileIdleActionSnapshot ProfileIdleAction = "snapshot"
+)
+
+// Valid indicates whether the value is a known member of the ProfileIdleAction enum.
+func (e ProfileIdleAction) Valid() bool {
+	switch e {
+	case ProfileIdleActionPause:
+		return true
+	case ProfileIdleActionReset:
+		return true
+	case ProfileIdleActionSnapshot:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopePerCall    Scope = "per_call"
@@ -362,6 +383,30 @@ func (e Scope) Valid() bool {
 	}
 }
 
+// Defines values for SessionState.
+const (
+	SessionStateNone    SessionState = "none"
+	SessionStateParked  SessionState = "parked"
+	SessionStatePaused  SessionState = "paused"
+	SessionStateRunning SessionState = "running"
+)
+
+// Valid indicates whether the value is a known member of the SessionState enum.
+func (e SessionState) Valid() bool {
+	switch e {
+	case SessionStateNone:
+		return true
+	case SessionStateParked:
+		return true
+	case SessionStatePaused:
+		return true
+	case SessionStateRunning:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SessionStatus.
 const (
 	SessionStatusActive SessionStatus = "active"
@@ -374,6 +419,24 @@ func (e SessionStatus) Valid() bool {
 	case SessionStatusActive:
 		return true
 	case SessionStatusClosed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SnapshotKind.
+const (
+	SnapshotKindIdle SnapshotKind = "idle"
+	SnapshotKindUser SnapshotKind = "user"
+)
+
+// Valid indicates whether the value is a known member of the SnapshotKind enum.
+func (e SnapshotKind) Valid() bool {
+	switch e {
+	case SnapshotKindIdle:
+		return true
+	case SnapshotKindUser:
 		return true
 	default:
 		return false
@@ -548,15 +611,24 @@ type Capabilities struct {
 	Languages      []string      `json:"languages"`
 	PackageInstall bool          `json:"package_install"`
 
+	// Pause Sandboxes can be frozen and thawed (`POST …/pause`, `…/resume`; `idle_action: pause`).
+	Pause bool `json:"pause"`
+
 	// PolicyDisk The provider bounds the workspace's size (policy `disk_mb`).
 	PolicyDisk       bool `json:"policy_disk"`
 	PolicyFilesystem bool `json:"policy_filesystem"`
 	PolicyNetwork    bool `json:"policy_network"`
 	PolicyResources  bool `json:"policy_resources"`
-	PrincipalUser    bool `json:"principal_user"`
-	Provisions       bool `json:"provisions"`
-	Shell            bool `json:"shell"`
-	Stateful         bool `json:"stateful"`
+
+	// PreviewPorts Ports inside sandboxes can be reached through the gateway (`…/ports/{port}/…`).
+	PreviewPorts  bool `json:"preview_ports"`
+	PrincipalUser bool `json:"principal_user"`
+	Provisions    bool `json:"provisions"`
+	Shell         bool `json:"shell"`
+
+	// Snapshots Sandboxes can be snapshotted and sessions started from snapshots (`idle_action: snapshot`).
+	Snapshots bool `json:"snapshots"`
+	Stateful  bool `json:"stateful"`
 }
 
 // CodeRequest defines model for CodeRequest.
@@ -666,9 +738,13 @@ type ContextList struct {
 
 // CreateSessionRequest defines model for CreateSessionRequest.
 type CreateSessionRequest struct {
-	Labels  *map[string]string `json:"labels,omitempty"`
-	Name    *string            `json:"name,omitempty"`
-	Profile *string            `json:"profile,omitempty"`
+	// FromSnapshot Start from one of your snapshots (a fork): the session takes the snapshot's profile
+	// (a different `profile` is a 400) and a sandbox restored from it, made before the
+	// answer; processes and variables start afresh.
+	FromSnapshot *string            `json:"from_snapshot,omitempty"`
+	Labels       *map[string]string `json:"labels,omitempty"`
+	Name         *string            `json:"name,omitempty"`
+	Profile      *string            `json:"profile,omitempty"`
 }
 
 // Credentials User-mode identity material resolved from the token (never secrets).
@@ -835,6 +911,22 @@ type Policy struct {
 // PolicyNetworkEgress defines model for Policy.NetworkEgress.
 type PolicyNetworkEgress string
 
+// PortLink defines model for PortLink.
+type PortLink struct {
+	ExpiresAt time.Time `json:"expires_at"`
+	Port      int       `json:"port"`
+	SessionId string    `json:"session_id"`
+
+	// Url The link (`<server.public_url>/preview/{token}/`); it works without a bearer token.
+	Url string `json:"url"`
+}
+
+// PortLinkRequest defines model for PortLinkRequest.
+type PortLinkRequest struct {
+	// TtlS How long the link works, in seconds.
+	TtlS *int `json:"ttl_s,omitempty"`
+}
+
 // Principal defines model for Principal.
 type Principal struct {
 	// Admin Member of one of `auth.admin_groups`.
@@ -899,14 +991,20 @@ type ProcessList struct {
 
 // Profile defines model for Profile.
 type Profile struct {
-	AllowedGroups *[]string           `json:"allowed_groups,omitempty"`
-	Capabilities  Capabilities        `json:"capabilities"`
-	Default       bool                `json:"default"`
-	Environment   ProfileEnvironment  `json:"environment"`
-	IdentityMode  ProfileIdentityMode `json:"identity_mode"`
-	IdleTimeoutS  int                 `json:"idle_timeout_s"`
-	Isolation     IsolationTier       `json:"isolation"`
-	Name          string              `json:"name"`
+	AllowedGroups *[]string `json:"allowed_groups,omitempty"`
+
+	// AutoResume An operation on a paused session resumes it (with a notice) instead of answering 409 `paused`.
+	AutoResume   bool                `json:"auto_resume"`
+	Capabilities Capabilities        `json:"capabilities"`
+	Default      bool                `json:"default"`
+	Environment  ProfileEnvironment  `json:"environment"`
+	IdentityMode ProfileIdentityMode `json:"identity_mode"`
+
+	// IdleAction What happens to a session idle for `idle_timeout_s`; `reset` wipes it, `pause` freezes it, `snapshot` keeps its files only.
+	IdleAction   ProfileIdleAction `json:"idle_action"`
+	IdleTimeoutS int               `json:"idle_timeout_s"`
+	Isolation    IsolationTier     `json:"isolation"`
+	Name         string            `json:"name"`
 
 	// OutputLimitBytes Bytes of each output stream an execution keeps (`sandbox.max_output_bytes`): the
 	// first and last halves, the middle dropped and `*_truncated` set. The same with
@@ -927,6 +1025,9 @@ type ProfileEnvironment string
 
 // ProfileIdentityMode defines model for Profile.IdentityMode.
 type ProfileIdentityMode string
+
+// ProfileIdleAction What happens to a session idle for `idle_timeout_s`; `reset` wipes it, `pause` freezes it, `snapshot` keeps its files only.
+type ProfileIdleAction string
 
 // ProfileList defines model for ProfileList.
 type ProfileList struct {
@@ -956,6 +1057,7 @@ type Quotas struct {
 	// output (`output_dropped`, with a notice).
 	RetainedOutputBytes Quota `json:"retained_output_bytes"`
 	Sessions            Quota `json:"sessions"`
+	Snapshots           Quota `json:"snapshots"`
 }
 
 // RunRequest Exactly one of `command` (a shell command) or `code` (with `language`).
@@ -1000,18 +1102,39 @@ type Session struct {
 	Name       *string           `json:"name,omitempty"`
 
 	// Owner Owning principal (issuer + subject); shown to admins.
-	Owner    *string `json:"owner,omitempty"`
-	Profile  string  `json:"profile"`
-	Provider string  `json:"provider"`
+	Owner *string `json:"owner,omitempty"`
+
+	// ParkedSnapshot The snapshot its workspace waits in (state `parked`).
+	ParkedSnapshot *string `json:"parked_snapshot,omitempty"`
+
+	// PausedAt When it was paused (state `paused`).
+	PausedAt *time.Time `json:"paused_at,omitempty"`
+	Profile  string     `json:"profile"`
+	Provider string     `json:"provider"`
 
 	// SandboxId The provider's handle, once provisioned.
 	SandboxId *string `json:"sandbox_id,omitempty"`
 	Scope     Scope   `json:"scope"`
 
 	// Shared A per_runtime session shared by the whole deployment.
-	Shared *bool         `json:"shared,omitempty"`
+	Shared *bool `json:"shared,omitempty"`
+
+	// State Where the session's sandbox stands: `none` (not made yet, or reset: the next use
+	// makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+	// `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
+	// next use restores).
+	State  SessionState  `json:"state"`
 	Status SessionStatus `json:"status"`
+
+	// Warnings On a pause or resume answer, what could not be done (a non-strict profile whose provider cannot pause).
+	Warnings *[]string `json:"warnings,omitempty"`
 }
+
+// SessionState Where the session's sandbox stands: `none` (not made yet, or reset: the next use
+// makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+// `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
+// next use restores).
+type SessionState string
 
 // SessionDestroyed defines model for SessionDestroyed.
 type SessionDestroyed struct {
@@ -1028,6 +1151,42 @@ type SessionList struct {
 
 // SessionStatus defines model for SessionStatus.
 type SessionStatus string
+
+// Snapshot defines model for Snapshot.
+type Snapshot struct {
+	CreatedAt time.Time `json:"created_at"`
+	Id        string    `json:"id"`
+
+	// Kind `user`: taken by its owner (counts against `sandbox.quotas.snapshots`); `idle`: the workspace of a session parked while idle.
+	Kind SnapshotKind `json:"kind"`
+	Name *string      `json:"name,omitempty"`
+
+	// Owner Owning principal (issuer + subject); shown to admins.
+	Owner    *string `json:"owner,omitempty"`
+	Profile  string  `json:"profile"`
+	Provider string  `json:"provider"`
+
+	// SessionId The session it was taken of (it may be gone since).
+	SessionId string `json:"session_id"`
+
+	// SizeBytes Bytes of the captured workspace.
+	SizeBytes int64 `json:"size_bytes"`
+}
+
+// SnapshotKind `user`: taken by its owner (counts against `sandbox.quotas.snapshots`); `idle`: the workspace of a session parked while idle.
+type SnapshotKind string
+
+// SnapshotList defines model for SnapshotList.
+type SnapshotList struct {
+	// NextCursor Empty on the last page.
+	NextCursor string     `json:"next_cursor"`
+	Snapshots  []Snapshot `json:"snapshots"`
+}
+
+// SnapshotRequest defines model for SnapshotRequest.
+type SnapshotRequest struct {
+	Name *string `json:"name,omitempty"`
+}
 
 // StdinOpen Keep standard input open after `stdin`: send more with `POST /v1/tasks/{task_id}/stdin`
 // while the execution runs (`?eof=true` closes it). Take the task id from the stream's
@@ -1103,6 +1262,12 @@ type Cursor = string
 // Limit defines model for Limit.
 type Limit = int
 
+// Port defines model for Port.
+type Port = int
+
+// PreviewPath defines model for PreviewPath.
+type PreviewPath = string
+
 // ProcessID defines model for ProcessID.
 type ProcessID = string
 
@@ -1111,6 +1276,9 @@ type ProfileQuery = string
 
 // SessionID defines model for SessionID.
 type SessionID = string
+
+// SnapshotID defines model for SnapshotID.
+type SnapshotID = string
 
 // TaskID defines model for TaskID.
 type TaskID = string
@@ -1294,6 +1462,18 @@ type WriteFileParams struct {
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
 }
 
+// PauseSessionParams defines parameters for PauseSession.
+type PauseSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// CreatePortLinkParams defines parameters for CreatePortLink.
+type CreatePortLinkParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
 // ListProcessesParams defines parameters for ListProcesses.
 type ListProcessesParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
@@ -1310,6 +1490,31 @@ type StopProcessParams struct {
 type GetProcessParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// ResumeSessionParams defines parameters for ResumeSession.
+type ResumeSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// CreateSnapshotParams defines parameters for CreateSnapshot.
+type CreateSnapshotParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// ListSnapshotsParams defines parameters for ListSnapshots.
+type ListSnapshotsParams struct {
+	// SessionId Only snapshots taken of this session.
+	SessionId *string `form:"session_id,omitempty" json:"session_id,omitempty"`
+
+	// All Admins only; every principal's snapshots.
+	All   *bool  `form:"all,omitempty" json:"all,omitempty"`
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque `next_cursor` from the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // ListTasksParams defines parameters for ListTasks.
@@ -1348,6 +1553,12 @@ type RunCommandJSONRequestBody = CommandRequest
 
 // CreateContextJSONRequestBody defines body for CreateContext for application/json ContentType.
 type CreateContextJSONRequestBody = ContextCreate
+
+// CreatePortLinkJSONRequestBody defines body for CreatePortLink for application/json ContentType.
+type CreatePortLinkJSONRequestBody = PortLinkRequest
+
+// CreateSnapshotJSONRequestBody defines body for CreateSnapshot for application/json ContentType.
+type CreateSnapshotJSONRequestBody = SnapshotRequest
 
 // ResizeTaskTerminalJSONRequestBody defines body for ResizeTaskTerminal for application/json ContentType.
 type ResizeTaskTerminalJSONRequestBody = TerminalSize
@@ -1781,6 +1992,25 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `GetHealth` operationId).
 	GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PreviewLinkGet Reach a server in the sandbox through a share link (any method; WebSocket too).
+	//
+	// What `…/ports/{port}/{path}` does, for whoever holds the link's token instead of a
+	// bearer token: until the link expires or its session is destroyed; after that, 404.
+	// `X-Forwarded-Prefix` is `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH,
+	// DELETE, OPTIONS) and WebSocket upgrades pass.
+	//
+	// Corresponds with GET /preview/{token}/{path} (the `PreviewLinkGet` operationId).
+	PreviewLinkGet(ctx context.Context, token string, path PreviewPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewLinkPostWithBody Reach a server in the sandbox through a share link (see GET).
+	//
+	// As `previewLinkGet`, for POST.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /preview/{token}/{path} (the `PreviewLinkPost` operationId).
+	PreviewLinkPostWithBody(ctx context.Context, token string, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetReady Readiness probe.
 	//
 	// Answers 200 when Postgres is reachable and its schema is at the version this binary
@@ -2050,6 +2280,108 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/sessions/{session_id}/files/{path} (the `WriteFile` operationId).
 	WriteFileWithBody(ctx context.Context, sessionId SessionID, path string, params *WriteFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PauseSession Pause a session's sandbox.
+	//
+	// Freezes the sandbox in place (capability `pause`; Docker: the cgroup freezer): its
+	// files, running processes (background servers included) and code-context variables
+	// are kept and it uses no CPU. Until `POST …/resume`, operations on the session answer
+	// 409 `paused` — unless its profile has `auto_resume: true`, which resumes it on the
+	// next use with a `notice`. A paused session is never reset by the idle sweeper; its
+	// state shows as `paused`. Pausing a paused session changes nothing.
+	//
+	// Refused (409) while an execution runs in the session (background processes are
+	// frozen with it), for a session without a sandbox yet, and on `per_call` and attached
+	// profiles; the shared session of a `per_runtime` profile is paused by admins only
+	// (403). A provider that cannot pause answers 422 `capability` on a strict profile; on
+	// a profile with `strict: false` the session is held all the same (operations answer
+	// 409 until it is resumed) while its processes keep running, and `warnings` says so.
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/pause (the `PauseSession` operationId).
+	PauseSession(ctx context.Context, sessionId SessionID, params *PauseSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePortLinkWithBody Make a share link to a preview port.
+	//
+	// Signs a link to the port (capability `preview_ports`) that works without a bearer
+	// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
+	// most 7 days) or the session is destroyed; the token is scoped to this session and
+	// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
+	// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
+	// own `POST /links` is reachable through a share link only.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/links (the `CreatePortLink` operationId).
+	CreatePortLinkWithBody(ctx context.Context, sessionId SessionID, port Port, params *CreatePortLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreatePortLink Make a share link to a preview port.
+	//
+	// Signs a link to the port (capability `preview_ports`) that works without a bearer
+	// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
+	// most 7 days) or the session is destroyed; the token is scoped to this session and
+	// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
+	// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
+	// own `POST /links` is reachable through a share link only.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/links (the `CreatePortLink` operationId).
+	CreatePortLink(ctx context.Context, sessionId SessionID, port Port, params *CreatePortLinkParams, body CreatePortLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewPortDelete Reach a server in the sandbox (see GET).
+	//
+	// As `previewPortGet`, for DELETE.
+	//
+	// Corresponds with DELETE /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortDelete` operationId).
+	PreviewPortDelete(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewPortGet Reach a server in the sandbox (any method; WebSocket too).
+	//
+	// Proxies the request — any method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS), the
+	// path after `…/ports/{port}`, the query and the body — to `127.0.0.1:{port}` inside the
+	// session's sandbox (capability `preview_ports`), through the provider's own channel to
+	// the sandbox (sandboxd's tunnel): no port is published on any host and the sandbox's
+	// egress policy is unaffected. A `Connection: Upgrade` request (WebSocket) is passed
+	// through and the connection then carries the upgraded protocol both ways.
+	//
+	// Authenticated and owned like every session route (another principal: 404); the
+	// caller's `Authorization` header never reaches the sandbox. The sandbox's server sees
+	// `X-Forwarded-Host`, `X-Forwarded-Proto` and `X-Forwarded-Prefix` (this route up to the
+	// port). Its answers come back as they are, plus `Content-Security-Policy: sandbox …`
+	// (pages run in an opaque origin, never the gateway's: scripts, forms and WebSockets
+	// work, cookies and web storage do not); `…/ports/{port}` without a path redirects to
+	// `…/ports/{port}/`. Gateway-side failures are problems: 409 when nothing listens on the
+	// port, 409 `paused` for a paused session, 422 without the capability.
+	//
+	// Corresponds with GET /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortGet` operationId).
+	PreviewPortGet(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewPortPatchWithBody Reach a server in the sandbox (see GET).
+	//
+	// As `previewPortGet`, for PATCH.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPatch` operationId).
+	PreviewPortPatchWithBody(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewPortPostWithBody Reach a server in the sandbox (see GET).
+	//
+	// As `previewPortGet`, for POST.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPost` operationId).
+	PreviewPortPostWithBody(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PreviewPortPutWithBody Reach a server in the sandbox (see GET).
+	//
+	// As `previewPortGet`, for PUT.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPut` operationId).
+	PreviewPortPutWithBody(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListProcesses The session's background processes.
 	//
 	// Background processes started in the session (`POST …/commands` with
@@ -2074,6 +2406,67 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/sessions/{session_id}/processes/{process_id} (the `GetProcess` operationId).
 	GetProcess(ctx context.Context, sessionId SessionID, processId ProcessID, params *GetProcessParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeSession Resume a paused session.
+	//
+	// Thaws the sandbox: its processes run on where they stopped. Resuming a session that is
+	// not paused changes nothing.
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/resume (the `ResumeSession` operationId).
+	ResumeSession(ctx context.Context, sessionId SessionID, params *ResumeSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSnapshotWithBody Snapshot a session's sandbox.
+	//
+	// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
+	// image labelled with the owner, session and profile; local: a copy of the folder), in
+	// order with the session's executions and writes. Processes, code-context variables and
+	// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
+	// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
+	// starts a new session from it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshotWithBody(ctx context.Context, sessionId SessionID, params *CreateSnapshotParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSnapshot Snapshot a session's sandbox.
+	//
+	// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
+	// image labelled with the owner, session and profile; local: a copy of the folder), in
+	// order with the session's executions and writes. Processes, code-context variables and
+	// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
+	// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
+	// starts a new session from it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshot(ctx context.Context, sessionId SessionID, params *CreateSnapshotParams, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSnapshots The caller's snapshots.
+	//
+	// Newest first. Admins may pass `all=true` to see every principal's. Snapshots of kind
+	// `idle` hold the workspace of a session its profile's `idle_action: snapshot` parked;
+	// they go when the session is used again or destroyed and do not count against the quota.
+	//
+	// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+	ListSnapshots(ctx context.Context, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSnapshot Delete a snapshot.
+	//
+	// Deletes the snapshot and its capture. Sessions started from it keep their files. The
+	// `idle` snapshot a parked session waits in cannot be deleted (409): use or destroy the
+	// session.
+	//
+	// Corresponds with DELETE /v1/snapshots/{snapshot_id} (the `DeleteSnapshot` operationId).
+	DeleteSnapshot(ctx context.Context, snapshotId SnapshotID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetSnapshot One snapshot.
+	//
+	// One snapshot of the caller (another principal's: 404).
+	//
+	// Corresponds with GET /v1/snapshots/{snapshot_id} (the `GetSnapshot` operationId).
+	GetSnapshot(ctx context.Context, snapshotId SnapshotID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListTasks The caller's tasks.
 	//
@@ -2156,6 +2549,45 @@ type ClientInterface interface {
 // Corresponds with GET /healthz (the `GetHealth` operationId).
 func (c *RawClient) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetHealthRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewLinkGet Reach a server in the sandbox through a share link (any method; WebSocket too).
+//
+// What `…/ports/{port}/{path}` does, for whoever holds the link's token instead of a
+// bearer token: until the link expires or its session is destroyed; after that, 404.
+// `X-Forwarded-Prefix` is `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH,
+// DELETE, OPTIONS) and WebSocket upgrades pass.
+//
+// Corresponds with GET /preview/{token}/{path} (the `PreviewLinkGet` operationId).
+func (c *RawClient) PreviewLinkGet(ctx context.Context, token string, path PreviewPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewLinkGetRequest(c.Server, token, path)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewLinkPostWithBody Reach a server in the sandbox through a share link (see GET).
+//
+// As `previewLinkGet`, for POST.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /preview/{token}/{path} (the `PreviewLinkPost` operationId).
+func (c *RawClient) PreviewLinkPostWithBody(ctx context.Context, token string, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewLinkPostRequestWithBody(c.Server, token, path, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2685,6 +3117,188 @@ func (c *RawClient) WriteFileWithBody(ctx context.Context, sessionId SessionID, 
 	return c.Client.Do(req)
 }
 
+// PauseSession Pause a session's sandbox.
+//
+// Freezes the sandbox in place (capability `pause`; Docker: the cgroup freezer): its
+// files, running processes (background servers included) and code-context variables
+// are kept and it uses no CPU. Until `POST …/resume`, operations on the session answer
+// 409 `paused` — unless its profile has `auto_resume: true`, which resumes it on the
+// next use with a `notice`. A paused session is never reset by the idle sweeper; its
+// state shows as `paused`. Pausing a paused session changes nothing.
+//
+// Refused (409) while an execution runs in the session (background processes are
+// frozen with it), for a session without a sandbox yet, and on `per_call` and attached
+// profiles; the shared session of a `per_runtime` profile is paused by admins only
+// (403). A provider that cannot pause answers 422 `capability` on a strict profile; on
+// a profile with `strict: false` the session is held all the same (operations answer
+// 409 until it is resumed) while its processes keep running, and `warnings` says so.
+//
+// Corresponds with POST /v1/sessions/{session_id}/pause (the `PauseSession` operationId).
+func (c *RawClient) PauseSession(ctx context.Context, sessionId SessionID, params *PauseSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseSessionRequest(c.Server, sessionId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePortLinkWithBody Make a share link to a preview port.
+//
+// Signs a link to the port (capability `preview_ports`) that works without a bearer
+// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
+// most 7 days) or the session is destroyed; the token is scoped to this session and
+// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
+// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
+// own `POST /links` is reachable through a share link only.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/links (the `CreatePortLink` operationId).
+func (c *RawClient) CreatePortLinkWithBody(ctx context.Context, sessionId SessionID, port Port, params *CreatePortLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePortLinkRequestWithBody(c.Server, sessionId, port, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreatePortLink Make a share link to a preview port.
+//
+// Signs a link to the port (capability `preview_ports`) that works without a bearer
+// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
+// most 7 days) or the session is destroyed; the token is scoped to this session and
+// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
+// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
+// own `POST /links` is reachable through a share link only.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/links (the `CreatePortLink` operationId).
+func (c *RawClient) CreatePortLink(ctx context.Context, sessionId SessionID, port Port, params *CreatePortLinkParams, body CreatePortLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreatePortLinkRequest(c.Server, sessionId, port, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewPortDelete Reach a server in the sandbox (see GET).
+//
+// As `previewPortGet`, for DELETE.
+//
+// Corresponds with DELETE /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortDelete` operationId).
+func (c *RawClient) PreviewPortDelete(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewPortDeleteRequest(c.Server, sessionId, port, path)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewPortGet Reach a server in the sandbox (any method; WebSocket too).
+//
+// Proxies the request — any method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS), the
+// path after `…/ports/{port}`, the query and the body — to `127.0.0.1:{port}` inside the
+// session's sandbox (capability `preview_ports`), through the provider's own channel to
+// the sandbox (sandboxd's tunnel): no port is published on any host and the sandbox's
+// egress policy is unaffected. A `Connection: Upgrade` request (WebSocket) is passed
+// through and the connection then carries the upgraded protocol both ways.
+//
+// Authenticated and owned like every session route (another principal: 404); the
+// caller's `Authorization` header never reaches the sandbox. The sandbox's server sees
+// `X-Forwarded-Host`, `X-Forwarded-Proto` and `X-Forwarded-Prefix` (this route up to the
+// port). Its answers come back as they are, plus `Content-Security-Policy: sandbox …`
+// (pages run in an opaque origin, never the gateway's: scripts, forms and WebSockets
+// work, cookies and web storage do not); `…/ports/{port}` without a path redirects to
+// `…/ports/{port}/`. Gateway-side failures are problems: 409 when nothing listens on the
+// port, 409 `paused` for a paused session, 422 without the capability.
+//
+// Corresponds with GET /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortGet` operationId).
+func (c *RawClient) PreviewPortGet(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewPortGetRequest(c.Server, sessionId, port, path)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewPortPatchWithBody Reach a server in the sandbox (see GET).
+//
+// As `previewPortGet`, for PATCH.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPatch` operationId).
+func (c *RawClient) PreviewPortPatchWithBody(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewPortPatchRequestWithBody(c.Server, sessionId, port, path, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewPortPostWithBody Reach a server in the sandbox (see GET).
+//
+// As `previewPortGet`, for POST.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPost` operationId).
+func (c *RawClient) PreviewPortPostWithBody(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewPortPostRequestWithBody(c.Server, sessionId, port, path, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PreviewPortPutWithBody Reach a server in the sandbox (see GET).
+//
+// As `previewPortGet`, for PUT.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPut` operationId).
+func (c *RawClient) PreviewPortPutWithBody(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPreviewPortPutRequestWithBody(c.Server, sessionId, port, path, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListProcesses The session's background processes.
 //
 // Background processes started in the session (`POST …/commands` with
@@ -2730,6 +3344,127 @@ func (c *RawClient) StopProcess(ctx context.Context, sessionId SessionID, proces
 // Corresponds with GET /v1/sessions/{session_id}/processes/{process_id} (the `GetProcess` operationId).
 func (c *RawClient) GetProcess(ctx context.Context, sessionId SessionID, processId ProcessID, params *GetProcessParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetProcessRequest(c.Server, sessionId, processId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeSession Resume a paused session.
+//
+// Thaws the sandbox: its processes run on where they stopped. Resuming a session that is
+// not paused changes nothing.
+//
+// Corresponds with POST /v1/sessions/{session_id}/resume (the `ResumeSession` operationId).
+func (c *RawClient) ResumeSession(ctx context.Context, sessionId SessionID, params *ResumeSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeSessionRequest(c.Server, sessionId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSnapshotWithBody Snapshot a session's sandbox.
+//
+// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
+// image labelled with the owner, session and profile; local: a copy of the folder), in
+// order with the session's executions and writes. Processes, code-context variables and
+// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
+// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
+// starts a new session from it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{session_id}/snapshots (the `CreateSnapshot` operationId).
+func (c *RawClient) CreateSnapshotWithBody(ctx context.Context, sessionId SessionID, params *CreateSnapshotParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSnapshotRequestWithBody(c.Server, sessionId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSnapshot Snapshot a session's sandbox.
+//
+// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
+// image labelled with the owner, session and profile; local: a copy of the folder), in
+// order with the session's executions and writes. Processes, code-context variables and
+// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
+// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
+// starts a new session from it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{session_id}/snapshots (the `CreateSnapshot` operationId).
+func (c *RawClient) CreateSnapshot(ctx context.Context, sessionId SessionID, params *CreateSnapshotParams, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSnapshotRequest(c.Server, sessionId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSnapshots The caller's snapshots.
+//
+// Newest first. Admins may pass `all=true` to see every principal's. Snapshots of kind
+// `idle` hold the workspace of a session its profile's `idle_action: snapshot` parked;
+// they go when the session is used again or destroyed and do not count against the quota.
+//
+// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+func (c *RawClient) ListSnapshots(ctx context.Context, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSnapshotsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSnapshot Delete a snapshot.
+//
+// Deletes the snapshot and its capture. Sessions started from it keep their files. The
+// `idle` snapshot a parked session waits in cannot be deleted (409): use or destroy the
+// session.
+//
+// Corresponds with DELETE /v1/snapshots/{snapshot_id} (the `DeleteSnapshot` operationId).
+func (c *RawClient) DeleteSnapshot(ctx context.Context, snapshotId SnapshotID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSnapshotRequest(c.Server, snapshotId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetSnapshot One snapshot.
+//
+// One snapshot of the caller (another principal's: 404).
+//
+// Corresponds with GET /v1/snapshots/{snapshot_id} (the `GetSnapshot` operationId).
+func (c *RawClient) GetSnapshot(ctx context.Context, snapshotId SnapshotID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetSnapshotRequest(c.Server, snapshotId)
 	if err != nil {
 		return nil, err
 	}
@@ -2906,6 +3641,90 @@ func NewGetHealthRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewPreviewLinkGetRequest constructs an http.Request for the PreviewLinkGet method
+func NewPreviewLinkGetRequest(server string, token string, path PreviewPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "path", path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/preview/%s/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPreviewLinkPostRequestWithBody constructs an http.Request for the PreviewLinkPost method, with any body, and a specified content type
+func NewPreviewLinkPostRequestWithBody(server string, token string, path PreviewPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "path", path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/preview/%s/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4222,6 +5041,394 @@ func NewWriteFileRequestWithBody(server string, sessionId SessionID, path string
 	return req, nil
 }
 
+// NewPauseSessionRequest constructs an http.Request for the PauseSession method
+func NewPauseSessionRequest(server string, sessionId SessionID, params *PauseSessionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session_id", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Profile != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "profile", *params.Profile, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreatePortLinkRequest calls the generic CreatePortLink builder with application/json body
+func NewCreatePortLinkRequest(server string, sessionId SessionID, port Port, params *CreatePortLinkParams, body CreatePortLinkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreatePortLinkRequestWithBody(server, sessionId, port, params, "application/json", bodyReader)
+}
+
+// NewCreatePortLinkRequestWithBody constructs an http.Request for the CreatePortLink method, with any body, and a specified content type
+func NewCreatePortLinkRequestWithBody(server string, sessionId SessionID, port Port, params *CreatePortLinkParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session_id", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/ports/%s/links", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Profile != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "profile", *params.Profile, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPreviewPortDeleteRequest constructs an http.Request for the PreviewPortDelete method
+func NewPreviewPortDeleteRequest(server string, sessionId SessionID, port Port, path PreviewPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session_id", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "path", path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/ports/%s/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPreviewPortGetRequest constructs an http.Request for the PreviewPortGet method
+func NewPreviewPortGetRequest(server string, sessionId SessionID, port Port, path PreviewPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session_id", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "path", path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/ports/%s/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPreviewPortPatchRequestWithBody constructs an http.Request for the PreviewPortPatch method, with any body, and a specified content type
+func NewPreviewPortPatchRequestWithBody(server string, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session_id", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "path", path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/ports/%s/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPreviewPortPostRequestWithBody constructs an http.Request for the PreviewPortPost method, with any body, and a specified content type
+func NewPreviewPortPostRequestWithBody(server string, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session_id", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "path", path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/ports/%s/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPreviewPortPutRequestWithBody constructs an http.Request for the PreviewPortPut method, with any body, and a specified content type
+func NewPreviewPortPutRequestWithBody(server string, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session_id", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "port", port, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "path", path, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/ports/%s/%s", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListProcessesRequest constructs an http.Request for the ListProcesses method
 func NewListProcessesRequest(server string, sessionId SessionID, params *ListProcessesParams) (*http.Request, error) {
 	var err error
@@ -4409,6 +5616,299 @@ func NewGetProcessRequest(server string, sessionId SessionID, processId ProcessI
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeSessionRequest constructs an http.Request for the ResumeSession method
+func NewResumeSessionRequest(server string, sessionId SessionID, params *ResumeSessionParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session_id", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Profile != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "profile", *params.Profile, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateSnapshotRequest calls the generic CreateSnapshot builder with application/json body
+func NewCreateSnapshotRequest(server string, sessionId SessionID, params *CreateSnapshotParams, body CreateSnapshotJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSnapshotRequestWithBody(server, sessionId, params, "application/json", bodyReader)
+}
+
+// NewCreateSnapshotRequestWithBody constructs an http.Request for the CreateSnapshot method, with any body, and a specified content type
+func NewCreateSnapshotRequestWithBody(server string, sessionId SessionID, params *CreateSnapshotParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session_id", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/snapshots", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Profile != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "profile", *params.Profile, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListSnapshotsRequest constructs an http.Request for the ListSnapshots method
+func NewListSnapshotsRequest(server string, params *ListSnapshotsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/snapshots")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.SessionId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "session_id", *params.SessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.All != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "all", *params.All, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDeleteSnapshotRequest constructs an http.Request for the DeleteSnapshot method
+func NewDeleteSnapshotRequest(server string, snapshotId SnapshotID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "snapshot_id", snapshotId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/snapshots/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetSnapshotRequest constructs an http.Request for the GetSnapshot method
+func NewGetSnapshotRequest(server string, snapshotId SnapshotID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "snapshot_id", snapshotId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/snapshots/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -4789,6 +6289,27 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `GetHealth` operationId).
 	GetHealthWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthResponse, error)
 
+	// PreviewLinkGetWithResponse Reach a server in the sandbox through a share link (any method; WebSocket too).
+	//
+	// What `…/ports/{port}/{path}` does, for whoever holds the link's token instead of a
+	// bearer token: until the link expires or its session is destroyed; after that, 404.
+	// `X-Forwarded-Prefix` is `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH,
+	// DELETE, OPTIONS) and WebSocket upgrades pass.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /preview/{token}/{path} (the `PreviewLinkGet` operationId).
+	PreviewLinkGetWithResponse(ctx context.Context, token string, path PreviewPath, reqEditors ...RequestEditorFn) (*PreviewLinkGetResponse, error)
+
+	// PreviewLinkPostWithBodyWithResponse Reach a server in the sandbox through a share link (see GET).
+	//
+	// As `previewLinkGet`, for POST.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /preview/{token}/{path} (the `PreviewLinkPost` operationId).
+	PreviewLinkPostWithBodyWithResponse(ctx context.Context, token string, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewLinkPostResponse, error)
+
 	// GetReadyWithResponse Readiness probe.
 	//
 	// Answers 200 when Postgres is reachable and its schema is at the version this binary
@@ -5086,6 +6607,114 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/sessions/{session_id}/files/{path} (the `WriteFile` operationId).
 	WriteFileWithBodyWithResponse(ctx context.Context, sessionId SessionID, path string, params *WriteFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WriteFileResponse, error)
 
+	// PauseSessionWithResponse Pause a session's sandbox.
+	//
+	// Freezes the sandbox in place (capability `pause`; Docker: the cgroup freezer): its
+	// files, running processes (background servers included) and code-context variables
+	// are kept and it uses no CPU. Until `POST …/resume`, operations on the session answer
+	// 409 `paused` — unless its profile has `auto_resume: true`, which resumes it on the
+	// next use with a `notice`. A paused session is never reset by the idle sweeper; its
+	// state shows as `paused`. Pausing a paused session changes nothing.
+	//
+	// Refused (409) while an execution runs in the session (background processes are
+	// frozen with it), for a session without a sandbox yet, and on `per_call` and attached
+	// profiles; the shared session of a `per_runtime` profile is paused by admins only
+	// (403). A provider that cannot pause answers 422 `capability` on a strict profile; on
+	// a profile with `strict: false` the session is held all the same (operations answer
+	// 409 until it is resumed) while its processes keep running, and `warnings` says so.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/pause (the `PauseSession` operationId).
+	PauseSessionWithResponse(ctx context.Context, sessionId SessionID, params *PauseSessionParams, reqEditors ...RequestEditorFn) (*PauseSessionResponse, error)
+
+	// CreatePortLinkWithBodyWithResponse Make a share link to a preview port.
+	//
+	// Signs a link to the port (capability `preview_ports`) that works without a bearer
+	// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
+	// most 7 days) or the session is destroyed; the token is scoped to this session and
+	// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
+	// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
+	// own `POST /links` is reachable through a share link only.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/links (the `CreatePortLink` operationId).
+	CreatePortLinkWithBodyWithResponse(ctx context.Context, sessionId SessionID, port Port, params *CreatePortLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortLinkResponse, error)
+
+	// CreatePortLinkWithResponse Make a share link to a preview port.
+	//
+	// Signs a link to the port (capability `preview_ports`) that works without a bearer
+	// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
+	// most 7 days) or the session is destroyed; the token is scoped to this session and
+	// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
+	// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
+	// own `POST /links` is reachable through a share link only.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/links (the `CreatePortLink` operationId).
+	CreatePortLinkWithResponse(ctx context.Context, sessionId SessionID, port Port, params *CreatePortLinkParams, body CreatePortLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePortLinkResponse, error)
+
+	// PreviewPortDeleteWithResponse Reach a server in the sandbox (see GET).
+	//
+	// As `previewPortGet`, for DELETE.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortDelete` operationId).
+	PreviewPortDeleteWithResponse(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, reqEditors ...RequestEditorFn) (*PreviewPortDeleteResponse, error)
+
+	// PreviewPortGetWithResponse Reach a server in the sandbox (any method; WebSocket too).
+	//
+	// Proxies the request — any method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS), the
+	// path after `…/ports/{port}`, the query and the body — to `127.0.0.1:{port}` inside the
+	// session's sandbox (capability `preview_ports`), through the provider's own channel to
+	// the sandbox (sandboxd's tunnel): no port is published on any host and the sandbox's
+	// egress policy is unaffected. A `Connection: Upgrade` request (WebSocket) is passed
+	// through and the connection then carries the upgraded protocol both ways.
+	//
+	// Authenticated and owned like every session route (another principal: 404); the
+	// caller's `Authorization` header never reaches the sandbox. The sandbox's server sees
+	// `X-Forwarded-Host`, `X-Forwarded-Proto` and `X-Forwarded-Prefix` (this route up to the
+	// port). Its answers come back as they are, plus `Content-Security-Policy: sandbox …`
+	// (pages run in an opaque origin, never the gateway's: scripts, forms and WebSockets
+	// work, cookies and web storage do not); `…/ports/{port}` without a path redirects to
+	// `…/ports/{port}/`. Gateway-side failures are problems: 409 when nothing listens on the
+	// port, 409 `paused` for a paused session, 422 without the capability.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortGet` operationId).
+	PreviewPortGetWithResponse(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, reqEditors ...RequestEditorFn) (*PreviewPortGetResponse, error)
+
+	// PreviewPortPatchWithBodyWithResponse Reach a server in the sandbox (see GET).
+	//
+	// As `previewPortGet`, for PATCH.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPatch` operationId).
+	PreviewPortPatchWithBodyWithResponse(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewPortPatchResponse, error)
+
+	// PreviewPortPostWithBodyWithResponse Reach a server in the sandbox (see GET).
+	//
+	// As `previewPortGet`, for POST.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPost` operationId).
+	PreviewPortPostWithBodyWithResponse(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewPortPostResponse, error)
+
+	// PreviewPortPutWithBodyWithResponse Reach a server in the sandbox (see GET).
+	//
+	// As `previewPortGet`, for PUT.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPut` operationId).
+	PreviewPortPutWithBodyWithResponse(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewPortPutResponse, error)
+
 	// ListProcessesWithResponse The session's background processes.
 	//
 	// Background processes started in the session (`POST …/commands` with
@@ -5116,6 +6745,75 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/sessions/{session_id}/processes/{process_id} (the `GetProcess` operationId).
 	GetProcessWithResponse(ctx context.Context, sessionId SessionID, processId ProcessID, params *GetProcessParams, reqEditors ...RequestEditorFn) (*GetProcessResponse, error)
+
+	// ResumeSessionWithResponse Resume a paused session.
+	//
+	// Thaws the sandbox: its processes run on where they stopped. Resuming a session that is
+	// not paused changes nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/resume (the `ResumeSession` operationId).
+	ResumeSessionWithResponse(ctx context.Context, sessionId SessionID, params *ResumeSessionParams, reqEditors ...RequestEditorFn) (*ResumeSessionResponse, error)
+
+	// CreateSnapshotWithBodyWithResponse Snapshot a session's sandbox.
+	//
+	// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
+	// image labelled with the owner, session and profile; local: a copy of the folder), in
+	// order with the session's executions and writes. Processes, code-context variables and
+	// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
+	// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
+	// starts a new session from it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshotWithBodyWithResponse(ctx context.Context, sessionId SessionID, params *CreateSnapshotParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error)
+
+	// CreateSnapshotWithResponse Snapshot a session's sandbox.
+	//
+	// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
+	// image labelled with the owner, session and profile; local: a copy of the folder), in
+	// order with the session's executions and writes. Processes, code-context variables and
+	// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
+	// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
+	// starts a new session from it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session_id}/snapshots (the `CreateSnapshot` operationId).
+	CreateSnapshotWithResponse(ctx context.Context, sessionId SessionID, params *CreateSnapshotParams, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error)
+
+	// ListSnapshotsWithResponse The caller's snapshots.
+	//
+	// Newest first. Admins may pass `all=true` to see every principal's. Snapshots of kind
+	// `idle` hold the workspace of a session its profile's `idle_action: snapshot` parked;
+	// they go when the session is used again or destroyed and do not count against the quota.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+	ListSnapshotsWithResponse(ctx context.Context, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*ListSnapshotsResponse, error)
+
+	// DeleteSnapshotWithResponse Delete a snapshot.
+	//
+	// Deletes the snapshot and its capture. Sessions started from it keep their files. The
+	// `idle` snapshot a parked session waits in cannot be deleted (409): use or destroy the
+	// session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/snapshots/{snapshot_id} (the `DeleteSnapshot` operationId).
+	DeleteSnapshotWithResponse(ctx context.Context, snapshotId SnapshotID, reqEditors ...RequestEditorFn) (*DeleteSnapshotResponse, error)
+
+	// GetSnapshotWithResponse One snapshot.
+	//
+	// One snapshot of the caller (another principal's: 404).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/snapshots/{snapshot_id} (the `GetSnapshot` operationId).
+	GetSnapshotWithResponse(ctx context.Context, snapshotId SnapshotID, reqEditors ...RequestEditorFn) (*GetSnapshotResponse, error)
 
 	// ListTasksWithResponse The caller's tasks.
 	//
@@ -5241,6 +6939,123 @@ func (r GetHealthResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetHealthResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PreviewLinkGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
+	ApplicationproblemJSON502 *Upstream
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewLinkGetResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PreviewLinkGetResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewLinkGetResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
+func (r PreviewLinkGetResponse) GetApplicationproblemJSON502() *Upstream {
+	return r.ApplicationproblemJSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewLinkGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewLinkGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewLinkGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewLinkGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PreviewLinkPostResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewLinkPostResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PreviewLinkPostResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewLinkPostResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewLinkPostResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewLinkPostResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewLinkPostResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewLinkPostResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5992,6 +7807,8 @@ type CreateSessionResponse struct {
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -6030,6 +7847,11 @@ func (r CreateSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r CreateSessionResponse) GetApplicationproblemJSON403() *Forbidden {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -7801,6 +9623,629 @@ func (r WriteFileResponse) ContentType() string {
 	return ""
 }
 
+// PauseSessionResponse401Headers the declared response headers of an HTTP 401 response for PauseSession
+type PauseSessionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// PauseSessionResponse429Headers the declared response headers of an HTTP 429 response for PauseSession
+type PauseSessionResponse429Headers struct {
+	RetryAfter *int
+}
+
+// PauseSessionResponse503Headers the declared response headers of an HTTP 503 response for PauseSession
+type PauseSessionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PauseSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unsupported
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
+	ApplicationproblemJSON502 *Upstream
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PauseSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PauseSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PauseSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PauseSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PauseSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PauseSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PauseSessionResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PauseSessionResponse) GetApplicationproblemJSON422() *Unsupported {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PauseSessionResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PauseSessionResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
+func (r PauseSessionResponse) GetApplicationproblemJSON502() *Upstream {
+	return r.ApplicationproblemJSON502
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PauseSessionResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreatePortLinkResponse401Headers the declared response headers of an HTTP 401 response for CreatePortLink
+type CreatePortLinkResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// CreatePortLinkResponse429Headers the declared response headers of an HTTP 429 response for CreatePortLink
+type CreatePortLinkResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CreatePortLinkResponse503Headers the declared response headers of an HTTP 503 response for CreatePortLink
+type CreatePortLinkResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreatePortLinkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *PortLink
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unsupported
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreatePortLinkResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreatePortLinkResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreatePortLinkResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreatePortLinkResponse) GetJSON201() *PortLink {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON422() *Unsupported {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreatePortLinkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreatePortLinkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreatePortLinkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreatePortLinkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PreviewPortDeleteResponse401Headers the declared response headers of an HTTP 401 response for PreviewPortDelete
+type PreviewPortDeleteResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PreviewPortDeleteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PreviewPortDeleteResponse401Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PreviewPortDeleteResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewPortDeleteResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PreviewPortDeleteResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewPortDeleteResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewPortDeleteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewPortDeleteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewPortDeleteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewPortDeleteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PreviewPortGetResponse401Headers the declared response headers of an HTTP 401 response for PreviewPortGet
+type PreviewPortGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PreviewPortGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unsupported
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
+	ApplicationproblemJSON502 *Upstream
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PreviewPortGetResponse401Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PreviewPortGetResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewPortGetResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PreviewPortGetResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PreviewPortGetResponse) GetApplicationproblemJSON422() *Unsupported {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewPortGetResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
+func (r PreviewPortGetResponse) GetApplicationproblemJSON502() *Upstream {
+	return r.ApplicationproblemJSON502
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewPortGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewPortGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewPortGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewPortGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PreviewPortPatchResponse401Headers the declared response headers of an HTTP 401 response for PreviewPortPatch
+type PreviewPortPatchResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PreviewPortPatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PreviewPortPatchResponse401Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PreviewPortPatchResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewPortPatchResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PreviewPortPatchResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewPortPatchResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewPortPatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewPortPatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewPortPatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewPortPatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PreviewPortPostResponse401Headers the declared response headers of an HTTP 401 response for PreviewPortPost
+type PreviewPortPostResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PreviewPortPostResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unsupported
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PreviewPortPostResponse401Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PreviewPortPostResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewPortPostResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PreviewPortPostResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PreviewPortPostResponse) GetApplicationproblemJSON422() *Unsupported {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewPortPostResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewPortPostResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewPortPostResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewPortPostResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewPortPostResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PreviewPortPutResponse401Headers the declared response headers of an HTTP 401 response for PreviewPortPut
+type PreviewPortPutResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+type PreviewPortPutResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PreviewPortPutResponse401Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PreviewPortPutResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PreviewPortPutResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PreviewPortPutResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PreviewPortPutResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r PreviewPortPutResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PreviewPortPutResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PreviewPortPutResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PreviewPortPutResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListProcessesResponse401Headers the declared response headers of an HTTP 401 response for ListProcesses
 type ListProcessesResponse401Headers struct {
 	WWWAuthenticate *string
@@ -8170,6 +10615,582 @@ func (r GetProcessResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetProcessResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeSessionResponse401Headers the declared response headers of an HTTP 401 response for ResumeSession
+type ResumeSessionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ResumeSessionResponse429Headers the declared response headers of an HTTP 429 response for ResumeSession
+type ResumeSessionResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ResumeSessionResponse503Headers the declared response headers of an HTTP 503 response for ResumeSession
+type ResumeSessionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ResumeSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
+	ApplicationproblemJSON502 *Upstream
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResumeSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ResumeSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ResumeSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResumeSessionResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResumeSessionResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ResumeSessionResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
+func (r ResumeSessionResponse) GetApplicationproblemJSON502() *Upstream {
+	return r.ApplicationproblemJSON502
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ResumeSessionResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateSnapshotResponse201Headers the declared response headers of an HTTP 201 response for CreateSnapshot
+type CreateSnapshotResponse201Headers struct {
+	Location *string
+}
+
+// CreateSnapshotResponse401Headers the declared response headers of an HTTP 401 response for CreateSnapshot
+type CreateSnapshotResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// CreateSnapshotResponse429Headers the declared response headers of an HTTP 429 response for CreateSnapshot
+type CreateSnapshotResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CreateSnapshotResponse503Headers the declared response headers of an HTTP 503 response for CreateSnapshot
+type CreateSnapshotResponse503Headers struct {
+	RetryAfter *int
+}
+
+type CreateSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Snapshot
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unsupported
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
+	ApplicationproblemJSON502 *Upstream
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateSnapshotResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateSnapshotResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateSnapshotResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateSnapshotResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateSnapshotResponse) GetJSON201() *Snapshot {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON422() *Unsupported {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON502() *Upstream {
+	return r.ApplicationproblemJSON502
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSnapshotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSnapshotsResponse401Headers the declared response headers of an HTTP 401 response for ListSnapshots
+type ListSnapshotsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListSnapshotsResponse429Headers the declared response headers of an HTTP 429 response for ListSnapshots
+type ListSnapshotsResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ListSnapshotsResponse503Headers the declared response headers of an HTTP 503 response for ListSnapshots
+type ListSnapshotsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListSnapshotsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SnapshotList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSnapshotsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSnapshotsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSnapshotsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSnapshotsResponse) GetJSON200() *SnapshotList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListSnapshotsResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSnapshotsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSnapshotsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSnapshotsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSnapshotsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteSnapshotResponse401Headers the declared response headers of an HTTP 401 response for DeleteSnapshot
+type DeleteSnapshotResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// DeleteSnapshotResponse429Headers the declared response headers of an HTTP 429 response for DeleteSnapshot
+type DeleteSnapshotResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DeleteSnapshotResponse503Headers the declared response headers of an HTTP 503 response for DeleteSnapshot
+type DeleteSnapshotResponse503Headers struct {
+	RetryAfter *int
+}
+
+type DeleteSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteSnapshotResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteSnapshotResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteSnapshotResponse503Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteSnapshotResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSnapshotResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetSnapshotResponse401Headers the declared response headers of an HTTP 401 response for GetSnapshot
+type GetSnapshotResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetSnapshotResponse429Headers the declared response headers of an HTTP 429 response for GetSnapshot
+type GetSnapshotResponse429Headers struct {
+	RetryAfter *int
+}
+
+// GetSnapshotResponse503Headers the declared response headers of an HTTP 503 response for GetSnapshot
+type GetSnapshotResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetSnapshotResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Snapshot
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetSnapshotResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSnapshotResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetSnapshotResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetSnapshotResponse) GetJSON200() *Snapshot {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetSnapshotResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetSnapshotResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetSnapshotResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetSnapshotResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetSnapshotResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8892,6 +11913,39 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 	return ParseGetHealthResponse(rsp)
 }
 
+// PreviewLinkGetWithResponse Reach a server in the sandbox through a share link (any method; WebSocket too).
+//
+// What `…/ports/{port}/{path}` does, for whoever holds the link's token instead of a
+// bearer token: until the link expires or its session is destroyed; after that, 404.
+// `X-Forwarded-Prefix` is `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH,
+// DELETE, OPTIONS) and WebSocket upgrades pass.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /preview/{token}/{path} (the `PreviewLinkGet` operationId).
+func (c *ClientWithResponses) PreviewLinkGetWithResponse(ctx context.Context, token string, path PreviewPath, reqEditors ...RequestEditorFn) (*PreviewLinkGetResponse, error) {
+	rsp, err := c.PreviewLinkGet(ctx, token, path, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewLinkGetResponse(rsp)
+}
+
+// PreviewLinkPostWithBodyWithResponse Reach a server in the sandbox through a share link (see GET).
+//
+// As `previewLinkGet`, for POST.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /preview/{token}/{path} (the `PreviewLinkPost` operationId).
+func (c *ClientWithResponses) PreviewLinkPostWithBodyWithResponse(ctx context.Context, token string, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewLinkPostResponse, error) {
+	rsp, err := c.PreviewLinkPostWithBody(ctx, token, path, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewLinkPostResponse(rsp)
+}
+
 // GetReadyWithResponse Readiness probe.
 //
 // Answers 200 when Postgres is reachable and its schema is at the version this binary
@@ -9339,6 +12393,162 @@ func (c *ClientWithResponses) WriteFileWithBodyWithResponse(ctx context.Context,
 	return ParseWriteFileResponse(rsp)
 }
 
+// PauseSessionWithResponse Pause a session's sandbox.
+//
+// Freezes the sandbox in place (capability `pause`; Docker: the cgroup freezer): its
+// files, running processes (background servers included) and code-context variables
+// are kept and it uses no CPU. Until `POST …/resume`, operations on the session answer
+// 409 `paused` — unless its profile has `auto_resume: true`, which resumes it on the
+// next use with a `notice`. A paused session is never reset by the idle sweeper; its
+// state shows as `paused`. Pausing a paused session changes nothing.
+//
+// Refused (409) while an execution runs in the session (background processes are
+// frozen with it), for a session without a sandbox yet, and on `per_call` and attached
+// profiles; the shared session of a `per_runtime` profile is paused by admins only
+// (403). A provider that cannot pause answers 422 `capability` on a strict profile; on
+// a profile with `strict: false` the session is held all the same (operations answer
+// 409 until it is resumed) while its processes keep running, and `warnings` says so.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session_id}/pause (the `PauseSession` operationId).
+func (c *ClientWithResponses) PauseSessionWithResponse(ctx context.Context, sessionId SessionID, params *PauseSessionParams, reqEditors ...RequestEditorFn) (*PauseSessionResponse, error) {
+	rsp, err := c.PauseSession(ctx, sessionId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseSessionResponse(rsp)
+}
+
+// CreatePortLinkWithBodyWithResponse Make a share link to a preview port.
+//
+// Signs a link to the port (capability `preview_ports`) that works without a bearer
+// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
+// most 7 days) or the session is destroyed; the token is scoped to this session and
+// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
+// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
+// own `POST /links` is reachable through a share link only.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/links (the `CreatePortLink` operationId).
+func (c *ClientWithResponses) CreatePortLinkWithBodyWithResponse(ctx context.Context, sessionId SessionID, port Port, params *CreatePortLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortLinkResponse, error) {
+	rsp, err := c.CreatePortLinkWithBody(ctx, sessionId, port, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePortLinkResponse(rsp)
+}
+
+// CreatePortLinkWithResponse Make a share link to a preview port.
+//
+// Signs a link to the port (capability `preview_ports`) that works without a bearer
+// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
+// most 7 days) or the session is destroyed; the token is scoped to this session and
+// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
+// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
+// own `POST /links` is reachable through a share link only.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/links (the `CreatePortLink` operationId).
+func (c *ClientWithResponses) CreatePortLinkWithResponse(ctx context.Context, sessionId SessionID, port Port, params *CreatePortLinkParams, body CreatePortLinkJSONRequestBody, reqEditors ...RequestEditorFn) (*CreatePortLinkResponse, error) {
+	rsp, err := c.CreatePortLink(ctx, sessionId, port, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreatePortLinkResponse(rsp)
+}
+
+// PreviewPortDeleteWithResponse Reach a server in the sandbox (see GET).
+//
+// As `previewPortGet`, for DELETE.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortDelete` operationId).
+func (c *ClientWithResponses) PreviewPortDeleteWithResponse(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, reqEditors ...RequestEditorFn) (*PreviewPortDeleteResponse, error) {
+	rsp, err := c.PreviewPortDelete(ctx, sessionId, port, path, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewPortDeleteResponse(rsp)
+}
+
+// PreviewPortGetWithResponse Reach a server in the sandbox (any method; WebSocket too).
+//
+// Proxies the request — any method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS), the
+// path after `…/ports/{port}`, the query and the body — to `127.0.0.1:{port}` inside the
+// session's sandbox (capability `preview_ports`), through the provider's own channel to
+// the sandbox (sandboxd's tunnel): no port is published on any host and the sandbox's
+// egress policy is unaffected. A `Connection: Upgrade` request (WebSocket) is passed
+// through and the connection then carries the upgraded protocol both ways.
+//
+// Authenticated and owned like every session route (another principal: 404); the
+// caller's `Authorization` header never reaches the sandbox. The sandbox's server sees
+// `X-Forwarded-Host`, `X-Forwarded-Proto` and `X-Forwarded-Prefix` (this route up to the
+// port). Its answers come back as they are, plus `Content-Security-Policy: sandbox …`
+// (pages run in an opaque origin, never the gateway's: scripts, forms and WebSockets
+// work, cookies and web storage do not); `…/ports/{port}` without a path redirects to
+// `…/ports/{port}/`. Gateway-side failures are problems: 409 when nothing listens on the
+// port, 409 `paused` for a paused session, 422 without the capability.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortGet` operationId).
+func (c *ClientWithResponses) PreviewPortGetWithResponse(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, reqEditors ...RequestEditorFn) (*PreviewPortGetResponse, error) {
+	rsp, err := c.PreviewPortGet(ctx, sessionId, port, path, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewPortGetResponse(rsp)
+}
+
+// PreviewPortPatchWithBodyWithResponse Reach a server in the sandbox (see GET).
+//
+// As `previewPortGet`, for PATCH.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPatch` operationId).
+func (c *ClientWithResponses) PreviewPortPatchWithBodyWithResponse(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewPortPatchResponse, error) {
+	rsp, err := c.PreviewPortPatchWithBody(ctx, sessionId, port, path, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewPortPatchResponse(rsp)
+}
+
+// PreviewPortPostWithBodyWithResponse Reach a server in the sandbox (see GET).
+//
+// As `previewPortGet`, for POST.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPost` operationId).
+func (c *ClientWithResponses) PreviewPortPostWithBodyWithResponse(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewPortPostResponse, error) {
+	rsp, err := c.PreviewPortPostWithBody(ctx, sessionId, port, path, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewPortPostResponse(rsp)
+}
+
+// PreviewPortPutWithBodyWithResponse Reach a server in the sandbox (see GET).
+//
+// As `previewPortGet`, for PUT.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortPut` operationId).
+func (c *ClientWithResponses) PreviewPortPutWithBodyWithResponse(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PreviewPortPutResponse, error) {
+	rsp, err := c.PreviewPortPutWithBody(ctx, sessionId, port, path, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePreviewPortPutResponse(rsp)
+}
+
 // ListProcessesWithResponse The session's background processes.
 //
 // Background processes started in the session (`POST …/commands` with
@@ -9386,6 +12596,111 @@ func (c *ClientWithResponses) GetProcessWithResponse(ctx context.Context, sessio
 		return nil, err
 	}
 	return ParseGetProcessResponse(rsp)
+}
+
+// ResumeSessionWithResponse Resume a paused session.
+//
+// Thaws the sandbox: its processes run on where they stopped. Resuming a session that is
+// not paused changes nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session_id}/resume (the `ResumeSession` operationId).
+func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, sessionId SessionID, params *ResumeSessionParams, reqEditors ...RequestEditorFn) (*ResumeSessionResponse, error) {
+	rsp, err := c.ResumeSession(ctx, sessionId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeSessionResponse(rsp)
+}
+
+// CreateSnapshotWithBodyWithResponse Snapshot a session's sandbox.
+//
+// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
+// image labelled with the owner, session and profile; local: a copy of the folder), in
+// order with the session's executions and writes. Processes, code-context variables and
+// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
+// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
+// starts a new session from it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session_id}/snapshots (the `CreateSnapshot` operationId).
+func (c *ClientWithResponses) CreateSnapshotWithBodyWithResponse(ctx context.Context, sessionId SessionID, params *CreateSnapshotParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error) {
+	rsp, err := c.CreateSnapshotWithBody(ctx, sessionId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSnapshotResponse(rsp)
+}
+
+// CreateSnapshotWithResponse Snapshot a session's sandbox.
+//
+// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
+// image labelled with the owner, session and profile; local: a copy of the folder), in
+// order with the session's executions and writes. Processes, code-context variables and
+// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
+// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
+// starts a new session from it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session_id}/snapshots (the `CreateSnapshot` operationId).
+func (c *ClientWithResponses) CreateSnapshotWithResponse(ctx context.Context, sessionId SessionID, params *CreateSnapshotParams, body CreateSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSnapshotResponse, error) {
+	rsp, err := c.CreateSnapshot(ctx, sessionId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSnapshotResponse(rsp)
+}
+
+// ListSnapshotsWithResponse The caller's snapshots.
+//
+// Newest first. Admins may pass `all=true` to see every principal's. Snapshots of kind
+// `idle` hold the workspace of a session its profile's `idle_action: snapshot` parked;
+// they go when the session is used again or destroyed and do not count against the quota.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
+func (c *ClientWithResponses) ListSnapshotsWithResponse(ctx context.Context, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*ListSnapshotsResponse, error) {
+	rsp, err := c.ListSnapshots(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSnapshotsResponse(rsp)
+}
+
+// DeleteSnapshotWithResponse Delete a snapshot.
+//
+// Deletes the snapshot and its capture. Sessions started from it keep their files. The
+// `idle` snapshot a parked session waits in cannot be deleted (409): use or destroy the
+// session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/snapshots/{snapshot_id} (the `DeleteSnapshot` operationId).
+func (c *ClientWithResponses) DeleteSnapshotWithResponse(ctx context.Context, snapshotId SnapshotID, reqEditors ...RequestEditorFn) (*DeleteSnapshotResponse, error) {
+	rsp, err := c.DeleteSnapshot(ctx, snapshotId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSnapshotResponse(rsp)
+}
+
+// GetSnapshotWithResponse One snapshot.
+//
+// One snapshot of the caller (another principal's: 404).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/snapshots/{snapshot_id} (the `GetSnapshot` operationId).
+func (c *ClientWithResponses) GetSnapshotWithResponse(ctx context.Context, snapshotId SnapshotID, reqEditors ...RequestEditorFn) (*GetSnapshotResponse, error) {
+	rsp, err := c.GetSnapshot(ctx, snapshotId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetSnapshotResponse(rsp)
 }
 
 // ListTasksWithResponse The caller's tasks.
@@ -9531,6 +12846,96 @@ func ParseGetHealthResponse(rsp *http.Response) (*GetHealthResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePreviewLinkGetResponse parses an HTTP response from a PreviewLinkGetWithResponse call
+func ParsePreviewLinkGetResponse(rsp *http.Response) (*PreviewLinkGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewLinkGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Upstream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON502 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePreviewLinkPostResponse parses an HTTP response from a PreviewLinkPostWithResponse call
+func ParsePreviewLinkPostResponse(rsp *http.Response) (*PreviewLinkPostResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewLinkPostResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
@@ -10272,6 +13677,13 @@ func ParseCreateSessionResponse(rsp *http.Response) (*CreateSessionResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
@@ -12098,6 +15510,581 @@ func ParseWriteFileResponse(rsp *http.Response) (*WriteFileResponse, error) {
 	return response, nil
 }
 
+// ParsePauseSessionResponse parses an HTTP response from a PauseSessionWithResponse call
+func ParsePauseSessionResponse(rsp *http.Response) (*PauseSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unsupported
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Upstream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PauseSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PauseSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PauseSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreatePortLinkResponse parses an HTTP response from a CreatePortLinkWithResponse call
+func ParseCreatePortLinkResponse(rsp *http.Response) (*CreatePortLinkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreatePortLinkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest PortLink
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unsupported
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CreatePortLinkResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreatePortLinkResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreatePortLinkResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePreviewPortDeleteResponse parses an HTTP response from a PreviewPortDeleteWithResponse call
+func ParsePreviewPortDeleteResponse(rsp *http.Response) (*PreviewPortDeleteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewPortDeleteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PreviewPortDeleteResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePreviewPortGetResponse parses an HTTP response from a PreviewPortGetWithResponse call
+func ParsePreviewPortGetResponse(rsp *http.Response) (*PreviewPortGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewPortGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 101:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unsupported
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Upstream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON502 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PreviewPortGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePreviewPortPatchResponse parses an HTTP response from a PreviewPortPatchWithResponse call
+func ParsePreviewPortPatchResponse(rsp *http.Response) (*PreviewPortPatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewPortPatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PreviewPortPatchResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePreviewPortPostResponse parses an HTTP response from a PreviewPortPostWithResponse call
+func ParsePreviewPortPostResponse(rsp *http.Response) (*PreviewPortPostResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewPortPostResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unsupported
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PreviewPortPostResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePreviewPortPutResponse parses an HTTP response from a PreviewPortPutWithResponse call
+func ParsePreviewPortPutResponse(rsp *http.Response) (*PreviewPortPutResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PreviewPortPutResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PreviewPortPutResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListProcessesResponse parses an HTTP response from a ListProcessesWithResponse call
 func ParseListProcessesResponse(rsp *http.Response) (*ListProcessesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12451,6 +16438,573 @@ func ParseGetProcessResponse(rsp *http.Response) (*GetProcessResponse, error) {
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetProcessResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeSessionResponse parses an HTTP response from a ResumeSessionWithResponse call
+func ParseResumeSessionResponse(rsp *http.Response) (*ResumeSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Upstream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ResumeSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ResumeSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ResumeSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateSnapshotResponse parses an HTTP response from a CreateSnapshotWithResponse call
+func ParseCreateSnapshotResponse(rsp *http.Response) (*CreateSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Snapshot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unsupported
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Upstream
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateSnapshotResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateSnapshotResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateSnapshotResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateSnapshotResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSnapshotsResponse parses an HTTP response from a ListSnapshotsWithResponse call
+func ParseListSnapshotsResponse(rsp *http.Response) (*ListSnapshotsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSnapshotsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SnapshotList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListSnapshotsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSnapshotsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListSnapshotsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSnapshotResponse parses an HTTP response from a DeleteSnapshotWithResponse call
+func ParseDeleteSnapshotResponse(rsp *http.Response) (*DeleteSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteSnapshotResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteSnapshotResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteSnapshotResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetSnapshotResponse parses an HTTP response from a GetSnapshotWithResponse call
+func ParseGetSnapshotResponse(rsp *http.Response) (*GetSnapshotResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetSnapshotResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Snapshot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetSnapshotResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetSnapshotResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetSnapshotResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -364,6 +364,274 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{session_id}/pause": {
+        parameters: {
+            query?: {
+                /** @description Workload profile; must match the session's own profile when both are known. */
+                profile?: components["parameters"]["ProfileQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a session's sandbox.
+         * @description Freezes the sandbox in place (capability `pause`; Docker: the cgroup freezer): its
+         *     files, running processes (background servers included) and code-context variables
+         *     are kept and it uses no CPU. Until `POST …/resume`, operations on the session answer
+         *     409 `paused` — unless its profile has `auto_resume: true`, which resumes it on the
+         *     next use with a `notice`. A paused session is never reset by the idle sweeper; its
+         *     state shows as `paused`. Pausing a paused session changes nothing.
+         *
+         *     Refused (409) while an execution runs in the session (background processes are
+         *     frozen with it), for a session without a sandbox yet, and on `per_call` and attached
+         *     profiles; the shared session of a `per_runtime` profile is paused by admins only
+         *     (403). A provider that cannot pause answers 422 `capability` on a strict profile; on
+         *     a profile with `strict: false` the session is held all the same (operations answer
+         *     409 until it is resumed) while its processes keep running, and `warnings` says so.
+         */
+        post: operations["pauseSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/resume": {
+        parameters: {
+            query?: {
+                /** @description Workload profile; must match the session's own profile when both are known. */
+                profile?: components["parameters"]["ProfileQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a paused session.
+         * @description Thaws the sandbox: its processes run on where they stopped. Resuming a session that is
+         *     not paused changes nothing.
+         */
+        post: operations["resumeSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/snapshots": {
+        parameters: {
+            query?: {
+                /** @description Workload profile; must match the session's own profile when both are known. */
+                profile?: components["parameters"]["ProfileQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Snapshot a session's sandbox.
+         * @description Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
+         *     image labelled with the owner, session and profile; local: a copy of the folder), in
+         *     order with the session's executions and writes. Processes, code-context variables and
+         *     `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
+         *     counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
+         *     starts a new session from it.
+         */
+        post: operations["createSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's snapshots.
+         * @description Newest first. Admins may pass `all=true` to see every principal's. Snapshots of kind
+         *     `idle` hold the workspace of a session its profile's `idle_action: snapshot` parked;
+         *     they go when the session is used again or destroyed and do not count against the quota.
+         */
+        get: operations["listSnapshots"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots/{snapshot_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                snapshot_id: components["parameters"]["SnapshotID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One snapshot.
+         * @description One snapshot of the caller (another principal's: 404).
+         */
+        get: operations["getSnapshot"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a snapshot.
+         * @description Deletes the snapshot and its capture. Sessions started from it keep their files. The
+         *     `idle` snapshot a parked session waits in cannot be deleted (409): use or destroy the
+         *     session.
+         */
+        delete: operations["deleteSnapshot"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/ports/{port}/links": {
+        parameters: {
+            query?: {
+                /** @description Workload profile; must match the session's own profile when both are known. */
+                profile?: components["parameters"]["ProfileQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+                /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
+                port: components["parameters"]["Port"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Make a share link to a preview port.
+         * @description Signs a link to the port (capability `preview_ports`) that works without a bearer
+         *     token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
+         *     most 7 days) or the session is destroyed; the token is scoped to this session and
+         *     port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
+         *     (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
+         *     own `POST /links` is reachable through a share link only.
+         */
+        post: operations["createPortLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/ports/{port}/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+                /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
+                port: components["parameters"]["Port"];
+                /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
+                path: components["parameters"]["PreviewPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Reach a server in the sandbox (any method; WebSocket too).
+         * @description Proxies the request — any method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS), the
+         *     path after `…/ports/{port}`, the query and the body — to `127.0.0.1:{port}` inside the
+         *     session's sandbox (capability `preview_ports`), through the provider's own channel to
+         *     the sandbox (sandboxd's tunnel): no port is published on any host and the sandbox's
+         *     egress policy is unaffected. A `Connection: Upgrade` request (WebSocket) is passed
+         *     through and the connection then carries the upgraded protocol both ways.
+         *
+         *     Authenticated and owned like every session route (another principal: 404); the
+         *     caller's `Authorization` header never reaches the sandbox. The sandbox's server sees
+         *     `X-Forwarded-Host`, `X-Forwarded-Proto` and `X-Forwarded-Prefix` (this route up to the
+         *     port). Its answers come back as they are, plus `Content-Security-Policy: sandbox …`
+         *     (pages run in an opaque origin, never the gateway's: scripts, forms and WebSockets
+         *     work, cookies and web storage do not); `…/ports/{port}` without a path redirects to
+         *     `…/ports/{port}/`. Gateway-side failures are problems: 409 when nothing listens on the
+         *     port, 409 `paused` for a paused session, 422 without the capability.
+         */
+        get: operations["previewPortGet"];
+        /**
+         * Reach a server in the sandbox (see GET).
+         * @description As `previewPortGet`, for PUT.
+         */
+        put: operations["previewPortPut"];
+        /**
+         * Reach a server in the sandbox (see GET).
+         * @description As `previewPortGet`, for POST.
+         */
+        post: operations["previewPortPost"];
+        /**
+         * Reach a server in the sandbox (see GET).
+         * @description As `previewPortGet`, for DELETE.
+         */
+        delete: operations["previewPortDelete"];
+        options?: never;
+        head?: never;
+        /**
+         * Reach a server in the sandbox (see GET).
+         * @description As `previewPortGet`, for PATCH.
+         */
+        patch: operations["previewPortPatch"];
+        trace?: never;
+    };
+    "/preview/{token}/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The token of a share link (`POST /v1/sessions/{session_id}/ports/{port}/links`). */
+                token: string;
+                /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
+                path: components["parameters"]["PreviewPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Reach a server in the sandbox through a share link (any method; WebSocket too).
+         * @description What `…/ports/{port}/{path}` does, for whoever holds the link's token instead of a
+         *     bearer token: until the link expires or its session is destroyed; after that, 404.
+         *     `X-Forwarded-Prefix` is `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH,
+         *     DELETE, OPTIONS) and WebSocket upgrades pass.
+         */
+        get: operations["previewLinkGet"];
+        put?: never;
+        /**
+         * Reach a server in the sandbox through a share link (see GET).
+         * @description As `previewLinkGet`, for POST.
+         */
+        post: operations["previewLinkPost"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs": {
         parameters: {
             query?: never;
@@ -723,6 +991,7 @@ export interface components {
              *     output (`output_dropped`, with a notice).
              */
             retained_output_bytes: components["schemas"]["Quota"];
+            snapshots: components["schemas"]["Quota"];
         };
         Quota: {
             used: number;
@@ -750,6 +1019,13 @@ export interface components {
             /** @enum {string} */
             identity_mode: "agent" | "user";
             idle_timeout_s: number;
+            /**
+             * @description What happens to a session idle for `idle_timeout_s`; `reset` wipes it, `pause` freezes it, `snapshot` keeps its files only.
+             * @enum {string}
+             */
+            idle_action: "reset" | "pause" | "snapshot";
+            /** @description An operation on a paused session resumes it (with a notice) instead of answering 409 `paused`. */
+            auto_resume: boolean;
             allowed_groups?: string[];
             policy: components["schemas"]["Policy"];
             capabilities: components["schemas"]["Capabilities"];
@@ -794,6 +1070,12 @@ export interface components {
         };
         Capabilities: {
             isolation: components["schemas"]["IsolationTier"];
+            /** @description Sandboxes can be frozen and thawed (`POST …/pause`, `…/resume`; `idle_action: pause`). */
+            pause: boolean;
+            /** @description Sandboxes can be snapshotted and sessions started from snapshots (`idle_action: snapshot`). */
+            snapshots: boolean;
+            /** @description Ports inside sandboxes can be reached through the gateway (`…/ports/{port}/…`). */
+            preview_ports: boolean;
             /** @description Executions can keep stdin open (`stdin_open`) and commands can run on a terminal (`pty`). */
             interactive: boolean;
             /** @description Commands can run as background processes (`background: true`). */
@@ -816,6 +1098,12 @@ export interface components {
         /** @enum {string} */
         SessionStatus: "active" | "closed";
         CreateSessionRequest: {
+            /**
+             * @description Start from one of your snapshots (a fork): the session takes the snapshot's profile
+             *     (a different `profile` is a 400) and a sandbox restored from it, made before the
+             *     answer; processes and variables start afresh.
+             */
+            from_snapshot?: string;
             profile?: string;
             name?: string;
             labels?: {
@@ -844,11 +1132,73 @@ export interface components {
             created_at: string;
             /** Format: date-time */
             last_used_at: string;
+            /**
+             * @description Where the session's sandbox stands: `none` (not made yet, or reset: the next use
+             *     makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+             *     `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
+             *     next use restores).
+             * @enum {string}
+             */
+            state: "none" | "running" | "paused" | "parked";
+            /**
+             * Format: date-time
+             * @description When it was paused (state `paused`).
+             */
+            paused_at?: string;
+            /** @description The snapshot its workspace waits in (state `parked`). */
+            parked_snapshot?: string;
+            /** @description On a pause or resume answer, what could not be done (a non-strict profile whose provider cannot pause). */
+            warnings?: string[];
         };
         SessionList: {
             sessions: components["schemas"]["Session"][];
             /** @description Empty on the last page. */
             next_cursor: string;
+        };
+        SnapshotRequest: {
+            name?: string;
+        };
+        Snapshot: {
+            id: string;
+            name?: string;
+            /** @description The session it was taken of (it may be gone since). */
+            session_id: string;
+            profile: string;
+            provider: string;
+            /**
+             * @description `user`: taken by its owner (counts against `sandbox.quotas.snapshots`); `idle`: the workspace of a session parked while idle.
+             * @enum {string}
+             */
+            kind: "user" | "idle";
+            /**
+             * Format: int64
+             * @description Bytes of the captured workspace.
+             */
+            size_bytes: number;
+            /** Format: date-time */
+            created_at: string;
+            /** @description Owning principal (issuer + subject); shown to admins. */
+            owner?: string;
+        };
+        SnapshotList: {
+            snapshots: components["schemas"]["Snapshot"][];
+            /** @description Empty on the last page. */
+            next_cursor: string;
+        };
+        PortLinkRequest: {
+            /**
+             * @description How long the link works, in seconds.
+             * @default 3600
+             */
+            ttl_s?: number;
+        };
+        PortLink: {
+            /** @description The link (`<server.public_url>/preview/{token}/`); it works without a bearer token. */
+            url: string;
+            session_id: string;
+            port: number;
+            /** Format: date-time */
+            expires_at: string;
         };
         SessionDestroyed: {
             session_id: string;
@@ -1542,6 +1892,11 @@ export interface components {
         TaskID: string;
         /** @description A context name. */
         ContextName: string;
+        SnapshotID: string;
+        /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
+        Port: number;
+        /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
+        PreviewPath: string;
         /** @description Workload profile; must match the session's own profile when both are known. */
         ProfileQuery: string;
         Limit: number;
@@ -1710,6 +2065,8 @@ export interface operations {
                      *           "isolation": "none",
                      *           "identity_mode": "agent",
                      *           "idle_timeout_s": 1800,
+                     *           "idle_action": "reset",
+                     *           "auto_resume": false,
                      *           "shared": false,
                      *           "output_limit_bytes": 1048576,
                      *           "policy": {
@@ -1739,7 +2096,10 @@ export interface operations {
                      *             "policy_network": false,
                      *             "policy_filesystem": false,
                      *             "policy_resources": false,
-                     *             "policy_disk": false
+                     *             "policy_disk": false,
+                     *             "pause": false,
+                     *             "snapshots": true,
+                     *             "preview_ports": true
                      *           }
                      *         }
                      *       ]
@@ -1791,6 +2151,7 @@ export interface operations {
                      *           "provider": "local_subprocess",
                      *           "scope": "per_session",
                      *           "status": "active",
+                     *           "state": "running",
                      *           "default": false,
                      *           "labels": {
                      *             "conversation": "c-42"
@@ -1850,6 +2211,7 @@ export interface operations {
                      *       "provider": "local_subprocess",
                      *       "scope": "per_session",
                      *       "status": "active",
+                     *       "state": "running",
                      *       "default": false,
                      *       "labels": {
                      *         "conversation": "c-42"
@@ -1864,6 +2226,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             429: components["responses"]["OverQuota"];
@@ -1900,6 +2263,7 @@ export interface operations {
                      *       "provider": "local_subprocess",
                      *       "scope": "per_session",
                      *       "status": "active",
+                     *       "state": "running",
                      *       "default": false,
                      *       "labels": {},
                      *       "created_at": "2026-11-29T09:00:00Z",
@@ -2328,6 +2692,602 @@ export interface operations {
             502: components["responses"]["Upstream"];
             503: components["responses"]["StoreUnavailable"];
             504: components["responses"]["GatewayTimeout"];
+        };
+    };
+    pauseSession: {
+        parameters: {
+            query?: {
+                /** @description Workload profile; must match the session's own profile when both are known. */
+                profile?: components["parameters"]["ProfileQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session, paused. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b",
+                     *       "name": "analysis",
+                     *       "profile": "docker",
+                     *       "provider": "docker",
+                     *       "scope": "per_session",
+                     *       "status": "active",
+                     *       "state": "paused",
+                     *       "paused_at": "2026-11-29T09:06:00Z",
+                     *       "default": false,
+                     *       "labels": {},
+                     *       "created_at": "2026-11-29T09:00:00Z",
+                     *       "last_used_at": "2026-11-29T09:05:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unsupported"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["Upstream"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    resumeSession: {
+        parameters: {
+            query?: {
+                /** @description Workload profile; must match the session's own profile when both are known. */
+                profile?: components["parameters"]["ProfileQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session, running. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["Upstream"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    createSnapshot: {
+        parameters: {
+            query?: {
+                /** @description Workload profile; must match the session's own profile when both are known. */
+                profile?: components["parameters"]["ProfileQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "before the refactor"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SnapshotRequest"];
+            };
+        };
+        responses: {
+            /** @description The snapshot. */
+            201: {
+                headers: {
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0a9b8c7d6e5f40312233445566778899",
+                     *       "name": "before the refactor",
+                     *       "session_id": "6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b",
+                     *       "profile": "docker",
+                     *       "provider": "docker",
+                     *       "kind": "user",
+                     *       "size_bytes": 20480,
+                     *       "created_at": "2026-11-29T09:07:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unsupported"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["Upstream"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    listSnapshots: {
+        parameters: {
+            query?: {
+                /** @description Only snapshots taken of this session. */
+                session_id?: string;
+                /** @description Admins only; every principal's snapshots. */
+                all?: boolean;
+                limit?: components["parameters"]["Limit"];
+                /** @description Opaque `next_cursor` from the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of snapshots. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    getSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                snapshot_id: components["parameters"]["SnapshotID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshot. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    deleteSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                snapshot_id: components["parameters"]["SnapshotID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    createPortLink: {
+        parameters: {
+            query?: {
+                /** @description Workload profile; must match the session's own profile when both are known. */
+                profile?: components["parameters"]["ProfileQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+                /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
+                port: components["parameters"]["Port"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "ttl_s": 900
+                 *     }
+                 */
+                "application/json": components["schemas"]["PortLinkRequest"];
+            };
+        };
+        responses: {
+            /** @description The link. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "url": "http://localhost:8080/preview/v1.6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b.8000.1764408420.Qm9vbS4uLg/",
+                     *       "session_id": "6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b",
+                     *       "port": 8000,
+                     *       "expires_at": "2026-11-29T09:27:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PortLink"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unsupported"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    previewPortGet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+                /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
+                port: components["parameters"]["Port"];
+                /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
+                path: components["parameters"]["PreviewPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching protocols (WebSocket), as the sandbox's server answered. */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unsupported"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["Upstream"];
+            /** @description The sandbox server's answer, passed through with its status and headers. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+            /** @description The sandbox server's answer, any other status it gave, passed through likewise. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+        };
+    };
+    previewPortPut: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+                /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
+                port: components["parameters"]["Port"];
+                /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
+                path: components["parameters"]["PreviewPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "*/*": Blob;
+            };
+        };
+        responses: {
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            /** @description The sandbox server's answer, passed through with its status and headers. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+            /** @description The sandbox server's answer, any other status it gave, passed through likewise. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+        };
+    };
+    previewPortPost: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+                /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
+                port: components["parameters"]["Port"];
+                /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
+                path: components["parameters"]["PreviewPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "*/*": Blob;
+            };
+        };
+        responses: {
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["Unsupported"];
+            500: components["responses"]["InternalError"];
+            /** @description The sandbox server's answer, passed through with its status and headers. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+            /** @description The sandbox server's answer, any other status it gave, passed through likewise. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+        };
+    };
+    previewPortDelete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+                /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
+                port: components["parameters"]["Port"];
+                /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
+                path: components["parameters"]["PreviewPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            /** @description The sandbox server's answer, passed through with its status and headers. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+            /** @description The sandbox server's answer, any other status it gave, passed through likewise. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+        };
+    };
+    previewPortPatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+                /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
+                port: components["parameters"]["Port"];
+                /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
+                path: components["parameters"]["PreviewPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "*/*": Blob;
+            };
+        };
+        responses: {
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            /** @description The sandbox server's answer, passed through with its status and headers. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+            /** @description The sandbox server's answer, any other status it gave, passed through likewise. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+        };
+    };
+    previewLinkGet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The token of a share link (`POST /v1/sessions/{session_id}/ports/{port}/links`). */
+                token: string;
+                /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
+                path: components["parameters"]["PreviewPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching protocols (WebSocket), as the sandbox's server answered. */
+            101: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["Upstream"];
+            /** @description The sandbox server's answer, passed through with its status and headers. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+            /** @description The sandbox server's answer, any other status it gave, passed through likewise. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+        };
+    };
+    previewLinkPost: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The token of a share link (`POST /v1/sessions/{session_id}/ports/{port}/links`). */
+                token: string;
+                /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
+                path: components["parameters"]["PreviewPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "*/*": Blob;
+            };
+        };
+        responses: {
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            500: components["responses"]["InternalError"];
+            /** @description The sandbox server's answer, passed through with its status and headers. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
+            /** @description The sandbox server's answer, any other status it gave, passed through likewise. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": Blob;
+                };
+            };
         };
     };
     createRun: {
