@@ -68,7 +68,7 @@ func (a *app) tasksListCommand() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&session, "session", "", "only tasks of this session")
-	f.StringVar(&status, "status", "", "only tasks in this status (queued, running, completed, failed, cancelled, …)")
+	f.StringVar(&status, "status", "", "only tasks in this status: pending, running, succeeded, failed, timed_out, cancelled or lost")
 	f.IntVar(&limit, "limit", 50, "at most this many tasks")
 	return cmd
 }
