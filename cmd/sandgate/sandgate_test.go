@@ -482,7 +482,7 @@ func TestCodeAndCopy(t *testing.T) {
 	got, err = os.ReadFile(filepath.Join(c.dir, "out", "data.bin"))
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(data, got), "into a folder, under the same name")
-	assert.Equal(t, string(data[:1000]), c.ok(bytes.NewReader(data[:1000]), "cp", "-", sid+":piped.bin") + c.ok(nil, "cp", sid+":piped.bin", "-"))
+	assert.Equal(t, string(data[:1000]), c.ok(bytes.NewReader(data[:1000]), "cp", "-", sid+":piped.bin")+c.ok(nil, "cp", sid+":piped.bin", "-"))
 	assert.Equal(t, fmt.Sprint(len(data)), strings.TrimSpace(c.ok(nil, "exec", sid, "--", "sh", "-c", "wc -c < in/data.bin")))
 
 	r = c.run(nil, "cp", sid+":missing.bin", "x.bin")
