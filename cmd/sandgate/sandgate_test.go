@@ -567,3 +567,27 @@ func TestTasks(t *testing.T) {
 	c.okJSON(&task, "tasks", "get", running)
 	assert.Equal(t, "cancelled", task.Status)
 }
+
+// TestReadmeCLI runs the README's CLI block verbatim, as a user signed in (here with
+// SANDGATE_TOKEN instead of the interactive login, which TestLogin drives), with this
+// binary on PATH.
+func TestReadmeCLI(t *testing.T) {
+	gw := startGateway(t)
+	c := newCLI(t, gw, gw.Token("dev", "dev"))
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)<!-- cli:start -->\\s*```sh\n(.*?)```\\s*<!-- cli:end -->").FindSubmatch(readme)
+	require.NotNil(t, m, "README has no CLI block")
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", string(m[1]))
+	cmd.Dir = c.dir
+	for k, v := range c.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(binary)+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the README's CLI block failed:\n%s", out)
+	t.Logf("%s", out)
+	for _, want := range []string{"42\n", "to stderr\nexit code 3\n", "apple\npear\n", "still here: 42\n", "byte-exact\n", "succeeded", "exit code:  0"} {
+		assert.Contains(t, string(out), want)
+	}
+}

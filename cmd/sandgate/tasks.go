@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,7 +62,7 @@ func (a *app) tasksListCommand() *cobra.Command {
 			}
 			rows := make([][]string, 0, len(tasks))
 			for _, t := range tasks {
-				rows = append(rows, []string{t.Id, string(t.Status), string(t.Operation), t.SessionId, t.Profile, t.SubmittedAt.Local().Format(time.DateTime), orDash(t.Program)})
+				rows = append(rows, []string{t.Id, string(t.Status), string(t.Operation), t.SessionId, t.Profile, t.SubmittedAt.Local().Format(time.DateTime), firstLine(t.Program, 60)})
 			}
 			return a.table([]string{"ID", "STATUS", "OPERATION", "SESSION", "PROFILE", "SUBMITTED", "PROGRAM"}, rows)
 		},
@@ -104,7 +105,7 @@ func (a *app) printTask(t *client.Task) error {
 		fmt.Fprintf(w, "finished:   %s\n", t.FinishedAt.Local().Format(time.RFC3339))
 	}
 	if t.Program != nil {
-		fmt.Fprintf(w, "program:    %s\n", *t.Program)
+		fmt.Fprintf(w, "program:    %s\n", strings.ReplaceAll(strings.TrimRight(*t.Program, "\n"), "\n", "\n            "))
 	}
 	if t.Error != nil {
 		fmt.Fprintf(w, "error:      %s\n", *t.Error)
@@ -197,6 +198,20 @@ start, or after --after, a stream position such as 1024-0) until it ends.`,
 	cmd.Flags().StringVar(&after, "after", "", "with -f: resume after this stream position (an event id)")
 	cmd.Annotations = map[string]string{annotationProgram: "yes"}
 	return cmd
+}
+
+// firstLine is the first line of *s, cut to at most n characters ("…" marks a cut), or "-".
+func firstLine(s *string, n int) string {
+	if s == nil || strings.TrimSpace(*s) == "" {
+		return "-"
+	}
+	l, rest, _ := strings.Cut(strings.TrimSpace(*s), "\n")
+	if r := []rune(l); len(r) > n {
+		return string(r[:n-1]) + "…"
+	} else if rest != "" {
+		return l + " …"
+	}
+	return l
 }
 
 // writeOutput writes a result's stdout or stderr, decoded from base64 when its encoding
