@@ -22,10 +22,11 @@ test:
 ## the checkout, or "dev" outside git. Override: make build VERSION=1.2.3
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-## build: the gateway and sandboxd (static: the docker provider copies it into containers of
-## images that do not ship it) into bin/
+## build: the gateway, the sandgate CLI and sandboxd (static: the docker provider copies it
+## into containers of images that do not ship it) into bin/
 build:
 	$(GO) build -ldflags='-X main.version=$(VERSION)' -o bin/gateway ./cmd/gateway
+	$(GO) build -ldflags='-X main.version=$(VERSION)' -o bin/sandgate ./cmd/sandgate
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/sandboxd ./cmd/sandboxd
 
 generate:
@@ -33,7 +34,7 @@ generate:
 
 ## check-generate: fail when generated code is stale
 check-generate: generate
-	git diff --exit-code -- internal/api/apigen config.schema.json
+	git diff --exit-code -- internal/api/apigen pkg/client config.schema.json
 
 vet:
 	$(GO) vet ./...

@@ -11,7 +11,8 @@
 #   3. the kube-apiserver and etcd test binaries (scripts/kube-setup.sh; about 20 CPU-minutes
 #      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube);
 #   4. the node_modules of the small node projects that drive the cloud fakes and /mcp with
-#      the vendors' official SDKs (npm ci from their package-lock.json, npm's cache under
+#      the vendors' official SDKs, and of the TypeScript client (clients/typescript, built and
+#      tested live by its Go test) (npm ci from their package-lock.json, npm's cache under
 #      ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/npm; skipped when the lock is unchanged).
 #
 # It prints nothing on stdout but the exports the tests use (eval "$(scripts/test-setup.sh)");
@@ -104,6 +105,7 @@ npm_projects=(
   internal/providers/e2b/e2bfake/testdata/sdk
   internal/mcp/testdata/sdk-js
   internal/api/testdata/contract
+  clients/typescript
 )
 npm_cache=${SANDGATE_CACHE:-$HOME/.cache/sandgate}/npm
 for dir in "${npm_projects[@]}"; do

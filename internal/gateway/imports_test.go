@@ -78,7 +78,9 @@ var pending = map[string]bool{}
 //  4. internal/broker never imports sandbox or providers;
 //  5. provider backends never import config, store or principal;
 //  6. only internal/gateway (and its gatewaytest) assembles a gateway: no other package
-//     imports internal/api, and only internal/gateway imports internal/mcp.
+//     imports internal/api, and only internal/gateway imports internal/mcp;
+//  7. pkg/… (the public Go client) and the user CLI cmd/sandgate, built on it, import nothing
+//     under internal/: what they do, any program outside this module can do.
 func TestImportRules(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list over the module")
@@ -104,6 +106,7 @@ func TestImportRules(t *testing.T) {
 		{5, is(backends...), is("internal/config", "internal/store", "internal/principal")},
 		{6, func(p string) bool { return !under(p, "internal/gateway", "internal/api") }, is("internal/api")},
 		{6, func(p string) bool { return !under(p, "internal/gateway", "internal/mcp") }, is("internal/mcp")},
+		{7, is("pkg", "cmd/sandgate"), is("internal")},
 	}
 	seen := map[string]bool{}
 	var broken []string

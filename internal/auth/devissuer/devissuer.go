@@ -1,6 +1,7 @@
 // Package devissuer is the development OIDC issuer that `gateway dev` mounts on its own
-// listener: discovery, JWKS, a token endpoint and the authorization-code + PKCE (RFC 7636,
-// S256 only) flow a browser needs. Its tokens are verified by the gateway through exactly the
+// listener: discovery, JWKS, a token endpoint, the authorization-code + PKCE (RFC 7636,
+// S256 only) flow a browser needs, the device authorization grant (RFC 8628) and refresh
+// tokens (RFC 6749 §6) for command-line clients such as `sandgate login`. Its tokens are verified by the gateway through exactly the
 // same go-oidc path as any production issuer; nothing here bypasses verification.
 //
 // It signs with an ES256 key kept in a PEM file so tokens minted by `gateway token` stay
@@ -47,7 +48,8 @@ type Issuer struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	codes   map[string]authCode
-	refused []string // groups the sign-in form does not grant
+	devices map[string]*deviceGrant // by device code
+	refused []string                // groups the sign-in forms do not grant
 }
 
 // RefuseGroups makes the sign-in form refuse the groups (the gateway's admin groups, so that
@@ -86,7 +88,7 @@ func Open(issuerURL, keyFile string) (*Issuer, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(der)
-	return &Issuer{url: strings.TrimSuffix(issuerURL, "/"), key: key, kid: hex.EncodeToString(sum[:8]), now: time.Now, codes: map[string]authCode{}}, nil
+	return &Issuer{url: strings.TrimSuffix(issuerURL, "/"), key: key, kid: hex.EncodeToString(sum[:8]), now: time.Now, codes: map[string]authCode{}, devices: map[string]*deviceGrant{}}, nil
 }
 
 // Load is Open for a key that must exist already (`gateway token` minting for a running dev
@@ -168,6 +170,9 @@ func (i *Issuer) Handler() http.Handler {
 	mux.HandleFunc("GET /authorize", i.authorizeForm)
 	mux.HandleFunc("POST /authorize", i.authorize)
 	mux.HandleFunc("POST /token", i.token)
+	mux.HandleFunc("POST /device_authorization", i.deviceAuthorization)
+	mux.HandleFunc("GET /device", i.deviceForm)
+	mux.HandleFunc("POST /device", i.deviceApprove)
 	return mux
 }
 
@@ -185,12 +190,13 @@ func (i *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 		"authorization_endpoint":                i.url + "/authorize",
 		"token_endpoint":                        i.url + "/token",
 		"response_types_supported":              []string{"code"},
-		"grant_types_supported":                 []string{"authorization_code"},
+		"grant_types_supported":                 []string{"authorization_code", "refresh_token", grantDeviceCode},
+		"device_authorization_endpoint":         i.url + "/device_authorization",
 		"subject_types_supported":               []string{"public"},
 		"id_token_signing_alg_values_supported": []string{"ES256"},
 		"code_challenge_methods_supported":      []string{"S256"},
 		"token_endpoint_auth_methods_supported": []string{"none"},
-		"scopes_supported":                      []string{"openid", "profile", "email", "groups"},
+		"scopes_supported":                      []string{"openid", "profile", "email", "groups", "offline_access"},
 		"claims_supported":                      []string{"sub", "email", "groups", "preferred_username"},
 	})
 }
@@ -306,10 +312,19 @@ func (i *Issuer) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := r.PostForm
-	if f.Get("grant_type") != "authorization_code" {
-		tokenError(w, "unsupported_grant_type", "only authorization_code is supported")
-		return
+	switch f.Get("grant_type") {
+	case "authorization_code":
+		i.tokenFromCode(w, f)
+	case "refresh_token":
+		i.tokenFromRefresh(w, f)
+	case grantDeviceCode:
+		i.tokenFromDevice(w, f)
+	default:
+		tokenError(w, "unsupported_grant_type", "supported grants: authorization_code, refresh_token, "+grantDeviceCode)
 	}
+}
+
+func (i *Issuer) tokenFromCode(w http.ResponseWriter, f url.Values) {
 	i.mu.Lock()
 	c, ok := i.codes[f.Get("code")]
 	delete(i.codes, f.Get("code")) // single use
@@ -327,10 +342,21 @@ func (i *Issuer) token(w http.ResponseWriter, r *http.Request) {
 		tokenError(w, "invalid_grant", "code_verifier does not match code_challenge")
 		return
 	}
-	tok, err := i.Mint(c.claims)
+	i.issue(w, c.claims)
+}
+
+// issue answers a token request with an ID/access token for c (the same JWT: the gateway
+// takes either) and a refresh token.
+func (i *Issuer) issue(w http.ResponseWriter, c Claims) {
+	tok, err := i.Mint(c)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "server_error", "error_description": err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "id_token": tok, "token_type": "Bearer", "expires_in": int((12 * time.Hour).Seconds())})
+	refresh, err := i.mintRefresh(c)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "server_error", "error_description": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"access_token": tok, "id_token": tok, "refresh_token": refresh, "token_type": "Bearer", "expires_in": int((12 * time.Hour).Seconds())})
 }

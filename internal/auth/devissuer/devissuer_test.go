@@ -105,7 +105,8 @@ func TestDiscovery(t *testing.T) {
 		"authorization_endpoint":                u + "/authorize",
 		"token_endpoint":                        u + "/token",
 		"response_types_supported":              []any{"code"},
-		"grant_types_supported":                 []any{"authorization_code"},
+		"grant_types_supported":                 []any{"authorization_code", "refresh_token", "urn:ietf:params:oauth:grant-type:device_code"},
+		"device_authorization_endpoint":         u + "/device_authorization",
 		"id_token_signing_alg_values_supported": []any{"ES256"},
 		"code_challenge_methods_supported":      []any{"S256"},
 		"token_endpoint_auth_methods_supported": []any{"none"},
@@ -446,7 +447,7 @@ func TestTokenErrors(t *testing.T) {
 				return tokenForm(code, v, map[string]string{"grant_type": "client_credentials"})
 			},
 			wantErr:  "unsupported_grant_type",
-			wantDesc: "only authorization_code is supported",
+			wantDesc: "supported grants: authorization_code, refresh_token, urn:ietf:params:oauth:grant-type:device_code",
 		},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandgate/sandgate/pkg/client"
+)
+
+func (a *app) profilesCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "profiles",
+		Short: "List the workload profiles you may use",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			ps, err := c.Profiles(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(ps)
+			}
+			rows := make([][]string, 0, len(ps))
+			for _, p := range ps {
+				name := p.Name
+				if p.Default {
+					name += " (default)"
+				}
+				rows = append(rows, []string{name, p.Provider, string(p.Scope), string(p.Isolation), fmt.Sprintf("%ds, then %s", p.IdleTimeoutS, p.IdleAction)})
+			}
+			return a.table([]string{"NAME", "PROVIDER", "SCOPE", "ISOLATION", "IDLE"}, rows)
+		},
+	}
+}
+
+func (a *app) sessionsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "sessions",
+		Aliases: []string{"session"},
+		Short:   "List, create and destroy sessions (sandboxes)",
+		Args:    noArgs,
+	}
+	cmd.AddCommand(a.sessionsListCommand(), a.sessionsNewCommand(), a.sessionsRemoveCommand())
+	return cmd
+}
+
+func (a *app) sessionsListCommand() *cobra.Command {
+	var profile string
+	var all bool
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List your sessions, newest first",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var sessions []client.Session
+			params := &client.ListSessionsParams{}
+			if profile != "" {
+				params.Profile = &profile
+			}
+			if all {
+				params.All = &all
+			}
+			for {
+				page, err := c.Sessions(cmd.Context(), params)
+				if err != nil {
+					return err
+				}
+				sessions = append(sessions, page.Sessions...)
+				if page.NextCursor == "" {
+					break
+				}
+				params.Cursor = &page.NextCursor
+			}
+			if a.json() {
+				return a.printJSON(sessions)
+			}
+			rows := make([][]string, 0, len(sessions))
+			for _, s := range sessions {
+				rows = append(rows, []string{s.Id, orDash(s.Name), s.Profile, string(s.Status), string(s.State), s.LastUsedAt.Local().Format(time.DateTime)})
+			}
+			return a.table([]string{"ID", "NAME", "PROFILE", "STATUS", "STATE", "LAST USED"}, rows)
+		},
+	}
+	cmd.Flags().StringVar(&profile, "profile", "", "only sessions of this profile")
+	cmd.Flags().BoolVar(&all, "all", false, "every principal's sessions (admins)")
+	return cmd
+}
+
+func (a *app) sessionsNewCommand() *cobra.Command {
+	var profile, name, snapshot string
+	var labels map[string]string
+	cmd := &cobra.Command{
+		Use:   "new",
+		Short: "Create a session and print its id",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			req := client.CreateSessionRequest{}
+			if profile != "" {
+				req.Profile = &profile
+			}
+			if name != "" {
+				req.Name = &name
+			}
+			if snapshot != "" {
+				req.FromSnapshot = &snapshot
+			}
+			if len(labels) > 0 {
+				req.Labels = &labels
+			}
+			s, err := c.CreateSession(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(s)
+			}
+			if s.Warnings != nil {
+				for _, w := range *s.Warnings {
+					a.warn("warning: %s", w)
+				}
+			}
+			_, err = fmt.Fprintln(a.env.stdout, s.Id)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&profile, "profile", "", "workload profile (default: the gateway's default profile)")
+	f.StringVar(&name, "name", "", "a name for the session")
+	f.StringVar(&snapshot, "from-snapshot", "", "start from this snapshot")
+	f.StringToStringVar(&labels, "label", nil, "labels, key=value (repeat or separate with commas)")
+	return cmd
+}
+
+func (a *app) sessionsRemoveCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm SESSION…",
+		Aliases: []string{"delete"},
+		Short:   "Destroy sessions and their sandboxes",
+		Args:    minArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var done []*client.SessionDestroyed
+			for _, id := range args {
+				d, err := c.DeleteSession(cmd.Context(), id)
+				if err != nil {
+					return fmt.Errorf("session %s: %w", id, err)
+				}
+				done = append(done, d)
+				if !a.json() {
+					fmt.Fprintln(a.env.stdout, d.SessionId)
+				}
+			}
+			if a.json() {
+				return a.printJSON(done)
+			}
+			return nil
+		},
+	}
+}
+
+// orDash is *s, or "-" for nil or empty.
+func orDash(s *string) string {
+	if s == nil || strings.TrimSpace(*s) == "" {
+		return "-"
+	}
+	return *s
+}
