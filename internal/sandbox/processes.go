@@ -306,6 +306,27 @@ func (s *Service) Resize(ctx context.Context, p principal.Principal, id string, 
 	})
 }
 
+// endedMeanwhile is the Conflict for task id when its execution ended while an input was
+// being given to it (the program exited as the write or resize reached it, and the task's
+// completion is being recorded): nil while it still runs.
+func (s *Service) endedMeanwhile(ctx context.Context, id string) error {
+	for range 20 {
+		t, err := s.store.GetTask(ctx, id, "")
+		if err != nil {
+			return nil
+		}
+		if t.FinishedAt != nil {
+			return fault.New(fault.Conflict, "task '%s' has finished (%s): it takes no input", id, t.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // withExecution runs fn on the sandbox that keeps task id's execution, once the task runs;
 // fn's fault.NotFound while the task is still unfinished means the execution has not reached
 // its sandbox yet, and fn is tried again (until inputWait).
@@ -340,6 +361,9 @@ func (s *Service) withExecution(ctx context.Context, p principal.Principal, id s
 				if fault.KindOf(err) != fault.NotFound {
 					if ctx.Err() != nil {
 						return ctx.Err()
+					}
+					if ended := s.endedMeanwhile(ctx, id); ended != nil {
+						return ended
 					}
 					return classify(err, fault.Provision)
 				}

@@ -383,7 +383,9 @@ func (e *Execution) writeLocked(ctx context.Context, in io.Reader, eof bool) (in
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return n, ctx.Err()
-		case errors.Is(err, os.ErrClosed), errors.Is(err, errBrokenPipe):
+		case errors.Is(err, os.ErrClosed), errors.Is(err, errBrokenPipe), errors.Is(err, syscall.EIO):
+			// EIO: the terminal's other side closed: the program ended as its input was
+			// written, which is a conflict like a closed pipe.
 			return n, errNoInput(e.id)
 		case err != nil:
 			return n, fmt.Errorf("sandboxd: writing to the execution's input: %w", err)
