@@ -257,7 +257,7 @@ func TestBinaryStaysSmall(t *testing.T) {
 	out, err := exec.Command(goTool(), "list", "-deps", ".").Output()
 	require.NoError(t, err)
 	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"internal/config", "internal/providers", "internal/api", "docker", "k8s.io", "aws", "pgx", "chi"} {
+		for _, banned := range []string{"internal/config", "internal/providers", "internal/api", "docker", "k8s.io", "aws", "pgx", "go-chi"} {
 			assert.NotContains(t, dep, banned, "sandboxd depends on %s", dep)
 		}
 	}
