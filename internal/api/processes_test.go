@@ -99,6 +99,7 @@ func TestBackgroundProcessRules(t *testing.T) {
 	require.Equal(t, 200, e.do(tok, "DELETE", "/v1/sessions/"+sid, nil).Status)
 	final := e.waitTask(tok, first.JSON(t)["id"].(string))
 	assert.Equal(t, "cancelled", final["status"])
+	assert.Equal(t, "the session was destroyed", final["error"])
 	assert.Equal(t, 0.0, e.do(tok, "GET", "/v1/me", nil).JSON(t)["quotas"].(map[string]any)["background_processes"].(map[string]any)["used"])
 }
 

@@ -374,7 +374,7 @@ func (j *execJob) run(ctx context.Context) {
 		completion.Status, completion.Error, completion.ErrorType = TaskFailed, err.Error(), string(fault.KindOf(err))
 		if s.wasCancelled(j.task.ID) {
 			completion.Status, completion.ErrorType = TaskCancelled, "cancelled"
-			completion.Error = "cancelled by the caller"
+			completion.Error = s.cancelReason(j.task.ID)
 		} else if ctx.Err() != nil && j.queued {
 			j.abandoned = true // another worker will run it again
 		} else if ctx.Err() != nil {
@@ -386,13 +386,13 @@ func (j *execJob) run(ctx context.Context) {
 			trimToRecord(res, s.resultLimit())
 		}
 		j.result = res
-		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.task.Operation, j.spec.Timeout.Seconds()))
+		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.task.Operation, j.spec.Timeout.Seconds()), s.cancelReason(j.task.ID))
 	}
 }
 
 // completeWith records finished result res on c: its status (a timeout with timedOut as the
-// error), the result and its notice.
-func completeWith(c *store.Completion, res *Result, timedOut string) {
+// error, a cancellation with cancelled), the result and its notice.
+func completeWith(c *store.Completion, res *Result, timedOut, cancelled string) {
 	c.Result, c.Notice, c.OutputBytes = res, res.Notice, outputBytes(res)
 	ms := res.DurationMS
 	c.ExitCode, c.DurationMS = res.ExitCode, &ms
@@ -400,7 +400,7 @@ func completeWith(c *store.Completion, res *Result, timedOut string) {
 	case ResultTimedOut:
 		c.Status, c.Error, c.ErrorType = TaskTimedOut, timedOut, string(fault.Timeout)
 	case ResultCancelled:
-		c.Status, c.Error, c.ErrorType = TaskCancelled, "cancelled by the caller", "cancelled"
+		c.Status, c.Error, c.ErrorType = TaskCancelled, cancelled, "cancelled"
 	default:
 		c.Status = TaskSucceeded
 	}

@@ -208,12 +208,14 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 	}
 	completion := store.Completion{SessionID: t.SessionID, Touch: true}
 	res, err := s.resultOf(ended{st: st, err: err, elapsed: time.Since(start), out: out,
-		cancelled: errors.Is(err, providers.ErrExecutionStopped),
+		// Stopped, or cut off because its sandbox went with a destroyed session: either way
+		// a cancellation, not a provider failure.
+		cancelled: errors.Is(err, providers.ErrExecutionStopped) || err != nil && s.wasCancelled(t.ID),
 		sessionID: t.SessionID, taskID: t.ID, notice: notice})
 	if err != nil {
 		completion.Status, completion.Error, completion.ErrorType = TaskFailed, err.Error(), string(fault.KindOf(err))
 	} else {
-		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded its timeout", t.Operation))
+		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded its timeout", t.Operation), s.cancelReason(t.ID))
 	}
 	s.recordCompletion(ctx, t.ID, completion)
 	live.finish(res, err)

@@ -82,7 +82,7 @@ type Service struct {
 	warnOnce sync.Map // provider+profile → struct{}
 
 	mu        sync.Mutex
-	cancelled map[string]bool // tasks cancelled by a caller (vs. shutdown)
+	cancelled map[string]string // tasks cancelled by a caller (vs. shutdown), with why
 
 	live     liveOutputs    // the followable output of executions running here (live.go)
 	adopting sync.WaitGroup // tasks of stopped runners being followed to their end (adopt.go)
@@ -102,7 +102,7 @@ func New(opts Options) (*Service, error) {
 	s := &Service{
 		cfg: opts.Settings.withDefaults(), store: opts.Store, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
 		newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, sessionIDs: newSessionIdentities(),
-		cancelled: map[string]bool{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
+		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
 	}
 	if s.observer == nil {
 		s.observer = nopObserver{}

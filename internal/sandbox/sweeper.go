@@ -66,7 +66,9 @@ func (s *Service) pollCancels(ctx context.Context) {
 	}
 	for _, id := range ids {
 		s.mu.Lock()
-		s.cancelled[id] = true
+		if s.cancelled[id] == "" {
+			s.cancelled[id] = "cancelled by the caller"
+		}
 		s.mu.Unlock()
 		s.broker.Cancel(id)
 	}

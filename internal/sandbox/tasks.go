@@ -149,7 +149,7 @@ func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id stri
 // or worker (a flag picked up within a second), or — not started yet on a queue — right away.
 func (s *Service) cancelTask(ctx context.Context, p principal.Principal, id, reason string) error {
 	s.mu.Lock()
-	s.cancelled[id] = true
+	s.cancelled[id] = reason
 	s.mu.Unlock()
 	t, err := s.store.GetTask(ctx, id, "")
 	if err == nil && t.Background && t.StartedAt != nil {
@@ -181,7 +181,18 @@ func (s *Service) cancelTask(ctx context.Context, p principal.Principal, id, rea
 func (s *Service) wasCancelled(taskID string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cancelled[taskID]
+	return s.cancelled[taskID] != ""
+}
+
+// cancelReason says why task taskID was cancelled ("cancelled by the caller", "the session
+// was destroyed"): what its completion records as the error.
+func (s *Service) cancelReason(taskID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.cancelled[taskID]; r != "" {
+		return r
+	}
+	return "cancelled by the caller"
 }
 
 // forgetCancelled drops the cancel mark of a finished task.
