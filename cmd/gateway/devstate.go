@@ -111,38 +111,55 @@ type devTarget struct {
 }
 
 // findDevGateway picks the data folder: --data-dir when given; else ./.sandgate/dev when it
-// holds a key; else the one devPointer names. It never creates a key: without one the
-// error says which folder was looked at and what to do.
-func findDevGateway(flagDir string, environ []string) (devTarget, error) {
+// holds a key and its gateway runs (or no other dev gateway runs); else the one devPointer
+// names. It never creates a key: without one the error says which folder was looked at and
+// what to do. note says why a folder other than ./.sandgate/dev was picked over it.
+func findDevGateway(flagDir string, environ []string) (t devTarget, note string, err error) {
 	var dir string
+	here := fileExists(filepath.Join(defaultDataDir, devKeyFile))
+	if here && flagDir == "" {
+		// A stale folder here (a gateway that ran from this folder once) loses to the dev
+		// gateway that runs now elsewhere: its token would be refused there.
+		local, _ := readDevState(filepath.Join(defaultDataDir, devStateFile))
+		if !local.running() {
+			if ptr, err := devPointer(environ); err == nil {
+				if st, err := readDevState(ptr); err == nil && st.running() {
+					if abs, _ := filepath.Abs(defaultDataDir); abs != st.DataDir {
+						flagDir = st.DataDir
+						note = fmt.Sprintf("gateway token: %s here belongs to no running gateway; minting for the running dev gateway of %s (pid %d) instead (--data-dir picks one)\n", defaultDataDir, st.DataDir, st.PID)
+					}
+				}
+			}
+		}
+	}
 	switch {
 	case flagDir != "":
 		dir = flagDir
-	case fileExists(filepath.Join(defaultDataDir, devKeyFile)):
+	case here:
 		dir = defaultDataDir
 	default:
 		ptr, err := devPointer(environ)
 		if err != nil {
-			return devTarget{}, fmt.Errorf("no development gateway found: there is no %s here and the record of the last `gateway dev` cannot be located (%v); pass --data-dir, the folder `gateway dev` keeps its state in", filepath.Join(defaultDataDir, devKeyFile), err)
+			return devTarget{}, "", fmt.Errorf("no development gateway found: there is no %s here and the record of the last `gateway dev` cannot be located (%v); pass --data-dir, the folder `gateway dev` keeps its state in", filepath.Join(defaultDataDir, devKeyFile), err)
 		}
 		st, err := readDevState(ptr)
 		if err != nil {
-			return devTarget{}, fmt.Errorf("no development gateway found: there is no %s in this folder and no `gateway dev` has recorded itself in %s; run this in the folder where you ran `make run` (or `gateway dev`), or pass --data-dir DIR (the folder given to `gateway dev --data-dir`)", filepath.Join(defaultDataDir, devKeyFile), ptr)
+			return devTarget{}, "", fmt.Errorf("no development gateway found: there is no %s in this folder and no `gateway dev` has recorded itself in %s; run this in the folder where you ran `make run` (or `gateway dev`), or pass --data-dir DIR (the folder given to `gateway dev --data-dir`)", filepath.Join(defaultDataDir, devKeyFile), ptr)
 		}
 		dir = st.DataDir
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return devTarget{}, err
+		return devTarget{}, "", err
 	}
-	t := devTarget{dataDir: abs, keyFile: filepath.Join(abs, devKeyFile)}
+	t = devTarget{dataDir: abs, keyFile: filepath.Join(abs, devKeyFile)}
 	if !fileExists(t.keyFile) {
-		return devTarget{}, fmt.Errorf("%s holds no development issuer key (%s): `gateway dev --data-dir %s` creates it when it starts; start it first, or pass the --data-dir of the dev gateway you run", abs, devKeyFile, dir)
+		return devTarget{}, "", fmt.Errorf("%s holds no development issuer key (%s): `gateway dev --data-dir %s` creates it when it starts; start it first, or pass the --data-dir of the dev gateway you run", abs, devKeyFile, dir)
 	}
 	if st, err := readDevState(filepath.Join(abs, devStateFile)); err == nil {
 		t.state = st
 	}
-	return t, nil
+	return t, note, nil
 }
 
 func fileExists(path string) bool {

@@ -59,10 +59,11 @@ func cmdToken(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	target, err := findDevGateway(*dataDir, environ)
+	target, note, err := findDevGateway(*dataDir, environ)
 	if err != nil {
 		return err
 	}
+	fmt.Fprint(stderr, note)
 	issuerURL, admins := "", []string(nil)
 	if st := target.state; st != nil {
 		issuerURL, admins = st.Issuer, st.AdminGroups

@@ -73,6 +73,16 @@ func TestDevTokenFromAnyFolder(t *testing.T) {
 	require.NoError(t, err, stderr)
 	c.token = strings.TrimSpace(tok)
 	assert.Equal(t, "bob", c.json("GET", "/v1/me", "", 200)["subject"])
+	// A stale dev folder in the working folder (a key, no running gateway) loses to the
+	// running gateway, and it says so.
+	stale := t.TempDir()
+	_, err = devissuer.Open("http://127.0.0.1:1/dev/oidc", filepath.Join(stale, defaultDataDir, devKeyFile))
+	require.NoError(t, err)
+	tok, stderr, err = gatewayToken(t, stale, cache, "--sub", "carol")
+	require.NoError(t, err, stderr)
+	assert.Contains(t, stderr, "belongs to no running gateway")
+	c.token = strings.TrimSpace(tok)
+	assert.Equal(t, "carol", c.json("GET", "/v1/me", "", 200)["subject"])
 	// The admin groups are the running gateway's.
 	_, stderr, err = gatewayToken(t, elsewhere, cache, "--groups", "admins")
 	require.Error(t, err)

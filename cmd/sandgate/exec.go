@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"al.essio.dev/pkg/shellescape"
 	"github.com/spf13/cobra"
@@ -65,6 +66,17 @@ func (rf *runFlags) timeoutS() *float64 {
 	}
 	s := rf.timeout.Seconds()
 	return &s
+}
+
+// checkUTF8 refuses arguments that are not UTF-8: the API carries a command as JSON text
+// (RFC 8259 §8.1), so their bytes could not reach the program as they are.
+func checkUTF8(argv []string) error {
+	for i, a := range argv {
+		if !utf8.ValidString(a) {
+			return usagef("argument %d (%q) is not valid UTF-8: a command travels as JSON text, so its bytes would not arrive as they are; pass such data through a file (sandgate cp) or standard input", i+1, a)
+		}
+	}
+	return nil
 }
 
 // commandLine quotes argv for the gateway's `/bin/sh -c` (a command is one string in the
@@ -129,6 +141,9 @@ Interrupting sandgate (Ctrl-C) cancels the remote command.`,
 			if cmd.ArgsLenAtDash() != 1 {
 				return usagef("put -- between the session and the command: sandgate exec SESSION -- COMMAND [ARG…]")
 			}
+			if err := checkUTF8(args[1:]); err != nil {
+				return err
+			}
 			env, err := rf.envMap()
 			if err != nil {
 				return err
@@ -181,6 +196,9 @@ with the request (at most 1 MiB; -n sends none).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 {
 				return usagef("put -- before the command: sandgate run --profile PROFILE -- COMMAND [ARG…]")
+			}
+			if err := checkUTF8(args); err != nil {
+				return err
 			}
 			env, err := rf.envMap()
 			if err != nil {
