@@ -329,7 +329,8 @@ func TestSessionsAndExec(t *testing.T) {
 	}
 	c.okJSON(&profiles, "profiles")
 	require.Len(t, profiles, 2)
-	assert.Contains(t, c.ok(nil, "profiles"), "oneshot")
+	table := c.ok(nil, "profiles")
+	assert.Regexp(t, `oneshot +local_subprocess +per_call +none +- \(a fresh sandbox per run\)`, table, "a per_call profile has no idle timeout")
 
 	sid := c.session("--name", "demo", "--label", "team=ml")
 	var sessions []struct {

@@ -33,7 +33,14 @@ func (a *app) profilesCommand() *cobra.Command {
 				if p.Default {
 					name += " (default)"
 				}
-				rows = append(rows, []string{name, p.Provider, string(p.Scope), string(p.Isolation), fmt.Sprintf("%ds, then %s", p.IdleTimeoutS, p.IdleAction)})
+				idle := fmt.Sprintf("%ds, then %s", p.IdleTimeoutS, p.IdleAction)
+				switch {
+				case p.Scope == client.ScopePerCall:
+					idle = "- (a fresh sandbox per run)"
+				case p.Environment == client.ProfileEnvironmentAttached:
+					idle = "- (attached: never reset)"
+				}
+				rows = append(rows, []string{name, p.Provider, string(p.Scope), string(p.Isolation), idle})
 			}
 			return a.table([]string{"NAME", "PROVIDER", "SCOPE", "ISOLATION", "IDLE"}, rows)
 		},
