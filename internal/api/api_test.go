@@ -367,6 +367,8 @@ func TestScopes(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "promoted per_call sandbox %s survived", dir)
 	requireProblem(t, e.do(alice, "POST", "/v1/runs", map[string]any{"profile": "default", "command": "ls"}), 409, "conflict")
 	requireProblem(t, e.do(alice, "POST", "/v1/runs", map[string]any{"profile": "oneshot"}), 400, "validation")
+	noProfile := requireProblem(t, e.do(alice, "POST", "/v1/runs", map[string]any{"command": "ls"}), 409, "conflict")
+	require.Contains(t, noProfile["detail"], `name one with "profile" (oneshot)`, "without a profile, the per_call ones are named")
 	requireProblem(t, e.do(alice, "POST", "/v1/sessions", map[string]any{"profile": "oneshot"}), 409, "conflict")
 
 	// per_runtime: one shared session for everyone allowed.

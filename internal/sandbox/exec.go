@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -144,6 +145,17 @@ func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) 
 	prof, err := s.profile(p, in.Profile)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if prof.Scope != ScopePerCall && in.Profile == "" {
+		var names []string
+		for _, q := range s.Profiles(p) {
+			if q.Scope == ScopePerCall {
+				names = append(names, q.Name)
+			}
+		}
+		if len(names) > 0 {
+			return Outcome{}, fault.New(fault.Conflict, "runs need a per_call profile and the default profile '%s' is %s: name one with \"profile\" (%s)", prof.Name, prof.Scope, strings.Join(names, ", "))
+		}
 	}
 	if prof.Scope != ScopePerCall {
 		return Outcome{}, fault.New(fault.Conflict, "profile '%s' has scope %s; runs need a per_call profile", prof.Name, prof.Scope).
