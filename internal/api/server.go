@@ -179,7 +179,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		r.Mount(prefix, http.StripPrefix(prefix, h))
 	}
 	for _, m := range o.Mounts {
-		h := m.Handler
+		h := plainErrors(m.Handler)
 		if m.Authenticated {
 			var opts []auth.MiddlewareOption
 			if m.ResourceMetadata != "" {

@@ -629,6 +629,10 @@ func TestAuthAndIsolation(t *testing.T) {
 	list := `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`
 	r := post(t, g.URL+mcp.Path, g.token("bob"), alice.ID(), list)
 	require.Equal(t, http.StatusForbidden, r.StatusCode)
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"), "the SDK's text answer becomes a problem")
+	r = post(t, g.URL+mcp.Path, g.token("alice"), strings.Repeat("0", 26), list)
+	require.Equal(t, http.StatusNotFound, r.StatusCode)
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
 	r = post(t, g.URL+mcp.Path, g.token("alice"), alice.ID(), list)
 	require.Equal(t, http.StatusOK, r.StatusCode)
 	r = post(t, g.URL+mcp.Path, "", alice.ID(), list)
