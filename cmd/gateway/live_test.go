@@ -180,6 +180,44 @@ func TestBackgroundProcessSurvivesItsGateway(t *testing.T) {
 	assert.Contains(t, final["notice"], "another gateway")
 }
 
+// TestExecutionSurvivesARollingRestart: a command running on Docker when its gateway is
+// stopped gracefully (SIGTERM, past server.shutdown_timeout) is left running in its sandbox,
+// not killed; the next gateway adopts it and its task succeeds with all of its output.
+func TestExecutionSurvivesARollingRestart(t *testing.T) {
+	requirePostgres(t)
+	requireDocker(t)
+	t.Parallel()
+	dir := dataDir(t)
+	addr := freeAddr(t)
+	env := []string{"SANDGATE_SANDBOX__BROKER__LOST_AFTER=2s", "SANDGATE_SANDBOX__DEFAULT_PROFILE=docker", "SANDGATE_SERVER__SHUTDOWN_TIMEOUT=1s"}
+	g := startDev(t, dir, addr, env...)
+	c := &client{t: t, base: g.base, token: g.token}
+
+	sid := c.json("POST", "/v1/sessions", `{"name":"rolling"}`, 201)["id"].(string)
+	task := c.json("POST", "/v1/sessions/"+sid+"/commands",
+		`{"command":"for i in 1 2 3 4 5 6 7 8; do echo n $i; sleep 0.5; done","wait_s":0}`, 202)
+	id := task["id"].(string)
+	s := c.sse("GET", "/v1/tasks/"+id+"/output", "", nil)
+	for ev := s.next(); ev.name != "stdout"; ev = s.next() {
+	}
+	_ = s.resp.Body.Close()
+
+	g.kill(syscall.SIGTERM)
+	g2 := startDev(t, dir, addr, env...)
+	c.base = g2.base
+
+	var final map[string]any
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		final = c.json("GET", "/v1/tasks/"+id, "", 200)
+		if final["status"] != "running" {
+			break
+		}
+	}
+	require.Equal(t, "succeeded", final["status"], "the execution after a graceful restart: %v", final)
+	assert.Equal(t, "n 1\nn 2\nn 3\nn 4\nn 5\nn 6\nn 7\nn 8\n", final["result"].(map[string]any)["stdout"], "all of its output, from before and after the restart")
+	assert.Contains(t, final["notice"], "another gateway")
+}
+
 // TestQuietStreamStaysOpen: a command silent for 65 s — longer than the keepalive interval
 // (15 s) four times over and than common proxy idle timeouts — streams its first line, then
 // keepalive comments only, then its last line and result, in order, on the real binary with

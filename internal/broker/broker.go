@@ -20,7 +20,8 @@ import (
 )
 
 // Job runs one operation to completion, persisting its outcome itself. ctx is cancelled when
-// the task is cancelled or the broker shuts down past its drain period.
+// the task is cancelled or the broker shuts down past its drain period — then with cause
+// fault.ErrShutdown (context.Cause).
 type Job func(ctx context.Context)
 
 // Broker runs jobs.
@@ -58,7 +59,7 @@ func New(flavor string) (Broker, error) {
 type runner struct {
 	detached bool
 	base     context.Context
-	stop     context.CancelFunc
+	stop     func() // ends base with cause fault.ErrShutdown
 
 	mu      sync.Mutex
 	closed  bool
@@ -67,8 +68,8 @@ type runner struct {
 }
 
 func newRunner(detached bool) *runner {
-	base, stop := context.WithCancel(context.Background())
-	return &runner{detached: detached, base: base, stop: stop, running: map[string]context.CancelFunc{}}
+	base, stop := context.WithCancelCause(context.Background())
+	return &runner{detached: detached, base: base, stop: func() { stop(fault.ErrShutdown) }, running: map[string]context.CancelFunc{}}
 }
 
 func (r *runner) Submit(ctx context.Context, taskID string, wait time.Duration, job Job) (bool, error) {
@@ -86,9 +87,12 @@ func (r *runner) Submit(ctx context.Context, taskID string, wait time.Duration, 
 	if r.detached {
 		jobCtx, cancel = context.WithCancel(r.base)
 	} else {
-		// Embedded: the job belongs to the request, and also ends when the broker stops.
-		jobCtx, cancel = context.WithCancel(ctx)
-		stop := context.AfterFunc(r.base, cancel)
+		// Embedded: the job belongs to the request, and also ends when the broker stops
+		// (with the broker's cause).
+		var cancelCause context.CancelCauseFunc
+		jobCtx, cancelCause = context.WithCancelCause(ctx)
+		cancel = func() { cancelCause(nil) }
+		stop := context.AfterFunc(r.base, func() { cancelCause(context.Cause(r.base)) })
 		defer stop()
 	}
 	r.running[taskID] = cancel

@@ -155,3 +155,19 @@ func KindOf(err error) Kind {
 // IsKind reports whether err is (or wraps) a fault of kind k. Gone counts as Provision,
 // Paused as Conflict.
 func IsKind(err error, k Kind) bool { return errors.Is(err, k.Err()) }
+
+// ErrShutdown is the cause (context.Cause) of the contexts a gateway ends when it shuts down
+// past its drain period. An execution that its sandbox holds (sandboxd keeps it when its
+// client goes away) is then left running for the next gateway to adopt, instead of being
+// stopped as a caller's cancellation stops it (issue "durable executions": rolling restarts
+// lose no execution).
+var ErrShutdown = errors.New("the gateway is shutting down")
+
+// ErrLeftRunning is joined to the context error of an execution its client stopped following
+// because of ErrShutdown: it runs on in its sandbox, which holds its output and exit status
+// for the gateway that adopts it.
+var ErrLeftRunning = errors.New("the execution runs on in its sandbox")
+
+// LeftRunning is the error of an execution left running at shutdown: ctxErr (the context's
+// own error) joined with ErrLeftRunning.
+func LeftRunning(ctxErr error) error { return errors.Join(ctxErr, ErrLeftRunning) }

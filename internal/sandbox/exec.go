@@ -345,7 +345,7 @@ type execJob struct {
 
 	result    *Result // set when the program ran (whatever its exit)
 	err       error   // set on a machinery failure
-	abandoned bool    // interrupted by shutdown and left for redelivery
+	abandoned bool    // interrupted by shutdown and left for redelivery or adoption
 }
 
 func (j *execJob) run(ctx context.Context) {
@@ -389,6 +389,11 @@ func (j *execJob) run(ctx context.Context) {
 			completion.Error = s.cancelReason(j.task.ID)
 		} else if ctx.Err() != nil && j.queued {
 			j.abandoned = true // another worker will run it again
+		} else if ctx.Err() != nil && errors.Is(err, fault.ErrLeftRunning) {
+			// This gateway stops; the sandbox holds the execution. The task stays running
+			// and the gateway that adopts it (adopt.go) follows it to its end.
+			j.abandoned = true
+			s.log.Info("left a running execution in its sandbox for another gateway to adopt", "task_id", j.task.ID, "session_id", j.sess.ID)
 		} else if ctx.Err() != nil {
 			completion.Status, completion.ErrorType = TaskLost, "lost"
 			completion.Error = "the gateway shut down before the task finished"

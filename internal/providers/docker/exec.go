@@ -83,6 +83,9 @@ func (s *Sandbox) run(ctx context.Context, req sandboxd.ExecRequest, out provide
 	st := providers.RuntimeStatus(res)
 	if err != nil {
 		if ctx.Err() != nil {
+			if errors.Is(err, fault.ErrLeftRunning) {
+				return st, err // the gateway stops; sandboxd holds the execution for its adopter
+			}
 			return st, ctx.Err()
 		}
 		return st, s.rtErr(err)

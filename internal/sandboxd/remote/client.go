@@ -173,7 +173,8 @@ func (c *Client) Ready(ctx context.Context) error {
 // With req.ID set the execution is held by sandboxd: a broken connection (a gateway that
 // dies) does not stop it, and Reattach follows it again. The end of ctx still stops it: Exec
 // then asks sandboxd to (DELETE /v1/executions/{id}) and returns, with ctx.Err(), once the
-// stream ended. The request is sent again when a kept-alive connection turns out closed;
+// stream ended — unless ctx ended with cause fault.ErrShutdown (the gateway stops): then the
+// execution runs on and Exec returns at once with fault.LeftRunning(ctx.Err()). The request is sent again when a kept-alive connection turns out closed;
 // when sandboxd already holds req.ID (the first attempt started it), Exec follows that
 // execution instead of running anything twice. A writer of out that has a method Skip(n int64) is told of bytes sandboxd
 // dropped (the middle of a long output kept for a later follower).
@@ -198,6 +199,11 @@ func (c *Client) Exec(ctx context.Context, req sandboxd.ExecRequest, out sandbox
 		defer close(stopped)
 		select {
 		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), fault.ErrShutdown) {
+				// The gateway stops: the execution runs on, held for the one that adopts it.
+				cancelReq()
+				return
+			}
 			sctx, cancel := context.WithTimeout(reqCtx, 10*time.Second)
 			if err := c.StopExecution(sctx, req.ID); err != nil {
 				cancelReq()
@@ -228,6 +234,9 @@ func (c *Client) Exec(ctx context.Context, req sandboxd.ExecRequest, out sandbox
 	close(ended)
 	<-stopped
 	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), fault.ErrShutdown) {
+			return res, fault.LeftRunning(ctx.Err())
+		}
 		return res, ctx.Err()
 	}
 	return res, err
