@@ -16,6 +16,9 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/go-chi/chi/v5"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/jsontext"
 )
 
 // gate runs before every generated handler: it finds the OpenAPI operation, authenticates
@@ -100,6 +103,17 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 						fmt.Sprintf("the JSON body nests objects and arrays more than %d levels deep; flatten it (see /openapi.yaml for the request shape)", maxJSONDepth))
 					return
 				}
+				if body.Value.Content.Get("application/json") != nil {
+					// encoding/json would change or drop part of the request silently.
+					if msg, encoding := jsontext.Problem(b); msg != "" {
+						if encoding {
+							msg += "; send binary data as a file upload (PUT /v1/sessions/{session_id}/files/{path}, application/octet-stream), " +
+								"or encode it (e.g. base64) and decode it in the program"
+						}
+						WriteProblem(w, r, http.StatusBadRequest, "validation", "Invalid request", msg)
+						return
+					}
+				}
 				r.Body = io.NopCloser(bytes.NewReader(b))
 			}
 			vr := r
@@ -165,6 +179,32 @@ func jsonDepth(b []byte) int {
 		}
 	}
 	return deepest
+}
+
+// jsonTextGuard refuses a POST body that is over maxBody (413) or that encoding/json would
+// change or cut silently (400 validation, internal/jsontext) before next reads it; next gets
+// the same bytes. binaryHint is the next step named for binary data.
+func jsonTextGuard(next http.Handler, maxBody int64, binaryHint string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeValidationProblem(w, r, err)
+			return
+		}
+		if msg, encoding := jsontext.Problem(b); msg != "" {
+			if encoding && binaryHint != "" {
+				msg += "; " + binaryHint
+			}
+			WriteProblem(w, r, http.StatusBadRequest, string(fault.Validation), "Invalid request", msg)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		next.ServeHTTP(w, r)
+	})
 }
 
 // withoutSecurity returns route with an operation that declares no security requirement.
