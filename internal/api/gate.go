@@ -235,45 +235,13 @@ func writeValidationProblem(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	p := Problem{Type: ProblemTypeBase + "validation", Title: "Invalid request", Status: http.StatusBadRequest}
-	var me openapi3.MultiError
-	if errors.As(err, &me) {
-		for _, e := range me {
-			p.Errors = append(p.Errors, fieldProblem(e))
-		}
-	} else {
-		p.Errors = append(p.Errors, fieldProblem(err))
-	}
+	p.Errors = requestProblems(err)
 	msgs := make([]string, 0, len(p.Errors))
 	for _, fp := range p.Errors {
-		if fp.Field != "" {
-			msgs = append(msgs, fp.Field+": "+fp.Message)
-		} else {
-			msgs = append(msgs, fp.Message)
-		}
+		msgs = append(msgs, fp.Message)
 	}
 	p.Detail = strings.Join(msgs, "; ") + " (see /openapi.yaml for the request shape)"
 	writeProblem(w, r, p)
-}
-
-func fieldProblem(err error) FieldProblem {
-	var re *openapi3filter.RequestError
-	if errors.As(err, &re) {
-		fp := FieldProblem{Message: re.Error()}
-		if re.Parameter != nil {
-			fp.Field = re.Parameter.In + "." + re.Parameter.Name
-		} else if re.RequestBody != nil {
-			fp.Field = "body"
-		}
-		var se *openapi3.SchemaError
-		if errors.As(re.Err, &se) {
-			if ptr := se.JSONPointer(); len(ptr) > 0 {
-				fp.Field += "." + strings.Join(ptr, ".")
-			}
-			fp.Message = se.Reason
-		}
-		return fp
-	}
-	return FieldProblem{Message: err.Error()}
 }
 
 // rawFilePath lets callers write file paths with plain slashes

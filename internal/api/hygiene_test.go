@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,4 +35,56 @@ func TestJSONBodyIsExactlyOneUTF8Text(t *testing.T) {
 	assert.Contains(t, r.JSON(t)["stdout"], "🚀 ünï", "paired surrogates and UTF-8 pass")
 	// Trailing white space is no second value.
 	require.Equal(t, 200, post("{\"command\":\"true\"}\r\n\t ").Status)
+}
+
+// A request the contract refuses gets one line per failure that names the parameter or body
+// member and what the contract expects of it (its schema's own constraints), in the detail
+// and in errors[]; never the validator's own text.
+func TestValidationMessagesNameTheParameter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice", "admins")
+	id := e.newSession(tok, "default")
+	task := e.do(tok, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": "true"}).JSON(t)["task_id"].(string)
+	post := func(path, body string) reply {
+		return e.send(tok, "POST", path, "application/json", bytes.NewReader([]byte(body)), int64(len(body)), nil)
+	}
+	for _, c := range []struct {
+		r      reply
+		field  string
+		detail string
+	}{
+		{e.do(tok, "GET", "/v1/sessions/zzz", nil), "path.session_id", "path parameter 'session_id' must be a string matching ^([0-9a-f]{32}|default)$"},
+		{e.do(tok, "GET", "/v1/sessions?limit=abc", nil), "query.limit", "query parameter 'limit' must be an integer from 1 to 500"},
+		{e.do(tok, "GET", "/v1/sessions?limit=0", nil), "query.limit", "query parameter 'limit' must be an integer from 1 to 500"},
+		{e.do(tok, "GET", "/v1/tasks?status=zz", nil), "query.status", "query parameter 'status' must be one of pending, running, succeeded, failed, timed_out, cancelled, lost"},
+		{e.do(tok, "GET", "/v1/audit?kind=zz", nil), "query.kind", "query parameter 'kind' must be one of "},
+		{e.send(tok, "GET", "/v1/tasks/"+task+"/output", "", nil, 0, map[string]string{"Last-Event-ID": "x"}), "header.Last-Event-ID", "header 'Last-Event-ID' must be a string matching ^[0-9]{1,19}-[0-9]{1,19}$"},
+		{post("/v1/sessions", `{"from_snapshot":"x"}`), "body.from_snapshot", "body member 'from_snapshot' must be a string matching ^[0-9a-f]{32}$"},
+		{post("/v1/sessions", `{"ttl_s":60}`), "body.ttl_s", "body member 'ttl_s' is not a member of this object (the members are from_snapshot, labels, name, profile)"},
+		{post("/v1/sessions", `[1]`), "body", "the body must be a JSON object"},
+		{post("/v1/sessions/"+id+"/ports/8080/links", `{"ttl_s":5}`), "body.ttl_s", "body member 'ttl_s' must be an integer from 60 to 604800"},
+		{post("/v1/sessions/"+id+"/contexts", `{"name":"a b"}`), "body.name", "body member 'name' must be a string matching ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"},
+		{post("/v1/sessions/"+id+"/commands", `{}`), "body.command", "body member 'command' is required"},
+		{post("/v1/sessions/"+id+"/commands", `{"command":"x","zz":1}`), "body.zz", "body member 'zz' is not a member of this object (the members are background, command, "},
+		{post("/v1/sessions/"+id+"/commands", `{"command":"x","env":{"A":1}}`), "body.env.A", "body member 'env.A' must be a string of at most 65536 characters"},
+		{post("/v1/sessions/"+id+"/commands", `{"command":"x","timeout_s":"5"}`), "body.timeout_s", "body member 'timeout_s' must be a number from 0.1 to 86400"},
+		{post("/v1/sessions/"+id+"/commands", `{"command":`), "body", "the body is not valid JSON: unexpected EOF"},
+	} {
+		p := requireProblem(t, c.r, 400, "validation")
+		detail := p["detail"].(string)
+		assert.Contains(t, detail, c.detail)
+		assert.NotContains(t, detail, "\n", "one line")
+		for _, noise := range []string{"jsonschema", "example.com", "Schema:", "Value:", "strconv", "error at", "Error at"} {
+			assert.NotContains(t, detail, noise)
+		}
+		require.NotEmpty(t, p["errors"], "%s", detail)
+		fp := p["errors"].([]any)[0].(map[string]any)
+		assert.Equal(t, c.field, fp["field"], "%s", detail)
+		assert.True(t, strings.HasPrefix(c.detail, fp["message"].(string)) || strings.HasPrefix(fp["message"].(string), c.detail), "%s", fp["message"])
+	}
+	// Several failures: one line each, joined.
+	p := requireProblem(t, post("/v1/sessions/"+id+"/commands", `{"command":"","timeout_s":0}`), 400, "validation")
+	assert.Len(t, p["errors"], 2)
+	assert.Contains(t, p["detail"], "body member 'command' must be a string of 1 to 1048576 characters; body member 'timeout_s' must be a number from 0.1 to 86400")
 }

@@ -234,7 +234,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		BaseRouter:  r,
 		Middlewares: []apigen.MiddlewareFunc{g.middleware},
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeProblem(w, r, Problem{Type: ProblemTypeBase + "validation", Title: "Invalid request", Status: http.StatusBadRequest, Detail: err.Error()})
+			writeProblem(w, r, g.bindingProblem(r, err))
 		},
 	})
 	return r, nil
