@@ -254,6 +254,15 @@ func rawFilePath(next http.Handler) http.Handler {
 		if strings.HasPrefix(p, pre) {
 			rest := p[len(pre):]
 			if id, tail, ok := strings.Cut(rest, "/files/"); ok && !strings.Contains(id, "/") && strings.Contains(tail, "/") {
+				// An empty element ('…/files//a', 'a//b') is a mistake, not a path from the
+				// root; a trailing '/' is the domain's to judge (a folder to list or delete, no
+				// file to write).
+				if strings.HasPrefix(tail, "/") || strings.Contains(tail, "//") {
+					WriteProblem(w, r, http.StatusBadRequest, string(fault.Validation), "Invalid request",
+						fmt.Sprintf("the file path '%s' has an empty element (a '/' right after …/files/, or '//'); name each folder once, e.g. …/files/%s",
+							tail, strings.Join(strings.FieldsFunc(tail, func(c rune) bool { return c == '/' }), "/")))
+					return
+				}
 				if dec, err := url.PathUnescape(tail); err == nil {
 					u := *r.URL
 					u.RawPath = pre + id + "/files/" + url.PathEscape(dec)

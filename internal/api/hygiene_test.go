@@ -88,3 +88,30 @@ func TestValidationMessagesNameTheParameter(t *testing.T) {
 	assert.Len(t, p["errors"], 2)
 	assert.Contains(t, p["detail"], "body member 'command' must be a string of 1 to 1048576 characters; body member 'timeout_s' must be a number from 0.1 to 86400")
 }
+
+// File paths that cannot mean what they say are refused with what to do instead: a trailing
+// '/' on a write (it wrote a file of that name), an empty element ('//', which answered
+// "escapes the sandbox workspace"); reading a folder names the listing.
+func TestFilePathMistakes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	id := e.newSession(tok, "default")
+	base := "/v1/sessions/" + id + "/files/"
+
+	p := requireProblem(t, e.do(tok, "PUT", base+"dir/", []byte("x")), 400, "validation")
+	assert.Contains(t, p["detail"], "a file path cannot end with '/' ('dir/'); to make a folder, write a file inside it")
+	requireProblem(t, e.do(tok, "GET", base+"dir", nil), 404, "not-found")
+	for _, path := range []string{"/double/slash.txt", "double//slash.txt"} {
+		p := requireProblem(t, e.do(tok, "PUT", base+path, []byte("x")), 400, "validation")
+		assert.Contains(t, p["detail"], "the file path '"+path+"' has an empty element")
+		assert.Contains(t, p["detail"], "…/files/double/slash.txt")
+	}
+	require.Equal(t, 200, e.do(tok, "PUT", base+"dir/inside.txt", []byte("x")).Status)
+	for _, path := range []string{"dir", "dir/"} {
+		p = requireProblem(t, e.do(tok, "GET", base+path, nil), 409, "conflict")
+		assert.Equal(t, "'dir' is a folder, not a file; list it with GET /v1/sessions/"+id+"/files?dir=dir", p["detail"])
+	}
+	// An escaped leading slash is an absolute path: still the policy refusal.
+	requireProblem(t, e.do(tok, "GET", base+"%2Fetc%2Fpasswd", nil), 403, "policy")
+}

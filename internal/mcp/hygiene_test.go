@@ -59,3 +59,19 @@ func TestMessagesAreExactlyOneUTF8Text(t *testing.T) {
 	assert.Contains(t, m["stdout"], "No such file", "nothing ran")
 	assert.Contains(t, m["stdout"], "ünï 🚀")
 }
+
+// write_sandbox_file refuses a path ending in '/' (it wrote a file of that name) and says how
+// to make a folder; read_sandbox_file of a folder names list_sandbox_files.
+func TestFolderPathsInFileTools(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, nil)
+	cs := g.connect(g.token("alice"))
+	m, isErr := call(t, cs, "write_sandbox_file", map[string]any{"path": "x/", "content": "hi"})
+	require.True(t, isErr)
+	assert.Contains(t, m["error"], "a file path cannot end with '/' ('x/'); to make a folder, write a file inside it")
+	m, isErr = call(t, cs, "write_sandbox_file", map[string]any{"path": "x/y.txt", "content": "hi"})
+	require.False(t, isErr, "%v", m)
+	m, isErr = call(t, cs, "read_sandbox_file", map[string]any{"path": "x"})
+	require.True(t, isErr)
+	assert.Contains(t, m["error"], `'x' is a folder, not a file; list it with list_sandbox_files(path="x")`)
+}
