@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandgate/sandgate/internal/config"
 )
 
 // A JSON body that encoding/json would change silently is refused before anything runs:
@@ -114,4 +116,19 @@ func TestFilePathMistakes(t *testing.T) {
 	}
 	// An escaped leading slash is an absolute path: still the policy refusal.
 	requireProblem(t, e.do(tok, "GET", base+"%2Fetc%2Fpasswd", nil), 403, "policy")
+}
+
+// Limits are stated: a body over server.max_body_bytes names the bytes and the key, a file
+// name over the file system's bound names that bound.
+func TestLimitsAreStated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{config: func(c *config.Config) { c.Server.MaxBodyBytes = 1024 }})
+	tok := e.token("alice")
+	id := e.newSession(tok, "default")
+	body := `{"command":"echo ` + strings.Repeat("x", 2000) + `"}`
+	p := requireProblem(t, e.send(tok, "POST", "/v1/sessions/"+id+"/commands", "application/json", strings.NewReader(body), int64(len(body)), nil), 413, "too-large")
+	assert.Contains(t, p["detail"], "the body is over 1024 bytes (server.max_body_bytes)")
+
+	p = requireProblem(t, e.do(tok, "PUT", "/v1/sessions/"+id+"/files/"+strings.Repeat("n", 300), []byte("x")), 400, "validation")
+	assert.Contains(t, p["detail"], "each name in it may have at most 255 bytes")
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -87,7 +88,7 @@ func ProblemFor(err error) Problem {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return Problem{Type: ProblemTypeBase + string(fault.TooLarge), Title: "Too large", Status: http.StatusRequestEntityTooLarge,
-			Detail: "request body is over the configured limit (server.max_body_bytes)"}
+			Detail: fmt.Sprintf("the body is over %d bytes (server.max_body_bytes); send less, or upload large data as a file (PUT /v1/sessions/{session_id}/files/{path})", mbe.Limit)}
 	}
 	k := fault.KindOf(err)
 	st, ok := kindStatus[k]
