@@ -132,3 +132,29 @@ func TestLimitsAreStated(t *testing.T) {
 	p = requireProblem(t, e.do(tok, "PUT", "/v1/sessions/"+id+"/files/"+strings.Repeat("n", 300), []byte("x")), 400, "validation")
 	assert.Contains(t, p["detail"], "each name in it may have at most 255 bytes")
 }
+
+// Session names, label keys and values and snapshot names are shown back by CLIs and
+// consoles: a control character (C0, DEL, C1) in them is refused, naming it.
+func TestNamesHaveNoControlCharacters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	for _, c := range []struct {
+		body map[string]any
+		want string
+	}{
+		{map[string]any{"name": "evil\u001b[2J"}, `session name "evil\x1b[2J" contains the control character U+001B at byte 4`},
+		{map[string]any{"name": "tab\there"}, "U+0009"},
+		{map[string]any{"labels": map[string]string{"ok": "fine", "k\u007f": "v"}}, `label key "k\x7f" contains the control character U+007F`},
+		{map[string]any{"labels": map[string]string{"k": "\u009b31m"}}, `label "k"'s value "\u009b31m" contains the control character U+009B`},
+	} {
+		p := requireProblem(t, e.do(tok, "POST", "/v1/sessions", c.body), 400, "validation")
+		assert.Contains(t, p["detail"], c.want)
+		assert.Contains(t, p["detail"], "control characters (U+0000–U+001F, U+007F–U+009F) are not allowed")
+	}
+	r := e.do(tok, "POST", "/v1/sessions", map[string]any{"name": "Ünï 🚀 analysis", "labels": map[string]string{"é": "ß ✓"}})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	id := r.JSON(t)["id"].(string)
+	p := requireProblem(t, e.do(tok, "POST", "/v1/sessions/"+id+"/snapshots", map[string]any{"name": "before\r\nafter"}), 400, "validation")
+	assert.Contains(t, p["detail"], `snapshot name "before\r\nafter" contains the control character U+000D at byte 6`)
+}
