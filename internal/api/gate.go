@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -89,6 +91,12 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 		validate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body := route.Operation.RequestBody
 			raw := body != nil && body.Value.Content.Get("application/octet-stream") != nil
+			if body != nil && !raw && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+				if p, ok := unsupportedMediaType(r, body.Value); !ok {
+					writeProblem(w, r, p)
+					return
+				}
+			}
 			// Only a body the operation takes is read (and bounded): another is left unread.
 			if body != nil && !raw && r.Body != nil && r.Body != http.NoBody {
 				b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
@@ -141,6 +149,40 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 		}
 		g.authenticate(validate).ServeHTTP(w, r)
 	})
+}
+
+// unsupportedMediaType checks that the Content-Type of r's body is one the operation's body
+// declares (RFC 9110 §8.3; parameters such as charset=utf-8 aside): if not, ok is false and p
+// is a 415 problem naming the expected type, which also goes in Accept-Post (W3C LDP §7.1)
+// or Accept-Patch (RFC 5789 §3.1) for those methods. A media type the contract takes as
+// "*/*" (the preview pass-through) accepts anything.
+func unsupportedMediaType(r *http.Request, body *openapi3.RequestBody) (p Problem, ok bool) {
+	declared := make([]string, 0, len(body.Content))
+	for mt := range body.Content {
+		if mt == "*/*" {
+			return Problem{}, true
+		}
+		declared = append(declared, mt)
+	}
+	slices.Sort(declared)
+	got, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err == nil && slices.Contains(declared, strings.ToLower(got)) {
+		return Problem{}, true
+	}
+	want := strings.Join(declared, ", ")
+	switch r.Method {
+	case http.MethodPost:
+		p.header = map[string]string{"Accept-Post": want}
+	case http.MethodPatch:
+		p.header = map[string]string{"Accept-Patch": want}
+	}
+	sent := "no Content-Type"
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		sent = "Content-Type '" + ct + "'"
+	}
+	p.Type, p.Title, p.Status = ProblemTypeBase+"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType
+	p.Detail = fmt.Sprintf("this operation takes a body of type %s, and the request has %s; send it with Content-Type: %s (see /openapi.yaml)", want, sent, declared[0])
+	return p, false
 }
 
 // maxJSONDepth bounds the nesting of a JSON request body (objects and arrays); no request of

@@ -158,3 +158,27 @@ func TestNamesHaveNoControlCharacters(t *testing.T) {
 	p := requireProblem(t, e.do(tok, "POST", "/v1/sessions/"+id+"/snapshots", map[string]any{"name": "before\r\nafter"}), 400, "validation")
 	assert.Contains(t, p["detail"], `snapshot name "before\r\nafter" contains the control character U+000D at byte 6`)
 }
+
+// A JSON operation's body of another media type answers 415 naming the one it takes (in
+// Accept-Post too); parameters of application/json and a body-less call still pass.
+func TestWrongContentTypeIs415(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	body := `{"command":"echo ran"}`
+	for _, ctype := range []string{"text/plain", "application/merge-patch+json", "application/x-www-form-urlencoded", ""} {
+		r := e.send(tok, "POST", "/v1/sessions/default/commands", ctype, strings.NewReader(body), int64(len(body)), nil)
+		p := requireProblem(t, r, 415, "unsupported-media-type")
+		assert.Equal(t, "application/json", r.Header.Get("Accept-Post"))
+		assert.Contains(t, p["detail"], "this operation takes a body of type application/json")
+		assert.Contains(t, p["detail"], "send it with Content-Type: application/json")
+		if ctype != "" {
+			assert.Contains(t, p["detail"], "Content-Type '"+ctype+"'")
+		} else {
+			assert.Contains(t, p["detail"], "no Content-Type")
+		}
+	}
+	r := e.send(tok, "POST", "/v1/sessions/default/commands", "Application/JSON; charset=utf-8", strings.NewReader(body), int64(len(body)), nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Equal(t, 201, e.send(tok, "POST", "/v1/sessions", "", nil, 0, nil).Status, "an optional body left out")
+}

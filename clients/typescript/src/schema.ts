@@ -1664,7 +1664,13 @@ export interface components {
                  *       "type": "https://sandgate.dev/problems/validation",
                  *       "title": "Invalid request",
                  *       "status": 400,
-                 *       "detail": "request body has an error: doesn't match schema: property \"command\" is missing"
+                 *       "detail": "body member 'command' is required (see /openapi.yaml for the request shape)",
+                 *       "errors": [
+                 *         {
+                 *           "field": "body.command",
+                 *           "message": "body member 'command' is required"
+                 *         }
+                 *       ]
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -1771,6 +1777,25 @@ export interface components {
                  *       "title": "Too large",
                  *       "status": 413,
                  *       "detail": "file body is over the 104857600-byte limit (sandbox.max_file_bytes)"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The body's `Content-Type` is not the one the operation takes; `Accept-Post` (for POST) names it. */
+        UnsupportedMediaType: {
+            headers: {
+                /** @description The media type the operation takes (W3C LDP §7.1). */
+                "Accept-Post"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sandgate.dev/problems/unsupported-media-type",
+                 *       "title": "Unsupported media type",
+                 *       "status": 415,
+                 *       "detail": "this operation takes a body of type application/json, and the request has Content-Type 'text/plain'; send it with Content-Type: application/json (see /openapi.yaml)"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -2229,6 +2254,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["StoreUnavailable"];
@@ -2360,6 +2386,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -2401,6 +2428,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -2608,6 +2636,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -2832,6 +2861,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -2976,6 +3006,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -3316,6 +3347,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -3814,6 +3846,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];

@@ -1337,6 +1337,9 @@ type Unauthenticated = Problem
 // Unsupported RFC 9457 problem details.
 type Unsupported = Problem
 
+// UnsupportedMediaType RFC 9457 problem details.
+type UnsupportedMediaType = Problem
+
 // Upstream RFC 9457 problem details.
 type Upstream = Problem
 
@@ -4206,6 +4209,15 @@ type UnauthenticatedApplicationProblemPlusJSONResponse struct {
 
 type UnsupportedApplicationProblemPlusJSONResponse Problem
 
+type UnsupportedMediaTypeResponseHeaders struct {
+	AcceptPost *string
+}
+type UnsupportedMediaTypeApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnsupportedMediaTypeResponseHeaders
+}
+
 type UpstreamApplicationProblemPlusJSONResponse Problem
 
 type GetHealthRequestObject struct {
@@ -4934,6 +4946,25 @@ func (response CreateRun413ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	return err
 }
 
+type CreateRun415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun415ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateRun422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -5290,6 +5321,25 @@ func (response CreateSession413ApplicationProblemPlusJSONResponse) VisitCreateSe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSession415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession415ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5834,6 +5884,25 @@ func (response RunCode413ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 	return err
 }
 
+type RunCode415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode415ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCode422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -6131,6 +6200,25 @@ func (response RunCommand413ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCommand415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand415ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6564,6 +6652,25 @@ func (response CreateContext413ApplicationProblemPlusJSONResponse) VisitCreateCo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext415ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8331,6 +8438,25 @@ func (response CreatePortLink409ApplicationProblemPlusJSONResponse) VisitCreateP
 	return err
 }
 
+type CreatePortLink415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink415ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreatePortLink422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -9220,6 +9346,25 @@ func (response CreateSnapshot409ApplicationProblemPlusJSONResponse) VisitCreateS
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot415ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10383,6 +10528,25 @@ func (response ResizeTaskTerminal413ApplicationProblemPlusJSONResponse) VisitRes
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal415ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11905,337 +12069,341 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3/ciM3kjYK3wqCu1+I9BYpkqLULSom9mu3u2d6p233tuTwOWv2qsAqkMSrIsApoKSmezpi7uG817Dn",
-	"Ps6lzJWcQCaAQpFVJNWSPfYc/eFwq1iFQuFHZiLzySc/tRK5XEnBhFat8afWgtGU5fDPF0nCVvo9FXMG",
-	"f6dMJTlfaS5Fa9yKp2vNVDwmiot5xoj5k+RwM6E5I4rltyzttaKWShZsSU0LTBTL1vinFjza+hC19HrF",
-	"WuOW0jkX89bnz1Hr1RWdb7/sasHIjGfsSBEmNNdroul8TOJJa1L0+yeJ4j8z+Bfr4oWlTPmMJ9Q8TzRf",
-	"MsIFEQrvmbTiiEylXpiLC/ax2sntPr2lSn8LDbJ0Z9+239r+09XVO5JSzTp73yLxwe03/PD+LZEzoheM",
-	"JDmjmqUkZ0oWecJ2N/o5aq1oTpdM2yl9KYVmH/V3dMm2X/OCJPgzEXQJLXNzeUX1ohW1BDzTsrdcw59R",
-	"K2d/KXhuhkXnBQv7sqJas9w08N8/vej+F+3+3O+eX38I/t3rfvjUj85OPv9rq24lvCxyJfPtbn6/on8p",
-	"GImF6UYCN8VklsslDNAqZ7dcFoqs6Lz8hr8ULF8HH4FNh91d0o9vmZjrRWs87Pfr+vOWL7k2t9a1mMGP",
-	"YYMpm9Ei063xaT8yrfOlWfunpu0lF/jXwL+HC83mLIcXvZO5rpudq5fvyErmmnCheMrgcxUV6VR+JG2u",
-	"FcmkXE1pchORwfBZr9/r9wadhmk07eycPt/js9PTk9P9fTbDzu7emZfU7pCcKe0WselKRFRG1YIpwkWS",
-	"FSlLI7KiSrGUaBl+2pFCUZKT9pKuyZQRtlzpdeOH4V/NH7Y9se9ymTCl3nxT3/MV/nykCE9xnDVVN4Sn",
-	"jV3AB655evAG6XfPaXf24dPJsGEzvMulkTH/Catuq5s/yvwmkzQ1fTW3XZBloTRZUp0scCyZUlyKI0Xk",
-	"nXB3kbsFEygHjcC+EfJONO0Y+0jTlhnYZe3/rvuGS+xE3Ti/cD0kPI2IzElst09MZjJHyUezjOVHithf",
-	"/BNyRuJ/t/37Q9wwJ/bme8xJO5yUv9qXdupn51LQlVpIjZ9W93p7w6OuiSuqbhrfaNboI77ts2lHraRQ",
-	"aAt8TdP37C8FUyCpQCkI+CddrTKrAY9XuZxmbPlv/0uhVmMf6XKVWc2jKc9aY+idEQ1Tma7JgipCBWF5",
-	"LvMxSSVT4sgtY+z22CzeFcv1mkyM5bKkIp20CFdkyZWxRMwK1VQXqjUegRzn2ryx9Ubc0owbxYm99p+4",
-	"0HqlxsfHRtzMqWa9lN26nqtjeAjV8udw6P41Z7PWuPUvx6X1dIy/quN3+DCOWp0kxC82fabZTOZLlpol",
-	"byZOESWXTC+4mOOil2LG50WOFoUZECKkJjTL5F3P9OilFLOMJw+dBScRjtSC5iw9gplQiVwxsmL5dV4I",
-	"Y82MCdfwixSM4J1uF14QmqY5U8rcQhU5shvmyCgrzWhqtikYL+bTpGCVeTov58l/0IETlLj7H2t6zOra",
-	"GO4Z19a2kNbQw6GxksnZYua6Nh00fXn1kSWFaeYb87HNs1M3K3a+r5eqNR4OohYTiUzN2h63Cj3rPm9F",
-	"LfaR6+tEpqw17kehdBu3zmaDpJ8+Y8Ppczpi/dk5PZmeJs/SARvOTuhoGow82P4Z0yyFiynL89a45f99",
-	"jXY6vAEv6LwQiTFAW+MZzRSDH2ShW+PWaDgRLfe3e/LEX9h+8o7mgou5ao1/+nDw5Plhfc+Usa7MHBp7",
-	"9JjdMqG7SueMLk0jBzZnnrrEhxrWA3NvJDMuuFqwlLTvFlQzY5IYa8BMBTFT0TELYsE1XDX7RRa6R37k",
-	"ejERMR6mxmSrszGsISrUnWlP+f1i5KC5jeBtznYqu0PVRHBN8kIo0laMkfiPr67I8e3g2Mh+dfzJqoDP",
-	"x7LQq0LHncgsbsFSMl0TSmLze4wv6U1EZdG+y+VSajztHL5wYfn1p2fpyayfDOk5G6Wnp9NB8pw9m53R",
-	"03SUnEyHrajlt1hr3MLvYddWlrcib2qMvQn9gAWeF0JYrVBMl1xrll5Ts1yH/eFZdzDoDs+v+ufjQX/c",
-	"7//X4TLEqN66BXOpeZYR+1JCZ5rlJL6jXF+r+IKsZJbBJIIBSTWJ3ZkPzJbg6B2eBev6YW899vdBX17L",
-	"fMrTlImHagOqF+So1ztmOjk2RvldekSYSuiKqcqp407mN2pFk6o0Pyml+TuZ8WRNbrnMsJ8HSvUVPPco",
-	"Mv07py9Zam1Jrsgq5yLhK5qBsUkJvo8kVBh5b84YYibzhKUgy/9INbuj6yvc0g8c3Lucgw48mvJ5b8rF",
-	"EWEfE8ZSc/Cp6JjBsE+8HCFt7GLP/t0JRvy0PypH3HQyJaabBw61bfBRxvqFCNSn1AtmhpsKkGVebrUp",
-	"uEtIsTJHlohQ53boNI2EnR0nUk1X3whjudLslTEVHzgjVBBum0PTk8gkKfKcpRckZ3Di1qXdds39CRW/",
-	"FRwJ5Y+tcet8NkxGbECfTU/S09lZvzJXFZs0fOuhE+b6+jgzRqbFnHAB3zPHdX4Bf+DwWKtUimwdDgIc",
-	"0/BUViiGaougC2IO8/Od1K9lIdIHTk0h4FTqBY478x3t0wFHFYkU7A8jDmbQswOHW0jdxQceY7x/sB/U",
-	"NmJH4BbxwuhIdQLH3ueo9f0ty/+zkJo+cBjXsiALesvIybDciMrrKZkTo6O4mOOkgjPLGBx22Ht/MX1Q",
-	"vUQK2BdCX5etXMCzIFrNsUBLayeRdsUc+XecjT/Yd4KtlFCRsGzzNDAMTgPw8V4sHDpl0N1HOxCg48Gs",
-	"carhE+UMljoOCmnH1VGKI+vRcme4Fcu7for9BsqpZp0LEr9nOl93XxhLISaKrhV6ZYyEydeEzikXvdKy",
-	"W7KYqIW8U6RQdG7MxhRnS20YEEGz296WS5ZIkSrzEpi7KZvJnJkXgtUC76zzK5cOv8Btdqlpfm9L0Vl7",
-	"49ZqrRdSnJDukphJ7Vlf3/N+34jNQy3KlblxNPwiQzHfbRP+8sakHcim9Telyc08NxLIuSLB5r+ARVha",
-	"kGaBxmaN2CFQx5/Kwfh8bB9l6vhT6Z/8/Dh2J4SIvpP6kmquZpxOM/ZAgQWqxrQKYSX1h9N+v98lMFmK",
-	"rKhCjcxE6o5FYFG0B/3hCJ8I7aPR4KyUKNBXONWroLcHChboUtdohPDhxxI0MfQtJkZcgjyFLyk/z/sj",
-	"jCi/IPFLHN+ufWzOb5mCRaH4z2xjYiv3NgXzyFfHm+G0eE+A6XPUutQyZz8Iekt59lhTb12NRJm2Sfud",
-	"VHqeM9UJXGBwYDYGmpGTaiFzna3HZEZ5hiGERArBEm3+GReK5X9wU0pSqumUKuavxGOS8sAMK4214Chz",
-	"yfJbnjBSBF964LIJH3k8L+KBQxQ5N9U0lzcsd2ccTW9YYMSCC8/YI0YD3FFFUpbwlKU9AprEHWWr2grV",
-	"yC+qeXaGncAJLuVbms8fuupgg4EPmisibxkO2aA/en767Kzf70J0G+2ittP3S/rx2jx3XSNxgoVzJSXJ",
-	"oIuHnsik7OIDj7FYvjYf5b/IOZSZtRvAzPxB0EIvmNDceugetoHlDRNmGNnHFbeHKLR5KBHsjuDvELBd",
-	"y8IYVqpgecVeH5Sjt9m3w7dc5bHHGMlvMcJg9hO30YQpo7kZWfNJG/vgxx9/7L4I+rC9Gd6/fknOnp32",
-	"SbIwJqaYs/3C9gehipU5kj54mjKZ0OxaFVNnVHi5Yd9AErqiU55xvR6TjIp5QedsnBfTdcVaH4Zz5TsX",
-	"PHywJ7984rGE5CqXtzxl+fa3gRfIiz7cBavSe/yAcU1lcsPyMeFLY6CjeTs+6Q2GXZXxJcYT7Pmz1DPB",
-	"IL4zfTZmm1lqqM4O9pq5Rx9tAN25O5FFlhLrG/OvwbhVzmiyAE+ZfyvCh+ZM6CspM/jLhu04hg9nMl9S",
-	"HUKClskKPcOC8lbUokIvcrniSQ1KKGrNC56as2MNVAaORe53sKIoUWul2dL0e7nSpA3RK001WzKhzfGM",
-	"ZFwgPmfrTVrK7Br959dG3icLmteAoTDIEREMk8CxDDRKzmiqnI1q2kJsVFJo9CFBDFCsjQTIaaJZroJe",
-	"eEWH3ah5rRldkjJz4MYTvXXkWIGLHs8l1ZH74duX7yya4kgRmacsh3i5ZktonaYpNESzd8F0YdjYdkpO",
-	"/xfDaJu9QPOcrlsYIHaB5p/cBAdT1TSW7uM+1LziRZFyDTGa7SVEazAyP5qjM8QoVxDouKh4Ho8UgXMb",
-	"HIrMd7tV2EqpZl3Nl6xuCaR8bsPcG7bMn150h6dnpL1gHzsen4UHW/BuyJSB8WV/QhPbOj/vcq6t7ZbW",
-	"LrxKEHDz1T5OoyIiYZ3b0NSF85zOc7o8goMiuE0jwjLFUOnCKar001QGggt9NqpdgWAbX+P1WgQc5VmR",
-	"syNFkowqRdqUWLlEzENEFbMZ/9iJ0L3BtRVttd/OPiYsX+kmqF2uNDEDjwNaP/AN7fqgafOIkruFVH4M",
-	"zSm0fku6Ib/GhXjYWuJp5d7m4b7h6DvdJbthd/yZo2cyiKnt+DYpsrX5HCd1t6Nv5ZWU1cpe78qqnx6a",
-	"QHSjdHhRRWI08f5FFbCz49rJ8U9c8/SwpgGR1dCWDSF+2v4t9BBtjdRypdegNIQU9WvIHI23H/x6x1IM",
-	"ZYDf+5qJAzeeMxKaZ3VMYu+PikkhNIco49pucPDpCh93tCiFAjyXRYKe1TiaiBh3ZByR2Czf1Ihq8wd6",
-	"ae0vmVQ67vTI9+C5NqsUX+/aAeyWbag3EbUq1Rxtajb3azM2EI1WY+itjy4CYLBePVuU087RcV/eq0VR",
-	"hVoL8FKgtmD/bSzKcO1HVURZAI/D6WrUZn+2G7u6AzE0CodJ0Azuj5RlDP5yb0P8b3AhZUrncl27VeGF",
-	"b7mq0Z44zhC0d8p/r6hBRbyl+aNWgMRt2lMSF2BGlfbI3N1zYXtYbb1uWF+6c4P9tE0zQdNkEUiCqZQZ",
-	"o2Ai429MXbOPNqRWe1vpgN3+upe41xVJqABtS1WNw5aZzVZeHhNjUsWhxRm8zky8qu8JhP6MGLzdrcJM",
-	"Z24YWxl7lENMVpjdbv64Nn/EHTBRk83OS0Eo0SxfckEz0o5Xet3US65cSH/P0nnjbrziKNDcUbK6+ra3",
-	"9sYiW9Hkhs7ZNRdK06xhqla0UDVDc4nHGIZfOgVD6GcmYBD0gt6xlLTjd99fXpG//+1/jqERI+zMHzlT",
-	"xZLFFyTmacauzeBLMSZ4T8PYYLz6OuXqphFSjOfSqVkOqirtjtCB6yL+JDbtXC+ne94GywYOOg1Dg7cJ",
-	"ps2bdt7jYpANq3CFWO9rc5CuUUzvzGWHUVebI29Pi8Qc74r5Iow7kzaMODR7/Mn87/Px3//2P43f7WVz",
-	"odDXWHePPao2fIpasKal5CC76oDl5O41Jy6zplwIhtjwkjW8XYukXV1M7oemL4XD6qyo7eimBlMl0gY/",
-	"LtxwTrhs76bgJVUxUxF/TmS2KiNbJ0i3pmdrAdYt3JoVWN1NboeH07O5IGt1hExZgFeuP+daXGJVf7jj",
-	"QgXsDl7hPYD3yKXK1KwfO9Q+30ZLEL9cXJBbmkNUSRHFNJmuIeIcgP5y8NrnzJ3ojXbsTcQLcK269rjy",
-	"iUJ3XC9I7JZATNrokcJjmESjsWPPyVw5dO5EAKzQgjrknfAOwIgoGbZnczJsSz3yDWL2xmBFv8N3mTEk",
-	"UkyENZOU7ZVbclYfRs5DDd/gMwAuEEl0xxUzp+ecqcVEwBJd5UyzHDw4foTQ6HxY8pE5H902r5PKYjg7",
-	"PT05q2lhST+GzwyGz2uWpRvG7SViZ6mNSBxMeDCDJgsdAqYCFIlrK8ROkZQlGc0ZeJWCTo/6NT1Gz8w+",
-	"df493PXKIZJBOqVcNB2JZhiMU5qKlOYp4WJVaNJO3Sopc3nqNtj26cubMPv6eWnu/N7caGwJRI5dq+pJ",
-	"XRYYxPO5Ts/PRpX8rH6v3NeiWE7RgEE8556mTs6qLW21syG4N87boegCI+3LpNcu0/US/UDBgZUqQuvg",
-	"Bvbw6sBXcCvilYf9Ae5lrtVExBbJEKNTyoKTIWtAFjqD+LRL5SFtaj2REaHkjupkwfJOBGYr3DUR7n2g",
-	"POfSiCajNsndwixt23pEElkIrTB4qDQJ7Oxrb37Hken1RDBjbTkPFPvItbIOKaXlagVm4Dev3r66eoWG",
-	"YD1mogMnevjssJ898sbIStgfFrStsO/7gNk9UgGaT4QDfZah3NUqW5P2nN8yPJ3Dao6tfzvjM2Yudnoe",
-	"bAyQvLkA92J4DA+sCo/B2YpLFQK/7njKxbFakG7StEH3acC7tD5ZDWIbMjMmcM6MwXLLHKjS28FbMuv8",
-	"7BeR1JunKJ1TwsQtz6WAAIHXyBcWDBnk1sVOvVR0y4ev/jW2vd+vA75U7K70ei9K3Z7kLvnP7Pcoqavd",
-	"fCvvWK52QoMviIC0jJxyBViYHnkNO2RbqI0Rrmp3DmkLY2dN107ZdqrxgQdriuqn/EnekUyK+SYOAqWq",
-	"2RzD/hD3IPWuq0dVNrj16/WNt1o3PClZrdvhtdE7Fh/C4eBXWmYpdyEJY6YGZmzOLJaL6/ojjzVfrxuj",
-	"PKGpeEdLe1fm6GSyb8AIw2HO+RLTutO5orhRbuH72znrBG/b9uGGdp5z/KGFB+crtah13wmbpb/bT2YT",
-	"8f0rKmNX+ajITuGOWX+J7sX7GRlVK9ZmvZffd/8PfjB1wNb47Pjkev+ondrDPaRu2+wLjPqGa7sEw2/z",
-	"pL/M4jMGx7U7HDcZfWCVWCgzYHAC1wQ1RsVNZ1wx+TS9cak/9k4je1EKT0SbkpTPZiw36jK2l8EEoWTU",
-	"76OzkXowgdmaxjDBbnAdkSVNmceCGZPKoftK/6lpIjgbw2dQOAxun/h25zKbvTJlmTrQbKhjg9hS7SfD",
-	"mtl0y3lvY0G46r459XVLKGVCc1qHF/hBsby7NKdxnloelSXVLOcATFcyu3WzgniFGyZIG1WqYknOtAK9",
-	"uKEX7tR1LjN2TXNR68m9KaYsF0wzdW108Oqejt/g8Q1HX/lMXohrquqF5dYQhUmfNUwEcU2KJiADATjy",
-	"H5fff0duaVYw9DuY244UiVOqaQxAkgvEdaBgIFxNhF5QSKdgNFn4J8wDnR55ZQNeNhuzTUl8Zf4V2UC3",
-	"FAQ807E1DlQnmogY8SYx7IoYQSfmWUFiNBRfLgpxE1uIOE9hL4LhJBVHP5LV16Yxi/mFJjGoXqHSsZiW",
-	"4IfYHJq4MX/fUqW78AndN9/EBJ3lyskXQsWa5AzwU9DtOV1VuvlHujKnqTiHZF7700aKbwxejhjwBzg+",
-	"FrNkngRhAfpe30nChE+6wInrkVeI0BpPxEQQQnD0x2BT4QUzDWPyadLi6aQ1nuxNNpi0ookN8sH9Nidg",
-	"0orMkfGzew9Px+S826+8FEd447VyNlNMT4zRNjHmCYVWpwXPzLdMJgJe6DLA4UfIAZ+0Pm98Ew7iRvNB",
-	"T32uN7bosBD21bZz2y+3n9WKWlKw72et8U+HpMZGhxxnYJUeeO8f6WrvnVvJ4dGB4LcPYe6zfXjLJNhA",
-	"5ByCmfF5+6XZ5xL4p1Sxs1GtGbQDpmIdLJhzjnN7QQbD5/9mHbo3PMswv1vxuaAZERdEFFlmk4pcbmhp",
-	"pf7k+xu1zI0tMxRCal4HrrtiNn/ZyOExYb15r2IlGDscPDRGLOVMMV0btJdyeY0drY+O3Rhxnx2BL6Ur",
-	"Z90lW8p8jd+Wm03OjDWx4ZzKC+EjZvjA9XLaEE+xGLQ0B59PfSesOIRoDgpAeBFXJQ0AZHHfsZwR25KV",
-	"qq47WmIQFoSUvBMAuqs8jY5wLshGDlkvZ5pygRiMlaNTiNEdLLOUKU3mciJARXQuPLzM+8JEaskCLDWB",
-	"WSvrJkdQFRFTg3iZizq0z3d0ybxrEFcbKDqcIF0yJ5E2rJTLN3/885u3b+txlk0ol9hLrZh41oXKp4Vw",
-	"ppDOwmNYzInIQVhq95sjvvjU9JNjs/h0GF5nkymjNrpoaTPq3xkwaGxDPjXNgswgh1O7y6VmEblhKw1k",
-	"MlIfjC/a5Oeo2w5LnoLrlSq32C/IAmkqzFLmGVJIsVXDeT4A6mx9cEkEcrhZuHGqssvHj6uf1I3h3JjR",
-	"mq+vmcBAkFdxmRsgIP8ddUe71zxjr4RG9q6qYlnWivrvEzPRK5ZbwCqZ2izP7bOIpSa8FxKxwbkQIY1U",
-	"vRxA5NsBa8rBRN2+tNiolMOErJcZFzfGoNALltfTQNZ4OCy/FdxrexPh2FWHoGn06w/6pk91X8uEzjk7",
-	"/Pxfzu++tYqj4Npv6u2PCBLc7nDz/OwR4ws6PD172Mxu7roKBA6nx86LfVvd1/2J0Qw/YcPlsmDJzc5T",
-	"eZNMKNsu1YhbetIstDABr04D3LJc1UJnr0p0ypEi9rbIaNMl6HtNwFi2XJ9xym5tTEaQQri74JbOfsTb",
-	"DuhgFUQVfJ7A5Hmpri1lCsIOjPGAe00lNMuuZzzTcGHJk1xe3y5BXKll7WiExvm2WBKMrDhLQPVTe846",
-	"cnGviNAatWS9vBsbj2paP+Agm7El8K7GYDPDOdBG6wDdahSOkAQTsX64et19HpEYzep6hPEXmuN4QqsP",
-	"mxD80ZpByoH8EZvBc8fd1HYGIv4MVlrnIP28sURsXyIcveCT6hbNRsyo4p0FX+Vm7As8H+YUr4tcKBxT",
-	"0va5btD3Jb1hJHbvjSHDxQ+7JdihnrRKMd25mAj/O83u6Fr5N2wb2XhjF9p3oUs3V7bPO6aqPCo2BLni",
-	"WS6XMeQEaxmTNvuYZIXit6wTLueqUQ9Gt7V/4CaI3OB6R9fmHc8ylxylmKhZ7Oa1B9uPzjHlvnvTpvlQ",
-	"m6f0RQIc3xVh/6CVuoWELE41EntV1CFiLd5kO161FR+zyMbtRr7lX29AwJd0TRYyS0nbUTMZUZAzEicB",
-	"/rcXgMUqaLowcUNdAx/UtVm693NF+kcRpH2vZ/2htI5QI2pZWBy2f7+W3aNsnjNVUX7YmNnmYg3hn0ze",
-	"ZcYMqj8G5ZZIssZ8bw7L2pTuC7e3S+asA5bApqVX/ZLNUdmcu60JCTvqP6h+Ref6LUf9tgGMh6RldS9b",
-	"emUJm2s2826brMgbsmiMgUzazjMLMJneqphmPLku8gy9sMcW9nj8CRz1n4/jzgXhGvdMABbbzFHebYSY",
-	"Lm0mNyBXdDAyu4b0y8JWWmducVkVhTHtpri5GyP4WEhvDNgISu7q/uh5JTJ+1q+VidsfEyY5bYQ70mUd",
-	"iOJbZla0URA2rhbTQi96cLcNe8SNoe4wYrMzyBjcagyaJaQc1ywscAxdK8bEvRbyl4RnbPp+3a0Z/ZJO",
-	"oAts31D8J971Gbh4YNpqN5hi+WFh9JKFwDYXPOwHJrKzX5202t1gXcu1Sf/no9NnPjsSE8dVjYFsM8q3",
-	"4Q9UkzsmtDGuxRwtEHNNS5JKQqdm2/N61ytEUVRd7hXL0m7GbllGSspjl9TpQHIlQ7hbHRtWjmmldh6W",
-	"TCmLENg9De7GD3sTjqMWYNdtFvh2RDAg5Pu0y99Y473ATPzGtV8TU59mjPzw/g0RdOkiUMgkCMmw+6Wu",
-	"dWrgm3cmkTmyqJrAZT1ykzr3fJkIhyY6Irw1Utrz1IUILbn9xUTMpFGtiABHVCPCtvfRzPYQ2V0gCjG2",
-	"EbJ4IjA1kYOLeCNt0GIylT84so9cV6h2K05fI/EnIvaREogilomKFUyny1os3+HpS80monfOM76JAPHw",
-	"yPptVP9LGLvZEWJ5QPbwtivPh2u2LZPKI4cbJqXPv27n5PqeHS93277I4SXe+XmTYu2wN9Wlc1ZMmTLP",
-	"ufQYh+/ZsePq3YceoHKwo9Czve1xE5YtN3TKQUY2UXpAdftFSAtaaHmNMfwa+VLhdhWEYg6cT3bywX8j",
-	"Uix0EVdmJ+SALyGOo/45ibGNJstoI7Nzp2kU3guoXmtH1h1nAnhvhYOECjpnZZpTQ7zIYWeunePeH7fm",
-	"pkE0HBqe9FlfDXodmSuAIIsGNTEypDLBtLES/30B0AlmZBtfwdBHdkhjMssZ+9ld8xlmFl9vpCBm4mwy",
-	"AkB7NXlWzd9TORtuS5ovTxRtDFHYoCgQWDXFyXxGPoBuKqj8Kh0xDkjJ4rmkH6tRV4TC2WArMm5SZWYq",
-	"uzWWUeAd8mFgkZL4qzKCFBPFNIL8FV0yUKMTgFWtHSvbLKO3Mkc9dICTaOU9MjtFjWfRdgmn9RI9kWjW",
-	"7ERpw00YR8hro4R5gYsUayPEQd2IeEzwYy2VqisD5MrQwIGVCywrUSaZTAS8K1itUQkBjCoYfRrmWl8g",
-	"XTEVBKx1rjSwNJMlXU+EzZc3BnJtOLw+9lQy0fuRdONWlSZRJQOzKim29ktVIFTlr5/jDTFYu/r9rOxQ",
-	"FY36y+ebH6q+QPEcoL6w4boueU7jDSCxq7BVXVndwZgI6dj3zBKzvFuRi7Wwj2y50tXpbvD+GXVTS2m7",
-	"4QZRoAewR42foOq9N75UURNFcKc8tHFNCuW5Q5ZEyLuI0CSXStlNYwF0pB0vk9W1Sy2OI8ep4H4Hox7V",
-	"K0trcJp1eVEHnbJtLus29fN9nvZoapplB6DI7KMfohrQSUrURgKtIguWpW7YKtWifCp2GxRBWQjLZVUG",
-	"ObNCaozNwPiZY2sw4A/vO5Jv2e6UnQS3tto5mxCDWJOM3zKXk4vuZOxmLVro4f3FaIqN+7S3YzVUAeCj",
-	"5L5yY76BcYK5gbPfRMSo73qOvvRa6yzuke8wbYfNzL4blwy/uOcD1BOCHBXJpGIYY5sIq9zbcRXXFUek",
-	"aobaIifhhB60eitMAAc8UR8lV62mXRTVb81g22ysxKYZD7taJ7PeFwcnFWxmv9BEZ2vv2rTHKIDjAsuA",
-	"SyFFrC6cyO0hoEwVB5F0GIa07KjNft0L5QyfSBks5kfM4/eegC94+h+SSr6VhPNLJX9/aepCkIx4UDrh",
-	"bzSDe8cWe1mL6nqBPDszRGW27VZxwRq/sWrUd9Wp1OTyaEwj395SzX3b2NTQTbvhg56mrL6bTW6ze+Qg",
-	"XroTic8dY/l1gjwl5p9WEtq/7Cmj9oRqc6lqYteVBMMDmSBLn8IOo6+mPqV1bJqd0sCmlDYEUPYlKu2H",
-	"REEQxqjVx4EHAo65BhZ0J6q0f20MqJB/Izag0rmAyhUAiwZDvR7MuKL5DUt3ZLBdBUloMLAlRsBsazhI",
-	"tsFAJDE2Fnca3hSMSj2P6B1VzstVNgkOq87haaW7yAh3n8vx0NDIh+gePlJkQUVqzkPAuxDw89ZjrR/l",
-	"vP8irAzpF7utCjnFakF3CwkkJKtMrpcWGNNAb1Q7CTnbqF7r6wBpiiEEIYUxNYzlDkmEa6YjJCVWTI/L",
-	"1ONCsYlYQhajFAxyjmxYIvJzStpICzZ2zoZq9qFLQ0CTN58It7xIO2dLeQuIFGCmgKmoLk3AZXOohAVO",
-	"vLhcw2Dpg4fJ9dRlSKpOFQBlwX5lGRLseMvtmgZYxyG+dysnS/d7CMreRAA6368d6GLJfK0BONNW2KJT",
-	"YzS2jREuuojICOoPW6ZVJEOzlQmg6U4lzHg/MPgGI2ONxyaAiyObYunfsSJ3I4u6IkRrNRaO3zfoXcL9",
-	"shnODX66ZxLGLtxt2e6OftU7fx6Ht7F6ojrIieS08l5Yf3ni2ccCWV3AoVPe8Zgl5sxYv0cuA23zcDOh",
-	"QZk7St8NzGWhWB6PIcNaGLlpCbdYTtqbzDYbSUL+sBd3LD1hvEmcGsZ/CQqJQEiFfn9L0mYu34eM4Fcw",
-	"CL5Yfe4g+r0KstasnscJkDPS5tqxms3BI81F0sAOr/jPbG8AAl0jKw1FNyrsNveFa27HM2ulnOWuDTpX",
-	"kWa1u8cupV9YToSOlMMEhduYeyVFQAe4V1TYe78MqXZgVn+dKV4y3WyN4p+RrbXCvQO0rbbwDpyW4zFR",
-	"zFgiMmcWiwGkpXVgDHxgInC3VysHY8ng+N+ZnP0BmPcIyEZFuO70yJWrDGSRICUhgAP7T0RYOxjsrRVV",
-	"ypFPjUkfINZzBu5tqJqXsKbsQxiUxmyXnZurynWPg6alvDkw880qhFrhgI0BsQzchfNwR/PUjJwfuM59",
-	"s902cT++Sr/fqJtaqlw+kFm9PUI7KN6aMEEAgmG+DkJNgLwZ4LKjDsC7bcJ/T3yOSDKbCoqhrag8qUQk",
-	"k0p3Glj7Q0RuzUGNbqTkcqieNpdbJOs7tfavhMip8PRv0/BDmHCTlb+Whp/XzrcjnN2edyRsgRXAUxdF",
-	"cBZFfZB5t+Y1264BxeClh+P/U5uk+KRNNVlKpcngjPyZfx1BTRSQaZPW3//2P5NW/WLIfXL+/YgA9gKe",
-	"fs+optIKKFfXfRBOposHaf5a/v3DtbmlhtitybHJ/Vo8GNeKo1DYRN2wWGfi68eWBZVq08OjlpFDtRuu",
-	"QqZ3v/DJ+0JUC0PACVqxIpVdz7bu6AWQ+zuXd8pytGfFUoDULosEdcYTUROPs+6SksCdZpmDvtA8B/5N",
-	"qohjj7HxsZfvydvXwFyD/JidyNLGK03XylohJWWv55CPEOfSaIHkzHxKPBHJgoq5o4/iP7MeuXr1/lsj",
-	"pj+arnaHp2eJzGROCpEZ8RQzcQuQGeVRGps+5szFTmxxwH7FVT+ok2ZmRO/50MbKhBYifPv2igQZkxQ5",
-	"1+tLs96tdobkixcFJrziX6/dnv+PH69aNSXUv3/zzUvy5hsg901AYAcl82wIbqOWH56tFGm7mnIdX0oO",
-	"NDu8t1pGDEt+cTGTju+MIogeDVwgOZ+jdwTSVGprj23zZ77zCetdILdnacABP5M5efGGAE4OlzddrVRv",
-	"IibCvQ5ZwxTLZt2FhBJWjh2+BC2DAgHoR1jjz3rgwQHsX2lWn1R4sv7qK3P6yiRNnQdKffUVaUMhPFIW",
-	"wovIN1DCLSJ/9sxTEXn1cohVFC8vvwVOnA50+xVANOLj20EcwCMFY6kisZl2mfOfKdK8f42JOJjU8x8/",
-	"XlkyJZxXGk4nrACc095EXHkuLg45yJDpHpElBbAZIAW/+softM0nhfWiO5Erc6CD07i8E0BMxUpEAjI5",
-	"qBtAcOJ5UV3UFSkvIxs5annLTEVG/REOCmQZgDzy6Q5xUx29mKQyKZawItAhGJtVCthxBch6IG/6a8Wq",
-	"/KurYfNXsmQUPA1/nYi/drtd/595JC5zGWLyVzLq98lfK2XsPcEu0rmCADZbwchZgk3gtNQ/jnyw1Ds0",
-	"wbhZTrnAZRBuUrxSEvoCtB7fsFGrEl81MJ+GBSfNVGfGUHD19ozAYdXik7apmcynPE2Z/dwT299y3pd0",
-	"De8vAD7BVdh1R7pv20IjvWyIOrJVmZf0cVY+AgjP+m+nzOcAkrbRt/YIhbTJFIr5EKYSumIblS/si33F",
-	"fXz3iPyVFEHZfCWXDEjxM8WOVMetxgjXosyxyBI2tWR6IVOo2GyB0djmqRsY6MtHrrQi00LD0FhiZ64I",
-	"Ph2sg4wnGhs4tw2Ue95P7cwiVkqSWkRE2jK8bpRtHSY/2jYGETbuPVQuCnXh3O1cu4Il1YrfVu8WZt9b",
-	"Ajls3teUhTcMTjYW8lbl2806sbaZ2gLY2OQZLBFbqPpOGDF7pHxN632lu+0Y+xKg0OZw6Nev5/vdUdEz",
-	"nA07qO58aZo77bvmaqtaBgSyDv1tW5lDjMk1QEX5ewhB5YoUAqqbQDZQmyOkzAKbbOsd2ySioLBRNxel",
-	"f8ZVavbdS1nG3cxsfmPAbVFt795FtHfUeHarCFEY+J4RTLiQolv2vOwc+4g2t6UdDFmabWNAFCxohq31",
-	"obVpMUc2K5sHRhJjt1o54RYrh4mZiBc+WQh5pz6ac6bpz88sl2hHfPUVHhiNUhz2+53ITggVmJ8F6upP",
-	"V1fvzIK/NTINKob96dWLb1we7YLl8IhRqWbgLoDU9NTKftMvK1msuFCYmvTCXIwvLIbT0uW7r4n/j651",
-	"PnbfpJbWy+EHygqJXJHB3//2fw2Gz0nGtLH7o4lI+RwiBDmJe9fjbl11DIhwXiBTpVPNRhfPf+ZgMcwg",
-	"L42DxkWyBiZS0+UkYSvddfCeMTwQkzZ4+Tyjvatt6tY2zc3LpsY4Ni8yCgb4/Z3XcCJkzuccq4nENpc5",
-	"kbnquVQV+3uMuQhg72c8YQIrOaGqmQHvSevFymy87rDXb7mQRHgNDtjLJc3XX2iJtoJ676X96+lhWv3e",
-	"AF8DhWpXvDVuncAl5L8Bk/94AQQ3P5t/1xa6e2HnZNjvk9I965wzMEKKmEXZI9+BISlkmb3td9ibtDU2",
-	"7Vs6HXCNwH6HTgz7/R11jGvqFztnRkveHF492L67ufoyupsUAeJpwKqeYsfqWvUfcPzGigYwJCtHq9b4",
-	"pw/hJL/lt0yYlxiTEqMOdK6AKsUNlGp9MC1spct/MjP2GSmVcrpkGgp3/1TnDUYTyyKjzFay+fk1Grh0",
-	"zHyuVrIyjyh0GHOo8IJ8SXYRwxta4XkTq+4GlfDLeMPpYFghPL4dTCa9kPXY/vnh0yA69X/8m/lHSaHd",
-	"/fBvteTZ9XNTDtHxOxzHd6b/wJx5nDOarg9d70wQp4nMyig1ptmE4JN0xLnEehLt9kObzBjX+Xoi2McV",
-	"S7S6AIVXisAwPcBuLneCcchqOFfwLCNLPjcrRMwtzGJra7033/XgnVXyWqVU0ylVDHdZOblOwJBh6FZ8",
-	"pJ0IHwGVHYxg+eI9aJ46efQPp9rP7iCyc2tPz8MLgCO60z9OFqsMUEjr9Qgj9Z3UQGe0viAx9j0miq6V",
-	"JTtO2YqJlIlk7WsX75JMZtz5gaLpdnAMmujY1/mu3Uggipj3btiC4qDC4+Nlsoqd8mjHeSEwMRqRTi6U",
-	"AHVegSvl2qHLgKsdOJhpunURhsFfhaCfaSHjSvurQUZKLNjd5nVz2WJUtn+aCJu1vfEOUn0F2BtxJ/JF",
-	"d0hRrfM+Z8IMqWUvR8cGZEtUjt+YgucfyuDYB7liwSGjkpphrJlCsQs0xyaCZkpuF1LnQum8SKzxuAL6",
-	"BVefrVJ7Hui+8zUJphWbdbGQqD8cBX5e0v5+xcSLN0cKT2GdHhzxl1THZMWTG+XrynfLKvBGRa3YeCJi",
-	"WBLt2KgYrOqrcVaD15s/IdYJPktq/kSHcfk3nOpxucbA4o1F+k3LnyagPyatMZm0ZoWAIZi0ospfY/LJ",
-	"9CAKvzoipUL5/Dm2eDpf9D/sdV1nr3Ezx50egRL4ZrYUAgBdXUkr9ScCLV0wgJX5hy0z9P7V5VV5XFHg",
-	"m9DS7qMGffDC7NEr2KLRHqNhY0pw0rzu/0vB8nWp/H2x/FKClRD+ZbIKYDr4F85AK2r5Eatj0fzwUM3l",
-	"g1Pla4KC/uPWT7YQZnl0/TAR/6csfD1ZcNT2er3G4v/j5+CEt2Lvp7pKVJtgdC6CUhJBEDtcGHX1PJrZ",
-	"HHZWC69KrIOC+ruQ7XbGA5GMNtRhuitYgA02txlJUi48PNq4KQPlPzpE+X9NfcE5eGSw/5Efql5MfG60",
-	"/7nvpH4N6AXzwPB8/wPf37Lc52Y9yJTZ/dSlljn7ITQxKsdLqEg/R4li1LDl3Ob5hm7CJFUnDrtGVHEx",
-	"dwfw0CxA+oDSIihSzIattQV+XEiSckwijYhgd0xp9Pi5ZOvSK9P2avPyTy+6w9MzTxCOLkJzBcs7CAsO",
-	"2Sphby4G7CuOBdmGH4091onK6vZozEPxciPsJyIoiouONvcsWAaoOiMoqOFd1T3yIkjTP1IINjLHdEZz",
-	"NRGBl8QHuKHItenMuLxmk23BsW/Zwb2HxWI+lCvDMRGOxRrpFmAKejnT6BmKfTk0ct4nKV2rTo98b+yH",
-	"JbB/KSJnRo1tEX+BHQFMmVxfECrWzn9N5kwrMuqf1GkcY5+Uhdf36pzv0ZABn34Zq8Ey6pFDlsYYVfoX",
-	"i8GEev3I/9OknCo17+tOoxhHrTlH1rVWwS3UNnc2OrgxB3Q8THb66vvQXs3Y4VABXi33VP5cWXLf969f",
-	"kpOTk/NO00ABTrTSncPAHbv64msiHd4NSLT9om7sOfe/hVz4A258iaCNh9sfOAiw1KH/w/7wrDsYdIfn",
-	"V/3z8aA/7vf/C2jF5wDjbD2fjU5GJ6Ozs9Hz2dn0/CydPT9PU3reHySng2dn00GfnqXPT87PBml6kgxo",
-	"8vz59PR8OkyTk+EzSkcb9O7j0SBqsY8Jy1dlLuUJ6SbkyGwK3T776lnnqFUhfepvAMma+mzsiEF/NHSw",
-	"8LJOWwXFM97CggWFtYOYvI0V27HrJXL5LzTjCavU4TbvbJ1Ph7OzZMC6J7OTpDtKn9HueXp63u0ng3TI",
-	"TmYjejoNIEXjIDUitIFaZ7NB0k+fseH0OR2x/uycnkxPk2fpgA1nJ3Q0dVTg4+FJcGIPoTgeJLm35g4s",
-	"pQoUqXX4eR/2PaCbakymFwBWBs+euc1Ly1Cf/vpW0wHGyWsX6P1dmk0w1pmckzYC/+EQ3qnYQmD8eFsI",
-	"Ide1htB7yyVdjXNDRZQwPr6kK2BVKkRqA2m4Z44USTLKlwCn4GKuJqLtiB8jgvo7goI3WDgtIH7soD+h",
-	"fCm4MxOZpwyOKc7NORFgf8FiOs6o0l3FbDUe1XDS/JY92O1oeUotIG2DZLSmJNtPrZTdmjPLVr21FoqS",
-	"knAUL/z/nbTRZsFvcY5WJN/zcd9Jvur7otYyMy91LKIg0cbHxwDKWUilx8/7z/vHKbs9ljxNWpukopvy",
-	"dTgejf4rYPF0nQ+pQMvvOUyClGSwDYcun/pbGq+/tsz4nUkAP2K+6mAwdKUUcDCTUhCEfEW14uCd8+JZ",
-	"LFGVDy+GTCMduvgAJOl9f4AqA5kUeBsnIki1tSX1UxLSMhElCbVnOvB+aAZFt6i2/GPCg2JUk6nvev7g",
-	"nV+OkTGcQk4/Jww2ePUQz+BCThbdoK7ZR5x9/1yYaoD32vfgHxDQt+l27lJJ/uayVx1RhaqtCbuiyQ2d",
-	"s2vgds3KVyMdnf+rZHnfvAY9Ap/r5i+WS3zzssPjhPk+EOC6hvCd+5LSjEKhWOYGIcLE3wjeKv9HmfFk",
-	"L1jmIttASCqAN1SoCQNGwg3SQc81WKEU9Ox9m8R8A6DBrpkNKxFLI6+OW8/TcpS0cxsk+j992CbH/+nD",
-	"Fqt9eMmx1XuSesc/j+MQdn7Yr+T6tUA5XJeITZ/ZO95gh3C56zjWH+4h8UvKtAaZXygIWrq99iTwmwX+",
-	"j5uo25oISyj1S+o4J/XzApOLV1LVWYCFUICfrWaYAMo+dswhsXv72MNknBOZ++rhYOilkK6GPiufXB3k",
-	"f0UEokCuEA04uoEoIpdLqR0iF6q2k0sLmkHGR4uwGZOaCrPUO90USWWdjsA+vi8cTIAp/bVM1/eMyTo/",
-	"eKswW590aeWwJwVz6ZaH7ZSAUupz1Q9utvHnelW2ezX55J1vjIj6HBkT7x5PvbPT8Ns/tfUP2MIvLeoU",
-	"Hhgc8IorKd/SfM5QSAwP+RaLoPy1BcshfVvZCjVfLonMgwdEIf6IMIMr1DobAux7wbpyNoOdDuGnivwI",
-	"RVfA6uaFV8iOUGuyXjoEvrwTJXeKlY+rrEB5WbKoHClHs1IhWfVI/mgiKv4L8gIP2UbUYp4uzTKb+Au4",
-	"EGYjBjUY/0Zr9bKkZtjwSu+FD4Gw+U/wWja6iX3u2kFSaIO9pMGn6jMdEprna+Tp5wqQ3bcsVzZNAAhA",
-	"mpyr4a1NDuxhgzt8w/NUOj4udg1/Q0eQC6smXmzt0m1a29+gf3fDpRcSifxUpd7YOOZ7Z8LmZx/qmiyJ",
-	"tSozOm4l3dFwmzVr8/Wn9vVuMgTN1oqrBr/pF1muyIkUZjE6H6o9Yd3DnA1JYHY6QctV9+Ty/IUcHuHG",
-	"dlrDL/sPQO1dZ+N+yyE0RQS7K9OvvIHr8FQ+m8fFKcebyRz2Ong0zJ0dR0tuTWGtWDYjXIUkYuZFGCg2",
-	"hjrxHhZg80dsJSxiYzIDzH3UPx+Hljck7c2lx+aUuFnzCzBwhXrMHxMW9JZNBHCwoL7z5OBpag6PxixX",
-	"JLbfFDcbzZd+X32x4bxXYhwiCw7esS/DbgcG9rZBPbin/f/bFar934JQvadIbfIOBNvUbPQFoynDuktv",
-	"ZbKzGoK99djfB2/4jR9k7gvz+RVOPr8f9YB7veTpatAMG6eJSqYB6ouM1dEoWko61cCkCOk8MgccSnBH",
-	"j7xJ2XIljVgZYzljzMDkqRPzCOjXUvbIawDL2Ky4QIB7bO2UAy2DUSy+fDzmvOGATsRGKh3mFmlZmBZ7",
-	"xH6EacKLe+R4dIejCudqnSbA8Qk1wUNM14DNzzp27xUcv6+cKXkFGwROkCo6l4L1/gm9H7+jLW2na++e",
-	"juodAuUSL5MMd9ELx/9ud9wfYsiQtom1W7aehbGXqa6hXVcfiH6s/fKr2B2/j3PbI5kYfmU9mQe/J9Hw",
-	"vWB7hcL9HGp2nbz5pnVQ8l7offuwy6g4dozzv153ol0RnoArH/E7ZnpWuWkI0bq+0gRpByw5NaH7ifBB",
-	"6E6PXEJJLso1UG3IPMXydIhszhlW9MyLDMmTXJCmTl7mhXiJDG4PiM+kDnSL+MJWWNrBxcsPP0fKlD3F",
-	"Z/6JjjVPAZ3HCOi8d7lJmEy0LY53xXE2hSTKg9+WoAyqdZD4eMrFsVqQbhL7rER/DiwJicmPUD6hWEEe",
-	"HFK5xhPhUx48/bQt4QR3OEaQDohgSztSZPrCUb3YHO68sJUWJ2IuQbwqGyT3uSjWecjNuXJYinl/D6Qv",
-	"OLdI3JsIL1JKUgrMPlGuDLsvTVpgcUGqzUv5Eic+z/ktzVDi9ybiRxisHSF6YF8JC0mCQkCTepXLtEgA",
-	"9wmlTseEbrLkOtq94xj5+mKPNgb6CSjlCUa/TXQpiXLa5WyU1C2rVba+KEFnMNJz8yu9o2uSMXrLVIWI",
-	"Uzit5gq1WlDC/nLOODIl+mtMbPAw4DS0BD9mWieihnW2bpYHOMscCYLN//NCKPe+gGrQllvQ6zgiM4YF",
-	"4EKm5IO4kBs1tgPWPwKoojlHILkzvyPjOhSE+uP7V6+u3nz3x9a4tWBZJjeqHJ3076Hk4fW/gp4/QPXa",
-	"8saXyKf6ZB48mQe/T/OgPu34YZZCWQSzniclrEVJSSbFvJvxW1Aq5VFnS4NbtTyGYCDIn9g3ZFWuUZ3z",
-	"TE5ppsiU6TvGrP1T9j4yj0+pWpQPuwo2Rm/MZJYCb1ZK2EdcPRPhi/H2CBaFcXVdrPxGqKvVFtHmG1Fl",
-	"AQpNSEBhmLfGE2FhNjZyCV3xHrGo3nlliZJoyQ9XYrd9R+ISsr0m7dFwWPLGdHoE3fCqQhDnMX7OkFhQ",
-	"YBhjTaiYl2XFxgf6y/xi+elTC9iTnKP5EE9aWKJ1WHeA3AL+3gNNYL9xFzjW9T4iSiId+Rom+slZ9SSk",
-	"H0tIX1WFYFkROC3XXyio/Y76dT1sTSe1S7SXvYADupMNP9ZFSaLBsU4NCFYnKYkUE7GPgwycZj0gFXVZ",
-	"78h3ekFGw/NSwoW1iI3MrJYacoOHEYm0rLtMM2BMIm3opUBnGcJUSmU2EbayrxWu4G9bd5rxGlbEPAyv",
-	"0SjzvNv/viIPVcRhBvYhuIx7vXyPrAUIuq1i8CRmn4znf5hcBsFmREAoKBoE8UH28vEn+69r0+ROrMMb",
-	"KP8Z2MpmSwRwAyiwGEoqrr3jouRO7TVgB0KpdG/b7tFsq5wtKQdfTqnlnrb70+59rN0rV1iLAJRKiQ5C",
-	"ak5jZf0jjCq7L74zCvzRo5y1YsYMmJEMv7Bf/2Ef1mRcGjnoD+ekjQYQ1OZX9NZWIaw91SvSnlK16ABd",
-	"XpIxmmMN4Q2vKQ7NrycPm2Whq3fl9cyTKHwShY/kBcTFFUhDOH45QyGwM77EutnNYnAJpGi2/ILSZq+2",
-	"ERK5ormyNKckzqD0q1ovgVwaNm3OcFYjrEUhkf6gV+utem3pBnbSir1GGZGzjGp+yxx/Zlm0I5dSX3hY",
-	"GgT7pGzkukx53kB0aZ4I0qhG/fOzX4DT0rzfxWF0zi1Lgk2q75+NRqYXMoUaO7U+tkEVQ5ZSTXtTLiwD",
-	"fPUKMiAN+sOS0wxQZkbSu1c+Oz295yuxaJl9G/6BL6oMmfnQe3j1Xu/Jd0dVcaSIHbYn196T5P2lJK9Z",
-	"h4QGIgYXXyhmHUHAbwYsBx0Kago0HlE9rP7CqBIUrhAJ4RjYZ1BPuSypdd4j3+cpQ1Vw4xAOTWfU11gH",
-	"ckNGjurSApAKsy1zcB05Rx6dKiZ052k7P23nx9rOuNRccSiJ1Xdgle/a140M+LYSFHDTEPaRJjpbE3B+",
-	"yhzsHrCTTDcxR7CH5XzcjvLAIvBDY7rVRMw4y1L8URZoxUxlusbsyPjVFZ1DQbppwTNdFsR29b34z8h4",
-	"i1ocjY+JQMLOeNLCin/mLiz518ULS7hBKLw4aQE6a8E+doxuhSJ8tnDm3YLZfBhXLosrkAOaiYuJiN/M",
-	"ut9JwbrfUp0sYg+qcV980h/1yAuiuJhnDMaNQB0v0sbqXGMcyz/Q7hQY+d1fcUTsv7sCWHRd1s+ZG0Sp",
-	"sD0V+dqdb2ZdW/LLFsdzPOxmDI3Iw1dXCoF5YTc465FL86U0w/ugaJAUZe0nY+Li7Sy1vHpgjS5kZocG",
-	"6jyZ78VQNPQRJsjKV5vGJAhNb6EMQJs6C7pDFlRNhJDEdNYWRLwBwBV2pxZCxGhqpe4eet7q2ENlxMGg",
-	"T/6f/3sw6g07EYHS2HbE+91Bf3gSeysa12lpA8IYP4yBwHyj2or9mCnCYojh8mnqRmXl3ZsgeJMGw0LE",
-	"cIAgd6wsjwSziXVbFlQhcwMuqbL4S3Ul7Or0/YfvfgcPmWjmgINVb4d94FuWcnpl6yA3PRiULsfSKDW8",
-	"vfXG+k4RSdrxS+xFFz85JnN+GxTo7WzkrNrCYDBoal/iKt5s7/0cwTLb9wzc8zlqvaVKd7+1R6G9GbJU",
-	"aX8vDMSwf/bbnRMrweDE5KTAY46zm1Jc2ts5ZbgYUPMAcKaiizLqLhxvaqu4V9ko27UPfsUZPqkzZb+T",
-	"mrjzM2lvakMQZiztXBgpDjq9OuiH9/4pEbs1GpztfwBW4HdSX5YlQp/M6cf0S9LUGdPtnN6hmO88/ul4",
-	"ww9o3gf1chtdgT1ymVG1YEg1NWXORiWrjHKRrSeiHeM5WRb62PnJoPqPLQhs9q+/4/83fF3e0yPvqF5Y",
-	"0CCg2xHd519uafl8/R9n1EXEs5LYKgs15ffsXwdV30Mv25ILb998WRW9zUhOUe8HhjwDdx4hXNhBNw9b",
-	"MCQXc7KiORPaHqhUj7wQa6v+fUULo/+Z0L2JeIFtQbFfj/RZUqyzhaSfcWCUn4AlbDMKhDTv0pxmaGRN",
-	"xGWBReqXjFoabndEMYYZKw9cOTB1s7Q8L9lyJHVmNbg5vDfjEBDQr6rfD8LX34Oy1ztzj0P38X0J9xd0",
-	"eHrWGrdOZ8/609ngOe0/P+v3n/UHZ+x89HzaH1GWnkyfDwf9E3pyNmV0NHh2ejo9S9J0RmeDPk3YSXLG",
-	"ZhXX9b1cyD/ijt9lmIK7yUqGJzfTE1LpH6ZIf8RKRQdp0p2+X0tO/VtIAHydM/bzBoqdgwJOGGkH+Hcs",
-	"OB9fkG9kcsNySxQGLOlkBo3knTHhWk0EjEHkU8hsRhcDrIDP88JiiIpwkWRFylKsupTIlHVd+NQjEoIy",
-	"S5jYRwqFquXlux965AeheWbTuf7+t/9xBe2joFwfkVVcPiqriRj1z8tS+n//2/92bimulc9OWFBF4oAW",
-	"3ecnYJlPlx0HWWloYwBsrFDMBYBjITVPWNwjL2xh/pB/xZV8V0w7Lk+eZoyoO8ZWLL/AQcXa/2oh7yBp",
-	"znXamDmFQhDtRtPOGyikXnAxh9Ll7y2utj3qn3d8vdug9BdQr1VTRirTVk4mzdlEzHL5MxPOg9jB2mU+",
-	"78W7R8sCfGumMX9RipDxDTIaLR+Q5x9RCMLb4HKDqsq1BHCQV4ljMF2ToFLIRLRH/RNw8vl8D7ALE6hV",
-	"iQ+VBsxwSOJy5cfIm4ds4+5VF4Cl3s5gMfeMCfCRxJUx5IosWJYSmmWlM7kdLNBwRUJJJpsoissrdZNl",
-	"F6adgxvGVm6f4bDGdzQ3f7lStKqWGho++P8zVC208aEz+1DA5gLSrUrm4q/tpnDB9/zyDC6RXeRPttCT",
-	"abNFF/MORdl2ut8XsMTV1KP/pY0WmevHzJnhc2D6h+r79hxsPmbDsAnLd8Qd1AzgJgj0F9aGmggsDmUs",
-	"BUjwnObyTrEc9Z6SS+YLNaIxYeU4+7jiOdTZ1jq7VnHk4U8nZ/1+RKieCCjo/AyrRBLLjRBoD08gd2Fr",
-	"OJt+cIVMqil+HVeBgWP0qMw1RiRhBOSKCUXiY/vBx5+gkc/HcY98J7GCpWfiM6ILWRfKgM9EtGNXVqS3",
-	"lCkbQ52reExQu37NElh90JFcFprZcFhpmsEiiqPQ3DxSE4iw2cQkvKNa6T/w0RhbwH6NyNbNGUFmJb3l",
-	"4uYhKUEwV63xef/w1Hr32sekYLWLp06BDZ85BWY2ji2OfF8vQJFnjXW03FK5HfT2tdQzb+8Nnp2NRv3n",
-	"o2G/95/L89vp5ah4Oz9u3XsAm3SgmfonxfdbV3wP12Pf0htW3e9QJcWuR5DiD9ZoJfjqN6HS4MveUb3Y",
-	"Bx3z9n8jHPjrugObg75vnu5K6ey4iWJH9bJF4dIpj/VSMMfSIkHoU02YSFkKD3MRJIVaAiA3+ddaZ/FG",
-	"zczmGmf2U3/BpAH7kl1oVj+KT7Ln98elX9rCdY6MjUpSdrn9hpCivlPHn+w/91E4X2q5cgVOSzYloOcA",
-	"tIu7qnPGSPvq1ftvwSIT5M9v3r61lawpmec0YWTFci7TDpa3qmDiAhom3PdtS4poKcEGfYL1zivCAQw7",
-	"G9ehQDVCeC05otJy9c6zp/7Sm3/Pxo9cXijgX/FLsNb2E/L16Rj+2NmU22KqWUg1wl7dJrd7FZMxCxX5",
-	"H7jZz2lU3cQR3Mo+csx77tVxPP9mduXT1vv9cRnfZ23/sgrYvOjxtbUrnftbCO5dLehdJbQ33ogfIM8l",
-	"uQPchV6wtVNzPfLefAfGldxJwWadTMqYSVoTZKrL/i2WD4s2PK773J5gnqTHP7kvHJYw2wqMfonfIKjL",
-	"/FvY2C/pShd5NWwfcvNWHdy+80H03hz1ufbVZ8HtNxF8SecMKxpm9iCPLLZ3guVR6FwuA6Hw6Biynldr",
-	"R6KOuLJORLiYCCDMDfJo/HGMVQl5baYa8Yf+qAEPgN7t+FgvVzHg1YxASnBMUlugzH4zmbJMirly7n/0",
-	"ZEdEFjorMeyh0zyRBZROm1MuVMBibJmtwsHc5tJyFMqzXC6v3a0xRO/zrXpskBbE9Y4yZLaBhzixbTwU",
-	"DysWVjejicZ9eaBgtf34tQqLOa82eLD79Hz6PHmWnrHT2ah/MhgOT05Go9PTs7Nnz54/Pz9vRa0bjhWK",
-	"VZi1UffFh0d674uk4z8zV/182B897997bBu1lv39qSzY0zH10TWkW3x7A8Ze/ZV6MtSItYfQ7x5aU7hH",
-	"XP+AoN3s8omIeZqxGHLPNnglABjkI6YlgOtIEXjomiamZ2O/pWKyovkNSy8mAmzfudwmcOUKS7yDOiAy",
-	"Dyu8i5SkEnWP0RleZZjnQVs01kL2Y7c3BzBb++4qiKYKVLFlqLeJOCMQYaEsWlFtVl5r3Prvn/rdc9qd",
-	"ffh0Mvz8r61HqEHsOvrPV4T4frL8gMK55VA9Vc79pSrnhsvxEEl2/Mn9c3+NRHPdGo9ehlofuzVEe8TX",
-	"aXeRN2vwIWxPLxjPAUuswGT1oq1s0MqnEk4JBTe4cLjFKSOpo2UY9c87gMcIhBSiUffXOAzNzAN5IH79",
-	"dfvkSKthSAitw7ol3uAfhqJibpnZI5tN6m67Es2BZB+TUX/UqfUFN6+dxxer+03k3/qa/L3Vndu7uu7p",
-	"CrHPvvmm9KJC7ZVGG/IVGBklPJ27KkAXZMYFVwsg9g+z1oARexfwoJ7a7Aq6sfVBtYYVwnsPPeCZli/x",
-	"ETBo7mGrBUmEZ6MvSRr8layj0N3APurrBFsbt2DdwPyasYTT/PQsPZn1kyE9Z6P09HQ6SJ6zZ7MzepqO",
-	"kpPpMJyc1tgWJmDXiS+6U1d4896ndQfQDqpuFlP0h9U5JAYIY78HO5qZ9P1WIIxNFQhD2ljVSRGJ/bkg",
-	"M6YT4BnGykxmgRszAO/79cPPv1dzEAY7lGS4Mr0ZuFEEqlEkvXZyBx64h+AhiiVSpIr4CmnDEVl0LiYC",
-	"ERd6QW1uDExx6gqeQHoQcPAbYZdbjyacmgPAcWR0dENRXrMaH5zm4eRt7QYZjE8Cj90vscdxucN0FPjo",
-	"9RLBuYNh1GIikanZyeNWoWfd51DThOtrLI/Zf4CIMOsOLF64mLLcyjX8t/P59f0FnRcCN4s71WIZN/+U",
-	"LHT1KXNh+ymXx9Ma/wRi5/79z3dLs+AbVZEkjKX4jYcIwvuIwSarzWyff8YQ3O/MxjPTEJUgEdxmiAlx",
-	"O75OaN7X9DMrYcvsC0ruJVQkLLt/dM2321w3xWHhzLvCoBNp1yPiMBN1SfMbSOqMsWsZJFu+gFYmAiSz",
-	"o0D0lmiIbSsEhsbT2vAONPkoYpnBgnBNZpj7WJ7nWtFuwd0f909/WcH95ZLXfdGvLZUsAtK+H772SVD9",
-	"QwXVS5gKQsmKiRTA57nHoaMeOdSss1VKm2vqCVtOFQMtpL3QeqXGx8cLvcx6asWS3t2C6rt5T+bz42WR",
-	"aW6s+WNMZ+8qJnQXy7T2zBMdImcQXSjFztgXdsWE3WpxV4fOx5i5hfDOc7okd7nUEM5cRoTRZGHZDAGu",
-	"Bz1GPB9cAMYwOZspprESlLLfc0Eoied05YrGeuQPWfI0zRh0F0sJutK1d1SRNEfwq42pcrxqpB9p+2zm",
-	"qVlZyqWMoSJBmgAwRhBB7Cgc5Qw+wg2zs6KjKr8MdsExzHBBaJZ1LiqwxYlYUOWwi8YY3iiLC/2LfbnQ",
-	"9/hj5Lqp1iJZ5FLIwqVgkztZZKlp9paRKWNYBwFaBlnrG4bs72nGlp3ISgwkBMAvhs9KMqmYMmrDyEgm",
-	"9ERkXDDSjsfgBIZCfXEH8vhsDd+MUaVtcGVwSlSPvDfHBsESV84LKNFeQaXhN9/ERMuJyC3SxZ4jGMls",
-	"I0KTnCWM37K0R77HCeWKmNc6SoScgX7Bwwak/4PX2K/XyFa2p2tl6eFtTp5ZOeakckqWXBRAHQTvd1DS",
-	"CziX4Apre1pP+7qIUPKXghUYwGN5Jxw2xcxC8gOkbCKlL04czLjGGmVqIty87zgD4QDsC7q9rw4mD/ZX",
-	"23Ii+Rwa6C8GGMcxMXOrIhJbRjzY5cgRUuHOwx0f/hB3GsknK7O9K5L34dMgGpx/7gb/rgvq7ffwbFWy",
-	"PtxTC/28tCHqegUbStcnrfoP1aqvYTdbh+qRcgJ/u0Z5O9BuVk91fo1DQc6QVerxDwVMl+ylLgCiWb7k",
-	"gmYAJAg5UVz4DsXvSq/jC4cvAM08N61dvvnjj2++e/mn2uo3/Gdm+nRl3/Cw2uGZao0Hw37UyuWdao1H",
-	"h2ON3PsvzageREtWEwB8D5/zxD7xxMT1Dy21A5SA/hDgN+uR8vv4HocCKPj/C8iZK0fDOJfMQ1CVpiKl",
-	"eUq4MOLWSZ9N7wSKYZrnYAH9/W//m9CJSBaFuDGGuGm0HSdFnpHuFenGHatSoaY1X7ELNK89DfrKnJxU",
-	"ZEm2RFLkOZij9gbHQgVFioC5sUdiJmcWoYV2LFJTQafBOLqjeapIG+iRvPA0FrmxORT57286PfIj8GgA",
-	"8IGKNfHWnzEcA/hvVcTCdFzLFROxsb1B5E6E3CoZDqY9dBmZdsKC3c5XYznAXWqii57oIheQy2B+YOhy",
-	"b2Pe4gnmLfoKuBWzs4w65iXXO4xJIyklBgBTW/Jnh+H5MpOWlDwYZLRAHQ9xXfCQyVkd4XKJovrwG2TE",
-	"fDADpnWhn0UtWJyl49xu6kPcWYeDdM307aGqRPbU4MR+pOw8aimfOCuetN/jZYkykbrlJhuUYFXJ1KpC",
-	"iColRc71GoQRUhy9KPQCYk4fzM/A0Qi/7mCJAQVom6/TgD4E6yFFEWo3ZWmMlnQFn8Kho1asOaahGmpp",
-	"o1QySX0Sihpb14tn9wM/xh0EVAuRetfMSmY8WQcvcQ3UvOQS/VDMhmEDzF4JOZ4yfceYgC9UvS08R12z",
-	"Ly3Hhqe7hCQ8IJPyDIc5oUQK1pWzWYjGdvLeq82a5muZP0JkdPXjbbJlzde7+vhB2UJfGTQiWPSzoV1f",
-	"0rDm613iUvhomLnkA+A3ylpGy3BcPfhou+l3UI6UC8XTWgK0CAmloKg80kkZWT3HjUbaf7q6egfv/pFN",
-	"L2Vyw3QHYJmKTQRwWSnErRsrZsn0QqYRsJtHBNQxPApWmW9dbmRn4W6CWj16wdZIagoXUzJl0G3oERPG",
-	"hGApefHuDVZlvKUZT+FSCTHniqQyKZbI0B1OKvDI1AzQi4bxVsRT2QZD3bQtNhBZR4rkLJF5OjabK4us",
-	"izCy0ZOIzBgLhJBtHGVQzRzmcsoUGGMyTxZM6ZxqmSuoxYCyQkCgOmir5NCsafBKyoykzFhtaGiapmeF",
-	"gEyArtm2UBg74+B7byOzmswUiY+XySrG6UFnh8Owz419UiOTFpKkPAWhMw5M2wjpgl2eLPhSNwhaVyHa",
-	"krQD4tLKi4uU69bnD5//3wAAAP//",
+	"7L39dhs3li/6KlicuUtkpkiRFCVb1Oo113Hsbk87icdSVu6d0KMCq0ASR0WAXUBJZtxeq9/hnmeY8x7n",
+	"UfpJ7sLeAApFVpGUpWSSPvojK1axCt/Y3/u3P7USuVxJwYRWrfGn1oLRlOXwzxdJwlb6PRVzBn+nTCU5",
+	"X2kuRWvciqdrzVQ8JoqLecaI+ZPk8DKhOSOK5bcs7bWilkoWbElNC0wUy9b4pxZ82voQtfR6xVrjltI5",
+	"F/PW589R69UVnW93drVgZMYzdqQIE5rrNdF0PibxpDUp+v2TRPGfGfyLdfHBUqZ8xhNqvieaLxnhggiF",
+	"70xacUSmUi/MwwX7WB3k9pjeUqW/hQZZunNs2722/3R19Y6kVLPO3l4kfrjdww/v3xI5I3rBSJIzqllK",
+	"cqZkkSdsd6Ofo9aK5nTJtN3Sl1Jo9lF/R5dsu5sXJMGfiaBLaJmbxyuqF62oJeCbln3lGv6MWjn7S8Fz",
+	"syw6L1g4lhXVmuWmgf/86UX3P2j35373/PpD8O9e98OnfnR28vmfW3Un4WWRK5lvD/P7Ff1LwUgszDAS",
+	"eCkms1wuYYFWObvlslBkReflHP5SsHwdTAKbDoe7pB/fMjHXi9Z42O/XjectX3JtXq1rMYMfwwZTNqNF",
+	"plvj035kWudLc/ZPTdtLLvCvge+HC83mLIeO3slc1+3O1ct3ZCVzTbhQPGUwXUVFOpUfSZtrRTIpV1Oa",
+	"3ERkMHzW6/f6vUGnYRtNOzu3z4/47PT05HT/mM2ys7t3ppPaG5Izpd0hNkOJiMqoWjBFuEiyImVpRFZU",
+	"KZYSLcOpHSkkJTlpL+maTBlhy5VeN04M/2qe2PbGvstlwpR68039yFf485EiPMV11lTdEJ42DgE/uObp",
+	"wRek3z2n3dmHTyfDhsvwLpeGxvw7nLqtYf4o85tM0tSM1bx2QZaF0mRJdbLAtWRKcSmOFJF3wr1F7hZM",
+	"IB00BPtGyDvRdGPsJ01XZmCPtf+7bg6XOIi6dX7hRkh4GhGZk9hen5jMZI6Uj2YZy48Usb/4L+SMxP9q",
+	"x/eHuGFP7Mv32JN2uCl/tZ126nfnUtCVWkiNU6vr3r7wqGfiiqqbxh7NGX3E3j6bdtRKCoWywNc0fc/+",
+	"UjAFlAqYgoB/0tUqsxzweJXLacaW//I/FHI19pEuV5nlPJryrDVuTWW6Jku2nLKcHCVyuaQiPSJcETds",
+	"0laMkWO5YoKueG9Nl5k/EzkOgagFXbFOK2qxPJeG0/30qTXjLEttBz3bcCtqLZlSdM4O6bn1+UPUUprq",
+	"QrXGI2AKXJvht96IW5rx1PVfrtdC65UaHx8b2jWnmvVSduuWQR3DR8jjP4f78M85m7XGrX86LkWxY/xV",
+	"Hb/Dj3EL6sgqrgBXZEmzmcyXLDX3x5wCRZRcMr3gYo43SIoZnxc5iiepZIoIqQnNMnnXMyN6KcUs48lD",
+	"t9SRlyO1oDlLj8iCKqISuWJkxfLrvBBGNBoTruEXKRjBN92VviA0TXOmlHmFKnJkb9+R4Xya0dTceZCE",
+	"zNSkALLk9+m83Cc/oQM3KHHvP9b2yBXbXO4Z11ZQkVZqxKXxRxoFO/NcmwGasbz6yJLCNPONmWzz7tTt",
+	"it3v66VqjYeDqMVEIlNzqcetQs+6z82t+cj1dSJT1hr3o5BUjltns0HST5+x4fQ5HbH+7JyeTE+TZ+mA",
+	"DWcndDQNVh4UiYxplsLDlOV5a9zy/75GoR96wAc6L0RipNnWeEYzxeAHWejWuDUaTkTL/e2+PPEPtr+8",
+	"o7ngYm6u/oeDN88v63umjKhm9tAIt8fslgndVTpndGkaObA589UlftRwHpjrkcy44GphyNvdgmpm5Bsj",
+	"WpitIGYrOuZALLiGp+a+yEL3yI9cLyYiRs1sTLYGG8MZokLdmfaUvy9UEHiN4GtOECuHQ9VEcE3yQigk",
+	"uPEfX12R49vBsWEk6viT5Sefj2WhV4WOO5E53IKlZLomlMTm9xg76U1E5dC+y+VSalSdDj+4cPz607P0",
+	"ZNZPhvScjdLT0+kgec6ezc7oaTpKTqbDVtTyV6w1buF82HVJ7p3cMvby+AMOeF4Ic8jMo2K65Fqz9Jqa",
+	"4zrsD8+6g0F3eH7VPx8P+uN+/z8OpyGGj9cdmEvNs4zYTgmdaZaT+I5yfa3iC7KSWQabCNIo1SR2CiTI",
+	"QIEeHyqWdeOwrx7792Asr2U+5WnKxEO5AdULctTrHTOdHBsJ/y49IkwldMVURYW5k/mNWtGkSs1PSmr+",
+	"TmY8WZNbLjMc54FUfQXfPQpN/87xS5ZaIYQrssq5SPiKZiC5UoL9kYQKQ++NwiJmMk9YCrT8j1SzO7q+",
+	"wiv9wMW9yznwwKMpn/emXBwR9jFhLDVaVIXHDIZ94ukIaeMQe/bvTrDip/1RueJmkCkxwzxwqW2Dj7LW",
+	"L0TAPqVeMLPcVAAt83SrTcH2QoqV0X8iQp0No9O0EnZ3HEk1Q30jjBhMs1dGenzgjlBBuG2OgDRKZJIU",
+	"ec7SC5IzUN8DyfWae3UX5wpWifLH1rh1PhsmIzagz6Yn6ensrF/Zq4pMGvZ66Ia5sT7OjpFpMSdcwHzm",
+	"eM4v4A9cHiuVSpGtK+K70flQxSsUQ7ZF0J4xh/35TurXshDpA7emEKDieoLjFMijfTzgqEKRgvthyMEM",
+	"Rnbgcgupu/jBY6z3D3ZCbUN2BF4RT4yOVCewEn6OWt/fsvzfC6npA5dxLQuyoLeMnAzLi6g8n5I5MTyK",
+	"izluKljGjMBhl733FzMG1UukgHsh9HXZygV8C6TVqAVaWjmJtCviyL/ibvzB9gmyUkJFwrJNbWAYaAMw",
+	"eU8WDt0yGO6jKQRoxTBnnGqYopzBUcdFIe24ukpxZM1jTodbsbzrt9hfoJxq1rkg8Xum83X3hZEUYqLo",
+	"WqGJx1CYfE3onHLRKyW7JYuJWsg7RQqjEhMqUtwttSFABM1um24uWSJFqkwnsHdTNpM5Mx2C1AJ91hmp",
+	"S+thYIO71DS/t6TopL1xa7XWCylOSHdJzKb2rOHweb9vyOahEuXKvDgafpGgmO+WCX95YdIuZNP5m9Lk",
+	"Zp4bCuTsmiDzX8AhLCVIc0Bjc0bsEqjjT+VifD62nzJ1/Kk0dn5+HLkT/E3fSX1JNVczTqcZeyDBAlZj",
+	"WgUflfrDab/f7xLYLEVWVCFHZiJ1ahFIFO1BfzjCL0L5aDQ4KykKjBW0ehWM9kDCAkPqGo4QfvxYhCaG",
+	"scXEkEugpzCTcnreHmFI+QWJX+L6du1nc37LFBwKxX9mGxtbebfJM0i+Ot70zcV7vFWfo9alljn7QdBb",
+	"yrPH2nprtyTKtE3a76TS85ypTmACA4XZCGiGTqqFzHW2HpMZ5Rn6IxIpBEu0+WdcKJb/wW0pSammU6qY",
+	"fxKPScoDMawU1gJV5pLltzxhpAhmeuCxCT95PCvigUsUOTPVNJc3LHc6jqY3LBBiwYRn5BHDAe6oIilL",
+	"eMrSHgFO4lTZKrdCNvKLcp6dPiywqEv5lubzh546uGBgXuaKyFuGSzboj56fPjvr97vgKke5qO34/ZJ+",
+	"vDbfXddQnODgXElJMhjioRqZlF384DEOy9dmUn5GzqDMrNwAYuYPghZ6wYTm1kL3sAssb5gwy8g+rrhV",
+	"olDmoUSwO4K/g/d3LQsjWKmC5RV5fVCu3ubYDr9ylc8eYyW/5UpZcZlbb8KU0dysrJnSxj348ccfuy+C",
+	"MWxfhvevX5KzZ6d9kiyMiCnmbD+x/UGoYmVU0gdvUyYTml2rYuqECk83bA8koSs65RnX6zHJqJgXdM7G",
+	"eTFdV6T1YbhXfnDBxwdb8ssvHotIrnJ5y1OWb88NrECe9Nlb4Ef/LUs5vYJBP5CXhb0AzVWEIp0xgst6",
+	"xcimpByBUB/q2guqiOPfZlDkCIzIq4xycXRBlBGDuCZ3XC8q74232q5xzFXJ1mn9Zi7NesBwD79//usu",
+	"fN2Fzx5rY80KHqlSBDLTBQkYWJvhamKDu+HiXxBriO8afhmTthGz3n1/edWxhg5DEaPtiCp4vT7WoFyb",
+	"ug5J+8eTl+TtN+/I//5fz2xsx54bviqdGA84eqlMblg+Jnxp9ETUssYnvcGwqzK+RLeWNYOU4k5wl9+Z",
+	"q2O0B0PxUKo62HjrPn207Xbmn0QWWUqsidZ3g+7TnNFkAQZb3ytu4JwJfSVlBn+tcrNBmqNLfCbzJdVh",
+	"mNsyWaGDQlDeilpU6EUuVzypiXyLWvOCp1QkNaT9B9DO3e8gzFOi1kqzpRn3cqVJG5yommq2ZEKTFctJ",
+	"xgXGnG31pKXMrtGNc23EjmRB85oAP/S1RQS9dUBIQLDJGU2VU5VMWxjvlxQaTZngihZrw4hymmiWq2AU",
+	"Xt7CYdR0a1aXpGzGBUfDkrUnWgKGhvcl1ZH74duX72yE0JEiMk9ZDjEgmi2hdZqm0BDN3gXbhaEQdlBy",
+	"+j8YOn3tA5rndN3CoAcXPPGT2+Bgq5rW0k3uQ00XL4qUa3AVbh8hWkMWflwYAcgQ7hX42y4qBvAjRcB8",
+	"ALq5mbc7ha2UatbVfMnqjkDK56yOBl3+6UV3eHpG2gv2seNjDtG+AkY2mTLQAexPqOlZG/xdzrVVIdLa",
+	"g1fxRW927d2FKiISzrn1kF44A/48p8sjsFeA9T4iLFMMZT9Q5ktzYWUhuNBno9oTCCratbasuSaqk/Ks",
+	"yNmRIklGlSJtSixdQhKtitmMf+xEaGXj2pK22rmzjwnLV7opfDRXmpiFxwWtX/iGdr3vvnlFyd1CKr+G",
+	"JKei/kq6Jb/Gg3jYWeJp5d3m5b7haMLfRbvhdvyZo4E8cO3umJsU2dpMx1HdbSdw+SRltbTXW1Trt4cm",
+	"4GQr7a5UkRg1jX9SBdzsuHZz/BfXPD2saYgybGjLerI/bf8WGiq3Vmq50mtgGkKK+jOk+M81x+frHUcx",
+	"pAH+7msmDrx4Tkho3tUxib1ZNCaF0Byc3Wt7wcG1ILz72wbLFGBALxI08MfRRMR4I+OIxOb4poZUmz/Q",
+	"WWB/yYz01umR78GBYk4pdu/agXhE21BvImpZqtGway73a7M2EBShxjBa7+SGINh69mwj93aujpt5rzYy",
+	"MORaEAMIbAvu38ahDM9+VI2SDEI+cbsaudmf7cWu3kD00INNAziD+yNlGYO/XG8Y0x48SJnSuVzXXlXo",
+	"8C1XNdwT1xliRxzz30tqkBFvcf6oFUSXN90piQcwo0r7aPPde2FHWG29bllfOvXVTm1TTNA0WQSUYCpl",
+	"xiiIyPgbU9fso/Xs1r5W+gG2Z/cS77oiCRXAbamq8RsYdSQuH4+JEaniUOIMujMbr+pHAh5oQwZvd7Mw",
+	"M5gbxlZGHuUQGiDMbTd/XJs/4g6IqMnm4KUglGiWL7mgGWnHK71uGiVXLrJkz9F541684kjQnEWjevq2",
+	"r/bGIVvR5IbO2TUXStOsYatWtFA1S3OJagzDmU5BEPqZCavw0zuWknZstFHy97/91zE0Yoid+SNnqliy",
+	"+ILEPM3YtVl8KcYE32lYGwybuE65umkMk0fzyNQcB1WldkfoR3CBJyQ27Vwvp3t6g2MDik7D0uBrgmnT",
+	"0853nCu84RSuMH/heiVzXcOY3pnHLu9Cba681RaJUe+K+SIMfyBtWHFo9viT+d/n47//7b8a5+1pc6HQ",
+	"5F33jlVVG6aiFqzpKLkwdHXAcXLvGo3LnCnnCSTWy2kFb9ciaVcPk/uhaaagrM6K2oFucjBVBnzh5MIL",
+	"54jL9m0KOqmSmQr5cySzVVnZOkK6tT1bB7Du4NacwOptcjc83J7NA1nLI2TKghj8ej3XhsdW+YdTFyoJ",
+	"HOCc2JPEEbn0r5rzY5fa55BpCeSXiwtyS3NwbiqimCbTNRjUgtjTHKxdOXMaveGOvYl4ARZ+1x5XPvkN",
+	"jJOxOwIxaaNFCtUwiUJjx+rJXLkg8YmA6FYbWyTvhLdDR0TJsD2bZ2Rb6pFvMHR0DFL0O+zLrCGRYiKs",
+	"mKTsqNyRs/wwco4SmIPParnAgLY7rpjRnnOmFhMBR3SVM81ysOD4FUKh82EJdUY/um0+J5XDcHZ6enJW",
+	"08KSfgy/GQyf1xxLt4zbR8TuUhsDwjCJxyyaLHQYtxcEM7m2whA+krIkozkDq1Iw6FG/ZsRomdnHzr+H",
+	"t165wHigTikXTSrRDH3CSlOR0jwlXKwKTdqpOyVlflrdBdvWvrwIs2+cl+bN782LRpbAAMZrVdXUZYG+",
+	"ZJ+/9/xsVMk57PfKey2K5RQFGAwr3tPUyVm1pa12Ngj3hr4dki4Q0r6Meu0SXS/RDhQorBR8JNtRL1Z5",
+	"dTGA8CqGzQ/7A7zLXKuJiG1ATYxGKRsjD8krstAZhEm49DTSptYSGRFK7qhOFizvRCC2wlsT4foD5jmX",
+	"hjQZtknuFuZo29YjkshCaIU+bKVJIGdfe/E7BufORDAjbTkLFPvItbIGKaXlagVi4Dev3r66eoWCYH3o",
+	"Tgc0eph2OM4eeWNoJdwPmzugcOz78gN6pJLvMBEu9riMKFitsjVpz/ktQ+0cTnNs7dsZnzHzsNPzMe8Q",
+	"GToXYF4M1fBAqvChYFvu0ULg7I6nXByrBekmTRd0Hwe8S+sTMMG3ITMjAufMCCy3zMX2ejl4i2adn/0i",
+	"lHpTi9I5JUzc8lwKcBB4jnxhXVVBvmjs2EuFt3z46p9jO/r9POBLye5Kr/cmS1hN7pL/zH6PlLo6zLfy",
+	"juVqZ4T6BRGQHZRTrtCnSF7DDdkmamOMmrY3h7SFkbOma8dsO1X/wIM5RXUqf5J3JJNivhmOg1TVXI5h",
+	"f4h3kHrT1aMyG7z69fzGS60blpSs1uzw2vAdG6bEQfErJbOUO5eEEVMDMTZnNqQQ3b41xAnF1+tGL08o",
+	"Kt7RUt6VORqZbA/oYTjMOF+GVu80rihumFvYfztnnaC3bRtuKOc5wx9KeKBfqUWt+U5Y5InddjILLuG7",
+	"qKxdZVKR3cIdu/4SzYv3EzKqUqxFcijnd/8JPxgOY2t9dky53j5qt/ZwC6m7Nvsco77h2iHB8tvc/y+T",
+	"+IzAce2U4yahD6QSG1EPoWCBaYIaoeKmM66IfBhSAU/sm4b2IhWeiDYlKZ/NWG7YZWwfgwhCyajfR2Mj",
+	"9cEE5moawQSHwXVEljRlPiTRiFQuyLS0n5omAt0YpkFBGdzW+Hbn55u7MmWZOlBsqEM42WLtJ8Oa3XTH",
+	"eW9jgbvqvjgRdUcoZUJzWhcv8INieXdptHGeWmygJdUs55AfoWR263YF4xVumCBtZKmKJTnTCvjiBl+4",
+	"U9e5zNg1zUWtJfemmLJcMM3UteHBq3safoPPNwx95Td5Ia6pqieWW0sU5h7XoGvENZnCEDgGgSP/dvn9",
+	"d+SWZgVDu4N57UiROKWaxhBIcoFxHUgYCFcToRcUsnoYTRb+C/NBp0deWYeXTQpuUxJfmX9F1tEtBQHL",
+	"dGyFA9WJJiLGeJMYbkWMQSfmW0FiFBRfLgpxE9tMBZ7CXQTBSSqOdiTLr01jNvQcmkSnegUeysa0BD/E",
+	"RmniRvx9S5XuwhS6b76JCRrLlaMvhIo1yRnET8Gw53RVGeYf6cpoU3EOOeX2p41M8xisHDHEH+D62Jgl",
+	"8yUQC+D3+k4SJnzuD25cj7zCCK3xREwEIQRXfwwyFT4w2zAmnyYtnk5a48nenJdJK5pYJx+8b1NTJq3I",
+	"qIyfXT88HZPzbr/SKa7wRrdyNlNMT4zQNjHiCYVWpwXPzFwmEwEdOiAC+BGgCCatzxtzwkXcaD4YqYcc",
+	"wBZdLITt2g5uu3M7rVbUkoJ9PwO8kP0Z2tEh6gyc0gPf/SNd7X1zC6MgOjD47UOYgm8/3hIJNiJyDomZ",
+	"8fARpdjncCSmVLGzUa0YtCNMxRpYEPoA9/aCDIbP/8UadG94liHMgOJzQTMiLogosszmtrkU5VJK/cmP",
+	"N2qZF1tmKYTUvC647orZNHpDh8eE9ea9ipRg5HCw0BiylDPFdK3TXsrlNQ603jt2Y8h9dgS2lK6cdZds",
+	"KfM1zi03l5wZaWLDOJUXwnvM8IPr5bTBn2Jj0NIcbD71g7DkELw5SAChI65KNAoAE7hjOSO2JUtV3XC0",
+	"RCcsECl5JyDorvI1GsK5IBupjL2cacoFxmCsHKpHjOZgmaVMaTKXEwEsonPhw8u8LcwGMnuEDHNW1k2G",
+	"oGpETE3Ey1zURft8R5fMmwbxtAGjww3SJRoYacNJuXzzxz+/efu2Ps6yKcol9lQrJh78ozK1MJwpRFXx",
+	"MSxGI3IhLLX3zeGvfGr6yYGqfDosXmcTsKXWu2jRW+r7DIBctkM+Nc2CBDUXp3aXS80icsNWGjCNpD44",
+	"vmgTJqY22JqnYHqlyh32C7JAtBRzlHmGsGhs1aDPB4E6WxMu8WgOFws3tCp7fPy6+k3dWM6NHa2Zfc0G",
+	"BoS8Gpe5EQTk51Gn2r3mGXslNCLSVRnLspbUf5+YjV6x3AaskqlNNt7WRSzc5r0iERuMCxFCo9XTAYx8",
+	"O+BMuTBRdy9tbFTKYUPWy4yLGyNQ6AXL66FNaywcFrPNJkPAaCJcu+oSNK1+vaJvxlQ3WyZ0ztnh+n+5",
+	"v/vOKq6Ca79ptD9ikOD2gJv3Zw8ZX9Dh6dnDdnbz1lVC4HB77L7Y3upm9ydGM5zChsllwZKbnVp5E00o",
+	"2y7ZiDt60hy0MA+0jgPcslzVhs5eldEpR4rY1yLDTZfA7zUBYdni18Ypu7U+GUEK4d6CVzr7I952hA5W",
+	"g6iC6QnEcJDq2iL3YNiBER7wrqmEZtn1jGcaHix5ksvr2yWQK7WsXY1QON8mS4KRFWcJsH5q9awj5/eK",
+	"CK1hS9bKu3HxqKb1Cw60GVsC62oMMjPogdZbB9GthuEISTAf8Ier193nEYlRrK6PMP5CcRw1tHq3CcEf",
+	"rRikXJA/xmbw3EGItZ2AiD+DlNY5iD9vHBE7lghXL5hS3aHZ8BlVrLNgq9z0fYHlw2jxusiFwjUlbZ9y",
+	"CWNf0htGYtdvDBkuftktzhP12GmK6c7FRPjfaXZH18r3sC1k44tdaN+5Lt1e2THv2KpSVWxwcsWzXC5j",
+	"SE3XMiZt9jHJCsVvWSc8zlWhHoRuK//AS+C5wfOOps07nmUuOUoxUXPYTbcHy4/OMOXmvSnTfKjNU/oi",
+	"Ao59RTg+aKXuICGYWA3FXhV1EbE23mTbX7XlH7ORjduNfMu/3ggBX9I1WcgsJW2HEGZIQc5InATxv70g",
+	"WKwSTRcmbqhrgCW7Nkf3fqZI/ykGad/rW6+U1uG6RC0bFoft369l9ymb50xVmB82Zq65WIP7J5N3mRGD",
+	"6tWg3OKZ1ojvzW5Ziyxw4e52CeB2wBHYlPSqM9lclc2929qQcKB+QvUnOtdvOfK3jcB4yJ1X95KlVxaE",
+	"vOYy75bJirwhi8YIyKTtLLMQJtNbFdOMJ9dFnqEV9tiGPR5/AkP95+O4cwHpyObOBMFim6nyu4UQM6TN",
+	"5AbEPw9WZteSfpnbSuvMHS7LotCn3eQ3d2sEk4X0xgAUo8Rj74+eVzzjZ/1amrg9mTDJacPdkS7rgii+",
+	"RXBkOXN+tZgWetGDt63bI250dYcem51OxuBVI9AsIeW45mCBYehaMSbudZC/xD1jUSTqXs3olwwCTWD7",
+	"luLf8a3PAAkF21Z7wRTLD3Ojl2AYtrngY78wkd396qbV3gZrWq7FnjgfnT7z2ZGYOK5qBGSbUb4d/kA1",
+	"uWNCG+FazFECMc+0JKkkdGquPa83vTrM7+3cK5al3YzdsoyUyNsuqdMFyZWo9+50bEg5CCNesw8eSXzf",
+	"NrgXP+xNOI5aELtus8C3PYIBLuSnXfbGGusFZuI3nv0an/o0Y+SH92+IoEvngUJAS0iG3U91HcID9Lwz",
+	"icxhltU4LusjN6kzz5eJcCiiY4S3xjINPHUuQluw4WIiZtKwVowAx6hGDNveh3bcw8juAqMQY+shiycC",
+	"UxM5mIg30gZtTKbyiiP7yHUF8bli9DUUfyJi7ykBL2KZqFiJ6XRZi2UfHkXXXCJ65yzjmxEgPjyy/hrV",
+	"/xL6bna4WB6QPbxtyvPumm3JpPLJ4YJJafOvuzm5vufAy9u2z3N4iW9+3kT6O6ynunTOiihT5jmXFuOw",
+	"nx03rt586ANUDjYUetDBPWbCsuWGQbmQkc0oPUBc/qJIC1poeY0+/Br6UoEYFoRiDpxPdvLOf0NSbOgi",
+	"nsxOWIqgDHEc9c9JjG00SUYbmZ07RaPwXYjqtXJknToThPdWMEiooHNWpjk1+Itc7My1M9x7dWtuGkTB",
+	"oeFLn/XVwNcRuQJw2mhQ5yVDKBNMGyvjvy8gdIIZ2sZXsPSRXdKYzHLGfnbPfIaZja83VBAzcTYRAaC9",
+	"mjyr5vlUdMNtSvPliaKNLgrrFAUctSY/mc/Ih6CbSlR+FRUbF6QEk13Sj1WvK4bCWWcrAr9SAIfKbo1k",
+	"FFiHvBtYpCT+qvQgxUQxjUH+ii4ZsNEJhFWtHTjgLKO3Mkc+dICRaOUtMjtJjQdzdwmn9RQ9kSjW7IzS",
+	"hpfQj5DXegnzAg8pluiIg/Il8ZjgZC2irytt5UorgcLKBVY3KZNMJgL6Ck5rVIYARpUYfRrmWl8gajYV",
+	"BKR1rjSAhZMlXU+EzZc3AnKtO7ze91QWRPAr6datSk2iSgZmlVJs3ZcqQajSX7/HG2Sw9vT7XdnBKhr5",
+	"l883P5R9AeM5gH1hw3VD8tDaG4HErmpc9WR1B2MipAOBNEfM4m5FztfCPrLlSle3u8H6Z9hNLbLyhhlE",
+	"AR/AETVOQdVbb3z5rSak6k6ptHFNCuWxQ5ZEyLuI0CSXStlLYwPoSDteJqtrl1ocRw5Twf0OQj2yV5bW",
+	"xGnW5UUdpGXbXNZtBPL7fO2jqWmWHRBFZj/9ENUEnaREbSTQKrJgWeqWrVIBzadit4ERlMXdXFZlkDMr",
+	"pEbfDKyfUVuDBX/42BF8yw6nHCSYtdXO3QQfxJpk/Ja5nFw0J+Mwa6OFHj5e9KZYv09721dDFQR8lNhX",
+	"bs03Ypxgb0D3m4gY+V3Poehea53FPfIdpu2wmbl34xJoGu98EPWEQY6KZFIx9LFNhGXu7bga1xVHpCqG",
+	"2lo74YYedHorSAAHfFHvJVetplsU1V/N4NpsnMSmHQ+HWkez3hcHJxVsZr/QRGdrb9q0ahSE4wLKgEsh",
+	"xVhd0MitElCmigNJOiyGtByozX7dG8oZfpEyOMyPmMfvLQFf8PV/Syr5VhLOL5X8/aWpC0Ey4kHphL/R",
+	"DO4dV+xlbVTXC8TZmWFUZtteFees8Rerhn1XjUpNJo/GNPLtK9U8to1LDcO0Fz4Yacrqh9lkNrtHDuKl",
+	"00h87hjLrxPEKTH/tJTQ/mW1jFoN1eZS1fiuKwmGByJBljaFHUJfTc1Va9g0N6UBTSltcKDsS1TaHxIF",
+	"ThjDVh8nPBDimGvCgu5EFfavjQ4V8i/EOlQ6F1BABcKiQVCvD2Zc0fyGpTsy2K6CJDRY2DJGwFxrUCTb",
+	"ICCSGBuLOw09BatSjyN6R5WzcpVNgsGqc3ha6S4wwt16OSoNjXiI7uMjRRZUpEYfAtyFAJ+3Ptb6UfT9",
+	"F2GBUn/YbXHSKRatultIACFZZXK9tIExDfBGtZuQs42KzL4claboQhBSGFHDSO6QRLhmOkJQYsX0uEw9",
+	"LhSbiCVkMUrBIOfIuiUiv6ekjbBgY2dsqGYfujQEFHnziXDHi7RztpS3EJECyBSwFdWjCXHZHAqygREv",
+	"Ls8wSPpgYXIjdRmSqlMNgLLBfmU1HBx4y92ahrCOQ2zvlk6W5vcwKHszAtDZfu1CF0vmS16ATltBi06N",
+	"0Ng2QrjoYkRGUFPbIq0iGJotkAFNdypuxvsFg28gMtZYbIJwcURTLO07luRuZFFXiGgtx8L1+watS3hf",
+	"Nt25wU/3TMLYFXdbtrtjXPXGn8fBbaxqVAcZkRxX3hvWX2o8+1Agqwc4NMo7HLPE6Iz1d+Qy4DYPFxMa",
+	"mLmD9N2IuSwUy+MxZFgLQzct4BbLSXsT2WYjScgre3HHwhPGm8Cpof+XIJEIiFRo97cgbebxfcAIfgWB",
+	"4IvZ5w6g36sga83yedwAOSNtrh2q2Rws0lwkDejwiv/M9jog0DSy0lD7pYJuc99wzW1/Zi2Vs9i1weAq",
+	"1Kz29tij9AvTidCQchihcBdzL6UI4AD3kgr77pdFqh2Y1V8nipdIN1ur+GdEa61g7wBsq63/BNpyPMaa",
+	"I0uZMxuLAaCldcEY+MFE4G2vFrDGytXxvzI5+wMg7xGgjYpw3emRK1egykaClIAALth/IsIS1iBvrahS",
+	"DnxqTPoQYj1nYN6G4o0Ja8o+hEVpzHbZebmqWPe4aFrKmwMz3yxDqCUO2BgAy8BbuA93NE/NyvmF69w3",
+	"220z7se+GLX8Rd3kUuXxgczq7RXaAfHWFBMEQTDM10GocZA3B7jsqAPwbhvw3wOfYySZTQVF11ZUaioR",
+	"yaTSnQbU/jAit0ZRoxspuRyK+M3lFsj6Tq79K0XkVHD6t2H4wU24icpfC8PPa/fbAc5u7zsCtsAJ4Knz",
+	"IjiJot7JvJvzmmvXEMXgqYfD/1OboPikTTVZSqXJ4Iz8mX8dQU0UoGmT1t//9l+TVv1hyH1y/v2AAPYG",
+	"PP2eo5pKKaA8XfeJcDJDPIjz1+LvH87NLTTEbk6OTe7n4sG6VgyFwibqhjVjE1/GuCyoVJseHrUMHaq9",
+	"cBUwvfu5T94XoloYAjRoxYpUdj3auoMXQOzvXN4pi9GeFUsBVLssEtQZT0SNP86aS0oAd5plLvSF5jng",
+	"b1JFHHqM9Y+9fE/evgbkGsTH7EQWNl5pulZWCikhez2GPNZLa5ZAcmamEk9EsqBi7uCj+M+sR65evf/W",
+	"kOmPZqjd4elZIjOZk0JkhjzFTNxCyIzyURqbNubM+U5sjcp+xVQ/qKNmZkXv+dHGyYQWIux9+0QCjUmK",
+	"nOv1pTnvljtD8sWLAhNe8a/X7s7/249XrZpK/t+/+eYlefMNgPsmQLCDyo3WBbdRUhJ1K0XarrRhWe8M",
+	"ODv0Wy0jhiW/uJhJh3dGMYgeBVwAOZ+jdQTSVGprj23jZ77zCetdALdnaYABP5M5efGGQJwcHm+6Wqne",
+	"REyE6w5RwxTLZt2FhBJWDh2+DFoGBgKhH2GpSWuBBwOw79KcPqlQs/7qK6N9ZZKmzgKlvvqKtKEeIynr",
+	"MUbkGyjhFpE/e+SpiLx6OcRinpeX3wImTgeG/QpCNOLj20EchEcKxlJFYrPtMuc/U4R5/xoTcTCp599+",
+	"vLJgSrivNNxOOAG4p72JuPJYXBxykCHTPSJLCsFmECn41Vde0TZTCsuWd1xdQ6oDbVzeCQCmYmVEAiI5",
+	"qBuI4ER9UV3U1covPRs5cnmLTEVG/REuCmQZAD3y6Q5xUx29mKQyKZZwItAgGGtXVFBBZD2AN/21IlX+",
+	"1dWw+StZMgqWhr9OxF+73a7/z3wSl7kMMfkrGfX75K+VCo8eYBfhXIEAm6tg6CzBJnBb6j9HPFjqDZog",
+	"3CynXNhChMElxScloC+E1mMPGyVTsauBmRrWPTVbnRlBwdXbMwSHVWug2qZmMp/yNGV2uid2vOW+L+ka",
+	"+i8gfIKrcOgOdN+2hUJ62RB1YKsyL+HjLH2EIDxrv50ynwNI2obfWhUKYZMpFPMhTCV0xTYqX9iOhdRd",
+	"KJGIfY/IX0khIPeEtGVOlFwyAMXPFDtSHXcaIzyLMsciS9jUkumFTKFwuA2MxjZP3cLAWD5ypRWZFhqW",
+	"xgI7c0Xw6+AcZDzR2MC5baC8835rZzZipQSpxYhIWw3arbKtw+RX2/ogwsa9hcp5oS6cuZ1rV7CkWnje",
+	"8t3C3HsLIIfN+9LG0MPgZOMgbxVg3ixX7I9qXXVRbNOtqWvLrIXlVPtKdVZrg7qCoB3baW3xd+zzDM6l",
+	"LdJ+JwxtP1K+nvu+svV2Y335W2hzOPSXxoMM76hmG87G7qRTak1zp33XXG0pzQC11oWc21bm4NhyDVBR",
+	"/h7GvXJFCgElVSAFqc0xjs1GU9nW3Tpi6BU26g5AaRRyVcr98FKWcXccNucYAGpU27t3Afkd9c3d0cXQ",
+	"D+xnBBsupOiWIy8Hxz6ioG+xDkNoaNsYoBMLmmFrfWhtWswv7DGF5DOSGGHZEid3QzhszES88BlKCHb1",
+	"0Si3Zjw/s1yi8PLVV6ilGk487Pc7kd0QKjApDHjkn66u3plbdmsIKZQp+9OrF9+45N0Fy+ETw8fNwl0A",
+	"kuqpvRpmXJacWRqlMB/qhXkYX9jAUYvR72YT/z9da/HsvkktlpgLWijLMnJFBn//2/83GD4nGdNG2Ygm",
+	"IuVzcEvkJO5dj7t1JTnArXqB8JhOHjACwPxnDmLKDJLhOLB5RIhgIjVDxpvvYorG8EFM2mBa9DD6rqCq",
+	"O9s0N51NjURuOjJcDYoKOFPlRMiczzmWMIltAnUic9Vz+TH29xgTIEDJyHjCBJaPQv42A7CV1ouVuXjd",
+	"Ya/fcn6Q8Blo9cslzddfKP62yuK/gdDtMWla/d4Au7Hlo1vj1gk8QtAd0DOOF4Cq87P5d211vRd2T4b9",
+	"Piltws4iBCukiDmUPfIdSK9Clinj/oa9SVtj077F8AF7DNx3GMSw399RPLmmaLKzoLTkzeEli23fzZXH",
+	"0calCKBdQ4DsKQ6srlU/geM3ljSA9FrR51rjnz6Em/yW3zJhOjFyLLo66FwBPotbKNX6YFrYytH/ZHbs",
+	"M+I45XTJNFS7/qnOBI1ynQ3HMlfJggLUsP3SGvS5Wj7LfKLQSs2hrAyCNNlDDD20QiUXS/2W+xA4OU4H",
+	"wwrK8u1gMumFUMv2zw+fBtGp/+NfzD9K3O7uh3+pReyu35tyiY7f4Tq+M+MHuM7jnNF0feh5Z4I4TmRO",
+	"RskxKZRwD9B6iTVf2uuHgqCR6PP1RLCPK5ZodQEMrySBYU6CvVxObXLh3KDM8CwjSz43J0TMbWzH1tV6",
+	"b+b14JtVgmmlVNMpVQxvWbm5jsCQYWjLfKSbCJOAchKGsHzxHTRfnTz6xKn2uzuI7N5alX14ATGQzuSA",
+	"m8UqCxRiiT3CSn0nNWAorS9IjGOPiaJrZRGWU7ZiImUiWfuCybsok1l3fiBpuh0cAyc69sXFay8SkCLm",
+	"TSq2ijmw8Ph4maxixzzacV4IzMbG8Crnv4DisgDQcu1C2gAgHoCfabr1EJbBPwVPo2kh40r7p0EaTCzY",
+	"3eZz89gGxmz/NBE2VXyjD1LtAuSNuBP5Sj+kqBaXnzNhltRCpqM1BVI0Kjo/5v35jzLQNSFBLVAyKvkg",
+	"RpopFLtAcWwiaKbkdvV2LpTOi8QKjyvAfHBF4SoF7wFjPF+TYFuxWeeAifrDUWBcJu3vV0y8eHOkUPXr",
+	"9MCusKQ6Jiue3ChfzL5blp43LGrFxhMRw5Fox4bFYClhjbsadG/+BAcrGEqp+ROt1OXfYErA4xoDdDjI",
+	"Pty0/GkC/GPSGpNJa1YIWIJJK6r8NSafzAiicNYRKRnK58+xDeKjQi9yueJJOOq6wV7jZY47PQJ1981u",
+	"KYw6dMUsLdWfCJR0QQBW5h+2ttH7V5dXpbqiwCCipb1HDfzghbmjV3BFoz1Cw8aW4KZ53v+XguXrkvn7",
+	"Cv0lBSvzBpbJKogNwr9wB1pRy69YHXTnh4dyLu8RK7uJWu76tMatn2z1zVJ1/TAR/68sfBFbsA73ekD7",
+	"pMxcisySfrw2h1y1xs/B8m/J3k915a82I+C5COpXBJ7z8GDUFRFphpDYWaK8SrEOiiTYFU5vdzwgyShD",
+	"Hca7ggPYIHOblSTlwUPVxm0ZMP/RIcz/a+qr3MEng/2f/FA1neJ3o/3ffSf1awiZMB8Mz/d/8P0ty31C",
+	"2INEmd1fXWqZsx9CEaOiXkIZ/DlSFMOGLdA3zzd4E2bGOnLYNaSKi7lTwEOxADELSomgSDEFt1YW+HEh",
+	"ScoxczUigt0xpdHM6DK8S6tM27PNyz+96A5PzzwqOdolzROsKSFsRMpW3XzzMIB8cdDL1udp5LFOVJbU",
+	"R2EeKqYbYj8RQSVeNLS5b0EyQNYZQRUPbx/vkRcBNsCRwggno6YzmquJCKwk3qsOlbXNYMblM5vhC94E",
+	"C0nuLSw20ES52h8T4aCzEeMBtqCXM42WodjXYCPnfZLSter0yPdGflgC5JgicmbY2BbaGMgRAM/J9QWh",
+	"Yu2M5mTOtCKj/kkdxzHySVntfS/P+R4FGXAklA4irN0euXDWGF1Z/2QDP2PwIADoUBNzqhTar9NG0Xlb",
+	"o0fWtVYJlqht7mx0cGMuuvIw2ulL/kN7NWuHSwVBcrmvH8CVRRR+//olOTk5Oe80LRQEp1aGc1hEya6x",
+	"+EJMhw8Dsnu/aBh79P63kIB/wIsvMVLk4fIHLgIcdRj/sD886w4G3eH5Vf98POiP+/3/ACzzOcSOtp7P",
+	"Riejk9HZ2ej57Gx6fpbOnp+nKT3vD5LTwbOz6aBPz9LnJ+dngzQ9SQY0ef58eno+HabJyfAZpaMNTPnx",
+	"aBC12MeE5asygfOEdBNyZC6Fbp999axz1KogTfU3oteaxmzkiEF/NHSx6GVxuEro0HgrAC2o5h0EAlgH",
+	"tV27XiKX/0QznrBK8W/TZ+t8OpydJQPWPZmdJN1R+ox2z9PT824/GaRDdjIb0dNpEMc0DvIxQhmodTYb",
+	"JP30GRtOn9MR68/O6cn0NHmWDthwdkJHU4c/Ph6eBBp7GP/jIzP3FvqBo1SJf2odru/DvYeQqhqR6QVE",
+	"SINlz7zmqWXIT399qekA4eS18y7/LsUmWOtMzkkbsw1ACe9UZCEQfrwshHHetYLQewtgXXWug/czdMov",
+	"6QqgnAqRWkca3pkjRZKM8iXEcHAxVxPRdmiTEUH+HUGVHazWFqBNdtCeUHYK5sxE5ikDNcWZOScC5C84",
+	"TMcZVbqrmC0BpBo0zW/Zg82OFhzVRsFtIJvW1IH7qZWyW6OzbBV5ayEpKVFO8cH/7aiNNgd+C+i0Qvme",
+	"j/uO8lX7i1rLzHTqoEuBoo2PjyESaCGVHj/vP+8fp+z2WPI0aW0imW7S1+F4NPqPADrUDT7EHy3ncxgF",
+	"KRFoG5Qun29cCq+/Ns34nVEAv2K+1GGwdCUVcLEtJSEIQZJqycE7Z8WzAUxVEL4Y0pt0aOKDyExv+4NQ",
+	"NqBJgbVxIoL8XlvHPyUhFhRRklCr04H1QzOo9EW1BT0TPhJHNYn6buQPvvnlGhnBKQQSdMRgA8wP4xmc",
+	"y8lGN6hr9hF3338X5jfgu7Yf/AMc+jbHzz0qEedcyqxDx1C1hWhXNLmhc3YNgLJZ2TVi4Pm/Smj5zWcw",
+	"IrC5bv5iAcw3H7sgoDDJCBxc1+C+czMpxSgkimVCEkaY+BfBWuX/KNOs7AMLl2QbCJEM8IUKHmIAg7iB",
+	"dOgBDis4hh4ycBMNcADY2zW7YSliKeTVAfp5LJAS624Duf+nD9uI/D992ILSDx85iHyPjO9A73EdwsEP",
+	"+5UEwxYwh+syTNSnE483IClcwjyu9Yd7UPwSp62B5hcKnJburj0R/GaC/+NmqG+NhyWk+iVenaP6eYEZ",
+	"zSup6iTAQigI2q2mtUBof+zgSmLX+9iHyTgjMvcly0HQSyFHDm1WPqM7SDqLCHiBXPUbMHQDOkUul1K7",
+	"MGAoFU8ubdAMwkzaCJsxqSlrS73RTZFU1vEIHOP7woUJMKW/lun6nj5ZZwdvFebqky6tKHtSMJfjedhN",
+	"CXCsPlft4OYaf65nZbtPk88Y+saQqM+REfHu8dU7uw2/fa2tf8AVfmlDXeGDwQFdXEn5luZzhh+cHjIX",
+	"H0f6LUs5vVoj2MhoOLzXx78uVTpkbCtbU+fLyZj58AAXxh8xRuEKWdYG9ftesK6czYBMgO+qQnxCuhfg",
+	"0HnKF+I51Mq7ly5nQN6JEu3FEtdVViCxLXFfjpQDhqnAwvrcg2giKsYP8gI1dEOnMbOYZplNVYagEmbd",
+	"DTVZCY2i7mUJJrFh0t4bewSU6t/B5NloY/bZdgeRsA28lQaDrM/NSGier7GyAFcQi37LcmUTGwCypMky",
+	"G77aZP0eNtjSN8xWpdXkYtfyNwwE0btqnM1WqN0G4v0NGoc37IEh9MlPVbCQDRuBt0RsTvtQu2YJBVbZ",
+	"0XEr6Y6G2zhfm92f2u7dZgiarRVXDUbXLxJ7EcUpzLt0Blirnt1DFg5ha3ZaUMtT92Qv/YWsJeHFdlzD",
+	"H/sPAEZeJyB/y8GvRQS7KxPGvHTsgrF8/pFzco4300/sczCHmDc7DkjdytFasWxGuAphz0xH6GU2Uj7x",
+	"5hmoP4CBmXCIjbwNMfKj/vk4FNshzXAufWBPGXRrfgHMsJCPeR1jQW/ZRABqDPI7D2eepkbzNDK9IrGd",
+	"U9wscV/6e/XFUvdeinEILTj4xr4Mhx1I59vS+OCeysNvl6j2fwtE9Z4ktcm0EFxTc9EXjKYMK0W9lcnO",
+	"+g321WP/HvTwG9eC7hsj9FtXm34/vAUJRQlL1sBWNlSRSo4DMpuM1aFGWgQ+1QAcCYlEMocImOCNHnmT",
+	"suVKGpo0xurNmHDKU8cjMJVAS9kjryFMx+bjBdTfR/VOOaBQGK7kq+Vjth0u6ERsJPFhVpOWhWmxR+wk",
+	"TBOeVyCkpdOsKhCzdWwE1ydkIw+RewPwQmtSvpdb/r5EqoRRbKBWQWbsXArW+we0u/yOrrTdrr13Oqq3",
+	"JpRHvExv3IWmHP+rvXF/iCEh3Kb0bgmKNoC+TLINhcJ6F/hj3ZdfRWj5fSh9jySf+JP1JFv8nkjD94Lt",
+	"JQr3s8bZc/Lmm9ZBaYOh6e7DLqHi2AHs/3rDiXb5loLSABg5ZLZnlZuGME7YF9Yg7QAUqCZoYCK8+7vT",
+	"I5dQgYxyDcgiMk+xGh/GVOcMC5jmRYZYUc49VEcv80K8RMC6B3iGUhfui5GNrbCShfPUH66EypQ9eYae",
+	"dKInV9LjuZLeu5QqzIHapuW7PEibFBaJyW+LygaVTUh8POXiWC1IN4l9MqVXIkvwZvIjlJooVpC+h7C3",
+	"8UT4TA0P1W3LXcEbDsikA/TboqUUmb5wCDU29TwvbFXKiZhLoM3K+vZ9Co01W3KjlA5LHuHfgawLZ5CJ",
+	"exPh6VGJpYFJM8qVrPdlXAssxEi16ZQvcePznN/SDNlFbyJ+hMXaEVkAoDFh0U3gJiiPr3KZFgmEq0JZ",
+	"2DGhm4jCDqLwOEZsw9gHSQNqBpQ9BY3B5ueU+D7tcjdKxJnVKltflLFysNJz8yu9o2uSMXrLVAW0VDiW",
+	"6Ira2liK/aWvcWXKoLUxsW7LAP/R4hKZbZ2IGoTeul0e4C5zBFM2/88LoVx/ASyjLU2h13FEZgyL5YWo",
+	"0gfhRjeye5cP8AixIM2pDcmd+R3R6aF41h/fv3p19ea7P7bGrQXLMrlREeqkfw8JAbr/FYSEA/i2LQV9",
+	"idizT7LFk2zxf6BsUZ9q/TAxo6w2Wo8NExb9pCSTYt7N+C1wpFLJ2mL/lqePwYcJxCv2DVl+bfjuPJNT",
+	"mikyZfqOMSs8laOPzOdTqhblx65UkGE6M5mlgBWWEvYRT89E+KrHPYLVd1wBHUv8MbzXsppos0fkdxB5",
+	"JyQEj5he44mw0UHW4QpD8ba4qN5sZsGhaImJV8ar+4HEZZj6mrRHw2GJldPpEXQAqAoono9rdFLIggKq",
+	"GmsK5nlZlsZ8oKXOH5afPrUAMcqZuA+x4YW1cId1qutWsPM9giDsHHcFBLvRR0RJxH1fw0Y/mcmeiPRj",
+	"EemrKhEsSy+n5fkLCbW/Ub+uba9JzbtEYdsTOIB42bCgXZTAIRwLAgFhdZSSSDER+3DXwFzXA/RWl+mP",
+	"wLIXZDQ8LylcWPTZ0MxqTSe3eOgLScsC1zQDlCjShlEKNNNhdE3JzCbCllC2xBUsfetOc5iJJTEPCzNp",
+	"pHne4XBfkocs4jDp/JBwknt1vofWQti9LRfxRGafJO/fJ1EHqmjoR0hlGqj4QcL28Sf7r2vT5M4QjTdQ",
+	"pDUQtM19CqIkoAxmSOa49iaTEmy21xDyEJK0ewuGjyaY5WxJOViRShb5RCuebu9j3V65wooRwJHKoCbE",
+	"MjUi2n+HRGbvxXeG+z+6c7aWzJgFM5ThF/YoPGxiTZKpoYNesydtlJ46ROZE0VtbK7LWJKBIe0rVogP4",
+	"gknGaI6Vnjfstbg0vx49bKaFriqZ5zNPpPCJFD6SCREPV0ANQXdzgkIgZ3yJdLMb9uESUORskQylzV1t",
+	"YyTniubK4sKSOIMCvWq9BDRuuLQ5w12NsGKIRLyIXq2p67XFZ9iJw/YaaUTOMqr5LXOAo2VplVxKfeGj",
+	"6cDNKGUjOGjK8wZkUPNFkDo26p+f/QIgoKZ/5wHSObewEhaFoH82GplRyBQqIdUa6AbV0LeUatqbcmEh",
+	"86tPEDJq0B+WIHAQHGcovevy2enpPbvE0nK2N/wDO6osmZnoPUyCr/cABCCrOFLELtuTXfCJ8v5SlNec",
+	"Q0IDEoOHLySzDlHhNxPjBwMKijA0qqg+G+DCsBIkruBGsYWNGFS9LgufnffI93nKkBXcuNiKJh31NVbr",
+	"3KCRo7psBsQObcsc7E7OCkinigndebrOT9f5sa4zHjVXTUtiuSI45bvudWPJAFs6C8B8CPtIE52tCVhO",
+	"ZQ5yD8hJZpiYF9nD+kfuRvmQJjBiY4rZRMw4y1L8URbaVxvDjND41RWdQ9nAacEzXZYtd1XY+M8IEYxc",
+	"HIWPiUCE03jSwrqM5i0szNjFB0t4QSh8OGlBXNiCfewY3gqlEm1507sFs2k8rr4YV0AHNBMXExG/mXW/",
+	"k4J1v6U6WcQ+nMfN+KQ/6pEXRHExzxisG4HCZ6SN5czGuJZ/oN0plDBwf8URsf/uCoAddslKZ24RpcL2",
+	"VOQrrL6ZdW2NNFvC0AHXmzU0JA+7rlRO88RucNYjl2amNMP3oMqSFGWxLCPi4usstUCEII0uZGaXBgpj",
+	"mfmiHxvGCBtk6avNvhKEprdQN6FNnQTdIQuqJkJIYgZry1beQKgXDqc2eInR1FLdPXjG1bWH+pWDQZ/8",
+	"7/81GPWGnYhAAXO74v3uoD88ib0Ujee0lAFhjR+GumDmqLYcR2aLsGRleHyahlE5efdGVN6E/rDBabhA",
+	"kPJW1pOC3cRCNwuqEK0Cj1RZLad6EnYN+v7Ldz/FQyaauZDFqrXDflC6HsbNHwYF5rGWTA3Qcb2wvpNE",
+	"knb8EkfRxSnHZM5vgzLKnY08XVtJDRZN7UvWxZftu58jOGb7voF3Pkett1Tp7rdWFdqbFUyV9u/CQgz7",
+	"Z7/dPbEUDDQmRwUec53dluLR3k6Fw8OAnAeibiq8KKPuwfEmt4p7lYuyXSziV9zhkzpR9jupidOfSXuT",
+	"GwIxY2nnwlBx4OnVRT989E/J563R4Gz/B3ACv5P6sqyp+iROP6ZdkqZOmG7n9A7JfOfxteMNO6DpD6oa",
+	"N5oCe+Qyo2rBEF5rypyMSlYZ5SJbT0Q7Rj1ZFvrY2cmgXJIt22zur3/j/xq+Lt/pkXdUL2zEIcTVY2ig",
+	"79ziGPqCSU6oi4hHYrFlKWrqFdq/DipXiFa2JRdevvmysoObnpyi3g4MGQ5l9WNhF918bCMpuZiTFc2Z",
+	"0FahUj3yQqwt+/clQAz/Z0L3JuIFtgUlmX2Y0JJiYTJESY0DofwEJGGbyyCk6UtzmqGQNRGXRQK5BUtG",
+	"LW65U1GMYMZKhSsHaHOWlvqSrd9SJ1aDmcNbMw6JIPpV+ftBkf33wDj2xtzj0Hx83woFCzo8PWuNW6ez",
+	"Z/3pbPCc9p+f9fvP+oMzdj56Pu2PKEtPps+Hg/4JPTmbMjoaPDs9nZ4laTqjs0GfJuwkOWOziun6Xibk",
+	"H/HG7xJMwdxkKcOTmelLwpyeGOmjMNIfsbTTQZx0p+3Xonn/FlIPX+eM/bwRAs+BASeMtIPg+RgGHV+Q",
+	"b2Ryw3ILjgaw8mQGjeSdMeFaTQSsQeST12wuGYNYAZ9hhtUjFeEiyYqUpVimKpEp6zr3qY9ICOpSYUoh",
+	"KRSylpfvfuiRH4TmmU0k+/vf/usYM+XiKKhvSGQ1qB+Z1USM+ud2ZmlM/v63/+nMUlwrn9qwoIrEAY68",
+	"T27AuqguLw/y4VDGgLCxQjHnAI6F1DxhcY+8INhZCBvjauQrph1+KU8zRtQdYyuWX+CiQigNUQt5B+l6",
+	"btBGzCkURuBuNO2sgULqBRdzqPX+3gbltkf9844vEBzUSgO4uWq+SWXbys2kOZuIWS5/ZsJZEDtY7M0n",
+	"zXjzaFmxcM00Zk5KEaLcQS6lhTHysCkKg/A28OugDHUt6B1kdOIaTNckKK0yEe1R/wSMfD5ZBOTCBIp7",
+	"4kelADMckrg8+TFiBSI8u+vqAgKxt9NfzDtjAjAqcWUNuSILlqWEZllpTG4HBzQ8kVDDyqao4vFK3WbZ",
+	"g2n34IaxlbtnuKzxHc3NX652r6rF0oYJ/x+DMEMbPzqzHwUgNEDdqhg0/tlu5Bns55cHnonsIX+ShZ5E",
+	"my2Um3dIyrZzBb8A3K6mgP8vLbTIXD9mwg2fQ2kEM3RnfDCT2RBswnoncQc5A5gJAv6FxbQmAqtpGUkB",
+	"skOnubxTLEe+p+SS+cqWKExYOs4+rngOhcm1zq5VHPnwp5Ozfj8iVE8EVMB+hmU1iUVlCLiHx727sEWv",
+	"zTi4QvTYFGfHVSDgGD4qc40eSVgBuWJCkfjYTvj4EzTy+Tjuke8klvz0AIKGdCHeQ+nwmYh27Oqw9JYy",
+	"ZWMoDBaPCXLXr1kCpw8GkstCM+sOK0UzOERxFIqbR2oCHjab1YRvIOejyQKqjAQ2GiML2NmIbN2cTmRO",
+	"0lsubh6STwR71Rqf9w9P6nfdPibsrD08dQxs+MwxMHNxbDXp+1oBijxrLDzmjsrtoLevpZ7pvTd4djYa",
+	"9Z+Phv3evy/Pb6eXo+Lt/Lh17wVs4oFm658Y3z906tLDmeC39IZViQXUpLGHGVjAg9lhGbn1m+CHMLN3",
+	"VC/2xZ155aExlvjrOm3Pxc1vqoYlaXeQSrFDqNlCnumUNgEpmAOXkcAxqCZMpCyFj7kI0lEtbpHb/Gut",
+	"s3ijQmlzRTk71V8w48B2sisU1q/iE+H6/RUfKAXpOivIRt0ue9x+Q2GmflDHn+w/98FWX2q5cuVkSxAo",
+	"AAaBUBn3VOeMkfbVq/ffgjgnyJ/fvH1r64ZTMs9pwsiK5VymHSwmVgmoC9Cj8N63LRCkRTIb9AlWl68Q",
+	"B5AKrVOIAsgJ4bWAkErL1TuPGPtLX/49Fz9ySaUQPIszwcrmT2GzTzr8Y6dibpOpZiLVGDPrLrm9q5jJ",
+	"WajI/8DNfU6j6iWO4FX2kWPSdK8O1/o3cyufrt7vD7/5Pmf7l2XApqPH59auUPFvwTN4taB3Fb/geMP5",
+	"gPCc5A6CNvSCrR2b65H3Zh7olHKagk1ZmZQOl7TGQ1WXOlwsH+aqeFzbu9VgnqjHP7ghHY4w2/Kqfond",
+	"IKiC/Vu42C/pShd51ecfQgpXreN+8IHr36j6XPtav2AznAi+pHOGJSAzq8gj+O6dYHkUWqZLLyp8OoaU",
+	"6dXaAcdjUFonIlxMBOD8Bkk4Xh1jVRxhm+ZGvNIfNQQToGk8PtbLVQzBboYgJbgmqa3oZudMpiyTYq6c",
+	"7wDN4BGRhc7KAPjQ4p7IAmrNzSkXKgBftpha4WJuo3g55OdZLpfX7tUYXP/5VgE7yCniekfdNtvAQyzg",
+	"1pmKyoqNyZvRROO9PJCw2nH8WpXYnEkczN99ej59njxLz9jpbNQ/GQyHJyej0enp2dmzZ8+fn5+3otYN",
+	"x3rQKkz5qJvx4W7i+4bh8Z+ZqzU/7I+e9++9to1cy/7+VEftyeL+22Kv7uTudVV73lky2ZCd1mqw3z20",
+	"gnOPuPEBKL0hERMR8zRjMWS9bSBaQEiS99WWoWNHisBH1zQxIxv7+xiTFc1vWHoxESA4z+U27ixXWI0f",
+	"eAmReViMX6Qklci4DMPx/MZ8D6ymsfK0X7u92YfZ2g9XgR9XIH8uncxNkB0B/QsJ2Ypqc/Ja49Z//tTv",
+	"ntPu7MOnk+Hnf249QsVnN9B/vJLP92MEB5QpLpfqqU7xL1WnODyOh1Cy40/un/uLSprnVvL0NNQa6K0U",
+	"2yO+Kr5z21lpEQMG9YLxHKKYFci7nrSVDVr6VAZyQpERLlzE5JSR1AFCjPrnHYgECYgUxsHuLwoZyqgH",
+	"IlD8+uf2yQpXg80QipZ1R7zBuAxV2Nwxs/qeTSdvu4LYAWUfk1F/1Kk1JDefnccnq/vl69/6mfy9Ferb",
+	"e7ruaUex3775pjTBQr2ZRhnyFQgZZWA8d5WPLsiMC64WUI8gzJcDIO9dUQv1oGpXMIytCdUKVhhYfKh2",
+	"aFq+xE9AoLmHrBakL56NviRd8VeSjkJbBfuorxNsbdyCcwP7a9YSTAHTs/Rk1k+G9JyN0tPT6SB5zp7N",
+	"zuhpOkpOpsNwc1pjW0+BXSe+0FBdpdJ7q/ouNDwoU1pM0ZhWZ80YYAD9PXDZzKbvlwJhbapRNKSNlawU",
+	"kTieCzJjOgGEY6xGZQ64EQPwvV/fd/17FQdhsUNKhifTi4Ebha8aSdJrR3fgg3sQHqJYIkWqiK8KNxyR",
+	"RediIjBcQy+ozcqBLU5dnRZITILSAYbY5dYcClpzEOocGR7dUMXYnMYHJ5g4elt7QQbjk8Dc90vccTzu",
+	"sB0Ffnq9xLDgwTBqMZHI1NzkcavQs+5zKMXC9TXWE+0/gESYcwcSLzxMWW7pGv7bGQz7/oHOC4GXxWm1",
+	"WLrOfyULXf3KPNj+ymUQtcY/Adm5//jz3dQsmKMqkoSxFOd4CCG8DxlsktrM9flH9N/9zmQ8sw1RGWGC",
+	"1wwDStyNryOa9xX9zEnYEvuCMoMJFQnL7u+a8+02l3txgXSmr9BjRdr14XSYA7uk+Q2kk8Y4tAzSPF9A",
+	"KxMBlNmBL3pJNAyMKwT61dNa3xA0+ShkmcGBcE1mmHVZ6nOtaDfh7o/7p78s4f5yyutm9GtTJRs+afuH",
+	"2T4Rqv9WQvUStoJQsmIihcj13AexIx85VKyzlVmbSwEKW0IWHS2kvdB6pcbHxwu9zHpqxZLe3YLqu3lP",
+	"5vPjZZFpbqT5Y0yk7yomdBdL0/bMFx0iZ+BdKMnO2BezxVThakFbF9qPDncb/zvP6ZLc5VKDL3QZEUaT",
+	"hcVRhFg/GDEGA8IDwCqTs5liGgtYKTufC0JJPKcrVyjXhw2RJU/TjMFwsQKiK9d7RxVJc4yctQ5Zjk8N",
+	"9SNtn0c9NSdLuWQ1ZCQIUADCCIYfO/BIOYNJuGV2UnRURbbBIThsGy4IzbLORSXmcSIWVLnARyMMb5QC",
+	"hvHFvkTqe/wxcsNUa5Escilk4ZK/yZ0sstQ0e8vIlDGswAAtA631DUPe+TRjy05kKQZCEeCMYVpJJhVT",
+	"hm0YGsmEnoiMC0ba8RiMwFBfMO5ABqGtW5wxqrR1rgxOieqR90ZtECxxVcgAjO0VVFd+801MtJyI3IbJ",
+	"WD2Ckcw2IjTJWcL4LUt75HvcUK6I6daBMeQM+AsqGwA8AFZjf15RJVGarpUFprfZgObkGE3llCy5KAC0",
+	"CPp3cagXoJfgCWt7QFHbXUQo+UvBCnTgsbwTLpti5iD5BVI2hdMXZA52XGNpNTURbt936EC4APucbu+r",
+	"i8mD+9W2aEw+AQfGiw7GcUzM3qqIxBaLD245opNUUPvwxoc/xJ1G2MvKbu/y5H34NIgG55+7wb/rnHr7",
+	"LTxb1bsPt9TCOC+ti7qewYbU9Ymr/rdy1ddwm61B9Ug5gr9dl70dcDfLpzq/hlKQM8SzenylgOkSN9U5",
+	"QDTLl1zQDAIJQjQW575D8rvS6/jCxRcAZ56b1i7f/PHHN9+9/FNt3R3+MzNjurI9PKxeeqZa48GwH7Vy",
+	"eada49HhgUqu/0uzqgcBotU4AN/DdJ5wL55KHf5+KwQBkqHXIPxNP1KeCNxDo1A65eIXIFJXDj1yLpkP",
+	"flWaipTmKeHC0GpHujZNG0jDaZ6D+PT3v/1PQiciWRTixkjxptF2nBR5RrpXpBt3LD+GOt58xS5QNvfo",
+	"7SujdqnIYoOJpMhzkGXtCw48C2orAeBkj8RMzmx4FwrBiKgFgwbJ6o7mqSJtQHXylNeI80ZgUeQ/v+n0",
+	"yI8A/wFRE1SsiRcdjdQZBB5X6TNsx7VcMREbwR3o9UTIrTLpoBfAkBEgKCxS7gw9FrrcJUU614sucgFZ",
+	"FOYHhvb6NmZMnmDGpK/6W5FZS5dlXkLUw5o0Ymmi9zC1lYp2SK0vM2mx1INFRvHVwSfXeR6ZnNXhRJch",
+	"WB9+g0CeDwbutPb3s6gFh7O0uttLfYgt7PDwYLN9exA2EfQ1UPePlN1HLeUT1MYT93u8/FQmUnfcZAMT",
+	"rDKZWlYILqmkyLleAzFCZKYXhV6Aw+qD+RmgJeHXHeA2wABt83Uc0PtvfTxShNxNWfSlJV3BVDgM1JI1",
+	"B5BUg4htmEomqU9/UWNrt/GghGAEuQNvbCFSb9dZyYwn66AT10BNJ5doxGLWhxsE/JXxylOm7xgTMEPV",
+	"2woGqWv2pUX38CidkP4HGFgemDEnlEjBunI2C0O5Hb33bLOm+VrMkTCsujp5m+ZZM3tNNZsVWVht0Rc0",
+	"jQjWKm1o11dirJm9S5kKPw1zprz3/EZZyWgZrquPXNpu+h1UUeVC8bQWty1CHCwopI8oWIZWz/Gikfaf",
+	"rq7eQd8/sumlTG6Y7kBMp2ITARBcCoPejRSzZHoh0whA2SMC7Bg+BanMty438sLwNkGJIb1ga8RihYcp",
+	"mTIYNoyICSNCsJS8ePcGi0ne0oyn8KiMT+eKpDIplggsHm4qINjULNCLhvVWxCPwBkvddC02wrmOFMlZ",
+	"IvN0bC5XFln7YmRdLxGZMRYQIds40qCaPczllCkQxmSeLJjSOdUyV1BCAmmFAC930FYJ/VnT4JWUGUmZ",
+	"kdpQ0DRNzwoBaQRdc22hnnfGwXDfRkA4mSkSHy+TVYzbg5YSFwA/N/JJDU1aSJLyFIjOOBBtI0Q5dhm6",
+	"YIjdwJVdhaGapB3grVY6LlKuW58/fP7/AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
