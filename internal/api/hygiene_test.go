@@ -182,3 +182,37 @@ func TestWrongContentTypeIs415(t *testing.T) {
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	require.Equal(t, 201, e.send(tok, "POST", "/v1/sessions", "", nil, 0, nil).Status, "an optional body left out")
 }
+
+// A file name that is not UTF-8 (a program made it) is listed with path_escaped, its path
+// percent-encoded byte for byte, which downloads that very file; UTF-8 names carry none.
+func TestNonUTF8FileNamesCanBeFetchedBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	id := e.newSession(tok, "default")
+	base := "/v1/sessions/" + id + "/files"
+	r := e.do(tok, "POST", "/v1/sessions/"+id+"/commands", map[string]any{"command": `mkdir -p d && printf 'raw bytes' > "$(printf 'd/\377name')" && echo ok > plain.txt`})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.EqualValues(t, 0, r.JSON(t)["exit_code"], "%s", r.Body)
+
+	list := e.do(tok, "GET", base+"?dir=d", nil)
+	require.Equal(t, 200, list.Status, "%s", list.Body)
+	entries := list.JSON(t)["entries"].([]any)
+	require.Len(t, entries, 1)
+	en := entries[0].(map[string]any)
+	assert.Equal(t, "\uFFFDname", en["name"], "the display form")
+	assert.Equal(t, "d/%FFname", en["path_escaped"])
+	got := e.do(tok, "GET", base+"/"+en["path_escaped"].(string), nil)
+	require.Equal(t, 200, got.Status, "%s", got.Body)
+	assert.Equal(t, "raw bytes", string(got.Body))
+	requireProblem(t, e.do(tok, "GET", base+"/d/%EF%BF%BDname", nil), 404, "not-found")
+
+	for _, en := range e.do(tok, "GET", base, nil).JSON(t)["entries"].([]any) {
+		assert.NotContains(t, en.(map[string]any), "path_escaped", "UTF-8 names need none")
+	}
+	// The upload's answer says the same.
+	w := e.do(tok, "PUT", base+"/%FF%FE.txt", []byte("x"))
+	require.Equal(t, 200, w.Status, "%s", w.Body)
+	assert.Equal(t, "%FF%FE.txt", w.JSON(t)["path_escaped"])
+	assert.Equal(t, "x", string(e.do(tok, "GET", base+"/%FF%FE.txt", nil).Body))
+}

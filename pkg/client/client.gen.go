@@ -820,15 +820,21 @@ type ExecutionResultEncoding string
 // ExecutionResultStatus `completed` whatever the exit code.
 type ExecutionResultStatus string
 
-// FileEntry defines model for FileEntry.
+// FileEntry One entry of a folder. File names are bytes: a name that is not valid UTF-8 (a program
+// may make one) shows in `name` and `path` with U+FFFD in place of each invalid byte, a
+// form no request can name; such an entry also carries `path_escaped`, its path
+// percent-encoded byte for byte, to use as is in `…/files/{path}`.
 type FileEntry struct {
 	// Mode Octal permission bits.
-	Mode       string        `json:"mode"`
-	ModifiedAt time.Time     `json:"modified_at"`
-	Name       string        `json:"name"`
-	Path       string        `json:"path"`
-	Size       int64         `json:"size"`
-	Type       FileEntryType `json:"type"`
+	Mode       string    `json:"mode"`
+	ModifiedAt time.Time `json:"modified_at"`
+	Name       string    `json:"name"`
+	Path       string    `json:"path"`
+
+	// PathEscaped Only for a path that is not valid UTF-8 — the path percent-encoded byte for byte (slashes kept), e.g. `dir/%FFname`, for `GET /v1/sessions/{session_id}/files/{path}`.
+	PathEscaped *string       `json:"path_escaped,omitempty"`
+	Size        int64         `json:"size"`
+	Type        FileEntryType `json:"type"`
 }
 
 // FileEntryType defines model for FileEntry.Type.
@@ -842,10 +848,14 @@ type FileList struct {
 
 // FileWritten defines model for FileWritten.
 type FileWritten struct {
-	Path      string `json:"path"`
-	SessionId string `json:"session_id"`
-	Sha256    string `json:"sha256"`
-	Size      int64  `json:"size"`
+	// Path The file's path; one that is not valid UTF-8 shows U+FFFD for each invalid byte and comes with `path_escaped` (see `FileEntry`).
+	Path string `json:"path"`
+
+	// PathEscaped Only for a path that is not valid UTF-8 — the path percent-encoded byte for byte (slashes kept), for `…/files/{path}`.
+	PathEscaped *string `json:"path_escaped,omitempty"`
+	SessionId   string  `json:"session_id"`
+	Sha256      string  `json:"sha256"`
+	Size        int64   `json:"size"`
 }
 
 // Health defines model for Health.

@@ -1491,9 +1491,17 @@ export interface components {
             dir: string;
             entries: components["schemas"]["FileEntry"][];
         };
+        /**
+         * @description One entry of a folder. File names are bytes: a name that is not valid UTF-8 (a program
+         *     may make one) shows in `name` and `path` with U+FFFD in place of each invalid byte, a
+         *     form no request can name; such an entry also carries `path_escaped`, its path
+         *     percent-encoded byte for byte, to use as is in `…/files/{path}`.
+         */
         FileEntry: {
             name: string;
             path: string;
+            /** @description Only for a path that is not valid UTF-8 — the path percent-encoded byte for byte (slashes kept), e.g. `dir/%FFname`, for `GET /v1/sessions/{session_id}/files/{path}`. */
+            path_escaped?: string;
             /** @enum {string} */
             type: "file" | "dir" | "symlink" | "other";
             /** Format: int64 */
@@ -1505,7 +1513,10 @@ export interface components {
         };
         FileWritten: {
             session_id: string;
+            /** @description The file's path; one that is not valid UTF-8 shows U+FFFD for each invalid byte and comes with `path_escaped` (see `FileEntry`). */
             path: string;
+            /** @description Only for a path that is not valid UTF-8 — the path percent-encoded byte for byte (slashes kept), for `…/files/{path}`. */
+            path_escaped?: string;
             /** Format: int64 */
             size: number;
             sha256: string;
