@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
@@ -16,6 +18,9 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/go-chi/chi/v5"
+
+	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/jsontext"
 )
 
 // gate runs before every generated handler: it finds the OpenAPI operation, authenticates
@@ -86,6 +91,12 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 		validate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body := route.Operation.RequestBody
 			raw := body != nil && body.Value.Content.Get("application/octet-stream") != nil
+			if body != nil && !raw && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+				if p, ok := unsupportedMediaType(r, body.Value); !ok {
+					writeProblem(w, r, p)
+					return
+				}
+			}
 			// Only a body the operation takes is read (and bounded): another is left unread.
 			if body != nil && !raw && r.Body != nil && r.Body != http.NoBody {
 				b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
@@ -99,6 +110,17 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 					WriteProblem(w, r, http.StatusBadRequest, "validation", "Invalid request",
 						fmt.Sprintf("the JSON body nests objects and arrays more than %d levels deep; flatten it (see /openapi.yaml for the request shape)", maxJSONDepth))
 					return
+				}
+				if body.Value.Content.Get("application/json") != nil {
+					// encoding/json would change or drop part of the request silently.
+					if msg, encoding := jsontext.Problem(b); msg != "" {
+						if encoding {
+							msg += "; send binary data as a file upload (PUT /v1/sessions/{session_id}/files/{path}, application/octet-stream), " +
+								"or encode it (e.g. base64) and decode it in the program"
+						}
+						WriteProblem(w, r, http.StatusBadRequest, "validation", "Invalid request", msg)
+						return
+					}
 				}
 				r.Body = io.NopCloser(bytes.NewReader(b))
 			}
@@ -127,6 +149,40 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 		}
 		g.authenticate(validate).ServeHTTP(w, r)
 	})
+}
+
+// unsupportedMediaType checks that the Content-Type of r's body is one the operation's body
+// declares (RFC 9110 §8.3; parameters such as charset=utf-8 aside): if not, ok is false and p
+// is a 415 problem naming the expected type, which also goes in Accept-Post (W3C LDP §7.1)
+// or Accept-Patch (RFC 5789 §3.1) for those methods. A media type the contract takes as
+// "*/*" (the preview pass-through) accepts anything.
+func unsupportedMediaType(r *http.Request, body *openapi3.RequestBody) (p Problem, ok bool) {
+	declared := make([]string, 0, len(body.Content))
+	for mt := range body.Content {
+		if mt == "*/*" {
+			return Problem{}, true
+		}
+		declared = append(declared, mt)
+	}
+	slices.Sort(declared)
+	got, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err == nil && slices.Contains(declared, strings.ToLower(got)) {
+		return Problem{}, true
+	}
+	want := strings.Join(declared, ", ")
+	switch r.Method {
+	case http.MethodPost:
+		p.header = map[string]string{"Accept-Post": want}
+	case http.MethodPatch:
+		p.header = map[string]string{"Accept-Patch": want}
+	}
+	sent := "no Content-Type"
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		sent = "Content-Type '" + ct + "'"
+	}
+	p.Type, p.Title, p.Status = ProblemTypeBase+"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType
+	p.Detail = fmt.Sprintf("this operation takes a body of type %s, and the request has %s; send it with Content-Type: %s (see /openapi.yaml)", want, sent, declared[0])
+	return p, false
 }
 
 // maxJSONDepth bounds the nesting of a JSON request body (objects and arrays); no request of
@@ -167,6 +223,32 @@ func jsonDepth(b []byte) int {
 	return deepest
 }
 
+// jsonTextGuard refuses a POST body that is over maxBody (413) or that encoding/json would
+// change or cut silently (400 validation, internal/jsontext) before next reads it; next gets
+// the same bytes. binaryHint is the next step named for binary data.
+func jsonTextGuard(next http.Handler, maxBody int64, binaryHint string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeValidationProblem(w, r, err)
+			return
+		}
+		if msg, encoding := jsontext.Problem(b); msg != "" {
+			if encoding && binaryHint != "" {
+				msg += "; " + binaryHint
+			}
+			WriteProblem(w, r, http.StatusBadRequest, string(fault.Validation), "Invalid request", msg)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		next.ServeHTTP(w, r)
+	})
+}
+
 // withoutSecurity returns route with an operation that declares no security requirement.
 // Authentication is the authenticate middleware's job; kin-openapi's security check would
 // only call a no-op, but first reads the whole request body into memory to replay it to that
@@ -195,45 +277,13 @@ func writeValidationProblem(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	p := Problem{Type: ProblemTypeBase + "validation", Title: "Invalid request", Status: http.StatusBadRequest}
-	var me openapi3.MultiError
-	if errors.As(err, &me) {
-		for _, e := range me {
-			p.Errors = append(p.Errors, fieldProblem(e))
-		}
-	} else {
-		p.Errors = append(p.Errors, fieldProblem(err))
-	}
+	p.Errors = requestProblems(err)
 	msgs := make([]string, 0, len(p.Errors))
 	for _, fp := range p.Errors {
-		if fp.Field != "" {
-			msgs = append(msgs, fp.Field+": "+fp.Message)
-		} else {
-			msgs = append(msgs, fp.Message)
-		}
+		msgs = append(msgs, fp.Message)
 	}
 	p.Detail = strings.Join(msgs, "; ") + " (see /openapi.yaml for the request shape)"
 	writeProblem(w, r, p)
-}
-
-func fieldProblem(err error) FieldProblem {
-	var re *openapi3filter.RequestError
-	if errors.As(err, &re) {
-		fp := FieldProblem{Message: re.Error()}
-		if re.Parameter != nil {
-			fp.Field = re.Parameter.In + "." + re.Parameter.Name
-		} else if re.RequestBody != nil {
-			fp.Field = "body"
-		}
-		var se *openapi3.SchemaError
-		if errors.As(re.Err, &se) {
-			if ptr := se.JSONPointer(); len(ptr) > 0 {
-				fp.Field += "." + strings.Join(ptr, ".")
-			}
-			fp.Message = se.Reason
-		}
-		return fp
-	}
-	return FieldProblem{Message: err.Error()}
 }
 
 // rawFilePath lets callers write file paths with plain slashes
@@ -246,6 +296,15 @@ func rawFilePath(next http.Handler) http.Handler {
 		if strings.HasPrefix(p, pre) {
 			rest := p[len(pre):]
 			if id, tail, ok := strings.Cut(rest, "/files/"); ok && !strings.Contains(id, "/") && strings.Contains(tail, "/") {
+				// An empty element ('…/files//a', 'a//b') is a mistake, not a path from the
+				// root; a trailing '/' is the domain's to judge (a folder to list or delete, no
+				// file to write).
+				if strings.HasPrefix(tail, "/") || strings.Contains(tail, "//") {
+					WriteProblem(w, r, http.StatusBadRequest, string(fault.Validation), "Invalid request",
+						fmt.Sprintf("the file path '%s' has an empty element (a '/' right after …/files/, or '//'); name each folder once, e.g. …/files/%s",
+							tail, strings.Join(strings.FieldsFunc(tail, func(c rune) bool { return c == '/' }), "/")))
+					return
+				}
 				if dec, err := url.PathUnescape(tail); err == nil {
 					u := *r.URL
 					u.RawPath = pre + id + "/files/" + url.PathEscape(dec)

@@ -3,7 +3,10 @@ package api
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandgate/sandgate/internal/api/apigen"
 	"github.com/sandgate/sandgate/internal/fault"
@@ -401,7 +404,7 @@ func (s *Server) ListFiles(ctx context.Context, req apigen.ListFilesRequestObjec
 	for _, e := range entries {
 		out.Entries = append(out.Entries, apigen.FileEntry{
 			Name: e.Name, Path: e.Path, Type: apigen.FileEntryType(e.Type), Size: e.Size,
-			Mode: fmt.Sprintf("%04o", e.Mode.Perm()), ModifiedAt: e.ModTime.UTC(),
+			Mode: fmt.Sprintf("%04o", e.Mode.Perm()), ModifiedAt: e.ModTime.UTC(), PathEscaped: escapedPath(e.Path),
 		})
 	}
 	return out, nil
@@ -421,7 +424,22 @@ func (s *Server) WriteFile(ctx context.Context, req apigen.WriteFileRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return apigen.WriteFile200JSONResponse{SessionId: w.SessionID, Path: w.Path, Size: w.Size, Sha256: w.SHA256}, nil
+	return apigen.WriteFile200JSONResponse{SessionId: w.SessionID, Path: w.Path, PathEscaped: escapedPath(w.Path), Size: w.Size, Sha256: w.SHA256}, nil
+}
+
+// escapedPath is workspace path p percent-encoded byte for byte, slashes kept, as it must
+// appear in …/files/{path}, when p is not valid UTF-8 (JSON would show U+FFFD for its
+// invalid bytes, a path no request can name); nil for a UTF-8 path, whose path field says it.
+func escapedPath(p string) *string {
+	if utf8.ValidString(p) {
+		return nil
+	}
+	parts := strings.Split(p, "/")
+	for i, part := range parts {
+		parts[i] = url.PathEscape(part)
+	}
+	e := strings.Join(parts, "/")
+	return &e
 }
 
 // ReadFile streams a workspace file (whole, one range, or 304: fileDownload).

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -14,7 +15,8 @@ import (
 )
 
 // ProblemTypeBase prefixes every problem `type` (RFC 9457 §3.1.1); the suffix is the stable
-// error class (fault.Kind, or unauthenticated / method-not-allowed / unavailable).
+// error class (fault.Kind, or one of the edge's own: unauthenticated, method-not-allowed,
+// unsupported-media-type, range-not-satisfiable, unavailable).
 const ProblemTypeBase = "https://sandgate.dev/problems/"
 
 // Problem is an RFC 9457 problem details document.
@@ -27,7 +29,8 @@ type Problem struct {
 	RequestID string         `json:"request_id,omitempty"`
 	Errors    []FieldProblem `json:"errors,omitempty"`
 
-	retryAfter time.Duration // sent as the Retry-After header (quota problems)
+	retryAfter time.Duration     // sent as the Retry-After header (quota problems)
+	header     map[string]string // further header fields (Accept-Post of a 415)
 }
 
 // FieldProblem is one field-level validation failure.
@@ -70,6 +73,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
+	for k, v := range p.header {
+		w.Header().Set(k, v)
+	}
 	if p.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(p.retryAfter.Seconds()))))
 	}
@@ -87,7 +93,7 @@ func ProblemFor(err error) Problem {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return Problem{Type: ProblemTypeBase + string(fault.TooLarge), Title: "Too large", Status: http.StatusRequestEntityTooLarge,
-			Detail: "request body is over the configured limit (server.max_body_bytes)"}
+			Detail: fmt.Sprintf("the body is over %d bytes (server.max_body_bytes); send less, or upload large data as a file (PUT /v1/sessions/{session_id}/files/{path})", mbe.Limit)}
 	}
 	k := fault.KindOf(err)
 	st, ok := kindStatus[k]

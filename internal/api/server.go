@@ -67,6 +67,11 @@ type Mount struct {
 	Authenticated    bool
 	ResourceMetadata string
 	Methods          []string
+	// JSONText refuses (400 validation) a POST body that encoding/json would change or cut
+	// silently (internal/jsontext) before Handler reads it; BinaryHint is the next step its
+	// message names for binary data.
+	JSONText   bool
+	BinaryHint string
 }
 
 // AgentTools describes the agent-facing tools (internal/mcp serves them), for
@@ -180,6 +185,9 @@ func NewHandler(o Options) (http.Handler, error) {
 	}
 	for _, m := range o.Mounts {
 		h := plainErrors(m.Handler)
+		if m.JSONText {
+			h = jsonTextGuard(h, o.MaxBody, m.BinaryHint)
+		}
 		if m.Authenticated {
 			var opts []auth.MiddlewareOption
 			if m.ResourceMetadata != "" {
@@ -226,7 +234,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		BaseRouter:  r,
 		Middlewares: []apigen.MiddlewareFunc{g.middleware},
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeProblem(w, r, Problem{Type: ProblemTypeBase + "validation", Title: "Invalid request", Status: http.StatusBadRequest, Detail: err.Error()})
+			writeProblem(w, r, g.bindingProblem(r, err))
 		},
 	})
 	return r, nil

@@ -247,7 +247,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		Mounts: []api.Mount{
 			{Path: mcp.MetadataPath, Handler: meta, Methods: []string{http.MethodGet, http.MethodOptions}},
 			{Path: mcp.MetadataPath + mcp.Path, Handler: meta, Methods: []string{http.MethodGet, http.MethodOptions}},
-			{Path: mcp.Path, Handler: agent, Authenticated: true, ResourceMetadata: agent.ResourceMetadataURL()},
+			{Path: mcp.Path, Handler: agent, Authenticated: true, ResourceMetadata: agent.ResourceMetadataURL(),
+				JSONText: true, BinaryHint: mcp.BinaryHint},
 		},
 		AgentTools:      agent,
 		RateLimit:       rateLimit(cfg.Sandbox.Quotas),

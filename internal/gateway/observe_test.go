@@ -109,6 +109,21 @@ func TestMetricsAfterRealExecutions(t *testing.T) {
 	}
 	run := do(t, e, "POST", "/v1/runs", tok, `{"profile":"oneshot","command":"true"}`)
 	require.Equal(t, http.StatusOK, run.Status, "%s", run.Body)
+	// Caller mistakes the provider refuses are no provider errors: a file under a file, a
+	// file over a folder.
+	for _, w := range []struct {
+		path string
+		ok   bool
+	}{{"one.txt", true}, {"one.txt/under.txt", false}, {"dir/x.txt", true}, {"dir", false}} {
+		path := w.path
+		st, _, b := e.Do("PUT", "/v1/sessions/"+sid+"/files/"+path, tok, strings.NewReader("x"), map[string]string{"Content-Type": "application/octet-stream"})
+		if w.ok {
+			require.Equal(t, http.StatusOK, st, "%s", b)
+		} else {
+			require.Less(t, st, 500, "%s: %s", path, b)
+			require.GreaterOrEqual(t, st, 400, "%s: %s", path, b)
+		}
+	}
 	failed := do(t, e, "POST", "/v1/sessions/default/commands?profile=broken", tok, `{"command":"true"}`)
 	failed.RequireProblem(t, http.StatusBadGateway, "provision")
 	// Two refused requests: no token, and one that is no bearer token.
@@ -125,6 +140,13 @@ func TestMetricsAfterRealExecutions(t *testing.T) {
 	assert.EqualValues(t, 1, exec("broken", "failed"))
 	assert.EqualValues(t, 1, sample(f, "sandgate_provider_errors_total",
 		map[string]string{"profile": "broken", "provider": "local_subprocess", "operation": "create", "kind": "provision"}))
+	for _, m := range f["sandgate_provider_errors_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "operation" {
+				assert.NotEqual(t, "write_file", l.GetValue(), "a caller's mistake: %v", m.GetLabel())
+			}
+		}
+	}
 	assert.EqualValues(t, 1, sample(f, "sandgate_auth_failures_total", map[string]string{"reason": "missing"}))
 	assert.EqualValues(t, 1, sample(f, "sandgate_auth_failures_total", map[string]string{"reason": "malformed"}))
 

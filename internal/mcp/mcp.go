@@ -41,6 +41,11 @@ const Path = "/mcp"
 // RFC's path-suffixed form for the /mcp resource) serves the same document.
 const MetadataPath = "/.well-known/oauth-protected-resource"
 
+// BinaryHint is the next step a refused message with bytes that are no UTF-8 text names
+// (the gateway checks message bodies before the SDK decodes them, which would replace the
+// bytes with U+FFFD): tool arguments are JSON text.
+const BinaryHint = "tool arguments are text: encode binary data (e.g. base64) and decode it in the sandbox (run_command with base64 -d)"
+
 // sessionIdle closes an MCP session (not a sandbox session) after this long without requests.
 const sessionIdle = 2 * time.Hour
 

@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
@@ -46,12 +49,17 @@ func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, pr
 // unknown (chunked). The body is streamed, never held whole: memory stays constant whatever
 // its size.
 //
+// A path ending in '/' names a folder: fault.Validation.
 // Over sandbox.max_file_bytes: fault.TooLarge and no file — at once, before a byte is read
 // or a sandbox is touched, when size says so; else when the stream passes the limit.
 // Escapes: fault.Policy. Writes are ordered with the session's executions.
 func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, profile, path string, body io.Reader, size int64) (_ FileWritten, err error) {
 	ctx, span := s.startSpan(ctx, "sandbox.WriteFile")
 	defer func() { endSpan(span, err) }()
+	if strings.HasSuffix(path, "/") { // cleaning would drop the slash and write a file of that name
+		return FileWritten{}, fault.New(fault.Validation,
+			"a file path cannot end with '/' ('%s'); to make a folder, write a file inside it (e.g. '%s.keep')", path, path)
+	}
 	clean, err := providers.CleanPath(path)
 	if err != nil {
 		return FileWritten{}, err
@@ -161,8 +169,8 @@ func (s *Service) ReadFile(ctx context.Context, p principal.Principal, id, profi
 }
 
 // OpenFile opens path in the session's workspace, with its size and modification time when
-// known (FileStat). Missing: fault.NotFound; a folder: fault.Conflict. The caller closes the
-// reader.
+// known (FileStat). Missing: fault.NotFound; a folder: fault.Conflict, hinting at the
+// listing. The caller closes the reader.
 func (s *Service) OpenFile(ctx context.Context, p principal.Principal, id, profile, path string) (io.ReadCloser, FileStat, error) {
 	st := FileStat{Size: -1}
 	clean, err := providers.CleanPath(path)
@@ -176,14 +184,22 @@ func (s *Service) OpenFile(ctx context.Context, p principal.Principal, id, profi
 	if !ok {
 		return nil, st, fault.New(fault.NotFound, "file '%s' not found: the session has no sandbox yet", clean)
 	}
-	if dir, base := splitPath(clean); base != "" {
+	folder := clean == "."
+	if dir, base := splitPath(clean); base != "" && !folder {
 		if entries, err := sb.ListFiles(ctx, dir); err == nil {
 			for _, e := range entries {
 				if e.Name == base && e.Type == providers.FileRegular {
 					st = FileStat{Size: e.Size, ModTime: e.ModTime}
 				}
+				folder = folder || e.Name == base && e.Type == providers.FileDir
 			}
 		}
+	}
+	if folder {
+		_ = sb.Close()
+		return nil, st, fault.New(fault.Conflict, "'%s' is a folder, not a file", clean).WithHint(
+			fmt.Sprintf("list it with GET /v1/sessions/%s/files?dir=%s", id, url.QueryEscape(clean)),
+			fmt.Sprintf("list it with list_sandbox_files(path=%q)", clean))
 	}
 	rc, err := sb.ReadFile(ctx, clean)
 	if err != nil {

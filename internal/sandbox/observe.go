@@ -22,7 +22,9 @@ type Observer interface {
 	// turn, the sandbox's acquisition and the program).
 	ExecutionFinished(profile, provider, status string, d time.Duration)
 	// ProviderError: provider call op (create, attach, exec, write_file, destroy) of profile
-	// failed with fault kind kind.
+	// failed on the provider's side, with fault kind kind (one of providerSide); a caller's
+	// mistake the provider refused (a conflict, a missing file, an escaping path) is no
+	// provider error.
 	ProviderError(profile, provider, op, kind string)
 }
 
@@ -67,13 +69,22 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
+// providerSide are the fault kinds of a provider call that failed on the provider's side
+// (its backend could not do what was asked), as opposed to a caller's mistake it refused
+// (validation, conflict, not-found, policy, too-large, capability …).
+var providerSide = map[fault.Kind]bool{
+	fault.Provision: true, fault.Gone: true, fault.Broker: true, fault.Unavailable: true,
+	fault.Timeout: true, fault.Internal: true,
+}
+
 // call runs provider call op of prof (f) in a client span provider.<op>, and counts its
-// failure, except the end of the caller's context, as a provider error of its fault kind.
+// failure of a providerSide kind, except the end of the caller's context, as a provider
+// error of that kind.
 func (s *Service) call(ctx context.Context, prof *Profile, op string, f func(ctx context.Context) error) error {
 	ctx, span := s.tracer.Start(ctx, "provider."+op, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attrProfile.String(prof.Name), attrProvider.String(prof.Provider.Type())))
 	err := f(ctx)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && providerSide[fault.KindOf(err)] {
 		s.observer.ProviderError(prof.Name, prof.Provider.Type(), op, string(fault.KindOf(err)))
 	}
 	endSpan(span, err)

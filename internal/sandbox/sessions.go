@@ -82,6 +82,8 @@ type CreateSessionInput struct {
 // CreateSession mints a new session on a per_session profile (seed new_session). The sandbox
 // is provisioned on first use. Other scopes: fault.Conflict explaining how to use them.
 //
+// A control character in the name or the labels: fault.Validation (printable).
+//
 // With FromSnapshot the session is a fork of that snapshot: fault.NotFound for an unknown or
 // another principal's snapshot (or a capture the provider lost), fault.Config for a profile
 // other than the snapshot's, fault.Capability when the provider cannot restore snapshots;
@@ -89,6 +91,9 @@ type CreateSessionInput struct {
 func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in CreateSessionInput) (_ Session, err error) {
 	ctx, span := s.startSpan(ctx, "sandbox.CreateSession")
 	defer func() { endSpan(span, err) }()
+	if err := printableSession(in.Name, in.Labels); err != nil {
+		return Session{}, err
+	}
 	var snap store.Snapshot
 	var prof *Profile
 	if in.FromSnapshot != "" {

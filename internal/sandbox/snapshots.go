@@ -42,11 +42,15 @@ func snapshotView(r store.Snapshot) Snapshot {
 // sandbox is captured as it is; a parked session is restored first. The capture is the
 // workspace's files: processes, code-context variables and /tmp are not in it.
 //
-// Errors: fault.NotFound for an unknown or another principal's session; fault.Conflict on
+// Errors: fault.Validation for a control character in name (printable); fault.NotFound
+// for an unknown or another principal's session; fault.Conflict on
 // per_call profiles or for a session without a sandbox; fault.Capability when the provider
 // cannot snapshot; fault.Quota over sandbox.quotas.snapshots (nothing is captured);
 // fault.Policy / fault.Forbidden as for any use of the profile.
 func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id, profile, name string) (Snapshot, error) {
+	if err := printable("snapshot name", name); err != nil {
+		return Snapshot{}, err
+	}
 	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
 	if err != nil {
 		return Snapshot{}, err

@@ -92,7 +92,7 @@ func New(o Options) *Metrics {
 		}, []string{"profile", "provider", "status"}),
 		providerErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricProviderErrors,
-			Help: "Provider calls that failed, by profile, provider type, operation (create, attach, exec, write_file, destroy) and fault kind.",
+			Help: "Provider calls that failed on the provider's side, by profile, provider type, operation (create, attach, exec, write_file, destroy) and fault kind (provision, gone, broker, unavailable, timeout, internal); a caller's mistake the provider refused (conflict, validation, not-found, policy, too-large, capability) is not counted.",
 		}, []string{"profile", "provider", "operation", "kind"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricAuthFailures,

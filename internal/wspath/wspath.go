@@ -40,6 +40,13 @@ func Clean(p string) (string, error) {
 	return c, nil
 }
 
+// MaxNameBytes and MaxPathBytes are the Linux bounds on one file name (NAME_MAX) and on a
+// whole path (PATH_MAX, its terminating NUL included) every backend's file system applies.
+const (
+	MaxNameBytes = 255
+	MaxPathBytes = 4096
+)
+
 // Escapes is the fault.Policy error for workspace path p leading out of the workspace.
 func Escapes(p string) error {
 	return fault.New(fault.Policy, "path '%s' escapes the sandbox workspace", p)
@@ -78,7 +85,7 @@ func RootError(p string, err error) error {
 	case errors.Is(err, syscall.ELOOP):
 		return fault.New(fault.Conflict, "path '%s' has too many levels of symbolic links", p)
 	case errors.Is(err, syscall.ENAMETOOLONG):
-		return fault.New(fault.Validation, "path '%s' is too long", p)
+		return fault.New(fault.Validation, "path '%s' is too long: each name in it may have at most %d bytes, the whole path at most %d bytes (Linux NAME_MAX, PATH_MAX)", p, MaxNameBytes, MaxPathBytes)
 	case errors.Is(err, fs.ErrPermission):
 		return fault.New(fault.Conflict, "path '%s' is not accessible (permission denied)", p)
 	}

@@ -820,15 +820,21 @@ type ExecutionResultEncoding string
 // ExecutionResultStatus `completed` whatever the exit code.
 type ExecutionResultStatus string
 
-// FileEntry defines model for FileEntry.
+// FileEntry One entry of a folder. File names are bytes: a name that is not valid UTF-8 (a program
+// may make one) shows in `name` and `path` with U+FFFD in place of each invalid byte, a
+// form no request can name; such an entry also carries `path_escaped`, its path
+// percent-encoded byte for byte, to use as is in `…/files/{path}`.
 type FileEntry struct {
 	// Mode Octal permission bits.
-	Mode       string        `json:"mode"`
-	ModifiedAt time.Time     `json:"modified_at"`
-	Name       string        `json:"name"`
-	Path       string        `json:"path"`
-	Size       int64         `json:"size"`
-	Type       FileEntryType `json:"type"`
+	Mode       string    `json:"mode"`
+	ModifiedAt time.Time `json:"modified_at"`
+	Name       string    `json:"name"`
+	Path       string    `json:"path"`
+
+	// PathEscaped Only for a path that is not valid UTF-8 — the path percent-encoded byte for byte (slashes kept), e.g. `dir/%FFname`, for `GET /v1/sessions/{session_id}/files/{path}`.
+	PathEscaped *string       `json:"path_escaped,omitempty"`
+	Size        int64         `json:"size"`
+	Type        FileEntryType `json:"type"`
 }
 
 // FileEntryType defines model for FileEntry.Type.
@@ -842,10 +848,14 @@ type FileList struct {
 
 // FileWritten defines model for FileWritten.
 type FileWritten struct {
-	Path      string `json:"path"`
-	SessionId string `json:"session_id"`
-	Sha256    string `json:"sha256"`
-	Size      int64  `json:"size"`
+	// Path The file's path; one that is not valid UTF-8 shows U+FFFD for each invalid byte and comes with `path_escaped` (see `FileEntry`).
+	Path string `json:"path"`
+
+	// PathEscaped Only for a path that is not valid UTF-8 — the path percent-encoded byte for byte (slashes kept), for `…/files/{path}`.
+	PathEscaped *string `json:"path_escaped,omitempty"`
+	SessionId   string  `json:"session_id"`
+	Sha256      string  `json:"sha256"`
+	Size        int64   `json:"size"`
 }
 
 // Health defines model for Health.
@@ -1330,6 +1340,9 @@ type Unauthenticated = Problem
 
 // Unsupported RFC 9457 problem details.
 type Unsupported = Problem
+
+// UnsupportedMediaType RFC 9457 problem details.
+type UnsupportedMediaType = Problem
 
 // Upstream RFC 9457 problem details.
 type Upstream = Problem
@@ -7529,6 +7542,11 @@ type CreateRunResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// CreateRunResponse415Headers the declared response headers of an HTTP 415 response for CreateRun
+type CreateRunResponse415Headers struct {
+	AcceptPost *string
+}
+
 // CreateRunResponse429Headers the declared response headers of an HTTP 429 response for CreateRun
 type CreateRunResponse429Headers struct {
 	RetryAfter *int
@@ -7556,6 +7574,8 @@ type CreateRunResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unsupported
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -7572,6 +7592,8 @@ type CreateRunResponse struct {
 	Headers202 *CreateRunResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateRunResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateRunResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateRunResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -7611,6 +7633,11 @@ func (r CreateRunResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateRunResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateRunResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -7786,6 +7813,11 @@ type CreateSessionResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// CreateSessionResponse415Headers the declared response headers of an HTTP 415 response for CreateSession
+type CreateSessionResponse415Headers struct {
+	AcceptPost *string
+}
+
 // CreateSessionResponse429Headers the declared response headers of an HTTP 429 response for CreateSession
 type CreateSessionResponse429Headers struct {
 	RetryAfter *int
@@ -7813,6 +7845,8 @@ type CreateSessionResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7823,6 +7857,8 @@ type CreateSessionResponse struct {
 	Headers201 *CreateSessionResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateSessionResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateSessionResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateSessionResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -7862,6 +7898,11 @@ func (r CreateSessionResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateSessionResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateSessionResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -8147,6 +8188,11 @@ type RunCodeResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RunCodeResponse415Headers the declared response headers of an HTTP 415 response for RunCode
+type RunCodeResponse415Headers struct {
+	AcceptPost *string
+}
+
 // RunCodeResponse429Headers the declared response headers of an HTTP 429 response for RunCode
 type RunCodeResponse429Headers struct {
 	RetryAfter *int
@@ -8176,6 +8222,8 @@ type RunCodeResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unsupported
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -8192,6 +8240,8 @@ type RunCodeResponse struct {
 	Headers202 *RunCodeResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RunCodeResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RunCodeResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RunCodeResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -8236,6 +8286,11 @@ func (r RunCodeResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r RunCodeResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RunCodeResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -8312,6 +8367,11 @@ type RunCommandResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RunCommandResponse415Headers the declared response headers of an HTTP 415 response for RunCommand
+type RunCommandResponse415Headers struct {
+	AcceptPost *string
+}
+
 // RunCommandResponse429Headers the declared response headers of an HTTP 429 response for RunCommand
 type RunCommandResponse429Headers struct {
 	RetryAfter *int
@@ -8343,6 +8403,8 @@ type RunCommandResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unsupported
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -8361,6 +8423,8 @@ type RunCommandResponse struct {
 	Headers202 *RunCommandResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RunCommandResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RunCommandResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RunCommandResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -8410,6 +8474,11 @@ func (r RunCommandResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r RunCommandResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RunCommandResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -8615,6 +8684,11 @@ type CreateContextResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// CreateContextResponse415Headers the declared response headers of an HTTP 415 response for CreateContext
+type CreateContextResponse415Headers struct {
+	AcceptPost *string
+}
+
 // CreateContextResponse429Headers the declared response headers of an HTTP 429 response for CreateContext
 type CreateContextResponse429Headers struct {
 	RetryAfter *int
@@ -8642,6 +8716,8 @@ type CreateContextResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unsupported
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -8656,6 +8732,8 @@ type CreateContextResponse struct {
 	ApplicationproblemJSON504 *GatewayTimeout
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateContextResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateContextResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateContextResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -8695,6 +8773,11 @@ func (r CreateContextResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r CreateContextResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateContextResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -9760,6 +9843,11 @@ type CreatePortLinkResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// CreatePortLinkResponse415Headers the declared response headers of an HTTP 415 response for CreatePortLink
+type CreatePortLinkResponse415Headers struct {
+	AcceptPost *string
+}
+
 // CreatePortLinkResponse429Headers the declared response headers of an HTTP 429 response for CreatePortLink
 type CreatePortLinkResponse429Headers struct {
 	RetryAfter *int
@@ -9785,6 +9873,8 @@ type CreatePortLinkResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unsupported
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -9795,6 +9885,8 @@ type CreatePortLinkResponse struct {
 	ApplicationproblemJSON503 *StoreUnavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreatePortLinkResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreatePortLinkResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreatePortLinkResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -9829,6 +9921,11 @@ func (r CreatePortLinkResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r CreatePortLinkResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -10756,6 +10853,11 @@ type CreateSnapshotResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// CreateSnapshotResponse415Headers the declared response headers of an HTTP 415 response for CreateSnapshot
+type CreateSnapshotResponse415Headers struct {
+	AcceptPost *string
+}
+
 // CreateSnapshotResponse429Headers the declared response headers of an HTTP 429 response for CreateSnapshot
 type CreateSnapshotResponse429Headers struct {
 	RetryAfter *int
@@ -10781,6 +10883,8 @@ type CreateSnapshotResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unsupported
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -10795,6 +10899,8 @@ type CreateSnapshotResponse struct {
 	Headers201 *CreateSnapshotResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateSnapshotResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CreateSnapshotResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CreateSnapshotResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10829,6 +10935,11 @@ func (r CreateSnapshotResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r CreateSnapshotResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -11625,6 +11736,11 @@ type ResizeTaskTerminalResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// ResizeTaskTerminalResponse415Headers the declared response headers of an HTTP 415 response for ResizeTaskTerminal
+type ResizeTaskTerminalResponse415Headers struct {
+	AcceptPost *string
+}
+
 // ResizeTaskTerminalResponse429Headers the declared response headers of an HTTP 429 response for ResizeTaskTerminal
 type ResizeTaskTerminalResponse429Headers struct {
 	RetryAfter *int
@@ -11650,6 +11766,8 @@ type ResizeTaskTerminalResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unsupported
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -11664,6 +11782,8 @@ type ResizeTaskTerminalResponse struct {
 	ApplicationproblemJSON504 *GatewayTimeout
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ResizeTaskTerminalResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *ResizeTaskTerminalResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ResizeTaskTerminalResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11698,6 +11818,11 @@ func (r ResizeTaskTerminalResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r ResizeTaskTerminalResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r ResizeTaskTerminalResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -13442,6 +13567,13 @@ func ParseCreateRunResponse(rsp *http.Response) (*CreateRunResponse, error) {
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unsupported
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13510,6 +13642,16 @@ func ParseCreateRunResponse(rsp *http.Response) (*CreateRunResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateRunResponse415Headers
+		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPost = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateRunResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -13699,6 +13841,13 @@ func ParseCreateSessionResponse(rsp *http.Response) (*CreateSessionResponse, err
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest OverQuota
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13743,6 +13892,16 @@ func ParseCreateSessionResponse(rsp *http.Response) (*CreateSessionResponse, err
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateSessionResponse415Headers
+		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPost = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateSessionResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14061,6 +14220,13 @@ func ParseRunCodeResponse(rsp *http.Response) (*RunCodeResponse, error) {
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unsupported
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14129,6 +14295,16 @@ func ParseRunCodeResponse(rsp *http.Response) (*RunCodeResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers RunCodeResponse415Headers
+		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPost = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers RunCodeResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14231,6 +14407,13 @@ func ParseRunCommandResponse(rsp *http.Response) (*RunCommandResponse, error) {
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unsupported
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14309,6 +14492,16 @@ func ParseRunCommandResponse(rsp *http.Response) (*RunCommandResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers RunCommandResponse415Headers
+		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPost = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers RunCommandResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14533,6 +14726,13 @@ func ParseCreateContextResponse(rsp *http.Response) (*CreateContextResponse, err
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unsupported
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14588,6 +14788,16 @@ func ParseCreateContextResponse(rsp *http.Response) (*CreateContextResponse, err
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateContextResponse415Headers
+		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPost = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateContextResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15695,6 +15905,13 @@ func ParseCreatePortLinkResponse(rsp *http.Response) (*CreatePortLinkResponse, e
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unsupported
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15736,6 +15953,16 @@ func ParseCreatePortLinkResponse(rsp *http.Response) (*CreatePortLinkResponse, e
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreatePortLinkResponse415Headers
+		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPost = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreatePortLinkResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16629,6 +16856,13 @@ func ParseCreateSnapshotResponse(rsp *http.Response) (*CreateSnapshotResponse, e
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unsupported
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16687,6 +16921,16 @@ func ParseCreateSnapshotResponse(rsp *http.Response) (*CreateSnapshotResponse, e
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers CreateSnapshotResponse415Headers
+		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPost = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers CreateSnapshotResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17488,6 +17732,13 @@ func ParseResizeTaskTerminalResponse(rsp *http.Response) (*ResizeTaskTerminalRes
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unsupported
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17543,6 +17794,16 @@ func ParseResizeTaskTerminalResponse(rsp *http.Response) (*ResizeTaskTerminalRes
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers ResizeTaskTerminalResponse415Headers
+		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPost = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers ResizeTaskTerminalResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

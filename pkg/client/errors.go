@@ -18,24 +18,25 @@ const ProblemTypeBase = "https://sandgate.dev/problems/"
 
 // Problem kinds: the stable suffixes of problem types (openapi.yaml, info.description).
 const (
-	KindValidation          = "validation"            // 400: the request does not match the contract
-	KindConfig              = "config"                // 400: a profile or combination the configuration does not allow
-	KindUnauthenticated     = "unauthenticated"       // 401: missing, malformed or refused token
-	KindForbidden           = "forbidden"             // 403: not this principal's to use
-	KindPolicy              = "policy"                // 403: a policy cannot be enforced, or a path escapes the workspace
-	KindNotFound            = "not-found"             // 404: unknown (or someone else's) session, task or file
-	KindMethodNotAllowed    = "method-not-allowed"    // 405
-	KindConflict            = "conflict"              // 409: does not fit the profile's scope or the resource's state
-	KindTooLarge            = "too-large"             // 413: body over a limit
-	KindRangeNotSatisfiable = "range-not-satisfiable" // 416
-	KindCapability          = "capability"            // 422: the provider does not support it
-	KindQuota               = "quota"                 // 429: over a quota or the request rate; see RetryAfter
-	KindProvision           = "provision"             // 502: the sandbox could not be created or attached
-	KindGone                = "gone"                  // 502: an attached environment is unreachable
-	KindBroker              = "broker"                // 503: the broker could not deliver the operation
-	KindUnavailable         = "unavailable"           // 503: Postgres does not answer; see RetryAfter
-	KindTimeout             = "timeout"               // 504: a non-execution operation timed out
-	KindInternal            = "internal"              // 500: a gateway bug; report RequestID
+	KindValidation          = "validation"             // 400: the request does not match the contract
+	KindConfig              = "config"                 // 400: a profile or combination the configuration does not allow
+	KindUnauthenticated     = "unauthenticated"        // 401: missing, malformed or refused token
+	KindForbidden           = "forbidden"              // 403: not this principal's to use
+	KindPolicy              = "policy"                 // 403: a policy cannot be enforced, or a path escapes the workspace
+	KindNotFound            = "not-found"              // 404: unknown (or someone else's) session, task or file
+	KindMethodNotAllowed    = "method-not-allowed"     // 405
+	KindConflict            = "conflict"               // 409: does not fit the profile's scope or the resource's state
+	KindTooLarge            = "too-large"              // 413: body over a limit
+	KindUnsupportedMedia    = "unsupported-media-type" // 415: a body of another Content-Type than the operation takes
+	KindRangeNotSatisfiable = "range-not-satisfiable"  // 416
+	KindCapability          = "capability"             // 422: the provider does not support it
+	KindQuota               = "quota"                  // 429: over a quota or the request rate; see RetryAfter
+	KindProvision           = "provision"              // 502: the sandbox could not be created or attached
+	KindGone                = "gone"                   // 502: an attached environment is unreachable
+	KindBroker              = "broker"                 // 503: the broker could not deliver the operation
+	KindUnavailable         = "unavailable"            // 503: Postgres does not answer; see RetryAfter
+	KindTimeout             = "timeout"                // 504: a non-execution operation timed out
+	KindInternal            = "internal"               // 500: a gateway bug; report RequestID
 )
 
 // Error is a refused request: the gateway's RFC 9457 problem document, or, for an answer

@@ -1491,9 +1491,17 @@ export interface components {
             dir: string;
             entries: components["schemas"]["FileEntry"][];
         };
+        /**
+         * @description One entry of a folder. File names are bytes: a name that is not valid UTF-8 (a program
+         *     may make one) shows in `name` and `path` with U+FFFD in place of each invalid byte, a
+         *     form no request can name; such an entry also carries `path_escaped`, its path
+         *     percent-encoded byte for byte, to use as is in `…/files/{path}`.
+         */
         FileEntry: {
             name: string;
             path: string;
+            /** @description Only for a path that is not valid UTF-8 — the path percent-encoded byte for byte (slashes kept), e.g. `dir/%FFname`, for `GET /v1/sessions/{session_id}/files/{path}`. */
+            path_escaped?: string;
             /** @enum {string} */
             type: "file" | "dir" | "symlink" | "other";
             /** Format: int64 */
@@ -1505,7 +1513,10 @@ export interface components {
         };
         FileWritten: {
             session_id: string;
+            /** @description The file's path; one that is not valid UTF-8 shows U+FFFD for each invalid byte and comes with `path_escaped` (see `FileEntry`). */
             path: string;
+            /** @description Only for a path that is not valid UTF-8 — the path percent-encoded byte for byte (slashes kept), for `…/files/{path}`. */
+            path_escaped?: string;
             /** Format: int64 */
             size: number;
             sha256: string;
@@ -1664,7 +1675,13 @@ export interface components {
                  *       "type": "https://sandgate.dev/problems/validation",
                  *       "title": "Invalid request",
                  *       "status": 400,
-                 *       "detail": "request body has an error: doesn't match schema: property \"command\" is missing"
+                 *       "detail": "body member 'command' is required (see /openapi.yaml for the request shape)",
+                 *       "errors": [
+                 *         {
+                 *           "field": "body.command",
+                 *           "message": "body member 'command' is required"
+                 *         }
+                 *       ]
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -1771,6 +1788,25 @@ export interface components {
                  *       "title": "Too large",
                  *       "status": 413,
                  *       "detail": "file body is over the 104857600-byte limit (sandbox.max_file_bytes)"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The body's `Content-Type` is not the one the operation takes; `Accept-Post` (for POST) names it. */
+        UnsupportedMediaType: {
+            headers: {
+                /** @description The media type the operation takes (W3C LDP §7.1). */
+                "Accept-Post"?: string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sandgate.dev/problems/unsupported-media-type",
+                 *       "title": "Unsupported media type",
+                 *       "status": 415,
+                 *       "detail": "this operation takes a body of type application/json, and the request has Content-Type 'text/plain'; send it with Content-Type: application/json (see /openapi.yaml)"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -2229,6 +2265,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["StoreUnavailable"];
@@ -2360,6 +2397,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -2401,6 +2439,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -2608,6 +2647,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -2832,6 +2872,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -2976,6 +3017,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -3316,6 +3358,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -3814,6 +3857,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];

@@ -826,15 +826,21 @@ type ExecutionResultEncoding string
 // ExecutionResultStatus `completed` whatever the exit code.
 type ExecutionResultStatus string
 
-// FileEntry defines model for FileEntry.
+// FileEntry One entry of a folder. File names are bytes: a name that is not valid UTF-8 (a program
+// may make one) shows in `name` and `path` with U+FFFD in place of each invalid byte, a
+// form no request can name; such an entry also carries `path_escaped`, its path
+// percent-encoded byte for byte, to use as is in `…/files/{path}`.
 type FileEntry struct {
 	// Mode Octal permission bits.
-	Mode       string        `json:"mode"`
-	ModifiedAt time.Time     `json:"modified_at"`
-	Name       string        `json:"name"`
-	Path       string        `json:"path"`
-	Size       int64         `json:"size"`
-	Type       FileEntryType `json:"type"`
+	Mode       string    `json:"mode"`
+	ModifiedAt time.Time `json:"modified_at"`
+	Name       string    `json:"name"`
+	Path       string    `json:"path"`
+
+	// PathEscaped Only for a path that is not valid UTF-8 — the path percent-encoded byte for byte (slashes kept), e.g. `dir/%FFname`, for `GET /v1/sessions/{session_id}/files/{path}`.
+	PathEscaped *string       `json:"path_escaped,omitempty"`
+	Size        int64         `json:"size"`
+	Type        FileEntryType `json:"type"`
 }
 
 // FileEntryType defines model for FileEntry.Type.
@@ -848,10 +854,14 @@ type FileList struct {
 
 // FileWritten defines model for FileWritten.
 type FileWritten struct {
-	Path      string `json:"path"`
-	SessionId string `json:"session_id"`
-	Sha256    string `json:"sha256"`
-	Size      int64  `json:"size"`
+	// Path The file's path; one that is not valid UTF-8 shows U+FFFD for each invalid byte and comes with `path_escaped` (see `FileEntry`).
+	Path string `json:"path"`
+
+	// PathEscaped Only for a path that is not valid UTF-8 — the path percent-encoded byte for byte (slashes kept), for `…/files/{path}`.
+	PathEscaped *string `json:"path_escaped,omitempty"`
+	SessionId   string  `json:"session_id"`
+	Sha256      string  `json:"sha256"`
+	Size        int64   `json:"size"`
 }
 
 // Health defines model for Health.
@@ -1336,6 +1346,9 @@ type Unauthenticated = Problem
 
 // Unsupported RFC 9457 problem details.
 type Unsupported = Problem
+
+// UnsupportedMediaType RFC 9457 problem details.
+type UnsupportedMediaType = Problem
 
 // Upstream RFC 9457 problem details.
 type Upstream = Problem
@@ -4206,6 +4219,15 @@ type UnauthenticatedApplicationProblemPlusJSONResponse struct {
 
 type UnsupportedApplicationProblemPlusJSONResponse Problem
 
+type UnsupportedMediaTypeResponseHeaders struct {
+	AcceptPost *string
+}
+type UnsupportedMediaTypeApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnsupportedMediaTypeResponseHeaders
+}
+
 type UpstreamApplicationProblemPlusJSONResponse Problem
 
 type GetHealthRequestObject struct {
@@ -4934,6 +4956,25 @@ func (response CreateRun413ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	return err
 }
 
+type CreateRun415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun415ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateRun422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -5290,6 +5331,25 @@ func (response CreateSession413ApplicationProblemPlusJSONResponse) VisitCreateSe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSession415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession415ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5834,6 +5894,25 @@ func (response RunCode413ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 	return err
 }
 
+type RunCode415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode415ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCode422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -6131,6 +6210,25 @@ func (response RunCommand413ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCommand415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand415ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6564,6 +6662,25 @@ func (response CreateContext413ApplicationProblemPlusJSONResponse) VisitCreateCo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext415ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8331,6 +8448,25 @@ func (response CreatePortLink409ApplicationProblemPlusJSONResponse) VisitCreateP
 	return err
 }
 
+type CreatePortLink415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink415ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreatePortLink422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -9220,6 +9356,25 @@ func (response CreateSnapshot409ApplicationProblemPlusJSONResponse) VisitCreateS
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot415ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10383,6 +10538,25 @@ func (response ResizeTaskTerminal413ApplicationProblemPlusJSONResponse) VisitRes
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResizeTaskTerminal415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal415ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11905,337 +12079,347 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3/ciM3kjYK3wqCu1+I9BYpkqLULSom9mu3u2d6p233tuTwOWv2qsAqkMSrIsApoKSmezpi7uG817Dn",
-	"Ps6lzJWcQCaAQpFVJNWSPfYc/eFwq1iFQuFHZiLzySc/tRK5XEnBhFat8afWgtGU5fDPF0nCVvo9FXMG",
-	"f6dMJTlfaS5Fa9yKp2vNVDwmiot5xoj5k+RwM6E5I4rltyzttaKWShZsSU0LTBTL1vinFjza+hC19HrF",
-	"WuOW0jkX89bnz1Hr1RWdb7/sasHIjGfsSBEmNNdroul8TOJJa1L0+yeJ4j8z+Bfr4oWlTPmMJ9Q8TzRf",
-	"MsIFEQrvmbTiiEylXpiLC/ax2sntPr2lSn8LDbJ0Z9+239r+09XVO5JSzTp73yLxwe03/PD+LZEzoheM",
-	"JDmjmqUkZ0oWecJ2N/o5aq1oTpdM2yl9KYVmH/V3dMm2X/OCJPgzEXQJLXNzeUX1ohW1BDzTsrdcw59R",
-	"K2d/KXhuhkXnBQv7sqJas9w08N8/vej+F+3+3O+eX38I/t3rfvjUj85OPv9rq24lvCxyJfPtbn6/on8p",
-	"GImF6UYCN8VklsslDNAqZ7dcFoqs6Lz8hr8ULF8HH4FNh91d0o9vmZjrRWs87Pfr+vOWL7k2t9a1mMGP",
-	"YYMpm9Ei063xaT8yrfOlWfunpu0lF/jXwL+HC83mLIcXvZO5rpudq5fvyErmmnCheMrgcxUV6VR+JG2u",
-	"FcmkXE1pchORwfBZr9/r9wadhmk07eycPt/js9PTk9P9fTbDzu7emZfU7pCcKe0WselKRFRG1YIpwkWS",
-	"FSlLI7KiSrGUaBl+2pFCUZKT9pKuyZQRtlzpdeOH4V/NH7Y9se9ymTCl3nxT3/MV/nykCE9xnDVVN4Sn",
-	"jV3AB655evAG6XfPaXf24dPJsGEzvMulkTH/Catuq5s/yvwmkzQ1fTW3XZBloTRZUp0scCyZUlyKI0Xk",
-	"nXB3kbsFEygHjcC+EfJONO0Y+0jTlhnYZe3/rvuGS+xE3Ti/cD0kPI2IzElst09MZjJHyUezjOVHithf",
-	"/BNyRuJ/t/37Q9wwJ/bme8xJO5yUv9qXdupn51LQlVpIjZ9W93p7w6OuiSuqbhrfaNboI77ts2lHraRQ",
-	"aAt8TdP37C8FUyCpQCkI+CddrTKrAY9XuZxmbPlv/0uhVmMf6XKVWc2jKc9aY+idEQ1Tma7JgipCBWF5",
-	"LvMxSSVT4sgtY+z22CzeFcv1mkyM5bKkIp20CFdkyZWxRMwK1VQXqjUegRzn2ryx9Ubc0owbxYm99p+4",
-	"0HqlxsfHRtzMqWa9lN26nqtjeAjV8udw6P41Z7PWuPUvx6X1dIy/quN3+DCOWp0kxC82fabZTOZLlpol",
-	"byZOESWXTC+4mOOil2LG50WOFoUZECKkJjTL5F3P9OilFLOMJw+dBScRjtSC5iw9gplQiVwxsmL5dV4I",
-	"Y82MCdfwixSM4J1uF14QmqY5U8rcQhU5shvmyCgrzWhqtikYL+bTpGCVeTov58l/0IETlLj7H2t6zOra",
-	"GO4Z19a2kNbQw6GxksnZYua6Nh00fXn1kSWFaeYb87HNs1M3K3a+r5eqNR4OohYTiUzN2h63Cj3rPm9F",
-	"LfaR6+tEpqw17kehdBu3zmaDpJ8+Y8Ppczpi/dk5PZmeJs/SARvOTuhoGow82P4Z0yyFiynL89a45f99",
-	"jXY6vAEv6LwQiTFAW+MZzRSDH2ShW+PWaDgRLfe3e/LEX9h+8o7mgou5ao1/+nDw5Plhfc+Usa7MHBp7",
-	"9JjdMqG7SueMLk0jBzZnnrrEhxrWA3NvJDMuuFqwlLTvFlQzY5IYa8BMBTFT0TELYsE1XDX7RRa6R37k",
-	"ejERMR6mxmSrszGsISrUnWlP+f1i5KC5jeBtznYqu0PVRHBN8kIo0laMkfiPr67I8e3g2Mh+dfzJqoDP",
-	"x7LQq0LHncgsbsFSMl0TSmLze4wv6U1EZdG+y+VSajztHL5wYfn1p2fpyayfDOk5G6Wnp9NB8pw9m53R",
-	"03SUnEyHrajlt1hr3MLvYddWlrcib2qMvQn9gAWeF0JYrVBMl1xrll5Ts1yH/eFZdzDoDs+v+ufjQX/c",
-	"7//X4TLEqN66BXOpeZYR+1JCZ5rlJL6jXF+r+IKsZJbBJIIBSTWJ3ZkPzJbg6B2eBev6YW899vdBX17L",
-	"fMrTlImHagOqF+So1ztmOjk2RvldekSYSuiKqcqp407mN2pFk6o0Pyml+TuZ8WRNbrnMsJ8HSvUVPPco",
-	"Mv07py9Zam1Jrsgq5yLhK5qBsUkJvo8kVBh5b84YYibzhKUgy/9INbuj6yvc0g8c3Lucgw48mvJ5b8rF",
-	"EWEfE8ZSc/Cp6JjBsE+8HCFt7GLP/t0JRvy0PypH3HQyJaabBw61bfBRxvqFCNSn1AtmhpsKkGVebrUp",
-	"uEtIsTJHlohQ53boNI2EnR0nUk1X3whjudLslTEVHzgjVBBum0PTk8gkKfKcpRckZ3Di1qXdds39CRW/",
-	"FRwJ5Y+tcet8NkxGbECfTU/S09lZvzJXFZs0fOuhE+b6+jgzRqbFnHAB3zPHdX4Bf+DwWKtUimwdDgIc",
-	"0/BUViiGaougC2IO8/Od1K9lIdIHTk0h4FTqBY478x3t0wFHFYkU7A8jDmbQswOHW0jdxQceY7x/sB/U",
-	"NmJH4BbxwuhIdQLH3ueo9f0ty/+zkJo+cBjXsiALesvIybDciMrrKZkTo6O4mOOkgjPLGBx22Ht/MX1Q",
-	"vUQK2BdCX5etXMCzIFrNsUBLayeRdsUc+XecjT/Yd4KtlFCRsGzzNDAMTgPw8V4sHDpl0N1HOxCg48Gs",
-	"carhE+UMljoOCmnH1VGKI+vRcme4Fcu7for9BsqpZp0LEr9nOl93XxhLISaKrhV6ZYyEydeEzikXvdKy",
-	"W7KYqIW8U6RQdG7MxhRnS20YEEGz296WS5ZIkSrzEpi7KZvJnJkXgtUC76zzK5cOv8Btdqlpfm9L0Vl7",
-	"49ZqrRdSnJDukphJ7Vlf3/N+34jNQy3KlblxNPwiQzHfbRP+8sakHcim9Telyc08NxLIuSLB5r+ARVha",
-	"kGaBxmaN2CFQx5/Kwfh8bB9l6vhT6Z/8/Dh2J4SIvpP6kmquZpxOM/ZAgQWqxrQKYSX1h9N+v98lMFmK",
-	"rKhCjcxE6o5FYFG0B/3hCJ8I7aPR4KyUKNBXONWroLcHChboUtdohPDhxxI0MfQtJkZcgjyFLyk/z/sj",
-	"jCi/IPFLHN+ufWzOb5mCRaH4z2xjYiv3NgXzyFfHm+G0eE+A6XPUutQyZz8Iekt59lhTb12NRJm2Sfud",
-	"VHqeM9UJXGBwYDYGmpGTaiFzna3HZEZ5hiGERArBEm3+GReK5X9wU0pSqumUKuavxGOS8sAMK4214Chz",
-	"yfJbnjBSBF964LIJH3k8L+KBQxQ5N9U0lzcsd2ccTW9YYMSCC8/YI0YD3FFFUpbwlKU9AprEHWWr2grV",
-	"yC+qeXaGncAJLuVbms8fuupgg4EPmisibxkO2aA/en767Kzf70J0G+2ittP3S/rx2jx3XSNxgoVzJSXJ",
-	"oIuHnsik7OIDj7FYvjYf5b/IOZSZtRvAzPxB0EIvmNDceugetoHlDRNmGNnHFbeHKLR5KBHsjuDvELBd",
-	"y8IYVqpgecVeH5Sjt9m3w7dc5bHHGMlvMcJg9hO30YQpo7kZWfNJG/vgxx9/7L4I+rC9Gd6/fknOnp32",
-	"SbIwJqaYs/3C9gehipU5kj54mjKZ0OxaFVNnVHi5Yd9AErqiU55xvR6TjIp5QedsnBfTdcVaH4Zz5TsX",
-	"PHywJ7984rGE5CqXtzxl+fa3gRfIiz7cBavSe/yAcU1lcsPyMeFLY6CjeTs+6Q2GXZXxJcYT7Pmz1DPB",
-	"IL4zfTZmm1lqqM4O9pq5Rx9tAN25O5FFlhLrG/OvwbhVzmiyAE+ZfyvCh+ZM6CspM/jLhu04hg9nMl9S",
-	"HUKClskKPcOC8lbUokIvcrniSQ1KKGrNC56as2MNVAaORe53sKIoUWul2dL0e7nSpA3RK001WzKhzfGM",
-	"ZFwgPmfrTVrK7Br959dG3icLmteAoTDIEREMk8CxDDRKzmiqnI1q2kJsVFJo9CFBDFCsjQTIaaJZroJe",
-	"eEWH3ah5rRldkjJz4MYTvXXkWIGLHs8l1ZH74duX7yya4kgRmacsh3i5ZktonaYpNESzd8F0YdjYdkpO",
-	"/xfDaJu9QPOcrlsYIHaB5p/cBAdT1TSW7uM+1LziRZFyDTGa7SVEazAyP5qjM8QoVxDouKh4Ho8UgXMb",
-	"HIrMd7tV2EqpZl3Nl6xuCaR8bsPcG7bMn150h6dnpL1gHzsen4UHW/BuyJSB8WV/QhPbOj/vcq6t7ZbW",
-	"LrxKEHDz1T5OoyIiYZ3b0NSF85zOc7o8goMiuE0jwjLFUOnCKar001QGggt9NqpdgWAbX+P1WgQc5VmR",
-	"syNFkowqRdqUWLlEzENEFbMZ/9iJ0L3BtRVttd/OPiYsX+kmqF2uNDEDjwNaP/AN7fqgafOIkruFVH4M",
-	"zSm0fku6Ib/GhXjYWuJp5d7m4b7h6DvdJbthd/yZo2cyiKnt+DYpsrX5HCd1t6Nv5ZWU1cpe78qqnx6a",
-	"QHSjdHhRRWI08f5FFbCz49rJ8U9c8/SwpgGR1dCWDSF+2v4t9BBtjdRypdegNIQU9WvIHI23H/x6x1IM",
-	"ZYDf+5qJAzeeMxKaZ3VMYu+PikkhNIco49pucPDpCh93tCiFAjyXRYKe1TiaiBh3ZByR2Czf1Ihq8wd6",
-	"ae0vmVQ67vTI9+C5NqsUX+/aAeyWbag3EbUq1Rxtajb3azM2EI1WY+itjy4CYLBePVuU087RcV/eq0VR",
-	"hVoL8FKgtmD/bSzKcO1HVURZAI/D6WrUZn+2G7u6AzE0CodJ0Azuj5RlDP5yb0P8b3AhZUrncl27VeGF",
-	"b7mq0Z44zhC0d8p/r6hBRbyl+aNWgMRt2lMSF2BGlfbI3N1zYXtYbb1uWF+6c4P9tE0zQdNkEUiCqZQZ",
-	"o2Ai429MXbOPNqRWe1vpgN3+upe41xVJqABtS1WNw5aZzVZeHhNjUsWhxRm8zky8qu8JhP6MGLzdrcJM",
-	"Z24YWxl7lENMVpjdbv64Nn/EHTBRk83OS0Eo0SxfckEz0o5Xet3US65cSH/P0nnjbrziKNDcUbK6+ra3",
-	"9sYiW9Hkhs7ZNRdK06xhqla0UDVDc4nHGIZfOgVD6GcmYBD0gt6xlLTjd99fXpG//+1/jqERI+zMHzlT",
-	"xZLFFyTmacauzeBLMSZ4T8PYYLz6OuXqphFSjOfSqVkOqirtjtCB6yL+JDbtXC+ne94GywYOOg1Dg7cJ",
-	"ps2bdt7jYpANq3CFWO9rc5CuUUzvzGWHUVebI29Pi8Qc74r5Iow7kzaMODR7/Mn87/Px3//2P43f7WVz",
-	"odDXWHePPao2fIpasKal5CC76oDl5O41Jy6zplwIhtjwkjW8XYukXV1M7oemL4XD6qyo7eimBlMl0gY/",
-	"LtxwTrhs76bgJVUxUxF/TmS2KiNbJ0i3pmdrAdYt3JoVWN1NboeH07O5IGt1hExZgFeuP+daXGJVf7jj",
-	"QgXsDl7hPYD3yKXK1KwfO9Q+30ZLEL9cXJBbmkNUSRHFNJmuIeIcgP5y8NrnzJ3ojXbsTcQLcK269rjy",
-	"iUJ3XC9I7JZATNrokcJjmESjsWPPyVw5dO5EAKzQgjrknfAOwIgoGbZnczJsSz3yDWL2xmBFv8N3mTEk",
-	"UkyENZOU7ZVbclYfRs5DDd/gMwAuEEl0xxUzp+ecqcVEwBJd5UyzHDw4foTQ6HxY8pE5H902r5PKYjg7",
-	"PT05q2lhST+GzwyGz2uWpRvG7SViZ6mNSBxMeDCDJgsdAqYCFIlrK8ROkZQlGc0ZeJWCTo/6NT1Gz8w+",
-	"df493PXKIZJBOqVcNB2JZhiMU5qKlOYp4WJVaNJO3Sopc3nqNtj26cubMPv6eWnu/N7caGwJRI5dq+pJ",
-	"XRYYxPO5Ts/PRpX8rH6v3NeiWE7RgEE8556mTs6qLW21syG4N87boegCI+3LpNcu0/US/UDBgZUqQuvg",
-	"Bvbw6sBXcCvilYf9Ae5lrtVExBbJEKNTyoKTIWtAFjqD+LRL5SFtaj2REaHkjupkwfJOBGYr3DUR7n2g",
-	"POfSiCajNsndwixt23pEElkIrTB4qDQJ7Oxrb37Hken1RDBjbTkPFPvItbIOKaXlagVm4Dev3r66eoWG",
-	"YD1mogMnevjssJ898sbIStgfFrStsO/7gNk9UgGaT4QDfZah3NUqW5P2nN8yPJ3Dao6tfzvjM2Yudnoe",
-	"bAyQvLkA92J4DA+sCo/B2YpLFQK/7njKxbFakG7StEH3acC7tD5ZDWIbMjMmcM6MwXLLHKjS28FbMuv8",
-	"7BeR1JunKJ1TwsQtz6WAAIHXyBcWDBnk1sVOvVR0y4ev/jW2vd+vA75U7K70ei9K3Z7kLvnP7Pcoqavd",
-	"fCvvWK52QoMviIC0jJxyBViYHnkNO2RbqI0Rrmp3DmkLY2dN107ZdqrxgQdriuqn/EnekUyK+SYOAqWq",
-	"2RzD/hD3IPWuq0dVNrj16/WNt1o3PClZrdvhtdE7Fh/C4eBXWmYpdyEJY6YGZmzOLJaL6/ojjzVfrxuj",
-	"PKGpeEdLe1fm6GSyb8AIw2HO+RLTutO5orhRbuH72znrBG/b9uGGdp5z/KGFB+crtah13wmbpb/bT2YT",
-	"8f0rKmNX+ajITuGOWX+J7sX7GRlVK9ZmvZffd/8PfjB1wNb47Pjkev+ondrDPaRu2+wLjPqGa7sEw2/z",
-	"pL/M4jMGx7U7HDcZfWCVWCgzYHAC1wQ1RsVNZ1wx+TS9cak/9k4je1EKT0SbkpTPZiw36jK2l8EEoWTU",
-	"76OzkXowgdmaxjDBbnAdkSVNmceCGZPKoftK/6lpIjgbw2dQOAxun/h25zKbvTJlmTrQbKhjg9hS7SfD",
-	"mtl0y3lvY0G46r459XVLKGVCc1qHF/hBsby7NKdxnloelSXVLOcATFcyu3WzgniFGyZIG1WqYknOtAK9",
-	"uKEX7tR1LjN2TXNR68m9KaYsF0wzdW108Oqejt/g8Q1HX/lMXohrquqF5dYQhUmfNUwEcU2KJiADATjy",
-	"H5fff0duaVYw9DuY244UiVOqaQxAkgvEdaBgIFxNhF5QSKdgNFn4J8wDnR55ZQNeNhuzTUl8Zf4V2UC3",
-	"FAQ807E1DlQnmogY8SYx7IoYQSfmWUFiNBRfLgpxE1uIOE9hL4LhJBVHP5LV16Yxi/mFJjGoXqHSsZiW",
-	"4IfYHJq4MX/fUqW78AndN9/EBJ3lyskXQsWa5AzwU9DtOV1VuvlHujKnqTiHZF7700aKbwxejhjwBzg+",
-	"FrNkngRhAfpe30nChE+6wInrkVeI0BpPxEQQQnD0x2BT4QUzDWPyadLi6aQ1nuxNNpi0ookN8sH9Nidg",
-	"0orMkfGzew9Px+S826+8FEd447VyNlNMT4zRNjHmCYVWpwXPzLdMJgJe6DLA4UfIAZ+0Pm98Ew7iRvNB",
-	"T32uN7bosBD21bZz2y+3n9WKWlKw72et8U+HpMZGhxxnYJUeeO8f6WrvnVvJ4dGB4LcPYe6zfXjLJNhA",
-	"5ByCmfF5+6XZ5xL4p1Sxs1GtGbQDpmIdLJhzjnN7QQbD5/9mHbo3PMswv1vxuaAZERdEFFlmk4pcbmhp",
-	"pf7k+xu1zI0tMxRCal4HrrtiNn/ZyOExYb15r2IlGDscPDRGLOVMMV0btJdyeY0drY+O3Rhxnx2BL6Ur",
-	"Z90lW8p8jd+Wm03OjDWx4ZzKC+EjZvjA9XLaEE+xGLQ0B59PfSesOIRoDgpAeBFXJQ0AZHHfsZwR25KV",
-	"qq47WmIQFoSUvBMAuqs8jY5wLshGDlkvZ5pygRiMlaNTiNEdLLOUKU3mciJARXQuPLzM+8JEaskCLDWB",
-	"WSvrJkdQFRFTg3iZizq0z3d0ybxrEFcbKDqcIF0yJ5E2rJTLN3/885u3b+txlk0ol9hLrZh41oXKp4Vw",
-	"ppDOwmNYzInIQVhq95sjvvjU9JNjs/h0GF5nkymjNrpoaTPq3xkwaGxDPjXNgswgh1O7y6VmEblhKw1k",
-	"MlIfjC/a5Oeo2w5LnoLrlSq32C/IAmkqzFLmGVJIsVXDeT4A6mx9cEkEcrhZuHGqssvHj6uf1I3h3JjR",
-	"mq+vmcBAkFdxmRsgIP8ddUe71zxjr4RG9q6qYlnWivrvEzPRK5ZbwCqZ2izP7bOIpSa8FxKxwbkQIY1U",
-	"vRxA5NsBa8rBRN2+tNiolMOErJcZFzfGoNALltfTQNZ4OCy/FdxrexPh2FWHoGn06w/6pk91X8uEzjk7",
-	"/Pxfzu++tYqj4Npv6u2PCBLc7nDz/OwR4ws6PD172Mxu7roKBA6nx86LfVvd1/2J0Qw/YcPlsmDJzc5T",
-	"eZNMKNsu1YhbetIstDABr04D3LJc1UJnr0p0ypEi9rbIaNMl6HtNwFi2XJ9xym5tTEaQQri74JbOfsTb",
-	"DuhgFUQVfJ7A5Hmpri1lCsIOjPGAe00lNMuuZzzTcGHJk1xe3y5BXKll7WiExvm2WBKMrDhLQPVTe846",
-	"cnGviNAatWS9vBsbj2paP+Agm7El8K7GYDPDOdBG6wDdahSOkAQTsX64et19HpEYzep6hPEXmuN4QqsP",
-	"mxD80ZpByoH8EZvBc8fd1HYGIv4MVlrnIP28sURsXyIcveCT6hbNRsyo4p0FX+Vm7As8H+YUr4tcKBxT",
-	"0va5btD3Jb1hJHbvjSHDxQ+7JdihnrRKMd25mAj/O83u6Fr5N2wb2XhjF9p3oUs3V7bPO6aqPCo2BLni",
-	"WS6XMeQEaxmTNvuYZIXit6wTLueqUQ9Gt7V/4CaI3OB6R9fmHc8ylxylmKhZ7Oa1B9uPzjHlvnvTpvlQ",
-	"m6f0RQIc3xVh/6CVuoWELE41EntV1CFiLd5kO161FR+zyMbtRr7lX29AwJd0TRYyS0nbUTMZUZAzEicB",
-	"/rcXgMUqaLowcUNdAx/UtVm693NF+kcRpH2vZ/2htI5QI2pZWBy2f7+W3aNsnjNVUX7YmNnmYg3hn0ze",
-	"ZcYMqj8G5ZZIssZ8bw7L2pTuC7e3S+asA5bApqVX/ZLNUdmcu60JCTvqP6h+Ref6LUf9tgGMh6RldS9b",
-	"emUJm2s2826brMgbsmiMgUzazjMLMJneqphmPLku8gy9sMcW9nj8CRz1n4/jzgXhGvdMABbbzFHebYSY",
-	"Lm0mNyBXdDAyu4b0y8JWWmducVkVhTHtpri5GyP4WEhvDNgISu7q/uh5JTJ+1q+VidsfEyY5bYQ70mUd",
-	"iOJbZla0URA2rhbTQi96cLcNe8SNoe4wYrMzyBjcagyaJaQc1ywscAxdK8bEvRbyl4RnbPp+3a0Z/ZJO",
-	"oAts31D8J971Gbh4YNpqN5hi+WFh9JKFwDYXPOwHJrKzX5202t1gXcu1Sf/no9NnPjsSE8dVjYFsM8q3",
-	"4Q9UkzsmtDGuxRwtEHNNS5JKQqdm2/N61ytEUVRd7hXL0m7GbllGSspjl9TpQHIlQ7hbHRtWjmmldh6W",
-	"TCmLENg9De7GD3sTjqMWYNdtFvh2RDAg5Pu0y99Y473ATPzGtV8TU59mjPzw/g0RdOkiUMgkCMmw+6Wu",
-	"dWrgm3cmkTmyqJrAZT1ykzr3fJkIhyY6Irw1Utrz1IUILbn9xUTMpFGtiABHVCPCtvfRzPYQ2V0gCjG2",
-	"EbJ4IjA1kYOLeCNt0GIylT84so9cV6h2K05fI/EnIvaREogilomKFUyny1os3+HpS80monfOM76JAPHw",
-	"yPptVP9LGLvZEWJ5QPbwtivPh2u2LZPKI4cbJqXPv27n5PqeHS93277I4SXe+XmTYu2wN9Wlc1ZMmTLP",
-	"ufQYh+/ZsePq3YceoHKwo9Czve1xE5YtN3TKQUY2UXpAdftFSAtaaHmNMfwa+VLhdhWEYg6cT3bywX8j",
-	"Uix0EVdmJ+SALyGOo/45ibGNJstoI7Nzp2kU3guoXmtH1h1nAnhvhYOECjpnZZpTQ7zIYWeunePeH7fm",
-	"pkE0HBqe9FlfDXodmSuAIIsGNTEypDLBtLES/30B0AlmZBtfwdBHdkhjMssZ+9ld8xlmFl9vpCBm4mwy",
-	"AkB7NXlWzd9TORtuS5ovTxRtDFHYoCgQWDXFyXxGPoBuKqj8Kh0xDkjJ4rmkH6tRV4TC2WArMm5SZWYq",
-	"uzWWUeAd8mFgkZL4qzKCFBPFNIL8FV0yUKMTgFWtHSvbLKO3Mkc9dICTaOU9MjtFjWfRdgmn9RI9kWjW",
-	"7ERpw00YR8hro4R5gYsUayPEQd2IeEzwYy2VqisD5MrQwIGVCywrUSaZTAS8K1itUQkBjCoYfRrmWl8g",
-	"XTEVBKx1rjSwNJMlXU+EzZc3BnJtOLw+9lQy0fuRdONWlSZRJQOzKim29ktVIFTlr5/jDTFYu/r9rOxQ",
-	"FY36y+ebH6q+QPEcoL6w4boueU7jDSCxq7BVXVndwZgI6dj3zBKzvFuRi7Wwj2y50tXpbvD+GXVTS2m7",
-	"4QZRoAewR42foOq9N75UURNFcKc8tHFNCuW5Q5ZEyLuI0CSXStlNYwF0pB0vk9W1Sy2OI8ep4H4Hox7V",
-	"K0trcJp1eVEHnbJtLus29fN9nvZoapplB6DI7KMfohrQSUrURgKtIguWpW7YKtWifCp2GxRBWQjLZVUG",
-	"ObNCaozNwPiZY2sw4A/vO5Jv2e6UnQS3tto5mxCDWJOM3zKXk4vuZOxmLVro4f3FaIqN+7S3YzVUAeCj",
-	"5L5yY76BcYK5gbPfRMSo73qOvvRa6yzuke8wbYfNzL4blwy/uOcD1BOCHBXJpGIYY5sIq9zbcRXXFUek",
-	"aobaIifhhB60eitMAAc8UR8lV62mXRTVb81g22ysxKYZD7taJ7PeFwcnFWxmv9BEZ2vv2rTHKIDjAsuA",
-	"SyFFrC6cyO0hoEwVB5F0GIa07KjNft0L5QyfSBks5kfM4/eegC94+h+SSr6VhPNLJX9/aepCkIx4UDrh",
-	"bzSDe8cWe1mL6nqBPDszRGW27VZxwRq/sWrUd9Wp1OTyaEwj395SzX3b2NTQTbvhg56mrL6bTW6ze+Qg",
-	"XroTic8dY/l1gjwl5p9WEtq/7Cmj9oRqc6lqYteVBMMDmSBLn8IOo6+mPqV1bJqd0sCmlDYEUPYlKu2H",
-	"REEQxqjVx4EHAo65BhZ0J6q0f20MqJB/Izag0rmAyhUAiwZDvR7MuKL5DUt3ZLBdBUloMLAlRsBsazhI",
-	"tsFAJDE2Fnca3hSMSj2P6B1VzstVNgkOq87haaW7yAh3n8vx0NDIh+gePlJkQUVqzkPAuxDw89ZjrR/l",
-	"vP8irAzpF7utCjnFakF3CwkkJKtMrpcWGNNAb1Q7CTnbqF7r6wBpiiEEIYUxNYzlDkmEa6YjJCVWTI/L",
-	"1ONCsYlYQhajFAxyjmxYIvJzStpICzZ2zoZq9qFLQ0CTN58It7xIO2dLeQuIFGCmgKmoLk3AZXOohAVO",
-	"vLhcw2Dpg4fJ9dRlSKpOFQBlwX5lGRLseMvtmgZYxyG+dysnS/d7CMreRAA6368d6GLJfK0BONNW2KJT",
-	"YzS2jREuuojICOoPW6ZVJEOzlQmg6U4lzHg/MPgGI2ONxyaAiyObYunfsSJ3I4u6IkRrNRaO3zfoXcL9",
-	"shnODX66ZxLGLtxt2e6OftU7fx6Ht7F6ojrIieS08l5Yf3ni2ccCWV3AoVPe8Zgl5sxYv0cuA23zcDOh",
-	"QZk7St8NzGWhWB6PIcNaGLlpCbdYTtqbzDYbSUL+sBd3LD1hvEmcGsZ/CQqJQEiFfn9L0mYu34eM4Fcw",
-	"CL5Yfe4g+r0KstasnscJkDPS5tqxms3BI81F0sAOr/jPbG8AAl0jKw1FNyrsNveFa27HM2ulnOWuDTpX",
-	"kWa1u8cupV9YToSOlMMEhduYeyVFQAe4V1TYe78MqXZgVn+dKV4y3WyN4p+RrbXCvQO0rbbwDpyW4zFR",
-	"zFgiMmcWiwGkpXVgDHxgInC3VysHY8ng+N+ZnP0BmPcIyEZFuO70yJWrDGSRICUhgAP7T0RYOxjsrRVV",
-	"ypFPjUkfINZzBu5tqJqXsKbsQxiUxmyXnZurynWPg6alvDkw880qhFrhgI0BsQzchfNwR/PUjJwfuM59",
-	"s902cT++Sr/fqJtaqlw+kFm9PUI7KN6aMEEAgmG+DkJNgLwZ4LKjDsC7bcJ/T3yOSDKbCoqhrag8qUQk",
-	"k0p3Glj7Q0RuzUGNbqTkcqieNpdbJOs7tfavhMip8PRv0/BDmHCTlb+Whp/XzrcjnN2edyRsgRXAUxdF",
-	"cBZFfZB5t+Y1264BxeClh+P/U5uk+KRNNVlKpcngjPyZfx1BTRSQaZPW3//2P5NW/WLIfXL+/YgA9gKe",
-	"fs+optIKKFfXfRBOposHaf5a/v3DtbmlhtitybHJ/Vo8GNeKo1DYRN2wWGfi68eWBZVq08OjlpFDtRuu",
-	"QqZ3v/DJ+0JUC0PACVqxIpVdz7bu6AWQ+zuXd8pytGfFUoDULosEdcYTUROPs+6SksCdZpmDvtA8B/5N",
-	"qohjj7HxsZfvydvXwFyD/JidyNLGK03XylohJWWv55CPEOfSaIHkzHxKPBHJgoq5o4/iP7MeuXr1/lsj",
-	"pj+arnaHp2eJzGROCpEZ8RQzcQuQGeVRGps+5szFTmxxwH7FVT+ok2ZmRO/50MbKhBYifPv2igQZkxQ5",
-	"1+tLs96tdobkixcFJrziX6/dnv+PH69aNSXUv3/zzUvy5hsg901AYAcl82wIbqOWH56tFGm7mnIdX0oO",
-	"NDu8t1pGDEt+cTGTju+MIogeDVwgOZ+jdwTSVGprj23zZ77zCetdILdnacABP5M5efGGAE4OlzddrVRv",
-	"IibCvQ5ZwxTLZt2FhBJWjh2+BC2DAgHoR1jjz3rgwQHsX2lWn1R4sv7qK3P6yiRNnQdKffUVaUMhPFIW",
-	"wovIN1DCLSJ/9sxTEXn1cohVFC8vvwVOnA50+xVANOLj20EcwCMFY6kisZl2mfOfKdK8f42JOJjU8x8/",
-	"XlkyJZxXGk4nrACc095EXHkuLg45yJDpHpElBbAZIAW/+softM0nhfWiO5Erc6CD07i8E0BMxUpEAjI5",
-	"qBtAcOJ5UV3UFSkvIxs5annLTEVG/REOCmQZgDzy6Q5xUx29mKQyKZawItAhGJtVCthxBch6IG/6a8Wq",
-	"/KurYfNXsmQUPA1/nYi/drtd/595JC5zGWLyVzLq98lfK2XsPcEu0rmCADZbwchZgk3gtNQ/jnyw1Ds0",
-	"wbhZTrnAZRBuUrxSEvoCtB7fsFGrEl81MJ+GBSfNVGfGUHD19ozAYdXik7apmcynPE2Z/dwT299y3pd0",
-	"De8vAD7BVdh1R7pv20IjvWyIOrJVmZf0cVY+AgjP+m+nzOcAkrbRt/YIhbTJFIr5EKYSumIblS/si33F",
-	"fXz3iPyVFEHZfCWXDEjxM8WOVMetxgjXosyxyBI2tWR6IVOo2GyB0djmqRsY6MtHrrQi00LD0FhiZ64I",
-	"Ph2sg4wnGhs4tw2Ue95P7cwiVkqSWkRE2jK8bpRtHSY/2jYGETbuPVQuCnXh3O1cu4Il1YrfVu8WZt9b",
-	"Ajls3teUhTcMTjYW8lbl2806sbaZ2gLY2OQZLBFbqPpOGDF7pHxN632lu+0Y+xKg0OZw6Nev5/vdUdEz",
-	"nA07qO58aZo77bvmaqtaBgSyDv1tW5lDjMk1QEX5ewhB5YoUAqqbQDZQmyOkzAKbbOsd2ySioLBRNxel",
-	"f8ZVavbdS1nG3cxsfmPAbVFt795FtHfUeHarCFEY+J4RTLiQolv2vOwc+4g2t6UdDFmabWNAFCxohq31",
-	"obVpMUc2K5sHRhJjt1o54RYrh4mZiBc+WQh5pz6ac6bpz88sl2hHfPUVHhiNUhz2+53ITggVmJ8F6upP",
-	"V1fvzIK/NTINKob96dWLb1we7YLl8IhRqWbgLoDU9NTKftMvK1msuFCYmvTCXIwvLIbT0uW7r4n/j651",
-	"PnbfpJbWy+EHygqJXJHB3//2fw2Gz0nGtLH7o4lI+RwiBDmJe9fjbl11DIhwXiBTpVPNRhfPf+ZgMcwg",
-	"L42DxkWyBiZS0+UkYSvddfCeMTwQkzZ4+Tyjvatt6tY2zc3LpsY4Ni8yCgb4/Z3XcCJkzuccq4nENpc5",
-	"kbnquVQV+3uMuQhg72c8YQIrOaGqmQHvSevFymy87rDXb7mQRHgNDtjLJc3XX2iJtoJ676X96+lhWv3e",
-	"AF8DhWpXvDVuncAl5L8Bk/94AQQ3P5t/1xa6e2HnZNjvk9I965wzMEKKmEXZI9+BISlkmb3td9ibtDU2",
-	"7Vs6HXCNwH6HTgz7/R11jGvqFztnRkveHF492L67ufoyupsUAeJpwKqeYsfqWvUfcPzGigYwJCtHq9b4",
-	"pw/hJL/lt0yYlxiTEqMOdK6AKsUNlGp9MC1spct/MjP2GSmVcrpkGgp3/1TnDUYTyyKjzFay+fk1Grh0",
-	"zHyuVrIyjyh0GHOo8IJ8SXYRwxta4XkTq+4GlfDLeMPpYFghPL4dTCa9kPXY/vnh0yA69X/8m/lHSaHd",
-	"/fBvteTZ9XNTDtHxOxzHd6b/wJx5nDOarg9d70wQp4nMyig1ptmE4JN0xLnEehLt9kObzBjX+Xoi2McV",
-	"S7S6AIVXisAwPcBuLneCcchqOFfwLCNLPjcrRMwtzGJra7033/XgnVXyWqVU0ylVDHdZOblOwJBh6FZ8",
-	"pJ0IHwGVHYxg+eI9aJ46efQPp9rP7iCyc2tPz8MLgCO60z9OFqsMUEjr9Qgj9Z3UQGe0viAx9j0miq6V",
-	"JTtO2YqJlIlk7WsX75JMZtz5gaLpdnAMmujY1/mu3Uggipj3btiC4qDC4+Nlsoqd8mjHeSEwMRqRTi6U",
-	"AHVegSvl2qHLgKsdOJhpunURhsFfhaCfaSHjSvurQUZKLNjd5nVz2WJUtn+aCJu1vfEOUn0F2BtxJ/JF",
-	"d0hRrfM+Z8IMqWUvR8cGZEtUjt+YgucfyuDYB7liwSGjkpphrJlCsQs0xyaCZkpuF1LnQum8SKzxuAL6",
-	"BVefrVJ7Hui+8zUJphWbdbGQqD8cBX5e0v5+xcSLN0cKT2GdHhzxl1THZMWTG+XrynfLKvBGRa3YeCJi",
-	"WBLt2KgYrOqrcVaD15s/IdYJPktq/kSHcfk3nOpxucbA4o1F+k3LnyagPyatMZm0ZoWAIZi0ospfY/LJ",
-	"9CAKvzoipUL5/Dm2eDpf9D/sdV1nr3Ezx50egRL4ZrYUAgBdXUkr9ScCLV0wgJX5hy0z9P7V5VV5XFHg",
-	"m9DS7qMGffDC7NEr2KLRHqNhY0pw0rzu/0vB8nWp/H2x/FKClRD+ZbIKYDr4F85AK2r5Eatj0fzwUM3l",
-	"g1Pla4KC/uPWT7YQZnl0/TAR/6csfD1ZcNT2er3G4v/j5+CEt2Lvp7pKVJtgdC6CUhJBEDtcGHX1PJrZ",
-	"HHZWC69KrIOC+ruQ7XbGA5GMNtRhuitYgA02txlJUi48PNq4KQPlPzpE+X9NfcE5eGSw/5Efql5MfG60",
-	"/7nvpH4N6AXzwPB8/wPf37Lc52Y9yJTZ/dSlljn7ITQxKsdLqEg/R4li1LDl3Ob5hm7CJFUnDrtGVHEx",
-	"dwfw0CxA+oDSIihSzIattQV+XEiSckwijYhgd0xp9Pi5ZOvSK9P2avPyTy+6w9MzTxCOLkJzBcs7CAsO",
-	"2Sphby4G7CuOBdmGH4091onK6vZozEPxciPsJyIoiouONvcsWAaoOiMoqOFd1T3yIkjTP1IINjLHdEZz",
-	"NRGBl8QHuKHItenMuLxmk23BsW/Zwb2HxWI+lCvDMRGOxRrpFmAKejnT6BmKfTk0ct4nKV2rTo98b+yH",
-	"JbB/KSJnRo1tEX+BHQFMmVxfECrWzn9N5kwrMuqf1GkcY5+Uhdf36pzv0ZABn34Zq8Ey6pFDlsYYVfoX",
-	"i8GEev3I/9OknCo17+tOoxhHrTlH1rVWwS3UNnc2OrgxB3Q8THb66vvQXs3Y4VABXi33VP5cWXLf969f",
-	"kpOTk/NO00ABTrTSncPAHbv64msiHd4NSLT9om7sOfe/hVz4A258iaCNh9sfOAiw1KH/w/7wrDsYdIfn",
-	"V/3z8aA/7vf/C2jF5wDjbD2fjU5GJ6Ozs9Hz2dn0/CydPT9PU3reHySng2dn00GfnqXPT87PBml6kgxo",
-	"8vz59PR8OkyTk+EzSkcb9O7j0SBqsY8Jy1dlLuUJ6SbkyGwK3T776lnnqFUhfepvAMma+mzsiEF/NHSw",
-	"8LJOWwXFM97CggWFtYOYvI0V27HrJXL5LzTjCavU4TbvbJ1Ph7OzZMC6J7OTpDtKn9HueXp63u0ng3TI",
-	"TmYjejoNIEXjIDUitIFaZ7NB0k+fseH0OR2x/uycnkxPk2fpgA1nJ3Q0dVTg4+FJcGIPoTgeJLm35g4s",
-	"pQoUqXX4eR/2PaCbakymFwBWBs+euc1Ly1Cf/vpW0wHGyWsX6P1dmk0w1pmckzYC/+EQ3qnYQmD8eFsI",
-	"Ide1htB7yyVdjXNDRZQwPr6kK2BVKkRqA2m4Z44USTLKlwCn4GKuJqLtiB8jgvo7goI3WDgtIH7soD+h",
-	"fCm4MxOZpwyOKc7NORFgf8FiOs6o0l3FbDUe1XDS/JY92O1oeUotIG2DZLSmJNtPrZTdmjPLVr21FoqS",
-	"knAUL/z/nbTRZsFvcY5WJN/zcd9Jvur7otYyMy91LKIg0cbHxwDKWUilx8/7z/vHKbs9ljxNWpukopvy",
-	"dTgejf4rYPF0nQ+pQMvvOUyClGSwDYcun/pbGq+/tsz4nUkAP2K+6mAwdKUUcDCTUhCEfEW14uCd8+JZ",
-	"LFGVDy+GTCMduvgAJOl9f4AqA5kUeBsnIki1tSX1UxLSMhElCbVnOvB+aAZFt6i2/GPCg2JUk6nvev7g",
-	"nV+OkTGcQk4/Jww2ePUQz+BCThbdoK7ZR5x9/1yYaoD32vfgHxDQt+l27lJJ/uayVx1RhaqtCbuiyQ2d",
-	"s2vgds3KVyMdnf+rZHnfvAY9Ap/r5i+WS3zzssPjhPk+EOC6hvCd+5LSjEKhWOYGIcLE3wjeKv9HmfFk",
-	"L1jmIttASCqAN1SoCQNGwg3SQc81WKEU9Ox9m8R8A6DBrpkNKxFLI6+OW8/TcpS0cxsk+j992CbH/+nD",
-	"Fqt9eMmx1XuSesc/j+MQdn7Yr+T6tUA5XJeITZ/ZO95gh3C56zjWH+4h8UvKtAaZXygIWrq99iTwmwX+",
-	"j5uo25oISyj1S+o4J/XzApOLV1LVWYCFUICfrWaYAMo+dswhsXv72MNknBOZ++rhYOilkK6GPiufXB3k",
-	"f0UEokCuEA04uoEoIpdLqR0iF6q2k0sLmkHGR4uwGZOaCrPUO90USWWdjsA+vi8cTIAp/bVM1/eMyTo/",
-	"eKswW590aeWwJwVz6ZaH7ZSAUupz1Q9utvHnelW2ezX55J1vjIj6HBkT7x5PvbPT8Ns/tfUP2MIvLeoU",
-	"Hhgc8IorKd/SfM5QSAwP+RaLoPy1BcshfVvZCjVfLonMgwdEIf6IMIMr1DobAux7wbpyNoOdDuGnivwI",
-	"RVfA6uaFV8iOUGuyXjoEvrwTJXeKlY+rrEB5WbKoHClHs1IhWfVI/mgiKv4L8gIP2UbUYp4uzTKb+Au4",
-	"EGYjBjUY/0Zr9bKkZtjwSu+FD4Gw+U/wWja6iX3u2kFSaIO9pMGn6jMdEprna+Tp5wqQ3bcsVzZNAAhA",
-	"mpyr4a1NDuxhgzt8w/NUOj4udg1/Q0eQC6smXmzt0m1a29+gf3fDpRcSifxUpd7YOOZ7Z8LmZx/qmiyJ",
-	"tSozOm4l3dFwmzVr8/Wn9vVuMgTN1oqrBr/pF1muyIkUZjE6H6o9Yd3DnA1JYHY6QctV9+Ty/IUcHuHG",
-	"dlrDL/sPQO1dZ+N+yyE0RQS7K9OvvIHr8FQ+m8fFKcebyRz2Ong0zJ0dR0tuTWGtWDYjXIUkYuZFGCg2",
-	"hjrxHhZg80dsJSxiYzIDzH3UPx+Hljck7c2lx+aUuFnzCzBwhXrMHxMW9JZNBHCwoL7z5OBpag6PxixX",
-	"JLbfFDcbzZd+X32x4bxXYhwiCw7esS/DbgcG9rZBPbin/f/bFar934JQvadIbfIOBNvUbPQFoynDuktv",
-	"ZbKzGoK99djfB2/4jR9k7gvz+RVOPr8f9YB7veTpatAMG6eJSqYB6ouM1dEoWko61cCkCOk8MgccSnBH",
-	"j7xJ2XIljVgZYzljzMDkqRPzCOjXUvbIawDL2Ky4QIB7bO2UAy2DUSy+fDzmvOGATsRGKh3mFmlZmBZ7",
-	"xH6EacKLe+R4dIejCudqnSbA8Qk1wUNM14DNzzp27xUcv6+cKXkFGwROkCo6l4L1/gm9H7+jLW2na++e",
-	"juodAuUSL5MMd9ELx/9ud9wfYsiQtom1W7aehbGXqa6hXVcfiH6s/fKr2B2/j3PbI5kYfmU9mQe/J9Hw",
-	"vWB7hcL9HGp2nbz5pnVQ8l7offuwy6g4dozzv153ol0RnoArH/E7ZnpWuWkI0bq+0gRpByw5NaH7ifBB",
-	"6E6PXEJJLso1UG3IPMXydIhszhlW9MyLDMmTXJCmTl7mhXiJDG4PiM+kDnSL+MJWWNrBxcsPP0fKlD3F",
-	"Z/6JjjVPAZ3HCOi8d7lJmEy0LY53xXE2hSTKg9+WoAyqdZD4eMrFsVqQbhL7rER/DiwJicmPUD6hWEEe",
-	"HFK5xhPhUx48/bQt4QR3OEaQDohgSztSZPrCUb3YHO68sJUWJ2IuQbwqGyT3uSjWecjNuXJYinl/D6Qv",
-	"OLdI3JsIL1JKUgrMPlGuDLsvTVpgcUGqzUv5Eic+z/ktzVDi9ybiRxisHSF6YF8JC0mCQkCTepXLtEgA",
-	"9wmlTseEbrLkOtq94xj5+mKPNgb6CSjlCUa/TXQpiXLa5WyU1C2rVba+KEFnMNJz8yu9o2uSMXrLVIWI",
-	"Uzit5gq1WlDC/nLOODIl+mtMbPAw4DS0BD9mWieihnW2bpYHOMscCYLN//NCKPe+gGrQllvQ6zgiM4YF",
-	"4EKm5IO4kBs1tgPWPwKoojlHILkzvyPjOhSE+uP7V6+u3nz3x9a4tWBZJjeqHJ3076Hk4fW/gp4/QPXa",
-	"8saXyKf6ZB48mQe/T/OgPu34YZZCWQSzniclrEVJSSbFvJvxW1Aq5VFnS4NbtTyGYCDIn9g3ZFWuUZ3z",
-	"TE5ppsiU6TvGrP1T9j4yj0+pWpQPuwo2Rm/MZJYCb1ZK2EdcPRPhi/H2CBaFcXVdrPxGqKvVFtHmG1Fl",
-	"AQpNSEBhmLfGE2FhNjZyCV3xHrGo3nlliZJoyQ9XYrd9R+ISsr0m7dFwWPLGdHoE3fCqQhDnMX7OkFhQ",
-	"YBhjTaiYl2XFxgf6y/xi+elTC9iTnKP5EE9aWKJ1WHeA3AL+3gNNYL9xFzjW9T4iSiId+Rom+slZ9SSk",
-	"H0tIX1WFYFkROC3XXyio/Y76dT1sTSe1S7SXvYADupMNP9ZFSaLBsU4NCFYnKYkUE7GPgwycZj0gFXVZ",
-	"78h3ekFGw/NSwoW1iI3MrJYacoOHEYm0rLtMM2BMIm3opUBnGcJUSmU2EbayrxWu4G9bd5rxGlbEPAyv",
-	"0SjzvNv/viIPVcRhBvYhuIx7vXyPrAUIuq1i8CRmn4znf5hcBsFmREAoKBoE8UH28vEn+69r0+ROrMMb",
-	"KP8Z2MpmSwRwAyiwGEoqrr3jouRO7TVgB0KpdG/b7tFsq5wtKQdfTqnlnrb70+59rN0rV1iLAJRKiQ5C",
-	"ak5jZf0jjCq7L74zCvzRo5y1YsYMmJEMv7Bf/2Ef1mRcGjnoD+ekjQYQ1OZX9NZWIaw91SvSnlK16ABd",
-	"XpIxmmMN4Q2vKQ7NrycPm2Whq3fl9cyTKHwShY/kBcTFFUhDOH45QyGwM77EutnNYnAJpGi2/ILSZq+2",
-	"ERK5ormyNKckzqD0q1ovgVwaNm3OcFYjrEUhkf6gV+utem3pBnbSir1GGZGzjGp+yxx/Zlm0I5dSX3hY",
-	"GgT7pGzkukx53kB0aZ4I0qhG/fOzX4DT0rzfxWF0zi1Lgk2q75+NRqYXMoUaO7U+tkEVQ5ZSTXtTLiwD",
-	"fPUKMiAN+sOS0wxQZkbSu1c+Oz295yuxaJl9G/6BL6oMmfnQe3j1Xu/Jd0dVcaSIHbYn196T5P2lJK9Z",
-	"h4QGIgYXXyhmHUHAbwYsBx0Kago0HlE9rP7CqBIUrhAJ4RjYZ1BPuSypdd4j3+cpQ1Vw4xAOTWfU11gH",
-	"ckNGjurSApAKsy1zcB05Rx6dKiZ052k7P23nx9rOuNRccSiJ1Xdgle/a140M+LYSFHDTEPaRJjpbE3B+",
-	"yhzsHrCTTDcxR7CH5XzcjvLAIvBDY7rVRMw4y1L8URZoxUxlusbsyPjVFZ1DQbppwTNdFsR29b34z8h4",
-	"i1ocjY+JQMLOeNLCin/mLiz518ULS7hBKLw4aQE6a8E+doxuhSJ8tnDm3YLZfBhXLosrkAOaiYuJiN/M",
-	"ut9JwbrfUp0sYg+qcV980h/1yAuiuJhnDMaNQB0v0sbqXGMcyz/Q7hQY+d1fcUTsv7sCWHRd1s+ZG0Sp",
-	"sD0V+dqdb2ZdW/LLFsdzPOxmDI3Iw1dXCoF5YTc465FL86U0w/ugaJAUZe0nY+Li7Sy1vHpgjS5kZocG",
-	"6jyZ78VQNPQRJsjKV5vGJAhNb6EMQJs6C7pDFlRNhJDEdNYWRLwBwBV2pxZCxGhqpe4eet7q2ENlxMGg",
-	"T/6f/3sw6g07EYHS2HbE+91Bf3gSeysa12lpA8IYP4yBwHyj2or9mCnCYojh8mnqRmXl3ZsgeJMGw0LE",
-	"cIAgd6wsjwSziXVbFlQhcwMuqbL4S3Ul7Or0/YfvfgcPmWjmgINVb4d94FuWcnpl6yA3PRiULsfSKDW8",
-	"vfXG+k4RSdrxS+xFFz85JnN+GxTo7WzkrNrCYDBoal/iKt5s7/0cwTLb9wzc8zlqvaVKd7+1R6G9GbJU",
-	"aX8vDMSwf/bbnRMrweDE5KTAY46zm1Jc2ts5ZbgYUPMAcKaiizLqLhxvaqu4V9ko27UPfsUZPqkzZb+T",
-	"mrjzM2lvakMQZiztXBgpDjq9OuiH9/4pEbs1GpztfwBW4HdSX5YlQp/M6cf0S9LUGdPtnN6hmO88/ul4",
-	"ww9o3gf1chtdgT1ymVG1YEg1NWXORiWrjHKRrSeiHeM5WRb62PnJoPqPLQhs9q+/4/83fF3e0yPvqF5Y",
-	"0CCg2xHd519uafl8/R9n1EXEs5LYKgs15ffsXwdV30Mv25ILb998WRW9zUhOUe8HhjwDdx4hXNhBNw9b",
-	"MCQXc7KiORPaHqhUj7wQa6v+fUULo/+Z0L2JeIFtQbFfj/RZUqyzhaSfcWCUn4AlbDMKhDTv0pxmaGRN",
-	"xGWBReqXjFoabndEMYYZKw9cOTB1s7Q8L9lyJHVmNbg5vDfjEBDQr6rfD8LX34Oy1ztzj0P38X0J9xd0",
-	"eHrWGrdOZ8/609ngOe0/P+v3n/UHZ+x89HzaH1GWnkyfDwf9E3pyNmV0NHh2ejo9S9J0RmeDPk3YSXLG",
-	"ZhXX9b1cyD/ijt9lmIK7yUqGJzfTE1LpH6ZIf8RKRQdp0p2+X0tO/VtIAHydM/bzBoqdgwJOGGkH+Hcs",
-	"OB9fkG9kcsNySxQGLOlkBo3knTHhWk0EjEHkU8hsRhcDrIDP88JiiIpwkWRFylKsupTIlHVd+NQjEoIy",
-	"S5jYRwqFquXlux965AeheWbTuf7+t/9xBe2joFwfkVVcPiqriRj1z8tS+n//2/92bimulc9OWFBF4oAW",
-	"3ecnYJlPlx0HWWloYwBsrFDMBYBjITVPWNwjL2xh/pB/xZV8V0w7Lk+eZoyoO8ZWLL/AQcXa/2oh7yBp",
-	"znXamDmFQhDtRtPOGyikXnAxh9Ll7y2utj3qn3d8vdug9BdQr1VTRirTVk4mzdlEzHL5MxPOg9jB2mU+",
-	"78W7R8sCfGumMX9RipDxDTIaLR+Q5x9RCMLb4HKDqsq1BHCQV4ljMF2ToFLIRLRH/RNw8vl8D7ALE6hV",
-	"iQ+VBsxwSOJy5cfIm4ds4+5VF4Cl3s5gMfeMCfCRxJUx5IosWJYSmmWlM7kdLNBwRUJJJpsoissrdZNl",
-	"F6adgxvGVm6f4bDGdzQ3f7lStKqWGho++P8zVC208aEz+1DA5gLSrUrm4q/tpnDB9/zyDC6RXeRPttCT",
-	"abNFF/MORdl2ut8XsMTV1KP/pY0WmevHzJnhc2D6h+r79hxsPmbDsAnLd8Qd1AzgJgj0F9aGmggsDmUs",
-	"BUjwnObyTrEc9Z6SS+YLNaIxYeU4+7jiOdTZ1jq7VnHk4U8nZ/1+RKieCCjo/AyrRBLLjRBoD08gd2Fr",
-	"OJt+cIVMqil+HVeBgWP0qMw1RiRhBOSKCUXiY/vBx5+gkc/HcY98J7GCpWfiM6ILWRfKgM9EtGNXVqS3",
-	"lCkbQ52reExQu37NElh90JFcFprZcFhpmsEiiqPQ3DxSE4iw2cQkvKNa6T/w0RhbwH6NyNbNGUFmJb3l",
-	"4uYhKUEwV63xef/w1Hr32sekYLWLp06BDZ85BWY2ji2OfF8vQJFnjXW03FK5HfT2tdQzb+8Nnp2NRv3n",
-	"o2G/95/L89vp5ah4Oz9u3XsAm3SgmfonxfdbV3wP12Pf0htW3e9QJcWuR5DiD9ZoJfjqN6HS4MveUb3Y",
-	"Bx3z9n8jHPjrugObg75vnu5K6ey4iWJH9bJF4dIpj/VSMMfSIkHoU02YSFkKD3MRJIVaAiA3+ddaZ/FG",
-	"zczmGmf2U3/BpAH7kl1oVj+KT7Ln98elX9rCdY6MjUpSdrn9hpCivlPHn+w/91E4X2q5cgVOSzYloOcA",
-	"tIu7qnPGSPvq1ftvwSIT5M9v3r61lawpmec0YWTFci7TDpa3qmDiAhom3PdtS4poKcEGfYL1zivCAQw7",
-	"G9ehQDVCeC05otJy9c6zp/7Sm3/Pxo9cXijgX/FLsNb2E/L16Rj+2NmU22KqWUg1wl7dJrd7FZMxCxX5",
-	"H7jZz2lU3cQR3Mo+csx77tVxPP9mduXT1vv9cRnfZ23/sgrYvOjxtbUrnftbCO5dLehdJbQ33ogfIM8l",
-	"uQPchV6wtVNzPfLefAfGldxJwWadTMqYSVoTZKrL/i2WD4s2PK773J5gnqTHP7kvHJYw2wqMfonfIKjL",
-	"/FvY2C/pShd5NWwfcvNWHdy+80H03hz1ufbVZ8HtNxF8SecMKxpm9iCPLLZ3guVR6FwuA6Hw6Biynldr",
-	"R6KOuLJORLiYCCDMDfJo/HGMVQl5baYa8Yf+qAEPgN7t+FgvVzHg1YxASnBMUlugzH4zmbJMirly7n/0",
-	"ZEdEFjorMeyh0zyRBZROm1MuVMBibJmtwsHc5tJyFMqzXC6v3a0xRO/zrXpskBbE9Y4yZLaBhzixbTwU",
-	"DysWVjejicZ9eaBgtf34tQqLOa82eLD79Hz6PHmWnrHT2ah/MhgOT05Go9PTs7Nnz54/Pz9vRa0bjhWK",
-	"VZi1UffFh0d674uk4z8zV/182B897997bBu1lv39qSzY0zH10TWkW3x7A8Ze/ZV6MtSItYfQ7x5aU7hH",
-	"XP+AoN3s8omIeZqxGHLPNnglABjkI6YlgOtIEXjomiamZ2O/pWKyovkNSy8mAmzfudwmcOUKS7yDOiAy",
-	"Dyu8i5SkEnWP0RleZZjnQVs01kL2Y7c3BzBb++4qiKYKVLFlqLeJOCMQYaEsWlFtVl5r3Prvn/rdc9qd",
-	"ffh0Mvz8r61HqEHsOvrPV4T4frL8gMK55VA9Vc79pSrnhsvxEEl2/Mn9c3+NRHPdGo9ehlofuzVEe8TX",
-	"aXeRN2vwIWxPLxjPAUuswGT1oq1s0MqnEk4JBTe4cLjFKSOpo2UY9c87gMcIhBSiUffXOAzNzAN5IH79",
-	"dfvkSKthSAitw7ol3uAfhqJibpnZI5tN6m67Es2BZB+TUX/UqfUFN6+dxxer+03k3/qa/L3Vndu7uu7p",
-	"CrHPvvmm9KJC7ZVGG/IVGBklPJ27KkAXZMYFVwsg9g+z1oARexfwoJ7a7Aq6sfVBtYYVwnsPPeCZli/x",
-	"ETBo7mGrBUmEZ6MvSRr8layj0N3APurrBFsbt2DdwPyasYTT/PQsPZn1kyE9Z6P09HQ6SJ6zZ7MzepqO",
-	"kpPpMJyc1tgWJmDXiS+6U1d4896ndQfQDqpuFlP0h9U5JAYIY78HO5qZ9P1WIIxNFQhD2ljVSRGJ/bkg",
-	"M6YT4BnGykxmgRszAO/79cPPv1dzEAY7lGS4Mr0ZuFEEqlEkvXZyBx64h+AhiiVSpIr4CmnDEVl0LiYC",
-	"ERd6QW1uDExx6gqeQHoQcPAbYZdbjyacmgPAcWR0dENRXrMaH5zm4eRt7QYZjE8Cj90vscdxucN0FPjo",
-	"9RLBuYNh1GIikanZyeNWoWfd51DThOtrLI/Zf4CIMOsOLF64mLLcyjX8t/P59f0FnRcCN4s71WIZN/+U",
-	"LHT1KXNh+ymXx9Ma/wRi5/79z3dLs+AbVZEkjKX4jYcIwvuIwSarzWyff8YQ3O/MxjPTEJUgEdxmiAlx",
-	"O75OaN7X9DMrYcvsC0ruJVQkLLt/dM2321w3xWHhzLvCoBNp1yPiMBN1SfMbSOqMsWsZJFu+gFYmAiSz",
-	"o0D0lmiIbSsEhsbT2vAONPkoYpnBgnBNZpj7WJ7nWtFuwd0f909/WcH95ZLXfdGvLZUsAtK+H772SVD9",
-	"QwXVS5gKQsmKiRTA57nHoaMeOdSss1VKm2vqCVtOFQMtpL3QeqXGx8cLvcx6asWS3t2C6rt5T+bz42WR",
-	"aW6s+WNMZ+8qJnQXy7T2zBMdImcQXSjFztgXdsWE3WpxV4fOx5i5hfDOc7okd7nUEM5cRoTRZGHZDAGu",
-	"Bz1GPB9cAMYwOZspprESlLLfc0Eoied05YrGeuQPWfI0zRh0F0sJutK1d1SRNEfwq42pcrxqpB9p+2zm",
-	"qVlZyqWMoSJBmgAwRhBB7Cgc5Qw+wg2zs6KjKr8MdsExzHBBaJZ1LiqwxYlYUOWwi8YY3iiLC/2LfbnQ",
-	"9/hj5Lqp1iJZ5FLIwqVgkztZZKlp9paRKWNYBwFaBlnrG4bs72nGlp3ISgwkBMAvhs9KMqmYMmrDyEgm",
-	"9ERkXDDSjsfgBIZCfXEH8vhsDd+MUaVtcGVwSlSPvDfHBsESV84LKNFeQaXhN9/ERMuJyC3SxZ4jGMls",
-	"I0KTnCWM37K0R77HCeWKmNc6SoScgX7Bwwak/4PX2K/XyFa2p2tl6eFtTp5ZOeakckqWXBRAHQTvd1DS",
-	"CziX4Apre1pP+7qIUPKXghUYwGN5Jxw2xcxC8gOkbCKlL04czLjGGmVqIty87zgD4QDsC7q9rw4mD/ZX",
-	"23Ii+Rwa6C8GGMcxMXOrIhJbRjzY5cgRUuHOwx0f/hB3GsknK7O9K5L34dMgGpx/7gb/rgvq7ffwbFWy",
-	"PtxTC/28tCHqegUbStcnrfoP1aqvYTdbh+qRcgJ/u0Z5O9BuVk91fo1DQc6QVerxDwVMl+ylLgCiWb7k",
-	"gmYAJAg5UVz4DsXvSq/jC4cvAM08N61dvvnjj2++e/mn2uo3/Gdm+nRl3/Cw2uGZao0Hw37UyuWdao1H",
-	"h2ON3PsvzageREtWEwB8D5/zxD7xxMT1Dy21A5SA/hDgN+uR8vv4HocCKPj/C8iZK0fDOJfMQ1CVpiKl",
-	"eUq4MOLWSZ9N7wSKYZrnYAH9/W//m9CJSBaFuDGGuGm0HSdFnpHuFenGHatSoaY1X7ELNK89DfrKnJxU",
-	"ZEm2RFLkOZij9gbHQgVFioC5sUdiJmcWoYV2LFJTQafBOLqjeapIG+iRvPA0FrmxORT57286PfIj8GgA",
-	"8IGKNfHWnzEcA/hvVcTCdFzLFROxsb1B5E6E3CoZDqY9dBmZdsKC3c5XYznAXWqii57oIheQy2B+YOhy",
-	"b2Pe4gnmLfoKuBWzs4w65iXXO4xJIyklBgBTW/Jnh+H5MpOWlDwYZLRAHQ9xXfCQyVkd4XKJovrwG2TE",
-	"fDADpnWhn0UtWJyl49xu6kPcWYeDdM307aGqRPbU4MR+pOw8aimfOCuetN/jZYkykbrlJhuUYFXJ1KpC",
-	"iColRc71GoQRUhy9KPQCYk4fzM/A0Qi/7mCJAQVom6/TgD4E6yFFEWo3ZWmMlnQFn8Kho1asOaahGmpp",
-	"o1QySX0Sihpb14tn9wM/xh0EVAuRetfMSmY8WQcvcQ3UvOQS/VDMhmEDzF4JOZ4yfceYgC9UvS08R12z",
-	"Ly3Hhqe7hCQ8IJPyDIc5oUQK1pWzWYjGdvLeq82a5muZP0JkdPXjbbJlzde7+vhB2UJfGTQiWPSzoV1f",
-	"0rDm613iUvhomLnkA+A3ylpGy3BcPfhou+l3UI6UC8XTWgK0CAmloKg80kkZWT3HjUbaf7q6egfv/pFN",
-	"L2Vyw3QHYJmKTQRwWSnErRsrZsn0QqYRsJtHBNQxPApWmW9dbmRn4W6CWj16wdZIagoXUzJl0G3oERPG",
-	"hGApefHuDVZlvKUZT+FSCTHniqQyKZbI0B1OKvDI1AzQi4bxVsRT2QZD3bQtNhBZR4rkLJF5OjabK4us",
-	"izCy0ZOIzBgLhJBtHGVQzRzmcsoUGGMyTxZM6ZxqmSuoxYCyQkCgOmir5NCsafBKyoykzFhtaGiapmeF",
-	"gEyArtm2UBg74+B7byOzmswUiY+XySrG6UFnh8Owz419UiOTFpKkPAWhMw5M2wjpgl2eLPhSNwhaVyHa",
-	"krQD4tLKi4uU69bnD5//3wAAAP//",
+	"7L39chs3mi98KyjunhKZaVIkRckWVVP7ehx7xjtO4rWUyvtu6FWD3SCJoybAaaAlMx5XzT28ew177uNc",
+	"ylzJKTwPgEaT3SRlKdlkjv5IxWp24xvP9/N7PrUSuVxJwYRWrfGn1oLRlOXwzxdJwlb6PRVzBn+nTCU5",
+	"X2kuRWvciqdrzVQ8JoqLecaI+ZPk8DKhOSOK5bcs7bWilkoWbElNC0wUy9b4xxZ82voQtfR6xVrjltI5",
+	"F/PW589R69UVnW93drVgZMYzdqQIE5rrNdF0PibxpDUp+v2TRPGfGPyLdfHBUqZ8xhNqvieaLxnhggiF",
+	"70xacUSmUi/MwwX7WB3k9pjeUqW/gQZZunNs2722/3R19Y6kVLPO3l4kfrjdw/fv3xI5I3rBSJIzqllK",
+	"cqZkkSdsd6Ofo9aK5nTJtN3Sl1Jo9lF/S5dsu5sXJMGfiaBLaJmbxyuqF62oJeCbln3lGv6MWjn7S8Fz",
+	"syw6L1g4lhXVmuWmgf/48UX332n3p373/PpD8O9e98OnfnR28vmfW3Un4WWRK5lvD/O7Ff1LwUgszDAS",
+	"eCkms1wuYYFWObvlslBkReflHP5SsHwdTAKbDoe7pB/fMjHXi9Z42O/XjectX3JtXq1rMYMfwwZTNqNF",
+	"plvj035kWudLc/ZPTdtLLvCvge+HC83mLIeO3slc1+3O1ct3ZCVzTbhQPGUwXUVFOpUfSZtrRTIpV1Oa",
+	"3ERkMHzW6/f6vUGnYRtNOzu3z4/47PT05HT/mM2ys7t3ppPaG5Izpd0hNkOJiMqoWjBFuEiyImVpRFZU",
+	"KZYSLcOpHSkkJTlpL+maTBlhy5VeN04M/2qe2PbGvstlwpR683X9yFf485EiPMV11lTdEJ42DgE/uObp",
+	"wRek3z2n3dmHTyfDhsvwLpeGxvwbnLqtYf4g85tM0tSM1bx2QZaF0mRJdbLAtWRKcSmOFJF3wr1F7hZM",
+	"IB00BPtGyDvRdGPsJ01XZmCPtf+7bg6XOIi6dX7hRkh4GhGZk9hen5jMZI6Uj2YZy48Usb/4L+SMxP9i",
+	"x/f7uGFP7Mv32JN2uCl/tZ126nfnUtCVWkiNU6vr3r7wqGfiiqqbxh7NGX3E3j6bdtRKCoWywB9o+p79",
+	"pWAKKBUwBQH/pKtVZjng8SqX04wtf/c/FXI19pEuV5nlPJryrDVuTWW6Jku2nLKcHCVyuaQiPSJcETds",
+	"0laMkWO5YoKueG9Nl5k/EzkOgagFXbFOK2qxPJeG0/34qTXjLEttBz3bcCtqLZlSdM4O6bn1+UPUUprq",
+	"QrXGI2AKXJvht96IW5rx1PVfrtdC65UaHx8b2jWnmvVSduuWQR3DR8jjP4f78M85m7XGrX86LkWxY/xV",
+	"Hb/Dj3EL6sgqrgBXZEmzmcyXLDX3x5wCRZRcMr3gYo43SIoZnxc5iiepZIoIqQnNMnnXMyN6KcUs48lD",
+	"t9SRlyO1oDlLj8iCKqISuWJkxfLrvBBGNBoTruEXKRjBN92VviA0TXOmlHmFKnJkb9+R4Xya0dTceZCE",
+	"zNSkALLk9+m83Cc/oQM3KHHvP9b2yBXbXO4Z11ZQkVZqxKXxRxoFO/NcmwGasbz6yJLCNPO1mWzz7tTt",
+	"it3v66VqjYeDqMVEIlNzqcetQs+6z82t+cj1dSJT1hr3o5BUjltns0HST5+x4fQ5HbH+7JyeTE+TZ+mA",
+	"DWcndDQNVh4UiYxplsLDlOV5a9zy/75GoR96wAc6L0RipNnWeEYzxeAHWejWuDUaTkTL/e2+PPEPtr+8",
+	"o7ngYm6u/oeDN88v63umjKhm9tAIt8fslgndVTpndGkaObA589UlftRwHpjrkcy44GphyNvdgmpm5Bsj",
+	"WpitIGYrOuZALLiGp+a+yEL3yA9cLyYiRs1sTLYGG8MZokLdmfaUvy9UEHiN4GtOECuHQ9VEcE3yQigk",
+	"uPEfX12R49vBsWEk6viT5Sefj2WhV4WOO5E53IKlZLomlMTm9xg76U1E5dC+y+VSalSdDj+4cPz607P0",
+	"ZNZPhvScjdLT0+kgec6ezc7oaTpKTqbDVtTyV6w1buF82HVJ7p3cMvby+AMOeF4Ic8jMo2K65Fqz9Jqa",
+	"4zrsD8+6g0F3eH7VPx8P+uN+/98PpyGGj9cdmEvNs4zYTgmdaZaT+I5yfa3iC7KSWQabCNIo1SR2CiTI",
+	"QIEeHyqWdeOwrx7792Asr2U+5WnKxEO5AdULctTrHTOdHBsJ/y49IkwldMVURYW5k/mNWtGkSs1PSmr+",
+	"TmY8WZNbLjMc54FUfQXfPQpN/9bxS5ZaIYQrssq5SPiKZiC5UoL9kYQKQ++NwiJmMk9YCrT8j1SzO7q+",
+	"wiv9wMW9yznwwKMpn/emXBwR9jFhLDVaVIXHDIZ94ukIaeMQe/bvTrDip/1RueJmkCkxwzxwqW2Dj7LW",
+	"L0TAPqVeMLPcVAAt83SrTcH2QoqV0X8iQp0No9O0EnZ3HEk1Q30jjBhMs1dGenzgjlBBuG2OgDRKZJIU",
+	"ec7SC5IzUN8DyfWae3UX5wpWifLH1rh1PhsmIzagz6Yn6ensrF/Zq4pMGvZ66Ia5sT7OjpFpMSdcwHzm",
+	"eM4v4A9cHiuVSpGtK+K70flQxSsUQ7ZF0J4xh/35VurXshDpA7emEKDieoLjFMijfTzgqEKRgvthyMEM",
+	"Rnbgcgupu/jBY6z393ZCbUN2BF4RT4yOVCewEn6OWt/dsvzfCqnpA5dxLQuyoLeMnAzLi6g8n5I5MTyK",
+	"izluKljGjMBhl733FzMG1UukgHsh9HXZygV8C6TVqAVaWjmJtCviyL/gbvze9gmyUkJFwrJNbWAYaAMw",
+	"eU8WDt0yGO6jKQRoxTBnnGqYopzBUcdFIe24ukpxZM1jTodbsbzrt9hfoJxq1rkg8Xum83X3hZEUYqLo",
+	"WqGJx1CYfE3onHLRKyW7JYuJWsg7RQqjEhMqUtwttSFABM1um24uWSJFqkwnsHdTNpM5Mx2C1AJ91hmp",
+	"S+thYIO71DS/t6TopL1xa7XWCylOSHdJzKb2rOHweb9vyOahEuXKvDgafpGgmO+WCX9+YdIuZNP5m9Lk",
+	"Zp4bCuTsmiDzX8AhLCVIc0Bjc0bsEqjjT+VifD62nzJ1/Kk0dn5+HLkT/E3fSn1JNVczTqcZeyDBAlZj",
+	"WgUflfr9ab/f7xLYLEVWVCFHZiJ1ahFIFO1BfzjCL0L5aDQ4KykKjBW0ehWM9kDCAkPqGo4QfvxYhCaG",
+	"scXEkEugpzCTcnreHmFI+QWJX+L6du1nc37LFBwKxX9iGxtbebfJM0i+Ot70zcV7vFWfo9alljn7XtBb",
+	"yrPH2nprtyTKtE3a76TS85ypTmACA4XZCGiGTqqFzHW2HpMZ5Rn6IxIpBEu0+WdcKJb/3m0pSammU6qY",
+	"fxKPScoDMawU1gJV5pLltzxhpAhmeuCxCT95PCvigUsUOTPVNJc3LHc6jqY3LBBiwYRn5BHDAe6oIilL",
+	"eMrSHgFO4lTZKrdCNvKzcp6dPiywqEv5lubzh546uGBgXuaKyFuGSzboj56fPjvr97vgKke5qO34/ZJ+",
+	"vDbfXddQnODgXElJMhjioRqZlF384DEOyx/MpPyMnEGZWbkBxMzvBS30ggnNrYXuYRdY3jBhlpF9XHGr",
+	"RKHMQ4lgdwR/B+/vWhZGsFIFyyvy+qBcvc2xHX7lKp89xkp+w5Wy4jK33oQpo7lZWTOljXvwww8/dF8E",
+	"Y9i+DO9fvyRnz077JFkYEVPM2X5i+71QxcqopA/epkwmNLtWxdQJFZ5u2B5IQld0yjOu12OSUTEv6JyN",
+	"82K6rkjrw3Cv/OCCjw+25JdfPBaRXOXylqcs354bWIE86bO3wI/+G5ZyegWDfiAvC3sBmqsIRTpjBJf1",
+	"ipFNSTkCoT7UtRdUEce/zaDIERiRVxnl4uiCKCMGcU3uuF5U3htvtV3jmKuSrdP6zVya9YDhHn7//Ndd",
+	"+LoLnz3WxpoVPFKlCGSmCxIwsDbD1cQGd8PFvyDWEN81/DImbSNmvfvu8qpjDR2GIkbbEVXwen2sQbk2",
+	"dR2S9g8nL8nbr9+R//2/ntnYjj03fFU6MR5w9FKZ3LB8TPjS6ImoZY1PeoNhV2V8iW4tawYpxZ3gLr8z",
+	"V8doD4bioVR1sPHWffpo2+3MP4ksspRYE63vBt2nOaPJAgy2vlfcwDkT+krKDP5a5WaDNEeX+EzmS6rD",
+	"MLdlskIHhaC8FbWo0ItcrnhSE/kWteYFT6lIakj796Cdu99BmKdErZVmSzPu5UqTNjhRNdVsyYQmK5aT",
+	"jAuMOdvqSUuZXaMb59qIHcmC5jUBfuhriwh664CQgGCTM5oqpyqZtjDeLyk0mjLBFS3WhhHlNNEsV8Eo",
+	"vLyFw6jp1qwuSdmMC46GJWtPtAQMDe9LqiP3wzcv39kIoSNFZJ6yHGJANFtC6zRNoSGavQu2C0Mh7KDk",
+	"9H8ydPraBzTP6bqFQQ8ueOJHt8HBVjWtpZvch5ouXhQp1+Aq3D5CtIYs/LAwApAh3Cvwt11UDOBHioD5",
+	"AHRzM293Clsp1ayr+ZLVHYGUz1kdDbr804vu8PSMtBfsY8fHHKJ9BYxsMmWgA9ifUNOzNvi7nGurQqS1",
+	"B6/ii97s2rsLVUQknHPrIb1wBvx5TpdHYK8A631EWKYYyn6gzJfmwspCcKHPRrUnEFS0a21Zc01UJ+VZ",
+	"kbMjRZKMKkXalFi6hCRaFbMZ/9iJ0MrGtSVttXNnHxOWr3RT+GiuNDELjwtav/AN7XrfffOKkruFVH4N",
+	"SU5F/ZV0S36NB/Gws8TTyrvNy33D0YS/i3bD7fgzRwN54NrdMTcpsrWZjqO6207g8knKammvt6jWbw9N",
+	"wMlW2l2pIjFqGv+kCrjZce3m+C+ueXpY0xBl2NCW9WR/2v4tNFRurdRypdfANIQU9WdI8Z9qjs8fdhzF",
+	"kAb4u6+ZOPDiOSGheVfHJPZm0ZgUQnNwdq/tBQfXgvDubxssU4ABvUjQwB9HExHjjYwjEpvjmxpSbf5A",
+	"Z4H9JTPSW6dHvgMHijml2L1rB+IRbUO9iahlqUbDrrncr83aQFCEGsNovZMbgmDr2bON3Nu5Om7mvdrI",
+	"wJBrQQwgsC24fxuHMjz7UTVKMgj5xO1q5GZ/the7egPRQw82DeAM7o+UZQz+cr1hTHvwIGVK53Jde1Wh",
+	"w7dc1XBPXGeIHXHMfy+pQUa8xfmjVhBd3nSnJB7AjCrto81374UdYbX1umV96dRXO7VNMUHTZBFQgqmU",
+	"GaMgIuNvTF2zj9azW/ta6QfYnt1LvOuKJFQAt6Wqxm9g1JG4fDwmRqSKQ4kz6M5svKofCXigDRm83c3C",
+	"zGBuGFsZeZRDaIAwt938cW3+iDsgoiabg5eCUKJZvuSCZqQdr/S6aZRcuciSPUfnjXvxiiNBcxaN6unb",
+	"vtobh2xFkxs6Z9dcKE2zhq1a0ULVLM0lqjEMZzoFQegnJqzCT+9YStqx0UbJ3//2X8fQiCF25o+cqWLJ",
+	"4gsS8zRj12bxpRgTfKdhbTBs4jrl6qYxTB7NI1NzHFSV2h2hH8EFnpDYtHO9nO7pDY4NKDoNS4OvCaZN",
+	"Tzvfca7whlO4wvyF65XMdQ1jemceu7wLtbnyVlskRr0r5osw/IG0YcWh2eNP5n+fj//+t/9qnLenzYVC",
+	"k3fdO1ZVbZiKWrCmo+TC0NUBx8m9azQuc6acJ5BYL6cVvF2LpF09TO6HppmCsjorage6ycFUGfCFkwsv",
+	"nCMu27cp6KRKZirkz5HMVmVl6wjp1vZsHcC6g1tzAqu3yd3wcHs2D2Qtj5ApC2Lw6/VcGx5b5R9OXagk",
+	"cIBzYk8SR+TSv2rOj11qn0OmJZBfLi7ILc3BuamIYppM12BQC2JPc7B25cxp9IY79ibiBVj4XXtc+eQ3",
+	"ME7G7gjEpI0WKVTDJAqNHasnc+WCxCcColttbJG8E94OHRElw/ZsnpFtqUe+xtDRMUjR77Avs4ZEiomw",
+	"YpKyo3JHzvLDyDlKYA4+q+UCA9ruuGJGe86ZWkwEHNFVzjTLwYLjVwiFzocl1Bn96Lb5nFQOw9np6clZ",
+	"TQtL+jH8ZjB8XnMs3TJuHxG7S20MCMMkHrNostBh3F4QzOTaCkP4SMqSjOYMrErBoEf9mhGjZWYfO/8O",
+	"3nrlAuOBOqVcNKlEM/QJK01FSvOUcLEqNGmn7pSU+Wl1F2xb+/IizL5xXpo3vzMvGlkCAxivVVVTlwX6",
+	"kn3+3vOzUSXnsN8r77UollMUYDCseE9TJ2fVlrba2SDcG/p2SLpASPsy6rVLdL1EO1CgsFLwkWxHvVjl",
+	"1cUAwqsYNj/sD/Auc60mIrYBNTEapWyMPCSvyEJnECbh0tNIm1pLZEQouaM6WbC8E4HYCm9NhOsPmOdc",
+	"GtJk2Ca5W5ijbVuPSCILoRX6sJUmgZx97cXvGJw7E8GMtOUsUOwj18oapJSWqxWIgV+/evvq6hUKgvWh",
+	"Ox3Q6GHa4Th75I2hlXA/bO6AwrHvyw/okUq+w0S42OMyomC1ytakPee3DLVzOM2xtW9nfMbMw07Px7xD",
+	"ZOhcgHkxVMMDqcKHgm25RwuBszuecnGsFqSbNF3QfRzwLq1PwATfhsyMCJwzI7DcMhfb6+XgLZp1fvaz",
+	"UOpNLUrnlDBxy3MpwEHgOfKFdVUF+aKxYy8V3vLhq3+O7ej384AvJbsrvd6bLGE1uUv+E/stUurqMN/K",
+	"O5arnRHqF0RAdlBOuUKfInkNN2SbqI0xatreHNIWRs6arh2z7VT9Aw/mFNWp/EnekUyK+WY4DlJVczmG",
+	"/SHeQepNV4/KbPDq1/MbL7VuWFKyWrPDa8N3bJgSB8WvlMxS7lwSRkwNxNic2ZBCdPvWECcUX68bvTyh",
+	"qHhHS3lX5mhksj2gh+Ew43wZWr3TuKK4YW5h/+2cdYLetm24oZznDH8o4YF+pRa15jthkSd228ksuITv",
+	"orJ2lUlFdgt37PpLNC/eT8ioSrEWyaGc3/0n/GA4jK312THlevuo3drDLaTu2uxzjPqGa4cEy29z/79M",
+	"4jMCx7VTjpuEPpBKbEQ9hIIFpglqhIqbzrgi8mFIBTyxbxrai1R4ItqUpHw2Y7lhl7F9DCIIJaN+H42N",
+	"1AcTmKtpBBMcBtcRWdKU+ZBEI1K5INPSfmqaCHRjmAYFZXBb49udn2/uypRl6kCxoQ7hZIu1nwxrdtMd",
+	"572NBe6q++JE1B2hlAnNaV28wPeK5d2l0cZ5arGBllSznEN+hJLZrdsVjFe4YYK0kaUqluRMK+CLG3zh",
+	"Tl3nMmPXNBe1ltybYspywTRT14YHr+5p+A0+3zD0ld/khbimqp5Ybi1RmHtcg64R12QKQ+AYBI786+V3",
+	"35JbmhUM7Q7mtSNF4pRqGkMgyQXGdSBhIFxNhF5QyOphNFn4L8wHnR55ZR1eNim4TUl8Zf4VWUe3FAQs",
+	"07EVDlQnmogY401iuBUxBp2YbwWJUVB8uSjETWwzFXgKdxEEJ6k42pEsvzaN2dBzaBKd6hV4KBvTEvwQ",
+	"G6WJG/H3LVW6C1Povvk6JmgsV46+ECrWJGcQPwXDntNVZZh/pCujTcU55JTbnzYyzWOwcsQQf4DrY2OW",
+	"zJdALIDf6ztJmPC5P7hxPfIKI7TGEzERhBBc/THIVPjAbMOYfJq0eDppjSd7c14mrWhinXzwvk1NmbQi",
+	"ozJ+dv3wdEzOu/1Kp7jCG93K2UwxPTFC28SIJxRanRY8M3OZTAR06IAI4EeAIpi0Pm/MCRdxo/lgpB5y",
+	"AFt0sRC2azu47c7ttFpRSwr23QzwQvZnaEeHqDNwSg989490tffNLYyC6MDgtw9hCr79eEsk2IjIOSRm",
+	"xsNHlGKfw5GYUsXORrVi0I4wFWtgQegD3NsLMhg+/5016N7wLEOYAcXngmZEXBBRZJnNbXMpyqWU+qMf",
+	"b9QyL7bMUgipeV1w3RWzafSGDo8J6817FSnByOFgoTFkKWeK6VqnvZTLaxxovXfsxpD77AhsKV056y7Z",
+	"UuZrnFtuLjkz0sSGcSovhPeY4QfXy2mDP8XGoKU52HzqB2HJIXhzkABCR1yVaBQAJnDHckZsS5aquuFo",
+	"iU5YIFLyTkDQXeVrNIRzQTZSGXs505QLjMFYOVSPGM3BMkuZ0mQuJwJYROfCh5d5W5gNZPYIGeasrJsM",
+	"QdWImJqIl7moi/b5li6ZNw3iaQNGhxukSzQw0oaTcvnmj39+8/ZtfZxlU5RL7KlWTDz4R2VqYThTiKri",
+	"Y1iMRuRCWGrvm8Nf+dT0kwNV+XRYvM4mYEutd9Git9T3GQC5bId8apoFCWouTu0ul5pF5IatNGAaSX1w",
+	"fNEmTExtsDVPwfRKlTvsF2SBaCnmKPMMYdHYqkGfDwJ1tiZc4tEcLhZuaFX2+Ph19Zu6sZwbO1oz+5oN",
+	"DAh5NS5zIwjIz6NOtXvNM/ZK6DpEuu8EI8z8ZG4TtXbRHoF4KLQ4mrWFEY8JhUd402zYPWbEfH/1uvvc",
+	"hl2aEzERS2rE+xuIye/Y7GVDa0wDVnRcUb2I0dD0/e9ev379tXlhldGEeXnVZ9yszfmiE2HOFBHSZ0kk",
+	"VMCYLogqkgV4EmEyNFOSJDTPOVPY0zVCmaRxBIKpeTQRK5YnRn6ENWbYj0/CjAwRLRQjhrPg6P/+t/86",
+	"Bifi8SfTwGcbZlbl1cta7vldYu7OiuU2BphMbf72tnpnEUzvFdzZYK+JEG2u6Qe3KHXnIltbCz8AwzTt",
+	"+d//9p8eKpLsXE7SdkCS5qZ2ImThccrz4//x+jWciwhe9h6L+pzm6vrvCpM8gAC5mGJHxG0gXcrh9q6X",
+	"GRc3RvrUC5bX4+DWmMMswJ/NnIHRRHgqqpvbdFXrrUJmTHX7aA48Z4cbi0pisI+w4Sq49ptG+wNGlG4P",
+	"eNWIMers51QvLmzSTv3pQrphqYM5G1tUwcWSeb9+5a5biCw/5bheAPhvvwpw7LeJS+3h3iMwLejw9KxB",
+	"ljrwWmzyt0qwKZ5te6htb3VH40+MZrj/G8bNBUtudtq/mrhv2XYpsLl7K80tDTOu62StW5ar2iD1qzIO",
+	"7EgR+1pk5NYlSNaagFpqkaLjlN1a76cghXBvwSud/bGlO4J0q+GKwfQEoqVIdW0xsjDAx4jpSKhUQrPs",
+	"esYzDQ+WPMnl9e0SBAO1rF2NUA2uFQtWnCErptaiceQ8zJFhiVsCoPWnbFAtqmn9goNMgS2BHyMG7RQs",
+	"LtYvDnHkRvwQMrxoEYlRga2/IF+o+KItpN5BSfBHq3Aol06DUVA8d2B9baeK4c+gD3UOkoQ3jogdS4Sr",
+	"F0yp7tBseGcrfhDwCmx6mcHGGJOc6SIXysluIVFVKLrFrt8Ycsn8sltENepRChXTnYuJ8L/T7I6ule9h",
+	"W53FFx1xRCHK7ZUd846tKo0yDe7keJbLZQwgEFrGpM0+Jlmh+C3rhMe5qj6Dems1DXgJfKR43tGJcMez",
+	"zKUhKiZqDrvp9mBNzZmA3bw3tYcPtRmBX0TAsa8Ixwet1B0khO2rodiroi723EZ2bXuGtzzRNoZ4u5Fv",
+	"+B82ki2M2rCQWUraDovPkIKckTgJIu17QVhmhaWHKVLqGgAAr83RvZ/R33+K6RD3+tabf+oQlKKWDUDF",
+	"9u/XsvuUzXOmKswPGzPXXKzB0ZrJu8zIkPUGh9wiB9coys0BEBbD48Ld7RIq8YAjsCkmV2eyuSqbe7e1",
+	"IeFA/YTqT3Su33LkbxspKIBSoe6lYq0s3H/NZd4tkxV5Q76a0S5I2/lAICCttyqmGU+uizxDf8exDTA+",
+	"/gQusc/HcecCEv/NnQnCMjdBKXYLIWZIm2lEWGkgWJldS/plDmKtM3e4LIvC6JGmCBW3RjBZSCQO4GfK",
+	"ygf90fNKDMpZv5Ymbk8mTCfccCymy7pwpW8QhlzOnAc7poVe9OBt62CMG4NKQt/oTnd+8KoRaJaQ3F9z",
+	"sMAEe60YE/c6yF/iCLV4LXWvZvRLBoHG5n1L8W/41mcAX4Ntq71giuWHBayUsDO2ueBjvzCR3f3qptXe",
+	"BuvEqUV5OR+dPvN5yAjRoGoEZIvdsB1oRDW5Y0Ib4VrMUQIxz7QkqSR0aq49r3dyOHT97SxHlqXdjN2y",
+	"jJQY9y592oWjlvUl3OnYkHIQsL9mHzxm/75tcC9+2JvaH7UgS8TiLWz73gME1k+7LPs1ph/EvGg8+zXR",
+	"K9OMke/fvyGCLp2vF6FjIe18P9V1WCrQ8850TYcOWBMiUB8jTZ0jrEw5RREdcyk0FkThqXPG29IoFxMx",
+	"k4a1Yq4Fxg+jIWUfrngPcygKjPeNrS86nghMAubgjNlI0LXRz8orjuwj1xVs9Yp7xVD8iYi9TxL89WVK",
+	"cCV62uUHl314vGpzieid80Ftxlr5QOT6a1T/S+gl3eHMfECe/raF1ztGtyWTyieHCyald63u5uT6ngMv",
+	"b9s+H/0lvvl5E1PzsJ7qEqcrokyJKFD6ZsJ+dty4eturDwU72Mrq4T332FjLlhsG5YKzNuNhAdv8i2Ka",
+	"aKHlNUbL1NCXCpi3AJtnocqSHz7MxpAUGySMJ7MTFv0og4lH/XMSYxtNktFGDvVO0Sh8F+LnrRxZp84E",
+	"gfQVtB8q6JyVCYUNnlkXpXbt/Dle3ZqbBlFwaPjS51c28HXEiAFERBpUVMrQRIwJmmWmxQUEKTFD2/gK",
+	"lj6ySxqTWc7YT+6Zz+W0mSyGCmLO2yb2BrRXk9HYPJ+KbrhNab48JbvRc2XDDwCxsMkj7bEvwDFQyX+p",
+	"4s/jgpSwzUv6sRrfgEGnNqwBIZYpwLBlt0YyCqxDPuBCpCT+qvTVxkQxjek0ii4ZsNEJBDCuHQznLKO3",
+	"Mkc+dICRaOUtMjtJjS+b4FK76yl6IlGs2ZkPAS+hHyGv9cfnBR5SLIYTB4WC4jHByVrsbFdEzhUxA4WV",
+	"C6wjVKZzTQT0FZzWqAy2jSrZMDRENbhAfHoqCEjrXGmA5SdLup4Ii0xhBOTawJN6x11ZesSvpFu3KjWJ",
+	"KrnOVUqxdV+qBKFKf/0eb5DB2tPvd2UHq2jkXx7Z4VD2BYznAPaFDdcNyYPYb4Tsu/qM1ZPVHYyJkA5u",
+	"FZx9GD8ZOV8L+8iWK13d7gbrn2E3tRjmG2YQBXwAR9Q4BVVvvfGF7pow4Tul0sY1KZRH6VkSIe8iQpNc",
+	"KmUvjQ1VJe14mayunes7jhx6ifsdhHpkryytiYiuy0A8SMu2WePbWP/3+drnLdAsOyBe0376IaoJ70qJ",
+	"2khVV2TBstQtW6XWoAc9aAMjKMsouvzlIDtdSI2+GVg/o7YGC/7wsSPMnR1OOUgwa6uduwk+iDXJ+C1z",
+	"2e9oTsZh1sblPXy86E2xfp/2tq+GWi+1R5hya74RTQh7A7rfRMTI73oOr/pa6yzukW8xQY7NzL0bl5Du",
+	"eOeD+EIMJ1Ykk4qhj20iLHNvx9UIyjgiVTHUVrUKN/Sg01vB3Djgi3ovuWo13aKo/moG12bjJDbteDjU",
+	"Opr1vjg4fWczz4wmOlt706ZVoyDwHfA8XLI2RsWDRm6VgBKUAUjSYdHa5UBtnvneoOnwi5TBYX5ExAxv",
+	"CfiCr/9bQBu20t1+LpiFL00SCtJ+D0rc/ZViJey4Yi9rg/1eIKLVDOOf2/aqOGeNv1g17LtqVGoyeTQC",
+	"NmxfqeaxbVxqGKa98MFIU1Y/zCaz2T2yfS+dRuKzNFl+nSAikPmnpYT2L6tl1GqoNmuxxnddSeU9EHO1",
+	"tCnsEPpqqhtbw6a5KQ24ZWmDA2VfSuD+kChwwhi2+jhRo5AxUBMWdCeqAJttdKiQ3xHrUOlcQNAeJCCA",
+	"oK4aIu7yG5buyBW9CtI9YWHLGAFzrUGRbIOASGJsrDG2L1iVesTeO6qclatsEgxWncMTuHfBfu7Wy1Fp",
+	"aEQedR8fKbKgIjX6ECCcBEjY9YGCj6LvvwhLAfvDbssAT7E83N1CAtzPKpPrpQ2MaQASq92EnG3UPveF",
+	"3zRFF4KQwogaRnKHdN010xHCfyumx2WSf6HYRCwhX1gKBtl91i0R+T0lbQTgGztjQzXP1yX8oMibT4Q7",
+	"XqSds6W8hYgUwICBrageTciA4FD6EIx4cXmGQdIHC5MbqctFVp1qAJQN9ivrTuHAW+7WNIR1HGJ7t3Sy",
+	"NL+H6Q+bEYDO9msXulgyX1wGdNoKLntqhMa2EcJFFyMygur1FtMYYQdtKRpoulNxM94v7WID+7TGYhMk",
+	"ZiBuaWnfsSR3A6+gQkRrORau39doXcL7sunODX66Z7rTrrjbst0d46o3/jwOQmpVozrIiOS48t4EmlLj",
+	"2Ye3Wj3AoVHeIQYmRmesvyOXAbd5uJjQwMwdePZGzGWhWB6PActAGLppoe1YTtqbGFIb6Xhe2Ys7Fgg0",
+	"3oQoDv2/BIlEQKRCu7+FQzSP7wP78QsIBF/MPndAal8F+aGWz+MGyBlpc+3wA+dgkeYiaajDoPhPbK8D",
+	"Ak0jKw1Vlio4UvcN19z2Z9ZSOYsSHQyuQs1qb489Sj8znQgNKYcRCncx91KKAHhzL6mw735ZpNqB+Bl1",
+	"oniJKbW1in9GXOQKyhUAJNtKa6Atx2Os7rOUObOxGAAPXBeMgR9MBN72aql4rBEf/wuTs98DxiUB2qgI",
+	"150euXKl4GwkSAm94YL9JyIsFg/y1ooq5WDexqQPIdZzBuZtKJOasKY8X1iUxlShnZerWlUCF01LeXNg",
+	"jqllCLXEARsDCCd4C/fhjuapWTm/cJ375pVuxv3YF6OWv6ibXKo8PoBhsL1CO8AUm2KCIAiG+YojNQ7y",
+	"5gCXHRU33m2X1vAlBjCSzCZdo2srKjWViGRS6U5DfYwwIrdGUaMbye8cymXO5VY5g51c+xeKyKlUxNgu",
+	"eAFuws36F7UFL3jtfjto5+19R2gkOAE8dV4EJ1HUO5l3c15z7RqiGDz1cEibarP8BGlTTZZSaTI4I3/m",
+	"f4ig+hDQtEnr73/7r0mr/jDkHgbjfpAbewOefstRTaUUUJ6u+0Q4mSEexPlrK10czs0tCMtuTo5N7ufi",
+	"wbpWDIXCpsSH1ZkTXzC8LF1WC8QQtQwdqr1wFdjK+7lP3heiWoIFNGjFilR2fV0DB+SBKPu5vFM2gzUr",
+	"lgKodlmOqzOeiBp/nDWXlKUSaJa50Bea54B0SxVxOE3WP/byPXn7GjCiEIm2E9kCDUrTtbJSSAmO7as1",
+	"YGXCZgkkZ2Yq8UQkCyrmDqiN/8R65OrV+28Mmf5ohtodnp4lMpM5KURmyFPMxC2EzCgfpbFpY86c78RW",
+	"g+1XTPWDOmpmVvSeH22cTGghwt63TyTQmKTIuV5fmvNuuTMkX7woMOEV/3rt7vy//nC1lYP3QpDv3nz9",
+	"krz5GmC0EyDYQY1U64LbKN6KupUibVdEtKwsCJwd+q0W7MPielzMpEMWpBhEjwIulBOYo3UE0lRqq/xt",
+	"I9W+8zgGXSgjwdKg2sJM5uTFGwJxcni86WqlehMxEa47xOdTLJt1FxKKxbk6DGXQMjAQCP0Ii7paCzwY",
+	"gH2X5vRJhZr1V18Z7SuTNHUWKPXVV6QNlU9JWfk0Il9DscSI/NljvEXk1cshls29vPwG0Kc6MOxXEKIR",
+	"H98O4iA8UjCWKhKbbZc5/4liQYU/YCIOJvX86w9XFrYM95WG2wknAPe0NxFXHvWOQw4ywAREZEkh2Awi",
+	"Bb/6yivaZko+RHsJkdG2oIgOtHF5JwACjpURCYiZom4gghP1RXXhgdzD+lbes5Ejl7cYcGTUH+GiQJYB",
+	"0COf7hA3VayMSSqTYgknAg2CsXblOxVE1gNM2l8rUuVfXbWov5Ilo2Bp+OtE/LXb7fr/zCdxmcsQk7+S",
+	"Ub9P/lqppeqhrBE4GQiwuQqGzhJsArel/nOLg+INmiDcLKdc2JKfwSXFJyV0NoTWYw8bxYmxq4GZGlYY",
+	"NludGUHBVbY0BIdVqw3bpmYyn/I0ZXa6J3a85b4v6Rr6LyB8gqtw6K68hW0LhfSyIepgjWVeAjVa+ghB",
+	"eNZ+O2U+B5C0Db+1KhQClFuoBMRU2KgxYzsWUnehGCn2PSJ/JYWA3BPSljlRcsmg/ESm2JHquNMY4VmU",
+	"OZYzw6aWTC9kCiX6bWA0tnnqFgbG8pErrci00LA0FkKdK4JfB+cg44nGBs5tA+Wd91s7sxErJRw0RkTa",
+	"uutulW3FM7/a1gcRNu4tVM4LdeHM7Vy70kBVOBTLdwtz7y1UIzbvi4hDD4OTjYO8Vep8szC4P6p1dXyx",
+	"Tbemri2zFpZT7SuKW63C60rvdmynuREfYA8V1VzNIAAU+zyDc4lFJeSdMLT9SJH4vfkiJhbN2UcTMZFW",
+	"St7ZjfWFpqHN4dBfGg/nvaNudDgbu5NOqTXNnfZdc7VFawN8aBdybluZg2PLNUBF+XsY98oVKQQUL4IU",
+	"pDbHODYbTWVbd+uIoVfYqDsApVHIBiKXw0tZxt1x2JxjAKhRbc/FdWERUdI2OzrPmeoEpM+i6OYM8JjQ",
+	"vvXe/NF9Yf6IXSqnO7oY+oH9jGDDhRTdcuTl4NhHFPQtqmgIwm4bAxxwQTNsrQ+tTYv5hT2mkHzm4aHC",
+	"G8JhYybihc9QQli5j0a5NeP5ieUShZevvkIt1XDiYb/fieyGUIFJYcAj/3R19c7csltDSKEg4J9evfja",
+	"Je8uWA6fGD5uFu4CMItP7dUw47LkzNIohflQL8zD+MIGjtpqGB7s6v/tWotn901qUftc0EJZAJUrMvj7",
+	"3/7/wfA5yZg2ykY0ESmfg1siJ3HvetytK34DbtULBKJ18oARAOY/cRBTZpAMx4HNI0IEE6kZMt58F1M0",
+	"hg9i0gbToi9Y4UoXu7NNc9PZ1EjkpiPD1aB8hzNVToTM+ZxjsaDYJlAnMlc9lx9jf48xAQKUjIwnTGCh",
+	"NuRvMwBbab1YmYvXHfb6LecHCZ+BVr9c0nz9heJvqyyzHQjdHpOm1e8NsBtbqL01bp3AIwTdAT3jeAGo",
+	"Oj+Zf9fWsXxh92TY75PSJuwsQrBCiphD2SPfgvQqZJky7m/Ym7Q1Nu1bDB+wx8B9h0EM+/0dZcprypM7",
+	"C0pL3hxeHNz23VzjH21cigCuPATInuLA6lr1Ezh+Y0kDSK8Vfa41/vFDuMlv+S0TphMjx6Krg84V4LO4",
+	"hVKtD6aFrRx9BHBCEKycLpmGuvI/1pmgUa6z4VjmKllQgBq2H6KgVQrVmU8UWqk5FHBCkCZ7iKGHVqjk",
+	"YlHtch8CJ8fpYFjBM78dTCa9ENTc/vnh0yA69X/8zvyjRMjvfvhdLTZ+/d6US3T8DtfxnRk/AOMe54ym",
+	"60PPOxPEcSJzMkqOaS4hGEIdLjax5kt7/VAQNBJ9vp4I9nHFEq0ugOGVJDDMSbCXy6lNLpwblBmeZWTJ",
+	"5+aEiLmN7di6Wu/NvB58s0owrZRqOqWK4S0rN9cRGDIMbZmPdBNhElC4xRCWL76D5quTR5841X53B5Hd",
+	"W6uyDy8gBtKZHHCzWGWBQiyxR1ipb6UGDKX1BYlx7DFRdK0slnnKVkykTCRrX5p8F2Uy684PJE23g2Pg",
+	"RMe+jH/tRQJSxLxJhcDbyMLj42Wyih3zaMd5ITAbG8OrnP8CyjgDQMu1C2mDUgwAsU7TrYewDP4peBpN",
+	"CxlX2j8N0mBiwe42n5vHNjBm+6eJsKniG32Qahcgb8SdyNfUIgVIh/OCp+ZzMmfCLKktToDWFEjRqOj8",
+	"mPfnP8pA14QEtUDJqOSDGGmmUOwCxbGJAMhS8zsmkBhZBtydSudFYoXHFWA+uPKLWLjSNL5caUDzz9ck",
+	"2FZs1jlgov5wFBiXSfu7FRMv3hwpVP06PbArLKmOyYonNxYmQMqsm7IZFwjdrxZ0xcYTEcORaMcWtjMG",
+	"ycZuh+ve/AkOVjCUUvMnWqnLv8GUgMc1BpB+kH24afnTBPjHpDUmk9asELAEk1ZU+WtMPpkRROGsI1Iy",
+	"lM+fYxvER4Ve5HLFk3DUdYO9xsscd3rkSsoMdkth1KErG2up/kSgpAsCsDL/sFXE3r+6vCrVFQUGES3t",
+	"PWrgBy/MHb2CKxrtERo2tgQ3zfP+vxQsX5fM33qeQgpW5g0sk1UQG4R/4Q60opZfsTrc0w8P5VzeI1Z2",
+	"E7Xc9WmNWz/aOrel6vphIv4/Wfhy0WAd7vWA9kmZuRSZJf14bQ65ao2fg+Xfkr0f6wrNbUbAcxFUigk8",
+	"5+HBqCvX0wwhscu5ukGxDook2BVOb3c8IMkoQx3Gu4ID2CBzm5Uk5cFD1cZtGTD/0SHM/w/U15OETwb7",
+	"P/m+ajrF70b7v/tW6tcQMmE+GJ7v/+C7W5b7hLAHiTK7v7rUMmffhyJGRb00qw1M27JhC6nP8w3ehJmx",
+	"jhx2DaniYu4U8FAsQMyCUiIoUkzBrZUFflhIknLMXI2IYHdMaTQzugzv0irT9mzz8k8vusPTM4//j3ZJ",
+	"8wSrtwgbkbIRIoAh1AHkiwM5tz5PI491IrTkgXQBz1OWMSD2ExHUvEZDm/sWJANknRHUy/H28R55EWAD",
+	"HCmMcDJqOqO5mojASuK96lDD3gxmXD6zGb7gTbDg/97CYgNNlKuyMxEOpB4xHmALejnTaBmKfbVDct4n",
+	"KV2rTo8A8vASIMcUkTPDxrbQxkCOAHhOri8IFWtnNCdzphUZ9U/qOI6RT16YEeDg9vGc71CQAUdC6SCC",
+	"VVORC2eN0ZX1TzbwMwYPAoAONTEn31irQRtF522NHlnXWiVYora5s9HBjbnoysNop1nJP5svoL2atcOl",
+	"giC53Ffq4MoiCr9//ZKcnJycd5oWCoJTK8M5LKJk11h8ybPDhwHZvV80jD16/1tIwD/gxZcYKfJw+QMX",
+	"AY46jH/YH551B4Pu8Pyqfz4e9Mf9/r8DEPwcYkdbz2ejk9HJ6Oxs9Hx2Nj0/S2fPz9OUnvcHyeng2dl0",
+	"0Kdn6fOT87NBmp4kA5o8fz49PZ8O0+Rk+IzS0Ub1hvFoELXYx4TlqzKB84R0E3JkLoVun331rHPUqiBN",
+	"9Tei15rGbOSIQX80dLHoZRnGSujQeCsALaibHwQCWAe1XbteIpf/RDOesEqZfdNn63w6nJ0lA9Y9mZ0k",
+	"3VH6jHbP09Pzbj8ZpEN2MhvR02kQxzQO8jFCGah1Nhsk/fQZG06f0xHrz87pyfQ0eZYO2HB2QkdThz8+",
+	"Hp4EGnsY/+MjM/eW1IKjVIl/ah2u78O9h5CqGpHpBURIg2XPvOapZchPf3mp6QDh5LXzLv8mxSZY60zO",
+	"SRuzDUAJ71RkIRB+vCyEcd61gtB7C2Bdda6D9zN0yi/pCqCcCpFaRxremSNFkozyJcRwcDFXE9F2aJMR",
+	"Qf4dQT0rrIsYoE120J5QdgrmzETmKQM1xZk5JwLkLzhMxxlVuquYLbalGjTNb9iDzY4WHNVGwW0gm9ZU",
+	"XPyxlbJbo7NslVNsISkpUU7xwf/jqI02B34L6LRC+Z6P+47yVfuLWsvMdOqgS4GijY+PIRJoIZUeP+8/",
+	"7x+n7PZY8jRpbSKZbtLX4Xg0+vcAOtQNPsQfLedzGAUpEWgblC6fb1wKr780zfiNUQC/Yr6oaLB0JRVw",
+	"sS0lIQhBkmrJwTtnxbMBTFUQvhjSm3Ro4oPITG/7g1A2oEmBtXEigvzelCUZJNaGWFBESUKtTgfWD82g",
+	"ph7VFvRM+Egc1STqu5E/+OaXa2QEpxBI0BGDDTA/jGdwLicb3aCu2Ufcff9dmN+A79p+8A9w6NscP/eo",
+	"RJxzKbMOHUPVlnxe0eSGztk1AMpmZdeIgef/KqHlN5/BiMDmuvmLBTDffOyCgMIkI3BwXYP7zs2kFKOQ",
+	"KJYJSRhh4l8Ea5X/o0yzsg8sXJJtIEQywBcqeIgBDOIG0qEHOKzgGHrIwE00wAFgb9fshqWIpZBXB+jn",
+	"sUBKrLsN5P4fP2wj8v/4YQtKP3zkIPI9Mr4Dvcd1CAc/7FcSDFvAHK7LMFGfTjzegKRwCfO41h/uQfFL",
+	"nLYGml8ocFq6u/ZE8JsJ/g+bob41HpaQ6pd4dY7q5wVmNK+kqpMAC6EgaLea1gKh/bGDK4ld72MfJuOM",
+	"yFy54C8Q9FLIkUOblc/oDpLOIixc56rfgKEb0ClyuZTahQEb7aZHLm3QDMJM2gibMakpIE290U2RVNbx",
+	"CBzj+8KFCTCl/yDT9T19ss4O3iqgTGCXVpQ9KZjL8TzspgQ4Vp+rdnBzjT/Xs7Ldp8lnDH1tSNTnyIh4",
+	"9/jqnd2GX7/W1j/gCr+0oa7wweCALq6kfEvzOcMPTg+Zi48j/YalnF6tEWxkNBze6+NfliodMraVranz",
+	"5WTMfHiAC+OPGKNwhSxrg/p9J1hXzmZAJsB3VSE+Id0LcOg85QvxHGrl3UuXMyDvRIn2YonrKiuQ2Ja4",
+	"L0fKAcNUYGF97kE0ERXjB3mBGrqh05hZTLPMpipDUAmz7oaarIRGUfeyBJPYMGnvjT0CSvVvYPJstDH7",
+	"bLuDSNgG3kqDQdbnZiQ0z9dYWYAriEW/ZbmyiQ0AWdJkmQ1fbbJ+Dxts6Rtmq9JqcrFr+RsGguhdNc5m",
+	"K9RuA/H+Co3DG/bAEPrkxypYyIaNwFsiNqd9qF2zhAKr7Oi4lXRHw22cr83uT233bjMEzdaKqwaj6xeJ",
+	"vYjiFOZdOgOsVc/uIQuHsDU7LajlqXuyl/5M1pLwYjuu4Y/9BwAjrxOQv+Hg1yKC3ZUJY146dsFYPv/I",
+	"OTnHm+kn9jmYQ8ybHQekbuVorVg2I1yFsGemI/QyGymfePMM1B/AwEw4xEbehhj5Uf98HIrtkGY4lz6w",
+	"pwy6Nb8AZljIx7yOsaC3bCIANQb5nYczT1OjeRqZXpHYzilulrgv/b36Yql7L8U4hBYcfGNfhsMOpPNt",
+	"aXxwT+Xh10tU+78GonpPktpkWgiuqbnoC0ZThpWi3spkZ/0G++qxfw96+JVrQfeNEfq1q02/Hd6ChKKE",
+	"JWtgKxuqSCXHAZlNxupQIy0Cn2oAjoREIplDBEzwRo+8SdlyJQ1NGmP1Zkw45anjEZhKoKXskdcQpmPz",
+	"8QLq76N6pxxQKAxXsmDkFzbbDhd0IjaS+DCrScvCtNgjdhKmCc8rENLSaVYViNk6NoLrE7KRh8i9AXih",
+	"NSnfyy1/XyJVwig2UKsgM3YuBev9A9pdfkNX2m7X3jsd1VsTyiNepjfuQlOO/8XeuN/HkBBuU3q3BEUb",
+	"QF8m2YZCYb0L/LHuyy8itPw2lL5Hkk/8yXqSLX5LpOE7wfYShftZ4+w5efN166C0wdB092GXUHHsAPZ/",
+	"ueFEu3xLQWkAjBwy27PKTUMYJ+wLa5B2AApUEzQwEd793emRS6hARrkGZBGZp1iND2Oqc4YFTPMiQ6wo",
+	"5x6qo5d5IV4iYN0DPEOpC/fFyMZWWMnCeeoPV0Jlyp48Q0860ZMr6fFcSe9dShXmQG3T8l0epE0Ki8Tk",
+	"10Vlg8omJD6ecnGsFqSbxD6Z0iuRJXgz+QFKTRQrSN9D2Nt4InymhofqtuWu4A0HZNIB+m3RUopMXziE",
+	"Gpt6nhe2KuVEzCXQZmV9+z6FxpotuVFKhyWP8O9A1oUzyMS9ifD0qMTSwKQZ5UrW+zKuBRZipNp0ype4",
+	"8XnOb2mG7KI3ET/AYu2ILADQmLDoJnATlMdXuUyLBMJVoSzsmNBNRGEHUXgcI7Zh7IOkATUDyp6CxmDz",
+	"c0p8n3a5GyXizGqVrS/KWDlY6bn5ld7RNckYvWWqAloqHEt0RW1tLMX+0te4MmXQ2phYt2WA/2hxicy2",
+	"TkQNQm/dLg9wlzmCKZv/54VQrr8AltGWptDrOCIzhsXyQlTpg3CjG9m9ywd4hFiQ5tSG5M78juj0UDzr",
+	"j+9fvbp68+0fW+PWgmWZ3KgIddK/h4QA3f8CQsIBfNuWgr5E7Nkn2eJJtvi/ULaoT7V+mJhRVhutx4YJ",
+	"i35Skkkx72b8FjhSqWRtsX/L08fgwwTiFfuGLL82fHeeySnNFJkyfceYFZ7K0Ufm8ylVi/JjVyrIMJ2Z",
+	"zFLACksJ+4inZyJ81eMeweo7roCOJf4Y3mtZTbTZI/I7iLwTEoJHTK/xRNjoIOtwhaF4W1xUbzaz4FC0",
+	"xMQr49X9QOIyTH1N2qPhsMTK6fQIOgBUBRTPxzU6KWRBAVWNNQXzvCxLYz7QUucPy4+fWoAY5Uzch9jw",
+	"wlq4wzrVdSvY+R5BEHaOuwKC3egjoiTivq9ho5/MZE9E+rGI9FWVCJall9Py/IWE2t+oX9a216TmXaKw",
+	"7QkcQLxsWNAuSuAQjgWBgLA6SkmkmIh9uGtgrusBeqvL9Edg2QsyGp6XFC4s+mxoZrWmk1s89IWkZYFr",
+	"mgFKFGnDKAWa6TC6pmRmE2FLKFviCpa+dac5zMSSmIeFmTTSPO9wuC/JQxZxmHR+SDjJvTrfQ2sh7N6W",
+	"i3gis0+S92+TqANVNPQjpDINVPwgYfv4k/3XtWlyZ4jGGyjSGgja5j4FURJQBjMkc1x7k0kJNttrCHkI",
+	"Sdq9BcNHE8xytqQcrEgli3yiFU+397Fur1xhxQjgSGVQE2KZGhHtv0Mis/fiW8P9H905W0tmzIIZyvAz",
+	"exQeNrEmydTQQa/ZkzZKTx0ic6Lora0VWWsSUKQ9pWrRAXzBJGM0x0rPG/ZaXJpfjh4200JXlczzmSdS",
+	"+EQKH8mEiIcroIaguzlBIZAzvkS62Q37cAkocrZIhtLmrrYxknNFc2VxYUmcQYFetV4CGjdc2pzhrkZY",
+	"MUQiXkSv1tT12uIz7MRhe400ImcZ1fyWOcDRsrRKLqW+8NF04GaUshEcNOV5AzKo+SJIHRv1z89+BhBQ",
+	"07/zAOmcW1gJi0LQPxuNzChkCpWQag10g2roW0o17U25sJD51ScIGTXoD0sQOAiOM5Tedfns9PSeXWJp",
+	"Odsb/oEdVZbMTPQeJsHXewACkFUcKWKX7cku+ER5fy7Ka84hoQGJwcMXklmHqPCrifGDAQVFGBpVVJ8N",
+	"cGFYCRJXcKPYwkYMql6Xhc/Oe+S7PGXICm5cbEWTjvoaq3Vu0MhRXTYDYoe2ZQ52J2cFpFPFhO48Xeen",
+	"6/xY1xmPmqumJbFcEZzyXfe6sWSALZ0FYD6EfaSJztYELKcyB7kH5CQzTMyL7GH9I3ejfEgTGLExxWwi",
+	"ZpxlKf4oC+2rjWFGaPzqis6hbOC04Jkuy5a7Kmz8J4QIRi6OwsdEIMJpPGlhXUbzFhZm7OKDJbwgFD6c",
+	"tCAubME+dgxvhVKJtrzp3YLZNB5XX4wroAOaiYuJiN/Mut9KwbrfUJ0sYh/O42Z80h/1yAuiuJhnDNaN",
+	"QOEz0sZyZmNcy9/T7hRKGLi/4ojYf3cFwA67ZKUzt4hSYXsq8hVW38y6tkaaLWHogOvNGhqSh11XKqd5",
+	"Yjc465FLM1Oa4XtQZUmKsliWEXHxdZZaIEKQRhcys0sDhbHMfNGPDWOEDbL01WZfCULTW6ib0KZOgu6Q",
+	"BVUTISQxg7VlK28g1AuHUxu8xGhqqe4ePOPq2kP9ysGgT/73/xqMesNORKCAuV3xfnfQH57EXorGc1rK",
+	"gLDGD0NdMHNUW44js0VYsjI8Pk3DqJy8eyMqb0J/2OA0XCBIeSvrScFuYqGbBVWIVoFHqqyWUz0JuwZ9",
+	"/+W7n+IhE81cyGLV2mE/KF0P4+YPgwLzWEumBui4XljfSSJJO36Jo+jilGMy57dBGeXORp6uraQGi6b2",
+	"Jeviy/bdzxEcs33fwDufo9ZbqnT3G6sK7c0Kpkr7d2Ehhv2zX++eWAoGGpOjAo+5zm5L8Whvp8LhYUDO",
+	"A1E3FV6UUffgeJNbxb3KRdkuFvEL7vBJnSj7rdTE6c+kvckNgZixtHNhqDjw9OqiHz76p+Tz1mhwtv8D",
+	"OIHfSn1Z1lR9Eqcf0y5JUydMt3N6h2S+8/ja8YYd0PQHVY0bTYE9cplRtWAIrzVlTkYlq4xyka0noh2j",
+	"niwLfezsZFAuyZZtNvfXv/E/hq/Ld3rkHdULG3EIcfUYGug7tziGvmCSE+oi4pFYbFmKmnqF9q+DyhWi",
+	"lW3JhZdvvqzs4KYnp6i3A0OGQ1n9WNhFNx/bSEou5mRFcya0VahUj7wQa8v+fQkQw/+Z0L2JeIFtQUlm",
+	"Hya0pFiYDFFS40AoPwFJ2OYyCGn60pxmKGRNxGWRQG7BklGLW+5UFCOYsVLhygHanKWlvmTrt9SJ1WDm",
+	"8NaMQyKIflH+flBk/z0wjr0x9zg0H9+3QsGCDk/PWuPW6exZfzobPKf952f9/rP+4Iydj55P+yPK0pPp",
+	"8+Ggf0JPzqaMjgbPTk+nZ0mazuhs0KcJO0nO2Kxiur6XCfkHvPG7BFMwN1nK8GRm+pIwpydG+iiM9Acs",
+	"7XQQJ91p+7Vo3r+G1MPXOWM/bYTAc2DACSPtIHg+hkHHF+Rrmdyw3IKjAaw8mUEjeWdMuFYTAWsQ+eQ1",
+	"m0vGIFbAZ5hh9UhFuEiyImUplqlKZMq6zn3qIxKCulSYUkgKhazl5bvve+R7oXlmE8n+/rf/OsZMuTgK",
+	"6hsSWQ3qR2Y1EaP+uZ1ZGpO//+0/nVmKa+VTGxZUkTjAkffJDVgX1eXlQT4cyhgQNlYo5hzAsZCaJyzu",
+	"kRcEOwthY1yNfMW0wy/lacaIumNsxfILXFQIpSFqIe8gXc8N2og5hcII3I2mnTVQSL3gYg613t/boNz2",
+	"qH/e8QWCg1ppADdXzTepbFu5mTRnEzHL5U9MOAtiB4u9+aQZbx4tKxaumcbMSSlClDvIpbQwRh42RWEQ",
+	"3gZ+HZShrgW9g4xOXIPpmgSlVSaiPeqfgJHPJ4uAXJhAcU/8qBRghkMSlyc/RqxAhGd3XV1AIPZ2+ot5",
+	"Z0wARiWurCFXZMGylNAsK43J7eCAhicSaljZFFU8XqnbLHsw7R7cMLZy9wyXNb6jufnL1e5VtVjaMOH/",
+	"axBmaONHZ/ajAIQGqFsVg8Y/2408g/38/MAzkT3kT7LQk2izhXLzDknZdq7gF4Db1RTw/7mFFpnrx0y4",
+	"4XMojWCG7owPZjIbgk1Y7yTuIGcAM0HAv7CY1kRgNS0jKUB26DSXd4rlyPeUXDJf2RKFCUvH2ccVz6Ew",
+	"udbZtYojH/50ctbvR4TqiYAK2M+wrCaxqAwB9/C4dxe26LUZB1eIHpvi7LgKBBzDR2Wu0SMJKyBXTCgS",
+	"H9sJH3+CRj4fxz3yrcSSnx5A0JAuxHsoHT4T0Y5dHZbeUqZsDIXB4jFB7voHlsDpg4HkstDMusNK0QwO",
+	"URyF4uaRmoCHzWY14RvI+WiygCojgY3GyAJ2NiJbN6cTmZP0loubh+QTwV61xuf9w5P6XbePCTtrD08d",
+	"Axs+cwzMXBxbTfq+VoAizxoLj7mjcjvo7WupZ3rvDZ6djUb956Nhv/dvy/Pb6eWoeDs/bt17AZt4oNn6",
+	"J8b3D5269HAm+A29YVViATVp7GEGFvBgdlhGbv0q+CHM7B3Vi31xZ155aIwl/kOdtufi5jdVw5K0O0il",
+	"2CHUbCHPdEqbgBTMgctI4BhUEyZSlsLHXATpqBa3yG3+tdZZvFGhtLminJ3qz5hxYDvZFQrrV/GJcP32",
+	"ig+UgnSdFWSjbpc9br+iMFM/qONP9p/7YKsvtVy5crIlCBQAg0CojHuqc8ZI++rV+29AnBPkz2/evrV1",
+	"wymZ5zRhZMVyLtMOFhOrBNQF6FF479sWCNIimQ36BKvLV4gDSIXWKUQB5ITwWkBIpeXqnUeM/bkv/56L",
+	"H7mkUgiexZlgZfOnsNknHf6xUzG3yVQzkWqMmXWX3N5VzOQsVOR/4OY+p1H1EkfwKvvIMWm6V4dr/au5",
+	"lU9X77eH33yfs/3zMmDT0eNza1eo+NfgGbxa0LuKX3C84XxAeE5yB0EbesHWjs31yHszD3RKOU3BpqxM",
+	"SodLWuOhqksdLpYPc1U8ru3dajBP1OMf3JAOR5hteVW/xG4QVMH+NVzsl3Sli7zq8w8hhavWcT/4wPVv",
+	"VH2ufa1fsBlOBF/SOcMSkJlV5BF8906wPAot06UXFT4dQ8r0au2A4zEorRMRLiYCcH6DJByvjrEqjrBN",
+	"cyNe6Y8aggnQNB4f6+UqhmA3Q5ASXJPUVnSzcyZTlkkxV853gGbwiMhCZ2UAfGhxT2QBtebmlAsVgC9b",
+	"TK1wMbdRvBzy8yyXy2v3agyu/3yrgB3kFHG9o26bbeAhFnDrTEVlxcbkzWii8V4eSFjtOH6pSmzOJA7m",
+	"7z49nz5PnqVn7HQ26p8MhsOTk9Ho9PTs7Nmz58/Pz1tR64ZjPWgVpnzUzfhwN/F9w/D4T8zVmh/2R8/7",
+	"917bRq5lf3+qo/Zkcf91sVd3cve6qj3vLJlsyE5rNdhvH1rBuUfc+ACU3pCIiYh5mrEYst42EC0gJMn7",
+	"asvQsSNF4KNrmpiRjf19jMmK5jcsvZgIEJzncht3liusxg+8hMg8LMYvUpJKZFyG4Xh+Y74HVtNYedqv",
+	"3d7sw2zth6vAjyuQP5dO5ibIjoD+hYRsRbU5ea1x6z9+7HfPaXf24dPJ8PM/tx6h4rMb6D9eyef7MYID",
+	"yhSXS/VUp/jnqlMcHsdDKNnxJ/fP/UUlzXMreXoaag30VortEV8V37ntrLSIAYN6wXgOUcwK5F1P2soG",
+	"LX0qAzmhyAgXLmJyykjqACFG/fMORIIERArjYPcXhQxl1AMRKH75c/tkhavBZghFy7oj3mBchips7phZ",
+	"fc+mk7ddQeyAso/JqD/q1BqSm8/O45PV/fL1r/1M/tYK9e09Xfe0o9hv33xdmmCh3kyjDPkKhIwyMJ67",
+	"ykcXZMYFVwuoRxDmywGQ966ohXpQtSsYxtaEagUrDCw+VDs0LV/iJyDQ3ENWC9IXz0Zfkq74C0lHoa2C",
+	"fdTXCbY2bsG5gf01awmmgOlZejLrJ0N6zkbp6el0kDxnz2Zn9DQdJSfTYbg5rbGtp8CuE19oqK5S6b1V",
+	"fRcaHpQpLaZoTKuzZgwwgP4euGxm0/dLgbA21Sga0sZKVopIHM8FmTGdAMIxVqMyB9yIAfjeL++7/q2K",
+	"g7DYISXDk+nFwI3CV40k6bWjO/DBPQgPUSyRIlXEV4UbjsiiczERGK6hF9Rm5cAWp65OCyQmQekAQ+xy",
+	"aw4FrTkIdY4Mj26oYmxO44MTTBy9rb0gg/FJYO77Oe44HnfYjgI/vV5iWPBgGLWYSGRqbvK4VehZ9zmU",
+	"YuH6GuuJ9h9AIsy5A4kXHqYst3QN/+0Mhn3/QOeFwMvitFosXee/koWufmUebH/lMoha4x+B7Nx//Plu",
+	"ahbMURVJwliKczyEEN6HDDZJbeb6/CP6735jMp7ZhqiMMMFrhgEl7sbXEc37in7mJGyJfUGZwYSKhGX3",
+	"d835dpvLvbhAOtNX6LEi7fpwOsyBXdL8BtJJYxxaBmmeL6CViQDK7MAXvSQaBsYVAv3qaa1vCJp8FLLM",
+	"4EC4JjPMuiz1uVa0m3D3x/3Tn5dwfznldTP6pamSDZ+0/cNsnwjVfyuheglbQShZMZFC5Hrug9iRjxwq",
+	"1tnKrM2lAIUtIYuOFtJeaL1S4+PjhV5mPbViSe9uQfXdvCfz+fGyyDQ30vwxJtJ3FRO6i6Vpe+aLDpEz",
+	"8C6UZGfsi9liqnC1oK0L7UeHu43/ned0Se5yqcEXuowIo8nC4ihCrB+MGIMB4QFglcnZTDGNBayUnc8F",
+	"oSSe05UrlOvDhsiSp2nGYLhYAdGV672jiqQ5Rs5ahyzHp4b6kbbPo56ak6VcshoyEgQoAGEEw48deKSc",
+	"wSTcMjspOqoi2+AQHLYNF4RmWeeiEvM4EQuqXOCjEYY3SgHD+GJfIvU9/hi5Yaq1SBa5FLJwyd/kThZZ",
+	"apq9ZWTKGFZggJaB1vqGIe98mrFlJ7IUA6EIcMYwrSSTiinDNgyNZEJPRMYFI+14DEZgqC8YdyCD0NYt",
+	"zhhV2jpXBqdE9ch7ozYIlrgqZADG9gqqK7/5OiZaTkRuw2SsHsFIZhsRmuQsYfyWpT3yHW4oV8R068AY",
+	"cgb8BZUNAB4Aq7E/r6iSKE3XygLT22xAc3KMpnJKllwUAFoE/bs41AvQS/CEtT2gqO0uIpT8pWAFOvBY",
+	"3gmXTTFzkPwCKZvC6QsyBzuusbSamgi37zt0IFyAfU6399XF5MH9als0Jp+AA+NFB+M4JmZvVURii8UH",
+	"txzRSSqofXjjwx/iTiPsZWW3d3nyPnwaRIPzz93g33VOvf0Wnq3q3YdbamGcl9ZFXc9gQ+r6xFX/W7nq",
+	"a7jN1qB6pBzB367L3g64m+VTnV9CKcgZ4lk9vlLAdImb6hwgmuVLLmgGgQQhGotz3yH5Xel1fOHiC4Az",
+	"z01rl2/++MObb1/+qbbuDv+JmTFd2R4eVi89U63xYNiPWrm8U63x6PBAJdf/pVnVgwDRahyA72E6T7gX",
+	"T6UOf7sVggDJ0GsQ/qYfKU8E7qFRKJ1y8TMQqSuHHjmXzAe/Kk1FSvOUcGFotSNdm6YNpOE0z0F8+vvf",
+	"/pPQiUgWhbgxUrxptB0nRZ6R7hXpxh3Lj6GON1+xC5TNPXr7yqhdKrLYYCIp8hxkWfuCA8+C2koAONkj",
+	"MZMzG96FQjAiasGgQbK6o3mqSBtQnTzlNeK8EVgU+Y+vOz3yA8B/QNQEFWviRUcjdQaBx1X6DNtxLVdM",
+	"xEZwB3o9EXKrTDroBTBkBAgKi5Q7Q4+FLndJkc71ootcQBaF+YGhvb6NGZMnmDHpq/5WZNbSZZmXEPWw",
+	"Jo1Ymug9TG2loh1S68tMWiz1YJFRfHXwyXWeRyZndTjRZQjWh18hkOeDgTut/f0sasHhLK3u9lIfYgs7",
+	"PDzYbN8ehE0EfQ3U/SNl91FL+QS18cT9Hi8/lYnUHTfZwASrTKaWFYJLKilyrtdAjBCZ6UWhF+Cw+mB+",
+	"BmhJ+HUHuA0wQNt8HQf0/lsfjxQhd1MWfWlJVzAVDgO1ZM0BJNUgYhumkknq01/U2NptPCghGEHuwBtb",
+	"iNTbdVYy48k66MQ1UNPJJRqxmPXhBgF/ZbzylOk7xgTMUPW2gkHqmn1p0T08Siek/wEGlgdmzAklUrCu",
+	"nM3CUG5H7z3brGm+FnMkDKuuTt6medbMXlPNZkUWVlv0BU0jgrVKG9r1lRhrZu9SpsJPw5wp7z2/UVYy",
+	"Wobr6iOXtpt+B1VUuVA8rcVtixAHCwrpIwqWodVzvGik/aerq3fQ9w9seimTG6Y7ENOp2EQABJfCoHcj",
+	"xSyZXsg0AlD2iAA7hk9BKvOty428MLxNUGJIL9gasVjhYUqmDIYNI2LCiBAsJS/evcFikrc04yk8KuPT",
+	"uSKpTIolAouHmwoINjUL9KJhvRXxCLzBUjddi41wriNFcpbIPB2by5VF1r4YWddLRGaMBUTINo40qGYP",
+	"czllCoQxmScLpnROtcwVlJBAWiHAyx20VUJ/1jR4JWVGUmakNhQ0TdOzQkAaQddcW6jnnXEw3LcREE5m",
+	"isTHy2QV4/agpcQFwM+NfFJDkxaSpDwFojMORNsIUY5dhi4YYjdwZVdhqCZpB3irlY6LlOvW5w+f/08A",
+	"AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
