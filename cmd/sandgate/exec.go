@@ -107,6 +107,22 @@ func (a *app) pipedStdin(noStdin bool) io.Reader {
 }
 
 // readInline reads all of r for the inline `stdin` field, at most maxInlineStdin bytes.
+// startFeeding starts an execution (start) with its input kept open when there is stdin to
+// pipe; when the provider keeps no input open (a capability problem: not interactive) it
+// starts it again with stdin read into *inline (at most 1 MiB) instead. It returns the
+// stream and the input still to pipe (nil once sent inline).
+func startFeeding(ctx context.Context, start func(ctx context.Context, stdinOpen bool) (*client.Stream, error), stdin io.Reader, inline **string) (*client.Stream, io.Reader, error) {
+	s, err := start(ctx, stdin != nil)
+	if stdin == nil || !client.IsKind(err, client.KindCapability) {
+		return s, stdin, err
+	}
+	if *inline, err = readInline(stdin); err != nil {
+		return nil, nil, err
+	}
+	s, err = start(ctx, false)
+	return s, nil, err
+}
+
 func readInline(r io.Reader) (*string, error) {
 	b, err := io.ReadAll(io.LimitReader(r, maxInlineStdin+1))
 	if err != nil {
@@ -165,15 +181,7 @@ Interrupting sandgate (Ctrl-C) cancels the remote command.`,
 				}
 				return c.StreamCommand(ctx, args[0], r, editors...)
 			}
-			s, err := start(cmd.Context(), stdin != nil)
-			if stdin != nil && client.IsKind(err, client.KindCapability) {
-				// The provider keeps no input open (not interactive): send it inline instead.
-				if req.Stdin, err = readInline(stdin); err != nil {
-					return err
-				}
-				stdin = nil
-				s, err = start(cmd.Context(), false)
-			}
+			s, stdin, err := startFeeding(cmd.Context(), start, stdin, &req.Stdin)
 			if err != nil {
 				return err
 			}
@@ -284,14 +292,7 @@ standard input is piped to the program as with exec.`,
 				}
 				return c.StreamCode(ctx, args[0], r, profileEditors(rf.profile)...)
 			}
-			s, err := start(cmd.Context(), stdin != nil)
-			if stdin != nil && client.IsKind(err, client.KindCapability) {
-				if req.Stdin, err = readInline(stdin); err != nil {
-					return err
-				}
-				stdin = nil
-				s, err = start(cmd.Context(), false)
-			}
+			s, stdin, err := startFeeding(cmd.Context(), start, stdin, &req.Stdin)
 			if err != nil {
 				return err
 			}

@@ -200,14 +200,9 @@ func (s *server) writeArchive(w http.ResponseWriter, r *http.Request) {
 			"the body must be "+ArchiveContentType+" or "+ArchiveGzipContentType))
 		return
 	}
-	maxBytes := int64(-1)
-	if v := r.Header.Get(headerMaxBytes); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), headerMaxBytes+" must be a non-negative integer (leave it out for no limit)"))
-			return
-		}
-		maxBytes = n
+	maxBytes, ok := maxBytesOf(w, r)
+	if !ok {
+		return
 	}
 	var src io.Reader = r.Body
 	if compressed {

@@ -356,14 +356,9 @@ func (s *server) readFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) writeFile(w http.ResponseWriter, r *http.Request) {
-	maxBytes := int64(-1)
-	if v := r.Header.Get(headerMaxBytes); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), headerMaxBytes+" must be a non-negative integer (leave it out for no limit)"))
-			return
-		}
-		maxBytes = n
+	maxBytes, ok := maxBytesOf(w, r)
+	if !ok {
+		return
 	}
 	p, ok := pathParam(w, r)
 	if !ok {
@@ -483,4 +478,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
+}
+
+// maxBytesOf reads the X-Max-Bytes header of an upload: -1 without one (no limit). A bad
+// value is answered with a validation problem (ok false).
+func maxBytesOf(w http.ResponseWriter, r *http.Request) (n int64, ok bool) {
+	v := r.Header.Get(headerMaxBytes)
+	if v == "" {
+		return -1, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), headerMaxBytes+" must be a non-negative integer (leave it out for no limit)"))
+		return 0, false
+	}
+	return n, true
 }
