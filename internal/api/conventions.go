@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/klauspost/compress/gzhttp"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -91,11 +92,17 @@ func corsMiddleware(c CORS) func(http.Handler) http.Handler {
 	}).Handler
 }
 
-// compressJSON gzips (or deflates) JSON and problem answers for callers that accept it.
-// Event streams and files are never compressed: a stream must reach the caller event by
-// event, and a file's bytes, ETag and ranges are those of the stored file.
+// compressJSON gzips JSON and problem answers of 1 KiB or more for callers that accept it
+// (gzhttp; a smaller answer costs more to compress than it saves). Event streams and files
+// are never compressed: a stream must reach the caller event by event, and a file's bytes,
+// ETag and ranges are those of the stored file.
 func compressJSON() func(http.Handler) http.Handler {
-	return middleware.Compress(5, "application/json", "application/problem+json")
+	wrap, err := gzhttp.NewWrapper(gzhttp.CompressionLevel(5), gzhttp.MinSize(gzhttp.DefaultMinSize),
+		gzhttp.ContentTypes([]string{"application/json", "application/problem+json"}))
+	if err != nil {
+		panic(err) // constant options
+	}
+	return func(h http.Handler) http.Handler { return wrap(h) }
 }
 
 // specJSON renders the contract (YAML) as JSON with the same content and key order, so
