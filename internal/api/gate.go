@@ -157,12 +157,29 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 			}
 			next.ServeHTTP(w, r)
 		})
-		if route.Operation.Security != nil && len(*route.Operation.Security) == 0 {
-			validate.ServeHTTP(w, r)
-			return
-		}
-		g.authenticate(validate).ServeHTTP(w, r)
+		g.guard(route, validate).ServeHTTP(w, r)
 	})
+}
+
+// guard is h behind route's authentication: none for an operation that declares
+// `security: []`, else the bearer-token check.
+func (g *gate) guard(route *routers.Route, h http.Handler) http.Handler {
+	if route.Operation.Security != nil && len(*route.Operation.Security) == 0 {
+		return h
+	}
+	return g.authenticate(h)
+}
+
+// afterAuthentication runs h — the answer to a request the generated wrapper could not bind
+// (a malformed parameter) — once the caller is authenticated as the operation requires, so
+// an anonymous caller learns nothing about the request but that it needs a token (401).
+func (g *gate) afterAuthentication(w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
+	route, _, err := g.findRoute(r)
+	if err != nil {
+		h(w, r)
+		return
+	}
+	g.guard(route, h).ServeHTTP(w, r)
 }
 
 // unsupportedMediaType checks that the Content-Type of r's body is one the operation's body

@@ -216,3 +216,17 @@ func TestNonUTF8FileNamesCanBeFetchedBack(t *testing.T) {
 	assert.Equal(t, "%FF%FE.txt", w.JSON(t)["path_escaped"])
 	assert.Equal(t, "x", string(e.do(tok, "GET", base+"/%FF%FE.txt", nil).Body))
 }
+
+// TestAuthenticationBeforeParameters: a request whose parameters cannot even be bound (the
+// generated wrapper's 400) is answered 401 to a caller without a valid token, as any other
+// request on an authenticated operation is; an authenticated caller gets the 400.
+func TestAuthenticationBeforeParameters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	tok := e.token("alice")
+	for _, path := range []string{"/v1/sessions?limit=abc", "/v1/audit?since=yesterday", "/v1/tasks?limit=-"} {
+		requireProblem(t, e.do("", "GET", path, nil), 401, "unauthenticated")
+		requireProblem(t, e.do("not-a-token", "GET", path, nil), 401, "unauthenticated")
+	}
+	requireProblem(t, e.do(tok, "GET", "/v1/sessions?limit=abc", nil), 400, "validation")
+}

@@ -234,7 +234,9 @@ func NewHandler(o Options) (http.Handler, error) {
 		BaseRouter:  r,
 		Middlewares: []apigen.MiddlewareFunc{g.middleware},
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeProblem(w, r, g.bindingProblem(r, err))
+			g.afterAuthentication(w, r, func(w http.ResponseWriter, r *http.Request) {
+				writeProblem(w, r, g.bindingProblem(r, err))
+			})
 		},
 	})
 	return r, nil
