@@ -106,6 +106,7 @@ sandbox:
 			seen.WriteString(ev.output(t))
 		}
 		require.NotEqual(t, "result", ev.name, "the result came before the live ticks: %q", seen.String())
+		require.NotEqual(t, "error", ev.name, "the stream failed after %q: %s", seen.String(), ev.data)
 	}
 	assert.Equal(t, "running", c.json("GET", "/v1/tasks/"+task, "", 200)["status"], "tick 7 was live")
 	var result event
