@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/store"
@@ -86,7 +87,23 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 		lost("its session or sandbox is gone")
 		return
 	}
-	sb, err := prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, principal.Principal{}), prof.Policy)
+	// A sandbox that does not answer at once (a busy engine) is tried again before the task is
+	// given up: only one that is gone, or stays unreachable, makes it lost.
+	var sb providers.Sandbox
+	for wait := 250 * time.Millisecond; ; wait *= 2 {
+		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, principal.Principal{}), prof.Policy)
+		if err == nil || ctx.Err() != nil || fault.KindOf(err) == fault.Gone || wait > adoptAttachWait {
+			break
+		}
+		s.log.Info("the sandbox of an adopted task did not answer; trying again", "task_id", t.ID, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	if ctx.Err() != nil {
+		return // shutting down: left for the next adopter
+	}
 	if err != nil {
 		lost(fmt.Sprintf("its sandbox cannot be reached (%v)", err))
 		return
@@ -100,6 +117,10 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 	s.live.add(t.ID, live)
 	s.followToEnd(ctx, t, sb, live, adoptedNotice, lost)
 }
+
+// adoptAttachWait bounds the pauses between attempts to reach an adopted task's sandbox
+// (250 ms doubling: about 16 s in all).
+const adoptAttachWait = 8 * time.Second
 
 // adoptedNotice is the notice of an execution another gateway finished.
 const adoptedNotice = "the gateway that started this execution stopped while it ran; another gateway followed it in its sandbox to its end"
