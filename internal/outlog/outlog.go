@@ -11,7 +11,11 @@
 // more memory than its limit and leaves little garbage; readers get copies.
 package outlog
 
-import "sync"
+import (
+	"context"
+	"io"
+	"sync"
+)
 
 // Event is one piece of output.
 type Event struct {
@@ -164,4 +168,54 @@ func (l *Log) Written(stream string) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.offsets[stream]
+}
+
+// Replay writes the log's kept output to stdout and stderr (nil: that stream is not wanted)
+// from its start, in order, and returns once the log is closed, every event was written and
+// done is closed. A writer with a method Skip(n int64) is told of the bytes dropped before
+// each piece it gets and at the end (the middle of a long stream). Errors: ctx.Err() when ctx
+// ends first (the execution goes on); a writer's error, which stops the replay.
+func (l *Log) Replay(ctx context.Context, stdout, stderr io.Writer, done <-chan struct{}) error {
+	writers := map[string]io.Writer{"stdout": stdout, "stderr": stderr}
+	next := map[string]int64{}
+	skip := func(stream string, upTo int64) {
+		if n := upTo - next[stream]; n > 0 {
+			next[stream] = upTo
+			if s, ok := writers[stream].(interface{ Skip(n int64) }); ok {
+				s.Skip(n)
+			}
+		}
+	}
+	var after int64
+	for {
+		evs, _, closed, changed := l.Read(after)
+		for _, ev := range evs {
+			skip(ev.Stream, ev.Offset)
+			if w := writers[ev.Stream]; w != nil {
+				if _, err := w.Write(ev.Data); err != nil {
+					return err
+				}
+			}
+			next[ev.Stream] = ev.Offset + int64(len(ev.Data))
+			after = ev.Seq
+		}
+		if closed && len(evs) == 0 {
+			select {
+			case <-done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			skip("stdout", l.Written("stdout"))
+			skip("stderr", l.Written("stderr"))
+			return nil
+		}
+		if closed {
+			continue // nothing more will come: the next read ends it
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

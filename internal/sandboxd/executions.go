@@ -500,46 +500,8 @@ type Skipper interface {
 // returns it (see End). When ctx ends first it returns ctx.Err(): following stops, the
 // execution runs on. A writer's error stops following and is returned.
 func (e *Execution) Follow(ctx context.Context, out Streams) (Result, error) {
-	writers := map[string]io.Writer{"stdout": out.Stdout, "stderr": out.Stderr}
-	next := map[string]int64{}
-	skip := func(stream string, upTo int64) {
-		if n := upTo - next[stream]; n > 0 {
-			next[stream] = upTo
-			if s, ok := writers[stream].(Skipper); ok {
-				s.Skip(n)
-			}
-		}
+	if err := e.log.Replay(ctx, out.Stdout, out.Stderr, e.done); err != nil {
+		return Result{}, err
 	}
-	var after int64
-	for {
-		evs, _, closed, changed := e.log.Read(after)
-		for _, ev := range evs {
-			skip(ev.Stream, ev.Offset)
-			if w := writers[ev.Stream]; w != nil {
-				if _, err := w.Write(ev.Data); err != nil {
-					return Result{}, err
-				}
-			}
-			next[ev.Stream] = ev.Offset + int64(len(ev.Data))
-			after = ev.Seq
-		}
-		if closed && len(evs) == 0 {
-			select {
-			case <-e.done:
-			case <-ctx.Done():
-				return Result{}, ctx.Err()
-			}
-			skip("stdout", e.log.Written("stdout"))
-			skip("stderr", e.log.Written("stderr"))
-			return e.End()
-		}
-		if closed {
-			continue // nothing more will come: the next read ends it
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
-		}
-	}
+	return e.End()
 }

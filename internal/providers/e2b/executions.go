@@ -439,55 +439,16 @@ func (s *Sandbox) Reattach(ctx context.Context, id string, out providers.Output)
 	return st, err
 }
 
-// skipper is a writer told of bytes dropped from the middle of its stream.
-type skipper interface{ Skip(n int64) }
-
 // follow writes k's output to out from its start, in order, waits for the end and returns
 // it: ErrExecutionStopped when it was stopped, ctx.Err() when ctx ends first.
 func (k *kept) follow(ctx context.Context, out providers.Output) (providers.ExitStatus, error) {
-	writers := map[string]io.Writer{"stdout": out.Stdout, "stderr": out.Stderr}
-	next := map[string]int64{}
-	skip := func(stream string, upTo int64) {
-		if n := upTo - next[stream]; n > 0 {
-			next[stream] = upTo
-			if s, ok := writers[stream].(skipper); ok {
-				s.Skip(n)
-			}
-		}
+	if err := k.log.Replay(ctx, out.Stdout, out.Stderr, k.done); err != nil {
+		return providers.ExitStatus{}, err
 	}
-	var after int64
-	for {
-		evs, _, closed, changed := k.log.Read(after)
-		for _, ev := range evs {
-			skip(ev.Stream, ev.Offset)
-			if w := writers[ev.Stream]; w != nil {
-				_, _ = w.Write(ev.Data)
-			}
-			next[ev.Stream] = ev.Offset + int64(len(ev.Data))
-			after = ev.Seq
-		}
-		if closed && len(evs) == 0 {
-			select {
-			case <-k.done:
-			case <-ctx.Done():
-				return providers.ExitStatus{}, ctx.Err()
-			}
-			skip("stdout", k.log.Written("stdout"))
-			skip("stderr", k.log.Written("stderr"))
-			if k.stopped.Load() {
-				return k.st, providers.ErrExecutionStopped
-			}
-			return k.st, k.err
-		}
-		if closed {
-			continue
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return providers.ExitStatus{}, ctx.Err()
-		}
+	if k.stopped.Load() {
+		return k.st, providers.ErrExecutionStopped
 	}
+	return k.st, k.err
 }
 
 // Stop ends execution id: it records the stop in the sandbox (StoppedDir), then envd sends
