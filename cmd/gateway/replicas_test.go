@@ -13,7 +13,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,10 +88,12 @@ sandbox:
 	c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"true"}`, 200) // the container
 	task := c.json("POST", "/v1/sessions/"+sid+"/commands",
 		`{"command":"for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 1; done","wait_s":0}`, 202)["id"].(string)
-	deadline := time.Now().Add(30 * time.Second)
-	for c.json("GET", "/v1/tasks/"+task, "", 200)["status"] != "running" && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
+	// Killed once the execution runs in its sandbox (its first tick came): a task is marked
+	// running before its execution reaches sandboxd, and one killed in between never ran there.
+	first := c.sse("GET", "/v1/tasks/"+task+"/output", "", nil)
+	for ev := first.next(); ev.name != "stdout"; ev = first.next() {
 	}
+	_ = first.resp.Body.Close()
 
 	a.kill(syscall.SIGKILL)
 	lb.route(b.base)
