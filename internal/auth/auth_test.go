@@ -164,6 +164,21 @@ func TestAuthenticateEdgeCases(t *testing.T) {
 			wantDesc: []string{"claims rejected", "the token has no 'sub' claim"},
 		},
 		{
+			name:     "SubWithNUL",
+			token:    signA(map[string]any{"sub": "alice\x00admin"}),
+			wantDesc: []string{"claims rejected", "'sub' claim contains the control character U+0000 at byte 5"},
+		},
+		{
+			name:     "SubTooLong",
+			token:    signA(map[string]any{"sub": strings.Repeat("s", 256)}),
+			wantDesc: []string{"claims rejected", "'sub' claim is 256 bytes long; Sandgate accepts at most 255"},
+		},
+		{
+			name:     "GroupWithEscape",
+			token:    signA(map[string]any{"groups": []string{"dev", "\x1b[2Jops"}}),
+			wantDesc: []string{"claims rejected", "control character U+001B"},
+		},
+		{
 			name:     "MissingExp",
 			token:    signA(map[string]any{"exp": nil}),
 			wantDesc: []string{"token has no 'exp' claim; tokens must expire"},

@@ -106,7 +106,8 @@ func compile(env *cel.Env, expr string) (cel.Program, error) {
 }
 
 // Map resolves verified claims (which must hold "iss" and a non-empty "sub") into a
-// Principal. Failures wrap ErrRejected and say which rule or claim failed.
+// Principal. Failures wrap ErrRejected and say which rule or claim failed; so does a value
+// that is no printable UTF-8 within its bound (claimtext.go).
 func (m *Mapper) Map(claims map[string]any) (Principal, error) {
 	sub, _ := claims["sub"].(string)
 	if sub == "" {
@@ -168,6 +169,9 @@ func (m *Mapper) Map(claims map[string]any) (Principal, error) {
 		}
 	}
 	p.Admin = p.InAnyGroup(m.adminGroups)
+	if err := checkPrincipalText(p); err != nil {
+		return Principal{}, err
+	}
 	return p, nil
 }
 
