@@ -11,9 +11,12 @@ import (
 )
 
 // principalRecorder records each authenticated principal in Postgres (first/last seen) without
-// writing on every request: a principal whose username, email and groups are unchanged is
-// written at most once per refresh interval. last_seen_at is therefore accurate to that
-// interval. The cache is bounded; when full it is cleared.
+// writing on every request: one issuer and subject is written at most once per refresh
+// interval (a minute), whatever its tokens carry. Two tokens of one subject with different
+// groups (two clients signed in at different times) therefore cost one write a minute, not
+// one per request; the row's username, e-mail, groups and last_seen_at are accurate to that
+// interval. Decisions never read them from the row: each request uses its own token's
+// claims. The cache is bounded; when full it is cleared.
 type principalRecorder struct {
 	store   Store
 	now     func() time.Time
@@ -40,7 +43,7 @@ func (r *principalRecorder) record(ctx context.Context, p principal.Principal) (
 	r.mu.Lock()
 	c, ok := r.seen[key]
 	r.mu.Unlock()
-	if ok && now.Sub(c.written) < r.refresh && c.row.Username == p.Username && c.row.Email == p.Email && slices.Equal(c.row.Groups, p.Groups) {
+	if ok && now.Sub(c.written) < r.refresh {
 		p.ID, p.FirstSeenAt, p.LastSeenAt = c.row.ID, c.row.FirstSeenAt, c.row.LastSeenAt
 		return p, nil
 	}

@@ -29,10 +29,20 @@ func TestPrincipalRecorderWritesOncePerInterval(t *testing.T) {
 	require.Equal(t, first.ID, again.ID)
 	require.True(t, again.LastSeenAt.Equal(first.LastSeenAt), "within the interval nothing is written")
 
-	p.Groups = []string{"dev", "ml"} // changed claims are written at once
-	changed, err := r.record(ctx, p)
-	require.NoError(t, err)
-	require.True(t, changed.LastSeenAt.Equal(now))
+	// Two tokens of one subject with other groups, alternating: still one write an interval.
+	other := p
+	other.Groups = []string{"dev", "ml"}
+	for i := range 10 {
+		q := p
+		if i%2 == 0 {
+			q = other
+		}
+		got, err := r.record(ctx, q)
+		require.NoError(t, err)
+		require.True(t, got.LastSeenAt.Equal(first.LastSeenAt), "within the interval nothing is written, whatever the claims")
+		require.Equal(t, q.Groups, got.Groups, "the request keeps its own token's groups")
+	}
+	p = other
 
 	now = now.Add(2 * time.Minute)
 	later, err := r.record(ctx, p)
