@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,6 +179,7 @@ func TestDiskBoundedWorkspaceOverREST(t *testing.T) {
 		}
 	})
 	e := newEnv(t, envOpts{config: func(c *config.Config) {
+		c.Sandbox.MaxFileBytes = 64 << 20 // over the disk, so the disk is what refuses
 		c.Sandbox.Profiles["disk"] = config.Profile{
 			Type: docker.TypeName, Policy: config.Policy{DiskMB: ptr(24)},
 			ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: dockerTestImage, Pull: config.DockerPullNever, StateDir: state}},
@@ -208,6 +210,17 @@ func TestDiskBoundedWorkspaceOverREST(t *testing.T) {
 	require.Equal(t, 200, r.Status, "the gateway stays healthy: %s", r.Body)
 	assert.Equal(t, "kept\n", cmd("rm fill && cat state.txt")["stdout"])
 
+	// An upload the disk cannot hold is the caller's 507 naming disk_mb, and leaves no part.
+	const big = 40 << 20
+	r = e.put(tok, "/v1/sessions/"+sid+"/files/big.bin", io.LimitReader(zeros{}, big), big, nil)
+	require.Equal(t, 507, r.Status, "%s", r.Body)
+	p := r.JSON(t)
+	assert.Equal(t, "https://sandgate.dev/problems/workspace-full", p["type"])
+	assert.Contains(t, p["detail"], "no space left in the sandbox's workspace for 'big.bin'")
+	assert.Contains(t, p["detail"], "holds at most 24 MB (policy disk_mb)")
+	assert.NotContains(t, p["detail"], "/workspace", "no paths of the sandbox's file system")
+	assert.Equal(t, "kept\n", cmd("ls -A | grep -v -e state.txt -e lost+found; cat state.txt")["stdout"], "nothing of the upload is left")
+
 	r = e.do(tok, "DELETE", "/v1/sessions/"+sid, nil)
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	_, err = os.Stat(images[0])
@@ -234,3 +247,11 @@ func dockerMissing(t *testing.T) error {
 }
 
 var errNoDocker = errors.New("no Docker engine is reachable (scripts/docker-setup.sh starts one)")
+
+// zeros reads as an endless run of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
+}

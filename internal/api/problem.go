@@ -51,6 +51,7 @@ var kindStatus = map[fault.Kind]struct {
 	fault.Conflict:    {http.StatusConflict, "Conflict"},
 	fault.Paused:      {http.StatusConflict, "Session paused"},
 	fault.TooLarge:    {http.StatusRequestEntityTooLarge, "Too large"},
+	fault.Full:        {http.StatusInsufficientStorage, "Workspace full"},
 	fault.Quota:       {http.StatusTooManyRequests, "Quota exceeded"},
 	fault.Capability:  {http.StatusUnprocessableEntity, "Unsupported capability"},
 	fault.Provision:   {http.StatusBadGateway, "Provisioning failed"},

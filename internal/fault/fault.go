@@ -32,7 +32,10 @@ const (
 	// resume it on use; a kind of Conflict, as Gone is a kind of Provision.
 	Paused   Kind = "paused"
 	TooLarge Kind = "too-large" // input over a configured limit
-	Quota    Kind = "quota"     // the principal is at one of its quotas (sandbox.quotas)
+	// Full: the sandbox's workspace (or the disk under it) has no space left for a write the
+	// gateway was asked to make (ENOSPC, EDQUOT); a program that fills it gets its own error.
+	Full  Kind = "workspace-full"
+	Quota Kind = "quota" // the principal is at one of its quotas (sandbox.quotas)
 	// Unavailable: a service the gateway depends on (its Postgres response store) does not
 	// answer; nothing was decided, retry later.
 	Unavailable Kind = "unavailable"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -121,12 +122,29 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 		if fault.IsKind(err, fault.TooLarge) {
 			return FileWritten{}, fault.New(fault.TooLarge, "file body is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", s.maxFile())
 		}
+		if fault.IsKind(err, fault.Full) {
+			return FileWritten{}, workspaceFull(err, prof)
+		}
 		if wctx.Err() != nil && ctx.Err() == nil {
 			return FileWritten{}, fault.New(fault.Timeout, "sandbox operation 'upload_file' exceeded timeout %gs", prof.Policy.Timeout.Seconds())
 		}
 		return FileWritten{}, classify(err, fault.Provision)
 	}
 	return FileWritten{SessionID: sess.ID, Path: clean, Size: written, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// workspaceFull is a provider's fault.Full refusal of a write, with the bound that was hit:
+// the profile's disk_mb, or the disk under the workspace when the profile sets none.
+func workspaceFull(err error, prof *Profile) error {
+	var fe *fault.Error
+	msg := err.Error()
+	if errors.As(err, &fe) {
+		msg = fe.Msg
+	}
+	if mb := prof.Policy.DiskMB; mb > 0 {
+		return &fault.Error{Kind: fault.Full, Err: err, Msg: fmt.Sprintf("%s; the workspace of profile '%s' holds at most %d MB (policy disk_mb)", msg, prof.Name, mb)}
+	}
+	return &fault.Error{Kind: fault.Full, Err: err, Msg: fmt.Sprintf("%s; the disk under the workspace of profile '%s' is full (the profile sets no disk_mb): tell the operator", msg, prof.Name)}
 }
 
 // readable attaches to the session's sandbox for a read, without creating one and without

@@ -31,7 +31,8 @@ const uploadPrefix = ".sandboxd-upload-"
 //
 // Errors: fault.Validation for a NUL byte; fault.Policy when p escapes the workspace (also
 // through a symlinked parent); fault.Conflict when p is the workspace or a folder, or a parent
-// is a file; fault.TooLarge beyond maxBytes; rd's error, wrapped, when reading fails.
+// is a file; fault.TooLarge beyond maxBytes; fault.Full when the workspace's file system has
+// no space left (ENOSPC, EDQUOT); rd's error, wrapped, when reading fails.
 func (r *Runtime) WriteFile(p string, rd io.Reader, maxBytes int64) (int64, error) {
 	clean, err := cleanPath(p)
 	if err != nil {
@@ -72,10 +73,14 @@ func (r *Runtime) WriteFile(p string, rd io.Reader, maxBytes int64) (int64, erro
 		return 0, err
 	}
 	switch {
+	case copyErr != nil && wspath.IsNoSpace(copyErr):
+		return fail(wspath.NoSpace(p, copyErr))
 	case copyErr != nil:
 		return fail(fmt.Errorf("writing '%s' into the sandbox: %w", p, copyErr))
 	case maxBytes >= 0 && n > maxBytes:
 		return fail(fault.New(fault.TooLarge, "file '%s' is larger than the limit of %d bytes", p, maxBytes))
+	case closeErr != nil && wspath.IsNoSpace(closeErr):
+		return fail(wspath.NoSpace(p, closeErr))
 	case closeErr != nil:
 		return fail(fmt.Errorf("writing '%s' into the sandbox: %w", p, closeErr))
 	}

@@ -88,8 +88,23 @@ func RootError(p string, err error) error {
 		return fault.New(fault.Validation, "path '%s' is too long: each name in it may have at most %d bytes, the whole path at most %d bytes (Linux NAME_MAX, PATH_MAX)", p, MaxNameBytes, MaxPathBytes)
 	case errors.Is(err, fs.ErrPermission):
 		return fault.New(fault.Conflict, "path '%s' is not accessible (permission denied)", p)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return NoSpace(p, err)
 	}
 	return fmt.Errorf("sandbox path '%s': %w", p, err)
+}
+
+// NoSpace is the fault.Full error of a write to workspace path p that found no space left
+// (cause: ENOSPC or EDQUOT, kept for errors.Is but not in the message, which must not show
+// host paths). The gateway adds the profile's disk limit when it has one.
+func NoSpace(p string, cause error) error {
+	return &fault.Error{Kind: fault.Full, Err: cause,
+		Msg: fmt.Sprintf("no space left in the sandbox's workspace for '%s'; nothing was written — remove files to make room", p)}
+}
+
+// IsNoSpace reports whether err is a write's ENOSPC or EDQUOT.
+func IsNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // IsEscape reports whether err is os.Root refusing a path that leads out of the root. The os

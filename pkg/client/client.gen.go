@@ -1347,6 +1347,9 @@ type UnsupportedMediaType = Problem
 // Upstream RFC 9457 problem details.
 type Upstream = Problem
 
+// WorkspaceFull RFC 9457 problem details.
+type WorkspaceFull = Problem
+
 // GetAgentToolsParams defines parameters for GetAgentTools.
 type GetAgentToolsParams struct {
 	// Format Tool-definition format.
@@ -2285,7 +2288,8 @@ type ClientInterface interface {
 	// WriteFileWithBody Write a file (raw bytes).
 	//
 	// Streams the body into the file, creating parent folders. Any bytes are kept as sent.
-	// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file.
+	// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
+	// with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 	// Success means the file is there with the returned size and SHA-256.
 	//
 	// Takes any type of body and a specified content type.
@@ -3112,7 +3116,8 @@ func (c *RawClient) ReadFile(ctx context.Context, sessionId SessionID, path stri
 // WriteFileWithBody Write a file (raw bytes).
 //
 // Streams the body into the file, creating parent folders. Any bytes are kept as sent.
-// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file.
+// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
+// with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 // Success means the file is there with the returned size and SHA-256.
 //
 // Takes any type of body and a specified content type.
@@ -6612,7 +6617,8 @@ type ClientWithResponsesInterface interface {
 	// WriteFileWithBodyWithResponse Write a file (raw bytes).
 	//
 	// Streams the body into the file, creating parent folders. Any bytes are kept as sent.
-	// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file.
+	// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
+	// with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 	// Success means the file is there with the returned size and SHA-256.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -9604,6 +9610,8 @@ type WriteFileResponse struct {
 	ApplicationproblemJSON503 *StoreUnavailable
 	// ApplicationproblemJSON504 the response for an HTTP 504 `application/problem+json` response
 	ApplicationproblemJSON504 *GatewayTimeout
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *WorkspaceFull
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *WriteFileResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -9675,6 +9683,11 @@ func (r WriteFileResponse) GetApplicationproblemJSON503() *StoreUnavailable {
 // GetApplicationproblemJSON504 returns the response for an HTTP 504 `application/problem+json` response
 func (r WriteFileResponse) GetApplicationproblemJSON504() *GatewayTimeout {
 	return r.ApplicationproblemJSON504
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r WriteFileResponse) GetApplicationproblemJSON507() *WorkspaceFull {
+	return r.ApplicationproblemJSON507
 }
 
 // GetBody returns the raw response body bytes
@@ -12504,7 +12517,8 @@ func (c *ClientWithResponses) ReadFileWithResponse(ctx context.Context, sessionI
 // WriteFileWithBodyWithResponse Write a file (raw bytes).
 //
 // Streams the body into the file, creating parent folders. Any bytes are kept as sent.
-// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file.
+// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
+// with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 // Success means the file is there with the returned size and SHA-256.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -15681,6 +15695,13 @@ func ParseWriteFileResponse(rsp *http.Response) (*WriteFileResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON504 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest WorkspaceFull
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
 
 	}
 

@@ -73,7 +73,7 @@
 //
 // Errors are RFC 9457 application/problem+json documents {type, title, status, detail, kind};
 // kind is the fault.Kind. fault.Validation gives 400, fault.Policy 403, fault.NotFound 404,
-// fault.Conflict 409, fault.TooLarge 413, any other kind 500. Client turns a problem back into
+// fault.Conflict 409, fault.TooLarge 413, fault.Full 507, any other kind 500. Client turns a problem back into
 // a fault error of the same kind with the detail as message; a wrong token into a
 // fault.Provision error; a sandboxd that cannot be reached (dial failure) into a
 // fault.Provision error saying sandboxd does not answer. Those two, and a sandboxd awaiting

@@ -95,6 +95,7 @@ var kindStatus = map[fault.Kind]int{
 	fault.NotFound:   http.StatusNotFound,
 	fault.Conflict:   http.StatusConflict,
 	fault.TooLarge:   http.StatusRequestEntityTooLarge,
+	fault.Full:       http.StatusInsufficientStorage,
 }
 
 // problemFor returns the problem of err.
