@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
 // containerSpec is everything a sandbox container is created from, and its hash.
@@ -215,13 +217,56 @@ func unenforced(ins container.InspectResponse, pol providers.Policy) []string {
 	return gaps
 }
 
-// open opens a handle on running container ins.
+// open opens a handle on running container ins. When the sandboxd of a managed container
+// with a socket does not answer on it — the programs it runs may have removed the socket or
+// put a listener of their own in its place — the container is restarted once (its workspace
+// is kept; its processes and contexts end, as in any restart) and asked again; when it still
+// does not answer, the sandbox is given up: fault.Gone, so the domain makes the session a new
+// one (and says so) instead of answering 502 for it forever.
 func (p *Provider) open(ctx context.Context, ins container.InspectResponse) (*Sandbox, error) {
 	c, err := p.client(ctx, ins, true)
-	if err != nil {
+	if err == nil {
+		return p.handle(ins.ID, c), nil
+	}
+	if ctx.Err() != nil || !p.restartable(ins, err) {
 		return nil, err
 	}
+	p.log.Warn("sandboxd does not answer on its socket; restarting the sandbox's container (the workspace is kept, processes and contexts end)",
+		"sandbox_id", ins.ID, "err", err)
+	if ins, err = p.restart(ctx, ins); err != nil {
+		return nil, err
+	}
+	if c, err = p.client(ctx, ins, true); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, fault.Wrap(fault.Gone, err, "%s: the sandboxd of sandbox '%s' does not answer, even after a restart of its container", TypeName, ins.ID)
+	}
 	return p.handle(ins.ID, c), nil
+}
+
+// restartable reports whether open may restart container ins after err: a managed container
+// (never an attach_to target) reached through its socket, which sandboxd did not serve.
+func (p *Provider) restartable(ins container.InspectResponse, err error) bool {
+	return managed(ins) && !p.isTarget(ins) && ins.Config.Labels[LabelSandboxd] != "" &&
+		errors.Is(err, remote.ErrUnreachable)
+}
+
+// restart stops container ins at once and starts it again (start), returning its new state.
+func (p *Provider) restart(ctx context.Context, ins container.InspectResponse) (container.InspectResponse, error) {
+	p.forgetClient(ins.ID)
+	zero := 0
+	if err := p.cli.ContainerStop(ctx, ins.ID, container.StopOptions{Timeout: &zero}); err != nil {
+		return ins, p.parkErr(err, ins.ID, "stopping")
+	}
+	if err := p.start(ctx, ins); err != nil {
+		return ins, err
+	}
+	again, err := p.cli.ContainerInspect(ctx, ins.ID)
+	if err != nil {
+		return ins, p.parkErr(err, ins.ID, "inspecting")
+	}
+	return again, nil
 }
 
 func (p *Provider) handle(id string, c sdConn) *Sandbox {

@@ -479,22 +479,31 @@ func (p *Provider) openRunning(ctx context.Context, ins container.InspectRespons
 		}
 	case !st.Running || st.Restarting:
 		p.log.Info("starting a stopped sandbox container", "sandbox_id", ins.ID)
-		if ins.Config != nil {
-			if err := p.ensureDisk(ins.Config.Labels); err != nil {
-				return nil, err
-			}
-		}
-		if err := p.redeliverToken(ctx, ins); err != nil {
+		if err := p.start(ctx, ins); err != nil {
 			return nil, err
-		}
-		if err := p.cli.ContainerStart(ctx, ins.ID, container.StartOptions{}); err != nil {
-			if cerrdefs.IsNotFound(err) {
-				return nil, fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, ins.ID)
-			}
-			return nil, p.engineErr(err, "starting sandbox '%s'", ins.ID)
 		}
 	}
 	return p.open(ctx, ins)
+}
+
+// start starts stopped container ins: its workspace disk attached again if need be, and its
+// sandboxd's secret delivered again.
+func (p *Provider) start(ctx context.Context, ins container.InspectResponse) error {
+	if ins.Config != nil {
+		if err := p.ensureDisk(ins.Config.Labels); err != nil {
+			return err
+		}
+	}
+	if err := p.redeliverToken(ctx, ins); err != nil {
+		return err
+	}
+	if err := p.cli.ContainerStart(ctx, ins.ID, container.StartOptions{}); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, ins.ID)
+		}
+		return p.engineErr(err, "starting sandbox '%s'", ins.ID)
+	}
+	return nil
 }
 
 // openID inspects a container this provider just made and opens it.

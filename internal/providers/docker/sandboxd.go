@@ -431,7 +431,9 @@ func (p *Provider) keepClient(id string, c sdConn) sdConn {
 }
 
 // dialSandboxd makes a new client of the sandboxd of container ins, not cached (see client),
-// that has answered /readyz (waiting for it when wait is set); the caller closes it.
+// that has answered /readyz (waiting for it up to readyTimeout when wait is set, asking with
+// a delay that doubles from 10 ms to 500 ms; not at all once its socket's listener is known
+// to be someone else's); the caller closes it.
 func (p *Provider) dialSandboxd(ctx context.Context, ins container.InspectResponse, wait bool) (sdConn, error) {
 	if ins.Config == nil {
 		return sdConn{}, fault.New(fault.Provision, "%s: container '%s' has no configuration", TypeName, ins.ID)
@@ -454,19 +456,26 @@ func (p *Provider) dialSandboxd(ctx context.Context, ins container.InspectRespon
 		return sdConn{}, err
 	}
 	deadline := time.Now().Add(readyTimeout)
+	delay := 10 * time.Millisecond
 	for {
 		err := c.rt.Ready(ctx)
 		if err == nil {
 			break
 		}
-		if !wait || time.Now().After(deadline) || ctx.Err() != nil {
+		if !wait || time.Now().After(deadline) || ctx.Err() != nil || errors.Is(err, remote.ErrForeignListener) {
 			_ = c.rt.Close()
 			if ctx.Err() != nil {
 				return sdConn{}, ctx.Err()
 			}
 			return sdConn{}, fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' does not answer", TypeName, ins.ID)
 		}
-		time.Sleep(10 * time.Millisecond)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		delay = min(2*delay, 500*time.Millisecond)
 	}
 	if clean != nil {
 		// sandboxd has read its secret: no program may find the file (none has run yet).
@@ -510,7 +519,7 @@ func (p *Provider) socketClient(ins container.InspectResponse) (sdConn, func(con
 		initPID = ins.State.Pid // 0 for a container not started yet: looked up at the first dial
 	}
 	sock := filepath.Join(folder, socketName)
-	rt := remote.NewVerifiedClient(sock, token, p.sandboxdPeer(ins.ID, initPID))
+	rt := remote.NewVerifiedClient("sandbox "+ins.ID, sock, token, p.sandboxdPeer(ins.ID, initPID))
 	clean := func(context.Context) error {
 		if err := os.Remove(filepath.Join(folder, tokenFileName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fault.Wrap(fault.Provision, err, "%s: removing the sandboxd secret file of sandbox '%s'", TypeName, ins.ID)
@@ -714,7 +723,7 @@ func (p *Provider) sandboxdPeer(id string, initPID int) func(pid int32) error {
 			}
 			// A mismatch or an init that is gone (the container restarted): look again.
 		}
-		return fmt.Errorf("the process listening on the socket (pid %d) is not the sandbox's sandboxd; something in sandbox '%s' replaced its socket", pid, id)
+		return fmt.Errorf("%w: the process listening on it (pid %d) is not the sandbox's sandboxd; something in sandbox '%s' replaced its socket", remote.ErrForeignListener, pid, id)
 	}
 }
 

@@ -278,11 +278,14 @@ func TestSandboxdSecretFileFollowsNoLink(t *testing.T) {
 
 // TestSandboxdSocketCannotBeReplaced: programs run as sandboxd's user and can rename its
 // socket and listen in its place; the gateway checks who listens (SO_PEERCRED) before it
-// sends a byte, so such a listener never receives the secret.
+// sends a byte, so such a listener never receives the secret; and instead of failing every
+// later call, the gateway restarts the container, whose own sandboxd then answers with the
+// workspace kept.
 func TestSandboxdSocketCannotBeReplaced(t *testing.T) {
 	requireEngine(t)
 	p, sockDir := sandboxdProvider(t)
 	sb := create(t, p, allowPol)
+	sh(t, sb, "echo kept > /workspace/kept.txt")
 	r := run(t, sb, providers.ExecSpec{Language: "python", Context: "mitm", Code: `
 import os, socket, threading
 run = '/.sandgate/run'
@@ -307,17 +310,18 @@ print('listening')`})
 		o.Stateful = true
 		o.Config.Sandboxd = docker.SandboxdConfig{SocketDir: sockDir}
 	})
-	_, err := p2.Attach(t.Context(), sb.ID(), agent, allowPol)
-	require.Error(t, err, "the impostor is refused")
-	assert.Contains(t, err.Error(), "replaced its socket")
+	again, err := p2.Attach(t.Context(), sb.ID(), agent, allowPol)
+	require.NoError(t, err, "the impostor is refused, the container restarted, and its sandboxd answers")
+	assert.Equal(t, "kept\n", sh(t, again, "cat /workspace/kept.txt"), "the workspace survives the restart")
 
 	ins, err := inspect(t, sb.ID())
 	require.NoError(t, err)
 	secret := ins.Config.Labels[docker.LabelSandboxdToken]
-	captured := run(t, sb, providers.ExecSpec{Command: "cat /workspace/captured 2>/dev/null; true"})
+	captured := run(t, again, providers.ExecSpec{Command: "cat /workspace/captured 2>/dev/null; true"})
 	require.NoError(t, captured.err)
 	assert.NotContains(t, captured.stdout, secret)
 	assert.NotContains(t, captured.stdout, "Bearer")
+	require.NoError(t, again.Close())
 }
 
 // TestFillingTmpDoesNotKillSandboxd: under a memory limit, /tmp (a tmpfs, charged to the

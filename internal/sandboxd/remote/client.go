@@ -12,9 +12,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
@@ -55,14 +57,16 @@ func NewClient(socketPath, token string) *Client {
 // process's pid namespace; 0 when that process is not visible from here) and refuses a
 // listener that is not the expected sandboxd — the socket's folder may be writable by the
 // programs sandboxd runs, which could otherwise put a listener of their own in its place and
-// receive the bearer secret.
-func NewVerifiedClient(socketPath, token string, verify func(pid int32) error) *Client {
+// receive the bearer secret; verify's error should wrap ErrForeignListener when the listener
+// is known not to be sandboxd. A refused connection's error wraps ErrUnreachable. where names the sandboxd in messages (e.g. "sandbox <id>"): the socket's
+// path, a path on the gateway's host, appears in no error, since errors reach callers.
+func NewVerifiedClient(where, socketPath, token string, verify func(pid int32) error) *Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	t := newTransport()
 	t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		conn, err := dialer.DialContext(ctx, "unix", socketPath)
 		if err != nil {
-			return nil, err
+			return nil, &socketDialError{err}
 		}
 		pid, err := peerPID(conn)
 		if err == nil {
@@ -70,12 +74,35 @@ func NewVerifiedClient(socketPath, token string, verify func(pid int32) error) *
 		}
 		if err != nil {
 			_ = conn.Close()
-			return nil, fmt.Errorf("sandboxd at %s: refusing the listener: %w", socketPath, err)
+			return nil, fmt.Errorf("refusing the listener on its socket: %w", err)
 		}
 		return conn, nil
 	}
-	return newClient("http://sandboxd", socketPath, token, t)
+	return newClient("http://sandboxd", where, token, t)
 }
+
+// ErrForeignListener is wrapped by the error of a request whose connection NewVerifiedClient's
+// check refused because something other than the sandbox's sandboxd listens on its socket.
+// That does not pass by waiting; the sandbox must be restarted.
+var ErrForeignListener = errors.New("the socket's listener is not the sandbox's sandboxd")
+
+// socketDialError is a failed dial of a Unix socket, told without the socket's path: its
+// message names the system error only; errors.Is still finds that error (ENOENT,
+// ECONNREFUSED, …).
+type socketDialError struct{ err error }
+
+func (e *socketDialError) Error() string {
+	var errno syscall.Errno
+	if errors.As(e.err, &errno) {
+		return "its socket does not accept connections (" + errno.Error() + ")"
+	}
+	if errors.Is(e.err, context.DeadlineExceeded) || errors.Is(e.err, os.ErrDeadlineExceeded) {
+		return "its socket does not accept connections (timed out)"
+	}
+	return "its socket does not accept connections"
+}
+
+func (e *socketDialError) Unwrap() error { return e.err }
 
 // peerPID returns the pid of the process that listens on the other end of conn.
 func peerPID(conn net.Conn) (int32, error) {

@@ -630,3 +630,33 @@ func TestReadyCarriesNoSecret(t *testing.T) {
 	require.NoError(t, c.Ready(t.Context()))
 	require.False(t, sawAuth.Load(), "the token went to /readyz")
 }
+
+// A socket that is missing, refuses, or has someone else listening is reported with the
+// sandbox's name and the system's error, never with the socket's path (a path on the
+// gateway's host; errors reach callers), and with ErrUnreachable (nothing ran).
+func TestVerifiedClientErrorsNameNoHostPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := remote.NewVerifiedClient("sandbox s1", filepath.Join(dir, "gone.sock"), "tok-0123456789abcdef", func(int32) error { return nil })
+	defer missing.Close()
+	err := missing.Ready(t.Context())
+	require.Error(t, err)
+	assert.ErrorIs(t, err, remote.ErrUnreachable)
+	assert.ErrorIs(t, err, syscall.ENOENT)
+	assert.NotContains(t, err.Error(), dir)
+	assert.Contains(t, err.Error(), "sandbox s1")
+
+	sock := filepath.Join(dir, "other.sock")
+	l, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	defer l.Close()
+	foreign := remote.NewVerifiedClient("sandbox s2", sock, "tok-0123456789abcdef", func(pid int32) error {
+		return fmt.Errorf("%w: pid %d", remote.ErrForeignListener, pid)
+	})
+	defer foreign.Close()
+	err = foreign.Ready(t.Context())
+	require.Error(t, err)
+	assert.ErrorIs(t, err, remote.ErrForeignListener)
+	assert.ErrorIs(t, err, remote.ErrUnreachable)
+	assert.NotContains(t, err.Error(), dir)
+}
