@@ -72,6 +72,11 @@ type Mount struct {
 	// message names for binary data.
 	JSONText   bool
 	BinaryHint string
+	// Calls, when set, counts the calls a POST body carries (the messages of a JSON-RPC
+	// batch) before Handler reads it: each call beyond the first costs one more request of
+	// the principal's rate (RateLimit). An error refuses the request with its problem
+	// (ProblemFor: a fault.TooLarge batch is 413).
+	Calls func(r *http.Request, body []byte) (int, error)
 }
 
 // AgentTools describes the agent-facing tools (internal/mcp serves them), for
@@ -138,12 +143,14 @@ func NewHandler(o Options) (http.Handler, error) {
 		return p, nil
 	}
 	limiter := newRateLimiter(o.RateLimit, o.Now)
+	admit := limiter.middleware
 	authenticate := o.Auth.Middleware(resolved, WriteProblem)
-	g, err := newGate(doc, func(h http.Handler) http.Handler { return authenticate(limiter.middleware(h)) }, o.MaxBody)
+	g, err := newGate(doc, func(h http.Handler) http.Handler { return authenticate(admit(h)) }, o.MaxBody)
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
-	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive, version: o.Version, publicURL: o.PublicURL}
+	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive,
+		version: o.Version, publicURL: o.PublicURL}
 
 	specJSONBytes, err := specJSON(sandgate.OpenAPI)
 	if err != nil {
@@ -185,15 +192,15 @@ func NewHandler(o Options) (http.Handler, error) {
 	}
 	for _, m := range o.Mounts {
 		h := plainErrors(m.Handler)
-		if m.JSONText {
-			h = jsonTextGuard(h, o.MaxBody, m.BinaryHint)
+		if m.JSONText || m.Calls != nil {
+			h = postGuard{maxBody: o.MaxBody, jsonText: m.JSONText, binaryHint: m.BinaryHint, calls: m.Calls, spend: limiter.spend}.wrap(h)
 		}
 		if m.Authenticated {
 			var opts []auth.MiddlewareOption
 			if m.ResourceMetadata != "" {
 				opts = append(opts, auth.WithResourceMetadata(m.ResourceMetadata))
 			}
-			h = o.Auth.Middleware(resolved, WriteProblem, opts...)(limiter.middleware(h))
+			h = o.Auth.Middleware(resolved, WriteProblem, opts...)(admit(h))
 		}
 		if len(m.Methods) == 0 {
 			r.Handle(m.Path, h)
@@ -205,7 +212,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	}
 	// Preview ports take any method and path under their prefixes (preview.go).
 	srv.mountPreview(r, func(h http.Handler) http.Handler {
-		return o.Auth.Middleware(resolved, WriteProblem)(limiter.middleware(h))
+		return o.Auth.Middleware(resolved, WriteProblem)(admit(h))
 	})
 	if o.Console != nil {
 		for _, m := range []string{http.MethodGet, http.MethodHead} {

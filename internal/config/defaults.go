@@ -40,6 +40,8 @@ const (
 	DefaultKubernetesWorkspace = "/workspace"
 	// DefaultAuditRetention is audit.retention's default: 90 days.
 	DefaultAuditRetention = Duration(90 * 24 * time.Hour)
+	// DefaultMCPMaxBatch is server.mcp_max_batch's default.
+	DefaultMCPMaxBatch = 50
 )
 
 // ApplyDefaults fills every unset key with its default and expands the single-backend
@@ -84,6 +86,7 @@ func (s *Server) applyDefaults() {
 	setDefault(&s.IdleTimeout, Duration(2*time.Minute))
 	setDefault(&s.ShutdownTimeout, Duration(30*time.Second))
 	setDefault(&s.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&s.MCPMaxBatch, DefaultMCPMaxBatch)
 	setDefault(&s.CORS.MaxAge, Duration(10*time.Minute))
 }
 

@@ -54,6 +54,10 @@ type Server struct {
 	// MaxBodyBytes bounds JSON request bodies. Default 8 MiB. File uploads use
 	// sandbox.max_file_bytes instead.
 	MaxBodyBytes int64 `koanf:"max_body_bytes" json:"max_body_bytes"`
+	// MCPMaxBatch bounds the messages of one JSON-RPC batch sent to /mcp (MCP 2025-03-26 and
+	// earlier; later versions have no batches); each message counts as one request against
+	// sandbox.quotas.requests_per_second. Over it, 413. Default 50.
+	MCPMaxBatch int `koanf:"mcp_max_batch" json:"mcp_max_batch"`
 	// MetricsAddr is host:port of a separate listener serving Prometheus metrics at
 	// /metrics, without authentication (gateways and workers alike). Empty (the default): no
 	// metrics listener. It is never served on addr, which faces the tenants.

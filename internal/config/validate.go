@@ -121,6 +121,9 @@ func (s *Server) validate(p *problems) {
 	if s.MaxBodyBytes <= 0 {
 		p.add("server.max_body_bytes", "must be greater than 0 (got %d)", s.MaxBodyBytes)
 	}
+	if s.MCPMaxBatch < 0 {
+		p.add("server.mcp_max_batch", "must not be negative (got %d); 1 allows no batch of more than one message", s.MCPMaxBatch)
+	}
 	if s.MetricsAddr != "" {
 		if _, port, err := net.SplitHostPort(s.MetricsAddr); err != nil || port == "" {
 			p.add("server.metrics_addr", "%q is not host:port (e.g. \":9090\" or \"127.0.0.1:9090\")", s.MetricsAddr)
