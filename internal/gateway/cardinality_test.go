@@ -109,7 +109,9 @@ func TestMetricsStayTheSameSizeWhateverCallersSend(t *testing.T) {
 		func() { send("GET", "/r-"+segment()+"/"+segment(), "", nil, nil) },
 		func() { send("GET", "/v1/tasks/"+randomText(rnd, hex, 32), tok, nil, nil) },
 		func() { send("GET", "/v1/tasks/"+randomText(rnd, hex, 32), "", nil, nil) },
-		func() { send("GET", "/v1/me?"+url.Values{segment(): {segment()}}.Encode(), tok, nil, map[string]string{"X-" + segment(): segment()}) },
+		func() {
+			send("GET", "/v1/me?"+url.Values{segment(): {segment()}}.Encode(), tok, nil, map[string]string{"X-" + segment(): segment()})
+		},
 		func() {
 			send("GET", "/v1/sessions/"+randomText(rnd, hex, 32)+"/files/"+segment()+"/"+segment(), tok, nil, nil)
 		},
