@@ -45,6 +45,11 @@ type Options struct {
 	AgentTools AgentTools
 	// RateLimit bounds each principal's request rate on the REST API (zero: none).
 	RateLimit RateLimit
+	// OpenRequests bounds each principal's requests in progress (zero: none).
+	OpenRequests OpenRequests
+	// StreamIdle cuts a request body, an answer or an upgraded connection that moves no bytes
+	// for this long (idle.go); zero means DefaultStreamIdle.
+	StreamIdle time.Duration
 	// StreamKeepalive is the longest an event stream stays silent before a keepalive
 	// comment; zero means DefaultStreamKeepalive.
 	StreamKeepalive time.Duration
@@ -110,6 +115,7 @@ type Server struct {
 	// streamKeepalive is Options.StreamKeepalive.
 	streamKeepalive time.Duration
 	publicURL       string // Options.PublicURL
+	open            *openLimiter
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -143,14 +149,17 @@ func NewHandler(o Options) (http.Handler, error) {
 		return p, nil
 	}
 	limiter := newRateLimiter(o.RateLimit, o.Now)
-	admit := limiter.middleware
+	open := newOpenLimiter(o.OpenRequests)
+	// admit lets an authenticated request in: within its principal's rate, then holding one
+	// of its places for requests in progress until it is answered.
+	admit := func(h http.Handler) http.Handler { return limiter.middleware(open.middleware(h)) }
 	authenticate := o.Auth.Middleware(resolved, WriteProblem)
 	g, err := newGate(doc, func(h http.Handler) http.Handler { return authenticate(admit(h)) }, o.MaxBody)
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
 	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive,
-		version: o.Version, publicURL: o.PublicURL}
+		version: o.Version, publicURL: o.PublicURL, open: open}
 
 	specJSONBytes, err := specJSON(sandgate.OpenAPI)
 	if err != nil {
@@ -159,7 +168,8 @@ func NewHandler(o Options) (http.Handler, error) {
 
 	r := chi.NewRouter()
 	// rawFilePath rewrites the path before GetHead looks up the GET route a HEAD request takes.
-	r.Use(requestID, corsMiddleware(o.CORS), accessLog(o.Logger), recoverer(o.Logger), compressJSON(), rawFilePath, middleware.GetHead)
+	// idleStreams comes first: it needs the server's own writer, and every answer is watched.
+	r.Use(idleStreams(o.StreamIdle), requestID, corsMiddleware(o.CORS), accessLog(o.Logger), recoverer(o.Logger), compressJSON(), rawFilePath, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, http.StatusNotFound, "not-found", "Not found", "no route for "+r.URL.Path+"; see /docs for the API")
 	})

@@ -113,6 +113,7 @@ func (s *Server) validate(p *problems) {
 		{"server.write_timeout", s.WriteTimeout},
 		{"server.idle_timeout", s.IdleTimeout},
 		{"server.shutdown_timeout", s.ShutdownTimeout},
+		{"server.stream_idle_timeout", s.StreamIdleTimeout},
 	} {
 		if t.d < 0 {
 			p.add(t.key, "must not be negative (got %s)", t.d)

@@ -252,6 +252,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		},
 		AgentTools:      agent,
 		RateLimit:       rateLimit(cfg.Sandbox.Quotas),
+		OpenRequests:    api.OpenRequests{Limit: cfg.Sandbox.Quotas.OpenRequests, AdminsExempt: adminsExempt(cfg.Sandbox.Quotas)},
+		StreamIdle:      cfg.Server.StreamIdleTimeout.D(),
 		StreamKeepalive: opts.StreamKeepalive,
 		Version:         opts.Version,
 		CORS:            api.CORS{AllowedOrigins: cfg.Server.CORS.AllowedOrigins, MaxAge: cfg.Server.CORS.MaxAge.D()},

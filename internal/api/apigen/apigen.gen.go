@@ -956,7 +956,7 @@ type Principal struct {
 	Issuer      string      `json:"issuer"`
 	LastSeenAt  *time.Time  `json:"last_seen_at,omitempty"`
 
-	// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions`, on the replica that answered).
+	// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions` and `open_requests`, on the replica that answered).
 	Quotas   *Quotas `json:"quotas,omitempty"`
 	Subject  string  `json:"subject"`
 	Username string  `json:"username"`
@@ -1057,7 +1057,7 @@ type Quota struct {
 	Used  int `json:"used"`
 }
 
-// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions`, on the replica that answered).
+// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions` and `open_requests`, on the replica that answered).
 type Quotas struct {
 	BackgroundProcesses  Quota `json:"background_processes"`
 	ConcurrentExecutions Quota `json:"concurrent_executions"`
@@ -1067,6 +1067,12 @@ type Quotas struct {
 
 	// McpSessions MCP sessions the caller holds on the replica that answered (they live in its memory).
 	McpSessions Quota `json:"mcp_sessions"`
+
+	// OpenRequests The caller's requests in progress on the replica that answered, this one included:
+	// each counts until it is answered, so a stream (standard input, an upload or a
+	// download, an event stream, a preview port's WebSocket, an MCP stream) counts while
+	// it stays open. Over the limit, 429.
+	OpenRequests Quota `json:"open_requests"`
 
 	// RetainedOutputBytes Output bytes (stdout and stderr as kept) of the caller's finished tasks held until
 	// `broker.response_ttl`. Never refused: past the limit the oldest results lose their
@@ -1334,6 +1340,9 @@ type ProcessStarted = Process
 
 // RangeNotSatisfiable RFC 9457 problem details.
 type RangeNotSatisfiable = Problem
+
+// RequestTimeout RFC 9457 problem details.
+type RequestTimeout = Problem
 
 // StoreUnavailable RFC 9457 problem details.
 type StoreUnavailable = Problem
@@ -4197,6 +4206,8 @@ type RangeNotSatisfiableApplicationProblemPlusJSONResponse struct {
 	Headers RangeNotSatisfiableResponseHeaders
 }
 
+type RequestTimeoutApplicationProblemPlusJSONResponse Problem
+
 type StoreUnavailableResponseHeaders struct {
 	RetryAfter *int
 }
@@ -4924,6 +4935,22 @@ func (response CreateRun403ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	return err
 }
 
+type CreateRun408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun408ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateRun409ApplicationProblemPlusJSONResponse struct {
 	ConflictApplicationProblemPlusJSONResponse
 }
@@ -5299,6 +5326,22 @@ func (response CreateSession404ApplicationProblemPlusJSONResponse) VisitCreateSe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSession408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession408ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5862,6 +5905,22 @@ func (response RunCode404ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 	return err
 }
 
+type RunCode408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode408ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCode409ApplicationProblemPlusJSONResponse struct {
 	ConflictApplicationProblemPlusJSONResponse
 }
@@ -6178,6 +6237,22 @@ func (response RunCommand404ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCommand408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand408ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6630,6 +6705,22 @@ func (response CreateContext404ApplicationProblemPlusJSONResponse) VisitCreateCo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext408ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8014,6 +8105,22 @@ func (response WriteFile404ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type WriteFile408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile408ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WriteFile409ApplicationProblemPlusJSONResponse struct {
 	ConflictApplicationProblemPlusJSONResponse
 }
@@ -8428,6 +8535,22 @@ func (response CreatePortLink404ApplicationProblemPlusJSONResponse) VisitCreateP
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink408ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9340,6 +9463,22 @@ func (response CreateSnapshot404ApplicationProblemPlusJSONResponse) VisitCreateS
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot408ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10510,6 +10649,22 @@ func (response ResizeTaskTerminal404ApplicationProblemPlusJSONResponse) VisitRes
 	return err
 }
 
+type ResizeTaskTerminal408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal408ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResizeTaskTerminal409ApplicationProblemPlusJSONResponse struct {
 	ConflictApplicationProblemPlusJSONResponse
 }
@@ -10750,6 +10905,22 @@ func (response WriteTaskStdin404ApplicationProblemPlusJSONResponse) VisitWriteTa
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin408ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12079,347 +12250,354 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L39chs3mi98KyjunhKZaVIkRckWVVP7ehx7xjtO4rWUyvtu6FWD3SCJoybAaaAlMx5XzT28ew177uNc",
-	"ylzJKTwPgEaT3SRlKdlkjv5IxWp24xvP9/N7PrUSuVxJwYRWrfGn1oLRlOXwzxdJwlb6PRVzBn+nTCU5",
-	"X2kuRWvciqdrzVQ8JoqLecaI+ZPk8DKhOSOK5bcs7bWilkoWbElNC0wUy9b4xxZ82voQtfR6xVrjltI5",
-	"F/PW589R69UVnW93drVgZMYzdqQIE5rrNdF0PibxpDUp+v2TRPGfGPyLdfHBUqZ8xhNqvieaLxnhggiF",
-	"70xacUSmUi/MwwX7WB3k9pjeUqW/gQZZunNs2722/3R19Y6kVLPO3l4kfrjdw/fv3xI5I3rBSJIzqllK",
-	"cqZkkSdsd6Ofo9aK5nTJtN3Sl1Jo9lF/S5dsu5sXJMGfiaBLaJmbxyuqF62oJeCbln3lGv6MWjn7S8Fz",
-	"syw6L1g4lhXVmuWmgf/48UX332n3p373/PpD8O9e98OnfnR28vmfW3Un4WWRK5lvD/O7Ff1LwUgszDAS",
-	"eCkms1wuYYFWObvlslBkReflHP5SsHwdTAKbDoe7pB/fMjHXi9Z42O/XjectX3JtXq1rMYMfwwZTNqNF",
-	"plvj035kWudLc/ZPTdtLLvCvge+HC83mLIeO3slc1+3O1ct3ZCVzTbhQPGUwXUVFOpUfSZtrRTIpV1Oa",
-	"3ERkMHzW6/f6vUGnYRtNOzu3z4/47PT05HT/mM2ys7t3ppPaG5Izpd0hNkOJiMqoWjBFuEiyImVpRFZU",
-	"KZYSLcOpHSkkJTlpL+maTBlhy5VeN04M/2qe2PbGvstlwpR683X9yFf485EiPMV11lTdEJ42DgE/uObp",
-	"wRek3z2n3dmHTyfDhsvwLpeGxvwbnLqtYf4g85tM0tSM1bx2QZaF0mRJdbLAtWRKcSmOFJF3wr1F7hZM",
-	"IB00BPtGyDvRdGPsJ01XZmCPtf+7bg6XOIi6dX7hRkh4GhGZk9hen5jMZI6Uj2YZy48Usb/4L+SMxP9i",
-	"x/f7uGFP7Mv32JN2uCl/tZ126nfnUtCVWkiNU6vr3r7wqGfiiqqbxh7NGX3E3j6bdtRKCoWywB9o+p79",
-	"pWAKKBUwBQH/pKtVZjng8SqX04wtf/c/FXI19pEuV5nlPJryrDVuTWW6Jku2nLKcHCVyuaQiPSJcETds",
-	"0laMkWO5YoKueG9Nl5k/EzkOgagFXbFOK2qxPJeG0/34qTXjLEttBz3bcCtqLZlSdM4O6bn1+UPUUprq",
-	"QrXGI2AKXJvht96IW5rx1PVfrtdC65UaHx8b2jWnmvVSduuWQR3DR8jjP4f78M85m7XGrX86LkWxY/xV",
-	"Hb/Dj3EL6sgqrgBXZEmzmcyXLDX3x5wCRZRcMr3gYo43SIoZnxc5iiepZIoIqQnNMnnXMyN6KcUs48lD",
-	"t9SRlyO1oDlLj8iCKqISuWJkxfLrvBBGNBoTruEXKRjBN92VviA0TXOmlHmFKnJkb9+R4Xya0dTceZCE",
-	"zNSkALLk9+m83Cc/oQM3KHHvP9b2yBXbXO4Z11ZQkVZqxKXxRxoFO/NcmwGasbz6yJLCNPO1mWzz7tTt",
-	"it3v66VqjYeDqMVEIlNzqcetQs+6z82t+cj1dSJT1hr3o5BUjltns0HST5+x4fQ5HbH+7JyeTE+TZ+mA",
-	"DWcndDQNVh4UiYxplsLDlOV5a9zy/75GoR96wAc6L0RipNnWeEYzxeAHWejWuDUaTkTL/e2+PPEPtr+8",
-	"o7ngYm6u/oeDN88v63umjKhm9tAIt8fslgndVTpndGkaObA589UlftRwHpjrkcy44GphyNvdgmpm5Bsj",
-	"WpitIGYrOuZALLiGp+a+yEL3yA9cLyYiRs1sTLYGG8MZokLdmfaUvy9UEHiN4GtOECuHQ9VEcE3yQigk",
-	"uPEfX12R49vBsWEk6viT5Sefj2WhV4WOO5E53IKlZLomlMTm9xg76U1E5dC+y+VSalSdDj+4cPz607P0",
-	"ZNZPhvScjdLT0+kgec6ezc7oaTpKTqbDVtTyV6w1buF82HVJ7p3cMvby+AMOeF4Ic8jMo2K65Fqz9Jqa",
-	"4zrsD8+6g0F3eH7VPx8P+uN+/98PpyGGj9cdmEvNs4zYTgmdaZaT+I5yfa3iC7KSWQabCNIo1SR2CiTI",
-	"QIEeHyqWdeOwrx7792Asr2U+5WnKxEO5AdULctTrHTOdHBsJ/y49IkwldMVURYW5k/mNWtGkSs1PSmr+",
-	"TmY8WZNbLjMc54FUfQXfPQpN/9bxS5ZaIYQrssq5SPiKZiC5UoL9kYQKQ++NwiJmMk9YCrT8j1SzO7q+",
-	"wiv9wMW9yznwwKMpn/emXBwR9jFhLDVaVIXHDIZ94ukIaeMQe/bvTrDip/1RueJmkCkxwzxwqW2Dj7LW",
-	"L0TAPqVeMLPcVAAt83SrTcH2QoqV0X8iQp0No9O0EnZ3HEk1Q30jjBhMs1dGenzgjlBBuG2OgDRKZJIU",
-	"ec7SC5IzUN8DyfWae3UX5wpWifLH1rh1PhsmIzagz6Yn6ensrF/Zq4pMGvZ66Ia5sT7OjpFpMSdcwHzm",
-	"eM4v4A9cHiuVSpGtK+K70flQxSsUQ7ZF0J4xh/35VurXshDpA7emEKDieoLjFMijfTzgqEKRgvthyMEM",
-	"Rnbgcgupu/jBY6z393ZCbUN2BF4RT4yOVCewEn6OWt/dsvzfCqnpA5dxLQuyoLeMnAzLi6g8n5I5MTyK",
-	"izluKljGjMBhl733FzMG1UukgHsh9HXZygV8C6TVqAVaWjmJtCviyL/gbvze9gmyUkJFwrJNbWAYaAMw",
-	"eU8WDt0yGO6jKQRoxTBnnGqYopzBUcdFIe24ukpxZM1jTodbsbzrt9hfoJxq1rkg8Xum83X3hZEUYqLo",
-	"WqGJx1CYfE3onHLRKyW7JYuJWsg7RQqjEhMqUtwttSFABM1um24uWSJFqkwnsHdTNpM5Mx2C1AJ91hmp",
-	"S+thYIO71DS/t6TopL1xa7XWCylOSHdJzKb2rOHweb9vyOahEuXKvDgafpGgmO+WCX9+YdIuZNP5m9Lk",
-	"Zp4bCuTsmiDzX8AhLCVIc0Bjc0bsEqjjT+VifD62nzJ1/Kk0dn5+HLkT/E3fSn1JNVczTqcZeyDBAlZj",
-	"WgUflfr9ab/f7xLYLEVWVCFHZiJ1ahFIFO1BfzjCL0L5aDQ4KykKjBW0ehWM9kDCAkPqGo4QfvxYhCaG",
-	"scXEkEugpzCTcnreHmFI+QWJX+L6du1nc37LFBwKxX9iGxtbebfJM0i+Ot70zcV7vFWfo9alljn7XtBb",
-	"yrPH2nprtyTKtE3a76TS85ypTmACA4XZCGiGTqqFzHW2HpMZ5Rn6IxIpBEu0+WdcKJb/3m0pSammU6qY",
-	"fxKPScoDMawU1gJV5pLltzxhpAhmeuCxCT95PCvigUsUOTPVNJc3LHc6jqY3LBBiwYRn5BHDAe6oIilL",
-	"eMrSHgFO4lTZKrdCNvKzcp6dPiywqEv5lubzh546uGBgXuaKyFuGSzboj56fPjvr97vgKke5qO34/ZJ+",
-	"vDbfXddQnODgXElJMhjioRqZlF384DEOyx/MpPyMnEGZWbkBxMzvBS30ggnNrYXuYRdY3jBhlpF9XHGr",
-	"RKHMQ4lgdwR/B+/vWhZGsFIFyyvy+qBcvc2xHX7lKp89xkp+w5Wy4jK33oQpo7lZWTOljXvwww8/dF8E",
-	"Y9i+DO9fvyRnz077JFkYEVPM2X5i+71QxcqopA/epkwmNLtWxdQJFZ5u2B5IQld0yjOu12OSUTEv6JyN",
-	"82K6rkjrw3Cv/OCCjw+25JdfPBaRXOXylqcs354bWIE86bO3wI/+G5ZyegWDfiAvC3sBmqsIRTpjBJf1",
-	"ipFNSTkCoT7UtRdUEce/zaDIERiRVxnl4uiCKCMGcU3uuF5U3htvtV3jmKuSrdP6zVya9YDhHn7//Ndd",
-	"+LoLnz3WxpoVPFKlCGSmCxIwsDbD1cQGd8PFvyDWEN81/DImbSNmvfvu8qpjDR2GIkbbEVXwen2sQbk2",
-	"dR2S9g8nL8nbr9+R//2/ntnYjj03fFU6MR5w9FKZ3LB8TPjS6ImoZY1PeoNhV2V8iW4tawYpxZ3gLr8z",
-	"V8doD4bioVR1sPHWffpo2+3MP4ksspRYE63vBt2nOaPJAgy2vlfcwDkT+krKDP5a5WaDNEeX+EzmS6rD",
-	"MLdlskIHhaC8FbWo0ItcrnhSE/kWteYFT6lIakj796Cdu99BmKdErZVmSzPu5UqTNjhRNdVsyYQmK5aT",
-	"jAuMOdvqSUuZXaMb59qIHcmC5jUBfuhriwh664CQgGCTM5oqpyqZtjDeLyk0mjLBFS3WhhHlNNEsV8Eo",
-	"vLyFw6jp1qwuSdmMC46GJWtPtAQMDe9LqiP3wzcv39kIoSNFZJ6yHGJANFtC6zRNoSGavQu2C0Mh7KDk",
-	"9H8ydPraBzTP6bqFQQ8ueOJHt8HBVjWtpZvch5ouXhQp1+Aq3D5CtIYs/LAwApAh3Cvwt11UDOBHioD5",
-	"AHRzM293Clsp1ayr+ZLVHYGUz1kdDbr804vu8PSMtBfsY8fHHKJ9BYxsMmWgA9ifUNOzNvi7nGurQqS1",
-	"B6/ii97s2rsLVUQknHPrIb1wBvx5TpdHYK8A631EWKYYyn6gzJfmwspCcKHPRrUnEFS0a21Zc01UJ+VZ",
-	"kbMjRZKMKkXalFi6hCRaFbMZ/9iJ0MrGtSVttXNnHxOWr3RT+GiuNDELjwtav/AN7XrfffOKkruFVH4N",
-	"SU5F/ZV0S36NB/Gws8TTyrvNy33D0YS/i3bD7fgzRwN54NrdMTcpsrWZjqO6207g8knKammvt6jWbw9N",
-	"wMlW2l2pIjFqGv+kCrjZce3m+C+ueXpY0xBl2NCW9WR/2v4tNFRurdRypdfANIQU9WdI8Z9qjs8fdhzF",
-	"kAb4u6+ZOPDiOSGheVfHJPZm0ZgUQnNwdq/tBQfXgvDubxssU4ABvUjQwB9HExHjjYwjEpvjmxpSbf5A",
-	"Z4H9JTPSW6dHvgMHijml2L1rB+IRbUO9iahlqUbDrrncr83aQFCEGsNovZMbgmDr2bON3Nu5Om7mvdrI",
-	"wJBrQQwgsC24fxuHMjz7UTVKMgj5xO1q5GZ/the7egPRQw82DeAM7o+UZQz+cr1hTHvwIGVK53Jde1Wh",
-	"w7dc1XBPXGeIHXHMfy+pQUa8xfmjVhBd3nSnJB7AjCrto81374UdYbX1umV96dRXO7VNMUHTZBFQgqmU",
-	"GaMgIuNvTF2zj9azW/ta6QfYnt1LvOuKJFQAt6Wqxm9g1JG4fDwmRqSKQ4kz6M5svKofCXigDRm83c3C",
-	"zGBuGFsZeZRDaIAwt938cW3+iDsgoiabg5eCUKJZvuSCZqQdr/S6aZRcuciSPUfnjXvxiiNBcxaN6unb",
-	"vtobh2xFkxs6Z9dcKE2zhq1a0ULVLM0lqjEMZzoFQegnJqzCT+9YStqx0UbJ3//2X8fQiCF25o+cqWLJ",
-	"4gsS8zRj12bxpRgTfKdhbTBs4jrl6qYxTB7NI1NzHFSV2h2hH8EFnpDYtHO9nO7pDY4NKDoNS4OvCaZN",
-	"Tzvfca7whlO4wvyF65XMdQ1jemceu7wLtbnyVlskRr0r5osw/IG0YcWh2eNP5n+fj//+t/9qnLenzYVC",
-	"k3fdO1ZVbZiKWrCmo+TC0NUBx8m9azQuc6acJ5BYL6cVvF2LpF09TO6HppmCsjorage6ycFUGfCFkwsv",
-	"nCMu27cp6KRKZirkz5HMVmVl6wjp1vZsHcC6g1tzAqu3yd3wcHs2D2Qtj5ApC2Lw6/VcGx5b5R9OXagk",
-	"cIBzYk8SR+TSv2rOj11qn0OmJZBfLi7ILc3BuamIYppM12BQC2JPc7B25cxp9IY79ibiBVj4XXtc+eQ3",
-	"ME7G7gjEpI0WKVTDJAqNHasnc+WCxCcColttbJG8E94OHRElw/ZsnpFtqUe+xtDRMUjR77Avs4ZEiomw",
-	"YpKyo3JHzvLDyDlKYA4+q+UCA9ruuGJGe86ZWkwEHNFVzjTLwYLjVwiFzocl1Bn96Lb5nFQOw9np6clZ",
-	"TQtL+jH8ZjB8XnMs3TJuHxG7S20MCMMkHrNostBh3F4QzOTaCkP4SMqSjOYMrErBoEf9mhGjZWYfO/8O",
-	"3nrlAuOBOqVcNKlEM/QJK01FSvOUcLEqNGmn7pSU+Wl1F2xb+/IizL5xXpo3vzMvGlkCAxivVVVTlwX6",
-	"kn3+3vOzUSXnsN8r77UollMUYDCseE9TJ2fVlrba2SDcG/p2SLpASPsy6rVLdL1EO1CgsFLwkWxHvVjl",
-	"1cUAwqsYNj/sD/Auc60mIrYBNTEapWyMPCSvyEJnECbh0tNIm1pLZEQouaM6WbC8E4HYCm9NhOsPmOdc",
-	"GtJk2Ca5W5ijbVuPSCILoRX6sJUmgZx97cXvGJw7E8GMtOUsUOwj18oapJSWqxWIgV+/evvq6hUKgvWh",
-	"Ox3Q6GHa4Th75I2hlXA/bO6AwrHvyw/okUq+w0S42OMyomC1ytakPee3DLVzOM2xtW9nfMbMw07Px7xD",
-	"ZOhcgHkxVMMDqcKHgm25RwuBszuecnGsFqSbNF3QfRzwLq1PwATfhsyMCJwzI7DcMhfb6+XgLZp1fvaz",
-	"UOpNLUrnlDBxy3MpwEHgOfKFdVUF+aKxYy8V3vLhq3+O7ej384AvJbsrvd6bLGE1uUv+E/stUurqMN/K",
-	"O5arnRHqF0RAdlBOuUKfInkNN2SbqI0xatreHNIWRs6arh2z7VT9Aw/mFNWp/EnekUyK+WY4DlJVczmG",
-	"/SHeQepNV4/KbPDq1/MbL7VuWFKyWrPDa8N3bJgSB8WvlMxS7lwSRkwNxNic2ZBCdPvWECcUX68bvTyh",
-	"qHhHS3lX5mhksj2gh+Ew43wZWr3TuKK4YW5h/+2cdYLetm24oZznDH8o4YF+pRa15jthkSd228ksuITv",
-	"orJ2lUlFdgt37PpLNC/eT8ioSrEWyaGc3/0n/GA4jK312THlevuo3drDLaTu2uxzjPqGa4cEy29z/79M",
-	"4jMCx7VTjpuEPpBKbEQ9hIIFpglqhIqbzrgi8mFIBTyxbxrai1R4ItqUpHw2Y7lhl7F9DCIIJaN+H42N",
-	"1AcTmKtpBBMcBtcRWdKU+ZBEI1K5INPSfmqaCHRjmAYFZXBb49udn2/uypRl6kCxoQ7hZIu1nwxrdtMd",
-	"572NBe6q++JE1B2hlAnNaV28wPeK5d2l0cZ5arGBllSznEN+hJLZrdsVjFe4YYK0kaUqluRMK+CLG3zh",
-	"Tl3nMmPXNBe1ltybYspywTRT14YHr+5p+A0+3zD0ld/khbimqp5Ybi1RmHtcg64R12QKQ+AYBI786+V3",
-	"35JbmhUM7Q7mtSNF4pRqGkMgyQXGdSBhIFxNhF5QyOphNFn4L8wHnR55ZR1eNim4TUl8Zf4VWUe3FAQs",
-	"07EVDlQnmogY401iuBUxBp2YbwWJUVB8uSjETWwzFXgKdxEEJ6k42pEsvzaN2dBzaBKd6hV4KBvTEvwQ",
-	"G6WJG/H3LVW6C1Povvk6JmgsV46+ECrWJGcQPwXDntNVZZh/pCujTcU55JTbnzYyzWOwcsQQf4DrY2OW",
-	"zJdALIDf6ztJmPC5P7hxPfIKI7TGEzERhBBc/THIVPjAbMOYfJq0eDppjSd7c14mrWhinXzwvk1NmbQi",
-	"ozJ+dv3wdEzOu/1Kp7jCG93K2UwxPTFC28SIJxRanRY8M3OZTAR06IAI4EeAIpi0Pm/MCRdxo/lgpB5y",
-	"AFt0sRC2azu47c7ttFpRSwr23QzwQvZnaEeHqDNwSg989490tffNLYyC6MDgtw9hCr79eEsk2IjIOSRm",
-	"xsNHlGKfw5GYUsXORrVi0I4wFWtgQegD3NsLMhg+/5016N7wLEOYAcXngmZEXBBRZJnNbXMpyqWU+qMf",
-	"b9QyL7bMUgipeV1w3RWzafSGDo8J6817FSnByOFgoTFkKWeK6VqnvZTLaxxovXfsxpD77AhsKV056y7Z",
-	"UuZrnFtuLjkz0sSGcSovhPeY4QfXy2mDP8XGoKU52HzqB2HJIXhzkABCR1yVaBQAJnDHckZsS5aquuFo",
-	"iU5YIFLyTkDQXeVrNIRzQTZSGXs505QLjMFYOVSPGM3BMkuZ0mQuJwJYROfCh5d5W5gNZPYIGeasrJsM",
-	"QdWImJqIl7moi/b5li6ZNw3iaQNGhxukSzQw0oaTcvnmj39+8/ZtfZxlU5RL7KlWTDz4R2VqYThTiKri",
-	"Y1iMRuRCWGrvm8Nf+dT0kwNV+XRYvM4mYEutd9Git9T3GQC5bId8apoFCWouTu0ul5pF5IatNGAaSX1w",
-	"fNEmTExtsDVPwfRKlTvsF2SBaCnmKPMMYdHYqkGfDwJ1tiZc4tEcLhZuaFX2+Ph19Zu6sZwbO1oz+5oN",
-	"DAh5NS5zIwjIz6NOtXvNM/ZK6DpEuu8EI8z8ZG4TtXbRHoF4KLQ4mrWFEY8JhUd402zYPWbEfH/1uvvc",
-	"hl2aEzERS2rE+xuIye/Y7GVDa0wDVnRcUb2I0dD0/e9ev379tXlhldGEeXnVZ9yszfmiE2HOFBHSZ0kk",
-	"VMCYLogqkgV4EmEyNFOSJDTPOVPY0zVCmaRxBIKpeTQRK5YnRn6ENWbYj0/CjAwRLRQjhrPg6P/+t/86",
-	"Bifi8SfTwGcbZlbl1cta7vldYu7OiuU2BphMbf72tnpnEUzvFdzZYK+JEG2u6Qe3KHXnIltbCz8AwzTt",
-	"+d//9p8eKpLsXE7SdkCS5qZ2ImThccrz4//x+jWciwhe9h6L+pzm6vrvCpM8gAC5mGJHxG0gXcrh9q6X",
-	"GRc3RvrUC5bX4+DWmMMswJ/NnIHRRHgqqpvbdFXrrUJmTHX7aA48Z4cbi0pisI+w4Sq49ptG+wNGlG4P",
-	"eNWIMers51QvLmzSTv3pQrphqYM5G1tUwcWSeb9+5a5biCw/5bheAPhvvwpw7LeJS+3h3iMwLejw9KxB",
-	"ljrwWmzyt0qwKZ5te6htb3VH40+MZrj/G8bNBUtudtq/mrhv2XYpsLl7K80tDTOu62StW5ar2iD1qzIO",
-	"7EgR+1pk5NYlSNaagFpqkaLjlN1a76cghXBvwSud/bGlO4J0q+GKwfQEoqVIdW0xsjDAx4jpSKhUQrPs",
-	"esYzDQ+WPMnl9e0SBAO1rF2NUA2uFQtWnCErptaiceQ8zJFhiVsCoPWnbFAtqmn9goNMgS2BHyMG7RQs",
-	"LtYvDnHkRvwQMrxoEYlRga2/IF+o+KItpN5BSfBHq3Aol06DUVA8d2B9baeK4c+gD3UOkoQ3jogdS4Sr",
-	"F0yp7tBseGcrfhDwCmx6mcHGGJOc6SIXysluIVFVKLrFrt8Ycsn8sltENepRChXTnYuJ8L/T7I6ule9h",
-	"W53FFx1xRCHK7ZUd846tKo0yDe7keJbLZQwgEFrGpM0+Jlmh+C3rhMe5qj6Dems1DXgJfKR43tGJcMez",
-	"zKUhKiZqDrvp9mBNzZmA3bw3tYcPtRmBX0TAsa8Ixwet1B0khO2rodiroi723EZ2bXuGtzzRNoZ4u5Fv",
-	"+B82ki2M2rCQWUraDovPkIKckTgJIu17QVhmhaWHKVLqGgAAr83RvZ/R33+K6RD3+tabf+oQlKKWDUDF",
-	"9u/XsvuUzXOmKswPGzPXXKzB0ZrJu8zIkPUGh9wiB9coys0BEBbD48Ld7RIq8YAjsCkmV2eyuSqbe7e1",
-	"IeFA/YTqT3Su33LkbxspKIBSoe6lYq0s3H/NZd4tkxV5Q76a0S5I2/lAICCttyqmGU+uizxDf8exDTA+",
-	"/gQusc/HcecCEv/NnQnCMjdBKXYLIWZIm2lEWGkgWJldS/plDmKtM3e4LIvC6JGmCBW3RjBZSCQO4GfK",
-	"ygf90fNKDMpZv5Ymbk8mTCfccCymy7pwpW8QhlzOnAc7poVe9OBt62CMG4NKQt/oTnd+8KoRaJaQ3F9z",
-	"sMAEe60YE/c6yF/iCLV4LXWvZvRLBoHG5n1L8W/41mcAX4Ntq71giuWHBayUsDO2ueBjvzCR3f3qptXe",
-	"BuvEqUV5OR+dPvN5yAjRoGoEZIvdsB1oRDW5Y0Ib4VrMUQIxz7QkqSR0aq49r3dyOHT97SxHlqXdjN2y",
-	"jJQY9y592oWjlvUl3OnYkHIQsL9mHzxm/75tcC9+2JvaH7UgS8TiLWz73gME1k+7LPs1ph/EvGg8+zXR",
-	"K9OMke/fvyGCLp2vF6FjIe18P9V1WCrQ8850TYcOWBMiUB8jTZ0jrEw5RREdcyk0FkThqXPG29IoFxMx",
-	"k4a1Yq4Fxg+jIWUfrngPcygKjPeNrS86nghMAubgjNlI0LXRz8orjuwj1xVs9Yp7xVD8iYi9TxL89WVK",
-	"cCV62uUHl314vGpzieid80Ftxlr5QOT6a1T/S+gl3eHMfECe/raF1ztGtyWTyieHCyald63u5uT6ngMv",
-	"b9s+H/0lvvl5E1PzsJ7qEqcrokyJKFD6ZsJ+dty4eturDwU72Mrq4T332FjLlhsG5YKzNuNhAdv8i2Ka",
-	"aKHlNUbL1NCXCpi3AJtnocqSHz7MxpAUGySMJ7MTFv0og4lH/XMSYxtNktFGDvVO0Sh8F+LnrRxZp84E",
-	"gfQVtB8q6JyVCYUNnlkXpXbt/Dle3ZqbBlFwaPjS51c28HXEiAFERBpUVMrQRIwJmmWmxQUEKTFD2/gK",
-	"lj6ySxqTWc7YT+6Zz+W0mSyGCmLO2yb2BrRXk9HYPJ+KbrhNab48JbvRc2XDDwCxsMkj7bEvwDFQyX+p",
-	"4s/jgpSwzUv6sRrfgEGnNqwBIZYpwLBlt0YyCqxDPuBCpCT+qvTVxkQxjek0ii4ZsNEJBDCuHQznLKO3",
-	"Mkc+dICRaOUtMjtJjS+b4FK76yl6IlGs2ZkPAS+hHyGv9cfnBR5SLIYTB4WC4jHByVrsbFdEzhUxA4WV",
-	"C6wjVKZzTQT0FZzWqAy2jSrZMDRENbhAfHoqCEjrXGmA5SdLup4Ii0xhBOTawJN6x11ZesSvpFu3KjWJ",
-	"KrnOVUqxdV+qBKFKf/0eb5DB2tPvd2UHq2jkXx7Z4VD2BYznAPaFDdcNyYPYb4Tsu/qM1ZPVHYyJkA5u",
-	"FZx9GD8ZOV8L+8iWK13d7gbrn2E3tRjmG2YQBXwAR9Q4BVVvvfGF7pow4Tul0sY1KZRH6VkSIe8iQpNc",
-	"KmUvjQ1VJe14mayunes7jhx6ifsdhHpkryytiYiuy0A8SMu2WePbWP/3+drnLdAsOyBe0376IaoJ70qJ",
-	"2khVV2TBstQtW6XWoAc9aAMjKMsouvzlIDtdSI2+GVg/o7YGC/7wsSPMnR1OOUgwa6uduwk+iDXJ+C1z",
-	"2e9oTsZh1sblPXy86E2xfp/2tq+GWi+1R5hya74RTQh7A7rfRMTI73oOr/pa6yzukW8xQY7NzL0bl5Du",
-	"eOeD+EIMJ1Ykk4qhj20iLHNvx9UIyjgiVTHUVrUKN/Sg01vB3Djgi3ovuWo13aKo/moG12bjJDbteDjU",
-	"Opr1vjg4fWczz4wmOlt706ZVoyDwHfA8XLI2RsWDRm6VgBKUAUjSYdHa5UBtnvneoOnwi5TBYX5ExAxv",
-	"CfiCr/9bQBu20t1+LpiFL00SCtJ+D0rc/ZViJey4Yi9rg/1eIKLVDOOf2/aqOGeNv1g17LtqVGoyeTQC",
-	"NmxfqeaxbVxqGKa98MFIU1Y/zCaz2T2yfS+dRuKzNFl+nSAikPmnpYT2L6tl1GqoNmuxxnddSeU9EHO1",
-	"tCnsEPpqqhtbw6a5KQ24ZWmDA2VfSuD+kChwwhi2+jhRo5AxUBMWdCeqAJttdKiQ3xHrUOlcQNAeJCCA",
-	"oK4aIu7yG5buyBW9CtI9YWHLGAFzrUGRbIOASGJsrDG2L1iVesTeO6qclatsEgxWncMTuHfBfu7Wy1Fp",
-	"aEQedR8fKbKgIjX6ECCcBEjY9YGCj6LvvwhLAfvDbssAT7E83N1CAtzPKpPrpQ2MaQASq92EnG3UPveF",
-	"3zRFF4KQwogaRnKHdN010xHCfyumx2WSf6HYRCwhX1gKBtl91i0R+T0lbQTgGztjQzXP1yX8oMibT4Q7",
-	"XqSds6W8hYgUwICBrageTciA4FD6EIx4cXmGQdIHC5MbqctFVp1qAJQN9ivrTuHAW+7WNIR1HGJ7t3Sy",
-	"NL+H6Q+bEYDO9msXulgyX1wGdNoKLntqhMa2EcJFFyMygur1FtMYYQdtKRpoulNxM94v7WID+7TGYhMk",
-	"ZiBuaWnfsSR3A6+gQkRrORau39doXcL7sunODX66Z7rTrrjbst0d46o3/jwOQmpVozrIiOS48t4EmlLj",
-	"2Ye3Wj3AoVHeIQYmRmesvyOXAbd5uJjQwMwdePZGzGWhWB6PActAGLppoe1YTtqbGFIb6Xhe2Ys7Fgg0",
-	"3oQoDv2/BIlEQKRCu7+FQzSP7wP78QsIBF/MPndAal8F+aGWz+MGyBlpc+3wA+dgkeYiaajDoPhPbK8D",
-	"Ak0jKw1Vlio4UvcN19z2Z9ZSOYsSHQyuQs1qb489Sj8znQgNKYcRCncx91KKAHhzL6mw735ZpNqB+Bl1",
-	"oniJKbW1in9GXOQKyhUAJNtKa6Atx2Os7rOUObOxGAAPXBeMgR9MBN72aql4rBEf/wuTs98DxiUB2qgI",
-	"150euXKl4GwkSAm94YL9JyIsFg/y1ooq5WDexqQPIdZzBuZtKJOasKY8X1iUxlShnZerWlUCF01LeXNg",
-	"jqllCLXEARsDCCd4C/fhjuapWTm/cJ375pVuxv3YF6OWv6ibXKo8PoBhsL1CO8AUm2KCIAiG+YojNQ7y",
-	"5gCXHRU33m2X1vAlBjCSzCZdo2srKjWViGRS6U5DfYwwIrdGUaMbye8cymXO5VY5g51c+xeKyKlUxNgu",
-	"eAFuws36F7UFL3jtfjto5+19R2gkOAE8dV4EJ1HUO5l3c15z7RqiGDz1cEibarP8BGlTTZZSaTI4I3/m",
-	"f4ig+hDQtEnr73/7r0mr/jDkHgbjfpAbewOefstRTaUUUJ6u+0Q4mSEexPlrK10czs0tCMtuTo5N7ufi",
-	"wbpWDIXCpsSH1ZkTXzC8LF1WC8QQtQwdqr1wFdjK+7lP3heiWoIFNGjFilR2fV0DB+SBKPu5vFM2gzUr",
-	"lgKodlmOqzOeiBp/nDWXlKUSaJa50Bea54B0SxVxOE3WP/byPXn7GjCiEIm2E9kCDUrTtbJSSAmO7as1",
-	"YGXCZgkkZ2Yq8UQkCyrmDqiN/8R65OrV+28Mmf5ohtodnp4lMpM5KURmyFPMxC2EzCgfpbFpY86c78RW",
-	"g+1XTPWDOmpmVvSeH22cTGghwt63TyTQmKTIuV5fmvNuuTMkX7woMOEV/3rt7vy//nC1lYP3QpDv3nz9",
-	"krz5GmC0EyDYQY1U64LbKN6KupUibVdEtKwsCJwd+q0W7MPielzMpEMWpBhEjwIulBOYo3UE0lRqq/xt",
-	"I9W+8zgGXSgjwdKg2sJM5uTFGwJxcni86WqlehMxEa47xOdTLJt1FxKKxbk6DGXQMjAQCP0Ii7paCzwY",
-	"gH2X5vRJhZr1V18Z7SuTNHUWKPXVV6QNlU9JWfk0Il9DscSI/NljvEXk1cshls29vPwG0Kc6MOxXEKIR",
-	"H98O4iA8UjCWKhKbbZc5/4liQYU/YCIOJvX86w9XFrYM95WG2wknAPe0NxFXHvWOQw4ywAREZEkh2Awi",
-	"Bb/6yivaZko+RHsJkdG2oIgOtHF5JwACjpURCYiZom4gghP1RXXhgdzD+lbes5Ejl7cYcGTUH+GiQJYB",
-	"0COf7hA3VayMSSqTYgknAg2CsXblOxVE1gNM2l8rUuVfXbWov5Ilo2Bp+OtE/LXb7fr/zCdxmcsQk7+S",
-	"Ub9P/lqppeqhrBE4GQiwuQqGzhJsArel/nOLg+INmiDcLKdc2JKfwSXFJyV0NoTWYw8bxYmxq4GZGlYY",
-	"NludGUHBVbY0BIdVqw3bpmYyn/I0ZXa6J3a85b4v6Rr6LyB8gqtw6K68hW0LhfSyIepgjWVeAjVa+ghB",
-	"eNZ+O2U+B5C0Db+1KhQClFuoBMRU2KgxYzsWUnehGCn2PSJ/JYWA3BPSljlRcsmg/ESm2JHquNMY4VmU",
-	"OZYzw6aWTC9kCiX6bWA0tnnqFgbG8pErrci00LA0FkKdK4JfB+cg44nGBs5tA+Wd91s7sxErJRw0RkTa",
-	"uutulW3FM7/a1gcRNu4tVM4LdeHM7Vy70kBVOBTLdwtz7y1UIzbvi4hDD4OTjYO8Vep8szC4P6p1dXyx",
-	"Tbemri2zFpZT7SuKW63C60rvdmynuREfYA8V1VzNIAAU+zyDc4lFJeSdMLT9SJH4vfkiJhbN2UcTMZFW",
-	"St7ZjfWFpqHN4dBfGg/nvaNudDgbu5NOqTXNnfZdc7VFawN8aBdybluZg2PLNUBF+XsY98oVKQQUL4IU",
-	"pDbHODYbTWVbd+uIoVfYqDsApVHIBiKXw0tZxt1x2JxjAKhRbc/FdWERUdI2OzrPmeoEpM+i6OYM8JjQ",
-	"vvXe/NF9Yf6IXSqnO7oY+oH9jGDDhRTdcuTl4NhHFPQtqmgIwm4bAxxwQTNsrQ+tTYv5hT2mkHzm4aHC",
-	"G8JhYybihc9QQli5j0a5NeP5ieUShZevvkIt1XDiYb/fieyGUIFJYcAj/3R19c7csltDSKEg4J9evfja",
-	"Je8uWA6fGD5uFu4CMItP7dUw47LkzNIohflQL8zD+MIGjtpqGB7s6v/tWotn901qUftc0EJZAJUrMvj7",
-	"3/7/wfA5yZg2ykY0ESmfg1siJ3HvetytK34DbtULBKJ18oARAOY/cRBTZpAMx4HNI0IEE6kZMt58F1M0",
-	"hg9i0gbToi9Y4UoXu7NNc9PZ1EjkpiPD1aB8hzNVToTM+ZxjsaDYJlAnMlc9lx9jf48xAQKUjIwnTGCh",
-	"NuRvMwBbab1YmYvXHfb6LecHCZ+BVr9c0nz9heJvqyyzHQjdHpOm1e8NsBtbqL01bp3AIwTdAT3jeAGo",
-	"Oj+Zf9fWsXxh92TY75PSJuwsQrBCiphD2SPfgvQqZJky7m/Ym7Q1Nu1bDB+wx8B9h0EM+/0dZcprypM7",
-	"C0pL3hxeHNz23VzjH21cigCuPATInuLA6lr1Ezh+Y0kDSK8Vfa41/vFDuMlv+S0TphMjx6Krg84V4LO4",
-	"hVKtD6aFrRx9BHBCEKycLpmGuvI/1pmgUa6z4VjmKllQgBq2H6KgVQrVmU8UWqk5FHBCkCZ7iKGHVqjk",
-	"YlHtch8CJ8fpYFjBM78dTCa9ENTc/vnh0yA69X/8zvyjRMjvfvhdLTZ+/d6US3T8DtfxnRk/AOMe54ym",
-	"60PPOxPEcSJzMkqOaS4hGEIdLjax5kt7/VAQNBJ9vp4I9nHFEq0ugOGVJDDMSbCXy6lNLpwblBmeZWTJ",
-	"5+aEiLmN7di6Wu/NvB58s0owrZRqOqWK4S0rN9cRGDIMbZmPdBNhElC4xRCWL76D5quTR5841X53B5Hd",
-	"W6uyDy8gBtKZHHCzWGWBQiyxR1ipb6UGDKX1BYlx7DFRdK0slnnKVkykTCRrX5p8F2Uy684PJE23g2Pg",
-	"RMe+jH/tRQJSxLxJhcDbyMLj42Wyih3zaMd5ITAbG8OrnP8CyjgDQMu1C2mDUgwAsU7TrYewDP4peBpN",
-	"CxlX2j8N0mBiwe42n5vHNjBm+6eJsKniG32Qahcgb8SdyNfUIgVIh/OCp+ZzMmfCLKktToDWFEjRqOj8",
-	"mPfnP8pA14QEtUDJqOSDGGmmUOwCxbGJAMhS8zsmkBhZBtydSudFYoXHFWA+uPKLWLjSNL5caUDzz9ck",
-	"2FZs1jlgov5wFBiXSfu7FRMv3hwpVP06PbArLKmOyYonNxYmQMqsm7IZFwjdrxZ0xcYTEcORaMcWtjMG",
-	"ycZuh+ve/AkOVjCUUvMnWqnLv8GUgMc1BpB+kH24afnTBPjHpDUmk9asELAEk1ZU+WtMPpkRROGsI1Iy",
-	"lM+fYxvER4Ve5HLFk3DUdYO9xsscd3rkSsoMdkth1KErG2up/kSgpAsCsDL/sFXE3r+6vCrVFQUGES3t",
-	"PWrgBy/MHb2CKxrtERo2tgQ3zfP+vxQsX5fM33qeQgpW5g0sk1UQG4R/4Q60opZfsTrc0w8P5VzeI1Z2",
-	"E7Xc9WmNWz/aOrel6vphIv4/Wfhy0WAd7vWA9kmZuRSZJf14bQ65ao2fg+Xfkr0f6wrNbUbAcxFUigk8",
-	"5+HBqCvX0wwhscu5ukGxDook2BVOb3c8IMkoQx3Gu4ID2CBzm5Uk5cFD1cZtGTD/0SHM/w/U15OETwb7",
-	"P/m+ajrF70b7v/tW6tcQMmE+GJ7v/+C7W5b7hLAHiTK7v7rUMmffhyJGRb00qw1M27JhC6nP8w3ehJmx",
-	"jhx2DaniYu4U8FAsQMyCUiIoUkzBrZUFflhIknLMXI2IYHdMaTQzugzv0irT9mzz8k8vusPTM4//j3ZJ",
-	"8wSrtwgbkbIRIoAh1AHkiwM5tz5PI491IrTkgXQBz1OWMSD2ExHUvEZDm/sWJANknRHUy/H28R55EWAD",
-	"HCmMcDJqOqO5mojASuK96lDD3gxmXD6zGb7gTbDg/97CYgNNlKuyMxEOpB4xHmALejnTaBmKfbVDct4n",
-	"KV2rTo8A8vASIMcUkTPDxrbQxkCOAHhOri8IFWtnNCdzphUZ9U/qOI6RT16YEeDg9vGc71CQAUdC6SCC",
-	"VVORC2eN0ZX1TzbwMwYPAoAONTEn31irQRtF522NHlnXWiVYora5s9HBjbnoysNop1nJP5svoL2atcOl",
-	"giC53Ffq4MoiCr9//ZKcnJycd5oWCoJTK8M5LKJk11h8ybPDhwHZvV80jD16/1tIwD/gxZcYKfJw+QMX",
-	"AY46jH/YH551B4Pu8Pyqfz4e9Mf9/r8DEPwcYkdbz2ejk9HJ6Oxs9Hx2Nj0/S2fPz9OUnvcHyeng2dl0",
-	"0Kdn6fOT87NBmp4kA5o8fz49PZ8O0+Rk+IzS0Ub1hvFoELXYx4TlqzKB84R0E3JkLoVun331rHPUqiBN",
-	"9Tei15rGbOSIQX80dLHoZRnGSujQeCsALaibHwQCWAe1XbteIpf/RDOesEqZfdNn63w6nJ0lA9Y9mZ0k",
-	"3VH6jHbP09Pzbj8ZpEN2MhvR02kQxzQO8jFCGah1Nhsk/fQZG06f0xHrz87pyfQ0eZYO2HB2QkdThz8+",
-	"Hp4EGnsY/+MjM/eW1IKjVIl/ah2u78O9h5CqGpHpBURIg2XPvOapZchPf3mp6QDh5LXzLv8mxSZY60zO",
-	"SRuzDUAJ71RkIRB+vCyEcd61gtB7C2Bdda6D9zN0yi/pCqCcCpFaRxremSNFkozyJcRwcDFXE9F2aJMR",
-	"Qf4dQT0rrIsYoE120J5QdgrmzETmKQM1xZk5JwLkLzhMxxlVuquYLbalGjTNb9iDzY4WHNVGwW0gm9ZU",
-	"XPyxlbJbo7NslVNsISkpUU7xwf/jqI02B34L6LRC+Z6P+47yVfuLWsvMdOqgS4GijY+PIRJoIZUeP+8/",
-	"7x+n7PZY8jRpbSKZbtLX4Xg0+vcAOtQNPsQfLedzGAUpEWgblC6fb1wKr780zfiNUQC/Yr6oaLB0JRVw",
-	"sS0lIQhBkmrJwTtnxbMBTFUQvhjSm3Ro4oPITG/7g1A2oEmBtXEigvzelCUZJNaGWFBESUKtTgfWD82g",
-	"ph7VFvRM+Egc1STqu5E/+OaXa2QEpxBI0BGDDTA/jGdwLicb3aCu2Ufcff9dmN+A79p+8A9w6NscP/eo",
-	"RJxzKbMOHUPVlnxe0eSGztk1AMpmZdeIgef/KqHlN5/BiMDmuvmLBTDffOyCgMIkI3BwXYP7zs2kFKOQ",
-	"KJYJSRhh4l8Ea5X/o0yzsg8sXJJtIEQywBcqeIgBDOIG0qEHOKzgGHrIwE00wAFgb9fshqWIpZBXB+jn",
-	"sUBKrLsN5P4fP2wj8v/4YQtKP3zkIPI9Mr4Dvcd1CAc/7FcSDFvAHK7LMFGfTjzegKRwCfO41h/uQfFL",
-	"nLYGml8ocFq6u/ZE8JsJ/g+bob41HpaQ6pd4dY7q5wVmNK+kqpMAC6EgaLea1gKh/bGDK4ld72MfJuOM",
-	"yFy54C8Q9FLIkUOblc/oDpLOIixc56rfgKEb0ClyuZTahQEb7aZHLm3QDMJM2gibMakpIE290U2RVNbx",
-	"CBzj+8KFCTCl/yDT9T19ss4O3iqgTGCXVpQ9KZjL8TzspgQ4Vp+rdnBzjT/Xs7Ldp8lnDH1tSNTnyIh4",
-	"9/jqnd2GX7/W1j/gCr+0oa7wweCALq6kfEvzOcMPTg+Zi48j/YalnF6tEWxkNBze6+NfliodMraVranz",
-	"5WTMfHiAC+OPGKNwhSxrg/p9J1hXzmZAJsB3VSE+Id0LcOg85QvxHGrl3UuXMyDvRIn2YonrKiuQ2Ja4",
-	"L0fKAcNUYGF97kE0ERXjB3mBGrqh05hZTLPMpipDUAmz7oaarIRGUfeyBJPYMGnvjT0CSvVvYPJstDH7",
-	"bLuDSNgG3kqDQdbnZiQ0z9dYWYAriEW/ZbmyiQ0AWdJkmQ1fbbJ+Dxts6Rtmq9JqcrFr+RsGguhdNc5m",
-	"K9RuA/H+Co3DG/bAEPrkxypYyIaNwFsiNqd9qF2zhAKr7Oi4lXRHw22cr83uT233bjMEzdaKqwaj6xeJ",
-	"vYjiFOZdOgOsVc/uIQuHsDU7LajlqXuyl/5M1pLwYjuu4Y/9BwAjrxOQv+Hg1yKC3ZUJY146dsFYPv/I",
-	"OTnHm+kn9jmYQ8ybHQekbuVorVg2I1yFsGemI/QyGymfePMM1B/AwEw4xEbehhj5Uf98HIrtkGY4lz6w",
-	"pwy6Nb8AZljIx7yOsaC3bCIANQb5nYczT1OjeRqZXpHYzilulrgv/b36Yql7L8U4hBYcfGNfhsMOpPNt",
-	"aXxwT+Xh10tU+78GonpPktpkWgiuqbnoC0ZThpWi3spkZ/0G++qxfw96+JVrQfeNEfq1q02/Hd6ChKKE",
-	"JWtgKxuqSCXHAZlNxupQIy0Cn2oAjoREIplDBEzwRo+8SdlyJQ1NGmP1Zkw45anjEZhKoKXskdcQpmPz",
-	"8QLq76N6pxxQKAxXsmDkFzbbDhd0IjaS+DCrScvCtNgjdhKmCc8rENLSaVYViNk6NoLrE7KRh8i9AXih",
-	"NSnfyy1/XyJVwig2UKsgM3YuBev9A9pdfkNX2m7X3jsd1VsTyiNepjfuQlOO/8XeuN/HkBBuU3q3BEUb",
-	"QF8m2YZCYb0L/LHuyy8itPw2lL5Hkk/8yXqSLX5LpOE7wfYShftZ4+w5efN166C0wdB092GXUHHsAPZ/",
-	"ueFEu3xLQWkAjBwy27PKTUMYJ+wLa5B2AApUEzQwEd793emRS6hARrkGZBGZp1iND2Oqc4YFTPMiQ6wo",
-	"5x6qo5d5IV4iYN0DPEOpC/fFyMZWWMnCeeoPV0Jlyp48Q0860ZMr6fFcSe9dShXmQG3T8l0epE0Ki8Tk",
-	"10Vlg8omJD6ecnGsFqSbxD6Z0iuRJXgz+QFKTRQrSN9D2Nt4InymhofqtuWu4A0HZNIB+m3RUopMXziE",
-	"Gpt6nhe2KuVEzCXQZmV9+z6FxpotuVFKhyWP8O9A1oUzyMS9ifD0qMTSwKQZ5UrW+zKuBRZipNp0ype4",
-	"8XnOb2mG7KI3ET/AYu2ILADQmLDoJnATlMdXuUyLBMJVoSzsmNBNRGEHUXgcI7Zh7IOkATUDyp6CxmDz",
-	"c0p8n3a5GyXizGqVrS/KWDlY6bn5ld7RNckYvWWqAloqHEt0RW1tLMX+0te4MmXQ2phYt2WA/2hxicy2",
-	"TkQNQm/dLg9wlzmCKZv/54VQrr8AltGWptDrOCIzhsXyQlTpg3CjG9m9ywd4hFiQ5tSG5M78juj0UDzr",
-	"j+9fvbp68+0fW+PWgmWZ3KgIddK/h4QA3f8CQsIBfNuWgr5E7Nkn2eJJtvi/ULaoT7V+mJhRVhutx4YJ",
-	"i35Skkkx72b8FjhSqWRtsX/L08fgwwTiFfuGLL82fHeeySnNFJkyfceYFZ7K0Ufm8ylVi/JjVyrIMJ2Z",
-	"zFLACksJ+4inZyJ81eMeweo7roCOJf4Y3mtZTbTZI/I7iLwTEoJHTK/xRNjoIOtwhaF4W1xUbzaz4FC0",
-	"xMQr49X9QOIyTH1N2qPhsMTK6fQIOgBUBRTPxzU6KWRBAVWNNQXzvCxLYz7QUucPy4+fWoAY5Uzch9jw",
-	"wlq4wzrVdSvY+R5BEHaOuwKC3egjoiTivq9ho5/MZE9E+rGI9FWVCJall9Py/IWE2t+oX9a216TmXaKw",
-	"7QkcQLxsWNAuSuAQjgWBgLA6SkmkmIh9uGtgrusBeqvL9Edg2QsyGp6XFC4s+mxoZrWmk1s89IWkZYFr",
-	"mgFKFGnDKAWa6TC6pmRmE2FLKFviCpa+dac5zMSSmIeFmTTSPO9wuC/JQxZxmHR+SDjJvTrfQ2sh7N6W",
-	"i3gis0+S92+TqANVNPQjpDINVPwgYfv4k/3XtWlyZ4jGGyjSGgja5j4FURJQBjMkc1x7k0kJNttrCHkI",
-	"Sdq9BcNHE8xytqQcrEgli3yiFU+397Fur1xhxQjgSGVQE2KZGhHtv0Mis/fiW8P9H905W0tmzIIZyvAz",
-	"exQeNrEmydTQQa/ZkzZKTx0ic6Lora0VWWsSUKQ9pWrRAXzBJGM0x0rPG/ZaXJpfjh4200JXlczzmSdS",
-	"+EQKH8mEiIcroIaguzlBIZAzvkS62Q37cAkocrZIhtLmrrYxknNFc2VxYUmcQYFetV4CGjdc2pzhrkZY",
-	"MUQiXkSv1tT12uIz7MRhe400ImcZ1fyWOcDRsrRKLqW+8NF04GaUshEcNOV5AzKo+SJIHRv1z89+BhBQ",
-	"07/zAOmcW1gJi0LQPxuNzChkCpWQag10g2roW0o17U25sJD51ScIGTXoD0sQOAiOM5Tedfns9PSeXWJp",
-	"Odsb/oEdVZbMTPQeJsHXewACkFUcKWKX7cku+ER5fy7Ka84hoQGJwcMXklmHqPCrifGDAQVFGBpVVJ8N",
-	"cGFYCRJXcKPYwkYMql6Xhc/Oe+S7PGXICm5cbEWTjvoaq3Vu0MhRXTYDYoe2ZQ52J2cFpFPFhO48Xeen",
-	"6/xY1xmPmqumJbFcEZzyXfe6sWSALZ0FYD6EfaSJztYELKcyB7kH5CQzTMyL7GH9I3ejfEgTGLExxWwi",
-	"ZpxlKf4oC+2rjWFGaPzqis6hbOC04Jkuy5a7Kmz8J4QIRi6OwsdEIMJpPGlhXUbzFhZm7OKDJbwgFD6c",
-	"tCAubME+dgxvhVKJtrzp3YLZNB5XX4wroAOaiYuJiN/Mut9KwbrfUJ0sYh/O42Z80h/1yAuiuJhnDNaN",
-	"QOEz0sZyZmNcy9/T7hRKGLi/4ojYf3cFwA67ZKUzt4hSYXsq8hVW38y6tkaaLWHogOvNGhqSh11XKqd5",
-	"Yjc465FLM1Oa4XtQZUmKsliWEXHxdZZaIEKQRhcys0sDhbHMfNGPDWOEDbL01WZfCULTW6ib0KZOgu6Q",
-	"BVUTISQxg7VlK28g1AuHUxu8xGhqqe4ePOPq2kP9ysGgT/73/xqMesNORKCAuV3xfnfQH57EXorGc1rK",
-	"gLDGD0NdMHNUW44js0VYsjI8Pk3DqJy8eyMqb0J/2OA0XCBIeSvrScFuYqGbBVWIVoFHqqyWUz0JuwZ9",
-	"/+W7n+IhE81cyGLV2mE/KF0P4+YPgwLzWEumBui4XljfSSJJO36Jo+jilGMy57dBGeXORp6uraQGi6b2",
-	"Jeviy/bdzxEcs33fwDufo9ZbqnT3G6sK7c0Kpkr7d2Ehhv2zX++eWAoGGpOjAo+5zm5L8Whvp8LhYUDO",
-	"A1E3FV6UUffgeJNbxb3KRdkuFvEL7vBJnSj7rdTE6c+kvckNgZixtHNhqDjw9OqiHz76p+Tz1mhwtv8D",
-	"OIHfSn1Z1lR9Eqcf0y5JUydMt3N6h2S+8/ja8YYd0PQHVY0bTYE9cplRtWAIrzVlTkYlq4xyka0noh2j",
-	"niwLfezsZFAuyZZtNvfXv/E/hq/Ld3rkHdULG3EIcfUYGug7tziGvmCSE+oi4pFYbFmKmnqF9q+DyhWi",
-	"lW3JhZdvvqzs4KYnp6i3A0OGQ1n9WNhFNx/bSEou5mRFcya0VahUj7wQa8v+fQkQw/+Z0L2JeIFtQUlm",
-	"Hya0pFiYDFFS40AoPwFJ2OYyCGn60pxmKGRNxGWRQG7BklGLW+5UFCOYsVLhygHanKWlvmTrt9SJ1WDm",
-	"8NaMQyKIflH+flBk/z0wjr0x9zg0H9+3QsGCDk/PWuPW6exZfzobPKf952f9/rP+4Iydj55P+yPK0pPp",
-	"8+Ggf0JPzqaMjgbPTk+nZ0mazuhs0KcJO0nO2Kxiur6XCfkHvPG7BFMwN1nK8GRm+pIwpydG+iiM9Acs",
-	"7XQQJ91p+7Vo3r+G1MPXOWM/bYTAc2DACSPtIHg+hkHHF+Rrmdyw3IKjAaw8mUEjeWdMuFYTAWsQ+eQ1",
-	"m0vGIFbAZ5hh9UhFuEiyImUplqlKZMq6zn3qIxKCulSYUkgKhazl5bvve+R7oXlmE8n+/rf/OsZMuTgK",
-	"6hsSWQ3qR2Y1EaP+uZ1ZGpO//+0/nVmKa+VTGxZUkTjAkffJDVgX1eXlQT4cyhgQNlYo5hzAsZCaJyzu",
-	"kRcEOwthY1yNfMW0wy/lacaIumNsxfILXFQIpSFqIe8gXc8N2og5hcII3I2mnTVQSL3gYg613t/boNz2",
-	"qH/e8QWCg1ppADdXzTepbFu5mTRnEzHL5U9MOAtiB4u9+aQZbx4tKxaumcbMSSlClDvIpbQwRh42RWEQ",
-	"3gZ+HZShrgW9g4xOXIPpmgSlVSaiPeqfgJHPJ4uAXJhAcU/8qBRghkMSlyc/RqxAhGd3XV1AIPZ2+ot5",
-	"Z0wARiWurCFXZMGylNAsK43J7eCAhicSaljZFFU8XqnbLHsw7R7cMLZy9wyXNb6jufnL1e5VtVjaMOH/",
-	"axBmaONHZ/ajAIQGqFsVg8Y/2408g/38/MAzkT3kT7LQk2izhXLzDknZdq7gF4Db1RTw/7mFFpnrx0y4",
-	"4XMojWCG7owPZjIbgk1Y7yTuIGcAM0HAv7CY1kRgNS0jKUB26DSXd4rlyPeUXDJf2RKFCUvH2ccVz6Ew",
-	"udbZtYojH/50ctbvR4TqiYAK2M+wrCaxqAwB9/C4dxe26LUZB1eIHpvi7LgKBBzDR2Wu0SMJKyBXTCgS",
-	"H9sJH3+CRj4fxz3yrcSSnx5A0JAuxHsoHT4T0Y5dHZbeUqZsDIXB4jFB7voHlsDpg4HkstDMusNK0QwO",
-	"URyF4uaRmoCHzWY14RvI+WiygCojgY3GyAJ2NiJbN6cTmZP0loubh+QTwV61xuf9w5P6XbePCTtrD08d",
-	"Axs+cwzMXBxbTfq+VoAizxoLj7mjcjvo7WupZ3rvDZ6djUb956Nhv/dvy/Pb6eWoeDs/bt17AZt4oNn6",
-	"J8b3D5269HAm+A29YVViATVp7GEGFvBgdlhGbv0q+CHM7B3Vi31xZ155aIwl/kOdtufi5jdVw5K0O0il",
-	"2CHUbCHPdEqbgBTMgctI4BhUEyZSlsLHXATpqBa3yG3+tdZZvFGhtLminJ3qz5hxYDvZFQrrV/GJcP32",
-	"ig+UgnSdFWSjbpc9br+iMFM/qONP9p/7YKsvtVy5crIlCBQAg0CojHuqc8ZI++rV+29AnBPkz2/evrV1",
-	"wymZ5zRhZMVyLtMOFhOrBNQF6FF479sWCNIimQ36BKvLV4gDSIXWKUQB5ITwWkBIpeXqnUeM/bkv/56L",
-	"H7mkUgiexZlgZfOnsNknHf6xUzG3yVQzkWqMmXWX3N5VzOQsVOR/4OY+p1H1EkfwKvvIMWm6V4dr/au5",
-	"lU9X77eH33yfs/3zMmDT0eNza1eo+NfgGbxa0LuKX3C84XxAeE5yB0EbesHWjs31yHszD3RKOU3BpqxM",
-	"SodLWuOhqksdLpYPc1U8ru3dajBP1OMf3JAOR5hteVW/xG4QVMH+NVzsl3Sli7zq8w8hhavWcT/4wPVv",
-	"VH2ufa1fsBlOBF/SOcMSkJlV5BF8906wPAot06UXFT4dQ8r0au2A4zEorRMRLiYCcH6DJByvjrEqjrBN",
-	"cyNe6Y8aggnQNB4f6+UqhmA3Q5ASXJPUVnSzcyZTlkkxV853gGbwiMhCZ2UAfGhxT2QBtebmlAsVgC9b",
-	"TK1wMbdRvBzy8yyXy2v3agyu/3yrgB3kFHG9o26bbeAhFnDrTEVlxcbkzWii8V4eSFjtOH6pSmzOJA7m",
-	"7z49nz5PnqVn7HQ26p8MhsOTk9Ho9PTs7Nmz58/Pz1tR64ZjPWgVpnzUzfhwN/F9w/D4T8zVmh/2R8/7",
-	"917bRq5lf3+qo/Zkcf91sVd3cve6qj3vLJlsyE5rNdhvH1rBuUfc+ACU3pCIiYh5mrEYst42EC0gJMn7",
-	"asvQsSNF4KNrmpiRjf19jMmK5jcsvZgIEJzncht3liusxg+8hMg8LMYvUpJKZFyG4Xh+Y74HVtNYedqv",
-	"3d7sw2zth6vAjyuQP5dO5ibIjoD+hYRsRbU5ea1x6z9+7HfPaXf24dPJ8PM/tx6h4rMb6D9eyef7MYID",
-	"yhSXS/VUp/jnqlMcHsdDKNnxJ/fP/UUlzXMreXoaag30VortEV8V37ntrLSIAYN6wXgOUcwK5F1P2soG",
-	"LX0qAzmhyAgXLmJyykjqACFG/fMORIIERArjYPcXhQxl1AMRKH75c/tkhavBZghFy7oj3mBchips7phZ",
-	"fc+mk7ddQeyAso/JqD/q1BqSm8/O45PV/fL1r/1M/tYK9e09Xfe0o9hv33xdmmCh3kyjDPkKhIwyMJ67",
-	"ykcXZMYFVwuoRxDmywGQ966ohXpQtSsYxtaEagUrDCw+VDs0LV/iJyDQ3ENWC9IXz0Zfkq74C0lHoa2C",
-	"fdTXCbY2bsG5gf01awmmgOlZejLrJ0N6zkbp6el0kDxnz2Zn9DQdJSfTYbg5rbGtp8CuE19oqK5S6b1V",
-	"fRcaHpQpLaZoTKuzZgwwgP4euGxm0/dLgbA21Sga0sZKVopIHM8FmTGdAMIxVqMyB9yIAfjeL++7/q2K",
-	"g7DYISXDk+nFwI3CV40k6bWjO/DBPQgPUSyRIlXEV4UbjsiiczERGK6hF9Rm5cAWp65OCyQmQekAQ+xy",
-	"aw4FrTkIdY4Mj26oYmxO44MTTBy9rb0gg/FJYO77Oe44HnfYjgI/vV5iWPBgGLWYSGRqbvK4VehZ9zmU",
-	"YuH6GuuJ9h9AIsy5A4kXHqYst3QN/+0Mhn3/QOeFwMvitFosXee/koWufmUebH/lMoha4x+B7Nx//Plu",
-	"ahbMURVJwliKczyEEN6HDDZJbeb6/CP6735jMp7ZhqiMMMFrhgEl7sbXEc37in7mJGyJfUGZwYSKhGX3",
-	"d835dpvLvbhAOtNX6LEi7fpwOsyBXdL8BtJJYxxaBmmeL6CViQDK7MAXvSQaBsYVAv3qaa1vCJp8FLLM",
-	"4EC4JjPMuiz1uVa0m3D3x/3Tn5dwfznldTP6pamSDZ+0/cNsnwjVfyuheglbQShZMZFC5Hrug9iRjxwq",
-	"1tnKrM2lAIUtIYuOFtJeaL1S4+PjhV5mPbViSe9uQfXdvCfz+fGyyDQ30vwxJtJ3FRO6i6Vpe+aLDpEz",
-	"8C6UZGfsi9liqnC1oK0L7UeHu43/ned0Se5yqcEXuowIo8nC4ihCrB+MGIMB4QFglcnZTDGNBayUnc8F",
-	"oSSe05UrlOvDhsiSp2nGYLhYAdGV672jiqQ5Rs5ahyzHp4b6kbbPo56ak6VcshoyEgQoAGEEw48deKSc",
-	"wSTcMjspOqoi2+AQHLYNF4RmWeeiEvM4EQuqXOCjEYY3SgHD+GJfIvU9/hi5Yaq1SBa5FLJwyd/kThZZ",
-	"apq9ZWTKGFZggJaB1vqGIe98mrFlJ7IUA6EIcMYwrSSTiinDNgyNZEJPRMYFI+14DEZgqC8YdyCD0NYt",
-	"zhhV2jpXBqdE9ch7ozYIlrgqZADG9gqqK7/5OiZaTkRuw2SsHsFIZhsRmuQsYfyWpT3yHW4oV8R068AY",
-	"cgb8BZUNAB4Aq7E/r6iSKE3XygLT22xAc3KMpnJKllwUAFoE/bs41AvQS/CEtT2gqO0uIpT8pWAFOvBY",
-	"3gmXTTFzkPwCKZvC6QsyBzuusbSamgi37zt0IFyAfU6399XF5MH9als0Jp+AA+NFB+M4JmZvVURii8UH",
-	"txzRSSqofXjjwx/iTiPsZWW3d3nyPnwaRIPzz93g33VOvf0Wnq3q3YdbamGcl9ZFXc9gQ+r6xFX/W7nq",
-	"a7jN1qB6pBzB367L3g64m+VTnV9CKcgZ4lk9vlLAdImb6hwgmuVLLmgGgQQhGotz3yH5Xel1fOHiC4Az",
-	"z01rl2/++MObb1/+qbbuDv+JmTFd2R4eVi89U63xYNiPWrm8U63x6PBAJdf/pVnVgwDRahyA72E6T7gX",
-	"T6UOf7sVggDJ0GsQ/qYfKU8E7qFRKJ1y8TMQqSuHHjmXzAe/Kk1FSvOUcGFotSNdm6YNpOE0z0F8+vvf",
-	"/pPQiUgWhbgxUrxptB0nRZ6R7hXpxh3Lj6GON1+xC5TNPXr7yqhdKrLYYCIp8hxkWfuCA8+C2koAONkj",
-	"MZMzG96FQjAiasGgQbK6o3mqSBtQnTzlNeK8EVgU+Y+vOz3yA8B/QNQEFWviRUcjdQaBx1X6DNtxLVdM",
-	"xEZwB3o9EXKrTDroBTBkBAgKi5Q7Q4+FLndJkc71ootcQBaF+YGhvb6NGZMnmDHpq/5WZNbSZZmXEPWw",
-	"Jo1Ymug9TG2loh1S68tMWiz1YJFRfHXwyXWeRyZndTjRZQjWh18hkOeDgTut/f0sasHhLK3u9lIfYgs7",
-	"PDzYbN8ehE0EfQ3U/SNl91FL+QS18cT9Hi8/lYnUHTfZwASrTKaWFYJLKilyrtdAjBCZ6UWhF+Cw+mB+",
-	"BmhJ+HUHuA0wQNt8HQf0/lsfjxQhd1MWfWlJVzAVDgO1ZM0BJNUgYhumkknq01/U2NptPCghGEHuwBtb",
-	"iNTbdVYy48k66MQ1UNPJJRqxmPXhBgF/ZbzylOk7xgTMUPW2gkHqmn1p0T08Siek/wEGlgdmzAklUrCu",
-	"nM3CUG5H7z3brGm+FnMkDKuuTt6medbMXlPNZkUWVlv0BU0jgrVKG9r1lRhrZu9SpsJPw5wp7z2/UVYy",
-	"Wobr6iOXtpt+B1VUuVA8rcVtixAHCwrpIwqWodVzvGik/aerq3fQ9w9seimTG6Y7ENOp2EQABJfCoHcj",
-	"xSyZXsg0AlD2iAA7hk9BKvOty428MLxNUGJIL9gasVjhYUqmDIYNI2LCiBAsJS/evcFikrc04yk8KuPT",
-	"uSKpTIolAouHmwoINjUL9KJhvRXxCLzBUjddi41wriNFcpbIPB2by5VF1r4YWddLRGaMBUTINo40qGYP",
-	"czllCoQxmScLpnROtcwVlJBAWiHAyx20VUJ/1jR4JWVGUmakNhQ0TdOzQkAaQddcW6jnnXEw3LcREE5m",
-	"isTHy2QV4/agpcQFwM+NfFJDkxaSpDwFojMORNsIUY5dhi4YYjdwZVdhqCZpB3irlY6LlOvW5w+f/08A",
-	"AAD//w==",
+	"7P3/cts4ljeM3wpKu09Z6qFkSZadWK6p/abTyUx20p1s7K58321lTYiEJDymAA0B2lFnUjX38O41zHMf",
+	"z6XMlbyFcwAQlEhZjt2Z7ln/0dUxReI3zu/zOZ9aiVyupGBCq9b4U2vBaMpy+OezJGEr/Y6KOYO/U6aS",
+	"nK80l6I1bsXTtWYqHhPFxTxjxPxJcniZ0JwRxfJrlvZaUUslC7akpgUmimVr/FMLPm19iFp6vWKtcUvp",
+	"nIt56/PnqPXigs63O7tYMDLjGTtQhAnN9ZpoOh+TeNKaFP3+UaL4zwz+xbr4YClTPuMJNd8TzZeMcEGE",
+	"wncmrTgiU6kX5uGCfawOcntMr6nS30ODLN05tu1e23+8uHhLUqpZ59ZeJH643cOP714TOSN6wUiSM6pZ",
+	"SnKmZJEnbHejn6PWiuZ0ybTd0udSaPZR/0CXbLubZyTBn4mgS2iZm8crqhetqCXgm5Z95RL+jFo5+3PB",
+	"c7MsOi9YOJYV1ZrlpoH/+ulZ9z9p9+d+9/TyQ/DvXvfDp350cvT5X1t1J+F5kSuZbw/zzYr+uWAkFmYY",
+	"CbwUk1kul7BAq5xdc1kosqLzcg5/Lli+DiaBTYfDXdKPr5mY60VrPOz368bzmi+5Nq/WtZjBj2GDKZvR",
+	"ItOt8XE/Mq3zpTn7x6btJRf418D3w4Vmc5ZDR29lrut25+L5W7KSuSZcKJ4ymK6iIp3Kj6TNtSKZlKsp",
+	"Ta4iMhg+6fV7/d6g07CNpp2d2+dHfHJ8fHR8+5jNsrObt6aT2huSM6XdITZDiYjKqFowRbhIsiJlaURW",
+	"VCmWEi3DqR0oJCU5aS/pmkwZYcuVXjdODP9qntj2xr7NZcKUevVd/chX+POBIjzFddZUXRGeNg4BP7jk",
+	"6d4XpN89pd3Zh09Hw4bL8DaXhsb8B5y6rWG+l/lVJmlqxmpeOyPLQmmypDpZ4FoypbgUB4rIG+HeIjcL",
+	"JpAOGoJ9JeSNaLox9pOmKzOwx9r/XTeHcxxE3To/cyMkPI2IzElsr09MZjJHykezjOUHithf/BdyRuJ/",
+	"s+P7fdywJ/blO+xJO9yUv9hOO/W7cy7oSi2kxqnVdW9feNAzcUHVVWOP5ow+YG+fTTtqJYVCWeBbmr5j",
+	"fy6YAkoFTEHAP+lqlVkOeLjK5TRjy9/9b4VcjX2ky1VmOY+mPGuNW1OZrsmSLacsJweJXC6pSA8IV8QN",
+	"m7QVY+RQrpigK95b02Xmz0SOQyBqQVes04paLM+l4XQ/fWrNOMtS20HPNtyKWkumFJ2zfXpuff4QtZSm",
+	"ulCt8QiYAtdm+K1X4ppmPHX9l+u10HqlxoeHhnbNqWa9lF27ZVCH8BHy+M/hPvxrzmatcetfDktR7BB/",
+	"VYdv8WPcgjqyiivAFVnSbCbzJUvN/TGnQBEll0wvuJjjDZJixudFjuJJKpkiQmpCs0ze9MyInksxy3hy",
+	"3y115OVALWjO0gOyoIqoRK4YWbH8Mi+EEY3GhGv4RQpG8E13pc8ITdOcKWVeoYoc2Nt3YDifZjQ1dx4k",
+	"ITM1KYAs+X06LffJT2jPDUrc+w+1PXLFNpd7xrUVVKSVGnFp/JFGwc4812aAZiwvPrKkMM18ZybbvDt1",
+	"u2L3+3KpWuPhIGoxkcjUXOpxq9Cz7lNzaz5yfZnIlLXG/SgklePWyWyQ9NMnbDh9SkesPzulR9Pj5Ek6",
+	"YMPZER1Ng5UHRSJjmqXwMGV53hq3/L8vUeiHHvCBzguRGGm2NZ7RTDH4QRa6NW6NhhPRcn+7L4/8g+0v",
+	"b2guuJibq/9h783zy/qOKSOqmT00wu0hu2ZCd5XOGV2aRvZsznx1jh81nAfmeiQzLrhaGPJ2s6CaGfnG",
+	"iBZmK4jZio45EAuu4am5L7LQPfKe68VExKiZjcnWYGM4Q1SoG9Oe8veFCgKvEXzNCWLlcKiaCK5JXgiF",
+	"BDf+w4sLcng9ODSMRB1+svzk86Es9KrQcScyh1uwlEzXhJLY/B5jJ72JqBzat7lcSo2q0/4HF45ff3qS",
+	"Hs36yZCeslF6fDwdJE/Zk9kJPU5HydF02Ipa/oq1xi2cD7ssyb2TW8ZeHr/HAc8LYQ6ZeVRMl1xrll5S",
+	"c1yH/eFJdzDoDk8v+qfjQX/c7//n/jTE8PG6A3OueZYR2ymhM81yEt9Qri9VfEZWMstgE0EapZrEToEE",
+	"GSjQ40PFsm4c9tVD/x6M5aXMpzxNmbgvN6B6QQ56vUOmk0Mj4d+kB4SphK6YqqgwNzK/UiuaVKn5UUnN",
+	"38qMJ2tyzWWG49yTqq/guweh6T84fslSK4RwRVY5Fwlf0QwkV0qwP5JQYei9UVjETOYJS4GW/4FqdkPX",
+	"F3il77m4NzkHHngw5fPelIsDwj4mjKVGi6rwmMGwTzwdIW0cYs/+3QlW/Lg/KlfcDDIlZph7LrVt8EHW",
+	"+pkI2KfUC2aWmwqgZZ5utSnYXkixMvpPRKizYXSaVsLujiOpZqivhBGDafbCSI/33BEqCLfNEZBGiUyS",
+	"Is9ZekZyBup7ILlecq/u4lzBKlH+2Bq3TmfDZMQG9Mn0KD2enfQre1WRScNe990wN9aH2TEyLeaEC5jP",
+	"HM/5GfyBy2OlUimydUV8NzofqniFYsi2CNoz5rA/P0j9UhYivefWFAJUXE9wnAJ5cBsPOKhQpOB+GHIw",
+	"g5HtudxC6i5+8BDr/aOdUNuQHYFXxBOjA9UJrISfo9aba5b/RyE1vecyrmVBFvSakaNheRGV51MyJ4ZH",
+	"cTHHTQXLmBE47LL3/mzGoHqJFHAvhL4sWzmDb4G0GrVASysnkXZFHPk33I3f2z5BVkqoSFi2qQ0MA20A",
+	"Ju/Jwr5bBsN9MIUArRjmjFMNU5QzOOq4KKQdV1cpjqx5zOlwK5Z3/Rb7C5RTbaS+FJqyD+EWrXI5N4pU",
+	"RGIjrV263+LOGYnfMZ2vu8+MXBETRdcKDUKGHuVrQueUi14pBy5ZTNRC3ihSGAUauoO9VRviRtDstqHn",
+	"nCVSpMp0Ajs9ZTOZM9MhyDjQZ51Ju7Q1Bha7c03zO8uVTjYct1ZrvZDiiHSXxByBnjUzPu33DZHdV/5c",
+	"mRdHwy8SK/PdEuQvL3rahWw6rVOaXM1zQ6+cFRQ0hDM4Z6W8aY5zbM6IXQJ1+KlcjM+H9lOmDj+VptHP",
+	"DyOlgnfqB6nPqeZqxuk0Y/ckb8CYTKvg0VK/P+73+10Cm6XIiirk30ykTokC+aM96A9H+EUoTY0GJyX9",
+	"gbGCDUAFo92TDMGQuoZ/hB8/FFmKYWwxMcQVqC/MpJyet14Ywn9G4ue4vl372ZxfMwWHQvGf2cbGVt5t",
+	"8iOSbw43PXnxLb4ts/tIzh5GlhYSfZh2Wx1tBTMhzXN+bWX+4bIPOrIhFj3Upy95mrFLJ01HRMlKEzdU",
+	"kaTQZ0SZY2N+gUZvuF4YaVwVyYKsjOyjQIOAtxiFhzkYwKhvyrILw/UpmMcSaUSqNuvNe+Ttm/ML8ve/",
+	"/u1Q6dQQf5aTZFGIq8qJ7D8NTqRt1Ynt/wAp/4c9Vz1uXvCYtJ1PYEiWXBTmEp7V7QAwLWsKFSwBDYIr",
+	"kmRSWe3sXMuc/SjoNeXZQxETazcnyrRN2m+l0oYpdwITLBhsjIJgOK9ayFxn6zGZUZ6hP8yO1/wzLhTL",
+	"f+82hqRU0ylVzD+JxyTlgRpQKguBKn3O8mueMFIEM91z88NPHs6KvecSRc5MOs3lFcudjq3pFQuUKDAh",
+	"G3nYyBRm61OW8JSlPQKyiTOlVOUfFEx+UVlmpw8VPDpSvqb5/L6nDkg23CCuiLxmuGSD/ujp8ZOTfr8L",
+	"Fw7l8raTN5f046X57rKGhwUH50JKksEQ96UVUnbxg4c4LN+aSfkZOYcGs5Io3OAfBS30ggnNrYX4fhdY",
+	"XjGgEezjilslHkkKJYLdEPwdog/WsjCCvSpYXqG3g3L1Nse2/5WrfPYQK/k9V8qqa9x6s6aM5mZlzZQ2",
+	"7sH79++7z4IxbF+Gdy+fk5Mnx32SLIyKI+bsdvb9o1DFaiXz+29TJhOaXapi6sRUTzdsDyShKzrlGdfr",
+	"McmomBd0zsZ5MV1XtMVhuFd+cMHHe3uSyi8eikiucnnNU5Zvzw2skJ702VvgR/89Szm9gEHfk5eFvQDN",
+	"NZIJ0BnDvdcrRjZ1r8hzXHdtFlQRJxGaQZEDcGKsMsrFgZWQuAbZqPLeeKvtGsdwlWwd12/m0qwHDHf/",
+	"++e/7sLXXfjsoTbWrOCBKoVqM13QqYC1Ga4mNrgbLv4ZsY6gruGXMWkbOcnIgB1raDMUMdqO6IPX62Nd",
+	"yrWp65C03x89J6+/e0v+7/95YmOLbrnhq9KJdo+jl8rkiuVjwpd0zgjq7eOj3mDYVRlfolvVmuFKcSe4",
+	"y2/N1TH6qKF4KFXt7Txwnz7YdjvzYyKLLCXWReC7Qfd9bsR/EEl9r7iBcyb0hZQZ/LXKzQZpjiEZM5kv",
+	"qQ7DLJfJCh1kgvJW1KJCL3K54klN5GXUmhc8pSKpIe0/gr3H/Q7SOCVqrTRbmnEvV5q0wYmvqWZLJjRo",
+	"HhkXGPO41ZOWMrtEN+KlETuSBc1rAkzR1xsR9BYDIQHBJmc0VU5fMG1hvKkR78GUDqEQYm0YUU4TzXIV",
+	"jMLLWziMmm7N6pKUzbjgaNi09mxLwFAdWVIduR++f/7WRqgdKCLzlOUQg6TZElqnaQoN0extsF0YimMH",
+	"Jaf/m2HQgX1A85yuWxh044J3fnIbHGxV01q6yX2o6eJZkXINrurtI0RryML7hRGADOFegb/3rOKAOVAE",
+	"DFJg7THzdqewlVLNukZDqzsCKZ+zOhp0/sdn3eHxCWkv2MeOj3lFix0YeWXKQAewP6HtwPqAbnKurQqR",
+	"1h68SizEZtfeXW2UcDjn1kN/5hxI85wuD8ACBgpzRFimGMp+YB4qzdWVheBCn4xqTyCoaJfasuaaqGLK",
+	"syJnB0ZDpUqRNiWWLiGJVsVsxj92IrTbcm1JW+3c2ceE5SvdFL6cK03MwuOC1i98Q7s+dqR5RcnNQiq/",
+	"hiSnov5KuiW/xIO431niaeXd5uW+4uhC2kW74Xb8iaODJggt2DE3KbK1mY6juttBCOWTlNXSXm/Rr98e",
+	"moCTt7T7U0Vi1DT+RRVws+PazfFfXPJ0v6YhyrWhLRtJ8Wn7t9D0vbVSy5VeA9MQUtSfIcV/rjk+3+44",
+	"iiEN8HdfM7HnxXNCQvOujknsDe0xKYTmEGyxthccXFvCh1/YYK0CHDhFgg6mOJqIGG9kHJHYHN/UkGrz",
+	"Bzqr7C+Zkd46PfIGHHjmlGL3rh2Ih7UN9SailqUaDbvmcr80awNBOWoMo/VBFhCEXc+ebeToztVxM+/V",
+	"RqaGXAtiUIFtwf3bOJTh2Y+qUbpByDFuVyM3+5O92NUbiBEiYNMAzuD+SFnG4C/XG+ZUBA9SpnQu17VX",
+	"FTp8zVUN98R1htglx/xvJTXIiLc4f9QKshua7pTEA5hRpX22w+69sCOstl63rM+d+mqntikmaJosAkow",
+	"lTJjFERk/I2pS/bRRhbUvlZ6lrZn9xzvuiIJFcBtqarxRBl1JC4fj4kRqeJQ4gy6Mxuv6kcCERCGDF7v",
+	"ZmFmMFeMrQga141UbW67+ePS/BF3QERNNgcvBaFEs3zJBc1IO17pddMouXKRTbccnVfuxQuOBM1ZNKqn",
+	"b/tqbxyyFU2u6JxdcqE0zRq2CjwTNaIaqjEMZzoFQehnJqzCT29YStqx90hAI4bYmT9ypooli89IDGZ8",
+	"Cob4MbpAmtYGw3YuU66uGtM00DwyNcdBVandAXqmXOATiU07l8vpLb3BsQFFp2Fp8DXBtOlp5zsuFKPh",
+	"FK4wf+ZyJXNdw5jemscu70dtrrzVFolR74r5Igy/IW1YcWj28JP53+fDv//1b43z9rS5UGjyrnvHqqoN",
+	"U1EL1nSUXBqE2uM4uXeNxmXOlPMtE+s3t4K3a5G0q4fJ/dA0U1BWZ0XtQDc5mCoDDnFy4YVzxGX7NgWd",
+	"VMlMhfw5ktmqrGwdId3anq0DWHdwa05g9Ta5Gx5uz+aBrOURMmVBDki9nmvDs6v8w6kLlQQicE7ckkQU",
+	"ufTDmvNjl9rnMGoJ5JeLM3JNc3CXK6KYJtM1GNSC2OccrF05cxq94Y69iXgGFn7XHlc++RKMk7E7AjFp",
+	"o0UK1TCJQmPH6slcuSSFiYDoahvbJm+Et0ODwzhoz+a52ZZ65Dv0bo5Bin6LfZk1JFJMhBWTlB2VO3KW",
+	"H0bOUQJz8FlVZxhQecMVM9pzztRiIuCIrnKmWQ4WHL9CKHTeL6HT6EfXzeekchhOjo+PTmpaWNKP4TeD",
+	"4dOaY+mWcfuI2F1qY0AiOoydDz6IGw2C6VxbYQgpSVmS0ZyBVSkY9KhfM2K0zNzGzt/AWy9cYgZQp5SL",
+	"JpVohj5hpalIaZ4SLlaF9j7wcZAfWXfBtrUvL8LcNs5z8+Yb86KRJdD5fqmqmros0Jfs80efnowqOa/9",
+	"XnmvRbGcogCDYe23NHV0Um1pq50Nwr2hb4ekC4S0L6Neu0TXc7QDBQorRG/UxFFZ5dXFoMKrmLYx7A/w",
+	"LnOtJiK2IVoxGqVsjgYkT8lCZxB449IjSZtaS2REKLmhOlmwvBOB2ApvTYTrD5jnXBrSZNgmuVmYo21b",
+	"j0giC6EV+rCVJoGcfenF7xicOxPBjLTlLFDsI9fKGqSUlqsViIHfvXj94uIFCoL1wWAd0Ohh2uE4e+SV",
+	"oZVwP2zuisKx35af0iOVfJuJcLHvZUTBapWtSXvOrxlq53CaY2vfzviMmYedns+5gMjkuQDzYqiGB1KF",
+	"Dy7cco8WAmd3OOXiUC1IN2m6oLdxwJu0PgEYfBsyMyJwzozAcs1cbLmXg7do1unJL0KpN7UonVPCxDXP",
+	"pQAHgefIZ9ZVFeQrx469VHjLh2/+Nbajv50HfCnZXen1rck6VpM75z+z3yKlrg7ztbxhudqZIXFGBGSn",
+	"5ZQr9CmSl3BDtonaGKP27c0hbWHkrOnaMdtO1T9wb05Rncof5Q3JpJhvhuMgVTWXY9gf4h2k3nT1oMwG",
+	"r349v/FS64YlJas1O7w0fMeGKXFQ/ErJLOXOJWHE1ECMzZkNUkW3bw1xQvH1stHLE4qKEDFn5V2Zo5HJ",
+	"9oAehv2M82Vo/07jiuKGuYX9t3PWCXrbtuGGcp4z/KGEB/qVWtSa74RFPtltJ7PgJr6LytpVJhXZLdyx",
+	"68/RvHg3IaMqxVokkXJ+d5/wveFYttZnx5Tr7aN2a/e3kLprc5tj1DdcOyRYfos98WUSnxE4Lp1y3CT0",
+	"gVRiMzogFCwwTVAjVFx1xhWRD0Mq4Il909BepMIT0aYk5bMZyw27jO1jEEEoGfX7aGykPpjAXE0jmOAw",
+	"uI7IkqbMhyQakcoFmZb2U9NEoBvDNCgog9sa3258CHNXpixTe4oNdQg7W6z9aFizm+4439pY4K66K05J",
+	"3RFKmdCc1sUL/KhY3l0abZynFptqSTXLOeTnKJldu13BeIUrJkgbWapiSc60Ar64wRdu1GUuM3ZJc1Fr",
+	"yb0qpiwXTDN1aXjw6o6G3+DzDUNf+U1eiEuq6onl1hKFue816C5xTaY6BI5B4Mi/n7/5gVzTrGBodzCv",
+	"HSgSp1TTGAJJzjCuAwkD4Woi9IJCNDzEybsvzAedHnlhHV42Kb1NSXxh/hVZR7cUBCzTsRUOVCeaiBjj",
+	"TWK4FTEGnZhvBYlRUHy+KMRVbHNfeAp3EQQnqTjakSy/No3ZZAZoEp3qFXgyG9MS/BAbpYkb8fc1VboL",
+	"U+i++i4maCxXjr4QKtYkZxA/BcOe01VlmH+gK6NNxTlgGtifNpAOYrByxBB/gOtjY5bMl0AsgN/rG0mY",
+	"8LlnuHE98gIjtMYTMRGEEFz9MchU+MBsw5h8mrR4OmmNJ7dmUU1a0cQ6+eB9m+w0aUVGZfzs+uHpmJx2",
+	"+5VOcYU3upWzmWJ6YoS2iRFPKLQ6LXhm5jKZCOjQAWHAjwCFMWl93pgTLuJG88FIPeQFtuhiIWzXdnDb",
+	"ndtptaKWFOzNDPBqbkcIiPZRZ+CU7vnuH+jq1je3MDKiPYPfPoQQEPbjLZFgIyJnn5gZD19Sin0Ox2RK",
+	"FTsZ1YpBO8JUrIEFoTdwb8/IYPj0d9age8WzDGEuFJ8LmhFxRkSRZTZb0qXIl1LqT368Ucu82DJLIaTm",
+	"dcF1F8zCOBg6PCaQxxNKCUYOBwuNIUs5U0zXOu2lXF7iQOu9Y1eG3GcHYEvpyll3yZYyX+PccnPJmZEm",
+	"NoxTeSG8xww/uFxOG/wpNgYtzcHmUz8ISw7Bm4MEEDriqkRDATCLG5YzYluyVNUNR0t0wgKRkjcCgu4q",
+	"X6MhnAuykUrby5mmXGAMxsqhysRoDpZZypQmczkRwCJs+hAkSjhbmA1k9ggt5qysmwxB1YiYmoiXuaiL",
+	"9vmBLn0qlD1twOhwg3SJRmczvs5f/eFPr16/ro+zbIpyiT3ViokHn6lMLQxnClF9fAyL0YhcCEvtfXP4",
+	"P5+afnKgPp/2i9fZBAyq9S5a9KD6PgMgoe2QT02zIOXRxand5FKziFyxlQZMLan3ji/ahCmqDbbmKZhe",
+	"qXKH/YwsEK3HHGWeISwfWzXo80GgztaESzyk/cXCDa3KHh+/rn5TN5ZzY0drZl+zgQEhr8ZlbgQB+XnU",
+	"qXYvecZeCF2HiPhGMMLMT+Y2UWsX7RGIh0KLo1lbGPGYUHiEN82G3WNGzI8XL7tPbdilORETsaRGvL+C",
+	"mPyOzYc3tMY0YEXHFdWLGA1NP/7u5cuX30EifkYT5uVVn3GzNueLToQ5U0RInyWRUAFjOsPkUCrsZGim",
+	"JElonnOmsKdLhNJJ4wgEU/NoIlYsT4z8CGvMsB+f1hsZIlooBgmkOPq///Vvh+BEPPxkGvhsw8yqvHpZ",
+	"yz3fJOburFhuY4DJ1CICbKt3FkH3TsGdDfaaCNEOm35wi1J3LrK1tfADMFHTnv/9r//toUrJzuUkbQdk",
+	"am5qJ0IWHqc8P/xfL1/CuYgwg9V5LOqz5KvrvytMcg8C5GKKHRG3gXQph9u7XmZcXBnpUy9YXo/DXGMO",
+	"swCTNnMGRhPhqahubtNVrbcKmTHV7aM58JztbywqicFthA1XwbXfNNr3GFG6PeBVI8ats59TvTizSTv1",
+	"pwvphqUO5mxsUQUXS+b9+pW7biHa/JTjegHgH34V4NhvE5faw32LwLSgw+OTBllqz2uxyd8qwaZ4tu2h",
+	"tr3VHY0/Mprh/m8YNxcsudpp/2rivmXbpcDm7q00tzTMuK6Tta5ZrmqD1C/KOLADRexrkZFblyBZawJq",
+	"qUUqj1N2bb2fghTCvQWvdG6PLd0RpFsNVwymJxCtR6pLi9GGAT5GTEdCpRKaZZcznml4sORJLi+vlyAY",
+	"qGXtaoRqcK1YsOIMWTG1Fo0D52GODEvcEgCtP2WDalFN6xccZApsCfwYMWinYHGxfnGIIzfih5DhRYtI",
+	"jAps/QX5QsUXbSH1DkqCP1qFQ7l0GoyC4rkDi2w7VQx/Bn2os5ckvHFE7FgiXL1gSnWHZsM7W/GDgFdg",
+	"08sMNsaY5EwXuVBOdguJqkLRLXb9xpBL5pfdIvpRj5KpmO6cTYT/nWY3dK18D9vqLL7oiCMKUW6v7Jh3",
+	"bFVplGlwJ8ezXC5jAIHQMiZt9jHJCsWvWSc8zlX1GdRbq2nAS+AjxfOOToQbnmUuDVExUXPYTbd7a2rO",
+	"BOzmvak9fKjNCPwiAo59RTg+aKXuICFsZA3FXhV1sec2smvbM7zlibYxxNuNfM+/3Ui2MGrDQmYpaTss",
+	"SEMKckbiJIi07wVhmRWWHqZIqUsAoLw0R/duRn//KaZD3Olbb/6pw+SKWjYAFdu/W8vuUwZAZeHJwcbM",
+	"NRdrcLRm8iYzMmS9wSG3yNU1inJzAITF8Dhzd7uE6tzjCGyKydWZbK7K5t5tbUg4UD+h+hOd69cc+dtG",
+	"CgqgVKg7qVgrW26i5jLvlsmKvCFfzWgXpO18IIjbsyqmGU8uizxDf8ehDTA+/AQusc+HcecMEv/NnQnC",
+	"MjdBKXYLIWZIm2lEWOkiWJldS/plDmKtM3e4LIvC6JGmCBW3RjBZSCQO4GfKyhv90dNKDMpJv5Ymbk8m",
+	"TCfccCymy7pwpe8RBl/OnAc7poVe9OBt62CMG4NKQt/oTnd+8KoRaJaQ3F9zsMAEe6kYE3c6yF/iCLV4",
+	"LXWvZvRLBoHG5tuW4j/wrc8A5wfbVnvBFMv3C1gpYWdsc8HHfmEiu/vVTau9DdaJU4vycjo6fuLzkBGi",
+	"QdUIyBa7YTvQiGpyw4Q2wrWYowRinmlJUkno1Fx7Xu/kcNUdtrMcWZZ2M3bNMlLWWHDp0y4ctaxv4k7H",
+	"hpSDBSNq9sHXjLhtG9yLH25N7Y9akCVi8Ra2fe8BAvCnXZb9GtMPYl40nv2a6JVpxsiP714RQZfO14vQ",
+	"xZB2fjvVdVgq0PPOdE2HN1kTIlAfI02dI6xMOUURHXMpNBbk4alzxtvSPGcTMZOGtWKuBcYPoyHlNlz7",
+	"HuZQFBjvG1tfdDwRmATMwRmzkaBro5+VVxzZR64r2P4V94qh+BMRe58k+OvLlOBK9LTLDy778Hjp5hLR",
+	"G+eD2oy18oHI9deo/pfQS7rDmXmPPP1tC693jG5LJpVP9hdMSu9a3c3J9R0HXt6223z05/jm502U1v16",
+	"qkucrogyJaJA6ZsJ+9lx4+ptrz4UbG8rqweMvcXGWrbcMCgXnLUZDwvY+l8U00QLLS8xWqaGvlTA5AXY",
+	"PAtVlpzxYTaGpNggYTyZnbDoTBlMPOqfkhjbaJKMNnKod4pG4bsQP2/lyDp1Jgikr6D9UEHnrEwobPDM",
+	"uii1S+fP8erW3DSIgkPDlz6/soGvI0YMICLSoKJXhibiOATthBoWMQQ0xOSGr2DpI7ukMZnljP3snvlc",
+	"TpvJYqgg5rxtYm9AezUZjc3zqeiG25Tmy1OyGz1XNvwAEAubPNIe+wIcA5X8l2r9A1yQEjZ8ST9W4xsw",
+	"6NSGNSBoNwUYtuzaSEaBdcgHXIiUxN+UvtqYKKYxnUbRJQM2OoEAxrWD4Zxl9FrmyIf2MBKtvEVmJ6nx",
+	"ZTtcanc9RU8kijU78yHgJfQj5LX++LzAQ4rFmOKgUFU8JjhZi93uihi6InqgsHKBdazKdK6JgL6C0xqV",
+	"wbZRJRuGhqgGZ1gfgQoC0jpXGspCkCVdT4RFpjACcm3gSb3jrix941fSrVuVmkSVXOcqpdi6L1WCUKW/",
+	"fo83yGDt6fe7soNVNPIvj+ywL/sCxrMH+8KG64bkiyhshOy7+qDVk9UdjImQDm4VnH0YPxk5Xwv7yJYr",
+	"Xd3uBuufYTe1qPgbZhAFfABH1DgFVW+98YUWm2oSdEqljWtSKI/SsyRC3kSEJrlUyl4aG6pK2vEyWV06",
+	"17cNlajWJIgcoon7BgR9ZLksrYmSrstK3Evztpnk2/Un7vK1z2WgWbZHDKf99ENUE/KVErWRvq7IgmWp",
+	"W8pK/UsPhNAG5lCW9nQ5zUHGupAa/TWwfkaVDTbh/mNH6Ds7nHKQYOpWO3cT/BJrkvFr5jLi0cSMw6wc",
+	"jPuPs3Ks6+pj7BxrZAFWBfO1ascTAYtvYwO9ashV8JWSpU+mXc0BjMDHCjWLIN98IlJ5I2wJo2qttgji",
+	"MsFWCtV/DxR5z6bnMrli2AxsArzaceOBbF4o6KY0XQNqq+iRN04RBboQkdHw1JZqqw2NvP+yo0PLut7a",
+	"2+4yagMFPMiX26KNgE64CrDGExGjyNFzkOGXWmdxj/yAOYpsZkjfuKzTgGQ3CPHEiG5FMqkYujknwspX",
+	"7bgaxBpHpKoJ2NUK789exKICe7LHF/WBCqrVRLSiekoYUKmNi9+041UIkOolrGMj74q9M6o2U/9oorO1",
+	"tzZbzRZyEQBixeXPY6ICGEmsXlbiZABH2C+AvhyoTf2/NY49/CJlcLgfEMTEG2e+4Ot/CI7GVgbiL4V8",
+	"8aV5W0Em9l651L9S+IodV+x5bfzlMwQZm2FIetteFec/8xerRnqq2vmarFCNGBrbV6p5bBuXGoZpL3ww",
+	"0pTVD7PJknmHBOxzpyT6xFmWXyYI0mT+aSmj/csqfrVGA5tIWhNOUMmu3hMGtzTz7BBYagqeW1uzuSkN",
+	"UHJpg0/rtizN26PUwC9m2OzDBPJCEkdNpNaNqGKettHHRX5HrI+rcwZxlJATArqTagiCzK9YuiN99yLI",
+	"wIWFLcM2zLUGObEN8jmJsbHGcMtgVepBlG+ocobHskmwIXb2z6nfhcS621SCelwjGKz7+ECRBRWpUVEB",
+	"dCYAJ6+P3XwQE8yzsDq4P+y2MvgUK0beLCQgMK0yuV7aWKUGbLfaTcBc6EBn8rUgjXiuxiQWUhhRwyhO",
+	"kEG9NlI2ILIrpscl7kKh2EQsIYVbCgYJl9ZTFPk9JW3ERBw7+0819drlYKEInE+EO16knbOlvIYgIYDl",
+	"ga2oHk1ISuFQDRXsqnF5hkF5AaOfG6lLD1edakyajb8si8vhwFvu1jRE2uzjDrF0svSIhBkpm0GZzhxv",
+	"F7pYMl/vB8wMFaj81AiNbSOUiy4GyZS2OAczjUiQtjoQNN2peH7vlgmzAUdbY0QLcmUQSrY0uVmSuwEh",
+	"USGitRwL1+87NPjhfdn0sAc/3TEDbVcodNnujnHV2+MeBrS2qmHtZddzXPnWnKZSA7oNArd6gEM/iQNx",
+	"xLJh9VJCwG3uLyY0MHOHZ74RBlsolsdjgJcQhm5atEGWk/YmrNdGhqRX/qA8KFCVTdTo0CVPkEgERCp0",
+	"xViESvP4LkgsX0Eg+GL2uQPl/CJI2bV8HjdAzkibawfpOAcnARdJQ2kMxX9mt/qE0FSy0lD4qgLtddcI",
+	"2m0Xcy2Vs8DdweAq1Kz29tij9AvTidCwsh+hcBfzVkoRGEJuJRX23S8LHtwT0qROFC9hvrZW8U8IVV0B",
+	"HgPMalv8DrTleIwFl5YyZzY8BhCb6+Jj8IOJwNuuQ3A9DMZpx//G5Oz3ADuKJRUV4brTIxeuOp8NzinR",
+	"UFz+xURYqA4wfIK8taJKOeS9MelD1PucgccBKicnrCn1GhalMXtr5+WqFvrARdNSXu2Z9msZQi1xwMYA",
+	"VQvewn24oXlqVs4vXOeuqb6boVj2xajlL+omlyqPD8BKbK/QDnzLpjAtiEtivghMTcxCc8zRjiIob7er",
+	"nfiqDxjcZ/Pg0dsYlZpKRDKpdKehZEkYJF2jqNENPAIONXHncqvCxE6u/ZWCpCpFSrZrkIDndrMkSW0N",
+	"El673w5te3vfEa0KTgBPnRPHSRT1fv/dnNdcu4bAEk89HPip2qwIQtpUk6VUmgxOyJ/4txEUhAKaNmn9",
+	"/a9/m7TqD0PukUnuhoJyawzabznQrJQCytN1l6AzM8S9OH9t8ZH9ubnFxdnNybHJ27l4sK4VQ6GwKAVh",
+	"CXYb+Wloga8mV4uNEbUMHaq9cBUk0bu5T94VoloVBzRoxYpUdn2pCYetgoUPcnmjbFJxViwFUO2yQlpn",
+	"PBE1/jlrLimrV9Asc9FIWJxZQS0iC51l/WXP35HXLwG2C8GBO5GtmVE6I81XDq/cF9DAYpHNEkjOzFTi",
+	"iUgWVMwddh7/mfXIxYt33xsy/dEMtTs8PklkJnNSiMyQp5iJa4hiUj5wZtPGnDnfiS3Q26+Y6gd11Mys",
+	"6B0/2jiZ0EKEvW+fSKAxSZFzvT43591yZ8iHeVZgDjL+9dLd+X9/f7GVFvlMkDevvntOXn0HnuYECHZQ",
+	"tta64Dbq6aJupUjb1XUtiz0CZ4d+qzUUsd4hFzPpwB4p5jWggAsVHuZoHYHModrCi9vgwW89tEQXKnuw",
+	"NCiAMZM5efaKQOgiHm+6WqneREyE6w4hExXLZt2FhPp9rjRGGUcODASiccI6u9YCDwZg36U5fVKhZv3N",
+	"N0b7Aie+Cxj65hvShmK0pCxGG5HvoH5lRP7kYfci8uL5ECsZn59/D4BgHRj2C4iaiQ+vB3EQsSoYSxWJ",
+	"zbbLnP9MscbFt5gbhXlW//7+wiLJ4b7ScDvhBOCe9ibiwgMRckgLB+SGiCwpxP9B8OY333hF20zJR80v",
+	"IVjd1njRgTYubwSg8rEyIARhbNQV1qkHfVGdeWz9sOSY92zkyOUtLB8Z9Ue4KJD4AfTIZ6DETUVEY5LK",
+	"pFgyDISQipFYu4qqCpIdALnuLxWp8i+ugNdfyJJRsDT8ZSL+0u12/X/mk7hML4nJX8io3yd/qZS39eji",
+	"iGUNBNhcBUNnCTaB21L/uYWm8QZNEG6WUy5sFdbgkuKTEs0csh2wh4160djVwEwNiz6brc6MoOCKjRqC",
+	"w6oFoG1TM5lPeZoyO90jO95y35d0Df0XEE7BVTh0V3HEtoVCetkQdUjTMi+xMy19hLhIa7+dMp+WSdqG",
+	"31oVCjHjLXoFwlxslP2xHQupu1AfFvsekb+QQkA6EGnLnCi5ZFARJFPsQHXcaYzwLMocK8xhU0umFzLt",
+	"mhZtrDq2eewWBsbykSutyLTQsDQW1Z4rgl8H5yDjicYGTm0D5Z33WzuzESwlQjcGqdpS+G6VbRE6v9rW",
+	"BxE27i1Uzgt15sztXLtqTVWEGst3C3PvLXomNu/rukMPg6ONg7xVfX6zVrs/qnWllbFNt6auLbMWllPd",
+	"Vqe4WhjZVUPu2E5zIz7AHiqquZpBTC72eQLnEut82IisA0Xid+aLmFiAbR9dxERaqUJoN9bX/oY2h0N/",
+	"aTzC+o5S3uFs7E46pdY0d9x3zdXWEQ4gu10WgG1lDo4t1wAV5e9hKDJXpBBQTwqywtoY02YR4Jlt3a0j",
+	"hmJho+4AlEYhGxteDi9lGXfHYXOOAcZJtT0X54V1XUnb7Og8Z6oTkD4LbJwzgMhC+9Y780f3mfkjdtm1",
+	"7uhi6Af2M4INF1J0y5GXg2MfUdC3QK8hLr5tDKDZBc2wtT60Ni3mZ/aYQj6gR+wKbwiHjZmIZz5pDJH+",
+	"Phrl1oznZ5ZLFF6++Qa1VMOJh/1+J7IbQgXm6QGP/OPFxVtzy64NIYUajX988ew7l0+9YDl8Yvi4Wbgz",
+	"gJE+tlfDjMuSM0ujFKaoPTMP4zMby2sLlHj8sf9/11o8u69SC6ToghbKmrRckcHf//r/DoZPSca0UTai",
+	"iUj5HNwSOYl7l+NuXT0icKueITawkweMADD/mYOYMoP8RA5sHkE7mEjNkPHmu5iiMXwQk3YYU6l8NWl3",
+	"tmluOpsaidx0ZLgaVFRxpsqJkDmfc6zfFNuc9kTmqudSluzvMeakgJKR8YQJrJ2H/G0G+DetZytz8brD",
+	"Xr/l/CDhM9Dql0uar79Q/G2Vlc8DodvDBLX6vQF2Y2vnt8atI3iEOEigZxwuAOjoZ/Pv2tKiz+yeDPt9",
+	"UtqEnUUIVkgRcyh75AeQXoUss/j9DXuVtsamfQurBPYYuO8wiGG/v6NyfE3FeGdBacmr/eu1274byrV7",
+	"G5ciAPUP8cnHOLC6Vv0EDl9Z0gDSa0Wfa41/+hBu8mt+zYTpxMix6OqgcwWQOW6hVOuDaWELNgExtRCX",
+	"LKdLpqHU/091JmiU62w4lrlKFqehhu2HwHSV2oHmE4VWag41tRA3yx5i6KEVKrlY57zch8DJcTwYViDm",
+	"rweTSS/Embd/fvg0iI79H78z/yiLFnQ//K62XEH93pRLdPgW1/GtGT9gFR/mjKbrfc87E8RxInMySo5p",
+	"LiEYQh1UObHmS3v9UBA0En2+ngj2ccUSrc6A4ZUkMEwTsZfLqU0uQh2UGZ5lZMnn5oSIuY3t2Lpa78y8",
+	"7n2zSnyzlGo6pYrhLSs31xEYMgxtmQ90E2ESUEvHEJYvvoPmq6MHnzjVfncHkd1bq7IPzyAG0pkccLNY",
+	"ZYFCeLcHWKkfpAZYq/UZiXHsMVF0rSy8fMpWTKRMJGtfLX4XZTLrzvckTdeDQ+BEh1pae1rtRQJSxLxJ",
+	"hcDbyMLjw2Wyih3zaMd5ITBBHsOrnP8CKmsDZs6lC2mD6hiAek/TrYewDP4peBpNCxlX2j/1mUkRiQW7",
+	"2XxuHtvAmO2fJsJm72/0QapdgLwRdyJf5owUIB3OC56az8mcCbOktl4EWlMgQ6ai82Mqpv8oA10TcgYD",
+	"JaOSjmOkmUKxMxTHJgJQZM3vmL9jZBlwdyqdF4kVHlcAw+EqYmItUdP4cqWhwEK+JsG2YrPOARP1h6PA",
+	"uEzab1ZMPHt1oFD16/TArrCkOiYrnlxZ5AYps27KZlxgNQW1oCs2nogYjkQ7tkiqMUg2djtc9+ZPcLCC",
+	"oZSaP9FKXf4NpgQ8rjHUTQDZh5uWP02Af0xaYzJpzQoBSzBpRZW/xuSTGUEUzjoiJUP5/Dm2QXxU6EUu",
+	"VzwJR1032Eu8zHGnRy6kzGC3FEYdukq+lupPBEq6IAAr8w9b2O3di/OLUl1RYBDR0t6jBn7wzNzRC7ii",
+	"0S1Cw8aW4KZ53v/nguXrkvlbz1NIwcq8gWWyCmKD8C/cgVbU8itWB0X74b6cy3vEym6ilrs+rXHrJ1t6",
+	"uFRdP0zE/yMLX8EbrMO9HtA+KTOXMrOkHy/NIVet8VOw/Fuy91Nd7b/NCHguguI9gec8PBh1FZSaUT12",
+	"OVc3KNZekQS7wuntjgckGWWo/XhXcAAbZG6zkqQ8eKjauC0D5j/ah/l/S32JT/hkcPsnP1ZNp/jd6Pbv",
+	"fpD6JYRMmA+Gp7d/8Oaa5T5B7F6izO6vzrXM2Y+hiFFRL81qA9O2bNhWOeD5Bm/CZGVHDruGVHExdwp4",
+	"KBYgjEQpERQpZkXXygLvF5KkHJOJIyLYDVMazYwu6b60yrQ92zz/47Pu8PjEl2RAu6R5ggV1hI1I2QgR",
+	"wBDqAIXH4c5bn6eRxzoRWvJAuoDnKcsYEPuJCMqQo6HNfQuSAbLOCEoYeft4jzwL4BoOlE3tpKsVo7ma",
+	"iMBK4r3qpG0RiMblM5t0Dd4EW4/BW1hsoIlyhY8mwtUNQNgN2IJezjRahmJfgJKc9klK16rTIwAGvQQU",
+	"OEXkzLCxLQA4kCMAMZXrM0LF2hnNyZxpRUb9ozqOY+STZ2YEOLjbeM4bFGTAkVA6iGDVVOTCWWN0Zf2L",
+	"DfyMwYMAOFBNzMk31mrQRtF5W6NH1rVWCZaobe5ktHdjLrpyP9ppVvJP5gtor2btcKkgSC73xVO4siDP",
+	"714+J0dHR6edpoWC4NTKcPaLKNk1Fl+Fbv9hQLbvFw3jFr3/NWAi7PHic4wUub/8gYsARx3GP+wPT7qD",
+	"QXd4etE/HQ/6437/PwGbfw6xo62ns9HR6Gh0cjJ6OjuZnp6ks6enaUpP+4PkePDkZDro05P06dHpySBN",
+	"j5IBTZ4+nR6fTodpcjR8Quloo6DGeDSIWuxjwvJVmcB5RLoJOTCXQrdPvnnSOWhVwL/6G9FrTWM2csSg",
+	"Pxq6WPSyMmYldGi8FYAWBReyDASwDmq7dr1ELv+FZjxh4esgu7ROp8PZSTJg3aPZUdIdpU9o9zQ9Pu32",
+	"k0E6ZEezET2eBnFM4yAfI5SBWiezQdJPn7Dh9Ckdsf7slB5Nj5Mn6YANZ0d0NHWQ8OPhUaCxh/E/PjLz",
+	"1ipncJQq8U+t/fV9uPcQUlUjMj2DCGmw7JnXPLUM+enXl5r2EE5eOu/yb1JsgrXO5Jy0MdsAlPBORRYC",
+	"4cfLQhjnXSsIvbOY4lXnOng/Q6f8kq4AXasQqXWk4Z05UCTJKF9CDAcXczURbQcAGhHk3xGUGMNSlQEA",
+	"aAftCWWnYM5MZJ4yUFOcmXMiQP6Cw3SYUaW7itn6Z6pB0/ye3dvsaPFqbRTcBthsTRHMn1opuzY6y1aF",
+	"yxaSkhJ4Fh/8/xy10ebAb2HPVijf03HfUb5qf1FrmZlOHZosULTx4SFEAi2k0uOn/af9w5RdH0qeJq1N",
+	"cNlN+jocj0b/GaC5usGHkLDlfPajICUocIPS5fONS+H1a9OM3xgFCCBlbJ3XYOlKKuBiW0pCEOJW1ZKD",
+	"t86KZwOYqriIMaQ36dDEB5GZ3vYHoWxAkwJr40QE+b0pSzJIrA3huRCxxpqaEiqIZlDmkGqLQyd8JI5q",
+	"EvXdyO9988s1MoJTiO3oiMEGviLGMziXk41uUJfsI+6+/y7Mb8B3bT/4Bzj0bY6fe1SCALqUWYeOoWqr",
+	"cK9ockXn7BIwfrOya4Ql9H+VaP+bz2BEYHPd/MViym8+dkFAYZIROLguwX3nZlKKUUgUy4QkjDDxL4K1",
+	"yv9RplnZBxatyjYQIhngCxWIygCZcgN80mNOVqAlPYrjJkDjAODQa3bDUsRSyKvDWPRYICX84EYxhZ8+",
+	"bBdJ+OnDVnWD8JGrWuCLFbg6BLgO4eCH/UqCYQuYw2UZJurTiccbkBQuYR7X+sMdKH4JnddA8wsFTkt3",
+	"1x4JfjPBf78Z6lvjYQmpfgkh6Kh+XmBG80qqOgmwEAqCdqtpLRDaHzu4ktj1PvZhMs6IzJUL/gJBL4Uc",
+	"ObRZ+YzuIOkswlqCriARGLoBnSKXS6ldGLDRbnrk3AbNIPKnjbAZk5qa3tQb3RRJZR2PwDG+K1yYAFP6",
+	"W5mu7+iTdXbwVgGVG7u0ouxJwVyO5343JcCx+ly1g5tr/Lmele0+TT5j6DtDoj5HRsS7w1dv7Tb8+rW2",
+	"/tPbv7Aju0BqiJ/tcfOf2whZ+GCwx8gupHxN8znDD473WQIffvo9Szm9WCNGyWg4vNPHX5eY7TO2la2O",
+	"9OXUz3y4h+fjDxja4Pe2QjTfCNaVsxlQF3B5VWhWSC4DODtPMEMYiFox+dylGsgbUYLEWJq8ygqk0SVc",
+	"zIFyeDIVgF+fshBNRMVmQp6hYm/IOyYk0yyzGc4Qi8Ksl6ImmaFRQj4vMSg2LOG3hiwBgfsPsJQ2mqZ9",
+	"kt5elG8DpqXBjutTOhKa52usEcEVhLBfs1zZfAhAOmky6IavNhnNhw0m+A1rV2lsOdu1/A0DQdCvGh+1",
+	"lYW3IZV/hTblDTNiiJjyUxVjZMO04A0Ym9Pe1xxaIohVdnTcSrqj4TY82Gb3x7Z7txmCZmvFVYOt9ouk",
+	"ZQR/CtM1nd3WanV3EKFDtJudhtfy1D2aWX8hI0t4sR3X8Mf+A8DK18nV33NwhxHBbso8My9Uuxgun7bk",
+	"fKPjzawV+xysKObNjoPEt+K3ViybEa5CtDTTETqnjXJAvFUHKklgPCccYiOmQ2j9qH86DqV9yE6cSx8P",
+	"VMbqml8AaizkY141WdBrNhEANoP8zgPTp6lRWI0qoEhs5xQ3C+rn/l59sbB+K8XYhxbsfWOfh8MOhPpt",
+	"IX5wR53j10tU+78GonpHktpkkQiuqbnoC0ZThjW/XstkZyUO++qhfw96+JUrT3cNLfon1bZ+OywJ6UsJ",
+	"gtbAjTY0mEpGBfKojNVhVFq8P9UAUwlpSzKHeJvgjR55lbLlShpSNsby3ZjeylPHWjBxQUvZIy8hKMhm",
+	"/wVMw8cQTzlgXhhmZqHQz2xuHy7oRGykDGIOlZaFabFH7CRME57FIICmU8gqgLZ13AfXJ+Q+9xGXA6hE",
+	"a8C+UxDAXWlbCdrYQOSCPNy5FOw3IDTemYD8hq603a5b73RUb4Qoj3iZTLkLuzn+N3vjfh9D+rlNIN6S",
+	"L224fpnSG8qS9Q73h7ovX0XW+W3oig8k1viT9U8okvwTk4Y3gt1KFO5mxLPn5NV3rb2SFEOL34ddQsWh",
+	"g/P/esOJdnmygkIEGKdktmeVm4YwKtmX8SDtAIKoJkRhIryzvdMj51CCjnINOCYyT7EcI0Zw5wwr2OZF",
+	"hshUzhlVRy/zQjxHeLx7+KFSF1yMcZStsG6GiwvYX3eVKXv0Qz2qUo+Oq3+44+qdy/vCRK1tFrDLX7VJ",
+	"mJEG/bqIc1B+hcSHUy4O1YJ0k9hnfHrds0SYJu+hHkaxghxDxOaNJ8Knk3g8cVujC95waCsdIPsW0qXI",
+	"9JmD0bH58Xlhq5lOxFwCSVc2AMHn+VgjKTe67LBkLf4dSA1x5p+4NxGejJWAH5jZAybYsGAnFKoRjFBt",
+	"OuVL3Pg859c0Qy7Tm4j3sFg7wh8A2SYs1gpMCMX4VS7TIoGYWignPCZ0E/bY4SgexgjAGPtIboD2gHK5",
+	"oGjYJKIShKhd7kYJi7NaZeuzMqAPVnpufqU3dE0yRq+ZqiCrCsdJXTFkG/Bxe8l0XJkysm5MrJM0AKm0",
+	"4ElmWyeiBka4bpcHuMscEZ/N//NCKNdfgB1p62fodRyRGcOCiiH09V7g1o1SgktaeICAleb8i+TG/I4Q",
+	"+lDh6w/vXry4ePXDH1rj1oJlmdwoW3XUv4NgAd1/BdliD3ZvS4ifI0Duo0jyKJI8iiT7iiT1aeT3k07K",
+	"Qrb1uDdhPVlKMinm3YxfAyMrVbotqcGKAmNwtALNi31Dls0bdj3P5JRmikyZvmHMylzl6CPz+ZSqRfmx",
+	"K4NkeNVMZingoKWEfcTTMxG+yHaPYGUhVxzI8gwMXbYcKtrsEdkkRBUKCREuptd4ImwIk/UKw1C85S+q",
+	"N9JZ4Cta4v2Vsfh+IHEZgr8m7dFwWOIAdXoE3Q2qAvjnYzad8LKggBjHmiKOnpdlQO9pF/SH5adPLUDD",
+	"cgb1fSyGYZnlYZ2ivBXIfYdIDTvHXcHObvQRURIx7dew0Y9GuUci/VBE+qJKBMuq3ml5/kJC7W/U17Uk",
+	"NmmH5yijewIH8DUb9rqzEhSFY7EjIKyOUhIpJuI2TDkwDvYAmdahGCBo7hkZDU9LChfWEzc0s1qvyi0e",
+	"el7SsnY6zQABi7RhlAKNghgCVDKzibDloi1xBbviutMcC2NJzP1iYRppnndv3JXkIYvYT6jfJ+blTp3f",
+	"QmshpcCWwug9CuyPAvv/JF4AxNSQnZA4NRD/vWT0w0/2X5emyZ1xJK+gbm0gn5trGIRyQGXQkDpy7Q00",
+	"Jf5uryEuI6SEd5YnH0yey9mScrBZlZz1UZJ7vL0PdXvlCotoACMrI68Q3tVIdv8IQc7eix+M0PDgHuRa",
+	"MmMWzFCGX9h/cb+JNQm0hg56gwBpo9DVITInil7b8pm1lgRF2lOqFh2AXEwyRnMsfr1hHcal+Xr0sJkW",
+	"ukJtns88ksJHUvhAlkc8XAE1BJXPCQqBnPEl0s1uJIxzANazdUOUNne1jeGmK5orC5VL4gxqFqv1EgDK",
+	"4dLmDHc1wiIqEiE0erUWspcWsmInNN1LpBE5y6jm18xhsJbVZnIp9ZkP+QOnppSNeKkpzxvAUs0XQVrc",
+	"qH968gvgopr+nb9J59wibVhghv7JaGRGIVMoDlVr1xtU4/NSqmlvyoWtIlB9gihag/6wxMWDCD5D6V2X",
+	"T46P79glVtuzveEf2FFlycxE72BJfHkLZgKyigNF7LI9mhMfKe8vRXnNOSQ0IDF4+EIy60AmfjWBiDCg",
+	"oC5Fo4rqUxbODCtB4greF1vriUEh8LIW3GmPvMlThqzgykVyNOmoL7GA6QaNHNWlXCCcalvmYK5yxkM6",
+	"VUzozuN1frzOD3Wd8ai5AmMSKzjBKd91rxurKNhqYoBvRNhHmuhsTcDgKnOQe0BOMsPEnM8eloRyN8oH",
+	"UIHtG9PnJmLGWZbij7LQvgAbZrvGLy7oHCopTgue6bKSuytMx39G1GTk4ih8TASCvsaTFpaqNG9hrcou",
+	"PljCC0Lhw0kLotAW7GPH8FaoHmkrvt4smM01ciXXuAI6oJk4m4j41az7gxSs+z3VySL2wUNuxkf9UY88",
+	"I4qLecZg3QjUgiNtrPA2xrX8Pe1OoaqD+yuOiP13VwASs8uoOnGLKBW2pyJfdPbVrGvLxtmqjg7L36yh",
+	"IXnYdaWYnCd2g5MeOTczpRm+B4WnpCjrhxkRF19nqcVmBGl0ITO7NFArzMwX3d8wRtggS19tipggNL2G",
+	"UhJt6iToDllQNRFCEjNYW8nzCgLLcDi1oVKMppbq3gLxXF17KOk5GPTJ//0/g1Fv2IkI1HS3K97vDvrD",
+	"o9hL0XhOSxkQ1vh+iBJmjmrL32S2CKt4hsenaRiVk3dnkOlNWBMbCocLBHl5ZYkt2E2s/bOgCpE48EiV",
+	"BYSqJ2HXoO++fHdTPGSimQuQrFo77Ael62Hc/GFQcx/L69RgP9cL6ztJJGnHz3EUXZxyTOb8Oqgs3dnI",
+	"QbbF5WDR1G2JyPiyffdzBMfstm/gnc9R6zVVuvu9VYVuzXimSvt3YSGG/ZNf755YCgYak6MCD7nObkvx",
+	"aG/n6+FhQM4DwToVXpRR9+Bwk1vFvcpF2a6f8RV3+KhOlP1BauL0Z9Le5IZAzFjaOTNUHHh6ddH3H/3n",
+	"R5F4NDjZw/VrTuAPUp+XZWYfxemHtEvS1AnT7ZzeIJnvPLx2vGEHNP1BoedGU2CPnGdULRhCh02Zk1HJ",
+	"KqNcZOuJaMeoJ8tCHzo7GVSQspWszf31b/yv4cvynR55S/XCBipCFD9GFPrOLbSjryHlhLqIeJQZW6mj",
+	"poSj/WuvCo5oZVty4eWbL6vEuOnJKertwJBPURaEFnbRzcc2AJOLOVnRnAltFSrVI8/E2rJ/XxXF8H8m",
+	"dG8inmFbUKXaRxctKdZqQ+DYOBDKj0AStpkTQpq+NKcZClkTcV4kkMmwZNRCuTsVxQhmrFS4ckB7Z2mp",
+	"L9mSNnViNZg5vDVjn8Cjr8rf98ojuAPsszfmHobm47sWbVjQ4fFJa9w6nj3pT2eDp7T/9KTff9IfnLDT",
+	"0dNpf0RZejR9Ohz0j+jRyZTR0eDJ8fH0JEnTGZ0N+jRhR8kJm1VM13cyIb/HG79LMAVzk6UMj9FRXzE6",
+	"6pH/Pgj/fY9FsvZiwDtNxhYX/deQH/kyZ+znjYB7Dnw7YaQdhOrHMOj4jHwnkyuWW7w4AOgnM2gk74wJ",
+	"12oiYA0in2FnE94YhBj4NDisw6kIF0lWpCzFgl+JTFnXeV19IENQ4QvzHkmhkCM9f/tjj/woNM9sttvf",
+	"//q3Q0zni6OgUiSR1RQC5HETMeqf2pmlMfn7X//bWbO4Vj6RYkEViQNEfp9KgRVmXfIgJO2haALRZoVi",
+	"zm8cC6l5wuIeeUawsxASBy18gBfkIF15mjGibhhbsfwMFxUicIhayBvIKXSDNtJRoTDed6NpZ0QUUi+4",
+	"mEPV/Hc2BLg96p92fKnloOocIPBVs1sq21ZuJs3ZRMxy+TMTzvDYwbJ5PkXHW1XL2o9rpjG9U4oQ+A8S",
+	"Pi1Ek4eEURi7twHpBwW9a3EAIe0U12C6JkGRmoloj/pHYBv0qSkgTiZQJhU/KuWe4ZDE5cmPET4Rge5d",
+	"V2cQ9r2dbGPeGROAiIkra8gVWbAsJTTLSht0Ozig4YmEamA2jxaPV+o2yx5MuwdXjK3cPcNljW9obv5y",
+	"VZBVLSo5TPh/DHoObfzoxH4UAOwAdavi6/hnu1F1sJ9fHlQnsof80VP3KNpsIfi8RVK2nZn4BcB9hxAY",
+	"ePjJ/O/zIUQa/dJCi8z1Q6b38DkUmTBDdzYLM5kNwSasHBN3kDOAdSHgX1iWbCKwLpmRFCAXdZrLG8Vy",
+	"5HtKLpmvEYrChKXj7OOK51DiXevsUsWRj5o6Oun3I0L1REAt8SdYoJRY6IiAe3hMvzNbPtyMgysE1E1x",
+	"dlwFAo7hozLX6MiEFZArJhSJD+2EDz9BI58P4x75QWLxVA+OaEgXglKUfqKJaMeuok1vKVM2hhJr8Zgg",
+	"d/2WJXD6YCC5LDSzXrRSNINDFEehuHmgJuCYszlU+AZyPposoF5LYNoxsoCdjcjWzclL5iS95uLqPtlL",
+	"sFet8Wl/f+QB1+1DIvHaw1PHwIZPHAMzF8fW5b6r8aDIs8YSbu6oXA96t7XUM733Bk9ORqP+09Gw3/uP",
+	"5en19HxUvJ4ftu68gE080Gz9o+3gHraDf9pEqfvzzu/pFavSGCgKZO8AcI57c9EyTuxXwUZhZm+pXtwW",
+	"5eZ1jsbI5W/rlEQXpb+pUZYcwcFFxQ59ZwtVp1OaEqRgDjhHAqOhmjCRshQ+5iLImbWYTG7zL7XO4o0S",
+	"sc0l/exUf8H8BtvJrsBbv4qPgv5vr4xDKX/XGU82CqfZ4/YrCmr1gzr8ZP95G5L3uZYrV8+3BLgC9BII",
+	"zHFPdc4YaV+8ePc9SIGC/OnV69e2cDsl85wmjKxYzmXawWpulfC9ABkL733bYmNalLZBn2B5/wpxAGHS",
+	"uqAoILEQXouRqbRcvfUgur/05b/l4kcuhRVCdXEmWFr+MUj3UfV/6MTPbTLVTKQaI3TdJbd3FfNGCxX5",
+	"H7i5z2lUvcQRvMo+ckzR7tVBff9qbuXj1fvtQVrf5Wz/sgzYdPTw3NpViv41OBQvFvSm4k4cb/gsEHqU",
+	"3ECIiF6wtWNzPfLOzAN9WU5TsAkyk9JPk9Y4tuoSlYvl/TwcD2uytxrMI/X4J7e/wxFmW87YL7EbBGXI",
+	"fw0X+zld6SKvhgqEcMlVo7offBAxYFR9rn2xZTA1TgRf0jnDYpqZVeQRWPhGsDwKDdql8xU+HUOC9mrt",
+	"sPQxBK4TES4mAjCMg5Qfr46xKkayTaojXumPGmIQ0KIeH+rlKobQOkOQElyT1NbGs3MmU5ZJMVfO5YDW",
+	"84jIQmdluH1oqE9kAVX75pQLFQBLW+CvcDG3ocYcqvUsl8tL92oMEQP5VilAyGDiekcFPNvAfQzn1geL",
+	"yoqNAJzRROO93JOw2nF8rZp2zpIOVvM+PZ0+TZ6kJ+x4NuofDYbDo6PR6Pj45OTJk6dPT09bUeuKY0Fu",
+	"FSaY1M14f+/yXYP++M/MFfsf9kdP+3de20auZX9/rEj3aKj/p+DK7sDf6hj3LLfkzSEXrlV8f7hvCe0e",
+	"ceMDnH5DWSYi5mnGYkjN24DdgAAo7xkuA9UOFIGPLmliRjb21zgmK5pfsfRsIkDensttTF2uCMgrwIKI",
+	"zEt/M7DJVCK/M3zKsynzPXCoxtLffu1uTZHM1n64CrzGAtl66dJuwhUJyGZI/1ZUm5PXGrf+66d+95R2",
+	"Zx8+HQ0//2vrAUpuu4H+89Xcvhv/2KNOdLlUj4Wif6lC0eFx3IeSHX5y/7y9PKd5bgVWT0OtXd8Kvz3i",
+	"Kvx7b58VMjE8US8YzyFmWoGY7Elb2aClT2XYKNRd4cLFZ04ZSR1qxah/2oG4k4BIYdTt7eU1Q9F2T5iM",
+	"r39uH413NQASoURad8QbbNJQz84dM6sm2pz3tqtIHlD2MRn1R51a+3Pz2Xl4snq7WP5rP5O/tZKHt56u",
+	"O5pf7Levvistt1CCp1GGfAFCRhmGz10xqDMy44KrBdRaCJP6AKR8V7BDPfLbBQxja0K1ghWGMe+rVJqW",
+	"z/ETEGjuIKsFOZYnoy/JqfxK0lFo4mAf9WWCrY1bcG5gf81aggVhepIezfrJkJ6yUXp8PB0kT9mT2Qk9",
+	"TkfJ0XQYbk5rbGtFsMvE116qq/l6ZwuBC0QPCr4WU7TB1RlBBhiufwfwOLPpt0uBsDbV4BvSxuJeikgc",
+	"zxmZMZ0ADDMW6DIH3IgB+N7Xd3n/VsVBWOyQkuHJ9GLgRi2wRpL00tEd+OAOhIcolkiRKuIL5Q1HZNE5",
+	"mwiM8tALanOAYItTV4MG0qCgLIIhdrm1ooLWHARWR4ZHN9SDNqfx3uksjt7WXpDB+CiwEv4SdxyPO2xH",
+	"gZ9eLjEIeTCMWkwkMjU3edwq9Kz7FMrMcH2JlVn79yAR5tyBxAsPU5Zbuob/dnbGvn+g80LgZXFaLVbz",
+	"81/JQle/Mg+2v3L5Sq3xT0B27j7+fDc1C+aoiiRhLMU57kMI70IGm6Q2c33+Gd1+vzEZz2xDVAam4DXD",
+	"OBR34+uI5l1FP3MStsS+oPJiQkXCsrt79Hy7zaVsXPyd6St0dJF2fRQeZtwuaX4FyasxDi2DpNJn0MpE",
+	"AGV2CJFeEg3j6QqB7vi01qUETT4IWWZwIFyTGeZ4lvpcK9pNuPvj/vEvS7i/nPK6GX1tqmSjLm3/MNtH",
+	"QvUPJVTPYSsIJSsmUgh4z33sO/KRfcU6W6y2ucyhsFV10dFC2gutV2p8eLjQy6ynVizp3Syovpn3ZD4/",
+	"XBaZ5kaaP8S0/a5iQnexWm/PfNEhcgbehZLsjH19X0xMrtb4dRkB6Ke3YcPznC7JTS41uFCXEWE0WViw",
+	"RwgRhBFjDCE8AEA1OZspprE4l7LzOSOUxHO6crWDfbQRWfI0zRgMF6s7ugrGN1SRNMeAW+vH5fjUUD/S",
+	"9lnbU3OylEuNQ0aCcAggjGDUskO4lDOYhFtmJ0VHVfgdHIID4OGC0CzrnFVCJSdiQZWLlzTC8EZ1ZBhf",
+	"7KvGvsMfIzdMtRbJIpdCFi7VnNzIIktNs9eMTBnDMhHQMtBa3zBkuU8ztuxElmIg8AHOGKaVZFIxZdiG",
+	"oZFM6InIuGCkHY/BCAy1E+MO5CvaUs4Zo0pb58rgmKgeeWfUBsESV2ENEONeQMHpV9/FRMuJyG10jdUj",
+	"GMlsI0KTnCWMX7O0R97ghnJFTLcO+iFnwF9Q2QCYA7Aa+/OKKonSdK0ser7NPTQnx2gqx2TJRQHIStC/",
+	"C189A70ET1jbo57a7iJCyZ8LVqADj+WdcNkUMwfJL5CyCaO+RnWw4xrLxqmJcPu+QwfCBbjN6fauupg8",
+	"uF9tCxnl83ZgvOhgHMfE7K2KSGwBA+GWIxZKBVoQb3z4Q9xpxOas7PYuT96HT4NocPq5G/y7zql3u4Vn",
+	"q6D5/pZaGOe5dVHXM9iQuj5y1X8oV30Jt9kaVA+UI/jbperbAXezfKrzNZSCnCHo1sMrBUyX4K7OAaJZ",
+	"vuSCZhBIEGK/OPcdkt+VXsdnLr4AOPPctHb+6g/vX/3w/I+1xYH4z8yM6cL2cL8S8plqjQfDftTK5Y1q",
+	"jUf7xze5/s/Nqu6F2lbjAHwH03ks4/hYxvF/XPUjQGn0iocnEAfK0447KCJKp1z8ArTtwiFjziXzobZK",
+	"U5HSPCVcGBLvKN6mRQRJP81zkLr+/tf/JnQikkUhrozwbxptx0mRZ6R7Qbpxx7JxKG3OV+wMRXqPTL8y",
+	"2pqKLICZSIo8BxHYvuAQvqBuFIBp9kjM5MxGhaHsjLBfMGgQyG5onirSBugpT7CNFmDkHEX+67tOj7wH",
+	"jBIItqBiTbzEaYTVIMy5StZhOy7lionYyPtA5idCblWOB3UChowoRmHddmcfsrDsLgXTeWx0kQvI2TA/",
+	"MDTztzE/8wjzM30h5IqoW3o68xJ+H9bEdAjbYoT3iUC5WUjU/9AhAZy7hxt1CWFwGo93TNpDJ7mDBpIU",
+	"VsMY9Z9GNpuc+d0it8Rim5W7dDsbe1Qu07D5aQxCvdtJzDVN5NKIy2E1gxXLCZy3iOQUwhD0gmLBAz9P",
+	"TCFQjRip6HBNbQWqHYL+80xajPzggKHE72Cx65y1TM7q8L/LqLUPv0KA1nsDslqXxUnUgotZOiosQdvH",
+	"fLh/ILbZvluQUxHMN7CQHCi7j1rKRyyUe4gnjwLDwyQQG4JnT6lskBuqfLlWegDnX1LkXK+BhiHi1rNC",
+	"L8A1+MH8DJCh8OsO0CKQGWzzdUKD95T7yK8IBQJlUbWWdAVT4TBQSw0d8FUNQLrhw5mkPj9Jja2FzINN",
+	"grnpBvzehUi9BW0lM56sg05cAzWdnCMbYtZbHoRWlpHhU6ZvGBMwQ9XbCrupa/a5hV/x6KuQnwnYZh5w",
+	"MyfUcKaunM3CoHnHJrykUdN8LShMGMBenbzNw62ZvaaazYosLL7p69tGBEvXNrTrC3PWzN7ltIWfhklt",
+	"Pk7hSllhchmuq48R2276LRTV5ULxtBaPL0J8M5Z6dDND4ud40Uj7jxcXb6Hv92x6LpMrpjsQPauMpCLB",
+	"CgnpBUbwWzK9kGkEGP0RAS4On1pJwrYuNxL38DZBxSm9YGvE2IWHKZkyGDaMiAkjebCUPHv7CmuLXtOM",
+	"p/CozATgiqQyKZaIMx9uKkAM1SzQs4b1VsQjKwdL3XQtNgLnDhTJWSLzdGwuVxZZS25knVwRmTEWECHb",
+	"ONKgmj3M5ZQpEDBlniyY0jnVMldQUQRphYB4gqCtEtK1psELKTOSMiPoomxump4VAhI2uubaQnn3jIOL",
+	"pI1AfzJTJD5cJqsYtwdtUi7VYG7EmhqatJAk5SkQnXGgDUSIXu1SqMHkvYEXvAqDYkk7wNGtdFykXLc+",
+	"f/j8/wUAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
