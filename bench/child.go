@@ -53,7 +53,7 @@ func benchConfig(o gwOpts, dbURL, addr, work string) *config.Config {
 	cfg.Sandbox.DefaultProfile = "local"
 	cfg.Sandbox.MaxFileBytes = 2 << 30 // the 1 GiB upload row is written whole
 	// One principal drives every load row: no per-principal quota.
-	cfg.Sandbox.Quotas = config.Quotas{Sessions: -1, ConcurrentExecutions: -1, RequestsPerSecond: -1, RetainedOutputBytes: -1}
+	cfg.Sandbox.Quotas = config.Quotas{Sessions: -1, ConcurrentExecutions: -1, RequestsPerSecond: -1, RetainedOutputBytes: -1, OpenRequests: -1}
 	cfg.Sandbox.Profiles = map[string]config.Profile{
 		"local": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: work}}},
 	}

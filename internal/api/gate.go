@@ -254,26 +254,50 @@ func jsonDepth(b []byte) int {
 	return deepest
 }
 
-// jsonTextGuard refuses a POST body that is over maxBody (413) or that encoding/json would
-// change or cut silently (400 validation, internal/jsontext) before next reads it; next gets
-// the same bytes. binaryHint is the next step named for binary data.
-func jsonTextGuard(next http.Handler, maxBody int64, binaryHint string) http.Handler {
+// postGuard reads the whole POST body of a mounted handler (at most maxBody: 413) before
+// next sees it; next gets the same bytes.
+type postGuard struct {
+	maxBody int64
+	// jsonText refuses (400 validation) a body that encoding/json would change or cut
+	// silently (internal/jsontext); binaryHint is the next step its message names for
+	// binary data.
+	jsonText   bool
+	binaryHint string
+	// calls, when set, counts the calls the body carries (Mount.Calls); spend takes all but
+	// the first (which the rate limiter took already) from the principal's request rate.
+	calls func(r *http.Request, body []byte) (int, error)
+	spend func(w http.ResponseWriter, r *http.Request, n, calls int) bool
+}
+
+func (g postGuard) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
-		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
 		if err != nil {
 			writeValidationProblem(w, r, err)
 			return
 		}
-		if msg, encoding := jsontext.Problem(b); msg != "" {
-			if encoding && binaryHint != "" {
-				msg += "; " + binaryHint
+		if g.jsonText {
+			if msg, encoding := jsontext.Problem(b); msg != "" {
+				if encoding && g.binaryHint != "" {
+					msg += "; " + g.binaryHint
+				}
+				WriteProblem(w, r, http.StatusBadRequest, string(fault.Validation), "Invalid request", msg)
+				return
 			}
-			WriteProblem(w, r, http.StatusBadRequest, string(fault.Validation), "Invalid request", msg)
-			return
+		}
+		if g.calls != nil {
+			n, err := g.calls(r, b)
+			if err != nil {
+				writeProblem(w, r, ProblemFor(err))
+				return
+			}
+			if n > 1 && g.spend != nil && !g.spend(w, r, n-1, n) {
+				return
+			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		next.ServeHTTP(w, r)

@@ -67,7 +67,12 @@ func WriteProblem(w http.ResponseWriter, r *http.Request, status int, kind, titl
 	writeProblem(w, r, Problem{Type: ProblemTypeBase + kind, Title: title, Status: status, Detail: detail})
 }
 
+// writeProblem writes p, or the 408 of idleProblem when r's body was cut for idleness (what
+// failed then failed for that: a handler reading the body sees only a read error).
 func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
+	if idle, ok := bodyIdled(r); ok {
+		p = idleProblem(idle)
+	}
 	if r != nil {
 		p.Instance = r.URL.Path
 		p.RequestID = middleware.GetReqID(r.Context())

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -9,13 +10,15 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 )
 
 // RateLimit is the per-principal request rate of the REST API and the authenticated mounts
-// (MCP): a token bucket of Burst
-// requests refilled at PerSecond, per principal and per replica. PerSecond ≤ 0: no limit.
-// Answers carry the RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers (IETF
+// (MCP): a token bucket of Burst requests refilled at PerSecond, per principal and per
+// replica. PerSecond ≤ 0: no limit. A request counts once, except one that carries several
+// calls (a JSON-RPC batch to /mcp, Mount.Calls), which counts once per call. Answers carry the
+// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers (IETF
 // draft-ietf-httpapi-ratelimit-headers); over the rate, 429 problem "quota" with Retry-After.
 type RateLimit struct {
 	PerSecond    float64
@@ -53,30 +56,54 @@ func (l *rateLimiter) middleware(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := principal.FromContext(r.Context())
-		if !ok || (p.Admin && l.cfg.AdminsExempt) {
+		if l.spend(w, r, 1, 1) {
 			next.ServeHTTP(w, r)
-			return
 		}
-		allowed, remaining, reset, retry := l.take(p.Key())
-		h := w.Header()
-		h.Set("RateLimit-Limit", strconv.Itoa(l.cfg.Burst))
-		h.Set("RateLimit-Remaining", strconv.Itoa(remaining))
-		h.Set("RateLimit-Reset", strconv.Itoa(reset))
-		if !allowed {
-			writeProblem(w, r, Problem{Type: ProblemTypeBase + "quota", Title: "Quota exceeded", Status: http.StatusTooManyRequests,
-				Detail: "too many requests: this principal may send " + strconv.FormatFloat(l.cfg.PerSecond, 'g', -1, 64) +
-					" per second (bursts of " + strconv.Itoa(l.cfg.Burst) + "; sandbox.quotas.requests_per_second); wait Retry-After seconds",
-				retryAfter: retry})
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
 }
 
-// take spends one request of key's bucket; it reports what is left, the seconds until the
-// bucket is full again, and, when refused, how long until one request is allowed.
-func (l *rateLimiter) take(key string) (allowed bool, remaining, reset int, retry time.Duration) {
+// spend takes n requests of the bucket of r's principal for a request that carries calls
+// calls (a JSON-RPC batch costs one request per message, Mount.Calls: the rate limiter takes
+// the first, spend the rest) and sets the RateLimit-* fields. Refused, it answers 429 (or
+// 413, for more calls than a full bucket holds) and reports false. Without a limit, without
+// a principal, or for an exempt admin it takes nothing and reports true.
+func (l *rateLimiter) spend(w http.ResponseWriter, r *http.Request, n, calls int) bool {
+	if l == nil || l.cfg.PerSecond <= 0 || n <= 0 {
+		return true
+	}
+	p, ok := principal.FromContext(r.Context())
+	if !ok || (p.Admin && l.cfg.AdminsExempt) {
+		return true
+	}
+	if calls > l.cfg.Burst {
+		writeProblem(w, r, Problem{Type: ProblemTypeBase + string(fault.TooLarge), Title: "Too large", Status: http.StatusRequestEntityTooLarge,
+			Detail: fmt.Sprintf("this request carries %d calls, each counted as one request, and this principal may send at most %d at once "+
+				"(sandbox.quotas.requests_burst); send fewer per batch", calls, l.cfg.Burst)})
+		return false
+	}
+	allowed, remaining, reset, retry := l.take(p.Key(), n)
+	h := w.Header()
+	h.Set("RateLimit-Limit", strconv.Itoa(l.cfg.Burst))
+	h.Set("RateLimit-Remaining", strconv.Itoa(remaining))
+	h.Set("RateLimit-Reset", strconv.Itoa(reset))
+	if !allowed {
+		what := "too many requests: "
+		if calls > 1 {
+			what = fmt.Sprintf("too many requests: this one carries %d calls, each counted as one request, and ", calls)
+		}
+		writeProblem(w, r, Problem{Type: ProblemTypeBase + "quota", Title: "Quota exceeded", Status: http.StatusTooManyRequests,
+			Detail: what + "this principal may send " + strconv.FormatFloat(l.cfg.PerSecond, 'g', -1, 64) +
+				" per second (bursts of " + strconv.Itoa(l.cfg.Burst) + "; sandbox.quotas.requests_per_second); wait Retry-After seconds",
+			retryAfter: retry})
+		return false
+	}
+	return true
+}
+
+// take spends n requests (at most a full bucket) of key's bucket, all or none; it reports
+// what is left, the seconds until the bucket is full again, and, when refused, how long until
+// n requests are allowed.
+func (l *rateLimiter) take(key string, n int) (allowed bool, remaining, reset int, retry time.Duration) {
 	now := l.now()
 	l.mu.Lock()
 	if now.Sub(l.swept) > time.Minute {
@@ -95,7 +122,7 @@ func (l *rateLimiter) take(key string) (allowed bool, remaining, reset int, retr
 	b.seen = now
 	l.mu.Unlock()
 
-	res := b.lim.ReserveN(now, 1)
+	res := b.lim.ReserveN(now, n)
 	if d := res.DelayFrom(now); d > 0 {
 		res.CancelAt(now)
 		retry = d

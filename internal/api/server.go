@@ -45,6 +45,11 @@ type Options struct {
 	AgentTools AgentTools
 	// RateLimit bounds each principal's request rate on the REST API (zero: none).
 	RateLimit RateLimit
+	// OpenRequests bounds each principal's requests in progress (zero: none).
+	OpenRequests OpenRequests
+	// StreamIdle cuts a request body, an answer or an upgraded connection that moves no bytes
+	// for this long (idle.go); zero means DefaultStreamIdle.
+	StreamIdle time.Duration
 	// StreamKeepalive is the longest an event stream stays silent before a keepalive
 	// comment; zero means DefaultStreamKeepalive.
 	StreamKeepalive time.Duration
@@ -72,6 +77,11 @@ type Mount struct {
 	// message names for binary data.
 	JSONText   bool
 	BinaryHint string
+	// Calls, when set, counts the calls a POST body carries (the messages of a JSON-RPC
+	// batch) before Handler reads it: each call beyond the first costs one more request of
+	// the principal's rate (RateLimit). An error refuses the request with its problem
+	// (ProblemFor: a fault.TooLarge batch is 413).
+	Calls func(r *http.Request, body []byte) (int, error)
 }
 
 // AgentTools describes the agent-facing tools (internal/mcp serves them), for
@@ -105,6 +115,7 @@ type Server struct {
 	// streamKeepalive is Options.StreamKeepalive.
 	streamKeepalive time.Duration
 	publicURL       string // Options.PublicURL
+	open            *openLimiter
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -138,12 +149,17 @@ func NewHandler(o Options) (http.Handler, error) {
 		return p, nil
 	}
 	limiter := newRateLimiter(o.RateLimit, o.Now)
+	open := newOpenLimiter(o.OpenRequests)
+	// admit lets an authenticated request in: within its principal's rate, then holding one
+	// of its places for requests in progress until it is answered.
+	admit := func(h http.Handler) http.Handler { return limiter.middleware(open.middleware(h)) }
 	authenticate := o.Auth.Middleware(resolved, WriteProblem)
-	g, err := newGate(doc, func(h http.Handler) http.Handler { return authenticate(limiter.middleware(h)) }, o.MaxBody)
+	g, err := newGate(doc, func(h http.Handler) http.Handler { return authenticate(admit(h)) }, o.MaxBody)
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
-	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive, version: o.Version, publicURL: o.PublicURL}
+	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive,
+		version: o.Version, publicURL: o.PublicURL, open: open}
 
 	specJSONBytes, err := specJSON(sandgate.OpenAPI)
 	if err != nil {
@@ -152,7 +168,8 @@ func NewHandler(o Options) (http.Handler, error) {
 
 	r := chi.NewRouter()
 	// rawFilePath rewrites the path before GetHead looks up the GET route a HEAD request takes.
-	r.Use(requestID, corsMiddleware(o.CORS), accessLog(o.Logger), recoverer(o.Logger), compressJSON(), rawFilePath, middleware.GetHead)
+	// idleStreams comes first: it needs the server's own writer, and every answer is watched.
+	r.Use(idleStreams(o.StreamIdle), requestID, corsMiddleware(o.CORS), accessLog(o.Logger), recoverer(o.Logger), compressJSON(), rawFilePath, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, http.StatusNotFound, "not-found", "Not found", "no route for "+r.URL.Path+"; see /docs for the API")
 	})
@@ -185,15 +202,15 @@ func NewHandler(o Options) (http.Handler, error) {
 	}
 	for _, m := range o.Mounts {
 		h := plainErrors(m.Handler)
-		if m.JSONText {
-			h = jsonTextGuard(h, o.MaxBody, m.BinaryHint)
+		if m.JSONText || m.Calls != nil {
+			h = postGuard{maxBody: o.MaxBody, jsonText: m.JSONText, binaryHint: m.BinaryHint, calls: m.Calls, spend: limiter.spend}.wrap(h)
 		}
 		if m.Authenticated {
 			var opts []auth.MiddlewareOption
 			if m.ResourceMetadata != "" {
 				opts = append(opts, auth.WithResourceMetadata(m.ResourceMetadata))
 			}
-			h = o.Auth.Middleware(resolved, WriteProblem, opts...)(limiter.middleware(h))
+			h = o.Auth.Middleware(resolved, WriteProblem, opts...)(admit(h))
 		}
 		if len(m.Methods) == 0 {
 			r.Handle(m.Path, h)
@@ -205,7 +222,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	}
 	// Preview ports take any method and path under their prefixes (preview.go).
 	srv.mountPreview(r, func(h http.Handler) http.Handler {
-		return o.Auth.Middleware(resolved, WriteProblem)(limiter.middleware(h))
+		return o.Auth.Middleware(resolved, WriteProblem)(admit(h))
 	})
 	if o.Console != nil {
 		for _, m := range []string{http.MethodGet, http.MethodHead} {

@@ -22,6 +22,7 @@ func TestOnePrincipalDoesNotStallAnother(t *testing.T) {
 	e := newEnv(t, envOpts{config: func(c *config.Config) {
 		c.Sandbox.Quotas.ConcurrentExecutions = -1
 		c.Sandbox.Quotas.RequestsPerSecond = -1
+		c.Sandbox.Quotas.OpenRequests = -1 // 70 requests waiting at once
 	}})
 	busy, other := e.token("busy"), e.token("other")
 	mine := e.newSession(other, "default")

@@ -40,6 +40,12 @@ const (
 	DefaultKubernetesWorkspace = "/workspace"
 	// DefaultAuditRetention is audit.retention's default: 90 days.
 	DefaultAuditRetention = Duration(90 * 24 * time.Hour)
+	// DefaultStreamIdleTimeout is server.stream_idle_timeout's default.
+	DefaultStreamIdleTimeout = Duration(2 * time.Minute)
+	// DefaultMCPMaxBatch is server.mcp_max_batch's default.
+	DefaultMCPMaxBatch = 50
+	// DefaultQuotaOpenRequests is sandbox.quotas.open_requests' default.
+	DefaultQuotaOpenRequests = 64
 )
 
 // ApplyDefaults fills every unset key with its default and expands the single-backend
@@ -84,6 +90,8 @@ func (s *Server) applyDefaults() {
 	setDefault(&s.IdleTimeout, Duration(2*time.Minute))
 	setDefault(&s.ShutdownTimeout, Duration(30*time.Second))
 	setDefault(&s.MaxBodyBytes, DefaultMaxBodyBytes)
+	setDefault(&s.StreamIdleTimeout, DefaultStreamIdleTimeout)
+	setDefault(&s.MCPMaxBatch, DefaultMCPMaxBatch)
 	setDefault(&s.CORS.MaxAge, Duration(10*time.Minute))
 }
 
@@ -123,6 +131,7 @@ func (s *Sandbox) applyDefaults() {
 	setDefault(&s.Quotas.MCPSessions, DefaultQuotaMCPSessions)
 	setDefault(&s.Quotas.RetainedOutputBytes, DefaultQuotaRetainedOutputBytes)
 	setDefault(&s.Quotas.Snapshots, DefaultQuotaSnapshots)
+	setDefault(&s.Quotas.OpenRequests, DefaultQuotaOpenRequests)
 	setDefault(&s.Quotas.RequestsPerSecond, DefaultQuotaRequestsPerSecond)
 	setDefault(&s.Quotas.RequestsBurst, DefaultQuotaRequestsBurst)
 	if s.Quotas.AdminsExempt == nil {

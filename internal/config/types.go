@@ -54,6 +54,17 @@ type Server struct {
 	// MaxBodyBytes bounds JSON request bodies. Default 8 MiB. File uploads use
 	// sandbox.max_file_bytes instead.
 	MaxBodyBytes int64 `koanf:"max_body_bytes" json:"max_body_bytes"`
+	// StreamIdleTimeout closes a stream that moves no bytes for this long: a request body
+	// (streamed standard input, an upload, any body) that sends none is cut with 408 problem
+	// "timeout"; an answer the client reads none of (a download, a preview port's answer) is
+	// cut; a preview port's WebSocket that carries nothing either way is closed (close code
+	// 1001). Default 2m. Event streams are not cut while they wait: they send a keepalive
+	// every 15 s.
+	StreamIdleTimeout Duration `koanf:"stream_idle_timeout" json:"stream_idle_timeout"`
+	// MCPMaxBatch bounds the messages of one JSON-RPC batch sent to /mcp (MCP 2025-03-26 and
+	// earlier; later versions have no batches); each message counts as one request against
+	// sandbox.quotas.requests_per_second. Over it, 413. Default 50.
+	MCPMaxBatch int `koanf:"mcp_max_batch" json:"mcp_max_batch"`
 	// MetricsAddr is host:port of a separate listener serving Prometheus metrics at
 	// /metrics, without authentication (gateways and workers alike). Empty (the default): no
 	// metrics listener. It is never served on addr, which faces the tenants.
@@ -628,6 +639,11 @@ type Quotas struct {
 	// MCPSessions bounds the MCP sessions one principal holds on one replica (they live in
 	// its memory); over it, initialize is refused. Default 16.
 	MCPSessions int `koanf:"mcp_sessions" json:"mcp_sessions"`
+	// OpenRequests bounds one principal's requests in progress at once on one replica (each
+	// holds a connection, from its first byte to its answer's last): REST and MCP requests,
+	// streamed standard input, uploads and downloads, event streams, preview-port requests
+	// and their WebSockets. Over it, 429 with Retry-After. Default 64.
+	OpenRequests int `koanf:"open_requests" json:"open_requests"`
 	// RetainedOutputBytes bounds the output (stdout and stderr as kept) of one principal's
 	// finished tasks held in the response store until broker.response_ttl. Nothing is
 	// refused over it: the oldest results lose their output (the task stays, with a notice)

@@ -113,6 +113,7 @@ func (s *Server) validate(p *problems) {
 		{"server.write_timeout", s.WriteTimeout},
 		{"server.idle_timeout", s.IdleTimeout},
 		{"server.shutdown_timeout", s.ShutdownTimeout},
+		{"server.stream_idle_timeout", s.StreamIdleTimeout},
 	} {
 		if t.d < 0 {
 			p.add(t.key, "must not be negative (got %s)", t.d)
@@ -120,6 +121,9 @@ func (s *Server) validate(p *problems) {
 	}
 	if s.MaxBodyBytes <= 0 {
 		p.add("server.max_body_bytes", "must be greater than 0 (got %d)", s.MaxBodyBytes)
+	}
+	if s.MCPMaxBatch < 0 {
+		p.add("server.mcp_max_batch", "must not be negative (got %d); 1 allows no batch of more than one message", s.MCPMaxBatch)
 	}
 	if s.MetricsAddr != "" {
 		if _, port, err := net.SplitHostPort(s.MetricsAddr); err != nil || port == "" {

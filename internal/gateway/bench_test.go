@@ -26,7 +26,7 @@ func benchEnv(b *testing.B) (*gatewaytest.Env, string, string) { return benchEnv
 // never pulled) and makes a session of profile.
 func benchEnvOn(b *testing.B, profile string) (*gatewaytest.Env, string, string) {
 	e := gatewaytest.Start(b, gatewaytest.Options{Config: func(c *config.Config) {
-		c.Sandbox.Quotas = config.Quotas{Sessions: -1, ConcurrentExecutions: -1, RequestsPerSecond: -1, RetainedOutputBytes: -1}
+		c.Sandbox.Quotas = config.Quotas{Sessions: -1, ConcurrentExecutions: -1, RequestsPerSecond: -1, RetainedOutputBytes: -1, OpenRequests: -1}
 		if profile == "docker" {
 			c.Sandbox.Profiles = map[string]config.Profile{
 				"default": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: b.TempDir()}}},

@@ -129,7 +129,7 @@ func mcpOptions(cfg *config.Config, svc *sandbox.Service, log *slog.Logger, vers
 	o := mcp.Options{
 		PublicURL: cfg.Server.PublicURL, Disabled: cfg.Sandbox.Enabled != nil && !*cfg.Sandbox.Enabled,
 		ToolOutputMaxChars: cfg.Sandbox.ToolOutputMaxChars, DefaultProfile: cfg.Sandbox.DefaultProfile,
-		MaxBodyBytes: cfg.Server.MaxBodyBytes, Sandbox: svc, Logger: log, Version: version,
+		MaxBodyBytes: cfg.Server.MaxBodyBytes, MaxBatch: cfg.Server.MCPMaxBatch, Sandbox: svc, Logger: log, Version: version,
 	}
 	for _, is := range cfg.Auth.Issuers {
 		o.Issuers = append(o.Issuers, is.URL)

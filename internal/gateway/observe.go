@@ -21,10 +21,13 @@ func (g *Gateway) observe(ctx context.Context) error {
 		role = "worker"
 	}
 	names := make([]string, 0, len(g.cfg.Sandbox.Profiles))
-	for n := range g.cfg.Sandbox.Profiles {
+	var types []string
+	for n, p := range g.cfg.Sandbox.Profiles {
 		names = append(names, n)
+		types = append(types, p.Type)
 	}
-	g.metrics = telemetry.New(telemetry.Options{Version: g.opts.Version, Role: role, Profiles: names, Counts: g.store.Counts, Logger: g.log})
+	g.metrics = telemetry.New(telemetry.Options{Version: g.opts.Version, Role: role, Profiles: names, Providers: types,
+		Counts: g.store.Counts, Logger: g.log})
 	getenv := g.opts.Getenv
 	if getenv == nil {
 		getenv = os.Getenv

@@ -65,6 +65,8 @@ type Options struct {
 	DefaultProfile string
 	// MaxBodyBytes bounds one request body; 0 = the SDK's default.
 	MaxBodyBytes int64
+	// MaxBatch bounds the messages of one JSON-RPC batch (Calls); default DefaultMaxBatch.
+	MaxBatch int
 	// MaxToolWait bounds how long run_code and run_command wait for their execution before
 	// answering with a task to poll: the broker's wait_timeout, but never longer than this,
 	// so the answer comes before the clients' request timeout (the official SDKs' default is
@@ -90,6 +92,7 @@ type Handler struct {
 	defaultProfile string
 	maxWait        time.Duration
 	progressEvery  time.Duration
+	maxBatch       int
 	resource       string // the /mcp URL
 	metadataURL    string
 	metadata       *oauthex.ProtectedResourceMetadata
@@ -136,6 +139,9 @@ func New(o Options) *Handler {
 	}
 	if h.maxChars <= 0 {
 		h.maxChars = DefaultToolOutputMaxChars
+	}
+	if h.maxBatch = o.MaxBatch; h.maxBatch <= 0 {
+		h.maxBatch = DefaultMaxBatch
 	}
 	if h.defaultProfile == "" {
 		h.defaultProfile = "default"

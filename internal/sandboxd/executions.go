@@ -375,10 +375,19 @@ func (e *Execution) writeLocked(ctx context.Context, in io.Reader, eof bool) (in
 	}
 	var n int64
 	if in != nil {
-		stop := context.AfterFunc(ctx, func() { _ = w.SetWriteDeadline(time.Now()) })
+		// The end of ctx interrupts a write the program does not take. Once started, that
+		// interruption must be over before the deadline is cleared, or it could land after
+		// and fail every later write to this input ("i/o timeout").
+		interrupted := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			_ = w.SetWriteDeadline(time.Now())
+			close(interrupted)
+		})
 		var err error
 		n, err = io.Copy(w, in)
-		stop()
+		if !stop() {
+			<-interrupted
+		}
 		_ = w.SetWriteDeadline(time.Time{})
 		switch {
 		case err != nil && ctx.Err() != nil:

@@ -5,6 +5,7 @@ package sandboxd_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,44 @@ func TestStartKeepsAnExecutionAndItsInput(t *testing.T) {
 	b.rt.Forget("cat")
 	_, err = b.rt.Execution("cat")
 	assert.Equal(t, fault.NotFound, fault.KindOf(err))
+}
+
+// cutReader gives "a", then ends its caller's context and fails: a request body the gateway
+// cut while its handler was writing it to an execution's input.
+type cutReader struct {
+	cancel context.CancelFunc
+	sent   bool
+}
+
+func (r *cutReader) Read(p []byte) (int, error) {
+	if !r.sent {
+		r.sent = true
+		return copy(p, "a"), nil
+	}
+	r.cancel()
+	return 0, errors.New("the request body was cut")
+}
+
+// A write to an execution's input that ends with its caller's context leaves the input
+// usable: the next write goes through (the interruption of the first one once landed after
+// the write had ended, and every later write failed with "i/o timeout").
+func TestAnInterruptedInputWriteLeavesTheInputUsable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e, err := b.rt.Start(sandboxd.ExecRequest{ID: "cat", Command: "cat > /dev/null", StdinOpen: true})
+	require.NoError(t, err)
+	for i := range 100 {
+		ctx, cancel := context.WithCancel(t.Context())
+		_, err := b.rt.WriteStdin(ctx, "cat", &cutReader{cancel: cancel}, false)
+		require.ErrorIs(t, err, context.Canceled)
+		n, err := b.rt.WriteStdin(t.Context(), "cat", strings.NewReader("b"), false)
+		require.NoError(t, err, "write %d after an interrupted one", i)
+		require.EqualValues(t, 1, n)
+	}
+	require.NoError(t, b.rt.CloseStdin("cat"))
+	res, err, _ := follow(t, e)
+	require.NoError(t, err)
+	assert.Equal(t, 0, res.ExitCode)
 }
 
 func TestStartRefusals(t *testing.T) {

@@ -3,8 +3,10 @@
 // the separate server.metrics_addr listener) and OpenTelemetry traces exported over OTLP/HTTP
 // (Tracing), with W3C trace context taken from incoming requests (ServerHandler).
 //
-// Labels come from small fixed sets only — profile names, provider types, task statuses,
-// fault kinds, route patterns, auth failure reasons — never a session, task or principal.
+// Labels come from small fixed sets only — configured profile names and provider types, task
+// statuses, fault kinds, the router's route patterns, standard HTTP methods, auth failure
+// reasons — never a session, task or principal, and never a value a caller chose: anything
+// outside a label's set is counted as "other" (labels.go).
 //
 // Counts that live in Postgres (sessions by state, tasks by status, the queue's depth) are
 // read when Prometheus scrapes, at most once per Options.CountsTTL whatever the number of

@@ -16,7 +16,13 @@ import (
 // incoming W3C `traceparent` (or starts one) in a server span named after its route pattern
 // ("POST /v1/sessions/{session_id}/commands"), and is counted in the HTTP duration histogram
 // by that pattern. m and t may be nil (no metrics, no traces).
+//
+// Labels and span names take fixed sets only (labels.go): the route is one of h's patterns
+// as it stands now (RouteUnmatched when none matched), the method a standard one (else
+// LabelOther; "HTTP" in a span's name, as OpenTelemetry's conventions name an unknown
+// method), the status code one Go knows.
 func ServerHandler(h http.Handler, m *Metrics, t *Tracing) http.Handler {
+	known := routeSet(h)
 	routed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		// chi fills a route context found in the request's context instead of making its own,
@@ -33,11 +39,19 @@ func ServerHandler(h http.Handler, m *Metrics, t *Tracing) http.Handler {
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		h.ServeHTTP(ww, r.WithContext(ctx))
 		route := rctx.RoutePattern()
-		if route == "" {
-			route = "unmatched"
+		switch {
+		case route == "":
+			route = RouteUnmatched
+		case !known[route]:
+			route = LabelOther
 		}
+		method := methodLabel(r.Method)
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
-			span.SetName(r.Method + " " + route)
+			name := method
+			if name == LabelOther {
+				name = "HTTP"
+			}
+			span.SetName(name + " " + route)
 			span.SetAttributes(attribute.String("http.route", route))
 		}
 		if m != nil {
@@ -45,7 +59,7 @@ func ServerHandler(h http.Handler, m *Metrics, t *Tracing) http.Handler {
 			if code == 0 {
 				code = http.StatusOK
 			}
-			m.observeHTTP(route, r.Method, code, time.Since(start))
+			m.observeHTTP(route, method, code, time.Since(start))
 		}
 	})
 	if t == nil || !t.Enabled() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -53,8 +52,10 @@ type Options struct {
 	// Role is "gateway" or "worker" (a label of sandgate_build_info).
 	Role string
 	// Profiles are the configured profile names: the sessions and tasks gauges report each
-	// with 0 rather than leave it out.
+	// with 0 rather than leave it out. Any other profile is reported as LabelOther.
 	Profiles []string
+	// Providers are the configured profiles' provider types; any other is LabelOther.
+	Providers []string
 	// Counts reads the database-wide counts (store.(*Store).Counts); nil: no such gauges.
 	Counts func(ctx context.Context) (store.Counts, error)
 	// CountsTTL bounds how often Counts runs; default DefaultCountsTTL.
@@ -65,6 +66,8 @@ type Options struct {
 // Metrics holds one process's metrics on a registry of its own (two gateways in one test
 // process do not share counters). It implements sandbox.Observer. Safe for concurrent use.
 type Metrics struct {
+	profiles     labelSet // Options.Profiles
+	providers    labelSet // Options.Providers
 	reg          *prometheus.Registry
 	execDuration *prometheus.HistogramVec
 	providerErrs *prometheus.CounterVec
@@ -83,7 +86,9 @@ func New(o Options) *Metrics {
 		o.CountsTTL = DefaultCountsTTL
 	}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		profiles:  newLabelSet(o.Profiles...),
+		providers: newLabelSet(o.Providers...),
+		reg:       prometheus.NewRegistry(),
 		execDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: MetricExecutionDuration,
 			Help: "Executions this process ran, by how they ended (task status): seconds from the start of their run (waiting for the session's turn, acquiring the sandbox, the program) to their completion.",
@@ -108,7 +113,7 @@ func New(o Options) *Metrics {
 		}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricHTTPDuration,
-			Help:    "HTTP requests answered, by route pattern, method and status code: seconds to the end of the answer.",
+			Help:    "HTTP requests answered, by route pattern (unmatched: none), method (other: not a standard one) and status code: seconds to the end of the answer.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "method", "code"}),
 	}
@@ -117,7 +122,7 @@ func New(o Options) *Metrics {
 	m.reg.MustRegister(m.execDuration, m.providerErrs, m.authFailures, m.deliveries, m.redeliveries, m.httpDuration, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if o.Counts != nil {
-		m.reg.MustRegister(&countsCollector{read: o.Counts, ttl: o.CountsTTL, profiles: o.Profiles, log: o.Logger})
+		m.reg.MustRegister(&countsCollector{read: o.Counts, ttl: o.CountsTTL, profiles: o.Profiles, known: m.profiles, log: o.Logger})
 	}
 	return m
 }
@@ -140,28 +145,31 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // ExecutionFinished implements sandbox.Observer.
 func (m *Metrics) ExecutionFinished(profile, provider, status string, d time.Duration) {
-	m.execDuration.WithLabelValues(profile, provider, status).Observe(d.Seconds())
+	m.execDuration.WithLabelValues(m.profiles.of(profile), m.providers.of(provider), taskStatuses.of(status)).Observe(d.Seconds())
 }
 
 // ProviderError implements sandbox.Observer.
 func (m *Metrics) ProviderError(profile, provider, op, kind string) {
-	m.providerErrs.WithLabelValues(profile, provider, op, kind).Inc()
+	m.providerErrs.WithLabelValues(m.profiles.of(profile), m.providers.of(provider), providerOps.of(op), faultKinds.of(kind)).Inc()
 }
 
 // AuthFailed counts a request refused authentication for reason (auth.Reason*).
-func (m *Metrics) AuthFailed(reason string) { m.authFailures.WithLabelValues(reason).Inc() }
+func (m *Metrics) AuthFailed(reason string) {
+	m.authFailures.WithLabelValues(authReasons.of(reason)).Inc()
+}
 
 // Delivery counts a queue delivery's outcome (broker.Delivery*), and a redelivery.
 func (m *Metrics) Delivery(outcome string, redelivered bool) {
-	m.deliveries.WithLabelValues(outcome).Inc()
+	m.deliveries.WithLabelValues(deliveries.of(outcome)).Inc()
 	if redelivered {
 		m.redeliveries.Inc()
 	}
 }
 
-// observeHTTP records one answered request.
+// observeHTTP records one answered request; route and method are labels already
+// (ServerHandler).
 func (m *Metrics) observeHTTP(route, method string, code int, d time.Duration) {
-	m.httpDuration.WithLabelValues(route, method, strconv.Itoa(code)).Observe(d.Seconds())
+	m.httpDuration.WithLabelValues(route, method, codeLabel(code)).Observe(d.Seconds())
 }
 
 var (
@@ -180,6 +188,7 @@ type countsCollector struct {
 	read     func(ctx context.Context) (store.Counts, error)
 	ttl      time.Duration
 	profiles []string
+	known    labelSet // profiles; rows of any other count as LabelOther
 	log      *slog.Logger
 
 	mu     sync.Mutex // held while reading: concurrent scrapes wait for one read
@@ -230,11 +239,12 @@ func (c *countsCollector) Collect(ch chan<- prometheus.Metric) {
 			tasks[[2]string{p, st}] = 0
 		}
 	}
+	// Rows of a profile no longer configured add up under LabelOther.
 	for _, n := range counts.Sessions {
-		sessions[[2]string{n.Profile, n.State}] += n.N
+		sessions[[2]string{c.known.of(n.Profile), sessionState.of(n.State)}] += n.N
 	}
 	for _, n := range counts.Tasks {
-		tasks[[2]string{n.Profile, n.State}] += n.N
+		tasks[[2]string{c.known.of(n.Profile), taskStatuses.of(n.State)}] += n.N
 	}
 	for k, n := range sessions {
 		ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(n), k[0], k[1])

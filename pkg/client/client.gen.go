@@ -950,7 +950,7 @@ type Principal struct {
 	Issuer      string      `json:"issuer"`
 	LastSeenAt  *time.Time  `json:"last_seen_at,omitempty"`
 
-	// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions`, on the replica that answered).
+	// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions` and `open_requests`, on the replica that answered).
 	Quotas   *Quotas `json:"quotas,omitempty"`
 	Subject  string  `json:"subject"`
 	Username string  `json:"username"`
@@ -1051,7 +1051,7 @@ type Quota struct {
 	Used  int `json:"used"`
 }
 
-// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions`, on the replica that answered).
+// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions` and `open_requests`, on the replica that answered).
 type Quotas struct {
 	BackgroundProcesses  Quota `json:"background_processes"`
 	ConcurrentExecutions Quota `json:"concurrent_executions"`
@@ -1061,6 +1061,12 @@ type Quotas struct {
 
 	// McpSessions MCP sessions the caller holds on the replica that answered (they live in its memory).
 	McpSessions Quota `json:"mcp_sessions"`
+
+	// OpenRequests The caller's requests in progress on the replica that answered, this one included:
+	// each counts until it is answered, so a stream (standard input, an upload or a
+	// download, an event stream, a preview port's WebSocket, an MCP stream) counts while
+	// it stays open. Over the limit, 429.
+	OpenRequests Quota `json:"open_requests"`
 
 	// RetainedOutputBytes Output bytes (stdout and stderr as kept) of the caller's finished tasks held until
 	// `broker.response_ttl`. Never refused: past the limit the oldest results lose their
@@ -1328,6 +1334,9 @@ type ProcessStarted = Process
 
 // RangeNotSatisfiable RFC 9457 problem details.
 type RangeNotSatisfiable = Problem
+
+// RequestTimeout RFC 9457 problem details.
+type RequestTimeout = Problem
 
 // StoreUnavailable RFC 9457 problem details.
 type StoreUnavailable = Problem
@@ -2551,7 +2560,10 @@ type ClientInterface interface {
 	// requests never interleave. `eof=true` closes the input afterwards (on a terminal it
 	// types ^D). Works from any replica, for executions started with `stdin_open` or `pty`
 	// on a profile with the `interactive` capability. A task still waiting for its turn is
-	// waited for (up to 30 s). 409 when the task has finished or takes no input.
+	// waited for (up to 30 s). 409 when the task has finished or takes no input. A body that
+	// sends no byte for `server.stream_idle_timeout` (2 minutes) is cut with 408, and the
+	// request counts against `sandbox.quotas.open_requests` while it is open: send input as
+	// it comes, one request per chunk, rather than one body that pauses.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3619,7 +3631,10 @@ func (c *RawClient) ResizeTaskTerminal(ctx context.Context, taskId TaskID, body 
 // requests never interleave. `eof=true` closes the input afterwards (on a terminal it
 // types ^D). Works from any replica, for executions started with `stdin_open` or `pty`
 // on a profile with the `interactive` capability. A task still waiting for its turn is
-// waited for (up to 30 s). 409 when the task has finished or takes no input.
+// waited for (up to 30 s). 409 when the task has finished or takes no input. A body that
+// sends no byte for `server.stream_idle_timeout` (2 minutes) is cut with 408, and the
+// request counts against `sandbox.quotas.open_requests` while it is open: send input as
+// it comes, one request per chunk, rather than one body that pauses.
 //
 // Takes any type of body and a specified content type.
 //
@@ -6908,7 +6923,10 @@ type ClientWithResponsesInterface interface {
 	// requests never interleave. `eof=true` closes the input afterwards (on a terminal it
 	// types ^D). Works from any replica, for executions started with `stdin_open` or `pty`
 	// on a profile with the `interactive` capability. A task still waiting for its turn is
-	// waited for (up to 30 s). 409 when the task has finished or takes no input.
+	// waited for (up to 30 s). 409 when the task has finished or takes no input. A body that
+	// sends no byte for `server.stream_idle_timeout` (2 minutes) is cut with 408, and the
+	// request counts against `sandbox.quotas.open_requests` while it is open: send input as
+	// it comes, one request per chunk, rather than one body that pauses.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7031,6 +7049,8 @@ type PreviewLinkPostResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -7040,6 +7060,11 @@ type PreviewLinkPostResponse struct {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r PreviewLinkPostResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r PreviewLinkPostResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -7576,6 +7601,8 @@ type CreateRunResponse struct {
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -7629,6 +7656,11 @@ func (r CreateRunResponse) GetApplicationproblemJSON401() *Unauthenticated {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r CreateRunResponse) GetApplicationproblemJSON403() *Forbidden {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r CreateRunResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -7847,6 +7879,8 @@ type CreateSessionResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -7894,6 +7928,11 @@ func (r CreateSessionResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r CreateSessionResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r CreateSessionResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -8224,6 +8263,8 @@ type RunCodeResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -8282,6 +8323,11 @@ func (r RunCodeResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RunCodeResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r RunCodeResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -8405,6 +8451,8 @@ type RunCommandResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -8470,6 +8518,11 @@ func (r RunCommandResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RunCommandResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r RunCommandResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -8718,6 +8771,8 @@ type CreateContextResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -8769,6 +8824,11 @@ func (r CreateContextResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r CreateContextResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r CreateContextResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -9594,6 +9654,8 @@ type WriteFileResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -9643,6 +9705,11 @@ func (r WriteFileResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r WriteFileResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r WriteFileResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -9884,6 +9951,8 @@ type CreatePortLinkResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -9929,6 +9998,11 @@ func (r CreatePortLinkResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r CreatePortLinkResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r CreatePortLinkResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -9995,6 +10069,11 @@ type PreviewPortDeleteResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// PreviewPortDeleteResponse429Headers the declared response headers of an HTTP 429 response for PreviewPortDelete
+type PreviewPortDeleteResponse429Headers struct {
+	RetryAfter *int
+}
+
 type PreviewPortDeleteResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10004,10 +10083,14 @@ type PreviewPortDeleteResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PreviewPortDeleteResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PreviewPortDeleteResponse429Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -10023,6 +10106,11 @@ func (r PreviewPortDeleteResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PreviewPortDeleteResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PreviewPortDeleteResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -10064,6 +10152,11 @@ type PreviewPortGetResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// PreviewPortGetResponse429Headers the declared response headers of an HTTP 429 response for PreviewPortGet
+type PreviewPortGetResponse429Headers struct {
+	RetryAfter *int
+}
+
 type PreviewPortGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10075,12 +10168,16 @@ type PreviewPortGetResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unsupported
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
 	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
 	ApplicationproblemJSON502 *Upstream
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PreviewPortGetResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PreviewPortGetResponse429Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -10101,6 +10198,11 @@ func (r PreviewPortGetResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
 func (r PreviewPortGetResponse) GetApplicationproblemJSON422() *Unsupported {
 	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PreviewPortGetResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -10147,6 +10249,11 @@ type PreviewPortPatchResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// PreviewPortPatchResponse429Headers the declared response headers of an HTTP 429 response for PreviewPortPatch
+type PreviewPortPatchResponse429Headers struct {
+	RetryAfter *int
+}
+
 type PreviewPortPatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10154,12 +10261,18 @@ type PreviewPortPatchResponse struct {
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PreviewPortPatchResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PreviewPortPatchResponse429Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -10172,9 +10285,19 @@ func (r PreviewPortPatchResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
 }
 
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r PreviewPortPatchResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PreviewPortPatchResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PreviewPortPatchResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -10216,6 +10339,11 @@ type PreviewPortPostResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// PreviewPortPostResponse429Headers the declared response headers of an HTTP 429 response for PreviewPortPost
+type PreviewPortPostResponse429Headers struct {
+	RetryAfter *int
+}
+
 type PreviewPortPostResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10223,14 +10351,20 @@ type PreviewPortPostResponse struct {
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unsupported
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PreviewPortPostResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PreviewPortPostResponse429Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -10243,6 +10377,11 @@ func (r PreviewPortPostResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
 }
 
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r PreviewPortPostResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PreviewPortPostResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
@@ -10251,6 +10390,11 @@ func (r PreviewPortPostResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
 func (r PreviewPortPostResponse) GetApplicationproblemJSON422() *Unsupported {
 	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PreviewPortPostResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -10292,6 +10436,11 @@ type PreviewPortPutResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// PreviewPortPutResponse429Headers the declared response headers of an HTTP 429 response for PreviewPortPut
+type PreviewPortPutResponse429Headers struct {
+	RetryAfter *int
+}
+
 type PreviewPortPutResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10299,12 +10448,18 @@ type PreviewPortPutResponse struct {
 	ApplicationproblemJSON401 *Unauthenticated
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PreviewPortPutResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PreviewPortPutResponse429Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -10317,9 +10472,19 @@ func (r PreviewPortPutResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
 }
 
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r PreviewPortPutResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PreviewPortPutResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PreviewPortPutResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -10894,6 +11059,8 @@ type CreateSnapshotResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -10943,6 +11110,11 @@ func (r CreateSnapshotResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r CreateSnapshotResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r CreateSnapshotResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -11775,6 +11947,8 @@ type ResizeTaskTerminalResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
@@ -11821,6 +11995,11 @@ func (r ResizeTaskTerminalResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r ResizeTaskTerminalResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r ResizeTaskTerminalResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -11925,6 +12104,8 @@ type WriteTaskStdinResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
@@ -11970,6 +12151,11 @@ func (r WriteTaskStdinResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r WriteTaskStdinResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r WriteTaskStdinResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -12952,7 +13138,10 @@ func (c *ClientWithResponses) ResizeTaskTerminalWithResponse(ctx context.Context
 // requests never interleave. `eof=true` closes the input afterwards (on a terminal it
 // types ^D). Works from any replica, for executions started with `stdin_open` or `pty`
 // on a profile with the `interactive` capability. A task still waiting for its turn is
-// waited for (up to 30 s). 409 when the task has finished or takes no input.
+// waited for (up to 30 s). 409 when the task has finished or takes no input. A body that
+// sends no byte for `server.stream_idle_timeout` (2 minutes) is cut with 408, and the
+// request counts against `sandbox.quotas.open_requests` while it is open: send input as
+// it comes, one request per chunk, rather than one body that pauses.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13068,6 +13257,13 @@ func ParsePreviewLinkPostResponse(rsp *http.Response) (*PreviewLinkPostResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
@@ -13567,6 +13763,13 @@ func ParseCreateRunResponse(rsp *http.Response) (*CreateRunResponse, error) {
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13840,6 +14043,13 @@ func ParseCreateSessionResponse(rsp *http.Response) (*CreateSessionResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
@@ -14220,6 +14430,13 @@ func ParseRunCodeResponse(rsp *http.Response) (*RunCodeResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14406,6 +14623,13 @@ func ParseRunCommandResponse(rsp *http.Response) (*RunCommandResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
@@ -14725,6 +14949,13 @@ func ParseCreateContextResponse(rsp *http.Response) (*CreateContextResponse, err
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
@@ -15640,6 +15871,13 @@ func ParseWriteFileResponse(rsp *http.Response) (*WriteFileResponse, error) {
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15919,6 +16157,13 @@ func ParseCreatePortLinkResponse(rsp *http.Response) (*CreatePortLinkResponse, e
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16044,6 +16289,13 @@ func ParsePreviewPortDeleteResponse(rsp *http.Response) (*PreviewPortDeleteRespo
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16064,6 +16316,16 @@ func ParsePreviewPortDeleteResponse(rsp *http.Response) (*PreviewPortDeleteRespo
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PreviewPortDeleteResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16114,6 +16376,13 @@ func ParsePreviewPortGetResponse(rsp *http.Response) (*PreviewPortGetResponse, e
 		}
 		response.ApplicationproblemJSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16141,6 +16410,16 @@ func ParsePreviewPortGetResponse(rsp *http.Response) (*PreviewPortGetResponse, e
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PreviewPortGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16174,12 +16453,26 @@ func ParsePreviewPortPatchResponse(rsp *http.Response) (*PreviewPortPatchRespons
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
@@ -16201,6 +16494,16 @@ func ParsePreviewPortPatchResponse(rsp *http.Response) (*PreviewPortPatchRespons
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PreviewPortPatchResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16234,6 +16537,13 @@ func ParsePreviewPortPostResponse(rsp *http.Response) (*PreviewPortPostResponse,
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16247,6 +16557,13 @@ func ParsePreviewPortPostResponse(rsp *http.Response) (*PreviewPortPostResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
@@ -16268,6 +16585,16 @@ func ParsePreviewPortPostResponse(rsp *http.Response) (*PreviewPortPostResponse,
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PreviewPortPostResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16301,12 +16628,26 @@ func ParsePreviewPortPutResponse(rsp *http.Response) (*PreviewPortPutResponse, e
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
@@ -16328,6 +16669,16 @@ func ParsePreviewPortPutResponse(rsp *http.Response) (*PreviewPortPutResponse, e
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PreviewPortPutResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16869,6 +17220,13 @@ func ParseCreateSnapshotResponse(rsp *http.Response) (*CreateSnapshotResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
@@ -17739,6 +18097,13 @@ func ParseResizeTaskTerminalResponse(rsp *http.Response) (*ResizeTaskTerminalRes
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17898,6 +18263,13 @@ func ParseWriteTaskStdinResponse(rsp *http.Response) (*WriteTaskStdinResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict

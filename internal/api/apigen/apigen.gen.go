@@ -956,7 +956,7 @@ type Principal struct {
 	Issuer      string      `json:"issuer"`
 	LastSeenAt  *time.Time  `json:"last_seen_at,omitempty"`
 
-	// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions`, on the replica that answered).
+	// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions` and `open_requests`, on the replica that answered).
 	Quotas   *Quotas `json:"quotas,omitempty"`
 	Subject  string  `json:"subject"`
 	Username string  `json:"username"`
@@ -1057,7 +1057,7 @@ type Quota struct {
 	Used  int `json:"used"`
 }
 
-// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions`, on the replica that answered).
+// Quotas The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions` and `open_requests`, on the replica that answered).
 type Quotas struct {
 	BackgroundProcesses  Quota `json:"background_processes"`
 	ConcurrentExecutions Quota `json:"concurrent_executions"`
@@ -1067,6 +1067,12 @@ type Quotas struct {
 
 	// McpSessions MCP sessions the caller holds on the replica that answered (they live in its memory).
 	McpSessions Quota `json:"mcp_sessions"`
+
+	// OpenRequests The caller's requests in progress on the replica that answered, this one included:
+	// each counts until it is answered, so a stream (standard input, an upload or a
+	// download, an event stream, a preview port's WebSocket, an MCP stream) counts while
+	// it stays open. Over the limit, 429.
+	OpenRequests Quota `json:"open_requests"`
 
 	// RetainedOutputBytes Output bytes (stdout and stderr as kept) of the caller's finished tasks held until
 	// `broker.response_ttl`. Never refused: past the limit the oldest results lose their
@@ -1334,6 +1340,9 @@ type ProcessStarted = Process
 
 // RangeNotSatisfiable RFC 9457 problem details.
 type RangeNotSatisfiable = Problem
+
+// RequestTimeout RFC 9457 problem details.
+type RequestTimeout = Problem
 
 // StoreUnavailable RFC 9457 problem details.
 type StoreUnavailable = Problem
@@ -4200,6 +4209,8 @@ type RangeNotSatisfiableApplicationProblemPlusJSONResponse struct {
 	Headers RangeNotSatisfiableResponseHeaders
 }
 
+type RequestTimeoutApplicationProblemPlusJSONResponse Problem
+
 type StoreUnavailableResponseHeaders struct {
 	RetryAfter *int
 }
@@ -4929,6 +4940,22 @@ func (response CreateRun403ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	return err
 }
 
+type CreateRun408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateRun408ApplicationProblemPlusJSONResponse) VisitCreateRunResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CreateRun409ApplicationProblemPlusJSONResponse struct {
 	ConflictApplicationProblemPlusJSONResponse
 }
@@ -5304,6 +5331,22 @@ func (response CreateSession404ApplicationProblemPlusJSONResponse) VisitCreateSe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSession408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSession408ApplicationProblemPlusJSONResponse) VisitCreateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5867,6 +5910,22 @@ func (response RunCode404ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 	return err
 }
 
+type RunCode408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RunCode408ApplicationProblemPlusJSONResponse) VisitRunCodeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCode409ApplicationProblemPlusJSONResponse struct {
 	ConflictApplicationProblemPlusJSONResponse
 }
@@ -6183,6 +6242,22 @@ func (response RunCommand404ApplicationProblemPlusJSONResponse) VisitRunCommandR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RunCommand408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response RunCommand408ApplicationProblemPlusJSONResponse) VisitRunCommandResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6635,6 +6710,22 @@ func (response CreateContext404ApplicationProblemPlusJSONResponse) VisitCreateCo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateContext408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateContext408ApplicationProblemPlusJSONResponse) VisitCreateContextResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8019,6 +8110,22 @@ func (response WriteFile404ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type WriteFile408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile408ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WriteFile409ApplicationProblemPlusJSONResponse struct {
 	ConflictApplicationProblemPlusJSONResponse
 }
@@ -8449,6 +8556,22 @@ func (response CreatePortLink404ApplicationProblemPlusJSONResponse) VisitCreateP
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreatePortLink408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreatePortLink408ApplicationProblemPlusJSONResponse) VisitCreatePortLinkResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9361,6 +9484,22 @@ func (response CreateSnapshot404ApplicationProblemPlusJSONResponse) VisitCreateS
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateSnapshot408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateSnapshot408ApplicationProblemPlusJSONResponse) VisitCreateSnapshotResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10531,6 +10670,22 @@ func (response ResizeTaskTerminal404ApplicationProblemPlusJSONResponse) VisitRes
 	return err
 }
 
+type ResizeTaskTerminal408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response ResizeTaskTerminal408ApplicationProblemPlusJSONResponse) VisitResizeTaskTerminalResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ResizeTaskTerminal409ApplicationProblemPlusJSONResponse struct {
 	ConflictApplicationProblemPlusJSONResponse
 }
@@ -10771,6 +10926,22 @@ func (response WriteTaskStdin404ApplicationProblemPlusJSONResponse) VisitWriteTa
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type WriteTaskStdin408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response WriteTaskStdin408ApplicationProblemPlusJSONResponse) VisitWriteTaskStdinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12100,350 +12271,357 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L39chs3ti/6KijufUpkpkmR1Ictqqb2dRx7xnucxNtSyvfu0FsNdoMkjpoAp4GWzHhclXe4+xnmvMd5",
-	"lDzJKawFoNFkN0lZSsaZoz9SsZrd+Mb6Xr/1sZXIxVIKJrRqjT625oymLId/PksSttRvqZgx+DtlKsn5",
-	"UnMpWqNWPFlppuIRUVzMMkbMnySHlwnNGVEsv2FprxW1VDJnC2paYKJYtEY/tuDT1vuopVdL1hq1lM65",
-	"mLU+fYpaLy7pbLOzyzkjU56xA0WY0FyviKazEYnHrXHR7x8liv/E4F+siw8WMuVTnlDzPdF8wQgXRCh8",
-	"Z9yKIzKRem4eztmH6iA3x/SaKv0tNMjSrWPb7LX958vLNySlmnV29iLxw80efnj7msgp0XNGkpxRzVKS",
-	"MyWLPGHbG/0UtZY0pwum7ZY+l0KzD/o7umCb3TwjCf5MBF1Ay9w8XlI9b0UtAd+07CtX8GfUytlfC56b",
-	"ZdF5wcKxLKnWLDcN/NePz7r/Sbs/9btnV++Df/e67z/2o9OjT//aqjsJz4tcyXxzmN8v6V8LRmJhhpHA",
-	"SzGZ5nIBC7TM2Q2XhSJLOivn8NeC5atgEth0ONwF/fCaiZmet0bDfr9uPK/5gmvzal2LGfwYNpiyKS0y",
-	"3Rqd9CPTOl+Ys39i2l5wgX8NfD9caDZjOXT0Rua6bncun78hS5lrwoXiKYPpKirSifxA2lwrkkm5nNDk",
-	"OiKD4ZNev9fvDToN22ja2bp9fsSnJydHJ7vHbJad3b4xndTekJwp7Q6xGUpEVEbVnCnCRZIVKUsjsqRK",
-	"sZRoGU7tQCEpyUl7QVdkwghbLPWqcWL4V/PENjf2TS4TptSrb+pHvsSfDxThKa6zpuqa8LRxCPjBFU/3",
-	"viD97hntTt9/PBo2XIY3uTQ05j/g1G0M853MrzNJUzNW89o5WRRKkwXVyRzXkinFpThQRN4K9xa5nTOB",
-	"dNAQ7Gshb0XTjbGfNF2ZgT3W/u+6OVzgIOrW+ZkbIeFpRGROYnt9YjKVOVI+mmUsP1DE/uK/kFMS/5sd",
-	"3x/jhj2xL99hT9rhpvzNdtqp350LQZdqLjVOra57+8KDnolLqq4bezRn9AF7+2TaUUspFMoCX9P0Lftr",
-	"wRRQKmAKAv5Jl8vMcsDDZS4nGVv84X8q5GrsA10sM8t5NOVZa9SayHRFFmwxYTk5SORiQUV6QLgibtik",
-	"rRgjh3LJBF3y3oouMn8mchwCUXO6ZJ1W1GJ5Lg2n+/Fja8pZltoOerbhVtRaMKXojO3Tc+vT+6ilNNWF",
-	"ao2OgSlwbYbfeiVuaMZT13+5XnOtl2p0eGho14xq1kvZjVsGdQgfIY//FO7Dv+Zs2hq1/uWwFMUO8Vd1",
-	"+AY/xi2oI6u4AlyRBc2mMl+w1NwfcwoUUXLB9JyLGd4gKaZ8VuQonqSSKSKkJjTL5G3PjOi5FNOMJ/fd",
-	"UkdeDtSc5iw9IHOqiErkkpEly6/yQhjRaES4hl+kYATfdFf6nNA0zZlS5hWqyIG9fQeG82lGU3PnQRIy",
-	"U5MCyJLfp7Nyn/yE9tygxL3/UNsjl2x9uadcW0FFWqkRl8YfaRTszHNtBmjG8uIDSwrTzDdmss27U7cr",
-	"dr+vFqo1Gg6iFhOJTM2lHrUKPe0+NbfmA9dXiUxZa9SPQlI5ap1OB0k/fcKGk6f0mPWnZ/RocpI8SQds",
-	"OD2ix5Ng5UGRyJhmKTxMWZ63Ri3/7ysU+qEHfKDzQiRGmm2NpjRTDH6QhW6NWsfDsWi5v92XR/7B5pe3",
-	"NBdczMzVf7/35vllfcuUEdXMHhrh9pDdMKG7SueMLkwjezZnvrrAjxrOA3M9kikXXM0NebudU82MfGNE",
-	"C7MVxGxFxxyIOdfw1NwXWegeecf1fCxi1MxGZGOwMZwhKtStaU/5+0IFgdcIvuYEsXI4VI0F1yQvhEKC",
-	"G//pxSU5vBkcGkaiDj9afvLpUBZ6Wei4E5nDLVhKJitCSWx+j7GT3lhUDu2bXC6kRtVp/4MLx68/OU2P",
-	"pv1kSM/YcXpyMhkkT9mT6Sk9SY+To8mwFbX8FWuNWjgfdlWSeye3jLw8fo8DnhfCHDLzqJgsuNYsvaLm",
-	"uA77w9PuYNAdnl32z0aD/qjf/8/9aYjh43UH5kLzLCO2U0KnmuUkvqVcX6n4nCxllsEmgjRKNYmdAgky",
-	"UKDHh4pl3Tjsq4f+PRjLS5lPeJoycV9uQPWcHPR6h0wnh0bCv00PCFMJXTJVUWFuZX6tljSpUvOjkpq/",
-	"kRlPVuSGywzHuSdVX8J3D0LTv3P8kqVWCOGKLHMuEr6kGUiulGB/JKHC0HujsIipzBOWAi3/E9Xslq4u",
-	"8Urfc3Fvcw488GDCZ70JFweEfUgYS40WVeExg2GfeDpC2jjEnv27E6z4Sf+4XHEzyJSYYe651LbBB1nr",
-	"ZyJgn1LPmVluKoCWebrVpmB7IcXS6D8Roc6G0WlaCbs7jqSaob4SRgym2QsjPd5zR6gg3DZHQBolMkmK",
-	"PGfpOckZqO+B5HrFvbqLcwWrRPlja9Q6mw6TYzagTyZH6cn0tF/Zq4pMGva674a5sT7MjpFJMSNcwHxm",
-	"eM7P4Q9cHiuVSpGtKuK70flQxSsUQ7ZF0J4xg/35TuqXshDpPbemEKDieoLjFMiDXTzgoEKRgvthyMEU",
-	"Rrbncgupu/jBQ6z3D3ZCbUN2BF4RT4wOVCewEn6KWt/fsPw/CqnpPZdxJQsypzeMHA3Li6g8n5I5MTyK",
-	"ixluKljGjMBhl733VzMG1UukgHsh9FXZyjl8C6TVqAVaWjmJtCviyL/hbvzR9gmyUkJFwrJ1bWAYaAMw",
-	"eU8W9t0yGO6DKQRoxTBnnGqYopzCUcdFIe24ukpxZM1jTodbsrzrt9hfoJxq1jkn8Vum81X3mZEUYqLo",
-	"SqGJx1CYfEXojHLRKyW7BYuJmstbRQqjEhMqUtwttSZABM1umm4uWCJFqkwnsHcTNpU5Mx2C1AJ91hmp",
-	"S+thYIO70DS/s6TopL1Ra7nScymOSHdBzKb2rOHwab9vyOa+EuXSvHg8/CxBMd8uE/76wqRdyKbzN6HJ",
-	"9Sw3FMjZNUHmP4dDWEqQ5oDG5ozYJVCHH8vF+HRoP2Xq8GNp7Pz0MHIn+Ju+k/qCaq6mnE4ydk+CBazG",
-	"tAo+KvXHk36/3yWwWYosqUKOzETq1CKQKNqD/vAYvwjlo+PBaUlRYKyg1atgtHsSFhhS13CE8OOHIjQx",
-	"jC0mhlwCPYWZlNPz9ghDys9J/BzXt2s/m/EbpuBQKP4TW9vYyrtNnkHy1eG6by7e4a36FLUutMzZD4Le",
-	"UJ491NZbuyVRpm3SfiOVnuVMdQITGCjMRkAzdFLNZa6z1YhMKc/QH5FIIViizT/jQrH8j25LSUo1nVDF",
-	"/JN4RFIeiGGlsBaoMhcsv+EJI0Uw0z2PTfjJw1kR91yiyJmpJrm8ZrnTcTS9ZoEQCyY8I48YDnBLFUlZ",
-	"wlOW9ghwEqfKVrkVspFflfNs9WGBRV3K1zSf3ffUwQUD8zJXRN4wXLJB//jpyZPTfr8LrnKUi9qO3y/o",
-	"hyvz3VUNxQkOzqWUJIMh7quRSdnFDx7isHxtJuVn5AzKzMoNIGb+IGih50xobi1097vA8poJs4zsw5Jb",
-	"JQplHkoEuyX4O3h/V7IwgpUqWF6R1wfl6q2Pbf8rV/nsIVbyW66UFZe59SZMGM3Nypoprd2Dd+/edZ8F",
-	"Y9i8DG9fPienT076JJkbEVPM2G5i+4NQxdKopPfepkwmNLtSxcQJFZ5u2B5IQpd0wjOuVyOSUTEr6IyN",
-	"8mKyqkjrw3Cv/OCCj/e25JdfPBSRXObyhqcs35wbWIE86bO3wI/+W5ZyegmDvicvC3sBmqsIRTpjBJfV",
-	"kpF1STkCoT7UtedUEce/zaDIARiRlxnl4uCcKCMGcU1uuZ5X3htttF3jmKuSrZP6zVyY9YDh7n///Ndd",
-	"+LoLnz3UxpoVPFClCGSmCxIwsDbD1cQad8PFPyfWEN81/DImbSNmvfn+4rJjDR2GIkabEVXwen2sQbk2",
-	"dR2S9ruj5+T1N2/I//5fT2xsx44bviydGPc4eqlMrlk+Inxh9ETUskZHvcGwqzK+QLeWNYOU4k5wl9+Y",
-	"q2O0B0PxUKra23jrPn2w7Xbmn0QWWUqsidZ3g+7TnNFkbg2275xd+mWRZfdcSCEJNEUyNtXOUlYGungT",
-	"OEjsB0a2PHSW3apEdZsbjVGQX37+b5KzhbxBsR6EoYWRxnIpF2h7KxuVU1L6Zhc0yw7IXGYp2CIWUmly",
-	"1O+Tb7925mGScnV9tZhUzcNPym19Vw7XLM2eO+rH04WvHnhbK6toiF11yV3kgFk/VrukPXAD2k7h0s6Y",
-	"0JdSZvDXMjeXUnMMg5jKfEF1GNq4SJbolBKUt6IWFXqeyyVPaqIdo9as4CkVSQ07/wEsMu53GDYlaqU0",
-	"W5g9XCw1aYPjXFPNFkxosmQ5ybjAOMONnrSU2RW67q6MqJnMaV4T1In+1YighxaYBxyXnNFUOfXYtIUx",
-	"nkmh0XwN4QdiZYSPnCaa5SoYhZexcRg13ZrVJSmbcsHRmGhvhmVa6GxZUB25H759/sZGhR0oIvOU5RD3",
-	"o9kCWqdpCg3R7E2wXRj+YgclJ/+ToaPfPqB5TlctDHRxATM/ug0OtqppLd3k3td08axIuQb38OYRojWs",
-	"4N3cCL2GWS/Bx3pecXocKAImI7DHmHm7U9hKqWZdzRes7gikfMbq+M7Fn591hyenpD1nHzo+zhRtamBY",
-	"lSkDvc/+hNq99bvAPUK1Ma09eJX4g/WuvYtYRUTCObde8XPntJnldHEANirw2ESEZYqhvA8GnNJEXFkI",
-	"LvTpce0JBLX8SltxrCaSl/KsyNmBIklGlSJtSizlQrasiumUf+hEaFnl2rKz2rmzDwnLl7opZDhXmpiF",
-	"xwWtX/iGdn28RvOKktu5VH4NSU5F/ZV0S36FB3G/s8TTyrvNy33N0W2zjbDD7fgLR6dI4M7fMjcpspWZ",
-	"jqO6m47/8knKammvt6LXbw9NwLFa2tqpIjFql/+iCrjZce3m+C+ueLpf0xBZ2tCWjV74uPlbaJzeWKnF",
-	"Uq+AaQgp6s+Q4j/VHJ+vtxzFkAb4u6+Z2PPiOQmieVdHJPam8JgUQnMIcFjZCw7uJOFDHmyAVAFOkyJB",
-	"p04cjUWMNzKOSGyOb2pItfkDHUT2l8xI7J0e+R6cZuaUYveuHYhBtQ31xqKWpdJ8xmou90uzNhAIo0Zr",
-	"AtiS6nk9e7bRmltXx828VxsNGnItiPsEtgX3b+1Qhmc/qkbGBmG+uF2N3Owv9mJXbyBGZYAdCziD+yNl",
-	"GYO/XG+YxxA8SJnSuVzVXlXo8DVXNdwT1xnihRzz30lqkBFvcP6oFWQUNN0piQcwo0r7DIPte2FHWG29",
-	"blmfO5OFndq6mKBpMg8owUTKjFFQi/A3pq7YB+vNr32t9P1szu453nVFEiqA21JV4ysyKmhcPh4RI1LF",
-	"ocQZdAf6SP1IIOrAkMGb7SzMDOaasaWRRzmEgwhz280fV+aPuAMiarI+eCkIJZrlCy5oRtrxUq+aRsmV",
-	"iybacXReuRcvORI0Z8Wqnr7Nq712yJY0uaYzdsWF0jRr2KolLVTN0lygjsNwphMQhH5iwhp56C1LSTt+",
-	"8/3FJfnl578fQiOG2Jk/cqaKBYvPSczTjF2ZxZdiRPCdhrVBNfDKqIGNqRFoEpuY46Cq1O4AfUdem4yt",
-	"OrmjNzg2oOg0LA2+Jpg2PW19x4U/NJzCJeasXC1lrmsY0xvz2OXaqPWVtxYCYtS7YjYPQ15IG1Ycmj38",
-	"aP736fCXn//eOG9PmwuFbo66d6x5omEqas6ajpJLPVB7HCf3rtG4zJly3l9iPdtW8HYtknb1MLkfmmYK",
-	"yuq0qB3oOgdTZZAfTi68cI64bN6moJMqmamQP0cyW5WVrSOkG9uzcQDrDm7NCazeJnfDw+1ZP5C1PEKm",
-	"LMi7qNdzbUh0lX84daGStAMOqR2JO5FL+as5P3apfd6glkB+uTgnNzQHh7YiimkyWYERNYg3zsHCmTOn",
-	"0Rvu2BuLZ+DVce1x5RMewSAduyMQkzZaIVENkyg0dqyezJVLDBgLiGi28WTyVnjfQ0SUDNuzuWW2pR75",
-	"BsOFRyBFv8G+zBoSKcbCiknKjsodOcsPI+ccgzn4TKZzDGK85YoZ7Tlnaj4WcESXOdMsBwuOXyEUOu+X",
-	"RGn0o5vmc1I5DKcnJ0enNS0s6Ifwm8Hwac2xdMu4eUTsLrUxCBATt8yiyUKHsZpBAJtrKwzbJClLMpoz",
-	"sCoFgz7u14wYLTO72Pn38NYLlwwB1CnlokklmmIcgNJUpDRPCRfLQpN26k5JmZNYd8E2tS8vwuwa54V5",
-	"83vzopElMGj1SlU1dVlg/IDP2Xx6elzJM+33ynstisUEBRgMJd/R1NFptaWNdtYI95q+HZIuENI+j3pt",
-	"E10v0A4UKKwU/GKbkU5WeXVxn/AqpkoM+wO8y1yrsYhtEFWMRimbFwEJS7LQGYTGuJRE0qbWEhkRSm6p",
-	"TuYs70QgtsJbY+H6A+Y5k4Y0GbZJbufmaNvWI5LIQmiFcQtKk0DOvvLidwwOvbFgRtpyFij2gWtlDVJK",
-	"y+USxMBvXrx+cfkCBcH6cK0OaPQw7XCcPfLK0Eq4HzZfROHYd+WE9Eglx2UsXLx5GUWyXGYr0p7xG4ba",
-	"OZzm2Nq3Mz5l5mGn5/McIBp4JsC8GKrhgVThw/82XOKFwNkdTrg4VHPSTZou6C4OeJvWJ92CP0tmRgTO",
-	"mRFYbpiL5/Zy8AbNOjv9VSj1uhalc0qYuOG5FOAg8Bz53Longxzh2LGXCm95/9W/xnb0u3nA55LdpV7t",
-	"TJCxmtwF/4n9Hil1dZiv5S3L1dashHMiICMsp1yhH5m8hBuySdRGGClvbw5pCyNnTVaO2Xaq/oF7c4rq",
-	"VP4sb0kmxWw9BAupqrkcw/4Q7yD1pqsHZTZ49ev5jZda1ywpWa3Z4aXhOzY0jYPiV0pmKXcuCSOmBmJs",
-	"zmwYKbr6a4gTiq9XjV6eUFS8paW8K3M0Mtke0MOwn3G+DKffalxR3DC3sP92zjpBb5s23FDOc4Y/lPBA",
-	"v1LzWvOdsGgj2+1kFlDEd1FZu8qkIruFW3b9OZoX7yZkVKVYi95Rzu/uE743BMrG+myZcr191G7t/hZS",
-	"d212OUZ9w7VDguW3eA+fJ/EZgePKKcdNQh9IJTaLAsL/AtMENULFdWdUEfkwjAae2DcN7UUqPBZtSlI+",
-	"nbLcsMvYPgYRhJLjfh+NjdQHkJiraQQTHAbXEVnQlPkwVCNSucDi0n5qmgh0Y5gGBWVwU+Pbjslg7sqE",
-	"ZWpPsaEO1WaDtR8Na3bTHeedjQXuqrtig9QdoZQJzWldvMAPiuXdhdHGeWrxoBZUs5xDToyS2Y3bFYxX",
-	"uGaCtJGlKpbkTCvgi2t84VZd5TJjVzQXtZbc62LCcsE0U1eGBy/vaPgNPl8z9JXf5IW4oqqeWG4sUZhv",
-	"XoOoEtdkh0OwIASO/PvF99+RG5oVDO0O5rUDReKUahpDIMk5xnUgYSBcjYWeU8jkYjSZ+y/MB50eeWEd",
-	"XjYRvE1JfGn+FVlHtxQELNOxFQ5UJxqLGONNYrgVMQadmG8FiVFQfD4vxHVss1N4CncRBCepONqRLL82",
-	"jdl0A2gSneoVSDAb0xL8EBuliRvx9zVVugtT6L76JiZoLFeOvhAqViRnEOoFw57RZWWYf6JLo03FOeAI",
-	"2J/W0AVisHLEEH+A62MDmsyXQCyA3+tbSZjw+V64cT3yAoPJRmMxFoQQXP0RyFT4wGzDiHwct3g6bo3G",
-	"O/Ocxq1obJ188L5NRxq3IqMyfnL98HREzrr9Sqe4wmvdyulUMT02QtvYiCcUWp0UPDNzGY8FdOjAJ+BH",
-	"gJ8Ytz6tzQkXca35YKQeZgJbdLEQtms7uM3O7bRaUUsK9v0UMGJ2Z+VH+6gzcEr3fPdPdLnzzQ1cimjP",
-	"yLj3IeyC/XhDJFiLyNknZsZDhpRin8MOmVDFTo9rxaAtYSrWwIJwF7i352QwfPoHa9C95lmG0BKKzwTN",
-	"iDgnosgym8/o0tJLKfVHP96oZV5smaUQUvO64LpLZqETDB0eEdab9SpSgpHDwUJjyFLOFNO1TnspF1c4",
-	"0Hrv2LUh99kB2FK6ctpdsIXMVzi33FxyZqSJNeNUXgjvMcMPrhaTBn+KjUFLc7D51A/CkkPw5iABhI64",
-	"KhFIAEDiluWM2JYsVXXD0RKdsECk5K2AoLvK12gI54Kspa/2cqYpFxiDsXRILjGag2WWMqXJTI4FsIjO",
-	"uQ8v87YwG7zuUVHMWVk1GYKqETE1ES8zURft8x1dMG8axNMGjA43SJcIcKQNJ+Xi1Z/+8ur16/o4y6Yo",
-	"l9hTrZh4wJfK1MJwphBJx8ewGI3IhbDU3jeHufOx6ScHpPNxv3iddZCeWu+iReyp7zMA79kM+dQ0C5IS",
-	"XZzabS41i8g1W2rAsZJ67/iidWig2gB7noLplSp32M/JHBFyzFHmGULhsWWDPh8E6mxMuMQg2l8sXNOq",
-	"7PHx6+o3dW0513a0ZvY1GxgQ8mpc5loQkJ9HnWr3kmfshdB1KITfC0aY+cncJmrtoj0C8VBocTRrCyMe",
-	"EQqP8KbZVAvMgvrh8mX3qQ27NCdiLBZ0hTHtUrCOzVg3tMY0YEXHJdXzGA1NP/zh5cuX35gXlpkNegd5",
-	"1WdZrcz5omNhzhQR0mfGJFTAmM6JKpI5eBJhMjRTkiQ0zzlT2NMVwtekcQSCqXk0FkuWJ0Z+hDVm2I9P",
-	"vI0MES0UI4az4Oh/+fnvh+BEPPxoGvhkw8yqvHpRyz2/T8zdWbLcxgCTic3Z31TvLGrtnYI7G+w1ESIM",
-	"Nv3gFqXuXGQra+EHMKCmPf/l5//28KBk63KStgMPNTe1EyELj1OeH/6Ply/hXETwsvdY1OexV9d/W5jk",
-	"HgTIxRQ7Im4D6VIOt3e1yLi4NtKnnrO8Hvu4xhxmQR1tthSMJsJTUd3cpqtabxUyY6rbR3PgOdvfWFQS",
-	"g12EDVfBtd802ncYUbo54GUjrqyzn1M9P7eJWvWnC+mGpQ7mbGxQBRdL5v36lbtuYdH8lON6AeAffhXg",
-	"2G8Sl9rDvUNgmtPhyWmDLLXntVjnb5VgUzzb9lDb3uqOxp8ZzXD/14ybc5Zcb7V/NXHfsu1SYHP3Vppb",
-	"GmbZ18laNyxXtUHql2Uc2IEi9rXIyK0LkKw1AbXUooPHKbux3k9BCuHeglc6u2NLtwTpVsMVg+kJRMiR",
-	"6sriomGAjxHTkVCphGbZ1ZRnGh4seJLLq5sFCAZqUbsaoRpcKxYsOUNWTK1F48B5mCPDEjcEQOtPWaNa",
-	"VNP6BQeZAlsCP0YM2ilYXKxfHOLIjfghZHjRIhKjAlt/QT5T8UVbSL2DkuCPVuFQLp0Go6B47gAa204V",
-	"w59BH+rsJQmvHRE7lghXL5hS3aFZ885W/CDgFVj3MoONMSY500UulJPdQqKqUHSLXb8x5JL5ZbcJedQj",
-	"UyqmO+dj4X+n2S1dKd/DpjqLLzriiEKU2ys75i1bVRplGtzJ8TSXixiAP7SMSZt9SLJC8RvWCY9zVX0G",
-	"9dZqGvAS+EjxvKMT4ZZnmUs9VUzUHHbT7d6amjMBu3mvaw/vazMCP4uAY18Rjg9aqTtICNVYQ7GXRV3s",
-	"uY3s2vQMb3iibQzxZiPf8q/Xki2M2jCXWUraDn/RkIKckTgJIu17QVhmhaWHKVLqCkAfr8zRvZvR33+K",
-	"6RB3+tabf+pQs6KWDUDF9u/WsvuUzXKmKswPGzPXXKzA0ZrJ28zIkPUGh9yiRdcoys0BEBa35dzd7RIe",
-	"c48jsC4mV2eyvirre7exIeFA/YTqT3SuX3Pkb2spKIBMou6kYi1tiYeay7xdJivyhnw1o12QtvOBQEBa",
-	"b1lMMp5cFXmG/o5DG2B8+BFcYp8O4845gD2YOxOEZa4DkWwXQsyQ1tOIsLpEsDLblvTzHMRaZ+5wWRaF",
-	"0SNNESpujWCykEgcQA6V1S76x08rMSin/VqauDmZMJ1wzbGYLurClb5F6Hk5dR7smBZ63oO3rYMxbgwq",
-	"CX2jW935watGoFkADkHNwQIT7JViTNzpIH+OI9Ri9NS9mtHPGQQam3ctxX/gW58AcA+2rfaCKZbvF7BS",
-	"Qg3Z5oKP/cJEdverm1Z7G6wTpxbZ5+z45InPQ0Y0CVUjIFuYic1AI6rJLRPaCNdihhKIeaYlSSWhE3Pt",
-	"eb2Tw1VU2MxyZFnazdgNy0hZ18ClT7tw1LKmiDsda1IOFmmo2Qdfp2HXNrgX3+9M7Y9akCVi8RY2fe8B",
-	"6u7HbZb9GtMPAmI0nv2a6JVJxsgPb18RQRfO14twwZB2vpvqOvwc6HlruqZDhKwJEaiPkabOEVamnKKI",
-	"jrkUGovg8NQ54205nPOxmErDWjHXAuOH0ZCyC0u+hzkUBcb7xtYXHY8FJgFzcMasJeja6GflFUf2gesK",
-	"nn7FvWIo/ljE3icJ/voyJbgSPe3yg8s+PEa5uUT01vmg1mOtfCBy/TWq/yX0km5xZt4jT3/Twusdo5uS",
-	"SeWT/QWT0rtWd3NyfceBl7dtl4/+At/8tI6jul9PdYnTFVGmRBQofTNhP1tuXL3t1YeC7W1l9ZCuO2ys",
-	"ZcsNg3LBWevxsIBn/1kxTbTQ8gqjZWroSwXAXYDNs1BlmRcfZmNIig0SxpPZCQu9lMHEx/0zEmMbTZLR",
-	"Wg71VtEofBfi560cWafOBIH0FbQfKuiMlQmFDZ5ZF6V25fw5Xt2amQZRcGj40udXNvB1xIgB4CcaVNHK",
-	"0ESMCZplpsU5BCkxQ9v4EpY+sksak2nO2E/umc/ltJkshgpizts69ga0V5PR2Dyfim64SWk+PyW70XNl",
-	"ww8ApbLJI+2xL8AxUMl/qdYcwAUpoboX9EM1vgGDTm1YA8JqU4Dey26MZBRYh3zAhUhJ/FXpq42JYhrT",
-	"aRRdMGCjYwhgXDno1WlGb2SOfGgPI9HSW2S2khpfKsOldtdT9ESiWLM1HwJeQj9CXuuPzws8pFgAKQ6K",
-	"Q8UjgpO1eOmucKArXAcKKxdYO6pM5xoL6Cs4rVEZbBtVsmFoiGpwjjUJqCAgrXOloRQDWdDVWFhkCiMg",
-	"1wae1DvuynIzfiXdulWpSVTJda5Sio37UiUIVfrr93iNDNaefr8rW1hFI//yyA77si9gPHuwL2y4bki+",
-	"cMFayL6ryVk9Wd3BiAjpIHbB2Yfxk5HztbAPbLHU1e1usP4ZdlOLW79mBlHAB3BEjVNQ9dYbX9ywqQ5A",
-	"p1TauCaF8ig9CyLkbURokkul7KWxoaqkHS+S5ZVzfceRQy9xv4NQj+yVpTUR0XUZiHtp2TZrfLO+w12+",
-	"9nkLNMv2iNe0n76PasK7UqLWUtUVmbMsdctWqS/pQQ/awAjK0pkufznIThdSo28G1s+orcGC33/sCHNn",
-	"h1MO0qI2bttN8EGsSMZvmMt+R3MyDrM2Lu/+40VvivX7tDd9NdR6qT3ClFvztWhC2BvQ/cYiRn7Xcxjl",
-	"V1pncY98hwlybGru3aiE8cc7H8QXYjixIplUDH1sY2GZezuuRlDGEamKobaSWbihe53eCubGHl/Ue8lV",
-	"q+kWRfVXM7g2ayexacfDodbRrLfF3uk763lmNNHZyps2rRoFge+A5+GStTEqHjRyqwSUoAxAkvaL1i4H",
-	"avPMdwZNh1+kDA7zAyJmeEvAZ3z9DwFt2Eh3+7VgFj43SShI+90rcfcLxUrYcsWe1wb7PUNEqynGP7ft",
-	"VXHOGn+xath31ajUZPJoBGzYvFLNY1u71DBMe+GDkaasfphNZrM7ZPteOI3EZ2my/CpBRCDzT0sJ7V9W",
-	"y6jVUG3WYo3vupLKuyfmamlT2CL01VS0toZNc1MacMvSBgfKrpTA3SFR4IQxbPVhokYhY6AmLOhWVAE2",
-	"2+hQIX8g1qHSOYegPUhAAEFdNUTc5dcs3ZIrehmke8LCljEC5lqDItkGAZHE2FhjbF+wKvWIvbdUOStX",
-	"2SQYrDr7J3Bvg/3crpej0tCIPOo+PlBkTkVq9CFAOAnQz+sDBR9E338Wln/2h92Wfp5gScDbuQS4n2Um",
-	"VwsbGNMAJFa7CZh4GwjtvtifpuhCEFIYUcNI7pCuu2I6Qsh3xfSoTPIvFBuLBeQLS8Egu8+6JSK/p6SN",
-	"AHwjZ2yo5vm6hB8UefOxcMeLtBGzPXUYMLAV1aMJGRAcyl2CES8uzzBI+mBhciN1uciqUw2AssF+Za0x",
-	"HHjL3ZqGsI59bO+WTpbm9zD9YT0C0Nl+7UIXC+YLCoFOW8HiT43Q2DZCuOhiREZp+HGYxgg7aMsPQdOd",
-	"ipvxbmkXa9inNRabIDEDcUtL+44luWt4BRUiWsuxcP2+QesS3pd1d27w0x3TnbbF3ZbtbhlXvfHnYRBS",
-	"qxrVXkYkx5V3JtCUGs8uvNXqAQ6N8g4xMDE6Y/0duQi4zf3FhAZm7sCz12IuC8XyeARYBsLQTQttx3LS",
-	"XseQWkvH88pe3LFAoPFos0ZE6UZAIhEQqdDub+EQzeO7wH78BgLBZ7PPLZDal0F+qOXzuAFyStpcO/zA",
-	"GVikuUga6jAo/hPb6YBA08hSQ2WtCo7UXcM1N/2ZtVTOokQHg6tQs9rbY4/Sr0wnQkPKfoTCXcydlCIA",
-	"3txJKuy7nxeptid+Rp0oXmJKbaziXxAXuYJyBQDJtroeaMvxCCs6LWTObCwGwAPXBWPgB2OBt12HSG4Y",
-	"+dGO/43J6R8B45IAbVSE606PXLryfzYSpITecMH+Y2FxISDHH+StJVXKwbyNSB9CrGcMzNtQGjdhTXm+",
-	"sCiNqUJbL1e1qgQumpbyes8cU8sQaokDNgYQTvAW7sMtzVOzcn7hOnfNK12P+7EvRi1/Ude5VHl8AMNg",
-	"c4W2gCk2xQRBEAzzFUdqHOTNAS5bKm682Syt4UsMYCSZTbpG11ZUaioRyaTSnYb6GGFEbo2iRteS3zmU",
-	"SJ3JjXIGW7n2bxSRU6mIsVnwAtyE6/Uvagte8Nr9dtDOm/uO0EhwAnjqvAhOoqh3Mm/nvObaNUQxeOrh",
-	"kDbVevkJ0nZVqgan5C/86wiqDwFNG7d++fnv41b9Ycg9DMbdIDd2Bjz9nqOaSimgPF13iXAyQ9yL89dW",
-	"utifm1sQlu2cHJvczcWDda0YCoVNiQ8rcie+SHxZrq4WiCFqGTpUe+EqsJV3c5+8LUS1BAto0IoVqez6",
-	"ugYOyANR9nN5q2wGa1YsBFDtshxXZzQWNf44ay4pSyXQLHOhLzTPAemWKuJwmqx/7Plb8volYEQhEm0n",
-	"sgUalKYrZaWQEhzbV2vAapTNEkjOzFTisUjmVMwcUBv/ifXI5Yu33xoy/cEMtTs8OU1kJnNSiMyQp5iJ",
-	"GwiZUT5KY93GnDnfia0A3K+Y6gd11Mys6B0/WjuZ0EKEvW+eSKAxSZFzvbow591yZ0i+eFZgwiv+9dLd",
-	"+X9/d7mRg/dMkO9fffOcvPoGYLQTINhBXVzrglsr2Iu6lSJtVzi2rCYJnB36rZb0w8p7XEylQxakGESP",
-	"Ai6UE5ihdQTSVGrrAG4i1b7xOAZdKCPB0qDawlTm5NkrAnFyeLzpcql6YzEWrjvE51Msm3bnEorFuToM",
-	"ZdAyMBAI/QgL+VoLPBiAfZfm9EmFmvVXXxntK5M0dRYo9dVXpA3VbklZ7TYi30CBzIj8xWO8ReTF8yGW",
-	"Sr64+BbQpzow7BcQohEf3gziIDxSMJYqEpttlzn/iWJBha8xEQeTev793aWFLcN9peF2wgnAPe2NxaVH",
-	"veOQgwwwARFZUAg2g0jBr77yiraZkg/RXkBktC0oogNtXN4KgIBjZUQCYqaoa4jgRH1RnXsg97C+lfds",
-	"5MjlLQYcOe4f46JAlgHQI5/uEDcV14xJKpNiAScCDYKxdiVbFUTWA0za3ypS5d9ctai/kQWjYGn421j8",
-	"rdvt+v/MJ3GZyxCTv5Hjfp/8rVI/10NZI3AyEGBzFQydJdgEbkv95xYHxRs0QbhZTLiwZV6DS4pPSuhs",
-	"CK3HHtYKUmNXAzM1rCpttjozgoKrZmoIDqtWmLZNTWU+4WnK7HSP7HjLfV/QFfRfQPgEV+HQXXkL2xYK",
-	"6WVD1MEay7wEarT0EYLwrP12wnwOIGkbfmtVKAQot1AJiKmwVmPGdiyk7kIBWuz7mPyNFAJyT0hb5kTJ",
-	"BYPyE5liB6rjTmOEZ1HmWM4Mm1owPZdp17RoA6OxzRO3MDCWD1xpRSaFhqWxEOpcEfw6OAcZTzQ2cGYb",
-	"KO+839qpjVgp4aAxItLWKnWrbCue+dW2PoiwcW+hcl6oc2du59qVBqrCoVi+W5h7b6EasXlfOB56GByt",
-	"HeSN8vbrxeD9Ua2r3YxtujV1bZm1sJxqVyHkauVlV265YzvNjfgAe6io5moKAaDY5ymcSywqIW+Foe0H",
-	"isRvzRcxsWjOPpqIibRS8s5urC8uDm0Oh/7SeDjvLbXCw9nYnXRKrWnupO+aqy1UHOBDu5Bz28oMHFuu",
-	"ASrK38O4V65IIaB4EaQgtTnGsdloKtu6W0cMvcJG3QEojUI2ELkcXsoy7o7D+hwDQI1qey6uC4uIkrbZ",
-	"0VnOVCcgfRZFN2eAx4T2rbfmj+4z80fsUjnd0cXQD+znGDZcSNEtR14Ojn1AQd+iioYg7LaxarlibPNJ",
-	"dYfuUnMYwQHKk+KrYkXuupsHxMhBuTnR59XyzuENBYRyQe2Y+jDPSTE7txcI0uI8cFV4dzkcmbF45nOn",
-	"EPDug1G7zUr9xHKJYtVXX6H+bGSEYb/fiexRoQLT1YB7//ny8o25/zeGxEOpwj+/ePaNSyuesxw+MRKG",
-	"2dJzQFM+sZfWjMsSWks9FWZqPTMP43Mb0mrrdHgYrv+3a22x3VepxRN04RRlaVauyOCXn///wfApyZg2",
-	"alA0FimfgcMkJ3HvatStK8sDDt9zhMh1kooRTWY/cRCgppCmx0EAQewKJlIzZKRJLtppBB/EpA1GT19K",
-	"wxVVdreO5qazidEVTEeG30JhEWdEHQuZ8xnHMkaxTe1OZK56LnPH/h5jagaoPxlPmMAScsh5pwAD03q2",
-	"NCShO+z1W85DEz4De8NiQfPVZwrmrbI6eKAOeLScVr83wG6gQvaSt0atI3iEcECgAR3OAe/nJ/Pv2gqb",
-	"z+yeDPt9Ulqrna0KVkgRcyh75DuQq4Usk9n93X+VtkamfYsuBJYioEQwiGG/v6XWe02Nd2fbacnr/Wua",
-	"274bSpp765sigHgPobsnOLC6Vv0EDl9Z0gBydUXTbI1+fB9u8mt+w4TpxEjY6IShMwXIMW6hVOu9aWED",
-	"PQChpRCeK6cLZi4YBGpuzgQlThsoZq6ShSuoEUhCfLZKCT3ziUL7OYfSUggfZQ8x9NAK1W8s913uQ+B+",
-	"ORkMK0jrN4PxuBfCrds/338cRCf+jz+Yf5TY/d33f6hF7a/fm3KJDt/gOr4x4wfI3sOc0XS173lngjge",
-	"aU5GycvNJQQTrUPsJtawaq8fiqhG18hXY8E+LFmi1Tmw4pIEhtkS9nI5hc4FmoOaxbOMLPjMnBAxs1En",
-	"G1frrZnXvW9WCfOVUk0nVDG8ZeXmOgJDhqGV9YFuIkwCSsoYwvLZd9B8dfTgE6fa7+4gsntrjQnDc4jO",
-	"dMYQ3CxWWaAQ5ewBVuo7qQHdaXVOYhx7TBRdKYuynrIlEykTycoXTd9Gmcy68z1J083gEDjRIdbgb7pI",
-	"QIqYN/YQeBtZeHy4SJaxYx7tOC8E5olj4JfzrECBaRDkrlywHRSJAPB3mm48hGXwT8EHalrIuNL+aZCg",
-	"Ewt2u/7cPLYhO5s/jYVNYl/rg1S7AHkj7kS+2hcpQDqcFTw1n5MZE2ZJbdkEtPNA8kjFGoEZif6jDLRg",
-	"SJ0LhNpKpoqRZgrFzlEcGwsAUzW/Y2qLkWXAEat0XiRWeFwCGoUrDIklNU3ji6WGOgP5igTbis0611DU",
-	"Hx4HZm/S/n7JxLNXBwqV0k4PLB4LqmOy5Mm1BTCQMuumbMoFFhVQc7pko7GI4Ui0YwsoGoNkY7fDdW/+",
-	"BNcvmHCp+RPt5+XfYOTA4xpD+QCQfbhp+eMY+Me4NSLj1rQQsATjVlT5a0Q+mhFE4awjUjKUT59iG15I",
-	"hZ7ncsmTcNR1g73Cyxx3euRSygx2S2E8pCtoa6n+WKCkCwKwMv+w9c3evri4LBUpheqLtPeogR88M3f0",
-	"Eq5otENoWNsS3DTP+/9asHxVMn/rEwspWJnRsEiWQdQS/oU70IpafsXqEFnf35dzeV9d2U3UctenNWr9",
-	"aCvwlkr1+7H4/2ThC1mD3brXA9onZeaSdxb0w5U55Ko1ego+CUv2fqwrgbcem89FUMMm8OmHB6OukFAz",
-	"uMU2t+8axdorxmFboL/d8YAkowy1H+8KDmCDzG1WkpQHD1Ubt2XA/I/3Yf5fU1/pEj4Z7P7kh6pRF787",
-	"3v3dd1K/hGAO88HwbPcH39+w3Keq3UuU2f7VhZY5+yEUMSrqpVltYNqWDVuwf56v8SbM2XXksGtIFRcz",
-	"p4CHYgGiKZQSQZFicnCtLPBuLknKMac2IoLdMqXRvOJyz0t7UduzzYs/P+sOT059ZQK0x5gnWFdG2FiZ",
-	"teAFDO4OwGgc/Lr1xhp5rBOhjRHNROZ5yjIGxH4sgmrcaAJ034JkgKwzgko+3nLfI88C1IIDhbFXRk1n",
-	"NFdjEVhJvL8fquubwYzKZzb3GPwctiyBt7DYEBjl6v+MhYPPR/QJ2IJezjRahmJfh5Gc9UlKV6rTI4CJ",
-	"vAAwNEXk1LCxDRw0kCMAOJTrc0LFypnzyYxpRY77R3Ucx8gnz8wIcHC7eM73KMiAi6N0XcGqqcgF2sbo",
-	"ZPsXG5Iag28D4JCamJNvrNWgjaJbuUaPrGutEsZR29zp8d6NubjP/WinWcm/mC+gvZq1w6WC8L3c1xDh",
-	"ymIdv335nBwdHZ11mhYKwmYrw9kv1mXbWHwxtv2HAXnHnzWMHXr/a4AG2OPF5xjDcn/5AxcBjjqMf9gf",
-	"nnYHg+7w7LJ/Nhr0R/3+fwJE/QyiWltPp8dHx0fHp6fHT6enk7PTdPr0LE3pWX+QnAyenE4GfXqaPj06",
-	"Ox2k6VEyoMnTp5OTs8kwTY6GTyg9XqsrMToeRC32IWH5skwtPSLdhByYS6Hbp1896Ry0KhhY/bW4uqYx",
-	"Gzli0D8euij5skBkJahptBEaF1T0D0IUrOvcrl0vkYt/oRlPWPg6yC6ts8lwepoMWPdoepR0j9MntHuW",
-	"npx1+8kgHbKj6TE9mQQRVqMgUySUgVqn00HST5+w4eQpPWb96Rk9mpwkT9IBG06P6PHEIaOPhkeBxh5G",
-	"JvmY0Z3FvuAoVSKzWvvr+3DvIdirRmR6BrHbYNkzr3lqGfLT315q2kM4een83r9LsQnWOpMz0sY8CFDC",
-	"OxVZCIQfLwthBHqtIPTWQmtX3f7glw3DBRZ0CSBT6JkyP+OdOVAkyShfQHQJFzM1Fm2HgxkR5N8RVNrC",
-	"io0BDmYH7Qllp2DOTGSeMlBTnJlzLED+gsN0mFGlu4rZMmCqQdP8lt3b7GhhW2183hrmak0tyB9bKbsx",
-	"OstGoccWkpISfxUf/D+O2mhz4DcgWCuU7+mo7yhftb+otchMpw5UFSja6PAQYpTmUunR0/7T/mHKbg4l",
-	"T5PWOsbqOn0djo6P/zMANXWDD5FRy/nsR0FKbNwGpctnQpfC629NM35nFMCvmC93GixdSQVc1E1JCEL4",
-	"plpy8MZZ8WxoVRUeMIbEKx2a+CBm1Nv+IMgOaFJgbRyLIPM4ZUkGKb8hShVRklCr04H1QzOo9ke1hWMT",
-	"PkZINYn6buT3vvnlGhnBKYQ4dMRgDWYQIy2cy8nGXagr9gF3338XZl7gu7Yf/AMc+jb70D0qsfBcMq/D",
-	"7VC1xaiXNLmmM3YFULdZ2TWi8/m/StD79WcwIrC5rv9iodXXH7vwpDD9CRxcV+C+czMpxSgkimWqFMa+",
-	"+BfBWuX/KBPA7AML5GQbCDEW8IUKUmMA0LiGweihFysIix7McB2ncACo4DW7YSliKeTVQQ16lJIShW+t",
-	"psCP7zdrBfz4fgPkP3zkwPs9Zr+D48d1CAc/7FdSH1vAHK7KAFaf6DxaA8twqfy41u/vQPFLBLkGml8o",
-	"cFq6u/ZI8JsJ/rv1IOQaD0tI9UskPUf18wJzrZdS1UmAhVAQTlxNuIGkg9gBqcSu95EPk3FGZK5cWBoI",
-	"eilk76HNyueaB+lwEZbUc3V5wNANuBm5XEjtApSNdtMjFzZoBgEwbYTNiNSUtqbe6KZIKut4BI7xbeHC",
-	"BJjSX8t0dUefrLODtwooYNilFWVPCuayT/e7KQHC1qeqHdxc40/1rGz7afK5TN8YEvUpMiLeHb56Y7fh",
-	"y9fa+ntc4ec2CBc+GOzRxaWUr2k+Y/jByT5z8RGu37KU08sVwqAcD4d3+vi3pUr7jG1pq/18PhkzH+7h",
-	"wvgTxihcIstao37fC9aV0ymQCfBdVYhPSPcChDxP+UKkiVp598JlM8hbUeLQWOK6zAoktiUizYFykDUV",
-	"wFqfFRGNRcX4QZ6hhm7oNOY80yyzSdQQVMKsu6EmX6JR1L0oYS7WTNo7Y4+AUv0HmDwbbcw+D3AvEraG",
-	"BNNgkPVZIwnN8xXWPOAKouRvWK5sygWAqTRZZsNXm6zfwwZb+prZqrSanG9b/oaBIK5YjbPZCrWbEMFf",
-	"oHF4zR4YgrL8WIUxWbMReEvE+rT3tWuWIGWVHR21ku7xcBOBbL37E9u92wxBs5XiqsHo+lliL+JLhRmh",
-	"zgBr1bM7yMIhoM5WC2p56h7tpb+StSS82I5r+GP/HmDS6wTkbzn4tYhgt2Uqm5eOXTCWz4xyTs7RemKM",
-	"fQ7mEPNmx0G8WzlaK5ZNCVchIJvpCL3MRson3jwDlREwMBMOsZG3IUb+uH82CsV2SICcSR/YUwbdml8A",
-	"zSzkY17HmNMbNhaAZ4P8zgOtp6nRPI1Mr0hs5xQ3S9wX/l59ttS9k2LsQwv2vrHPw2EH0vmmND64o/Lw",
-	"5RLV/pdAVO9IUptMC8E1NRd9zmjKsIbVa5lsrSxhXz3070EPX7gWdNcYoS9dbfr98BYkFCVgWgNbWVNF",
-	"KjkOyGwyVodnabEBVQOkJSQSyRwiYII3euRVyhZLaWjSCOtKYyosTx2PwFQCLWWPvIQwHZspGFB/H9U7",
-	"4YCPYbiShUk/t3mAuKBjsZZeiFlNWhamxR6xkzBNeF6BYJtOs6qA39axEVyfkI3cR+4NYBWtSflObvm7",
-	"EqkS4LGBWgU5uzMpWO+f0O7yO7rSdrt23umo3ppQHvEyvXEbznP8b/bG/TGGVHWbbLwhKNoA+jL9NxQK",
-	"613gD3VffhOh5feh9D2QfOJP1qNs8XsiDd8LtpMo3M0aZ8/Jq29ae6UNhqa799uEikMH/f/bDSfa5lsK",
-	"ihZg5JDZnmVuGsI4YV/yg7QDuKKaoIGx8O7vTo9cQG00yjVgnsg8xTqBGFOdMyytmhcZolg591AdvcwL",
-	"8Ryh9O7hGUpduC9GNrbCGhvOU7+/EipT9ugZetSJHl1JD+dKeutSqjAHapOWb/MgrVNYJCZfFpUNaq6Q",
-	"+HDCxaGak24S+2RKr0SWsNLkHRTBKJaQvoeAvPFY+EwNDyJuC3HBGw5ipePRTRAn5Nxh59jU87yw9TLH",
-	"YiaBNivr2/cpNNZsyY1SOix5hH8Hsi6cQSbujYWnRyWWBibNKFdM3xeYLbBEJNWmU77Ajc9zfkMzZBe9",
-	"sXgHi7UlsgDgbMJyoMBNUB5f5jItEghXhYK1I0LXsY4deOJhjKiLsQ+SBtQMKMgKGoPNzymRh9rlbpRY",
-	"OMtltjovY+VgpWfmV3pLVyRj9IapCpyqcCzRldu1sRS7i3LjypRBayNi3ZYBMqVFTDLbOhY12MF1uzzA",
-	"XeYI82z+nxdCuf4CwEhbNEOv4ohMGZbxC/Gu90K0bmT3Lh/gAWJBmlMbklvzO+LmQ1mvP7198eLy1Xd/",
-	"ao1ac5Zlcq1W1VH/DhICdP8bCAl78G1bpPoCUXEfZYtH2eL/QtmiPtX6fmJGWQe1HhsmLEdKSSbFrJvx",
-	"G+BIpZK1wf4tTx+BDxOIV+wbsvza8N1ZJic0U2TC9C1jVngqRx+ZzydUzcuPXREjw3SmMksBKywl7AOe",
-	"nrHw9Zh7BOsCudI+lvhjeK9lNdF6j8jvIPJOSAgeMb3GY2Gjg6zDFYbibXFRvdnMgkPREq2vjFf3A4nL",
-	"MPUVaR8PhyVWTqdH0AGgKnB9Pq7RSSGICCdYUzDP87Jo5z0tdf6w/PixBYhRzsS9jw0vrNI7rFNdN4Kd",
-	"7xAEYee4LSDYjT4iSiIi/Qo2+tFM9kikH4pIX1aJYFkUOi3PX0io/Y36bW17TWreBQrbnsABxMuaBe28",
-	"BA7hWKoICKujlESKsdiFuwbmuh7gyrpMf4S8PSfHw7OSwoXlqA3NrFabcouHvpC0LL1NM0CJIm0YpUAz",
-	"HUbXlMxsLGxxZ0tcwdK36jSHmVgSc78wk0aa5x0OdyV5yCL2k873CSe5U+c7aC2E3dtCFo9k9lHy/n0S",
-	"daCKhn6EVKaBiu8lbB9+tP+6Mk1uDdF4BeVjA0Hb3KcgSgIKdIZkjmtvMinBZnsNIQ8hSbuzYPhgglnO",
-	"FpSDFalkkY+04vH2PtTtlUusZQEcqQxqQixTI6L9IyQyey++M9z/wZ2ztWTGLJihDL+yR+F+E2uSTA0d",
-	"9Jo9aaP01CEyJ4re2CqWtSYBRdoTquYdwBdMMkZzrEG9Zq/Fpfnt6GEzLXT10jyfeSSFj6TwgUyIeLgC",
-	"agi6mxMUAjnjc6Sb7bAPF4AiZ8t3KG3uahsjOZc0VxYXlsQZlA5WqwWgccOlzRnuaoS1TCTiRfRqTV0v",
-	"LT7DVhy2l0gjcpZRzW+YAxwtSyzkUupzH00HbkYpG8FBU543IIOaL4LUseP+2emvAAJq+nceIJ1zCyth",
-	"UQj6p8fHZhQyhRpNtQa6QTX0LaWa9iZcWMj86hOEjBr0hyUIHATHGUrvunxycnLHLrHone0N/8COKktm",
-	"JnoHk+DLHQAByCoOFLHL9mgXfKS8vxblNeeQ0IDE4OELyaxDVPhiYvxgQEERhkYV1WcDnBtWgsQV3Ci2",
-	"5BKDetxlSbazHvk+TxmygmsXW9Gko77EOqJrNPK4LpsBsUPbMge7k7MC0oliQncer/PjdX6o64xHzdX5",
-	"kliuCE75tnvdWDLAlmoCMB/CPtBEZysCllOZg9wDcpIZJuZF9rD+kbtRPqQJjNiYYjYWU86yFH+UhfZ1",
-	"0DAjNH5xSWdQ0HBS8EyXBdVdfTj+E0IEIxdH4WMsEOE0HrewYqR5C0tGdvHBAl4QCh+OWxAXNmcfOoa3",
-	"QhFHW3j1ds5sGo+rfMYV0AHNxPlYxK+m3e+kYN1vqU7msQ/ncTM+6h/3yDOiuJhlDNaNQEk20sZCayNc",
-	"yz/S7gRKGLi/4ojYf3cFwA67ZKVTt4hSYXsq8rVfX027tnqbLa7ogOvNGhqSh11Xarp5Yjc47ZELM1Oa",
-	"4XtQZUmKsliWEXHxdZZaIEKQRucys0sDhbHMfNGPDWOEDbL01WZfCULTG6ib0KZOgu6QOVVjISQxg7UF",
-	"Na8h1AuHUxu8xGhqqe4OPOPq2kNlzcGgT/73/xoc94adiEBpdbvi/e6gPzyKvRSN57SUAWGN74e6YOao",
-	"NhxHZouwmGZ4fJqGUTl5d0ZUXof+sMFpuECQ8lbWk4LdxEI3c6oQrQKPVFktp3oStg367st3N8VDJpq5",
-	"kMWqtcN+ULoeRs0fBqXvsZZMDdBxvbC+lUSSdvwcR9HFKcdkxm+CAs+dtTxdW0kNFk3tStbFl+27nyI4",
-	"Zru+gXc+Ra3XVOnut1YV2pkVTJX278JCDPunX+6eWAoGGpOjAg+5zm5L8WhvpsLhYUDOA1E3FV6UUffg",
-	"cJ1bxb3KRdksFvEb7vBRnSj7ndTE6c+kvc4NgZixtHNuqDjw9Oqi7z/6x+Tz1vHgdPcHcAK/k/qirPb6",
-	"KE4/pF2Spk6Ybuf0Fsl85+G14zU7oOkP6i03mgJ75CKjas4QXmvCnIxKlhnlIluNRTtGPVkW+tDZyaBc",
-	"ki0obe6vf+N/DF+W7/TIG6rnNuIQ4uoxNNB3bnEMfcEkJ9RFxCOx2LIUNfUK7V97lStEK9uCCy/ffF7Z",
-	"wXVPTlFvB4YMh7Ius7CLbj62kZRczMiS5kxoq1CpHnkmVpb9+xIghv8zoXtj8QzbgmLRPkxoQbEwGaKk",
-	"xoFQfgSSsM1lENL0pTnNYAjnoZ3GCuSb9XYDZeSk/4S0rfe9ofZuJ4LOzBsAeMO4kfB6Y3FRJJDFsGDU",
-	"IqQ7Zci8wErVLgcQdZaWmpmtFFMnwINBxdtN9olV+k0lib1yCO6ApuzNxoehofqutRDmdHhy2hq1TqZP",
-	"+pPp4CntPz3t95/0B6fs7PjppH9MWXo0eToc9I/o0emE0ePBk5OTyWmSplM6HfRpwo6SUzatGMnvZKx+",
-	"h7RlmwgMhi1Lgx4NWp8TUPXIsj+XZZvPnuz+7J2jnS+LLFsHGsbSU3tx+q22aYs2/iWkRr7MGftpLUSf",
-	"g4CQMNIOgvtjGHR8Tr6RyTXLLXgbwN6TKTSSd0aEazUWsAaRT66zuW4MYhl8BhxWt1SEiyQrUpZiGa1E",
-	"pqzr3Ls+YiKom4Upj6RQyPqev/mhR34Qmmc20e2Xn/9+iJl8cRTUXySymnSA3G8sjvtndmZpTH75+b+d",
-	"2Yxr5VMv5lSROMC598kXWLfV5Q1Cvh7KQBDWVijmHNSxkJonLO6RZwQ7C2Ft0JQImD8OX5WnGSPqlrEl",
-	"y89xUSHUh6i5vIV0QjdoI4YVCiOE15p21koh9ZyLGdSif2uDhtvH/bOOL2Ac1HIDOLxqPkxl28rNpDkb",
-	"i2kuf2LCWTg7WIzOJ/V4821ZUXHFNGZ2ShGi8EGup4VZ8rAuCoME1/D1oEx2LSgfZJziGkxWJCj9Mhbt",
-	"4/4RGCF9MgvIrQkUH8WPSgFrOCRxefJjxDJE+HjX1TkEim+m55h3RgRgXuLKGnJF5ixLCc2y0tjdDg5o",
-	"eCKhxpZNocXjlbrNsgfT7sE1Y0t3z3BZ41uam79cbWFVi/UNE/6/BgGHNn50aj8KQHKAulUxcvyz7cg4",
-	"2M+vD4wT2UP+KEE9CkQbKDxvkJRt5jJ+BvjeIUQgHn40//t0CCFNv7bQInP9kAlBfAalG8zQnXHETGZN",
-	"sAnrscQd5AygQwf8C4t9jQVW+zKSAmSvTnJ5q1iOfE/JBfOVN1GYsHScfVjyHAqna51dqTjy4VlHp/1+",
-	"RKgeC6jQ/QTLfhKLGhFwD4/Ld26LcptxcIXotinOjqtAwDF8VOYaPaawAnLJhCLxoZ3w4Udo5NNh3CPf",
-	"STQMeIBDQ7oQj6J0SI1FO3Z1YnoLmbIRFC6LRwS569csgdMHA8lloZl115WiGRyiOArFzQM1Bg+gzbrC",
-	"N5Dz0WQOVVACG5KRBexsRLZqTncyJ+k1F9f3yXeCvWqNzvr7gw64bh8SFtcenjoGNnziGJi5OLba9V1t",
-	"B0WeNRZGc0flZtDb1VLP9N4bPDk9Pu4/PR72e/+xOLuZXBwXr2eHrTsvYBMPNFv/yPj+qVOr7s8Ev6XX",
-	"rEosoGaOPczAAu7NDsvIsi+CH8LM3lA93xUX55WHxljnr+u0PRfXv64alqTdQT7FDkFnAxmnU9oEpGAO",
-	"/EYCx6CaMJGyFD7mIkiXtbhKbvOvtM7itQqqzRXv7FR/xYwI28m2UF2/io+E6/dXHKEUpOusIGt1xexx",
-	"+4LCYP2gDj/af+6C1b7QcunK3ZYgVQBcAqE87qnOGSPtyxdvvwVxTpC/vHr92tY1p2SW04SRJcu5TDtY",
-	"7KwS8BegW+G9b1ugSou0NugTrH5fIQ4gFVpXEgUQFsJrASuVlss3HtH21778Oy5+5JJeIbgXZ4KV1x/D",
-	"eh91+IdOFd0kU81EqjGm111ye1cx07RQkf+Bm/ucRtVLHMGr7APHpO5eHe72F3MrH6/e7w9f+i5n+9dl",
-	"wKajh+fWrpDyl+AZvJzT24pfcLTmfED4UHILoR56zlaOzfXIWzMPdEo5TcGm1IxLh0ta46GqS20uFvdz",
-	"VTys7d1qMI/U45/ckA5HmG14VT/HbhBU6f4SLvZzutRFXvX5h5DHVeu4H3zg+jeqPte+FjHYDMeCL+iM",
-	"YYnKzCryCA58K1gehZbp0osKn44gpXu5csD2GDTXiQgXYwE4xEGSkFfHWBXn2KbhEa/0Rw3BBGgajw/1",
-	"YhlDMJ4hSAmuSWorztk5kwnLpJgp5ztAM3hEZKGzMkA/tLgnsoBaeDPKhQrAoS3mV7iYmyhjDpl6msvF",
-	"lXs1Btd/vlFgD3KeuN5SV842cB8LuHWmorJiI/mmNNF4L/ckrHYcv1WlOGcSB/N3n55NniZP0lN2Mj3u",
-	"Hw2Gw6Oj4+OTk9PTJ0+ePj07a0Wta471qlWYklI34/3dxHcN3uM/MVcLf9g/ftq/89o2ci37+2Odt0eL",
-	"+5fFXt3J3emq9ryzZLIhO63VYL+7b4XpHnHjA9B8QyLGIuZpxmLIyltD3ICQJO+rLUPHDhSBj65oYkY2",
-	"8vcxJkuaX7P0fCxAcJ7JTVxcrggIHsBLiMxLDzDwu1Qi4zIMx/Mb8z2wmsbK2H7tdmZHZis/XAV+XIH8",
-	"uXQyN0GKBPQvJGRLqs3Ja41a//Vjv3tGu9P3H4+Gn/619QAVqd1A//lKUt+NEexRRrlcqsc6yr9WHeXw",
-	"OO5DyQ4/un/uLnppnlvJ09NQa6C3UmyP+Kr9zm1npUUMGNRzxnOIYlYg73rSVjZo6VMZyAlFULhwEZMT",
-	"RlIHWHHcP+tAJEhApDAOdnfRylBG3RMh47c/t49WuBrsiFC0rDviDcZlqBLnjpnV92y6e9sV7A4o+4gc",
-	"9487tYbk5rPz8GR1t3z9pZ/J31shwZ2n6452FPvtq29KEyzUw2mUIV+AkFEGxnNXmemcTLngag71EsJ8",
-	"PgAa3xa1UA/6dgnD2JhQrWCFgcX7aoem5Qv8BASaO8hqQXrl6fHnpFP+RtJRaKtgH/RVgq2NWnBuYH/N",
-	"WoIpYHKaHk37yZCeseP05GQySJ6yJ9NTepIeJ0eTYbg5rZGt98CuEl8Iqa6S6p1VfRcaHpRRLSZoTKuz",
-	"ZgwwgP4OuHFm03dLgbA21Sga0sZKW4pIHM85mTKdAAIzVsvCzFFla5n99r7r36s4CIsdUjI8mV4MXCvM",
-	"1UiSXjq6Ax/cgfAQxRIpUkV81brhMZl3zscCwzX0nNqsHNji1NWRgcQkKG1giF1uzaGgNQehzpHh0Q1V",
-	"ls1pvHeCiaO3tRdkMDoKzH2/xh3H4w7bUeCnVwsMCx4MoxYTiUzNTR61Cj3tPoVSMVxfYb3T/j1IhDl3",
-	"IPHCw5Tllq7hv53BsO8f6LwQeFmcVoul9fxXstDVr8yDza9cBlFr9COQnbuPP99OzYI5qiJJGEtxjvsQ",
-	"wruQwSapzVyff0b/3e9MxjPbEJURJnjNMKDE3fg6onlX0c+chA2xLyiDmFCRsOzurjnfbnM5GhdIZ/oK",
-	"PVakXR9OhzmwC5pfQzppjEPLIM3zGbQyFkCZHTikl0TDwLhCoF89rfUNQZMPQpYZHAjXZIZZl6U+14q2",
-	"E+7+qH/y6xLuz6e8bka/NVWy4ZO2f5jtI6H6hxKq57AVhJIlEylEruc+iB35yL5ina0c21yqUNgSt+ho",
-	"Ie251ks1Ojyc60XWU0uW9G7nVN/OejKfHS6KTHMjzR9iIn1XMaG7WDq3Z77oEDkF70JJdka+2C6mClcL",
-	"7rrQfnS42/jfWU4X5DaXGnyhi4gwmswtrAzE+sGIMRgQHgCWmpxOFdNYYEvZ+ZwTSuIZXbpCvj5siCx4",
-	"mmYMhosVGl054VuqSJpj5Kx1yHJ8aqgfafs86ok5WcolqyEjQYACEEYw/NiBW8opTMIts5OioyryDg7B",
-	"Ye9wQWiWdc4rMY9jMafKBT4aYXitVDGML/YlXN/ij5EbplqJZJ5LIQuX/E1uZZGlptkbRiaMYYUIaBlo",
-	"rW8Y8s4nGVt0IksxEIoAZwzTSjKpmDJsw9BIJvRYZFww0o5HYASG+odxBzIIbV3ljFGlrXNlcEJUj7w1",
-	"aoNgiauSBmBxL6D686tvYqLlWOQ2TMbqEYxkthGhSc4Sxm9Y2iPf44ZyRUy3DowhZ8BfUNkA4AGwGvvz",
-	"iiqJ0nSlLHC+zQY0J8doKidkwUUBoErQv4tDPQe9BE9Y2wOe2u4iQslfC1agA4/lnXDZFDMHyS+Qsimc",
-	"vmB0sOMaS7+psXD7vkUHwgXY5XR7W11MHtyvtkWL8gk4MF50MI5iYvZWRSS2WIFwyxGdpIIqiDc+/CHu",
-	"NMJyVnZ7myfv/cdBNDj71A3+XefU223h2aguvr+lFsZ5YV3U9Qw2pK6PXPUfylVfwm22BtUD5Qj+Zt34",
-	"dsDdLJ/q/BZKQc4QBevhlQKmS1xX5wDRLF9wQTMIJAjRWJz7DsnvUq/icxdfAJx5Zlq7ePWnd6++e/7n",
-	"2rpA/CdmxnRpe7hfPfdMtUaDYT9q5fJWtUbH+wcquf4vzKruBaNW4wB8C9N5xL14LMX4+61gBPiHXoPw",
-	"N/1AeSJwB41C6ZSLX4FIXTp0y5lkPvhVaSpSmqeEC0OrHelaN20gDad5DuLTLz//N6FjkcwLcW2keNNo",
-	"O06KPCPdS9KNO5YfQ51xvmTnKJt7dPmlUbtUZLHBRFLkOciy9gUHngW1nwAQs0diJqc2vAuFYETUgkGD",
-	"ZHVL81SRNqA6ecprxHkjsCjyX990egRg4DBqgooV8aKjkTqDwOMqfYbtuJJLJmIjuAO9Hgu5UcYd9AIY",
-	"MgIEhUXUnaHHQqu7pEjnetFFLiCLwvzA0F7fxozJI8yY9FWJKzJr6bLMSwh9WJNGBE70Hqa2ktIWqfV5",
-	"Ji3We7DIKL46eOc6zyOT0zoc6zIE6/0XCP95b7hPa38/jVpwOEuru73U+9jC9g8PNtu3A5cTQWkDdf9A",
-	"2X3UUj5CbTxyv4fLT2UidcdNNjDBKpOpZYXgkkqKnOsVECNEZnpW6Dk4rN6bnwFaEn7dAm4DDNA2X8cB",
-	"vf/WxyNFyN2URV9a0CVMhcNALVlzAEk1iN2GqWSS+vQXNbJ2Gw9KCEaQW/DGFiL1dp2lzHiyCjpxDdR0",
-	"coFGLGZ9uEHAXxmvPGH6ljEBM1S9jWCQumafW3QPj9IJ6X+AgeWBGXNCiRSsK6fTMJTb0XvPNmuar8Uc",
-	"CcOqq5O3aZ41s9dUs2mRhdUgfcHViGAt1YZ2faXImtm7lKnw0zBnynvPr5WVjBbhuvrIpc2m30CVVy4U",
-	"T2tx2yLEwYJC/4iCZWj1DC8aaf/58vIN9P2OTS5kcs10B2I6FRsLgOBSGPRupJgF03OZRgAaHxFgx/Ap",
-	"SGW+dbmWF4a3CUog6TlbIRYrPEzJhMGwYURMGBGCpeTZm1dY7PKGZjyFR2V8OlcklUmxQODzcFMBwaZm",
-	"gZ41rLciHoE3WOqma7EWznWgSM4Smacjc7myyNoXI+t6iciUsYAI2caRBtXsYS4nTIEwJvNkzpTOqZa5",
-	"ghIXSCsEeLmDtkroz5oGL6XMSMqM1IaCpml6WghII+iaawv1xjMOhvs2AsLJTJH4cJEsY9wetJS4APiZ",
-	"kU9qaNJckpSnQHRGgWgbIcqxy9AFQ+waruwyDNUk7QBvtdJxkXLd+vT+0/8JAAD//w==",
+	"7P39chs3ljeO3wqKu0+JzDQpknqxRdXU/hzHnvGOE3stpfz7buhVg90giUdNgNNAS2Y8rso9fPca5rmP",
+	"51JyJd/COQAaTXaTlKVkkln9kYrV7MY7zvv5nE+tRC6WUjChVWv0qTVnNGU5/PNZkrClfkfFjMHfKVNJ",
+	"zpeaS9EateLJSjMVj4jiYpYxYv4kObxMaM6IYvkNS3utqKWSOVtQ0wITxaI1+qEFn7Y+RC29WrLWqKV0",
+	"zsWs9flz1HpxSWebnV3OGZnyjB0owoTmekU0nY1IPG6Ni37/KFH8Rwb/Yl18sJApn/KEmu+J5gtGuCBC",
+	"4TvjVhyRidRz83DOPlYHuTmm11Tpb6FBlm4d22av7T9fXr4lKdWss7MXiR9u9vD9u9dETomeM5LkjGqW",
+	"kpwpWeQJ297o56i1pDldMG239LkUmn3U39EF2+zmGUnwZyLoAlrm5vGS6nkragn4pmVfuYI/o1bO/lrw",
+	"3CyLzgsWjmVJtWa5aeC/fnjW/U/a/bHfPbv6EPy71/3wqR+dHn3+11bdSXhe5Ermm8N8s6R/LRiJhRlG",
+	"Ai/FZJrLBSzQMmc3XBaKLOmsnMNfC5avgklg0+FwF/TjayZmet4aDfv9uvG85guuzat1LWbwY9hgyqa0",
+	"yHRrdNKPTOt8Yc7+iWl7wQX+NfD9cKHZjOXQ0VuZ67rduXz+lixlrgkXiqcMpquoSCfyI2lzrUgm5XJC",
+	"k+uIDIZPev1evzfoNGyjaWfr9vkRn56cHJ3sHrNZdnb71nRSe0NyprQ7xGYoEVEZVXOmCBdJVqQsjciS",
+	"KsVSomU4tQOFpCQn7QVdkQkjbLHUq8aJ4V/NE9vc2Le5TJhSr76pH/kSfz5QhKe4zpqqa8LTxiHgB1c8",
+	"3fuC9LtntDv98Olo2HAZ3ubS0Jj/gFO3Mcz3Mr/OJE3NWM1r52RRKE0WVCdzXEumFJfiQBF5K9xb5HbO",
+	"BNJBQ7CvhbwVTTfGftJ0ZQb2WPu/6+ZwgYOoW+dnboSEpxGROYnt9YnJVOZI+WiWsfxAEfuL/0JOSfxv",
+	"dnx/jBv2xL58hz1ph5vyN9tpp353LgRdqrnUOLW67u0LD3omLqm6buzRnNEH7O2zaUctpVAoC3xN03fs",
+	"rwVTQKmAKQj4J10uM8sBD5e5nGRs8Yf/rZCrsY90scws59GUZ61RayLTFVmwxYTl5CCRiwUV6QHhirhh",
+	"k7ZijBzKJRN0yXsrusj8mchxCETN6ZJ1WlGL5bk0nO6HT60pZ1lqO+jZhltRa8GUojO2T8+tzx+iltJU",
+	"F6o1OgamwLUZfuuVuKEZT13/5XrNtV6q0eGhoV0zqlkvZTduGdQhfIQ8/nO4D/+as2lr1PqXw1IUO8Rf",
+	"1eFb/Bi3oI6s4gpwRRY0m8p8wVJzf8wpUETJBdNzLmZ4g6SY8lmRo3iSSqaIkJrQLJO3PTOi51JMM57c",
+	"d0sdeTlQc5qz9IDMqSIqkUtGliy/ygthRKMR4Rp+kYIRfNNd6XNC0zRnSplXqCIH9vYdGM6nGU3NnQdJ",
+	"yExNCiBLfp/Oyn3yE9pzgxL3/kNtj1yy9eWecm0FFWmlRlwaf6RRsDPPtRmgGcuLjywpTDPfmMk2707d",
+	"rtj9vlqo1mg4iFpMJDI1l3rUKvS0+9Tcmo9cXyUyZa1RPwpJ5ah1Oh0k/fQJG06e0mPWn57Ro8lJ8iQd",
+	"sOH0iB5PgpUHRSJjmqXwMGV53hq1/L+vUOiHHvCBzguRGGm2NZrSTDH4QRa6NWodD8ei5f52Xx75B5tf",
+	"3tJccDEzV//D3pvnl/UdU0ZUM3tohNtDdsOE7iqdM7owjezZnPnqAj9qOA/M9UimXHA1N+Ttdk41M/KN",
+	"ES3MVhCzFR1zIOZcw1NzX2She+Q91/OxiFEzG5GNwcZwhqhQt6Y95e8LFQReI/iaE8TK4VA1FlyTvBAK",
+	"CW78pxeX5PBmcGgYiTr8ZPnJ50NZ6GWh405kDrdgKZmsCCWx+T3GTnpjUTm0b3O5kBpVp/0PLhy//uQ0",
+	"PZr2kyE9Y8fpyclkkDxlT6an9CQ9To4mw1bU8lesNWrhfNhVSe6d3DLy8vg9DnheCHPIzKNisuBas/SK",
+	"muM67A9Pu4NBd3h22T8bDfqjfv8/96chho/XHZgLzbOM2E4JnWqWk/iWcn2l4nOylFkGmwjSKNUkdgok",
+	"yECBHh8qlnXjsK8e+vdgLC9lPuFpysR9uQHVc3LQ6x0ynRwaCf82PSBMJXTJVEWFuZX5tVrSpErNj0pq",
+	"/lZmPFmRGy4zHOeeVH0J3z0ITf/O8UuWWiGEK7LMuUj4kmYguVKC/ZGECkPvjcIipjJPWAq0/E9Us1u6",
+	"usQrfc/Fvc058MCDCZ/1JlwcEPYxYSw1WlSFxwyGfeLpCGnjEHv2706w4if943LFzSBTYoa551LbBh9k",
+	"rZ+JgH1KPWdmuakAWubpVpuC7YUUS6P/RIQ6G0anaSXs7jiSaob6ShgxmGYvjPR4zx2hgnDbHAFplMgk",
+	"KfKcpeckZ6C+B5LrFffqLs4VrBLlj61R62w6TI7ZgD6ZHKUn09N+Za8qMmnY674b5sb6MDtGJsWMcAHz",
+	"meE5P4c/cHmsVCpFtqqI70bnQxWvUAzZFkF7xgz25zupX8pCpPfcmkKAiusJjlMgD3bxgIMKRQruhyEH",
+	"UxjZnsstpO7iBw+x3t/bCbUN2RF4RTwxOlCdwEr4OWq9uWH5fxRS03su40oWZE5vGDkalhdReT4lc2J4",
+	"FBcz3FSwjBmBwy57769mDKqXSAH3QuirspVz+BZIq1ELtLRyEmlXxJF/w934o+0TZKWEioRl69rAMNAG",
+	"YPKeLOy7ZTDcB1MI0IphzjjVMEU5haOOi0LacXWV4siax5wOt2R512+xv0A51UbqS6Ep+xBu0TKXM6NI",
+	"RSQ20tqV+y3unJP4HdP5qvvMyBUxUXSl0CBk6FG+InRGueiVcuCCxUTN5a0ihVGgoTvYW7UmbgTNbhp6",
+	"LlgiRapMJ7DTEzaVOTMdgowDfdaZtEtbY2Cxu9A0v7Nc6WTDUWu50nMpjkh3QcwR6Fkz49N+3xDZfeXP",
+	"pXnxePhFYmW+XYL85UVPu5BNp3VCk+tZbuiVs4KChnAO56yUN81xjs0ZsUugDj+Vi/H50H7K1OGn0jT6",
+	"+WGkVPBOfSf1BdVcTTmdZOye5A0Yk2kVPFrqjyf9fr9LYLMUWVKF/JuJ1ClRIH+0B/3hMX4RSlPHg9OS",
+	"/sBYwQaggtHuSYZgSF3DP8KPH4osxTC2mBjiCtQXZlJOz1svDOE/J/FzXN+u/WzGb5iCQ6H4j2xtYyvv",
+	"NvkRyVeH6568eIdvy+w+krOHkaWFRB+m3VZHW8FMSPOc31iZf7jog45siEUP9ekrnmbsyknTEVGy0sQt",
+	"VSQp9DlR5tiYX6DRW67nRhpXRTInSyP7KNAg4C1G4WEOBjDqm7LswnB9CuaxRBqRqs16sx55++bikvz8",
+	"098PlU4N8Wc5SeaFuK6cyP7T4ETaVp3Y/g+Q8r/bc9Xj5gWPSdv5BIZkwUVhLuF53Q4A07KmUMES0CC4",
+	"IkkmldXOLrTM2feC3lCePRQxsXZzokzbpP1WKm2YcicwwYLBxigIhvOqucx1thqRKeUZ+sPseM0/40Kx",
+	"/I9uY0hKNZ1QxfyTeERSHqgBpbIQqNIXLL/hCSNFMNM9Nz/85OGs2HsuUeTMpJNcXrPc6diaXrNAiQIT",
+	"spGHjUxhtj5lCU9Z2iMgmzhTSlX+QcHkF5VltvpQwaMj5Wuaz+576oBkww3iisgbhks26B8/PXly2u93",
+	"4cKhXN528uaCfrwy313V8LDg4FxKSTIY4r60QsoufvAQh+VrMyk/I+fQYFYShRv8vaCFnjOhubUQ3+8C",
+	"y2sGNIJ9XHKrxCNJoUSwW4K/Q/TBShZGsFcFyyv0dlCu3vrY9r9ylc8eYiW/5UpZdY1bb9aE0dysrJnS",
+	"2j14//5991kwhs3L8O7lc3L65KRPkrlRccSM7Wbf3wtVLJcyv/82ZTKh2ZUqJk5M9XTD9kASuqQTnnG9",
+	"GpGMillBZ2yUF5NVRVschnvlBxd8vLcnqfzioYjkMpc3PGX55tzACulJn70FfvTfspTTSxj0PXlZ2AvQ",
+	"XCOZAJ0x3Hu1ZGRd94o8x3XXZk4VcRKhGRQ5ACfGMqNcHFgJiWuQjSrvjTbarnEMV8nWSf1mLsx6wHD3",
+	"v3/+6y583YXPHmpjzQoeqFKoNtMFnQpYm+FqYo274eKfE+sI6hp+GZO2kZOMDNixhjZDEaPNiD54vT7W",
+	"pVybug5J+/3Rc/L6m7fk//6fJza2aMcNX5ZOtHscvVQm1ywfEb6gM0ZQbx8d9QbDrsr4At2q1gxXijvB",
+	"XX5rro7RRw3FQ6lqb+eB+/TBttuZHxNZZCmxLgLfDbrvcyP+W5H0vfOLvCyy7P46DjRFMjbVzlJbBlp5",
+	"FwyI3AdGtjx0noWqRHWbc62ZID//9N8kZwt5g4oiCEMLI43lUi5QBi8blVNSxgYsaJYdkLnMUrCFLaTS",
+	"5KjfJ99+7dwTJOXq+moxqbonnpTb+r4crlmaPXfUj6cLXz3wtlZW0RC76pK7yBWzfqx2SXvghradwqWd",
+	"MaEvpczgr2VuLqXmGIYzlfmC6jC0dpEs0SkqKG9FLSr0PJdLntRE20atWcFTKpIadv492Pjc7zBsStRK",
+	"abYwe7hYatKGwA1NNVswoUHbzLjAONeNnrSU2RW6jq+MqJnMaV4TVIz+/YhghAAwDzguOaOpcjqiaQtj",
+	"jI1KB+4TCH8RKyN85DTRLFfBKLyMjcOo6dasLknZlAuOxmx7MyzTQhV0QXXkfvj2+VsblXigiMxTlkPc",
+	"mWYLaJ2mKTREs7fBdmH4lR2UnPxvhoEm9gHNc7pqYaCVC9j6wW1wsFVNa+km96Gmi2dFyjWEJ2weIVrD",
+	"Ct7PjdBrmPUSfPznFafbgSJghAQLn5m3O4WtlGrWNVp53RFI+YzV8Z2LPz/rDk9OSXvOPnZ8nDNaacGw",
+	"L1MGep/9Ce1F1u8H9wjVxrT24FXiX9a79iEKKiISzrmNyjh3TsNZThcHYPUEI0lEWKYYyvtgEixdFJWF",
+	"4EKfHteeQFDLr7QVx2oiySnPipwdKJJkVCnSpsRSLmTLqphO+cdOhLZ6ri07q507+5iwfKmbQtZzpYlZ",
+	"eFzQ+oVvaNfHCzWvKLmdS+XXkORU1F9Jt+RXeBD3O0s8rbzbvNzXHN2G2wg73I6/cHTKBeEkW+YmRbYy",
+	"03FUdzPwpHySslra67049dtDE3Dsl74eqkiM2uW/qAJudly7Of6LK57u1zRENje0ZaNnPm3+Fro7NlZq",
+	"sdQrYBpCivozpPiPNcfn6y1HMaQB/u5rJva8eE6CaN7VEYm9cyUmhdAcAmxW9oKDO1P4kBsboFeA065I",
+	"0KkYR2MR442MIxKb45saUm3+QAel/SUzEnunR96A09acUuzetQMx0Lah3ljUslSaz1jN5X5p1gYCsdRo",
+	"TQBbUj2vZ882Wnjr6riZ92qjkUOuBXHHwLbg/q0dyvDsR9XI7CDMHLerkZv9xV7s6g3EqCCwYwFncH+k",
+	"LGPwl+sN82iCBylTOper2qsKHb7mqoZ74jpDvJpj/jtJDTLiDc4ftYKMlqY7JfEAZlRpn+GyfS/sCKut",
+	"1y3rc2eysFNbFxM0TeYBJZhImTEKahH+xtQV+2ijSWpfK72Jm7N7jnddkYQK4LZU1XgfjQoal49HxIhU",
+	"cShxBt2BPlI/Eoh6MWTwZjsLM4O5ZmxJ0KFipGpz280fV+aPuAMiarI+eCkIJZrlCy5oRtrxUq+aRsmV",
+	"i2bbcXReuRcvORI0Z8Wqnr7Nq712yJY0uaYzdsWF0jRr2CrwRtWIaqjjMJzpBAShH5mwRh56y1LSjr0X",
+	"ChoxxM78kTNVLFh8TmJw3VBwvozQ7dW0NqgGXhk1sDE1B01iE3McVJXaHaA30muTsVUnd/QGxwYUnYal",
+	"wdcE06anre+48JuGU7jEnKmrpcx1DWN6ax67XC+1vvLWQkCMelfM5mHIFWnDikOzh5/M/z4f/vzT3xvn",
+	"7WlzodDNUfeONU80TEXNWdNRcqkvao/j5N41Gpc5Uy6egNhYCSt4uxZJu3qY3A9NMwVldVrUDnSdg6ky",
+	"yBQnF144R1w2b1PQSZXMVMifI5mtysrWEdKN7dk4gHUHt+YEVm+Tu+Hh9qwfyFoeIVMW5P3U67k2JL/K",
+	"P5y6UEkaA4fUjsSxyKWc1pwfu9Q+b1VLIL9cnJMbmkOIhCKKaTJZgRE1iHfPwcKZM6fRG+7YG4tn4NVx",
+	"7XHlE27BIB27IxCTNlohUQ2TKDR2rJ7MlUtMGQuIqLfxjPJWeN8DBAkE7dncRttSj3yDHu0RSNFvsS+z",
+	"hkSKsbBikrKjckfO8sPIOcdgDj6T7hyDaG+5YkZ7zpmajwUc0WXONMvBguNXCIXO+yXxGv3opvmcVA7D",
+	"6cnJ0WlNCwv6MfxmMHxacyzdMm4eEbtLbQxCxSABF3cRxAoHAZSurTBsmKQsyWjOwKoUDPq4XzNitMzs",
+	"Yudv4K0XLhkHqFPKRZNKNMU4AKWpSGmeEi6WhfZxD6MgJ7bugm1qX16E2TXOC/PmG/OikSUw4OJKVTV1",
+	"WWD8gM8Zfnp6XMlz7vfKey2KxQQFGExl2NHU0Wm1pY121gj3mr4dki4Q0r6Mem0TXS/QDhQorBCxUxM7",
+	"Z5VXF3cMr2KqzrA/wLvMtRqL2IblxWiUsnk5kDAnC51BsJVLiSVtai2REaHklupkzvJOBGIrvDUWrj9g",
+	"njNpSJNhm+R2bo62bT0iiSyEVhi3oDQJ5OwrL37H4NAbC2akLWeBYh+5VtYgpbRcLkEM/ObF6xeXL1AQ",
+	"rA8A7IBGD9MOx9kjrwythPth85UUjn1XTlKPVHKsxsLlO5RRJMtltiLtGb9hqJ3DaY6tfTvjU2Yedno+",
+	"zwai0WcCzIuhGh5IFT6gdMMlXgic3eGEi0M1J92k6YLu4oC3aX3SN/izZGZE4JwZgeWGuXwCLwdv0Kyz",
+	"01+EUq9rUTqnhIkbnksBDgLPkc+tezLIUY8de6nwlg9f/WtsR7+bB3wp2V3q1c4ELavJXfAf2e+RUleH",
+	"+VreslxtzYo5JwIyEnPKFfqRyUu4IZtEbYSZGvbmkLYwctZk5Zhtp+ofuDenqE7lz/KWZFLM1kOwkKqa",
+	"yzHsD/EOUm+6elBmg1e/nt94qXXNkpLVmh1eGr5jQ9M4KH6lZJZy55IwYmogxubMBiajq7+GOKH4etXo",
+	"5QlFRYiStPKuzNHIZHtAD8N+xvkynWOrcUVxw9zC/ts56wS9bdpwQznPGf5QwgP9Ss1rzXfCot1st5NZ",
+	"QBvfRWXtKpOK7BZu2fXnaF68m5BRlWItekw5v7tP+N4QPBvrs2XK9fZRu7X7W0jdtdnlGPUN1w4Jlt/i",
+	"jXyZxGcEjiunHDcJfSCV2CweCP8LTBPUCBXXnVFF5MMwGnhi3zS0F6nwWLQpSfl0ynLDLmP7GEQQSo77",
+	"fTQ2Uh9AYq6mEUxwGFxHZEFT5sNQjUjlAotL+6lpItCNYRoUlMFNjW87Joi5KxOWqT3FhjpUpQ3WfjSs",
+	"2U13nHc2Frir7opNU3eEUiY0p3XxAt8rlncXRhvnqcUjW1DNcg45WUpmN25XMF7hmgnSRpaqWJIzrYAv",
+	"rvGFW3WVy4xd0VzUWnKviwnLBdNMXRkevLyj4Tf4fM3QV36TF+KKqnpiubFEId5BDaJPXINOAMGCEDjy",
+	"7xdvviM3NCsY2h3MaweKxCnVNIZAknOM60DCQLgaCz2nkAEBuRHuC/NBp0deWIeXBSJoUxJfmn9F1tEt",
+	"BQHLdGyFA9WJxiLGeJMYbkWMQSfmW0FiFBSfzwtxHdt8J57CXQTBSSqOdiTLr01jNoEFmkSnegWSzsa0",
+	"BD/ERmniRvx9TZXuwhS6r76JCRrLlaMvhIoVyRmEesGwZ3RZGeaf6NJoU3EOOBb2pzV0ixisHDHEH+D6",
+	"2IAm8yUQC+D3+lYSJny+IW5cj7zAYLLRWIwFIQRXfwQyFT4w2zAin8Ytno5bo/HOzLlxKxpbJx+8bxPc",
+	"xq3IqIyfXT88HZGzbr/SKa7wWrdyOlVMj43QNjbiCYVWJwXPzFzGYwEdOvAT+BHgT8atz2tzwkVcaz4Y",
+	"qYc5wRZdLITt2g5us3M7rVbUkoK9mQJG0W5UiGgfdQZO6Z7v/okud765gYsS7RkZ9yGE/bAfb4gEaxE5",
+	"+8TMeMiaUuxz2DUTqtjpca0YtCVMxRpYEG4F9/acDIZP/2ANutc8yxDaRPGZoBkR50QUWWYzZB0sQiml",
+	"/uDHG7XMiy2zFEJqXhdcd8ksdIehwyMCuVuhlGDkcLDQGLKUM8V0rdNeysUVDrTeO3ZtyH12ALaUrpx2",
+	"F2wh8xXOLTeXnBlpYs04lRfCe8zwg6vFpMGfYmPQ0hxsPvWDsOQQvDlIAKEjrkoEHAAwuWU5I7YlS1Xd",
+	"cLREJywQKXkrIOiu8jUawrkga+nTvZxpygXGYCwdklCM5mCZpUxpMpNjASzCpoxBcoyzhdngdY/KY87K",
+	"qskQVI2IqYl4mYm6aJ/v6MKnv9nTBowON0iXCIQ2y+/i1Z/+8ur16/o4y6Yol9hTrZh4wKHK1MJwphDJ",
+	"ycewGI3IhbDU3jeH+fSp6ScH5PRpv3iddZCoWu+iRYyq7zMAj9oM+dQ0C9JcXZzabS41i8g1W2rAUZN6",
+	"7/iidWiq2gB7noLplSp32M/JHBGazFHmGUIxsmWDPh8E6mxMuMTA2l8sXNOq7PHx6+o3dW0513a0ZvY1",
+	"GxgQ8mpc5loQkJ9HnWr3kmfshdB1KJhvBCPM/GRuE7V20R6BeCi0OJq1hRGPCIVHeNNsqgVmQX1/+bL7",
+	"1IZdmhMxFgu6wph2KVjHYiAYWmMasKLjkup5jIam7//w8uXLbwB8IbNB7yCv+iyrlTlfdCzMmSJC+syY",
+	"hAoY0zkmBFNhJ0MzJUlC85wzhT1dIXxSGkcgmJpHY7FkeWLkR1hjhv34VO7IENFCMUgaxtH//NPfD8GJ",
+	"ePjJNPDZhplVefWilnu+SczdWbLcxgCTiUWB2FTvLGrynYI7G+w1ESJcNv3gFqXuXGQra+EHMKqmPf/5",
+	"p//28LRk63KStgOvNTe1EyELj1OeH/6vly/hXESYtew8FvXICNX13xYmuQcBcjHFjojbQLqUw+1dLTIu",
+	"ro30qecsr8ferjGHWVBRmy0Fo4nwVFQ3t+mq1luFzJjq9tEceM72NxaVxGAXYcNVcO03jfY9RpRuDnjZ",
+	"iGvs7OdUz89tolb96UK6YamDORsbVMHFknm/fuWuW1g+P+W4XgD4h18FOPabxKX2cO8QmOZ0eHLaIEvt",
+	"eS3W+Vsl2BTPtj3Utre6o/FnRjPc/zXj5pwl11vtX03ct2y7FNjcvZXmloZZ9nWy1g3LVW2Q+mUZB3ag",
+	"iH0tMnLrAiRrTUAttej0ccpurPdTkEK4t+CVzu7Y0i1ButVwxWB6AhGapLqyuHwY4GPEdCRUKqFZdjXl",
+	"mYYHC57k8upmAYKBWtSuRqgG14oFS86QFVNr0ThwHubIsMQNAdD6U9aoFtW0fsFBpsCWwI8Rg3YKFhfr",
+	"F4c4ciN+CBletIjEqMDWX5AvVHzRFlLvoCT4o1U4lEunwSgonjuA0LZTxfBn0Ic6e0nCa0fEjiXC1Qum",
+	"VHdo1ryzFT8IeAXWvcxgY4xJznSRC+Vkt5CoKhTdYtdvDLlkftltQh71yKiK6c75WPjfaXZLV8r3sKnO",
+	"4ouOOKIQ5fbKjnnLVpVGmQZ3cjzN5SIG4A8tY9JmH5OsUPyGdcLjXFWfQb21mga8BD5SPO/oRLjlWeZS",
+	"TxUTNYfddLu3puZMwG7e69rDh9qMwC8i4NhXhOODVuoOEkKF1lDsZVEXe24juzY9wxueaBtDvNnIt/zr",
+	"tWQLozbMZZaStsP/NKQgZyROgkj7XhCWWWHpYYqUugLQ0StzdO9m9PefYjrEnb715p86HLaoZQNQsf27",
+	"tew+ZQBOF54cbMxcc7ECR2smbzMjQ9YbHHKLVl6jKDcHQFjclnN3t0t41j2OwLqYXJ3J+qqs793GhoQD",
+	"9ROqP9G5fs2Rv62loAAyibqTirW0JUZqLvN2mazIG/LVjHZB2s4HglhNy2KS8eSqyDP0dxzaAOPDT+AS",
+	"+3wYd84B7MHcmSAscx2IZLsQYoa0nkaE1U2Cldm2pF/mINY6c4fLsiiMHmmKUHFrBJOFROIAcqisttI/",
+	"flqJQTnt19LEzcmE6YRrjsV0UReu9C2WPpBT58GOaaHnPXjbOhjjxqCS0De61Z0fvGoEmgXgENQcLDDB",
+	"XinGxJ0O8pc4Qi1GT92rGf2SQaCxeddS/Ae+9RkgHGHbai+YYvl+ASsl1JBtLvjYL0xkd7+6abW3wTpx",
+	"apF9zo5Pnvg8ZESTUDUCsoWZ2Aw0oprcMqGNcC1mKIGYZ1qSVBI6Mdee1zs5XEWPzSxHlqXdjN2wjJR1",
+	"NVz6tAtHLWvauNOxJuVgkZCaffB1QnZtg3vxw87U/qgFWSIWb2HT9x6gPn/aZtmvMf0gIEbj2a+JXplk",
+	"jHz/7hURdOF8vQhXDWnnu6muw8+BnremazqM0ZoQgfoYaeocYWXKKYromEuhsQgTT50z3pZjOh+LqTSs",
+	"FXMtMH4YDSm7ahn0MIeiwHjf2Pqi47HAJGAOzpi1BF0b/ay84sg+cl2p51BxrxiKPxax90mCv75MCa5E",
+	"T7v84LIPj5FvLhG9dT6o9VgrH4hcf43qfwm9pFucmffI09+08HrH6KZkUvlkf8Gk9K7V3Zxc33Hg5W3b",
+	"5aO/wDc/ryPz7tdTXeJ0RZQpEQVK30zYz5YbV2979aFge1tZPUjwDhtr2XLDoFxw1no8LNRT+KKYJlpo",
+	"eYXRMjX0pVJAQIDNs1BlmSEfZmNIig0SxpPZCQsNlcHEx/0zEmMbTZLRWg71VtEofBfi560cWafOBIH0",
+	"FbQfKuiMlQmFDZ5ZF6V25fw5Xt2amQZRcGj40udXNvB1xIgB4CcaVHHL0EQch0CtULckhoCGmNzyJSx9",
+	"ZJc0JtOcsR/dM5/LaTNZDBXEnLd17A1oryajsXk+Fd1wk9J8eUp2o+fKhh8ASmWTR9pjX4BjoJL/Uq15",
+	"gQtSQsUv6MdqfAMGndqwBgRqpwC9l90YySiwDvmAC5GS+KvSVxsTxTSm0yi6YMBGxxDAuHLQq9OM3sgc",
+	"+dAeRqKlt8hsJTW+VItL7a6n6IlEsWZrPgS8hH6EvNYfnxd4SLEAVxwUJ4tHBCdr8fpd4UpXOBEUVi6w",
+	"dlmZzjUW0FdwWqMy2DaqZMPQENXgHGtiUEFAWudKQykQsqCrsbDIFEZArg08qXfcleWO/Eq6datSk6iS",
+	"61ylFBv3pUoQqvTX7/EaGaw9/X5XtrCKRv7lkR32ZV/AePZgX9hw3ZB84Yy1kH1XE7Z6srqDERHSQeyC",
+	"sw/jJyPna2Ef2WKpq9vdYP0z7Ka2EsKaGUQBH8ARNU5B1VtvfHHNpjoUnVJp45oUyqP0LIiQtxGhSS6V",
+	"spfGhqqSdrxIllfO9W1DJap1KCKHaOK+AUEfWS5La6Kk67IS99K8bSb5Zs2Ru3ztcxlolu0Rw2k//RDV",
+	"hHylRK2lrysyZ1nqlrJS89QDIbSBOZTlXF1Oc5CxLqRGfw2sn1Flg024/9gR+s4OpxykRXLctpvgl1iR",
+	"jN8wlxGPJmYcZuVg3H+clWNdVxNl61gjC6ormK9PPBoLWHwbG+hVQ66Cr5QsfTLtag5gBD5WqFMF+eZj",
+	"kcpbYctWVevzRRCXCbZSqPh8oMh7NrmQyTXDZmAT4NWOGw9k80IRP6XpCpB6RY+8cYoo0IWIHA/PbHm+",
+	"2tDI+y87OrSs66296S6jNlDAg3y5LVoL6ISrAGs8FjGKHD0HE3+ldRb3yHeYo8imhvSNytocSHaDEE+M",
+	"6FYkk4qhm3MsrHzVjqtBrHFEqpqAXa3w/uxFLCqwJ3t8UR+ooFpNRCuqp4QBlVq7+E07XoUAqV7COjby",
+	"rtg7o2o99Y8mOlt5a7PVbCEXASBWXP48JiqAkcTqZSVOBnCE/QLoy4Ha1P+dcezhFymDw/2AICbeOPMF",
+	"X/9DcDQ2MhB/KeSLL83bCjKx98ql/o3CV2y5Ys9r4y+fIcjYFEPS2/aqOP+Zv1g10lPVztdkhWrE0Ni8",
+	"Us1jW7vUMEx74YORpqx+mE2WzDskYF84JdEnzrL8KkGQJvNPSxntX1bxqzUa2ETSmnCCSnb1njC4pZln",
+	"i8BSU+Te2prNTWmAkksbfFq7sjR3R6mBX8yw2YcJ5IUkjppIrVtRxTxto4+L/IFYH1fnHOIoIScEdCfV",
+	"EASZX7N0S/ruZZCBCwtbhm2Yaw1yYhvkcxJjY43hlsGq1IMo31LlDI9lk2BD7OyfU78NiXW7qQT1uEYw",
+	"WPfxgSJzKlKjogLoTABIXx+7+SAmmGdhRXh/2G01+AlWCb2dS0BgWmZytbCxSg3YbrWbgLnQgc7k638a",
+	"8VyNSCykMKKGUZwgg3plpGxA4VdMj0rchUKxsVhACrcUDBIuraco8ntK2oiJOHL2n2rqtcvBQhE4Hwt3",
+	"vEgbYfRTB8sDW1E9mpCUwqECLthV4/IMg/ICRj83UpcerjrVmDQbf1kWFMSBt9ytaYi02ccdYulk6REJ",
+	"M1LWgzKdOd4udLFgvsYTmBkq5RFSIzS2jVAuuhgkU9riHMw0IkHailDQdKfi+b1bJswaHG2NES3IlUEo",
+	"2dLkZknuGoREhYjWcixcv2/Q4If3Zd3DHvx0xwy0baHQZbtbxlVvj3sY0NqqhrWXXc9x5Z05TaUGtAsC",
+	"t3qAQz+JA3HEUnH1UkLAbe4vJjQwc4dnvhYGWyiWxyOAlxCGblq0QZaT9jqs11qGpFf+oCQsUJXRZtmO",
+	"0rODRCIgUqErxiJUmsd3QWL5FQSCL2afW1DOL4OUXcvncQPklLS5dpCOM3AScJE0lMZQ/Ee20yeEppKl",
+	"hmJnFWivu0bQbrqYa6mcBe4OBlehZrW3xx6lX5hOhIaV/QiFu5g7KUVgCNlJKuy7XxY8uCekSZ0oXsJ8",
+	"baziXxCqugI8BpjVtuAhaMvxCItsLWTObHgMIDbXxcfgB2OBt12H4HoYjNOO/43J6R8BdhTLaCrCdadH",
+	"Ll1FRhucU6KhuPyLsbBQHWD4BHlrSZVyyHsj0oeo9xkDjwNUy05YU+o1LEpj9tbWy1Ut9IGLpqW83jPt",
+	"1zKEWuKAjQGqFryF+3BL89SsnF+4zl1TfddDseyLUctf1HUuVR4fgJXYXKEt+JZNYVoQl8R8EZiamIXm",
+	"mKMtRVDeblY78VUfMLjP5sGjtzEqNZWIZFLpTkPJkjBIukZRo2t4BBzqIM/kRoWJrVz7VwqSqhQp2axB",
+	"Ap7b9ZIktTVIeO1+O7TtzX1HtCo4ATx1ThwnUdT7/bdzXnPtGgJLPPVw4KdqvSIIabvCYYNT8hf+dQQF",
+	"oYCmjVs///T3cav+MOQemeRuKCg7Y9B+z4FmpRRQnq67BJ2ZIe7F+WuLj+zPzS0uznZOjk3u5uLBulYM",
+	"hcKiFIRl923kp6EFvoJgLTZG1DJ0qPbCVZBE7+Y+eVeIalUc0KAVK1LZ9aUmHLYKFj7I5a2yScVZsRBA",
+	"tcsKaZ3RWNT456y5pKxeQbPMRSNhQW4FtYgsdJb1lz1/R16/BNguBAfuRLZmRumMNF85vHJfQAMLhDZL",
+	"IDkzU4nHIplTMXPYefxH1iOXL959a8j0RzPU7vDkNJGZzEkhMkOeYiZuIIpJ+cCZdRtz5nwntihzv2Kq",
+	"H9RRM7Oid/xo7WRCCxH2vnkigcYkRc716sKcd8udIR/mWYE5yPjXS3fn//395UZa5DNB3rz65jl59Q14",
+	"mhMg2EGpYuuCW6uhjLqVIm1Xy7cs8AmcHfqtVlnEYohcTKUDe6SY14ACLlR4mKF1BDKHakszboIHv/XQ",
+	"El2o7MHSoADGVObk2SsCoYt4vOlyqXpjMRauO4RMVCybducS6ve50hhlHDkwEIjGCWsrWws8GIB9l+b0",
+	"SYWa9VdfGe0LnPguYOirr0gbChCTsgBxRL6BmqUR+YuH3YvIi+dDrF59cfEtAIJ1YNgvIGomPrwZxEHE",
+	"qmAsVSQ22y5z/iPFGhdfY24U5ln9+/tLiySH+0rD7YQTgHvaG4tLD0TIIS0ckBsisqAQ/wfBm1995RVt",
+	"MyUfNb+AYHVb40UH2ri8FYDKx8qAEISxUdcQVIv6ojr32PphyTHv2ciRy1tYPnLcP8ZFgcQPoEc+AyVu",
+	"qncak1QmxYJhIIRUjMTaVdFVkOwAyHV/q0iVf3MFvP5GFoyCpeFvY/G3brfr/zOfxGV6SUz+Ro77ffK3",
+	"Skljjy6OWNZAgM1VMHSWYBO4LfWfW2gab9AE4WYx4cJW3g0uKT4p0cwh2wF7WKsRjl0NzNSw0LfZ6swI",
+	"Cq7ArCE4rFr02zY1lfmEpymz0z2y4y33fUFX0H8B4RRchUN3FUdsWyiklw1RhzQt8xI709JHiIu09tsJ",
+	"82mZpG34rVWhEDPeolcgzMVa2R/bsZC6CzWBse9j8jdSCEgHIm2ZEyUXDCqCZIodqI47jRGeRZljhTls",
+	"asH0XKZd06KNVcc2T9zCwFg+cqUVmRQalsai2nNF8OvgHGQ80djAmW2gvPN+a6c2gqVE6MYgVVs+1q2y",
+	"LULnV9v6IMLGvYXKeaHOnbmda1etqYpQY/luYe69Rc/E5n0tf+hhcLR2kAHck6vm+vz+qNaV08Y23Zq6",
+	"tsxaWE61qzZ1tRi2q4DdsZ3mRnyAPVRUczWFmFzs8xTOJdb5sBFZB4rE78wXMbEA2z66iIm0UoXQbqyv",
+	"9w5tDof+0niE9S3l28PZ2J10Sq1p7qTvmqutHR1AdrssANvKDBxbrgEqyt/DUGSuSCGgnhRkhbUxps0i",
+	"wDPbultHDMXCRt0BKI1CNja8HF7KMu6Ow/ocA4yTansuzgvrupK22dFZzlQnIH0W2DhnAJGF9q135o/u",
+	"M/NH7LJr3dHF0A/s5xg2XEjRLUdeDo59REHfAr2GuPi2sWoFaWzzSXWH7lIGGvEaypPiC5VF7rqbB8TI",
+	"Qbk50efVitvhDQXQeEHtmPowz0kxO7cXCDIVPZZYeHc5HJmxeObT2RCD8KNRu81K/chyiWLVV1+h/mxk",
+	"hGG/34nsUaECMwiBe//58vKtuf83hsRD9cg/v3j2jcv0nrMcPjEShtnScwC4PrGX1ozLElpLPRUmzz0z",
+	"D+NzG2VsS6d4ZLT/f9faYruvUgvx6MIpymq5XJHBzz/9v4PhU5IxbdSgaCxSPgOHSU7i3tWoW1cpCRy+",
+	"54ha7CQVI5rMfuQgQE0hc5KDAIJwIkykZshIk1y00wg+iEk7jPZUvs61u3U0N51NjK5gOjL8Fmq9OCPq",
+	"WMiczzhWlopttn0ic9VzyVT29xizZUD9yXjCBFb1Q847BWSe1rOlIQndYa/fch6a8BnYGxYLmq++UDBv",
+	"lQXbA3XAAxi1+r0BdgNFy5e8NWodwSNEaAIN6HAOEEw/mn/XFj19Zvdk2O+T0lrtbFWwQoqYQ9kj34Fc",
+	"LWSJL+Dv/qu0NTLtW8AnsBQBJYJBDPv9LeX3a8ruO9tOS17vX2be9t1QZd5b3xSBIgQQOX2CA6tr1U/g",
+	"8JUlDSBXVzTN1uiHD+Emv+Y3TJhOjISNThg6UwDm4xZKtT6YFjYAHRDtCxHTcrpg5oJBoObmTFDitIFi",
+	"5ipZBIkagSSEzKtUNTSfKLSfc6j2hYhe9hBDD61Q/cYK7OU+BO6Xk8GwAn5/MxiPeyECvv3zw6dBdOL/",
+	"+IP5R1lOofvhD7WFFOr3plyiw7e4jm/N+AFF+TBnNF3te96ZII5HmpNR8nJzCcFE60DUiTWs2uuHIqrR",
+	"NfLVWLCPS5ZodQ6suCSBYQKLvVxOoXOx86Bm8SwjCz4zJ0TMbNTJxtV6Z+Z175tVIq+lVNMJVQxvWbm5",
+	"jsCQYWhlfaCbCJOAKj+GsHzxHTRfHT34xKn2uzuI7N5aY8LwHKIznTEEN4tVFigEnnuAlfpOagDcWp2T",
+	"GMceE0VXygLfp2zJRMpEsvJ17LdRJrPufE/SdDM4BE50qKW19NVeJCBFzBt7CLyNLDw+XCTL2DGPdpwX",
+	"AlP3MfDLeVag5jcIclcu2A7qdgAeP003HsIy+KfgAzUtZFxp/9TnTEUkFux2/bl5bEN2Nn8aC4srsNYH",
+	"qXYB8kbciXwBNlKAdDgreGo+JzMmzJLaShZo54HcnYo1ApNE/UcZaMGQzRgItZVEISPNFIqdozg2FoBv",
+	"a37HzCIjy4AjVum8SKzwuASAEFerE6ucmsYXSw2lH/IVCbYVm3Wuoag/PA7M3qT9ZsnEs1cHCpXSTg8s",
+	"HguqY7LkybXFlJAy66ZsygXWeVBzumSjsYjhSLRji/Eag2Rjt8N1b/4E1y+YcKn5E+3n5d9g5MDjGkNF",
+	"B5B9uGn50xj4x7g1IuPWtBCwBONWVPlrRD6ZEUThrCNSMpTPn2MbXkiFnudyyZNw1HWDvcLLHHd65FLK",
+	"DHZLYTykqzFsqf5YoKQLArAy/7Al5969uLgsFSmF6ou096iBHzwzd/QSrmi0Q2hY2xLcNM/7/1qwfFUy",
+	"f+sTCylYmdGwSJZB1BL+hTvQilp+xepAcj/cl3N5X13ZTdRy16c1av1giyKXSvWHsfh/ZOFri4PdutcD",
+	"2idl5pJ5FvTjlTnkqjV6Cj4JS/Z+qKtKuB6bz0VQVijw6YcHo662UzPeyDa37xrF2ivGYVugv93xgCSj",
+	"DLUf7woOYIPMbVaSlAcPVRu3ZcD8j/dh/l9TX3wUPhns/uT7qlEXvzve/d13Ur+EYA7zwfBs9wdvblju",
+	"U9fuJcps/+pCy5x9H4oYFfXSrDYwbcuGbf0Fnq/xJkyjduSwa0gVFzOngIdiAQJclBJBkWK+dq0s8H4u",
+	"ScoxzTkigt0ypdG84uAASntR27PNiz8/6w5PTn2xCLTHmCdY6kfYWJm14AUM7g7wgRwivvXGGnmsE6GN",
+	"Ec1E5nnKMgbEfiyCAuloAnTfgmSArDOC4krect8jzwIgiQNlk07pcslorsYisJJ4fz9pW2ykUfnMpoOD",
+	"n8NWivAWFhsCo1xJprFwFQ0QEAS2oJczjZah2JfGJGd9ktKV6vQIwFQvAJ9OETk1bGwDmg7kCMBy5fqc",
+	"ULFy5nwyY1qR4/5RHccx8skzMwIc3C6e8wYFGXBxlK4rWDUVuUDbGJ1s/2JDUmPwbQBCVRNz8o21GrRR",
+	"dCvX6JF1rVXCOGqbOz3euzEX97kf7TQr+RfzBbRXs3a4VBC+l/uyLlxZ+Ol3L5+To6Ojs07TQkHYbGU4",
+	"+8W6bBuLr4+3/zAgD/mLhrFD738NaA17vPgcY1juL3/gIsBRh/EP+8PT7mDQHZ5d9s9Gg/6o3/9PqBow",
+	"g6jW1tPp8dHx0fHp6fHT6enk7DSdPj1LU3rWHyQngyenk0GfnqZPj85OB2l6lAxo8vTp5ORsMkyTo+ET",
+	"So/XSn2MjgdRi31MWL4sU0uPSDchB+ZS6PbpV086B60KLFl/La6uacxGjhj0j4cuSr6s2VkJahpthMZF",
+	"wYUsQxSs69yuXS+Ri3+hGU9Y+DrILq2zyXB6mgxY92h6lHSP0ye0e5aenHX7ySAdsqPpMT2ZBBFWoyBT",
+	"JJSBWqfTQdJPn7Dh5Ck9Zv3pGT2anCRP0gEbTo/o8cSB1Y+GR4HGHkYm+ZjRnfXX4ChVIrNa++v7cO8h",
+	"2KtGZHoGsdtg2TOveWoZ8tNfX2raQzh56fzev0uxCdY6kzPSxjwIUMI7FVkIhB8vC2EEeq0g9M6inVfd",
+	"/uCXDcMFFnQJuF/omTI/4505UCTJKF9AdAkXMzUWbQdNGhHk3xEUP8MimgE0aQftCWWnYM5MZJ4yUFOc",
+	"mXMsQP6Cw3SYUaW7itnKbKpB0/yW3dvsaJF0bXzeGgxuTXnOH1opuzE6y0btzRaSkhISFx/8/xy10ebA",
+	"b6DiVijf01HfUb5qf1FrkZlOHc4tULTR4SHEKM2l0qOn/af9w5TdHEqeJq112Nt1+jocHR//Z4Az6wYf",
+	"gtWW89mPgpRwxQ1Kl8+ELoXXX5tm/M4oQAB2YyvQBktXUgEXdVMSghBRq5YcvHVWPBtaVUVsjCHxSocm",
+	"PogZ9bY/CLIDmhRYG8ciyDxOWZJBym8IHIZYOtbUlFBBNIMCjFRbhDzhY4RUk6jvRn7vm1+ukRGcQtRJ",
+	"RwzWkB8x0sK5nGzchbpiH3H3/Xdh5gW+a/vBP8Chb7MP3aMSntAl8zrcDlVbH3xJk2s6Y1eAPpyVXSNg",
+	"ov+rrEOw/gxGBDbX9V8s2v36YxeeFKY/gYPrCtx3bialGIVEsUyVwtgX/yJYq/wfZQKYfWBxtGwDIcYC",
+	"vlABzwwwM9dgMT0aZgX00uNLrkNHDgCovWY3LEUshbw69EePUlICI66Vefjhw2b5hh8+bNRdCB+5egq+",
+	"jIKrkIDrEA5+2K+kPraAOVyVAaw+0Xm0BpbhUvlxrT/cgeKXoH4NNL9Q4LR0d+2R4DcT/PfrQcg1HpaQ",
+	"6pfgho7q5wXmWi+lqpMAC6EgnLiacANJB7EDUold7yMfJuOMyFy5sDQQ9FLI3kOblc81D9LhIqxy6Eol",
+	"gaEbcDNyuZDaBSgb7aZHLmzQDGKS2gibEampNk690U2RVNbxCBzju8KFCTClv5bp6o4+WWcHbxVQU7JL",
+	"K8qeFMxln+53UwKErc9VO7i5xp/rWdn20+Rzmb4xJOpzZES8O3z11m7Db19r6z/d/YUd2SVSQ/xsj5v/",
+	"3MbuwgeDPUZ2KeVrms8YfnCyzxL4wNhvWcrp5QrRU46Hwzt9/OsSs33GtrR1m76c+pkP9/B8/AlDG/ze",
+	"VojmG8G6cjoF6gIurwrNCsllALTnCWYIUFErJl+4JAh5K0r4GkuTl1mBNLoEsjlQDummAj3skymisajY",
+	"TMgzVOwNecdUaZplNvcaYlGY9VLUpFk0SsgXJTrGmiV8Z8gSELj/AEtpo2napw/uRfnWAGQa7Lg+2SSh",
+	"eb7C6hVcQXD9DcuVzdQADJYmg274apPRfNhggl+zdpXGlvNty98wEIQjq/FRW1l4E+z5N2hTXjMjhlgu",
+	"P1TRT9ZMC96AsT7tfc2hJbZZZUdHraR7PNwELlvv/sR27zZD0GyluGqw1X6RtIywVGEiqbPbWq3uDiJ0",
+	"iMOz1fBanrpHM+svZGQJL7bjGv7YfwDA+zq5+lsO7jAi2G2ZAeeFahfD5ROqnG90tJ5PY5+DFcW82XFg",
+	"/Vb81oplU8JViONmOkLntFEOiLfqQI0LjOeEQ2zEdAitP+6fjUJpH/ImZ9LHA5WxuuYXAEEL+ZhXTeb0",
+	"ho0FwOAgv/OQ+WlqFFajCigS2znFzYL6hb9XXyys76QY+9CCvW/s83DYgVC/KcQP7qhz/HaJav+3QFTv",
+	"SFKbLBLBNTUXfc5oyrAa2WuZbK0RYl899O9BD79x5emuoUX/pNrW74clIX0p4dkauNGaBlPJqEAelbE6",
+	"9EyLRKgaADQhbUnmEG8TvNEjr1K2WEpDykZYWBwTb3nqWAsmLmgpe+QlBAXZvMSAafgY4gkHNA7DzCxI",
+	"+7nNOsQFHYu1ZEbModKyMC32iJ2EacKzGIT2dApZBWq3jvvg+oTc5z7icgDiaA3YdwoCuCttK+EkG4hc",
+	"kCE8k4L9DoTGOxOQ39GVttu1805H9UaI8oiXyZTbUKXjf7M37o8xJMbb1OYN+dKG65fJxqEsWe9wf6j7",
+	"8qvIOr8PXfGBxBp/sv4JRZJ/YtLwRrCdROFuRjx7Tl5909orSTG0+H3YJlQcukIDv95wom2erKBEAsYp",
+	"me1Z5qYhjEr2BUZIOwBHqglRGAvvbO/0yAUUx6NcA8KKzFMsFIkR3DnD2rp5kSFmlnNG1dHLvBDPEbjv",
+	"Hn6o1AUXYxxlK6zo4eIC9tddZcoe/VCPqtSj4+of7rh65/K+MFFrkwVs81etE2akQb8t4hwUhiHx4YSL",
+	"QzUn3ST2GZ9e9yyxr8l7qNRRLCHHEFGD47Hw6SQe6dxWD4M3HA5Mx0OwIJjJuQP4sfnxeWHrrI7FTAJJ",
+	"VzYAwef5WCMpN7rssGQt/h1IDXHmn7g3Fp6MlYAfmNkDJtiwlCiU0BGMUG065Qvc+DznNzRDLtMbi/ew",
+	"WFvCHwBzJywjC0wIxfhlLtMigZhaKHQ8InQdkNkhPB7GCA0Z+0hugPaAQr6gaNgkohIeqV3uRgnYs1xm",
+	"q/MyoA9WemZ+pbd0RTJGb5iqYL4Kx0ldmWYb8LG7mDuuTBlZNyLWSRrAZ1pYJ7OtY1EDcFy3ywPcZY5Y",
+	"1Ob/eSGU6y9AtbSVPfQqjsiUYanHEJR7L9jtRinBJS08QMBKc/5Fcmt+R3B/qD32p3cvXly++u5PrVFr",
+	"zrJMrhXUOurfQbCA7n8F2WIPdm+Lm18gdO+jSPIokjyKJPuKJPVp5PeTTsoSu/W4N2GlW0oyKWbdjN8A",
+	"IytVug2pwYoCI3C0As2LfUOWzRt2PcvkhGaKTJi+ZczKXOXoI/P5hKp5+bEr0GR41VRmKeCgpYR9xNMz",
+	"Fr78d49gzSNXtsjyDAxdthwqWu8R2SREFQoJES6m13gsbAiT9QrDULzlL6o30lngK1oiEZax+H4gcRmC",
+	"vyLt4+GwxAHq9Ai6G1QFitDHbDrhBdHuBGuKOHpeFii9p13QH5YfPrUADcsZ1PexGIYFoId1ivJGIPcd",
+	"IjXsHLcFO7vRR0RJRNtfwUY/GuUeifRDEenLKhEs642n5fkLCbW/Ub+uJbFJO7xAGd0TOICvWbPXnZeg",
+	"KBzLMAFhdZSSSDEWuzDlwDjYA8xch2KAcL7n5Hh4VlK4sNK5oZnVSlpu8dDzkpZV3WkGCFikDaMUaBTE",
+	"EKCSmY2FLWRtiSvYFVed5lgYS2LuFwvTSPO8e+OuJA9ZxH5C/T4xL3fqfAethZQCW6Sj9yiwPwrs/5N4",
+	"ARBTQ3ZC4tRA/PeS0Q8/2X9dmSa3xpG8goq6gXxurmEQygE1S0PqyLU30JT4u72GuIyQEt5ZnnwweS5n",
+	"C8rBZlVy1kdJ7vH2PtTtlUss7wGMrIy8QnhXI9n9IwQ5ey++M0LDg3uQa8mMWTBDGX5h/8X9JtYk0Bo6",
+	"6A0CpI1CV4fInCh6Ywt71loSFGlPqJp3AHIxyRjNsSz3mnUYl+bXo4fNtNCVkPN85pEUPpLCB7I84uEK",
+	"qCGofE5QCOSML5FutiNhXACwnq1oorS5q20MN13SXFmoXBJnUE1ZrRYAUA6XNme4qxGWd5EIodGrtZC9",
+	"tJAVW6HpXiKNyFlGNb9hDoO1rDqRS6nPfcgfODWlbMRLTXneAJZqvgjS4o77Z6e/AC6q6d/5m3TOLdKG",
+	"BWbonx4fm1HIFMpW1dr1BtX4vJRq2ptwYasIVJ8gitagPyxx8SCCz1B61+WTk5M7dol1AG1v+Ad2VFky",
+	"M9E7WBJf7sBMQFZxoIhdtkdz4iPl/aUorzmHhAYkBg9fSGYdyMRvJhARBhTUpWhUUX3KwrlhJUhcwfti",
+	"q1AxKFFeVqk765E3ecqQFVy7SI4mHfUlllZdo5HHdSkXCKfaljmYq5zxkE4UE7rzeJ0fr/NDXWc8aq70",
+	"mcQKTnDKt93rxioKtnoV4BsR9pEmOlsRMLjKHOQekJPMMDHns4clodyN8gFUYPvG9LmxmHKWpfijLLQv",
+	"DYfZrvGLSzqDGo+Tgme6rDHvSubxHxE1Gbk4Ch9jgaCv8biFRTTNW1hFs4sPFvCCUPhw3IIotDn72DG8",
+	"Fepa2lq0t3Nmc41cMTiugA5oJs7HIn417X4nBet+S3Uyj33wkJvxUf+4R54RxcUsY7BuBKrUkTbWnhvh",
+	"Wv6RdidQ1cH9FUfE/rsrAInZZVSdukWUCttTkS+H+2ratQXtbL1Jh+Vv1tCQPOy6UubOE7vBaY9cmJnS",
+	"DN+DwlNSlPXDjIiLr7PUYjOCNDqXmV0aqBVm5ovubxgjbJClrzZFTBCa3kApiTZ1EnSHzKkaCyGJGayt",
+	"MXoNgWU4nNpQKUZTS3V3QDxX1x6KjQ4GffJ//8/guDfsRASqzdsV73cH/eFR7KVoPKelDAhrfD9ECTNH",
+	"teFvMluE9UXD49M0jMrJuzPI9DqsiQ2FwwWCvLyyxBbsJtb+mVOFSBx4pMoCQtWTsG3Qd1++uykeMtHM",
+	"BUhWrR32g9L1MGr+MCrhn7G8Tg32c72wvpVEknb8HEfRxSnHZMZvgprXnbUcZFtcDhZN7UpExpftu58j",
+	"OGa7voF3Pket11Tp7rdWFdqZ8UyV9u/CQgz7p7/dPbEUDDQmRwUecp3dluLR3szXw8OAnAeCdSq8KKPu",
+	"weE6t4p7lYuyWT/jV9zhozpR9jupidOfSXudGwIxY2nn3FBx4OnVRd9/9J8fReLjwekerl9zAr+T+qIs",
+	"gPsoTj+kXZKmTphu5/QWyXzn4bXjNTug6Q9KUDeaAnvkIqNqzhA6bMKcjEqWGeUiW41FO0Y9WRb60NnJ",
+	"oIKUrbFt7q9/438NX5bv9Mhbquc2UBGi+DGi0HduoR19DSkn1EXEo8zYSh01JRztX3tVcEQr24ILL998",
+	"WSXGdU9OUW8HhnyKslS1sItuPrYBmFzMyJLmTGirUKkeeSZWlv37qiiG/zOhe2PxDNuC+tk+umhBsVYb",
+	"AsfGgVB+BJKwzZwQ0vSlOc1gCOehncYK5JsliANl5KT/hLSt972hHHEngs7MGwDmw7iR8HpjcVEkkDOx",
+	"YNSCxjtlyLzAStUuB1x5lpaamS2eUyfAg0HF2032CXH6VSWJvTIW7gAw7c3Gh6Gh+q7lIeZ0eHLaGrVO",
+	"pk/6k+ngKe0/Pe33n/QHp+zs+Omkf0xZejR5Ohz0j+jR6YTR48GTk5PJaZKmUzod9GnCjpJTNq0Yye9k",
+	"rH6PtGWbCAyGLUuDHuOwfsU4rEdO/6Wc3nz2ZPdn7x3JfVlk2TpkMxbx2ktA2GrStrjtv4X8zZc5Yz+u",
+	"JQRwkCsSRtpBKkEMg47PyTcyuWa5xbODAgJkCo3knRHhWo0FrEHkMwBtQh6DEAifpod1QhXhIsmKlKVY",
+	"kCyRKes6r7APtAgqkGFeJikUcsznb7/vke+F5pnNxvv5p78fYrphHAWVLImspjgg0xyL4/6ZnVkak59/",
+	"+m9nbeNa+USPOVUkDioG+FQPrIDrkhshqRBFJ4iGKxRzfu1YSM0TFvfIM4KdhZA9aIEEPCMHOcvTjBF1",
+	"y9iS5ee4qBAhRNRc3kLOoxu0kd4KhfHIa007I6eQes7FDKr6v7Mhyu3j/lnHl4IOquIBQmA1+6aybeVm",
+	"0pyNxTSXPzLhDKMdLOvnU4i81besTbliGtNPpQiBCSEh1UJIecgahbGFa5CDUHC8FqcQ0mJxDSYrEhTR",
+	"GYv2cf8IbJc+dQbE3QTKuOJHpVw2HJK4PPkxwjsiEL/r6hzC0jeTgcw7IwIQNnFlDbkic5alhGZZaSNv",
+	"Bwc0PJFQrczm+eLxSt1m2YNp9+CasaW7Z7is8S3NzV+uSrOqRU2HCf+PQfehjR+d2o8CACCgblX8H/9s",
+	"O+oP9vPLg/5E9pA/ehIfBaINhKG3SMo2Mye/AFjwEAIXDz+Z/30+hEioX1pokbl+yPQjPoMiGGbozqZi",
+	"JrMm2ISVbeIOcgZQvQP+hWXTxgLrphlJAXJlJ7m8VSxHvqfkgvkapihMWDrOPi55DiXotc6uVBz5qK6j",
+	"034/IlSPBdQ6f4IFVImFtgi4h8ccPLflzc04uELA3xRnx1Ug4Bg+KnONjlZYAblkQpH40E748BM08vkw",
+	"7pHvJNoTPHijIV0ImlH6scaiHbuKO72FTNkISsDFI4Lc9WuWwOmDgeSy0Mx6+UrRDA5RHIXi5oEag+PQ",
+	"5njhG8j5aDKHejKB6cnIAnY2Ils1J1eZk/Sai+v7ZFfBXrVGZ/39kRFctw+JFGwPTx0DGz5xDMxcHFs3",
+	"/K4mhyLPGkvMuaNyM+jtaqlneu8NnpweH/efHg/7vf9YnN1MLo6L17PD1p0XsIkHmq1/tDjcw+LwT5vI",
+	"dX/e+S29ZlUaA0WL7B0AznFvLlrGsf0m2CjM7C3V811ReF7naIys/rpOSXRZBOsaZckRHJxV7NCBNlB/",
+	"OqUpQQrmgH0kMBqqCRMpS+FjLoKcXosZ5Tb/SussXith21xy0E71F8y/sJ1sCwz2q/go6P/+ykyU8ned",
+	"8WStsJs9br+hoFs/qMNP9p+7kMYvtFy6esMlABegq0DgkHuqc8ZI+/LFu29BChTkL69ev7aF5SmZ5TRh",
+	"ZMlyLtMOVpurhBcGyF1479sWu9OiyA36RHV65I2oEAcQJq3jigJSDOG1GJ5Ky+VbD/L7S1/+HRc/cim2",
+	"EEqMM8HS949BxI+q/0Mnpm6SqWYi1RhB7C65vauY11qoyP/AzX1Oo+oljuBV9pFjCnmvDor8N3MrH6/e",
+	"7w9y+y5n+5dlwKajh+fWrpL1b8GheDmntxV34mjNZ4HQqOQWAkv0nK0cm+uRd2Ye6MtymoJN4BmXfpq0",
+	"xrFVl0hdLO7n4XhYk73VYB6pxz+5/R2OMNtwxn6J3SAok/5buNjP6VIXeTVUIIRzrhrV/eCDiAGj6nPt",
+	"i0GDqXEs+ILOGBb7zKwij8DHt4LlUWjQLp2v8OkIEsiXK4f1jyF6nYhwMRaAsRykJHl1jFUxnG3SH/FK",
+	"f9QQg4AW9fhQL5YxhP4ZgpTgmqS2dp+dM5mwTIqZci4HtJ5HRBY6K9MBQkN9IguoKjijXKgA+NoCk4WL",
+	"uQmF5lC3p7lcXLlXY4gYyDdKFUKGFddbKvTZBu5jOLc+WFRWbNzglCYa7+WehNWO49equecs6WA179Oz",
+	"ydPkSXrKTqbH/aPBcHh0dHx8cnJ6+uTJ06dnZ62odc2xYLgKE2DqZry/d/muoYL8RxtT2hoN+8dP+3de",
+	"20auZX9/rJj3aKj/p+DK7sDvdIx7llvy5pAL1yq+3923xHePuPFBHQFDWcYi5mnGYkgdXIMFgQAo7xku",
+	"A9UOFIGPrmhiRjby1zgmS5pfs/R8LEDenslNzF+uCMgrwIKIzEt/M7DJVCK/M3zKsynzPXCoxtLkfu12",
+	"pnBmKz9cBV5jgWy9dGk34Z4EZDOkf0uqzclrjVr/9UO/e0a70w+fjoaf/7X1ACXB3UD/+WqC341/7FHH",
+	"ulyqx0LWv1Qh6/A47kPJDj+5f+4uH2qeW4HV01Br17fCb49cuHL+zttnhUwMT9RzxnOImVYgJnvSVjZo",
+	"6VMZNgp1Ybhw8ZkTRlKHqnHcP+tA3ElApDDqdnf5z1C03RPG49c/t4/GuxqAi1AirTviDTZpqLfnjplV",
+	"E21OfttVTA8o+4gc9487tfbn5rPz8GR1t1j+Wz+Tv7eSjDtP1x3NL/bbV9+UllsoEdQoQ74AIaMMw+eu",
+	"WNU5mXLB1RxqQYRJhwCivi3YoR6Z7hKGsTGhWsEKw5j3VSpNyxf4CQg0d5DVghzQ0+Mvyfn8laSj0MTB",
+	"PuqrBFsbteDcwP6atQQLwuQ0PZr2kyE9Y8fpyclkkDxlT6an9CQ9To4mw3BzWiNby4JdJb42VF1N2jtb",
+	"CFwgelCQtpigDa7OCDLAcP07gNuZTd8tBcLaVINvSBuLjykicTznZMp0AjDRWEAM01uVLe/267u8f6/i",
+	"ICx2SMnwZHoxcK1WWSNJeunoDnxwB8JDFEukSBXxhfyGx2TeOR8LjPLQc2pzgGCLU1cjB9KgoGyDIXa5",
+	"taKC1hwEVkeGRzfUqzan8d7pLI7e1l6QwegosBL+EnccjztsR4GfXi0wCHkwjFpMJDI1N3nUKvS0+xTK",
+	"4HB9hZVj+/cgEebcgcQLD1OWW7qG/3Z2xr5/oPNC4GVxWi1WG/RfyUJXvzIPNr9y+Uqt0Q9Adu4+/nw7",
+	"NQvmqIokYSzFOe5DCO9CBpukNnN9/hndfr8zGc9sQ1QGpuA1wzgUd+PriOZdRT9zEjbEvqAyZEJFwrK7",
+	"e/R8u82ldlz8nekrdHSRdn0UHmbcLmh+DcmrMQ4tg6TSZ9DKWABldgiWXhIN4+kKge74tNalBE0+CFlm",
+	"cCBckxnmeJb6XCvaTrj7o/7JL0u4v5zyuhn92lTJRl3a/mG2j4TqH0qonsNWEEqWTKQQ8J772HfkI/uK",
+	"dbaYbnMZRmGr/qKjhbTnWi/V6PBwrhdZTy1Z0rudU30768l8drgoMs2NNH+IaftdxYTuYjXhnvmiQ+QU",
+	"vAsl2Rn5+sOYmFytQewyAtBPb8OGZzldkNtcanChLiLCaDK32DcQIggjxhhCeACAb3I6VUxj8TBl53NO",
+	"KIlndOlqG/toI7LgaZoxGC5Wn3QVlm+pImmOAbfWj8vxqaF+pO2ztifmZCmXGoeMBOEQQBjBqGWHwCmn",
+	"MAm3zE6KjqrwQDgEBxDEBaFZ1jmvhEqOxZwqFy9phOG16s0wvthXtX2HP0ZumGolknkuhSxcqjm5lUWW",
+	"mmZvGJkwhmUsoGWgtb5hyHKfZGzRiSzFQOADnDFMK8mkYsqwDUMjmdBjkXHBSDsegREYajvGHchXtKWm",
+	"M0aVts6VwQlRPfLOqA2CJa4CHCDavYCC2K++iYmWY5Hb6BqrRzCS2UaEJjlLGL9haY+8wQ3liphuHfRD",
+	"zoC/oLIBMAdgNfbnFVUSpelKWXR/m3toTo7RVE7IgosCkJ+gfxe+eg56CZ6wtkdltd1FhJK/FqxABx7L",
+	"O+GyKWYOkl8gZRNGfQ3tYMc1lrVTY+H2fYsOhAuwy+n2rrqYPLhfbQtp5fN2YLzoYBzFxOytikhsAQ3h",
+	"liMWSgX6EG98+EPcacQOrez2Nk/eh0+DaHD2uRv8u86pt9vCs1FwfX9LLYzzwrqo6xlsSF0fueo/lKu+",
+	"hNtsDaoHyhH8zVL67YC7WT7V+TWUgpwhVNfDKwVMl+CzzgGiWb7ggmYQSBBivzj3HZLfpV7F5y6+ADjz",
+	"zLR28epP71999/zPtcWL+I/MjOnS9nC/EveZao0Gw37UyuWtao2O949vcv1fmFXdC+utxgH4DqbzWGby",
+	"sczk/7jqTIDt6BUPTyAOlKcdd1BElE65+AVo26VD7pxJ5kNtlaYipXlKuDAk3lG8dYsIkn6a5yB1/fzT",
+	"fxM6Fsm8ENdG+DeNtuOkyDPSvSTduGPZOJRe50t2jiK9R85fGm1NRRbATCRFnoMIbF9wCF9Q1wrAPnsk",
+	"ZnJqo8JQdkbYLxg0CGS3NE8VaQP0lCfYRgswco4i//VNp0cAqw6DLahYES9xGmE1CHOuknXYjiu5ZCI2",
+	"8j6Q+bGQG5XtQZ2AISOKUVhX3tmHLGy8S8F0Hhtd5AJyNswPDM38bczPPML8TF+ouSLqlp7OvCwPAGti",
+	"OoRtMcL7WKDcLCTqf+iQAM7dw426gjA4jcc7Ju2hk9xBA0kKq2Ec959GNpuc+d0iO2KxzcpduZ2NPSqX",
+	"adj8NAKh3u0k5pomcmHE5bDawpLlBM5bRHIKYQh6TrEgg58nphCoRmRVdLimtkLWFkH/eSYthn9wwFDi",
+	"d7Dddc5aJqd1+ORl1NqH3yCs671hXK3L4jRqwcUsHRWWoO1jPtw/ENts3w68VQQbDiwkB8ruo5byEQvl",
+	"HuLJo8DwMAnEhuDZUyob5IYqX66VHsD5lxQ51yugYYi49azQc3ANfjA/A2Qo/LoFtAhkBtt8ndDgPeU+",
+	"8itCgUBZVK0FXcJUOAzUUkMHfFUD4G74cCapz09SI2sh82CTYG66Bb93IVJvQVvKjCeroBPXQE0nF8iG",
+	"mPWWB6GVZWT4hOlbxgTMUPU2wm7qmn1u4Vc8+irkZwK2mQfczAk1nKkrp9MwaN6xCS9p1DRfCwoTBrBX",
+	"J2/zcGtmr6lm0yILi4P6+rsRwdK6De36wqE1s3c5beGnYVKbj1O4VlaYXITr6mPENpt+C0V/uVA8rcXj",
+	"ixDfjKUe3cyQ+BleNNL+8+XlW+j7PZtcyOSa6Q5EzyojqUiwQkJ6gRH8FkzPZRpBDYGIABeHT60kYVuX",
+	"a4l7eJugIpaesxVi7MLDlEwYDBtGxISRPFhKnr19hbVPb2jGU3hUZgJwRVKZFAvEwQ83FSCGahboWcN6",
+	"K+KRlYOlbroWa4FzB4rkLJF5OjKXK4usJTeyTq6ITBkLiJBtHGlQzR7mcsIUCJgyT+ZM6ZxqmSuoeIK0",
+	"QkA8QdBWCela0+CllBlJmRF0UTY3TU8LAQkbXXNtofx8xsFF0kagP5kpEh8ukmWM24M2KZdqMDNiTQ1N",
+	"mkuS8hSIzijQBiJEr3Yp1GDyXsMLXoZBsaQd4OhWOi5SrlufP3z+/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
