@@ -82,8 +82,9 @@ type Harness struct {
 //     them, a crashed context is reported and replaced; otherwise a named context is a
 //     capability error;
 //   - executions/…: for providers declaring background or interactive, background processes
-//     outlive their call and stop on request, an open stdin is fed while a program runs, a
-//     terminal is resized; otherwise those are capability errors.
+//     outlive their call, stop on request and keep their output for followers that come
+//     after the stop, an open stdin is fed while a program runs, a terminal is resized;
+//     otherwise those are capability errors.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
