@@ -283,7 +283,9 @@ type ProcessInfo struct {
 // that started it, and Reattach follows it again — its kept output (the start and the end of
 // each stream) to out, and how it ended. Writers of out with a method Skip(n int64) are told
 // of bytes dropped from the middle. A runtime that keeps no output (envd) gives only what the
-// program writes from the moment of following, except to the gateway that started it.
+// program writes from the moment of following, except to the gateway that started it. An
+// execution that was stopped keeps its output like one that ended: a follower that comes
+// after the stop gets the output written before it, then ErrExecutionStopped.
 //
 // Errors: fault.NotFound when the sandbox holds no such execution (it ran elsewhere, it ended
 // long before, or the sandbox restarted); ErrExecutionStopped when it was stopped; ctx.Err()

@@ -135,7 +135,8 @@ func TestFollowKeepsHeadAndTailAndSaysWhatItDropped(t *testing.T) {
 	assert.Equal(t, int64(7), batch.Events[0].Offset)
 	assert.Equal(t, []sandbox.Gap{{Stream: sandbox.StreamStdout, From: 10, To: 20}}, batch.Gaps)
 	assert.Equal(t, sandbox.Position{Stdout: 30}, batch.Position)
-	done2, err := late.Next(b.ctx, time.Second)
+	// The end comes once the completion is recorded: wait for it (Next returns at once then).
+	done2, err := late.Next(b.ctx, time.Minute)
 	require.NoError(t, err)
 	assert.True(t, done2.Done)
 	caughtUp, err := b.Service.Follow(b.ctx, b.alice, task.ID, sandbox.Position{Stdout: 30})

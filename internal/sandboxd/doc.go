@@ -83,11 +83,11 @@
 // A python context is a persistent `<python> -u -c <driver>` process (driver.py, Python
 // 3.9+) in its own session, started in the workspace with the base environment. Per
 // execution sandboxd makes fresh pipes for stdin, stdout, stderr and the code and passes them
-// over a Unix socket (SCM_RIGHTS); the driver makes them its descriptors 0, 1 and 2, adds Env
-// to os.environ (restored afterwards), changes to Dir when given (the working folder otherwise
-// stays where earlier code left it), and runs the code with exec in __main__'s namespace,
-// which persists. Afterwards it puts /dev/null back on 0, 1 and 2, so the execution ends at
-// once unless a child it started holds the pipes (then DrainDelay). Outcomes:
+// over a Unix socket (SCM_RIGHTS); the driver makes them its descriptors 0, 1 and 2, applies
+// Env (below), changes to Dir when given (the working folder otherwise stays where earlier
+// code left it), and runs the code with exec in __main__'s namespace, which persists.
+// Afterwards it puts /dev/null back on 0, 1 and 2, so the execution ends at once unless a
+// child it started holds the pipes (then DrainDelay). Outcomes:
 //
 //   - an exception prints its traceback (without driver frames) to stderr and gives
 //     ExitCode 1 and Result.Error; the context lives on;
@@ -104,14 +104,31 @@
 // Processes a python execution starts in the background stay in the context's session and
 // live until the context ends (or a later interrupt ends them).
 //
+// Env applies to that execution only, as far as a running interpreter can take it: the
+// variables are set in os.environ (so programs the code starts get them); TZ also becomes the
+// interpreter's time zone (time.tzset: time.localtime, time.strftime, datetime's local time);
+// LC_ALL, LC_CTYPE or LANG naming an installed locale also set the LC_CTYPE locale, as
+// Python's start does from them (a C or POSIX locale keeps the interpreter's UTF-8 one, as
+// Python's start coerces it; the other categories stay as the code set them, and
+// locale.setlocale(locale.LC_ALL, "") in the code picks up the execution's variables). After
+// the execution each variable the code left at its given value gets back its previous value
+// (or is removed) — one the code changed or removed keeps the code's change, as in a bash
+// context — and the time zone and LC_CTYPE follow. What Python reads only when it starts does
+// not change for an execution: PYTHONHASHSEED (str hashes), PYTHONPATH (sys.path),
+// PYTHONIOENCODING and PYTHONUTF8 (the standard streams' encoding), PYTHONDONTWRITEBYTECODE
+// and the like are only in os.environ; RestartContext does not apply them either (the
+// interpreter starts with the base environment).
+//
 // A bash context keeps no process. Each execution is a fresh `bash --noprofile --norc` (same
 // session, timeout and output handling as a plain execution) that restores the exported
 // variables and working folder the previous execution saved, sources the code, and on exit
 // (also `exit N`; an EXIT trap the code sets replaces sandboxd's and loses the state) saves
 // `export -p` and the working folder into a private 0700 folder under os.TempDir. Env applies
-// to that execution only, unless the code changes the variable; Dir overrides the saved
-// working folder. State is kept only when it was saved completely; a killed execution may
-// lose its changes.
+// to that execution only, unless the code changes the variable; bash applies TZ and the
+// locale variables as they are set, so its time zone and locale (and those of the programs it
+// starts) are the execution's, and the next execution has the previous ones again. Dir
+// overrides the saved working folder. State is kept only when it was saved completely; a
+// killed execution may lose its changes.
 //
 // With Options.StateFile the runtime keeps the names and languages of its contexts in that
 // file. A runtime started on a file an earlier one wrote (the sandbox restarted: its

@@ -15,17 +15,27 @@
 # cell's pipes as soon as the cell (and any child it left holding them) is done. SIGINT raises
 # KeyboardInterrupt inside a cell and is ignored between cells. Works with Python 3.9+
 # (socket.recv_fds).
+#
+# A cell's "env" applies to that cell only, as far as a running interpreter can take it (see
+# apply_env): os.environ, the time zone (TZ, time.tzset) and the character-type locale
+# (LC_ALL, LC_CTYPE, LANG: LC_CTYPE, which Python sets from them at start). Afterwards each
+# variable the cell left at the value it was given gets back its previous value (or is
+# removed), and the time zone and the locale follow. What Python reads only at start
+# (PYTHONHASHSEED, PYTHONPATH, PYTHONIOENCODING, PYTHONUTF8, ...) does not change the running
+# interpreter; it is in os.environ for the programs the cell starts.
 
 
 def _sandboxd_main():
     import itertools
     import json
     import linecache
+    import locale
     import os
     import signal
     import socket
     import struct
     import sys
+    import time
     import traceback
 
     ctl = socket.socket(fileno=3)
@@ -100,6 +110,45 @@ def _sandboxd_main():
             value = "<unprintable %s>" % type(exc).__name__
         return {"status": "error", "name": type(exc).__name__, "value": value, "traceback": text}
 
+    def apply_env(env):
+        # Sets a cell's variables and what the interpreter derives from them at start; returns
+        # the function that undoes it after the cell.
+        previous = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        if "TZ" in env:
+            time.tzset()
+        ctype = None  # (before, chosen) when the cell's env chose LC_CTYPE
+        if env.keys() & {"LC_ALL", "LC_CTYPE", "LANG"}:
+            before = locale.setlocale(locale.LC_CTYPE)
+            try:
+                chosen = locale.setlocale(locale.LC_CTYPE, "")
+            except locale.Error:  # not installed: Python's start ignores it too
+                chosen = before
+            if chosen in ("C", "POSIX") and before not in ("C", "POSIX"):
+                # Python's start coerces the C locale to UTF-8 (PEP 538, 540): keep UTF-8.
+                chosen = locale.setlocale(locale.LC_CTYPE, before)
+            ctype = (before, chosen)
+
+        def restore():
+            for k, v in previous.items():
+                if os.environ.get(k) != env[k]:
+                    continue  # the cell changed (or removed) it: its change stays
+                if v is None:
+                    del os.environ[k]
+                else:
+                    os.environ[k] = v
+            if "TZ" in env:
+                time.tzset()
+            if ctype is not None:
+                before, chosen = ctype
+                try:
+                    if locale.setlocale(locale.LC_CTYPE) == chosen:
+                        locale.setlocale(locale.LC_CTYPE, before)
+                except locale.Error:
+                    pass
+
+        return restore
+
     def run_cell(req, fds):
         stdin_fd, stdout_fd, stderr_fd, code_fd = fds
         with open(code_fd, "rb") as f:
@@ -117,10 +166,7 @@ def _sandboxd_main():
             stream = getattr(sys, stream_name)
             if stream is None or getattr(stream, "closed", False):
                 setattr(sys, stream_name, open(fd, "w", buffering=1, errors="backslashreplace", closefd=False))
-        saved_env = {}
-        for k, v in (req.get("env") or {}).items():
-            saved_env[k] = os.environ.get(k)
-            os.environ[k] = v
+        restore_env = apply_env(req.get("env") or {})
         try:
             try:
                 if req.get("dir"):
@@ -142,11 +188,7 @@ def _sandboxd_main():
             tb = e.__traceback__.tb_next if e.__traceback__ is not None else None
             return error_reply(e, tb)
         finally:
-            for k, v in saved_env.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+            restore_env()
         return {"status": "ok"}
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -559,6 +559,62 @@ func TestBashContextKeepsFolderAndExports(t *testing.T) {
 	assert.Equal(t, b.workspace+"|unset\n", b.ok(t, sh("b", `echo "$(pwd -P)|${X-unset}"`)), "restart forgets the state")
 }
 
+// TestPythonContextEnvAppliesPerCall: a call's Env reaches the interpreter as far as it can
+// take it — os.environ, the time zone, the LC_CTYPE locale — for that call only; a variable
+// the code changed keeps the code's value.
+func TestPythonContextEnvAppliesPerCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	probe := py("p", "import os, time, locale, datetime\n"+
+		"print(os.environ.get('TZ', '-'), os.environ.get('ONCE', '-'), time.strftime('%Z %H', time.localtime(0)),\n"+
+		"      datetime.datetime.fromtimestamp(0).hour, time.timezone, locale.setlocale(locale.LC_CTYPE))")
+	before := b.ok(t, probe)
+
+	// TZ in POSIX form: no zone database needed.
+	req := probe
+	req.Env = map[string]string{"TZ": "ABC-3", "ONCE": "yes"}
+	assert.Regexp(t, `^ABC-3 yes ABC 03 3 -10800 `, b.ok(t, req), "the time zone follows TZ")
+	assert.Equal(t, before, b.ok(t, probe), "the next call has the previous environment and time zone")
+
+	// The code's own change of a variable the call set stays, as in a bash context.
+	req = py("p", "import os, time\nos.environ['TZ'] = 'XYZ+2'\ndel os.environ['ONCE']\ntime.tzset()")
+	req.Env = map[string]string{"TZ": "ABC-3", "ONCE": "yes", "OTHER": "o"}
+	b.ok(t, req)
+	assert.Regexp(t, `^XYZ\+2 - XYZ 22 22 7200 `, b.ok(t, probe), "the code's TZ stays, its removal too")
+	assert.Equal(t, "-\n", b.ok(t, py("p", "import os\nprint(os.environ.get('OTHER', '-'))")), "the call's own variable is gone")
+	b.ok(t, py("p", "import os, time\ndel os.environ['TZ']\ntime.tzset()"))
+	assert.Equal(t, before, b.ok(t, probe))
+
+	// The locale variables set LC_CTYPE as at an interpreter's start: as a plain execution
+	// with the same variables sees it.
+	python, err := exec.LookPath("python3")
+	require.NoError(t, err)
+	for _, lc := range []map[string]string{{"LC_ALL": "C.utf8"}, {"LANG": "C.utf8", "LC_CTYPE": "C.UTF-8"}} {
+		plain := b.ok(t, sandboxd.ExecRequest{Argv: []string{python, "-c", "import locale; print(locale.setlocale(locale.LC_CTYPE))"}, Env: lc})
+		req = py("p", "import locale; print(locale.setlocale(locale.LC_CTYPE))")
+		req.Env = lc
+		assert.Equal(t, plain, b.ok(t, req), "LC_CTYPE with %v", lc)
+		assert.Equal(t, before, b.ok(t, probe), "LC_CTYPE is restored after %v", lc)
+	}
+	// A C locale keeps the interpreter's UTF-8 one, as Python's start coerces it (PEP 538).
+	req = py("p", "import locale; print(locale.getpreferredencoding(False))")
+	req.Env = map[string]string{"LC_ALL": "C"}
+	assert.Equal(t, "UTF-8\n", b.ok(t, req))
+}
+
+// TestBashContextEnvAppliesPerCall: bash applies a call's TZ to itself and the programs it
+// starts, for that call only.
+func TestBashContextEnvAppliesPerCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	probe := sh("b", `printf '%s %(%Z %H)T ' "${TZ--}" 0; date -d @0 +%Z`)
+	before := b.ok(t, probe)
+	req := probe
+	req.Env = map[string]string{"TZ": "ABC-3"}
+	assert.Equal(t, "ABC-3 ABC 03 ABC\n", b.ok(t, req))
+	assert.Equal(t, before, b.ok(t, probe), "the next call has the previous time zone")
+}
+
 func TestContextsAPI(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -74,14 +74,20 @@
 // exit code 1 — Daytona does not report the interpreter's exit status — and the next
 // execution starts a fresh one. Daytona's interpreter reports no exit status: sys.exit(n)
 // ends an execution normally (exit code 0); it reads no standard input (fault.Validation);
-// a working folder is entered with os.chdir before the code. A python context whose
+// a working folder is entered with os.chdir before the code. Per-execution variables go to
+// Daytona's interpreter as the request's envs, which it sets for that execution: whether a
+// TZ among them also moves the interpreter's time zone (time.tzset), as a sandboxd context
+// does, is up to Daytona (the contract's stateful/env_applies_per_call, run by TestLive,
+// checks it; the fake, built on sandboxd, does). A python context whose
 // interpreter vanished with a restart of the sandbox (auto-stop) is made afresh and the
 // execution reports ContextReset.
 //
 // Bash contexts keep no process: each execution is a fresh `bash --noprofile --norc` (through
 // a session, as above) that restores the exported variables and working folder the previous
 // execution saved in the context's folder of the scratch folder, sources the code and saves
-// them again on exit; per-execution variables are put back unless the code changed them.
+// them again on exit; per-execution variables are put back unless the code changed them
+// (bash applies TZ and the locale variables as they are set, so they hold for that
+// execution only).
 //
 // The list of contexts (name, language, Daytona context id, executions) is a JSON file in
 // the scratch folder, so every gateway and every handle sees the same. At most MaxContexts.

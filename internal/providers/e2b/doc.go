@@ -131,7 +131,10 @@
 //     interpreter interrupts the kernel (KeyboardInterrupt): the state survives. The code
 //     interpreter sets env_vars by writing them into a line of code, so values with a quote, a
 //     backslash or a line break are refused (fault.Validation), as are a working folder and
-//     standard input, which the code interpreter cannot take.
+//     standard input, which the code interpreter cannot take. Whether a TZ among env_vars
+//     also moves the kernel's time zone (time.tzset), as a sandboxd context does, is up to the
+//     code interpreter (the contract's stateful/env_applies_per_call, run by TestLive, checks
+//     it; e2bfake, built on sandboxd, does).
 //
 // Tests run against e2bfake, a local fake of all three protocols built on sandboxd, whose
 // fidelity is checked with E2B's official JavaScript SDKs; TestLive runs the contract suite

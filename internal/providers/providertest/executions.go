@@ -49,12 +49,21 @@ func (s *suite) executions(t *testing.T) {
 		_, err = x.Start(e.ctx, providers.ExecSpec{Command: "true", Background: true, ID: id})
 		requireKind(e.t, err, fault.Conflict, "an id in use")
 
-		var stdout bytes.Buffer
+		// A follower from before the stop gets the output as it comes. The stop waits for the
+		// output: Start returns once the program runs, which need not have written yet.
+		early := &awaitWriter{want: "started\n", seen: make(chan struct{})}
 		ended := make(chan error, 1)
 		go func() {
-			_, err := x.Reattach(context.WithoutCancel(e.ctx), id, providers.Output{Stdout: &syncWriter{w: &stdout}})
+			_, err := x.Reattach(context.WithoutCancel(e.ctx), id, providers.Output{Stdout: early})
 			ended <- err
 		}()
+		select {
+		case <-early.seen:
+		case err := <-ended:
+			e.t.Fatalf("following a running background process ended before its output (%v); it wrote %q", err, early.String())
+		case <-time.After(time.Minute):
+			e.t.Fatalf("a background process's output did not reach its follower; it has %q", early.String())
+		}
 		require.NoError(e.t, x.Stop(e.ctx, id))
 		select {
 		case err := <-ended:
@@ -62,7 +71,14 @@ func (s *suite) executions(t *testing.T) {
 		case <-time.After(time.Minute):
 			e.t.Fatal("a stopped background process is still followed")
 		}
-		assert.Equal(e.t, "started\n", stdout.String())
+		assert.Equal(e.t, "started\n", early.String())
+
+		// A follower that comes after the stop still gets the output it kept, and the stop.
+		var late bytes.Buffer
+		_, err = x.Reattach(e.ctx, id, providers.Output{Stdout: &late})
+		require.ErrorIs(e.t, err, providers.ErrExecutionStopped)
+		assert.Equal(e.t, "started\n", late.String(), "a stopped background process keeps its output for later followers")
+
 		_, err = x.Reattach(e.ctx, e.id("never"), providers.Output{})
 		requireKind(e.t, err, fault.NotFound, "an id never started")
 	})
@@ -129,14 +145,29 @@ func (e *env) id(what string) string {
 	return strings.NewReplacer("/", "-", " ", "-").Replace(what + "-" + strings.ToLower(rand.Text()[:12]))
 }
 
-// syncWriter serialises writes.
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
+// awaitWriter collects a stream and closes seen once it holds want.
+type awaitWriter struct {
+	want string
+	seen chan struct{}
+
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	done bool
 }
 
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
+func (w *awaitWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.done && strings.Contains(w.buf.String(), w.want) {
+		w.done = true
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *awaitWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }

@@ -78,11 +78,13 @@ type Harness struct {
 //     listings and removal;
 //   - lifecycle/…: attach keeps the workspace, a destroyed sandbox is gone;
 //   - stateful/…: for providers declaring stateful, contexts keep Python globals and shell
-//     state, restart clears them, a crashed context is reported and replaced; otherwise a
-//     named context is a capability error;
+//     state, a call's env (its time zone too) applies to that call only, restart clears
+//     them, a crashed context is reported and replaced; otherwise a named context is a
+//     capability error;
 //   - executions/…: for providers declaring background or interactive, background processes
-//     outlive their call and stop on request, an open stdin is fed while a program runs, a
-//     terminal is resized; otherwise those are capability errors.
+//     outlive their call, stop on request and keep their output for followers that come
+//     after the stop, an open stdin is fed while a program runs, a terminal is resized;
+//     otherwise those are capability errors.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {

@@ -104,6 +104,30 @@ func (s *suite) stateful(t *testing.T) {
 		assert.Equal(e.t, "[]\n", e.ctxRun(sb, "sh", "bash", `echo "[$GREETING]"`))
 	})
 
+	s.leaf(t, "env_applies_per_call", needStateful, func(e *env) {
+		sb := e.create()
+		// TZ in POSIX form (no zone database needed): three hours east of UTC, named ABC.
+		callEnv := map[string]string{"TZ": "ABC-3", "ONCE": "yes"}
+		probes := map[string]string{
+			"python": "import os, time, datetime\n" +
+				"print(os.environ.get('TZ', '-'), os.environ.get('ONCE', '-'), time.strftime('%Z %H', time.localtime(0)), datetime.datetime.fromtimestamp(0).hour)",
+		}
+		want := map[string]string{"python": "ABC-3 yes ABC 03 3\n"}
+		if e.caps.SupportsLanguage("bash") {
+			probes["bash"] = `printf '%s %s %(%Z %H)T\n' "${TZ--}" "${ONCE--}" 0`
+			want["bash"] = "ABC-3 yes ABC 03\n"
+		}
+		for lang, probe := range probes {
+			name := lang + "-env"
+			before := e.ctxRun(sb, name, lang, probe)
+			r := e.run(e.ctx, sb, providers.ExecSpec{Code: probe, Language: lang, Context: name, Env: callEnv, Timeout: time.Minute})
+			require.NoError(e.t, r.err, "%s: Exec with env", lang)
+			require.Equal(e.t, 0, r.status.ExitCode, "%s: stderr %s", lang, r.stderr)
+			assert.Equal(e.t, want[lang], string(r.stdout), "%s: the call's env, time zone included, applies to the call", lang)
+			assert.Equal(e.t, before, e.ctxRun(sb, name, lang, probe), "%s: the next call has the previous env and time zone again", lang)
+		}
+	})
+
 	s.leaf(t, "lifecycle", needStateful, func(e *env) {
 		sb := e.create()
 		cm := sb.(providers.Contexts)

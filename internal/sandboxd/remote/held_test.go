@@ -150,10 +150,12 @@ func TestHeldExecutionKeepsStartAndEnd(t *testing.T) {
 	b := setup(t)
 	body := b.rawHeldExec(t, "task-3", "echo begin; head -c 5000000 /dev/zero | tr '\\0' x; echo; echo end")
 	require.NoError(t, body.Close())
-	// Come late: a follower that keeps up gets every byte; this one must find the middle gone.
-	time.Sleep(time.Second)
+	// Come late, once it ended (a first follower waits for that): a follower that keeps up
+	// may get every byte; this one must find the middle gone.
+	_, err := b.client.Reattach(t.Context(), "task-3", sandboxd.Streams{Stdout: io.Discard})
+	require.NoError(t, err)
 	var out counting
-	_, err := b.client.Reattach(t.Context(), "task-3", sandboxd.Streams{Stdout: &out})
+	_, err = b.client.Reattach(t.Context(), "task-3", sandboxd.Streams{Stdout: &out})
 	require.NoError(t, err)
 	got := out.String()
 	assert.True(t, strings.HasPrefix(got, "begin\nxxx"), got[:20])

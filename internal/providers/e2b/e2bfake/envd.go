@@ -412,8 +412,10 @@ func (s *Server) start(ctx context.Context, req *connect.Request[wire.StartReque
 	go func() {
 		end := run()
 		p.end = end
-		close(p.done)
+		// Ended before its end is sent: a client that saw the end finds it ended (a signal
+		// to it is NotFound), never running.
 		sb.procs.ended(p)
+		close(p.done)
 	}()
 	send := s.sender(stream.Send)
 	send(&wire.ProcessEvent{Start: &wire.StartEvent{Pid: p.pid}})
