@@ -281,6 +281,19 @@ func (r *Runtime) ExtractWorkspace(ctx context.Context, rd io.Reader, maxBytes i
 	return st, nil
 }
 
+// ReplaceWorkspace empties the workspace, then extracts tar stream rd into it as
+// ExtractWorkspace does: for a sandbox made only to receive an archive whose image put files
+// in its workspace (the archive is the whole workspace, so they must not survive it).
+//
+// Errors: ExtractWorkspace's; fault.Conflict when an entry cannot be removed.
+func (r *Runtime) ReplaceWorkspace(ctx context.Context, rd io.Reader, maxBytes int64) (ArchiveStats, error) {
+	if err := ctx.Err(); err != nil {
+		return ArchiveStats{}, err
+	}
+	r.emptyWorkspace()
+	return r.ExtractWorkspace(ctx, rd, maxBytes)
+}
+
 // workspaceEmpty returns fault.Conflict unless the workspace has no entries.
 func (r *Runtime) workspaceEmpty() error {
 	f, err := r.root.Open(".")
@@ -298,7 +311,8 @@ func (r *Runtime) workspaceEmpty() error {
 	return nil
 }
 
-// emptyWorkspace removes every entry of the workspace (after a failed extraction).
+// emptyWorkspace removes every entry of the workspace (after a failed extraction, or before
+// ReplaceWorkspace), best effort.
 func (r *Runtime) emptyWorkspace() {
 	f, err := r.root.Open(".")
 	if err != nil {
