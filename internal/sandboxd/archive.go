@@ -39,8 +39,9 @@ func tarMode(m fs.FileMode) int64 {
 }
 
 // ArchiveWorkspace writes the workspace's content to w as a tar stream (PAX format, names
-// relative to the workspace, folders ending in "/"): folders, regular files and symlinks —
-// as links, never followed — with their permission bits (setuid, setgid and sticky
+// relative to the workspace, folders ending in "/"): folders, regular files (a file's
+// further names as hard links to the first) and symlinks — as links, never followed — with
+// their permission bits (setuid, setgid and sticky
 // included: the archive records what is there, ExtractWorkspace decides what comes back)
 // and modification times. A file with holes is written as a sparse entry holding only its
 // data regions (GNU's PAX sparse format 1.0, sparse.go), so a 3 GiB file with no blocks
@@ -58,6 +59,7 @@ func tarMode(m fs.FileMode) int64 {
 func (r *Runtime) ArchiveWorkspace(ctx context.Context, w io.Writer) (ArchiveStats, error) {
 	var st ArchiveStats
 	tw := tar.NewWriter(w)
+	linked := map[fileID]string{} // files with more than one name: the name archived first
 	err := fs.WalkDir(r.root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && rel != "." {
@@ -101,6 +103,14 @@ func (r *Runtime) ArchiveWorkspace(ctx context.Context, w io.Writer) (ArchiveSta
 				return archiveWriteErr(err)
 			}
 		case d.Type().IsRegular():
+			id, many := hardLinked(info)
+			if first, ok := linked[id]; many && ok {
+				hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
+				if err := tw.WriteHeader(hdr); err != nil {
+					return archiveWriteErr(err)
+				}
+				break
+			}
 			n, data, err := r.archiveFile(w, tw, hdr, rel)
 			if err != nil {
 				return err
@@ -110,6 +120,9 @@ func (r *Runtime) ArchiveWorkspace(ctx context.Context, w io.Writer) (ArchiveSta
 			}
 			st.Bytes += n
 			st.DataBytes += data
+			if many {
+				linked[id] = rel
+			}
 		default:
 			return nil // sockets, FIFOs, devices: not content
 		}
@@ -133,6 +146,18 @@ func (r *Runtime) ArchiveWorkspace(ctx context.Context, w io.Writer) (ArchiveSta
 		return st, archiveWriteErr(err)
 	}
 	return st, nil
+}
+
+// fileID identifies a file across its names (hard links).
+type fileID struct{ dev, ino uint64 }
+
+// hardLinked returns info's file identity and whether the file has more than one name.
+func hardLinked(info fs.FileInfo) (fileID, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok || st.Nlink < 2 {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), uint64(st.Ino)}, true // the fields' types differ by system
 }
 
 // errArchiveWrite marks a failure to write the archive (the reader went away).

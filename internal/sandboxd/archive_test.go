@@ -225,3 +225,22 @@ func TestArchiveCancellation(t *testing.T) {
 	_, err = setup(t).rt.ExtractWorkspace(ctx, bytes.NewReader(makeTar(t, file("f", "x"))), -1)
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// A file with several names is archived once, its other names as hard links to it, and comes
+// back as one file with several names.
+func TestArchiveKeepsHardLinks(t *testing.T) {
+	src, dst := setup(t), setup(t)
+	require.NoError(t, os.WriteFile(filepath.Join(src.workspace, "a"), []byte("shared"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(src.workspace, "d"), 0o755))
+	require.NoError(t, os.Link(filepath.Join(src.workspace, "a"), filepath.Join(src.workspace, "d/b")))
+	var buf bytes.Buffer
+	st, err := src.rt.ArchiveWorkspace(t.Context(), &buf)
+	require.NoError(t, err)
+	assert.Equal(t, sandboxd.ArchiveStats{Entries: 3, Bytes: 6, DataBytes: 6}, st, "the content once")
+	_, err = dst.rt.ExtractWorkspace(t.Context(), &buf, -1)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dst.workspace, "d/b"), []byte("SHARED"), 0o644))
+	b, err := os.ReadFile(filepath.Join(dst.workspace, "a"))
+	require.NoError(t, err)
+	assert.Equal(t, "SHARED", string(b), "one file, two names")
+}
