@@ -47,9 +47,10 @@ import (
 // zeros and writes them back as data: a sparse file became its whole length in the image,
 // and again in every restored workspace, through any disk_mb bound.
 //
-// A paused or stopped sandbox's sandboxd cannot answer; its workspace is read with the
-// engine's archive API too and converted (engineWorkspace): holes arrive as zeros there,
-// which the compression shrinks about a thousandfold and the restore makes holes again.
+// A paused or stopped sandbox's sandboxd cannot answer (nor one that does not answer within
+// readyTimeout); its workspace is read with the engine's archive API too and converted
+// (engineWorkspace): holes arrive as zeros there, which the compression shrinks about a
+// thousandfold and the restore makes holes again.
 
 // Labels of snapshot images.
 const (
@@ -136,21 +137,21 @@ func (p *Provider) Snapshot(ctx context.Context, id string, meta providers.Snaps
 }
 
 // archiveWorkspace writes sandbox ins's workspace to w as a gzip-compressed archive: through
-// its sandboxd when it runs, else through the engine's archive API.
+// its sandboxd when it runs and answers within readyTimeout, else through the engine's
+// archive API.
 func (p *Provider) archiveWorkspace(ctx context.Context, ins container.InspectResponse, w io.Writer) error {
 	if !ins.State.Running || ins.State.Paused || ins.State.Restarting {
-		zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
-		if err := p.engineWorkspace(ctx, ins.ID, zw); err != nil {
-			return err
-		}
-		if err := zw.Close(); err != nil {
-			return fault.Wrap(fault.Provision, err, "%s: writing the snapshot's temporary file", TypeName)
-		}
-		return nil
+		return p.engineWorkspaceGzip(ctx, ins.ID, w)
 	}
-	sb, err := p.open(ctx, ins)
+	octx, cancel := context.WithTimeout(ctx, readyTimeout)
+	sb, err := p.open(octx, ins)
+	cancel()
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.log.Warn("sandboxd does not answer; reading the workspace for a snapshot through the engine", "sandbox_id", ins.ID, "err", err)
+		return p.engineWorkspaceGzip(ctx, ins.ID, w)
 	}
 	rc, err := sb.rt.ReadArchive(ctx, true)
 	if err != nil {
@@ -162,6 +163,18 @@ func (p *Provider) archiveWorkspace(ctx context.Context, ins container.InspectRe
 		if errors.As(err, &me) {
 			return sb.rtErr(fmt.Errorf("reading the workspace archive: %w", me.err))
 		}
+		return fault.Wrap(fault.Provision, err, "%s: writing the snapshot's temporary file", TypeName)
+	}
+	return nil
+}
+
+// engineWorkspaceGzip is engineWorkspace, gzip-compressed.
+func (p *Provider) engineWorkspaceGzip(ctx context.Context, id string, w io.Writer) error {
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err := p.engineWorkspace(ctx, id, zw); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
 		return fault.Wrap(fault.Provision, err, "%s: writing the snapshot's temporary file", TypeName)
 	}
 	return nil

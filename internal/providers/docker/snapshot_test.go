@@ -6,9 +6,11 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -340,4 +342,45 @@ func TestRestoreIntoABoundedWorkspace(t *testing.T) {
 	assert.Contains(t, err.Error(), "disk_mb")
 	assert.Equal(t, before, count(), "the sandbox made for the restore is removed")
 	assert.Equal(t, beforeDisks, images(), "and its disk")
+}
+
+// signalSandboxd sends sig to container id's sandboxd from the engine's host (as the test's
+// user, root where the engine tests run), found by the engine's process list.
+func signalSandboxd(t *testing.T, id string, sig syscall.Signal) {
+	t.Helper()
+	cli := engineClient(t)
+	defer cli.Close()
+	top, err := cli.ContainerTop(context.Background(), id, []string{"-eo", "pid,args"})
+	require.NoError(t, err)
+	sent := false
+	for _, proc := range top.Processes {
+		if len(proc) == 2 && strings.HasSuffix(strings.Fields(proc[1])[0], "/sandboxd") {
+			pid, err := strconv.Atoi(proc[0])
+			require.NoError(t, err)
+			require.NoError(t, syscall.Kill(pid, sig))
+			sent = true
+		}
+	}
+	require.True(t, sent, "no sandboxd among %v", top.Processes)
+}
+
+// A sandbox whose sandboxd does not answer (here stopped from outside) is still captured,
+// through the engine's archive API, after a bounded wait.
+func TestSnapshotWhenSandboxdDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true and not root: stopping a container's sandboxd from the host needs root")
+		}
+		t.Skip("stopping a container's sandboxd from the host needs root")
+	}
+	p := newProvider(t)
+	sb := create(t, p, allowPol)
+	sh(t, sb, "echo kept > note.txt")
+	signalSandboxd(t, sb.ID(), syscall.SIGSTOP)
+	t.Cleanup(func() { signalSandboxd(t, sb.ID(), syscall.SIGCONT) })
+
+	info := snapshot(t, p, sb)
+	restored := restore(t, p, info.Ref, allowPol)
+	assert.Equal(t, "kept\n", readAll(t, restored, "note.txt"))
 }
