@@ -30,9 +30,9 @@ import (
 // Go's archive/tar writes no sparse entries, so this file writes them itself: the PAX
 // header and the ustar header by hand, between the entries tar.Writer writes.
 //
-// Reading back needs nothing of this: archive/tar expands holes to zeros, and the extraction
-// turns every run of zero blocks back into a hole (extraction.file), also for archives made
-// without this format.
+// Reading back needs nothing of this: archive/tar expands holes to zeros, and the
+// extraction turns every run of zero blocks back into a hole (extraction.writeHoles), also
+// for archives made without this format.
 
 // extent is a data region of a file: Length bytes at Offset.
 type extent struct{ Offset, Length int64 }
