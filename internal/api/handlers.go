@@ -84,7 +84,7 @@ func (s *Server) GetMe(ctx context.Context, _ apigen.GetMeRequestObject) (apigen
 	return apigen.GetMe200JSONResponse{
 		Quotas: &apigen.Quotas{Sessions: quota(u.Sessions), ConcurrentExecutions: quota(u.ConcurrentExecutions), BackgroundProcesses: quota(u.BackgroundProcesses),
 			Contexts: quota(u.Contexts), McpSessions: quota(u.MCPSessions), RetainedOutputBytes: quota(u.RetainedOutputBytes),
-			Snapshots: quota(u.Snapshots), OpenRequests: s.openRequests(p)},
+			Snapshots: quota(u.Snapshots), SnapshotBytes: quota(u.SnapshotBytes), OpenRequests: s.openRequests(p)},
 		Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: ptr(p.Email), Groups: nonNil(p.Groups), Admin: p.Admin,
 		Credentials: apigen.Credentials{
 			KubernetesUser: ptr(c.KubernetesUser), AwsRoleArn: ptr(c.AWSRoleARN), RunAs: ptr(c.RunAs),

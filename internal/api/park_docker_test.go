@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,6 +144,32 @@ func TestParkOnDocker(t *testing.T) {
 		assert.Equal(t, "v2\n", e.run(alice, sid, "cat data/state.txt")["stdout"])
 	})
 
+	snapshotBytes := func() float64 {
+		t.Helper()
+		return e.do(alice, "GET", "/v1/me", nil).JSON(t)["quotas"].(map[string]any)["snapshot_bytes"].(map[string]any)["used"].(float64)
+	}
+
+	t.Run("a sparse file costs its data", func(t *testing.T) {
+		s := newSession("docker")
+		e.run(alice, s, "truncate -s 3G disk.img")
+		before := snapshotBytes()
+		r := e.do(alice, "POST", "/v1/sessions/"+s+"/snapshots", nil)
+		require.Equal(t, 201, r.Status, "body: %s", r.Body)
+		size := r.JSON(t)["size_bytes"].(float64)
+		assert.Less(t, size, float64(1<<20), "3 GiB of holes take next to nothing")
+		assert.Equal(t, before+size, snapshotBytes(), "/v1/me counts it")
+		r = e.do(alice, "POST", "/v1/sessions", map[string]any{"from_snapshot": r.JSON(t)["id"]})
+		require.Equal(t, 201, r.Status, "body: %s", r.Body)
+		fork := r.JSON(t)["id"].(string)
+		sessions = append(sessions, fork)
+		out := strings.Fields(e.run(alice, fork, "stat -c '%s %b' disk.img")["stdout"].(string))
+		require.Len(t, out, 2)
+		assert.Equal(t, "3221225472", out[0])
+		blocks, err := strconv.Atoi(out[1])
+		require.NoError(t, err)
+		assert.Less(t, blocks, 2048, "restored sparse")
+	})
+
 	t.Run("idle pause", func(t *testing.T) {
 		require.Equal(t, 200, e.do(alice, "DELETE", "/v1/sessions/"+sid+"/processes/"+server, nil).Status)
 		e.waitTask(alice, server)
@@ -159,10 +187,12 @@ func TestParkOnDocker(t *testing.T) {
 		park := newSession("docker-park")
 		code(park, "gone = 1")
 		e.run(alice, park, "echo kept > notes.txt")
+		before := snapshotBytes()
 		clock.Advance(61 * time.Second)
 		e.svc.SweepNow(t.Context())
 		sess := e.do(alice, "GET", "/v1/sessions/"+park, nil).JSON(t)
 		require.Equal(t, "parked", sess["state"], "%v", sess)
+		assert.Greater(t, snapshotBytes(), before, "the parking capture counts in snapshot_bytes")
 		out := e.run(alice, park, "cat notes.txt")
 		assert.Equal(t, "kept\n", out["stdout"])
 		assert.Contains(t, out["notice"], "workspace files were kept")

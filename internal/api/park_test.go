@@ -317,6 +317,59 @@ func TestIdleActionSnapshotParksTheSession(t *testing.T) {
 	assert.Empty(t, e.do(tok, "GET", "/v1/snapshots", nil).JSON(t)["snapshots"])
 }
 
+// sandbox.quotas.snapshot_bytes: a snapshot counts what its provider keeps (a sparse 3 GiB
+// file costs next to nothing); one that would pass the limit is refused after the capture
+// and nothing is kept; the captures that park idle sessions count too but are never
+// refused, and then hold the caller's own snapshots back until the session is used or
+// destroyed. /v1/me shows used and limit.
+func TestSnapshotBytesQuota(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	e, clock := parkEnv(t, func(c *config.Config) { c.Sandbox.Quotas.SnapshotBytes = limit })
+	alice := e.token("alice")
+	bytesQuota := func() map[string]any {
+		t.Helper()
+		return e.do(alice, "GET", "/v1/me", nil).JSON(t)["quotas"].(map[string]any)["snapshot_bytes"].(map[string]any)
+	}
+	assert.Equal(t, map[string]any{"used": 0.0, "limit": float64(limit)}, bytesQuota())
+
+	sid := e.newSession(alice, "default")
+	e.run(alice, sid, "python3 -c \"f = open('disk.img', 'wb'); f.truncate(3 << 30); f.close()\" && echo note > note.txt")
+	r := e.do(alice, "POST", "/v1/sessions/"+sid+"/snapshots", nil)
+	require.Equal(t, 201, r.Status, "body: %s", r.Body)
+	size := r.JSON(t)["size_bytes"].(float64)
+	assert.Less(t, size, float64(64<<10), "3 GiB of holes cost what the archive takes")
+	assert.Equal(t, map[string]any{"used": size, "limit": float64(limit)}, bytesQuota())
+
+	e.run(alice, sid, "head -c 2000000 /dev/urandom > random.bin")
+	r = e.do(alice, "POST", "/v1/sessions/"+sid+"/snapshots", nil)
+	p := requireProblem(t, r, 429, "quota")
+	assert.Contains(t, p["detail"], "sandbox.quotas.snapshot_bytes")
+	assert.Contains(t, p["detail"], "nothing was kept")
+	assert.NotEmpty(t, r.Header.Get("Retry-After"))
+	assert.Len(t, e.do(alice, "GET", "/v1/snapshots", nil).JSON(t)["snapshots"], 1)
+	assert.Equal(t, size, bytesQuota()["used"])
+
+	// Parking the session (2 MB of random bytes) is not refused; it counts.
+	psid := e.newSession(alice, "parking")
+	e.run(alice, psid, "head -c 2000000 /dev/urandom > random.bin")
+	clock.Advance(61 * time.Second)
+	e.svc.SweepNow(t.Context())
+	require.Equal(t, "parked", e.do(alice, "GET", "/v1/sessions/"+psid, nil).JSON(t)["state"])
+	used := bytesQuota()["used"].(float64)
+	assert.Greater(t, used, float64(limit), "the idle capture counts")
+	r = e.do(alice, "POST", "/v1/sessions/"+sid+"/snapshots", nil)
+	p = requireProblem(t, r, 429, "quota")
+	assert.Contains(t, p["detail"], "captures that park idle sessions count too")
+	assert.Equal(t, used, bytesQuota()["used"], "refused before anything was captured")
+
+	// Destroying the parked session frees its bytes.
+	require.Equal(t, 200, e.do(alice, "DELETE", "/v1/sessions/"+psid, nil).Status)
+	assert.Equal(t, size, bytesQuota()["used"])
+	e.run(alice, sid, "rm random.bin")
+	require.Equal(t, 201, e.do(alice, "POST", "/v1/sessions/"+sid+"/snapshots", nil).Status)
+}
+
 // Preview ports of a local sandbox: HTTP and a WebSocket echo through the bearer route and a
 // share link; ownership, expiry and what the sandbox's server sees.
 func TestPreviewPortsAndShareLinks(t *testing.T) {

@@ -31,7 +31,9 @@ const (
 	DefaultQuotaMCPSessions         = 16
 	DefaultQuotaRetainedOutputBytes = 256 << 20
 	// DefaultQuotaSnapshots is sandbox.quotas.snapshots' default.
-	DefaultQuotaSnapshots         = 20
+	DefaultQuotaSnapshots = 20
+	// DefaultQuotaSnapshotBytes is sandbox.quotas.snapshot_bytes' default: 10 GiB.
+	DefaultQuotaSnapshotBytes     = 10 << 30
 	DefaultQuotaRequestsPerSecond = 50.0
 	DefaultQuotaRequestsBurst     = 100
 	DefaultToolOutputMaxChars     = 8000
@@ -132,6 +134,7 @@ func (s *Sandbox) applyDefaults() {
 	setDefault(&s.Quotas.RetainedOutputBytes, DefaultQuotaRetainedOutputBytes)
 	setDefault(&s.Quotas.Snapshots, DefaultQuotaSnapshots)
 	setDefault(&s.Quotas.OpenRequests, DefaultQuotaOpenRequests)
+	setDefault(&s.Quotas.SnapshotBytes, DefaultQuotaSnapshotBytes)
 	setDefault(&s.Quotas.RequestsPerSecond, DefaultQuotaRequestsPerSecond)
 	setDefault(&s.Quotas.RequestsBurst, DefaultQuotaRequestsBurst)
 	if s.Quotas.AdminsExempt == nil {

@@ -652,6 +652,12 @@ type Quotas struct {
 	// Snapshots bounds the snapshots one principal keeps (POST /v1/sessions/{id}/snapshots);
 	// the captures that park idle sessions are not counted. Default 20.
 	Snapshots int `koanf:"snapshots" json:"snapshots"`
+	// SnapshotBytes bounds the bytes one principal's snapshots take where their provider
+	// keeps them (each snapshot's size_bytes: a compressed archive of the workspace in which
+	// sparse files take only their data). The captures that park idle sessions count too,
+	// but are never refused; past the limit the principal's own snapshots are. Default
+	// 10737418240 (10 GiB).
+	SnapshotBytes int64 `koanf:"snapshot_bytes" json:"snapshot_bytes"`
 	// RequestsPerSecond bounds one principal's REST requests per replica (a token bucket of
 	// RequestsBurst); over it, 429 with Retry-After, and every answer carries RateLimit-*
 	// headers. Default 50; RequestsBurst default 100.

@@ -335,7 +335,8 @@ func (s *Service) parkIdle(ctx context.Context, prof *Profile, sess store.Sessio
 		}
 		log.Info("idle sandbox paused")
 	case IdleSnapshot:
-		snap, err := s.capture(ctx, prof, cur, store.SnapshotIdle, "idle", 0)
+		// Counted in the owner's snapshot bytes, never refused (snapshots.go).
+		snap, err := s.capture(ctx, prof, cur, store.SnapshotIdle, "idle", store.SnapshotLimits{})
 		if err != nil {
 			log.Warn("capturing an idle sandbox failed", "err", err)
 			return

@@ -126,9 +126,10 @@ type Store interface {
 
 	// Snapshots.
 
-	// CreateSnapshotWithin inserts s unless its owner already has limit snapshots of kind
-	// store.SnapshotUser (limit ≤ 0, no owner, or another kind: no limit).
-	CreateSnapshotWithin(ctx context.Context, s store.Snapshot, limit int) error
+	// CreateSnapshotWithin inserts s unless it is of kind store.SnapshotUser and its owner
+	// already has lim.Count such snapshots (store.ErrQuota) or would hold more than lim.Bytes
+	// of snapshots with it, idle captures included (store.ErrSnapshotBytes).
+	CreateSnapshotWithin(ctx context.Context, s store.Snapshot, lim store.SnapshotLimits) error
 	GetSnapshot(ctx context.Context, id string) (store.Snapshot, error)
 	// ListSnapshots returns the filter's snapshots, newest first (created_at, then id).
 	ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]store.Snapshot, error)

@@ -29,6 +29,9 @@ type Usage struct {
 	// RetainedOutputBytes is the output its finished tasks keep (Quota.Used in bytes). Over
 	// the limit nothing is refused: the oldest results lose their output (retained.go).
 	RetainedOutputBytes Quota
+	// SnapshotBytes is what its snapshots take where their providers keep them, idle
+	// captures included (Quota.Used in bytes; snapshots.go).
+	SnapshotBytes Quota
 }
 
 // executionRetry is the Retry-After of an execution over its quota: executions end, so a
@@ -73,6 +76,31 @@ func (s *Service) snapshotLimit(p principal.Principal) int {
 // snapshotRetry is the Retry-After of a snapshot over its quota (snapshots go only when
 // deleted).
 const snapshotRetry = 60 * time.Second
+
+// snapshotBytesLimit is p's sandbox.quotas.snapshot_bytes (≤ 0: none).
+func (s *Service) snapshotBytesLimit(p principal.Principal) int64 {
+	if s.exempt(p) || s.cfg.Quotas.SnapshotBytes < 0 {
+		return 0
+	}
+	return s.cfg.Quotas.SnapshotBytes
+}
+
+// snapshotBytesQuotaErr refuses a snapshot of p's, who holds used bytes of snapshots (< 0:
+// unknown), that would take size more (< 0: unknown, nothing was captured).
+func (s *Service) snapshotBytesQuotaErr(p principal.Principal, used, size int64) error {
+	limit := s.snapshotBytesLimit(p)
+	var err *fault.Error
+	switch {
+	case size < 0:
+		err = fault.OverQuota(snapshotRetry, "your snapshots take %d bytes, the limit of sandbox.quotas.snapshot_bytes is %d (captures that park idle sessions count too)", used, limit)
+	case used < 0:
+		err = fault.OverQuota(snapshotRetry, "this snapshot takes %d bytes, more than your snapshots may still take under sandbox.quotas.snapshot_bytes (%d; captures that park idle sessions count too); nothing was kept", size, limit)
+	default:
+		err = fault.OverQuota(snapshotRetry, "this snapshot takes %d bytes and your snapshots already take %d, together more than the limit of sandbox.quotas.snapshot_bytes (%d; captures that park idle sessions count too); nothing was kept", size, used, limit)
+	}
+	return err.WithHint("delete snapshots you no longer need (DELETE /v1/snapshots/{id}), or use or destroy parked sessions, and try again",
+		"delete a snapshot you no longer need and try again")
+}
 
 func (s *Service) snapshotQuotaErr(p principal.Principal) error {
 	return fault.OverQuota(snapshotRetry,
@@ -119,5 +147,6 @@ func (s *Service) Usage(ctx context.Context, p principal.Principal) (Usage, erro
 		MCPSessions:          Quota{Used: s.mcpSessions.live(p.Key()), Limit: shown(s.mcpSessionLimit(p))},
 		RetainedOutputBytes:  Quota{Used: int(held.RetainedOutputBytes), Limit: shown(int(s.retainedLimit(p)))},
 		Snapshots:            Quota{Used: held.Snapshots, Limit: shown(s.snapshotLimit(p))},
+		SnapshotBytes:        Quota{Used: int(held.SnapshotBytes), Limit: shown(int(s.snapshotBytesLimit(p)))},
 	}, nil
 }

@@ -68,12 +68,20 @@ type Quotas struct {
 	// store; past it the oldest results lose their output (retained.go). Default 256 MiB.
 	RetainedOutputBytes int64
 	Snapshots           int // snapshots a principal keeps (idle captures not counted); default 20
+	// SnapshotBytes bounds the bytes a principal's snapshots take where their provider keeps
+	// them (SnapshotInfo.SizeBytes), idle captures included — those count but are never
+	// refused (snapshots.go). Default DefaultSnapshotBytesQuota.
+	SnapshotBytes int64
 	// AdminsExempt exempts administrators (principal.Admin).
 	AdminsExempt bool
 }
 
 // DefaultSnapshotQuota is Quotas.Snapshots's default (config sandbox.quotas.snapshots).
 const DefaultSnapshotQuota = 20
+
+// DefaultSnapshotBytesQuota is Quotas.SnapshotBytes's default (config
+// sandbox.quotas.snapshot_bytes): 10 GiB.
+const DefaultSnapshotBytesQuota = 10 << 30
 
 // DefaultWaitTimeout is Settings.WaitTimeout's default (config sandbox.broker.wait_timeout).
 const DefaultWaitTimeout = 60 * time.Second
@@ -114,6 +122,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.Quotas.Snapshots == 0 {
 		s.Quotas.Snapshots = DefaultSnapshotQuota
+	}
+	if s.Quotas.SnapshotBytes == 0 {
+		s.Quotas.SnapshotBytes = DefaultSnapshotBytesQuota
 	}
 	def(&s.ResponseTTL, 24*time.Hour)
 	def(&s.SweepInterval, 5*time.Minute)

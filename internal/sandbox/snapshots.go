@@ -15,7 +15,15 @@ import (
 // Snapshots of sessions' sandboxes (docs/semantics.md §8 "Snapshots"): a capture of the
 // workspace (and of whatever else of the sandbox's file system outlives a restart) that a
 // new session can start from. They outlive the session they were taken of, belong to the
-// principal who took them, and count against sandbox.quotas.snapshots.
+// principal who took them, and count against sandbox.quotas.snapshots and, with the size
+// their provider reports for them (what it stores: a compressed archive in which sparse
+// files take their data only), sandbox.quotas.snapshot_bytes.
+//
+// The captures that park idle sessions (idle_action snapshot) count in the bytes, but no
+// limit refuses them: parking replaces a sandbox whose workspace already takes at least as
+// much, so refusing it would keep more in use, not less (and the other ways out — keeping
+// the sandbox running for ever, or wiping it — are worse). A principal whose parked
+// sessions fill the quota sees its own snapshots refused until it uses or destroys them.
 
 // Snapshot is a snapshot as the caller sees it.
 type Snapshot struct {
@@ -45,8 +53,9 @@ func snapshotView(r store.Snapshot) Snapshot {
 // Errors: fault.Validation for a control character in name (printable); fault.NotFound
 // for an unknown or another principal's session; fault.Conflict on
 // per_call profiles or for a session without a sandbox; fault.Capability when the provider
-// cannot snapshot; fault.Quota over sandbox.quotas.snapshots (nothing is captured);
-// fault.Policy / fault.Forbidden as for any use of the profile.
+// cannot snapshot; fault.Quota over sandbox.quotas.snapshots or, before the capture or with
+// it, over sandbox.quotas.snapshot_bytes (nothing is kept); fault.Policy /
+// fault.Forbidden as for any use of the profile.
 func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id, profile, name string) (Snapshot, error) {
 	if err := printable("snapshot name", name); err != nil {
 		return Snapshot{}, err
@@ -64,15 +73,18 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 	if _, err := s.checks(prof, p); err != nil {
 		return Snapshot{}, err
 	}
-	limit := s.snapshotLimit(p)
-	if limit > 0 {
+	limits := store.SnapshotLimits{Count: s.snapshotLimit(p), Bytes: s.snapshotBytesLimit(p)}
+	if limits.Count > 0 || limits.Bytes > 0 {
 		// A capture costs: refuse before making one that could not be kept.
 		held, err := s.store.Usage(ctx, p.ID)
 		if err != nil {
 			return Snapshot{}, err
 		}
-		if held.Snapshots >= limit {
+		if limits.Count > 0 && held.Snapshots >= limits.Count {
 			return Snapshot{}, s.snapshotQuotaErr(p)
+		}
+		if limits.Bytes > 0 && held.SnapshotBytes >= limits.Bytes {
+			return Snapshot{}, s.snapshotBytesQuotaErr(p, held.SnapshotBytes, -1)
 		}
 	}
 	unlock, err := s.lockSession(ctx, sess.ID)
@@ -94,8 +106,12 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 		return Snapshot{}, fault.New(fault.Conflict, "sandbox session '%s' has no sandbox to snapshot yet (%s)", sess.ID, noSandboxWhy(sess)).
 			WithHint("run something in the session first", "run something in the session first")
 	}
-	row, err := s.captureAs(ctx, prof, sess, p.ID, p.Key(), store.SnapshotUser, name, limit)
-	if errors.Is(err, store.ErrQuota) {
+	row, err := s.captureAs(ctx, prof, sess, p.ID, p.Key(), store.SnapshotUser, name, limits)
+	var over *overBytes
+	switch {
+	case errors.As(err, &over):
+		return Snapshot{}, s.snapshotBytesQuotaErr(p, over.held, over.size)
+	case errors.Is(err, store.ErrQuota):
 		return Snapshot{}, s.snapshotQuotaErr(p)
 	}
 	if err != nil {
@@ -106,16 +122,26 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 }
 
 // capture snapshots sess's sandbox as kind (the session's owner owns it) and records it
-// within limit (store.ErrQuota; the capture is then deleted).
-func (s *Service) capture(ctx context.Context, prof *Profile, sess store.Session, kind, name string, limit int) (store.Snapshot, error) {
+// within lim (store.ErrQuota, or *overBytes; the capture is then deleted).
+func (s *Service) capture(ctx context.Context, prof *Profile, sess store.Session, kind, name string, lim store.SnapshotLimits) (store.Snapshot, error) {
 	label := ""
 	if sess.OwnerID != "" {
 		label = s.OwnerLabel(ctx, sess.OwnerID)
 	}
-	return s.captureAs(ctx, prof, sess, sess.OwnerID, label, kind, name, limit)
+	return s.captureAs(ctx, prof, sess, sess.OwnerID, label, kind, name, lim)
 }
 
-func (s *Service) captureAs(ctx context.Context, prof *Profile, sess store.Session, ownerID, ownerLabel, kind, name string, limit int) (store.Snapshot, error) {
+// overBytes is captureAs's refusal of a capture of size bytes whose owner held held bytes
+// of snapshots (-1: unknown): past store.SnapshotLimits.Bytes. It is store.ErrSnapshotBytes.
+type overBytes struct{ held, size int64 }
+
+func (o *overBytes) Error() string {
+	return fmt.Sprintf("a snapshot of %d bytes over the %d its owner holds: %v", o.size, o.held, store.ErrSnapshotBytes)
+}
+
+func (o *overBytes) Unwrap() error { return store.ErrSnapshotBytes }
+
+func (s *Service) captureAs(ctx context.Context, prof *Profile, sess store.Session, ownerID, ownerLabel, kind, name string, lim store.SnapshotLimits) (store.Snapshot, error) {
 	snapper, ok := prof.Provider.(providers.Snapshotter)
 	if !ok || !prof.Caps.Snapshots {
 		return store.Snapshot{}, fault.Unsupported(prof.Provider.Type(), "snapshots")
@@ -129,8 +155,15 @@ func (s *Service) captureAs(ctx context.Context, prof *Profile, sess store.Sessi
 		ID: id, OwnerID: ownerID, SessionID: sess.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Name: name,
 		Kind: kind, Ref: info.Ref, SizeBytes: info.SizeBytes, CreatedAt: s.now(),
 	}
-	if err := s.store.CreateSnapshotWithin(ctx, row, limit); err != nil {
+	if err := s.store.CreateSnapshotWithin(ctx, row, lim); err != nil {
 		s.deleteCapture(ctx, prof, info.Ref)
+		if errors.Is(err, store.ErrSnapshotBytes) {
+			over := &overBytes{held: -1, size: info.SizeBytes}
+			if held, uerr := s.store.Usage(ctx, ownerID); uerr == nil {
+				over.held = held.SnapshotBytes
+			}
+			return store.Snapshot{}, over
+		}
 		return store.Snapshot{}, err
 	}
 	return row, nil

@@ -4,6 +4,7 @@ package sandboxd
 
 import (
 	"archive/tar"
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -38,13 +39,18 @@ func tarMode(m fs.FileMode) int64 {
 }
 
 // ArchiveWorkspace writes the workspace's content to w as a tar stream (PAX format, names
-// relative to the workspace, folders ending in "/"): folders, regular files and symlinks —
-// as links, never followed — with their permission bits and modification times. Owners are
-// not recorded (an extraction makes everything the extracting user's). Sockets, FIFOs,
-// devices and the temporary files of uploads in progress are left out. The walk reads through
-// the workspace's os.Root, so a symlink swapped in meanwhile cannot lead it out; a file that
-// grows while it is read is cut at the size it had when opened. Memory use does not depend on
-// file sizes: content is copied in 32 KiB pieces.
+// relative to the workspace, folders ending in "/"): folders, regular files (a file's
+// further names as hard links to the first) and symlinks — as links, never followed — with
+// their permission bits (setuid, setgid and sticky
+// included: the archive records what is there, ExtractWorkspace decides what comes back)
+// and modification times. A file with holes is written as a sparse entry holding only its
+// data regions (GNU's PAX sparse format 1.0, sparse.go), so a 3 GiB file with no blocks
+// costs a few hundred bytes of archive, not 3 GiB of zeros. Owners are not recorded (an
+// extraction makes everything the extracting user's). Sockets, FIFOs, devices and the
+// temporary files of uploads in progress are left out. The walk reads through the
+// workspace's os.Root, so a symlink swapped in meanwhile cannot lead it out; a file that
+// grows while it is read is cut at the size it had when opened. Memory use does not depend
+// on file sizes: content is copied in 32 KiB pieces.
 //
 // Errors: fault.Conflict when a file shrinks while it is read (the archive would be
 // inconsistent; try again); ctx.Err() when ctx ends; w's error (wrapped) when writing fails;
@@ -53,6 +59,7 @@ func tarMode(m fs.FileMode) int64 {
 func (r *Runtime) ArchiveWorkspace(ctx context.Context, w io.Writer) (ArchiveStats, error) {
 	var st ArchiveStats
 	tw := tar.NewWriter(w)
+	linked := map[fileID]string{} // files with more than one name: the name archived first
 	err := fs.WalkDir(r.root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) && rel != "." {
@@ -96,7 +103,15 @@ func (r *Runtime) ArchiveWorkspace(ctx context.Context, w io.Writer) (ArchiveSta
 				return archiveWriteErr(err)
 			}
 		case d.Type().IsRegular():
-			n, err := r.archiveFile(tw, hdr, rel)
+			id, many := hardLinked(info)
+			if first, ok := linked[id]; many && ok {
+				hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
+				if err := tw.WriteHeader(hdr); err != nil {
+					return archiveWriteErr(err)
+				}
+				break
+			}
+			n, data, err := r.archiveFile(w, tw, hdr, rel)
 			if err != nil {
 				return err
 			}
@@ -104,6 +119,10 @@ func (r *Runtime) ArchiveWorkspace(ctx context.Context, w io.Writer) (ArchiveSta
 				return nil // gone, or no longer a regular file
 			}
 			st.Bytes += n
+			st.DataBytes += data
+			if many {
+				linked[id] = rel
+			}
 		default:
 			return nil // sockets, FIFOs, devices: not content
 		}
@@ -129,59 +148,135 @@ func (r *Runtime) ArchiveWorkspace(ctx context.Context, w io.Writer) (ArchiveSta
 	return st, nil
 }
 
+// fileID identifies a file across its names (hard links).
+type fileID struct{ dev, ino uint64 }
+
+// hardLinked returns info's file identity and whether the file has more than one name.
+func hardLinked(info fs.FileInfo) (fileID, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok || st.Nlink < 2 {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), uint64(st.Ino)}, true // the fields' types differ by system
+}
+
 // errArchiveWrite marks a failure to write the archive (the reader went away).
 var errArchiveWrite = errors.New("writing the archive failed")
 
 func archiveWriteErr(err error) error { return fmt.Errorf("%w: %w", errArchiveWrite, err) }
 
 // archiveFile writes regular file rel with header hdr (its size taken from the open file)
-// and returns its size; -1 when it vanished or is no longer a regular file.
-func (r *Runtime) archiveFile(tw *tar.Writer, hdr *tar.Header, rel string) (int64, error) {
+// and returns its size and the bytes of it the archive holds; -1 when it vanished or is no
+// longer a regular file. A file with holes is written as a sparse entry (sparse.go) through
+// w, between tw's entries; any other file through tw.
+func (r *Runtime) archiveFile(w io.Writer, tw *tar.Writer, hdr *tar.Header, rel string) (size, data int64, err error) {
 	// O_NONBLOCK: a file swapped for a FIFO meanwhile must not wait for a writer.
 	f, err := r.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return -1, nil
+		return -1, 0, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if !info.Mode().IsRegular() {
-		return -1, nil
+		return -1, 0, nil
 	}
 	hdr.Typeflag, hdr.Size = tar.TypeReg, info.Size()
 	hdr.Mode, hdr.ModTime = tarMode(info.Mode()), info.ModTime()
-	if err := tw.WriteHeader(hdr); err != nil {
-		return 0, archiveWriteErr(err)
+	if ext, err := dataExtents(f, hdr.Size); err == nil && dataSize(ext) < hdr.Size {
+		data, err := writeSparseFile(w, tw, f, rel, hdr, ext)
+		return hdr.Size, data, err
+	} else if err != nil && !errors.Is(err, errSeekUnsupported) {
+		return 0, 0, fmt.Errorf("finding the holes of '%s': %w", rel, err)
 	}
-	n, err := io.CopyN(tw, f, hdr.Size)
+	if err := tw.WriteHeader(hdr); err != nil {
+		return 0, 0, archiveWriteErr(err)
+	}
+	// From the start: looking for holes moved the file's offset.
+	n, err := io.CopyN(tw, io.NewSectionReader(f, 0, hdr.Size), hdr.Size)
 	switch {
 	case errors.Is(err, io.EOF):
-		return 0, fault.New(fault.Conflict, "file '%s' shrank from %d to %d bytes while the workspace was archived; try again", rel, hdr.Size, n)
+		return 0, 0, shrankErr(rel, hdr.Size, n)
 	case err != nil:
-		return 0, archiveWriteErr(fmt.Errorf("copying '%s': %w", rel, err))
+		return 0, 0, archiveWriteErr(fmt.Errorf("copying '%s': %w", rel, err))
 	}
-	return n, nil
+	return n, n, nil
+}
+
+func shrankErr(rel string, size, n int64) error {
+	return fault.New(fault.Conflict, "file '%s' shrank from %d to %d bytes while the workspace was archived; try again", rel, size, n)
+}
+
+// writeSparseFile writes file f (archived as rel with header hdr) as a sparse entry of data
+// regions ext, straight to w once tw's last entry is complete, and returns the bytes of
+// data written.
+func writeSparseFile(w io.Writer, tw *tar.Writer, f *os.File, rel string, hdr *tar.Header, ext []extent) (int64, error) {
+	if err := tw.Flush(); err != nil {
+		return 0, archiveWriteErr(err)
+	}
+	mapLen, err := writeSparse(w, sparseEntry{name: rel, mode: hdr.Mode, modTime: hdr.ModTime, size: hdr.Size, extents: ext})
+	if err != nil {
+		return 0, archiveWriteErr(err)
+	}
+	var data int64
+	for _, x := range ext {
+		n, err := io.Copy(w, &sourceReader{io.NewSectionReader(f, x.Offset, x.Length)})
+		data += n
+		var se *sourceErr
+		switch {
+		case errors.As(err, &se):
+			return data, fmt.Errorf("reading '%s': %w", rel, se.err)
+		case err != nil:
+			return data, archiveWriteErr(fmt.Errorf("copying '%s': %w", rel, err))
+		case n < x.Length:
+			return data, shrankErr(rel, hdr.Size, x.Offset+n)
+		}
+	}
+	if _, err := w.Write(make([]byte, padding(mapLen+data))); err != nil {
+		return data, archiveWriteErr(err)
+	}
+	return data, nil
+}
+
+// sourceReader marks its reader's errors but io.EOF, telling a failing file apart from a
+// failing archive writer in io.Copy.
+type sourceReader struct{ r io.Reader }
+
+type sourceErr struct{ err error }
+
+func (e *sourceErr) Error() string { return e.err.Error() }
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = &sourceErr{err}
+	}
+	return n, err
 }
 
 // ExtractWorkspace extracts tar stream rd into the workspace, which must be empty. Accepted
-// entries: folders, regular files, symlinks (created as they are; a link may point anywhere,
-// as programs' links may, because every later file operation follows links only inside the
-// workspace) and hard links to a regular file extracted earlier from the same stream. Modes
-// (permission bits, setuid, setgid, sticky) and modification times are restored, owners are
-// not. Missing parent folders are created (mode 0755). PAX and GNU long-name records are
+// entries: folders, regular files (sparse ones too, in any of the sparse formats
+// archive/tar reads), symlinks (created as they are; a link may point anywhere, as programs'
+// links may, because every later file operation follows links only inside the workspace)
+// and hard links to a regular file extracted earlier from the same stream. Permission bits,
+// the sticky bit and the modification times of files and folders are restored; setuid and
+// setgid are dropped (keptModeBits), owners are not restored. Every run of zero blocks in a
+// file is written as a hole, so files take no more room than their non-zero blocks.
+// Missing parent folders are created (mode 0755). PAX and GNU long-name records are
 // understood; a global PAX header is ignored.
 //
 // Confinement is strict, whatever os.Root would allow: a name that is absolute, contains a
 // ".." element or a NUL byte, or leads through a symlink the stream created, is refused, as
-// are a hard link whose target is not such a file, device nodes, FIFOs, sparse files and any
-// other entry type, and a name that appears twice (but for a folder). maxBytes (< 0: no
-// limit) bounds the total size of the files' content. Content streams to disk; memory holds
-// the names of folders, symlinks and files (for the checks above and the folders' modes).
+// are a hard link whose target is not such a file, device nodes, FIFOs and any other entry
+// type, and a name that appears twice (but for a folder). maxBytes (< 0: no limit) bounds
+// the bytes written, holes not counted (ArchiveStats.DataBytes). Content streams to disk in
+// 1 MiB pieces; memory holds the names of folders, symlinks and files (for the checks above
+// and the folders' modes).
 //
 // On any error the workspace is emptied again (best effort), so nothing half-restored is
 // left behind.
@@ -189,8 +284,9 @@ func (r *Runtime) archiveFile(tw *tar.Writer, hdr *tar.Header, rel string) (int6
 // Errors: fault.Conflict when the workspace is not empty; fault.Policy for an entry that
 // would leave the workspace or lead through a symlink, and for device nodes; fault.Validation
 // for a malformed stream, another refused entry type or a repeated name; fault.TooLarge over
-// maxBytes; ctx.Err() when ctx ends; rd's error (wrapped) when reading fails; fault.Gone once
-// the runtime is closed.
+// maxBytes, and when the workspace's file system (a bounded disk) runs out of room;
+// ctx.Err() when ctx ends; rd's error (wrapped) when reading fails; fault.Gone once the
+// runtime is closed.
 func (r *Runtime) ExtractWorkspace(ctx context.Context, rd io.Reader, maxBytes int64) (ArchiveStats, error) {
 	if err := r.workspaceEmpty(); err != nil {
 		return ArchiveStats{}, err
@@ -210,6 +306,19 @@ func (r *Runtime) ExtractWorkspace(ctx context.Context, rd io.Reader, maxBytes i
 	return st, nil
 }
 
+// ReplaceWorkspace empties the workspace, then extracts tar stream rd into it as
+// ExtractWorkspace does: for a sandbox made only to receive an archive whose image put files
+// in its workspace (the archive is the whole workspace, so they must not survive it).
+//
+// Errors: ExtractWorkspace's; fault.Conflict when an entry cannot be removed.
+func (r *Runtime) ReplaceWorkspace(ctx context.Context, rd io.Reader, maxBytes int64) (ArchiveStats, error) {
+	if err := ctx.Err(); err != nil {
+		return ArchiveStats{}, err
+	}
+	r.emptyWorkspace()
+	return r.ExtractWorkspace(ctx, rd, maxBytes)
+}
+
 // workspaceEmpty returns fault.Conflict unless the workspace has no entries.
 func (r *Runtime) workspaceEmpty() error {
 	f, err := r.root.Open(".")
@@ -227,7 +336,8 @@ func (r *Runtime) workspaceEmpty() error {
 	return nil
 }
 
-// emptyWorkspace removes every entry of the workspace (after a failed extraction).
+// emptyWorkspace removes every entry of the workspace (after a failed extraction, or before
+// ReplaceWorkspace), best effort.
 func (r *Runtime) emptyWorkspace() {
 	f, err := r.root.Open(".")
 	if err != nil {
@@ -264,6 +374,7 @@ type extraction struct {
 	names    map[string]byte    // name → madeDir, madeFile or madeSymlink
 	dirs     map[string]dirMeta // folders whose mode and time are set at the end
 	st       ArchiveStats
+	buf      []byte // for files' content, made on first use
 }
 
 type dirMeta struct {
@@ -354,7 +465,7 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 	if prev, ok := x.names[name]; ok && (prev != madeDir || hdr.Typeflag != tar.TypeDir) {
 		return fault.New(fault.Validation, "archive entry '%s' appears twice", hdr.Name)
 	}
-	mode := fs.FileMode(hdr.Mode).Perm() | modeBits(hdr.Mode)
+	mode := fs.FileMode(hdr.Mode).Perm() | keptModeBits(hdr.Mode)
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		if err := x.parents(name); err != nil {
@@ -368,7 +479,7 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 			x.st.Entries++
 		}
 		x.dirs[name] = dirMeta{mode: mode, mtime: hdr.ModTime}
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse: // archive/tar expands holes to zeros
 		if err := x.parents(name); err != nil {
 			return err
 		}
@@ -408,19 +519,16 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 	return nil
 }
 
-// modeBits turns the setuid, setgid and sticky bits of a tar mode into fs.FileMode bits.
-func modeBits(m int64) fs.FileMode {
-	var out fs.FileMode
-	if m&0o4000 != 0 {
-		out |= fs.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		out |= fs.ModeSetgid
-	}
+// keptModeBits is the special bit of tar mode m an extraction keeps: sticky (a folder whose
+// entries only their owner may remove or rename) as fs.ModeSticky. Setuid and setgid are
+// dropped: everything extracted belongs to the extracting user, so such a bit would only
+// lend that user's (or group's) identity to whoever runs the file, and the providers restore
+// alike whatever their engine would allow.
+func keptModeBits(m int64) fs.FileMode {
 	if m&0o1000 != 0 {
-		out |= fs.ModeSticky
+		return fs.ModeSticky
 	}
-	return out
+	return 0
 }
 
 // parents makes the missing folders above name (mode 0755, unless a later entry for them
@@ -449,13 +557,19 @@ func (x *extraction) isMadeDir(name string, err error) bool {
 	return errors.Is(err, fs.ErrExist) && x.names[name] == madeDir
 }
 
-// file writes a regular file's content, within maxBytes.
+// holeBlock is the unit in which extraction looks for zeros: a file system block.
+const holeBlock = 4096
+
+// copyBuffer is how much of a file's content an extraction reads at a time.
+const copyBuffer = 1 << 20
+
+var zeroBlock [holeBlock]byte
+
+// file writes a regular file's content, within maxBytes, as a sparse file: every run of zero
+// blocks is left as a hole (extraction.writeHoles).
 func (x *extraction) file(name string, hdr *tar.Header, tr *tar.Reader, mode fs.FileMode) error {
 	if hdr.Size < 0 {
 		return fault.New(fault.Validation, "archive entry '%s' has a negative size", hdr.Name)
-	}
-	if x.maxBytes >= 0 && x.st.Bytes+hdr.Size > x.maxBytes {
-		return fault.New(fault.TooLarge, "the archive's files are larger than the limit of %d bytes", x.maxBytes)
 	}
 	// O_EXCL: an existing name (a symlink included) is never written through.
 	f, err := x.r.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -463,8 +577,7 @@ func (x *extraction) file(name string, hdr *tar.Header, tr *tar.Reader, mode fs.
 		return x.fsErr(hdr.Name, err)
 	}
 	x.names[name] = madeFile
-	n, copyErr := io.Copy(f, tr)
-	x.st.Bytes += n
+	copyErr := x.writeHoles(f, tr, hdr)
 	if copyErr == nil {
 		copyErr = f.Chmod(mode)
 	}
@@ -472,8 +585,14 @@ func (x *extraction) file(name string, hdr *tar.Header, tr *tar.Reader, mode fs.
 		copyErr = cerr
 	}
 	if copyErr != nil {
-		if errors.Is(copyErr, io.ErrUnexpectedEOF) {
+		var fe *fault.Error
+		switch {
+		case errors.As(copyErr, &fe):
+			return copyErr
+		case errors.Is(copyErr, io.ErrUnexpectedEOF) || errors.Is(copyErr, io.EOF):
 			return fault.Wrap(fault.Validation, copyErr, "the archive ends inside file '%s'", hdr.Name)
+		case noSpace(copyErr):
+			return x.noSpaceErr(hdr.Name, copyErr)
 		}
 		return fmt.Errorf("extracting '%s': %w", hdr.Name, copyErr)
 	}
@@ -484,8 +603,68 @@ func (x *extraction) file(name string, hdr *tar.Header, tr *tar.Reader, mode fs.
 	return nil
 }
 
+// writeHoles copies the content of entry hdr from tr into empty file f, writing only the
+// blocks that are not all zeros: a run of zero blocks stays a hole, which reads as zeros and
+// takes no space, so a sparse file comes back sparse (also from an archive that stored its
+// holes as zeros) and a file of zeros takes no room in a bounded workspace. Blocks are
+// holeBlock bytes from the file's start; the length is set at the end. The blocks written
+// count against maxBytes (fault.TooLarge past it).
+func (x *extraction) writeHoles(f *os.File, tr io.Reader, hdr *tar.Header) error {
+	if x.buf == nil {
+		x.buf = make([]byte, copyBuffer)
+	}
+	var off int64
+	for off < hdr.Size {
+		if err := x.ctx.Err(); err != nil {
+			return err
+		}
+		chunk := x.buf[:min(int64(len(x.buf)), hdr.Size-off)]
+		if _, err := io.ReadFull(tr, chunk); err != nil {
+			return err
+		}
+		for i := 0; i < len(chunk); {
+			end := min(i+holeBlock, len(chunk))
+			if bytes.Equal(chunk[i:end], zeroBlock[:end-i]) {
+				i = end
+				continue
+			}
+			j := end
+			for j < len(chunk) {
+				e := min(j+holeBlock, len(chunk))
+				if bytes.Equal(chunk[j:e], zeroBlock[:e-j]) {
+					break
+				}
+				j = e
+			}
+			if x.maxBytes >= 0 && x.st.DataBytes+int64(j-i) > x.maxBytes {
+				return fault.New(fault.TooLarge, "the archive's files hold more than the limit of %d bytes (holes and runs of zeros not counted)", x.maxBytes)
+			}
+			if _, err := f.WriteAt(chunk[i:j], off+int64(i)); err != nil {
+				return err
+			}
+			x.st.DataBytes += int64(j - i)
+			i = j
+		}
+		off += int64(len(chunk))
+		x.st.Bytes += int64(len(chunk))
+	}
+	return f.Truncate(hdr.Size)
+}
+
+// noSpace reports whether err is the file system (or its quota) being full.
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+func (x *extraction) noSpaceErr(name string, err error) error {
+	return fault.Wrap(fault.TooLarge, err, "the workspace has no room left for '%s' (%d bytes of files written so far): the archive does not fit it", name, x.st.DataBytes)
+}
+
 // fsErr classifies an os.Root error of extracting entry name.
 func (x *extraction) fsErr(name string, err error) error {
+	if noSpace(err) {
+		return x.noSpaceErr(name, err)
+	}
 	if errors.Is(err, fs.ErrExist) {
 		return fault.New(fault.Validation, "archive entry '%s' appears twice", name)
 	}

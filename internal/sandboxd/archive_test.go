@@ -47,7 +47,8 @@ func TestArchiveRoundTrip(t *testing.T) {
 	st, err := src.rt.ArchiveWorkspace(t.Context(), &buf)
 	require.NoError(t, err)
 	// a, a/b, a/b/c, bin.dat, run.sh, empty, inside, outside, a/up, ro, ro/f
-	assert.Equal(t, sandboxd.ArchiveStats{Entries: 11, Bytes: int64(len(binary)) + 18 + 1}, st)
+	size := int64(len(binary)) + 18 + 1
+	assert.Equal(t, sandboxd.ArchiveStats{Entries: 11, Bytes: size, DataBytes: size}, st)
 
 	got, err := dst.rt.ExtractWorkspace(t.Context(), bytes.NewReader(buf.Bytes()), -1)
 	require.NoError(t, err)
@@ -179,7 +180,7 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 }
 
 // Archives made by other tools: a "./" root entry, missing parent folders, in-archive hard
-// links, a global PAX header, setuid bits kept as mode bits.
+// links, a global PAX header; setuid and setgid bits are dropped, the sticky bit kept.
 func TestExtractAcceptsOrdinaryArchives(t *testing.T) {
 	b := setup(t)
 	raw := makeTar(t,
@@ -189,10 +190,13 @@ func TestExtractAcceptsOrdinaryArchives(t *testing.T) {
 		tarEntry{hdr: tar.Header{Name: "deep/hard", Typeflag: tar.TypeLink, Linkname: "./deep/er/f.txt"}},
 		tarEntry{hdr: tar.Header{Name: "deep/", Typeflag: tar.TypeDir, Mode: 0o750}},
 		tarEntry{hdr: tar.Header{Name: "tool", Typeflag: tar.TypeReg, Mode: 0o4755}, body: "#!"},
+		tarEntry{hdr: tar.Header{Name: "group", Typeflag: tar.TypeReg, Mode: 0o2750}, body: "g"},
+		tarEntry{hdr: tar.Header{Name: "shared/", Typeflag: tar.TypeDir, Mode: 0o3777}},
 	)
 	st, err := b.rt.ExtractWorkspace(context.Background(), bytes.NewReader(raw), 100)
 	require.NoError(t, err)
-	assert.Equal(t, sandboxd.ArchiveStats{Entries: 5, Bytes: 9}, st) // deep, deep/er, f.txt, hard, tool
+	// deep, deep/er, f.txt, hard, tool, group, shared
+	assert.Equal(t, sandboxd.ArchiveStats{Entries: 7, Bytes: 10, DataBytes: 10}, st)
 	data, err := os.ReadFile(filepath.Join(b.workspace, "deep/hard"))
 	require.NoError(t, err)
 	assert.Equal(t, "content", string(data))
@@ -202,9 +206,12 @@ func TestExtractAcceptsOrdinaryArchives(t *testing.T) {
 	fi, err = os.Stat(filepath.Join(b.workspace, "deep/er"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm(), "a missing parent is made 0755")
-	fi, err = os.Stat(filepath.Join(b.workspace, "tool"))
-	require.NoError(t, err)
-	assert.Equal(t, os.ModeSetuid|0o755, fi.Mode()&(os.ModeSetuid|os.ModePerm))
+	special := os.ModeSetuid | os.ModeSetgid | os.ModeSticky | os.ModePerm
+	for name, want := range map[string]os.FileMode{"tool": 0o755, "group": 0o750, "shared": os.ModeSticky | 0o777} {
+		fi, err = os.Stat(filepath.Join(b.workspace, name))
+		require.NoError(t, err)
+		assert.Equal(t, want, fi.Mode()&special, "%s: setuid and setgid dropped, sticky kept", name)
+	}
 }
 
 // A cancelled extraction stops and empties the workspace; a cancelled archive stops.
@@ -217,4 +224,23 @@ func TestArchiveCancellation(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	_, err = setup(t).rt.ExtractWorkspace(ctx, bytes.NewReader(makeTar(t, file("f", "x"))), -1)
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// A file with several names is archived once, its other names as hard links to it, and comes
+// back as one file with several names.
+func TestArchiveKeepsHardLinks(t *testing.T) {
+	src, dst := setup(t), setup(t)
+	require.NoError(t, os.WriteFile(filepath.Join(src.workspace, "a"), []byte("shared"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(src.workspace, "d"), 0o755))
+	require.NoError(t, os.Link(filepath.Join(src.workspace, "a"), filepath.Join(src.workspace, "d/b")))
+	var buf bytes.Buffer
+	st, err := src.rt.ArchiveWorkspace(t.Context(), &buf)
+	require.NoError(t, err)
+	assert.Equal(t, sandboxd.ArchiveStats{Entries: 3, Bytes: 6, DataBytes: 6}, st, "the content once")
+	_, err = dst.rt.ExtractWorkspace(t.Context(), &buf, -1)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dst.workspace, "d/b"), []byte("SHARED"), 0o644))
+	b, err := os.ReadFile(filepath.Join(dst.workspace, "a"))
+	require.NoError(t, err)
+	assert.Equal(t, "SHARED", string(b), "one file, two names")
 }

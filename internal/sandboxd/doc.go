@@ -161,12 +161,19 @@
 // ArchiveWorkspace writes the whole workspace as a tar stream (the gateway's snapshots):
 // folders, regular files and symlinks as links (never followed), with permission bits and
 // modification times, no owners; sockets, FIFOs and devices are not content and are left
-// out. It reads through the workspace's os.Root and copies in constant memory; a file that
-// shrinks while it is read fails it (fault.Conflict) rather than giving an inconsistent
-// archive. ExtractWorkspace extracts such a stream into an empty workspace (fault.Conflict
-// otherwise), more strictly than os.Root alone confines: absolute names, ".." elements,
-// entries through a symlink the archive made, hard links to anything but a file extracted
-// before them, and device nodes are fault.Policy; other entry types and repeated names
-// fault.Validation; files over the caller's byte limit fault.TooLarge. A failed extraction
-// empties the workspace again.
+// out. A file with holes is archived as its data regions only (GNU's PAX sparse format 1.0,
+// which GNU tar and bsdtar read), so an archive holds what the files hold, not their
+// lengths in zeros. It reads through the workspace's os.Root and copies in constant memory;
+// a file that shrinks while it is read fails it (fault.Conflict) rather than giving an
+// inconsistent archive. ExtractWorkspace extracts such a stream into an empty workspace
+// (fault.Conflict otherwise), more strictly than os.Root alone confines: absolute names,
+// ".." elements, entries through a symlink the archive made, hard links to anything but a
+// file extracted before them, and device nodes are fault.Policy; other entry types and
+// repeated names fault.Validation. What comes back is the same whoever extracts it:
+// permission bits, the sticky bit and the times of files and folders are kept, setuid and
+// setgid are dropped (the extracting user owns everything), symlinks stay links, empty
+// folders stay, and every run of zero blocks becomes a hole — a sparse file comes back
+// sparse and a file of zeros takes no room. The caller's byte limit bounds the bytes
+// written, holes not counted, and a workspace whose file system fills up (a bounded disk)
+// is fault.TooLarge too. A failed extraction empties the workspace again.
 package sandboxd

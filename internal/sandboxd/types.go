@@ -159,6 +159,11 @@ type ExecutionInfo struct {
 type ArchiveStats struct {
 	// Entries is the number of folders, files and symlinks (the workspace itself not counted).
 	Entries int64 `json:"entries"`
-	// Bytes is the total size of the regular files' content, in bytes.
+	// Bytes is the total size of the regular files' content, in bytes, holes included (what
+	// reading every file would give).
 	Bytes int64 `json:"bytes"`
+	// DataBytes is the part of Bytes that was stored: ArchiveWorkspace's data regions (holes
+	// left out), ExtractWorkspace's blocks written (runs of zero blocks left as holes). A
+	// sandboxd that predates it sends none (0).
+	DataBytes int64 `json:"data_bytes"`
 }

@@ -12,8 +12,10 @@ import (
 
 // Snapshot kinds.
 const (
-	SnapshotUser = "user" // taken by a caller: counts against sandbox.quotas.snapshots
-	SnapshotIdle = "idle" // parks an idle session (idle_action snapshot) until its next use
+	SnapshotUser = "user" // taken by a caller: counts against sandbox.quotas.snapshots and snapshot_bytes
+	// SnapshotIdle parks an idle session (idle_action snapshot) until its next use; its size
+	// counts in the owner's snapshot bytes, but no limit refuses it.
+	SnapshotIdle = "idle"
 )
 
 // Snapshot is a persisted capture of a session's sandbox. OwnerID is "" for the idle capture
@@ -39,20 +41,47 @@ func scanSnapshot(row pgx.Row) (Snapshot, error) {
 	return s, notFound(err)
 }
 
-// CreateSnapshotWithin inserts s unless its owner already has limit snapshots of kind
-// SnapshotUser (limit ≤ 0, an owner "" or s of another kind: no limit), then ErrQuota and
-// nothing inserted; checked in the same statement. A duplicate id is an error.
-func (st *Store) CreateSnapshotWithin(ctx context.Context, s Snapshot, limit int) error {
-	tag, err := st.pool.Exec(ctx, `
+// SnapshotLimits bound what one owner keeps (CreateSnapshotWithin); a limit ≤ 0 is none.
+type SnapshotLimits struct {
+	Count int   // snapshots of kind SnapshotUser
+	Bytes int64 // SizeBytes of all its snapshots, idle captures included
+}
+
+// ErrSnapshotBytes is CreateSnapshotWithin's refusal over SnapshotLimits.Bytes; it is also
+// ErrQuota (errors.Is).
+var ErrSnapshotBytes = fmt.Errorf("%w: snapshot bytes", ErrQuota)
+
+// CreateSnapshotWithin inserts s unless it is of kind SnapshotUser with an owner who already
+// has lim.Count such snapshots (ErrQuota) or whose snapshots, idle captures included, would
+// take more than lim.Bytes with s (ErrSnapshotBytes); nothing is inserted then. Checked in
+// the same statement. Idle captures and snapshots without an owner are never refused. A
+// duplicate id is an error.
+func (st *Store) CreateSnapshotWithin(ctx context.Context, s Snapshot, lim SnapshotLimits) error {
+	var inserted bool
+	var count int
+	var bytes int64
+	err := st.pool.QueryRow(ctx, `
+WITH held AS (
+  SELECT count(*) FILTER (WHERE kind = 'user') AS n, COALESCE(sum(size_bytes), 0)::bigint AS bytes
+    FROM snapshots WHERE owner_id = $2::uuid),
+ins AS (
 INSERT INTO snapshots (id, owner_id, session_id, profile, provider, name, kind, ref, size_bytes, created_at)
 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
- WHERE $2::uuid IS NULL OR $11::int <= 0 OR $7 <> 'user'
-    OR (SELECT count(*) FROM snapshots WHERE owner_id = $2 AND kind = 'user') < $11`,
-		s.ID, nullable(s.OwnerID), s.SessionID, s.Profile, s.Provider, s.Name, s.Kind, s.Ref, s.SizeBytes, s.CreatedAt, limit)
-	if err == nil && tag.RowsAffected() == 0 {
+ WHERE $2::uuid IS NULL OR $7 <> 'user'
+    OR (($11::int <= 0 OR (SELECT n FROM held) < $11) AND ($12::bigint <= 0 OR (SELECT bytes FROM held) + $9 <= $12))
+RETURNING 1)
+SELECT EXISTS (SELECT 1 FROM ins), (SELECT n FROM held), (SELECT bytes FROM held)`,
+		s.ID, nullable(s.OwnerID), s.SessionID, s.Profile, s.Provider, s.Name, s.Kind, s.Ref, s.SizeBytes, s.CreatedAt,
+		lim.Count, lim.Bytes).Scan(&inserted, &count, &bytes)
+	switch {
+	case err != nil:
+		return err
+	case inserted:
+		return nil
+	case lim.Count > 0 && count >= lim.Count:
 		return ErrQuota
 	}
-	return err
+	return ErrSnapshotBytes
 }
 
 // GetSnapshot returns snapshot id.

@@ -403,19 +403,22 @@ type Held struct {
 	// RetainedOutputBytes is the output its finished tasks keep (Completion.OutputBytes).
 	RetainedOutputBytes int64
 	Snapshots           int // snapshots of kind SnapshotUser
+	// SnapshotBytes is the SizeBytes of all its snapshots, idle captures included.
+	SnapshotBytes int64
 }
 
 // Usage is what a principal holds now: its sessions, its unfinished executions, its
-// background processes, its live named contexts, the output its finished tasks keep and its
-// snapshots.
+// background processes, its live named contexts, the output its finished tasks keep, its
+// snapshots and their bytes.
 func (st *Store) Usage(ctx context.Context, ownerID string) (Held, error) {
 	var h Held
 	err := st.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM sessions WHERE owner_id = $1),
 		count(*) FILTER (WHERE NOT background), count(*) FILTER (WHERE background),
 		(SELECT count(*) FROM contexts c WHERE c.owner_id = $1 AND `+liveContexts+`),
 		(SELECT COALESCE(sum(output_bytes), 0) FROM tasks WHERE owner_id = $1 AND output_bytes > 0),
-		(SELECT count(*) FROM snapshots WHERE owner_id = $1 AND kind = 'user')
-		FROM tasks WHERE owner_id = $1 AND finished_at IS NULL`, ownerID).Scan(&h.Sessions, &h.Executions, &h.Background, &h.Contexts, &h.RetainedOutputBytes, &h.Snapshots)
+		(SELECT count(*) FROM snapshots WHERE owner_id = $1 AND kind = 'user'),
+		(SELECT COALESCE(sum(size_bytes), 0)::bigint FROM snapshots WHERE owner_id = $1)
+		FROM tasks WHERE owner_id = $1 AND finished_at IS NULL`, ownerID).Scan(&h.Sessions, &h.Executions, &h.Background, &h.Contexts, &h.RetainedOutputBytes, &h.Snapshots, &h.SnapshotBytes)
 	return h, err
 }
 

@@ -740,7 +740,9 @@ type ContextList struct {
 type CreateSessionRequest struct {
 	// FromSnapshot Start from one of your snapshots (a fork): the session takes the snapshot's profile
 	// (a different `profile` is a 400) and a sandbox restored from it, made before the
-	// answer; processes and variables start afresh.
+	// answer; processes and variables start afresh. A snapshot whose files hold more than
+	// the profile's `disk_mb` is refused (413 `too-large`); sparse files and runs of zeros
+	// are restored as holes and do not count.
 	FromSnapshot *string            `json:"from_snapshot,omitempty"`
 	Labels       *map[string]string `json:"labels,omitempty"`
 	Name         *string            `json:"name,omitempty"`
@@ -1073,7 +1075,14 @@ type Quotas struct {
 	// output (`output_dropped`, with a notice).
 	RetainedOutputBytes Quota `json:"retained_output_bytes"`
 	Sessions            Quota `json:"sessions"`
-	Snapshots           Quota `json:"snapshots"`
+
+	// SnapshotBytes Bytes the caller's snapshots take where their provider keeps them (the sum of their
+	// `size_bytes`), the captures that park idle sessions included. Past the limit new
+	// snapshots are refused (429 `quota`); parking an idle session never is.
+	SnapshotBytes Quota `json:"snapshot_bytes"`
+
+	// Snapshots Snapshots the caller keeps (the captures that park idle sessions are not counted).
+	Snapshots Quota `json:"snapshots"`
 }
 
 // RunRequest Exactly one of `command` (a shell command) or `code` (with `language`).
@@ -1185,7 +1194,7 @@ type Snapshot struct {
 	// SessionId The session it was taken of (it may be gone since).
 	SessionId string `json:"session_id"`
 
-	// SizeBytes Bytes of the captured workspace.
+	// SizeBytes Bytes the capture takes where its provider keeps it: a compressed archive of the workspace in which sparse files take only their data. What counts against `sandbox.quotas.snapshot_bytes`.
 	SizeBytes int64 `json:"size_bytes"`
 }
 
@@ -2443,12 +2452,18 @@ type ClientInterface interface {
 
 	// CreateSnapshotWithBody Snapshot a session's sandbox.
 	//
-	// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
-	// image labelled with the owner, session and profile; local: a copy of the folder), in
-	// order with the session's executions and writes. Processes, code-context variables and
-	// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
-	// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
-	// starts a new session from it.
+	// Captures the sandbox's workspace (capability `snapshots`) as a compressed archive in
+	// which sparse files take only their data (Docker: one file in a local image labelled
+	// with the owner, session and profile; Kubernetes: a file of `snapshot_dir`; local: a
+	// file beside the sandbox folders), in order with the session's executions and writes.
+	// Processes, code-context variables and `/tmp` are not captured. The snapshot belongs to
+	// the caller, outlives the session and counts against `sandbox.quotas.snapshots`, its
+	// `size_bytes` against `sandbox.quotas.snapshot_bytes` (429 `quota` past either;
+	// nothing is kept then); `POST /v1/sessions` with `from_snapshot` starts a new session
+	// from it. Every provider restores alike: contents, modes and modification times kept,
+	// setuid and setgid bits dropped, symlinks kept as links, empty folders kept, sparse
+	// files (and runs of zeros) restored as holes, within the profile's `disk_mb` (413
+	// `too-large` when the files hold more).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2457,12 +2472,18 @@ type ClientInterface interface {
 
 	// CreateSnapshot Snapshot a session's sandbox.
 	//
-	// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
-	// image labelled with the owner, session and profile; local: a copy of the folder), in
-	// order with the session's executions and writes. Processes, code-context variables and
-	// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
-	// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
-	// starts a new session from it.
+	// Captures the sandbox's workspace (capability `snapshots`) as a compressed archive in
+	// which sparse files take only their data (Docker: one file in a local image labelled
+	// with the owner, session and profile; Kubernetes: a file of `snapshot_dir`; local: a
+	// file beside the sandbox folders), in order with the session's executions and writes.
+	// Processes, code-context variables and `/tmp` are not captured. The snapshot belongs to
+	// the caller, outlives the session and counts against `sandbox.quotas.snapshots`, its
+	// `size_bytes` against `sandbox.quotas.snapshot_bytes` (429 `quota` past either;
+	// nothing is kept then); `POST /v1/sessions` with `from_snapshot` starts a new session
+	// from it. Every provider restores alike: contents, modes and modification times kept,
+	// setuid and setgid bits dropped, symlinks kept as links, empty folders kept, sparse
+	// files (and runs of zeros) restored as holes, within the profile's `disk_mb` (413
+	// `too-large` when the files hold more).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2473,7 +2494,9 @@ type ClientInterface interface {
 	//
 	// Newest first. Admins may pass `all=true` to see every principal's. Snapshots of kind
 	// `idle` hold the workspace of a session its profile's `idle_action: snapshot` parked;
-	// they go when the session is used again or destroyed and do not count against the quota.
+	// they go when the session is used again or destroyed, do not count against
+	// `sandbox.quotas.snapshots` and count, but are never refused, against
+	// `sandbox.quotas.snapshot_bytes`.
 	//
 	// Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
 	ListSnapshots(ctx context.Context, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3404,12 +3427,18 @@ func (c *RawClient) ResumeSession(ctx context.Context, sessionId SessionID, para
 
 // CreateSnapshotWithBody Snapshot a session's sandbox.
 //
-// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
-// image labelled with the owner, session and profile; local: a copy of the folder), in
-// order with the session's executions and writes. Processes, code-context variables and
-// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
-// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
-// starts a new session from it.
+// Captures the sandbox's workspace (capability `snapshots`) as a compressed archive in
+// which sparse files take only their data (Docker: one file in a local image labelled
+// with the owner, session and profile; Kubernetes: a file of `snapshot_dir`; local: a
+// file beside the sandbox folders), in order with the session's executions and writes.
+// Processes, code-context variables and `/tmp` are not captured. The snapshot belongs to
+// the caller, outlives the session and counts against `sandbox.quotas.snapshots`, its
+// `size_bytes` against `sandbox.quotas.snapshot_bytes` (429 `quota` past either;
+// nothing is kept then); `POST /v1/sessions` with `from_snapshot` starts a new session
+// from it. Every provider restores alike: contents, modes and modification times kept,
+// setuid and setgid bits dropped, symlinks kept as links, empty folders kept, sparse
+// files (and runs of zeros) restored as holes, within the profile's `disk_mb` (413
+// `too-large` when the files hold more).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3428,12 +3457,18 @@ func (c *RawClient) CreateSnapshotWithBody(ctx context.Context, sessionId Sessio
 
 // CreateSnapshot Snapshot a session's sandbox.
 //
-// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
-// image labelled with the owner, session and profile; local: a copy of the folder), in
-// order with the session's executions and writes. Processes, code-context variables and
-// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
-// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
-// starts a new session from it.
+// Captures the sandbox's workspace (capability `snapshots`) as a compressed archive in
+// which sparse files take only their data (Docker: one file in a local image labelled
+// with the owner, session and profile; Kubernetes: a file of `snapshot_dir`; local: a
+// file beside the sandbox folders), in order with the session's executions and writes.
+// Processes, code-context variables and `/tmp` are not captured. The snapshot belongs to
+// the caller, outlives the session and counts against `sandbox.quotas.snapshots`, its
+// `size_bytes` against `sandbox.quotas.snapshot_bytes` (429 `quota` past either;
+// nothing is kept then); `POST /v1/sessions` with `from_snapshot` starts a new session
+// from it. Every provider restores alike: contents, modes and modification times kept,
+// setuid and setgid bits dropped, symlinks kept as links, empty folders kept, sparse
+// files (and runs of zeros) restored as holes, within the profile's `disk_mb` (413
+// `too-large` when the files hold more).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3454,7 +3489,9 @@ func (c *RawClient) CreateSnapshot(ctx context.Context, sessionId SessionID, par
 //
 // Newest first. Admins may pass `all=true` to see every principal's. Snapshots of kind
 // `idle` hold the workspace of a session its profile's `idle_action: snapshot` parked;
-// they go when the session is used again or destroyed and do not count against the quota.
+// they go when the session is used again or destroyed, do not count against
+// `sandbox.quotas.snapshots` and count, but are never refused, against
+// `sandbox.quotas.snapshot_bytes`.
 //
 // Corresponds with GET /v1/snapshots (the `ListSnapshots` operationId).
 func (c *RawClient) ListSnapshots(ctx context.Context, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6792,12 +6829,18 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSnapshotWithBodyWithResponse Snapshot a session's sandbox.
 	//
-	// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
-	// image labelled with the owner, session and profile; local: a copy of the folder), in
-	// order with the session's executions and writes. Processes, code-context variables and
-	// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
-	// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
-	// starts a new session from it.
+	// Captures the sandbox's workspace (capability `snapshots`) as a compressed archive in
+	// which sparse files take only their data (Docker: one file in a local image labelled
+	// with the owner, session and profile; Kubernetes: a file of `snapshot_dir`; local: a
+	// file beside the sandbox folders), in order with the session's executions and writes.
+	// Processes, code-context variables and `/tmp` are not captured. The snapshot belongs to
+	// the caller, outlives the session and counts against `sandbox.quotas.snapshots`, its
+	// `size_bytes` against `sandbox.quotas.snapshot_bytes` (429 `quota` past either;
+	// nothing is kept then); `POST /v1/sessions` with `from_snapshot` starts a new session
+	// from it. Every provider restores alike: contents, modes and modification times kept,
+	// setuid and setgid bits dropped, symlinks kept as links, empty folders kept, sparse
+	// files (and runs of zeros) restored as holes, within the profile's `disk_mb` (413
+	// `too-large` when the files hold more).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6806,12 +6849,18 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSnapshotWithResponse Snapshot a session's sandbox.
 	//
-	// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
-	// image labelled with the owner, session and profile; local: a copy of the folder), in
-	// order with the session's executions and writes. Processes, code-context variables and
-	// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
-	// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
-	// starts a new session from it.
+	// Captures the sandbox's workspace (capability `snapshots`) as a compressed archive in
+	// which sparse files take only their data (Docker: one file in a local image labelled
+	// with the owner, session and profile; Kubernetes: a file of `snapshot_dir`; local: a
+	// file beside the sandbox folders), in order with the session's executions and writes.
+	// Processes, code-context variables and `/tmp` are not captured. The snapshot belongs to
+	// the caller, outlives the session and counts against `sandbox.quotas.snapshots`, its
+	// `size_bytes` against `sandbox.quotas.snapshot_bytes` (429 `quota` past either;
+	// nothing is kept then); `POST /v1/sessions` with `from_snapshot` starts a new session
+	// from it. Every provider restores alike: contents, modes and modification times kept,
+	// setuid and setgid bits dropped, symlinks kept as links, empty folders kept, sparse
+	// files (and runs of zeros) restored as holes, within the profile's `disk_mb` (413
+	// `too-large` when the files hold more).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6822,7 +6871,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Newest first. Admins may pass `all=true` to see every principal's. Snapshots of kind
 	// `idle` hold the workspace of a session its profile's `idle_action: snapshot` parked;
-	// they go when the session is used again or destroyed and do not count against the quota.
+	// they go when the session is used again or destroyed, do not count against
+	// `sandbox.quotas.snapshots` and count, but are never refused, against
+	// `sandbox.quotas.snapshot_bytes`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -12941,12 +12992,18 @@ func (c *ClientWithResponses) ResumeSessionWithResponse(ctx context.Context, ses
 
 // CreateSnapshotWithBodyWithResponse Snapshot a session's sandbox.
 //
-// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
-// image labelled with the owner, session and profile; local: a copy of the folder), in
-// order with the session's executions and writes. Processes, code-context variables and
-// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
-// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
-// starts a new session from it.
+// Captures the sandbox's workspace (capability `snapshots`) as a compressed archive in
+// which sparse files take only their data (Docker: one file in a local image labelled
+// with the owner, session and profile; Kubernetes: a file of `snapshot_dir`; local: a
+// file beside the sandbox folders), in order with the session's executions and writes.
+// Processes, code-context variables and `/tmp` are not captured. The snapshot belongs to
+// the caller, outlives the session and counts against `sandbox.quotas.snapshots`, its
+// `size_bytes` against `sandbox.quotas.snapshot_bytes` (429 `quota` past either;
+// nothing is kept then); `POST /v1/sessions` with `from_snapshot` starts a new session
+// from it. Every provider restores alike: contents, modes and modification times kept,
+// setuid and setgid bits dropped, symlinks kept as links, empty folders kept, sparse
+// files (and runs of zeros) restored as holes, within the profile's `disk_mb` (413
+// `too-large` when the files hold more).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12961,12 +13018,18 @@ func (c *ClientWithResponses) CreateSnapshotWithBodyWithResponse(ctx context.Con
 
 // CreateSnapshotWithResponse Snapshot a session's sandbox.
 //
-// Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
-// image labelled with the owner, session and profile; local: a copy of the folder), in
-// order with the session's executions and writes. Processes, code-context variables and
-// `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
-// counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
-// starts a new session from it.
+// Captures the sandbox's workspace (capability `snapshots`) as a compressed archive in
+// which sparse files take only their data (Docker: one file in a local image labelled
+// with the owner, session and profile; Kubernetes: a file of `snapshot_dir`; local: a
+// file beside the sandbox folders), in order with the session's executions and writes.
+// Processes, code-context variables and `/tmp` are not captured. The snapshot belongs to
+// the caller, outlives the session and counts against `sandbox.quotas.snapshots`, its
+// `size_bytes` against `sandbox.quotas.snapshot_bytes` (429 `quota` past either;
+// nothing is kept then); `POST /v1/sessions` with `from_snapshot` starts a new session
+// from it. Every provider restores alike: contents, modes and modification times kept,
+// setuid and setgid bits dropped, symlinks kept as links, empty folders kept, sparse
+// files (and runs of zeros) restored as holes, within the profile's `disk_mb` (413
+// `too-large` when the files hold more).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12983,7 +13046,9 @@ func (c *ClientWithResponses) CreateSnapshotWithResponse(ctx context.Context, se
 //
 // Newest first. Admins may pass `all=true` to see every principal's. Snapshots of kind
 // `idle` hold the workspace of a session its profile's `idle_action: snapshot` parked;
-// they go when the session is used again or destroyed and do not count against the quota.
+// they go when the session is used again or destroyed, do not count against
+// `sandbox.quotas.snapshots` and count, but are never refused, against
+// `sandbox.quotas.snapshot_bytes`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -68,16 +68,16 @@
 // Uploads are spooled on the gateway up to the size limit before the container sees a byte,
 // then streamed to sandboxd, which writes a hidden temporary file and renames it into place.
 //
-// Parking (managed profiles; park.go). Pause and Resume are the engine's pause and unpause
-// (the cgroup freezer): every process of the container, sandboxd too, stops being scheduled,
-// so nothing may be asked of a paused sandbox (Attach would unpause it). A snapshot is a
-// local image SnapshotRepository:<id>: a container of the sandbox's base image that never
-// runs receives the workspace as the archive API reads it (owners and modes kept) and is
-// committed, so the image is one layer on the profile's image (also for a sandbox that was
-// itself restored), labelled with the owner, session, profile and base. Restore creates a
-// container of that image as Create would; the engine fills the new workspace volume from
-// the image. DeleteSnapshot removes the image's name; its layers go with the last container
-// restored from it (Destroy removes such an unnamed snapshot image).
+// Parking (managed profiles; park.go, snapshot.go). Pause and Resume are the engine's pause
+// and unpause (the cgroup freezer): every process of the container, sandboxd too, stops being
+// scheduled, so nothing may be asked of a paused sandbox (Attach would unpause it). A
+// snapshot is a local image SnapshotRepository:<id> whose one layer, on the sandbox's base
+// image, holds one file: the workspace as the container's sandboxd archives it
+// (gzip-compressed; sparse files as their data), labelled with the owner, session, profile,
+// format and base. Restore creates a sandbox as Create does and has its sandboxd replace the
+// workspace with the archive, within disk_mb, as the kubernetes and local providers restore
+// (snapshot.go says why the engine's own archive of the workspace is no longer the capture,
+// and how snapshots of that earlier format still restore). DeleteSnapshot removes the image.
 //
 // Preview ports. DialPort opens sandboxd's tunnel (GET /v1/ports/{port}, upgraded) over the
 // container's transport to its loopback: nothing is published on the engine's host, and a

@@ -2,7 +2,6 @@ package docker_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,75 +93,6 @@ while True:
 
 	err = p.Pause(ctx, "0000000000000000000000000000000000000000000000000000000000000000")
 	require.True(t, fault.IsKind(err, fault.Gone), "%v", err)
-}
-
-// TestSnapshotRestoresFilesIntoANewSandbox captures a workspace, changes it afterwards, and
-// starts a new sandbox from the capture: it has the files as they were captured, writable by
-// the sandbox's user; the original is untouched. Deleting the snapshot while the restored
-// sandbox lives keeps that sandbox working; destroying it then removes the image too.
-func TestSnapshotRestoresFilesIntoANewSandbox(t *testing.T) {
-	t.Parallel()
-	p := newProvider(t)
-	sb := create(t, p, allowPol)
-	ctx := t.Context()
-	sh(t, sb, "mkdir -p src/pkg && echo 'print(\"from the snapshot\")' > src/pkg/main.py && printf 'v1' > state.txt && chmod 600 state.txt && ln -s src/pkg link")
-
-	snapID := strings.ReplaceAll(fmt.Sprintf("%032x", time.Now().UnixNano()), " ", "0")
-	info, err := p.Snapshot(ctx, sb.ID(), providers.SnapshotMeta{ID: snapID, Owner: "docker-test", SessionID: "s1", Profile: "p"})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		assert.NoError(t, p.DeleteSnapshot(ctx, info.Ref))
-	})
-	assert.Equal(t, docker.SnapshotRepository+":"+snapID, info.Ref)
-	assert.Positive(t, info.SizeBytes)
-	sh(t, sb, "printf 'v2' > state.txt && echo later > later.txt")
-
-	restored, err := p.Restore(ctx, info.Ref, agent, allowPol)
-	require.NoError(t, err)
-	rid := restored.ID()
-	assert.NotEqual(t, sb.ID(), rid)
-	assert.Equal(t, "from the snapshot\n", sh(t, restored, "python3 src/pkg/main.py"))
-	assert.Equal(t, "v1", readAll(t, restored, "state.txt"))
-	assert.Equal(t, "src/pkg\n", sh(t, restored, "readlink link"))
-	assert.Equal(t, "600\n", sh(t, restored, "stat -c %a state.txt"))
-	sh(t, restored, "printf 'v3' >> state.txt && echo new > new.txt") // writable by the sandbox's user
-	_, err = restored.ReadFile(ctx, "later.txt")
-	assert.True(t, fault.IsKind(err, fault.NotFound), "what was written after the snapshot is not in it: %v", err)
-	assert.Equal(t, "v2", readAll(t, sb, "state.txt"), "the original is untouched")
-
-	// Snapshot images carry the labels; a snapshot of the restored sandbox is a layer on the
-	// same base image, not on the snapshot.
-	cli := engineClient(t)
-	defer cli.Close()
-	img, err := cli.ImageInspect(ctx, info.Ref)
-	require.NoError(t, err)
-	assert.Equal(t, snapID, img.Config.Labels[docker.LabelSnapshot])
-	assert.Equal(t, "docker-test", img.Config.Labels[docker.LabelOwner])
-	assert.Equal(t, "s1", img.Config.Labels[docker.LabelSession])
-	src, err := inspect(t, sb.ID())
-	require.NoError(t, err)
-	assert.Equal(t, src.Image, img.Config.Labels[docker.LabelSnapshotBase])
-	again := strings.Repeat("a", 32)
-	info2, err := p.Snapshot(ctx, rid, providers.SnapshotMeta{ID: again, SessionID: "s2", Profile: "p"})
-	require.NoError(t, err)
-	img2, err := cli.ImageInspect(ctx, info2.Ref)
-	require.NoError(t, err)
-	assert.Equal(t, src.Image, img2.Config.Labels[docker.LabelSnapshotBase])
-	require.NoError(t, p.DeleteSnapshot(ctx, info2.Ref))
-
-	// Deleted while a restored sandbox runs from it: that sandbox carries on; its image goes
-	// with it.
-	require.NoError(t, p.DeleteSnapshot(ctx, info.Ref))
-	require.NoError(t, p.DeleteSnapshot(ctx, info.Ref), "idempotent")
-	_, err = p.Restore(ctx, info.Ref, agent, allowPol)
-	require.True(t, fault.IsKind(err, fault.NotFound), "%v", err)
-	assert.Equal(t, "v1v3", readAll(t, restored, "state.txt"))
-	require.NoError(t, restored.Close())
-	require.NoError(t, p.Destroy(ctx, rid))
-	_, err = cli.ImageInspect(ctx, img.ID)
-	assert.True(t, cerrdefs.IsNotFound(err), "the deleted snapshot's image went with its last sandbox: %v", err)
 }
 
 // TestDialPortReachesAServerInTheSandbox talks HTTP to a server a program started on the

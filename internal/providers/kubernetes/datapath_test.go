@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -94,9 +95,10 @@ func dataPathProvider(t testing.TB, block func(*Options)) (*Provider, string) {
 }
 
 // TestContract runs the provider contract suite over the real API server and the played
-// node.
+// node, with a snapshot folder so that its snapshot group runs too.
 func TestContract(t *testing.T) {
-	p, _ := dataPathProvider(t, nil)
+	dir := filepath.Join(t.TempDir(), "snapshots")
+	p, _ := dataPathProvider(t, func(o *Options) { o.Config.SnapshotDir = dir })
 	providertest.Run(t, providertest.Harness{
 		New:       func(*testing.T) providers.Provider { return p },
 		KillGrace: sandboxd.DefaultKillGrace,

@@ -147,9 +147,10 @@
 // (providers.Snapshotter); without it, and for attached profiles, it does not, and the
 // methods are fault.Capability errors. Snapshot reaches the pod's sandboxd as the gateway
 // (whatever the identity mode, like deletion), over the usual channel, and has it stream the
-// workspace as a gzip-compressed tar (sandboxd's ArchiveWorkspace: folders, regular files
-// and symlinks as links with their modes and modification times, no owners; FIFOs, sockets
-// and devices left out; /tmp, processes and contexts are not captured). The stream goes into
+// workspace as a gzip-compressed tar (sandboxd's ArchiveWorkspace: folders, regular files —
+// sparse ones as their data regions, further names of a file as hard links — and symlinks
+// as links with their modes and modification times, no owners; FIFOs, sockets and devices
+// left out; /tmp, processes and contexts are not captured). The stream goes into
 // a hidden temporary file in the folder, which is synced and renamed to
 // sandgate-snapshot-<id>.tar.gz only once complete — sandboxd breaks the stream off when it
 // fails midway, so a partial archive is never kept — with sandgate-snapshot-<id>.json
@@ -162,7 +163,8 @@
 // the principal's identity) and streams the archive into its sandboxd's ExtractWorkspace,
 // which takes only an empty workspace and refuses absolute names, ".." elements, entries
 // through the archive's own symlinks, hard links to anything but a file extracted before
-// them, device nodes and repeated names, and stops at the policy's disk_mb
+// them, device nodes and repeated names, drops setuid and setgid, writes runs of zero
+// blocks as holes, and stops once it would write more than the policy's disk_mb
 // (fault.TooLarge); on any failure the new sandbox is destroyed again. An unknown or missing
 // archive is fault.NotFound. DeleteSnapshot removes the archive and its metadata file;
 // missing files and refs that are not snapshot file names are no error.

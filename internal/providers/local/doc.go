@@ -26,9 +26,12 @@
 //   - contexts (a Python interpreter's globals, a bash context's working folder and exports)
 //     live in the gateway process: Destroy and Close end them, and they do not outlive it.
 //
-// Snapshots are copies of the sandbox folder (folders, files and symlinks as links, with their
-// permission bits) in a folder "sandgate-snapshot-<id>" under the workdir; Restore copies one
-// into a new sandbox folder. DialPort connects to the host's loopback, where the sandbox's
+// Snapshots are the folder's runtime's workspace archive (sandboxd: folders, files — sparse
+// ones as their data — and symlinks as links, with modes and times), gzip-compressed into a
+// file "sandgate-snapshot-<id>.tar.gz" under the workdir; Restore has a new folder's runtime
+// extract one, exactly as sandboxd does in a container or pod (setuid and setgid dropped,
+// runs of zeros left as holes). Snapshot folders of the earlier format (copies of the
+// folder) are still restored and deleted. DialPort connects to the host's loopback, where the sandbox's
 // programs listen (there is no isolation). Nothing freezes a folder's processes: no pause.
 //
 // The provider does not act for user-mode principals and enforces no policy dimension other

@@ -149,7 +149,7 @@ func New(opts Options) (*Provider, error) {
 			Stateful:    true,
 			Interactive: true,
 			Background:  true,
-			// A snapshot is a copy of the folder; a port is the host's loopback. There is
+			// A snapshot is an archive of the folder; a port is the host's loopback. There is
 			// nothing to freeze a folder's processes with: no pause.
 			Snapshots:    true,
 			PreviewPorts: true,
@@ -221,7 +221,7 @@ func (p *Provider) Type() string { return TypeName }
 
 // Capabilities: isolation none; shell; languages python and bash (python only when the host
 // has no bash); files; attach; provisions; stateful (contexts in the gateway process — more
-// than the seed's local_subprocess, which keeps none); snapshots (folder copies); preview
+// than the seed's local_subprocess, which keeps none); snapshots (workspace archives); preview
 // ports (the host's loopback). No package_install, no pause, no policy dimension
 // (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {

@@ -84,7 +84,13 @@ type Harness struct {
 //   - executions/…: for providers declaring background or interactive, background processes
 //     outlive their call, stop on request and keep their output for followers that come
 //     after the stop, an open stdin is fed while a program runs, a terminal is resized;
-//     otherwise those are capability errors.
+//     otherwise those are capability errors;
+//   - snapshots/…: for providers declaring snapshots (providers.Snapshotter), a restore is
+//     the same everywhere: entries, contents, modes and modification times kept, setuid and
+//     setgid dropped (sticky kept), symlinks kept as links (also ones out of the workspace,
+//     never followed), empty folders and hard links kept, a sparse file comes back sparse;
+//     restores are independent; unknown and deleted refs are not found, a destroyed
+//     sandbox is gone.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
@@ -109,6 +115,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("lifecycle", s.lifecycle)
 	t.Run("stateful", s.stateful)
 	t.Run("executions", s.executions)
+	t.Run("snapshots", s.snapshots)
 }
 
 type suite struct {
@@ -127,6 +134,7 @@ const (
 	needStateful
 	needInteractive
 	needBackground
+	needSnapshots
 )
 
 // env is one test's provider and context.
@@ -165,6 +173,8 @@ func (s *suite) leaf(t *testing.T, name string, needs need, fn func(e *env)) {
 			t.Skip("the provider does not declare interactive")
 		case needs&needBackground != 0 && !caps.Background:
 			t.Skip("the provider does not declare background")
+		case needs&needSnapshots != 0 && !caps.Snapshots:
+			t.Skip("the provider does not declare snapshots")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		t.Cleanup(cancel)

@@ -10,11 +10,12 @@ import (
 	"github.com/sandgate/sandgate/internal/store"
 )
 
-// CreateSnapshotWithin inserts snap unless its owner already has limit snapshots of kind
-// store.SnapshotUser (limit ≤ 0, no owner, or another kind: no limit); then store.ErrQuota.
-// As Postgres: the quota is judged before the row's other constraints, an owner must be a
-// recorded principal, a duplicate id is a unique violation.
-func (s *Store) CreateSnapshotWithin(ctx context.Context, snap store.Snapshot, limit int) error {
+// CreateSnapshotWithin inserts snap unless it is of kind store.SnapshotUser with an owner
+// who already has lim.Count such snapshots (store.ErrQuota) or whose snapshots, idle
+// captures included, would take more than lim.Bytes with it (store.ErrSnapshotBytes); limits
+// ≤ 0 are none. As Postgres: the quota is judged before the row's other constraints, an
+// owner must be a recorded principal, a duplicate id is a unique violation.
+func (s *Store) CreateSnapshotWithin(ctx context.Context, snap store.Snapshot, lim store.SnapshotLimits) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -26,8 +27,13 @@ func (s *Store) CreateSnapshotWithin(ctx context.Context, snap store.Snapshot, l
 			return err
 		}
 		snap.OwnerID = u
-		if limit > 0 && snap.Kind == store.SnapshotUser && s.ownedSnapshots(u) >= limit {
-			return store.ErrQuota
+		if snap.Kind == store.SnapshotUser {
+			if lim.Count > 0 && s.ownedSnapshots(u) >= lim.Count {
+				return store.ErrQuota
+			}
+			if lim.Bytes > 0 && s.snapshotBytes(u)+snap.SizeBytes > lim.Bytes {
+				return store.ErrSnapshotBytes
+			}
 		}
 	}
 	if _, dup := s.snapshots[snap.ID]; dup {
@@ -49,6 +55,17 @@ func (s *Store) ownedSnapshots(owner string) int {
 	for _, r := range s.snapshots {
 		if r.OwnerID == owner && r.Kind == store.SnapshotUser {
 			n++
+		}
+	}
+	return n
+}
+
+// snapshotBytes is the size of all owner's snapshots. Call with mu held.
+func (s *Store) snapshotBytes(owner string) int64 {
+	var n int64
+	for _, r := range s.snapshots {
+		if r.OwnerID == owner {
+			n += r.SizeBytes
 		}
 	}
 	return n

@@ -428,6 +428,7 @@ func (s *Store) Usage(ctx context.Context, ownerID string) (store.Held, error) {
 	return store.Held{
 		Sessions: s.ownedSessions(owner), Executions: s.unfinished(owner, false), Background: s.unfinished(owner, true),
 		Contexts: s.liveContexts(owner, contextKey{}), RetainedOutputBytes: s.retained(owner), Snapshots: s.ownedSnapshots(owner),
+		SnapshotBytes: s.snapshotBytes(owner),
 	}, nil
 }
 

@@ -62,13 +62,28 @@ func (c *Client) ReadArchive(ctx context.Context, compressed bool) (io.ReadClose
 
 // WriteArchive streams tar archive r (gzip-compressed when compressed is set) into the
 // workspace, which must be empty (sandboxd.Runtime.ExtractWorkspace); maxBytes (< 0: no
-// limit) bounds the total size of its files. It returns what was extracted.
+// limit) bounds the bytes its files take (holes not counted). It returns what was extracted.
 // Errors: sandboxd.Runtime.ExtractWorkspace's kinds (fault.Validation also for a body that
 // is not gzip when compressed is set); r's error, wrapped, when reading it fails; the
 // errors of the package doc.
 func (c *Client) WriteArchive(ctx context.Context, r io.Reader, compressed bool, maxBytes int64) (sandboxd.ArchiveStats, error) {
+	return c.writeArchive(ctx, r, compressed, maxBytes, false)
+}
+
+// ReplaceWorkspace is WriteArchive into a workspace that sandboxd empties first
+// (sandboxd.Runtime.ReplaceWorkspace): for a new sandbox whose image put files there. A
+// sandboxd that predates it answers fault.Conflict for a workspace that is not empty.
+func (c *Client) ReplaceWorkspace(ctx context.Context, r io.Reader, compressed bool, maxBytes int64) (sandboxd.ArchiveStats, error) {
+	return c.writeArchive(ctx, r, compressed, maxBytes, true)
+}
+
+func (c *Client) writeArchive(ctx context.Context, r io.Reader, compressed bool, maxBytes int64, replace bool) (sandboxd.ArchiveStats, error) {
+	var q url.Values
+	if replace {
+		q = url.Values{"replace": {"true"}}
+	}
 	body := &trackedReader{r: r}
-	resp, err := c.do(ctx, http.MethodPut, "/v1/workspace/archive", nil, body, func(h http.Header) {
+	resp, err := c.do(ctx, http.MethodPut, "/v1/workspace/archive", q, body, func(h http.Header) {
 		h.Set("Content-Type", ArchiveContentType)
 		if compressed {
 			h.Set("Content-Type", ArchiveGzipContentType)
@@ -191,8 +206,17 @@ func (l *lazyHeader) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// writeArchive is PUT /v1/workspace/archive.
+// writeArchive is PUT /v1/workspace/archive[?replace=true].
 func (s *server) writeArchive(w http.ResponseWriter, r *http.Request) {
+	extract := s.rt.ExtractWorkspace
+	switch v := r.URL.Query().Get("replace"); v {
+	case "", "false":
+	case "true":
+		extract = s.rt.ReplaceWorkspace
+	default:
+		writeProblem(w, newProblem(http.StatusBadRequest, string(fault.Validation), "replace must be true or false"))
+		return
+	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	compressed, ok := archiveTypes[mt]
 	if !ok {
@@ -214,7 +238,7 @@ func (s *server) writeArchive(w http.ResponseWriter, r *http.Request) {
 		defer zr.Close()
 		src = zr
 	}
-	st, err := s.rt.ExtractWorkspace(r.Context(), &gzipErrs{r: src}, maxBytes)
+	st, err := extract(r.Context(), &gzipErrs{r: src}, maxBytes)
 	if err != nil {
 		s.fail(w, err)
 		return

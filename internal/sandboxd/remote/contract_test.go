@@ -753,9 +753,16 @@ func TestContract(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "in/f.bin", link)
 
-			// Only into an empty workspace; within X-Max-Bytes.
+			// Only into an empty workspace (or one emptied first); within X-Max-Bytes.
 			_, err = into.client.WriteArchive(ctx, bytes.NewReader(archive), compressed, -1)
 			wantKind(t, err, fault.Conflict)
+			require.NoError(t, os.WriteFile(filepath.Join(into.workspace, "from-the-image"), []byte("x"), 0o644))
+			_, err = into.client.ReplaceWorkspace(ctx, bytes.NewReader(archive), compressed, -1)
+			require.NoError(t, err)
+			_, err = os.Stat(filepath.Join(into.workspace, "from-the-image"))
+			assert.True(t, os.IsNotExist(err), "replace empties the workspace first")
+			_, err = os.Stat(filepath.Join(into.workspace, "arc/in/f.bin"))
+			require.NoError(t, err)
 			_, err = setupContract(t, c).client.WriteArchive(ctx, bytes.NewReader(archive), compressed, 1)
 			wantKind(t, err, fault.TooLarge)
 		}
@@ -771,6 +778,11 @@ func TestContract(t *testing.T) {
 		_, err = setupContract(t, c).client.WriteArchive(ctx, &failingReader{}, false, -1)
 		require.ErrorIs(t, err, errSourceFailed)
 		resp, err := b.client.do(invalidRequest(ctx), http.MethodGet, "/v1/workspace/archive", url.Values{"gzip": {"yes"}}, nil, nil)
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		discard(resp)
+		resp, err = b.client.do(invalidRequest(ctx), http.MethodPut, "/v1/workspace/archive", url.Values{"replace": {"yes"}}, strings.NewReader(""),
+			func(h http.Header) { h.Set("Content-Type", ArchiveContentType) })
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 		discard(resp)

@@ -36,9 +36,10 @@
 //	GET    /v1/workspace/archive[?gzip=true] the workspace as a tar stream (application/x-tar, or
 //	                                         application/gzip); a failure midway breaks the
 //	                                         connection off (Client.ReadArchive; snapshots)
-//	PUT    /v1/workspace/archive             body: a tar stream (either type) extracted into the
-//	                                         empty workspace; header X-Max-Bytes →
-//	                                         {"entries":n,"bytes":n} (Client.WriteArchive)
+//	PUT    /v1/workspace/archive[?replace=true] body: a tar stream (either type) extracted into
+//	                                         the empty (or, replace, emptied) workspace; header
+//	                                         X-Max-Bytes → {"entries":n,"bytes":n,"data_bytes":n}
+//	                                         (Client.WriteArchive, Client.ReplaceWorkspace)
 //
 // Everything else under /v1 requires "Authorization: Bearer <token>", the sandbox's secret,
 // compared in constant time; without it the answer is 401. A sandboxd awaiting its token

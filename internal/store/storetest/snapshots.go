@@ -38,6 +38,7 @@ func testRestoreSession(f *fixture) {
 var snapshotTests = []test{
 	{"create_and_get", testSnapshotCreateGet},
 	{"quota_counts_user_snapshots", testSnapshotQuota},
+	{"quota_bounds_snapshot_bytes", testSnapshotBytesQuota},
 	{"owner_must_be_a_principal", testSnapshotOwner},
 	{"list", testListSnapshots},
 	{"delete", testDeleteSnapshot},
@@ -178,7 +179,7 @@ func newSnapshot(id, owner, session string, created time.Time) store.Snapshot {
 
 func (f *fixture) snapshot(s store.Snapshot) store.Snapshot {
 	f.t.Helper()
-	require.NoError(f.t, f.st.CreateSnapshotWithin(f.ctx, s, 0), "create snapshot %s", s.ID)
+	require.NoError(f.t, f.st.CreateSnapshotWithin(f.ctx, s, store.SnapshotLimits{}), "create snapshot %s", s.ID)
 	return s
 }
 
@@ -195,7 +196,7 @@ func testSnapshotCreateGet(f *fixture) {
 	s.CreatedAt = time.Time{}
 	require.Equal(t, s, got)
 
-	err = f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n01", alice, "s02", at(1)), 0)
+	err = f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n01", alice, "s02", at(1)), store.SnapshotLimits{})
 	require.Error(t, err, "duplicate id")
 	require.NotErrorIs(t, err, store.ErrQuota)
 
@@ -213,26 +214,60 @@ func testSnapshotCreateGet(f *fixture) {
 func testSnapshotQuota(f *fixture) {
 	t := f.t
 	alice, bob := f.owner("alice"), f.owner("bob")
-	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n01", alice, "s", at(0)), 2))
-	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n02", alice, "s", at(0)), 2))
-	require.ErrorIs(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n03", alice, "s", at(0)), 2), store.ErrQuota)
-	_, err := f.st.GetSnapshot(f.ctx, "n03")
+	two := store.SnapshotLimits{Count: 2}
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n01", alice, "s", at(0)), two))
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n02", alice, "s", at(0)), two))
+	err := f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n03", alice, "s", at(0)), two)
+	require.ErrorIs(t, err, store.ErrQuota)
+	require.NotErrorIs(t, err, store.ErrSnapshotBytes, "the count, not the bytes")
+	_, err = f.st.GetSnapshot(f.ctx, "n03")
 	require.ErrorIs(t, err, store.ErrNotFound, "nothing inserted over the quota")
-	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n04", bob, "s", at(0)), 2), "per owner")
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n04", bob, "s", at(0)), two), "per owner")
 	idle := newSnapshot("n05", alice, "s", at(0))
 	idle.Kind = store.SnapshotIdle
-	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, idle, 2), "idle captures are not counted")
-	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n06", alice, "s", at(0)), 0), "no limit")
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, idle, store.SnapshotLimits{Count: 2, Bytes: 1}), "idle captures are never refused")
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n06", alice, "s", at(0)), store.SnapshotLimits{}), "no limit")
 	_, err = f.st.DeleteSnapshot(f.ctx, "n01")
 	require.NoError(t, err)
 	_, err = f.st.DeleteSnapshot(f.ctx, "n02")
 	require.NoError(t, err)
-	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n07", alice, "s", at(0)), 2), "deleting makes room")
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n07", alice, "s", at(0)), two), "deleting makes room")
+}
+
+// The bytes of every snapshot of an owner, idle captures included, bound its new user
+// snapshots: one that would take the total past the limit is refused as ErrSnapshotBytes
+// (also ErrQuota), one that lands exactly on it is not.
+func testSnapshotBytesQuota(f *fixture) {
+	t := f.t
+	alice, bob := f.owner("alice"), f.owner("bob")
+	sized := func(id, owner, kind string, size int64) store.Snapshot {
+		s := newSnapshot(id, owner, "s", at(0))
+		s.Kind, s.SizeBytes = kind, size
+		return s
+	}
+	lim := store.SnapshotLimits{Count: 10, Bytes: 1000}
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, sized("n01", alice, store.SnapshotUser, 600), lim))
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, sized("n02", alice, store.SnapshotIdle, 300), lim), "an idle capture is not refused")
+	err := f.st.CreateSnapshotWithin(f.ctx, sized("n03", alice, store.SnapshotUser, 101), lim)
+	require.ErrorIs(t, err, store.ErrSnapshotBytes, "600 + 300 + 101 > 1000")
+	require.ErrorIs(t, err, store.ErrQuota)
+	_, err = f.st.GetSnapshot(f.ctx, "n03")
+	require.ErrorIs(t, err, store.ErrNotFound, "nothing inserted over the quota")
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, sized("n04", alice, store.SnapshotUser, 100), lim), "exactly the limit")
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, sized("n05", bob, store.SnapshotUser, 1000), lim), "per owner")
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, sized("n06", alice, store.SnapshotIdle, 5000), lim), "idle captures may pass it")
+	held, err := f.st.Usage(f.ctx, alice)
+	require.NoError(t, err)
+	require.Equal(t, int64(600+300+100+5000), held.SnapshotBytes)
+	require.ErrorIs(t, f.st.CreateSnapshotWithin(f.ctx, sized("n07", alice, store.SnapshotUser, 0), lim), store.ErrSnapshotBytes,
+		"past the limit, even an empty snapshot waits")
+	shared := sized("n08", "", store.SnapshotIdle, 1<<40)
+	require.NoError(t, f.st.CreateSnapshotWithin(f.ctx, shared, lim), "a shared session's capture has no owner to bound")
 }
 
 func testSnapshotOwner(f *fixture) {
 	t := f.t
-	err := f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n01", notAPrincipal, "s", at(0)), 0)
+	err := f.st.CreateSnapshotWithin(f.ctx, newSnapshot("n01", notAPrincipal, "s", at(0)), store.SnapshotLimits{})
 	require.Error(t, err)
 	require.NotErrorIs(t, err, store.ErrQuota)
 }
@@ -292,6 +327,7 @@ func testSnapshotUsage(f *fixture) {
 	held, err := f.st.Usage(f.ctx, alice)
 	require.NoError(t, err)
 	require.Equal(t, 2, held.Snapshots, "user snapshots only")
+	require.Equal(t, int64(3*42), held.SnapshotBytes, "the bytes of all of them, idle captures included")
 }
 
 func testSigningKey(f *fixture) {
