@@ -168,6 +168,23 @@ type Store interface {
 	TryExclusive(ctx context.Context, key int64, fn func(ctx context.Context) error) error
 }
 
+// Spool keeps the completions the Store refused on durable storage until it takes them
+// (completion.go; docs/semantics.md §9 Completion): internal/spool, a folder on the
+// gateway's disk. A record is opaque bytes under a task id; Put returns once it is durable.
+type Spool interface {
+	// Put stores record under id (replacing one of the same id); an error when it cannot
+	// (full, or the disk failing).
+	Put(id string, record []byte) error
+	// Get returns record id; an error when there is none.
+	Get(id string) ([]byte, error)
+	// Remove removes record id (none: no error).
+	Remove(id string) error
+	// IDs lists the records held.
+	IDs() ([]string, error)
+	// Dir names the spool in logs.
+	Dir() string
+}
+
 // Queue is the queue flavor's port (broker.Queued): executions travel to `gateway worker`
 // processes and their completions come back through the Store (docs/semantics.md §10 queue).
 type Queue interface {

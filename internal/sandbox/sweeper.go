@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/store"
@@ -12,7 +13,8 @@ import (
 const sweeperLockKey = 0x5a6e_6761_7465 // "Zngate"
 
 // Maintain keeps this replica's heartbeat, picks up cancellations requested through other
-// replicas, and — on one replica at a time — reports tasks of dead runners as lost, forgets
+// replicas, records the completions waiting in its spool (first thing, and before every
+// sweep), and — on one replica at a time — reports tasks of dead runners as lost, forgets
 // expired tasks and frees idle sandboxes. It returns when ctx ends (after removing this
 // runner's row).
 func (s *Service) Maintain(ctx context.Context) {
@@ -20,6 +22,7 @@ func (s *Service) Maintain(ctx context.Context) {
 	beat := max(lostAfter/3, 200*time.Millisecond)
 	sweepEvery := s.cfg.SweepInterval
 	s.heartbeat(ctx)
+	s.recordSpooled(ctx)
 	hb := time.NewTicker(beat)
 	defer hb.Stop()
 	// Cancellations requested through another replica are picked up within a second.
@@ -54,9 +57,44 @@ func (s *Service) Heartbeat(ctx context.Context) error {
 }
 
 func (s *Service) heartbeat(ctx context.Context) {
-	if err := s.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+	err := s.Heartbeat(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
 		s.log.Warn("runner heartbeat failed", "runner_id", s.runnerID, "err", err)
 	}
+	s.outage.beat(err == nil, s.now())
+}
+
+// outageWatch is how this replica saw the store lately. While the store is down no runner
+// can beat, so a runner's stale heartbeat says nothing about it until it had lost_after to
+// beat again: a sweep reports no task lost (nor adopts one) until lost_after after this
+// replica's own heartbeat went through again — a replica that outlived the outage is then
+// not taken for dead, and its completions are recorded by itself (docs/semantics.md §9).
+type outageWatch struct {
+	mu     sync.Mutex
+	failed bool      // the last heartbeat failed
+	backAt time.Time // when a heartbeat went through after failing; zero: never failed
+}
+
+func (o *outageWatch) beat(ok bool, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !ok {
+		o.failed = true
+		return
+	}
+	if o.failed {
+		o.failed, o.backAt = false, now
+	}
+}
+
+// judging reports whether runners may be judged by their heartbeats now.
+func (o *outageWatch) judging(now time.Time, lostAfter time.Duration) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.failed && (o.backAt.IsZero() || now.Sub(o.backAt) >= lostAfter)
 }
 
 func (s *Service) pollCancels(ctx context.Context) {
@@ -80,13 +118,18 @@ func (s *Service) SweepNow(ctx context.Context) {
 }
 
 func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool) {
+	// This replica's spooled completions first: a task whose completion waits there is
+	// recorded as it ended, not reported lost (and one reported lost meanwhile is corrected).
+	s.recordSpooled(ctx)
 	err := s.store.TryExclusive(ctx, sweeperLockKey, func(ctx context.Context) error {
 		now := s.now()
-		s.adoptOrphans(ctx, now.Add(-lostAfter))
-		if n, err := s.store.MarkLostTasks(ctx, now.Add(-lostAfter), now, s.ttl()); err != nil {
-			return err
-		} else if n > 0 {
-			s.log.Warn("tasks of stopped runners reported lost", "count", n)
+		if s.outage.judging(now, lostAfter) {
+			s.adoptOrphans(ctx, now.Add(-lostAfter))
+			if n, err := s.store.MarkLostTasks(ctx, now.Add(-lostAfter), now, s.ttl()); err != nil {
+				return err
+			} else if n > 0 {
+				s.log.Warn("tasks of stopped runners reported lost", "count", n)
+			}
 		}
 		if _, err := s.store.DeleteExpiredTasks(ctx, now); err != nil {
 			return err

@@ -257,12 +257,13 @@ func (s *Store) FinishTask(ctx context.Context, id string, c store.Completion, t
 		s.releaseLocked(c.Unlock.SessionID, tk)
 	}
 	r, ok := s.tasks[id]
-	if !ok || r.FinishedAt != nil {
+	if !ok || r.FinishedAt != nil && !(c.ReplacesLost && r.Status == "lost" && c.Status != "lost") {
 		return false, nil
 	}
 	finished, expires := ts(t), ts(t.Add(ttl))
 	r.Status, r.Notice, r.Error, r.ErrorType, r.Result = c.Status, c.Notice, c.Error, c.ErrorType, res
 	r.FinishedAt, r.ExpiresAt = &finished, &expires
+	delete(s.outputs, id)
 	if c.OutputBytes > 0 {
 		s.outputs[id] = c.OutputBytes
 	}

@@ -23,6 +23,7 @@ var taskTests = []test{
 	{"cancel", testCancel},
 	{"unfinished", testUnfinishedTasks},
 	{"lost", testMarkLostTasks},
+	{"real_completion_replaces_lost", testReplacesLost},
 	{"adopt", testAdoptTasks},
 	{"expiry", testDeleteExpiredTasks},
 	{"usage", testUsage},
@@ -301,6 +302,52 @@ func testMarkLostTasks(f *fixture) {
 	n, err = f.st.MarkLostTasks(f.ctx, stale, at(0), time.Hour)
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// A completion from the runner that ran the execution (ReplacesLost) replaces a `lost`
+// verdict — the sweeper's or one recorded before — with what happened, its output counted and
+// its audit event completed again; it never replaces another completion, and a `lost` one
+// never replaces `lost`.
+func testReplacesLost(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.session(newSession("s01", alice, at(0)))
+	f.task(newTask("t01", alice, "s01", "gone", at(0)))
+	require.NoError(t, f.st.StartTask(f.ctx, "t01", at(time.Second)))
+	n, err := f.st.MarkLostTasks(f.ctx, at(time.Minute), at(2*time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	require.Equal(t, "lost", f.getTask("t01").Status)
+
+	late := store.Completion{Status: "succeeded", Result: map[string]any{"stdout": "kept\n"}, OutputBytes: 5, SessionID: "s01"}
+	ok, err := f.st.FinishTask(f.ctx, "t01", late, at(time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok, "without ReplacesLost the first completion stays")
+
+	late.ReplacesLost = true
+	ok, err = f.st.FinishTask(f.ctx, "t01", store.Completion{Status: "lost", Error: "shut down", ReplacesLost: true}, at(time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok, "lost does not replace lost")
+	ok, err = f.st.FinishTask(f.ctx, "t01", late, at(time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := f.getTask("t01")
+	require.Equal(t, "succeeded", got.Status)
+	require.Empty(t, got.Error)
+	require.Empty(t, got.ErrorType)
+	require.JSONEq(t, `{"stdout":"kept\n"}`, string(got.Result))
+	sameTimePtr(t, at(time.Minute), got.FinishedAt, "finished when it really did")
+	sameTimePtr(t, at(time.Minute+time.Hour), got.ExpiresAt, "expires ttl after that")
+	ev := f.auditOf("t01")
+	require.Equal(t, "succeeded", ev.Status, "the audit event says what happened")
+	held, err := f.st.Usage(f.ctx, alice)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, held.RetainedOutputBytes)
+
+	ok, err = f.st.FinishTask(f.ctx, "t01", store.Completion{Status: "failed", ReplacesLost: true}, at(time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok, "a real completion is never replaced")
+	require.Equal(t, "succeeded", f.getTask("t01").Status)
 }
 
 // Running tasks of a stale runner are orphans another runner may adopt, once: pending,
