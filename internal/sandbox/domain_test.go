@@ -597,9 +597,9 @@ func TestTenantIsolation(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, tasks)
 
-	id, err := b.Service.DestroySession(b.ctx, b.bob, sess.ID, "")
+	d, err := b.Service.DestroySession(b.ctx, b.bob, sess.ID, "")
 	require.NoError(t, err, "destroying an unknown session succeeds")
-	assert.Equal(t, sess.ID, id)
+	assert.Equal(t, sandbox.Destroyed{SessionID: sess.ID}, d)
 	still, err := b.Service.GetSession(b.ctx, b.alice, sess.ID, "")
 	require.NoError(t, err, "and leaves another's session alone")
 	assert.Equal(t, prov.Created()[0], still.SandboxID)

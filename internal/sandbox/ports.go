@@ -58,6 +58,12 @@ type Store interface {
 	RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error
 	// SandboxInUse reports whether any session refers to sandbox id.
 	SandboxInUse(ctx context.Context, id string) (bool, error)
+	// DestroyFailed closes session id (store.SessionClosed) after destroying its sandbox
+	// sandboxID failed with why, its next attempt due at retryAt; false when it is gone or its
+	// sandbox moved on.
+	DestroyFailed(ctx context.Context, id, sandboxID, why string, retryAt time.Time) (bool, error)
+	// DestroyRetries returns up to limit closed sessions whose next destroy attempt is due.
+	DestroyRetries(ctx context.Context, now time.Time, limit int) ([]store.Session, error)
 	DeleteSession(ctx context.Context, id string) error
 	// LockSession waits for the session's lock, granted in arrival order across replicas
 	// (docs/semantics.md §9 step 5); unlock releases it.
@@ -68,11 +74,15 @@ type Store interface {
 	// CreateTaskWithin inserts t unless its owner already has limit unfinished tasks
 	// (limit ≤ 0: no limit).
 	CreateTaskWithin(ctx context.Context, t store.Task, limit int) error
-	// BeginTask inserts t within limit and, with lock, takes a place in its session's lock
+	// BeginTask inserts t within a.Limit and, with a.Lock, takes a place in its session's lock
 	// line, in one round trip: the task is running when it may start now (no lock, or the
 	// place is first), else pending (AwaitTurn). The place is given up by the completion
-	// (Completion.Unlock) or ReleaseTurn.
-	BeginTask(ctx context.Context, t store.Task, limit int, lock bool) (store.Begun, error)
+	// (Completion.Unlock) or ReleaseTurn. A session that takes no new work (closed, or paused
+	// by its owner unless a.WakesPaused): store.ErrRefused, nothing recorded.
+	BeginTask(ctx context.Context, t store.Task, a store.Admission) (store.Begun, error)
+	// WithdrawTask removes unfinished task id that was never promoted, with its audit event —
+	// an execution refused before it started is no task — and reports whether it did.
+	WithdrawTask(ctx context.Context, id string) (bool, error)
 	// AwaitTurn waits for place's turn, then marks the task running and returns the session.
 	AwaitTurn(ctx context.Context, place store.Place, taskID string, now func() time.Time) (store.Session, error)
 	// ReleaseTurn gives place up without a completion.

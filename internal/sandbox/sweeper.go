@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -131,6 +132,7 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 				s.log.Warn("tasks of stopped runners reported lost", "count", n)
 			}
 		}
+		s.retryDestroys(ctx)
 		if _, err := s.store.DeleteExpiredTasks(ctx, now); err != nil {
 			return err
 		}
@@ -180,8 +182,40 @@ func (s *Service) sweepIdle(ctx context.Context) {
 			if err != nil || !ok {
 				continue
 			}
-			s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+			_ = s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
 			s.log.Info("idle sandbox freed", "session_id", sess.ID, "profile", name)
+		}
+	}
+}
+
+// retryDestroys retries removing the sandboxes of closed sessions (StateDestroyFailed) whose
+// next attempt is due: a session whose provider confirms (or finds the sandbox gone) is
+// forgotten, the others wait longer (destroyRetryAfter). A session of a profile no longer
+// configured waits too: no provider here can remove its sandbox.
+func (s *Service) retryDestroys(ctx context.Context) {
+	rows, err := s.store.DestroyRetries(ctx, s.now(), 100)
+	if err != nil {
+		s.log.Warn("listing the sessions whose sandbox removal failed", "err", err)
+		return
+	}
+	for _, sess := range rows {
+		if ctx.Err() != nil {
+			return
+		}
+		prof := s.profiles[sess.Profile]
+		if prof == nil {
+			why := fmt.Sprintf("profile '%s' is not configured on this gateway: no provider can remove its sandbox %s", sess.Profile, sess.SandboxID)
+			if _, err := s.store.DestroyFailed(ctx, sess.ID, sess.SandboxID, why, s.now().Add(destroyRetryAfter(sess.DestroyAttempts+1))); err != nil {
+				s.log.Warn("recording a failed sandbox removal failed", "session_id", sess.ID, "err", err)
+			}
+			continue
+		}
+		out, err := s.finishDestroy(ctx, prof, sess)
+		switch {
+		case err != nil:
+			s.log.Warn("retrying a sandbox removal failed", "session_id", sess.ID, "err", err)
+		case !out.Pending:
+			s.log.Info("sandbox of a closed session removed at last; session forgotten", "session_id", sess.ID, "profile", sess.Profile, "attempts", sess.DestroyAttempts+1)
 		}
 	}
 }

@@ -272,6 +272,20 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 	return stored, err
 }
 
+// WithdrawTask removes task id while it is unfinished and was never promoted (its caller
+// still waits for the answer), with its audit event, and wakes its waiters as a finish does
+// (TaskWatcher: they then find no task); it reports whether it did. An execution refused
+// before it started — its session paused or closed, the contexts quota — leaves no task and
+// no event behind (docs/semantics.md §14).
+func (st *Store) WithdrawTask(ctx context.Context, id string) (bool, error) {
+	var n int
+	err := st.pool.QueryRow(ctx, `WITH gone AS (
+			DELETE FROM tasks WHERE id = $1 AND finished_at IS NULL AND NOT promoted RETURNING id),
+		unaudited AS (DELETE FROM audit_events WHERE task_id IN (SELECT id FROM gone))
+		SELECT count(pg_notify('`+taskDoneChannel+`', id)) FROM gone`, id).Scan(&n)
+	return n == 1, err
+}
+
 // GetTask returns task id if it belongs to ownerID (any owner when ownerID is "").
 func (st *Store) GetTask(ctx context.Context, id, ownerID string) (Task, error) {
 	if ownerID == "" {

@@ -39,6 +39,8 @@ type Options struct {
 	RunnerID string
 	// Spool keeps completions the Store refuses (sandbox.Options.Spool); default none.
 	Spool sandbox.Spool
+	// Observer is told of finished executions and failed provider calls; default none.
+	Observer sandbox.Observer
 }
 
 // Env is a domain service on in-memory ports.
@@ -97,7 +99,7 @@ func Build(t testing.TB, opts Options) (*Env, error) {
 	svc, err := sandbox.New(sandbox.Options{
 		Settings: settings, Profiles: profiles, Store: st, Spool: opts.Spool, Broker: b, RunnerID: runnerID, Hostname: "sandboxtest",
 		Clock: clock, NewID: func() string { return fmt.Sprintf("%s%028x", idPrefix(runnerID), ids.Add(1)) },
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer,
 	})
 	if err != nil {
 		_ = b.Close(context.Background())

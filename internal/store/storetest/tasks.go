@@ -24,6 +24,7 @@ var taskTests = []test{
 	{"unfinished", testUnfinishedTasks},
 	{"lost", testMarkLostTasks},
 	{"real_completion_replaces_lost", testReplacesLost},
+	{"withdraw", testWithdrawTask},
 	{"adopt", testAdoptTasks},
 	{"expiry", testDeleteExpiredTasks},
 	{"usage", testUsage},
@@ -484,7 +485,7 @@ func testBackgroundProcesses(f *fixture) {
 	ex.Program = "echo hi"
 	require.NoError(t, f.st.CreateTaskWithin(f.ctx, ex, 1), "executions have their own quota")
 	require.Equal(t, "echo hi", f.getTask("t03").Program)
-	_, err := f.st.BeginTask(f.ctx, bg2, 1, true)
+	_, err := f.st.BeginTask(f.ctx, bg2, store.Admission{Limit: 1, Lock: true})
 	require.ErrorIs(t, err, store.ErrQuota, "BeginTask counts background processes apart too")
 
 	require.NoError(t, f.st.StartTask(f.ctx, "t01", at(time.Second)))
@@ -549,4 +550,37 @@ func testListTasks(f *fixture) {
 		}
 		require.Equal(t, taskIDs(all), got, "pages of %d", limit)
 	}
+}
+
+// An unfinished task its caller still waits for (never promoted) can be withdrawn — it and
+// its audit event go, and its waiters wake — but not a promoted or finished one.
+func testWithdrawTask(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.session(newSession("s01", alice, at(0)))
+	for _, id := range []string{"t01", "t02", "t03"} {
+		f.task(newTask(id, alice, "s01", "r1", at(0)))
+	}
+	require.NoError(t, f.st.PromoteTask(f.ctx, "t02"))
+	f.finish("t03", "failed", at(time.Second))
+
+	ok, err := f.st.WithdrawTask(f.ctx, "t01")
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = f.st.GetTask(f.ctx, "t01", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	for _, e := range f.audit(store.AuditFilter{}) {
+		require.NotEqual(t, "t01", e.TaskID, "its audit event goes with it")
+	}
+	held, err := f.st.Usage(f.ctx, alice)
+	require.NoError(t, err)
+	require.Equal(t, 1, held.Executions, "t02 only")
+
+	for _, id := range []string{"t02", "t03", "t01", "nope"} {
+		ok, err = f.st.WithdrawTask(f.ctx, id)
+		require.NoError(t, err)
+		require.False(t, ok, id)
+	}
+	require.Equal(t, "pending", f.getTask("t02").Status)
+	require.Equal(t, "failed", f.getTask("t03").Status)
 }
