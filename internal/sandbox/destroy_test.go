@@ -241,15 +241,6 @@ func TestRefusedExecutionsLeaveNoTask(t *testing.T) {
 		for _, e := range events {
 			assert.NotEqual(t, "b = 2", e.Excerpt, "no audit event")
 		}
-
-		// The caller no longer waits (promoted at once): the task it holds fails with the
-		// refusal.
-		out, err := b.Service.Execute(b.ctx, b.alice, sandbox.ExecInput{SessionID: sess.ID, Code: "c = 3", Context: "three", Wait: wait(0)})
-		task := promoted(t, out, err)
-		done := b.finished(t, b.alice, task.ID)
-		assert.Equal(t, sandbox.TaskFailed, done.Status)
-		assert.Equal(t, string(fault.Quota), done.ErrorType)
-		assert.Equal(t, counted, obs.counts(), "still no execution metric")
 	})
 
 	t.Run("background_on_paused", func(t *testing.T) {
@@ -264,6 +255,36 @@ func TestRefusedExecutionsLeaveNoTask(t *testing.T) {
 		assert.Equal(t, fault.Paused, fault.KindOf(err))
 		assert.Equal(t, before, b.taskCount(t, b.alice), "no task")
 	})
+}
+
+// A refused execution whose caller already holds its task (promoted while an earlier
+// execution held the session) fails with the refusal once its turn comes: the task stays,
+// and still no execution metric counts it.
+func TestRefusalOfAPromotedExecutionFailsItsTask(t *testing.T) {
+	t.Parallel()
+	caps := sandboxtest.DefaultCapabilities()
+	caps.Stateful = true
+	obs := &executions{}
+	b := setup(t, sandboxtest.Options{
+		Profiles: []sandbox.ProfileSpec{sandboxtest.Profile("default", sandbox.ScopePerSession, &caps)}, Observer: obs,
+		Settings: sandbox.Settings{Quotas: sandbox.Quotas{Contexts: 1}},
+	})
+	sess, err := b.Service.CreateSession(b.ctx, b.alice, sandbox.CreateSessionInput{})
+	require.NoError(t, err)
+	b.exec(t, b.alice, sandbox.ExecInput{SessionID: sess.ID, Code: "a = 1", Context: "one"})
+	g := b.Provider(t, "default").Hold()
+	first := b.submit(t, b.alice, sandbox.ExecInput{SessionID: sess.ID, Code: "long", Wait: wait(0)})
+	waitFor(t, g.Started(), "the first execution")
+	out, err := b.Service.Execute(b.ctx, b.alice, sandbox.ExecInput{SessionID: sess.ID, Code: "c = 3", Context: "three", Wait: wait(0)})
+	task := promoted(t, out, err)
+	g.Release(0, "", "")
+	b.finished(t, b.alice, first.ID)
+	done := b.finished(t, b.alice, task.ID)
+	assert.Equal(t, sandbox.TaskFailed, done.Status)
+	assert.Equal(t, string(fault.Quota), done.ErrorType)
+	assert.Contains(t, done.Error, "sandbox.quotas.contexts")
+	require.NoError(t, b.Service.Close(b.ctx), "every job has ended, and told the observer")
+	assert.Equal(t, map[string]int{sandbox.TaskSucceeded: 2}, obs.counts(), "the two that ran; not the refusal")
 }
 
 // Pausing the default session on a strict profile whose provider cannot pause is refused
