@@ -145,6 +145,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	g := startDev(t, dir, freeAddr(t))
 	out := runWalkthrough(t, dir, g.base, g.token, true)
 	require.Contains(t, out, `event: stdout`+"\n"+`data: {"data":"step 3\n","encoding":"utf-8","offset":14}`, "output streams live")
+	require.DirExists(t, filepath.Join(dir, "state", "spool"), "dev keeps its completion spool in its data folder")
 }
 
 func requireCurl(t *testing.T) {

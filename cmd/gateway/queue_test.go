@@ -108,6 +108,7 @@ sandbox:
   broker:
     flavor: queue
     lost_after: 2s
+    spool: {dir: %q}
     queue:
       type: %s
       consumers: 3
@@ -117,7 +118,7 @@ sandbox:
       kafka: {brokers: [%q], partitions: 4, session_timeout: 3s}
       sqs: %s
     response_store: {type: postgres}
-`, pgtest.URL(t), work, timeout, profiles, transport, natsURL, kafkaBroker, sqsBlock)
+`, pgtest.URL(t), work, timeout, profiles, filepath.Join(dir, "spool"), transport, natsURL, kafkaBroker, sqsBlock)
 	cfgPath := filepath.Join(dir, "sandgate.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 	d := &queueDeployment{t: t, dir: dir, cfgPath: cfgPath, env: env, workers: map[string]*exec.Cmd{}}

@@ -172,6 +172,9 @@ func (a *app) sessionsRemoveCommand() *cobra.Command {
 					return fmt.Errorf("session %s: %w", id, err)
 				}
 				done = append(done, d)
+				if !d.Destroyed && d.Notice != nil {
+					a.warn("session %s: %s", d.SessionId, *d.Notice) // kept, and retried by the gateway
+				}
 				if !a.json() {
 					fmt.Fprintln(a.env.stdout, d.SessionId)
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
+	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
@@ -41,11 +42,13 @@ type envOpts struct {
 	now     func() time.Time // the domain's clock (a sandboxtest.Clock); default time.Now
 	// keepalive is the event streams' keepalive interval (default the gateway's).
 	keepalive time.Duration
+	// registry lists the provider types served (default the built-ins).
+	registry *providers.Registry
 }
 
 func newEnv(t *testing.T, o envOpts) *testEnv {
 	t.Helper()
-	gt := gatewaytest.Options{DBURL: o.dbURL, Workdir: o.workdir, MaxConns: o.conns, Now: o.now, StreamKeepalive: o.keepalive}
+	gt := gatewaytest.Options{DBURL: o.dbURL, Workdir: o.workdir, MaxConns: o.conns, Now: o.now, StreamKeepalive: o.keepalive, Registry: o.registry}
 	if o.trust != "" {
 		gt.Trust = []string{o.trust}
 	}

@@ -163,6 +163,7 @@ func sessionView(s sandbox.Session, admin bool, owner string) apigen.Session {
 		Status: apigen.SessionStatus(s.Status), Default: s.IsDefault && !s.Shared, Labels: s.Labels,
 		SandboxId: ptr(s.SandboxID), CreatedAt: s.CreatedAt, LastUsedAt: s.LastUsedAt,
 		State: apigen.SessionState(s.State), PausedAt: ptr(s.PausedAt), ParkedSnapshot: ptr(s.ParkedSnapshot),
+		DestroyError: ptr(s.DestroyError), DestroyAttempts: ptr(s.DestroyAttempts), DestroyRetryAt: ptr(s.DestroyRetryAt),
 	}
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
@@ -238,17 +239,25 @@ func (s *Server) GetSession(ctx context.Context, req apigen.GetSessionRequestObj
 	return apigen.GetSession200JSONResponse(sessionView(sess, false, "")), nil
 }
 
-// DeleteSession destroys a session (idempotent).
+// DeleteSession destroys a session (idempotent): 200 once it is gone, 202 when the provider
+// failed to remove its sandbox and the session is kept, closed, while that is retried.
 func (s *Server) DeleteSession(ctx context.Context, req apigen.DeleteSessionRequestObject) (apigen.DeleteSessionResponseObject, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	id, err := s.sandbox.DestroySession(ctx, p, req.SessionId, deref(req.Params.Profile))
+	d, err := s.sandbox.DestroySession(ctx, p, req.SessionId, deref(req.Params.Profile))
 	if err != nil {
 		return nil, err
 	}
-	return apigen.DeleteSession200JSONResponse{SessionId: id, Destroyed: true}, nil
+	if d.Pending {
+		state := apigen.SessionDestroyedStateDestroyFailed
+		return apigen.DeleteSession202JSONResponse{
+			Body:    apigen.SessionDestroyed{SessionId: d.SessionID, Destroyed: false, State: &state, Notice: ptr(d.Notice)},
+			Headers: apigen.DeleteSession202ResponseHeaders{Location: location(ctx, "/v1/sessions/"+d.SessionID)},
+		}, nil
+	}
+	return apigen.DeleteSession200JSONResponse{SessionId: d.SessionID, Destroyed: true}, nil
 }
 
 func seconds(f *float64) time.Duration {

@@ -180,6 +180,7 @@ func (b *Broker) applyDefaults() {
 	setDefault(&b.ResponseTTL, 86400)
 	setDefault(&b.SweepInterval, 300)
 	setDefault(&b.LostAfter, Duration(30*time.Second))
+	setDefault(&b.Spool.MaxBytes, 1<<30)
 	if q := b.Queue; q != nil {
 		setDefault(&q.MaxReceiveCount, 3)
 		setDefault(&q.Consumers, 5)

@@ -510,9 +510,27 @@ type Broker struct {
 	WorkerTimeoutCeiling  *float64 `koanf:"worker_timeout_ceiling" json:"worker_timeout_ceiling"` // seconds; unset = none
 	// LostAfter is how long a runner may miss heartbeats before its running tasks are
 	// reported lost. Default 30s.
-	LostAfter     Duration       `koanf:"lost_after" json:"lost_after"`
+	LostAfter Duration `koanf:"lost_after" json:"lost_after"`
+	// Spool keeps completions the response store could not take (Postgres down) on this
+	// process's disk until it can, so that they outlive a restart.
+	Spool         Spool          `koanf:"spool" json:"spool"`
 	Queue         *Queue         `koanf:"queue" json:"queue,omitempty"`
 	ResponseStore *ResponseStore `koanf:"response_store" json:"response_store,omitempty"`
+}
+
+// Spool is where a gateway or worker keeps the completions of executions that finished while
+// the response store did not answer, one file per task, until the store takes them — after a
+// restart too: the next process on the same folder records them (docs/semantics.md §9
+// Completion). Give each host's processes a folder that outlives them (a volume, not a
+// container's own file system).
+type Spool struct {
+	// Dir is the spool's folder, made (mode 0700) when missing; a process that cannot write
+	// it refuses to start. Default /var/lib/sandgate/spool; `gateway dev`:
+	// <data-dir>/spool.
+	Dir string `koanf:"dir" json:"dir"`
+	// MaxBytes bounds the bytes the spool holds; a completion that does not fit waits in
+	// memory only (logged as an error). Default 1073741824 (1 GiB).
+	MaxBytes int64 `koanf:"max_bytes" json:"max_bytes"`
 }
 
 // Queue configures the queue flavor's transport (docs/semantics.md §10 queue). Workers

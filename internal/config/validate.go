@@ -295,6 +295,7 @@ func (b *Broker) validate(p *problems) {
 	if b.LostAfter <= 0 {
 		p.add(key+".lost_after", "must be greater than 0 (got %s)", b.LostAfter)
 	}
+	positiveInt(p, key+".spool.max_bytes", b.Spool.MaxBytes)
 	if b.WorkerTimeoutCeiling != nil {
 		p.positive(key+".worker_timeout_ceiling", *b.WorkerTimeoutCeiling)
 	}

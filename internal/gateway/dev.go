@@ -20,7 +20,8 @@ import (
 const DevDockerImage = "sandgate/sandbox-python:latest"
 
 // DevSetup fills in what `gateway dev` provides on top of cfg, keeping its state under
-// dataDir: a listen address on 127.0.0.1 when server.addr names no host, a throwaway Postgres when database.url is empty, the development issuer (trusted,
+// dataDir: a listen address on 127.0.0.1 when server.addr names no host, a throwaway Postgres when database.url is empty, the completion spool in dataDir/spool when
+// sandbox.broker.spool.dir is unset, the development issuer (trusted,
 // and returned for New's Options.DevIssuer), admin group "admins" when none is set, and —
 // when no profile is configured — stateful local profiles plus a docker profile whenever a
 // Docker engine answers. It applies defaults and validates the result. stop stops the
@@ -44,6 +45,11 @@ func DevSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog
 			if err := inst.Stop(); err != nil {
 				log.Warn("stopping the development Postgres failed", "err", err)
 			}
+		}
+	}
+	if cfg.Sandbox.Broker.Spool.Dir == "" {
+		if cfg.Sandbox.Broker.Spool.Dir, err = filepath.Abs(filepath.Join(dataDir, "spool")); err != nil {
+			return nil, stop, err
 		}
 	}
 	iss, err = devissuer.Open(strings.TrimSuffix(cfg.Server.PublicURL, "/")+"/dev/oidc", filepath.Join(dataDir, "issuer-key.pem"))

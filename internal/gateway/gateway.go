@@ -32,6 +32,7 @@ import (
 	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
+	"github.com/sandgate/sandgate/internal/spool"
 	"github.com/sandgate/sandgate/internal/store"
 	"github.com/sandgate/sandgate/internal/telemetry"
 	"github.com/sandgate/sandgate/web"
@@ -207,7 +208,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	if opts.Now != nil {
 		clock = sandbox.ClockFunc(opts.Now)
 	}
-	g.svc, err = sandbox.New(sandbox.Options{Settings: set, Profiles: profiles, Store: g.store, Broker: brk, Queue: port,
+	sp, err := openSpool(cfg.Sandbox.Broker.Spool)
+	if err != nil {
+		closeProviders(profiles, log)
+		return nil, err
+	}
+	g.svc, err = sandbox.New(sandbox.Options{Settings: set, Profiles: profiles, Store: g.store, Spool: sp, Broker: brk, Queue: port,
 		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log, Observer: g.metrics, Tracer: g.tracing.Provider()})
 	if err != nil {
 		closeProviders(profiles, log)
@@ -263,6 +269,25 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	}
 	g.handler = telemetry.ServerHandler(routes, g.metrics, g.tracing)
 	return g, nil
+}
+
+// DefaultSpoolDir is sandbox.broker.spool.dir's default for `gateway serve` and `gateway
+// worker` (`gateway dev` keeps its spool in its data folder).
+const DefaultSpoolDir = "/var/lib/sandgate/spool"
+
+// openSpool opens the completion spool c names (docs/semantics.md §9 Completion).
+//
+// Errors: the folder cannot be made or written, naming the key that sets it.
+func openSpool(c config.Spool) (*spool.Spool, error) {
+	dir := c.Dir
+	if dir == "" {
+		dir = DefaultSpoolDir
+	}
+	sp, err := spool.Open(dir, c.MaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox.broker.spool.dir: %w; set it (SANDGATE_SANDBOX__BROKER__SPOOL__DIR) to a folder this process may write that outlives it: completions of runs that finish while Postgres is down wait there", err)
+	}
+	return sp, nil
 }
 
 // goBG runs f in the background until Close.

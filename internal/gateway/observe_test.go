@@ -93,6 +93,8 @@ func TestMetricsAfterRealExecutions(t *testing.T) {
 			"default": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: wd}}},
 			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: wd}}},
 			"broken":  {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: broken}}},
+			// Held on pause (local sandboxes cannot freeze): its executions are refused.
+			"lax": {Type: local.TypeName, Policy: config.Policy{Strict: new(bool)}, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: wd}}},
 		}
 	}})
 	// The broken profile's folder becomes a file: its provider can create no sandbox.
@@ -126,6 +128,13 @@ func TestMetricsAfterRealExecutions(t *testing.T) {
 	}
 	failed := do(t, e, "POST", "/v1/sessions/default/commands?profile=broken", tok, `{"command":"true"}`)
 	failed.RequireProblem(t, http.StatusBadGateway, "provision")
+	// An execution refused before it starts (a paused session) is no execution: no task, and
+	// no execution metric.
+	lax := do(t, e, "POST", "/v1/sessions", tok, `{"profile":"lax"}`).JSON(t)["id"].(string)
+	require.Equal(t, http.StatusOK, do(t, e, "POST", "/v1/sessions/"+lax+"/commands", tok, `{"command":"true"}`).Status)
+	require.Equal(t, http.StatusOK, do(t, e, "POST", "/v1/sessions/"+lax+"/pause", tok, "").Status)
+	do(t, e, "POST", "/v1/sessions/"+lax+"/commands", tok, `{"command":"true"}`).RequireProblem(t, http.StatusConflict, "paused")
+	assert.Len(t, do(t, e, "GET", "/v1/tasks?session_id="+lax, tok, "").JSON(t)["tasks"], 1, "the refused execution left no task")
 	// Two refused requests: no token, and one that is no bearer token.
 	require.Equal(t, http.StatusUnauthorized, get(e, "/v1/me", ""))
 	status, _, _ := e.Do("GET", "/v1/me", "", nil, map[string]string{"Authorization": "Basic YWxpY2U6c2VjcmV0"})
@@ -138,6 +147,8 @@ func TestMetricsAfterRealExecutions(t *testing.T) {
 	assert.EqualValues(t, 2, exec("default", "succeeded"), "a non-zero exit is a succeeded task")
 	assert.EqualValues(t, 1, exec("oneshot", "succeeded"))
 	assert.EqualValues(t, 1, exec("broken", "failed"))
+	assert.EqualValues(t, 1, exec("lax", "succeeded"))
+	assert.EqualValues(t, -1, exec("lax", "failed"), "a refusal is no failed execution")
 	assert.EqualValues(t, 1, sample(f, "sandgate_provider_errors_total",
 		map[string]string{"profile": "broken", "provider": "local_subprocess", "operation": "create", "kind": "provision"}))
 	for _, m := range f["sandgate_provider_errors_total"].GetMetric() {
@@ -160,8 +171,8 @@ func TestMetricsAfterRealExecutions(t *testing.T) {
 	assert.EqualValues(t, 0, sample(f, "sandgate_tasks", map[string]string{"profile": "default", "status": "running"}), "known statuses are reported as 0")
 	assert.EqualValues(t, 0, sample(f, "sandgate_queue_depth", map[string]string{}))
 	assert.EqualValues(t, 1, sample(f, "sandgate_store_counts_up", map[string]string{}))
-	assert.EqualValues(t, 2, sample(f, "sandgate_http_request_duration_seconds",
-		map[string]string{"route": "/v1/sessions/{session_id}/commands", "method": "POST", "code": "200"}), "by route pattern")
+	assert.EqualValues(t, 3, sample(f, "sandgate_http_request_duration_seconds",
+		map[string]string{"route": "/v1/sessions/{session_id}/commands", "method": "POST", "code": "200"}), "by route pattern (two sessions)")
 	assert.EqualValues(t, 1, sample(f, "sandgate_build_info", map[string]string{"version": "", "role": "gateway"}))
 	require.Contains(t, f, "go_goroutines")
 

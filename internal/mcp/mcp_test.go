@@ -24,6 +24,7 @@ import (
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 	"github.com/sandgate/sandgate/internal/mcp"
+	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/sandbox/sandboxtest"
@@ -46,8 +47,14 @@ func newGateway(t *testing.T, adjust func(*config.Config)) *gateway {
 // newGatewayAt is newGateway with the domain on clock now (a sandboxtest.Clock).
 func newGatewayAt(t *testing.T, adjust func(*config.Config), now func() time.Time) *gateway {
 	t.Helper()
+	return newGatewayWith(t, adjust, now, nil)
+}
+
+// newGatewayWith is newGatewayAt serving the provider types of reg (nil: the built-ins).
+func newGatewayWith(t *testing.T, adjust func(*config.Config), now func() time.Time, reg *providers.Registry) *gateway {
+	t.Helper()
 	workdir := t.TempDir()
-	e := gatewaytest.Start(t, gatewaytest.Options{Workdir: workdir, MaxConns: 10, Now: now, Config: func(cfg *config.Config) {
+	e := gatewaytest.Start(t, gatewaytest.Options{Workdir: workdir, MaxConns: 10, Now: now, Registry: reg, Config: func(cfg *config.Config) {
 		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
 		cfg.Sandbox.Profiles = map[string]config.Profile{
 			"default":    {Type: local.TypeName, ProviderBlocks: lb},

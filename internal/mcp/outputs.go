@@ -77,7 +77,8 @@ var (
 		"required": ["sessions"], "additionalProperties": false}`)
 	newSessionOutput = outputSchema(`{"type": "object", "properties": {"sandbox_session_id": ` + strProp + `, "name": {"type": ["string", "null"]}, "profile": ` + strProp + `},
 		"required": ["sandbox_session_id", "name", "profile"], "additionalProperties": false}`)
-	destroyOutput = outputSchema(`{"type": "object", "properties": {"sandbox_session_id": ` + strProp + `, "destroyed": {"const": true}},
+	destroyOutput = outputSchema(`{"type": "object", "properties": {"sandbox_session_id": ` + strProp + `, "destroyed": {"type": "boolean"},
+		"notice": {"type": "string", "description": "When destroyed is false: the sandbox could not be removed yet; the session takes no new work and the gateway retries."}},
 		"required": ["sandbox_session_id", "destroyed"], "additionalProperties": false}`)
 	cancelOutput = outputSchema(`{"type": "object", "properties": {"task_id": `+strProp+`, "status": `+taskStatus+`, "sandbox_session_id": `+strProp+`},
 		"required": ["task_id", "status", "sandbox_session_id"], "additionalProperties": false}`, unknownTask)

@@ -192,7 +192,7 @@ var toolTable = []toolSpec{
 		hints:     destroyHints,
 		signature: `destroy_sandbox_session(sandbox_session_id)`,
 		purpose:   "destroy a session and discard its workspace",
-		short:     "Destroy a sandbox session and discard its workspace. Destroying an unknown or already destroyed id succeeds.",
+		short:     "Destroy a sandbox session and discard its workspace. Destroying an unknown or already destroyed id succeeds. When the sandbox cannot be removed yet, destroyed is false and notice says so: the session takes no new work and the gateway keeps retrying.",
 		args:      destroySessionArgs,
 		schema: schema(`{"type": "object", "properties": {
 			"sandbox_session_id": {"type": "string", "description": "The session to destroy."}},
@@ -823,6 +823,8 @@ func (h *Handler) newSession(ctx context.Context, p principal.Principal, raw jso
 type destroyedBody struct {
 	SandboxSessionID string `json:"sandbox_session_id"`
 	Destroyed        bool   `json:"destroyed"`
+	// Notice: the sandbox could not be removed yet (Destroyed false); the gateway retries.
+	Notice string `json:"notice,omitempty"`
 }
 
 func (h *Handler) destroySession(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
@@ -840,10 +842,11 @@ func (h *Handler) destroySession(ctx context.Context, p principal.Principal, raw
 	if err != nil {
 		return h.fail(err, given)
 	}
-	if _, err := h.svc.DestroySession(ctx, p, id, profile); err != nil {
+	d, err := h.svc.DestroySession(ctx, p, id, profile)
+	if err != nil {
 		return h.fail(err, given)
 	}
-	return ok(destroyedBody{SandboxSessionID: given, Destroyed: true})
+	return ok(destroyedBody{SandboxSessionID: given, Destroyed: !d.Pending, Notice: d.Notice})
 }
 
 func deref(s *string) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/sandbox/sandboxtest"
+	"github.com/sandgate/sandgate/internal/spool"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -596,9 +597,9 @@ func TestTenantIsolation(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, tasks)
 
-	id, err := b.Service.DestroySession(b.ctx, b.bob, sess.ID, "")
+	d, err := b.Service.DestroySession(b.ctx, b.bob, sess.ID, "")
 	require.NoError(t, err, "destroying an unknown session succeeds")
-	assert.Equal(t, sess.ID, id)
+	assert.Equal(t, sandbox.Destroyed{SessionID: sess.ID}, d)
 	still, err := b.Service.GetSession(b.ctx, b.alice, sess.ID, "")
 	require.NoError(t, err, "and leaves another's session alone")
 	assert.Equal(t, prov.Created()[0], still.SandboxID)
@@ -609,4 +610,108 @@ func TestTenantIsolation(t *testing.T) {
 	admin.Admin = true
 	_, err = b.Service.GetSession(b.ctx, admin, sess.ID, "")
 	require.NoError(t, err, "administrators see every session")
+}
+
+// A completion the response store refuses is in the spool before the caller gets its
+// result; a service that stops before the store answers leaves it there, and the next
+// service on the same spool records it — also over a `lost` verdict another replica reported
+// meanwhile, since the runner that ran the execution knows how it ended (docs/semantics.md
+// §9 Completion).
+func TestSpooledCompletionOutlivesItsService(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	sp, err := spool.Open(t.TempDir(), 1<<20)
+	require.NoError(t, err)
+	st, clock := sandboxtest.NewStore(), sandboxtest.NewClock(sandboxtest.T0)
+	first := sandboxtest.New(t, sandboxtest.Options{Store: st, Clock: clock, Spool: sp})
+	alice := first.Principal(t, "alice")
+	first.Provider(t, "default").SetProgram(sandboxtest.Reply(0, "kept\n", "also kept\n"))
+	st.FailFinish(1 << 30)
+	out, err := first.Service.Execute(ctx, alice, sandbox.ExecInput{Code: "work"})
+	res := result(t, out, err)
+	assert.Equal(t, "kept\n", res.Stdout)
+	ids, err := sp.IDs()
+	require.NoError(t, err)
+	require.Equal(t, []string{res.TaskID}, ids, "spooled before the answer")
+	stopped, cancel := context.WithCancel(ctx)
+	cancel()
+	_ = first.Service.Close(stopped) // nothing runs: the completion waits in memory and the spool
+	st.FailFinish(0)
+
+	clock.Advance(time.Hour) // the first runner's heartbeat is long stale
+	other := sandboxtest.New(t, sandboxtest.Options{Store: st, Clock: clock, RunnerID: "runner-2"})
+	other.Service.SweepNow(ctx) // the sandbox keeps no execution to adopt: lost
+	_, err = st.WaitTask(ctx, res.TaskID)
+	require.NoError(t, err)
+	lost, err := other.Service.GetTask(ctx, alice, res.TaskID)
+	require.NoError(t, err)
+	require.Equal(t, sandbox.TaskLost, lost.Status, "a replica without the spool cannot know better")
+
+	again := sandboxtest.New(t, sandboxtest.Options{Store: st, Clock: clock, Spool: sp, RunnerID: "runner-3"})
+	again.Service.SweepNow(ctx)
+	task, err := again.Service.GetTask(ctx, alice, res.TaskID)
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.TaskSucceeded, task.Status)
+	assert.Empty(t, task.Error)
+	require.NotNil(t, task.Result)
+	assert.Equal(t, "kept\n", task.Result.Stdout)
+	assert.Equal(t, "also kept\n", task.Result.Stderr)
+	assert.Equal(t, res.DurationMS, task.Result.DurationMS)
+	require.NotNil(t, task.FinishedAt)
+	assert.True(t, task.FinishedAt.Equal(sandboxtest.T0), "finished when it did, not when recorded")
+	ids, err = sp.IDs()
+	require.NoError(t, err)
+	assert.Empty(t, ids, "recorded, so no longer spooled")
+	ev := auditOfTask(t, st, res.TaskID)
+	assert.Equal(t, sandbox.TaskSucceeded, ev.Status, "the audit says what happened")
+}
+
+// A spool that cannot take a completion (full) leaves it in memory, retried as without a
+// spool; records the store has no task for are kept until that task would have expired (the
+// spool may be shared with a gateway of another database), and unreadable ones are left for
+// the operator.
+func TestSpoolEdges(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	full, err := spool.Open(dir, 10)
+	require.NoError(t, err)
+	b := setup(t, sandboxtest.Options{Spool: full})
+	b.Store.FailFinish(3)
+	res := b.exec(t, b.alice, sandbox.ExecInput{Code: "print(1)"})
+	ids, err := full.IDs()
+	require.NoError(t, err)
+	assert.Empty(t, ids, "too big for the spool")
+	assert.Equal(t, sandbox.TaskSucceeded, b.finished(t, b.alice, res.TaskID).Status, "retried from memory")
+
+	roomy, err := spool.Open(dir, 1<<20)
+	require.NoError(t, err)
+	c := sandboxtest.New(t, sandboxtest.Options{Spool: roomy, Clock: sandboxtest.NewClock(sandboxtest.T0)})
+	foreign := `{"v":1,"task_id":"0123456789abcdef0123456789abcdef","finished_at":"2026-01-05T09:00:00Z","ttl_ns":3600000000000,"status":"succeeded"}`
+	require.NoError(t, roomy.Put("0123456789abcdef0123456789abcdef", []byte(foreign)))
+	require.NoError(t, roomy.Put("badbadbadbad", []byte("not json")))
+	c.Service.SweepNow(ctx)
+	ids, err = roomy.IDs()
+	require.NoError(t, err)
+	slices.Sort(ids)
+	assert.Equal(t, []string{"0123456789abcdef0123456789abcdef", "badbadbadbad"}, ids, "kept: unknown before its expiry, and unreadable")
+	c.Clock.Advance(2 * time.Hour)
+	c.Service.SweepNow(ctx)
+	ids, err = roomy.IDs()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"badbadbadbad"}, ids, "unknown past its expiry: dropped")
+}
+
+// auditOfTask is the audit event of task id.
+func auditOfTask(t *testing.T, st *sandboxtest.Store, id string) store.AuditEvent {
+	t.Helper()
+	evs, err := st.ListAudit(t.Context(), store.AuditFilter{Limit: 1000})
+	require.NoError(t, err)
+	for _, e := range evs {
+		if e.TaskID == id {
+			return e
+		}
+	}
+	t.Fatalf("no audit event for task %s", id)
+	return store.AuditEvent{}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -136,7 +137,11 @@ func (s *Service) Execute(ctx context.Context, p principal.Principal, in ExecInp
 	}
 }
 
-// errSessionGone is submit's error for a session that no longer exists.
+// isDefault reports whether id addresses a default session.
+func isDefault(id string) bool { return id == DefaultSessionID || id == "" }
+
+// errSessionGone is submit's error for a session that no longer exists (or, addressed as the
+// default, is no longer it).
 var errSessionGone = errors.New("sandbox: the session is gone")
 
 // Run executes on a per_call profile: a fresh sandbox, destroyed afterwards — also when the
@@ -229,7 +234,7 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		Background: in.Background, Interactive: spec.StdinOpen || spec.PTY != nil,
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attrTask.String(id), attrOp.String(op))
-	j := &execJob{s: s, p: p, prof: prof, sess: sess, ephemeral: ephemeral, task: task, spec: spec, stdin: in.Stdin,
+	j := &execJob{s: s, p: p, prof: prof, sess: sess, ephemeral: ephemeral, viaDefault: isDefault(in.SessionID), task: task, spec: spec, stdin: in.Stdin,
 		base64: in.Base64, warnings: warnings, started: in.Started, parent: trace.SpanContextFromContext(ctx)}
 	if s.queue != nil {
 		return s.submitQueued(ctx, j, wait)
@@ -241,13 +246,20 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	}
 	// One round trip records the task and, for a session, takes its place in the session's
 	// line: the order of submission is the order of execution (docs/semantics.md §9 step 5).
-	begun, err := s.store.BeginTask(ctx, task, limit, !ephemeral)
+	// A session that takes no new work (paused by its owner, closed) records nothing.
+	begun, err := s.store.BeginTask(ctx, task, store.Admission{Limit: limit, Lock: !ephemeral, WakesPaused: prof.AutoResume})
 	if err != nil {
 		switch {
 		case errors.Is(err, store.ErrQuota):
 			return Outcome{}, overQuota(p)
 		case errors.Is(err, store.ErrNotFound):
 			return Outcome{}, errSessionGone
+		case errors.Is(err, store.ErrRefused) && begun.Session.Status == store.SessionClosed && isDefault(in.SessionID):
+			// A closed default session (remembered by this replica) is no longer the default:
+			// resolved again, the default is a new one.
+			return Outcome{}, errSessionGone
+		case errors.Is(err, store.ErrRefused):
+			return Outcome{}, refusedBy(begun.Session)
 		}
 		// The insert may have committed with its answer lost: finish that task, if it exists.
 		_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, failedCompletion(err), s.now(), s.ttl())
@@ -279,6 +291,9 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		}
 		return Outcome{Result: j.result}, nil
 	}
+	if !j.promote() {
+		return Outcome{}, j.err // refused, its task withdrawn, just as the wait ended
+	}
 	if err := s.store.PromoteTask(context.WithoutCancel(ctx), task.ID); err != nil {
 		s.log.Error("recording task promotion failed", "task_id", task.ID, "err", err)
 	}
@@ -287,6 +302,27 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		return Outcome{}, err
 	}
 	return Outcome{Task: &t}, nil
+}
+
+// refusal marks an error that turned an execution away before it started: its session is
+// paused (and not resumed on use) or closed, or its caller is over the contexts quota. A
+// refused execution is no execution: its task is withdrawn while its caller still waits for
+// the answer (else it fails with the refusal), and no execution metric counts it.
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error { return r.error }
+
+// refused marks err as a refusal.
+func refused(err error) error { return refusal{err} }
+
+func isRefusal(err error) bool { return errors.As(err, new(refusal)) }
+
+// refusedBy is the refusal of new work by session sess as it stands (store.ErrRefused).
+func refusedBy(sess store.Session) error {
+	if sess.Status == store.SessionClosed {
+		return closedErr(sess)
+	}
+	return pausedErr(sess.ID)
 }
 
 // failedCompletion is the completion of a task that failed with machinery error err.
@@ -320,12 +356,14 @@ type execJob struct {
 	prof      *Profile
 	sess      store.Session
 	ephemeral bool
-	task      store.Task
-	spec      providers.ExecSpec
-	stdin     []byte
-	base64    bool
-	warnings  []string
-	started   func(taskID string) // ExecInput.Started
+	// viaDefault: the caller addressed the session as its default (DefaultSessionID).
+	viaDefault bool
+	task       store.Task
+	spec       providers.ExecSpec
+	stdin      []byte
+	base64     bool
+	warnings   []string
+	started    func(taskID string) // ExecInput.Started
 
 	queued bool // came through a queue transport: a redelivery can finish it
 	// place is the task's place in its session's lock line, taken with the task row at
@@ -346,6 +384,42 @@ type execJob struct {
 	result    *Result // set when the program ran (whatever its exit)
 	err       error   // set on a machinery failure
 	abandoned bool    // interrupted by shutdown and left for redelivery or adoption
+	refused   bool    // err turned the execution away before it started (refusal)
+
+	mu        sync.Mutex // promoted and withdrawn: the submitter's and the job's last word
+	promoted  bool       // the caller stopped waiting: the task is the answer
+	withdrawn bool       // refused while the caller waited: the refusal is the answer
+}
+
+// promote records that the caller stopped waiting, unless the job withdrew its task first
+// (false: the caller gets j.err).
+func (j *execJob) promote() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.promoted = !j.withdrawn
+	return j.promoted
+}
+
+// withdraw removes the task of a refused execution whose caller still waits for the answer,
+// and gives its place in the session's line up; it reports whether it did. A task the
+// caller already holds (promoted) or that came through a queue stays, and fails with the
+// refusal.
+func (j *execJob) withdraw(ctx context.Context) bool {
+	if j.queued {
+		return false
+	}
+	j.mu.Lock()
+	j.withdrawn = !j.promoted
+	withdrawn := j.withdrawn
+	j.mu.Unlock()
+	if !withdrawn {
+		return false
+	}
+	if ok, err := j.s.store.WithdrawTask(ctx, j.task.ID); err != nil || !ok {
+		return false // recorded as failed instead: the caller gets the refusal either way
+	}
+	j.s.store.ReleaseTurn(j.place)
+	return true
 }
 
 func (j *execJob) run(ctx context.Context) {
@@ -366,12 +440,17 @@ func (j *execJob) run(ctx context.Context) {
 		if rec := recover(); rec != nil {
 			s.log.Error("execution panicked", "task_id", j.task.ID, "panic", rec)
 			j.err = fault.New(fault.Internal, "execution panicked: %v", rec)
+			j.refused = false
 			completion = store.Completion{Status: TaskFailed, Error: j.err.Error(), ErrorType: string(fault.Internal)}
 		}
-		completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.ephemeral
-		completion.Unlock = j.place // the next execution of the session starts once this one is recorded
-		s.recordCompletion(bg, j.task.ID, completion)
-		s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, time.Since(began))
+		if !j.refused || !j.withdraw(bg) {
+			completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.ephemeral
+			completion.Unlock = j.place // the next execution of the session starts once this one is recorded
+			s.recordCompletion(bg, j.task.ID, completion)
+		}
+		if !j.refused {
+			s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, time.Since(began))
+		}
 		s.keepOutputWithin(j.p, completion.OutputBytes)
 		s.forgetCancelled(j.task.ID)
 		if j.live != nil {
@@ -384,6 +463,7 @@ func (j *execJob) run(ctx context.Context) {
 	case err != nil:
 		j.err = err
 		completion.Status, completion.Error, completion.ErrorType = TaskFailed, err.Error(), string(fault.KindOf(err))
+		j.refused = isRefusal(err) && !s.wasCancelled(j.task.ID)
 		if s.wasCancelled(j.task.ID) {
 			completion.Status, completion.ErrorType = TaskCancelled, "cancelled"
 			completion.Error = s.cancelReason(j.task.ID)
@@ -438,7 +518,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 			return nil, err
 		}
 		defer unlock()
-		woke, err := s.wake(ctx, prof, &j.sess)
+		woke, err := j.admit(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -454,6 +534,9 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	defer func() { _ = sb.Close() }()
 	if !j.ephemeral {
 		if err := s.holdContext(ctx, j.p, j.sess.ID, sb.ID(), j.spec.Context); err != nil {
+			if fault.KindOf(err) == fault.Quota {
+				err = refused(err) // the contexts quota: nothing ran
+			}
 			return nil, err
 		}
 	}
@@ -496,6 +579,20 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	})
 }
 
+// admit checks, holding the session lock, that the job's session takes the execution as it
+// now stands — not closed, not paused (a session the profile resumes on use is woken: the
+// notice says so) — or refuses it (refusal).
+func (j *execJob) admit(ctx context.Context) (string, error) {
+	if j.sess.Status == store.SessionClosed {
+		return "", refused(closedErr(j.sess))
+	}
+	woke, err := j.s.wake(ctx, j.prof, &j.sess)
+	if fault.KindOf(err) == fault.Paused {
+		err = refused(err)
+	}
+	return woke, err
+}
+
 // withStdin is spec reading the job's stdin from its start.
 func (j *execJob) withStdin(spec providers.ExecSpec) providers.ExecSpec {
 	if j.stdin != nil {
@@ -516,7 +613,7 @@ func (j *execJob) ready(ctx context.Context) (providers.Sandbox, string, error) 
 	}
 	if j.ephemeral {
 		id := sb.ID()
-		j.cleanup = append(j.cleanup, func() { s.destroyBackend(ctx, prof, j.sess.ID, id) })
+		j.cleanup = append(j.cleanup, func() { _ = s.destroyBackend(ctx, prof, j.sess.ID, id) })
 		return sb, notice, nil
 	}
 	// Unchanged bindings need no write: last use is recorded with the completion (FinishTask
@@ -677,7 +774,7 @@ func classify(err error, kind fault.Kind) error {
 func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
 	notice := sess.PendingNotice
 	if sess.SandboxID != "" && sess.PausedAt.IsZero() && idleAction(prof) == IdleReset && s.now().Sub(sess.LastUsedAt) > prof.IdleTimeout {
-		s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+		_ = s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
 		notice = idleNotice(prof, sess.ID)
 		if _, err := s.store.ResetSession(ctx, sess.ID, "", s.now(), sess.SandboxID); err != nil {
 			return "", err

@@ -74,10 +74,6 @@ func (s *Service) PauseSession(ctx context.Context, p principal.Principal, id, p
 	}
 	var warnings []string
 	if !prof.Caps.Pause {
-		if prof.Policy.Strict {
-			return Session{}, nil, fault.Unsupported(prof.Provider.Type(), "pause").
-				WithHint("destroy the session when done, or take a snapshot (POST /v1/sessions/{id}/snapshots) if the profile supports it", "destroy the session when done")
-		}
 		warnings = []string{fmt.Sprintf("provider '%s' cannot freeze sandboxes: session '%s' is held (operations answer 409 until it is resumed) but its processes keep running, because profile '%s' has strict: false",
 			prof.Provider.Type(), sess.ID, prof.Name)}
 	}
@@ -138,22 +134,49 @@ func (s *Service) ResumeSession(ctx context.Context, p principal.Principal, id, 
 	return view(sess), s.sessionErr(err, id)
 }
 
-// parkableSession resolves a session the caller may pause or resume (op).
+// parkableSession resolves a session the caller may pause or resume (op). For the default
+// session, what its profile alone decides is checked before the session is made on first
+// use: a refused pause leaves no new session behind.
 func (s *Service) parkableSession(ctx context.Context, p principal.Principal, id, profile, op string) (store.Session, *Profile, error) {
+	if id == DefaultSessionID || id == "" {
+		prof, err := s.profile(p, profile)
+		if err != nil {
+			return store.Session{}, nil, err
+		}
+		if err := s.parkable(p, prof, DefaultSessionID, prof.Scope == ScopePerRuntime, op); err != nil {
+			return store.Session{}, nil, err
+		}
+	}
 	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
 	if err != nil {
 		return store.Session{}, nil, err
 	}
 	if ephemeral {
-		return store.Session{}, nil, fault.New(fault.Conflict, "profile '%s' has scope per_call: its sandboxes live for one run and cannot be paused or resumed", prof.Name)
+		return store.Session{}, nil, s.parkable(p, prof, id, false, op)
 	}
-	if sess.OwnerID == "" && !p.Admin {
-		return store.Session{}, nil, fault.New(fault.Forbidden, "sandbox session '%s' is the one session of per_runtime profile '%s', shared by every caller; only an administrator may %s it", sess.ID, prof.Name, op)
-	}
-	if prof.Attached() {
-		return store.Session{}, nil, fault.New(fault.Conflict, "profile '%s' is attached to an environment the gateway does not manage; it is never paused", prof.Name)
+	if err := s.parkable(p, prof, sess.ID, sess.OwnerID == "", op); err != nil {
+		return store.Session{}, nil, err
 	}
 	return sess, prof, nil
+}
+
+// parkable refuses op (pause, resume) on session id of prof (shared: the one session of a
+// per_runtime profile) when the profile or the caller does not allow it: fault.Conflict on
+// per_call and attached profiles, fault.Forbidden on a shared session but for admins,
+// fault.Capability for a pause a strict profile's provider cannot do.
+func (s *Service) parkable(p principal.Principal, prof *Profile, id string, shared bool, op string) error {
+	switch {
+	case prof.Scope == ScopePerCall:
+		return fault.New(fault.Conflict, "profile '%s' has scope per_call: its sandboxes live for one run and cannot be paused or resumed", prof.Name)
+	case shared && !p.Admin:
+		return fault.New(fault.Forbidden, "sandbox session '%s' is the one session of per_runtime profile '%s', shared by every caller; only an administrator may %s it", id, prof.Name, op)
+	case prof.Attached():
+		return fault.New(fault.Conflict, "profile '%s' is attached to an environment the gateway does not manage; it is never paused", prof.Name)
+	case op == "pause" && !prof.Caps.Pause && prof.Policy.Strict:
+		return fault.Unsupported(prof.Provider.Type(), "pause").
+			WithHint("destroy the session when done, or take a snapshot (POST /v1/sessions/{id}/snapshots) if the profile supports it", "destroy the session when done")
+	}
+	return nil
 }
 
 // refuseIfRunning answers fault.Conflict when an execution (not a background process) of
@@ -346,7 +369,7 @@ func (s *Service) parkIdle(ctx context.Context, prof *Profile, sess store.Sessio
 			s.dropSnapshot(ctx, prof, snap)
 			return
 		}
-		s.destroyBackend(ctx, prof, cur.ID, cur.SandboxID)
+		_ = s.destroyBackend(ctx, prof, cur.ID, cur.SandboxID)
 		log.Info("idle sandbox parked in a snapshot", "snapshot_id", snap.ID, "bytes", snap.SizeBytes)
 	}
 }

@@ -58,6 +58,12 @@ type Store interface {
 	RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error
 	// SandboxInUse reports whether any session refers to sandbox id.
 	SandboxInUse(ctx context.Context, id string) (bool, error)
+	// DestroyFailed closes session id (store.SessionClosed) after destroying its sandbox
+	// sandboxID failed with why, its next attempt due at retryAt; false when it is gone or its
+	// sandbox moved on.
+	DestroyFailed(ctx context.Context, id, sandboxID, why string, retryAt time.Time) (bool, error)
+	// DestroyRetries returns up to limit closed sessions whose next destroy attempt is due.
+	DestroyRetries(ctx context.Context, now time.Time, limit int) ([]store.Session, error)
 	DeleteSession(ctx context.Context, id string) error
 	// LockSession waits for the session's lock, granted in arrival order across replicas
 	// (docs/semantics.md §9 step 5); unlock releases it.
@@ -68,11 +74,15 @@ type Store interface {
 	// CreateTaskWithin inserts t unless its owner already has limit unfinished tasks
 	// (limit ≤ 0: no limit).
 	CreateTaskWithin(ctx context.Context, t store.Task, limit int) error
-	// BeginTask inserts t within limit and, with lock, takes a place in its session's lock
+	// BeginTask inserts t within a.Limit and, with a.Lock, takes a place in its session's lock
 	// line, in one round trip: the task is running when it may start now (no lock, or the
 	// place is first), else pending (AwaitTurn). The place is given up by the completion
-	// (Completion.Unlock) or ReleaseTurn.
-	BeginTask(ctx context.Context, t store.Task, limit int, lock bool) (store.Begun, error)
+	// (Completion.Unlock) or ReleaseTurn. A session that takes no new work (closed, or paused
+	// by its owner unless a.WakesPaused): store.ErrRefused, nothing recorded.
+	BeginTask(ctx context.Context, t store.Task, a store.Admission) (store.Begun, error)
+	// WithdrawTask removes unfinished task id that was never promoted, with its audit event —
+	// an execution refused before it started is no task — and reports whether it did.
+	WithdrawTask(ctx context.Context, id string) (bool, error)
 	// AwaitTurn waits for place's turn, then marks the task running and returns the session.
 	AwaitTurn(ctx context.Context, place store.Place, taskID string, now func() time.Time) (store.Session, error)
 	// ReleaseTurn gives place up without a completion.
@@ -167,6 +177,23 @@ type Store interface {
 	DeleteStaleRunners(ctx context.Context, before time.Time) error
 	// TryExclusive runs fn while holding key on one replica at a time (ErrLockHeld otherwise).
 	TryExclusive(ctx context.Context, key int64, fn func(ctx context.Context) error) error
+}
+
+// Spool keeps the completions the Store refused on durable storage until it takes them
+// (completion.go; docs/semantics.md §9 Completion): internal/spool, a folder on the
+// gateway's disk. A record is opaque bytes under a task id; Put returns once it is durable.
+type Spool interface {
+	// Put stores record under id (replacing one of the same id); an error when it cannot
+	// (full, or the disk failing).
+	Put(id string, record []byte) error
+	// Get returns record id; an error when there is none.
+	Get(id string) ([]byte, error)
+	// Remove removes record id (none: no error).
+	Remove(id string) error
+	// IDs lists the records held.
+	IDs() ([]string, error)
+	// Dir names the spool in logs.
+	Dir() string
 }
 
 // Queue is the queue flavor's port (broker.Queued): executions travel to `gateway worker`

@@ -178,8 +178,8 @@ func (s *Service) PortByLink(ctx context.Context, token string) (*PortTarget, er
 		return nil, err
 	}
 	prof, ok := s.profiles[sess.Profile]
-	if !ok || !prof.Caps.PreviewPorts || prof.IdentityMode == IdentityUser || prof.Scope == ScopePerCall {
-		return nil, gone
+	if !ok || !prof.Caps.PreviewPorts || prof.IdentityMode == IdentityUser || prof.Scope == ScopePerCall || sess.Status == store.SessionClosed {
+		return nil, gone // a session being destroyed serves nothing more
 	}
 	// The owner's token is not here: the provider acts as the gateway (agent mode only).
 	return s.portTarget(ctx, principal.Principal{}, prof, sess, port)

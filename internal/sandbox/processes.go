@@ -53,11 +53,16 @@ func (j *execJob) startProcess(ctx context.Context) {
 	if err != nil {
 		j.err = err
 		c := failedCompletion(err)
-		if s.wasCancelled(j.task.ID) {
+		cancelled := s.wasCancelled(j.task.ID)
+		if cancelled {
 			c.Status, c.ErrorType, c.Error = TaskCancelled, "cancelled", "cancelled by the caller before it started"
 		}
-		c.SessionID, c.Unlock = j.sess.ID, j.place
-		s.recordCompletion(bg, j.task.ID, c)
+		// A refused start is no process: its caller, who waits for the start, gets the
+		// refusal and no task stays.
+		if !isRefusal(err) || cancelled || !j.withdraw(bg) {
+			c.SessionID, c.Unlock = j.sess.ID, j.place
+			s.recordCompletion(bg, j.task.ID, c)
+		}
 		s.forgetCancelled(j.task.ID)
 		if j.live != nil {
 			j.live.finish(nil, err)
@@ -89,7 +94,7 @@ func (j *execJob) start(ctx context.Context) (providers.ProcessInfo, providers.S
 		return providers.ProcessInfo{}, nil, err
 	}
 	defer unlock() // queued deliveries: the lock taken for the start only
-	woke, err := s.wake(ctx, j.prof, &j.sess)
+	woke, err := j.admit(ctx)
 	if err != nil {
 		return providers.ProcessInfo{}, nil, err
 	}

@@ -34,6 +34,20 @@ func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Durati
 		env.PTYRows, env.PTYCols = pty.Rows, pty.Cols
 	}
 	broker.InjectTrace(ctx, &env)
+	if !j.ephemeral {
+		// A session that takes no new work refuses before anything is recorded (the thread
+		// flavor's BeginTask checks in its insert; a session paused or closed after this
+		// read fails the task on the worker instead).
+		cur, err := s.store.GetSession(ctx, j.sess.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound), err == nil && cur.Status == store.SessionClosed && j.viaDefault:
+			return Outcome{}, errSessionGone
+		case err != nil:
+			return Outcome{}, err
+		case cur.Status == store.SessionClosed || !cur.PausedAt.IsZero() && !cur.PausedIdle && !j.prof.AutoResume:
+			return Outcome{}, refusedBy(cur)
+		}
+	}
 	limit, overQuota := s.executionLimit(j.p), s.executionQuotaErr
 	if j.task.Background {
 		limit, overQuota = s.backgroundLimit(j.p), s.backgroundQuotaErr

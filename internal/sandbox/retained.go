@@ -18,9 +18,9 @@ import (
 // stored); after a completion with output, the owner's results are trimmed in the
 // background, at most once per trimEvery per owner and replica, so an execution's own path
 // pays nothing for it and a busy owner costs one scan of its retained results per trimEvery.
-// Between two trims, and for background processes and adopted tasks (whose completions are
-// recorded without the caller's principal at hand: they are trimmed with the owner's next
-// execution), the total may pass the limit for a while.
+// Between two trims, and for background processes, adopted tasks and completions recorded
+// from the spool (recorded without the caller's principal at hand: they are trimmed with the
+// owner's next execution), the total may pass the limit for a while.
 
 // trimEvery is the shortest time between two trims of one owner's results on a replica.
 const trimEvery = 5 * time.Second

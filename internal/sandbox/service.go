@@ -36,6 +36,9 @@ type Options struct {
 	Store    Store
 	// Broker runs executions on this process (thread or embedded flavor).
 	Broker broker.Broker
+	// Spool keeps completions the Store refused until it takes them, across restarts
+	// (completion.go); nil: they wait in this process's memory only.
+	Spool Spool
 	// Queue, when set, sends executions to `gateway worker` processes instead (flavor
 	// queue). Workers set it too (to know their own flavor); they run deliveries through
 	// RunDelivered on Broker.
@@ -57,6 +60,7 @@ type Options struct {
 type Service struct {
 	cfg      Settings
 	store    Store
+	spool    Spool
 	broker   broker.Broker
 	queue    Queue
 	runnerID string
@@ -94,13 +98,18 @@ type Service struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	retrying  sync.WaitGroup
+	badSpool  sync.Map // task id → struct{}: spool records found unreadable (said once)
+
+	// outage is how this replica saw the store lately (sweeper.go): a sweep reports no
+	// runner lost until every runner had lost_after to beat again after an outage.
+	outage outageWatch
 }
 
 // New builds every profile's provider (failing on configuration the providers reject) and
 // returns the Service.
 func New(opts Options) (*Service, error) {
 	s := &Service{
-		cfg: opts.Settings.withDefaults(), store: opts.Store, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
+		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
 		newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, sessionIDs: newSessionIdentities(),
 		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
 	}

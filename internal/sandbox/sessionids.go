@@ -30,10 +30,12 @@ func newSessionIdentities() *sessionIdentities {
 	return &sessionIdentities{byID: byID, defaults: defaults}
 }
 
-// remember records sess's identity (and, for a default session, that it is its owner's).
+// remember records sess's identity (and, for a default session, that it is its owner's —
+// unless it is closed: no longer a default).
 func (c *sessionIdentities) remember(sess store.Session) {
-	c.byID.Add(sess.ID, store.Session{ID: sess.ID, OwnerID: sess.OwnerID, Profile: sess.Profile, Provider: sess.Provider, Scope: sess.Scope, IsDefault: sess.IsDefault})
-	if sess.IsDefault {
+	isDefault := sess.IsDefault && sess.Status != store.SessionClosed
+	c.byID.Add(sess.ID, store.Session{ID: sess.ID, OwnerID: sess.OwnerID, Profile: sess.Profile, Provider: sess.Provider, Scope: sess.Scope, IsDefault: isDefault})
+	if isDefault {
 		c.defaults.Add(defaultKey{sess.OwnerID, sess.Profile}, sess.ID)
 	}
 }

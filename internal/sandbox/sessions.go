@@ -36,12 +36,19 @@ type Session struct {
 	LastUsedAt time.Time
 	// Shared: the one session of a per_runtime profile, used by every allowed principal.
 	Shared bool
-	// State is where its sandbox stands: StateNone, StateRunning, StatePaused or StateParked.
+	// State is where its sandbox stands: StateNone, StateRunning, StatePaused, StateParked or
+	// StateDestroyFailed.
 	State string
 	// PausedAt is when it was paused (StatePaused); zero otherwise.
 	PausedAt time.Time
 	// ParkedSnapshot is the snapshot its workspace waits in (StateParked); "" otherwise.
 	ParkedSnapshot string
+	// DestroyError is the provider's last answer to destroying its sandbox, DestroyAttempts
+	// how many attempts failed and DestroyRetryAt when the next is due (StateDestroyFailed);
+	// zero otherwise.
+	DestroyError    string
+	DestroyAttempts int
+	DestroyRetryAt  time.Time
 }
 
 // Session states (Session.State; docs/semantics.md §8).
@@ -50,6 +57,9 @@ const (
 	StateRunning = "running" // a live sandbox
 	StatePaused  = "paused"  // its sandbox is frozen: files, processes and memory kept
 	StateParked  = "parked"  // no sandbox; its workspace waits in a snapshot, restored on next use
+	// StateDestroyFailed: destroying it failed on the provider's side; it takes no new work
+	// and its sandbox's removal is retried until the provider confirms it (Status "closed").
+	StateDestroyFailed = "destroy_failed"
 )
 
 func view(s store.Session) Session {
@@ -59,6 +69,10 @@ func view(s store.Session) Session {
 		Shared: s.OwnerID == "", State: StateNone, PausedAt: s.PausedAt, ParkedSnapshot: s.ParkedSnapshot,
 	}
 	switch {
+	case s.Status == store.SessionClosed:
+		// No longer its owner's default (the next use of "default" makes another one).
+		v.State, v.IsDefault = StateDestroyFailed, false
+		v.DestroyError, v.DestroyAttempts, v.DestroyRetryAt = s.DestroyError, s.DestroyAttempts, s.DestroyRetryAt
 	case s.SandboxID != "" && !s.PausedAt.IsZero():
 		v.State = StatePaused
 	case s.SandboxID != "":
@@ -156,6 +170,15 @@ func (s *Service) resolve(ctx context.Context, p principal.Principal, id, profil
 // s.sessionIDs instead of a round trip: for an execution, whose BeginTask checks that the
 // session still exists.
 func (s *Service) resolveVia(ctx context.Context, p principal.Principal, id, profile string, cached bool) (store.Session, *Profile, bool, error) {
+	sess, prof, ephemeral, err := s.viewVia(ctx, p, id, profile, cached)
+	if err == nil && sess.Status == store.SessionClosed {
+		return store.Session{}, nil, false, closedErr(sess)
+	}
+	return sess, prof, ephemeral, err
+}
+
+// viewVia is resolveVia for reading a session: a closed one is found (its owner sees it).
+func (s *Service) viewVia(ctx context.Context, p principal.Principal, id, profile string, cached bool) (store.Session, *Profile, bool, error) {
 	sess, prof, ephemeral, err := s.lookupVia(ctx, p, id, profile, cached)
 	if err == nil && !s.allowed(p, prof) {
 		return store.Session{}, nil, false, fault.New(fault.Policy,
@@ -163,6 +186,15 @@ func (s *Service) resolveVia(ctx context.Context, p principal.Principal, id, pro
 			id, prof.Name, prof.AllowedGroups)
 	}
 	return sess, prof, ephemeral, err
+}
+
+// closedErr is the refusal of work in closed session sess (StateDestroyFailed):
+// fault.Conflict naming the provider's error and what to do.
+func closedErr(sess store.Session) error {
+	return fault.New(fault.Conflict, "sandbox session '%s' is being destroyed and takes no new work: removing its sandbox failed (%s) and the gateway retries until it is gone; use another session",
+		sess.ID, sess.DestroyError).
+		WithHint(fmt.Sprintf("DELETE /v1/sessions/%s retries the removal now; create a session with POST /v1/sessions", sess.ID),
+			"start a new session (new_sandbox_session) or omit sandbox_session_id")
 }
 
 // lookup is resolve without the group check (destroying a session stays possible after a
@@ -240,9 +272,10 @@ func (s *Service) visible(p principal.Principal, sess store.Session) bool {
 	return false
 }
 
-// GetSession returns one session; DefaultSessionID creates the default session on first use.
+// GetSession returns one session, also one being destroyed (StateDestroyFailed);
+// DefaultSessionID creates the default session on first use.
 func (s *Service) GetSession(ctx context.Context, p principal.Principal, id, profile string) (Session, error) {
-	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	sess, prof, ephemeral, err := s.viewVia(ctx, p, id, profile, false)
 	if err != nil {
 		return Session{}, err
 	}
@@ -293,25 +326,61 @@ func (s *Service) ListSessions(ctx context.Context, p principal.Principal, f Lis
 	return out, next, nil
 }
 
+// Destroyed is what DestroySession did.
+type Destroyed struct {
+	// SessionID is the session destroyed (the id given, for an unknown one).
+	SessionID string
+	// Pending: the provider failed to remove the session's sandbox. The session is kept,
+	// closed for new work (StateDestroyFailed), and the removal is retried in the background
+	// until the provider confirms it; Notice says so, with the provider's error.
+	Pending bool
+	Notice  string
+
+	failure fault.Kind // Pending: the kind of the provider's error
+}
+
+// Backoff of the retries of a failed sandbox destroy (the sweeper's, retryDestroys): the
+// first retry destroyRetryMin after the failure, doubling up to destroyRetryMax.
+const (
+	destroyRetryMin = 30 * time.Second
+	destroyRetryMax = 30 * time.Minute
+)
+
+// destroyRetryAfter is the wait before the next attempt after the attempts-th failure.
+func destroyRetryAfter(attempts int) time.Duration {
+	d := destroyRetryMin
+	for i := 1; i < attempts && d < destroyRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, destroyRetryMax)
+}
+
 // DestroySession destroys the session's sandbox (attached profiles: only the binding) and
 // forgets the session. Idempotent: unknown ids succeed. Destroying "default" resets the
 // default session. The shared session of a per_runtime profile is destroyed by admins only
-// (fault.Forbidden): every caller works in it. Returns the id destroyed.
-func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id, profile string) (_ string, err error) {
+// (fault.Forbidden): every caller works in it.
+//
+// When the provider fails to destroy the sandbox (one already gone counts as destroyed), the
+// session is not forgotten — that would leave a sandbox no session points to — but closed
+// (StateDestroyFailed): it takes no new work (fault.Conflict), is listed, is no longer a
+// default or shared session, and the sweeper retries the removal with backoff until the
+// provider confirms it (retryDestroys); the answer is Pending. Destroying it again retries
+// at once.
+func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id, profile string) (_ Destroyed, err error) {
 	ctx, span := s.startSpan(ctx, "sandbox.DestroySession")
 	defer func() { endSpan(span, err) }()
 	sess, prof, ephemeral, err := s.lookup(ctx, p, id, profile)
 	if fault.IsKind(err, fault.NotFound) {
-		return id, nil
+		return Destroyed{SessionID: id}, nil
 	}
 	if err != nil {
-		return "", err
+		return Destroyed{}, err
 	}
 	if ephemeral {
-		return id, nil
+		return Destroyed{SessionID: id}, nil
 	}
 	if sess.OwnerID == "" && !p.Admin {
-		return "", fault.New(fault.Forbidden, "sandbox session '%s' is the one session of per_runtime profile '%s', shared by every caller (files, variables, environment and processes); only an administrator may destroy it", sess.ID, prof.Name)
+		return Destroyed{}, fault.New(fault.Forbidden, "sandbox session '%s' is the one session of per_runtime profile '%s', shared by every caller (files, variables, environment and processes); only an administrator may destroy it", sess.ID, prof.Name)
 	}
 	// A paused sandbox is thawed first: its processes are stopped like any others.
 	if !sess.PausedAt.IsZero() {
@@ -328,38 +397,74 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 	}
 	unlock, err := s.lockSession(ctx, sess.ID)
 	if err != nil {
-		return "", err
+		return Destroyed{}, err
 	}
 	defer unlock()
 	if cur, err := s.store.GetSession(ctx, sess.ID); err == nil {
 		sess = cur // an operation that waited before us may have changed the sandbox
 	}
-	s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+	event := store.AuditEvent{Kind: store.AuditSessionDestroy, SessionID: sess.ID, Profile: sess.Profile}
+	out, err := s.finishDestroy(ctx, prof, sess)
+	if err != nil {
+		return Destroyed{}, err
+	}
+	if out.Pending {
+		event.Status, event.ErrorType = "failed", string(out.failure)
+	}
+	s.audit(ctx, p, event)
+	return out, nil
+}
+
+// finishDestroy destroys closed or closing session sess's sandbox and forgets the session —
+// or, when the provider fails, closes it (or keeps it closed) with its next retry due after
+// backoff. Call holding the session lock, or for a closed session (which takes no work).
+func (s *Service) finishDestroy(ctx context.Context, prof *Profile, sess store.Session) (Destroyed, error) {
+	if err := s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID); err != nil {
+		attempts := sess.DestroyAttempts + 1
+		retry := destroyRetryAfter(attempts)
+		why := err.Error()
+		ok, serr := s.store.DestroyFailed(context.WithoutCancel(ctx), sess.ID, sess.SandboxID, why, s.now().Add(retry))
+		if serr != nil {
+			return Destroyed{}, serr
+		}
+		s.sessionIDs.forget(sess.ID)
+		if ok {
+			s.log.Warn("destroying a session's sandbox failed: the session is kept, closed, and the removal retried", "session_id", sess.ID,
+				"sandbox_id", sess.SandboxID, "profile", prof.Name, "attempts", attempts, "retry_in", retry.String(), "err", err)
+			return Destroyed{SessionID: sess.ID, Pending: true, failure: fault.KindOf(classify(err, fault.Provision)), Notice: fmt.Sprintf(
+				"the sandbox of session '%s' could not be removed (%s); the session is kept, takes no new work, and the gateway retries the removal until the provider confirms it (next in %s); DELETE it again to retry now",
+				sess.ID, why, retry)}, nil
+		}
+		// Gone meanwhile (another destroy), or its sandbox changed: nothing to keep.
+	}
 	if sess.ParkedSnapshot != "" {
 		// The capture the idle session was parked in goes with it (its user snapshots stay).
 		if snap, err := s.store.GetSnapshot(ctx, sess.ParkedSnapshot); err == nil && snap.Kind == store.SnapshotIdle {
 			s.dropSnapshot(ctx, prof, snap)
 		}
 	}
-	if err := s.store.DeleteSession(ctx, sess.ID); err != nil {
-		return "", err
+	if err := s.store.DeleteSession(context.WithoutCancel(ctx), sess.ID); err != nil {
+		return Destroyed{}, err
 	}
 	s.sessionIDs.forget(sess.ID)
-	s.audit(ctx, p, store.AuditEvent{Kind: store.AuditSessionDestroy, SessionID: sess.ID, Profile: sess.Profile})
-	return sess.ID, nil
+	return Destroyed{SessionID: sess.ID}, nil
 }
 
 // destroyBackend destroys a managed sandbox under the gateway's own identity (seed
-// _destroy_backend); failures are logged, never surfaced.
-func (s *Service) destroyBackend(ctx context.Context, prof *Profile, sessionID, sandboxID string) {
+// _destroy_backend), bounded to 2 minutes. A sandbox already gone is destroyed; failures are
+// logged and returned (callers that forget the sandbox anyway leave it to the orphan sweep).
+func (s *Service) destroyBackend(ctx context.Context, prof *Profile, sessionID, sandboxID string) error {
 	if sandboxID == "" || prof.Attached() {
-		return
+		return nil
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	if err := s.call(dctx, prof, "destroy", func(ctx context.Context) error { return prof.Provider.Destroy(ctx, sandboxID) }); err != nil {
+	err := s.call(dctx, prof, "destroy", func(ctx context.Context) error { return prof.Provider.Destroy(ctx, sandboxID) })
+	if err != nil && fault.KindOf(err) != fault.Gone {
 		s.log.Warn("destroying sandbox failed", "session_id", sessionID, "sandbox_id", sandboxID, "profile", prof.Name, "err", err)
+		return err
 	}
+	return nil
 }
 
 // lockSession serialises executions and writes of session id in arrival order, in-process and

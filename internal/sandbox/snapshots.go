@@ -311,7 +311,7 @@ func (s *Service) restoreInto(ctx context.Context, p principal.Principal, prof *
 	defer func() { _ = sb.Close() }()
 	row.SandboxID = sb.ID()
 	if err := s.store.UpdateSessionBackend(ctx, row.ID, sb.ID(), "active", s.now()); err != nil {
-		s.destroyBackend(ctx, prof, row.ID, sb.ID())
+		_ = s.destroyBackend(ctx, prof, row.ID, sb.ID())
 		return err
 	}
 	return nil
@@ -347,7 +347,7 @@ func (s *Service) unpark(ctx context.Context, prof *Profile, sess *store.Session
 	// The binding keeps the sweeper's notice for the next execution: a read may restore it.
 	if err := s.store.RestoreSession(ctx, sess.ID, sb.ID(), s.now()); err != nil {
 		_ = sb.Close()
-		s.destroyBackend(ctx, prof, sess.ID, sb.ID())
+		_ = s.destroyBackend(ctx, prof, sess.ID, sb.ID())
 		return nil, "", err
 	}
 	parked := sess.ParkedSnapshot

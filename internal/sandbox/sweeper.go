@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/store"
@@ -12,7 +14,8 @@ import (
 const sweeperLockKey = 0x5a6e_6761_7465 // "Zngate"
 
 // Maintain keeps this replica's heartbeat, picks up cancellations requested through other
-// replicas, and — on one replica at a time — reports tasks of dead runners as lost, forgets
+// replicas, records the completions waiting in its spool (first thing, and before every
+// sweep), and — on one replica at a time — reports tasks of dead runners as lost, forgets
 // expired tasks and frees idle sandboxes. It returns when ctx ends (after removing this
 // runner's row).
 func (s *Service) Maintain(ctx context.Context) {
@@ -20,6 +23,7 @@ func (s *Service) Maintain(ctx context.Context) {
 	beat := max(lostAfter/3, 200*time.Millisecond)
 	sweepEvery := s.cfg.SweepInterval
 	s.heartbeat(ctx)
+	s.recordSpooled(ctx)
 	hb := time.NewTicker(beat)
 	defer hb.Stop()
 	// Cancellations requested through another replica are picked up within a second.
@@ -54,9 +58,44 @@ func (s *Service) Heartbeat(ctx context.Context) error {
 }
 
 func (s *Service) heartbeat(ctx context.Context) {
-	if err := s.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+	err := s.Heartbeat(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
 		s.log.Warn("runner heartbeat failed", "runner_id", s.runnerID, "err", err)
 	}
+	s.outage.beat(err == nil, s.now())
+}
+
+// outageWatch is how this replica saw the store lately. While the store is down no runner
+// can beat, so a runner's stale heartbeat says nothing about it until it had lost_after to
+// beat again: a sweep reports no task lost (nor adopts one) until lost_after after this
+// replica's own heartbeat went through again — a replica that outlived the outage is then
+// not taken for dead, and its completions are recorded by itself (docs/semantics.md §9).
+type outageWatch struct {
+	mu     sync.Mutex
+	failed bool      // the last heartbeat failed
+	backAt time.Time // when a heartbeat went through after failing; zero: never failed
+}
+
+func (o *outageWatch) beat(ok bool, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !ok {
+		o.failed = true
+		return
+	}
+	if o.failed {
+		o.failed, o.backAt = false, now
+	}
+}
+
+// judging reports whether runners may be judged by their heartbeats now.
+func (o *outageWatch) judging(now time.Time, lostAfter time.Duration) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.failed && (o.backAt.IsZero() || now.Sub(o.backAt) >= lostAfter)
 }
 
 func (s *Service) pollCancels(ctx context.Context) {
@@ -80,14 +119,20 @@ func (s *Service) SweepNow(ctx context.Context) {
 }
 
 func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool) {
+	// This replica's spooled completions first: a task whose completion waits there is
+	// recorded as it ended, not reported lost (and one reported lost meanwhile is corrected).
+	s.recordSpooled(ctx)
 	err := s.store.TryExclusive(ctx, sweeperLockKey, func(ctx context.Context) error {
 		now := s.now()
-		s.adoptOrphans(ctx, now.Add(-lostAfter))
-		if n, err := s.store.MarkLostTasks(ctx, now.Add(-lostAfter), now, s.ttl()); err != nil {
-			return err
-		} else if n > 0 {
-			s.log.Warn("tasks of stopped runners reported lost", "count", n)
+		if s.outage.judging(now, lostAfter) {
+			s.adoptOrphans(ctx, now.Add(-lostAfter))
+			if n, err := s.store.MarkLostTasks(ctx, now.Add(-lostAfter), now, s.ttl()); err != nil {
+				return err
+			} else if n > 0 {
+				s.log.Warn("tasks of stopped runners reported lost", "count", n)
+			}
 		}
+		s.retryDestroys(ctx)
 		if _, err := s.store.DeleteExpiredTasks(ctx, now); err != nil {
 			return err
 		}
@@ -137,8 +182,40 @@ func (s *Service) sweepIdle(ctx context.Context) {
 			if err != nil || !ok {
 				continue
 			}
-			s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+			_ = s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
 			s.log.Info("idle sandbox freed", "session_id", sess.ID, "profile", name)
+		}
+	}
+}
+
+// retryDestroys retries removing the sandboxes of closed sessions (StateDestroyFailed) whose
+// next attempt is due: a session whose provider confirms (or finds the sandbox gone) is
+// forgotten, the others wait longer (destroyRetryAfter). A session of a profile no longer
+// configured waits too: no provider here can remove its sandbox.
+func (s *Service) retryDestroys(ctx context.Context) {
+	rows, err := s.store.DestroyRetries(ctx, s.now(), 100)
+	if err != nil {
+		s.log.Warn("listing the sessions whose sandbox removal failed", "err", err)
+		return
+	}
+	for _, sess := range rows {
+		if ctx.Err() != nil {
+			return
+		}
+		prof := s.profiles[sess.Profile]
+		if prof == nil {
+			why := fmt.Sprintf("profile '%s' is not configured on this gateway: no provider can remove its sandbox %s", sess.Profile, sess.SandboxID)
+			if _, err := s.store.DestroyFailed(ctx, sess.ID, sess.SandboxID, why, s.now().Add(destroyRetryAfter(sess.DestroyAttempts+1))); err != nil {
+				s.log.Warn("recording a failed sandbox removal failed", "session_id", sess.ID, "err", err)
+			}
+			continue
+		}
+		out, err := s.finishDestroy(ctx, prof, sess)
+		switch {
+		case err != nil:
+			s.log.Warn("retrying a sandbox removal failed", "session_id", sess.ID, "err", err)
+		case !out.Pending:
+			s.log.Info("sandbox of a closed session removed at last; session forgotten", "session_id", sess.ID, "profile", sess.Profile, "attempts", sess.DestroyAttempts+1)
 		}
 	}
 }

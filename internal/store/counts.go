@@ -12,12 +12,16 @@ const (
 	SessionProvisioned = "provisioned"
 	// SessionUnprovisioned: no sandbox (not used yet, or freed by an idle reset).
 	SessionUnprovisioned = "unprovisioned"
+	// SessionDestroyFailed: closed (SessionClosed): destroying its sandbox failed and is
+	// retried.
+	SessionDestroyFailed = "destroy_failed"
 )
 
 // Count is one group of a Counts breakdown.
 type Count struct {
 	Profile string
-	// State is a session state (SessionProvisioned, SessionUnprovisioned) or a task status.
+	// State is a session state (SessionProvisioned, SessionUnprovisioned,
+	// SessionDestroyFailed) or a task status.
 	State string
 	N     int64
 }
@@ -46,7 +50,8 @@ func (st *Store) Counts(ctx context.Context) (Counts, error) {
 			return err
 		}
 	}
-	b.Queue(`SELECT profile, CASE WHEN sandbox_id IS NULL OR sandbox_id = '' THEN '` + SessionUnprovisioned + `' ELSE '` + SessionProvisioned + `' END AS state, count(*)
+	b.Queue(`SELECT profile, CASE WHEN status = '` + SessionClosed + `' THEN '` + SessionDestroyFailed + `'
+			WHEN sandbox_id IS NULL OR sandbox_id = '' THEN '` + SessionUnprovisioned + `' ELSE '` + SessionProvisioned + `' END AS state, count(*)
 		FROM sessions GROUP BY 1, 2 ORDER BY 1, 2`).Query(collect(&c.Sessions))
 	b.Queue(`SELECT profile, status, count(*) FROM tasks GROUP BY 1, 2 ORDER BY 1, 2`).Query(collect(&c.Tasks))
 	b.Queue(`SELECT count(*) FROM tasks WHERE queued AND started_at IS NULL AND finished_at IS NULL`).

@@ -34,11 +34,27 @@ type Session struct {
 	// ParkedSnapshot is the snapshot the session's workspace was parked in while it has no
 	// sandbox (idle_action snapshot); the next use restores it. "" for none.
 	ParkedSnapshot string
+	// DestroyAttempts counts the failed attempts to destroy the sandbox of a closed session
+	// (Status SessionClosed), DestroyRetryAt is when the next is due and DestroyError is the
+	// provider's last answer (DestroyFailed); zero for a session that is not closed.
+	DestroyAttempts int
+	DestroyRetryAt  time.Time
+	DestroyError    string
 }
+
+// Session statuses.
+const (
+	// SessionActive: the session takes work.
+	SessionActive = "active"
+	// SessionClosed: destroying the session's sandbox failed; the row stays, takes no new
+	// work, is no longer a default nor a shared session, and waits for its sandbox's removal
+	// (DestroyFailed, DestroyRetries).
+	SessionClosed = "closed"
+)
 
 const sessionCols = `id, COALESCE(owner_id::text, ''), profile, provider, scope, name, labels, is_default,
 	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at,
-	paused_at, paused_idle, COALESCE(parked_snapshot, '')`
+	paused_at, paused_idle, COALESCE(parked_snapshot, ''), destroy_attempts, destroy_retry_at, COALESCE(destroy_error, '')`
 
 func scanSession(row pgx.Row) (Session, error) { return scanSessionAfter(row) }
 
@@ -46,14 +62,18 @@ func scanSession(row pgx.Row) (Session, error) { return scanSessionAfter(row) }
 func scanSessionAfter(row pgx.Row, before ...any) (Session, error) {
 	var s Session
 	var labels []byte
-	var paused *time.Time
+	var paused, retry *time.Time
 	err := row.Scan(append(before, &s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
-		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt, &paused, &s.PausedIdle, &s.ParkedSnapshot)...)
+		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt, &paused, &s.PausedIdle, &s.ParkedSnapshot,
+		&s.DestroyAttempts, &retry, &s.DestroyError)...)
 	if err != nil {
 		return Session{}, notFound(err)
 	}
 	if paused != nil {
 		s.PausedAt = *paused
+	}
+	if retry != nil {
+		s.DestroyRetryAt = *retry
 	}
 	s.Labels = map[string]string{}
 	if len(labels) > 0 {
@@ -99,14 +119,14 @@ SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11
 
 // EnsureDefaultSession returns the default session of (ownerID, profile) — for ownerID ""
 // the profile's shared per_runtime session — inserting candidate when none exists. Concurrent
-// callers get the same row.
+// callers get the same row. A closed session is neither (SessionClosed).
 func (st *Store) EnsureDefaultSession(ctx context.Context, candidate Session) (Session, error) {
 	for range 3 {
 		var row pgx.Row
 		if candidate.OwnerID == "" {
-			row = st.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE owner_id IS NULL AND profile = $1`, candidate.Profile)
+			row = st.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE owner_id IS NULL AND profile = $1 AND status <> 'closed'`, candidate.Profile)
 		} else {
-			row = st.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE owner_id = $1 AND profile = $2 AND is_default`, candidate.OwnerID, candidate.Profile)
+			row = st.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE owner_id = $1 AND profile = $2 AND is_default AND status <> 'closed'`, candidate.OwnerID, candidate.Profile)
 		}
 		s, err := scanSession(row)
 		if err == nil {
@@ -180,19 +200,20 @@ func (st *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, 
 
 // UpdateSessionBackend records the session's sandbox handle (sandboxID "" after a destroy),
 // its status and last use, and clears a delivered pending notice. A sandbox just bound runs:
-// the session is no longer paused nor parked.
+// the session is no longer paused nor parked. A closed session is left as it is.
 func (st *Store) UpdateSessionBackend(ctx context.Context, id, sandboxID, status string, lastUsed time.Time) error {
 	_, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = $2, status = $3, last_used_at = GREATEST(last_used_at, $4), pending_notice = NULL,
-		paused_at = NULL, paused_idle = false, parked_snapshot = NULL WHERE id = $1`,
+		paused_at = NULL, paused_idle = false, parked_snapshot = NULL WHERE id = $1 AND status <> 'closed'`,
 		id, nullable(sandboxID), status, lastUsed)
 	return err
 }
 
 // ResetSession forgets the sandbox of session id (destroyed elsewhere), records createdAt as
 // its new start and leaves notice for its next operation; the session is no longer paused.
+// A closed session is left as it is (false).
 func (st *Store) ResetSession(ctx context.Context, id string, notice string, createdAt time.Time, ifSandbox string) (bool, error) {
 	tag, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = NULL, status = 'active', created_at = $3, pending_notice = $2,
-		paused_at = NULL, paused_idle = false WHERE id = $1 AND sandbox_id = $4`, id, nullable(notice), createdAt, ifSandbox)
+		paused_at = NULL, paused_idle = false WHERE id = $1 AND sandbox_id = $4 AND status <> 'closed'`, id, nullable(notice), createdAt, ifSandbox)
 	return tag.RowsAffected() == 1, err
 }
 
@@ -201,7 +222,7 @@ func (st *Store) ResetSession(ctx context.Context, id string, notice string, cre
 func (st *Store) ResetIdleSession(ctx context.Context, id, notice string, createdAt time.Time, ifSandbox string, cutoff time.Time) (bool, error) {
 	tag, err := st.pool.Exec(ctx, `UPDATE sessions s SET sandbox_id = NULL, status = 'active', created_at = $3, pending_notice = $2,
 		paused_at = NULL, paused_idle = false
-		WHERE id = $1 AND sandbox_id = $4 AND last_used_at < $5
+		WHERE id = $1 AND sandbox_id = $4 AND last_used_at < $5 AND status <> 'closed'
 		  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id AND t.finished_at IS NULL)`, id, nullable(notice), createdAt, ifSandbox, cutoff)
 	return tag.RowsAffected() == 1, err
 }
@@ -235,7 +256,7 @@ func (st *Store) ParkSession(ctx context.Context, id, ifSandbox, snapshotID, not
 // notice stays.
 func (st *Store) RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error {
 	_, err := st.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = $2, status = 'active', last_used_at = GREATEST(last_used_at, $3),
-		paused_at = NULL, paused_idle = false, parked_snapshot = NULL WHERE id = $1`, id, nullable(sandboxID), lastUsed)
+		paused_at = NULL, paused_idle = false, parked_snapshot = NULL WHERE id = $1 AND status <> 'closed'`, id, nullable(sandboxID), lastUsed)
 	return err
 }
 
@@ -254,6 +275,33 @@ func (st *Store) SandboxInUse(ctx context.Context, id string) (bool, error) {
 	return used, err
 }
 
+// DestroyFailed records that destroying sandbox sandboxID of session id failed at now with
+// error why: the session is closed (SessionClosed) — kept, taking no new work, no longer a
+// default nor a shared session, its contexts released, its pending notice dropped — and the
+// next attempt is due at retryAt; destroy_attempts counts this one. False (nothing changed)
+// when the session is gone or no longer has sandbox sandboxID.
+func (st *Store) DestroyFailed(ctx context.Context, id, sandboxID, why string, retryAt time.Time) (bool, error) {
+	var n int
+	err := st.pool.QueryRow(ctx, `WITH closed AS (
+			UPDATE sessions SET status = 'closed', destroy_attempts = destroy_attempts + 1, destroy_retry_at = $3, destroy_error = $4,
+				pending_notice = NULL
+			WHERE id = $1 AND sandbox_id = $2 RETURNING id),
+		released AS (DELETE FROM contexts WHERE session_id IN (SELECT id FROM closed))
+		SELECT count(*) FROM closed`, id, sandboxID, retryAt, why).Scan(&n)
+	return n == 1, err
+}
+
+// DestroyRetries returns up to limit closed sessions whose next destroy attempt is due at now,
+// the longest due first.
+func (st *Store) DestroyRetries(ctx context.Context, now time.Time, limit int) ([]Session, error) {
+	rows, err := st.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE status = 'closed' AND destroy_retry_at <= $1 ORDER BY destroy_retry_at, id LIMIT $2`, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scanSession(r) })
+}
+
 // DeleteSession removes session id.
 func (st *Store) DeleteSession(ctx context.Context, id string) error {
 	_, err := st.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
@@ -262,10 +310,10 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 
 // IdleSessions returns up to limit sessions of profile with a sandbox that is not paused,
 // unused since before cutoff, with no unfinished task, least recently used first. Shared rows
-// included.
+// included; closed ones not (their sandbox is being destroyed).
 func (st *Store) IdleSessions(ctx context.Context, profile string, cutoff time.Time, limit int) ([]Session, error) {
 	rows, err := st.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions s
-		WHERE sandbox_id IS NOT NULL AND paused_at IS NULL AND profile = $1 AND last_used_at < $2
+		WHERE sandbox_id IS NOT NULL AND paused_at IS NULL AND profile = $1 AND last_used_at < $2 AND status <> 'closed'
 		  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id AND t.finished_at IS NULL)
 		ORDER BY last_used_at LIMIT $3`, profile, cutoff, limit)
 	if err != nil {

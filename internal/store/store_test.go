@@ -374,7 +374,7 @@ func TestSessionLockIsExclusiveWhenReplicasRace(t *testing.T) {
 				}
 				id := fmt.Sprintf("task-%d-%d", i, j)
 				b, err := st.BeginTask(ctx, store.Task{ID: id, SessionID: "raced", OwnerID: p.ID, Profile: "default",
-					Operation: "execute_command", RunnerID: "r", SubmittedAt: time.Now()}, 0, true)
+					Operation: "execute_command", RunnerID: "r", SubmittedAt: time.Now()}, store.Admission{Lock: true})
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -414,7 +414,7 @@ func TestSessionLockIsExclusiveWhenReplicasRace(t *testing.T) {
 				defer wg.Done()
 				<-start
 				b, err := replicas[i%2].BeginTask(ctx, store.Task{ID: ids[i], SessionID: "raced", OwnerID: p.ID, Profile: "default",
-					Operation: "execute_command", RunnerID: "r", SubmittedAt: time.Now()}, 0, true)
+					Operation: "execute_command", RunnerID: "r", SubmittedAt: time.Now()}, store.Admission{Lock: true})
 				if assert.NoError(t, err) {
 					places[i] = b.Place
 					if b.First {
@@ -431,4 +431,28 @@ func TestSessionLockIsExclusiveWhenReplicasRace(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
+}
+
+// Counts reports a closed session (its sandbox's removal failed) as destroy_failed, apart
+// from the provisioned ones.
+func TestCountsShowDestroyFailedSessions(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := pgtest.Store(t)
+	now := time.Now().UTC()
+	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "carol"}, now)
+	require.NoError(t, err)
+	for _, id := range []string{"c1", "c2", "c3"} {
+		require.NoError(t, st.CreateSession(ctx, store.Session{ID: id, OwnerID: p.ID, Profile: "default", Provider: "fake", Scope: "per_session",
+			Labels: map[string]string{}, SandboxID: "sb-" + id, Status: store.SessionActive, CreatedAt: now, LastUsedAt: now}))
+	}
+	ok, err := st.DestroyFailed(ctx, "c3", "sb-c3", "boom", now.Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	c, err := st.Counts(ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []store.Count{
+		{Profile: "default", State: store.SessionProvisioned, N: 2},
+		{Profile: "default", State: store.SessionDestroyFailed, N: 1},
+	}, c.Sessions)
 }

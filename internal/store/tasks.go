@@ -219,12 +219,18 @@ type Completion struct {
 	// OutputBytes is how many bytes of output Result keeps (its stdout and stderr), counted
 	// against its owner's retained_output_bytes (DropOldestOutputs).
 	OutputBytes int64
+	// ReplacesLost lets this completion replace a `lost` one already recorded, unless it is
+	// `lost` itself: it comes from the runner that ran the execution, so it is what happened,
+	// where `lost` (a sweeper's or an adopter's verdict about a runner that stopped answering)
+	// only said the outcome was unknown (docs/semantics.md §9 Completion).
+	ReplacesLost bool
 }
 
 // FinishTask records task id's completion at t, kept until t+ttl, and notifies waiters on
 // every replica (TaskWatcher), in one statement — which also touches the session (c.Touch)
-// and gives up c.Unlock. A task already finished (cancelled, lost) keeps its first
-// completion; the return says whether this one was stored.
+// and gives up c.Unlock. A task already finished keeps its first completion, but that a
+// completion with c.ReplacesLost replaces a `lost` one; the return says whether this one was
+// stored (false also for an unknown task).
 func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time.Time, ttl time.Duration) (bool, error) {
 	var res []byte
 	if c.Result != nil {
@@ -244,7 +250,8 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 	// (lockPoll), so such a rare waiter is late by at most that, never stuck.
 	const finish = `WITH done AS (
 			UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
-				finished_at = $7, expires_at = $8, output_bytes = $13 WHERE id = $1 AND finished_at IS NULL RETURNING id, started_at),
+				finished_at = $7, expires_at = $8, output_bytes = $13
+			WHERE id = $1 AND (finished_at IS NULL OR ($14::boolean AND status = 'lost' AND $2 <> 'lost')) RETURNING id, started_at),
 		audited AS (
 			UPDATE audit_events a SET status = $2, error_type = COALESCE($5, ''), exit_code = $11, finished_at = $7,
 				duration_ms = COALESCE($12::bigint, (extract(epoch FROM $7::timestamptz - done.started_at) * 1000)::bigint)
@@ -256,13 +263,27 @@ func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time
 		SELECT (SELECT count(pg_notify('` + taskDoneChannel + `', id)) FROM done) = 1,
 			(SELECT count(pg_notify('` + lockReleasedChannel + `', session_id)) FROM freed
 				WHERE EXISTS (SELECT 1 FROM session_locks w WHERE w.session_id = freed.session_id AND w.token <> $10))`
-	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token, c.ExitCode, c.DurationMS, max(c.OutputBytes, 0)}
+	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token, c.ExitCode, c.DurationMS, max(c.OutputBytes, 0), c.ReplacesLost}
 	var stored bool
 	err := st.pool.QueryRow(ctx, finish, args...).Scan(&stored, new(int64))
 	if err == nil && c.Unlock.Token != "" {
 		st.locks.wake(c.Unlock.SessionID) // this replica's waiters need not wait for the notification
 	}
 	return stored, err
+}
+
+// WithdrawTask removes task id while it is unfinished and was never promoted (its caller
+// still waits for the answer), with its audit event, and wakes its waiters as a finish does
+// (TaskWatcher: they then find no task); it reports whether it did. An execution refused
+// before it started — its session paused or closed, the contexts quota — leaves no task and
+// no event behind (docs/semantics.md §14).
+func (st *Store) WithdrawTask(ctx context.Context, id string) (bool, error) {
+	var n int
+	err := st.pool.QueryRow(ctx, `WITH gone AS (
+			DELETE FROM tasks WHERE id = $1 AND finished_at IS NULL AND NOT promoted RETURNING id),
+		unaudited AS (DELETE FROM audit_events WHERE task_id IN (SELECT id FROM gone))
+		SELECT count(pg_notify('`+taskDoneChannel+`', id)) FROM gone`, id).Scan(&n)
+	return n == 1, err
 }
 
 // GetTask returns task id if it belongs to ownerID (any owner when ownerID is "").

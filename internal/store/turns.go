@@ -29,21 +29,40 @@ type Begun struct {
 	Session Session
 }
 
+// Admission is what BeginTask checks before it records a task.
+type Admission struct {
+	// Limit bounds the owner's unfinished tasks of the task's kind (background processes, or
+	// executions; ≤ 0: none).
+	Limit int
+	// Lock takes a place in the lock line of the task's session, which must exist and take
+	// new work: not closed (SessionClosed), and not paused by its owner unless WakesPaused.
+	Lock bool
+	// WakesPaused admits a session its owner paused: the task's profile resumes it on use
+	// (auto_resume). A session the idle sweeper paused is always admitted (its next use
+	// resumes it).
+	WakesPaused bool
+}
+
+// ErrRefused is BeginTask's error for a session that takes no new work as it stands (closed,
+// or paused by its owner): nothing was recorded, and Begun.Session says why.
+var ErrRefused = errors.New("store: the session takes no new work")
+
 // BeginTask records an execution's start in one round trip: it inserts task t (its Status
-// is ignored) unless its owner already has limit unfinished tasks of t's kind (background
-// processes, or executions; limit ≤ 0: none), and
-// with lock also takes a place in the lock line of session t.SessionID, which must exist,
-// and reads that session.
+// is ignored) unless its owner already has a.Limit unfinished tasks of t's kind, and with
+// a.Lock also takes a place in the lock line of session t.SessionID, which must exist and
+// take new work (Admission.Lock), and reads that session.
 //
 // Without lock, or when the place is the first in line, the task is inserted running,
 // started at t.SubmittedAt; otherwise pending, and AwaitTurn waits for its turn. A place is
 // given up by the completion that carries it (Completion.Unlock) or by ReleaseTurn.
 //
-// Errors: ErrQuota or, with lock, ErrNotFound for an unknown session — nothing inserted in
-// either case; the database's error (then a place may have been taken with its answer
-// lost: it is released in the background, and the task may exist: finish it).
-func (st *Store) BeginTask(ctx context.Context, t Task, limit int, lock bool) (Begun, error) {
+// Errors: ErrQuota, or with lock ErrNotFound for an unknown session and ErrRefused (with
+// Begun.Session) for one that takes no new work — nothing inserted in any case; the
+// database's error (then a place may have been taken with its answer lost: it is released in
+// the background, and the task may exist: finish it).
+func (st *Store) BeginTask(ctx context.Context, t Task, a Admission) (Begun, error) {
 	digest, excerpt, size := programAudit(t)
+	limit, lock := a.Limit, a.Lock
 	if !lock {
 		var n int
 		err := st.pool.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at, program, background, interactive)
@@ -63,27 +82,28 @@ func (st *Store) BeginTask(ctx context.Context, t Task, limit int, lock bool) (B
 		return Begun{}, err
 	}
 	place := Place{SessionID: t.SessionID, Token: randomToken()}
-	var within, first bool
+	var within, usable, first bool
 	var sess Session
 	b := &pgx.Batch{}
 	b.Queue(lineLock, t.SessionID)
-	// One row when the session exists (none: ErrNotFound), saying whether the owner was
-	// within its limit, and the place taken.
+	// One row when the session exists (none: ErrNotFound), saying whether the session takes
+	// new work, whether the owner was within its limit, and the place taken.
 	b.Queue(`WITH s AS (SELECT `+sessionCols+` FROM sessions WHERE id = $2),
 		ok AS (SELECT `+ownerUnder("$8", "$12")+` AS within),
+		open AS (SELECT status <> 'closed' AND (paused_at IS NULL OR paused_idle OR $17::boolean) AS usable FROM s),
 		place AS (INSERT INTO session_locks (session_id, holder_key, token)
-			SELECT $2, $9, $10 FROM ok, s WHERE ok.within RETURNING ticket),
+			SELECT $2, $9, $10 FROM ok, s, open WHERE ok.within AND open.usable RETURNING ticket),
 		line AS (SELECT place.ticket, `+firstInLine("$2", "place.ticket")+` AS first FROM place),
 		task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at, program, background, interactive)
 			SELECT $1, $2, $3, $4, $5, CASE WHEN line.first THEN 'running' ELSE 'pending' END, $6, $7,
 				CASE WHEN line.first THEN $7::timestamptz END, $11, $12, $13 FROM line RETURNING id, submitted_at),
 		`+auditTaskInsert("$3", "$2", "$4", "$5", "$14", "$15", "$16")+`
-		SELECT ok.within, COALESCE(line.ticket, 0), COALESCE(line.first, false), s.* FROM s CROSS JOIN ok LEFT JOIN line ON true`,
+		SELECT ok.within, open.usable, COALESCE(line.ticket, 0), COALESCE(line.first, false), s.* FROM s CROSS JOIN ok CROSS JOIN open LEFT JOIN line ON true`,
 		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token, ProgramOf(t.Program), t.Background, t.Interactive,
-		digest, excerpt, size).
+		digest, excerpt, size, a.WakesPaused).
 		QueryRow(func(row pgx.Row) error {
 			var err error
-			sess, err = scanSessionAfter(row, &within, &place.Ticket, &first)
+			sess, err = scanSessionAfter(row, &within, &usable, &place.Ticket, &first)
 			return err
 		})
 	switch err := st.pool.SendBatch(ctx, b).Close(); {
@@ -92,6 +112,8 @@ func (st *Store) BeginTask(ctx context.Context, t Task, limit int, lock bool) (B
 	case err != nil:
 		l.release(place.SessionID, place.Token)
 		return Begun{}, fmt.Errorf("store: begin task: %w", err)
+	case !usable:
+		return Begun{Session: sess}, ErrRefused
 	case !within:
 		return Begun{}, ErrQuota
 	}

@@ -60,7 +60,7 @@ var (
 	providerOps  = newLabelSet("create", "attach", "exec", "write_file", "destroy")
 	authReasons  = newLabelSet(auth.ReasonMissing, auth.ReasonMalformed, auth.ReasonUntrustedIssuer, auth.ReasonSignature, auth.ReasonExpired, auth.ReasonNotYetValid, auth.ReasonAudience, auth.ReasonClaims, auth.ReasonIssuerUnavailable, auth.ReasonPrincipalUnrecorded)
 	deliveries   = newLabelSet(broker.DeliveryRun, broker.DeliveryDuplicate, broker.DeliveryDeferred, broker.DeliveryFailed)
-	sessionState = newLabelSet(store.SessionProvisioned, store.SessionUnprovisioned)
+	sessionState = newLabelSet(store.SessionProvisioned, store.SessionUnprovisioned, store.SessionDestroyFailed)
 )
 
 // methodLabel is m when it is one of the standard methods (case matters: RFC 9110 §9.1),

@@ -173,7 +173,7 @@ func (m *Metrics) observeHTTP(route, method string, code int, d time.Duration) {
 }
 
 var (
-	descSessions   = prometheus.NewDesc(MetricSessions, "Sessions in the database, by profile and state (provisioned: holds a sandbox; unprovisioned: none yet, or freed by an idle reset). Database-wide: every replica reports the same value.", []string{"profile", "state"}, nil)
+	descSessions   = prometheus.NewDesc(MetricSessions, "Sessions in the database, by profile and state (provisioned: holds a sandbox; unprovisioned: none yet, or freed by an idle reset; destroy_failed: destroying its sandbox failed, retried until it is gone). Database-wide: every replica reports the same value.", []string{"profile", "state"}, nil)
 	descTasks      = prometheus.NewDesc(MetricTasks, "Tasks in the database, by profile and status (finished ones are kept for broker.response_ttl). Database-wide.", []string{"profile", "status"}, nil)
 	descQueueDepth = prometheus.NewDesc(MetricQueueDepth, "Queued executions no worker has started yet (queue flavor). Database-wide.", nil, nil)
 	descCountsUp   = prometheus.NewDesc(MetricStoreCountsUp, "1 when the last read of the database-wide counts succeeded, else 0 (the counts are then left out).", nil, nil)
@@ -235,6 +235,7 @@ func (c *countsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range c.profiles {
 		sessions[[2]string{p, store.SessionProvisioned}] = 0
 		sessions[[2]string{p, store.SessionUnprovisioned}] = 0
+		sessions[[2]string{p, store.SessionDestroyFailed}] = 0
 		for _, st := range TaskStatuses {
 			tasks[[2]string{p, st}] = 0
 		}

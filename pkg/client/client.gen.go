@@ -385,15 +385,18 @@ func (e Scope) Valid() bool {
 
 // Defines values for SessionState.
 const (
-	SessionStateNone    SessionState = "none"
-	SessionStateParked  SessionState = "parked"
-	SessionStatePaused  SessionState = "paused"
-	SessionStateRunning SessionState = "running"
+	SessionStateDestroyFailed SessionState = "destroy_failed"
+	SessionStateNone          SessionState = "none"
+	SessionStateParked        SessionState = "parked"
+	SessionStatePaused        SessionState = "paused"
+	SessionStateRunning       SessionState = "running"
 )
 
 // Valid indicates whether the value is a known member of the SessionState enum.
 func (e SessionState) Valid() bool {
 	switch e {
+	case SessionStateDestroyFailed:
+		return true
 	case SessionStateNone:
 		return true
 	case SessionStateParked:
@@ -401,6 +404,21 @@ func (e SessionState) Valid() bool {
 	case SessionStatePaused:
 		return true
 	case SessionStateRunning:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionDestroyedState.
+const (
+	SessionDestroyedStateDestroyFailed SessionDestroyedState = "destroy_failed"
+)
+
+// Valid indicates whether the value is a known member of the SessionDestroyedState enum.
+func (e SessionDestroyedState) Valid() bool {
+	switch e {
+	case SessionDestroyedStateDestroyFailed:
 		return true
 	default:
 		return false
@@ -1120,11 +1138,20 @@ type Session struct {
 	CreatedAt time.Time `json:"created_at"`
 
 	// Default The caller's default session of its profile.
-	Default    bool              `json:"default"`
-	Id         string            `json:"id"`
-	Labels     map[string]string `json:"labels"`
-	LastUsedAt time.Time         `json:"last_used_at"`
-	Name       *string           `json:"name,omitempty"`
+	Default bool `json:"default"`
+
+	// DestroyAttempts How many attempts to remove its sandbox failed (state `destroy_failed`).
+	DestroyAttempts *int `json:"destroy_attempts,omitempty"`
+
+	// DestroyError The provider's last answer to removing its sandbox (state `destroy_failed`).
+	DestroyError *string `json:"destroy_error,omitempty"`
+
+	// DestroyRetryAt When the next attempt is due (state `destroy_failed`).
+	DestroyRetryAt *time.Time        `json:"destroy_retry_at,omitempty"`
+	Id             string            `json:"id"`
+	Labels         map[string]string `json:"labels"`
+	LastUsedAt     time.Time         `json:"last_used_at"`
+	Name           *string           `json:"name,omitempty"`
 
 	// Owner Owning principal (issuer + subject); shown to admins.
 	Owner *string `json:"owner,omitempty"`
@@ -1145,10 +1172,14 @@ type Session struct {
 	Shared *bool `json:"shared,omitempty"`
 
 	// State Where the session's sandbox stands: `none` (not made yet, or reset: the next use
-	// makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+	// makes one), `running`, `paused` (frozen: files, processes and memory kept),
 	// `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
-	// next use restores).
-	State  SessionState  `json:"state"`
+	// next use restores) or `destroy_failed` (a DELETE could not remove its sandbox: the
+	// session takes no new work and the removal is retried until the provider confirms
+	// it; `destroy_error` says why).
+	State SessionState `json:"state"`
+
+	// Status `active`: it takes work. `closed`: destroying it failed and is retried (`state: destroy_failed`); it takes no new work.
 	Status SessionStatus `json:"status"`
 
 	// Warnings On a pause or resume answer, what could not be done (a non-strict profile whose provider cannot pause).
@@ -1156,16 +1187,28 @@ type Session struct {
 }
 
 // SessionState Where the session's sandbox stands: `none` (not made yet, or reset: the next use
-// makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+// makes one), `running`, `paused` (frozen: files, processes and memory kept),
 // `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
-// next use restores).
+// next use restores) or `destroy_failed` (a DELETE could not remove its sandbox: the
+// session takes no new work and the removal is retried until the provider confirms
+// it; `destroy_error` says why).
 type SessionState string
 
 // SessionDestroyed defines model for SessionDestroyed.
 type SessionDestroyed struct {
-	Destroyed bool   `json:"destroyed"`
-	SessionId string `json:"session_id"`
+	// Destroyed `false` when the sandbox could not be removed yet (202): the removal is retried.
+	Destroyed bool `json:"destroyed"`
+
+	// Notice On a 202: the provider's error and what happens next.
+	Notice    *string `json:"notice,omitempty"`
+	SessionId string  `json:"session_id"`
+
+	// State On a 202: the state the session is kept in.
+	State *SessionDestroyedState `json:"state,omitempty"`
 }
+
+// SessionDestroyedState On a 202: the state the session is kept in.
+type SessionDestroyedState string
 
 // SessionList defines model for SessionList.
 type SessionList struct {
@@ -1174,7 +1217,7 @@ type SessionList struct {
 	Sessions   []Session `json:"sessions"`
 }
 
-// SessionStatus defines model for SessionStatus.
+// SessionStatus `active`: it takes work. `closed`: destroying it failed and is retried (`state: destroy_failed`); it takes no new work.
 type SessionStatus string
 
 // Snapshot defines model for Snapshot.
@@ -2159,6 +2202,14 @@ type ClientInterface interface {
 	// answers 200 too. For `attached` profiles only the binding is dropped; the external
 	// environment is never touched. Destroying `default` resets the default session.
 	//
+	// When the provider fails to remove the sandbox (one already gone counts as removed),
+	// the answer is 202: the session is kept — so no sandbox is left that no session points
+	// to — with `state: destroy_failed` (`status: closed`). It takes no new work (409), it is
+	// still listed, it is no longer the default session (the next use of `default` makes a
+	// new one), and the gateway retries the removal in the background with backoff (30 s
+	// doubling to 30 min) until the provider confirms it, then forgets the session. A
+	// repeated DELETE retries at once: 200 once the sandbox is gone, 202 again otherwise.
+	//
 	// Corresponds with DELETE /v1/sessions/{session_id} (the `DeleteSession` operationId).
 	DeleteSession(ctx context.Context, sessionId SessionID, params *DeleteSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2863,6 +2914,14 @@ func (c *RawClient) CreateSession(ctx context.Context, body CreateSessionJSONReq
 // Destroys the session's sandbox and forgets the session. Idempotent: an unknown id
 // answers 200 too. For `attached` profiles only the binding is dropped; the external
 // environment is never touched. Destroying `default` resets the default session.
+//
+// When the provider fails to remove the sandbox (one already gone counts as removed),
+// the answer is 202: the session is kept — so no sandbox is left that no session points
+// to — with `state: destroy_failed` (`status: closed`). It takes no new work (409), it is
+// still listed, it is no longer the default session (the next use of `default` makes a
+// new one), and the gateway retries the removal in the background with backoff (30 s
+// doubling to 30 min) until the provider confirms it, then forgets the session. A
+// repeated DELETE retries at once: 200 once the sandbox is gone, 202 again otherwise.
 //
 // Corresponds with DELETE /v1/sessions/{session_id} (the `DeleteSession` operationId).
 func (c *RawClient) DeleteSession(ctx context.Context, sessionId SessionID, params *DeleteSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6506,6 +6565,14 @@ type ClientWithResponsesInterface interface {
 	// answers 200 too. For `attached` profiles only the binding is dropped; the external
 	// environment is never touched. Destroying `default` resets the default session.
 	//
+	// When the provider fails to remove the sandbox (one already gone counts as removed),
+	// the answer is 202: the session is kept — so no sandbox is left that no session points
+	// to — with `state: destroy_failed` (`status: closed`). It takes no new work (409), it is
+	// still listed, it is no longer the default session (the next use of `default` makes a
+	// new one), and the gateway retries the removal in the background with backoff (30 s
+	// doubling to 30 min) until the provider confirms it, then forgets the session. A
+	// repeated DELETE retries at once: 200 once the sandbox is gone, 202 again otherwise.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/sessions/{session_id} (the `DeleteSession` operationId).
@@ -8045,6 +8112,11 @@ func (r CreateSessionResponse) ContentType() string {
 	return ""
 }
 
+// DeleteSessionResponse202Headers the declared response headers of an HTTP 202 response for DeleteSession
+type DeleteSessionResponse202Headers struct {
+	Location *string
+}
+
 // DeleteSessionResponse401Headers the declared response headers of an HTTP 401 response for DeleteSession
 type DeleteSessionResponse401Headers struct {
 	WWWAuthenticate *string
@@ -8065,6 +8137,8 @@ type DeleteSessionResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *SessionDestroyed
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *SessionDestroyed
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -8079,6 +8153,8 @@ type DeleteSessionResponse struct {
 	ApplicationproblemJSON500 *InternalError
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *DeleteSessionResponse202Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DeleteSessionResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -8090,6 +8166,11 @@ type DeleteSessionResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r DeleteSessionResponse) GetJSON200() *SessionDestroyed {
 	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DeleteSessionResponse) GetJSON202() *SessionDestroyed {
+	return r.JSON202
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -12507,6 +12588,14 @@ func (c *ClientWithResponses) CreateSessionWithResponse(ctx context.Context, bod
 // answers 200 too. For `attached` profiles only the binding is dropped; the external
 // environment is never touched. Destroying `default` resets the default session.
 //
+// When the provider fails to remove the sandbox (one already gone counts as removed),
+// the answer is 202: the session is kept — so no sandbox is left that no session points
+// to — with `state: destroy_failed` (`status: closed`). It takes no new work (409), it is
+// still listed, it is no longer the default session (the next use of `default` makes a
+// new one), and the gateway retries the removal in the background with backoff (30 s
+// doubling to 30 min) until the provider confirms it, then forgets the session. A
+// repeated DELETE retries at once: 200 once the sandbox is gone, 202 again otherwise.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/sessions/{session_id} (the `DeleteSession` operationId).
@@ -14237,6 +14326,13 @@ func ParseDeleteSessionResponse(rsp *http.Response) (*DeleteSessionResponse, err
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest SessionDestroyed
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14289,6 +14385,16 @@ func ParseDeleteSessionResponse(rsp *http.Response) (*DeleteSessionResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 202:
+		var headers DeleteSessionResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 401:
 		var headers DeleteSessionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {

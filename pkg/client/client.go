@@ -139,9 +139,12 @@ func (c *Client) Session(ctx context.Context, sessionID string, editors ...Reque
 }
 
 // DeleteSession destroys a session and its sandbox (DELETE /v1/sessions/{id}); an unknown
-// id succeeds too.
+// id succeeds too. When the provider failed to remove the sandbox (202) the answer has
+// Destroyed false and a Notice: the session is kept, closed for new work (state
+// destroy_failed), and the gateway retries the removal; calling DeleteSession again retries
+// at once.
 func (c *Client) DeleteSession(ctx context.Context, sessionID string, editors ...RequestEditorFn) (*SessionDestroyed, error) {
-	return want[SessionDestroyed](http.StatusOK)(c.Raw.DeleteSession(ctx, sessionID, nil, editors...))
+	return want[SessionDestroyed](http.StatusOK, http.StatusAccepted)(c.Raw.DeleteSession(ctx, sessionID, nil, editors...))
 }
 
 // Execution is the answer to an execution request: exactly one of its fields is set.

@@ -85,7 +85,12 @@ export function sessionHeader(session, profile, tab, signal) {
   destroy.addEventListener('click', async () => {
     if (!await confirmDialog('Destroy session?', `The sandbox of ${s.name || id} and all its files are deleted. This cannot be undone.`, 'Destroy')) return;
     try {
-      await call('DELETE', `/v1/sessions/${id}`, { signal });
+      const d = await call('DELETE', `/v1/sessions/${id}`, { signal });
+      if (d?.destroyed === false) {
+        // 202: kept, closed, and retried by the gateway; the notice says why.
+        fill(status, h('p', { class: 'notice', role: 'status' }, d.notice));
+        return;
+      }
       sessionNotices.delete(id);
       announce('Session destroyed');
       location.hash = '#/sessions';
@@ -98,7 +103,8 @@ export function sessionHeader(session, profile, tab, signal) {
     h('div', { class: 'title-row' },
       h('h1', null, s.name || 'Session', ' ', h('code', { class: 'muted small' }, id)),
       profile && isolationBadge(profile.isolation),
-      s.status === 'active' && !s.shared && h('div', { class: 'session-actions' }, pause, snap, destroy)),
+      s.status === 'active' && !s.shared && h('div', { class: 'session-actions' }, pause, snap, destroy),
+      s.state === 'destroy_failed' && !s.shared && h('div', { class: 'session-actions' }, destroy)),
     profile?.isolation === 'none' && h('p', { class: 'warning', role: 'note' },
       h('strong', null, 'No isolation: '), 'this session\'s code runs directly on the gateway host.'),
     facts, notice, status,

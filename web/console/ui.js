@@ -47,14 +47,15 @@ const statusKinds = {
   failed: 'bad', timed_out: 'bad', lost: 'bad', cancelled: 'muted',
 };
 
-const stateKinds = { running: 'ok', paused: 'warn', parked: 'info', none: 'muted' };
+const stateKinds = { running: 'ok', paused: 'warn', parked: 'info', none: 'muted', destroy_failed: 'bad' };
 const stateTitles = {
   running: 'The sandbox runs',
   paused: 'The sandbox is frozen: files, processes and variables are kept; nothing runs until it is resumed',
   parked: 'Removed while idle: the workspace waits in a snapshot and is restored on next use (processes and variables are gone)',
   none: 'No sandbox yet (or it was reset): the next use makes one',
+  destroy_failed: 'Destroying its sandbox failed: it takes no new work, and the gateway retries the removal until it is gone (destroy it again to retry now)',
 };
-/** A session's state (running, paused, parked, none). */
+/** A session's state (running, paused, parked, none, destroy_failed). */
 export const stateBadge = (s) => badge(s ?? 'none', stateKinds[s] ?? 'muted', stateTitles[s]);
 export const statusBadge = (s) => badge(s.replace('_', ' '), statusKinds[s] ?? '');
 

@@ -140,8 +140,9 @@ export async function sessionsView({ el, query, signal }) {
       h('td', null, time(s.last_used_at)),
       idleCell,
       h('td', { class: 'actions' },
-        s.status === 'active' && !s.shared && h('button', {
+        (s.status === 'active' || s.state === 'destroy_failed') && !s.shared && h('button', {
           type: 'button', class: 'danger small', 'aria-label': `Destroy session ${s.name || s.id}`,
+          title: s.state === 'destroy_failed' ? `Retry now: ${s.destroy_error ?? ''}` : null,
           onclick: () => destroy(s, row),
         }, 'Destroy')));
     rows.push({ s, p, cell: idleCell });
@@ -152,7 +153,13 @@ export async function sessionsView({ el, query, signal }) {
   async function destroy(s, row) {
     if (!await confirmDialog('Destroy session?', `The sandbox of ${s.name || s.id} and all its files are deleted.`, 'Destroy')) return;
     try {
-      await call('DELETE', `/v1/sessions/${s.id}`, { signal });
+      const d = await call('DELETE', `/v1/sessions/${s.id}`, { signal });
+      if (d?.destroyed === false) {
+        // 202: kept, closed, and retried by the gateway; the notice says why.
+        fill(listStatus, h('p', { class: 'notice', role: 'status' }, d.notice));
+        announce('Session not destroyed yet: the gateway retries');
+        return;
+      }
       row.remove();
       announce('Session destroyed');
     } catch (e) {

@@ -140,6 +140,14 @@ export interface paths {
          * @description Destroys the session's sandbox and forgets the session. Idempotent: an unknown id
          *     answers 200 too. For `attached` profiles only the binding is dropped; the external
          *     environment is never touched. Destroying `default` resets the default session.
+         *
+         *     When the provider fails to remove the sandbox (one already gone counts as removed),
+         *     the answer is 202: the session is kept — so no sandbox is left that no session points
+         *     to — with `state: destroy_failed` (`status: closed`). It takes no new work (409), it is
+         *     still listed, it is no longer the default session (the next use of `default` makes a
+         *     new one), and the gateway retries the removal in the background with backoff (30 s
+         *     doubling to 30 min) until the provider confirms it, then forgets the session. A
+         *     repeated DELETE retries at once: 200 once the sandbox is gone, 202 again otherwise.
          */
         delete: operations["deleteSession"];
         options?: never;
@@ -1095,7 +1103,10 @@ export interface components {
             /** @description The provider bounds the workspace's size (policy `disk_mb`). */
             policy_disk: boolean;
         };
-        /** @enum {string} */
+        /**
+         * @description `active`: it takes work. `closed`: destroying it failed and is retried (`state: destroy_failed`); it takes no new work.
+         * @enum {string}
+         */
         SessionStatus: "active" | "closed";
         CreateSessionRequest: {
             /**
@@ -1134,12 +1145,14 @@ export interface components {
             last_used_at: string;
             /**
              * @description Where the session's sandbox stands: `none` (not made yet, or reset: the next use
-             *     makes one), `running`, `paused` (frozen: files, processes and memory kept) or
+             *     makes one), `running`, `paused` (frozen: files, processes and memory kept),
              *     `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
-             *     next use restores).
+             *     next use restores) or `destroy_failed` (a DELETE could not remove its sandbox: the
+             *     session takes no new work and the removal is retried until the provider confirms
+             *     it; `destroy_error` says why).
              * @enum {string}
              */
-            state: "none" | "running" | "paused" | "parked";
+            state: "none" | "running" | "paused" | "parked" | "destroy_failed";
             /**
              * Format: date-time
              * @description When it was paused (state `paused`).
@@ -1147,6 +1160,15 @@ export interface components {
             paused_at?: string;
             /** @description The snapshot its workspace waits in (state `parked`). */
             parked_snapshot?: string;
+            /** @description The provider's last answer to removing its sandbox (state `destroy_failed`). */
+            destroy_error?: string;
+            /** @description How many attempts to remove its sandbox failed (state `destroy_failed`). */
+            destroy_attempts?: number;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due (state `destroy_failed`).
+             */
+            destroy_retry_at?: string;
             /** @description On a pause or resume answer, what could not be done (a non-strict profile whose provider cannot pause). */
             warnings?: string[];
         };
@@ -1202,7 +1224,15 @@ export interface components {
         };
         SessionDestroyed: {
             session_id: string;
+            /** @description `false` when the sandbox could not be removed yet (202): the removal is retried. */
             destroyed: boolean;
+            /**
+             * @description On a 202: the state the session is kept in.
+             * @enum {string}
+             */
+            state?: "destroy_failed";
+            /** @description On a 202: the provider's error and what happens next. */
+            notice?: string;
         };
         CommandRequest: {
             /** @description Run with /bin/sh -c. */
@@ -2345,6 +2375,28 @@ export interface operations {
                      * @example {
                      *       "session_id": "6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b",
                      *       "destroyed": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SessionDestroyed"];
+                };
+            };
+            /**
+             * @description The provider failed to remove the sandbox: the session is kept, closed for new
+             *     work (`state: destroy_failed`), and the removal is retried in the background; the
+             *     session at `Location` shows the provider's last error and the next retry.
+             */
+            202: {
+                headers: {
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "session_id": "6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b",
+                     *       "destroyed": false,
+                     *       "state": "destroy_failed",
+                     *       "notice": "the sandbox of session '6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b' could not be removed (docker: the engine does not answer); the session is kept, takes no new work, and the gateway retries the removal until the provider confirms it (next in 30s); DELETE it again to retry now"
                      *     }
                      */
                     "application/json": components["schemas"]["SessionDestroyed"];

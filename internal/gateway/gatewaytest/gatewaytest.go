@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +42,10 @@ type Options struct {
 	// Workdir is the local_subprocess folder of the default profiles, and what Env.Workdir
 	// reports; default a temporary folder. Share it to let two replicas see one workspace.
 	Workdir string
+	// SpoolDir is the completion spool's folder (sandbox.broker.spool.dir), and what
+	// Env.SpoolDir reports; default a temporary folder. Give a gateway that stands for a
+	// restarted one the spool of the one it replaces.
+	SpoolDir string
 	// MaxConns is the query pool size; default 20.
 	MaxConns int32
 	// Config adjusts the configuration before defaults are applied and it is validated.
@@ -69,10 +74,12 @@ type Env struct {
 	Gateway *gateway.Gateway
 	// Config is the effective configuration.
 	Config *config.Config
-	// Workdir is the local profiles' folder; DBURL the database.
-	Workdir, DBURL string
+	// Workdir is the local profiles' folder; DBURL the database; SpoolDir the completion
+	// spool's folder.
+	Workdir, DBURL, SpoolDir string
 
-	t testing.TB
+	t    testing.TB
+	stop func()
 }
 
 // Start builds and serves a gateway; it is shut down (drained, then closed) when the test
@@ -84,6 +91,9 @@ func Start(t testing.TB, o Options) *Env {
 	}
 	if o.Workdir == "" {
 		o.Workdir = t.TempDir()
+	}
+	if o.SpoolDir == "" {
+		o.SpoolDir = t.TempDir()
 	}
 	if o.MaxConns == 0 {
 		o.MaxConns = 20
@@ -113,6 +123,7 @@ func Start(t testing.TB, o Options) *Env {
 		cfg.Auth.Issuers = append(cfg.Auth.Issuers, config.Issuer{URL: u, Audiences: []string{devissuer.Audience}})
 	}
 	cfg.Auth.AdminGroups = []string{"admins"}
+	cfg.Sandbox.Broker.Spool.Dir = o.SpoolDir
 	if o.Config != nil {
 		o.Config(cfg)
 	}
@@ -141,15 +152,21 @@ func Start(t testing.TB, o Options) *Env {
 	}
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(ctx, ln) }()
-	t.Cleanup(func() {
+	e := &Env{URL: base, Issuer: iss, Gateway: g, Config: cfg, Workdir: o.Workdir, DBURL: o.DBURL, SpoolDir: cfg.Sandbox.Broker.Spool.Dir, t: t}
+	e.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-served; err != nil {
 			t.Errorf("gateway: serve: %v", err)
 		}
 		g.Close()
 	})
-	return &Env{URL: base, Issuer: iss, Gateway: g, Config: cfg, Workdir: o.Workdir, DBURL: o.DBURL, t: t}
+	t.Cleanup(e.stop)
+	return e
 }
+
+// Stop shuts the gateway down as `gateway serve` does on SIGTERM (drained, then closed), now
+// rather than when the test ends: a test then starts another in its place. Idempotent.
+func (e *Env) Stop() { e.stop() }
 
 // Token mints a development token for subject sub in groups.
 func (e *Env) Token(sub string, groups ...string) string {

@@ -292,6 +292,7 @@ func checkGatewayPod(t *testing.T, spec corev1.PodSpec, sa string) corev1.Contai
 	}
 	assert.Equal(t, "config", mounts["/etc/sandgate"])
 	assert.Equal(t, "tmp", mounts["/tmp"], "a writable /tmp on the read-only root")
+	assert.Equal(t, "spool", mounts["/var/lib/sandgate/spool"], "a writable completion spool at its default folder")
 	return c
 }
 
@@ -427,6 +428,7 @@ extraVolumes:
     secret: {secretName: issuer-ca}
 extraVolumeMounts:
   - {name: issuer-ca, mountPath: /etc/sandgate-ca, readOnly: true}
+spool: {volume: {persistentVolumeClaim: {claimName: sandgate-spool}}}
 database: {existingSecret: pg, secretKey: dsn}
 sandboxNamespaces: {create: true}
 rbac:
@@ -508,6 +510,13 @@ func TestHelmChartEverythingOn(t *testing.T) {
 	assert.Equal(t, ptr.To[int32](2), dep.Spec.Replicas)
 	assert.Equal(t, "registry.example.com/sandgate/gateway:1.2.3", c.Image)
 	assert.Equal(t, []corev1.LocalObjectReference{{Name: "regcred"}}, dep.Spec.Template.Spec.ImagePullSecrets)
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.Name == "spool" {
+			require.NotNil(t, v.PersistentVolumeClaim, "the spool on the volume given")
+			assert.Equal(t, "sandgate-spool", v.PersistentVolumeClaim.ClaimName)
+			assert.Nil(t, v.EmptyDir)
+		}
+	}
 	worker := typed[appsv1.Deployment](t, r.find(t, "Deployment", ns, full+"-worker"))
 	wc := checkGatewayPod(t, worker.Spec.Template.Spec, full)
 	assert.Equal(t, []string{"worker"}, wc.Args)

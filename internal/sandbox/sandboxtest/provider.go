@@ -41,8 +41,8 @@ type ProviderOptions struct {
 
 // Provider is a fake providers.Provider. Its sandboxes live in memory (files included) and
 // run Programs instead of processes; it records what it was asked (Calls, Execs) and lets a
-// test script executions (SetProgram, Handle, Next, Hold), fail a Create (FailCreate) or
-// lose a sandbox (Lose). It is safe for concurrent use.
+// test script executions (SetProgram, Handle, Next, Hold), fail a Create (FailCreate) or a
+// Destroy (FailDestroy) or lose a sandbox (Lose). It is safe for concurrent use.
 type Provider struct {
 	typ  string
 	caps providers.Capabilities
@@ -56,6 +56,7 @@ type Provider struct {
 	next       []Program
 	handlers   map[string]Program
 	createErrs []error
+	destroyErr []error            // what the next Destroy calls fail with (FailDestroy)
 	peak       map[string]int     // sandbox id → most executions at once
 	held       map[string]Program // execution id → what Reattach runs (HoldExecution)
 }
@@ -194,8 +195,23 @@ func (p *Provider) Destroy(_ context.Context, id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = append(p.calls, Call{Op: "destroy", SandboxID: id})
+	if len(p.destroyErr) > 0 {
+		err := p.destroyErr[0]
+		p.destroyErr = p.destroyErr[1:]
+		return err // the sandbox stays, as with an engine that did not do it
+	}
 	p.drop(id)
 	return nil
+}
+
+// FailDestroy makes the next n Destroy calls fail with err, leaving their sandboxes as they
+// are (an engine that does not answer, or refuses).
+func (p *Provider) FailDestroy(n int, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for range n {
+		p.destroyErr = append(p.destroyErr, err)
+	}
 }
 
 // drop ends sandbox id. Call with mu held.

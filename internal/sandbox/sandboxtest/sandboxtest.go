@@ -37,6 +37,10 @@ type Options struct {
 	Clock *Clock
 	// RunnerID defaults to "runner-1".
 	RunnerID string
+	// Spool keeps completions the Store refuses (sandbox.Options.Spool); default none.
+	Spool sandbox.Spool
+	// Observer is told of finished executions and failed provider calls; default none.
+	Observer sandbox.Observer
 }
 
 // Env is a domain service on in-memory ports.
@@ -93,9 +97,9 @@ func Build(t testing.TB, opts Options) (*Env, error) {
 	}
 	var ids atomic.Int64
 	svc, err := sandbox.New(sandbox.Options{
-		Settings: settings, Profiles: profiles, Store: st, Broker: b, RunnerID: runnerID, Hostname: "sandboxtest",
+		Settings: settings, Profiles: profiles, Store: st, Spool: opts.Spool, Broker: b, RunnerID: runnerID, Hostname: "sandboxtest",
 		Clock: clock, NewID: func() string { return fmt.Sprintf("%s%028x", idPrefix(runnerID), ids.Add(1)) },
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer,
 	})
 	if err != nil {
 		_ = b.Close(context.Background())

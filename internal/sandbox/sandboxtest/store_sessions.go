@@ -60,6 +60,7 @@ func (s *Store) insertSession(sess store.Session, limit int) error {
 	}
 	for _, r := range s.sessions {
 		switch {
+		case r.Status == store.SessionClosed: // the unique indexes leave closed rows out
 		case owner != "" && sess.IsDefault && r.OwnerID == owner && r.Profile == sess.Profile && r.IsDefault:
 			return uniqueViolation{"sessions_default_per_owner"}
 		case owner == "" && r.OwnerID == "" && r.Profile == sess.Profile:
@@ -79,6 +80,7 @@ func (s *Store) insertSession(sess store.Session, limit int) error {
 	}
 	row.PendingNotice = ""
 	row.PausedAt, row.PausedIdle, row.ParkedSnapshot = time.Time{}, false, "" // not columns of the INSERT
+	row.DestroyAttempts, row.DestroyRetryAt, row.DestroyError = 0, time.Time{}, ""
 	row.CreatedAt = ts(sess.CreatedAt)
 	row.LastUsedAt = row.CreatedAt
 	s.sessions[row.ID] = &row
@@ -97,8 +99,8 @@ func (s *Store) ownedSessions(owner string) int {
 }
 
 // EnsureDefaultSession returns the default session of (candidate.OwnerID,
-// candidate.Profile) — for OwnerID "" the profile's shared session, default or not —
-// inserting candidate (as a default session) when there is none. Like the Postgres store it
+// candidate.Profile) — for OwnerID "" the profile's shared session, default or not; never a
+// closed one — inserting candidate (as a default session) when there is none. Like the Postgres store it
 // returns candidate itself after an insert, not the row as read back.
 func (s *Store) EnsureDefaultSession(ctx context.Context, candidate store.Session) (store.Session, error) {
 	if err := ctx.Err(); err != nil {
@@ -115,7 +117,7 @@ func (s *Store) EnsureDefaultSession(ctx context.Context, candidate store.Sessio
 		owner = u
 	}
 	for _, r := range s.sessions {
-		if r.OwnerID == owner && r.Profile == candidate.Profile && (owner == "" || r.IsDefault) {
+		if r.OwnerID == owner && r.Profile == candidate.Profile && (owner == "" || r.IsDefault) && r.Status != store.SessionClosed {
 			return copySession(r), nil
 		}
 	}
@@ -201,7 +203,8 @@ func newestFirst(ta time.Time, ida string, tb time.Time, idb string) int {
 }
 
 // IdleSessions returns up to limit sessions of profile that have a sandbox that is not
-// paused, were last used before cutoff and have no unfinished task, least recently used first.
+// paused, were last used before cutoff and have no unfinished task, least recently used
+// first; closed ones not.
 func (s *Store) IdleSessions(ctx context.Context, profile string, cutoff time.Time, limit int) ([]store.Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -214,7 +217,7 @@ func (s *Store) IdleSessions(ctx context.Context, profile string, cutoff time.Ti
 	defer s.mu.Unlock()
 	var rows []*store.Session
 	for _, r := range s.sessions {
-		if r.SandboxID != "" && r.PausedAt.IsZero() && r.Profile == profile && r.LastUsedAt.Before(cutoff) && !s.busy(r.ID) {
+		if r.SandboxID != "" && r.PausedAt.IsZero() && r.Profile == profile && r.LastUsedAt.Before(cutoff) && !s.busy(r.ID) && r.Status != store.SessionClosed {
 			rows = append(rows, r)
 		}
 	}
@@ -240,14 +243,14 @@ func (s *Store) busy(id string) bool {
 
 // UpdateSessionBackend records the session's sandbox ("" = none), status and last use
 // (never moving it back), clears its pending notice, and makes it neither paused nor parked.
-// An unknown id is no error.
+// An unknown id is no error; a closed session is left as it is.
 func (s *Store) UpdateSessionBackend(ctx context.Context, id, sandboxID, status string, lastUsed time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r, ok := s.sessions[id]; ok {
+	if r, ok := s.sessions[id]; ok && r.Status != store.SessionClosed {
 		r.SandboxID, r.Status, r.PendingNotice = sandboxID, status, ""
 		r.PausedAt, r.PausedIdle, r.ParkedSnapshot = time.Time{}, false, ""
 		r.LastUsedAt = later(r.LastUsedAt, ts(lastUsed))
@@ -277,14 +280,14 @@ func (s *Store) PauseSession(ctx context.Context, id, ifSandbox string, at time.
 
 // RestoreSession records sandboxID as session id's sandbox (active, a use at lastUsed, never
 // moving it back), neither parked nor paused, keeping its pending notice. An unknown id is no
-// error.
+// error; a closed session is left as it is.
 func (s *Store) RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r, ok := s.sessions[id]; ok {
+	if r, ok := s.sessions[id]; ok && r.Status != store.SessionClosed {
 		r.SandboxID, r.Status = sandboxID, "active"
 		r.PausedAt, r.PausedIdle, r.ParkedSnapshot = time.Time{}, false, ""
 		r.LastUsedAt = later(r.LastUsedAt, ts(lastUsed))
@@ -355,7 +358,7 @@ func (s *Store) reset(ctx context.Context, id, notice string, createdAt time.Tim
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.sessions[id]
-	if !ok || r.SandboxID == "" || r.SandboxID != ifSandbox {
+	if !ok || r.SandboxID == "" || r.SandboxID != ifSandbox || r.Status == store.SessionClosed {
 		return false, nil
 	}
 	if cutoff != nil && (!r.LastUsedAt.Before(ts(*cutoff)) || s.busy(id)) {
@@ -385,6 +388,56 @@ func (s *Store) SandboxInUse(ctx context.Context, id string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// DestroyFailed closes session id while its sandbox is still sandboxID: status closed, one
+// more failed attempt, the next due at retryAt, why as its last error, no pending notice, its
+// contexts released; false when it is gone or its sandbox moved on.
+func (s *Store) DestroyFailed(ctx context.Context, id, sandboxID, why string, retryAt time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sessions[id]
+	if !ok || r.SandboxID == "" || r.SandboxID != sandboxID {
+		return false, nil
+	}
+	r.Status, r.DestroyAttempts, r.DestroyRetryAt, r.DestroyError, r.PendingNotice = store.SessionClosed, r.DestroyAttempts+1, ts(retryAt), why, ""
+	for k := range s.contexts {
+		if k.session == id {
+			delete(s.contexts, k)
+		}
+	}
+	return true, nil
+}
+
+// DestroyRetries returns up to limit closed sessions whose next destroy attempt is due at
+// now, the longest due first.
+func (s *Store) DestroyRetries(ctx context.Context, now time.Time, limit int) ([]store.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	now = ts(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rows []*store.Session
+	for _, r := range s.sessions {
+		if r.Status == store.SessionClosed && !r.DestroyRetryAt.After(now) {
+			rows = append(rows, r)
+		}
+	}
+	slices.SortFunc(rows, func(a, b *store.Session) int {
+		return cmp.Or(a.DestroyRetryAt.Compare(b.DestroyRetryAt), cmp.Compare(a.ID, b.ID))
+	})
+	out := []store.Session{}
+	for _, r := range rows[:min(len(rows), limit)] {
+		out = append(out, copySession(r))
+	}
+	return out, nil
 }
 
 // DeleteSession removes session id and its contexts (its tasks stay). An unknown id is no

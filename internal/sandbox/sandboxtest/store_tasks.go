@@ -64,11 +64,13 @@ func (s *Store) CreateTaskWithin(ctx context.Context, t store.Task, limit int) e
 	return nil
 }
 
-// BeginTask inserts task t within limit as CreateTaskWithin does — running, started at
-// t.SubmittedAt, without lock — and with lock also takes a place in session t.SessionID's
-// line (the session must exist: else store.ErrNotFound) and returns the session; the task
-// is running when the place is first, else pending. Nothing is inserted on an error.
-func (s *Store) BeginTask(ctx context.Context, t store.Task, limit int, lock bool) (store.Begun, error) {
+// BeginTask inserts task t within a.Limit as CreateTaskWithin does — running, started at
+// t.SubmittedAt, without lock — and with a.Lock also takes a place in session t.SessionID's
+// line (the session must exist: else store.ErrNotFound; and take new work: else
+// store.ErrRefused with the session) and returns the session; the task is running when the
+// place is first, else pending. Nothing is inserted on an error.
+func (s *Store) BeginTask(ctx context.Context, t store.Task, a store.Admission) (store.Begun, error) {
+	limit, lock := a.Limit, a.Lock
 	if err := ctx.Err(); err != nil {
 		return store.Begun{}, err
 	}
@@ -82,6 +84,9 @@ func (s *Store) BeginTask(ctx context.Context, t store.Task, limit int, lock boo
 	if lock {
 		if sess = s.sessions[t.SessionID]; sess == nil {
 			return store.Begun{}, store.ErrNotFound
+		}
+		if sess.Status == store.SessionClosed || !sess.PausedAt.IsZero() && !sess.PausedIdle && !a.WakesPaused {
+			return store.Begun{Session: copySession(sess)}, store.ErrRefused
 		}
 	}
 	if limit > 0 && s.unfinished(owner, t.Background) >= limit {
@@ -114,6 +119,26 @@ func (s *Store) BeginTask(ctx context.Context, t store.Task, limit int, lock boo
 	s.tasks[t.ID] = row
 	s.auditTask(row, t.Program)
 	return begun, nil
+}
+
+// WithdrawTask removes unfinished, never promoted task id and its audit event, and wakes
+// WaitTask; it reports whether it did.
+func (s *Store) WithdrawTask(ctx context.Context, id string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.tasks[id]
+	if !ok || r.FinishedAt != nil || r.Promoted {
+		return false, nil
+	}
+	delete(s.tasks, id)
+	delete(s.outputs, id)
+	delete(s.processes, id)
+	s.audit = slices.DeleteFunc(s.audit, func(e store.AuditEvent) bool { return e.TaskID == id })
+	s.notify()
+	return true, nil
 }
 
 // GetTask returns task id — with ownerID, only if ownerID owns it — or store.ErrNotFound.
@@ -257,12 +282,13 @@ func (s *Store) FinishTask(ctx context.Context, id string, c store.Completion, t
 		s.releaseLocked(c.Unlock.SessionID, tk)
 	}
 	r, ok := s.tasks[id]
-	if !ok || r.FinishedAt != nil {
+	if !ok || r.FinishedAt != nil && !(c.ReplacesLost && r.Status == "lost" && c.Status != "lost") {
 		return false, nil
 	}
 	finished, expires := ts(t), ts(t.Add(ttl))
 	r.Status, r.Notice, r.Error, r.ErrorType, r.Result = c.Status, c.Notice, c.Error, c.ErrorType, res
 	r.FinishedAt, r.ExpiresAt = &finished, &expires
+	delete(s.outputs, id)
 	if c.OutputBytes > 0 {
 		s.outputs[id] = c.OutputBytes
 	}

@@ -92,7 +92,7 @@ func testAuditExecution(f *fixture) {
 func testAuditExecutionFinish(f *fixture) {
 	t := f.t
 	alice := f.owner("alice")
-	_, err := f.st.BeginTask(f.ctx, newTask("t01", alice, "s01", "r1", at(0)), 0, false)
+	_, err := f.st.BeginTask(f.ctx, newTask("t01", alice, "s01", "r1", at(0)), store.Admission{Limit: 0, Lock: false})
 	require.NoError(t, err)
 	code, ms := 3, int64(42)
 	ok, err := f.st.FinishTask(f.ctx, "t01", store.Completion{Status: "succeeded", ExitCode: &code, DurationMS: &ms}, at(time.Second), time.Hour)
@@ -175,7 +175,7 @@ func testAuditBeginLocked(f *fixture) {
 	f.finishUnlocking("t01", b.Place, at(2*time.Second))
 	require.Equal(t, "succeeded", f.auditOf("t01").Status)
 
-	_, err := f.st.BeginTask(f.ctx, newTask("t02", alice, "nosuch", "r1", at(time.Second)), 0, true)
+	_, err := f.st.BeginTask(f.ctx, newTask("t02", alice, "nosuch", "r1", at(time.Second)), store.Admission{Limit: 0, Lock: true})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.Len(t, f.audit(store.AuditFilter{}), 1, "nothing recorded for a task that was not inserted")
 }
@@ -185,7 +185,7 @@ func testAuditQuotaRefused(f *fixture) {
 	alice := f.owner("alice")
 	f.task(newTask("t01", alice, "s01", "r1", at(0)))
 	require.ErrorIs(t, f.st.CreateTaskWithin(f.ctx, newTask("t02", alice, "s01", "r1", at(0)), 1), store.ErrQuota)
-	_, err := f.st.BeginTask(f.ctx, newTask("t03", alice, "s01", "r1", at(0)), 1, false)
+	_, err := f.st.BeginTask(f.ctx, newTask("t03", alice, "s01", "r1", at(0)), store.Admission{Limit: 1, Lock: false})
 	require.ErrorIs(t, err, store.ErrQuota)
 	rows := f.audit(store.AuditFilter{})
 	require.Len(t, rows, 1)

@@ -31,6 +31,8 @@ var sessionTests = []test{
 	{"idle_sessions", testIdleSessions},
 	{"sandbox_in_use", testSandboxInUse},
 	{"delete", testDeleteSession},
+	{"destroy_failed_closes", testDestroyFailed},
+	{"closed_is_no_default", testClosedIsNoDefault},
 	{"microseconds", testMicroseconds},
 }
 
@@ -494,4 +496,114 @@ func testMicroseconds(f *fixture) {
 	want := T0.Add(2*time.Millisecond + time.Microsecond)
 	sameTime(t, want, f.get("s01").CreatedAt, "created_at")
 	sameTime(t, want, f.getTask("t01").SubmittedAt, "submitted_at")
+}
+
+// A failed destroy closes the session — kept with its sandbox, its attempts counted, its
+// retry due, its contexts released, its notice dropped — while it still has that sandbox;
+// nothing reopens it (binding, reset, restore) and the idle sweep passes it by; DestroyRetries
+// lists the closed sessions whose retry is due, longest due first.
+func testDestroyFailed(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.withSandbox(newSession("s01", alice, at(0)), "sb1")
+	f.withSandbox(newSession("s02", alice, at(0)), "sb2")
+	require.NoError(t, f.st.HoldContext(f.ctx, store.Context{SessionID: "s01", Name: "c", SandboxID: "sb1", OwnerID: alice, CreatedAt: at(0)}, 0))
+	require.Equal(t, 1, f.contexts(alice))
+
+	ok, err := f.st.DestroyFailed(f.ctx, "s01", "other-sandbox", "boom", at(time.Minute))
+	require.NoError(t, err)
+	require.False(t, ok, "only while it still has that sandbox")
+	ok, err = f.st.DestroyFailed(f.ctx, "nope", "sb1", "boom", at(time.Minute))
+	require.NoError(t, err)
+	require.False(t, ok)
+	ok, err = f.st.DestroyFailed(f.ctx, "s01", "sb1", "engine down", at(time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := f.get("s01")
+	require.Equal(t, store.SessionClosed, got.Status)
+	require.Equal(t, "sb1", got.SandboxID, "the sandbox it still points to")
+	require.Equal(t, 1, got.DestroyAttempts)
+	require.Equal(t, "engine down", got.DestroyError)
+	sameTime(t, at(time.Minute), got.DestroyRetryAt, "destroy_retry_at")
+	require.Zero(t, f.contexts(alice), "a closed session's contexts are released")
+	ok, err = f.st.DestroyFailed(f.ctx, "s01", "sb1", "still down", at(3*time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	got = f.get("s01")
+	require.Equal(t, 2, got.DestroyAttempts)
+	require.Equal(t, "still down", got.DestroyError)
+	ok, err = f.st.DestroyFailed(f.ctx, "s02", "sb2", "x", at(2*time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	due := func(now time.Time, limit int) []string {
+		rows, err := f.st.DestroyRetries(f.ctx, now, limit)
+		require.NoError(t, err)
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	require.Empty(t, due(at(time.Minute), 10))
+	require.Equal(t, []string{"s02"}, due(at(2*time.Minute), 10))
+	require.Equal(t, []string{"s02", "s01"}, due(at(time.Hour), 10), "longest due first")
+	require.Equal(t, []string{"s02"}, due(at(time.Hour), 1))
+
+	require.NoError(t, f.st.UpdateSessionBackend(f.ctx, "s01", "sb9", "active", at(time.Hour)))
+	require.NoError(t, f.st.RestoreSession(f.ctx, "s01", "sb9", at(time.Hour)))
+	reset, err := f.st.ResetSession(f.ctx, "s01", "n", at(time.Hour), "sb1")
+	require.NoError(t, err)
+	require.False(t, reset)
+	reset, err = f.st.ResetIdleSession(f.ctx, "s01", "n", at(time.Hour), "sb1", at(2*time.Hour))
+	require.NoError(t, err)
+	require.False(t, reset)
+	got = f.get("s01")
+	require.Equal(t, store.SessionClosed, got.Status, "nothing reopens a closed session")
+	require.Equal(t, "sb1", got.SandboxID)
+	idle, err := f.st.IdleSessions(f.ctx, "default", at(48*time.Hour), 10)
+	require.NoError(t, err)
+	require.Empty(t, idle, "the idle sweep leaves closed sessions to their retries")
+	used, err := f.st.SandboxInUse(f.ctx, "sb1")
+	require.NoError(t, err)
+	require.True(t, used, "the orphan sweep keeps the sandbox a closed session points to")
+
+	listed, err := f.st.ListSessions(f.ctx, store.SessionFilter{OwnerID: alice, Status: store.SessionClosed, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, listed, 2, "listed, so its owner sees it")
+	require.NoError(t, f.st.DeleteSession(f.ctx, "s01"))
+	require.Equal(t, []string{"s02"}, due(at(time.Hour), 10))
+}
+
+// A closed session is no longer its owner's default nor its profile's shared session: the
+// next EnsureDefaultSession makes a new one beside it.
+func testClosedIsNoDefault(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	def := newSession("s01", alice, at(0))
+	got, err := f.st.EnsureDefaultSession(f.ctx, def)
+	require.NoError(t, err)
+	require.Equal(t, "s01", got.ID)
+	require.NoError(t, f.st.UpdateSessionBackend(f.ctx, "s01", "sb1", "active", at(0)))
+	ok, err := f.st.DestroyFailed(f.ctx, "s01", "sb1", "boom", at(time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err = f.st.EnsureDefaultSession(f.ctx, newSession("s02", alice, at(time.Second)))
+	require.NoError(t, err)
+	require.Equal(t, "s02", got.ID, "a new default beside the closed one")
+	require.True(t, f.get("s02").IsDefault)
+
+	shared := newSession("s03", "", at(0))
+	shared.Profile, shared.Scope = "rt", "per_runtime"
+	_, err = f.st.EnsureDefaultSession(f.ctx, shared)
+	require.NoError(t, err)
+	require.NoError(t, f.st.UpdateSessionBackend(f.ctx, "s03", "sb3", "active", at(0)))
+	ok, err = f.st.DestroyFailed(f.ctx, "s03", "sb3", "boom", at(time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	next := newSession("s04", "", at(time.Second))
+	next.Profile, next.Scope = "rt", "per_runtime"
+	got, err = f.st.EnsureDefaultSession(f.ctx, next)
+	require.NoError(t, err)
+	require.Equal(t, "s04", got.ID, "a new shared session beside the closed one")
 }

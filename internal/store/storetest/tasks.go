@@ -23,6 +23,8 @@ var taskTests = []test{
 	{"cancel", testCancel},
 	{"unfinished", testUnfinishedTasks},
 	{"lost", testMarkLostTasks},
+	{"real_completion_replaces_lost", testReplacesLost},
+	{"withdraw", testWithdrawTask},
 	{"adopt", testAdoptTasks},
 	{"expiry", testDeleteExpiredTasks},
 	{"usage", testUsage},
@@ -303,6 +305,52 @@ func testMarkLostTasks(f *fixture) {
 	require.Zero(t, n)
 }
 
+// A completion from the runner that ran the execution (ReplacesLost) replaces a `lost`
+// verdict — the sweeper's or one recorded before — with what happened, its output counted and
+// its audit event completed again; it never replaces another completion, and a `lost` one
+// never replaces `lost`.
+func testReplacesLost(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.session(newSession("s01", alice, at(0)))
+	f.task(newTask("t01", alice, "s01", "gone", at(0)))
+	require.NoError(t, f.st.StartTask(f.ctx, "t01", at(time.Second)))
+	n, err := f.st.MarkLostTasks(f.ctx, at(time.Minute), at(2*time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	require.Equal(t, "lost", f.getTask("t01").Status)
+
+	late := store.Completion{Status: "succeeded", Result: map[string]any{"stdout": "kept\n"}, OutputBytes: 5, SessionID: "s01"}
+	ok, err := f.st.FinishTask(f.ctx, "t01", late, at(time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok, "without ReplacesLost the first completion stays")
+
+	late.ReplacesLost = true
+	ok, err = f.st.FinishTask(f.ctx, "t01", store.Completion{Status: "lost", Error: "shut down", ReplacesLost: true}, at(time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok, "lost does not replace lost")
+	ok, err = f.st.FinishTask(f.ctx, "t01", late, at(time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got := f.getTask("t01")
+	require.Equal(t, "succeeded", got.Status)
+	require.Empty(t, got.Error)
+	require.Empty(t, got.ErrorType)
+	require.JSONEq(t, `{"stdout":"kept\n"}`, string(got.Result))
+	sameTimePtr(t, at(time.Minute), got.FinishedAt, "finished when it really did")
+	sameTimePtr(t, at(time.Minute+time.Hour), got.ExpiresAt, "expires ttl after that")
+	ev := f.auditOf("t01")
+	require.Equal(t, "succeeded", ev.Status, "the audit event says what happened")
+	held, err := f.st.Usage(f.ctx, alice)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, held.RetainedOutputBytes)
+
+	ok, err = f.st.FinishTask(f.ctx, "t01", store.Completion{Status: "failed", ReplacesLost: true}, at(time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.False(t, ok, "a real completion is never replaced")
+	require.Equal(t, "succeeded", f.getTask("t01").Status)
+}
+
 // Running tasks of a stale runner are orphans another runner may adopt, once: pending,
 // finished and queued ones are not, nor those of live runners.
 func testAdoptTasks(f *fixture) {
@@ -437,7 +485,7 @@ func testBackgroundProcesses(f *fixture) {
 	ex.Program = "echo hi"
 	require.NoError(t, f.st.CreateTaskWithin(f.ctx, ex, 1), "executions have their own quota")
 	require.Equal(t, "echo hi", f.getTask("t03").Program)
-	_, err := f.st.BeginTask(f.ctx, bg2, 1, true)
+	_, err := f.st.BeginTask(f.ctx, bg2, store.Admission{Limit: 1, Lock: true})
 	require.ErrorIs(t, err, store.ErrQuota, "BeginTask counts background processes apart too")
 
 	require.NoError(t, f.st.StartTask(f.ctx, "t01", at(time.Second)))
@@ -502,4 +550,37 @@ func testListTasks(f *fixture) {
 		}
 		require.Equal(t, taskIDs(all), got, "pages of %d", limit)
 	}
+}
+
+// An unfinished task its caller still waits for (never promoted) can be withdrawn — it and
+// its audit event go, and its waiters wake — but not a promoted or finished one.
+func testWithdrawTask(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.session(newSession("s01", alice, at(0)))
+	for _, id := range []string{"t01", "t02", "t03"} {
+		f.task(newTask(id, alice, "s01", "r1", at(0)))
+	}
+	require.NoError(t, f.st.PromoteTask(f.ctx, "t02"))
+	f.finish("t03", "failed", at(time.Second))
+
+	ok, err := f.st.WithdrawTask(f.ctx, "t01")
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = f.st.GetTask(f.ctx, "t01", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	for _, e := range f.audit(store.AuditFilter{}) {
+		require.NotEqual(t, "t01", e.TaskID, "its audit event goes with it")
+	}
+	held, err := f.st.Usage(f.ctx, alice)
+	require.NoError(t, err)
+	require.Equal(t, 1, held.Executions, "t02 only")
+
+	for _, id := range []string{"t02", "t03", "t01", "nope"} {
+		ok, err = f.st.WithdrawTask(f.ctx, id)
+		require.NoError(t, err)
+		require.False(t, ok, id)
+	}
+	require.Equal(t, "pending", f.getTask("t02").Status)
+	require.Equal(t, "failed", f.getTask("t03").Status)
 }

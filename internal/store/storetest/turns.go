@@ -19,6 +19,7 @@ var turnTests = []test{
 	{"places_keep_submission_order", testBeginOrder},
 	{"unknown_session_inserts_nothing", testBeginUnknownSession},
 	{"quota_takes_no_place", testBeginQuota},
+	{"refused_session_records_nothing", testBeginRefused},
 	{"cancelled_wait_keeps_the_place", testAwaitCancelled},
 	{"unlock_with_a_second_completion", testUnlockSecondCompletion},
 }
@@ -61,7 +62,7 @@ func (f *fixture) waiting(a *turnAttempt, what string) {
 // begin calls BeginTask with a lock and requires it to succeed.
 func (f *fixture) begin(t store.Task) store.Begun {
 	f.t.Helper()
-	b, err := f.st.BeginTask(f.ctx, t, 0, true)
+	b, err := f.st.BeginTask(f.ctx, t, store.Admission{Limit: 0, Lock: true})
 	require.NoError(f.t, err, "begin %s", t.ID)
 	require.NotEmpty(f.t, b.Place.Token)
 	require.Equal(f.t, t.SessionID, b.Place.SessionID)
@@ -81,7 +82,7 @@ func testBeginWithoutLock(f *fixture) {
 	alice := f.owner("alice")
 	in := newTask("t01", alice, "nosession1", "r1", at(time.Minute))
 	in.Status = "succeeded" // ignored
-	b, err := f.st.BeginTask(f.ctx, in, 1, false)
+	b, err := f.st.BeginTask(f.ctx, in, store.Admission{Limit: 1, Lock: false})
 	require.NoError(t, err)
 	require.True(t, b.First)
 	require.Equal(t, store.Place{}, b.Place, "no place without a lock")
@@ -91,7 +92,7 @@ func testBeginWithoutLock(f *fixture) {
 	require.Nil(t, got.FinishedAt)
 	require.Positive(t, got.Seq)
 
-	_, err = f.st.BeginTask(f.ctx, newTask("t02", alice, "nosession1", "r1", at(0)), 1, false)
+	_, err = f.st.BeginTask(f.ctx, newTask("t02", alice, "nosession1", "r1", at(0)), store.Admission{Limit: 1, Lock: false})
 	require.ErrorIs(t, err, store.ErrQuota)
 	_, err = f.st.GetTask(f.ctx, "t02", "")
 	require.ErrorIs(t, err, store.ErrNotFound, "nothing inserted over the quota")
@@ -183,7 +184,7 @@ func testBeginOrder(f *fixture) {
 func testBeginUnknownSession(f *fixture) {
 	t := f.t
 	alice := f.owner("alice")
-	_, err := f.st.BeginTask(f.ctx, newTask("t01", alice, "gone01", "r1", at(0)), 0, true)
+	_, err := f.st.BeginTask(f.ctx, newTask("t01", alice, "gone01", "r1", at(0)), store.Admission{Limit: 0, Lock: true})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = f.st.GetTask(f.ctx, "t01", "")
 	require.ErrorIs(t, err, store.ErrNotFound, "no task for an unknown session")
@@ -194,15 +195,15 @@ func testBeginQuota(f *fixture) {
 	t := f.t
 	alice := f.owner("alice")
 	f.session(newSession("s01", alice, at(0)))
-	b, err := f.st.BeginTask(f.ctx, newTask("t01", alice, "s01", "r1", at(0)), 1, true)
+	b, err := f.st.BeginTask(f.ctx, newTask("t01", alice, "s01", "r1", at(0)), store.Admission{Limit: 1, Lock: true})
 	require.NoError(t, err)
-	_, err = f.st.BeginTask(f.ctx, newTask("t02", alice, "s01", "r1", at(0)), 1, true)
+	_, err = f.st.BeginTask(f.ctx, newTask("t02", alice, "s01", "r1", at(0)), store.Admission{Limit: 1, Lock: true})
 	require.ErrorIs(t, err, store.ErrQuota)
 	_, err = f.st.GetTask(f.ctx, "t02", "")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	f.queue("s01", 1) // the first one's place only
 	f.finishUnlocking("t01", b.Place, at(time.Second))
-	_, err = f.st.BeginTask(f.ctx, newTask("t03", alice, "s01", "r1", at(0)), 1, true)
+	_, err = f.st.BeginTask(f.ctx, newTask("t03", alice, "s01", "r1", at(0)), store.Admission{Limit: 1, Lock: true})
 	require.NoError(t, err, "finished tasks do not count")
 }
 
@@ -250,4 +251,46 @@ func testUnlockSecondCompletion(f *fixture) {
 	require.False(t, ok, "the first completion stays")
 	f.queue("s01", 0)
 	require.Equal(t, "cancelled", f.getTask("t01").Status)
+}
+
+// A session that takes no new work — closed, or paused by its owner unless the profile wakes
+// it — refuses the task: nothing inserted (no task, no audit event, no place), and the
+// session is returned to say why. A session the idle sweeper paused takes it.
+func testBeginRefused(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.withSandbox(newSession("s01", alice, at(0)), "sb1")
+	ok, err := f.st.PauseSession(f.ctx, "s01", "sb1", at(time.Minute), false, "")
+	require.NoError(t, err)
+	require.True(t, ok)
+	b, err := f.st.BeginTask(f.ctx, newTask("t01", alice, "s01", "r1", at(0)), store.Admission{Lock: true})
+	require.ErrorIs(t, err, store.ErrRefused)
+	require.Equal(t, "s01", b.Session.ID)
+	require.False(t, b.Session.PausedAt.IsZero(), "the session says why")
+	_, err = f.st.GetTask(f.ctx, "t01", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Empty(t, f.audit(store.AuditFilter{}), "no audit event")
+	f.queue("s01", 0)
+
+	b, err = f.st.BeginTask(f.ctx, newTask("t02", alice, "s01", "r1", at(0)), store.Admission{Lock: true, WakesPaused: true})
+	require.NoError(t, err, "a profile that resumes on use takes it")
+	f.finishUnlocking("t02", b.Place, at(time.Second))
+
+	require.NoError(t, f.st.ResumeSession(f.ctx, "s01"))
+	ok, err = f.st.PauseSession(f.ctx, "s01", "sb1", at(time.Minute), true, "idle")
+	require.NoError(t, err)
+	require.True(t, ok)
+	b, err = f.st.BeginTask(f.ctx, newTask("t03", alice, "s01", "r1", at(0)), store.Admission{Lock: true})
+	require.NoError(t, err, "paused by the idle sweeper: the next use resumes it")
+	f.finishUnlocking("t03", b.Place, at(time.Second))
+
+	ok, err = f.st.DestroyFailed(f.ctx, "s01", "sb1", "boom", at(time.Hour))
+	require.NoError(t, err)
+	require.True(t, ok)
+	b, err = f.st.BeginTask(f.ctx, newTask("t04", alice, "s01", "r1", at(0)), store.Admission{Lock: true, WakesPaused: true})
+	require.ErrorIs(t, err, store.ErrRefused)
+	require.Equal(t, store.SessionClosed, b.Session.Status)
+	_, err = f.st.GetTask(f.ctx, "t04", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	f.queue("s01", 0)
 }

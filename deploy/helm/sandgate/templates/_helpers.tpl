@@ -143,7 +143,8 @@ named by sandbox.default_profile.
 {{- end }}
 {{- end }}
 
-{{/* sandgate.podVolumes and sandgate.podVolumeMounts: the configuration, /tmp, and extras. */}}
+{{/* sandgate.podVolumes and sandgate.podVolumeMounts: the configuration, /tmp, the completion
+spool, and extras. */}}
 {{- define "sandgate.podVolumes" -}}
 - name: config
   configMap:
@@ -151,6 +152,13 @@ named by sandbox.default_profile.
 - name: tmp
   emptyDir:
     sizeLimit: {{ .Values.tmpSizeLimit }}
+- name: spool
+{{- if .Values.spool.volume }}
+  {{- toYaml .Values.spool.volume | nindent 2 }}
+{{- else }}
+  emptyDir:
+    sizeLimit: {{ .Values.spool.sizeLimit }}
+{{- end }}
 {{- with .Values.extraVolumes }}
 {{ toYaml . }}
 {{- end }}
@@ -162,6 +170,8 @@ named by sandbox.default_profile.
   readOnly: true
 - name: tmp
   mountPath: /tmp
+- name: spool
+  mountPath: /var/lib/sandgate/spool
 {{- with .Values.extraVolumeMounts }}
 {{ toYaml . }}
 {{- end }}
