@@ -116,8 +116,8 @@ func (p *Provider) parkErr(err error, id, doing string) error {
 // image the sandbox was made from — the profile's image, also for a sandbox that was itself
 // restored from a snapshot, so snapshots never stack. The rest of the container's file
 // system is its image's (the root is read-only); /tmp (memory), processes and contexts are
-// not captured. The image is labelled managed-by, LabelSnapshot, LabelProfile, LabelOwner
-// (meta.Owner), LabelSession and LabelSnapshotBase. A paused or running sandbox stays as it
+// not captured. The image is labelled managed-by, LabelInstallation, LabelSnapshot,
+// LabelProfile, LabelOwner (meta.Owner), LabelSession and LabelSnapshotBase. A paused or running sandbox stays as it
 // was. SizeBytes is the size of the workspace archive.
 //
 // Errors: fault.Validation for a malformed meta.ID; Pause's errors but Conflict (a stopped
@@ -135,8 +135,8 @@ func (p *Provider) Snapshot(ctx context.Context, id string, meta providers.Snaps
 		return providers.SnapshotInfo{}, err
 	}
 	labels := map[string]string{
-		LabelManagedBy: ManagedBy, LabelSnapshot: meta.ID, LabelProfile: p.profile, LabelSession: meta.SessionID,
-		LabelSnapshotBase: base,
+		LabelManagedBy: ManagedBy, LabelInstallation: p.installation, LabelSnapshot: meta.ID, LabelProfile: p.profile,
+		LabelSession: meta.SessionID, LabelSnapshotBase: base,
 	}
 	if meta.Owner != "" {
 		labels[LabelOwner] = meta.Owner
@@ -188,7 +188,8 @@ func (p *Provider) snapshotBase(ctx context.Context, img string) (string, error)
 // configures one for pol (never from the warm pool): its workspace volume starts with the
 // captured files (the engine copies an image's content into a new volume).
 //
-// Errors: fault.NotFound when ref is not a snapshot image of Sandgate on the engine;
+// Errors: fault.NotFound when ref is not a snapshot image of this installation (or of a
+// Sandgate before installation ids) on the engine;
 // fault.Capability for attached profiles; Create's others.
 func (p *Provider) Restore(ctx context.Context, ref string, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
 	if err := p.refuseIfClosed(); err != nil {
@@ -228,7 +229,8 @@ func (p *Provider) Restore(ctx context.Context, ref string, pr providers.Princip
 	return sb, nil
 }
 
-// snapshotImage checks that ref is a snapshot image Sandgate made (fault.NotFound otherwise).
+// snapshotImage checks that ref is a snapshot image this installation made, or one made before
+// installation ids (fault.NotFound otherwise).
 func (p *Provider) snapshotImage(ctx context.Context, ref string) error {
 	ii, err := p.cli.ImageInspect(ctx, ref)
 	switch {
@@ -238,14 +240,16 @@ func (p *Provider) snapshotImage(ctx context.Context, ref string) error {
 		return p.engineErr(err, "inspecting snapshot image '%s'", ref)
 	case ii.Config == nil || ii.Config.Labels[LabelManagedBy] != ManagedBy || ii.Config.Labels[LabelSnapshot] == "":
 		return fault.New(fault.NotFound, "%s: image '%s' is not a snapshot of Sandgate", TypeName, ref)
+	case !p.mine(ii.Config.Labels):
+		return fault.New(fault.NotFound, "%s: snapshot image '%s' belongs to another Sandgate installation (%s)", TypeName, ref, ii.Config.Labels[LabelInstallation])
 	}
 	return nil
 }
 
 // DeleteSnapshot removes snapshot image ref: its name goes at once; its layers go once no
 // container restored from it remains (Destroy removes such an unnamed snapshot image with
-// its last container). Unknown refs and images that are not Sandgate snapshots are left
-// alone (nil).
+// its last container). Unknown refs, images that are not Sandgate snapshots and another
+// installation's are left alone (nil).
 func (p *Provider) DeleteSnapshot(ctx context.Context, ref string) error {
 	defer p.releaseIfClosed()
 	if err := p.connect(ctx); err != nil {
@@ -275,7 +279,8 @@ func (p *Provider) DeleteSnapshot(ctx context.Context, ref string) error {
 // it); best effort: an image another container still uses stays.
 func (p *Provider) dropUnnamedSnapshot(ctx context.Context, img string) {
 	ii, err := p.cli.ImageInspect(ctx, img)
-	if err != nil || ii.Config == nil || ii.Config.Labels[LabelManagedBy] != ManagedBy || ii.Config.Labels[LabelSnapshot] == "" || len(ii.RepoTags) > 0 {
+	if err != nil || ii.Config == nil || ii.Config.Labels[LabelManagedBy] != ManagedBy || ii.Config.Labels[LabelSnapshot] == "" ||
+		!p.mine(ii.Config.Labels) || len(ii.RepoTags) > 0 {
 		return
 	}
 	if _, err := p.cli.ImageRemove(ctx, ii.ID, image.RemoveOptions{PruneChildren: true}); err == nil {

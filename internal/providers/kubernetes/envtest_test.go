@@ -41,6 +41,9 @@ var (
 	envReason string       // why there is no API server; "" when there is one
 )
 
+// testInstallation is the installation of the providers the tests build.
+var testInstallation = providers.NewInstallationID()
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if testEnv != nil {
@@ -196,7 +199,8 @@ var quietLog = slog.New(slog.DiscardHandler)
 func newTestProvider(t testing.TB, cfg *rest.Config, block func(*Options)) *Provider {
 	t.Helper()
 	opts := Options{
-		Profile:     "test",
+		Profile:      "test",
+		Installation: testInstallation,
 		Config:      fillDefaults(),
 		IdleTimeout: 30 * time.Minute,
 		RESTConfig:  cfg,
