@@ -201,10 +201,10 @@ func newTestProvider(t testing.TB, cfg *rest.Config, block func(*Options)) *Prov
 	opts := Options{
 		Profile:      "test",
 		Installation: testInstallation,
-		Config:      fillDefaults(),
-		IdleTimeout: 30 * time.Minute,
-		RESTConfig:  cfg,
-		Logger:      quietLog,
+		Config:       fillDefaults(),
+		IdleTimeout:  30 * time.Minute,
+		RESTConfig:   cfg,
+		Logger:       quietLog,
 	}
 	if block != nil {
 		block(&opts)
