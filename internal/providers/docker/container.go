@@ -97,7 +97,7 @@ func (p *Provider) spec(pol providers.Policy) containerSpec {
 // createContainer creates and starts a container of spec named name, with the provider's
 // labels (managed-by, installation, profile, spec) plus extra; a missing image is pulled
 // first unless the pull policy is never. Its volumes are labelled managed-by, installation
-// and profile too (volumeLabels).
+// and profile too (labelVolumes).
 func (p *Provider) createContainer(ctx context.Context, s containerSpec, name string, extra map[string]string) (string, error) {
 	cfg := s.cfg
 	cfg.Labels = map[string]string{LabelManagedBy: ManagedBy, LabelInstallation: p.installation, LabelProfile: p.profile, LabelSpec: s.hash}

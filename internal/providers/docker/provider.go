@@ -447,8 +447,7 @@ func (p *Provider) bind(ctx context.Context, pol providers.Policy) (providers.Sa
 // Errors: fault.Gone when no container has that id, when it is neither managed by Sandgate
 // nor this profile's attach_to target, when another installation made it (a container
 // without the installation label, made before installation ids, is taken), or when it is
-// being removed; fault.Provision when it
-// cannot be started or the engine does not answer.
+// being removed; fault.Provision when it cannot be started or the engine does not answer.
 func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
 	if err := p.refuseIfClosed(); err != nil {
 		return nil, err

@@ -29,6 +29,8 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sandgate/sandgate/internal/providers"
 )
 
 // repoRoot is the repository's root, relative to this package.

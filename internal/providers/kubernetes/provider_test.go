@@ -227,7 +227,7 @@ func TestBuildPod(t *testing.T) {
 	assert.JSONEq(t, `{
 	  "metadata": {
 	    "name": "sandgate-0123456789ab", "namespace": "sbx",
-	    "labels": {"app.kubernetes.io/managed-by": "sandgate", "sandgate.io/sandbox": "true", "team": "data",
+	    "labels": {"app.kubernetes.io/managed-by": "sandgate", "sandgate.io/installation": "`+testInstallation+`", "sandgate.io/sandbox": "true", "team": "data",
 	               "app.kubernetes.io/part-of": "agents", "sandgate.io/sandbox-name": "sandgate-0123456789ab"},
 	    "annotations": {"sandgate.io/profile": "web", "sandgate.io/owner": "alice", "sandgate.io/sandboxd-token": "tok"}
 	  },
