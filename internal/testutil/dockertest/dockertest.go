@@ -86,7 +86,8 @@ func Remove(t testing.TB, installation string) {
 
 // CheckAfter wraps m for a TestMain: its Run runs the tests, then lists the objects of every
 // Registered installation still on the engine. Any left is a failure: they are printed to
-// stderr, removed, and Run returns 1 (the tests' own code when that is not 0).
+// stderr, removed, and Run returns 1 (the tests' own code when that is not 0). The
+// installations' host folders (socket folders, disks) are removed in any case.
 func CheckAfter(m *testing.M) interface{ Run() int } { return checked{m} }
 
 type checked struct{ m *testing.M }
@@ -108,6 +109,13 @@ func (c checked) Run() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var left []string
+	defer func() {
+		for _, id := range ids {
+			if err := removeHost(id); err != nil {
+				fmt.Fprintf(os.Stderr, "dockertest: removing the host folders of installation %s: %v\n", id, err)
+			}
+		}
+	}()
 	for _, id := range ids {
 		objs, err := list(ctx, id)
 		if err != nil {
@@ -219,8 +227,14 @@ func remove(ctx context.Context, installation string) ([]string, error) {
 			}
 		}
 	}
-	// What the provider keeps on the host in its default folders: socket folders, and
-	// workspace disks (detached first).
+	errs = append(errs, removeHost(installation))
+	return removed, errors.Join(errs...)
+}
+
+// removeHost removes what the provider keeps for installation on the host in its default
+// folders: socket folders, and workspace disks (detached first).
+func removeHost(installation string) error {
+	var errs []error
 	imgs, _ := filepath.Glob(filepath.Join(docker.DefaultStateDir, "disks", installation, "*.img"))
 	for _, img := range imgs {
 		errs = append(errs, loopdisk.Remove(img, strings.TrimSuffix(img, ".img")+".dev"))
@@ -230,7 +244,7 @@ func remove(ctx context.Context, installation string) ([]string, error) {
 			errs = append(errs, os.RemoveAll(dir))
 		}
 	}
-	return removed, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 func firstName(names []string) string {
