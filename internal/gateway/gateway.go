@@ -360,7 +360,7 @@ func (g *Gateway) RunWorker(ctx context.Context) error {
 		return errors.New("gateway: RunWorker on a gateway built without RoleWorker")
 	}
 	q := g.cfg.Sandbox.Broker.Queue
-	g.log.Info("worker consuming", "transport", q.Type, "consumers", q.Consumers, "runner_id", g.svc.RunnerID())
+	g.log.Info("worker consuming", "transport", q.Type, "consumers", q.Consumers, "runner_id", g.svc.RunnerID(), "installation", g.installation)
 	consumed := make(chan error, 1)
 	go func() { consumed <- g.transport.Consume(ctx, q.Consumers, g.queued.Handler(g.svc.RunDelivered)) }()
 	select {
