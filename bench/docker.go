@@ -382,16 +382,57 @@ func sandboxdClient(ctx context.Context, cli *client.Client, g *gateway, tok, si
 		return nil, err
 	}
 	token := ins.Config.Labels[docker.LabelSandboxdToken]
-	socks, _ := filepath.Glob(filepath.Join(docker.DefaultSocketDir(), "*", ins.Config.Labels[docker.LabelSandboxd], "sd.sock"))
+	socks, _ := filepath.Glob(filepath.Join(socketFolders(ins.Config.Labels), "sd.sock"))
 	if len(socks) != 1 || token == "" {
 		return nil, fmt.Errorf("no sandboxd socket for container %s", box)
 	}
 	return remote.NewClient(socks[0], token), nil
 }
 
+// socketFolders is the pattern of the sandboxd socket folder a container's labels name, in the
+// default socket folder: <installation>/<profile folder>/<name>.
+func socketFolders(labels map[string]string) string {
+	return filepath.Join(docker.DefaultSocketDir(), labels[docker.LabelInstallation], "*", labels[docker.LabelSandboxd])
+}
+
+var (
+	installationMu sync.Mutex
+	installation   string // the bench database's installation id, once a child recorded it
+)
+
+// benchInstallation is the installation id of the bench's gateways (they share the bench
+// database), "" before the first child started.
+func benchInstallation(ctx context.Context) string {
+	installationMu.Lock()
+	defer installationMu.Unlock()
+	if installation != "" || benchDB == "" {
+		return installation
+	}
+	conn, err := pgx.Connect(ctx, benchDB)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(ctx)
+	_ = conn.QueryRow(ctx, "SELECT id FROM installation").Scan(&installation)
+	return installation
+}
+
+// ofBench are filters for the bench installation's objects with more labels: other users of
+// the engine may have profiles of the same names.
+func ofBench(ctx context.Context, labels ...string) filters.Args {
+	args := filters.NewArgs()
+	if inst := benchInstallation(ctx); inst != "" {
+		args.Add("label", docker.LabelInstallation+"="+inst)
+	}
+	for _, l := range labels {
+		args.Add("label", l)
+	}
+	return args
+}
+
 // poolContainers lists profile's ready (running) warm-pool containers.
 func poolContainers(ctx context.Context, cli *client.Client, profile string, all bool) []container.Summary {
-	args := filters.NewArgs(filters.Arg("label", docker.LabelPool+"="+profile))
+	args := ofBench(ctx, docker.LabelPool+"="+profile)
 	if !all {
 		args.Add("status", "running")
 	}
@@ -428,7 +469,7 @@ func drainPools(ctx context.Context, cli *client.Client, profiles ...string) {
 		for _, c := range poolContainers(ctx, cli, p, true) {
 			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 			if l := c.Labels[docker.LabelSandboxd]; l != "" {
-				dirs, _ := filepath.Glob(filepath.Join(docker.DefaultSocketDir(), "*", l))
+				dirs, _ := filepath.Glob(socketFolders(c.Labels))
 				for _, d := range dirs {
 					_ = os.RemoveAll(d)
 				}
@@ -475,7 +516,7 @@ func removeLeftovers(ctx context.Context) int {
 			removed++
 		}
 		if l := ins.Config.Labels[docker.LabelSandboxd]; l != "" {
-			dirs, _ := filepath.Glob(filepath.Join(docker.DefaultSocketDir(), "*", l))
+			dirs, _ := filepath.Glob(socketFolders(ins.Config.Labels))
 			for _, d := range dirs {
 				_ = os.RemoveAll(d)
 			}
@@ -489,11 +530,12 @@ func removeLeftovers(ctx context.Context) int {
 var benchProfiles = []string{"docker", "docker-exec", "docker-warm", "docker-burst"}
 
 // profileContainers returns the containers (any state) labelled with a bench profile, id →
-// name. Other users of the engine may use the same profile names: callers compare snapshots.
+// name: of the bench's installation once a child recorded it, else of anyone's (callers
+// compare snapshots).
 func profileContainers(ctx context.Context, cli *client.Client) map[string]string {
 	out := map[string]string{}
 	for _, p := range benchProfiles {
-		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", docker.LabelProfile+"="+p))})
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: ofBench(ctx, docker.LabelProfile+"="+p)})
 		if err != nil {
 			continue
 		}

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -36,6 +37,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/testutil/dockertest"
 )
 
 const repoRoot = "../.."
@@ -330,7 +332,6 @@ func TestComposeUp(t *testing.T) {
 		t.Skip(msg)
 	}
 	t.Parallel()
-	started := time.Now()
 	pgImage := localPostgresImage(t, sandboxImage)
 	gwImage := localGatewayImage(t, sandboxImage)
 
@@ -339,15 +340,21 @@ func TestComposeUp(t *testing.T) {
 	_, _ = rand.Read(b[:])
 	project := "sgcompose" + hex.EncodeToString(b[:])
 	env := []string{"SANDGATE_PORT=" + port, "SANDGATE_GATEWAY_IMAGE=" + gwImage, "SANDGATE_POSTGRES_IMAGE=" + pgImage}
+	var installation string // of the gateway, whose sandboxes the database's removal orphans
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := tryCompose(cli, project, env, "logs", "--no-color")
 			t.Logf("compose logs:\n%s", logs)
 		}
+		if installation == "" {
+			installation = composeInstallation(cli, project, env)
+		}
 		if _, err := tryCompose(cli, project, env, "down", "-v", "--remove-orphans", "-t", "20"); err != nil {
 			t.Logf("compose down: %v", err)
 		}
-		removeComposeSandboxes(t, started)
+		if installation != "" {
+			dockertest.Remove(t, installation)
+		}
 	})
 	compose(t, cli, project, env, "up", "-d", "--no-build")
 
@@ -364,6 +371,9 @@ func TestComposeUp(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the gateway was not ready within 3 minutes (last: %v)", err)
 		time.Sleep(time.Second)
 	}
+	installation = composeInstallation(cli, project, env)
+	require.NotEmpty(t, installation, "the gateway's banner names its installation")
+	dockertest.Register(installation)
 	token := strings.TrimSpace(compose(t, cli, project, env, "exec", "-T", "gateway", "gateway", "token"))
 	require.NotEmpty(t, token)
 	c := &client{t: t, base: base, token: token}
@@ -390,25 +400,14 @@ func TestComposeUp(t *testing.T) {
 	runWalkthrough(t, t.TempDir(), base, token, true)
 }
 
-// removeComposeSandboxes removes sandbox containers a failed TestComposeUp left behind (the
-// gateway's database is gone with its volume): those of the compose configuration's profiles
-// (exec transport, profiles default and oneshot) created since the test started.
-func removeComposeSandboxes(t *testing.T, since time.Time) {
-	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=sandgate.sandboxd-transport=exec").Output()
-	if err != nil {
-		return
+// composeInstallation reads the installation id from the compose gateway's banner ("" when it
+// has not printed it).
+func composeInstallation(cli []string, project string, env []string) string {
+	logs, _ := tryCompose(cli, project, env, "logs", "--no-color", "gateway")
+	if m := composeInstallationRE.FindStringSubmatch(logs); m != nil {
+		return m[1]
 	}
-	for _, id := range strings.Fields(string(out)) {
-		info, err := exec.Command("docker", "inspect", "-f", `{{index .Config.Labels "sandgate.profile"}} {{.Created}}`, id).Output()
-		if err != nil {
-			continue
-		}
-		profile, created, _ := strings.Cut(strings.TrimSpace(string(info)), " ")
-		at, err := time.Parse(time.RFC3339Nano, created)
-		if err != nil || at.Before(since) || (profile != "default" && profile != "oneshot") {
-			continue
-		}
-		t.Logf("removing sandbox container %s left behind (profile %s)", id, profile)
-		_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
-	}
+	return ""
 }
+
+var composeInstallationRE = regexp.MustCompile(`installation: ([0-9a-f]{16}) \(`)

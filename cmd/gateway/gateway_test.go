@@ -21,6 +21,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/devdb"
 	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/testutil/dockertest"
 )
 
 var gatewayBin string
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building gateway: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := dockertest.CheckAfter(m).Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -55,12 +56,16 @@ func requirePostgres(t *testing.T) {
 
 // devGateway is a `gateway dev` process.
 type devGateway struct {
-	cmd    *exec.Cmd
-	base   string
-	token  string
-	banner string // stdout up to the token line
-	done   chan struct{}
+	cmd          *exec.Cmd
+	base         string
+	token        string
+	banner       string // stdout up to the token line
+	installation string // its installation id, from the banner
+	done         chan struct{}
 }
+
+// installationRE finds the installation id in dev's banner.
+var installationRE = regexp.MustCompile(`(?m)^  installation: ([0-9a-f]{16}) `)
 
 // dataDir returns a folder the unprivileged Postgres user can reach when tests run as root.
 func dataDir(t *testing.T) string {
@@ -78,7 +83,11 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// startDev runs `gateway dev` with its state in dir on addr and waits for its banner.
+// startDev runs `gateway dev` with its state in dir on addr and waits for its banner. When the
+// test ends, the gateway is stopped and everything its installation made on the Docker engine
+// is removed (the sandboxes of sessions the test left, also after killing a gateway on
+// purpose); gateways sharing a database are one installation, and the first one started is
+// stopped last.
 func startDev(t *testing.T, dir, addr string, env ...string) *devGateway {
 	t.Helper()
 	base := "http://" + addr
@@ -95,7 +104,12 @@ func startDev(t *testing.T, dir, addr string, env ...string) *devGateway {
 	require.NoError(t, cmd.Start())
 	g := &devGateway{cmd: cmd, base: base, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(g.done) }()
-	t.Cleanup(func() { g.kill(syscall.SIGTERM) })
+	t.Cleanup(func() {
+		g.kill(syscall.SIGTERM)
+		if g.installation != "" {
+			dockertest.Remove(t, g.installation)
+		}
+	})
 
 	tokens := make(chan [2]string, 1)
 	go func() {
@@ -113,6 +127,10 @@ func startDev(t *testing.T, dir, addr string, env ...string) *devGateway {
 	select {
 	case tb := <-tokens:
 		g.token, g.banner = tb[0], tb[1]
+		m := installationRE.FindStringSubmatch(g.banner)
+		require.NotNil(t, m, "the banner names the installation:\n%s", g.banner)
+		g.installation = m[1]
+		dockertest.Register(g.installation)
 	case <-g.done:
 		log, _ := os.ReadFile(filepath.Join(dir, "gateway.log"))
 		t.Fatalf("gateway dev exited before serving:\n%s", log)

@@ -76,7 +76,9 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	log.Info("gateway listening", "addr", ln.Addr().String(), "public_url", cfg.Server.PublicURL, "runner_id", g.RunnerID(), "dev", dev)
+	log.Info("gateway listening", "addr", ln.Addr().String(), "public_url", cfg.Server.PublicURL, "runner_id", g.RunnerID(),
+		"installation", g.Installation(), "dev", dev)
+	neighbours := reportNeighbours(ctx, g, log, dev)
 	if iss != nil {
 		abs, err := filepath.Abs(*dataDir)
 		if err != nil {
@@ -91,14 +93,16 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 		if err != nil {
 			return err
 		}
-		printDevBanner(stdout, cfg.Server.PublicURL, tok, *dataDir, ownDB)
+		printDevBanner(stdout, cfg.Server.PublicURL, tok, *dataDir, ownDB, g.Installation(), neighbours)
 	}
 	return g.Serve(ctx, ln)
 }
 
-// printDevBanner tells the developer where the gateway serves, what its data folder holds and
-// how to get tokens; dataDir is --data-dir as given, ownDB whether dev started Postgres.
-func printDevBanner(w io.Writer, base, tok, dataDir string, ownDB bool) {
+// printDevBanner tells the developer where the gateway serves, what its data folder holds,
+// its installation id and what else shares its Docker engine (neighbours, lines of
+// reportNeighbours), and how to get tokens; dataDir is --data-dir as given, ownDB whether dev
+// started Postgres.
+func printDevBanner(w io.Writer, base, tok, dataDir string, ownDB bool, installation string, neighbours []string) {
 	db := "the Postgres of database.url"
 	if ownDB {
 		db = "a local Postgres under " + filepath.Join(dataDir, "pg")
@@ -107,12 +111,17 @@ func printDevBanner(w io.Writer, base, tok, dataDir string, ownDB bool) {
 	if filepath.Clean(dataDir) != defaultDataDir {
 		mint = "gateway token --data-dir " + dataDir + " --sub alice --groups dev"
 	}
+	shared := ""
+	for _, n := range neighbours {
+		shared += "  " + n + "\n"
+	}
 	fmt.Fprintf(w, `
 Sandgate is running in development mode at %[1]s
   data folder: %[4]s (the development issuer's key, the local sandboxes)
   database:    %[3]s
+  installation: %[6]s (label sandgate.installation on its containers, volumes and images)
   OIDC issuer: %[1]s/dev/oidc
-The default profile runs code on this machine WITHOUT isolation.
+%[7]sThe default profile runs code on this machine WITHOUT isolation.
 
 A token for subject "dev" (mint others, from any folder, with: %[5]s):
 
@@ -124,5 +133,5 @@ Try it:
 
 Web console: %[1]s/    API docs: %[1]s/docs
 
-`, base, tok, db, dataDir, mint)
+`, base, tok, db, dataDir, mint, installation, shared)
 }

@@ -171,7 +171,7 @@ func TestDiskBoundedWorkspaceOverREST(t *testing.T) {
 		}
 	}
 	state := t.TempDir()
-	disks := filepath.Join(state, "disks")
+	disks := filepath.Join(state, "disks", "*") // a folder per installation
 	t.Cleanup(func() {
 		images, _ := filepath.Glob(filepath.Join(disks, "*.img"))
 		for _, img := range images {

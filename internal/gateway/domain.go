@@ -81,12 +81,12 @@ func policy(c config.Policy) providers.Policy {
 	return p
 }
 
-// buildProfiles builds every profile's provider through reg, sorted by name. On an error the
-// providers already built are closed.
+// buildProfiles builds every profile's provider through reg, sorted by name, for installation.
+// On an error the providers already built are closed.
 //
 // Errors: the registry's (fault.Config for configuration a provider rejects), prefixed with
 // the profile's key.
-func buildProfiles(c config.Sandbox, reg *providers.Registry, log *slog.Logger) (_ []sandbox.ProfileSpec, err error) {
+func buildProfiles(c config.Sandbox, reg *providers.Registry, installation string, log *slog.Logger) (_ []sandbox.ProfileSpec, err error) {
 	names := make([]string, 0, len(c.Profiles))
 	for n := range c.Profiles {
 		names = append(names, n)
@@ -102,7 +102,7 @@ func buildProfiles(c config.Sandbox, reg *providers.Registry, log *slog.Logger) 
 		pc := c.Profiles[name]
 		idle := time.Duration(pc.IdleTimeout) * time.Second
 		pol := policy(pc.Policy)
-		prov, err := reg.Build(buildContext(name, pc, pol, idle, log))
+		prov, err := reg.Build(buildContext(name, pc, pol, idle, installation, log))
 		if err != nil {
 			return nil, fmt.Errorf("sandbox.profiles.%s: %w", name, err)
 		}

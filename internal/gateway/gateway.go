@@ -89,6 +89,9 @@ type Gateway struct {
 	tracing   *telemetry.Tracing
 	metricsLn net.Listener // server.metrics_addr, when set
 
+	installation string        // the database's installation id, handed to every provider
+	engines      []censusTaker // the docker profiles' providers, for EngineCensus
+
 	bg     context.Context // background work: lives until Close
 	stopBG context.CancelFunc
 	wg     sync.WaitGroup
@@ -108,8 +111,10 @@ func (g *Gateway) closeService(ctx context.Context) error {
 // caller). Before anything connects it refuses a profile whose provider type the registry
 // does not serve, or a queue transport this binary does not serve (Check: fault.Config naming
 // the served ones). It then opens the store, applies
-// pending migrations when database.auto_migrate is on, builds every component and starts the
-// background work (heartbeat, sweeper, an in_memory queue's consumer).
+// pending migrations when database.auto_migrate is on, reads the database's installation id
+// (recording a new one on a fresh database; see providers.NewInstallationID) and hands it to
+// every provider, builds every component and starts the background work (heartbeat, sweeper,
+// an in_memory queue's consumer).
 //
 // Errors: configuration errors (fault.Config), a database that does not answer or migrate,
 // a provider that cannot be built.
@@ -163,6 +168,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 			log.Info("database migrated", "versions", applied)
 		}
 	}
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	if g.installation, err = g.store.Installation(ctx, providers.NewInstallationID(), now()); err != nil {
+		return nil, fmt.Errorf("%w (is the schema current? `gateway migrate` applies it)", err)
+	}
 
 	// The queue flavor: the gateway side hands executions to the transport through a thread
 	// broker; a worker runs each delivery inline (embedded).
@@ -193,7 +205,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		g.goBG(g.queued.Run)
 	}
 	host, _ := os.Hostname()
-	profiles, err := buildProfiles(cfg.Sandbox, opts.Registry, log)
+	profiles, err := buildProfiles(cfg.Sandbox, opts.Registry, g.installation, log)
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +213,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	for _, p := range profiles {
 		if wp, ok := p.Provider.(providers.WarmPooler); ok {
 			pools = append(pools, telemetry.WarmPool{Profile: p.Name, Pooler: wp})
+		}
+		if ct, ok := p.Provider.(censusTaker); ok {
+			g.engines = append(g.engines, ct)
 		}
 	}
 	g.metrics.WatchWarmPools(pools)
@@ -312,6 +327,10 @@ func (g *Gateway) Store() *store.Store { return g.store }
 // RunnerID is this process's runner id.
 func (g *Gateway) RunnerID() string { return g.svc.RunnerID() }
 
+// Installation is the id of the installation this gateway belongs to: its database's, the
+// same on every replica and worker, on every object its providers make.
+func (g *Gateway) Installation() string { return g.installation }
+
 // Serve answers HTTP on ln until ctx ends or the server fails, then drains: no new
 // requests, in-flight ones and running executions get server.shutdown_timeout, and what is
 // still running then is interrupted (its tasks end lost). It does not Close the gateway.
@@ -368,7 +387,7 @@ func (g *Gateway) RunWorker(ctx context.Context) error {
 		return errors.New("gateway: RunWorker on a gateway built without RoleWorker")
 	}
 	q := g.cfg.Sandbox.Broker.Queue
-	g.log.Info("worker consuming", "transport", q.Type, "consumers", q.Consumers, "runner_id", g.svc.RunnerID())
+	g.log.Info("worker consuming", "transport", q.Type, "consumers", q.Consumers, "runner_id", g.svc.RunnerID(), "installation", g.installation)
 	consumed := make(chan error, 1)
 	go func() { consumed <- g.transport.Consume(ctx, q.Consumers, g.queued.Handler(g.svc.RunDelivered)) }()
 	select {

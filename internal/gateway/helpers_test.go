@@ -8,10 +8,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
+	"github.com/sandgate/sandgate/internal/testutil/dockertest"
 )
 
+// TestMain fails the package when a test leaves a goroutine behind, or Docker objects of its
+// gateways' installations on the engine.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(dockertest.CheckAfter(m))
 }
 
 func get(e *gatewaytest.Env, path, tok string) int {

@@ -21,12 +21,12 @@ import (
 // (TestProviderDefaultsAgree).
 
 // buildContext maps profile name (pc, with its policy pol and idle timeout idle already
-// converted) onto the BuildContext of its provider. Options are the backend's own when pc's
-// type is a built-in: nil when pc lacks the type's block (the factory reports it), and nil
-// for a type registered by a test (its factory reads Params).
-func buildContext(name string, pc config.Profile, pol providers.Policy, idle time.Duration, log *slog.Logger) providers.BuildContext {
+// converted) of installation onto the BuildContext of its provider. Options are the backend's
+// own when pc's type is a built-in: nil when pc lacks the type's block (the factory reports
+// it), and nil for a type registered by a test (its factory reads Params).
+func buildContext(name string, pc config.Profile, pol providers.Policy, idle time.Duration, installation string, log *slog.Logger) providers.BuildContext {
 	bc := providers.BuildContext{
-		Type: pc.Type, Profile: name, Params: pc.Params,
+		Type: pc.Type, Profile: name, Params: pc.Params, Installation: installation,
 		Policy: pol, IdleTimeout: idle, Stateful: pc.Stateful, Logger: log,
 	}
 	if b, ok := builtins[pc.Type]; ok {

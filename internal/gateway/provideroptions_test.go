@@ -34,7 +34,7 @@ func load(t *testing.T, yaml string) *config.Config {
 // contextOf is the BuildContext buildProfiles hands the registry for profile name.
 func contextOf(cfg *config.Config, name string) providers.BuildContext {
 	pc := cfg.Sandbox.Profiles[name]
-	return buildContext(name, pc, policy(pc.Policy), time.Duration(pc.IdleTimeout)*time.Second, nil)
+	return buildContext(name, pc, policy(pc.Policy), time.Duration(pc.IdleTimeout)*time.Second, "0123456789abcdef", nil)
 }
 
 func TestBuildContextMapsEachBuiltinBlock(t *testing.T) {
@@ -196,7 +196,7 @@ sandbox:
 
 func TestBuildContextWithoutABlock(t *testing.T) {
 	pc := config.Profile{Type: docker.TypeName}
-	bc := buildContext("box", pc, providers.Policy{}, 0, nil)
+	bc := buildContext("box", pc, providers.Policy{}, 0, "0123456789abcdef", nil)
 	assert.Nil(t, bc.Options, "no block, no options")
 	_, err := Builtin().Build(bc)
 	require.Error(t, err)
@@ -213,9 +213,10 @@ func TestBuildContextOfARegisteredType(t *testing.T) {
 		return fakeProvider{}, nil
 	})
 	pc := config.Profile{Type: "fake", Stateful: true, Params: map[string]any{"size": 3}}
-	_, err := reg.Build(buildContext("f", pc, providers.Policy{}, time.Second, nil))
+	_, err := reg.Build(buildContext("f", pc, providers.Policy{}, time.Second, "0123456789abcdef", nil))
 	require.NoError(t, err)
 	assert.Nil(t, got.Options)
+	assert.Equal(t, "0123456789abcdef", got.Installation, "every provider gets the installation")
 	assert.Equal(t, map[string]any{"size": 3}, got.Params)
 	assert.Equal(t, time.Second, got.IdleTimeout)
 	assert.True(t, got.Stateful)

@@ -42,6 +42,10 @@ type BuildContext struct {
 	// Stateful says the profile has stateful: true; Build refuses a provider that keeps no
 	// interpreter state between executions.
 	Stateful bool
+	// Installation is the id of the installation the gateway belongs to (its database's; see
+	// NewInstallationID), which the provider labels its objects with and keeps its sweeps,
+	// pools and attaches to. Docker and kubernetes require it.
+	Installation string
 	// Logger is the provider's logger; Build defaults it to slog.Default() and adds the
 	// attributes profile and provider.
 	Logger *slog.Logger

@@ -4,6 +4,11 @@
 // and verified through go-oidc like any issuer.
 //
 // It is the one test harness; packages add their own request helpers on top of Env.
+//
+// A gateway with a docker profile leaves nothing on the engine: when the test ends, after the
+// gateway is closed, everything its installation made there — sandboxes of sessions the test
+// did not destroy, warm pools, snapshot images — is removed, and the installation is recorded
+// for the package's leftover check (dockertest.CheckAfter in its TestMain).
 package gatewaytest
 
 import (
@@ -26,9 +31,11 @@ import (
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/testutil/dockertest"
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
@@ -150,6 +157,13 @@ func Start(t testing.TB, o Options) *Env {
 		_ = ln.Close()
 		require.NoError(t, err)
 	}
+	onDocker := false
+	for _, p := range cfg.Sandbox.Profiles {
+		onDocker = onDocker || p.Type == docker.TypeName
+	}
+	if onDocker {
+		dockertest.Register(g.Installation())
+	}
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(ctx, ln) }()
 	e := &Env{URL: base, Issuer: iss, Gateway: g, Config: cfg, Workdir: o.Workdir, DBURL: o.DBURL, SpoolDir: cfg.Sandbox.Broker.Spool.Dir, t: t}
@@ -159,6 +173,9 @@ func Start(t testing.TB, o Options) *Env {
 			t.Errorf("gateway: serve: %v", err)
 		}
 		g.Close()
+		if onDocker {
+			dockertest.Remove(t, g.Installation())
+		}
 	})
 	t.Cleanup(e.stop)
 	return e

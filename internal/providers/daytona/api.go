@@ -42,6 +42,8 @@ const (
 	labelManagedBy = "app.kubernetes.io/managed-by"
 	managedBy      = "sandgate"
 	labelProfile   = "sandgate.io/profile"
+	// labelInstallation is the gateway's installation id, when it has one.
+	labelInstallation = "sandgate.io/installation"
 	// labelLanguage is the label Daytona's SDKs read to pick the code-run language.
 	labelLanguage = "code-toolbox-language"
 )

@@ -21,7 +21,8 @@
 //     are a fault.Policy error under strict, dropped with a warning otherwise;
 //   - autoStopInterval = ceil(idle_timeout / 1 min) minutes (seed); env_vars become the
 //     sandbox's env; target its region; labels app.kubernetes.io/managed-by=sandgate,
-//     sandgate.io/profile=<profile> and code-toolbox-language=python.
+//     sandgate.io/profile=<profile>, sandgate.io/installation=<the gateway's installation id>
+//     and code-toolbox-language=python.
 //
 // Create waits (polling GET /sandbox/{id}) until the sandbox is started, at most
 // create_timeout (default 5 minutes: an image may be built first); a sandbox that fails is

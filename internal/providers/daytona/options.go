@@ -61,6 +61,9 @@ type Options struct {
 	Config Config
 	// Profile names the profile, for labels and messages.
 	Profile string
+	// Installation is the gateway's installation id (providers.NewInstallationID), for
+	// labels; List keeps to it. "" leaves it out.
+	Installation string
 	// Policy is the profile's policy: network and resources shape every sandbox.
 	Policy providers.Policy
 	// IdleTimeout is the profile's idle timeout; the sandbox's auto-stop interval is

@@ -26,14 +26,15 @@ type Provider struct {
 	// DefaultKillGrace.
 	KillGrace time.Duration
 
-	cfg     Config
-	profile string
-	spec    createSpec
-	api     *apiClient
-	hc      *http.Client
-	key     string
-	log     *slog.Logger
-	caps    providers.Capabilities
+	cfg          Config
+	profile      string
+	installation string
+	spec         createSpec
+	api          *apiClient
+	hc           *http.Client
+	key          string
+	log          *slog.Logger
+	caps         providers.Capabilities
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -48,6 +49,7 @@ func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 		return nil, err
 	}
 	opts.Profile, opts.Policy, opts.IdleTimeout, opts.Logger = ctx.Profile, ctx.Policy, ctx.IdleTimeout, ctx.Logger
+	opts.Installation = ctx.Installation
 	return New(opts)
 }
 
@@ -100,7 +102,7 @@ func New(opts Options) (*Provider, error) {
 		}}
 	}
 	p := &Provider{
-		cfg: cfg, profile: opts.Profile, spec: spec, hc: hc, key: key, log: log,
+		cfg: cfg, profile: opts.Profile, installation: opts.Installation, spec: spec, hc: hc, key: key, log: log,
 		caps: providers.Capabilities{
 			Isolation:      providers.IsolationContainer,
 			Shell:          true,
@@ -145,9 +147,13 @@ func (p *Provider) Capabilities() providers.Capabilities {
 func (p *Provider) pollInterval() time.Duration { return cmp.Or(p.PollInterval, 500*time.Millisecond) }
 func (p *Provider) killGrace() time.Duration    { return cmp.Or(p.KillGrace, DefaultKillGrace) }
 
-// labels are the labels of the profile's sandboxes.
+// labels are the labels of the profile's sandboxes: managed-by, profile and installation.
 func (p *Provider) labels() map[string]string {
-	return map[string]string{labelManagedBy: managedBy, labelProfile: p.profile}
+	l := map[string]string{labelManagedBy: managedBy, labelProfile: p.profile}
+	if p.installation != "" {
+		l[labelInstallation] = p.installation
+	}
+	return l
 }
 
 // Create makes a sandbox for the profile (POST /sandbox) and waits until it has started, at
@@ -156,7 +162,8 @@ func (p *Provider) labels() map[string]string {
 // default snapshot. The request carries the block's env_vars and target, the policy's
 // resources (whole cores, whole GiB) and network (networkBlockAll for deny, a comma-joined
 // networkAllowList for allowlist), autoStopInterval = ceil(idle_timeout / 1 min) and the
-// labels app.kubernetes.io/managed-by=sandgate, sandgate.io/profile=<profile>.
+// labels app.kubernetes.io/managed-by=sandgate, sandgate.io/profile=<profile> and
+// sandgate.io/installation=<installation id>.
 //
 // Errors: ctx.Err(); fault.Provision when Daytona refuses, the sandbox ends in an error
 // state (it is then deleted) or does not start in time (likewise).

@@ -97,10 +97,12 @@ func (p *Provider) spec(pol providers.Policy) containerSpec {
 }
 
 // createContainer creates and starts a container of spec named name, with the provider's
-// labels plus extra; a missing image is pulled first unless the pull policy is never.
+// labels (managed-by, installation, profile, spec) plus extra; a missing image is pulled
+// first unless the pull policy is never. Its volumes are labelled managed-by, installation
+// and profile too (labelVolumes).
 func (p *Provider) createContainer(ctx context.Context, s containerSpec, name string, extra map[string]string) (string, error) {
 	cfg := s.cfg
-	cfg.Labels = map[string]string{LabelManagedBy: ManagedBy, LabelProfile: p.profile, LabelSpec: s.hash}
+	cfg.Labels = map[string]string{LabelManagedBy: ManagedBy, LabelInstallation: p.installation, LabelProfile: p.profile, LabelSpec: s.hash}
 	maps.Copy(cfg.Labels, extra)
 	cfg.Env = slices.Clone(cfg.Env)
 	hc := s.hc
@@ -137,13 +139,17 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 			return "", err
 		}
 	}
-	resp, err := p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
+	create := func() (container.CreateResponse, error) {
+		p.labelVolumes(hc.Mounts) // the workspace disk's volume included
+		return p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
+	}
+	resp, err := create()
 	if err != nil && cerrdefs.IsNotFound(err) && cfg.Image == p.cfg.Image {
 		if perr := p.pull(ctx); perr != nil {
 			fail("")
 			return "", perr
 		}
-		resp, err = p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
+		resp, err = create()
 	}
 	if err != nil && hc.StorageOpt != nil && storageOptRefused(err) {
 		// Overlay on xfs without pquota (say): the engine cannot bound the container.
@@ -153,7 +159,7 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 			fail("")
 			return "", berr
 		}
-		resp, err = p.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
+		resp, err = create()
 	}
 	if err != nil {
 		fail("")
@@ -176,6 +182,24 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 		return "", p.engineErr(err, "starting a sandbox container from image '%s'", cfg.Image)
 	}
 	return resp.ID, nil
+}
+
+// labelVolumes labels the volumes of ms (anonymous ones: the engine creates them with the
+// container, with these labels, and removes them with it) with managed-by, installation and
+// profile, so that one left behind names its installation. It changes ms in place (the
+// caller's copy), giving each volume mount options of its own.
+func (p *Provider) labelVolumes(ms []mount.Mount) {
+	for i := range ms {
+		if ms[i].Type != mount.TypeVolume {
+			continue
+		}
+		var vo mount.VolumeOptions
+		if ms[i].VolumeOptions != nil {
+			vo = *ms[i].VolumeOptions
+		}
+		vo.Labels = map[string]string{LabelManagedBy: ManagedBy, LabelInstallation: p.installation, LabelProfile: p.profile}
+		ms[i].VolumeOptions = &vo
+	}
 }
 
 // pull fetches the profile's image (pull policy missing).

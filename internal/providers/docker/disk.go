@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/loopdisk"
+	"github.com/sandgate/sandgate/internal/providers"
 )
 
 // Size-bounded workspaces (policy disk_mb). Two ways, the engine's first where it has one:
@@ -31,7 +32,8 @@ import (
 //     layer's bound does not reach). NOT TESTED here: the test machine's engine is overlay2
 //     on ext4, which has no such option; xfs returns ENOSPC at the project quota, btrfs and
 //     zfs report "Disk quota exceeded" (EDQUOT) instead.
-//   - loop (tested): a sparse image of disk_mb MiB under docker.state_dir/disks, formatted
+//   - loop (tested): a sparse image of disk_mb MiB under docker.state_dir/disks/<installation>
+//     (disks of containers made before installation ids: docker.state_dir/disks), formatted
 //     ext4 and attached to a loop device by the gateway (internal/loopdisk), mounted at
 //     /workspace as a volume of the local driver (type ext4, device = the disk's link, which
 //     follows the loop device). The container's label sandgate.disk names the disk. It needs
@@ -40,15 +42,16 @@ import (
 //     workspace's owner until the engine copies the image's folder in). The disk survives
 //     container restarts (the loop device stays attached; Attach re-attaches it after a
 //     reboot before starting the container) and is removed with the container, or by
-//     SweepOrphans when no container names it. The ext4 metadata takes a few percent of
-//     disk_mb.
+//     SweepOrphans when no container of the installation names it (only the installation's
+//     own folder is swept). The ext4 metadata takes a few percent of disk_mb.
 //
 // Where neither can be done — an attached profile, a remote engine, a gateway not root, no
 // loop devices or mkfs.ext4 — the capability policy_disk is false and the domain refuses a
 // strict profile with disk_mb (docs/semantics.md §9 step 4).
 
-// LabelDisk on a container names its workspace disk: <state_dir>/disks/<name>.img, reached
-// through the link <name>.dev.
+// LabelDisk on a container names its workspace disk: <state_dir>/disks/<installation>/<name>.img
+// (<state_dir>/disks/<name>.img for a container without an installation label), reached
+// through the link <name>.dev beside it.
 const LabelDisk = "sandgate.disk"
 
 // DefaultStateDir is Config.StateDir's default.
@@ -59,7 +62,8 @@ var diskName = regexp.MustCompile(`^[0-9a-f]{20}$`)
 
 // disks is a provider's way of bounding workspaces.
 type disks struct {
-	dir     string         // <state_dir>/disks
+	root    string         // <state_dir>/disks
+	dir     string         // <state_dir>/disks/<installation>: this installation's disks
 	owner   loopdisk.Owner // of a new file system's root folder
 	loopErr error          // why loop disks cannot be made here (nil: they can)
 
@@ -68,12 +72,13 @@ type disks struct {
 }
 
 // newDisks decides whether this gateway can make loop disks for containers of an engine at
-// host, run as user (uid or uid:gid).
-func newDisks(stateDir, host, user string, attached bool) *disks {
+// host, run as user (uid or uid:gid), for installation.
+func newDisks(stateDir, installation, host, user string, attached bool) *disks {
 	if stateDir == "" {
 		stateDir = DefaultStateDir
 	}
-	d := &disks{dir: filepath.Join(stateDir, "disks")}
+	root := filepath.Join(stateDir, "disks")
+	d := &disks{root: root, dir: filepath.Join(root, installation)}
 	var err error
 	switch {
 	case attached:
@@ -105,8 +110,26 @@ func numericOwner(user string) (loopdisk.Owner, error) {
 	return loopdisk.Owner{UID: uid, GID: gid}, nil
 }
 
+// paths are the image and link of this installation's disk name.
 func (d *disks) paths(name string) (image, link string) {
 	return filepath.Join(d.dir, name+".img"), filepath.Join(d.dir, name+".dev")
+}
+
+// pathsOf are the image and link of the disk a container's labels name (ok false: none, or a
+// malformed label); in its installation's folder, or the root for a container without one.
+func (d *disks) pathsOf(labels map[string]string) (image, link string, ok bool) {
+	name := labels[LabelDisk]
+	if !diskName.MatchString(name) {
+		return "", "", false
+	}
+	dir := d.root
+	switch inst := labels[LabelInstallation]; {
+	case providers.ValidInstallationID(inst):
+		dir = filepath.Join(d.root, inst)
+	case inst != "":
+		return "", "", false
+	}
+	return filepath.Join(dir, name+".img"), filepath.Join(dir, name+".dev"), true
 }
 
 // storageOptCandidate reports whether the engine's storage driver may bound a container's
@@ -194,13 +217,12 @@ func withoutWorkspace(ms []mount.Mount) []mount.Mount {
 
 // removeDisk removes the disk a removed container's labels name (best effort, logged).
 func (p *Provider) removeDisk(labels map[string]string) {
-	name := labels[LabelDisk]
-	if !diskName.MatchString(name) {
+	image, link, ok := p.disk.pathsOf(labels)
+	if !ok {
 		return
 	}
-	image, link := p.disk.paths(name)
 	if err := loopdisk.Remove(image, link); err != nil {
-		p.log.Warn("removing a workspace disk failed; the orphan sweep retries", "disk", name, "err", err)
+		p.log.Warn("removing a workspace disk failed; the orphan sweep retries", "disk", labels[LabelDisk], "err", err)
 	}
 }
 
@@ -208,11 +230,10 @@ func (p *Provider) removeDisk(labels map[string]string) {
 // is gone after a reboot). Errors: fault.Gone when the disk's image is gone (the sandbox
 // cannot come back); fault.Provision when it cannot be attached.
 func (p *Provider) ensureDisk(labels map[string]string) error {
-	name := labels[LabelDisk]
-	if !diskName.MatchString(name) {
+	image, link, ok := p.disk.pathsOf(labels)
+	if !ok {
 		return nil
 	}
-	image, link := p.disk.paths(name)
 	if _, err := os.Stat(image); errors.Is(err, os.ErrNotExist) {
 		return fault.New(fault.Gone, "%s: the sandbox's workspace disk no longer exists", TypeName)
 	}
@@ -222,9 +243,11 @@ func (p *Provider) ensureDisk(labels map[string]string) error {
 	return nil
 }
 
-// sweepDisks removes the disks no container names (a gateway that died between making a
-// disk and its container, or a removal that failed), once older than OrphanMinAge. Every
-// managed container counts, of any profile: the folder is shared.
+// sweepDisks removes this installation's disks no container names (a gateway that died
+// between making a disk and its container, or a removal that failed), once older than
+// OrphanMinAge. Every container of the installation counts, of any profile: the folder is
+// shared by its profiles. Other installations' folders, and the disks of containers made
+// before installation ids (in the root folder), are never swept.
 func (p *Provider) sweepDisks(ctx context.Context) error {
 	entries, err := os.ReadDir(p.disk.dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -235,6 +258,7 @@ func (p *Provider) sweepDisks(ctx context.Context) error {
 	}
 	list, err := p.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(
 		filters.Arg("label", LabelManagedBy+"="+ManagedBy),
+		filters.Arg("label", LabelInstallation+"="+p.installation),
 		filters.Arg("label", LabelDisk),
 	)})
 	if err != nil {

@@ -36,7 +36,7 @@ func newDiskProvider(t *testing.T, mutate ...func(*docker.Options)) (*docker.Pro
 		t.Skip(err)
 	}
 	state := t.TempDir()
-	disks := filepath.Join(state, "disks")
+	disks := filepath.Join(state, "disks", testInstallation)
 	t.Cleanup(func() { // after the containers are gone (newProvider's clean-up runs first)
 		images, _ := filepath.Glob(filepath.Join(disks, "*.img"))
 		for _, img := range images {
@@ -227,7 +227,7 @@ func TestDiskCapability(t *testing.T) {
 		"named user":    func(o *docker.Options) { o.Config.User = "nobody" },
 		"attached":      func(o *docker.Options) { o.AttachTo = "some-container" },
 	} {
-		opts := docker.Options{Profile: "capability", Config: docker.Config{Image: testImage}, Policy: diskPol, Logger: quietLogs}
+		opts := docker.Options{Profile: "capability", Installation: testInstallation, Config: docker.Config{Image: testImage}, Policy: diskPol, Logger: quietLogs}
 		mutate(&opts)
 		p, err := docker.New(opts)
 		require.NoError(t, err)
@@ -239,7 +239,7 @@ func TestDiskCapability(t *testing.T) {
 		return
 	}
 	requireEngine(t)
-	p, err := docker.New(docker.Options{Profile: "capability", Config: docker.Config{Image: testImage}, Policy: diskPol, Logger: quietLogs})
+	p, err := docker.New(docker.Options{Profile: "capability", Installation: testInstallation, Config: docker.Config{Image: testImage}, Policy: diskPol, Logger: quietLogs})
 	require.NoError(t, err)
 	defer p.Close()
 	require.False(t, p.Capabilities().PolicyDisk)

@@ -7,9 +7,10 @@
 // (HostConfig.Init, which reaps orphaned zombies), as docker.user or docker.sandboxd.user
 // (default 65532:65532), on a read-only root file system with a volume at /workspace (its
 // working folder) and a tmpfs at /tmp; labelled app.kubernetes.io/managed-by=sandgate,
-// sandgate.profile, sandgate.owner (the principal's subject) and sandgate.spec (a hash of its
-// configuration). Its id is the container's full id, so a restarted gateway re-attaches by id,
-// and Provider.SweepOrphans removes the profile's labelled containers that no session claims.
+// sandgate.installation, sandgate.profile, sandgate.owner (the principal's subject) and
+// sandgate.spec (a hash of its configuration). Its id is the container's full id, so a
+// restarted gateway re-attaches by id, and Provider.SweepOrphans removes the profile's
+// containers of its installation that no session claims.
 // Always: no-new-privileges, every capability dropped, a pids limit (docker.pids_limit,
 // default 256), oom_score_adj 1000, and optionally an OCI runtime (docker.runtime, checked
 // against the engine's installed runtimes). Policy: network_egress deny → network mode none;
@@ -39,8 +40,8 @@
 // Transports (docker.sandboxd.transport; by default socket for an engine on a local Unix
 // socket, exec otherwise), recorded on each container by the label
 // sandgate.sandboxd-transport:
-//   - socket: a folder under docker.sandboxd.socket_dir/<profile>/, named by the container's
-//     label sandgate.sandboxd, is bind-mounted at /.sandgate/run and holds sandboxd's Unix
+//   - socket: a folder under docker.sandboxd.socket_dir/<installation>/<profile>/, named by the
+//     container's label sandgate.sandboxd, is bind-mounted at /.sandgate/run and holds sandboxd's Unix
 //     socket; the gateway connects to it directly, with one kept-alive client per container,
 //     and checks that the listener is the container's sandboxd (the oldest child of its init),
 //     since programs could replace the socket. The gateway must see the folder at the engine's
@@ -62,7 +63,8 @@
 // gateways before sandboxd ran in every container are reached the same way.
 //
 // Warm pool (docker.warm_pool.size): ready containers made for the profile's policy; Create
-// claims one atomically (see pool), also across gateway replicas on one engine. A claimed
+// claims one atomically (see pool), also across gateway replicas on one engine; a pool is its
+// installation's. A claimed
 // container serves one sandbox and is destroyed with it. Close stops the refill goroutine.
 //
 // Uploads are spooled on the gateway up to the size limit before the container sees a byte,
@@ -73,11 +75,23 @@
 // scheduled, so nothing may be asked of a paused sandbox (Attach would unpause it). A
 // snapshot is a local image SnapshotRepository:<id> whose one layer, on the sandbox's base
 // image, holds one file: the workspace as the container's sandboxd archives it
-// (gzip-compressed; sparse files as their data), labelled with the owner, session, profile,
-// format and base. Restore creates a sandbox as Create does and has its sandboxd replace the
+// (gzip-compressed; sparse files as their data), labelled with the installation, owner,
+// session, profile, format and base. Restore creates a sandbox as Create does and has its sandboxd replace the
 // workspace with the archive, within disk_mb, as the kubernetes and local providers restore
 // (snapshot.go says why the engine's own archive of the workspace is no longer the capture,
 // and how snapshots of that earlier format still restore). DeleteSnapshot removes the image.
+//
+// Installations. Every container, its volumes and every snapshot image carry the label
+// sandgate.installation: the id of the gateway's installation (its database's, the same on
+// every replica; Options.Installation), and socket folders and workspace disks live in a
+// folder named by it. Several installations can share an engine, with profiles of the same
+// name: sweeps, warm pools (claims, refills, drains), and the socket-folder and disk sweeps
+// see only their own installation's objects; Attach, Destroy, Pause and snapshots treat
+// another installation's as missing. Objects without the label were made by a Sandgate before
+// installation ids: attaches and destroys take them (a session of this installation may use
+// one), sweeps never remove them, and the first sweep that finds some no session of this
+// installation claims logs, once, how many and how to remove them by hand. Census counts an
+// engine's objects by installation (gateway dev reports the others).
 //
 // Preview ports. DialPort opens sandboxd's tunnel (GET /v1/ports/{port}, upgraded) over the
 // container's transport to its loopback: nothing is published on the engine's host, and a

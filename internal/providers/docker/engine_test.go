@@ -24,11 +24,17 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/sandboxd"
+	"github.com/sandgate/sandgate/internal/testutil/dockertest"
 )
+
+// testInstallation is the installation of the providers the tests build, one per test
+// binary: after the tests, anything of it left on the engine fails the package.
+var testInstallation = providers.NewInstallationID()
 
 func TestMain(m *testing.M) {
 	removeStaleTestContainers()
-	goleak.VerifyTestMain(m)
+	dockertest.Register(testInstallation)
+	goleak.VerifyTestMain(dockertest.CheckAfter(m))
 }
 
 // testImage is the sandbox image the tests run; scripts/docker-setup.sh builds it.
@@ -110,10 +116,11 @@ func newProvider(t *testing.T, mutate ...func(*docker.Options)) *docker.Provider
 	t.Helper()
 	requireEngine(t)
 	opts := docker.Options{
-		Profile: testProfile(t),
-		Config:  docker.Config{Image: testImage, NeverPull: true},
-		Policy:  allowPol,
-		Logger:  quietLogs,
+		Profile:      testProfile(t),
+		Installation: testInstallation,
+		Config:       docker.Config{Image: testImage, NeverPull: true},
+		Policy:       allowPol,
+		Logger:       quietLogs,
 	}
 	for _, m := range mutate {
 		m(&opts)

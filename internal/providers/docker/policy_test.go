@@ -55,7 +55,7 @@ func TestNetworkDenyLeavesOnlyLoopback(t *testing.T) {
 func TestAllowlistUnderStrictIsRefusedBeforeTheEngine(t *testing.T) {
 	t.Parallel()
 	// An engine address nothing answers at: any engine call would be a provision error.
-	p, err := docker.New(docker.Options{Profile: "allowlist", Config: docker.Config{Image: testImage, Host: "tcp://127.0.0.1:1"}, Logger: quietLogs})
+	p, err := docker.New(docker.Options{Profile: "allowlist", Installation: testInstallation, Config: docker.Config{Image: testImage, Host: "tcp://127.0.0.1:1"}, Logger: quietLogs})
 	require.NoError(t, err)
 	defer p.Close()
 	pol := allowPol

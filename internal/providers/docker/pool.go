@@ -21,7 +21,9 @@ import (
 // pool keeps containers of one profile started ahead of use (docker.warm_pool).
 //
 // A ready pool container is named sandgate-pool-<profile>-<random> and labelled with the
-// profile (LabelPool) and the hash of its configuration (LabelSpec). Claiming one is a rename
+// installation (LabelInstallation), the profile (LabelPool) and the hash of its configuration
+// (LabelSpec); the pool is the installation's, so only its containers are claimed, refilled
+// and drained. Claiming one is a rename
 // to a name derived from the container's own id, sandgate-<profile>-w<id12>, which it then
 // keeps: every claimer of that container asks for the same new name, and the engine renames a
 // container under its lock, comparing with the name it has then, so exactly one claimer
@@ -253,10 +255,13 @@ func (pl *pool) queued() int {
 	return len(pl.queue)
 }
 
-// list returns the profile's ready pool containers (all states) with their names.
+// list returns the profile's ready pool containers of this installation (all states) with
+// their names: another installation's pool of a profile with the same name is never
+// claimed, refilled or drained.
 func (pl *pool) list(ctx context.Context, extra ...filters.KeyValuePair) ([]container.Summary, error) {
 	args := filters.NewArgs(
 		filters.Arg("label", LabelManagedBy+"="+ManagedBy),
+		filters.Arg("label", LabelInstallation+"="+pl.p.installation),
 		filters.Arg("label", LabelPool+"="+pl.p.profile),
 	)
 	for _, kv := range extra {
@@ -496,8 +501,8 @@ func (pl *pool) claimListed(ctx context.Context) *Sandbox {
 	return nil
 }
 
-// DrainPool removes the profile's ready warm-pool containers (of every replica). Claimed
-// ones are sandboxes and stay. It does not stop the refill goroutine (Close does): call it
+// DrainPool removes the profile's ready warm-pool containers of this installation (of every
+// replica). Claimed ones are sandboxes and stay. It does not stop the refill goroutine (Close does): call it
 // after Close to leave no pool behind.
 func (p *Provider) DrainPool(ctx context.Context) error {
 	if p.pool == nil {

@@ -406,10 +406,11 @@ func benchProvider(b *testing.B, mutate func(*docker.Options)) *docker.Provider 
 		b.Skip("the test image " + testImage + " is missing (run scripts/docker-setup.sh)")
 	}
 	opts := docker.Options{
-		Profile: "t-bench-" + randomSuffix(),
-		Config:  docker.Config{Image: testImage, NeverPull: true},
-		Policy:  allowPol,
-		Logger:  quietLogs,
+		Profile:      "t-bench-" + randomSuffix(),
+		Installation: testInstallation,
+		Config:       docker.Config{Image: testImage, NeverPull: true},
+		Policy:       allowPol,
+		Logger:       quietLogs,
 	}
 	if mutate != nil {
 		mutate(&opts)

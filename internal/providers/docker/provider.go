@@ -29,11 +29,16 @@ const Workspace = "/workspace"
 // Labels set on every container the provider creates.
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by" // always ManagedBy
-	LabelProfile   = "sandgate.profile"             // the profile's name
-	LabelOwner     = "sandgate.owner"               // the principal's subject (not on warm-pool containers)
-	LabelSpec      = "sandgate.spec"                // hash of the container's configuration
-	LabelPool      = "sandgate.pool"                // the profile, on warm-pool containers
-	ManagedBy      = "sandgate"
+	// LabelInstallation is the installation id (providers.NewInstallationID) of the gateway
+	// that made the object: on containers, their volumes and snapshot images. Sweeps, warm
+	// pools and attaches take only their own installation's objects (and, for attaches,
+	// unlabelled ones made before installation ids; see Provider.SweepOrphans).
+	LabelInstallation = "sandgate.installation"
+	LabelProfile      = "sandgate.profile" // the profile's name
+	LabelOwner        = "sandgate.owner"   // the principal's subject (not on warm-pool containers)
+	LabelSpec         = "sandgate.spec"    // hash of the container's configuration
+	LabelPool         = "sandgate.pool"    // the profile, on warm-pool containers
+	ManagedBy         = "sandgate"
 )
 
 // Defaults of the Provider's tuning fields.
@@ -55,14 +60,15 @@ type Provider struct {
 	// session is not yet recorded survives (see SweepOrphans). Zero means DefaultOrphanMinAge.
 	OrphanMinAge time.Duration
 
-	profile  string
-	slug     string
-	cfg      Config
-	policy   providers.Policy
-	attachTo string
-	cli      *client.Client
-	log      *slog.Logger
-	caps     providers.Capabilities
+	profile      string
+	slug         string
+	installation string
+	cfg          Config
+	policy       providers.Policy
+	attachTo     string
+	cli          *client.Client
+	log          *slog.Logger
+	caps         providers.Capabilities
 
 	runtimeOK     atomic.Bool
 	warnAllowOnce sync.Once
@@ -73,6 +79,7 @@ type Provider struct {
 	connected     atomic.Bool
 	sweepMu       sync.Mutex
 	orphanSince   map[string]time.Time // claimed pool containers first found unclaimed
+	legacyOnce    sync.Once            // the sweep's report of unlabelled containers
 	sd            *agent               // sandboxd: every sandbox's executions, files and contexts
 	disk          *disks               // size-bounded workspaces (disk.go)
 }
@@ -132,6 +139,11 @@ type SandboxdConfig struct {
 type Options struct {
 	// Profile is the profile's name: it labels containers and names warm-pool containers.
 	Profile string
+	// Installation is the gateway's installation id (required; providers.NewInstallationID):
+	// it labels every container, volume and snapshot image the provider makes and names the
+	// folder of its socket folders and workspace disks, and sweeps, warm pools and attaches
+	// keep to it.
+	Installation string
 	// Config is the profile's docker settings.
 	Config Config
 	// Policy is the profile's policy; warm-pool containers are made for it (a Create with
@@ -161,6 +173,7 @@ func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 		return nil, err
 	}
 	opts.Profile, opts.Policy, opts.Stateful, opts.Logger = ctx.Profile, ctx.Policy, ctx.Stateful, ctx.Logger
+	opts.Installation = ctx.Installation
 	return New(opts)
 }
 
@@ -168,8 +181,12 @@ func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 // engine is down); the engine address is Config.Host, else DOCKER_HOST and the other
 // DOCKER_* variables, else the local socket, and the API version is negotiated. With a warm
 // pool configured, New starts the pool's refill goroutine, which Close stops.
-// Errors: fault.Config for an unusable engine address or a warm pool on an attached profile.
+// Errors: fault.Config for a missing or malformed installation id, an unusable engine
+// address or a warm pool on an attached profile.
 func New(opts Options) (*Provider, error) {
+	if err := providers.CheckInstallationID(TypeName, opts.Installation); err != nil {
+		return nil, err
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -186,13 +203,14 @@ func New(opts Options) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{
-		profile:  opts.Profile,
-		slug:     slug(opts.Profile),
-		cfg:      cfg,
-		policy:   opts.Policy,
-		attachTo: opts.AttachTo,
-		cli:      cli,
-		log:      logger,
+		profile:      opts.Profile,
+		slug:         slug(opts.Profile),
+		installation: opts.Installation,
+		cfg:          cfg,
+		policy:       opts.Policy,
+		attachTo:     opts.AttachTo,
+		cli:          cli,
+		log:          logger,
 		caps: providers.Capabilities{
 			Isolation:        providers.IsolationContainer,
 			Shell:            true,
@@ -216,11 +234,11 @@ func New(opts Options) (*Provider, error) {
 		_ = cli.Close()
 		return nil, fault.New(fault.Config, "%s: profile '%s' is attached to '%s': stateful needs containers the gateway starts, where sandboxd keeps running between calls", TypeName, opts.Profile, p.attachTo)
 	}
-	if p.sd, err = newAgent(p.slug, cfg.Sandboxd, cfg.User, cli.DaemonHost()); err != nil {
+	if p.sd, err = newAgent(p.slug, p.installation, cfg.Sandboxd, cfg.User, cli.DaemonHost()); err != nil {
 		_ = cli.Close()
 		return nil, err
 	}
-	p.disk = newDisks(cfg.StateDir, cli.DaemonHost(), p.sd.user, p.attachTo != "")
+	p.disk = newDisks(cfg.StateDir, p.installation, cli.DaemonHost(), p.sd.user, p.attachTo != "")
 	p.caps.PolicyDisk = p.disk.loopErr == nil
 	// Contexts, kept executions (background processes, open input, terminals) live in a
 	// sandboxd daemon, which attach_to targets lack.
@@ -427,8 +445,9 @@ func (p *Provider) bind(ctx context.Context, pol providers.Policy) (providers.Sa
 // when it is stopped and unpausing it when paused.
 //
 // Errors: fault.Gone when no container has that id, when it is neither managed by Sandgate
-// nor this profile's attach_to target, or when it is being removed; fault.Provision when it
-// cannot be started or the engine does not answer.
+// nor this profile's attach_to target, when another installation made it (a container
+// without the installation label, made before installation ids, is taken), or when it is
+// being removed; fault.Provision when it cannot be started or the engine does not answer.
 func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
 	if err := p.refuseIfClosed(); err != nil {
 		return nil, err
@@ -461,6 +480,9 @@ func (p *Provider) inspectSandbox(ctx context.Context, id string) (container.Ins
 	// Only full ids are handed out: a name or prefix that happens to resolve is not ours.
 	if ins.ID != id || (!managed(ins) && !p.isTarget(ins)) {
 		return ins, fault.New(fault.Gone, "%s: '%s' is not a sandbox of this provider", TypeName, id)
+	}
+	if !p.isTarget(ins) && !p.mine(ins.Config.Labels) {
+		return ins, fault.New(fault.Gone, "%s: sandbox '%s' belongs to another Sandgate installation (%s) on this engine", TypeName, id, ins.Config.Labels[LabelInstallation])
 	}
 	return ins, nil
 }
@@ -519,8 +541,8 @@ func (p *Provider) openID(ctx context.Context, id string) (*Sandbox, error) {
 }
 
 // Destroy removes sandbox id (forcefully, with its anonymous volumes). It is idempotent and
-// conservative: an unknown id, a container without Sandgate's managed-by label and the
-// profile's attach_to target are left alone (nil error).
+// conservative: an unknown id, a container without Sandgate's managed-by label, one of
+// another installation and the profile's attach_to target are left alone (nil error).
 func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if id == "" {
 		return nil
@@ -535,7 +557,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		return nil
 	case err != nil:
 		return p.engineErr(err, "inspecting sandbox '%s'", id)
-	case ins.ID != id, p.isTarget(ins), !managed(ins):
+	case ins.ID != id, p.isTarget(ins), !managed(ins), !p.mine(ins.Config.Labels):
 		p.log.Debug("destroy ignored: not a sandbox this provider removes", "sandbox_id", id)
 		return nil
 	}
@@ -568,16 +590,24 @@ func (p *Provider) remove(id string) {
 	}
 }
 
-// SweepOrphans removes this profile's sandbox containers that keep does not claim: every
-// container labelled managed-by sandgate and with this profile's label, except ready warm-pool
-// containers, ones keep(id) returns true for, and young ones: a container created less than
-// OrphanMinAge ago is left alone (its session may not be recorded yet). A container claimed
-// from the warm pool carries no claim time (labels cannot change and it must keep its claim
-// name), so it counts as orphaned from the first sweep of this provider that found it
-// unclaimed, and is removed by a later sweep at least OrphanMinAge after that. Workspace disks
-// (disk.go) go with their containers, and a disk no container names is removed once older
-// than OrphanMinAge. It returns the ids it removed; removal failures are joined into the
-// error while the sweep goes on.
+// SweepOrphans removes this installation's sandbox containers of this profile that keep does
+// not claim: every container labelled managed-by sandgate, with this profile's label and this
+// provider's installation id, except ready warm-pool containers, ones keep(id) returns true
+// for, and young ones: a container created less than OrphanMinAge ago is left alone (its
+// session may not be recorded yet). A container claimed from the warm pool carries no claim
+// time (labels cannot change and it must keep its claim name), so it counts as orphaned from
+// the first sweep of this provider that found it unclaimed, and is removed by a later sweep
+// at least OrphanMinAge after that. Workspace disks (disk.go) and socket folders go with
+// their containers, and a disk or socket folder of this installation that no container names
+// is removed once old enough. It returns the ids it removed; removal failures are joined into
+// the error while the sweep goes on.
+//
+// Other installations' containers are never touched, whatever their profile's name: keep
+// answers for this installation's database only. Containers without an installation label
+// were made by a Sandgate before installation ids, for this installation or another one on
+// the engine, so no sweep removes them either (Attach and Destroy still take them: a session
+// of this installation may use one); the first sweep that finds some that keep does not
+// claim logs, once, how many there are and how to remove them by hand.
 //
 // Call it with the sandbox ids of every live session of the profile, periodically from one
 // replica; a gateway restart does not need it to find its sandboxes (Attach reconnects by id).
@@ -593,6 +623,19 @@ func (p *Provider) SweepOrphans(ctx context.Context, keep func(id string) bool) 
 	if err != nil {
 		return nil, p.engineErr(err, "listing sandbox containers")
 	}
+	var own []container.Summary
+	var unlabelled []string
+	for _, c := range list {
+		switch c.Labels[LabelInstallation] {
+		case p.installation:
+			own = append(own, c)
+		case "":
+			if !keep(c.ID) {
+				unlabelled = append(unlabelled, primaryName(c.Names))
+			}
+		}
+	}
+	p.reportUnlabelled(unlabelled)
 	p.sweepMu.Lock()
 	defer p.sweepMu.Unlock()
 	if p.orphanSince == nil {
@@ -601,13 +644,13 @@ func (p *Provider) SweepOrphans(ctx context.Context, keep func(id string) bool) 
 	now := time.Now()
 	unclaimed := map[string]bool{}
 	liveFolders := map[string]bool{}
-	for _, c := range list {
+	for _, c := range own {
 		liveFolders[c.Labels[LabelSandboxd]] = true
 	}
 	defer p.sweepSocketFolders(liveFolders)
 	var removed []string
 	var errs []error
-	for _, c := range list {
+	for _, c := range own {
 		name := primaryName(c.Names)
 		_, pooled := c.Labels[LabelPool]
 		if (pooled && strings.HasPrefix(name, poolPrefix)) || keep(c.ID) {
@@ -648,6 +691,25 @@ func (p *Provider) SweepOrphans(ctx context.Context, keep func(id string) bool) 
 	return removed, errors.Join(errs...)
 }
 
+// maxNamesLogged bounds the container names one log line lists.
+const maxNamesLogged = 20
+
+// reportUnlabelled logs, once per provider, the profile's containers without an installation
+// label that no session of this installation uses (names; see SweepOrphans).
+func (p *Provider) reportUnlabelled(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	p.legacyOnce.Do(func() {
+		slices.Sort(names)
+		p.log.Warn("sandbox containers without an installation id (made by a Sandgate before installation ids) are on this engine; "+
+			"no sweep removes them, since they may belong to another installation. Once no older gateway uses this engine, list them with "+
+			"`docker ps -a --filter label="+LabelManagedBy+"="+ManagedBy+" --filter label="+LabelProfile+"="+p.profile+
+			" --format '{{.ID}} {{.Names}} {{.Label \""+LabelInstallation+"\"}}'` and remove those with no installation: `docker rm -f -v <id>…`",
+			"count", len(names), "containers", names[:min(len(names), maxNamesLogged)])
+	})
+}
+
 // checkRuntime makes sure the configured OCI runtime is installed (once per provider).
 func (p *Provider) checkRuntime(ctx context.Context) error {
 	rt := p.cfg.Runtime
@@ -683,6 +745,14 @@ func (p *Provider) isTarget(ins container.InspectResponse) bool {
 
 func managed(ins container.InspectResponse) bool {
 	return ins.Config != nil && ins.Config.Labels[LabelManagedBy] == ManagedBy
+}
+
+// mine reports whether labels (a container's or an image's) name this provider's
+// installation, or none: objects made before installation ids are taken by attaches and
+// destroys (a session of this installation may use one), never by sweeps.
+func (p *Provider) mine(labels map[string]string) bool {
+	inst := labels[LabelInstallation]
+	return inst == "" || inst == p.installation
 }
 
 // engineErr classifies an engine error: an unreachable engine and anything unexpected are

@@ -28,6 +28,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
@@ -73,7 +74,8 @@ const (
 	// TransportAuto picks TransportSocket for an engine on a local Unix socket, else
 	// TransportExec.
 	TransportAuto Transport = ""
-	// TransportSocket: a Unix socket in a host folder (SocketDir/<profile>/<12 hex>)
+	// TransportSocket: a Unix socket in a host folder
+	// (SocketDir/<installation>/<profile>/<12 hex>)
 	// bind-mounted into the container; the gateway must see that folder at the engine's path.
 	// The fastest: one kept-alive connection per container, no engine in between.
 	TransportSocket Transport = "socket"
@@ -88,7 +90,7 @@ const (
 type agent struct {
 	transport Transport // of containers this provider starts
 	sockRoot  string    // TransportSocket: docker.sandboxd.socket_dir, absolute
-	sockDir   string    // TransportSocket: host folder of this profile's socket folders
+	sockDir   string    // TransportSocket: host folder of this installation's and profile's socket folders
 	binary    string    // configured binary ("" = look next to the executable, then on PATH)
 	user      string
 
@@ -101,8 +103,9 @@ type agent struct {
 	installed sync.Map // container id + start time → sandboxd path in a container without a daemon
 }
 
-// newAgent prepares the sandboxd configuration of a profile; host is the engine's address.
-func newAgent(profileSlug string, c SandboxdConfig, user, host string) (*agent, error) {
+// newAgent prepares the sandboxd configuration of a profile of installation; host is the
+// engine's address.
+func newAgent(profileSlug, installation string, c SandboxdConfig, user, host string) (*agent, error) {
 	m := &agent{user: user, binary: c.Binary, transport: c.Transport}
 	if m.user == "" {
 		m.user = c.User
@@ -132,7 +135,7 @@ func newAgent(profileSlug string, c SandboxdConfig, user, host string) (*agent, 
 		return nil, fault.Wrap(fault.Config, err, "%s: docker.sandboxd.socket_dir", TypeName)
 	}
 	m.sockRoot = root
-	m.sockDir = filepath.Join(root, profileFolder(profileSlug))
+	m.sockDir = filepath.Join(root, installation, profileFolder(profileSlug))
 	// A Unix socket path has room for 107 bytes; leave room for "/<12 hex>/sd.sock".
 	if n := len(m.sockDir) + 1 + 12 + 1 + len(socketName); n > 107 {
 		return nil, fault.New(fault.Config, "%s: docker.sandboxd.socket_dir '%s' is too long for Unix socket paths (%d > 107 bytes); choose a shorter folder", TypeName, root, n)
@@ -142,8 +145,10 @@ func newAgent(profileSlug string, c SandboxdConfig, user, host string) (*agent, 
 
 // DefaultSocketDir is the default of docker.sandboxd.socket_dir: /run/sandgate/sandboxd for
 // root, else $XDG_RUNTIME_DIR/sandgate/sandboxd or <temp>/sandgate-<uid>/sandboxd. Each
-// profile has a folder under it, and each sandbox a folder (named by its container label
-// sandgate.sandboxd) holding the socket sd.sock.
+// installation has a folder under it (named by its id), each of its profiles a folder in
+// that, and each sandbox a folder (named by its container label sandgate.sandboxd) holding
+// the socket sd.sock. Containers made before installation ids have theirs in
+// <socket_dir>/<profile>/.
 func DefaultSocketDir() string {
 	if os.Geteuid() == 0 {
 		return "/run/sandgate/sandboxd"
@@ -204,13 +209,21 @@ func profileFolder(profileSlug string) string {
 }
 
 // folder returns the host socket folder of a container from its labels: under the folder of
-// the profile that made it (a renamed profile still finds its sandboxes).
+// the installation and profile that made it (a renamed profile still finds its sandboxes);
+// directly under the profile's for a container made before installation ids.
 func (m *agent) folder(labels map[string]string) (string, bool) {
 	name := labels[LabelSandboxd]
 	if !socketFolder.MatchString(name) {
 		return "", false
 	}
-	return filepath.Join(m.sockRoot, profileFolder(slug(labels[LabelProfile])), name), true
+	profile := profileFolder(slug(labels[LabelProfile]))
+	switch inst := labels[LabelInstallation]; {
+	case inst == "":
+		return filepath.Join(m.sockRoot, profile, name), true
+	case providers.ValidInstallationID(inst):
+		return filepath.Join(m.sockRoot, inst, profile, name), true
+	}
+	return "", false
 }
 
 // imageSandboxd returns the path of the sandboxd image ref (a reference or an ID) ships, ""
@@ -847,7 +860,8 @@ func (p *Provider) removeSocketFolder(labels map[string]string) {
 	}
 }
 
-// sweepSocketFolders removes the profile's socket folders that no container in live names.
+// sweepSocketFolders removes this installation's socket folders of the profile that no
+// container in live names.
 func (p *Provider) sweepSocketFolders(live map[string]bool) {
 	if p.sd.sockDir == "" {
 		return

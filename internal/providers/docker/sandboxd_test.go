@@ -164,7 +164,7 @@ func TestSandboxdSecretRequired(t *testing.T) {
 	sock := filepath.Join(sockDir, filepath.Base(sockDir), folder, "sd.sock")
 	if _, err := os.Stat(sock); err != nil {
 		// The profile's folder is named after its slug.
-		matches, _ := filepath.Glob(filepath.Join(sockDir, "*", folder, "sd.sock"))
+		matches, _ := filepath.Glob(filepath.Join(sockDir, testInstallation, "*", folder, "sd.sock"))
 		require.Len(t, matches, 1, "socket of %s under %s", folder, sockDir)
 		sock = matches[0]
 	}
@@ -233,7 +233,7 @@ func TestSandboxdDestroyRemovesSocketFolder(t *testing.T) {
 	p, sockDir := sandboxdProvider(t)
 	sb, err := p.Create(t.Context(), agent, allowPol)
 	require.NoError(t, err)
-	matches, _ := filepath.Glob(filepath.Join(sockDir, "*", "*", "sd.sock"))
+	matches, _ := filepath.Glob(filepath.Join(sockDir, testInstallation, "*", "*", "sd.sock"))
 	require.Len(t, matches, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -123,7 +123,7 @@ func (p *Provider) Snapshot(ctx context.Context, id string, meta providers.Snaps
 		return providers.SnapshotInfo{}, fault.Wrap(fault.Provision, err, "%s: reading the snapshot's temporary file", TypeName)
 	}
 	labels := map[string]string{
-		LabelManagedBy: ManagedBy, LabelSnapshot: meta.ID, LabelSnapshotFormat: SnapshotFormatArchive, LabelProfile: p.profile,
+		LabelManagedBy: ManagedBy, LabelInstallation: p.installation, LabelSnapshot: meta.ID, LabelSnapshotFormat: SnapshotFormatArchive, LabelProfile: p.profile,
 		LabelSession: meta.SessionID, LabelSnapshotBase: base,
 	}
 	if meta.Owner != "" {
@@ -366,7 +366,7 @@ func (p *Provider) Restore(ctx context.Context, ref string, pr providers.Princip
 // when archived, else the earlier format's workspace layer as a workspace archive (plain
 // tar). It reads from a container of the image that never runs; Close removes it.
 func (p *Provider) readSnapshot(ctx context.Context, ref string, archived bool) (io.ReadCloser, error) {
-	labels := map[string]string{LabelManagedBy: ManagedBy, LabelProfile: p.profile}
+	labels := map[string]string{LabelManagedBy: ManagedBy, LabelInstallation: p.installation, LabelProfile: p.profile}
 	tmp, err := p.cli.ContainerCreate(ctx, &container.Config{Image: ref, Labels: labels},
 		&container.HostConfig{NetworkMode: "none"}, nil, nil, "sandgate-restore-"+randomHex(5))
 	if err != nil {
@@ -417,8 +417,8 @@ func (s *snapshotStream) Close() error {
 	return nil
 }
 
-// snapshotImage inspects ref and checks it is a snapshot image Sandgate made (fault.NotFound
-// otherwise).
+// snapshotImage inspects ref and checks it is a snapshot image this installation made, or one
+// made before installation ids (fault.NotFound otherwise).
 func (p *Provider) snapshotImage(ctx context.Context, ref string) (image.InspectResponse, error) {
 	ii, err := p.cli.ImageInspect(ctx, ref)
 	switch {
@@ -428,6 +428,8 @@ func (p *Provider) snapshotImage(ctx context.Context, ref string) (image.Inspect
 		return ii, p.engineErr(err, "inspecting snapshot image '%s'", ref)
 	case ii.Config == nil || ii.Config.Labels[LabelManagedBy] != ManagedBy || ii.Config.Labels[LabelSnapshot] == "":
 		return ii, fault.New(fault.NotFound, "%s: image '%s' is not a snapshot of Sandgate", TypeName, ref)
+	case !p.mine(ii.Config.Labels):
+		return ii, fault.New(fault.NotFound, "%s: snapshot image '%s' belongs to another Sandgate installation (%s)", TypeName, ref, ii.Config.Labels[LabelInstallation])
 	}
 	return ii, nil
 }
@@ -435,7 +437,8 @@ func (p *Provider) snapshotImage(ctx context.Context, ref string) (image.Inspect
 // DeleteSnapshot removes snapshot image ref. A snapshot of the earlier format that a sandbox
 // restored from it (by an earlier gateway) still uses loses its name at once and its layers
 // with that sandbox (Destroy removes such an unnamed snapshot image with its last
-// container). Unknown refs and images that are not Sandgate snapshots are left alone (nil).
+// container). Unknown refs, images that are not Sandgate snapshots and another installation's
+// are left alone (nil).
 func (p *Provider) DeleteSnapshot(ctx context.Context, ref string) error {
 	defer p.releaseIfClosed()
 	if err := p.connect(ctx); err != nil {
@@ -466,7 +469,8 @@ func (p *Provider) DeleteSnapshot(ctx context.Context, ref string) error {
 // still uses stays.
 func (p *Provider) dropUnnamedSnapshot(ctx context.Context, img string) {
 	ii, err := p.cli.ImageInspect(ctx, img)
-	if err != nil || ii.Config == nil || ii.Config.Labels[LabelManagedBy] != ManagedBy || ii.Config.Labels[LabelSnapshot] == "" || len(ii.RepoTags) > 0 {
+	if err != nil || ii.Config == nil || ii.Config.Labels[LabelManagedBy] != ManagedBy || ii.Config.Labels[LabelSnapshot] == "" ||
+		!p.mine(ii.Config.Labels) || len(ii.RepoTags) > 0 {
 		return
 	}
 	if _, err := p.cli.ImageRemove(ctx, ii.ID, image.RemoveOptions{PruneChildren: true}); err == nil {

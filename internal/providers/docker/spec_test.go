@@ -12,9 +12,12 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 )
 
+// specInstallation is the installation of the providers the unit tests build (no engine).
+const specInstallation = "0123456789abcdef"
+
 func testProvider(t *testing.T, cfg Config) *Provider {
 	t.Helper()
-	p, err := New(Options{Profile: "Unit Test/Profile", Config: cfg})
+	p, err := New(Options{Installation: specInstallation, Profile: "Unit Test/Profile", Config: cfg})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	return p
@@ -63,7 +66,7 @@ func TestCapabilities(t *testing.T) {
 	assert.True(t, c.Stateful, "sandboxd keeps contexts in every managed sandbox")
 	assert.False(t, c.PrincipalUser)
 	assert.Equal(t, []string{"python", "bash"}, c.Languages)
-	attached, err := New(Options{Profile: "x", AttachTo: "box"})
+	attached, err := New(Options{Installation: specInstallation, Profile: "x", AttachTo: "box"})
 	require.NoError(t, err)
 	defer attached.Close()
 	assert.False(t, attached.Capabilities().Stateful, "an attach_to target runs no sandboxd between calls")
@@ -77,17 +80,63 @@ func TestFactory(t *testing.T) {
 	_, err = Factory(providers.BuildContext{Type: TypeName, Profile: "p", Options: Config{}})
 	require.True(t, fault.IsKind(err, fault.Internal), "options of another type: %v", err)
 
-	prov, err := Factory(providers.BuildContext{Type: TypeName, Profile: "p", Options: Options{AttachTo: "box"}})
+	_, err = Factory(providers.BuildContext{Type: TypeName, Profile: "p", Options: Options{}})
+	require.True(t, fault.IsKind(err, fault.Config), "no installation id: %v", err)
+	assert.Contains(t, err.Error(), "no installation id")
+	_, err = Factory(providers.BuildContext{Type: TypeName, Profile: "p", Installation: "../x", Options: Options{}})
+	require.True(t, fault.IsKind(err, fault.Config), "a malformed installation id: %v", err)
+
+	prov, err := Factory(providers.BuildContext{Type: TypeName, Profile: "p", Installation: specInstallation, Options: Options{AttachTo: "box"}})
 	require.NoError(t, err)
 	defer prov.(*Provider).Close()
 	assert.Equal(t, "box", prov.(*Provider).attachTo)
 	assert.Equal(t, "p", prov.(*Provider).profile, "the profile's name from the context")
+	assert.Equal(t, specInstallation, prov.(*Provider).installation, "the installation from the context")
 
-	_, err = Factory(providers.BuildContext{Type: TypeName, Profile: "p", Options: Options{AttachTo: "box", Config: Config{WarmPoolSize: 2}}})
+	_, err = Factory(providers.BuildContext{Type: TypeName, Profile: "p", Installation: specInstallation, Options: Options{AttachTo: "box", Config: Config{WarmPoolSize: 2}}})
 	require.True(t, fault.IsKind(err, fault.Config), "a pool on an attached profile: %v", err)
 
-	_, err = Factory(providers.BuildContext{Type: TypeName, Profile: "p", Stateful: true, Options: Options{AttachTo: "box"}})
+	_, err = Factory(providers.BuildContext{Type: TypeName, Profile: "p", Installation: specInstallation, Stateful: true, Options: Options{AttachTo: "box"}})
 	require.True(t, fault.IsKind(err, fault.Config), "stateful (from the context) on an attached profile: %v", err)
+}
+
+// The host paths a container's labels lead to stay in its installation's folders; containers
+// made before installation ids keep theirs; a label that is not an id leads nowhere.
+func TestInstallationFolders(t *testing.T) {
+	m, err := newAgent("web", specInstallation, SandboxdConfig{Transport: TransportSocket, SocketDir: "/run/sd"}, "", "unix:///var/run/docker.sock")
+	require.NoError(t, err)
+	assert.Equal(t, "/run/sd/"+specInstallation+"/web", m.sockDir, "this installation's socket folders")
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{LabelSandboxd: "0123456789ab", LabelProfile: "web", LabelInstallation: "fedcba9876543210"}, "/run/sd/fedcba9876543210/web/0123456789ab"},
+		{map[string]string{LabelSandboxd: "0123456789ab", LabelProfile: "web"}, "/run/sd/web/0123456789ab"},
+		{map[string]string{LabelSandboxd: "0123456789ab", LabelProfile: "web", LabelInstallation: "../../etc"}, ""},
+		{map[string]string{LabelSandboxd: "../x", LabelProfile: "web", LabelInstallation: specInstallation}, ""},
+	} {
+		got, ok := m.folder(tc.labels)
+		assert.Equal(t, tc.want, got, "%v", tc.labels)
+		assert.Equal(t, tc.want != "", ok)
+	}
+
+	d := newDisks("/var/lib/sg", specInstallation, "tcp://remote:2376", "", false)
+	img, link := d.paths("0123456789abcdef0123")
+	assert.Equal(t, "/var/lib/sg/disks/"+specInstallation+"/0123456789abcdef0123.img", img, "new disks in this installation's folder")
+	assert.Equal(t, "/var/lib/sg/disks/"+specInstallation+"/0123456789abcdef0123.dev", link)
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{LabelDisk: "0123456789abcdef0123", LabelInstallation: "fedcba9876543210"}, "/var/lib/sg/disks/fedcba9876543210/0123456789abcdef0123.img"},
+		{map[string]string{LabelDisk: "0123456789abcdef0123"}, "/var/lib/sg/disks/0123456789abcdef0123.img"},
+		{map[string]string{LabelDisk: "0123456789abcdef0123", LabelInstallation: "x/../.."}, ""},
+		{map[string]string{LabelDisk: "../../x", LabelInstallation: specInstallation}, ""},
+	} {
+		got, _, ok := d.pathsOf(tc.labels)
+		assert.Equal(t, tc.want, got, "%v", tc.labels)
+		assert.Equal(t, tc.want != "", ok)
+	}
 }
 
 func TestUnenforced(t *testing.T) {
@@ -150,7 +199,7 @@ func TestSpecSandboxdMode(t *testing.T) {
 	assert.Contains(t, es.cfg.Env, "SANDBOXD_SOCKET="+sandboxRun+"/"+execRunDir+"/"+socketName)
 	assert.NotEqual(t, s.hash, es.hash, "the transport is part of the configuration")
 
-	_, err := New(Options{Profile: "x", Config: Config{Sandboxd: SandboxdConfig{Transport: "ssh"}}})
+	_, err := New(Options{Installation: specInstallation, Profile: "x", Config: Config{Sandboxd: SandboxdConfig{Transport: "ssh"}}})
 	require.True(t, fault.IsKind(err, fault.Config), "%v", err)
 }
 
@@ -160,11 +209,11 @@ func TestTransportFollowsTheEngineAddress(t *testing.T) {
 		"tcp://10.0.0.5:2376":         TransportExec,
 		"ssh://me@build-host":         TransportExec,
 	} {
-		m, err := newAgent("p", SandboxdConfig{SocketDir: t.TempDir()}, "", host)
+		m, err := newAgent("p", specInstallation, SandboxdConfig{SocketDir: t.TempDir()}, "", host)
 		require.NoError(t, err)
 		assert.Equal(t, want, m.transport, host)
 	}
-	m, err := newAgent("p", SandboxdConfig{Transport: TransportExec}, "", "unix:///var/run/docker.sock")
+	m, err := newAgent("p", specInstallation, SandboxdConfig{Transport: TransportExec}, "", "unix:///var/run/docker.sock")
 	require.NoError(t, err)
 	assert.Equal(t, TransportExec, m.transport, "the configured transport wins")
 	assert.Empty(t, m.sockDir, "exec needs no host folder")

@@ -21,7 +21,8 @@
 //   - Create: POST /sandboxes with templateID, timeout = the profile's idle_timeout in seconds
 //     (E2B kills the sandbox when it passes), secure: true (envd then demands the sandbox's
 //     access token, sent as X-Access-Token on every envd request), metadata
-//     sandgate.managed-by=sandgate and sandgate.profile=<profile>, envVars,
+//     sandgate.managed-by=sandgate, sandgate.profile=<profile> and
+//     sandgate.installation=<the gateway's installation id>, envVars,
 //     network.allowPublicTraffic false (E2B's proxy then lets requests to the sandbox's other
 //     ports, the code interpreter's, through only with the sandbox's traffic access token,
 //     sent as E2B-Traffic-Access-Token), and the egress policy: network_egress deny → allow_internet_access: false; allowlist →

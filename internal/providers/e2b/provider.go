@@ -35,8 +35,9 @@ const (
 
 // Metadata keys every sandbox is created with.
 const (
-	MetaManagedBy = "sandgate.managed-by" // always "sandgate"
-	MetaProfile   = "sandgate.profile"    // the profile's name
+	MetaManagedBy    = "sandgate.managed-by"   // always "sandgate"
+	MetaProfile      = "sandgate.profile"      // the profile's name
+	MetaInstallation = "sandgate.installation" // the gateway's installation id, when it has one
 )
 
 // Config is the profile's e2b block.
@@ -71,6 +72,9 @@ type Options struct {
 	Config
 	// Profile names the profile, for sandbox metadata.
 	Profile string
+	// Installation is the gateway's installation id (providers.NewInstallationID), for
+	// sandbox metadata; ListSandboxes keeps to it. "" leaves it out.
+	Installation string
 	// IdleTimeout becomes E2B's sandbox timeout (docs/semantics.md §12). Default
 	// DefaultIdleTimeout.
 	IdleTimeout time.Duration
@@ -83,13 +87,14 @@ type Options struct {
 
 // Provider is the e2b provider.
 type Provider struct {
-	cfg     Config
-	profile string
-	idle    time.Duration
-	api     *apiClient
-	http    *http.Client
-	caps    providers.Capabilities
-	logger  *slog.Logger
+	cfg          Config
+	profile      string
+	installation string
+	idle         time.Duration
+	api          *apiClient
+	http         *http.Client
+	caps         providers.Capabilities
+	logger       *slog.Logger
 
 	mu    sync.Mutex
 	state map[string]*sandboxState // per sandbox id, while this process knows it
@@ -104,7 +109,7 @@ func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.Profile, opts.Logger = ctx.Profile, ctx.Logger
+	opts.Profile, opts.Installation, opts.Logger = ctx.Profile, ctx.Installation, ctx.Logger
 	if ctx.IdleTimeout > 0 {
 		opts.IdleTimeout = ctx.IdleTimeout
 	}
@@ -158,7 +163,7 @@ func New(opts Options) (*Provider, error) {
 		logger = slog.Default()
 	}
 	p := &Provider{
-		cfg: cfg, profile: opts.Profile, idle: idle, http: hc, logger: logger,
+		cfg: cfg, profile: opts.Profile, installation: opts.Installation, idle: idle, http: hc, logger: logger,
 		api:   &apiClient{base: cfg.APIURL, key: key, http: hc},
 		state: map[string]*sandboxState{},
 		caps: providers.Capabilities{
@@ -195,15 +200,15 @@ func (p *Provider) timeoutSeconds() int32 {
 
 // Create makes a sandbox from the template (POST /sandboxes): timeout = the idle timeout,
 // secure (envd demands the sandbox's access token), allowPublicTraffic false (its other
-// ports demand its traffic access token), metadata naming Sandgate and the profile, the
-// configured env vars, and the egress policy: deny → allow_internet_access
+// ports demand its traffic access token), metadata naming Sandgate, the profile and the
+// installation, the configured env vars, and the egress policy: deny → allow_internet_access
 // false; allowlist → network allowOut = the policy's entries (CIDRs, IPs, domain names) with
 // denyOut 0.0.0.0/0. Errors: fault.Provision.
 func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
 	timeout, secure := p.timeoutSeconds(), true
 	req := wire.NewSandbox{
 		TemplateID: p.cfg.Template, Timeout: &timeout, Secure: &secure,
-		Metadata: map[string]string{MetaManagedBy: "sandgate", MetaProfile: p.profile},
+		Metadata: p.metadata(),
 		EnvVars:  p.cfg.EnvVars,
 	}
 	// The sandbox's ports other than envd's (the code interpreter) answer only requests that
@@ -255,10 +260,19 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	return p.api.kill(ctx, id)
 }
 
-// ListSandboxes lists the running and paused sandboxes this profile created (by metadata).
-// Errors: fault.Provision.
+// ListSandboxes lists the running and paused sandboxes this profile of this installation
+// created (by metadata). Errors: fault.Provision.
 func (p *Provider) ListSandboxes(ctx context.Context) ([]wire.ListedSandbox, error) {
-	return p.api.list(ctx, map[string]string{MetaManagedBy: "sandgate", MetaProfile: p.profile})
+	return p.api.list(ctx, p.metadata())
+}
+
+// metadata is the metadata of the profile's sandboxes: managed-by, profile and installation.
+func (p *Provider) metadata() map[string]string {
+	m := map[string]string{MetaManagedBy: "sandgate", MetaProfile: p.profile}
+	if p.installation != "" {
+		m[MetaInstallation] = p.installation
+	}
+	return m
 }
 
 // sandboxState is what this process keeps about one sandbox across its handles.

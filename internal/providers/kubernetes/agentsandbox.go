@@ -108,7 +108,7 @@ func (p *Provider) claim(ctx context.Context, c *clients, pr providers.Principal
 	if np {
 		// The NetworkPolicy selects the pod by its name label, which agent-sandbox propagates
 		// from the claim (also onto a pod adopted from the warm pool).
-		claim.Spec.AdditionalPodMetadata = &podMetadata{Labels: map[string]string{LabelSandbox: "true", LabelSandboxName: name}}
+		claim.Spec.AdditionalPodMetadata = &podMetadata{Labels: map[string]string{LabelSandbox: "true", LabelInstallation: p.installation, LabelSandboxName: name}}
 		netpol, err := p.buildNetworkPolicy(name, pol)
 		if err != nil {
 			return nil, err
@@ -278,6 +278,8 @@ func (p *Provider) attachClaim(ctx context.Context, c *clients, id string) (prov
 	}
 	ready := meta.FindStatusCondition(cl.Status.Conditions, "Ready")
 	switch {
+	case !p.mine(cl.Labels):
+		return nil, fault.New(fault.Gone, "%s: SandboxClaim %s/%s belongs to another Sandgate installation", TypeName, ns, name)
 	case cl.DeletionTimestamp != nil:
 		return nil, fault.New(fault.Gone, "%s: SandboxClaim %s/%s is being deleted", TypeName, ns, name)
 	case cl.Status.Sandbox.Name == "":
@@ -310,8 +312,8 @@ func (p *Provider) deleteClaim(ctx context.Context, ns, name string) (pod string
 	if err != nil {
 		return "", err
 	}
-	if u.GetLabels()[LabelManagedBy] != ManagedBy {
-		p.log.Warn("not deleting a SandboxClaim the provider did not create", "claim", ns+"/"+name)
+	if u.GetLabels()[LabelManagedBy] != ManagedBy || !p.mine(u.GetLabels()) {
+		p.log.Warn("not deleting a SandboxClaim this installation did not create", "claim", ns+"/"+name, "installation", u.GetLabels()[LabelInstallation])
 		return "", nil
 	}
 	var cl sandboxClaim

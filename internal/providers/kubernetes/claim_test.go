@@ -230,9 +230,10 @@ func TestSandboxClaimLifecycle(t *testing.T) {
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
 	assert.Equal(t, map[string]any{
 		"warmPoolRef":           map[string]any{"name": "python-sandbox"},
-		"additionalPodMetadata": map[string]any{"labels": map[string]any{LabelSandbox: "true", LabelSandboxName: claimName}},
+		"additionalPodMetadata": map[string]any{"labels": map[string]any{LabelSandbox: "true", LabelInstallation: testInstallation, LabelSandboxName: claimName}},
 	}, spec, "the claim as created")
 	assert.Equal(t, ManagedBy, u.GetLabels()[LabelManagedBy])
+	assert.Equal(t, testInstallation, u.GetLabels()[LabelInstallation], "the claim names its installation")
 	np, err := adminClient(t).NetworkingV1().NetworkPolicies(ns).Get(ctx, claimName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{LabelSandboxName: claimName}, np.Spec.PodSelector.MatchLabels,

@@ -2,9 +2,14 @@
 // Kubernetes API with k8s.io/client-go (docs/semantics.md §12, "kubernetes").
 //
 // Pods. A managed sandbox is a Pod named sandgate-<12 hex> in the profile's namespace; its id
-// is "<namespace>/<pod>". Labels: app.kubernetes.io/managed-by=sandgate and
-// sandgate.io/sandbox=true, then kubernetes.labels, then sandgate.io/sandbox-name=<pod> last
-// (labels may not use the reserved keys). The single container "sandbox" runs sandboxd (see
+// is "<namespace>/<pod>". Labels: app.kubernetes.io/managed-by=sandgate,
+// sandgate.io/installation=<the gateway's installation id> and sandgate.io/sandbox=true, then
+// kubernetes.labels, then sandgate.io/sandbox-name=<pod> last (labels may not use the reserved
+// keys); NetworkPolicies and SandboxClaims (and, with network_policy, the claimed pod
+// through the claim's pod metadata) carry the installation label too, and snapshot metadata records it. Several installations may
+// share a namespace: Attach treats another installation's pod or claim as gone, and Destroy
+// leaves it alone (objects without the label, made before installation ids, are taken).
+// Nothing lists or sweeps pods by label. The single container "sandbox" runs sandboxd (see
 // "Data path" below) with working folder kubernetes.workspace (default /workspace) and HOME
 // set to it. Hardened defaults, which kubernetes.security_context (pod level) and
 // kubernetes.container_security_context are merged over:

@@ -47,7 +47,7 @@ func e2eProvider(t *testing.T, networkPolicy bool) *Provider {
 	k.RuntimeClassName = os.Getenv("SANDGATE_KUBE_E2E_RUNTIME_CLASS")
 	k.CreateTimeout = 300 * time.Second // image pulls
 	k.NetworkPolicy = networkPolicy
-	p, err := New(Options{Profile: "e2e", Config: k, IdleTimeout: 30 * time.Minute, Logger: quietLog})
+	p, err := New(Options{Installation: testInstallation, Profile: "e2e", Config: k, IdleTimeout: 30 * time.Minute, Logger: quietLog})
 	require.NoError(t, err)
 	return p
 }

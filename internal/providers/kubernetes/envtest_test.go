@@ -29,6 +29,8 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sandgate/sandgate/internal/providers"
 )
 
 // repoRoot is the repository's root, relative to this package.
@@ -40,6 +42,9 @@ var (
 	envCfg    *rest.Config // admin (system:masters)
 	envReason string       // why there is no API server; "" when there is one
 )
+
+// testInstallation is the installation of the providers the tests build.
+var testInstallation = providers.NewInstallationID()
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -196,11 +201,12 @@ var quietLog = slog.New(slog.DiscardHandler)
 func newTestProvider(t testing.TB, cfg *rest.Config, block func(*Options)) *Provider {
 	t.Helper()
 	opts := Options{
-		Profile:     "test",
-		Config:      fillDefaults(),
-		IdleTimeout: 30 * time.Minute,
-		RESTConfig:  cfg,
-		Logger:      quietLog,
+		Profile:      "test",
+		Installation: testInstallation,
+		Config:       fillDefaults(),
+		IdleTimeout:  30 * time.Minute,
+		RESTConfig:   cfg,
+		Logger:       quietLog,
 	}
 	if block != nil {
 		block(&opts)

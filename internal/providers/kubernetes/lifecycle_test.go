@@ -169,3 +169,48 @@ func TestAttachedProfile(t *testing.T) {
 	_, err = p.Create(ctx, agentPrincipal, allowPolicy)
 	assert.True(t, fault.IsKind(err, fault.Gone), "a vanished target is gone: %v", err)
 }
+
+// TestInstallationsShareANamespace: pods and NetworkPolicies name the installation that made
+// them; another installation's provider on the same namespace and profile treats them as
+// gone and never deletes them.
+func TestInstallationsShareANamespace(t *testing.T) {
+	cfg := requireAPIServer(t)
+	cs := adminClient(t)
+	ctx := context.Background()
+	ns := testNamespace(t, restricted)
+	playNode(t, ns, nil)
+	block := func(o *Options) {
+		o.Config.Namespace = ns
+		o.Config.NetworkPolicy = true
+	}
+	a := newTestProvider(t, cfg, block)
+	other := providers.NewInstallationID()
+	b := newTestProvider(t, cfg, func(o *Options) { block(o); o.Installation = other })
+
+	sb, err := a.Create(ctx, agentPrincipal, providers.Policy{NetworkEgress: providers.EgressDeny, Timeout: time.Minute, Strict: true})
+	require.NoError(t, err)
+	id := sb.ID()
+	_, pod := sb.(*Sandbox).Pod()
+	got, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, testInstallation, got.Labels[LabelInstallation])
+	np, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, pod, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, testInstallation, np.Labels[LabelInstallation])
+
+	_, err = b.Attach(ctx, id, agentPrincipal, allowPolicy)
+	assert.True(t, fault.IsKind(err, fault.Gone), "another installation's pod: %v", err)
+	require.NoError(t, b.Destroy(ctx, id))
+	_, err = cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	require.NoError(t, err, "another installation's destroy leaves the pod")
+	_, err = cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, pod, metav1.GetOptions{})
+	require.NoError(t, err, "and its NetworkPolicy")
+
+	_, err = a.Attach(ctx, id, agentPrincipal, allowPolicy)
+	require.NoError(t, err, "its own installation's")
+	require.NoError(t, a.Destroy(ctx, id))
+	waitPodGone(t, cs, ns, pod)
+
+	_, err = New(Options{Installation: testInstallation, Config: Config{Labels: map[string]string{LabelInstallation: other}}, RESTConfig: cfg, Logger: quietLog})
+	assert.True(t, fault.IsKind(err, fault.Config), "the installation label is the provider's: %v", err)
+}

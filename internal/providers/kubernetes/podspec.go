@@ -136,10 +136,11 @@ func (p *Provider) containerEnv() map[string]string {
 	return env
 }
 
-// labels returns managed-by and the sandbox marker, then the configured labels, then the name
-// label last (docs/semantics.md §12; New refuses configured labels with the reserved keys).
+// labels returns managed-by, the installation and the sandbox marker, then the configured
+// labels, then the name label last (docs/semantics.md §12; New refuses configured labels with
+// the reserved keys).
 func (p *Provider) labels(name string) map[string]string {
-	l := map[string]string{LabelManagedBy: ManagedBy, LabelSandbox: "true"}
+	l := map[string]string{LabelManagedBy: ManagedBy, LabelInstallation: p.installation, LabelSandbox: "true"}
 	maps.Copy(l, p.cfg.Labels)
 	l[LabelSandboxName] = name
 	return l
@@ -245,7 +246,7 @@ func (p *Provider) buildNetworkPolicy(name string, pol providers.Policy) (*netwo
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: p.cfg.Namespace,
-			Labels:    map[string]string{LabelManagedBy: ManagedBy, LabelSandbox: "true", LabelSandboxName: name},
+			Labels:    map[string]string{LabelManagedBy: ManagedBy, LabelInstallation: p.installation, LabelSandbox: "true", LabelSandboxName: name},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelSandboxName: name}},
@@ -359,7 +360,7 @@ func warnWeakened(log *slog.Logger, pod *corev1.PodSecurityContext, ctr *corev1.
 // checkLabels refuses invalid labels and the provider's reserved keys.
 func checkLabels(labels map[string]string) error {
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		if k == LabelManagedBy || k == LabelSandbox || k == LabelSandboxName {
+		if k == LabelManagedBy || k == LabelInstallation || k == LabelSandbox || k == LabelSandboxName {
 			return fault.New(fault.Config, "%s: label %q is reserved for the provider", TypeName, k)
 		}
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {

@@ -30,7 +30,12 @@ const (
 	LabelManagedBy   = "app.kubernetes.io/managed-by" // always ManagedBy
 	LabelSandbox     = "sandgate.io/sandbox"          // always "true"
 	LabelSandboxName = "sandgate.io/sandbox-name"     // the pod's (or claim's) name; set last
-	ManagedBy        = "sandgate"
+	// LabelInstallation is the installation id (providers.NewInstallationID) of the gateway
+	// that made the object. Attaches and destroys take only their own installation's objects
+	// (and unlabelled ones, made before installation ids), so two installations sharing a
+	// namespace never take or delete each other's sandboxes.
+	LabelInstallation = "sandgate.io/installation"
+	ManagedBy         = "sandgate"
 
 	// AnnotationProfile and AnnotationOwner record the profile and the principal's subject.
 	AnnotationProfile = "sandgate.io/profile"
@@ -78,14 +83,15 @@ const defaultUID int64 = 65532
 // Provider is the kubernetes provider. Build it with New (or Factory); its exported fields may
 // be changed before its first use only.
 type Provider struct {
-	profile  string
-	cfg      Config
-	idle     time.Duration
-	attachTo string
-	log      *slog.Logger
-	caps     providers.Capabilities
-	podSec   *corev1.PodSecurityContext
-	ctrSec   *corev1.SecurityContext
+	profile      string
+	installation string
+	cfg          Config
+	idle         time.Duration
+	attachTo     string
+	log          *slog.Logger
+	caps         providers.Capabilities
+	podSec       *corev1.PodSecurityContext
+	ctrSec       *corev1.SecurityContext
 
 	gateway *clients // the gateway's own identity
 
@@ -192,6 +198,9 @@ type AgentSandboxConfig struct {
 type Options struct {
 	// Profile is the profile's name, recorded on created objects and in messages.
 	Profile string
+	// Installation is the gateway's installation id (required; providers.NewInstallationID):
+	// it labels every object the provider makes, and attaches and destroys keep to it.
+	Installation string
 	// Config is the profile's kubernetes settings.
 	Config Config
 	// IdleTimeout is the profile's idle timeout; pods get activeDeadlineSeconds = 2 × it.
@@ -217,17 +226,22 @@ func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 		return nil, err
 	}
 	opts.Profile, opts.IdleTimeout, opts.Logger = ctx.Profile, ctx.IdleTimeout, ctx.Logger
+	opts.Installation = ctx.Installation
 	return New(opts)
 }
 
 // New builds the provider. It loads the gateway's client configuration but does not contact
 // the cluster, so a gateway starts while the cluster is unreachable.
 //
-// Errors (fault.Config): no usable client configuration; security_context or
+// Errors (fault.Config): a missing or malformed installation id; no usable client
+// configuration; security_context or
 // container_security_context that are not valid (pod / container) security contexts; labels
 // that are invalid or use the provider's reserved keys; an env name that is not a valid
 // environment variable name; agent_sandbox without warm_pool or on an attached profile.
 func New(opts Options) (*Provider, error) {
+	if err := providers.CheckInstallationID(TypeName, opts.Installation); err != nil {
+		return nil, err
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -302,18 +316,19 @@ func New(opts Options) (*Provider, error) {
 
 	managedPods := cfg.AgentSandbox == nil
 	p := &Provider{
-		profile:  opts.Profile,
-		cfg:      cfg,
-		idle:     opts.IdleTimeout,
-		attachTo: opts.AttachTo,
-		log:      logger,
-		podSec:   podSec,
-		ctrSec:   ctrSec,
-		gateway:  gw,
-		users:    make(map[string]*clients),
-		running:  make(map[string]map[*execution]struct{}),
-		checked:  make(map[string]bool),
-		sd:       make(map[clientKey]*sdEntry),
+		profile:      opts.Profile,
+		installation: opts.Installation,
+		cfg:          cfg,
+		idle:         opts.IdleTimeout,
+		attachTo:     opts.AttachTo,
+		log:          logger,
+		podSec:       podSec,
+		ctrSec:       ctrSec,
+		gateway:      gw,
+		users:        make(map[string]*clients),
+		running:      make(map[string]map[*execution]struct{}),
+		checked:      make(map[string]bool),
+		sd:           make(map[clientKey]*sdEntry),
 		caps: providers.Capabilities{
 			Isolation:        providers.IsolationContainer,
 			Shell:            true,
@@ -475,9 +490,9 @@ func (p *Provider) attach(ctx context.Context, c *clients, target string) (provi
 	if err := goneErr(pod); err != nil {
 		return nil, err
 	}
-	if p.attachTo == "" && p.cfg.AgentSandbox == nil && pod.Labels[LabelManagedBy] != ManagedBy {
-		// A managed profile only reconnects to pods it created.
-		return nil, fault.New(fault.Gone, "%s: pod %s/%s is not a sandbox of this provider", TypeName, ns, name)
+	if p.attachTo == "" && p.cfg.AgentSandbox == nil && (pod.Labels[LabelManagedBy] != ManagedBy || !p.mine(pod.Labels)) {
+		// A managed profile only reconnects to pods its installation created.
+		return nil, fault.New(fault.Gone, "%s: pod %s/%s is not a sandbox of this provider's installation", TypeName, ns, name)
 	}
 	ready, err := p.waitPod(ctx, c, ns, name, pod)
 	if err != nil {
@@ -492,8 +507,8 @@ func (p *Provider) attach(ctx context.Context, c *clients, target string) (provi
 
 // Destroy removes sandbox id: the pod and its NetworkPolicy, or in agent-sandbox mode the
 // SandboxClaim (and its NetworkPolicy), always as the gateway. It is idempotent: a missing
-// object, an id outside the configured namespace, an object without the managed-by label and
-// any id of an attached profile are no-ops. Executions this provider runs in the sandbox are
+// object, an id outside the configured namespace, an object without the managed-by label or
+// of another installation, and any id of an attached profile are no-ops. Executions this provider runs in the sandbox are
 // ended first (they return fault.Gone).
 func (p *Provider) Destroy(ctx context.Context, id string) error {
 	if p.attachTo != "" {
@@ -537,8 +552,8 @@ func (p *Provider) deletePod(ctx context.Context, ns, name string) error {
 	if err != nil {
 		return err
 	}
-	if pod.Labels[LabelManagedBy] != ManagedBy {
-		p.log.Warn("not deleting a pod the provider did not create", "pod", ns+"/"+name)
+	if pod.Labels[LabelManagedBy] != ManagedBy || !p.mine(pod.Labels) {
+		p.log.Warn("not deleting a pod this installation did not create", "pod", ns+"/"+name, "installation", pod.Labels[LabelInstallation])
 		return nil
 	}
 	err = pods.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}})
@@ -557,7 +572,7 @@ func (p *Provider) deleteNetworkPolicy(ctx context.Context, ns, name string) err
 	if err != nil {
 		return err
 	}
-	if np.Labels[LabelManagedBy] != ManagedBy {
+	if np.Labels[LabelManagedBy] != ManagedBy || !p.mine(np.Labels) {
 		return nil
 	}
 	err = nps.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &np.UID}})
@@ -565,6 +580,13 @@ func (p *Provider) deleteNetworkPolicy(ctx context.Context, ns, name string) err
 		return nil
 	}
 	return err
+}
+
+// mine reports whether an object's labels name this provider's installation, or none (made
+// before installation ids: a session of this installation may use it).
+func (p *Provider) mine(labels map[string]string) bool {
+	inst := labels[LabelInstallation]
+	return inst == "" || inst == p.installation
 }
 
 // splitID parses "<namespace>/<name>" or a bare name (the configured namespace).

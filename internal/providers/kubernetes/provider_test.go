@@ -47,13 +47,18 @@ func TestFactoryNeedsItsBlock(t *testing.T) {
 
 func TestFactoryTakesTheProfileFromTheContext(t *testing.T) {
 	cfg, _ := countingServer(t)
+	_, err := Factory(providers.BuildContext{
+		Type: TypeName, Profile: "p", Options: Options{Config: Config{Namespace: "sbx"}, RESTConfig: cfg},
+	})
+	require.True(t, fault.IsKind(err, fault.Config), "no installation id: %v", err)
 	prov, err := Factory(providers.BuildContext{
-		Type: TypeName, Profile: "p", IdleTimeout: time.Minute,
+		Type: TypeName, Profile: "p", IdleTimeout: time.Minute, Installation: testInstallation,
 		Options: Options{Config: Config{Namespace: "sbx"}, AttachTo: "ns/pod", RESTConfig: cfg},
 	})
 	require.NoError(t, err)
 	p := prov.(*Provider)
 	assert.Equal(t, "p", p.profile)
+	assert.Equal(t, testInstallation, p.installation)
 	assert.Equal(t, time.Minute, p.idle)
 	assert.Equal(t, "ns/pod", p.attachTo)
 	assert.Equal(t, "sbx", p.cfg.Namespace)
@@ -82,7 +87,7 @@ func TestNewRefusesBadConfiguration(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			opts := Options{Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog}
+			opts := Options{Installation: testInstallation, Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog}
 			mutate(&opts)
 			_, err := New(opts)
 			require.Error(t, err)
@@ -93,7 +98,7 @@ func TestNewRefusesBadConfiguration(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	cfg, calls := countingServer(t)
-	p, err := New(Options{Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog})
+	p, err := New(Options{Installation: testInstallation, Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog})
 	require.NoError(t, err)
 	c := p.Capabilities()
 	assert.Equal(t, providers.Capabilities{
@@ -105,18 +110,18 @@ func TestCapabilities(t *testing.T) {
 
 	k := fillDefaults()
 	k.NetworkPolicy = true
-	p, err = New(Options{Config: k, RESTConfig: cfg, Logger: quietLog})
+	p, err = New(Options{Installation: testInstallation, Config: k, RESTConfig: cfg, Logger: quietLog})
 	require.NoError(t, err)
 	assert.True(t, p.Capabilities().PolicyNetwork, "network_policy: true declares policy_network")
 
 	k.AgentSandbox = &AgentSandboxConfig{WarmPool: "pool"}
-	p, err = New(Options{Config: k, RESTConfig: cfg, Logger: quietLog})
+	p, err = New(Options{Installation: testInstallation, Config: k, RESTConfig: cfg, Logger: quietLog})
 	require.NoError(t, err)
 	c = p.Capabilities()
 	assert.False(t, c.PolicyResources || c.PolicyFilesystem || c.PolicyDisk, "the SandboxTemplate decides pod shape in agent-sandbox mode")
 
 	// Snapshots only with a snapshot folder, on managed profiles; never pause.
-	none, err := New(Options{Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog})
+	none, err := New(Options{Installation: testInstallation, Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog})
 	require.NoError(t, err)
 	_, err = none.Snapshot(t.Context(), "default/sandgate-000000000000", providers.SnapshotMeta{ID: "0123456789abcdef"})
 	assert.True(t, fault.IsKind(err, fault.Capability), "%v", err)
@@ -124,16 +129,16 @@ func TestCapabilities(t *testing.T) {
 	assert.True(t, fault.IsKind(err, fault.Capability), "%v", err)
 	k = fillDefaults()
 	k.SnapshotDir = t.TempDir()
-	p, err = New(Options{Config: k, RESTConfig: cfg, Logger: quietLog})
+	p, err = New(Options{Installation: testInstallation, Config: k, RESTConfig: cfg, Logger: quietLog})
 	require.NoError(t, err)
 	c = p.Capabilities()
 	assert.True(t, c.Snapshots, "snapshot_dir declares snapshots")
 	assert.False(t, c.Pause)
-	p, err = New(Options{Config: k, RESTConfig: cfg, Logger: quietLog, AttachTo: "default/target"})
+	p, err = New(Options{Installation: testInstallation, Config: k, RESTConfig: cfg, Logger: quietLog, AttachTo: "default/target"})
 	require.NoError(t, err)
 	assert.False(t, p.Capabilities().Snapshots, "an attached pod is someone else's: never captured")
 	k.SnapshotDir = "relative/snapshots"
-	_, err = New(Options{Config: k, RESTConfig: cfg, Logger: quietLog})
+	_, err = New(Options{Installation: testInstallation, Config: k, RESTConfig: cfg, Logger: quietLog})
 	assert.True(t, fault.IsKind(err, fault.Config), "%v", err)
 	assert.Equal(t, int64(0), calls.Load(), "no API call")
 }
@@ -144,9 +149,9 @@ func TestFailsClosedBeforeAnyCall(t *testing.T) {
 	cfg, calls := countingServer(t)
 	k := fillDefaults()
 	k.NetworkPolicy = true
-	withNP, err := New(Options{Config: k, RESTConfig: cfg, Logger: quietLog})
+	withNP, err := New(Options{Installation: testInstallation, Config: k, RESTConfig: cfg, Logger: quietLog})
 	require.NoError(t, err)
-	withoutNP, err := New(Options{Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog})
+	withoutNP, err := New(Options{Installation: testInstallation, Config: fillDefaults(), RESTConfig: cfg, Logger: quietLog})
 	require.NoError(t, err)
 	agent := providers.Principal{Mode: "agent", Subject: "sandgate"}
 	allow := providers.Policy{NetworkEgress: providers.EgressAllow, Timeout: time.Minute, Strict: true}
@@ -212,7 +217,7 @@ func TestBuildPod(t *testing.T) {
 	k.ServiceAccount = "runner"
 	k.RuntimeClassName = "gvisor"
 	k.ContainerSecurityContext = map[string]any{"readOnlyRootFilesystem": false}
-	p, err := New(Options{Profile: "web", Config: k, RESTConfig: cfg, IdleTimeout: 10 * time.Minute, Logger: quietLog})
+	p, err := New(Options{Installation: testInstallation, Profile: "web", Config: k, RESTConfig: cfg, IdleTimeout: 10 * time.Minute, Logger: quietLog})
 	require.NoError(t, err)
 
 	pod := p.buildPod("sandgate-0123456789ab", providers.Principal{Mode: "user", Subject: "alice"},
@@ -222,7 +227,7 @@ func TestBuildPod(t *testing.T) {
 	assert.JSONEq(t, `{
 	  "metadata": {
 	    "name": "sandgate-0123456789ab", "namespace": "sbx",
-	    "labels": {"app.kubernetes.io/managed-by": "sandgate", "sandgate.io/sandbox": "true", "team": "data",
+	    "labels": {"app.kubernetes.io/managed-by": "sandgate", "sandgate.io/installation": "`+testInstallation+`", "sandgate.io/sandbox": "true", "team": "data",
 	               "app.kubernetes.io/part-of": "agents", "sandgate.io/sandbox-name": "sandgate-0123456789ab"},
 	    "annotations": {"sandgate.io/profile": "web", "sandgate.io/owner": "alice", "sandgate.io/sandboxd-token": "tok"}
 	  },

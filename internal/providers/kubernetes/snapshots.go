@@ -44,15 +44,17 @@ var (
 // archive is and whose. The gateway's own record of a snapshot is its database row; this file
 // is not read back.
 type SnapshotMetadata struct {
-	ID        string    `json:"id"`
-	Owner     string    `json:"owner,omitempty"`
-	SessionID string    `json:"session_id"`
-	Profile   string    `json:"profile"`
-	SandboxID string    `json:"sandbox_id"` // "<namespace>/<pod>" (or claim)
-	Pod       string    `json:"pod"`        // "<namespace>/<pod>"
-	Format    string    `json:"format"`     // "tar+gzip"
-	SizeBytes int64     `json:"size_bytes"` // of the archive file
-	CreatedAt time.Time `json:"created_at"`
+	ID string `json:"id"`
+	// Installation is the installation id of the gateway that made the snapshot.
+	Installation string    `json:"installation"`
+	Owner        string    `json:"owner,omitempty"`
+	SessionID    string    `json:"session_id"`
+	Profile      string    `json:"profile"`
+	SandboxID    string    `json:"sandbox_id"` // "<namespace>/<pod>" (or claim)
+	Pod          string    `json:"pod"`        // "<namespace>/<pod>"
+	Format       string    `json:"format"`     // "tar+gzip"
+	SizeBytes    int64     `json:"size_bytes"` // of the archive file
+	CreatedAt    time.Time `json:"created_at"`
 }
 
 // Snapshot captures sandbox id's workspace: the pod's sandboxd streams it as a
@@ -110,7 +112,7 @@ func (p *Provider) Snapshot(ctx context.Context, id string, meta providers.Snaps
 		return providers.SnapshotInfo{}, sb.rtErr(fmt.Errorf("reading the workspace of sandbox '%s': %w", id, err))
 	}
 	md, _ := json.MarshalIndent(SnapshotMetadata{
-		ID: meta.ID, Owner: meta.Owner, SessionID: meta.SessionID, Profile: meta.Profile,
+		ID: meta.ID, Installation: p.installation, Owner: meta.Owner, SessionID: meta.SessionID, Profile: meta.Profile,
 		SandboxID: id, Pod: sb.ns + "/" + sb.pod, Format: "tar+gzip", SizeBytes: size, CreatedAt: time.Now().UTC(),
 	}, "", "  ")
 	if _, err := writeFileAtomically(dir, metaPath(final), strings.NewReader(string(md)+"\n")); err != nil {

@@ -61,7 +61,7 @@ func TestSnapshotRestoresTheWorkspaceIntoANewPod(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(dir, SnapshotPrefix+id+MetaSuffix))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(raw, &md))
-	assert.Equal(t, SnapshotMetadata{ID: id, Owner: "alice", SessionID: "s-1", Profile: "test", SandboxID: sb.ID(), Pod: sb.ID(),
+	assert.Equal(t, SnapshotMetadata{ID: id, Installation: testInstallation, Owner: "alice", SessionID: "s-1", Profile: "test", SandboxID: sb.ID(), Pod: sb.ID(),
 		Format: "tar+gzip", SizeBytes: info.SizeBytes, CreatedAt: md.CreatedAt}, md)
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)

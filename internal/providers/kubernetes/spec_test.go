@@ -147,7 +147,7 @@ func TestPodAndNetworkPolicyAsCreated(t *testing.T) {
 	assert.Less(t, npRV, podRV, "the NetworkPolicy must exist before the pod")
 
 	assert.Equal(t, map[string]string{
-		LabelManagedBy: ManagedBy, LabelSandbox: "true", "team": "data", LabelSandboxName: name,
+		LabelManagedBy: ManagedBy, LabelInstallation: testInstallation, LabelSandbox: "true", "team": "data", LabelSandboxName: name,
 	}, pod.Labels)
 	assert.Regexp(t, `^[0-9a-f]{64}$`, pod.Annotations[AnnotationSandboxdToken], "the pod carries its sandboxd token")
 	delete(pod.Annotations, AnnotationSandboxdToken)
@@ -209,7 +209,7 @@ func TestPodAndNetworkPolicyAsCreated(t *testing.T) {
 	require.NoError(t, err)
 	// The domain (non-strict) is dropped; the bare IP became a /32.
 	assert.JSONEq(t, `{
-	  "labels": {"app.kubernetes.io/managed-by": "sandgate", "sandgate.io/sandbox": "true", "sandgate.io/sandbox-name": "`+name+`"},
+	  "labels": {"app.kubernetes.io/managed-by": "sandgate", "sandgate.io/installation": "`+testInstallation+`", "sandgate.io/sandbox": "true", "sandgate.io/sandbox-name": "`+name+`"},
 	  "spec": {
 	    "podSelector": {"matchLabels": {"sandgate.io/sandbox-name": "`+name+`"}},
 	    "egress": [{"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}, {"ipBlock": {"cidr": "192.0.2.7/32"}}]}],

@@ -202,7 +202,7 @@ func TestSandboxdFromInitContainer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "42\n", out.String())
 
-	_, err = New(Options{Config: Config{Sandboxd: SandboxdConfig{Image: testImage}, AgentSandbox: &AgentSandboxConfig{WarmPool: "w"}}, RESTConfig: p.gateway.cfg})
+	_, err = New(Options{Installation: testInstallation, Config: Config{Sandboxd: SandboxdConfig{Image: testImage}, AgentSandbox: &AgentSandboxConfig{WarmPool: "w"}}, RESTConfig: p.gateway.cfg})
 	assert.True(t, fault.IsKind(err, fault.Config), "sandboxd.image is for created pods: %v", err)
 }
 
