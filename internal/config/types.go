@@ -60,6 +60,21 @@ type Server struct {
 	MetricsAddr string `koanf:"metrics_addr" json:"metrics_addr"`
 	// CORS lets browser pages of other origins call the API. Default: no origin.
 	CORS CORS `koanf:"cors" json:"cors"`
+	// PreviewDomain serves preview ports on origins of their own: a DNS name (optionally
+	// with :port) under which port P of session S is the host "P-S.<preview_domain>", with
+	// public_url's scheme (and its port when none is given here). Wildcard DNS and a
+	// wildcard certificate for *.<preview_domain> are the operator's (README, "Previews on
+	// their own domain"). Requests for those hosts reach previews only, never the API or
+	// the console; preview paths of the gateway's origin redirect there. Empty (the
+	// default): previews are served under the gateway's own origin, sandboxed (CSP), with
+	// the headers that could act on that origin removed. Give a domain of its own (best:
+	// one on the Public Suffix List), never the console's host or a parent of it.
+	PreviewDomain string `koanf:"preview_domain" json:"preview_domain"`
+	// TrustedProxies are the addresses (CIDR prefixes, e.g. 10.0.0.0/8, or single
+	// addresses) of the reverse proxies in front of the gateway: for a request from one of
+	// them, the client is the last address in X-Forwarded-For that is not one of them.
+	// Share links are rate-limited per client address. Empty: the peer is the client.
+	TrustedProxies []string `koanf:"trusted_proxies" json:"trusted_proxies"`
 }
 
 // CORS configures cross-origin resource sharing (the Fetch standard's CORS protocol).
