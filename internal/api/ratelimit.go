@@ -107,3 +107,13 @@ func (l *rateLimiter) take(key string) (allowed bool, remaining, reset int, retr
 	reset = int(math.Ceil((float64(l.cfg.Burst) - tokens) / l.cfg.PerSecond))
 	return allowed, remaining, max(reset, 0), retry
 }
+
+// allow spends one request of key's bucket and reports whether it may go on, and if not,
+// when one request will be allowed again. With no rate configured, everything is allowed.
+func (l *rateLimiter) allow(key string) (bool, time.Duration) {
+	if l == nil || l.cfg.PerSecond <= 0 {
+		return true, 0
+	}
+	ok, _, _, retry := l.take(key)
+	return ok, retry
+}

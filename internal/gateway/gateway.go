@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -181,6 +182,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	}
 	set := settings(cfg.Sandbox)
 	set.AuditRetention = cfg.Audit.Retention.D()
+	set.AdminGroups = cfg.Auth.AdminGroups
 	var port sandbox.Queue
 	if queued {
 		g.queued = broker.NewQueued(broker.QueuedOptions{
@@ -255,12 +257,25 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		StreamKeepalive: opts.StreamKeepalive,
 		Version:         opts.Version,
 		CORS:            api.CORS{AllowedOrigins: cfg.Server.CORS.AllowedOrigins, MaxAge: cfg.Server.CORS.MaxAge.D()},
-		PublicURL:       cfg.Server.PublicURL})
+		PublicURL:       cfg.Server.PublicURL,
+		PreviewDomain:   cfg.Server.PreviewDomain,
+		TrustedProxies:  trustedProxies(cfg.Server.TrustedProxies)})
 	if err != nil {
 		return nil, err
 	}
 	g.handler = telemetry.ServerHandler(routes, g.metrics, g.tracing)
 	return g, nil
+}
+
+// trustedProxies parses server.trusted_proxies (validated by config).
+func trustedProxies(list []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, v := range list {
+		if p, err := config.ParsePrefix(v); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // goBG runs f in the background until Close.
@@ -293,11 +308,18 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return errors.New("gateway: Serve on a worker")
 	}
 	s := g.cfg.Server
+	// A preview port that turns out to be one of these listeners is refused (a local
+	// sandbox shares this host: its port 8080 may be the gateway's own).
+	own := []net.Addr{ln.Addr()}
+	if g.metricsLn != nil {
+		own = append(own, g.metricsLn.Addr())
+	}
 	srv := &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: s.ReadHeaderTimeout.D(), ReadTimeout: s.ReadTimeout.D(),
 		WriteTimeout: s.WriteTimeout.D(), IdleTimeout: s.IdleTimeout.D(),
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context { return api.WithServerAddrs(context.Background(), own...) },
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
