@@ -117,13 +117,13 @@ func (s *Server) linkProxy(w http.ResponseWriter, r *http.Request) {
 }
 
 // limitLink spends one request of the link's bucket and one of the client address's
-// (server.trusted_proxies tells it), each as large as a principal's request rate; over
-// either it answers 429 and reports false.
+// (server.trusted_proxies tells it), each at Options.LinkRateLimit; over either it answers
+// 429 and reports false.
 func (s *Server) limitLink(w http.ResponseWriter, r *http.Request, link sandbox.PortLink) bool {
 	refuse := func(retry time.Duration, whose string) bool {
 		writeProblem(w, r, Problem{Type: ProblemTypeBase + string(fault.Quota), Title: "Quota exceeded", Status: http.StatusTooManyRequests,
 			Detail: "too many requests " + whose + ": " + strconv.FormatFloat(s.links.cfg.PerSecond, 'g', -1, 64) +
-				" per second are allowed (bursts of " + strconv.Itoa(s.links.cfg.Burst) + "); wait Retry-After seconds",
+				" per second are allowed (bursts of " + strconv.Itoa(s.links.cfg.Burst) + "; sandbox.quotas.link_requests_per_second); wait Retry-After seconds",
 			retryAfter: retry})
 		return false
 	}

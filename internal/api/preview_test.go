@@ -245,15 +245,15 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
 `
 
 // Links are rate-limited per link and per client address (behind trusted proxies, the
-// address X-Forwarded-For names), each at the principals' request rate.
+// address X-Forwarded-For names), each at sandbox.quotas.link_requests_per_second.
 func TestShareLinkRateLimit(t *testing.T) {
 	t.Parallel()
 	e, _ := parkEnv(t, func(c *config.Config) {
-		c.Sandbox.Quotas.RequestsPerSecond = 0.001 // one more request every ~17 minutes: none during the test
-		c.Sandbox.Quotas.RequestsBurst = 3
+		c.Sandbox.Quotas.LinkRequestsPerSecond = 0.001 // one more request every ~17 minutes: none during the test
+		c.Sandbox.Quotas.LinkRequestsBurst = 3
 		c.Server.TrustedProxies = []string{"127.0.0.1", "::1"}
 	})
-	alice := e.token("alice", "admins") // administrators' API calls are exempt; links never are
+	alice := e.token("alice")
 	sid := e.newSession(alice, "default")
 	port := e.serve(alice, sid)
 	a, b := e.link(alice, sid, port, nil), e.link(alice, sid, port, nil)
@@ -273,7 +273,7 @@ func TestShareLinkRateLimit(t *testing.T) {
 	assert.Contains(t, p["detail"], "from this address", "the same client through another link")
 	r = e.raw(nil, "GET", b+"index.html", from("192.0.2.3"))
 	assert.Equal(t, 200, r.Status, "another link from another client: %s", r.Body)
-	// The owner's own route is not a link's.
+	// The owner's own route is not a link's: the principal's rate.
 	r = e.raw(nil, "GET", fmt.Sprintf("%s/v1/sessions/%s/ports/%d/index.html", e.URL, sid, port), map[string]string{"Authorization": "Bearer " + alice})
 	assert.Equal(t, 200, r.Status, "%s", r.Body)
 }

@@ -62,8 +62,11 @@ type Options struct {
 	PreviewDomain string
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the client
 	// (server.trusted_proxies): links are rate-limited per client address as well as per
-	// link, each at RateLimit.
+	// link.
 	TrustedProxies []netip.Prefix
+	// LinkRateLimit bounds the requests through one link to a preview port, and those
+	// through links from one client address (each its own bucket; zero: none).
+	LinkRateLimit RateLimit
 }
 
 // Mount serves Handler at exactly Path. Authenticated puts it behind the same bearer-token
@@ -163,7 +166,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		return o.Auth.Middleware(resolved, WriteProblem)(limiter.middleware(h))
 	}
 	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive, version: o.Version, publicURL: o.PublicURL,
-		preview: newPreviewSite(o.PreviewDomain, o.PublicURL), links: newRateLimiter(o.RateLimit, o.Now),
+		preview: newPreviewSite(o.PreviewDomain, o.PublicURL), links: newRateLimiter(o.LinkRateLimit, o.Now),
 		clients: clientAddrs{trusted: o.TrustedProxies}, bearer: bearer}
 
 	specJSONBytes, err := specJSON(sandgate.OpenAPI)

@@ -656,6 +656,13 @@ type Quotas struct {
 	// headers. Default 50; RequestsBurst default 100.
 	RequestsPerSecond float64 `koanf:"requests_per_second" json:"requests_per_second"`
 	RequestsBurst     int     `koanf:"requests_burst" json:"requests_burst"`
+	// LinkRequestsPerSecond bounds the requests through one link to a preview port, and
+	// those through links from one client address (server.trusted_proxies), per replica:
+	// token buckets of LinkRequestsBurst, larger than a principal's since one page load asks
+	// for many files. Over it, 429 with Retry-After. Default 200; LinkRequestsBurst default
+	// 1000.
+	LinkRequestsPerSecond float64 `koanf:"link_requests_per_second" json:"link_requests_per_second"`
+	LinkRequestsBurst     int     `koanf:"link_requests_burst" json:"link_requests_burst"`
 	// AdminsExempt exempts members of auth.admin_groups. Default true.
 	AdminsExempt *bool `koanf:"admins_exempt" json:"admins_exempt"`
 }

@@ -254,6 +254,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		},
 		AgentTools:      agent,
 		RateLimit:       rateLimit(cfg.Sandbox.Quotas),
+		LinkRateLimit:   linkRateLimit(cfg.Sandbox.Quotas),
 		StreamKeepalive: opts.StreamKeepalive,
 		Version:         opts.Version,
 		CORS:            api.CORS{AllowedOrigins: cfg.Server.CORS.AllowedOrigins, MaxAge: cfg.Server.CORS.MaxAge.D()},
@@ -447,6 +448,15 @@ func rateLimit(q config.Quotas) api.RateLimit {
 		return api.RateLimit{}
 	}
 	return api.RateLimit{PerSecond: q.RequestsPerSecond, Burst: q.RequestsBurst, AdminsExempt: adminsExempt(q)}
+}
+
+// linkRateLimit maps sandbox.quotas to the rate of requests through preview links, per link
+// and per client address (negative: none).
+func linkRateLimit(q config.Quotas) api.RateLimit {
+	if q.LinkRequestsPerSecond < 0 {
+		return api.RateLimit{}
+	}
+	return api.RateLimit{PerSecond: q.LinkRequestsPerSecond, Burst: q.LinkRequestsBurst}
 }
 
 func newRunnerID() string {

@@ -12445,12 +12445,12 @@ var swaggerSpec = []string{
 	"GewAjH58Toxcdgt2wwoi6A2fOYhueylgWbOCM2GiKqyBnC3oaiy0FRBTK8lJxX+i6LL8EsQ7V08L1sQf",
 	"6zqU5wFun+WkhlGXyGuP6Vik62ubIh9f+zIitfXkaLjLLxpRYN3W2yMrBWE8Wj14CDCyLh8Y5+0xRA80",
 	"rKsaiwVdOW1/DYaWtBXLpAJvE77gKAH0Yc8DYLVzbRQ1UoWXHC5slYRGkboSqDoANwgpJlekoAbmYxfW",
-	"3XCuiWXk3YIvwMawZApnCRnO9i+3jzTPlaUl7fU0Z3+orhDwO5MiT8/JhM25yNEY8n4FMLIVoTGq1Ibl",
-	"V/Y3zuC6DAdnzrDylhm16j6bGqawFkAM+udPUyQWHegxFJ8suDZWLCFtSlIQ/q90OXHyYxp4PUAGrjWA",
-	"tAAXhPptX4u+ccTen4VhRfTa6f/N6Ygc9Y6IP3hd92OofwCO1mDJQuLiR5RRpTjTnbimUmBEaLEJwjC0",
-	"2iBYPtsip9rddRU4IhF1mzqxFgZ/YIm+PZMjq5QUifPLJi5kJSFTxiLlzTWOuluD7KvkhGkwYkllbx0e",
-	"ZA0l5FDHEhAdGLVVQf83NHgpZWGFRi44kh7b9LQUkH7ZteqOpdd4fDWKmEbKQpP0cJEtU2RU6GHyiYMz",
-	"JkyTLjeXJOc5KGujyCSYYJUTj2wCDuy1uhLLOMWFtKN6C7WOy5yb1sd3H///AAAA//8=",
+	"3XCuiWXk3YIvwMawZApnCRnO9i+3jzTPlaUl7fU0Z/v2lT9ZV4j6nUmRp+dkwuZc5GgReb8CLNmK2hhV",
+	"asPyK/sbZ3BnhoMzZ115y4xadZ9NDVNYECBG/vNHKpKNDvQYKlAWXBsrm5A2JSloAFe6nDghMg0MH3AD",
+	"1xpAgoCrQv3er4XgOIrvD8Swonzt9P/mdESOekfEn76u+zEUQQBvazBnIYXxI8qoUpzpTlxYKXAjNNsE",
+	"iRhabZAun20RVu0WuzIckZy6TadYi4U/sJTfHsyR1UyKxDlnExe3kpApY5EG5xpHBa5BAFZywjRYsqSy",
+	"Vw9Ps4Y6cqhoCQgRjNqq8P8bGryUsrCSIxcc6Y9teloKyMHsWp3HEm08wxrlTCNloUl6uMiWKXIrdDP5",
+	"7MEZE6ZJoZtLkvMcNLZRZBdMsNSJhzcBL/ZacYllnOdC2lHRhVrHZc5N6+O7j/9/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
