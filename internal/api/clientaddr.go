@@ -43,6 +43,17 @@ func (c clientAddrs) of(r *http.Request) string {
 	return peer.String()
 }
 
+// addrBucket is what one client address is counted as: itself, or for IPv6 its /64 (the
+// least a host is usually given, so that one host cannot take a fresh bucket per address).
+func addrBucket(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return addr
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
+}
+
 func (c clientAddrs) isTrusted(a netip.Addr) bool {
 	for _, p := range c.trusted {
 		if p.Contains(a) {

@@ -130,7 +130,7 @@ func (s *Server) limitLink(w http.ResponseWriter, r *http.Request, link sandbox.
 	if ok, retry := s.links.allow("link\x00" + linkID(link.Token)); !ok {
 		return refuse(retry, "through this link")
 	}
-	if ok, retry := s.links.allow("addr\x00" + s.clients.of(r)); !ok {
+	if ok, retry := s.links.allow("addr\x00" + addrBucket(s.clients.of(r))); !ok {
 		return refuse(retry, "through links from this address")
 	}
 	return true

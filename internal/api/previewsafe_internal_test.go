@@ -119,6 +119,15 @@ func TestClientAddress(t *testing.T) {
 	}
 }
 
+func TestAddressBuckets(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "192.0.2.1", addrBucket("192.0.2.1"))
+	assert.Equal(t, "2001:db8:1:2::/64", addrBucket("2001:db8:1:2:aaaa::1"))
+	assert.Equal(t, addrBucket("2001:db8:1:2::1"), addrBucket("2001:db8:1:2:ffff:ffff:ffff:ffff"), "one /64, one bucket")
+	assert.NotEqual(t, addrBucket("2001:db8:1:2::1"), addrBucket("2001:db8:1:3::1"))
+	assert.Equal(t, "not an address", addrBucket("not an address"))
+}
+
 func TestPreviewSite(t *testing.T) {
 	t.Parallel()
 	sid := "0123456789abcdef0123456789abcdef"
