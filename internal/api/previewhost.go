@@ -153,7 +153,7 @@ func (s *Server) servePreviewHost(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sandgate"`)
 		WriteProblem(w, r, http.StatusUnauthorized, "unauthenticated", "Unauthenticated",
-			"this preview opens with a link: "+"open the port from the console, or ask its owner for a share link (POST /v1/sessions/{id}/ports/{port}/links); a client may send its bearer token instead")
+			"this preview opens with a link: open the port from the console, or ask its owner for a share link (POST /v1/sessions/{id}/ports/{port}/links); a client may send its bearer token instead")
 	}
 }
 
