@@ -476,14 +476,21 @@ func TestConsoleParkAndPreview(t *testing.T) {
 	p.do(chromedp.Click(chromedp.ID("pause-session")))
 	p.wait("the running state", `document.querySelector('#session-state').textContent === 'running' && document.querySelector('#pause-session').textContent === 'Pause'`)
 
-	// Open the port: a share link that works without a token.
+	// Open the port (a personal link, opened in a new tab), then make a share link: both work
+	// without a token.
 	p.do(setValue("#port", "8000"), chromedp.Click(chromedp.ID("open-port")))
 	p.wait("the port link", `document.querySelector('#port-link')`)
 	link := eval[string](p, `document.querySelector('#port-link').href`)
-	require.True(t, strings.HasPrefix(link, g.URL+"/preview/v1."+sid+".8000."), link)
+	require.True(t, strings.HasPrefix(link, g.URL+"/preview/v2.p."+sid+".8000."), link)
 	resp, body = g.get(t, "GET", strings.TrimPrefix(link, g.URL)+"index.html", "")
 	require.Equal(t, 200, resp.StatusCode, "the link works without a token: %s", body)
 	require.Contains(t, string(body), "served from the sandbox")
+	p.do(chromedp.Click(chromedp.ID("share-port")))
+	p.wait("the share link", `document.querySelector('#share-link')`)
+	share := eval[string](p, `document.querySelector('#share-link').href`)
+	require.True(t, strings.HasPrefix(share, g.URL+"/preview/v2.s."+sid+".8000."), share)
+	resp, body = g.get(t, "GET", strings.TrimPrefix(share, g.URL)+"index.html", "")
+	require.Equal(t, 200, resp.StatusCode, "the share link works without a token: %s", body)
 	p.shot("session-port")
 
 	// A snapshot, listed, then forked into a new session.

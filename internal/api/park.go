@@ -117,21 +117,33 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req apigen.DeleteSnapshotRe
 	return apigen.DeleteSnapshot204Response{}, nil
 }
 
-// CreatePortLink signs a share link to a preview port.
+// CreatePortLink signs a link to a preview port: to share, or personal.
 func (s *Server) CreatePortLink(ctx context.Context, req apigen.CreatePortLinkRequestObject) (apigen.CreatePortLinkResponseObject, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var ttl time.Duration
-	if req.Body != nil && req.Body.TtlS != nil {
-		ttl = time.Duration(*req.Body.TtlS) * time.Second
+	var o sandbox.LinkOptions
+	if req.Body != nil {
+		if req.Body.TtlS != nil {
+			o.TTL = time.Duration(*req.Body.TtlS) * time.Second
+		}
+		o.Personal = deref(req.Body.Personal)
 	}
-	link, err := s.sandbox.CreatePortLink(ctx, p, req.SessionId, deref(req.Params.Profile), req.Port, ttl)
+	link, err := s.sandbox.CreatePortLink(ctx, p, req.SessionId, deref(req.Params.Profile), req.Port, o)
 	if err != nil {
 		return nil, err
 	}
-	return apigen.CreatePortLink201JSONResponse{
-		Url: strings.TrimSuffix(s.publicURL, "/") + PreviewPrefix + link.Token + "/", SessionId: link.SessionID, Port: link.Port, ExpiresAt: link.ExpiresAt.UTC(),
-	}, nil
+	out := apigen.CreatePortLink201JSONResponse{
+		Url: strings.TrimSuffix(s.publicURL, "/") + PreviewPrefix + link.Token + "/", SessionId: link.SessionID, Port: link.Port,
+		Personal: link.Personal, ExpiresAt: link.ExpiresAt.UTC(),
+	}
+	if s.preview.on() {
+		out.Url = s.preview.openURL(link, "/")
+		if link.Personal {
+			openBy := link.OpenBy.UTC()
+			out.OpenBy = &openBy
+		}
+	}
+	return out, nil
 }

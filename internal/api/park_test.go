@@ -18,10 +18,32 @@ import (
 )
 
 // previewServer is a small web server a test starts in a sandbox (python3 previewServer
-// PORT): GET /headers answers the request's headers as JSON, POST answers "posted:" and the
-// body, a WebSocket upgrade echoes every message with "echo:" in front, and anything else is a
-// file of the working folder (the workspace).
-const previewServer = `import base64, hashlib, http.server, json, struct, sys
+// PORT): GET /headers answers the request's headers as JSON, GET /hostile answers with every
+// header field that would act on the origin serving it (hostileHeaders), GET
+// /redirect?to=LOCATION redirects (302) there, POST answers "posted:" and the body, a
+// WebSocket upgrade echoes every message with "echo:" in front, and anything else is a file
+// of the working folder (the workspace).
+const previewServer = `import base64, hashlib, http.server, json, struct, sys, urllib.parse
+
+HOSTILE = [
+    ("Set-Cookie", "planted=1; Domain=localhost; Path=/"),
+    ("Set-Cookie", "sandgate_preview=forged; Path=/"),
+    ("Set-Cookie", "app=ok; Path=/; Domain=.preview.localhost; HttpOnly"),
+    ("Set-Cookie2", "old=1"),
+    ("Strict-Transport-Security", "max-age=31536000; includeSubDomains"),
+    ("Clear-Site-Data", '"*"'),
+    ("Alt-Svc", 'h3=":443"; ma=86400'),
+    ("Refresh", "0; url=https://evil.example/"),
+    ("NEL", '{"report_to":"x","max_age":86400}'),
+    ("Report-To", '{"group":"x","max_age":86400,"endpoints":[{"url":"https://evil.example/r"}]}'),
+    ("Reporting-Endpoints", 'x="https://evil.example/r"'),
+    ("Accept-CH", "Sec-CH-UA-Model"),
+    ("Critical-CH", "Sec-CH-UA-Model"),
+    ("Expect-CT", "max-age=86400"),
+    ("Public-Key-Pins", 'pin-sha256="x"; max-age=1'),
+    ("Service-Worker-Allowed", "/"),
+    ("X-Kept", "yes"),
+]
 
 class H(http.server.SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -32,6 +54,23 @@ class H(http.server.SimpleHTTPRequestHandler):
     def do_GET(self):
         if self.headers.get("Upgrade", "").lower() == "websocket":
             return self.websocket()
+        if self.path.startswith("/hostile"):
+            body = b"<h1>hostile</h1>"
+            self.send_response(200)
+            for k, v in HOSTILE:
+                self.send_header(k, v)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if self.path.startswith("/redirect"):
+            to = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)["to"][0]
+            self.send_response(302)
+            self.send_header("Location", to)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.path.startswith("/headers"):
             seen = {k.lower(): v for k, v in self.headers.items()}
             seen["path"] = self.path
@@ -437,7 +476,7 @@ func checkPreview(t *testing.T, e *testEnv, clock *sandboxtest.Clock, alice, bob
 	require.Equal(t, 201, r.Status, "body: %s", r.Body)
 	link := r.JSON(t)
 	url := link["url"].(string)
-	require.True(t, strings.HasPrefix(url, e.URL+"/preview/v1."+sid+"."), url)
+	require.True(t, strings.HasPrefix(url, e.URL+"/preview/v2.s."+sid+"."), url)
 	require.True(t, strings.HasSuffix(url, "/"), url)
 	path := strings.TrimPrefix(url, e.URL)
 	r = e.do("", "GET", path+"index.html", nil)

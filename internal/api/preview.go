@@ -23,16 +23,12 @@ import (
 // (docs/semantics.md §8 "Preview ports"). Any method, path and body passes, so these routes are
 // served here beside the generated ones (openapi.yaml documents them, tag preview): by the
 // session's owner under the bearer token at /v1/sessions/{session_id}/ports/{port}/…, and by
-// whoever holds a share link at /preview/{token}/….
+// whoever holds a link at /preview/{token}/…. With a preview domain (server.preview_domain)
+// those paths redirect to the port's own origin, served by previewhost.go.
 
-// PreviewPrefix starts the path of every share link: PreviewPrefix + token + "/".
+// PreviewPrefix starts the path of every link on the gateway's origin: PreviewPrefix + token +
+// "/".
 const PreviewPrefix = "/preview/"
-
-// previewCSP is added to every proxied answer: the sandbox's pages run in an opaque origin,
-// never the gateway's, so they can read neither the console's token (web storage) nor
-// register a service worker over the gateway's pages; scripts, forms, pop-ups and WebSockets
-// still work.
-const previewCSP = "sandbox allow-scripts allow-forms allow-popups allow-popups-to-escape-sandbox allow-modals allow-downloads"
 
 // mountPreview adds the preview routes to r; authenticated wraps the bearer-token route.
 func (s *Server) mountPreview(r chi.Router, authenticated func(http.Handler) http.Handler) {
@@ -50,12 +46,27 @@ func (s *Server) portProxy(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, ProblemFor(err))
 		return
 	}
+	if hops := previewHops(r.Header); hops >= maxPreviewHops {
+		s.previewFailed(w, r, loopErr(hops))
+		return
+	}
 	sid := chi.URLParam(r, "session_id")
 	port, err := strconv.Atoi(chi.URLParam(r, "port"))
 	if err != nil {
 		port = -1 // refused by the domain with its message
 	}
 	prefix := "/v1/sessions/" + url.PathEscape(sid) + "/ports/" + chi.URLParam(r, "port")
+	if s.preview.on() {
+		// The port has an origin of its own: the same request goes there, where the bearer
+		// token is taken too.
+		id, err := s.sandbox.PortSession(r.Context(), p, sid, "", port)
+		if err != nil {
+			s.previewFailed(w, r, err)
+			return
+		}
+		redirectTemporary(w, s.preview.origin(id, port)+restOf(r, prefix))
+		return
+	}
 	if redirectToSlash(w, r, prefix) {
 		return
 	}
@@ -67,10 +78,33 @@ func (s *Server) portProxy(w http.ResponseWriter, r *http.Request) {
 	s.proxy(w, r, target, prefix)
 }
 
-// linkProxy is /preview/{token}/…: a share link, no bearer token.
+// linkProxy is /preview/{token}/…: a link, no bearer token.
 func (s *Server) linkProxy(w http.ResponseWriter, r *http.Request) {
 	token := chi.URLParam(r, "token")
 	prefix := PreviewPrefix + token
+	if hops := previewHops(r.Header); hops >= maxPreviewHops {
+		s.previewFailed(w, r, loopErr(hops))
+		return
+	}
+	link, err := s.sandbox.VerifyLink(r.Context(), token)
+	if err != nil {
+		s.previewFailed(w, r, err)
+		return
+	}
+	if !s.limitLink(w, r, link) {
+		return
+	}
+	if s.preview.on() {
+		// Opened in a browser, the link signs it in to the port's own origin.
+		origin := s.preview.origin(link.SessionID, link.Port)
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			WriteProblem(w, r, http.StatusNotFound, string(fault.NotFound), "Not found",
+				"this preview is served on its own origin, "+origin+"/: open the link in a browser (GET) to be sent there")
+			return
+		}
+		redirectTemporary(w, s.preview.openURL(link, restOf(r, prefix)))
+		return
+	}
 	if redirectToSlash(w, r, prefix) {
 		return
 	}
@@ -80,6 +114,53 @@ func (s *Server) linkProxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.proxy(w, r, target, prefix)
+}
+
+// limitLink spends one request of the link's bucket and one of the client address's
+// (server.trusted_proxies tells it), each at Options.LinkRateLimit; over either it answers
+// 429 and reports false.
+func (s *Server) limitLink(w http.ResponseWriter, r *http.Request, link sandbox.PortLink) bool {
+	refuse := func(retry time.Duration, whose string) bool {
+		writeProblem(w, r, Problem{Type: ProblemTypeBase + string(fault.Quota), Title: "Quota exceeded", Status: http.StatusTooManyRequests,
+			Detail: "too many requests " + whose + ": " + strconv.FormatFloat(s.links.cfg.PerSecond, 'g', -1, 64) +
+				" per second are allowed (bursts of " + strconv.Itoa(s.links.cfg.Burst) + "; sandbox.quotas.link_requests_per_second); wait Retry-After seconds",
+			retryAfter: retry})
+		return false
+	}
+	if ok, retry := s.links.allow("link\x00" + linkID(link.Token)); !ok {
+		return refuse(retry, "through this link")
+	}
+	if ok, retry := s.links.allow("addr\x00" + addrBucket(s.clients.of(r))); !ok {
+		return refuse(retry, "through links from this address")
+	}
+	return true
+}
+
+// linkID names a link for its rate bucket: its signature, unique per link.
+func linkID(token string) string {
+	return token[strings.LastIndexByte(token, '.')+1:]
+}
+
+// restOf is the part of r's path after prefix ("/" when none) with its query.
+func restOf(r *http.Request, prefix string) string {
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), prefix)
+	if rest == "" {
+		rest = "/"
+	}
+	if r.URL.RawQuery != "" {
+		rest += "?" + r.URL.RawQuery
+	}
+	return rest
+}
+
+// redirectTemporary sends the caller to (an absolute URL) with 307, which keeps the method
+// and body, and no body of its own.
+func redirectTemporary(w http.ResponseWriter, to string) {
+	h := w.Header()
+	h.Set("Location", to)
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(http.StatusTemporaryRedirect)
 }
 
 // redirectToSlash sends a request for exactly prefix to prefix + "/" (308 keeps the method and
@@ -105,11 +186,34 @@ func (s *Server) previewFailed(w http.ResponseWriter, r *http.Request, err error
 	writeProblem(w, r, p)
 }
 
-// proxy passes r to target: the path after prefix, the query, the body and the headers but
-// the caller's Authorization, with X-Forwarded-Host, -Proto and -Prefix set; an upgrade
-// (WebSocket) is passed through and the connection then carries it both ways. Each request
-// opens a tunnel of its own.
+// proxy passes r to target on the gateway's origin, under prefix (the escaped path up to the
+// port): sandboxed, without the header fields that would act on the gateway's origin, and
+// with its redirects kept within the preview (previewsafe.go).
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, target *sandbox.PortTarget, prefix string) {
+	s.pass(w, r, target, prefix, func(resp *http.Response) error {
+		for _, h := range originHeaders {
+			resp.Header.Del(h)
+		}
+		resp.Header.Add("Content-Security-Policy", previewCSP)
+		if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			to, ok := confineLocation(loc, r.URL.EscapedPath(), prefix, r.Host, target.Port)
+			if !ok {
+				return fault.New(fault.Policy, "the server on port %d redirected to %q, which leaves the preview: on the gateway's origin a preview redirects only within %s/ (a preview domain, server.preview_domain, serves previews on origins of their own)",
+					target.Port, loc, redactPreview(prefix))
+			}
+			resp.Header.Set("Location", to)
+		}
+		return nil
+	})
+}
+
+// pass passes r to target: the path after prefix ("" on a preview's own origin: all of it),
+// the query, the body and the headers but the caller's Authorization and the gateway's
+// cookies (under a prefix all of them, on a preview's origin the gateway's own), with X-Forwarded-Host, -Proto (and -Prefix under a prefix) and Via set; an upgrade
+// (WebSocket) is passed through and the connection then carries it both ways. Each request
+// opens a tunnel of its own; one that reaches the gateway's own listener is refused. answer
+// adjusts the sandbox's answer (an error refuses it).
+func (s *Server) pass(w http.ResponseWriter, r *http.Request, target *sandbox.PortTarget, prefix string, answer func(*http.Response) error) {
 	// The server's read and write deadlines would cut a long download or a WebSocket; this
 	// request is bounded by its two ends instead.
 	rc := http.NewResponseController(w)
@@ -130,23 +234,38 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, target *sandbox.P
 			pr.Out.URL = &u
 			pr.Out.Host = host
 			pr.SetXForwarded()
-			pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
+			if prefix != "" {
+				pr.Out.Header.Set("X-Forwarded-Prefix", prefix)
+			}
 			pr.Out.Header.Del("Authorization") // the gateway's credential, never the sandbox's business
+			if prefix != "" {
+				// The gateway origin's cookies (an authenticating proxy's, say): a preview
+				// there never set any, since its Set-Cookie never reaches the browser.
+				pr.Out.Header.Del("Cookie")
+			} else {
+				dropCookie(pr.Out.Header, s.preview.cookie)
+			}
+			// One Via field, the earlier hops first (RFC 9110 §7.6.3).
+			via := append(pr.Out.Header.Values("Via"), pr.In.Proto[strings.IndexByte(pr.In.Proto, '/')+1:]+" "+viaPseudonym)
+			pr.Out.Header.Set("Via", strings.Join(via, ", "))
 		},
 		Transport: &http.Transport{
-			Proxy:             nil,
-			DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return target.Dial(ctx) },
+			Proxy: nil,
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				conn, err := target.Dial(ctx)
+				if err == nil && isServerAddr(r.Context(), conn.RemoteAddr()) {
+					_ = conn.Close()
+					return nil, selfErr(target.Port)
+				}
+				return conn, err
+			},
 			DisableKeepAlives: true, // one tunnel per request: nothing idles in the sandbox
 			// The sandbox's server takes its time as it likes: the caller bounds the request.
 			ResponseHeaderTimeout: 0,
 			ExpectContinueTimeout: time.Second,
 		},
-		FlushInterval: -1, // event streams and chunked answers reach the caller as they come
-		ModifyResponse: func(resp *http.Response) error {
-			resp.Header.Add("Content-Security-Policy", previewCSP)
-			resp.Header.Del("Service-Worker-Allowed")
-			return nil
-		},
+		FlushInterval:  -1, // event streams and chunked answers reach the caller as they come
+		ModifyResponse: answer,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			// The problem is of the caller's request (r), not of the one sent to the sandbox.
 			if r.Context().Err() != nil {
@@ -178,7 +297,7 @@ func unwrapTransport(err error) error {
 	return err
 }
 
-// redactPreview hides a share link's token in a path written to the access log.
+// redactPreview hides a link's token in a path written to the access log (or a problem).
 func redactPreview(path string) string {
 	rest, ok := strings.CutPrefix(path, PreviewPrefix)
 	if !ok {

@@ -134,3 +134,13 @@ func (l *rateLimiter) take(key string, n int) (allowed bool, remaining, reset in
 	reset = int(math.Ceil((float64(l.cfg.Burst) - tokens) / l.cfg.PerSecond))
 	return allowed, remaining, max(reset, 0), retry
 }
+
+// allow spends one request of key's bucket and reports whether it may go on, and if not,
+// when one request will be allowed again. With no rate configured, everything is allowed.
+func (l *rateLimiter) allow(key string) (bool, time.Duration) {
+	if l == nil || l.cfg.PerSecond <= 0 {
+		return true, 0
+	}
+	ok, _, _, retry := l.take(key, 1)
+	return ok, retry
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -57,9 +58,20 @@ type Options struct {
 	Version string
 	// CORS names the origins browsers may call the gateway from (server.cors); none by default.
 	CORS CORS
-	// PublicURL is the gateway's URL as clients reach it (server.public_url): share links
-	// of preview ports start with it.
+	// PublicURL is the gateway's URL as clients reach it (server.public_url): links to
+	// preview ports start with it, or take its scheme on a preview domain.
 	PublicURL string
+	// PreviewDomain, when set (server.preview_domain, "name[:port]"), serves preview ports on
+	// origins of their own, "port-session.<name>", and only them there; the gateway's preview
+	// paths then redirect there (preview.go, previewhost.go).
+	PreviewDomain string
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the client
+	// (server.trusted_proxies): links are rate-limited per client address as well as per
+	// link.
+	TrustedProxies []netip.Prefix
+	// LinkRateLimit bounds the requests through one link to a preview port, and those
+	// through links from one client address (each its own bucket; zero: none).
+	LinkRateLimit RateLimit
 }
 
 // Mount serves Handler at exactly Path. Authenticated puts it behind the same bearer-token
@@ -116,6 +128,13 @@ type Server struct {
 	streamKeepalive time.Duration
 	publicURL       string // Options.PublicURL
 	open            *openLimiter
+	preview         previewSite
+	// links rate-limits requests through links, per link and per client address.
+	links   *rateLimiter
+	clients clientAddrs
+	// bearer authenticates a request by its bearer token and spends the principal's request
+	// rate (a preview host's requests that carry no preview cookie).
+	bearer func(http.Handler) http.Handler
 }
 
 var _ apigen.StrictServerInterface = (*Server)(nil)
@@ -158,8 +177,12 @@ func NewHandler(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: build request validator: %w", err)
 	}
-	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive,
-		version: o.Version, publicURL: o.PublicURL, open: open}
+	bearer := func(h http.Handler) http.Handler {
+		return o.Auth.Middleware(resolved, WriteProblem)(admit(h))
+	}
+	srv := &Server{ready: o.Readiness, sandbox: o.Sandbox, now: o.Now, log: o.Logger, tools: o.AgentTools, streamKeepalive: o.StreamKeepalive, version: o.Version, publicURL: o.PublicURL,
+		open: open, preview: newPreviewSite(o.PreviewDomain, o.PublicURL), links: newRateLimiter(o.LinkRateLimit, o.Now),
+		clients: clientAddrs{trusted: o.TrustedProxies}, bearer: bearer}
 
 	specJSONBytes, err := specJSON(sandgate.OpenAPI)
 	if err != nil {
@@ -169,7 +192,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	r := chi.NewRouter()
 	// rawFilePath rewrites the path before GetHead looks up the GET route a HEAD request takes.
 	// idleStreams comes first: it needs the server's own writer, and every answer is watched.
-	r.Use(idleStreams(o.StreamIdle), requestID, corsMiddleware(o.CORS), accessLog(o.Logger), recoverer(o.Logger), compressJSON(), rawFilePath, middleware.GetHead)
+	r.Use(idleStreams(o.StreamIdle), requestID, srv.previewHosts(o.Logger), corsMiddleware(o.CORS), accessLog(o.Logger), recoverer(o.Logger), compressJSON(), rawFilePath, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteProblem(w, r, http.StatusNotFound, "not-found", "Not found", "no route for "+r.URL.Path+"; see /docs for the API")
 	})
@@ -221,9 +244,7 @@ func NewHandler(o Options) (http.Handler, error) {
 		}
 	}
 	// Preview ports take any method and path under their prefixes (preview.go).
-	srv.mountPreview(r, func(h http.Handler) http.Handler {
-		return o.Auth.Middleware(resolved, WriteProblem)(admit(h))
-	})
+	srv.mountPreview(r, bearer)
 	if o.Console != nil {
 		for _, m := range []string{http.MethodGet, http.MethodHead} {
 			r.Method(m, "/", o.Console)
@@ -257,6 +278,25 @@ func NewHandler(o Options) (http.Handler, error) {
 		},
 	})
 	return r, nil
+}
+
+// previewHosts hands the requests for hosts of the preview domain to the previews, which are
+// all that is served there (previewhost.go); every other request goes on to the gateway's
+// routes.
+func (s *Server) previewHosts(log *slog.Logger) func(http.Handler) http.Handler {
+	if !s.preview.on() {
+		return func(next http.Handler) http.Handler { return next }
+	}
+	previews := accessLog(log)(recoverer(log)(http.HandlerFunc(s.servePreviewHost)))
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.preview.serves(r.Host) {
+				previews.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // headAsGet hands a HEAD request to h as a GET (for handlers that know only GET); the server

@@ -36,6 +36,10 @@ const (
 	DefaultQuotaSnapshotBytes     = 10 << 30
 	DefaultQuotaRequestsPerSecond = 50.0
 	DefaultQuotaRequestsBurst     = 100
+	// DefaultQuotaLinkRequestsPerSecond and DefaultQuotaLinkRequestsBurst bound the requests
+	// through one preview link, and from one client address through links.
+	DefaultQuotaLinkRequestsPerSecond = 200.0
+	DefaultQuotaLinkRequestsBurst     = 1000
 	DefaultToolOutputMaxChars     = 8000
 	DefaultDockerPidsLimit        = 256
 	// DefaultKubernetesWorkspace is kubernetes.workspace's default.
@@ -137,6 +141,8 @@ func (s *Sandbox) applyDefaults() {
 	setDefault(&s.Quotas.SnapshotBytes, DefaultQuotaSnapshotBytes)
 	setDefault(&s.Quotas.RequestsPerSecond, DefaultQuotaRequestsPerSecond)
 	setDefault(&s.Quotas.RequestsBurst, DefaultQuotaRequestsBurst)
+	setDefault(&s.Quotas.LinkRequestsPerSecond, DefaultQuotaLinkRequestsPerSecond)
+	setDefault(&s.Quotas.LinkRequestsBurst, DefaultQuotaLinkRequestsBurst)
 	if s.Quotas.AdminsExempt == nil {
 		s.Quotas.AdminsExempt = ptr(true)
 	}

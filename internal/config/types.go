@@ -71,6 +71,21 @@ type Server struct {
 	MetricsAddr string `koanf:"metrics_addr" json:"metrics_addr"`
 	// CORS lets browser pages of other origins call the API. Default: no origin.
 	CORS CORS `koanf:"cors" json:"cors"`
+	// PreviewDomain serves preview ports on origins of their own: a DNS name (optionally
+	// with :port) under which port P of session S is the host "P-S.<preview_domain>", with
+	// public_url's scheme (and its port when none is given here). Wildcard DNS and a
+	// wildcard certificate for *.<preview_domain> are the operator's (README, "Previews on
+	// their own domain"). Requests for those hosts reach previews only, never the API or
+	// the console; preview paths of the gateway's origin redirect there. Empty (the
+	// default): previews are served under the gateway's own origin, sandboxed (CSP), with
+	// the headers that could act on that origin removed. Give a domain of its own (best:
+	// one on the Public Suffix List), never the console's host or a parent of it.
+	PreviewDomain string `koanf:"preview_domain" json:"preview_domain"`
+	// TrustedProxies are the addresses (CIDR prefixes, e.g. 10.0.0.0/8, or single
+	// addresses) of the reverse proxies in front of the gateway: for a request from one of
+	// them, the client is the last address in X-Forwarded-For that is not one of them.
+	// Share links are rate-limited per client address. Empty: the peer is the client.
+	TrustedProxies []string `koanf:"trusted_proxies" json:"trusted_proxies"`
 }
 
 // CORS configures cross-origin resource sharing (the Fetch standard's CORS protocol).
@@ -681,6 +696,13 @@ type Quotas struct {
 	// headers. Default 50; RequestsBurst default 100.
 	RequestsPerSecond float64 `koanf:"requests_per_second" json:"requests_per_second"`
 	RequestsBurst     int     `koanf:"requests_burst" json:"requests_burst"`
+	// LinkRequestsPerSecond bounds the requests through one link to a preview port, and
+	// those through links from one client address (server.trusted_proxies), per replica:
+	// token buckets of LinkRequestsBurst, larger than a principal's since one page load asks
+	// for many files. Over it, 429 with Retry-After. Default 200; LinkRequestsBurst default
+	// 1000.
+	LinkRequestsPerSecond float64 `koanf:"link_requests_per_second" json:"link_requests_per_second"`
+	LinkRequestsBurst     int     `koanf:"link_requests_burst" json:"link_requests_burst"`
 	// AdminsExempt exempts members of auth.admin_groups. Default true.
 	AdminsExempt *bool `koanf:"admins_exempt" json:"admins_exempt"`
 }

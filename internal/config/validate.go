@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
@@ -132,6 +133,12 @@ func (s *Server) validate(p *problems) {
 			p.add("server.metrics_addr", "must differ from server.addr: metrics are served on a listener of their own")
 		}
 	}
+	s.validatePreview(p)
+	for i, c := range s.TrustedProxies {
+		if _, err := ParsePrefix(c); err != nil {
+			p.add(fmt.Sprintf("server.trusted_proxies[%d]", i), "%q is not an address or CIDR prefix (e.g. 10.0.0.0/8 or 192.0.2.7)", c)
+		}
+	}
 	if s.CORS.MaxAge < 0 {
 		p.add("server.cors.max_age", "must not be negative (got %s)", s.CORS.MaxAge)
 	}
@@ -140,6 +147,75 @@ func (s *Server) validate(p *problems) {
 			p.add(fmt.Sprintf("server.cors.allowed_origins[%d]", i), "%q is not an origin: give scheme://host[:port] with no path (e.g. https://app.example.com), or * for any", o)
 		}
 	}
+}
+
+// validatePreview checks server.preview_domain: a DNS name of at least two labels with an
+// optional port, that neither is nor contains public_url's host (the console's origin would
+// then share cookies with, or be mistaken for, a preview).
+func (s *Server) validatePreview(p *problems) {
+	if s.PreviewDomain == "" {
+		return
+	}
+	host, _, err := SplitPreviewDomain(s.PreviewDomain)
+	if err != nil {
+		p.add("server.preview_domain", "%q: %v", s.PreviewDomain, err)
+		return
+	}
+	if u, err := url.Parse(s.PublicURL); err == nil && u.Hostname() != "" {
+		pub := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+		if pub == host || strings.HasSuffix(pub, "."+host) {
+			p.add("server.preview_domain", "%q holds public_url's host %q: give previews a domain of their own (e.g. preview.%s), which the console's origin is not part of", s.PreviewDomain, pub, pub)
+		}
+	}
+}
+
+// SplitPreviewDomain parses server.preview_domain, "name[:port]", into its lower-case name
+// and its port ("" when none). The name is a DNS name of two or more labels (letters, digits
+// and hyphens; "preview.localhost" works for development), never an IP address.
+func SplitPreviewDomain(v string) (host, port string, err error) {
+	if strings.Contains(v, "://") || strings.ContainsAny(v, "/?#@*[] ") {
+		return "", "", errors.New("give a DNS name, optionally with :port, without scheme, path or wildcard (e.g. preview.example.com)")
+	}
+	host = v
+	if i := strings.LastIndexByte(v, ':'); i >= 0 {
+		host, port = v[:i], v[i+1:]
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return "", "", fmt.Errorf("port %q is not a TCP port (1-65535)", port)
+		}
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if _, err := netip.ParseAddr(host); err == nil {
+		return "", "", errors.New("an IP address cannot have subdomains; give a DNS name (e.g. preview.example.com)")
+	}
+	labels := strings.Split(host, ".")
+	if len(labels) < 2 || len(host) > 200 {
+		return "", "", errors.New("give a DNS name of two or more labels, at most 200 characters, so that previews' hosts (port-session.<domain>) stay valid DNS names")
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return "", "", fmt.Errorf("label %q is not a DNS label (1-63 letters, digits or inner hyphens)", l)
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return "", "", fmt.Errorf("label %q is not a DNS label (1-63 letters, digits or inner hyphens)", l)
+			}
+		}
+	}
+	return host, port, nil
+}
+
+// ParsePrefix parses an entry of server.trusted_proxies: a CIDR prefix or a single address.
+func ParsePrefix(v string) (netip.Prefix, error) {
+	if strings.Contains(v, "/") {
+		pre, err := netip.ParsePrefix(strings.TrimSpace(v))
+		return pre.Masked(), err
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(v))
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // isOrigin reports whether s is a serialized origin: an http or https URL with a host and

@@ -258,6 +258,28 @@ func TestValidateRules(t *testing.T) {
 		{"cors max age", func(c *Config) { c.Server.CORS.MaxAge = -1 }, "server.cors.max_age", []string{"must not be negative"}},
 		{"public url", func(c *Config) { c.Server.PublicURL = "localhost:8080" }, "server.public_url", []string{"http"}},
 		{"max conns", func(c *Config) { c.Database.MaxConns = -1 }, "database.max_conns", []string{"greater than 0"}},
+		{"preview domain with a scheme", func(c *Config) { c.Server.PreviewDomain = "https://preview.example.com" },
+			"server.preview_domain", []string{"DNS name", "without scheme"}},
+		{"preview domain wildcard", func(c *Config) { c.Server.PreviewDomain = "*.preview.example.com" },
+			"server.preview_domain", []string{"wildcard"}},
+		{"preview domain of one label", func(c *Config) { c.Server.PreviewDomain = "previews" },
+			"server.preview_domain", []string{"two or more labels"}},
+		{"preview domain an address", func(c *Config) { c.Server.PreviewDomain = "10.0.0.1" },
+			"server.preview_domain", []string{"IP address"}},
+		{"preview domain bad port", func(c *Config) { c.Server.PreviewDomain = "preview.example.com:0" },
+			"server.preview_domain", []string{"TCP port"}},
+		{"preview domain bad label", func(c *Config) { c.Server.PreviewDomain = "pre_view.example.com" },
+			"server.preview_domain", []string{"not a DNS label"}},
+		{"preview domain holds the console", func(c *Config) {
+			c.Server.PublicURL = "https://sandgate.example.com"
+			c.Server.PreviewDomain = "example.com"
+		}, "server.preview_domain", []string{"public_url's host", "domain of their own"}},
+		{"preview domain is the console", func(c *Config) {
+			c.Server.PublicURL = "https://preview.example.com:8443"
+			c.Server.PreviewDomain = "Preview.Example.com"
+		}, "server.preview_domain", []string{"public_url's host"}},
+		{"trusted proxy", func(c *Config) { c.Server.TrustedProxies = []string{"10.0.0.0/8", "ingress"} },
+			"server.trusted_proxies[1]", []string{"CIDR"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -275,6 +297,12 @@ func TestValidateAccepts(t *testing.T) {
 		name   string
 		mutate func(c *Config)
 	}{
+		{"preview domain", func(c *Config) {
+			c.Server.PublicURL = "https://sandgate.example.com"
+			c.Server.PreviewDomain = "preview.sandgate.example.com"
+			c.Server.TrustedProxies = []string{"10.0.0.0/8", "192.0.2.7", "2001:db8::/32"}
+		}},
+		{"preview domain for development", func(c *Config) { c.Server.PreviewDomain = "preview.localhost:8080" }},
 		{"cors origins", func(c *Config) {
 			c.Server.CORS.AllowedOrigins = []string{"https://app.example.com", "http://localhost:5173", "*"}
 		}},

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -194,6 +195,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	}
 	set := settings(cfg.Sandbox)
 	set.AuditRetention = cfg.Audit.Retention.D()
+	set.AdminGroups = cfg.Auth.AdminGroups
 	var port sandbox.Queue
 	if queued {
 		g.queued = broker.NewQueued(broker.QueuedOptions{
@@ -275,10 +277,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		RateLimit:       rateLimit(cfg.Sandbox.Quotas),
 		OpenRequests:    api.OpenRequests{Limit: cfg.Sandbox.Quotas.OpenRequests, AdminsExempt: adminsExempt(cfg.Sandbox.Quotas)},
 		StreamIdle:      cfg.Server.StreamIdleTimeout.D(),
+		LinkRateLimit:   linkRateLimit(cfg.Sandbox.Quotas),
 		StreamKeepalive: opts.StreamKeepalive,
 		Version:         opts.Version,
 		CORS:            api.CORS{AllowedOrigins: cfg.Server.CORS.AllowedOrigins, MaxAge: cfg.Server.CORS.MaxAge.D()},
-		PublicURL:       cfg.Server.PublicURL})
+		PublicURL:       cfg.Server.PublicURL,
+		PreviewDomain:   cfg.Server.PreviewDomain,
+		TrustedProxies:  trustedProxies(cfg.Server.TrustedProxies)})
 	if err != nil {
 		return nil, err
 	}
@@ -303,6 +308,17 @@ func openSpool(c config.Spool) (*spool.Spool, error) {
 		return nil, fmt.Errorf("sandbox.broker.spool.dir: %w; set it (SANDGATE_SANDBOX__BROKER__SPOOL__DIR) to a folder this process may write that outlives it: completions of runs that finish while Postgres is down wait there", err)
 	}
 	return sp, nil
+}
+
+// trustedProxies parses server.trusted_proxies (validated by config).
+func trustedProxies(list []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, v := range list {
+		if p, err := config.ParsePrefix(v); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // goBG runs f in the background until Close.
@@ -339,11 +355,18 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return errors.New("gateway: Serve on a worker")
 	}
 	s := g.cfg.Server
+	// A preview port that turns out to be one of these listeners is refused (a local
+	// sandbox shares this host: its port 8080 may be the gateway's own).
+	own := []net.Addr{ln.Addr()}
+	if g.metricsLn != nil {
+		own = append(own, g.metricsLn.Addr())
+	}
 	srv := &http.Server{
 		Handler:           g.handler,
 		ReadHeaderTimeout: s.ReadHeaderTimeout.D(), ReadTimeout: s.ReadTimeout.D(),
 		WriteTimeout: s.WriteTimeout.D(), IdleTimeout: s.IdleTimeout.D(),
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		ErrorLog:    slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context { return api.WithServerAddrs(context.Background(), own...) },
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -471,6 +494,15 @@ func rateLimit(q config.Quotas) api.RateLimit {
 		return api.RateLimit{}
 	}
 	return api.RateLimit{PerSecond: q.RequestsPerSecond, Burst: q.RequestsBurst, AdminsExempt: adminsExempt(q)}
+}
+
+// linkRateLimit maps sandbox.quotas to the rate of requests through preview links, per link
+// and per client address (negative: none).
+func linkRateLimit(q config.Quotas) api.RateLimit {
+	if q.LinkRequestsPerSecond < 0 {
+		return api.RateLimit{}
+	}
+	return api.RateLimit{PerSecond: q.LinkRequestsPerSecond, Burst: q.LinkRequestsBurst}
 }
 
 func newRunnerID() string {

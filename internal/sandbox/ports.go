@@ -153,6 +153,8 @@ type Store interface {
 	// UpsertPrincipal records that (issuer, subject) was seen at now, refreshing its claims,
 	// and returns the row with its id and first-seen time.
 	UpsertPrincipal(ctx context.Context, p store.Principal, now time.Time) (store.Principal, error)
+	// GetPrincipal returns principal id as last recorded (its groups are its latest token's).
+	GetPrincipal(ctx context.Context, id string) (store.Principal, error)
 	// PrincipalLabel names principal id as "issuer#subject".
 	PrincipalLabel(ctx context.Context, id string) (string, error)
 

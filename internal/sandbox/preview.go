@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -21,9 +22,9 @@ import (
 
 // Preview ports (docs/semantics.md §8 "Preview ports"): a TCP port inside a session's sandbox
 // reached through the gateway — the provider's tunnel (sandboxd), never a port published on a
-// host — by the session's owner with its bearer token, or by anyone holding a share link: a
-// token signed by the gateway, scoped to one session and port, that stops working when it
-// expires or the session is destroyed.
+// host — by the session's owner with its bearer token, or by anyone holding a link: a token
+// signed by the gateway, scoped to one session and port, that stops working when it expires,
+// the session is destroyed, or its maker may no longer use the session.
 
 // Share link lifetimes.
 const (
@@ -117,72 +118,196 @@ func (s *Service) portTarget(ctx context.Context, p principal.Principal, prof *P
 	return &PortTarget{SessionID: sess.ID, Port: port, dial: dial}, nil
 }
 
-// PortLink is a share link's token and what it opens.
+// PersonalOpenWithin is how long after it was made a personal link may be opened (on the
+// preview domain, where opening it signs a browser in to the preview until it expires).
+const PersonalOpenWithin = time.Minute
+
+// PortLink is a link's token and what it opens.
 type PortLink struct {
-	Token     string // URL-safe: base64url text and dots
+	Token     string // URL-safe: base64url text, hyphens and dots
 	SessionID string
 	Port      int
-	ExpiresAt time.Time
+	// Personal: a link its maker opens in their own browser (OpenBy applies), not one to share.
+	Personal bool
+	// PrincipalID is the store id of the principal that made the link: its access is checked
+	// again on every use.
+	PrincipalID string
+	ExpiresAt   time.Time
+	// OpenBy is when a personal link stops opening (ExpiresAt still bounds what it opened);
+	// zero for a share link.
+	OpenBy time.Time
 }
 
-// CreatePortLink signs a share link to port of session id, valid for ttl (0: DefaultLinkTTL;
-// MinLinkTTL to MaxLinkTTL): whoever holds its token reaches that port without a bearer token
-// until it expires or the session is destroyed. The session needs no sandbox yet.
+// LinkOptions shape a link.
+type LinkOptions struct {
+	// TTL is how long the link works: 0 means DefaultLinkTTL; MinLinkTTL to MaxLinkTTL.
+	TTL time.Duration
+	// Personal makes a link for the caller's own browser: it must be opened within
+	// PersonalOpenWithin (where the edge can tell, the preview domain).
+	Personal bool
+}
+
+// CreatePortLink signs a link to port of session id: whoever holds its token reaches that
+// port without a bearer token until it expires, the session is destroyed, or its maker (p)
+// may no longer use the session (checked again on every use: PortByLink). The session
+// needs no sandbox yet.
 //
-// Errors: Port's (but for a session without a sandbox); fault.Validation for a ttl out of
+// Errors: Port's (but for a session without a sandbox); fault.Validation for a TTL out of
 // range; fault.Policy for a user-identity profile, whose sandboxes are reached only as the
 // caller.
-func (s *Service) CreatePortLink(ctx context.Context, p principal.Principal, id, profile string, port int, ttl time.Duration) (PortLink, error) {
+func (s *Service) CreatePortLink(ctx context.Context, p principal.Principal, id, profile string, port int, o LinkOptions) (PortLink, error) {
+	ttl := o.TTL
 	if ttl == 0 {
 		ttl = DefaultLinkTTL
 	}
 	if ttl < MinLinkTTL || ttl > MaxLinkTTL {
-		return PortLink{}, fault.New(fault.Validation, "a share link lives %s to %s; %s is out of range", MinLinkTTL, MaxLinkTTL, ttl)
+		return PortLink{}, fault.New(fault.Validation, "a link lives %s to %s; %s is out of range", MinLinkTTL, MaxLinkTTL, ttl)
 	}
 	sess, prof, err := s.portSession(ctx, p, id, profile, port)
 	if err != nil {
 		return PortLink{}, err
 	}
 	if prof.IdentityMode == IdentityUser {
-		return PortLink{}, fault.New(fault.Policy, "profile '%s' acts as the caller (identity mode user): its sandboxes are reached only with the caller's own token, never through a share link", prof.Name)
+		return PortLink{}, fault.New(fault.Policy, "profile '%s' acts as the caller (identity mode user): its sandboxes are reached only with the caller's own token, never through a link", prof.Name)
+	}
+	if !validPrincipalID(p.ID) {
+		return PortLink{}, fault.New(fault.Internal, "the caller has no recorded principal id")
 	}
 	key, err := s.linkKey(ctx)
 	if err != nil {
 		return PortLink{}, err
 	}
-	exp := s.now().Add(ttl).Truncate(time.Second)
-	return PortLink{Token: signLink(key, sess.ID, port, exp), SessionID: sess.ID, Port: port, ExpiresAt: exp}, nil
+	now := s.now()
+	l := PortLink{SessionID: sess.ID, Port: port, Personal: o.Personal, PrincipalID: p.ID, ExpiresAt: now.Add(ttl).Truncate(time.Second)}
+	if o.Personal {
+		l.OpenBy = now.Add(PersonalOpenWithin).Truncate(time.Second)
+		if l.OpenBy.After(l.ExpiresAt) {
+			l.OpenBy = l.ExpiresAt
+		}
+	}
+	l.Token = signLink(key, l)
+	return l, nil
 }
 
-// PortByLink opens the port a share link's token names, for whoever holds it: the session's
-// owner made it. A paused session is woken as any use wakes it (or fault.Paused).
+// VerifyLink checks a link's token — signed by this deployment, not expired — and returns
+// what it names, without asking whether its maker may still use it (PortByLink does): what an
+// edge needs to rate-limit or route the request before the checks that cost a round trip.
 //
-// Errors: fault.NotFound for a token that is malformed, not signed by this deployment,
-// expired, or whose session is gone (one message for all: a link says nothing of why it
-// fails); Port's others.
-func (s *Service) PortByLink(ctx context.Context, token string) (*PortTarget, error) {
+// Errors: fault.NotFound for a token that is malformed, not signed here or expired (one
+// message for all: a link says nothing of why it fails); the store's errors reading the key.
+func (s *Service) VerifyLink(ctx context.Context, token string) (PortLink, error) {
 	key, err := s.linkKey(ctx)
 	if err != nil {
-		return nil, err
+		return PortLink{}, err
 	}
-	gone := fault.New(fault.NotFound, "this preview link is unknown or has expired; ask for a new one")
-	sid, port, exp, ok := verifyLink(key, token)
-	if !ok || !s.now().Before(exp) {
-		return nil, gone
+	l, ok := verifyLink(key, token)
+	if !ok || !s.now().Before(l.ExpiresAt) {
+		return PortLink{}, linkGone()
 	}
-	sess, err := s.store.GetSession(ctx, sid)
+	return l, nil
+}
+
+func linkGone() error {
+	return fault.New(fault.NotFound, "this preview link is unknown or has expired; ask for a new one")
+}
+
+// OpenLink checks a link being opened — VerifyLink's checks, a personal link's time to be
+// opened (OpenBy), and the checks every use makes (PortByLink's) — without reaching the
+// port: for an edge that trades the link for a credential of its own (the preview domain's
+// cookie, which PortByLink then checks on every use).
+//
+// Errors: PortByLink's, but those of reaching the port; fault.NotFound for a personal link
+// past its OpenBy.
+func (s *Service) OpenLink(ctx context.Context, token string) (PortLink, error) {
+	l, _, _, _, err := s.linkSession(ctx, token)
 	if err != nil {
-		if fault.KindOf(s.sessionErr(err, sid)) == fault.NotFound {
-			return nil, gone
-		}
+		return PortLink{}, err
+	}
+	if l.Personal && !s.now().Before(l.OpenBy) {
+		return PortLink{}, fault.New(fault.NotFound, "this personal link had to be opened by %s; open the port again (console: Open port; API: POST /v1/sessions/{id}/ports/{port}/links with \"personal\": true)",
+			l.OpenBy.UTC().Format(time.RFC3339))
+	}
+	return l, nil
+}
+
+// PortByLink opens the port a link's token names, for whoever holds it. Every use checks
+// again that the link's maker may still use the session: the principal is still recorded,
+// the session is still theirs (or shared with them, or they are an administrator), and the
+// profile's allowed groups still include the groups of their latest token. A paused session
+// is woken as any use wakes it (or fault.Paused).
+//
+// Errors: fault.NotFound for a token VerifyLink refuses, and for a link whose session is
+// gone or whose maker lost access (the same message: a link says nothing of why it fails);
+// Port's others.
+func (s *Service) PortByLink(ctx context.Context, token string) (*PortTarget, error) {
+	l, sess, prof, maker, err := s.linkSession(ctx, token)
+	if err != nil {
 		return nil, err
+	}
+	// The maker's token is not here: the provider acts as the gateway (agent mode only).
+	return s.portTarget(ctx, maker, prof, sess, l.Port)
+}
+
+// linkSession verifies token and checks that the link's maker may still use its session.
+func (s *Service) linkSession(ctx context.Context, token string) (PortLink, store.Session, *Profile, principal.Principal, error) {
+	fail := func(err error) (PortLink, store.Session, *Profile, principal.Principal, error) {
+		return PortLink{}, store.Session{}, nil, principal.Principal{}, err
+	}
+	l, err := s.VerifyLink(ctx, token)
+	if err != nil {
+		return fail(err)
+	}
+	sess, err := s.store.GetSession(ctx, l.SessionID)
+	if err != nil {
+		if fault.KindOf(s.sessionErr(err, l.SessionID)) == fault.NotFound {
+			return fail(linkGone())
+		}
+		return fail(err)
 	}
 	prof, ok := s.profiles[sess.Profile]
 	if !ok || !prof.Caps.PreviewPorts || prof.IdentityMode == IdentityUser || prof.Scope == ScopePerCall || sess.Status == store.SessionClosed {
-		return nil, gone // a session being destroyed serves nothing more
+		return fail(linkGone()) // a session being destroyed serves nothing more
 	}
-	// The owner's token is not here: the provider acts as the gateway (agent mode only).
-	return s.portTarget(ctx, principal.Principal{}, prof, sess, port)
+	maker, err := s.linkMaker(ctx, l.PrincipalID)
+	if err != nil {
+		return fail(err)
+	}
+	if !s.visible(maker, sess) || !s.allowed(maker, prof) {
+		return fail(linkGone())
+	}
+	if _, err := s.checks(prof, maker); err != nil {
+		return fail(err)
+	}
+	return l, sess, prof, maker, nil
+}
+
+// linkMaker reads back the principal that made a link, as its latest token described it.
+// Errors: fault.NotFound (linkGone) when the principal is no longer recorded.
+func (s *Service) linkMaker(ctx context.Context, id string) (principal.Principal, error) {
+	row, err := s.store.GetPrincipal(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return principal.Principal{}, linkGone()
+	}
+	if err != nil {
+		return principal.Principal{}, err
+	}
+	p := principal.Principal{ID: row.ID, Issuer: row.Issuer, Subject: row.Subject, Username: row.Username, Email: row.Email,
+		Groups: row.Groups, FirstSeenAt: row.FirstSeenAt, LastSeenAt: row.LastSeenAt}
+	p.Admin = p.InAnyGroup(s.cfg.AdminGroups)
+	return p, nil
+}
+
+// PortSession checks that p may reach port of session id (Port's checks) and returns the
+// session's id — "default" resolved — without touching the session or its sandbox: for an
+// edge that sends the caller to where the port is served.
+//
+// Errors: Port's, but for a session without a sandbox.
+func (s *Service) PortSession(ctx context.Context, p principal.Principal, id, profile string, port int) (string, error) {
+	sess, _, err := s.portSession(ctx, p, id, profile, port)
+	if err != nil {
+		return "", err
+	}
+	return sess.ID, nil
 }
 
 // linkKey returns the share links' key, shared by every replica through the store.
@@ -213,12 +338,28 @@ type linkKeyCache struct {
 	linkKeyVal []byte
 }
 
-// A link token is "v1.<session id>.<port>.<expiry, unix seconds>.<base64url HMAC-SHA256 of
-// the rest>": readable, so that a log or a browser's address bar says what it opens.
-const linkVersion = "v1"
+// A link token is "v2.<kind>.<session id>.<port>.<maker's principal id>.<expiry>.<open-by>.
+// <nonce>.<base64url HMAC-SHA256 of the rest>", kind "s" (share) or "p" (personal), times in
+// unix seconds (open-by 0 for a share link), the nonce 96 random bits in base64url (two
+// links made alike are still two links, each with its own rate): readable, so that a log or
+// a browser's address bar says what it opens. Version 1 tokens (without their maker) are no
+// longer accepted.
+const linkVersion = "v2"
 
-func signLink(key []byte, sessionID string, port int, exp time.Time) string {
-	body := strings.Join([]string{linkVersion, sessionID, strconv.Itoa(port), strconv.FormatInt(exp.Unix(), 10)}, ".")
+const (
+	kindShare    = "s"
+	kindPersonal = "p"
+)
+
+func signLink(key []byte, l PortLink) string {
+	kind, openBy := kindShare, int64(0)
+	if l.Personal {
+		kind, openBy = kindPersonal, l.OpenBy.Unix()
+	}
+	var nonce [12]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
+	body := strings.Join([]string{linkVersion, kind, l.SessionID, strconv.Itoa(l.Port), l.PrincipalID,
+		strconv.FormatInt(l.ExpiresAt.Unix(), 10), strconv.FormatInt(openBy, 10), base64.RawURLEncoding.EncodeToString(nonce[:])}, ".")
 	return body + "." + base64.RawURLEncoding.EncodeToString(linkMAC(key, body))
 }
 
@@ -230,27 +371,49 @@ func linkMAC(key []byte, body string) []byte {
 
 // verifyLink checks token's signature and returns what it names; ok is false for anything
 // but a well-formed token this key signed.
-func verifyLink(key []byte, token string) (sessionID string, port int, exp time.Time, ok bool) {
+func verifyLink(key []byte, token string) (l PortLink, ok bool) {
 	if len(token) > 512 {
-		return "", 0, time.Time{}, false
+		return PortLink{}, false
 	}
 	parts := strings.Split(token, ".")
-	if len(parts) != 5 || parts[0] != linkVersion {
-		return "", 0, time.Time{}, false
+	if len(parts) != 9 || parts[0] != linkVersion {
+		return PortLink{}, false
 	}
-	mac, err := base64.RawURLEncoding.DecodeString(parts[4])
-	if err != nil || !hmac.Equal(mac, linkMAC(key, strings.Join(parts[:4], "."))) {
-		return "", 0, time.Time{}, false
+	mac, err := base64.RawURLEncoding.DecodeString(parts[8])
+	if err != nil || !hmac.Equal(mac, linkMAC(key, strings.Join(parts[:8], "."))) {
+		return PortLink{}, false
 	}
-	port, err = strconv.Atoi(parts[2])
+	port, err := strconv.Atoi(parts[3])
 	if err != nil || port < 1 || port > providers.MaxPort {
-		return "", 0, time.Time{}, false
+		return PortLink{}, false
 	}
-	secs, err := strconv.ParseInt(parts[3], 10, 64)
-	if err != nil {
-		return "", 0, time.Time{}, false
+	exp, err1 := strconv.ParseInt(parts[5], 10, 64)
+	openBy, err2 := strconv.ParseInt(parts[6], 10, 64)
+	if err1 != nil || err2 != nil || !validPrincipalID(parts[4]) {
+		return PortLink{}, false
 	}
-	return parts[1], port, time.Unix(secs, 0), true
+	l = PortLink{Token: token, SessionID: parts[2], Port: port, PrincipalID: parts[4], ExpiresAt: time.Unix(exp, 0)}
+	switch parts[1] {
+	case kindShare:
+	case kindPersonal:
+		l.Personal, l.OpenBy = true, time.Unix(openBy, 0)
+	default:
+		return PortLink{}, false
+	}
+	return l, true
+}
+
+// validPrincipalID: a store id as text (a uuid: hex digits and hyphens), never holding a dot.
+func validPrincipalID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // String describes the target for logs.

@@ -15,8 +15,10 @@ import (
 // interval (a minute), whatever its tokens carry. Two tokens of one subject with different
 // groups (two clients signed in at different times) therefore cost one write a minute, not
 // one per request; the row's username, e-mail, groups and last_seen_at are accurate to that
-// interval. Decisions never read them from the row: each request uses its own token's
-// claims. The cache is bounded; when full it is cleared.
+// interval. A request decides with its own token's claims; only what acts without a token —
+// a share link re-checking its maker (preview.go) — reads the recorded groups, so a lost
+// group takes effect there within the interval of the maker's next request. The cache is
+// bounded; when full it is cleared.
 type principalRecorder struct {
 	store   Store
 	now     func() time.Time

@@ -32,6 +32,10 @@ type Settings struct {
 	LostAfter time.Duration
 	// Queue holds the queue flavor's limits (only read when Options.Queue is set).
 	Queue QueueSettings
+	// AdminGroups are auth.admin_groups: a principal read back from the store (the maker of a
+	// share link, re-checked on each use) is an administrator when it is in one of them, as
+	// the token's mapping decides for a caller.
+	AdminGroups []string
 	// AuditRetention is how long audit events are kept (config audit.retention); the sweeper
 	// deletes older ones (docs/semantics.md §14). Default DefaultAuditRetention.
 	AuditRetention time.Duration

@@ -37,6 +37,19 @@ RETURNING id::text, first_seen_at, last_seen_at`,
 	return p, nil
 }
 
+// GetPrincipal returns principal id as last recorded (its groups are those of its latest
+// token). Errors: ErrNotFound for an unknown id; an id that is not a uuid is an error.
+func (s *Store) GetPrincipal(ctx context.Context, id string) (Principal, error) {
+	var p Principal
+	err := s.pool.QueryRow(ctx, `
+SELECT id::text, issuer, subject, username, email, groups, first_seen_at, last_seen_at
+  FROM principals WHERE id = $1`, id).Scan(&p.ID, &p.Issuer, &p.Subject, &p.Username, &p.Email, &p.Groups, &p.FirstSeenAt, &p.LastSeenAt)
+	if err != nil {
+		return Principal{}, notFound(err)
+	}
+	return p, nil
+}
+
 // PrincipalLabel returns "issuer subject" names for principal ids (for admin listings).
 func (s *Store) PrincipalLabel(ctx context.Context, id string) (string, error) {
 	var iss, sub string

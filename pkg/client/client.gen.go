@@ -944,15 +944,23 @@ type PolicyNetworkEgress string
 // PortLink defines model for PortLink.
 type PortLink struct {
 	ExpiresAt time.Time `json:"expires_at"`
-	Port      int       `json:"port"`
-	SessionId string    `json:"session_id"`
 
-	// Url The link (`<server.public_url>/preview/{token}/`); it works without a bearer token.
+	// OpenBy A personal link on a preview domain opens only until then.
+	OpenBy    *time.Time `json:"open_by,omitempty"`
+	Personal  bool       `json:"personal"`
+	Port      int        `json:"port"`
+	SessionId string     `json:"session_id"`
+
+	// Url The link; it works without a bearer token: `<server.public_url>/preview/{token}/`,
+	// or with a preview domain `<scheme>://{port}-{session_id}.<preview_domain>/__sandgate/open?token={token}`.
 	Url string `json:"url"`
 }
 
 // PortLinkRequest defines model for PortLinkRequest.
 type PortLinkRequest struct {
+	// Personal A link for the caller's own browser, to be opened within 60 s on a preview domain; otherwise a link to share.
+	Personal *bool `json:"personal,omitempty"`
+
 	// TtlS How long the link works, in seconds.
 	TtlS *int `json:"ttl_s,omitempty"`
 }
@@ -2072,9 +2080,13 @@ type ClientInterface interface {
 	// PreviewLinkGet Reach a server in the sandbox through a share link (any method; WebSocket too).
 	//
 	// What `…/ports/{port}/{path}` does, for whoever holds the link's token instead of a
-	// bearer token: until the link expires or its session is destroyed; after that, 404.
-	// `X-Forwarded-Prefix` is `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH,
-	// DELETE, OPTIONS) and WebSocket upgrades pass.
+	// bearer token: until the link expires, its session is destroyed or its maker may no
+	// longer use the session; after that, 404 whatever the reason. Rate-limited per link and
+	// per client address (429 with `Retry-After`). `X-Forwarded-Prefix` is
+	// `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS) and
+	// WebSocket upgrades pass. With `server.preview_domain` set, GET and HEAD redirect (307)
+	// to the link's opening URL on the port's own origin (which then goes on to the path
+	// after the token); other methods answer 404 naming that origin.
 	//
 	// Corresponds with GET /preview/{token}/{path} (the `PreviewLinkGet` operationId).
 	PreviewLinkGet(ctx context.Context, token string, path PreviewPath, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2385,28 +2397,40 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/sessions/{session_id}/pause (the `PauseSession` operationId).
 	PauseSession(ctx context.Context, sessionId SessionID, params *PauseSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreatePortLinkWithBody Make a share link to a preview port.
+	// CreatePortLinkWithBody Make a link to a preview port (to share, or to open in one's own browser).
 	//
 	// Signs a link to the port (capability `preview_ports`) that works without a bearer
 	// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
-	// most 7 days) or the session is destroyed; the token is scoped to this session and
-	// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
-	// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
-	// own `POST /links` is reachable through a share link only.
+	// most 7 days), the session is destroyed, or the caller may no longer use the session
+	// (checked on every request through it); the token is scoped to this session and port
+	// and names the caller. Without a preview domain the link is `/preview/{token}/` on the
+	// gateway's origin; with `server.preview_domain` it opens the port's own origin
+	// (`…/__sandgate/open?token=…`, see the tag preview). `"personal": true` makes a link
+	// for the caller's own browser: on a preview domain it must be opened within 60 s
+	// (`open_by`) and then keeps that browser signed in to the preview until `expires_at`
+	// (without a preview domain the link itself is the way in, like a share link). Not for
+	// profiles acting as the caller (`identity.mode: user`: 403). Because this route takes
+	// `POST …/links`, the sandbox's own `POST /links` is reachable through a link only.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/links (the `CreatePortLink` operationId).
 	CreatePortLinkWithBody(ctx context.Context, sessionId SessionID, port Port, params *CreatePortLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// CreatePortLink Make a share link to a preview port.
+	// CreatePortLink Make a link to a preview port (to share, or to open in one's own browser).
 	//
 	// Signs a link to the port (capability `preview_ports`) that works without a bearer
 	// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
-	// most 7 days) or the session is destroyed; the token is scoped to this session and
-	// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
-	// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
-	// own `POST /links` is reachable through a share link only.
+	// most 7 days), the session is destroyed, or the caller may no longer use the session
+	// (checked on every request through it); the token is scoped to this session and port
+	// and names the caller. Without a preview domain the link is `/preview/{token}/` on the
+	// gateway's origin; with `server.preview_domain` it opens the port's own origin
+	// (`…/__sandgate/open?token=…`, see the tag preview). `"personal": true` makes a link
+	// for the caller's own browser: on a preview domain it must be opened within 60 s
+	// (`open_by`) and then keeps that browser signed in to the preview until `expires_at`
+	// (without a preview domain the link itself is the way in, like a share link). Not for
+	// profiles acting as the caller (`identity.mode: user`: 403). Because this route takes
+	// `POST …/links`, the sandbox's own `POST /links` is reachable through a link only.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2430,13 +2454,18 @@ type ClientInterface interface {
 	// through and the connection then carries the upgraded protocol both ways.
 	//
 	// Authenticated and owned like every session route (another principal: 404); the
-	// caller's `Authorization` header never reaches the sandbox. The sandbox's server sees
-	// `X-Forwarded-Host`, `X-Forwarded-Proto` and `X-Forwarded-Prefix` (this route up to the
-	// port). Its answers come back as they are, plus `Content-Security-Policy: sandbox …`
-	// (pages run in an opaque origin, never the gateway's: scripts, forms and WebSockets
-	// work, cookies and web storage do not); `…/ports/{port}` without a path redirects to
-	// `…/ports/{port}/`. Gateway-side failures are problems: 409 when nothing listens on the
-	// port, 409 `paused` for a paused session, 422 without the capability.
+	// caller's `Authorization` and `Cookie` headers never reach the sandbox. The sandbox's
+	// server sees `X-Forwarded-Host`, `X-Forwarded-Proto`, `X-Forwarded-Prefix` (this route
+	// up to the port) and `Via: 1.1 sandgate-preview`. Its answers come back sandboxed, as
+	// the tag preview says: `Content-Security-Policy: sandbox …` (pages run in an opaque
+	// origin, never the gateway's: scripts, forms and WebSockets work, cookies and web
+	// storage do not), without the header fields that act on the whole origin, redirects
+	// kept within the preview; `…/ports/{port}` without a path redirects to
+	// `…/ports/{port}/`. With `server.preview_domain` set, the request is redirected (307)
+	// to the port's own origin instead, the path after the port and the query kept (send
+	// the bearer token there too). Gateway-side failures are problems: 409 when nothing
+	// listens on the port, 409 `paused` for a paused session, 422 without the capability,
+	// 403 `policy` for a redirect off the preview, the gateway's own port, or a loop.
 	//
 	// Corresponds with GET /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortGet` operationId).
 	PreviewPortGet(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2665,9 +2694,13 @@ func (c *RawClient) GetHealth(ctx context.Context, reqEditors ...RequestEditorFn
 // PreviewLinkGet Reach a server in the sandbox through a share link (any method; WebSocket too).
 //
 // What `…/ports/{port}/{path}` does, for whoever holds the link's token instead of a
-// bearer token: until the link expires or its session is destroyed; after that, 404.
-// `X-Forwarded-Prefix` is `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH,
-// DELETE, OPTIONS) and WebSocket upgrades pass.
+// bearer token: until the link expires, its session is destroyed or its maker may no
+// longer use the session; after that, 404 whatever the reason. Rate-limited per link and
+// per client address (429 with `Retry-After`). `X-Forwarded-Prefix` is
+// `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS) and
+// WebSocket upgrades pass. With `server.preview_domain` set, GET and HEAD redirect (307)
+// to the link's opening URL on the port's own origin (which then goes on to the path
+// after the token); other methods answer 404 naming that origin.
 //
 // Corresponds with GET /preview/{token}/{path} (the `PreviewLinkGet` operationId).
 func (c *RawClient) PreviewLinkGet(ctx context.Context, token string, path PreviewPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3258,14 +3291,20 @@ func (c *RawClient) PauseSession(ctx context.Context, sessionId SessionID, param
 	return c.Client.Do(req)
 }
 
-// CreatePortLinkWithBody Make a share link to a preview port.
+// CreatePortLinkWithBody Make a link to a preview port (to share, or to open in one's own browser).
 //
 // Signs a link to the port (capability `preview_ports`) that works without a bearer
 // token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
-// most 7 days) or the session is destroyed; the token is scoped to this session and
-// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
-// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
-// own `POST /links` is reachable through a share link only.
+// most 7 days), the session is destroyed, or the caller may no longer use the session
+// (checked on every request through it); the token is scoped to this session and port
+// and names the caller. Without a preview domain the link is `/preview/{token}/` on the
+// gateway's origin; with `server.preview_domain` it opens the port's own origin
+// (`…/__sandgate/open?token=…`, see the tag preview). `"personal": true` makes a link
+// for the caller's own browser: on a preview domain it must be opened within 60 s
+// (`open_by`) and then keeps that browser signed in to the preview until `expires_at`
+// (without a preview domain the link itself is the way in, like a share link). Not for
+// profiles acting as the caller (`identity.mode: user`: 403). Because this route takes
+// `POST …/links`, the sandbox's own `POST /links` is reachable through a link only.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3282,14 +3321,20 @@ func (c *RawClient) CreatePortLinkWithBody(ctx context.Context, sessionId Sessio
 	return c.Client.Do(req)
 }
 
-// CreatePortLink Make a share link to a preview port.
+// CreatePortLink Make a link to a preview port (to share, or to open in one's own browser).
 //
 // Signs a link to the port (capability `preview_ports`) that works without a bearer
 // token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
-// most 7 days) or the session is destroyed; the token is scoped to this session and
-// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
-// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
-// own `POST /links` is reachable through a share link only.
+// most 7 days), the session is destroyed, or the caller may no longer use the session
+// (checked on every request through it); the token is scoped to this session and port
+// and names the caller. Without a preview domain the link is `/preview/{token}/` on the
+// gateway's origin; with `server.preview_domain` it opens the port's own origin
+// (`…/__sandgate/open?token=…`, see the tag preview). `"personal": true` makes a link
+// for the caller's own browser: on a preview domain it must be opened within 60 s
+// (`open_by`) and then keeps that browser signed in to the preview until `expires_at`
+// (without a preview domain the link itself is the way in, like a share link). Not for
+// profiles acting as the caller (`identity.mode: user`: 403). Because this route takes
+// `POST …/links`, the sandbox's own `POST /links` is reachable through a link only.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3333,13 +3378,18 @@ func (c *RawClient) PreviewPortDelete(ctx context.Context, sessionId SessionID, 
 // through and the connection then carries the upgraded protocol both ways.
 //
 // Authenticated and owned like every session route (another principal: 404); the
-// caller's `Authorization` header never reaches the sandbox. The sandbox's server sees
-// `X-Forwarded-Host`, `X-Forwarded-Proto` and `X-Forwarded-Prefix` (this route up to the
-// port). Its answers come back as they are, plus `Content-Security-Policy: sandbox …`
-// (pages run in an opaque origin, never the gateway's: scripts, forms and WebSockets
-// work, cookies and web storage do not); `…/ports/{port}` without a path redirects to
-// `…/ports/{port}/`. Gateway-side failures are problems: 409 when nothing listens on the
-// port, 409 `paused` for a paused session, 422 without the capability.
+// caller's `Authorization` and `Cookie` headers never reach the sandbox. The sandbox's
+// server sees `X-Forwarded-Host`, `X-Forwarded-Proto`, `X-Forwarded-Prefix` (this route
+// up to the port) and `Via: 1.1 sandgate-preview`. Its answers come back sandboxed, as
+// the tag preview says: `Content-Security-Policy: sandbox …` (pages run in an opaque
+// origin, never the gateway's: scripts, forms and WebSockets work, cookies and web
+// storage do not), without the header fields that act on the whole origin, redirects
+// kept within the preview; `…/ports/{port}` without a path redirects to
+// `…/ports/{port}/`. With `server.preview_domain` set, the request is redirected (307)
+// to the port's own origin instead, the path after the port and the query kept (send
+// the bearer token there too). Gateway-side failures are problems: 409 when nothing
+// listens on the port, 409 `paused` for a paused session, 422 without the capability,
+// 403 `policy` for a redirect off the preview, the gateway's own port, or a loop.
 //
 // Corresponds with GET /v1/sessions/{session_id}/ports/{port}/{path} (the `PreviewPortGet` operationId).
 func (c *RawClient) PreviewPortGet(ctx context.Context, sessionId SessionID, port Port, path PreviewPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6421,9 +6471,13 @@ type ClientWithResponsesInterface interface {
 	// PreviewLinkGetWithResponse Reach a server in the sandbox through a share link (any method; WebSocket too).
 	//
 	// What `…/ports/{port}/{path}` does, for whoever holds the link's token instead of a
-	// bearer token: until the link expires or its session is destroyed; after that, 404.
-	// `X-Forwarded-Prefix` is `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH,
-	// DELETE, OPTIONS) and WebSocket upgrades pass.
+	// bearer token: until the link expires, its session is destroyed or its maker may no
+	// longer use the session; after that, 404 whatever the reason. Rate-limited per link and
+	// per client address (429 with `Retry-After`). `X-Forwarded-Prefix` is
+	// `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS) and
+	// WebSocket upgrades pass. With `server.preview_domain` set, GET and HEAD redirect (307)
+	// to the link's opening URL on the port's own origin (which then goes on to the path
+	// after the token); other methods answer 404 naming that origin.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6766,28 +6820,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/sessions/{session_id}/pause (the `PauseSession` operationId).
 	PauseSessionWithResponse(ctx context.Context, sessionId SessionID, params *PauseSessionParams, reqEditors ...RequestEditorFn) (*PauseSessionResponse, error)
 
-	// CreatePortLinkWithBodyWithResponse Make a share link to a preview port.
+	// CreatePortLinkWithBodyWithResponse Make a link to a preview port (to share, or to open in one's own browser).
 	//
 	// Signs a link to the port (capability `preview_ports`) that works without a bearer
 	// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
-	// most 7 days) or the session is destroyed; the token is scoped to this session and
-	// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
-	// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
-	// own `POST /links` is reachable through a share link only.
+	// most 7 days), the session is destroyed, or the caller may no longer use the session
+	// (checked on every request through it); the token is scoped to this session and port
+	// and names the caller. Without a preview domain the link is `/preview/{token}/` on the
+	// gateway's origin; with `server.preview_domain` it opens the port's own origin
+	// (`…/__sandgate/open?token=…`, see the tag preview). `"personal": true` makes a link
+	// for the caller's own browser: on a preview domain it must be opened within 60 s
+	// (`open_by`) and then keeps that browser signed in to the preview until `expires_at`
+	// (without a preview domain the link itself is the way in, like a share link). Not for
+	// profiles acting as the caller (`identity.mode: user`: 403). Because this route takes
+	// `POST …/links`, the sandbox's own `POST /links` is reachable through a link only.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/sessions/{session_id}/ports/{port}/links (the `CreatePortLink` operationId).
 	CreatePortLinkWithBodyWithResponse(ctx context.Context, sessionId SessionID, port Port, params *CreatePortLinkParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreatePortLinkResponse, error)
 
-	// CreatePortLinkWithResponse Make a share link to a preview port.
+	// CreatePortLinkWithResponse Make a link to a preview port (to share, or to open in one's own browser).
 	//
 	// Signs a link to the port (capability `preview_ports`) that works without a bearer
 	// token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
-	// most 7 days) or the session is destroyed; the token is scoped to this session and
-	// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
-	// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
-	// own `POST /links` is reachable through a share link only.
+	// most 7 days), the session is destroyed, or the caller may no longer use the session
+	// (checked on every request through it); the token is scoped to this session and port
+	// and names the caller. Without a preview domain the link is `/preview/{token}/` on the
+	// gateway's origin; with `server.preview_domain` it opens the port's own origin
+	// (`…/__sandgate/open?token=…`, see the tag preview). `"personal": true` makes a link
+	// for the caller's own browser: on a preview domain it must be opened within 60 s
+	// (`open_by`) and then keeps that browser signed in to the preview until `expires_at`
+	// (without a preview domain the link itself is the way in, like a share link). Not for
+	// profiles acting as the caller (`identity.mode: user`: 403). Because this route takes
+	// `POST …/links`, the sandbox's own `POST /links` is reachable through a link only.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6813,13 +6879,18 @@ type ClientWithResponsesInterface interface {
 	// through and the connection then carries the upgraded protocol both ways.
 	//
 	// Authenticated and owned like every session route (another principal: 404); the
-	// caller's `Authorization` header never reaches the sandbox. The sandbox's server sees
-	// `X-Forwarded-Host`, `X-Forwarded-Proto` and `X-Forwarded-Prefix` (this route up to the
-	// port). Its answers come back as they are, plus `Content-Security-Policy: sandbox …`
-	// (pages run in an opaque origin, never the gateway's: scripts, forms and WebSockets
-	// work, cookies and web storage do not); `…/ports/{port}` without a path redirects to
-	// `…/ports/{port}/`. Gateway-side failures are problems: 409 when nothing listens on the
-	// port, 409 `paused` for a paused session, 422 without the capability.
+	// caller's `Authorization` and `Cookie` headers never reach the sandbox. The sandbox's
+	// server sees `X-Forwarded-Host`, `X-Forwarded-Proto`, `X-Forwarded-Prefix` (this route
+	// up to the port) and `Via: 1.1 sandgate-preview`. Its answers come back sandboxed, as
+	// the tag preview says: `Content-Security-Policy: sandbox …` (pages run in an opaque
+	// origin, never the gateway's: scripts, forms and WebSockets work, cookies and web
+	// storage do not), without the header fields that act on the whole origin, redirects
+	// kept within the preview; `…/ports/{port}` without a path redirects to
+	// `…/ports/{port}/`. With `server.preview_domain` set, the request is redirected (307)
+	// to the port's own origin instead, the path after the port and the query kept (send
+	// the bearer token there too). Gateway-side failures are problems: 409 when nothing
+	// listens on the port, 409 `paused` for a paused session, 422 without the capability,
+	// 403 `policy` for a redirect off the preview, the gateway's own port, or a loop.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7100,17 +7171,40 @@ func (r GetHealthResponse) ContentType() string {
 	return ""
 }
 
+// PreviewLinkGetResponse307Headers the declared response headers of an HTTP 307 response for PreviewLinkGet
+type PreviewLinkGetResponse307Headers struct {
+	Location *string
+}
+
+// PreviewLinkGetResponse429Headers the declared response headers of an HTTP 429 response for PreviewLinkGet
+type PreviewLinkGetResponse429Headers struct {
+	RetryAfter *int
+}
+
 type PreviewLinkGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
 	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
 	ApplicationproblemJSON502 *Upstream
+	// Headers307 the parsed response headers for an HTTP 307 response
+	Headers307 *PreviewLinkGetResponse307Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PreviewLinkGetResponse429Headers
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewLinkGetResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -7121,6 +7215,11 @@ func (r PreviewLinkGetResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PreviewLinkGetResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PreviewLinkGetResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -7162,17 +7261,40 @@ func (r PreviewLinkGetResponse) ContentType() string {
 	return ""
 }
 
+// PreviewLinkPostResponse307Headers the declared response headers of an HTTP 307 response for PreviewLinkPost
+type PreviewLinkPostResponse307Headers struct {
+	Location *string
+}
+
+// PreviewLinkPostResponse429Headers the declared response headers of an HTTP 429 response for PreviewLinkPost
+type PreviewLinkPostResponse429Headers struct {
+	RetryAfter *int
+}
+
 type PreviewLinkPostResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
 	ApplicationproblemJSON408 *RequestTimeout
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
+	// Headers307 the parsed response headers for an HTTP 307 response
+	Headers307 *PreviewLinkPostResponse307Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PreviewLinkPostResponse429Headers
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewLinkPostResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -7188,6 +7310,11 @@ func (r PreviewLinkPostResponse) GetApplicationproblemJSON408() *RequestTimeout 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PreviewLinkPostResponse) GetApplicationproblemJSON409() *Conflict {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PreviewLinkPostResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -10196,6 +10323,11 @@ func (r CreatePortLinkResponse) ContentType() string {
 	return ""
 }
 
+// PreviewPortDeleteResponse307Headers the declared response headers of an HTTP 307 response for PreviewPortDelete
+type PreviewPortDeleteResponse307Headers struct {
+	Location *string
+}
+
 // PreviewPortDeleteResponse401Headers the declared response headers of an HTTP 401 response for PreviewPortDelete
 type PreviewPortDeleteResponse401Headers struct {
 	WWWAuthenticate *string
@@ -10211,6 +10343,8 @@ type PreviewPortDeleteResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -10219,6 +10353,8 @@ type PreviewPortDeleteResponse struct {
 	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
+	// Headers307 the parsed response headers for an HTTP 307 response
+	Headers307 *PreviewPortDeleteResponse307Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PreviewPortDeleteResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -10228,6 +10364,11 @@ type PreviewPortDeleteResponse struct {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PreviewPortDeleteResponse) GetApplicationproblemJSON401() *Unauthenticated {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewPortDeleteResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -10279,6 +10420,11 @@ func (r PreviewPortDeleteResponse) ContentType() string {
 	return ""
 }
 
+// PreviewPortGetResponse307Headers the declared response headers of an HTTP 307 response for PreviewPortGet
+type PreviewPortGetResponse307Headers struct {
+	Location *string
+}
+
 // PreviewPortGetResponse401Headers the declared response headers of an HTTP 401 response for PreviewPortGet
 type PreviewPortGetResponse401Headers struct {
 	WWWAuthenticate *string
@@ -10294,6 +10440,8 @@ type PreviewPortGetResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
@@ -10306,6 +10454,8 @@ type PreviewPortGetResponse struct {
 	ApplicationproblemJSON500 *InternalError
 	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
 	ApplicationproblemJSON502 *Upstream
+	// Headers307 the parsed response headers for an HTTP 307 response
+	Headers307 *PreviewPortGetResponse307Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PreviewPortGetResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -10315,6 +10465,11 @@ type PreviewPortGetResponse struct {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PreviewPortGetResponse) GetApplicationproblemJSON401() *Unauthenticated {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewPortGetResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -10376,6 +10531,11 @@ func (r PreviewPortGetResponse) ContentType() string {
 	return ""
 }
 
+// PreviewPortPatchResponse307Headers the declared response headers of an HTTP 307 response for PreviewPortPatch
+type PreviewPortPatchResponse307Headers struct {
+	Location *string
+}
+
 // PreviewPortPatchResponse401Headers the declared response headers of an HTTP 401 response for PreviewPortPatch
 type PreviewPortPatchResponse401Headers struct {
 	WWWAuthenticate *string
@@ -10391,6 +10551,8 @@ type PreviewPortPatchResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
@@ -10401,6 +10563,8 @@ type PreviewPortPatchResponse struct {
 	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
+	// Headers307 the parsed response headers for an HTTP 307 response
+	Headers307 *PreviewPortPatchResponse307Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PreviewPortPatchResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -10410,6 +10574,11 @@ type PreviewPortPatchResponse struct {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PreviewPortPatchResponse) GetApplicationproblemJSON401() *Unauthenticated {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewPortPatchResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -10466,6 +10635,11 @@ func (r PreviewPortPatchResponse) ContentType() string {
 	return ""
 }
 
+// PreviewPortPostResponse307Headers the declared response headers of an HTTP 307 response for PreviewPortPost
+type PreviewPortPostResponse307Headers struct {
+	Location *string
+}
+
 // PreviewPortPostResponse401Headers the declared response headers of an HTTP 401 response for PreviewPortPost
 type PreviewPortPostResponse401Headers struct {
 	WWWAuthenticate *string
@@ -10481,6 +10655,8 @@ type PreviewPortPostResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
@@ -10493,6 +10669,8 @@ type PreviewPortPostResponse struct {
 	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
+	// Headers307 the parsed response headers for an HTTP 307 response
+	Headers307 *PreviewPortPostResponse307Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PreviewPortPostResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -10502,6 +10680,11 @@ type PreviewPortPostResponse struct {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PreviewPortPostResponse) GetApplicationproblemJSON401() *Unauthenticated {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewPortPostResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -10563,6 +10746,11 @@ func (r PreviewPortPostResponse) ContentType() string {
 	return ""
 }
 
+// PreviewPortPutResponse307Headers the declared response headers of an HTTP 307 response for PreviewPortPut
+type PreviewPortPutResponse307Headers struct {
+	Location *string
+}
+
 // PreviewPortPutResponse401Headers the declared response headers of an HTTP 401 response for PreviewPortPut
 type PreviewPortPutResponse401Headers struct {
 	WWWAuthenticate *string
@@ -10578,6 +10766,8 @@ type PreviewPortPutResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
@@ -10588,6 +10778,8 @@ type PreviewPortPutResponse struct {
 	ApplicationproblemJSON429 *OverQuota
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *InternalError
+	// Headers307 the parsed response headers for an HTTP 307 response
+	Headers307 *PreviewPortPutResponse307Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PreviewPortPutResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -10597,6 +10789,11 @@ type PreviewPortPutResponse struct {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r PreviewPortPutResponse) GetApplicationproblemJSON401() *Unauthenticated {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PreviewPortPutResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -12372,9 +12569,13 @@ func (c *ClientWithResponses) GetHealthWithResponse(ctx context.Context, reqEdit
 // PreviewLinkGetWithResponse Reach a server in the sandbox through a share link (any method; WebSocket too).
 //
 // What `…/ports/{port}/{path}` does, for whoever holds the link's token instead of a
-// bearer token: until the link expires or its session is destroyed; after that, 404.
-// `X-Forwarded-Prefix` is `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH,
-// DELETE, OPTIONS) and WebSocket upgrades pass.
+// bearer token: until the link expires, its session is destroyed or its maker may no
+// longer use the session; after that, 404 whatever the reason. Rate-limited per link and
+// per client address (429 with `Retry-After`). `X-Forwarded-Prefix` is
+// `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS) and
+// WebSocket upgrades pass. With `server.preview_domain` set, GET and HEAD redirect (307)
+// to the link's opening URL on the port's own origin (which then goes on to the path
+// after the token); other methods answer 404 naming that origin.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12885,14 +13086,20 @@ func (c *ClientWithResponses) PauseSessionWithResponse(ctx context.Context, sess
 	return ParsePauseSessionResponse(rsp)
 }
 
-// CreatePortLinkWithBodyWithResponse Make a share link to a preview port.
+// CreatePortLinkWithBodyWithResponse Make a link to a preview port (to share, or to open in one's own browser).
 //
 // Signs a link to the port (capability `preview_ports`) that works without a bearer
 // token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
-// most 7 days) or the session is destroyed; the token is scoped to this session and
-// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
-// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
-// own `POST /links` is reachable through a share link only.
+// most 7 days), the session is destroyed, or the caller may no longer use the session
+// (checked on every request through it); the token is scoped to this session and port
+// and names the caller. Without a preview domain the link is `/preview/{token}/` on the
+// gateway's origin; with `server.preview_domain` it opens the port's own origin
+// (`…/__sandgate/open?token=…`, see the tag preview). `"personal": true` makes a link
+// for the caller's own browser: on a preview domain it must be opened within 60 s
+// (`open_by`) and then keeps that browser signed in to the preview until `expires_at`
+// (without a preview domain the link itself is the way in, like a share link). Not for
+// profiles acting as the caller (`identity.mode: user`: 403). Because this route takes
+// `POST …/links`, the sandbox's own `POST /links` is reachable through a link only.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12905,14 +13112,20 @@ func (c *ClientWithResponses) CreatePortLinkWithBodyWithResponse(ctx context.Con
 	return ParseCreatePortLinkResponse(rsp)
 }
 
-// CreatePortLinkWithResponse Make a share link to a preview port.
+// CreatePortLinkWithResponse Make a link to a preview port (to share, or to open in one's own browser).
 //
 // Signs a link to the port (capability `preview_ports`) that works without a bearer
 // token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
-// most 7 days) or the session is destroyed; the token is scoped to this session and
-// port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
-// (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
-// own `POST /links` is reachable through a share link only.
+// most 7 days), the session is destroyed, or the caller may no longer use the session
+// (checked on every request through it); the token is scoped to this session and port
+// and names the caller. Without a preview domain the link is `/preview/{token}/` on the
+// gateway's origin; with `server.preview_domain` it opens the port's own origin
+// (`…/__sandgate/open?token=…`, see the tag preview). `"personal": true` makes a link
+// for the caller's own browser: on a preview domain it must be opened within 60 s
+// (`open_by`) and then keeps that browser signed in to the preview until `expires_at`
+// (without a preview domain the link itself is the way in, like a share link). Not for
+// profiles acting as the caller (`identity.mode: user`: 403). Because this route takes
+// `POST …/links`, the sandbox's own `POST /links` is reachable through a link only.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12950,13 +13163,18 @@ func (c *ClientWithResponses) PreviewPortDeleteWithResponse(ctx context.Context,
 // through and the connection then carries the upgraded protocol both ways.
 //
 // Authenticated and owned like every session route (another principal: 404); the
-// caller's `Authorization` header never reaches the sandbox. The sandbox's server sees
-// `X-Forwarded-Host`, `X-Forwarded-Proto` and `X-Forwarded-Prefix` (this route up to the
-// port). Its answers come back as they are, plus `Content-Security-Policy: sandbox …`
-// (pages run in an opaque origin, never the gateway's: scripts, forms and WebSockets
-// work, cookies and web storage do not); `…/ports/{port}` without a path redirects to
-// `…/ports/{port}/`. Gateway-side failures are problems: 409 when nothing listens on the
-// port, 409 `paused` for a paused session, 422 without the capability.
+// caller's `Authorization` and `Cookie` headers never reach the sandbox. The sandbox's
+// server sees `X-Forwarded-Host`, `X-Forwarded-Proto`, `X-Forwarded-Prefix` (this route
+// up to the port) and `Via: 1.1 sandgate-preview`. Its answers come back sandboxed, as
+// the tag preview says: `Content-Security-Policy: sandbox …` (pages run in an opaque
+// origin, never the gateway's: scripts, forms and WebSockets work, cookies and web
+// storage do not), without the header fields that act on the whole origin, redirects
+// kept within the preview; `…/ports/{port}` without a path redirects to
+// `…/ports/{port}/`. With `server.preview_domain` set, the request is redirected (307)
+// to the port's own origin instead, the path after the port and the query kept (send
+// the bearer token there too). Gateway-side failures are problems: 409 when nothing
+// listens on the port, 409 `paused` for a paused session, 422 without the capability,
+// 403 `policy` for a redirect off the preview, the gateway's own port, or a loop.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13358,6 +13576,16 @@ func ParsePreviewLinkGetResponse(rsp *http.Response) (*PreviewLinkGetResponse, e
 	case rsp.StatusCode == 101:
 		break // No content-type
 
+	case rsp.StatusCode == 307:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13371,6 +13599,13 @@ func ParsePreviewLinkGetResponse(rsp *http.Response) (*PreviewLinkGetResponse, e
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
@@ -13386,6 +13621,29 @@ func ParsePreviewLinkGetResponse(rsp *http.Response) (*PreviewLinkGetResponse, e
 		}
 		response.ApplicationproblemJSON502 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 307:
+		var headers PreviewLinkGetResponse307Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers307 = &headers
+	case rsp.StatusCode == 429:
+		var headers PreviewLinkGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -13405,6 +13663,16 @@ func ParsePreviewLinkPostResponse(rsp *http.Response) (*PreviewLinkPostResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 307:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13426,6 +13694,13 @@ func ParsePreviewLinkPostResponse(rsp *http.Response) (*PreviewLinkPostResponse,
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13433,6 +13708,29 @@ func ParsePreviewLinkPostResponse(rsp *http.Response) (*PreviewLinkPostResponse,
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 307:
+		var headers PreviewLinkPostResponse307Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers307 = &headers
+	case rsp.StatusCode == 429:
+		var headers PreviewLinkPostResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -16439,12 +16737,22 @@ func ParsePreviewPortDeleteResponse(rsp *http.Response) (*PreviewPortDeleteRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 307:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -16477,6 +16785,16 @@ func ParsePreviewPortDeleteResponse(rsp *http.Response) (*PreviewPortDeleteRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 307:
+		var headers PreviewPortDeleteResponse307Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers307 = &headers
 	case rsp.StatusCode == 401:
 		var headers PreviewPortDeleteResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16519,12 +16837,22 @@ func ParsePreviewPortGetResponse(rsp *http.Response) (*PreviewPortGetResponse, e
 	case rsp.StatusCode == 101:
 		break // No content-type
 
+	case rsp.StatusCode == 307:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -16571,6 +16899,16 @@ func ParsePreviewPortGetResponse(rsp *http.Response) (*PreviewPortGetResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 307:
+		var headers PreviewPortGetResponse307Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers307 = &headers
 	case rsp.StatusCode == 401:
 		var headers PreviewPortGetResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16610,12 +16948,22 @@ func ParsePreviewPortPatchResponse(rsp *http.Response) (*PreviewPortPatchRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 307:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -16655,6 +17003,16 @@ func ParsePreviewPortPatchResponse(rsp *http.Response) (*PreviewPortPatchRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 307:
+		var headers PreviewPortPatchResponse307Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers307 = &headers
 	case rsp.StatusCode == 401:
 		var headers PreviewPortPatchResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16694,12 +17052,22 @@ func ParsePreviewPortPostResponse(rsp *http.Response) (*PreviewPortPostResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 307:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -16746,6 +17114,16 @@ func ParsePreviewPortPostResponse(rsp *http.Response) (*PreviewPortPostResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 307:
+		var headers PreviewPortPostResponse307Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers307 = &headers
 	case rsp.StatusCode == 401:
 		var headers PreviewPortPostResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -16785,12 +17163,22 @@ func ParsePreviewPortPutResponse(rsp *http.Response) (*PreviewPortPutResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 307:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthenticated
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -16830,6 +17218,16 @@ func ParsePreviewPortPutResponse(rsp *http.Response) (*PreviewPortPutResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 307:
+		var headers PreviewPortPutResponse307Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers307 = &headers
 	case rsp.StatusCode == 401:
 		var headers PreviewPortPutResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {

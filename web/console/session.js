@@ -229,9 +229,10 @@ export async function sessionView({ el, params: [id], signal }) {
 // ---- preview ports ----
 
 /**
- * "Open port": a share link to a port inside the sandbox (a server the session started),
- * opened in a new tab. A browser cannot send the bearer token on a navigation, so the page
- * asks for a short-lived link that works without one.
+ * A port inside the sandbox (a server the session started), in a browser. A browser sends no
+ * bearer token on a navigation, so "Open port" asks for a personal link — on a preview domain
+ * it must be opened within a minute, and then keeps this browser signed in to the preview —
+ * and opens it in a new tab; "Share link" makes one for others, which works until it expires.
  */
 function portCard(session, profile, signal) {
   if (!profile?.capabilities.preview_ports) return null;
@@ -239,29 +240,39 @@ function portCard(session, profile, signal) {
   const ttl = h('select', { id: 'port-ttl', name: 'ttl_s' },
     [[900, '15 minutes'], [3600, '1 hour'], [86400, '1 day']].map(([v, l]) => h('option', { value: v, selected: v === 3600 }, l)));
   const open = h('button', { type: 'submit', class: 'secondary', id: 'open-port' }, 'Open port');
+  const share = h('button', { type: 'button', class: 'secondary', id: 'share-port' }, 'Share link');
   const out = h('div', { id: 'port-status', 'aria-live': 'polite' });
   const form = h('form', { class: 'card', id: 'ports', 'aria-labelledby': 'ports-h' },
     h('h2', { id: 'ports-h' }, 'Preview a port'),
-    h('p', { class: 'muted' }, 'A server that listens on localhost inside the sandbox, reached through the gateway (nothing is published on a host). The link works without signing in until it expires: share it with care.'),
-    h('div', { class: 'row' }, field('Port', port), field('Link lasts', ttl)),
-    h('div', { class: 'actions' }, open), out);
-  form.addEventListener('submit', async (ev) => {
-    ev.preventDefault();
-    open.disabled = true;
+    h('p', { class: 'muted' }, 'A server that listens on localhost inside the sandbox, reached through the gateway (nothing is published on a host). Open it for yourself, or make a share link: that one works without signing in until it expires, for whoever has it — share it with care.'),
+    h('div', { class: 'row' }, field('Port', port), field('Lasts', ttl)),
+    h('div', { class: 'actions' }, open, share), out);
+
+  async function makeLink(personal) {
+    open.disabled = share.disabled = true;
     fill(out);
     try {
       sessionStorage.setItem(`sandgate.port.${session.id}`, port.value);
-      const link = await call('POST', `/v1/sessions/${session.id}/ports/${Number(port.value)}/links`, { json: { ttl_s: Number(ttl.value) }, signal });
-      fill(out, h('p', null, 'Opened ', h('a', { href: link.url, target: '_blank', rel: 'noopener noreferrer', id: 'port-link' }, link.url),
-        h('br'), h('span', { class: 'muted small' }, 'expires ', time(link.expires_at))));
-      window.open(link.url, '_blank', 'noopener');
-      announce(`Port ${link.port} opened in a new tab`);
+      const link = await call('POST', `/v1/sessions/${session.id}/ports/${Number(port.value)}/links`, { json: { ttl_s: Number(ttl.value), personal }, signal });
+      const expires = h('span', { class: 'muted small' }, 'expires ', time(link.expires_at));
+      if (personal) {
+        fill(out, h('p', null, 'Opened ', h('a', { href: link.url, target: '_blank', rel: 'noopener noreferrer', id: 'port-link' }, `port ${link.port}`),
+          ' in a new tab (for you only)', h('br'), expires));
+        window.open(link.url, '_blank', 'noopener');
+        announce(`Port ${link.port} opened in a new tab`);
+      } else {
+        fill(out, h('p', null, 'Share link: ', h('a', { href: link.url, target: '_blank', rel: 'noopener noreferrer', id: 'share-link' }, link.url),
+          h('br'), expires));
+        announce(`Share link to port ${link.port} made`);
+      }
     } catch (e) {
       if (e.name !== 'AbortError') fill(out, problemBox(e));
     } finally {
-      open.disabled = false;
+      open.disabled = share.disabled = false;
     }
-  });
+  }
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); makeLink(true); });
+  share.addEventListener('click', () => makeLink(false));
   return form;
 }
 

@@ -536,13 +536,19 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Make a share link to a preview port.
+         * Make a link to a preview port (to share, or to open in one's own browser).
          * @description Signs a link to the port (capability `preview_ports`) that works without a bearer
          *     token — in a browser, for someone else — until it expires (`ttl_s`, default 3600, at
-         *     most 7 days) or the session is destroyed; the token is scoped to this session and
-         *     port. The link opens `/preview/{token}/`. Not for profiles acting as the caller
-         *     (`identity.mode: user`: 403). Because this route takes `POST …/links`, the sandbox's
-         *     own `POST /links` is reachable through a share link only.
+         *     most 7 days), the session is destroyed, or the caller may no longer use the session
+         *     (checked on every request through it); the token is scoped to this session and port
+         *     and names the caller. Without a preview domain the link is `/preview/{token}/` on the
+         *     gateway's origin; with `server.preview_domain` it opens the port's own origin
+         *     (`…/__sandgate/open?token=…`, see the tag preview). `"personal": true` makes a link
+         *     for the caller's own browser: on a preview domain it must be opened within 60 s
+         *     (`open_by`) and then keeps that browser signed in to the preview until `expires_at`
+         *     (without a preview domain the link itself is the way in, like a share link). Not for
+         *     profiles acting as the caller (`identity.mode: user`: 403). Because this route takes
+         *     `POST …/links`, the sandbox's own `POST /links` is reachable through a link only.
          */
         post: operations["createPortLink"];
         delete?: never;
@@ -575,13 +581,18 @@ export interface paths {
          *     through and the connection then carries the upgraded protocol both ways.
          *
          *     Authenticated and owned like every session route (another principal: 404); the
-         *     caller's `Authorization` header never reaches the sandbox. The sandbox's server sees
-         *     `X-Forwarded-Host`, `X-Forwarded-Proto` and `X-Forwarded-Prefix` (this route up to the
-         *     port). Its answers come back as they are, plus `Content-Security-Policy: sandbox …`
-         *     (pages run in an opaque origin, never the gateway's: scripts, forms and WebSockets
-         *     work, cookies and web storage do not); `…/ports/{port}` without a path redirects to
-         *     `…/ports/{port}/`. Gateway-side failures are problems: 409 when nothing listens on the
-         *     port, 409 `paused` for a paused session, 422 without the capability.
+         *     caller's `Authorization` and `Cookie` headers never reach the sandbox. The sandbox's
+         *     server sees `X-Forwarded-Host`, `X-Forwarded-Proto`, `X-Forwarded-Prefix` (this route
+         *     up to the port) and `Via: 1.1 sandgate-preview`. Its answers come back sandboxed, as
+         *     the tag preview says: `Content-Security-Policy: sandbox …` (pages run in an opaque
+         *     origin, never the gateway's: scripts, forms and WebSockets work, cookies and web
+         *     storage do not), without the header fields that act on the whole origin, redirects
+         *     kept within the preview; `…/ports/{port}` without a path redirects to
+         *     `…/ports/{port}/`. With `server.preview_domain` set, the request is redirected (307)
+         *     to the port's own origin instead, the path after the port and the query kept (send
+         *     the bearer token there too). Gateway-side failures are problems: 409 when nothing
+         *     listens on the port, 409 `paused` for a paused session, 422 without the capability,
+         *     403 `policy` for a redirect off the preview, the gateway's own port, or a loop.
          */
         get: operations["previewPortGet"];
         /**
@@ -623,9 +634,13 @@ export interface paths {
         /**
          * Reach a server in the sandbox through a share link (any method; WebSocket too).
          * @description What `…/ports/{port}/{path}` does, for whoever holds the link's token instead of a
-         *     bearer token: until the link expires or its session is destroyed; after that, 404.
-         *     `X-Forwarded-Prefix` is `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH,
-         *     DELETE, OPTIONS) and WebSocket upgrades pass.
+         *     bearer token: until the link expires, its session is destroyed or its maker may no
+         *     longer use the session; after that, 404 whatever the reason. Rate-limited per link and
+         *     per client address (429 with `Retry-After`). `X-Forwarded-Prefix` is
+         *     `/preview/{token}`. Any method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS) and
+         *     WebSocket upgrades pass. With `server.preview_domain` set, GET and HEAD redirect (307)
+         *     to the link's opening URL on the port's own origin (which then goes on to the path
+         *     after the token); other methods answer 404 naming that origin.
          */
         get: operations["previewLinkGet"];
         put?: never;
@@ -1213,14 +1228,28 @@ export interface components {
              * @default 3600
              */
             ttl_s?: number;
+            /**
+             * @description A link for the caller's own browser, to be opened within 60 s on a preview domain; otherwise a link to share.
+             * @default false
+             */
+            personal?: boolean;
         };
         PortLink: {
-            /** @description The link (`<server.public_url>/preview/{token}/`); it works without a bearer token. */
+            /**
+             * @description The link; it works without a bearer token: `<server.public_url>/preview/{token}/`,
+             *     or with a preview domain `<scheme>://{port}-{session_id}.<preview_domain>/__sandgate/open?token={token}`.
+             */
             url: string;
             session_id: string;
             port: number;
+            personal: boolean;
             /** Format: date-time */
             expires_at: string;
+            /**
+             * Format: date-time
+             * @description A personal link on a preview domain opens only until then.
+             */
+            open_by?: string;
         };
         SessionDestroyed: {
             session_id: string;
@@ -3038,11 +3067,6 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                /**
-                 * @example {
-                 *       "ttl_s": 900
-                 *     }
-                 */
                 "application/json": components["schemas"]["PortLinkRequest"];
             };
         };
@@ -3055,9 +3079,10 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "url": "http://localhost:8080/preview/v1.6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b.8000.1764408420.Qm9vbS4uLg/",
+                     *       "url": "http://localhost:8080/preview/v2.s.6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b.8000.0b6e4a4e-8a46-4a3a-9d6c-1f0c6e1d2a33.1764408420.0.q5r0sFv2mC1xT8wZ.Qm9vbS4uLg/",
                      *       "session_id": "6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b",
                      *       "port": 8000,
+                     *       "personal": false,
                      *       "expires_at": "2026-11-29T09:27:00Z"
                      *     }
                      */
@@ -3099,7 +3124,17 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description With `server.preview_domain`: the same request at the port's own origin (`Location`). */
+            307: {
+                headers: {
+                    /** @description Where the preview is served. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             422: components["responses"]["Unsupported"];
@@ -3145,7 +3180,17 @@ export interface operations {
             };
         };
         responses: {
+            /** @description With `server.preview_domain`: the same request at the port's own origin (`Location`). */
+            307: {
+                headers: {
+                    /** @description Where the preview is served. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             500: components["responses"]["InternalError"];
@@ -3189,7 +3234,17 @@ export interface operations {
             };
         };
         responses: {
+            /** @description With `server.preview_domain`: the same request at the port's own origin (`Location`). */
+            307: {
+                headers: {
+                    /** @description Where the preview is served. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             422: components["responses"]["Unsupported"];
@@ -3230,7 +3285,17 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description With `server.preview_domain`: the same request at the port's own origin (`Location`). */
+            307: {
+                headers: {
+                    /** @description Where the preview is served. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             500: components["responses"]["InternalError"];
@@ -3274,7 +3339,17 @@ export interface operations {
             };
         };
         responses: {
+            /** @description With `server.preview_domain`: the same request at the port's own origin (`Location`). */
+            307: {
+                headers: {
+                    /** @description Where the preview is served. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             500: components["responses"]["InternalError"];
@@ -3319,8 +3394,19 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description With `server.preview_domain`: the link's opening URL on the port's own origin (`Location`). */
+            307: {
+                headers: {
+                    /** @description Where the preview is served. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["Upstream"];
             /** @description The sandbox server's answer, passed through with its status and headers. */
@@ -3361,8 +3447,19 @@ export interface operations {
             };
         };
         responses: {
+            /** @description With `server.preview_domain`: the link's opening URL on the port's own origin (`Location`). */
+            307: {
+                headers: {
+                    /** @description Where the preview is served. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             /** @description The sandbox server's answer, passed through with its status and headers. */
             "2XX": {

@@ -418,7 +418,7 @@ ingress:
   enabled: true
   className: nginx
   hosts: [{host: sandgate.example.com, paths: [{path: /, pathType: Prefix}]}]
-  tls: [{secretName: sandgate-tls, hosts: [sandgate.example.com]}]
+  tls: [{secretName: sandgate-tls, hosts: [sandgate.example.com]}, {secretName: preview-tls, hosts: ["*.preview.example.com"]}]
 podDisruptionBudget: {enabled: true, minAvailable: 1}
 extraEnv:
   - name: E2B_API_KEY
@@ -442,7 +442,7 @@ worker:
   enabled: true
   keda: {enabled: true, maxReplicaCount: 20}
 config:
-  server: {public_url: https://sandgate.example.com}
+  server: {public_url: https://sandgate.example.com, preview_domain: "preview.example.com:443", trusted_proxies: [10.0.0.0/8]}
   auth:
     admin_groups: [ops]
     issuers:
@@ -503,6 +503,16 @@ func TestHelmChartEverythingOn(t *testing.T) {
 		"ScaledObject":          1,
 		"TriggerAuthentication": 1,
 	}, r.kinds(), "%v", r.names())
+
+	// The ingress serves the console's host and every preview host.
+	ing := typed[networkingv1.Ingress](t, r.find(t, "Ingress", ns, full))
+	var hosts []string
+	for _, rule := range ing.Spec.Rules {
+		hosts = append(hosts, rule.Host)
+		require.Len(t, rule.HTTP.Paths, 1)
+		assert.Equal(t, full, rule.HTTP.Paths[0].Backend.Service.Name)
+	}
+	assert.Equal(t, []string{"sandgate.example.com", "*.preview.example.com"}, hosts)
 
 	// The gateway and its workers.
 	dep := typed[appsv1.Deployment](t, r.find(t, "Deployment", ns, full))

@@ -188,6 +188,26 @@ func (s *Store) UpsertPrincipal(ctx context.Context, p store.Principal, now time
 	return p, nil
 }
 
+// GetPrincipal returns principal id as last recorded; store.ErrNotFound when unknown.
+func (s *Store) GetPrincipal(ctx context.Context, id string) (store.Principal, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Principal{}, err
+	}
+	u, err := uuidText(id)
+	if err != nil {
+		return store.Principal{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row, ok := s.principals[u]
+	if !ok {
+		return store.Principal{}, store.ErrNotFound
+	}
+	p := *row
+	p.Groups = slices.Clone(row.Groups)
+	return p, nil
+}
+
 // PrincipalLabel names principal id as "issuer#subject"; store.ErrNotFound when unknown.
 func (s *Store) PrincipalLabel(ctx context.Context, id string) (string, error) {
 	if err := ctx.Err(); err != nil {

@@ -11,6 +11,7 @@ import (
 var principalTests = []test{
 	{"upsert", testUpsertPrincipal},
 	{"label", testPrincipalLabel},
+	{"get", testGetPrincipal},
 }
 
 func testUpsertPrincipal(f *fixture) {
@@ -51,5 +52,25 @@ func testPrincipalLabel(f *fixture) {
 	require.NoError(t, err)
 	require.Equal(t, "https://i#alice", label)
 	_, err = f.st.PrincipalLabel(f.ctx, notAPrincipal)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func testGetPrincipal(f *fixture) {
+	t := f.t
+	p, err := f.st.UpsertPrincipal(f.ctx, store.Principal{Issuer: "https://i", Subject: "alice", Username: "al", Email: "a@x", Groups: []string{"ml", "dev"}}, at(0))
+	require.NoError(t, err)
+	_, err = f.st.UpsertPrincipal(f.ctx, store.Principal{Issuer: "https://i", Subject: "alice", Username: "al", Email: "a@x", Groups: []string{"dev"}}, at(time.Minute))
+	require.NoError(t, err)
+	got, err := f.st.GetPrincipal(f.ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, p.ID, got.ID)
+	require.Equal(t, "https://i", got.Issuer)
+	require.Equal(t, "alice", got.Subject)
+	require.Equal(t, "al", got.Username)
+	require.Equal(t, "a@x", got.Email)
+	require.Equal(t, []string{"dev"}, got.Groups, "the groups of the latest token")
+	sameTime(t, at(0), got.FirstSeenAt, "first_seen_at")
+	sameTime(t, at(time.Minute), got.LastSeenAt, "last_seen_at")
+	_, err = f.st.GetPrincipal(f.ctx, notAPrincipal)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
