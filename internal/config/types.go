@@ -208,9 +208,15 @@ type Sandbox struct {
 	// Default 1 MiB per stream.
 	MaxOutputBytes int64 `koanf:"max_output_bytes" json:"max_output_bytes"`
 	// MaxFileBytes bounds one file upload. Default 100 MiB.
-	MaxFileBytes int64              `koanf:"max_file_bytes" json:"max_file_bytes"`
-	Broker       Broker             `koanf:"broker" json:"broker"`
-	Profiles     map[string]Profile `koanf:"profiles" json:"profiles"`
+	MaxFileBytes int64 `koanf:"max_file_bytes" json:"max_file_bytes"`
+	// KeptOutputMemoryBytes bounds the memory one gateway process holds of executions'
+	// output for followers — the live output of running and recently finished executions,
+	// and finished results being replayed; past it the oldest kept output is dropped from
+	// memory (followers then read the task's stored result). Default 128 MiB; at least twice
+	// MaxOutputBytes.
+	KeptOutputMemoryBytes int64              `koanf:"kept_output_memory_bytes" json:"kept_output_memory_bytes"`
+	Broker                Broker             `koanf:"broker" json:"broker"`
+	Profiles              map[string]Profile `koanf:"profiles" json:"profiles"`
 	// Quotas bound what one principal may hold at once, so that no tenant exhausts the
 	// gateway for the others.
 	Quotas Quotas `koanf:"quotas" json:"quotas"`

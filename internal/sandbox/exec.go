@@ -102,6 +102,14 @@ type Result struct {
 	// OutputDropped: Stdout and Stderr were dropped after the run, to keep the owner's
 	// finished tasks within sandbox.quotas.retained_output_bytes (retained.go).
 	OutputDropped bool `json:"output_dropped,omitempty"`
+
+	// StdoutHead and StderrHead split a truncated stream: how many bytes of Stdout (Stderr),
+	// decoded when base64, are the start of the stream; the rest is its end, which ends at
+	// StdoutBytes (StderrBytes). Nil for a whole stream, and in results stored before they
+	// were recorded. Not in the API: a follower replaying a stored result (Follow) needs them
+	// to place each byte at its offset.
+	StdoutHead *int64 `json:"stdout_head,omitempty"`
+	StderrHead *int64 `json:"stderr_head,omitempty"`
 }
 
 // Outcome is either a Result (finished within the wait) or a promoted Task.
@@ -239,7 +247,6 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if s.queue != nil {
 		return s.submitQueued(ctx, j, wait)
 	}
-	j.live = newLiveOutput(s.maxOutput())
 	limit, overQuota := s.executionLimit(p), s.executionQuotaErr
 	if in.Background {
 		limit, overQuota = s.backgroundLimit(p), s.backgroundQuotaErr
@@ -269,7 +276,7 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if begun.First && !ephemeral {
 		j.sess = begun.Session // read holding the session lock
 	}
-	s.live.add(task.ID, j.live)
+	j.live = s.kept.start(task.ID)
 	if j.started != nil {
 		j.started(task.ID)
 	}
@@ -279,7 +286,6 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	done, err := s.broker.Submit(ctx, task.ID, wait, j.run)
 	if err != nil {
 		j.live.finish(nil, err)
-		s.live.retire(task.ID)
 		c := failedCompletion(err)
 		c.Unlock = j.place // the job never started
 		s.recordCompletion(context.WithoutCancel(ctx), task.ID, c)
@@ -446,6 +452,7 @@ func (j *execJob) run(ctx context.Context) {
 		if !j.refused || !j.withdraw(bg) {
 			completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.ephemeral
 			completion.Unlock = j.place // the next execution of the session starts once this one is recorded
+			j.live.noteDropped(&completion, j.result)
 			s.recordCompletion(bg, j.task.ID, completion)
 		}
 		if !j.refused {
@@ -455,7 +462,6 @@ func (j *execJob) run(ctx context.Context) {
 		s.forgetCancelled(j.task.ID)
 		if j.live != nil {
 			j.live.finish(j.result, j.err)
-			s.live.retire(j.task.ID)
 		}
 	}()
 	res, err := j.execute(ctx)
@@ -745,10 +751,16 @@ func (s *Service) resultOf(e ended) (*Result, error) {
 		// Also after a timeout the program would not yield to: the kill took the context along.
 		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", e.context))
 	}
-	out, outTrunc, outN := e.out.stdout.bytes()
-	errb, errTrunc, errN := e.out.stderr.bytes()
+	out, outTrunc, outN, outHead := e.out.stdout.bytes()
+	errb, errTrunc, errN, errHead := e.out.stderr.bytes()
 	res.Stdout, res.Stderr, res.Encoding = encodeStreams(out, errb, e.base64)
 	res.StdoutBytes, res.StderrBytes, res.StdoutTruncated, res.StderrTruncated = outN, errN, outTrunc, errTrunc
+	if outTrunc {
+		res.StdoutHead = &outHead
+	}
+	if errTrunc {
+		res.StderrHead = &errHead
+	}
 	return res, nil
 }
 

@@ -16,6 +16,10 @@ type Settings struct {
 	MaxOutputBytes int64
 	// MaxFileBytes bounds one file upload. Default 100 MiB.
 	MaxFileBytes int64
+	// KeptOutputMemoryBytes bounds the memory this replica holds of its executions' output
+	// for followers: live logs of running and recently finished executions, and results
+	// being replayed (kept.go). Default DefaultKeptOutputMemoryBytes.
+	KeptOutputMemoryBytes int64
 	// Quotas are the per-principal limits (sandbox.quotas).
 	Quotas Quotas
 	// WaitTimeout bounds how long a call waits for its execution before promoting it to a
@@ -105,6 +109,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.MaxFileBytes <= 0 {
 		s.MaxFileBytes = 100 << 20
+	}
+	if s.KeptOutputMemoryBytes <= 0 {
+		s.KeptOutputMemoryBytes = DefaultKeptOutputMemoryBytes
 	}
 	if s.Quotas.Sessions == 0 {
 		s.Quotas.Sessions = 100

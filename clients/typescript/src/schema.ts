@@ -815,9 +815,12 @@ export interface paths {
          *     have been) or one `error` event (a problem), after which the stream closes. A comment
          *     line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to
          *     resume after the last event received. Output is live on the replica that runs the
-         *     execution, and stays followable there for 5 minutes after it ended; elsewhere (another
-         *     replica, a queue worker) the stream sends keepalives until the task has ended, then its
-         *     `result`.
+         *     execution, and stays followable there for 5 minutes after it ended, within the memory
+         *     that replica keeps for followers (`sandbox.kept_output_memory_bytes`); elsewhere
+         *     (another replica, a queue worker) the stream sends keepalives until the task has ended.
+         *     Output that is not live is replayed from the stored result once the task has ended:
+         *     each stream's kept start and end at their offsets (`stdout` before `stderr`), `gap`
+         *     events for what was dropped, then the `result`.
          */
         get: operations["getTaskOutput"];
         put?: never;
