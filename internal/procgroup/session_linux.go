@@ -33,12 +33,13 @@ func (p *Process) reap() (*os.ProcessState, error) {
 // signalTree sends sig to process group sid and to every other live process of the tree of
 // leader sid (see treeMembers), except skip (0: none) and the members of the group when the
 // group was signalled as a whole; it returns the members it found (skip excluded), for a
-// later round. Each process gets the signal once.
+// later round. Each process gets the signal once. The tree is read before any signal is
+// sent: a parent that ends on it hands its children to init at once, out of the tree.
 func signalTree(sid int, sig syscall.Signal, skip int) ([]member, bool) {
+	members, ok := treeMembers(sid)
 	if skip == 0 {
 		_ = syscall.Kill(-sid, sig)
 	}
-	members, ok := treeMembers(sid)
 	out := members[:0]
 	for _, m := range members {
 		if m.pid == skip {

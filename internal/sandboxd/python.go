@@ -350,6 +350,10 @@ func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecReques
 		default:
 		}
 	}
+	// What the cell started ends with it (a child, a daemon in a session of its own, one a
+	// shell left behind): the interpreter alone runs on. Escapees handed to the runtime as
+	// their subreaper go when the execution ends (orphans).
+	py.proc.KillOthers()
 	capt.drain(r.drainDelay)
 	stdinFeed.stop()
 	codeFeed.stop()

@@ -205,7 +205,7 @@ func (r *Runtime) Close() error {
 }
 
 // begin registers an execution; end must be called when it has returned. A background
-// execution does not shelter escaped processes (see orphans).
+// execution does not shelter escaped processes (see orphans), but its end sweeps them too.
 func (r *Runtime) begin(background bool) (end func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -213,7 +213,7 @@ func (r *Runtime) begin(background bool) (end func(), err error) {
 		return nil, fault.New(fault.Gone, "%s", errShutdown)
 	}
 	r.running.Add(1)
-	endOrphans := func() {}
+	endOrphans := r.orphans.ended
 	if !background {
 		endOrphans = r.orphans.begin()
 	}
