@@ -98,12 +98,13 @@ func (r *Runtime) startPython(name string) (*pyProcess, error) {
 		return nil, fmt.Errorf("sandboxd: python context '%s': %w", name, err)
 	}
 	cmd := &exec.Cmd{
-		Path:       interp,
-		Args:       []string{interp, "-u", "-c", driverSource},
-		Dir:        r.workspace,
-		Env:        mergeEnv(r.env, map[string]string{"PWD": r.workspace}),
-		Stderr:     errW,
-		ExtraFiles: []*os.File{theirs},
+		Path:        interp,
+		Args:        []string{interp, "-u", "-c", driverSource},
+		Dir:         r.workspace,
+		Env:         mergeEnv(r.env, map[string]string{"PWD": r.workspace}),
+		Stderr:      errW,
+		ExtraFiles:  []*os.File{theirs},
+		SysProcAttr: r.credential(nil),
 	}
 	proc, err := r.orphans.start(cmd, r.cgroups)
 	_ = theirs.Close()
