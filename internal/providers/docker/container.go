@@ -215,9 +215,10 @@ func unenforced(ins container.InspectResponse, pol providers.Policy) []string {
 	return gaps
 }
 
-// open opens a handle on running container ins.
-func (p *Provider) open(ctx context.Context, ins container.InspectResponse) (*Sandbox, error) {
-	c, err := p.client(ctx, ins, true)
+// open opens a handle on running container ins; with wait, its sandboxd may take
+// readyTimeout to answer (a container that has just started), else one probe.
+func (p *Provider) open(ctx context.Context, ins container.InspectResponse, wait bool) (*Sandbox, error) {
+	c, err := p.client(ctx, ins, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +241,7 @@ func (p *Provider) attachLive(ctx context.Context, id string) *Sandbox {
 		return nil
 	}
 	c := v.(sdConn)
-	if c.rt.Ready(ctx) != nil {
+	if probe(ctx, c) != nil {
 		p.forgetClient(id)
 		return nil
 	}

@@ -477,9 +477,14 @@ func (p *Provider) inspectSandbox(ctx context.Context, id string) (container.Ins
 	return ins, nil
 }
 
-// openRunning makes sure the container runs and opens a handle on it.
+// openRunning makes sure the container runs and opens a handle on it. Its sandboxd gets
+// readyTimeout to answer when the container (re)started or was unpaused here or started
+// shortly before; one that has run for longer gets one probe: a sandboxd that does not
+// answer then has stopped answering (a stopped or frozen process), and waiting would only
+// hold up the execution that asked.
 func (p *Provider) openRunning(ctx context.Context, ins container.InspectResponse) (*Sandbox, error) {
 	st := ins.State
+	wait := st == nil || recentlyStarted(st.StartedAt)
 	switch {
 	case st == nil:
 		return nil, fault.New(fault.Provision, "%s: container '%s' has no state", TypeName, ins.ID)
@@ -489,6 +494,7 @@ func (p *Provider) openRunning(ctx context.Context, ins container.InspectRespons
 		if err := p.cli.ContainerUnpause(ctx, ins.ID); err != nil {
 			return nil, p.engineErr(err, "unpausing sandbox '%s'", ins.ID)
 		}
+		wait = true
 	case !st.Running || st.Restarting:
 		p.log.Info("starting a stopped sandbox container", "sandbox_id", ins.ID)
 		if ins.Config != nil {
@@ -505,8 +511,16 @@ func (p *Provider) openRunning(ctx context.Context, ins container.InspectRespons
 			}
 			return nil, p.engineErr(err, "starting sandbox '%s'", ins.ID)
 		}
+		wait = true
 	}
-	return p.open(ctx, ins)
+	return p.open(ctx, ins, wait)
+}
+
+// recentlyStarted reports whether a container that started at startedAt (the engine's
+// RFC 3339 time) may still be starting its sandboxd; true when the time is unknown.
+func recentlyStarted(startedAt string) bool {
+	t, err := time.Parse(time.RFC3339Nano, startedAt)
+	return err != nil || time.Since(t) < readyTimeout
 }
 
 // openID inspects a container this provider just made and opens it.
@@ -518,7 +532,7 @@ func (p *Provider) openID(ctx context.Context, id string) (*Sandbox, error) {
 	if ins.State == nil || !ins.State.Running {
 		return nil, fmt.Errorf("the container is not running%s", p.exitReport(ctx, ins))
 	}
-	return p.open(ctx, ins)
+	return p.open(ctx, ins, true)
 }
 
 // exitReport says how a container that should run ended: its exit code and the last lines

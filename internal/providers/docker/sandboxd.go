@@ -66,6 +66,10 @@ const (
 	sandboxdRoot = "0:0"
 	// readyTimeout bounds how long a started container's sandboxd has to answer /readyz.
 	readyTimeout = 20 * time.Second
+	// probeTimeout bounds one /readyz of a sandboxd that should answer at once: a stopped or
+	// frozen one accepts connections (the kernel queues them) and never answers. Generous:
+	// over the exec transport a probe may need a new engine exec on a busy engine.
+	probeTimeout = 10 * time.Second
 )
 
 // Transport is how the gateway reaches the sandboxd of a container it started.
@@ -440,7 +444,7 @@ type sdConn struct {
 func (p *Provider) client(ctx context.Context, ins container.InspectResponse, wait bool) (sdConn, error) {
 	if v, ok := p.sd.clients.Load(ins.ID); ok {
 		c := v.(sdConn)
-		if err := c.rt.Ready(ctx); err == nil {
+		if err := probe(ctx, c); err == nil {
 			return c, nil
 		}
 		p.forgetClient(ins.ID)
@@ -492,7 +496,14 @@ func (p *Provider) dialSandboxd(ctx context.Context, ins container.InspectRespon
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		err := c.rt.Ready(ctx)
+		var err error
+		if wait {
+			rctx, cancel := context.WithDeadline(ctx, deadline)
+			err = c.rt.Ready(rctx)
+			cancel()
+		} else {
+			err = probe(ctx, c)
+		}
 		if err == nil {
 			break
 		}
@@ -505,7 +516,7 @@ func (p *Provider) dialSandboxd(ctx context.Context, ins container.InspectRespon
 			if now, ierr := p.cli.ContainerInspect(ctx, ins.ID); ierr == nil {
 				report = p.exitReport(ctx, now) // a sandboxd that refused to start says why
 			}
-			return sdConn{}, fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' does not answer%s", TypeName, ins.ID, report)
+			return sdConn{}, fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' does not answer%s (stopped, frozen or overloaded: try again, or destroy the session for a new sandbox)", TypeName, ins.ID, report)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -517,6 +528,13 @@ func (p *Provider) dialSandboxd(ctx context.Context, ins container.InspectRespon
 		}
 	}
 	return c, nil
+}
+
+// probe asks c's sandboxd whether it is ready, for at most probeTimeout.
+func probe(ctx context.Context, c sdConn) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return c.rt.Ready(ctx)
 }
 
 // containerToken returns the secret of a container the provider started.
