@@ -82,7 +82,10 @@ type Harness struct {
 //     named context is a capability error;
 //   - executions/…: for providers declaring background or interactive, background processes
 //     outlive their call and stop on request, an open stdin is fed while a program runs, a
-//     terminal is resized; otherwise those are capability errors.
+//     terminal is resized; otherwise those are capability errors;
+//   - processes/…: what code in a context starts ends with its execution (the context lives
+//     on), and a stopped background process takes its whole tree along, a descendant in a
+//     session of its own included.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
@@ -107,6 +110,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("lifecycle", s.lifecycle)
 	t.Run("stateful", s.stateful)
 	t.Run("executions", s.executions)
+	t.Run("processes", s.processes)
 }
 
 type suite struct {
