@@ -56,6 +56,18 @@ func TestRunAsProtectsSandboxd(t *testing.T) {
 	assert.Equal(t, "65532\n65532\n65532\n", out, "programs run as the --run-as user, without root's groups")
 	_, out, _ = run(sandboxd.ExecRequest{Code: "import os\nprint(os.getuid(), os.geteuid())", Language: "python", Context: "py"})
 	assert.Equal(t, "65532 65532\n", out, "and so do contexts")
+	// Their pipes are theirs: opened again by name, as shells and scripts do.
+	res, out, stderr := run(sandboxd.ExecRequest{Command: "cat /dev/stdin > /dev/stdout; echo err > /dev/stderr", Stdin: []byte("in\n")})
+	assert.Equal(t, 0, res.ExitCode, stderr)
+	assert.Equal(t, "in\n", out)
+	assert.Equal(t, "err\n", stderr)
+	res, out, stderr = run(sandboxd.ExecRequest{Language: "python", Context: "py", Code: "print(open('/dev/stdin').read().strip(), file=open('/dev/stdout', 'w'))", Stdin: []byte("cell\n")})
+	assert.Equal(t, 0, res.ExitCode, stderr)
+	assert.Equal(t, "cell\n", out)
+	long := "echo " + strings.Repeat("x", 70<<10) + " | wc -c"
+	res, out, stderr = run(sandboxd.ExecRequest{Command: long})
+	assert.Equal(t, 0, res.ExitCode, "program text over 64 KiB goes through /dev/fd/3: %s", stderr)
+	assert.Equal(t, "71681\n", strings.TrimLeft(out, " "))
 
 	for _, sig := range []string{"STOP", "KILL", "TERM"} {
 		res, _, stderr := run(sandboxd.ExecRequest{Command: "kill -" + sig + " " + strconv.Itoa(pid)})
@@ -64,7 +76,7 @@ func TestRunAsProtectsSandboxd(t *testing.T) {
 	}
 	// ptrace(PTRACE_ATTACH) and PTRACE_SEIZE are refused; sandboxd's memory and environment
 	// cannot be read.
-	res, out, stderr := run(sandboxd.ExecRequest{Language: "python", Code: `import ctypes, os
+	res, out, stderr = run(sandboxd.ExecRequest{Language: "python", Code: `import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 for req in (16, 0x4206):
     r = libc.ptrace(req, ` + strconv.Itoa(pid) + `, None, None)

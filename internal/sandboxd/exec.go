@@ -283,9 +283,6 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 			return Result{}, fault.Wrap(fault.Capability, err, "sandboxd: this sandbox cannot open a pseudo-terminal")
 		}
 		_ = pty.Setsize(master, &pty.Winsize{Rows: spec.pty.Rows, Cols: spec.pty.Cols})
-		// The terminal is the program's, as login makes it: a program that opens /dev/tty
-		// (a password prompt) must be able to.
-		_ = r.ownFile(tty)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setctty: true, Ctty: 0}
 		childEnds, term = []*os.File{tty}, master
@@ -330,6 +327,7 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 		defer timer.Stop()
 		deadline = timer.C
 	}
+	r.givePrograms(childEnds)
 	cmd.SysProcAttr = r.credential(cmd.SysProcAttr)
 	oomBefore := oomKills()
 	proc, err := r.orphans.start(cmd, r.cgroups)

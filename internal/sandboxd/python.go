@@ -301,6 +301,7 @@ func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecReques
 		deadline = timer.C
 	}
 	oomBefore := oomKills()
+	r.givePrograms([]*os.File{stdin, stdout, stderr, code})
 	sendErr := py.send(pyRequest{Env: req.Env, Dir: cwd}, stdin, stdout, stderr, code)
 	closeFiles([]*os.File{stdin, stdout, stderr, code})
 

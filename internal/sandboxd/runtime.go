@@ -367,6 +367,18 @@ func (r *Runtime) ownFile(f *os.File) error {
 	return f.Chown(int(r.user.UID), int(r.user.GID))
 }
 
+// givePrograms gives the program's ends of its pipes (and its terminal) to the programs'
+// user, when they run as another: a program that opens them again by name — /dev/stdout,
+// /dev/stdin, /dev/fd/3, /dev/tty — must be allowed to, as it would be for pipes it made
+// itself. Best effort: a program may always use the descriptors it inherits.
+func (r *Runtime) givePrograms(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = r.ownFile(f)
+		}
+	}
+}
+
 func durationOr(v, def time.Duration) time.Duration {
 	if v <= 0 {
 		return def

@@ -52,13 +52,18 @@ func TestProgramsCannotStopSandboxd(t *testing.T) {
 	require.NoError(t, err)
 	out := sh(t, sb, "id -u; stat -c %u /workspace mine.txt up up/loaded.txt")
 	assert.Equal(t, "65532\n65532\n65532\n65532\n65532\n", out, "programs run as docker's default program user and own what they and uploads made")
+	// Their pipes are theirs, also opened again by name.
+	r := run(t, sb, providers.ExecSpec{Command: "cat /dev/stdin > /dev/stdout; echo err > /dev/stderr", Stdin: strings.NewReader("in\n")})
+	require.NoError(t, r.err)
+	assert.Equal(t, "in\n", r.stdout, r.stderr)
+	assert.Equal(t, "err\n", r.stderr)
 
 	for i := range 2 { // from a plain execution, then from a context
 		spec := providers.ExecSpec{Code: attackSandboxd, Language: "python"}
 		if i == 1 {
 			spec.Context = providers.DefaultContext
 		}
-		r := run(t, sb, spec)
+		r = run(t, sb, spec)
 		require.NoError(t, r.err)
 		require.Equal(t, 0, r.st.ExitCode, "stderr %s", r.stderr)
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")

@@ -495,11 +495,15 @@ func (p *Provider) dialSandboxd(ctx context.Context, ins container.InspectRespon
 		return sdConn{}, err
 	}
 	deadline := time.Now().Add(readyTimeout)
+	var last error // the last answer that says why, rather than the deadline's
 	for {
 		var err error
 		if wait {
 			rctx, cancel := context.WithDeadline(ctx, deadline)
 			err = c.rt.Ready(rctx)
+			if err != nil && rctx.Err() != nil && ctx.Err() == nil && last != nil {
+				err = last
+			}
 			cancel()
 		} else {
 			err = probe(ctx, c)
@@ -507,6 +511,7 @@ func (p *Provider) dialSandboxd(ctx context.Context, ins container.InspectRespon
 		if err == nil {
 			break
 		}
+		last = err
 		if !wait || time.Now().After(deadline) || ctx.Err() != nil {
 			_ = c.rt.Close()
 			if ctx.Err() != nil {
@@ -737,8 +742,9 @@ func (p *Provider) execErr(err error, id string) error {
 }
 
 // sandboxdPeer returns the check of a container's sandboxd listener (remote.NewVerifiedClient).
-// Programs in the container run as sandboxd's user and may replace its socket with one of
-// their own, so the listener must be sandboxd itself: the oldest child of the container's init
+// Programs that run as sandboxd's own user (a non-root docker.sandboxd.user; by default they
+// run as another and cannot touch its socket) may replace its socket with one of their own,
+// so the listener must be sandboxd itself: the oldest child of the container's init
 // (docker-init, State.Pid; sandboxd is the process it starts, and the container ends with it,
 // so any other child — an orphan reparented to init — is younger). A listener that is not
 // visible from the gateway's pid namespace (pid 0: the gateway runs in another one) cannot be
