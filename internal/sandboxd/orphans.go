@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -167,10 +168,12 @@ func (o *orphans) close() {
 }
 
 // sweep kills and reaps the adopted orphans that no running execution may own (all of them
-// when all is set).
+// when all is set), and returns once they are gone (at most reapWait): an execution's answer
+// comes after its escaped processes ended, not while they are dying.
 func (o *orphans) sweep(all bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	var killed []int
 	for _, c := range adoptedChildren(o.known) {
 		if c.zombie {
 			reapChild(c.pid)
@@ -180,9 +183,20 @@ func (o *orphans) sweep(all bool) {
 			continue
 		}
 		killOrphan(c.pid, c.session)
-		reapChild(c.pid)
+		if !reapChild(c.pid) {
+			killed = append(killed, c.pid)
+		}
+	}
+	deadline := time.Now().Add(reapWait)
+	for len(killed) > 0 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+		killed = slices.DeleteFunc(killed, reapChild)
 	}
 }
+
+// reapWait bounds how long a sweep waits for the orphans it killed to exit (SIGKILL ends
+// them at once, unless the machine is very busy or they wait on a device).
+const reapWait = 2 * time.Second
 
 // reapZombies reaps the adopted orphans that have exited.
 func (o *orphans) reapZombies() {
