@@ -87,12 +87,18 @@ type daemon struct {
 // it at the end of the test.
 func start(t *testing.T, env []string, args ...string) *daemon {
 	t.Helper()
+	return startIn(t, t.TempDir(), append([]string{"PATH=" + os.Getenv("PATH")}, env...), args...)
+}
+
+// startIn is start with workspace ws and exactly the environment env.
+func startIn(t *testing.T, ws string, env []string, args ...string) *daemon {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "sbd") // short: socket paths are limited to ~107 bytes
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	d := &daemon{socket: filepath.Join(dir, "s.sock"), workspace: t.TempDir(), stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	d := &daemon{socket: filepath.Join(dir, "s.sock"), workspace: ws, stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	d.cmd = exec.Command(binary, append([]string{"serve", "--socket", d.socket, "--workspace", d.workspace}, args...)...)
-	d.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	d.cmd.Env = env
 	d.cmd.Stderr = d.stderr
 	require.NoError(t, d.cmd.Start())
 	go func() { d.exited <- d.cmd.Wait() }()

@@ -318,8 +318,10 @@ type Docker struct {
 	Runtime  string `koanf:"runtime" json:"runtime"`     // OCI runtime; default "docker" (the engine default)
 	AttachTo string `koanf:"attach_to" json:"attach_to"` // container id/name (attached profiles)
 	Host     string `koanf:"host" json:"host"`           // engine address; default from DOCKER_HOST
-	// User runs the sandbox's programs as this user ("name", "uid" or "uid:gid"); default the
-	// image's user. The image must give that user a writable /workspace.
+	// User runs the sandbox's programs as this user ("uid", "uid:gid", "name" or
+	// "name:group" of the image); default sandboxd.user, else 65532:65532. sandboxd, root in
+	// the container with only the capabilities this needs, starts them so and gives them
+	// /workspace: they cannot signal, stop or trace it. Root here leaves it in their reach.
 	User string `koanf:"user" json:"user"`
 	// PidsLimit caps the number of processes in one sandbox (fork bombs); default 256.
 	PidsLimit int64 `koanf:"pids_limit" json:"pids_limit"`
@@ -364,7 +366,10 @@ type DockerSandboxd struct {
 	// Default: /run/sandgate/sandboxd as root, else $XDG_RUNTIME_DIR/sandgate/sandboxd or
 	// <temp>/sandgate-<uid>/sandboxd.
 	SocketDir string `koanf:"socket_dir" json:"socket_dir"`
-	// User runs sandboxd and the programs as this user; default 65532:65532 (non-root).
+	// User, when not root, runs sandboxd and then the programs too (it cannot switch users;
+	// docker.user must be unset or the same), so they can stop it. Default: sandboxd runs as
+	// root in the container with CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_KILL,
+	// CAP_SETGID and CAP_SETUID only, and programs as docker.user.
 	User string `koanf:"user" json:"user"`
 }
 

@@ -551,18 +551,37 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	spec.ID = j.task.ID // a sandbox that can hold executions keeps this one for another gateway
 	out := s.newOutputs(j.live)
 	defer out.flush()
-	spec.Output = out.output()
-	// The provider enforces spec.Timeout; the context deadline is a backstop for providers
-	// whose kill did not return.
-	runCtx, cancel := context.WithTimeout(ctx, spec.Timeout+30*time.Second)
+	// The provider enforces spec.Timeout; the gateway bounds it too (guard.go): the context
+	// ends at the timeout + the backstop, and a call that has not returned at the timeout +
+	// the grace is left behind, its later output dropped at the gate.
+	var g gate
+	defer g.close()
+	spec.Output = g.output(out.output())
+	var (
+		runCtx context.Context
+		cancel context.CancelFunc
+		limit  time.Duration // 0: none
+	)
+	if spec.Timeout > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout+s.backstop())
+		limit = spec.Timeout + s.cfg.ExecGrace
+	} else {
+		runCtx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
-	var st providers.ExitStatus
-	exec := func(ctx context.Context) (err error) {
-		st, err = sb.Exec(ctx, j.withStdin(spec))
+	var (
+		stMu sync.Mutex
+		st   providers.ExitStatus
+	)
+	exec := func(ctx context.Context) error {
+		got, err := sb.Exec(ctx, j.withStdin(spec))
+		stMu.Lock()
+		st = got
+		stMu.Unlock()
 		return err
 	}
 	start := time.Now()
-	err = s.call(runCtx, prof, "exec", exec)
+	err = s.callWithin(runCtx, limit, prof, "exec", exec)
 	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
 		// The handle was trusted without a round trip and its sandbox could not be reached:
 		// nothing ran. Attach again — the ordinary path, which recreates a vanished sandbox —
@@ -571,16 +590,30 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		if sb, healNotice, err = j.ready(ctx); err != nil {
 			return nil, err
 		}
-		start = time.Now()
-		err = s.call(runCtx, prof, "exec", exec)
+		if limit > 0 {
+			limit = max(limit-time.Since(start), time.Millisecond)
+		}
+		err = s.callWithin(runCtx, limit, prof, "exec", exec)
+	}
+	unanswered := errors.Is(err, errUnanswered)
+	if unanswered {
+		cancel() // the call left behind ends on its own
+		g.close()
 	}
 	if notice == "" {
 		notice = healNotice
 	}
+	stMu.Lock()
+	final := st
+	stMu.Unlock()
+	if unanswered {
+		final = providers.ExitStatus{}
+	}
 	return s.resultOf(ended{
-		st: st, err: err, elapsed: time.Since(start), out: out, base64: j.base64,
-		cancelled: ctx.Err() != nil && s.wasCancelled(j.task.ID),
-		backstop:  runCtx.Err() != nil && ctx.Err() == nil,
+		st: final, err: err, elapsed: time.Since(start), out: out, base64: j.base64,
+		cancelled:  ctx.Err() != nil && s.wasCancelled(j.task.ID),
+		backstop:   runCtx.Err() != nil && ctx.Err() == nil,
+		unanswered: unanswered, timeout: spec.Timeout,
 		sessionID: j.sess.ID, taskID: j.task.ID, notice: notice, warnings: j.warnings, context: spec.Context,
 	})
 }
@@ -714,12 +747,15 @@ type ended struct {
 	out       *outputs
 	base64    bool
 	cancelled bool // the caller cancelled the task
-	backstop  bool // the timeout backstop fired (the provider's kill did not return)
-	sessionID string
-	taskID    string
-	notice    string
-	warnings  []string
-	context   string
+	backstop  bool // the provider's context ended at the timeout + the backstop (guard.go)
+	// unanswered: the provider had not returned at the timeout + the grace.
+	unanswered bool
+	timeout    time.Duration
+	sessionID  string
+	taskID     string
+	notice     string
+	warnings   []string
+	context    string
 }
 
 // resultOf turns how an execution ended into its Result; a machinery failure is an error.
@@ -739,8 +775,13 @@ func (s *Service) resultOf(e ended) (*Result, error) {
 		res.OOMKilled = st.OOMKilled
 	case e.cancelled:
 		res.Status = ResultCancelled
-	case e.backstop:
+		if e.unanswered {
+			res.Notice = joinNotice(res.Notice, unansweredNotice(e.timeout, s.cfg.ExecGrace))
+		}
+	case e.backstop, e.unanswered:
+		// The provider did not report the end at the timeout: the gateway ended it.
 		res.Status = ResultTimedOut
+		res.Notice = joinNotice(res.Notice, unansweredNotice(e.timeout, s.cfg.ExecGrace))
 	default:
 		return nil, classify(err, fault.Provision)
 	}

@@ -43,7 +43,14 @@ type Settings struct {
 	// AuditRetention is how long audit events are kept (config audit.retention); the sweeper
 	// deletes older ones (docs/semantics.md §14). Default DefaultAuditRetention.
 	AuditRetention time.Duration
+	// ExecGrace is how long past an execution's timeout the gateway waits for its provider
+	// to report its end before it ends the execution itself (guard.go). Default
+	// DefaultExecGrace; not configurable (tests shorten it).
+	ExecGrace time.Duration
 }
+
+// DefaultExecGrace is Settings.ExecGrace's default.
+const DefaultExecGrace = 10 * time.Second
 
 // DefaultAuditRetention is Settings.AuditRetention's default: 90 days.
 const DefaultAuditRetention = 90 * 24 * time.Hour
@@ -137,6 +144,7 @@ func (s Settings) withDefaults() Settings {
 	if s.Quotas.SnapshotBytes == 0 {
 		s.Quotas.SnapshotBytes = DefaultSnapshotBytesQuota
 	}
+	def(&s.ExecGrace, DefaultExecGrace)
 	def(&s.ResponseTTL, 24*time.Hour)
 	def(&s.SweepInterval, 5*time.Minute)
 	def(&s.LostAfter, 30*time.Second)

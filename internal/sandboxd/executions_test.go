@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +198,23 @@ func TestCloseEndsKeptExecutions(t *testing.T) {
 	assert.Equal(t, fault.Gone, fault.KindOf(err))
 	_, err = rt.Start(sandboxd.ExecRequest{ID: "late", Command: "true"})
 	assert.Equal(t, fault.Gone, fault.KindOf(err))
+}
+
+// TestStopEndsTheWholeTree: stopping a background process also ends a descendant that started
+// a session of its own (setsid) and ignores SIGTERM, whose parent ends on the SIGTERM — with
+// neither a cgroup nor a subreaper to find it.
+func TestStopEndsTheWholeTree(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e, err := b.rt.Start(sandboxd.ExecRequest{ID: "tree", Background: true,
+		Command: `setsid sh -c 'trap "" TERM; echo $$ > pid; while :; do sleep 0.05; done' & echo up; wait`})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		data, err := os.ReadFile(filepath.Join(b.workspace, "pid"))
+		return err == nil && len(data) > 0 && e.Log().Written("stdout") > 0
+	}, slow, 5*time.Millisecond)
+	require.NoError(t, b.rt.Stop("tree"))
+	_, err, _ = follow(t, e)
+	assert.ErrorIs(t, err, context.Canceled)
+	requireGone(t, b.workspace)
 }
