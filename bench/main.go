@@ -33,8 +33,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sandgate/sandgate/internal/devdb"
+	gw "github.com/sandgate/sandgate/internal/gateway"
 	"github.com/sandgate/sandgate/internal/providers/docker"
-	"github.com/sandgate/sandgate/internal/store"
 )
 
 var (
@@ -304,7 +304,8 @@ func writeReport() error {
 	return nil
 }
 
-// freshDB (re)creates database sandgate_bench and migrates it.
+// freshDB (re)creates database sandgate_bench and migrates it (through internal/gateway, as
+// `gateway migrate` does).
 func freshDB(ctx context.Context, inst *devdb.Instance) (string, error) {
 	conn, err := pgx.Connect(ctx, inst.URL("postgres"))
 	if err != nil {
@@ -318,12 +319,7 @@ func freshDB(ctx context.Context, inst *devdb.Instance) (string, error) {
 		return "", err
 	}
 	u := inst.URL("sandgate_bench")
-	st, err := store.Open(ctx, u, 2)
-	if err != nil {
-		return "", err
-	}
-	defer st.Close()
-	if _, err := st.Migrate(ctx); err != nil {
+	if _, _, err := gw.Migrate(ctx, u); err != nil {
 		return "", err
 	}
 	return u, nil

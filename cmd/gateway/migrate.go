@@ -12,7 +12,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/config"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/gateway"
 )
 
 func cmdMigrate(ctx context.Context, args, environ []string, stdout io.Writer) error {
@@ -28,16 +28,7 @@ func cmdMigrate(ctx context.Context, args, environ []string, stdout io.Writer) e
 	if cfg.Database.URL == "" {
 		return errors.New("database.url is required (or SANDGATE_DATABASE__URL)")
 	}
-	st, err := store.Open(ctx, cfg.Database.URL, 2)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	applied, err := st.Migrate(ctx)
-	if err != nil {
-		return err
-	}
-	cur, _, err := st.SchemaVersion(ctx)
+	applied, cur, err := gateway.Migrate(ctx, cfg.Database.URL)
 	if err != nil {
 		return err
 	}

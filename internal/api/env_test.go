@@ -16,7 +16,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 )
 
 // testEnv is one gateway replica (gatewaytest: built as `gateway serve` builds it, over real
@@ -26,7 +26,7 @@ type testEnv struct {
 	t       *testing.T
 	URL     string
 	issuer  *devissuer.Issuer
-	store   *store.Store
+	store   *postgres.Store
 	svc     *sandbox.Service
 	workdir string
 	dbURL   string

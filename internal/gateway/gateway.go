@@ -34,7 +34,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/spool"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 	"github.com/sandgate/sandgate/internal/telemetry"
 	"github.com/sandgate/sandgate/web"
 )
@@ -80,7 +80,7 @@ type Gateway struct {
 	cfg       *config.Config
 	opts      Options
 	log       *slog.Logger
-	store     *store.Store
+	store     *postgres.Store
 	svc       *sandbox.Service
 	transport queue.Transport
 	queued    *broker.Queued // the queue flavor, when configured
@@ -151,7 +151,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 			g.Close()
 		}
 	}()
-	if g.store, err = store.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns); err != nil {
+	if g.store, err = postgres.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns); err != nil {
 		return nil, err
 	}
 	if opts.RunnerID == "" {
@@ -338,7 +338,7 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 func (g *Gateway) Service() *sandbox.Service { return g.svc }
 
 // Store is the Postgres store (for tests and the benchmark harness).
-func (g *Gateway) Store() *store.Store { return g.store }
+func (g *Gateway) Store() *postgres.Store { return g.store }
 
 // RunnerID is this process's runner id.
 func (g *Gateway) RunnerID() string { return g.svc.RunnerID() }

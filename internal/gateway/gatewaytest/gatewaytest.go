@@ -34,7 +34,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 	"github.com/sandgate/sandgate/internal/testutil/dockertest"
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
@@ -203,7 +203,7 @@ func (e *Env) MetricsURL() string {
 }
 
 // Store is the gateway's store.
-func (e *Env) Store() *store.Store { return e.Gateway.Store() }
+func (e *Env) Store() *postgres.Store { return e.Gateway.Store() }
 
 // Service is the gateway's domain service.
 func (e *Env) Service() *sandbox.Service { return e.Gateway.Service() }

@@ -1,10 +1,12 @@
-package store
+package postgres
 
 import (
 	"context"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/sandgate/sandgate/internal/store"
 )
 
 const taskDoneChannel = "sandgate_task_done"
@@ -20,8 +22,8 @@ type TaskWatcher struct {
 	waiters map[string][]chan struct{}
 }
 
-// NewTaskWatcher returns a watcher; Run must be running for notifications to arrive.
-func (st *Store) NewTaskWatcher(log *slog.Logger) *TaskWatcher {
+// WatchTasks returns a *TaskWatcher; Run must be running for notifications to arrive.
+func (st *Store) WatchTasks(log *slog.Logger) store.TaskWatcher {
 	return &TaskWatcher{st: st, log: log, waiters: map[string][]chan struct{}{}}
 }
 

@@ -1,9 +1,10 @@
-package store
+package postgres
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/sandgate/sandgate/internal/store"
 )
 
 // Heartbeat records that runner id (a gateway replica) is alive at now.
@@ -25,9 +26,6 @@ func (st *Store) DeleteStaleRunners(ctx context.Context, t time.Time) error {
 	return err
 }
 
-// ErrLockHeld is returned by TryExclusive when another replica holds the lock.
-var ErrLockHeld = errors.New("store: lock held elsewhere")
-
 // TryExclusive runs fn inside a transaction holding the transaction-scoped advisory lock
 // `key`, or returns ErrLockHeld at once when another replica holds it (one sweeper at a time).
 func (st *Store) TryExclusive(ctx context.Context, key int64, fn func(ctx context.Context) error) error {
@@ -41,7 +39,7 @@ func (st *Store) TryExclusive(ctx context.Context, key int64, fn func(ctx contex
 		return err
 	}
 	if !ok {
-		return ErrLockHeld
+		return store.ErrLockHeld
 	}
 	if err := fn(ctx); err != nil {
 		return err

@@ -1,25 +1,15 @@
-package store
+package postgres
 
 import (
 	"context"
 	"time"
-)
 
-// Principal is a persisted caller identity.
-type Principal struct {
-	ID          string
-	Issuer      string
-	Subject     string
-	Username    string
-	Email       string
-	Groups      []string
-	FirstSeenAt time.Time
-	LastSeenAt  time.Time
-}
+	"github.com/sandgate/sandgate/internal/store"
+)
 
 // UpsertPrincipal records that (issuer, subject) was seen at now, refreshing its username,
 // email and groups, and returns the stored row with its id and first-seen time.
-func (s *Store) UpsertPrincipal(ctx context.Context, p Principal, now time.Time) (Principal, error) {
+func (s *Store) UpsertPrincipal(ctx context.Context, p store.Principal, now time.Time) (store.Principal, error) {
 	if p.Groups == nil {
 		p.Groups = []string{}
 	}
@@ -32,20 +22,20 @@ ON CONFLICT (issuer, subject) DO UPDATE
 RETURNING id::text, first_seen_at, last_seen_at`,
 		p.Issuer, p.Subject, p.Username, p.Email, p.Groups, now)
 	if err := row.Scan(&p.ID, &p.FirstSeenAt, &p.LastSeenAt); err != nil {
-		return Principal{}, err
+		return store.Principal{}, err
 	}
 	return p, nil
 }
 
 // GetPrincipal returns principal id as last recorded (its groups are those of its latest
 // token). Errors: ErrNotFound for an unknown id; an id that is not a uuid is an error.
-func (s *Store) GetPrincipal(ctx context.Context, id string) (Principal, error) {
-	var p Principal
+func (s *Store) GetPrincipal(ctx context.Context, id string) (store.Principal, error) {
+	var p store.Principal
 	err := s.pool.QueryRow(ctx, `
 SELECT id::text, issuer, subject, username, email, groups, first_seen_at, last_seen_at
   FROM principals WHERE id = $1`, id).Scan(&p.ID, &p.Issuer, &p.Subject, &p.Username, &p.Email, &p.Groups, &p.FirstSeenAt, &p.LastSeenAt)
 	if err != nil {
-		return Principal{}, notFound(err)
+		return store.Principal{}, notFound(err)
 	}
 	return p, nil
 }

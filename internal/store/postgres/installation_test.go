@@ -1,4 +1,4 @@
-package store_test
+package postgres_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
@@ -22,9 +22,9 @@ func TestInstallationIsCreatedOnce(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	const replicas = 8
-	stores := make([]*store.Store, replicas)
+	stores := make([]*postgres.Store, replicas)
 	for i := range stores {
-		st, err := store.Open(ctx, url, 2)
+		st, err := postgres.Open(ctx, url, 2)
 		require.NoError(t, err)
 		t.Cleanup(st.Close)
 		stores[i] = st

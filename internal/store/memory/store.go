@@ -1,4 +1,7 @@
-package sandboxtest
+// Package memory is an in-memory response store (store.Store) with the Postgres store's
+// semantics, for tests of the domain and of what is built on it that should run without
+// Postgres. The conformance suite (../storetest) holds it to the Postgres store's behaviour.
+package memory
 
 import (
 	"context"
@@ -11,22 +14,22 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
-// Store is an in-memory sandbox.Store that behaves as the Postgres store (internal/store)
+// Store is an in-memory store.Store that behaves as the Postgres store (../postgres)
 // does, statement for statement: the same quota conditions, NULL semantics, ordering,
 // first-completion-wins, lock order. Times are kept as Postgres keeps timestamptz values:
 // truncated to the microsecond, read back in the local zone. Where the Postgres store takes
-// a time argument, that time is used (never the wall clock), so a manual Clock drives
-// everything. It is safe for concurrent use and starts no goroutine.
+// a time argument, that time is used (never the wall clock), so a test's manual clock
+// (sandboxtest.Clock) drives everything. It is safe for concurrent use and starts no
+// goroutine.
 //
 // Like the database it stands for, one Store is shared by every replica of a test: give
 // two Services the same Store to model two gateway processes.
 //
 // The queue flavor's statements (CreateQueuedTask, BeginAttempt, EarlierUnfinished) are
-// not part of sandbox.Store and not implemented: queued tasks stay Postgres-only.
+// not part of store.Store and not implemented (store.Queue): queued tasks stay Postgres-only.
 type Store struct {
 	mu         sync.Mutex
 	principals map[string]*store.Principal // by id
@@ -52,7 +55,7 @@ type Store struct {
 
 // ErrUnavailable is what a call the test made fail returns (FailFinish): the response store
 // not answering.
-var ErrUnavailable = errors.New("sandboxtest: the store is unavailable")
+var ErrUnavailable = errors.New("memory: the store is unavailable")
 
 // FailFinish makes the next n FinishTask calls fail with ErrUnavailable without recording
 // anything, as a response store in an outage would.
@@ -62,7 +65,7 @@ func (s *Store) FailFinish(n int) {
 	s.finishFailures = n
 }
 
-var _ sandbox.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 type identity struct{ issuer, subject string }
 
@@ -71,8 +74,8 @@ type runner struct {
 	startedAt, heartbeatAt time.Time
 }
 
-// NewStore returns an empty store.
-func NewStore() *Store {
+// New returns an empty store.
+func New() *Store {
 	return &Store{
 		principals: map[string]*store.Principal{}, identities: map[identity]string{},
 		sessions: map[string]*store.Session{}, tasks: map[string]*store.Task{}, snapshots: map[string]*store.Snapshot{}, keys: map[string][]byte{}, processes: map[string]bool{}, runners: map[string]runner{},
@@ -104,7 +107,7 @@ func later(a, b time.Time) time.Time { // GREATEST(a, b)
 // anywhere between groups of four digits, approximately) and returns its canonical text;
 // anything else is the error Postgres gives for a uuid parameter that is not one.
 func uuidText(s string) (string, error) {
-	bad := fmt.Errorf("sandboxtest: invalid input syntax for type uuid: %q", s)
+	bad := fmt.Errorf("memory: invalid input syntax for type uuid: %q", s)
 	in := s
 	if strings.HasPrefix(in, "{") || strings.HasSuffix(in, "}") {
 		if len(in) < 2 || !strings.HasPrefix(in, "{") || !strings.HasSuffix(in, "}") {
@@ -140,7 +143,7 @@ func (s *Store) owner(table, id string) (string, error) {
 		return "", err
 	}
 	if _, ok := s.principals[u]; !ok {
-		return "", fmt.Errorf("sandboxtest: insert on table %q violates foreign key constraint: principal %s does not exist", table, u)
+		return "", fmt.Errorf("memory: insert on table %q violates foreign key constraint: principal %s does not exist", table, u)
 	}
 	return u, nil
 }
@@ -154,7 +157,7 @@ func (s *Store) notify() {
 // checkLimit is Postgres's error for a negative LIMIT.
 func checkLimit(n int) error {
 	if n < 0 {
-		return errors.New("sandboxtest: LIMIT must not be negative")
+		return errors.New("memory: LIMIT must not be negative")
 	}
 	return nil
 }

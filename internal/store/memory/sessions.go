@@ -1,4 +1,4 @@
-package sandboxtest
+package memory
 
 import (
 	"cmp"
@@ -17,7 +17,7 @@ import (
 type uniqueViolation struct{ constraint string }
 
 func (e uniqueViolation) Error() string {
-	return fmt.Sprintf("sandboxtest: duplicate key value violates unique constraint %q", e.constraint)
+	return fmt.Sprintf("memory: duplicate key value violates unique constraint %q", e.constraint)
 }
 
 func copySession(r *store.Session) store.Session {

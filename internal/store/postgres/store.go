@@ -1,7 +1,9 @@
-// Package store persists Sandgate's state in Postgres: principals, sessions, tasks and the
-// runners (gateway replicas) that execute them. It owns the pgx pool and the goose
-// migrations; it makes no decisions (those belong to internal/sandbox).
-package store
+// Package postgres is the response store in Postgres (store.Store and store.Queue):
+// principals, sessions, tasks and the runners (gateway replicas) that execute them, shared by
+// every replica and worker. It owns the pgx pool and the goose migrations of /migrations; it
+// makes no decisions (those belong to internal/sandbox). Only the composition root
+// (internal/gateway) imports it.
+package postgres
 
 import (
 	"context"
@@ -17,10 +19,9 @@ import (
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/sandgate/sandgate/migrations"
-)
 
-// ErrNotFound is returned when a row does not exist (or is not visible to the caller).
-var ErrNotFound = errors.New("store: not found")
+	"github.com/sandgate/sandgate/internal/store"
+)
 
 // Store is the Postgres-backed persistence layer. It is safe for concurrent use.
 type Store struct {
@@ -108,7 +109,12 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 func notFound(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
+		return store.ErrNotFound
 	}
 	return err
 }
+
+var (
+	_ store.Store = (*Store)(nil)
+	_ store.Queue = (*Store)(nil)
+)

@@ -1,4 +1,4 @@
-package store_test
+package postgres_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 	"github.com/sandgate/sandgate/migrations"
 )
@@ -26,7 +27,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.URL(t)
 	// Start from nothing: the test database is cloned from a migrated template.
-	st, err := store.Open(ctx, url, 4)
+	st, err := postgres.Open(ctx, url, 4)
 	require.NoError(t, err)
 	_, err = st.Pool().Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`)
 	require.NoError(t, err)
@@ -39,7 +40,7 @@ func TestMigrateConcurrently(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := store.Open(ctx, url, 4)
+			s, err := postgres.Open(ctx, url, 4)
 			if err != nil {
 				errs[i] = err
 				return
@@ -57,7 +58,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	require.Len(t, all, len(sources), "each migration must run exactly once")
 	require.ElementsMatch(t, slices.Compact(slices.Sorted(slices.Values(all))), all)
 
-	s, err := store.Open(ctx, url, 2)
+	s, err := postgres.Open(ctx, url, 2)
 	require.NoError(t, err)
 	defer s.Close()
 	cur, target, err := s.SchemaVersion(ctx)
@@ -176,7 +177,11 @@ func TestBeginAttemptOnlyTakesOverFromDeadRunners(t *testing.T) {
 	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "alice"}, now)
 	require.NoError(t, err)
 	_, err = st.CreateQueuedTask(ctx, store.Task{ID: "q1", SessionID: "s", OwnerID: p.ID, Profile: "default", Operation: "execute_command", Status: "pending", SubmittedAt: now},
-		0, func(context.Context, pgx.Tx, int64) error { return nil })
+		0, func(_ context.Context, tx any, _ int64) error {
+			_, ok := tx.(pgx.Tx)
+			require.True(t, ok, "a queue transport that joins the insert is handed a pgx.Tx, not %T", tx)
+			return nil
+		})
 	require.NoError(t, err)
 	require.NoError(t, st.Heartbeat(ctx, "a", "h", now))
 	require.NoError(t, st.Heartbeat(ctx, "b", "h", now))
@@ -244,7 +249,7 @@ func TestTaskLifecycleInFewRoundTrips(t *testing.T) {
 func TestSessionLocksAreNotAScarceResource(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st, err := store.Open(ctx, pgtest.URL(t), 4)
+	st, err := postgres.Open(ctx, pgtest.URL(t), 4)
 	require.NoError(t, err)
 	defer st.Close()
 	var unlocks []func()
@@ -269,10 +274,10 @@ func TestSessionLockAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.URL(t)
-	a, err := store.Open(ctx, url, 4)
+	a, err := postgres.Open(ctx, url, 4)
 	require.NoError(t, err)
 	defer a.Close()
-	b, err := store.Open(ctx, url, 4)
+	b, err := postgres.Open(ctx, url, 4)
 	require.NoError(t, err)
 	defer b.Close()
 
@@ -311,7 +316,7 @@ func TestSessionLockAcrossReplicas(t *testing.T) {
 	require.Equal(t, []int{0, 1, 2, 3, 4, 5}, order, "granted in arrival order across replicas")
 
 	// A replica that dies holding the lock: the other gets it without waiting for a timeout.
-	gone, err := store.Open(ctx, url, 2)
+	gone, err := postgres.Open(ctx, url, 2)
 	require.NoError(t, err)
 	_, err = gone.LockSession(ctx, "held-by-the-dead")
 	require.NoError(t, err)
@@ -332,9 +337,9 @@ func TestSessionLockIsExclusiveWhenReplicasRace(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.URL(t)
-	var replicas []*store.Store
+	var replicas []*postgres.Store
 	for range 2 {
-		st, err := store.Open(ctx, url, 8)
+		st, err := postgres.Open(ctx, url, 8)
 		require.NoError(t, err)
 		defer st.Close()
 		replicas = append(replicas, st)

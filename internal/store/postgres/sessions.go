@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -10,64 +10,26 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// Session is a persisted sandbox session. OwnerID is "" for a per_runtime shared session.
-type Session struct {
-	ID            string
-	OwnerID       string
-	Profile       string
-	Provider      string
-	Scope         string
-	Name          string
-	Labels        map[string]string
-	IsDefault     bool
-	SandboxID     string
-	Status        string
-	PendingNotice string
-	CreatedAt     time.Time
-	LastUsedAt    time.Time
-	// PausedAt is when the session's sandbox was paused; zero while it is not.
-	PausedAt time.Time
-	// PausedIdle says the idle sweeper paused it (idle_action pause): the next use resumes it.
-	PausedIdle bool
-	// ParkedSnapshot is the snapshot the session's workspace was parked in while it has no
-	// sandbox (idle_action snapshot); the next use restores it. "" for none.
-	ParkedSnapshot string
-	// DestroyAttempts counts the failed attempts to destroy the sandbox of a closed session
-	// (Status SessionClosed), DestroyRetryAt is when the next is due and DestroyError is the
-	// provider's last answer (DestroyFailed); zero for a session that is not closed.
-	DestroyAttempts int
-	DestroyRetryAt  time.Time
-	DestroyError    string
-}
-
-// Session statuses.
-const (
-	// SessionActive: the session takes work.
-	SessionActive = "active"
-	// SessionClosed: destroying the session's sandbox failed; the row stays, takes no new
-	// work, is no longer a default nor a shared session, and waits for its sandbox's removal
-	// (DestroyFailed, DestroyRetries).
-	SessionClosed = "closed"
+	"github.com/sandgate/sandgate/internal/store"
 )
 
 const sessionCols = `id, COALESCE(owner_id::text, ''), profile, provider, scope, name, labels, is_default,
 	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at,
 	paused_at, paused_idle, COALESCE(parked_snapshot, ''), destroy_attempts, destroy_retry_at, COALESCE(destroy_error, '')`
 
-func scanSession(row pgx.Row) (Session, error) { return scanSessionAfter(row) }
+func scanSession(row pgx.Row) (store.Session, error) { return scanSessionAfter(row) }
 
 // scanSessionAfter scans a row of the columns of before, then sessionCols.
-func scanSessionAfter(row pgx.Row, before ...any) (Session, error) {
-	var s Session
+func scanSessionAfter(row pgx.Row, before ...any) (store.Session, error) {
+	var s store.Session
 	var labels []byte
 	var paused, retry *time.Time
 	err := row.Scan(append(before, &s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
 		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt, &paused, &s.PausedIdle, &s.ParkedSnapshot,
 		&s.DestroyAttempts, &retry, &s.DestroyError)...)
 	if err != nil {
-		return Session{}, notFound(err)
+		return store.Session{}, notFound(err)
 	}
 	if paused != nil {
 		s.PausedAt = *paused
@@ -78,7 +40,7 @@ func scanSessionAfter(row pgx.Row, before ...any) (Session, error) {
 	s.Labels = map[string]string{}
 	if len(labels) > 0 {
 		if err := json.Unmarshal(labels, &s.Labels); err != nil {
-			return Session{}, fmt.Errorf("store: session %s labels: %w", s.ID, err)
+			return store.Session{}, fmt.Errorf("store: session %s labels: %w", s.ID, err)
 		}
 	}
 	return s, nil
@@ -92,13 +54,13 @@ func nullable(s string) any {
 }
 
 // CreateSession inserts s.
-func (st *Store) CreateSession(ctx context.Context, s Session) error {
+func (st *Store) CreateSession(ctx context.Context, s store.Session) error {
 	return st.CreateSessionWithin(ctx, s, 0)
 }
 
 // CreateSessionWithin inserts s unless its owner already owns limit sessions (limit ≤ 0: no
 // limit), then ErrQuota and nothing inserted; checked in the same statement.
-func (st *Store) CreateSessionWithin(ctx context.Context, s Session, limit int) error {
+func (st *Store) CreateSessionWithin(ctx context.Context, s store.Session, limit int) error {
 	labels, err := json.Marshal(s.Labels)
 	if err != nil {
 		return err
@@ -112,7 +74,7 @@ SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11
  WHERE $2::uuid IS NULL OR $12::int <= 0 OR (SELECT count(*) FROM sessions WHERE owner_id = $2) < $12`,
 		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt, limit)
 	if err == nil && tag.RowsAffected() == 0 {
-		return ErrQuota
+		return store.ErrQuota
 	}
 	return err
 }
@@ -120,7 +82,7 @@ SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11
 // EnsureDefaultSession returns the default session of (ownerID, profile) — for ownerID ""
 // the profile's shared per_runtime session — inserting candidate when none exists. Concurrent
 // callers get the same row. A closed session is neither (SessionClosed).
-func (st *Store) EnsureDefaultSession(ctx context.Context, candidate Session) (Session, error) {
+func (st *Store) EnsureDefaultSession(ctx context.Context, candidate store.Session) (store.Session, error) {
 	for range 3 {
 		var row pgx.Row
 		if candidate.OwnerID == "" {
@@ -132,8 +94,8 @@ func (st *Store) EnsureDefaultSession(ctx context.Context, candidate Session) (S
 		if err == nil {
 			return s, nil
 		}
-		if !errors.Is(err, ErrNotFound) {
-			return Session{}, err
+		if !errors.Is(err, store.ErrNotFound) {
+			return store.Session{}, err
 		}
 		candidate.IsDefault = true
 		err = st.CreateSession(ctx, candidate)
@@ -142,32 +104,20 @@ func (st *Store) EnsureDefaultSession(ctx context.Context, candidate Session) (S
 			return candidate, nil
 		}
 		if !errors.As(err, &pgErr) || pgErr.Code != "23505" { // unique_violation: lost a race; read again
-			return Session{}, err
+			return store.Session{}, err
 		}
 	}
-	return Session{}, errors.New("store: could not create the default session")
+	return store.Session{}, errors.New("store: could not create the default session")
 }
 
 // GetSession returns session id.
-func (st *Store) GetSession(ctx context.Context, id string) (Session, error) {
+func (st *Store) GetSession(ctx context.Context, id string) (store.Session, error) {
 	return scanSession(st.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id))
-}
-
-// SessionFilter selects sessions for ListSessions.
-type SessionFilter struct {
-	OwnerID      string // "" with All: every session
-	All          bool
-	Profile      string
-	Status       string
-	Conversation string
-	Limit        int
-	AfterCreated time.Time // keyset cursor: strictly older than (AfterCreated, AfterID)
-	AfterID      string
 }
 
 // ListSessions returns the owner's sessions plus shared per_runtime sessions (or all with
 // f.All), newest first.
-func (st *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, error) {
+func (st *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.Session, error) {
 	var where []string
 	var args []any
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -195,7 +145,7 @@ func (st *Store) ListSessions(ctx context.Context, f SessionFilter) ([]Session, 
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scanSession(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Session, error) { return scanSession(r) })
 }
 
 // UpdateSessionBackend records the session's sandbox handle (sandboxID "" after a destroy),
@@ -293,13 +243,13 @@ func (st *Store) DestroyFailed(ctx context.Context, id, sandboxID, why string, r
 
 // DestroyRetries returns up to limit closed sessions whose next destroy attempt is due at now,
 // the longest due first.
-func (st *Store) DestroyRetries(ctx context.Context, now time.Time, limit int) ([]Session, error) {
+func (st *Store) DestroyRetries(ctx context.Context, now time.Time, limit int) ([]store.Session, error) {
 	rows, err := st.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
 		WHERE status = 'closed' AND destroy_retry_at <= $1 ORDER BY destroy_retry_at, id LIMIT $2`, now, limit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scanSession(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Session, error) { return scanSession(r) })
 }
 
 // DeleteSession removes session id.
@@ -311,7 +261,7 @@ func (st *Store) DeleteSession(ctx context.Context, id string) error {
 // IdleSessions returns up to limit sessions of profile with a sandbox that is not paused,
 // unused since before cutoff, with no unfinished task, least recently used first. Shared rows
 // included; closed ones not (their sandbox is being destroyed).
-func (st *Store) IdleSessions(ctx context.Context, profile string, cutoff time.Time, limit int) ([]Session, error) {
+func (st *Store) IdleSessions(ctx context.Context, profile string, cutoff time.Time, limit int) ([]store.Session, error) {
 	rows, err := st.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions s
 		WHERE sandbox_id IS NOT NULL AND paused_at IS NULL AND profile = $1 AND last_used_at < $2 AND status <> 'closed'
 		  AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = s.id AND t.finished_at IS NULL)
@@ -319,5 +269,5 @@ func (st *Store) IdleSessions(ctx context.Context, profile string, cutoff time.T
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scanSession(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Session, error) { return scanSession(r) })
 }

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -9,55 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sandgate/sandgate/internal/store"
 )
-
-// Task is one recorded execution. Result is the JSON-encoded result once finished.
-type Task struct {
-	ID              string
-	SessionID       string
-	OwnerID         string
-	Profile         string
-	Operation       string
-	Status          string
-	Promoted        bool
-	RunnerID        string
-	SubmittedAt     time.Time
-	StartedAt       *time.Time
-	FinishedAt      *time.Time
-	ExpiresAt       *time.Time
-	Notice          string
-	Error           string
-	ErrorType       string
-	Result          json.RawMessage
-	CancelRequested bool
-	Seq             int64 // submission order (per database)
-	Queued          bool  // travels through a queue transport
-	Attempts        int   // executions started
-	// Program is what the task runs: its command or code (at most MaxProgram bytes).
-	Program string
-	// Background: a background process. It gives its session's lock up once started, and
-	// counts against its own quota, not the executions'.
-	Background bool
-	// PID is a started background process's id in its sandbox (0: unknown).
-	PID int
-	// Interactive: the execution's standard input stays open (stdin_open, or a terminal).
-	Interactive bool
-}
-
-// MaxProgram bounds Task.Program in bytes; ProgramOf cuts longer text.
-const MaxProgram = 16 << 10
-
-// ProgramOf is text cut to at most MaxProgram bytes on a UTF-8 boundary, "…" marking a cut.
-func ProgramOf(text string) string {
-	if len(text) <= MaxProgram {
-		return text
-	}
-	cut := MaxProgram - len("…")
-	for cut > 0 && text[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return text[:cut] + "…"
-}
 
 const taskCols = `id, session_id, owner_id::text, profile, operation, status, promoted, runner_id, submitted_at,
 	started_at, finished_at, expires_at, COALESCE(notice, ''), COALESCE(error, ''), COALESCE(error_type, ''), result, cancel_requested, seq, queued, attempts,
@@ -66,14 +20,14 @@ const taskCols = `id, session_id, owner_id::text, profile, operation, status, pr
 // taskSummaryCols are taskCols without the result (scanTask reads a NULL).
 var taskSummaryCols = strings.Replace(taskCols, ", result,", ", NULL::jsonb,", 1)
 
-func scanTask(row pgx.Row) (Task, error) {
-	var t Task
+func scanTask(row pgx.Row) (store.Task, error) {
+	var t store.Task
 	var res []byte
 	err := row.Scan(&t.ID, &t.SessionID, &t.OwnerID, &t.Profile, &t.Operation, &t.Status, &t.Promoted, &t.RunnerID, &t.SubmittedAt,
 		&t.StartedAt, &t.FinishedAt, &t.ExpiresAt, &t.Notice, &t.Error, &t.ErrorType, &res, &t.CancelRequested, &t.Seq, &t.Queued, &t.Attempts,
 		&t.Program, &t.Background, &t.PID, &t.Interactive)
 	if err != nil {
-		return Task{}, notFound(err)
+		return store.Task{}, notFound(err)
 	}
 	if len(res) > 0 {
 		t.Result = res
@@ -82,12 +36,9 @@ func scanTask(row pgx.Row) (Task, error) {
 }
 
 // CreateTask inserts t (status pending).
-func (st *Store) CreateTask(ctx context.Context, t Task) error {
+func (st *Store) CreateTask(ctx context.Context, t store.Task) error {
 	return st.CreateTaskWithin(ctx, t, 0)
 }
-
-// ErrQuota is returned when an insert would take its owner past the given limit.
-var ErrQuota = errors.New("store: over quota")
 
 // ownerUnder is the condition "limit $n ≤ 0 (none), or owner $3 has fewer than $n unfinished
 // tasks of the kind $bg (background processes, or executions)", for the inserts that a quota
@@ -101,26 +52,26 @@ func ownerUnder(n, bg string) string {
 // inserted — in the same statement, so the check costs no round trip. (Concurrent inserts
 // may pass it together; the limit is a bound on what one principal holds, not an exact
 // count.)
-func (st *Store) CreateTaskWithin(ctx context.Context, t Task, limit int) error {
+func (st *Store) CreateTaskWithin(ctx context.Context, t store.Task, limit int) error {
 	digest, excerpt, size := programAudit(t)
 	var n int
 	err := st.pool.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, program, background, interactive)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12 WHERE `+ownerUnder("$9", "$11")+` RETURNING id, submitted_at),
 		`+auditTaskInsert("$3", "$2", "$4", "$5", "$13", "$14", "$15")+`
 		SELECT count(*) FROM task`,
-		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive,
+		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt, limit, store.ProgramOf(t.Program), t.Background, t.Interactive,
 		digest, excerpt, size).Scan(&n)
 	if err == nil && n == 0 {
-		return ErrQuota
+		return store.ErrQuota
 	}
 	return err
 }
 
 // CreateQueuedTask inserts t as a queued task and, in the same transaction, calls enqueue
-// (which may use tx to insert its own job, or ignore it); both happen or neither does.
-// Returns the task's seq. limit > 0 bounds the owner's unfinished tasks of t's kind as
+// (which may use tx, a pgx.Tx, to insert its own job, or ignore it); both happen or neither
+// does. Returns the task's seq. limit > 0 bounds the owner's unfinished tasks of t's kind as
 // CreateTaskWithin does (ErrQuota).
-func (st *Store) CreateQueuedTask(ctx context.Context, t Task, limit int, enqueue func(ctx context.Context, tx pgx.Tx, seq int64) error) (int64, error) {
+func (st *Store) CreateQueuedTask(ctx context.Context, t store.Task, limit int, enqueue store.EnqueueFunc) (int64, error) {
 	var seq int64
 	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
 		digest, excerpt, size := programAudit(t)
@@ -128,10 +79,10 @@ func (st *Store) CreateQueuedTask(ctx context.Context, t Task, limit int, enqueu
 			SELECT $1, $2, $3, $4, $5, $6, '', $7, true, $9, $10, $11 WHERE `+ownerUnder("$8", "$10")+` RETURNING id, submitted_at, seq),
 			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14")+`
 			SELECT seq FROM task`,
-			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive,
+			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.SubmittedAt, limit, store.ProgramOf(t.Program), t.Background, t.Interactive,
 			digest, excerpt, size).Scan(&seq)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrQuota
+			return store.ErrQuota
 		}
 		if err != nil {
 			return err
@@ -140,9 +91,6 @@ func (st *Store) CreateQueuedTask(ctx context.Context, t Task, limit int, enqueu
 	})
 	return seq, err
 }
-
-// ErrTaskHeld is returned by BeginAttempt when a live runner is executing the task.
-var ErrTaskHeld = errors.New("store: task is running on a live runner")
 
 // BeginAttempt claims unfinished task id for runnerID and counts one more started execution.
 // A task already running — on this runner, or on another whose heartbeat is newer than
@@ -162,9 +110,9 @@ RETURNING attempts`, id, runnerID, now, staleBefore).Scan(&attempts)
 			return 0, notFound(err)
 		}
 		if finished {
-			return 0, ErrNotFound
+			return 0, store.ErrNotFound
 		}
-		return 0, ErrTaskHeld
+		return 0, store.ErrTaskHeld
 	}
 	return attempts, err
 }
@@ -188,7 +136,7 @@ func (st *Store) StartTask(ctx context.Context, id string, t time.Time) error {
 // StartTaskInSession marks task id running at t and returns session sessionID as it is now,
 // in one round trip (call it holding the session lock). Errors: ErrNotFound when the session
 // is gone (the task is marked running all the same; finish it).
-func (st *Store) StartTaskInSession(ctx context.Context, id, sessionID string, t time.Time) (Session, error) {
+func (st *Store) StartTaskInSession(ctx context.Context, id, sessionID string, t time.Time) (store.Session, error) {
 	return scanSession(st.pool.QueryRow(ctx, `WITH started AS (
 			UPDATE tasks SET status = 'running', started_at = $2 WHERE id = $1 AND finished_at IS NULL)
 		SELECT `+sessionCols+` FROM sessions WHERE id = $3`, id, t, sessionID))
@@ -200,41 +148,12 @@ func (st *Store) PromoteTask(ctx context.Context, id string) error {
 	return err
 }
 
-// Completion is how a task ended.
-type Completion struct {
-	Status    string
-	Notice    string
-	Error     string
-	ErrorType string
-	Result    any // JSON-encodable; nil for machinery failures
-	SessionID string
-	// Touch also records a use of session SessionID at the completion time, in the same
-	// round trip (an execution that reached its sandbox counts as use).
-	Touch bool
-	// Unlock gives up this lock place (BeginTask's) in the same round trip, whether or not
-	// this completion is the one stored; the zero Place: none.
-	Unlock Place
-	// ExitCode and DurationMS complete the execution's audit event: the program's exit code
-	// and run time when it ran (nil: unknown; the duration is then taken from the task's
-	// start to t).
-	ExitCode   *int
-	DurationMS *int64
-	// OutputBytes is how many bytes of output Result keeps (its stdout and stderr), counted
-	// against its owner's retained_output_bytes (DropOldestOutputs).
-	OutputBytes int64
-	// ReplacesLost lets this completion replace a `lost` one already recorded, unless it is
-	// `lost` itself: it comes from the runner that ran the execution, so it is what happened,
-	// where `lost` (a sweeper's or an adopter's verdict about a runner that stopped answering)
-	// only said the outcome was unknown (docs/semantics.md §9 Completion).
-	ReplacesLost bool
-}
-
 // FinishTask records task id's completion at t, kept until t+ttl, and notifies waiters on
 // every replica (TaskWatcher), in one statement — which also touches the session (c.Touch)
 // and gives up c.Unlock. A task already finished keeps its first completion, but that a
 // completion with c.ReplacesLost replaces a `lost` one; the return says whether this one was
 // stored (false also for an unknown task).
-func (st *Store) FinishTask(ctx context.Context, id string, c Completion, t time.Time, ttl time.Duration) (bool, error) {
+func (st *Store) FinishTask(ctx context.Context, id string, c store.Completion, t time.Time, ttl time.Duration) (bool, error) {
 	var res []byte
 	if c.Result != nil {
 		var err error
@@ -290,7 +209,7 @@ func (st *Store) WithdrawTask(ctx context.Context, id string) (bool, error) {
 }
 
 // GetTask returns task id if it belongs to ownerID (any owner when ownerID is "").
-func (st *Store) GetTask(ctx context.Context, id, ownerID string) (Task, error) {
+func (st *Store) GetTask(ctx context.Context, id, ownerID string) (store.Task, error) {
 	if ownerID == "" {
 		return scanTask(st.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = $1`, id))
 	}
@@ -300,26 +219,15 @@ func (st *Store) GetTask(ctx context.Context, id, ownerID string) (Task, error) 
 // GetTaskSummary is GetTask without the result (Task.Result nil): whether and how task id
 // ended, for callers that do not need its output (a finished result holds up to twice
 // sandbox.max_output_bytes).
-func (st *Store) GetTaskSummary(ctx context.Context, id, ownerID string) (Task, error) {
+func (st *Store) GetTaskSummary(ctx context.Context, id, ownerID string) (store.Task, error) {
 	if ownerID == "" {
 		return scanTask(st.pool.QueryRow(ctx, `SELECT `+taskSummaryCols+` FROM tasks WHERE id = $1`, id))
 	}
 	return scanTask(st.pool.QueryRow(ctx, `SELECT `+taskSummaryCols+` FROM tasks WHERE id = $1 AND owner_id = $2`, id, ownerID))
 }
 
-// TaskFilter selects tasks for ListTasks.
-type TaskFilter struct {
-	OwnerID        string // "": every owner's
-	Status         string
-	SessionID      string
-	Background     bool // background processes only
-	Limit          int
-	AfterSubmitted time.Time
-	AfterID        string
-}
-
 // ListTasks returns the filter's tasks, newest first, without results.
-func (st *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
+func (st *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {
 	var args []any
 	where := []string{"true"}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -344,7 +252,7 @@ func (st *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Task, error) { return scanTask(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Task, error) { return scanTask(r) })
 }
 
 // RequestCancel flags unfinished task id for cancellation by its runner.
@@ -375,7 +283,7 @@ func (st *Store) CancelRequested(ctx context.Context, runnerID string) ([]string
 // started background process, which its transport no longer delivers) whose
 // runner has not sent a heartbeat since staleBefore (or is unknown), oldest first: the ones
 // another runner may adopt (AdoptTask) before MarkLostTasks gives them up.
-func (st *Store) OrphanedTasks(ctx context.Context, staleBefore time.Time, limit int) ([]Task, error) {
+func (st *Store) OrphanedTasks(ctx context.Context, staleBefore time.Time, limit int) ([]store.Task, error) {
 	rows, err := st.pool.Query(ctx, `SELECT `+taskCols+` FROM tasks t
 		WHERE t.finished_at IS NULL AND t.started_at IS NOT NULL AND (NOT t.queued OR t.pid IS NOT NULL)
 		  AND NOT EXISTS (SELECT 1 FROM runners r WHERE r.id = t.runner_id AND r.heartbeat_at >= $1)
@@ -383,7 +291,7 @@ func (st *Store) OrphanedTasks(ctx context.Context, staleBefore time.Time, limit
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Task, error) { return scanTask(row) })
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Task, error) { return scanTask(row) })
 }
 
 // AdoptTask makes runnerID the runner of task id if it is still unfinished and its runner
@@ -426,26 +334,11 @@ func (st *Store) DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, 
 	return tag.RowsAffected(), err
 }
 
-// Held is what a principal holds now (Usage).
-type Held struct {
-	Sessions   int // default ones included
-	Executions int // unfinished tasks that are not background processes
-	Background int // unfinished background processes
-	// Contexts are the named contexts held in the owner's sessions' current sandboxes
-	// (HoldContext).
-	Contexts int
-	// RetainedOutputBytes is the output its finished tasks keep (Completion.OutputBytes).
-	RetainedOutputBytes int64
-	Snapshots           int // snapshots of kind SnapshotUser
-	// SnapshotBytes is the SizeBytes of all its snapshots, idle captures included.
-	SnapshotBytes int64
-}
-
 // Usage is what a principal holds now: its sessions, its unfinished executions, its
 // background processes, its live named contexts, the output its finished tasks keep, its
 // snapshots and their bytes.
-func (st *Store) Usage(ctx context.Context, ownerID string) (Held, error) {
-	var h Held
+func (st *Store) Usage(ctx context.Context, ownerID string) (store.Held, error) {
+	var h store.Held
 	err := st.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM sessions WHERE owner_id = $1),
 		count(*) FILTER (WHERE NOT background), count(*) FILTER (WHERE background),
 		(SELECT count(*) FROM contexts c WHERE c.owner_id = $1 AND `+liveContexts+`),

@@ -1,94 +1,15 @@
-package store
+package postgres
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sandgate/sandgate/internal/store"
 )
-
-// Audit event kinds (docs/semantics.md §14).
-const (
-	AuditExecution      = "execution"
-	AuditFileWrite      = "file_write"
-	AuditFileDelete     = "file_delete"
-	AuditSessionCreate  = "session_create"
-	AuditSessionDestroy = "session_destroy"
-)
-
-// AuditSubmitted is the status of an execution's audit event until its task finishes (then
-// the task's final status).
-const AuditSubmitted = "submitted"
-
-// AuditExcerptBytes is how many leading bytes of a command or code an audit event keeps
-// (ExcerptOf).
-const AuditExcerptBytes = 256
-
-// AuditEvent is one audit log row. An execution's event is written by the statement that
-// records its task (BeginTask, CreateTaskWithin, CreateQueuedTask) and completed by the one
-// that finishes it (FinishTask, MarkLostTasks); AppendAudit writes every other kind.
-type AuditEvent struct {
-	ID   int64     // assigned by the store; ascending in insertion order
-	At   time.Time // when it happened (an execution: its submission)
-	Kind string    // one of the Audit* kinds
-	// PrincipalID is the acting principal's id (a recorded principal); Principal is its
-	// "issuer#subject", filled in by the store when the event is written.
-	PrincipalID string
-	Principal   string
-	SessionID   string
-	Profile     string
-	TaskID      string // executions
-	Operation   string // executions: execute_command | execute_code
-	Target      string // file events: the workspace path
-	// Digest is the SHA-256 (hex) of the command or code, or of a written file's bytes;
-	// Excerpt the command's or code's first AuditExcerptBytes bytes; Size the full length in
-	// bytes of either.
-	Digest  string
-	Excerpt string
-	Size    int64
-	// Status is AuditSubmitted, then the task's final status, for executions; "succeeded"
-	// or "failed" (with ErrorType, a fault kind) for the other kinds.
-	Status     string
-	ErrorType  string
-	ExitCode   *int       // executions whose program ran
-	DurationMS *int64     // executions: the program's run time, else start to finish
-	FinishedAt *time.Time // executions, once finished
-}
-
-// AuditFilter selects audit events for ListAudit. Empty fields select everything.
-type AuditFilter struct {
-	// Principal matches the principal's "issuer#subject" or its id.
-	Principal string
-	SessionID string
-	Kind      string
-	Since     time.Time // At ≥ Since (zero: no bound)
-	Until     time.Time // At < Until (zero: no bound)
-	BeforeID  int64     // ID < BeforeID (0: from the newest); the page cursor
-	Limit     int
-}
-
-// DigestOf is the SHA-256 of text, in lower-case hex.
-func DigestOf(text string) string {
-	h := sha256.Sum256([]byte(text))
-	return hex.EncodeToString(h[:])
-}
-
-// ExcerptOf is text's first AuditExcerptBytes bytes at most, cut on a UTF-8 boundary.
-func ExcerptOf(text string) string {
-	if len(text) <= AuditExcerptBytes {
-		return text
-	}
-	cut := AuditExcerptBytes
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return text[:cut]
-}
 
 // principalLabelOf is the SQL for "issuer#subject" of the principal whose id is param.
 func principalLabelOf(param string) string {
@@ -101,18 +22,18 @@ func principalLabelOf(param string) string {
 // excerpt and size are taken here, before ProgramOf cuts it).
 func auditTaskInsert(owner, session, profile, operation, digest, excerpt, size string) string {
 	return `audit AS (INSERT INTO audit_events (at, kind, principal_id, principal, session_id, profile, task_id, operation, digest, excerpt, size, status)
-		SELECT task.submitted_at, '` + AuditExecution + `', ` + owner + `, ` + principalLabelOf(owner) + `, ` + session + `, ` + profile + `,
-			task.id, ` + operation + `, ` + digest + `, ` + excerpt + `, ` + size + `, '` + AuditSubmitted + `' FROM task)`
+		SELECT task.submitted_at, '` + store.AuditExecution + `', ` + owner + `, ` + principalLabelOf(owner) + `, ` + session + `, ` + profile + `,
+			task.id, ` + operation + `, ` + digest + `, ` + excerpt + `, ` + size + `, '` + store.AuditSubmitted + `' FROM task)`
 }
 
 // programAudit returns the digest, excerpt and size of a task's full program.
-func programAudit(t Task) (string, string, int64) {
-	return DigestOf(t.Program), ExcerptOf(t.Program), int64(len(t.Program))
+func programAudit(t store.Task) (string, string, int64) {
+	return store.DigestOf(t.Program), store.ExcerptOf(t.Program), int64(len(t.Program))
 }
 
 // AppendAudit records e (its ID and Principal are set by the store; Status defaults to
 // "succeeded"). Its principal must be a recorded one.
-func (st *Store) AppendAudit(ctx context.Context, e AuditEvent) error {
+func (st *Store) AppendAudit(ctx context.Context, e store.AuditEvent) error {
 	if e.Status == "" {
 		e.Status = "succeeded"
 	}
@@ -126,7 +47,7 @@ const auditCols = `id, at, kind, principal_id::text, principal, session_id, prof
 	status, error_type, exit_code, duration_ms, finished_at`
 
 // ListAudit returns up to f.Limit events of the filter, newest (highest id) first.
-func (st *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, error) {
+func (st *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.AuditEvent, error) {
 	var args []any
 	where := []string{"true"}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -154,8 +75,8 @@ func (st *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, er
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEvent, error) {
-		var e AuditEvent
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.AuditEvent, error) {
+		var e store.AuditEvent
 		err := r.Scan(&e.ID, &e.At, &e.Kind, &e.PrincipalID, &e.Principal, &e.SessionID, &e.Profile, &e.TaskID, &e.Operation, &e.Target,
 			&e.Digest, &e.Excerpt, &e.Size, &e.Status, &e.ErrorType, &e.ExitCode, &e.DurationMS, &e.FinishedAt)
 		return e, err

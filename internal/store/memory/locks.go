@@ -1,4 +1,4 @@
-package sandboxtest
+package memory
 
 import (
 	"context"
@@ -98,7 +98,7 @@ func (s *Store) AwaitTurn(ctx context.Context, place store.Place, taskID string,
 	tk := s.placeTicket(place)
 	s.mu.Unlock()
 	if tk == nil {
-		return store.Session{}, errors.New("sandboxtest: AwaitTurn: no such place (released, or never taken)")
+		return store.Session{}, errors.New("memory: AwaitTurn: no such place (released, or never taken)")
 	}
 	select {
 	case <-tk.granted:

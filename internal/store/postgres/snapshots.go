@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -8,55 +8,24 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// Snapshot kinds.
-const (
-	SnapshotUser = "user" // taken by a caller: counts against sandbox.quotas.snapshots and snapshot_bytes
-	// SnapshotIdle parks an idle session (idle_action snapshot) until its next use; its size
-	// counts in the owner's snapshot bytes, but no limit refuses it.
-	SnapshotIdle = "idle"
+	"github.com/sandgate/sandgate/internal/store"
 )
-
-// Snapshot is a persisted capture of a session's sandbox. OwnerID is "" for the idle capture
-// of a shared per_runtime session.
-type Snapshot struct {
-	ID        string
-	OwnerID   string
-	SessionID string // the session whose sandbox was captured (it may be gone since)
-	Profile   string
-	Provider  string
-	Name      string
-	Kind      string // SnapshotUser or SnapshotIdle
-	Ref       string // the provider's handle (an image, a folder)
-	SizeBytes int64
-	CreatedAt time.Time
-}
 
 const snapshotCols = `id, COALESCE(owner_id::text, ''), session_id, profile, provider, name, kind, ref, size_bytes, created_at`
 
-func scanSnapshot(row pgx.Row) (Snapshot, error) {
-	var s Snapshot
+func scanSnapshot(row pgx.Row) (store.Snapshot, error) {
+	var s store.Snapshot
 	err := row.Scan(&s.ID, &s.OwnerID, &s.SessionID, &s.Profile, &s.Provider, &s.Name, &s.Kind, &s.Ref, &s.SizeBytes, &s.CreatedAt)
 	return s, notFound(err)
 }
-
-// SnapshotLimits bound what one owner keeps (CreateSnapshotWithin); a limit ≤ 0 is none.
-type SnapshotLimits struct {
-	Count int   // snapshots of kind SnapshotUser
-	Bytes int64 // SizeBytes of all its snapshots, idle captures included
-}
-
-// ErrSnapshotBytes is CreateSnapshotWithin's refusal over SnapshotLimits.Bytes; it is also
-// ErrQuota (errors.Is).
-var ErrSnapshotBytes = fmt.Errorf("%w: snapshot bytes", ErrQuota)
 
 // CreateSnapshotWithin inserts s unless it is of kind SnapshotUser with an owner who already
 // has lim.Count such snapshots (ErrQuota) or whose snapshots, idle captures included, would
 // take more than lim.Bytes with s (ErrSnapshotBytes); nothing is inserted then. Checked in
 // the same statement. Idle captures and snapshots without an owner are never refused. A
 // duplicate id is an error.
-func (st *Store) CreateSnapshotWithin(ctx context.Context, s Snapshot, lim SnapshotLimits) error {
+func (st *Store) CreateSnapshotWithin(ctx context.Context, s store.Snapshot, lim store.SnapshotLimits) error {
 	var inserted bool
 	var count int
 	var bytes int64
@@ -79,34 +48,24 @@ SELECT EXISTS (SELECT 1 FROM ins), (SELECT n FROM held), (SELECT bytes FROM held
 	case inserted:
 		return nil
 	case lim.Count > 0 && count >= lim.Count:
-		return ErrQuota
+		return store.ErrQuota
 	}
-	return ErrSnapshotBytes
+	return store.ErrSnapshotBytes
 }
 
 // GetSnapshot returns snapshot id.
-func (st *Store) GetSnapshot(ctx context.Context, id string) (Snapshot, error) {
+func (st *Store) GetSnapshot(ctx context.Context, id string) (store.Snapshot, error) {
 	return scanSnapshot(st.pool.QueryRow(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE id = $1`, id))
-}
-
-// SnapshotFilter selects snapshots for ListSnapshots.
-type SnapshotFilter struct {
-	OwnerID      string // with All "": every owner's
-	All          bool
-	SessionID    string
-	Limit        int
-	AfterCreated time.Time // keyset cursor: strictly older than (AfterCreated, AfterID)
-	AfterID      string
 }
 
 // ListSnapshots returns the filter's snapshots (the owner's, or all with f.All), newest
 // first (created_at, then id).
-func (st *Store) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapshot, error) {
+func (st *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]store.Snapshot, error) {
 	if f.Limit <= 0 {
 		return nil, errors.New("store: ListSnapshots needs a positive limit")
 	}
 	if !f.All && f.OwnerID == "" {
-		return []Snapshot{}, nil // nobody's: no rows (the idle captures of shared sessions need All)
+		return []store.Snapshot{}, nil // nobody's: no rows (the idle captures of shared sessions need All)
 	}
 	var where []string
 	var args []any
@@ -129,7 +88,7 @@ func (st *Store) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapsho
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Snapshot, error) { return scanSnapshot(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Snapshot, error) { return scanSnapshot(r) })
 }
 
 // DeleteSnapshot removes snapshot id; false when there was none.

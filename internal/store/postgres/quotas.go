@@ -1,20 +1,11 @@
-package store
+package postgres
 
 import (
 	"context"
 	"encoding/json"
-	"time"
-)
 
-// Context is a named stateful context that a principal holds in a session's sandbox
-// (sandbox.quotas.contexts). A row counts while SandboxID is still its session's sandbox.
-type Context struct {
-	SessionID string
-	Name      string
-	SandboxID string
-	OwnerID   string
-	CreatedAt time.Time
-}
+	"github.com/sandgate/sandgate/internal/store"
+)
 
 // liveContexts is the condition "context row c lives in its session's current sandbox".
 const liveContexts = `EXISTS (SELECT 1 FROM sessions s WHERE s.id = c.session_id AND s.sandbox_id = c.sandbox_id)`
@@ -24,7 +15,7 @@ const liveContexts = `EXISTS (SELECT 1 FROM sessions s WHERE s.id = c.session_id
 // no limit), then ErrQuota and nothing written — in one statement. Recording a context again
 // (the same session and name) moves it to c.SandboxID and keeps its owner. Errors:
 // ErrNotFound when the session does not exist.
-func (st *Store) HoldContext(ctx context.Context, c Context, limit int) error {
+func (st *Store) HoldContext(ctx context.Context, c store.Context, limit int) error {
 	var held, exists bool
 	err := st.pool.QueryRow(ctx, `WITH ins AS (
 		INSERT INTO contexts (session_id, name, sandbox_id, owner_id, created_at)
@@ -39,9 +30,9 @@ func (st *Store) HoldContext(ctx context.Context, c Context, limit int) error {
 	case err != nil:
 		return err
 	case !exists:
-		return ErrNotFound
+		return store.ErrNotFound
 	case !held:
-		return ErrQuota
+		return store.ErrQuota
 	}
 	return nil
 }

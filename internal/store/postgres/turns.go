@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -7,45 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sandgate/sandgate/internal/store"
 )
-
-// Place is a place in a session's lock line (docs/semantics.md §9 step 5), taken by
-// BeginTask. The zero Place is no place.
-type Place struct {
-	SessionID string
-	Token     string // the holder's handle on its ticket
-	Ticket    int64  // the line order
-}
-
-// Begun is what BeginTask recorded.
-type Begun struct {
-	// Place is the task's place in its session's lock line (with lock; else the zero Place).
-	Place Place
-	// First reports that the task may start now: it was inserted running (without a lock
-	// always; with one when its place holds the lock already).
-	First bool
-	// Session is the session as it was when the place was taken (with lock): when First, as
-	// the lock's holder sees it.
-	Session Session
-}
-
-// Admission is what BeginTask checks before it records a task.
-type Admission struct {
-	// Limit bounds the owner's unfinished tasks of the task's kind (background processes, or
-	// executions; ≤ 0: none).
-	Limit int
-	// Lock takes a place in the lock line of the task's session, which must exist and take
-	// new work: not closed (SessionClosed), and not paused by its owner unless WakesPaused.
-	Lock bool
-	// WakesPaused admits a session its owner paused: the task's profile resumes it on use
-	// (auto_resume). A session the idle sweeper paused is always admitted (its next use
-	// resumes it).
-	WakesPaused bool
-}
-
-// ErrRefused is BeginTask's error for a session that takes no new work as it stands (closed,
-// or paused by its owner): nothing was recorded, and Begun.Session says why.
-var ErrRefused = errors.New("store: the session takes no new work")
 
 // BeginTask records an execution's start in one round trip: it inserts task t (its Status
 // is ignored) unless its owner already has a.Limit unfinished tasks of t's kind, and with
@@ -60,7 +24,7 @@ var ErrRefused = errors.New("store: the session takes no new work")
 // Begun.Session) for one that takes no new work — nothing inserted in any case; the
 // database's error (then a place may have been taken with its answer lost: it is released in
 // the background, and the task may exist: finish it).
-func (st *Store) BeginTask(ctx context.Context, t Task, a Admission) (Begun, error) {
+func (st *Store) BeginTask(ctx context.Context, t store.Task, a store.Admission) (store.Begun, error) {
 	digest, excerpt, size := programAudit(t)
 	limit, lock := a.Limit, a.Lock
 	if !lock {
@@ -69,21 +33,21 @@ func (st *Store) BeginTask(ctx context.Context, t Task, a Admission) (Begun, err
 			SELECT $1, $2, $3, $4, $5, 'running', $6, $7, $7, $9, $10, $11 WHERE `+ownerUnder("$8", "$10")+` RETURNING id, submitted_at),
 			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14")+`
 			SELECT count(*) FROM task`,
-			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive,
+			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, store.ProgramOf(t.Program), t.Background, t.Interactive,
 			digest, excerpt, size).Scan(&n)
 		if err == nil && n == 0 {
-			return Begun{}, ErrQuota
+			return store.Begun{}, store.ErrQuota
 		}
-		return Begun{First: err == nil}, err
+		return store.Begun{First: err == nil}, err
 	}
 	l := st.locks
 	l.start()
 	if err := l.waitPresent(ctx); err != nil {
-		return Begun{}, err
+		return store.Begun{}, err
 	}
-	place := Place{SessionID: t.SessionID, Token: randomToken()}
+	place := store.Place{SessionID: t.SessionID, Token: randomToken()}
 	var within, usable, first bool
-	var sess Session
+	var sess store.Session
 	b := &pgx.Batch{}
 	b.Queue(lineLock, t.SessionID)
 	// One row when the session exists (none: ErrNotFound), saying whether the session takes
@@ -99,7 +63,7 @@ func (st *Store) BeginTask(ctx context.Context, t Task, a Admission) (Begun, err
 				CASE WHEN line.first THEN $7::timestamptz END, $11, $12, $13 FROM line RETURNING id, submitted_at),
 		`+auditTaskInsert("$3", "$2", "$4", "$5", "$14", "$15", "$16")+`
 		SELECT ok.within, open.usable, COALESCE(line.ticket, 0), COALESCE(line.first, false), s.* FROM s CROSS JOIN ok CROSS JOIN open LEFT JOIN line ON true`,
-		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token, ProgramOf(t.Program), t.Background, t.Interactive,
+		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token, store.ProgramOf(t.Program), t.Background, t.Interactive,
 		digest, excerpt, size, a.WakesPaused).
 		QueryRow(func(row pgx.Row) error {
 			var err error
@@ -107,17 +71,17 @@ func (st *Store) BeginTask(ctx context.Context, t Task, a Admission) (Begun, err
 			return err
 		})
 	switch err := st.pool.SendBatch(ctx, b).Close(); {
-	case errors.Is(err, ErrNotFound):
-		return Begun{}, ErrNotFound
+	case errors.Is(err, store.ErrNotFound):
+		return store.Begun{}, store.ErrNotFound
 	case err != nil:
 		l.release(place.SessionID, place.Token)
-		return Begun{}, fmt.Errorf("store: begin task: %w", err)
+		return store.Begun{}, fmt.Errorf("store: begin task: %w", err)
 	case !usable:
-		return Begun{Session: sess}, ErrRefused
+		return store.Begun{Session: sess}, store.ErrRefused
 	case !within:
-		return Begun{}, ErrQuota
+		return store.Begun{}, store.ErrQuota
 	}
-	return Begun{Place: place, First: first, Session: sess}, nil
+	return store.Begun{Place: place, First: first, Session: sess}, nil
 }
 
 // AwaitTurn waits until place holds its session's lock, then marks task taskID running at
@@ -127,7 +91,7 @@ func (st *Store) BeginTask(ctx context.Context, t Task, a Admission) (Begun, err
 //
 // Errors: ctx.Err() when ctx ends first; ErrNotFound when the session is gone (the task is
 // marked running all the same; finish it); the database's error.
-func (st *Store) AwaitTurn(ctx context.Context, place Place, taskID string, now func() time.Time) (Session, error) {
+func (st *Store) AwaitTurn(ctx context.Context, place store.Place, taskID string, now func() time.Time) (store.Session, error) {
 	l := st.locks
 	l.start()
 	wake := l.register(place.SessionID)
@@ -136,7 +100,7 @@ func (st *Store) AwaitTurn(ctx context.Context, place Place, taskID string, now 
 	defer poll.Stop()
 	for {
 		var first bool
-		var sess Session
+		var sess store.Session
 		var found bool
 		b := &pgx.Batch{}
 		b.Queue(`WITH line AS (SELECT `+firstInLine("$1", "$2")+` AS first),
@@ -149,28 +113,28 @@ func (st *Store) AwaitTurn(ctx context.Context, place Place, taskID string, now 
 				var err error
 				sess, err = scanSession(row)
 				found = err == nil
-				if errors.Is(err, ErrNotFound) {
+				if errors.Is(err, store.ErrNotFound) {
 					return nil
 				}
 				return err
 			})
 		if err := st.pool.SendBatch(ctx, b).Close(); err != nil {
 			if ctx.Err() != nil {
-				return Session{}, ctx.Err()
+				return store.Session{}, ctx.Err()
 			}
-			return Session{}, fmt.Errorf("store: wait for the session lock: %w", err)
+			return store.Session{}, fmt.Errorf("store: wait for the session lock: %w", err)
 		}
 		if first {
 			if !found {
-				return Session{}, ErrNotFound
+				return store.Session{}, store.ErrNotFound
 			}
 			return sess, nil
 		}
 		select {
 		case <-ctx.Done():
-			return Session{}, ctx.Err()
+			return store.Session{}, ctx.Err()
 		case <-l.ctx.Done():
-			return Session{}, errStoreClosed
+			return store.Session{}, errStoreClosed
 		case <-wake:
 		case <-poll.C:
 		}
@@ -179,7 +143,7 @@ func (st *Store) AwaitTurn(ctx context.Context, place Place, taskID string, now 
 
 // ReleaseTurn gives place up without a completion (in the background, retried until it is
 // deleted or the store closes). Releasing a place twice, or the zero Place, does nothing.
-func (st *Store) ReleaseTurn(place Place) {
+func (st *Store) ReleaseTurn(place store.Place) {
 	if place.Token != "" {
 		st.locks.release(place.SessionID, place.Token)
 	}
