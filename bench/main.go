@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"crypto/md5"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -369,8 +368,6 @@ func load(c int, d int, max int, f func(i int) bool) ([]time.Duration, float64, 
 	wg.Wait()
 	return all, float64(len(all)) / time.Since(start).Seconds(), fails.Load()
 }
-
-func md5hex(s string) string { return fmt.Sprintf("%x", md5.Sum([]byte(s))) }
 
 func loadavg() string {
 	b, _ := os.ReadFile("/proc/loadavg")
