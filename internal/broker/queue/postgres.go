@@ -69,7 +69,7 @@ func migrateRiver(ctx context.Context, pool *pgxpool.Pool) error {
 	return err
 }
 
-// JoinsTransaction: the job is inserted in the task row's transaction.
+// JoinsTransaction reports true: the job is inserted in the task row's transaction.
 func (q *Postgres) JoinsTransaction() bool { return true }
 
 // Enqueue inserts m as a River job within tx (or on its own when tx is nil).
