@@ -239,13 +239,6 @@ func scale(ctx context.Context, g *gateway) error {
 	if err != nil {
 		return err
 	}
-	// Fresh statistics, as after the database's own autovacuum caught up: the listings are
-	// measured on the plans a settled database uses.
-	if conn, err := pgx.Connect(ctx, g.dbURL); err == nil {
-		_, _ = conn.Exec(ctx, "ANALYZE sessions")
-		_, _ = conn.Exec(ctx, "ANALYZE tasks")
-		_ = conn.Close(ctx)
-	}
 	add(Row{Scenario: "5 scale", Variant: "seed 10k sessions + 100k tasks (store statements, 8 at once)", Value: time.Since(t).Round(time.Millisecond).String(),
 		Note: "through gatewaytest.SeedListing: one insert per session, an insert and a completion per task, as a gateway writes them"})
 

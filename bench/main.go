@@ -33,6 +33,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/devdb"
 	gw "github.com/sandgate/sandgate/internal/gateway"
+	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 )
 
@@ -170,6 +171,9 @@ func run() error {
 		return fmt.Errorf("start postgres: %w", err)
 	}
 	if benchDB, err = freshDB(ctx, inst); err != nil {
+		return err
+	}
+	if installation, err = gatewaytest.Installation(ctx, benchDB); err != nil {
 		return err
 	}
 	pgDataDir = filepath.Join(inst.Dir, "data")

@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -187,4 +189,41 @@ func TestOneAssembly(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Empty(t, found, "gateways are assembled only by internal/gateway (tests: gatewaytest; the domain alone: sandboxtest)")
+}
+
+// TestBenchKeepsOutOfTheStore: bench/ reads and writes Sandgate's tables only through the
+// gateway and its harness (gatewaytest.SeedListing, Installation, Sandboxes), never with SQL
+// of its own (rule 8, for what imports do not show: the bench uses pgx to create its
+// database and to measure Postgres itself). A statement naming a table of /migrations fails.
+func TestBenchKeepsOutOfTheStore(t *testing.T) {
+	root := filepath.Join("..", "..")
+	migrations, err := filepath.Glob(filepath.Join(root, "migrations", "*.sql"))
+	require.NoError(t, err)
+	require.NotEmpty(t, migrations)
+	create := regexp.MustCompile(`(?i)\bcreate\s+table\s+(?:if\s+not\s+exists\s+)?([a-z_][a-z0-9_]*)`)
+	var tables []string
+	for _, m := range migrations {
+		b, err := os.ReadFile(m)
+		require.NoError(t, err)
+		for _, c := range create.FindAllStringSubmatch(string(b), -1) {
+			tables = append(tables, regexp.QuoteMeta(strings.ToLower(c[1])))
+		}
+	}
+	require.Contains(t, tables, "sessions", "the tables of /migrations")
+	statement := regexp.MustCompile(`(?i)\b(?:from|into|update|join|table|analyze)\s+(?:` + strings.Join(tables, "|") + `)\b`)
+	sources, err := filepath.Glob(filepath.Join(root, "bench", "*.go"))
+	require.NoError(t, err)
+	require.NotEmpty(t, sources)
+	var found []string
+	for _, path := range sources {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for n, line := range strings.Split(string(b), "\n") {
+			if statement.MatchString(line) {
+				rel, _ := filepath.Rel(root, path)
+				found = append(found, rel+":"+strconv.Itoa(n+1)+": "+strings.TrimSpace(line))
+			}
+		}
+	}
+	require.Empty(t, found, "bench/ goes through internal/gateway or gatewaytest for the store's rows")
 }

@@ -3,7 +3,9 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -59,4 +61,49 @@ func TestSeedListingIsServed(t *testing.T) {
 	other := e.Token("someone-else")
 	status, _, _ = e.Do(http.MethodGet, "/v1/sessions/"+l.Sessions[0], other, nil, nil)
 	require.Equal(t, http.StatusNotFound, status, "another principal's session is 404")
+}
+
+// gatewaytest.Installation and Sandboxes read what the gateway recorded: its installation id,
+// and the sandbox a used session of a provider type names (the bench cleans up with them).
+func TestDatabaseReadsWhatTheGatewayRecorded(t *testing.T) {
+	t.Parallel()
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	inst, err := gatewaytest.Installation(t.Context(), e.DBURL)
+	require.NoError(t, err)
+	require.Equal(t, e.Gateway.Installation(), inst, "the installation the gateway recorded, not a new one")
+
+	tok := e.Token("sandboxes")
+	boxes, err := gatewaytest.Sandboxes(t.Context(), e.DBURL, local.TypeName)
+	require.NoError(t, err)
+	require.Empty(t, boxes, "no session has a sandbox yet")
+
+	status, _, body := e.Do(http.MethodPost, "/v1/sessions", tok, strings.NewReader(`{"profile":"default"}`), map[string]string{"Content-Type": "application/json"})
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	var sess struct {
+		ID string `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(body, &sess))
+	status, _, body = e.Do(http.MethodPost, "/v1/sessions/"+sess.ID+"/commands", tok, strings.NewReader(`{"command":"true"}`), map[string]string{"Content-Type": "application/json"})
+	require.Equal(t, http.StatusOK, status, "%s", body)
+
+	row, err := e.Store().GetSession(t.Context(), sess.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, row.SandboxID, "a used session names its sandbox")
+	boxes, err = gatewaytest.Sandboxes(t.Context(), e.DBURL, local.TypeName)
+	require.NoError(t, err)
+	require.Equal(t, []string{row.SandboxID}, boxes)
+	boxes, err = gatewaytest.Sandboxes(t.Context(), e.DBURL, "docker")
+	require.NoError(t, err)
+	require.Empty(t, boxes, "only the provider type asked for")
+
+	// Past the first page: the oldest of 1,100 more sessions names a sandbox too.
+	l, err := gatewaytest.SeedListing(t.Context(), e.DBURL, gatewaytest.ListingSeed{
+		Issuer: e.Issuer.URL(), Subject: "many", Profile: "default", Provider: local.TypeName, Sessions: 1100,
+	})
+	require.NoError(t, err)
+	oldest := l.Sessions[len(l.Sessions)-1]
+	require.NoError(t, e.Store().UpdateSessionBackend(t.Context(), oldest, "box-of-the-oldest", "active", time.Now()))
+	boxes, err = gatewaytest.Sandboxes(t.Context(), e.DBURL, local.TypeName)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{row.SandboxID, "box-of-the-oldest"}, boxes)
 }

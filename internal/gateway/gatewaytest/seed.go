@@ -38,7 +38,8 @@ const seedWorkers = 8
 // SeedListing writes s into the migrated database at url through the response store's own
 // statements, as a gateway writes them — for measuring listings at scale (bench/), not for
 // running anything: the sessions have no sandbox, and each task is an execution of
-// `true` that succeeded with empty output, kept for a day, its audit event recorded. Ids
+// `true` that succeeded with empty output, kept for a day, its audit event recorded. The
+// tables' planner statistics are refreshed at the end. Ids
 // are the hex SHA-256 of "s<i>" and "t<i>" cut to 32 digits; seeding twice in one database
 // fails on the duplicates.
 func SeedListing(ctx context.Context, url string, s ListingSeed) (Listing, error) {
@@ -87,6 +88,11 @@ func SeedListing(ctx context.Context, url string, s ListingSeed) (Listing, error
 	})
 	if err != nil {
 		return Listing{}, fmt.Errorf("gatewaytest: seed tasks: %w", err)
+	}
+	// Fresh planner statistics, as once autovacuum has caught up: listings are then measured
+	// on the plans a settled database uses, not on those of an empty one.
+	if _, err := st.Pool().Exec(ctx, "ANALYZE sessions, tasks"); err != nil {
+		return Listing{}, fmt.Errorf("gatewaytest: analyze: %w", err)
 	}
 	return l, nil
 }
