@@ -7,8 +7,11 @@
 // reference rows, the sandboxes directly), reads the child's CPU time and memory from /proc,
 // and prints a table plus a JSON report (bench/results/latest.json). Further children: the
 // queue flavor, the warm pools, a second replica for scale-out. Only the optional CPU profile
-// uses a gateway in this process. Every scenario is bounded in count and time. See
-// docs/benchmarks.md.
+// uses a gateway in this process. It never writes SQL against Sandgate's tables: the fresh
+// database is migrated by gateway.Migrate, the scale rows are seeded and the leftovers found
+// through gatewaytest (internal/gateway's TestBenchKeepsOutOfTheStore holds it to that);
+// pgx is for creating the database and measuring Postgres itself. Every scenario is bounded
+// in count and time. See docs/benchmarks.md.
 package main
 
 import (

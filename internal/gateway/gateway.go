@@ -5,7 +5,9 @@
 // in-process queue consumer, a worker's consumer — from start to drained shutdown.
 //
 // cmd/gateway keeps flags and output; tests build gateways through gatewaytest; bench/ builds
-// through New as well. Nothing else wires these packages together.
+// through New as well, migrates through Migrate and seeds and reads its database through
+// gatewaytest. Nothing else wires these packages together, and nothing else under internal/
+// opens the Postgres store (internal/store/postgres).
 package gateway
 
 import (

@@ -84,7 +84,9 @@ var pending = map[string]bool{}
 //  7. pkg/… (the public Go client) and the user CLI cmd/sandgate, built on it, import nothing
 //     under internal/: what they do, any program outside this module can do;
 //  8. only internal/gateway opens the Postgres store (internal/store/postgres): cmd/ and
-//     bench/ go through it, the broker and the domain take store interfaces. Test support
+//     bench/ go through it (bench/ seeds and reads its database through gatewaytest, and
+//     TestBenchKeepsOutOfTheStore holds it to writing no SQL of its own against the store's
+//     tables), the broker and the domain take store interfaces. Test support
 //     (internal/testutil: pgtest builds a Postgres store for tests) is the exception;
 //  9. the store seam (internal/store, its memory store and its storetest conformance suite)
 //     imports neither the domain, the broker, a provider, the Postgres store nor pgx: the

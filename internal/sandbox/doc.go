@@ -4,8 +4,10 @@
 //
 // A Service is handed the caller's principal explicitly on every call. It keeps its state in
 // a store.Store (internal/store: sessions, tasks, principals and runners; Postgres in
-// production, internal/store/memory in domain tests), whose rows it uses as they are, and
-// declares its other ports (ports.go): a Clock, a Broker that runs operations on this process
+// production, internal/store/memory in domain tests), whose rows it uses as they are: a
+// Session and a Task are their rows plus what the domain reads from them (a session's
+// State, a task's decoded Result), a Snapshot and an AuditEvent are their rows. It declares
+// its other ports (ports.go): a Clock, a Broker that runs operations on this process
 // and, for the queue flavor, a Queue that sends them to workers. It reaches sandboxes only
 // through internal/providers, and never sees HTTP or the configuration: internal/gateway maps
 // config onto Settings and ProfileSpecs.

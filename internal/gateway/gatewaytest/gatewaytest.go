@@ -3,7 +3,10 @@
 // the test's own (internal/testutil/pgtest), with the development issuer mounted at /dev/oidc
 // and verified through go-oidc like any issuer.
 //
-// It is the one test harness; packages add their own request helpers on top of Env.
+// It is the one test harness; packages add their own request helpers on top of Env. For
+// programs that share a gateway's database without being one (bench/), it also seeds and
+// reads that database through the Postgres store's own statements: SeedListing,
+// Installation, Sandboxes.
 //
 // A gateway with a docker profile leaves nothing on the engine: when the test ends, after the
 // gateway is closed, everything its installation made there — sandboxes of sessions the test
