@@ -40,8 +40,8 @@ const (
 	// through one preview link, and from one client address through links.
 	DefaultQuotaLinkRequestsPerSecond = 200.0
 	DefaultQuotaLinkRequestsBurst     = 1000
-	DefaultToolOutputMaxChars     = 8000
-	DefaultDockerPidsLimit        = 256
+	DefaultToolOutputMaxChars         = 8000
+	DefaultDockerPidsLimit            = 256
 	// DefaultKubernetesWorkspace is kubernetes.workspace's default.
 	DefaultKubernetesWorkspace = "/workspace"
 	// DefaultAuditRetention is audit.retention's default: 90 days.

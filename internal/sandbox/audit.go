@@ -27,9 +27,9 @@ type AuditEvent struct {
 	// APIKeyID is the API key the request that made the event authenticated with ("" for a
 	// token).
 	APIKeyID string
-	Digest      string // SHA-256 (hex) of the command or code, or of the written file
-	Excerpt     string // the command's or code's first 256 bytes
-	Size        int64  // bytes of the command or code, or of the written file
+	Digest   string // SHA-256 (hex) of the command or code, or of the written file
+	Excerpt  string // the command's or code's first 256 bytes
+	Size     int64  // bytes of the command or code, or of the written file
 	// Status: "submitted" until an execution finishes, then its task status; "succeeded" or
 	// "failed" (ErrorType: the fault kind) for the other kinds.
 	Status     string
