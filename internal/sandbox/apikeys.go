@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/sandgate/sandgate/internal/apikey"
@@ -181,7 +180,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, p principal.Principal, in Ne
 	return NewAPIKey{APIKey: s.keyView(row), Secret: k.Secret}, nil
 }
 
-// keyName checks a key's name: 1 to maxKeyName characters, no control characters, trimmed.
+// keyName checks a key's name: 1 to maxKeyName characters, printable, trimmed.
 func keyName(name string) (string, error) {
 	name = strings.TrimSpace(name)
 	switch {
@@ -189,10 +188,8 @@ func keyName(name string) (string, error) {
 		return "", fault.New(fault.Validation, "an API key needs a name that says where it is used (e.g. \"ci-deploy\")")
 	case utf8.RuneCountInString(name) > maxKeyName:
 		return "", fault.New(fault.Validation, "an API key's name is at most %d characters", maxKeyName)
-	case strings.ContainsFunc(name, unicode.IsControl):
-		return "", fault.New(fault.Validation, "an API key's name may not contain control characters")
 	}
-	return name, nil
+	return name, printable("API key name", name)
 }
 
 // ListAPIKeys returns a page of p's keys (every principal's for an administrator with All),
