@@ -91,7 +91,7 @@ func (s *Server) GetMe(ctx context.Context, _ apigen.GetMeRequestObject) (apigen
 			KubernetesGroups: nilIfEmpty(c.KubernetesGroups),
 		},
 		FirstSeenAt: ptr(p.FirstSeenAt), LastSeenAt: ptr(p.LastSeenAt),
-		ApiKey:      apiKeyOf(p),
+		ApiKey: apiKeyOf(p),
 	}, nil
 }
 
