@@ -33,6 +33,7 @@ type gwOpts struct {
 	docker bool   // profiles docker (sandboxd socket) and docker-exec (sandboxd via exec stream)
 	warm   bool   // profiles docker-warm (pool 2) and docker-burst (pool burstPool())
 	conns  int32  // database.max_conns; 0: the default
+	quotas bool   // the default per-principal quotas (else none: one principal drives every load row)
 }
 
 // burstPool is the warm pool size of profile docker-burst (and the burst's create count).
@@ -53,7 +54,9 @@ func benchConfig(o gwOpts, dbURL, addr, work string) *config.Config {
 	cfg.Sandbox.DefaultProfile = "local"
 	cfg.Sandbox.MaxFileBytes = 2 << 30 // the 1 GiB upload row is written whole
 	// One principal drives every load row: no per-principal quota.
-	cfg.Sandbox.Quotas = config.Quotas{Sessions: -1, ConcurrentExecutions: -1, RequestsPerSecond: -1, RetainedOutputBytes: -1, OpenRequests: -1}
+	if !o.quotas {
+		cfg.Sandbox.Quotas = config.Quotas{Sessions: -1, ConcurrentExecutions: -1, RequestsPerSecond: -1, RetainedOutputBytes: -1, OpenRequests: -1}
+	}
 	cfg.Sandbox.Profiles = map[string]config.Profile{
 		"local": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: work}}},
 	}

@@ -12,7 +12,7 @@ import (
 
 // The child's YAML file loads back into a valid configuration with the same profiles.
 func TestBenchConfigRoundTrips(t *testing.T) {
-	for _, o := range []gwOpts{{}, {docker: true}, {warm: true}, {queued: true, conns: 40}} {
+	for _, o := range []gwOpts{{}, {docker: true}, {warm: true}, {queued: true, conns: 40}, {quotas: true}} {
 		cfg := benchConfig(o, "postgres://bench@127.0.0.1:1/bench", "127.0.0.1:18080", t.TempDir())
 		y, err := cfg.YAML()
 		if err != nil {

@@ -45,6 +45,7 @@ var (
 	skipScale  = flag.Bool("skip-scale", false, "skip the 10k sessions / 100k tasks scenario")
 	skipDocker = flag.Bool("skip-docker", false, "skip the docker rows")
 	gatewayArg = flag.String("gateway", "", "gateway `binary` to run (default: build ./cmd/gateway into a temp folder)")
+	keptOnly   = flag.Bool("kept-only", false, "run scenario 10 (kept output) only")
 )
 
 // Row is one line of the table.
@@ -174,6 +175,11 @@ func run() error {
 	}
 	pgDataDir = filepath.Join(inst.Dir, "data")
 
+	if *keptOnly {
+		keptOutput()
+		return finishReport(start)
+	}
+
 	dockerOK := false
 	if *skipDocker {
 		skip("docker rows: -skip-docker given")
@@ -215,6 +221,9 @@ func run() error {
 	// behind would hide the upload's growth).
 	bigUpload(g, tok, sid)
 	bigOutput(g, tok, sid)
+
+	// 10. kept output (a child of its own, with the default quotas).
+	keptOutput()
 
 	// 5. scale.
 	if *skipScale {
@@ -273,6 +282,20 @@ func run() error {
 				Note: "bench-profile containers created during the run and still there after every child stopped; not removed (another user of the engine may own them)"})
 		}
 	}
+	return writeReport()
+}
+
+// finishReport closes the children and writes the report of a run that started at start
+// (-kept-only).
+func finishReport(start time.Time) error {
+	rep.Duration = time.Since(start).Round(time.Second).String()
+	rep.Machine["load_after"] = loadavg()
+	closeChildren()
+	return writeReport()
+}
+
+// writeReport writes the JSON report.
+func writeReport() error {
 	b, _ := json.MarshalIndent(rep, "", "  ")
 	if err := os.WriteFile(*outPath, append(b, '\n'), 0o644); err != nil {
 		return err

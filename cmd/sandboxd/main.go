@@ -21,6 +21,8 @@
 //	                    (SANDBOXD_AWAIT_TOKEN=1)
 //	--state-file FILE   file recording the contexts, outside the workspace (SANDBOXD_STATE_FILE)
 //	--log-level LEVEL   debug, info, warn or error (SANDBOXD_LOG_LEVEL; default info)
+//	--run-as USER       run programs and contexts as USER: uid, uid:gid, name or name:group
+//	                    (SANDBOXD_RUN_AS; default: sandboxd's own user)
 //
 // At least one of --socket and --listen is required. The secret comes from --token-file, or
 // else from SANDBOXD_TOKEN; without one sandboxd refuses to start (exit status 2), unless
@@ -32,6 +34,17 @@
 // Docker provider uses the file (which it removes once sandboxd answers): an environment
 // variable of the container would show in /proc/1/environ of its init. sandboxd makes itself
 // non-dumpable, so programs of the same user cannot read its memory either.
+//
+// With --run-as, programs and contexts run as another user than sandboxd (setuid and setgid
+// as they start), so no program can signal, stop (SIGSTOP), trace or read sandboxd, whatever
+// it does: the docker provider runs sandboxd as root in the container with only the
+// capabilities this needs — CAP_SETUID and CAP_SETGID to start programs so, CAP_KILL to
+// signal them, CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_FOWNER to keep the workspace theirs
+// (sandboxd gives the workspace folder, the files it writes there and the folders of bash
+// context state to that user) while it reads and writes all of it. Programs keep none of
+// them. sandboxd refuses to start (exit status 2) when the user cannot be resolved or it
+// lacks one of these capabilities, rather than run programs as itself; a USER that is
+// sandboxd's own is accepted with a warning.
 // SANDBOXD_TOKEN is removed from sandboxd's own environment before anything starts, and
 // programs get sandboxd's environment without any SANDBOXD_* variable (plus LANG=C.UTF-8,
 // PYTHONUNBUFFERED=1, HOME and PATH when it has none). SIGTERM or SIGINT stop it gracefully:
@@ -148,9 +161,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 
 // serveConfig is what serve's flags and environment say.
 type serveConfig struct {
-	socket, listen, workspace, python, bash, tokenFile, stateFile, logLevel string
-	token                                                                   string
-	awaitToken                                                              bool
+	socket, listen, workspace, python, bash, tokenFile, stateFile, logLevel, runAs string
+	token                                                                          string
+	awaitToken                                                                     bool
 }
 
 func parseServe(args, environ []string, stderr io.Writer) (serveConfig, error) {
@@ -167,6 +180,7 @@ func parseServe(args, environ []string, stderr io.Writer) (serveConfig, error) {
 	flags.StringVar(&c.tokenFile, "token-file", env["SANDBOXD_TOKEN_FILE"], "file holding the bearer secret (SANDBOXD_TOKEN_FILE; else SANDBOXD_TOKEN)")
 	flags.BoolVar(&c.awaitToken, "await-token", env["SANDBOXD_AWAIT_TOKEN"] == "1", "start without a secret and take it from the first PUT /v1/token (SANDBOXD_AWAIT_TOKEN=1)")
 	flags.StringVar(&c.logLevel, "log-level", cmp.Or(env["SANDBOXD_LOG_LEVEL"], "info"), "debug, info, warn or error (SANDBOXD_LOG_LEVEL)")
+	flags.StringVar(&c.runAs, "run-as", env["SANDBOXD_RUN_AS"], "run programs and contexts as this user (uid, uid:gid, name or name:group), so that they cannot signal, stop or trace sandboxd (SANDBOXD_RUN_AS; needs root with CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_KILL, CAP_SETGID and CAP_SETUID)")
 	if err := flags.Parse(args); err != nil {
 		return c, usageError{err.Error()}
 	}
@@ -214,7 +228,11 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	}
 	reserveThreads(spareThreads)
 
-	rt, err := newRuntime(c.workspace, environ, c.python, c.bash, c.stateFile, log)
+	programs, err := programUser(c.runAs, c.workspace, log)
+	if err != nil {
+		return err
+	}
+	rt, err := newRuntime(c.workspace, environ, c.python, c.bash, c.stateFile, programs, log)
 	if err != nil {
 		return err
 	}
@@ -386,7 +404,7 @@ func install(args []string) error {
 // newRuntime is the runtime of serve and stdio on workspace ws (stateFile "" records no
 // contexts). Where sandboxd may make cgroups (a writable cgroup v2 hierarchy), executions
 // that leave their session are contained by them; without, through the subreaper.
-func newRuntime(ws string, environ []string, python, bash, stateFile string, log *slog.Logger) (*sandboxd.Runtime, error) {
+func newRuntime(ws string, environ []string, python, bash, stateFile string, programs *sandboxd.User, log *slog.Logger) (*sandboxd.Runtime, error) {
 	cgroups, err := procgroup.DetectCgroups("sandboxd")
 	if err != nil {
 		log.Debug("no cgroup per execution", "reason", err)
@@ -394,7 +412,7 @@ func newRuntime(ws string, environ []string, python, bash, stateFile string, log
 	}
 	return sandboxd.New(sandboxd.Options{
 		Workspace: ws, Env: programEnv(environ, ws), Python: python, Bash: bash, StateFile: stateFile,
-		Cgroups: cgroups, Subreaper: cgroups == nil, Logger: log,
+		Cgroups: cgroups, Subreaper: cgroups == nil, User: programs, Logger: log,
 	})
 }
 

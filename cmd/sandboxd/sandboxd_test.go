@@ -57,8 +57,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// goTool is the go command that builds the binaries under test: the one on PATH, else the
+// toolchain's usual place on the machines .ci/run prepares.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if p := "/usr/local/go/bin/go"; fileExists(p) {
 		return p
 	}
 	return "go"
@@ -87,12 +92,18 @@ type daemon struct {
 // it at the end of the test.
 func start(t *testing.T, env []string, args ...string) *daemon {
 	t.Helper()
+	return startIn(t, t.TempDir(), append([]string{"PATH=" + os.Getenv("PATH")}, env...), args...)
+}
+
+// startIn is start with workspace ws and exactly the environment env.
+func startIn(t *testing.T, ws string, env []string, args ...string) *daemon {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "sbd") // short: socket paths are limited to ~107 bytes
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	d := &daemon{socket: filepath.Join(dir, "s.sock"), workspace: t.TempDir(), stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	d := &daemon{socket: filepath.Join(dir, "s.sock"), workspace: ws, stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	d.cmd = exec.Command(binary, append([]string{"serve", "--socket", d.socket, "--workspace", d.workspace}, args...)...)
-	d.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	d.cmd.Env = env
 	d.cmd.Stderr = d.stderr
 	require.NoError(t, d.cmd.Start())
 	go func() { d.exited <- d.cmd.Wait() }()

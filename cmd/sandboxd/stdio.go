@@ -52,7 +52,7 @@ func stdioCommand(ctx context.Context, args, environ []string, in io.Reader, out
 		return fmt.Errorf("finding the workspace folder: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rt, err := newRuntime(ws, environ, *python, *bash, "", log)
+	rt, err := newRuntime(ws, environ, *python, *bash, "", nil, log)
 	if err != nil {
 		return err
 	}

@@ -257,7 +257,9 @@ func TestShareLinkRateLimit(t *testing.T) {
 	sid := e.newSession(alice, "default")
 	port := e.serve(alice, sid)
 	a, b := e.link(alice, sid, port, nil), e.link(alice, sid, port, nil)
-	from := func(addr string) map[string]string { return map[string]string{"X-Forwarded-For": "198.51.100.9, " + addr} }
+	from := func(addr string) map[string]string {
+		return map[string]string{"X-Forwarded-For": "198.51.100.9, " + addr}
+	}
 
 	for i := range 3 {
 		r := e.raw(nil, "GET", a+"index.html", from("192.0.2.1"))

@@ -107,7 +107,7 @@ func (sr streamResponse) serve(w http.ResponseWriter) error {
 		}
 	}
 	if sr.result != nil {
-		_ = ew.event("", "result", resultView(sr.result))
+		_ = ew.result(sr.result)
 		return nil
 	}
 	for {
@@ -141,7 +141,7 @@ func (sr streamResponse) serve(w http.ResponseWriter) error {
 			_ = ew.event("", "error", ProblemFor(batch.Err))
 			return nil
 		case batch.Done:
-			_ = ew.event("", "result", resultView(batch.Result))
+			_ = ew.result(batch.Result)
 			return nil
 		case len(batch.Events) == 0 && len(batch.Gaps) == 0:
 			if err := ew.comment("keepalive"); err != nil {
@@ -171,19 +171,96 @@ func (e *eventWriter) event(id, name string, v any) error {
 	if err != nil {
 		return err
 	}
-	var b strings.Builder
+	head := "event: " + name + "\ndata: "
 	if id != "" {
-		fmt.Fprintf(&b, "id: %s\n", id)
+		head = "id: " + id + "\n" + head
 	}
-	fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", name, data)
-	return e.write(b.String())
+	if err := e.put(head); err != nil {
+		return err
+	}
+	if err := e.putBytes(data); err != nil {
+		return err
+	}
+	return e.write("\n\n")
+}
+
+// resultPiece is how many bytes of a result's stdout or stderr its event encodes at a time.
+const resultPiece = 32 << 10
+
+// resultRest is an ExecutionResult without its stdout and stderr (the outer fields hide the
+// embedded ones and are omitted).
+type resultRest struct {
+	Stdout *struct{} `json:"stdout,omitempty"`
+	Stderr *struct{} `json:"stderr,omitempty"`
+	apigen.ExecutionResult
+}
+
+// result writes the result event of r — the JSON of resultView(r) — encoding its stdout and
+// stderr resultPiece bytes at a time: the followers of one large result share it (it may be
+// kept for all of them, sandbox.Batch) instead of each holding an encoding of all of it.
+func (e *eventWriter) result(r *sandbox.Result) error {
+	rest, err := json.Marshal(resultRest{ExecutionResult: resultView(r)})
+	if err != nil {
+		return err
+	}
+	steps := []func() error{
+		func() error { return e.put("event: result\ndata: {\"stdout\":") },
+		func() error { return e.jsonString(r.Stdout) },
+		func() error { return e.put(`,"stderr":`) },
+		func() error { return e.jsonString(r.Stderr) },
+		func() error { return e.put(",") },
+		func() error { return e.putBytes(rest[1:]) }, // rest has "status": never just "{}"
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return e.write("\n\n")
+}
+
+// jsonString writes s as a JSON string, encoded in pieces cut on UTF-8 character boundaries
+// (the encoding of each piece is the encoding of its part of s).
+func (e *eventWriter) jsonString(s string) error {
+	if err := e.put(`"`); err != nil {
+		return err
+	}
+	for len(s) > 0 {
+		n := min(len(s), resultPiece)
+		for n < len(s) && n > resultPiece-utf8.UTFMax && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		b, err := json.Marshal(s[:n])
+		if err != nil {
+			return err
+		}
+		if err := e.putBytes(b[1 : len(b)-1]); err != nil {
+			return err
+		}
+		s = s[n:]
+	}
+	return e.put(`"`)
 }
 
 func (e *eventWriter) comment(text string) error { return e.write(": " + text + "\n\n") }
 
-func (e *eventWriter) write(s string) error {
+// put writes part of an event (no flush), moving the write deadline along.
+func (e *eventWriter) put(s string) error {
 	_ = e.rc.SetWriteDeadline(time.Now().Add(e.keepalive + time.Minute))
-	if _, err := io.WriteString(e.w, s); err != nil {
+	_, err := io.WriteString(e.w, s)
+	return err
+}
+
+// putBytes is put for bytes.
+func (e *eventWriter) putBytes(b []byte) error {
+	_ = e.rc.SetWriteDeadline(time.Now().Add(e.keepalive + time.Minute))
+	_, err := e.w.Write(b)
+	return err
+}
+
+// write writes the end of an event and flushes it.
+func (e *eventWriter) write(s string) error {
+	if err := e.put(s); err != nil {
 		return err
 	}
 	return e.rc.Flush()

@@ -20,6 +20,8 @@ const (
 	DefaultMaxBodyBytes    = 8 << 20
 	DefaultMaxOutputBytes  = 1 << 20
 	DefaultMaxFileBytes    = 100 << 20
+	// DefaultKeptOutputMemoryBytes is sandbox.kept_output_memory_bytes' default.
+	DefaultKeptOutputMemoryBytes = 128 << 20
 	// DefaultQuotaSessions and DefaultQuotaConcurrentExecutions are sandbox.quotas' defaults.
 	DefaultQuotaSessions             = 100
 	DefaultQuotaConcurrentExecutions = 32
@@ -138,6 +140,7 @@ func (s *Sandbox) applyDefaults() {
 	setDefault(&s.ToolOutputMaxChars, DefaultToolOutputMaxChars)
 	setDefault(&s.MaxOutputBytes, DefaultMaxOutputBytes)
 	setDefault(&s.MaxFileBytes, DefaultMaxFileBytes)
+	setDefault(&s.KeptOutputMemoryBytes, DefaultKeptOutputMemoryBytes)
 	s.Broker.applyDefaults()
 	setDefault(&s.Quotas.Sessions, DefaultQuotaSessions)
 	setDefault(&s.Quotas.ConcurrentExecutions, DefaultQuotaConcurrentExecutions)

@@ -70,6 +70,7 @@ sandbox:
 	require.Equal(t, 8000, s.ToolOutputMaxChars)
 	require.EqualValues(t, 1<<20, s.MaxOutputBytes)
 	require.EqualValues(t, 100<<20, s.MaxFileBytes)
+	require.EqualValues(t, 128<<20, s.KeptOutputMemoryBytes)
 
 	b := s.Broker
 	require.Equal(t, FlavorThread, b.Flavor)

@@ -224,9 +224,15 @@ type Sandbox struct {
 	// Default 1 MiB per stream.
 	MaxOutputBytes int64 `koanf:"max_output_bytes" json:"max_output_bytes"`
 	// MaxFileBytes bounds one file upload. Default 100 MiB.
-	MaxFileBytes int64              `koanf:"max_file_bytes" json:"max_file_bytes"`
-	Broker       Broker             `koanf:"broker" json:"broker"`
-	Profiles     map[string]Profile `koanf:"profiles" json:"profiles"`
+	MaxFileBytes int64 `koanf:"max_file_bytes" json:"max_file_bytes"`
+	// KeptOutputMemoryBytes bounds the memory one gateway process holds of executions'
+	// output for followers — the live output of running and recently finished executions,
+	// and finished results being replayed; past it the oldest kept output is dropped from
+	// memory (followers then read the task's stored result). Default 128 MiB; at least twice
+	// MaxOutputBytes.
+	KeptOutputMemoryBytes int64              `koanf:"kept_output_memory_bytes" json:"kept_output_memory_bytes"`
+	Broker                Broker             `koanf:"broker" json:"broker"`
+	Profiles              map[string]Profile `koanf:"profiles" json:"profiles"`
 	// Quotas bound what one principal may hold at once, so that no tenant exhausts the
 	// gateway for the others.
 	Quotas Quotas `koanf:"quotas" json:"quotas"`
@@ -328,8 +334,10 @@ type Docker struct {
 	Runtime  string `koanf:"runtime" json:"runtime"`     // OCI runtime; default "docker" (the engine default)
 	AttachTo string `koanf:"attach_to" json:"attach_to"` // container id/name (attached profiles)
 	Host     string `koanf:"host" json:"host"`           // engine address; default from DOCKER_HOST
-	// User runs the sandbox's programs as this user ("name", "uid" or "uid:gid"); default the
-	// image's user. The image must give that user a writable /workspace.
+	// User runs the sandbox's programs as this user ("uid", "uid:gid", "name" or
+	// "name:group" of the image); default sandboxd.user, else 65532:65532. sandboxd, root in
+	// the container with only the capabilities this needs, starts them so and gives them
+	// /workspace: they cannot signal, stop or trace it. Root here leaves it in their reach.
 	User string `koanf:"user" json:"user"`
 	// PidsLimit caps the number of processes in one sandbox (fork bombs); default 256.
 	PidsLimit int64 `koanf:"pids_limit" json:"pids_limit"`
@@ -374,7 +382,10 @@ type DockerSandboxd struct {
 	// Default: /run/sandgate/sandboxd as root, else $XDG_RUNTIME_DIR/sandgate/sandboxd or
 	// <temp>/sandgate-<uid>/sandboxd.
 	SocketDir string `koanf:"socket_dir" json:"socket_dir"`
-	// User runs sandboxd and the programs as this user; default 65532:65532 (non-root).
+	// User, when not root, runs sandboxd and then the programs too (it cannot switch users;
+	// docker.user must be unset or the same), so they can stop it. Default: sandboxd runs as
+	// root in the container with CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_KILL,
+	// CAP_SETGID and CAP_SETUID only, and programs as docker.user.
 	User string `koanf:"user" json:"user"`
 }
 

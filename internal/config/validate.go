@@ -316,6 +316,9 @@ func (s *Sandbox) validate(p *problems) {
 	positiveInt(p, "sandbox.tool_output_max_chars", int64(s.ToolOutputMaxChars))
 	positiveInt(p, "sandbox.max_output_bytes", s.MaxOutputBytes)
 	positiveInt(p, "sandbox.max_file_bytes", s.MaxFileBytes)
+	if s.MaxOutputBytes > 0 && s.KeptOutputMemoryBytes < 2*s.MaxOutputBytes {
+		p.add("sandbox.kept_output_memory_bytes", "must be at least twice sandbox.max_output_bytes, the output one execution keeps of its stdout and stderr (got %d, max_output_bytes %d)", s.KeptOutputMemoryBytes, s.MaxOutputBytes)
+	}
 	s.Broker.validate(p)
 	s.checkVisibility(p)
 

@@ -64,6 +64,8 @@ func TestValidateRules(t *testing.T) {
 		{"broker flavor", func(c *Config) { c.Sandbox.Broker.Flavor = "celery" }, "sandbox.broker.flavor",
 			[]string{"embedded", "thread", "queue"}},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, "log.level", []string{"debug", "info", "warn", "error"}},
+		{"kept output below one execution's", func(c *Config) { c.Sandbox.KeptOutputMemoryBytes = c.Sandbox.MaxOutputBytes }, "sandbox.kept_output_memory_bytes",
+			[]string{"twice", "sandbox.max_output_bytes"}},
 		{"log format", func(c *Config) { c.Log.Format = "xml" }, "log.format", []string{"json", "text"}},
 		{"shorthand scope next to explicit profiles", func(c *Config) { c.Sandbox.Scope = "sometimes" }, "sandbox.scope",
 			[]string{"per_session"}},

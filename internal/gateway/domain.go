@@ -15,9 +15,10 @@ import (
 // settings maps config sandbox.* (validated, defaults applied) to the domain's Settings.
 func settings(c config.Sandbox) sandbox.Settings {
 	s := sandbox.Settings{
-		DefaultProfile: c.DefaultProfile,
-		MaxOutputBytes: c.MaxOutputBytes,
-		MaxFileBytes:   c.MaxFileBytes,
+		DefaultProfile:        c.DefaultProfile,
+		MaxOutputBytes:        c.MaxOutputBytes,
+		MaxFileBytes:          c.MaxFileBytes,
+		KeptOutputMemoryBytes: c.KeptOutputMemoryBytes,
 		Quotas: sandbox.Quotas{
 			Sessions: c.Quotas.Sessions, ConcurrentExecutions: c.Quotas.ConcurrentExecutions,
 			BackgroundProcesses: c.Quotas.BackgroundProcesses,

@@ -6,15 +6,23 @@
 // half its limit from the start and up to half from the end, dropping the oldest of the end's
 // as new ones arrive (the head-and-tail rule of an execution's result, docs/semantics.md §9
 // step 7). Offsets keep counting dropped bytes, so a reader sees where what it missed was.
-// Writers never wait for readers. The log copies what it is given into buffers of its own and
-// reuses the buffers of the pieces it drops, so a program printing gigabytes costs the log no
-// more memory than its limit and leaves little garbage; readers get copies.
+// Writers never wait for readers.
+//
+// The log copies what it is given into buffers of its own that it never changes afterwards,
+// so every reader shares them: a piece is in memory once however many readers follow the log
+// (readers must not modify an Event's Data), and one Read returns at most MaxRead bytes, so
+// a reader that falls behind holds on to little of what the log has dropped since.
+//
+// A Meter (NewMetered) accounts what a log holds against a budget shared by many logs: the
+// log asks it before keeping a piece, and a budget that is full may Drop logs — this one or
+// others — to make room.
 package outlog
 
 import (
 	"context"
 	"io"
 	"sync"
+	"unsafe"
 )
 
 // Event is one piece of output.
@@ -25,12 +33,30 @@ type Event struct {
 	Stream string
 	// Offset is the byte offset of Data in its stream, dropped bytes counted.
 	Offset int64
-	// Data are the bytes (the reader's own copy).
+	// Data are the bytes, shared with the log and its other readers: read-only.
 	Data []byte
+}
+
+// MaxRead bounds the bytes of Data one Read returns (it returns at least one event).
+const MaxRead = 256 << 10
+
+// EventOverhead is what the log counts for one kept piece besides its bytes (a Meter is
+// told len(Data)+EventOverhead): the piece's slot in the log.
+const EventOverhead = int64(unsafe.Sizeof(entry{}))
+
+// Meter accounts the memory of a log (NewMetered). Grow is called before the log keeps n
+// more bytes and says whether it may (false: keep nothing more; the meter has dropped or
+// will Drop the log); Shrink after the log let n bytes go. A Meter may call Drop on any log,
+// this one included, from Grow; the log calls its Meter holding none of its locks.
+type Meter interface {
+	Grow(n int64) bool
+	Shrink(n int64)
 }
 
 // Log is the followable output of one execution. Its methods are safe for concurrent use.
 type Log struct {
+	meter Meter // nil: unmetered
+
 	mu      sync.Mutex
 	half    int64
 	events  []entry
@@ -38,13 +64,11 @@ type Log struct {
 	offsets map[string]int64 // bytes written per stream
 	head    map[string]int64 // bytes kept from the start per stream
 	tail    map[string]int64 // bytes kept from the end per stream
+	held    int64            // bytes counted for the kept pieces (len(Data)+EventOverhead each)
 	changed chan struct{}    // closed and replaced at every change
 	closed  bool
-	free    [][]byte // buffers of dropped pieces, for the next ones (at most maxFree)
+	dropped bool // Drop: nothing is kept any more
 }
-
-// maxFree bounds the buffers a log keeps for reuse.
-const maxFree = 8
 
 type entry struct {
 	Event
@@ -53,38 +77,67 @@ type entry struct {
 
 // New returns an empty log keeping up to limit bytes of each stream (half from its start,
 // half from its end; at least 2).
-func New(limit int64) *Log {
+func New(limit int64) *Log { return NewMetered(limit, nil) }
+
+// NewMetered is New with the log's memory accounted by m (nil: none).
+func NewMetered(limit int64, m Meter) *Log {
 	if limit < 2 {
 		limit = 2
 	}
-	return &Log{half: limit / 2, offsets: map[string]int64{}, head: map[string]int64{}, tail: map[string]int64{}, changed: make(chan struct{})}
+	return &Log{meter: m, half: limit / 2, offsets: map[string]int64{}, head: map[string]int64{}, tail: map[string]int64{}, changed: make(chan struct{})}
 }
 
 // Append records a copy of data as the next piece of stream (the caller may reuse data).
-// Empty data and appends after Close are ignored.
+// Empty data and appends after Close are ignored. After Drop (or when the meter refuses the
+// piece) the bytes are counted in the stream's offset but not kept.
 func (l *Log) Append(stream string, data []byte) {
 	if len(data) == 0 {
 		return
 	}
+	cost := int64(len(data)) + EventOverhead
+	kept := l.meter == nil || l.meter.Grow(cost)
+	var freed int64
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return
+	switch {
+	case l.closed:
+	case l.dropped || !kept:
+		l.offsets[stream] += int64(len(data))
+		l.seq++ // a reader after the last event learns it missed this one
+		l.notify()
+	default:
+		freed = l.appendLocked(stream, data)
+		cost = 0 // kept
 	}
+	l.mu.Unlock()
+	if l.meter != nil {
+		if kept && cost > 0 {
+			freed += cost // counted but not kept
+		}
+		if freed > 0 {
+			l.meter.Shrink(freed)
+		}
+	}
+}
+
+// appendLocked keeps data as the next piece of stream and returns the bytes (as counted) it
+// dropped from the stream's end to make room. Call with mu held.
+func (l *Log) appendLocked(stream string, data []byte) (freed int64) {
 	l.seq++
-	e := entry{Event: Event{Seq: l.seq, Stream: stream, Offset: l.offsets[stream], Data: l.copyOf(data)}}
+	e := entry{Event: Event{Seq: l.seq, Stream: stream, Offset: l.offsets[stream], Data: append(make([]byte, 0, len(data)), data...)}}
 	l.offsets[stream] += int64(len(data))
+	l.held += int64(len(data)) + EventOverhead
 	if l.head[stream] < l.half {
 		e.head = true
 		l.head[stream] += int64(len(data))
 	} else {
 		l.tail[stream] += int64(len(data))
 		for l.tail[stream] > l.half {
-			l.dropOldestTail(stream)
+			freed += l.dropOldestTail(stream)
 		}
 	}
 	l.events = append(l.events, e)
 	l.notify()
+	return freed
 }
 
 // Skip counts n bytes of stream that were dropped before they reached the log (an earlier
@@ -97,31 +150,20 @@ func (l *Log) Skip(stream string, n int64) {
 	}
 }
 
-func (l *Log) dropOldestTail(stream string) {
+// dropOldestTail drops the oldest kept piece of stream's end and returns its count. Call
+// with mu held.
+func (l *Log) dropOldestTail(stream string) int64 {
 	for i, e := range l.events {
 		if e.Stream == stream && !e.head {
 			l.tail[stream] -= int64(len(e.Data))
 			l.events = append(l.events[:i], l.events[i+1:]...)
 			l.events[len(l.events):cap(l.events)][0] = entry{} // no reference left behind
-			if len(l.free) < maxFree {
-				l.free = append(l.free, e.Data[:0])
-			}
-			return
+			n := int64(len(e.Data)) + EventOverhead
+			l.held -= n
+			return n
 		}
 	}
-}
-
-// copyOf is data copied into a reused buffer when one is large enough, else a new one. Call
-// with mu held.
-func (l *Log) copyOf(data []byte) []byte {
-	for i, b := range l.free {
-		if cap(b) >= len(data) {
-			l.free[i] = l.free[len(l.free)-1]
-			l.free = l.free[:len(l.free)-1]
-			return append(b, data...)
-		}
-	}
-	return append([]byte(nil), data...)
+	return 0
 }
 
 func (l *Log) notify() {
@@ -139,28 +181,64 @@ func (l *Log) Close() {
 	}
 }
 
-// Read returns the kept events after sequence number after, whether events after it were
-// dropped before the first one returned (gap), whether the log is closed, and a channel
-// closed at the log's next change.
+// Drop forgets every kept piece and keeps none from now on (offsets still count), returning
+// their memory to the meter — which is not called for it: a Meter that drops a log has
+// already counted what the log held (Held). Readers learn it from Dropped, and Read returns
+// no more events. Drop does not close the log.
+func (l *Log) Drop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dropped {
+		return
+	}
+	l.dropped = true
+	clear(l.events)
+	l.events, l.held = nil, 0
+	l.notify()
+}
+
+// Dropped reports whether Drop was called.
+func (l *Log) Dropped() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dropped
+}
+
+// Held returns the bytes counted for the pieces the log keeps: len(Data)+EventOverhead each.
+func (l *Log) Held() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
+
+// Read returns the kept events after sequence number after (at most MaxRead bytes of Data,
+// and at least one event when there is one), whether events after it were dropped before
+// the first one returned (gap), whether the log is closed, and a channel closed at the log's
+// next change. The events' Data are shared: read-only.
 func (l *Log) Read(after int64) (events []Event, gap, closed bool, changed <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	next := after + 1
+	size := 0
+	more := false
 	for _, e := range l.events {
 		if e.Seq < next {
 			continue
 		}
+		if len(events) > 0 && size+len(e.Data) > MaxRead {
+			more = true
+			break
+		}
 		if e.Seq > next && len(events) == 0 {
 			gap = true
 		}
-		ev := e.Event
-		ev.Data = append([]byte(nil), e.Data...) // the log reuses its buffers
-		events = append(events, ev)
+		events = append(events, e.Event)
+		size += len(e.Data)
 	}
 	if len(events) == 0 && l.seq > after {
 		gap = true // every one of them was dropped
 	}
-	return events, gap, l.closed, l.changed
+	return events, gap, l.closed && !more, l.changed
 }
 
 // Written returns how many bytes were written to stream, dropped ones included.
@@ -209,8 +287,8 @@ func (l *Log) Replay(ctx context.Context, stdout, stderr io.Writer, done <-chan 
 			skip("stderr", l.Written("stderr"))
 			return nil
 		}
-		if closed {
-			continue // nothing more will come: the next read ends it
+		if closed || len(evs) > 0 {
+			continue // read on: more may be there already (a Read returns at most MaxRead)
 		}
 		select {
 		case <-changed:

@@ -1,6 +1,7 @@
 package outlog_test
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -54,8 +55,8 @@ func TestLogWakesReadersAndCloses(t *testing.T) {
 }
 
 // The log keeps copies: a writer may reuse its buffer, and what a reader got stays as it was
-// while the log drops and reuses the buffers of old pieces.
-func TestLogCopiesInAndOut(t *testing.T) {
+// while the log drops old pieces.
+func TestLogCopiesIn(t *testing.T) {
 	l := outlog.New(8) // 4 bytes of head, 4 of tail
 	buf := []byte("ab")
 	l.Append("stdout", buf)
@@ -68,23 +69,149 @@ func TestLogCopiesInAndOut(t *testing.T) {
 		l.Append("stdout", []byte(s))
 	}
 	first, _, _, _ := l.Read(0)
-	got := ""
-	for _, e := range first {
-		got += string(e.Data)
-	}
-	require.Equal(t, "abcdijkl", got, "head and tail kept")
-	for _, s := range []string{"mn", "op", "qr"} { // reuses the dropped pieces' buffers
+	require.Equal(t, "abcdijkl", joined(first), "head and tail kept")
+	for _, s := range []string{"mn", "op", "qr"} {
 		l.Append("stdout", []byte(s))
 	}
-	again := ""
-	for _, e := range first {
-		again += string(e.Data)
-	}
-	require.Equal(t, got, again, "events read earlier are the reader's own")
+	require.Equal(t, "abcdijkl", joined(first), "events read earlier stay as they were")
 	latest, _, _, _ := l.Read(0)
-	got = ""
-	for _, e := range latest {
-		got += string(e.Data)
+	require.Equal(t, "abcdopqr", joined(latest))
+}
+
+func joined(evs []outlog.Event) string {
+	s := ""
+	for _, e := range evs {
+		s += string(e.Data)
 	}
-	require.Equal(t, "abcdopqr", got)
+	return s
+}
+
+// Readers share the log's pieces: however many read a log, its bytes are in memory once, and
+// reading all of a 2 MiB log allocates nothing in proportion to its bytes.
+func TestReadersShareThePieces(t *testing.T) {
+	l := outlog.New(4 << 20)
+	piece := make([]byte, 64<<10)
+	for i := range 32 { // 2 MiB
+		piece[0] = byte(i)
+		l.Append("stdout", piece)
+	}
+	l.Close()
+	a, _, _, _ := l.Read(0)
+	b, _, _, _ := l.Read(0)
+	require.NotEmpty(t, a)
+	require.Same(t, &a[0].Data[0], &b[0].Data[0], "two readers get the same bytes, not copies")
+
+	readAll := func() {
+		var after int64
+		for {
+			evs, _, closed, _ := l.Read(after)
+			if len(evs) == 0 && closed {
+				return
+			}
+			after = evs[len(evs)-1].Seq
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 90 {
+		readAll()
+	}
+	runtime.ReadMemStats(&after)
+	// 90 copies would be 180 MiB; the event headers of 90 full reads are a few KiB each.
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "90 readers of 2 MiB allocate far less than one copy each")
+}
+
+// One Read returns at most MaxRead bytes (and at least one event); the log says it is
+// closed only with its last event read.
+func TestReadIsBounded(t *testing.T) {
+	l := outlog.New(8 << 20)
+	piece := make([]byte, 100<<10)
+	for range 6 {
+		l.Append("stdout", piece)
+	}
+	big := make([]byte, outlog.MaxRead+1)
+	l.Append("stderr", big)
+	l.Close()
+	var after int64
+	var sizes []int
+	for {
+		evs, _, closed, _ := l.Read(after)
+		n := 0
+		for _, e := range evs {
+			n += len(e.Data)
+		}
+		if len(evs) > 0 {
+			sizes = append(sizes, n)
+			after = evs[len(evs)-1].Seq
+		}
+		if closed {
+			require.Equal(t, int64(7), after, "closed once every event was read")
+			break
+		}
+		require.NotEmpty(t, evs)
+	}
+	assert.Equal(t, []int{200 << 10, 200 << 10, 200 << 10, outlog.MaxRead + 1}, sizes)
+}
+
+// meter is a budget for tests: it refuses growth past limit and counts what it allowed.
+type meter struct {
+	limit, held int64
+	refused     int
+}
+
+func (m *meter) Grow(n int64) bool {
+	if m.held+n > m.limit {
+		m.refused++
+		return false
+	}
+	m.held += n
+	return true
+}
+
+func (m *meter) Shrink(n int64) { m.held -= n }
+
+// A metered log asks before it keeps a piece and says what it let go: what the meter counts
+// is exactly what the log holds. A refused piece is not kept but counted in its offsets.
+func TestMeteredLogCountsWhatItHolds(t *testing.T) {
+	m := &meter{limit: 1 << 20}
+	l := outlog.NewMetered(20, m) // 10 bytes of each stream's start, 10 of its end
+	for _, p := range []string{"aaaaa", "bbbbb", "ccccc", "ddddd", "eeeee"} {
+		l.Append("stdout", []byte(p))
+	}
+	l.Append("stderr", []byte("x"))
+	evs, _, _, _ := l.Read(0)
+	require.Len(t, evs, 5)
+	assert.Equal(t, 5*(5+outlog.EventOverhead)-5+1, l.Held(), "four pieces of 5 bytes and one of 1, each with its overhead")
+	assert.Equal(t, l.Held(), m.held, "the meter counts what the log holds")
+
+	m.limit = m.held // full: the next piece is refused
+	l.Append("stdout", []byte("fffff"))
+	assert.Equal(t, 1, m.refused)
+	assert.Equal(t, l.Held(), m.held)
+	assert.Equal(t, int64(30), l.Written("stdout"), "a refused piece still counts in its stream")
+	evs, gap, _, _ := l.Read(6) // after "x"
+	assert.Empty(t, evs)
+	assert.True(t, gap, "a reader learns it missed a piece")
+
+	l.Close()
+	l.Append("stdout", []byte("late"))
+	assert.Equal(t, l.Held(), m.held, "a piece after Close is counted back")
+}
+
+// Drop lets every piece go and keeps nothing more; readers are woken and learn it.
+func TestDrop(t *testing.T) {
+	m := &meter{limit: 1 << 20}
+	l := outlog.NewMetered(100, m)
+	l.Append("stdout", []byte("hello"))
+	_, _, _, changed := l.Read(1)
+	l.Drop()
+	<-changed
+	assert.True(t, l.Dropped())
+	assert.Zero(t, l.Held())
+	evs, _, _, _ := l.Read(0)
+	assert.Empty(t, evs)
+	held := m.held
+	l.Append("stdout", []byte("more"))
+	assert.Equal(t, held, m.held, "nothing is kept after Drop")
+	assert.Equal(t, int64(9), l.Written("stdout"))
 }

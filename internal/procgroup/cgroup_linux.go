@@ -167,6 +167,27 @@ func cgroupSignal(dir string, sig syscall.Signal) {
 	}
 }
 
+// cgroupSignalExcept sends sig to every live process of cgroup dir but except, and reports
+// whether there was one.
+func cgroupSignalExcept(dir string, sig syscall.Signal, except int) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return false
+	}
+	found := false
+	for _, f := range bytes.Fields(data) {
+		pid, err := strconv.Atoi(string(f))
+		if err != nil || pid <= 0 || pid == except {
+			continue
+		}
+		if _, alive := startOf(pid); alive {
+			found = true
+			_ = syscall.Kill(pid, sig)
+		}
+	}
+	return found
+}
+
 // cgroupPopulated reports whether cgroup dir still has a live process; ok is false when it
 // cannot be read.
 func cgroupPopulated(dir string) (populated, ok bool) {

@@ -23,6 +23,7 @@ func (c *Cgroups) Parent() string { return "" }
 
 func (c *Cgroups) prepare(*syscall.SysProcAttr) (string, int, error) { return "", -1, errNoCgroups }
 
-func cgroupSignal(string, syscall.Signal)         {}
-func cgroupPopulated(string) (populated, ok bool) { return false, false }
-func cgroupRemove(string)                         {}
+func cgroupSignal(string, syscall.Signal)                 {}
+func cgroupSignalExcept(string, syscall.Signal, int) bool { return false }
+func cgroupPopulated(string) (populated, ok bool)         { return false, false }
+func cgroupRemove(string)                                 {}

@@ -31,6 +31,7 @@ type Process struct {
 	waitOnce sync.Once
 	state    *os.ProcessState
 	waitErr  error
+	//lint:ignore U1000 used off Linux (session_other.go), where cmd.Wait is the watch
 	watchErr error // off Linux: cmd.Wait's result, set before exited is closed
 }
 
@@ -97,8 +98,9 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
-// SignalSession sends sig to every process of the leader's session that can be found (see the
-// package doc). It does nothing once the leader was reaped.
+// SignalSession sends sig to every process of the leader's session that can be found, and
+// to its descendants that left the session while their parents live (see the package doc).
+// It does nothing once the leader was reaped.
 func (p *Process) SignalSession(sig syscall.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -108,35 +110,103 @@ func (p *Process) SignalSession(sig syscall.Signal) {
 }
 
 // signalAll sends sig to every process of the cgroup when there is one — it holds the whole
-// session, which was born in it, and whatever left the session — else to the session (found
-// through /proc). Each process gets the signal once.
-func (p *Process) signalAll(sig syscall.Signal) {
+// session, which was born in it, and whatever left the session — else to the tree of the
+// leader (its session, and its descendants that left it, found through /proc). Each process
+// gets the signal once. It returns the tree members it signalled (nil with a cgroup).
+func (p *Process) signalAll(sig syscall.Signal) []member {
 	if p.cgroup != "" {
 		cgroupSignal(p.cgroup, sig)
-		return
+		return nil
 	}
-	signalSession(p.pid, sig)
+	members, _ := signalTree(p.pid, sig, 0)
+	return members
 }
 
 // Terminate sends SIGTERM to the session, waits up to grace for every process of it to end,
 // then sends SIGKILL to what is left, and returns once the leader has exited. It does not reap
 // the leader: call Wait.
+//
+// Without a cgroup, the processes signalled are the leader's tree (see SignalSession), and
+// those found with the SIGTERM are remembered: one that left the session (setsid) and whose
+// parent then ended on SIGTERM is no longer found through its parents, and still gets the
+// SIGKILL.
 func (p *Process) Terminate(grace time.Duration) {
-	p.SignalSession(syscall.SIGTERM)
+	seen := p.signalRemembering(syscall.SIGTERM, nil)
 	timer := time.NewTimer(grace)
 	defer timer.Stop()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 wait:
-	for p.sessionAlive() {
+	for p.sessionAlive() || anyAlive(seen) {
 		select {
 		case <-timer.C:
 			break wait
 		case <-tick.C:
 		}
 	}
-	p.SignalSession(syscall.SIGKILL)
+	p.signalRemembering(syscall.SIGKILL, seen)
 	<-p.exited
+}
+
+// signalRemembering is SignalSession that also signals the processes of seen still alive
+// (the same processes: same pid and start time) and returns seen with the members found now.
+func (p *Process) signalRemembering(sig syscall.Signal, seen map[int]uint64) map[int]uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return seen
+	}
+	found := p.signalAll(sig)
+	if seen == nil {
+		seen = map[int]uint64{}
+	}
+	now := make(map[int]bool, len(found))
+	for _, m := range found {
+		now[m.pid] = true
+		seen[m.pid] = m.start
+	}
+	for pid, start := range seen {
+		if !now[pid] && pid != p.pid {
+			signalIfSame(pid, start, sig)
+		}
+	}
+	return seen
+}
+
+// KillOthers kills every process of the leader's cgroup, or without one of its tree (its
+// session and its descendants, see SignalSession), except the leader itself, and returns
+// once none is left or after a bounded number of rounds (a process forking as it is killed
+// leaves children for the next round). The leader goes on running: a supervisor ends what a
+// long-lived program (an interpreter) started on someone's behalf. It does nothing once the
+// leader has exited.
+func (p *Process) KillOthers() {
+	const rounds = 50
+	for i := range rounds {
+		p.mu.Lock()
+		if p.reaped {
+			p.mu.Unlock()
+			return
+		}
+		select {
+		case <-p.exited:
+			p.mu.Unlock()
+			return
+		default:
+		}
+		var left bool
+		if p.cgroup != "" {
+			left = cgroupSignalExcept(p.cgroup, syscall.SIGKILL, p.pid)
+		} else {
+			members, _ := signalTree(p.pid, syscall.SIGKILL, p.pid)
+			left = len(members) > 0
+		}
+		p.mu.Unlock()
+		if !left {
+			return
+		}
+		// SIGKILL is delivered at once, but a process takes a moment to exit.
+		time.Sleep(time.Duration(i+1) * time.Millisecond)
+	}
 }
 
 // Kill sends SIGKILL to the session and returns once the leader has exited. It does not reap

@@ -200,3 +200,72 @@ func TestCgroupTerminateReachesEscapees(t *testing.T) {
 	assert.Less(t, time.Since(start), slow)
 	require.Eventually(t, func() bool { return !alive(got[0]) }, slow, 10*time.Millisecond, "escapee %d lives", got[0])
 }
+
+// TestTerminateReachesSetsidDescendants: without a cgroup, a descendant that left the session
+// (setsid) is signalled with it while its parent lives — and still gets the SIGKILL when it
+// ignores SIGTERM and its parent ended on the SIGTERM, which hands it to init.
+func TestTerminateReachesSetsidDescendants(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "pids")
+	cmd := exec.Command("sh", "-c", `setsid sh -c 'trap "" TERM; echo $$ >> "$1"; while :; do sleep 0.05; done' sh "$1" & setsid sleep 60 & echo $! >> "$1"; wait`, "sh", file)
+	p, err := procgroup.Start(cmd)
+	require.NoError(t, err)
+	got := pids(t, file, 2)
+	start := time.Now()
+	p.Terminate(300 * time.Millisecond)
+	_, _ = p.Wait()
+	assert.Less(t, time.Since(start), slow)
+	for _, pid := range got {
+		require.Eventually(t, func() bool { return !alive(pid) }, slow, 10*time.Millisecond, "descendant %d lives", pid)
+	}
+}
+
+// killOthersLeader starts a python leader that starts children every way a cell can — a
+// child, one in a session of its own, one handed to init by a shell that ended — writes
+// their pids to file, and stays.
+const killOthersLeader = `
+import os, subprocess, sys, time
+f = sys.argv[1]
+a = subprocess.Popen(["sleep", "60"])
+b = subprocess.Popen(["sleep", "60"], start_new_session=True)
+os.system("sleep 60 & echo $! >> " + f)
+with open(f, "a") as out:
+    out.write("%d\n%d\n" % (a.pid, b.pid))
+while True:
+    time.sleep(0.05)
+`
+
+func testKillOthers(t *testing.T, cg *procgroup.Cgroups) {
+	file := filepath.Join(t.TempDir(), "pids")
+	p, err := procgroup.StartIn(exec.Command("python3", "-c", killOthersLeader, file), cg)
+	require.NoError(t, err)
+	defer func() {
+		p.Kill()
+		_, _ = p.Wait()
+	}()
+	got := pids(t, file, 3)
+	p.KillOthers()
+	for _, pid := range got {
+		require.Eventually(t, func() bool { return !alive(pid) }, slow, 10*time.Millisecond, "child %d lives", pid)
+	}
+	select {
+	case <-p.Exited():
+		t.Fatal("KillOthers ended the leader")
+	default:
+	}
+	assert.True(t, alive(p.Pid()), "the leader runs on")
+}
+
+// TestKillOthersKeepsTheLeader: KillOthers ends what the leader started, wherever it went,
+// and leaves the leader running.
+func TestKillOthersKeepsTheLeader(t *testing.T) {
+	t.Parallel()
+	testKillOthers(t, nil)
+}
+
+// TestCgroupKillOthersKeepsTheLeader: the same with a cgroup, which also holds a process whose
+// parent ended after it left the session.
+func TestCgroupKillOthersKeepsTheLeader(t *testing.T) {
+	t.Parallel()
+	testKillOthers(t, cgroups(t))
+}

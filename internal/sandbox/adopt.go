@@ -113,8 +113,7 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 		lost("provider " + prof.Provider.Type() + " does not hold executions for another gateway")
 		return
 	}
-	live := newLiveOutput(s.maxOutput())
-	s.live.add(t.ID, live)
+	live := s.kept.start(t.ID)
 	s.followToEnd(ctx, t, sb, live, adoptedNotice, lost)
 }
 

@@ -19,6 +19,9 @@
 //     session with an unfinished task is never idle.
 //   - Every execution is recorded as a task; one that outlives its wait is promoted and the
 //     caller polls it. Finished tasks are kept for broker.response_ttl seconds.
+//   - Output kept in memory for followers (live logs, results being read) is one budget per
+//     replica, sandbox.kept_output_memory_bytes, shared by all followers of a task; past it
+//     the oldest leaves memory and is replayed from the stored result (kept.go).
 //   - Parking (park.go, snapshots.go, preview.go): a paused session's sandbox is never reached
 //     (a frozen sandboxd would not answer): every operation first wakes it (idle pause,
 //     auto_resume) or answers fault.Paused; a parked session is restored on first use.

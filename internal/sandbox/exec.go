@@ -102,6 +102,14 @@ type Result struct {
 	// OutputDropped: Stdout and Stderr were dropped after the run, to keep the owner's
 	// finished tasks within sandbox.quotas.retained_output_bytes (retained.go).
 	OutputDropped bool `json:"output_dropped,omitempty"`
+
+	// StdoutHead and StderrHead split a truncated stream: how many bytes of Stdout (Stderr),
+	// decoded when base64, are the start of the stream; the rest is its end, which ends at
+	// StdoutBytes (StderrBytes). Nil for a whole stream, and in results stored before they
+	// were recorded. Not in the API: a follower replaying a stored result (Follow) needs them
+	// to place each byte at its offset.
+	StdoutHead *int64 `json:"stdout_head,omitempty"`
+	StderrHead *int64 `json:"stderr_head,omitempty"`
 }
 
 // Outcome is either a Result (finished within the wait) or a promoted Task.
@@ -239,7 +247,6 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if s.queue != nil {
 		return s.submitQueued(ctx, j, wait)
 	}
-	j.live = newLiveOutput(s.maxOutput())
 	limit, overQuota := s.executionLimit(p), s.executionQuotaErr
 	if in.Background {
 		limit, overQuota = s.backgroundLimit(p), s.backgroundQuotaErr
@@ -269,7 +276,7 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if begun.First && !ephemeral {
 		j.sess = begun.Session // read holding the session lock
 	}
-	s.live.add(task.ID, j.live)
+	j.live = s.kept.start(task.ID)
 	if j.started != nil {
 		j.started(task.ID)
 	}
@@ -279,7 +286,6 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	done, err := s.broker.Submit(ctx, task.ID, wait, j.run)
 	if err != nil {
 		j.live.finish(nil, err)
-		s.live.retire(task.ID)
 		c := failedCompletion(err)
 		c.Unlock = j.place // the job never started
 		s.recordCompletion(context.WithoutCancel(ctx), task.ID, c)
@@ -446,6 +452,7 @@ func (j *execJob) run(ctx context.Context) {
 		if !j.refused || !j.withdraw(bg) {
 			completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.ephemeral
 			completion.Unlock = j.place // the next execution of the session starts once this one is recorded
+			j.live.noteDropped(&completion, j.result)
 			s.recordCompletion(bg, j.task.ID, completion)
 		}
 		if !j.refused {
@@ -455,7 +462,6 @@ func (j *execJob) run(ctx context.Context) {
 		s.forgetCancelled(j.task.ID)
 		if j.live != nil {
 			j.live.finish(j.result, j.err)
-			s.live.retire(j.task.ID)
 		}
 	}()
 	res, err := j.execute(ctx)
@@ -545,18 +551,37 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	spec.ID = j.task.ID // a sandbox that can hold executions keeps this one for another gateway
 	out := s.newOutputs(j.live)
 	defer out.flush()
-	spec.Output = out.output()
-	// The provider enforces spec.Timeout; the context deadline is a backstop for providers
-	// whose kill did not return.
-	runCtx, cancel := context.WithTimeout(ctx, spec.Timeout+30*time.Second)
+	// The provider enforces spec.Timeout; the gateway bounds it too (guard.go): the context
+	// ends at the timeout + the backstop, and a call that has not returned at the timeout +
+	// the grace is left behind, its later output dropped at the gate.
+	var g gate
+	defer g.close()
+	spec.Output = g.output(out.output())
+	var (
+		runCtx context.Context
+		cancel context.CancelFunc
+		limit  time.Duration // 0: none
+	)
+	if spec.Timeout > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout+s.backstop())
+		limit = spec.Timeout + s.cfg.ExecGrace
+	} else {
+		runCtx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
-	var st providers.ExitStatus
-	exec := func(ctx context.Context) (err error) {
-		st, err = sb.Exec(ctx, j.withStdin(spec))
+	var (
+		stMu sync.Mutex
+		st   providers.ExitStatus
+	)
+	exec := func(ctx context.Context) error {
+		got, err := sb.Exec(ctx, j.withStdin(spec))
+		stMu.Lock()
+		st = got
+		stMu.Unlock()
 		return err
 	}
 	start := time.Now()
-	err = s.call(runCtx, prof, "exec", exec)
+	err = s.callWithin(runCtx, limit, prof, "exec", exec)
 	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
 		// The handle was trusted without a round trip and its sandbox could not be reached:
 		// nothing ran. Attach again — the ordinary path, which recreates a vanished sandbox —
@@ -565,16 +590,30 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		if sb, healNotice, err = j.ready(ctx); err != nil {
 			return nil, err
 		}
-		start = time.Now()
-		err = s.call(runCtx, prof, "exec", exec)
+		if limit > 0 {
+			limit = max(limit-time.Since(start), time.Millisecond)
+		}
+		err = s.callWithin(runCtx, limit, prof, "exec", exec)
+	}
+	unanswered := errors.Is(err, errUnanswered)
+	if unanswered {
+		cancel() // the call left behind ends on its own
+		g.close()
 	}
 	if notice == "" {
 		notice = healNotice
 	}
+	stMu.Lock()
+	final := st
+	stMu.Unlock()
+	if unanswered {
+		final = providers.ExitStatus{}
+	}
 	return s.resultOf(ended{
-		st: st, err: err, elapsed: time.Since(start), out: out, base64: j.base64,
-		cancelled: ctx.Err() != nil && s.wasCancelled(j.task.ID),
-		backstop:  runCtx.Err() != nil && ctx.Err() == nil,
+		st: final, err: err, elapsed: time.Since(start), out: out, base64: j.base64,
+		cancelled:  ctx.Err() != nil && s.wasCancelled(j.task.ID),
+		backstop:   runCtx.Err() != nil && ctx.Err() == nil,
+		unanswered: unanswered, timeout: spec.Timeout,
 		sessionID: j.sess.ID, taskID: j.task.ID, notice: notice, warnings: j.warnings, context: spec.Context,
 	})
 }
@@ -708,12 +747,15 @@ type ended struct {
 	out       *outputs
 	base64    bool
 	cancelled bool // the caller cancelled the task
-	backstop  bool // the timeout backstop fired (the provider's kill did not return)
-	sessionID string
-	taskID    string
-	notice    string
-	warnings  []string
-	context   string
+	backstop  bool // the provider's context ended at the timeout + the backstop (guard.go)
+	// unanswered: the provider had not returned at the timeout + the grace.
+	unanswered bool
+	timeout    time.Duration
+	sessionID  string
+	taskID     string
+	notice     string
+	warnings   []string
+	context    string
 }
 
 // resultOf turns how an execution ended into its Result; a machinery failure is an error.
@@ -733,8 +775,13 @@ func (s *Service) resultOf(e ended) (*Result, error) {
 		res.OOMKilled = st.OOMKilled
 	case e.cancelled:
 		res.Status = ResultCancelled
-	case e.backstop:
+		if e.unanswered {
+			res.Notice = joinNotice(res.Notice, unansweredNotice(e.timeout, s.cfg.ExecGrace))
+		}
+	case e.backstop, e.unanswered:
+		// The provider did not report the end at the timeout: the gateway ended it.
 		res.Status = ResultTimedOut
+		res.Notice = joinNotice(res.Notice, unansweredNotice(e.timeout, s.cfg.ExecGrace))
 	default:
 		return nil, classify(err, fault.Provision)
 	}
@@ -745,10 +792,16 @@ func (s *Service) resultOf(e ended) (*Result, error) {
 		// Also after a timeout the program would not yield to: the kill took the context along.
 		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", e.context))
 	}
-	out, outTrunc, outN := e.out.stdout.bytes()
-	errb, errTrunc, errN := e.out.stderr.bytes()
+	out, outTrunc, outN, outHead := e.out.stdout.bytes()
+	errb, errTrunc, errN, errHead := e.out.stderr.bytes()
 	res.Stdout, res.Stderr, res.Encoding = encodeStreams(out, errb, e.base64)
 	res.StdoutBytes, res.StderrBytes, res.StdoutTruncated, res.StderrTruncated = outN, errN, outTrunc, errTrunc
+	if outTrunc {
+		res.StdoutHead = &outHead
+	}
+	if errTrunc {
+		res.StderrHead = &errHead
+	}
 	return res, nil
 }
 

@@ -23,14 +23,21 @@ func TestCaptureKeepsHeadAndTail(t *testing.T) {
 	for _, chunk := range []string{"01234", "56789", "abcdefghij", "XYZ"} {
 		_, _ = c.Write([]byte(chunk))
 	}
-	out, trunc, total := c.bytes()
+	out, trunc, total, head := c.bytes()
 	require.True(t, trunc)
 	require.EqualValues(t, 23, total)
 	require.Equal(t, "01234hijXYZ"[:5]+"ijXYZ", string(out))
+	require.EqualValues(t, 5, head, "the first 5 bytes are the stream's start")
+
+	c = newCapture(10) // a character cut at the start's end is trimmed: the split says so
+	_, _ = c.Write([]byte("0123é56789abc"))
+	out, _, _, head = c.bytes()
+	require.EqualValues(t, 4, head)
+	require.Equal(t, "0123", string(out[:head]))
 
 	c = newCapture(100)
 	_, _ = c.Write([]byte("short"))
-	out, trunc, total = c.bytes()
+	out, trunc, total, _ = c.bytes()
 	require.False(t, trunc)
 	require.EqualValues(t, 5, total)
 	require.Equal(t, "short", string(out))
@@ -41,7 +48,7 @@ func TestCaptureNeverSplitsRunes(t *testing.T) {
 	for limit := int64(2); limit < 40; limit++ {
 		c := newCapture(limit)
 		_, _ = c.Write([]byte(strings.Repeat("é€😀", 20)))
-		out, _, _ := c.bytes()
+		out, _, _, _ := c.bytes()
 		require.True(t, utf8.Valid(out), "limit %d: %q", limit, out)
 	}
 	// Invalid input stays as it is (and is reported base64 by encodeStreams).
@@ -99,6 +106,31 @@ func TestTrimToRecordKeepsHeadAndTail(t *testing.T) {
 	trimToRecord(small, limit)
 	assert.Equal(t, "ok\n", small.Stdout)
 	assert.Empty(t, small.Notice)
+}
+
+// Cutting an output that was cut already keeps each byte where it was in its stream: the
+// new start from the old start, the new end from the old end, and the split recorded.
+func TestTrimToRecordKeepsTheSplit(t *testing.T) {
+	head, tail := strings.Repeat("h", 60000), strings.Repeat("t", 20000)
+	split := int64(len(head))
+	res := &Result{Status: ResultCompleted, Stdout: head + tail, StdoutBytes: 1 << 20, StdoutTruncated: true, StdoutHead: &split, Encoding: "utf-8"}
+	trimToRecord(res, 65536)
+	require.NotNil(t, res.StdoutHead)
+	h := *res.StdoutHead
+	assert.Equal(t, strings.Repeat("h", int(h)), res.Stdout[:h], "the start comes from the old start")
+	assert.Equal(t, strings.Repeat("t", len(res.Stdout)-int(h)), res.Stdout[h:], "the end from the old end")
+	assert.Positive(t, h)
+	assert.Greater(t, len(res.Stdout), int(h), "both kept")
+
+	whole := &Result{Status: ResultCompleted, Stdout: strings.Repeat("w", 100000), StdoutBytes: 100000, Encoding: "utf-8"}
+	trimToRecord(whole, 65536)
+	require.True(t, whole.StdoutTruncated)
+	require.NotNil(t, whole.StdoutHead, "a stream cut here records its split")
+	assert.InDelta(t, len(whole.Stdout)/2, *whole.StdoutHead, 1)
+
+	unknown := &Result{Status: ResultCompleted, Stdout: strings.Repeat("u", 100000), StdoutBytes: 1 << 20, StdoutTruncated: true, Encoding: "utf-8"}
+	trimToRecord(unknown, 65536)
+	assert.Nil(t, unknown.StdoutHead, "a split that was not known is not made up")
 }
 
 // A queued execution refused by the contexts quota on its worker reaches its caller as a

@@ -1,7 +1,7 @@
 package sandbox
 
 import (
-	"cmp"
+	"container/list"
 	"context"
 	"sync"
 	"time"
@@ -11,6 +11,7 @@ import (
 	"github.com/sandgate/sandgate/internal/outlog"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/store"
 )
 
 // Streams of OutputEvent.Stream.
@@ -19,21 +20,21 @@ const (
 	StreamStderr = "stderr"
 )
 
-// liveRetention is how long a finished execution's live output stays followable on the
-// replica that ran it (a client that lost its stream resumes within it; later, Follow replays
-// the stored, bounded output).
-const liveRetention = 5 * time.Minute
-
 // OutputEvent is one piece of an execution's output, as it was produced: Seq numbers the
 // events of one execution 1, 2, … across both streams (a follower resumes after the last it
-// saw); Offset is the byte offset of Data in its stream, bytes dropped from the middle of a
-// long output counted; a UTF-8 character is never split between two events of a stream.
+// saw; 0 in output replayed from a stored result); Offset is the byte offset of Data in its
+// stream, bytes dropped from the middle of a long output counted; a UTF-8 character is never
+// split between two events of a stream. Data is shared with the other followers: read-only.
 type OutputEvent = outlog.Event
 
-// liveOutput is the followable output of one execution on this replica (package outlog: the
-// start and the end of each stream, within the output limit) and, once it ended, how.
+// liveOutput is what this replica keeps in memory of one execution's output for its
+// followers (kept.go): its live log (package outlog: the start and the end of each stream,
+// within the output limit) and, once it ended, how — its result while followers read it.
+// A finished task's stored result has no log.
 type liveOutput struct {
-	log *outlog.Log
+	kept   *keptOutputs
+	taskID string
+	log    *outlog.Log // nil: a finished task's stored result, read for its followers
 	// notice is one the execution's start left for its result (a background process started
 	// in a sandbox that was reset or recreated); set before the output is followed.
 	notice string
@@ -43,37 +44,118 @@ type liveOutput struct {
 
 	mu          sync.Mutex
 	done        bool
-	result      *Result
-	err         error
-	readers     int  // Followers attached
-	mirrorEnded bool // a mirror's sandbox has nothing more
+	result      *Result // kept while followers read it (resultHeld counted); nil: in the store
+	resultHeld  int64
+	err         error         // a machinery failure's, when done
+	loading     chan struct{} // closed when the read of the stored result under way ends
+	readers     int           // Followers attached
+	mirrorEnded bool          // a mirror's sandbox has nothing more
+
+	// Guarded by kept.mu:
+	held           int64         // bytes counted for it
+	evicted        bool          // let go: nothing more is kept, followers read the store
+	droppedRunning bool          // let go while its execution ran
+	elem           *list.Element // its place in kept.running or kept.finished
+	endedAt        time.Time     // when it moved to kept.finished
 }
 
-func newLiveOutput(limit int64) *liveOutput { return &liveOutput{log: outlog.New(limit)} }
+// Grow and Shrink meter the live log (outlog.Meter).
+func (l *liveOutput) Grow(n int64) bool { return l.kept.grow(l, n) }
+func (l *liveOutput) Shrink(n int64)    { l.kept.shrink(l, n) }
 
 func (l *liveOutput) append(stream string, data []byte) { l.log.Append(stream, data) }
 
-// finish records how the execution ended: its result, or the machinery failure.
-func (l *liveOutput) finish(res *Result, err error) {
-	l.mu.Lock()
-	if !l.done {
-		l.done, l.result, l.err = true, res, err
+// release drops what l keeps (after keptOutputs let it go): its log's pieces and its result.
+func (l *liveOutput) release() {
+	if l.log != nil {
+		l.log.Drop()
 	}
+	l.mu.Lock()
+	l.result, l.resultHeld = nil, 0
 	l.mu.Unlock()
-	l.log.Close()
 }
 
-// read returns the kept events after seq after, whether some after it were dropped (gap),
-// and, once the execution has ended and every event was returned, done with its end.
-// changed is closed at the next change.
-func (l *liveOutput) read(after int64) (evs []OutputEvent, gap, done bool, res *Result, err error, changed <-chan struct{}) {
-	evs, gap, closed, changed := l.log.Read(after)
-	if closed {
-		l.mu.Lock()
-		done, res, err = l.done, l.result, l.err
-		l.mu.Unlock()
+// finish records how the execution ended: its result, or the machinery failure. The result
+// is kept only while followers are attached (they read it at their end); after that it is
+// read from the store.
+func (l *liveOutput) finish(res *Result, err error) {
+	var cost int64
+	if res != nil && l.followers() > 0 {
+		if cost = resultCost(res); !l.kept.grow(l, cost) {
+			cost = 0
+		}
 	}
-	return evs, gap, done, res, err, changed
+	l.mu.Lock()
+	if !l.done {
+		l.done, l.err = true, err
+		if cost > 0 && !l.kept.isLet(l) {
+			l.result, l.resultHeld, cost = res, cost, 0
+		}
+	}
+	l.mu.Unlock()
+	if cost > 0 {
+		l.kept.shrink(l, cost) // counted, not kept
+	}
+	l.log.Close()
+	l.kept.ended(l)
+}
+
+// end returns how the execution ended, once it did: the failure, or its result — kept, or
+// read from the store once for all followers (and kept while they read it). ok is false when
+// the store does not have the end yet (its completion is still being recorded). Errors:
+// ctx's, the store's.
+func (l *liveOutput) end(ctx context.Context) (res *Result, failure error, ok bool, err error) {
+	for {
+		l.mu.Lock()
+		if l.done && (l.result != nil || l.err != nil) {
+			res, failure = l.result, l.err
+			l.mu.Unlock()
+			return res, failure, true, nil
+		}
+		wait := l.loading
+		if wait == nil {
+			l.loading = make(chan struct{})
+			l.mu.Unlock()
+			break
+		}
+		l.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, nil, false, ctx.Err()
+		}
+	}
+	e, err := l.kept.load(ctx, l.taskID)
+	var cost int64
+	if err == nil && e.result != nil {
+		if cost = resultCost(e.result); !l.kept.grow(l, cost) {
+			cost = 0
+		}
+	}
+	l.mu.Lock()
+	if cost > 0 && !l.kept.isLet(l) && l.result == nil {
+		l.result, l.resultHeld, cost = e.result, cost, 0
+	}
+	if err == nil && e.finished && e.result == nil && l.err == nil {
+		l.err = e.err
+	}
+	close(l.loading)
+	l.loading = nil
+	l.mu.Unlock()
+	if cost > 0 {
+		l.kept.shrink(l, cost) // counted, not kept
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return e.result, e.err, e.finished, nil
+}
+
+// read returns the kept events of the live log after seq after, whether the log has ended
+// (closed, every event returned), and a channel closed at its next change.
+func (l *liveOutput) read(after int64) (evs []OutputEvent, closed bool, changed <-chan struct{}) {
+	evs, _, closed, changed = l.log.Read(after)
+	return evs, closed, changed
 }
 
 // liveWriter feeds one stream of an execution into its liveOutput, holding back the bytes of
@@ -147,11 +229,24 @@ func (t teeWriter) Skip(n int64) {
 	t.live.Skip(n)
 }
 
-// followers counts a Follower attaching (+1) or letting go (-1).
+// follow counts a Follower attaching (+1) or letting go (-1). When the last one lets go of
+// a finished output, its result is let go (it is in the store), and a stored result with it.
 func (l *liveOutput) follow(n int) {
 	l.mu.Lock()
 	l.readers += n
+	idle := l.readers == 0 && l.done
+	var freed int64
+	if idle && l.log != nil && l.result != nil {
+		freed = l.resultHeld
+		l.result, l.resultHeld = nil, 0
+	}
 	l.mu.Unlock()
+	switch {
+	case idle && l.log == nil:
+		l.kept.let(l)
+	case freed > 0:
+		l.kept.shrink(l, freed)
+	}
 }
 
 func (l *liveOutput) followers() int {
@@ -160,74 +255,32 @@ func (l *liveOutput) followers() int {
 	return l.readers
 }
 
-// end marks a mirror whose sandbox will give nothing more: its log is closed, its end is in
-// the store.
-func (l *liveOutput) end() {
+// endMirror marks a mirror whose sandbox will give nothing more: its log is closed, its end
+// is in the store.
+func (l *liveOutput) endMirror() {
 	l.mu.Lock()
 	l.mirrorEnded = true
 	l.mu.Unlock()
 	l.log.Close()
 }
 
-// ended reports whether l is a mirror that ended (end) with every event read.
-func (l *liveOutput) ended() bool {
+// mirrorDone reports whether l is a mirror that ended (endMirror).
+func (l *liveOutput) mirrorDone() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mirror && l.mirrorEnded
 }
 
-// liveOutputs are the followable executions of this replica, by task id.
-type liveOutputs struct {
-	mu sync.Mutex
-	m  map[string]*liveOutput
-}
-
-func (o *liveOutputs) add(taskID string, l *liveOutput) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.m == nil {
-		o.m = map[string]*liveOutput{}
+// noteDropped joins liveDroppedNotice to c and res (res may be nil) when l was let go while
+// its execution ran.
+func (l *liveOutput) noteDropped(c *store.Completion, res *Result) {
+	if l == nil || !l.kept.wasDroppedRunning(l) {
+		return
 	}
-	o.m[taskID] = l
-}
-
-// getOrAdd returns taskID's output, or adds the one make returns; made says it did.
-func (o *liveOutputs) getOrAdd(taskID string, make func() *liveOutput) (l *liveOutput, made bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if l = o.m[taskID]; l != nil {
-		return l, false
+	c.Notice = joinNotice(c.Notice, liveDroppedNotice)
+	if res != nil {
+		res.Notice = joinNotice(res.Notice, liveDroppedNotice)
 	}
-	if o.m == nil {
-		o.m = map[string]*liveOutput{}
-	}
-	l = make()
-	o.m[taskID] = l
-	return l, true
-}
-
-func (o *liveOutputs) get(taskID string) *liveOutput {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.m[taskID]
-}
-
-// drop forgets taskID's output now, if it is still l.
-func (o *liveOutputs) drop(taskID string, l *liveOutput) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.m[taskID] == l {
-		delete(o.m, taskID)
-	}
-}
-
-// retire forgets taskID's output after liveRetention.
-func (o *liveOutputs) retire(taskID string) {
-	time.AfterFunc(liveRetention, func() {
-		o.mu.Lock()
-		delete(o.m, taskID)
-		o.mu.Unlock()
-	})
 }
 
 // Position is how far a follower has read each stream: the byte offset of the next byte of
@@ -257,8 +310,12 @@ type Follower struct {
 	s      *Service
 	p      principal.Principal
 	taskID string
-	live   *liveOutput // nil: read the store until the task ends
-	seq    int64       // the last event of live read
+	// out is what this replica keeps of the output (its live log, or its stored result); nil:
+	// nothing, the store says when the task ends.
+	out *liveOutput
+	seq int64 // the last event of out's log read
+	// res is the stored result being replayed (shared with out while out keeps it).
+	res    *Result
 	pos    Position
 	closed bool
 }
@@ -273,42 +330,60 @@ type Batch struct {
 	// Position is how far the follower has read after this batch.
 	Position Position
 	// Done says the execution has ended, with Result (the whole bounded output, as the
-	// synchronous answer would have carried it) or, for a machinery failure, Err.
+	// synchronous answer would have carried it; shared with other followers: read-only) or,
+	// for a machinery failure, Err.
 	Done   bool
 	Result *Result
 	Err    error
 }
 
-// followPoll is how often a Follower without live output looks at the task in the store.
+// followPoll is how often a Follower without kept output looks at the task in the store.
 const followPoll = 500 * time.Millisecond
 
 // Follow returns a Follower of task id's output from position from (the zero Position: from
 // the start), checking first that p may see the task (fault.NotFound otherwise, as GetTask).
 //
-// Output is live on the replica that runs the execution. Elsewhere — another replica, a
+// Output is live on the replica that runs the execution, and for liveRetention after it
+// ended while the kept-output budget has room (kept.go). Elsewhere — another replica, a
 // gateway whose executions a queue worker runs — it is live too when the execution's sandbox
 // keeps it (sandboxd: docker, kubernetes): this replica then follows it there (once for all
-// its followers); otherwise Next reports nothing until the task has ended.
+// its followers); otherwise Next reports nothing until the task has ended. Output that is
+// not (or no longer) live is replayed from the task's stored result once it ended: each
+// stream's kept start and end at their offsets, stdout first, read from the store once for
+// all of this replica's followers.
 func (s *Service) Follow(ctx context.Context, p principal.Principal, id string, from Position) (*Follower, error) {
-	t, err := s.GetTask(ctx, p, id)
+	t, err := s.taskSummary(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
 	f := &Follower{s: s, p: p, taskID: id, pos: Position{Stdout: max(from.Stdout, 0), Stderr: max(from.Stderr, 0)}}
-	f.live = s.live.get(id)
-	if f.live == nil && t.FinishedAt == nil {
-		f.live = s.mirror(p, t)
+	out := s.kept.get(id)
+	switch {
+	case out == nil && t.FinishedAt == nil:
+		out = s.mirror(p, t)
+	case out == nil:
+		out = s.kept.stored(id)
 	}
-	if f.live != nil {
-		f.live.follow(1)
-	}
+	f.attach(out)
 	return f, nil
+}
+
+// attach makes l (nil: none) the kept output f reads.
+func (f *Follower) attach(l *liveOutput) {
+	if f.out != nil {
+		f.out.follow(-1)
+	}
+	f.out, f.seq = l, 0
+	if l != nil {
+		l.follow(1)
+	}
 }
 
 // Close lets go of the follower's output (a mirror nobody follows stops).
 func (f *Follower) Close() {
-	if !f.closed && f.live != nil {
-		f.live.follow(-1)
+	if !f.closed {
+		f.attach(nil)
+		f.res = nil
 	}
 	f.closed = true
 }
@@ -319,36 +394,99 @@ func (f *Follower) Close() {
 func (f *Follower) Next(ctx context.Context, wait time.Duration) (Batch, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	for f.live != nil {
-		evs, _, done, res, err, changed := f.live.read(f.seq)
-		if len(evs) > 0 {
-			f.seq = evs[len(evs)-1].Seq
-			if b := f.take(evs); len(b.Events) > 0 || len(b.Gaps) > 0 {
+	var tick *time.Ticker
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
+	for {
+		l := f.out
+		switch {
+		case f.res != nil:
+			return f.replay(), nil
+		case l != nil && l.log != nil:
+			evs, closed, changed := l.read(f.seq)
+			if len(evs) > 0 {
+				f.seq = evs[len(evs)-1].Seq
+				if b := f.take(evs); len(b.Events) > 0 || len(b.Gaps) > 0 {
+					return b, nil
+				}
+				continue
+			}
+			if l.log.Dropped() || l.mirrorDone() {
+				// Let go to keep within the budget, retired, or a mirror whose sandbox has
+				// nothing more: the rest comes from the store.
+				f.attach(nil)
+				continue
+			}
+			if closed && l.isDone() {
+				res, failure, ok, err := l.end(ctx)
+				if err != nil {
+					return Batch{}, err
+				}
+				if !ok {
+					f.attach(nil) // its completion is not stored yet: wait for it
+					continue
+				}
+				b := Batch{Done: true, Result: res, Err: failure}
+				f.gapsTo(&b, l.log.Written(StreamStdout), l.log.Written(StreamStderr))
+				b.Position = f.pos
 				return b, nil
 			}
-			continue
-		}
-		if done {
-			b := Batch{Done: true, Result: res, Err: err}
-			f.gapsTo(&b, f.live.log.Written(StreamStdout), f.live.log.Written(StreamStderr))
-			b.Position = f.pos
-			return b, nil
-		}
-		if f.live.ended() {
-			// A mirror whose sandbox has nothing more: the end is in the store.
-			f.live.follow(-1)
-			f.live = nil
-			break
-		}
-		select {
-		case <-changed:
-		case <-timer.C:
-			return Batch{Position: f.pos}, nil
-		case <-ctx.Done():
-			return Batch{}, ctx.Err()
+			select {
+			case <-changed:
+			case <-timer.C:
+				return Batch{Position: f.pos}, nil
+			case <-ctx.Done():
+				return Batch{}, ctx.Err()
+			}
+		case l != nil:
+			// A finished task's stored result: read once for this replica's followers.
+			res, failure, ok, err := l.end(ctx)
+			switch {
+			case err != nil:
+				return Batch{}, err
+			case !ok:
+				f.attach(nil)
+			case failure != nil:
+				return Batch{Done: true, Err: failure, Position: f.pos}, nil
+			default:
+				f.res = res
+			}
+		default:
+			if l := f.s.kept.following(f.taskID); l != nil {
+				// This replica runs the execution now (it adopted it): follow it live again.
+				f.attach(l)
+				continue
+			}
+			t, err := f.s.taskSummary(ctx, f.p, f.taskID)
+			if err != nil {
+				return Batch{}, err
+			}
+			if t.FinishedAt != nil {
+				f.attach(f.s.kept.stored(f.taskID))
+				continue
+			}
+			if tick == nil {
+				tick = time.NewTicker(followPoll)
+			}
+			select {
+			case <-tick.C:
+			case <-timer.C:
+				return Batch{Position: f.pos}, nil
+			case <-ctx.Done():
+				return Batch{}, ctx.Err()
+			}
 		}
 	}
-	return f.nextStored(ctx, timer.C)
+}
+
+// isDone reports whether the execution has ended (finish).
+func (l *liveOutput) isDone() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done
 }
 
 // take turns events read from the live output into a batch from the follower's position.
@@ -385,29 +523,52 @@ func (f *Follower) gapsTo(b *Batch, stdout, stderr int64) {
 	}
 }
 
-func (f *Follower) nextStored(ctx context.Context, timeout <-chan time.Time) (Batch, error) {
-	tick := time.NewTicker(followPoll)
-	defer tick.Stop()
-	for {
-		t, err := f.s.GetTask(ctx, f.p, f.taskID)
-		if err != nil {
-			return Batch{}, err
-		}
-		if t.FinishedAt != nil {
-			b := Batch{Done: true, Result: t.Result, Position: f.pos}
-			if t.Result == nil {
-				b.Err = fault.New(fault.Kind(cmp.Or(t.ErrorType, string(fault.Internal))), "%s", cmp.Or(t.Error, "the task ended without a result"))
+// replay returns the next events of the stored result f.res from f's position — at most
+// outlog.MaxRead bytes, a gap only before the batch's first event of its stream — or, once
+// every kept byte was returned, its end.
+func (f *Follower) replay() Batch {
+	var b Batch
+	left := int64(outlog.MaxRead)
+	streams := storedStreams(f.res)
+	for _, st := range streams {
+		next := f.pos.at(st.name)
+		for _, r := range st.ranges {
+			if r.from+r.n <= *next {
+				continue
 			}
-			return b, nil
-		}
-		select {
-		case <-tick.C:
-		case <-timeout:
-			return Batch{Position: f.pos}, nil
-		case <-ctx.Done():
-			return Batch{}, ctx.Err()
+			start := max(*next, r.from)
+			if start > *next {
+				if len(b.Events) > 0 {
+					b.Position = f.pos
+					return b // the gap goes before the events after it
+				}
+				b.Gaps = append(b.Gaps, Gap{Stream: st.name, From: *next, To: start})
+				*next = start
+			}
+			data := st.piece(r, start, left)
+			switch {
+			case len(data) == 0 && len(b.Events) == 0:
+				// Unreadable (not base64 after all): a gap, not a replay that never ends.
+				b.Gaps = append(b.Gaps, Gap{Stream: st.name, From: start, To: r.from + r.n})
+				*next = r.from + r.n
+				continue
+			case len(data) == 0:
+				b.Position = f.pos
+				return b // this batch is full
+			}
+			b.Events = append(b.Events, OutputEvent{Stream: st.name, Offset: start, Data: data})
+			left -= int64(len(data))
+			*next = start + int64(len(data))
+			if *next < r.from+r.n {
+				b.Position = f.pos
+				return b // this batch is full
+			}
 		}
 	}
+	b.Done, b.Result = true, f.res
+	f.gapsTo(&b, streams[0].total, streams[1].total)
+	b.Position = f.pos
+	return b
 }
 
 // mirrorIdle is how long a mirror nobody follows keeps following its execution.
@@ -424,17 +585,13 @@ func (s *Service) mirror(p principal.Principal, t Task) *liveOutput {
 	if prof == nil {
 		return nil
 	}
-	l, made := s.live.getOrAdd(t.ID, func() *liveOutput {
-		l := newLiveOutput(s.maxOutput())
-		l.mirror = true
-		return l
-	})
+	l, made := s.kept.mirror(t.ID)
 	if !made {
 		return l
 	}
 	go func() {
-		defer s.live.drop(t.ID, l) // a follower that comes later mirrors it again, or reads the store
-		defer l.end()
+		defer s.kept.let(l) // a follower that comes later mirrors it again, or reads the store
+		defer l.endMirror()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {

@@ -65,9 +65,10 @@ func (c *capture) Skip(n int64) {
 	}
 }
 
-// bytes returns the kept output and whether its middle was dropped. When truncated, partial
-// UTF-8 sequences at the cut are trimmed so that text output stays valid.
-func (c *capture) bytes() (out []byte, truncated bool, total int64) {
+// bytes returns the kept output, whether its middle was dropped and, then, how many of its
+// bytes are the stream's start (the rest is its end). When truncated, partial UTF-8
+// sequences at the cut are trimmed so that text output stays valid.
+func (c *capture) bytes() (out []byte, truncated bool, total, headLen int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var tail []byte
@@ -85,7 +86,7 @@ func (c *capture) bytes() (out []byte, truncated bool, total int64) {
 	}
 	out = make([]byte, 0, len(head)+len(tail))
 	out = append(append(out, head...), tail...)
-	return out, truncated, c.total
+	return out, truncated, c.total, int64(len(head))
 }
 
 func trimPartialEnd(b []byte) []byte {

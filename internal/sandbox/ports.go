@@ -89,6 +89,8 @@ type Store interface {
 	ReleaseTurn(place store.Place)
 	// GetTask returns task id; with ownerID, only that owner's (else ErrNotFound).
 	GetTask(ctx context.Context, id, ownerID string) (store.Task, error)
+	// GetTaskSummary is GetTask without the result (Result nil).
+	GetTaskSummary(ctx context.Context, id, ownerID string) (store.Task, error)
 	// ListTasks returns the filter's tasks, newest first, without results.
 	ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error)
 	StartTask(ctx context.Context, id string, t time.Time) error

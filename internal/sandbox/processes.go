@@ -28,7 +28,6 @@ import (
 func (s *Service) submitProcess(ctx context.Context, j *execJob) (Outcome, error) {
 	if _, err := s.broker.Submit(ctx, j.task.ID, -1, j.startProcess); err != nil {
 		j.live.finish(nil, err)
-		s.live.retire(j.task.ID)
 		c := failedCompletion(err)
 		c.Unlock = j.place // the job never started
 		s.recordCompletion(context.WithoutCancel(ctx), j.task.ID, c)
@@ -66,7 +65,6 @@ func (j *execJob) startProcess(ctx context.Context) {
 		s.forgetCancelled(j.task.ID)
 		if j.live != nil {
 			j.live.finish(nil, err)
-			s.live.retire(j.task.ID)
 		}
 		return
 	}
@@ -188,7 +186,6 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 	r, ok := sb.(providers.Reattacher)
 	if !ok {
 		live.finish(nil, fault.New(fault.Capability, "the sandbox does not keep executions"))
-		s.live.retire(t.ID)
 		lost("its sandbox's provider does not keep executions for a gateway to follow")
 		return
 	}
@@ -201,13 +198,11 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 	out.flush()
 	if ctx.Err() != nil {
 		live.finish(nil, ctx.Err())
-		s.live.retire(t.ID)
 		return // shutting down: left for the next adopter
 	}
 	defer s.forgetCancelled(t.ID)
 	if fault.KindOf(err) == fault.NotFound {
 		live.finish(nil, err)
-		s.live.retire(t.ID)
 		lost("its sandbox no longer holds the execution (the sandbox restarted or was removed, or the execution ended long before)")
 		return
 	}
@@ -222,9 +217,9 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 	} else {
 		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded its timeout", t.Operation), s.cancelReason(t.ID))
 	}
+	live.noteDropped(&completion, res)
 	s.recordCompletion(ctx, t.ID, completion)
 	live.finish(res, err)
-	s.live.retire(t.ID)
 }
 
 // stopProcess stops background process t in its sandbox, wherever it is followed; the

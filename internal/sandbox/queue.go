@@ -155,8 +155,7 @@ func (s *Service) RunDelivered(ctx context.Context, env broker.Envelope, t store
 	run := j.run
 	if env.Background {
 		// Started here and followed here until it ends; the delivery is done once it runs.
-		j.live = newLiveOutput(s.maxOutput())
-		s.live.add(t.ID, j.live)
+		j.live = s.kept.start(t.ID)
 		run = j.startProcess
 	}
 	if _, err := s.broker.Submit(ctx, env.TaskID, -1, run); err != nil {
@@ -204,13 +203,15 @@ func trimToRecord(res *Result, limit int) {
 		return string(b)
 	}
 	out, errOut := decode(res.Stdout), decode(res.Stderr)
+	outHead, errHead := headOf(res.StdoutTruncated, res.StdoutHead, len(out)), headOf(res.StderrTruncated, res.StderrHead, len(errOut))
 	// Bisect on the bytes kept per stream: the record is monotone in it.
 	render := func(keep int) int {
-		o, oc := keepEnds(out, keep, !b64)
-		e, ec := keepEnds(errOut, keep, !b64)
+		o, oh, oc := keepEnds(out, outHead, keep, !b64)
+		e, eh, ec := keepEnds(errOut, errHead, keep, !b64)
 		res.Stdout, res.Stderr = encode(o), encode(e)
 		res.StdoutTruncated = res.StdoutTruncated || oc
 		res.StderrTruncated = res.StderrTruncated || ec
+		res.StdoutHead, res.StderrHead = splitAt(oh), splitAt(eh)
 		return size()
 	}
 	wasOut, wasErr := res.StdoutTruncated, res.StderrTruncated
@@ -228,16 +229,56 @@ func trimToRecord(res *Result, limit int) {
 	render(lo)
 }
 
+// Head splits of keepEnds besides a byte count: a whole stream, and a truncated one whose
+// split is not known (a result stored before splits were recorded).
+const (
+	wholeStream  = -1
+	unknownSplit = -2
+)
+
+// headOf is the head split of a stream's n kept bytes (Result.StdoutHead): wholeStream,
+// unknownSplit, or how many of them are the stream's start.
+func headOf(truncated bool, head *int64, n int) int {
+	switch {
+	case !truncated:
+		return wholeStream
+	case head == nil:
+		return unknownSplit
+	}
+	return int(min(max(*head, 0), int64(n)))
+}
+
+// splitAt is Result.StdoutHead for keepEnds's head split h.
+func splitAt(h int) *int64 {
+	if h < 0 {
+		return nil
+	}
+	v := int64(h)
+	return &v
+}
+
 // keepEnds keeps at most keep bytes of b: its first and last halves, the middle dropped.
-// text keeps UTF-8 sequences whole. cut reports whether anything was dropped.
-func keepEnds(b []byte, keep int, text bool) (_ []byte, cut bool) {
+// head is b's split (headOf): when known, the first head bytes of b are its stream's start
+// and the rest its end, and each half comes from its own part, so every byte kept stays
+// where it was in the stream (the end gives way first). text keeps UTF-8 sequences whole.
+// It returns the bytes, their split, and whether anything was dropped.
+func keepEnds(b []byte, head, keep int, text bool) (_ []byte, headLen int, cut bool) {
 	if len(b) <= keep {
-		return b, false
+		return b, head, false
 	}
-	head, tail := b[:keep/2], b[len(b)-(keep-keep/2):]
+	headN, tailN := keep/2, keep-keep/2
+	if head >= 0 {
+		tailN = min(tailN, len(b)-head)
+		headN = min(head, keep-tailN)
+	}
+	h, t := b[:headN], b[len(b)-tailN:]
 	if text {
-		head, tail = trimPartialEnd(head), trimPartialStart(tail)
+		h, t = trimPartialEnd(h), trimPartialStart(t)
 	}
-	out := make([]byte, 0, len(head)+len(tail))
-	return append(append(out, head...), tail...), true
+	out := make([]byte, 0, len(h)+len(t))
+	headLen = len(h)
+	if head == unknownSplit {
+		headLen = unknownSplit
+	}
+	return append(append(out, h...), t...), headLen, true
 }

@@ -29,7 +29,7 @@ const trimEvery = 5 * time.Second
 const trimTimeout = 30 * time.Second
 
 // droppedOutput is merged into a result whose output was dropped (Store.DropOldestOutputs).
-var droppedOutput = json.RawMessage(`{"stdout": "", "stderr": "", "output_dropped": true}`)
+var droppedOutput = json.RawMessage(`{"stdout": "", "stderr": "", "stdout_head": null, "stderr_head": null, "output_dropped": true}`)
 
 // droppedNotice tells the reader of such a result why its output is empty.
 const droppedNotice = "this task's output was dropped to keep the output of your finished tasks within sandbox.quotas.retained_output_bytes; newer results keep theirs"

@@ -93,7 +93,7 @@ type Service struct {
 	mu        sync.Mutex
 	cancelled map[string]string // tasks cancelled by a caller (vs. shutdown), with why
 
-	live     liveOutputs    // the followable output of executions running here (live.go)
+	kept     *keptOutputs   // the output of executions kept in memory for followers (kept.go)
 	adopting sync.WaitGroup // tasks of stopped runners being followed to their end (adopt.go)
 
 	linkKeyCache // the share links' key (preview.go)
@@ -154,6 +154,7 @@ func New(opts Options) (*Service, error) {
 	}
 	sort.Strings(s.names)
 	s.principals = newPrincipalRecorder(s.store, s.now)
+	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd)
 	return s, nil
 }
 
@@ -275,6 +276,7 @@ func (s *Service) Close(ctx context.Context) error {
 	s.stopRetries(ctx)
 	s.adopting.Wait() // stopRetries closed s.closing: adopted tasks stop being followed
 	s.waitTrims()
+	s.kept.close()
 	for _, n := range s.names {
 		if c, ok := s.profiles[n].Provider.(io.Closer); ok {
 			if cerr := c.Close(); cerr != nil {

@@ -16,6 +16,10 @@ type Settings struct {
 	MaxOutputBytes int64
 	// MaxFileBytes bounds one file upload. Default 100 MiB.
 	MaxFileBytes int64
+	// KeptOutputMemoryBytes bounds the memory this replica holds of its executions' output
+	// for followers: live logs of running and recently finished executions, and results
+	// being replayed (kept.go). Default DefaultKeptOutputMemoryBytes.
+	KeptOutputMemoryBytes int64
 	// Quotas are the per-principal limits (sandbox.quotas).
 	Quotas Quotas
 	// WaitTimeout bounds how long a call waits for its execution before promoting it to a
@@ -41,7 +45,14 @@ type Settings struct {
 	AuditRetention time.Duration
 	// APIKeys bound API keys (config auth.api_keys; apikeys.go).
 	APIKeys APIKeySettings
+	// ExecGrace is how long past an execution's timeout the gateway waits for its provider
+	// to report its end before it ends the execution itself (guard.go). Default
+	// DefaultExecGrace; not configurable (tests shorten it).
+	ExecGrace time.Duration
 }
+
+// DefaultExecGrace is Settings.ExecGrace's default.
+const DefaultExecGrace = 10 * time.Second
 
 // DefaultAuditRetention is Settings.AuditRetention's default: 90 days.
 const DefaultAuditRetention = 90 * 24 * time.Hour
@@ -108,6 +119,9 @@ func (s Settings) withDefaults() Settings {
 	if s.MaxFileBytes <= 0 {
 		s.MaxFileBytes = 100 << 20
 	}
+	if s.KeptOutputMemoryBytes <= 0 {
+		s.KeptOutputMemoryBytes = DefaultKeptOutputMemoryBytes
+	}
 	if s.Quotas.Sessions == 0 {
 		s.Quotas.Sessions = 100
 	}
@@ -132,6 +146,7 @@ func (s Settings) withDefaults() Settings {
 	if s.Quotas.SnapshotBytes == 0 {
 		s.Quotas.SnapshotBytes = DefaultSnapshotBytesQuota
 	}
+	def(&s.ExecGrace, DefaultExecGrace)
 	def(&s.ResponseTTL, 24*time.Hour)
 	def(&s.SweepInterval, 5*time.Minute)
 	def(&s.LostAfter, 30*time.Second)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -93,6 +94,27 @@ func (s *Service) GetTask(ctx context.Context, p principal.Principal, id string)
 		return Task{}, fault.New(fault.Policy, "sandbox task '%s' ran in profile '%s', which is restricted to members of %v, and this token is in none of them", id, prof.Name, prof.AllowedGroups)
 	}
 	return taskView(t)
+}
+
+// taskSummary is GetTask without the result (Task.Result nil): the same checks, no output
+// read.
+func (s *Service) taskSummary(ctx context.Context, p principal.Principal, id string) (Task, error) {
+	t, err := s.store.GetTaskSummary(ctx, id, s.ownerFilter(p))
+	if errors.Is(err, store.ErrNotFound) {
+		return Task{}, fault.New(fault.NotFound, "unknown sandbox task '%s' (finished tasks are kept for %s)", id, s.ttl())
+	}
+	if err != nil {
+		return Task{}, err
+	}
+	if prof, ok := s.profiles[t.Profile]; ok && !s.allowed(p, prof) {
+		return Task{}, fault.New(fault.Policy, "sandbox task '%s' ran in profile '%s', which is restricted to members of %v, and this token is in none of them", id, prof.Name, prof.AllowedGroups)
+	}
+	return taskSummary(t), nil
+}
+
+// failureOfTask is the machinery failure a finished task without a result records.
+func failureOfTask(t Task) error {
+	return fault.New(fault.Kind(cmp.Or(t.ErrorType, string(fault.Internal))), "%s", cmp.Or(t.Error, "the task ended without a result"))
 }
 
 // TaskFilter selects tasks.

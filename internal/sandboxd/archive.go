@@ -475,11 +475,14 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 			if err := x.r.root.Mkdir(name, 0o700); err != nil && !x.isMadeDir(name, err) {
 				return x.fsErr(hdr.Name, err)
 			}
+			if err := x.r.own(name); err != nil {
+				return x.fsErr(hdr.Name, err)
+			}
 			x.names[name] = madeDir
 			x.st.Entries++
 		}
 		x.dirs[name] = dirMeta{mode: mode, mtime: hdr.ModTime}
-	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse: // archive/tar expands holes to zeros
+	case tar.TypeReg, tar.TypeGNUSparse: // archive/tar expands holes to zeros (and reads TypeRegA as TypeReg)
 		if err := x.parents(name); err != nil {
 			return err
 		}
@@ -494,6 +497,9 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 			return err
 		}
 		if err := x.r.root.Symlink(hdr.Linkname, name); err != nil {
+			return x.fsErr(hdr.Name, err)
+		}
+		if err := x.r.own(name); err != nil {
 			return x.fsErr(hdr.Name, err)
 		}
 		x.names[name] = madeSymlink
@@ -545,6 +551,9 @@ func (x *extraction) parents(name string) error {
 		if err := x.r.root.Mkdir(dir, 0o700); err != nil && !x.isMadeDir(dir, err) {
 			return x.fsErr(dir, err)
 		}
+		if err := x.r.own(dir); err != nil {
+			return x.fsErr(dir, err)
+		}
 		x.names[dir] = madeDir
 		x.st.Entries++
 		x.dirs[dir] = dirMeta{mode: 0o755, mtime: time.Now()}
@@ -578,6 +587,9 @@ func (x *extraction) file(name string, hdr *tar.Header, tr *tar.Reader, mode fs.
 	}
 	x.names[name] = madeFile
 	copyErr := x.writeHoles(f, tr, hdr)
+	if copyErr == nil {
+		copyErr = x.r.ownFile(f) // before the mode: a change of owner clears setuid bits
+	}
 	if copyErr == nil {
 		copyErr = f.Chmod(mode)
 	}

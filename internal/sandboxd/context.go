@@ -198,7 +198,7 @@ func (r *Runtime) addContext(name, language string) (*codeContext, error) {
 	var err error
 	if language == "bash" {
 		if r.stateDir == "" {
-			if r.stateDir, err = os.MkdirTemp("", "sandboxd-state-"); err != nil {
+			if r.stateDir, err = r.makeStateDir(); err != nil {
 				r.stateDir = ""
 				r.mu.Unlock()
 				return nil, fmt.Errorf("sandboxd: creating the folder of bash context state: %w", err)
@@ -223,7 +223,9 @@ func (r *Runtime) addContext(name, language string) (*codeContext, error) {
 			err = r.setPython(c, py)
 		}
 	case "bash":
-		err = os.Mkdir(c.stateDir, 0o700)
+		if err = os.Mkdir(c.stateDir, 0o700); err == nil && r.user != nil {
+			err = os.Chown(c.stateDir, int(r.user.UID), int(r.user.GID))
+		}
 	}
 	if err != nil {
 		r.mu.Lock()
@@ -387,6 +389,21 @@ func (r *Runtime) execInContext(ctx context.Context, req ExecRequest, cwd string
 	return res, err
 }
 
+// makeStateDir makes the private folder of bash context state under os.TempDir: 0700, or,
+// when programs run as another user, the runtime's own and 0711, so that they reach the
+// folders of their contexts in it (theirs) but cannot replace them.
+func (r *Runtime) makeStateDir() (string, error) {
+	dir, err := os.MkdirTemp("", "sandboxd-state-")
+	if err != nil || r.user == nil {
+		return dir, err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		_ = os.Remove(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
 // stateRecord is the StateFile's content.
 type stateRecord struct {
 	Contexts []stateContext `json:"contexts"`
@@ -440,10 +457,20 @@ func (r *Runtime) writeStateLocked() {
 	}
 	slices.SortFunc(rec.Contexts, func(a, b stateContext) int { return cmp.Compare(a.Name, b.Name) })
 	data, _ := json.Marshal(rec)
-	tmp := r.stateFile + ".tmp"
-	err := os.WriteFile(tmp, data, 0o600)
+	// A fresh temporary name (O_EXCL): nothing left in the folder under a known name is
+	// written through.
+	f, err := os.CreateTemp(filepath.Dir(r.stateFile), "."+filepath.Base(r.stateFile)+".*")
 	if err == nil {
-		err = os.Rename(tmp, r.stateFile)
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(f.Name(), r.stateFile)
+		}
+		if err != nil {
+			_ = os.Remove(f.Name())
+		}
 	}
 	if err != nil {
 		r.log.Warn("sandboxd: recording the contexts in the state file", "file", r.stateFile, "err", err)

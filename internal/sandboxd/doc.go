@@ -40,8 +40,11 @@
 //     execution that started it, unless others overlapped it. Without either, such a process
 //     is not killed; output it holds open is read for at most Options.DrainDelay;
 //   - on Timeout (wall clock from the start) or when the caller's context ends, every process
-//     of the session gets SIGTERM, and SIGKILL after Options.KillGrace. Result.TimedOut says
-//     so, or Exec returns ctx.Err() with the partial Result;
+//     of the session gets SIGTERM, and SIGKILL after Options.KillGrace — with the cgroup all
+//     of its processes; without it also every descendant that left the session (setsid)
+//     while its parents live, found through /proc and remembered, so it gets the SIGKILL
+//     even when its parent ended on the SIGTERM. Result.TimedOut says so, or Exec returns
+//     ctx.Err() with the partial Result;
 //   - Result.ExitCode is the exit status, or 128+n with Result.Signal ("SIGKILL") when signal
 //     n killed the program; Result.OOMKilled says the oom_kill counter of
 //     /sys/fs/cgroup/memory.events moved during the execution (false without that file).
@@ -69,9 +72,11 @@
 //     output arrives on Stdout only, WriteStdin types into it, CloseStdin sends ^D, and
 //     Resize changes its size (the program gets SIGWINCH);
 //   - Background: a long-lived process (a server). It does not count as a running execution
-//     for the subreaper (below): a process that escapes another execution while only
-//     background ones run is ended at once, and a background process that itself escapes its
-//     session (daemonizes) is ended too — run servers in the foreground of their command.
+//     for the subreaper (above): a process that escapes another execution while only
+//     background ones run is ended within a second, and so is one a background process
+//     hands over by daemonizing (its parent exits) — run servers in the foreground of their
+//     command. Stop ends the whole tree like a timeout: its session, its descendants in
+//     sessions of their own (setsid) and, with a cgroup, everything in it.
 //
 // # Contexts
 //
@@ -101,8 +106,16 @@
 //     "sandboxd: the python context '<name>' ended (…); its state is lost and the next
 //     execution starts a fresh one". The next execution starts a fresh interpreter.
 //
-// Processes a python execution starts in the background stay in the context's session and
-// live until the context ends (or a later interrupt ends them).
+// Processes a python execution starts end with it, as those of a plain execution do: once
+// the driver answered (or was interrupted), every other process of the context's session,
+// every descendant of the driver (also one in a session of its own), and with a cgroup every
+// other process in the context's cgroup is killed; the driver, and so the context's state,
+// runs on. A process handed to the subreaper (a double-forked daemon) ends with the
+// execution like any escapee; without cgroups or subreaper it is not found. So
+// subprocess.Popen, os.system("x &") and multiprocessing workers do not outlive their cell
+// (a Popen kept in a variable reports returncode -9 in the next one): a long-lived server
+// is a background execution (Start with Background), which counts as one and can be
+// stopped.
 //
 // Env applies to that execution only, as far as a running interpreter can take it: the
 // variables are set in os.environ (so programs the code starts get them); TZ also becomes the

@@ -327,6 +327,8 @@ func (r *Runtime) run(ctx context.Context, spec runSpec, out Streams) (Result, e
 		defer timer.Stop()
 		deadline = timer.C
 	}
+	r.givePrograms(childEnds)
+	cmd.SysProcAttr = r.credential(cmd.SysProcAttr)
 	oomBefore := oomKills()
 	proc, err := r.orphans.start(cmd, r.cgroups)
 	if err != nil {

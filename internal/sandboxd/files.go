@@ -43,7 +43,7 @@ func (r *Runtime) WriteFile(p string, rd io.Reader, maxBytes int64) (int64, erro
 	}
 	dir := path.Dir(clean)
 	if dir != "." {
-		if err := r.root.MkdirAll(dir, 0o755); err != nil {
+		if err := r.mkdirAll(dir); err != nil {
 			if wspath.IsEscape(err) {
 				return 0, escapes(p)
 			}
@@ -67,6 +67,14 @@ func (r *Runtime) WriteFile(p string, rd io.Reader, maxBytes int64) (int64, erro
 		limit = maxBytes + 1 // one byte more tells "too large" from "exactly the limit"
 	}
 	n, copyErr := io.Copy(f, &io.LimitedReader{R: rd, N: limit})
+	var modeErr error
+	if copyErr == nil {
+		// The programs' own file (when they run as another user), then the mode, which the
+		// umask may have narrowed: both on the open file, which no program can swap.
+		if modeErr = r.ownFile(f); modeErr == nil {
+			modeErr = f.Chmod(0o644)
+		}
+	}
 	closeErr := f.Close()
 	fail := func(err error) (int64, error) {
 		_ = r.root.Remove(tmp)
@@ -81,11 +89,10 @@ func (r *Runtime) WriteFile(p string, rd io.Reader, maxBytes int64) (int64, erro
 		return fail(fault.New(fault.TooLarge, "file '%s' is larger than the limit of %d bytes", p, maxBytes))
 	case closeErr != nil && wspath.IsNoSpace(closeErr):
 		return fail(wspath.NoSpace(p, closeErr))
+	case modeErr != nil:
+		return fail(pathErr(p, modeErr))
 	case closeErr != nil:
 		return fail(fmt.Errorf("writing '%s' into the sandbox: %w", p, closeErr))
-	}
-	if err := r.root.Chmod(tmp, 0o644); err != nil { // the umask may have narrowed it
-		return fail(pathErr(p, err))
 	}
 	if err := r.root.Rename(tmp, clean); err != nil {
 		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTEMPTY) {
@@ -198,6 +205,35 @@ func (r *Runtime) RemoveFile(p string) error {
 		return fault.New(fault.Conflict, "folder '%s' is not empty", p)
 	}
 	return pathErr(p, err)
+}
+
+// mkdirAll makes folder dir of the workspace and its missing parents (mode 0755), each given
+// to the programs' user when they run as another.
+func (r *Runtime) mkdirAll(dir string) error {
+	if r.user == nil {
+		return r.root.MkdirAll(dir, 0o755)
+	}
+	parts := strings.Split(dir, "/")
+	for i := range parts {
+		sub := strings.Join(parts[:i+1], "/")
+		err := r.root.Mkdir(sub, 0o755)
+		switch {
+		case err == nil:
+			if err := r.own(sub); err != nil {
+				return err
+			}
+		case errors.Is(err, fs.ErrExist):
+			// Kept as it is; the next Mkdir below it says when it is not a folder.
+		default:
+			return err
+		}
+	}
+	if st, err := r.root.Stat(dir); err != nil {
+		return err
+	} else if !st.IsDir() {
+		return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
+	}
+	return nil
 }
 
 func fileType(m fs.FileMode) FileType {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -19,8 +20,10 @@ import (
 // parent exits becomes the runtime's own child instead of init's. Such an adopted orphan is
 // killed — its session too — as soon as every execution that was running when it started has
 // ended: it belongs to one of them, and none of them may leave work behind (docs/semantics.md
-// §9). An orphan that started while no execution ran is killed at once. Processes the runtime
-// started itself (execution leaders, context interpreters) are never touched here.
+// §9). An orphan that started while no (foreground) execution ran is killed at the next
+// sweep: at the end of any execution, background ones included, and every sweepEvery.
+// Processes the runtime started itself (execution leaders, context interpreters) are never
+// touched here.
 type orphans struct {
 	on bool
 
@@ -80,15 +83,26 @@ func (o *orphans) begin() (end func()) {
 		o.mu.Lock()
 		delete(o.live, key)
 		o.mu.Unlock()
-		// At once, so the execution's answer comes after its escaped processes are gone; the
-		// loop looks again for ones handed over later.
-		o.sweep(false)
-		select {
-		case o.poke <- struct{}{}:
-		default:
-		}
+		o.ended()
 	}
 }
+
+// ended sweeps after an execution ended — at once, so the execution's answer comes after its
+// escaped processes are gone — and has the loop look again for ones handed over later.
+func (o *orphans) ended() {
+	if !o.on {
+		return
+	}
+	o.sweep(false)
+	select {
+	case o.poke <- struct{}{}:
+	default:
+	}
+}
+
+// sweepEvery is how often the loop sweeps when nothing ended: an orphan handed over while no
+// execution that may own it runs (a background process that daemonized) goes within it.
+const sweepEvery = time.Second
 
 // sweepDelays are when the loop sweeps after an execution ended: at once, then again for
 // orphans adopted a little later (the killing of an execution's session makes the parents of
@@ -104,6 +118,8 @@ func (o *orphans) loop() {
 	defer signal.Stop(exits)
 	var timer *time.Timer
 	var timerC <-chan time.Time
+	every := time.NewTicker(sweepEvery)
+	defer every.Stop()
 	step := 0
 	for {
 		select {
@@ -115,6 +131,9 @@ func (o *orphans) loop() {
 			return
 		case <-exits:
 			o.reapZombies()
+			continue
+		case <-every.C:
+			o.sweep(false)
 			continue
 		case <-o.poke:
 			step = 0
@@ -149,10 +168,12 @@ func (o *orphans) close() {
 }
 
 // sweep kills and reaps the adopted orphans that no running execution may own (all of them
-// when all is set).
+// when all is set), and returns once they are gone (at most reapWait): an execution's answer
+// comes after its escaped processes ended, not while they are dying.
 func (o *orphans) sweep(all bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	var killed []int
 	for _, c := range adoptedChildren(o.known) {
 		if c.zombie {
 			reapChild(c.pid)
@@ -162,9 +183,20 @@ func (o *orphans) sweep(all bool) {
 			continue
 		}
 		killOrphan(c.pid, c.session)
-		reapChild(c.pid)
+		if !reapChild(c.pid) {
+			killed = append(killed, c.pid)
+		}
+	}
+	deadline := time.Now().Add(reapWait)
+	for len(killed) > 0 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+		killed = slices.DeleteFunc(killed, reapChild)
 	}
 }
+
+// reapWait bounds how long a sweep waits for the orphans it killed to exit (SIGKILL ends
+// them at once, unless the machine is very busy or they wait on a device).
+const reapWait = 2 * time.Second
 
 // reapZombies reaps the adopted orphans that have exited.
 func (o *orphans) reapZombies() {

@@ -98,8 +98,9 @@ func killOrphan(pid, session int) {
 }
 
 // reapChild collects child pid if it has exited (a killed one that has not yet is collected
-// by a later sweep, as a zombie).
-func reapChild(pid int) {
+// by a later sweep, as a zombie) and reports whether it is gone.
+func reapChild(pid int) bool {
 	var ws syscall.WaitStatus
-	_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	return got == pid || err == syscall.ECHILD
 }

@@ -98,12 +98,13 @@ func (r *Runtime) startPython(name string) (*pyProcess, error) {
 		return nil, fmt.Errorf("sandboxd: python context '%s': %w", name, err)
 	}
 	cmd := &exec.Cmd{
-		Path:       interp,
-		Args:       []string{interp, "-u", "-c", driverSource},
-		Dir:        r.workspace,
-		Env:        mergeEnv(r.env, map[string]string{"PWD": r.workspace}),
-		Stderr:     errW,
-		ExtraFiles: []*os.File{theirs},
+		Path:        interp,
+		Args:        []string{interp, "-u", "-c", driverSource},
+		Dir:         r.workspace,
+		Env:         mergeEnv(r.env, map[string]string{"PWD": r.workspace}),
+		Stderr:      errW,
+		ExtraFiles:  []*os.File{theirs},
+		SysProcAttr: r.credential(nil),
 	}
 	proc, err := r.orphans.start(cmd, r.cgroups)
 	_ = theirs.Close()
@@ -300,6 +301,7 @@ func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecReques
 		deadline = timer.C
 	}
 	oomBefore := oomKills()
+	r.givePrograms([]*os.File{stdin, stdout, stderr, code})
 	sendErr := py.send(pyRequest{Env: req.Env, Dir: cwd}, stdin, stdout, stderr, code)
 	closeFiles([]*os.File{stdin, stdout, stderr, code})
 
@@ -350,6 +352,10 @@ func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecReques
 		default:
 		}
 	}
+	// What the cell started ends with it (a child, a daemon in a session of its own, one a
+	// shell left behind): the interpreter alone runs on. Escapees handed to the runtime as
+	// their subreaper go when the execution ends (orphans).
+	py.proc.KillOthers()
 	capt.drain(r.drainDelay)
 	stdinFeed.stop()
 	codeFeed.stop()

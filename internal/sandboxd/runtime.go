@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
@@ -74,8 +75,25 @@ type Options struct {
 	// (cmd/sandboxd) without Cgroups, which contain such processes by themselves; the setting
 	// is process-wide, so a runtime sharing its process with others should leave it off.
 	Subreaper bool
+	// User, when set, runs every program and context as this user instead of the runtime's
+	// own (setuid and setgid through SysProcAttr.Credential), so that no program can signal,
+	// stop, trace or read the runtime's process; files and folders the runtime makes in the
+	// workspace (WriteFile, ExtractWorkspace) and the folders of bash context state belong to
+	// it. The runtime's process needs CAP_SETUID and CAP_SETGID to start programs so,
+	// CAP_KILL to signal them, and CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_FOWNER to keep the
+	// workspace theirs and still readable and writable for itself — root in a container with
+	// just those capabilities (cmd/sandboxd --run-as). Nil runs programs as the runtime's own
+	// user: they can then stop it (local_subprocess; see the package doc).
+	User *User
 	// Logger receives debug and warning records; nil discards them.
 	Logger *slog.Logger
+}
+
+// User is a user programs run as (Options.User).
+type User struct {
+	UID, GID uint32
+	// Groups are the supplementary groups; nil means none.
+	Groups []uint32
 }
 
 // Runtime runs programs and stateful contexts in one workspace and moves its files. Build it
@@ -99,6 +117,7 @@ type Runtime struct {
 	stateFile string             // Options.StateFile
 	cgroups   *procgroup.Cgroups // Options.Cgroups
 	orphans   *orphans           // Options.Subreaper
+	user      *User              // Options.User
 
 	mu       sync.Mutex
 	closed   bool
@@ -149,6 +168,7 @@ func New(opts Options) (*Runtime, error) {
 		stateFile:  opts.StateFile,
 		cgroups:    opts.Cgroups,
 		orphans:    newOrphans(opts.Subreaper),
+		user:       opts.User,
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
@@ -205,7 +225,7 @@ func (r *Runtime) Close() error {
 }
 
 // begin registers an execution; end must be called when it has returned. A background
-// execution does not shelter escaped processes (see orphans).
+// execution does not shelter escaped processes (see orphans), but its end sweeps them too.
 func (r *Runtime) begin(background bool) (end func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -213,7 +233,7 @@ func (r *Runtime) begin(background bool) (end func(), err error) {
 		return nil, fault.New(fault.Gone, "%s", errShutdown)
 	}
 	r.running.Add(1)
-	endOrphans := func() {}
+	endOrphans := r.orphans.ended
 	if !background {
 		endOrphans = r.orphans.begin()
 	}
@@ -316,6 +336,47 @@ func (r *Runtime) interpreter(language string) (string, error) {
 		return "", fault.Unsupported("this sandbox", "language:"+language+" ("+name+" is not installed)")
 	}
 	return p, nil
+}
+
+// credential sets attr (made when nil) to start a program as the programs' user, when they
+// have one of their own, and returns it.
+func (r *Runtime) credential(attr *syscall.SysProcAttr) *syscall.SysProcAttr {
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	if r.user != nil {
+		attr.Credential = &syscall.Credential{Uid: r.user.UID, Gid: r.user.GID, Groups: append([]uint32{}, r.user.Groups...)}
+	}
+	return attr
+}
+
+// own gives workspace entry name (a symlink itself, not followed) to the programs' user,
+// when they have one of their own.
+func (r *Runtime) own(name string) error {
+	if r.user == nil {
+		return nil
+	}
+	return r.root.Lchown(name, int(r.user.UID), int(r.user.GID))
+}
+
+// ownFile gives open file f to the programs' user, when they have one of their own.
+func (r *Runtime) ownFile(f *os.File) error {
+	if r.user == nil {
+		return nil
+	}
+	return f.Chown(int(r.user.UID), int(r.user.GID))
+}
+
+// givePrograms gives the program's ends of its pipes (and its terminal) to the programs'
+// user, when they run as another: a program that opens them again by name — /dev/stdout,
+// /dev/stdin, /dev/fd/3, /dev/tty — must be allowed to, as it would be for pipes it made
+// itself. Best effort: a program may always use the descriptors it inherits.
+func (r *Runtime) givePrograms(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = r.ownFile(f)
+		}
+	}
 }
 
 func durationOr(v, def time.Duration) time.Duration {

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/procgroup"
 	"github.com/sandgate/sandgate/internal/sandboxd"
 )
 
@@ -520,14 +521,77 @@ func TestPythonContextIO(t *testing.T) {
 	assert.Equal(t, "1\n", b.ok(t, py("io", "import subprocess; subprocess.run(['sh', '-c', 'echo 1'])")), "children write to the same pipes")
 }
 
-func TestPythonContextBackgroundChild(t *testing.T) {
+// cellChildren is a cell that starts processes every way notebook code does — a child, one
+// in a session of its own, one a shell leaves behind (os.system with &) — and, with daemon,
+// a double-forked daemon in a session of its own whose parent is gone; it prints their pids
+// and the interpreter's.
+func cellChildren(daemon bool) string {
+	code := `import os, subprocess, time
+kept = "state"
+p = subprocess.Popen(["sleep", "100"])
+q = subprocess.Popen(["sleep", "100"], start_new_session=True)
+os.system("sleep 100 & echo $! > shell.pid")
+pids = [p.pid, q.pid, int(open("shell.pid").read())]
+`
+	if daemon {
+		code += `r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(w, b"%d\n" % os.getpid())
+        time.sleep(100)
+    os._exit(0)
+os.wait()
+pids.append(int(os.read(r, 64)))
+`
+	}
+	return code + "print(os.getpid(), *pids)\n"
+}
+
+// requireCellChildrenGone runs cellChildren in context name and requires that every process
+// it started is gone once the cell returned, and that the interpreter and its state are not.
+func requireCellChildrenGone(t *testing.T, b *testBundle, name string, daemon bool) {
+	t.Helper()
+	start := time.Now()
+	out := b.ok(t, py(name, cellChildren(daemon)))
+	assert.Less(t, time.Since(start), slow)
+	var pids []int
+	for _, f := range strings.Fields(out) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err, "stdout %q", out)
+		pids = append(pids, pid)
+	}
+	require.NotEmpty(t, pids)
+	for _, pid := range pids[1:] {
+		require.Eventually(t, func() bool { return !processAlive(pid) }, slow, 20*time.Millisecond, "process %d started by the cell still runs", pid)
+	}
+	assert.Equal(t, fmt.Sprintf("state %d -9\n", pids[0]), b.ok(t, py(name, "print(kept, os.getpid(), p.wait())")), "the interpreter and its state live on; the cell's child was killed")
+}
+
+// TestPythonContextCellChildrenEndWithTheCell: what a cell starts ends with it; the
+// interpreter runs on.
+func TestPythonContextCellChildrenEndWithTheCell(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	start := time.Now()
-	out := b.ok(t, py("bg", "import subprocess\np = subprocess.Popen(['sleep', '100'])\nprint('started')"))
-	assert.Equal(t, "started\n", out)
-	assert.Less(t, time.Since(start), slow)
-	assert.Equal(t, "None\n", b.ok(t, py("bg", "print(p.poll())")), "the child lives on in the context")
+	requireCellChildrenGone(t, b, "bg", false)
+	requireCellChildrenGone(t, b, "bg", false)
+}
+
+// TestPythonContextCellChildrenEndWithTheCellInACgroup: with a cgroup per context, a daemon
+// that double-forked into a session of its own ends with the cell too.
+func TestPythonContextCellChildrenEndWithTheCellInACgroup(t *testing.T) {
+	t.Parallel()
+	cg, err := procgroup.DetectCgroups("sandboxd-test")
+	if err != nil {
+		t.Skipf("no cgroups for this test: %v", err)
+	}
+	ws := t.TempDir()
+	rt, err := sandboxd.New(sandboxd.Options{Workspace: ws, KillGrace: testGrace, DrainDelay: testGrace, Cgroups: cg})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, rt.Close()) })
+	b := &testBundle{rt: rt, workspace: ws}
+	requireCellChildrenGone(t, b, "bg", true)
+	requireCellChildrenGone(t, b, "bg", true)
 }
 
 func TestBashContextKeepsFolderAndExports(t *testing.T) {

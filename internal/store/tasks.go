@@ -66,6 +66,9 @@ const taskCols = `id, session_id, owner_id::text, profile, operation, status, pr
 	started_at, finished_at, expires_at, COALESCE(notice, ''), COALESCE(error, ''), COALESCE(error_type, ''), result, cancel_requested, seq, queued, attempts,
 	program, background, COALESCE(pid, 0), interactive`
 
+// taskSummaryCols are taskCols without the result (scanTask reads a NULL).
+var taskSummaryCols = strings.Replace(taskCols, ", result,", ", NULL::jsonb,", 1)
+
 func scanTask(row pgx.Row) (Task, error) {
 	var t Task
 	var res []byte
@@ -295,6 +298,16 @@ func (st *Store) GetTask(ctx context.Context, id, ownerID string) (Task, error) 
 		return scanTask(st.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = $1`, id))
 	}
 	return scanTask(st.pool.QueryRow(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = $1 AND owner_id = $2`, id, ownerID))
+}
+
+// GetTaskSummary is GetTask without the result (Task.Result nil): whether and how task id
+// ended, for callers that do not need its output (a finished result holds up to twice
+// sandbox.max_output_bytes).
+func (st *Store) GetTaskSummary(ctx context.Context, id, ownerID string) (Task, error) {
+	if ownerID == "" {
+		return scanTask(st.pool.QueryRow(ctx, `SELECT `+taskSummaryCols+` FROM tasks WHERE id = $1`, id))
+	}
+	return scanTask(st.pool.QueryRow(ctx, `SELECT `+taskSummaryCols+` FROM tasks WHERE id = $1 AND owner_id = $2`, id, ownerID))
 }
 
 // TaskFilter selects tasks for ListTasks.

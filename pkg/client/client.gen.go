@@ -2841,9 +2841,12 @@ type ClientInterface interface {
 	// have been) or one `error` event (a problem), after which the stream closes. A comment
 	// line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to
 	// resume after the last event received. Output is live on the replica that runs the
-	// execution, and stays followable there for 5 minutes after it ended; elsewhere (another
-	// replica, a queue worker) the stream sends keepalives until the task has ended, then its
-	// `result`.
+	// execution, and stays followable there for 5 minutes after it ended, within the memory
+	// that replica keeps for followers (`sandbox.kept_output_memory_bytes`); elsewhere
+	// (another replica, a queue worker) the stream sends keepalives until the task has ended.
+	// Output that is not live is replayed from the stored result once the task has ended:
+	// each stream's kept start and end at their offsets (`stdout` before `stderr`), `gap`
+	// events for what was dropped, then the `result`.
 	//
 	// Corresponds with GET /v1/tasks/{task_id}/output (the `GetTaskOutput` operationId).
 	GetTaskOutput(ctx context.Context, taskId TaskID, params *GetTaskOutputParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4028,9 +4031,12 @@ func (c *RawClient) CancelTask(ctx context.Context, taskId TaskID, reqEditors ..
 // have been) or one `error` event (a problem), after which the stream closes. A comment
 // line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to
 // resume after the last event received. Output is live on the replica that runs the
-// execution, and stays followable there for 5 minutes after it ended; elsewhere (another
-// replica, a queue worker) the stream sends keepalives until the task has ended, then its
-// `result`.
+// execution, and stays followable there for 5 minutes after it ended, within the memory
+// that replica keeps for followers (`sandbox.kept_output_memory_bytes`); elsewhere
+// (another replica, a queue worker) the stream sends keepalives until the task has ended.
+// Output that is not live is replayed from the stored result once the task has ended:
+// each stream's kept start and end at their offsets (`stdout` before `stderr`), `gap`
+// events for what was dropped, then the `result`.
 //
 // Corresponds with GET /v1/tasks/{task_id}/output (the `GetTaskOutput` operationId).
 func (c *RawClient) GetTaskOutput(ctx context.Context, taskId TaskID, params *GetTaskOutputParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7648,9 +7654,12 @@ type ClientWithResponsesInterface interface {
 	// have been) or one `error` event (a problem), after which the stream closes. A comment
 	// line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to
 	// resume after the last event received. Output is live on the replica that runs the
-	// execution, and stays followable there for 5 minutes after it ended; elsewhere (another
-	// replica, a queue worker) the stream sends keepalives until the task has ended, then its
-	// `result`.
+	// execution, and stays followable there for 5 minutes after it ended, within the memory
+	// that replica keeps for followers (`sandbox.kept_output_memory_bytes`); elsewhere
+	// (another replica, a queue worker) the stream sends keepalives until the task has ended.
+	// Output that is not live is replayed from the stored result once the task has ended:
+	// each stream's kept start and end at their offsets (`stdout` before `stderr`), `gap`
+	// events for what was dropped, then the `result`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14583,9 +14592,12 @@ func (c *ClientWithResponses) CancelTaskWithResponse(ctx context.Context, taskId
 // have been) or one `error` event (a problem), after which the stream closes. A comment
 // line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to
 // resume after the last event received. Output is live on the replica that runs the
-// execution, and stays followable there for 5 minutes after it ended; elsewhere (another
-// replica, a queue worker) the stream sends keepalives until the task has ended, then its
-// `result`.
+// execution, and stays followable there for 5 minutes after it ended, within the memory
+// that replica keeps for followers (`sandbox.kept_output_memory_bytes`); elsewhere
+// (another replica, a queue worker) the stream sends keepalives until the task has ended.
+// Output that is not live is replayed from the stored result once the task has ended:
+// each stream's kept start and end at their offsets (`stdout` before `stderr`), `gap`
+// events for what was dropped, then the `result`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -454,12 +454,18 @@ export interface paths {
         put?: never;
         /**
          * Snapshot a session's sandbox.
-         * @description Captures the sandbox's workspace (capability `snapshots`; Docker: committed to a local
-         *     image labelled with the owner, session and profile; local: a copy of the folder), in
-         *     order with the session's executions and writes. Processes, code-context variables and
-         *     `/tmp` are not captured. The snapshot belongs to the caller, outlives the session and
-         *     counts against `sandbox.quotas.snapshots`; `POST /v1/sessions` with `from_snapshot`
-         *     starts a new session from it.
+         * @description Captures the sandbox's workspace (capability `snapshots`) as a compressed archive in
+         *     which sparse files take only their data (Docker: one file in a local image labelled
+         *     with the owner, session and profile; Kubernetes: a file of `snapshot_dir`; local: a
+         *     file beside the sandbox folders), in order with the session's executions and writes.
+         *     Processes, code-context variables and `/tmp` are not captured. The snapshot belongs to
+         *     the caller, outlives the session and counts against `sandbox.quotas.snapshots`, its
+         *     `size_bytes` against `sandbox.quotas.snapshot_bytes` (429 `quota` past either;
+         *     nothing is kept then); `POST /v1/sessions` with `from_snapshot` starts a new session
+         *     from it. Every provider restores alike: contents, modes and modification times kept,
+         *     setuid and setgid bits dropped, symlinks kept as links, empty folders kept, sparse
+         *     files (and runs of zeros) restored as holes, within the profile's `disk_mb` (413
+         *     `too-large` when the files hold more).
          */
         post: operations["createSnapshot"];
         delete?: never;
@@ -479,7 +485,9 @@ export interface paths {
          * The caller's snapshots.
          * @description Newest first. Admins may pass `all=true` to see every principal's. Snapshots of kind
          *     `idle` hold the workspace of a session its profile's `idle_action: snapshot` parked;
-         *     they go when the session is used again or destroyed and do not count against the quota.
+         *     they go when the session is used again or destroyed, do not count against
+         *     `sandbox.quotas.snapshots` and count, but are never refused, against
+         *     `sandbox.quotas.snapshot_bytes`.
          */
         get: operations["listSnapshots"];
         put?: never;
@@ -737,7 +745,8 @@ export interface paths {
         /**
          * Write a file (raw bytes).
          * @description Streams the body into the file, creating parent folders. Any bytes are kept as sent.
-         *     A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file.
+         *     A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
+         *     with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
          *     Success means the file is there with the returned size and SHA-256.
          */
         put: operations["writeFile"];
@@ -815,9 +824,12 @@ export interface paths {
          *     have been) or one `error` event (a problem), after which the stream closes. A comment
          *     line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to
          *     resume after the last event received. Output is live on the replica that runs the
-         *     execution, and stays followable there for 5 minutes after it ended; elsewhere (another
-         *     replica, a queue worker) the stream sends keepalives until the task has ended, then its
-         *     `result`.
+         *     execution, and stays followable there for 5 minutes after it ended, within the memory
+         *     that replica keeps for followers (`sandbox.kept_output_memory_bytes`); elsewhere
+         *     (another replica, a queue worker) the stream sends keepalives until the task has ended.
+         *     Output that is not live is replayed from the stored result once the task has ended:
+         *     each stream's kept start and end at their offsets (`stdout` before `stderr`), `gap`
+         *     events for what was dropped, then the `result`.
          */
         get: operations["getTaskOutput"];
         put?: never;
@@ -869,7 +881,10 @@ export interface paths {
          *     requests never interleave. `eof=true` closes the input afterwards (on a terminal it
          *     types ^D). Works from any replica, for executions started with `stdin_open` or `pty`
          *     on a profile with the `interactive` capability. A task still waiting for its turn is
-         *     waited for (up to 30 s). 409 when the task has finished or takes no input.
+         *     waited for (up to 30 s). 409 when the task has finished or takes no input. A body that
+         *     sends no byte for `server.stream_idle_timeout` (2 minutes) is cut with 408, and the
+         *     request counts against `sandbox.quotas.open_requests` while it is open: send input as
+         *     it comes, one request per chunk, rather than one body that pauses.
          */
         post: operations["writeTaskStdin"];
         delete?: never;
@@ -999,7 +1014,7 @@ export interface components {
             last_seen_at?: string;
             quotas?: components["schemas"]["Quotas"];
         };
-        /** @description The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions`, on the replica that answered). */
+        /** @description The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions` and `open_requests`, on the replica that answered). */
         Quotas: {
             sessions: components["schemas"]["Quota"];
             concurrent_executions: components["schemas"]["Quota"];
@@ -1014,7 +1029,21 @@ export interface components {
              *     output (`output_dropped`, with a notice).
              */
             retained_output_bytes: components["schemas"]["Quota"];
+            /** @description Snapshots the caller keeps (the captures that park idle sessions are not counted). */
             snapshots: components["schemas"]["Quota"];
+            /**
+             * @description Bytes the caller's snapshots take where their provider keeps them (the sum of their
+             *     `size_bytes`), the captures that park idle sessions included. Past the limit new
+             *     snapshots are refused (429 `quota`); parking an idle session never is.
+             */
+            snapshot_bytes: components["schemas"]["Quota"];
+            /**
+             * @description The caller's requests in progress on the replica that answered, this one included:
+             *     each counts until it is answered, so a stream (standard input, an upload or a
+             *     download, an event stream, a preview port's WebSocket, an MCP stream) counts while
+             *     it stays open. Over the limit, 429.
+             */
+            open_requests: components["schemas"]["Quota"];
         };
         Quota: {
             used: number;
@@ -1127,7 +1156,9 @@ export interface components {
             /**
              * @description Start from one of your snapshots (a fork): the session takes the snapshot's profile
              *     (a different `profile` is a 400) and a sandbox restored from it, made before the
-             *     answer; processes and variables start afresh.
+             *     answer; processes and variables start afresh. A snapshot whose files hold more than
+             *     the profile's `disk_mb` is refused (413 `too-large`); sparse files and runs of zeros
+             *     are restored as holes and do not count.
              */
             from_snapshot?: string;
             profile?: string;
@@ -1209,7 +1240,7 @@ export interface components {
             kind: "user" | "idle";
             /**
              * Format: int64
-             * @description Bytes of the captured workspace.
+             * @description Bytes the capture takes where its provider keeps it: a compressed archive of the workspace in which sparse files take only their data. What counts against `sandbox.quotas.snapshot_bytes`.
              */
             size_bytes: number;
             /** Format: date-time */
@@ -1816,7 +1847,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The caller is at one of its quotas (`sandbox.quotas`, including the per-principal request rate); `Retry-After` says when to try again. `GET /v1/me` shows usage and limits. */
+        /** @description The caller is at one of its quotas (`sandbox.quotas`, including the per-principal request rate and its requests in progress, `open_requests`); `Retry-After` says when to try again. `GET /v1/me` shows usage and limits. */
         OverQuota: {
             headers: {
                 /** @description Seconds to wait before trying again. */
@@ -1835,6 +1866,23 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description No byte of the request body arrived for `server.stream_idle_timeout` (default 2 minutes); the request was cut and the connection is closed. */
+        RequestTimeout: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sandgate.dev/problems/timeout",
+                 *       "title": "Request timeout",
+                 *       "status": 408,
+                 *       "detail": "no byte of the request body arrived for 2m0s (server.stream_idle_timeout), so the request was cut; send the body without such pauses, or send each part as a request of its own as it comes (e.g. POST …/stdin per chunk)"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description Body over the configured limit. */
         TooLarge: {
             headers: {
@@ -1847,6 +1895,23 @@ export interface components {
                  *       "title": "Too large",
                  *       "status": 413,
                  *       "detail": "file body is over the 104857600-byte limit (sandbox.max_file_bytes)"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The sandbox's workspace has no space left for the write; nothing was written. */
+        WorkspaceFull: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "https://sandgate.dev/problems/workspace-full",
+                 *       "title": "Workspace full",
+                 *       "status": 507,
+                 *       "detail": "no space left in the sandbox's workspace for 'data/big.bin'; nothing was written — remove files to make room; the workspace of profile 'small' holds at most 300 MB (policy disk_mb)"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -2322,6 +2387,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2476,6 +2542,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2518,6 +2585,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2726,6 +2794,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -2952,6 +3021,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
@@ -3093,6 +3163,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
@@ -3138,6 +3209,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             422: components["responses"]["Unsupported"];
+            429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             502: components["responses"]["Upstream"];
             /** @description The sandbox server's answer, passed through with its status and headers. */
@@ -3192,7 +3264,9 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             /** @description The sandbox server's answer, passed through with its status and headers. */
             "2XX": {
@@ -3246,8 +3320,10 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             422: components["responses"]["Unsupported"];
+            429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             /** @description The sandbox server's answer, passed through with its status and headers. */
             "2XX": {
@@ -3298,6 +3374,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             /** @description The sandbox server's answer, passed through with its status and headers. */
             "2XX": {
@@ -3351,7 +3428,9 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             /** @description The sandbox server's answer, passed through with its status and headers. */
             "2XX": {
@@ -3458,6 +3537,7 @@ export interface operations {
             };
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -3505,6 +3585,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3700,6 +3781,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             422: components["responses"]["Unsupported"];
@@ -3708,6 +3790,7 @@ export interface operations {
             502: components["responses"]["Upstream"];
             503: components["responses"]["StoreUnavailable"];
             504: components["responses"]["GatewayTimeout"];
+            507: components["responses"]["WorkspaceFull"];
         };
     };
     deleteFile: {
@@ -3963,6 +4046,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
@@ -4004,6 +4088,7 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             415: components["responses"]["UnsupportedMediaType"];

@@ -241,14 +241,15 @@ func unenforced(ins container.InspectResponse, pol providers.Policy) []string {
 	return gaps
 }
 
-// open opens a handle on running container ins. When the sandboxd of a managed container
-// with a socket does not answer on it — the programs it runs may have removed the socket or
-// put a listener of their own in its place — the container is restarted once (its workspace
-// is kept; its processes and contexts end, as in any restart) and asked again; when it still
-// does not answer, the sandbox is given up: fault.Gone, so the domain makes the session a new
-// one (and says so) instead of answering 502 for it forever.
-func (p *Provider) open(ctx context.Context, ins container.InspectResponse) (*Sandbox, error) {
-	c, err := p.client(ctx, ins, true)
+// open opens a handle on running container ins; with wait, its sandboxd may take
+// readyTimeout to answer (a container that has just started), else one probe. When the
+// sandboxd of a managed container with a socket does not answer on it — the programs it runs
+// may have removed the socket or put a listener of their own in its place — the container is
+// restarted once (its workspace is kept; its processes and contexts end, as in any restart)
+// and asked again; when it still does not answer, the sandbox is given up: fault.Gone, so the
+// domain makes the session a new one (and says so) instead of answering 502 for it forever.
+func (p *Provider) open(ctx context.Context, ins container.InspectResponse, wait bool) (*Sandbox, error) {
+	c, err := p.client(ctx, ins, wait)
 	if err == nil {
 		return p.handle(ins.ID, c), nil
 	}
@@ -309,7 +310,7 @@ func (p *Provider) attachLive(ctx context.Context, id string) *Sandbox {
 		return nil
 	}
 	c := v.(sdConn)
-	if c.rt.Ready(ctx) != nil {
+	if probe(ctx, c) != nil {
 		p.forgetClient(id)
 		return nil
 	}

@@ -4,15 +4,26 @@
 //
 // Containers. A sandbox is a container of the profile's image running sandboxd (cmd/sandboxd,
 // the runtime of internal/sandboxd) as its entrypoint under docker's init as PID 1
-// (HostConfig.Init, which reaps orphaned zombies), as docker.user or docker.sandboxd.user
-// (default 65532:65532), on a read-only root file system with a volume at /workspace (its
-// working folder) and a tmpfs at /tmp; labelled app.kubernetes.io/managed-by=sandgate,
-// sandgate.installation, sandgate.profile, sandgate.owner (the principal's subject) and
-// sandgate.spec (a hash of its configuration). Its id is the container's full id, so a
-// restarted gateway re-attaches by id, and Provider.SweepOrphans removes the profile's
-// containers of its installation that no session claims.
-// Always: no-new-privileges, every capability dropped, a pids limit (docker.pids_limit,
-// default 256), oom_score_adj 1000, and optionally an OCI runtime (docker.runtime, checked
+// (HostConfig.Init, which reaps orphaned zombies), on a read-only root file system with a
+// volume at /workspace (its working folder) and a tmpfs at /tmp; labelled
+// app.kubernetes.io/managed-by=sandgate, sandgate.installation, sandgate.profile,
+// sandgate.owner (the principal's subject) and sandgate.spec (a hash of its configuration).
+// Its id is the container's full id, so a restarted gateway re-attaches by id, and
+// Provider.SweepOrphans removes the profile's containers of its installation that no session
+// claims.
+// Users: programs run as docker.user (default docker.sandboxd.user, else 65532:65532) and
+// sandboxd as root in the container with CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_KILL,
+// CAP_SETGID and CAP_SETUID only (`serve --run-as <docker.user>`): it starts programs with
+// that user's credentials, which keep none of its capabilities, so no program can signal,
+// stop, trace or read sandboxd (a different user, a non-dumpable process); it gives the
+// workspace and what it writes there to the programs' user. A sandboxd image too old for
+// --run-as refuses to start, and Create says so. A docker.sandboxd.user that is not root,
+// or a root docker.user, runs sandboxd and programs as one user without added capabilities:
+// programs can then stop sandboxd (New logs a warning), and the gateway's own timeout
+// (internal/sandbox) is what ends their executions.
+//
+// Always: no-new-privileges, every capability dropped but those above, a pids limit
+// (docker.pids_limit, default 256), oom_score_adj 1000, and optionally an OCI runtime (docker.runtime, checked
 // against the engine's installed runtimes). Policy: network_egress deny → network mode none;
 // allowlist → refused under strict before any engine call, else a warning and unrestricted
 // egress; cpu → NanoCPUs; memory_mb → Memory = MemorySwap (and /tmp at half of it);
@@ -34,8 +45,8 @@
 // which every process of the container, docker-init as PID 1 first, would show in
 // /proc/PID/environ: it reaches sandboxd as a file in /.sandgate/run, written before every
 // start and removed (socket) or emptied (exec) by the gateway as soon as sandboxd answers,
-// before any program runs; sandboxd makes itself non-dumpable, so programs of the same user
-// cannot read its memory.
+// before any program runs; programs run as another user than sandboxd, which makes itself
+// non-dumpable too, so they cannot read its memory.
 //
 // Transports (docker.sandboxd.transport; by default socket for an engine on a local Unix
 // socket, exec otherwise), recorded on each container by the label

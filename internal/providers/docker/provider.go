@@ -1,9 +1,11 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
@@ -96,8 +99,11 @@ type Config struct {
 	// Host is the engine's address; default DOCKER_HOST and the other DOCKER_* variables,
 	// else the local socket.
 	Host string
-	// User runs the sandbox's programs as this user ("name", "uid" or "uid:gid"); default the
-	// image's user. The image must give that user a writable /workspace.
+	// User runs the sandbox's programs as this user ("name", "uid", "uid:gid" or
+	// "name:group", names of the image's /etc/passwd and /etc/group); default
+	// SandboxdConfig.User, else DefaultProgramUser. sandboxd, root in the container with a
+	// few capabilities, starts them so and gives them the workspace; root here leaves them
+	// able to stop sandboxd.
 	User string
 	// PidsLimit caps the number of processes in one sandbox (fork bombs); zero or less means
 	// DefaultPidsLimit.
@@ -130,8 +136,10 @@ type SandboxdConfig struct {
 	// bind-mounted into its container (TransportSocket); the gateway must see it at the same
 	// path. Default DefaultSocketDir().
 	SocketDir string
-	// User runs sandboxd and the programs when Config.User is unset; default
-	// DefaultSandboxdUser.
+	// User, when not root, runs sandboxd — and then the programs too, since it cannot switch
+	// users (Config.User must then be unset or the same), which leaves sandboxd within their
+	// reach. Unset (the default), sandboxd runs as root in the container with the
+	// capabilities to start programs as Config.User, and only those.
 	User string
 }
 
@@ -238,7 +246,11 @@ func New(opts Options) (*Provider, error) {
 		_ = cli.Close()
 		return nil, err
 	}
-	p.disk = newDisks(cfg.StateDir, p.installation, cli.DaemonHost(), p.sd.user, p.attachTo != "")
+	p.disk = newDisks(cfg.StateDir, p.installation, cli.DaemonHost(), p.sd.programs, p.attachTo != "")
+	if !p.sd.protected && p.attachTo == "" {
+		logger.Warn("programs run as sandboxd's own user: they can stop or kill it (the gateway still ends their executions at timeout + grace); leave docker.sandboxd.user unset and docker.user non-root to keep them apart",
+			"profile", opts.Profile, "user", p.sd.programs)
+	}
 	p.caps.PolicyDisk = p.disk.loopErr == nil
 	// Contexts, kept executions (background processes, open input, terminals) live in a
 	// sandboxd daemon, which attach_to targets lack.
@@ -304,7 +316,7 @@ func Available(ctx context.Context, host string) bool {
 // Type returns "docker".
 func (p *Provider) Type() string { return TypeName }
 
-// Capabilities: isolation container; shell; languages python and bash; files;
+// Capabilities reports the provider's capabilities: isolation container; shell; languages python and bash; files;
 // package_install; attach; provisions and attaches_external; network, filesystem and
 // resources policy; preview ports; stateful, pause and snapshots, except for attached
 // profiles; disk policy where this gateway can make loop disks (disk.go). No user-mode
@@ -487,9 +499,14 @@ func (p *Provider) inspectSandbox(ctx context.Context, id string) (container.Ins
 	return ins, nil
 }
 
-// openRunning makes sure the container runs and opens a handle on it.
+// openRunning makes sure the container runs and opens a handle on it. Its sandboxd gets
+// readyTimeout to answer when the container (re)started or was unpaused here or started
+// shortly before; one that has run for longer gets one probe: a sandboxd that does not
+// answer then has stopped answering (a stopped or frozen process), and waiting would only
+// hold up the execution that asked.
 func (p *Provider) openRunning(ctx context.Context, ins container.InspectResponse) (*Sandbox, error) {
 	st := ins.State
+	wait := st == nil || recentlyStarted(st.StartedAt)
 	switch {
 	case st == nil:
 		return nil, fault.New(fault.Provision, "%s: container '%s' has no state", TypeName, ins.ID)
@@ -499,13 +516,22 @@ func (p *Provider) openRunning(ctx context.Context, ins container.InspectRespons
 		if err := p.cli.ContainerUnpause(ctx, ins.ID); err != nil {
 			return nil, p.engineErr(err, "unpausing sandbox '%s'", ins.ID)
 		}
+		wait = true
 	case !st.Running || st.Restarting:
 		p.log.Info("starting a stopped sandbox container", "sandbox_id", ins.ID)
 		if err := p.start(ctx, ins); err != nil {
 			return nil, err
 		}
+		wait = true
 	}
-	return p.open(ctx, ins)
+	return p.open(ctx, ins, wait)
+}
+
+// recentlyStarted reports whether a container that started at startedAt (the engine's
+// RFC 3339 time) may still be starting its sandboxd; true when the time is unknown.
+func recentlyStarted(startedAt string) bool {
+	t, err := time.Parse(time.RFC3339Nano, startedAt)
+	return err != nil || time.Since(t) < readyTimeout
 }
 
 // start starts stopped container ins: its workspace disk attached again if need be, and its
@@ -535,9 +561,29 @@ func (p *Provider) openID(ctx context.Context, id string) (*Sandbox, error) {
 		return nil, err
 	}
 	if ins.State == nil || !ins.State.Running {
-		return nil, errors.New("the container is not running")
+		return nil, fmt.Errorf("the container is not running%s", p.exitReport(ctx, ins))
 	}
-	return p.open(ctx, ins)
+	return p.open(ctx, ins, true)
+}
+
+// exitReport says how a container that should run ended: its exit code and the last lines
+// its entrypoint printed (a sandboxd that refused its flags says why), or "" when the engine
+// does not tell.
+func (p *Provider) exitReport(ctx context.Context, ins container.InspectResponse) string {
+	if ins.State == nil || ins.State.Running || ins.State.StartedAt == "" {
+		return ""
+	}
+	report := fmt.Sprintf(" (it exited with status %d", ins.State.ExitCode)
+	rc, err := p.cli.ContainerLogs(ctx, ins.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "3"})
+	if err == nil {
+		var out bytes.Buffer
+		_, _ = stdcopy.StdCopy(&out, &out, io.LimitReader(rc, 4<<10))
+		_ = rc.Close()
+		if text := strings.Join(strings.Fields(out.String()), " "); text != "" {
+			report += "; it printed: " + text
+		}
+	}
+	return report + ")"
 }
 
 // Destroy removes sandbox id (forcefully, with its anonymous volumes). It is idempotent and

@@ -59,11 +59,18 @@ const (
 	// root) can make its socket there.
 	execRunDir = "sd"
 
-	// DefaultSandboxdUser runs sandboxd and the programs when neither docker.user nor
-	// docker.sandboxd.user is set: the conventional "nonroot" uid/gid of distroless images.
-	DefaultSandboxdUser = "65532:65532"
+	// DefaultProgramUser runs the programs when neither docker.user nor docker.sandboxd.user
+	// is set: the conventional "nonroot" uid/gid of distroless images.
+	DefaultProgramUser = "65532:65532"
+	// sandboxdRoot is sandboxd's user when programs run as another: root in the container,
+	// with sandboxdCaps only.
+	sandboxdRoot = "0:0"
 	// readyTimeout bounds how long a started container's sandboxd has to answer /readyz.
 	readyTimeout = 20 * time.Second
+	// probeTimeout bounds one /readyz of a sandboxd that should answer at once: a stopped or
+	// frozen one accepts connections (the kernel queues them) and never answers. Generous:
+	// over the exec transport a probe may need a new engine exec on a busy engine.
+	probeTimeout = 10 * time.Second
 )
 
 // Transport is how the gateway reaches the sandboxd of a container it started.
@@ -92,7 +99,10 @@ type agent struct {
 	sockRoot  string    // TransportSocket: docker.sandboxd.socket_dir, absolute
 	sockDir   string    // TransportSocket: host folder of this installation's and profile's socket folders
 	binary    string    // configured binary ("" = look next to the executable, then on PATH)
-	user      string
+	// programs is the user the programs run as; daemon sandboxd's. They differ when
+	// protected: sandboxd runs as root with sandboxdCaps and starts programs with --run-as.
+	programs, daemon string
+	protected        bool
 
 	binOnce sync.Once
 	binPath string
@@ -103,15 +113,33 @@ type agent struct {
 	installed sync.Map // container id + start time → sandboxd path in a container without a daemon
 }
 
+// sandboxdCaps are the capabilities a protected sandboxd keeps (every other is dropped):
+// start programs as their user, signal them, and keep the workspace theirs while it reads
+// and writes all of it (cmd/sandboxd --run-as). Programs keep none of them.
+var sandboxdCaps = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL", "CAP_SETGID", "CAP_SETUID"}
+
 // newAgent prepares the sandboxd configuration of a profile of installation; host is the
 // engine's address.
+// Programs run as docker.user, else as docker.sandboxd.user, else as DefaultProgramUser.
+// sandboxd runs as root with sandboxdCaps and starts them as that user, so that they cannot
+// signal, stop or trace it — unless docker.sandboxd.user names a user of its own (it then
+// cannot switch users, and programs run as it) or the programs run as root.
+//
+// Errors: fault.Config for an unknown transport, a socket folder too long, or a
+// docker.user that differs from a non-root docker.sandboxd.user.
 func newAgent(profileSlug, installation string, c SandboxdConfig, user, host string) (*agent, error) {
-	m := &agent{user: user, binary: c.Binary, transport: c.Transport}
-	if m.user == "" {
-		m.user = c.User
-	}
-	if m.user == "" {
-		m.user = DefaultSandboxdUser
+	m := &agent{binary: c.Binary, transport: c.Transport}
+	m.programs = cmp.Or(user, c.User, DefaultProgramUser)
+	switch {
+	case c.User != "" && !rootUser(c.User):
+		if user != "" && user != c.User {
+			return nil, fault.New(fault.Config, "%s: docker.sandboxd.user '%s' is not root, so sandboxd cannot run programs as docker.user '%s'; leave docker.sandboxd.user unset (sandboxd then runs as root with a few capabilities and programs as docker.user, out of reach of each other)", TypeName, c.User, user)
+		}
+		m.daemon = c.User
+	case rootUser(m.programs):
+		m.daemon = m.programs // root programs would hold sandboxd's capabilities: none are added
+	default:
+		m.daemon, m.protected = sandboxdRoot, true
 	}
 	switch m.transport {
 	case TransportAuto:
@@ -260,7 +288,14 @@ func (m *agent) sandboxdSpec(s *containerSpec, tmpfs string) {
 	}
 	s.cfg.Entrypoint = []string{sandboxBin, "serve"}
 	s.cfg.Cmd = nil
-	s.cfg.User = m.user
+	s.cfg.User = m.daemon
+	if m.protected {
+		// Arguments after the entrypoint's (prepareSandboxd may replace the entrypoint with
+		// the image's sandboxd): a sandboxd too old to know the flag refuses to start rather
+		// than run programs as root.
+		s.cfg.Cmd = []string{"--run-as", m.programs}
+		s.hc.CapAdd = append(s.hc.CapAdd, sandboxdCaps...)
+	}
 	s.cfg.Env = append(s.cfg.Env,
 		"SANDBOXD_SOCKET="+run+"/"+socketName,
 		"SANDBOXD_TOKEN_FILE="+run+"/"+tokenFileName,
@@ -278,6 +313,12 @@ func (m *agent) sandboxdSpec(s *containerSpec, tmpfs string) {
 	if s.hc.Tmpfs == nil {
 		s.hc.Tmpfs = map[string]string{"/tmp": tmpfs}
 	}
+}
+
+// rootUser reports whether docker user spec u names root ("root", uid 0, with any group).
+func rootUser(u string) bool {
+	name, _, _ := strings.Cut(u, ":")
+	return name == "root" || name == "0"
 }
 
 func hasMount(ms []mount.Mount, target string) bool {
@@ -416,7 +457,7 @@ type sdConn struct {
 func (p *Provider) client(ctx context.Context, ins container.InspectResponse, wait bool) (sdConn, error) {
 	if v, ok := p.sd.clients.Load(ins.ID); ok {
 		c := v.(sdConn)
-		if err := c.rt.Ready(ctx); err == nil {
+		if err := probe(ctx, c); err == nil {
 			return c, nil
 		}
 		p.forgetClient(ins.ID)
@@ -470,17 +511,33 @@ func (p *Provider) dialSandboxd(ctx context.Context, ins container.InspectRespon
 	}
 	deadline := time.Now().Add(readyTimeout)
 	delay := 10 * time.Millisecond
+	var last error // the last answer that says why, rather than the deadline's
 	for {
-		err := c.rt.Ready(ctx)
+		var err error
+		if wait {
+			rctx, cancel := context.WithDeadline(ctx, deadline)
+			err = c.rt.Ready(rctx)
+			if err != nil && rctx.Err() != nil && ctx.Err() == nil && last != nil {
+				err = last
+			}
+			cancel()
+		} else {
+			err = probe(ctx, c)
+		}
 		if err == nil {
 			break
 		}
+		last = err
 		if !wait || time.Now().After(deadline) || ctx.Err() != nil || errors.Is(err, remote.ErrForeignListener) {
 			_ = c.rt.Close()
 			if ctx.Err() != nil {
 				return sdConn{}, ctx.Err()
 			}
-			return sdConn{}, fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' does not answer", TypeName, ins.ID)
+			report := ""
+			if now, ierr := p.cli.ContainerInspect(ctx, ins.ID); ierr == nil {
+				report = p.exitReport(ctx, now) // a sandboxd that refused to start says why
+			}
+			return sdConn{}, fault.Wrap(fault.Provision, err, "%s: sandboxd in sandbox '%s' does not answer%s (stopped, frozen or overloaded: try again, or destroy the session for a new sandbox)", TypeName, ins.ID, report)
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -498,6 +555,13 @@ func (p *Provider) dialSandboxd(ctx context.Context, ins container.InspectRespon
 		}
 	}
 	return c, nil
+}
+
+// probe asks c's sandboxd whether it is ready, for at most probeTimeout.
+func probe(ctx context.Context, c sdConn) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return c.rt.Ready(ctx)
 }
 
 // containerToken returns the secret of a container the provider started.
@@ -700,8 +764,9 @@ func (p *Provider) execErr(err error, id string) error {
 }
 
 // sandboxdPeer returns the check of a container's sandboxd listener (remote.NewVerifiedClient).
-// Programs in the container run as sandboxd's user and may replace its socket with one of
-// their own, so the listener must be sandboxd itself: the oldest child of the container's init
+// Programs that run as sandboxd's own user (a non-root docker.sandboxd.user; by default they
+// run as another and cannot touch its socket) may replace its socket with one of their own,
+// so the listener must be sandboxd itself: the oldest child of the container's init
 // (docker-init, State.Pid; sandboxd is the process it starts, and the container ends with it,
 // so any other child — an orphan reparented to init — is younger). A listener that is not
 // visible from the gateway's pid namespace (pid 0: the gateway runs in another one) cannot be

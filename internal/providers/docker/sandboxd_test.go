@@ -203,7 +203,7 @@ func TestSandboxdReattachAfterRestart(t *testing.T) {
 	p2 := newProvider(t, func(o *docker.Options) {
 		o.Profile = profileOf(t, sb.ID())
 		o.Stateful = true
-		o.Config.Sandboxd = docker.SandboxdConfig{SocketDir: sockDir}
+		o.Config.Sandboxd = docker.SandboxdConfig{SocketDir: sockDir, User: "65532:65532"}
 	})
 	again, err := p2.Attach(t.Context(), sb.ID(), agent, allowPol)
 	require.NoError(t, err)
@@ -276,17 +276,31 @@ func TestSandboxdSecretFileFollowsNoLink(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "nothing is created through a link")
 }
 
-// TestSandboxdSocketCannotBeReplaced: programs run as sandboxd's user and can rename its
-// socket and listen in its place; the gateway checks who listens (SO_PEERCRED) before it
-// sends a byte, so such a listener never receives the secret; and instead of failing every
-// later call, the gateway restarts the container, whose own sandboxd then answers with the
-// workspace kept.
+// TestSandboxdSocketCannotBeReplaced: programs run as another user than sandboxd, and its
+// socket (root's, in a sticky folder) cannot be renamed or removed. Where they run as
+// sandboxd's own user (a non-root docker.sandboxd.user) they can rename it and listen in its
+// place; the gateway checks who listens (SO_PEERCRED) before it sends a byte, so such a
+// listener never receives the secret; and instead of failing every later call, the gateway
+// restarts the container, whose own sandboxd then answers with the workspace kept.
 func TestSandboxdSocketCannotBeReplaced(t *testing.T) {
 	requireEngine(t)
-	p, sockDir := sandboxdProvider(t)
+	protected, _ := sandboxdProvider(t)
+	r := run(t, create(t, protected, allowPol), providers.ExecSpec{Language: "python", Code: `
+import os
+for f in (os.rename, lambda a, b: os.remove(a)):
+    try:
+        f('/.sandgate/run/sd.sock', '/.sandgate/run/sd.real')
+        print('replaced')
+    except OSError as e:
+        print(e.strerror)`})
+	require.NoError(t, r.err)
+	assert.Equal(t, "Operation not permitted\nOperation not permitted\n", r.stdout, r.stderr)
+
+	sameUser := func(o *docker.Options) { o.Config.Sandboxd.User = "65532:65532" }
+	p, sockDir := sandboxdProvider(t, sameUser)
 	sb := create(t, p, allowPol)
 	sh(t, sb, "echo kept > /workspace/kept.txt")
-	r := run(t, sb, providers.ExecSpec{Language: "python", Context: "mitm", Code: `
+	r = run(t, sb, providers.ExecSpec{Language: "python", Context: "mitm", Code: `
 import os, socket, threading
 run = '/.sandgate/run'
 os.rename(run + '/sd.sock', run + '/sd.real')
@@ -308,7 +322,7 @@ print('listening')`})
 	p2 := newProvider(t, func(o *docker.Options) {
 		o.Profile = profileOf(t, sb.ID())
 		o.Stateful = true
-		o.Config.Sandboxd = docker.SandboxdConfig{SocketDir: sockDir}
+		o.Config.Sandboxd = docker.SandboxdConfig{SocketDir: sockDir, User: "65532:65532"}
 	})
 	again, err := p2.Attach(t.Context(), sb.ID(), agent, allowPol)
 	require.NoError(t, err, "the impostor is refused, the container restarted, and its sandboxd answers")

@@ -143,8 +143,9 @@ func (p *Provider) archiveWorkspace(ctx context.Context, ins container.InspectRe
 	if !ins.State.Running || ins.State.Paused || ins.State.Restarting {
 		return p.engineWorkspaceGzip(ctx, ins.ID, w)
 	}
+	// The client, not open: a sandboxd that does not answer is read around, not restarted.
 	octx, cancel := context.WithTimeout(ctx, readyTimeout)
-	sb, err := p.open(octx, ins)
+	c, err := p.client(octx, ins, true)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -153,6 +154,7 @@ func (p *Provider) archiveWorkspace(ctx context.Context, ins container.InspectRe
 		p.log.Warn("sandboxd does not answer; reading the workspace for a snapshot through the engine", "sandbox_id", ins.ID, "err", err)
 		return p.engineWorkspaceGzip(ctx, ins.ID, w)
 	}
+	sb := p.handle(ins.ID, c)
 	rc, err := sb.rt.ReadArchive(ctx, true)
 	if err != nil {
 		return sb.rtErr(err)
@@ -218,7 +220,7 @@ func engineArchive(w io.Writer, src io.Reader, top string) error {
 		case tar.TypeDir:
 			out.Typeflag = tar.TypeDir
 			out.Name = strings.TrimSuffix(name, "/") + "/"
-		case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+		case tar.TypeReg, tar.TypeGNUSparse: // archive/tar reads the old TypeRegA as TypeReg
 			out.Typeflag, out.Size = tar.TypeReg, hdr.Size
 		case tar.TypeSymlink:
 			out.Typeflag, out.Linkname = tar.TypeSymlink, hdr.Linkname

@@ -27,14 +27,14 @@ func TestSpecMapsPolicy(t *testing.T) {
 	p := testProvider(t, Config{Runtime: "runsc", User: "1000:1000", PidsLimit: 99})
 	base := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
 	assert.Equal(t, []string{sandboxBin, "serve"}, []string(base.cfg.Entrypoint), "sandboxd, never the image's own entrypoint")
-	assert.Empty(t, base.cfg.Cmd)
 	assert.Equal(t, Workspace, base.cfg.WorkingDir)
 	assert.Equal(t, DefaultImage, base.cfg.Image, "the production default stays")
-	assert.Equal(t, "1000:1000", base.cfg.User)
+	assert.Equal(t, sandboxdRoot, base.cfg.User, "sandboxd runs as root in the container…")
+	assert.Equal(t, []string{"--run-as", "1000:1000"}, []string(base.cfg.Cmd), "…and the programs as docker.user")
 	assert.True(t, *base.hc.Init)
 	assert.Equal(t, []string{"no-new-privileges"}, base.hc.SecurityOpt)
 	assert.Equal(t, []string{"ALL"}, []string(base.hc.CapDrop))
-	assert.Empty(t, base.hc.CapAdd)
+	assert.Equal(t, sandboxdCaps, []string(base.hc.CapAdd), "with only the capabilities to run programs as their user")
 	assert.Equal(t, int64(99), *base.hc.PidsLimit)
 	assert.Equal(t, OOMScoreAdj, base.hc.OomScoreAdj, "the host's OOM killer ends sandboxes first")
 	assert.Equal(t, "runsc", base.hc.Runtime)
@@ -173,8 +173,8 @@ func TestSpecSandboxdMode(t *testing.T) {
 	p := testProvider(t, Config{Sandboxd: SandboxdConfig{Transport: TransportSocket, SocketDir: t.TempDir()}})
 	s := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
 	assert.Equal(t, []string{sandboxBin, "serve"}, []string(s.cfg.Entrypoint))
-	assert.Empty(t, s.cfg.Cmd)
-	assert.Equal(t, DefaultSandboxdUser, s.cfg.User, "non-root by default")
+	assert.Equal(t, []string{"--run-as", DefaultProgramUser}, []string(s.cfg.Cmd), "programs run as non-root by default")
+	assert.Equal(t, sandboxdRoot, s.cfg.User)
 	assert.True(t, s.hc.ReadonlyRootfs)
 	assert.True(t, hasMount(s.hc.Mounts, Workspace), "a writable workspace volume")
 	assert.Contains(t, s.hc.Tmpfs, "/tmp")
@@ -190,7 +190,21 @@ func TestSpecSandboxdMode(t *testing.T) {
 	assert.False(t, hasMount(s.hc.Mounts, sandboxRun), "socket: the host folder is bind-mounted at creation")
 	// docker.user wins over sandboxd's default.
 	p = testProvider(t, Config{User: "1000:1000", Sandboxd: SandboxdConfig{SocketDir: t.TempDir()}})
-	assert.Equal(t, "1000:1000", p.spec(providers.Policy{NetworkEgress: providers.EgressAllow}).cfg.User)
+	assert.Equal(t, []string{"--run-as", "1000:1000"}, []string(p.spec(providers.Policy{NetworkEgress: providers.EgressAllow}).cfg.Cmd))
+	// A non-root sandboxd cannot switch users: programs run as it, no capability is added.
+	p = testProvider(t, Config{Sandboxd: SandboxdConfig{SocketDir: t.TempDir(), User: "7:7"}})
+	same := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
+	assert.Equal(t, "7:7", same.cfg.User)
+	assert.Empty(t, same.cfg.Cmd)
+	assert.Empty(t, same.hc.CapAdd)
+	_, err := New(Options{Profile: "x", Config: Config{User: "8", Sandboxd: SandboxdConfig{User: "7:7"}}})
+	require.True(t, fault.IsKind(err, fault.Config), "programs as another user than a non-root sandboxd: %v", err)
+	// Programs as root would hold sandboxd's capabilities: none are added.
+	p = testProvider(t, Config{User: "root", Sandboxd: SandboxdConfig{SocketDir: t.TempDir()}})
+	asRoot := p.spec(providers.Policy{NetworkEgress: providers.EgressAllow})
+	assert.Equal(t, "root", asRoot.cfg.User)
+	assert.Empty(t, asRoot.cfg.Cmd)
+	assert.Empty(t, asRoot.hc.CapAdd)
 
 	// exec: sandboxd's folder is on a volume of the container, under sd/.
 	e := testProvider(t, Config{Sandboxd: SandboxdConfig{Transport: TransportExec}})
@@ -199,7 +213,7 @@ func TestSpecSandboxdMode(t *testing.T) {
 	assert.Contains(t, es.cfg.Env, "SANDBOXD_SOCKET="+sandboxRun+"/"+execRunDir+"/"+socketName)
 	assert.NotEqual(t, s.hash, es.hash, "the transport is part of the configuration")
 
-	_, err := New(Options{Installation: specInstallation, Profile: "x", Config: Config{Sandboxd: SandboxdConfig{Transport: "ssh"}}})
+	_, err = New(Options{Installation: specInstallation, Profile: "x", Config: Config{Sandboxd: SandboxdConfig{Transport: "ssh"}}})
 	require.True(t, fault.IsKind(err, fault.Config), "%v", err)
 }
 

@@ -121,9 +121,13 @@
 // annotations, so code in the pod cannot read the annotation; a restarted gateway reads it
 // back (Attach) and reattaches to the same sandboxd, contexts included. Who may read the
 // pod's annotations may also exec into it. Limit: programs in the pod run as sandboxd's user
-// and could replace its socket with a listener of their own; such a listener would receive
-// the pod's own token, which gives access to nothing but that same sandbox (there is no TCP
-// listener in this mode).
+// (the hardened defaults grant no capability to switch users, which the restricted Pod
+// Security Standard forbids) and could replace its socket with a listener of their own; such
+// a listener would receive the pod's own token, which gives access to nothing but that same
+// sandbox (there is no TCP listener in this mode). They can also stop or kill sandboxd: the
+// gateway then ends the pod's running execution at its timeout + 10 s (internal/sandbox), and
+// the sandbox's later operations fail until the session is destroyed — harm to their own
+// sandbox only.
 //
 // Attached pods (attach_to, pods the provider did not create) must run sandboxd the same
 // way: `<sandboxd.path> serve --await-token --socket /.sandgate/run/sd.sock --workspace

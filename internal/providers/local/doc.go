@@ -24,7 +24,13 @@
 //   - standard input is streamed from ExecSpec.Stdin, and a Read that blocks does not hold an
 //     execution up once its program has ended;
 //   - contexts (a Python interpreter's globals, a bash context's working folder and exports)
-//     live in the gateway process: Destroy and Close end them, and they do not outlive it.
+//     live in the gateway process: Destroy and Close end them, and they do not outlive it;
+//   - programs run as the gateway's own user and sandboxd is the gateway's own process, so
+//     nothing keeps a program from signalling, stopping (SIGSTOP) or tracing the gateway
+//     (or anything else of that user): what this provider promises against the code it runs
+//     is the process-tree handling above, not protection. A program killed for its timeout
+//     is killed by the gateway; the gateway's own bound on executions (internal/sandbox)
+//     cannot help a gateway that was stopped.
 //
 // Snapshots are the folder's runtime's workspace archive (sandboxd: folders, files — sparse
 // ones as their data — and symlinks as links, with modes and times), gzip-compressed into a

@@ -90,7 +90,10 @@ type Harness struct {
 //     setgid dropped (sticky kept), symlinks kept as links (also ones out of the workspace,
 //     never followed), empty folders and hard links kept, a sparse file comes back sparse;
 //     restores are independent; unknown and deleted refs are not found, a destroyed
-//     sandbox is gone.
+//     sandbox is gone;
+//   - processes/…: what code in a context starts ends with its execution (the context lives
+//     on), and a stopped background process takes its whole tree along, a descendant in a
+//     session of its own included.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
@@ -116,6 +119,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("stateful", s.stateful)
 	t.Run("executions", s.executions)
 	t.Run("snapshots", s.snapshots)
+	t.Run("processes", s.processes)
 }
 
 type suite struct {

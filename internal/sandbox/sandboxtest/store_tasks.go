@@ -163,6 +163,30 @@ func (s *Store) GetTask(ctx context.Context, id, ownerID string) (store.Task, er
 	return copyTask(r), nil
 }
 
+// GetTaskSummary is GetTask without the result (not even copied).
+func (s *Store) GetTaskSummary(ctx context.Context, id, ownerID string) (store.Task, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Task{}, err
+	}
+	owner := ""
+	if ownerID != "" {
+		u, err := uuidText(ownerID)
+		if err != nil {
+			return store.Task{}, err
+		}
+		owner = u
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.tasks[id]
+	if !ok || (owner != "" && r.OwnerID != owner) {
+		return store.Task{}, store.ErrNotFound
+	}
+	t := *r
+	t.Result = nil
+	return copyTask(&t), nil
+}
+
 // ListTasks returns the owner's tasks, filtered, newest first (submitted_at, then id,
 // descending), after the keyset cursor, at most f.Limit of them, without their results.
 func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task, error) {

@@ -169,6 +169,13 @@ func testFinishTask(f *fixture) {
 	sameTimePtr(t, at(time.Second), got.StartedAt, "started_at")
 	sameTimePtr(t, at(time.Minute), got.FinishedAt, "finished_at")
 	sameTimePtr(t, at(time.Minute+time.Hour), got.ExpiresAt, "expires_at = finished + ttl")
+	summary, err := f.st.GetTaskSummary(f.ctx, "t01", alice)
+	require.NoError(t, err)
+	require.Nil(t, summary.Result, "a summary carries no result")
+	got.Result = nil
+	require.Equal(t, got, summary, "the rest is GetTask's")
+	_, err = f.st.GetTaskSummary(f.ctx, "t01", f.owner("bob"))
+	require.ErrorIs(t, err, store.ErrNotFound, "another owner's task")
 
 	ok, err = f.st.FinishTask(f.ctx, "t01", store.Completion{Status: "lost", Error: "late"}, at(2*time.Minute), time.Hour)
 	require.NoError(t, err)
