@@ -1,5 +1,5 @@
 -- +goose Up
--- API keys (docs/semantics.md §2 API keys): credentials a signed-in principal makes for
+-- API keys (docs/semantics.md §1 API key): credentials a signed-in principal makes for
 -- scripts, CI jobs and servers. Only the SHA-256 of a key's secret is kept (secret_hash,
 -- unique: a request with a key is one read of that index); prefix is the secret's first
 -- characters, not secret, shown to tell keys apart. A key authenticates as the identity its

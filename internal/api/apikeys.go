@@ -9,7 +9,7 @@ import (
 	"github.com/sandgate/sandgate/internal/sandbox"
 )
 
-// The API keys (docs/semantics.md §2 API keys): made, listed and revoked through the domain,
+// The API keys (docs/semantics.md §1 API key): made, listed and revoked through the domain,
 // which decides who may; authentication with them is internal/auth's.
 
 // CreateAPIKey makes a key for the caller and answers its secret, this once.

@@ -1,4 +1,4 @@
-// Package apikey is the format of Sandgate's API keys (docs/semantics.md §2 API keys):
+// Package apikey is the format of Sandgate's API keys (docs/semantics.md §1 API key):
 //
 //	sgk_<43 base62 characters: 256 random bits><6 base62 characters: CRC-32 of what precedes>
 //

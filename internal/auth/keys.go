@@ -15,7 +15,7 @@ import (
 	"github.com/sandgate/sandgate/internal/principal"
 )
 
-// APIKey is an API key as the gateway's store keeps it (docs/semantics.md §2 API keys): the
+// APIKey is an API key as the gateway's store keeps it (docs/semantics.md §1 API key): the
 // SHA-256 of its secret, and the principal it authenticates as — its maker, with the claims
 // its maker's token carried when the key was made.
 type APIKey struct {

@@ -129,7 +129,7 @@ type Auth struct {
 }
 
 // APIKeys bounds API keys: credentials for scripts, CI jobs and servers that authenticate as
-// the principal that made them (docs/semantics.md §2 API keys).
+// the principal that made them (docs/semantics.md §1 API key).
 type APIKeys struct {
 	// DefaultTTL is the lifetime of a key made without one. Default 720h (30 days); at most
 	// MaxTTL.

@@ -15,7 +15,7 @@ import (
 	"github.com/sandgate/sandgate/internal/store"
 )
 
-// API keys (docs/semantics.md §2 API keys): a signed-in principal makes keys for scripts, CI
+// API keys (docs/semantics.md §1 API key): a signed-in principal makes keys for scripts, CI
 // jobs and servers; a key authenticates (internal/auth) as its maker with the claims the
 // maker's token carried when it was made, optionally restricted to some profiles. Only the
 // SHA-256 of a key's secret is stored; the secret is answered once, by CreateAPIKey.

@@ -163,7 +163,7 @@ type Store interface {
 	// (last_seen_at never moves back) and returns the row.
 	SeenPrincipal(ctx context.Context, id string, now time.Time) (store.Principal, error)
 
-	// API keys (docs/semantics.md §2 API keys). Rows are store.APIKey; the gateway's
+	// API keys (docs/semantics.md §1 API key). Rows are store.APIKey; the gateway's
 	// authentication reads them by their secret's hash (store.Store.UseAPIKey), not the domain.
 
 	// CreateAPIKeyWithin inserts k unless its principal already holds limit live keys

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// APIKey is a persisted API key (docs/semantics.md §2 API keys). The secret itself is never
+// APIKey is a persisted API key (docs/semantics.md §1 API key). The secret itself is never
 // stored: Hash is its SHA-256, Prefix its first characters for display. The identity fields
 // are the maker's as they were when the key was made; the key authenticates as them.
 type APIKey struct {
