@@ -2,6 +2,9 @@ package main
 
 import (
 	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,4 +70,29 @@ func (c *client) status(method, path string) int {
 	require.NoError(c.t, err)
 	_ = resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestReadmeAPIKeys runs the README's API key block, verbatim but for the address, against
+// `gateway dev` as a newcomer would after the walkthrough.
+func TestReadmeAPIKeys(t *testing.T) {
+	requirePostgres(t)
+	requireCurl(t)
+	t.Parallel()
+	dir := dataDir(t)
+	g := startDev(t, dir, freeAddr(t))
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)<!-- keys:start -->\\s*```sh\n(.*?)```\\s*<!-- keys:end -->").FindSubmatch(readme)
+	require.NotNil(t, m, "README has no API keys block")
+	script := "B=" + g.base + "\nAUTH=\"Authorization: Bearer $TOKEN\"\n" + string(m[1])
+	cmd := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "TOKEN="+g.token)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "API keys block failed:\n%s", out)
+	for _, want := range []string{`"subject":"dev"`, `"api_key":{"id":"`, `"profiles":["default"]`, `"status":"active"`,
+		`"status":"revoked"`, "https://sandgate.dev/problems/unauthenticated", "was revoked at"} {
+		require.Contains(t, string(out), want)
+	}
+	require.NotContains(t, string(out), `"secret"`, "the block never prints the secret")
 }

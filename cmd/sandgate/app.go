@@ -25,9 +25,11 @@ type app struct {
 	server string // --server / SANDGATE_URL
 	token  string // --token / SANDGATE_TOKEN
 	apiKey string // SANDGATE_API_KEY
-	output string // --output: text or json
-	ran    bool   // a command's RunE was reached (errors before it are usage errors)
-	http   *http.Client
+	// tokenFlag: --token was given on the command line (it then wins over SANDGATE_API_KEY).
+	tokenFlag bool
+	output    string // --output: text or json
+	ran       bool   // a command's RunE was reached (errors before it are usage errors)
+	http      *http.Client
 }
 
 func newApp(e env) *app { return &app{env: e, http: &http.Client{}} }
@@ -41,8 +43,9 @@ commands and code with their output streamed live, files, tasks.
 
 The gateway is --server, else $SANDGATE_URL, else the one you last signed in to with
 'sandgate login', else ` + defaultServer + `. The bearer credential is --token, else
-$SANDGATE_TOKEN, else the API key in $SANDGATE_API_KEY ('sandgate keys create' makes one),
-else the token 'sandgate login' cached for that gateway (refreshed when it expires).
+$SANDGATE_TOKEN, else the API key in $SANDGATE_API_KEY ('sandgate keys create' makes one;
+setting both variables is refused), else the token 'sandgate login' cached for that gateway
+(refreshed when it expires).
 
 Exit codes: exec, run, code and 'tasks logs' exit with the remote program's exit code (124
 when it timed out, 130 when interrupted here, 125 when sandgate itself failed); other
@@ -52,6 +55,7 @@ commands exit 0, 1 on failure and 2 on a usage error.`,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			a.ran = true
+			a.tokenFlag = cmd.Flags().Changed("token")
 			switch a.output {
 			case "text", "json":
 			default:
@@ -102,6 +106,10 @@ func (a *app) client(ctx context.Context) (*client.Client, error) {
 	}
 	opts := []client.ClientOption{client.WithHTTPClient(a.http), client.WithUserAgent("sandgate-cli/" + version)}
 	switch {
+	case a.token != "" && a.apiKey != "" && !a.tokenFlag:
+		// Two credentials from the environment: which one was meant is a guess, and a wrong
+		// guess acts as someone (or with rights) the user did not intend.
+		return nil, errors.New("both SANDGATE_TOKEN and SANDGATE_API_KEY are set: unset the one you do not mean to use (or pass --token)")
 	case a.token != "":
 		opts = append(opts, client.WithToken(a.token))
 	case a.apiKey != "":

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -81,6 +84,16 @@ func TestKeys(t *testing.T) {
 	alice.okJSON(&keys, "keys", "ls")
 	assert.Equal(t, "revoked", keys[0].Status)
 
+	// Two credentials in the environment are ambiguous; --token says which.
+	fresh := alice.ok(nil, "keys", "create", "second")
+	both := newCLI(t, gw, gw.Token("alice"))
+	both.env["SANDGATE_API_KEY"] = strings.TrimSpace(fresh)
+	r = both.run(nil, "whoami")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, "both SANDGATE_TOKEN and SANDGATE_API_KEY are set")
+	assert.NotContains(t, both.ok(nil, "whoami", "--token", gw.Token("carol")), "with API key", "--token wins")
+	assert.Regexp(t, `(?m)^carol\s`, both.ok(nil, "whoami", "--token", gw.Token("carol")))
+
 	// A token in SANDGATE_API_KEY, or a bad --ttl, says what to do instead.
 	ci.env["SANDGATE_API_KEY"] = gw.Token("alice")
 	r = ci.run(nil, "whoami")
@@ -101,4 +114,39 @@ func TestParseTTL(t *testing.T) {
 		_, err := parseTTL(in)
 		assert.Error(t, err, in)
 	}
+}
+
+// TestReadmeKeysCLI runs the README's API key CLI block verbatim, signed in with
+// a cached sign-in, with this binary on PATH.
+func TestReadmeKeysCLI(t *testing.T) {
+	gw := startGateway(t)
+	// Signed in as after `sandgate login` (a cached token): with SANDGATE_TOKEN set too, the
+	// block's SANDGATE_API_KEY=… would be refused as ambiguous.
+	c := newCLI(t, gw, "")
+	dir := filepath.Join(c.env["XDG_CONFIG_HOME"], "sandgate")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	writeCache(t, filepath.Join(dir, credentialsFile), &store{Current: gw.URL, Servers: map[string]*signIn{
+		gw.URL: {Bearer: gw.Token("dev", "dev"), Expiry: time.Now().Add(time.Hour)},
+	}})
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)<!-- keys-cli:start -->\\s*```sh\n(.*?)```\\s*<!-- keys-cli:end -->").FindSubmatch(readme)
+	require.NotNil(t, m, "README has no API keys CLI block")
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", string(m[1]))
+	cmd.Dir = c.dir
+	for k, v := range c.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(binary)+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the README's API keys CLI block failed:\n%s", out)
+	require.Regexp(t, `(?m)^dev\s.*\n\(with API key [0-9a-f]{32}, restricted to the profiles default`, string(out))
+	require.Regexp(t, `(?m)^[0-9a-f]{32}\s+ci-deploy\s+sgk_\w{8}\s+active\s+default\s`, string(out))
+	require.Regexp(t, `(?m)^[0-9a-f]{32}\n\z`, string(out), "revoke prints the key's id")
+	var keys []struct {
+		Status string `json:"status"`
+	}
+	c.okJSON(&keys, "keys", "ls")
+	require.Len(t, keys, 1)
+	require.Equal(t, "revoked", keys[0].Status)
 }
