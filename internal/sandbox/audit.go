@@ -22,6 +22,7 @@ type AuditQuery struct {
 	Principal string
 	SessionID string
 	Kind      string
+	APIKeyID  string    // only events made with this API key
 	Since     time.Time // at or after (zero: no bound)
 	Until     time.Time // before (zero: no bound)
 	Limit     int
@@ -31,7 +32,7 @@ type AuditQuery struct {
 // audit records e as done by p now (its Kind and fields set by the caller). A failure to
 // record is logged, not returned: the operation it describes has happened.
 func (s *Service) audit(ctx context.Context, p principal.Principal, e store.AuditEvent) {
-	e.At, e.PrincipalID = s.now(), p.ID
+	e.At, e.PrincipalID, e.APIKeyID = s.now(), p.ID, p.APIKeyID
 	if err := s.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		s.log.Error("recording an audit event failed", "kind", e.Kind, "session_id", e.SessionID, "principal", p.Key(), "err", err)
 	}
@@ -51,7 +52,7 @@ func (s *Service) Audit(ctx context.Context, p principal.Principal, q AuditQuery
 		return nil, "", fault.New(fault.Validation, "since (%s) must be before until (%s)", q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
 	}
 	rows, err := s.store.ListAudit(ctx, store.AuditFilter{
-		Principal: q.Principal, SessionID: q.SessionID, Kind: q.Kind, Since: q.Since, Until: q.Until,
+		Principal: q.Principal, SessionID: q.SessionID, Kind: q.Kind, APIKeyID: q.APIKeyID, Since: q.Since, Until: q.Until,
 		BeforeID: before, Limit: q.Limit + 1,
 	})
 	if err != nil {

@@ -14,6 +14,8 @@ const (
 	AuditFileDelete     = "file_delete"
 	AuditSessionCreate  = "session_create"
 	AuditSessionDestroy = "session_destroy"
+	AuditAPIKeyCreate   = "api_key_create" // Target: the new key's id
+	AuditAPIKeyRevoke   = "api_key_revoke" // Target: the revoked key's id
 )
 
 // AuditSubmitted is the status of an execution's audit event until its task finishes (then
@@ -39,7 +41,10 @@ type AuditEvent struct {
 	Profile     string
 	TaskID      string // executions
 	Operation   string // executions: execute_command | execute_code
-	Target      string // file events: the workspace path
+	Target      string // file events: the workspace path; API key events: the key's id
+	// APIKeyID is the API key the request that made the event authenticated with ("" for a
+	// token).
+	APIKeyID string
 	// Digest is the SHA-256 (hex) of the command or code, or of a written file's bytes;
 	// Excerpt the command's or code's first AuditExcerptBytes bytes; Size the full length in
 	// bytes of either.
@@ -61,6 +66,7 @@ type AuditFilter struct {
 	Principal string
 	SessionID string
 	Kind      string
+	APIKeyID  string    // events made with this API key
 	Since     time.Time // At ≥ Since (zero: no bound)
 	Until     time.Time // At < Until (zero: no bound)
 	BeforeID  int64     // ID < BeforeID (0: from the newest); the page cursor

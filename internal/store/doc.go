@@ -1,5 +1,5 @@
 // Package store is the seam between Sandgate's domain and where it keeps its state: the rows
-// (principals, sessions, tasks, snapshots, named contexts, audit events, runners), the
+// (principals, API keys, sessions, tasks, snapshots, named contexts, audit events, runners), the
 // interfaces that read and write them (Store, the domain's; Queue, the queue flavor's) and
 // their errors. It makes no decisions (those belong to internal/sandbox) and knows no
 // database.

@@ -22,6 +22,7 @@ type Store interface {
 	Contexts
 	Snapshots
 	Principals
+	APIKeys
 	AuditLog
 	Runners
 }
@@ -170,6 +171,28 @@ type Principals interface {
 	GetPrincipal(ctx context.Context, id string) (Principal, error)
 	// PrincipalLabel names principal id as "issuer#subject".
 	PrincipalLabel(ctx context.Context, id string) (string, error)
+	// SeenPrincipal records that principal id was seen at now without changing its claims
+	// (last_seen_at never moves back) and returns the row.
+	SeenPrincipal(ctx context.Context, id string, now time.Time) (Principal, error)
+}
+
+// APIKeys are the API keys principals made (docs/semantics.md §1 API key), as the domain
+// manages them. The gateway's authentication reads a key by its secret's hash with the
+// Postgres store's UseAPIKey, which is no part of this interface: only the composition root
+// calls it.
+type APIKeys interface {
+	// CreateAPIKeyWithin inserts k unless its principal already holds limit live keys
+	// (neither revoked nor expired at k.CreatedAt; limit ≤ 0: no limit): ErrQuota, nothing
+	// inserted. The principal must be a recorded one; a duplicate id or hash is an error.
+	CreateAPIKeyWithin(ctx context.Context, k APIKey, limit int) error
+	GetAPIKey(ctx context.Context, id string) (APIKey, error)
+	// ListAPIKeys returns the filter's keys, newest first (created_at, then id).
+	ListAPIKeys(ctx context.Context, f APIKeyFilter) ([]APIKey, error)
+	// RevokeAPIKey records that principal by revoked key id at at and returns the key; a key
+	// revoked before keeps its first revocation.
+	RevokeAPIKey(ctx context.Context, id, by string, at time.Time) (APIKey, error)
+	// DeleteEndedAPIKeys removes the keys that expired or were revoked before cutoff.
+	DeleteEndedAPIKeys(ctx context.Context, cutoff time.Time) (int64, error)
 }
 
 // AuditLog is the audit log (docs/semantics.md §14). The statements that insert a task

@@ -36,6 +36,9 @@ type Task struct {
 	PID int
 	// Interactive: the execution's standard input stays open (stdin_open, or a terminal).
 	Interactive bool
+	// APIKeyID is the API key the execution was submitted with ("" for a token): recorded in
+	// its audit event by the statement that inserts the task, not kept with the task.
+	APIKeyID string
 }
 
 // MaxProgram bounds Task.Program in bytes; ProgramOf cuts longer text.

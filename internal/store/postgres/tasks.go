@@ -57,10 +57,10 @@ func (st *Store) CreateTaskWithin(ctx context.Context, t store.Task, limit int) 
 	var n int
 	err := st.pool.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, program, background, interactive)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12 WHERE `+ownerUnder("$9", "$11")+` RETURNING id, submitted_at),
-		`+auditTaskInsert("$3", "$2", "$4", "$5", "$13", "$14", "$15")+`
+		`+auditTaskInsert("$3", "$2", "$4", "$5", "$13", "$14", "$15", "$16")+`
 		SELECT count(*) FROM task`,
 		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt, limit, store.ProgramOf(t.Program), t.Background, t.Interactive,
-		digest, excerpt, size).Scan(&n)
+		digest, excerpt, size, t.APIKeyID).Scan(&n)
 	if err == nil && n == 0 {
 		return store.ErrQuota
 	}
@@ -77,10 +77,10 @@ func (st *Store) CreateQueuedTask(ctx context.Context, t store.Task, limit int, 
 		digest, excerpt, size := programAudit(t)
 		err := tx.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, queued, program, background, interactive)
 			SELECT $1, $2, $3, $4, $5, $6, '', $7, true, $9, $10, $11 WHERE `+ownerUnder("$8", "$10")+` RETURNING id, submitted_at, seq),
-			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14")+`
+			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14", "$15")+`
 			SELECT seq FROM task`,
 			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.SubmittedAt, limit, store.ProgramOf(t.Program), t.Background, t.Interactive,
-			digest, excerpt, size).Scan(&seq)
+			digest, excerpt, size, t.APIKeyID).Scan(&seq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return store.ErrQuota
 		}
