@@ -1,8 +1,8 @@
-// Package store is the seam between Sandgate's domain and where it keeps its state: the rows
-// (principals, API keys, sessions, tasks, snapshots, named contexts, audit events, runners), the
-// interfaces that read and write them (Store, the domain's; Queue, the queue flavor's) and
-// their errors. It makes no decisions (those belong to internal/sandbox) and knows no
-// database.
+// Package store is the seam between Sandgate's domain and where it keeps its state: the
+// rows (principals, API keys, sessions, tasks, snapshots, named contexts, audit events,
+// runners), the interfaces that read and write them (Store, the domain's; Queue, the queue
+// flavor's) and their errors. It makes no decisions (those belong to internal/sandbox) and
+// knows no database.
 //
 // Implementations live beside it, as dex's storage/ keeps its backends:
 //
