@@ -151,8 +151,10 @@ func (s *Sandbox) Reattach(ctx context.Context, id string, out providers.Output)
 // mode 0644, a hidden temporary file renamed into place once complete and within maxBytes,
 // so a failed or oversized upload leaves nothing behind). maxBytes < 0 means no limit.
 //
-// Errors: the runtime's (fault.Policy when p escapes the workspace, fault.Conflict when p is
-// a folder or a parent is a file, fault.TooLarge beyond maxBytes); ctx.Err() when ctx ends.
+// Errors: the runtime's (fault.Validation for the workspace folder itself and a name or path
+// too long, fault.Policy for a NUL byte or when p escapes the workspace, fault.Conflict when
+// p is a folder or a parent is a file, fault.TooLarge beyond maxBytes); ctx.Err() when ctx
+// ends.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
 	rt, err := s.runtime()
 	if err != nil {
@@ -202,8 +204,9 @@ func (s *Sandbox) ListFiles(_ context.Context, dir string) ([]providers.FileInfo
 // RemoveFile removes the file, symlink (not its target) or empty folder at workspace path p.
 // A missing path is not an error.
 //
-// Errors: fault.Policy when p escapes the workspace, fault.Conflict for the workspace itself
-// or a folder that is not empty.
+// Errors: fault.Validation for the workspace folder itself and a name or path too long,
+// fault.Policy for a NUL byte or when p escapes the workspace, fault.Conflict for a folder
+// that is not empty.
 func (s *Sandbox) RemoveFile(_ context.Context, p string) error {
 	rt, err := s.runtime()
 	if err != nil {
