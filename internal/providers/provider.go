@@ -198,7 +198,9 @@ type Sandbox interface {
 	ListFiles(ctx context.Context, dir string) ([]FileInfo, error)
 	// RemoveFile removes a file or an empty folder. Missing: nil.
 	RemoveFile(ctx context.Context, path string) error
-	// Close releases the handle. It is idempotent and never destroys state a later Attach needs.
+	// Close releases the handle. It is idempotent and never destroys state a later Attach
+	// needs; every other method of a closed handle returns fault.Conflict (one of a capability
+	// the provider lacks still fault.Capability).
 	Close() error
 }
 
