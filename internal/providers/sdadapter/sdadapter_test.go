@@ -107,7 +107,7 @@ func (d *daemons) Create(context.Context, providers.Principal, providers.Policy)
 		_ = os.RemoveAll(ws)
 		return nil, fault.Wrap(fault.Provision, err, "starting sandboxd")
 	}
-	var h http.Handler = remote.Handler(rt, token, nil)
+	h := remote.Handler(rt, token, nil)
 	if d.wrap != nil {
 		h = d.wrap(h)
 	}
