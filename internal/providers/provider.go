@@ -200,7 +200,8 @@ type Sandbox interface {
 	// folder where WriteFile or ReadFile wants a file, a file where ListFiles wants a folder
 	// or WriteFile a parent folder, and a folder RemoveFile finds not empty; fault.NotFound
 	// when ReadFile or ListFiles finds nothing there (also below a file), where RemoveFile
-	// succeeds.
+	// succeeds. A bad path is refused before the handle is looked at (a closed handle too
+	// answers it so), as a bad ExecSpec is (CheckExecSpec).
 	WriteFile(ctx context.Context, path string, r io.Reader, maxBytes int64) (int64, error)
 	// ReadFile opens path for reading. Missing: fault.NotFound; a folder: fault.Conflict.
 	ReadFile(ctx context.Context, path string) (io.ReadCloser, error)
@@ -209,8 +210,9 @@ type Sandbox interface {
 	// RemoveFile removes a file or an empty folder. Missing: nil.
 	RemoveFile(ctx context.Context, path string) error
 	// Close releases the handle. It is idempotent and never destroys state a later Attach
-	// needs; every other method of a closed handle returns fault.Conflict (one of a capability
-	// the provider lacks still fault.Capability).
+	// needs; every other method of a closed handle returns fault.Conflict, once its input
+	// passed the checks (a bad ExecSpec or path keeps its fault, a capability the provider
+	// lacks is still fault.Capability).
 	Close() error
 }
 

@@ -47,10 +47,10 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // parent is a file;
 // r's error; fault.Provision for other toolbox failures.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
-	if err := s.usable(); err != nil {
+	if _, err := providers.CleanEntry(p); err != nil {
 		return 0, err
 	}
-	if _, err := providers.CleanEntry(p); err != nil {
+	if err := s.usable(); err != nil {
 		return 0, err
 	}
 	abs, rel, err := s.abs(ctx, p)
@@ -117,6 +117,9 @@ func (s *Sandbox) conflict(ctx context.Context, abs, rel string) error {
 // Errors: fault.Policy for a path that leaves the workspace (lexically); fault.NotFound when
 // it does not exist; fault.Conflict for a folder; fault.Provision for other failures.
 func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	if _, err := providers.CleanPath(p); err != nil {
+		return nil, err
+	}
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -147,6 +150,9 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 // Errors: fault.Policy for a path that leaves the workspace (lexically); fault.NotFound when
 // dir does not exist; fault.Conflict when it is a file; fault.Provision for other failures.
 func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileInfo, error) {
+	if _, err := providers.CleanPath(dir); err != nil {
+		return nil, err
+	}
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -209,10 +215,10 @@ func fileType(e fileInfoDTO) providers.FileType {
 // a path that leaves the workspace lexically); fault.Conflict for a folder that is not empty;
 // fault.Provision for other failures.
 func (s *Sandbox) RemoveFile(ctx context.Context, p string) error {
-	if err := s.usable(); err != nil {
+	if _, err := providers.CleanEntry(p); err != nil {
 		return err
 	}
-	if _, err := providers.CleanEntry(p); err != nil {
+	if err := s.usable(); err != nil {
 		return err
 	}
 	abs, rel, err := s.abs(ctx, p)

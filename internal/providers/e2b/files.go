@@ -150,11 +150,11 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // workspace itself, fault.Policy for an escape), fault.Policy for an escape through a
 // symlink, fault.Conflict (a folder is in the way), fault.TooLarge, the reader's error.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
-	if err := s.open(); err != nil {
-		return 0, err
-	}
 	rel, err := providers.CleanEntry(p)
 	if err != nil {
+		return 0, err
+	}
+	if err := s.open(); err != nil {
 		return 0, err
 	}
 	target, e, err := s.resolve(ctx, rel, forWrite)
@@ -204,11 +204,11 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes
 // ReadFile streams a file (GET /files), following symlinks that stay in the workspace.
 // Errors: fault.NotFound, fault.Conflict for a folder, fault.Policy for an escape.
 func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
 	rel, err := cleanRel(p)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.open(); err != nil {
 		return nil, err
 	}
 	target, e, err := s.resolve(ctx, rel, forRead)
@@ -231,11 +231,11 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 // ListFiles lists a folder (Filesystem/ListDir, depth 1): symlinks are reported, not
 // followed; sorted by name. Errors: fault.NotFound, fault.Conflict for a file, fault.Policy.
 func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileInfo, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
 	rel, err := cleanRel(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.open(); err != nil {
 		return nil, err
 	}
 	target, e, err := s.resolve(ctx, rel, forRead)
@@ -280,11 +280,11 @@ func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileIn
 // an escape), fault.Policy for an escape through a symlink, fault.Conflict for a folder that
 // is not empty.
 func (s *Sandbox) RemoveFile(ctx context.Context, p string) error {
-	if err := s.open(); err != nil {
-		return err
-	}
 	rel, err := providers.CleanEntry(p)
 	if err != nil {
+		return err
+	}
+	if err := s.open(); err != nil {
 		return err
 	}
 	parent, dir, err := s.resolve(ctx, path.Dir(rel), forRead)

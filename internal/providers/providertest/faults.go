@@ -102,16 +102,23 @@ func (s *suite) faults(t *testing.T) {
 		assert.Equal(e.t, "x", string(e.read(sb, "dir/file.txt")))
 	})
 
+	// A closed handle answers every operation with conflict, after the checks of the input.
 	s.leaf(t, "closed_handle_is_conflict", 0, func(e *env) {
 		sb := e.create()
 		id := sb.ID()
 		require.NoError(e.t, sb.Close())
 		r := e.run(e.ctx, sb, providers.ExecSpec{Code: "print('hi')", Language: "python"})
 		requireKind(e.t, r.err, fault.Conflict, "Exec on a closed handle")
+		// Bad input is refused as such before the handle is looked at.
+		r = e.run(e.ctx, sb, providers.ExecSpec{Code: "noop", Language: undeclaredLanguage})
+		requireKind(e.t, r.err, fault.Capability, "Exec of an undeclared language on a closed handle")
 		if e.caps.Files {
 			for _, op := range []string{"write", "read", "list", "remove"} {
 				requireKind(e.t, e.fileOp(sb, op, "dir/file.txt"), fault.Conflict, "%s on a closed handle", op)
+				requireKind(e.t, e.fileOp(sb, op, "../x"), fault.Policy, "%s of an escape on a closed handle", op)
 			}
+			requireKind(e.t, e.fileOp(sb, "write", ""), fault.Validation, "write of the workspace on a closed handle")
+			requireKind(e.t, e.fileOp(sb, "remove", ""), fault.Validation, "remove of the workspace on a closed handle")
 		}
 		if c, ok := sb.(providers.Contexts); ok && e.caps.Stateful {
 			_, err := c.ListContexts(e.ctx)

@@ -98,7 +98,8 @@ type Harness struct {
 //     folder itself written or removed (validation), NUL bytes, absolute paths and escapes
 //     (policy), names and paths too long (validation), a folder read or written as a file or a
 //     file listed as a folder (conflict), missing paths (not found, or nothing to remove) —
-//     and every operation on a closed handle is a conflict.
+//     and every operation on a closed handle is a conflict, once its input passed the checks
+//     above.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
