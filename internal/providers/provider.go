@@ -192,6 +192,17 @@ type Sandbox interface {
 	InstallPackages(ctx context.Context, packages []string, out Output) (ExitStatus, error)
 	// WriteFile streams r into path (relative to the workspace), creating parent folders.
 	// More than maxBytes bytes: fault.TooLarge and no file is left behind. Returns bytes written.
+	//
+	// The file methods answer one bad path with one fault on every provider (CleanPath,
+	// CleanEntry; pinned by providertest's faults group): fault.Policy for a NUL byte, an
+	// absolute path or one leaving the workspace (also through a symlink, where the provider
+	// confines them); fault.Validation for the workspace folder itself as what WriteFile
+	// writes or RemoveFile removes, and for a name or path too long; fault.Conflict for a
+	// folder where WriteFile or ReadFile wants a file, a file where ListFiles wants a folder
+	// or WriteFile a parent folder, and a folder RemoveFile finds not empty; fault.NotFound
+	// when ReadFile or ListFiles finds nothing there (also below a file), where RemoveFile
+	// succeeds. A bad path is refused before the handle is looked at (a closed handle too
+	// answers it so), as a bad ExecSpec is (CheckExecSpec).
 	WriteFile(ctx context.Context, path string, r io.Reader, maxBytes int64) (int64, error)
 	// ReadFile opens path for reading. Missing: fault.NotFound; a folder: fault.Conflict.
 	ReadFile(ctx context.Context, path string) (io.ReadCloser, error)
@@ -199,7 +210,10 @@ type Sandbox interface {
 	ListFiles(ctx context.Context, dir string) ([]FileInfo, error)
 	// RemoveFile removes a file or an empty folder. Missing: nil.
 	RemoveFile(ctx context.Context, path string) error
-	// Close releases the handle. It is idempotent and never destroys state a later Attach needs.
+	// Close releases the handle. It is idempotent and never destroys state a later Attach
+	// needs; every other method of a closed handle returns fault.Conflict, once its input
+	// passed the checks (a bad ExecSpec or path keeps its fault, a capability the provider
+	// lacks is still fault.Capability).
 	Close() error
 }
 

@@ -93,7 +93,13 @@ type Harness struct {
 //     sandbox is gone;
 //   - processes/…: what code in a context starts ends with its execution (the context lives
 //     on), and a stopped background process takes its whole tree along, a descendant in a
-//     session of its own included.
+//     session of its own included;
+//   - faults/…: the same bad input gets the same fault on every provider — the workspace
+//     folder itself written or removed (validation), NUL bytes, absolute paths and escapes
+//     (policy), names and paths too long (validation), a folder read or written as a file or a
+//     file listed as a folder (conflict), missing paths (not found, or nothing to remove) —
+//     and every operation on a closed handle is a conflict, once its input passed the checks
+//     above.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
@@ -120,6 +126,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("executions", s.executions)
 	t.Run("snapshots", s.snapshots)
 	t.Run("processes", s.processes)
+	t.Run("faults", s.faults)
 }
 
 type suite struct {
