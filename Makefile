@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: run test build generate check-generate vet
+.PHONY: run test build generate check-generate vet lint
 
 ## run: start the gateway in development mode (throwaway Postgres, dev OIDC issuer, local and,
 ## with a Docker engine, docker profiles); bin/sandboxd next to bin/gateway is what the docker
@@ -38,6 +38,10 @@ check-generate: generate
 
 vet:
 	$(GO) vet ./...
+
+## lint: staticcheck with the checks of staticcheck.conf; .ci/run requires no findings
+lint:
+	$(GO) tool staticcheck ./...
 
 .PHONY: bench
 ## bench: end-to-end benchmarks (real gateway, throwaway Postgres, local + docker providers);

@@ -223,8 +223,9 @@ func TestReadmeWalkthroughOnDocker(t *testing.T) {
 	runWalkthrough(t, dir, g.base, g.token, true)
 }
 
-// TestReadmeParkingOnDocker runs the README's pause, snapshot and preview block, verbatim but
-// for the address, against `gateway dev` and its docker profile, as a newcomer would.
+// TestReadmeParkingOnDocker runs the pause, snapshot and preview block of docs/parking.md
+// (linked from the README), verbatim but for the address, against `gateway dev` and its
+// docker profile, as a newcomer would.
 func TestReadmeParkingOnDocker(t *testing.T) {
 	requirePostgres(t)
 	if !docker.Available(t.Context(), "") {
@@ -237,10 +238,10 @@ func TestReadmeParkingOnDocker(t *testing.T) {
 	t.Parallel()
 	dir := dataDir(t)
 	g := startDev(t, dir, freeAddr(t))
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/parking.md")
 	require.NoError(t, err)
-	m := regexp.MustCompile("(?s)<!-- park:start -->\\s*```sh\n(.*?)```\\s*<!-- park:end -->").FindSubmatch(readme)
-	require.NotNil(t, m, "README has no park block")
+	m := regexp.MustCompile("(?s)<!-- park:start -->\\s*```sh\n(.*?)```\\s*<!-- park:end -->").FindSubmatch(page)
+	require.NotNil(t, m, "docs/parking.md has no park block")
 	script := "B=" + g.base + "\nAUTH=\"Authorization: Bearer $TOKEN\"\n" + string(m[1])
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -87,7 +88,7 @@ sandbox:
 	sid := c.json("POST", "/v1/sessions", `{"name":"replicated"}`, 201)["id"].(string)
 	c.json("POST", "/v1/sessions/"+sid+"/commands", `{"command":"true"}`, 200) // the container
 	task := c.json("POST", "/v1/sessions/"+sid+"/commands",
-		`{"command":"for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 1; done","wait_s":0}`, 202)["id"].(string)
+		`{"command":"for i in 1 2 3 4 5 6 7; do echo tick $i; sleep 1; done; while [ ! -e .go ]; do sleep 0.1; done; echo tick 8","wait_s":0}`, 202)["id"].(string)
 	// Killed once the execution runs in its sandbox (its first tick came): a task is marked
 	// running before its execution reaches sandboxd, and one killed in between never ran there.
 	first := c.sse("GET", "/v1/tasks/"+task+"/output", "", nil)
@@ -109,7 +110,13 @@ sandbox:
 		require.NotEqual(t, "result", ev.name, "the result came before the live ticks: %q", seen.String())
 		require.NotEqual(t, "error", ev.name, "the stream failed after %q: %s", seen.String(), ev.data)
 	}
+	// The program waits after tick 7 until the test lets it go (a file made beside it through
+	// the engine: the session's own file operations would wait for the task), so "running"
+	// does not depend on how fast a loaded machine delivers the ticks.
 	assert.Equal(t, "running", c.json("GET", "/v1/tasks/"+task, "", 200)["status"], "tick 7 was live")
+	box := c.json("GET", "/v1/sessions/"+sid, "", 200)["sandbox_id"].(string)
+	out, err := exec.Command("docker", "exec", box, "touch", "/workspace/.go").CombinedOutput()
+	require.NoError(t, err, "%s", out)
 	var result event
 	for result = s.next(); result.name != "result"; result = s.next() {
 	}

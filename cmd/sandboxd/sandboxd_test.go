@@ -57,8 +57,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// goTool is the go command that builds the binaries under test: the one on PATH, else the
+// toolchain's usual place on the machines .ci/run prepares.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if p := "/usr/local/go/bin/go"; fileExists(p) {
 		return p
 	}
 	return "go"

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,8 +45,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// goTool is the go command that builds the binaries under test: the one on PATH, else the
+// toolchain's usual place on the machines .ci/run prepares.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if p := "/usr/local/go/bin/go"; fileExists(p) {
 		return p
 	}
 	return "go"

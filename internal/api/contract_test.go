@@ -28,7 +28,7 @@ func TestContractIsValid(t *testing.T) {
 	t.Parallel()
 	c := gatewaytest.LoadContract(t) // loads and Validates
 	require.Equal(t, "3.1.0", c.Doc.OpenAPI)
-	embedded, err := apigen.GetSwagger()
+	embedded, err := apigen.GetSpec()
 	require.NoError(t, err)
 	require.NoError(t, embedded.Validate(t.Context()))
 	ids := 0

@@ -153,7 +153,7 @@ func NewHandler(o Options) (http.Handler, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	doc, err := apigen.GetSwagger()
+	doc, err := apigen.GetSpec()
 	if err != nil {
 		return nil, fmt.Errorf("api: load embedded spec: %w", err)
 	}

@@ -175,7 +175,7 @@ func TestZitadelOPClientCredentialsToken(t *testing.T) {
 	// The token is a JWS signed with the key the OP publishes.
 	var jwks jose.JSONWebKeySet
 	o.getJSON(t, o.issuer+"/keys", &jwks)
-	jws, err := jose.ParseSigned(tok.AccessToken, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(tok.AccessToken, []jose.SignatureAlgorithm{jose.RS256})
 	require.NoError(t, err)
 	require.Equal(t, jwks.Keys[0].KeyID, jws.Signatures[0].Header.KeyID)
 

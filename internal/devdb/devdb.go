@@ -139,7 +139,6 @@ func locate(dir string) (*Instance, error) {
 			// reach it, one per requested folder.
 			sum := sha256.Sum256([]byte(dir))
 			inst.Dir = filepath.Join(os.TempDir(), "sandgate-pg-"+hex.EncodeToString(sum[:6]))
-			dir = inst.Dir
 		}
 	}
 	return inst, nil

@@ -31,6 +31,7 @@ type Process struct {
 	waitOnce sync.Once
 	state    *os.ProcessState
 	waitErr  error
+	//lint:ignore U1000 used off Linux (session_other.go), where cmd.Wait is the watch
 	watchErr error // off Linux: cmd.Wait's result, set before exited is closed
 }
 

@@ -150,6 +150,23 @@ func (k *keptOutputs) stored(taskID string) *liveOutput {
 	return l
 }
 
+// following returns the live log of taskID kept here now, for a follower that lost the one it
+// read (a mirror this replica replaced when it adopted the execution): nil when there is
+// none, it was let go, it ended, or it has nothing more (the store then says how the task
+// ended).
+func (k *keptOutputs) following(taskID string) *liveOutput {
+	k.mu.Lock()
+	l := k.m[taskID]
+	if l == nil || l.evicted || l.log == nil {
+		l = nil
+	}
+	k.mu.Unlock()
+	if l == nil || l.log.Dropped() || l.mirrorDone() || l.isDone() {
+		return nil
+	}
+	return l
+}
+
 func (k *keptOutputs) get(taskID string) *liveOutput {
 	k.mu.Lock()
 	defer k.mu.Unlock()

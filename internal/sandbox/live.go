@@ -455,6 +455,11 @@ func (f *Follower) Next(ctx context.Context, wait time.Duration) (Batch, error) 
 				f.res = res
 			}
 		default:
+			if l := f.s.kept.following(f.taskID); l != nil {
+				// This replica runs the execution now (it adopted it): follow it live again.
+				f.attach(l)
+				continue
+			}
 			t, err := f.s.taskSummary(ctx, f.p, f.taskID)
 			if err != nil {
 				return Batch{}, err

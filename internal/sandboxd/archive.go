@@ -482,7 +482,7 @@ func (x *extraction) entry(tr *tar.Reader, hdr *tar.Header) error {
 			x.st.Entries++
 		}
 		x.dirs[name] = dirMeta{mode: mode, mtime: hdr.ModTime}
-	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse: // archive/tar expands holes to zeros
+	case tar.TypeReg, tar.TypeGNUSparse: // archive/tar expands holes to zeros (and reads TypeRegA as TypeReg)
 		if err := x.parents(name); err != nil {
 			return err
 		}

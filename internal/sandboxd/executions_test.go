@@ -20,7 +20,7 @@ import (
 )
 
 // follow waits for kept execution e to end and returns its end and what it kept of stdout.
-func follow(t *testing.T, e *sandboxd.Execution) (sandboxd.Result, error, string) {
+func follow(t *testing.T, e *sandboxd.Execution) (sandboxd.Result, string, error) {
 	t.Helper()
 	select {
 	case <-e.Done():
@@ -35,7 +35,7 @@ func follow(t *testing.T, e *sandboxd.Execution) (sandboxd.Result, error, string
 		}
 	}
 	res, err := e.End()
-	return res, err, out.String()
+	return res, out.String(), err
 }
 
 func TestStartKeepsAnExecutionAndItsInput(t *testing.T) {
@@ -55,7 +55,7 @@ func TestStartKeepsAnExecutionAndItsInput(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.rt.CloseStdin("cat"), "closing again is no error")
 
-	res, err, out := follow(t, e)
+	res, out, err := follow(t, e)
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.ExitCode)
 	assert.Equal(t, "one two three\ndone\n", out)
@@ -105,7 +105,7 @@ func TestAnInterruptedInputWriteLeavesTheInputUsable(t *testing.T) {
 		require.EqualValues(t, 1, n)
 	}
 	require.NoError(t, b.rt.CloseStdin("cat"))
-	res, err, _ := follow(t, e)
+	res, _, err := follow(t, e)
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.ExitCode)
 }
@@ -159,7 +159,7 @@ func TestStartOnATerminal(t *testing.T) {
 	require.NoError(t, b.rt.Resize("tty", sandboxd.TermSize{Rows: 50, Cols: 132}))
 	_, err = b.rt.WriteStdin(t.Context(), "tty", strings.NewReader("hello\n"), false)
 	require.NoError(t, err)
-	res, err, out := follow(t, e)
+	res, out, err := follow(t, e)
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.ExitCode)
 	assert.Contains(t, out, "term=xterm-256color")
@@ -179,7 +179,7 @@ func TestStopEndsAKeptExecution(t *testing.T) {
 	assert.Equal(t, "echo up; sleep 60", list[0].Program)
 	require.Eventually(t, func() bool { return e.Log().Written("stdout") > 0 }, slow, 5*time.Millisecond)
 	require.NoError(t, b.rt.Stop("srv"))
-	_, err, out := follow(t, e)
+	_, out, err := follow(t, e)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Equal(t, "up\n", out, "the output before the stop is kept")
 	assert.NotEmpty(t, e.Info().Error)
@@ -194,7 +194,7 @@ func TestCloseEndsKeptExecutions(t *testing.T) {
 	e, err := rt.Start(sandboxd.ExecRequest{ID: "bg", Command: "sleep 60", Background: true, StdinOpen: true})
 	require.NoError(t, err)
 	require.NoError(t, rt.Close())
-	_, err, _ = follow(t, e)
+	_, _, err = follow(t, e)
 	assert.Equal(t, fault.Gone, fault.KindOf(err))
 	_, err = rt.Start(sandboxd.ExecRequest{ID: "late", Command: "true"})
 	assert.Equal(t, fault.Gone, fault.KindOf(err))
@@ -214,7 +214,7 @@ func TestStopEndsTheWholeTree(t *testing.T) {
 		return err == nil && len(data) > 0 && e.Log().Written("stdout") > 0
 	}, slow, 5*time.Millisecond)
 	require.NoError(t, b.rt.Stop("tree"))
-	_, err, _ = follow(t, e)
+	_, _, err = follow(t, e)
 	assert.ErrorIs(t, err, context.Canceled)
 	requireGone(t, b.workspace)
 }

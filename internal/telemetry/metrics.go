@@ -15,7 +15,7 @@ import (
 	"github.com/sandgate/sandgate/internal/store"
 )
 
-// Metric names (README "Observability").
+// Metric names (docs/operations.md).
 const (
 	MetricExecutionDuration = "sandgate_execution_duration_seconds"
 	MetricProviderErrors    = "sandgate_provider_errors_total"

@@ -141,7 +141,7 @@ func TestMintVerifiedByAuthenticate(t *testing.T) {
 	}, p)
 
 	// The claims a dev token carries.
-	jws, err := jose.ParseSigned(tok, []jose.SignatureAlgorithm{jose.ES256})
+	jws, err := jose.ParseSignedCompact(tok, []jose.SignatureAlgorithm{jose.ES256})
 	require.NoError(t, err)
 	var set jose.JSONWebKeySet
 	d.getJSON(t, "/jwks", &set)
@@ -168,7 +168,7 @@ func TestMintVerifiedByAuthenticate(t *testing.T) {
 		require.Equal(t, []string{}, p.Groups)
 		require.False(t, p.Admin)
 
-		jws, err := jose.ParseSigned(tok, []jose.SignatureAlgorithm{jose.ES256})
+		jws, err := jose.ParseSignedCompact(tok, []jose.SignatureAlgorithm{jose.ES256})
 		require.NoError(t, err)
 		var c map[string]any
 		require.NoError(t, json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &c))
@@ -226,7 +226,7 @@ func TestOpenKeyFile(t *testing.T) {
 
 		tok, err := first.Mint(devissuer.Claims{Subject: "alice"})
 		require.NoError(t, err)
-		jws, err := jose.ParseSigned(tok, []jose.SignatureAlgorithm{jose.ES256})
+		jws, err := jose.ParseSignedCompact(tok, []jose.SignatureAlgorithm{jose.ES256})
 		require.NoError(t, err)
 		_, err = jws.Verify(jwks(t, second).Keys[0])
 		require.NoError(t, err, "a token minted before the restart verifies after it")

@@ -16,7 +16,7 @@ type InMemory struct {
 // NewInMemory returns an in-process transport buffering up to 10000 messages.
 func NewInMemory() *InMemory { return &InMemory{ch: make(chan Message, 10000)} }
 
-// JoinsTransaction: messages are sent after the task row commits.
+// JoinsTransaction reports false: messages are sent after the task row commits.
 func (q *InMemory) JoinsTransaction() bool { return false }
 
 // Enqueue queues m.

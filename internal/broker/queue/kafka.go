@@ -189,7 +189,7 @@ func (q *Kafka) record(taskID string, key, body []byte, failures int) *kgo.Recor
 	}
 }
 
-// JoinsTransaction: records are produced after the task row commits.
+// JoinsTransaction reports false: records are produced after the task row commits.
 func (q *Kafka) JoinsTransaction() bool { return false }
 
 // Enqueue produces m keyed by its group (the session id; the task id when it has none) and

@@ -58,7 +58,7 @@ func NewNATS(ctx context.Context, cfg NATSConfig, log *slog.Logger) (*NATS, erro
 	return &NATS{cfg: cfg, nc: nc, js: js, log: log}, nil
 }
 
-// JoinsTransaction: messages are published after the task row commits.
+// JoinsTransaction reports false: messages are published after the task row commits.
 func (q *NATS) JoinsTransaction() bool { return false }
 
 // Enqueue publishes m (deduplicated by task id).

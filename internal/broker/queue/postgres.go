@@ -69,12 +69,12 @@ func migrateRiver(ctx context.Context, pool *pgxpool.Pool) error {
 	return err
 }
 
-// JoinsTransaction: the job is inserted in the task row's transaction.
+// JoinsTransaction reports true: the job is inserted in the task row's transaction.
 func (q *Postgres) JoinsTransaction() bool { return true }
 
 // Enqueue inserts m as a River job within tx (or on its own when tx is nil).
 func (q *Postgres) Enqueue(ctx context.Context, tx pgx.Tx, m Message) error {
-	args := execArgs{TaskID: m.TaskID, GroupID: m.GroupID, Body: m.Body}
+	args := execArgs(m)
 	// The domain caps executions itself; River's attempts only bound redelivery churn.
 	opts := &river.InsertOpts{Queue: riverQueue, MaxAttempts: 1000}
 	var err error

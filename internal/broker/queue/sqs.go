@@ -180,7 +180,7 @@ func (q *SQS) check(ctx context.Context) error {
 	return nil
 }
 
-// JoinsTransaction: messages are sent after the task row commits.
+// JoinsTransaction reports false: messages are sent after the task row commits.
 func (q *SQS) JoinsTransaction() bool { return false }
 
 // Enqueue sends m with its group (the session id; the task id when it has none) and the task

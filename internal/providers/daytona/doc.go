@@ -120,5 +120,5 @@
 // The package was tested against a local fake of Daytona (package daytonafake, checked with
 // Daytona's official TypeScript SDK), not against Daytona itself; TestLive runs the contract
 // suite against a real account when SANDGATE_DAYTONA_E2E=1 and DAYTONA_API_KEY are set. See
-// the README's "Daytona" section.
+// docs/providers/daytona.md.
 package daytona

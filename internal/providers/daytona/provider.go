@@ -132,7 +132,7 @@ func (p *Provider) httpDo() httpDo {
 // Type returns "daytona".
 func (p *Provider) Type() string { return TypeName }
 
-// Capabilities: isolation container; shell; languages python and bash; files;
+// Capabilities reports the provider's capabilities: isolation container; shell; languages python and bash; files;
 // package_install; stateful (python contexts are Daytona interpreter contexts, bash contexts
 // keep their exported variables and working folder in the sandbox); attach; provisions;
 // network policy; resources policy unless the profile pins a snapshot. Not attaches_external

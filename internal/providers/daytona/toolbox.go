@@ -47,12 +47,6 @@ import (
 // wireVersion is the SDK version whose toolbox wire format this client implements.
 const wireVersion = "0.218.0"
 
-// Stream prefixes of a session command's log.
-var (
-	stdoutPrefix = []byte{1, 1, 1}
-	stderrPrefix = []byte{2, 2, 2}
-)
-
 // toolboxClient calls one sandbox's toolbox.
 type toolboxClient struct {
 	httpDo

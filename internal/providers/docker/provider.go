@@ -316,7 +316,7 @@ func Available(ctx context.Context, host string) bool {
 // Type returns "docker".
 func (p *Provider) Type() string { return TypeName }
 
-// Capabilities: isolation container; shell; languages python and bash; files;
+// Capabilities reports the provider's capabilities: isolation container; shell; languages python and bash; files;
 // package_install; attach; provisions and attaches_external; network, filesystem and
 // resources policy; preview ports; stateful, pause and snapshots, except for attached
 // profiles; disk policy where this gateway can make loop disks (disk.go). No user-mode

@@ -220,7 +220,7 @@ func engineArchive(w io.Writer, src io.Reader, top string) error {
 		case tar.TypeDir:
 			out.Typeflag = tar.TypeDir
 			out.Name = strings.TrimSuffix(name, "/") + "/"
-		case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+		case tar.TypeReg, tar.TypeGNUSparse: // archive/tar reads the old TypeRegA as TypeReg
 			out.Typeflag, out.Size = tar.TypeReg, hdr.Size
 		case tar.TypeSymlink:
 			out.Typeflag, out.Linkname = tar.TypeSymlink, hdr.Linkname

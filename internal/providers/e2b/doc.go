@@ -140,5 +140,5 @@
 // Tests run against e2bfake, a local fake of all three protocols built on sandboxd, whose
 // fidelity is checked with E2B's official JavaScript SDKs; TestLive runs the contract suite
 // against real E2B (SANDGATE_E2B_E2E=1 with E2B_API_KEY). Nothing here has been run against
-// real E2B by its authors: see the README's E2B section for what that leaves unverified.
+// real E2B by its authors: see docs/providers/e2b.md for what that leaves unverified.
 package e2b

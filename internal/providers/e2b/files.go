@@ -40,9 +40,6 @@ func (s *Sandbox) inWorkspace(p string) bool {
 	return p == w || strings.HasPrefix(p, w+"/")
 }
 
-// guest turns a clean workspace-relative path into the guest's absolute path.
-func (s *Sandbox) guest(rel string) string { return path.Join(s.p.cfg.Workdir, rel) }
-
 // resolve follows the workspace path rel (already cleaned) through the sandbox's symlinks and
 // returns its guest path and entry (nil when it does not exist).
 //

@@ -184,7 +184,7 @@ func setDefault(s *string, v string) {
 // Type returns "e2b".
 func (p *Provider) Type() string { return TypeName }
 
-// Capabilities: micro_vm isolation, shell, python and bash, files, package installs, attach,
+// Capabilities reports the provider's capabilities: micro_vm isolation, shell, python and bash, files, package installs, attach,
 // network policy, interactive (an open stdin, and envd's pty for terminals, which every envd
 // with the process service has) and background (envd processes outlive the stream that
 // started them; see Sandbox.Start); stateful only with a code-interpreter template. cpu and

@@ -56,5 +56,5 @@
 // retried by the SDK's standard retryer.
 //
 // The package was tested against the real AWS SDK clients talking to a local fake of STS, SSM
-// and S3 (package awsfake), not against AWS itself; see the README's "EC2 over SSM" section.
+// and S3 (package awsfake), not against AWS itself; see docs/providers/ec2-ssm.md.
 package ec2ssm

@@ -193,7 +193,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 // Type returns "ec2_ssm".
 func (p *Provider) Type() string { return TypeName }
 
-// Capabilities: isolation none; shell; language python; attach; attaches_external;
+// Capabilities reports the provider's capabilities: isolation none; shell; language python; attach; attaches_external;
 // principal_user. Not provisions (attach-only), not files, package_install or stateful (each
 // execution is a separate process), no policy dimension (docs/semantics.md §12).
 func (p *Provider) Capabilities() providers.Capabilities {

@@ -51,7 +51,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
@@ -523,9 +522,4 @@ func waitPodGone(t testing.TB, cs k8s.Interface, ns, name string) {
 		require.NoError(t, ctx.Err(), "pod %s/%s still exists", ns, name)
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// nameSelector selects one object by name.
-func nameSelector(name string) string {
-	return fields.OneTermEqualSelector("metadata.name", name).String()
 }

@@ -358,7 +358,7 @@ func New(opts Options) (*Provider, error) {
 // Type returns "kubernetes".
 func (p *Provider) Type() string { return TypeName }
 
-// Capabilities: isolation container; shell; python and bash; files; package_install;
+// Capabilities reports the provider's capabilities: isolation container; shell; python and bash; files; package_install;
 // stateful (sandboxd's contexts); attach;
 // provisions; attaches_external; principal_user; policy_filesystem, policy_resources and
 // policy_disk (the workspace emptyDir's sizeLimit, enforced by eviction; not in agent-sandbox

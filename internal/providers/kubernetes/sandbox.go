@@ -186,7 +186,7 @@ func spoolUpload(r io.Reader, maxBytes int64, p string) (*spool, error) {
 	if maxBytes >= 0 {
 		limit = maxBytes - n + 1
 	}
-	var rest io.Reader = r
+	rest := io.Reader(r)
 	if limit >= 0 {
 		rest = io.LimitReader(r, limit)
 	}

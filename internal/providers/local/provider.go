@@ -219,7 +219,7 @@ func resolvePython(name string) (string, error) {
 // Type returns "local_subprocess".
 func (p *Provider) Type() string { return TypeName }
 
-// Capabilities: isolation none; shell; languages python and bash (python only when the host
+// Capabilities reports the provider's capabilities: isolation none; shell; languages python and bash (python only when the host
 // has no bash); files; attach; provisions; stateful (contexts in the gateway process — more
 // than the seed's local_subprocess, which keeps none); snapshots (workspace archives); preview
 // ports (the host's loopback). No package_install, no pause, no policy dimension

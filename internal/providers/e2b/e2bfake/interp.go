@@ -51,6 +51,7 @@ func normalizeLanguage(l string) string {
 
 func (t *contextTable) create(sb *sandbox, language, cwd string) (*codeContext, error) {
 	if !slices.Contains(t.languages, language) {
+		//lint:ignore ST1005 the fake answers with E2B's own wording
 		return nil, fmt.Errorf("Failed to create context: the fake has no %s kernel (python and bash)", language)
 	}
 	c := &codeContext{id: uuid.NewString(), language: language, cwd: cwd}
