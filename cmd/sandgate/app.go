@@ -24,9 +24,12 @@ type app struct {
 	env    env
 	server string // --server / SANDGATE_URL
 	token  string // --token / SANDGATE_TOKEN
-	output string // --output: text or json
-	ran    bool   // a command's RunE was reached (errors before it are usage errors)
-	http   *http.Client
+	apiKey string // SANDGATE_API_KEY
+	// tokenFlag: --token was given on the command line (it then wins over SANDGATE_API_KEY).
+	tokenFlag bool
+	output    string // --output: text or json
+	ran       bool   // a command's RunE was reached (errors before it are usage errors)
+	http      *http.Client
 }
 
 func newApp(e env) *app { return &app{env: e, http: &http.Client{}} }
@@ -39,9 +42,10 @@ func (a *app) rootCommand() *cobra.Command {
 commands and code with their output streamed live, files, tasks.
 
 The gateway is --server, else $SANDGATE_URL, else the one you last signed in to with
-'sandgate login', else ` + defaultServer + `. The bearer token is --token, else
-$SANDGATE_TOKEN, else the token 'sandgate login' cached for that gateway (refreshed when it
-expires).
+'sandgate login', else ` + defaultServer + `. The bearer credential is --token, else
+$SANDGATE_TOKEN, else the API key in $SANDGATE_API_KEY ('sandgate keys create' makes one;
+setting both variables is refused), else the token 'sandgate login' cached for that gateway
+(refreshed when it expires).
 
 Exit codes: exec, run, code and 'tasks logs' exit with the remote program's exit code (124
 when it timed out, 130 when interrupted here, 125 when sandgate itself failed); other
@@ -51,6 +55,7 @@ commands exit 0, 1 on failure and 2 on a usage error.`,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			a.ran = true
+			a.tokenFlag = cmd.Flags().Changed("token")
 			switch a.output {
 			case "text", "json":
 			default:
@@ -64,8 +69,9 @@ commands exit 0, 1 on failure and 2 on a usage error.`,
 	f.StringVarP(&a.server, "server", "s", a.env.getenv("SANDGATE_URL"), "gateway base URL ($SANDGATE_URL)")
 	f.StringVar(&a.token, "token", a.env.getenv("SANDGATE_TOKEN"), "bearer token ($SANDGATE_TOKEN); default: the one 'sandgate login' cached")
 	f.StringVarP(&a.output, "output", "o", "text", "output format: text or json")
+	a.apiKey = strings.TrimSpace(a.env.getenv("SANDGATE_API_KEY"))
 	root.AddGroup(&cobra.Group{ID: "auth", Title: "Sign-in:"}, &cobra.Group{ID: "work", Title: "Sandboxes:"})
-	for _, c := range []*cobra.Command{a.loginCommand(), a.logoutCommand(), a.whoamiCommand()} {
+	for _, c := range []*cobra.Command{a.loginCommand(), a.logoutCommand(), a.whoamiCommand(), a.keysCommand()} {
 		c.GroupID = "auth"
 		root.AddCommand(c)
 	}
@@ -91,17 +97,27 @@ func (a *app) serverURL() (string, error) {
 	return normalizeServer(s)
 }
 
-// client is a client of the gateway with the bearer token resolved as the root command's
-// help says.
+// client is a client of the gateway with the bearer credential resolved as the root
+// command's help says.
 func (a *app) client(ctx context.Context) (*client.Client, error) {
 	server, err := a.serverURL()
 	if err != nil {
 		return nil, err
 	}
 	opts := []client.ClientOption{client.WithHTTPClient(a.http), client.WithUserAgent("sandgate-cli/" + version)}
-	if a.token != "" {
+	switch {
+	case a.token != "" && a.apiKey != "" && !a.tokenFlag:
+		// Two credentials from the environment: which one was meant is a guess, and a wrong
+		// guess acts as someone (or with rights) the user did not intend.
+		return nil, errors.New("both SANDGATE_TOKEN and SANDGATE_API_KEY are set: unset the one you do not mean to use (or pass --token)")
+	case a.token != "":
 		opts = append(opts, client.WithToken(a.token))
-	} else {
+	case a.apiKey != "":
+		if !strings.HasPrefix(a.apiKey, apiKeyPrefix) {
+			return nil, fmt.Errorf("SANDGATE_API_KEY is not an API key (those start with %q; 'sandgate keys create' makes one); for an OIDC token use SANDGATE_TOKEN", apiKeyPrefix)
+		}
+		opts = append(opts, client.WithAPIKey(a.apiKey))
+	default:
 		ts := &cachedToken{env: a.env, server: server, http: a.http}
 		if _, err := ts.token(ctx); err != nil {
 			return nil, err

@@ -331,7 +331,7 @@ func (a *app) logoutCommand() *cobra.Command {
 func (a *app) whoamiCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "whoami",
-		Short: "Show the principal the gateway maps your token to",
+		Short: "Show the principal the gateway maps your token or API key to",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := a.client(cmd.Context())
@@ -345,8 +345,18 @@ func (a *app) whoamiCommand() *cobra.Command {
 			if a.json() {
 				return a.printJSON(me)
 			}
-			return a.table([]string{"SUBJECT", "ISSUER", "GROUPS", "ADMIN"},
-				[][]string{{me.Subject, me.Issuer, strings.Join(me.Groups, ","), fmt.Sprint(me.Admin)}})
+			if err := a.table([]string{"SUBJECT", "ISSUER", "GROUPS", "ADMIN"},
+				[][]string{{me.Subject, me.Issuer, strings.Join(me.Groups, ","), fmt.Sprint(me.Admin)}}); err != nil {
+				return err
+			}
+			if k := me.ApiKey; k != nil {
+				only := ""
+				if k.Profiles != nil {
+					only = ", restricted to the profiles " + strings.Join(*k.Profiles, ", ")
+				}
+				_, err = fmt.Fprintf(a.env.stdout, "(with API key %s%s: the groups are those its sign-in had when it was made)\n", k.Id, only)
+			}
+			return err
 		},
 	}
 }

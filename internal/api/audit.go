@@ -19,7 +19,7 @@ func (s *Server) ListAuditEvents(ctx context.Context, req apigen.ListAuditEvents
 		limit = *q.Limit
 	}
 	events, next, err := s.sandbox.Audit(ctx, p, sandbox.AuditQuery{
-		Principal: deref(q.Principal), SessionID: deref(q.SessionId), Kind: string(deref(q.Kind)),
+		Principal: deref(q.Principal), SessionID: deref(q.SessionId), Kind: string(deref(q.Kind)), APIKeyID: deref(q.ApiKeyId),
 		Since: deref(q.Since), Until: deref(q.Until), Limit: limit, Cursor: deref(q.Cursor),
 	})
 	if err != nil {
@@ -31,7 +31,7 @@ func (s *Server) ListAuditEvents(ctx context.Context, req apigen.ListAuditEvents
 			Id: e.ID, At: e.At, Kind: apigen.AuditKind(e.Kind), PrincipalId: e.PrincipalID, Principal: e.Principal,
 			SessionId: e.SessionID, Profile: e.Profile, TaskId: ptr(e.TaskID), Target: ptr(e.Target), Digest: ptr(e.Digest),
 			Excerpt: ptr(e.Excerpt), Size: ptr(e.Size), Status: e.Status, ErrorType: ptr(e.ErrorType),
-			ExitCode: e.ExitCode, DurationMs: e.DurationMS, FinishedAt: e.FinishedAt,
+			ExitCode: e.ExitCode, DurationMs: e.DurationMS, FinishedAt: e.FinishedAt, ApiKeyId: ptr(e.APIKeyID),
 		}
 		if e.Operation != "" {
 			op := apigen.AuditEventOperation(e.Operation)

@@ -91,7 +91,26 @@ func (s *Server) GetMe(ctx context.Context, _ apigen.GetMeRequestObject) (apigen
 			KubernetesGroups: nilIfEmpty(c.KubernetesGroups),
 		},
 		FirstSeenAt: ptr(p.FirstSeenAt), LastSeenAt: ptr(p.LastSeenAt),
+		ApiKey: apiKeyOf(p),
 	}, nil
+}
+
+// apiKeyOf describes the API key p's request was made with; nil for a token.
+func apiKeyOf(p principal.Principal) *struct {
+	Id       string    `json:"id"`
+	Profiles *[]string `json:"profiles,omitempty"`
+} {
+	if p.APIKeyID == "" {
+		return nil
+	}
+	k := &struct {
+		Id       string    `json:"id"`
+		Profiles *[]string `json:"profiles,omitempty"`
+	}{Id: p.APIKeyID}
+	if p.KeyProfiles != nil {
+		k.Profiles = &p.KeyProfiles
+	}
+	return k
 }
 
 func nonNil(s []string) []string {

@@ -3,6 +3,10 @@
 // audience, expiry with a small skew, allowed asymmetric signing algorithms — and resolves the
 // verified claims into a principal.Principal through the issuer's claim mappings.
 //
+// The same bearer credential may be a Sandgate API key (internal/apikey; keys.go): it is told
+// apart by its prefix, read from the store by its secret's hash (at most once a second per
+// replica) and authenticates as the principal that made it.
+//
 // Any issuer that serves OIDC discovery works, including a Kubernetes service-account issuer
 // (set ca_file and, where discovery needs it, bearer_token_file).
 package auth
@@ -30,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/sandgate/sandgate/internal/apikey"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/principal"
 )
@@ -47,15 +52,18 @@ type Error struct {
 // docs/semantics.md §14). A fixed set: never the token, issuer or subject.
 const (
 	ReasonMissing             = "missing"              // no Authorization header
-	ReasonMalformed           = "malformed"            // not `Bearer <JWT>`, or not a JWT
+	ReasonMalformed           = "malformed"            // not `Bearer <credential>`, or neither a JWT nor an API key
 	ReasonUntrustedIssuer     = "untrusted_issuer"     // `iss` names no configured issuer
 	ReasonSignature           = "signature"            // the signature (or algorithm) did not verify
-	ReasonExpired             = "expired"              // past `exp`, or no `exp`
+	ReasonExpired             = "expired"              // past `exp`, or no `exp`; an API key past its expiry
 	ReasonNotYetValid         = "not_yet_valid"        // before `nbf`, or issued in the future
 	ReasonAudience            = "audience"             // `aud` names none of the issuer's audiences
 	ReasonClaims              = "claims"               // claim mappings or validation rules refused it
 	ReasonIssuerUnavailable   = "issuer_unavailable"   // discovery or keys could not be fetched (503)
 	ReasonPrincipalUnrecorded = "principal_unrecorded" // the principal could not be recorded (503)
+	ReasonUnknownKey          = "unknown_key"          // an API key no key of this gateway has
+	ReasonRevoked             = "revoked"              // an API key that was revoked
+	ReasonKeysUnavailable     = "keys_unavailable"     // an API key could not be read from the store (503)
 )
 
 func (e *Error) Error() string { return e.Description }
@@ -80,6 +88,10 @@ type Authenticator struct {
 	verified *verifiedCache
 	failed   func(reason string) // WithFailureObserver
 	tracer   trace.Tracer        // WithTracerProvider
+	// keys authenticates API keys (WithAPIKeys; keys.go); nil: none are accepted.
+	keys *keyVerifier
+	// adminGroups are auth.admin_groups, for the principals of API keys.
+	adminGroups []string
 }
 
 type issuer struct {
@@ -122,7 +134,7 @@ func WithLogger(l *slog.Logger) Option { return func(a *Authenticator) { a.log =
 // the life of background key refreshes. Errors are configuration errors (bad CEL, CA file).
 func New(ctx context.Context, cfg config.Auth, opts ...Option) (*Authenticator, error) {
 	a := &Authenticator{issuers: map[string]*issuer{}, skew: cfg.ClockSkew.D(), now: time.Now, log: slog.Default(), bgCtx: ctx, verified: newVerifiedCache(),
-		failed: func(string) {}, tracer: noop.NewTracerProvider().Tracer("")}
+		failed: func(string) {}, tracer: noop.NewTracerProvider().Tracer(""), adminGroups: slices.Clone(cfg.AdminGroups)}
 	for _, o := range opts {
 		o(a)
 	}
@@ -250,12 +262,17 @@ func (a *Authenticator) discover(is *issuer, docURL string) (string, error) {
 	return doc.JWKSURI, nil
 }
 
-// Authenticate verifies raw (the bearer token, without "Bearer ") and resolves its principal.
-// A token that verified is remembered (by its SHA-256) until it expires, for at most
-// verifiedTTL, and while its issuer's key set is unchanged, so the signature check and the
-// claim mappings run once per token, not once per request.
-// Errors: *Error for a bad token (401), ErrIssuerUnavailable (503).
+// Authenticate verifies raw (the bearer credential, without "Bearer ") and resolves its
+// principal: an API key (it starts with apikey.Prefix) through AuthenticateAPIKey, anything
+// else as a JWT. A token that verified is remembered (by its SHA-256) until it expires, for at
+// most verifiedTTL, and while its issuer's key set is unchanged, so the signature check and
+// the claim mappings run once per token, not once per request.
+// Errors: *Error for a bad token or key (401), ErrIssuerUnavailable or ErrKeysUnavailable
+// (503).
 func (a *Authenticator) Authenticate(ctx context.Context, raw string) (principal.Principal, error) {
+	if apikey.Is(raw) {
+		return a.AuthenticateAPIKey(ctx, raw)
+	}
 	key := sha256.Sum256([]byte(raw))
 	if p, ok := a.verified.get(key, a.now(), a.skew); ok {
 		return p, nil

@@ -33,9 +33,9 @@ func WithResourceMetadata(url string) MiddlewareOption {
 	return func(o *middlewareOptions) { o.resourceMetadata = url }
 }
 
-// Middleware authenticates every request: without a valid bearer token the request ends
-// with 401 and an RFC 6750 WWW-Authenticate challenge; with one, the principal is in the
-// request context (principal.FromContext).
+// Middleware authenticates every request: without a valid bearer token or API key the
+// request ends with 401 and an RFC 6750 WWW-Authenticate challenge; with one, the principal
+// is in the request context (principal.FromContext).
 func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter, opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	var mo middlewareOptions
 	for _, o := range opts {
@@ -48,7 +48,9 @@ func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter, opt
 			if err == nil {
 				var p principal.Principal
 				p, err = a.Authenticate(ctx, raw)
-				p.Token = raw // for providers exchanging the caller's own token; never logged
+				if p.APIKeyID == "" {
+					p.Token = raw // for providers exchanging the caller's own token; never logged
+				}
 				if err == nil && resolved != nil {
 					p, err = resolved(ctx, p)
 					if err != nil {
@@ -68,6 +70,15 @@ func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter, opt
 				a.refused(span, ReasonIssuerUnavailable)
 				w.Header().Set("Retry-After", "5")
 				problem(w, r, http.StatusServiceUnavailable, "unavailable", "Issuer unavailable", err.Error())
+				return
+			}
+			if errors.Is(err, ErrKeysUnavailable) {
+				a.refused(span, ReasonKeysUnavailable)
+				w.Header().Set("Retry-After", "5")
+				// The cause (addresses, user names) is logged, not shown.
+				a.log.Warn("an API key could not be checked", "err", err)
+				problem(w, r, http.StatusServiceUnavailable, "unavailable", "Service unavailable",
+					"the API key could not be checked: the gateway's response store (Postgres) does not answer; retry after Retry-After seconds")
 				return
 			}
 			var ae *Error
@@ -99,11 +110,11 @@ func (a *Authenticator) refused(span trace.Span, reason string) {
 func bearer(r *http.Request) (string, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return "", &Error{Description: "missing bearer token: send 'Authorization: Bearer <JWT>' (in dev mode, `gateway token` prints one)", Reason: ReasonMissing}
+		return "", &Error{Description: "missing bearer token: send 'Authorization: Bearer <JWT or API key>' (in dev mode, `gateway token` prints a JWT)", Reason: ReasonMissing}
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return "", &Error{Code: "invalid_request", Description: "the Authorization header must be 'Bearer <JWT>'", Reason: ReasonMalformed}
+		return "", &Error{Code: "invalid_request", Description: "the Authorization header must be 'Bearer <JWT or API key>'", Reason: ReasonMalformed}
 	}
 	return strings.TrimSpace(tok), nil
 }

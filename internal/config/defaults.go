@@ -48,6 +48,12 @@ const (
 	DefaultMCPMaxBatch = 50
 	// DefaultQuotaOpenRequests is sandbox.quotas.open_requests' default.
 	DefaultQuotaOpenRequests = 64
+	// DefaultAPIKeyTTL and DefaultAPIKeyMaxTTL are auth.api_keys.default_ttl's and max_ttl's
+	// defaults: 30 and 365 days.
+	DefaultAPIKeyTTL    = Duration(30 * 24 * time.Hour)
+	DefaultAPIKeyMaxTTL = Duration(365 * 24 * time.Hour)
+	// DefaultAPIKeysPerPrincipal is auth.api_keys.max_per_principal's default.
+	DefaultAPIKeysPerPrincipal = 50
 )
 
 // ApplyDefaults fills every unset key with its default and expands the single-backend
@@ -98,6 +104,9 @@ func (s *Server) applyDefaults() {
 
 func (a *Auth) applyDefaults() {
 	setDefault(&a.ClockSkew, Duration(30*time.Second))
+	setDefault(&a.APIKeys.MaxTTL, DefaultAPIKeyMaxTTL)
+	setDefault(&a.APIKeys.DefaultTTL, min(DefaultAPIKeyTTL, a.APIKeys.MaxTTL))
+	setDefault(&a.APIKeys.MaxPerPrincipal, DefaultAPIKeysPerPrincipal)
 	for i := range a.Issuers {
 		iss := &a.Issuers[i]
 		if len(iss.SigningAlgorithms) == 0 {

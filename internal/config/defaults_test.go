@@ -42,6 +42,12 @@ sandbox:
 	require.Equal(t, Log{Level: "info", Format: "json"}, c.Log)
 
 	require.Equal(t, 30*time.Second, c.Auth.ClockSkew.D())
+	require.Equal(t, 30*24*time.Hour, c.Auth.APIKeys.DefaultTTL.D())
+	require.Equal(t, 365*24*time.Hour, c.Auth.APIKeys.MaxTTL.D())
+	require.Equal(t, 50, c.Auth.APIKeys.MaxPerPrincipal)
+	short := &Config{Auth: Auth{APIKeys: APIKeys{MaxTTL: Duration(24 * time.Hour)}}}
+	short.ApplyDefaults()
+	require.Equal(t, 24*time.Hour, short.Auth.APIKeys.DefaultTTL.D(), "the default never exceeds a shorter max")
 	iss := c.Auth.Issuers[0]
 	require.Equal(t, []string{"RS256", "ES256"}, iss.SigningAlgorithms)
 	require.Equal(t, ClaimOrExpression{Claim: "sub"}, iss.ClaimMappings.Username)

@@ -128,6 +128,22 @@ type Auth struct {
 	// Console names the issuer and public client the web console signs users in with
 	// (authorization code + PKCE). Absent: the console says sign-in is not configured.
 	Console *Console `koanf:"console" json:"console,omitempty"`
+	// APIKeys bounds the API keys signed-in principals make (POST /v1/api-keys).
+	APIKeys APIKeys `koanf:"api_keys" json:"api_keys"`
+}
+
+// APIKeys bounds API keys: credentials for scripts, CI jobs and servers that authenticate as
+// the principal that made them (docs/semantics.md §1 API key).
+type APIKeys struct {
+	// DefaultTTL is the lifetime of a key made without one. Default 720h (30 days); at most
+	// MaxTTL.
+	DefaultTTL Duration `koanf:"default_ttl" json:"default_ttl"`
+	// MaxTTL is the longest lifetime a key may be given. Default 8760h (365 days); at least
+	// 1m.
+	MaxTTL Duration `koanf:"max_ttl" json:"max_ttl"`
+	// MaxPerPrincipal bounds the live keys (neither revoked nor expired) one principal
+	// holds. Default 50; negative: no limit.
+	MaxPerPrincipal int `koanf:"max_per_principal" json:"max_per_principal"`
 }
 
 // Console is the web console's sign-in. The console sends the issuer's ID token as its bearer

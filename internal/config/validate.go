@@ -226,9 +226,17 @@ func isOrigin(s string) bool {
 // maxClockSkew bounds auth.clock_skew.
 const maxClockSkew = Duration(5 * time.Minute)
 
+// minAPIKeyTTL bounds auth.api_keys.max_ttl from below (and the lifetime a key may be given).
+const minAPIKeyTTL = Duration(time.Minute)
+
 func (a *Auth) validate(p *problems) {
 	if a.ClockSkew < 0 || a.ClockSkew > maxClockSkew {
 		p.add("auth.clock_skew", "must be between 0 and %s (got %s)", maxClockSkew, a.ClockSkew)
+	}
+	if k := a.APIKeys; k.MaxTTL < minAPIKeyTTL {
+		p.add("auth.api_keys.max_ttl", "must be at least %s (got %s)", minAPIKeyTTL, k.MaxTTL)
+	} else if k.DefaultTTL < minAPIKeyTTL || k.DefaultTTL > k.MaxTTL {
+		p.add("auth.api_keys.default_ttl", "must be between %s and auth.api_keys.max_ttl (%s) (got %s)", minAPIKeyTTL, k.MaxTTL, k.DefaultTTL)
 	}
 	seen := map[string]int{}
 	for i, iss := range a.Issuers {

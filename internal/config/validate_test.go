@@ -141,6 +141,9 @@ func TestValidateRules(t *testing.T) {
 		{"clock skew too large", func(c *Config) { c.Auth.ClockSkew = Duration(10 * 60e9) }, "auth.clock_skew",
 			[]string{"between 0 and 5m"}},
 		{"clock skew negative", func(c *Config) { c.Auth.ClockSkew = -1 }, "auth.clock_skew", []string{"between"}},
+		{"api key max ttl too short", func(c *Config) { c.Auth.APIKeys.MaxTTL = Duration(30e9) }, "auth.api_keys.max_ttl", []string{"at least 1m"}},
+		{"api key default ttl over the max", func(c *Config) { c.Auth.APIKeys.DefaultTTL = c.Auth.APIKeys.MaxTTL + 1 }, "auth.api_keys.default_ttl",
+			[]string{"between 1m", "max_ttl"}},
 
 		// Server and database.
 		{"server addr", func(c *Config) { c.Server.Addr = " " }, "server.addr", []string{"must not be empty"}},

@@ -197,6 +197,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	set := settings(cfg.Sandbox)
 	set.AuditRetention = cfg.Audit.Retention.D()
 	set.AdminGroups = cfg.Auth.AdminGroups
+	set.APIKeys = apiKeySettings(cfg.Auth.APIKeys)
 	var port sandbox.Queue
 	if queued {
 		g.queued = broker.NewQueued(broker.QueuedOptions{
@@ -206,6 +207,18 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		})
 		port = g.queued
 		g.goBG(g.queued.Run)
+	}
+	// Authentication (gateways only): tokens of the configured issuers, and API keys read
+	// from the store and judged by the domain's clock, which set their expiry. A key revoked
+	// here is forgotten here at once; other replicas read it again within auth.KeyRecheck.
+	var authn *auth.Authenticator
+	var keyRevoked func(id string)
+	if opts.Role != RoleWorker {
+		if authn, err = auth.New(g.bg, cfg.Auth, auth.WithLogger(log), auth.WithFailureObserver(g.metrics.AuthFailed),
+			auth.WithTracerProvider(g.tracing.Provider()), auth.WithAPIKeys(keyLookup(g.store), now)); err != nil {
+			return nil, err
+		}
+		keyRevoked = authn.ForgetAPIKey
 	}
 	host, _ := os.Hostname()
 	profiles, err := buildProfiles(cfg, blocks, opts.Registry, g.installation, log)
@@ -232,7 +245,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		return nil, err
 	}
 	g.svc, err = sandbox.New(sandbox.Options{Settings: set, Profiles: profiles, Store: g.store, Spool: sp, Broker: brk, Queue: port,
-		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log, Observer: g.metrics, Tracer: g.tracing.Provider()})
+		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log, Observer: g.metrics, Tracer: g.tracing.Provider(), KeyRevoked: keyRevoked})
 	if err != nil {
 		closeProviders(profiles, log)
 		return nil, err
@@ -251,11 +264,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		g.goBG(func(ctx context.Context) {
 			_ = g.transport.Consume(ctx, cfg.Sandbox.Broker.Queue.Consumers, g.queued.Handler(g.svc.RunDelivered))
 		})
-	}
-	authn, err := auth.New(g.bg, cfg.Auth, auth.WithLogger(log),
-		auth.WithFailureObserver(g.metrics.AuthFailed), auth.WithTracerProvider(g.tracing.Provider()))
-	if err != nil {
-		return nil, err
 	}
 	extra := map[string]http.Handler{}
 	if opts.DevIssuer != nil {

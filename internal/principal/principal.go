@@ -32,6 +32,19 @@ type Principal struct {
 	Admin       bool
 	FirstSeenAt time.Time
 	LastSeenAt  time.Time
+	// APIKeyID is the id of the API key the request authenticated with ("" for a token). The
+	// claims above are then the key's: its maker's as they were when it was made.
+	APIKeyID string `json:",omitempty"`
+	// KeyProfiles, for an API key restricted to profiles, are the only profiles it may use
+	// (nil: no restriction; an empty list allows none — JSON keeps the two apart).
+	KeyProfiles []string
+}
+
+// MayUseProfile reports whether p's credential allows profile name: always for a token; for
+// an API key restricted to profiles, only those. (Whether the principal may use the profile
+// at all — allowed_groups — is the domain's question.)
+func (p Principal) MayUseProfile(name string) bool {
+	return p.KeyProfiles == nil || slices.Contains(p.KeyProfiles, name)
 }
 
 // Credentials are user-mode identity inputs resolved from claims. None is a secret.

@@ -2,6 +2,7 @@ package principal_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -51,4 +52,34 @@ func TestContext(t *testing.T) {
 	got, ok := principal.FromContext(principal.NewContext(context.Background(), p))
 	require.True(t, ok)
 	require.Equal(t, p, got)
+}
+
+func TestMayUseProfile(t *testing.T) {
+	t.Parallel()
+
+	require.True(t, principal.Principal{}.MayUseProfile("gpu"), "a token: any profile")
+	key := principal.Principal{APIKeyID: "k", KeyProfiles: []string{"default"}}
+	require.True(t, key.MayUseProfile("default"))
+	require.False(t, key.MayUseProfile("gpu"))
+	require.False(t, principal.Principal{KeyProfiles: []string{}}.MayUseProfile("default"), "an empty list allows none")
+}
+
+// TestKeyProfilesOnTheWire: a principal crosses the queue as JSON; a key's restriction must
+// arrive as it left, an empty list included (never widened to "no restriction").
+func TestKeyProfilesOnTheWire(t *testing.T) {
+	t.Parallel()
+
+	for _, in := range []principal.Principal{
+		{APIKeyID: "k", KeyProfiles: []string{"default"}},
+		{APIKeyID: "k", KeyProfiles: []string{}},
+		{},
+	} {
+		b, err := json.Marshal(in)
+		require.NoError(t, err)
+		var out principal.Principal
+		require.NoError(t, json.Unmarshal(b, &out))
+		require.Equal(t, in.KeyProfiles == nil, out.KeyProfiles == nil, string(b))
+		require.Equal(t, in.KeyProfiles, out.KeyProfiles)
+		require.Equal(t, in.APIKeyID, out.APIKeyID)
+	}
 }

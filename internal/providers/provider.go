@@ -66,7 +66,8 @@ type Credentials struct {
 	RunAs   string   // OS user to run commands as
 	// WebIdentityToken is the caller's own OIDC token, for providers that exchange it
 	// (ec2_ssm web_identity: AssumeRoleWithWebIdentity). A secret: never log or persist it.
-	// Empty when the execution does not carry it (queued executions).
+	// Empty when the execution does not carry it (queued executions, requests made with an
+	// API key).
 	WebIdentityToken string `json:"-"`
 }
 

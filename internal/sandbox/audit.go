@@ -16,17 +16,20 @@ import (
 type AuditEvent struct {
 	ID          int64
 	At          time.Time
-	Kind        string // execution | file_write | file_delete | session_create | session_destroy
+	Kind        string // execution | file_write | file_delete | session_create | session_destroy | api_key_create | api_key_revoke
 	PrincipalID string
 	Principal   string // "issuer#subject"
 	SessionID   string
 	Profile     string
 	TaskID      string // executions
 	Operation   string // executions: execute_command | execute_code
-	Target      string // file events: the workspace path
-	Digest      string // SHA-256 (hex) of the command or code, or of the written file
-	Excerpt     string // the command's or code's first 256 bytes
-	Size        int64  // bytes of the command or code, or of the written file
+	Target      string // file events: the workspace path; API key events: the key's id
+	// APIKeyID is the API key the request that made the event authenticated with ("" for a
+	// token).
+	APIKeyID string
+	Digest   string // SHA-256 (hex) of the command or code, or of the written file
+	Excerpt  string // the command's or code's first 256 bytes
+	Size     int64  // bytes of the command or code, or of the written file
 	// Status: "submitted" until an execution finishes, then its task status; "succeeded" or
 	// "failed" (ErrorType: the fault kind) for the other kinds.
 	Status     string
@@ -42,6 +45,7 @@ type AuditQuery struct {
 	Principal string
 	SessionID string
 	Kind      string
+	APIKeyID  string    // only events made with this API key
 	Since     time.Time // at or after (zero: no bound)
 	Until     time.Time // before (zero: no bound)
 	Limit     int
@@ -51,7 +55,7 @@ type AuditQuery struct {
 // audit records e as done by p now (its Kind and fields set by the caller). A failure to
 // record is logged, not returned: the operation it describes has happened.
 func (s *Service) audit(ctx context.Context, p principal.Principal, e store.AuditEvent) {
-	e.At, e.PrincipalID = s.now(), p.ID
+	e.At, e.PrincipalID, e.APIKeyID = s.now(), p.ID, p.APIKeyID
 	if err := s.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		s.log.Error("recording an audit event failed", "kind", e.Kind, "session_id", e.SessionID, "principal", p.Key(), "err", err)
 	}
@@ -71,7 +75,7 @@ func (s *Service) Audit(ctx context.Context, p principal.Principal, q AuditQuery
 		return nil, "", fault.New(fault.Validation, "since (%s) must be before until (%s)", q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
 	}
 	rows, err := s.store.ListAudit(ctx, store.AuditFilter{
-		Principal: q.Principal, SessionID: q.SessionID, Kind: q.Kind, Since: q.Since, Until: q.Until,
+		Principal: q.Principal, SessionID: q.SessionID, Kind: q.Kind, APIKeyID: q.APIKeyID, Since: q.Since, Until: q.Until,
 		BeforeID: before, Limit: q.Limit + 1,
 	})
 	if err != nil {
@@ -88,6 +92,7 @@ func (s *Service) Audit(ctx context.Context, p principal.Principal, q AuditQuery
 			ID: r.ID, At: r.At, Kind: r.Kind, PrincipalID: r.PrincipalID, Principal: r.Principal, SessionID: r.SessionID,
 			Profile: r.Profile, TaskID: r.TaskID, Operation: r.Operation, Target: r.Target, Digest: r.Digest, Excerpt: r.Excerpt,
 			Size: r.Size, Status: r.Status, ErrorType: r.ErrorType, ExitCode: r.ExitCode, DurationMS: r.DurationMS, FinishedAt: r.FinishedAt,
+			APIKeyID: r.APIKeyID,
 		})
 	}
 	return out, next, nil

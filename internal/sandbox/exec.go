@@ -239,7 +239,7 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	task := store.Task{
 		ID: id, SessionID: sess.ID, OwnerID: p.ID, Profile: prof.Name, Operation: op,
 		Status: TaskPending, RunnerID: s.runnerID, SubmittedAt: now, Program: spec.Command + spec.Code,
-		Background: in.Background, Interactive: spec.StdinOpen || spec.PTY != nil,
+		Background: in.Background, Interactive: spec.StdinOpen || spec.PTY != nil, APIKeyID: p.APIKeyID,
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attrTask.String(id), attrOp.String(op))
 	j := &execJob{s: s, p: p, prof: prof, sess: sess, ephemeral: ephemeral, viaDefault: isDefault(in.SessionID), task: task, spec: spec, stdin: in.Stdin,

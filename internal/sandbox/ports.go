@@ -159,6 +159,25 @@ type Store interface {
 	GetPrincipal(ctx context.Context, id string) (store.Principal, error)
 	// PrincipalLabel names principal id as "issuer#subject".
 	PrincipalLabel(ctx context.Context, id string) (string, error)
+	// SeenPrincipal records that principal id was seen at now without changing its claims
+	// (last_seen_at never moves back) and returns the row.
+	SeenPrincipal(ctx context.Context, id string, now time.Time) (store.Principal, error)
+
+	// API keys (docs/semantics.md §1 API key). Rows are store.APIKey; the gateway's
+	// authentication reads them by their secret's hash (store.Store.UseAPIKey), not the domain.
+
+	// CreateAPIKeyWithin inserts k unless its principal already holds limit live keys
+	// (neither revoked nor expired at k.CreatedAt; limit ≤ 0: no limit): ErrQuota, nothing
+	// inserted. The principal must be a recorded one; a duplicate id or hash is an error.
+	CreateAPIKeyWithin(ctx context.Context, k store.APIKey, limit int) error
+	GetAPIKey(ctx context.Context, id string) (store.APIKey, error)
+	// ListAPIKeys returns the filter's keys, newest first (created_at, then id).
+	ListAPIKeys(ctx context.Context, f store.APIKeyFilter) ([]store.APIKey, error)
+	// RevokeAPIKey records that principal by revoked key id at at and returns the key; a key
+	// revoked before keeps its first revocation.
+	RevokeAPIKey(ctx context.Context, id, by string, at time.Time) (store.APIKey, error)
+	// DeleteEndedAPIKeys removes the keys that expired or were revoked before cutoff.
+	DeleteEndedAPIKeys(ctx context.Context, cutoff time.Time) (int64, error)
 
 	// Audit (docs/semantics.md §14). The statements that insert a task (BeginTask,
 	// CreateTaskWithin) also record its execution's audit event (status store.AuditSubmitted,

@@ -17,8 +17,10 @@ import (
 // one per request; the row's username, e-mail, groups and last_seen_at are accurate to that
 // interval. A request decides with its own token's claims; only what acts without a token —
 // a share link re-checking its maker (preview.go) — reads the recorded groups, so a lost
-// group takes effect there within the interval of the maker's next request. The cache is
-// bounded; when full it is cleared.
+// group takes effect there within the interval of the maker's next request. A request with
+// an API key carries its maker's claims as they were when the key was made: it refreshes
+// last_seen_at only (SeenPrincipal), never the recorded claims. The cache is bounded; when
+// full it is cleared.
 type principalRecorder struct {
 	store   Store
 	now     func() time.Time
@@ -49,7 +51,14 @@ func (r *principalRecorder) record(ctx context.Context, p principal.Principal) (
 		p.ID, p.FirstSeenAt, p.LastSeenAt = c.row.ID, c.row.FirstSeenAt, c.row.LastSeenAt
 		return p, nil
 	}
-	row, err := r.store.UpsertPrincipal(ctx, store.Principal{Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: p.Email, Groups: slices.Clone(p.Groups)}, now)
+	var row store.Principal
+	var err error
+	if p.APIKeyID != "" && p.ID != "" {
+		// An API key's claims are its maker's as they were: not news of the principal.
+		row, err = r.store.SeenPrincipal(ctx, p.ID, now)
+	} else {
+		row, err = r.store.UpsertPrincipal(ctx, store.Principal{Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: p.Email, Groups: slices.Clone(p.Groups)}, now)
+	}
 	if err != nil {
 		return p, err
 	}

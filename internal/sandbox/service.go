@@ -54,6 +54,9 @@ type Options struct {
 	Observer Observer
 	// Tracer makes the domain's spans (docs/semantics.md §14); default a no-op provider.
 	Tracer trace.TracerProvider
+	// KeyRevoked, when set, is told the id of each API key this process revokes, after the
+	// store recorded it (the gateway's authentication forgets it at once); it must not block.
+	KeyRevoked func(id string)
 }
 
 // Service is the sandbox domain. Build it with New; call Maintain in the background.
@@ -70,6 +73,8 @@ type Service struct {
 	log      *slog.Logger
 	observer Observer
 	tracer   trace.Tracer
+	// keyRevoked is Options.KeyRevoked.
+	keyRevoked func(id string)
 
 	profiles map[string]*Profile
 	names    []string
@@ -112,6 +117,7 @@ func New(opts Options) (*Service, error) {
 		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
 		newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, sessionIDs: newSessionIdentities(),
 		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
+		keyRevoked: opts.KeyRevoked,
 	}
 	if s.observer == nil {
 		s.observer = nopObserver{}
@@ -172,8 +178,10 @@ func (s *Service) Profiles(p principal.Principal) []*Profile {
 	return out
 }
 
+// allowed reports whether p may use prof: its credential allows it (an API key may be
+// restricted to some profiles, administrators' too), and its groups do.
 func (s *Service) allowed(p principal.Principal, prof *Profile) bool {
-	return len(prof.AllowedGroups) == 0 || p.Admin || p.InAnyGroup(prof.AllowedGroups)
+	return p.MayUseProfile(prof.Name) && (len(prof.AllowedGroups) == 0 || p.Admin || p.InAnyGroup(prof.AllowedGroups))
 }
 
 // profile resolves name ("" = the default profile) for p: unknown → fault.Config naming the
@@ -192,6 +200,9 @@ func (s *Service) profile(p principal.Principal, name string) (*Profile, error) 
 			}
 		}
 		return nil, fault.New(fault.Config, "unknown sandbox profile '%s'; configured profiles: [%s]", name, strings.Join(usable, " "))
+	}
+	if err := keyRefusal(p, name); err != nil {
+		return nil, err
 	}
 	if !s.allowed(p, prof) {
 		return nil, fault.New(fault.Forbidden, "profile '%s' is restricted to members of %v; ask an administrator for access", name, prof.AllowedGroups)

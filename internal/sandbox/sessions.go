@@ -253,6 +253,9 @@ func (s *Service) lookupVia(ctx context.Context, p principal.Principal, id, prof
 	if !ok {
 		return store.Session{}, nil, false, fault.New(fault.Config, "sandbox session '%s' uses profile '%s', which is no longer configured; destroy the session", id, sess.Profile)
 	}
+	if err := keyRefusal(p, prof.Name); err != nil {
+		return store.Session{}, nil, false, err
+	}
 	if prof.Scope == ScopePerCall { // seed: per_call ignores an explicit id
 		return store.Session{}, nil, false, fault.New(fault.Conflict, "profile '%s' has scope per_call", prof.Name).
 			WithHint("use POST /v1/runs", fmt.Sprintf("omit sandbox_session_id and pass profile='%s'", prof.Name))

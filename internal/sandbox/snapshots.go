@@ -236,6 +236,9 @@ func (s *Service) snapshot(ctx context.Context, p principal.Principal, id string
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !p.Admin && (r.OwnerID == "" || r.OwnerID != p.ID)) {
 		return store.Snapshot{}, fault.New(fault.NotFound, "unknown snapshot '%s'", id)
 	}
+	if err == nil {
+		err = keyRefusal(p, r.Profile)
+	}
 	return r, err
 }
 

@@ -143,6 +143,9 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 			if err := s.sweepAudit(ctx); err != nil {
 				return err
 			}
+			if err := s.sweepAPIKeys(ctx); err != nil {
+				return err
+			}
 			s.sweepIdle(ctx)
 			s.sweepOrphans(ctx)
 			if _, err := s.store.DeleteStaleContexts(ctx); err != nil {

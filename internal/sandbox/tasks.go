@@ -84,6 +84,10 @@ func (s *Service) GetTask(ctx context.Context, p principal.Principal, id string)
 	if err != nil {
 		return Task{}, err
 	}
+	// An API key restricted to other profiles reaches none of this one's tasks.
+	if err := keyRefusal(p, t.Profile); err != nil {
+		return Task{}, err
+	}
 	// Results are the session's work: like the session, they need the profile's groups at
 	// the time they are read (listing and cancelling stay possible).
 	if prof, ok := s.profiles[t.Profile]; ok && !s.allowed(p, prof) {

@@ -19,6 +19,8 @@ const (
 	AuditFileDelete     = "file_delete"
 	AuditSessionCreate  = "session_create"
 	AuditSessionDestroy = "session_destroy"
+	AuditAPIKeyCreate   = "api_key_create" // Target: the new key's id
+	AuditAPIKeyRevoke   = "api_key_revoke" // Target: the revoked key's id
 )
 
 // AuditSubmitted is the status of an execution's audit event until its task finishes (then
@@ -44,7 +46,10 @@ type AuditEvent struct {
 	Profile     string
 	TaskID      string // executions
 	Operation   string // executions: execute_command | execute_code
-	Target      string // file events: the workspace path
+	Target      string // file events: the workspace path; API key events: the key's id
+	// APIKeyID is the API key the request that made the event authenticated with ("" for a
+	// token).
+	APIKeyID string
 	// Digest is the SHA-256 (hex) of the command or code, or of a written file's bytes;
 	// Excerpt the command's or code's first AuditExcerptBytes bytes; Size the full length in
 	// bytes of either.
@@ -66,6 +71,7 @@ type AuditFilter struct {
 	Principal string
 	SessionID string
 	Kind      string
+	APIKeyID  string    // events made with this API key
 	Since     time.Time // At ≥ Since (zero: no bound)
 	Until     time.Time // At < Until (zero: no bound)
 	BeforeID  int64     // ID < BeforeID (0: from the newest); the page cursor
@@ -98,11 +104,11 @@ func principalLabelOf(param string) string {
 // auditTaskInsert is a CTE (named audit) that records the task the CTE named task inserted
 // (it returns id and submitted_at) as an execution's audit event: owner, session, profile,
 // operation and program are the task's parameters, program the full text (its digest,
-// excerpt and size are taken here, before ProgramOf cuts it).
-func auditTaskInsert(owner, session, profile, operation, digest, excerpt, size string) string {
-	return `audit AS (INSERT INTO audit_events (at, kind, principal_id, principal, session_id, profile, task_id, operation, digest, excerpt, size, status)
+// excerpt and size are taken here, before ProgramOf cuts it), apiKey the task's APIKeyID.
+func auditTaskInsert(owner, session, profile, operation, digest, excerpt, size, apiKey string) string {
+	return `audit AS (INSERT INTO audit_events (at, kind, principal_id, principal, session_id, profile, task_id, operation, digest, excerpt, size, status, api_key_id)
 		SELECT task.submitted_at, '` + AuditExecution + `', ` + owner + `, ` + principalLabelOf(owner) + `, ` + session + `, ` + profile + `,
-			task.id, ` + operation + `, ` + digest + `, ` + excerpt + `, ` + size + `, '` + AuditSubmitted + `' FROM task)`
+			task.id, ` + operation + `, ` + digest + `, ` + excerpt + `, ` + size + `, '` + AuditSubmitted + `', ` + apiKey + ` FROM task)`
 }
 
 // programAudit returns the digest, excerpt and size of a task's full program.
@@ -116,14 +122,14 @@ func (st *Store) AppendAudit(ctx context.Context, e AuditEvent) error {
 	if e.Status == "" {
 		e.Status = "succeeded"
 	}
-	_, err := st.pool.Exec(ctx, `INSERT INTO audit_events (at, kind, principal_id, principal, session_id, profile, operation, target, digest, excerpt, size, status, error_type)
-		VALUES ($1, $2, $3, `+principalLabelOf("$3")+`, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-		e.At, e.Kind, e.PrincipalID, e.SessionID, e.Profile, e.Operation, e.Target, e.Digest, e.Excerpt, e.Size, e.Status, e.ErrorType)
+	_, err := st.pool.Exec(ctx, `INSERT INTO audit_events (at, kind, principal_id, principal, session_id, profile, operation, target, digest, excerpt, size, status, error_type, api_key_id)
+		VALUES ($1, $2, $3, `+principalLabelOf("$3")+`, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		e.At, e.Kind, e.PrincipalID, e.SessionID, e.Profile, e.Operation, e.Target, e.Digest, e.Excerpt, e.Size, e.Status, e.ErrorType, e.APIKeyID)
 	return err
 }
 
 const auditCols = `id, at, kind, principal_id::text, principal, session_id, profile, COALESCE(task_id, ''), operation, target, digest, excerpt, size,
-	status, error_type, exit_code, duration_ms, finished_at`
+	status, error_type, exit_code, duration_ms, finished_at, api_key_id`
 
 // ListAudit returns up to f.Limit events of the filter, newest (highest id) first.
 func (st *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, error) {
@@ -139,6 +145,9 @@ func (st *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, er
 	}
 	if f.Kind != "" {
 		where = append(where, "kind = "+arg(f.Kind))
+	}
+	if f.APIKeyID != "" {
+		where = append(where, "api_key_id = "+arg(f.APIKeyID))
 	}
 	if !f.Since.IsZero() {
 		where = append(where, "at >= "+arg(f.Since))
@@ -157,7 +166,7 @@ func (st *Store) ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, er
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (AuditEvent, error) {
 		var e AuditEvent
 		err := r.Scan(&e.ID, &e.At, &e.Kind, &e.PrincipalID, &e.Principal, &e.SessionID, &e.Profile, &e.TaskID, &e.Operation, &e.Target,
-			&e.Digest, &e.Excerpt, &e.Size, &e.Status, &e.ErrorType, &e.ExitCode, &e.DurationMS, &e.FinishedAt)
+			&e.Digest, &e.Excerpt, &e.Size, &e.Status, &e.ErrorType, &e.ExitCode, &e.DurationMS, &e.FinishedAt, &e.APIKeyID)
 		return e, err
 	})
 }

@@ -59,3 +59,18 @@ func (s *Store) PrincipalLabel(ctx context.Context, id string) (string, error) {
 	}
 	return iss + "#" + sub, nil
 }
+
+// SeenPrincipal records that principal id was seen at now without changing its claims (a
+// request with an API key carries its maker's claims as they were, not news of them), and
+// returns the row. Errors: ErrNotFound for an unknown id.
+func (s *Store) SeenPrincipal(ctx context.Context, id string, now time.Time) (Principal, error) {
+	var p Principal
+	err := s.pool.QueryRow(ctx, `
+UPDATE principals SET last_seen_at = GREATEST(last_seen_at, $2) WHERE id = $1
+RETURNING id::text, issuer, subject, username, email, groups, first_seen_at, last_seen_at`, id, now).
+		Scan(&p.ID, &p.Issuer, &p.Subject, &p.Username, &p.Email, &p.Groups, &p.FirstSeenAt, &p.LastSeenAt)
+	if err != nil {
+		return Principal{}, notFound(err)
+	}
+	return p, nil
+}

@@ -42,6 +42,9 @@ type Task struct {
 	PID int
 	// Interactive: the execution's standard input stays open (stdin_open, or a terminal).
 	Interactive bool
+	// APIKeyID is the API key the execution was submitted with ("" for a token): recorded in
+	// its audit event by the statement that inserts the task, not kept with the task.
+	APIKeyID string
 }
 
 // MaxProgram bounds Task.Program in bytes; ProgramOf cuts longer text.
@@ -106,10 +109,10 @@ func (st *Store) CreateTaskWithin(ctx context.Context, t Task, limit int) error 
 	var n int
 	err := st.pool.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, program, background, interactive)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $10, $11, $12 WHERE `+ownerUnder("$9", "$11")+` RETURNING id, submitted_at),
-		`+auditTaskInsert("$3", "$2", "$4", "$5", "$13", "$14", "$15")+`
+		`+auditTaskInsert("$3", "$2", "$4", "$5", "$13", "$14", "$15", "$16")+`
 		SELECT count(*) FROM task`,
 		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.RunnerID, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive,
-		digest, excerpt, size).Scan(&n)
+		digest, excerpt, size, t.APIKeyID).Scan(&n)
 	if err == nil && n == 0 {
 		return ErrQuota
 	}
@@ -126,10 +129,10 @@ func (st *Store) CreateQueuedTask(ctx context.Context, t Task, limit int, enqueu
 		digest, excerpt, size := programAudit(t)
 		err := tx.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, queued, program, background, interactive)
 			SELECT $1, $2, $3, $4, $5, $6, '', $7, true, $9, $10, $11 WHERE `+ownerUnder("$8", "$10")+` RETURNING id, submitted_at, seq),
-			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14")+`
+			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14", "$15")+`
 			SELECT seq FROM task`,
 			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.Status, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive,
-			digest, excerpt, size).Scan(&seq)
+			digest, excerpt, size, t.APIKeyID).Scan(&seq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrQuota
 		}

@@ -67,10 +67,10 @@ func (st *Store) BeginTask(ctx context.Context, t Task, a Admission) (Begun, err
 		var n int
 		err := st.pool.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at, program, background, interactive)
 			SELECT $1, $2, $3, $4, $5, 'running', $6, $7, $7, $9, $10, $11 WHERE `+ownerUnder("$8", "$10")+` RETURNING id, submitted_at),
-			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14")+`
+			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14", "$15")+`
 			SELECT count(*) FROM task`,
 			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, ProgramOf(t.Program), t.Background, t.Interactive,
-			digest, excerpt, size).Scan(&n)
+			digest, excerpt, size, t.APIKeyID).Scan(&n)
 		if err == nil && n == 0 {
 			return Begun{}, ErrQuota
 		}
@@ -97,10 +97,10 @@ func (st *Store) BeginTask(ctx context.Context, t Task, a Admission) (Begun, err
 		task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at, program, background, interactive)
 			SELECT $1, $2, $3, $4, $5, CASE WHEN line.first THEN 'running' ELSE 'pending' END, $6, $7,
 				CASE WHEN line.first THEN $7::timestamptz END, $11, $12, $13 FROM line RETURNING id, submitted_at),
-		`+auditTaskInsert("$3", "$2", "$4", "$5", "$14", "$15", "$16")+`
+		`+auditTaskInsert("$3", "$2", "$4", "$5", "$14", "$15", "$16", "$18")+`
 		SELECT ok.within, open.usable, COALESCE(line.ticket, 0), COALESCE(line.first, false), s.* FROM s CROSS JOIN ok CROSS JOIN open LEFT JOIN line ON true`,
 		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token, ProgramOf(t.Program), t.Background, t.Interactive,
-		digest, excerpt, size, a.WakesPaused).
+		digest, excerpt, size, a.WakesPaused, t.APIKeyID).
 		QueryRow(func(row pgx.Row) error {
 			var err error
 			sess, err = scanSessionAfter(row, &within, &usable, &place.Ticket, &first)

@@ -57,8 +57,9 @@ var (
 		string(fault.Forbidden), string(fault.Conflict), string(fault.Paused), string(fault.TooLarge), string(fault.Quota),
 		string(fault.Unavailable), string(fault.Internal))
 	// providerOps are the provider calls the domain counts failures of (sandbox.Observer).
-	providerOps  = newLabelSet("create", "attach", "exec", "write_file", "destroy")
-	authReasons  = newLabelSet(auth.ReasonMissing, auth.ReasonMalformed, auth.ReasonUntrustedIssuer, auth.ReasonSignature, auth.ReasonExpired, auth.ReasonNotYetValid, auth.ReasonAudience, auth.ReasonClaims, auth.ReasonIssuerUnavailable, auth.ReasonPrincipalUnrecorded)
+	providerOps = newLabelSet("create", "attach", "exec", "write_file", "destroy")
+	authReasons = newLabelSet(auth.ReasonMissing, auth.ReasonMalformed, auth.ReasonUntrustedIssuer, auth.ReasonSignature, auth.ReasonExpired, auth.ReasonNotYetValid, auth.ReasonAudience, auth.ReasonClaims, auth.ReasonIssuerUnavailable, auth.ReasonPrincipalUnrecorded,
+		auth.ReasonUnknownKey, auth.ReasonRevoked, auth.ReasonKeysUnavailable)
 	deliveries   = newLabelSet(broker.DeliveryRun, broker.DeliveryDuplicate, broker.DeliveryDeferred, broker.DeliveryFailed)
 	sessionState = newLabelSet(store.SessionProvisioned, store.SessionUnprovisioned, store.SessionDestroyFailed)
 )

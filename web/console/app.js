@@ -7,6 +7,7 @@ import { h, fill, problemBox } from './ui.js';
 import { profilesView, sessionsView, snapshotsView, tasksView, taskView, meView } from './views.js';
 import { sessionView, filesView } from './session.js';
 import { terminalView } from './terminal.js';
+import { keysView } from './keys.js';
 
 const SID = '([0-9a-f]{32}|default)';
 const routes = [
@@ -18,6 +19,7 @@ const routes = [
   [/^\/profiles$/, profilesView],
   [/^\/tasks$/, tasksView],
   [/^\/tasks\/([0-9a-f]{32})$/, taskView],
+  [/^\/keys$/, keysView],
   [/^\/me$/, meView],
 ];
 

@@ -44,7 +44,7 @@ export function badge(text, kind = '', title) {
 
 const statusKinds = {
   active: 'ok', succeeded: 'ok', completed: 'ok', closed: 'muted', pending: 'info', running: 'info',
-  failed: 'bad', timed_out: 'bad', lost: 'bad', cancelled: 'muted',
+  failed: 'bad', timed_out: 'bad', lost: 'bad', cancelled: 'muted', revoked: 'bad', expired: 'muted',
 };
 
 const stateKinds = { running: 'ok', paused: 'warn', parked: 'info', none: 'muted', destroy_failed: 'bad' };

@@ -86,6 +86,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's API keys.
+         * @description Newest first, revoked and expired ones included for 30 days after they ended; never
+         *     a secret. Admins may pass `all=true` to see every principal's (with a sign-in: a
+         *     request made with a key gets 403).
+         */
+        get: operations["listAPIKeys"];
+        put?: never;
+        /**
+         * Make an API key (with a sign-in).
+         * @description Makes a key that authenticates as the caller, and answers its `secret` — this once:
+         *     only its SHA-256 is kept. Needs a sign-in (a request made with a key gets 403). Each
+         *     of `profiles` must be a profile the caller may use now (unknown: 400 `config`; not
+         *     allowed: 403). A caller holds at most `auth.api_keys.max_per_principal` (50) live
+         *     keys (429 `quota`).
+         */
+        post: operations["createAPIKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api-keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An API key's id (not its secret). */
+                key_id: components["parameters"]["KeyID"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One API key.
+         * @description One of the caller's keys (another principal's: 404; admins: any, with a sign-in).
+         */
+        get: operations["getAPIKey"];
+        put?: never;
+        post?: never;
+        /**
+         * Revoke an API key.
+         * @description Revokes the key at once — every replica refuses it within a second — and answers it
+         *     (`status: revoked`). Revoking a revoked key changes nothing. A request made with a key
+         *     may revoke its principal's keys, itself included; admins revoke anyone's with a
+         *     sign-in. Another principal's key: 404.
+         */
+        delete: operations["revokeAPIKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions": {
         parameters: {
             query?: never;
@@ -956,7 +1016,8 @@ export interface paths {
          * The audit log (admins only).
          * @description Who did what, newest first: every execution (with the SHA-256 and the first 256 bytes
          *     of its command or code, its exit code, duration and status), file write and deletion,
-         *     and session creation and destruction, per principal. An execution's event appears
+         *     session creation and destruction, and API key creation and revocation, per principal;
+         *     an event made by a request with an API key names the key (`api_key_id`). An execution's event appears
          *     when it is submitted (`status: submitted`) and is completed when it finishes. Events
          *     are kept for `audit.retention` (default 90 days). Only members of
          *     `auth.admin_groups` may read it; anyone else gets 403.
@@ -1013,6 +1074,12 @@ export interface components {
             /** Format: date-time */
             last_seen_at?: string;
             quotas?: components["schemas"]["Quotas"];
+            /** @description Set when the request was made with an API key; the claims above are then the key's (its maker's when it was made). */
+            api_key?: {
+                id: string;
+                /** @description The only profiles the key may use; absent when it may use every profile its principal may. */
+                profiles?: string[];
+            };
         };
         /** @description The caller's quotas (`sandbox.quotas`) and what it uses of them now, across every replica (`mcp_sessions` and `open_requests`, on the replica that answered). */
         Quotas: {
@@ -1623,8 +1690,51 @@ export interface components {
                 [key: string]: unknown;
             }[];
         };
+        CreateAPIKeyRequest: {
+            /** @description What the key is for (shown in lists); no control characters. */
+            name: string;
+            /** @description Lifetime in seconds; default `auth.api_keys.default_ttl` (30 days), at most `auth.api_keys.max_ttl` (365 days). */
+            ttl_s?: number;
+            /** @description Restrict the key to these profiles (each one the caller may use); absent, it may use every profile its principal may. */
+            profiles?: string[];
+        };
+        APIKey: {
+            id: string;
+            name: string;
+            /** @description The secret's first characters, to tell keys apart (not secret). */
+            prefix: string;
+            /** @description The principal that made the key, and that it authenticates as. */
+            principal_id: string;
+            /** @description That principal as `issuer#subject`. */
+            principal: string;
+            /** @description The only profiles the key may use; absent when it may use every profile its principal may. */
+            profiles?: string[];
+            /** @enum {string} */
+            status: "active" | "expired" | "revoked";
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string;
+            /**
+             * Format: date-time
+             * @description The latest use, to the minute; absent when never used.
+             */
+            last_used_at?: string;
+            /** Format: date-time */
+            revoked_at?: string;
+        };
+        /** @description A key just made, with its secret — shown this once. */
+        CreatedAPIKey: components["schemas"]["APIKey"] & {
+            /** @description The key: send it as `Authorization: Bearer <secret>`. Store it now; it is not shown again. */
+            secret: string;
+        };
+        APIKeyList: {
+            api_keys: components["schemas"]["APIKey"][];
+            /** @description Empty on the last page. */
+            next_cursor: string;
+        };
         /** @enum {string} */
-        AuditKind: "execution" | "file_write" | "file_delete" | "session_create" | "session_destroy";
+        AuditKind: "execution" | "file_write" | "file_delete" | "session_create" | "session_destroy" | "api_key_create" | "api_key_revoke";
         AuditEvent: {
             /** Format: int64 */
             id: number;
@@ -1648,8 +1758,10 @@ export interface components {
              * @enum {string}
              */
             operation?: "execute_command" | "execute_code";
-            /** @description File events: the workspace path. */
+            /** @description File events: the workspace path; API key events: the key's id. */
             target?: string;
+            /** @description The API key the request that made the event was authenticated with; absent for a token. */
+            api_key_id?: string;
             /** @description SHA-256 (hex) of the command or code, or of the bytes a file write stored. */
             digest?: string;
             /** @description The first 256 bytes of the command or code. */
@@ -2053,6 +2165,8 @@ export interface components {
         /** @description A context name. */
         ContextName: string;
         SnapshotID: string;
+        /** @description An API key's id (not its secret). */
+        KeyID: string;
         /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
         Port: number;
         /** @description The rest of the path, slashes included, passed to the sandbox's server (may be empty). */
@@ -2270,6 +2384,180 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    listAPIKeys: {
+        parameters: {
+            query?: {
+                /** @description Admins only, with a sign-in; every principal's keys. */
+                all?: boolean;
+                limit?: components["parameters"]["Limit"];
+                /** @description Opaque `next_cursor` from the previous page. */
+                cursor?: components["parameters"]["Cursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "api_keys": [
+                     *         {
+                     *           "id": "3c4d5e6f708192a3b4c5d6e7f8091a2b",
+                     *           "name": "ci-deploy",
+                     *           "prefix": "sgk_3fQx9LmA",
+                     *           "principal_id": "9b2f6c1e-3f3c-4d7a-9d59-0c1d2e3f4a5b",
+                     *           "principal": "https://issuer.example.com#alice",
+                     *           "profiles": [
+                     *             "default"
+                     *           ],
+                     *           "status": "active",
+                     *           "created_at": "2026-11-29T09:00:00Z",
+                     *           "expires_at": "2026-12-29T09:00:00Z",
+                     *           "last_used_at": "2026-11-30T14:02:00Z"
+                     *         }
+                     *       ],
+                     *       "next_cursor": ""
+                     *     }
+                     */
+                    "application/json": components["schemas"]["APIKeyList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    createAPIKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "ci-deploy",
+                 *       "ttl_s": 2592000,
+                 *       "profiles": [
+                 *         "default"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["CreateAPIKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The key, with its secret. */
+            201: {
+                headers: {
+                    Location: components["headers"]["Location"];
+                    /** @description `no-store`: the answer carries a secret. */
+                    "Cache-Control"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "3c4d5e6f708192a3b4c5d6e7f8091a2b",
+                     *       "name": "ci-deploy",
+                     *       "prefix": "sgk_3fQx9LmA",
+                     *       "secret": "sgk_3fQx9LmAb7Kp2Qw8Zr5Tn1Vy6Hc4Jd0Ge9Uf3Mx7Lp2Ns8Ra5Vb1C3k9Zq",
+                     *       "principal_id": "9b2f6c1e-3f3c-4d7a-9d59-0c1d2e3f4a5b",
+                     *       "principal": "https://issuer.example.com#alice",
+                     *       "profiles": [
+                     *         "default"
+                     *       ],
+                     *       "status": "active",
+                     *       "created_at": "2026-11-29T09:00:00Z",
+                     *       "expires_at": "2026-12-29T09:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CreatedAPIKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    getAPIKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An API key's id (not its secret). */
+                key_id: components["parameters"]["KeyID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    revokeAPIKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description An API key's id (not its secret). */
+                key_id: components["parameters"]["KeyID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The revoked key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKey"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["StoreUnavailable"];
@@ -4166,6 +4454,8 @@ export interface operations {
                 principal?: string;
                 session_id?: string;
                 kind?: components["schemas"]["AuditKind"];
+                /** @description Only events of requests made with this API key. */
+                api_key_id?: string;
                 /** @description Only events at or after this time (RFC 3339). */
                 since?: string;
                 /** @description Only events before this time (RFC 3339). */

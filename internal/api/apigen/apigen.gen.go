@@ -23,6 +23,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for APIKeyStatus.
+const (
+	APIKeyStatusActive  APIKeyStatus = "active"
+	APIKeyStatusExpired APIKeyStatus = "expired"
+	APIKeyStatusRevoked APIKeyStatus = "revoked"
+)
+
+// Valid indicates whether the value is a known member of the APIKeyStatus enum.
+func (e APIKeyStatus) Valid() bool {
+	switch e {
+	case APIKeyStatusActive:
+		return true
+	case APIKeyStatusExpired:
+		return true
+	case APIKeyStatusRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AgentToolsFormat.
 const (
 	AgentToolsFormatAnthropic AgentToolsFormat = "anthropic"
@@ -64,6 +85,8 @@ func (e AuditEventOperation) Valid() bool {
 
 // Defines values for AuditKind.
 const (
+	ApiKeyCreate   AuditKind = "api_key_create"
+	ApiKeyRevoke   AuditKind = "api_key_revoke"
 	Execution      AuditKind = "execution"
 	FileDelete     AuditKind = "file_delete"
 	FileWrite      AuditKind = "file_write"
@@ -74,6 +97,10 @@ const (
 // Valid indicates whether the value is a known member of the AuditKind enum.
 func (e AuditKind) Valid() bool {
 	switch e {
+	case ApiKeyCreate:
+		return true
+	case ApiKeyRevoke:
+		return true
 	case Execution:
 		return true
 	case FileDelete:
@@ -119,6 +146,27 @@ func (e ContextCreateLanguage) Valid() bool {
 	case ContextCreateLanguageBash:
 		return true
 	case ContextCreateLanguagePython:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreatedAPIKeyStatus.
+const (
+	CreatedAPIKeyStatusActive  CreatedAPIKeyStatus = "active"
+	CreatedAPIKeyStatusExpired CreatedAPIKeyStatus = "expired"
+	CreatedAPIKeyStatusRevoked CreatedAPIKeyStatus = "revoked"
+)
+
+// Valid indicates whether the value is a known member of the CreatedAPIKeyStatus enum.
+func (e CreatedAPIKeyStatus) Valid() bool {
+	switch e {
+	case CreatedAPIKeyStatusActive:
+		return true
+	case CreatedAPIKeyStatusExpired:
+		return true
+	case CreatedAPIKeyStatusRevoked:
 		return true
 	default:
 		return false
@@ -433,16 +481,16 @@ func (e SessionDestroyedState) Valid() bool {
 
 // Defines values for SessionStatus.
 const (
-	Active SessionStatus = "active"
-	Closed SessionStatus = "closed"
+	SessionStatusActive SessionStatus = "active"
+	SessionStatusClosed SessionStatus = "closed"
 )
 
 // Valid indicates whether the value is a known member of the SessionStatus enum.
 func (e SessionStatus) Valid() bool {
 	switch e {
-	case Active:
+	case SessionStatusActive:
 		return true
-	case Closed:
+	case SessionStatusClosed:
 		return true
 	default:
 		return false
@@ -539,6 +587,42 @@ func (e GetAgentToolsParamsFormat) Valid() bool {
 	}
 }
 
+// APIKey defines model for APIKey.
+type APIKey struct {
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Id        string    `json:"id"`
+
+	// LastUsedAt The latest use, to the minute; absent when never used.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Name       string     `json:"name"`
+
+	// Prefix The secret's first characters, to tell keys apart (not secret).
+	Prefix string `json:"prefix"`
+
+	// Principal That principal as `issuer#subject`.
+	Principal string `json:"principal"`
+
+	// PrincipalId The principal that made the key, and that it authenticates as.
+	PrincipalId string `json:"principal_id"`
+
+	// Profiles The only profiles the key may use; absent when it may use every profile its principal may.
+	Profiles  *[]string    `json:"profiles,omitempty"`
+	RevokedAt *time.Time   `json:"revoked_at,omitempty"`
+	Status    APIKeyStatus `json:"status"`
+}
+
+// APIKeyStatus defines model for APIKey.Status.
+type APIKeyStatus string
+
+// APIKeyList defines model for APIKeyList.
+type APIKeyList struct {
+	ApiKeys []APIKey `json:"api_keys"`
+
+	// NextCursor Empty on the last page.
+	NextCursor string `json:"next_cursor"`
+}
+
 // AgentTools defines model for AgentTools.
 type AgentTools struct {
 	Format AgentToolsFormat `json:"format"`
@@ -558,6 +642,9 @@ type AgentToolsFormat string
 
 // AuditEvent defines model for AuditEvent.
 type AuditEvent struct {
+	// ApiKeyId The API key the request that made the event was authenticated with; absent for a token.
+	ApiKeyId *string `json:"api_key_id,omitempty"`
+
 	// At When it happened; an execution's submission.
 	At time.Time `json:"at"`
 
@@ -599,7 +686,7 @@ type AuditEvent struct {
 	// `failed`, `timed_out`, `cancelled`, `lost`). Other kinds: `succeeded` or `failed`.
 	Status string `json:"status"`
 
-	// Target File events: the workspace path.
+	// Target File events: the workspace path; API key events: the key's id.
 	Target *string `json:"target,omitempty"`
 
 	// TaskId Executions: the task.
@@ -760,6 +847,18 @@ type ContextList struct {
 	Contexts []Context `json:"contexts"`
 }
 
+// CreateAPIKeyRequest defines model for CreateAPIKeyRequest.
+type CreateAPIKeyRequest struct {
+	// Name What the key is for (shown in lists); no control characters.
+	Name string `json:"name"`
+
+	// Profiles Restrict the key to these profiles (each one the caller may use); absent, it may use every profile its principal may.
+	Profiles *[]string `json:"profiles,omitempty"`
+
+	// TtlS Lifetime in seconds; default `auth.api_keys.default_ttl` (30 days), at most `auth.api_keys.max_ttl` (365 days).
+	TtlS *int `json:"ttl_s,omitempty"`
+}
+
 // CreateSessionRequest defines model for CreateSessionRequest.
 type CreateSessionRequest struct {
 	// FromSnapshot Start from one of your snapshots (a fork): the session takes the snapshot's profile
@@ -772,6 +871,37 @@ type CreateSessionRequest struct {
 	Name         *string            `json:"name,omitempty"`
 	Profile      *string            `json:"profile,omitempty"`
 }
+
+// CreatedAPIKey A key just made, with its secret — shown this once.
+type CreatedAPIKey struct {
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Id        string    `json:"id"`
+
+	// LastUsedAt The latest use, to the minute; absent when never used.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Name       string     `json:"name"`
+
+	// Prefix The secret's first characters, to tell keys apart (not secret).
+	Prefix string `json:"prefix"`
+
+	// Principal That principal as `issuer#subject`.
+	Principal string `json:"principal"`
+
+	// PrincipalId The principal that made the key, and that it authenticates as.
+	PrincipalId string `json:"principal_id"`
+
+	// Profiles The only profiles the key may use; absent when it may use every profile its principal may.
+	Profiles  *[]string  `json:"profiles,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+
+	// Secret The key: send it as `Authorization: Bearer <secret>`. Store it now; it is not shown again.
+	Secret string              `json:"secret"`
+	Status CreatedAPIKeyStatus `json:"status"`
+}
+
+// CreatedAPIKeyStatus defines model for CreatedAPIKey.Status.
+type CreatedAPIKeyStatus string
 
 // Credentials User-mode identity material resolved from the token (never secrets).
 type Credentials struct {
@@ -975,6 +1105,14 @@ type PortLinkRequest struct {
 type Principal struct {
 	// Admin Member of one of `auth.admin_groups`.
 	Admin bool `json:"admin"`
+
+	// ApiKey Set when the request was made with an API key; the claims above are then the key's (its maker's when it was made).
+	ApiKey *struct {
+		Id string `json:"id"`
+
+		// Profiles The only profiles the key may use; absent when it may use every profile its principal may.
+		Profiles *[]string `json:"profiles,omitempty"`
+	} `json:"api_key,omitempty"`
 
 	// Credentials User-mode identity material resolved from the token (never secrets).
 	Credentials Credentials `json:"credentials"`
@@ -1341,6 +1479,9 @@ type ContextName = string
 // Cursor defines model for Cursor.
 type Cursor = string
 
+// KeyID defines model for KeyID.
+type KeyID = string
+
 // Limit defines model for Limit.
 type Limit = int
 
@@ -1434,12 +1575,25 @@ type GetAgentToolsParams struct {
 // GetAgentToolsParamsFormat defines parameters for GetAgentTools.
 type GetAgentToolsParamsFormat string
 
+// ListAPIKeysParams defines parameters for ListAPIKeys.
+type ListAPIKeysParams struct {
+	// All Admins only, with a sign-in; every principal's keys.
+	All   *bool  `form:"all,omitempty" json:"all,omitempty"`
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque `next_cursor` from the previous page.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListAuditEventsParams defines parameters for ListAuditEvents.
 type ListAuditEventsParams struct {
 	// Principal Only this principal's events, by its `issuer#subject` or its id.
 	Principal *string    `form:"principal,omitempty" json:"principal,omitempty"`
 	SessionId *string    `form:"session_id,omitempty" json:"session_id,omitempty"`
 	Kind      *AuditKind `form:"kind,omitempty" json:"kind,omitempty"`
+
+	// ApiKeyId Only events of requests made with this API key.
+	ApiKeyId *string `form:"api_key_id,omitempty" json:"api_key_id,omitempty"`
 
 	// Since Only events at or after this time (RFC 3339).
 	Since *time.Time `form:"since,omitempty" json:"since,omitempty"`
@@ -1629,6 +1783,9 @@ type WriteTaskStdinParams struct {
 	// Eof Close the input after this body.
 	Eof *bool `form:"eof,omitempty" json:"eof,omitempty"`
 }
+
+// CreateAPIKeyJSONRequestBody defines body for CreateAPIKey for application/json ContentType.
+type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
 // CreateRunJSONRequestBody defines body for CreateRun for application/json ContentType.
 type CreateRunJSONRequestBody = RunRequest
@@ -2013,6 +2170,18 @@ type ServerInterface interface {
 	// GetAgentTools The agent tools and their usage guidance, for function-calling clients.
 	// (GET /v1/agent/tools)
 	GetAgentTools(w http.ResponseWriter, r *http.Request, params GetAgentToolsParams)
+	// ListAPIKeys The caller's API keys.
+	// (GET /v1/api-keys)
+	ListAPIKeys(w http.ResponseWriter, r *http.Request, params ListAPIKeysParams)
+	// CreateAPIKey Make an API key (with a sign-in).
+	// (POST /v1/api-keys)
+	CreateAPIKey(w http.ResponseWriter, r *http.Request)
+	// RevokeAPIKey Revoke an API key.
+	// (DELETE /v1/api-keys/{key_id})
+	RevokeAPIKey(w http.ResponseWriter, r *http.Request, keyId KeyID)
+	// GetAPIKey One API key.
+	// (GET /v1/api-keys/{key_id})
+	GetAPIKey(w http.ResponseWriter, r *http.Request, keyId KeyID)
 	// ListAuditEvents The audit log (admins only).
 	// (GET /v1/audit)
 	ListAuditEvents(w http.ResponseWriter, r *http.Request, params ListAuditEventsParams)
@@ -2136,6 +2305,30 @@ func (_ Unimplemented) GetReady(w http.ResponseWriter, r *http.Request) {
 // GetAgentTools The agent tools and their usage guidance, for function-calling clients.
 // (GET /v1/agent/tools)
 func (_ Unimplemented) GetAgentTools(w http.ResponseWriter, r *http.Request, params GetAgentToolsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListAPIKeys The caller's API keys.
+// (GET /v1/api-keys)
+func (_ Unimplemented) ListAPIKeys(w http.ResponseWriter, r *http.Request, params ListAPIKeysParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateAPIKey Make an API key (with a sign-in).
+// (POST /v1/api-keys)
+func (_ Unimplemented) CreateAPIKey(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RevokeAPIKey Revoke an API key.
+// (DELETE /v1/api-keys/{key_id})
+func (_ Unimplemented) RevokeAPIKey(w http.ResponseWriter, r *http.Request, keyId KeyID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetAPIKey One API key.
+// (GET /v1/api-keys/{key_id})
+func (_ Unimplemented) GetAPIKey(w http.ResponseWriter, r *http.Request, keyId KeyID) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2413,6 +2606,131 @@ func (siw *ServerInterfaceWrapper) GetAgentTools(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// ListAPIKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListAPIKeys(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListAPIKeysParams
+
+	// ------------- Optional query parameter "all" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "all", r.URL.Query(), &params.All, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "all"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "all", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListAPIKeys(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateAPIKey operation middleware
+func (siw *ServerInterfaceWrapper) CreateAPIKey(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateAPIKey(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeAPIKey operation middleware
+func (siw *ServerInterfaceWrapper) RevokeAPIKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key_id" -------------
+	var keyId KeyID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key_id", chi.URLParam(r, "key_id"), &keyId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeAPIKey(w, r, keyId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetAPIKey operation middleware
+func (siw *ServerInterfaceWrapper) GetAPIKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "key_id" -------------
+	var keyId KeyID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "key_id", chi.URLParam(r, "key_id"), &keyId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "key_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetAPIKey(w, r, keyId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // ListAuditEvents operation middleware
 func (siw *ServerInterfaceWrapper) ListAuditEvents(w http.ResponseWriter, r *http.Request) {
 
@@ -2457,6 +2775,19 @@ func (siw *ServerInterfaceWrapper) ListAuditEvents(w http.ResponseWriter, r *htt
 			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "kind"})
 		} else {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "kind", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "api_key_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "api_key_id", r.URL.Query(), &params.ApiKeyId, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "api_key_id"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "api_key_id", Err: err})
 		}
 		return
 	}
@@ -4112,6 +4443,18 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/profiles", wrapper.ListProfiles)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/api-keys", wrapper.ListAPIKeys)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/api-keys", wrapper.CreateAPIKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/api-keys/{key_id}", wrapper.RevokeAPIKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/api-keys/{key_id}", wrapper.GetAPIKey)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/sessions", wrapper.ListSessions)
 	})
 	r.Group(func(r chi.Router) {
@@ -4507,6 +4850,611 @@ type GetAgentTools503ApplicationProblemPlusJSONResponse struct {
 }
 
 func (response GetAgentTools503ApplicationProblemPlusJSONResponse) VisitGetAgentToolsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeysRequestObject struct {
+	Params ListAPIKeysParams
+}
+
+type ListAPIKeysResponseObject interface {
+	VisitListAPIKeysResponse(w http.ResponseWriter) error
+}
+
+type ListAPIKeys200JSONResponse APIKeyList
+
+func (response ListAPIKeys200JSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys400ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys401ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys403ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys429ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys500ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAPIKeys503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListAPIKeys503ApplicationProblemPlusJSONResponse) VisitListAPIKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKeyRequestObject struct {
+	Body *CreateAPIKeyJSONRequestBody
+}
+
+type CreateAPIKeyResponseObject interface {
+	VisitCreateAPIKeyResponse(w http.ResponseWriter) error
+}
+
+type CreateAPIKey201ResponseHeaders struct {
+	CacheControl *string
+	Location     *string
+}
+
+type CreateAPIKey201JSONResponse struct {
+	Body    CreatedAPIKey
+	Headers CreateAPIKey201ResponseHeaders
+}
+
+func (response CreateAPIKey201JSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.CacheControl != nil {
+		w.Header().Set("Cache-Control", fmt.Sprint(*response.Headers.CacheControl))
+	}
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey400ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey401ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey403ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey408ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey413ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey415ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey429ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey500ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateAPIKey503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CreateAPIKey503ApplicationProblemPlusJSONResponse) VisitCreateAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKeyRequestObject struct {
+	KeyId KeyID `json:"key_id"`
+}
+
+type RevokeAPIKeyResponseObject interface {
+	VisitRevokeAPIKeyResponse(w http.ResponseWriter) error
+}
+
+type RevokeAPIKey200JSONResponse APIKey
+
+func (response RevokeAPIKey200JSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey400ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey401ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey403ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey404ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey429ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey500ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeAPIKey503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeAPIKey503ApplicationProblemPlusJSONResponse) VisitRevokeAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKeyRequestObject struct {
+	KeyId KeyID `json:"key_id"`
+}
+
+type GetAPIKeyResponseObject interface {
+	VisitGetAPIKeyResponse(w http.ResponseWriter) error
+}
+
+type GetAPIKey200JSONResponse APIKey
+
+func (response GetAPIKey200JSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetAPIKey400ApplicationProblemPlusJSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response GetAPIKey401ApplicationProblemPlusJSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetAPIKey403ApplicationProblemPlusJSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetAPIKey404ApplicationProblemPlusJSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response GetAPIKey429ApplicationProblemPlusJSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response GetAPIKey500ApplicationProblemPlusJSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetAPIKey503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response GetAPIKey503ApplicationProblemPlusJSONResponse) VisitGetAPIKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -11159,6 +12107,18 @@ type StrictServerInterface interface {
 	// GetAgentTools The agent tools and their usage guidance, for function-calling clients.
 	// (GET /v1/agent/tools)
 	GetAgentTools(ctx context.Context, request GetAgentToolsRequestObject) (GetAgentToolsResponseObject, error)
+	// ListAPIKeys The caller's API keys.
+	// (GET /v1/api-keys)
+	ListAPIKeys(ctx context.Context, request ListAPIKeysRequestObject) (ListAPIKeysResponseObject, error)
+	// CreateAPIKey Make an API key (with a sign-in).
+	// (POST /v1/api-keys)
+	CreateAPIKey(ctx context.Context, request CreateAPIKeyRequestObject) (CreateAPIKeyResponseObject, error)
+	// RevokeAPIKey Revoke an API key.
+	// (DELETE /v1/api-keys/{key_id})
+	RevokeAPIKey(ctx context.Context, request RevokeAPIKeyRequestObject) (RevokeAPIKeyResponseObject, error)
+	// GetAPIKey One API key.
+	// (GET /v1/api-keys/{key_id})
+	GetAPIKey(ctx context.Context, request GetAPIKeyRequestObject) (GetAPIKeyResponseObject, error)
 	// ListAuditEvents The audit log (admins only).
 	// (GET /v1/audit)
 	ListAuditEvents(ctx context.Context, request ListAuditEventsRequestObject) (ListAuditEventsResponseObject, error)
@@ -11369,6 +12329,115 @@ func (sh *strictHandler) GetAgentTools(w http.ResponseWriter, r *http.Request, p
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetAgentToolsResponseObject); ok {
 		if err := validResponse.VisitGetAgentToolsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListAPIKeys operation middleware
+func (sh *strictHandler) ListAPIKeys(w http.ResponseWriter, r *http.Request, params ListAPIKeysParams) {
+	var request ListAPIKeysRequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAPIKeys(ctx, request.(ListAPIKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAPIKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListAPIKeysResponseObject); ok {
+		if err := validResponse.VisitListAPIKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateAPIKey operation middleware
+func (sh *strictHandler) CreateAPIKey(w http.ResponseWriter, r *http.Request) {
+	var request CreateAPIKeyRequestObject
+
+	var body CreateAPIKeyJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateAPIKey(ctx, request.(CreateAPIKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateAPIKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateAPIKeyResponseObject); ok {
+		if err := validResponse.VisitCreateAPIKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RevokeAPIKey operation middleware
+func (sh *strictHandler) RevokeAPIKey(w http.ResponseWriter, r *http.Request, keyId KeyID) {
+	var request RevokeAPIKeyRequestObject
+
+	request.KeyId = keyId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeAPIKey(ctx, request.(RevokeAPIKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeAPIKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RevokeAPIKeyResponseObject); ok {
+		if err := validResponse.VisitRevokeAPIKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// GetAPIKey operation middleware
+func (sh *strictHandler) GetAPIKey(w http.ResponseWriter, r *http.Request, keyId KeyID) {
+	var request GetAPIKeyRequestObject
+
+	request.KeyId = keyId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetAPIKey(ctx, request.(GetAPIKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetAPIKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetAPIKeyResponseObject); ok {
+		if err := validResponse.VisitGetAPIKeyResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -12355,404 +13424,442 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L39dhs3li/6KlicOUtkpkhRFCVb1OrV13Hsbp92Eo+l3Nw7oUcFVoEkjooAG0BJZtxeK+9w5xn6vMd5",
-	"lDzJXdgbQKHIIkVZSjrp8R9ZsYpV+NzY2J+//aGVycVSCiaMbo0+tOaM5kzBP59lGVuat1TMGPydM50p",
-	"vjRcitaolU5Whul0RDQXs4IR+ydR8DKhihHN1A3Le62kpbM5W1DbAhPlojX6oQWftt4lLbNastaopY3i",
-	"Ytb6+DFpvbiks83OLueMTHnBDjRhwnCzIobORiQdt8Zlv3+caf4jg3+xLj5YyJxPeUbt98TwBSNcEKHx",
-	"nXErTchEmrl9OGfv64PcHNNrqs3X0CDLd45ts9f2ny8v35CcGta5sxeJH2728N3b10ROiZkzkilGDcuJ",
-	"YlqWKmO7G/2YtJZU0QUzbkufS2HYe/MNXbDNbp6RDH8mgi6gZW4fL6mZt5KWgG9a7pUr+DNpKfbXkiu7",
-	"LEaVLB7LkhrDlG3gP3941v0P2v2x3z27ehf9u9d996GfnB5//NdWEyU8L5WWanOY3y7pX0tGUmGHkcFL",
-	"KZkquYAFWip2w2WpyZLOqjn8tWRqFU0Cm46Hu6DvXzMxM/PWaNDvN43nNV9wY19tarGAH+MGczalZWFa",
-	"o5N+YlvnC0v7J7btBRf411HohwvDZkxBR2+kMk27c/n8DVlKZQgXmucMpqupyCfyPWlzo0kh5XJCs+uE",
-	"HA2e9Pq9fu+os2UbbTs7ty+M+PTk5Pjk7jHbZWe3b2wnjSdEMW08EduhJEQXVM+ZJlxkRZmzPCFLqjXL",
-	"iZHx1A40shJF2gu6IhNG2GJpVlsnhn9tn9jmxr5RMmNav/qqeeRL/PlAE57jOhuqrwnPtw4BP7ji+d4H",
-	"pN89o93puw/Hgy2H4Y2Slsf8O1DdxjC/l+q6kDS3Y7WvnZNFqQ1ZUJPNcS2Z1lyKA03krfBvkds5E8gH",
-	"LcO+FvJWbDsx7pNtR+bIkXX4u2kOFziIpnV+5kdIeJ4QqUjqjk9KplIh56NFwdSBJu6X8IWckvSPbnx/",
-	"SLfsiXv5HnvSjjflb67TTvPuXAi61HNpcGpN3bsXHpUmLqm+3tqjpdFH7O2jbUcvpdAoC3xJ87fsryXT",
-	"wKngUhDwT7pcFu4GPFwqOSnY4t/+l8Zbjb2ni2Xhbh5DedEatSYyX5EFW0yYIgeZXCyoyA8I18QPm7Q1",
-	"Y+RQLpmgS95b0UURaELhEIie0yXrtJIWU0ram+6HD60pZ0XuOui5hltJa8G0pjO2T8+tj++SljbUlLo1",
-	"GsKlwI0dfuuVuKEFz33/1XrNjVnq0eGh5V0zalgvZzd+GfQhfIR3/Md4H/5VsWlr1PqXw0oUO8Rf9eEb",
-	"/Bi3oImt4gpwTRa0mEq1YLk9P5YKNNFywcycixmeICmmfFYqFE9yyTQR0hBaFPK2Z0f0XIppwbOHbqln",
-	"Lwd6ThXLD8icaqIzuWRkydSVKoUVjUaEG/hFCkbwTX+kzwnNc8W0tq9QTQ7c6TuwN59hNLdnHiQhOzUp",
-	"gC2FfTqr9ilMaM8Nyvz7j7U9csnWl3vKjRNUpJMacWkCSaNgZ58bO0A7lhfvWVbaZr6yk92+O0274vb7",
-	"aqFbo8FR0mIik7k91KNWaabdp/bUvOfmKpM5a436ScwqR63T6VHWz5+wweQpHbL+9IweT06yJ/kRG0yP",
-	"6XASrTwoEgUzLIeHOVOqNWqFf1+h0A894AOjSpFZabY1mtJCM/hBlqY1ag0HY9Hyf/svj8ODzS9vqRJc",
-	"zOzRf7f35oVlfcu0FdXsHlrh9pDdMGG62ihGF7aRPZuzX13gR1vogfkeyZQLrueWvd3OqWFWvrGihd0K",
-	"YreiYwlizg08tedFlqZHvudmPhYpamYjsjHYFGiICn1r29PhvFBB4DWCr3lBrBoO1WPBDVGl0Mhw0z+9",
-	"uCSHN0eH9iLRhx/cffLxUJZmWZq0k1jiFiwnkxWhJLW/p9hJbyxqRPtGyYU0qDrtT7hAfv3JaX487WcD",
-	"esaG+cnJ5Ch7yp5MT+lJPsyOJ4NW0gpHrDVq4XzYVcXuvdwyCvL4AwhclcISmX1UThbcGJZfUUuug/7g",
-	"tHt01B2cXfbPRkf9Ub//H/vzEHuPNxHMheFFQVynhE4NUyS9pdxc6fScLGVRwCaCNEoNSb0CCTJQpMfH",
-	"imXTONyrh+E9GMtLqSY8z5l46G1AzZwc9HqHzGSHVsK/zQ8I0xldMl1TYW6lutZLmtW5+XHFzd/Igmcr",
-	"csNlgePck6sv4btH4enf+PuS5U4I4ZosFRcZX9ICJFdKsD+SUWH5vVVYxFSqjOXAy/9EDbulq0s80g9c",
-	"3FvF4Q48mPBZb8LFAWHvM8Zyq0XV7pijQZ8EPkLaOMSe+7sTrfhJf1ituB1kTuww91xq1+CjrPUzEV2f",
-	"0syZXW4qgJcFvtWmYHsh5dLqPwmh3obR2bYSbnc8S7VDfSWsGEyLF1Z6fOCOUEG4a46ANEpklpVKsfyc",
-	"KAbqeyS5XvGg7uJcwSpR/dgatc6mg2zIjuiTyXF+Mj3t1/aqJpPGve67YX6sj7NjZFLOCBcwnxnS+Tn8",
-	"gcvjpFIpilVNfLc6H6p4pWZ4bRG0Z8xgf76R5qUsRf7ArSkFqLiB4XgF8uCuO+CgxpGi82HZwRRGtudy",
-	"C2m6+MFjrPd3bkJty3YEHpHAjA50J7ISfkxa394w9e+lNPSBy7iSJZnTG0aOB9VB1OGekorYO4qLGW4q",
-	"WMaswOGWvfdXOwbdy6SAcyHMVdXKOXwLrNWqBUY6OYm0a+LIH3E3/uD6BFkpoyJjxbo2MIi0AZh8YAv7",
-	"bhkM99EUArRiWBqnBqYop0DquCikndZXKU2ceczrcEumumGLwwFS1FipL4em3EM4RUslZ1aRSkhqpbUr",
-	"/1vaOSfpW2bUqvvMyhUp0XSl0SBk+ZFaETqjXPQqOXDBUqLn8laT0irQ0B3srV4TN6JmNw09FyyTIte2",
-	"E9jpCZtKxWyHIONAn00m7crWGFnsLgxV95YrvWw4ai1XZi7FMekuiCWBnjMzPu33LZPdV/5c2heHg08S",
-	"K9VuCfKXFz3dQm6j1gnNrmfK8itvBQUN4RzorJI3LTmnlkbcEujDD9VifDx0nzJ9+KEyjX58HCkVvFPf",
-	"SHNBDddTTicFeyB7g4vJtgoeLf2Hk36/3yWwWZosqcb7m4ncK1Egf7SP+oMhfhFLU8Oj04r/wFjBBqCj",
-	"0e7JhmBIXXt/xB8/FltKYWwpscwVuC/MpJpesF5Yxn9O0ue4vl332YzfMA1EofmPbG1ja+9u8yOSLw7X",
-	"PXnpHb4tu/vIzh5HlhYSfZhuWz1vBTMhVYrfOJl/sOiDjmyZRQ/16SueF+zKS9MJ0bLWxC3VJCvNOdGW",
-	"bOwv0OgtN3Mrjesym5OllX00aBDwFqPwUIEBjIam3HVhb30K5rFMWpGqzXqzHnnz7cUl+fmnvx9qk1vm",
-	"zxTJ5qW4rlFk/2lEka5VL7b/A6T8b/Zc9XT7gqek7X0CA7LgorSH8LxpB+DScqZQwTLQILgmWSG1084u",
-	"jFTsO0FvKC8ei5k4uznRtm3SfiO1sZdyJzLBgsHGKgj25tVzqUyxGpEp5QX6w9x47T/TUjP1B78xJKeG",
-	"Tqhm4Uk6IjmP1IBKWYhU6QumbnjGSBnNdM/Njz95PCv2nkuUeDPpRMlrpryObeg1i5QoMCFbedjKFHbr",
-	"c5bxnOU9ArKJN6XU5R8UTH5RWWanDxU8OlK+pmr2UKoDlg0niGsibxgu2VF/+PTkyWm/34UDh3J528ub",
-	"C/r+yn531XCHRYRzKSUpYIj78gopu/jBYxDLl3ZSYUbeocGcJAon+DtBSzNnwnBnIX7YAZbXDHgEe7/k",
-	"TolHlkKJYLcEf4fog5UsrWCvS6Zq/PaoWr31se1/5GqfPcZKfs21duoad96sCaPKrqyd0to5+P7777vP",
-	"ojFsHoa3L5+T0ycnfZLNrYojZuzu6/s7ocvlUqqHb1MhM1pc6XLixdTAN1wPJKNLOuEFN6sRKaiYlXTG",
-	"RqqcrGra4iDeqzC46OO9PUnVF4/FJJdK3vCcqc25gRUysD53CsLov2Y5p5cw6AfeZXEvwHOtZAJ8xt7e",
-	"qyUj67pXEm5cf2zmVBMvEdpBkQNwYiwLysWBk5C4Admo9t5oo+0Gx3CdbZ00b+bCrgcMd//zF77uwtdd",
-	"+OyxNtau4IGuhGo7XdCp4Gqzt5pYu91w8c+JcwR17X2ZkraVk6wM2HGGNssRk82IPni9OdalWpumDkn7",
-	"++Pn5PVXb8j/+d9PXGzRHSd8WTnRHkB6ucyumRoRvqAzRlBvHx33jgZdXfAFulWdGa4Sd6Kz/MYeHauP",
-	"Wo6HUtXezgP/6aNttzc/ZrIscuJcBKEbdN8rK/47kfR77xd5WRbFw3UcaIoUbGq8pbYKtAouGBC5D6xs",
-	"eeg9C3WJ6lZxY5ggP//0X0SxhbxBRRGEoYWVxpSUC5TBq0bllFSxAQtaFAdkLoscbGELqQ057vfJ1196",
-	"9wTJub6+Wkzq7okn1bZ+Xw3XLs2eOxrG04WvHnlba6tomV19yX3kil0/1rikPXBDu07h0M6YMJdSFvDX",
-	"UtlDaTiG4UylWlATh9YusiU6RQXlraRFhZkrueRZQ7Rt0pqVPKcia7jOvwMbn/8dhk2JXmnDFnYPF0tD",
-	"2hC4YahhCyYMaJsFFxjnutGTkbK4QtfxlRU1szlVDUHF6N9PCEYIwOUB5KIYzbXXEW1bGGNsVTpwn0D4",
-	"i1hZ4UPRzDClo1EEGRuH0dCtXV2SsykXHI3Z7mS4SwtV0AU1if/h6+dvXFTigSZS5UxB3JlhC2id5jk0",
-	"RIs30XZh+JUblJz8L4aBJu4BVYquWhho5QO2fvAbHG3VtrX0k3vX0MWzMucGwhM2SYg2XAXfz63Qay/r",
-	"Jfj4z2tOtwNNwAgJFj47b0+FrZwa1rVaeRMJ5HzGmu6diz8/6w5OTkl7zt53QpwzWmnBsC9zBnqf+wnt",
-	"Rc7vB+cI1ca8kfBq8S/rXYcQBZ0QCXTuojLOvdNwpujiAKyeYCRJCCs0Q3kfTIKVi6K2EFyY02EjBYJa",
-	"fmWcONYQSU55USp2oElWUK1JmxLHufBa1uV0yt93ErTVc+Ous8a5s/cZU0uzLWRdaUPswuOCNi/8lnZD",
-	"vND2FSW3c6nDGhJFRfOR9Et+hYS4Hy3xvPbu9uW+5ug23MXY4XT8haNTLgon2TE3KYqVnY7nupuBJ9WT",
-	"nDXy3uDFad4emoFjv/L1UE1S1C7/RZdwstPGzQlfXPF8v6YhsnlLWy565sPmb7G7Y2OlFkuzgktDSNFM",
-	"Q5r/2EA+X+4gxZgHhLNvmNjz4HkJYvuujkganCspKYXhEGCzcgcc3JkihNy4AL0SnHZlhk7FNBmLFE9k",
-	"mpDUkm9uWbX9Ax2U7pfCSuydHvkWnLaWSrF73w7EQLuGemPReKVSNWMNh/ulXRsIxNKjNQFsSc28+Xp2",
-	"0cI7V8fPvNcYjRzfWhB3DNcWnL81ooxpP6lHZkdh5rhdW2+zv7iDXT+BGBUEdiy4GfwfOSsY/OV7wzya",
-	"6EHOtFFy1XhUocPXXDfcnrjOEK/mL/87WQ1exBs3f9KKMlq2nSmJBFhQbUKGy+69cCOst960rM+9ycJN",
-	"bV1MMDSbR5xgImXBKKhF+BvTV+y9iyZpfK3yJm7O7jmedU0yKuC2pbrB+2hV0LR6PCJWpEpjiTPqDvSR",
-	"5pFA1Itlgze7rzA7mGvGlgQdKlaqtqfd/nFl/0g7IKJm64OXglBimFpwQQvSTpdmtW2UXPtotjtI55V/",
-	"8ZIjQ/NWrDr1bR7tNSJb0uyaztgVF9rQYstWgTeqQVRDHYfhTCcgCP3IhDPy0FuWk3YavFDQiGV29g/F",
-	"dLlg6TlJwXVDwfkyQrfXtrVBNfDKqoFbU3PQJDax5KDr3O4AvZFBm0ydOnlHb0A2oOhsWRp8TTBje9r5",
-	"jg+/2UKFS8yZulpKZRoupjf2sc/10usr7ywExKp35Wweh1yRNqw4NHv4wf7v4+HPP/1967wDby41ujma",
-	"3nHmiS1T0XO2jZR86oveg5z8u1bjsjTl4wmIi5VwgrdvkbTrxOR/2DZTUFanZeNA128wXQWZ4uTiA+eZ",
-	"y+Zpijqps5ka+/Mss1Vb2SZGurE9GwTYRLgNFFg/Tf6Ex9uzTpCNd4TMWZT306znupD8+v3h1YVa0hg4",
-	"pO5IHEt8ymkD/bilDnmrRgL75eKc3FAFIRKaaGbIZAVG1CjeXYGFUzGv0dvbsTcWz8Cr49vjOiTcgkE6",
-	"9SSQkjZaIVENkyg0dpyezLVPTBkLiKh38YzyVgTfAwQJRO253EbXUo98hR7tEUjRb7Avu4ZEirFwYpJ2",
-	"o/Ik5+7DxDvHYA4hk+4cg2hvuWZWe1ZMz8cCSHSpmGEKLDhhhVDofFgSr9WPbrbTSY0YTk9Ojk8bWljQ",
-	"9/E3R4OnDWTpl3GTRNwutTEIFYMEfNxFFCscBVD6tuKwYZKzrKCKgVUpGvSw3zBitMzcdZ1/C2+98Mk4",
-	"wJ1yLrapRFOMA9CGipyqnHCxLE2IexhFObFNB2xT+woizF3jvLBvfmtftLIEBlxc6bqmLkuMHwg5w09P",
-	"h7U8536vOteiXExQgMFUhjuaOj6tt7TRzhrjXtO3Y9YFQtqnca9dousF2oEihRUidhpi55zy6uOO4VVM",
-	"1Rn0j/Asc6PHInVheSkapVxeDiTMydIUEGzlU2JJmzpLZEIouaUmmzPVSUBshbfGwvcHl+dMWtZkr01y",
-	"O7ek7VpPSCZLYTTGLWhDIjn7KojfKTj0xoJZactboNh7brQzSGkjl0sQA7968frF5QsUBJsDADug0cO0",
-	"43H2yCvLK+F8uHwljWO/KyepR2o5VmPh8x2qKJLlsliR9ozfMNTOgZpTZ98u+JTZh51eyLOBaPSZAPNi",
-	"rIZHUkUIKN1wiZcCZ3c44eJQz0k323ZA77oBb/PmpG/wZ8nCisCKWYHlhvl8giAHb/Css9NfhFOva1FG",
-	"UcLEDVdSgIMg3Mjnzj0Z5ain/nqp3S3vvvjX1I3+7jvgU9nu0qzuTNBymtwF/5H9Hjl1fZiv5S1TemdW",
-	"zDkRkJGoKNfoRyYv4YRsMrURZmq4k0PawspZk5W/bDt1/8CDb4r6VP4sb0khxWw9BAu5qj0cg/4AzyAN",
-	"pqtHvWzw6DffN0FqXbOkFI1mh5f23nGhaRwUv0oyy7l3SVgxNRJjFXOByejqb2BOKL5ebfXyxKIiREk6",
-	"eVcqNDK5HtDDsJ9xvkrn2Glc0dxebnH/bcU6UW+bNtxYzvOGP5TwQL/S80bznXBoN7vtZA7QJnRRW7va",
-	"pBK3hTt2/TmaF+8nZNSlWIceU83v/hN+MATPxvrsmHKzfdRt7f4WUn9s7nKMhoYbhwTL7/BGPk3iswLH",
-	"lVeOtwl9IJW4LB4I/4tME9QKFdedUU3kwzAaeOLetLwXufBYtCnJ+XTKlL0uU/cYRBBKhv0+GhtpCCCx",
-	"R9MKJjgMbhKyoDkLYahWpPKBxZX91DYR6cYwDQrKYI88C6NyzjtUMueyyMkC26RWqqrdHMGshtAZ01Jb",
-	"8W94dEzSEPuZds6JXlIVmrSjAM1YTsmPTEk9FlYjDzOi0Kt7MZcgu4F8uqmW7gYusQd6wgq9p2zTBP20",
-	"IX8cDxpIzp+5OxuLfGr3BdBpovOcCcNpU1DDd5qp7kLmjPDcgaYtqGGKQ+KYlsWNJx0MqrhmgrTx3tcs",
-	"U8xouLzXLq9bfaVkwa6oEo3m5utywpRghukrKygs72mdjj5fs0ZW36hSXFHdzNE3ligGZWiAHUobIBQg",
-	"ohGiW/7nxbffkBtalAyNI/Y1IHlqaArRLucYfILci3BtTweFNA1I4PBf2A86PfLCeeUcWkKbkvTS/itx",
-	"3ngpCJjPUyfB6E4yFikGxaRwFlKMjLHfCpKiNPt8Xorr1CVl8RwOIpxRqTkau5xQYRtzWTbQJHr+a7h5",
-	"LvAm+iG1mh23Mvprqk0XptB99VVK0KKvPRMkVKyIYhCPBsOe0WVtmH+iS6vypQrANtxPaxAcKZhiUgiS",
-	"wPVxUVf2S+BoIJSYW0mYCEmRuHE98gIj3kZjMRaEEFz9EQh++MBuw4h8GLd4Pm6Nxnem941bydh5IuF9",
-	"l4U3biVWr/3o++H5iJx1+7VOcYXXupXTqWZmbCXLsZWhKLQ6KXlh5zIeC+jQI7TAj4DRMm59XJsTLuJa",
-	"89FIAxYLtugDNlzXbnCbnbtptZKWFOzbKQAp3Q1dkeyjcwGV7vnun+jyzjc3wFuSPcP33sXYJO7jDbll",
-	"LWxon8CegKtTyaYeYGdCNTsdNspqO2JpnBUIMWFwb8/J0eDpvzmr8zUvCsRf0XwmaEHEORFlUbg0Xo/d",
-	"UInSP4TxJi37YssuhZCGN0UAXjKHL2L58IhAglksylhlAcxIcJczzUxjZIGUiyscaLML79qy++IADD5d",
-	"Oe0u2EKqFc5N2UNupYF1C5oqRXDr4QdXi8kWp48LlMsVGKaaB+HYIbickAFCR1xXMD2AsnLLFCOuJcdV",
-	"/XCMRE8xMCl5KyAysPY1Wuu5IGs53j3FDOUCA0WWHu4oRZu1LHKmDZnJsYArwuW1QQaPN9i5CPsAHWRp",
-	"ZbXNWlUP22kIy5mJppCkb+gi5Og5aoOLDjfIVDCJLhXx4tWf/vLq9evmYNBtoThp4FopCahItanFMVcx",
-	"3FQItLFqm4+zaTxvHpjqw7afPNrUh/2CitaRrBpdoA7WqrnPCOFqMy7V0CLKxfXBdLdKGpaQa7Y0APYm",
-	"zd5BUOv4WY1ZADwH+zDVntjPyRxhpCwp8wLxItlyi9EhiibamHAF1LW/WLim+jnyCesaNnVtOdd2tGH2",
-	"DRsYMfJ68OhapFKYR5P++ZIX7IUwTVCd3wpGmP3JnibqjLc9AkFbaBa1awsjHhEKj/CkuXwQTNX67vJl",
-	"96mLDbUUMRYLusLAeylYxwE1WF5jG3Ci45KaeYrWsO/+7eXLl18BQkThIvNBXg2pYCtLX3QsLE0RIUP6",
-	"TkYFjOkcs5apcJOhhZYko0pxprGnK8R4ytMEBFP7aCyWTGVWfoQ1ZthPyDdPLBMtNYPMZhz9zz/9/RA0",
-	"xsMPtoGPLhauflcvGm/PbzN7dpZMuUBlMnFQFZvqnYN2vlcE6hajUoIwnNt+8IvSRBfFyrkhADFr257/",
-	"/NN/BQxdsnM5Sdsj7NqT2knwCk9zrg7/x8uXQBcJplZ7t0ozfEN9/XfFcu7BgHzgs2fiLtov53B6V4uC",
-	"i2srfZo5U80A4Q02O4d86lK6YDQJUkV9c7cd1WbTlR1T0z5agudsf4tWxQzuYmy4Cr79baP9HsNeNwe8",
-	"3Aq+7I381MzPXTZZM3Uh33DcwdLGBlfwAW8h+KB21h12YJhy2iwA/MOPApD9JnNpJO47BKY5HZycbpGl",
-	"9jwW6/dbLSIWadsRteutiTT+zGiB+79mgZ2z7Hqn/Wvb7Vu1XQls/txKe0pjKIAmWeuGKd0YSX9ZBasd",
-	"aOJeS6zcugDJ2hBQSx2EfpqzG+eiFaQU/i14pXN3AOyOSOJ6TGU0PYEwUlJfOfBAjEKyYjoyKp3Roria",
-	"8sLAgwXPlLy6WYBgoBeNqxGrwY1iwZIzvIqps2gceDd4Yq/EDQHQOX3WuBY1tHnBQabAlsDZkoJ2ChYX",
-	"57yHYHcrfggZH7SEpKjANh+QT1R80RbS7EUl+KNTOLTP+cFQLa48imnbq2L4M+hDnb0k4TUScWNJcPWi",
-	"KTURzZoLueasAdfFuiscbIwpUcyUSmgvu8VMVaPolvp+U0h4C8vusgZpgG/VzHTOxyL8TotbutKhh011",
-	"Fl/0zBGFKL9Xbsw7tqoyymzxeadTJRcpoJMYmZI2e58VpeY3rBOTc119BvXWaRrwEjhykd7R03HLi8Ln",
-	"x2omGojddru3puZNwH7e69rDu8a0xU9i4NhXguODVpoICfFMGzj2smwKkHfhZ5vu6w13ufPIbDbyNf9y",
-	"LSPEqg3g32l7kFLLChQjaRalA/Si2NHalR7ncekrQEa9sqR7P6N/+BRzNu71bTD/NIHFJS0XJYvt369l",
-	"/ykDBL2YcrAxe8zFCrzBhbwtrAzZbHBQDlK9QVHeHqXhwGXO/dmuMGT3IIF1Mbk+k/VVWd+7jQ2JBxom",
-	"1EzRyrzmeL+t5ckAfIq+l4oFiIWTVZPbZsmUtoIMsfoCplu44GWSywV1uRoOajRkct0jWdV3sC2+X5lm",
-	"ertDWizVlnQ/O49zAL6wRzMKUY1BWUbEu28QC2tZTgqeXZWqQFfNoVuDww/w+sfDNBkLH2K3sUK+Laum",
-	"OMi10aHLF+jGGmAPX/TR4fi56/HqyifZAxDHH6HjP7j+mzPX1ojTLsl6FhgWpwl7kMTks4vuPs3VH+91",
-	"uMrdm+uEB/S2UZJE3goyUfJWMwVGjAnz4OjO5HvaJ7qJTOsx2dC4kVgNYYtpzRSeW7iBYszStrgoR1pI",
-	"VpC+HgFdVTV++sOntcin037jJbe58HES65qnOF80Bcl9jQU35NTHTaS0NPMevO08xunWUKbY2b0ziCR6",
-	"1UqoC0C/aDiPYFO/0oyJe3GmT/FsO2SoplcL+imDQO/BXUvx7/jWRwAOhW1r5Euaqf3CpCqAK9dc9HFY",
-	"mMTtfn3TGk+u88o14kmdDU+ehOx3xDDRDRqPAzfZDG+jhtwyYay2JGYoUtpnRpJcEjqxDJY3e618HZnN",
-	"3FpW5N2C3bCCVNVcfNK+D4KuKil56lgTW7E0TcM+hOo0d22Df/HdnYASSQtykxzKx2YwRYQ1/mGXq6bB",
-	"locwLFtpvyFmalIw8t3bV0TQhXfeI0g6gB3crct71CboeWeSsEe2bRAemiPzqfdsVonOqHNhBo/B0l88",
-	"99EVrgjY+VhMpZWVMMMHo9bRMnZXBY0eZu6UGGWeuuCCdCxQYOHgXVtLC3cx9zpYAth7bmpVRGr+Msvx",
-	"xyINTmYIwKgS0Wsx+z4rveojVGawh4jeeqfieoRfCH9vPkbNv8Ru7x3e6QegQ2ya7IOne1Pcq32yvzxX",
-	"uUubTo4y9xx4ddruCrq4wDc/ruNB79dTU7p+TQKrcCwqZ1vcz44T12xMDwGIe5vNAzT1HUbzquUtg/LR",
-	"dutR2FDF45OC1Ghp5BWGPzXwl1rZChD5KMRE+sAJHzdlWYqTzJEyO3F5qyqEfdg/Iym2sU0yWsvc3yka",
-	"xe9C1oaTI5v0nCh9o4YxRQWdsSqNdYur3YcdXnkHXdCfZ7ZBFBy2fBmyerfc64hMBHBjNKodWKDNP43h",
-	"gaFaTgoRKim55UtY+sQtaUqmirEf/bOQQezypywXxIjVdcQXaK8hj3b7fGrK/ian+XQggK2uSBdPAtio",
-	"20IMAuIKeHpqWVf1Siu4IFWBggV9Xw9YwVBnF6eC5QEoAD4WN1Yyisx9IYJG5CT9onK+p0Qzg0lcmi4Y",
-	"XKNjiEhdecDfaUFvpMJ7aA+r3zKY2HaymlAgyAMKNHP0TKJYszMLB15Cx5BqDLBQJRIpln1Lo5J46Yjg",
-	"ZF2VCF8u1ZfrBNMAF1gxr0oiHAvoK6LWpArxTmo5WDTG0jhH8wgVBKR1rg0UoCELuhoLh4diBeTGSKJm",
-	"T2xVZCuspF+3OjdJahn2dU6xcV7qDKHOf8Mer7HBRuoPu7Ljqth6fwU8kX2vL7h49ri+sOGmIYVyLWuJ",
-	"Ir4ScZ2yukcjIqQHdgbvLQbEJt55xt6zxdLUt3uLOddeN431N9asNxruARzR1inoZqNXsJ9sq37SqZQ2",
-	"bkipAzbUggh5mxCaKam1OzQu9pi000W2vPKxDC72pV79JPE4Ov4bEPTxymV5Q9h7Uy7sXpq3wy/YrHRz",
-	"n69DBg0tij2Cct2n75KGGL6c6DXQBE3mrMj9UtbMWgF+ow2XQ1VE2GfSRzgJIUMD1s+qstEmPHzsCLjo",
-	"hlMN0uGH7tpNcDStSMFvmMdhQJ8BDrNGGA8fZ42smyrx7Bxr4qCcBQtVsUdjAYvvgj2Dash19JWWlZOt",
-	"Xc88TcBpDtXRAOVgLHJ5K1yxtHpVyCQyTy6lMgeafM8mFzK7ZtgMbAK82vHjgRxyKB2pDV0BPrTokW+9",
-	"Igp8ISHDwZkrCtkY6/rwZUcPpfOltjf9n9RFfgRoOb9FaxG6cBRgjcciRZGj54sTXBlTpD3yDWbGYqLT",
-	"qKoIg2w3itnFEH1NCqkZ+q3HwslX7bQelZwmpK4JuNWKz89ezCLUmX6kdf0yhJ5WTCGkuEHVBfQWols+",
-	"wDEF8IEFunl16UuO2kVINf+ReaHRV35bmlJBV9SQJVXXKMyHI++PQ4+8qS+4YLdjUY0Js8h8EtrgjKRw",
-	"laSdc2gVCjOIWtsu1Zlrv+YxXtHDVu+iWqqKYzk5eq9ZYyxGjbE2xwrp1rZrJmm+u6J7ZY1Vbzujdaig",
-	"NUJb56NNksDbcu9UzPWcYZqZYhUcBs44AflBgM3kgTcweQjsXE61rgB24FLfL6mlGqjDDLkztyT+ImdA",
-	"CY+IfhTsa5/w9T8EgGcjdfmXgsz51FzKCMJhLxCG3yjuzY4j9rwxJvoZohNOMU2k7Y6KdzaHg9UgANdN",
-	"tdsMiVvBdzaP1PaxrR1qGKY78NFIc9Y8zG3G6HsgN1x4PT9k3DN1lSG6m/2nY5XuL6e7N9p9XAZ6Q4hP",
-	"DZZhT/zsylK3Q+b0orm/3VzBMHdSmu2HTte/osZY/XAL0AYArPtXAGoNcf9jT4GrWNUGJYOkvmEHZLtF",
-	"1fRvBW/BdqDHA41GJQeb5AcBkEbRMPbov4ZbAy9B8a3dQBmAvuGWwErgecl29vUgd8Xdiet3B+6CZ9kK",
-	"Q4+T2wB5bQ3Bq7eijlXdRi8x+TfivMSdcwgthzQ5sD7oLXHh6prlO2AXLiPkBNjxKpLNclXQtPyGYGNb",
-	"I9CjVWkGv7+l2pvuqybBCn+Pvd2FoL3b2IikvBXEOzoRcyrygjkE+6iQSHM4+6MYMSECy7O+wGvwbTLB",
-	"6s63cwnIectCrhYufHMLJmfjJqBaEVkdQt1mq+DqEUmFFFbSsxIyIF+srJ4K1VM0M6PqxJaajcUCoDek",
-	"YJCD7nytSdhT0kYs25G3oNYhM3xaKqQPjIUnLtJGJph7MDXYiDphQpYeh7rl4JdIKwoGuR+M5n6cHgJD",
-	"oyy7xlSsxOtw1arqMZtseFTHfUPQESEB2tKOKyrKtJA3tEDkDqM4y6tguUqbgzJraqGtmn9ejckl6bvC",
-	"watOParYRdBXdWtxnVv+kLcqxusK8rz7ZIeou2Yrn2icZLgeZ+8dco5QygULtQXB0Fgry5NbnaNt1XLR",
-	"xbjHyhrvyxu4RcJKhNB0pxb7cb/kxjUY9AYzepT+iBDmldHdXRlr0EW1S6BR4MH1+wr3A8/7eoxN9NNa",
-	"dDvobGnIIGiub+SPyYoZ0h70Bw4XZ5MAm7nEtiR12M5BfzCqUeyBdlElwXrs3YWA8vopWT7NXKrePV4S",
-	"cY481/70x67DO+l+Vz5QtRM7drLZh/E48PJ1q9RevhAvBt+Z2FvZIO4Cq68f+U2iRNTlFDAzkf9Zxtcj",
-	"KdZ6TUfELSSKjl5whRrqFTNsI7RueDkId+dVuxFfjTc5wD5jh83qQSTnPFw/2EK6vgLK2gKVmql0BHMQ",
-	"9sZ2+MRMkfY6EOgaXEEwA0ERebjRRpuFviqvPPL76IKMl8lhWtvH98Fu+xVE0U8W3HbURbmMeQNKmLgB",
-	"ckra3HgQ6Bk4eLnIthTTquyn2/z5kXXRkz+CXaMqGFtpuRkBEvJiqay4kxOqsjm/CWgP1a5y4ZCAalBe",
-	"BpPOi5UzAufU0B753l2l+xCSMwV/SuLWZuRS49XpqpBE61a7IhsZjBvcL8xKY2PzfrzU84w7mWlkrb2T",
-	"m7p3Py1+fk/osyb9tMIs3VjFv2DdjRqKKhTgcNWbwYKXjrBiKKDTocUXyk80hV3iB2OBjMjESMEY49lO",
-	"/8jk9A+AoY41we3p6PTIpS8v7WI+K9Q0n6c5Fg7SC/xpoIQsqdYeRnhE+pAdN2PgyKYGdLVtEC2wKFuz",
-	"vO8891XVMlw0I+X1nvAg7q5q5FvYGECEwlu4D7dU5XblwsJ17gsJsh7h615MWuGgrl+gFfkA/NTmCu0A",
-	"694W/QvaEwsV7RpC4baHsu6o6PZms3RbKGGFMeMOLweDWJJKfU9IIbXpbKm/FidTNVgv6BpuEddkKtVM",
-	"bpTL2ilQ/Eqxt7WKa5sF1SAgaL2+WmNBNd643750yOa+I/QmUADPfWyAv6Oaw8l2CwX22G2JVwzcwyO5",
-	"6/XyZqTtq6AenZK/8C8TqG4JPG3c+vmnv49bzcSgAoLZ/dDS9lB5fr/xy5UUUFHXfWKZ7RD3uvkbK6nt",
-	"f5s7/LzdNzk2efctHq1rzXkhHJpRZYsJCQWWF4RyyI0YWknL8qHGA1eDRb+fS/dtKeol/sAso1mZy26o",
-	"m+Ux2LCKk5K32oGPFOUCoWOrcq+d0Vg0hH04G2JViosWhQ9ypUpBJQWqiYfYdGEYz9+S1y8B3hMrHXQS",
-	"VwCsinGxX/niK6EaGFY73y6BKGanko5FNqdi5oGA+Y+sRy5fvP3asun3dqjdwclpJgupSCkKy55SJm4g",
-	"OFaHeMx1v1fh/bnoLzzq19yHR03czK7oPT9ao0xoIcHeNykSeExWKm5WF5BkirczJLQ+KxGrBP966c/8",
-	"//z+cgM+4Zkg37766jl59RUEMGXAsBGuNsZfdkDiUz4rFbNavFX7NGm/ffmcnD456VfVyuFmh37rJaOx",
-	"sjMXU+mRqymmy6GAC+WqZmhygzzexjrTm5UQ3gQIqi6UKWN5VM1rKhV59opARDySN10udW8sxsJ3h/jP",
-	"mhXT7lxCMWJf56tKT4ILBII8SzNnwnCIp3ZeQfCKhC4t9UmNSv8XX1jtDmLDfBzqF1+QdiEzWlh92V2P",
-	"CfkKCrAn5C8BnjchL54PiLxhilxcfA3AoR0Y9gsIxkwPb47SKBFCMJZrktptl4r/SLFg15eY3Iz5xf/z",
-	"+0uHOIv7SuPtBArAPe2NxWUALOYAHwMITwlZUAgrh5yAL74INgA7pZCMtYAcKFewzkSGAnkrNGJbV+E3",
-	"wseFceOA8fV5KBQU108N3laFt7yD7yXD/hAXBfIJgR+FxMZ0W/H2lOQyKxcM4+ukZiS1VApZYhpy6ADh",
-	"9m81qfJvvhrp38iCUTCC/G0s/tbtdsN/9pO0ylpMyd/IsN8nf4tLXVelUrAwBzBgexQsnyXYBG5L8+cO",
-	"wi5YyUG4WUy4QDKIDyk+qUqzQBId9lCKGh1jV0d2avYgiZnd6sIKCr5avmU4VsaLkuVdU1OpJjzPmZvu",
-	"sRtvte8LuoL+S4jS4zoeui+f5tpCIb1qiPqyGVJVGNuOP0K4vXMKTFiAbyBte986FQoL4DiUK4TDWqth",
-	"6DoW0nSnlndg30PyN1IKyDIlbamIlgsG5c0KzQ50x1NjgrQoFZbLxaYWzMxl3rUtuhQobPPELwyM5T3X",
-	"RpNJaWBpXIkergl+HdFBwTODDZy5BqozH7Z26gIjK9B4zH1wafR+lV1F3bDazjEXNx4Z1vHnc+/D4caX",
-	"nqwj2bl7t7Tn3qFsY/MVOL3t4eh4jZABBJxr5HBrdwtGHnpS1eVyKa2o3F2wnNMunlXbpl9T35ZdC3dT",
-	"wat4gOuLhta6dvosy9jSdN9ARiaeKm46rlNlxQfYQ00N11NI9cA+T4EusWiZC/Q90CR9a79IiasWEoJW",
-	"mchrJZXdxvpECqT1wSAcmlAuxtsQwx67VVibjdtJr9Ta5k76vrlGR1FUf8Qnl7lWZuDt9Q1QUf0eZ7hw",
-	"TUoBxTEh2biNodKunA1zrft1xAhfbNQTQGUUcilH1fByVnBPDutzjLDQ6u358GEsUk/adkdn4OCtWJ+r",
-	"0gARKN6+9db+0X1m/0g9aIMnXQxHw36GsOFCim418mpw7D0K+g4QPi7y4xoLvKY7LYsC23xS36GD2J09",
-	"p+DzwD8KNjUBDgNr8be3lIdI/HG3D4iVg5Sl6HPvv0ZrcnxCoQKOoG5MfZjnpJyduwMECfABczQ+uxxI",
-	"ZiyehSxpxCp+b9Vuu1I/MiVRrPriC9SfrYww6Pc7iSMVKtCFCLf3ny8v39jzf2NZPJTC/vOLZ195qJY5",
-	"U/CJlTDslp5DtY4Td2jtuByjddxTY072M/swPXfJKy6gKSCo/j9dZ4vtvspTHy2MIV5V6X+uydHPP/1/",
-	"R4OnpGDGqkHJWOR8Br4cRdLe1ajbVPYRoiDOsbqBl1SsaDL7kYMANYWEfA4CCMKOMZHbISNP8hGYI/gg",
-	"Je04iQClJtxMt5TKdubgUTTct1C4zhtRx0IqPuNYJjN10DaZVLrnc3Td7ykmYYL6U/CMCSxRjDfvFBD8",
-	"Ws+WliV0B71+yzuP4mdgb1gsqFp9omAewAdq6kAAOmz1e0fYjVUI6ZK3Rq1jeIRIjqABHc4BqvFH++/G",
-	"Cu7P3J4M+n1SWau9rQpWSBNLlD3yDcjVQqLM04sNHq/y1si274AhwVIEnAgGMej3Q30ezO6NxVErhiJs",
-	"EySQ2X96205LXmMc0Zwt6F32Ddc3KFaNMUxofdMEKipBQs4JDqyp1TCBw1eONYBcXdM0W6Mf3sWb/Jrf",
-	"MGE7sRI2OmHoTAPon18o3XpnW9hAT0JUUERWVXTB7AGD4PHNmaDE6YJX7VEC0J1GgSSG1q2VaLafaLSf",
-	"cyhdisifjoihh1asfhtVsngfIvfLydGgViTnZjAe937Qy3f2f1HBHPfnuw9HycnH6reufXA6DD//W+0f",
-	"VfWobsODxkJSzdtZrerhG1z6N3bKUKDhUDGar/Y9IkwQf62i+95f/+DPN1F9FuJsse7EolRr1RO1Ggv2",
-	"fskyo8/h9q64ZpxK6c6j1wF9FhdoZrwoyILPLFGJmQuH2jiNb+28HnwYK1DXnBo6oZrhwazowfMkMogN",
-	"s490eGESgFRledEnH1v71fGjT5yasLtHidtbZ38YnEOQubef4Gax2gLFmLaPsFLfQIAezVfnJMWxh4g5",
-	"ns1JzpZM5ExkKxeB0tvJzOy68z252c3RIVxeh0Y642DjQQLuxYJ9iMDbeOunh4tsmfr7pp2qUiCIDAZQ",
-	"emdMmoxFCrLflQ9ahbplUOqH5hsPYRnCU3Cb2hYKrk14GrJ3E5IKdrv+3D72ITkbP42FQ7hZ64PUuwAR",
-	"Je0koQAtKUGgnJU8t5+TGRN2SV2RLDQNQRZpzYCBcAXhowIUZx8OEaxqcQKYFYBKzc5RghsLgM63v2OO",
-	"qxV/wHerjSozJ28uAarK1yrHKu+28cXSQFUptSLRtmKz3puU9AfDyFJO2t8umXj26kCjHtvpgZFkQU1K",
-	"ljy7duhGUhbdnE25wBJSek6XbDQWKZBEO3Xw8SkIQ247fPf2T/AWg9WX2j/R5F79DXYRJNcU4mlBXOK2",
-	"5Q9juD/GrREZt6algCUYt5LaXyPywY4giWedkOpC+fgRcI3HIqXCzJVc8iweddNgr/Awp50euZSygN3S",
-	"GFdsWyhnc8/1xwKFY5CZtf2HK7n79sXFZaV7adR4pDtHW+6DZ/aMXsIRTe6QM9a2BDctiAt/LZlaVfKC",
-	"c6PFHKxKzFpkyygGC//CHWglrbBiTZGJ7x56cwX3XtVN0vLHpzVq/XDhGFHQZt+Nxf8rS6g8YZk3mLp7",
-	"PeB9UhY+SXFB319ZItet0VNwYzi290NTVeb1FCMuorKKURhATBhNtS23I1/t8hSvcay9wiJ25Su5HY9Y",
-	"MspQ+91dEQFuEdPtSpKK8FAb8lsGl/9wn8v/SxqKr8MnR3d/8l3dDozfDe/+7htpXkL8h/1gcHb3B9/e",
-	"MBWSqB8kyuz+6sJIxb6LRYyaRmpXGy5tdw27OH2u1u4mBPTw7LBrWRUXM6+zx2IBQi1VEkGZI3JIoyzw",
-	"/VySnGPIdEIEu2XaoEXGA9NUJqZ2uDYv/vysOzg5DUkFaMKxT7CKoHDhNWvxDpgmESHV+WI7zoFr5bFO",
-	"gmZJtCxBLVBWMGD2YwGvOXsw2PX8tyAZ4NWZQN3GYOzvkWcRpNGBdvAHdLlkVOmxiAwrIUTABQGXelQ9",
-	"c8Ak4BpxRaiCUcZFzWhf7RErm0IYOEBTwRb0FDNoTEpDaXBy1ic5XelOj0AFjAUgpWoip/Ya2wBJBTkC",
-	"YOK5OSdUrLwHgMyY0WTYP266cax88syOAAd3153zLQoy4BWpvF2wajrxYcMp+uX+xQXYpuAOAazEbZdT",
-	"aKy1RYFFT3SDHtnUWi3yo7G50+HejflQ0f14p13Jv9gvoL2GtcOlgog/FSrGce0qW7x9+ZwcHx+fdbYt",
-	"FAQB14azX3jMrrGE+sD7DwOSgj5pGHfo/a8BN2iPF59j2MvD5Q9cBCB1GP+gPzjtHh11B2eX/bPRUX/U",
-	"7/8HFCSaQSBs6+l0eDw8Hp6eDp9OTydnp/n06Vme07P+UXZy9OR0ctSnp/nT47PTozw/zo5o9vTp5ORs",
-	"Msiz48ETSodrVcRGw6Okxd5nTC2rDPlj0s3IgT0Upn36xZPOQasGkNlfC8XbNmYrRxz1hwMf81/VLK/F",
-	"QY02oumS6EBWUQ3O2+7WrpfJxb/Qgmcsfh1kl9bZZDA9zY5Y93h6nHWH+RPaPctPzrr97CgfsOPpkJ5M",
-	"oqCsUZSxFMtArdPpUdbPn7DB5Ckdsv70jB5PTrIn+REbTI/pcOLr4IwGx5HGHgczhTDTO0u7AinVgrla",
-	"++v7cO4hPqxBZHoG4d5gDLSvBW4Z36e/vtS0h3Dy0rvKf5diE6x1IWekjVkdoIR3arIQCD9BFsKg9UZB",
-	"6K0rpFKPFABXbhxhsKBLSIRHZ5b9Gc/MgSZZQfkCAlK4mOmxaHuQ7ITg/Z1AXVWszx2BZHfQnlB1CubM",
-	"TKqcgZrizZxjAfIXENNhQbXpauaKvuotmubX7MFmR4fp7kL61gDZGyp//9DK2Y3VWTbKereQlVTg7Pjg",
-	"//LcxliC38Bnr3G+p6O+53z1/pLWorCdesR14Gijw0MIa5pLbUZP+0/7hzm7OZQ8z1rrAOzr/HUwGg7/",
-	"I0I894OPYdOr+ezHQSrg/C1KVwB0qITXX5tn/M44QAS75orbR0tXcQEfqFMxghjbsZEdvPFWPBeNVccO",
-	"TiGNzMQmPggzDbY/iMsDnhRZG8ciylbNWVZA6nwMYYmobs7UlFFBDIPaztQ4rFYRwor0NlHfj/zBJ79a",
-	"Iys4xfjHnhmsYRBjcIb3UrlQDX3F3uPuh+/iZA181/WDf0AMgMul9I8qoFyfZe7hh2CDA+rQhOq55QNL",
-	"ml3TGbsCHPyi6hqhe8NfVYmj9WcwIrC5rv/iCumsP/YRTXHGFBZPAY+fn0klRiFTrLKrMFwmvAjWqvBH",
-	"lTPmHjhER9dADBWDL9RgnCP05jWA5oDLXINfDkjH6yDGR1AypGE3HEeshLwmHOIAtlRB9K5VkPrh3WZl",
-	"qB/ebZR0ih/5Uk2hQpMvvoTrEA9+0K8lcrbgcriqYl5Dwv1oDfPHQ2LgWr+7B8ev4GW38PxSg9PSn7XP",
-	"DH87w/9+PW65wcMSc/0KZtdzfVViBvtS6iYJsBQa02JrOTqQp5B6PKjU9z4KkTXeiMy1j2QDQS+HhD+0",
-	"WYUM/iiDLsECygFDQZVYYH+p5EIaH9NstZseuXBxNoiO7YJyRlDU8RB0jS5G4qSEBqObJrlsuiNwjG9L",
-	"H1nAtPlS5qt7+mS9HbxVQrnqLq0pe1Iwn7C630mJgAI/1u3g9hh/bL7KdlNTSH/6yrKoj4kV8e7x1Ru3",
-	"Db99ra3/9O4v3MgukRviZ3uc/Ocu3Bc+ONpjZJdSvqZqxvCDk32WIMTSfs1yTi9XiEI0HAzu9fGvy8z2",
-	"GdvSlYT8dO5nP9zD8/EnDG0Ie1tjmt8K1pXTKXAXcHnVeFbMLiMA0cAwY9iPRjH5wudNyFtRwUA5nrws",
-	"SuTRFSDUgfaIUTUQ/JB/kYxFzWZCnqFib9k7ZlfTonDp2hCLwpyXoiEzY6uEfFFhjqxZwu8MWQIG9+9g",
-	"Kd1qmg4Zh3txvjUgoy123JCfklGlVlhHiWuIx79hSrvkDsAC2mbQjV/dZjQfbDHBr1m7KmPL+a7l3zIQ",
-	"RFVs8FE7WXiz7MBv0Ka8ZkaMEXJ+qGO5rJkWggFjfdr7mkMrjMDajo5aWXc42AQAXO/+xHXvN0PQYqW5",
-	"3mKr/SRpGYGT4txTb7d1Wt09ROgY3Win4bWius9m1l/IyBIfbH9rBLJ/B6VXmuTqrzm4wwAyKSTNBaHa",
-	"x3CFHCzvGx2tp+C452BFsW92fNkYJ34bzYop4TrGQ7QdoXPaKgckWHWg2hLGcwIRWzEdovGH/bNRLO1D",
-	"quVMhnigKrzX/gJggvE9FlSTOb1hYwGgPnjfheItee5BdzRJ3ZzS7YL6RThXnyys38kx9uEFe5/Y5/Gw",
-	"I6F+U4g/uqfO8dtlqv3fAlO9J0vdZpGIjqk96HNGc4Z1MV/LbGe1KvfqYXgPeviNK0/3DS36J9W2fj9X",
-	"EvKXCmxuy220psHUkjDwjipYE76jQ8TUW4BoIdNJKoi3id7okVc5WyylZWUjKL/icnV57q8WTFwwUvbI",
-	"SwgKcqmM0aURYognHAA8AG8ay4Wcu0RFXNCxWMt/xLQrI0vbYo98VQEdhisGIXK9QlZDDIeMt4B4HRI9",
-	"p5QXMep3nMDZtlcbLSDOHcHrPPKb9sCfnQQDqN3NynUEm7kGlvnzT/9FtIQcw8qYBomGEJVun3tkQckh",
-	"wMpI+MjjcTQhNkZRXA4BstMjrxowHEl72D/rJD44G7M6rKLIcvcQamxJMXMu33XA9XYMOwz1KsKiIwQx",
-	"BbXWIRH7oDmfkoDIk7oOjopbEQEYwUzt31abbx/3iR4LKCEAyqAkx32y4KKzC8wX6h1altlMwc/GQrEl",
-	"puI6xGE/NIdeNgISBszpmBa4BgpI7P4i8l+VSdMk2ODRiwWbh2hiEU6t843cK77kvtdmhZi75f6MaNuu",
-	"Si8yPX7SpJwk49G0WvHKV3oPObhrpgfN6LztHHA+Ri43fMYFW89S7pw3Hdpk8yDtR9u7KZS04SBxQY77",
-	"unPuKZEbR1nAjoxaEYHenvsGEzk5ag2Q99GpoMZE0Zi/yUVHzevqwPamUmGpI+RR23Bpk13Q3ht85LyO",
-	"E04NSb24lgJIql6HVQY0ywpbObA62AU83v/sMuJ9ZbffkTTlCPlOcSpptv9WF12V+r6rLkn6Ryfs/CEF",
-	"GBMHRLGh2rtMqQoaIlbjm2OdHus++VXUzN+Hme6RNMpAWf+E2uA/MWv4VrA7mcL9/CeOTl591dorPzx2",
-	"trzbpc8d+lJVv95wkl1BBFGRLQwRtduzVLYhTAgJJepQj6qKPq9Hh41FiHPq9MgFVMim3AAellQ5VovH",
-	"5BnF6ML+pcoCEQ59HEATv1SleI4wqw8IAch9XgeGsLfimnA+JGt/s6HM2ecQgM9WrM8xA//wmIG3PuUW",
-	"c2Q3r4BdoQLrjBl50G+LOUelBUl6OOHiUM9JN0tDsn0w+wUMrB75HoqNlUtI70aM93QsQiZfqHTgSgjD",
-	"Gx61qxMAsxB66tzDsTloElUKLM0wFjMJLF272K+gc9WsaNXVEt6BrLygyvXGIrCxCp4JkyrB+yWryx2L",
-	"MApmlUGK6WF245XiVpmEW6Y3Ft/DYu2IPAOENITZDbBQ2onxSyXzMgN9VBtG8xGh6/D5Ho/3MEUg3zQk",
-	"0QAQE0lx5VKfv1mB2bWr3agMF8tlsTqvYqlhpWf2V3pLV6Rg9MZpKx6hW/ibFIOcQ6ydBxFdB/bFqaad",
-	"HsGVqVTsEXHxKRHYsQPho2AKbICjb9rlI9xljrY3+39VCu37izCIEfVgaVZpQqYM673HJRT2KpKwVUrw",
-	"+WKPECu4PfUtu7W/Y5UYqF77p7cvXly++uZPrVFrzopCrpVkPe7fQ7CA7n8F2WKP6/4N7vcFAq1/Fkk+",
-	"iySfRZJ9RZJmBI+HSSeuHvpWyDHiXkHkyEKKWbfgN3CRVSrdhtQQzLuUpMjz0tCQu+btdT0r5IQWmkyY",
-	"uWXMyVzV6BP7+YTqefWxrzJp76qpLHKGNln2HqlnLG6oAmBY3SNY9tBXLqz8ZNOycDdUst6j87ZZLVNI",
-	"CC60vaZj4aJHXUAODCVY/pJmI52DKaSVJbxKgwoDSavspxVpDweDynHU6RH09Oqar6kqOeiEF8QmFWxb",
-	"sOfzqub9A+2CgVh++NAC7ELvcNrHYhgR5WjQpChv5NDcI0jOzXFXnokffUK0xNooK9joz0a5z0z6sZj0",
-	"ZZ0JujOOTMbTX8yow4n6dS2J27TDC5TRA4MD5LA1e915hUfFsZ4fMFbPKYkUY3EXAigYB3uAcO4BZBB8",
-	"/ZwMB2cVh3NR9HNZ5NryzHolPb946HnJwwKHoIw2jFKgURCjL6vLbCwUm0KSEjJXsCuuOtvDEB2LeVgY",
-	"4laeF9wb92V5eEXsJ9TvE254r87v4LWQzeVKKvU+C+yfBfb/TncBMFPLdmLmtIX57yWjH35w/7qyTe4M",
-	"4XtldF0+t8cwiqKD8IWYO3ITDDQVWnpvS9xSzAnvLU8+mjyn2IJysFlVN+tnSe7z6X2s0yuXWIwJLrIq",
-	"6BWRta1k948Q5Ny5+MYKDY/uQW5kM3bBLGf4hf0XD5vYNoHW8sFgECBtFLo6RCqi6Q3Lt1sSNGlPqJ53",
-	"AO02KxhVWKR/zTqMS/Pr8cPtvNAX/Az3zGdW+JkVPpLlEYkr4oag8nlBIZIzPkW62Q1CdAGYpq7+lDb2",
-	"rLYx0h+qsbui1GkBZfn1agHlJODQKoa7mmAxLonoRb1GC9lLhxa0ExX0JfIIxQpq+A3z8NdVjSAlpTkP",
-	"IX/g1JRyK1R1ztUWnGr7RZSRPOyfnf4CkNS2f+9vgghlmLLDxOmfDod2FDKHIoONdr2jenweVMCfcOFq",
-	"vtSfIIDhUX9QQZJCBJ/l9L7LJycn9+wSq7a63vAP7Ki2ZHai97AkvrwDrgavigNN3LJ9Nid+5ry/FOe1",
-	"dEhoxGKQ+GI26/F9fjOBiDCgqIrQVhU1ZIud26sEmSt4X1zNQLZYmlVUU/SsR75VOcOr4NpHcmzTUV9i",
-	"Iew1HjlsynZDJOu2VGCu8sZDOtFMmM7n4/z5OD/WcUZS84UqJdbbAyrfda63FrBxtQYBWo6w9zQzxYqA",
-	"wVUqkHtATrLDxHT7Hhbw8ycqBFCB7RuzUsZiylmR44+yNKGQJwINpC8u6Qwq8k5KXphQzM4PBWqWWyUK",
-	"b3EUPsYC8bbTcQtLHtu3sOZxFx8s4AWh8eG4BVFoc/a+Y+9WqELsKoffzplL8/SlO7kGPmCYOB+L9NW0",
-	"+40UrPs1Ndk8DcFDfsbH/WGPPCOai1nBYN0I1BQlbawUOsK1/APtTqCgjv8rTYj7d1cACL5PZj31iyg1",
-	"tqeTULz81bTryo+66sC+jIpdQ8vysOtaUdLA7I5Oe+TCzpQW+B6UCZSiqvZoRVx8neUOFhek0bks3NJA",
-	"ZUc7X3R/wxhhgxx/ddm5gtD8Bqr4tKmXoDtkTvVYCEnsYF1FaJfpBsNpDJViNHdc9w50/fraQ2noo6M+",
-	"+T//+2jYG3QSwnqznl/xfveoPzhOgxSNdFrJgLDGDwPzsXPUG/4mu0VYDTomn23DqFHevfH91xGlfDYb",
-	"LBCkRFcFEWE3MUF3TjWCICFJVbXb6pSwa9D3X777KR4yM8wHSNatHe6DyvUw2v5hUiHvY2WzBtj9ZmF9",
-	"J4sk7fQ5jqKLU07JjPuoSHtUOmvwD64UKCyaviu/D192735MgMzu+gbe+Zi0XlNtul87VejOREKqTXgX",
-	"FmLQP/3t7onjYKAxeS7wmOvstxRJezNfD4kBbx4I1qndRQX1Dw7XbytgQtVibZYu+hV3+LhJlP1GGuL1",
-	"Z9Jevw2BmbG8c265ONzp9UXff/QfP4vEw6PTPVy/lgK/keaiKlf+WZx+TLskzb0w3Vb0Ftl85/G14zU7",
-	"oO3PqrfbTYE9clFQPWeI2jhhXkYly4JyUazGop2inixLc+jtZFC8jzCd0SWc3/DG/xi8rN7pkTfUzF2g",
-	"IkTxY0Rh6Nyh6obyfV6oS0gA+HJFkhoK7rq/9qq3i1a2BRdBvvm0Irjrnpyy2Q4M+RReHyFcuEW3H7sA",
-	"TC5mZEkVE8YpVLpHnomVu/5DQSp7/zNhemPxDNuSVqUI0UULimUyEbM7jYTyY5CEXeaEkLYvw2kBQziP",
-	"7TROIN8sGB8pIyf9J6TtvO9bisd3EujMvgE4aoxbCa83FhdlBjkTC0ZdvQ6vDNkXWKXaKSjpwfJKM3N1",
-	"y5oEeDCoBLvJPiFOv6oksVfGwj2w/YPZ+DA2VN8XTGNOByenrVHrZPqkP5kePaX9p6f9/pP+0Sk7Gz6d",
-	"9IeU5ceTp4Oj/jE9Pp0wOjx6cnIyOc3yfEqnR32asePslE1rRvJ7Gau/R96ySwQGw5bjQZ/jsH7FOKzP",
-	"N/2n3vT2syd3f/a9Z7kvy6JYR8vH+ol7CQg7TdquZMZvIX/zpWLsx7WEAA5yRcZIO0olSGHQ6Tn5KgI3",
-	"yqB2C5lCI6ozItzosYA1SEIGoEvIYxACEdL0sESzJlxkRZmzHGtBZjJnXe8VDoEWUfFHzMskpcYb8/mb",
-	"73rkO0A/whjhn3/6+yGmG6ZJVESYyHqKA16aYzHsn7mZ5SmgnzlrGzc6JHrMqSZpVKwlpHpg8XGf3AhJ",
-	"hSg6Bdwy59dOEWkq7ZFnBDuLEYrQAglQch7tm+cFI/qWsSVT57ioECHk4ITsgNygrfRWaoxHXmvaGzmF",
-	"NHMuZoBI99aFKAM8W6jCHxUkBXDWevZNbduqzaSKjcVUyR+Z8IbRDlZUDSlEwepblQVeMYPpp1LEmLCQ",
-	"kOrQ+wJkjXYgWXW0Vzn1OLfrELGQFotrMFmRqH7ZWLSH/WOwXYbUGRB3M6igjR9VctlgQNKK8lNE1sUa",
-	"KL6rcwhL30wGsu+MCEDYpOtIVHNW5IQWRWUjb0cEGlMkwnlhni+SV+43yxGm24Nrxpb+nOGyprdU2b98",
-	"gXzdWLACJvzfBt2Hbv3o1H0UAQABd6vj/4Rnu1F/sJ9fHvQncUT+2ZP4WSDaQBh6g6xsM3PyEzBdDyFw",
-	"8fCD/d/HQ4iE+qWFFqnMY6Yf8RnUH7JD9zYVO5k1wSYuKpZ28GYA1Tu6v7Bi5VhgyUorKUCu7ETJW80U",
-	"3ntaLlgoH43ChOPj7P2SKysApcYUVzpNQlTX8Wm/nxBqxmIhtSFPsHZ1sn53BPDKhDjUi6hIU4WkWjpf",
-	"jftyLNrZnGXXmEiKZSW8v8+bc7hxWJQ4M64RvT3H9eI6EplyWDwsv7SOTYcYCrhWbkFJLhfUiRKwA1yT",
-	"9ND9ePgB+vt4mAapyQFcHmgiFZ9xce5vVZAUe36bsNUU5K0l8+VFpTIHUDLFfTwW7dTKgldXlv5t04f2",
-	"7T9Cr3/4+ae/pwmUOkG8ipkfc6dH0rHl71oKWoxbHnjCYc7CPMZiWtsD168jhRGKC2trwA1ZlBpQQu0w",
-	"GILPckFOAXW2ndqnV5OVK4kOiLKQ1ozU6Nomms+Eg6B01Oy6QUpLHZ1dUZOORfv27h0JAP9gbqQrwkWC",
-	"0TAU5S54r9Mj30DMo6pkM2IvN4RViUs2pr4aXm8hczaC8qzpiKD49SXLKJKoFWxkaRi6gX2Cn90wYDNp",
-	"EiskboFdEiC+gKIRzeZQ662yTcK0rMy3Pe/OMpnXXFx/auIdMkFHIvbfN7QoWf0hWJQ+ujJ3tXeAAbRG",
-	"Z/0+3PJ7Vr1zQ35M7P+KVjbkosETLxeFCYXKjMq0Rk/B73xf01apiq1VZD1XuBn0dO+utnq2/15/csqG",
-	"dMi6T+nwtDukx7R7lp9m3aNpPztlR/mAHh/3jp6cDof9p8NBv9fv/fVE9fXLm8Hi+dH7y6e3/9H798XZ",
-	"zeRiWL6eHbbuvRfbpDRLgZ9tYg+wif3Tpho+XLr7mgJn9vJMxdhRqjESmTYKCRKuGhfnU7+kOg+WBqt4",
-	"zN+EOAir8Iaa+V3RpEF33poh8GWTscNnw6xbRqp7y8OypR7lagO9qlOZxKRgHqBKwn1IDWEiD2JBlJvu",
-	"sM88iVwZU6RrVfC3Vy12U/0F84hcJ7sC3MMqflZYf3+Vqio9sskIuFYb1pHbbyh4PAzq8IP7513FSi6M",
-	"XAbA9gAkByhBEADnnxrFGGlfvnj7tSsA8ZdXr19jLVpCyUzRjJElU1zmHdSYamGyEQIdnvu2w6B1aIhH",
-	"faI7PfKtqDEHRKFHBywFxCPCG7FotZHLNwGs+pc+/Hcc/MSnikNIPM5kwqZSsc/B8J9NWI+dYL3JprYz",
-	"qa2R8P6Qu7OK+dmlTsIP3J7nPKkf4gReZe85QiH0miD1fzOn8vPR+/1Bx9+Htn/ZC9h29Pi3Nfq6fhuO",
-	"8cs5vdX1yjJ13xtC/JJbCJAyc7by11yPvLXzQJ+s1xRcItq48jfmDQ7aJkCAcvEwT93jup6cBvOZe/yT",
-	"+5GAhNlGUMGn2A20oEs9l+Y3glj+nC5NqeohLzEsed05FAafdhBBvEp/I1Rlc37DiNXXMRZEA4gAQQO5",
-	"odcs1B/kiuTUUNL24TNS+CBLATCoGS0IX9AZw5LjRS0LS94KppK6K8YHIvylnDAlmGF6FDIBp9XAr3Ku",
-	"0nPsADDC4Y0J0zyvl5xzEa6dBCxGKoYXjbRAVodAdzmzYxGMDcmWGB6MTjg0i2UKkbOWD2a4FbmrOuxG",
-	"TCaskGKmiZFY7RB9CwmRpSmqdJpoLXydxBnlQke48Q7Xr9rDBGNpUs1/rMJx7/jKv9ceDs5ICj+mmGWH",
-	"4bPnwNPnrrYkBClZ5tU5J5uohR4gf6rk4sp3kFZIWVGhWIitWRBueuSFqwfvIlcUg2wjTWjBr9mIOP6v",
-	"E7KQuVvoOF8S8OddIbSx0MyUKL0SzcyM52Ri7zVXEzOpMC98aDP8ldTySn1VNSR3F/BF2gD1XgoAw/+R",
-	"Kak7fqxQmdmqzzrxjq8tIcqkPTw6HovUSNktqJqxtEJvdGWgZWHnZ7XH7RWe3dI+BFvRBZKgpuqCn6c0",
-	"M8iU97xV3Th+rZrN3m8DLpk+PZs8zZ7kp+xkOuwfHw0Gx8fD4cnJ6emTJ0+fnp21ktY1BxD5UsdZfE0z",
-	"3j9E5r7xzuEktkaD/vBp/95ru1Vkcb9/rrj82ZfzTyGSeYK/M7onyFuVYBaLYI1Wj29ihwJ5hrGTC7qy",
-	"N50mKS2KP7gSHBLiJpi7k7jI+JIWB7pH/PiA/1vOMhYpzwuWIsuuYxtBFGcIcKmibe1dYD+6opkd2YhU",
-	"t+SSqmuWn4NMsCIzuQlczjUBYdUVzFVx2EwuUeSwooK/8zchgCtRoRIsEjIpMT/eR+pCDG1ydytOdNjm",
-	"oAkLdneGe7EKC4GCpcAKZ1V8zjZYqIghx5x1SY2l6dao9Z8/9LtntDt99+F48PFfW3vkkz+rImvPNwmh",
-	"Gui2IdGiaEaqckEGbgATKQtGxV5JX6/5gu/lKnxeKm3P8LtfUpd2C7DNKfaMLK2cL6fxUv3mL5nfmeMq",
-	"xGbVyHEfHnn4IZzfOwvb2+dOHwnc2bmLnHLTI06JrZzITrDH6G3UDUG0BTUoMM2qQcf5qqh6KJvFhQ9f",
-	"nzCSe9ChYf+sM8Ka6YH91eoT76geHgvNe6Ic/fp0+9km3ID/E8u6TSS+xdUB5Ug9mbmKmT6Qz8HLxJx9",
-	"RIb9YafRrbGddh6frd4t8P/WafL3VrH2Tuq6p1XPffvqq8ohABXUtkqnaAGpspS4r+V3TqZccD2HCOc4",
-	"JxtqTOyKoWkG7ryEYWxMqFGwwiyPfdVV2/IFfgICzT1ktShF/nT4KSnxv5J0FBtP2HtzlWFroxbQDeyv",
-	"XUuwTUxO8+NpPxvQMzbMT04mR9lT9mR6Sk/yYXY8GcSb0xq5Uj/sKgul85pKdt/b9uDzdKJ63eVkwc0W",
-	"88oRZjPdA/vTbvrdUiCsTT2mi7SxNqMmEsdzTqbMZICij/UVMftfu+qXv34kxe9VHITFjjkZUmYQA9dK",
-	"OW5lSS8934EP7sF4iGaZFLkmoc7pYEjmnfOxwOAhM6cuRRK2OPclxED3hKo2ltkpZyUHfTzKO0nsHb2l",
-	"nL+lxgdn+3l+23hAjkbHkf3xlzjjSO6wHSV+erXAcPqjQdJiIpO5PcmjVmmm3adQJYybKyys3X8Ai7B0",
-	"BxIvPMyZcnwN/+0tmP3wwKhS4GHxWi0WYw1fydLUv7IPNr/y6Zyt0Q/Adu4/frWbm0Vz1GWWMZbjHPdh",
-	"hPdhg9ukNnt8/hm9yb8zGc9uQ1LFO+Exw/Amf+KbmOZ9RT9LCRtiX1Q4N6MiY8X9HcWh3e2VyHxYp+0r",
-	"dmSSdnNwJ2ZiLai6htz+FIdWQM79M2hlLIAze4DfIInGYZqlwCiPvNFZBU0+CltmQBC+yQJT4Ct9rpXs",
-	"Ztz9Uf/kl2Xcn855/Yx+ba7kgnld/zDbz4zqH8qonsNWEEqWTOSQR6FCSgXeI/uKda7W+PYqtcIVRUcX",
-	"DmnPjVnq0eHh3CyKnl6yrHc7p+Z21pNqdrgoC8OtNH+IuapdzYTpYrH1nv2iQ+QUYxkC2xmF8uwYGVEv",
-	"0e4TTTAOw/nKZ4ouyK2SBpyzi4Qwms1dlAhEnsKInXPfPgA8TDmdamawtqJ28zknlKQzuvSl30MQG1nw",
-	"PIcIkrHA4ry+AP0tDUECLnobajVSSMPMSTuAWkwsZWmfF4oXCaLFgDCCwfAeoFhOYRJ+mb0UndTR03AI",
-	"PhCDC0KLonNei8AdiznVPgzXCsNrxe1hfGko+v0Wf0z8MPVKZHMlhSw9Ege5lWWR22ZvGJkwhlV+oGXg",
-	"taFhAAGZFGzRSRzHwFggnDFMKyukZtpeG5ZHMmHGouCCkXY6AiMwlL5NO5B87SrxFwwiTMDucXRCdI+8",
-	"tWqDYJkvkAmAny/sGLqvvkohWEa5oC2nRzBSuEaEIYpljN+wvEe+xQ3lmthuPTKOYnC/oLIBURxgNQ70",
-	"iiqJNnSlXfETl3lrKcdqKidkwUUJwHjQfxUVHUV8LNhCqpW7OH2XmOhs23BVVZQm7UAAlh48BeDnjhA6",
-	"56DxAO2ORTBYulYTQslfS1ai05GpTrwhmlkSDUuvXf60Fw9IoKXeWLjliisJwLrBLb8s6Mpb9LF9iHaJ",
-	"xafNRkdjERH9gQu1cTVxRI7I3cZ5BvD4woI4duFOn+cYnQSP8lg41mEX8hYwDGgU12O8s9QfjB1KIk75",
-	"Lq/k2zq18YgBtR0kYsiX8zNNeT5KiSV+nZDUAeLCvBBLqwadixOMf0g7W7Gna8dhl6vz3Yej5OjsYzf6",
-	"d5PX824TmGHvzSFMuRGxcJfoAeO8cNEBzRJIfP18Fjv+oWLHS+BKzuJ8oP2NSLWDaFoqmZcZy0k7uv7d",
-	"Rd75NbQmxRDq8fG1Jst5PHi59xAZphZc0AJiOGLsMO/fxPtpaVbpuQ/tANFlZlu7ePWn71998/zPjcXv",
-	"+I/MjunS9fCQ8L1MFro1Ohr0k5aSt7o1Gu4fWub7v7CruhdWaIOH9C1M53OZ4s9liv/bVfcDbOCgmQUG",
-	"caAD77iHpqZNzsUvwNsuPfLzTDLt8XS0oSKnKidcWBbvOd66yQhZP1UKhMeff/ovQscim5fi2mpHttF2",
-	"mpWqIN1L0k077hrXVnPlS3aOOk+ovLK06qxOXMSZyEqlQEdwL3iESKiLCGDRPZIyOXUBeahcIGwkDBoE",
-	"sluqck3agEUUGLZVk6yco8l/ftXpEcA6RdmVilUlOFsBMorzr7N12I4ruWQitQoRsPmxcJhHERgiiJow",
-	"ZETBS0mVVuENaK7siE999i4tUyoBuVL2B4Z+kDbmRR9jXnQo9F8TritXsKrKy8Ca2A5hW6wUPxYo/guJ",
-	"CjJ6bBBkCjfqCiIQDZJ3StoDr9qAipaVTgUb9p8mHq4p7NZdyQgA9OR3Ng2ojrZh+9MIdBO/k5jjncmF",
-	"FZfjaj1LpgjQW0IUBbXHzCkW9AnzxNQdvRWZGz3SuauwuEPQf15IhysWERhK/L7sQ5M3m8lpU32LKqzv",
-	"3W8QFvzBMODOp3OatOBgVp4cx9D2sa/uHwNvt+8OvG4Eq49MSAfa7aOR8jNS0QPEk88Cw+Mk7luG56hU",
-	"bpEb6vdyo/QA3tGsVNysgIchYuOz0szBd/rO/gyQ0/DrDjAykBlc801CQwglCKFxCQoE2mEoLugSpsJh",
-	"oI4bely8hgIg9h4uJA05fXrkTIhVylcpNNh0ElKKPJgYl7Lg2SrqxDfQ0MkFXkPMhRNEsadVUP6EmVvG",
-	"BMxQ9zbikpqafe5gjwJ6N+RFQ05jAGxWhNqbqSun0zhfwV8TQdJoaL4RjCnOHahP3uW/N8zeUMOmZREX",
-	"lw712xOCpdm3tBsKTzfM3ueSxp/GyaQhkONaO2FyEa9rCKLbbPoNFI3nAvI0GzI+EoQ/ZHkAP7Qs3mFo",
-	"kvafLy/fQN/fs8mFzK6Z6UB4sbaSigQzLWR2WMFvwcxc5gnUoEkI3OLwqZMkXOtyLWEWTxNUVDRztkKM",
-	"dniYx+mlMyas5MFy8uzNK6ydfUMLnsMjLySBLJHLrFxgHZWx2IomCoZ851bs+B8x/sZ1jifE2LnClPzK",
-	"1xBGA1Bo4qfE8hEJ5dsuHCfpvoEjNgpZsj//9HePBoqnZ0lnTI+Fp3pB5JL+tWShde/tcF4FNFsSVxXT",
-	"Qc2WRU5o5vHj0Rc9FtgCaBfgyJVCS0iQsU98Kgp1ngaPENpOL5jpPpfymjOoOXkBmOTdS0WFtvdQmFqa",
-	"kPR5wajqXnDDul9RQ+2jZ4XpXtxk9p9vGRRkt//85sVraO0tFEHvXkr83f7Bxaz7QuRLyQVk2Kau2Nrz",
-	"P0MPitvbv3B/vni/ZJnpPr+E1t6Uk4Jn3b+wVfcNF/DxBVM3PGPd78Fo332GVdbTDhS4ZDlXLDPOC1FL",
-	"JEUaadOxSH3mXurVtzqMKNIt2O1KUxGLb8PydWrm5xhpF2oioSReFQ8+Jily37RT7bGTZg+0JSTYAe8x",
-	"sGcNYlQDcW/FtdXMJIjn9wZSRBwXvQAVh3qytT/ZG0feCruSzmBuxUJXXG50ePime9HDH+p9OFs6aeP7",
-	"6EdzhQ/gdOFJQ4hfKZgbjpyORRg07NxVqYpo/uG8hY1qH/efdNBH1COQxdRwYEF7hJV2HQN9S88vPOHD",
-	"46jGrN9TvyfoyVtBw5PSodUGcnb3k90UfUDSr9xiU2MUn5SGkTYcJXwjIjBYZCsaQPUAd8rGgus6Fm/F",
-	"piYr0OMQ/QOAGiOQwE1A7RSLZpDv3r6u9tFBGGPVwN0IxgZownL7LkANuAkA5VMDIye0sLQcXFzgfLwO",
-	"mNSQte02DMSW9DA9J8H2gCEuzreGA4MjMmOODbotsXq169zugKoKTRyfEyOX3YLdsIIIesNnruSBPRSw",
-	"rFnBmYhdbIGdLegK1XWSWklOKv4jRe/5lyDeubKLsCaerOvQyAe4ffYmNYw6qAFLpmORrq9tivf42pcR",
-	"q62jRsBZftGIqu223pKsFA4ogEQMHWC5nZEA5+0xmQ80rKsaiwVdOQPJGqw3aSuWSQW+VXzBcQLow9ID",
-	"1L7g2ihqpAovOZztKtOSInclUMUFThByTK5IQQ3Mxy6sO+FcE3uRdwu+ALPMkimcJRX5WIBFAveR5rmy",
-	"vKS9bvuwbwfbxxVWUcikyNNzMmFzLnI0Ir1fATZ3xW2MKrVh+ZX9jTM4M8PBmTNIvWVGrbrPpoYpLLAS",
-	"Q6J6kopkowM9hkLFBdfGyiakTUkKGsCVLidOiEzDhQ+AqmsNIEPAVaF+79eiwRzH9wQxrDhfO/2/OR2R",
-	"o94R8dTXdT+GojLg+K9sSsBh/IgyqhRnuhPX3wu3EVp7gkQMrTZIl8+2CKt2i11Zo0hO3aZTrKVlHFjO",
-	"bwlzZDWTInHu/MSFUCVkylikwbnGUYFrEICVnDD0Zktljx5Ss4Zyo6hoCYhWjdqq6qk0NHgpZWElRy44",
-	"8h+IOCgFJBp3rc5jmTbSsEY500hZaJIeLrJlircVOvR8IuuMCdOk0M0lyXkOGtsoMqUmCM/icZ8Qg6Ne",
-	"rGcZp1yRdlTEptZxmXPT+vju4/8fAAD//w==",
+	"7P3/dts2tjeM3wqWznmWpQ4ly7LsxPKaNd80TWZymraZ2H3yfafKMSESknBMARoCtKNmslbv4T3XMM99",
+	"PJfSK3kX9gZAUCIlOXYzbU/+6GpMkSCIHxv7x2d/9vtWIhdLKZjQqjV635ozmrIc/vkkSdhSv6ZixuDv",
+	"lKkk50vNpWiNWvFkpZmKR0RxMcsYMX+SHG4mNGdEsfyGpb1W1FLJnC2oaYGJYtEa/dCCR1tvo5ZeLVlr",
+	"1FI652LW+vAhaj27pLPNl13OGZnyjB0owoTmekU0nY1IPG6Ni37/OFH8Rwb/Yl28sJApn/KEmueJ5gtG",
+	"uCBC4T3jVhyRidRzc3HO3lU7udmnl1Tpb6BBlm7t2+Zb23+5vHxFUqpZZ+dbJD64+YbvX78kckr0nJEk",
+	"Z1SzlORMySJP2PZGP0StJc3pgmk7pU+l0Oyd/pYu2OZrnpAEfyaCLqBlbi4vqZ63opaAZ1r2liv4M2rl",
+	"7O8Fz82w6LxgYV+WVGuWmwb+84cn3b/R7o/97tnV2+Dfve7b9/3o9PjDv7fqVsLTIlcy3+zmd0v694KR",
+	"WJhuJHBTTKa5XMAALXN2w2WhyJLOym/4e8HyVfAR2HTY3QV995KJmZ63RoN+v64/X7PVi69qRk2QJ69e",
+	"kGu2OlCEp6QtpCZcK6JYkjPdaRjHa7a64uneI9jvntHu9O3740HDaL3kC67NU3Xfm8GPYdspm9Ii063R",
+	"ST8y384XZmeemC9fcIF/Hfn3cKHZjOXwolcy13Vr5/LpK7KUuSZcKJ4ymAxFRTqR70jbjEcm5XJCk+uI",
+	"HA0e9fq9fu+oaXBMO1uHxvf49OTk+GR3n82iYLevzEtq92/OlHZbzHQlIiqjas4U4SLJipSlEVlSpVhK",
+	"tAw/7UChoMtJe0FXZMIIWyz1qvHD8K/mD9uc2Fe5TJhSdUvvEtY7/GzXnhlnTdU14WljF/CBB118r3Jp",
+	"JOBfYdVtdPONzK8zSVPTV3PbOVkUSpMF1ckcx5IpxaU4UETeCncXuZ0zgVLaHCfXQt6Kpv1sH2na0Ed2",
+	"Wfu/677hAjtRu8VdDwlPIyJzEtvtE5OpzFEu0yxj+YEi9hf/hJyS+E+2f3+MG+bE3nyHOWmHk/IP+9JO",
+	"/excCLpUc6nx0+peb2940DVxSdV14xvNGn3At30w7ailFAo1lS9p+pr9vWAKJBUcWQL+SZfLzJ7Ph8tc",
+	"TjK2+MN/KTxz2Tu6WGb2XNSUZ61RayLTFVmwxYTl5CCRiwUV6QHhirhuk7ZijBzKJRN0yXsrusj8msix",
+	"C0TN6ZJ1WlGL5bk05/AP71tTzrLUvqBnG25FrQVTis7YPm9ufXgbtZSmulCt0RCOLK5N91svxA3NeOre",
+	"X47XXOulGh0eGtk1o5r1UnbjhkEdwkOogXwI5+HfczZtjVr/dlgqiof4qzp8hQ/jFNSJVRwBrsiCZlOZ",
+	"L1hq9o9ZBYoouWB6zsUMd5AUUz4rclSeUskUMScpzTJ52zM9eirFNOPJfafUiZcDNac5Sw/InCqiErlk",
+	"ZMnyq7wQRnEbEa7hFykYwTvdlj4nNE1zppS5hSpyYHffgTn5NKOp2fOgp5lPkwLEkp+ns3Ke/AftOUGJ",
+	"u/+hpkcu2fpwT7m2apS0Oi0OjV/SqHaa69p00PTl2TuWFKaZr8zHNs9O3azY+b5aqNZocBS1mEhkajb1",
+	"qFXoafex2TXvuL5KZMpao34UispR63R6lPTTR2wweUyHrD89o8eTk+RResQG02M6nAQjD2ZOxjRL4WLK",
+	"8rw1avl/X6FJAm/ACzovRGJ07dZoSjPF4AdZ6NaoNRyMRcv97Z489hc2n7ylueBiZrb+270nzw/ra6aM",
+	"qmbm0Kjeh+yGCd1VOmd0YRrZsznz1AU+1LAemHsjmXLB1dyIt9s51czoN0a1MFNBzFR0zIKYc1R0zX6R",
+	"he6RN1zPxyJGu3FENjobwxqiQt2a9pTfL1QQuI3gbU4RK7tD1VhwTfJCKBS48Z+fXZLDm6NDc5Cow/f2",
+	"PPlwKAu9LHTcicziFiwlkxWhJDa/x/iS3lhUFu2rXC6kRsNu/4ULy68/OU2Pp/1kQM/YMD05mRwlj9mj",
+	"6Sk9SYfJ8WTQilp+i7VGLfwedlWKe6e3jLw+fo8FnhfCLDJzqZgsuNYsvaJmuQ76g9Pu0VF3cHbZPxsd",
+	"9Uf9/t/2lyHmHK9bMBeaZxmxLyV0qllO4lvK9ZWKz8lSZhlMImijVJPYmbegAwVehtDsreuHvfXQ3wd9",
+	"eS7zCU9TJu57GlA9Jwe93iHTyaHR8G/TA8JUQpdMVUyYW5lfqyVNqtL8uJTmr2TGkxW54TLDfu4p1Zfw",
+	"3IPI9G/declSq4RwRZY5Fwlf0gw0V0rwfSShwsh7Y7CIqcwTloIs/zPV7JauLnFL33Nwb3MOZ+DBhM96",
+	"Ey4OCHuXMJYaK6pyxhwN+sTLEdLGLvbs351gxE/6w3LETSdTYrq551DbBh9krJ+I4PiUes7McFMBsszL",
+	"rTYFzxAplsb+iQh1HpZO00jY2XEi1XT1hTBqMM2eGe3xnjNCBeG2OQLaKJFJUuQ5S89JzsB8DzTXK+7N",
+	"XfxW8JmUP7ZGrbPpIBmyI/pocpyeTE/7lbmq6KThW/edMNfXh5kxMilmhAv4nhmu83P4A4fHaqVSZKuK",
+	"+m5sPjTxCsXw2CLoz5jB/Hwr9XNZiPSeU1MIMHG9wHEG5MGuM+CgIpGC/WHEwRR6tudwC6m7+MBDjPf3",
+	"9oPaRuwI3CJeGB2oTuDD/BC1vrth+V8Lqek9h3ElCzKnN4wcD8qNqPw5JXNiziguZjip4BkzCocd9t7f",
+	"TR9UL5EC9oXQV2Ur5/AsiFZjFmhp9STSrqgjf8LZ+KN9J+hKCRUJy9atgUFgDcDHe7Gw75RBdx/MIEAv",
+	"hlnjVMMnyiksdRwU0o6roxRH1j3mbLgly7t+iv0Gyqk2Wl8KTdmLsIuWuZwZQyoisdHWrtxvceecxK+Z",
+	"zlfdJ0aviImiK4UOISOP8hWhM8pFr9QDFywmai5vFSmMAQ2vg7lVa+pG0Oymo+eCJVKkyrwEZnrCpjJn",
+	"5oWg48A76xzupa8x8NhdaJrfWa90uuGotVzpuRTHpLsgZgn0rJvxcb9vhOy++ufS3DgcfJRamW/XIH95",
+	"1dMOZNNqndDkepYbeeW8oGAhnMM6K/VNs5xjs0bsEKjD9+VgfDi0jzJ1+L50jX54GC0VYmffSn1BNVdT",
+	"TicZu6d4g4PJtArxNvXHk36/3yUwWYosqcLzm4nUGVGgf7SP+oMhPhFqU8Oj01L+QF/BB6CC3u4phqBL",
+	"XXN+hA8/lFiKoW8xMcIVpC98Sfl53nthBP85iZ/i+HbtYzN+wxSGZPiPbG1iK/c2RTnJF4frccZ4R+TN",
+	"zD6Ks4fRpYXECKudVidbwU1I85zfWJ1/sOiDjWyERQ/t6SueZuzKadMRUbLSxC1VJCn0OVFm2ZhfoNFb",
+	"rudGG1dFMidLo/sosCDgLkbhYg4OMOqbsseFOfUpuMcSaVSqNuvNeuTVdxeX5Oef/nmodGqEP8tJMi/E",
+	"dWVF9h8HK9K26tT2f4GW/+2eox43D3hM2i4mMCALLgqzCc/rZgAOLesKFSwBC4IrkmRSWevsQsucfS/o",
+	"DeXZQwkT6zcnyrRN2q+k0uZQ7gQuWHDYGAPBnLxqLnOdrUZkSnmG8TDbX/PPuFAs/6ObGJJSTSdUMX8l",
+	"HpGUB2ZAaSwEpvQFy294wkgRfOmekx8+8nBe7D2HKHJu0kkur1nubGxNr1lgRIEL2ejDRqcwU5+yhKcs",
+	"7RHQTZwrpar/oGLyi+oyW2OoENGR8iXNZ/dddSCyYQdxReQNwyE76g8fnzw67fe7sOFQL287fXNB312Z",
+	"565qzrBg4VxKSTLo4r6yQsouPvAQi+VL81H+i1xAg1lNFHbw94IWes6E5tZDfL8NLK8ZyAj2bsmtEY8i",
+	"hRLBbgn+DtiIlSyMYq8Kllfk7VE5eut923/LVR57iJH8hitlzTVuo1kTRnMzsuaT1vbBmzdvuk+CPmxu",
+	"htfPn5LTRyd9ksyNiSNmbPfx/b1QxXIp8/tPUyYTml2pYuLUVC837BtIQpd0wjOuVyOSUTEr6IyN8mKy",
+	"qliLg3CufOeCh/eOJJVPPJSQXObyhqcs3/w28EJ60Wd3ge/9Nyzl9BI6fc+zLHwLyFyjmYCcMaf3asnI",
+	"uu0V+RPXbZs5VcRphKZT5ACCGMuMcnFgNSSuQTeq3DfaaLsmMFwVWyf1k7kw4wHd3X//+ae78HQXHnuo",
+	"iTUjeKBKpdp8LthUcLSZU02snW44+OfEBoK65ryMSdvoSUYH7FhHm5GI0SbeEG6vx7qUY1P3QtJ+c/yU",
+	"vPzqFfm//+eRxRbt2OHLMoh2j6WXyuSa5SPCF3TGCNrto+Pe0aCrMr7AsKp1w5XqTrCXX5mtY+xRI/FQ",
+	"q9o7eOAefbDpdu7HRBZZSmyIwL8Gw/e5Uf+tSvrGxUWeF1l2fxsHmiIZm2rnqS2BVj4EAyr3gdEtD11k",
+	"oapR3eZcaybIzz/9N8nZQt6goQjK0MJoY7mUC9TBy0bllJTYgAXNsgMyl1kKvrCFVJoc9/vkmy9deIKk",
+	"XF1fLSbV8MSjclrflN01Q7PnjPr+dOGpB57WyigaYVcdcodcMePHaoe0B2Fo+1LYtK9efM0A9LXMzYbU",
+	"HCE4FqgKbqD3ranMF+AQSqlmXWMZbaJ4ohZqMepOz/C0ZndHrYwqfVUo34HNEcmoNhK/UCxyQQ60zs4J",
+	"nSgmNPobBQS/C4VQ5v36JCy8duOHZc6m/F19fxAueqDIlOdKG0Ulp4lmucLusSwj12ylCAWzG1CmAcK0",
+	"5lXWDVv3NqpLT7yx1GNUDP9NFZP/YomOt7d4xdMmLKJrU5tXLKiFgV6zlTtqqQbUTKCsKUJVw/tgM6r6",
+	"d0GYxt3i3kIWdGXmqjqFXLvrxEymfwx8FWWfF3QF8DzNFqp29uwFmucU9Kac3cjrOy5xJylKLDxNNL9h",
+	"Lbf6ERMHDdcD5EvA3A8tQNBZJLZdW2vzFC4E//Yo3J2VbVe+UcJKMF3GHf6S46lc3eV0ya/MqgRIhBu4",
+	"bWLKioua0Qzg3Jsz/myx1Csi8UQwe9vDu7cPkO9ftf3az5wxoS+lzNTmZ7q5LWdtkSwR3SEob0UtKvQ8",
+	"l0ue1MxZ1JoVPKUiqbFLvodghfsd5C8laqU0W5hVulhq0gYEmqaaLcyKXrKcZFyw+l2vpcyuEANzZWxm",
+	"I0VqNhAClSKCUCfYmrAhckZT5Zxdpi1M5UgKjSIScHxiFQinoBfeWYDdqNu3UmYkZVMuOEbl7BFvtW/0",
+	"pS2ojtwP3zx9ZeHVB4rIPGV5ZYfSNIWGaPYqmC7EkW7Mb3W9ra0TO8HBVDWNpfu42iVUpFwDzqpxpzTK",
+	"TptDULFGqlIUIVLmLK7Y22CMeIGHK8gbyRsLpO40fGOF5JwuATN1XgExHCgCQR2ImOx/BqZ8xur0+Iu/",
+	"POkOTk5Je87edXxWC0a9IFAqUwZ+NPsT+t8tjgL0EnTDpbWfV8ETbggRH8iNiITtZlFu5w6EMcvp4gCi",
+	"SOB0jgjLFEP/CYRYypBvZSC40KfD2o0Abs4rbc3bmrwhyrMiZweKJBlVirQpsZogmjmqmE75u07kDzI0",
+	"D3r12lPC8qVuSlAySoUZeBzQ+oFvaNfjL5tHlNzOpfJjSHIq6iWDG/KP0PH2GO5rjjCMrSeQ2aRfcwQ5",
+	"BPC8Ld9mdA3zOU74bwL5yispqz0CtqpjjBglQMx+EaVsvWnIFNmmcNXqPmH4uP5wNpJHSFG/hhT/sWb5",
+	"fLllKYYywO99zcSeG6/Us5pmdURiH6yOSSE0B8Diym5wgIcID2G0gOcCQBBFgiCNOBqLGHdkHJHYLN/U",
+	"nBjmDwR82F8yqXTc6ZHvAARjVim+3rUDOSW2od5Y1J7sNJ+xms393IwNHA1qtGbQLqk5GNzBEt7jktXq",
+	"dQibm7F17Ny47FbBQAmFsxV253b9NMyDCZJ6cDIbj9yv7bav7k/EYELUAM4N90fKMgZ/ubehMhxcSJnS",
+	"uVyZfttT29/iLqCKXrvVoUv16jLOwf7KcqlPfCqF2fZwt7r81LmQ7aetaTta02QeSJKJlBmjAlUQ8xtT",
+	"V+ydRffV3laiOza/7inKCkUSKuC0pqoGDcLMZi0vj4jRDONQcQ5e503NzZ8AhWjNtG3HhOnMNWNLggFu",
+	"YxwYaWH+uDJ/xB3QtJP1zkthVDaWL7igGWnHS71q6iVXDl28Y+m8cDdechSILqpQXX07bdwlTa7pjF1x",
+	"oTTNGqYK0AE1qh76nBh+6QQUqR+ZcJ6AW5aSduxRAdCIEZbmj5ypYsHicxJDKJ1CMHyEMISmsUG33FXK",
+	"1XVjqiSGKCZmOaiqtDxAdIj37sXWvbfjbbBswF5rGBq8TTBt3rT1HgeHbFiFS8xhvVrKXNccbK/MZZd7",
+	"q9ZH3npsibFSi9k8hMCSNow4NHv43vzvw+HPP/2z8bu99C4Uhp3r7rHu4oZPUXPWtJRcKqLaYzm5e40R",
+	"ZNaUw3cRi12zirtrkbSri8n90PSlYHNPi9qOrp9xqgT948eFG84Jl83dFLykKmYq4s+JzFZlZOsE6cb0",
+	"bCzAuoVbswKru8nt8HB61hdk7RkhUxbkYdab6zZFas17bM2NShIvAAR2JPJGjqCgZv3YofYsB1qC+OXi",
+	"nNzQHCBriiimyWQFQa0g/ygHEzxnzjFhTsfeWDyBKLtrjytPzwABwtgtgZi0MSqEZpxEpbNj7WyuXKLg",
+	"WECGk8WXy1vhY8EA2gras7nmtqUe+QoRRiPQwl/hu8wYEinGwntJsVduydnzMHJgBfgGn9l8jkkNt1wx",
+	"Y33nTM3HApboMmea5eCI8iOESuv9KB+MfXXTvE4qi+H05OT4tKaFBX0XPnM0eFyzLN0wbi4RO0ttTApA",
+	"0JbDwQW5GwGg3bUVpnGQlCUZzRk4x4JOD/s1PUYH067j/Du465lLjgTplHLRZFJNEZelNBUpzVPCxbLQ",
+	"Hoc2CjgK6jZYjdPaqTC7+nlh7vzO3Gh0CQTAXamqpS8LxHN5DofHp8MK70S/V+5rUSwmqMBgatmOpo5P",
+	"qy1ttLMmuNfs9VB0gZL2cdJrm+p6gX6kwOAFBGUNltkavy4PBG7F1MlB/wj3MtdqLGILk47RqWXzJCGB",
+	"WRY6A/CroyggbWodqhGh5JbqZM7yTgRqK9w1Fu59cHjOpBFN5tgkt3MMmUDrEUlkIbRCHJnSJNCzr7z6",
+	"HUPUZyyY0bacB4u941pZh5bScrkENfCrZy+fXT5DRbAekN0BjwB8dtjPHnlhZCXsD5s/qrDvu3JEe6SS",
+	"8zoWLv+sRPUtl9mKtGf8hqF1D6s5tk7WjE+Zudjp+bxHyA6aCXBPhmZ8oFV4gP8GRKkQ+HWHEy4O1Zx0",
+	"k6YNuusEvE3rSTgAXyAzowLnzCgsN8yFPr0evCGzzk5/EUm9bkXpnBImbnguBcQ5/Il8buEiAWdI7I6X",
+	"ytny9ot/j23vd58BHyt2l3q1M2HWWnIX/Ef2W5TU1W6+lLcsV1uzFM9tkDynXCGuhzyHHbIp1EaYOWd3",
+	"DmkLo2dNVu6w7VTjC/c+Kaqf8hd5SzIpZuuQWJSqZnMM+gPcg9Q7tx70sMGtX3/eeK11zZOS1bodnptz",
+	"x0KFORh+pWaWchfSMGpqoMbmzCaKIPSqRjhVQBs1UaJQVQTUutV3ZY5OJvuGu4AlyvS6rc4Vxc3hFr6/",
+	"nbNO8LZNH3Co5znXIGp4YF+pea37rgG8sTaXNujuX7ERUvcfFdkp3DLrT9G7eDclo6rFWjav8vvu/sH3",
+	"JmzbGJ8tn1zvH7VTu7+H1G2bXfFd33Btl2D4EZnwcQqfqOXTezOn2iNTOGYutdXc2HVckIwrrTrnRED+",
+	"hM5lthZWvxOB1Ta4zGtm7krKvuCZr1iJn2lDQo9Dcto0UAua6bjgcvSxSJo7fsmCvnuBj7q73Z+b/kmt",
+	"s9pTy50wXLjciXNv0cW00POeg4b07OUrrbOYtI/7JKUr1Yk87G/t9gV95249PcF7YbbcMXDar6Wg229z",
+	"wEq0TGQftxSN6nvl3DRN5gfoxza/FxIDAicZNev0ujOqGB8IsIUr9k6jBeDkj0WbkpRPpyw3iltsL4My",
+	"TMmw30e3N/XQUnNIGBUZu8F1hBgHl6BilHuXclR68k0TgZcGPoOCW6JHnvhe2TA0Luq5zFKywDap0e8r",
+	"Oox38CKp1rRQxhAZHh2T2GeFxJ1zopY0902aXoCPRk7JjyyXaixozsovovBWe2MqwYoAS2nTQbKd0swc",
+	"LROWqT217DrKyg1N+HhQs+Sc6NrZWBAdviu1XsM6T0vsKM2y76ZAjLYXeGz93EAgZL3X/5qtRh64TxWJ",
+	"nxR6LnP+I0U38JeYV2LzO6Ehl+FJIN/OPCfk7bn5v4W9oxD3OVTbj0Lbuc39/naTocJI5/9CQydlkTfy",
+	"LdIT8Mz4bkx3EJY84WnOUiY0p3Woq+8Vy7sLmTLCU0ueu6Ca5RxS9JXMbtxWRNTXNROkjRo9vhYF3Jpa",
+	"equucpmxK5qL2kDSdTFhuWCaqStjAizvGHcKHl+LM5TP5IW4oqpeV9tYciH9VQ3BY1xDVgW5IwC/+4+L",
+	"774lNzQrGLo9zW0gQqimMcDxznFGcKUSroy0oZAQCyere8I80OmRZzYWb3mp2pTEl+ZfkcXpSEEgMBZb",
+	"20R1orGIEbUXg2yJEbpnnhUkRjv16bwQ17FNf+cpCDaQeVJxdGNbc8E0Ztc7NImYoAp/skUGBj/EEbmd",
+	"c2N9v6RKd+ETui++ignG6pQ7VAgVK5IzQP5Dt2d0Wenmn+ky7kQkzoHWzP60RnYWg5M1BvgUjo/Ft5sn",
+	"4YQAc0PfSsKEp5/AieuRZ5hbMBqLsSCE4OiPwKTDC2YaRuT9uMXTcWs03kmkMG5FY4tCgPst38G4FZGf",
+	"f/rnB/ceno7IWbdfeSmO8Npr5XSqmB4bm3FsrCMKrU4KnplvGY8FvNBx4cGPwIY3bn1Y+yYcxLXmg556",
+	"1jts0UG57Ktt5zZfbj+rFbWkYHtIZiQJi/bxpsAq3fPeP9Plzjs3aPKiPRMl3oYscPbhDYtkDVC4D+TP",
+	"MxiWVqejMpxQxU6HtVbYFpSd9e8i+x7O7Tk5Gjz+g40nXfMsQ6Y7xWeCZkScE1FkmSVMcSxZ5Un1g+9v",
+	"1DI3tsxQCKl5HUT5klkmNyOHRwRS+UPV8JYqdBCDbsQU07WoIikXV9jRpmM6Fyw7AFduV067C7aQ+Qq/",
+	"LTeb3GhX677xvBA+YI8PXC0mDeFci+RNc3A5N+RgoDiEYDIKQHiRsd0cISLw2d2ynBHbkpWqrjtaIgYE",
+	"hJS8FQBdrjyNcTguyBqbTi9nmnKBELKlI5aMMRols5QpTWZyLOCIsAwCkCvtXPE2l9GTNJq1smryQ1cB",
+	"fTWAvZmoAyt+SxeeDcGuNjjocIJ0SUhtSR8uXvz56xcvX9aj1ZtAerGXWjHx/JOVTwvRmCGxp4fgtaKW",
+	"R+DV7jdHAfq+6SfH6/l+P7jhOmdoLbjBEojWvzPgEt0EzmuaBawnDmZ7m0vNInLNlhpodaXeGx65zlRa",
+	"m2/JU4j8UOUW+zmZI2GnWco8Q2ZutmxwJwZIwo0PLilR91cL1xVrl81ix9VP6tpwrs1ozdfXTGAgyKuw",
+	"8jWUov+OOnv+Oc/YM6HrSNG/E4ww85PZTdSGZXoE4JwY8DBjCz0eEQqXbPoUmiCYFP/95fPuY4saNyti",
+	"LBZ0hSmOUrCOpcQyssY0YFXHJdXzGG2L7//w/Pnzr4CLK7M5kKCv+qT7lVlfdCzMmiJC+tSEhAro0zny",
+	"w1BhP4ZmSpKE5jlnCt90hWyaaRyhl4jq+VgsWZ4Y/RHGmOF7PLMPJLwVigGHDPb+55/+eQgW+OF708AH",
+	"i5KtntWL2tPzu8TsnSXLbQoDmVhSsE1z2Zb4uBM2vTnXzxYbqP3BDUrdushWNsAI3KRNc25MQVetgGwd",
+	"TtJ2tQzMTu1EeITHKc8P/9fz57AuIiSxcQHTeqKs6vhvQ3nvIYBcSoQT4hbpm3LYvatFxsW10T71nOW7",
+	"8+BcChxyzNvkeehNhKuiOrlNW7XeKW36VDePZsFztr+vuhQGuwQbjoJrv6m3bxAQv9nhZWOZCxe+A2A4",
+	"envrVxfKDSsdzNrYkAoOyuphRZW9blma/SfHDUmq/+qtAMt+U7jULu4dCtOcDk5OG3SpPbfFhuMoRMPj",
+	"2raL2r6tbmn8hdEM538ttjJnyfVWf2LT6Vu2vZm9Ks0uDUmX6nStG5ar2hybyxKGeqCIvS0yeusCNGtN",
+	"wCy1pZTilN1Y8IUghXB3wS2dPfxwzVkEVbR08HkCCTulurI0zYgvNGo6CiqV0Cy7mvJMw4UFT3J5dbMA",
+	"xUAtakcjNINr1YIlZ3gUU+vROHAAl8gciRsKoA3nrkktqmn9gINOgS1BGDUG6xQ8LhaWA2kwRv0QMtxo",
+	"EYnRgK3fIB9p+KIvpB4fQfBHa3Aolw2IIEyeO774tjPF8Gewhzp7acJrS8T2JcLRCz6pbtGsgUMqYVgI",
+	"Sq67d8HHGJOc6SIXyuluoVBVqLrF7r0xZOT6Ybf8DNQT5SumO+dj4X+n2S1dKf+GTXMWb3TCEZUoN1e2",
+	"z1umqnTKNKBZ4mkuFzHwwGkZkzZ7l2SF4jesEy7nqvnc1qWlATcBRAPXO0aObnmWOSYSxUTNYjev3dtS",
+	"cy5g993r1sPb2rzqjxLg+K4I+wet1C0kZI6vkdjLoi71xQJLN4EpG0AYG+HabOQb/uVarpgxGyBe1nZ0",
+	"8EYU5IzESZDo0wtQ4ZUjPczwVFfAQX9llu7dnP7+UczXutOz3v1TR8sbtSz+Hdu/W8vuUQZcxRXqBmjM",
+	"bHMByWLmz8zokPUOh9wWr6kxlJvxVxcuem33dsnWv8cSWFeTq1+yPirrc7cxIWFH/QfVr+hcv+R4vq1l",
+	"wH0ExQtwQ09WdWGbJcuVUWSIsRcwkcqmJZBULqjNwrKk7j7H8w5p7O4FTZk7ua5fbzu0xSJvSAQ23wGR",
+	"RtiaAfg8pL8bERe+QdbRZTHJeHJV5BmGag7tGBy+h9s/HMbRWDjw7MYIubaMmWLJbUeHNhOoG1qAPbzR",
+	"5X3g4/aNV1eOzggoz/4EL/6jfX99Tuva4jRDsp4BimUA/RzspCpx6+7joBPhXPuj3N65vvBgvW0Uf5O3",
+	"gkxyeatYDk6MCXNlaKzL97RPVN0yrWZbQONaYt2pBtdaiXuxHUU0YhPi0S4tXFZRAIvphYjG0/7wcQXT",
+	"2ABm2Rz4ML19LVKcLurgr99gaTM5dTgUC7Mxd9uIcVz/6RaJUycqtddfK9y6AC/Bxe+LdaL/PMkoXyhC",
+	"J/KGuSwfEaRIQ0FFo5OZ2XUIdtdkTVi8Ybv/yqmMNjO26zZXUgUZbIXlBbcay2AB/G41/YBYxpViTNzp",
+	"RPgYRIHlPm0kC7tzJzBqs2so/op3fQBqfBjK2vNAsXw/4GlJ4WqbCx72AxPZXVedtFqJaaOhtYypZ8OT",
+	"R56PBFn6VI2laen7auGPt7B0cyODQJUHSKQkqTR7rtBVJHJgS9pKiZtsByxLuxm7YRkp6xU6GhWXVlLW",
+	"CnWrY81cwOKLNfPg6y/umgZ349udTENRC7I9Lf3TJoglqKbzfluIrMaHikSDjWu/Bvs3yRj5/vULIujC",
+	"gSawDBDQz+z2oTheUnjzVmIGV7uhRmmrz3WiLqJckkugrYs5kRplMU8dqsWWuT0fi6k0OirmTGIeEHok",
+	"d9WI62EuZIF5O7EFdcRjgYoih6jmGlGHlcLKe2DYO64rdfIqcUpz0o5F7IP7AHwpqUEqWVCOJ6R8h689",
+	"ZjYRvXXB3HXMtE8oqt9G9b+EcIMtqIB78PVshko8wmDzgKw8sr8eXYap63ZOrj+anW8X2OUC7/ywXvFk",
+	"vzfVUaRUNN+SWagMcobv2bLj6oMYHki7d7jCF1/ZoS2ULTd0yqFG1/NaoE7dR4EDaaHlFcLOauuxB4XZ",
+	"QNWmgO11gBWHVzMixVpEuDI7YQHXMilo2D8jMbbRoJEma1woW1Wj8F7Ig7P6e519GSTEVcgHqaAzVhID",
+	"NEAcHNzzygVGvd9iZhpExaHhSc+T0HCuI1ccEOrSoDp2hrGWOCyAAfUgY0AGxeSWL2HoIzukMZnmjP3o",
+	"rnlOBpuRaqQgqsXrHFzQXg0zQfP3VJwsm5Lm46lVGkPAFscD7P9N0A7PgYUZGGEea7WWIA5IWYJrQd9V",
+	"gUII2bf4ICyARYHSPLsxmlHgZvXIJZGS+IsS9BATxTSmxSq6QJNpLNDQsCUtphm9kTmeQ3t4W5fetblV",
+	"1PgSmI6ipV6iJxLVmq15jXATBuTyWmBLXuAixcLGcVD0OR5Zq8omwFicky9IDy4ZLrAmdJmWPRbwrmC1",
+	"RmWqQlTJaqUhO9E5Wn5UENDWudJQYtFYb2NhOaiMglyL4KqPgJdlZP1IunGrSpOowllSlRQb+6UqEKry",
+	"18/xmhisXf1+VrYcFY3nl7eg9z2+4ODZ4/jChuu65AsSrqXemU/aXFndoxER0pUugag5ApEjF7Rk79hi",
+	"qavT3eBGN8dNbYW5Na+ZgnMAe9T4CQ2OB++3aqrv1ymNNg5U2Q55uSBC3kaEJrlUym4ai/km7XiRLK8c",
+	"hsRijqr1/SLHTOaeAUUfj1yW1vhV6tgF9rK8LSPMZi3HuzztcxL3S1Oxj26kd3xLF0YNWaOhUWTOstQN",
+	"ZcWd6AmNMD3P/nmgfCZbwDzjM41g/IwpG0zC/fuOTLy2O0GOIDLkb5tNCPCtSMZvmGO2wVgNdrOyMO7f",
+	"z8qyrqs1ubWvkcurYbawJUtHYwGDb0G23jTkKnhKyTK42a7m8kcAVoD6v8AbMxapvBW2HHC17nkUuIWX",
+	"MtcHirxhkwuZXDNsBiYBbu24/gArBxRHV5quoAKK6JHvnCEKciEiw8GZLXteizG+/7BjZNjGsNubcWdq",
+	"ETee7NNN0RoyGrYCjPFYxKhy9Fz5Lci67JFvkWsAE/ZGZc1DFLsBVhpTIxTJpGKIFxgLq1+14yoaPI5I",
+	"1RKwoxXun72EhdNCH2pcv/SQ31Io+FRNqCuGUVqEQ3iCO0/nssDwuipcUX0zCLHiPzKnNLraxktd5PAq",
+	"qsmS5teozPst77ZDj7yqDrhgt2NR9gmzIV0y5eCMxHCUxJ1zaBVKj4lK25Y8gis35iED3P1G76IcqlJi",
+	"WT16r69GDExFsNZjtFSr6ZiJ6s+u4FxZE9VNe7RKvra20NblaJ0m8LrYO6V4nYWBJjpb+UCNdU5AXhaw",
+	"3TkqI0zaAj+XNa1LyjI41PdLJio7almYdub0hE+kDFbCA/LJef/aRzz9L6E02yCD+KVIyD42JzggxdmL",
+	"1uZXyiS2ZYs9rcWiP0G+1ymm57TtVnFBfr+xahTgqqu2yZHYSGe2uaWa+7a2qaGbdsMHPU1ZfTebnNF3",
+	"4MK5cHa+5zBh+VWCfJnmn1ZU2r+s7V7r97FMCg9TnSjw1G3ROZ1q7k43WxLX7pR6/6G19a+o1sY+bKAu",
+	"gsob7hYgr8TKVmGkwNZkbYORQWLXsKUWbzA13V0+WtBMnXug0KlkiehcJ4AkLujGHu+vMIHBTVBedjv1",
+	"EPAZ2SEwGnhasK3vumcJqV0EDLsB0+tlqO6ZUwL5hDWg4VtRrR7Qxigx+QOxUeLOueMNkOh9aCi5RPNr",
+	"lm6hD7kMGEBgxksEoZGqYGm5CcHGGpH/jcW53gQwC+u6L5sEL/wd5nZbTYPtzkZcyltqXfkdMacizZit",
+	"KRKUyqtPI3gQJyYg35zo87IG7yYTrCJzO5fARbrM5GphYbMNLMe1k4BmReB1cLsbDFw1IrGQwmh6RkMG",
+	"iM3K2KlQH1AxPSp3bKHYWCyAQkYKBrn/NtYa+TklbWQHHzkPapX6xaUDQ9rGWLjFRdooBFNHTwkTUV2Y",
+	"kB3JhbE7IC4RlytYW4amsXD9dFQuCnXZNaFiNF7LVFnWR9wUw6MqkyaS5wgJZMGmX0HZ0YW8oRky0Oic",
+	"s7QEKZbWHBQSzhfKmPnnZZ8sOYIyZv/tfNWporlt5oIdaBcowUwSM3StUvDakpNvPzogao/ZMiYaJneu",
+	"5ze4gJxdKMWC+erZ4GisFJ5Mjc3RNma56FoSK++NdwVn7CBhrW1ounM/8FNYeqLGjR6knWJNiNLpbo+M",
+	"NTK4yiFQq/Dg+H2F84H7fR1jE/y0llUANltcIt9qK3i6bbJimrQH/YHld9pcgPVSookcAKZz0B+MKiv2",
+	"QFlUifceu3Ah8GZ/THZVvZSqvh4PiZCbgCu3+8PQ4c51vy0Pq5yJLTNZH8N4mIIdVa/UXrEQpwbvTKgu",
+	"fRC7yn9Ut/zmokQe+xhYiFH+GcHXI3GSSSPuR8QOJKqOTnE1CyYQhm0kK/c3e+XuvGw3kKvhJHsifXxh",
+	"vXkQ6Dn3tw8alq6rSbU2QIVieTyCbxDmxLaM7ywn7XVq5TWaCO8GMsOAJ9pos5RtGZVHeR8ckOEw2SoB",
+	"5vJd2DA/gSr60YrblkpVl6FsQA0TJ0BOSdtiayeMzCDAy0XSUGWx9J82xfMD76Jb/lg+AE3B0EvL9Qi4",
+	"5RfL3Kg7KaF5Muc3nmWjnFUuLANThZJOY7J/trJO4JRq2iNv7FG6z0KyruCPSZjbRC7VHp228lMwbpUj",
+	"slbA2M79wqI0dDbvJ0udzNgpTANv7U5pau+9H/voDgq/Ovu0ZIHeGMWvsZJRhZcaShoh3w3WNYottR6w",
+	"LKLHFwr61MEu8YGxQEGkQ+51xHi24z8xOf0jVKUgILbN7uj0yKVZ4gHms2Src/mxY2Gp1CCeBkbIkirl",
+	"iNlHpA9ZiTOG5Yc1Uuc1UOPAoDRm1+/c92UdSRw0LeX1nrQs9qyqlVvYGJAuw104D7c0T83I+YHr3JWK",
+	"ZR3ha2+MWn6jrh+g5fIB2q/NEdpS/qAJ/Yskh77GaA0UrhnKuqXG5qvNYpq+qCBixi1PEYJYotJ8j0gm",
+	"VUNt7WoSW433gq7xRSH570xuFDDcqlB8IuxtpQbmZonLlFXqW667bTcwvOvz7Yoxbc47UsjCCuCpwwa4",
+	"M6oeTrZdKTDbbgsNM0yFq42h1gtOkrYj/D06JV/zLyMoewwybdz6+ad/jlv1iyH3zHF3Y6nbw+T57eKX",
+	"Sy2gXF13wTKbLu518tdWr9z/NLe8hdtPcmxy9ykejGsleCEsi1Tpi/EJBUYWoBXaxF0WtYwcqt1wlUIT",
+	"dwvpvi5EtegquGUUK1LZ9ZUIHfcd1sXL5a2ypC9ZsUAK5JKwvDMaixrYh/UhlsUNaZY5kCvNc6hNQxVx",
+	"1KYWhvH0NXn5HGhVsXZMJ7IlFUuMi3nKlbPy9RUjxJo1aiA5M58Sj0Uyp2LmCK35j6xHLp+9/saI6Xem",
+	"q93ByWkiM5mTQmRGPMVM3AA4Vnk85nrcK3PxXIwXHvUr4cOjOmlmRvSOD62tTGghwrdvrkiQMUmRc726",
+	"gORePJ0hkfhJgRwx+Ndzt+f/482lkYc2R3KDweKJIN+9+OopefEVYJkSkN3IGBxSitsqDVM+K3JmDHpj",
+	"ASrSfv38KTl9dNLHUj5lLqax82fXVz//9M84IkAcZGaPLnn3mq0UqjSYnmx0AuhxKZPmWi9bHz5AntVU",
+	"uioCFBPtUDWG0oEzdNZB5jU8pEaHhy5puZeym82qNK88aVgXSkayNKisODXj9IIAlh43Bl0uVW8sxsK9",
+	"DhnQFcum3bmE+vau5mKZ2ARHD8BDK0XdMZ4I8RT/SrNupUJ3wRdfGLsQUGUOwfrFF6SdyYRmxtK2B2tE",
+	"vpLJNcsj8rUnVI7Is6cDIm9YTi4uvgGq1w50+xnAOM3Yx0EKhWAs3cGa/R9vLi1HMC4DGs4+LBhcApiF",
+	"vrUpuyJccxaVhfmwKTOae3VtIFodlyBXY3HDcqD5isiCAsYdEhS++MI7JMwo+cywBSRk2XqkOvBayFsL",
+	"c3QusbFAzkN1DYkjaLyqc18HLiyv7UO/OaoclsOZDPvDHnniV/1YhFOuSmof14my/D/Xka985XKWQVni",
+	"M9HlgsxpirwGMI2QOwmy1ydxxnQJcEcz4oc2o/MP/6WkiEkqk2LBEEsoFSOx2VeQEacgXxBYlP9R0aD/",
+	"4Wph/4MsGAWHzz/G4h/dbtf/Zx6JywzNmPyDDPt98o9KbrYvtIVlneCwgVoYNNEEm8CFVP+4pUn0EQFQ",
+	"5BYTLnDhhlIIr5SFvSBhEN9QVKYhxVcdmU8zW1/MzErKjFKEZW5yZoSr0WcDQgbb1FTmE56mzH7use1v",
+	"JS8b3l8AIpGrsOuu+KZtCw2SsiHqii7JvORxt2cBpBbYAMiEeYoQ0ja6hTUXrcxFkjSkXFurgGtfLKTu",
+	"To20w3cPyT9IISCjlrRlTpRcMCiOmSl2oDpusUe41GWOxdqxqQXTc5l2TYs23QvbPHEDA315x5VWZFJo",
+	"GBq7zLki+HSwDjKeaGzgzDZQSik/tVMLAi0LPWCeh6VqcKNs67n70bZByLDxIIiAP5+7eBXXrnBxlS3R",
+	"6hiFESuWyR2bLwtKmDccHa8tZCCa5wpl8trhiShLt1RVsVxKYxZ0FyzltIt71bTpxtS1ZcbCHsVwK27g",
+	"6qChZ7IdP0kSttTdV5B9iruK6459aW5UJZhDRTVXU0hrwXeewrrEkpcW1HygSPzaPBETW2vKA3SZSCsF",
+	"/e3EuqQRXOuDgd80vtiY85f6ObajsPY1diadAW+aO+m75mqDYkH1KpdIZ1uZQWTbNUBF+XuYzcMVKQSU",
+	"VobE6rYtEGEByrZ1N46IZsZG3QIoHWA2varsXsoy7pbD+jcGfHvV9hxUmkAMm7TNjM4gmF2KPltZBdA2",
+	"zpf32vzRfWL+iB0xiFu6CL3D9wxhwoUU3bLnZefYOzRqbNGBsEScbczLmu60yDJs81F1hg7C0P2cQnwH",
+	"/8jYVHvKFSAkQhRvTUmXyG13c4EYzS03K/rcxerRcx7uUKifJqjtUx++c1LMzu0GgmR/z2sb7l0OS2Ys",
+	"nviMcOTDfmfOZzNSP7JcoiL4xRfoKzAqyKBvtGBcKlRguBRO779cXr4y+//GiHgp1Ij85dmTrxwd0Jzl",
+	"8IhRYMyUnkOFnRO7aU2/rKC10lNh/vkTczE+t4k6FrzlWXr//13rd+6+SGOHjEY4W+RpR7giRz//9P8e",
+	"DR6TjGlj8kVjkfIZxK1yEveuRt26osGA+DjHChpOETKqyexHDvrZFMgHOCggSG3HRGq6jDLJoU1H8EBM",
+	"2mHCBKrdOJl2KHPzMkvBo+C8hbKnzmFsFFA+41hkObb0SYnMVc/lI9vfY0w4BVMv4wkTWOAeT94psES2",
+	"niyNSOgOev2WC5SF18C3sljQfPWRpoQnWqgYMJ5Ms9XvHeFrjPFLl7w1ah3DJWQLBWvvcA50oD+af8/q",
+	"aBaf2DkZ9Puk9Mw7vxyMkCJmUfbIt2AJCIk6Ty907rxIWyPTviUfBa8YSCLoxKDf99XdMJM5VEeNGorU",
+	"YJAsB/V8rBelJa8RMzVnC7rLl2PfDaZgLV4LPY2KQD0+SD46wY7Vteo/4PCFFQ2gV1es6tboh7fhJL/k",
+	"N0yYlxgNGwNOdKaAWNINlGq9NS1sMHQh8yyy9+Z0wcwGA6D85pegxmmBumYrAbFTrUIS0jdXCvybR6xh",
+	"zaHwNbLL2kUMb2iFrgadFyychyDUdHI0qBS2uhmMx70f1PKt+V9Q5Mr++fb9UXTyofytay6cDv3Pf6j8",
+	"o6w92K25UFuGsH46y1E9fIVD/8p8MhQBOcwZTVf7bhEmiDtWEargjn/ALuigBhCxfme7Y1GrNeZJvhoL",
+	"9m7JEq3O4fQupWaYNmr3ozMxXcYaWGY8y8iCz8yiEjML/drYja/Nd917M5bEwSnVdEIVw41Zrgcnk8gg",
+	"dEI/0OaFjwA2NCOLPnrbmqeOH/zDqfazexTZubUek8E5AOqdxwcni1UGKORNfoCR+hbAiDRdnZMY++7R",
+	"gTyZk5QtmUiZSFYWbdPbKszMuPM9pdnN0SEcXodaWkforKkcm2beo0Xgbjz148NFsozdedOO80IgYQ6C",
+	"RV3gKY7GIgbd78oBdKHWIJSTounGRRgGfxVCxKaFjCvtr/pM5YjEgt2uXzeXHfxo46exsGw+a+8g1VeA",
+	"ihJ3AidOAQrlrOCpeZzMmDBDaguxYalCyJitODDQ2eUfggqiHvpRZZCrlvC0tevGAsozmN8xn9eoPxCn",
+	"VjovEqtvLoGWy5IsE7VSmi1M44ulhspl+YoE04rNushZ1B8Mg6gAaX+3ZOLJiwOFdmynB06SBdUxWfLk",
+	"2jI5SZl1UzblAsuUqTldstFYxLAk2rEtURCDMmSnw73e/AmRcfBwU/MnhhfKv8Evgss1BuwwqEvctPx+",
+	"DOfHuDUi49a0EDAE41ZU+WtE3pseROFXR6Q8UD58AO7ssYip0PNcLnkS9rqus1e4meNOj1xKmcFsWZpC",
+	"00IxmzupPxaoHIPODDyAtmD762cXl6XtpdDikXYfNZwHT8wevYQtGu3QM9amBCfNqwt/L1i+KvUFGzIM",
+	"JViZhLZIlgHeDP/CGWhFLT9idSjMt/c9uXwos3xN1HLbpzVq/XBhBZG3Zt+Oxf8jC6huYoQ3OOd7PZB9",
+	"UmYuIXNB312ZRa5ao8cQsrFi74e6mv7r6VRcBKVQA8hDuDDqKiM3s3xti4qvSay9ICDbcrPsjAciGXWo",
+	"/c6uYAE2qOlmJEm58NAaclMGh/9wn8P/S5o6LBU8crT7ke+rfmB8brj7uW+lfg5YF/PA4Gz3A9/dsNwn",
+	"jN9Lldn+FBQv/T5UMSoWqRltOLTtMWxzEni+djYheYkTh10jqriYOZs9VAuQVqrUCGyMplEd+JbdMqXR",
+	"DRORnN3IawsBRoBNSqRgZeo59MOWZy6Lrq2w9Ng5OgDGgtqipT3yBMClcAQiFoxmmQWXgTZZUqiWoRtH",
+	"CGYDKyNCx8J5egIWWQhIzZhWZNg/rtW+zdmM5Wp3ylrbT3OOexoC+/7zmi5CEeoGQYw5kjVS2IIANkmE",
+	"dlpLL4FZZo8bnyIw4v5S21XahqEKgditQX9w2j066g7OLvtno35/1O//rUoK7e4ZrN9j5F7rOBmmJ+x0",
+	"+qj/+OhsQI8nw+QkPWWPpo/7Z0d0MFnP1SjfeNy/PBqO+gPbmh3uhHcxvQrwAGzK3xmhOru+Op7+9d3Z",
+	"y8UTuO6ZkX3UGaOhPfvNvUQu/o1mPGHh7SCpW2eTwfQ0OWLd4+lx0h2mj2j3LD056/aTo3TAjqdDejJp",
+	"hfzCP/g5fxsYGhYMb+amgp9p7W924GIGTE6N6H4CEFsip3Z5fmo5vYc4fO6Cc79FQe3Ti23suCp3naB9",
+	"C4xrqkbUfgORHpRbyHhTF3rGt2BA3PlqoZgwitTYVlqyladHYwG2h7nj4i9PuoOTU5dw43yFXpCRNiW7",
+	"5Sh5RpP5WMipLyKvYrIoFARryjjvpn1DhLwlbRumHEGo2EWOz4mQ2hg+4N4d2Rc9qfIXbSn1v2T5ld+U",
+	"MWmf9DtgmY2FuaXKcVJ3EKAAs5XLPd3vlzJd3U0q1oqc2l1vqeEHJ2eDfr+/9wZ/GnTU78mqamgOzw8b",
+	"4v3ojl6VTyzRfyuy2pawr/Rp8ujr5eCvt4//lp9ciqP/vTr9SzL8j7T/Z3b2/fT4m3ePXi4H36rHr+nJ",
+	"/54cPT2+Pvvb31s1Uv9uK8BV5W9Q0K/ZaqMuvRFGc0ZThpTdTyEE8lQKncsaXvBYyC7EJ23a0lo4igaN",
+	"lv3etFheymQrXaft0KG/Dz7o130q9R/vfsL27BIDq/DY0R4vupTyJc1nDB842eeLPNjgG5ZyernClPTf",
+	"0tFpjr0KzrCqXncaTtE1A+bw/TVbXfH0A67ljNWlor4G86Us32BzTODIrPIjIj0WwMhsVRBqY+5wc/Xw",
+	"HYu2JSkfOQsp7vQIvA3ItLzdZF7qcK1CmnZn5pxrOHWxUCw+Wy0eYU0MyKJn2dSbX+c2W889RMVKCnZg",
+	"Ybh0LOyg9siTGkzcNVuNAABXc0Rig8EReWfr4S4qbJNgC8bxN6C//p49E6/dAnP7tlHZrXUrfBeAkJ3a",
+	"jLpaDVgTFqVb2iOzqNdt8E5toPtfvVo/r9J/9So1y2zX+lzz++zwoHzNVi++siFpc/wUKbIM167yN3NJ",
+	"Uo70ChERgSvNkViXEK22Dzs5O80RkCAEylyBbD+wvWpyo5BSJahq4Qqi22QPcz51IoT1ITLLXIejkksR",
+	"lVQooPy75yCqhmEntDndMV25y8hl3EARWYab93wsPIEqnG6TFSmtzLVyTwFCChMOrJF3xeE8fRIwrR8o",
+	"2yhdLhnN1VgEGCifuUTKc9lfs3zJgGI21oLGKorwrE3mUxBCE1qNhaudj4z5MNu9nGnEfcWk7ZjEztDl",
+	"2ekRKIi8gMJZisjpWNTUzCJ4rtOUcH1uD2kA63o7u9FdaXqAndvlsvwOY468qjbAqKnIsRnEaDr9m837",
+	"jwG5DCVcmtyXpf3VgDXBBJkayEdda5WEtNrmTod7N+Yy2PcT3WYkvzZPQHs1Y4dDZY4pz1FcKmgwsIFo",
+	"qfX0+uVb6VWAwwmxNw1AmeaOGe019052rmwF5tfPn5Lj4+OzTlO3gDSh0qP90gm39WXCpjJnd+oGkCh9",
+	"VDd+dd5wHATYgzUekyPnDUn5DIgDWo+nw+Ph8fD0dPh4ejo5O02nj8/SlJ71j5KTo0enk6M+PU0fH5+d",
+	"HqXpcXJEk8ePJydnk0GaHA8eUTo0bVnhfrVQrdHwKGqxdwnLlyWj6DHpJuTA7FbdPv3iUeegVSko1F9L",
+	"XW7qM0+B83PgOFJaXgRX8kZHG9nHn9ZTYxaNZ3gK46it0+lR0k8fscHkMR2y/vSMHk9OkkfpERtMj+lw",
+	"4uq1jwbHgVsmTP70afmt/uQ0PZ72kwE9Y8P05GRylDxmj6an9CQdJseTwf2c90Yg7fbdwxnkxXioU3z2",
+	"6D946BXGOpMz0qZlALDqkQAF0LsjkOSjVhl8bQt+r+ePsWqW0oIugTgUAfHmZ9wzBwqTyiBnjouZGou2",
+	"KyoYEVQsImKudBcyhbwJV1Swg5ik8qUAiUxknjKAOjio5FjA0QaL6TCjSncVYwLkuWpAq3zD7g1dtLVH",
+	"bfRzrYDltc+I9EWofmil7Kb1Ngp/A4akUQtFSVnMEi/8/5y00WbBb9SzrEi+x6Xvuvq+qLXIzEtdhUqQ",
+	"aKPDQ0jmnEulR4/7j/uHKbs5lDxNWusFK9fl62A0HP4tqBDpOh+WmSy/Zz8JUhZ4bTBIvantl8Inlxm/",
+	"1ZhezpTMblgaDl0pBVyyXykIwlo4teLglUMC2ozOaq21GLwdOgyjQVq+xw9CNjLIpACxOBYBu1/Kkgyo",
+	"RsOSP1gFw8LVEiqIZlmG9H9Y20r41ETVZIO4nt975wdRlvfVenFOGKzVbMMEL4d0t+le6oq9w9n3z4Xk",
+	"NnivfQ/+AXlENvDiLpWFxRwrp6Nrhwn2LO0TquZGDixpck1n7Arqhmblq7HUmf+rLMW/fg16BLjN9V9s",
+	"wff1yy4rMmSYwiLfkDXgvqRUo1AolmxUmHLnbwTEm/+j5NiyF2wFHNtASK2NN1TK3gXV7tYK2vk6dpVy",
+	"db4y3HrRtyMobV0zG1YilkpeXd02T05fljSrVssH+PRawXy4Vi2yX7lkC/GPWq4Av62pb8ch7PygXyG+",
+	"a8HhcFVm+nuC0tEaR7qjEMaxfnsHiV+W42qQ+YWCxAe31z4L/GaB/2adraEGxRBK/bIsmZP6eYGMn/UA",
+	"j9eFUEgjWOE0Al6X2PHnx+7tI5+d54CoXLlsWFD0UgheIemBZzwNGMciAkjystp6IZCvO5cLqR3tgrFu",
+	"euTC5uphNUGb2Dcimr3Th2BrdDGbLybUOx4VSWUzmuJ1Ie4DpfBY2lZhtj7p0oqxJwVzBH/77ZSgsMpe",
+	"gIk91qCni/rKiKgPkVHx7vDUKzsNrd9rxLu/x85/aikD/hUh8sGdHv60wmyfvi1xS95D+pkH94j+/BnT",
+	"o/zcrodYunI6BekCYfKKzArFZVBwyQvMkCa5Vk2+cGWe5K0oafOtTF5mBcrokkD/QDmG/UrRUM8RE41F",
+	"xWfyUQhk11iThnxRcjTfLbpkz/O/gqe00WfuGdr2knxrxO8NflxfTiuheb7CuvNcAULvhuXKEsQAd3qT",
+	"Qze8tcmbP2iIDTSirc+3Df/vGWG95kYMGcX3hFyvf/a+7tCypkplRketpDscbBZMWX/9SRV/TQXNVoqr",
+	"Bl/tR2nLSDQfcvVtgKg/3HF77Ha8lqvus5v1F3KyhBvbnRp+2W8BTnMIhwHFvOf18kq1ywP10GQXtB2t",
+	"0/jY6+BFMXd2XJltq35brJUK68eYF2GA3hgHxHt1oDo9IllgERs1HSCUw/7ZKNT2gWBuJn1OYUkRYH6B",
+	"4ivhOeZNkzm9YWMBJOh43vli12nqSMoVie03xc2K+oXfVx+trO+UGPvIgjtCYG23A6X+k6Ce/0VCtf9r",
+	"EKp3FKlNHolgm66Bkn+XcOG7wqt+p9bWb+dIQvlSFudoOI3WLJgKkcs2ELKtIKQaCncBW5LMAQgU3NEj",
+	"L1K2WEojykZQrtry/fHUHS1IfqKl7JHngFaydGjBoeF5CCYcCI+hPh+WVz63ZGc4oGOxxqGG1E1aFqbF",
+	"HvmqLAzjjxgsKeYMskqFRWDN8hUCPVnclPIsrJIYksC1zdFGM+DKwGIfrlKGcoWSOhGSMNiTlaugzNBa",
+	"caGff/pvoiTwlJXONCArg0wrc91VYpEckF9awkOOv7iuwk0AL7MVczo98qKm5g1pD/tnncgRPCAzjDEU",
+	"WWovmrszKWY25LteoLIdlmmD+r5+0LFkGwWz1lZuc8BBR2uClXpUtZgUTkVA+A5fav421nz7uE/UWEDJ",
+	"VTAGJTnukwUXnW3Fz4AD1YjM+hX8ZCxytkQ6P1uhzXXNIvFHsIQBkx+uBa5gBURmfrFSSsnGU6fY4NYL",
+	"FZv7WGJBXS8bG7kTvuSux2ZZYazh/AzWthmVXuB6/KiPspqMqz7QCke+tHvIwa4vPaivZtZOgd14ZPkl",
+	"Z1ywdabDznndpo02N9J+a3v7CiVt2EhckOO+6py7lci1XVkgjnS+IgKjPXcFE1k9aq2A2YOvgooQRWf+",
+	"phQd1Y+rLU4ylTmWhkcZ1VTHK9pWCnFDjpxX6ypSTWKnrsVQVEqtl6GD6j9lLTov6mAWcHv/3nXEu+pu",
+	"vyFtyi7knepUQ6JIedCV4PBtdZzjP1ll548xUCHbJJMN096yLZX0sqEZX491eqjz5JOYmb8NN90DWZR+",
+	"Zf0OrcHfsWj4TrCdQuFu8RO7Tl581dqLYzIMtrzdZs8dutL+n6470TYQAdb2L5nqANG0zE1DmKniwEsx",
+	"2lFWCtagw8bC45w6PXJBF1gkHDj1ZZ6yHBJYIYEoZ3Rh/sqLDOkoHA6gNl+0EE+xLNU9IACpSzhBCHsA",
+	"yvIw9zu4DWXKPkMAPnuxPmMG/uWYgdeOts/m1W8cAdugAuuCGWXQr0s4Iw+qdR4dTrg4VHPSTWJP2Ond",
+	"fp5Hv0feUK4VKZZAEYk1MeOx8CmGvjIsliHowR2O+b/jSfeRvv7clXSw9MZ5IbCU7VjMJIh0ZbFf3uaq",
+	"eNHKo8XfA+mC3pTrjYUXYyXFOyaWQvRLloc7vB3cedq8lC9w4vOcG2MSTpneWLyBwdqCPIMqC1iWzFPL",
+	"K6vGL3OZFgnYo0ozmgIpXLXcqKtfdhhj4bPYJ9EAmwOJceRil1haFsRol7NROi6Wy2x1XmKpYaRn5ld6",
+	"S1ckY/TGWiuuoqFwJymCnD3WztU5Wi+Ehp8ad3oER6Y0sUfE4lOC4nC2kAcFV2BN+c66WT5yHDHoceNY",
+	"7cq9L6jZhsypS72KIzJlLF0vObtXUdlGLcHliz0AVrA59S25Nb9jVe0b89CfXz97dvni2z+3Rq05yzIJ",
+	"FQZLLO/xHUiZ8PWfQLfY47h/hfN9gYUpP6skn1WSzyrJvipJPQvw/bQTYQ6yZnjjE2JvweozmRSzbsZv",
+	"4CArTboNrcG7dymJUebFviF7zJvjepbJCc0UmTB9y5jVucreR+bxCVXz8mHzlFFJzFk1lVnKcsf1Cqtn",
+	"LG5oDsWlVI98JwK+vyBONi0ye0JF62+00TZjZQoJ4ELz1ngsLHrUAnKgK97zF9U76Tx9ofeEl2lQviNx",
+	"mf20Iu3hYFAGjjo9gpFeVYk1ebi8U16wvpFgTWDPp26O7+0X9Ivlh/ctqH/iAk770fH5RTka1BnKGzk0",
+	"dwDJ2W/clmfieh8RJbGWNPJ5fHbKfRbSDyWkL6tC0O5xFDJu/YWC2u+oT+tJbLIOL1BH9wIOqg+s+evO",
+	"S057KLZuBauTlESKsdhVRQicgz2okuiYbbCA4zkZDs5KCRfSqxqZae1LIEpVPTd4GHlJ/QB7UEYbeinQ",
+	"KYjoy/IwGwuk0EutcAW/4moL+6oVMfeDITbKPB/euKvIwyPi4UhW7/TyHbIWsrlsCfreZ4X9s8L+P+ks",
+	"AGFqxE4onBqE/146+uF7+68r0+RWCN8Lrar6udmGAYoO4AuhdOTaO2jKiou9BtxSKAl/Id7CPfS5nC0o",
+	"B59VebJ+1uQ+796H2r1yiSXo4SArQa/IWG00u3+FImf3xbdGaXjwCHKtmDEDZiTDLxy/uN+HNSm0Rg56",
+	"hwBpo9LVITInit6wtNmToEh7QtW8AxWzkozRnKW9Gs5hGJpPJw+bZaHVsspz5rMo/CwKH8jziIsrkIaW",
+	"2xgVhUDP+BjtZjsJ0QVwu9oa9kqbvdpGpP+S5spWOiRxpuLOOVGrBZSkhU2bM5zVCAv6S2Qv6tV6yJ5b",
+	"tqCtdKXPUUbkLKOa3zBXQq+sM55Lqc895A+CmlI2lrtLed5Q6848EWQkD/tnp79AWTvzfhdvAoQyfLLl",
+	"xOmfDoemFzLlU97g1zuq4vNSqmlvwoWtG129ggSGR/1ByZUKCD4j6d0rH52c3PGVZqn6t+Ef+KLKkJkP",
+	"vYMn8fkOuho8Kg4UscP22Z34WfL+UpLXrENCAxGDiy8Us47f51cDRIQOBZXIG01Uny12bo4SFK4QfeEI",
+	"YGCLpV75IhbD/lmPfJenDI+Ca4fkaLJRzTbeVMiGddluSLHdljm4q5zzkE4UE7rzeTt/3s4PtZ1xqZnV",
+	"zjMG1NjCrvJt+7qxCLa55UAh5z5h72iisxUBh6vMQe8BPcl0E9Pte+Qvz5585XeUB1CB7xuzUsZiylmW",
+	"4o+yQC1mItMVEg3Ezy7pLDYbdFLwTKPypcuumNMXjCg8xVH5GAvk247HrXHR7x8n5i74F+vihQXcIBRe",
+	"HLcAhTZn7zrmbCVc+4o0t3Nm0zztO01XjBzQTJyPRfxi2v1WCtb9hupkHnvwkPvi4/6wR54QxcUsYzBu",
+	"JDcNk3b82vx/hGP5R9qdQFFu91ccEfvvrgB2fpfMeuoGUSpsT0WkEBlTipi+QKMuL8SXYjZjaEQevtqi",
+	"4BDH5YXd0WmPXJgvpRnep8yQSMF8ZQKj4uLtLLW0uKCNzmVmh6Y96PehSB2Gv6GPMEFWvtrsXEFoegOV",
+	"wNvUadAdMqdqLIQkprMIzXKZbtCd+gI8NLVSdwftf3XsXz9/Ss6Ojvrk//6fo2Fv0IkI6816bsT73aP+",
+	"4Dj2WjSu01IHhDG+H5mP+Ua1EW8yU7Qw66iyfJq6UVl5dy48sM4o5bLZYIAgJfp27moWwmxigu4cKi5y",
+	"RXBJeeDA2krY1um7D9/dDA+ZaOYAklVvh32gDD2Mmh+MSub9CRcUzKj1ftUr61tFJGnHT7EXXfzkmMy4",
+	"Q0WardJZo39A7CcOmtqV34c323s/RLDMdj0D93yIWi+p0t1vrCm0M5GQKu3vhYEY9E9/vXNiJRhYTE4K",
+	"POQ4uynFpb2Zr4eLAU8eAOtUzqKMuguH66dVvKuY4Cec4eM6VfZbqYmzn0l7/TQEYcbSzrmR4nCmVwd9",
+	"/95/+KwSD49O9wj9mhX4rdQXVHM15U6R/KxOP5RfkqZOmW7n9BbFfOfhreM1P6B5nzFvm12BPXKRUTVn",
+	"yNo4YU5HJcuMcpGtxqIdo50sC33o/GQxBCaYSugS9q+/438Nnpf39MgrqucWqAgofkQU+pdbVl1H1+WV",
+	"uoh4gi9bvQmUAnCflcWT8K8qkKRBPUAv24ILr998TDGczUhOUe8HhnwKZ48QLuygm4ctAJOLGVnSnAlt",
+	"DSrVI0/Eyh7/vlKWOf+Z0L2xeIJtSWNSeHTRgr4D7nPk7I4DpfwYNGGbOSGkeZfmNIMunId+GquQC0nQ",
+	"bQM8LlOoXOWbO+k/Im0bfbepj1ZbiVOurq8Wk7gTwcvMHcCjxrjR8HpjcVEkkDOxYNTW63DGkLmBlaZd",
+	"DiU9WFpaZrZ2W50CDw4V7zfZB+L0STWJvTIW7sDt793Gh6Gj+q5kGnM6ODltjVon00f9yfToMe0/Pu33",
+	"H/WPTtnZ8PGkP6QsPZ48Hhz1j+nx6YTR4dGjk5PJaZKmUzo96tOEHSenbFpxkt/JWf0GZcs2FRgcW1YG",
+	"fcZhfUIc1ueT/mNPevPYo92PvXEi93mRZets+VhDci8FYatL25bM+DXkbz7PGftxLSGAg16RMNIOUgli",
+	"6HR8Tr4KyI0SqN1CptBI3hkRrtVYwBhEPgPQJuQxgED4ND3F8hsoJm0LOWORykSmrOuiwh5oEVSlxLxM",
+	"AqWqhSRPX33fI98D+xFihH/+6Z+HmG4YR8QfR4rIaooDHppjMeyf2S9LY2A/s942rD2NiR5zqkgcFGvx",
+	"qR63c57MfXIjJBWi6uR5y2xcO0amqbhHnhB8WchQhB5IoJJzbN88zRhRt4wtWX6OgwoIIUsnZDpkO220",
+	"t0IhHnmt6fWy22MxFq8tRBno2awTiAZVRpGctZp9U5m2cjJpzsZimssfmXCO0U6EVXr8k87rS/3aWjGN",
+	"6adShJywkJBq2fs8ZY2yJFlVtlc5dTy36xSxkBaLYzBZkaB+2Vi0h/1j8F361BlQdxMqhNT4UKmXDQYk",
+	"Lld+jMy6WAPFveocYOmbyUDmnhEBCpt4nYlqzrKU0CwrfeTtYIGGKxLpvDDPF5dX6ibLLkw7B9eMLd0+",
+	"w2GNb2lu/lIxUXSliKotWAEf/D+G3Yc2PnRqHwoIgEC6Vfl//LXtrD/4nl+e9Ceyi/xzJPGzQrTBMPQK",
+	"Rdlm5uRHcLoeAnDx8L3534dDQEL90kqLzPVDph/xGdQfMl13PhXzMWuKTVhULO7gyQCmd3B+YcXKscCS",
+	"lUZTgFzZSS5vFcvx3FNywXxda1QmrBxn75Y8NwpQrHV2peLIo7qOT/v9iFA9FgupNHmERbWj9bPDk1dG",
+	"xLJeBEWaSibVwsZq7JNj0U7mLLnGRFIsK+Hifc6dw7XlosQv4wrZ21McL64ClSmFwcPyS+vcdMihgGNl",
+	"B5SkckGtKgEzwBWJD+2Ph+/hfR8OY681WYLLA0VkzmdcnLtTFTTFnpsmbDUGfWvJXHlRmesDKJliHx6L",
+	"dmx0wasrs/5N04fm7j/BW//480//jCModYJ8FTPX506PxGMj35UUNBu3HPGE5ZyF7xiLaWUO7HvtUhih",
+	"urA2BlyTRaGAJdR0gyH5LBfkFFhn27G5ejVZ2VrtwCgLac24Gm3bRPGZsBSUdjXb1+BKi+06u6I6Hov2",
+	"7e4Z8QT/4G6kK8JFhGgYinoX3NfpkW8B85iXuhkxhxvSqoQlG2NXDa+3kCkbQXnWeERQ/fqSJRSXqFFs",
+	"ZKEZhoFdgp+ZMBAzcRQaJHaAbRIg3oCqEU3mUOut9E3CZxmdrznvzgiZl1xcf2ziHQpBu0TMv29oVrDq",
+	"RfAofbBl7ir3gABojc76fTjl96x6Z7v8kNz/5VrZ0IsGj5xe5D/IV2bMdWv0GOLOd3VtFXnWWEXWSYWb",
+	"QU/1drXVM+/v9SenbEiHrPuYDk+7Q3pMu2fpadI9mvaTU3aUDujxce/o0elw2H88HPR7/d7fT/K+en4z",
+	"WDw9enf5+PZvvb8uzm4mF8Pi5eywdee5aNLSzAr87BO7h0/sd5tqeH/t7hsKktnpM6VgR61GSxTaqCRI",
+	"OGoszqd6SHXurQ2WeMxfhToIo/CK6vkuNKm3nRszBL6sc3a4bJh1z0h5bjlattixXG2wV3VKl5gUzBFU",
+	"STgPqSZMpF4tCHLTLfeZWyJXWmfxWhX85qrF9lN/wTwi+5JtAHc/ip8N1t9eparSjqxzAq7VhrXL7VcE",
+	"HvedOnxv/7mrWMmFlktP2O6J5IAlCABw7qrOGSPty2evv7EFIL5+8fIl1qIllMxymjCyZDmXaQctpgpM",
+	"NmCgw33fthy0lg3xqE9Up0e+ExXhgCz0GIClwHhEeC0XrdJy+cqTVf/Sm3/Hxo9cqjhA4vFLJmwqc/YZ",
+	"DP/ZhfXQCdabYqpZSDUi4d0mt3sV87MLFfkfuNnPaVTdxBHcyt5xpELo1VHq/2p25eet99ujjr/L2v5l",
+	"D2Dzooc/rTHW9esIjF/O6a2qVpapxt6Q4pfcAkBKz9nKHXM98tp8B8ZknaVgE9HGZbwxrQnQ1hECFIv7",
+	"ReoeNvRkLZjP0uN3HkeCJcw2QAUf4zdQgi7VXOpfCWP5U7rURV6FvIS05NXgkO983EEG8TL9jdA8mfMb",
+	"Roy9jlgQBSQCBB3kml4zX3+Q5ySlmpK2g89I4UCWAmhQE5oRvqAzhiXHs0oWlrwVLI+qoRgHRPi6mLBc",
+	"MM3UyGcCTsuOX6U8j8/xBcARDndMmOJpteScRbh2IvAY5SG9aGAFsioFus2ZHQvvbIgaMDyITjjUi2UM",
+	"yFkjBxOcitRWHbY9JhOWSTFTREusdoixhYjIQmdlOk0wFq5O4oxyoQLeeMvrV85hhFiaWPEfSzjujqfc",
+	"fe3h4IzE8GOMWXYInz0HmT63tSUBpGSEV+ecbLIWOoL8aS4XV+4FccmUFRSKBWzNgnDdI89sPXiLXMkZ",
+	"ZBspQjN+zUbEyn8VkYVM7UCH+ZLAP28LoY2FYrpA7ZUopmc8JRNzrtmamFHJeeGgzfBXVMkrdVXVcLlb",
+	"wBdpA9V7IYAM/0eWS9VxfYXKzMZ8VpELfDVAlEl7eHQ8FrGWspvRfMbikr3RloGWmfk+Yz02V3i2Q3sf",
+	"bkULJEFL1YKfpzTRKJT3PFVtPz5VzWYXt4GQTJ+eTR4nj9JTdjId9o+PBoPj4+Hw5OT09NGjx4/PzlpR",
+	"65oDiXyhwiy+ui/eHyJzV7yz34mt0aA/fNy/89g2qiz2988Vlz/Hcn4XKplb8DvRPV7fKhWzUAWr9Xp8",
+	"GwYUyBPETi7oypx0isQ0y/5oS3BIwE0weyZxkfAlzQ5Uj7j+gfw3kmUsYp5mLEaRXeU2AhSnB7iUaFtz",
+	"FpiHrmhiejYi5Sm5pPk1S89BJ1iRmdwkLueKgLJqC+bmIWwmlahyGFXBnfmbFMClqlAqFhGZFJgf75C6",
+	"gKGNdrdiVYemAI0fsN0Z7tnKDwQqlgIrnJX4nCZaqEAgh5J1SbVZ061R6z9/6HfPaHf69v3x4MO/t/bI",
+	"J39SImvPNxdC2dGmLtEsq2eqsiAD24GJlBmjYq+kr5d8wfcKFT4tcmX28Ntf0pa2A9AUFHtClkbPl9Nw",
+	"qH71h8xvLHDlsVmV5biPjDx87/fvzsL25rq1R7x0tuEia9z0iDViyyCyVewRvY22Iai2YAZ5oVk2aCVf",
+	"iaqHsllcOPj6hJHUkQ4N+2edEdZM9+KvUp94S/XwUGnek+Xo06/bzz7hGv6fUNetW+INoQ4oR+qWma2Y",
+	"6YB8ll4mlOwjMuwPO7Vhjea18/BidbfC/2tfk7+1irU7V9cdvXr22RdflQEBqKDWqJ2iB6TMUuKult85",
+	"mXLB1RwQzmFONtSY2IahqSfuvIRubHxQrWKFWR77mqum5Qt8BBSaO+hqQYr86fBjUuI/kXYUOk/YO32V",
+	"YGujFqwbmF8zluCbmJymx9N+MqBnbJienEyOksfs0fSUnqTD5HgyCCenNbKlfthV4kvn1ZXsvrPvweXp",
+	"BPW6i8mC6wb3yhFmM92B+9NM+m4tEMamiukibazNqIjE/pyTKdMJsOhjfUXM/le2+uWnR1L8VtVBGOxQ",
+	"kuHK9GrgWinHRpH03MkdeOAOgocolkiRKuLrnA6GZN45HwsED+k5tSmSMMWpKyEGtidUtTHCLrdecrDH",
+	"g7yTyJzRDeX8zWq8d7afk7e1G+RodBz4H3+JPY7LHaajwEevFginPxpELSYSmZqdPGoVetp9DFXCuL7C",
+	"wtr9e4gIs+5A44WLKcutXMN/Ow9m31/QeSFwszirFoux+qdkoatPmQubT7l0ztboBxA7d+9/vl2aBd+o",
+	"iiRhLMVv3EcQ3kUMNmltZvv8HqPJvzEdz0xDVOKdcJshvMnt+DqheVfVz6yEDbUvKJybUJGw7O6BYt9u",
+	"cyUyB+s07woDmaRdD+7ETKwFza8htz/GrmWQc/8EWhkLkMyO4NdroiFMsxCI8khrg1XQ5IOIZQYLwjWZ",
+	"YQp8ac+1ou2Cuz/qn/yygvvjJa/7ok8tlSyY174fvvazoPqXCqqnMBWEkiUTKeRR5D6lAs+RfdU6W2u8",
+	"uUqtsEXRMYRD2nOtl2p0eDjXi6ynlizp3c6pvp31ZD47XBSZ5kabP8Rc1a5iQnex2HrPPNEhcopYBi92",
+	"Rr48OyIjqiXaXaIJ4jBsrHyW0wW5zaWG4OwiIowmc4sSAeQp9NgG980F4MOU06liGmsrKvs954SSeEaX",
+	"rvS7B7GRBU9TQJCMBRbndQXob6kHCVj0NtRqpJCGmZK2J7WYmJWlXF4oHiTIFgPKCILhHUGxnMJHuGF2",
+	"WnRUZU/DLjggBheEZlnnvILAHYs5VQ6Ga5ThteL20L/YF/1+jT9GrptqJZJ5LoUsHBMHuZVFlppmbxiZ",
+	"MIZVfqBlkLW+YSABmWRs0YmsxEAsEH4xfFaSScWUOTaMjGRCj0XGBSPteAROYCh9G3cg+dpW4s8YIEzA",
+	"73F0QlSPvDZmg2CJK5AJhJ/PTB+6L76KASyTW9CWtSMYyWwjQpOcJYzfsLRHvsMJ5YqY1zpmnJzB+YLG",
+	"BqA4wGvs1yuaJErTlbLFT2zmrVk5xlI5IQsuCiDGg/eXqOgA8bFgC5mv7MHpXomJzqYNW1UlV6TtF4BZ",
+	"D24F4ON2IXTOweKBtTsW3mFpW40IJX8vWIFBR5Z3wglRzCxRP/TK5k879YD4tdQbCztcYSUBGDc45ZcZ",
+	"XTmPPrYPaJdQfdpsdDQWwaI/sFAbWxNHpMjcrW1kALcvDIgVF3b3OYnRiXArj4UVHWYgb4HDgAa4Hu2C",
+	"pW5jbDES8ZN3RSVfV1cbDwRQ21Ii+nw596UxT0cxMYtfRSS2hLjwXcilVaHOxQ8Mf4g7jdzTle2wLdT5",
+	"9v1RdHT2oRv8uy7qudsFptk7fQifXMtYuE31gH5eWHRAvQYSHj+f1Y5/qdrxHKSS9TgfKHciUmUpmpa5",
+	"TIuEpaQdHP/2IO98CqspZ0j1+PBWk5E8jrzcRYg0yxdc0AwwHCF3mItv4vm01Kv43EE7QHWZmdYuXvz5",
+	"zYtvn/6ltvgd/5GZPl3aN9wHvpfITLVGR4N+1MrlrWqNhvtDy9z7L8yo7sUVWhMhfQ2f87lM8ecyxf/j",
+	"qvsBN7C3zLyAOFBedtzBUlM65eIXkG2Xjvl5JplyfDpKU5HSPCVcGBHvJN66ywhFP81zUB5//um/CR2L",
+	"ZF6Ia2MdmUbbcVLkGelekm7csce4MpYrX7JztHl85ZWlMWdVZBFnIinyHGwEe4NjiIS6iEAW3SMxk1ML",
+	"yEPjAmkjodOgkN3SPFWkDVxEXmAbM8noOYr851edHgGuU9RdqViVirNRIAOcf1Wsw3RcySUTsTGIQMyP",
+	"heU8CsgQQdWELiMLXkzKtArnQLNlR1zqswtp6SIXkCtlfmAYB2ljXvQx5kX7Qv8V5boMBedleRkYE/NC",
+	"mBajxY8Fqv9CooGMERskmcKJugIEosblHZP2wJk2YKIlhTXBhv3HkaNr8rO1KxkBiJ7czMae1dE0bH4a",
+	"gW3iZhJzvBO5MOpyWK1nyXIC6y0iOQWzR88pFvTx34mpO6qRmRsj0qmtsLhF0X+aScsrFiww1Phd2Ye6",
+	"aDaT07r6FiWs7+2vkBb83jTgNqZzGrVgY5aRHCvQ9vGv7o+BN9O3g68byeoDF9KBsvOopfzMVHQP9eSz",
+	"wvAwiftG4NlVKhv0huq5XKs9QHQ0KXKuVyDDkLHxSaHnEDt9a34Gymn4dQsZGegMtvk6pcFDCTw0LkKF",
+	"QFkOxQVdwqdw6KiVho4Xr6YAiDmHM0l9Tp8aWRdimfJVCAU+nYgUIvUuxqXMeLIKXuIaqHnJBR5DzMIJ",
+	"AuxpCcqfMH3LmIAvVL0NXFJds08t7ZFn74a8aMhp9ITNOaHmZOrK6TTMV3DHhNc0apqvJWMKcweqH2/z",
+	"32u+XlPNpkUWFpf29dsjgqXZG9r1hadrvt7lkoaPhsmkHshxrawyuQjH1YPoNpt+BUXjuYA8zZqMjwjp",
+	"D1nqyQ+NiLccmqT9l8vLV/DuN2xyIZNrpjsAL1ZGU5HgpoXMDqP4LZieyzSCGjQRgVMcHrWahG1driXM",
+	"4m6Ciop6zlbI0Q4X0zC9dMaE0TxYSp68eoG1s29oxlO45JQk0CVSmRQLrKMyFo1souDIt2HFjvsR8Tf2",
+	"5bhDtPlW+CQ38hWGUU8UGrlPYuno/+Pr6nbbuJXwqxDnxiucXTk59mkR+Up1hDRIEBiW06KACpHapWRG",
+	"K1IluY5VIECfpg/WJynmh9yVKvfOllbkkhwOZzgz3ycyfducNUl1h1tskqtk//rjz4QGSrtnrzY6LGyS",
+	"eivcXv3W6dx6inZwVIGuLQWzYjLUbNc2QtUJP55i0QtLLaB3gYFcZ4PDAhn4JJWiKI40JITQQs51rG6d",
+	"2xqNnJNzxCSvHryyAc6hPDRZCnnbauWruYm6equigo+mbazmTzX8ea+RkB3+/DT7iK3dIwl69eDoe/jH",
+	"2E01s83eGYsVtpLJ1m5/xB68gdO/5X9nz3tdx+r2AVu761atqasP+lDdGYs/nmv/ZGpd/YyX9tWUWNbl",
+	"CAkudWO8riNHIY4KSUlGCrWwMlXuyeS+HcOIktzivV0Xe2FJbYBeV/HxhjLtMicSWeI9efCVkKR95ahf",
+	"Y7ZmLwIIEq5AihjAXsMc1SzcL+LaBh1LwvO7wxIR1qJzdHFUElv4Ck4c99XCTPKFOZiFTC43uby8q+Zj",
+	"+uK4D75LFwU9T3E0Jj7A3UU7jSB+ndX8Om69sPmlceWWnW8H48/7LS9UcfXq+xHFiMYCq5jObFj0HnGm",
+	"uWOUb5f0RRJ8/HjAMZvWNK0JRfIO2PCqY7TaLM58PsGihAsh3/Jkqxi9WXVRiwK3Ej0xEDCcZDANkD2A",
+	"d9nCmnCMxdurqdUB/ThC/0CgxgFI4D8BtSWRZojP9x/7dWQIY2IN/HcE44gyAdq+QqgBHgBKvor45kK1",
+	"IMs5xIXBx23GpMaqbV4wNFvkpbwR+e6BUlw4tkYvhltko1kN8pKAX82dwwr4nmji6kZEt69a/aRbYdWT",
+	"2TDlAWwKnNa6NdoOQ2xZne3Ugdx1IcGSc978rih6/gOad0y7iHOSxPoYGvmClg9O0qgVQw2AmC6sPJ1b",
+	"Sef4yS8HqvYYNQL38uwsqjYvPYisswwUIAYKHWG5+ZKAxp0wmS8Czqtf2J068AXJCay3KLyuncfYKj3A",
+	"mgD7AHlA7gsTolfR+fwQ42z3lZaKtKtAFhfcQaQxjRetijgemFje4SYIOMir1uzwWmavPY1S2WZh8UaC",
+	"1lE1jQddUpzefcDT+e5jSSwKtbONvBEr/WhsQ5dIzwfE5u61TfRdiLpZwndG4565/t8bvpC619Efquk6",
+	"ak8EK0NI1CRSA9voIiyQqLg1IYJtIgolJHoAy9Ct2IiU+cBHQNWTBkgh0KyotPYn2WCs8ZNAXPear5A/",
+	"GTURr8evRZK+ir/MpDIY+O/vlFDDpDeqlfdGh9GQfy+fRnTbky1ibPWMdTl9wViFJWZao4Gd+pJPcVKW",
+	"cQGaHwRzAp5JW3I4v+QUqlKstR54cNw4OXBnDGDvVpqi2c7D1iNpDkg3So6WxWzVQVs9n8qZBh+ca8Fy",
+	"NNaQ/sGMg85ioXEFPg8obZLhQHZmdK4NQl7u6r2k04oCeqmQdaNtPOfQPTrRmAY9tsngKrUkeJaE+0QY",
+	"HMdkPfthyZUoBiQ2Rx13jTnX8a3X6GaqlkZH34VS3L4XX9wqdYlu8OQllRo22yWauSgYC4sJFk8Ia0nT",
+	"3jgdRHE/mz+UPDfliYWKDiR9ePvxPew4OZ9+evtu+jBbTu/eLz/MfpGo+bdwYA/uiHLeUD8HuKt2qsFb",
+	"UiReCKGDtwGtE7rVF13H3gTrgvYwSaXQ1U6ZtszKzTb4ZbUDJ7UeTBSmRZmNrYwVj6rBAZNZCW/3VQXq",
+	"ndaCkQBZtAMD+FIfI9L3uBiqbQ+IfgLWN7IpLGxwOz3w8Sm5J1XZOeKdTONILneZ6gtg4XIFOCZzUU7H",
+	"wg61wDrdnEmmA3o3IwSa1K1EvRcyLhGM8SLgSUY4X7XXETT3ZruU4r/i+o1odURvGdprzMZEugZPZPGY",
+	"5VLmdFPkzXT25sjj4hQf7BSmm0kj82ip5qV+VF7V5JnLvddr8yxHeJzrtoUXDULtlSeiTVgbyt1hTo2+",
+	"nkKCRI3V3izhN2P+mJGTr14hxcaNAKlyWL1//PhOPadHv/s/0XGMxb1+cluE+IkIrk1Aj3vjDyWHGvR6",
+	"DRavoqyfCWbj+BxUYXsIw0bstyguBAET6bWQ3fFdKdI3UYecZPfktropwS2k0EemFWlGYzFDVFWcIrBd",
+	"6XBrMGkIxFWOUB3w2DkZCMw0rhseL+znwClNZFmAiMkh4xLscccpgraLOrN4oXML+iilLmapGkSwwKQR",
+	"heRJXppGjlDm0CdQefuRRQnDmPQHK20/plKDZd/xANl0hYkhXKchCgHORZEILjLJHHgGxJkSSVY1eTgw",
+	"rdim86lJNnqPmy1OttkIXrTVakvTn0qyiUdXiUDEqliuAwbOWEzPtYpqMPuW1zdip3cr+MetkzSD8lmS",
+	"nqE9TPoDod0XtugROkbDaVH2cGQRqL2pYGb+8+3Xb38HAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -54,7 +54,7 @@ func (p *Provider) clientsFor(pr providers.Principal) (*clients, error) {
 	}
 	web := p.cfg.WebIdentity
 	if web && pr.Credentials.WebIdentityToken == "" {
-		return nil, fault.New(fault.Policy, "ec2_ssm web_identity needs the caller's own OIDC token, and this execution does not carry it (queued executions never do); use web_identity: false or a broker flavor other than queue")
+		return nil, fault.New(fault.Policy, "ec2_ssm web_identity needs the caller's own OIDC token, and this execution does not carry it (queued executions and requests made with an API key never do); send your OIDC token, or use web_identity: false or a broker flavor other than queue")
 	}
 	key := pr.Subject + "\x00" + role
 	p.mu.Lock()

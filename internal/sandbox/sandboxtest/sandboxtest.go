@@ -41,6 +41,8 @@ type Options struct {
 	Spool sandbox.Spool
 	// Observer is told of finished executions and failed provider calls; default none.
 	Observer sandbox.Observer
+	// KeyRevoked is told of the API keys the service revokes (sandbox.Options.KeyRevoked).
+	KeyRevoked func(id string)
 }
 
 // Env is a domain service on in-memory ports.
@@ -99,7 +101,7 @@ func Build(t testing.TB, opts Options) (*Env, error) {
 	svc, err := sandbox.New(sandbox.Options{
 		Settings: settings, Profiles: profiles, Store: st, Spool: opts.Spool, Broker: b, RunnerID: runnerID, Hostname: "sandboxtest",
 		Clock: clock, NewID: func() string { return fmt.Sprintf("%s%028x", idPrefix(runnerID), ids.Add(1)) },
-		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer,
+		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer, KeyRevoked: opts.KeyRevoked,
 	})
 	if err != nil {
 		_ = b.Close(context.Background())

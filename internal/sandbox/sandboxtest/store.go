@@ -46,8 +46,9 @@ type Store struct {
 	exclusive  map[int64]bool        // TryExclusive keys held
 	// finishFailures is how many FinishTask calls still fail (FailFinish).
 	finishFailures int
-	audit          []store.AuditEvent // the audit log, by id (store_audit.go)
-	auditSeq       int64              // the audit_events.id bigserial
+	audit          []store.AuditEvent       // the audit log, by id (store_audit.go)
+	apiKeys        map[string]*store.APIKey // by id (store_apikeys.go)
+	auditSeq       int64                    // the audit_events.id bigserial
 }
 
 // ErrUnavailable is what a call the test made fail returns (FailFinish): the response store
@@ -76,7 +77,7 @@ func NewStore() *Store {
 	return &Store{
 		principals: map[string]*store.Principal{}, identities: map[identity]string{},
 		sessions: map[string]*store.Session{}, tasks: map[string]*store.Task{}, snapshots: map[string]*store.Snapshot{}, keys: map[string][]byte{}, processes: map[string]bool{}, runners: map[string]runner{},
-		outputs: map[string]int64{}, contexts: map[contextKey]*store.Context{},
+		outputs: map[string]int64{}, contexts: map[contextKey]*store.Context{}, apiKeys: map[string]*store.APIKey{},
 		changed: make(chan struct{}), locks: map[string]*lockQueue{}, exclusive: map[int64]bool{},
 	}
 }
@@ -203,6 +204,28 @@ func (s *Store) GetPrincipal(ctx context.Context, id string) (store.Principal, e
 	if !ok {
 		return store.Principal{}, store.ErrNotFound
 	}
+	p := *row
+	p.Groups = slices.Clone(row.Groups)
+	return p, nil
+}
+
+// SeenPrincipal moves principal id's last_seen_at to now (never back) and returns the row;
+// store.ErrNotFound when unknown.
+func (s *Store) SeenPrincipal(ctx context.Context, id string, now time.Time) (store.Principal, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Principal{}, err
+	}
+	u, err := uuidText(id)
+	if err != nil {
+		return store.Principal{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	row, ok := s.principals[u]
+	if !ok {
+		return store.Principal{}, store.ErrNotFound
+	}
+	row.LastSeenAt = later(row.LastSeenAt, ts(now))
 	p := *row
 	p.Groups = slices.Clone(row.Groups)
 	return p, nil

@@ -19,13 +19,13 @@ func (s *Store) label(id string) string {
 	return ""
 }
 
-// auditTask records task row, just inserted with the full program text program, as an
-// execution's audit event. Call with mu held.
-func (s *Store) auditTask(row *store.Task, program string) {
+// auditTask records task row, just inserted with the full program text program and
+// submitted with API key apiKey, as an execution's audit event. Call with mu held.
+func (s *Store) auditTask(row *store.Task, program, apiKey string) {
 	s.appendAuditLocked(store.AuditEvent{
 		At: row.SubmittedAt, Kind: store.AuditExecution, PrincipalID: row.OwnerID, SessionID: row.SessionID, Profile: row.Profile,
 		TaskID: row.ID, Operation: row.Operation, Digest: store.DigestOf(program), Excerpt: store.ExcerptOf(program),
-		Size: int64(len(program)), Status: store.AuditSubmitted,
+		Size: int64(len(program)), Status: store.AuditSubmitted, APIKeyID: apiKey,
 	})
 }
 
@@ -110,6 +110,7 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Aud
 		case f.Principal != "" && e.Principal != f.Principal && e.PrincipalID != f.Principal,
 			f.SessionID != "" && e.SessionID != f.SessionID,
 			f.Kind != "" && e.Kind != f.Kind,
+			f.APIKeyID != "" && e.APIKeyID != f.APIKeyID,
 			!f.Since.IsZero() && e.At.Before(since),
 			!f.Until.IsZero() && !e.At.Before(until),
 			f.BeforeID > 0 && e.ID >= f.BeforeID:

@@ -60,7 +60,7 @@ func (s *Store) CreateTaskWithin(ctx context.Context, t store.Task, limit int) e
 		Status: t.Status, RunnerID: t.RunnerID, SubmittedAt: ts(t.SubmittedAt), Seq: s.seq,
 		Program: store.ProgramOf(t.Program), Background: t.Background, Interactive: t.Interactive,
 	}
-	s.auditTask(s.tasks[t.ID], t.Program)
+	s.auditTask(s.tasks[t.ID], t.Program, t.APIKeyID)
 	return nil
 }
 
@@ -117,7 +117,7 @@ func (s *Store) BeginTask(ctx context.Context, t store.Task, a store.Admission) 
 		row.Status, row.StartedAt = "running", &started
 	}
 	s.tasks[t.ID] = row
-	s.auditTask(row, t.Program)
+	s.auditTask(row, t.Program, t.APIKeyID)
 	return begun, nil
 }
 

@@ -12,6 +12,28 @@ var principalTests = []test{
 	{"upsert", testUpsertPrincipal},
 	{"label", testPrincipalLabel},
 	{"get", testGetPrincipal},
+	{"seen", testSeenPrincipal},
+}
+
+func testSeenPrincipal(f *fixture) {
+	t := f.t
+	p, err := f.st.UpsertPrincipal(f.ctx, store.Principal{Issuer: "https://i", Subject: "alice", Username: "al", Email: "a@x", Groups: []string{"ml"}}, at(0))
+	require.NoError(t, err)
+	seen, err := f.st.SeenPrincipal(f.ctx, p.ID, at(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, p.ID, seen.ID)
+	require.Equal(t, "al", seen.Username)
+	require.Equal(t, []string{"ml"}, seen.Groups, "claims unchanged")
+	sameTime(t, at(0), seen.FirstSeenAt, "first_seen_at")
+	sameTime(t, at(time.Hour), seen.LastSeenAt, "last_seen_at")
+	earlier, err := f.st.SeenPrincipal(f.ctx, p.ID, at(time.Minute))
+	require.NoError(t, err)
+	sameTime(t, at(time.Hour), earlier.LastSeenAt, "last_seen_at never moves back")
+	got, err := f.st.GetPrincipal(f.ctx, p.ID)
+	require.NoError(t, err)
+	sameTime(t, at(time.Hour), got.LastSeenAt, "recorded")
+	_, err = f.st.SeenPrincipal(f.ctx, notAPrincipal, at(0))
+	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
 func testUpsertPrincipal(f *fixture) {

@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sandbox.Store) {
 		{"principals", principalTests},
 		{"runners", runnerTests},
 		{"audit", auditTests},
+		{"api_keys", apiKeyTests},
 		{"quotas", quotaTests},
 	} {
 		t.Run(group.name, func(t *testing.T) {
