@@ -443,8 +443,8 @@ func TestConsoleParkAndPreview(t *testing.T) {
 	p := newPage(t)
 	g := startGateway(t, func(c *config.Config) {
 		c.Sandbox.Profiles = map[string]config.Profile{
-			"docker": {Type: docker.TypeName, Stateful: true, IdleAction: config.IdlePause, ProviderBlocks: config.ProviderBlocks{
-				Docker: &config.Docker{Image: img, Pull: "never"},
+			"docker": {Type: docker.TypeName, Stateful: true, IdleAction: config.IdlePause, Blocks: config.Blocks{
+				docker.TypeName: &docker.Block{Image: img, Pull: "never"},
 			}},
 		}
 		c.Sandbox.DefaultProfile = "docker"

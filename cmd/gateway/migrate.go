@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway"
 )
 
@@ -21,7 +20,7 @@ func cmdMigrate(ctx context.Context, args, environ []string, stdout io.Writer) e
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path, environ)
+	cfg, err := gateway.LoadConfig(*path, environ, gateway.Builtin())
 	if err != nil {
 		return err
 	}
@@ -64,7 +63,7 @@ func cmdToken(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	} else {
 		// No gateway recorded itself there (one from before this record existed): the
 		// configuration says where it serves.
-		cfg, err := config.Load(*path, environ)
+		cfg, err := gateway.LoadConfig(*path, environ, gateway.Builtin())
 		if err != nil {
 			return err
 		}

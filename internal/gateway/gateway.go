@@ -110,10 +110,10 @@ func (g *Gateway) closeService(ctx context.Context) error {
 	return err
 }
 
-// New builds a gateway from cfg (defaults applied and validated by config.Load, or by the
+// New builds a gateway from cfg (defaults applied and validated by LoadConfig, or by the
 // caller). Before anything connects it refuses a profile whose provider type the registry
-// does not serve, or a queue transport this binary does not serve (Check: fault.Config naming
-// the served ones). It then opens the store, applies
+// does not serve, a provider block its backend refuses, or a queue transport this binary does
+// not serve (Check: fault.Config naming the served ones or the keys). It then opens the store, applies
 // pending migrations when database.auto_migrate is on, reads the database's installation id
 // (recording a new one on a fresh database; see providers.NewInstallationID) and hands it to
 // every provider, builds every component and starts the background work (heartbeat, sweeper,
@@ -129,7 +129,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		opts.Registry = Builtin()
 	}
 	log := opts.Logger
-	if err := Check(cfg, opts.Registry); err != nil {
+	blocks, err := check(cfg, opts.Registry)
+	if err != nil {
 		return nil, err
 	}
 	queued := cfg.Sandbox.Broker.Flavor == config.FlavorQueue
@@ -222,7 +223,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		keyRevoked = authn.ForgetAPIKey
 	}
 	host, _ := os.Hostname()
-	profiles, err := buildProfiles(cfg.Sandbox, opts.Registry, g.installation, log)
+	profiles, err := buildProfiles(cfg, blocks, opts.Registry, g.installation, log)
 	if err != nil {
 		return nil, err
 	}

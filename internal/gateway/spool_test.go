@@ -180,7 +180,7 @@ func TestUnwritableSpoolRefusedAtStart(t *testing.T) {
 	cfg.Database.URL = pgtest.URL(t)
 	cfg.Auth.Issuers = []config.Issuer{{URL: "https://issuer.example", Audiences: []string{"sandgate"}}}
 	cfg.Sandbox.Profiles = map[string]config.Profile{
-		"default": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: t.TempDir()}}},
+		"default": {Type: local.TypeName, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: t.TempDir()}}},
 	}
 	cfg.Sandbox.Broker.Spool.Dir = filepath.Join(file, "spool")
 	cfg.ApplyDefaults()

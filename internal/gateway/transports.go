@@ -109,11 +109,23 @@ func CheckTransport(cfg *config.Config) error {
 
 // Check is what `gateway config validate`, `serve` and `worker` require of a loaded
 // configuration before anything connects: every profile's provider type is one reg serves
-// (CheckProviders) and the queue transport is one this binary serves (CheckTransport). The
-// commands call this one function, so they accept and refuse the same names.
+// (CheckProviders), every provider block decodes and passes its backend's checks (as
+// LoadConfig reports them) and the queue transport is one this binary serves
+// (CheckTransport). The commands call this one function, so they accept and refuse the same
+// names.
 func Check(cfg *config.Config, reg *providers.Registry) error {
+	_, err := check(cfg, reg)
+	return err
+}
+
+// check is Check, returning the decoded blocks New builds the providers from.
+func check(cfg *config.Config, reg *providers.Registry) (decoded, error) {
 	if err := CheckProviders(cfg, reg); err != nil {
-		return err
+		return decoded{}, err
 	}
-	return CheckTransport(cfg)
+	blocks, err := checkBlocks(cfg, reg)
+	if err != nil {
+		return decoded{}, err
+	}
+	return blocks, CheckTransport(cfg)
 }

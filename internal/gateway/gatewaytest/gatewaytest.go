@@ -138,10 +138,10 @@ func Start(t testing.TB, o Options) *Env {
 		o.Config(cfg)
 	}
 	if len(cfg.Sandbox.Profiles) == 0 {
-		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: o.Workdir}}
+		lb := config.Blocks{local.TypeName: &local.Block{Workdir: o.Workdir}}
 		cfg.Sandbox.Profiles = map[string]config.Profile{
-			"default": {Type: local.TypeName, ProviderBlocks: lb},
-			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: lb},
+			"default": {Type: local.TypeName, Blocks: lb},
+			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, Blocks: lb},
 		}
 	}
 	cfg.ApplyDefaults()

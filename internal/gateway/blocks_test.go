@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,20 +23,66 @@ import (
 	"github.com/sandgate/sandgate/internal/providers/local"
 )
 
-// load reads yaml as a configuration file, with defaults and validation (config.Load).
-func load(t *testing.T, yaml string) *config.Config {
+// load reads yaml as a configuration file, with defaults and validation (LoadConfig with the
+// built-in backends).
+func load(t *testing.T, yaml string, environ ...string) *config.Config {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sandgate.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
-	cfg, err := config.Load(path, nil)
+	cfg, err := config.LoadWith(writeConfig(t, yaml), environ, blockDecoder{reg: Builtin()})
 	require.NoError(t, err)
 	return cfg
 }
 
+// loadErr is LoadConfig's error for yaml.
+func loadErr(t *testing.T, yaml string, environ ...string) error {
+	t.Helper()
+	_, err := LoadConfig(writeConfig(t, yaml), environ, Builtin())
+	return err
+}
+
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sandgate.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
+	return path
+}
+
 // contextOf is the BuildContext buildProfiles hands the registry for profile name.
-func contextOf(cfg *config.Config, name string) providers.BuildContext {
-	pc := cfg.Sandbox.Profiles[name]
-	return buildContext(name, pc, policy(pc.Policy), time.Duration(pc.IdleTimeout)*time.Second, "0123456789abcdef", nil)
+func contextOf(t *testing.T, cfg *config.Config, name string) providers.BuildContext {
+	t.Helper()
+	d, err := checkBlocks(cfg, Builtin())
+	require.NoError(t, err)
+	return buildContext(cfg, d, name, "0123456789abcdef", nil)
+}
+
+// blockOf is profile name's block of type T.
+func blockOf[T any](t *testing.T, cfg *config.Config, name, typ string) *T {
+	t.Helper()
+	b, ok := cfg.Sandbox.Profiles[name].Blocks[typ].(*T)
+	require.True(t, ok, "profile %s: block %s is %T", name, typ, cfg.Sandbox.Profiles[name].Blocks[typ])
+	return b
+}
+
+// requireProblem asserts that err reports key with a message containing every word.
+func requireProblem(t *testing.T, err error, key string, words ...string) {
+	t.Helper()
+	require.Error(t, err)
+	require.ErrorIs(t, err, config.ErrInvalid)
+	var keys []string
+	for _, e := range flatten(errors.Unwrap(err)) {
+		var fe *config.FieldError
+		if !errors.As(e, &fe) {
+			continue
+		}
+		if fe.Key != key {
+			keys = append(keys, fe.Key)
+			continue
+		}
+		for _, w := range words {
+			require.Contains(t, fe.Msg, w, "message of %s", key)
+		}
+		return
+	}
+	require.Failf(t, "missing problem", "no problem reported for %s; got keys %s\n%v", key, strings.Join(keys, ", "), err)
 }
 
 func TestBuildContextMapsEachBuiltinBlock(t *testing.T) {
@@ -112,13 +160,13 @@ sandbox:
         python: python3.12
 `)
 
-	dev := contextOf(cfg, "dev")
+	dev := contextOf(t, cfg, "dev")
 	assert.Equal(t, local.TypeName, dev.Type)
 	assert.Equal(t, "dev", dev.Profile)
 	assert.True(t, dev.Stateful)
 	assert.Equal(t, local.Options{Workdir: "/srv/sandboxes", Python: "python3"}, dev.Options)
 
-	box := contextOf(cfg, "box")
+	box := contextOf(t, cfg, "box")
 	assert.Equal(t, docker.TypeName, box.Type)
 	assert.Equal(t, time.Minute, box.IdleTimeout)
 	assert.Equal(t, map[string]any{"team": "data"}, box.Params)
@@ -129,7 +177,7 @@ sandbox:
 		Sandboxd: docker.SandboxdConfig{Binary: "/opt/sandboxd", Transport: docker.TransportExec, SocketDir: "/run/sd", User: "7:7"},
 	}}, box.Options)
 
-	shell := contextOf(cfg, "shell").Options.(docker.Options)
+	shell := contextOf(t, cfg, "shell").Options.(docker.Options)
 	assert.Equal(t, "dev-box", shell.AttachTo, "an attached profile's target from params.attach_to")
 	assert.False(t, shell.Config.NeverPull, "pull: missing by default")
 	assert.Zero(t, shell.Config.WarmPoolSize)
@@ -142,8 +190,8 @@ sandbox:
 		NetworkPolicy: true, CreateTimeout: 2500 * time.Millisecond, Workspace: "/mnt/data", RuntimeClassName: "gvisor",
 		SnapshotDir:  "/var/lib/sandgate/snapshots",
 		AgentSandbox: &kubernetes.AgentSandboxConfig{WarmPool: "python-sandbox", Template: "python-sandbox"},
-	}}, contextOf(cfg, "pods").Options)
-	assert.Equal(t, "tools/shell-0", contextOf(cfg, "pod").Options.(kubernetes.Options).AttachTo)
+	}}, contextOf(t, cfg, "pods").Options)
+	assert.Equal(t, "tools/shell-0", contextOf(t, cfg, "pod").Options.(kubernetes.Options).AttachTo)
 
 	assert.Equal(t, ec2ssm.Options{
 		Config: ec2ssm.Config{
@@ -151,9 +199,9 @@ sandbox:
 			OutputS3Bucket: "out", OutputS3Prefix: "runs/", Python: "/usr/bin/python3.12",
 		},
 		AttachTo: "i-0123456789abcdef0", UserMode: true,
-	}, contextOf(cfg, "ec2").Options)
+	}, contextOf(t, cfg, "ec2").Options)
 
-	cloud := contextOf(cfg, "cloud")
+	cloud := contextOf(t, cfg, "cloud")
 	assert.Equal(t, 10*time.Minute, cloud.IdleTimeout, "the idle timeout becomes E2B's sandbox timeout")
 	assert.True(t, cloud.Stateful)
 	assert.Equal(t, e2b.Options{Config: e2b.Config{
@@ -177,31 +225,38 @@ sandbox:
     day: {type: daytona, daytona: {}}
     cloud: {type: e2b, e2b: {}}
 `)
-	assert.Equal(t, local.Options{Python: local.DefaultPython}, contextOf(cfg, "dev").Options)
+	assert.Equal(t, local.Options{Python: local.DefaultPython}, contextOf(t, cfg, "dev").Options)
 	assert.Equal(t, docker.Options{Config: docker.Config{Image: docker.DefaultImage, PidsLimit: docker.DefaultPidsLimit}},
-		contextOf(cfg, "box").Options)
+		contextOf(t, cfg, "box").Options)
 	assert.Equal(t, kubernetes.Options{Config: kubernetes.Config{
 		Namespace: kubernetes.DefaultNamespace, Image: kubernetes.DefaultImage,
 		CreateTimeout: kubernetes.DefaultCreateTimeout, Workspace: kubernetes.DefaultWorkspace,
-	}}, contextOf(cfg, "pods").Options)
-	assert.Equal(t, ec2ssm.DefaultPython, contextOf(cfg, "ec2").Options.(ec2ssm.Options).Config.Python)
+	}}, contextOf(t, cfg, "pods").Options)
+	assert.Equal(t, ec2ssm.DefaultPython, contextOf(t, cfg, "ec2").Options.(ec2ssm.Options).Config.Python)
 	assert.Equal(t, daytona.Options{Config: daytona.Config{
 		APIKeyEnv: daytona.DefaultAPIKeyEnv, APIURL: daytona.DefaultAPIURL, CreateTimeout: daytona.DefaultCreateTimeout,
-	}}, contextOf(cfg, "day").Options)
+	}}, contextOf(t, cfg, "day").Options)
 	assert.Equal(t, e2b.Options{Config: e2b.Config{
 		APIKeyEnv: e2b.DefaultAPIKeyEnv, Template: e2b.DefaultTemplate, Domain: e2b.DefaultDomain,
 		Workdir: e2b.DefaultWorkdir, Python: e2b.DefaultPython,
-	}}, contextOf(cfg, "cloud").Options)
+	}}, contextOf(t, cfg, "cloud").Options)
 }
 
 func TestBuildContextWithoutABlock(t *testing.T) {
-	pc := config.Profile{Type: docker.TypeName}
-	bc := buildContext("box", pc, providers.Policy{}, 0, "0123456789abcdef", nil)
+	cfg := &config.Config{Sandbox: config.Sandbox{Profiles: map[string]config.Profile{"box": {Type: docker.TypeName}}}}
+	cfg.ApplyDefaults()
+	d, err := decodeBlocks(cfg, Builtin())
+	require.NoError(t, err)
+	bc := buildContext(cfg, d, "box", "0123456789abcdef", nil)
 	assert.Nil(t, bc.Options, "no block, no options")
-	_, err := Builtin().Build(bc)
+	_, err = Builtin().Build(bc)
 	require.Error(t, err)
 	assert.Equal(t, fault.Config, fault.KindOf(err))
 	assert.EqualError(t, err, "sandbox profile 'box' has type docker but no docker block")
+
+	_, err = checkBlocks(cfg, Builtin())
+	assert.Equal(t, fault.Config, fault.KindOf(err))
+	requireProblem(t, err, "sandbox.profiles.box.docker", "missing")
 }
 
 // A type registered by a test (no built-in mapping) gets no options, and the profile's params.
@@ -212,8 +267,14 @@ func TestBuildContextOfARegisteredType(t *testing.T) {
 		got = ctx
 		return fakeProvider{}, nil
 	})
-	pc := config.Profile{Type: "fake", Stateful: true, Params: map[string]any{"size": 3}}
-	_, err := reg.Build(buildContext("f", pc, providers.Policy{}, time.Second, "0123456789abcdef", nil))
+	cfg := &config.Config{Sandbox: config.Sandbox{DefaultProfile: "f", Profiles: map[string]config.Profile{
+		"f": {Type: "fake", Stateful: true, IdleTimeout: 1, Params: map[string]any{"size": 3}},
+	}}}
+	cfg.ApplyDefaults()
+	require.NoError(t, cfg.Validate())
+	d, err := checkBlocks(cfg, reg)
+	require.NoError(t, err, "a type without a block needs none")
+	_, err = reg.Build(buildContext(cfg, d, "f", "0123456789abcdef", nil))
 	require.NoError(t, err)
 	assert.Nil(t, got.Options)
 	assert.Equal(t, "0123456789abcdef", got.Installation, "every provider gets the installation")
