@@ -21,6 +21,8 @@ package outlog
 import (
 	"context"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -254,7 +256,12 @@ func (l *Log) Written(stream string) int64 {
 // each piece it gets and at the end (the middle of a long stream). Errors: ctx.Err() when ctx
 // ends first (the execution goes on); a writer's error, which stops the replay.
 func (l *Log) Replay(ctx context.Context, stdout, stderr io.Writer, done <-chan struct{}) error {
-	writers := map[string]io.Writer{"stdout": stdout, "stderr": stderr}
+	return l.ReplayStreams(ctx, map[string]io.Writer{"stdout": stdout, "stderr": stderr}, done)
+}
+
+// ReplayStreams is Replay with a writer per stream name: those of streams without one are
+// not replayed; every piece of a stream is one Write.
+func (l *Log) ReplayStreams(ctx context.Context, writers map[string]io.Writer, done <-chan struct{}) error {
 	next := map[string]int64{}
 	skip := func(stream string, upTo int64) {
 		if n := upTo - next[stream]; n > 0 {
@@ -283,8 +290,9 @@ func (l *Log) Replay(ctx context.Context, stdout, stderr io.Writer, done <-chan 
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			skip("stdout", l.Written("stdout"))
-			skip("stderr", l.Written("stderr"))
+			for _, stream := range slices.Sorted(maps.Keys(writers)) {
+				skip(stream, l.Written(stream))
+			}
 			return nil
 		}
 		if closed || len(evs) > 0 {
