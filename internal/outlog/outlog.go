@@ -5,7 +5,9 @@
 // Memory is bounded whatever a program prints: of each stream the log keeps the pieces up to
 // half its limit from the start and up to half from the end, dropping the oldest of the end's
 // as new ones arrive (the head-and-tail rule of an execution's result, docs/semantics.md §9
-// step 7). Offsets keep counting dropped bytes, so a reader sees where what it missed was.
+// step 7); pieces are kept or dropped whole, so a piece larger than half the limit at a
+// stream's end stands alone there. Offsets keep counting dropped bytes, so a reader sees
+// where what it missed was.
 // Writers never wait for readers.
 //
 // The log copies what it is given into buffers of its own that it never changes afterwards,
@@ -134,7 +136,11 @@ func (l *Log) appendLocked(stream string, data []byte) (freed int64) {
 	} else {
 		l.tail[stream] += int64(len(data))
 		for l.tail[stream] > l.half {
-			freed += l.dropOldestTail(stream)
+			n := l.dropOldestTail(stream)
+			if n == 0 {
+				break // only this piece is left of the end: a piece is kept whole
+			}
+			freed += n
 		}
 	}
 	l.events = append(l.events, e)
