@@ -93,7 +93,16 @@ def _sandboxd_main():
     def send(msg):
         data = encode(msg)
         with sending:
-            ctl.sendall(struct.pack(">I", len(data)) + data)
+            if threading.current_thread() is not threading.main_thread():
+                ctl.sendall(struct.pack(">I", len(data)) + data)
+                return
+            # An interrupt (a timeout) must not cut a message in two: it waits for the end of
+            # the message, then raises in the cell as it would have.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                ctl.sendall(struct.pack(">I", len(data)) + data)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
     # ---- rich results ----
 

@@ -395,3 +395,21 @@ pd.DataFrame({"a": [1, 2]})`})
 		})
 	}
 }
+
+// TestPythonContextInterruptedWhileDisplaying: a timeout that interrupts code while it sends
+// results cuts no message in two: the code ends with KeyboardInterrupt and the context,
+// its state and its protocol live on.
+func TestPythonContextInterruptedWhileDisplaying(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.ok(t, py("busy", "kept = 'yes'"))
+	req := py("busy", "while True:\n    display({'text/plain': 'x' * 200000}, raw=True)")
+	req.Timeout = time.Second
+	o := b.rich(t, req)
+	assert.True(t, o.res.TimedOut)
+	assert.False(t, o.res.ContextLost, "stderr: %s", o.stderr)
+	require.NotNil(t, o.res.Error)
+	assert.Equal(t, "KeyboardInterrupt", o.res.Error.Name)
+	assert.NotEmpty(t, o.res.Results)
+	assert.Equal(t, "yes\n", b.ok(t, py("busy", "print(kept)")))
+}
