@@ -13,6 +13,7 @@ package providers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -217,10 +218,48 @@ type Sandbox interface {
 	Close() error
 }
 
-// Output receives a program's two streams.
+// Output receives a program's two streams and, for code, its rich results.
 type Output struct {
 	Stdout io.Writer
 	Stderr io.Writer
+	// ResultFunc, when set, is called with each rich result of code as the code produces it
+	// (ExitStatus.Results has them all), never concurrently. Providers without rich results
+	// never call it.
+	ResultFunc func(RichResult)
+}
+
+// RichResult is one rich result of code, as a notebook shows it (sandboxd's python contexts:
+// sandboxd.RichResult, whose doc gives the forms): the value of the code's last expression
+// (Main) or a display (display(...), a matplotlib figure), as a MIME bundle. Its JSON form is
+// the API's.
+type RichResult struct {
+	// Data maps MIME types to their representation: a JSON string (base64 for image/png,
+	// image/jpeg and application/pdf), or any JSON value for application/json and "+json"
+	// types. Nil when Dropped.
+	Data map[string]json.RawMessage `json:"data,omitempty"`
+	// Main: the value of the code's last expression; false for a display.
+	Main bool `json:"is_main_result"`
+	// Dropped: the result was over the output limit and dropped whole; it names what it was.
+	Dropped *DroppedResult `json:"dropped,omitempty"`
+}
+
+// DroppedResult names a rich result that was dropped whole.
+type DroppedResult struct {
+	Types []string `json:"types"` // its MIME types, sorted
+	Bytes int64    `json:"bytes"` // its size (RichResult.Size)
+}
+
+// Size is the size of r's data in bytes: the lengths of its values as JSON (a dropped
+// result's: the size it had).
+func (r RichResult) Size() int64 {
+	if r.Dropped != nil {
+		return r.Dropped.Bytes
+	}
+	var n int64
+	for _, v := range r.Data {
+		n += int64(len(v))
+	}
+	return n
 }
 
 // ExecSpec describes one execution: exactly one of Command (run by /bin/sh -c) or Code (run by
@@ -256,6 +295,10 @@ type ExecSpec struct {
 	// Background makes the command a background process (Executions.Start only; capability
 	// background): it runs until it ends, is stopped, or its sandbox goes.
 	Background bool
+	// MaxResultBytes bounds the rich results of code together (RichResult.Size; 0: the
+	// provider's own bound): a result that does not fit is dropped whole and named
+	// (RichResult.Dropped), never cut.
+	MaxResultBytes int64
 	Output
 }
 
@@ -428,6 +471,9 @@ type ExitStatus struct {
 	// ContextReset says the context was lost when the sandbox restarted, so this execution ran
 	// in a fresh one, without the state of earlier executions (reported once).
 	ContextReset bool
+	// Results are the rich results of code, in the order it produced them (nil without any,
+	// and for providers that give none).
+	Results []RichResult
 }
 
 // FileType classifies a workspace entry.
