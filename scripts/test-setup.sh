@@ -85,6 +85,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The python3 first on PATH (a pyenv or venv one, say) may lack the set Debian's has now: the
+# suites then run Debian's, through a folder of its own put first on their PATH.
+data_science="import IPython, pandas, matplotlib"
+if ! python3 -c "$data_science" >/dev/null 2>&1 && /usr/bin/python3 -c "$data_science" >/dev/null 2>&1; then
+  pybin=${SANDGATE_CACHE:-$HOME/.cache/sandgate}/python-bin
+  mkdir -p "$pybin"
+  ln -sfn /usr/bin/python3 "$pybin/python3"
+  log "python3 on PATH ($(command -v python3)) lacks IPython, pandas or matplotlib: the suites use Debian's (/usr/bin/python3)"
+  echo "export PATH=\"$pybin:\$PATH\""
+fi
+
 # 2. The Docker engine and the sandbox image.
 if [ "${SANDGATE_SKIP_DOCKER:-}" = 1 ]; then
   log "SANDGATE_SKIP_DOCKER=1: the Docker suites will skip"
