@@ -113,19 +113,16 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	if _, err := s.checks(prof, p); err != nil {
 		return nil, err
 	}
-	if sess, err = s.usable(ctx, p, prof, sess); err != nil {
-		return nil, err
-	}
 	// Context operations do not wait for the session's running execution (a restart is how a
 	// caller frees a context stuck in one): with a sandbox in place they go straight to it.
 	// Only a create on a session without a sandbox takes the session lock, to make one.
-	pp := providerPrincipal(prof, p)
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
+	if err != nil && fault.KindOf(err) != fault.Gone {
+		return nil, err
+	}
 	var sb providers.Sandbox
-	if sess.SandboxID != "" {
-		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.Policy)
-		if err != nil && fault.KindOf(err) != fault.Gone {
-			return nil, classify(err, fault.Provision)
-		}
+	if err == nil {
+		sess, sb = l.Session, l.Keep()
 	}
 	if sb == nil {
 		switch op.Op {
@@ -134,9 +131,13 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 		case ContextRestart, ContextDelete:
 			return nil, fault.New(fault.NotFound, "no context '%s' in session '%s': its sandbox has none yet", op.Name, sess.ID)
 		}
-		if sb, err = s.sandboxLocked(ctx, prof, sess.ID, pp); err != nil {
+		// As an execution would: in the session's line, the sandbox made when needed.
+		made, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
+		if err != nil {
 			return nil, err
 		}
+		sb = made.Keep()
+		made.Release() // the lock was for making the sandbox
 	}
 	defer func() { _ = sb.Close() }()
 	_ = s.store.TouchSession(ctx, sess.ID, s.now())
@@ -172,35 +173,6 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 		return nil, classify(err, fault.Provision)
 	}
 	return namedContexts(list), nil
-}
-
-// sandboxLocked readies session id's sandbox under the session lock (creating it when needed),
-// as an execution would, and records the binding.
-func (s *Service) sandboxLocked(ctx context.Context, prof *Profile, id string, pp providers.Principal) (providers.Sandbox, error) {
-	unlock, err := s.lockSession(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	sess, err := s.store.GetSession(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.wake(ctx, prof, &sess); err != nil {
-		return nil, err
-	}
-	if _, err := s.resetIfIdle(ctx, prof, &sess); err != nil {
-		return nil, err
-	}
-	sb, _, err := s.acquire(ctx, prof, &sess, pp)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.store.UpdateSessionBackend(ctx, id, sb.ID(), "active", s.now()); err != nil {
-		_ = sb.Close()
-		return nil, err
-	}
-	return sb, nil
 }
 
 // joinNotice appends notice b to a (either may be empty).

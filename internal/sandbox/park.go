@@ -284,38 +284,6 @@ func pausedErr(id string) error {
 		WithHint(fmt.Sprintf("resume it with POST /v1/sessions/%s/resume", id), "ask the user to resume the session (it was paused on purpose)")
 }
 
-// usable readies session sess of prof for an operation that does not take the session lock
-// (reads, contexts, processes, ports) but needs its sandbox as it is: a paused session is
-// woken (or fault.Paused), a parked one restored, both under the lock. It returns the
-// session as it then stands.
-func (s *Service) usable(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (store.Session, error) {
-	if sess.PausedAt.IsZero() && sess.ParkedSnapshot == "" {
-		return sess, nil
-	}
-	if !sess.PausedAt.IsZero() && !sess.PausedIdle && !prof.AutoResume {
-		return store.Session{}, pausedErr(sess.ID) // no lock needed to refuse
-	}
-	unlock, err := s.lockSession(ctx, sess.ID)
-	if err != nil {
-		return store.Session{}, err
-	}
-	defer unlock()
-	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
-		return store.Session{}, s.sessionErr(err, sess.ID)
-	}
-	if _, err := s.wake(ctx, prof, &sess); err != nil {
-		return store.Session{}, err
-	}
-	if sess.SandboxID == "" && sess.ParkedSnapshot != "" {
-		sb, _, err := s.acquire(ctx, prof, &sess, providerPrincipal(prof, p))
-		if err != nil {
-			return store.Session{}, err
-		}
-		_ = sb.Close()
-	}
-	return sess, nil
-}
-
 // Idle parking (the sweeper, sweepIdle).
 
 // idleNotices say what the idle sweeper did, for the session's next operation.

@@ -86,25 +86,28 @@ func (s *Service) portSession(ctx context.Context, p principal.Principal, id, pr
 }
 
 func (s *Service) portTarget(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, port int) (*PortTarget, error) {
-	sess, err := s.usable(ctx, p, prof, sess)
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachNone})
 	if err != nil {
 		return nil, err
 	}
+	sess = l.Session
 	if sess.SandboxID == "" {
 		return nil, fault.New(fault.Conflict, "sandbox session '%s' has no sandbox yet, so nothing listens on port %d; start a server in it first", sess.ID, port).
 			WithHint("start a server as a background process (POST /v1/sessions/{id}/commands with \"background\": true)", "start a server in the session first")
 	}
 	_ = s.store.TouchSession(ctx, sess.ID, s.now())
-	pp, sandboxID := providerPrincipal(prof, p), sess.SandboxID
+	bound := store.Session{ID: sess.ID, SandboxID: sess.SandboxID}
 	dial := func(ctx context.Context) (net.Conn, error) {
-		sb, err := prof.Provider.Attach(ctx, sandboxID, pp, prof.Policy)
+		// Each connection reaches the sandbox as it was bound when the target was made.
+		l, err := s.lease(ctx, p, prof, bound, leaseOpts{order: orderNone, reach: reachAttach})
 		if fault.KindOf(err) == fault.Gone {
 			return nil, fault.New(fault.Conflict, "the sandbox of session '%s' no longer exists; nothing listens on port %d", sess.ID, port)
 		}
 		if err != nil {
-			return nil, classify(err, fault.Provision)
+			return nil, err
 		}
-		defer func() { _ = sb.Close() }()
+		defer l.Release()
+		sb := l.Sandbox
 		d, ok := sb.(providers.PortDialer)
 		if !ok {
 			return nil, fault.Unsupported(prof.Provider.Type(), "preview_ports")

@@ -86,52 +86,34 @@ func (j *execJob) startProcess(ctx context.Context) {
 // start takes the job's turn in its session's line, readies the sandbox and starts the
 // program. On success the returned handle stays open for watchProcess.
 func (j *execJob) start(ctx context.Context) (providers.ProcessInfo, providers.Sandbox, error) {
-	s := j.s
-	unlock, err := j.holdSession(ctx)
+	l, err := j.lease(ctx)
 	if err != nil {
 		return providers.ProcessInfo{}, nil, err
 	}
-	defer unlock() // queued deliveries: the lock taken for the start only
-	woke, err := j.admit(ctx)
-	if err != nil {
-		return providers.ProcessInfo{}, nil, err
-	}
-	notice, err := s.resetIfIdle(ctx, j.prof, &j.sess)
-	if err != nil {
-		return providers.ProcessInfo{}, nil, err
-	}
-	notice = joinNotice(notice, woke)
-	sb, healNotice, err := j.ready(ctx)
-	if err != nil {
-		return providers.ProcessInfo{}, nil, err
-	}
-	x, ok := sb.(providers.Executions)
+	defer l.Release() // queued deliveries: the lock taken for the start only
+	x, ok := l.Sandbox.(providers.Executions)
 	if !ok {
-		_ = sb.Close()
 		return providers.ProcessInfo{}, nil, fault.Unsupported(j.prof.Provider.Type(), "background")
 	}
 	spec := j.withStdin(j.spec)
 	spec.ID = j.task.ID
 	info, err := x.Start(ctx, spec)
 	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
-		_ = sb.Close()
-		if sb, healNotice, err = j.ready(ctx); err != nil {
+		if err = j.renew(ctx, l); err != nil {
 			return providers.ProcessInfo{}, nil, err
 		}
-		if x, ok = sb.(providers.Executions); !ok {
-			_ = sb.Close()
+		if x, ok = l.Sandbox.(providers.Executions); !ok {
 			return providers.ProcessInfo{}, nil, fault.Unsupported(j.prof.Provider.Type(), "background")
 		}
 		info, err = x.Start(ctx, spec)
 	}
 	if err != nil {
-		_ = sb.Close()
 		return providers.ProcessInfo{}, nil, classify(err, fault.Provision)
 	}
-	if n := joinNotice(notice, healNotice); n != "" && j.live != nil {
+	if n := joinNotice(l.Notice, l.Healed); n != "" && j.live != nil {
 		j.live.notice = n
 	}
-	return info, sb, nil
+	return info, l.Keep(), nil
 }
 
 // watchProcess follows background process t in sandbox sb to its end, in the background, and
@@ -245,26 +227,28 @@ func (s *Service) executionsOf(ctx context.Context, p principal.Principal, t sto
 	if prof == nil {
 		return nil, nil, fault.New(fault.NotFound, "task '%s' ran in profile '%s', which this gateway does not serve", t.ID, t.Profile)
 	}
+	gone := fault.New(fault.NotFound, "the sandbox of task '%s' is gone", t.ID)
 	sess, err := s.store.GetSession(ctx, t.SessionID)
-	if err == nil && !sess.PausedAt.IsZero() {
-		sess, err = s.usable(ctx, p, prof, sess)
-		if fault.KindOf(err) == fault.Paused {
-			return nil, nil, err
-		}
-	}
-	if errors.Is(err, store.ErrNotFound) || fault.KindOf(err) == fault.NotFound || err == nil && sess.SandboxID == "" {
-		return nil, nil, fault.New(fault.NotFound, "the sandbox of task '%s' is gone", t.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, gone
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	sb, err := prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, p), prof.Policy)
-	if err != nil {
-		if fault.KindOf(err) == fault.Gone {
-			return nil, nil, fault.New(fault.NotFound, "the sandbox of task '%s' is gone", t.ID)
-		}
-		return nil, nil, classify(err, fault.Provision)
+	order := orderNone // its sandbox as it is (a parked session runs nothing)
+	if !sess.PausedAt.IsZero() {
+		order = orderIfParked // woken (or fault.Paused)
 	}
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: order, reach: reachAttach})
+	switch {
+	case fault.KindOf(err) == fault.Paused:
+		return nil, nil, err
+	case fault.KindOf(err) == fault.NotFound, fault.KindOf(err) == fault.Gone, err == nil && l.Sandbox == nil:
+		return nil, nil, gone
+	case err != nil:
+		return nil, nil, err
+	}
+	sb := l.Keep()
 	x, ok := sb.(providers.Executions)
 	if !ok {
 		_ = sb.Close()
