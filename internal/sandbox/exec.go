@@ -428,7 +428,7 @@ func (j *execJob) withdraw(ctx context.Context) bool {
 
 func (j *execJob) run(ctx context.Context) {
 	s := j.s
-	began := time.Now()
+	began := s.now()
 	ctx, span := s.tracer.Start(trace.ContextWithSpanContext(ctx, j.parent), "sandbox.execution", trace.WithAttributes(
 		attrProfile.String(j.prof.Name), attrProvider.String(j.prof.Provider.Type()), attrSession.String(j.sess.ID),
 		attrTask.String(j.task.ID), attrOp.String(j.task.Operation)))
@@ -454,7 +454,7 @@ func (j *execJob) run(ctx context.Context) {
 			s.recordCompletion(bg, j.task.ID, completion)
 		}
 		if !j.refused {
-			s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, time.Since(began))
+			s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, s.since(began))
 		}
 		s.keepOutputWithin(j.p, completion.OutputBytes)
 		s.forgetCancelled(j.task.ID)
@@ -558,7 +558,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		stMu.Unlock()
 		return err
 	}
-	start := time.Now()
+	start := s.now()
 	err = s.callWithin(runCtx, limit, prof, "exec", exec)
 	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
 		// The handle was trusted without a round trip and its sandbox could not be reached:
@@ -569,7 +569,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		}
 		sb = l.Sandbox
 		if limit > 0 {
-			limit = max(limit-time.Since(start), time.Millisecond)
+			limit = max(limit-s.since(start), time.Millisecond)
 		}
 		err = s.callWithin(runCtx, limit, prof, "exec", exec)
 	}
@@ -588,7 +588,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		final = providers.ExitStatus{}
 	}
 	return s.resultOf(ended{
-		st: final, err: err, elapsed: time.Since(start), out: out, base64: j.base64,
+		st: final, err: err, elapsed: s.since(start), out: out, base64: j.base64,
 		cancelled:  ctx.Err() != nil && s.wasCancelled(j.task.ID),
 		backstop:   runCtx.Err() != nil && ctx.Err() == nil,
 		unanswered: unanswered, timeout: spec.Timeout,

@@ -16,7 +16,7 @@ import (
 // one (or refuses), restores a parked one, resets an idle one, attaches to its sandbox or
 // creates one, and records the binding. Every operation that reaches a session's sandbox
 // takes one (exec.go, processes.go, files.go, contexts.go, snapshots.go, preview.go,
-// adopt.go); reach is the only function that calls a provider's Attach or Create for a
+// adopt.go); reachSandbox is the only function that calls a provider's Attach or Create for a
 // session (TestOneLease pins it).
 //
 // Two ordering mechanisms stand behind leaseOpts.order today: an execution's turn, taken
@@ -128,7 +128,7 @@ func (e orderErr) Unwrap() error { return e.error }
 
 // lease takes session sess (as the caller resolved it, for p, in prof) for an operation as
 // opts say. Errors: the order's (orderErr: the lock, the re-read), wake's (fault.Paused,
-// as a refusal with opts.refuse), reach's (fault.Gone for a vanished sandbox that is not
+// as a refusal with opts.refuse), reachSandbox's (fault.Gone for a vanished sandbox that is not
 // recreated, else classified under fault.Provision), the binding's.
 func (s *Service) lease(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, opts leaseOpts) (_ *Lease, err error) {
 	l := &Lease{Session: sess, s: s, prof: prof, pp: providerPrincipal(prof, p), opts: opts, release: func() {}, ctx: ctx}
@@ -241,7 +241,7 @@ func (l *Lease) renew(ctx context.Context) error {
 		l.Sandbox = nil
 	}
 	bound := l.Session.SandboxID
-	sb, healed, err := s.reach(ctx, l)
+	sb, healed, err := s.reachSandbox(ctx, l)
 	if err != nil || sb == nil {
 		return err
 	}
@@ -269,12 +269,12 @@ func (l *Lease) renew(ctx context.Context) error {
 	return nil
 }
 
-// reach attaches to l's session's sandbox or creates one (seed _acquire): the one call of a
+// reachSandbox attaches to l's session's sandbox or creates one (seed _acquire): the one call of a
 // provider's Attach or Create for a session. A managed sandbox that vanished is recreated
 // empty with a notice (reachCreate); an attached environment never is. A session parked in
 // a snapshot gets its sandbox restored from it (unpark), unless the lease is unordered or
 // opts.noRestore. With reachAttach, a session without a sandbox gives a nil handle.
-func (s *Service) reach(ctx context.Context, l *Lease) (providers.Sandbox, string, error) {
+func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox, string, error) {
 	prof, sess, pp := l.prof, &l.Session, l.pp
 	create := func(ctx context.Context) (sb providers.Sandbox, err error) {
 		err = s.call(ctx, prof, "create", func(ctx context.Context) (err error) {
@@ -308,11 +308,7 @@ func (s *Service) reach(ctx context.Context, l *Lease) (providers.Sandbox, strin
 	err := s.call(ctx, prof, "attach", attach)
 	for wait := 250 * time.Millisecond; err != nil && l.opts.patience > 0 && ctx.Err() == nil && fault.KindOf(err) != fault.Gone && wait <= l.opts.patience; wait *= 2 {
 		s.log.Info("a sandbox did not answer; trying again", "session_id", sess.ID, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-		if ctx.Err() == nil {
+		if sleep(ctx, s.clock, wait) {
 			err = s.call(ctx, prof, "attach", attach)
 		}
 	}

@@ -353,10 +353,8 @@ func (s *Service) awaitRunning(ctx context.Context, id string) bool {
 		if errors.Is(err, store.ErrNotFound) {
 			return false
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, s.clock, 2*time.Second) {
 			return false
-		case <-time.After(2 * time.Second):
 		}
 	}
 }

@@ -146,13 +146,13 @@ func (s *Service) watchProcess(t store.Task, prof *Profile, sb providers.Sandbox
 // ctx ends: a running background process counts as use.
 func (s *Service) keepTouched(ctx context.Context, id string, idle time.Duration) {
 	every := min(max(idle/3, time.Second), time.Minute)
-	tick := time.NewTicker(every)
+	tick := s.clock.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 			if err := s.store.TouchSession(ctx, id, s.now()); err != nil && ctx.Err() == nil {
 				s.log.Warn("recording a background process's use of its session failed", "session_id", id, "err", err)
 			}
@@ -175,7 +175,7 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 		notice = joinNotice(live.notice, notice)
 	}
 	out := s.newOutputs(live)
-	start := time.Now()
+	start := s.now()
 	st, err := r.Reattach(ctx, t.ID, out.output())
 	out.flush()
 	if ctx.Err() != nil {
@@ -189,7 +189,7 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 		return
 	}
 	completion := store.Completion{SessionID: t.SessionID, Touch: true}
-	res, err := s.resultOf(ended{st: st, err: err, elapsed: time.Since(start), out: out,
+	res, err := s.resultOf(ended{st: st, err: err, elapsed: s.since(start), out: out,
 		// Stopped, or cut off because its sandbox went with a destroyed session: either way
 		// a cancellation, not a provider failure.
 		cancelled: errors.Is(err, providers.ErrExecutionStopped) || err != nil && s.wasCancelled(t.ID),
@@ -304,10 +304,8 @@ func (s *Service) endedMeanwhile(ctx context.Context, id string) error {
 		if t.FinishedAt != nil {
 			return fault.New(fault.Conflict, "task '%s' has finished (%s): it takes no input", id, t.Status)
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, s.clock, 50*time.Millisecond) {
 			return nil
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	return nil
@@ -317,8 +315,9 @@ func (s *Service) endedMeanwhile(ctx context.Context, id string) error {
 // fn's fault.NotFound while the task is still unfinished means the execution has not reached
 // its sandbox yet, and fn is tried again (until inputWait).
 func (s *Service) withExecution(ctx context.Context, p principal.Principal, id string, fn func(providers.Executions) error) error {
-	deadline := time.Now().Add(inputWait)
-	for {
+	deadline := s.clock.NewTimer(inputWait)
+	defer deadline.Stop()
+	for expired := false; ; {
 		if _, err := s.GetTask(ctx, p, id); err != nil {
 			return err
 		}
@@ -355,17 +354,22 @@ func (s *Service) withExecution(ctx context.Context, p principal.Principal, id s
 				}
 			}
 		}
-		if time.Now().After(deadline) {
+		if expired {
 			if err != nil {
 				return err
 			}
 			return fault.New(fault.Conflict, "task '%s' has not started in its sandbox within %s: it waits for its turn in the session; try again", id, inputWait)
 		}
+		poll := s.clock.NewTimer(100 * time.Millisecond)
 		select {
 		case <-ctx.Done():
+			poll.Stop()
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-deadline.C():
+			expired = true // tried once more, then answered
+		case <-poll.C():
 		}
+		poll.Stop()
 	}
 }
 

@@ -71,7 +71,7 @@ type Service struct {
 	queue    Queue
 	runnerID string
 	hostname string
-	now      func() time.Time
+	clock    Clock
 	newID    func() string
 	log      *slog.Logger
 	observer Observer
@@ -125,9 +125,9 @@ func New(opts Options) (*Service, error) {
 	if s.observer == nil {
 		s.observer = nopObserver{}
 	}
-	s.now = time.Now
-	if opts.Clock != nil {
-		s.now = opts.Clock.Now
+	s.clock = opts.Clock
+	if s.clock == nil {
+		s.clock = SystemClock{}
 	}
 	if s.newID == nil {
 		s.newID = randomID
@@ -157,9 +157,15 @@ func New(opts Options) (*Service, error) {
 	}
 	sort.Strings(s.names)
 	s.principals = newPrincipalRecorder(s.store, s.now)
-	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd)
+	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd, s.clock)
 	return s, nil
 }
+
+// now is the time on the Service's clock.
+func (s *Service) now() time.Time { return s.clock.Now() }
+
+// since is the time elapsed on the Service's clock since t.
+func (s *Service) since(t time.Time) time.Duration { return s.clock.Now().Sub(t) }
 
 func randomID() string {
 	var b [16]byte

@@ -214,14 +214,3 @@ type Profile struct {
 
 // Attached reports whether the profile binds to an environment it never provisions.
 func (p *Profile) Attached() bool { return p.ProfileSpec.Attached }
-
-// Clock tells the time; tests inject a manual one (sandboxtest.Clock).
-type Clock interface {
-	Now() time.Time
-}
-
-// ClockFunc adapts a function to a Clock.
-type ClockFunc func() time.Time
-
-// Now returns f().
-func (f ClockFunc) Now() time.Time { return f() }

@@ -302,7 +302,7 @@ func (s *Service) restoreInto(ctx context.Context, p principal.Principal, prof *
 
 // unpark restores sess's sandbox from the idle snapshot it is parked in, records the binding
 // (keeping the pending notice) and then forgets the snapshot. A snapshot (or capture) that is gone leaves a new empty
-// sandbox (made by create) with a notice saying so. Call holding the session lock (reach).
+// sandbox (made by create) with a notice saying so. Call holding the session lock (reachSandbox).
 func (s *Service) unpark(ctx context.Context, prof *Profile, sess *store.Session, pp providers.Principal, create func(context.Context) (providers.Sandbox, error)) (providers.Sandbox, string, error) {
 	snap, err := s.store.GetSnapshot(ctx, sess.ParkedSnapshot)
 	var sb providers.Sandbox

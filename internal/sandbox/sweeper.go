@@ -24,14 +24,14 @@ func (s *Service) Maintain(ctx context.Context) {
 	sweepEvery := s.cfg.SweepInterval
 	s.heartbeat(ctx)
 	s.recordSpooled(ctx)
-	hb := time.NewTicker(beat)
+	hb := s.clock.NewTicker(beat)
 	defer hb.Stop()
 	// Cancellations requested through another replica are picked up within a second.
-	cancels := time.NewTicker(time.Second)
+	cancels := s.clock.NewTicker(time.Second)
 	defer cancels.Stop()
-	lost := time.NewTicker(max(lostAfter/2, 200*time.Millisecond))
+	lost := s.clock.NewTicker(max(lostAfter/2, 200*time.Millisecond))
 	defer lost.Stop()
-	idle := time.NewTicker(sweepEvery)
+	idle := s.clock.NewTicker(sweepEvery)
 	defer idle.Stop()
 	for {
 		select {
@@ -40,13 +40,13 @@ func (s *Service) Maintain(ctx context.Context) {
 			_ = s.store.RemoveRunner(rctx, s.runnerID)
 			cancel()
 			return
-		case <-hb.C:
+		case <-hb.C():
 			s.heartbeat(ctx)
-		case <-cancels.C:
+		case <-cancels.C():
 			s.pollCancels(ctx)
-		case <-lost.C:
+		case <-lost.C():
 			s.sweep(ctx, lostAfter, false)
-		case <-idle.C:
+		case <-idle.C():
 			s.sweep(ctx, lostAfter, true)
 		}
 	}

@@ -138,18 +138,22 @@ func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id stri
 	if err := s.cancelTask(ctx, p, id, "cancelled by the caller"); err != nil {
 		return Task{}, err
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := s.clock.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	poll := s.clock.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for {
 		if t, err = s.GetTask(ctx, p, id); err != nil || t.FinishedAt != nil {
 			return t, err
 		}
 		select {
 		case <-ctx.Done():
 			return t, nil
-		case <-time.After(100 * time.Millisecond):
+		case <-deadline.C():
+			return t, nil
+		case <-poll.C():
 		}
 	}
-	return t, nil
 }
 
 // cancelTask stops task id wherever it runs: here (through the broker), on another replica
