@@ -29,7 +29,7 @@ func (s *Service) adoptOrphans(ctx context.Context, staleBefore time.Time) {
 		return
 	}
 	for _, t := range tasks {
-		prof := s.profiles[t.Profile]
+		prof := s.profiles.Get(t.Profile)
 		if prof == nil || prof.Scope == ScopePerCall || prof.IdentityMode == IdentityUser {
 			continue
 		}

@@ -110,7 +110,7 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 			return nil, fault.New(fault.Validation, "context language %q is not supported: use python or bash", op.Language)
 		}
 	}
-	if _, err := s.checks(prof, p); err != nil {
+	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return nil, err
 	}
 	// Context operations do not wait for the session's running execution (a restart is how a

@@ -155,7 +155,7 @@ var errSessionGone = errors.New("sandbox: the session is gone")
 // Run executes on a per_call profile: a fresh sandbox, destroyed afterwards — also when the
 // run was promoted to a task.
 func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) (Outcome, error) {
-	prof, err := s.profile(p, in.Profile)
+	prof, err := s.profiles.Resolve(p, in.Profile)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -216,7 +216,7 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 			return Outcome{}, err
 		}
 	}
-	warnings, err := s.checks(prof, p)
+	warnings, err := s.profiles.Checks(prof, p)
 	if err != nil {
 		return Outcome{}, err
 	}

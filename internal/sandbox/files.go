@@ -39,7 +39,7 @@ func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, pr
 	if !prof.Caps.Files {
 		return store.Session{}, nil, fault.Unsupported(prof.Provider.Type(), "files")
 	}
-	if _, err := s.checks(prof, p); err != nil {
+	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return store.Session{}, nil, err
 	}
 	return sess, prof, nil

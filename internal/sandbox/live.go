@@ -581,7 +581,7 @@ const mirrorIdle = 30 * time.Second
 // the execution does, and the follower then reads the end from the store. Nil when t's
 // profile is unknown here.
 func (s *Service) mirror(p principal.Principal, t Task) *liveOutput {
-	prof := s.profiles[t.Profile]
+	prof := s.profiles.Get(t.Profile)
 	if prof == nil {
 		return nil
 	}

@@ -22,38 +22,8 @@ import (
 const parkLockWait = 30 * time.Second
 
 // checkIdleAction refuses a profile whose idle_action its provider cannot do, or that is not
-// reset on a profile that has no idle sandboxes to park (attached, per_call): fault.Config.
-func checkIdleAction(spec ProfileSpec, caps providers.Capabilities) error {
-	switch spec.IdleAction {
-	case "", IdleReset:
-		return nil
-	case IdlePause, IdleSnapshot:
-	default:
-		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: '%s' is not one of reset, pause, snapshot", spec.Name, spec.IdleAction)
-	}
-	if spec.Attached || spec.Scope == ScopePerCall {
-		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: %s needs a managed per_session or per_runtime profile; attached environments and per_call sandboxes are reset", spec.Name, spec.IdleAction)
-	}
-	if spec.IdleAction == IdlePause && !caps.Pause {
-		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: provider %s cannot pause sandboxes (capability pause); use reset or snapshot", spec.Name, spec.Provider.Type())
-	}
-	if spec.IdleAction == IdleSnapshot && !caps.Snapshots {
-		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: provider %s cannot snapshot sandboxes (capability snapshots); use reset or pause", spec.Name, spec.Provider.Type())
-	}
-	return nil
-}
-
 // idleAction is what the idle sweeper does with prof's idle sessions.
 func idleAction(prof *Profile) string { return prof.EffectiveIdleAction() }
-
-// EffectiveIdleAction is what happens to the profile's idle sessions: its IdleAction, and
-// IdleReset when unset and always for attached and per_call profiles.
-func (p *Profile) EffectiveIdleAction() string {
-	if p.Attached() || p.Scope == ScopePerCall || p.IdleAction == "" {
-		return IdleReset
-	}
-	return p.IdleAction
-}
 
 // PauseSession freezes session id's sandbox in place (provider capability pause): its
 // files, processes and context variables are kept and it uses no CPU. Until ResumeSession
@@ -139,7 +109,7 @@ func (s *Service) ResumeSession(ctx context.Context, p principal.Principal, id, 
 // use: a refused pause leaves no new session behind.
 func (s *Service) parkableSession(ctx context.Context, p principal.Principal, id, profile, op string) (store.Session, *Profile, error) {
 	if id == DefaultSessionID || id == "" {
-		prof, err := s.profile(p, profile)
+		prof, err := s.profiles.Resolve(p, profile)
 		if err != nil {
 			return store.Session{}, nil, err
 		}

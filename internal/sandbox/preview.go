@@ -79,7 +79,7 @@ func (s *Service) portSession(ctx context.Context, p principal.Principal, id, pr
 	if !prof.Caps.PreviewPorts {
 		return store.Session{}, nil, fault.Unsupported(prof.Provider.Type(), "preview_ports")
 	}
-	if _, err := s.checks(prof, p); err != nil {
+	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return store.Session{}, nil, err
 	}
 	return sess, prof, nil
@@ -267,7 +267,7 @@ func (s *Service) linkSession(ctx context.Context, token string) (PortLink, stor
 		}
 		return fail(err)
 	}
-	prof, ok := s.profiles[sess.Profile]
+	prof, ok := s.profiles.Lookup(sess.Profile)
 	if !ok || !prof.Caps.PreviewPorts || prof.IdentityMode == IdentityUser || prof.Scope == ScopePerCall || sess.Status == store.SessionClosed {
 		return fail(linkGone()) // a session being destroyed serves nothing more
 	}
@@ -275,10 +275,10 @@ func (s *Service) linkSession(ctx context.Context, token string) (PortLink, stor
 	if err != nil {
 		return fail(err)
 	}
-	if !s.visible(maker, sess) || !s.allowed(maker, prof) {
+	if !s.visible(maker, sess) || !allowed(maker, prof) {
 		return fail(linkGone())
 	}
-	if _, err := s.checks(prof, maker); err != nil {
+	if _, err := s.profiles.Checks(prof, maker); err != nil {
 		return fail(err)
 	}
 	return l, sess, prof, maker, nil

@@ -223,7 +223,7 @@ func (s *Service) stopProcess(ctx context.Context, p principal.Principal, t stor
 // executions; done closes the handle. Errors: fault.NotFound when the session or its sandbox
 // is gone, fault.Capability when its provider keeps no executions, the attach's.
 func (s *Service) executionsOf(ctx context.Context, p principal.Principal, t store.Task) (providers.Executions, func(), error) {
-	prof := s.profiles[t.Profile]
+	prof := s.profiles.Get(t.Profile)
 	if prof == nil {
 		return nil, nil, fault.New(fault.NotFound, "task '%s' ran in profile '%s', which this gateway does not serve", t.ID, t.Profile)
 	}

@@ -142,7 +142,7 @@ var knownKinds = map[fault.Kind]struct{}{
 // (deduplication, per-session order, the attempts cap) and t is its task. An error asks for
 // redelivery: the run was interrupted because this worker is stopping.
 func (s *Service) RunDelivered(ctx context.Context, env broker.Envelope, t store.Task) error {
-	prof, ok := s.profiles[env.Profile]
+	prof, ok := s.profiles.Lookup(env.Profile)
 	if !ok {
 		_, err := s.store.FinishTask(ctx, env.TaskID, store.Completion{Status: TaskFailed, ErrorType: string(fault.Config),
 			Error: fmt.Sprintf("unknown sandbox profile '%s' on this worker; workers need the gateway's profiles", env.Profile)}, s.now(), s.ttl())

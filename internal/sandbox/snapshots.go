@@ -57,7 +57,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 	if !prof.Caps.Snapshots {
 		return Snapshot{}, fault.Unsupported(prof.Provider.Type(), "snapshots")
 	}
-	if _, err := s.checks(prof, p); err != nil {
+	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return Snapshot{}, err
 	}
 	limits := store.SnapshotLimits{Count: s.snapshotLimit(p), Bytes: s.snapshotBytesLimit(p)}
@@ -251,7 +251,7 @@ func (s *Service) DeleteSnapshot(ctx context.Context, p principal.Principal, id 
 	if _, err := s.store.DeleteSnapshot(ctx, r.ID); err != nil {
 		return err
 	}
-	if prof, ok := s.profiles[r.Profile]; ok {
+	if prof, ok := s.profiles.Lookup(r.Profile); ok {
 		s.deleteCapture(ctx, prof, r.Ref)
 	} else {
 		s.log.Warn("a deleted snapshot's profile is no longer configured: its capture stays", "snapshot_id", r.ID, "profile", r.Profile, "ref", r.Ref)
@@ -269,14 +269,14 @@ func (s *Service) forkProfile(ctx context.Context, p principal.Principal, snapsh
 	if profile != "" && profile != snap.Profile {
 		return store.Snapshot{}, nil, fault.New(fault.Config, "snapshot '%s' was taken in profile '%s', but profile '%s' was requested; omit profile to start from the snapshot in its own", snap.ID, snap.Profile, profile)
 	}
-	prof, err := s.profile(p, snap.Profile)
+	prof, err := s.profiles.Resolve(p, snap.Profile)
 	if err != nil {
 		return store.Snapshot{}, nil, err
 	}
 	if !prof.Caps.Snapshots {
 		return store.Snapshot{}, nil, fault.Unsupported(prof.Provider.Type(), "snapshots")
 	}
-	if _, err := s.checks(prof, p); err != nil {
+	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return store.Snapshot{}, nil, err
 	}
 	return snap, prof, nil

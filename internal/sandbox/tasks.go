@@ -71,7 +71,7 @@ func (s *Service) GetTask(ctx context.Context, p principal.Principal, id string)
 	}
 	// Results are the session's work: like the session, they need the profile's groups at
 	// the time they are read (listing and cancelling stay possible).
-	if prof, ok := s.profiles[t.Profile]; ok && !s.allowed(p, prof) {
+	if prof, ok := s.profiles.Lookup(t.Profile); ok && !allowed(p, prof) {
 		return Task{}, fault.New(fault.Policy, "sandbox task '%s' ran in profile '%s', which is restricted to members of %v, and this token is in none of them", id, prof.Name, prof.AllowedGroups)
 	}
 	return taskView(t)
@@ -87,7 +87,7 @@ func (s *Service) taskSummary(ctx context.Context, p principal.Principal, id str
 	if err != nil {
 		return Task{}, err
 	}
-	if prof, ok := s.profiles[t.Profile]; ok && !s.allowed(p, prof) {
+	if prof, ok := s.profiles.Lookup(t.Profile); ok && !allowed(p, prof) {
 		return Task{}, fault.New(fault.Policy, "sandbox task '%s' ran in profile '%s', which is restricted to members of %v, and this token is in none of them", id, prof.Name, prof.AllowedGroups)
 	}
 	return taskSummary(t), nil
