@@ -305,13 +305,7 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.Policy)
 		return err
 	}
-	err := s.call(ctx, prof, "attach", attach)
-	for wait := 250 * time.Millisecond; err != nil && l.opts.patience > 0 && ctx.Err() == nil && fault.KindOf(err) != fault.Gone && wait <= l.opts.patience; wait *= 2 {
-		s.log.Info("a sandbox did not answer; trying again", "session_id", sess.ID, "err", err)
-		if sleep(ctx, s.clock, wait) {
-			err = s.call(ctx, prof, "attach", attach)
-		}
-	}
+	err := l.patiently(ctx, attach)
 	if err == nil {
 		return sb, "", nil
 	}
@@ -329,6 +323,21 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 	}
 	sess.SandboxID = sb.ID()
 	return sb, fmt.Sprintf("the sandbox behind session '%s' no longer existed and was recreated empty; its previous workspace state is gone", sess.ID), nil
+}
+
+// patiently calls attach (as a provider call: Service.call), and again while it fails other
+// than fault.Gone and opts.patience allows: pausing 250 ms, doubling, while the pause stays
+// within patience.
+func (l *Lease) patiently(ctx context.Context, attach func(context.Context) error) error {
+	s := l.s
+	err := s.call(ctx, l.prof, "attach", attach)
+	for wait := 250 * time.Millisecond; err != nil && ctx.Err() == nil && fault.KindOf(err) != fault.Gone && wait <= l.opts.patience; wait *= 2 {
+		s.log.Info("a sandbox did not answer; trying again", "session_id", l.Session.ID, "err", err)
+		if sleep(ctx, s.clock, wait) {
+			err = s.call(ctx, l.prof, "attach", attach)
+		}
+	}
+	return err
 }
 
 // Keep hands the lease's handle to the caller, who closes it (a background process's
