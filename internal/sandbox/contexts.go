@@ -8,6 +8,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/store"
 )
 
 // contextName is what a context may be called: what sandboxd accepts. The first character is
@@ -93,51 +94,18 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	if err != nil {
 		return nil, err
 	}
-	if ephemeral {
-		return nil, fault.New(fault.Conflict, "profile '%s' has scope per_call: its sandboxes live for one run and keep no contexts", prof.Name)
-	}
-	if !prof.Caps.Stateful {
-		return nil, fault.Unsupported(prof.Provider.Type(), "stateful")
-	}
-	if op.Op != ContextList && !contextName.MatchString(op.Name) {
-		return nil, fault.New(fault.Validation, "context name %q is not valid: use 1-64 letters, digits, '_', '.' or '-', starting with a letter, digit or '_'", op.Name)
-	}
-	if op.Op == ContextCreate {
-		if op.Language == "" {
-			op.Language = "python"
-		}
-		if op.Language != "python" && op.Language != "bash" {
-			return nil, fault.New(fault.Validation, "context language %q is not supported: use python or bash", op.Language)
-		}
+	if err := checkContextOp(prof, ephemeral, &op); err != nil {
+		return nil, err
 	}
 	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return nil, err
 	}
-	// Context operations do not wait for the session's running execution (a restart is how a
-	// caller frees a context stuck in one): with a sandbox in place they go straight to it.
-	// Only a create on a session without a sandbox takes the session lock, to make one.
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
-	if err != nil && fault.KindOf(err) != fault.Gone {
+	sb, sess, err := s.contextSandbox(ctx, p, prof, sess, op)
+	if err != nil {
 		return nil, err
 	}
-	var sb providers.Sandbox
-	if err == nil {
-		sess, sb = l.Session, l.Keep()
-	}
 	if sb == nil {
-		switch op.Op {
-		case ContextList:
-			return []NamedContext{}, nil
-		case ContextRestart, ContextDelete:
-			return nil, fault.New(fault.NotFound, "no context '%s' in session '%s': its sandbox has none yet", op.Name, sess.ID)
-		}
-		// As an execution would: in the session's line, the sandbox made when needed.
-		made, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
-		if err != nil {
-			return nil, err
-		}
-		sb = made.Keep()
-		made.Release() // the lock was for making the sandbox
+		return []NamedContext{}, nil // a list without a sandbox: none
 	}
 	defer func() { _ = sb.Close() }()
 	_ = s.store.TouchSession(ctx, sess.ID, s.now())
@@ -173,6 +141,60 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 		return nil, classify(err, fault.Provision)
 	}
 	return namedContexts(list), nil
+}
+
+// checkContextOp refuses op on prof (per_call: ephemeral) before anything is reached, and
+// defaults a create's language to python. Errors: Contexts'.
+func checkContextOp(prof *Profile, ephemeral bool, op *ContextOp) error {
+	if ephemeral {
+		return fault.New(fault.Conflict, "profile '%s' has scope per_call: its sandboxes live for one run and keep no contexts", prof.Name)
+	}
+	if !prof.Caps.Stateful {
+		return fault.Unsupported(prof.Provider.Type(), "stateful")
+	}
+	if op.Op != ContextList && !contextName.MatchString(op.Name) {
+		return fault.New(fault.Validation, "context name %q is not valid: use 1-64 letters, digits, '_', '.' or '-', starting with a letter, digit or '_'", op.Name)
+	}
+	if op.Op == ContextCreate {
+		if op.Language == "" {
+			op.Language = "python"
+		}
+		if op.Language != "python" && op.Language != "bash" {
+			return fault.New(fault.Validation, "context language %q is not supported: use python or bash", op.Language)
+		}
+	}
+	return nil
+}
+
+// contextSandbox leases sess's sandbox for context operation op and keeps its handle (the
+// caller closes it): a nil handle, no error, for a list on a session without a sandbox.
+// Context operations do not wait for the session's running execution (a restart is how a
+// caller frees a context stuck in one): with a sandbox in place they go straight to it.
+// Only a create on a session without a sandbox takes the session lock, to make one — as an
+// execution would: in the session's line, reset if idle, the binding recorded.
+func (s *Service) contextSandbox(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, op ContextOp) (providers.Sandbox, store.Session, error) {
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
+	if err != nil && fault.KindOf(err) != fault.Gone {
+		return nil, sess, err
+	}
+	if err == nil && l.Sandbox != nil {
+		return l.Keep(), l.Session, nil
+	}
+	if err == nil {
+		sess = l.Session
+	}
+	switch op.Op {
+	case ContextList:
+		return nil, sess, nil
+	case ContextRestart, ContextDelete:
+		return nil, sess, fault.New(fault.NotFound, "no context '%s' in session '%s': its sandbox has none yet", op.Name, sess.ID)
+	}
+	made, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
+	if err != nil {
+		return nil, sess, err
+	}
+	defer made.Release() // the lock was for making the sandbox
+	return made.Keep(), made.Session, nil
 }
 
 // joinNotice appends notice b to a (either may be empty).
