@@ -783,21 +783,3 @@ func classifyAs(err error, kind fault.Kind, msg string) error {
 func classify(err error, kind fault.Kind) error {
 	return classifyAs(err, kind, "sandbox operation failed")
 }
-
-// resetIfIdle applies idle expiry on touch (docs/semantics.md §8): a session with a sandbox unused for
-// longer than its profile's idle_timeout loses that sandbox and the caller gets a notice —
-// when its idle_action is reset: a profile that parks idle sessions keeps a sandbox the
-// sweeper has not parked yet as it is. A notice left by the idle sweeper is delivered here
-// too. Call with the session lock held, after wake.
-func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
-	notice := sess.PendingNotice
-	if sess.SandboxID != "" && sess.PausedAt.IsZero() && idleAction(prof) == IdleReset && s.now().Sub(sess.LastUsedAt) > prof.IdleTimeout {
-		_ = s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
-		notice = idleNotice(prof, sess.ID)
-		if _, err := s.store.ResetSession(ctx, sess.ID, "", s.now(), sess.SandboxID); err != nil {
-			return "", err
-		}
-		sess.SandboxID = ""
-	}
-	return notice, nil
-}

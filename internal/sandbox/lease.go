@@ -231,6 +231,24 @@ func (l *Lease) ready(ctx context.Context) error {
 	return nil
 }
 
+// resetIfIdle applies idle expiry on touch (docs/semantics.md §8): a session with a sandbox unused for
+// longer than its profile's idle_timeout loses that sandbox and the caller gets a notice —
+// when its idle_action is reset: a profile that parks idle sessions keeps a sandbox the
+// sweeper has not parked yet as it is. A notice left by the idle sweeper is delivered here
+// too. Call holding the lease's place, after wake.
+func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
+	notice := sess.PendingNotice
+	if sess.SandboxID != "" && sess.PausedAt.IsZero() && idleAction(prof) == IdleReset && s.now().Sub(sess.LastUsedAt) > prof.IdleTimeout {
+		_ = s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+		notice = idleNotice(prof, sess.ID)
+		if _, err := s.store.ResetSession(ctx, sess.ID, "", s.now(), sess.SandboxID); err != nil {
+			return "", err
+		}
+		sess.SandboxID = ""
+	}
+	return notice, nil
+}
+
 // renew reaches the session's sandbox (again, after a handle that could not be reached:
 // providers.ErrUnreached) under the lease's place, and records the binding as opts.bind
 // says. It closes the handle it replaces.
