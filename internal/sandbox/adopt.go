@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,7 +29,7 @@ func (s *Service) adoptOrphans(ctx context.Context, staleBefore time.Time) {
 		return
 	}
 	for _, t := range tasks {
-		prof := s.profiles[t.Profile]
+		prof := s.profiles.Get(t.Profile)
 		if prof == nil || prof.Scope == ScopePerCall || prof.IdentityMode == IdentityUser {
 			continue
 		}
@@ -69,46 +70,34 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 		}
 		return
 	}
+	// The session read again, as it is (neither woken nor restored), for the gateway itself.
+	opts := leaseOpts{order: orderLock, reach: reachAttach, noWake: true, noRestore: true, agent: true, patience: adoptAttachWait}
 	if t.Background {
 		// A background process gave its session's line up when it started; it counts as
 		// use of its session while it runs.
 		go s.keepTouched(ctx, t.SessionID, prof.IdleTimeout)
-	} else {
-		// The session's lock, as for an execution that runs here: executions submitted
-		// meanwhile wait for the adopted one's end (the dead replica's place no longer counts).
-		unlock, err := s.lockSession(ctx, t.SessionID)
-		if err != nil {
-			return // shutting down, or the store does not answer: the next sweep tries again
-		}
-		defer unlock()
+		opts.order = orderReread
 	}
-	sess, err := s.store.GetSession(ctx, t.SessionID)
-	if err != nil || sess.SandboxID == "" {
+	// Else the session's lock, as for an execution that runs here: executions submitted
+	// meanwhile wait for the adopted one's end (the dead replica's place no longer counts).
+	// A sandbox that does not answer at once (a busy engine) is tried again before the task
+	// is given up: only one that is gone, or stays unreachable, makes it lost.
+	l, err := s.lease(ctx, principal.Principal{}, prof, store.Session{ID: t.SessionID}, opts)
+	var oe orderErr
+	switch {
+	case ctx.Err() != nil:
+		return // shutting down: left for the next adopter
+	case errors.As(err, &oe) && t.Background, errors.As(err, &oe) && fault.KindOf(err) == fault.NotFound, err == nil && l.Sandbox == nil:
 		lost("its session or sandbox is gone")
 		return
-	}
-	// A sandbox that does not answer at once (a busy engine) is tried again before the task is
-	// given up: only one that is gone, or stays unreachable, makes it lost.
-	var sb providers.Sandbox
-	for wait := 250 * time.Millisecond; ; wait *= 2 {
-		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, principal.Principal{}), prof.Policy)
-		if err == nil || ctx.Err() != nil || fault.KindOf(err) == fault.Gone || wait > adoptAttachWait {
-			break
-		}
-		s.log.Info("the sandbox of an adopted task did not answer; trying again", "task_id", t.ID, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
-	if ctx.Err() != nil {
-		return // shutting down: left for the next adopter
-	}
-	if err != nil {
+	case errors.As(err, &oe):
+		return // the store does not answer: the next sweep tries again
+	case err != nil:
 		lost(fmt.Sprintf("its sandbox cannot be reached (%v)", err))
 		return
 	}
-	defer func() { _ = sb.Close() }()
+	defer l.Release()
+	sb := l.Sandbox
 	if _, ok := sb.(providers.Reattacher); !ok {
 		lost("provider " + prof.Provider.Type() + " does not hold executions for another gateway")
 		return

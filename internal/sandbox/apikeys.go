@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -154,7 +153,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, p principal.Principal, in Ne
 			if n == "" {
 				return NewAPIKey{}, fault.New(fault.Validation, "profiles names an empty profile")
 			}
-			if _, err := s.profile(p, n); err != nil {
+			if _, err := s.profiles.Resolve(p, n); err != nil {
 				return NewAPIKey{}, err
 			}
 			profiles = append(profiles, n)
@@ -300,24 +299,6 @@ func (s *Service) keyView(r store.APIKey) APIKey {
 		v.Status = KeyExpired
 	}
 	return v
-}
-
-// keyRefusal is the refusal of profile prof to p when p's API key is restricted to other
-// profiles; nil otherwise.
-func keyRefusal(p principal.Principal, prof string) error {
-	if p.MayUseProfile(prof) {
-		return nil
-	}
-	return fault.New(fault.Forbidden, "this API key may use only the profiles %s, not '%s'; use a key made for '%s', or your own sign-in",
-		quoteList(p.KeyProfiles), prof, prof)
-}
-
-func quoteList(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("'%s'", n)
-	}
-	return "[" + strings.Join(q, ", ") + "]"
 }
 
 // sweepAPIKeys deletes the keys that ended (expired or revoked) more than APIKeyRetention ago.

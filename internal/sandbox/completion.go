@@ -49,7 +49,7 @@ func (s *Service) recordCompletion(ctx context.Context, id string, c store.Compl
 		defer s.retrying.Done()
 		delay := completionRetryMin
 		for attempt := 2; ; attempt++ {
-			t := time.NewTimer(delay)
+			t := s.clock.NewTimer(delay)
 			select {
 			case <-s.closing:
 				t.Stop()
@@ -60,7 +60,7 @@ func (s *Service) recordCompletion(ctx context.Context, id string, c store.Compl
 					s.log.Error("task completion not recorded: the gateway stopped while the response store was unavailable", "task_id", id, "attempts", attempt-1)
 				}
 				return
-			case <-t.C:
+			case <-t.C():
 			}
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionAttemptTimeout)
 			_, err := s.store.FinishTask(actx, id, c, at, s.ttl())

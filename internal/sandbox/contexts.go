@@ -8,6 +8,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/store"
 )
 
 // contextName is what a context may be called: what sandboxd accepts. The first character is
@@ -93,50 +94,18 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	if err != nil {
 		return nil, err
 	}
-	if ephemeral {
-		return nil, fault.New(fault.Conflict, "profile '%s' has scope per_call: its sandboxes live for one run and keep no contexts", prof.Name)
-	}
-	if !prof.Caps.Stateful {
-		return nil, fault.Unsupported(prof.Provider.Type(), "stateful")
-	}
-	if op.Op != ContextList && !contextName.MatchString(op.Name) {
-		return nil, fault.New(fault.Validation, "context name %q is not valid: use 1-64 letters, digits, '_', '.' or '-', starting with a letter, digit or '_'", op.Name)
-	}
-	if op.Op == ContextCreate {
-		if op.Language == "" {
-			op.Language = "python"
-		}
-		if op.Language != "python" && op.Language != "bash" {
-			return nil, fault.New(fault.Validation, "context language %q is not supported: use python or bash", op.Language)
-		}
-	}
-	if _, err := s.checks(prof, p); err != nil {
+	if err := checkContextOp(prof, ephemeral, &op); err != nil {
 		return nil, err
 	}
-	if sess, err = s.usable(ctx, p, prof, sess); err != nil {
+	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return nil, err
 	}
-	// Context operations do not wait for the session's running execution (a restart is how a
-	// caller frees a context stuck in one): with a sandbox in place they go straight to it.
-	// Only a create on a session without a sandbox takes the session lock, to make one.
-	pp := providerPrincipal(prof, p)
-	var sb providers.Sandbox
-	if sess.SandboxID != "" {
-		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.Policy)
-		if err != nil && fault.KindOf(err) != fault.Gone {
-			return nil, classify(err, fault.Provision)
-		}
+	sb, sess, err := s.contextSandbox(ctx, p, prof, sess, op)
+	if err != nil {
+		return nil, err
 	}
 	if sb == nil {
-		switch op.Op {
-		case ContextList:
-			return []NamedContext{}, nil
-		case ContextRestart, ContextDelete:
-			return nil, fault.New(fault.NotFound, "no context '%s' in session '%s': its sandbox has none yet", op.Name, sess.ID)
-		}
-		if sb, err = s.sandboxLocked(ctx, prof, sess.ID, pp); err != nil {
-			return nil, err
-		}
+		return []NamedContext{}, nil // a list without a sandbox: none
 	}
 	defer func() { _ = sb.Close() }()
 	_ = s.store.TouchSession(ctx, sess.ID, s.now())
@@ -174,33 +143,58 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	return namedContexts(list), nil
 }
 
-// sandboxLocked readies session id's sandbox under the session lock (creating it when needed),
-// as an execution would, and records the binding.
-func (s *Service) sandboxLocked(ctx context.Context, prof *Profile, id string, pp providers.Principal) (providers.Sandbox, error) {
-	unlock, err := s.lockSession(ctx, id)
+// checkContextOp refuses op on prof (per_call: ephemeral) before anything is reached, and
+// defaults a create's language to python. Errors: Contexts'.
+func checkContextOp(prof *Profile, ephemeral bool, op *ContextOp) error {
+	if ephemeral {
+		return fault.New(fault.Conflict, "profile '%s' has scope per_call: its sandboxes live for one run and keep no contexts", prof.Name)
+	}
+	if !prof.Caps.Stateful {
+		return fault.Unsupported(prof.Provider.Type(), "stateful")
+	}
+	if op.Op != ContextList && !contextName.MatchString(op.Name) {
+		return fault.New(fault.Validation, "context name %q is not valid: use 1-64 letters, digits, '_', '.' or '-', starting with a letter, digit or '_'", op.Name)
+	}
+	if op.Op == ContextCreate {
+		if op.Language == "" {
+			op.Language = "python"
+		}
+		if op.Language != "python" && op.Language != "bash" {
+			return fault.New(fault.Validation, "context language %q is not supported: use python or bash", op.Language)
+		}
+	}
+	return nil
+}
+
+// contextSandbox leases sess's sandbox for context operation op and keeps its handle (the
+// caller closes it): a nil handle, no error, for a list on a session without a sandbox.
+// Context operations do not wait for the session's running execution (a restart is how a
+// caller frees a context stuck in one): with a sandbox in place they go straight to it.
+// Only a create on a session without a sandbox takes the session lock, to make one — as an
+// execution would: in the session's line, reset if idle, the binding recorded.
+func (s *Service) contextSandbox(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, op ContextOp) (providers.Sandbox, store.Session, error) {
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
+	if err != nil && fault.KindOf(err) != fault.Gone {
+		return nil, sess, err
+	}
+	if err == nil && l.Sandbox != nil {
+		return l.Keep(), l.Session, nil
+	}
+	if err == nil {
+		sess = l.Session
+	}
+	switch op.Op {
+	case ContextList:
+		return nil, sess, nil
+	case ContextRestart, ContextDelete:
+		return nil, sess, fault.New(fault.NotFound, "no context '%s' in session '%s': its sandbox has none yet", op.Name, sess.ID)
+	}
+	made, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
 	if err != nil {
-		return nil, err
+		return nil, sess, err
 	}
-	defer unlock()
-	sess, err := s.store.GetSession(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.wake(ctx, prof, &sess); err != nil {
-		return nil, err
-	}
-	if _, err := s.resetIfIdle(ctx, prof, &sess); err != nil {
-		return nil, err
-	}
-	sb, _, err := s.acquire(ctx, prof, &sess, pp)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.store.UpdateSessionBackend(ctx, id, sb.ID(), "active", s.now()); err != nil {
-		_ = sb.Close()
-		return nil, err
-	}
-	return sb, nil
+	defer made.Release() // the lock was for making the sandbox
+	return made.Keep(), made.Session, nil
 }
 
 // joinNotice appends notice b to a (either may be empty).

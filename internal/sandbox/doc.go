@@ -18,6 +18,9 @@
 //   - Ordering: executions and file writes of one session run one at a time in arrival order,
 //     across replicas (the Store's session lock: tickets granted in arrival order); reads
 //     never wait.
+//   - One lease (lease.go): every operation that reaches a session's sandbox takes it through
+//     Service.lease — its place in the session's order, the session re-read, woken or
+//     restored, reset if idle, attached or created, the binding recorded — and releases it.
 //   - Activity: an operation touches the session when it starts and when it ends, and a
 //     session with an unfinished task is never idle.
 //   - Every execution is recorded as a task; one that outlives its wait is promoted and the

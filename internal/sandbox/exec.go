@@ -164,7 +164,7 @@ var errSessionGone = errors.New("sandbox: the session is gone")
 // Run executes on a per_call profile: a fresh sandbox, destroyed afterwards — also when the
 // run was promoted to a task.
 func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) (Outcome, error) {
-	prof, err := s.profile(p, in.Profile)
+	prof, err := s.profiles.Resolve(p, in.Profile)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -228,7 +228,7 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 			return Outcome{}, err
 		}
 	}
-	warnings, err := s.checks(prof, p)
+	warnings, err := s.profiles.Checks(prof, p)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -390,10 +390,8 @@ type execJob struct {
 	// task row was inserted running).
 	place store.Place
 	turn  bool
-	touch bool // the execution reached its session's sandbox: its completion counts as use
-	// cleanup runs when execute returns: the per_call sandboxes it made are destroyed.
-	cleanup []func()
-	live    *liveOutput // followable output (thread and embedded flavors); nil for queued jobs
+	touch bool        // the execution reached its session's sandbox: its completion counts as use
+	live  *liveOutput // followable output (thread and embedded flavors); nil for queued jobs
 
 	// parent is the span of the call that submitted the execution (its trace goes on in the
 	// job, which runs in the broker's context).
@@ -442,7 +440,7 @@ func (j *execJob) withdraw(ctx context.Context) bool {
 
 func (j *execJob) run(ctx context.Context) {
 	s := j.s
-	began := time.Now()
+	began := s.now()
 	ctx, span := s.tracer.Start(trace.ContextWithSpanContext(ctx, j.parent), "sandbox.execution", trace.WithAttributes(
 		attrProfile.String(j.prof.Name), attrProvider.String(j.prof.Provider.Type()), attrSession.String(j.sess.ID),
 		attrTask.String(j.task.ID), attrOp.String(j.task.Operation)))
@@ -468,7 +466,7 @@ func (j *execJob) run(ctx context.Context) {
 			s.recordCompletion(bg, j.task.ID, completion)
 		}
 		if !j.refused {
-			s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, time.Since(began))
+			s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, s.since(began))
 		}
 		s.keepOutputWithin(j.p, completion.OutputBytes)
 		s.forgetCancelled(j.task.ID)
@@ -521,35 +519,15 @@ func completeWith(c *store.Completion, res *Result, timedOut, cancelled string) 
 	}
 }
 
-// execute takes the session lock, readies the sandbox and runs the program.
+// execute takes the job's lease on its session's sandbox and runs the program.
 func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	s, prof := j.s, j.prof
-	defer func() {
-		for _, f := range j.cleanup {
-			f()
-		}
-	}()
-	var notice string
-	if !j.ephemeral {
-		unlock, err := j.holdSession(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
-		woke, err := j.admit(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if notice, err = s.resetIfIdle(ctx, prof, &j.sess); err != nil {
-			return nil, err
-		}
-		notice = joinNotice(notice, woke)
-	}
-	sb, healNotice, err := j.ready(ctx)
+	l, err := j.lease(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = sb.Close() }()
+	defer l.Release()
+	sb, notice := l.Sandbox, l.Notice
 	if !j.ephemeral {
 		if err := s.holdContext(ctx, j.p, j.sess.ID, sb.ID(), j.spec.Context); err != nil {
 			if fault.KindOf(err) == fault.Quota {
@@ -592,18 +570,18 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		stMu.Unlock()
 		return err
 	}
-	start := time.Now()
+	start := s.now()
 	err = s.callWithin(runCtx, limit, prof, "exec", exec)
 	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
 		// The handle was trusted without a round trip and its sandbox could not be reached:
 		// nothing ran. Attach again — the ordinary path, which recreates a vanished sandbox —
 		// and run once more.
-		_ = sb.Close()
-		if sb, healNotice, err = j.ready(ctx); err != nil {
+		if err = j.renew(ctx, l); err != nil {
 			return nil, err
 		}
+		sb = l.Sandbox
 		if limit > 0 {
-			limit = max(limit-time.Since(start), time.Millisecond)
+			limit = max(limit-s.since(start), time.Millisecond)
 		}
 		err = s.callWithin(runCtx, limit, prof, "exec", exec)
 	}
@@ -613,7 +591,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		g.close()
 	}
 	if notice == "" {
-		notice = healNotice
+		notice = l.Healed
 	}
 	stMu.Lock()
 	final := st
@@ -622,26 +600,12 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		final = providers.ExitStatus{}
 	}
 	return s.resultOf(ended{
-		st: final, err: err, elapsed: time.Since(start), out: out, base64: j.base64,
+		st: final, err: err, elapsed: s.since(start), out: out, base64: j.base64,
 		cancelled:  ctx.Err() != nil && s.wasCancelled(j.task.ID),
 		backstop:   runCtx.Err() != nil && ctx.Err() == nil,
 		unanswered: unanswered, timeout: spec.Timeout,
 		sessionID: j.sess.ID, taskID: j.task.ID, notice: notice, warnings: j.warnings, context: spec.Context,
 	})
-}
-
-// admit checks, holding the session lock, that the job's session takes the execution as it
-// now stands — not closed, not paused (a session the profile resumes on use is woken: the
-// notice says so) — or refuses it (refusal).
-func (j *execJob) admit(ctx context.Context) (string, error) {
-	if j.sess.Status == store.SessionClosed {
-		return "", refused(closedErr(j.sess))
-	}
-	woke, err := j.s.wake(ctx, j.prof, &j.sess)
-	if fault.KindOf(err) == fault.Paused {
-		err = refused(err)
-	}
-	return woke, err
 }
 
 // withStdin is spec reading the job's stdin from its start.
@@ -652,32 +616,31 @@ func (j *execJob) withStdin(spec providers.ExecSpec) providers.ExecSpec {
 	return spec
 }
 
-// ready attaches to the session's sandbox or creates one (acquire) and records the binding
-// when it changed; a per_call sandbox is destroyed when the job's run ends. The notice says a
-// vanished sandbox was recreated. Call holding the session lock.
-func (j *execJob) ready(ctx context.Context) (providers.Sandbox, string, error) {
-	s, prof := j.s, j.prof
-	bound := j.sess.SandboxID // acquire replaces it when it creates a sandbox
-	sb, notice, err := s.acquire(ctx, prof, &j.sess, providerPrincipal(prof, j.p))
+// lease takes the job's session's sandbox (Service.lease): in the job's turn (holdSession),
+// the session as it now stands must take the execution — not closed, not paused (a session
+// the profile resumes on use is woken: the notice says so) — or it is refused (refusal);
+// an idle one is reset; the sandbox is attached or created and the binding recorded when it
+// changed. A per_call sandbox is made for the job and destroyed at Release. Lease.Healed
+// says a vanished sandbox was recreated.
+func (j *execJob) lease(ctx context.Context) (*Lease, error) {
+	opts := leaseOpts{order: orderNone, reach: reachCreate, ephemeral: true}
+	if !j.ephemeral {
+		opts = leaseOpts{order: orderTurn, turn: j.holdSession, reach: reachCreate, bind: bindChanged, refuse: true, resetIdle: true}
+	}
+	l, err := j.s.lease(ctx, j.p, j.prof, j.sess, opts)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	if j.ephemeral {
-		id := sb.ID()
-		j.cleanup = append(j.cleanup, func() { _ = s.destroyBackend(ctx, prof, j.sess.ID, id) })
-		return sb, notice, nil
-	}
-	// Unchanged bindings need no write: last use is recorded with the completion (FinishTask
-	// touches the session), and the idle sweeper skips sessions with unfinished tasks.
-	if bound != sb.ID() || j.sess.Status != "active" || j.sess.PendingNotice != "" {
-		if err := s.store.UpdateSessionBackend(ctx, j.sess.ID, sb.ID(), "active", s.now()); err != nil {
-			_ = sb.Close()
-			return nil, "", err
-		}
-		j.sess.Status, j.sess.PendingNotice = "active", ""
-	}
-	j.touch = true
-	return sb, notice, nil
+	j.sess = l.Session
+	j.touch = !j.ephemeral
+	return l, nil
+}
+
+// renew reaches the job's sandbox again in its turn (its handle could not be reached).
+func (j *execJob) renew(ctx context.Context, l *Lease) error {
+	err := l.renew(ctx)
+	j.sess = l.Session
+	return err
 }
 
 // holdSession waits for the job's turn on its session's lock and re-reads the session under
@@ -685,38 +648,40 @@ func (j *execJob) ready(ctx context.Context) (providers.Sandbox, string, error) 
 // placed at submission waits for its place (no round trip when it was first already) and
 // keeps the lock until its completion is recorded; any other (a queued delivery) takes the
 // lock now and gives it back with the returned unlock.
-func (j *execJob) holdSession(ctx context.Context) (unlock func(), err error) {
+func (j *execJob) holdSession(ctx context.Context) (_ store.Session, unlock func(), err error) {
 	s := j.s
 	gone := func() error {
 		return fault.New(fault.NotFound, "sandbox session '%s' was destroyed while this operation waited", j.task.SessionID)
 	}
 	if j.place.Token != "" {
 		if !j.turn {
-			j.sess, err = s.store.AwaitTurn(ctx, j.place, j.task.ID, s.now)
+			sess, err := s.store.AwaitTurn(ctx, j.place, j.task.ID, s.now)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
-				return nil, gone()
+				return store.Session{}, nil, gone()
 			case err != nil && ctx.Err() == nil:
-				return nil, classifyAs(err, fault.Broker, "could not take the session lock")
+				return store.Session{}, nil, classifyAs(err, fault.Broker, "could not take the session lock")
 			case err != nil:
-				return nil, err
+				return store.Session{}, nil, err
 			}
-			j.turn = true
+			j.sess, j.turn = sess, true
 		}
-		return func() {}, nil
+		return j.sess, func() {}, nil
 	}
 	unlock, err = s.lockSession(ctx, j.sess.ID)
 	if err != nil {
-		return nil, err
+		return store.Session{}, nil, err
 	}
-	if j.sess, err = s.store.StartTaskInSession(ctx, j.task.ID, j.sess.ID, s.now()); err != nil {
+	sess, err := s.store.StartTaskInSession(ctx, j.task.ID, j.sess.ID, s.now())
+	if err != nil {
 		unlock()
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, gone()
+			return store.Session{}, nil, gone()
 		}
-		return nil, err
+		return store.Session{}, nil, err
 	}
-	return unlock, nil
+	j.sess = sess
+	return sess, unlock, nil
 }
 
 // outputs capture an execution's two streams (bounded, docs/semantics.md §9 step 7) and feed
@@ -833,62 +798,4 @@ func classifyAs(err error, kind fault.Kind, msg string) error {
 // classify keeps a fault's kind, or files an unclassified error under kind.
 func classify(err error, kind fault.Kind) error {
 	return classifyAs(err, kind, "sandbox operation failed")
-}
-
-// resetIfIdle applies idle expiry on touch (docs/semantics.md §8): a session with a sandbox unused for
-// longer than its profile's idle_timeout loses that sandbox and the caller gets a notice —
-// when its idle_action is reset: a profile that parks idle sessions keeps a sandbox the
-// sweeper has not parked yet as it is. A notice left by the idle sweeper is delivered here
-// too. Call with the session lock held, after wake.
-func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
-	notice := sess.PendingNotice
-	if sess.SandboxID != "" && sess.PausedAt.IsZero() && idleAction(prof) == IdleReset && s.now().Sub(sess.LastUsedAt) > prof.IdleTimeout {
-		_ = s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
-		notice = idleNotice(prof, sess.ID)
-		if _, err := s.store.ResetSession(ctx, sess.ID, "", s.now(), sess.SandboxID); err != nil {
-			return "", err
-		}
-		sess.SandboxID = ""
-	}
-	return notice, nil
-}
-
-// acquire attaches to the session's sandbox or creates one (seed _acquire). A managed sandbox
-// that vanished is recreated empty with a notice; an attached environment never is. A session
-// parked in a snapshot gets its sandbox restored from it (unpark). Call holding the session
-// lock.
-func (s *Service) acquire(ctx context.Context, prof *Profile, sess *store.Session, pp providers.Principal) (providers.Sandbox, string, error) {
-	if sess.SandboxID == "" && sess.ParkedSnapshot != "" {
-		return s.unpark(ctx, prof, sess, pp)
-	}
-	var sb providers.Sandbox
-	create := func(ctx context.Context) (err error) {
-		sb, err = prof.Provider.Create(ctx, pp, prof.Policy)
-		return err
-	}
-	if sess.SandboxID != "" {
-		err := s.call(ctx, prof, "attach", func(ctx context.Context) (err error) {
-			sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.Policy)
-			return err
-		})
-		if err == nil {
-			return sb, "", nil
-		}
-		if fault.KindOf(err) != fault.Gone {
-			return nil, "", classify(err, fault.Provision)
-		}
-		if prof.Attached() {
-			return nil, "", fault.New(fault.Gone, "attached environment '%s' (profile '%s') is unreachable; not recreating — attached environments are never provisioned by the gateway", sess.SandboxID, prof.Name)
-		}
-		if err := s.call(ctx, prof, "create", create); err != nil {
-			return nil, "", classify(err, fault.Provision)
-		}
-		sess.SandboxID = sb.ID()
-		return sb, fmt.Sprintf("the sandbox behind session '%s' no longer existed and was recreated empty; its previous workspace state is gone", sess.ID), nil
-	}
-	if err := s.call(ctx, prof, "create", create); err != nil {
-		return nil, "", classify(err, fault.Provision)
-	}
-	sess.SandboxID = sb.ID()
-	return sb, "", nil
 }

@@ -39,7 +39,7 @@ func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, pr
 	if !prof.Caps.Files {
 		return store.Session{}, nil, fault.Unsupported(prof.Provider.Type(), "files")
 	}
-	if _, err := s.checks(prof, p); err != nil {
+	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return store.Session{}, nil, err
 	}
 	return sess, prof, nil
@@ -90,28 +90,12 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 		}
 		s.audit(ctx, p, e)
 	}()
-	unlock, err := s.lockSession(ctx, sess.ID)
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
 	if err != nil {
 		return FileWritten{}, err
 	}
-	defer unlock()
-	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
-		return FileWritten{}, err
-	}
-	if _, err := s.wake(ctx, prof, &sess); err != nil {
-		return FileWritten{}, err
-	}
-	if _, err := s.resetIfIdle(ctx, prof, &sess); err != nil {
-		return FileWritten{}, err
-	}
-	sb, _, err := s.acquire(ctx, prof, &sess, providerPrincipal(prof, p))
-	if err != nil {
-		return FileWritten{}, err
-	}
-	defer func() { _ = sb.Close() }()
-	if err := s.store.UpdateSessionBackend(ctx, sess.ID, sb.ID(), "active", s.now()); err != nil {
-		return FileWritten{}, err
-	}
+	defer l.Release()
+	sb := l.Sandbox
 	wctx, cancel := context.WithTimeout(ctx, prof.Policy.Timeout)
 	defer cancel()
 	err = s.call(wctx, prof, "write_file", func(ctx context.Context) (err error) {
@@ -148,27 +132,25 @@ func workspaceFull(err error, prof *Profile) error {
 }
 
 // readable attaches to the session's sandbox for a read, without creating one and without
-// waiting for running work. ok=false: the session has no sandbox (so no files).
+// waiting for running work (a paused session is woken, a parked one restored: orderIfParked).
+// ok=false: the session has no sandbox (so no files).
 func (s *Service) readable(ctx context.Context, p principal.Principal, id, profile string) (providers.Sandbox, bool, error) {
 	sess, prof, err := s.fileSession(ctx, p, id, profile)
 	if err != nil {
 		return nil, false, err
 	}
-	if sess, err = s.usable(ctx, p, prof, sess); err != nil {
-		return nil, false, err
-	}
-	if sess.SandboxID == "" {
-		return nil, false, nil
-	}
-	sb, err := prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, p), prof.Policy)
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
 	if fault.KindOf(err) == fault.Gone {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, classify(err, fault.Provision)
+		return nil, false, err
 	}
-	_ = s.store.TouchSession(ctx, sess.ID, s.now())
-	return sb, true, nil
+	if l.Sandbox == nil {
+		return nil, false, nil
+	}
+	_ = s.store.TouchSession(ctx, l.Session.ID, s.now())
+	return l.Keep(), true, nil
 }
 
 // FileStat is what is known of a file opened for reading, from its folder's listing: Size in
@@ -292,36 +274,17 @@ func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, pro
 		}
 		s.audit(ctx, p, e)
 	}()
-	unlock, err := s.lockSession(ctx, sess.ID)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
-		return err
-	}
-	if _, err := s.wake(ctx, prof, &sess); err != nil {
-		return err
-	}
-	if sess.SandboxID == "" && sess.ParkedSnapshot != "" {
-		// The file may be in the workspace the session is parked with.
-		sb, _, err := s.acquire(ctx, prof, &sess, providerPrincipal(prof, p))
-		if err != nil {
-			return err
-		}
-		_ = sb.Close()
-	}
-	if sess.SandboxID == "" {
-		return nil
-	}
-	sb, err := prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, p), prof.Policy)
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachAttach})
 	if fault.KindOf(err) == fault.Gone {
 		return nil
 	}
 	if err != nil {
-		return classify(err, fault.Provision)
+		return err
 	}
-	defer func() { _ = sb.Close() }()
-	_ = s.store.TouchSession(ctx, sess.ID, s.now())
-	return sb.RemoveFile(ctx, clean)
+	defer l.Release()
+	if l.Sandbox == nil {
+		return nil
+	}
+	_ = s.store.TouchSession(ctx, l.Session.ID, s.now())
+	return l.Sandbox.RemoveFile(ctx, clean)
 }

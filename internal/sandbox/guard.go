@@ -47,12 +47,12 @@ func (s *Service) callWithin(ctx context.Context, limit time.Duration, prof *Pro
 		}()
 		done <- s.call(ctx, prof, op, f)
 	}()
-	timer := time.NewTimer(limit)
+	timer := s.clock.NewTimer(limit)
 	defer timer.Stop()
 	select {
 	case err := <-done:
 		return err
-	case <-timer.C:
+	case <-timer.C():
 		select {
 		case err := <-done: // it returned as the limit passed
 			return err

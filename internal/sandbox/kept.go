@@ -66,13 +66,15 @@ type keptOutputs struct {
 	bounds int64 // the output limit of one execution's log (sandbox.max_output_bytes)
 	// load reads how task id ended from the store (storedEnd).
 	load func(ctx context.Context, id string) (taskEnd, error)
+	// clock times the retention of finished outputs.
+	clock Clock
 
 	mu                      sync.Mutex
 	held, peak              int64
 	m                       map[string]*liveOutput
 	running, finished       list.List // *liveOutput, oldest first (start, end)
 	dropped, droppedRunning int64
-	expiry                  *time.Timer // lets finished ones go after liveRetention; nil when none is
+	expiry                  Timer // lets finished ones go after liveRetention; nil when none is
 	closed                  bool
 }
 
@@ -83,8 +85,8 @@ type taskEnd struct {
 	err      error   // the machinery failure
 }
 
-func newKeptOutputs(limit, bounds int64, load func(ctx context.Context, id string) (taskEnd, error)) *keptOutputs {
-	return &keptOutputs{limit: limit, bounds: bounds, load: load, m: map[string]*liveOutput{}}
+func newKeptOutputs(limit, bounds int64, load func(ctx context.Context, id string) (taskEnd, error), clock Clock) *keptOutputs {
+	return &keptOutputs{limit: limit, bounds: bounds, load: load, clock: clock, m: map[string]*liveOutput{}}
 }
 
 func (k *keptOutputs) memory() KeptOutputMemory {
@@ -141,11 +143,11 @@ func (k *keptOutputs) stored(taskID string) *liveOutput {
 	if l := k.m[taskID]; l != nil && !l.evicted {
 		return l
 	}
-	l := &liveOutput{kept: k, taskID: taskID, done: true, endedAt: time.Now()}
+	l := &liveOutput{kept: k, taskID: taskID, done: true, endedAt: k.clock.Now()}
 	k.m[taskID] = l
 	l.elem = k.finished.PushBack(l)
 	if k.expiry == nil && !k.closed {
-		k.expiry = time.AfterFunc(liveRetention, k.expire)
+		k.expiry = k.clock.AfterFunc(liveRetention, k.expire)
 	}
 	return l
 }
@@ -184,10 +186,10 @@ func (k *keptOutputs) ended(l *liveOutput) {
 		return
 	}
 	k.running.Remove(l.elem)
-	l.endedAt = time.Now()
+	l.endedAt = k.clock.Now()
 	l.elem = k.finished.PushBack(l)
 	if k.expiry == nil && !k.closed {
-		k.expiry = time.AfterFunc(liveRetention, k.expire)
+		k.expiry = k.clock.AfterFunc(liveRetention, k.expire)
 	}
 }
 
@@ -196,13 +198,13 @@ func (k *keptOutputs) ended(l *liveOutput) {
 func (k *keptOutputs) expire() {
 	var old []*liveOutput
 	k.mu.Lock()
-	now := time.Now()
+	now := k.clock.Now()
 	k.expiry = nil
 	for e := k.finished.Front(); e != nil; e = k.finished.Front() {
 		l := e.Value.(*liveOutput)
 		if wait := l.endedAt.Add(liveRetention).Sub(now); wait > 0 {
 			if !k.closed {
-				k.expiry = time.AfterFunc(wait, k.expire)
+				k.expiry = k.clock.AfterFunc(wait, k.expire)
 			}
 			break
 		}

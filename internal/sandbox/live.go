@@ -398,9 +398,9 @@ func (f *Follower) Close() {
 // not Done batch means nothing happened within wait. Errors: ctx.Err(), and the store's when
 // a task without live output is read.
 func (f *Follower) Next(ctx context.Context, wait time.Duration) (Batch, error) {
-	timer := time.NewTimer(wait)
+	timer := f.s.clock.NewTimer(wait)
 	defer timer.Stop()
-	var tick *time.Ticker
+	var tick Ticker
 	defer func() {
 		if tick != nil {
 			tick.Stop()
@@ -442,7 +442,7 @@ func (f *Follower) Next(ctx context.Context, wait time.Duration) (Batch, error) 
 			}
 			select {
 			case <-changed:
-			case <-timer.C:
+			case <-timer.C():
 				return Batch{Position: f.pos}, nil
 			case <-ctx.Done():
 				return Batch{}, ctx.Err()
@@ -475,11 +475,11 @@ func (f *Follower) Next(ctx context.Context, wait time.Duration) (Batch, error) 
 				continue
 			}
 			if tick == nil {
-				tick = time.NewTicker(followPoll)
+				tick = f.s.clock.NewTicker(followPoll)
 			}
 			select {
-			case <-tick.C:
-			case <-timer.C:
+			case <-tick.C():
+			case <-timer.C():
 				return Batch{Position: f.pos}, nil
 			case <-ctx.Done():
 				return Batch{}, ctx.Err()
@@ -595,7 +595,7 @@ const mirrorIdle = 30 * time.Second
 // the execution does, and the follower then reads the end from the store. Nil when t's
 // profile is unknown here.
 func (s *Service) mirror(p principal.Principal, t Task) *liveOutput {
-	prof := s.profiles[t.Profile]
+	prof := s.profiles.Get(t.Profile)
 	if prof == nil {
 		return nil
 	}
@@ -609,7 +609,7 @@ func (s *Service) mirror(p principal.Principal, t Task) *liveOutput {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
-			tick := time.NewTicker(mirrorIdle / 3)
+			tick := s.clock.NewTicker(mirrorIdle / 3)
 			defer tick.Stop()
 			idle := 0
 			for {
@@ -619,7 +619,7 @@ func (s *Service) mirror(p principal.Principal, t Task) *liveOutput {
 					return
 				case <-ctx.Done():
 					return
-				case <-tick.C:
+				case <-tick.C():
 					if l.followers() == 0 {
 						if idle++; idle >= 3 {
 							cancel()
@@ -661,10 +661,8 @@ func (s *Service) runMirror(ctx context.Context, p principal.Principal, id strin
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, s.clock, wait) {
 			return
-		case <-time.After(wait):
 		}
 	}
 }

@@ -22,38 +22,8 @@ import (
 const parkLockWait = 30 * time.Second
 
 // checkIdleAction refuses a profile whose idle_action its provider cannot do, or that is not
-// reset on a profile that has no idle sandboxes to park (attached, per_call): fault.Config.
-func checkIdleAction(spec ProfileSpec, caps providers.Capabilities) error {
-	switch spec.IdleAction {
-	case "", IdleReset:
-		return nil
-	case IdlePause, IdleSnapshot:
-	default:
-		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: '%s' is not one of reset, pause, snapshot", spec.Name, spec.IdleAction)
-	}
-	if spec.Attached || spec.Scope == ScopePerCall {
-		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: %s needs a managed per_session or per_runtime profile; attached environments and per_call sandboxes are reset", spec.Name, spec.IdleAction)
-	}
-	if spec.IdleAction == IdlePause && !caps.Pause {
-		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: provider %s cannot pause sandboxes (capability pause); use reset or snapshot", spec.Name, spec.Provider.Type())
-	}
-	if spec.IdleAction == IdleSnapshot && !caps.Snapshots {
-		return fault.New(fault.Config, "sandbox.profiles.%s.idle_action: provider %s cannot snapshot sandboxes (capability snapshots); use reset or pause", spec.Name, spec.Provider.Type())
-	}
-	return nil
-}
-
 // idleAction is what the idle sweeper does with prof's idle sessions.
 func idleAction(prof *Profile) string { return prof.EffectiveIdleAction() }
-
-// EffectiveIdleAction is what happens to the profile's idle sessions: its IdleAction, and
-// IdleReset when unset and always for attached and per_call profiles.
-func (p *Profile) EffectiveIdleAction() string {
-	if p.Attached() || p.Scope == ScopePerCall || p.IdleAction == "" {
-		return IdleReset
-	}
-	return p.IdleAction
-}
 
 // PauseSession freezes session id's sandbox in place (provider capability pause): its
 // files, processes and context variables are kept and it uses no CPU. Until ResumeSession
@@ -139,7 +109,7 @@ func (s *Service) ResumeSession(ctx context.Context, p principal.Principal, id, 
 // use: a refused pause leaves no new session behind.
 func (s *Service) parkableSession(ctx context.Context, p principal.Principal, id, profile, op string) (store.Session, *Profile, error) {
 	if id == DefaultSessionID || id == "" {
-		prof, err := s.profile(p, profile)
+		prof, err := s.profiles.Resolve(p, profile)
 		if err != nil {
 			return store.Session{}, nil, err
 		}
@@ -284,38 +254,6 @@ func pausedErr(id string) error {
 		WithHint(fmt.Sprintf("resume it with POST /v1/sessions/%s/resume", id), "ask the user to resume the session (it was paused on purpose)")
 }
 
-// usable readies session sess of prof for an operation that does not take the session lock
-// (reads, contexts, processes, ports) but needs its sandbox as it is: a paused session is
-// woken (or fault.Paused), a parked one restored, both under the lock. It returns the
-// session as it then stands.
-func (s *Service) usable(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (store.Session, error) {
-	if sess.PausedAt.IsZero() && sess.ParkedSnapshot == "" {
-		return sess, nil
-	}
-	if !sess.PausedAt.IsZero() && !sess.PausedIdle && !prof.AutoResume {
-		return store.Session{}, pausedErr(sess.ID) // no lock needed to refuse
-	}
-	unlock, err := s.lockSession(ctx, sess.ID)
-	if err != nil {
-		return store.Session{}, err
-	}
-	defer unlock()
-	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
-		return store.Session{}, s.sessionErr(err, sess.ID)
-	}
-	if _, err := s.wake(ctx, prof, &sess); err != nil {
-		return store.Session{}, err
-	}
-	if sess.SandboxID == "" && sess.ParkedSnapshot != "" {
-		sb, _, err := s.acquire(ctx, prof, &sess, providerPrincipal(prof, p))
-		if err != nil {
-			return store.Session{}, err
-		}
-		_ = sb.Close()
-	}
-	return sess, nil
-}
-
 // Idle parking (the sweeper, sweepIdle).
 
 // idleNotices say what the idle sweeper did, for the session's next operation.
@@ -385,10 +323,8 @@ func (s *Service) awaitRunning(ctx context.Context, id string) bool {
 		if errors.Is(err, store.ErrNotFound) {
 			return false
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, s.clock, 2*time.Second) {
 			return false
-		case <-time.After(2 * time.Second):
 		}
 	}
 }

@@ -79,32 +79,35 @@ func (s *Service) portSession(ctx context.Context, p principal.Principal, id, pr
 	if !prof.Caps.PreviewPorts {
 		return store.Session{}, nil, fault.Unsupported(prof.Provider.Type(), "preview_ports")
 	}
-	if _, err := s.checks(prof, p); err != nil {
+	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return store.Session{}, nil, err
 	}
 	return sess, prof, nil
 }
 
 func (s *Service) portTarget(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, port int) (*PortTarget, error) {
-	sess, err := s.usable(ctx, p, prof, sess)
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachNone})
 	if err != nil {
 		return nil, err
 	}
+	sess = l.Session
 	if sess.SandboxID == "" {
 		return nil, fault.New(fault.Conflict, "sandbox session '%s' has no sandbox yet, so nothing listens on port %d; start a server in it first", sess.ID, port).
 			WithHint("start a server as a background process (POST /v1/sessions/{id}/commands with \"background\": true)", "start a server in the session first")
 	}
 	_ = s.store.TouchSession(ctx, sess.ID, s.now())
-	pp, sandboxID := providerPrincipal(prof, p), sess.SandboxID
+	bound := store.Session{ID: sess.ID, SandboxID: sess.SandboxID}
 	dial := func(ctx context.Context) (net.Conn, error) {
-		sb, err := prof.Provider.Attach(ctx, sandboxID, pp, prof.Policy)
+		// Each connection reaches the sandbox as it was bound when the target was made.
+		l, err := s.lease(ctx, p, prof, bound, leaseOpts{order: orderNone, reach: reachAttach})
 		if fault.KindOf(err) == fault.Gone {
 			return nil, fault.New(fault.Conflict, "the sandbox of session '%s' no longer exists; nothing listens on port %d", sess.ID, port)
 		}
 		if err != nil {
-			return nil, classify(err, fault.Provision)
+			return nil, err
 		}
-		defer func() { _ = sb.Close() }()
+		defer l.Release()
+		sb := l.Sandbox
 		d, ok := sb.(providers.PortDialer)
 		if !ok {
 			return nil, fault.Unsupported(prof.Provider.Type(), "preview_ports")
@@ -264,7 +267,7 @@ func (s *Service) linkSession(ctx context.Context, token string) (PortLink, stor
 		}
 		return fail(err)
 	}
-	prof, ok := s.profiles[sess.Profile]
+	prof, ok := s.profiles.Lookup(sess.Profile)
 	if !ok || !prof.Caps.PreviewPorts || prof.IdentityMode == IdentityUser || prof.Scope == ScopePerCall || sess.Status == store.SessionClosed {
 		return fail(linkGone()) // a session being destroyed serves nothing more
 	}
@@ -272,10 +275,10 @@ func (s *Service) linkSession(ctx context.Context, token string) (PortLink, stor
 	if err != nil {
 		return fail(err)
 	}
-	if !s.visible(maker, sess) || !s.allowed(maker, prof) {
+	if !s.visible(maker, sess) || !allowed(maker, prof) {
 		return fail(linkGone())
 	}
-	if _, err := s.checks(prof, maker); err != nil {
+	if _, err := s.profiles.Checks(prof, maker); err != nil {
 		return fail(err)
 	}
 	return l, sess, prof, maker, nil

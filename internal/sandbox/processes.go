@@ -86,52 +86,34 @@ func (j *execJob) startProcess(ctx context.Context) {
 // start takes the job's turn in its session's line, readies the sandbox and starts the
 // program. On success the returned handle stays open for watchProcess.
 func (j *execJob) start(ctx context.Context) (providers.ProcessInfo, providers.Sandbox, error) {
-	s := j.s
-	unlock, err := j.holdSession(ctx)
+	l, err := j.lease(ctx)
 	if err != nil {
 		return providers.ProcessInfo{}, nil, err
 	}
-	defer unlock() // queued deliveries: the lock taken for the start only
-	woke, err := j.admit(ctx)
-	if err != nil {
-		return providers.ProcessInfo{}, nil, err
-	}
-	notice, err := s.resetIfIdle(ctx, j.prof, &j.sess)
-	if err != nil {
-		return providers.ProcessInfo{}, nil, err
-	}
-	notice = joinNotice(notice, woke)
-	sb, healNotice, err := j.ready(ctx)
-	if err != nil {
-		return providers.ProcessInfo{}, nil, err
-	}
-	x, ok := sb.(providers.Executions)
+	defer l.Release() // queued deliveries: the lock taken for the start only
+	x, ok := l.Sandbox.(providers.Executions)
 	if !ok {
-		_ = sb.Close()
 		return providers.ProcessInfo{}, nil, fault.Unsupported(j.prof.Provider.Type(), "background")
 	}
 	spec := j.withStdin(j.spec)
 	spec.ID = j.task.ID
 	info, err := x.Start(ctx, spec)
 	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
-		_ = sb.Close()
-		if sb, healNotice, err = j.ready(ctx); err != nil {
+		if err = j.renew(ctx, l); err != nil {
 			return providers.ProcessInfo{}, nil, err
 		}
-		if x, ok = sb.(providers.Executions); !ok {
-			_ = sb.Close()
+		if x, ok = l.Sandbox.(providers.Executions); !ok {
 			return providers.ProcessInfo{}, nil, fault.Unsupported(j.prof.Provider.Type(), "background")
 		}
 		info, err = x.Start(ctx, spec)
 	}
 	if err != nil {
-		_ = sb.Close()
 		return providers.ProcessInfo{}, nil, classify(err, fault.Provision)
 	}
-	if n := joinNotice(notice, healNotice); n != "" && j.live != nil {
+	if n := joinNotice(l.Notice, l.Healed); n != "" && j.live != nil {
 		j.live.notice = n
 	}
-	return info, sb, nil
+	return info, l.Keep(), nil
 }
 
 // watchProcess follows background process t in sandbox sb to its end, in the background, and
@@ -164,13 +146,13 @@ func (s *Service) watchProcess(t store.Task, prof *Profile, sb providers.Sandbox
 // ctx ends: a running background process counts as use.
 func (s *Service) keepTouched(ctx context.Context, id string, idle time.Duration) {
 	every := min(max(idle/3, time.Second), time.Minute)
-	tick := time.NewTicker(every)
+	tick := s.clock.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 			if err := s.store.TouchSession(ctx, id, s.now()); err != nil && ctx.Err() == nil {
 				s.log.Warn("recording a background process's use of its session failed", "session_id", id, "err", err)
 			}
@@ -193,7 +175,7 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 		notice = joinNotice(live.notice, notice)
 	}
 	out := s.newOutputs(live)
-	start := time.Now()
+	start := s.now()
 	st, err := r.Reattach(ctx, t.ID, out.output())
 	out.flush()
 	if ctx.Err() != nil {
@@ -207,7 +189,7 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 		return
 	}
 	completion := store.Completion{SessionID: t.SessionID, Touch: true}
-	res, err := s.resultOf(ended{st: st, err: err, elapsed: time.Since(start), out: out,
+	res, err := s.resultOf(ended{st: st, err: err, elapsed: s.since(start), out: out,
 		// Stopped, or cut off because its sandbox went with a destroyed session: either way
 		// a cancellation, not a provider failure.
 		cancelled: errors.Is(err, providers.ErrExecutionStopped) || err != nil && s.wasCancelled(t.ID),
@@ -241,30 +223,32 @@ func (s *Service) stopProcess(ctx context.Context, p principal.Principal, t stor
 // executions; done closes the handle. Errors: fault.NotFound when the session or its sandbox
 // is gone, fault.Capability when its provider keeps no executions, the attach's.
 func (s *Service) executionsOf(ctx context.Context, p principal.Principal, t store.Task) (providers.Executions, func(), error) {
-	prof := s.profiles[t.Profile]
+	prof := s.profiles.Get(t.Profile)
 	if prof == nil {
 		return nil, nil, fault.New(fault.NotFound, "task '%s' ran in profile '%s', which this gateway does not serve", t.ID, t.Profile)
 	}
+	gone := fault.New(fault.NotFound, "the sandbox of task '%s' is gone", t.ID)
 	sess, err := s.store.GetSession(ctx, t.SessionID)
-	if err == nil && !sess.PausedAt.IsZero() {
-		sess, err = s.usable(ctx, p, prof, sess)
-		if fault.KindOf(err) == fault.Paused {
-			return nil, nil, err
-		}
-	}
-	if errors.Is(err, store.ErrNotFound) || fault.KindOf(err) == fault.NotFound || err == nil && sess.SandboxID == "" {
-		return nil, nil, fault.New(fault.NotFound, "the sandbox of task '%s' is gone", t.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, gone
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	sb, err := prof.Provider.Attach(ctx, sess.SandboxID, providerPrincipal(prof, p), prof.Policy)
-	if err != nil {
-		if fault.KindOf(err) == fault.Gone {
-			return nil, nil, fault.New(fault.NotFound, "the sandbox of task '%s' is gone", t.ID)
-		}
-		return nil, nil, classify(err, fault.Provision)
+	order := orderNone // its sandbox as it is (a parked session runs nothing)
+	if !sess.PausedAt.IsZero() {
+		order = orderIfParked // woken (or fault.Paused)
 	}
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: order, reach: reachAttach})
+	switch {
+	case fault.KindOf(err) == fault.Paused:
+		return nil, nil, err
+	case fault.KindOf(err) == fault.NotFound, fault.KindOf(err) == fault.Gone, err == nil && l.Sandbox == nil:
+		return nil, nil, gone
+	case err != nil:
+		return nil, nil, err
+	}
+	sb := l.Keep()
 	x, ok := sb.(providers.Executions)
 	if !ok {
 		_ = sb.Close()
@@ -320,10 +304,8 @@ func (s *Service) endedMeanwhile(ctx context.Context, id string) error {
 		if t.FinishedAt != nil {
 			return fault.New(fault.Conflict, "task '%s' has finished (%s): it takes no input", id, t.Status)
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, s.clock, 50*time.Millisecond) {
 			return nil
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	return nil
@@ -333,8 +315,9 @@ func (s *Service) endedMeanwhile(ctx context.Context, id string) error {
 // fn's fault.NotFound while the task is still unfinished means the execution has not reached
 // its sandbox yet, and fn is tried again (until inputWait).
 func (s *Service) withExecution(ctx context.Context, p principal.Principal, id string, fn func(providers.Executions) error) error {
-	deadline := time.Now().Add(inputWait)
-	for {
+	deadline := s.clock.NewTimer(inputWait)
+	defer deadline.Stop()
+	for expired := false; ; {
 		if _, err := s.GetTask(ctx, p, id); err != nil {
 			return err
 		}
@@ -371,17 +354,22 @@ func (s *Service) withExecution(ctx context.Context, p principal.Principal, id s
 				}
 			}
 		}
-		if time.Now().After(deadline) {
+		if expired {
 			if err != nil {
 				return err
 			}
 			return fault.New(fault.Conflict, "task '%s' has not started in its sandbox within %s: it waits for its turn in the session; try again", id, inputWait)
 		}
+		poll := s.clock.NewTimer(100 * time.Millisecond)
 		select {
 		case <-ctx.Done():
+			poll.Stop()
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-deadline.C():
+			expired = true // tried once more, then answered
+		case <-poll.C():
 		}
+		poll.Stop()
 	}
 }
 

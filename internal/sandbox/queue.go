@@ -92,8 +92,9 @@ func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Durati
 // awaitQueuedProcess waits up to wait (at least 30 s: the start is the answer) for a queued
 // background process to start on a worker, or to fail to, and returns its task.
 func (s *Service) awaitQueuedProcess(ctx context.Context, p principal.Principal, id string, wait time.Duration) (Outcome, error) {
-	deadline := time.Now().Add(max(wait, 30*time.Second))
-	for {
+	deadline := s.clock.NewTimer(max(wait, 30*time.Second))
+	defer deadline.Stop()
+	for expired := false; ; {
 		t, err := s.GetTask(context.WithoutCancel(ctx), p, id)
 		if err != nil {
 			return Outcome{}, err
@@ -101,14 +102,19 @@ func (s *Service) awaitQueuedProcess(ctx context.Context, p principal.Principal,
 		switch {
 		case t.FinishedAt != nil && t.Result == nil:
 			return Outcome{}, failureOf(t)
-		case t.PID > 0 || t.FinishedAt != nil || time.Now().After(deadline):
+		case t.PID > 0 || t.FinishedAt != nil || expired:
 			return Outcome{Task: &t}, nil
 		}
+		poll := s.clock.NewTimer(s.cfg.Queue.WaitPoll / 5)
 		select {
 		case <-ctx.Done():
+			poll.Stop()
 			return Outcome{Task: &t}, nil
-		case <-time.After(s.cfg.Queue.WaitPoll / 5):
+		case <-deadline.C():
+			expired = true // read once more, then answered as it stands
+		case <-poll.C():
 		}
+		poll.Stop()
 	}
 }
 
@@ -136,7 +142,7 @@ var knownKinds = map[fault.Kind]struct{}{
 // (deduplication, per-session order, the attempts cap) and t is its task. An error asks for
 // redelivery: the run was interrupted because this worker is stopping.
 func (s *Service) RunDelivered(ctx context.Context, env broker.Envelope, t store.Task) error {
-	prof, ok := s.profiles[env.Profile]
+	prof, ok := s.profiles.Lookup(env.Profile)
 	if !ok {
 		_, err := s.store.FinishTask(ctx, env.TaskID, store.Completion{Status: TaskFailed, ErrorType: string(fault.Config),
 			Error: fmt.Sprintf("unknown sandbox profile '%s' on this worker; workers need the gateway's profiles", env.Profile)}, s.now(), s.ttl())

@@ -90,7 +90,7 @@ func (s *Service) trimLoop(owner string, limit int64) {
 	t := &s.trimmer
 	defer t.wg.Done()
 	for {
-		start := time.Now()
+		start := s.now()
 		ctx, cancel := context.WithTimeout(context.Background(), trimTimeout)
 		n, err := s.store.DropOldestOutputs(ctx, owner, limit, droppedOutput)
 		cancel()
@@ -111,7 +111,7 @@ func (s *Service) trimLoop(owner string, limit int64) {
 			return
 		}
 		limit = next
-		wait := time.NewTimer(trimEvery - time.Since(start))
+		wait := s.clock.NewTimer(trimEvery - s.since(start))
 		select {
 		case <-s.closing:
 			wait.Stop()
@@ -119,7 +119,7 @@ func (s *Service) trimLoop(owner string, limit int64) {
 			delete(t.running, owner)
 			t.mu.Unlock()
 			return
-		case <-wait.C:
+		case <-wait.C():
 		}
 	}
 }

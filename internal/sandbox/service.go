@@ -4,29 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"log/slog"
-	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sandgate/sandgate/internal/broker"
-	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
-	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandbox/profile"
 	"github.com/sandgate/sandgate/internal/store"
-)
-
-// Scopes (docs/semantics.md §8).
-const (
-	ScopePerCall    = "per_call"
-	ScopePerSession = "per_session"
-	ScopePerRuntime = "per_runtime"
 )
 
 // Options builds a Service.
@@ -71,7 +59,7 @@ type Service struct {
 	queue    Queue
 	runnerID string
 	hostname string
-	now      func() time.Time
+	clock    Clock
 	newID    func() string
 	log      *slog.Logger
 	observer Observer
@@ -79,8 +67,7 @@ type Service struct {
 	// keyRevoked is Options.KeyRevoked.
 	keyRevoked func(id string)
 
-	profiles map[string]*Profile
-	names    []string
+	profiles *profile.Set // the configured profiles, the fail-closed checks (profile/)
 
 	sessionIDs *sessionIdentities // what never changes about a session, by id (sessionids.go)
 
@@ -90,8 +77,6 @@ type Service struct {
 	trimmer  outputTrimmer // trims retained output over its quota (retained.go)
 	// mcpSessions counts the MCP sessions each principal holds on this replica (mcpsessions.go).
 	mcpSessions mcpSessions
-
-	warnOnce sync.Map // provider+profile → struct{}
 
 	mu        sync.Mutex
 	cancelled map[string]string // tasks cancelled by a caller (vs. shutdown), with why
@@ -118,16 +103,16 @@ type Service struct {
 func New(opts Options) (*Service, error) {
 	s := &Service{
 		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
-		newID: opts.NewID, log: opts.Logger, profiles: map[string]*Profile{}, sessionIDs: newSessionIdentities(),
+		newID: opts.NewID, log: opts.Logger, sessionIDs: newSessionIdentities(),
 		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
 		keyRevoked: opts.KeyRevoked,
 	}
 	if s.observer == nil {
 		s.observer = nopObserver{}
 	}
-	s.now = time.Now
-	if opts.Clock != nil {
-		s.now = opts.Clock.Now
+	s.clock = opts.Clock
+	if s.clock == nil {
+		s.clock = SystemClock{}
 	}
 	if s.newID == nil {
 		s.newID = randomID
@@ -138,28 +123,21 @@ func New(opts Options) (*Service, error) {
 	if s.runnerID == "" {
 		s.runnerID = "runner-" + s.newID()[:12]
 	}
-	for _, spec := range opts.Profiles {
-		if spec.Provider == nil {
-			return nil, fault.New(fault.Internal, "sandbox profile '%s' has no provider", spec.Name)
-		}
-		caps := spec.Provider.Capabilities()
-		if !caps.Isolation.Valid() {
-			return nil, fault.New(fault.Config, "sandbox.profiles.%s: provider %s declares no valid isolation tier", spec.Name, spec.Provider.Type())
-		}
-		if err := checkIdleAction(spec, caps); err != nil {
-			return nil, err
-		}
-		if _, dup := s.profiles[spec.Name]; dup {
-			return nil, fault.New(fault.Internal, "sandbox profile '%s' given twice", spec.Name)
-		}
-		s.profiles[spec.Name] = &Profile{ProfileSpec: spec, Default: spec.Name == s.cfg.DefaultProfile, Caps: caps}
-		s.names = append(s.names, spec.Name)
+	profiles, err := profile.NewSet(opts.Profiles, s.cfg.DefaultProfile, s.log)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(s.names)
+	s.profiles = profiles
 	s.principals = newPrincipalRecorder(s.store, s.now)
-	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd)
+	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd, s.clock)
 	return s, nil
 }
+
+// now is the time on the Service's clock.
+func (s *Service) now() time.Time { return s.clock.Now() }
+
+// since is the time elapsed on the Service's clock since t.
+func (s *Service) since(t time.Time) time.Duration { return s.clock.Now().Sub(t) }
 
 func randomID() string {
 	var b [16]byte
@@ -171,105 +149,7 @@ func randomID() string {
 func (s *Service) RunnerID() string { return s.runnerID }
 
 // Profiles returns the profiles p may use, sorted by name.
-func (s *Service) Profiles(p principal.Principal) []*Profile {
-	var out []*Profile
-	for _, n := range s.names {
-		if prof := s.profiles[n]; s.allowed(p, prof) {
-			out = append(out, prof)
-		}
-	}
-	return out
-}
-
-// allowed reports whether p may use prof: its credential allows it (an API key may be
-// restricted to some profiles, administrators' too), and its groups do.
-func (s *Service) allowed(p principal.Principal, prof *Profile) bool {
-	return p.MayUseProfile(prof.Name) && (len(prof.AllowedGroups) == 0 || p.Admin || p.InAnyGroup(prof.AllowedGroups))
-}
-
-// profile resolves name ("" = the default profile) for p: unknown → fault.Config naming the
-// configured profiles; not allowed → fault.Forbidden.
-func (s *Service) profile(p principal.Principal, name string) (*Profile, error) {
-	if name == "" {
-		name = s.cfg.DefaultProfile
-	}
-	prof, ok := s.profiles[name]
-	if !ok {
-		// Only the profiles p may use are named: restricted ones stay hidden from others.
-		var usable []string
-		for _, n := range s.names {
-			if s.allowed(p, s.profiles[n]) {
-				usable = append(usable, n)
-			}
-		}
-		return nil, fault.New(fault.Config, "unknown sandbox profile '%s'; configured profiles: [%s]", name, strings.Join(usable, " "))
-	}
-	if err := keyRefusal(p, name); err != nil {
-		return nil, err
-	}
-	if !s.allowed(p, prof) {
-		return nil, fault.New(fault.Forbidden, "profile '%s' is restricted to members of %v; ask an administrator for access", name, prof.AllowedGroups)
-	}
-	return prof, nil
-}
-
-// checks enforces the seed's fail-closed identity and policy rules (docs/semantics.md §9 steps
-// 3–4) before any provider call, and returns the warnings of a non-strict policy.
-func (s *Service) checks(prof *Profile, p principal.Principal) ([]string, error) {
-	if prof.IdentityMode == IdentityUser {
-		if !prof.Caps.PrincipalUser {
-			return nil, fault.Unsupported(prof.Provider.Type(), "principal_user")
-		}
-		if p.Subject == "" {
-			return nil, fault.New(fault.Policy, "profile '%s' requires user identity, but no user identity is available for this request", prof.Name)
-		}
-	}
-	var dims []string
-	pol, caps := prof.Policy, prof.Caps
-	if pol.NetworkEgress != providers.EgressAllow && !caps.PolicyNetwork {
-		dims = append(dims, "network_egress")
-	}
-	if (len(pol.FSAllowRead) > 0 || len(pol.FSAllowWrite) > 0) && !caps.PolicyFilesystem {
-		dims = append(dims, "filesystem")
-	}
-	if (pol.CPU > 0 || pol.MemoryMB > 0) && !caps.PolicyResources {
-		dims = append(dims, "resources")
-	}
-	if pol.DiskMB > 0 && !caps.PolicyDisk {
-		dims = append(dims, "disk")
-	}
-	if len(dims) == 0 {
-		return nil, nil
-	}
-	if pol.Strict {
-		return nil, fault.New(fault.Policy, "provider '%s' cannot enforce policy dimensions %v of profile '%s' (strict); relax the policy or set strict: false",
-			prof.Provider.Type(), dims, prof.Name)
-	}
-	msg := fmt.Sprintf("provider '%s' cannot enforce policy dimensions %v of profile '%s'; running without them because strict is false",
-		prof.Provider.Type(), dims, prof.Name)
-	if _, seen := s.warnOnce.LoadOrStore(prof.Provider.Type()+"\x00"+prof.Name, struct{}{}); !seen {
-		s.log.Warn(msg, "profile", prof.Name, "provider", prof.Provider.Type())
-	}
-	return []string{msg}, nil
-}
-
-// providerPrincipal is whom the provider acts for: the caller in user mode, the gateway
-// itself in agent mode (seed: AgentPrincipalResolver).
-func providerPrincipal(prof *Profile, p principal.Principal) providers.Principal {
-	if prof.IdentityMode != IdentityUser {
-		return agentPrincipal
-	}
-	return providers.Principal{
-		Mode: "user", Subject: p.Username, Groups: slices.Clone(p.Groups),
-		Credentials: providers.Credentials{
-			User: p.Credentials.KubernetesUser, Groups: p.Credentials.KubernetesGroups,
-			RoleARN: p.Credentials.AWSRoleARN, RunAs: p.Credentials.RunAs,
-			WebIdentityToken: p.Token,
-		},
-	}
-}
-
-var agentPrincipal = providers.Principal{Mode: "agent", Subject: "sandgate"}
+func (s *Service) Profiles(p principal.Principal) []*Profile { return s.profiles.Usable(p) }
 
 // Close stops the broker, draining running work until ctx ends, gives completions still being
 // retried until ctx ends to reach the store, then releases providers that hold resources of
@@ -280,10 +160,10 @@ func (s *Service) Close(ctx context.Context) error {
 	s.adopting.Wait() // stopRetries closed s.closing: adopted tasks stop being followed
 	s.waitTrims()
 	s.kept.close()
-	for _, n := range s.names {
-		if c, ok := s.profiles[n].Provider.(io.Closer); ok {
+	for _, prof := range s.profiles.All() {
+		if c, ok := prof.Provider.(io.Closer); ok {
 			if cerr := c.Close(); cerr != nil {
-				s.log.Warn("closing provider", "profile", n, "err", cerr)
+				s.log.Warn("closing provider", "profile", prof.Name, "err", cerr)
 			}
 		}
 	}

@@ -91,7 +91,7 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	if in.FromSnapshot != "" {
 		snap, prof, err = s.forkProfile(ctx, p, in.FromSnapshot, in.Profile)
 	} else {
-		prof, err = s.profile(p, in.Profile)
+		prof, err = s.profiles.Resolve(p, in.Profile)
 	}
 	if err != nil {
 		return Session{}, err
@@ -158,7 +158,7 @@ func (s *Service) resolveVia(ctx context.Context, p principal.Principal, id, pro
 // viewVia is resolveVia for reading a session: a closed one is found (its owner sees it).
 func (s *Service) viewVia(ctx context.Context, p principal.Principal, id, profile string, cached bool) (store.Session, *Profile, bool, error) {
 	sess, prof, ephemeral, err := s.lookupVia(ctx, p, id, profile, cached)
-	if err == nil && !s.allowed(p, prof) {
+	if err == nil && !allowed(p, prof) {
 		return store.Session{}, nil, false, fault.New(fault.Policy,
 			"sandbox session '%s' uses profile '%s', which is restricted to members of %v, and this token is in none of them; a session can still be destroyed",
 			id, prof.Name, prof.AllowedGroups)
@@ -183,7 +183,7 @@ func (s *Service) lookup(ctx context.Context, p principal.Principal, id, profile
 
 func (s *Service) lookupVia(ctx context.Context, p principal.Principal, id, profile string, cached bool) (store.Session, *Profile, bool, error) {
 	if id == DefaultSessionID || id == "" {
-		prof, err := s.profile(p, profile)
+		prof, err := s.profiles.Resolve(p, profile)
 		if err != nil {
 			return store.Session{}, nil, false, err
 		}
@@ -227,7 +227,7 @@ func (s *Service) lookupVia(ctx context.Context, p principal.Principal, id, prof
 		return store.Session{}, nil, false, fault.New(fault.Config,
 			"sandbox session '%s' belongs to profile '%s', but profile '%s' was requested; omit profile to reuse a session", id, sess.Profile, profile)
 	}
-	prof, ok := s.profiles[sess.Profile]
+	prof, ok := s.profiles.Lookup(sess.Profile)
 	if !ok {
 		return store.Session{}, nil, false, fault.New(fault.Config, "sandbox session '%s' uses profile '%s', which is no longer configured; destroy the session", id, sess.Profile)
 	}
@@ -247,8 +247,8 @@ func (s *Service) visible(p principal.Principal, sess store.Session) bool {
 		return true
 	}
 	if sess.OwnerID == "" {
-		prof, ok := s.profiles[sess.Profile]
-		return ok && s.allowed(p, prof)
+		prof, ok := s.profiles.Lookup(sess.Profile)
+		return ok && allowed(p, prof)
 	}
 	return false
 }

@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"time"
-
-	"github.com/sandgate/sandgate/internal/providers"
 )
 
 // Settings are the domain's knobs: config `sandbox.*`, mapped and defaulted by the composition
@@ -158,70 +156,3 @@ func (s Settings) withDefaults() Settings {
 	}
 	return s
 }
-
-// Identity modes (docs/semantics.md §9).
-const (
-	IdentityAgent = "agent"
-	IdentityUser  = "user"
-)
-
-// What the idle sweeper does with a session idle past its profile's idle_timeout
-// (ProfileSpec.IdleAction, config idle_action; docs/semantics.md §8).
-const (
-	// IdleReset destroys the sandbox (the seed's behaviour): the next use starts afresh.
-	IdleReset = "reset"
-	// IdlePause freezes the sandbox (capability pause); the next use resumes it.
-	IdlePause = "pause"
-	// IdleSnapshot captures the workspace and removes the sandbox (capability snapshots);
-	// the next use restores the capture: files kept, processes and variables gone.
-	IdleSnapshot = "snapshot"
-)
-
-// ProfileSpec is one workload profile as the composition root hands it to the domain: its
-// rules and its provider, already built (docs/semantics.md §5).
-type ProfileSpec struct {
-	Name string
-	// Scope is per_call, per_session or per_runtime.
-	Scope string
-	// Stateful asks for interpreter contexts that keep state between executions.
-	Stateful bool
-	// AllowedGroups restricts the profile to members of any of these groups (admins always
-	// pass); empty = everyone.
-	AllowedGroups []string
-	// IdentityMode is IdentityAgent (the gateway's own) or IdentityUser (the caller's).
-	IdentityMode string
-	// Attached profiles bind to an environment they never provision or destroy.
-	Attached bool
-	// Policy is the profile's sandbox policy (the one conversion from config lives in
-	// internal/gateway).
-	Policy      providers.Policy
-	IdleTimeout time.Duration
-	// IdleAction is IdleReset (""), IdlePause or IdleSnapshot; attached and per_call
-	// profiles always reset.
-	IdleAction string
-	// AutoResume makes an operation on a session paused by its caller resume it (with a
-	// notice) instead of answering fault.Paused.
-	AutoResume bool
-	Provider   providers.Provider
-}
-
-// Profile is a configured workload profile with its provider.
-type Profile struct {
-	ProfileSpec
-	Default bool
-	Caps    providers.Capabilities
-}
-
-// Attached reports whether the profile binds to an environment it never provisions.
-func (p *Profile) Attached() bool { return p.ProfileSpec.Attached }
-
-// Clock tells the time; tests inject a manual one (sandboxtest.Clock).
-type Clock interface {
-	Now() time.Time
-}
-
-// ClockFunc adapts a function to a Clock.
-type ClockFunc func() time.Time
-
-// Now returns f().
-func (f ClockFunc) Now() time.Time { return f() }

@@ -57,7 +57,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 	if !prof.Caps.Snapshots {
 		return Snapshot{}, fault.Unsupported(prof.Provider.Type(), "snapshots")
 	}
-	if _, err := s.checks(prof, p); err != nil {
+	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return Snapshot{}, err
 	}
 	limits := store.SnapshotLimits{Count: s.snapshotLimit(p), Bytes: s.snapshotBytesLimit(p)}
@@ -74,21 +74,17 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 			return Snapshot{}, s.snapshotBytesQuotaErr(p, held.SnapshotBytes, -1)
 		}
 	}
-	unlock, err := s.lockSession(ctx, sess.ID)
+	// Captured as it is (a paused session stays paused), in the session's line: a parked
+	// session is restored first.
+	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachNone, noWake: true})
 	if err != nil {
+		if errors.As(err, new(orderErr)) && fault.KindOf(err) == fault.NotFound {
+			return Snapshot{}, s.sessionErr(store.ErrNotFound, id) // destroyed meanwhile
+		}
 		return Snapshot{}, err
 	}
-	defer unlock()
-	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
-		return Snapshot{}, s.sessionErr(err, id)
-	}
-	if sess.SandboxID == "" && sess.ParkedSnapshot != "" {
-		sb, _, err := s.acquire(ctx, prof, &sess, providerPrincipal(prof, p))
-		if err != nil {
-			return Snapshot{}, err
-		}
-		_ = sb.Close()
-	}
+	defer l.Release()
+	sess = l.Session
 	if sess.SandboxID == "" {
 		return Snapshot{}, fault.New(fault.Conflict, "sandbox session '%s' has no sandbox to snapshot yet (%s)", sess.ID, noSandboxWhy(sess)).
 			WithHint("run something in the session first", "run something in the session first")
@@ -255,7 +251,7 @@ func (s *Service) DeleteSnapshot(ctx context.Context, p principal.Principal, id 
 	if _, err := s.store.DeleteSnapshot(ctx, r.ID); err != nil {
 		return err
 	}
-	if prof, ok := s.profiles[r.Profile]; ok {
+	if prof, ok := s.profiles.Lookup(r.Profile); ok {
 		s.deleteCapture(ctx, prof, r.Ref)
 	} else {
 		s.log.Warn("a deleted snapshot's profile is no longer configured: its capture stays", "snapshot_id", r.ID, "profile", r.Profile, "ref", r.Ref)
@@ -273,14 +269,14 @@ func (s *Service) forkProfile(ctx context.Context, p principal.Principal, snapsh
 	if profile != "" && profile != snap.Profile {
 		return store.Snapshot{}, nil, fault.New(fault.Config, "snapshot '%s' was taken in profile '%s', but profile '%s' was requested; omit profile to start from the snapshot in its own", snap.ID, snap.Profile, profile)
 	}
-	prof, err := s.profile(p, snap.Profile)
+	prof, err := s.profiles.Resolve(p, snap.Profile)
 	if err != nil {
 		return store.Snapshot{}, nil, err
 	}
 	if !prof.Caps.Snapshots {
 		return store.Snapshot{}, nil, fault.Unsupported(prof.Provider.Type(), "snapshots")
 	}
-	if _, err := s.checks(prof, p); err != nil {
+	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return store.Snapshot{}, nil, err
 	}
 	return snap, prof, nil
@@ -306,8 +302,8 @@ func (s *Service) restoreInto(ctx context.Context, p principal.Principal, prof *
 
 // unpark restores sess's sandbox from the idle snapshot it is parked in, records the binding
 // (keeping the pending notice) and then forgets the snapshot. A snapshot (or capture) that is gone leaves a new empty
-// sandbox with a notice saying so. Call holding the session lock (acquire).
-func (s *Service) unpark(ctx context.Context, prof *Profile, sess *store.Session, pp providers.Principal) (providers.Sandbox, string, error) {
+// sandbox (made by create) with a notice saying so. Call holding the session lock (reachSandbox).
+func (s *Service) unpark(ctx context.Context, prof *Profile, sess *store.Session, pp providers.Principal, create func(context.Context) (providers.Sandbox, error)) (providers.Sandbox, string, error) {
 	snap, err := s.store.GetSnapshot(ctx, sess.ParkedSnapshot)
 	var sb providers.Sandbox
 	switch {
@@ -326,8 +322,8 @@ func (s *Service) unpark(ctx context.Context, prof *Profile, sess *store.Session
 	}
 	notice := ""
 	if sb == nil {
-		if sb, err = prof.Provider.Create(ctx, pp, prof.Policy); err != nil {
-			return nil, "", classify(err, fault.Provision)
+		if sb, err = create(ctx); err != nil {
+			return nil, "", err
 		}
 		notice = fmt.Sprintf("the snapshot session '%s' was parked in while idle no longer exists: its sandbox was recreated empty", sess.ID)
 	}

@@ -24,14 +24,14 @@ func (s *Service) Maintain(ctx context.Context) {
 	sweepEvery := s.cfg.SweepInterval
 	s.heartbeat(ctx)
 	s.recordSpooled(ctx)
-	hb := time.NewTicker(beat)
+	hb := s.clock.NewTicker(beat)
 	defer hb.Stop()
 	// Cancellations requested through another replica are picked up within a second.
-	cancels := time.NewTicker(time.Second)
+	cancels := s.clock.NewTicker(time.Second)
 	defer cancels.Stop()
-	lost := time.NewTicker(max(lostAfter/2, 200*time.Millisecond))
+	lost := s.clock.NewTicker(max(lostAfter/2, 200*time.Millisecond))
 	defer lost.Stop()
-	idle := time.NewTicker(sweepEvery)
+	idle := s.clock.NewTicker(sweepEvery)
 	defer idle.Stop()
 	for {
 		select {
@@ -40,13 +40,13 @@ func (s *Service) Maintain(ctx context.Context) {
 			_ = s.store.RemoveRunner(rctx, s.runnerID)
 			cancel()
 			return
-		case <-hb.C:
+		case <-hb.C():
 			s.heartbeat(ctx)
-		case <-cancels.C:
+		case <-cancels.C():
 			s.pollCancels(ctx)
-		case <-lost.C:
+		case <-lost.C():
 			s.sweep(ctx, lostAfter, false)
-		case <-idle.C:
+		case <-idle.C():
 			s.sweep(ctx, lostAfter, true)
 		}
 	}
@@ -164,8 +164,8 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 // or captured in a snapshot and destroyed — and leaves the notice of what happened for their
 // next operation.
 func (s *Service) sweepIdle(ctx context.Context) {
-	for _, name := range s.names {
-		prof := s.profiles[name]
+	for _, prof := range s.profiles.All() {
+		name := prof.Name
 		if prof.Attached() || prof.Scope == ScopePerCall {
 			continue
 		}
@@ -205,7 +205,7 @@ func (s *Service) retryDestroys(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		prof := s.profiles[sess.Profile]
+		prof := s.profiles.Get(sess.Profile)
 		if prof == nil {
 			why := fmt.Sprintf("profile '%s' is not configured on this gateway: no provider can remove its sandbox %s", sess.Profile, sess.SandboxID)
 			if _, err := s.store.DestroyFailed(ctx, sess.ID, sess.SandboxID, why, s.now().Add(destroyRetryAfter(sess.DestroyAttempts+1))); err != nil {
@@ -226,9 +226,10 @@ func (s *Service) retryDestroys(ctx context.Context) {
 // sweepOrphans asks each provider that can for sandboxes no session refers to, and removes
 // them (a gateway that crashed between creating a sandbox and recording it leaves one).
 func (s *Service) sweepOrphans(ctx context.Context) {
-	for _, name := range s.names {
-		sw, ok := s.profiles[name].Provider.(orphanSweeper)
-		if !ok || s.profiles[name].Attached() {
+	for _, prof := range s.profiles.All() {
+		name := prof.Name
+		sw, ok := prof.Provider.(orphanSweeper)
+		if !ok || prof.Attached() {
 			continue
 		}
 		removed, err := sw.SweepOrphans(ctx, func(id string) bool {

@@ -71,7 +71,7 @@ func (s *Service) GetTask(ctx context.Context, p principal.Principal, id string)
 	}
 	// Results are the session's work: like the session, they need the profile's groups at
 	// the time they are read (listing and cancelling stay possible).
-	if prof, ok := s.profiles[t.Profile]; ok && !s.allowed(p, prof) {
+	if prof, ok := s.profiles.Lookup(t.Profile); ok && !allowed(p, prof) {
 		return Task{}, fault.New(fault.Policy, "sandbox task '%s' ran in profile '%s', which is restricted to members of %v, and this token is in none of them", id, prof.Name, prof.AllowedGroups)
 	}
 	return taskView(t)
@@ -87,7 +87,7 @@ func (s *Service) taskSummary(ctx context.Context, p principal.Principal, id str
 	if err != nil {
 		return Task{}, err
 	}
-	if prof, ok := s.profiles[t.Profile]; ok && !s.allowed(p, prof) {
+	if prof, ok := s.profiles.Lookup(t.Profile); ok && !allowed(p, prof) {
 		return Task{}, fault.New(fault.Policy, "sandbox task '%s' ran in profile '%s', which is restricted to members of %v, and this token is in none of them", id, prof.Name, prof.AllowedGroups)
 	}
 	return taskSummary(t), nil
@@ -138,18 +138,22 @@ func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id stri
 	if err := s.cancelTask(ctx, p, id, "cancelled by the caller"); err != nil {
 		return Task{}, err
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := s.clock.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	poll := s.clock.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for {
 		if t, err = s.GetTask(ctx, p, id); err != nil || t.FinishedAt != nil {
 			return t, err
 		}
 		select {
 		case <-ctx.Done():
 			return t, nil
-		case <-time.After(100 * time.Millisecond):
+		case <-deadline.C():
+			return t, nil
+		case <-poll.C():
 		}
 	}
-	return t, nil
 }
 
 // cancelTask stops task id wherever it runs: here (through the broker), on another replica
