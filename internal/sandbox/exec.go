@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -181,10 +182,11 @@ func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) 
 
 func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.Session, prof *Profile, ephemeral bool, in ExecInput) (Outcome, error) {
 	op := OpExecuteCommand
-	spec := providers.ExecSpec{Command: in.Command, Env: in.Env, Dir: in.Cwd}
+	env := sessionEnv(sess.Env, in.Env)
+	spec := providers.ExecSpec{Command: in.Command, Env: env, Dir: in.Cwd}
 	if in.Code != "" || in.Command == "" {
 		op = OpExecuteCode
-		spec = providers.ExecSpec{Code: in.Code, Language: in.Language, Env: in.Env, Dir: in.Cwd}
+		spec = providers.ExecSpec{Code: in.Code, Language: in.Language, Env: env, Dir: in.Cwd}
 	}
 	if in.Code != "" && in.Command != "" {
 		return Outcome{}, fault.New(fault.Validation, "give exactly one of command or code")
@@ -308,6 +310,17 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		return Outcome{}, err
 	}
 	return Outcome{Task: &t}, nil
+}
+
+// sessionEnv is the environment of an execution with its own env in a session with
+// session's: both, the execution's winning.
+func sessionEnv(session, own map[string]string) map[string]string {
+	if len(session) == 0 {
+		return own
+	}
+	env := maps.Clone(session)
+	maps.Copy(env, own)
+	return env
 }
 
 // refusal marks an error that turned an execution away before it started: its session is

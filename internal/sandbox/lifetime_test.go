@@ -124,3 +124,22 @@ func TestSessionLifetimeRefusals(t *testing.T) {
 	_, err = b.Service.SetSessionLifetime(b.ctx, b.alice, sess.ID, "", sandbox.MaxLifetime+time.Second, false)
 	assert.Equal(t, fault.Validation, fault.KindOf(err))
 }
+
+// A session's environment reaches every program run in it, under the execution's own; a bad
+// name is refused when the session is made.
+func TestSessionEnvironment(t *testing.T) {
+	t.Parallel()
+	b := setup(t, sandboxtest.Options{})
+	prov := b.Provider(t, "default")
+	sess, err := b.Service.CreateSession(b.ctx, b.alice, sandbox.CreateSessionInput{Env: map[string]string{"A": "session", "B": "session"}})
+	require.NoError(t, err)
+	b.exec(t, b.alice, sandbox.ExecInput{SessionID: sess.ID, Code: "print(1)", Env: map[string]string{"B": "own", "C": "own"}})
+	b.exec(t, b.alice, sandbox.ExecInput{SessionID: sess.ID, Code: "print(2)"})
+	execs := prov.Execs()
+	require.Len(t, execs, 2)
+	assert.Equal(t, map[string]string{"A": "session", "B": "own", "C": "own"}, execs[0].Spec.Env)
+	assert.Equal(t, map[string]string{"A": "session", "B": "session"}, execs[1].Spec.Env)
+
+	_, err = b.Service.CreateSession(b.ctx, b.alice, sandbox.CreateSessionInput{Env: map[string]string{"1BAD": "x"}})
+	assert.Equal(t, fault.Validation, fault.KindOf(err))
+}

@@ -5,12 +5,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -103,6 +105,9 @@ type CreateSessionInput struct {
 	// as OnExpiry says: ExpireDestroy ("" too) or ExpirePause (lifetime.go).
 	Lifetime time.Duration
 	OnExpiry string
+	// Env is the session's environment: variables every program run in it gets (an
+	// execution's own Env wins). Names and sizes are checked as an execution's are.
+	Env map[string]string
 }
 
 // CreateSession mints a new session on a per_session profile (seed new_session). The sandbox
@@ -135,6 +140,9 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	if err := s.checkLifetime(p, prof, in.Lifetime, in.OnExpiry); err != nil {
 		return Session{}, err
 	}
+	if err := providers.CheckEnv(in.Env); err != nil {
+		return Session{}, err
+	}
 	switch prof.Scope {
 	case ScopePerCall:
 		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_call runs every operation in a fresh sandbox", prof.Name).
@@ -147,6 +155,7 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	row := store.Session{
 		ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
 		Name: in.Name, Labels: in.Labels, Status: "active", CreatedAt: now, LastUsedAt: now, OnExpiry: in.OnExpiry,
+		Env: maps.Clone(in.Env),
 	}
 	if in.Lifetime > 0 {
 		row.ExpiresAt = now.Add(in.Lifetime)

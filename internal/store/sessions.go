@@ -44,6 +44,9 @@ type Session struct {
 	// ends it then, ExpireDestroy or ExpirePause (ExpiredSessions).
 	ExpiresAt time.Time
 	OnExpiry  string
+	// Env is the session's environment: variables every program of the session gets (an
+	// execution's own win). Never nil once read.
+	Env map[string]string
 }
 
 // What ends a session whose lifetime passed (Session.OnExpiry).
@@ -65,18 +68,18 @@ const (
 const sessionCols = `id, COALESCE(owner_id::text, ''), profile, provider, scope, name, labels, is_default,
 	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at,
 	paused_at, paused_idle, COALESCE(parked_snapshot, ''), destroy_attempts, destroy_retry_at, COALESCE(destroy_error, ''),
-	expires_at, on_expiry`
+	expires_at, on_expiry, env`
 
 func scanSession(row pgx.Row) (Session, error) { return scanSessionAfter(row) }
 
 // scanSessionAfter scans a row of the columns of before, then sessionCols.
 func scanSessionAfter(row pgx.Row, before ...any) (Session, error) {
 	var s Session
-	var labels []byte
+	var labels, env []byte
 	var paused, retry, expires *time.Time
 	err := row.Scan(append(before, &s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
 		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt, &paused, &s.PausedIdle, &s.ParkedSnapshot,
-		&s.DestroyAttempts, &retry, &s.DestroyError, &expires, &s.OnExpiry)...)
+		&s.DestroyAttempts, &retry, &s.DestroyError, &expires, &s.OnExpiry, &env)...)
 	if err != nil {
 		return Session{}, notFound(err)
 	}
@@ -89,10 +92,15 @@ func scanSessionAfter(row pgx.Row, before ...any) (Session, error) {
 	if retry != nil {
 		s.DestroyRetryAt = *retry
 	}
-	s.Labels = map[string]string{}
+	s.Labels, s.Env = map[string]string{}, map[string]string{}
 	if len(labels) > 0 {
 		if err := json.Unmarshal(labels, &s.Labels); err != nil {
 			return Session{}, fmt.Errorf("store: session %s labels: %w", s.ID, err)
+		}
+	}
+	if len(env) > 0 {
+		if err := json.Unmarshal(env, &s.Env); err != nil {
+			return Session{}, fmt.Errorf("store: session %s env: %w", s.ID, err)
 		}
 	}
 	return s, nil
@@ -136,12 +144,18 @@ func (st *Store) CreateSessionWithin(ctx context.Context, s Session, limit int) 
 	if s.Labels == nil {
 		labels = []byte("{}")
 	}
+	env := []byte("{}")
+	if len(s.Env) > 0 {
+		if env, err = json.Marshal(s.Env); err != nil {
+			return err
+		}
+	}
 	tag, err := st.pool.Exec(ctx, `
-INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at, expires_at, on_expiry)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14
+INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at, expires_at, on_expiry, env)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14, $15
  WHERE $2::uuid IS NULL OR $12::int <= 0 OR (SELECT count(*) FROM sessions WHERE owner_id = $2) < $12`,
 		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt, limit,
-		nullableTime(s.ExpiresAt), onExpiry(s.OnExpiry))
+		nullableTime(s.ExpiresAt), onExpiry(s.OnExpiry), env)
 	if err == nil && tag.RowsAffected() == 0 {
 		return ErrQuota
 	}

@@ -26,6 +26,10 @@ func copySession(r *store.Session) store.Session {
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
 	}
+	s.Env = maps.Clone(r.Env)
+	if s.Env == nil {
+		s.Env = map[string]string{}
+	}
 	return s
 }
 
@@ -77,6 +81,10 @@ func (s *Store) insertSession(sess store.Session, limit int) error {
 	row.Labels = maps.Clone(sess.Labels)
 	if row.Labels == nil {
 		row.Labels = map[string]string{}
+	}
+	row.Env = maps.Clone(sess.Env)
+	if row.Env == nil {
+		row.Env = map[string]string{}
 	}
 	row.PendingNotice = ""
 	row.PausedAt, row.PausedIdle, row.ParkedSnapshot = time.Time{}, false, "" // not columns of the INSERT

@@ -104,7 +104,7 @@ func testSessionCreateGet(f *fixture) {
 	require.Equal(t, store.Session{
 		ID: "s01", OwnerID: alice, Profile: "default", Provider: "fake", Scope: "per_session", Name: "work",
 		Labels: map[string]string{"conversation": "c1", "team": "x"}, SandboxID: "sb1", Status: "active",
-		OnExpiry: store.ExpireDestroy,
+		OnExpiry: store.ExpireDestroy, Env: map[string]string{},
 	}, got, "no lifetime; were it given one, destroyed when it ends")
 
 	bare := newSession("s02", alice, at(0))
@@ -113,6 +113,12 @@ func testSessionCreateGet(f *fixture) {
 	got = f.get("s02")
 	require.NotNil(t, got.Labels, "labels are never nil")
 	require.Empty(t, got.Labels)
+	require.NotNil(t, got.Env, "nor is the environment")
+
+	withEnv := newSession("s03", alice, at(0))
+	withEnv.Env = map[string]string{"TOKEN": "a b=c", "EMPTY": ""}
+	f.session(withEnv)
+	require.Equal(t, map[string]string{"TOKEN": "a b=c", "EMPTY": ""}, f.get("s03").Env)
 	require.Empty(t, got.SandboxID)
 
 	_, err := f.st.GetSession(f.ctx, "nope")
