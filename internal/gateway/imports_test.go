@@ -72,13 +72,14 @@ var pending = map[string]bool{}
 // down) over `go list -json ./...`:
 //  1. internal/config is imported only by cmd/…, internal/gateway/…, internal/auth and
 //     internal/principal;
-//  2. internal/api and internal/mcp import neither each other nor store, broker, config or a
-//     provider backend;
+//  2. internal/api, internal/mcp and internal/e2bdoor (the edges) import none of each other,
+//     store, broker, config or a provider backend (the door shares E2B's wire shapes,
+//     internal/providers/e2b/wire, with the e2b provider, not its code);
 //  3. internal/sandbox imports no config, pgx, net/http, queue transport or backend;
 //  4. internal/broker never imports sandbox or providers;
 //  5. provider backends never import config, store or principal;
 //  6. only internal/gateway (and its gatewaytest) assembles a gateway: no other package
-//     imports internal/api, and only internal/gateway imports internal/mcp;
+//     imports internal/api, and only internal/gateway imports internal/mcp and internal/e2bdoor;
 //  7. pkg/… (the public Go client) and the user CLI cmd/sandgate, built on it, import nothing
 //     under internal/: what they do, any program outside this module can do.
 func TestImportRules(t *testing.T) {
@@ -97,8 +98,12 @@ func TestImportRules(t *testing.T) {
 		{1, func(p string) bool {
 			return !under(p, "cmd", "internal/gateway", "internal/auth", "internal/principal", "internal/config", "bench", "tools")
 		}, is("internal/config")},
-		{2, is("internal/api"), is("internal/mcp", "internal/store", "internal/broker", "internal/config", "internal/providers/local", "internal/providers/docker", "internal/providers/kubernetes", "internal/providers/ec2ssm", "internal/providers/daytona", "internal/providers/e2b")},
-		{2, is("internal/mcp"), is("internal/api", "internal/store", "internal/broker", "internal/config", "internal/providers/local", "internal/providers/docker", "internal/providers/kubernetes", "internal/providers/ec2ssm", "internal/providers/daytona", "internal/providers/e2b")},
+		{2, is("internal/api"), is("internal/mcp", "internal/e2bdoor", "internal/store", "internal/broker", "internal/config", "internal/providers/local", "internal/providers/docker", "internal/providers/kubernetes", "internal/providers/ec2ssm", "internal/providers/daytona", "internal/providers/e2b")},
+		{2, is("internal/mcp"), is("internal/api", "internal/e2bdoor", "internal/store", "internal/broker", "internal/config", "internal/providers/local", "internal/providers/docker", "internal/providers/kubernetes", "internal/providers/ec2ssm", "internal/providers/daytona", "internal/providers/e2b")},
+		{2, is("internal/e2bdoor"), func(i string) bool {
+			return under(i, "internal/api", "internal/mcp", "internal/store", "internal/broker", "internal/config") ||
+				under(i, backends...) && !under(i, "internal/providers/e2b/wire")
+		}},
 		{3, is("internal/sandbox"), func(i string) bool {
 			return under(i, "internal/config", "github.com/jackc/pgx/v5", "net/http", "internal/broker/queue") || under(i, backends...)
 		}},
@@ -106,6 +111,7 @@ func TestImportRules(t *testing.T) {
 		{5, is(backends...), is("internal/config", "internal/store", "internal/principal")},
 		{6, func(p string) bool { return !under(p, "internal/gateway", "internal/api") }, is("internal/api")},
 		{6, func(p string) bool { return !under(p, "internal/gateway", "internal/mcp") }, is("internal/mcp")},
+		{6, func(p string) bool { return !under(p, "internal/gateway", "internal/e2bdoor") }, is("internal/e2bdoor")},
 		{7, is("pkg", "cmd/sandgate"), is("internal")},
 	}
 	seen := map[string]bool{}

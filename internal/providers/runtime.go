@@ -102,7 +102,11 @@ func ReattachRuntime(ctx context.Context, rt HeldRuntime, id string, out Output,
 
 // RuntimeStatus maps a runtime result onto an ExitStatus.
 func RuntimeStatus(r sandboxd.Result) ExitStatus {
-	return ExitStatus{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, ContextLost: r.ContextLost, ContextReset: r.ContextReset}
+	st := ExitStatus{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, ContextLost: r.ContextLost, ContextReset: r.ContextReset}
+	if e := r.Error; e != nil {
+		st.Error = &CodeError{Name: e.Name, Value: e.Value, Traceback: e.Traceback}
+	}
+	return st
 }
 
 // RuntimeContext maps a runtime context description onto a ContextInfo.

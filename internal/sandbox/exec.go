@@ -104,6 +104,12 @@ type Result struct {
 	// finished tasks within sandbox.quotas.retained_output_bytes (retained.go).
 	OutputDropped bool `json:"output_dropped,omitempty"`
 
+	// Error is the exception code in a context raised (its name, value and traceback, which
+	// Stderr also carries), for providers that report one; nil otherwise. ContextLost says the
+	// code's context died during it (its variables are gone; Notice says so too).
+	Error       *CodeError `json:"error,omitempty"`
+	ContextLost bool       `json:"context_lost,omitempty"`
+
 	// StdoutHead and StderrHead split a truncated stream: how many bytes of Stdout (Stderr),
 	// decoded when base64, are the start of the stream; the rest is its end, which ends at
 	// StdoutBytes (StderrBytes). Nil for a whole stream, and in results stored before they
@@ -112,6 +118,9 @@ type Result struct {
 	StdoutHead *int64 `json:"stdout_head,omitempty"`
 	StderrHead *int64 `json:"stderr_head,omitempty"`
 }
+
+// CodeError is an exception raised by code in a context (see providers.CodeError).
+type CodeError = providers.CodeError
 
 // Outcome is either a Result (finished within the wait) or a promoted Task.
 type Outcome struct {
@@ -801,7 +810,11 @@ func (s *Service) resultOf(e ended) (*Result, error) {
 	if err == nil && st.ContextReset {
 		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' was lost when the sandbox restarted: this execution ran in a fresh interpreter, without the variables of earlier executions", e.context))
 	}
+	if err == nil {
+		res.Error = st.Error
+	}
 	if err == nil && st.ContextLost {
+		res.ContextLost = true
 		// Also after a timeout the program would not yield to: the kill took the context along.
 		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", e.context))
 	}

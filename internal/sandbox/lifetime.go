@@ -15,8 +15,8 @@ import (
 // Session lifetimes (docs/semantics.md §8 "Lifetime"): a session made with a lifetime ends
 // when it passes — destroyed like DELETE does, or, with ExpirePause, paused (its sandbox
 // frozen, its lifetime cleared: resuming it gives it a new one). The sweeper ends them
-// (sweepExpired), within sandbox.sweep_interval of their end; until then they work as any
-// session. The idle policy of their profile still applies meanwhile.
+// (sweepExpired) on its frequent pass, every lost_after/2 (15 s by default); until then they
+// work as any session. The idle policy of their profile still applies meanwhile.
 
 // What ends a session whose lifetime passed (CreateSessionInput.OnExpiry, Session.OnExpiry).
 const (

@@ -326,9 +326,9 @@ type ListFilter struct {
 	Profile, Status, Conversation string
 	// Labels selects the sessions carrying every one of these labels.
 	Labels map[string]string
-	All                           bool // admins only
-	Limit                         int
-	Cursor                        string
+	All    bool // admins only
+	Limit  int
+	Cursor string
 }
 
 // ListSessions returns a page of p's sessions (all sessions for an admin with All) and the

@@ -133,6 +133,7 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 			}
 		}
 		s.retryDestroys(ctx)
+		s.sweepExpired(ctx)
 		if _, err := s.store.DeleteExpiredTasks(ctx, now); err != nil {
 			return err
 		}
@@ -146,7 +147,6 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 			if err := s.sweepAPIKeys(ctx); err != nil {
 				return err
 			}
-			s.sweepExpired(ctx)
 			s.sweepIdle(ctx)
 			s.sweepOrphans(ctx)
 			if _, err := s.store.DeleteStaleContexts(ctx); err != nil {
