@@ -139,6 +139,17 @@ func argvOf(program string) ([]string, bool) {
 	return argv, len(argv) > 0
 }
 
+// terminalArgv is the argv of E2B's terminals (the SDKs' pty.create).
+var terminalArgv = []string{"/bin/bash", "-i", "-l"}
+
+// onTerminal reports whether task t is one of E2B's terminals, whose output Connect sends as
+// pty data. The door keeps no more of a process than its task: it tells a terminal by the
+// argv E2B's SDKs start every terminal with.
+func onTerminal(t sandbox.Task) bool {
+	argv, ok := argvOf(t.Program)
+	return ok && slices.Equal(argv, terminalArgv)
+}
+
 // processConfig is how List describes task t's program.
 func processConfig(t sandbox.Task) *wire.ProcessConfig {
 	if argv, ok := argvOf(t.Program); ok {
@@ -187,39 +198,48 @@ func (h *Handler) start(ctx context.Context, req *connect.Request[wire.StartRequ
 		return h.rpcError(ctx, err)
 	}
 	t := out.Task
+	f, _, err := h.follower(ctx, p, t.ID, false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
 	send := func(ev *wire.ProcessEvent) error { return stream.Send(&wire.StartResponse{Event: ev}) }
 	if err := send(&wire.ProcessEvent{Start: &wire.StartEvent{Pid: uint32(t.PID)}}); err != nil {
 		return err
 	}
-	return h.follow(ctx, p, t.ID, false, keepaliveEvery(req.Header()), send)
+	return h.stream(ctx, f, m.Pty != nil, keepaliveEvery(req.Header()), send)
 }
 
 // envdUserOf is the user of an envd request's Authorization Basic header ("" for none).
 func envdUserOf(hdr http.Header) string { return basicUser(hdr.Get("Authorization")) }
 
-// follow streams task id's output to send as envd's data events — from its start, or with
-// fromNow from what it writes next — with keepalives every so often, then its end event.
-func (h *Handler) follow(ctx context.Context, p principal.Principal, id string, fromNow bool, every time.Duration, send func(*wire.ProcessEvent) error) error {
-	f, err := h.svc.Follow(ctx, p, id, sandbox.Position{})
+// follower follows task id's output from its start or, with fromNow, from what it writes
+// next: what it wrote so far is read past (envd replays nothing to a process it connects
+// to). done is its last batch when it had ended already.
+func (h *Handler) follower(ctx context.Context, p principal.Principal, id string, fromNow bool) (f *sandbox.Follower, done *sandbox.Batch, err error) {
+	f, err = h.svc.Follow(ctx, p, id, sandbox.Position{})
 	if err != nil {
-		return h.rpcError(ctx, err)
+		return nil, nil, h.rpcError(ctx, err)
 	}
-	defer f.Close()
-	if fromNow {
-		// Read past what it wrote so far: envd replays nothing to a process it connects to.
-		for {
-			b, err := f.Next(ctx, 0)
-			if err != nil {
-				return h.rpcError(ctx, err)
-			}
-			if b.Done {
-				return h.sendEnd(ctx, b, send)
-			}
-			if len(b.Events) == 0 && len(b.Gaps) == 0 {
-				break
-			}
+	for fromNow {
+		b, err := f.Next(ctx, 0)
+		if err != nil {
+			f.Close()
+			return nil, nil, h.rpcError(ctx, err)
+		}
+		if b.Done {
+			return f, &b, nil
+		}
+		if len(b.Events) == 0 && len(b.Gaps) == 0 {
+			break
 		}
 	}
+	return f, nil, nil
+}
+
+// stream sends what f reads as envd's data events — a terminal's (pty) as pty data — with
+// keepalives every so often, then the end event.
+func (h *Handler) stream(ctx context.Context, f *sandbox.Follower, pty bool, every time.Duration, send func(*wire.ProcessEvent) error) error {
 	for {
 		b, err := f.Next(ctx, every)
 		if err != nil {
@@ -227,9 +247,12 @@ func (h *Handler) follow(ctx context.Context, p principal.Principal, id string, 
 		}
 		for _, ev := range b.Events {
 			d := &wire.DataEvent{}
-			if ev.Stream == sandbox.StreamStderr {
+			switch {
+			case pty:
+				d.Pty = ev.Data
+			case ev.Stream == sandbox.StreamStderr:
 				d.Stderr = ev.Data
-			} else {
+			default:
 				d.Stdout = ev.Data
 			}
 			if err := send(&wire.ProcessEvent{Data: d}); err != nil {
@@ -320,11 +343,21 @@ func (h *Handler) connectProcess(ctx context.Context, req *connect.Request[wire.
 	if err != nil {
 		return err
 	}
+	// Past what it wrote so far before the start event: the client acts on the start (it
+	// sends input), and what that makes the process write is the follower's.
+	f, done, err := h.follower(ctx, p, t.ID, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
 	send := func(ev *wire.ProcessEvent) error { return stream.Send(&wire.ConnectResponse{Event: ev}) }
 	if err := send(&wire.ProcessEvent{Start: &wire.StartEvent{Pid: uint32(t.PID)}}); err != nil {
 		return err
 	}
-	return h.follow(ctx, p, t.ID, true, keepaliveEvery(req.Header()), send)
+	if done != nil {
+		return h.sendEnd(ctx, *done, send)
+	}
+	return h.stream(ctx, f, onTerminal(t), keepaliveEvery(req.Header()), send)
 }
 
 func (h *Handler) listProcesses(ctx context.Context, _ *wire.ListRequest) (*wire.ListResponse, error) {

@@ -2,7 +2,7 @@
 // through E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY only (set by ../../harness_test.go).
 // `node door.mjs <scenario> [args…]` prints one JSON object of what the SDKs returned; the Go
 // tests judge it. A call that throws is recorded as {thrown: {name, message, statusCode}}.
-import { Sandbox as Base } from 'e2b'
+import { Sandbox as Base, CommandExitError } from 'e2b'
 import { Sandbox } from '@e2b/code-interpreter'
 
 const [scenario, ...args] = process.argv.slice(2)
@@ -96,6 +96,80 @@ const scenarios = {
       list: await attempt(Base.list().nextItems()),
       info: await attempt(Base.getInfo(id)),
     }
+  },
+
+  // envd's process service: foreground commands with streaming callbacks, cwd and
+  // environment, exit codes, stdin, background commands (listed, followed, killed with their
+  // whole tree), a terminal, and what is refused.
+  async commands () {
+    const out = {}
+    const sbx = await Sandbox.create({ timeoutMs: 300_000, envs: { FROM_CREATE: 'yes' } })
+    out.sandboxId = sbx.sandboxId
+    const streamed = []
+    const ok = await sbx.commands.run('echo "hello $FROM_CREATE $EXTRA"; echo warn >&2; sleep 0.3; echo second', {
+      envs: { EXTRA: 'extra' }, onStdout: d => streamed.push(['stdout', d]), onStderr: d => streamed.push(['stderr', d]),
+    })
+    out.command = { stdout: ok.stdout, stderr: ok.stderr, exitCode: ok.exitCode, streamed }
+    await sbx.commands.run('mkdir -p sub/deeper')
+    out.cwd = (await sbx.commands.run('pwd', { cwd: '/home/user/sub/deeper' })).stdout.trim()
+    out.relativeCwd = (await sbx.commands.run('pwd', { cwd: 'sub' })).stdout.trim()
+    try {
+      await sbx.commands.run('echo partial; exit 3')
+      out.failing = { thrown: false }
+    } catch (e) {
+      out.failing = { thrown: e instanceof CommandExitError, exitCode: e.exitCode, stdout: e.stdout }
+    }
+
+    // Standard input, fed and closed.
+    const cat = await sbx.commands.run('cat', { background: true, stdin: true })
+    await sbx.commands.sendStdin(cat.pid, 'fed through stdin\n')
+    await sbx.commands.closeStdin(cat.pid)
+    const fed = await cat.wait()
+    out.stdin = { stdout: fed.stdout, exitCode: fed.exitCode }
+    out.noStdin = await attempt(sbx.commands.run('sleep 5', { background: true }).then(h => sbx.commands.sendStdin(h.pid, 'x').finally(() => h.kill())))
+
+    // Background: listed; a kill ends its whole tree.
+    const tree = await sbx.commands.run('sleep 600 & sleep 601 & wait', { background: true })
+    const count = async () => (await sbx.commands.run("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; echo; done | grep -c '^sleep 60[01]' || true")).stdout.trim()
+    await waitFor('the tree', async () => (await count()) === '2')
+    out.listed = (await sbx.commands.list()).filter(p => p.pid === tree.pid).map(p => ({ cmd: p.cmd, args: p.args }))
+    out.killed = await sbx.commands.kill(tree.pid)
+    out.treeEnd = await attempt(tree.wait())
+    out.treeLeft = await count()
+    out.listedAfterKill = (await sbx.commands.list()).some(p => p.pid === tree.pid)
+    out.killAgain = await sbx.commands.kill(tree.pid)
+
+    // Connect: what the command writes from then on.
+    let early = ''
+    const talker = await sbx.commands.run('echo before; read x; echo "after $x"', { background: true, stdin: true, onStdout: d => { early += d } })
+    await waitFor('before', () => early.includes('before'))
+    let late = ''
+    const follower = await sbx.commands.connect(talker.pid, { onStdout: d => { late += d } })
+    await talker.sendStdin('go\n')
+    const followed = await follower.wait()
+    const talked = await talker.wait()
+    out.connect = { starter: talked.stdout, follower: followed.stdout, exitCode: followed.exitCode }
+
+    // A terminal: input, resize, exit; one killed.
+    const decoder = new TextDecoder()
+    let screen = ''
+    const term = await sbx.pty.create({ rows: 24, cols: 80, onData: d => { screen += decoder.decode(d, { stream: true }) } })
+    const type = text => sbx.pty.sendInput(term.pid, new TextEncoder().encode(text))
+    await type('stty size; echo "TERM=$TERM"\n')
+    await waitFor('the first stty size', () => screen.includes('24 80'))
+    await sbx.pty.resize(term.pid, { cols: 100, rows: 30 })
+    await type('stty size\n')
+    await waitFor('the second stty size', () => screen.includes('30 100'))
+    await type('exit 0\n')
+    const termEnd = await term.wait()
+    const doomed = await sbx.pty.create({ rows: 5, cols: 20, onData: () => {} })
+    out.pty = { screen, exitCode: termEnd.exitCode, killed: await sbx.pty.kill(doomed.pid), killedEnd: await attempt(doomed.wait()) }
+
+    // Refused: another user, a command past its timeout.
+    out.root = await attempt(sbx.commands.run('id', { user: 'root' }))
+    out.timedOut = await attempt(sbx.commands.run('sleep 30', { timeoutMs: 1500 }))
+    await sbx.kill()
+    return out
   },
 
   // A gateway without the door: creating fails at once, saying why.
