@@ -137,6 +137,12 @@ func (d *door) revoke(sub, id string) {
 // as its further arguments, and decodes the one JSON object it prints into out.
 func (d *door) sdk(key, scenario string, out any, args ...string) {
 	d.t.Helper()
+	d.sdkScript("door.mjs", key, out, append([]string{scenario}, args...)...)
+}
+
+// sdkScript runs script with args as sdk runs door.mjs.
+func (d *door) sdkScript(script, key string, out any, args ...string) {
+	d.t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		skipOrFail(d.t, "node is not installed (Node 20 runs E2B's SDKs)")
@@ -146,14 +152,14 @@ func (d *door) sdk(key, scenario string, out any, args ...string) {
 	}
 	ctx, cancel := context.WithTimeout(d.t.Context(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{"door.mjs", scenario}, args...)...)
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
 	cmd.Dir = sdkDir
 	// Only the variables E2B's documentation names for a self-hosted server.
 	cmd.Env = append(os.Environ(), "E2B_API_URL="+d.URL+e2bdoor.Path, "E2B_SANDBOX_URL="+d.URL+e2bdoor.Path, "E2B_API_KEY="+key)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(d.t, cmd.Run(), "door.mjs %s failed: %s\nstdout: %s", scenario, stderr.String(), stdout.String())
-	require.NoError(d.t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), out), "door.mjs %s printed: %s\nstderr: %s", scenario, stdout.String(), stderr.String())
+	require.NoError(d.t, cmd.Run(), "%s %v failed: %s\nstdout: %s", script, args, stderr.String(), stdout.String())
+	require.NoError(d.t, json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), out), "%s %v printed: %s\nstderr: %s", script, args, stdout.String(), stderr.String())
 }
 
 // thrown is what door.mjs reports of an exception: its class and message.

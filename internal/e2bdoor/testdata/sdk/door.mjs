@@ -172,6 +172,58 @@ const scenarios = {
     return out
   },
 
+  // envd's filesystem service and files API: write and read (text, bytes, several files at
+  // once, gzip), list (depth), stat, exists, make a folder, rename, remove, watch a folder —
+  // and the paths it refuses.
+  async files () {
+    const out = {}
+    const sbx = await Sandbox.create({ timeoutMs: 300_000 })
+    out.madeDir = await sbx.files.makeDir('watched')
+    out.madeAgain = await sbx.files.makeDir('/home/user/watched')
+    const events = []
+    const watcher = await sbx.files.watchDir('watched', e => { events.push({ name: e.name, type: e.type }) }, { recursive: true })
+    const written = await sbx.files.write('watched/hello.txt', 'written by the SDK\n')
+    out.written = { path: written.path, name: written.name }
+    // A watch compares listings: a change undone before it looks again is not seen.
+    await waitFor('the write seen', () => events.some(e => e.name === 'hello.txt'))
+    out.read = await sbx.files.read('/home/user/watched/hello.txt')
+    await sbx.files.write('dir/bytes.bin', new Uint8Array([0, 1, 2, 255]).buffer)
+    out.bytes = Array.from(await sbx.files.read('dir/bytes.bin', { format: 'bytes' }))
+    await sbx.files.write('dir/zipped.txt', 'sent gzip-encoded', { gzip: true })
+    out.zipped = await sbx.files.read('dir/zipped.txt')
+    out.multi = (await sbx.files.write([{ path: 'multi/a.txt', data: 'A' }, { path: 'multi/b/c.txt', data: 'C' }])).map(e => e.path)
+    const brief = e => ({ name: e.name, path: e.path, type: e.type, size: e.size })
+    const byPath = (a, b) => a.path.localeCompare(b.path)
+    out.listDeep = (await sbx.files.list('multi', { depth: 2 })).map(brief).sort(byPath)
+    out.listShallow = (await sbx.files.list('multi')).map(brief).sort(byPath)
+    out.info = brief(await sbx.files.getInfo('dir/bytes.bin'))
+    out.homeInfo = brief(await sbx.files.getInfo('/home/user'))
+    out.exists = await sbx.files.exists('dir/bytes.bin')
+    out.existsMissing = await sbx.files.exists('dir/none.bin')
+    out.renamed = brief(await sbx.files.rename('watched/hello.txt', 'watched/sub/moved.txt'))
+    out.fromProgram = (await sbx.commands.run('cat watched/sub/moved.txt; od -An -tu1 dir/bytes.bin')).stdout
+    await sbx.files.remove('multi')
+    out.multiAfterRemove = await sbx.files.exists('multi')
+    await sbx.files.remove('dir/bytes.bin')
+    out.bytesAfterRemove = await sbx.files.exists('dir/bytes.bin')
+    await sbx.files.remove('dir/none.bin')
+    await waitFor('the rename seen', () => events.some(e => e.name === 'sub/moved.txt'))
+    await watcher.stop()
+    out.events = events
+
+    out.missing = await attempt(sbx.files.read('none.txt'))
+    out.folder = await attempt(sbx.files.read('watched'))
+    out.listFile = await attempt(sbx.files.list('watched/sub/moved.txt'))
+    out.outsideRead = await attempt(sbx.files.read('/etc/passwd'))
+    out.outsideWrite = await attempt(sbx.files.write('/tmp/x', 'y'))
+    out.outsideList = await attempt(sbx.files.list('/'))
+    out.escape = await attempt(sbx.files.read('../../etc/passwd'))
+    out.metadata = await attempt(sbx.files.write('m.txt', 'x', { metadata: { k: 'v' } }))
+    out.rootUser = await attempt(sbx.files.read('watched/sub/moved.txt', { user: 'root' }))
+    await sbx.kill()
+    return out
+  },
+
   // A gateway without the door: creating fails at once, saying why.
   async closed () {
     return { create: await attempt(Base.create()) }
