@@ -58,25 +58,28 @@ func benchConfig(o gwOpts, dbURL, addr, work string) *config.Config {
 		cfg.Sandbox.Quotas = config.Quotas{Sessions: -1, ConcurrentExecutions: -1, RequestsPerSecond: -1, RetainedOutputBytes: -1, OpenRequests: -1}
 	}
 	cfg.Sandbox.Profiles = map[string]config.Profile{
-		"local": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: work}}},
+		"local": {Type: local.TypeName, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: work}}},
 	}
-	img := func() *config.Docker { return &config.Docker{Image: *image, Pull: config.DockerPullNever} }
+	img := func() *docker.Block { return &docker.Block{Image: *image, Pull: docker.PullNever} }
+	dockerProfile := func(stateful bool, b *docker.Block) config.Profile {
+		return config.Profile{Type: docker.TypeName, Stateful: stateful, Blocks: config.Blocks{docker.TypeName: b}}
+	}
 	if o.docker {
 		// sandboxd over its socket (the default on a local engine), code in a stateful context.
-		cfg.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{Docker: img()}}
+		cfg.Sandbox.Profiles["docker"] = dockerProfile(true, img())
 		// sandboxd through the engine's exec stream (as for a remote engine), code in a fresh
 		// interpreter per call.
 		d := img()
-		d.Sandboxd = &config.DockerSandboxd{Transport: config.DockerTransportExec}
-		cfg.Sandbox.Profiles["docker-exec"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: d}}
+		d.Sandboxd = &docker.SandboxdBlock{Transport: string(docker.TransportExec)}
+		cfg.Sandbox.Profiles["docker-exec"] = dockerProfile(false, d)
 	}
 	if o.warm {
 		d := img()
-		d.WarmPool = &config.DockerWarmPool{Size: 2}
-		cfg.Sandbox.Profiles["docker-warm"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: d}}
+		d.WarmPool = &docker.WarmPoolBlock{Size: 2}
+		cfg.Sandbox.Profiles["docker-warm"] = dockerProfile(false, d)
 		b := img()
-		b.WarmPool = &config.DockerWarmPool{Size: burstPool()}
-		cfg.Sandbox.Profiles["docker-burst"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: b}}
+		b.WarmPool = &docker.WarmPoolBlock{Size: burstPool()}
+		cfg.Sandbox.Profiles["docker-burst"] = dockerProfile(false, b)
 	}
 	if o.queued {
 		cfg.Sandbox.Broker.Flavor = config.FlavorQueue

@@ -8,6 +8,8 @@ import (
 
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/config"
+	gw "github.com/sandgate/sandgate/internal/gateway"
+	"github.com/sandgate/sandgate/internal/providers/docker"
 )
 
 // The child's YAML file loads back into a valid configuration with the same profiles.
@@ -22,7 +24,7 @@ func TestBenchConfigRoundTrips(t *testing.T) {
 		if err := os.WriteFile(path, y, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		got, err := config.Load(path, nil)
+		got, err := gw.LoadConfig(path, nil, gw.Builtin())
 		if err != nil {
 			t.Fatalf("%+v: %v\n%s", o, err, y)
 		}
@@ -37,8 +39,10 @@ func TestBenchConfigRoundTrips(t *testing.T) {
 		if o.conns != 0 && got.Database.MaxConns != o.conns {
 			t.Fatalf("max_conns %d, want %d", got.Database.MaxConns, o.conns)
 		}
-		if o.warm && got.Sandbox.Profiles["docker-burst"].Docker.WarmPool.Size != burstPool() {
-			t.Fatalf("docker-burst pool %+v", got.Sandbox.Profiles["docker-burst"].Docker.WarmPool)
+		if o.warm {
+			if b := got.Sandbox.Profiles["docker-burst"].Blocks[docker.TypeName].(*docker.Block); b.WarmPool.Size != burstPool() {
+				t.Fatalf("docker-burst pool %+v", b.WarmPool)
+			}
 		}
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/sandboxd"
 	"github.com/sandgate/sandgate/internal/sandboxd/remote"
@@ -395,34 +395,16 @@ func socketFolders(labels map[string]string) string {
 	return filepath.Join(docker.DefaultSocketDir(), labels[docker.LabelInstallation], "*", labels[docker.LabelSandboxd])
 }
 
-var (
-	installationMu sync.Mutex
-	installation   string // the bench database's installation id, once a child recorded it
-)
-
-// benchInstallation is the installation id of the bench's gateways (they share the bench
-// database), "" before the first child started.
-func benchInstallation(ctx context.Context) string {
-	installationMu.Lock()
-	defer installationMu.Unlock()
-	if installation != "" || benchDB == "" {
-		return installation
-	}
-	conn, err := pgx.Connect(ctx, benchDB)
-	if err != nil {
-		return ""
-	}
-	defer conn.Close(ctx)
-	_ = conn.QueryRow(ctx, "SELECT id FROM installation").Scan(&installation)
-	return installation
-}
+// installation is the bench database's installation id (gatewaytest.Installation, recorded
+// with the fresh database before the first gateway starts); "" before that.
+var installation string
 
 // ofBench are filters for the bench installation's objects with more labels: other users of
 // the engine may have profiles of the same names.
-func ofBench(ctx context.Context, labels ...string) filters.Args {
+func ofBench(labels ...string) filters.Args {
 	args := filters.NewArgs()
-	if inst := benchInstallation(ctx); inst != "" {
-		args.Add("label", docker.LabelInstallation+"="+inst)
+	if installation != "" {
+		args.Add("label", docker.LabelInstallation+"="+installation)
 	}
 	for _, l := range labels {
 		args.Add("label", l)
@@ -432,7 +414,7 @@ func ofBench(ctx context.Context, labels ...string) filters.Args {
 
 // poolContainers lists profile's ready (running) warm-pool containers.
 func poolContainers(ctx context.Context, cli *client.Client, profile string, all bool) []container.Summary {
-	args := ofBench(ctx, docker.LabelPool+"="+profile)
+	args := ofBench(docker.LabelPool + "=" + profile)
 	if !all {
 		args.Add("status", "running")
 	}
@@ -488,17 +470,10 @@ func removeLeftovers(ctx context.Context) int {
 	}
 	defer cli.Close()
 	ids := map[string]bool{}
-	if conn, err := pgx.Connect(ctx, benchDB); err == nil {
-		if rows, err := conn.Query(ctx, "SELECT sandbox_id FROM sessions WHERE provider = $1 AND sandbox_id IS NOT NULL", docker.TypeName); err == nil {
-			for rows.Next() {
-				var id string
-				if rows.Scan(&id) == nil && id != "" {
-					ids[id] = true
-				}
-			}
-			rows.Close()
+	if boxes, err := gatewaytest.Sandboxes(ctx, benchDB, docker.TypeName); err == nil {
+		for _, id := range boxes {
+			ids[id] = true
 		}
-		conn.Close(ctx)
 	}
 	seenBoxes.Range(func(k, _ any) bool { ids[k.(string)] = true; return true })
 	if list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "sandgate.bench=1"))}); err == nil {
@@ -530,12 +505,11 @@ func removeLeftovers(ctx context.Context) int {
 var benchProfiles = []string{"docker", "docker-exec", "docker-warm", "docker-burst"}
 
 // profileContainers returns the containers (any state) labelled with a bench profile, id →
-// name: of the bench's installation once a child recorded it, else of anyone's (callers
-// compare snapshots).
+// name, of the bench's installation.
 func profileContainers(ctx context.Context, cli *client.Client) map[string]string {
 	out := map[string]string{}
 	for _, p := range benchProfiles {
-		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: ofBench(ctx, docker.LabelProfile+"="+p)})
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: ofBench(docker.LabelProfile + "=" + p)})
 		if err != nil {
 			continue
 		}

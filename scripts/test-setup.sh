@@ -3,8 +3,9 @@
 #
 #   1. the Debian packages the suites need — postgresql (every suite), chromium (the console's
 #      browser test), docker.io and debootstrap (the Docker engine and the sandbox image), curl
-#      (the README walkthrough test), python3, e2fsprogs (mkfs.ext4 for the size-bounded docker
-#      workspaces), docker-compose (the compose file's tests) — installed when missing and this
+#      (the README walkthrough test), python3 with IPython, pandas and matplotlib (rich
+#      results), e2fsprogs (mkfs.ext4 for the size-bounded docker workspaces),
+#      docker-compose (the compose file's tests) — installed when missing and this
 #      user is root or may sudo without a password; otherwise it names each package and the
 #      suites that will skip;
 #   2. a running Docker engine and the sandbox image (scripts/docker-setup.sh);
@@ -48,6 +49,9 @@ declare -A suites=(
   [debootstrap]="the sandbox image, so the Docker suites"
   [curl]="the README walkthrough tests (cmd/gateway)"
   [python3]="the Python executions of the local provider's suites"
+  [python3-ipython]="the rich results (charts, tables) of sandboxd's and the local provider's suites"
+  [python3-pandas]="the rich results (charts, tables) of sandboxd's and the local provider's suites"
+  [python3-matplotlib]="the rich results (charts, tables) of sandboxd's and the local provider's suites"
   [docker-compose]="the docker-compose.yml tests (cmd/gateway TestCompose*)"
   [nodejs]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
   [npm]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
@@ -60,6 +64,10 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)
+# The data-science set the sandbox image has, for the local provider's python (Debian's).
+for m in IPython:python3-ipython pandas:python3-pandas matplotlib:python3-matplotlib; do
+  python3 -c "import ${m%%:*}" >/dev/null 2>&1 || missing+=("${m#*:}")
+done
 # The Compose CLI: the docker plugin when present, else Debian's docker-compose (v1).
 { docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null; } || missing+=(docker-compose)
 command -v node >/dev/null || missing+=(nodejs)

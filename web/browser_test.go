@@ -11,11 +11,14 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +30,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/local"
 )
 
 // screenshotDir holds the screenshots of every view (gitignored test artifacts).
@@ -443,8 +447,8 @@ func TestConsoleParkAndPreview(t *testing.T) {
 	p := newPage(t)
 	g := startGateway(t, func(c *config.Config) {
 		c.Sandbox.Profiles = map[string]config.Profile{
-			"docker": {Type: docker.TypeName, Stateful: true, IdleAction: config.IdlePause, ProviderBlocks: config.ProviderBlocks{
-				Docker: &config.Docker{Image: img, Pull: "never"},
+			"docker": {Type: docker.TypeName, Stateful: true, IdleAction: config.IdlePause, Blocks: config.Blocks{
+				docker.TypeName: &docker.Block{Image: img, Pull: "never"},
 			}},
 		}
 		c.Sandbox.DefaultProfile = "docker"
@@ -514,4 +518,70 @@ func TestConsoleParkAndPreview(t *testing.T) {
 	p.wait("the sessions list", `document.querySelector('#sessions tr[data-session="`+fork+`"]')`)
 	require.Contains(t, p.text(`#sessions tr[data-session="`+sid+`"]`), "running")
 	p.shot("sessions-states")
+}
+
+// TestConsoleRichResults: code's rich results on the session page — a matplotlib chart as an
+// image, a pandas table and other HTML in sandboxed frames that run no script and load
+// nothing, the last expression's value as Out.
+func TestConsoleRichResults(t *testing.T) {
+	p := newPage(t)
+	for _, m := range []string{"pandas", "matplotlib"} {
+		if out, err := exec.Command("python3", "-c", "import "+m).CombinedOutput(); err != nil {
+			msg := "python3 has no " + m + " (Debian: apt-get install python3-pandas python3-matplotlib; scripts/test-setup.sh does): " + strings.TrimSpace(string(out))
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	workdir := t.TempDir()
+	g := startGateway(t, func(c *config.Config) {
+		c.Sandbox.Profiles = map[string]config.Profile{
+			"default": {Type: "local_subprocess", Stateful: true, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: workdir}}},
+		}
+	})
+	// A server the HTML result points at: a frame that may not reach the network never asks.
+	var asked atomic.Int32
+	probe := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1) }))
+	t.Cleanup(probe.Close)
+
+	p.do(chromedp.Navigate(g.URL + "/#/sessions"))
+	p.signIn("alice", "dev")
+	p.wait("the new-session form", `document.querySelector('#create-session-form')`)
+	p.do(chromedp.SendKeys(chromedp.ID("new-session-name"), "charts"), chromedp.Click(chromedp.ID("create-session")))
+	p.wait("the session page", `/^#\/sessions\/[0-9a-f]{32}$/.test(location.hash) && document.querySelector('#runner')`)
+	title := eval[string](p, `document.title`)
+	p.do(
+		setValue("#code", `import pandas as pd
+import matplotlib.pyplot as plt
+display(pd.DataFrame({"city": ["Oslo", "Lima", "Cairo"], "temp_c": [4, 19, 27]}))
+plt.figure(figsize=(5, 3))
+plt.bar(["Oslo", "Lima", "Cairo"], [4, 19, 27], color="#2457c5")
+plt.title("Temperature")
+plt.show()
+display({"text/html": "<p id='probe'>untrusted <img src='`+probe.URL+`/probe.png'></p><script>parent.document.title = 'pwned'</script>"}, raw=True)
+6 * 7`),
+		chromedp.Click(chromedp.ID("run")),
+	)
+	p.wait("the code's result", `document.querySelector('#result').dataset.state === 'done'`)
+	p.wait("the chart", `document.querySelector('#rich-results img[data-type="image/png"]')?.complete`)
+	width := eval[int](p, `document.querySelector('#rich-results img[data-type="image/png"]').naturalWidth`)
+	height := eval[int](p, `document.querySelector('#rich-results img[data-type="image/png"]').naturalHeight`)
+	require.Greater(t, width, height, "a 5x3 chart, drawn: %dx%d", width, height)
+	require.Equal(t, 4, eval[int](p, `document.querySelectorAll('#rich-results .rich-result').length`))
+	p.wait("the frames", `[...document.querySelectorAll('#rich-results iframe')].every((f) => f.dataset.loaded === 'true')`)
+	frames := eval[[]string](p, `[...document.querySelectorAll('#rich-results iframe')].map((f) => f.getAttribute('sandbox'))`)
+	require.Equal(t, []string{"", ""}, frames, "the table and the HTML, each in a frame sandboxed of everything")
+	require.True(t, eval[bool](p, `[...document.querySelectorAll('#rich-results iframe')].every((f) => f.contentDocument === null)`), "the frames have an origin of their own")
+	require.Contains(t, eval[string](p, `document.querySelector('#rich-results iframe').srcdoc`), "<th>temp_c</th>")
+	require.Equal(t, "42", p.text(`#rich-results .rich-result.main pre`))
+	require.Equal(t, "Out", p.text(`#rich-results .rich-result.main .rich-label`))
+	// Frames of another origin are painted only inside the viewport: one as tall as the page.
+	p.do(chromedp.EmulateViewport(1200, int64(eval[int](p, `document.documentElement.scrollHeight`))))
+	p.wait("the frames painted", `[...document.querySelectorAll('#rich-results iframe')].every((f) => f.getBoundingClientRect().bottom <= innerHeight)`)
+	time.Sleep(500 * time.Millisecond) // a frame's paint has no event to wait for; a screenshot only
+	p.shot("session-results")
+	p.do(chromedp.EmulateViewport(1200, 860))
+	require.Equal(t, title, eval[string](p, `document.title`), "no script of a result ran")
+	require.Zero(t, asked.Load(), "no result reached the network")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
+	"github.com/sandgate/sandgate/internal/providers/local"
 )
 
 // requireNodeProject skips (fails under CI=true) without node or the project's node_modules,
@@ -78,10 +79,10 @@ func TestClientLive(t *testing.T) {
 
 	workdir := t.TempDir()
 	env := gatewaytest.Start(t, gatewaytest.Options{Workdir: workdir, Config: func(c *config.Config) {
-		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
+		lb := config.Blocks{local.TypeName: &local.Block{Workdir: workdir}}
 		c.Sandbox.Profiles = map[string]config.Profile{
-			"default": {Type: "local_subprocess", Stateful: true, ProviderBlocks: lb},
-			"oneshot": {Type: "local_subprocess", Scope: "per_call", ProviderBlocks: lb},
+			"default": {Type: "local_subprocess", Stateful: true, Blocks: lb},
+			"oneshot": {Type: "local_subprocess", Scope: "per_call", Blocks: lb},
 		}
 	}})
 	out := run(t, []string{"SANDGATE_URL=" + env.URL, "SANDGATE_TOKEN=" + env.Token("ts-user")},

@@ -36,7 +36,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/gateway"
+	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/testutil/dockertest"
 )
 
@@ -222,16 +223,17 @@ func TestComposeConfig(t *testing.T) {
 		env = append(env, k+"="+v)
 	}
 	env = append(env, "SANDGATE_CONFIG="+cfgFile)
-	cfg, err := config.Load(cfgFile, env)
+	cfg, err := gateway.LoadConfig(cfgFile, env, gateway.Builtin())
 	require.NoError(t, err)
 	assert.Equal(t, "0.0.0.0:8080", cfg.Server.Addr, "reachable through the published port")
 	assert.Equal(t, "http://localhost:8080", cfg.Server.PublicURL)
 	def := cfg.Sandbox.Profiles[cfg.Sandbox.DefaultProfile]
 	assert.Equal(t, "docker", def.Type)
-	require.NotNil(t, def.Docker)
-	assert.Equal(t, sbx.Image, def.Docker.Image)
-	require.NotNil(t, def.Docker.Sandboxd)
-	assert.Equal(t, "exec", def.Docker.Sandboxd.Transport, "the gateway is not on the engine's host file system")
+	block, ok := def.Blocks[docker.TypeName].(*docker.Block)
+	require.True(t, ok, "the docker block, decoded: %#v", def.Blocks)
+	assert.Equal(t, sbx.Image, block.Image)
+	require.NotNil(t, block.Sandboxd)
+	assert.Equal(t, "exec", block.Sandboxd.Transport, "the gateway is not on the engine's host file system")
 	cmd := exec.Command(gatewayBin, "config", "validate")
 	cmd.Env = append(composeEnv(), env...)
 	out, err := cmd.CombinedOutput()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway"
 )
 
@@ -34,14 +33,14 @@ func cmdConfig(args, environ []string, stdout io.Writer) error {
 	}
 	switch args[0] {
 	case "schema":
-		b, err := config.Schema()
+		b, err := gateway.Schema()
 		if err != nil {
 			return err
 		}
 		_, err = stdout.Write(b)
 		return err
 	case "validate":
-		cfg, err := config.Load(*path, environ)
+		cfg, err := gateway.LoadConfig(*path, environ, gateway.Builtin())
 		if err != nil {
 			return err
 		}
@@ -53,7 +52,7 @@ func cmdConfig(args, environ []string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "configuration is valid")
 		return nil
 	case "print":
-		cfg, err := config.Load(*path, environ)
+		cfg, err := gateway.LoadConfig(*path, environ, gateway.Builtin())
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -15,52 +14,56 @@ import (
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 )
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // pgStore opens the database named by the config file at cfgPath (test inspection only).
-func pgStore(t *testing.T, cfgPath string) *store.Store {
+func pgStore(t *testing.T, cfgPath string) *postgres.Store {
 	t.Helper()
 	cfg, err := config.Load(cfgPath, nil)
 	require.NoError(t, err)
-	st, err := store.Open(t.Context(), cfg.Database.URL, 2)
+	st, err := postgres.Open(t.Context(), cfg.Database.URL, 2)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	return st
 }
 
 // `config validate` checks provider types as serve does, before anything connects: a type
-// the configuration format knows but no provider of this binary serves is refused, naming the
-// served types. (Once every type the format knows is served, there is none to refuse: then
-// every one of them passes the same check serve makes.)
+// whose block the registry accepts but no provider of this binary serves (bedrock_agentcore),
+// or one it does not know, is refused, naming the served types.
 func TestConfigValidateRefusesAnUnservedProvider(t *testing.T) {
-	served := gateway.Builtin().Names()
-	unserved := ""
-	for _, typ := range config.BuiltinProviders() {
-		if !slices.Contains(served, typ) {
-			unserved = typ
-			break
+	reg := gateway.Builtin()
+	served := reg.Types()
+	var unserved []string
+	for _, b := range reg.Backends() {
+		if !b.Served() {
+			unserved = append(unserved, b.Type)
 		}
 	}
+	require.Contains(t, unserved, "bedrock_agentcore")
 	path := filepath.Join(t.TempDir(), "sandgate.yaml")
 	var out bytes.Buffer
-	if unserved != "" {
-		require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  type: "+unserved+"\n  "+unserved+": {}\n"), 0o600))
+	for _, file := range []string{
+		"sandbox:\n  type: " + unserved[0] + "\n  " + unserved[0] + ": {}\n",
+		"sandbox:\n  type: firecracker\n",
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(file), 0o600))
 		err := run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard)
-		require.Error(t, err)
-		require.Contains(t, err.Error(), "'"+unserved+"'")
-		require.Contains(t, err.Error(), "served types: ["+strings.Join(served, ", ")+"]")
+		require.Error(t, err, file)
+		require.Contains(t, err.Error(), "sandbox.type: ")
+		require.Contains(t, err.Error(), strings.Join(served, ", "))
 		require.NotContains(t, out.String(), "valid")
-	} else {
-		cfg := &config.Config{}
-		cfg.Sandbox.Profiles = map[string]config.Profile{}
-		for _, typ := range config.BuiltinProviders() {
-			cfg.Sandbox.Profiles[typ] = config.Profile{Type: typ}
-		}
-		require.NoError(t, gateway.CheckProviders(cfg, gateway.Builtin()))
 	}
+	cfg := &config.Config{}
+	cfg.Sandbox.Profiles = map[string]config.Profile{}
+	for _, typ := range served {
+		cfg.Sandbox.Profiles[typ] = config.Profile{Type: typ}
+	}
+	require.NoError(t, gateway.CheckProviders(cfg, reg))
+	cfg.Sandbox.Profiles["cloud"] = config.Profile{Type: "bedrock_agentcore"}
+	require.ErrorContains(t, gateway.CheckProviders(cfg, reg), "served types: ["+strings.Join(reg.Names(), ", ")+"]")
 	require.Contains(t, served, "e2b", "e2b is served")
 	require.NoError(t, os.WriteFile(path, []byte("sandbox:\n  default_profile: cloud\n  profiles:\n    cloud:\n      type: e2b\n      stateful: true\n      e2b: {template: code-interpreter-v1}\n"), 0o600))
 	require.NoError(t, run(t.Context(), []string{"config", "validate", "--config", path}, nil, &out, io.Discard))

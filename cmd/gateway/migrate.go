@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
-	"github.com/sandgate/sandgate/internal/config"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/gateway"
 )
 
 func cmdMigrate(ctx context.Context, args, environ []string, stdout io.Writer) error {
@@ -21,23 +20,14 @@ func cmdMigrate(ctx context.Context, args, environ []string, stdout io.Writer) e
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path, environ)
+	cfg, err := gateway.LoadConfig(*path, environ, gateway.Builtin())
 	if err != nil {
 		return err
 	}
 	if cfg.Database.URL == "" {
 		return errors.New("database.url is required (or SANDGATE_DATABASE__URL)")
 	}
-	st, err := store.Open(ctx, cfg.Database.URL, 2)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	applied, err := st.Migrate(ctx)
-	if err != nil {
-		return err
-	}
-	cur, _, err := st.SchemaVersion(ctx)
+	applied, cur, err := gateway.Migrate(ctx, cfg.Database.URL)
 	if err != nil {
 		return err
 	}
@@ -73,7 +63,7 @@ func cmdToken(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	} else {
 		// No gateway recorded itself there (one from before this record existed): the
 		// configuration says where it serves.
-		cfg, err := config.Load(*path, environ)
+		cfg, err := gateway.LoadConfig(*path, environ, gateway.Builtin())
 		if err != nil {
 			return err
 		}

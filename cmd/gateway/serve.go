@@ -38,7 +38,7 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path, environ)
+	cfg, err := gateway.LoadConfig(*path, environ, gateway.Builtin())
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway"
 )
 
@@ -20,7 +19,7 @@ func cmdWorker(ctx context.Context, args, environ []string, stderr io.Writer) er
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path, environ)
+	cfg, err := gateway.LoadConfig(*path, environ, gateway.Builtin())
 	if err != nil {
 		return err
 	}

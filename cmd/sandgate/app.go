@@ -29,7 +29,9 @@ type app struct {
 	tokenFlag bool
 	output    string // --output: text or json
 	ran       bool   // a command's RunE was reached (errors before it are usage errors)
-	http      *http.Client
+	// resultsDir is where `code` saves the images among rich results ("" saves none).
+	resultsDir string
+	http       *http.Client
 }
 
 func newApp(e env) *app { return &app{env: e, http: &http.Client{}} }

@@ -250,7 +250,12 @@ func (a *app) codeCommand() *cobra.Command {
 exit code propagated, as exec. On a stateful profile Python code keeps its variables between
 runs (in --context, default "default"). The language is --language, else taken from FILE's
 extension (.py, .sh, .js, .ts, .r), else the gateway's default (python). With a FILE,
-standard input is piped to the program as with exec.`,
+standard input is piped to the program as with exec.
+
+Rich results of Python code in a context (the last expression's value, display(...),
+pandas tables, matplotlib charts) are shown as they come: their text on stdout, images saved
+to --results-dir as <task id>-<n>.png (or .jpg, .svg), each file named on stderr. With
+--output json the result carries them as the API gives them.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			env, err := rf.envMap()
@@ -302,6 +307,7 @@ standard input is piped to the program as with exec.`,
 	rf.add(cmd, `with SESSION "default": that profile's default session; else the profile the session must have`, false)
 	cmd.Flags().StringVarP(&language, "language", "l", "", "language of the code (python, bash, …)")
 	cmd.Flags().StringVar(&contextName, "context", "", "stateful context to run in")
+	cmd.Flags().StringVar(&a.resultsDir, "results-dir", ".", "folder the images among the code's results (charts) are saved in")
 	return cmd
 }
 
@@ -329,6 +335,7 @@ func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, st
 	var pumpErr error
 	taskID := ""
 	var result *client.ExecutionResult
+	results := &resultPrinter{a: a, dir: a.resultsDir}
 	for result == nil && s.Next() {
 		ev := s.Event()
 		switch ev.Type {
@@ -350,6 +357,17 @@ func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, st
 				}()
 			}
 			taskID = t.Id
+			results.taskID = t.Id
+		case client.EventRichResult:
+			r, err := ev.RichResult()
+			if err != nil {
+				return err
+			}
+			if !a.json() {
+				if err := results.show(*r); err != nil {
+					return err
+				}
+			}
 		case client.EventStdout, client.EventStderr:
 			b, err := ev.Bytes()
 			if err != nil {
@@ -400,6 +418,14 @@ func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, st
 			return fmt.Errorf("following task %s: %w", taskID, err)
 		}
 		return err
+	}
+	if result.Results != nil && !a.json() {
+		// Those the stream did not carry (it was resumed from the stored result).
+		for _, r := range (*result.Results)[min(results.shown, len(*result.Results)):] {
+			if err := results.show(r); err != nil {
+				return err
+			}
+		}
 	}
 	return a.finish(result)
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
+	"github.com/sandgate/sandgate/internal/providers/local"
 )
 
 // binary is the sandgate command built for the tests: they run it as a user would.
@@ -69,10 +70,10 @@ func startGateway(t *testing.T) *gatewaytest.Env {
 	t.Helper()
 	workdir := t.TempDir()
 	return gatewaytest.Start(t, gatewaytest.Options{Workdir: workdir, Config: func(c *config.Config) {
-		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
+		lb := config.Blocks{local.TypeName: &local.Block{Workdir: workdir}}
 		c.Sandbox.Profiles = map[string]config.Profile{
-			"default": {Type: "local_subprocess", Stateful: true, ProviderBlocks: lb},
-			"oneshot": {Type: "local_subprocess", Scope: "per_call", ProviderBlocks: lb},
+			"default": {Type: "local_subprocess", Stateful: true, Blocks: lb},
+			"oneshot": {Type: "local_subprocess", Scope: "per_call", Blocks: lb},
 		}
 	}})
 }

@@ -18,15 +18,26 @@
 # SANDGATE_DEBIAN_MIRROR). On machines that can pull, `docker build images/sandbox` with the
 # Dockerfile next to this script gives an equivalent image.
 #
+# Environment: SANDGATE_SANDBOX_REPO and SANDGATE_SANDBOX_BASE_REPO name the two images'
+# repositories (default sandgate/sandbox-python and sandgate/sandbox-base), e.g. to try a
+# change of this script without retagging the images others use; SANDGATE_CACHE as above.
+#
 # Usage: images/sandbox/build.sh [--force]
 set -euo pipefail
 
-repo=sandgate/sandbox-python
-base_repo=sandgate/sandbox-base
+repo=${SANDGATE_SANDBOX_REPO:-sandgate/sandbox-python}
+base_repo=${SANDGATE_SANDBOX_BASE_REPO:-sandgate/sandbox-base}
 suite=${SANDGATE_DEBIAN_SUITE:-bookworm}
 # Packages on top of debootstrap's minbase (which already has bash, coreutils and util-linux's
 # setsid): python3 with its standard library, procps (ps, kill -- -pgid), coreutils realpath.
 packages=python3-minimal,python3,procps,coreutils
+# Then, installed with apt in the rootfs, the data-science set a code interpreter is expected
+# to have: numpy, pandas, matplotlib and IPython (sandboxd's python contexts use IPython's
+# display machinery for rich results). apt, unlike debootstrap, takes an alternative that is
+# already being installed: the small ones named here stand for python3-scipy (with pythran,
+# boost and a C++ compiler), python3-all and OpenBLAS, which fonttools and numpy would
+# otherwise pull in. No Recommends.
+data_packages="python3-numpy python3-pandas python3-matplotlib python3-ipython python3-munkres python3-unicodedata2 python3-ufolib2 libblas3 liblapack3"
 
 force=false
 [ "${1:-}" = "--force" ] && force=true
@@ -34,7 +45,7 @@ force=false
 self=$(readlink -f "$0")
 # The base image depends only on what goes into the rootfs; bump rootfs-vN when the rootfs
 # steps below change.
-hash=$(printf '%s\n' "$suite" "$packages" rootfs-v1 | sha256sum | cut -c1-12)
+hash=$(printf '%s\n' "$suite" "$packages" "$data_packages" rootfs-v3 | sha256sum | cut -c1-12)
 tag="deb-$hash"
 cache=${SANDGATE_CACHE:-$HOME/.cache/sandgate}/sandbox-image
 tarball="$cache/rootfs-$suite-$hash.tar"
@@ -118,9 +129,35 @@ if $force || [ ! -s "$tarball" ]; then
     log "debootstrap failed (full log: $cache/debootstrap.log)"
     exit 1
   }
+  # The data-science set, with apt from the same mirror (debootstrap's sources.list); the
+  # chroot needs the machine's resolver for that, and /proc for some maintainer scripts.
+  cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+  mount -t proc proc "$rootfs/proc"
+  trap 'umount "$rootfs/proc" 2>/dev/null || true; rm -rf --one-file-system "$rootfs" "$tarball.tmp"' EXIT
+  log "installing $data_packages in the rootfs (a few minutes)"
+  if ! { chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    chroot "$rootfs" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $data_packages; } \
+    >"$cache/apt.log" 2>&1; then
+    tail -n 30 "$cache/apt.log" >&2
+    log "installing the data-science packages failed (full log: $cache/apt.log)"
+    exit 1
+  fi
+  chroot "$rootfs" apt-get clean
+  umount "$rootfs/proc"
+  rm -f "$rootfs/etc/resolv.conf"
+  # The data-science set must import, or the image is not what it says it is.
+  chroot "$rootfs" env -i PATH=/usr/bin:/bin HOME=/tmp MPLCONFIGDIR=/tmp/mplconfig MPLBACKEND=Agg \
+    python3 -c 'import numpy, pandas, matplotlib.pyplot, IPython.core.formatters' >"$cache/smoke.log" 2>&1 || {
+    cat "$cache/smoke.log" >&2
+    log "the rootfs's python3 cannot import numpy, pandas, matplotlib and IPython"
+    exit 1
+  }
+  rm -rf "$rootfs"/tmp/mplconfig "$rootfs"/tmp/.cache
   # Slim down and prepare the workspace; the sandbox runs `sleep infinity` under docker's init.
+  # The Python packages' own test suites (about 125 MB) are never imported by programs.
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* \
     "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/* "$rootfs"/var/log/*.log
+  find "$rootfs/usr/lib/python3/dist-packages" -depth -type d -name tests -exec rm -rf {} +
   mkdir -p "$rootfs/workspace"
   chmod 1777 "$rootfs/workspace"
   tar -C "$rootfs" --numeric-owner -cf "$tarball.tmp" .

@@ -5,7 +5,6 @@ import (
 
 	"github.com/sandgate/sandgate/internal/api/apigen"
 	"github.com/sandgate/sandgate/internal/fault"
-	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
 )
 
@@ -55,7 +54,7 @@ func (s *Server) DeleteContext(ctx context.Context, req apigen.DeleteContextRequ
 	return apigen.DeleteContext200JSONResponse(contextList(list)), nil
 }
 
-func (s *Server) contexts(ctx context.Context, session string, profile *string, op sandbox.ContextOp) ([]providers.ContextInfo, error) {
+func (s *Server) contexts(ctx context.Context, session string, profile *string, op sandbox.ContextOp) ([]sandbox.NamedContext, error) {
 	p, err := caller(ctx)
 	if err != nil {
 		return nil, err
@@ -63,11 +62,11 @@ func (s *Server) contexts(ctx context.Context, session string, profile *string, 
 	return s.sandbox.Contexts(ctx, p, session, deref(profile), op)
 }
 
-func contextView(c providers.ContextInfo) apigen.Context {
+func contextView(c sandbox.NamedContext) apigen.Context {
 	return apigen.Context{Name: c.Name, Language: apigen.ContextLanguage(c.Language), CreatedAt: c.CreatedAt.UTC(), Executions: c.Executions, Alive: c.Alive}
 }
 
-func contextList(list []providers.ContextInfo) apigen.ContextList {
+func contextList(list []sandbox.NamedContext) apigen.ContextList {
 	out := apigen.ContextList{Contexts: make([]apigen.Context, 0, len(list))}
 	for _, c := range list {
 		out.Contexts = append(out.Contexts, contextView(c))
@@ -76,7 +75,7 @@ func contextList(list []providers.ContextInfo) apigen.ContextList {
 }
 
 // findContext picks name out of the list the provider returned after an operation on it.
-func findContext(list []providers.ContextInfo, name string) (apigen.Context, error) {
+func findContext(list []sandbox.NamedContext, name string) (apigen.Context, error) {
 	for _, c := range list {
 		if c.Name == name {
 			return contextView(c), nil

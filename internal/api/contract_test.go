@@ -79,7 +79,7 @@ func TestDeclaredErrorAnswers(t *testing.T) {
 		c.Server.MaxBodyBytes = 4096
 		c.Sandbox.Quotas.RequestsPerSecond = 0.001
 		c.Sandbox.Quotas.RequestsBurst = 40
-		c.Sandbox.Profiles["broken"] = config.Profile{Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: brokenDir}}}
+		c.Sandbox.Profiles["broken"] = config.Profile{Type: local.TypeName, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: brokenDir}}}
 	}})
 	// The provider of "broken" can no longer create a sandbox: its workdir became a file.
 	require.NoError(t, os.Remove(brokenDir))

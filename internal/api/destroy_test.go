@@ -34,13 +34,15 @@ func (p refusingDestroy) Destroy(ctx context.Context, id string) error {
 // refusingRegistry serves local_subprocess profiles with a refusingDestroy provider.
 func refusingRegistry(refuse *atomic.Bool) *providers.Registry {
 	reg := providers.NewRegistry()
-	reg.Register(local.TypeName, func(ctx providers.BuildContext) (providers.Provider, error) {
+	b := local.Backend()
+	b.Factory = func(ctx providers.BuildContext) (providers.Provider, error) {
 		p, err := local.Factory(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return refusingDestroy{Provider: p.(*local.Provider), refuse: refuse}, nil
-	})
+	}
+	reg.Add(b)
 	return reg
 }
 

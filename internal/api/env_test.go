@@ -16,7 +16,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 )
 
 // testEnv is one gateway replica (gatewaytest: built as `gateway serve` builds it, over real
@@ -26,7 +26,7 @@ type testEnv struct {
 	t       *testing.T
 	URL     string
 	issuer  *devissuer.Issuer
-	store   *store.Store
+	store   *postgres.Store
 	svc     *sandbox.Service
 	workdir string
 	dbURL   string
@@ -57,19 +57,19 @@ func newEnv(t *testing.T, o envOpts) *testEnv {
 	}
 	workdir := gt.Workdir
 	gt.Config = func(cfg *config.Config) {
-		lb := func() config.ProviderBlocks {
-			return config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
+		lb := func() config.Blocks {
+			return config.Blocks{local.TypeName: &local.Block{Workdir: workdir}}
 		}
 		cfg.Sandbox.MaxFileBytes = 1 << 20
 		cfg.Sandbox.Profiles = map[string]config.Profile{
-			"default":    {Type: local.TypeName, ProviderBlocks: lb()},
-			"oneshot":    {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: lb()},
-			"shared":     {Type: local.TypeName, Scope: sandbox.ScopePerRuntime, ProviderBlocks: lb()},
-			"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, ProviderBlocks: lb()},
-			"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, ProviderBlocks: lb()},
-			"nonet-lax":  {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny", Strict: ptr(false)}, ProviderBlocks: lb()},
-			"short-idle": {Type: local.TypeName, IdleTimeout: 1, ProviderBlocks: lb()},
-			"stateful":   {Type: local.TypeName, Stateful: true, ProviderBlocks: lb()},
+			"default":    {Type: local.TypeName, Blocks: lb()},
+			"oneshot":    {Type: local.TypeName, Scope: sandbox.ScopePerCall, Blocks: lb()},
+			"shared":     {Type: local.TypeName, Scope: sandbox.ScopePerRuntime, Blocks: lb()},
+			"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, Blocks: lb()},
+			"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, Blocks: lb()},
+			"nonet-lax":  {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny", Strict: ptr(false)}, Blocks: lb()},
+			"short-idle": {Type: local.TypeName, IdleTimeout: 1, Blocks: lb()},
+			"stateful":   {Type: local.TypeName, Stateful: true, Blocks: lb()},
 		}
 		if o.config != nil {
 			o.config(cfg)

@@ -27,8 +27,8 @@ func TestStoppedSandboxdEndsExecutionsOnTime(t *testing.T) {
 	e := newEnv(t, envOpts{config: func(c *config.Config) {
 		seconds := timeout.Seconds()
 		c.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, Stateful: true,
-			Policy:         config.Policy{Timeout: &seconds},
-			ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: img, Pull: "never"}}}
+			Policy: config.Policy{Timeout: &seconds},
+			Blocks: config.Blocks{docker.TypeName: &docker.Block{Image: img, Pull: "never"}}}
 		c.Sandbox.Quotas.ConcurrentExecutions = 2
 	}})
 	tok := e.token("alice")

@@ -400,8 +400,35 @@ func resultView(r *sandbox.Result) apigen.ExecutionResult {
 		Stdout: r.Stdout, Stderr: r.Stderr, StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
 		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Encoding: apigen.ExecutionResultEncoding(r.Encoding),
 		DurationMs: r.DurationMS, SessionId: r.SessionID, TaskId: ptr(r.TaskID), Notice: ptr(r.Notice), Warnings: nonNil(r.Warnings),
-		OutputDropped: ptr(r.OutputDropped),
+		OutputDropped: ptr(r.OutputDropped), Results: richResultsView(r.Results),
 	}
+}
+
+// richResultsView is the API form of rich results (nil for none).
+func richResultsView(list []sandbox.RichResult) *[]apigen.RichResult {
+	if len(list) == 0 {
+		return nil
+	}
+	out := make([]apigen.RichResult, len(list))
+	for i, r := range list {
+		out[i] = richResultView(r)
+	}
+	return &out
+}
+
+func richResultView(r sandbox.RichResult) apigen.RichResult {
+	v := apigen.RichResult{IsMainResult: r.Main}
+	if r.Data != nil {
+		data := make(map[string]any, len(r.Data))
+		for t, raw := range r.Data {
+			data[t] = raw // encodes as it is: the JSON the sandbox gave
+		}
+		v.Data = &data
+	}
+	if d := r.Dropped; d != nil {
+		v.Dropped = &apigen.DroppedResult{Types: nonNil(d.Types), Bytes: d.Bytes}
+	}
+	return v
 }
 
 func taskView(t sandbox.Task) apigen.Task {

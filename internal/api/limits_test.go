@@ -137,9 +137,9 @@ func TestDiskPolicyWhereItCannotBeEnforced(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	e := newEnv(t, envOpts{config: func(c *config.Config) {
-		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: dir}}
-		c.Sandbox.Profiles["sized"] = config.Profile{Type: local.TypeName, Policy: config.Policy{DiskMB: ptr(64)}, ProviderBlocks: lb}
-		c.Sandbox.Profiles["sized-lax"] = config.Profile{Type: local.TypeName, Policy: config.Policy{DiskMB: ptr(64), Strict: ptr(false)}, ProviderBlocks: lb}
+		lb := config.Blocks{local.TypeName: &local.Block{Workdir: dir}}
+		c.Sandbox.Profiles["sized"] = config.Profile{Type: local.TypeName, Policy: config.Policy{DiskMB: ptr(64)}, Blocks: lb}
+		c.Sandbox.Profiles["sized-lax"] = config.Profile{Type: local.TypeName, Policy: config.Policy{DiskMB: ptr(64), Strict: ptr(false)}, Blocks: lb}
 	}})
 	tok := e.token("alice")
 	p := requireProblem(t, e.do(tok, "POST", "/v1/sessions/default/commands?profile=sized", map[string]any{"command": "true"}), 403, "policy")
@@ -182,7 +182,7 @@ func TestDiskBoundedWorkspaceOverREST(t *testing.T) {
 		c.Sandbox.MaxFileBytes = 64 << 20 // over the disk, so the disk is what refuses
 		c.Sandbox.Profiles["disk"] = config.Profile{
 			Type: docker.TypeName, Policy: config.Policy{DiskMB: ptr(24)},
-			ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: dockerTestImage, Pull: config.DockerPullNever, StateDir: state}},
+			Blocks: config.Blocks{docker.TypeName: &docker.Block{Image: dockerTestImage, Pull: docker.PullNever, StateDir: state}},
 		}
 	}})
 	tok := e.token("alice")

@@ -53,11 +53,11 @@ func TestParkOnDocker(t *testing.T) {
 	t.Parallel()
 	img := dockerImage(t)
 	e, clock := parkEnv(t, func(c *config.Config) {
-		block := func() config.ProviderBlocks {
-			return config.ProviderBlocks{Docker: &config.Docker{Image: img, Pull: "never"}}
+		block := func() config.Blocks {
+			return config.Blocks{docker.TypeName: &docker.Block{Image: img, Pull: "never"}}
 		}
-		c.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, Stateful: true, IdleTimeout: 60, IdleAction: config.IdlePause, ProviderBlocks: block()}
-		c.Sandbox.Profiles["docker-park"] = config.Profile{Type: docker.TypeName, Stateful: true, IdleTimeout: 60, IdleAction: config.IdleSnapshot, ProviderBlocks: block()}
+		c.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, Stateful: true, IdleTimeout: 60, IdleAction: config.IdlePause, Blocks: block()}
+		c.Sandbox.Profiles["docker-park"] = config.Profile{Type: docker.TypeName, Stateful: true, IdleTimeout: 60, IdleAction: config.IdleSnapshot, Blocks: block()}
 	})
 	alice, bob := e.token("alice"), e.token("bob")
 	var sessions []string

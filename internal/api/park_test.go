@@ -136,11 +136,11 @@ func parkEnv(t *testing.T, more func(*config.Config)) (*testEnv, *sandboxtest.Cl
 	e := newEnv(t, envOpts{now: clock.Now, config: func(c *config.Config) {
 		c.Sandbox.Broker.LostAfter = config.Duration(time.Hour)
 		c.Sandbox.Quotas.Snapshots = 3
-		lb := c.Sandbox.Profiles["default"].ProviderBlocks
+		lb := c.Sandbox.Profiles["default"].Blocks
 		lax := config.Policy{Strict: ptr(false)}
-		c.Sandbox.Profiles["lax"] = config.Profile{Type: local.TypeName, Policy: lax, ProviderBlocks: lb}
-		c.Sandbox.Profiles["lax-auto"] = config.Profile{Type: local.TypeName, Policy: lax, AutoResume: true, ProviderBlocks: lb}
-		c.Sandbox.Profiles["parking"] = config.Profile{Type: local.TypeName, IdleTimeout: 60, IdleAction: config.IdleSnapshot, ProviderBlocks: lb}
+		c.Sandbox.Profiles["lax"] = config.Profile{Type: local.TypeName, Policy: lax, Blocks: lb}
+		c.Sandbox.Profiles["lax-auto"] = config.Profile{Type: local.TypeName, Policy: lax, AutoResume: true, Blocks: lb}
+		c.Sandbox.Profiles["parking"] = config.Profile{Type: local.TypeName, IdleTimeout: 60, IdleAction: config.IdleSnapshot, Blocks: lb}
 		if more != nil {
 			more(c)
 		}

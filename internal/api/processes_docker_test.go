@@ -18,7 +18,7 @@ func TestDestroyCancelsDockerProcesses(t *testing.T) {
 	t.Parallel()
 	img := dockerImage(t)
 	e := newEnv(t, envOpts{config: func(c *config.Config) {
-		c.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: img, Pull: "never"}}}
+		c.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, Blocks: config.Blocks{docker.TypeName: &docker.Block{Image: img, Pull: "never"}}}
 	}})
 	tok := e.token("alice")
 	for range 3 {

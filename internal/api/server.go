@@ -28,7 +28,7 @@ import (
 // Options wires the HTTP edge.
 type Options struct {
 	Auth *auth.Authenticator
-	// Readiness backs GET /ready (the response store: *store.Store).
+	// Readiness backs GET /ready (the response store: the gateway hands the Postgres store).
 	Readiness Readiness
 	Sandbox   *sandbox.Service
 	Logger    *slog.Logger

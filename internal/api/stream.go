@@ -126,12 +126,24 @@ func (sr streamResponse) serve(w http.ResponseWriter) error {
 		}
 		pos := sr.after
 		for _, ev := range batch.Events {
-			if ev.Stream == sandbox.StreamStderr {
-				pos.Stderr = ev.Offset + int64(len(ev.Data))
-			} else {
-				pos.Stdout = ev.Offset + int64(len(ev.Data))
+			end := ev.Offset + int64(len(ev.Data))
+			name, data := ev.Stream, any(nil)
+			switch ev.Stream {
+			case sandbox.StreamResult:
+				pos.Results = end
+				var r sandbox.RichResult
+				if json.Unmarshal(ev.Data, &r) != nil {
+					continue
+				}
+				name, data = "rich_result", richResultView(r)
+			case sandbox.StreamStderr:
+				pos.Stderr = end
+				data = chunkView(ev)
+			default:
+				pos.Stdout = end
+				data = chunkView(ev)
 			}
-			if err := ew.event(eventID(pos), ev.Stream, chunkView(ev)); err != nil {
+			if err := ew.event(eventID(pos), name, data); err != nil {
 				return nil
 			}
 		}
@@ -275,8 +287,14 @@ func (s *Server) keepalive() time.Duration {
 }
 
 // eventID is the id of an output event: the position after it, "<stdout>-<stderr>" (the
-// bytes of each stream read so far), which resumes a stream on any replica.
-func eventID(p sandbox.Position) string { return fmt.Sprintf("%d-%d", p.Stdout, p.Stderr) }
+// bytes of each stream read so far) and, once there are rich results, "-<results>" (the bytes
+// of their JSON), which resumes a stream on any replica.
+func eventID(p sandbox.Position) string {
+	if p.Results > 0 {
+		return fmt.Sprintf("%d-%d-%d", p.Stdout, p.Stderr, p.Results)
+	}
+	return fmt.Sprintf("%d-%d", p.Stdout, p.Stderr)
+}
 
 // parseEventID reads a Last-Event-ID header (eventID's form); "" is the start. Errors: a
 // fault.Validation error for any other form.
@@ -284,13 +302,18 @@ func parseEventID(s string) (sandbox.Position, error) {
 	if s == "" {
 		return sandbox.Position{}, nil
 	}
-	out, errOut, ok := strings.Cut(s, "-")
-	o, err1 := strconv.ParseInt(out, 10, 64)
-	e, err2 := strconv.ParseInt(errOut, 10, 64)
-	if !ok || err1 != nil || err2 != nil || o < 0 || e < 0 {
-		return sandbox.Position{}, fault.New(fault.Validation, "Last-Event-ID %q is not an event id of this stream (two byte offsets, \"<stdout>-<stderr>\")", s)
+	parts := strings.Split(s, "-")
+	var n [3]int64
+	ok := len(parts) == 2 || len(parts) == 3
+	for i := 0; ok && i < len(parts); i++ {
+		v, err := strconv.ParseInt(parts[i], 10, 64)
+		ok = err == nil && v >= 0
+		n[i] = v
 	}
-	return sandbox.Position{Stdout: o, Stderr: e}, nil
+	if !ok {
+		return sandbox.Position{}, fault.New(fault.Validation, "Last-Event-ID %q is not an event id of this stream (byte offsets, \"<stdout>-<stderr>\" or \"<stdout>-<stderr>-<rich results>\")", s)
+	}
+	return sandbox.Position{Stdout: n[0], Stderr: n[1], Results: n[2]}, nil
 }
 
 // GetTaskOutput streams a task's output (server-sent events).

@@ -17,6 +17,7 @@ import (
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
@@ -41,7 +42,7 @@ func (c *keyClock) advance(d time.Duration) {
 // keyEnv is an Authenticator reading API keys from a real Postgres store, counting reads.
 type keyEnv struct {
 	t     *testing.T
-	st    *store.Store
+	st    *postgres.Store
 	clock *keyClock
 	a     *auth.Authenticator
 	reads atomic.Int64

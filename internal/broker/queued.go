@@ -82,7 +82,9 @@ const statusFailed = "failed"
 
 // QueuedOptions builds a Queued.
 type QueuedOptions struct {
-	Store     *store.Store
+	// Store is the response store every gateway and worker of the fleet shares (the
+	// Postgres store in production).
+	Store     store.Queue
 	Transport queue.Transport
 	// RunnerID is this process in task rows (a worker's attempts are recorded under it).
 	RunnerID string
@@ -118,7 +120,7 @@ type QueuedOptions struct {
 // again.
 type Queued struct {
 	o       QueuedOptions
-	watcher *store.TaskWatcher
+	watcher store.TaskWatcher
 }
 
 // NewQueued returns the queue flavor over o.Transport; Run must be running for waits to hear
@@ -138,7 +140,7 @@ func NewQueued(o QueuedOptions) *Queued {
 	if o.Observe == nil {
 		o.Observe = func(string, bool) {}
 	}
-	return &Queued{o: o, watcher: o.Store.NewTaskWatcher(o.Logger)}
+	return &Queued{o: o, watcher: o.Store.WatchTasks(o.Logger)}
 }
 
 // Run listens for completions until ctx ends.
@@ -160,11 +162,15 @@ func (q *Queued) Enqueue(ctx context.Context, t store.Task, limit int, env Envel
 	}
 	msg := queue.Message{TaskID: env.TaskID, GroupID: env.SessionID, Body: body}
 	joins := q.o.Transport.JoinsTransaction()
-	_, err = q.o.Store.CreateQueuedTask(ctx, t, limit, func(ctx context.Context, tx pgx.Tx, _ int64) error {
+	_, err = q.o.Store.CreateQueuedTask(ctx, t, limit, func(ctx context.Context, tx any, _ int64) error {
 		if !joins {
 			return nil
 		}
-		return q.o.Transport.Enqueue(ctx, tx, msg)
+		pgTx, ok := tx.(pgx.Tx)
+		if !ok {
+			return fmt.Errorf("the queue transport joins the task's Postgres transaction, and the response store (%T) offers none", q.o.Store)
+		}
+		return q.o.Transport.Enqueue(ctx, pgTx, msg)
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrQuota) {

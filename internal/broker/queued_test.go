@@ -26,7 +26,7 @@ import (
 // it sent readable through recv.
 type queuedEnv struct {
 	o     broker.QueuedOptions
-	st    *store.Store
+	st    store.Queue
 	q     *broker.Queued
 	owner principal.Principal
 	recv  chan queue.Delivery

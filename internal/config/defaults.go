@@ -1,8 +1,8 @@
 package config
 
 import (
+	"maps"
 	"net"
-	"strings"
 	"time"
 )
 
@@ -10,16 +10,13 @@ import (
 // mean "use the default"; keys whose zero is meaningful are pointers (policy.timeout,
 // broker.wait_timeout, sandbox.enabled, database.auto_migrate).
 const (
-	DefaultProfileName = "default"
-	DefaultImage       = "python:3.12-slim" // docker: the gateway copies sandboxd in
-	// DefaultKubernetesImage ships sandboxd (pods cannot have it copied in; images/sandbox).
-	DefaultKubernetesImage = "sandgate/sandbox-python:latest"
-	DefaultIdleTimeout     = 1800 // seconds
-	DefaultPolicyTimeout   = 120.0
-	DefaultAddr            = ":8080"
-	DefaultMaxBodyBytes    = 8 << 20
-	DefaultMaxOutputBytes  = 1 << 20
-	DefaultMaxFileBytes    = 100 << 20
+	DefaultProfileName    = "default"
+	DefaultIdleTimeout    = 1800 // seconds
+	DefaultPolicyTimeout  = 120.0
+	DefaultAddr           = ":8080"
+	DefaultMaxBodyBytes   = 8 << 20
+	DefaultMaxOutputBytes = 1 << 20
+	DefaultMaxFileBytes   = 100 << 20
 	// DefaultKeptOutputMemoryBytes is sandbox.kept_output_memory_bytes' default.
 	DefaultKeptOutputMemoryBytes = 128 << 20
 	// DefaultQuotaSessions and DefaultQuotaConcurrentExecutions are sandbox.quotas' defaults.
@@ -43,9 +40,6 @@ const (
 	DefaultQuotaLinkRequestsPerSecond = 200.0
 	DefaultQuotaLinkRequestsBurst     = 1000
 	DefaultToolOutputMaxChars         = 8000
-	DefaultDockerPidsLimit            = 256
-	// DefaultKubernetesWorkspace is kubernetes.workspace's default.
-	DefaultKubernetesWorkspace = "/workspace"
 	// DefaultAuditRetention is audit.retention's default: 90 days.
 	DefaultAuditRetention = Duration(90 * 24 * time.Hour)
 	// DefaultStreamIdleTimeout is server.stream_idle_timeout's default.
@@ -70,9 +64,8 @@ const (
 // idle_timeout, identity, policy and the top-level provider blocks. An explicit profiles map
 // always wins and the shorthand keys are then ignored.
 //
-// A profile of type local_subprocess without its block gets an empty one (it needs nothing);
-// any other missing block is left missing for Validate to report (docs/semantics.md §6: "a
-// built-in provider whose config block is missing raises").
+// Provider blocks are not this package's: their defaults are their backends', applied when
+// the blocks are decoded (BlockDecoder).
 func (c *Config) ApplyDefaults() {
 	c.Server.applyDefaults()
 	if c.Database.MaxConns == 0 {
@@ -166,7 +159,6 @@ func (s *Sandbox) applyDefaults() {
 		s.Profiles = map[string]Profile{s.DefaultProfile: s.shorthandProfile()}
 		s.synthesized = true
 	}
-	s.ProviderBlocks.applyDefaults()
 	for name, p := range s.Profiles {
 		p.applyDefaults()
 		s.Profiles[name] = p
@@ -176,11 +168,11 @@ func (s *Sandbox) applyDefaults() {
 // shorthandProfile builds the profile the single-backend shorthand describes.
 func (s *Sandbox) shorthandProfile() Profile {
 	p := Profile{
-		Type:           s.Type,
-		Scope:          s.Scope,
-		Environment:    s.Environment,
-		IdleTimeout:    s.IdleTimeout,
-		ProviderBlocks: s.ProviderBlocks,
+		Type:        s.Type,
+		Scope:       s.Scope,
+		Environment: s.Environment,
+		IdleTimeout: s.IdleTimeout,
+		Blocks:      maps.Clone(s.Blocks),
 	}
 	if s.Identity != nil {
 		p.Identity = *s.Identity
@@ -232,10 +224,6 @@ func (p *Profile) applyDefaults() {
 	setDefault(&p.Identity.Mode, IdentityAgent)
 	setDefault(&p.IdleAction, IdleReset)
 	p.Policy.applyDefaults()
-	if p.Type == ProviderLocalSubprocess && p.LocalSubprocess == nil {
-		p.LocalSubprocess = &LocalSubprocess{}
-	}
-	p.ProviderBlocks.applyDefaults()
 }
 
 func (p *Policy) applyDefaults() {
@@ -245,45 +233,6 @@ func (p *Policy) applyDefaults() {
 	}
 	if p.Strict == nil {
 		p.Strict = ptr(true)
-	}
-}
-
-// applyDefaults fills the defaults of the blocks that are present; absent blocks stay nil.
-func (b *ProviderBlocks) applyDefaults() {
-	if l := b.LocalSubprocess; l != nil {
-		setDefault(&l.Python, "python3")
-	}
-	if d := b.Docker; d != nil {
-		setDefault(&d.Image, DefaultImage)
-		setDefault(&d.PidsLimit, DefaultDockerPidsLimit)
-		setDefault(&d.Pull, DockerPullMissing)
-	}
-	if e := b.E2B; e != nil {
-		setDefault(&e.APIKeyEnv, "E2B_API_KEY")
-		setDefault(&e.Template, "base")
-		setDefault(&e.Domain, "e2b.app")
-		setDefault(&e.Workdir, "/home/user")
-		setDefault(&e.Python, "python3")
-		if e.CodeInterpreter == nil {
-			e.CodeInterpreter = ptr(strings.HasPrefix(e.Template, "code-interpreter"))
-		}
-	}
-	if d := b.Daytona; d != nil {
-		setDefault(&d.APIKeyEnv, "DAYTONA_API_KEY")
-		setDefault(&d.APIURL, "https://app.daytona.io/api")
-		setDefault(&d.CreateTimeout, 300.0)
-	}
-	if a := b.BedrockAgentCore; a != nil {
-		setDefault(&a.NetworkMode, "sandbox")
-	}
-	if e := b.EC2SSM; e != nil {
-		setDefault(&e.Python, "python3")
-	}
-	if k := b.Kubernetes; k != nil {
-		setDefault(&k.Namespace, "default")
-		setDefault(&k.Image, DefaultKubernetesImage)
-		setDefault(&k.CreateTimeout, 120.0)
-		setDefault(&k.Workspace, DefaultKubernetesWorkspace)
 	}
 }
 

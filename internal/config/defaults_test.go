@@ -24,18 +24,8 @@ sandbox:
     default:
       type: local_subprocess
     box:
-      type: docker
-      docker: {}
-    pods:
-      type: kubernetes
-      kubernetes: {}
-    cloud:
-      type: e2b
-      e2b: {}
-    day:
-      type: daytona
-      daytona: {}
-  bedrock_agentcore: {}
+      type: box
+      box:
 `)
 
 	require.Equal(t, "127.0.0.1:9090", c.Server.Addr)
@@ -92,23 +82,13 @@ sandbox:
 	require.True(t, *p.Policy.Strict)
 	require.Nil(t, p.Policy.CPU, "no limit unless set")
 	require.Nil(t, p.Policy.MemoryMB, "no limit unless set")
-	require.NotNil(t, p.LocalSubprocess, "local_subprocess needs no block")
-	require.Nil(t, p.Docker)
-
-	require.Equal(t, "python:3.12-slim", s.Profiles["box"].Docker.Image)
-	k := s.Profiles["pods"].Kubernetes
-	require.Equal(t, "default", k.Namespace)
-	require.Equal(t, "sandgate/sandbox-python:latest", k.Image, "pods need an image that ships sandboxd")
-	require.Equal(t, 120.0, k.CreateTimeout)
-	no := false
-	require.Equal(t, E2B{APIKeyEnv: "E2B_API_KEY", Template: "base", Domain: "e2b.app", Workdir: "/home/user", Python: "python3", CodeInterpreter: &no}, *s.Profiles["cloud"].E2B)
-	require.Equal(t, "DAYTONA_API_KEY", s.Profiles["day"].Daytona.APIKeyEnv)
-	require.Equal(t, "sandbox", s.BedrockAgentCore.NetworkMode)
+	require.Empty(t, p.Blocks, "provider blocks are their backends' (internal/gateway adds the ones a type needs)")
+	require.Equal(t, Blocks{"box": nil}, s.Profiles["box"].Blocks, "kept raw, for the registry to decode")
 }
 
 func TestApplyDefaultsIsIdempotent(t *testing.T) {
 	t.Parallel()
-	c := &Config{Sandbox: Sandbox{Type: ProviderDocker, ProviderBlocks: ProviderBlocks{Docker: &Docker{}}}}
+	c := &Config{Sandbox: Sandbox{Type: "docker", Blocks: Blocks{"docker": map[string]any{"image": "alpine:3"}}}}
 	c.ApplyDefaults()
 	once := *c.Redacted()
 	c.ApplyDefaults()
@@ -121,7 +101,7 @@ func TestApplyDefaultsKeepsSetValues(t *testing.T) {
 	c := &Config{Sandbox: Sandbox{
 		Broker: Broker{WaitTimeout: ptr(0.0)},
 		Profiles: map[string]Profile{"default": {
-			Type:   ProviderLocalSubprocess,
+			Type:   "local_subprocess",
 			Policy: Policy{Strict: ptr(false), Timeout: ptr(5.0)},
 		}},
 	}}

@@ -65,61 +65,6 @@ func QueueTypes() []string { return append([]string(nil), queueTypes...) }
 // Kafka SASL mechanisms.
 var kafkaSASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
 
-// Built-in provider types (docs/semantics.md §6, the newest list).
-const (
-	ProviderLocalSubprocess = "local_subprocess"
-	ProviderDocker          = "docker"
-	ProviderKubernetes      = "kubernetes"
-	ProviderEC2SSM          = "ec2_ssm"
-	ProviderE2B             = "e2b"
-	ProviderDaytona         = "daytona"
-	// ProviderBedrockAgentCore names a block the seed accepts, but no provider has shipped for
-	// it; a profile of this type is a configuration error.
-	ProviderBedrockAgentCore = "bedrock_agentcore"
-)
-
-// ProviderKind says which environments a built-in provider supports (the matrix of
-// docs/semantics.md §6).
-type ProviderKind struct {
-	// Provisions: the provider can create sandboxes (environment: managed).
-	Provisions bool
-	// Attaches: the provider can run inside an existing target (environment: attached).
-	Attaches bool
-}
-
-// providerKinds is the static table of built-in providers, in the order messages list them.
-var providerKinds = []struct {
-	name string
-	kind ProviderKind
-}{
-	{ProviderLocalSubprocess, ProviderKind{Provisions: true}},
-	{ProviderDocker, ProviderKind{Provisions: true, Attaches: true}},
-	{ProviderKubernetes, ProviderKind{Provisions: true, Attaches: true}},
-	{ProviderEC2SSM, ProviderKind{Attaches: true}},
-	{ProviderE2B, ProviderKind{Provisions: true}},
-	{ProviderDaytona, ProviderKind{Provisions: true}},
-}
-
-// BuiltinProviders returns the built-in provider types in a stable order.
-func BuiltinProviders() []string {
-	out := make([]string, len(providerKinds))
-	for i, p := range providerKinds {
-		out[i] = p.name
-	}
-	return out
-}
-
-// KindOf reports the environments the built-in provider typ supports; ok is false when typ is
-// not a built-in.
-func KindOf(typ string) (kind ProviderKind, ok bool) {
-	for _, p := range providerKinds {
-		if p.name == typ {
-			return p.kind, true
-		}
-	}
-	return ProviderKind{}, false
-}
-
 // Allowed values per enumerated key, in the order messages and the schema list them.
 var (
 	scopes        = []string{ScopePerCall, ScopePerSession, ScopePerRuntime}

@@ -33,16 +33,19 @@ const envLevelSep = "__"
 // environments that still set them are accepted and the values dropped (docs/semantics.md §5).
 var removedBrokerKeys = []string{"request_queue_url", "object_store_bucket"}
 
-// providerBlockKeys are the keys of ProviderBlocks. A block written with no fields
-// (`docker:` alone, which YAML reads as null) means "this provider with its defaults".
-var providerBlockKeys = []string{
-	ProviderLocalSubprocess, ProviderDocker, ProviderE2B, ProviderDaytona,
-	ProviderBedrockAgentCore, ProviderKubernetes, ProviderEC2SSM,
+// Load reads the configuration as LoadWith does, keeping provider blocks raw and unchecked
+// (no BlockDecoder): for programs that need the rest of it (a database URL). The gateway's
+// commands read it with gateway.LoadConfig, which also decodes and checks the blocks.
+func Load(path string, environ []string) (*Config, error) {
+	return LoadWith(path, environ, nil)
 }
 
-// Load reads the configuration: the YAML file at path (skipped when path is ""), then the
+// LoadWith reads the configuration: the YAML file at path (skipped when path is ""), then the
 // SANDGATE_ overrides found in environ (entries "NAME=value", as os.Environ returns them),
-// then applies defaults (ApplyDefaults) and validates (Validate).
+// then applies defaults (ApplyDefaults), decodes the provider blocks (blocks.DecodeBlocks) and
+// validates (Validate, then blocks.ValidateBlocks). With blocks nil, provider blocks — and
+// every key of a profile, or of sandbox, that this package does not define — stay raw and
+// unchecked (see Blocks).
 //
 // Environment values are strings converted to the key's type; list keys take comma-separated
 // values (SANDGATE_AUTH__ADMIN_GROUPS=ops,admins) and lists of objects take indexes as a level
@@ -50,16 +53,17 @@ var providerBlockKeys = []string{
 // the file. Duration keys accept "30s"-style strings or numbers of seconds.
 //
 // Decoding is strict: any key the configuration does not define is an error naming its full
-// dotted path (and the environment variable when it came from one). The seed's removed keys
+// dotted path (and the environment variable when it came from one); a key of a profile, or of
+// sandbox, is left to blocks, which knows the provider blocks. The seed's removed keys
 // sandbox.broker.request_queue_url and sandbox.broker.object_store_bucket are ignored
-// (docs/semantics.md §5). A provider block written without fields (`docker:`) is present with
-// its defaults.
+// (docs/semantics.md §5). A provider block written without fields (`docker:`) is present, with
+// the defaults blocks gives it.
 //
 // Errors: a missing, unreadable or malformed file is reported with its path. Otherwise the
 // error lists every problem, one *FieldError per line, each matching ErrInvalid: first all
-// decoding problems (unknown keys, values of the wrong type); when there are none, all
-// validation problems.
-func Load(path string, environ []string) (*Config, error) {
+// decoding problems (unknown keys, values of the wrong type), sorted by key; when there are
+// none, all validation problems.
+func LoadWith(path string, environ []string, blocks BlockDecoder) (*Config, error) {
 	k := koanf.New(".")
 	if path != "" {
 		if _, err := os.Stat(path); err != nil {
@@ -95,13 +99,27 @@ func Load(path string, environ []string) (*Config, error) {
 
 	raw := k.Raw()
 	normalize(raw)
-	cfg := &Config{}
-	if err := decode(raw, cfg, fromEnv); err != nil {
-		return nil, fmt.Errorf("invalid configuration (%s):\n%w", describeSources(path, fromEnv), err)
+	cfg := &Config{fromEnv: fromEnv}
+	invalid := func(err error) error {
+		return fmt.Errorf("invalid configuration (%s):\n%w", describeSources(path, fromEnv), err)
 	}
+	problems := flattenProblems(decodeInto(raw, cfg, fromEnv, "", nil))
 	cfg.ApplyDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid configuration (%s):\n%w", describeSources(path, fromEnv), err)
+	if blocks != nil {
+		problems = append(problems, flattenProblems(blocks.DecodeBlocks(cfg))...)
+	}
+	if len(problems) > 0 {
+		sort.SliceStable(problems, func(i, j int) bool { // map order is random
+			return problemKey(problems[i]) < problemKey(problems[j])
+		})
+		return nil, invalid(errors.Join(problems...))
+	}
+	err := cfg.Validate()
+	if blocks != nil {
+		err = errors.Join(append(flattenProblems(err), flattenProblems(blocks.ValidateBlocks(cfg))...)...)
+	}
+	if err != nil {
+		return nil, invalid(err)
 	}
 	return cfg, nil
 }
@@ -117,8 +135,7 @@ func describeSources(path string, fromEnv map[string]string) string {
 	return strings.Join(parts, ", ")
 }
 
-// normalize edits the merged raw map before decoding: it drops the seed's removed broker keys
-// and turns provider blocks written without fields into empty blocks.
+// normalize edits the merged raw map before decoding: it drops the seed's removed broker keys.
 func normalize(raw map[string]any) {
 	sandbox, _ := raw["sandbox"].(map[string]any)
 	if sandbox == nil {
@@ -129,27 +146,13 @@ func normalize(raw map[string]any) {
 			delete(broker, key)
 		}
 	}
-	emptyBlocks(sandbox)
-	if profiles, ok := sandbox["profiles"].(map[string]any); ok {
-		for _, p := range profiles {
-			if p, ok := p.(map[string]any); ok {
-				emptyBlocks(p)
-			}
-		}
-	}
 }
 
-func emptyBlocks(m map[string]any) {
-	for _, key := range providerBlockKeys {
-		if v, ok := m[key]; ok && v == nil {
-			m[key] = map[string]any{}
-		}
-	}
-}
-
-// decode copies raw into cfg with the koanf tags, strictly: unknown keys and values of the
-// wrong type are reported as FieldErrors, all at once.
-func decode(raw map[string]any, cfg *Config, fromEnv map[string]string) error {
+// decodeInto copies raw into out (a pointer to a struct with koanf tags) strictly: unknown keys
+// and values of the wrong type are reported as FieldErrors, all at once, sorted by key, under
+// prefix (the key raw is written at; "" for the whole file). removed maps keys under prefix
+// that earlier versions read to what became of them.
+func decodeInto(raw, out any, fromEnv map[string]string, prefix string, removed map[string]string) error {
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			durationHook,
@@ -159,18 +162,18 @@ func decode(raw map[string]any, cfg *Config, fromEnv map[string]string) error {
 		WeaklyTypedInput: true, // environment values are strings
 		ErrorUnused:      true,
 		TagName:          "koanf",
-		Result:           cfg,
+		Result:           out,
 	})
 	if err != nil {
 		return err
 	}
 	if err := dec.Decode(raw); err != nil {
-		var problems []error
-		collectDecodeProblems(err, fromEnv, &problems)
-		sort.SliceStable(problems, func(i, j int) bool { // map order is random
-			return problems[i].(*FieldError).Key < problems[j].(*FieldError).Key
+		d := decodeProblems{fromEnv: fromEnv, prefix: prefix, removed: removed}
+		d.collect(err)
+		sort.SliceStable(d.out, func(i, j int) bool { // map order is random
+			return d.out[i].(*FieldError).Key < d.out[j].(*FieldError).Key
 		})
-		return errors.Join(problems...)
+		return errors.Join(d.out...)
 	}
 	return nil
 }
@@ -178,52 +181,71 @@ func decode(raw map[string]any, cfg *Config, fromEnv map[string]string) error {
 // unusedPrefix starts mapstructure's ErrorUnused message ("has invalid keys: a, b").
 const unusedPrefix = "has invalid keys: "
 
-// collectDecodeProblems flattens mapstructure's joined errors into FieldErrors with dotted
-// keys: one "unknown key" problem per unknown key, naming the environment variable when one
-// set it, and one problem per value that does not fit its key's type.
-func collectDecodeProblems(err error, fromEnv map[string]string, out *[]error) {
+// decodeProblems turns mapstructure's errors into FieldErrors with dotted keys under prefix.
+type decodeProblems struct {
+	fromEnv map[string]string
+	prefix  string
+	removed map[string]string
+	out     []error
+}
+
+// under puts the prefix in front of rel, a key relative to it.
+func (d *decodeProblems) under(rel string) string {
+	switch {
+	case d.prefix == "":
+		return rel
+	case rel == "":
+		return d.prefix
+	}
+	return d.prefix + "." + rel
+}
+
+// collect flattens mapstructure's joined errors into FieldErrors: one "unknown key" problem per
+// unknown key, naming the environment variable when one set it, and one problem per value that
+// does not fit its key's type.
+func (d *decodeProblems) collect(err error) {
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range joined.Unwrap() {
-			collectDecodeProblems(e, fromEnv, out)
+			d.collect(e)
 		}
 		return
 	}
 	de, ok := err.(*mapstructure.DecodeError)
 	if !ok {
 		if inner := errors.Unwrap(err); inner != nil {
-			collectDecodeProblems(inner, fromEnv, out) // "decoding failed due to …: %w"
+			d.collect(inner) // "decoding failed due to …: %w"
 			return
 		}
-		*out = append(*out, &FieldError{Msg: err.Error()})
+		d.out = append(d.out, &FieldError{Key: d.prefix, Msg: err.Error()})
 		return
 	}
 	parent := dottedKey(de.Name())
 	inner := de.Unwrap()
 	if names, ok := strings.CutPrefix(inner.Error(), unusedPrefix); ok {
 		for _, name := range strings.Split(names, ", ") {
-			key := name
+			rel := name
 			if parent != "" {
-				key = parent + "." + name
+				rel = parent + "." + name
 			}
-			msg := "unknown key"
-			if hint, ok := removedKey(key); ok {
-				msg = hint
-			} else if env, ok := fromEnv[envLookupKey(key)]; ok {
-				msg += fmt.Sprintf(" (set by environment variable %s; levels are separated by %q)", env, envLevelSep)
+			key := d.under(rel)
+			msg, ok := d.removed[rel]
+			if !ok {
+				msg = unknownKeyMsg(key, d.fromEnv)
 			}
-			*out = append(*out, &FieldError{Key: key, Msg: msg})
+			d.out = append(d.out, &FieldError{Key: key, Msg: msg})
 		}
 		return
 	}
-	*out = append(*out, &FieldError{Key: parent, Msg: typeProblem(inner)})
+	d.out = append(d.out, &FieldError{Key: d.under(parent), Msg: typeProblem(inner)})
 }
 
-// removedKey says what became of a key that earlier versions read.
-func removedKey(key string) (string, bool) {
-	if strings.HasSuffix(key, ".docker.sandboxd.enabled") || key == "sandbox.docker.sandboxd.enabled" {
-		return "removed: sandboxd now runs in every docker sandbox; delete this key", true
+// unknownKeyMsg says key is unknown, naming the environment variable that set it.
+func unknownKeyMsg(key string, fromEnv map[string]string) string {
+	msg := "unknown key"
+	if env, ok := fromEnv[envLookupKey(key)]; ok {
+		msg += fmt.Sprintf(" (set by environment variable %s; levels are separated by %q)", env, envLevelSep)
 	}
-	return "", false
+	return msg
 }
 
 // typeProblem words a value that does not fit its key's type.

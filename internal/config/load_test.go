@@ -62,7 +62,8 @@ sandbox:
 			"SANDGATE_SANDBOX__PROFILES__BOX__TYPE=docker",
 			"SANDGATE_SANDBOX__PROFILES__BOX__DOCKER__IMAGE=alpine:3",
 		}, func(t *testing.T, c *Config) {
-			require.Equal(t, "alpine:3", c.Sandbox.Profiles["box"].Docker.Image)
+			require.Equal(t, "docker", c.Sandbox.Profiles["box"].Type)
+			require.Equal(t, Blocks{"docker": map[string]any{"image": "alpine:3"}}, c.Sandbox.Profiles["box"].Blocks, "kept raw for the backend")
 			require.Equal(t, 60, c.Sandbox.Profiles["default"].IdleTimeout, "the file's profile stays")
 		}},
 		{"list of objects by index", []string{
@@ -89,26 +90,28 @@ sandbox:
 
 func TestLoadShorthand(t *testing.T) {
 	t.Parallel()
-	t.Run("environment type with a docker block", func(t *testing.T) {
+	t.Run("environment type with a block", func(t *testing.T) {
 		t.Parallel()
-		c, err := Load("", []string{
-			"SANDGATE_SANDBOX__TYPE=docker",
-			"SANDGATE_SANDBOX__DOCKER__IMAGE=python:3.13-slim",
+		c, err := LoadWith("", []string{
+			"SANDGATE_SANDBOX__TYPE=box",
+			"SANDGATE_SANDBOX__BOX__IMAGE=python:3.13-slim",
 			"SANDGATE_SANDBOX__SCOPE=per_call",
-		})
+		}, testBlocks{})
 		require.NoError(t, err)
 		require.Len(t, c.Sandbox.Profiles, 1)
 		p := c.Sandbox.Profiles[DefaultProfileName]
-		require.Equal(t, ProviderDocker, p.Type)
+		require.Equal(t, "box", p.Type)
 		require.Equal(t, ScopePerCall, p.Scope)
 		require.Equal(t, EnvironmentManaged, p.Environment)
-		require.Equal(t, "python:3.13-slim", p.Docker.Image)
+		require.Equal(t, "python:3.13-slim", boxOf(t, c, DefaultProfileName).Image)
 		require.Equal(t, DefaultIdleTimeout, p.IdleTimeout)
+		require.True(t, c.Sandbox.Synthesized())
+		require.Equal(t, "sandbox", c.Sandbox.ProfileKey(DefaultProfileName), "the keys the user wrote")
 	})
-	t.Run("environment type with the file's docker block", func(t *testing.T) {
+	t.Run("environment type with the file's block", func(t *testing.T) {
 		t.Parallel()
-		c := loadYAML(t, "sandbox:\n  default_profile: main\n  docker:\n    image: busybox\n", "SANDGATE_SANDBOX__TYPE=docker")
-		require.Equal(t, "busybox", c.Sandbox.Profiles["main"].Docker.Image)
+		c := loadBoxes(t, "sandbox:\n  default_profile: main\n  box:\n    image: busybox:1\n", "SANDGATE_SANDBOX__TYPE=box")
+		require.Equal(t, "busybox:1", boxOf(t, c, "main").Image)
 	})
 	t.Run("file shorthand with identity and policy", func(t *testing.T) {
 		t.Parallel()
@@ -129,8 +132,7 @@ sandbox:
 		require.Equal(t, EgressDeny, p.Policy.NetworkEgress)
 		require.Equal(t, 512, *p.Policy.MemoryMB)
 		require.Equal(t, 120.0, *p.Policy.Timeout)
-		require.Equal(t, "tools/shell-0", p.AttachTo())
-		require.Equal(t, "default", p.Kubernetes.Namespace)
+		require.Equal(t, Blocks{"kubernetes": map[string]any{"attach_to": "tools/shell-0"}}, p.Blocks, "the shorthand's blocks are its profile's")
 	})
 	t.Run("explicit profiles win", func(t *testing.T) {
 		t.Parallel()
@@ -143,12 +145,9 @@ sandbox:
       type: local_subprocess
 `)
 		require.Len(t, c.Sandbox.Profiles, 1)
-		require.Equal(t, ProviderLocalSubprocess, c.Sandbox.Profiles["local"].Type)
-	})
-	t.Run("missing block names the shorthand key", func(t *testing.T) {
-		t.Parallel()
-		_, err := Load("", []string{"SANDGATE_SANDBOX__TYPE=e2b"})
-		requireProblem(t, err, "sandbox.e2b", "missing")
+		require.Equal(t, "local_subprocess", c.Sandbox.Profiles["local"].Type)
+		require.False(t, c.Sandbox.Synthesized())
+		require.Equal(t, "sandbox.profiles.local", c.Sandbox.ProfileKey("local"))
 	})
 }
 
@@ -164,8 +163,11 @@ func TestLoadUnknownKeys(t *testing.T) {
 		{"top level", "listen: :80\n", nil, "listen", nil},
 		{"nested", "sandbox:\n  broker:\n    flavour: queue\n", nil, "sandbox.broker.flavour", nil},
 		{"in a profile", localProfileYAML + "      imgae: x\n", nil, "sandbox.profiles.default.imgae", nil},
-		{"in a provider block", localProfileYAML + "      local_subprocess:\n        shell: bash\n", nil,
-			"sandbox.profiles.default.local_subprocess.shell", nil},
+		{"in a provider block", localProfileYAML + "      box:\n        shell: bash\n", nil,
+			"sandbox.profiles.default.box.shell", nil},
+		{"in a provider block, from the environment", localProfileYAML,
+			[]string{"SANDGATE_SANDBOX__PROFILES__DEFAULT__BOX__LIMITS_CPU=2"}, "sandbox.profiles.default.box.limits_cpu",
+			[]string{"SANDGATE_SANDBOX__PROFILES__DEFAULT__BOX__LIMITS_CPU", "__"}},
 		{"in a list item", "auth:\n  issuers:\n    - url: https://x.example\n      audiences: [a]\n      aud: b\n", nil,
 			"auth.issuers[0].aud", nil},
 		{"from the environment", localProfileYAML, []string{"SANDGATE_LOG_LEVEL=debug"}, "log_level",
@@ -174,7 +176,7 @@ func TestLoadUnknownKeys(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := Load(writeConfig(t, tc.file), tc.environ)
+			_, err := LoadWith(writeConfig(t, tc.file), tc.environ, testBlocks{})
 			requireProblem(t, err, tc.key, append([]string{"unknown key"}, tc.words...)...)
 		})
 	}
@@ -191,20 +193,55 @@ func TestLoadIgnoresRemovedBrokerKeys(t *testing.T) {
 	require.Equal(t, FlavorEmbedded, c.Sandbox.Broker.Flavor)
 
 	// Only the broker keys are exempt.
-	_, err := Load(writeConfig(t, localProfileYAML+"      request_queue_url: x\n"), nil)
+	_, err := LoadWith(writeConfig(t, localProfileYAML+"      request_queue_url: x\n"), nil, testBlocks{})
 	requireProblem(t, err, "sandbox.profiles.default.request_queue_url", "unknown key")
 }
 
 func TestLoadNamesRemovedKeys(t *testing.T) {
 	t.Parallel()
-	_, err := Load(writeConfig(t, `sandbox:
+	_, err := LoadWith(writeConfig(t, `sandbox:
   profiles:
-    box:
-      type: docker
-      docker:
-        sandboxd: {enabled: true}
-`), nil)
-	requireProblem(t, err, "sandbox.profiles.box.docker.sandboxd.enabled", "removed", "every docker sandbox", "delete this key")
+    web:
+      type: box
+      box:
+        legacy: true
+`), nil, testBlocks{})
+	requireProblem(t, err, "sandbox.profiles.web.box.legacy", "removed", "delete this key")
+}
+
+// A block's keys take the same environment overrides as the rest: strings converted to the
+// key's type, lists comma-separated, problems naming the variable.
+func TestLoadBlockEnvironmentOverrides(t *testing.T) {
+	t.Parallel()
+	c := loadBoxes(t, "sandbox:\n  default_profile: web\n  profiles:\n    web:\n      type: box\n      box: {image: alpine:3, size: 1}\n",
+		"SANDGATE_SANDBOX__PROFILES__WEB__BOX__SIZE=4",
+		"SANDGATE_SANDBOX__PROFILES__WEB__BOX__TAGS=a, b",
+		"SANDGATE_SANDBOX__PROFILES__WEB__BOX__LIMITS__CPU=0.5",
+		"SANDGATE_SANDBOX__PROFILES__WEB__BOX__ENV__TOKEN=t",
+	)
+	require.Equal(t, &boxBlock{Image: "alpine:3", Size: 4, Tags: []string{"a", "b"}, Env: map[string]string{"token": "t"}, Limits: &boxLimits{CPU: 0.5}},
+		boxOf(t, c, "web"), "the file's keys stay; the environment's beat them")
+
+	_, err := LoadWith(writeConfig(t, "sandbox:\n  profiles:\n    web:\n      type: box\n      box: {}\n"),
+		[]string{"SANDGATE_SANDBOX__PROFILES__WEB__BOX__SIZE=big"}, testBlocks{})
+	requireProblem(t, err, "sandbox.profiles.web.box.size", `"big"`, "an integer")
+}
+
+// DecodeBlock copies a block built in code (a configuration a program writes) and refuses
+// a value of another type, naming the key.
+func TestDecodeBlock(t *testing.T) {
+	t.Parallel()
+	c := &Config{}
+	var b boxBlock
+	require.NoError(t, c.DecodeBlock("sandbox.box", &boxBlock{Size: 3}, &b, nil))
+	require.Equal(t, boxBlock{Size: 3}, b)
+	b = boxBlock{}
+	require.NoError(t, c.DecodeBlock("sandbox.box", boxBlock{Image: "x"}, &b, nil))
+	require.Equal(t, boxBlock{Image: "x"}, b)
+	require.NoError(t, c.DecodeBlock("sandbox.box", nil, &b, nil), "a block written without keys")
+	requireProblem(t, c.DecodeBlock("sandbox.box", &boxLimits{}, &b, nil), "sandbox.box", "boxLimits")
+	requireProblem(t, c.DecodeBlock("sandbox.box", "big", &b, nil), "sandbox.box", "expected a mapping of keys, got a string")
+	require.Error(t, c.DecodeBlock("sandbox.box", map[string]any{}, b, nil), "into must be a pointer to a struct")
 }
 
 func TestLoadDurations(t *testing.T) {
@@ -278,22 +315,6 @@ func TestLoadErrors(t *testing.T) {
 	})
 }
 
-func TestLoadEmptyBlockMeansDefaults(t *testing.T) {
-	t.Parallel()
-	c := loadYAML(t, `
-sandbox:
-  profiles:
-    default:
-      type: kubernetes
-      kubernetes:
-`)
-	k := c.Sandbox.Profiles["default"].Kubernetes
-	require.NotNil(t, k)
-	require.Equal(t, "default", k.Namespace)
-	require.Equal(t, DefaultKubernetesImage, k.Image)
-	require.Equal(t, 120.0, k.CreateTimeout)
-}
-
 func TestLoadWithoutFile(t *testing.T) {
 	t.Parallel()
 	c, err := Load("", nil)
@@ -309,5 +330,6 @@ func TestLoadExampleFile(t *testing.T) {
 	require.Equal(t, "local", c.Sandbox.DefaultProfile)
 	require.ElementsMatch(t, []string{"local", "docker", "oneshot", "cloud"}, sortedKeys(c.Sandbox.Profiles))
 	require.Equal(t, ScopePerCall, c.Sandbox.Profiles["oneshot"].Scope)
+	require.Contains(t, c.Sandbox.Profiles["docker"].Blocks, "docker", "kept raw (internal/gateway's tests decode it)")
 	require.Equal(t, "claims.email_verified == true", c.Auth.Issuers[0].ClaimValidationRules[0].Expression)
 }

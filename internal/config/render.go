@@ -20,7 +20,9 @@ const RedactedValue = "REDACTED"
 // field tagged `secret:"true"` is replaced by "REDACTED" (for string maps, each value), except
 // database.url, where only the password is replaced so the host and database stay visible
 // ("postgres://sandgate:REDACTED@db:5432/sandgate"; in key/value form, password=REDACTED).
-// A database.url that cannot be parsed is replaced whole. c is not modified.
+// A database.url that cannot be parsed is replaced whole. Provider blocks are redacted by the
+// secret tags of their backends' types once decoded (gateway.LoadConfig); a block still raw,
+// whose secrets this package cannot tell, has every value replaced. c is not modified.
 func (c *Config) Redacted() *Config {
 	out := deepCopy(reflect.ValueOf(c)).Interface().(*Config)
 	out.Database.URL = redactDSN(c.Database.URL)
@@ -74,6 +76,9 @@ func deepCopy(v reflect.Value) reflect.Value {
 			if f.Tag.Get("secret") == "true" {
 				fv = redactValue(fv)
 			}
+			if _, opts, _ := strings.Cut(f.Tag.Get("koanf"), ","); opts == "remain" && !fv.IsNil() {
+				redactRawBlocks(fv)
+			}
 			n.Field(i).Set(fv)
 		}
 		return n
@@ -102,6 +107,37 @@ func redactValue(v reflect.Value) reflect.Value {
 		}
 	}
 	return v
+}
+
+// redactRawBlocks replaces every value of each raw block of blocks (a Blocks map, a copy):
+// its backend, which would know its secrets, has not decoded it.
+func redactRawBlocks(blocks reflect.Value) {
+	for it := blocks.MapRange(); it.Next(); {
+		if raw, ok := it.Value().Interface().(map[string]any); ok {
+			blocks.SetMapIndex(it.Key(), reflect.ValueOf(redactAll(raw)))
+		}
+	}
+}
+
+// redactAll returns v with every scalar replaced by RedactedValue.
+func redactAll(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = redactAll(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = redactAll(e)
+		}
+		return out
+	case nil:
+		return nil
+	}
+	return RedactedValue
 }
 
 var dsnPasswordRe = regexp.MustCompile(`(?i)\b((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
@@ -138,10 +174,11 @@ func redactDSN(dsn string) string {
 }
 
 // YAML renders c as a configuration file that Load reads back to the same values, keys in
-// the order of the structs. Unset keys are left out: nil pointers, zero values of
-// non-pointer keys (zero means "the default" there), empty lists and maps, and blocks left
-// empty by that; a present provider block with nothing set is written as {}. Durations are written as "30s"-style strings. YAML does
-// not redact; call Redacted first for output a person will see.
+// the order of the structs (provider blocks last in a profile and in sandbox, by name). Unset
+// keys are left out: nil pointers, zero values of non-pointer keys (zero means "the default"
+// there), empty lists and maps, and blocks left empty by that; a present provider block with
+// nothing set is written as {}. Durations are written as "30s"-style strings. YAML does not
+// redact; call Redacted first for output a person will see.
 func (c *Config) YAML() ([]byte, error) {
 	node, err := yamlNode(reflect.ValueOf(c).Elem())
 	if err != nil {
@@ -255,6 +292,12 @@ func appendFields(m *yaml.Node, v reflect.Value) error {
 			}
 			continue
 		}
+		if opts == "remain" {
+			if err := appendBlocks(m, v.Field(i)); err != nil {
+				return err
+			}
+			continue
+		}
 		if name == "" {
 			name = strings.ToLower(f.Name)
 		}
@@ -269,6 +312,24 @@ func appendFields(m *yaml.Node, v reflect.Value) error {
 		if val != nil {
 			m.Content = append(m.Content, scalar("!!str", name), val)
 		}
+	}
+	return nil
+}
+
+// appendBlocks adds the entries of blocks (a Blocks map) to mapping m, sorted by key; a
+// block with nothing set is written as {}.
+func appendBlocks(m *yaml.Node, blocks reflect.Value) error {
+	keys := blocks.MapKeys()
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	for _, k := range keys {
+		val, err := yamlNode(blocks.MapIndex(k))
+		if err != nil {
+			return err
+		}
+		if val == nil {
+			val = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Style: yaml.FlowStyle}
+		}
+		m.Content = append(m.Content, scalar("!!str", k.String()), val)
 	}
 	return nil
 }

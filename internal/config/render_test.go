@@ -36,22 +36,32 @@ func TestRedacted(t *testing.T) {
 	t.Run("secret-tagged fields", func(t *testing.T) {
 		t.Parallel()
 		c := &Config{Sandbox: Sandbox{Profiles: map[string]Profile{"p": {
-			Type: ProviderKubernetes,
-			ProviderBlocks: ProviderBlocks{
-				Kubernetes: &Kubernetes{Env: map[string]string{"TOKEN": "abc"}, Labels: map[string]string{"app": "x"}},
-				Daytona:    &Daytona{EnvVars: map[string]string{"KEY": "v"}, APIKeyEnv: "DAYTONA_API_KEY"},
-				E2B:        &E2B{EnvVars: map[string]string{"SECRET": "s"}, APIKeyEnv: "E2B_API_KEY"},
+			Type: boxType,
+			Blocks: Blocks{
+				boxType: &boxBlock{Image: "alpine:3", Env: map[string]string{"TOKEN": "abc"}, Tags: []string{"x"}},
 			},
 		}}}}
 		r := c.Redacted()
-		p := r.Sandbox.Profiles["p"]
-		require.Equal(t, map[string]string{"TOKEN": "REDACTED"}, p.Kubernetes.Env)
-		require.Equal(t, map[string]string{"app": "x"}, p.Kubernetes.Labels)
-		require.Equal(t, map[string]string{"KEY": "REDACTED"}, p.Daytona.EnvVars)
-		require.Equal(t, "DAYTONA_API_KEY", p.Daytona.APIKeyEnv, "names of variables are not secret")
-		require.Equal(t, map[string]string{"SECRET": "REDACTED"}, p.E2B.EnvVars)
-		require.Equal(t, "E2B_API_KEY", p.E2B.APIKeyEnv)
-		require.Equal(t, "abc", c.Sandbox.Profiles["p"].Kubernetes.Env["TOKEN"], "the original is untouched")
+		b := r.Sandbox.Profiles["p"].Blocks[boxType].(*boxBlock)
+		require.Equal(t, map[string]string{"TOKEN": "REDACTED"}, b.Env, "a decoded block: by its type's secret tags")
+		require.Equal(t, "alpine:3", b.Image)
+		require.Equal(t, []string{"x"}, b.Tags)
+		require.Equal(t, "abc", c.Sandbox.Profiles["p"].Blocks[boxType].(*boxBlock).Env["TOKEN"], "the original is untouched")
+	})
+
+	t.Run("raw blocks", func(t *testing.T) {
+		t.Parallel()
+		raw := map[string]any{"image": "alpine:3", "env": map[string]any{"TOKEN": "abc"}, "tags": []any{"x"}, "none": nil}
+		c := &Config{Sandbox: Sandbox{
+			Blocks:   Blocks{"docker": raw, "local_subprocess": nil},
+			Profiles: map[string]Profile{"p": {Type: "docker", Blocks: Blocks{"docker": raw}}},
+		}}
+		r := c.Redacted()
+		want := map[string]any{"image": "REDACTED", "env": map[string]any{"TOKEN": "REDACTED"}, "tags": []any{"REDACTED"}, "none": nil}
+		require.Equal(t, want, r.Sandbox.Blocks["docker"], "a block no backend decoded: every value, its secrets unknown")
+		require.Equal(t, want, r.Sandbox.Profiles["p"].Blocks["docker"])
+		require.Nil(t, r.Sandbox.Blocks["local_subprocess"])
+		require.Equal(t, "abc", raw["env"].(map[string]any)["TOKEN"], "the original is untouched")
 	})
 }
 
@@ -74,10 +84,11 @@ func TestYAMLRoundTrip(t *testing.T) {
 
 func TestYAMLRedactedPrint(t *testing.T) {
 	t.Parallel()
-	c := loadYAML(t, localProfileYAML+"database:\n  url: postgres://u:hunter2@db/sandgate\n")
+	c := loadBoxes(t, localProfileYAML+"      box:\ndatabase:\n  url: postgres://u:hunter2@db/sandgate\n")
 	out, err := c.Redacted().YAML()
 	require.NoError(t, err)
 	require.Contains(t, string(out), "url: postgres://u:REDACTED@db/sandgate")
 	require.NotContains(t, string(out), "hunter2")
-	require.Contains(t, string(out), "local_subprocess:\n")
+	require.Contains(t, string(out), "      box:\n        image: busybox\n", "a block with its defaults, after the profile's keys")
+
 }

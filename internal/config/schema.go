@@ -9,6 +9,7 @@ import (
 	"go/parser"
 	"go/token"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -21,17 +22,43 @@ import (
 // find it through the `# yaml-language-server: $schema=` line of a configuration file.
 const SchemaFile = "config.schema.json"
 
+// SchemaBlock is one provider type for Schema, as the provider registry describes it (this
+// package knows no provider; gateway.SchemaBlocks makes the list).
+type SchemaBlock struct {
+	// Name is the provider type: a value of a profile's type key, and the key of its block.
+	Name string
+	// Served: profiles may name the type. A type that is not is only accepted as a block.
+	Served bool
+	// Type is the block's type, a struct (or a pointer to one) whose json tags spell the keys;
+	// nil when the type has no block.
+	Type reflect.Type
+	// Def names the block's definition ("Docker"); a type the block nests is Def followed by
+	// its Go name without the suffix "Block" ("DockerWarmPool" for WarmPoolBlock).
+	Def string
+	// Summary is the block's description.
+	Summary string
+	// Source is the Go source declaring the block's types: the doc (or trailing) comments of
+	// their fields are the keys' descriptions; a nested type's doc comment, its name replaced
+	// by its definition's, is the type's.
+	Source []byte
+}
+
 // Schema returns the JSON Schema (draft 2020-12) of the configuration file, indented and
 // ending in a newline, as committed in config.schema.json. Properties use the file's key
-// names; descriptions come from the comments in types.go; enumerated keys list their allowed
-// values (the same tables Validate uses). Unknown keys are disallowed, as Load disallows them.
-// The schema cannot express the cross-key rules (see Validate), so a file that matches it may
-// still be refused at start-up.
-func Schema() ([]byte, error) {
+// names; descriptions come from the comments in types.go and in the blocks' sources;
+// enumerated keys list their allowed values (the same tables Validate uses; a profile's type
+// is one of the served blocks' names, in their order). Each block is a key of every profile
+// and of sandbox (the shorthand). Unknown keys are disallowed, as Load disallows them. The
+// schema cannot express the cross-key rules (see Validate and BlockDecoder), so a file that
+// matches it may still be refused at start-up.
+func Schema(blocks []SchemaBlock) ([]byte, error) {
+	sb := newSchemaBlocks(blocks)
 	r := &jsonschema.Reflector{
 		Anonymous:                  true,
 		RequiredFromJSONSchemaTags: true,
-		LookupComment:              lookupComment,
+		LookupComment:              sb.lookupComment,
+		Namer:                      sb.name,
+		AdditionalFields:           sb.fields,
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
 			if t == durationType {
 				return &jsonschema.Schema{Ref: "#/$defs/Duration"}
@@ -49,7 +76,7 @@ func Schema() ([]byte, error) {
 			{Type: "number"},
 		},
 	}
-	if err := refine(s.Definitions); err != nil {
+	if err := refine(s.Definitions, sb.served()); err != nil {
 		return nil, fmt.Errorf("building the configuration schema: %w", err)
 	}
 	out, err := json.MarshalIndent(s, "", "  ")
@@ -59,8 +86,111 @@ func Schema() ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
+// schemaBlocks answers the reflector's questions about the provider blocks.
+type schemaBlocks struct {
+	list     []SchemaBlock
+	roots    map[reflect.Type]*SchemaBlock
+	pkgs     map[string]*SchemaBlock // by the package path of the block's type
+	comments map[string]map[string]string
+}
+
+func newSchemaBlocks(blocks []SchemaBlock) *schemaBlocks {
+	sb := &schemaBlocks{list: blocks, roots: map[reflect.Type]*SchemaBlock{}, pkgs: map[string]*SchemaBlock{}, comments: map[string]map[string]string{}}
+	for i := range blocks {
+		b := &blocks[i]
+		if b.Type == nil {
+			continue
+		}
+		t := b.Type
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		sb.roots[t] = b
+		if _, ok := sb.pkgs[t.PkgPath()]; !ok {
+			sb.pkgs[t.PkgPath()] = b
+			sb.comments[t.PkgPath()] = parseComments(b.Source)
+		}
+	}
+	return sb
+}
+
+// served returns the served types' names, in order.
+func (sb *schemaBlocks) served() []string {
+	var out []string
+	for _, b := range sb.list {
+		if b.Served {
+			out = append(out, b.Name)
+		}
+	}
+	return out
+}
+
+// name names the definitions of the blocks' types; "" leaves the Go name.
+func (sb *schemaBlocks) name(t reflect.Type) string {
+	if b, ok := sb.roots[t]; ok {
+		return b.Def
+	}
+	if b, ok := sb.pkgs[t.PkgPath()]; ok && t.PkgPath() != configPkgPath && t.Name() != "" {
+		return b.Def + strings.TrimSuffix(t.Name(), "Block")
+	}
+	return ""
+}
+
+// fields adds each block as a key of Profile and of Sandbox.
+func (sb *schemaBlocks) fields(t reflect.Type) []reflect.StructField {
+	if t != profileType && t != sandboxType {
+		return nil
+	}
+	var out []reflect.StructField
+	for i, b := range sb.list {
+		if b.Type == nil {
+			continue
+		}
+		bt := b.Type
+		if bt.Kind() != reflect.Pointer {
+			bt = reflect.PointerTo(bt)
+		}
+		out = append(out, reflect.StructField{
+			Name: "Block" + strconv.Itoa(i), Type: bt,
+			Tag: reflect.StructTag(`json:"` + b.Name + `,omitempty"`),
+		})
+	}
+	return out
+}
+
+// lookupComment feeds the reflector the comments of the blocks' sources and of types.go: a
+// block's own type is described by its Summary, a type it nests by its doc comment with its
+// name replaced by its definition's.
+func (sb *schemaBlocks) lookupComment(t reflect.Type, field string) string {
+	if b, ok := sb.roots[t]; ok && field == "" {
+		return b.Summary
+	}
+	key := t.Name()
+	if field != "" {
+		key += "." + field
+	}
+	if doc, ok := sb.comments[t.PkgPath()][key]; ok {
+		if def := sb.name(t); field == "" && def != "" {
+			if rest, ok := strings.CutPrefix(doc, t.Name()+" "); ok {
+				return def + " " + rest
+			}
+		}
+		return doc
+	}
+	if t.PkgPath() == configPkgPath {
+		return typeComments()[key]
+	}
+	return ""
+}
+
+var (
+	profileType = reflect.TypeFor[Profile]()
+	sandboxType = reflect.TypeFor[Sandbox]()
+)
+
 // refine adds what reflection cannot see: allowed values, required keys, name patterns.
-func refine(defs jsonschema.Definitions) error {
+// types are the values of a profile's type key.
+func refine(defs jsonschema.Definitions, types []string) error {
 	var errs []error
 	prop := func(def, name string) *jsonschema.Schema {
 		d, ok := defs[def]
@@ -83,7 +213,7 @@ func refine(defs jsonschema.Definitions) error {
 		}
 	}
 	for _, def := range []string{"Sandbox", "Profile"} {
-		enum(def, "type", BuiltinProviders())
+		enum(def, "type", types)
 		enum(def, "scope", scopes)
 		enum(def, "environment", environments)
 	}
@@ -117,11 +247,16 @@ func refine(defs jsonschema.Definitions) error {
 var typesSource []byte
 
 // typeComments maps "Type" and "Type.Field" of types.go to their doc (or trailing) comments.
-var typeComments = sync.OnceValue(func() map[string]string {
+var typeComments = sync.OnceValue(func() map[string]string { return parseComments(typesSource) })
+
+// parseComments maps "Type" and "Type.Field" of the Go source src to their doc (or trailing)
+// comments; an empty map when src does not parse (descriptions are a convenience; the schema
+// stays valid without them).
+func parseComments(src []byte) map[string]string {
 	out := map[string]string{}
-	f, err := parser.ParseFile(token.NewFileSet(), "types.go", typesSource, parser.ParseComments)
+	f, err := parser.ParseFile(token.NewFileSet(), "", src, parser.ParseComments)
 	if err != nil {
-		return out // descriptions are a convenience; the schema stays valid without them
+		return out
 	}
 	for _, decl := range f.Decls {
 		gd, ok := decl.(*ast.GenDecl)
@@ -151,7 +286,7 @@ var typeComments = sync.OnceValue(func() map[string]string {
 		}
 	}
 	return out
-})
+}
 
 func commentText(g *ast.CommentGroup) string {
 	if g == nil {
@@ -161,15 +296,3 @@ func commentText(g *ast.CommentGroup) string {
 }
 
 var configPkgPath = reflect.TypeFor[Config]().PkgPath()
-
-// lookupComment feeds jsonschema.Reflector the comments of types.go.
-func lookupComment(t reflect.Type, field string) string {
-	if t.PkgPath() != configPkgPath {
-		return ""
-	}
-	key := t.Name()
-	if field != "" {
-		key += "." + field
-	}
-	return typeComments()[key]
-}

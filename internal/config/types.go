@@ -19,6 +19,10 @@ type Config struct {
 	Telemetry Telemetry `koanf:"telemetry" json:"telemetry"`
 	// Audit configures the audit log (docs/semantics.md §14).
 	Audit Audit `koanf:"audit" json:"audit"`
+
+	// fromEnv maps each dotted key an environment variable set to that variable's name (Load
+	// records it), so that problems found later (DecodeBlock) can name the variable.
+	fromEnv map[string]string
 }
 
 // Telemetry configures OpenTelemetry traces. Metrics are served on server.metrics_addr.
@@ -260,8 +264,8 @@ type Sandbox struct {
 	Identity    *Identity `koanf:"identity" json:"identity"`
 	Policy      *Policy   `koanf:"policy" json:"policy"`
 
-	// ProviderBlocks at this level serve the shorthand only; explicit profiles carry their own.
-	ProviderBlocks `koanf:",squash"`
+	// Blocks at this level serve the shorthand only; explicit profiles carry their own.
+	Blocks Blocks `koanf:",remain" json:"-"`
 
 	// synthesized records that ApplyDefaults built Profiles[DefaultProfile] from the shorthand,
 	// so validation messages can name the keys the user actually wrote (sandbox.scope rather
@@ -295,8 +299,9 @@ type Profile struct {
 	// answering 409 paused. Default false.
 	AutoResume bool `koanf:"auto_resume" json:"auto_resume"`
 
-	// ProviderBlocks: the block named by Type is required (local_subprocess gets an empty one).
-	ProviderBlocks `koanf:",squash"`
+	// Blocks are the provider blocks, by type (`docker:`, …); the block named by Type is
+	// required unless its backend needs none (local_subprocess).
+	Blocks Blocks `koanf:",remain" json:"-"`
 }
 
 // Identity chooses whose identity the provider acts with.
@@ -320,236 +325,6 @@ type Policy struct {
 	// workspace emptyDir's sizeLimit); unset = unbounded. Under strict a provider that cannot
 	// is refused.
 	DiskMB *int `koanf:"disk_mb" json:"disk_mb"`
-}
-
-// ProviderBlocks are the per-provider configuration blocks; only the block of the profile's
-// type is used (and required).
-type ProviderBlocks struct {
-	LocalSubprocess  *LocalSubprocess  `koanf:"local_subprocess" json:"local_subprocess,omitempty"`
-	Docker           *Docker           `koanf:"docker" json:"docker,omitempty"`
-	E2B              *E2B              `koanf:"e2b" json:"e2b,omitempty"`
-	Daytona          *Daytona          `koanf:"daytona" json:"daytona,omitempty"`
-	BedrockAgentCore *BedrockAgentCore `koanf:"bedrock_agentcore" json:"bedrock_agentcore,omitempty"`
-	Kubernetes       *Kubernetes       `koanf:"kubernetes" json:"kubernetes,omitempty"`
-	EC2SSM           *EC2SSM           `koanf:"ec2_ssm" json:"ec2_ssm,omitempty"`
-}
-
-// LocalSubprocess runs programs on the gateway's host, without isolation (dev/test only).
-type LocalSubprocess struct {
-	// Workdir holds the per-sandbox workspaces; default the OS temp folder.
-	Workdir string `koanf:"workdir" json:"workdir"`
-	// Python is the interpreter for language "python"; default "python3" from PATH.
-	Python string `koanf:"python" json:"python"`
-}
-
-// Docker runs one container per sandbox.
-type Docker struct {
-	Image    string `koanf:"image" json:"image"`         // default python:3.12-slim
-	Runtime  string `koanf:"runtime" json:"runtime"`     // OCI runtime; default "docker" (the engine default)
-	AttachTo string `koanf:"attach_to" json:"attach_to"` // container id/name (attached profiles)
-	Host     string `koanf:"host" json:"host"`           // engine address; default from DOCKER_HOST
-	// User runs the sandbox's programs as this user ("uid", "uid:gid", "name" or
-	// "name:group" of the image); default sandboxd.user, else 65532:65532. sandboxd, root in
-	// the container with only the capabilities this needs, starts them so and gives them
-	// /workspace: they cannot signal, stop or trace it. Root here leaves it in their reach.
-	User string `koanf:"user" json:"user"`
-	// PidsLimit caps the number of processes in one sandbox (fork bombs); default 256.
-	PidsLimit int64 `koanf:"pids_limit" json:"pids_limit"`
-	// Pull says what happens when the engine lacks the image: missing (default) pulls it, never
-	// fails the sandbox creation instead.
-	Pull string `koanf:"pull" json:"pull"`
-	// WarmPool keeps started containers ready so that new sandboxes start at once (managed
-	// profiles only).
-	WarmPool *DockerWarmPool `koanf:"warm_pool" json:"warm_pool,omitempty"`
-	// Sandboxd configures sandboxd, the runtime agent every docker sandbox's executions, files
-	// and code contexts go through (the entrypoint of the containers the gateway starts).
-	Sandboxd *DockerSandboxd `koanf:"sandboxd" json:"sandboxd,omitempty"`
-	// StateDir is the folder on the engine's host (the gateway must see it at the same path)
-	// holding what outlives a gateway restart: the workspace images of size-bounded sandboxes
-	// (policy disk_mb), one sparse file each. Default /var/lib/sandgate/docker.
-	StateDir string `koanf:"state_dir" json:"state_dir"`
-}
-
-// Transports of docker.sandboxd.transport.
-const (
-	DockerTransportSocket = "socket"
-	DockerTransportExec   = "exec"
-)
-
-var dockerTransports = []string{DockerTransportSocket, DockerTransportExec}
-
-// DockerSandboxd configures the sandboxd runtime agent of a docker profile.
-type DockerSandboxd struct {
-	// Binary is the static sandboxd executable copied into containers whose image does not
-	// ship it (images without the label dev.sandgate.sandboxd). Default: "sandboxd" next to the
-	// gateway's executable, then on PATH.
-	Binary string `koanf:"binary" json:"binary"`
-	// Transport is how the gateway reaches sandboxd: socket (a Unix socket in a host folder
-	// bind-mounted into the container; the gateway must see socket_dir at the engine's path)
-	// or exec (a stream through the engine's exec API to `sandboxd proxy` in the container;
-	// works with any engine the gateway can reach, remote ones too). Default: socket for an
-	// engine on a local Unix socket, exec otherwise.
-	Transport string `koanf:"transport" json:"transport"`
-	// SocketDir is the folder on the engine's host holding one socket folder per sandbox,
-	// bind-mounted into its container (transport socket); the gateway must see it at the same
-	// path (run the gateway on the engine's host, or mount the folder at the same path).
-	// Default: /run/sandgate/sandboxd as root, else $XDG_RUNTIME_DIR/sandgate/sandboxd or
-	// <temp>/sandgate-<uid>/sandboxd.
-	SocketDir string `koanf:"socket_dir" json:"socket_dir"`
-	// User, when not root, runs sandboxd and then the programs too (it cannot switch users;
-	// docker.user must be unset or the same), so they can stop it. Default: sandboxd runs as
-	// root in the container with CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_KILL,
-	// CAP_SETGID and CAP_SETUID only, and programs as docker.user.
-	User string `koanf:"user" json:"user"`
-}
-
-// DockerWarmPool keeps containers of a docker profile started ahead of use. Each serves one
-// sandbox and is destroyed with it; the pool refills in the background.
-type DockerWarmPool struct {
-	// Size is how many ready containers the pool keeps; 0 disables the pool.
-	Size int `koanf:"size" json:"size"`
-}
-
-// E2B runs each sandbox as an E2B micro-VM (e2b.dev, or a self-hosted E2B).
-type E2B struct {
-	// APIKeyEnv names the environment variable holding the team's API key; default
-	// E2B_API_KEY. A missing or empty variable stops start-up.
-	APIKeyEnv string `koanf:"api_key_env" json:"api_key_env"`
-	// Template is the template sandboxes are created from; default base. Stateful profiles need
-	// a template that runs E2B's code interpreter (code-interpreter-v1 or one built on it).
-	Template string `koanf:"template" json:"template"`
-	// Domain is E2B's domain; default e2b.app (self-hosted E2B: yours).
-	Domain string `koanf:"domain" json:"domain"`
-	// APIURL is the control plane's base URL; default https://api.<domain>.
-	APIURL string `koanf:"api_url" json:"api_url"`
-	// SandboxURL is one base URL for every sandbox's envd and code interpreter, a proxy that
-	// routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers (like the SDKs'
-	// E2B_SANDBOX_URL); default https://<port>-<sandbox id>.<domain>.
-	SandboxURL string `koanf:"sandbox_url" json:"sandbox_url"`
-	// Workdir is the sandbox folder that is the workspace; default /home/user.
-	Workdir string `koanf:"workdir" json:"workdir"`
-	// CodeInterpreter says the template runs E2B's code interpreter (stateful code
-	// contexts); default true for templates whose name starts with code-interpreter.
-	CodeInterpreter *bool `koanf:"code_interpreter" json:"code_interpreter,omitempty"`
-	// EnvVars are set in every sandbox when it is created (values redacted when printed).
-	EnvVars map[string]string `koanf:"env_vars" json:"env_vars" secret:"true"`
-	// Python is the interpreter of python code run outside a context; default python3.
-	Python string `koanf:"python" json:"python"`
-}
-
-// Daytona runs sandboxes on Daytona (its cloud or a self-hosted deployment).
-type Daytona struct {
-	APIKeyEnv string `koanf:"api_key_env" json:"api_key_env"` // environment variable holding the API key; default DAYTONA_API_KEY (missing: the gateway does not start)
-	Target    string `koanf:"target" json:"target"`           // region to create sandboxes in (us, eu); default the organization's
-	// Image builds sandboxes from this image; exclusive with snapshot. Default: Daytona's
-	// default snapshot, or python:3.12-slim when the policy sets cpu or memory_mb (Daytona
-	// sizes only sandboxes built from an image).
-	Image    string            `koanf:"image" json:"image"`
-	Snapshot string            `koanf:"snapshot" json:"snapshot"`               // a Daytona snapshot; exclusive with image and with policy cpu/memory_mb
-	EnvVars  map[string]string `koanf:"env_vars" json:"env_vars" secret:"true"` // set in every sandbox; values redacted when printed
-	APIURL   string            `koanf:"api_url" json:"api_url"`                 // default https://app.daytona.io/api
-	// CreateTimeout bounds creating (building, starting) a sandbox, in seconds; default 300.
-	CreateTimeout float64 `koanf:"create_timeout" json:"create_timeout"`
-}
-
-// BedrockAgentCore is accepted for compatibility with the seed; no provider ships yet.
-type BedrockAgentCore struct {
-	Region      string `koanf:"region" json:"region"`
-	NetworkMode string `koanf:"network_mode" json:"network_mode"` // default sandbox
-}
-
-// Kubernetes runs one pod per sandbox.
-type Kubernetes struct {
-	Namespace                string            `koanf:"namespace" json:"namespace"` // default "default"
-	Image                    string            `koanf:"image" json:"image"`         // default sandgate/sandbox-python:latest (ships sandboxd)
-	AttachTo                 string            `koanf:"attach_to" json:"attach_to"` // "<ns>/<pod>"
-	Kubeconfig               string            `koanf:"kubeconfig" json:"kubeconfig"`
-	ServiceAccount           string            `koanf:"service_account" json:"service_account"`
-	ImagePullSecrets         []string          `koanf:"image_pull_secrets" json:"image_pull_secrets"`
-	Labels                   map[string]string `koanf:"labels" json:"labels"`
-	NodeSelector             map[string]string `koanf:"node_selector" json:"node_selector"`
-	Env                      map[string]string `koanf:"env" json:"env" secret:"true"` // values redacted when printed
-	SecurityContext          map[string]any    `koanf:"security_context" json:"security_context"`
-	ContainerSecurityContext map[string]any    `koanf:"container_security_context" json:"container_security_context"`
-	NetworkPolicy            bool              `koanf:"network_policy" json:"network_policy"`
-	CreateTimeout            float64           `koanf:"create_timeout" json:"create_timeout"` // seconds; default 120
-	// Workspace is the folder in the pod that holds the sandbox's files (an emptyDir in the
-	// pods the provider creates); files are confined to it. Default "/workspace".
-	Workspace string `koanf:"workspace" json:"workspace"`
-	// RuntimeClassName selects a RuntimeClass for the sandbox pods (e.g. "kata" or "gvisor");
-	// default the cluster's default runtime.
-	RuntimeClassName string `koanf:"runtime_class_name" json:"runtime_class_name"`
-	// AgentSandbox acquires sandboxes from kubernetes-sigs/agent-sandbox (a SandboxClaim on a
-	// warm pool) instead of creating pods (managed profiles only).
-	AgentSandbox *KubernetesAgentSandbox `koanf:"agent_sandbox" json:"agent_sandbox,omitempty"`
-	// Sandboxd says where the pods' sandboxd (the runtime every execution, file operation
-	// and context goes through) comes from.
-	Sandboxd KubernetesSandboxd `koanf:"sandboxd" json:"sandboxd"`
-	// SnapshotDir is an absolute folder on the gateway's host where workspace snapshots are
-	// kept (one gzip-compressed tar archive per snapshot, with a JSON metadata file); with
-	// several replicas, a volume they all mount (a ReadWriteMany PVC). Unset: the profile
-	// cannot snapshot (capability snapshots false). Managed profiles only.
-	SnapshotDir string `koanf:"snapshot_dir" json:"snapshot_dir"`
-}
-
-// Transports of kubernetes.sandboxd.transport.
-const (
-	KubernetesTransportExec  = "exec"
-	KubernetesTransportPodIP = "pod_ip"
-)
-
-var kubernetesTransports = []string{KubernetesTransportExec, KubernetesTransportPodIP}
-
-// KubernetesSandboxd is the kubernetes.sandboxd block.
-type KubernetesSandboxd struct {
-	// Path is the sandboxd executable in the sandbox container; default
-	// /usr/local/bin/sandboxd (where images labelled dev.sandgate.sandboxd, like
-	// sandgate/sandbox-python, ship it). Attached pods must run `<path> serve --await-token
-	// --socket /.sandgate/run/sd.sock`. With image, it is the path in that image.
-	Path string `koanf:"path" json:"path"`
-	// Image, when set, is an image that ships sandboxd at path: an init container made from
-	// it copies the binary (`sandboxd install`) into an emptyDir the sandbox container runs
-	// it from, so kubernetes.image need not ship sandboxd. Pods the provider creates only
-	// (not agent_sandbox or attach_to).
-	Image string `koanf:"image" json:"image"`
-	// Transport is how the gateway reaches sandboxd: exec (default: a tunnel through the API
-	// server's pods/exec to `sandboxd proxy`; works from outside the cluster) or pod_ip
-	// (TCP to the pod IP, port 8888, where sandboxd listens once it has its token, given
-	// through one exec tunnel; the gateway must reach the pod network).
-	Transport string `koanf:"transport" json:"transport"`
-}
-
-// KubernetesAgentSandbox names the agent-sandbox warm pool (extensions.agents.x-k8s.io/v1beta1
-// SandboxWarmPool, in the profile's namespace) that sandboxes are claimed from.
-type KubernetesAgentSandbox struct {
-	// WarmPool is the SandboxWarmPool each SandboxClaim references. Required.
-	WarmPool string `koanf:"warm_pool" json:"warm_pool"`
-	// Template, when set, is the SandboxTemplate the warm pool must be made from; the provider
-	// checks it before its first claim.
-	Template string `koanf:"template" json:"template"`
-}
-
-// EC2SSM runs commands on a registered EC2 instance through AWS Systems Manager (attach-only).
-type EC2SSM struct {
-	// Region is the AWS region of the instance; default the region of the gateway's AWS
-	// configuration (AWS_REGION, the shared config file).
-	Region   string `koanf:"region" json:"region"`
-	AttachTo string `koanf:"attach_to" json:"attach_to"` // instance id
-	// EndpointURL replaces the AWS endpoints of SSM, STS and S3 (VPC endpoints, LocalStack,
-	// tests); default the public endpoints of Region.
-	EndpointURL string `koanf:"endpoint_url" json:"endpoint_url"`
-	// WebIdentity (identity.mode user only) assumes the caller's role with
-	// AssumeRoleWithWebIdentity and the caller's own OIDC token, so the gateway needs no AWS
-	// credentials of its own; default false (AssumeRole with the gateway's credentials).
-	WebIdentity bool `koanf:"web_identity" json:"web_identity"`
-	// OutputS3Bucket, when set, makes SSM also write each command's full output to this
-	// bucket; the provider reads it back when the inline output (24,000 characters of
-	// stdout, 8,000 of stderr) was cut.
-	OutputS3Bucket string `koanf:"output_s3_bucket" json:"output_s3_bucket"`
-	// OutputS3Prefix is the key prefix of that output (requires OutputS3Bucket).
-	OutputS3Prefix string `koanf:"output_s3_prefix" json:"output_s3_prefix"`
-	// Python is the interpreter on the instance for language "python"; default "python3".
-	Python string `koanf:"python" json:"python"`
 }
 
 // Broker configures how operations reach providers (docs/semantics.md §5 broker block).

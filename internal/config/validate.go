@@ -6,15 +6,12 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"path"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/sandgate/sandgate/internal/wspath"
 )
 
 // ErrInvalid is matched (errors.Is) by every problem Load and Validate report about the
@@ -65,14 +62,14 @@ func (p *problems) nonNegative(key string, v float64) {
 	}
 }
 
-// Validate checks the whole configuration (normally after ApplyDefaults) and returns every
-// problem at once: an errors.Join of *FieldError, each naming its dotted key and, for enums,
-// the allowed values. It returns nil when the configuration is usable. CEL expressions are
-// not compiled here (internal/principal does that).
+// Validate checks the configuration (normally after ApplyDefaults) and returns every problem
+// at once: an errors.Join of *FieldError, each naming its dotted key and, for enums, the
+// allowed values. It returns nil when the rest is usable. CEL expressions are not compiled here
+// (internal/principal does that), and provider types and blocks are not this package's (a
+// BlockDecoder checks them: gateway.LoadConfig, gateway.Check).
 //
-// The sandbox rules follow docs/semantics.md §5 (profile fields, provider blocks, broker block)
-// and §6 (built-in provider names, missing blocks, the managed/attached environment matrix,
-// the queue broker's required blocks and in_memory pairing).
+// The sandbox rules follow docs/semantics.md §5 (profile fields, broker block) and §6 (the
+// queue broker's required blocks and in_memory pairing).
 func (c *Config) Validate() error {
 	var p problems
 	c.Server.validate(&p)
@@ -346,16 +343,11 @@ func (s *Sandbox) validate(p *problems) {
 	}
 	for _, name := range sortedKeys(s.Profiles) {
 		prof := s.Profiles[name]
-		prefix := "sandbox.profiles." + name
-		if s.synthesized && name == s.DefaultProfile {
-			prefix = "sandbox" // the user wrote the shorthand keys
-		} else if !profileNameRe.MatchString(name) {
+		prefix := s.ProfileKey(name) // "sandbox" for the shorthand: the keys the user wrote
+		if prefix != "sandbox" && !profileNameRe.MatchString(name) {
 			p.add(prefix, "profile name %q must match %s (lower-case letters, digits, '_', '.', '-'; at most 63 characters)", name, profileNamePattern)
 		}
-		prof.validate(p, prefix)
-		if prof.Stateful && prof.Type == ProviderLocalSubprocess && s.Broker.Flavor == FlavorQueue {
-			p.add(prefix+".stateful", "a local_subprocess context lives in one worker process while the queue may hand the next execution to another; use a docker profile (sandboxd keeps contexts in the container) or the embedded broker")
-		}
+		prof.validateFields(p, prefix)
 	}
 }
 
@@ -533,180 +525,6 @@ func (s *Sandbox) checkVisibility(p *problems) {
 		vis, of, longest, sqsMaxVisibility)
 }
 
-// attachTargets describes what attach_to names, per provider that can attach.
-var attachTargets = map[string]string{
-	ProviderDocker:     "a container id or name",
-	ProviderKubernetes: "\"<namespace>/<pod>\"",
-	ProviderEC2SSM:     "an EC2 instance id",
-}
-
-// validate checks one profile; prefix is the key path its fields are written under.
-func (prof *Profile) validate(p *problems, prefix string) {
-	prof.validateFields(p, prefix)
-	if !prof.validType(p, prefix) {
-		return
-	}
-
-	block := prefix + "." + prof.Type
-	if !prof.hasBlock(prof.Type) {
-		p.add(block, "missing: a profile of type %s needs the %s block (write \"%s: {}\" for its defaults)", prof.Type, prof.Type, prof.Type)
-	}
-	if d := prof.Daytona; d != nil && d.Image != "" && d.Snapshot != "" {
-		p.add(prefix+".daytona", "image and snapshot are mutually exclusive; set one of them")
-	}
-	if d := prof.Daytona; d != nil && prof.Type == ProviderDaytona {
-		d.validate(p, prefix+".daytona", &prof.Policy)
-	}
-	if d := prof.Docker; d != nil && prof.Type == ProviderDocker {
-		d.validate(p, prefix+".docker", prof.Environment)
-	}
-	if prof.Stateful {
-		switch {
-		case prof.Type == ProviderE2B:
-			if e := prof.E2B; e != nil && !e.runsCodeInterpreter() {
-				p.add(prefix+".stateful", "an e2b profile keeps code state only in E2B's code interpreter: use a code-interpreter template (e2b.template, e.g. code-interpreter-v1) and e2b.code_interpreter: true, or remove stateful")
-			}
-		case prof.Type != ProviderLocalSubprocess && prof.Type != ProviderDocker && prof.Type != ProviderKubernetes && prof.Type != ProviderDaytona:
-			p.add(prefix+".stateful", "provider %s keeps no interpreter state between executions; stateful needs local_subprocess, docker, kubernetes (sandboxd keeps contexts), daytona, or e2b with a code-interpreter template", prof.Type)
-		case prof.Type == ProviderDocker && prof.Environment == EnvironmentAttached:
-			p.add(prefix+".stateful", "an attached docker profile runs in a container the gateway did not start, where no sandboxd keeps running between calls; remove stateful or use a managed profile")
-		}
-	}
-	if k := prof.Kubernetes; k != nil && prof.Type == ProviderKubernetes {
-		k.validate(p, prefix+".kubernetes", prof.Environment)
-	}
-	if e := prof.E2B; e != nil && prof.Type == ProviderE2B {
-		e.validate(p, prefix+".e2b")
-	}
-	if e := prof.EC2SSM; e != nil && prof.Type == ProviderEC2SSM {
-		e.validate(p, prefix+".ec2_ssm", prof.Identity.Mode)
-	}
-
-	// The environment matrix of docs/semantics.md §6.
-	kind, _ := KindOf(prof.Type)
-	target, targetKey := prof.attachTo(prefix)
-	if raw, ok := prof.Params["attach_to"]; ok {
-		if _, isString := raw.(string); !isString {
-			p.add(prefix+".params.attach_to", "must be a string (got %T)", raw)
-		}
-	}
-	switch prof.Environment {
-	case EnvironmentManaged:
-		if !kind.Provisions {
-			p.add(prefix+".environment", "provider %s is attach-only: it cannot create sandboxes; set environment: attached and give %s.attach_to (%s)",
-				prof.Type, prof.Type, attachTargets[prof.Type])
-		} else if target != "" {
-			p.add(targetKey, "is set on a managed profile, which creates its own sandboxes; set environment: attached to use the existing target, or remove attach_to")
-		}
-	case EnvironmentAttached:
-		if !kind.Attaches {
-			p.add(prefix+".environment", "provider %s cannot attach to an existing environment; use environment: managed", prof.Type)
-		} else if target == "" {
-			p.add(block+".attach_to", "the attached profile has no attach_to target; set %s.attach_to (or params.attach_to) to %s",
-				prof.Type, attachTargets[prof.Type])
-		}
-	}
-}
-
-// Docker pull policies (docker.pull).
-const (
-	DockerPullMissing = "missing" // pull the image when the engine lacks it (default)
-	DockerPullNever   = "never"   // never pull; a missing image fails sandbox creation
-)
-
-var dockerPullPolicies = []string{DockerPullMissing, DockerPullNever}
-
-// validate checks a docker block; key is where it is written.
-func (d *Docker) validate(p *problems, key, environment string) {
-	if d.Pull != "" { // "" is the default, missing
-		p.enum(key+".pull", d.Pull, dockerPullPolicies)
-	}
-	if d.PidsLimit < 0 { // 0 is the default, 256
-		p.add(key+".pids_limit", "must be greater than 0 (got %d)", d.PidsLimit)
-	}
-	if sd := d.Sandboxd; sd != nil && sd.Transport != "" { // "" is the default, by engine address
-		p.enum(key+".sandboxd.transport", sd.Transport, dockerTransports)
-	}
-	if w := d.WarmPool; w != nil {
-		switch {
-		case w.Size < 0:
-			p.add(key+".warm_pool.size", "must not be negative (got %d)", w.Size)
-		case w.Size > 0 && environment == EnvironmentAttached:
-			p.add(key+".warm_pool", "is only for managed profiles: an attached profile binds to its attach_to target and never creates containers")
-		}
-	}
-}
-
-// validate checks a kubernetes block; key is where it is written.
-func (k *Kubernetes) validate(p *problems, key, environment string) {
-	if k.CreateTimeout < 0 { // 0 is the default, 120
-		p.add(key+".create_timeout", "must be greater than 0 seconds (got %g)", k.CreateTimeout)
-	}
-	if ws := k.Workspace; ws != "" && (!path.IsAbs(ws) || path.Clean(ws) != ws || ws == "/") {
-		p.add(key+".workspace", "must be an absolute, clean folder path other than / (got %q)", ws)
-	}
-	sd := k.Sandboxd
-	if sd.Transport != "" { // "" is the default, exec
-		p.enum(key+".sandboxd.transport", sd.Transport, kubernetesTransports)
-	}
-	if sd.Path != "" && (!path.IsAbs(sd.Path) || path.Clean(sd.Path) != sd.Path) {
-		p.add(key+".sandboxd.path", "must be an absolute, clean file path (got %q)", sd.Path)
-	}
-	if sd.Image != "" && (k.AgentSandbox != nil || environment == EnvironmentAttached) {
-		p.add(key+".sandboxd.image", "is only for pods the gateway creates: agent_sandbox templates and attached pods must run sandboxd themselves")
-	}
-	if d := k.SnapshotDir; d != "" {
-		if !path.IsAbs(d) || path.Clean(d) != d || d == "/" {
-			p.add(key+".snapshot_dir", "must be an absolute, clean folder path other than / (got %q)", d)
-		}
-		if environment == EnvironmentAttached {
-			p.add(key+".snapshot_dir", "is only for managed profiles: an attached pod is never captured")
-		}
-	}
-	if a := k.AgentSandbox; a != nil {
-		if strings.TrimSpace(a.WarmPool) == "" {
-			p.add(key+".agent_sandbox.warm_pool", "required: the SandboxWarmPool that sandboxes are claimed from")
-		}
-		if environment == EnvironmentAttached {
-			p.add(key+".agent_sandbox", "is only for managed profiles: an attached profile binds to its attach_to pod and never claims sandboxes")
-		}
-	}
-}
-
-// validate checks an ec2_ssm block; key is where it is written.
-func (e *EC2SSM) validate(p *problems, key, identityMode string) {
-	if e.EndpointURL != "" {
-		u, err := url.Parse(e.EndpointURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.add(key+".endpoint_url", "must be an http:// or https:// URL (got %q)", e.EndpointURL)
-		}
-	}
-	if e.WebIdentity && identityMode != IdentityUser {
-		p.add(key+".web_identity", "needs identity.mode: user: the role is assumed with the caller's own token, which agent mode does not use")
-	}
-	if e.OutputS3Prefix != "" && e.OutputS3Bucket == "" {
-		p.add(key+".output_s3_prefix", "is set without output_s3_bucket; set the bucket too, or remove the prefix")
-	}
-}
-
-// validType reports whether the profile's type is a built-in provider, adding a problem when
-// it is not.
-func (prof *Profile) validType(p *problems, prefix string) bool {
-	builtins := strings.Join(BuiltinProviders(), ", ")
-	switch {
-	case prof.Type == "":
-		p.add(prefix+".type", "required: the provider, one of: %s", builtins)
-	case prof.Type == ProviderBedrockAgentCore:
-		p.add(prefix+".type", "no %s provider has shipped: the block is accepted for compatibility but cannot back a profile; use one of: %s", ProviderBedrockAgentCore, builtins)
-	default:
-		if _, ok := KindOf(prof.Type); ok {
-			return true
-		}
-		p.add(prefix+".type", "unknown provider %q; built-in providers: %s", prof.Type, builtins)
-	}
-	return false
-}
-
 // validateFields checks the keys that do not depend on the provider.
 func (prof *Profile) validateFields(p *problems, prefix string) {
 	p.enum(prefix+".scope", prof.Scope, scopes)
@@ -745,96 +563,4 @@ func (prof *Profile) validateFields(p *problems, prefix string) {
 	if pol.DiskMB != nil && *pol.DiskMB <= 0 {
 		p.add(pk+".disk_mb", "must be greater than 0 (got %d)", *pol.DiskMB)
 	}
-}
-
-// hasBlock reports whether the provider block for typ is present.
-func (b *ProviderBlocks) hasBlock(typ string) bool {
-	switch typ {
-	case ProviderLocalSubprocess:
-		return b.LocalSubprocess != nil
-	case ProviderDocker:
-		return b.Docker != nil
-	case ProviderKubernetes:
-		return b.Kubernetes != nil
-	case ProviderEC2SSM:
-		return b.EC2SSM != nil
-	case ProviderE2B:
-		return b.E2B != nil
-	case ProviderDaytona:
-		return b.Daytona != nil
-	case ProviderBedrockAgentCore:
-		return b.BedrockAgentCore != nil
-	}
-	return false
-}
-
-// AttachTo returns the profile's attach target: the attach_to of its provider block, else
-// params.attach_to, else "".
-func (prof *Profile) AttachTo() string {
-	target, _ := prof.attachTo("")
-	return target
-}
-
-// attachTo returns the attach target and the key it was set under.
-func (prof *Profile) attachTo(prefix string) (target, key string) {
-	switch prof.Type {
-	case ProviderDocker:
-		if prof.Docker != nil && prof.Docker.AttachTo != "" {
-			return prof.Docker.AttachTo, prefix + ".docker.attach_to"
-		}
-	case ProviderKubernetes:
-		if prof.Kubernetes != nil && prof.Kubernetes.AttachTo != "" {
-			return prof.Kubernetes.AttachTo, prefix + ".kubernetes.attach_to"
-		}
-	case ProviderEC2SSM:
-		if prof.EC2SSM != nil && prof.EC2SSM.AttachTo != "" {
-			return prof.EC2SSM.AttachTo, prefix + ".ec2_ssm.attach_to"
-		}
-	}
-	if s, ok := prof.Params["attach_to"].(string); ok && s != "" {
-		return s, prefix + ".params.attach_to"
-	}
-	return "", ""
-}
-
-// validate checks a daytona block against its profile's policy (docs/semantics.md §12,
-// daytona): Daytona sizes only sandboxes built from an image, so a pinned snapshot and policy
-// cpu/memory_mb cannot go together.
-func (d *Daytona) validate(p *problems, key string, pol *Policy) {
-	if d.Snapshot != "" && pol != nil && (pol.CPU != nil || pol.MemoryMB != nil) {
-		p.add(key+".snapshot", "the policy sets cpu or memory_mb, which Daytona applies only to sandboxes built from an image; remove the snapshot (the image defaults to python:3.12-slim) or the resources")
-	}
-	if d.CreateTimeout < 0 {
-		p.add(key+".create_timeout", "must not be negative (got %g)", d.CreateTimeout)
-	}
-	if d.APIURL != "" && !strings.HasPrefix(d.APIURL, "https://") && !strings.HasPrefix(d.APIURL, "http://") {
-		p.add(key+".api_url", "must be an http(s) URL (got %q)", d.APIURL)
-	}
-}
-
-// validate checks an e2b block: URLs absolute http(s), the workspace an absolute folder.
-func (e *E2B) validate(p *problems, key string) {
-	for name, u := range map[string]string{"api_url": e.APIURL, "sandbox_url": e.SandboxURL} {
-		if u == "" {
-			continue
-		}
-		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			p.add(key+"."+name, "must be an absolute http or https URL (got %q)", u)
-		}
-	}
-	if e.Workdir != "" && (!strings.HasPrefix(e.Workdir, "/") || path.Clean(e.Workdir) == "/") {
-		p.add(key+".workdir", "must be an absolute folder other than / (got %q)", e.Workdir)
-	}
-	if e.APIKeyEnv != "" && !wspath.ValidEnvName(e.APIKeyEnv) {
-		p.add(key+".api_key_env", "must be the name of an environment variable (got %q)", e.APIKeyEnv)
-	}
-}
-
-// runsCodeInterpreter is code_interpreter, or its default: whether the template's name starts
-// with code-interpreter.
-func (e *E2B) runsCodeInterpreter() bool {
-	if e.CodeInterpreter != nil {
-		return *e.CodeInterpreter
-	}
-	return strings.HasPrefix(e.Template, "code-interpreter")
 }

@@ -12,7 +12,7 @@ func validConfig(t *testing.T) *Config {
 	c := &Config{
 		Auth: Auth{Issuers: []Issuer{{URL: "https://issuer.example.com", Audiences: []string{"sandgate"}}}},
 		Sandbox: Sandbox{Profiles: map[string]Profile{
-			"default": {Type: ProviderLocalSubprocess},
+			"default": {Type: "local_subprocess"},
 		}},
 	}
 	c.ApplyDefaults()
@@ -36,7 +36,6 @@ func issuer(edit func(iss *Issuer)) func(c *Config) {
 func TestValidateRules(t *testing.T) {
 	t.Parallel()
 	const prof = "sandbox.profiles.default"
-	builtins := []string{"local_subprocess", "docker", "kubernetes", "ec2_ssm", "e2b", "daytona"}
 
 	tests := []struct {
 		name   string
@@ -58,8 +57,8 @@ func TestValidateRules(t *testing.T) {
 		{"idle action on per_call", profile(func(p *Profile) { p.IdleAction = IdleSnapshot; p.Scope = ScopePerCall }), prof + ".idle_action",
 			[]string{"snapshot", "per_call"}},
 		{"idle action on an attached environment", profile(func(p *Profile) {
-			p.Type, p.Environment, p.IdleAction = ProviderDocker, EnvironmentAttached, IdlePause
-			p.Docker = &Docker{AttachTo: "box"}
+			p.Type, p.Environment, p.IdleAction = "docker", EnvironmentAttached, IdlePause
+			p.Blocks = Blocks{"docker": map[string]any{"attach_to": "box"}}
 		}), prof + ".idle_action", []string{"pause", "attached"}},
 		{"broker flavor", func(c *Config) { c.Sandbox.Broker.Flavor = "celery" }, "sandbox.broker.flavor",
 			[]string{"embedded", "thread", "queue"}},
@@ -72,29 +71,6 @@ func TestValidateRules(t *testing.T) {
 		}, "server.e2b.templates.base", []string{`"gpu"`, "sandbox.profiles"}},
 		{"shorthand scope next to explicit profiles", func(c *Config) { c.Sandbox.Scope = "sometimes" }, "sandbox.scope",
 			[]string{"per_session"}},
-
-		// Provider types (docs/semantics.md §6).
-		{"unknown provider", profile(func(p *Profile) { p.Type = "firecracker" }), prof + ".type",
-			append([]string{`"firecracker"`}, builtins...)},
-		{"missing provider type", profile(func(p *Profile) { p.Type = "" }), prof + ".type", []string{"required"}},
-		{"bedrock has no provider", profile(func(p *Profile) {
-			p.Type = ProviderBedrockAgentCore
-			p.BedrockAgentCore = &BedrockAgentCore{}
-		}), prof + ".type", []string{"no bedrock_agentcore provider has shipped"}},
-		{"missing docker block", profile(func(p *Profile) { p.Type = ProviderDocker }), prof + ".docker",
-			[]string{"missing", "docker"}},
-		{"missing kubernetes block", profile(func(p *Profile) { p.Type = ProviderKubernetes }), prof + ".kubernetes",
-			[]string{"missing"}},
-		{"missing ec2_ssm block", profile(func(p *Profile) {
-			p.Type, p.Environment = ProviderEC2SSM, EnvironmentAttached
-			p.Params = map[string]any{"attach_to": "i-0abc"}
-		}), prof + ".ec2_ssm", []string{"missing"}},
-		{"missing e2b block", profile(func(p *Profile) { p.Type = ProviderE2B }), prof + ".e2b", []string{"missing"}},
-		{"missing daytona block", profile(func(p *Profile) { p.Type = ProviderDaytona }), prof + ".daytona", []string{"missing"}},
-		{"daytona image and snapshot", profile(func(p *Profile) {
-			p.Type = ProviderDaytona
-			p.Daytona = &Daytona{Image: "python:3.12", Snapshot: "snap-1"}
-		}), prof + ".daytona", []string{"image", "snapshot", "mutually exclusive"}},
 
 		// Profiles.
 		{"default profile undefined", func(c *Config) { c.Sandbox.DefaultProfile = "missing" }, "sandbox.default_profile",
@@ -112,88 +88,6 @@ func TestValidateRules(t *testing.T) {
 			prof + ".policy.network_allow", []string{"allowlist", "at least one"}},
 		{"network_allow without allowlist", profile(func(p *Profile) { p.Policy.NetworkAllow = []string{"pypi.org"} }),
 			prof + ".policy.network_allow", []string{"only meaningful", "allowlist"}},
-
-		// The environment matrix (docs/semantics.md §6).
-		{"managed attach-only provider", profile(func(p *Profile) {
-			p.Type = ProviderEC2SSM
-			p.EC2SSM = &EC2SSM{}
-		}), prof + ".environment", []string{"attach-only", "environment: attached"}},
-		{"managed with block attach_to", profile(func(p *Profile) {
-			p.Type = ProviderDocker
-			p.Docker = &Docker{Image: "python:3.12-slim", AttachTo: "dev-box"}
-		}), prof + ".docker.attach_to", []string{"managed", "environment: attached"}},
-		{"managed with params.attach_to", profile(func(p *Profile) {
-			p.Type = ProviderKubernetes
-			p.Kubernetes = &Kubernetes{}
-			p.Params = map[string]any{"attach_to": "ns/pod"}
-		}), prof + ".params.attach_to", []string{"environment: attached"}},
-		{"attached provision-only provider", profile(func(p *Profile) {
-			p.Type, p.Environment = ProviderE2B, EnvironmentAttached
-			p.E2B = &E2B{}
-		}), prof + ".environment", []string{"e2b", "cannot attach to an existing environment"}},
-		{"attached local_subprocess", profile(func(p *Profile) { p.Environment = EnvironmentAttached }),
-			prof + ".environment", []string{"cannot attach to an existing environment"}},
-		{"attached without target", profile(func(p *Profile) {
-			p.Type, p.Environment = ProviderDocker, EnvironmentAttached
-			p.Docker = &Docker{}
-		}), prof + ".docker.attach_to", []string{"no attach_to target"}},
-		{"attached ec2_ssm without target", profile(func(p *Profile) {
-			p.Type, p.Environment = ProviderEC2SSM, EnvironmentAttached
-			p.EC2SSM = &EC2SSM{Region: "eu-west-1"}
-		}), prof + ".ec2_ssm.attach_to", []string{"no attach_to target", "instance id"}},
-		{"docker sandboxd transport", profile(func(p *Profile) {
-			p.Type = ProviderDocker
-			p.Docker = &Docker{Sandboxd: &DockerSandboxd{Transport: "tcp"}}
-		}), prof + ".docker.sandboxd.transport", []string{`"tcp"`, "socket", "exec"}},
-		{"kubernetes sandboxd transport", profile(func(p *Profile) {
-			p.Type = ProviderKubernetes
-			p.Kubernetes = &Kubernetes{Sandboxd: KubernetesSandboxd{Transport: "proxy"}}
-		}), prof + ".kubernetes.sandboxd.transport", []string{`"proxy"`, "exec", "pod_ip"}},
-		{"kubernetes sandboxd path", profile(func(p *Profile) {
-			p.Type = ProviderKubernetes
-			p.Kubernetes = &Kubernetes{Sandboxd: KubernetesSandboxd{Path: "bin/sandboxd"}}
-		}), prof + ".kubernetes.sandboxd.path", []string{"absolute"}},
-		{"kubernetes snapshot_dir relative", profile(func(p *Profile) {
-			p.Type = ProviderKubernetes
-			p.Kubernetes = &Kubernetes{SnapshotDir: "snapshots"}
-		}), prof + ".kubernetes.snapshot_dir", []string{"absolute", `"snapshots"`}},
-		{"kubernetes snapshot_dir attached", profile(func(p *Profile) {
-			p.Type, p.Environment = ProviderKubernetes, EnvironmentAttached
-			p.Kubernetes = &Kubernetes{AttachTo: "tools/shell-0", SnapshotDir: "/var/lib/sandgate/snapshots"}
-		}), prof + ".kubernetes.snapshot_dir", []string{"managed profiles"}},
-		{"kubernetes sandboxd image with agent_sandbox", profile(func(p *Profile) {
-			p.Type = ProviderKubernetes
-			p.Kubernetes = &Kubernetes{Sandboxd: KubernetesSandboxd{Image: "sandgate/sandbox-python"}, AgentSandbox: &KubernetesAgentSandbox{WarmPool: "w"}}
-		}), prof + ".kubernetes.sandboxd.image", []string{"agent_sandbox"}},
-		{"stateful attached docker", profile(func(p *Profile) {
-			p.Type, p.Environment, p.Stateful = ProviderDocker, EnvironmentAttached, true
-			p.Docker = &Docker{AttachTo: "dev-box"}
-		}), prof + ".stateful", []string{"attached", "no sandboxd keeps running"}},
-		{"stateful ec2_ssm", profile(func(p *Profile) {
-			p.Type, p.Environment, p.Stateful = ProviderEC2SSM, EnvironmentAttached, true
-			p.EC2SSM = &EC2SSM{Region: "eu-west-1", AttachTo: "i-0123456789abcdef0"}
-		}), prof + ".stateful", []string{"ec2_ssm", "keeps no interpreter state"}},
-		{"stateful e2b without the code interpreter", profile(func(p *Profile) {
-			p.Type, p.Stateful = ProviderE2B, true
-			p.E2B = &E2B{Template: "base"}
-		}), prof + ".stateful", []string{"code-interpreter template", "code_interpreter: true"}},
-		{"e2b sandbox_url not a URL", profile(func(p *Profile) {
-			p.Type = ProviderE2B
-			p.E2B = &E2B{SandboxURL: "sandbox.internal:8080"}
-		}), prof + ".e2b.sandbox_url", []string{"absolute http or https URL"}},
-		{"e2b api_key_env not a variable name", profile(func(p *Profile) {
-			p.Type = ProviderE2B
-			p.E2B = &E2B{APIKeyEnv: "e2b_abc-123"}
-		}), prof + ".e2b.api_key_env", []string{"name of an environment variable"}},
-		{"e2b relative workdir", profile(func(p *Profile) {
-			p.Type = ProviderE2B
-			p.E2B = &E2B{Workdir: "work"}
-		}), prof + ".e2b.workdir", []string{"absolute folder"}},
-		{"params.attach_to not a string", profile(func(p *Profile) {
-			p.Type, p.Environment = ProviderDocker, EnvironmentAttached
-			p.Docker = &Docker{}
-			p.Params = map[string]any{"attach_to": 42}
-		}), prof + ".params.attach_to", []string{"string"}},
 
 		// Broker (docs/semantics.md §5, §10).
 		{"queue flavor without queue", func(c *Config) {
@@ -314,22 +208,9 @@ func TestValidateAccepts(t *testing.T) {
 		{"cors origins", func(c *Config) {
 			c.Server.CORS.AllowedOrigins = []string{"https://app.example.com", "http://localhost:5173", "*"}
 		}},
-		{"attached docker", profile(func(p *Profile) {
-			p.Type, p.Environment = ProviderDocker, EnvironmentAttached
-			p.Docker = &Docker{AttachTo: "dev-box"}
-		})},
-		{"attached kubernetes through params", profile(func(p *Profile) {
-			p.Type, p.Environment = ProviderKubernetes, EnvironmentAttached
-			p.Kubernetes = &Kubernetes{}
-			p.Params = map[string]any{"attach_to": "tools/shell-0"}
-		})},
-		{"attached ec2_ssm", profile(func(p *Profile) {
-			p.Type, p.Environment = ProviderEC2SSM, EnvironmentAttached
-			p.EC2SSM = &EC2SSM{AttachTo: "i-0123456789abcdef0"}
-		})},
-		{"managed kubernetes", profile(func(p *Profile) {
-			p.Type = ProviderKubernetes
-			p.Kubernetes = &Kubernetes{Namespace: "sandboxes"}
+		{"provider types and blocks are not this package's", profile(func(p *Profile) {
+			p.Type, p.Environment = "firecracker", EnvironmentAttached
+			p.Blocks = Blocks{"firecracker": map[string]any{"vcpus": "many"}, "docker": nil}
 		})},
 		{"allowlist with hosts", profile(func(p *Profile) {
 			p.Policy.NetworkEgress = EgressAllowlist
@@ -350,7 +231,6 @@ func TestValidateAccepts(t *testing.T) {
 		}},
 		{"wait timeout zero promotes always", func(c *Config) { c.Sandbox.Broker.WaitTimeout = ptr(0.0) }},
 		{"no profiles at all", func(c *Config) { c.Sandbox.Profiles = nil }},
-		{"bedrock block unused", func(c *Config) { c.Sandbox.BedrockAgentCore = &BedrockAgentCore{} }},
 		{"expression mapping", issuer(func(iss *Issuer) {
 			iss.ClaimMappings.Username = ClaimOrExpression{Expression: "claims.sub"}
 		})},
@@ -386,19 +266,41 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 
 func TestValidateShorthandNamesShorthandKeys(t *testing.T) {
 	t.Parallel()
-	c := &Config{Sandbox: Sandbox{Type: ProviderDocker, Scope: "sometimes"}}
+	c := &Config{Sandbox: Sandbox{Type: "docker", Scope: "sometimes"}}
 	c.ApplyDefaults()
-	err := c.Validate()
-	requireProblem(t, err, "sandbox.scope", "per_session")
-	requireProblem(t, err, "sandbox.docker", "missing")
+	requireProblem(t, c.Validate(), "sandbox.scope", "per_session")
 }
 
-func TestKindOf(t *testing.T) {
+// LoadWith runs the BlockDecoder after the rest is decoded and defaulted: its decoding
+// problems are reported with the file's, sorted by key, and its validation problems with
+// Validate's — under the keys the user wrote (the shorthand's for the shorthand).
+func TestLoadWithBlockDecoder(t *testing.T) {
 	t.Parallel()
-	k, ok := KindOf(ProviderEC2SSM)
-	require.True(t, ok)
-	require.Equal(t, ProviderKind{Attaches: true}, k)
-	_, ok = KindOf(ProviderBedrockAgentCore)
-	require.False(t, ok)
-	require.Equal(t, []string{"local_subprocess", "docker", "kubernetes", "ec2_ssm", "e2b", "daytona"}, BuiltinProviders())
+	c := loadBoxes(t, "sandbox:\n  default_profile: web\n  profiles:\n    web:\n      type: box\n      box: {size: 2, tags: [a, b], limits: {cpu: 1.5}}\n    bare:\n      type: box\n      box:\n")
+	require.Equal(t, &boxBlock{Image: "busybox", Size: 2, Tags: []string{"a", "b"}, Limits: &boxLimits{CPU: 1.5}}, boxOf(t, c, "web"))
+	require.Equal(t, &boxBlock{Image: "busybox"}, boxOf(t, c, "bare"), "a block written without keys has its defaults")
+
+	_, err := LoadWith(writeConfig(t, "listen: x\nsandbox:\n  profiles:\n    web:\n      type: box\n      imgae: x\n      box: {size: many, colour: red}\n"), nil, testBlocks{})
+	var keys []string
+	for _, fe := range fieldErrors(err) {
+		keys = append(keys, fe.Key)
+	}
+	require.Equal(t, []string{"listen", "sandbox.profiles.web.box.colour", "sandbox.profiles.web.box.size", "sandbox.profiles.web.imgae"}, keys,
+		"every decoding problem, the blocks' too, sorted by key")
+	requireProblem(t, err, "sandbox.profiles.web.box.size", `"many"`, "an integer")
+	requireProblem(t, err, "sandbox.profiles.web.imgae", "unknown key")
+
+	_, err = LoadWith(writeConfig(t, "log:\n  level: loud\nsandbox:\n  type: box\n  box: {size: -1}\n"), nil, testBlocks{})
+	requireProblem(t, err, "log.level", "debug")
+	requireProblem(t, err, "sandbox.box.size", "negative")
+	_, err = LoadWith("", []string{"SANDGATE_SANDBOX__TYPE=box"}, testBlocks{})
+	requireProblem(t, err, "sandbox.box", "missing")
+}
+
+// Without a BlockDecoder (Load), blocks and the keys of a profile this package does not
+// define stay raw: Load is for programs that need the rest (gateway.LoadConfig checks them).
+func TestLoadKeepsBlocksRaw(t *testing.T) {
+	t.Parallel()
+	c := loadYAML(t, "sandbox:\n  default_profile: web\n  profiles:\n    web:\n      type: docker\n      docker: {image: alpine:3, pids_limit: 64}\n      imgae: x\n")
+	require.Equal(t, Blocks{"docker": map[string]any{"image": "alpine:3", "pids_limit": 64}, "imgae": "x"}, c.Sandbox.Profiles["web"].Blocks)
 }

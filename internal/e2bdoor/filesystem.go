@@ -14,7 +14,6 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
-	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/e2b/wire"
 	"github.com/sandgate/sandgate/internal/sandbox"
 )
@@ -33,19 +32,48 @@ const maxListed = 10000
 // toolTimeout bounds the mkdir, mv and rm a filesystem call runs.
 const toolTimeout = time.Minute
 
+// fileEntry is an entry of a workspace listing (the domain's, ListFiles).
+type fileEntry struct {
+	Name, Path string // Path: relative to the workspace
+	Type       string // fileRegular, fileDir, fileSymlink or "other"
+	Size       int64
+	Mode       fs.FileMode
+	ModTime    time.Time
+}
+
+// Types of fileEntry (the domain's names).
+const (
+	fileRegular = "file"
+	fileDir     = "dir"
+	fileSymlink = "symlink"
+)
+
+// listFiles lists workspace folder dir of the session.
+func (h *Handler) listFiles(ctx context.Context, p principal.Principal, sess sandbox.Session, dir string) ([]fileEntry, error) {
+	_, entries, err := h.svc.ListFiles(ctx, p, sess.ID, "", dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]fileEntry, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, fileEntry{Name: e.Name, Path: e.Path, Type: string(e.Type), Size: e.Size, Mode: e.Mode, ModTime: e.ModTime})
+	}
+	return out, nil
+}
+
 // entryOf is fi, an entry of the workspace, as envd's EntryInfo.
-func entryOf(fi providers.FileInfo) *wire.EntryInfo {
+func entryOf(fi fileEntry) *wire.EntryInfo {
 	e := &wire.EntryInfo{
 		Name: fi.Name, Path: e2bPath(fi.Path), Size: wire.Int64(fi.Size), Mode: uint32(fi.Mode.Perm()),
 		Owner: DefaultUser, Group: DefaultUser,
 	}
 	mode := fi.Mode.Perm()
 	switch fi.Type {
-	case providers.FileRegular:
+	case fileRegular:
 		e.Type = wire.FileTypeFile
-	case providers.FileDir:
+	case fileDir:
 		e.Type, mode = wire.FileTypeDirectory, mode|fs.ModeDir
-	case providers.FileSymlink:
+	case fileSymlink:
 		e.Type, mode = wire.FileTypeSymlink, mode|fs.ModeSymlink
 	default:
 		e.Type = wire.FileTypeUnspecified
@@ -65,27 +93,27 @@ func homeEntry() *wire.EntryInfo {
 
 // statRel reads the entry of workspace path rel ("." the workspace). ok is false when there
 // is none.
-func (h *Handler) statRel(ctx context.Context, p principal.Principal, sess sandbox.Session, rel string) (providers.FileInfo, bool, error) {
+func (h *Handler) statRel(ctx context.Context, p principal.Principal, sess sandbox.Session, rel string) (fileEntry, bool, error) {
 	if rel == "." {
-		return providers.FileInfo{Name: path.Base(Home), Path: ".", Type: providers.FileDir, Mode: 0o755}, true, nil
+		return fileEntry{Name: path.Base(Home), Path: ".", Type: fileDir, Mode: 0o755}, true, nil
 	}
 	dir, base := path.Split(rel)
 	if dir == "" {
 		dir = "."
 	}
-	_, entries, err := h.svc.ListFiles(ctx, p, sess.ID, "", strings.TrimSuffix(dir, "/"))
+	entries, err := h.listFiles(ctx, p, sess, strings.TrimSuffix(dir, "/"))
 	if fault.KindOf(err) == fault.NotFound {
-		return providers.FileInfo{}, false, nil
+		return fileEntry{}, false, nil
 	}
 	if err != nil {
-		return providers.FileInfo{}, false, err
+		return fileEntry{}, false, err
 	}
 	for _, e := range entries {
 		if e.Name == base {
 			return e, true, nil
 		}
 	}
-	return providers.FileInfo{}, false, nil
+	return fileEntry{}, false, nil
 }
 
 // fileNotFound is envd's NotFound for path p.
@@ -125,7 +153,7 @@ func (h *Handler) dirRel(ctx context.Context, p principal.Principal, sess sandbo
 		return "", h.rpcError(ctx, err)
 	case !ok:
 		return "", connect.NewError(connect.CodeNotFound, fmt.Errorf("directory not found: path '%s' does not exist", e2b))
-	case fi.Type != providers.FileDir:
+	case fi.Type != fileDir:
 		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path is not a directory: %s", e2b))
 	}
 	return rel, nil
@@ -133,12 +161,12 @@ func (h *Handler) dirRel(ctx context.Context, p principal.Principal, sess sandbo
 
 // walk lists folder rel and, down to depth levels (1: rel's own entries), the folders under
 // it, breadth first; fn sees each entry. Symlinked folders are not followed.
-func (h *Handler) walk(ctx context.Context, p principal.Principal, sess sandbox.Session, rel string, depth int, fn func(providers.FileInfo) error) error {
+func (h *Handler) walk(ctx context.Context, p principal.Principal, sess sandbox.Session, rel string, depth int, fn func(fileEntry) error) error {
 	level, n := []string{rel}, 0
 	for d := 0; d < depth && len(level) > 0; d++ {
 		var next []string
 		for _, dir := range level {
-			_, entries, err := h.svc.ListFiles(ctx, p, sess.ID, "", dir)
+			entries, err := h.listFiles(ctx, p, sess, dir)
 			if err != nil {
 				if dir != rel && fault.KindOf(err) == fault.NotFound {
 					continue // removed meanwhile
@@ -152,7 +180,7 @@ func (h *Handler) walk(ctx context.Context, p principal.Principal, sess sandbox.
 				if err := fn(e); err != nil {
 					return err
 				}
-				if e.Type == providers.FileDir {
+				if e.Type == fileDir {
 					next = append(next, e.Path)
 				}
 			}
@@ -170,7 +198,7 @@ func (h *Handler) listDir(ctx context.Context, req *wire.ListDirRequest) (*wire.
 	}
 	depth := max(int(req.Depth), 1)
 	out := &wire.ListDirResponse{}
-	err = h.walk(ctx, p, sess, rel, depth, func(fi providers.FileInfo) error {
+	err = h.walk(ctx, p, sess, rel, depth, func(fi fileEntry) error {
 		out.Entries = append(out.Entries, entryOf(fi))
 		return nil
 	})
@@ -214,7 +242,7 @@ func (h *Handler) makeDir(ctx context.Context, req *wire.MakeDirRequest) (*wire.
 	switch {
 	case err != nil:
 		return nil, h.rpcError(ctx, err)
-	case ok && fi.Type == providers.FileDir:
+	case ok && fi.Type == fileDir:
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("directory already exists: %s", req.Path))
 	case ok:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path already exists but it is not a directory: %s", req.Path))
@@ -280,7 +308,7 @@ func (h *Handler) remove(ctx context.Context, req *wire.RemoveRequest) (*wire.Em
 		return nil, h.rpcError(ctx, err)
 	case !ok:
 		return &wire.Empty{}, nil
-	case fi.Type == providers.FileDir:
+	case fi.Type == fileDir:
 		if err := h.runTool(ctx, p, sess, "removing directory", quoted("rm", "-rf", "--", rel)); err != nil {
 			return nil, err
 		}
@@ -294,11 +322,11 @@ func (h *Handler) remove(ctx context.Context, req *wire.RemoveRequest) (*wire.Em
 
 // watched is what a watch knows of one entry.
 type watched struct {
-	fi providers.FileInfo
+	fi fileEntry
 }
 
 func (a watched) written(b watched) bool {
-	return a.fi.Type != providers.FileDir && (a.fi.Size != b.fi.Size || !a.fi.ModTime.Equal(b.fi.ModTime))
+	return a.fi.Type != fileDir && (a.fi.Size != b.fi.Size || !a.fi.ModTime.Equal(b.fi.ModTime))
 }
 
 // listing lists what a watch of rel sees: its entries (recursive: the folders' under it too)
@@ -309,7 +337,7 @@ func (h *Handler) listing(ctx context.Context, p principal.Principal, sess sandb
 		depth = maxListed
 	}
 	out := map[string]watched{}
-	err := h.walk(ctx, p, sess, rel, depth, func(fi providers.FileInfo) error {
+	err := h.walk(ctx, p, sess, rel, depth, func(fi fileEntry) error {
 		name := fi.Name
 		if rel != "." {
 			name = strings.TrimPrefix(fi.Path, rel+"/")

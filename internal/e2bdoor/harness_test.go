@@ -53,11 +53,11 @@ func localDoor(t *testing.T, adjust func(*config.Config)) *door {
 	t.Helper()
 	workdir := t.TempDir()
 	e := gatewaytest.Start(t, gatewaytest.Options{Workdir: workdir, MaxConns: 10, Config: func(c *config.Config) {
-		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
+		lb := config.Blocks{local.TypeName: &local.Block{Workdir: workdir}}
 		c.Sandbox.Profiles = map[string]config.Profile{
-			"default":    {Type: local.TypeName, ProviderBlocks: lb},
-			"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, ProviderBlocks: lb},
-			"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, ProviderBlocks: lb},
+			"default":    {Type: local.TypeName, Blocks: lb},
+			"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, Blocks: lb},
+			"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, Blocks: lb},
 		}
 		c.Server.E2B.Enabled = true
 		if adjust != nil {
@@ -73,9 +73,9 @@ func dockerDoor(t *testing.T, adjust func(*config.Config)) *door {
 	t.Helper()
 	image := dockerImage(t)
 	e := gatewaytest.Start(t, gatewaytest.Options{MaxConns: 10, Config: func(c *config.Config) {
-		blocks := config.ProviderBlocks{Docker: &config.Docker{Image: image, Pull: "never"}}
+		blocks := config.Blocks{docker.TypeName: &docker.Block{Image: image, Pull: "never"}}
 		c.Sandbox.Profiles = map[string]config.Profile{
-			"default": {Type: docker.TypeName, Stateful: true, ProviderBlocks: blocks},
+			"default": {Type: docker.TypeName, Stateful: true, Blocks: blocks},
 		}
 		c.Server.E2B.Enabled = true
 		if adjust != nil {

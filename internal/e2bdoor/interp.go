@@ -15,7 +15,6 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
-	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/e2b/wire"
 	"github.com/sandgate/sandgate/internal/sandbox"
 )
@@ -68,17 +67,17 @@ type executeBody struct {
 }
 
 // contextNamed is context name of the session, if it has one.
-func (h *Handler) contextNamed(ctx context.Context, p principal.Principal, sess sandbox.Session, name string) (providers.ContextInfo, bool, error) {
+func (h *Handler) contextNamed(ctx context.Context, p principal.Principal, sess sandbox.Session, name string) (sandbox.NamedContext, bool, error) {
 	list, err := h.svc.Contexts(ctx, p, sess.ID, "", sandbox.ContextOp{Op: sandbox.ContextList})
 	if err != nil {
-		return providers.ContextInfo{}, false, err
+		return sandbox.NamedContext{}, false, err
 	}
 	for _, c := range list {
 		if c.Name == name {
 			return c, true, nil
 		}
 	}
-	return providers.ContextInfo{}, false, nil
+	return sandbox.NamedContext{}, false, nil
 }
 
 func contextNotFound(id string) error { return fault.New(fault.NotFound, "Context %s not found", id) }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
-	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/e2b/wire"
 	"github.com/sandgate/sandgate/internal/sandbox"
 )
@@ -147,13 +146,19 @@ func (b *createBody) check(prof *sandbox.Profile) error {
 	}
 	if b.AllowInternetAccess != nil && prof != nil {
 		egress := prof.Policy.NetworkEgress
-		if *b.AllowInternetAccess && egress != providers.EgressAllow || !*b.AllowInternetAccess && egress != providers.EgressDeny {
+		if *b.AllowInternetAccess && egress != egressAllow || !*b.AllowInternetAccess && egress != egressDeny {
 			return fault.New(fault.Validation, "allow_internet_access: %t does not match template '%s': its profile's network_egress is '%s'; use a template (profile) whose policy allows what the sandbox needs",
 				*b.AllowInternetAccess, b.TemplateID, egress)
 		}
 	}
 	return nil
 }
+
+// A profile's network egress modes (its policy's network_egress).
+const (
+	egressAllow = "allow"
+	egressDeny  = "deny"
+)
 
 // profileFor is the profile serving template ("" for the default profile).
 func (h *Handler) profileFor(template string) string {
@@ -270,7 +275,7 @@ func (h *Handler) info(w http.ResponseWriter, r *http.Request) {
 	}
 	d := sandboxDetail{SandboxDetail: wire.SandboxDetail{ListedSandbox: h.listed(p, sess), EnvdAccessToken: callerKey(r)}}
 	if prof := h.profileNamed(p, sess.Profile); prof != nil {
-		allow := prof.Policy.NetworkEgress == providers.EgressAllow
+		allow := prof.Policy.NetworkEgress == egressAllow
 		d.AllowInternetAccess = &allow
 		d.Lifecycle = &lifecycle{OnTimeout: "kill", AutoResume: prof.AutoResume}
 		if sess.OnExpiry == sandbox.ExpirePause {

@@ -10,11 +10,12 @@ import (
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 )
 
 // keyLookup is how authentication reads API keys: by their secret's hash from the store,
-// one statement that also records the use at most once a minute (store.UseAPIKey).
-func keyLookup(st *store.Store) auth.KeyLookup {
+// one statement that also records the use at most once a minute (postgres.Store.UseAPIKey).
+func keyLookup(st *postgres.Store) auth.KeyLookup {
 	return func(ctx context.Context, hash [32]byte, now time.Time) (auth.APIKey, error) {
 		k, err := st.UseAPIKey(ctx, hash[:], now)
 		if errors.Is(err, store.ErrNotFound) {

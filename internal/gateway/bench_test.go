@@ -29,8 +29,8 @@ func benchEnvOn(b *testing.B, profile string) (*gatewaytest.Env, string, string)
 		c.Sandbox.Quotas = config.Quotas{Sessions: -1, ConcurrentExecutions: -1, RequestsPerSecond: -1, RetainedOutputBytes: -1, OpenRequests: -1}
 		if profile == "docker" {
 			c.Sandbox.Profiles = map[string]config.Profile{
-				"default": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: b.TempDir()}}},
-				"docker":  {Type: docker.TypeName, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{Image: "sandgate/sandbox-python:latest", Pull: config.DockerPullNever}}},
+				"default": {Type: local.TypeName, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: b.TempDir()}}},
+				"docker":  {Type: docker.TypeName, Blocks: config.Blocks{docker.TypeName: &docker.Block{Image: "sandgate/sandbox-python:latest", Pull: docker.PullNever}}},
 			}
 		}
 	}})

@@ -73,13 +73,13 @@ func DevSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog
 			localName = "local"
 		}
 		cfg.Sandbox.Profiles = map[string]config.Profile{
-			localName: {Type: local.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
-			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}},
+			localName: {Type: local.TypeName, Stateful: true, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: workdir}}},
+			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: workdir}}},
 		}
 		// Offer container isolation whenever a Docker engine answers.
 		if docker.Available(ctx, "") {
-			cfg.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{
-				Docker: &config.Docker{Image: DevDockerImage, Pull: "never"},
+			cfg.Sandbox.Profiles["docker"] = config.Profile{Type: docker.TypeName, Stateful: true, Blocks: config.Blocks{
+				docker.TypeName: &docker.Block{Image: DevDockerImage, Pull: docker.PullNever},
 			}}
 			log.Info("Docker engine found: profile 'docker' runs sandboxes in containers", "image", DevDockerImage)
 		} else {

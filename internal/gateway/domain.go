@@ -85,12 +85,13 @@ func policy(c config.Policy) providers.Policy {
 	return p
 }
 
-// buildProfiles builds every profile's provider through reg, sorted by name, for installation.
-// On an error the providers already built are closed.
+// buildProfiles builds every profile's provider through reg, sorted by name, for installation,
+// from the blocks d decoded. On an error the providers already built are closed.
 //
 // Errors: the registry's (fault.Config for configuration a provider rejects), prefixed with
 // the profile's key.
-func buildProfiles(c config.Sandbox, reg *providers.Registry, installation string, log *slog.Logger) (_ []sandbox.ProfileSpec, err error) {
+func buildProfiles(cfg *config.Config, d decoded, reg *providers.Registry, installation string, log *slog.Logger) (_ []sandbox.ProfileSpec, err error) {
+	c := cfg.Sandbox
 	names := make([]string, 0, len(c.Profiles))
 	for n := range c.Profiles {
 		names = append(names, n)
@@ -104,16 +105,15 @@ func buildProfiles(c config.Sandbox, reg *providers.Registry, installation strin
 	}()
 	for _, name := range names {
 		pc := c.Profiles[name]
-		idle := time.Duration(pc.IdleTimeout) * time.Second
-		pol := policy(pc.Policy)
-		prov, err := reg.Build(buildContext(name, pc, pol, idle, installation, log))
+		bc := buildContext(cfg, d, name, installation, log)
+		prov, err := reg.Build(bc)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox.profiles.%s: %w", name, err)
 		}
 		out = append(out, sandbox.ProfileSpec{
 			Name: name, Scope: pc.Scope, Stateful: pc.Stateful, AllowedGroups: pc.AllowedGroups,
 			IdentityMode: pc.Identity.Mode, Attached: pc.Environment == config.EnvironmentAttached,
-			Policy: pol, IdleTimeout: idle, IdleAction: pc.IdleAction, AutoResume: pc.AutoResume, Provider: prov,
+			Policy: bc.Policy, IdleTimeout: bc.IdleTimeout, IdleAction: pc.IdleAction, AutoResume: pc.AutoResume, Provider: prov,
 		})
 	}
 	return out, nil

@@ -5,7 +5,9 @@
 // in-process queue consumer, a worker's consumer — from start to drained shutdown.
 //
 // cmd/gateway keeps flags and output; tests build gateways through gatewaytest; bench/ builds
-// through New as well. Nothing else wires these packages together.
+// through New as well, migrates through Migrate and seeds and reads its database through
+// gatewaytest. Nothing else wires these packages together, and nothing else under internal/
+// opens the Postgres store (internal/store/postgres).
 package gateway
 
 import (
@@ -34,7 +36,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/spool"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 	"github.com/sandgate/sandgate/internal/telemetry"
 	"github.com/sandgate/sandgate/web"
 )
@@ -80,7 +82,7 @@ type Gateway struct {
 	cfg       *config.Config
 	opts      Options
 	log       *slog.Logger
-	store     *store.Store
+	store     *postgres.Store
 	svc       *sandbox.Service
 	transport queue.Transport
 	queued    *broker.Queued // the queue flavor, when configured
@@ -108,10 +110,10 @@ func (g *Gateway) closeService(ctx context.Context) error {
 	return err
 }
 
-// New builds a gateway from cfg (defaults applied and validated by config.Load, or by the
+// New builds a gateway from cfg (defaults applied and validated by LoadConfig, or by the
 // caller). Before anything connects it refuses a profile whose provider type the registry
-// does not serve, or a queue transport this binary does not serve (Check: fault.Config naming
-// the served ones). It then opens the store, applies
+// does not serve, a provider block its backend refuses, or a queue transport this binary does
+// not serve (Check: fault.Config naming the served ones or the keys). It then opens the store, applies
 // pending migrations when database.auto_migrate is on, reads the database's installation id
 // (recording a new one on a fresh database; see providers.NewInstallationID) and hands it to
 // every provider, builds every component and starts the background work (heartbeat, sweeper,
@@ -127,7 +129,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		opts.Registry = Builtin()
 	}
 	log := opts.Logger
-	if err := Check(cfg, opts.Registry); err != nil {
+	blocks, err := check(cfg, opts.Registry)
+	if err != nil {
 		return nil, err
 	}
 	queued := cfg.Sandbox.Broker.Flavor == config.FlavorQueue
@@ -151,7 +154,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 			g.Close()
 		}
 	}()
-	if g.store, err = store.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns); err != nil {
+	if g.store, err = postgres.Open(ctx, cfg.Database.URL, cfg.Database.MaxConns); err != nil {
 		return nil, err
 	}
 	if opts.RunnerID == "" {
@@ -220,7 +223,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		keyRevoked = authn.ForgetAPIKey
 	}
 	host, _ := os.Hostname()
-	profiles, err := buildProfiles(cfg.Sandbox, opts.Registry, g.installation, log)
+	profiles, err := buildProfiles(cfg, blocks, opts.Registry, g.installation, log)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +350,7 @@ func (g *Gateway) Handler() http.Handler { return g.handler }
 func (g *Gateway) Service() *sandbox.Service { return g.svc }
 
 // Store is the Postgres store (for tests and the benchmark harness).
-func (g *Gateway) Store() *store.Store { return g.store }
+func (g *Gateway) Store() *postgres.Store { return g.store }
 
 // RunnerID is this process's runner id.
 func (g *Gateway) RunnerID() string { return g.svc.RunnerID() }

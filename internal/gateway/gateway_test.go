@@ -16,15 +16,15 @@ import (
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
-// A profile whose provider type this binary does not serve (config knows bedrock_agentcore's
-// block, no provider serves it) is refused before anything connects: the database URL here
-// points at nothing, and the answer names the profile and the served types.
+// A profile whose provider type this binary does not serve (the registry accepts
+// bedrock_agentcore's block, no provider serves it) is refused before anything connects: the
+// database URL here points at nothing, and the answer names the profile and the served types.
 func TestNewRefusesAnUnservedProviderBeforeConnecting(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.Database.URL = "postgres://nobody@127.0.0.1:1/none?connect_timeout=30"
 	cfg.Auth.Issuers = []config.Issuer{{URL: "https://issuer.example", Audiences: []string{"sandgate"}}}
 	cfg.Sandbox.Profiles = map[string]config.Profile{
-		"cloud": {Type: "bedrock_agentcore", ProviderBlocks: config.ProviderBlocks{BedrockAgentCore: &config.BedrockAgentCore{}}},
+		"cloud": {Type: "bedrock_agentcore", Blocks: config.Blocks{"bedrock_agentcore": map[string]any{}}},
 	}
 	cfg.ApplyDefaults()
 

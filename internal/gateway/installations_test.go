@@ -109,8 +109,9 @@ func (w *sweepWatch) removedIDs() []string {
 // made with orphanMinAge.
 func watchedRegistry(w *sweepWatch, orphanMinAge time.Duration) *providers.Registry {
 	reg := providers.NewRegistry()
-	reg.Register(local.TypeName, local.Factory)
-	reg.Register(docker.TypeName, func(ctx providers.BuildContext) (providers.Provider, error) {
+	reg.Add(local.Backend())
+	b := docker.Backend()
+	b.Factory = func(ctx providers.BuildContext) (providers.Provider, error) {
 		p, err := docker.Factory(ctx)
 		if err != nil {
 			return nil, err
@@ -121,7 +122,8 @@ func watchedRegistry(w *sweepWatch, orphanMinAge time.Duration) *providers.Regis
 		w.provider = dp
 		w.mu.Unlock()
 		return watchedDocker{Provider: dp, w: w}, nil
-	})
+	}
+	reg.Add(b)
 	return reg
 }
 
@@ -155,9 +157,9 @@ func TestTwoInstallationsShareAnEngine(t *testing.T) {
 			c.Sandbox.Broker.SweepInterval = 1
 			c.Sandbox.DefaultProfile = "docker"
 			c.Sandbox.Profiles = map[string]config.Profile{
-				"docker": {Type: docker.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{Docker: &config.Docker{
-					Image: dockerTestImage, Pull: config.DockerPullNever, PidsLimit: pids,
-					WarmPool: &config.DockerWarmPool{Size: 1},
+				"docker": {Type: docker.TypeName, Stateful: true, Blocks: config.Blocks{docker.TypeName: &docker.Block{
+					Image: dockerTestImage, Pull: docker.PullNever, PidsLimit: pids,
+					WarmPool: &docker.WarmPoolBlock{Size: 1},
 				}}},
 			}
 		}})

@@ -90,11 +90,11 @@ func TestMetricsAfterRealExecutions(t *testing.T) {
 		c.Server.MetricsAddr = "127.0.0.1:0"
 		wd := t.TempDir()
 		c.Sandbox.Profiles = map[string]config.Profile{
-			"default": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: wd}}},
-			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: wd}}},
-			"broken":  {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: broken}}},
+			"default": {Type: local.TypeName, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: wd}}},
+			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: wd}}},
+			"broken":  {Type: local.TypeName, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: broken}}},
 			// Held on pause (local sandboxes cannot freeze): its executions are refused.
-			"lax": {Type: local.TypeName, Policy: config.Policy{Strict: new(bool)}, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: wd}}},
+			"lax": {Type: local.TypeName, Policy: config.Policy{Strict: new(bool)}, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: wd}}},
 		}
 	}})
 	// The broken profile's folder becomes a file: its provider can create no sandbox.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/devdb"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 )
 
 // While Postgres does not answer, the API says so: 503 problem "unavailable" with
@@ -27,7 +27,7 @@ func TestPostgresOutageAnswersUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = devdb.StopDir(dir) })
 	url := inst.URL("sandgate")
-	st, err := store.Open(ctx, url, 2)
+	st, err := postgres.Open(ctx, url, 2)
 	require.NoError(t, err)
 	_, err = st.Migrate(ctx)
 	st.Close()

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 
@@ -15,32 +16,44 @@ import (
 	"github.com/sandgate/sandgate/internal/providers/local"
 )
 
-// builtin is one provider type this binary ships: its factory, and the mapping of a profile
-// onto the backend's own options (provideroptions.go).
-type builtin struct {
-	factory providers.Factory
-	options func(config.Profile) any
-}
-
-// builtins are the providers this binary ships, by type name.
-var builtins = map[string]builtin{
-	local.TypeName:      {local.Factory, func(p config.Profile) any { return withBlock(p.LocalSubprocess, p, localOptions) }},
-	docker.TypeName:     {docker.Factory, func(p config.Profile) any { return withBlock(p.Docker, p, dockerOptions) }},
-	ec2ssm.TypeName:     {ec2ssm.Factory, func(p config.Profile) any { return withBlock(p.EC2SSM, p, ec2ssmOptions) }},
-	e2b.TypeName:        {e2b.Factory, func(p config.Profile) any { return withBlock(p.E2B, p, e2bOptions) }},
-	kubernetes.TypeName: {kubernetes.Factory, func(p config.Profile) any { return withBlock(p.Kubernetes, p, kubernetesOptions) }},
-	daytona.TypeName:    {daytona.Factory, func(p config.Profile) any { return withBlock(p.Daytona, p, daytonaOptions) }},
+// builtinBackends are the provider types this binary ships, in the order messages list them
+// (each package owns its block: type, defaults, validation), and the seed's bedrock_agentcore
+// block, accepted but served by none.
+func builtinBackends() []providers.Backend {
+	return []providers.Backend{
+		local.Backend(), docker.Backend(), kubernetes.Backend(), ec2ssm.Backend(), e2b.Backend(), daytona.Backend(),
+		bedrockBackend(),
+	}
 }
 
 // Builtin returns a registry of the providers this binary ships: local_subprocess, docker,
-// kubernetes, ec2_ssm, e2b and daytona.
+// kubernetes, ec2_ssm, e2b and daytona; it also accepts the bedrock_agentcore block, which no
+// profile may name (no provider has shipped for it).
 func Builtin() *providers.Registry {
 	r := providers.NewRegistry()
-	for name, b := range builtins {
-		r.Register(name, b.factory)
+	for _, b := range builtinBackends() {
+		r.Add(b)
 	}
 	return r
 }
+
+// SchemaBlocks describes reg's blocks to config.Schema, in reg's order.
+func SchemaBlocks(reg *providers.Registry) []config.SchemaBlock {
+	var out []config.SchemaBlock
+	for _, b := range reg.Backends() {
+		sb := config.SchemaBlock{Name: b.Type, Served: b.Served(), Def: b.SchemaName, Summary: b.Summary, Source: b.BlockSource}
+		if b.NewBlock != nil {
+			sb.Type = reflect.TypeOf(b.NewBlock())
+		}
+		out = append(out, sb)
+	}
+	return out
+}
+
+// Schema returns the configuration's JSON Schema (config.Schema) with the blocks of the
+// providers this binary ships: what config.schema.json holds and `gateway config schema`
+// prints.
+func Schema() ([]byte, error) { return config.Schema(SchemaBlocks(Builtin())) }
 
 // CheckProviders refuses a configuration with a profile whose provider type reg does not
 // serve — before anything connects, so `gateway config validate` and `serve` agree.

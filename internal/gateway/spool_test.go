@@ -17,7 +17,7 @@ import (
 	"github.com/sandgate/sandgate/internal/gateway"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 	"github.com/sandgate/sandgate/internal/providers/local"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
 
@@ -33,7 +33,7 @@ func dedicatedPostgres(t *testing.T) (dir, url string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = devdb.StopDir(dir) })
 	url = inst.URL("sandgate")
-	st, err := store.Open(t.Context(), url, 2)
+	st, err := postgres.Open(t.Context(), url, 2)
 	require.NoError(t, err)
 	_, err = st.Migrate(t.Context())
 	st.Close()
@@ -180,7 +180,7 @@ func TestUnwritableSpoolRefusedAtStart(t *testing.T) {
 	cfg.Database.URL = pgtest.URL(t)
 	cfg.Auth.Issuers = []config.Issuer{{URL: "https://issuer.example", Audiences: []string{"sandgate"}}}
 	cfg.Sandbox.Profiles = map[string]config.Profile{
-		"default": {Type: local.TypeName, ProviderBlocks: config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: t.TempDir()}}},
+		"default": {Type: local.TypeName, Blocks: config.Blocks{local.TypeName: &local.Block{Workdir: t.TempDir()}}},
 	}
 	cfg.Sandbox.Broker.Spool.Dir = filepath.Join(file, "spool")
 	cfg.ApplyDefaults()

@@ -10,30 +10,30 @@ import (
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 )
 
 // transportBuilder builds one queue transport from the configuration's
 // sandbox.broker.queue block (defaults applied and validated by config).
-type transportBuilder func(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger) (queue.Transport, error)
+type transportBuilder func(ctx context.Context, cfg *config.Config, st *postgres.Store, log *slog.Logger) (queue.Transport, error)
 
 // transports are the queue transports this binary serves, by sandbox.broker.queue.type: the
 // one registry both `gateway config validate` and `serve`/`worker` consult (Check).
 var transports = map[string]transportBuilder{
-	config.QueuePostgres: func(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger) (queue.Transport, error) {
+	config.QueuePostgres: func(ctx context.Context, cfg *config.Config, st *postgres.Store, log *slog.Logger) (queue.Transport, error) {
 		return queue.NewPostgres(ctx, st.Pool(), cfg.Sandbox.Broker.Queue.RescueAfter.D(), log)
 	},
-	config.QueueNATS: func(ctx context.Context, cfg *config.Config, _ *store.Store, log *slog.Logger) (queue.Transport, error) {
+	config.QueueNATS: func(ctx context.Context, cfg *config.Config, _ *postgres.Store, log *slog.Logger) (queue.Transport, error) {
 		n := cfg.Sandbox.Broker.Queue.NATS
 		return queue.NewNATS(ctx, queue.NATSConfig{URL: n.URL, Stream: n.Stream, SubjectPrefix: n.SubjectPrefix, AckWait: n.AckWait.D()}, log)
 	},
-	config.QueueKafka: func(ctx context.Context, cfg *config.Config, _ *store.Store, log *slog.Logger) (queue.Transport, error) {
+	config.QueueKafka: func(ctx context.Context, cfg *config.Config, _ *postgres.Store, log *slog.Logger) (queue.Transport, error) {
 		return queue.NewKafka(ctx, kafkaConfig(cfg.Sandbox.Broker), log)
 	},
-	config.QueueSQS: func(ctx context.Context, cfg *config.Config, _ *store.Store, log *slog.Logger) (queue.Transport, error) {
+	config.QueueSQS: func(ctx context.Context, cfg *config.Config, _ *postgres.Store, log *slog.Logger) (queue.Transport, error) {
 		return queue.NewSQS(ctx, sqsConfig(cfg.Sandbox.Broker), log)
 	},
-	config.InMemory: func(context.Context, *config.Config, *store.Store, *slog.Logger) (queue.Transport, error) {
+	config.InMemory: func(context.Context, *config.Config, *postgres.Store, *slog.Logger) (queue.Transport, error) {
 		return queue.NewInMemory(), nil
 	},
 }
@@ -78,7 +78,7 @@ func sqsConfig(b config.Broker) queue.SQSConfig {
 }
 
 // newTransport builds the queue transport named by sandbox.broker.queue.type.
-func newTransport(ctx context.Context, cfg *config.Config, st *store.Store, log *slog.Logger) (queue.Transport, error) {
+func newTransport(ctx context.Context, cfg *config.Config, st *postgres.Store, log *slog.Logger) (queue.Transport, error) {
 	q := cfg.Sandbox.Broker.Queue
 	build, ok := transports[q.Type]
 	if !ok {
@@ -109,11 +109,23 @@ func CheckTransport(cfg *config.Config) error {
 
 // Check is what `gateway config validate`, `serve` and `worker` require of a loaded
 // configuration before anything connects: every profile's provider type is one reg serves
-// (CheckProviders) and the queue transport is one this binary serves (CheckTransport). The
-// commands call this one function, so they accept and refuse the same names.
+// (CheckProviders), every provider block decodes and passes its backend's checks (as
+// LoadConfig reports them) and the queue transport is one this binary serves
+// (CheckTransport). The commands call this one function, so they accept and refuse the same
+// names.
 func Check(cfg *config.Config, reg *providers.Registry) error {
+	_, err := check(cfg, reg)
+	return err
+}
+
+// check is Check, returning the decoded blocks New builds the providers from.
+func check(cfg *config.Config, reg *providers.Registry) (decoded, error) {
 	if err := CheckProviders(cfg, reg); err != nil {
-		return err
+		return decoded{}, err
 	}
-	return CheckTransport(cfg)
+	blocks, err := checkBlocks(cfg, reg)
+	if err != nil {
+		return decoded{}, err
+	}
+	return blocks, CheckTransport(cfg)
 }

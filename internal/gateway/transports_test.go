@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/providers/local"
 )
 
 // Every transport name the configuration accepts is one this binary serves, and no other:
@@ -26,7 +27,7 @@ func queueConfig(typ string) *config.Config {
 	cfg := &config.Config{}
 	cfg.Database.URL = "postgres://nobody@127.0.0.1:1/none?connect_timeout=30"
 	cfg.Auth.Issuers = []config.Issuer{{URL: "https://issuer.example", Audiences: []string{"sandgate"}}}
-	cfg.Sandbox.Profiles = map[string]config.Profile{"default": {Type: config.ProviderLocalSubprocess}}
+	cfg.Sandbox.Profiles = map[string]config.Profile{"default": {Type: local.TypeName}}
 	cfg.Sandbox.Broker.Flavor = config.FlavorQueue
 	cfg.Sandbox.Broker.Queue = &config.Queue{Type: typ}
 	cfg.Sandbox.Broker.ResponseStore = &config.ResponseStore{}

@@ -33,13 +33,15 @@ func TestDestroyWhenTheProviderFails(t *testing.T) {
 	t.Parallel()
 	var refuse atomic.Bool
 	reg := providers.NewRegistry()
-	reg.Register(local.TypeName, func(ctx providers.BuildContext) (providers.Provider, error) {
+	b := local.Backend()
+	b.Factory = func(ctx providers.BuildContext) (providers.Provider, error) {
 		p, err := local.Factory(ctx)
 		if err != nil {
 			return nil, err
 		}
 		return refusingDestroy{Provider: p.(*local.Provider), refuse: &refuse}, nil
-	})
+	}
+	reg.Add(b)
 	g := newGatewayWith(t, func(c *config.Config) { only(c, "default") }, nil, reg)
 	cs := g.connect(g.token("alice"))
 	m, _ := call(t, cs, "new_sandbox_session", nil)

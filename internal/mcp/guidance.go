@@ -33,6 +33,7 @@ func (h *Handler) Guidance(p principal.Principal) string {
 	add(`If a result has an "error" field, the operation FAILED: report the error, and never describe a failed or unattempted operation as done.`)
 	add(`If a result has a "notice" field (for example, an idle session was reset and its workspace discarded), tell the user before continuing.`)
 	add(`A result with "task_id" and "status": "pending" is still running in the background: call check_sandbox_task(task_id) later; once it has finished, its "result" holds stdout, stderr, exit_code, error and notice.`)
+	add(`Python code in a stateful context also returns "results", as a notebook shows them: the value of the last expression (is_main_result), display(...), pandas tables and matplotlib charts (plt.show() or a figure left open); a chart is an image after the result's text — show it to the user rather than describing it.`)
 	add("Available workload profiles (pass as profile=):")
 	profiles := h.svc.Profiles(p)
 	if len(profiles) == 0 {

@@ -55,14 +55,14 @@ func newGatewayWith(t *testing.T, adjust func(*config.Config), now func() time.T
 	t.Helper()
 	workdir := t.TempDir()
 	e := gatewaytest.Start(t, gatewaytest.Options{Workdir: workdir, MaxConns: 10, Now: now, Registry: reg, Config: func(cfg *config.Config) {
-		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
+		lb := config.Blocks{local.TypeName: &local.Block{Workdir: workdir}}
 		cfg.Sandbox.Profiles = map[string]config.Profile{
-			"default":    {Type: local.TypeName, ProviderBlocks: lb},
-			"oneshot":    {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: lb},
-			"shared":     {Type: local.TypeName, Scope: sandbox.ScopePerRuntime, ProviderBlocks: lb},
-			"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, ProviderBlocks: lb},
-			"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, ProviderBlocks: lb},
-			"short-idle": {Type: local.TypeName, IdleTimeout: 1, ProviderBlocks: lb},
+			"default":    {Type: local.TypeName, Blocks: lb},
+			"oneshot":    {Type: local.TypeName, Scope: sandbox.ScopePerCall, Blocks: lb},
+			"shared":     {Type: local.TypeName, Scope: sandbox.ScopePerRuntime, Blocks: lb},
+			"restricted": {Type: local.TypeName, AllowedGroups: []string{"ml"}, Blocks: lb},
+			"nonet":      {Type: local.TypeName, Policy: config.Policy{NetworkEgress: "deny"}, Blocks: lb},
+			"short-idle": {Type: local.TypeName, IdleTimeout: 1, Blocks: lb},
 		}
 		if adjust != nil {
 			adjust(cfg)
@@ -389,7 +389,7 @@ func TestToolErrors(t *testing.T) {
 	g := newGateway(t, func(c *config.Config) {
 		quick := 1.0
 		c.Sandbox.Profiles["quick"] = config.Profile{Type: local.TypeName, Policy: config.Policy{Timeout: &quick},
-			ProviderBlocks: c.Sandbox.Profiles["default"].ProviderBlocks}
+			Blocks: c.Sandbox.Profiles["default"].Blocks}
 	})
 	cs := g.connect(g.token("alice"))
 
@@ -800,9 +800,9 @@ func TestLosingAGroupRevokesItsSessions(t *testing.T) {
 func TestToolDescriptionsStayWithinVendorLimits(t *testing.T) {
 	t.Parallel()
 	g := newGateway(t, func(c *config.Config) {
-		lb := c.Sandbox.Profiles["default"].ProviderBlocks
+		lb := c.Sandbox.Profiles["default"].Blocks
 		for i := range 60 {
-			c.Sandbox.Profiles[fmt.Sprintf("team-%02d-with-a-rather-long-profile-name", i)] = config.Profile{Type: local.TypeName, Stateful: true, ProviderBlocks: lb}
+			c.Sandbox.Profiles[fmt.Sprintf("team-%02d-with-a-rather-long-profile-name", i)] = config.Profile{Type: local.TypeName, Stateful: true, Blocks: lb}
 		}
 	})
 	st, def := getJSON(t, g.URL+"/v1/agent/tools?format=openai", g.token("alice"))

@@ -36,7 +36,7 @@ const (
 		"stdout": ` + strProp + `, "stderr": ` + strProp + `,
 		"exit_code": {"type": ["integer", "null"], "description": "The program's exit status; 128+n when signal n ended it."},
 		"sandbox_session_id": ` + strProp + `, "notice": {"type": "string", "description": "Tell the user (e.g. the session was reset)."},
-		` + truncatedProp + `},
+		` + truncatedProp + `, ` + resultsSchema + `},
 		"required": ["stdout", "stderr", "exit_code", "sandbox_session_id"], "additionalProperties": false}`
 	pendingResult = `{"type": "object", "properties": {
 		"task_id": ` + strProp + `, "status": {"const": "pending"}, "sandbox_session_id": ` + strProp + `, "notice": ` + strProp + `},
@@ -48,7 +48,7 @@ const (
 		"task_id": ` + strProp + `, "status": ` + taskStatus + `, "sandbox_session_id": ` + strProp + `,
 		"result": {"type": "object", "properties": {
 			"stdout": ` + strProp + `, "stderr": ` + strProp + `, "exit_code": {"type": ["integer", "null"]},
-			"error": {"type": ["string", "null"]}, "notice": {"type": ["string", "null"]}, ` + truncatedProp + `},
+			"error": {"type": ["string", "null"]}, "notice": {"type": ["string", "null"]}, ` + truncatedProp + `, ` + resultsSchema + `},
 			"required": ["stdout", "stderr", "exit_code", "error", "notice"], "additionalProperties": false}},
 		"required": ["task_id", "status", "sandbox_session_id"], "additionalProperties": false}`
 )

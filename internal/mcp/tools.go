@@ -262,6 +262,7 @@ func (h *Handler) toolHandler(t toolSpec) sdk.ToolHandler {
 type result struct {
 	body    any
 	isError bool
+	images  []sdk.Content // image content items after the JSON text (rich results)
 }
 
 func ok(body any) result { return result{body: body} }
@@ -305,7 +306,7 @@ func (r result) toMCP() (*sdk.CallToolResult, error) {
 	}
 	text := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 	return &sdk.CallToolResult{
-		Content:           []sdk.Content{&sdk.TextContent{Text: string(text)}},
+		Content:           append([]sdk.Content{&sdk.TextContent{Text: string(text)}}, r.images...),
 		StructuredContent: json.RawMessage(text),
 		IsError:           r.isError,
 	}, nil
@@ -371,8 +372,11 @@ type execBody struct {
 	SandboxSessionID string `json:"sandbox_session_id"`
 	Notice           string `json:"notice,omitempty"`
 	// Truncated: stdout or stderr lost its middle, here (tool_output_max_chars) or in the
-	// sandbox (sandbox.max_output_bytes); head and tail are kept.
+	// sandbox (sandbox.max_output_bytes); head and tail are kept. Also set when the text of a
+	// rich result was cut.
 	Truncated bool `json:"truncated,omitempty"`
+	// Results are the rich results of code (results.go).
+	Results []resultItem `json:"results,omitempty"`
 }
 
 type promotedBody struct {
@@ -490,7 +494,10 @@ func (h *Handler) execute(ctx context.Context, p principal.Principal, in sandbox
 			SandboxSessionID: r.SessionID, TaskID: r.TaskID, Stdout: &stdout, Stderr: &stderr, Notice: r.Notice, Truncated: truncated,
 		}}
 	}
-	return ok(execBody{Stdout: stdout, Stderr: stderr, ExitCode: r.ExitCode, SandboxSessionID: r.SessionID, Notice: r.Notice, Truncated: truncated})
+	items, images, cut := h.results(r.Results, h.maxChars)
+	res := ok(execBody{Stdout: stdout, Stderr: stderr, ExitCode: r.ExitCode, SandboxSessionID: r.SessionID, Notice: r.Notice, Truncated: truncated || cut, Results: items})
+	res.images = images
+	return res
 }
 
 // outputs are r's streams as tool text, each bounded by cut; truncated says whether either
@@ -653,6 +660,8 @@ type taskSummary struct {
 	Error     *string `json:"error"`
 	Notice    *string `json:"notice"`
 	Truncated bool    `json:"truncated,omitempty"`
+	// Results are the rich results of code (results.go).
+	Results []resultItem `json:"results,omitempty"`
 }
 
 func (h *Handler) checkTask(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
@@ -668,6 +677,7 @@ func (h *Handler) checkTask(ctx context.Context, p principal.Principal, raw json
 		return h.fail(err, "")
 	}
 	body := taskBody{TaskID: t.ID, Status: t.Status, SandboxSessionID: t.SessionID}
+	var images []sdk.Content
 	if t.FinishedAt != nil {
 		s := &taskSummary{Error: nonEmpty(t.Error), Notice: nonEmpty(t.Notice)}
 		if r := t.Result; r != nil {
@@ -676,10 +686,15 @@ func (h *Handler) checkTask(ctx context.Context, p principal.Principal, raw json
 			if s.Notice == nil {
 				s.Notice = nonEmpty(r.Notice)
 			}
+			var cut bool
+			s.Results, images, cut = h.results(r.Results, h.maxChars)
+			s.Truncated = s.Truncated || cut
 		}
 		body.Result = s
 	}
-	return ok(body)
+	res := ok(body)
+	res.images = images
+	return res
 }
 
 // taskIDArg decodes the one argument, task_id, of tool name; bad is the failure to answer.

@@ -1,7 +1,10 @@
 package mcp_test
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,4 +110,74 @@ func TestOutputSchemasWithTheTypeScriptSDK(t *testing.T) {
 	assert.Equal(t, "cancelled", r["check"]["status"])
 	assert.Equal(t, true, r["bad_args"]["isError"])
 	assert.Equal(t, true, r["destroy"]["destroyed"])
+}
+
+// TestChartsWithTheTypeScriptSDK: code that draws a chart gives the agent, through the
+// official TypeScript SDK, an image content item with the chart as a PNG after the JSON
+// text, which lists the results (the chart and the last expression's value).
+func TestChartsWithTheTypeScriptSDK(t *testing.T) {
+	requireSDKJS(t)
+	requirePythonModules(t, "matplotlib")
+	t.Parallel()
+	g := newGateway(t, func(c *config.Config) {
+		only(c, "default")
+		p := c.Sandbox.Profiles["default"]
+		p.Stateful = true // rich results come from code in a context
+		c.Sandbox.Profiles["default"] = p
+	})
+	cmd := exec.CommandContext(t.Context(), "node", "rich_results.mjs", g.URL+mcp.Path, g.token("alice"))
+	cmd.Dir = sdkJS
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "node (a result that does not match its output schema fails the call): %s", stderr.String())
+
+	var got struct {
+		Content []struct {
+			Type     string `json:"type"`
+			MIMEType string `json:"mimeType"`
+			Data     string `json:"data"`
+			Text     string `json:"text"`
+		} `json:"content"`
+		Structured map[string]any `json:"structured"`
+		IsError    bool           `json:"isError"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	require.False(t, got.IsError, "%s", out)
+	require.Len(t, got.Content, 2, "the JSON text, then the chart")
+	assert.Equal(t, "text", got.Content[0].Type)
+	img := got.Content[1]
+	assert.Equal(t, "image", img.Type)
+	assert.Equal(t, "image/png", img.MIMEType)
+	data, err := base64.StdEncoding.DecodeString(img.Data)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")), "a PNG signature")
+	cfg, err := png.DecodeConfig(bytes.NewReader(data))
+	require.NoError(t, err)
+	assert.Greater(t, cfg.Width, cfg.Height, "a 4x3 figure: %dx%d", cfg.Width, cfg.Height)
+	_, err = png.Decode(bytes.NewReader(data))
+	require.NoError(t, err, "the whole PNG decodes")
+
+	results, _ := got.Structured["results"].([]any)
+	require.Len(t, results, 2, "%v", got.Structured)
+	chart := results[0].(map[string]any)
+	assert.Equal(t, "image/png", chart["image"])
+	assert.Equal(t, []any{"image/png", "text/plain"}, chart["types"])
+	assert.Contains(t, chart["text"], "<Figure size 400x300")
+	assert.Equal(t, map[string]any{"is_main_result": true, "types": []any{"text/plain"}, "text": "42"}, results[1])
+}
+
+// requirePythonModules skips the test when python3 (the local provider's) cannot import the
+// modules; under CI=true it fails (scripts/test-setup.sh installs them).
+func requirePythonModules(t *testing.T, modules ...string) {
+	t.Helper()
+	out, err := exec.Command("python3", "-c", "import "+strings.Join(modules, ", ")).CombinedOutput()
+	if err == nil {
+		return
+	}
+	msg := "python3 cannot import " + strings.Join(modules, ", ") + " (Debian: apt-get install python3-matplotlib; scripts/test-setup.sh does): " + strings.TrimSpace(string(out))
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }

@@ -5,7 +5,9 @@
 // Memory is bounded whatever a program prints: of each stream the log keeps the pieces up to
 // half its limit from the start and up to half from the end, dropping the oldest of the end's
 // as new ones arrive (the head-and-tail rule of an execution's result, docs/semantics.md §9
-// step 7). Offsets keep counting dropped bytes, so a reader sees where what it missed was.
+// step 7); pieces are kept or dropped whole, so a piece larger than half the limit at a
+// stream's end stands alone there. Offsets keep counting dropped bytes, so a reader sees
+// where what it missed was.
 // Writers never wait for readers.
 //
 // The log copies what it is given into buffers of its own that it never changes afterwards,
@@ -21,6 +23,8 @@ package outlog
 import (
 	"context"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -132,7 +136,11 @@ func (l *Log) appendLocked(stream string, data []byte) (freed int64) {
 	} else {
 		l.tail[stream] += int64(len(data))
 		for l.tail[stream] > l.half {
-			freed += l.dropOldestTail(stream)
+			n := l.dropOldestTail(stream)
+			if n == 0 {
+				break // only this piece is left of the end: a piece is kept whole
+			}
+			freed += n
 		}
 	}
 	l.events = append(l.events, e)
@@ -254,7 +262,12 @@ func (l *Log) Written(stream string) int64 {
 // each piece it gets and at the end (the middle of a long stream). Errors: ctx.Err() when ctx
 // ends first (the execution goes on); a writer's error, which stops the replay.
 func (l *Log) Replay(ctx context.Context, stdout, stderr io.Writer, done <-chan struct{}) error {
-	writers := map[string]io.Writer{"stdout": stdout, "stderr": stderr}
+	return l.ReplayStreams(ctx, map[string]io.Writer{"stdout": stdout, "stderr": stderr}, done)
+}
+
+// ReplayStreams is Replay with a writer per stream name: those of streams without one are
+// not replayed; every piece of a stream is one Write.
+func (l *Log) ReplayStreams(ctx context.Context, writers map[string]io.Writer, done <-chan struct{}) error {
 	next := map[string]int64{}
 	skip := func(stream string, upTo int64) {
 		if n := upTo - next[stream]; n > 0 {
@@ -283,8 +296,9 @@ func (l *Log) Replay(ctx context.Context, stdout, stderr io.Writer, done <-chan 
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			skip("stdout", l.Written("stdout"))
-			skip("stderr", l.Written("stderr"))
+			for _, stream := range slices.Sorted(maps.Keys(writers)) {
+				skip(stream, l.Written(stream))
+			}
 			return nil
 		}
 		if closed || len(evs) > 0 {

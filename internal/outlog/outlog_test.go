@@ -36,6 +36,20 @@ func TestLogKeepsHeadAndTailOfEachStream(t *testing.T) {
 	assert.Equal(t, int64(4), evs[0].Seq)
 }
 
+// TestLogKeepsAPieceWhole: a piece larger than half the limit is never cut; at the end of a
+// stream it takes the place of the older pieces there (it used to spin forever).
+func TestLogKeepsAPieceWhole(t *testing.T) {
+	l := outlog.New(20)
+	l.Append("result", []byte("head-piece"))
+	l.Append("result", []byte("tail"))
+	l.Append("result", []byte("a piece of thirty bytes, whole"))
+	evs, _, _, _ := l.Read(0)
+	assert.Equal(t, []string{"result:head-piece", "result:a piece of thirty bytes, whole"}, data(evs))
+	l.Append("result", []byte("next"))
+	evs, _, _, _ = l.Read(0)
+	assert.Equal(t, []string{"result:head-piece", "result:next"}, data(evs))
+}
+
 func TestLogWakesReadersAndCloses(t *testing.T) {
 	l := outlog.New(100)
 	_, _, _, changed := l.Read(0)

@@ -12,6 +12,11 @@ import (
 // rules (fault.Policy for NUL bytes, absolute paths and paths leaving the workspace).
 func CleanPath(p string) (string, error) { return wspath.Clean(p) }
 
+// CleanEntry is CleanPath for a path that names an entry inside the workspace, the path of
+// WriteFile and RemoveFile: the workspace folder itself ("", ".", "a/..") is a
+// fault.Validation error on every provider (wspath.CleanEntry).
+func CleanEntry(p string) (string, error) { return wspath.CleanEntry(p) }
+
 // ValidEnvName reports whether name is a portable environment variable name,
 // ^[A-Za-z_][A-Za-z0-9_]*$ (see wspath.ValidEnvName).
 func ValidEnvName(name string) bool { return wspath.ValidEnvName(name) }

@@ -13,6 +13,7 @@ package providers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -192,6 +193,17 @@ type Sandbox interface {
 	InstallPackages(ctx context.Context, packages []string, out Output) (ExitStatus, error)
 	// WriteFile streams r into path (relative to the workspace), creating parent folders.
 	// More than maxBytes bytes: fault.TooLarge and no file is left behind. Returns bytes written.
+	//
+	// The file methods answer one bad path with one fault on every provider (CleanPath,
+	// CleanEntry; pinned by providertest's faults group): fault.Policy for a NUL byte, an
+	// absolute path or one leaving the workspace (also through a symlink, where the provider
+	// confines them); fault.Validation for the workspace folder itself as what WriteFile
+	// writes or RemoveFile removes, and for a name or path too long; fault.Conflict for a
+	// folder where WriteFile or ReadFile wants a file, a file where ListFiles wants a folder
+	// or WriteFile a parent folder, and a folder RemoveFile finds not empty; fault.NotFound
+	// when ReadFile or ListFiles finds nothing there (also below a file), where RemoveFile
+	// succeeds. A bad path is refused before the handle is looked at (a closed handle too
+	// answers it so), as a bad ExecSpec is (CheckExecSpec).
 	WriteFile(ctx context.Context, path string, r io.Reader, maxBytes int64) (int64, error)
 	// ReadFile opens path for reading. Missing: fault.NotFound; a folder: fault.Conflict.
 	ReadFile(ctx context.Context, path string) (io.ReadCloser, error)
@@ -199,14 +211,55 @@ type Sandbox interface {
 	ListFiles(ctx context.Context, dir string) ([]FileInfo, error)
 	// RemoveFile removes a file or an empty folder. Missing: nil.
 	RemoveFile(ctx context.Context, path string) error
-	// Close releases the handle. It is idempotent and never destroys state a later Attach needs.
+	// Close releases the handle. It is idempotent and never destroys state a later Attach
+	// needs; every other method of a closed handle returns fault.Conflict, once its input
+	// passed the checks (a bad ExecSpec or path keeps its fault, a capability the provider
+	// lacks is still fault.Capability).
 	Close() error
 }
 
-// Output receives a program's two streams.
+// Output receives a program's two streams and, for code, its rich results.
 type Output struct {
 	Stdout io.Writer
 	Stderr io.Writer
+	// ResultFunc, when set, is called with each rich result of code as the code produces it
+	// (ExitStatus.Results has them all), never concurrently. Providers without rich results
+	// never call it.
+	ResultFunc func(RichResult)
+}
+
+// RichResult is one rich result of code, as a notebook shows it (sandboxd's python contexts:
+// sandboxd.RichResult, whose doc gives the forms): the value of the code's last expression
+// (Main) or a display (display(...), a matplotlib figure), as a MIME bundle. Its JSON form is
+// the API's.
+type RichResult struct {
+	// Data maps MIME types to their representation: a JSON string (base64 for image/png,
+	// image/jpeg and application/pdf), or any JSON value for application/json and "+json"
+	// types. Nil when Dropped.
+	Data map[string]json.RawMessage `json:"data,omitempty"`
+	// Main: the value of the code's last expression; false for a display.
+	Main bool `json:"is_main_result"`
+	// Dropped: the result was over the output limit and dropped whole; it names what it was.
+	Dropped *DroppedResult `json:"dropped,omitempty"`
+}
+
+// DroppedResult names a rich result that was dropped whole.
+type DroppedResult struct {
+	Types []string `json:"types"` // its MIME types, sorted
+	Bytes int64    `json:"bytes"` // its size (RichResult.Size)
+}
+
+// Size is the size of r's data in bytes: the lengths of its values as JSON (a dropped
+// result's: the size it had).
+func (r RichResult) Size() int64 {
+	if r.Dropped != nil {
+		return r.Dropped.Bytes
+	}
+	var n int64
+	for _, v := range r.Data {
+		n += int64(len(v))
+	}
+	return n
 }
 
 // ExecSpec describes one execution: exactly one of Command (run by /bin/sh -c) or Code (run by
@@ -242,6 +295,10 @@ type ExecSpec struct {
 	// Background makes the command a background process (Executions.Start only; capability
 	// background): it runs until it ends, is stopped, or its sandbox goes.
 	Background bool
+	// MaxResultBytes bounds the rich results of code together (RichResult.Size; 0: the
+	// provider's own bound): a result that does not fit is dropped whole and named
+	// (RichResult.Dropped), never cut.
+	MaxResultBytes int64
 	Output
 }
 
@@ -417,6 +474,9 @@ type ExitStatus struct {
 	// Error is the exception code in a context raised (sandboxd's python contexts; also
 	// printed to stderr as its traceback); nil otherwise, and for providers that report none.
 	Error *CodeError
+	// Results are the rich results of code, in the order it produced them (nil without any,
+	// and for providers that give none).
+	Results []RichResult
 }
 
 // CodeError is an exception raised by code in a context, as Jupyter reports one: its class

@@ -18,18 +18,18 @@ import (
 type Factory func(ctx BuildContext) (Provider, error)
 
 // BuildContext is everything a Factory gets. It holds no configuration type: the composition
-// root (internal/gateway) maps a profile onto it, and onto the backend's options.
+// root (internal/gateway) maps a profile onto it, and its block onto the backend's options
+// (Block.Options).
 type BuildContext struct {
 	// Type is the profile's provider type; it selects the factory.
 	Type string
 	// Profile is the profile's name, for messages and logs.
 	Profile string
-	// Options is the backend's own options value (docker.Options, …), built by the
-	// composition root from the profile's provider block; nil when the profile has no block
-	// of its type, or when the type has no built-in mapping (a provider registered by a test,
-	// which reads Params instead). The fields those options share with this context (the
-	// profile's name, policy, logger, …) are left zero there: the factory takes them from
-	// here.
+	// Options is the backend's own options value (docker.Options, …): what the profile's
+	// block of its type, decoded by the composition root, returns from Block.Options; nil
+	// when the type has no block (a provider registered by a test, which reads Params
+	// instead). The fields those options share with this context (the profile's name,
+	// policy, logger, …) are left zero there: the factory takes them from here.
 	Options any
 	// Params are the profile's free-form provider parameters (its params block); nil when it
 	// has none.
@@ -68,43 +68,85 @@ func OptionsOf[T any](ctx BuildContext, typ string) (T, error) {
 	return opts, nil
 }
 
-// Registry maps provider type names ("local_subprocess", "docker", …) to factories. It is safe
-// for concurrent use; a process usually fills one at start-up and only builds afterwards.
+// Registry maps provider type names ("local_subprocess", "docker", …) to their Backends: the
+// factory, and the configuration block the composition root decodes for it. It is safe for
+// concurrent use; a process usually fills one at start-up and only builds afterwards.
 type Registry struct {
-	mu        sync.RWMutex
-	factories map[string]Factory
+	mu       sync.RWMutex
+	backends map[string]Backend
+	order    []string // types in the order they were added
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{factories: make(map[string]Factory)}
+	return &Registry{backends: make(map[string]Backend)}
 }
 
-// Register adds factory f under name. Like database/sql.Register it panics when name is empty,
-// f is nil or name is already registered: those are wiring bugs.
+// Register adds a type without a configuration block: factory f builds it from the profile's
+// params (a type a test registers). Its profiles create sandboxes (environment: managed). Like
+// database/sql.Register it panics when name is empty, f is nil or name is already registered:
+// those are wiring bugs.
 func (r *Registry) Register(name string, f Factory) {
-	if name == "" {
-		panic("providers: Register with an empty name")
-	}
 	if f == nil {
 		panic("providers: Register of a nil factory for " + name)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, dup := r.factories[name]; dup {
-		panic("providers: Register called twice for " + name)
-	}
-	r.factories[name] = f
+	r.Add(Backend{Type: name, Factory: f, Provisions: true})
 }
 
-// Names returns the registered type names, sorted.
-func (r *Registry) Names() []string {
+// Add adds backend b under b.Type. It panics when b.Type is empty or already registered, and
+// when b has neither a factory nor a block (it would serve nothing and accept nothing).
+func (r *Registry) Add(b Backend) {
+	if b.Type == "" {
+		panic("providers: Add of a backend without a type")
+	}
+	if b.Factory == nil && b.NewBlock == nil {
+		panic("providers: Add of backend " + b.Type + " without a factory or a block")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.backends[b.Type]; dup {
+		panic("providers: Register called twice for " + b.Type)
+	}
+	r.backends[b.Type] = b
+	r.order = append(r.order, b.Type)
+}
+
+// Backend returns the backend of type typ, served or reserved.
+func (r *Registry) Backend(typ string) (Backend, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.factories))
-	for n := range r.factories {
-		names = append(names, n)
+	b, ok := r.backends[typ]
+	return b, ok
+}
+
+// Backends returns every backend, served and reserved, in the order they were added.
+func (r *Registry) Backends() []Backend {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Backend, len(r.order))
+	for i, typ := range r.order {
+		out[i] = r.backends[typ]
 	}
+	return out
+}
+
+// Types returns the served type names (those with a factory) in the order they were added,
+// the order messages list them in.
+func (r *Registry) Types() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []string
+	for _, typ := range r.order {
+		if r.backends[typ].Served() {
+			out = append(out, typ)
+		}
+	}
+	return out
+}
+
+// Names returns the served type names (those with a factory), sorted.
+func (r *Registry) Names() []string {
+	names := r.Types()
 	slices.Sort(names)
 	return names
 }
@@ -118,10 +160,9 @@ func (r *Registry) Names() []string {
 // tier (docs/semantics.md §1: isolation is required) is a fault.Internal error.
 func (r *Registry) Build(ctx BuildContext) (Provider, error) {
 	typ := ctx.Type
-	r.mu.RLock()
-	f, ok := r.factories[typ]
-	r.mu.RUnlock()
-	if !ok {
+	b, _ := r.Backend(typ)
+	f := b.Factory
+	if f == nil {
 		known := "[" + strings.Join(r.Names(), ", ") + "]"
 		if typ == "" {
 			return nil, fault.New(fault.Config, "sandbox profile '%s' has no provider type; registered types: %s", ctx.Profile, known)

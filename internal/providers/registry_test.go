@@ -72,6 +72,51 @@ func TestRegistry(t *testing.T) {
 	assert.Panics(t, func() { r.Register("nil", nil) }, "nil factory")
 }
 
+// A registry keeps each backend whole (factory and block), in the order added; a backend
+// without a factory reserves its type: its block is known, but no profile may name it.
+func TestRegistryBackends(t *testing.T) {
+	t.Parallel()
+	r := providers.NewRegistry()
+	r.Add(providers.Backend{Type: "zeta", Factory: factoryOf(stub{typ: "zeta", iso: providers.IsolationContainer}, nil), Attaches: true, AttachTarget: "a box"})
+	r.Add(providers.Backend{Type: "reserved", NewBlock: func() providers.Block { return nil }})
+	r.Register("alpha", factoryOf(stub{typ: "alpha", iso: providers.IsolationNone}, nil))
+
+	assert.Equal(t, []string{"zeta", "alpha"}, r.Types(), "served types, in the order added")
+	assert.Equal(t, []string{"alpha", "zeta"}, r.Names(), "served types, sorted")
+	var all []string
+	for _, b := range r.Backends() {
+		all = append(all, b.Type)
+	}
+	assert.Equal(t, []string{"zeta", "reserved", "alpha"}, all)
+	b, ok := r.Backend("zeta")
+	require.True(t, ok)
+	assert.True(t, b.Served())
+	assert.Equal(t, "a box", b.AttachTarget)
+	alpha, _ := r.Backend("alpha")
+	assert.True(t, alpha.Provisions, "a registered type creates sandboxes")
+	assert.Nil(t, alpha.NewBlock, "and has no block: its factory reads params")
+
+	_, err := build(r, "reserved")
+	assert.Equal(t, fault.Config, fault.KindOf(err))
+	assert.Contains(t, err.Error(), "[alpha, zeta]", "a reserved type is not offered")
+
+	assert.Panics(t, func() { r.Add(providers.Backend{Type: "zeta", Factory: factoryOf(nil, nil)}) }, "duplicate")
+	assert.Panics(t, func() { r.Add(providers.Backend{Type: "idle"}) }, "neither a factory nor a block")
+	assert.Panics(t, func() { r.Add(providers.Backend{Factory: factoryOf(nil, nil)}) }, "no type")
+}
+
+// Problems words what a block refuses; Enum names the allowed values.
+func TestProblems(t *testing.T) {
+	t.Parallel()
+	var ps providers.Problems
+	ps.Add("docker.pids_limit", "must be greater than 0 (got %d)", -1)
+	ps.Enum("docker.pull", "always", []string{"missing", "never"})
+	ps.Enum("docker.pull", "never", []string{"missing", "never"})
+	require.Len(t, ps, 2)
+	assert.Equal(t, "docker.pids_limit: must be greater than 0 (got -1)", ps[0].String())
+	assert.Equal(t, `docker.pull: "always" is not allowed; use one of: missing, never`, ps[1].String())
+}
+
 func TestRegistryBuildErrors(t *testing.T) {
 	t.Parallel()
 	r := providers.NewRegistry()

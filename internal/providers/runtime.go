@@ -39,7 +39,7 @@ func RuntimeRequestStreaming(spec ExecSpec) sandboxd.ExecRequest {
 	req := sandboxd.ExecRequest{
 		Command: spec.Command, Code: spec.Code, Language: spec.Language, Env: spec.Env,
 		Dir: spec.Dir, Timeout: spec.Timeout, Context: spec.Context, StdinReader: spec.Stdin, ID: spec.ID,
-		StdinOpen: spec.StdinOpen, Background: spec.Background,
+		StdinOpen: spec.StdinOpen, Background: spec.Background, MaxResults: max(spec.MaxResultBytes, 0),
 	}
 	if spec.PTY != nil {
 		req.PTY = RuntimeTermSize(*spec.PTY)
@@ -64,7 +64,7 @@ func RuntimeProcess(info sandboxd.ExecutionInfo) ProcessInfo {
 	return ProcessInfo{ID: info.ID, PID: info.PID, StartedAt: info.StartedAt}
 }
 
-// RuntimeStreams returns out's writers, io.Discard for the unset ones.
+// RuntimeStreams returns out's writers, io.Discard for the unset ones, and its ResultFunc.
 func RuntimeStreams(out Output) sandboxd.Streams {
 	s := sandboxd.Streams{Stdout: out.Stdout, Stderr: out.Stderr}
 	if s.Stdout == nil {
@@ -73,7 +73,19 @@ func RuntimeStreams(out Output) sandboxd.Streams {
 	if s.Stderr == nil {
 		s.Stderr = io.Discard
 	}
+	if f := out.ResultFunc; f != nil {
+		s.ResultFunc = func(r sandboxd.RichResult) { f(RuntimeRichResult(r)) }
+	}
 	return s
+}
+
+// RuntimeRichResult maps a runtime rich result onto a RichResult (sharing its data).
+func RuntimeRichResult(r sandboxd.RichResult) RichResult {
+	out := RichResult{Data: r.Data, Main: r.Main}
+	if r.Dropped != nil {
+		out.Dropped = &DroppedResult{Types: r.Dropped.Types, Bytes: r.Dropped.Bytes}
+	}
+	return out
 }
 
 // HeldRuntime is a runtime client that can follow an execution its sandboxd holds
@@ -105,6 +117,9 @@ func RuntimeStatus(r sandboxd.Result) ExitStatus {
 	st := ExitStatus{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, ContextLost: r.ContextLost, ContextReset: r.ContextReset}
 	if e := r.Error; e != nil {
 		st.Error = &CodeError{Name: e.Name, Value: e.Value, Traceback: e.Traceback}
+	}
+	for _, rr := range r.Results {
+		st.Results = append(st.Results, RuntimeRichResult(rr))
 	}
 	return st
 }

@@ -12,32 +12,9 @@ import (
 	"github.com/sandgate/sandgate/internal/store"
 )
 
-// AuditEvent is one entry of the audit log as administrators read it (docs/semantics.md §14).
-type AuditEvent struct {
-	ID          int64
-	At          time.Time
-	Kind        string // execution | file_write | file_delete | session_create | session_destroy | api_key_create | api_key_revoke
-	PrincipalID string
-	Principal   string // "issuer#subject"
-	SessionID   string
-	Profile     string
-	TaskID      string // executions
-	Operation   string // executions: execute_command | execute_code
-	Target      string // file events: the workspace path; API key events: the key's id
-	// APIKeyID is the API key the request that made the event authenticated with ("" for a
-	// token).
-	APIKeyID string
-	Digest   string // SHA-256 (hex) of the command or code, or of the written file
-	Excerpt  string // the command's or code's first 256 bytes
-	Size     int64  // bytes of the command or code, or of the written file
-	// Status: "submitted" until an execution finishes, then its task status; "succeeded" or
-	// "failed" (ErrorType: the fault kind) for the other kinds.
-	Status     string
-	ErrorType  string
-	ExitCode   *int
-	DurationMS *int64
-	FinishedAt *time.Time
-}
+// AuditEvent is one entry of the audit log as administrators read it (docs/semantics.md
+// §14): the store's row as it is.
+type AuditEvent = store.AuditEvent
 
 // AuditQuery selects audit events (GET /v1/audit).
 type AuditQuery struct {
@@ -86,16 +63,7 @@ func (s *Service) Audit(ctx context.Context, p principal.Principal, q AuditQuery
 		rows = rows[:q.Limit]
 		next = encodeAuditCursor(rows[len(rows)-1].ID)
 	}
-	out := make([]AuditEvent, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, AuditEvent{
-			ID: r.ID, At: r.At, Kind: r.Kind, PrincipalID: r.PrincipalID, Principal: r.Principal, SessionID: r.SessionID,
-			Profile: r.Profile, TaskID: r.TaskID, Operation: r.Operation, Target: r.Target, Digest: r.Digest, Excerpt: r.Excerpt,
-			Size: r.Size, Status: r.Status, ErrorType: r.ErrorType, ExitCode: r.ExitCode, DurationMS: r.DurationMS, FinishedAt: r.FinishedAt,
-			APIKeyID: r.APIKeyID,
-		})
-	}
-	return out, next, nil
+	return rows, next, nil
 }
 
 const auditCursorPrefix = "audit:"

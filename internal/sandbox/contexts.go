@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"regexp"
+	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
@@ -47,6 +48,27 @@ type ContextOp struct {
 	Language string // create: python (default) or bash
 }
 
+// NamedContext is a named stateful context of a session's sandbox as the caller sees it: an
+// interpreter whose state outlives one execution (docs/semantics.md §3 Contexts).
+type NamedContext struct {
+	Name      string
+	Language  string // python | bash
+	CreatedAt time.Time
+	// Executions counts the executions it ran since it (re)started.
+	Executions int
+	// Alive is false once its interpreter died; the next execution in it starts a new one.
+	Alive bool
+}
+
+// namedContexts is the provider's list as the caller sees it.
+func namedContexts(list []providers.ContextInfo) []NamedContext {
+	out := make([]NamedContext, 0, len(list))
+	for _, c := range list {
+		out = append(out, NamedContext{Name: c.Name, Language: c.Language, CreatedAt: c.CreatedAt, Executions: c.Executions, Alive: c.Alive})
+	}
+	return out
+}
+
 // Context operations.
 const (
 	ContextList    = "list"
@@ -66,7 +88,7 @@ const (
 // fault.Conflict for per_call profiles and for creating an existing context;
 // fault.Validation for a bad name or language; fault.Quota for a create past
 // sandbox.quotas.contexts.
-func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profile string, op ContextOp) ([]providers.ContextInfo, error) {
+func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profile string, op ContextOp) ([]NamedContext, error) {
 	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
 	if err != nil {
 		return nil, err
@@ -108,7 +130,7 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	if sb == nil {
 		switch op.Op {
 		case ContextList:
-			return []providers.ContextInfo{}, nil
+			return []NamedContext{}, nil
 		case ContextRestart, ContextDelete:
 			return nil, fault.New(fault.NotFound, "no context '%s' in session '%s': its sandbox has none yet", op.Name, sess.ID)
 		}
@@ -149,7 +171,7 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	if err != nil {
 		return nil, classify(err, fault.Provision)
 	}
-	return list, nil
+	return namedContexts(list), nil
 }
 
 // sandboxLocked readies session id's sandbox under the session lock (creating it when needed),

@@ -2,9 +2,12 @@
 // reset and self-heal, the identity and policy checks that fail closed before any provider
 // call, per-session ordering, and tasks (docs/semantics.md §3, §7–§10).
 //
-// A Service is handed the caller's principal explicitly on every call. It declares its ports
-// (ports.go): a Store for sessions, tasks, principals and runners (Postgres in production,
-// sandboxtest.Store in domain tests), a Clock, a Broker that runs operations on this process
+// A Service is handed the caller's principal explicitly on every call. It keeps its state in
+// a store.Store (internal/store: sessions, tasks, principals and runners; Postgres in
+// production, internal/store/memory in domain tests), whose rows it uses as they are: a
+// Session and a Task are their rows plus what the domain reads from them (a session's
+// State, a task's decoded Result), a Snapshot and an AuditEvent are their rows. It declares
+// its other ports (ports.go): a Clock, a Broker that runs operations on this process
 // and, for the queue flavor, a Queue that sends them to workers. It reaches sandboxes only
 // through internal/providers, and never sees HTTP or the configuration: internal/gateway maps
 // config onto Settings and ProfileSpecs.

@@ -19,6 +19,7 @@ import (
 	"github.com/sandgate/sandgate/internal/sandbox/sandboxtest"
 	"github.com/sandgate/sandgate/internal/spool"
 	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/memory"
 )
 
 func TestMain(m *testing.M) {
@@ -622,7 +623,7 @@ func TestSpooledCompletionOutlivesItsService(t *testing.T) {
 	ctx := t.Context()
 	sp, err := spool.Open(t.TempDir(), 1<<20)
 	require.NoError(t, err)
-	st, clock := sandboxtest.NewStore(), sandboxtest.NewClock(sandboxtest.T0)
+	st, clock := memory.New(), sandboxtest.NewClock(sandboxtest.T0)
 	first := sandboxtest.New(t, sandboxtest.Options{Store: st, Clock: clock, Spool: sp})
 	alice := first.Principal(t, "alice")
 	first.Provider(t, "default").SetProgram(sandboxtest.Reply(0, "kept\n", "also kept\n"))
@@ -703,7 +704,7 @@ func TestSpoolEdges(t *testing.T) {
 }
 
 // auditOfTask is the audit event of task id.
-func auditOfTask(t *testing.T, st *sandboxtest.Store, id string) store.AuditEvent {
+func auditOfTask(t *testing.T, st *memory.Store, id string) store.AuditEvent {
 	t.Helper()
 	evs, err := st.ListAudit(t.Context(), store.AuditFilter{Limit: 1000})
 	require.NoError(t, err)

@@ -110,6 +110,11 @@ type Result struct {
 	Error       *CodeError `json:"error,omitempty"`
 	ContextLost bool       `json:"context_lost,omitempty"`
 
+	// Results are the rich results of code (the last expression's value, displays, charts,
+	// tables), in order, within max_output_bytes together: one that did not fit is kept as
+	// dropped (RichResult.Dropped), never cut.
+	Results []RichResult `json:"results,omitempty"`
+
 	// StdoutHead and StderrHead split a truncated stream: how many bytes of Stdout (Stderr),
 	// decoded when base64, are the start of the stream; the rest is its end, which ends at
 	// StdoutBytes (StderrBytes). Nil for a whole stream, and in results stored before they
@@ -121,6 +126,10 @@ type Result struct {
 
 // CodeError is an exception raised by code in a context (see providers.CodeError).
 type CodeError = providers.CodeError
+
+// RichResult is one rich result of code, as a notebook shows it: the value of its last
+// expression (Main) or a display, as a MIME bundle (see providers.RichResult).
+type RichResult = providers.RichResult
 
 // Outcome is either a Result (finished within the wait) or a promoted Task.
 type Outcome struct {
@@ -214,6 +223,9 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	}
 	if spec.StdinOpen || spec.PTY != nil || spec.Background {
 		spec.ID = id // the checks below need it; the job sets it for every execution
+	}
+	if op == OpExecuteCode {
+		spec.MaxResultBytes = s.maxOutput() // the results' own budget, as each stream has one
 	}
 	if op == OpExecuteCode && spec.Language == "" && spec.Context == "" {
 		// Without a context the default is python; in one, the context's own language.
@@ -730,18 +742,21 @@ func (j *execJob) holdSession(ctx context.Context) (unlock func(), err error) {
 }
 
 // outputs capture an execution's two streams (bounded, docs/semantics.md §9 step 7) and feed
-// its live output, when it has one.
+// its live output, when it has one, with them and its rich results.
 type outputs struct {
 	stdout, stderr *capture
 	liveOut        *liveWriter
 	liveErr        *liveWriter
+	liveResults    *liveResults
+	limit          int64 // of each stream, and of the results together
 }
 
 func (s *Service) newOutputs(live *liveOutput) *outputs {
-	o := &outputs{stdout: newCapture(s.maxOutput()), stderr: newCapture(s.maxOutput())}
+	o := &outputs{stdout: newCapture(s.maxOutput()), stderr: newCapture(s.maxOutput()), limit: s.maxOutput()}
 	if live != nil {
 		o.liveOut = &liveWriter{l: live, stream: StreamStdout}
 		o.liveErr = &liveWriter{l: live, stream: StreamStderr}
+		o.liveResults = &liveResults{l: live, budget: resultBudget{limit: o.limit}}
 	}
 	return o
 }
@@ -751,7 +766,7 @@ func (o *outputs) output() providers.Output {
 	if o.liveOut == nil {
 		return providers.Output{Stdout: o.stdout, Stderr: o.stderr}
 	}
-	return providers.Output{Stdout: teeWriter{o.stdout, o.liveOut}, Stderr: teeWriter{o.stderr, o.liveErr}}
+	return providers.Output{Stdout: teeWriter{o.stdout, o.liveOut}, Stderr: teeWriter{o.stderr, o.liveErr}, ResultFunc: o.liveResults.add}
 }
 
 func (o *outputs) flush() {
@@ -818,6 +833,7 @@ func (s *Service) resultOf(e ended) (*Result, error) {
 		// Also after a timeout the program would not yield to: the kill took the context along.
 		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", e.context))
 	}
+	res.Results = boundResults(st.Results, e.out.limit)
 	out, outTrunc, outN, outHead := e.out.stdout.bytes()
 	errb, errTrunc, errN, errHead := e.out.stderr.bytes()
 	res.Stdout, res.Stderr, res.Encoding = encodeStreams(out, errb, e.base64)

@@ -79,7 +79,7 @@ func (g *gate) close() {
 	g.mu.Unlock()
 }
 
-// output wraps out's writers.
+// output wraps out's writers and its ResultFunc.
 func (g *gate) output(out providers.Output) providers.Output {
 	wrap := func(w io.Writer) io.Writer {
 		if w == nil {
@@ -87,7 +87,17 @@ func (g *gate) output(out providers.Output) providers.Output {
 		}
 		return gatedWriter{g: g, w: w}
 	}
-	return providers.Output{Stdout: wrap(out.Stdout), Stderr: wrap(out.Stderr)}
+	gated := providers.Output{Stdout: wrap(out.Stdout), Stderr: wrap(out.Stderr)}
+	if f := out.ResultFunc; f != nil {
+		gated.ResultFunc = func(r providers.RichResult) {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if !g.closed {
+				f(r)
+			}
+		}
+	}
+	return gated
 }
 
 type gatedWriter struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/store"
 )
 
 func TestCaptureKeepsHeadAndTail(t *testing.T) {
@@ -137,13 +138,13 @@ func TestTrimToRecordKeepsTheSplit(t *testing.T) {
 // quota with Retry-After; kinds a worker cannot mean (internal, unknown) are broker.
 func TestFailureOfQueuedTask(t *testing.T) {
 	t.Parallel()
-	err := failureOf(Task{ErrorType: string(fault.Quota), Error: "you hold 2 named contexts"})
+	err := failureOf(Task{Task: store.Task{ErrorType: string(fault.Quota), Error: "you hold 2 named contexts"}})
 	var fe *fault.Error
 	require.ErrorAs(t, err, &fe)
 	assert.Equal(t, fault.Quota, fe.Kind)
 	assert.Equal(t, contextRetry, fe.RetryAfter)
-	assert.Equal(t, fault.Broker, fault.KindOf(failureOf(Task{ErrorType: string(fault.Internal)})))
-	assert.Equal(t, fault.Policy, fault.KindOf(failureOf(Task{ErrorType: string(fault.Policy)})))
+	assert.Equal(t, fault.Broker, fault.KindOf(failureOf(Task{Task: store.Task{ErrorType: string(fault.Internal)}})))
+	assert.Equal(t, fault.Policy, fault.KindOf(failureOf(Task{Task: store.Task{ErrorType: string(fault.Policy)}})))
 }
 
 // withPart is token with its dot-separated part i replaced by v.

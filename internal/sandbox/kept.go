@@ -322,7 +322,7 @@ func (k *keptOutputs) isLet(l *liveOutput) bool {
 
 // resultCost is what keeping res counts.
 func resultCost(res *Result) int64 {
-	return int64(len(res.Stdout)+len(res.Stderr)) + resultOverhead
+	return int64(len(res.Stdout)+len(res.Stderr)) + resultsSize(res.Results) + resultOverhead
 }
 
 // storedEnd reads how task id ended from the store, for the kept outputs.

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"container/list"
 	"context"
+	"math"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -284,15 +285,20 @@ func (l *liveOutput) noteDropped(c *store.Completion, res *Result) {
 }
 
 // Position is how far a follower has read each stream: the byte offset of the next byte of
-// stdout and of stderr (dropped bytes counted). It does not depend on where the output is
-// read from, so a follower resumes from it on any replica (the API's event ids carry it).
+// stdout and of stderr (dropped bytes counted), and of the rich results (StreamResult). It
+// does not depend on where the output is read from, so a follower resumes from it on any
+// replica (the API's event ids carry it).
 type Position struct {
 	Stdout, Stderr int64
+	Results        int64
 }
 
 func (p *Position) at(stream string) *int64 {
-	if stream == StreamStderr {
+	switch stream {
+	case StreamStderr:
 		return &p.Stderr
+	case StreamResult:
+		return &p.Results
 	}
 	return &p.Stdout
 }
@@ -356,7 +362,7 @@ func (s *Service) Follow(ctx context.Context, p principal.Principal, id string, 
 	if err != nil {
 		return nil, err
 	}
-	f := &Follower{s: s, p: p, taskID: id, pos: Position{Stdout: max(from.Stdout, 0), Stderr: max(from.Stderr, 0)}}
+	f := &Follower{s: s, p: p, taskID: id, pos: Position{Stdout: max(from.Stdout, 0), Stderr: max(from.Stderr, 0), Results: max(from.Results, 0)}}
 	out := s.kept.get(id)
 	switch {
 	case out == nil && t.FinishedAt == nil:
@@ -498,6 +504,14 @@ func (f *Follower) take(evs []OutputEvent) Batch {
 		if end <= *next {
 			continue // read before (a resumed follower)
 		}
+		if ev.Stream == StreamResult {
+			// Whole results only, and no gaps: the result has them all.
+			if ev.Offset >= *next {
+				*next = end
+				b.Events = append(b.Events, ev)
+			}
+			continue
+		}
 		if ev.Offset > *next {
 			b.Gaps = append(b.Gaps, Gap{Stream: ev.Stream, From: *next, To: ev.Offset})
 		} else if ev.Offset < *next {
@@ -637,7 +651,9 @@ func (s *Service) runMirror(ctx context.Context, p principal.Principal, id strin
 			}
 			if err == nil {
 				out := &outputs{liveOut: &liveWriter{l: l, stream: StreamStdout}, liveErr: &liveWriter{l: l, stream: StreamStderr}}
-				_, err = x.Reattach(ctx, id, providers.Output{Stdout: out.liveOut, Stderr: out.liveErr})
+				// The sandbox bounded the results already: the mirror passes them on as they are.
+				results := &liveResults{l: l, budget: resultBudget{limit: math.MaxInt64}}
+				_, err = x.Reattach(ctx, id, providers.Output{Stdout: out.liveOut, Stderr: out.liveErr, ResultFunc: results.add})
 				out.flush()
 				done()
 				if fault.KindOf(err) != fault.NotFound {

@@ -22,7 +22,7 @@ import (
 // last_seen_at only (SeenPrincipal), never the recorded claims. The cache is bounded; when
 // full it is cleared.
 type principalRecorder struct {
-	store   Store
+	store   store.Principals
 	now     func() time.Time
 	refresh time.Duration
 	max     int
@@ -36,7 +36,7 @@ type recorded struct {
 	written time.Time
 }
 
-func newPrincipalRecorder(st Store, now func() time.Time) *principalRecorder {
+func newPrincipalRecorder(st store.Principals, now func() time.Time) *principalRecorder {
 	return &principalRecorder{store: st, now: now, refresh: time.Minute, max: 10000, seen: map[string]recorded{}}
 }
 

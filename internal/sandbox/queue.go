@@ -181,6 +181,26 @@ func trimToRecord(res *Result, limit int) {
 	if size() <= limit {
 		return
 	}
+	// Rich results go first, the largest first, each whole (kept as dropped, named).
+	for dropped := false; size() > limit; {
+		i := -1
+		for j, r := range res.Results {
+			if r.Dropped == nil && (i < 0 || r.Size() > res.Results[i].Size()) {
+				i = j
+			}
+		}
+		if i < 0 {
+			break
+		}
+		res.Results[i] = (&resultBudget{}).take(res.Results[i]) // a budget of 0 drops it
+		if !dropped {
+			dropped = true
+			res.Notice = joinNotice(res.Notice, fmt.Sprintf("rich results dropped to fit the %d-byte record limit of the queue transport; save charts and tables to files to keep them", limit))
+		}
+	}
+	if size() <= limit {
+		return
+	}
 	note := fmt.Sprintf("output cut to its head and tail to fit the %d-byte record limit of the queue transport; redirect output to a file to keep all of it", limit)
 	if res.Notice != "" {
 		res.Notice += "; " + note

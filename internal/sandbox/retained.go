@@ -12,10 +12,10 @@ import (
 // The retained-output quota (sandbox.quotas.retained_output_bytes) bounds the output that one
 // principal's finished tasks keep in the response store until broker.response_ttl. New work
 // is never refused for it — an agent that runs a lot should not be stopped by results it no
-// longer reads — instead the oldest results lose their stdout and stderr (the task stays,
-// with its status, exit code and byte counts, marked output_dropped with a notice) until the
-// newest ones fit. Each completion records the bytes its result keeps (stdout and stderr as
-// stored); after a completion with output, the owner's results are trimmed in the
+// longer reads — instead the oldest results lose their stdout, stderr and rich results (the
+// task stays, with its status, exit code and byte counts, marked output_dropped with a
+// notice) until the newest ones fit. Each completion records the bytes its result keeps
+// (stdout and stderr as stored, and the rich results' data); after a completion with output, the owner's results are trimmed in the
 // background, at most once per trimEvery per owner and replica, so an execution's own path
 // pays nothing for it and a busy owner costs one scan of its retained results per trimEvery.
 // Between two trims, and for background processes, adopted tasks and completions recorded
@@ -29,17 +29,18 @@ const trimEvery = 5 * time.Second
 const trimTimeout = 30 * time.Second
 
 // droppedOutput is merged into a result whose output was dropped (Store.DropOldestOutputs).
-var droppedOutput = json.RawMessage(`{"stdout": "", "stderr": "", "stdout_head": null, "stderr_head": null, "output_dropped": true}`)
+var droppedOutput = json.RawMessage(`{"stdout": "", "stderr": "", "stdout_head": null, "stderr_head": null, "results": null, "output_dropped": true}`)
 
 // droppedNotice tells the reader of such a result why its output is empty.
 const droppedNotice = "this task's output was dropped to keep the output of your finished tasks within sandbox.quotas.retained_output_bytes; newer results keep theirs"
 
-// outputBytes is how many bytes of output res keeps (its stored stdout and stderr).
+// outputBytes is how many bytes of output res keeps (its stored stdout and stderr, and its
+// rich results' data).
 func outputBytes(res *Result) int64 {
 	if res == nil {
 		return 0
 	}
-	return int64(len(res.Stdout) + len(res.Stderr))
+	return int64(len(res.Stdout)+len(res.Stderr)) + resultsSize(res.Results)
 }
 
 func (s *Service) retainedLimit(p principal.Principal) int64 {

@@ -19,6 +19,7 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/store"
 )
 
 // Scopes (docs/semantics.md §8).
@@ -33,7 +34,9 @@ type Options struct {
 	Settings Settings
 	// Profiles are the configured profiles with their built providers.
 	Profiles []ProfileSpec
-	Store    Store
+	// Store is the response store (internal/store): Postgres in production, the memory
+	// store in domain tests.
+	Store store.Store
 	// Broker runs executions on this process (thread or embedded flavor).
 	Broker broker.Broker
 	// Spool keeps completions the Store refused until it takes them, across restarts
@@ -62,7 +65,7 @@ type Options struct {
 // Service is the sandbox domain. Build it with New; call Maintain in the background.
 type Service struct {
 	cfg      Settings
-	store    Store
+	store    store.Store
 	spool    Spool
 	broker   broker.Broker
 	queue    Queue

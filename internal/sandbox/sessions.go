@@ -20,41 +20,20 @@ import (
 // id, `default:<profile>`), created on first use.
 const DefaultSessionID = "default"
 
-// Session is a sandbox session as the caller sees it.
+// Session is a sandbox session as the caller sees it: its row (store.Session: id, owner ("" for
+// the shared session of a per_runtime profile), profile, provider type, scope, name, labels,
+// IsDefault — the principal's default session of its profile, id "default" in requests —,
+// SandboxID — the provider's id of the live sandbox, "" while none is provisioned —, status,
+// times, the pause, park and failed-destroy fields) and what the domain reads from it.
+// A closed session (StateDestroyFailed) is no longer its owner's default: IsDefault is false.
 type Session struct {
-	ID       string
-	OwnerID  string // "" for the shared session of a per_runtime profile
-	Profile  string
-	Provider string // the provider type
-	Scope    string
-	Name     string
-	Labels   map[string]string
-	// IsDefault: the principal's default session of its profile (id "default" in requests).
-	IsDefault bool
-	// SandboxID is the provider's id of the live sandbox; "" while none is provisioned.
-	SandboxID  string
-	Status     string
-	CreatedAt  time.Time
-	LastUsedAt time.Time
+	store.Session
 	// Shared: the one session of a per_runtime profile, used by every allowed principal.
 	Shared bool
 	// State is where its sandbox stands: StateNone, StateRunning, StatePaused, StateParked or
-	// StateDestroyFailed.
+	// StateDestroyFailed. PausedAt is set for StatePaused, ParkedSnapshot for StateParked,
+	// and DestroyError, DestroyAttempts and DestroyRetryAt for StateDestroyFailed.
 	State string
-	// PausedAt is when it was paused (StatePaused); zero otherwise.
-	PausedAt time.Time
-	// ParkedSnapshot is the snapshot its workspace waits in (StateParked); "" otherwise.
-	ParkedSnapshot string
-	// DestroyError is the provider's last answer to destroying its sandbox, DestroyAttempts
-	// how many attempts failed and DestroyRetryAt when the next is due (StateDestroyFailed);
-	// zero otherwise.
-	DestroyError    string
-	DestroyAttempts int
-	DestroyRetryAt  time.Time
-	// ExpiresAt is when its lifetime ends (zero: it has none) and OnExpiry what ends it then,
-	// ExpireDestroy or ExpirePause (lifetime.go).
-	ExpiresAt time.Time
-	OnExpiry  string
 }
 
 // Session states (Session.State; docs/semantics.md §8).
@@ -69,20 +48,11 @@ const (
 )
 
 func view(s store.Session) Session {
-	v := Session{
-		ID: s.ID, OwnerID: s.OwnerID, Profile: s.Profile, Provider: s.Provider, Scope: s.Scope, Name: s.Name, Labels: s.Labels,
-		IsDefault: s.IsDefault, SandboxID: s.SandboxID, Status: s.Status, CreatedAt: s.CreatedAt, LastUsedAt: s.LastUsedAt,
-		Shared: s.OwnerID == "", State: StateNone, PausedAt: s.PausedAt, ParkedSnapshot: s.ParkedSnapshot,
-		ExpiresAt: s.ExpiresAt, OnExpiry: s.OnExpiry,
-	}
-	if v.OnExpiry == "" {
-		v.OnExpiry = ExpireDestroy
-	}
+	v := Session{Session: s, Shared: s.OwnerID == "", State: StateNone}
 	switch {
 	case s.Status == store.SessionClosed:
 		// No longer its owner's default (the next use of "default" makes another one).
 		v.State, v.IsDefault = StateDestroyFailed, false
-		v.DestroyError, v.DestroyAttempts, v.DestroyRetryAt = s.DestroyError, s.DestroyAttempts, s.DestroyRetryAt
 	case s.SandboxID != "" && !s.PausedAt.IsZero():
 		v.State = StatePaused
 	case s.SandboxID != "":

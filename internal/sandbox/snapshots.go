@@ -25,25 +25,12 @@ import (
 // the sandbox running for ever, or wiping it — are worse). A principal whose parked
 // sessions fill the quota sees its own snapshots refused until it uses or destroys them.
 
-// Snapshot is a snapshot as the caller sees it.
-type Snapshot struct {
-	ID        string
-	OwnerID   string // "" for the idle capture of a shared session
-	Name      string
-	SessionID string // the session it was taken of (possibly destroyed since)
-	Profile   string
-	Provider  string
-	// Kind is store.SnapshotUser (taken by a caller) or store.SnapshotIdle (parks an idle
-	// session until its next use; not counted against the quota).
-	Kind      string
-	SizeBytes int64
-	CreatedAt time.Time
-}
-
-func snapshotView(r store.Snapshot) Snapshot {
-	return Snapshot{ID: r.ID, OwnerID: r.OwnerID, Name: r.Name, SessionID: r.SessionID, Profile: r.Profile, Provider: r.Provider,
-		Kind: r.Kind, SizeBytes: r.SizeBytes, CreatedAt: r.CreatedAt}
-}
+// Snapshot is a snapshot as the caller sees it: the store's row as it is (OwnerID "" for the
+// idle capture of a shared session; SessionID the session it was taken of, possibly
+// destroyed since; Kind store.SnapshotUser — taken by a caller — or store.SnapshotIdle —
+// parks an idle session until its next use, not counted against the quota). Ref is the
+// provider's handle, for the domain: the edges do not show it.
+type Snapshot = store.Snapshot
 
 // CreateSnapshot captures session id's sandbox as a snapshot named name (may be ""), in
 // order with the session's executions and writes (it waits for the running one). A paused
@@ -118,7 +105,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 		return Snapshot{}, err
 	}
 	_ = s.store.TouchSession(ctx, sess.ID, s.now())
-	return snapshotView(row), nil
+	return row, nil
 }
 
 // capture snapshots sess's sandbox as kind (the session's owner owns it) and records it
@@ -217,10 +204,7 @@ func (s *Service) ListSnapshots(ctx context.Context, p principal.Principal, f Sn
 	if err != nil {
 		return nil, "", err
 	}
-	out := []Snapshot{}
-	for _, r := range rows[:min(len(rows), f.Limit)] {
-		out = append(out, snapshotView(r))
-	}
+	out := append([]Snapshot{}, rows[:min(len(rows), f.Limit)]...)
 	next := ""
 	if len(rows) > f.Limit {
 		last := rows[f.Limit-1]
@@ -249,7 +233,7 @@ func (s *Service) GetSnapshot(ctx context.Context, p principal.Principal, id str
 	if err != nil {
 		return Snapshot{}, err
 	}
-	return snapshotView(r), nil
+	return r, nil
 }
 
 // DeleteSnapshot deletes snapshot id and its capture. Sessions started from it keep their

@@ -12,33 +12,18 @@ import (
 	"github.com/sandgate/sandgate/internal/store"
 )
 
-// Task is a recorded execution with its decoded result once finished.
+// Task is a recorded execution as the caller sees it: its row (store.Task: id, session, owner
+// id, profile, operation — OpExecuteCode or OpExecuteCommand —, status — TaskPending …
+// TaskLost —, Promoted — the call that submitted it stopped waiting and returned the task —,
+// times, ExpiresAt — when a finished task is forgotten, sandbox.broker.response_ttl after it
+// ended —, notice, Error and ErrorType — a machinery failure, ErrorType a fault kind —,
+// program, background process and its PID) with its result decoded.
 type Task struct {
-	ID        string
-	SessionID string
-	OwnerID   string // the owning principal's id
-	Profile   string
-	Operation string // OpExecuteCode or OpExecuteCommand
-	Status    string // TaskPending … TaskLost
-	// Promoted: the call that submitted it stopped waiting and returned the task.
-	Promoted    bool
-	SubmittedAt time.Time
-	StartedAt   *time.Time
-	FinishedAt  *time.Time
-	// ExpiresAt is when a finished task is forgotten (sandbox.broker.response_ttl after it ended).
-	ExpiresAt *time.Time
-	Notice    string
-	// Error and ErrorType describe a machinery failure (ErrorType is a fault kind).
-	Error, ErrorType string
-	CancelRequested  bool
-	// Result is the finished execution; nil until then and for machinery failures.
+	store.Task
+	// Result is the finished execution; nil until then, for machinery failures and in
+	// listings. It stands for the row's encoded result, which a Task does not carry
+	// (Task.Task.Result is nil).
 	Result *Result
-	// Program is what the task runs: its command or code (at most 16 KiB, cut with "…").
-	Program string
-	// Background: a background process of its session (ExecInput.Background).
-	Background bool
-	// PID is a started background process's id in its sandbox (0: unknown).
-	PID int
 }
 
 // taskView is t as the caller sees it, its result decoded.
@@ -59,12 +44,8 @@ func taskView(t store.Task) (Task, error) {
 
 // taskSummary is t without its result (listings).
 func taskSummary(t store.Task) Task {
-	return Task{
-		ID: t.ID, SessionID: t.SessionID, OwnerID: t.OwnerID, Profile: t.Profile, Operation: t.Operation, Status: t.Status,
-		Promoted: t.Promoted, SubmittedAt: t.SubmittedAt, StartedAt: t.StartedAt, FinishedAt: t.FinishedAt, ExpiresAt: t.ExpiresAt,
-		Notice: t.Notice, Error: t.Error, ErrorType: t.ErrorType, CancelRequested: t.CancelRequested,
-		Program: t.Program, Background: t.Background, PID: t.PID,
-	}
+	t.Result = nil
+	return Task{Task: t}
 }
 
 func (s *Service) ownerFilter(p principal.Principal) string {

@@ -132,6 +132,38 @@
 // and the like are only in os.environ; RestartContext does not apply them either (the
 // interpreter starts with the base environment).
 //
+// # Rich results
+//
+// Code in a python context also gives rich results, as a notebook shows them
+// (Result.Results, in order; each also to Streams.ResultFunc as the code produces it): the
+// value of the code's last statement when that is an expression whose value is not None and
+// the code does not end with ';' (the main result, Jupyter's execute_result; the statements
+// before it run first, then the expression, once), every display(...) (a builtin, as in
+// IPython), and every matplotlib figure shown (pyplot.show) or still open at the end of the
+// execution — rendered as PNG and closed; one that is the main result is shown once. Each is a
+// MIME bundle (RichResult): text/plain (the repr, IPython's pretty form), text/html, image/png,
+// image/svg+xml, image/jpeg, application/json, text/markdown, text/latex and any other type an
+// object's _repr_mimebundle_ gives. With IPython importable (Debian's python3-ipython) its
+// display machinery makes them: an InteractiveShell with its own namespace and a private
+// folder, made when a result is first formatted or when the code imports IPython, so that
+// IPython.display.display reaches it; none of its names (In, Out, exit, …) enter the code's
+// namespace. Without IPython the driver follows the same protocol itself (_repr_mimebundle_,
+// then _repr_html_, _repr_markdown_, _repr_svg_, _repr_png_, _repr_jpeg_, _repr_latex_,
+// _repr_json_, _repr_javascript_, _repr_pdf_, looked up on the class; text/plain from repr,
+// pprint for built-in containers). A format that raises is left out and its traceback goes to
+// stderr. matplotlib gets the Agg backend (MPLBACKEND, unless set: programs the code starts
+// inherit it) and a config folder of the context's own (MPLCONFIGDIR, unless set), removed
+// with the context. A display from a thread of the code counts while the execution runs and
+// is lost between executions; an execution that raised keeps the results it gave before and
+// shows its open figures; an interrupted one closes them unshown.
+//
+// An execution's results together stay within ExecRequest.MaxResults (default: the output
+// cap, at most DefaultMaxOutput), measured as RichResult.Size: a result that does not fit
+// what is left is dropped whole — never cut into invalid bytes — and stays in the list as
+// RichResult.Dropped, naming its types and size; later, smaller ones still fit. Data that does
+// not have its type's form (a string; valid base64 for image/png, image/jpeg and
+// application/pdf; any JSON value for application/json and "+json" types) is left out.
+//
 // A bash context keeps no process. Each execution is a fresh `bash --noprofile --norc` (same
 // session, timeout and output handling as a plain execution) that restores the exported
 // variables and working folder the previous execution saved, sources the code, and on exit

@@ -87,7 +87,7 @@ func (r *Runtime) exec(ctx context.Context, req ExecRequest, out Streams) (Resul
 // checkRequest validates req. Errors: fault.Validation unless exactly one of Command, Argv
 // and Code is set; for Code without a Language (unless it names a Context, whose language it
 // then takes) or a Language without Code; for a language other than python and bash; for a Context with Command or Argv, or a bad context name; for
-// a negative Timeout or MaxOutput; for an empty argv[0]; for a NUL byte in program text,
+// a negative Timeout, MaxOutput or MaxResults; for an empty argv[0]; for a NUL byte in program text,
 // argv or Env; for an Env name that is not letters, digits and underscores starting with a
 // letter or underscore.
 func checkRequest(req ExecRequest) error {
@@ -114,6 +114,8 @@ func checkRequest(req ExecRequest) error {
 		return fault.New(fault.Validation, "timeout must not be negative")
 	case req.MaxOutput < 0:
 		return fault.New(fault.Validation, "max_output_bytes must not be negative")
+	case req.MaxResults < 0:
+		return fault.New(fault.Validation, "max_result_bytes must not be negative")
 	case len(req.Argv) > 0 && req.Argv[0] == "":
 		return fault.New(fault.Validation, "argv[0] names the program and must not be empty")
 	}

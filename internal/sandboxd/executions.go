@@ -5,6 +5,7 @@ package sandboxd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -178,7 +179,7 @@ func (r *Runtime) Start(req ExecRequest) (*Execution, error) {
 	}
 	go func() {
 		defer cancel()
-		res, err := r.exec(ctx, req, Streams{Stdout: logWriter{e.log, "stdout"}, Stderr: logWriter{e.log, "stderr"}})
+		res, err := r.exec(ctx, req, Streams{Stdout: logWriter{e.log, "stdout"}, Stderr: logWriter{e.log, "stderr"}, ResultFunc: e.logResult})
 		e.finish(res, err)
 		once.Do(func() { close(e.started) })
 	}()
@@ -504,13 +505,43 @@ type Skipper interface {
 	Skip(n int64)
 }
 
+// resultStream is the stream of a kept execution's log that holds its rich results, one
+// piece (its JSON) each, so that followers get them in order with its output. The log keeps
+// the start and the end of it like of the others, whole pieces only; a result the log let go
+// is in Result.Results all the same.
+const resultStream = "result"
+
+// logResult appends rich result r to e's log.
+func (e *Execution) logResult(r RichResult) {
+	data, err := json.Marshal(r)
+	if err == nil {
+		e.log.Append(resultStream, data)
+	}
+}
+
 // Follow writes e's kept output to out from its start, in order (writers that implement
-// Skipper are told where the middle of a long stream was dropped), waits for its end and
-// returns it (see End). When ctx ends first it returns ctx.Err(): following stops, the
-// execution runs on. A writer's error stops following and is returned.
+// Skipper are told where the middle of a long stream was dropped), and its rich results
+// to out.ResultFunc (those its log still keeps), waits for its end and returns it (see
+// End). When ctx ends first it returns ctx.Err(): following stops, the execution runs on. A
+// writer's error stops following and is returned.
 func (e *Execution) Follow(ctx context.Context, out Streams) (Result, error) {
-	if err := e.log.Replay(ctx, out.Stdout, out.Stderr, e.done); err != nil {
+	writers := map[string]io.Writer{"stdout": out.Stdout, "stderr": out.Stderr}
+	if out.ResultFunc != nil {
+		writers[resultStream] = resultWriter(out.ResultFunc)
+	}
+	if err := e.log.ReplayStreams(ctx, writers, e.done); err != nil {
 		return Result{}, err
 	}
 	return e.End()
+}
+
+// resultWriter passes the rich results of a log's result stream, one piece each, on.
+type resultWriter func(RichResult)
+
+func (f resultWriter) Write(p []byte) (int, error) {
+	var r RichResult
+	if err := json.Unmarshal(p, &r); err == nil {
+		f(r)
+	}
+	return len(p), nil
 }

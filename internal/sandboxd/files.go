@@ -29,17 +29,15 @@ const uploadPrefix = ".sandboxd-upload-"
 // and within maxBytes, so readers never see a partial file and a failed upload leaves nothing
 // behind. maxBytes < 0 means no limit.
 //
-// Errors: fault.Validation for a NUL byte; fault.Policy when p escapes the workspace (also
-// through a symlinked parent); fault.Conflict when p is the workspace or a folder, or a parent
-// is a file; fault.TooLarge beyond maxBytes; fault.Full when the workspace's file system has
-// no space left (ENOSPC, EDQUOT); rd's error, wrapped, when reading fails.
+// Errors: fault.Validation for the workspace itself ("", ".") and a name or path too long;
+// fault.Policy for a NUL byte and when p escapes the workspace (also through a symlinked
+// parent); fault.Conflict when p is a folder or a parent is a file; fault.TooLarge beyond
+// maxBytes; fault.Full when the workspace's file system has no space left (ENOSPC, EDQUOT);
+// rd's error, wrapped, when reading fails.
 func (r *Runtime) WriteFile(p string, rd io.Reader, maxBytes int64) (int64, error) {
-	clean, err := cleanPath(p)
+	clean, err := wspath.CleanEntry(p)
 	if err != nil {
 		return 0, err
-	}
-	if clean == "." {
-		return 0, fault.New(fault.Conflict, "path '%s' is the workspace folder, not a file", p)
 	}
 	dir := path.Dir(clean)
 	if dir != "." {
@@ -106,9 +104,9 @@ func (r *Runtime) WriteFile(p string, rd io.Reader, maxBytes int64) (int64, erro
 // ReadFile opens workspace path p for reading (an *os.File); symlinks are followed only while
 // they stay in the workspace. The caller closes it.
 //
-// Errors: fault.Validation for a NUL byte; fault.Policy when p escapes the workspace;
-// fault.NotFound when it does not exist; fault.Conflict when it is a folder or not a regular
-// file (a FIFO is never waited on).
+// Errors: fault.Policy for a NUL byte and when p escapes the workspace; fault.Validation for
+// a name or path too long; fault.NotFound when it does not exist; fault.Conflict when it is a
+// folder or not a regular file (a FIFO is never waited on).
 func (r *Runtime) ReadFile(p string) (io.ReadCloser, error) {
 	clean, err := cleanPath(p)
 	if err != nil {
@@ -140,8 +138,9 @@ func (r *Runtime) ReadFile(p string) (io.ReadCloser, error) {
 // followed. Path is relative to the workspace, slash-separated. Entries that vanish while
 // listing are left out.
 //
-// Errors: fault.Validation for a NUL byte; fault.Policy when dir escapes the workspace;
-// fault.NotFound when it does not exist; fault.Conflict when it is not a folder.
+// Errors: fault.Policy for a NUL byte and when dir escapes the workspace; fault.Validation
+// for a name or path too long; fault.NotFound when it does not exist; fault.Conflict when it
+// is not a folder.
 func (r *Runtime) ListFiles(dir string) ([]FileInfo, error) {
 	clean, err := cleanPath(dir)
 	if err != nil {
@@ -187,15 +186,13 @@ func (r *Runtime) ListFiles(dir string) ([]FileInfo, error) {
 // RemoveFile removes the file, symlink (not its target) or empty folder at workspace path p.
 // A missing path is not an error.
 //
-// Errors: fault.Validation for a NUL byte; fault.Policy when p escapes the workspace;
-// fault.Conflict for the workspace itself or a folder that is not empty.
+// Errors: fault.Validation for the workspace itself ("", ".") and a name or path too long;
+// fault.Policy for a NUL byte and when p escapes the workspace; fault.Conflict for a folder
+// that is not empty.
 func (r *Runtime) RemoveFile(p string) error {
-	clean, err := cleanPath(p)
+	clean, err := wspath.CleanEntry(p)
 	if err != nil {
 		return err
-	}
-	if clean == "." {
-		return fault.New(fault.Conflict, "the workspace folder itself cannot be removed")
 	}
 	err = r.root.Remove(clean)
 	switch {

@@ -13,8 +13,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,9 +32,9 @@ var driverSource string
 
 // Limits of the python context protocol.
 const (
-	pythonStartTimeout = 30 * time.Second // for the driver's "ready"
-	maxReply           = 64 << 20         // bytes of one reply (a traceback can be long)
-	startupStderrMax   = 16 << 10         // bytes of driver stderr kept for a start error
+	pythonStartTimeout = 30 * time.Second         // for the driver's "ready"
+	maxReply           = DefaultMaxOutput + 1<<20 // bytes of one reply (a result, a long traceback)
+	startupStderrMax   = 16 << 10                 // bytes of driver stderr kept for a start error
 )
 
 // pyProcess is one running python context driver.
@@ -42,6 +45,8 @@ type pyProcess struct {
 	replies chan pyReply  // closed when the control socket ends
 	dead    chan struct{} // closed once the driver has exited and was reaped
 	state   *os.ProcessState
+	// private is the driver's own folder (its "ready" says which), removed once it ended.
+	private atomic.Pointer[string]
 
 	mu     sync.Mutex
 	reason string // why sandboxd killed it, for the execution's notice
@@ -49,11 +54,13 @@ type pyProcess struct {
 
 // pyRequest asks the driver to run one cell (the code travels on its own pipe).
 type pyRequest struct {
-	Env map[string]string `json:"env,omitempty"`
-	Dir string            `json:"dir,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Dir        string            `json:"dir,omitempty"`
+	MaxResults int64             `json:"max_result_bytes"`
 }
 
-// pyReply is a driver message: "ready" once, then one per cell ("ok", "exit", "error").
+// pyReply is a driver message: "ready" once, then per cell any number of "result" and one
+// "ok", "exit" or "error".
 type pyReply struct {
 	Status    string `json:"status"`
 	Code      int    `json:"code"`
@@ -62,7 +69,15 @@ type pyReply struct {
 	Traceback string `json:"traceback"`
 	Pid       int    `json:"pid"`
 	Version   string `json:"version"`
+	Private   string `json:"private"`
+	// A "result":
+	Data    map[string]json.RawMessage `json:"data"`
+	Main    bool                       `json:"main"`
+	Dropped *DroppedResult             `json:"dropped"`
 }
+
+// privateFolder is the form of the folder a driver makes for itself (tempfile.mkdtemp).
+var privateFolder = regexp.MustCompile(`^sandboxd-python-[A-Za-z0-9_]+$`)
 
 // startPython starts a driver for context name and waits for it to be ready.
 // Errors: fault.Capability when python is not installed; fault.Provision when the driver does
@@ -134,6 +149,11 @@ func (r *Runtime) startPython(name string) (*pyProcess, error) {
 	case rep, ok := <-py.replies:
 		if ok && rep.Status == "ready" {
 			r.log.Debug("sandboxd: python context started", "context", name, "pid", rep.Pid, "python", rep.Version)
+			// Said before any code ran, so it is the driver's word; only a folder of its
+			// form, by an absolute clean path, is ever removed.
+			if p := rep.Private; filepath.IsAbs(p) && filepath.Clean(p) == p && privateFolder.MatchString(filepath.Base(p)) {
+				py.private.Store(&p)
+			}
 			return py, nil
 		}
 	case <-py.dead:
@@ -155,6 +175,9 @@ func (py *pyProcess) watch() {
 	py.state, _ = py.proc.Wait()
 	if py.forget != nil {
 		py.forget(py.proc)
+	}
+	if p := py.private.Load(); p != nil {
+		_ = os.RemoveAll(*p) // a driver that was killed left it
 	}
 	close(py.dead)
 	_ = py.conn.Close()
@@ -301,8 +324,9 @@ func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecReques
 		deadline = timer.C
 	}
 	oomBefore := oomKills()
+	results := newRichResults(req, out)
 	r.givePrograms([]*os.File{stdin, stdout, stderr, code})
-	sendErr := py.send(pyRequest{Env: req.Env, Dir: cwd}, stdin, stdout, stderr, code)
+	sendErr := py.send(pyRequest{Env: req.Env, Dir: cwd, MaxResults: results.limit}, stdin, stdout, stderr, code)
 	closeFiles([]*os.File{stdin, stdout, stderr, code})
 
 	ectx, cancel := r.execContext(ctx)
@@ -313,14 +337,32 @@ func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecReques
 		timedOut bool
 		ctxErr   error
 	)
+	// answer reports whether a message is the cell's answer; a result is taken on the way.
+	answer := func(m pyReply, ok bool) bool {
+		if ok && m.Status == "result" {
+			results.add(m.Data, m.Main, m.Dropped)
+			return false
+		}
+		rep, replied = m, ok
+		return true
+	}
 	if sendErr == nil {
-		select {
-		case rep, replied = <-py.replies:
-		case <-py.dead:
-		case <-deadline:
-			timedOut = true
-		case <-ectx.Done():
-			ctxErr = r.cancelled(ctx, ectx)
+	wait:
+		for {
+			select {
+			case m, ok := <-py.replies:
+				if answer(m, ok) {
+					break wait
+				}
+			case <-py.dead:
+				break wait
+			case <-deadline:
+				timedOut = true
+				break wait
+			case <-ectx.Done():
+				ctxErr = r.cancelled(ctx, ectx)
+				break wait
+			}
 		}
 	} else {
 		r.log.Debug("sandboxd: python context did not take the cell", "context", c.name, "error", sendErr)
@@ -332,24 +374,40 @@ func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecReques
 		// killed with the whole session.
 		py.proc.SignalSession(syscall.SIGINT)
 		grace := time.NewTimer(r.killGrace)
-		select {
-		case rep, replied = <-py.replies:
-		case <-py.dead:
-		case <-grace.C:
-			what := "timeout"
-			if ctxErr != nil {
-				what = "cancellation"
+	interrupted:
+		for {
+			select {
+			case m, ok := <-py.replies:
+				if answer(m, ok) {
+					break interrupted
+				}
+			case <-py.dead:
+				break interrupted
+			case <-grace.C:
+				what := "timeout"
+				if ctxErr != nil {
+					what = "cancellation"
+				}
+				py.kill(fmt.Sprintf("killed: it did not stop within %s of the interrupt after the %s", r.killGrace, what))
+				break interrupted
 			}
-			py.kill(fmt.Sprintf("killed: it did not stop within %s of the interrupt after the %s", r.killGrace, what))
 		}
 		grace.Stop()
 	}
 	if !replied {
-		// The control socket ended or the driver is being killed: wait until it is gone.
+		// The control socket ended or the driver is being killed: wait until it is gone,
+		// taking what it sent before (it may have answered just before dying).
 		<-py.dead
-		select {
-		case rep, replied = <-py.replies: // it answered just before dying
-		default:
+	drain:
+		for {
+			select {
+			case m, ok := <-py.replies:
+				if !ok || answer(m, ok) {
+					break drain
+				}
+			default:
+				break drain
+			}
 		}
 	}
 	// What the cell started ends with it (a child, a daemon in a session of its own, one a
@@ -360,7 +418,7 @@ func (r *Runtime) execPython(ctx context.Context, c *codeContext, req ExecReques
 	stdinFeed.stop()
 	codeFeed.stop()
 
-	res := Result{TimedOut: timedOut, Truncated: capt.truncated.Load(), OOMKilled: oomKills() > oomBefore}
+	res := Result{TimedOut: timedOut, Truncated: capt.truncated.Load(), OOMKilled: oomKills() > oomBefore, Results: results.list}
 	switch {
 	case !replied:
 		res.ExitCode, res.Signal = procgroup.ExitStatus(py.state)

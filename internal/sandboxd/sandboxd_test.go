@@ -843,7 +843,7 @@ func TestFiles(t *testing.T) {
 	_, err = rt.WriteFile("a/b/c.txt/d", strings.NewReader("x"), -1)
 	requireKind(t, err, fault.Conflict)
 	_, err = rt.WriteFile("", strings.NewReader("x"), -1)
-	requireKind(t, err, fault.Conflict)
+	requireKind(t, err, fault.Validation) // the workspace itself is no file
 	_, err = rt.ReadFile("missing")
 	requireKind(t, err, fault.NotFound)
 	_, err = rt.ListFiles("missing")
@@ -851,7 +851,7 @@ func TestFiles(t *testing.T) {
 	_, err = rt.ListFiles("in")
 	requireKind(t, err, fault.Conflict)
 	requireKind(t, rt.RemoveFile("a"), fault.Conflict)
-	requireKind(t, rt.RemoveFile(""), fault.Conflict)
+	requireKind(t, rt.RemoveFile(""), fault.Validation) // nor can it be removed
 
 	require.NoError(t, rt.RemoveFile("a/b/c.txt"))
 	require.NoError(t, rt.RemoveFile("a/b/c.txt"), "missing is fine")

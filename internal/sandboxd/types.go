@@ -1,6 +1,7 @@
 package sandboxd
 
 import (
+	"encoding/json"
 	"io"
 	"io/fs"
 	"time"
@@ -32,6 +33,10 @@ type ExecRequest struct {
 	// MaxOutput caps each of stdout and stderr in bytes (0 = DefaultMaxOutput); output past it
 	// is read and dropped, and Result.Truncated says so.
 	MaxOutput int64 `json:"max_output_bytes,omitempty"`
+	// MaxResults caps the size of the rich results of code in a python context, together
+	// (see RichResult.Size; 0 = MaxOutput's cap; at most DefaultMaxOutput): a result that
+	// does not fit is dropped whole (RichResult.Dropped).
+	MaxResults int64 `json:"max_result_bytes,omitempty"`
 	// ID, for a remote sandboxd, makes the execution held (remote.Client.Exec): it runs on
 	// when the connection breaks, and a client can follow it again by this id. Never in the
 	// JSON body (it travels as the X-Execution-Id header); ignored by Runtime.Exec. Runtime.Start
@@ -91,6 +96,44 @@ type Result struct {
 	// ContextReset: the context was lost when the sandbox restarted (Options.StateFile), so
 	// this execution ran in a fresh one without the state of earlier executions; reported once.
 	ContextReset bool `json:"context_reset,omitempty"`
+	// Results are the rich results of code in a python context, in the order it produced
+	// them (see the package doc, "Rich results"); nil for other executions.
+	Results []RichResult `json:"results,omitempty"`
+}
+
+// RichResult is one rich result of code in a python context, as a notebook shows it: the
+// value of the code's last expression (Main; Jupyter's execute_result) or a display —
+// display(...), a matplotlib figure shown or left open (Jupyter's display_data).
+type RichResult struct {
+	// Data is the MIME bundle: each MIME type (text/plain, text/html, image/png, image/svg+xml,
+	// image/jpeg, application/json, text/markdown, text/latex, ...) to its representation: a
+	// JSON string — base64 for the binary types image/png, image/jpeg and application/pdf —
+	// or, for application/json and types ending in "+json", any JSON value. Nil when Dropped.
+	Data map[string]json.RawMessage `json:"data,omitempty"`
+	// Main: the value of the code's last expression; false for a display.
+	Main bool `json:"is_main_result,omitempty"`
+	// Dropped: the result did not fit within the execution's limit (ExecRequest.MaxResults)
+	// and was dropped whole; it names what it was.
+	Dropped *DroppedResult `json:"dropped,omitempty"`
+}
+
+// DroppedResult names a rich result that was dropped whole.
+type DroppedResult struct {
+	Types []string `json:"types"` // its MIME types, sorted
+	Bytes int64    `json:"bytes"` // its size (RichResult.Size)
+}
+
+// Size is the size of r's data in bytes: the lengths of its values as JSON, in UTF-8 (a
+// base64 string counted with its quotes). A dropped result's is the size it had.
+func (r RichResult) Size() int64 {
+	if r.Dropped != nil {
+		return r.Dropped.Bytes
+	}
+	var n int64
+	for _, v := range r.Data {
+		n += int64(len(v))
+	}
+	return n
 }
 
 // ExecError is an exception raised by code in a context (Jupyter's ename/evalue/traceback).
@@ -134,6 +177,10 @@ type FileInfo struct {
 type Streams struct {
 	Stdout io.Writer
 	Stderr io.Writer
+	// ResultFunc, when set, is called with each rich result of code in a python context as
+	// the code produces it, never concurrently (Result.Results then has them all, in the
+	// same order; r is shared with it: read-only).
+	ResultFunc func(r RichResult)
 }
 
 // ExecutionInfo describes an execution started with Runtime.Start.

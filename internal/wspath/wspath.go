@@ -23,6 +23,11 @@ import (
 // "../x", "a/../../x"). It is purely lexical: the caller must still confine the cleaned path
 // after resolving symlinks (field-notes "Files"; docs/semantics.md §2, SandboxPolicyError on
 // path traversal). Percent-encoding is not decoded here; "%2e%2e" is an ordinary name.
+//
+// A cleaned path with a name over MaxNameBytes, or of MaxPathBytes or more, is a
+// fault.Validation error: no Linux file system holds it (NAME_MAX, PATH_MAX), and refusing it
+// here gives every backend the answer sandboxd's kernel gives (RootError), before anything
+// is made on the way to it.
 func Clean(p string) (string, error) {
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", fault.New(fault.Policy, "path %q contains a NUL byte and escapes the sandbox workspace", p)
@@ -37,7 +42,47 @@ func Clean(p string) (string, error) {
 	if c == ".." || strings.HasPrefix(c, "../") {
 		return "", Escapes(p)
 	}
+	if len(c) >= MaxPathBytes || longName(c) {
+		return "", TooLong(p)
+	}
 	return c, nil
+}
+
+// CleanEntry is Clean for a path that must name an entry inside the workspace — a file to
+// write, an entry to remove — and so cannot be the workspace folder itself: "", "." and
+// "a/.." are a fault.Validation error (docs/semantics.md §8 "Files": the root itself is not a
+// file). It is the caller's input that is wrong, whatever the workspace holds, so it is
+// Validation and not Conflict (which says the workspace's state is in the way: a folder where
+// a file is written, a folder that is not empty). Clean's errors otherwise.
+func CleanEntry(p string) (string, error) {
+	c, err := Clean(p)
+	if err != nil {
+		return "", err
+	}
+	if c == "." {
+		return "", fault.New(fault.Validation, "path '%s' is the workspace folder itself: name a file or folder inside it", p)
+	}
+	return c, nil
+}
+
+// longName reports whether a name of slash-separated path c is over MaxNameBytes.
+func longName(c string) bool {
+	for name := range strings.SplitSeq(c, "/") {
+		if len(name) > MaxNameBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// TooLong is the fault.Validation error for workspace path p with a name or a length no
+// Linux file system takes.
+// The message shows the start of p only.
+func TooLong(p string) error {
+	if len(p) > 64 {
+		p = strings.ToValidUTF8(p[:64], "") + "…"
+	}
+	return fault.New(fault.Validation, "path '%s' is too long: each name in it may have at most %d bytes, the whole path at most %d bytes (Linux NAME_MAX, PATH_MAX)", p, MaxNameBytes, MaxPathBytes-1)
 }
 
 // MaxNameBytes and MaxPathBytes are the Linux bounds on one file name (NAME_MAX) and on a
@@ -85,7 +130,7 @@ func RootError(p string, err error) error {
 	case errors.Is(err, syscall.ELOOP):
 		return fault.New(fault.Conflict, "path '%s' has too many levels of symbolic links", p)
 	case errors.Is(err, syscall.ENAMETOOLONG):
-		return fault.New(fault.Validation, "path '%s' is too long: each name in it may have at most %d bytes, the whole path at most %d bytes (Linux NAME_MAX, PATH_MAX)", p, MaxNameBytes, MaxPathBytes)
+		return TooLong(p)
 	case errors.Is(err, fs.ErrPermission):
 		return fault.New(fault.Conflict, "path '%s' is not accessible (permission denied)", p)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -25,6 +26,38 @@ func TestClean(t *testing.T) {
 	for _, in := range []string{"..", "../x", "/etc/passwd", "a/../../x", "x\x00y"} {
 		_, err := wspath.Clean(in)
 		assert.True(t, fault.IsKind(err, fault.Policy), "%q: %v", in, err)
+	}
+}
+
+// TestCleanLength refuses, with validation, what no Linux file system holds: a name over
+// NAME_MAX, a path of PATH_MAX or more (once cleaned); escapes are policy first.
+func TestCleanLength(t *testing.T) {
+	name := strings.Repeat("n", wspath.MaxNameBytes)
+	for _, ok := range []string{name, "a/" + name, strings.Repeat("d/", (wspath.MaxPathBytes-2)/2) + "f", strings.Repeat("n/../", 2000) + "x"} {
+		_, err := wspath.Clean(ok)
+		assert.NoError(t, err, "%d bytes", len(ok))
+	}
+	for _, long := range []string{name + "n", "a/" + name + "n/b", strings.Repeat("d/", wspath.MaxPathBytes/2) + "f"} {
+		_, err := wspath.Clean(long)
+		assert.True(t, fault.IsKind(err, fault.Validation), "%d bytes: %v", len(long), err)
+		assert.Less(t, len(err.Error()), 300, "the message shows the start of the path only")
+	}
+	_, err := wspath.Clean("../" + name + "n")
+	assert.True(t, fault.IsKind(err, fault.Policy), "an escape is policy, whatever its length: %v", err)
+}
+
+// TestCleanEntry refuses the workspace folder itself, however it is written, with validation.
+func TestCleanEntry(t *testing.T) {
+	for _, root := range []string{"", ".", "./", "a/..", "a/../."} {
+		_, err := wspath.CleanEntry(root)
+		assert.True(t, fault.IsKind(err, fault.Validation), "%q: %v", root, err)
+	}
+	got, err := wspath.CleanEntry("a/./b/")
+	require.NoError(t, err)
+	assert.Equal(t, "a/b", got)
+	for _, bad := range []string{"..", "/", "x\x00"} {
+		_, err := wspath.CleanEntry(bad)
+		assert.True(t, fault.IsKind(err, fault.Policy), "%q: %v", bad, err)
 	}
 }
 

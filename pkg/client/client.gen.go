@@ -905,12 +905,24 @@ type Credentials struct {
 	RunAs            *string   `json:"run_as,omitempty"`
 }
 
+// DroppedResult The rich result did not fit within the output limit and was dropped whole, never cut.
+type DroppedResult struct {
+	// Bytes Its size: its data values as JSON, in bytes.
+	Bytes int64 `json:"bytes"`
+
+	// Types Its MIME types.
+	Types []string `json:"types"`
+}
+
 // EventStream A `text/event-stream` body (one JSON value per event's `data` line; this schema is
 // that of each event's data). Events: `task` (a `Task`, first on `POST` answers),
 // `stdout` and `stderr` (an `OutputChunk`; its `id` is the position after it,
 // `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from on any replica),
-// `gap` (an `OutputGap`), `result` (an `ExecutionResult`) or `error` (a `Problem`), the
-// last two ending the stream. Example:
+// `gap` (an `OutputGap`), `rich_result` (a `RichResult` of code as it is produced; its
+// `id` is `<stdout bytes>-<stderr bytes>-<rich result bytes>`, the last counting the
+// JSON of the rich results so far), `result` (an `ExecutionResult`, whose `results`
+// has every rich result) or `error` (a `Problem`), the last two ending the stream.
+// Example:
 //
 //	event: task
 //	data: {"id":"0b6d3f0c2a9e4d55b1c8e7f6a5d4c3b2","status":"running", …}
@@ -939,11 +951,20 @@ type ExecutionResult struct {
 	// OomKilled The kernel's out-of-memory killer ended a process of the run (policy memory_mb).
 	OomKilled *bool `json:"oom_killed,omitempty"`
 
-	// OutputDropped The stdout and stderr of this finished task were dropped after the run to keep the
-	// owner's finished tasks within `sandbox.quotas.retained_output_bytes` (the oldest go
-	// first); the byte counts and the exit code stay.
-	OutputDropped *bool  `json:"output_dropped,omitempty"`
-	SessionId     string `json:"session_id"`
+	// OutputDropped The stdout, stderr and rich results of this finished task were dropped after the
+	// run to keep the owner's finished tasks within
+	// `sandbox.quotas.retained_output_bytes` (the oldest go first); the byte counts and
+	// the exit code stay.
+	OutputDropped *bool `json:"output_dropped,omitempty"`
+
+	// Results The rich results of code, in the order it produced them, as a notebook shows
+	// them: the value of its last expression (`is_main_result`) and its displays
+	// (`display(...)`, matplotlib figures shown or left open, a pandas DataFrame's HTML
+	// and text). Together within `sandbox.max_output_bytes` (the size of their `data`
+	// values as JSON); one that did not fit is listed as `dropped`, never cut. Absent
+	// when there are none.
+	Results   *[]RichResult `json:"results,omitempty"`
+	SessionId string        `json:"session_id"`
 
 	// Signal Name of the signal that ended the process (e.g. SIGKILL).
 	Signal *string `json:"signal,omitempty"`
@@ -1247,6 +1268,25 @@ type Quotas struct {
 
 	// Snapshots Snapshots the caller keeps (the captures that park idle sessions are not counted).
 	Snapshots Quota `json:"snapshots"`
+}
+
+// RichResult One rich result of code, a MIME bundle (Jupyter's `execute_result` or `display_data`;
+// E2B's `Result`): `data` maps MIME types to representations of the same value, of which
+// a client shows the richest it can. `text/plain` is almost always there.
+type RichResult struct {
+	// Data MIME type to representation: a string for text types (`text/plain`, `text/html`,
+	// `text/markdown`, `text/latex`, `image/svg+xml`, `application/javascript`), base64
+	// for `image/png`, `image/jpeg` and `application/pdf`, any JSON value for
+	// `application/json` and types ending in `+json`. Absent when `dropped`. HTML and
+	// JavaScript come from the sandbox: show them only where they cannot act (a sandboxed
+	// frame without scripts).
+	Data *map[string]interface{} `json:"data,omitempty"`
+
+	// Dropped The rich result did not fit within the output limit and was dropped whole, never cut.
+	Dropped *DroppedResult `json:"dropped,omitempty"`
+
+	// IsMainResult The value of the code's last expression (as a notebook's `Out`); false for a display.
+	IsMainResult bool `json:"is_main_result"`
 }
 
 // RunRequest Exactly one of `command` (a shell command) or `code` (with `language`).
@@ -1768,7 +1808,9 @@ type ListTasksParams struct {
 
 // GetTaskOutputParams defines parameters for GetTaskOutput.
 type GetTaskOutputParams struct {
-	// LastEventID Resume after this event id (as sent in the stream's `id:` lines, `<stdout bytes>-<stderr bytes>`).
+	// LastEventID Resume after this event id (as sent in the stream's `id:` lines,
+	// `<stdout bytes>-<stderr bytes>`, and `-<rich result bytes>` after it once the code
+	// gave rich results).
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
 
@@ -1873,6 +1915,32 @@ func (t *EventStream) FromOutputGap(v OutputGap) error {
 
 // MergeOutputGap performs a merge with any union data inside the EventStream, using the provided OutputGap
 func (t *EventStream) MergeOutputGap(v OutputGap) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsRichResult returns the union data inside the EventStream as a RichResult
+func (t EventStream) AsRichResult() (RichResult, error) {
+	var body RichResult
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromRichResult overwrites any union data inside the EventStream as the provided RichResult
+func (t *EventStream) FromRichResult(v RichResult) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeRichResult performs a merge with any union data inside the EventStream, using the provided RichResult
+func (t *EventStream) MergeRichResult(v RichResult) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -2836,7 +2904,10 @@ type ClientInterface interface {
 	// the execution: `stdout` and `stderr` events in the order the program wrote them, each
 	// with its event id and its byte offset in its stream; a `gap` event where the middle of
 	// a long output was dropped before it was read (the same bounds as the result: the start
-	// and the end of each stream are kept, `sandbox.max_output_bytes` in all); and, once it
+	// and the end of each stream are kept, `sandbox.max_output_bytes` in all); for code, a
+	// `rich_result` event (a `RichResult`) for each rich result as the code produces it (a
+	// chart, a table, the last expression's value; live only: a stream resumed or replayed
+	// from the stored result has them in its `result`); and, once it
 	// has ended, one `result` event (the `ExecutionResult`, as the synchronous answer would
 	// have been) or one `error` event (a problem), after which the stream closes. A comment
 	// line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to
@@ -4026,7 +4097,10 @@ func (c *RawClient) CancelTask(ctx context.Context, taskId TaskID, reqEditors ..
 // the execution: `stdout` and `stderr` events in the order the program wrote them, each
 // with its event id and its byte offset in its stream; a `gap` event where the middle of
 // a long output was dropped before it was read (the same bounds as the result: the start
-// and the end of each stream are kept, `sandbox.max_output_bytes` in all); and, once it
+// and the end of each stream are kept, `sandbox.max_output_bytes` in all); for code, a
+// `rich_result` event (a `RichResult`) for each rich result as the code produces it (a
+// chart, a table, the last expression's value; live only: a stream resumed or replayed
+// from the stored result has them in its `result`); and, once it
 // has ended, one `result` event (the `ExecutionResult`, as the synchronous answer would
 // have been) or one `error` event (a problem), after which the stream closes. A comment
 // line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to
@@ -7649,7 +7723,10 @@ type ClientWithResponsesInterface interface {
 	// the execution: `stdout` and `stderr` events in the order the program wrote them, each
 	// with its event id and its byte offset in its stream; a `gap` event where the middle of
 	// a long output was dropped before it was read (the same bounds as the result: the start
-	// and the end of each stream are kept, `sandbox.max_output_bytes` in all); and, once it
+	// and the end of each stream are kept, `sandbox.max_output_bytes` in all); for code, a
+	// `rich_result` event (a `RichResult`) for each rich result as the code produces it (a
+	// chart, a table, the last expression's value; live only: a stream resumed or replayed
+	// from the stored result has them in its `result`); and, once it
 	// has ended, one `result` event (the `ExecutionResult`, as the synchronous answer would
 	// have been) or one `error` event (a problem), after which the stream closes. A comment
 	// line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to
@@ -14587,7 +14664,10 @@ func (c *ClientWithResponses) CancelTaskWithResponse(ctx context.Context, taskId
 // the execution: `stdout` and `stderr` events in the order the program wrote them, each
 // with its event id and its byte offset in its stream; a `gap` event where the middle of
 // a long output was dropped before it was read (the same bounds as the result: the start
-// and the end of each stream are kept, `sandbox.max_output_bytes` in all); and, once it
+// and the end of each stream are kept, `sandbox.max_output_bytes` in all); for code, a
+// `rich_result` event (a `RichResult`) for each rich result as the code produces it (a
+// chart, a table, the last expression's value; live only: a stream resumed or replayed
+// from the stored result has them in its `result`); and, once it
 // has ended, one `result` event (the `ExecutionResult`, as the synchronous answer would
 // have been) or one `error` event (a problem), after which the stream closes. A comment
 // line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to

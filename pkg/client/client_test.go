@@ -161,6 +161,45 @@ func TestStatefulCode(t *testing.T) {
 	assert.Equal(t, "False\n", x.Result.Stdout, "a restarted context forgets")
 }
 
+// TestRichResults: code's rich results come back in the result, and as rich_result events
+// of its stream; their data decode.
+func TestRichResults(t *testing.T) {
+	c := newClient(t, "bob")
+	ctx := t.Context()
+	sid := newSession(t, c)
+
+	x, err := c.RunCode(ctx, sid, client.CodeRequest{Code: "6 * 7"})
+	require.NoError(t, err)
+	require.NotNil(t, x.Result.Results)
+	require.Len(t, *x.Result.Results, 1)
+	main := (*x.Result.Results)[0]
+	assert.True(t, main.IsMainResult)
+	text, ok := main.Text("text/plain")
+	assert.True(t, ok)
+	assert.Equal(t, "42", text)
+
+	st, err := c.StreamCode(ctx, sid, client.CodeRequest{Code: "display({'image/png': 'iVBORw0KGgo=', 'text/plain': 'a picture'}, raw=True)"})
+	require.NoError(t, err)
+	var live []client.RichResult
+	for st.Next() {
+		if ev := st.Event(); ev.Type == client.EventRichResult {
+			r, err := ev.RichResult()
+			require.NoError(t, err)
+			live = append(live, *r)
+			assert.NotEmpty(t, ev.ID)
+		}
+	}
+	require.NoError(t, st.Err())
+	require.Len(t, live, 1)
+	assert.Equal(t, []string{"image/png", "text/plain"}, live[0].Types())
+	png, ok, err := live[0].Bytes("image/png")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, []byte("\x89PNG\r\n\x1a\n"), png, "base64 decoded")
+	_, ok, _ = live[0].Bytes("text/html")
+	assert.False(t, ok)
+}
+
 // TestBinaryFiles: files go up and down as raw streams, byte-exact, whatever their bytes,
 // with a known length or chunked.
 func TestBinaryFiles(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
+	"github.com/sandgate/sandgate/internal/providers/local"
 )
 
 // shared is the gateway the examples and most tests call: the harness's two local profiles
@@ -57,10 +58,10 @@ func TestMain(m *testing.M) {
 // Python state between calls.
 func statefulProfiles(workdir string) func(*config.Config) {
 	return func(c *config.Config) {
-		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: workdir}}
+		lb := config.Blocks{local.TypeName: &local.Block{Workdir: workdir}}
 		c.Sandbox.Profiles = map[string]config.Profile{
-			"default": {Type: "local_subprocess", Stateful: true, ProviderBlocks: lb},
-			"oneshot": {Type: "local_subprocess", Scope: "per_call", ProviderBlocks: lb},
+			"default": {Type: "local_subprocess", Stateful: true, Blocks: lb},
+			"oneshot": {Type: "local_subprocess", Scope: "per_call", Blocks: lb},
 		}
 	}
 }

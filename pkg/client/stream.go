@@ -21,7 +21,10 @@ const (
 	EventStdout = "stdout" // an OutputChunk of standard output
 	EventStderr = "stderr" // an OutputChunk of standard error
 	EventGap    = "gap"    // an OutputGap: bytes dropped from the middle of a long output
-	EventResult = "result" // the ExecutionResult; ends the stream
+	// EventRichResult is a RichResult of code as it is produced (a chart, a table, the last
+	// expression's value); the result's Results has them all.
+	EventRichResult = "rich_result"
+	EventResult     = "result" // the ExecutionResult; ends the stream
 	EventError  = "error"  // a problem; ends the stream
 )
 
@@ -29,8 +32,9 @@ const (
 type Event struct {
 	// Type is one of the Event* constants.
 	Type string
-	// ID is set on stdout and stderr events: the position after them,
-	// "<stdout bytes>-<stderr bytes>", which FollowTask resumes from.
+	// ID is set on stdout, stderr and rich_result events: the position after them,
+	// "<stdout bytes>-<stderr bytes>" (and "-<rich result bytes>" once there are rich
+	// results), which FollowTask resumes from.
 	ID string
 	// Data is the event's JSON document.
 	Data json.RawMessage
@@ -67,6 +71,11 @@ func (c *OutputChunk) Bytes() ([]byte, error) {
 
 // Gap decodes a gap event.
 func (e Event) Gap() (*OutputGap, error) { return decodeEvent[OutputGap](e, EventGap) }
+
+// RichResult decodes a rich_result event.
+func (e Event) RichResult() (*RichResult, error) {
+	return decodeEvent[RichResult](e, EventRichResult)
+}
 
 // Result decodes a result event.
 func (e Event) Result() (*ExecutionResult, error) {

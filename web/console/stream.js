@@ -1,6 +1,7 @@
 // Server-sent events over fetch: EventSource can neither send a bearer token nor POST a body.
 // An execution's output streams as `task`, `stdout`/`stderr` (with ids: the position after
-// the event), `gap`, and one closing `result` or `error` event (openapi.yaml, EventStream).
+// the event), `gap`, `rich_result` (code's charts and tables, as they come), and one closing
+// `result` or `error` event (openapi.yaml, EventStream).
 
 import { send, ApiError } from './api.js';
 

@@ -26,6 +26,7 @@ export type TaskStatus = S["TaskStatus"];
 export type Process = S["Process"];
 export type OutputChunk = S["OutputChunk"];
 export type OutputGap = S["OutputGap"];
+export type RichResult = S["RichResult"];
 export type FileWritten = S["FileWritten"];
 export type FileList = S["FileList"];
 export type StdinWritten = S["StdinWritten"];
@@ -131,6 +132,7 @@ export type StreamEvent =
   | { type: "task"; data: Task }
   | { type: "stdout" | "stderr"; id: string; data: OutputChunk; bytes: Uint8Array }
   | { type: "gap"; data: OutputGap }
+  | { type: "rich_result"; id: string; data: RichResult }
   | { type: "result"; data: ExecutionResult }
   | { type: "error"; data: Problem; error: SandgateError };
 
@@ -249,6 +251,9 @@ export class ExecutionStream implements AsyncIterable<StreamEvent> {
         return { type: m.event, id: m.id ?? "", data, bytes: chunkBytes(data) };
       case "gap":
         return { type: "gap", data };
+      case "rich_result":
+        if (m.id) this.lastEventId = m.id;
+        return { type: "rich_result", id: m.id ?? "", data };
       case "result":
         return { type: "result", data };
       case "error":
@@ -259,13 +264,17 @@ export class ExecutionStream implements AsyncIterable<StreamEvent> {
   }
 
   /**
-   * Reads the rest of the stream, handing output to the callbacks as it comes, and returns
-   * the result; an `error` event is thrown as its SandgateError.
+   * Reads the rest of the stream, handing output and rich results (charts, tables, the last
+   * expression's value; the result has them all too) to the callbacks as they come, and
+   * returns the result; an `error` event is thrown as its SandgateError.
    */
-  async wait(handlers: { stdout?: (b: Uint8Array) => void; stderr?: (b: Uint8Array) => void } = {}): Promise<ExecutionResult> {
+  async wait(
+    handlers: { stdout?: (b: Uint8Array) => void; stderr?: (b: Uint8Array) => void; richResult?: (r: RichResult) => void } = {},
+  ): Promise<ExecutionResult> {
     for await (const ev of this) {
       if (ev.type === "stdout") handlers.stdout?.(ev.bytes);
       else if (ev.type === "stderr") handlers.stderr?.(ev.bytes);
+      else if (ev.type === "rich_result") handlers.richResult?.(ev.data);
       else if (ev.type === "result") return ev.data;
       else if (ev.type === "error") throw ev.error;
     }

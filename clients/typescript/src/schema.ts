@@ -879,7 +879,10 @@ export interface paths {
          *     the execution: `stdout` and `stderr` events in the order the program wrote them, each
          *     with its event id and its byte offset in its stream; a `gap` event where the middle of
          *     a long output was dropped before it was read (the same bounds as the result: the start
-         *     and the end of each stream are kept, `sandbox.max_output_bytes` in all); and, once it
+         *     and the end of each stream are kept, `sandbox.max_output_bytes` in all); for code, a
+         *     `rich_result` event (a `RichResult`) for each rich result as the code produces it (a
+         *     chart, a table, the last expression's value; live only: a stream resumed or replayed
+         *     from the stored result has them in its `result`); and, once it
          *     has ended, one `result` event (the `ExecutionResult`, as the synchronous answer would
          *     have been) or one `error` event (a problem), after which the stream closes. A comment
          *     line (`: keepalive`) is sent at least every 15 s. Reconnect with `Last-Event-ID` to
@@ -1497,8 +1500,11 @@ export interface components {
          *     that of each event's data). Events: `task` (a `Task`, first on `POST` answers),
          *     `stdout` and `stderr` (an `OutputChunk`; its `id` is the position after it,
          *     `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from on any replica),
-         *     `gap` (an `OutputGap`), `result` (an `ExecutionResult`) or `error` (a `Problem`), the
-         *     last two ending the stream. Example:
+         *     `gap` (an `OutputGap`), `rich_result` (a `RichResult` of code as it is produced; its
+         *     `id` is `<stdout bytes>-<stderr bytes>-<rich result bytes>`, the last counting the
+         *     JSON of the rich results so far), `result` (an `ExecutionResult`, whose `results`
+         *     has every rich result) or `error` (a `Problem`), the last two ending the stream.
+         *     Example:
          *
          *         event: task
          *         data: {"id":"0b6d3f0c2a9e4d55b1c8e7f6a5d4c3b2","status":"running", …}
@@ -1510,7 +1516,7 @@ export interface components {
          *         event: result
          *         data: {"status":"completed","exit_code":0,"stdout":"building\n", …}
          */
-        EventStream: components["schemas"]["Task"] | components["schemas"]["OutputChunk"] | components["schemas"]["OutputGap"] | components["schemas"]["ExecutionResult"] | components["schemas"]["Problem"];
+        EventStream: components["schemas"]["Task"] | components["schemas"]["OutputChunk"] | components["schemas"]["OutputGap"] | components["schemas"]["RichResult"] | components["schemas"]["ExecutionResult"] | components["schemas"]["Problem"];
         /** @description One piece of a stream's output, as the program wrote it. */
         OutputChunk: {
             /**
@@ -1566,11 +1572,55 @@ export interface components {
             notice?: string;
             warnings: string[];
             /**
-             * @description The stdout and stderr of this finished task were dropped after the run to keep the
-             *     owner's finished tasks within `sandbox.quotas.retained_output_bytes` (the oldest go
-             *     first); the byte counts and the exit code stay.
+             * @description The stdout, stderr and rich results of this finished task were dropped after the
+             *     run to keep the owner's finished tasks within
+             *     `sandbox.quotas.retained_output_bytes` (the oldest go first); the byte counts and
+             *     the exit code stay.
              */
             output_dropped?: boolean;
+            /**
+             * @description The rich results of code, in the order it produced them, as a notebook shows
+             *     them: the value of its last expression (`is_main_result`) and its displays
+             *     (`display(...)`, matplotlib figures shown or left open, a pandas DataFrame's HTML
+             *     and text). Together within `sandbox.max_output_bytes` (the size of their `data`
+             *     values as JSON); one that did not fit is listed as `dropped`, never cut. Absent
+             *     when there are none.
+             */
+            results?: components["schemas"]["RichResult"][];
+        };
+        /**
+         * @description One rich result of code, a MIME bundle (Jupyter's `execute_result` or `display_data`;
+         *     E2B's `Result`): `data` maps MIME types to representations of the same value, of which
+         *     a client shows the richest it can. `text/plain` is almost always there.
+         */
+        RichResult: {
+            /**
+             * @description MIME type to representation: a string for text types (`text/plain`, `text/html`,
+             *     `text/markdown`, `text/latex`, `image/svg+xml`, `application/javascript`), base64
+             *     for `image/png`, `image/jpeg` and `application/pdf`, any JSON value for
+             *     `application/json` and types ending in `+json`. Absent when `dropped`. HTML and
+             *     JavaScript come from the sandbox: show them only where they cannot act (a sandboxed
+             *     frame without scripts).
+             * @example {
+             *       "text/plain": "42"
+             *     }
+             */
+            data?: {
+                [key: string]: unknown;
+            };
+            /** @description The value of the code's last expression (as a notebook's `Out`); false for a display. */
+            is_main_result: boolean;
+            dropped?: components["schemas"]["DroppedResult"];
+        };
+        /** @description The rich result did not fit within the output limit and was dropped whole, never cut. */
+        DroppedResult: {
+            /** @description Its MIME types. */
+            types: string[];
+            /**
+             * Format: int64
+             * @description Its size: its data values as JSON, in bytes.
+             */
+            bytes: number;
         };
         /** @enum {string} */
         TaskStatus: "pending" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "lost";
@@ -4227,7 +4277,11 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Resume after this event id (as sent in the stream's `id:` lines, `<stdout bytes>-<stderr bytes>`). */
+                /**
+                 * @description Resume after this event id (as sent in the stream's `id:` lines,
+                 *     `<stdout bytes>-<stderr bytes>`, and `-<rich result bytes>` after it once the code
+                 *     gave rich results).
+                 */
                 "Last-Event-ID"?: string;
             };
             path: {

@@ -6,7 +6,7 @@ import { createHash, randomBytes } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 
-import { createSandgateClient, SandgateError, unwrap, type StreamEvent } from "../src/index.js";
+import { createSandgateClient, SandgateError, unwrap, type ExecutionResult, type RichResult, type StreamEvent } from "../src/index.js";
 
 const baseUrl = process.env.SANDGATE_URL ?? "";
 const token = process.env.SANDGATE_TOKEN ?? "";
@@ -49,6 +49,14 @@ test("stateful code keeps its variables between calls", async () => {
   await unwrap(sg.api.POST("/v1/sessions/{session_id}/code", { ...path, body: { code: "answer = 6*7" } }));
   const r = await unwrap(sg.api.POST("/v1/sessions/{session_id}/code", { ...path, body: { code: "print(f'still here: {answer}')" } }));
   assert.equal((r as { stdout: string }).stdout, "still here: 42\n");
+  // The last expression's value is the main result; displays stream as rich_result events.
+  const value = (await unwrap(sg.api.POST("/v1/sessions/{session_id}/code", { ...path, body: { code: "answer" } }))) as ExecutionResult;
+  assert.deepEqual(value.results, [{ is_main_result: true, data: { "text/plain": "42" } }]);
+  const live: RichResult[] = [];
+  const streamed = await sg.streamCode(sid, { code: "display({'text/html': '<b>hi</b>'}, raw=True)\nanswer + 1" }).wait({ richResult: (x) => live.push(x) });
+  assert.deepEqual(live, streamed.results);
+  assert.equal(live.length, 2);
+  assert.equal(live[0]?.data?.["text/html"], "<b>hi</b>");
   await destroy(sid);
 });
 

@@ -1,12 +1,13 @@
-// Command schemagen writes the configuration's JSON Schema (config.Schema) to the file named
-// by its one argument. It runs through `go generate ./internal/config` (see schema.go).
+// Command schemagen writes the configuration's JSON Schema to the file named by its one
+// argument: config.Schema with the blocks of the providers the gateway ships, asked of their
+// registry (gateway.Schema). It runs through `go generate ./internal/config` (see schema.go).
 package main
 
 import (
 	"fmt"
 	"os"
 
-	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/gateway"
 )
 
 func main() {
@@ -14,7 +15,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: schemagen FILE")
 		os.Exit(2)
 	}
-	b, err := config.Schema()
+	b, err := gateway.Schema()
 	if err == nil {
 		err = os.WriteFile(os.Args[1], b, 0o644)
 	}

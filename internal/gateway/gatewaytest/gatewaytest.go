@@ -3,7 +3,10 @@
 // the test's own (internal/testutil/pgtest), with the development issuer mounted at /dev/oidc
 // and verified through go-oidc like any issuer.
 //
-// It is the one test harness; packages add their own request helpers on top of Env.
+// It is the one test harness; packages add their own request helpers on top of Env. For
+// programs that share a gateway's database without being one (bench/), it also seeds and
+// reads that database through the Postgres store's own statements: SeedListing,
+// Installation, Sandboxes.
 //
 // A gateway with a docker profile leaves nothing on the engine: when the test ends, after the
 // gateway is closed, everything its installation made there — sandboxes of sessions the test
@@ -34,7 +37,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 	"github.com/sandgate/sandgate/internal/testutil/dockertest"
 	"github.com/sandgate/sandgate/internal/testutil/pgtest"
 )
@@ -135,10 +138,10 @@ func Start(t testing.TB, o Options) *Env {
 		o.Config(cfg)
 	}
 	if len(cfg.Sandbox.Profiles) == 0 {
-		lb := config.ProviderBlocks{LocalSubprocess: &config.LocalSubprocess{Workdir: o.Workdir}}
+		lb := config.Blocks{local.TypeName: &local.Block{Workdir: o.Workdir}}
 		cfg.Sandbox.Profiles = map[string]config.Profile{
-			"default": {Type: local.TypeName, ProviderBlocks: lb},
-			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, ProviderBlocks: lb},
+			"default": {Type: local.TypeName, Blocks: lb},
+			"oneshot": {Type: local.TypeName, Scope: sandbox.ScopePerCall, Blocks: lb},
 		}
 	}
 	cfg.ApplyDefaults()
@@ -203,7 +206,7 @@ func (e *Env) MetricsURL() string {
 }
 
 // Store is the gateway's store.
-func (e *Env) Store() *store.Store { return e.Gateway.Store() }
+func (e *Env) Store() *postgres.Store { return e.Gateway.Store() }
 
 // Service is the gateway's domain service.
 func (e *Env) Service() *sandbox.Service { return e.Gateway.Service() }

@@ -31,7 +31,7 @@ func TestEndToEndThroughTheAPI(t *testing.T) {
 			"day": {
 				Type: daytona.TypeName, Stateful: true,
 				Policy: config.Policy{NetworkEgress: "deny", CPU: &cpu, MemoryMB: &mem},
-				ProviderBlocks: config.ProviderBlocks{Daytona: &config.Daytona{
+				Blocks: config.Blocks{daytona.TypeName: &daytona.Block{
 					APIURL: fake.URL, APIKeyEnv: "SANDGATE_TEST_DAYTONA_KEY", Target: "eu",
 					EnvVars: map[string]string{"SANDGATE_FROM_BLOCK": "yes"},
 				}},

@@ -42,19 +42,20 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // an upload broken off — r failed, or went past maxBytes (fault.TooLarge) — leaves nothing
 // behind and does not touch the file it would have replaced.
 //
-// Errors: fault.Policy for a path that leaves the workspace (lexically); fault.Validation
-// for the workspace itself; fault.Conflict when path is a folder or a parent is a file;
+// Errors: providers.CleanEntry's (fault.Validation for the workspace itself, fault.Policy for
+// a path that leaves the workspace lexically); fault.Conflict when path is a folder or a
+// parent is a file;
 // r's error; fault.Provision for other toolbox failures.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
+	if _, err := providers.CleanEntry(p); err != nil {
+		return 0, err
+	}
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
 	abs, rel, err := s.abs(ctx, p)
 	if err != nil {
 		return 0, err
-	}
-	if rel == "." {
-		return 0, fault.New(fault.Validation, "give a file path, not the workspace")
 	}
 	lr := &limitReader{r: r, max: maxBytes}
 	err = s.tb.upload(ctx, []uploadFile{{path: abs, r: lr}})
@@ -116,6 +117,9 @@ func (s *Sandbox) conflict(ctx context.Context, abs, rel string) error {
 // Errors: fault.Policy for a path that leaves the workspace (lexically); fault.NotFound when
 // it does not exist; fault.Conflict for a folder; fault.Provision for other failures.
 func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	if _, err := providers.CleanPath(p); err != nil {
+		return nil, err
+	}
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -146,6 +150,9 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 // Errors: fault.Policy for a path that leaves the workspace (lexically); fault.NotFound when
 // dir does not exist; fault.Conflict when it is a file; fault.Provision for other failures.
 func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileInfo, error) {
+	if _, err := providers.CleanPath(dir); err != nil {
+		return nil, err
+	}
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -204,19 +211,19 @@ func fileType(e fileInfoDTO) providers.FileType {
 // RemoveFile removes a file or an empty folder (DELETE /files); a missing path is not an
 // error.
 //
-// Errors: fault.Policy for a path that leaves the workspace (lexically); fault.Validation
-// for the workspace itself; fault.Conflict for a folder that is not empty; fault.Provision
-// for other failures.
+// Errors: providers.CleanEntry's (fault.Validation for the workspace itself, fault.Policy for
+// a path that leaves the workspace lexically); fault.Conflict for a folder that is not empty;
+// fault.Provision for other failures.
 func (s *Sandbox) RemoveFile(ctx context.Context, p string) error {
+	if _, err := providers.CleanEntry(p); err != nil {
+		return err
+	}
 	if err := s.usable(); err != nil {
 		return err
 	}
 	abs, rel, err := s.abs(ctx, p)
 	if err != nil {
 		return err
-	}
-	if rel == "." {
-		return fault.New(fault.Validation, "the workspace itself cannot be removed")
 	}
 	fi, err := s.tb.info(ctx, abs)
 	switch st := statusOf(err); {

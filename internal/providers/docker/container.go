@@ -294,14 +294,6 @@ func (p *Provider) restart(ctx context.Context, ins container.InspectResponse) (
 	return again, nil
 }
 
-func (p *Provider) handle(id string, c sdConn) *Sandbox {
-	s := &Sandbox{p: p, id: id, ws: c.ws, rt: c.rt, daemon: c.daemon}
-	s.RuntimeExecutions = providers.RuntimeExecutions{
-		Subject: TypeName, Caps: p.Capabilities, Runtime: s.kept, Classify: s.rtErr,
-	}
-	return s
-}
-
 // attachLive returns a handle on container id without asking the engine when this provider
 // already talks to its sandboxd and it answers (nil otherwise).
 func (p *Provider) attachLive(ctx context.Context, id string) *Sandbox {

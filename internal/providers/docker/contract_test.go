@@ -27,7 +27,8 @@ func TestContract(t *testing.T) {
 		assert.NoError(t, p.DrainPool(ctx))
 	})
 	providertest.Run(t, providertest.Harness{
-		New:       func(*testing.T) providers.Provider { return p },
-		KillGrace: testGrace,
+		New:         func(*testing.T) providers.Provider { return p },
+		KillGrace:   testGrace,
+		RichResults: true,
 	})
 }

@@ -607,6 +607,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		p.log.Debug("destroy ignored: not a sandbox this provider removes", "sandbox_id", id)
 		return nil
 	}
+	p.sd.running.Stop(id) // its executions end now, as fault.Gone, not when their connection breaks
 	p.forgetClient(id)
 	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 		if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) { // gone, or already being removed

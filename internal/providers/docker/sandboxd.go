@@ -29,6 +29,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/sdadapter"
 	"github.com/sandgate/sandgate/internal/sandboxd/remote"
 )
 
@@ -111,6 +112,8 @@ type agent struct {
 	images    sync.Map // image reference or ID → in-image sandboxd path ("" = none)
 	clients   sync.Map // container id → *client (keeps its connections alive)
 	installed sync.Map // container id + start time → sandboxd path in a container without a daemon
+
+	running sdadapter.Running // executions in progress, which Destroy ends (fault.Gone)
 }
 
 // sandboxdCaps are the capabilities a protected sandboxd keeps (every other is dropped):

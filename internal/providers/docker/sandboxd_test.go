@@ -76,8 +76,9 @@ func TestContractOverExec(t *testing.T) {
 	p, _ := sandboxdProvider(t, func(o *docker.Options) { o.Config.Sandboxd.Transport = docker.TransportExec })
 	require.True(t, p.Capabilities().Stateful)
 	providertest.Run(t, providertest.Harness{
-		New:       func(*testing.T) providers.Provider { return p },
-		KillGrace: testGrace,
+		New:         func(*testing.T) providers.Provider { return p },
+		KillGrace:   testGrace,
+		RichResults: true,
 	})
 }
 

@@ -155,15 +155,15 @@ func (p *Provider) archiveWorkspace(ctx context.Context, ins container.InspectRe
 		return p.engineWorkspaceGzip(ctx, ins.ID, w)
 	}
 	sb := p.handle(ins.ID, c)
-	rc, err := sb.rt.ReadArchive(ctx, true)
+	rc, err := sb.Client().ReadArchive(ctx, true)
 	if err != nil {
-		return sb.rtErr(err)
+		return sb.Fault(err)
 	}
 	defer rc.Close()
 	if _, err := io.Copy(w, &markedReader{r: rc}); err != nil {
 		var me *markedErr
 		if errors.As(err, &me) {
-			return sb.rtErr(fmt.Errorf("reading the workspace archive: %w", me.err))
+			return sb.Fault(fmt.Errorf("reading the workspace archive: %w", me.err))
 		}
 		return fault.Wrap(fault.Provision, err, "%s: writing the snapshot's temporary file", TypeName)
 	}
@@ -345,7 +345,7 @@ func (p *Provider) Restore(ctx context.Context, ref string, pr providers.Princip
 	if pol.DiskMB > 0 {
 		maxBytes = int64(pol.DiskMB) << 20
 	}
-	st, err := sb.rt.ReplaceWorkspace(ctx, src, archived, maxBytes)
+	st, err := sb.Client().ReplaceWorkspace(ctx, src, archived, maxBytes)
 	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()

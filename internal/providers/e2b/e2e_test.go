@@ -25,18 +25,18 @@ func TestEndToEndThroughTheAPI(t *testing.T) {
 	fake := e2bfake.New(t, e2bfake.Options{})
 	t.Setenv("SANDGATE_TEST_E2B_KEY", fake.APIKey)
 	cpu, no := 1.0, false
-	block := func(template string) config.ProviderBlocks {
-		return config.ProviderBlocks{E2B: &config.E2B{
+	block := func(template string) config.Blocks {
+		return config.Blocks{e2b.TypeName: &e2b.Block{
 			APIKeyEnv: "SANDGATE_TEST_E2B_KEY", Template: template, Domain: fake.Domain,
 			APIURL: fake.API, SandboxURL: fake.Sandboxes,
 		}}
 	}
 	e := gatewaytest.Start(t, gatewaytest.Options{MaxConns: 10, Logger: slog.New(slog.DiscardHandler), Config: func(cfg *config.Config) {
 		cfg.Sandbox.Profiles = map[string]config.Profile{
-			"cloud": {Type: e2b.TypeName, Stateful: true, IdleTimeout: 600, ProviderBlocks: block("code-interpreter-v1")},
-			"offline": {Type: e2b.TypeName, Scope: config.ScopePerCall, ProviderBlocks: block("base"),
+			"cloud": {Type: e2b.TypeName, Stateful: true, IdleTimeout: 600, Blocks: block("code-interpreter-v1")},
+			"offline": {Type: e2b.TypeName, Scope: config.ScopePerCall, Blocks: block("base"),
 				Policy: config.Policy{NetworkEgress: config.EgressDeny, CPU: &cpu, Strict: &no}},
-			"sized": {Type: e2b.TypeName, Scope: config.ScopePerCall, ProviderBlocks: block("base"), Policy: config.Policy{CPU: &cpu}},
+			"sized": {Type: e2b.TypeName, Scope: config.ScopePerCall, Blocks: block("base"), Policy: config.Policy{CPU: &cpu}},
 		}
 		cfg.Sandbox.DefaultProfile = "cloud"
 	}})
@@ -152,7 +152,7 @@ func TestBackgroundProcessThroughTheAPI(t *testing.T) {
 	t.Setenv("SANDGATE_TEST_E2B_KEY", fake.APIKey)
 	e := gatewaytest.Start(t, gatewaytest.Options{MaxConns: 10, Logger: slog.New(slog.DiscardHandler), Config: func(cfg *config.Config) {
 		cfg.Sandbox.Profiles = map[string]config.Profile{
-			"cloud": {Type: e2b.TypeName, IdleTimeout: 600, ProviderBlocks: config.ProviderBlocks{E2B: &config.E2B{
+			"cloud": {Type: e2b.TypeName, IdleTimeout: 600, Blocks: config.Blocks{e2b.TypeName: &e2b.Block{
 				APIKeyEnv: "SANDGATE_TEST_E2B_KEY", Template: "base", Domain: fake.Domain, APIURL: fake.API, SandboxURL: fake.Sandboxes,
 			}}},
 		}

@@ -146,18 +146,16 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // WriteFile streams r into a hidden temporary file beside the target (POST /files, raw
 // bytes; envd makes the parent folders) and renames it into place (Filesystem/Move) only when
 // complete and within maxBytes, so a failed or oversized upload leaves no file behind (the
-// parent folders may stay). Errors: fault.Policy (escape), fault.Conflict (a folder is in the
-// way), fault.TooLarge, the reader's error.
+// parent folders may stay). Errors: providers.CleanEntry's (fault.Validation for the
+// workspace itself, fault.Policy for an escape), fault.Policy for an escape through a
+// symlink, fault.Conflict (a folder is in the way), fault.TooLarge, the reader's error.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
-	if err := s.open(); err != nil {
-		return 0, err
-	}
-	rel, err := cleanRel(p)
+	rel, err := providers.CleanEntry(p)
 	if err != nil {
 		return 0, err
 	}
-	if rel == "" {
-		return 0, fault.New(fault.Conflict, "the workspace itself is a folder, not a file")
+	if err := s.open(); err != nil {
+		return 0, err
 	}
 	target, e, err := s.resolve(ctx, rel, forWrite)
 	if err != nil {
@@ -206,11 +204,11 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes
 // ReadFile streams a file (GET /files), following symlinks that stay in the workspace.
 // Errors: fault.NotFound, fault.Conflict for a folder, fault.Policy for an escape.
 func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
 	rel, err := cleanRel(p)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.open(); err != nil {
 		return nil, err
 	}
 	target, e, err := s.resolve(ctx, rel, forRead)
@@ -233,11 +231,11 @@ func (s *Sandbox) ReadFile(ctx context.Context, p string) (io.ReadCloser, error)
 // ListFiles lists a folder (Filesystem/ListDir, depth 1): symlinks are reported, not
 // followed; sorted by name. Errors: fault.NotFound, fault.Conflict for a file, fault.Policy.
 func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileInfo, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
 	rel, err := cleanRel(dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.open(); err != nil {
 		return nil, err
 	}
 	target, e, err := s.resolve(ctx, rel, forRead)
@@ -276,29 +274,31 @@ func (s *Sandbox) ListFiles(ctx context.Context, dir string) ([]providers.FileIn
 	return out, nil
 }
 
-// RemoveFile removes a file, a symlink (not its target) or an empty folder; a missing path is
-// fine. envd removes recursively, so a folder is listed first. Errors: fault.Conflict for a
-// folder that is not empty or the workspace itself, fault.Policy.
+// RemoveFile removes a file, a symlink (not its target) or an empty folder; a missing path
+// (also one below a file) is fine. envd removes recursively, so a folder is listed first.
+// Errors: providers.CleanEntry's (fault.Validation for the workspace itself, fault.Policy for
+// an escape), fault.Policy for an escape through a symlink, fault.Conflict for a folder that
+// is not empty.
 func (s *Sandbox) RemoveFile(ctx context.Context, p string) error {
-	if err := s.open(); err != nil {
-		return err
-	}
-	rel, err := cleanRel(p)
+	rel, err := providers.CleanEntry(p)
 	if err != nil {
 		return err
 	}
-	if rel == "" {
-		return fault.New(fault.Conflict, "the workspace itself cannot be removed")
+	if err := s.open(); err != nil {
+		return err
 	}
-	parent, _, err := s.resolve(ctx, path.Dir(rel), forRead)
+	parent, dir, err := s.resolve(ctx, path.Dir(rel), forRead)
 	if path.Dir(rel) == "." {
-		parent, err = s.p.cfg.Workdir, nil
+		parent, dir, err = s.p.cfg.Workdir, nil, nil
 	}
 	if fault.IsKind(err, fault.NotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if dir != nil && dir.Type != wire.FileTypeDirectory {
+		return nil // below a file: nothing there (envd's lstat would fail with ENOTDIR)
 	}
 	target := path.Join(parent, path.Base(rel))
 	e, err := s.stat(ctx, target)

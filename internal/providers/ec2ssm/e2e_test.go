@@ -40,16 +40,16 @@ func newGateway(t *testing.T, fake *awsfake.Server) *gateway {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
 
-	block := func(web bool) config.ProviderBlocks {
-		return config.ProviderBlocks{EC2SSM: &config.EC2SSM{Region: fake.Region, AttachTo: instanceID, EndpointURL: fake.URL, WebIdentity: web}}
+	block := func(web bool) config.Blocks {
+		return config.Blocks{ec2ssm.TypeName: &ec2ssm.Block{Region: fake.Region, AttachTo: instanceID, EndpointURL: fake.URL, WebIdentity: web}}
 	}
 	e := gatewaytest.Start(t, gatewaytest.Options{MaxConns: 10, Logger: slog.New(slog.DiscardHandler), Config: func(cfg *config.Config) {
 		// The OIDC caller's role comes from the group→role table.
 		cfg.Auth.Issuers[0].GroupRoles = []config.GroupRole{{Group: "ops", AWSRoleARN: roleARN, RunAs: "deploy"}}
 		cfg.Sandbox.Profiles = map[string]config.Profile{
-			"ec2":     {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, Identity: config.Identity{Mode: config.IdentityUser}, ProviderBlocks: block(false)},
-			"ec2-web": {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, Identity: config.Identity{Mode: config.IdentityUser}, ProviderBlocks: block(true)},
-			"ec2-gw":  {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, ProviderBlocks: block(false)},
+			"ec2":     {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, Identity: config.Identity{Mode: config.IdentityUser}, Blocks: block(false)},
+			"ec2-web": {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, Identity: config.Identity{Mode: config.IdentityUser}, Blocks: block(true)},
+			"ec2-gw":  {Type: ec2ssm.TypeName, Environment: config.EnvironmentAttached, Blocks: block(false)},
 		}
 		cfg.Sandbox.DefaultProfile = "ec2"
 	}})

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -39,15 +40,17 @@ const runShellScript = "AWS-RunShellScript"
 // executionTimeout, which only matters when the gateway is gone before the timeout.
 const executionTimeoutSlack = 30 * time.Second
 
-// Sandbox is a handle on the instance, acting for one principal. Close is a no-op.
+// Sandbox is a handle on the instance, acting for one principal. Closing it touches nothing
+// on the instance.
 type Sandbox struct {
 	providers.NoFiles
 	providers.NoPackageInstall
 
-	p     *Provider
-	id    string
-	c     *clients
-	runAs string
+	p      *Provider
+	id     string
+	c      *clients
+	runAs  string
+	closed atomic.Bool
 }
 
 var _ providers.Sandbox = (*Sandbox)(nil)
@@ -55,23 +58,31 @@ var _ providers.Sandbox = (*Sandbox)(nil)
 // ID returns the instance id.
 func (s *Sandbox) ID() string { return s.id }
 
-// Close does nothing: an attached environment is never closed (seed AttachedEnvironment).
-func (s *Sandbox) Close() error { return nil }
+// Close marks the handle closed, as every provider's: Exec then returns fault.Conflict. The
+// instance is untouched — an attached environment is never closed (seed
+// AttachedEnvironment) — and a later Attach works. Idempotent.
+func (s *Sandbox) Close() error {
+	s.closed.Store(true)
+	return nil
+}
 
 // Exec runs spec on the instance through SSM Run Command and returns how it ended (see the
 // package doc). A non-zero exit is a status, never an error.
 //
 // Errors: CheckExecSpec's (fault.Validation, fault.Capability, fault.Policy); fault.Validation
 // for a working folder (an attached instance has no workspace) or unreadable standard input;
-// fault.TooLarge for standard input over 1 MiB; ctx.Err() when ctx ends first (the command is
-// cancelled); the classified AWS errors of the package doc; fault.Gone when SSM cannot deliver
-// the command to the instance.
+// fault.Conflict on a closed handle; fault.TooLarge for standard input over 1 MiB; ctx.Err()
+// when ctx ends first (the command is cancelled); the classified AWS errors of the package
+// doc; fault.Gone when SSM cannot deliver the command to the instance.
 func (s *Sandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.ExitStatus, error) {
 	if err := providers.CheckExecSpec(TypeName, s.p.caps, spec); err != nil {
 		return providers.ExitStatus{}, err
 	}
 	if dir, _ := providers.CleanPath(spec.Dir); dir != "." {
 		return providers.ExitStatus{}, fault.New(fault.Validation, "%s has no workspace, so a working folder cannot be set; change folder inside the command instead (e.g. `cd /srv/app && ./run.sh`)", TypeName)
+	}
+	if s.closed.Load() {
+		return providers.ExitStatus{}, fault.New(fault.Conflict, "%s: the handle on instance '%s' is closed", TypeName, s.id)
 	}
 	if err := ctx.Err(); err != nil {
 		return providers.ExitStatus{}, err

@@ -23,8 +23,8 @@ func BenchmarkExecOnPlayedNode(b *testing.B) {
 	cfg, ns := kubernetes.PlayedNamespace(b)
 	e := gatewaytest.Start(b, gatewaytest.Options{Config: func(c *config.Config) {
 		c.Sandbox.Profiles = map[string]config.Profile{
-			"pods": {Type: kubernetes.TypeName, ProviderBlocks: config.ProviderBlocks{
-				Kubernetes: &config.Kubernetes{Namespace: ns, Image: kubernetes.TestImage, Kubeconfig: writeKubeconfig(b, cfg)},
+			"pods": {Type: kubernetes.TypeName, Blocks: config.Blocks{
+				kubernetes.TypeName: &kubernetes.Block{Namespace: ns, Image: kubernetes.TestImage, Kubeconfig: writeKubeconfig(b, cfg)},
 			}},
 		}
 		c.Sandbox.DefaultProfile = "pods"

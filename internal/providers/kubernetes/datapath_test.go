@@ -100,8 +100,9 @@ func TestContract(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "snapshots")
 	p, _ := dataPathProvider(t, func(o *Options) { o.Config.SnapshotDir = dir })
 	providertest.Run(t, providertest.Harness{
-		New:       func(*testing.T) providers.Provider { return p },
-		KillGrace: sandboxd.DefaultKillGrace,
+		New:         func(*testing.T) providers.Provider { return p },
+		KillGrace:   sandboxd.DefaultKillGrace,
+		RichResults: true,
 	})
 }
 
@@ -248,8 +249,9 @@ func TestDataPathDetails(t *testing.T) {
 func TestContractPodIP(t *testing.T) {
 	p, _ := dataPathProvider(t, func(o *Options) { o.Config.Sandboxd.Transport = TransportPodIP })
 	providertest.Run(t, providertest.Harness{
-		New:       func(*testing.T) providers.Provider { return p },
-		KillGrace: sandboxd.DefaultKillGrace,
+		New:         func(*testing.T) providers.Provider { return p },
+		KillGrace:   sandboxd.DefaultKillGrace,
+		RichResults: true,
 	})
 
 	ctx := context.Background()

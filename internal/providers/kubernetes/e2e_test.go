@@ -55,8 +55,9 @@ func e2eProvider(t *testing.T, networkPolicy bool) *Provider {
 func TestE2EContract(t *testing.T) {
 	p := e2eProvider(t, false)
 	providertest.Run(t, providertest.Harness{
-		New:       func(*testing.T) providers.Provider { return p },
-		KillGrace: sandboxd.DefaultKillGrace,
+		New:         func(*testing.T) providers.Provider { return p },
+		KillGrace:   sandboxd.DefaultKillGrace,
+		RichResults: true,
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/sandgate/sandgate/internal/config"
 )
 
 // Helpers of this package's tests, for the external tests (package kubernetes_test) that run
@@ -23,3 +25,8 @@ func PlayedNamespace(t testing.TB) (*rest.Config, string) {
 
 // TestImage is the sandbox image the played node runs.
 var TestImage = testImage
+
+// LoadGatewayConfig reads a configuration file as the gateway does (gateway.LoadConfig: its
+// provider blocks decoded and checked by their backends). internal/gateway imports this
+// package, so this package's own tests cannot: the external tests set it (gateway_test.go).
+var LoadGatewayConfig func(path string, environ []string) (*config.Config, error)

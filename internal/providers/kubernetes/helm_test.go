@@ -249,7 +249,7 @@ func loadRenderedConfig(t *testing.T, r rendered, release, ns string) *config.Co
 	cm := typed[corev1.ConfigMap](t, r.find(t, "ConfigMap", ns, release+"-sandgate"))
 	path := filepath.Join(t.TempDir(), "sandgate.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(cm.Data["sandgate.yaml"]), 0o600))
-	cfg, err := config.Load(path, []string{"SANDGATE_DATABASE__URL=postgres://sandgate@db:5432/sandgate"})
+	cfg, err := LoadGatewayConfig(path, []string{"SANDGATE_DATABASE__URL=postgres://sandgate@db:5432/sandgate"})
 	require.NoError(t, err, "the rendered configuration:\n%s", cm.Data["sandgate.yaml"])
 	return cfg
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/providers/sdadapter"
 )
 
 // TypeName is the provider's type name in profiles and the registry.
@@ -96,10 +97,10 @@ type Provider struct {
 	gateway *clients // the gateway's own identity
 
 	mu      sync.Mutex
-	users   map[string]*clients                // impersonating clients by identity
-	running map[string]map[*execution]struct{} // live executions by sandbox id
-	checked map[string]bool                    // warm pools whose template was checked
-	sd      map[clientKey]*sdEntry             // runtime clients by (pod, identity)
+	users   map[string]*clients    // impersonating clients by identity
+	running sdadapter.Running      // live executions, which Destroy ends
+	checked map[string]bool        // warm pools whose template was checked
+	sd      map[clientKey]*sdEntry // runtime clients by (pod, identity)
 
 	// spdyOnly makes executions skip the WebSocket attempt (tests of the fallback).
 	spdyOnly bool
@@ -326,7 +327,6 @@ func New(opts Options) (*Provider, error) {
 		ctrSec:       ctrSec,
 		gateway:      gw,
 		users:        make(map[string]*clients),
-		running:      make(map[string]map[*execution]struct{}),
 		checked:      make(map[string]bool),
 		sd:           make(map[clientKey]*sdEntry),
 		caps: providers.Capabilities{
@@ -520,7 +520,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		p.log.Debug("destroy ignored: not a sandbox of this provider", "sandbox_id", id)
 		return nil
 	}
-	p.stopExecutions(ns + "/" + name)
+	p.running.Stop(ns + "/" + name)
 	if p.cfg.AgentSandbox != nil {
 		var pod string
 		pod, err = p.deleteClaim(ctx, ns, name)
@@ -635,44 +635,4 @@ func newName() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return NamePrefix + hex.EncodeToString(b[:])
-}
-
-// execution is one running Exec, as Destroy sees it.
-type execution struct {
-	cancel context.CancelCauseFunc
-}
-
-// errDestroyed ends the executions of a destroyed sandbox.
-var errDestroyed = errors.New("sandbox destroyed")
-
-// track registers an execution in sandbox id; untrack must be called when it has ended.
-func (p *Provider) track(id string, cancel context.CancelCauseFunc) (untrack func()) {
-	ex := &execution{cancel: cancel}
-	p.mu.Lock()
-	if p.running[id] == nil {
-		p.running[id] = make(map[*execution]struct{})
-	}
-	p.running[id][ex] = struct{}{}
-	p.mu.Unlock()
-	return func() {
-		p.mu.Lock()
-		if set := p.running[id]; set != nil {
-			delete(set, ex)
-			if len(set) == 0 {
-				delete(p.running, id)
-			}
-		}
-		p.mu.Unlock()
-	}
-}
-
-// stopExecutions cancels every execution running in sandbox id.
-func (p *Provider) stopExecutions(id string) {
-	p.mu.Lock()
-	set := p.running[id]
-	delete(p.running, id)
-	p.mu.Unlock()
-	for ex := range set {
-		ex.cancel(errDestroyed)
-	}
 }

@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
@@ -274,36 +273,41 @@ func TestNewName(t *testing.T) {
 	assert.NotEqual(t, newName(), newName())
 }
 
-// TestConfigValidation checks the kubernetes keys internal/config validates at start-up.
-func TestConfigValidation(t *testing.T) {
+// TestBlockValidation checks the kubernetes keys the block refuses at start-up.
+func TestBlockValidation(t *testing.T) {
 	for name, tc := range map[string]struct {
-		env   string
-		block config.Kubernetes
-		key   string
+		attached bool
+		block    Block
+		key      string
 	}{
-		"relative workspace": {config.EnvironmentManaged, config.Kubernetes{Workspace: "work"}, "kubernetes.workspace"},
-		"root workspace":     {config.EnvironmentManaged, config.Kubernetes{Workspace: "/"}, "kubernetes.workspace"},
-		"no warm pool":       {config.EnvironmentManaged, config.Kubernetes{AgentSandbox: &config.KubernetesAgentSandbox{Template: "t"}}, "kubernetes.agent_sandbox.warm_pool"},
-		"claims on attached": {config.EnvironmentAttached, config.Kubernetes{AttachTo: "ns/p", AgentSandbox: &config.KubernetesAgentSandbox{WarmPool: "w"}}, "kubernetes.agent_sandbox"},
-		"negative timeout":   {config.EnvironmentManaged, config.Kubernetes{CreateTimeout: -1}, "kubernetes.create_timeout"},
+		"relative workspace": {false, Block{Workspace: "work"}, "kubernetes.workspace"},
+		"root workspace":     {false, Block{Workspace: "/"}, "kubernetes.workspace"},
+		"no warm pool":       {false, Block{AgentSandbox: &AgentSandboxBlock{Template: "t"}}, "kubernetes.agent_sandbox.warm_pool"},
+		"claims on attached": {true, Block{AttachTo: "ns/p", AgentSandbox: &AgentSandboxBlock{WarmPool: "w"}}, "kubernetes.agent_sandbox"},
+		"negative timeout":   {false, Block{CreateTimeout: -1}, "kubernetes.create_timeout"},
+		"sandboxd transport": {false, Block{Sandboxd: SandboxdBlock{Transport: "proxy"}}, "kubernetes.sandboxd.transport"},
+		"sandboxd path":      {false, Block{Sandboxd: SandboxdBlock{Path: "bin/sandboxd"}}, "kubernetes.sandboxd.path"},
+		"sandboxd image with agent_sandbox": {false, Block{
+			Sandboxd: SandboxdBlock{Image: "sandgate/sandbox-python"}, AgentSandbox: &AgentSandboxBlock{WarmPool: "w"},
+		}, "kubernetes.sandboxd.image"},
+		"relative snapshot_dir": {false, Block{SnapshotDir: "snapshots"}, "kubernetes.snapshot_dir"},
+		"snapshot_dir attached": {true, Block{AttachTo: "tools/shell-0", SnapshotDir: "/var/lib/sandgate/snapshots"}, "kubernetes.snapshot_dir"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			block := tc.block
-			c := config.Config{Sandbox: config.Sandbox{Profiles: map[string]config.Profile{
-				"default": {Type: config.ProviderKubernetes, Environment: tc.env, ProviderBlocks: config.ProviderBlocks{Kubernetes: &block}},
-			}}}
-			c.ApplyDefaults()
-			err := c.Validate()
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), "sandbox.profiles.default."+tc.key)
+			block.ApplyDefaults()
+			var keys []string
+			for _, p := range block.Validate(providers.Profile{Name: "default", Attached: tc.attached}) {
+				keys = append(keys, p.Key)
+			}
+			assert.Contains(t, keys, tc.key)
 		})
 	}
-	c := config.Config{Sandbox: config.Sandbox{Profiles: map[string]config.Profile{
-		"default": {Type: config.ProviderKubernetes, ProviderBlocks: config.ProviderBlocks{Kubernetes: &config.Kubernetes{
-			Workspace: "/mnt/data", RuntimeClassName: "kata", AgentSandbox: &config.KubernetesAgentSandbox{WarmPool: "w", Template: "t"},
-		}}},
-	}}}
-	c.ApplyDefaults()
-	assert.NoError(t, c.Validate())
-	assert.Equal(t, config.DefaultKubernetesWorkspace, DefaultWorkspace, "the provider's default is the configuration's")
+	ok := Block{Workspace: "/mnt/data", RuntimeClassName: "kata", AgentSandbox: &AgentSandboxBlock{WarmPool: "w", Template: "t"}}
+	ok.ApplyDefaults()
+	assert.Empty(t, ok.Validate(providers.Profile{Name: "default"}))
+	var defaults Block
+	defaults.ApplyDefaults()
+	assert.Equal(t, DefaultWorkspace, defaults.Workspace, "the block's default is the provider's")
+	assert.Equal(t, DefaultCreateTimeout, defaults.Options(providers.Profile{}).(Options).Config.CreateTimeout)
 }

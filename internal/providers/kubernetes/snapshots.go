@@ -92,12 +92,12 @@ func (p *Provider) Snapshot(ctx context.Context, id string, meta providers.Snaps
 	if _, err := os.Lstat(final); err == nil {
 		return providers.SnapshotInfo{}, fault.New(fault.Conflict, "%s: snapshot '%s' exists", TypeName, meta.ID)
 	}
-	rc, err := sb.rt().ReadArchive(ctx, true)
+	rc, err := sb.Client().ReadArchive(ctx, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return providers.SnapshotInfo{}, ctx.Err()
 		}
-		return providers.SnapshotInfo{}, sb.rtErr(err)
+		return providers.SnapshotInfo{}, sb.Fault(err)
 	}
 	defer rc.Close()
 	size, err := writeFileAtomically(dir, final, rc)
@@ -109,7 +109,7 @@ func (p *Provider) Snapshot(ctx context.Context, id string, meta providers.Snaps
 		if errors.As(err, &fe) {
 			return providers.SnapshotInfo{}, err
 		}
-		return providers.SnapshotInfo{}, sb.rtErr(fmt.Errorf("reading the workspace of sandbox '%s': %w", id, err))
+		return providers.SnapshotInfo{}, sb.Fault(fmt.Errorf("reading the workspace of sandbox '%s': %w", id, err))
 	}
 	md, _ := json.MarshalIndent(SnapshotMetadata{
 		ID: meta.ID, Installation: p.installation, Owner: meta.Owner, SessionID: meta.SessionID, Profile: meta.Profile,
@@ -222,7 +222,7 @@ func (p *Provider) Restore(ctx context.Context, ref string, pr providers.Princip
 	if pol.DiskMB > 0 {
 		maxBytes = int64(pol.DiskMB) << 20
 	}
-	st, err := sb.rt().WriteArchive(ctx, f, true, maxBytes)
+	st, err := sb.Client().WriteArchive(ctx, f, true, maxBytes)
 	if err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

@@ -73,7 +73,7 @@ func (p *Provider) attachLive(ctx context.Context, c *clients, ns, name string) 
 		return nil
 	}
 	// A client that served a request a moment ago is trusted without asking again; should its
-	// pod have gone meanwhile, the request finds out (rtErr: providers.ErrUnreached).
+	// pod have gone meanwhile, the request finds out (sdadapter.Sandbox.Fault: providers.ErrUnreached).
 	if time.Since(time.Unix(0, e.servedAt.Load())) > liveTrust {
 		rctx, cancel := context.WithTimeout(ctx, liveReadyTimeout)
 		defer cancel()
@@ -82,7 +82,7 @@ func (p *Provider) attachLive(ctx context.Context, c *clients, ns, name string) 
 		}
 		e.served()
 	}
-	return (&Sandbox{p: p, id: ns + "/" + name, ns: ns, pod: name, container: e.container, token: e.token, podIP: e.podIP, c: c}).withExecutions()
+	return p.handle(&Sandbox{ns: ns, pod: name, container: e.container, token: e.token, podIP: e.podIP, c: c}, ns+"/"+name)
 }
 
 // liveReadyTimeout bounds attachLive's check; past it the pod is read as usual. liveTrust is

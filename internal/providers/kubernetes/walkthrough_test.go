@@ -47,8 +47,8 @@ func TestReadmeWalkthroughOnKubernetes(t *testing.T) {
 	kubeconfig := writeKubeconfig(t, cfg)
 	e := gatewaytest.Start(t, gatewaytest.Options{Config: func(c *config.Config) {
 		c.Sandbox.Profiles = map[string]config.Profile{
-			"pods": {Type: kubernetes.TypeName, Stateful: true, ProviderBlocks: config.ProviderBlocks{
-				Kubernetes: &config.Kubernetes{Kubeconfig: kubeconfig, Namespace: ns, Image: kubernetes.TestImage},
+			"pods": {Type: kubernetes.TypeName, Stateful: true, Blocks: config.Blocks{
+				kubernetes.TypeName: &kubernetes.Block{Kubeconfig: kubeconfig, Namespace: ns, Image: kubernetes.TestImage},
 			}},
 		}
 		c.Sandbox.DefaultProfile = "pods"

@@ -52,8 +52,9 @@ func newProvider(t *testing.T) *local.Provider {
 
 func TestContract(t *testing.T) {
 	providertest.Run(t, providertest.Harness{
-		New:       func(t *testing.T) providers.Provider { return newProvider(t) },
-		KillGrace: testGrace,
+		New:         func(t *testing.T) providers.Provider { return newProvider(t) },
+		KillGrace:   testGrace,
+		RichResults: true,
 	})
 }
 

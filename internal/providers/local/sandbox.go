@@ -151,9 +151,15 @@ func (s *Sandbox) Reattach(ctx context.Context, id string, out providers.Output)
 // mode 0644, a hidden temporary file renamed into place once complete and within maxBytes,
 // so a failed or oversized upload leaves nothing behind). maxBytes < 0 means no limit.
 //
-// Errors: the runtime's (fault.Policy when p escapes the workspace, fault.Conflict when p is
-// a folder or a parent is a file, fault.TooLarge beyond maxBytes); ctx.Err() when ctx ends.
+// Errors: providers.CleanEntry's (fault.Validation for the workspace folder itself and a name
+// or path too long, fault.Policy for a NUL byte or when p escapes the workspace), whatever
+// the handle; the handle's (fault.Conflict when closed, fault.Gone when destroyed); the
+// runtime's (fault.Policy for an escape through a symlink, fault.Conflict when p is a folder
+// or a parent is a file, fault.TooLarge beyond maxBytes); ctx.Err() when ctx ends.
 func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes int64) (int64, error) {
+	if _, err := providers.CleanEntry(p); err != nil {
+		return 0, err
+	}
 	rt, err := s.runtime()
 	if err != nil {
 		return 0, err
@@ -171,9 +177,14 @@ func (s *Sandbox) WriteFile(ctx context.Context, p string, r io.Reader, maxBytes
 // ReadFile opens workspace path p for reading; symlinks are followed only while they stay in
 // the workspace. The caller closes the reader; it stays valid after Close of the handle.
 //
-// Errors: fault.Policy when p escapes the workspace, fault.NotFound when it does not exist,
-// fault.Conflict when it is a folder or not a regular file (a FIFO is never waited on).
+// Errors: providers.CleanPath's (fault.Policy for a NUL byte or an escape, fault.Validation
+// for a name or path too long), whatever the handle; the handle's; the runtime's
+// (fault.Policy for an escape through a symlink, fault.NotFound when p does not exist,
+// fault.Conflict when it is a folder or not a regular file: a FIFO is never waited on).
 func (s *Sandbox) ReadFile(_ context.Context, p string) (io.ReadCloser, error) {
+	if _, err := providers.CleanPath(p); err != nil {
+		return nil, err
+	}
 	rt, err := s.runtime()
 	if err != nil {
 		return nil, err
@@ -185,9 +196,13 @@ func (s *Sandbox) ReadFile(_ context.Context, p string) (io.ReadCloser, error) {
 // ListFiles lists workspace folder dir ("" or "." for the workspace), sorted by name, without
 // following symlinks.
 //
-// Errors: fault.Policy when dir escapes the workspace, fault.NotFound when it does not exist,
-// fault.Conflict when it is not a folder.
+// Errors: providers.CleanPath's, whatever the handle; the handle's; the runtime's
+// (fault.Policy for an escape through a symlink, fault.NotFound when dir does not exist,
+// fault.Conflict when it is not a folder).
 func (s *Sandbox) ListFiles(_ context.Context, dir string) ([]providers.FileInfo, error) {
+	if _, err := providers.CleanPath(dir); err != nil {
+		return nil, err
+	}
 	rt, err := s.runtime()
 	if err != nil {
 		return nil, err
@@ -202,9 +217,13 @@ func (s *Sandbox) ListFiles(_ context.Context, dir string) ([]providers.FileInfo
 // RemoveFile removes the file, symlink (not its target) or empty folder at workspace path p.
 // A missing path is not an error.
 //
-// Errors: fault.Policy when p escapes the workspace, fault.Conflict for the workspace itself
-// or a folder that is not empty.
+// Errors: providers.CleanEntry's (as WriteFile's), whatever the handle; the handle's; the
+// runtime's (fault.Policy for an escape through a symlink, fault.Conflict for a folder that
+// is not empty).
 func (s *Sandbox) RemoveFile(_ context.Context, p string) error {
+	if _, err := providers.CleanEntry(p); err != nil {
+		return err
+	}
 	rt, err := s.runtime()
 	if err != nil {
 		return err

@@ -64,6 +64,10 @@ type Harness struct {
 	// KillGrace is the longest the provider waits between SIGTERM and SIGKILL when it kills
 	// a timed-out program; the process-tree tests wait that much longer. Default 5 s.
 	KillGrace time.Duration
+	// RichResults says the provider gives the rich results of Python code in a context
+	// (ExitStatus.Results, Output.ResultFunc: sandboxd's python contexts); the results tests
+	// skip without it.
+	RichResults bool
 }
 
 // Run runs the contract suite against h's provider. The subtests are grouped as:
@@ -93,7 +97,16 @@ type Harness struct {
 //     sandbox is gone;
 //   - processes/…: what code in a context starts ends with its execution (the context lives
 //     on), and a stopped background process takes its whole tree along, a descendant in a
-//     session of its own included.
+//     session of its own included;
+//   - faults/…: the same bad input gets the same fault on every provider — the workspace
+//     folder itself written or removed (validation), NUL bytes, absolute paths and escapes
+//     (policy), names and paths too long (validation), a folder read or written as a file or a
+//     file listed as a folder (conflict), missing paths (not found, or nothing to remove) —
+//     and every operation on a closed handle is a conflict, once its input passed the checks
+//     above;
+//   - results/…: for harnesses declaring RichResults, code in a context gives its last
+//     expression's value (6*7: text/plain 42), a pandas DataFrame's HTML and text table, a
+//     matplotlib figure as a PNG that decodes, and drops a result over the limit whole.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
@@ -120,6 +133,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("executions", s.executions)
 	t.Run("snapshots", s.snapshots)
 	t.Run("processes", s.processes)
+	t.Run("faults", s.faults)
+	t.Run("results", s.results)
 }
 
 type suite struct {
@@ -139,6 +154,7 @@ const (
 	needInteractive
 	needBackground
 	needSnapshots
+	needRichResults // Harness.RichResults
 )
 
 // env is one test's provider and context.
@@ -179,6 +195,8 @@ func (s *suite) leaf(t *testing.T, name string, needs need, fn func(e *env)) {
 			t.Skip("the provider does not declare background")
 		case needs&needSnapshots != 0 && !caps.Snapshots:
 			t.Skip("the provider does not declare snapshots")
+		case needs&needRichResults != 0 && !s.h.RichResults:
+			t.Skip("the harness does not declare rich results (Harness.RichResults)")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		t.Cleanup(cancel)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
@@ -17,9 +18,10 @@ import (
 
 // fakeSandbox is a handle on one box.
 type fakeSandbox struct {
-	p  *Provider
-	b  *box
-	pr providers.Principal
+	p      *Provider
+	b      *box
+	pr     providers.Principal
+	closed atomic.Bool
 }
 
 var (
@@ -30,9 +32,10 @@ var (
 
 // Reattach runs the Program that Provider.HoldExecution left for execution id (once), as the
 // sandbox's runtime would stream a held execution to a gateway that adopted it.
-// Errors: fault.NotFound when none is held; fault.Gone for a sandbox that is gone; ctx.Err().
+// Errors: fault.NotFound when none is held; fault.Conflict on a closed handle; fault.Gone for
+// a sandbox that is gone; ctx.Err().
 func (s *fakeSandbox) Reattach(ctx context.Context, id string, out providers.Output) (providers.ExitStatus, error) {
-	if err := s.gone(); err != nil {
+	if err := s.usable(); err != nil {
 		return providers.ExitStatus{}, err
 	}
 	s.p.mu.Lock()
@@ -58,11 +61,19 @@ func (s *fakeSandbox) Reattach(ctx context.Context, id string, out providers.Out
 
 func (s *fakeSandbox) ID() string { return s.b.id }
 
-// Close releases the handle; the sandbox stays. Idempotent.
-func (s *fakeSandbox) Close() error { return nil }
+// Close releases the handle; the sandbox stays. Idempotent; the handle's other methods then
+// return fault.Conflict, as every provider's (providers.Sandbox).
+func (s *fakeSandbox) Close() error {
+	s.closed.Store(true)
+	return nil
+}
 
-// gone is the error of an operation on a sandbox that was destroyed or lost, or nil.
-func (s *fakeSandbox) gone() error {
+// usable returns the error of an operation on a closed handle (fault.Conflict) or on a
+// sandbox that was destroyed or lost (fault.Gone), or nil.
+func (s *fakeSandbox) usable() error {
+	if s.closed.Load() {
+		return fault.New(fault.Conflict, "%s: the handle on sandbox '%s' is closed", s.p.typ, s.b.id)
+	}
 	if s.b.ctx.Err() != nil {
 		return fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", s.p.typ, s.b.id)
 	}
@@ -70,15 +81,15 @@ func (s *fakeSandbox) gone() error {
 }
 
 // Exec runs the execution's Program (see Program for how its end is reported).
-// Errors: those of providers.CheckExecSpec; fault.Gone for a sandbox that is gone (before or
-// during the execution); fault.NotFound for a missing working folder; fault.Validation for
+// Errors: those of providers.CheckExecSpec; fault.Conflict on a closed handle; fault.Gone for
+// a sandbox that is gone (before or during the execution); fault.NotFound for a missing working folder; fault.Validation for
 // code of another language than its context's; ctx.Err() when ctx ends first.
 func (s *fakeSandbox) Exec(ctx context.Context, spec providers.ExecSpec) (providers.ExitStatus, error) {
 	p, b := s.p, s.b
 	if err := providers.CheckExecSpec(p.typ, p.caps, spec); err != nil {
 		return providers.ExitStatus{}, err
 	}
-	if err := s.gone(); err != nil {
+	if err := s.usable(); err != nil {
 		return providers.ExitStatus{}, err
 	}
 	if spec.Dir != "" {
@@ -170,29 +181,32 @@ func (s *fakeSandbox) InstallPackages(_ context.Context, _ []string, _ providers
 	if !s.p.caps.PackageInstall {
 		return providers.ExitStatus{}, fault.Unsupported(s.p.typ, "package_install")
 	}
-	return providers.ExitStatus{}, s.gone()
+	return providers.ExitStatus{}, s.usable()
 }
 
-// files checks the files capability, path p and that the sandbox is there.
-func (s *fakeSandbox) files(p string) (string, error) {
+// files checks the files capability, path p (providers.CleanEntry when it must name an entry
+// inside the workspace, the path of a write or a removal; else providers.CleanPath), then the
+// handle and that the sandbox is there, in the order of every provider.
+func (s *fakeSandbox) files(p string, entry bool) (string, error) {
 	if !s.p.caps.Files {
 		return "", fault.Unsupported(s.p.typ, "files")
 	}
-	c, err := clean(p)
+	cleanPath := clean
+	if entry {
+		cleanPath = providers.CleanEntry
+	}
+	c, err := cleanPath(p)
 	if err != nil {
 		return "", err
 	}
-	return c, s.gone()
+	return c, s.usable()
 }
 
 // WriteFile stores r's bytes as file path; over maxBytes: fault.TooLarge and nothing written.
 func (s *fakeSandbox) WriteFile(_ context.Context, path string, r io.Reader, maxBytes int64) (int64, error) {
-	c, err := s.files(path)
+	c, err := s.files(path, true)
 	if err != nil {
 		return 0, err
-	}
-	if c == "." {
-		return 0, fault.New(fault.Validation, "path must name a file, not the workspace root")
 	}
 	maxBytes = max(maxBytes, 0)
 	if maxBytes < math.MaxInt64 {
@@ -213,7 +227,7 @@ func (s *fakeSandbox) WriteFile(_ context.Context, path string, r io.Reader, max
 
 // ReadFile opens file path (a copy of its content at the time of the call).
 func (s *fakeSandbox) ReadFile(_ context.Context, path string) (io.ReadCloser, error) {
-	c, err := s.files(path)
+	c, err := s.files(path, false)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +240,7 @@ func (s *fakeSandbox) ReadFile(_ context.Context, path string) (io.ReadCloser, e
 
 // ListFiles lists folder dir, sorted by name.
 func (s *fakeSandbox) ListFiles(_ context.Context, dir string) ([]providers.FileInfo, error) {
-	c, err := s.files(dir)
+	c, err := s.files(dir, false)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +249,7 @@ func (s *fakeSandbox) ListFiles(_ context.Context, dir string) ([]providers.File
 
 // RemoveFile removes a file or an empty folder; a missing one is no error.
 func (s *fakeSandbox) RemoveFile(_ context.Context, path string) error {
-	c, err := s.files(path)
+	c, err := s.files(path, true)
 	if err != nil {
 		return err
 	}
@@ -247,7 +261,7 @@ func (s *fakeSandbox) contexts() error {
 	if !s.p.caps.Stateful {
 		return fault.Unsupported(s.p.typ, "stateful")
 	}
-	return s.gone()
+	return s.usable()
 }
 
 // ListContexts returns the sandbox's contexts, sorted by name.

@@ -12,6 +12,7 @@ import (
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
+	"github.com/sandgate/sandgate/internal/store/memory"
 )
 
 // T0 is when a Clock made by New starts.
@@ -33,7 +34,7 @@ type Options struct {
 	Broker string
 	// Store and Clock default to new ones (the clock at T0). Share a Store between two
 	// Envs to model two replicas of one gateway.
-	Store *Store
+	Store *memory.Store
 	Clock *Clock
 	// RunnerID defaults to "runner-1".
 	RunnerID string
@@ -48,14 +49,14 @@ type Options struct {
 // Env is a domain service on in-memory ports.
 type Env struct {
 	Service *sandbox.Service
-	Store   *Store
+	Store   *memory.Store
 	Clock   *Clock
 	Broker  broker.Broker
 	// Profiles are the profiles the service was built with.
 	Profiles []sandbox.ProfileSpec
 }
 
-// New builds a *sandbox.Service on a memory Store, a manual Clock and the profiles' (fake)
+// New builds a *sandbox.Service on a memory store (internal/store/memory), a manual Clock and the profiles' (fake)
 // providers, with sequential ids ("0000…0001", …), records this runner's heartbeat at the
 // clock's time, and closes the service when t ends (running executions are cancelled).
 func New(t testing.TB, opts Options) *Env {
@@ -73,7 +74,7 @@ func Build(t testing.TB, opts Options) (*Env, error) {
 	t.Helper()
 	st, clock := opts.Store, opts.Clock
 	if st == nil {
-		st = NewStore()
+		st = memory.New()
 	}
 	if clock == nil {
 		clock = NewClock(T0)

@@ -415,6 +415,21 @@ func (c *Client) stream(ctx context.Context, method, path string, body []byte, h
 				s = stderr
 			}
 			s.skip(int64(binary.BigEndian.Uint64(p[1:])))
+		case FrameRichResult:
+			if n > maxResultFrame {
+				return sandboxd.Result{}, fmt.Errorf("sandboxd at %s: a frame of %d bytes is over the limit", c.where, n)
+			}
+			payload := make([]byte, n)
+			if _, err := io.ReadFull(br, payload); err != nil {
+				return sandboxd.Result{}, c.streamErr(ctx, err)
+			}
+			var r sandboxd.RichResult
+			if err := json.Unmarshal(payload, &r); err != nil {
+				return sandboxd.Result{}, fmt.Errorf("sandboxd at %s: malformed rich result: %w", c.where, err)
+			}
+			if out.ResultFunc != nil {
+				out.ResultFunc(r)
+			}
 		case FrameResult, FrameError:
 			if n > maxResultFrame {
 				return sandboxd.Result{}, fmt.Errorf("sandboxd at %s: a frame of %d bytes is over the limit", c.where, n)

@@ -282,6 +282,9 @@ func (c *contract) checkFrames(what string, data []byte) {
 		switch typ {
 		case FrameStdout, FrameStderr:
 			continue
+		case FrameRichResult:
+			c.checkSchema(what+" rich result frame", "RichResult", payload)
+			continue
 		case FrameResult:
 			c.checkSchema(what+" result frame", "Result", payload)
 		case FrameError:
@@ -396,6 +399,7 @@ func TestContractSchemasMatchTheGoTypes(t *testing.T) {
 	for name, v := range map[string]any{
 		"ExecRequest":          execBody{},
 		"Result":               sandboxd.Result{},
+		"RichResult":           sandboxd.RichResult{},
 		"ExecError":            sandboxd.ExecError{},
 		"ContextInfo":          sandboxd.ContextInfo{},
 		"ExecutionInfo":        sandboxd.ExecutionInfo{},
@@ -519,6 +523,22 @@ func TestContract(t *testing.T) {
 		res, err = b.client.Exec(ctx, sandboxd.ExecRequest{Context: "c1", Code: "import os; os._exit(9)"}, sandboxd.Streams{})
 		require.NoError(t, err)
 		assert.True(t, res.ContextLost)
+	})
+
+	t.Run("rich results", func(t *testing.T) {
+		code := "display({'text/html': '<b>hi</b>'}, raw=True)\ndisplay({'text/plain': 'x' * 100}, raw=True)\n6 * 7"
+		for _, id := range []string{"", "contract-rich"} {
+			var live []sandboxd.RichResult
+			res, err := b.client.Exec(ctx, sandboxd.ExecRequest{Context: "rich", Language: "python", Code: code, MaxResults: 50, ID: id},
+				sandboxd.Streams{ResultFunc: func(r sandboxd.RichResult) { live = append(live, r) }})
+			require.NoError(t, err, id)
+			require.Len(t, res.Results, 3, id)
+			assert.Equal(t, `"\u003cb\u003ehi\u003c/b\u003e"`, string(res.Results[0].Data["text/html"]), "%s: <b>hi</b>, as encoding/json writes it", id)
+			assert.Equal(t, &sandboxd.DroppedResult{Types: []string{"text/plain"}, Bytes: 102}, res.Results[1].Dropped, id)
+			assert.True(t, res.Results[2].Main, id)
+			assert.Equal(t, `"42"`, string(res.Results[2].Data["text/plain"]), id)
+			assert.Equal(t, res.Results, live, "%s: each result also came as it was produced", id)
+		}
 	})
 
 	t.Run("held executions", func(t *testing.T) {

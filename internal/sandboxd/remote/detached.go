@@ -25,8 +25,9 @@ const headerExecutionID = "X-Execution-Id"
 func (s *server) follow(w http.ResponseWriter, r *http.Request, e *sandboxd.Execution) (delivered bool) {
 	st := &stream{w: w, rc: http.NewResponseController(w)}
 	res, err := e.Follow(r.Context(), sandboxd.Streams{
-		Stdout: skipFrameWriter{frameWriter{st, FrameStdout}},
-		Stderr: skipFrameWriter{frameWriter{st, FrameStderr}},
+		Stdout:     skipFrameWriter{frameWriter{st, FrameStdout}},
+		Stderr:     skipFrameWriter{frameWriter{st, FrameStderr}},
+		ResultFunc: st.richResult,
 	})
 	switch {
 	case r.Context().Err() != nil || st.failed():

@@ -49,7 +49,9 @@
 //
 // A successful POST /v1/exec answers 200 with Content-Type StreamContentType: a sequence of
 // frames [1-byte type][4-byte big-endian length][payload], flushed one by one as the program
-// writes: FrameStdout and FrameStderr carry output bytes; FrameResult (the last frame) carries
+// writes: FrameStdout and FrameStderr carry output bytes; FrameRichResult a rich result of
+// code in a python context as it is produced (a sandboxd.RichResult as JSON; a held
+// execution's log keeps them as it keeps output); FrameResult (the last frame) carries
 // the Result as JSON; FrameError (the last frame) carries a problem document when the
 // execution failed after the stream began. The status line and headers are sent with the
 // first frame, so a request that fails before anything ran (validation, confinement) gets an

@@ -235,8 +235,9 @@ func (s *server) exec(w http.ResponseWriter, r *http.Request) {
 
 	st := &stream{w: w, rc: http.NewResponseController(w)}
 	res, err := s.rt.Exec(r.Context(), req, sandboxd.Streams{
-		Stdout: frameWriter{st, FrameStdout},
-		Stderr: frameWriter{st, FrameStderr},
+		Stdout:     frameWriter{st, FrameStdout},
+		Stderr:     frameWriter{st, FrameStderr},
+		ResultFunc: st.richResult,
 	})
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -307,6 +308,13 @@ func (s *stream) frame(typ byte, payload []byte) error {
 	}
 	s.err = s.rc.Flush()
 	return s.err
+}
+
+// richResult writes a rich result frame.
+func (s *stream) richResult(r sandboxd.RichResult) {
+	if data, err := json.Marshal(r); err == nil {
+		_ = s.frame(FrameRichResult, data)
+	}
 }
 
 // frameWriter writes output as frames of one type.

@@ -22,6 +22,9 @@ const (
 	// FrameSkip (held executions followed again) says bytes of a stream were dropped here:
 	// payload [stream: FrameStdout or FrameStderr][8-byte big-endian count].
 	FrameSkip byte = 5
+	// FrameRichResult carries one rich result of code in a python context (a
+	// sandboxd.RichResult as JSON) as the code produced it; the result frame has them all.
+	FrameRichResult byte = 6
 )
 
 // frameHeader is the size of a frame's type and length.

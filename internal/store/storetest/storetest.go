@@ -1,10 +1,10 @@
-// Package storetest is the conformance suite of sandbox.Store, the domain's response store:
+// Package storetest is the conformance suite of store.Store, the domain's response store:
 // every backend runs it and must pass it the same way (as dex's storage/conformance). The
-// Postgres store (internal/store) runs it in internal/store/conformance_test.go, the
-// in-memory store of internal/sandbox/sandboxtest in its store_test.go.
+// Postgres store (internal/store/postgres) and the in-memory one (internal/store/memory) run
+// it in their conformance_test.go; it imports neither them nor the domain.
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) sandbox.Store { return newStore(t) })
+//		storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 //	}
 //
 // The suite describes the Postgres store as it behaves: where its statements have a
@@ -22,7 +22,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -46,7 +45,7 @@ type test struct {
 }
 
 // Run runs the suite; newStore returns an empty store for one test.
-func Run(t *testing.T, newStore func(t *testing.T) sandbox.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
 	for _, group := range []struct {
 		name  string
@@ -82,7 +81,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sandbox.Store) {
 // fixture is one test's store.
 type fixture struct {
 	t   *testing.T
-	st  sandbox.Store
+	st  store.Store
 	ctx context.Context
 }
 

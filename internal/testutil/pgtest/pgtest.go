@@ -26,7 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sandgate/sandgate/internal/devdb"
-	"github.com/sandgate/sandgate/internal/store"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 	"github.com/sandgate/sandgate/migrations"
 )
 
@@ -111,7 +111,7 @@ func ensureTemplate(ctx context.Context) error {
 		}
 	}
 	// Always migrate: a newer migration must reach an existing template.
-	st, err := store.Open(ctx, dbURL(template), 2)
+	st, err := postgres.Open(ctx, dbURL(template), 2)
 	if err != nil {
 		return err
 	}
@@ -183,9 +183,9 @@ func URL(t testing.TB) string {
 }
 
 // Store opens a store on a fresh database for t, closed when t ends.
-func Store(t testing.TB) *store.Store {
+func Store(t testing.TB) *postgres.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), URL(t), 10)
+	st, err := postgres.Open(context.Background(), URL(t), 10)
 	if err != nil {
 		t.Fatalf("pgtest: open store: %v", err)
 	}

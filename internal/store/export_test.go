@@ -1,4 +1,0 @@
-package store
-
-// UseAPIKeySQL is UseAPIKey's statement, for the test that reads its plan.
-const UseAPIKeySQL = useAPIKeySQL
