@@ -183,6 +183,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	out := &ndjson{w: w, rc: http.NewResponseController(w)}
 	var held strings.Builder // stderr from a traceback's start on
+	results := 0             // rich results sent as they came
 	flushHeld := func() {
 		if held.Len() > 0 {
 			out.send(wire.Output{Type: wire.OutputStderr, Text: held.String(), Timestamp: now()})
@@ -203,6 +204,15 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, ev := range batch.Events {
+			if ev.Stream == sandbox.StreamResult {
+				var r sandbox.RichResult
+				if json.Unmarshal(ev.Data, &r) == nil {
+					flushHeld()
+					out.send(resultOutput(r))
+					results++
+				}
+				continue
+			}
 			text := strings.ToValidUTF8(string(ev.Data), "\uFFFD")
 			if ev.Stream == sandbox.StreamStdout {
 				flushHeld()
@@ -223,7 +233,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 			held.WriteString(text)
 		}
 		if batch.Done {
-			h.finish(out, &held, batch)
+			h.finish(out, &held, batch, results)
 			return
 		}
 		if len(batch.Events) == 0 && len(batch.Gaps) == 0 {
@@ -238,19 +248,34 @@ func now() *time.Time {
 }
 
 // finish sends how the execution of batch (its last) ended: what stderr held back (without
-// the error's own traceback), the error, the rich results, end_of_execution.
-func (h *Handler) finish(out *ndjson, held *strings.Builder, batch sandbox.Batch) {
+// the error's own traceback), the rich results not sent as they came (sent: how many were),
+// the error, end_of_execution.
+func (h *Handler) finish(out *ndjson, held *strings.Builder, batch sandbox.Batch, sent int) {
 	res := batch.Result
 	rest := held.String()
 	if res != nil && res.Error != nil {
-		rest = strings.TrimSuffix(rest, res.Error.Traceback)
+		// The traceback the code's context printed last (Result.Error has it whole).
+		if tb := strings.TrimSpace(res.Error.Traceback); tb != "" {
+			if i := strings.LastIndex(rest, tb); i >= 0 && strings.TrimSpace(rest[i+len(tb):]) == "" {
+				rest = rest[:i]
+			}
+		}
 	}
 	if rest != "" {
 		out.send(wire.Output{Type: wire.OutputStderr, Text: rest, Timestamp: now()})
 	}
+	if res != nil && len(res.Results) > sent {
+		// Read from the stored result (the live output was not followed here): in order, after
+		// those that came live.
+		for _, r := range res.Results[sent:] {
+			out.send(resultOutput(r))
+		}
+	}
 	switch {
 	case batch.Err != nil:
 		out.send(wire.Output{Type: wire.OutputError, Name: "SandgateError", Value: messageOf(batch.Err)})
+	case res == nil:
+		out.send(wire.Output{Type: wire.OutputError, Name: "SandgateError", Value: "the execution ended without a result"})
 	case res.ContextLost:
 		// The code interpreter reports a kernel that died and was restarted so.
 		out.send(wire.Output{Type: wire.OutputError, Name: "ContextRestarting", Value: "Context was restarted"})
@@ -265,19 +290,38 @@ func (h *Handler) finish(out *ndjson, held *strings.Builder, batch sandbox.Batch
 		// as its value.
 		out.send(wire.Output{Type: wire.OutputError, Value: strconv.Itoa(*res.ExitCode)})
 	}
-	if res != nil {
-		for _, o := range richOutputs(res) {
-			out.send(o)
-		}
-	}
 	out.send(wire.Output{Type: wire.OutputEndOfExecution})
 }
 
-// richOutputs maps the rich results of an execution (the value of its last expression,
-// displays, charts) onto the code interpreter's "result" outputs. The domain's Result carries
-// no rich results yet (they come with the code-interpreter issue's rich results), so there
-// are none to send: this is the one place that maps them once it does.
-func richOutputs(*sandbox.Result) []any { return nil }
+// mimeKeys are the members of the code interpreter's result output that carry each MIME
+// type of a Jupyter display bundle (template/server messaging.py); a type not listed travels
+// under its own name (E2B's SDKs gather such members in Result.extra).
+var mimeKeys = map[string]string{
+	"text/plain": "text", "text/html": "html", "text/markdown": "markdown", "image/svg+xml": "svg",
+	"image/png": "png", "image/jpeg": "jpeg", "application/pdf": "pdf", "text/latex": "latex",
+	"application/json": "json", "application/javascript": "javascript",
+}
+
+// resultOutput is rich result r — the value of the code's last expression (is_main_result) or
+// a display — as the code interpreter's "result" output: each representation under its
+// member (binary images as base64, JSON as JSON). A result the domain dropped for being over
+// the output limit says so in its text, and names its types and size in sandgate_dropped.
+func resultOutput(r sandbox.RichResult) map[string]any {
+	o := map[string]any{"type": wire.OutputResult, "is_main_result": r.Main}
+	if d := r.Dropped; d != nil {
+		o["text"] = fmt.Sprintf("[a result of %d bytes (%s) was over the output limit and was dropped]", d.Bytes, strings.Join(d.Types, ", "))
+		o["sandgate_dropped"] = map[string]any{"types": d.Types, "bytes": d.Bytes}
+		return o
+	}
+	for mime, v := range r.Data {
+		key, ok := mimeKeys[mime]
+		if !ok {
+			key = mime
+		}
+		o[key] = v
+	}
+	return o
+}
 
 // contextBody is the code interpreter's CreateContext.
 type contextBody struct {

@@ -246,6 +246,9 @@ func (h *Handler) stream(ctx context.Context, f *sandbox.Follower, pty bool, eve
 			return h.rpcError(ctx, err)
 		}
 		for _, ev := range b.Events {
+			if ev.Stream == sandbox.StreamResult {
+				continue // code's rich results; a process has none
+			}
 			d := &wire.DataEvent{}
 			switch {
 			case pty:

@@ -224,6 +224,60 @@ const scenarios = {
     return out
   },
 
+  // The code interpreter: stateful code in the default context, streamed output, the last
+  // expression's value, a chart and a table as rich results, errors with their name, value
+  // and traceback, contexts of their own (python, bash, a working folder), restarted and
+  // removed — and what it refuses.
+  async code () {
+    const out = {}
+    const sbx = await Sandbox.create({ timeoutMs: 300_000, envs: { FROM_CREATE: 'yes' } })
+    await sbx.runCode('x = 41')
+    const streamed = []
+    const next = await sbx.runCode('import time\nprint("one", flush=True)\ntime.sleep(0.5)\nprint(x + 1)', {
+      onStdout: m => streamed.push(m.line), onResult: () => streamed.push('result'),
+    })
+    out.stateful = { stdout: next.logs.stdout.join(''), streamed, error: next.error ?? null }
+    const value = await sbx.runCode('x * 2')
+    out.value = { text: value.text, results: value.results.map(r => ({ text: r.text, main: r.isMainResult, formats: r.formats() })) }
+    const chart = await sbx.runCode('import matplotlib\nmatplotlib.use("Agg")\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.show()')
+    out.chart = chart.results.map(r => ({ main: r.isMainResult, formats: r.formats(), png: (r.png ?? '').slice(0, 12) }))
+    const table = await sbx.runCode('import pandas as pd\npd.DataFrame({"a": [1, 2], "b": ["x", "y"]})')
+    out.table = table.results.map(r => ({ main: r.isMainResult, formats: r.formats(), html: (r.html ?? '').includes('<table'), text: r.text }))
+    const failed = await sbx.runCode('print("before")\nundefined_name')
+    out.codeError = {
+      stdout: failed.logs.stdout.join(''), stderr: failed.logs.stderr.join(''),
+      name: failed.error?.name, value: failed.error?.value, traceback: failed.error?.traceback ?? '',
+    }
+    const warned = await sbx.runCode('import sys\nprint("warned", file=sys.stderr)')
+    out.stderr = warned.logs.stderr.join('')
+    out.envs = (await sbx.runCode('import os\nprint(os.environ["ONE"], os.environ["FROM_CREATE"])', { envs: { ONE: 'per run' } })).logs.stdout.join('')
+
+    const ctx = await sbx.createCodeContext({ language: 'python' })
+    await sbx.runCode('y = "own context"', { context: ctx })
+    const own = await sbx.runCode('print(y)', { context: ctx })
+    const isolated = await sbx.runCode('print(y)')
+    out.contexts = {
+      language: ctx.language, cwd: ctx.cwd, own: own.logs.stdout.join(''), isolated: isolated.error?.name ?? null,
+      listed: (await sbx.listCodeContexts()).some(c => c.id === ctx.id && c.language === 'python'),
+    }
+    await sbx.restartCodeContext(ctx)
+    out.contexts.afterRestart = (await sbx.runCode('print(y)', { context: ctx })).error?.name ?? null
+    await sbx.removeCodeContext(ctx)
+    out.contexts.listedAfterRemove = (await sbx.listCodeContexts()).some(c => c.id === ctx.id)
+    out.contexts.removedRun = await attempt(sbx.runCode('1', { context: ctx }))
+    await sbx.runCode('export V=7', { language: 'bash' })
+    out.bash = (await sbx.runCode('echo "$((V * 6))"', { language: 'bash' })).logs.stdout.join('')
+    out.bashFailing = (await sbx.runCode('false', { language: 'bash' })).error?.value ?? null
+    await sbx.files.makeDir('sub')
+    const placed = await sbx.createCodeContext({ cwd: '/home/user/sub' })
+    out.placed = { cwd: placed.cwd, pwd: (await sbx.runCode('import os\nprint(os.getcwd())', { context: placed })).logs.stdout.join('') }
+
+    out.unknownContext = await attempt(sbx.runCode('1', { context: { id: 'nope', language: 'python', cwd: '/home/user' } }))
+    out.language = await attempt(sbx.runCode('1', { language: 'r' }))
+    await sbx.kill()
+    return out
+  },
+
   // A gateway without the door: creating fails at once, saying why.
   async closed () {
     return { create: await attempt(Base.create()) }
