@@ -278,6 +278,56 @@ const scenarios = {
     return out
   },
 
+  // A sandbox's life: a second client connects and sees its files, variables and processes;
+  // setTimeout; pause (state kept, nothing reachable meanwhile) and resume by connect; a
+  // timeout that pauses (autoPause) and one that kills.
+  async lifecycle () {
+    const out = {}
+    const sbx = await Sandbox.create({ timeoutMs: 300_000, metadata: { suite: 'lifecycle' } })
+    const id = sbx.sandboxId
+    await sbx.files.write('kept.txt', 'kept across clients and pauses')
+    await sbx.runCode('z = 99')
+    const bg = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 })
+
+    const again = await Sandbox.connect(id)
+    out.secondClient = {
+      read: await again.files.read('kept.txt'), z: (await again.runCode('print(z)')).logs.stdout.join(''),
+      listed: (await again.commands.list()).some(p => p.pid === bg.pid),
+    }
+    await again.setTimeout(900_000)
+    out.timeoutS = Math.round(((await Base.getInfo(id)).endAt - Date.now()) / 1000)
+
+    out.paused = await sbx.pause()
+    out.pausedAgain = await sbx.pause()
+    out.stateWhilePaused = (await Base.getInfo(id)).state
+    out.listedPaused = (await Base.list({ query: { state: ['paused'], metadata: { suite: 'lifecycle' } } }).nextItems()).map(s => s.sandboxId)
+    out.runningWhilePaused = await sbx.isRunning()
+    out.commandWhilePaused = await attempt(sbx.commands.run('true'))
+    const resumed = await Sandbox.connect(id, { timeoutMs: 120_000 })
+    out.afterResume = {
+      state: (await Base.getInfo(id)).state, read: await resumed.files.read('kept.txt'),
+      z: (await resumed.runCode('print(z)')).logs.stdout.join(''), listed: (await resumed.commands.list()).some(p => p.pid === bg.pid),
+    }
+    await sbx.kill()
+
+    // Timeouts: one that pauses the sandbox, one that kills it.
+    const napper = await Sandbox.create({ timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } })
+    await napper.files.write('note.txt', 'written before the nap')
+    const state = async s => { try { return (await Base.getInfo(s.sandboxId)).state } catch (e) { return e.constructor.name } }
+    await waitFor('the auto-pause', async () => (await state(napper)) === 'paused')
+    out.autoPaused = await state(napper)
+    const woken = await Sandbox.connect(napper.sandboxId)
+    out.afterAutoPause = {
+      state: await state(napper), read: await woken.files.read('note.txt'),
+      timeoutS: Math.round(((await Base.getInfo(napper.sandboxId)).endAt - Date.now()) / 1000),
+    }
+    await woken.kill()
+    const mayfly = await Sandbox.create({ timeoutMs: 2_000 })
+    await waitFor('the timeout', async () => (await state(mayfly)) === 'SandboxNotFoundError')
+    out.expired = await state(mayfly)
+    return out
+  },
+
   // A gateway without the door: creating fails at once, saying why.
   async closed () {
     return { create: await attempt(Base.create()) }
