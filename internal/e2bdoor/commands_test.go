@@ -26,6 +26,7 @@ func TestCommandsWithTheOfficialSDK(t *testing.T) {
 			ExitCode       int
 			Streamed       [][2]string
 		}
+		Streaming        string
 		Cwd, RelativeCwd string
 		Failing          struct {
 			Thrown   bool
@@ -63,16 +64,17 @@ func TestCommandsWithTheOfficialSDK(t *testing.T) {
 	assert.Equal(t, "hello yes extra\nsecond\n", got.Command.Stdout, "the session's environment and the command's own")
 	assert.Equal(t, "warn\n", got.Command.Stderr)
 	assert.Equal(t, 0, got.Command.ExitCode)
-	var streamedOut strings.Builder
+	var streamedOut, streamedErr strings.Builder
 	for _, c := range got.Command.Streamed {
 		if c[0] == "stdout" {
 			streamedOut.WriteString(c[1])
+		} else {
+			streamedErr.WriteString(c[1])
 		}
 	}
 	assert.Equal(t, got.Command.Stdout, streamedOut.String(), "the callbacks saw the whole output")
-	require.NotEmpty(t, got.Command.Streamed)
-	assert.Equal(t, [2]string{"stdout", "hello yes extra\n"}, got.Command.Streamed[0], "streamed as it came, not at the end")
-	assert.Contains(t, got.Command.Streamed, [2]string{"stderr", "warn\n"})
+	assert.Equal(t, got.Command.Stderr, streamedErr.String())
+	assert.Equal(t, "first?\ngot streamed\n", got.Streaming, "the callback saw the first line while the command waited for its answer")
 
 	assert.Equal(t, "/workspace/sub/deeper", got.Cwd, "E2B's /home/user is the workspace")
 	assert.Equal(t, "/workspace/sub", got.RelativeCwd)

@@ -46,6 +46,7 @@ func TestFilesWithTheOfficialSDK(t *testing.T) {
 		Escape             attempt[any]
 		Metadata           attempt[any]
 		RootUser           attempt[any]
+		RootList           attempt[any]
 	}
 	d.sdk(key, "files", &got)
 
@@ -95,6 +96,7 @@ func TestFilesWithTheOfficialSDK(t *testing.T) {
 		"escaping":        {got.Escape, "SandboxError", []string{"leaves /home/user"}},
 		"metadata":        {got.Metadata, "TemplateError", []string{"envd 0.6.2"}},
 		"another user":    {got.RootUser, "InvalidArgumentError", []string{"user 'root' is not offered"}},
+		"another lister":  {got.RootList, "InvalidArgumentError", []string{"user 'root' is not offered"}},
 	} {
 		require.NotNil(t, c.a.Thrown, name)
 		assert.Equal(t, c.class, c.a.Thrown.Name, "%s: %+v", name, c.a.Thrown)

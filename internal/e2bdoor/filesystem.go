@@ -123,6 +123,9 @@ func fileNotFound(p string) error {
 
 func (h *Handler) stat(ctx context.Context, req *wire.StatRequest) (*wire.StatResponse, error) {
 	p, sess := principalOf(ctx), sessionFrom(ctx)
+	if err := checkUser(rpcUser(ctx)); err != nil {
+		return nil, err
+	}
 	rel, err := workspacePath(req.Path)
 	if err != nil {
 		return nil, h.rpcError(ctx, err)
@@ -192,6 +195,9 @@ func (h *Handler) walk(ctx context.Context, p principal.Principal, sess sandbox.
 
 func (h *Handler) listDir(ctx context.Context, req *wire.ListDirRequest) (*wire.ListDirResponse, error) {
 	p, sess := principalOf(ctx), sessionFrom(ctx)
+	if err := checkUser(rpcUser(ctx)); err != nil {
+		return nil, err
+	}
 	rel, err := h.dirRel(ctx, p, sess, req.Path)
 	if err != nil {
 		return nil, err
@@ -234,6 +240,9 @@ func quoted(argv ...string) string { return commandLine(argv)[len("exec "):] }
 
 func (h *Handler) makeDir(ctx context.Context, req *wire.MakeDirRequest) (*wire.MakeDirResponse, error) {
 	p, sess := principalOf(ctx), sessionFrom(ctx)
+	if err := checkUser(rpcUser(ctx)); err != nil {
+		return nil, err
+	}
 	rel, err := workspacePath(req.Path)
 	if err != nil {
 		return nil, h.rpcError(ctx, err)
@@ -261,6 +270,9 @@ func (h *Handler) makeDir(ctx context.Context, req *wire.MakeDirRequest) (*wire.
 // the destination is replaced; the destination's parents are made).
 func (h *Handler) move(ctx context.Context, req *wire.MoveRequest) (*wire.MoveResponse, error) {
 	p, sess := principalOf(ctx), sessionFrom(ctx)
+	if err := checkUser(rpcUser(ctx)); err != nil {
+		return nil, err
+	}
 	src, err := workspacePath(req.Source)
 	if err != nil {
 		return nil, h.rpcError(ctx, err)
@@ -295,6 +307,9 @@ func (h *Handler) move(ctx context.Context, req *wire.MoveRequest) (*wire.MoveRe
 // is no error.
 func (h *Handler) remove(ctx context.Context, req *wire.RemoveRequest) (*wire.Empty, error) {
 	p, sess := principalOf(ctx), sessionFrom(ctx)
+	if err := checkUser(rpcUser(ctx)); err != nil {
+		return nil, err
+	}
 	rel, err := workspacePath(req.Path)
 	if err != nil {
 		return nil, h.rpcError(ctx, err)

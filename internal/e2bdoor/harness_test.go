@@ -182,3 +182,10 @@ func (e thrown) has(words ...string) bool {
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
+
+// bracketed is door.mjs's check of a sandbox's end against the moments around the call that
+// set it (times in ms since the epoch).
+type bracketed struct {
+	Within             bool
+	Before, After, End int64
+}

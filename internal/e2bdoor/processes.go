@@ -210,6 +210,14 @@ func (h *Handler) start(ctx context.Context, req *connect.Request[wire.StartRequ
 	return h.stream(ctx, f, m.Pty != nil, keepaliveEvery(req.Header()), send)
 }
 
+// rpcUser is the user of the envd call in ctx (its Authorization Basic header; "" for none).
+func rpcUser(ctx context.Context) string {
+	if ci, ok := connect.CallInfoForHandlerContext(ctx); ok {
+		return basicUser(ci.RequestHeader().Get("Authorization"))
+	}
+	return ""
+}
+
 // envdUserOf is the user of an envd request's Authorization Basic header ("" for none).
 func envdUserOf(hdr http.Header) string { return basicUser(hdr.Get("Authorization")) }
 

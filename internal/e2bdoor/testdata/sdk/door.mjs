@@ -16,6 +16,17 @@ const attempt = async p => {
   }
 }
 
+// bracket runs call, which should make a sandbox end secs from when it ran, and reports whether
+// the end that readEnd reads lies between secs after call started and secs after it returned
+// (a second either way for rounding): no assumption on how long anything takes.
+const bracket = async (call, secs, readEnd) => {
+  const before = Date.now()
+  await call()
+  const after = Date.now()
+  const end = (await readEnd()).getTime()
+  return { within: end >= before + secs * 1000 - 1000 && end <= after + secs * 1000 + 1000, before, after, end }
+}
+
 const waitFor = async (what, pred) => {
   for (let i = 0; i < 600; i++) {
     if (await pred()) return
@@ -50,8 +61,7 @@ const scenarios = {
     out.listedRunning = await ids({ state: ['running'] })
     out.listedPaused = await ids({ state: ['paused'] })
     out.listedAll = (await Base.list().nextItems()).map(s => ({ id: s.sandboxId, state: s.state, metadata: s.metadata }))
-    await sbx.setTimeout(600_000)
-    out.afterSetTimeoutS = await sbx.getInfo().then(i => Math.round((i.endAt - Date.now()) / 1000))
+    out.setTimeout = await bracket(() => sbx.setTimeout(600_000), 600, async () => (await sbx.getInfo()).endAt)
     out.running = await sbx.isRunning()
     out.killed = await sbx.kill()
     out.killedAgain = await Base.kill(sbx.sandboxId)
@@ -106,10 +116,20 @@ const scenarios = {
     const sbx = await Sandbox.create({ timeoutMs: 300_000, envs: { FROM_CREATE: 'yes' } })
     out.sandboxId = sbx.sandboxId
     const streamed = []
-    const ok = await sbx.commands.run('echo "hello $FROM_CREATE $EXTRA"; echo warn >&2; sleep 0.3; echo second', {
+    const ok = await sbx.commands.run('echo "hello $FROM_CREATE $EXTRA"; echo warn >&2; echo second', {
       envs: { EXTRA: 'extra' }, onStdout: d => streamed.push(['stdout', d]), onStderr: d => streamed.push(['stderr', d]),
     })
     out.command = { stdout: ok.stdout, stderr: ok.stderr, exitCode: ok.exitCode, streamed }
+    // Streamed as it comes: the command waits for an answer to what it wrote first, which
+    // the callback gives once it saw it.
+    let sawFirst
+    const seen = new Promise(resolve => { sawFirst = resolve })
+    const asker = await sbx.commands.run('echo "first?"; read answer; echo "got $answer"', {
+      background: true, stdin: true, onStdout: d => { if (d.includes('first?')) sawFirst() },
+    })
+    await seen
+    await asker.sendStdin('streamed\n')
+    out.streaming = (await asker.wait()).stdout
     await sbx.commands.run('mkdir -p sub/deeper')
     out.cwd = (await sbx.commands.run('pwd', { cwd: '/home/user/sub/deeper' })).stdout.trim()
     out.relativeCwd = (await sbx.commands.run('pwd', { cwd: 'sub' })).stdout.trim()
@@ -220,6 +240,7 @@ const scenarios = {
     out.escape = await attempt(sbx.files.read('../../etc/passwd'))
     out.metadata = await attempt(sbx.files.write('m.txt', 'x', { metadata: { k: 'v' } }))
     out.rootUser = await attempt(sbx.files.read('watched/sub/moved.txt', { user: 'root' }))
+    out.rootList = await attempt(sbx.files.list('watched', { user: 'root' }))
     await sbx.kill()
     return out
   },
@@ -236,7 +257,7 @@ const scenarios = {
     const next = await sbx.runCode('import time\nprint("one", flush=True)\ntime.sleep(0.5)\nprint(x + 1)', {
       onStdout: m => streamed.push(m.line), onResult: () => streamed.push('result'),
     })
-    out.stateful = { stdout: next.logs.stdout.join(''), streamed, error: next.error ?? null }
+    out.stateful = { stdout: next.logs.stdout.join(''), streamed: streamed.filter(c => c !== 'result').join(''), first: streamed[0], error: next.error ?? null }
     const value = await sbx.runCode('x * 2')
     out.value = { text: value.text, results: value.results.map(r => ({ text: r.text, main: r.isMainResult, formats: r.formats() })) }
     const chart = await sbx.runCode('import matplotlib\nmatplotlib.use("Agg")\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.show()')
@@ -294,8 +315,7 @@ const scenarios = {
       read: await again.files.read('kept.txt'), z: (await again.runCode('print(z)')).logs.stdout.join(''),
       listed: (await again.commands.list()).some(p => p.pid === bg.pid),
     }
-    await again.setTimeout(900_000)
-    out.timeoutS = Math.round(((await Base.getInfo(id)).endAt - Date.now()) / 1000)
+    out.setTimeout = await bracket(() => again.setTimeout(900_000), 900, async () => (await Base.getInfo(id)).endAt)
 
     out.paused = await sbx.pause()
     out.pausedAgain = await sbx.pause()
@@ -316,11 +336,9 @@ const scenarios = {
     const state = async s => { try { return (await Base.getInfo(s.sandboxId)).state } catch (e) { return e.constructor.name } }
     await waitFor('the auto-pause', async () => (await state(napper)) === 'paused')
     out.autoPaused = await state(napper)
-    const woken = await Sandbox.connect(napper.sandboxId)
-    out.afterAutoPause = {
-      state: await state(napper), read: await woken.files.read('note.txt'),
-      timeoutS: Math.round(((await Base.getInfo(napper.sandboxId)).endAt - Date.now()) / 1000),
-    }
+    let woken
+    const wokenEnd = await bracket(async () => { woken = await Sandbox.connect(napper.sandboxId) }, 15, async () => (await Base.getInfo(napper.sandboxId)).endAt)
+    out.afterAutoPause = { state: await state(napper), read: await woken.files.read('note.txt'), end: wokenEnd }
     await woken.kill()
     const mayfly = await Sandbox.create({ timeoutMs: 2_000 })
     await waitFor('the timeout', async () => (await state(mayfly)) === 'SandboxNotFoundError')
