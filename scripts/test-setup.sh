@@ -122,6 +122,7 @@ fi
 npm_projects=(
   internal/providers/daytona/daytonafake/testdata/sdk
   internal/providers/e2b/e2bfake/testdata/sdk
+  internal/e2bdoor/testdata/sdk
   internal/mcp/testdata/sdk-js
   internal/api/testdata/contract
   clients/typescript

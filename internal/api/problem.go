@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,10 @@ type Problem struct {
 	Instance  string         `json:"instance,omitempty"`
 	RequestID string         `json:"request_id,omitempty"`
 	Errors    []FieldProblem `json:"errors,omitempty"`
+	// Code and Message repeat Status and Detail for the clients of a mount with
+	// ProblemMembers (RFC 9457 extension members).
+	Code    int    `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
 
 	retryAfter time.Duration     // sent as the Retry-After header (quota problems)
 	header     map[string]string // further header fields (Accept-Post of a 415)
@@ -76,6 +81,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p Problem) {
 	if r != nil {
 		p.Instance = r.URL.Path
 		p.RequestID = middleware.GetReqID(r.Context())
+		if r.Context().Value(problemMembersKey{}) != nil {
+			p.Code, p.Message = p.Status, p.Detail
+		}
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -122,4 +130,14 @@ func ProblemFor(err error) Problem {
 		p.Detail = "an internal error occurred; report the request_id to the operator"
 	}
 	return p
+}
+
+// problemMembersKey marks the context of a request to a mount with ProblemMembers.
+type problemMembersKey struct{}
+
+// withProblemMembers makes the problems answered to h's requests carry code and message.
+func withProblemMembers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), problemMembersKey{}, true)))
+	})
 }

@@ -94,6 +94,13 @@ type Mount struct {
 	// the principal's rate (RateLimit). An error refuses the request with its problem
 	// (ProblemFor: a fault.TooLarge batch is 413).
 	Calls func(r *http.Request, body []byte) (int, error)
+	// Credential, for an Authenticated mount, reads the request's credential in place of
+	// `Authorization: Bearer` (auth.WithCredential): the E2B door's X-API-KEY.
+	Credential func(r *http.Request) (string, error)
+	// ProblemMembers makes every problem answered for this mount's requests — refused
+	// credentials, rates and open requests included — also carry `code` (the status) and
+	// `message` (the detail), for clients that read such error bodies (E2B's SDKs).
+	ProblemMembers bool
 }
 
 // AgentTools describes the agent-facing tools (internal/mcp serves them), for
@@ -233,7 +240,13 @@ func NewHandler(o Options) (http.Handler, error) {
 			if m.ResourceMetadata != "" {
 				opts = append(opts, auth.WithResourceMetadata(m.ResourceMetadata))
 			}
+			if m.Credential != nil {
+				opts = append(opts, auth.WithCredential(m.Credential))
+			}
 			h = o.Auth.Middleware(resolved, WriteProblem, opts...)(admit(h))
+		}
+		if m.ProblemMembers {
+			h = withProblemMembers(h)
 		}
 		if len(m.Methods) == 0 {
 			r.Handle(m.Path, h)

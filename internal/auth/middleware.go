@@ -25,7 +25,18 @@ type ProblemWriter func(w http.ResponseWriter, r *http.Request, status int, kind
 // MiddlewareOption adjusts Middleware.
 type MiddlewareOption func(*middlewareOptions)
 
-type middlewareOptions struct{ resourceMetadata string }
+type middlewareOptions struct {
+	resourceMetadata string
+	credential       func(*http.Request) (string, error)
+}
+
+// WithCredential reads each request's credential with read instead of from
+// `Authorization: Bearer` (an edge whose clients send it elsewhere: the E2B door's
+// X-API-KEY). An error it returns refuses the request as a missing or malformed credential
+// would be (an *Error keeps its reason).
+func WithCredential(read func(*http.Request) (string, error)) MiddlewareOption {
+	return func(o *middlewareOptions) { o.credential = read }
+}
 
 // WithResourceMetadata adds the RFC 9728 `resource_metadata="<url>"` parameter to the 401
 // challenge, pointing clients (MCP) at the protected resource metadata document.
@@ -44,7 +55,11 @@ func (a *Authenticator) Middleware(resolved Resolved, problem ProblemWriter, opt
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx, span := a.tracer.Start(r.Context(), "auth.authenticate")
-			raw, err := bearer(r)
+			read := bearer
+			if mo.credential != nil {
+				read = mo.credential
+			}
+			raw, err := read(r)
 			if err == nil {
 				var p principal.Principal
 				p, err = a.Authenticate(ctx, raw)

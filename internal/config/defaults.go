@@ -78,6 +78,9 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.Log.Format, "json")
 	c.Auth.applyDefaults()
 	c.Sandbox.applyDefaults()
+	if c.Server.E2B.Templates == nil {
+		c.Server.E2B.Templates = map[string]string{"base": c.Sandbox.DefaultProfile, "code-interpreter-v1": c.Sandbox.DefaultProfile}
+	}
 	setDefault(&c.Telemetry.ServiceName, "sandgate")
 	setDefault(&c.Audit.Retention, DefaultAuditRetention)
 }

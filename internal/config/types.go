@@ -90,6 +90,20 @@ type Server struct {
 	// them, the client is the last address in X-Forwarded-For that is not one of them.
 	// Share links are rate-limited per client address. Empty: the peer is the client.
 	TrustedProxies []string `koanf:"trusted_proxies" json:"trusted_proxies"`
+	// E2B is the E2B door (docs/e2b-door.md): E2B's SDKs run against <public_url>/e2b with a
+	// Sandgate API key as their E2B_API_KEY.
+	E2B E2BDoor `koanf:"e2b" json:"e2b"`
+}
+
+// E2BDoor configures the E2B door.
+type E2BDoor struct {
+	// Enabled serves the door at /e2b (E2B_API_URL and E2B_SANDBOX_URL). Default false: a
+	// gateway told nothing about E2B answers 404 there, which E2B's SDKs report at once.
+	Enabled bool `koanf:"enabled" json:"enabled"`
+	// Templates maps E2B template names to the profiles that serve them; a template name not
+	// listed is taken as a profile's name. Default: E2B's SDKs' own defaults, "base" and
+	// "code-interpreter-v1", to sandbox.default_profile.
+	Templates map[string]string `koanf:"templates" json:"templates"`
 }
 
 // CORS configures cross-origin resource sharing (the Fetch standard's CORS protocol).

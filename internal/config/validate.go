@@ -80,6 +80,11 @@ func (c *Config) Validate() error {
 	p.enum("log.format", c.Log.Format, logFormats)
 	c.Auth.validate(&p)
 	c.Sandbox.validate(&p)
+	for tpl, prof := range c.Server.E2B.Templates {
+		if _, ok := c.Sandbox.Profiles[prof]; !ok && c.Server.E2B.Enabled {
+			p.add("server.e2b.templates."+tpl, "names profile %q, which sandbox.profiles does not configure", prof)
+		}
+	}
 	if e := c.Telemetry.OTLPEndpoint; e != "" && !isHTTPURL(e) {
 		p.add("telemetry.otlp_endpoint", "%q is not an absolute http or https URL (the OTLP/HTTP collector's base URL, e.g. http://otel-collector:4318)", e)
 	}

@@ -66,6 +66,9 @@ func TestValidateRules(t *testing.T) {
 		{"kept output below one execution's", func(c *Config) { c.Sandbox.KeptOutputMemoryBytes = c.Sandbox.MaxOutputBytes }, "sandbox.kept_output_memory_bytes",
 			[]string{"twice", "sandbox.max_output_bytes"}},
 		{"log format", func(c *Config) { c.Log.Format = "xml" }, "log.format", []string{"json", "text"}},
+		{"an E2B template of no profile", func(c *Config) {
+			c.Server.E2B.Enabled, c.Server.E2B.Templates = true, map[string]string{"base": "gpu"}
+		}, "server.e2b.templates.base", []string{`"gpu"`, "sandbox.profiles"}},
 		{"shorthand scope next to explicit profiles", func(c *Config) { c.Sandbox.Scope = "sometimes" }, "sandbox.scope",
 			[]string{"per_session"}},
 

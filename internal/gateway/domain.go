@@ -3,10 +3,13 @@ package gateway
 import (
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"time"
 
+	"github.com/sandgate/sandgate/internal/api"
 	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/e2bdoor"
 	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
@@ -137,4 +140,22 @@ func mcpOptions(cfg *config.Config, svc *sandbox.Service, log *slog.Logger, vers
 		o.Issuers = append(o.Issuers, is.URL)
 	}
 	return o
+}
+
+// e2bMount is the E2B door at e2bdoor.Path (docs/e2b-door.md), behind the same
+// authentication, rate and open-request limits as /v1, reading the caller's API key where
+// E2B's SDKs send it; its refusals carry E2B's {code, message} too. With server.e2b.enabled
+// false it answers 404 saying so, which E2B's SDKs report at once.
+func e2bMount(cfg *config.Config, svc *sandbox.Service, log *slog.Logger) api.Mount {
+	m := api.Mount{Path: e2bdoor.Path + "/*", ProblemMembers: true}
+	if !cfg.Server.E2B.Enabled {
+		m.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			api.WriteProblem(w, r, http.StatusNotFound, "not-found", "Not found",
+				"this gateway does not serve E2B's API: its operator has not enabled the E2B door (server.e2b.enabled; docs/e2b-door.md)")
+		})
+		return m
+	}
+	door := e2bdoor.New(e2bdoor.Options{Sandbox: svc, Templates: cfg.Server.E2B.Templates, ProblemTypeBase: api.ProblemTypeBase, Logger: log})
+	m.Handler, m.Authenticated, m.Credential = http.StripPrefix(e2bdoor.Path, door), true, e2bdoor.Credential
+	return m
 }

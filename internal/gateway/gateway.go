@@ -283,6 +283,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 			{Path: mcp.MetadataPath + mcp.Path, Handler: meta, Methods: []string{http.MethodGet, http.MethodOptions}},
 			{Path: mcp.Path, Handler: agent, Authenticated: true, ResourceMetadata: agent.ResourceMetadataURL(),
 				JSONText: true, BinaryHint: mcp.BinaryHint, Calls: agent.Calls},
+			e2bMount(cfg, g.svc, log),
 		},
 		AgentTools:      agent,
 		RateLimit:       rateLimit(cfg.Sandbox.Quotas),

@@ -74,13 +74,15 @@ var pending = map[string]bool{}
 // ../../ARCHITECTURE (every import points down) over `go list -json ./...`:
 //  1. internal/config is imported only by cmd/…, internal/gateway/…, internal/auth and
 //     internal/principal;
-//  2. internal/api and internal/mcp import neither each other nor store, broker, config or
-//     anything under internal/providers: the domain hands them its own views;
+//  2. internal/api, internal/mcp and internal/e2bdoor (the edges) import none of each other,
+//     store, broker, config or anything under internal/providers: the domain hands them its
+//     own views (the E2B door shares E2B's wire shapes, internal/providers/e2b/wire, with
+//     the e2b provider, not its code);
 //  3. internal/sandbox imports no config, pgx, net/http, queue transport or backend;
 //  4. internal/broker never imports sandbox or providers;
 //  5. provider backends never import config, store or principal;
 //  6. only internal/gateway (and its gatewaytest) assembles a gateway: no other package
-//     imports internal/api, and only internal/gateway imports internal/mcp;
+//     imports internal/api, and only internal/gateway imports internal/mcp and internal/e2bdoor;
 //  7. pkg/… (the public Go client) and the user CLI cmd/sandgate, built on it, import nothing
 //     under internal/: what they do, any program outside this module can do;
 //  8. only internal/gateway opens the Postgres store (internal/store/postgres): cmd/ and
@@ -110,8 +112,12 @@ func TestImportRules(t *testing.T) {
 		{1, func(p string) bool {
 			return !under(p, "cmd", "internal/gateway", "internal/auth", "internal/principal", "internal/config", "bench", "tools")
 		}, is("internal/config")},
-		{2, is("internal/api"), is("internal/mcp", "internal/store", "internal/broker", "internal/config", "internal/providers")},
-		{2, is("internal/mcp"), is("internal/api", "internal/store", "internal/broker", "internal/config", "internal/providers")},
+		{2, is("internal/api"), is("internal/mcp", "internal/e2bdoor", "internal/store", "internal/broker", "internal/config", "internal/providers")},
+		{2, is("internal/mcp"), is("internal/api", "internal/e2bdoor", "internal/store", "internal/broker", "internal/config", "internal/providers")},
+		{2, is("internal/e2bdoor"), func(i string) bool {
+			return under(i, "internal/api", "internal/mcp", "internal/store", "internal/broker", "internal/config", "internal/providers") &&
+				!under(i, "internal/providers/e2b/wire")
+		}},
 		{3, is("internal/sandbox"), func(i string) bool {
 			return under(i, "internal/config", "github.com/jackc/pgx/v5", "net/http", "internal/broker/queue") || under(i, backends...)
 		}},
@@ -119,6 +125,7 @@ func TestImportRules(t *testing.T) {
 		{5, is(backends...), is("internal/config", "internal/store", "internal/principal")},
 		{6, func(p string) bool { return !under(p, "internal/gateway", "internal/api") }, is("internal/api")},
 		{6, func(p string) bool { return !under(p, "internal/gateway", "internal/mcp") }, is("internal/mcp")},
+		{6, func(p string) bool { return !under(p, "internal/gateway", "internal/e2bdoor") }, is("internal/e2bdoor")},
 		{7, is("pkg", "cmd/sandgate"), is("internal")},
 		{8, func(p string) bool {
 			return !under(p, "internal/gateway", "internal/store/postgres", "internal/testutil")

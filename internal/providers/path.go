@@ -107,8 +107,21 @@ func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 	if strings.IndexByte(spec.Command, 0) >= 0 || strings.IndexByte(spec.Code, 0) >= 0 {
 		return fault.New(fault.Validation, "the program text contains a NUL byte")
 	}
+	if err := CheckEnv(spec.Env); err != nil {
+		return err
+	}
+	if _, err := CleanPath(spec.Dir); err != nil {
+		return err
+	}
+	return nil
+}
+
+// CheckEnv refuses an environment a program could not be given: a name that is not letters,
+// digits and underscores (not starting with a digit), a NUL byte in a value, a variable of
+// MaxArgBytes or more, all of them over MaxEnvBytes. Errors: fault.Validation.
+func CheckEnv(env map[string]string) error {
 	envBytes := 0
-	for name, value := range spec.Env {
+	for name, value := range env {
 		if !ValidEnvName(name) {
 			return fault.New(fault.Validation, "invalid environment variable name %q: use letters, digits and underscores, not starting with a digit", name)
 		}
@@ -122,9 +135,6 @@ func CheckExecSpec(subject string, caps Capabilities, spec ExecSpec) error {
 	}
 	if envBytes > MaxEnvBytes {
 		return fault.New(fault.Validation, "the environment takes %d bytes, over the %d bytes allowed for a program's environment; pass large values as a file or on stdin", envBytes, MaxEnvBytes)
-	}
-	if _, err := CleanPath(spec.Dir); err != nil {
-		return err
 	}
 	return nil
 }

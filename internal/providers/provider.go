@@ -471,9 +471,20 @@ type ExitStatus struct {
 	// ContextReset says the context was lost when the sandbox restarted, so this execution ran
 	// in a fresh one, without the state of earlier executions (reported once).
 	ContextReset bool
+	// Error is the exception code in a context raised (sandboxd's python contexts; also
+	// printed to stderr as its traceback); nil otherwise, and for providers that report none.
+	Error *CodeError
 	// Results are the rich results of code, in the order it produced them (nil without any,
 	// and for providers that give none).
 	Results []RichResult
+}
+
+// CodeError is an exception raised by code in a context, as Jupyter reports one: its class
+// name ("NameError"), its value (str(exception)) and its traceback as printed.
+type CodeError struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Traceback string `json:"traceback"`
 }
 
 // FileType classifies a workspace entry.

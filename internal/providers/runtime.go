@@ -115,6 +115,9 @@ func ReattachRuntime(ctx context.Context, rt HeldRuntime, id string, out Output,
 // RuntimeStatus maps a runtime result onto an ExitStatus.
 func RuntimeStatus(r sandboxd.Result) ExitStatus {
 	st := ExitStatus{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, ContextLost: r.ContextLost, ContextReset: r.ContextReset}
+	if e := r.Error; e != nil {
+		st.Error = &CodeError{Name: e.Name, Value: e.Value, Traceback: e.Traceback}
+	}
 	for _, rr := range r.Results {
 		st.Results = append(st.Results, RuntimeRichResult(rr))
 	}

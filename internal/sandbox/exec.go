@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -103,6 +104,12 @@ type Result struct {
 	// finished tasks within sandbox.quotas.retained_output_bytes (retained.go).
 	OutputDropped bool `json:"output_dropped,omitempty"`
 
+	// Error is the exception code in a context raised (its name, value and traceback, which
+	// Stderr also carries), for providers that report one; nil otherwise. ContextLost says the
+	// code's context died during it (its variables are gone; Notice says so too).
+	Error       *CodeError `json:"error,omitempty"`
+	ContextLost bool       `json:"context_lost,omitempty"`
+
 	// Results are the rich results of code (the last expression's value, displays, charts,
 	// tables), in order, within max_output_bytes together: one that did not fit is kept as
 	// dropped (RichResult.Dropped), never cut.
@@ -116,6 +123,9 @@ type Result struct {
 	StdoutHead *int64 `json:"stdout_head,omitempty"`
 	StderrHead *int64 `json:"stderr_head,omitempty"`
 }
+
+// CodeError is an exception raised by code in a context (see providers.CodeError).
+type CodeError = providers.CodeError
 
 // RichResult is one rich result of code, as a notebook shows it: the value of its last
 // expression (Main) or a display, as a MIME bundle (see providers.RichResult).
@@ -190,10 +200,11 @@ func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) 
 
 func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.Session, prof *Profile, ephemeral bool, in ExecInput) (Outcome, error) {
 	op := OpExecuteCommand
-	spec := providers.ExecSpec{Command: in.Command, Env: in.Env, Dir: in.Cwd}
+	env := sessionEnv(sess.Env, in.Env)
+	spec := providers.ExecSpec{Command: in.Command, Env: env, Dir: in.Cwd}
 	if in.Code != "" || in.Command == "" {
 		op = OpExecuteCode
-		spec = providers.ExecSpec{Code: in.Code, Language: in.Language, Env: in.Env, Dir: in.Cwd}
+		spec = providers.ExecSpec{Code: in.Code, Language: in.Language, Env: env, Dir: in.Cwd}
 	}
 	if in.Code != "" && in.Command != "" {
 		return Outcome{}, fault.New(fault.Validation, "give exactly one of command or code")
@@ -320,6 +331,17 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 		return Outcome{}, err
 	}
 	return Outcome{Task: &t}, nil
+}
+
+// sessionEnv is the environment of an execution with its own env in a session with
+// session's: both, the execution's winning.
+func sessionEnv(session, own map[string]string) map[string]string {
+	if len(session) == 0 {
+		return own
+	}
+	env := maps.Clone(session)
+	maps.Copy(env, own)
+	return env
 }
 
 // refusal marks an error that turned an execution away before it started: its session is
@@ -768,7 +790,11 @@ func (s *Service) resultOf(e ended) (*Result, error) {
 	if err == nil && st.ContextReset {
 		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' was lost when the sandbox restarted: this execution ran in a fresh interpreter, without the variables of earlier executions", e.context))
 	}
+	if err == nil {
+		res.Error = st.Error
+	}
 	if err == nil && st.ContextLost {
+		res.ContextLost = true
 		// Also after a timeout the program would not yield to: the kill took the context along.
 		res.Notice = joinNotice(res.Notice, fmt.Sprintf("the code context '%s' ended during this execution: its variables are gone and the next execution starts a fresh interpreter", e.context))
 	}

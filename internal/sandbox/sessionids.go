@@ -11,7 +11,7 @@ import (
 const sessionIDsSize = 1 << 16
 
 // sessionIdentities remembers what never changes about a session — its id, owner, profile,
-// provider and scope — so that an execution resolves its session without a round trip (the
+// provider, scope and environment — so that an execution resolves its session without a round trip (the
 // hot path of docs/benchmarks.md). Ids are random and never reused, so an entry can only be
 // stale by the session being gone, and the BeginTask every execution starts with checks
 // that in the same round trip: an execution of a gone session forgets it and resolves again.
@@ -30,11 +30,11 @@ func newSessionIdentities() *sessionIdentities {
 	return &sessionIdentities{byID: byID, defaults: defaults}
 }
 
-// remember records sess's identity (and, for a default session, that it is its owner's —
+// remember records sess's identity (its environment too: set once, when it was made) (and, for a default session, that it is its owner's —
 // unless it is closed: no longer a default).
 func (c *sessionIdentities) remember(sess store.Session) {
 	isDefault := sess.IsDefault && sess.Status != store.SessionClosed
-	c.byID.Add(sess.ID, store.Session{ID: sess.ID, OwnerID: sess.OwnerID, Profile: sess.Profile, Provider: sess.Provider, Scope: sess.Scope, IsDefault: isDefault})
+	c.byID.Add(sess.ID, store.Session{ID: sess.ID, OwnerID: sess.OwnerID, Profile: sess.Profile, Provider: sess.Provider, Scope: sess.Scope, IsDefault: isDefault, Env: sess.Env})
 	if isDefault {
 		c.defaults.Add(defaultKey{sess.OwnerID, sess.Profile}, sess.ID)
 	}

@@ -5,12 +5,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -69,12 +71,21 @@ type CreateSessionInput struct {
 	// FromSnapshot starts the session from a snapshot of the caller's (a fork): in the
 	// snapshot's profile, with a sandbox restored from it at once.
 	FromSnapshot string
+	// Lifetime ends the session this long after it was made (0: never; 1 s to MaxLifetime),
+	// as OnExpiry says: ExpireDestroy ("" too) or ExpirePause (lifetime.go).
+	Lifetime time.Duration
+	OnExpiry string
+	// Env is the session's environment: variables every program run in it gets (an
+	// execution's own Env wins). Names and sizes are checked as an execution's are.
+	Env map[string]string
 }
 
 // CreateSession mints a new session on a per_session profile (seed new_session). The sandbox
 // is provisioned on first use. Other scopes: fault.Conflict explaining how to use them.
 //
-// A control character in the name or the labels: fault.Validation (printable).
+// A control character in the name or the labels: fault.Validation (printable); so is a
+// lifetime outside 1 s to MaxLifetime or an unknown OnExpiry. ExpirePause on a profile that
+// cannot pause: PauseSession's refusal.
 //
 // With FromSnapshot the session is a fork of that snapshot: fault.NotFound for an unknown or
 // another principal's snapshot (or a capture the provider lost), fault.Config for a profile
@@ -96,6 +107,12 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	if err != nil {
 		return Session{}, err
 	}
+	if err := s.checkLifetime(p, prof, in.Lifetime, in.OnExpiry); err != nil {
+		return Session{}, err
+	}
+	if err := providers.CheckEnv(in.Env); err != nil {
+		return Session{}, err
+	}
 	switch prof.Scope {
 	case ScopePerCall:
 		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_call runs every operation in a fresh sandbox", prof.Name).
@@ -107,7 +124,14 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	now := s.now()
 	row := store.Session{
 		ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
-		Name: in.Name, Labels: in.Labels, Status: "active", CreatedAt: now, LastUsedAt: now,
+		Name: in.Name, Labels: in.Labels, Status: "active", CreatedAt: now, LastUsedAt: now, OnExpiry: in.OnExpiry,
+		Env: maps.Clone(in.Env),
+	}
+	if in.Lifetime > 0 {
+		row.ExpiresAt = now.Add(in.Lifetime)
+	}
+	if row.OnExpiry == "" {
+		row.OnExpiry = ExpireDestroy
 	}
 	if row.Labels == nil {
 		row.Labels = map[string]string{}
@@ -270,9 +294,11 @@ func (s *Service) GetSession(ctx context.Context, p principal.Principal, id, pro
 // ListFilter selects sessions.
 type ListFilter struct {
 	Profile, Status, Conversation string
-	All                           bool // admins only
-	Limit                         int
-	Cursor                        string
+	// Labels selects the sessions carrying every one of these labels.
+	Labels map[string]string
+	All    bool // admins only
+	Limit  int
+	Cursor string
 }
 
 // ListSessions returns a page of p's sessions (all sessions for an admin with All) and the
@@ -286,7 +312,7 @@ func (s *Service) ListSessions(ctx context.Context, p principal.Principal, f Lis
 		return nil, "", err
 	}
 	rows, err := s.store.ListSessions(ctx, store.SessionFilter{
-		OwnerID: p.ID, All: f.All, Profile: f.Profile, Status: f.Status, Conversation: f.Conversation,
+		OwnerID: p.ID, All: f.All, Profile: f.Profile, Status: f.Status, Conversation: f.Conversation, Labels: f.Labels,
 		Limit: f.Limit + 1, AfterCreated: t, AfterID: id,
 	})
 	if err != nil {

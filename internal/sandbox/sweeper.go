@@ -133,6 +133,7 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 			}
 		}
 		s.retryDestroys(ctx)
+		s.sweepExpired(ctx)
 		if _, err := s.store.DeleteExpiredTasks(ctx, now); err != nil {
 			return err
 		}

@@ -30,7 +30,20 @@ type Session struct {
 	DestroyAttempts int
 	DestroyRetryAt  time.Time
 	DestroyError    string
+	// ExpiresAt is when the session's lifetime ends (zero: it has none); OnExpiry says what
+	// ends it then, ExpireDestroy or ExpirePause (ExpiredSessions).
+	ExpiresAt time.Time
+	OnExpiry  string
+	// Env is the session's environment: variables every program of the session gets (an
+	// execution's own win). Never nil once read.
+	Env map[string]string
 }
+
+// What ends a session whose lifetime passed (Session.OnExpiry).
+const (
+	ExpireDestroy = "destroy" // the session and its sandbox go
+	ExpirePause   = "pause"   // its sandbox is paused and its lifetime cleared
+)
 
 // Session statuses.
 const (
@@ -49,6 +62,8 @@ type SessionFilter struct {
 	Profile      string
 	Status       string
 	Conversation string
+	// Labels selects the sessions carrying every one of these labels (key and value).
+	Labels       map[string]string
 	Limit        int
 	AfterCreated time.Time // keyset cursor: strictly older than (AfterCreated, AfterID)
 	AfterID      string

@@ -72,6 +72,13 @@ type Sessions interface {
 	// DestroyRetries returns up to limit closed sessions whose next destroy attempt is due.
 	DestroyRetries(ctx context.Context, now time.Time, limit int) ([]Session, error)
 	DeleteSession(ctx context.Context, id string) error
+	// SetSessionExpiry sets when session id's lifetime ends (zero: none) and, unless onExpiry
+	// is "", what ends it then (ExpireDestroy or ExpirePause). ErrNotFound for an unknown or
+	// closed session.
+	SetSessionExpiry(ctx context.Context, id string, at time.Time, onExpiry string) error
+	// ExpiredSessions returns up to limit sessions, closed ones aside, whose lifetime ended at
+	// now or before, the longest ended first.
+	ExpiredSessions(ctx context.Context, now time.Time, limit int) ([]Session, error)
 	// LockSession waits for the session's lock, granted in arrival order across replicas
 	// (docs/semantics.md §9 step 5); unlock releases it.
 	LockSession(ctx context.Context, id string) (unlock func(), err error)

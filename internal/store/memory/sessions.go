@@ -26,6 +26,10 @@ func copySession(r *store.Session) store.Session {
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
 	}
+	s.Env = maps.Clone(r.Env)
+	if s.Env == nil {
+		s.Env = map[string]string{}
+	}
 	return s
 }
 
@@ -78,11 +82,21 @@ func (s *Store) insertSession(sess store.Session, limit int) error {
 	if row.Labels == nil {
 		row.Labels = map[string]string{}
 	}
+	row.Env = maps.Clone(sess.Env)
+	if row.Env == nil {
+		row.Env = map[string]string{}
+	}
 	row.PendingNotice = ""
 	row.PausedAt, row.PausedIdle, row.ParkedSnapshot = time.Time{}, false, "" // not columns of the INSERT
 	row.DestroyAttempts, row.DestroyRetryAt, row.DestroyError = 0, time.Time{}, ""
 	row.CreatedAt = ts(sess.CreatedAt)
 	row.LastUsedAt = row.CreatedAt
+	if !row.ExpiresAt.IsZero() {
+		row.ExpiresAt = ts(row.ExpiresAt)
+	}
+	if row.OnExpiry == "" {
+		row.OnExpiry = store.ExpireDestroy
+	}
 	s.sessions[row.ID] = &row
 	return nil
 }
@@ -176,6 +190,7 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]stor
 		case f.Profile != "" && r.Profile != f.Profile:
 		case f.Status != "" && r.Status != f.Status:
 		case f.Conversation != "" && r.Labels["conversation"] != f.Conversation:
+		case !hasLabels(r.Labels, f.Labels):
 		case f.AfterID != "" && !before(r.CreatedAt, r.ID, after, f.AfterID):
 		default:
 			rows = append(rows, r)
@@ -187,6 +202,16 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]stor
 		out = append(out, copySession(r))
 	}
 	return out, nil
+}
+
+// hasLabels reports whether labels carry every pair of want (jsonb @>).
+func hasLabels(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // before is the row comparison (t, id) < (t0, id0).
@@ -455,4 +480,54 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// SetSessionExpiry sets when session id's lifetime ends (zero: none) and, unless onExpiry is
+// "", what ends it; store.ErrNotFound for an unknown or closed session.
+func (s *Store) SetSessionExpiry(ctx context.Context, id string, at time.Time, onExpiry string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sessions[id]
+	if !ok || r.Status == store.SessionClosed {
+		return store.ErrNotFound
+	}
+	r.ExpiresAt = time.Time{}
+	if !at.IsZero() {
+		r.ExpiresAt = ts(at)
+	}
+	if onExpiry != "" {
+		r.OnExpiry = onExpiry
+	}
+	return nil
+}
+
+// ExpiredSessions returns up to limit sessions, not closed, whose lifetime ended at now or
+// before, the longest ended first.
+func (s *Store) ExpiredSessions(ctx context.Context, now time.Time, limit int) ([]store.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	now = ts(now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rows []*store.Session
+	for _, r := range s.sessions {
+		if r.Status != store.SessionClosed && !r.ExpiresAt.IsZero() && !r.ExpiresAt.After(now) {
+			rows = append(rows, r)
+		}
+	}
+	slices.SortFunc(rows, func(a, b *store.Session) int {
+		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), cmp.Compare(a.ID, b.ID))
+	})
+	out := []store.Session{}
+	for _, r := range rows[:min(len(rows), limit)] {
+		out = append(out, copySession(r))
+	}
+	return out, nil
 }

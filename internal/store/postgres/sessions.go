@@ -16,20 +16,24 @@ import (
 
 const sessionCols = `id, COALESCE(owner_id::text, ''), profile, provider, scope, name, labels, is_default,
 	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at,
-	paused_at, paused_idle, COALESCE(parked_snapshot, ''), destroy_attempts, destroy_retry_at, COALESCE(destroy_error, '')`
+	paused_at, paused_idle, COALESCE(parked_snapshot, ''), destroy_attempts, destroy_retry_at, COALESCE(destroy_error, ''),
+	expires_at, on_expiry, env`
 
 func scanSession(row pgx.Row) (store.Session, error) { return scanSessionAfter(row) }
 
 // scanSessionAfter scans a row of the columns of before, then sessionCols.
 func scanSessionAfter(row pgx.Row, before ...any) (store.Session, error) {
 	var s store.Session
-	var labels []byte
-	var paused, retry *time.Time
+	var labels, env []byte
+	var paused, retry, expires *time.Time
 	err := row.Scan(append(before, &s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
 		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt, &paused, &s.PausedIdle, &s.ParkedSnapshot,
-		&s.DestroyAttempts, &retry, &s.DestroyError)...)
+		&s.DestroyAttempts, &retry, &s.DestroyError, &expires, &s.OnExpiry, &env)...)
 	if err != nil {
 		return store.Session{}, notFound(err)
+	}
+	if expires != nil {
+		s.ExpiresAt = *expires
 	}
 	if paused != nil {
 		s.PausedAt = *paused
@@ -37,10 +41,15 @@ func scanSessionAfter(row pgx.Row, before ...any) (store.Session, error) {
 	if retry != nil {
 		s.DestroyRetryAt = *retry
 	}
-	s.Labels = map[string]string{}
+	s.Labels, s.Env = map[string]string{}, map[string]string{}
 	if len(labels) > 0 {
 		if err := json.Unmarshal(labels, &s.Labels); err != nil {
 			return store.Session{}, fmt.Errorf("store: session %s labels: %w", s.ID, err)
+		}
+	}
+	if len(env) > 0 {
+		if err := json.Unmarshal(env, &s.Env); err != nil {
+			return store.Session{}, fmt.Errorf("store: session %s env: %w", s.ID, err)
 		}
 	}
 	return s, nil
@@ -53,13 +62,29 @@ func nullable(s string) any {
 	return s
 }
 
+func nullableTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// onExpiry is what the on_expiry column holds for v ("": ExpireDestroy).
+func onExpiry(v string) string {
+	if v == "" {
+		return store.ExpireDestroy
+	}
+	return v
+}
+
 // CreateSession inserts s.
 func (st *Store) CreateSession(ctx context.Context, s store.Session) error {
 	return st.CreateSessionWithin(ctx, s, 0)
 }
 
 // CreateSessionWithin inserts s unless its owner already owns limit sessions (limit ≤ 0: no
-// limit), then ErrQuota and nothing inserted; checked in the same statement.
+// limit), then ErrQuota and nothing inserted; checked in the same statement. A zero
+// ExpiresAt is none; an empty OnExpiry is store.ExpireDestroy.
 func (st *Store) CreateSessionWithin(ctx context.Context, s store.Session, limit int) error {
 	labels, err := json.Marshal(s.Labels)
 	if err != nil {
@@ -68,11 +93,18 @@ func (st *Store) CreateSessionWithin(ctx context.Context, s store.Session, limit
 	if s.Labels == nil {
 		labels = []byte("{}")
 	}
+	env := []byte("{}")
+	if len(s.Env) > 0 {
+		if env, err = json.Marshal(s.Env); err != nil {
+			return err
+		}
+	}
 	tag, err := st.pool.Exec(ctx, `
-INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11
+INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at, expires_at, on_expiry, env)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14, $15
  WHERE $2::uuid IS NULL OR $12::int <= 0 OR (SELECT count(*) FROM sessions WHERE owner_id = $2) < $12`,
-		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt, limit)
+		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt, limit,
+		nullableTime(s.ExpiresAt), onExpiry(s.OnExpiry), env)
 	if err == nil && tag.RowsAffected() == 0 {
 		return store.ErrQuota
 	}
@@ -132,6 +164,13 @@ func (st *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]sto
 	}
 	if f.Conversation != "" {
 		where = append(where, "labels->>'conversation' = "+arg(f.Conversation))
+	}
+	if len(f.Labels) > 0 {
+		b, err := json.Marshal(f.Labels)
+		if err != nil {
+			return nil, err
+		}
+		where = append(where, "labels @> "+arg(string(b))+"::jsonb")
 	}
 	if f.AfterID != "" {
 		where = append(where, "(created_at, id) < ("+arg(f.AfterCreated)+", "+arg(f.AfterID)+")")
@@ -246,6 +285,29 @@ func (st *Store) DestroyFailed(ctx context.Context, id, sandboxID, why string, r
 func (st *Store) DestroyRetries(ctx context.Context, now time.Time, limit int) ([]store.Session, error) {
 	rows, err := st.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
 		WHERE status = 'closed' AND destroy_retry_at <= $1 ORDER BY destroy_retry_at, id LIMIT $2`, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Session, error) { return scanSession(r) })
+}
+
+// SetSessionExpiry sets when session id's lifetime ends (zero: it has none) and what ends it
+// (onExpiry, "" keeps what it was). A closed session is left as it is. ErrNotFound for an
+// unknown (or closed) session.
+func (st *Store) SetSessionExpiry(ctx context.Context, id string, at time.Time, onExpiry string) error {
+	tag, err := st.pool.Exec(ctx, `UPDATE sessions SET expires_at = $2, on_expiry = COALESCE($3, on_expiry) WHERE id = $1 AND status <> 'closed'`,
+		id, nullableTime(at), nullable(onExpiry))
+	if err == nil && tag.RowsAffected() == 0 {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// ExpiredSessions returns up to limit sessions whose lifetime ended at now or before, the
+// longest ended first; closed ones not (their sandbox is being destroyed).
+func (st *Store) ExpiredSessions(ctx context.Context, now time.Time, limit int) ([]store.Session, error) {
+	rows, err := st.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions
+		WHERE expires_at IS NOT NULL AND expires_at <= $1 AND status <> 'closed' ORDER BY expires_at, id LIMIT $2`, now, limit)
 	if err != nil {
 		return nil, err
 	}

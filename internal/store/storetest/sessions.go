@@ -34,6 +34,56 @@ var sessionTests = []test{
 	{"destroy_failed_closes", testDestroyFailed},
 	{"closed_is_no_default", testClosedIsNoDefault},
 	{"microseconds", testMicroseconds},
+	{"expiry", testSessionExpiry},
+}
+
+// A lifetime: set at creation or later, cleared with the zero time; ExpiredSessions reads
+// those whose end came, the longest ended first, never closed ones.
+func testSessionExpiry(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	s1 := newSession("s01", alice, at(0))
+	s1.ExpiresAt, s1.OnExpiry = at(10*time.Minute), store.ExpirePause
+	f.session(s1)
+	f.session(newSession("s02", alice, at(0)))
+	got := f.get("s01")
+	sameTime(t, at(10*time.Minute), got.ExpiresAt, "expires_at")
+	require.Equal(t, store.ExpirePause, got.OnExpiry)
+	require.True(t, f.get("s02").ExpiresAt.IsZero(), "no lifetime")
+
+	expired := func(now time.Time) []string {
+		t.Helper()
+		rows, err := f.st.ExpiredSessions(f.ctx, now, 10)
+		require.NoError(t, err)
+		return sessionIDs(rows)
+	}
+	require.Empty(t, expired(at(9*time.Minute)))
+	require.Equal(t, []string{"s01"}, expired(at(10*time.Minute)), "due at its end")
+
+	require.NoError(t, f.st.SetSessionExpiry(f.ctx, "s02", at(5*time.Minute), ""))
+	got = f.get("s02")
+	sameTime(t, at(5*time.Minute), got.ExpiresAt, "set later")
+	require.Equal(t, store.ExpireDestroy, got.OnExpiry, "\"\" keeps what ends it")
+	require.Equal(t, []string{"s02", "s01"}, expired(at(time.Hour)), "the longest ended first")
+
+	require.NoError(t, f.st.SetSessionExpiry(f.ctx, "s01", time.Time{}, store.ExpireDestroy))
+	got = f.get("s01")
+	require.True(t, got.ExpiresAt.IsZero(), "cleared")
+	require.Equal(t, store.ExpireDestroy, got.OnExpiry)
+	require.Equal(t, []string{"s02"}, expired(at(time.Hour)))
+
+	ok, err := f.st.DestroyFailed(f.ctx, "s02", "sb", "boom", at(time.Hour))
+	require.NoError(t, err)
+	require.False(t, ok, "s02 has no sandbox sb")
+	s3 := newSession("s03", alice, at(0))
+	s3.SandboxID, s3.ExpiresAt = "sb3", at(time.Minute)
+	f.session(s3)
+	ok, err = f.st.DestroyFailed(f.ctx, "s03", "sb3", "boom", at(time.Hour))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []string{"s02"}, expired(at(time.Hour)), "a closed session is being destroyed already")
+	require.ErrorIs(t, f.st.SetSessionExpiry(f.ctx, "s03", at(time.Hour), ""), store.ErrNotFound, "closed")
+	require.ErrorIs(t, f.st.SetSessionExpiry(f.ctx, "nope", at(time.Hour), ""), store.ErrNotFound)
 }
 
 func testSessionCreateGet(f *fixture) {
@@ -54,7 +104,8 @@ func testSessionCreateGet(f *fixture) {
 	require.Equal(t, store.Session{
 		ID: "s01", OwnerID: alice, Profile: "default", Provider: "fake", Scope: "per_session", Name: "work",
 		Labels: map[string]string{"conversation": "c1", "team": "x"}, SandboxID: "sb1", Status: "active",
-	}, got)
+		OnExpiry: store.ExpireDestroy, Env: map[string]string{},
+	}, got, "no lifetime; were it given one, destroyed when it ends")
 
 	bare := newSession("s02", alice, at(0))
 	bare.Labels = nil
@@ -62,6 +113,12 @@ func testSessionCreateGet(f *fixture) {
 	got = f.get("s02")
 	require.NotNil(t, got.Labels, "labels are never nil")
 	require.Empty(t, got.Labels)
+	require.NotNil(t, got.Env, "nor is the environment")
+
+	withEnv := newSession("s03", alice, at(0))
+	withEnv.Env = map[string]string{"TOKEN": "a b=c", "EMPTY": ""}
+	f.session(withEnv)
+	require.Equal(t, map[string]string{"TOKEN": "a b=c", "EMPTY": ""}, f.get("s03").Env)
 	require.Empty(t, got.SandboxID)
 
 	_, err := f.st.GetSession(f.ctx, "nope")
@@ -265,6 +322,16 @@ func testListSessionsFilters(f *fixture) {
 	require.Equal(t, []string{"s03", "s01"}, list(store.SessionFilter{Conversation: "c1"}))
 	require.Equal(t, []string{"s01"}, list(store.SessionFilter{Profile: "default", Status: "active", Conversation: "c1"}))
 	require.Empty(t, list(store.SessionFilter{Conversation: "none"}))
+
+	// Labels: every pair must match (the others the session carries do not matter).
+	s5 := newSession("s05", alice, at(5*time.Minute))
+	s5.Labels = map[string]string{"conversation": "c1", "team": "x", "odd key/é": "v=1&w"}
+	f.session(s5)
+	require.Equal(t, []string{"s05", "s03", "s01"}, list(store.SessionFilter{Labels: map[string]string{"conversation": "c1"}}))
+	require.Equal(t, []string{"s05"}, list(store.SessionFilter{Labels: map[string]string{"conversation": "c1", "team": "x"}}))
+	require.Equal(t, []string{"s05"}, list(store.SessionFilter{Labels: map[string]string{"odd key/é": "v=1&w"}}))
+	require.Empty(t, list(store.SessionFilter{Labels: map[string]string{"conversation": "c1", "team": "y"}}))
+	require.Empty(t, list(store.SessionFilter{Labels: map[string]string{"team": ""}}), "an empty value is a value, not any")
 }
 
 // Newest first: created_at, then id, descending; a page continues strictly after the

@@ -74,6 +74,7 @@ const (
 	FSMakeDir      = "/filesystem.Filesystem/MakeDir"
 	FSMove         = "/filesystem.Filesystem/Move"
 	FSRemove       = "/filesystem.Filesystem/Remove"
+	FSWatchDir     = "/filesystem.Filesystem/WatchDir"
 )
 
 // ---- control plane (spec/openapi.yml) ----
@@ -404,6 +405,53 @@ type MoveResponse struct {
 // RemoveRequest removes path (recursively: envd uses os.RemoveAll).
 type RemoveRequest struct {
 	Path string `json:"path"`
+}
+
+// WatchDirRequest watches folder Path (and, Recursive, the folders under it); the answer is a
+// stream of WatchDirResponse: a start event once it watches, then one event per change.
+// IncludeEntry adds the changed entry to each event (envd 0.6.3+); AllowNetworkMounts lets it
+// watch a network file system (envd 0.6.4+).
+type WatchDirRequest struct {
+	Path               string `json:"path"`
+	Recursive          bool   `json:"recursive,omitempty"`
+	IncludeEntry       bool   `json:"includeEntry,omitempty"`
+	AllowNetworkMounts bool   `json:"allowNetworkMounts,omitempty"`
+}
+
+// WatchDirResponse is one event of a watch (exactly one field set).
+type WatchDirResponse struct {
+	Start      *struct{}        `json:"start,omitempty"`
+	Filesystem *FilesystemEvent `json:"filesystem,omitempty"`
+	Keepalive  *struct{}        `json:"keepalive,omitempty"`
+}
+
+// FilesystemEvent is one change: Name is the changed entry's path relative to the watched
+// folder.
+type FilesystemEvent struct {
+	Name  string     `json:"name,omitempty"`
+	Type  EventType  `json:"type,omitempty"`
+	Entry *EntryInfo `json:"entry,omitempty"`
+}
+
+// EventType is the filesystem.EventType enum, by name.
+type EventType string
+
+// Event types of FilesystemEvent.
+const (
+	EventCreate EventType = "EVENT_TYPE_CREATE"
+	EventWrite  EventType = "EVENT_TYPE_WRITE"
+	EventRemove EventType = "EVENT_TYPE_REMOVE"
+	EventRename EventType = "EVENT_TYPE_RENAME"
+	EventChmod  EventType = "EVENT_TYPE_CHMOD"
+)
+
+var eventTypeNumbers = map[int]EventType{1: EventCreate, 2: EventWrite, 3: EventRemove, 4: EventRename, 5: EventChmod}
+
+// UnmarshalJSON accepts the enum's name or its number.
+func (t *EventType) UnmarshalJSON(b []byte) error {
+	name, err := enumJSON(b, func(n int) (string, bool) { v, ok := eventTypeNumbers[n]; return string(v), ok })
+	*t = EventType(name)
+	return err
 }
 
 // UploadedEntry is one element of the answer of POST /files.

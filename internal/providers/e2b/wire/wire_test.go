@@ -43,6 +43,16 @@ func TestProto3JSONMapping(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"process":{"tag":"task-1"},"pty":{"size":{"cols":100,"rows":30}}}`, string(b), "a oneof selector is its one field")
 
+	b, err = json.Marshal(WatchDirResponse{Start: &struct{}{}})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"start":{}}`, string(b), "a watch's start event")
+	b, err = json.Marshal(WatchDirResponse{Filesystem: &FilesystemEvent{Name: "a/b.txt", Type: EventWrite}})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"filesystem":{"name":"a/b.txt","type":"EVENT_TYPE_WRITE"}}`, string(b))
+	var ev FilesystemEvent
+	require.NoError(t, json.Unmarshal([]byte(`{"name":"x","type":3}`), &ev))
+	assert.Equal(t, EventRemove, ev.Type)
+
 	var c Codec
 	var empty Empty
 	require.NoError(t, c.Unmarshal(nil, &empty), "an empty body is an empty message")
