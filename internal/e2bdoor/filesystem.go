@@ -353,11 +353,9 @@ func (h *Handler) listing(ctx context.Context, p principal.Principal, sess sandb
 	}
 	out := map[string]watched{}
 	err := h.walk(ctx, p, sess, rel, depth, func(fi fileEntry) error {
-		name := fi.Name
+		name := fi.Path
 		if rel != "." {
 			name = strings.TrimPrefix(fi.Path, rel+"/")
-		} else {
-			name = fi.Path
 		}
 		out[name] = watched{fi: fi}
 		return nil

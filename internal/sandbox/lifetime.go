@@ -98,7 +98,7 @@ func (s *Service) sweepExpired(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		prof := s.profiles[sess.Profile]
+		prof := s.profiles.Get(sess.Profile)
 		log := s.log.With("session_id", sess.ID, "profile", sess.Profile, "expired_at", sess.ExpiresAt)
 		if prof == nil {
 			log.Warn("a session's lifetime ended, but its profile is not configured on this gateway: it is left as it is")
