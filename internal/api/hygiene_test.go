@@ -61,7 +61,7 @@ func TestValidationMessagesNameTheParameter(t *testing.T) {
 		{e.do(tok, "GET", "/v1/sessions?limit=0", nil), "query.limit", "query parameter 'limit' must be an integer from 1 to 500"},
 		{e.do(tok, "GET", "/v1/tasks?status=zz", nil), "query.status", "query parameter 'status' must be one of pending, running, succeeded, failed, timed_out, cancelled, lost"},
 		{e.do(tok, "GET", "/v1/audit?kind=zz", nil), "query.kind", "query parameter 'kind' must be one of "},
-		{e.send(tok, "GET", "/v1/tasks/"+task+"/output", "", nil, 0, map[string]string{"Last-Event-ID": "x"}), "header.Last-Event-ID", "header 'Last-Event-ID' must be a string matching ^[0-9]{1,19}-[0-9]{1,19}$"},
+		{e.send(tok, "GET", "/v1/tasks/"+task+"/output", "", nil, 0, map[string]string{"Last-Event-ID": "x"}), "header.Last-Event-ID", "header 'Last-Event-ID' must be a string matching ^[0-9]{1,19}-[0-9]{1,19}(-[0-9]{1,19})?$"},
 		{post("/v1/sessions", `{"from_snapshot":"x"}`), "body.from_snapshot", "body member 'from_snapshot' must be a string matching ^[0-9a-f]{32}$"},
 		{post("/v1/sessions", `{"ttl_s":60}`), "body.ttl_s", "body member 'ttl_s' is not a member of this object (the members are from_snapshot, labels, name, profile)"},
 		{post("/v1/sessions", `[1]`), "body", "the body must be a JSON object"},
