@@ -31,9 +31,15 @@ import (
 // interpreter's).
 const executeKeepalive = 5 * time.Second
 
-// tracebackStart starts a Python traceback on stderr: held back until it is known whether it
-// is the execution's error (sent in the error object only, as Jupyter does) or more output.
+// tracebackStart starts a Python traceback on stderr. From its first one on, stderr is held
+// back until the end — up to maxHeld bytes, sent on past that — so that the traceback of the
+// execution's error, which its context prints last, goes out in the error object only, as
+// Jupyter sends it. stdout and results stream on meanwhile (their order with stderr is not
+// kept across the two pipes anyway); a traceback the code prints and goes on comes late.
 const tracebackStart = "Traceback (most recent call last):"
+
+// maxHeld bounds the stderr an /execute stream holds back.
+const maxHeld = 64 << 10
 
 func (h *Handler) interpMux() *http.ServeMux {
 	m := http.NewServeMux()
@@ -171,8 +177,14 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := h.svc.Follow(ctx, p, taskID, sandbox.Position{})
 	if err != nil {
-		if o := <-done; o.err != nil {
-			err = o.err // refused as it started: its task was withdrawn
+		select {
+		case o := <-done:
+			if o.err != nil {
+				err = o.err // refused as it started: its task was withdrawn
+			}
+		case <-time.After(time.Second):
+			// Not refused: it runs and cannot be followed; nobody will read it.
+			_, _ = h.svc.CancelTask(context.WithoutCancel(ctx), p, taskID)
 		}
 		h.fail(w, r, err)
 		return
@@ -207,7 +219,6 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 			if ev.Stream == sandbox.StreamResult {
 				var r sandbox.RichResult
 				if json.Unmarshal(ev.Data, &r) == nil {
-					flushHeld()
 					out.send(resultOutput(r))
 					results++
 				}
@@ -215,7 +226,6 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 			}
 			text := strings.ToValidUTF8(string(ev.Data), "\uFFFD")
 			if ev.Stream == sandbox.StreamStdout {
-				flushHeld()
 				out.send(wire.Output{Type: wire.OutputStdout, Text: text, Timestamp: now()})
 				continue
 			}
@@ -231,6 +241,9 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 				text = text[i:]
 			}
 			held.WriteString(text)
+			if held.Len() > maxHeld {
+				flushHeld()
+			}
 		}
 		if batch.Done {
 			h.finish(out, &held, batch, results)
