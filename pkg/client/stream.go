@@ -25,7 +25,7 @@ const (
 	// expression's value); the result's Results has them all.
 	EventRichResult = "rich_result"
 	EventResult     = "result" // the ExecutionResult; ends the stream
-	EventError  = "error"  // a problem; ends the stream
+	EventError      = "error"  // a problem; ends the stream
 )
 
 // Event is one server-sent event of an execution's stream.
