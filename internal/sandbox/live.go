@@ -407,84 +407,111 @@ func (f *Follower) Next(ctx context.Context, wait time.Duration) (Batch, error) 
 		}
 	}()
 	for {
-		l := f.out
-		switch {
+		var (
+			b     Batch
+			ended bool // b (or err) is the answer
+			err   error
+		)
+		switch l := f.out; {
 		case f.res != nil:
 			return f.replay(), nil
 		case l != nil && l.log != nil:
-			evs, closed, changed := l.read(f.seq)
-			if len(evs) > 0 {
-				f.seq = evs[len(evs)-1].Seq
-				if b := f.take(evs); len(b.Events) > 0 || len(b.Gaps) > 0 {
-					return b, nil
-				}
-				continue
-			}
-			if l.log.Dropped() || l.mirrorDone() {
-				// Let go to keep within the budget, retired, or a mirror whose sandbox has
-				// nothing more: the rest comes from the store.
-				f.attach(nil)
-				continue
-			}
-			if closed && l.isDone() {
-				res, failure, ok, err := l.end(ctx)
-				if err != nil {
-					return Batch{}, err
-				}
-				if !ok {
-					f.attach(nil) // its completion is not stored yet: wait for it
-					continue
-				}
-				b := Batch{Done: true, Result: res, Err: failure}
-				f.gapsTo(&b, l.log.Written(StreamStdout), l.log.Written(StreamStderr))
-				b.Position = f.pos
-				return b, nil
-			}
-			select {
-			case <-changed:
-			case <-timer.C():
-				return Batch{Position: f.pos}, nil
-			case <-ctx.Done():
-				return Batch{}, ctx.Err()
-			}
+			b, ended, err = f.nextLive(ctx, l, timer)
 		case l != nil:
-			// A finished task's stored result: read once for this replica's followers.
-			res, failure, ok, err := l.end(ctx)
-			switch {
-			case err != nil:
-				return Batch{}, err
-			case !ok:
-				f.attach(nil)
-			case failure != nil:
-				return Batch{Done: true, Err: failure, Position: f.pos}, nil
-			default:
-				f.res = res
-			}
+			ended, err = f.readStored(ctx, l, &b)
 		default:
-			if l := f.s.kept.following(f.taskID); l != nil {
-				// This replica runs the execution now (it adopted it): follow it live again.
-				f.attach(l)
-				continue
-			}
-			t, err := f.s.taskSummary(ctx, f.p, f.taskID)
-			if err != nil {
-				return Batch{}, err
-			}
-			if t.FinishedAt != nil {
-				f.attach(f.s.kept.stored(f.taskID))
-				continue
-			}
-			if tick == nil {
-				tick = f.s.clock.NewTicker(followPoll)
-			}
-			select {
-			case <-tick.C():
-			case <-timer.C():
-				return Batch{Position: f.pos}, nil
-			case <-ctx.Done():
-				return Batch{}, ctx.Err()
-			}
+			b, ended, err = f.nextElsewhere(ctx, &tick, timer)
 		}
+		if ended || err != nil {
+			return b, err
+		}
+	}
+}
+
+// nextLive reads f's live output l: the next events, its end, or nothing within timer. It
+// reports false when f should look again (it let go of l, or read only what it had read).
+func (f *Follower) nextLive(ctx context.Context, l *liveOutput, timer Timer) (Batch, bool, error) {
+	evs, closed, changed := l.read(f.seq)
+	if len(evs) > 0 {
+		f.seq = evs[len(evs)-1].Seq
+		b := f.take(evs)
+		return b, len(b.Events) > 0 || len(b.Gaps) > 0, nil
+	}
+	if l.log.Dropped() || l.mirrorDone() {
+		// Let go to keep within the budget, retired, or a mirror whose sandbox has
+		// nothing more: the rest comes from the store.
+		f.attach(nil)
+		return Batch{}, false, nil
+	}
+	if closed && l.isDone() {
+		res, failure, ok, err := l.end(ctx)
+		if err != nil {
+			return Batch{}, true, err
+		}
+		if !ok {
+			f.attach(nil) // its completion is not stored yet: wait for it
+			return Batch{}, false, nil
+		}
+		b := Batch{Done: true, Result: res, Err: failure}
+		f.gapsTo(&b, l.log.Written(StreamStdout), l.log.Written(StreamStderr))
+		b.Position = f.pos
+		return b, true, nil
+	}
+	select {
+	case <-changed:
+		return Batch{}, false, nil
+	case <-timer.C():
+		return Batch{Position: f.pos}, true, nil
+	case <-ctx.Done():
+		return Batch{}, true, ctx.Err()
+	}
+}
+
+// readStored reads a finished task's stored result through l (once for this replica's
+// followers): f replays it next, or *b is the failure; true when *b (or the error) is the
+// answer.
+func (f *Follower) readStored(ctx context.Context, l *liveOutput, b *Batch) (bool, error) {
+	res, failure, ok, err := l.end(ctx)
+	switch {
+	case err != nil:
+		return true, err
+	case !ok:
+		f.attach(nil)
+	case failure != nil:
+		*b = Batch{Done: true, Err: failure, Position: f.pos}
+		return true, nil
+	default:
+		f.res = res
+	}
+	return false, nil
+}
+
+// nextElsewhere waits for a task whose output this replica does not hold: it follows the
+// output once this replica runs the execution (it adopted it), or its stored result once
+// the task ended, polling the store every followPoll on *tick (made on first use).
+func (f *Follower) nextElsewhere(ctx context.Context, tick *Ticker, timer Timer) (Batch, bool, error) {
+	if l := f.s.kept.following(f.taskID); l != nil {
+		f.attach(l)
+		return Batch{}, false, nil
+	}
+	t, err := f.s.taskSummary(ctx, f.p, f.taskID)
+	if err != nil {
+		return Batch{}, true, err
+	}
+	if t.FinishedAt != nil {
+		f.attach(f.s.kept.stored(f.taskID))
+		return Batch{}, false, nil
+	}
+	if *tick == nil {
+		*tick = f.s.clock.NewTicker(followPoll)
+	}
+	select {
+	case <-(*tick).C():
+		return Batch{}, false, nil
+	case <-timer.C():
+		return Batch{Position: f.pos}, true, nil
+	case <-ctx.Done():
+		return Batch{}, true, ctx.Err()
 	}
 }
 
