@@ -1,12 +1,16 @@
-// Package broker moves operations from the API to where they run and tells the caller whether
-// each finished within its wait (docs/semantics.md §10). It makes no decisions: the job it runs
-// is the domain's (internal/sandbox), which also persists every completion in Postgres so any
-// replica can answer a task poll.
+// Package broker moves executions from the API to where they run and tells the caller whether
+// each finished within its wait (docs/semantics.md §10). It makes no decisions: an execution
+// is data (Request), the same in every flavor, and the broker hands it to an Executor — the
+// domain (internal/sandbox), which also persists every completion in Postgres so any replica
+// can answer a task poll.
 //
 // Flavors:
-//   - embedded: runs the job inline on the caller's goroutine; never promotes.
-//   - thread (default): runs each job on its own goroutine, detached from the request; the
-//     caller waits up to `wait`, after which the job keeps running as a background task.
+//   - embedded: executes each request inline on the caller's goroutine; never promotes.
+//   - thread (default): executes each request on its own goroutine, detached from the
+//     request; the caller waits up to `wait`, after which it keeps running as a background
+//     task.
+//   - queue (Queued): the request travels as JSON to a `gateway worker`, whose own embedded
+//     broker executes it (Queued.Handler).
 package broker
 
 import (
@@ -19,21 +23,28 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 )
 
-// Job runs one operation to completion, persisting its outcome itself. ctx is cancelled when
-// the task is cancelled or the broker shuts down past its drain period — then with cause
-// fault.ErrShutdown (context.Cause).
-type Job func(ctx context.Context)
+// Executor executes requests where the broker runs them: in process for the thread and
+// embedded flavors, on the worker for the queue flavor.
+type Executor interface {
+	// Execute runs req to completion, persisting its outcome itself. ctx is cancelled when
+	// the task is cancelled or the broker shuts down past its drain period — then with cause
+	// fault.ErrShutdown (context.Cause). An error says the execution did not end here: it was
+	// interrupted and left running in its sandbox or for redelivery (a queue worker then
+	// asks its transport for redelivery).
+	Execute(ctx context.Context, req Request) error
+}
 
-// Broker runs jobs.
+// Broker runs requests through its Executor.
 type Broker interface {
-	// Submit starts job for taskID and waits up to wait for it (wait < 0: until it ends).
-	// done=false means the job was promoted and keeps running in the background.
-	// Errors are fault.Broker (e.g. the broker is closed).
-	Submit(ctx context.Context, taskID string, wait time.Duration, job Job) (done bool, err error)
-	// Cancel cancels the running job of taskID; false if this broker does not run it.
+	// Submit starts req (keyed by req.TaskID) and waits up to wait for it (wait < 0: until
+	// it ends). done=false means it was promoted and keeps running in the background; err is
+	// then the broker's refusal (fault.Broker, e.g. the broker is closed) and req did not
+	// start. done=true: it ended within the wait, and err is the Executor's.
+	Submit(ctx context.Context, req Request, wait time.Duration) (done bool, err error)
+	// Cancel cancels the running execution of taskID; false if this broker does not run it.
 	Cancel(taskID string) bool
-	// Close stops accepting jobs, waits for running ones until ctx ends, then cancels them
-	// and waits for them to return. Idempotent.
+	// Close stops accepting requests, waits for running ones until ctx ends, then cancels
+	// them and waits for them to return. Idempotent.
 	Close(ctx context.Context) error
 }
 
@@ -43,21 +54,23 @@ const (
 	FlavorThread   = "thread"
 )
 
-// New returns the broker of flavor. Unknown flavors are a fault.Config error listing the
-// built-ins (the queue flavor runs with `gateway worker` fleets and is configured elsewhere).
-func New(flavor string) (Broker, error) {
+// New returns the broker of flavor executing through ex. Unknown flavors are a fault.Config
+// error listing the built-ins (the queue flavor runs with `gateway worker` fleets and is
+// configured elsewhere: NewQueued).
+func New(flavor string, ex Executor) (Broker, error) {
 	switch flavor {
 	case FlavorEmbedded:
-		return newRunner(false), nil
+		return newRunner(false, ex), nil
 	case FlavorThread, "":
-		return newRunner(true), nil
+		return newRunner(true, ex), nil
 	}
 	return nil, fault.New(fault.Config, "unknown sandbox broker flavor %q; built-in flavors: [embedded thread]", flavor)
 }
 
-// runner implements both flavors: detached=false runs jobs inline (embedded).
+// runner implements both flavors: detached=false runs requests inline (embedded).
 type runner struct {
 	detached bool
+	ex       Executor
 	base     context.Context
 	stop     func() // ends base with cause fault.ErrShutdown
 
@@ -67,12 +80,13 @@ type runner struct {
 	wg      sync.WaitGroup
 }
 
-func newRunner(detached bool) *runner {
+func newRunner(detached bool, ex Executor) *runner {
 	base, stop := context.WithCancelCause(context.Background())
-	return &runner{detached: detached, base: base, stop: func() { stop(fault.ErrShutdown) }, running: map[string]context.CancelFunc{}}
+	return &runner{detached: detached, ex: ex, base: base, stop: func() { stop(fault.ErrShutdown) }, running: map[string]context.CancelFunc{}}
 }
 
-func (r *runner) Submit(ctx context.Context, taskID string, wait time.Duration, job Job) (bool, error) {
+func (r *runner) Submit(ctx context.Context, req Request, wait time.Duration) (bool, error) {
+	taskID := req.TaskID
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -100,6 +114,7 @@ func (r *runner) Submit(ctx context.Context, taskID string, wait time.Duration, 
 	r.mu.Unlock()
 
 	done := make(chan struct{})
+	var ended error // the Executor's; read once done is closed
 	run := func() {
 		defer r.wg.Done()
 		defer close(done)
@@ -109,16 +124,16 @@ func (r *runner) Submit(ctx context.Context, taskID string, wait time.Duration, 
 			r.mu.Unlock()
 			cancel()
 		}()
-		job(jobCtx)
+		ended = r.ex.Execute(jobCtx, req)
 	}
 	if !r.detached {
 		run()
-		return true, nil
+		return true, ended
 	}
 	go run()
 	if wait < 0 {
 		<-done
-		return true, nil
+		return true, ended
 	}
 	if wait == 0 {
 		return false, nil
@@ -127,7 +142,7 @@ func (r *runner) Submit(ctx context.Context, taskID string, wait time.Duration, 
 	defer t.Stop()
 	select {
 	case <-done:
-		return true, nil
+		return true, ended
 	case <-t.C:
 		return false, nil
 	case <-ctx.Done():

@@ -10,63 +10,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/fault"
-	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/store"
 )
-
-// Envelope is one execution on the queue wire: everything a worker needs, so a message is
-// self-sufficient (docs/semantics.md §10 queue). It is JSON on every transport.
-type Envelope struct {
-	TaskID    string              `json:"task_id"`
-	SessionID string              `json:"session_id"`
-	Ephemeral bool                `json:"ephemeral,omitempty"` // a per_call sandbox: no per-session order
-	Profile   string              `json:"profile"`
-	Operation string              `json:"operation"`
-	Principal principal.Principal `json:"principal"`
-	Command   string              `json:"command,omitempty"`
-	Code      string              `json:"code,omitempty"`
-	Language  string              `json:"language,omitempty"`
-	Env       map[string]string   `json:"env,omitempty"`
-	Dir       string              `json:"dir,omitempty"`
-	Context   string              `json:"context,omitempty"`
-	Stdin     []byte              `json:"stdin,omitempty"`
-	TimeoutMS int64               `json:"timeout_ms"`
-	Base64    bool                `json:"base64,omitempty"`
-	Warnings  []string            `json:"warnings,omitempty"`
-	// StdinOpen, PTYRows/PTYCols (a terminal when both > 0) and Background carry the
-	// execution's input mode and kind (sandbox.ExecInput).
-	StdinOpen  bool `json:"stdin_open,omitempty"`
-	PTYRows    int  `json:"pty_rows,omitempty"`
-	PTYCols    int  `json:"pty_cols,omitempty"`
-	Background bool `json:"background,omitempty"`
-	// Trace carries the submitting call's W3C trace context (`traceparent`, `tracestate`),
-	// so the worker's spans continue its trace (docs/semantics.md §14); see InjectTrace.
-	Trace map[string]string `json:"trace,omitempty"`
-}
-
-// traceFormat is the wire format of Envelope.Trace: W3C trace context.
-var traceFormat = propagation.TraceContext{}
-
-// InjectTrace puts ctx's span context on env (nothing when ctx carries none).
-func InjectTrace(ctx context.Context, env *Envelope) {
-	c := propagation.MapCarrier{}
-	traceFormat.Inject(ctx, c)
-	if len(c) > 0 {
-		env.Trace = c
-	}
-}
-
-// ExtractTrace returns ctx with env's span context as its remote parent.
-func ExtractTrace(ctx context.Context, env Envelope) context.Context {
-	if len(env.Trace) == 0 {
-		return ctx
-	}
-	return traceFormat.Extract(ctx, propagation.MapCarrier(env.Trace))
-}
 
 // Delivery outcomes (QueuedOptions.Observe).
 const (
@@ -146,21 +94,21 @@ func NewQueued(o QueuedOptions) *Queued {
 // Run listens for completions until ctx ends.
 func (q *Queued) Run(ctx context.Context) { q.watcher.Run(ctx) }
 
-// Enqueue records t within limit unfinished executions of its owner and sends env.
+// Enqueue records t within limit unfinished executions of its owner and sends req.
 //
 // Errors: store.ErrQuota over the limit; fault.TooLarge for an envelope over
 // InlinePayloadMaxBytes (nothing recorded); fault.Broker when the transport refuses it (the
 // task, if already recorded, is finished as failed).
-func (q *Queued) Enqueue(ctx context.Context, t store.Task, limit int, env Envelope) error {
-	body, err := json.Marshal(env)
+func (q *Queued) Enqueue(ctx context.Context, t store.Task, limit int, req Request) error {
+	body, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
 	if max := q.o.InlinePayloadMaxBytes; max > 0 && len(body) > max {
 		return fault.New(fault.TooLarge, "serialized %s request is %d bytes, over sandbox.broker.inline_payload_max_bytes=%d; pass large inputs as files or raise the limit",
-			env.Operation, len(body), max)
+			req.Operation, len(body), max)
 	}
-	msg := queue.Message{TaskID: env.TaskID, GroupID: env.SessionID, Body: body}
+	msg := queue.Message{TaskID: req.TaskID, GroupID: req.SessionID, Body: body}
 	joins := q.o.Transport.JoinsTransaction()
 	_, err = q.o.Store.CreateQueuedTask(ctx, t, limit, func(ctx context.Context, tx any, _ int64) error {
 		if !joins {
@@ -200,26 +148,24 @@ func (q *Queued) ResultLimit() int {
 	return 0
 }
 
-// Run is what a worker does with an accepted delivery: execute env for task t and record the
-// completion. An error makes the transport redeliver the message (e.g. the worker is
-// stopping and the run was interrupted).
-type Run func(ctx context.Context, env Envelope, t store.Task) error
-
 // Handler returns the worker's delivery handler, which admits a delivery (see Queued) and
-// hands it to run.
-func (q *Queued) Handler(run Run) queue.Handler {
-	return func(ctx context.Context, d queue.Delivery) error { return q.deliver(ctx, d, run) }
+// submits its request, with its task row, to local — the worker's own broker, whose Executor
+// runs it to its end and records the completion. An error from local (it is closing, or the
+// run was interrupted because the worker is stopping) makes the transport redeliver the
+// message.
+func (q *Queued) Handler(local Broker) queue.Handler {
+	return func(ctx context.Context, d queue.Delivery) error { return q.deliver(ctx, d, local) }
 }
 
 // fifoWait bounds how long a delivery waits (keeping its message) for earlier operations of
 // its session before it is put back.
 const fifoWait = 2 * time.Second
 
-func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
+func (q *Queued) deliver(ctx context.Context, d queue.Delivery, local Broker) error {
 	outcome, redelivered := DeliveryDeferred, false
 	defer func() { q.o.Observe(outcome, redelivered) }()
-	var env Envelope
-	if err := json.Unmarshal(d.Body, &env); err != nil {
+	var req Request
+	if err := json.Unmarshal(d.Body, &req); err != nil {
 		q.o.Logger.Error("undecodable queued operation dropped", "task_id", d.TaskID, "err", err)
 		if d.TaskID != "" {
 			q.fail(ctx, d.TaskID, "", fault.Broker, "the queued operation could not be decoded: "+err.Error())
@@ -227,7 +173,7 @@ func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
 		outcome = DeliveryFailed
 		return nil
 	}
-	t, err := q.o.Store.GetTask(ctx, env.TaskID, "")
+	t, err := q.o.Store.GetTask(ctx, req.TaskID, "")
 	if errors.Is(err, store.ErrNotFound) || (err == nil && t.FinishedAt != nil) {
 		outcome = DeliveryDuplicate
 		return nil // expired, cancelled or a duplicate delivery
@@ -246,32 +192,16 @@ func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
 			}
 		}
 		outcome, redelivered = DeliveryFailed, t.Attempts > 0
-		return q.fail(ctx, env.TaskID, env.SessionID, fault.Broker,
+		return q.fail(ctx, req.TaskID, req.SessionID, fault.Broker,
 			fmt.Sprintf("sandbox execution failed %s (sandbox.broker.queue.max_receive_count=%d): %s", failed, limit, why))
 	}
-	if !env.Ephemeral {
-		deadline := time.Now().Add(fifoWait)
-		for {
-			earlier, err := q.o.Store.EarlierUnfinished(ctx, env.SessionID, t.Seq)
-			if err != nil {
-				return err
-			}
-			if !earlier {
-				break
-			}
-			if time.Now().After(deadline) {
-				return queue.ErrOutOfTurn
-			}
-			d.InProgress()
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(50 * time.Millisecond):
-			}
+	if !req.Ephemeral {
+		if err := q.awaitTurn(ctx, d, req.SessionID, t.Seq); err != nil {
+			return err
 		}
 	}
 	now := q.o.Now()
-	attempts, err := q.o.Store.BeginAttempt(ctx, env.TaskID, q.o.RunnerID, now, now.Add(-q.o.LostAfter))
+	attempts, err := q.o.Store.BeginAttempt(ctx, req.TaskID, q.o.RunnerID, now, now.Add(-q.o.LostAfter))
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		outcome = DeliveryDuplicate
@@ -286,11 +216,37 @@ func (q *Queued) deliver(ctx context.Context, d queue.Delivery, run Run) error {
 	redelivered = attempts > 1
 	if max := q.o.MaxReceiveCount; attempts > max {
 		outcome = DeliveryFailed
-		return q.fail(ctx, env.TaskID, env.SessionID, fault.Broker,
+		return q.fail(ctx, req.TaskID, req.SessionID, fault.Broker,
 			fmt.Sprintf("sandbox execution failed after %d deliveries (sandbox.broker.queue.max_receive_count=%d): the workers running it stopped before it finished", attempts-1, max))
 	}
 	outcome = DeliveryRun
-	return run(ctx, env, t)
+	req.Task, req.Delivered = t, true
+	_, err = local.Submit(ctx, req, -1)
+	return err
+}
+
+// awaitTurn waits, at most fifoWait and keeping d's message, until no earlier operation of
+// session (before seq) is unfinished; queue.ErrOutOfTurn when one still is.
+func (q *Queued) awaitTurn(ctx context.Context, d queue.Delivery, session string, seq int64) error {
+	deadline := time.Now().Add(fifoWait)
+	for {
+		earlier, err := q.o.Store.EarlierUnfinished(ctx, session, seq)
+		if err != nil {
+			return err
+		}
+		if !earlier {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return queue.ErrOutOfTurn
+		}
+		d.InProgress()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // fail finishes task id as failed with a machinery error of kind.

@@ -71,8 +71,17 @@ func (e *queuedEnv) task(id, session string) store.Task {
 	return store.Task{ID: id, SessionID: session, OwnerID: e.owner.ID, Profile: "default", Operation: "execute_command", Status: "pending", SubmittedAt: time.Now()}
 }
 
-func (e *queuedEnv) envelope(id, session string) broker.Envelope {
-	return broker.Envelope{TaskID: id, SessionID: session, Profile: "default", Operation: "execute_command", Principal: e.owner, Command: "echo hi", TimeoutMS: 1000}
+// local is a worker's own broker, executing each delivery with f.
+func local(f func(ctx context.Context, req broker.Request) error) broker.Broker {
+	b, err := broker.New(broker.FlavorEmbedded, run(f))
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func (e *queuedEnv) envelope(id, session string) broker.Request {
+	return broker.Request{TaskID: id, SessionID: session, Profile: "default", Operation: "execute_command", Principal: e.owner, Command: "echo hi", TimeoutMS: 1000}
 }
 
 // enqueue sends one task and returns the delivery the fleet received.
@@ -88,13 +97,13 @@ func (e *queuedEnv) enqueue(t *testing.T, id, session string) queue.Delivery {
 	}
 }
 
-func TestQueuedEnqueueRecordsTheTaskAndSendsTheEnvelope(t *testing.T) {
+func TestQueuedEnqueueRecordsTheTaskAndSendsTheRequest(t *testing.T) {
 	t.Parallel()
 	e := newQueued(t, broker.QueuedOptions{})
 	d := e.enqueue(t, "t1", "s1")
 	assert.Equal(t, "t1", d.TaskID)
 	assert.Equal(t, "s1", d.GroupID, "the session orders the messages")
-	var env broker.Envelope
+	var env broker.Request
 	require.NoError(t, json.Unmarshal(d.Body, &env))
 	assert.Equal(t, "echo hi", env.Command)
 	assert.Equal(t, e.owner.ID, env.Principal.ID)
@@ -127,13 +136,15 @@ func TestQueuedDeliveryRunsOnceAndSkipsDuplicates(t *testing.T) {
 	e := newQueued(t, broker.QueuedOptions{})
 	d := e.enqueue(t, "t1", "s1")
 	runs := 0
-	h := e.q.Handler(func(ctx context.Context, env broker.Envelope, task store.Task) error {
+	h := e.q.Handler(local(func(ctx context.Context, req broker.Request) error {
+		task := req.Task
 		runs++
+		assert.True(t, req.Delivered)
 		assert.Equal(t, "t1", task.ID)
 		assert.Equal(t, 1, task.Attempts+1, "the run sees the task as read before its attempt began")
 		_, err := e.st.FinishTask(ctx, task.ID, store.Completion{Status: "succeeded"}, time.Now(), time.Hour)
 		return err
-	})
+	}))
 	require.NoError(t, h(ctx, d))
 	require.NoError(t, h(ctx, d), "a duplicate delivery is acknowledged")
 	assert.Equal(t, 1, runs)
@@ -149,10 +160,10 @@ func TestQueuedDeliveryWaitsForEarlierWorkOfItsSession(t *testing.T) {
 	e := newQueued(t, broker.QueuedOptions{})
 	e.enqueue(t, "earlier", "s1")
 	later := e.enqueue(t, "later", "s1")
-	h := e.q.Handler(func(context.Context, broker.Envelope, store.Task) error {
+	h := e.q.Handler(local(func(context.Context, broker.Request) error {
 		t.Error("the later operation must not start before the earlier one finished")
 		return nil
-	})
+	}))
 	err := h(ctx, later)
 	assert.ErrorIs(t, err, queue.ErrRetryLater, "put back without counting an attempt")
 	assert.ErrorIs(t, err, queue.ErrOutOfTurn, "an ordered transport puts it behind its session's later messages")
@@ -174,7 +185,7 @@ func TestQueuedDeliveryGivesUpAfterMaxReceiveCount(t *testing.T) {
 	d := e.enqueue(t, "t1", "s1")
 	interrupted := errors.New("worker stopping")
 	runs := 0
-	run := func(context.Context, broker.Envelope, store.Task) error { runs++; return interrupted }
+	run := local(func(context.Context, broker.Request) error { runs++; return interrupted })
 	// Each worker stops mid-run (none heartbeats, so each counts as dead for the next one).
 	require.ErrorIs(t, e.worker("w1").Handler(run)(ctx, d), interrupted)
 	var retry *queue.RetryError
@@ -199,10 +210,10 @@ func TestQueuedDeliveryDropsWhatItCannotDecode(t *testing.T) {
 	e := newQueued(t, broker.QueuedOptions{})
 	d := e.enqueue(t, "t1", "s1")
 	d.Body = []byte("{not json")
-	h := e.q.Handler(func(context.Context, broker.Envelope, store.Task) error {
+	h := e.q.Handler(local(func(context.Context, broker.Request) error {
 		t.Error("an undecodable operation must not run")
 		return nil
-	})
+	}))
 	require.NoError(t, h(ctx, d), "acknowledged: redelivering it cannot help")
 	row, err := e.st.GetTask(ctx, "t1", "")
 	require.NoError(t, err)
@@ -216,10 +227,10 @@ func TestQueuedDeliveryHonoursTheTransportsCount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newQueued(t, broker.QueuedOptions{MaxReceiveCount: 2})
-	run := func(context.Context, broker.Envelope, store.Task) error {
+	run := local(func(context.Context, broker.Request) error {
 		t.Error("a delivery past the limit must not run")
 		return nil
-	}
+	})
 	d := e.enqueue(t, "over", "s1")
 	d.ReceiveCount = 3
 	require.NoError(t, e.q.Handler(run)(ctx, d), "acknowledged: the failure is recorded")
@@ -244,11 +255,11 @@ func TestQueuedDeliveryHonoursTheTransportsCount(t *testing.T) {
 	d = e.enqueue(t, "ok", "s3")
 	d.ReceiveCount = 2
 	ran := false
-	require.NoError(t, e.q.Handler(func(ctx context.Context, _ broker.Envelope, task store.Task) error {
+	require.NoError(t, e.q.Handler(local(func(ctx context.Context, req broker.Request) error {
 		ran = true
-		_, err := e.st.FinishTask(ctx, task.ID, store.Completion{Status: "succeeded"}, time.Now(), time.Hour)
+		_, err := e.st.FinishTask(ctx, req.Task.ID, store.Completion{Status: "succeeded"}, time.Now(), time.Hour)
 		return err
-	})(ctx, d))
+	}))(ctx, d))
 	assert.True(t, ran)
 	d.DeadLettered = true
 	require.NoError(t, e.q.Handler(run)(ctx, d))

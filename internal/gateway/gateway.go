@@ -192,10 +192,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 			flavor = broker.FlavorEmbedded
 		}
 	}
-	brk, err := broker.New(flavor)
-	if err != nil {
-		return nil, err
-	}
 	set := settings(cfg.Sandbox)
 	set.AuditRetention = cfg.Audit.Retention.D()
 	set.AdminGroups = cfg.Auth.AdminGroups
@@ -246,7 +242,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		closeProviders(profiles, log)
 		return nil, err
 	}
-	g.svc, err = sandbox.New(sandbox.Options{Settings: set, Profiles: profiles, Store: g.store, Spool: sp, Broker: brk, Queue: port,
+	g.svc, err = sandbox.New(sandbox.Options{Settings: set, Profiles: profiles, Store: g.store, Spool: sp, Broker: flavor, Queue: port,
 		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log, Observer: g.metrics, Tracer: g.tracing.Provider(), KeyRevoked: keyRevoked})
 	if err != nil {
 		closeProviders(profiles, log)
@@ -264,7 +260,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	if queued && cfg.Sandbox.Broker.Queue.Type == config.InMemory {
 		// An in-process queue has no other consumers: this process works it too.
 		g.goBG(func(ctx context.Context) {
-			_ = g.transport.Consume(ctx, cfg.Sandbox.Broker.Queue.Consumers, g.queued.Handler(g.svc.RunDelivered))
+			_ = g.transport.Consume(ctx, cfg.Sandbox.Broker.Queue.Consumers, g.queued.Handler(g.svc.Broker()))
 		})
 	}
 	extra := map[string]http.Handler{}
@@ -424,7 +420,7 @@ func (g *Gateway) RunWorker(ctx context.Context) error {
 	q := g.cfg.Sandbox.Broker.Queue
 	g.log.Info("worker consuming", "transport", q.Type, "consumers", q.Consumers, "runner_id", g.svc.RunnerID(), "installation", g.installation)
 	consumed := make(chan error, 1)
-	go func() { consumed <- g.transport.Consume(ctx, q.Consumers, g.queued.Handler(g.svc.RunDelivered)) }()
+	go func() { consumed <- g.transport.Consume(ctx, q.Consumers, g.queued.Handler(g.svc.Broker())) }()
 	select {
 	case err := <-consumed: // the transport failed on its own
 		return err

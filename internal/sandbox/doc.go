@@ -7,8 +7,9 @@
 // production, internal/store/memory in domain tests), whose rows it uses as they are: a
 // Session and a Task are their rows plus what the domain reads from them (a session's
 // State, a task's decoded Result), a Snapshot and an AuditEvent are their rows. It declares
-// its other ports (ports.go): a Clock, a Broker that runs operations on this process
-// and, for the queue flavor, a Queue that sends them to workers. It reaches sandboxes only
+// its other ports (ports.go): a Clock and, for the queue flavor, a Queue that sends
+// executions to workers; it builds the broker that runs them on this process and is that
+// broker's Executor (route.go: an execution is a broker.Request, the same on every route). It reaches sandboxes only
 // through internal/providers, and never sees HTTP or the configuration: internal/gateway maps
 // config onto Settings and ProfileSpecs.
 //

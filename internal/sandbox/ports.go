@@ -30,10 +30,10 @@ type Spool interface {
 // processes and their completions come back through the Store (docs/semantics.md §10 queue).
 type Queue interface {
 	// Enqueue records t within limit unfinished executions of its owner (store.ErrQuota) and
-	// sends env to the fleet, atomically where the transport joins the task's transaction.
-	// Errors: fault.TooLarge for an envelope over the inline payload limit, fault.Broker when
+	// sends req to the fleet, atomically where the transport joins the task's transaction.
+	// Errors: fault.TooLarge for a request over the inline payload limit, fault.Broker when
 	// the transport refuses it.
-	Enqueue(ctx context.Context, t store.Task, limit int, env broker.Envelope) error
+	Enqueue(ctx context.Context, t store.Task, limit int, req broker.Request) error
 	// Wait waits up to wait for task id to finish, wherever it runs (wait < 0: until it does).
 	Wait(ctx context.Context, id string, wait time.Duration) (finished bool, err error)
 	// ResultLimit is the serialized size a result must fit (the transport's message limit),

@@ -22,37 +22,17 @@ import (
 // not concurrent_executions. It ends when its program does, when it is stopped (DELETE, task
 // cancel), or with its session.
 
-// submitProcess starts background process j: it waits for its turn in the session's line,
-// starts the program, gives the line up, and returns the task once the program runs. The
-// process is then followed to its end in the background (watchProcess).
-func (s *Service) submitProcess(ctx context.Context, j *execJob) (Outcome, error) {
-	if _, err := s.broker.Submit(ctx, j.task.ID, -1, j.startProcess); err != nil {
-		j.live.finish(nil, err)
-		c := failedCompletion(err)
-		c.Unlock = j.place // the job never started
-		s.recordCompletion(context.WithoutCancel(ctx), j.task.ID, c)
-		return Outcome{}, err
-	}
-	if j.err != nil {
-		return Outcome{}, j.err
-	}
-	t, err := s.GetTask(context.WithoutCancel(ctx), j.p, j.task.ID)
-	if err != nil {
-		return Outcome{}, err
-	}
-	return Outcome{Task: &t}, nil
-}
-
 // startProcess is the job of a background process: turn, sandbox, start, then the line is
 // given up and watchProcess follows it. A process that could not start is completed here.
 func (j *execJob) startProcess(ctx context.Context) {
 	s := j.s
+	defer j.reply()
 	bg := context.WithoutCancel(ctx)
 	info, sb, err := j.start(ctx)
 	if err != nil {
 		j.err = err
 		c := failedCompletion(err)
-		cancelled := s.wasCancelled(j.task.ID)
+		cancelled := s.wasCancelled(j.req.Task.ID)
 		if cancelled {
 			c.Status, c.ErrorType, c.Error = TaskCancelled, "cancelled", "cancelled by the caller before it started"
 		}
@@ -60,25 +40,25 @@ func (j *execJob) startProcess(ctx context.Context) {
 		// refusal and no task stays.
 		if !isRefusal(err) || cancelled || !j.withdraw(bg) {
 			c.SessionID, c.Unlock = j.sess.ID, j.place
-			s.recordCompletion(bg, j.task.ID, c)
+			s.recordCompletion(bg, j.req.Task.ID, c)
 		}
-		s.forgetCancelled(j.task.ID)
+		s.forgetCancelled(j.req.Task.ID)
 		if j.live != nil {
 			j.live.finish(nil, err)
 		}
 		return
 	}
-	if err := s.store.StartedProcess(bg, j.task.ID, info.PID); err != nil {
-		s.log.Warn("recording a started background process failed", "task_id", j.task.ID, "err", err)
+	if err := s.store.StartedProcess(bg, j.req.Task.ID, info.PID); err != nil {
+		s.log.Warn("recording a started background process failed", "task_id", j.req.Task.ID, "err", err)
 	}
 	if j.place.Token != "" {
 		s.store.ReleaseTurn(j.place) // the session's next operation may start
 	}
-	if ctx.Err() != nil || s.wasCancelled(j.task.ID) {
+	if ctx.Err() != nil || s.wasCancelled(j.req.Task.ID) {
 		// Cancelled while it started: stop it; watchProcess records how it ended.
-		_ = sb.(providers.Executions).Stop(bg, j.task.ID)
+		_ = sb.(providers.Executions).Stop(bg, j.req.Task.ID)
 	}
-	t := j.task
+	t := j.req.Task
 	t.PID, t.SessionID = info.PID, j.sess.ID
 	s.watchProcess(t, j.prof, sb, j.live)
 }
@@ -96,7 +76,7 @@ func (j *execJob) start(ctx context.Context) (providers.ProcessInfo, providers.S
 		return providers.ProcessInfo{}, nil, fault.Unsupported(j.prof.Provider.Type(), "background")
 	}
 	spec := j.withStdin(j.spec)
-	spec.ID = j.task.ID
+	spec.ID = j.req.Task.ID
 	info, err := x.Start(ctx, spec)
 	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
 		if err = j.renew(ctx, l); err != nil {

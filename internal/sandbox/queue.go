@@ -4,90 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
-	"github.com/sandgate/sandgate/internal/providers"
-	"github.com/sandgate/sandgate/internal/store"
 )
-
-// submitQueued sends an execution to the worker fleet and waits up to wait for its completion
-// in Postgres (the response store), else returns the pending task.
-func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Duration) (Outcome, error) {
-	if c := s.cfg.Queue.WorkerTimeoutCeiling; c > 0 && j.spec.Timeout > c {
-		return Outcome{}, fault.New(fault.Policy, "the effective timeout %gs of profile '%s' is over sandbox.broker.worker_timeout_ceiling=%gs; lower timeout_s or the profile's policy timeout",
-			j.spec.Timeout.Seconds(), j.prof.Name, c.Seconds())
-	}
-	env := broker.Envelope{
-		TaskID: j.task.ID, SessionID: j.sess.ID, Ephemeral: j.ephemeral, Profile: j.prof.Name, Operation: j.task.Operation,
-		Principal: j.p, Command: j.spec.Command, Code: j.spec.Code, Language: j.spec.Language, Env: j.spec.Env, Dir: j.spec.Dir,
-		Context: j.spec.Context, Stdin: j.stdin, TimeoutMS: j.spec.Timeout.Milliseconds(), Base64: j.base64, Warnings: j.warnings,
-		StdinOpen: j.spec.StdinOpen, Background: j.spec.Background,
-	}
-	if pty := j.spec.PTY; pty != nil {
-		env.PTYRows, env.PTYCols = pty.Rows, pty.Cols
-	}
-	broker.InjectTrace(ctx, &env)
-	if !j.ephemeral {
-		// A session that takes no new work refuses before anything is recorded (the thread
-		// flavor's BeginTask checks in its insert; a session paused or closed after this
-		// read fails the task on the worker instead).
-		cur, err := s.store.GetSession(ctx, j.sess.ID)
-		switch {
-		case errors.Is(err, store.ErrNotFound), err == nil && cur.Status == store.SessionClosed && j.viaDefault:
-			return Outcome{}, errSessionGone
-		case err != nil:
-			return Outcome{}, err
-		case cur.Status == store.SessionClosed || !cur.PausedAt.IsZero() && !cur.PausedIdle && !j.prof.AutoResume:
-			return Outcome{}, refusedBy(cur)
-		}
-	}
-	limit, overQuota := s.executionLimit(j.p), s.executionQuotaErr
-	if j.task.Background {
-		limit, overQuota = s.backgroundLimit(j.p), s.backgroundQuotaErr
-	}
-	if err := s.queue.Enqueue(ctx, j.task, limit, env); err != nil {
-		if errors.Is(err, store.ErrQuota) {
-			return Outcome{}, overQuota(j.p)
-		}
-		return Outcome{}, err
-	}
-	if j.started != nil {
-		j.started(env.TaskID)
-	}
-	if j.task.Background {
-		return s.awaitQueuedProcess(ctx, j.p, env.TaskID, wait)
-	}
-	finished, err := s.queue.Wait(ctx, env.TaskID, wait)
-	if err != nil {
-		return Outcome{}, err
-	}
-	bg := context.WithoutCancel(ctx)
-	if !finished {
-		if err := s.store.PromoteTask(bg, env.TaskID); err != nil {
-			s.log.Error("recording task promotion failed", "task_id", env.TaskID, "err", err)
-		}
-		t, err := s.GetTask(bg, j.p, env.TaskID)
-		if err != nil {
-			return Outcome{}, err
-		}
-		return Outcome{Task: &t}, nil
-	}
-	t, err := s.GetTask(bg, j.p, env.TaskID)
-	if err != nil {
-		return Outcome{}, err
-	}
-	if t.Result != nil {
-		return Outcome{Result: t.Result}, nil
-	}
-	return Outcome{}, failureOf(t)
-}
 
 // awaitQueuedProcess waits up to wait (at least 30 s: the start is the answer) for a queued
 // background process to start on a worker, or to fail to, and returns its task.
@@ -136,41 +58,6 @@ var knownKinds = map[fault.Kind]struct{}{
 	fault.Config: {}, fault.Capability: {}, fault.Policy: {}, fault.Timeout: {}, fault.Provision: {}, fault.Gone: {},
 	fault.NotFound: {}, fault.Broker: {}, fault.Unavailable: {}, fault.Validation: {}, fault.Forbidden: {}, fault.Conflict: {}, fault.TooLarge: {},
 	fault.Paused: {},
-}
-
-// RunDelivered runs one queued operation on this worker: broker.Queued admitted the delivery
-// (deduplication, per-session order, the attempts cap) and t is its task. An error asks for
-// redelivery: the run was interrupted because this worker is stopping.
-func (s *Service) RunDelivered(ctx context.Context, env broker.Envelope, t store.Task) error {
-	prof, ok := s.profiles.Lookup(env.Profile)
-	if !ok {
-		_, err := s.store.FinishTask(ctx, env.TaskID, store.Completion{Status: TaskFailed, ErrorType: string(fault.Config),
-			Error: fmt.Sprintf("unknown sandbox profile '%s' on this worker; workers need the gateway's profiles", env.Profile)}, s.now(), s.ttl())
-		return err
-	}
-	sess := store.Session{ID: env.SessionID, OwnerID: env.Principal.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope}
-	j := &execJob{
-		s: s, p: env.Principal, prof: prof, sess: sess, ephemeral: env.Ephemeral, task: t, stdin: env.Stdin, base64: env.Base64,
-		warnings: env.Warnings, queued: true, parent: trace.SpanContextFromContext(broker.ExtractTrace(ctx, env)),
-		spec: providers.ExecSpec{Command: env.Command, Code: env.Code, Language: env.Language, Env: env.Env, Dir: env.Dir, Context: env.Context,
-			Timeout: time.Duration(env.TimeoutMS) * time.Millisecond, StdinOpen: env.StdinOpen, Background: env.Background},
-	}
-	if env.PTYRows > 0 && env.PTYCols > 0 {
-		j.spec.PTY = &providers.TermSize{Rows: env.PTYRows, Cols: env.PTYCols}
-	}
-	run := j.run
-	if env.Background {
-		// Started here and followed here until it ends; the delivery is done once it runs.
-		j.live = s.kept.start(t.ID)
-		run = j.startProcess
-	}
-	if _, err := s.broker.Submit(ctx, env.TaskID, -1, run); err != nil {
-		return err
-	}
-	if j.abandoned {
-		return errors.New("worker stopping: the operation was interrupted and will be redelivered")
-	}
-	return nil
 }
 
 // trimToRecord makes res fit a serialized record of at most limit bytes (a transport's hard

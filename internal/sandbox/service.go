@@ -25,14 +25,15 @@ type Options struct {
 	// Store is the response store (internal/store): Postgres in production, the memory
 	// store in domain tests.
 	Store store.Store
-	// Broker runs executions on this process (thread or embedded flavor).
-	Broker broker.Broker
+	// Broker is the flavor of the broker that runs executions on this process
+	// (broker.FlavorThread, the default, or broker.FlavorEmbedded).
+	Broker string
 	// Spool keeps completions the Store refused until it takes them, across restarts
 	// (completion.go); nil: they wait in this process's memory only.
 	Spool Spool
 	// Queue, when set, sends executions to `gateway worker` processes instead (flavor
-	// queue). Workers set it too (to know their own flavor); they run deliveries through
-	// RunDelivered on Broker.
+	// queue). Workers set it too (to know their own flavor); their queue handler submits
+	// deliveries to Service.Broker.
 	Queue Queue
 	// RunnerID identifies this process in task rows and heartbeats; default a random id.
 	RunnerID string
@@ -55,8 +56,9 @@ type Service struct {
 	cfg      Settings
 	store    store.Store
 	spool    Spool
-	broker   broker.Broker
-	queue    Queue
+	broker   broker.Broker // runs executions on this process, through runs
+	runs     *executor     // the broker's Executor (route.go)
+	route    execRoute     // where submitted executions go (route.go): chosen once, in New
 	runnerID string
 	hostname string
 	clock    Clock
@@ -102,7 +104,7 @@ type Service struct {
 // returns the Service.
 func New(opts Options) (*Service, error) {
 	s := &Service{
-		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
+		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, runnerID: opts.RunnerID, hostname: opts.Hostname,
 		newID: opts.NewID, log: opts.Logger, sessionIDs: newSessionIdentities(),
 		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
 		keyRevoked: opts.KeyRevoked,
@@ -127,6 +129,11 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.runs = &executor{s: s, jobs: map[string]*execJob{}}
+	if s.broker, err = broker.New(opts.Broker, s.runs); err != nil {
+		return nil, err
+	}
+	s.route = newRoute(s, opts.Queue)
 	s.profiles = profiles
 	s.principals = newPrincipalRecorder(s.store, s.now)
 	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd, s.clock)
@@ -144,6 +151,10 @@ func randomID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// Broker is the broker that runs executions on this process. A queue worker's delivery
+// handler submits the requests it receives to it (broker.Queued.Handler).
+func (s *Service) Broker() broker.Broker { return s.broker }
 
 // RunnerID is this process's runner id.
 func (s *Service) RunnerID() string { return s.runnerID }

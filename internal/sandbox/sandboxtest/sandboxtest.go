@@ -90,22 +90,17 @@ func Build(t testing.TB, opts Options) (*Env, error) {
 	if profiles == nil {
 		profiles = []sandbox.ProfileSpec{Profile("default", sandbox.ScopePerSession, nil)}
 	}
-	b, err := broker.New(opts.Broker)
-	if err != nil {
-		t.Fatalf("sandboxtest: %v", err)
-	}
 	runnerID := opts.RunnerID
 	if runnerID == "" {
 		runnerID = "runner-1"
 	}
 	var ids atomic.Int64
 	svc, err := sandbox.New(sandbox.Options{
-		Settings: settings, Profiles: profiles, Store: st, Spool: opts.Spool, Broker: b, RunnerID: runnerID, Hostname: "sandboxtest",
+		Settings: settings, Profiles: profiles, Store: st, Spool: opts.Spool, Broker: opts.Broker, RunnerID: runnerID, Hostname: "sandboxtest",
 		Clock: clock, NewID: func() string { return fmt.Sprintf("%s%028x", idPrefix(runnerID), ids.Add(1)) },
 		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer, KeyRevoked: opts.KeyRevoked,
 	})
 	if err != nil {
-		_ = b.Close(context.Background())
 		return nil, err
 	}
 	t.Cleanup(func() {
@@ -116,7 +111,7 @@ func Build(t testing.TB, opts Options) (*Env, error) {
 	if err := svc.Heartbeat(context.Background()); err != nil {
 		t.Fatalf("sandboxtest: heartbeat: %v", err)
 	}
-	return &Env{Service: svc, Store: st, Clock: clock, Broker: b, Profiles: profiles}, nil
+	return &Env{Service: svc, Store: st, Clock: clock, Broker: svc.Broker(), Profiles: profiles}, nil
 }
 
 // idPrefix gives each runner's ids their own first four hex digits, so that two Envs on one
