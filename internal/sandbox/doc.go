@@ -17,8 +17,8 @@
 //   - Ownership: a principal sees only its own sessions and tasks, plus the shared session of
 //     each per_runtime profile it may use; anything else is "not found" (never "forbidden").
 //   - Ordering: executions and file writes of one session run one at a time in arrival order,
-//     across replicas (the Store's session lock: tickets granted in arrival order); reads
-//     never wait.
+//     across replicas (the Store's session lock line: tickets granted in arrival order, taken
+//     and awaited through the lease's takeTurn); reads never wait.
 //   - One lease (lease.go): every operation that reaches a session's sandbox takes it through
 //     Service.lease — its place in the session's order, the session re-read, woken or
 //     restored, reset if idle, attached or created, the binding recorded — and releases it.

@@ -293,7 +293,8 @@ func (j *execJob) withStdin(spec providers.ExecSpec) providers.ExecSpec {
 	return spec
 }
 
-// lease takes the job's session's sandbox (Service.lease): in the job's turn (holdSession),
+// lease takes the job's session's sandbox (Service.lease): in the job's turn (takeTurn: the
+// place it took at submission, or, delivered from a queue, one it takes now),
 // the session as it now stands must take the execution — not closed, not paused (a session
 // the profile resumes on use is woken: the notice says so) — or it is refused (refusal);
 // an idle one is reset; the sandbox is attached or created and the binding recorded when it
@@ -302,7 +303,8 @@ func (j *execJob) withStdin(spec providers.ExecSpec) providers.ExecSpec {
 func (j *execJob) lease(ctx context.Context) (*Lease, error) {
 	opts := leaseOpts{order: orderNone, reach: reachCreate, ephemeral: true}
 	if !j.req.Ephemeral {
-		opts = leaseOpts{order: orderTurn, turn: j.holdSession, reach: reachCreate, bind: bindChanged, refuse: true, resetIdle: true}
+		t := turn{task: j.req.TaskID, place: j.place, first: j.turn, sess: j.sess}
+		opts = leaseOpts{order: orderLock, turn: t, reach: reachCreate, bind: bindChanged, refuse: true, resetIdle: true}
 	}
 	l, err := j.s.lease(ctx, j.req.Principal, j.prof, j.sess, opts)
 	if err != nil {
@@ -318,45 +320,4 @@ func (j *execJob) renew(ctx context.Context, l *Lease) error {
 	err := l.renew(ctx)
 	j.sess = l.Session
 	return err
-}
-
-// holdSession waits for the job's turn on its session's lock and re-reads the session under
-// it (an earlier operation may have changed the sandbox), marking the task running. A job
-// placed at submission waits for its place (no round trip when it was first already) and
-// keeps the lock until its completion is recorded; any other (a queued delivery) takes the
-// lock now and gives it back with the returned unlock.
-func (j *execJob) holdSession(ctx context.Context) (_ store.Session, unlock func(), err error) {
-	s := j.s
-	gone := func() error {
-		return fault.New(fault.NotFound, "sandbox session '%s' was destroyed while this operation waited", j.req.Task.SessionID)
-	}
-	if j.place.Token != "" {
-		if !j.turn {
-			sess, err := s.store.AwaitTurn(ctx, j.place, j.req.Task.ID, s.now)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				return store.Session{}, nil, gone()
-			case err != nil && ctx.Err() == nil:
-				return store.Session{}, nil, classifyAs(err, fault.Broker, "could not take the session lock")
-			case err != nil:
-				return store.Session{}, nil, err
-			}
-			j.sess, j.turn = sess, true
-		}
-		return j.sess, func() {}, nil
-	}
-	unlock, err = s.lockSession(ctx, j.sess.ID)
-	if err != nil {
-		return store.Session{}, nil, err
-	}
-	sess, err := s.store.StartTaskInSession(ctx, j.req.Task.ID, j.sess.ID, s.now())
-	if err != nil {
-		unlock()
-		if errors.Is(err, store.ErrNotFound) {
-			return store.Session{}, nil, gone()
-		}
-		return store.Session{}, nil, err
-	}
-	j.sess = sess
-	return sess, unlock, nil
 }

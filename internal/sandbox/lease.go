@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,10 +20,10 @@ import (
 // adopt.go); reachSandbox is the only function that calls a provider's Attach or Create for a
 // session (TestOneLease pins it).
 //
-// Two ordering mechanisms stand behind leaseOpts.order today: an execution's turn, taken
-// with its task at submission (store.BeginTask's place, leaseOpts.turn), and the session
-// lock (store.LockSession) for everything else. Both grant the session to one operation at
-// a time in arrival order.
+// One ordering mechanism stands behind leaseOpts.order: the session's line (takeTurn), whose
+// tickets the store grants one at a time in arrival order across replicas. An execution takes
+// its ticket with its task row at submission (store.BeginTask, leaseOpts.turn) and waits for
+// it in its lease; every other operation takes one when its lease does (store.LockSession).
 
 // leaseOrder is how an operation takes its place among its session's other work.
 type leaseOrder int
@@ -39,12 +40,11 @@ const (
 	// orderReread: no waiting, but the session is read again (adoption of a background
 	// process, which gave its session's line up when it started).
 	orderReread
-	// orderLock: the session lock, held until Release (file writes and deletes, context
-	// creation, snapshots, adoption of an execution).
+	// orderLock: the operation's turn in the session's line (takeTurn with leaseOpts.turn),
+	// held until Release — or, for an execution placed at submission, until its completion
+	// is recorded (executions, file writes and deletes, context creation, snapshots,
+	// adoption of an execution).
 	orderLock
-	// orderTurn: the caller's own turn, leaseOpts.turn (an execution's place in its
-	// session's line, taken with its task at submission), given back by Release.
-	orderTurn
 )
 
 // leaseReach is what a lease reaches.
@@ -76,9 +76,9 @@ const (
 // leaseOpts say how an operation takes its session's sandbox.
 type leaseOpts struct {
 	order leaseOrder
-	// turn takes the caller's turn (orderTurn) and returns the session as it stands holding
-	// it, and how to give the turn back.
-	turn  func(ctx context.Context) (store.Session, func(), error)
+	// turn is an execution's place in the session's line (orderLock; the zero turn: an
+	// operation that takes its place when its lease does).
+	turn  turn
 	reach leaseReach
 	bind  leaseBind
 	// refuse: a closed session, or a paused one the profile does not resume on use, turns
@@ -171,8 +171,8 @@ func (l *Lease) take(ctx context.Context) error {
 	switch l.opts.order {
 	case orderNone:
 		return nil
-	case orderTurn:
-		sess, release, err := l.opts.turn(ctx)
+	case orderLock:
+		sess, release, err := s.takeTurn(ctx, id, l.opts.turn)
 		if err != nil {
 			return err
 		}
@@ -188,19 +188,79 @@ func (l *Lease) take(ctx context.Context) error {
 			return pausedErr(sess.ID) // no lock needed to refuse
 		}
 	}
-	if l.opts.order != orderReread {
-		unlock, err := s.lockSession(ctx, id)
+	if l.opts.order == orderReread {
+		sess, err := s.store.GetSession(ctx, id)
 		if err != nil {
-			return orderErr{err}
+			return orderErr{s.sessionErr(err, id)}
 		}
-		l.release = unlock
+		l.Session = sess
+		return nil
 	}
-	sess, err := s.store.GetSession(ctx, id)
+	sess, release, err := s.takeTurn(ctx, id, turn{})
 	if err != nil {
+		return err
+	}
+	l.Session, l.release = sess, release
+	return nil
+}
+
+// turn is an execution's place in its session's line, for takeTurn.
+type turn struct {
+	// task is the execution's task id ("": an operation that is no execution).
+	task string
+	// place was taken with the task row at submission (store.BeginTask; the zero Place: none,
+	// a queued delivery takes its place when it runs). first: it already holds the line, and
+	// sess is the session as read holding it.
+	place store.Place
+	first bool
+	sess  store.Session
+}
+
+// takeTurn is the domain's one way to take an operation's place in session id's line and
+// wait for its turn (docs/semantics.md §9 step 5: executions and writes of one session run
+// one at a time, in arrival order, across replicas — tickets in the store's session lock
+// line). An execution placed at submission (t.place) waits for that place and keeps the line
+// until its completion is recorded (the returned release does nothing); any other operation
+// takes a place now and gives it back with release. It returns the session as it stands
+// holding the line (an execution's task marked running). Errors are orderErr; a session
+// destroyed meanwhile is fault.NotFound.
+func (s *Service) takeTurn(ctx context.Context, id string, t turn) (_ store.Session, release func(), err error) {
+	gone := func(err error) error {
+		if t.task != "" && errors.Is(err, store.ErrNotFound) {
+			return orderErr{fault.New(fault.NotFound, "sandbox session '%s' was destroyed while this operation waited", id)}
+		}
 		return orderErr{s.sessionErr(err, id)}
 	}
-	l.Session = sess
-	return nil
+	if t.place.Token != "" {
+		if t.first {
+			return t.sess, func() {}, nil
+		}
+		sess, err := s.store.AwaitTurn(ctx, t.place, t.task, s.now)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return store.Session{}, nil, gone(err)
+		case err != nil && ctx.Err() == nil:
+			return store.Session{}, nil, orderErr{classifyAs(err, fault.Broker, "could not take the session lock")}
+		case err != nil:
+			return store.Session{}, nil, orderErr{err}
+		}
+		return sess, func() {}, nil
+	}
+	unlock, err := s.lockSession(ctx, id)
+	if err != nil {
+		return store.Session{}, nil, orderErr{err}
+	}
+	var sess store.Session
+	if t.task != "" {
+		sess, err = s.store.StartTaskInSession(ctx, t.task, id, s.now())
+	} else {
+		sess, err = s.store.GetSession(ctx, id)
+	}
+	if err != nil {
+		unlock()
+		return store.Session{}, nil, gone(err)
+	}
+	return sess, unlock, nil
 }
 
 // ready makes the session, holding its place, take the operation: not closed (opts.refuse),

@@ -137,3 +137,22 @@ func TestOneClock(t *testing.T) {
 	}
 	require.Empty(t, found, "the domain tells time and waits through its Clock (internal/sandbox/clock)")
 }
+
+// TestOneTurn pins issue 34's "one ordering mechanism": an execution waits for the place it
+// took at submission, or a delivered one takes its place, only in the lease's takeTurn
+// (lease.go) — the function through which file operations take theirs too.
+func TestOneTurn(t *testing.T) {
+	_, files := domainFiles(t)
+	callers := map[string]map[string]bool{} // store method → functions naming it
+	selectors(files, func(fn *ast.FuncDecl, sel *ast.SelectorExpr) {
+		switch sel.Sel.Name {
+		case "AwaitTurn", "StartTaskInSession":
+			if callers[sel.Sel.Name] == nil {
+				callers[sel.Sel.Name] = map[string]bool{}
+			}
+			callers[sel.Sel.Name][funcName(fn)] = true
+		}
+	})
+	one := map[string]bool{"Service.takeTurn": true}
+	require.Equal(t, map[string]map[string]bool{"AwaitTurn": one, "StartTaskInSession": one}, callers)
+}
