@@ -114,7 +114,7 @@ func (w gatedWriter) Write(p []byte) (int, error) {
 	return w.w.Write(p)
 }
 
-// Skip passes on dropped bytes (see capture.Skip) while the gate is open.
+// Skip passes on dropped bytes (see execute.Capture.Skip) while the gate is open.
 func (w gatedWriter) Skip(n int64) {
 	w.g.mu.Lock()
 	defer w.g.mu.Unlock()

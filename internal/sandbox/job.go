@@ -13,6 +13,7 @@ import (
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandbox/execute"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -173,7 +174,7 @@ func (j *execJob) run(ctx context.Context) {
 		}
 	default:
 		if j.req.Delivered {
-			trimToRecord(res, s.resultLimit())
+			execute.TrimToRecord(res, s.resultLimit())
 		}
 		j.result = res
 		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.req.Task.Operation, j.spec.Timeout.Seconds()), s.cancelReason(j.req.Task.ID))

@@ -12,6 +12,7 @@ import (
 	"github.com/sandgate/sandgate/internal/outlog"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandbox/execute"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -213,9 +214,9 @@ func incompleteSuffix(b []byte) int {
 	return 0
 }
 
-// teeWriter writes to a capture and a liveWriter.
+// teeWriter writes to a Capture and a liveWriter.
 type teeWriter struct {
-	c    *capture
+	c    *execute.Capture
 	live *liveWriter
 }
 
@@ -224,7 +225,7 @@ func (t teeWriter) Write(p []byte) (int, error) {
 	return t.live.Write(p)
 }
 
-// Skip passes dropped bytes on to both (see capture.Skip).
+// Skip passes dropped bytes on to both (see execute.Capture.Skip).
 func (t teeWriter) Skip(n int64) {
 	t.c.Skip(n)
 	t.live.Skip(n)
@@ -679,7 +680,7 @@ func (s *Service) runMirror(ctx context.Context, p principal.Principal, id strin
 			if err == nil {
 				out := &outputs{liveOut: &liveWriter{l: l, stream: StreamStdout}, liveErr: &liveWriter{l: l, stream: StreamStderr}}
 				// The sandbox bounded the results already: the mirror passes them on as they are.
-				results := &liveResults{l: l, budget: resultBudget{limit: math.MaxInt64}}
+				results := &liveResults{l: l, budget: execute.NewBudget(math.MaxInt64)}
 				_, err = x.Reattach(ctx, id, providers.Output{Stdout: out.liveOut, Stderr: out.liveErr, ResultFunc: results.add})
 				out.flush()
 				done()
