@@ -38,10 +38,10 @@ func (s *Service) adoptOrphans(ctx context.Context, staleBefore time.Time) {
 			continue
 		}
 		s.log.Info("adopting a task of a stopped runner", "task_id", t.ID, "runner", t.RunnerID, "session_id", t.SessionID)
-		s.adopting.Add(1)
+		s.runs.adopting.Add(1)
 		go func() {
-			defer s.adopting.Done()
-			s.resume(t, prof)
+			defer s.runs.adopting.Done()
+			s.runs.resume(t, prof)
 		}()
 	}
 }
@@ -49,7 +49,8 @@ func (s *Service) adoptOrphans(ctx context.Context, staleBefore time.Time) {
 // resume follows adopted task t in its sandbox to its end and records its completion. When
 // the gateway stops meanwhile it leaves the task as it is: this runner then stops too, and
 // another one adopts it again.
-func (s *Service) resume(t store.Task, prof *Profile) {
+func (xs *executions) resume(t store.Task, prof *Profile) {
+	s := xs.s
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -60,7 +61,7 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 		}
 	}()
 	lost := func(why string) {
-		s.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
+		s.runs.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
 			Error: "the gateway process running this task stopped before it finished (runner " + t.RunnerID + "), and " + why})
 	}
 	// A paused sandbox is frozen, its sandboxd too: follow the task once it runs again.
@@ -75,7 +76,7 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 	if t.Background {
 		// A background process gave its session's line up when it started; it counts as
 		// use of its session while it runs.
-		go s.keepTouched(ctx, t.SessionID, prof.IdleTimeout)
+		go s.runs.keepTouched(ctx, t.SessionID, prof.IdleTimeout)
 		opts.order = orderReread
 	}
 	// Else the session's lock, as for an execution that runs here: executions submitted
@@ -102,8 +103,8 @@ func (s *Service) resume(t store.Task, prof *Profile) {
 		lost("provider " + prof.Provider.Type() + " does not hold executions for another gateway")
 		return
 	}
-	live := s.kept.start(t.ID)
-	s.followToEnd(ctx, t, sb, live, adoptedNotice, lost)
+	live := s.runs.kept.start(t.ID)
+	s.runs.followToEnd(ctx, t, sb, live, adoptedNotice, lost)
 }
 
 // adoptAttachWait bounds the pauses between attempts to reach an adopted task's sandbox

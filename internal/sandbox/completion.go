@@ -28,7 +28,8 @@ const (
 // c replaces a `lost` verdict recorded meanwhile (store.Completion.ReplacesLost): it comes
 // from the runner that followed the execution, so it is what happened — and the caller that
 // waited may already hold its result.
-func (s *Service) recordCompletion(ctx context.Context, id string, c store.Completion) {
+func (xs *executions) recordCompletion(ctx context.Context, id string, c store.Completion) {
+	s := xs.s
 	at := s.now()
 	c.ReplacesLost = true
 	ok, err := s.store.FinishTask(ctx, id, c, at, s.ttl())
@@ -43,10 +44,10 @@ func (s *Service) recordCompletion(ctx context.Context, id string, c store.Compl
 	// own (with its own retries), and the completion retried without it.
 	s.store.ReleaseTurn(c.Unlock)
 	c.Unlock = store.Place{}
-	spooled := s.spoolCompletion(id, c, at)
-	s.retrying.Add(1)
+	spooled := s.runs.spoolCompletion(id, c, at)
+	s.runs.retrying.Add(1)
 	go func() {
-		defer s.retrying.Done()
+		defer s.runs.retrying.Done()
 		delay := completionRetryMin
 		for attempt := 2; ; attempt++ {
 			t := s.clock.NewTimer(delay)
@@ -55,7 +56,7 @@ func (s *Service) recordCompletion(ctx context.Context, id string, c store.Compl
 				t.Stop()
 				if spooled {
 					s.log.Warn("task completion not recorded yet: the gateway stopped while the response store was unavailable; it waits in the spool for the next gateway",
-						"task_id", id, "attempts", attempt-1, "spool", s.spool.Dir())
+						"task_id", id, "attempts", attempt-1, "spool", s.runs.spool.Dir())
 				} else {
 					s.log.Error("task completion not recorded: the gateway stopped while the response store was unavailable", "task_id", id, "attempts", attempt-1)
 				}
@@ -68,7 +69,7 @@ func (s *Service) recordCompletion(ctx context.Context, id string, c store.Compl
 			if err == nil {
 				s.log.Info("task completion recorded after the response store came back", "task_id", id, "attempts", attempt)
 				if spooled {
-					s.unspool(id)
+					s.runs.unspool(id)
 				}
 				return
 			}
@@ -100,8 +101,9 @@ type spoolRecord struct {
 // spoolCompletion writes task id's completion c, finished at at, to the spool, and reports
 // whether it is there. A spool that is full or failing is logged as an error: the completion
 // then lives in this process only.
-func (s *Service) spoolCompletion(id string, c store.Completion, at time.Time) bool {
-	if s.spool == nil {
+func (xs *executions) spoolCompletion(id string, c store.Completion, at time.Time) bool {
+	s := xs.s
+	if s.runs.spool == nil {
 		return false
 	}
 	rec := spoolRecord{
@@ -117,20 +119,21 @@ func (s *Service) spoolCompletion(id string, c store.Completion, at time.Time) b
 		b, err = json.Marshal(rec)
 	}
 	if err == nil {
-		err = s.spool.Put(id, b)
+		err = s.runs.spool.Put(id, b)
 	}
 	if err != nil {
 		s.log.Error("keeping a task completion in the spool failed: it waits in memory only, and is lost if this gateway stops before the response store answers again",
-			"task_id", id, "spool", s.spool.Dir(), "bytes", len(b), "err", err)
+			"task_id", id, "spool", s.runs.spool.Dir(), "bytes", len(b), "err", err)
 		return false
 	}
-	s.log.Info("task completion kept in the spool until the response store takes it", "task_id", id, "spool", s.spool.Dir())
+	s.log.Info("task completion kept in the spool until the response store takes it", "task_id", id, "spool", s.runs.spool.Dir())
 	return true
 }
 
 // unspool removes task id's record from the spool once the store has its completion.
-func (s *Service) unspool(id string) {
-	if err := s.spool.Remove(id); err != nil {
+func (xs *executions) unspool(id string) {
+	s := xs.s
+	if err := s.runs.spool.Remove(id); err != nil {
 		s.log.Warn("removing a recorded completion from the spool failed; the next pass records it again, which changes nothing", "task_id", id, "err", err)
 	}
 }
@@ -145,19 +148,19 @@ func (s *Service) unspool(id string) {
 // first store error (the store is still unavailable; the next pass tries again). Maintain
 // runs it when it starts, before its first sweep, and before every sweep after.
 func (s *Service) recordSpooled(ctx context.Context) {
-	if s.spool == nil {
+	if s.runs.spool == nil {
 		return
 	}
-	ids, err := s.spool.IDs()
+	ids, err := s.runs.spool.IDs()
 	if err != nil {
-		s.log.Warn("reading the completion spool failed", "spool", s.spool.Dir(), "err", err)
+		s.log.Warn("reading the completion spool failed", "spool", s.runs.spool.Dir(), "err", err)
 		return
 	}
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return
 		}
-		if err := s.recordSpooledOne(ctx, id); err != nil {
+		if err := s.runs.recordSpooledOne(ctx, id); err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("recording the spooled completions failed; trying again with the next sweep", "task_id", id, "err", err)
 			}
@@ -167,18 +170,19 @@ func (s *Service) recordSpooled(ctx context.Context) {
 }
 
 // recordSpooledOne records spool record id; an error means the store failed.
-func (s *Service) recordSpooledOne(ctx context.Context, id string) error {
-	b, err := s.spool.Get(id)
+func (xs *executions) recordSpooledOne(ctx context.Context, id string) error {
+	s := xs.s
+	b, err := s.runs.spool.Get(id)
 	if err != nil {
 		return nil // recorded and removed meanwhile (by this process's retry, or another process)
 	}
 	var rec spoolRecord
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Version != 1 || rec.TaskID != id {
 		// Kept for the operator to look at (said once per process): no record this gateway wrote.
-		if _, said := s.badSpool.LoadOrStore(id, struct{}{}); said {
+		if _, said := s.runs.badSpool.LoadOrStore(id, struct{}{}); said {
 			return nil
 		}
-		s.log.Error("a spool record is no completion this gateway can read; left in place", "task_id", id, "spool", s.spool.Dir(),
+		s.log.Error("a spool record is no completion this gateway can read; left in place", "task_id", id, "spool", s.runs.spool.Dir(),
 			"version", rec.Version, "err", err)
 		return nil
 	}
@@ -207,18 +211,18 @@ func (s *Service) recordSpooledOne(ctx context.Context, id string) error {
 		default:
 			s.log.Info("a spooled completion's task had finished otherwise; dropped", "task_id", id)
 		}
-		s.unspool(id)
+		s.runs.unspool(id)
 		return nil
 	}
 	s.log.Info("spooled task completion recorded", "task_id", id, "status", rec.Status, "runner", rec.RunnerID)
-	s.unspool(id)
+	s.runs.unspool(id)
 	return nil
 }
 
 // stopRetries gives completions still being retried until ctx ends, then stops them.
 func (s *Service) stopRetries(ctx context.Context) {
 	done := make(chan struct{})
-	go func() { s.retrying.Wait(); close(done) }()
+	go func() { s.runs.retrying.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

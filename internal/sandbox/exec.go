@@ -113,7 +113,7 @@ func (s *Service) Execute(ctx context.Context, p principal.Principal, in ExecInp
 			return Outcome{}, err
 		}
 		span.SetAttributes(attrProfile.String(prof.Name), attrProvider.String(prof.Provider.Type()), attrSession.String(sess.ID))
-		out, err := s.submit(ctx, p, sess, prof, ephemeral, in)
+		out, err := s.runs.submit(ctx, p, sess, prof, ephemeral, in)
 		if errors.Is(err, errSessionGone) {
 			s.sessionIDs.forget(sess.ID)
 			if cached {
@@ -160,26 +160,28 @@ func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) 
 }
 
 // submit makes the execution's request and job and hands them to the route New chose.
-func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.Session, prof *Profile, ephemeral bool, in ExecInput) (Outcome, error) {
-	req, err := s.request(p, sess, prof, ephemeral, in)
+func (xs *executions) submit(ctx context.Context, p principal.Principal, sess store.Session, prof *Profile, ephemeral bool, in ExecInput) (Outcome, error) {
+	s := xs.s
+	req, err := s.runs.request(p, sess, prof, ephemeral, in)
 	if err != nil {
 		return Outcome{}, err
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attrTask.String(req.TaskID), attrOp.String(req.Operation))
 	broker.InjectTrace(ctx, &req)
-	j := s.newJob(req, prof, sess)
+	j := s.runs.newJob(req, prof, sess)
 	j.viaDefault, j.started = isDefault(in.SessionID), in.Started
 	wait := s.waitTimeout()
 	if in.Wait != nil {
 		wait = *in.Wait
 	}
-	return s.route.dispatch(ctx, j, wait)
+	return s.runs.route.dispatch(ctx, j, wait)
 }
 
 // request is the execution in asks for, as every route carries it (broker.Request, with its
 // task row): its program, input mode and bounds, checked against prof's capabilities and
 // p's policy before anything is recorded.
-func (s *Service) request(p principal.Principal, sess store.Session, prof *Profile, ephemeral bool, in ExecInput) (broker.Request, error) {
+func (xs *executions) request(p principal.Principal, sess store.Session, prof *Profile, ephemeral bool, in ExecInput) (broker.Request, error) {
+	s := xs.s
 	if in.Code != "" && in.Command != "" {
 		return broker.Request{}, fault.New(fault.Validation, "give exactly one of command or code")
 	}
@@ -198,7 +200,7 @@ func (s *Service) request(p principal.Principal, sess store.Session, prof *Profi
 	if in.PTY != nil {
 		req.PTYRows, req.PTYCols = in.PTY.Rows, in.PTY.Cols
 	}
-	if err := s.checkProgram(prof, &req, in); err != nil {
+	if err := s.runs.checkProgram(prof, &req, in); err != nil {
 		return broker.Request{}, err
 	}
 	warnings, err := s.profiles.Checks(prof, p)
@@ -218,8 +220,9 @@ func (s *Service) request(p principal.Principal, sess store.Session, prof *Profi
 // checkProgram picks the code context of req (in.Context: the caller's, "" the profile's
 // default) and checks its program against prof's capabilities, defaulting the language of
 // code run outside a context to python.
-func (s *Service) checkProgram(prof *Profile, req *broker.Request, in ExecInput) error {
-	spec := s.specOf(*req)
+func (xs *executions) checkProgram(prof *Profile, req *broker.Request, in ExecInput) error {
+	s := xs.s
+	spec := s.runs.specOf(*req)
 	if in.PTY != nil {
 		spec.PTY = &providers.TermSize{Rows: in.PTY.Rows, Cols: in.PTY.Cols} // checked as given
 	}
@@ -301,7 +304,7 @@ func (s *Service) maxOutput() int64 { return s.cfg.MaxOutputBytes }
 
 // resultLimit is the serialized size a queued result must fit: the transport's hard message
 // limit, or 0 (none) when results go to the response store only.
-func (s *Service) resultLimit() int { return s.route.resultLimit() }
+func (s *Service) resultLimit() int { return s.runs.route.resultLimit() }
 
 // OutputLimit is how many bytes of each output stream an execution keeps (head and tail
 // halves; sandbox.max_output_bytes). A transport with a hard message limit may keep less, and

@@ -20,7 +20,7 @@ import (
 // execJob is one execution as it runs on this process (seed BrokerWorkerCore.run + process):
 // its request — the data every broker flavor carries (broker.Request) — and the state of its
 // run here. A job is made at submission (the thread and embedded flavors: it waits for the
-// broker in executor.jobs) or from a delivered request on a queue worker (deliveredJob).
+// broker in executions.jobs) or from a delivered request on a queue worker (deliveredJob).
 type execJob struct {
 	s    *Service
 	req  broker.Request // the execution; req.Task is its task row
@@ -62,12 +62,14 @@ type jobAnswer struct {
 }
 
 // newJob is the job of request req on profile prof in session sess (as last read).
-func (s *Service) newJob(req broker.Request, prof *Profile, sess store.Session) *execJob {
-	return &execJob{s: s, req: req, prof: prof, sess: sess, spec: s.specOf(req), answer: make(chan jobAnswer, 1)}
+func (xs *executions) newJob(req broker.Request, prof *Profile, sess store.Session) *execJob {
+	s := xs.s
+	return &execJob{s: s, req: req, prof: prof, sess: sess, spec: s.runs.specOf(req), answer: make(chan jobAnswer, 1)}
 }
 
 // specOf is the program request req runs, for a provider.
-func (s *Service) specOf(req broker.Request) providers.ExecSpec {
+func (xs *executions) specOf(req broker.Request) providers.ExecSpec {
+	s := xs.s
 	spec := providers.ExecSpec{
 		ID: req.TaskID, Command: req.Command, Code: req.Code, Language: req.Language, Env: req.Env, Dir: req.Dir, Context: req.Context,
 		Timeout: time.Duration(req.TimeoutMS) * time.Millisecond, StdinOpen: req.StdinOpen, Background: req.Background,
@@ -141,7 +143,7 @@ func (j *execJob) run(ctx context.Context) {
 			completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.req.Ephemeral
 			completion.Unlock = j.place // the next execution of the session starts once this one is recorded
 			j.live.noteDropped(&completion, j.result)
-			s.recordCompletion(bg, j.req.Task.ID, completion)
+			s.runs.recordCompletion(bg, j.req.Task.ID, completion)
 		}
 		if !j.refused {
 			s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, s.since(began))
@@ -217,7 +219,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 
 	spec := j.spec
 	spec.ID = j.req.Task.ID // a sandbox that can hold executions keeps this one for another gateway
-	out := s.newOutputs(j.live)
+	out := s.runs.newOutputs(j.live)
 	defer out.flush()
 	// The provider enforces spec.Timeout; the gateway bounds it too (guard.go): the context
 	// ends at the timeout + the backstop, and a call that has not returned at the timeout +
@@ -277,7 +279,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	if unanswered {
 		final = providers.ExitStatus{}
 	}
-	return s.resultOf(ended{
+	return s.runs.resultOf(ended{
 		st: final, err: err, elapsed: s.since(start), out: out, base64: j.req.Base64,
 		cancelled:  ctx.Err() != nil && s.wasCancelled(j.req.Task.ID),
 		backstop:   runCtx.Err() != nil && ctx.Err() == nil,

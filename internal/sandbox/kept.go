@@ -58,7 +58,7 @@ type KeptOutputMemory struct {
 }
 
 // KeptOutput reports the memory this replica's kept output holds.
-func (s *Service) KeptOutput() KeptOutputMemory { return s.kept.memory() }
+func (s *Service) KeptOutput() KeptOutputMemory { return s.runs.kept.memory() }
 
 // keptOutputs are this replica's kept outputs, by task id, within one ceiling.
 type keptOutputs struct {
@@ -328,7 +328,8 @@ func resultCost(res *Result) int64 {
 }
 
 // storedEnd reads how task id ended from the store, for the kept outputs.
-func (s *Service) storedEnd(ctx context.Context, id string) (taskEnd, error) {
+func (xs *executions) storedEnd(ctx context.Context, id string) (taskEnd, error) {
+	s := xs.s
 	st, err := s.store.GetTask(ctx, id, "")
 	if err != nil {
 		return taskEnd{}, err

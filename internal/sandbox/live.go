@@ -364,12 +364,12 @@ func (s *Service) Follow(ctx context.Context, p principal.Principal, id string, 
 		return nil, err
 	}
 	f := &Follower{s: s, p: p, taskID: id, pos: Position{Stdout: max(from.Stdout, 0), Stderr: max(from.Stderr, 0), Results: max(from.Results, 0)}}
-	out := s.kept.get(id)
+	out := s.runs.kept.get(id)
 	switch {
 	case out == nil && t.FinishedAt == nil:
-		out = s.mirror(p, t)
+		out = s.runs.mirror(p, t)
 	case out == nil:
-		out = s.kept.stored(id)
+		out = s.runs.kept.stored(id)
 	}
 	f.attach(out)
 	return f, nil
@@ -491,7 +491,7 @@ func (f *Follower) readStored(ctx context.Context, l *liveOutput, b *Batch) (boo
 // output once this replica runs the execution (it adopted it), or its stored result once
 // the task ended, polling the store every followPoll on *tick (made on first use).
 func (f *Follower) nextElsewhere(ctx context.Context, tick *Ticker, timer Timer) (Batch, bool, error) {
-	if l := f.s.kept.following(f.taskID); l != nil {
+	if l := f.s.runs.kept.following(f.taskID); l != nil {
 		f.attach(l)
 		return Batch{}, false, nil
 	}
@@ -500,7 +500,7 @@ func (f *Follower) nextElsewhere(ctx context.Context, tick *Ticker, timer Timer)
 		return Batch{}, true, err
 	}
 	if t.FinishedAt != nil {
-		f.attach(f.s.kept.stored(f.taskID))
+		f.attach(f.s.runs.kept.stored(f.taskID))
 		return Batch{}, false, nil
 	}
 	if *tick == nil {
@@ -622,17 +622,18 @@ const mirrorIdle = 30 * time.Second
 // keeps (the start and the end of each stream, offsets as they were written); it ends when
 // the execution does, and the follower then reads the end from the store. Nil when t's
 // profile is unknown here.
-func (s *Service) mirror(p principal.Principal, t Task) *liveOutput {
+func (xs *executions) mirror(p principal.Principal, t Task) *liveOutput {
+	s := xs.s
 	prof := s.profiles.Get(t.Profile)
 	if prof == nil {
 		return nil
 	}
-	l, made := s.kept.mirror(t.ID)
+	l, made := s.runs.kept.mirror(t.ID)
 	if !made {
 		return l
 	}
 	go func() {
-		defer s.kept.let(l) // a follower that comes later mirrors it again, or reads the store
+		defer s.runs.kept.let(l) // a follower that comes later mirrors it again, or reads the store
 		defer l.endMirror()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -659,21 +660,22 @@ func (s *Service) mirror(p principal.Principal, t Task) *liveOutput {
 				}
 			}
 		}()
-		s.runMirror(ctx, p, t.ID, l)
+		s.runs.runMirror(ctx, p, t.ID, l)
 	}()
 	return l
 }
 
 // runMirror follows task id in its sandbox into l until the execution ends there, the task
 // ends, or ctx does.
-func (s *Service) runMirror(ctx context.Context, p principal.Principal, id string, l *liveOutput) {
+func (xs *executions) runMirror(ctx context.Context, p principal.Principal, id string, l *liveOutput) {
+	s := xs.s
 	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 2*time.Second) {
 		t, err := s.store.GetTask(ctx, id, "")
 		if err != nil || t.FinishedAt != nil {
 			return
 		}
 		if t.StartedAt != nil {
-			x, done, err := s.executionsOf(ctx, p, t)
+			x, done, err := s.runs.executionsOf(ctx, p, t)
 			if err != nil && fault.KindOf(err) != fault.NotFound {
 				return // its provider keeps no executions, or the sandbox cannot be reached
 			}

@@ -19,7 +19,8 @@ type outputs struct {
 	limit          int64 // of each stream, and of the results together
 }
 
-func (s *Service) newOutputs(live *liveOutput) *outputs {
+func (xs *executions) newOutputs(live *liveOutput) *outputs {
+	s := xs.s
 	o := &outputs{stdout: execute.NewCapture(s.maxOutput()), stderr: execute.NewCapture(s.maxOutput()), limit: s.maxOutput()}
 	if live != nil {
 		o.liveOut = &liveWriter{l: live, stream: StreamStdout}
@@ -64,7 +65,8 @@ type ended struct {
 }
 
 // resultOf turns how an execution ended into its Result; a machinery failure is an error.
-func (s *Service) resultOf(e ended) (*Result, error) {
+func (xs *executions) resultOf(e ended) (*Result, error) {
+	s := xs.s
 	res := &Result{Status: ResultCompleted, SessionID: e.sessionID, TaskID: e.taskID, Notice: e.notice, Warnings: e.warnings, DurationMS: e.elapsed.Milliseconds()}
 	if res.Warnings == nil {
 		res.Warnings = []string{}

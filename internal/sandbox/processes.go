@@ -40,7 +40,7 @@ func (j *execJob) startProcess(ctx context.Context) {
 		// refusal and no task stays.
 		if !isRefusal(err) || cancelled || !j.withdraw(bg) {
 			c.SessionID, c.Unlock = j.sess.ID, j.place
-			s.recordCompletion(bg, j.req.Task.ID, c)
+			s.runs.recordCompletion(bg, j.req.Task.ID, c)
 		}
 		s.forgetCancelled(j.req.Task.ID)
 		if j.live != nil {
@@ -60,7 +60,7 @@ func (j *execJob) startProcess(ctx context.Context) {
 	}
 	t := j.req.Task
 	t.PID, t.SessionID = info.PID, j.sess.ID
-	s.watchProcess(t, j.prof, sb, j.live)
+	s.runs.watchProcess(t, j.prof, sb, j.live)
 }
 
 // start takes the job's turn in its session's line, readies the sandbox and starts the
@@ -100,10 +100,11 @@ func (j *execJob) start(ctx context.Context) (providers.ProcessInfo, providers.S
 // records its completion; it touches the session while the process runs (it counts as use).
 // It closes sb. When this gateway stops meanwhile it leaves the task running: another replica
 // (or this one, started again) adopts it.
-func (s *Service) watchProcess(t store.Task, prof *Profile, sb providers.Sandbox, live *liveOutput) {
-	s.adopting.Add(1)
+func (xs *executions) watchProcess(t store.Task, prof *Profile, sb providers.Sandbox, live *liveOutput) {
+	s := xs.s
+	s.runs.adopting.Add(1)
 	go func() {
-		defer s.adopting.Done()
+		defer s.runs.adopting.Done()
 		defer func() { _ = sb.Close() }()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -114,9 +115,9 @@ func (s *Service) watchProcess(t store.Task, prof *Profile, sb providers.Sandbox
 			case <-ctx.Done():
 			}
 		}()
-		go s.keepTouched(ctx, t.SessionID, prof.IdleTimeout)
-		s.followToEnd(ctx, t, sb, live, "", func(why string) {
-			s.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
+		go s.runs.keepTouched(ctx, t.SessionID, prof.IdleTimeout)
+		s.runs.followToEnd(ctx, t, sb, live, "", func(why string) {
+			s.runs.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
 				Error: "the background process was lost: " + why})
 		})
 	}()
@@ -124,7 +125,8 @@ func (s *Service) watchProcess(t store.Task, prof *Profile, sb providers.Sandbox
 
 // keepTouched records a use of session id every third of idle (at most every minute) until
 // ctx ends: a running background process counts as use.
-func (s *Service) keepTouched(ctx context.Context, id string, idle time.Duration) {
+func (xs *executions) keepTouched(ctx context.Context, id string, idle time.Duration) {
+	s := xs.s
 	every := min(max(idle/3, time.Second), time.Minute)
 	tick := s.clock.NewTicker(every)
 	defer tick.Stop()
@@ -144,7 +146,8 @@ func (s *Service) keepTouched(ctx context.Context, id string, idle time.Duration
 // completion (with notice), or calls lost with the reason it cannot be followed; the output
 // goes to live, which it finishes. When ctx ends first (this gateway stops) nothing is
 // recorded: the task is left for another runner to adopt.
-func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sandbox, live *liveOutput, notice string, lost func(why string)) {
+func (xs *executions) followToEnd(ctx context.Context, t store.Task, sb providers.Sandbox, live *liveOutput, notice string, lost func(why string)) {
+	s := xs.s
 	r, ok := sb.(providers.Reattacher)
 	if !ok {
 		live.finish(nil, fault.New(fault.Capability, "the sandbox does not keep executions"))
@@ -154,7 +157,7 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 	if live.notice != "" {
 		notice = joinNotice(live.notice, notice)
 	}
-	out := s.newOutputs(live)
+	out := s.runs.newOutputs(live)
 	start := s.now()
 	st, err := r.Reattach(ctx, t.ID, out.output())
 	out.flush()
@@ -169,7 +172,7 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 		return
 	}
 	completion := store.Completion{SessionID: t.SessionID, Touch: true}
-	res, err := s.resultOf(ended{st: st, err: err, elapsed: s.since(start), out: out,
+	res, err := s.runs.resultOf(ended{st: st, err: err, elapsed: s.since(start), out: out,
 		// Stopped, or cut off because its sandbox went with a destroyed session: either way
 		// a cancellation, not a provider failure.
 		cancelled: errors.Is(err, providers.ErrExecutionStopped) || err != nil && s.wasCancelled(t.ID),
@@ -180,15 +183,16 @@ func (s *Service) followToEnd(ctx context.Context, t store.Task, sb providers.Sa
 		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded its timeout", t.Operation), s.cancelReason(t.ID))
 	}
 	live.noteDropped(&completion, res)
-	s.recordCompletion(ctx, t.ID, completion)
+	s.runs.recordCompletion(ctx, t.ID, completion)
 	live.finish(res, err)
 }
 
 // stopProcess stops background process t in its sandbox, wherever it is followed; the
 // follower records how it ended. A process that is not (or no longer) kept there is not an
 // error.
-func (s *Service) stopProcess(ctx context.Context, p principal.Principal, t store.Task) error {
-	x, done, err := s.executionsOf(ctx, p, t)
+func (xs *executions) stopProcess(ctx context.Context, p principal.Principal, t store.Task) error {
+	s := xs.s
+	x, done, err := s.runs.executionsOf(ctx, p, t)
 	if err != nil {
 		return err
 	}
@@ -202,7 +206,8 @@ func (s *Service) stopProcess(ctx context.Context, p principal.Principal, t stor
 // executionsOf attaches to the sandbox of task t's session, for p, as a keeper of
 // executions; done closes the handle. Errors: fault.NotFound when the session or its sandbox
 // is gone, fault.Capability when its provider keeps no executions, the attach's.
-func (s *Service) executionsOf(ctx context.Context, p principal.Principal, t store.Task) (providers.Executions, func(), error) {
+func (xs *executions) executionsOf(ctx context.Context, p principal.Principal, t store.Task) (providers.Executions, func(), error) {
+	s := xs.s
 	prof := s.profiles.Get(t.Profile)
 	if prof == nil {
 		return nil, nil, fault.New(fault.NotFound, "task '%s' ran in profile '%s', which this gateway does not serve", t.ID, t.Profile)
@@ -252,7 +257,7 @@ const inputWait = 30 * time.Second
 // keeps no executions; fault.Policy as GetTask.
 func (s *Service) WriteStdin(ctx context.Context, p principal.Principal, id string, in io.Reader, eof bool) (int64, error) {
 	var n int64
-	err := s.withExecution(ctx, p, id, func(x providers.Executions) error {
+	err := s.runs.withExecution(ctx, p, id, func(x providers.Executions) error {
 		var err error
 		n, err = x.WriteStdin(ctx, id, in, eof)
 		return err
@@ -267,7 +272,7 @@ func (s *Service) Resize(ctx context.Context, p principal.Principal, id string, 
 	if size.Rows < 1 || size.Cols < 1 || size.Rows > 1000 || size.Cols > 1000 {
 		return fault.New(fault.Validation, "a terminal needs rows and cols from 1 to 1000")
 	}
-	return s.withExecution(ctx, p, id, func(x providers.Executions) error {
+	return s.runs.withExecution(ctx, p, id, func(x providers.Executions) error {
 		return x.Resize(ctx, id, providers.TermSize{Rows: size.Rows, Cols: size.Cols})
 	})
 }
@@ -275,7 +280,8 @@ func (s *Service) Resize(ctx context.Context, p principal.Principal, id string, 
 // endedMeanwhile is the Conflict for task id when its execution ended while an input was
 // being given to it (the program exited as the write or resize reached it, and the task's
 // completion is being recorded): nil while it still runs.
-func (s *Service) endedMeanwhile(ctx context.Context, id string) error {
+func (xs *executions) endedMeanwhile(ctx context.Context, id string) error {
+	s := xs.s
 	for range 20 {
 		t, err := s.store.GetTask(ctx, id, "")
 		if err != nil {
@@ -294,7 +300,8 @@ func (s *Service) endedMeanwhile(ctx context.Context, id string) error {
 // withExecution runs fn on the sandbox that keeps task id's execution, once the task runs;
 // fn's fault.NotFound while the task is still unfinished means the execution has not reached
 // its sandbox yet, and fn is tried again (until inputWait).
-func (s *Service) withExecution(ctx context.Context, p principal.Principal, id string, fn func(providers.Executions) error) error {
+func (xs *executions) withExecution(ctx context.Context, p principal.Principal, id string, fn func(providers.Executions) error) error {
+	s := xs.s
 	deadline := s.clock.NewTimer(inputWait)
 	defer deadline.Stop()
 	for expired := false; ; {
@@ -313,7 +320,7 @@ func (s *Service) withExecution(ctx context.Context, p principal.Principal, id s
 		}
 		err = nil
 		if t.StartedAt != nil {
-			x, done, aerr := s.executionsOf(ctx, p, t)
+			x, done, aerr := s.runs.executionsOf(ctx, p, t)
 			if aerr != nil && fault.KindOf(aerr) != fault.NotFound {
 				return aerr
 			}
@@ -327,7 +334,7 @@ func (s *Service) withExecution(ctx context.Context, p principal.Principal, id s
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
-					if ended := s.endedMeanwhile(ctx, id); ended != nil {
+					if ended := s.runs.endedMeanwhile(ctx, id); ended != nil {
 						return ended
 					}
 					return classify(err, fault.Provision)

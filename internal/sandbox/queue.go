@@ -10,7 +10,8 @@ import (
 
 // awaitQueuedProcess waits up to wait (at least 30 s: the start is the answer) for a queued
 // background process to start on a worker, or to fail to, and returns its task.
-func (s *Service) awaitQueuedProcess(ctx context.Context, p principal.Principal, id string, wait time.Duration) (Outcome, error) {
+func (xs *executions) awaitQueuedProcess(ctx context.Context, p principal.Principal, id string, wait time.Duration) (Outcome, error) {
+	s := xs.s
 	deadline := s.clock.NewTimer(max(wait, 30*time.Second))
 	defer deadline.Stop()
 	for expired := false; ; {

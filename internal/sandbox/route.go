@@ -20,8 +20,9 @@ import (
 //   - queueRoute (queue flavor) records the task and sends the request to the worker fleet,
 //     then waits for the completion in the store.
 //
-// Either way a broker hands the request to the executor (below): on this process, or on the
-// worker whose queue handler submitted the delivered request to its own broker.
+// Either way a broker hands the request to its Executor (executions, below): on this
+// process, or on the worker whose queue handler submitted the delivered request to its own
+// broker.
 
 // execRoute is how an execution reaches where it runs.
 type execRoute interface {
@@ -43,7 +44,8 @@ func newRoute(s *Service, q Queue) execRoute {
 
 // quotaOf is the limit of unfinished tasks j counts against, and the fault for being over
 // it: background processes and executions have their own quotas.
-func (s *Service) quotaOf(j *execJob) (int, error) {
+func (xs *executions) quotaOf(j *execJob) (int, error) {
+	s := xs.s
 	p := j.req.Principal
 	if j.req.Background {
 		return s.backgroundLimit(p), s.backgroundQuotaErr(p)
@@ -61,7 +63,7 @@ func (r localRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 	if err := r.begin(ctx, j); err != nil {
 		return Outcome{}, err
 	}
-	j.live = s.kept.start(task.ID)
+	j.live = s.runs.kept.start(task.ID)
 	if j.started != nil {
 		j.started(task.ID)
 	}
@@ -75,7 +77,7 @@ func (r localRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 		j.live.finish(nil, err)
 		c := failedCompletion(err)
 		c.Unlock = j.place // the job never started
-		s.recordCompletion(context.WithoutCancel(ctx), task.ID, c)
+		s.runs.recordCompletion(context.WithoutCancel(ctx), task.ID, c)
 		return Outcome{}, err
 	}
 	switch {
@@ -83,7 +85,7 @@ func (r localRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 		if a := <-j.answer; a.err != nil {
 			return Outcome{}, a.err
 		}
-		return s.taskOutcome(ctx, j)
+		return s.runs.taskOutcome(ctx, j)
 	case done:
 		a := <-j.answer
 		if a.err != nil {
@@ -96,7 +98,7 @@ func (r localRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 	if err := s.store.PromoteTask(context.WithoutCancel(ctx), task.ID); err != nil {
 		s.log.Error("recording task promotion failed", "task_id", task.ID, "err", err)
 	}
-	return s.taskOutcome(ctx, j)
+	return s.runs.taskOutcome(ctx, j)
 }
 
 // begin records j's task and, for a session, takes its place in the session's line in the
@@ -104,7 +106,7 @@ func (r localRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 // step 5). A session that takes no new work (paused by its owner, closed) records nothing.
 func (r localRoute) begin(ctx context.Context, j *execJob) error {
 	s, task := r.s, j.req.Task
-	limit, overQuota := s.quotaOf(j)
+	limit, overQuota := s.runs.quotaOf(j)
 	begun, err := s.store.BeginTask(ctx, task, store.Admission{Limit: limit, Lock: !j.req.Ephemeral, WakesPaused: j.prof.AutoResume})
 	switch {
 	case err == nil:
@@ -131,7 +133,8 @@ func (r localRoute) begin(ctx context.Context, j *execJob) error {
 
 // taskOutcome is the answer of a call that ends with j's task (promoted, or a started
 // background process).
-func (s *Service) taskOutcome(ctx context.Context, j *execJob) (Outcome, error) {
+func (xs *executions) taskOutcome(ctx context.Context, j *execJob) (Outcome, error) {
+	s := xs.s
 	t, err := s.GetTask(context.WithoutCancel(ctx), j.req.Principal, j.req.TaskID)
 	if err != nil {
 		return Outcome{}, err
@@ -157,7 +160,7 @@ func (r queueRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 	if err := r.admits(ctx, j); err != nil {
 		return Outcome{}, err
 	}
-	limit, overQuota := s.quotaOf(j)
+	limit, overQuota := s.runs.quotaOf(j)
 	if err := r.q.Enqueue(ctx, j.req.Task, limit, j.req); err != nil {
 		if errors.Is(err, store.ErrQuota) {
 			return Outcome{}, overQuota
@@ -168,7 +171,7 @@ func (r queueRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 		j.started(id)
 	}
 	if j.req.Background {
-		return s.awaitQueuedProcess(ctx, j.req.Principal, id, wait)
+		return s.runs.awaitQueuedProcess(ctx, j.req.Principal, id, wait)
 	}
 	finished, err := r.q.Wait(ctx, id, wait)
 	if err != nil {
@@ -179,7 +182,7 @@ func (r queueRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 		if err := s.store.PromoteTask(bg, id); err != nil {
 			s.log.Error("recording task promotion failed", "task_id", id, "err", err)
 		}
-		return s.taskOutcome(ctx, j)
+		return s.runs.taskOutcome(ctx, j)
 	}
 	t, err := s.GetTask(bg, j.req.Principal, id)
 	if err != nil {
@@ -210,24 +213,40 @@ func (r queueRoute) admits(ctx context.Context, j *execJob) error {
 	return nil
 }
 
-// executor is the domain's broker.Executor: it runs a request submitted on this process —
-// its job, with the submission's state, waits in jobs — or delivered from a queue (a job
-// made from the request alone, deliveredJob).
-type executor struct {
-	s    *Service
+// executions is the execution room inside the facade package (a step towards its own
+// package, internal/sandbox/execute): it submits executions on their route, is the broker's
+// Executor — running a request submitted on this process (its job, with the submission's
+// state, waits in jobs) or delivered from a queue (a job made from the request alone,
+// deliveredJob) — captures their output (output.go), keeps it for followers (kept.go,
+// live.go), records their completions, retrying what the store refused (completion.go), and
+// follows background processes and adopted tasks to their end (processes.go, adopt.go). Its
+// methods reach the rest of the domain through s.
+type executions struct {
+	s     *Service
+	route execRoute // where submitted executions go: chosen once, in New
+
 	mu   sync.Mutex
 	jobs map[string]*execJob // by task id, from submission until the broker starts them
+
+	kept     *keptOutputs   // the output of executions kept in memory for followers (kept.go)
+	adopting sync.WaitGroup // tasks of stopped runners being followed to their end (adopt.go)
+
+	// Completions the store refused wait in spool (nil: in memory) and are retried in the
+	// background (completion.go) until Close: retrying counts them.
+	spool    Spool
+	retrying sync.WaitGroup
+	badSpool sync.Map // task id → struct{}: spool records found unreadable (said once)
 }
 
 // hold keeps j for the broker to start.
-func (x *executor) hold(j *execJob) {
+func (x *executions) hold(j *execJob) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.jobs[j.req.TaskID] = j
 }
 
 // take removes and returns the job of task id held for the broker (nil: none).
-func (x *executor) take(id string) *execJob {
+func (x *executions) take(id string) *execJob {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	j := x.jobs[id]
@@ -235,16 +254,16 @@ func (x *executor) take(id string) *execJob {
 	return j
 }
 
-// errLeft is the executor's error for an execution interrupted on this process and left
+// errLeft is the Executor's error for an execution interrupted on this process and left
 // running in its sandbox (for adoption) or for redelivery.
 var errLeft = errors.New("the execution was interrupted and left for another runner: this process is stopping")
 
 // Execute runs req to its end and records its completion (broker.Executor).
-func (x *executor) Execute(ctx context.Context, req broker.Request) error {
+func (x *executions) Execute(ctx context.Context, req broker.Request) error {
 	j := x.take(req.TaskID)
 	if j == nil {
 		var err error
-		if j, err = x.s.deliveredJob(ctx, req); j == nil {
+		if j, err = x.s.runs.deliveredJob(ctx, req); j == nil {
 			return err
 		}
 	}
@@ -262,7 +281,8 @@ func (x *executor) Execute(ctx context.Context, req broker.Request) error {
 // deliveredJob is the job of a request a queue worker received (the queue flavor admitted
 // it: deduplication, per-session order, the attempts cap). A request for a profile this
 // worker does not have fails its task here (no job; the error is the store's).
-func (s *Service) deliveredJob(ctx context.Context, req broker.Request) (*execJob, error) {
+func (xs *executions) deliveredJob(ctx context.Context, req broker.Request) (*execJob, error) {
+	s := xs.s
 	prof, ok := s.profiles.Lookup(req.Profile)
 	if !ok {
 		_, err := s.store.FinishTask(ctx, req.TaskID, store.Completion{Status: TaskFailed, ErrorType: string(fault.Config),
@@ -270,10 +290,10 @@ func (s *Service) deliveredJob(ctx context.Context, req broker.Request) (*execJo
 		return nil, err
 	}
 	sess := store.Session{ID: req.SessionID, OwnerID: req.Principal.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope}
-	j := s.newJob(req, prof, sess)
+	j := s.runs.newJob(req, prof, sess)
 	if req.Background {
 		// Started here and followed here until it ends; the delivery is done once it runs.
-		j.live = s.kept.start(req.TaskID)
+		j.live = s.runs.kept.start(req.TaskID)
 	}
 	return j, nil
 }

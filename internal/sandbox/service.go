@@ -55,10 +55,8 @@ type Options struct {
 type Service struct {
 	cfg      Settings
 	store    store.Store
-	spool    Spool
 	broker   broker.Broker // runs executions on this process, through runs
-	runs     *executor     // the broker's Executor (route.go)
-	route    execRoute     // where submitted executions go (route.go): chosen once, in New
+	runs     *executions   // the execution room: route, job, output, completion (route.go)
 	runnerID string
 	hostname string
 	clock    Clock
@@ -83,17 +81,12 @@ type Service struct {
 	mu        sync.Mutex
 	cancelled map[string]string // tasks cancelled by a caller (vs. shutdown), with why
 
-	kept     *keptOutputs   // the output of executions kept in memory for followers (kept.go)
-	adopting sync.WaitGroup // tasks of stopped runners being followed to their end (adopt.go)
-
 	linkKeyCache // the share links' key (preview.go)
 
-	// Completions the store refused are retried in the background (completion.go) until
-	// Close: closing stops them, retrying counts them.
+	// closing ends at Close: completions being retried (completion.go), adopted tasks and
+	// background processes being followed stop.
 	closing   chan struct{}
 	closeOnce sync.Once
-	retrying  sync.WaitGroup
-	badSpool  sync.Map // task id → struct{}: spool records found unreadable (said once)
 
 	// outage is how this replica saw the store lately (sweeper.go): a sweep reports no
 	// runner lost until every runner had lost_after to beat again after an outage.
@@ -104,7 +97,7 @@ type Service struct {
 // returns the Service.
 func New(opts Options) (*Service, error) {
 	s := &Service{
-		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, runnerID: opts.RunnerID, hostname: opts.Hostname,
+		cfg: opts.Settings.withDefaults(), store: opts.Store, runnerID: opts.RunnerID, hostname: opts.Hostname,
 		newID: opts.NewID, log: opts.Logger, sessionIDs: newSessionIdentities(),
 		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
 		keyRevoked: opts.KeyRevoked,
@@ -129,14 +122,14 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.runs = &executor{s: s, jobs: map[string]*execJob{}}
+	s.runs = &executions{s: s, jobs: map[string]*execJob{}, spool: opts.Spool}
 	if s.broker, err = broker.New(opts.Broker, s.runs); err != nil {
 		return nil, err
 	}
-	s.route = newRoute(s, opts.Queue)
+	s.runs.route = newRoute(s, opts.Queue)
 	s.profiles = profiles
 	s.principals = newPrincipalRecorder(s.store, s.now)
-	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd, s.clock)
+	s.runs.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.runs.storedEnd, s.clock)
 	return s, nil
 }
 
@@ -168,9 +161,9 @@ func (s *Service) Profiles(p principal.Principal) []*Profile { return s.profiles
 func (s *Service) Close(ctx context.Context) error {
 	err := s.broker.Close(ctx)
 	s.stopRetries(ctx)
-	s.adopting.Wait() // stopRetries closed s.closing: adopted tasks stop being followed
+	s.runs.adopting.Wait() // stopRetries closed s.closing: adopted tasks stop being followed
 	s.waitTrims()
-	s.kept.close()
+	s.runs.kept.close()
 	for _, prof := range s.profiles.All() {
 		if c, ok := prof.Provider.(io.Closer); ok {
 			if cerr := c.Close(); cerr != nil {

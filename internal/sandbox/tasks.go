@@ -167,7 +167,7 @@ func (s *Service) cancelTask(ctx context.Context, p principal.Principal, id, rea
 		// A running background process is kept by its sandbox, not by a broker: stop it
 		// there, from any replica; its follower records the end. (One still starting is also
 		// cancelled in the broker below: its job stops it once started.)
-		if err := s.stopProcess(ctx, p, t); err != nil {
+		if err := s.runs.stopProcess(ctx, p, t); err != nil {
 			s.log.Warn("stopping a background process failed", "task_id", id, "err", err)
 		}
 	}
