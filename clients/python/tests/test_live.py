@@ -236,7 +236,8 @@ def test_pause_resume_and_snapshots(gateway: sandgate.Gateway, docker_profile: s
 @pytest.mark.skipif(not contract_has("CreateSessionRequest", "env"), reason="needs the session options of issue 37 (branch ergo-api)")
 def test_env_and_timeout_at_create(gateway: sandgate.Gateway) -> None:
     with sandgate.Sandbox.create(env={"TEAM": "ml"}, timeout=600, gateway=gateway) as sbx:
-        assert sbx.info.raw.get("env") == {"TEAM": "ml"}
+        assert sbx.info.env_names == ["TEAM"] and sbx.info.expires_at and sbx.info.on_expiry == "destroy"
+        assert "ml" not in str(sbx.get_info().raw), "values are never shown"
         assert sbx.commands.run("echo $TEAM").stdout == "ml\n"
         assert sbx.commands.run("echo $TEAM", envs={"TEAM": "ops"}).stdout == "ops\n"
         assert sbx.run_code("import os; os.environ['TEAM']").text == "'ml'"
@@ -246,8 +247,14 @@ def test_env_and_timeout_at_create(gateway: sandgate.Gateway) -> None:
                     reason="needs PATCH /v1/sessions/{id} of issue 37 (branch ergo-api)")
 def test_relabel(sbx: sandgate.Sandbox) -> None:
     tag = uuid.uuid4().hex
-    assert sbx.update(name="renamed", labels={"suite": tag}).labels == {"suite": tag}
+    first = sbx.info.labels
+    assert sbx.update(name="renamed", labels={"suite": tag}).labels == {**first, "suite": tag}
     assert [s.name for s in sandgate.Sandbox.list(labels={"suite": tag}, gateway=sbx.gateway)] == ["renamed"]
+    assert sbx.update(labels={k: None for k in first}).labels == {"suite": tag}
+    assert sbx.set_timeout(3600).expires_at
+    assert sbx.set_timeout(0).expires_at is None
+    sbx.commands.run("true")
+    assert {t.session_id for t in sbx.gateway.tasks(labels={"suite": tag})} == {sbx.id}
 
 
 def test_agent_tools_openai_and_anthropic(gateway: sandgate.Gateway, sbx: sandgate.Sandbox) -> None:

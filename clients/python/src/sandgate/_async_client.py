@@ -294,19 +294,23 @@ class AsyncGateway:
         name: str | None = None,
         labels: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
-        timeout_s: float | None = None,
+        timeout_s: int | None = None,
+        on_expiry: Literal["destroy", "pause"] | None = None,
         cpu: float | None = None,
         memory_mb: int | None = None,
         from_snapshot: str | None = None,
     ) -> Session:
-        """``POST /v1/sessions``. ``env``, ``timeout_s`` (lifetime), ``cpu`` and ``memory_mb``
-        need a gateway with the session options of issue 37; they are sent only when given."""
+        """``POST /v1/sessions``. ``env`` (variables of every execution; never shown again:
+        ``env_names`` lists them), ``timeout_s`` (a lifetime in seconds, ended as ``on_expiry``
+        says), ``cpu`` and ``memory_mb`` (within the profile's policy) need a gateway with the
+        session options of issue 37; they are sent only when given."""
         body = {
             "profile": profile,
             "name": name,
             "labels": labels,
             "env": env,
             "timeout_s": timeout_s,
+            "on_expiry": on_expiry,
             "cpu": cpu,
             "memory_mb": memory_mb,
             "from_snapshot": from_snapshot,
@@ -333,17 +337,21 @@ class AsyncGateway:
     async def get_session(self, session_id: str, *, profile: str | None = None) -> Session:
         return Session.from_json(await self._json(request_for("getSession", {"session_id": session_id}, query={"profile": profile})))
 
-    async def update_session(self, session_id: str, *, name: str | None = None, labels: dict[str, str] | None = None) -> Session:
-        """``PATCH /v1/sessions/{id}``: rename or relabel (a gateway with issue 37's labels)."""
-        return Session.from_json(
-            await self._json(request_for("updateSession", {"session_id": session_id}, body={"name": name, "labels": labels}))
-        )
-
-    async def extend_session(self, session_id: str, timeout_s: float) -> Session:
-        """Extends a session's lifetime to ``timeout_s`` seconds from now (issue 37's lifetimes)."""
-        return Session.from_json(
-            await self._json(request_for("extendSession", {"session_id": session_id}, body={"timeout_s": timeout_s}))
-        )
+    async def update_session(
+        self,
+        session_id: str,
+        *,
+        name: str | None = None,
+        labels: dict[str, str | None] | None = None,
+        timeout_s: int | None = None,
+    ) -> Session:
+        """``PATCH /v1/sessions/{id}`` (a JSON merge patch; needs issue 37's gateway): ``name``
+        replaces the name ("" clears it), ``labels`` merge into the labels (a value of None
+        removes that label), ``timeout_s`` sets the lifetime anew from now (0: none). What is
+        not given is kept."""
+        body = {"name": name, "labels": labels, "timeout_s": timeout_s}
+        req = request_for("updateSession", {"session_id": session_id}, body=body, headers={"Content-Type": "application/merge-patch+json"})
+        return Session.from_json(await self._json(req))
 
     async def delete_session(self, session_id: str) -> dict[str, Any]:
         """``DELETE /v1/sessions/{id}``: ``{"session_id", "destroyed"}`` (false: removal retried)."""
@@ -375,9 +383,12 @@ class AsyncGateway:
         """A handle on task ``task_id`` (no request is made)."""
         return AsyncTask(self, task_id, session_id=session_id, background=background)
 
-    async def tasks(self, *, status: str | None = None, session_id: str | None = None) -> list[TaskInfo]:
-        """``GET /v1/tasks`` (every page), newest first."""
-        rows = await self._pages("listTasks", "tasks", [(k, v) for k, v in (("status", status), ("session_id", session_id)) if v])
+    async def tasks(self, *, status: str | None = None, session_id: str | None = None, labels: dict[str, str] | None = None) -> list[TaskInfo]:
+        """``GET /v1/tasks`` (every page), newest first; ``labels`` selects the tasks of
+        sessions carrying all of them (a gateway with issue 37's label selectors)."""
+        q: list[tuple[str, Any]] = [(k, v) for k, v in (("status", status), ("session_id", session_id)) if v]
+        q += [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+        rows = await self._pages("listTasks", "tasks", q)
         return [TaskInfo.from_json(t) for t in rows]
 
     async def snapshots(self, *, session_id: str | None = None, all: bool | None = None) -> list[Snapshot]:
@@ -627,12 +638,14 @@ class AsyncPorts:
         method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "GET",
         content: bytes | None = None,
         headers: dict[str, str] | None = None,
+        params: dict[str, str] | None = None,
     ) -> httpx.Response:
-        """Sends a request to ``port`` inside the sandbox and answers its response as is."""
+        """Sends a request to ``port`` inside the sandbox (``params`` is the server's query
+        string) and answers its response as is, whatever its status."""
         op = {"GET": "previewPortGet", "POST": "previewPortPost", "PUT": "previewPortPut", "PATCH": "previewPortPatch", "DELETE": "previewPortDelete"}[method]
-        req = self._s._req(op, port=port, path=path.lstrip("/"), content=content, headers=headers)
+        req = request_for(op, {"session_id": self._s.id, "port": port, "path": path.lstrip("/")})
         h = {"Authorization": "Bearer " + self._s.gateway._token(), **(headers or {})}
-        return await self._s.gateway._http.request(req.method, req.path, params=req.params, content=content, headers=h)
+        return await self._s.gateway._http.request(req.method, req.path, params=params, content=content, headers=h)
 
 
 class AsyncSandbox:
@@ -671,7 +684,8 @@ class AsyncSandbox:
         name: str | None = None,
         labels: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
-        timeout: float | None = None,
+        timeout: int | None = None,
+        on_expiry: Literal["destroy", "pause"] | None = None,
         cpu: float | None = None,
         memory_mb: int | None = None,
         from_snapshot: str | None = None,
@@ -680,13 +694,14 @@ class AsyncSandbox:
     ) -> AsyncSandbox:
         """Creates a session (``POST /v1/sessions``). ``profile`` defaults to the gateway's
         default; ``env`` applies to every execution; ``timeout`` is the session's lifetime in
-        seconds. ``connection`` (url, token, api_key, …) makes an AsyncGateway unless
-        ``gateway`` is given."""
+        seconds (then ``on_expiry``: destroy or pause); ``cpu``/``memory_mb`` size its sandbox
+        within the profile's policy (the last five need issue 37's gateway). ``connection``
+        (url, token, api_key, …) makes an AsyncGateway unless ``gateway`` is given."""
         g = gateway or AsyncGateway(**connection)
         try:
             info = await g.create_session(
-                profile=profile, name=name, labels=labels, env=env, timeout_s=timeout, cpu=cpu,
-                memory_mb=memory_mb, from_snapshot=from_snapshot,
+                profile=profile, name=name, labels=labels, env=env, timeout_s=timeout, on_expiry=on_expiry,
+                cpu=cpu, memory_mb=memory_mb, from_snapshot=from_snapshot,
             )
         except BaseException:
             if gateway is None:
@@ -747,14 +762,16 @@ class AsyncSandbox:
         self.info = Session.from_json(await self.gateway._json(self._req("getSession")))
         return self.info
 
-    async def update(self, *, name: str | None = None, labels: dict[str, str] | None = None) -> Session:
-        """Renames or relabels the session (``PATCH``; needs issue 37's gateway)."""
+    async def update(self, *, name: str | None = None, labels: dict[str, str | None] | None = None) -> Session:
+        """Renames or relabels the session (``PATCH``, merged: a label set to None is
+        removed; needs issue 37's gateway)."""
         self.info = await self.gateway.update_session(self.id, name=name, labels=labels)
         return self.info
 
-    async def set_timeout(self, timeout: float) -> Session:
-        """Extends the session's lifetime to ``timeout`` seconds from now (issue 37's gateway)."""
-        self.info = await self.gateway.extend_session(self.id, timeout)
+    async def set_timeout(self, timeout: int) -> Session:
+        """Sets the session's lifetime to ``timeout`` seconds from now, extending it (0: no
+        lifetime; ``PATCH``, issue 37's gateway)."""
+        self.info = await self.gateway.update_session(self.id, timeout_s=timeout)
         return self.info
 
     async def pause(self) -> Session:

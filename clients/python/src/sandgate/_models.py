@@ -24,7 +24,10 @@ def _from(cls: type[T], d: dict[str, Any]) -> T:
 
 @dataclass(frozen=True)
 class Session:
-    """A session (sandbox): ``GET /v1/sessions/{id}``. ``state`` is none, running, paused, parked or destroy_failed."""
+    """A session (sandbox): ``GET /v1/sessions/{id}``. ``state`` is none, running, paused, parked or destroy_failed.
+
+    ``env_names``, ``expires_at``, ``on_expiry``, ``cpu`` and ``memory_mb`` come from gateways
+    with issue 37's session options (None otherwise)."""
 
     id: str
     profile: str = ""
@@ -43,9 +46,9 @@ class Session:
     paused_at: str | None = None
     parked_snapshot: str | None = None
     warnings: list[str] | None = None
-    env: dict[str, str] | None = None
-    timeout_s: float | None = None
+    env_names: list[str] | None = None
     expires_at: str | None = None
+    on_expiry: str | None = None
     cpu: float | None = None
     memory_mb: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-_CREATE_SESSION = ("from_snapshot", "profile", "name", "labels", "env", "timeout_s", "cpu", "memory_mb")
+_CREATE_SESSION = ("from_snapshot", "profile", "name", "labels", "env", "timeout_s", "on_expiry", "cpu", "memory_mb")
 _EXEC_COMMON = ("env", "timeout_s", "wait_s", "output", "stdin", "stdin_open")
 
 OPERATIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -28,8 +28,7 @@ OPERATIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "listSessions": ("GET", "/v1/sessions", ()),
     "createSession": ("POST", "/v1/sessions", _CREATE_SESSION),
     "getSession": ("GET", "/v1/sessions/{session_id}", ()),
-    "updateSession": ("PATCH", "/v1/sessions/{session_id}", ("name", "labels")),
-    "extendSession": ("POST", "/v1/sessions/{session_id}/extend", ("timeout_s",)),
+    "updateSession": ("PATCH", "/v1/sessions/{session_id}", ("name", "labels", "timeout_s")),
     "deleteSession": ("DELETE", "/v1/sessions/{session_id}", ()),
     "runCommand": ("POST", "/v1/sessions/{session_id}/commands", ("command", "cwd", "pty", "background", *_EXEC_COMMON)),
     "runCode": ("POST", "/v1/sessions/{session_id}/code", ("code", "language", "context", *_EXEC_COMMON)),
@@ -54,7 +53,7 @@ OPERATIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "previewPortDelete": ("DELETE", "/v1/sessions/{session_id}/ports/{port}/{path}", ()),
     "previewLinkGet": ("GET", "/preview/{token}/{path}", ()),
     "previewLinkPost": ("POST", "/preview/{token}/{path}", ()),
-    "createRun": ("POST", "/v1/runs", ("profile", "command", "code", "language", "env", "stdin", "timeout_s", "wait_s", "output")),
+    "createRun": ("POST", "/v1/runs", ("kind", "profile", "command", "code", "language", "env", "stdin", "timeout_s", "wait_s", "output")),
     "listFiles": ("GET", "/v1/sessions/{session_id}/files", ()),
     "writeFile": ("PUT", "/v1/sessions/{session_id}/files/{path}", ()),
     "readFile": ("GET", "/v1/sessions/{session_id}/files/{path}", ()),
@@ -69,9 +68,31 @@ OPERATIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "listAuditEvents": ("GET", "/v1/audit", ()),
 }
 
-# Operations of the ergo-api change (issue 37) that older gateways lack; the contract test
-# accepts their absence from openapi.yaml.
-OPTIONAL_OPERATIONS = frozenset({"updateSession", "extendSession"})
+# Operations of issue 37's API changes that older gateways lack; the contract test accepts
+# their absence from openapi.yaml.
+OPTIONAL_OPERATIONS = frozenset({"updateSession"})
+
+_PAGE = ("limit", "cursor")
+
+# The query parameters each operation may be sent (gateways answer 400 to others). Every
+# operation on a session also takes `profile` (to address the `default` session).
+QUERY: dict[str, tuple[str, ...]] = {
+    "listSessions": ("profile", "status", "conversation", "all", "label", *_PAGE),
+    "listTasks": ("status", "session_id", "label", *_PAGE),
+    "listSnapshots": ("session_id", "all", *_PAGE),
+    "listAPIKeys": ("all", *_PAGE),
+    "listAuditEvents": ("principal", "session_id", "kind", "api_key_id", "since", "until", *_PAGE),
+    "getAgentTools": ("format",),
+    "listFiles": ("profile", "dir"),
+    "writeTaskStdin": ("eof",),
+}
+for _op, (_, _path, _) in OPERATIONS.items():
+    # A preview's query string is the sandbox server's, passed through as is.
+    if _path.startswith("/v1/sessions/{session_id}") and "/ports/{port}/{path}" not in _path and _op not in QUERY:
+        QUERY[_op] = ("profile",)
+
+# Query parameters of issue 37 (label selectors) that older contracts lack.
+OPTIONAL_QUERY = frozenset({("listSessions", "label"), ("listTasks", "label")})
 
 RETRYABLE = frozenset(
     op for op, (method, _, _) in OPERATIONS.items() if method in ("GET", "PUT", "DELETE")
@@ -130,6 +151,9 @@ def request_for(
         raise ValueError(f"{op}: path parameters missing in {path}")
     items = query.items() if isinstance(query, dict) else (query or [])
     params = [(k, _q(v)) for k, v in items if v is not None]
+    unknown_q = {k for k, _ in params} - set(QUERY.get(op, ()))
+    if unknown_q:
+        raise ValueError(f"{op} takes no query parameter {sorted(unknown_q)}")
     js = None
     if body is not None:
         unknown = set(body) - set(fields)
