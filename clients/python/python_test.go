@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 	"github.com/sandgate/sandgate/internal/providers/docker"
@@ -119,14 +120,16 @@ func runPython(t *testing.T, env []string, args ...string) string {
 // and labels, commands with streamed output and a dropped connection resumed, stateful code
 // and rich results (a matplotlib PNG on docker), files byte-exact, background tasks waited
 // for and cancelled, standard input, typed problems, Retry-After on a rate-limited gateway,
-// pause, resume and snapshots, and the agent tools helper.
+// pause, resume and snapshots, the agent tools helper, and the CLI's cached login refreshed
+// through the development issuer.
 func TestClientLive(t *testing.T) {
 	requirePython(t)
 	image := dockerImage(t)
 	env := start(t, image, nil)
 	limited := start(t, "", func(q *config.Quotas) { q.RequestsPerSecond, q.RequestsBurst = 2, 2 })
 	pyEnv := append(pythonEnv(t, env, "py-user"), "SANDGATE_TEST_RATE_LIMITED_URL="+limited.URL,
-		"SANDGATE_TEST_RATE_LIMITED_TOKEN="+limited.Token("py-limited"))
+		"SANDGATE_TEST_RATE_LIMITED_TOKEN="+limited.Token("py-limited"),
+		"SANDGATE_TEST_ISSUER="+env.Issuer.URL(), "SANDGATE_TEST_CLIENT_ID="+devissuer.ClientID)
 	if image != "" {
 		pyEnv = append(pyEnv, "SANDGATE_TEST_DOCKER_PROFILE=docker")
 	}

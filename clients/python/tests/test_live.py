@@ -4,8 +4,10 @@ destroys it."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -15,6 +17,7 @@ import pytest
 import yaml
 
 import sandgate
+from sandgate._config import _parse_time
 from sandgate.agent import AgentTools, AsyncAgentTools
 
 from .conftest import require
@@ -323,3 +326,41 @@ def test_threads_share_a_gateway(gateway: sandgate.Gateway, sbx: sandgate.Sandbo
     for t in threads:
         t.join()
     assert sorted(results) == [f"{i}\n" for i in range(4)]
+
+
+def test_cached_login_is_used_and_refreshed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The token `sandgate login` caches is used without SANDGATE_TOKEN, refreshed with its
+    refresh token once expired, and saved back for the user alone."""
+    issuer = os.environ.get("SANDGATE_TEST_ISSUER", "")
+    require(bool(issuer), "no development issuer (SANDGATE_TEST_ISSUER): the Go test names its gateway's")
+    client_id = os.environ["SANDGATE_TEST_CLIENT_ID"]
+    url = os.environ["SANDGATE_URL"]
+    # The device flow, as `sandgate login --flow device` and a user at the form do it.
+    dev = httpx.post(issuer + "/device_authorization", data={"client_id": client_id, "scope": "openid offline_access"}).json()
+    approve = httpx.post(issuer + "/device", data={"user_code": dev["user_code"], "sub": "py-cached", "groups": "dev"})
+    assert approve.status_code == 200
+    tok = httpx.post(issuer + "/token", data={
+        "grant_type": "urn:ietf:params:oauth:grant-type:device_code", "device_code": dev["device_code"], "client_id": client_id,
+    }).json()
+    assert tok.get("refresh_token"), tok
+    cache = tmp_path / "sandgate" / "credentials.json"
+    cache.parent.mkdir(mode=0o700)
+    cache.write_text(json.dumps({"current": url, "servers": {url: {
+        "issuer": issuer, "client_id": client_id, "token_url": issuer + "/token", "scopes": ["openid", "offline_access"],
+        "bearer": tok["id_token"], "refresh_token": tok["refresh_token"], "expiry": "2020-01-01T00:00:00Z", "subject": "py-cached",
+    }}}))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("SANDGATE_TOKEN")
+    monkeypatch.delenv("SANDGATE_URL")  # the gateway signed in to last
+    with sandgate.Gateway() as g:
+        assert g.url == url
+        assert g.me()["subject"] == "py-cached"
+    saved = json.loads(cache.read_text())["servers"][url]
+    assert _parse_time(saved["expiry"]) > time.time() + 3600, "the refreshed token's expiry is saved"
+    assert saved["refresh_token"] and saved["bearer"]
+    assert cache.stat().st_mode & 0o777 == 0o600
+    # Both variables set: refused, as the CLI refuses it.
+    monkeypatch.setenv("SANDGATE_TOKEN", "a")
+    monkeypatch.setenv("SANDGATE_API_KEY", "sgk_b")
+    with pytest.raises(sandgate.ConfigurationError):
+        sandgate.Gateway()
