@@ -126,7 +126,7 @@ func TestClientLive(t *testing.T) {
 	requirePython(t)
 	image := dockerImage(t)
 	env := start(t, image, nil)
-	limited := start(t, "", func(q *config.Quotas) { q.RequestsPerSecond, q.RequestsBurst = 2, 2 })
+	limited := start(t, "", func(q *config.Quotas) { q.RequestsPerSecond, q.RequestsBurst = 0.5, 2 })
 	pyEnv := append(pythonEnv(t, env, "py-user"), "SANDGATE_TEST_RATE_LIMITED_URL="+limited.URL,
 		"SANDGATE_TEST_RATE_LIMITED_TOKEN="+limited.Token("py-limited"),
 		"SANDGATE_TEST_ISSUER="+env.Issuer.URL(), "SANDGATE_TEST_CLIENT_ID="+devissuer.ClientID)

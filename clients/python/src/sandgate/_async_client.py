@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from contextlib import asynccontextmanager
-from typing import IO, Any, AsyncIterable, AsyncIterator, Callable, Iterable, Literal, overload
+from typing import IO, Any, AsyncIterable, AsyncIterator, Callable, Iterable, List, Literal, overload
 
 import httpx
 
@@ -121,7 +121,7 @@ class AsyncGateway:
         if timeout is not None:
             kw["timeout"] = timeout
         return self._http.build_request(
-            req.method, req.path, params=req.params, json=req.json, content=req.content, headers=headers, **kw
+            req.method, req.path, params=tuple(req.params), json=req.json, content=req.content, headers=headers, **kw
         )
 
     async def _send(self, req: Request, *, accept: str = "application/json", stream: bool = False) -> httpx.Response:
@@ -156,9 +156,11 @@ class AsyncGateway:
                 await resp.aclose()
             return resp
 
-    async def _json(self, req: Request) -> Any:
+    async def _json(self, req: Request) -> dict[str, Any]:
+        """The JSON object answered to req ({} for an empty answer)."""
         resp = await self._send(req)
-        return resp.json() if resp.content else None
+        body: dict[str, Any] = resp.json() if resp.content else {}
+        return body
 
     @asynccontextmanager
     async def _stream(self, req: Request, accept: str) -> AsyncIterator[httpx.Response]:
@@ -259,7 +261,8 @@ class AsyncGateway:
 
     async def profiles(self) -> list[dict[str, Any]]:
         """``GET /v1/profiles``: the profiles the caller may use, with policy and capabilities."""
-        return (await self._json(request_for("listProfiles")))["profiles"]
+        profiles: list[dict[str, Any]] = (await self._json(request_for("listProfiles")))["profiles"]
+        return profiles
 
     async def agent_tools(self, format: Literal["mcp", "openai", "anthropic"] = "mcp") -> dict[str, Any]:
         """``GET /v1/agent/tools``: ``{format, guidance, tool_output_max_chars, tools}``."""
@@ -787,7 +790,7 @@ class AsyncSandbox:
         """Captures the workspace; ``AsyncSandbox.create(from_snapshot=snap.id)`` forks it."""
         return Snapshot.from_json(await self.gateway._json(self._req("createSnapshot", body={"name": name})))
 
-    async def snapshots(self) -> list[Snapshot]:
+    async def snapshots(self) -> List[Snapshot]:
         return await self.gateway.snapshots(session_id=self.id)
 
     async def run_code(
@@ -812,7 +815,7 @@ class AsyncSandbox:
     async def create_code_context(self, name: str, *, language: Literal["python", "bash"] | None = None) -> Context:
         return Context.from_json(await self.gateway._json(self._req("createContext", body={"name": name, "language": language})))
 
-    async def list_code_contexts(self) -> list[Context]:
+    async def list_code_contexts(self) -> List[Context]:
         return [Context.from_json(c) for c in (await self.gateway._json(self._req("listContexts")))["contexts"]]
 
     async def restart_code_context(self, name: str) -> Context:
@@ -821,5 +824,5 @@ class AsyncSandbox:
     async def remove_code_context(self, name: str) -> None:
         await self.gateway._send(self._req("deleteContext", context_name=name))
 
-    async def tasks(self, *, status: str | None = None) -> list[TaskInfo]:
+    async def tasks(self, *, status: str | None = None) -> List[TaskInfo]:
         return await self.gateway.tasks(status=status, session_id=self.id)

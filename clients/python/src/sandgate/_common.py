@@ -43,7 +43,7 @@ def retry_after_s(resp: httpx.Response) -> float | None:
         dt = email.utils.parsedate_to_datetime(v)
     except (TypeError, ValueError):
         return None
-    return max(0.0, dt.timestamp() - time.time())
+    return max(0.0, float(dt.timestamp()) - time.time())
 
 
 def problem_of(resp: httpx.Response) -> ProblemError:

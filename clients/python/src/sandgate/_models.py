@@ -11,13 +11,13 @@ import base64
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 T = TypeVar("T")
 
 
 def _from(cls: type[T], d: dict[str, Any]) -> T:
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    names = {f.name for f in dataclasses.fields(cast(Any, cls))}
     kw = {k: v for k, v in d.items() if k in names and k != "raw"}
     return cls(raw=d, **kw)  # type: ignore[call-arg]
 

@@ -86,7 +86,7 @@ QUERY: dict[str, tuple[str, ...]] = {
     "listFiles": ("profile", "dir"),
     "writeTaskStdin": ("eof",),
 }
-for _op, (_, _path, _) in OPERATIONS.items():
+for _op, (_method, _path, _fields) in OPERATIONS.items():
     # A preview's query string is the sandbox server's, passed through as is.
     if _path.startswith("/v1/sessions/{session_id}") and "/ports/{port}/{path}" not in _path and _op not in QUERY:
         QUERY[_op] = ("profile",)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from contextlib import contextmanager
-from typing import IO, Any, Iterable, Iterator, Callable, Iterable, Literal, overload
+from typing import IO, Any, Iterable, Iterator, Callable, Iterable, List, Literal, overload
 
 import httpx
 
@@ -121,7 +121,7 @@ class Gateway:
         if timeout is not None:
             kw["timeout"] = timeout
         return self._http.build_request(
-            req.method, req.path, params=req.params, json=req.json, content=req.content, headers=headers, **kw
+            req.method, req.path, params=tuple(req.params), json=req.json, content=req.content, headers=headers, **kw
         )
 
     def _send(self, req: Request, *, accept: str = "application/json", stream: bool = False) -> httpx.Response:
@@ -156,9 +156,11 @@ class Gateway:
                 resp.close()
             return resp
 
-    def _json(self, req: Request) -> Any:
+    def _json(self, req: Request) -> dict[str, Any]:
+        """The JSON object answered to req ({} for an empty answer)."""
         resp = self._send(req)
-        return resp.json() if resp.content else None
+        body: dict[str, Any] = resp.json() if resp.content else {}
+        return body
 
     @contextmanager
     def _stream(self, req: Request, accept: str) -> Iterator[httpx.Response]:
@@ -259,7 +261,8 @@ class Gateway:
 
     def profiles(self) -> list[dict[str, Any]]:
         """``GET /v1/profiles``: the profiles the caller may use, with policy and capabilities."""
-        return (self._json(request_for("listProfiles")))["profiles"]
+        profiles: list[dict[str, Any]] = (self._json(request_for("listProfiles")))["profiles"]
+        return profiles
 
     def agent_tools(self, format: Literal["mcp", "openai", "anthropic"] = "mcp") -> dict[str, Any]:
         """``GET /v1/agent/tools``: ``{format, guidance, tool_output_max_chars, tools}``."""
@@ -787,7 +790,7 @@ class Sandbox:
         """Captures the workspace; ``Sandbox.create(from_snapshot=snap.id)`` forks it."""
         return Snapshot.from_json(self.gateway._json(self._req("createSnapshot", body={"name": name})))
 
-    def snapshots(self) -> list[Snapshot]:
+    def snapshots(self) -> List[Snapshot]:
         return self.gateway.snapshots(session_id=self.id)
 
     def run_code(
@@ -812,7 +815,7 @@ class Sandbox:
     def create_code_context(self, name: str, *, language: Literal["python", "bash"] | None = None) -> Context:
         return Context.from_json(self.gateway._json(self._req("createContext", body={"name": name, "language": language})))
 
-    def list_code_contexts(self) -> list[Context]:
+    def list_code_contexts(self) -> List[Context]:
         return [Context.from_json(c) for c in (self.gateway._json(self._req("listContexts")))["contexts"]]
 
     def restart_code_context(self, name: str) -> Context:
@@ -821,5 +824,5 @@ class Sandbox:
     def remove_code_context(self, name: str) -> None:
         self.gateway._send(self._req("deleteContext", context_name=name))
 
-    def tasks(self, *, status: str | None = None) -> list[TaskInfo]:
+    def tasks(self, *, status: str | None = None) -> List[TaskInfo]:
         return self.gateway.tasks(status=status, session_id=self.id)
