@@ -365,3 +365,28 @@ def test_cached_login_is_used_and_refreshed(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("SANDGATE_API_KEY", "sgk_b")
     with pytest.raises(sandgate.ConfigurationError):
         sandgate.Gateway()
+
+
+def test_ports_and_links(sbx: sandgate.Sandbox) -> None:
+    """A server the sandbox runs, reached through the gateway and through a link."""
+    import socket
+
+    with socket.socket() as sock:  # a free port: local sandboxes share the host's network
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    sbx.files.write("site/hello.txt", "hello from the sandbox\n")
+    server = sbx.commands.run(f"python3 -m http.server {port} --bind 127.0.0.1 --directory site", background=True)
+    try:
+        resp = None
+        for _ in range(120):  # until it listens
+            resp = sbx.ports.request(port, "hello.txt")
+            if resp.status_code == 200:
+                break
+            time.sleep(0.25)
+        assert resp is not None and resp.status_code == 200 and resp.text == "hello from the sandbox\n"
+        link = sbx.ports.link(port, ttl_s=600)
+        assert link.port == port and link.url
+        via = sbx.gateway.open_preview_link(link.url.rstrip("/") + "/hello.txt")
+        assert via.status_code == 200 and via.text == "hello from the sandbox\n"
+    finally:
+        server.kill()

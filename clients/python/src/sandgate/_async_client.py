@@ -542,8 +542,9 @@ class AsyncCommands:
             return AsyncTask(self._s.gateway, p.id, session_id=p.session_id, background=True, pid=p.pid)
         if stdin_open:
             body["wait_s"] = 0
-            t = TaskInfo.from_json(await self._s.gateway._json(self._s._req("runCommand", body=body)))
-            return AsyncTask(self._s.gateway, t.id, session_id=t.session_id)
+            # 202 with the task; 200 with the result (its task_id) if it had already ended.
+            d = await self._s.gateway._json(self._s._req("runCommand", body=body))
+            return AsyncTask(self._s.gateway, str(d.get("id") or d.get("task_id")), session_id=d.get("session_id"))
         return await self._s.gateway._execute(self._s._req("runCommand", body=body), on_stdout, on_stderr)
 
     async def list(self) -> list[ProcessInfo]:

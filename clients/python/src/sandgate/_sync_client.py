@@ -542,8 +542,9 @@ class Commands:
             return Task(self._s.gateway, p.id, session_id=p.session_id, background=True, pid=p.pid)
         if stdin_open:
             body["wait_s"] = 0
-            t = TaskInfo.from_json(self._s.gateway._json(self._s._req("runCommand", body=body)))
-            return Task(self._s.gateway, t.id, session_id=t.session_id)
+            # 202 with the task; 200 with the result (its task_id) if it had already ended.
+            d = self._s.gateway._json(self._s._req("runCommand", body=body))
+            return Task(self._s.gateway, str(d.get("id") or d.get("task_id")), session_id=d.get("session_id"))
         return self._s.gateway._execute(self._s._req("runCommand", body=body), on_stdout, on_stderr)
 
     def list(self) -> list[ProcessInfo]:
