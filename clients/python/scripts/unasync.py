@@ -36,6 +36,8 @@ RULES: list[tuple[str, str]] = [
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"The asynchronous client\. The synchronous client \(_sync_client\.py\) is generated from this\nfile by scripts/unasync\.py: edit this one and run the script \(tests/test_generated\.py checks\)\.",
      "The synchronous client, GENERATED from _async_client.py by scripts/unasync.py: do not edit;\nedit that file and run the script (tests/test_generated.py checks)."),
+    (r"Agent tools for an async agent loop\. The synchronous helper \(_sync_agent\.py\) is generated\nfrom this file by scripts/unasync\.py\.",
+     "Agent tools for a synchronous agent loop, GENERATED from _async_agent.py by scripts/unasync.py:\ndo not edit; edit that file and run the script."),
 ]
 
 

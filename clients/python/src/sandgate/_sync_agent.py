@@ -1,5 +1,5 @@
-"""Agent tools for an async agent loop. The synchronous helper (_sync_agent.py) is generated
-from this file by scripts/unasync.py."""
+"""Agent tools for a synchronous agent loop, GENERATED from _async_agent.py by scripts/unasync.py:
+do not edit; edit that file and run the script."""
 
 from __future__ import annotations
 
