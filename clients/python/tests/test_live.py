@@ -384,7 +384,7 @@ def test_ports_and_links(sbx: sandgate.Sandbox) -> None:
     server = sbx.commands.run(f"python3 -m http.server {port} --bind 127.0.0.1 --directory site", background=True)
     try:
         resp = None
-        for _ in range(120):  # until it listens
+        for _ in range(240):  # until it listens (at most a minute)
             resp = sbx.ports.request(port, "hello.txt")
             if resp.status_code == 200:
                 break
