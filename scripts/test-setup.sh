@@ -5,7 +5,9 @@
 #      browser test), docker.io and debootstrap (the Docker engine and the sandbox image), curl
 #      (the README walkthrough test), python3 with IPython, pandas and matplotlib (rich
 #      results), e2fsprogs (mkfs.ext4 for the size-bounded docker workspaces),
-#      docker-compose (the compose file's tests) — installed when missing and this
+#      docker-compose (the compose file's tests), python3-httpx, python3-pytest,
+#      python3-pytest-asyncio, python3-yaml and mypy (the Python client's tests) — installed
+#      when missing and this
 #      user is root or may sudo without a password; otherwise it names each package and the
 #      suites that will skip;
 #   2. a running Docker engine and the sandbox image (scripts/docker-setup.sh);
@@ -56,6 +58,11 @@ declare -A suites=(
   [nodejs]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
   [npm]="the fidelity tests of the cloud fakes and of /mcp with the vendors' official SDKs"
   [e2fsprogs]="the size-bounded docker workspaces (policy disk_mb) and internal/loopdisk"
+  [python3-httpx]="the Python client's tests (clients/python)"
+  [python3-pytest]="the Python client's tests (clients/python)"
+  [python3-pytest-asyncio]="the Python client's tests (clients/python)"
+  [python3-yaml]="the Python client's contract test (clients/python)"
+  [mypy]="the Python client's type check (clients/python)"
 )
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
@@ -67,6 +74,10 @@ command -v python3 >/dev/null || missing+=(python3)
 # The data-science set the sandbox image has, for the local provider's python (Debian's).
 for m in IPython:python3-ipython pandas:python3-pandas matplotlib:python3-matplotlib; do
   python3 -c "import ${m%%:*}" >/dev/null 2>&1 || missing+=("${m#*:}")
+done
+# The Python client's tests run with Debian's python3 (/usr/bin/python3) and its packages.
+for m in httpx:python3-httpx pytest:python3-pytest pytest_asyncio:python3-pytest-asyncio yaml:python3-yaml mypy:mypy; do
+  /usr/bin/python3 -c "import ${m%%:*}" >/dev/null 2>&1 || missing+=("${m#*:}")
 done
 # The Compose CLI: the docker plugin when present, else Debian's docker-compose (v1).
 { docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null; } || missing+=(docker-compose)
