@@ -79,6 +79,11 @@ func TestNamesAndOutputs(t *testing.T) {
 	assert.Equal(t, exitFailure, r.code)
 	assert.Contains(t, r.stderr, `no session named "nosuch"`)
 
+	// Only the sessions with every label asked for.
+	assert.Equal(t, web+"\n", c.ok(nil, "-o", "name", "sessions", "ls", "--label", "team=ml"))
+	assert.Equal(t, web+"\n", c.ok(nil, "-o", "name", "sessions", "ls", "-l", "team=ml,env=dev"))
+	assert.Empty(t, c.ok(nil, "-o", "name", "sessions", "ls", "-l", "team=ml", "-l", "env=prod"))
+
 	// Labels in the table, sorted by key.
 	assert.Regexp(t, `(?m)^`+web+`\s+web\s+default\s.*\senv=dev,team=ml$`, c.ok(nil, "sessions", "ls"))
 

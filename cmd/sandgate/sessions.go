@@ -63,6 +63,7 @@ func (a *app) sessionsCommand() *cobra.Command {
 func (a *app) sessionsListCommand() *cobra.Command {
 	var profile string
 	var all bool
+	var labels map[string]string
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
@@ -84,6 +85,7 @@ func (a *app) sessionsListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			sessions = slices.DeleteFunc(sessions, func(s client.Session) bool { return !hasLabels(s.Labels, labels) })
 			if a.structured() {
 				return a.print(sessions)
 			}
@@ -96,6 +98,7 @@ func (a *app) sessionsListCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&profile, "profile", "", "only sessions of this profile")
 	cmd.Flags().BoolVar(&all, "all", false, "every principal's sessions (admins)")
+	cmd.Flags().StringToStringVarP(&labels, "label", "l", nil, "only sessions with these labels, key=value (repeat or separate with commas: all must match)")
 	return cmd
 }
 
@@ -204,4 +207,14 @@ func labelList(labels map[string]string) string {
 		pairs = append(pairs, k+"="+labels[k])
 	}
 	return strings.Join(pairs, ",")
+}
+
+// hasLabels reports whether labels has every key of want with its value.
+func hasLabels(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
