@@ -86,6 +86,7 @@ commands exit 0, 1 on failure and 2 on a usage error.`,
 		c.GroupID = "work"
 		root.AddCommand(c)
 	}
+	root.InitDefaultCompletionCmd() // now rather than at Execute, so that it refuses unknown shells too
 	refuseUnknownSubcommands(root)
 	return root
 }

@@ -26,6 +26,7 @@ func TestUsageErrors(t *testing.T) {
 		{"sessions", "nosuch"},
 		{"tasks", "nosuch", "x"},
 		{"snapshots", "bogus"},
+		{"completion", "tcsh"},
 		{"files", "ls"},
 		{"ports", "share", "s"},
 		{"ports", "share", "s", "http"},
