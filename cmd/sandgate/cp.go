@@ -45,7 +45,7 @@ and byte-exact:
   sandgate cp SESSION:out/log.txt -            download to standard output
 
 A remote path is relative to the workspace; one ending in / (or empty) takes the local
-file's name. SESSION "default" with --profile is your default session of that profile.`,
+file's name. SESSION is a session's id or name; "default" with --profile is your default session of that profile.`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, srcRemote := parseRemote(args[0])
@@ -62,7 +62,13 @@ file's name. SESSION "default" with --profile is your default session of that pr
 			}
 			editors := profileEditors(profile)
 			if dstRemote {
+				if dst.session, err = resolveSession(cmd.Context(), c, dst.session, profile); err != nil {
+					return err
+				}
 				return a.upload(cmd, c, args[0], dst, editors)
+			}
+			if src.session, err = resolveSession(cmd.Context(), c, src.session, profile); err != nil {
+				return err
 			}
 			return a.download(cmd, c, src, args[1], editors)
 		},
@@ -103,8 +109,8 @@ func (a *app) upload(cmd *cobra.Command, c *client.Client, local string, dst rem
 	if err != nil {
 		return err
 	}
-	if a.json() {
-		return a.printJSON(w)
+	if a.structured() {
+		return a.print(w)
 	}
 	return nil
 }
@@ -145,8 +151,8 @@ func (a *app) download(cmd *cobra.Command, c *client.Client, src remotePath, loc
 	if err := os.Rename(tmp.Name(), local); err != nil {
 		return err
 	}
-	if a.json() {
-		return a.printJSON(downloaded{SessionID: src.session, Path: src.path, Local: local, Size: n})
+	if a.structured() {
+		return a.print(downloaded{SessionID: src.session, Path: src.path, Local: local, Size: n})
 	}
 	return nil
 }

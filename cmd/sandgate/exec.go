@@ -145,7 +145,8 @@ func (a *app) execCommand() *cobra.Command {
 		Short: "Run a command in a session, streaming its output; its exit code is sandgate's",
 		Long: `Run a command in a session: its output is streamed as it is produced, its exit code
 becomes sandgate's, and this process's standard input is piped to it when it is not a terminal
-(-n sends none). SESSION "default" with --profile is your default session of that profile.
+(-n sends none). SESSION is a session's id or name; "default" with --profile is your default
+session of that profile.
 
 The command is an argument vector: each ARG reaches the program as one argument, quoted for
 the sandbox's /bin/sh. For shell syntax (pipes, redirections, variables), run a shell:
@@ -168,6 +169,10 @@ Interrupting sandgate (Ctrl-C) cancels the remote command.`,
 			if err != nil {
 				return err
 			}
+			sid, err := resolveSession(cmd.Context(), c, args[0], rf.profile)
+			if err != nil {
+				return err
+			}
 			req := client.CommandRequest{Command: commandLine(args[1:]), Env: env, TimeoutS: rf.timeoutS()}
 			if rf.cwd != "" {
 				req.Cwd = &rf.cwd
@@ -179,7 +184,7 @@ Interrupting sandgate (Ctrl-C) cancels the remote command.`,
 				if stdinOpen {
 					r.StdinOpen = &stdinOpen
 				}
-				return c.StreamCommand(ctx, args[0], r, editors...)
+				return c.StreamCommand(ctx, sid, r, editors...)
 			}
 			s, stdin, err := startFeeding(cmd.Context(), start, stdin, &req.Stdin)
 			if err != nil {
@@ -189,6 +194,7 @@ Interrupting sandgate (Ctrl-C) cancels the remote command.`,
 		},
 	}
 	rf.add(cmd, `with SESSION "default": that profile's default session; else the profile the session must have`, true)
+	cmd.ValidArgsFunction = a.sessionArgs(false)
 	return cmd
 }
 
@@ -283,6 +289,10 @@ to --results-dir as <task id>-<n>.png (or .jpg, .svg), each file named on stderr
 			if err != nil {
 				return err
 			}
+			sid, err := resolveSession(cmd.Context(), c, args[0], rf.profile)
+			if err != nil {
+				return err
+			}
 			req := client.CodeRequest{Code: string(code), Env: env, TimeoutS: rf.timeoutS()}
 			if language != "" {
 				req.Language = &language
@@ -295,7 +305,7 @@ to --results-dir as <task id>-<n>.png (or .jpg, .svg), each file named on stderr
 				if stdinOpen {
 					r.StdinOpen = &stdinOpen
 				}
-				return c.StreamCode(ctx, args[0], r, profileEditors(rf.profile)...)
+				return c.StreamCode(ctx, sid, r, profileEditors(rf.profile)...)
 			}
 			s, stdin, err := startFeeding(cmd.Context(), start, stdin, &req.Stdin)
 			if err != nil {
@@ -305,6 +315,12 @@ to --results-dir as <task id>-<n>.png (or .jpg, .svg), each file named on stderr
 		},
 	}
 	rf.add(cmd, `with SESSION "default": that profile's default session; else the profile the session must have`, false)
+	cmd.ValidArgsFunction = func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return a.completeSessions(cmd, toComplete)
+		}
+		return nil, cobra.ShellCompDirectiveDefault // FILE
+	}
 	cmd.Flags().StringVarP(&language, "language", "l", "", "language of the code (python, bash, …)")
 	cmd.Flags().StringVar(&contextName, "context", "", "stateful context to run in")
 	cmd.Flags().StringVar(&a.resultsDir, "results-dir", ".", "folder the images among the code's results (charts) are saved in")
@@ -323,10 +339,12 @@ func profileEditors(profile string) []client.RequestEditorFn {
 // comes (not with --output json), stdin (when not nil) piped to the task once the stream
 // names it, and the result's exit code returned as an exitCode. Interrupted (ctx ended), it
 // cancels the task and returns exitInterrupted.
-func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, stdin io.Reader) error {
+//
+// onTask, when given, is called once with the task id as soon as the stream names it.
+func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, stdin io.Reader, onTask ...func(taskID string)) error {
 	defer closeQuietly(s)
 	stdout, stderr := a.env.stdout, a.env.stderr
-	if a.json() {
+	if a.structured() {
 		stdout, stderr = io.Discard, io.Discard
 	}
 	pumpCtx, stopPump := context.WithCancel(ctx)
@@ -356,6 +374,11 @@ func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, st
 					pumpMu.Unlock()
 				}()
 			}
+			if taskID == "" {
+				for _, f := range onTask {
+					f(t.Id)
+				}
+			}
 			taskID = t.Id
 			results.taskID = t.Id
 		case client.EventRichResult:
@@ -363,7 +386,7 @@ func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, st
 			if err != nil {
 				return err
 			}
-			if !a.json() {
+			if !a.structured() {
 				if err := results.show(*r); err != nil {
 					return err
 				}
@@ -381,7 +404,7 @@ func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, st
 				return err
 			}
 		case client.EventGap:
-			if g, err := ev.Gap(); err == nil && !a.json() {
+			if g, err := ev.Gap(); err == nil && !a.structured() {
 				a.warn("[%s bytes %d to %d dropped here: the output is over the profile's limit]", g.Stream, g.From, g.To)
 			}
 		case client.EventResult:
@@ -419,7 +442,7 @@ func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, st
 		}
 		return err
 	}
-	if result.Results != nil && !a.json() {
+	if result.Results != nil && !a.structured() {
 		// Those the stream did not carry (it was resumed from the stored result).
 		for _, r := range (*result.Results)[min(results.shown, len(*result.Results)):] {
 			if err := results.show(r); err != nil {
@@ -433,8 +456,8 @@ func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, st
 // finish reports a result: with --output json the result itself, else its notices on
 // stderr; and returns its exit code (nil for 0).
 func (a *app) finish(r *client.ExecutionResult) error {
-	if a.json() {
-		if err := a.printJSON(r); err != nil {
+	if a.structured() {
+		if err := a.print(r); err != nil {
 			return err
 		}
 	} else {

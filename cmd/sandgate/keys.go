@@ -64,8 +64,8 @@ secret.`,
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(k)
+			if a.structured() {
+				return a.print(k)
 			}
 			restriction := "every profile you may use"
 			if k.Profiles != nil {
@@ -133,8 +133,8 @@ func (a *app) keysListCommand() *cobra.Command {
 				}
 				params.Cursor = &page.NextCursor
 			}
-			if a.json() {
-				return a.printJSON(keys)
+			if a.structured() {
+				return a.print(keys)
 			}
 			header := []string{"ID", "NAME", "PREFIX", "STATUS", "PROFILES", "CREATED", "LAST USED", "EXPIRES"}
 			if all {
@@ -185,12 +185,12 @@ func (a *app) keysRevokeCommand() *cobra.Command {
 					return fmt.Errorf("API key %s: %w", id, err)
 				}
 				done = append(done, k)
-				if !a.json() {
+				if !a.structured() {
 					fmt.Fprintln(a.env.stdout, k.Id)
 				}
 			}
-			if a.json() {
-				return a.printJSON(done)
+			if a.structured() {
+				return a.print(done)
 			}
 			return nil
 		},

@@ -153,8 +153,8 @@ func (a *app) login(ctx context.Context, lf loginFlags) error {
 	if err := st.save(); err != nil {
 		return fmt.Errorf("saving the token: %w", err)
 	}
-	if a.json() {
-		return a.printJSON(me)
+	if a.structured() {
+		return a.print(me)
 	}
 	fmt.Fprintf(a.env.stderr, "Signed in to %s as %s", server, me.Subject)
 	if len(me.Groups) > 0 {
@@ -342,8 +342,8 @@ func (a *app) whoamiCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(me)
+			if a.structured() {
+				return a.print(me)
 			}
 			if err := a.table([]string{"SUBJECT", "ISSUER", "GROUPS", "ADMIN"},
 				[][]string{{me.Subject, me.Issuer, strings.Join(me.Groups, ","), fmt.Sprint(me.Admin)}}); err != nil {

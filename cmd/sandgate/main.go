@@ -3,7 +3,7 @@
 // its own, copy files both ways, follow and cancel tasks. It is built on pkg/client only:
 // what it does, any program outside this module can do.
 //
-// Exit codes: the commands that run a program (exec, run, code, tasks logs) exit with the
+// Exit codes: the commands that run a program (exec, shell, run, code, tasks logs) exit with the
 // program's exit code (128+n when a signal n ended it), 124 when it timed out and 130 when
 // interrupted here (the task is cancelled); when sandgate itself fails there (a refused or
 // unreachable gateway, a bad flag) they exit 125, as `docker run` does. Every other command

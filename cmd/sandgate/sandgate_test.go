@@ -445,7 +445,7 @@ func TestSessionsAndExec(t *testing.T) {
 	r = c.run(nil, "sessions", "ls", "--bogus")
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.stderr, "unknown flag: --bogus")
-	r = c.run(nil, "--output", "yaml", "profiles")
+	r = c.run(nil, "--output", "xml", "profiles")
 	assert.Equal(t, exitUsage, r.code)
 	r = c.run(nil, "profiles", "--token", "not-a-token")
 	assert.Equal(t, exitFailure, r.code)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,8 +26,8 @@ func (a *app) profilesCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(ps)
+			if a.structured() {
+				return a.print(ps)
 			}
 			rows := make([][]string, 0, len(ps))
 			for _, p := range ps {
@@ -61,6 +63,7 @@ func (a *app) sessionsCommand() *cobra.Command {
 func (a *app) sessionsListCommand() *cobra.Command {
 	var profile string
 	var all bool
+	var labels map[string]string
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
@@ -71,37 +74,31 @@ func (a *app) sessionsListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var sessions []client.Session
-			params := &client.ListSessionsParams{}
+			params := client.ListSessionsParams{}
 			if profile != "" {
 				params.Profile = &profile
 			}
 			if all {
 				params.All = &all
 			}
-			for {
-				page, err := c.Sessions(cmd.Context(), params)
-				if err != nil {
-					return err
-				}
-				sessions = append(sessions, page.Sessions...)
-				if page.NextCursor == "" {
-					break
-				}
-				params.Cursor = &page.NextCursor
+			sessions, err := allSessions(cmd.Context(), c, params)
+			if err != nil {
+				return err
 			}
-			if a.json() {
-				return a.printJSON(sessions)
+			sessions = slices.DeleteFunc(sessions, func(s client.Session) bool { return !hasLabels(s.Labels, labels) })
+			if a.structured() {
+				return a.print(sessions)
 			}
 			rows := make([][]string, 0, len(sessions))
 			for _, s := range sessions {
-				rows = append(rows, []string{s.Id, orDash(s.Name), s.Profile, string(s.Status), string(s.State), s.LastUsedAt.Local().Format(time.DateTime)})
+				rows = append(rows, []string{s.Id, orDash(s.Name), s.Profile, string(s.Status), string(s.State), s.LastUsedAt.Local().Format(time.DateTime), labelList(s.Labels)})
 			}
-			return a.table([]string{"ID", "NAME", "PROFILE", "STATUS", "STATE", "LAST USED"}, rows)
+			return a.table([]string{"ID", "NAME", "PROFILE", "STATUS", "STATE", "LAST USED", "LABELS"}, rows)
 		},
 	}
 	cmd.Flags().StringVar(&profile, "profile", "", "only sessions of this profile")
 	cmd.Flags().BoolVar(&all, "all", false, "every principal's sessions (admins)")
+	cmd.Flags().StringToStringVarP(&labels, "label", "l", nil, "only sessions with these labels, key=value (repeat or separate with commas: all must match)")
 	return cmd
 }
 
@@ -134,8 +131,8 @@ func (a *app) sessionsNewCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(s)
+			if a.structured() {
+				return a.print(s)
 			}
 			if s.Warnings != nil {
 				for _, w := range *s.Warnings {
@@ -156,17 +153,22 @@ func (a *app) sessionsNewCommand() *cobra.Command {
 
 func (a *app) sessionsRemoveCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:     "rm SESSION…",
-		Aliases: []string{"delete"},
-		Short:   "Destroy sessions and their sandboxes",
-		Args:    minArgs(1),
+		Use:               "rm SESSION…",
+		Aliases:           []string{"delete"},
+		Short:             "Destroy sessions and their sandboxes",
+		Args:              minArgs(1),
+		ValidArgsFunction: a.sessionArgs(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			var done []*client.SessionDestroyed
-			for _, id := range args {
+			for _, ref := range args {
+				id, err := resolveSession(cmd.Context(), c, ref, "")
+				if err != nil {
+					return err
+				}
 				d, err := c.DeleteSession(cmd.Context(), id)
 				if err != nil {
 					return fmt.Errorf("session %s: %w", id, err)
@@ -175,12 +177,12 @@ func (a *app) sessionsRemoveCommand() *cobra.Command {
 				if !d.Destroyed && d.Notice != nil {
 					a.warn("session %s: %s", d.SessionId, *d.Notice) // kept, and retried by the gateway
 				}
-				if !a.json() {
+				if !a.structured() {
 					fmt.Fprintln(a.env.stdout, d.SessionId)
 				}
 			}
-			if a.json() {
-				return a.printJSON(done)
+			if a.structured() {
+				return a.print(done)
 			}
 			return nil
 		},
@@ -193,4 +195,26 @@ func orDash(s *string) string {
 		return "-"
 	}
 	return *s
+}
+
+// labelList is labels as k=v pairs sorted by key and joined by commas, or "-" for none.
+func labelList(labels map[string]string) string {
+	if len(labels) == 0 {
+		return "-"
+	}
+	pairs := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		pairs = append(pairs, k+"="+labels[k])
+	}
+	return strings.Join(pairs, ",")
+}
+
+// hasLabels reports whether labels has every key of want with its value.
+func hasLabels(labels, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }

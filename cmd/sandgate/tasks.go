@@ -37,7 +37,11 @@ func (a *app) tasksListCommand() *cobra.Command {
 			}
 			params := &client.ListTasksParams{}
 			if session != "" {
-				params.SessionId = &session
+				sid, err := resolveSession(cmd.Context(), c, session, "")
+				if err != nil {
+					return err
+				}
+				params.SessionId = &sid
 			}
 			if status != "" {
 				s := client.TaskStatus(status)
@@ -57,8 +61,8 @@ func (a *app) tasksListCommand() *cobra.Command {
 				}
 				params.Cursor = &page.NextCursor
 			}
-			if a.json() {
-				return a.printJSON(tasks)
+			if a.structured() {
+				return a.print(tasks)
 			}
 			rows := make([][]string, 0, len(tasks))
 			for _, t := range tasks {
@@ -68,7 +72,10 @@ func (a *app) tasksListCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&session, "session", "", "only tasks of this session")
+	f.StringVar(&session, "session", "", "only tasks of this session (id or name)")
+	_ = cmd.RegisterFlagCompletionFunc("session", func(cmd *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return a.completeSessions(cmd, toComplete)
+	})
 	f.StringVar(&status, "status", "", "only tasks in this status: pending, running, succeeded, failed, timed_out, cancelled or lost")
 	f.IntVar(&limit, "limit", 50, "at most this many tasks")
 	return cmd
@@ -88,8 +95,8 @@ func (a *app) tasksGetCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(t)
+			if a.structured() {
+				return a.print(t)
 			}
 			return a.printTask(t)
 		},
@@ -135,8 +142,8 @@ func (a *app) tasksCancelCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.json() {
-				return a.printJSON(t)
+			if a.structured() {
+				return a.print(t)
 			}
 			_, err = fmt.Fprintf(a.env.stdout, "%s %s\n", t.Id, t.Status)
 			return err
@@ -180,7 +187,7 @@ start, or after --after, a stream position such as 1024-0) until it ends.`,
 				}
 				return fmt.Errorf("%s", msg)
 			}
-			if !a.json() {
+			if !a.structured() {
 				if err := writeOutput(a.env.stdout, t.Result.Stdout, t.Result.Encoding); err != nil {
 					return err
 				}

@@ -8,6 +8,7 @@ import { profilesView, sessionsView, snapshotsView, tasksView, taskView, meView 
 import { sessionView, filesView } from './session.js';
 import { terminalView } from './terminal.js';
 import { keysView } from './keys.js';
+import { connectView } from './connect.js';
 
 const SID = '([0-9a-f]{32}|default)';
 const routes = [
@@ -20,6 +21,7 @@ const routes = [
   [/^\/tasks$/, tasksView],
   [/^\/tasks\/([0-9a-f]{32})$/, taskView],
   [/^\/keys$/, keysView],
+  [/^\/connect$/, connectView],
   [/^\/me$/, meView],
 ];
 

@@ -3,23 +3,11 @@
 // token does; the gateway keeps only its hash, so a lost secret means a new key.
 
 import { call, get, profiles } from './api.js';
-import { h, fill, field, badge, statusBadge, problemBox, confirmDialog, announce, time, tableWrap } from './ui.js';
+import { h, fill, field, badge, statusBadge, problemBox, confirmDialog, announce, time, tableWrap, copyText } from './ui.js';
 
 const DAY = 86400;
 // Lifetimes offered; "" leaves it to the gateway (auth.api_keys.default_ttl, capped by max_ttl).
 const lifetimes = [['', 'Gateway default'], [DAY, '1 day'], [7 * DAY, '7 days'], [30 * DAY, '30 days'], [90 * DAY, '90 days'], [365 * DAY, '1 year']];
-
-/** Copies text to the clipboard; falls back to selecting input and the copy command. */
-async function copyText(text, input) {
-  try {
-    await navigator.clipboard.writeText(text);
-    return true;
-  } catch {
-    input.focus();
-    input.select();
-    return document.execCommand('copy');
-  }
-}
 
 /** The one-time display of a new key's secret, with a copy button and how to use it. */
 function secretCard(k, onDone) {

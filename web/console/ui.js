@@ -196,3 +196,22 @@ export function parseLabels(text) {
   }
   return out;
 }
+
+/** Copies text to the clipboard; falls back to selecting the text of el (an input or any element) and the copy command. */
+export async function copyText(text, el) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    el.focus();
+    if (typeof el.select === 'function') {
+      el.select();
+    } else {
+      const range = document.createRange();
+      range.selectNodeContents(el);
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+    }
+    return document.execCommand('copy');
+  }
+}

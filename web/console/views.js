@@ -66,6 +66,13 @@ const idleActions = {
 
 // ---- sessions ----
 
+/** A session's labels as key=value chips, sorted by key; nothing for none. */
+export function labelChips(labels) {
+  const entries = Object.entries(labels ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  if (!entries.length) return null;
+  return h('div', { class: 'labels', 'aria-label': 'Labels' }, entries.map(([k, v]) => h('span', { class: 'chip label', title: `label ${k}` }, `${k}=${v}`)));
+}
+
 export async function sessionsView({ el, query, signal }) {
   const profs = await profileMap(signal);
   const creatable = [...profs.values()].filter((p) => p.scope === 'per_session');
@@ -134,6 +141,7 @@ export async function sessionsView({ el, query, signal }) {
         h('a', { href: `#/sessions/${s.id}` }, s.name || shortId(s.id)),
         s.default && badge('default', 'info'), s.shared && badge('shared', 'info'),
         h('div', { class: 'muted small' }, h('code', null, s.id)),
+        labelChips(s.labels),
         sessionNotices.has(s.id) && h('div', { class: 'notice small' }, sessionNotices.get(s.id))),
       h('td', null, s.profile, ' ', p && p.isolation === 'none' && isolationBadge('none')),
       h('td', null, statusBadge(s.status), ' ', stateBadge(s.state)),

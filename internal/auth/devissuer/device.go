@@ -83,16 +83,14 @@ func (i *Issuer) deviceAuthorization(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-var deviceTmpl = template.Must(template.New("d").Parse(`<!doctype html><html><head><meta charset="utf-8"><title>Sandgate dev sign-in</title>
-<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto}label{display:block;margin:.8rem 0}input{width:100%;padding:.4rem}</style></head>
-<body><h1>Sandgate development sign-in</h1>{{if .Done}}<p>Signed in as <b>{{.Sub}}</b>. Return to your terminal.</p>{{else}}
+var deviceTmpl = template.Must(template.New("d").Parse(pageHead + `<h1>Sign in a device</h1>{{if .Done}}<p>Signed in as <b>{{.Sub}}</b>. Return to your terminal.</p>{{else}}
 <p>This issuer exists only under <code>gateway dev</code>. Check that the code matches the one your terminal shows, and pick who you are.</p>
 <form method="post">
-<label>Code <input name="user_code" value="{{.Code}}" required></label>
-<label>Subject <input name="sub" value="dev" required pattern="[A-Za-z0-9._@-]{1,64}"></label>
+<label>Code <input name="user_code" value="{{.Code}}" required autocomplete="off"></label>
+<label>Subject <input name="sub" value="dev" required pattern="[A-Za-z0-9._@-]{1,64}" autocomplete="username"></label>
 <label>Groups (comma-separated) <input name="groups" value="dev"></label>
 <label>Email <input name="email" type="email" value="dev@example.test"></label>
-<button type="submit">Sign in</button></form>{{end}}</body></html>`))
+<button type="submit">Sign in</button></form>{{end}}</main></body></html>`))
 
 // deviceForm is the verification page (RFC 8628 §3.3): the user code, prefilled from
 // verification_uri_complete, and the sign-in fields.

@@ -205,14 +205,35 @@ func (i *Issuer) jwks(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &i.key.PublicKey, KeyID: i.kid, Algorithm: "ES256", Use: "sig"}}})
 }
 
-var formTmpl = template.Must(template.New("f").Parse(`<!doctype html><html><head><meta charset="utf-8"><title>Sandgate dev sign-in</title>
-<style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto}label{display:block;margin:.8rem 0}input{width:100%;padding:.4rem}</style></head>
-<body><h1>Sandgate development sign-in</h1><p>This issuer exists only under <code>gateway dev</code>. Pick who you are.</p>
+// pageHead opens the issuer's pages: the console's favicon and a style of their own (inline:
+// the pages are served on their own, outside the console's stylesheet), light and dark.
+const pageHead = `<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1"><meta name="color-scheme" content="light dark">
+<title>Sandgate dev sign-in</title><link rel="icon" href="/console/favicon.svg" type="image/svg+xml">
+<style>
+:root{--bg:#f6f7f9;--panel:#fff;--text:#1b1f24;--muted:#5b6470;--line:#d8dde3;--accent:#2457c5;--accent-text:#fff;--warn:#8a4b00;--warn-bg:#fff1d6;
+font-family:system-ui,-apple-system,"Segoe UI",sans-serif;font-size:15px;line-height:1.45;color:var(--text);background:var(--bg)}
+@media (prefers-color-scheme:dark){:root{--bg:#14171b;--panel:#1c2026;--text:#e4e7eb;--muted:#9aa4b1;--line:#343a43;--accent:#6d9cff;--accent-text:#0b1020;--warn:#ffc266;--warn-bg:#3a2a0e}}
+*{box-sizing:border-box}body{margin:0;padding:1rem}
+main{max-width:26rem;margin:3rem auto;background:var(--panel);border:1px solid var(--line);border-radius:8px;padding:1.6rem 1.6rem 1.4rem;box-shadow:0 2px 10px rgb(0 0 0 / 6%)}
+.brand{display:flex;align-items:center;gap:.5rem;font-weight:700;margin-bottom:1rem}.brand img{width:28px;height:28px}
+h1{font-size:1.3rem;margin:0 0 .4rem}p{margin:.4rem 0 1rem;color:var(--muted)}
+.dev{display:inline-block;background:var(--warn-bg);color:var(--warn);border:1px solid var(--warn);border-radius:999px;padding:0 .5rem;font-size:.8em;font-weight:600}
+label{display:block;margin:0 0 .9rem;font-weight:600;font-size:.9em}
+input{display:block;width:100%;margin-top:.25rem;padding:.5rem .6rem;font:inherit;font-weight:400;color:var(--text);background:var(--bg);border:1px solid var(--line);border-radius:6px}
+input:focus-visible,button:focus-visible{outline:3px solid var(--accent);outline-offset:2px}
+button{width:100%;margin-top:.4rem;padding:.6rem;font:inherit;font-weight:600;color:var(--accent-text);background:var(--accent);border:0;border-radius:6px;cursor:pointer}
+button:hover{filter:brightness(1.08)}code{font-size:.92em}
+</style></head>
+<body><main><div class="brand"><img src="/console/favicon.svg" alt="">Sandgate <span class="dev">development issuer</span></div>`
+
+var formTmpl = template.Must(template.New("f").Parse(pageHead + `<h1>Sign in</h1>
+<p>This issuer exists only under <code>gateway dev</code>: no password, pick who you are.</p>
 <form method="post"><input type="hidden" name="q" value="{{.Q}}">
-<label>Subject <input name="sub" value="dev" required pattern="[A-Za-z0-9._@-]{1,64}"></label>
+<label>Subject <input name="sub" value="dev" required pattern="[A-Za-z0-9._@-]{1,64}" autocomplete="username" autofocus></label>
 <label>Groups (comma-separated) <input name="groups" value="dev"></label>
 <label>Email <input name="email" type="email" value="dev@example.test"></label>
-<button type="submit">Sign in</button></form></body></html>`))
+<button type="submit">Sign in</button></form></main></body></html>`))
 
 type authRequest struct {
 	clientID, redirect, state, challenge, method, responseType string

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// terminal is the output of a program on a pseudo-terminal, read as it comes.
+type terminal struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	more chan struct{} // signalled after every read
+	done chan struct{} // closed when the terminal's output ends
+}
+
+func readTerminal(r interface{ Read([]byte) (int, error) }) *terminal {
+	tm := &terminal{more: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(tm.done)
+		b := make([]byte, 4096)
+		for {
+			n, err := r.Read(b)
+			tm.mu.Lock()
+			tm.buf.Write(b[:n])
+			tm.mu.Unlock()
+			select {
+			case tm.more <- struct{}{}:
+			default:
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return tm
+}
+
+// waitFor waits until the output after offset from matches re, and returns the offset
+// after the match.
+func (tm *terminal) waitFor(t *testing.T, from int, re *regexp.Regexp) int {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		tm.mu.Lock()
+		s := tm.buf.String()
+		tm.mu.Unlock()
+		if loc := re.FindStringIndex(s[from:]); loc != nil {
+			return from + loc[1]
+		}
+		select {
+		case <-tm.more:
+		case <-tm.done:
+			tm.mu.Lock()
+			s := tm.buf.String()
+			tm.mu.Unlock()
+			if loc := re.FindStringIndex(s[from:]); loc != nil {
+				return from + loc[1]
+			}
+			t.Fatalf("the terminal's output ended before %s; it was:\n%q", re, s)
+		case <-timeout:
+			t.Fatalf("no %s on the terminal within a minute; it was:\n%q", re, s)
+		}
+	}
+}
+
+// TestShell drives `sandgate shell` on a pseudo-terminal as a user at a terminal would:
+// keys reach the remote shell raw (Ctrl-C, Ctrl-Z, Ctrl-D are bytes for it, not signals or
+// the end of input for sandgate), the
+// remote terminal has this one's size and follows its resizes, the shell's exit code is
+// sandgate's, and this terminal is back in its own mode afterwards.
+func TestShell(t *testing.T) {
+	gw := startGateway(t)
+	c := newCLI(t, gw, gw.Token("alice", "dev"))
+	c.session("--name", "term")
+	c.env["TERM"] = "xterm-256color"
+
+	ptmx, tty, err := pty.Open()
+	require.NoError(t, err)
+	defer func() { _ = ptmx.Close() }()
+	require.NoError(t, pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 80}))
+	before, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	require.NoError(t, err)
+	require.NotZero(t, before.Lflag&unix.ICANON, "a fresh terminal is in canonical mode")
+
+	cmd := c.command(nil, "shell", "term")
+	var stderr syncBuffer // sandgate's own messages, apart from the terminal
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, &stderr
+	defer func() {
+		if t.Failed() {
+			t.Logf("sandgate's stderr:\n%s", stderr.String())
+		}
+	}()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	require.NoError(t, cmd.Start())
+	tm := readTerminal(ptmx)
+	typeKeys(t, ptmx, "stty size; echo marker-$((6*7))\r")
+	at := tm.waitFor(t, 0, regexp.MustCompile(`24 80\r\n(.*\r\n)?marker-42\r\n`))
+
+	// Raw: the keys a terminal acts on here (^C interrupts, ^Z suspends, ^D ends input)
+	// reach the remote program as bytes, and sandgate goes on. The remote terminal is put
+	// in raw mode too, so that the bytes reach the program as they are.
+	typeKeys(t, ptmx, "stty raw -echo; echo raw-$((1+1)); head -c 3 | od -An -tx1; stty sane\r")
+	at = tm.waitFor(t, at, regexp.MustCompile(`raw-2`))
+	typeKeys(t, ptmx, "\x03\x1a\x04")
+	at = tm.waitFor(t, at, regexp.MustCompile(`03 1a 04`))
+	typeKeys(t, ptmx, "echo after-$((1+1))\r")
+	at = tm.waitFor(t, at, regexp.MustCompile(`after-2\r\n`))
+
+	// A resize here is the remote terminal's size: sandgate forwards it on SIGWINCH, so
+	// ask again until the remote terminal has it.
+	require.NoError(t, pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 100}))
+	re := regexp.MustCompile(`(\d+) (\d+)\r\n`)
+	for i := 0; ; i++ {
+		typeKeys(t, ptmx, "stty size\r")
+		at = tm.waitFor(t, at, re)
+		m := re.FindAllStringSubmatch(tm.snapshot()[:at], -1)
+		if last := m[len(m)-1]; last[1] == "40" && last[2] == "100" {
+			break
+		}
+		require.Less(t, i, 600, "the remote terminal never got the new size")
+	}
+
+	// The shell's exit code is sandgate's.
+	typeKeys(t, ptmx, "exit 3\r")
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "sandgate ended with %v; the terminal showed:\n%q", err, tm.snapshot())
+	assert.Equal(t, 3, ee.ExitCode(), "the terminal showed:\n%q", tm.snapshot())
+	after, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	require.NoError(t, err)
+	assert.Equal(t, before.Lflag, after.Lflag, "the terminal's mode is restored")
+	assert.Equal(t, before.Iflag, after.Iflag)
+	assert.Equal(t, before.Oflag, after.Oflag)
+	_ = tty.Close()
+}
+
+func (tm *terminal) snapshot() string {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.buf.String()
+}
+
+func typeKeys(t *testing.T, w interface{ Write([]byte) (int, error) }, s string) {
+	t.Helper()
+	_, err := w.Write([]byte(s))
+	require.NoError(t, err)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
