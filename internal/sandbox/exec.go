@@ -270,9 +270,9 @@ func (s *Service) submit(ctx context.Context, p principal.Principal, sess store.
 	if s.queue != nil {
 		return s.submitQueued(ctx, j, wait)
 	}
-	limit, overQuota := s.executionLimit(p), s.executionQuotaErr
+	limit, overQuota := s.quota.Executions(p), s.quota.ExecutionsErr
 	if in.Background {
-		limit, overQuota = s.backgroundLimit(p), s.backgroundQuotaErr
+		limit, overQuota = s.quota.Background(p), s.quota.BackgroundErr
 	}
 	// One round trip records the task and, for a session, takes its place in the session's
 	// line: the order of submission is the order of execution (docs/semantics.md §9 step 5).
@@ -551,7 +551,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	defer l.Release()
 	sb, notice := l.Sandbox, l.Notice
 	if !j.ephemeral {
-		if err := s.holdContext(ctx, j.p, j.sess.ID, sb.ID(), j.spec.Context); err != nil {
+		if err := s.quota.HoldContext(ctx, j.p, j.sess.ID, sb.ID(), j.spec.Context); err != nil {
 			if fault.KindOf(err) == fault.Quota {
 				err = refused(err) // the contexts quota: nothing ran
 			}

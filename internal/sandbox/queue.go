@@ -48,9 +48,9 @@ func (s *Service) submitQueued(ctx context.Context, j *execJob, wait time.Durati
 			return Outcome{}, refusedBy(cur)
 		}
 	}
-	limit, overQuota := s.executionLimit(j.p), s.executionQuotaErr
+	limit, overQuota := s.quota.Executions(j.p), s.quota.ExecutionsErr
 	if j.task.Background {
-		limit, overQuota = s.backgroundLimit(j.p), s.backgroundQuotaErr
+		limit, overQuota = s.quota.Background(j.p), s.quota.BackgroundErr
 	}
 	if err := s.queue.Enqueue(ctx, j.task, limit, env); err != nil {
 		if errors.Is(err, store.ErrQuota) {

@@ -43,13 +43,6 @@ func outputBytes(res *Result) int64 {
 	return int64(len(res.Stdout)+len(res.Stderr)) + resultsSize(res.Results)
 }
 
-func (s *Service) retainedLimit(p principal.Principal) int64 {
-	if s.exempt(p) || s.cfg.Quotas.RetainedOutputBytes < 0 {
-		return 0
-	}
-	return s.cfg.Quotas.RetainedOutputBytes
-}
-
 // outputTrimmer runs the background trims (one goroutine per owner at a time).
 type outputTrimmer struct {
 	mu      sync.Mutex
@@ -62,7 +55,7 @@ type outputTrimmer struct {
 // keepOutputWithin trims p's retained output to its limit in the background, after a
 // completion that kept bytes of output.
 func (s *Service) keepOutputWithin(p principal.Principal, bytes int64) {
-	limit := s.retainedLimit(p)
+	limit := s.quota.RetainedOutputBytes(p)
 	if bytes <= 0 || limit <= 0 || p.ID == "" {
 		return
 	}

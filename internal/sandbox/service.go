@@ -14,6 +14,7 @@ import (
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox/profile"
+	"github.com/sandgate/sandgate/internal/sandbox/quota"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -73,10 +74,8 @@ type Service struct {
 
 	principals *principalRecorder
 
-	contexts seenContexts  // named contexts this replica recorded (contextquota.go)
-	trimmer  outputTrimmer // trims retained output over its quota (retained.go)
-	// mcpSessions counts the MCP sessions each principal holds on this replica (mcpsessions.go).
-	mcpSessions mcpSessions
+	quota   *quota.Room   // limits, refusals, contexts and MCP sessions counted here (quota/)
+	trimmer outputTrimmer // trims retained output over its quota (retained.go)
 
 	mu        sync.Mutex
 	cancelled map[string]string // tasks cancelled by a caller (vs. shutdown), with why
@@ -129,6 +128,7 @@ func New(opts Options) (*Service, error) {
 	}
 	s.profiles = profiles
 	s.principals = newPrincipalRecorder(s.store, s.now)
+	s.quota = quota.New(s.cfg.Quotas, s.store, s.clock, s.log)
 	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd, s.clock)
 	return s, nil
 }

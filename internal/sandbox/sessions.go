@@ -136,9 +136,9 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	if row.Labels == nil {
 		row.Labels = map[string]string{}
 	}
-	if err := s.store.CreateSessionWithin(ctx, row, s.sessionLimit(p)); err != nil {
+	if err := s.store.CreateSessionWithin(ctx, row, s.quota.Sessions(p)); err != nil {
 		if errors.Is(err, store.ErrQuota) {
-			return Session{}, s.sessionQuotaErr(p)
+			return Session{}, s.quota.SessionsErr(p)
 		}
 		return Session{}, err
 	}

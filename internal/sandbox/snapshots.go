@@ -60,7 +60,7 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return Snapshot{}, err
 	}
-	limits := store.SnapshotLimits{Count: s.snapshotLimit(p), Bytes: s.snapshotBytesLimit(p)}
+	limits := store.SnapshotLimits{Count: s.quota.Snapshots(p), Bytes: s.quota.SnapshotBytes(p)}
 	if limits.Count > 0 || limits.Bytes > 0 {
 		// A capture costs: refuse before making one that could not be kept.
 		held, err := s.store.Usage(ctx, p.ID)
@@ -68,10 +68,10 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 			return Snapshot{}, err
 		}
 		if limits.Count > 0 && held.Snapshots >= limits.Count {
-			return Snapshot{}, s.snapshotQuotaErr(p)
+			return Snapshot{}, s.quota.SnapshotsErr(p)
 		}
 		if limits.Bytes > 0 && held.SnapshotBytes >= limits.Bytes {
-			return Snapshot{}, s.snapshotBytesQuotaErr(p, held.SnapshotBytes, -1)
+			return Snapshot{}, s.quota.SnapshotBytesErr(p, held.SnapshotBytes, -1)
 		}
 	}
 	// Captured as it is (a paused session stays paused), in the session's line: a parked
@@ -93,9 +93,9 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 	var over *overBytes
 	switch {
 	case errors.As(err, &over):
-		return Snapshot{}, s.snapshotBytesQuotaErr(p, over.held, over.size)
+		return Snapshot{}, s.quota.SnapshotBytesErr(p, over.held, over.size)
 	case errors.Is(err, store.ErrQuota):
-		return Snapshot{}, s.snapshotQuotaErr(p)
+		return Snapshot{}, s.quota.SnapshotsErr(p)
 	}
 	if err != nil {
 		return Snapshot{}, err
