@@ -88,7 +88,7 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 		} else {
 			e.Digest, e.Size = hex.EncodeToString(h.Sum(nil)), written
 		}
-		s.audit(ctx, p, e)
+		s.account.Record(ctx, p, e)
 	}()
 	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
 	if err != nil {
@@ -272,7 +272,7 @@ func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, pro
 		if err != nil {
 			e.Status, e.ErrorType = "failed", string(fault.KindOf(err))
 		}
-		s.audit(ctx, p, e)
+		s.account.Record(ctx, p, e)
 	}()
 	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachAttach})
 	if fault.KindOf(err) == fault.Gone {

@@ -133,14 +133,7 @@ func (s *Service) ownerOf(ctx context.Context, sess store.Session) (principal.Pr
 	if sess.OwnerID == "" {
 		return principal.Principal{}, nil
 	}
-	row, err := s.store.GetPrincipal(ctx, sess.OwnerID)
-	if err != nil {
-		return principal.Principal{}, err
-	}
-	p := principal.Principal{ID: row.ID, Issuer: row.Issuer, Subject: row.Subject, Username: row.Username, Email: row.Email,
-		Groups: row.Groups, FirstSeenAt: row.FirstSeenAt, LastSeenAt: row.LastSeenAt}
-	p.Admin = p.InAnyGroup(s.cfg.AdminGroups)
-	return p, nil
+	return s.account.Principal(ctx, sess.OwnerID)
 }
 
 // expireDestroy destroys session sess, whose lifetime passed, as DestroySession does for its
@@ -181,7 +174,7 @@ func (s *Service) expireDestroy(ctx context.Context, owner principal.Principal, 
 		event.Status, event.ErrorType = "failed", string(out.failure)
 	}
 	if owner.ID != "" {
-		s.audit(ctx, owner, event)
+		s.account.Record(ctx, owner, event)
 	}
 	return out, nil
 }

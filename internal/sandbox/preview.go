@@ -271,7 +271,11 @@ func (s *Service) linkSession(ctx context.Context, token string) (PortLink, stor
 	if !ok || !prof.Caps.PreviewPorts || prof.IdentityMode == IdentityUser || prof.Scope == ScopePerCall || sess.Status == store.SessionClosed {
 		return fail(linkGone()) // a session being destroyed serves nothing more
 	}
-	maker, err := s.linkMaker(ctx, l.PrincipalID)
+	// The maker as its latest token described it; no longer recorded: the link is gone.
+	maker, err := s.account.Principal(ctx, l.PrincipalID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fail(linkGone())
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -282,22 +286,6 @@ func (s *Service) linkSession(ctx context.Context, token string) (PortLink, stor
 		return fail(err)
 	}
 	return l, sess, prof, maker, nil
-}
-
-// linkMaker reads back the principal that made a link, as its latest token described it.
-// Errors: fault.NotFound (linkGone) when the principal is no longer recorded.
-func (s *Service) linkMaker(ctx context.Context, id string) (principal.Principal, error) {
-	row, err := s.store.GetPrincipal(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return principal.Principal{}, linkGone()
-	}
-	if err != nil {
-		return principal.Principal{}, err
-	}
-	p := principal.Principal{ID: row.ID, Issuer: row.Issuer, Subject: row.Subject, Username: row.Username, Email: row.Email,
-		Groups: row.Groups, FirstSeenAt: row.FirstSeenAt, LastSeenAt: row.LastSeenAt}
-	p.Admin = p.InAnyGroup(s.cfg.AdminGroups)
-	return p, nil
 }
 
 // PortSession checks that p may reach port of session id (Port's checks) and returns the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/sandbox/account"
 	"github.com/sandgate/sandgate/internal/sandbox/profile"
 	"github.com/sandgate/sandgate/internal/sandbox/quota"
 	"github.com/sandgate/sandgate/internal/store"
@@ -65,14 +66,12 @@ type Service struct {
 	log      *slog.Logger
 	observer Observer
 	tracer   trace.Tracer
-	// keyRevoked is Options.KeyRevoked.
-	keyRevoked func(id string)
 
 	profiles *profile.Set // the configured profiles, the fail-closed checks (profile/)
 
 	sessionIDs *sessionIdentities // what never changes about a session, by id (sessionids.go)
 
-	principals *principalRecorder
+	account *account.Room // principals, API keys, the audit log (account/)
 
 	quota   *quota.Room   // limits, refusals, contexts and MCP sessions counted here (quota/)
 	trimmer outputTrimmer // trims retained output over its quota (retained.go)
@@ -104,7 +103,6 @@ func New(opts Options) (*Service, error) {
 		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
 		newID: opts.NewID, log: opts.Logger, sessionIDs: newSessionIdentities(),
 		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
-		keyRevoked: opts.KeyRevoked,
 	}
 	if s.observer == nil {
 		s.observer = nopObserver{}
@@ -127,7 +125,10 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.profiles = profiles
-	s.principals = newPrincipalRecorder(s.store, s.now)
+	s.account = account.New(account.Options{
+		Store: s.store, Profiles: profiles, Keys: s.cfg.APIKeys, AuditRetention: s.cfg.AuditRetention,
+		AdminGroups: s.cfg.AdminGroups, Clock: s.clock, NewID: s.newID, Log: s.log, KeyRevoked: opts.KeyRevoked,
+	})
 	s.quota = quota.New(s.cfg.Quotas, s.store, s.clock, s.log)
 	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd, s.clock)
 	return s, nil

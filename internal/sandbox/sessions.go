@@ -2,12 +2,9 @@ package sandbox
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
@@ -154,7 +151,7 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 		}
 	}
 	s.sessionIDs.remember(row) // its first execution needs no round trip to resolve it
-	s.audit(ctx, p, store.AuditEvent{Kind: store.AuditSessionCreate, SessionID: row.ID, Profile: row.Profile})
+	s.account.Record(ctx, p, store.AuditEvent{Kind: store.AuditSessionCreate, SessionID: row.ID, Profile: row.Profile})
 	return view(row), nil
 }
 
@@ -229,7 +226,7 @@ func (s *Service) lookupVia(ctx context.Context, p principal.Principal, id, prof
 		if err == nil {
 			s.sessionIDs.remember(sess)
 			if sess.ID == cand.ID { // this call made it
-				s.audit(ctx, p, store.AuditEvent{Kind: store.AuditSessionCreate, SessionID: sess.ID, Profile: sess.Profile})
+				s.account.Record(ctx, p, store.AuditEvent{Kind: store.AuditSessionCreate, SessionID: sess.ID, Profile: sess.Profile})
 			}
 		}
 		return sess, prof, false, err
@@ -418,7 +415,7 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 	if out.Pending {
 		event.Status, event.ErrorType = "failed", string(out.failure)
 	}
-	s.audit(ctx, p, event)
+	s.account.Record(ctx, p, event)
 	return out, nil
 }
 
@@ -485,25 +482,6 @@ func (s *Service) lockSession(ctx context.Context, id string) (func(), error) {
 		return nil, classifyAs(err, fault.Broker, "could not take the session lock")
 	}
 	return unlock, nil
-}
-
-func encodeCursor(t time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(t.UnixNano(), 10) + ":" + id))
-}
-
-func decodeCursor(c string) (time.Time, string, error) {
-	if c == "" {
-		return time.Time{}, "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err == nil {
-		if ts, id, ok := strings.Cut(string(b), ":"); ok {
-			if n, err := strconv.ParseInt(ts, 10, 64); err == nil && id != "" {
-				return time.Unix(0, n), id, nil
-			}
-		}
-	}
-	return time.Time{}, "", fault.New(fault.Validation, "cursor %q is not a next_cursor this API returned; start again without it", c)
 }
 
 func idleNotice(prof *Profile, id string) string {

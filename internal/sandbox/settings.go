@@ -41,7 +41,7 @@ type Settings struct {
 	// AuditRetention is how long audit events are kept (config audit.retention); the sweeper
 	// deletes older ones (docs/semantics.md §14). Default DefaultAuditRetention.
 	AuditRetention time.Duration
-	// APIKeys bound API keys (config auth.api_keys; apikeys.go).
+	// APIKeys bound API keys (config auth.api_keys; the account room).
 	APIKeys APIKeySettings
 	// ExecGrace is how long past an execution's timeout the gateway waits for its provider
 	// to report its end before it ends the execution itself (guard.go). Default
@@ -97,7 +97,7 @@ func (s Settings) withDefaults() Settings {
 	def(&s.LostAfter, 30*time.Second)
 	def(&s.Queue.WaitPoll, 500*time.Millisecond)
 	def(&s.AuditRetention, DefaultAuditRetention)
-	s.APIKeys = s.APIKeys.withDefaults()
+	s.APIKeys = s.APIKeys.WithDefaults()
 	if s.Queue.MaxReceiveCount <= 0 {
 		s.Queue.MaxReceiveCount = 3
 	}

@@ -141,10 +141,10 @@ func (s *Service) sweep(ctx context.Context, lostAfter time.Duration, idle bool)
 			return err
 		}
 		if idle {
-			if err := s.sweepAudit(ctx); err != nil {
+			if err := s.account.SweepAudit(ctx); err != nil {
 				return err
 			}
-			if err := s.sweepAPIKeys(ctx); err != nil {
+			if err := s.account.SweepAPIKeys(ctx); err != nil {
 				return err
 			}
 			s.sweepIdle(ctx)
