@@ -91,48 +91,11 @@ type CreateSessionInput struct {
 func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in CreateSessionInput) (_ Session, err error) {
 	ctx, span := s.startSpan(ctx, "sandbox.CreateSession")
 	defer func() { endSpan(span, err) }()
-	if err := printableSession(in.Name, in.Labels); err != nil {
-		return Session{}, err
-	}
-	var snap store.Snapshot
-	var prof *Profile
-	if in.FromSnapshot != "" {
-		snap, prof, err = s.forkProfile(ctx, p, in.FromSnapshot, in.Profile)
-	} else {
-		prof, err = s.profiles.Resolve(p, in.Profile)
-	}
+	snap, prof, err := s.createProfile(ctx, p, in)
 	if err != nil {
 		return Session{}, err
 	}
-	if err := s.checkLifetime(p, prof, in.Lifetime, in.OnExpiry); err != nil {
-		return Session{}, err
-	}
-	if err := providers.CheckEnv(in.Env); err != nil {
-		return Session{}, err
-	}
-	switch prof.Scope {
-	case ScopePerCall:
-		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_call runs every operation in a fresh sandbox", prof.Name).
-			WithHint("use POST /v1/runs", fmt.Sprintf("call run_code or run_command with profile='%s' instead", prof.Name))
-	case ScopePerRuntime:
-		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_runtime has one shared session", prof.Name).
-			WithHint(fmt.Sprintf("address it as '%s' with ?profile=%s", DefaultSessionID, prof.Name), fmt.Sprintf("omit sandbox_session_id and pass profile='%s' to use it", prof.Name))
-	}
-	now := s.now()
-	row := store.Session{
-		ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
-		Name: in.Name, Labels: in.Labels, Status: "active", CreatedAt: now, LastUsedAt: now, OnExpiry: in.OnExpiry,
-		Env: maps.Clone(in.Env),
-	}
-	if in.Lifetime > 0 {
-		row.ExpiresAt = now.Add(in.Lifetime)
-	}
-	if row.OnExpiry == "" {
-		row.OnExpiry = ExpireDestroy
-	}
-	if row.Labels == nil {
-		row.Labels = map[string]string{}
-	}
+	row := newSessionRow(s.newID(), s.now(), p, prof, in)
 	if err := s.store.CreateSessionWithin(ctx, row, s.quota.Sessions(p)); err != nil {
 		if errors.Is(err, store.ErrQuota) {
 			return Session{}, s.quota.SessionsErr(p)
@@ -153,6 +116,59 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	s.sessionIDs.remember(row) // its first execution needs no round trip to resolve it
 	s.account.Record(ctx, p, store.AuditEvent{Kind: store.AuditSessionCreate, SessionID: row.ID, Profile: row.Profile})
 	return view(row), nil
+}
+
+// createProfile checks what CreateSession is asked (the names and labels, the lifetime, the
+// environment) and returns the profile the session is made in, with the snapshot it forks.
+func (s *Service) createProfile(ctx context.Context, p principal.Principal, in CreateSessionInput) (store.Snapshot, *Profile, error) {
+	if err := printableSession(in.Name, in.Labels); err != nil {
+		return store.Snapshot{}, nil, err
+	}
+	var snap store.Snapshot
+	var prof *Profile
+	var err error
+	if in.FromSnapshot != "" {
+		snap, prof, err = s.forkProfile(ctx, p, in.FromSnapshot, in.Profile)
+	} else {
+		prof, err = s.profiles.Resolve(p, in.Profile)
+	}
+	if err != nil {
+		return store.Snapshot{}, nil, err
+	}
+	if err := s.checkLifetime(p, prof, in.Lifetime, in.OnExpiry); err != nil {
+		return store.Snapshot{}, nil, err
+	}
+	if err := providers.CheckEnv(in.Env); err != nil {
+		return store.Snapshot{}, nil, err
+	}
+	switch prof.Scope {
+	case ScopePerCall:
+		return store.Snapshot{}, nil, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_call runs every operation in a fresh sandbox", prof.Name).
+			WithHint("use POST /v1/runs", fmt.Sprintf("call run_code or run_command with profile='%s' instead", prof.Name))
+	case ScopePerRuntime:
+		return store.Snapshot{}, nil, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_runtime has one shared session", prof.Name).
+			WithHint(fmt.Sprintf("address it as '%s' with ?profile=%s", DefaultSessionID, prof.Name), fmt.Sprintf("omit sandbox_session_id and pass profile='%s' to use it", prof.Name))
+	}
+	return snap, prof, nil
+}
+
+// newSessionRow is the row of a session p makes in prof as in asks, now, with id.
+func newSessionRow(id string, now time.Time, p principal.Principal, prof *Profile, in CreateSessionInput) store.Session {
+	row := store.Session{
+		ID: id, OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
+		Name: in.Name, Labels: in.Labels, Status: "active", CreatedAt: now, LastUsedAt: now, OnExpiry: in.OnExpiry,
+		Env: maps.Clone(in.Env),
+	}
+	if in.Lifetime > 0 {
+		row.ExpiresAt = now.Add(in.Lifetime)
+	}
+	if row.OnExpiry == "" {
+		row.OnExpiry = ExpireDestroy
+	}
+	if row.Labels == nil {
+		row.Labels = map[string]string{}
+	}
+	return row
 }
 
 // resolve finds the session id (or DefaultSessionID) for p, checking ownership, the
@@ -202,34 +218,11 @@ func (s *Service) lookup(ctx context.Context, p principal.Principal, id, profile
 	return s.lookupVia(ctx, p, id, profile, false)
 }
 
+// lookupVia is lookup that, with cached, may take the session's identity from
+// s.sessionIDs instead of a round trip (resolveVia).
 func (s *Service) lookupVia(ctx context.Context, p principal.Principal, id, profile string, cached bool) (store.Session, *Profile, bool, error) {
 	if id == DefaultSessionID || id == "" {
-		prof, err := s.profiles.Resolve(p, profile)
-		if err != nil {
-			return store.Session{}, nil, false, err
-		}
-		now := s.now()
-		cand := store.Session{
-			ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
-			Status: "active", CreatedAt: now, LastUsedAt: now, Labels: map[string]string{},
-		}
-		switch prof.Scope {
-		case ScopePerCall:
-			return cand, prof, true, nil
-		case ScopePerRuntime:
-			cand.OwnerID = ""
-		}
-		if sess, ok := s.sessionIDs.defaultOf(cand.OwnerID, prof.Name); ok && cached {
-			return sess, prof, false, nil
-		}
-		sess, err := s.store.EnsureDefaultSession(ctx, cand)
-		if err == nil {
-			s.sessionIDs.remember(sess)
-			if sess.ID == cand.ID { // this call made it
-				s.account.Record(ctx, p, store.AuditEvent{Kind: store.AuditSessionCreate, SessionID: sess.ID, Profile: sess.Profile})
-			}
-		}
-		return sess, prof, false, err
+		return s.lookupDefault(ctx, p, profile, cached)
 	}
 	sess, ok := s.sessionIDs.get(id)
 	var err error
@@ -244,22 +237,65 @@ func (s *Service) lookupVia(ctx context.Context, p principal.Principal, id, prof
 	if err != nil {
 		return store.Session{}, nil, false, err
 	}
+	prof, err := s.sessionProfile(p, sess, profile)
+	if err != nil {
+		return store.Session{}, nil, false, err
+	}
+	return sess, prof, false, nil
+}
+
+// lookupDefault finds (or makes, on first use) p's default session of profile: an
+// ephemeral, unsaved one on per_call profiles, the one shared session on per_runtime ones.
+func (s *Service) lookupDefault(ctx context.Context, p principal.Principal, profile string, cached bool) (store.Session, *Profile, bool, error) {
+	prof, err := s.profiles.Resolve(p, profile)
+	if err != nil {
+		return store.Session{}, nil, false, err
+	}
+	now := s.now()
+	cand := store.Session{
+		ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
+		Status: "active", CreatedAt: now, LastUsedAt: now, Labels: map[string]string{},
+	}
+	switch prof.Scope {
+	case ScopePerCall:
+		return cand, prof, true, nil
+	case ScopePerRuntime:
+		cand.OwnerID = ""
+	}
+	if sess, ok := s.sessionIDs.defaultOf(cand.OwnerID, prof.Name); ok && cached {
+		return sess, prof, false, nil
+	}
+	sess, err := s.store.EnsureDefaultSession(ctx, cand)
+	if err == nil {
+		s.sessionIDs.remember(sess)
+		if sess.ID == cand.ID { // this call made it
+			s.account.Record(ctx, p, store.AuditEvent{Kind: store.AuditSessionCreate, SessionID: sess.ID, Profile: sess.Profile})
+		}
+	}
+	return sess, prof, false, err
+}
+
+// sessionProfile is the profile of sess, which p found by its id asking for profile ("":
+// any): fault.Config for another profile than asked or one no longer configured; an API
+// key's refusal (profile.KeyRefusal); fault.Conflict on per_call profiles, which keep no
+// sessions (seed: per_call ignores an explicit id).
+func (s *Service) sessionProfile(p principal.Principal, sess store.Session, profile string) (*Profile, error) {
 	if profile != "" && profile != sess.Profile {
-		return store.Session{}, nil, false, fault.New(fault.Config,
-			"sandbox session '%s' belongs to profile '%s', but profile '%s' was requested; omit profile to reuse a session", id, sess.Profile, profile)
+		return nil, fault.New(fault.Config,
+			"sandbox session '%s' belongs to profile '%s', but profile '%s' was requested; omit profile to reuse a session", sess.ID, sess.Profile, profile)
 	}
 	prof, ok := s.profiles.Lookup(sess.Profile)
 	if !ok {
-		return store.Session{}, nil, false, fault.New(fault.Config, "sandbox session '%s' uses profile '%s', which is no longer configured; destroy the session", id, sess.Profile)
+		return nil, fault.New(fault.Config, "sandbox session '%s' uses profile '%s', which is no longer configured; destroy the session", sess.ID, sess.Profile)
 	}
 	if err := keyRefusal(p, prof.Name); err != nil {
-		return store.Session{}, nil, false, err
+		return nil, err
 	}
-	if prof.Scope == ScopePerCall { // seed: per_call ignores an explicit id
-		return store.Session{}, nil, false, fault.New(fault.Conflict, "profile '%s' has scope per_call", prof.Name).
+	if prof.Scope == ScopePerCall {
+		return nil, fault.New(fault.Conflict, "profile '%s' has scope per_call", prof.Name).
 			WithHint("use POST /v1/runs", fmt.Sprintf("omit sandbox_session_id and pass profile='%s'", prof.Name))
 	}
-	return sess, prof, false, nil
+	return prof, nil
 }
 
 // visible: own sessions; shared sessions of profiles p may use; everything for admins.
