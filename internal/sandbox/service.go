@@ -16,6 +16,7 @@ import (
 	"github.com/sandgate/sandgate/internal/sandbox/account"
 	"github.com/sandgate/sandgate/internal/sandbox/profile"
 	"github.com/sandgate/sandgate/internal/sandbox/quota"
+	"github.com/sandgate/sandgate/internal/sandbox/upkeep"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -60,7 +61,6 @@ type Service struct {
 	broker   broker.Broker
 	queue    Queue
 	runnerID string
-	hostname string
 	clock    Clock
 	newID    func() string
 	log      *slog.Logger
@@ -74,7 +74,7 @@ type Service struct {
 	account *account.Room // principals, API keys, the audit log (account/)
 
 	quota   *quota.Room   // limits, refusals, contexts and MCP sessions counted here (quota/)
-	trimmer outputTrimmer // trims retained output over its quota (retained.go)
+	trimmer *upkeep.Trimmer // trims retained output over its quota (upkeep/)
 
 	mu        sync.Mutex
 	cancelled map[string]string // tasks cancelled by a caller (vs. shutdown), with why
@@ -91,16 +91,14 @@ type Service struct {
 	retrying  sync.WaitGroup
 	badSpool  sync.Map // task id → struct{}: spool records found unreadable (said once)
 
-	// outage is how this replica saw the store lately (sweeper.go): a sweep reports no
-	// runner lost until every runner had lost_after to beat again after an outage.
-	outage outageWatch
+	upkeep *upkeep.Sweeper // heartbeat, outage watch, sweeps (upkeep/)
 }
 
 // New builds every profile's provider (failing on configuration the providers reject) and
 // returns the Service.
 func New(opts Options) (*Service, error) {
 	s := &Service{
-		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID, hostname: opts.Hostname,
+		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID,
 		newID: opts.NewID, log: opts.Logger, sessionIDs: newSessionIdentities(),
 		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
 	}
@@ -130,6 +128,11 @@ func New(opts Options) (*Service, error) {
 		AdminGroups: s.cfg.AdminGroups, Clock: s.clock, NewID: s.newID, Log: s.log, KeyRevoked: opts.KeyRevoked,
 	})
 	s.quota = quota.New(s.cfg.Quotas, s.store, s.clock, s.log)
+	s.trimmer = upkeep.NewTrimmer(s.store, s.clock, s.log)
+	s.upkeep = upkeep.New(upkeep.Options{
+		Store: s.store, Profiles: profiles, RunnerID: s.runnerID, Hostname: opts.Hostname, LostAfter: s.cfg.LostAfter,
+		SweepInterval: s.cfg.SweepInterval, TaskTTL: s.ttl(), Clock: s.clock, Log: s.log, Hooks: s.upkeepHooks(),
+	})
 	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd, s.clock)
 	return s, nil
 }
@@ -159,7 +162,7 @@ func (s *Service) Close(ctx context.Context) error {
 	err := s.broker.Close(ctx)
 	s.stopRetries(ctx)
 	s.adopting.Wait() // stopRetries closed s.closing: adopted tasks stop being followed
-	s.waitTrims()
+	s.trimmer.Close()
 	s.kept.close()
 	for _, prof := range s.profiles.All() {
 		if c, ok := prof.Provider.(io.Closer); ok {
@@ -169,10 +172,4 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 	}
 	return err
-}
-
-// orphanSweeper is implemented by providers that can find sandboxes nobody owns any more
-// (e.g. containers left by a crashed gateway). keep reports whether an id is still in use.
-type orphanSweeper interface {
-	SweepOrphans(ctx context.Context, keep func(id string) bool) ([]string, error)
 }
