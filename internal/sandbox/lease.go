@@ -197,7 +197,7 @@ func (l *Lease) take(ctx context.Context) error {
 	}
 	sess, err := s.store.GetSession(ctx, id)
 	if err != nil {
-		return orderErr{s.sessionErr(err, id)}
+		return orderErr{sessionErr(err, id)}
 	}
 	l.Session = sess
 	return nil
@@ -213,7 +213,7 @@ func (l *Lease) ready(ctx context.Context) error {
 	woke := ""
 	if !l.opts.noWake && l.opts.order != orderReread {
 		var err error
-		if woke, err = s.wake(ctx, prof, sess); err != nil {
+		if woke, err = s.park.Wake(ctx, prof, sess); err != nil {
 			if l.opts.refuse && fault.KindOf(err) == fault.Paused {
 				err = refused(err)
 			}
@@ -305,7 +305,7 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 		return sb, nil
 	}
 	if sess.SandboxID == "" && sess.ParkedSnapshot != "" && l.ordered() && !l.opts.noRestore {
-		return s.unpark(ctx, prof, sess, pp, create)
+		return s.park.Unpark(ctx, prof, sess, pp, create)
 	}
 	if sess.SandboxID == "" || l.opts.reach == reachNone {
 		if l.opts.reach != reachCreate {

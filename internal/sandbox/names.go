@@ -7,9 +7,6 @@ import (
 	"github.com/sandgate/sandgate/internal/sandbox/page"
 )
 
-// printable checks caller-chosen text that listings show back (names.Printable).
-func printable(what, text string) error { return names.Printable(what, text) }
-
 // printableSession checks a new session's name and labels (names.Session).
 func printableSession(name string, labels map[string]string) error {
 	return names.Session(name, labels)

@@ -14,6 +14,7 @@ import (
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox/account"
+	"github.com/sandgate/sandgate/internal/sandbox/park"
 	"github.com/sandgate/sandgate/internal/sandbox/profile"
 	"github.com/sandgate/sandgate/internal/sandbox/quota"
 	"github.com/sandgate/sandgate/internal/sandbox/upkeep"
@@ -73,7 +74,7 @@ type Service struct {
 
 	account *account.Room // principals, API keys, the audit log (account/)
 
-	quota   *quota.Room   // limits, refusals, contexts and MCP sessions counted here (quota/)
+	quota   *quota.Room     // limits, refusals, contexts and MCP sessions counted here (quota/)
 	trimmer *upkeep.Trimmer // trims retained output over its quota (upkeep/)
 
 	mu        sync.Mutex
@@ -82,7 +83,7 @@ type Service struct {
 	kept     *keptOutputs   // the output of executions kept in memory for followers (kept.go)
 	adopting sync.WaitGroup // tasks of stopped runners being followed to their end (adopt.go)
 
-	linkKeyCache // the share links' key (preview.go)
+	park *park.Room // pause, resume, idle parking, lifetimes, snapshots, preview links (park/)
 
 	// Completions the store refused are retried in the background (completion.go) until
 	// Close: closing stops them, retrying counts them.
@@ -128,6 +129,7 @@ func New(opts Options) (*Service, error) {
 		AdminGroups: s.cfg.AdminGroups, Clock: s.clock, NewID: s.newID, Log: s.log, KeyRevoked: opts.KeyRevoked,
 	})
 	s.quota = quota.New(s.cfg.Quotas, s.store, s.clock, s.log)
+	s.park = park.New(s.parkOptions())
 	s.trimmer = upkeep.NewTrimmer(s.store, s.clock, s.log)
 	s.upkeep = upkeep.New(upkeep.Options{
 		Store: s.store, Profiles: profiles, RunnerID: s.runnerID, Hostname: opts.Hostname, LostAfter: s.cfg.LostAfter,

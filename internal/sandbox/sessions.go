@@ -103,7 +103,7 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 		return Session{}, err
 	}
 	if in.FromSnapshot != "" {
-		if err := s.restoreInto(ctx, p, prof, &row, snap); err != nil {
+		if err := s.park.RestoreInto(ctx, p, prof, &row, snap); err != nil {
 			if derr := s.store.DeleteSession(context.WithoutCancel(ctx), row.ID); derr != nil {
 				s.log.Warn("removing a session whose fork failed", "session_id", row.ID, "err", derr)
 			}
@@ -128,14 +128,14 @@ func (s *Service) createProfile(ctx context.Context, p principal.Principal, in C
 	var prof *Profile
 	var err error
 	if in.FromSnapshot != "" {
-		snap, prof, err = s.forkProfile(ctx, p, in.FromSnapshot, in.Profile)
+		snap, prof, err = s.park.ForkProfile(ctx, p, in.FromSnapshot, in.Profile)
 	} else {
 		prof, err = s.profiles.Resolve(p, in.Profile)
 	}
 	if err != nil {
 		return store.Snapshot{}, nil, err
 	}
-	if err := s.checkLifetime(p, prof, in.Lifetime, in.OnExpiry); err != nil {
+	if err := s.park.CheckLifetime(p, prof, in.Lifetime, in.OnExpiry); err != nil {
 		return store.Snapshot{}, nil, err
 	}
 	if err := providers.CheckEnv(in.Env); err != nil {
@@ -424,7 +424,7 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 	}
 	// A paused sandbox is thawed first: its processes are stopped like any others.
 	if !sess.PausedAt.IsZero() {
-		if _, err := s.thaw(ctx, prof, &sess); err != nil {
+		if _, err := s.park.Thaw(ctx, prof, &sess); err != nil {
 			s.log.Warn("resuming a paused sandbox before destroying it failed", "session_id", sess.ID, "err", err)
 		}
 	}
@@ -455,6 +455,49 @@ func (s *Service) DestroySession(ctx context.Context, p principal.Principal, id,
 	return out, nil
 }
 
+// expireDestroy destroys session sess, whose lifetime passed, as DestroySession does for its
+// owner: its work is cancelled, its sandbox removed (or its removal retried), the row
+// forgotten, and the destruction audited as its owner's.
+func (s *Service) expireDestroy(ctx context.Context, owner principal.Principal, prof *Profile, sess store.Session) (Destroyed, error) {
+	if !sess.PausedAt.IsZero() {
+		if _, err := s.park.Thaw(ctx, prof, &sess); err != nil {
+			s.log.Warn("resuming a paused sandbox before destroying it failed", "session_id", sess.ID, "err", err)
+		}
+	}
+	if ids, err := s.store.UnfinishedTasks(ctx, sess.ID); err == nil {
+		for _, id := range ids {
+			_ = s.cancelTask(ctx, owner, id, "the session's lifetime ended")
+		}
+	}
+	unlock, err := s.lockSession(ctx, sess.ID)
+	if err != nil {
+		return Destroyed{}, err
+	}
+	defer unlock()
+	cur, err := s.store.GetSession(ctx, sess.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Destroyed{SessionID: sess.ID}, nil // destroyed meanwhile
+	}
+	if err != nil {
+		return Destroyed{}, err
+	}
+	if cur.ExpiresAt.IsZero() || cur.ExpiresAt.After(s.now()) || cur.Status == store.SessionClosed {
+		return Destroyed{SessionID: sess.ID}, nil // given more time meanwhile
+	}
+	out, err := s.finishDestroy(ctx, prof, cur)
+	if err != nil {
+		return Destroyed{}, err
+	}
+	event := store.AuditEvent{Kind: store.AuditSessionDestroy, SessionID: cur.ID, Profile: cur.Profile}
+	if out.Pending {
+		event.Status, event.ErrorType = "failed", string(out.failure)
+	}
+	if owner.ID != "" {
+		s.account.Record(ctx, owner, event)
+	}
+	return out, nil
+}
+
 // finishDestroy destroys closed or closing session sess's sandbox and forgets the session —
 // or, when the provider fails, closes it (or keeps it closed) with its next retry due after
 // backoff. Call holding the session lock, or for a closed session (which takes no work).
@@ -480,7 +523,7 @@ func (s *Service) finishDestroy(ctx context.Context, prof *Profile, sess store.S
 	if sess.ParkedSnapshot != "" {
 		// The capture the idle session was parked in goes with it (its user snapshots stay).
 		if snap, err := s.store.GetSnapshot(ctx, sess.ParkedSnapshot); err == nil && snap.Kind == store.SnapshotIdle {
-			s.dropSnapshot(ctx, prof, snap)
+			s.park.DropSnapshot(ctx, prof, snap)
 		}
 	}
 	if err := s.store.DeleteSession(context.WithoutCancel(ctx), sess.ID); err != nil {
@@ -518,12 +561,4 @@ func (s *Service) lockSession(ctx context.Context, id string) (func(), error) {
 		return nil, classifyAs(err, fault.Broker, "could not take the session lock")
 	}
 	return unlock, nil
-}
-
-func idleNotice(prof *Profile, id string) string {
-	secs := int(prof.IdleTimeout / time.Second)
-	if prof.Attached() {
-		return fmt.Sprintf("sandbox session '%s' was idle for more than %ds; its binding was reset and the attached environment was left untouched", id, secs)
-	}
-	return fmt.Sprintf("sandbox session '%s' was idle for more than %ds and has been reset; its previous workspace state was discarded", id, secs)
 }

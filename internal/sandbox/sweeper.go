@@ -2,7 +2,7 @@ package sandbox
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 
 	"github.com/sandgate/sandgate/internal/sandbox/upkeep"
 )
@@ -29,9 +29,9 @@ func (s *Service) upkeepHooks() upkeep.Hooks {
 		Spooled:  s.recordSpooled,
 		Cancels:  s.pollCancels,
 		Adopt:    s.adoptOrphans,
-		Frequent: []func(context.Context){s.retryDestroys, s.sweepExpired},
+		Frequent: []func(context.Context){s.retryDestroys, s.park.SweepExpired},
 		Idle: []func(context.Context) error{s.account.SweepAudit, s.account.SweepAPIKeys, func(ctx context.Context) error {
-			s.sweepIdle(ctx)
+			s.park.SweepIdle(ctx)
 			return nil
 		}},
 	}
@@ -49,38 +49,6 @@ func (s *Service) pollCancels(ctx context.Context) {
 		}
 		s.mu.Unlock()
 		s.broker.Cancel(id)
-	}
-}
-
-// sweepIdle frees the sandboxes of sessions idle past their profile's idle_timeout (attached
-// profiles are never touched) as the profile's idle_action says — destroyed (reset), paused,
-// or captured in a snapshot and destroyed — and leaves the notice of what happened for their
-// next operation.
-func (s *Service) sweepIdle(ctx context.Context) {
-	for _, prof := range s.profiles.All() {
-		name := prof.Name
-		if prof.Attached() || prof.Scope == ScopePerCall {
-			continue
-		}
-		cutoff := s.now().Add(-prof.IdleTimeout)
-		rows, err := s.store.IdleSessions(ctx, name, cutoff, 100)
-		if err != nil {
-			s.log.Warn("idle sweep failed", "profile", name, "err", err)
-			continue
-		}
-		for _, sess := range rows {
-			if idleAction(prof) != IdleReset {
-				s.parkIdle(ctx, prof, sess, cutoff)
-				continue
-			}
-			// Only reset when the row still points at the sandbox we destroy.
-			ok, err := s.store.ResetIdleSession(ctx, sess.ID, idleNotice(prof, sess.ID), s.now(), sess.SandboxID, cutoff)
-			if err != nil || !ok {
-				continue
-			}
-			_ = s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
-			s.log.Info("idle sandbox freed", "session_id", sess.ID, "profile", name)
-		}
 	}
 }
 
