@@ -90,7 +90,7 @@ const (
 // fault.Validation for a bad name or language; fault.Quota for a create past
 // sandbox.quotas.contexts.
 func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profile string, op ContextOp) ([]NamedContext, error) {
-	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	sess, prof, ephemeral, err := s.sessions.Resolve(ctx, p, id, profile)
 	if err != nil {
 		return nil, err
 	}

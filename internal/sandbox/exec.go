@@ -147,14 +147,14 @@ func (s *Service) Execute(ctx context.Context, p principal.Principal, in ExecInp
 	// round trip when the session is gone, and then it is resolved once more from the store
 	// (a default session is made again, an explicit id is unknown).
 	for cached := true; ; cached = false {
-		sess, prof, ephemeral, err := s.resolveVia(ctx, p, in.SessionID, in.Profile, cached)
+		sess, prof, ephemeral, err := s.sessions.ResolveVia(ctx, p, in.SessionID, in.Profile, cached)
 		if err != nil {
 			return Outcome{}, err
 		}
 		span.SetAttributes(attrProfile.String(prof.Name), attrProvider.String(prof.Provider.Type()), attrSession.String(sess.ID))
 		out, err := s.submit(ctx, p, sess, prof, ephemeral, in)
 		if errors.Is(err, errSessionGone) {
-			s.sessionIDs.forget(sess.ID)
+			s.sessions.Forget(sess.ID)
 			if cached {
 				continue
 			}
@@ -690,7 +690,7 @@ func (j *execJob) holdSession(ctx context.Context) (_ store.Session, unlock func
 		}
 		return j.sess, func() {}, nil
 	}
-	unlock, err = s.lockSession(ctx, j.sess.ID)
+	unlock, err = s.sessions.Lock(ctx, j.sess.ID)
 	if err != nil {
 		return store.Session{}, nil, err
 	}

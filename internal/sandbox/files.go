@@ -29,7 +29,7 @@ func (s *Service) maxFile() int64 { return s.cfg.MaxFileBytes }
 
 // fileSession resolves a session for a file operation and runs the fail-closed checks.
 func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, error) {
-	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	sess, prof, ephemeral, err := s.sessions.Resolve(ctx, p, id, profile)
 	if err != nil {
 		return store.Session{}, nil, err
 	}

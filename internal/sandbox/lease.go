@@ -189,7 +189,7 @@ func (l *Lease) take(ctx context.Context) error {
 		}
 	}
 	if l.opts.order != orderReread {
-		unlock, err := s.lockSession(ctx, id)
+		unlock, err := s.sessions.Lock(ctx, id)
 		if err != nil {
 			return orderErr{err}
 		}
@@ -239,7 +239,7 @@ func (l *Lease) ready(ctx context.Context) error {
 func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
 	notice := sess.PendingNotice
 	if sess.SandboxID != "" && sess.PausedAt.IsZero() && idleAction(prof) == IdleReset && s.now().Sub(sess.LastUsedAt) > prof.IdleTimeout {
-		_ = s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+		_ = s.sessions.DestroyBackend(ctx, prof, sess.ID, sess.SandboxID)
 		notice = idleNotice(prof, sess.ID)
 		if _, err := s.store.ResetSession(ctx, sess.ID, "", s.now(), sess.SandboxID); err != nil {
 			return "", err
@@ -374,7 +374,7 @@ func (l *Lease) Release() {
 		l.Sandbox = nil
 	}
 	for _, id := range l.made {
-		_ = l.s.destroyBackend(l.ctx, l.prof, l.Session.ID, id)
+		_ = l.s.sessions.DestroyBackend(l.ctx, l.prof, l.Session.ID, id)
 	}
 	l.made = nil
 	release := l.release

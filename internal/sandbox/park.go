@@ -48,7 +48,7 @@ type (
 func (s *Service) parkOptions() park.Options {
 	return park.Options{
 		Store: s.store, Profiles: s.profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: s.newID, Log: s.log,
-		Resolve: s.resolve, Visible: s.visible, LockSession: s.lockSession, DestroyBackend: s.destroyBackend,
+		Resolve: s.sessions.Resolve, Visible: s.sessions.Visible, LockSession: s.sessions.Lock, DestroyBackend: s.sessions.DestroyBackend,
 		Hold: func(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (store.Session, func(), error) {
 			l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachNone, noWake: true})
 			if errors.As(err, new(orderErr)) && fault.KindOf(err) == fault.NotFound {
@@ -74,7 +74,7 @@ func (s *Service) parkOptions() park.Options {
 			return l.Sandbox, l.Release, nil
 		},
 		Expire: func(ctx context.Context, owner principal.Principal, prof *Profile, sess store.Session) (bool, string, error) {
-			out, err := s.expireDestroy(ctx, owner, prof, sess)
+			out, err := s.sessions.ExpireDestroy(ctx, owner, prof, sess)
 			return out.Pending, out.Notice, err
 		},
 	}

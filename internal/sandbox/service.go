@@ -17,6 +17,7 @@ import (
 	"github.com/sandgate/sandgate/internal/sandbox/park"
 	"github.com/sandgate/sandgate/internal/sandbox/profile"
 	"github.com/sandgate/sandgate/internal/sandbox/quota"
+	"github.com/sandgate/sandgate/internal/sandbox/session"
 	"github.com/sandgate/sandgate/internal/sandbox/upkeep"
 	"github.com/sandgate/sandgate/internal/store"
 )
@@ -70,7 +71,7 @@ type Service struct {
 
 	profiles *profile.Set // the configured profiles, the fail-closed checks (profile/)
 
-	sessionIDs *sessionIdentities // what never changes about a session, by id (sessionids.go)
+	sessions *session.Room // sessions made, found, listed, destroyed; their identities (session/)
 
 	account *account.Room // principals, API keys, the audit log (account/)
 
@@ -100,7 +101,7 @@ type Service struct {
 func New(opts Options) (*Service, error) {
 	s := &Service{
 		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID,
-		newID: opts.NewID, log: opts.Logger, sessionIDs: newSessionIdentities(),
+		newID: opts.NewID, log: opts.Logger,
 		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
 	}
 	if s.observer == nil {
@@ -129,7 +130,13 @@ func New(opts Options) (*Service, error) {
 		AdminGroups: s.cfg.AdminGroups, Clock: s.clock, NewID: s.newID, Log: s.log, KeyRevoked: opts.KeyRevoked,
 	})
 	s.quota = quota.New(s.cfg.Quotas, s.store, s.clock, s.log)
+	sessions := &session.Options{
+		Store: s.store, Profiles: profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: s.newID, Log: s.log,
+		Call: s.call, StartSpan: s.startSpan, EndSpan: endSpan, CancelTask: s.cancelTask,
+	}
+	s.sessions = session.New(sessions)
 	s.park = park.New(s.parkOptions())
+	sessions.Park = s.park // the two rooms use each other: the park room is built with the session room's functions
 	s.trimmer = upkeep.NewTrimmer(s.store, s.clock, s.log)
 	s.upkeep = upkeep.New(upkeep.Options{
 		Store: s.store, Profiles: profiles, RunnerID: s.runnerID, Hostname: opts.Hostname, LostAfter: s.cfg.LostAfter,

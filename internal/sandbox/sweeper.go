@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/sandgate/sandgate/internal/sandbox/upkeep"
 )
@@ -29,7 +28,7 @@ func (s *Service) upkeepHooks() upkeep.Hooks {
 		Spooled:  s.recordSpooled,
 		Cancels:  s.pollCancels,
 		Adopt:    s.adoptOrphans,
-		Frequent: []func(context.Context){s.retryDestroys, s.park.SweepExpired},
+		Frequent: []func(context.Context){s.sessions.RetryDestroys, s.park.SweepExpired},
 		Idle: []func(context.Context) error{s.account.SweepAudit, s.account.SweepAPIKeys, func(ctx context.Context) error {
 			s.park.SweepIdle(ctx)
 			return nil
@@ -49,37 +48,5 @@ func (s *Service) pollCancels(ctx context.Context) {
 		}
 		s.mu.Unlock()
 		s.broker.Cancel(id)
-	}
-}
-
-// retryDestroys retries removing the sandboxes of closed sessions (StateDestroyFailed) whose
-// next attempt is due: a session whose provider confirms (or finds the sandbox gone) is
-// forgotten, the others wait longer (destroyRetryAfter). A session of a profile no longer
-// configured waits too: no provider here can remove its sandbox.
-func (s *Service) retryDestroys(ctx context.Context) {
-	rows, err := s.store.DestroyRetries(ctx, s.now(), 100)
-	if err != nil {
-		s.log.Warn("listing the sessions whose sandbox removal failed", "err", err)
-		return
-	}
-	for _, sess := range rows {
-		if ctx.Err() != nil {
-			return
-		}
-		prof := s.profiles.Get(sess.Profile)
-		if prof == nil {
-			why := fmt.Sprintf("profile '%s' is not configured on this gateway: no provider can remove its sandbox %s", sess.Profile, sess.SandboxID)
-			if _, err := s.store.DestroyFailed(ctx, sess.ID, sess.SandboxID, why, s.now().Add(destroyRetryAfter(sess.DestroyAttempts+1))); err != nil {
-				s.log.Warn("recording a failed sandbox removal failed", "session_id", sess.ID, "err", err)
-			}
-			continue
-		}
-		out, err := s.finishDestroy(ctx, prof, sess)
-		switch {
-		case err != nil:
-			s.log.Warn("retrying a sandbox removal failed", "session_id", sess.ID, "err", err)
-		case !out.Pending:
-			s.log.Info("sandbox of a closed session removed at last; session forgotten", "session_id", sess.ID, "profile", sess.Profile, "attempts", sess.DestroyAttempts+1)
-		}
 	}
 }
