@@ -490,7 +490,7 @@ func (j *execJob) run(ctx context.Context) {
 		if !j.refused {
 			s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, s.since(began))
 		}
-		s.trimmer.KeepWithin(j.p.ID, s.quota.RetainedOutputBytes(j.p), completion.OutputBytes)
+		s.upkeep.KeepWithin(j.p.ID, s.quota.RetainedOutputBytes(j.p), completion.OutputBytes)
 		s.forgetCancelled(j.task.ID)
 		if j.live != nil {
 			j.live.finish(j.result, j.err)

@@ -43,9 +43,9 @@ type (
 	LinkOptions    = park.LinkOptions
 )
 
-// parkOptions builds the park room over s's store and rooms, handing it the lease and the
-// session paths it needs as functions.
-func (s *Service) parkOptions() park.Options {
+// parkOptions are the park room's over s's store and rooms, with the lease and the session
+// paths it needs as functions (composition: New builds the room with them).
+func parkOptions(s *Service) park.Options {
 	return park.Options{
 		Store: s.store, Profiles: s.profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: s.newID, Log: s.log,
 		Resolve: s.sessions.Resolve, Visible: s.sessions.Visible, LockSession: s.sessions.Lock, DestroyBackend: s.sessions.DestroyBackend,

@@ -75,8 +75,7 @@ type Service struct {
 
 	account *account.Room // principals, API keys, the audit log (account/)
 
-	quota   *quota.Room     // limits, refusals, contexts and MCP sessions counted here (quota/)
-	trimmer *upkeep.Trimmer // trims retained output over its quota (upkeep/)
+	quota *quota.Room // limits, refusals, contexts and MCP sessions counted here (quota/)
 
 	mu        sync.Mutex
 	cancelled map[string]string // tasks cancelled by a caller (vs. shutdown), with why
@@ -93,7 +92,7 @@ type Service struct {
 	retrying  sync.WaitGroup
 	badSpool  sync.Map // task id → struct{}: spool records found unreadable (said once)
 
-	upkeep *upkeep.Sweeper // heartbeat, outage watch, sweeps (upkeep/)
+	upkeep *upkeep.Sweeper // heartbeat, outage watch, sweeps, retained-output trims (upkeep/)
 }
 
 // New builds every profile's provider (failing on configuration the providers reject) and
@@ -135,12 +134,11 @@ func New(opts Options) (*Service, error) {
 		Call: s.call, StartSpan: s.startSpan, EndSpan: endSpan, CancelTask: s.cancelTask,
 	}
 	s.sessions = session.New(sessions)
-	s.park = park.New(s.parkOptions())
+	s.park = park.New(parkOptions(s))
 	sessions.Park = s.park // the two rooms use each other: the park room is built with the session room's functions
-	s.trimmer = upkeep.NewTrimmer(s.store, s.clock, s.log)
 	s.upkeep = upkeep.New(upkeep.Options{
 		Store: s.store, Profiles: profiles, RunnerID: s.runnerID, Hostname: opts.Hostname, LostAfter: s.cfg.LostAfter,
-		SweepInterval: s.cfg.SweepInterval, TaskTTL: s.ttl(), Clock: s.clock, Log: s.log, Hooks: s.upkeepHooks(),
+		SweepInterval: s.cfg.SweepInterval, TaskTTL: s.ttl(), Clock: s.clock, Log: s.log, Hooks: upkeepHooks(s),
 	})
 	s.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.storedEnd, s.clock)
 	return s, nil
@@ -171,7 +169,7 @@ func (s *Service) Close(ctx context.Context) error {
 	err := s.broker.Close(ctx)
 	s.stopRetries(ctx)
 	s.adopting.Wait() // stopRetries closed s.closing: adopted tasks stop being followed
-	s.trimmer.Close()
+	s.upkeep.CloseTrims()
 	s.kept.close()
 	for _, prof := range s.profiles.All() {
 		if c, ok := prof.Provider.(io.Closer); ok {

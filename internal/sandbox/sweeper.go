@@ -22,8 +22,9 @@ func (s *Service) Heartbeat(ctx context.Context) error { return s.upkeep.Heartbe
 // SweepNow runs one full sweep pass (tests and the first pass after start).
 func (s *Service) SweepNow(ctx context.Context) { s.upkeep.SweepNow(ctx) }
 
-// upkeepHooks are the other rooms' parts of a sweep, in the order a pass runs them.
-func (s *Service) upkeepHooks() upkeep.Hooks {
+// upkeepHooks are the other rooms' parts of a sweep, in the order a pass runs them
+// (composition: New builds the upkeep room with them).
+func upkeepHooks(s *Service) upkeep.Hooks {
 	return upkeep.Hooks{
 		Spooled:  s.recordSpooled,
 		Cancels:  s.pollCancels,

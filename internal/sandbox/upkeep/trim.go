@@ -115,8 +115,8 @@ func (t *Trimmer) loop(owner string, limit int64) {
 	}
 }
 
-// Close stops new trims, ends the waits between trims and waits for the running ones.
-func (t *Trimmer) Close() {
+// CloseTrims stops new trims, ends the waits between trims and waits for the running ones.
+func (t *Trimmer) CloseTrims() {
 	t.mu.Lock()
 	if !t.closed {
 		t.closed = true

@@ -71,14 +71,16 @@ type Options struct {
 	Hooks   Hooks
 }
 
-// Sweeper keeps this replica's heartbeat and sweeps. Build it with New.
+// Sweeper keeps this replica's heartbeat and sweeps, and trims retained output (Trimmer,
+// embedded: KeepWithin, CloseTrims). Build it with New.
 type Sweeper struct {
+	*Trimmer
 	o      Options
 	outage outageWatch
 }
 
 // New returns the sweeper.
-func New(o Options) *Sweeper { return &Sweeper{o: o} }
+func New(o Options) *Sweeper { return &Sweeper{Trimmer: NewTrimmer(o.Store, o.Clock, o.Log), o: o} }
 
 // Maintain keeps this replica's heartbeat, picks up cancellations requested through other
 // replicas, records the completions waiting in its spool (first thing, and before every
