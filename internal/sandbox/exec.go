@@ -141,7 +141,7 @@ type Outcome struct {
 // failures are fault errors; policy, identity and capability checks fail before any provider
 // call.
 func (s *Service) Execute(ctx context.Context, p principal.Principal, in ExecInput) (_ Outcome, err error) {
-	ctx, span := s.startSpan(ctx, "sandbox.Execute")
+	ctx, span := s.obs.Span(ctx, "sandbox.Execute")
 	defer func() { endSpan(span, err) }()
 	// The session's identity comes from the cache when it can; BeginTask finds out in the same
 	// round trip when the session is gone, and then it is resolved once more from the store
@@ -463,7 +463,7 @@ func (j *execJob) withdraw(ctx context.Context) bool {
 func (j *execJob) run(ctx context.Context) {
 	s := j.s
 	began := s.now()
-	ctx, span := s.tracer.Start(trace.ContextWithSpanContext(ctx, j.parent), "sandbox.execution", trace.WithAttributes(
+	ctx, span := s.obs.Tracer().Start(trace.ContextWithSpanContext(ctx, j.parent), "sandbox.execution", trace.WithAttributes(
 		attrProfile.String(j.prof.Name), attrProvider.String(j.prof.Provider.Type()), attrSession.String(j.sess.ID),
 		attrTask.String(j.task.ID), attrOp.String(j.task.Operation)))
 	bg := context.WithoutCancel(ctx) // persistence must happen even after cancellation
@@ -488,7 +488,7 @@ func (j *execJob) run(ctx context.Context) {
 			s.recordCompletion(bg, j.task.ID, completion)
 		}
 		if !j.refused {
-			s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, s.since(began))
+			s.obs.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, s.since(began))
 		}
 		s.upkeep.KeepWithin(j.p.ID, s.quota.RetainedOutputBytes(j.p), completion.OutputBytes)
 		s.forgetCancelled(j.task.ID)

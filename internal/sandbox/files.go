@@ -55,7 +55,7 @@ func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, pr
 // or a sandbox is touched, when size says so; else when the stream passes the limit.
 // Escapes: fault.Policy. Writes are ordered with the session's executions.
 func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, profile, path string, body io.Reader, size int64) (_ FileWritten, err error) {
-	ctx, span := s.startSpan(ctx, "sandbox.WriteFile")
+	ctx, span := s.obs.Span(ctx, "sandbox.WriteFile")
 	defer func() { endSpan(span, err) }()
 	if strings.HasSuffix(path, "/") { // cleaning would drop the slash and write a file of that name
 		return FileWritten{}, fault.New(fault.Validation,
@@ -98,7 +98,7 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	sb := l.Sandbox
 	wctx, cancel := context.WithTimeout(ctx, prof.Policy.Timeout)
 	defer cancel()
-	err = s.call(wctx, prof, "write_file", func(ctx context.Context) (err error) {
+	err = s.obs.Call(wctx, prof, "write_file", func(ctx context.Context) (err error) {
 		written, err = sb.WriteFile(ctx, clean, io.TeeReader(body, h), s.maxFile())
 		return err
 	})

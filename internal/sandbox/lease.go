@@ -295,7 +295,7 @@ func (l *Lease) renew(ctx context.Context) error {
 func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox, string, error) {
 	prof, sess, pp := l.prof, &l.Session, l.pp
 	create := func(ctx context.Context) (sb providers.Sandbox, err error) {
-		err = s.call(ctx, prof, "create", func(ctx context.Context) (err error) {
+		err = s.obs.Call(ctx, prof, "create", func(ctx context.Context) (err error) {
 			sb, err = prof.Provider.Create(ctx, pp, prof.Policy)
 			return err
 		})
@@ -348,11 +348,11 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 // within patience.
 func (l *Lease) patiently(ctx context.Context, attach func(context.Context) error) error {
 	s := l.s
-	err := s.call(ctx, l.prof, "attach", attach)
+	err := s.obs.Call(ctx, l.prof, "attach", attach)
 	for wait := 250 * time.Millisecond; err != nil && ctx.Err() == nil && fault.KindOf(err) != fault.Gone && wait <= l.opts.patience; wait *= 2 {
 		s.log.Info("a sandbox did not answer; trying again", "session_id", l.Session.ID, "err", err)
 		if sleep(ctx, s.clock, wait) {
-			err = s.call(ctx, l.prof, "attach", attach)
+			err = s.obs.Call(ctx, l.prof, "attach", attach)
 		}
 	}
 	return err

@@ -14,6 +14,7 @@ import (
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/sandbox/account"
+	"github.com/sandgate/sandgate/internal/sandbox/observe"
 	"github.com/sandgate/sandgate/internal/sandbox/park"
 	"github.com/sandgate/sandgate/internal/sandbox/profile"
 	"github.com/sandgate/sandgate/internal/sandbox/quota"
@@ -66,8 +67,7 @@ type Service struct {
 	clock    Clock
 	newID    func() string
 	log      *slog.Logger
-	observer Observer
-	tracer   trace.Tracer
+	obs      *observe.Room // the Observer, spans, provider calls (observe/)
 
 	profiles *profile.Set // the configured profiles, the fail-closed checks (profile/)
 
@@ -101,10 +101,7 @@ func New(opts Options) (*Service, error) {
 	s := &Service{
 		cfg: opts.Settings.withDefaults(), store: opts.Store, spool: opts.Spool, broker: opts.Broker, queue: opts.Queue, runnerID: opts.RunnerID,
 		newID: opts.NewID, log: opts.Logger,
-		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
-	}
-	if s.observer == nil {
-		s.observer = nopObserver{}
+		cancelled: map[string]string{}, closing: make(chan struct{}), obs: observe.New(opts.Observer, opts.Tracer),
 	}
 	s.clock = opts.Clock
 	if s.clock == nil {
@@ -131,7 +128,7 @@ func New(opts Options) (*Service, error) {
 	s.quota = quota.New(s.cfg.Quotas, s.store, s.clock, s.log)
 	sessions := &session.Options{
 		Store: s.store, Profiles: profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: s.newID, Log: s.log,
-		Call: s.call, StartSpan: s.startSpan, EndSpan: endSpan, CancelTask: s.cancelTask,
+		Call: s.obs.Call, StartSpan: s.obs.Span, EndSpan: endSpan, CancelTask: s.cancelTask,
 	}
 	s.sessions = session.New(sessions)
 	s.park = park.New(parkOptions(s))
