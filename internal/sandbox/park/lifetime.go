@@ -62,7 +62,7 @@ func (pk *Room) SetSessionLifetime(ctx context.Context, p principal.Principal, i
 	if isDefault(id) {
 		return store.Session{}, fault.New(fault.Conflict, "a default session has no lifetime; create a session with one")
 	}
-	sess, prof, ephemeral, err := pk.resolve(ctx, p, id, profName)
+	sess, prof, ephemeral, err := pk.Resolve(ctx, p, id, profName)
 	if err != nil {
 		return store.Session{}, err
 	}

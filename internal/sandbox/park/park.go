@@ -115,7 +115,7 @@ func (pk *Room) parkableSession(ctx context.Context, p principal.Principal, id, 
 			return store.Session{}, nil, err
 		}
 	}
-	sess, prof, ephemeral, err := pk.resolve(ctx, p, id, profName)
+	sess, prof, ephemeral, err := pk.Resolve(ctx, p, id, profName)
 	if err != nil {
 		return store.Session{}, nil, err
 	}

@@ -69,7 +69,7 @@ func (pk *Room) portSession(ctx context.Context, p principal.Principal, id, prof
 	if port < 1 || port > providers.MaxPort {
 		return store.Session{}, nil, fault.New(fault.Validation, "port %d is not a TCP port (1-%d)", port, providers.MaxPort)
 	}
-	sess, prof, ephemeral, err := pk.resolve(ctx, p, id, profName)
+	sess, prof, ephemeral, err := pk.Resolve(ctx, p, id, profName)
 	if err != nil {
 		return store.Session{}, nil, err
 	}

@@ -70,11 +70,6 @@ type Room struct {
 // New returns the room.
 func New(o Options) *Room { return &Room{Options: o} }
 
-// Unexported names of Options' parts, as the room's code speaks of them.
-func (pk *Room) resolve(ctx context.Context, p principal.Principal, id, prof string) (store.Session, *profile.Profile, bool, error) {
-	return pk.Resolve(ctx, p, id, prof)
-}
-
 // sessionErr maps a store error about session id.
 func sessionErr(err error, id string) error {
 	if errors.Is(err, store.ErrNotFound) {

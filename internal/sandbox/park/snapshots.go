@@ -50,7 +50,7 @@ func (pk *Room) CreateSnapshot(ctx context.Context, p principal.Principal, id, p
 	if err := names.Printable("snapshot name", name); err != nil {
 		return Snapshot{}, err
 	}
-	sess, prof, ephemeral, err := pk.resolve(ctx, p, id, profName)
+	sess, prof, ephemeral, err := pk.Resolve(ctx, p, id, profName)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -316,7 +316,7 @@ func (pk *Room) RestoreInto(ctx context.Context, p principal.Principal, prof *pr
 
 // Unpark restores sess's sandbox from the idle snapshot it is parked in, records the binding
 // (keeping the pending notice) and then forgets the snapshot. A snapshot (or capture) that is gone leaves a new empty
-// sandbox (made by create) with a notice saying so. Call holding the session lock (reachSandbox).
+// sandbox (made by create) with a notice saying so. Call holding the session lock (the lease does).
 func (pk *Room) Unpark(ctx context.Context, prof *profile.Profile, sess *store.Session, pp providers.Principal, create func(context.Context) (providers.Sandbox, error)) (providers.Sandbox, string, error) {
 	snap, err := pk.Store.GetSnapshot(ctx, sess.ParkedSnapshot)
 	var sb providers.Sandbox

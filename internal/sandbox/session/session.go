@@ -196,7 +196,7 @@ func (sr *Room) ResolveVia(ctx context.Context, p principal.Principal, id, profN
 	return sess, prof, ephemeral, err
 }
 
-// viewVia is resolveVia for reading a session: a closed one is found (its owner sees it).
+// viewVia is ResolveVia for reading a session: a closed one is found (its owner sees it).
 func (sr *Room) viewVia(ctx context.Context, p principal.Principal, id, profName string, cached bool) (store.Session, *profile.Profile, bool, error) {
 	sess, prof, ephemeral, err := sr.lookupVia(ctx, p, id, profName, cached)
 	if err == nil && !profile.Allowed(p, prof) {
