@@ -65,7 +65,7 @@ func (xs *executions) resume(t store.Task, prof *Profile) {
 			Error: "the gateway process running this task stopped before it finished (runner " + t.RunnerID + "), and " + why})
 	}
 	// A paused sandbox is frozen, its sandboxd too: follow the task once it runs again.
-	if !s.awaitRunning(ctx, t.SessionID) {
+	if !s.park.AwaitRunning(ctx, t.SessionID) {
 		if ctx.Err() == nil {
 			lost("its session is gone")
 		}

@@ -90,7 +90,7 @@ const (
 // fault.Validation for a bad name or language; fault.Quota for a create past
 // sandbox.quotas.contexts.
 func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profile string, op ContextOp) ([]NamedContext, error) {
-	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	sess, prof, ephemeral, err := s.sessions.Resolve(ctx, p, id, profile)
 	if err != nil {
 		return nil, err
 	}
@@ -116,18 +116,18 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	switch op.Op {
 	case ContextCreate:
 		// Counted before it exists (contextquota.go), given back if it could not be made.
-		if err := s.holdContext(ctx, p, sess.ID, sb.ID(), op.Name); err != nil {
+		if err := s.quota.HoldContext(ctx, p, sess.ID, sb.ID(), op.Name); err != nil {
 			return nil, err
 		}
 		if _, err = cm.CreateContext(ctx, op.Name, op.Language); err != nil && fault.KindOf(err) != fault.Conflict {
-			s.releaseContext(ctx, sess.ID, op.Name)
+			s.quota.ReleaseContext(ctx, sess.ID, op.Name)
 		}
 	case ContextRestart:
 		_, err = cm.RestartContext(ctx, op.Name)
 	case ContextDelete:
 		err = cm.DeleteContext(ctx, op.Name)
 		if err == nil || fault.KindOf(err) == fault.NotFound {
-			s.releaseContext(ctx, sess.ID, op.Name)
+			s.quota.ReleaseContext(ctx, sess.ID, op.Name)
 		}
 	case ContextList:
 	default:

@@ -13,6 +13,22 @@
 // through internal/providers, and never sees HTTP or the configuration: internal/gateway maps
 // config onto Settings and ProfileSpecs.
 //
+// Rooms: the Service is a facade over sub-packages with one job each; it keeps the exported
+// API the edges use, as delegations, and re-exports the rooms' types under its own names.
+//   - profile/: profiles, who may use them, the fail-closed policy and identity checks.
+//   - session/: sessions made (or forked), found by id or as the default, listed, destroyed
+//     (a failed removal retried), and the identities an execution resolves without a round trip.
+//   - park/: pause and resume, idle parking and waking, lifetimes and their expiry, snapshots,
+//     preview ports and their share links.
+//   - quota/: the per-principal limits and their refusals, usage, and the contexts and MCP
+//     sessions this replica counts.
+//   - account/: principals as the edges identify them, API keys, the audit log.
+//   - upkeep/: heartbeat, outage watch, the sweeps, retained-output trimming.
+//   - clock/, names/, page/: the time port, caller-chosen text checks, paging cursors.
+//
+// A room never imports the facade: what it needs of another part of the domain (the lease, a
+// task's cancellation) it is handed as a function at construction.
+//
 // Rules worth knowing:
 //   - Ownership: a principal sees only its own sessions and tasks, plus the shared session of
 //     each per_runtime profile it may use; anything else is "not found" (never "forbidden").
@@ -29,7 +45,7 @@
 //   - Output kept in memory for followers (live logs, results being read) is one budget per
 //     replica, sandbox.kept_output_memory_bytes, shared by all followers of a task; past it
 //     the oldest leaves memory and is replayed from the stored result (kept.go).
-//   - Parking (park.go, snapshots.go, preview.go): a paused session's sandbox is never reached
+//   - Parking (the park room): a paused session's sandbox is never reached
 //     (a frozen sandboxd would not answer): every operation first wakes it (idle pause,
 //     auto_resume) or answers fault.Paused; a parked session is restored on first use.
 package sandbox

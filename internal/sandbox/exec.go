@@ -102,20 +102,20 @@ type Outcome struct {
 // failures are fault errors; policy, identity and capability checks fail before any provider
 // call.
 func (s *Service) Execute(ctx context.Context, p principal.Principal, in ExecInput) (_ Outcome, err error) {
-	ctx, span := s.startSpan(ctx, "sandbox.Execute")
+	ctx, span := s.obs.Span(ctx, "sandbox.Execute")
 	defer func() { endSpan(span, err) }()
 	// The session's identity comes from the cache when it can; BeginTask finds out in the same
 	// round trip when the session is gone, and then it is resolved once more from the store
 	// (a default session is made again, an explicit id is unknown).
 	for cached := true; ; cached = false {
-		sess, prof, ephemeral, err := s.resolveVia(ctx, p, in.SessionID, in.Profile, cached)
+		sess, prof, ephemeral, err := s.sessions.ResolveVia(ctx, p, in.SessionID, in.Profile, cached)
 		if err != nil {
 			return Outcome{}, err
 		}
 		span.SetAttributes(attrProfile.String(prof.Name), attrProvider.String(prof.Provider.Type()), attrSession.String(sess.ID))
 		out, err := s.runs.submit(ctx, p, sess, prof, ephemeral, in)
 		if errors.Is(err, errSessionGone) {
-			s.sessionIDs.forget(sess.ID)
+			s.sessions.Forget(sess.ID)
 			if cached {
 				continue
 			}

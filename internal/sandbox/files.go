@@ -29,7 +29,7 @@ func (s *Service) maxFile() int64 { return s.cfg.MaxFileBytes }
 
 // fileSession resolves a session for a file operation and runs the fail-closed checks.
 func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, error) {
-	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	sess, prof, ephemeral, err := s.sessions.Resolve(ctx, p, id, profile)
 	if err != nil {
 		return store.Session{}, nil, err
 	}
@@ -55,7 +55,7 @@ func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, pr
 // or a sandbox is touched, when size says so; else when the stream passes the limit.
 // Escapes: fault.Policy. Writes are ordered with the session's executions.
 func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, profile, path string, body io.Reader, size int64) (_ FileWritten, err error) {
-	ctx, span := s.startSpan(ctx, "sandbox.WriteFile")
+	ctx, span := s.obs.Span(ctx, "sandbox.WriteFile")
 	defer func() { endSpan(span, err) }()
 	if strings.HasSuffix(path, "/") { // cleaning would drop the slash and write a file of that name
 		return FileWritten{}, fault.New(fault.Validation,
@@ -88,7 +88,7 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 		} else {
 			e.Digest, e.Size = hex.EncodeToString(h.Sum(nil)), written
 		}
-		s.audit(ctx, p, e)
+		s.account.Record(ctx, p, e)
 	}()
 	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
 	if err != nil {
@@ -98,7 +98,7 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	sb := l.Sandbox
 	wctx, cancel := context.WithTimeout(ctx, prof.Policy.Timeout)
 	defer cancel()
-	err = s.call(wctx, prof, "write_file", func(ctx context.Context) (err error) {
+	err = s.obs.Call(wctx, prof, "write_file", func(ctx context.Context) (err error) {
 		written, err = sb.WriteFile(ctx, clean, io.TeeReader(body, h), s.maxFile())
 		return err
 	})
@@ -272,7 +272,7 @@ func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, pro
 		if err != nil {
 			e.Status, e.ErrorType = "failed", string(fault.KindOf(err))
 		}
-		s.audit(ctx, p, e)
+		s.account.Record(ctx, p, e)
 	}()
 	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachAttach})
 	if fault.KindOf(err) == fault.Gone {

@@ -35,7 +35,7 @@ var errUnanswered = errors.New("sandbox: the sandbox did not answer within the e
 // behind goes on in its goroutine with ctx, which the caller ends; a panic in it is logged.
 func (s *Service) callWithin(ctx context.Context, limit time.Duration, prof *Profile, op string, f func(context.Context) error) error {
 	if limit <= 0 {
-		return s.call(ctx, prof, op, f)
+		return s.obs.Call(ctx, prof, op, f)
 	}
 	done := make(chan error, 1)
 	go func() {
@@ -45,7 +45,7 @@ func (s *Service) callWithin(ctx context.Context, limit time.Duration, prof *Pro
 				done <- fault.New(fault.Internal, "the provider's %s panicked: %v", op, rec)
 			}
 		}()
-		done <- s.call(ctx, prof, op, f)
+		done <- s.obs.Call(ctx, prof, op, f)
 	}()
 	timer := s.clock.NewTimer(limit)
 	defer timer.Stop()

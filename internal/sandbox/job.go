@@ -120,7 +120,7 @@ func (j *execJob) withdraw(ctx context.Context) bool {
 func (j *execJob) run(ctx context.Context) {
 	s := j.s
 	began := s.now()
-	ctx, span := s.tracer.Start(broker.ExtractTrace(ctx, j.req), "sandbox.execution", trace.WithAttributes(
+	ctx, span := s.obs.Tracer().Start(broker.ExtractTrace(ctx, j.req), "sandbox.execution", trace.WithAttributes(
 		attrProfile.String(j.prof.Name), attrProvider.String(j.prof.Provider.Type()), attrSession.String(j.sess.ID),
 		attrTask.String(j.req.Task.ID), attrOp.String(j.req.Task.Operation)))
 	bg := context.WithoutCancel(ctx) // persistence must happen even after cancellation
@@ -146,9 +146,9 @@ func (j *execJob) run(ctx context.Context) {
 			s.runs.recordCompletion(bg, j.req.Task.ID, completion)
 		}
 		if !j.refused {
-			s.observer.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, s.since(began))
+			s.obs.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, s.since(began))
 		}
-		s.keepOutputWithin(j.req.Principal, completion.OutputBytes)
+		s.upkeep.KeepWithin(j.req.Principal.ID, s.quota.RetainedOutputBytes(j.req.Principal), completion.OutputBytes)
 		s.forgetCancelled(j.req.Task.ID)
 		if j.live != nil {
 			j.live.finish(j.result, j.err)
@@ -209,7 +209,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	defer l.Release()
 	sb, notice := l.Sandbox, l.Notice
 	if !j.req.Ephemeral {
-		if err := s.holdContext(ctx, j.req.Principal, j.sess.ID, sb.ID(), j.spec.Context); err != nil {
+		if err := s.quota.HoldContext(ctx, j.req.Principal, j.sess.ID, sb.ID(), j.spec.Context); err != nil {
 			if fault.KindOf(err) == fault.Quota {
 				err = refused(err) // the contexts quota: nothing ran
 			}

@@ -191,7 +191,7 @@ func (l *Lease) take(ctx context.Context) error {
 	if l.opts.order == orderReread {
 		sess, err := s.store.GetSession(ctx, id)
 		if err != nil {
-			return orderErr{s.sessionErr(err, id)}
+			return orderErr{sessionErr(err, id)}
 		}
 		l.Session = sess
 		return nil
@@ -229,7 +229,7 @@ func (s *Service) takeTurn(ctx context.Context, id string, t turn) (_ store.Sess
 		if t.task != "" && errors.Is(err, store.ErrNotFound) {
 			return orderErr{fault.New(fault.NotFound, "sandbox session '%s' was destroyed while this operation waited", id)}
 		}
-		return orderErr{s.sessionErr(err, id)}
+		return orderErr{sessionErr(err, id)}
 	}
 	if t.place.Token != "" {
 		if t.first {
@@ -246,7 +246,7 @@ func (s *Service) takeTurn(ctx context.Context, id string, t turn) (_ store.Sess
 		}
 		return sess, func() {}, nil
 	}
-	unlock, err := s.lockSession(ctx, id)
+	unlock, err := s.sessions.Lock(ctx, id)
 	if err != nil {
 		return store.Session{}, nil, orderErr{err}
 	}
@@ -273,7 +273,7 @@ func (l *Lease) ready(ctx context.Context) error {
 	woke := ""
 	if !l.opts.noWake && l.opts.order != orderReread {
 		var err error
-		if woke, err = s.wake(ctx, prof, sess); err != nil {
+		if woke, err = s.park.Wake(ctx, prof, sess); err != nil {
 			if l.opts.refuse && fault.KindOf(err) == fault.Paused {
 				err = refused(err)
 			}
@@ -299,7 +299,7 @@ func (l *Lease) ready(ctx context.Context) error {
 func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
 	notice := sess.PendingNotice
 	if sess.SandboxID != "" && sess.PausedAt.IsZero() && idleAction(prof) == IdleReset && s.now().Sub(sess.LastUsedAt) > prof.IdleTimeout {
-		_ = s.destroyBackend(ctx, prof, sess.ID, sess.SandboxID)
+		_ = s.sessions.DestroyBackend(ctx, prof, sess.ID, sess.SandboxID)
 		notice = idleNotice(prof, sess.ID)
 		if _, err := s.store.ResetSession(ctx, sess.ID, "", s.now(), sess.SandboxID); err != nil {
 			return "", err
@@ -355,7 +355,7 @@ func (l *Lease) renew(ctx context.Context) error {
 func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox, string, error) {
 	prof, sess, pp := l.prof, &l.Session, l.pp
 	create := func(ctx context.Context) (sb providers.Sandbox, err error) {
-		err = s.call(ctx, prof, "create", func(ctx context.Context) (err error) {
+		err = s.obs.Call(ctx, prof, "create", func(ctx context.Context) (err error) {
 			sb, err = prof.Provider.Create(ctx, pp, prof.Policy)
 			return err
 		})
@@ -365,7 +365,7 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 		return sb, nil
 	}
 	if sess.SandboxID == "" && sess.ParkedSnapshot != "" && l.ordered() && !l.opts.noRestore {
-		return s.unpark(ctx, prof, sess, pp, create)
+		return s.park.Unpark(ctx, prof, sess, pp, create)
 	}
 	if sess.SandboxID == "" || l.opts.reach == reachNone {
 		if l.opts.reach != reachCreate {
@@ -408,11 +408,11 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 // within patience.
 func (l *Lease) patiently(ctx context.Context, attach func(context.Context) error) error {
 	s := l.s
-	err := s.call(ctx, l.prof, "attach", attach)
+	err := s.obs.Call(ctx, l.prof, "attach", attach)
 	for wait := 250 * time.Millisecond; err != nil && ctx.Err() == nil && fault.KindOf(err) != fault.Gone && wait <= l.opts.patience; wait *= 2 {
 		s.log.Info("a sandbox did not answer; trying again", "session_id", l.Session.ID, "err", err)
 		if sleep(ctx, s.clock, wait) {
-			err = s.call(ctx, l.prof, "attach", attach)
+			err = s.obs.Call(ctx, l.prof, "attach", attach)
 		}
 	}
 	return err
@@ -434,7 +434,7 @@ func (l *Lease) Release() {
 		l.Sandbox = nil
 	}
 	for _, id := range l.made {
-		_ = l.s.destroyBackend(l.ctx, l.prof, l.Session.ID, id)
+		_ = l.s.sessions.DestroyBackend(l.ctx, l.prof, l.Session.ID, id)
 	}
 	l.made = nil
 	release := l.release

@@ -1,92 +1,26 @@
 package sandbox
 
 import (
-	"context"
-	"time"
-
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/sandgate/sandgate/internal/fault"
+	"github.com/sandgate/sandgate/internal/sandbox/observe"
 )
 
-// Observer is told what the domain did, for metrics (docs/semantics.md §14; internal/telemetry
-// implements it). Every argument is one of a small fixed set — profile names, provider types,
-// task statuses, fault kinds — never an id or a principal. Calls must be cheap and must not
-// block.
-type Observer interface {
-	// ExecutionFinished: an execution of profile (provider type provider) ended with task
-	// status status, d after this process started running it (its wait for the session's
-	// turn, the sandbox's acquisition and the program).
-	ExecutionFinished(profile, provider, status string, d time.Duration)
-	// ProviderError: provider call op (create, attach, exec, write_file, destroy) of profile
-	// failed on the provider's side, with fault kind kind (one of providerSide); a caller's
-	// mistake the provider refused (a conflict, a missing file, an escaping path) is no
-	// provider error.
-	ProviderError(profile, provider, op, kind string)
-}
+// The observation room (internal/sandbox/observe) owns the Observer, the domain's spans and
+// the wrapper of every provider call (Service.obs).
 
-// nopObserver observes nothing.
-type nopObserver struct{}
+// Observer is told what the domain did, for metrics (observe.Observer).
+type Observer = observe.Observer
 
-func (nopObserver) ExecutionFinished(string, string, string, time.Duration) {}
-func (nopObserver) ProviderError(string, string, string, string)            {}
-
-// tracerName names the domain's spans' instrumentation scope.
-const tracerName = "github.com/sandgate/sandgate/internal/sandbox"
-
-// Span attributes the domain sets (low-cardinality ones, and the ids a trace is about).
+// Span attributes the domain sets (observe.AttrProfile and its kin).
 var (
-	attrProfile  = attribute.Key("sandgate.profile")
-	attrProvider = attribute.Key("sandgate.provider")
-	attrSession  = attribute.Key("sandgate.session_id")
-	attrTask     = attribute.Key("sandgate.task_id")
-	attrOp       = attribute.Key("sandgate.operation")
-	attrStatus   = attribute.Key("sandgate.status")
+	attrProfile  = observe.AttrProfile
+	attrProvider = observe.AttrProvider
+	attrSession  = observe.AttrSession
+	attrTask     = observe.AttrTask
+	attrOp       = observe.AttrOp
+	attrStatus   = observe.AttrStatus
 )
 
-func newTracer(tp trace.TracerProvider) trace.Tracer {
-	if tp == nil {
-		tp = noop.NewTracerProvider()
-	}
-	return tp.Tracer(tracerName)
-}
-
-// startSpan starts one of the domain's spans (a domain operation: sandbox.<Operation>) as a
-// child of ctx's span.
-func (s *Service) startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return s.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
-}
-
-// endSpan ends span, marking it failed with err (a machinery failure, not a program's exit).
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, string(fault.KindOf(err)))
-	}
-	span.End()
-}
-
-// providerSide are the fault kinds of a provider call that failed on the provider's side
-// (its backend could not do what was asked), as opposed to a caller's mistake it refused
-// (validation, conflict, not-found, policy, too-large, capability …).
-var providerSide = map[fault.Kind]bool{
-	fault.Provision: true, fault.Gone: true, fault.Broker: true, fault.Unavailable: true,
-	fault.Timeout: true, fault.Internal: true,
-}
-
-// call runs provider call op of prof (f) in a client span provider.<op>, and counts its
-// failure of a providerSide kind, except the end of the caller's context, as a provider
-// error of that kind.
-func (s *Service) call(ctx context.Context, prof *Profile, op string, f func(ctx context.Context) error) error {
-	ctx, span := s.tracer.Start(ctx, "provider."+op, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrProfile.String(prof.Name), attrProvider.String(prof.Provider.Type())))
-	err := f(ctx)
-	if err != nil && ctx.Err() == nil && providerSide[fault.KindOf(err)] {
-		s.observer.ProviderError(prof.Name, prof.Provider.Type(), op, string(fault.KindOf(err)))
-	}
-	endSpan(span, err)
-	return err
-}
+// endSpan ends span, marking it failed with err (observe.EndSpan).
+func endSpan(span trace.Span, err error) { observe.EndSpan(span, err) }

@@ -3,328 +3,174 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandbox/park"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
-// Parking a session instead of wiping it (docs/semantics.md §8 "Pause, resume and idle
-// parking"): a caller pauses and resumes a session's sandbox; the idle sweeper pauses it, or
-// captures its workspace in a snapshot and removes it, as its profile's idle_action says; the
-// next use resumes or restores it, with a notice saying what was kept.
+// The park room (internal/sandbox/park) owns pause and resume, idle parking, session
+// lifetimes, snapshots and preview ports with their links; the domain's API keeps speaking of
+// them under its own names and delegates to it. It reaches sessions and sandboxes through
+// the functions parkOptions hands it.
 
-// parkLockWait bounds how long pausing, resuming and the idle sweeper wait for a session's
-// lock (an execution holding it).
-const parkLockWait = 30 * time.Second
+// What ends a session whose lifetime passed (CreateSessionInput.OnExpiry, Session.OnExpiry).
+const (
+	ExpireDestroy = store.ExpireDestroy
+	ExpirePause   = store.ExpirePause
+)
 
-// checkIdleAction refuses a profile whose idle_action its provider cannot do, or that is not
+// MaxLifetime bounds a session's lifetime: 30 days (park.MaxLifetime).
+const MaxLifetime = park.MaxLifetime
+
+// Share link lifetimes (park.DefaultLinkTTL and its kin).
+const (
+	DefaultLinkTTL     = park.DefaultLinkTTL
+	MaxLinkTTL         = park.MaxLinkTTL
+	MinLinkTTL         = park.MinLinkTTL
+	PersonalOpenWithin = park.PersonalOpenWithin
+)
+
+// Snapshots and preview ports as the edges see them (the park room's types).
+type (
+	Snapshot       = park.Snapshot
+	SnapshotFilter = park.SnapshotFilter
+	PortTarget     = park.PortTarget
+	PortLink       = park.PortLink
+	LinkOptions    = park.LinkOptions
+)
+
+// parkOptions are the park room's over s's store and rooms, with the lease and the session
+// paths it needs as functions (composition: New builds the room with them).
+func parkOptions(s *Service) park.Options {
+	return park.Options{
+		Store: s.store, Profiles: s.profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: s.newID, Log: s.log,
+		Resolve: s.sessions.Resolve, Visible: s.sessions.Visible, LockSession: s.sessions.Lock, DestroyBackend: s.sessions.DestroyBackend,
+		Hold: func(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (store.Session, func(), error) {
+			l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachNone, noWake: true})
+			if errors.As(err, new(orderErr)) && fault.KindOf(err) == fault.NotFound {
+				return store.Session{}, nil, store.ErrNotFound // destroyed meanwhile
+			}
+			if err != nil {
+				return store.Session{}, nil, err
+			}
+			return l.Session, l.Release, nil
+		},
+		Ready: func(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (store.Session, error) {
+			l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachNone})
+			if err != nil {
+				return store.Session{}, err
+			}
+			return l.Session, nil
+		},
+		Reach: func(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (providers.Sandbox, func(), error) {
+			l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderNone, reach: reachAttach})
+			if err != nil {
+				return nil, nil, err
+			}
+			return l.Sandbox, l.Release, nil
+		},
+		Expire: func(ctx context.Context, owner principal.Principal, prof *Profile, sess store.Session) (bool, string, error) {
+			out, err := s.sessions.ExpireDestroy(ctx, owner, prof, sess)
+			return out.Pending, out.Notice, err
+		},
+	}
+}
+
+// PauseSession freezes session id's sandbox in place (park.Room.PauseSession, which lists
+// the errors) and returns the session and the warnings of a non-strict profile whose
+// provider cannot pause.
+func (s *Service) PauseSession(ctx context.Context, p principal.Principal, id, profile string) (Session, []string, error) {
+	sess, warnings, err := s.park.PauseSession(ctx, p, id, profile)
+	if err != nil {
+		return Session{}, nil, err
+	}
+	return view(sess), warnings, nil
+}
+
+// ResumeSession thaws session id's paused sandbox (park.Room.ResumeSession).
+func (s *Service) ResumeSession(ctx context.Context, p principal.Principal, id, profile string) (Session, error) {
+	sess, err := s.park.ResumeSession(ctx, p, id, profile)
+	if err != nil {
+		return Session{}, err
+	}
+	return view(sess), nil
+}
+
+// SetSessionLifetime makes session id end lifetime from now, or clears it with 0
+// (park.Room.SetSessionLifetime, which lists the errors).
+func (s *Service) SetSessionLifetime(ctx context.Context, p principal.Principal, id, profile string, lifetime time.Duration, extendOnly bool) (Session, error) {
+	sess, err := s.park.SetSessionLifetime(ctx, p, id, profile, lifetime, extendOnly)
+	if err != nil {
+		return Session{}, err
+	}
+	return view(sess), nil
+}
+
+// CreateSnapshot captures session id's sandbox as a snapshot named name
+// (park.Room.CreateSnapshot, which lists the errors).
+func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id, profile, name string) (Snapshot, error) {
+	return s.park.CreateSnapshot(ctx, p, id, profile, name)
+}
+
+// ListSnapshots returns a page of p's snapshots and the cursor of the next page.
+func (s *Service) ListSnapshots(ctx context.Context, p principal.Principal, f SnapshotFilter) ([]Snapshot, string, error) {
+	return s.park.ListSnapshots(ctx, p, f)
+}
+
+// GetSnapshot returns snapshot id (fault.NotFound for an unknown or another principal's).
+func (s *Service) GetSnapshot(ctx context.Context, p principal.Principal, id string) (Snapshot, error) {
+	return s.park.GetSnapshot(ctx, p, id)
+}
+
+// DeleteSnapshot deletes snapshot id and its capture (park.Room.DeleteSnapshot).
+func (s *Service) DeleteSnapshot(ctx context.Context, p principal.Principal, id string) error {
+	return s.park.DeleteSnapshot(ctx, p, id)
+}
+
+// Port checks that p may reach port of session id's sandbox and returns it (park.Room.Port,
+// which lists the errors).
+func (s *Service) Port(ctx context.Context, p principal.Principal, id, profile string, port int) (*PortTarget, error) {
+	return s.park.Port(ctx, p, id, profile, port)
+}
+
+// PortSession checks that p may reach port of session id and returns the session's id
+// without touching it (park.Room.PortSession).
+func (s *Service) PortSession(ctx context.Context, p principal.Principal, id, profile string, port int) (string, error) {
+	return s.park.PortSession(ctx, p, id, profile, port)
+}
+
+// CreatePortLink signs a link to port of session id (park.Room.CreatePortLink).
+func (s *Service) CreatePortLink(ctx context.Context, p principal.Principal, id, profile string, port int, o LinkOptions) (PortLink, error) {
+	return s.park.CreatePortLink(ctx, p, id, profile, port, o)
+}
+
+// VerifyLink checks a link's token and returns what it names (park.Room.VerifyLink).
+func (s *Service) VerifyLink(ctx context.Context, token string) (PortLink, error) {
+	return s.park.VerifyLink(ctx, token)
+}
+
+// OpenLink checks a link being opened without reaching the port (park.Room.OpenLink).
+func (s *Service) OpenLink(ctx context.Context, token string) (PortLink, error) {
+	return s.park.OpenLink(ctx, token)
+}
+
+// PortByLink opens the port a link's token names, for whoever holds it (park.Room.PortByLink).
+func (s *Service) PortByLink(ctx context.Context, token string) (*PortTarget, error) {
+	return s.park.PortByLink(ctx, token)
+}
+
+// sessionErr maps a store error about session id (park.SessionErr).
+func sessionErr(err error, id string) error { return park.SessionErr(err, id) }
+
+// pausedErr is the refusal of work in paused session id (park.PausedErr).
+func pausedErr(id string) error { return park.PausedErr(id) }
+
+// idleNotice is the notice of an idle reset of session id (park.IdleNotice).
+func idleNotice(prof *Profile, id string) string { return park.IdleNotice(prof, id) }
+
 // idleAction is what the idle sweeper does with prof's idle sessions.
 func idleAction(prof *Profile) string { return prof.EffectiveIdleAction() }
-
-// PauseSession freezes session id's sandbox in place (provider capability pause): its
-// files, processes and context variables are kept and it uses no CPU. Until ResumeSession
-// (or, with the profile's auto_resume, its next use) operations on it answer fault.Paused.
-// A paused session is never reset by the idle sweeper. Pausing a paused session changes
-// nothing. It returns the session and the warnings of a non-strict profile whose provider
-// cannot pause: the session is then held (operations answer fault.Paused) while its sandbox
-// keeps running.
-//
-// Errors: fault.NotFound for an unknown or another principal's session; fault.Forbidden for
-// the shared session of a per_runtime profile (admins only); fault.Conflict on per_call
-// profiles, while an execution runs in the session (wait or cancel it), or when the session
-// has no sandbox; fault.Capability when the provider cannot pause and the policy is strict.
-func (s *Service) PauseSession(ctx context.Context, p principal.Principal, id, profile string) (Session, []string, error) {
-	sess, prof, err := s.parkableSession(ctx, p, id, profile, "pause")
-	if err != nil {
-		return Session{}, nil, err
-	}
-	var warnings []string
-	if !prof.Caps.Pause {
-		warnings = []string{fmt.Sprintf("provider '%s' cannot freeze sandboxes: session '%s' is held (operations answer 409 until it is resumed) but its processes keep running, because profile '%s' has strict: false",
-			prof.Provider.Type(), sess.ID, prof.Name)}
-	}
-	if err := s.refuseIfRunning(ctx, sess.ID, "pause"); err != nil {
-		return Session{}, nil, err
-	}
-	unlock, err := s.lockFor(ctx, sess.ID, "pause")
-	if err != nil {
-		return Session{}, nil, err
-	}
-	defer unlock()
-	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
-		return Session{}, nil, s.sessionErr(err, id)
-	}
-	if !sess.PausedAt.IsZero() {
-		return view(sess), warnings, nil
-	}
-	if sess.SandboxID == "" {
-		return Session{}, nil, fault.New(fault.Conflict, "sandbox session '%s' has no sandbox to pause (%s)", sess.ID, noSandboxWhy(sess))
-	}
-	if prof.Caps.Pause {
-		if err := prof.Provider.(providers.Pauser).Pause(ctx, sess.SandboxID); err != nil {
-			return Session{}, nil, s.parkErr(err, sess, "paused")
-		}
-	}
-	if _, err := s.store.PauseSession(ctx, sess.ID, sess.SandboxID, s.now(), false, ""); err != nil {
-		return Session{}, nil, err
-	}
-	if !prof.Caps.Pause {
-		s.log.Warn(warnings[0], "session_id", sess.ID, "profile", prof.Name)
-	}
-	sess, err = s.store.GetSession(ctx, sess.ID)
-	return view(sess), warnings, s.sessionErr(err, id)
-}
-
-// ResumeSession thaws session id's paused sandbox: its processes run on where they stopped.
-// Resuming a session that is not paused changes nothing.
-//
-// Errors: as PauseSession's (but for running executions and the capability: a session
-// held by a non-strict profile is released).
-func (s *Service) ResumeSession(ctx context.Context, p principal.Principal, id, profile string) (Session, error) {
-	sess, prof, err := s.parkableSession(ctx, p, id, profile, "resume")
-	if err != nil {
-		return Session{}, err
-	}
-	unlock, err := s.lockFor(ctx, sess.ID, "resume")
-	if err != nil {
-		return Session{}, err
-	}
-	defer unlock()
-	if sess, err = s.store.GetSession(ctx, sess.ID); err != nil {
-		return Session{}, s.sessionErr(err, id)
-	}
-	if _, err := s.thaw(ctx, prof, &sess); err != nil {
-		return Session{}, err
-	}
-	sess, err = s.store.GetSession(ctx, sess.ID)
-	return view(sess), s.sessionErr(err, id)
-}
-
-// parkableSession resolves a session the caller may pause or resume (op). For the default
-// session, what its profile alone decides is checked before the session is made on first
-// use: a refused pause leaves no new session behind.
-func (s *Service) parkableSession(ctx context.Context, p principal.Principal, id, profile, op string) (store.Session, *Profile, error) {
-	if id == DefaultSessionID || id == "" {
-		prof, err := s.profiles.Resolve(p, profile)
-		if err != nil {
-			return store.Session{}, nil, err
-		}
-		if err := s.parkable(p, prof, DefaultSessionID, prof.Scope == ScopePerRuntime, op); err != nil {
-			return store.Session{}, nil, err
-		}
-	}
-	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
-	if err != nil {
-		return store.Session{}, nil, err
-	}
-	if ephemeral {
-		return store.Session{}, nil, s.parkable(p, prof, id, false, op)
-	}
-	if err := s.parkable(p, prof, sess.ID, sess.OwnerID == "", op); err != nil {
-		return store.Session{}, nil, err
-	}
-	return sess, prof, nil
-}
-
-// parkable refuses op (pause, resume) on session id of prof (shared: the one session of a
-// per_runtime profile) when the profile or the caller does not allow it: fault.Conflict on
-// per_call and attached profiles, fault.Forbidden on a shared session but for admins,
-// fault.Capability for a pause a strict profile's provider cannot do.
-func (s *Service) parkable(p principal.Principal, prof *Profile, id string, shared bool, op string) error {
-	switch {
-	case prof.Scope == ScopePerCall:
-		return fault.New(fault.Conflict, "profile '%s' has scope per_call: its sandboxes live for one run and cannot be paused or resumed", prof.Name)
-	case shared && !p.Admin:
-		return fault.New(fault.Forbidden, "sandbox session '%s' is the one session of per_runtime profile '%s', shared by every caller; only an administrator may %s it", id, prof.Name, op)
-	case prof.Attached():
-		return fault.New(fault.Conflict, "profile '%s' is attached to an environment the gateway does not manage; it is never paused", prof.Name)
-	case op == "pause" && !prof.Caps.Pause && prof.Policy.Strict:
-		return fault.Unsupported(prof.Provider.Type(), "pause").
-			WithHint("destroy the session when done, or take a snapshot (POST /v1/sessions/{id}/snapshots) if the profile supports it", "destroy the session when done")
-	}
-	return nil
-}
-
-// refuseIfRunning answers fault.Conflict when an execution (not a background process) of
-// session id is unfinished: freezing it mid-run would hold its caller.
-func (s *Service) refuseIfRunning(ctx context.Context, id, op string) error {
-	ids, err := s.store.UnfinishedTasks(ctx, id)
-	if err != nil {
-		return err
-	}
-	for _, tid := range ids {
-		t, err := s.store.GetTask(ctx, tid, "")
-		if err != nil || t.Background {
-			continue
-		}
-		return fault.New(fault.Conflict, "sandbox session '%s' is running an execution (task %s); wait for it to finish or cancel it, then %s the session", id, tid, op).
-			WithHint(fmt.Sprintf("poll GET /v1/tasks/%s or cancel it with POST /v1/tasks/%s/cancel", tid, tid), fmt.Sprintf("wait for task %s (check_sandbox_task) or cancel it", tid))
-	}
-	return nil
-}
-
-// lockFor takes session id's lock for op, waiting at most parkLockWait for the execution
-// holding it: fault.Conflict then.
-func (s *Service) lockFor(ctx context.Context, id, op string) (func(), error) {
-	lctx, cancel := context.WithTimeout(ctx, parkLockWait)
-	defer cancel()
-	unlock, err := s.lockSession(lctx, id)
-	if err != nil && ctx.Err() == nil && lctx.Err() != nil {
-		return nil, fault.New(fault.Conflict, "sandbox session '%s' stayed busy for %s; try to %s it again once its executions ended", id, parkLockWait, op)
-	}
-	return unlock, err
-}
-
-// sessionErr maps a store error about session id.
-func (s *Service) sessionErr(err error, id string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return fault.New(fault.NotFound, "unknown sandbox session '%s'", id)
-	}
-	return err
-}
-
-// parkErr classifies a provider's failure to pause, resume or capture sess's sandbox (done
-// is the operation, in the past tense): a sandbox that vanished is a conflict (the next use
-// makes a new one), anything else the provider's kind (or fault.Provision).
-func (s *Service) parkErr(err error, sess store.Session, done string) error {
-	if fault.KindOf(err) == fault.Gone {
-		return fault.New(fault.Conflict, "the sandbox of session '%s' no longer exists and cannot be %s; the next operation makes a new one", sess.ID, done)
-	}
-	return classify(err, fault.Provision)
-}
-
-func noSandboxWhy(sess store.Session) string {
-	if sess.ParkedSnapshot != "" {
-		return "it is parked in snapshot " + sess.ParkedSnapshot + " and restored on its next use"
-	}
-	return "none was made yet, or it was reset; the next operation makes one"
-}
-
-// thaw thaws sess's paused sandbox (provider capability pause; a held session of a
-// non-strict profile is only released) and records it, with a use now: being paused is not
-// being idle. It reports whether sess was paused. Call holding the session lock.
-func (s *Service) thaw(ctx context.Context, prof *Profile, sess *store.Session) (bool, error) {
-	if sess.PausedAt.IsZero() {
-		return false, nil
-	}
-	if prof.Caps.Pause && sess.SandboxID != "" {
-		if err := prof.Provider.(providers.Pauser).Resume(ctx, sess.SandboxID); err != nil && fault.KindOf(err) != fault.Gone {
-			return false, classify(err, fault.Provision)
-		}
-		// A sandbox that vanished meanwhile is recreated by the next attach, with its notice.
-	}
-	if err := s.store.ResumeSession(ctx, sess.ID); err != nil {
-		return false, err
-	}
-	now := s.now()
-	if err := s.store.TouchSession(ctx, sess.ID, now); err != nil {
-		return false, err
-	}
-	sess.PausedAt, sess.PausedIdle, sess.LastUsedAt = time.Time{}, false, now
-	return true, nil
-}
-
-// wake makes sess usable before an operation reaches its sandbox (docs/semantics.md §8): a
-// session the idle sweeper paused is resumed (the sweeper's pending notice says so), one its
-// caller paused is resumed with a notice when its profile has auto_resume, and answers
-// fault.Paused otherwise. Call holding the session lock.
-func (s *Service) wake(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
-	if sess.PausedAt.IsZero() {
-		return "", nil
-	}
-	if !sess.PausedIdle && !prof.AutoResume {
-		return "", pausedErr(sess.ID)
-	}
-	idle := sess.PausedIdle
-	if _, err := s.thaw(ctx, prof, sess); err != nil {
-		return "", err
-	}
-	if idle {
-		return "", nil // the idle sweeper's notice is pending on the session
-	}
-	return fmt.Sprintf("sandbox session '%s' was paused and has been resumed for this operation (auto_resume): its files, running processes and code-context variables were kept", sess.ID), nil
-}
-
-func pausedErr(id string) error {
-	return fault.New(fault.Paused, "sandbox session '%s' is paused: its files, processes and variables are kept, but nothing runs in it until it is resumed", id).
-		WithHint(fmt.Sprintf("resume it with POST /v1/sessions/%s/resume", id), "ask the user to resume the session (it was paused on purpose)")
-}
-
-// Idle parking (the sweeper, sweepIdle).
-
-// idleNotices say what the idle sweeper did, for the session's next operation.
-func idlePausedNotice(prof *Profile, id string) string {
-	return fmt.Sprintf("sandbox session '%s' was idle for more than %ds and was paused, not wiped; it has been resumed: its files, running processes and code-context variables were kept",
-		id, int(prof.IdleTimeout/time.Second))
-}
-
-func idleParkedNotice(prof *Profile, id string) string {
-	return fmt.Sprintf("sandbox session '%s' was idle for more than %ds: its workspace was saved in a snapshot and its sandbox removed, then restored from that snapshot for its next use; its workspace files were kept, but running processes, code-context variables and /tmp are gone",
-		id, int(prof.IdleTimeout/time.Second))
-}
-
-// parkIdle pauses or snapshots idle session sess of prof (idle_action pause or snapshot)
-// under its lock, when it is still idle past cutoff, unchanged and without unfinished tasks.
-// Failures are logged; the next sweep tries again.
-func (s *Service) parkIdle(ctx context.Context, prof *Profile, sess store.Session, cutoff time.Time) {
-	unlock, err := s.lockFor(ctx, sess.ID, "park")
-	if err != nil {
-		return
-	}
-	defer unlock()
-	cur, err := s.store.GetSession(ctx, sess.ID)
-	if err != nil || cur.SandboxID == "" || cur.SandboxID != sess.SandboxID || !cur.PausedAt.IsZero() || !cur.LastUsedAt.Before(cutoff) {
-		return
-	}
-	if ids, err := s.store.UnfinishedTasks(ctx, cur.ID); err != nil || len(ids) > 0 {
-		return
-	}
-	log := s.log.With("session_id", cur.ID, "profile", prof.Name, "sandbox_id", cur.SandboxID)
-	switch idleAction(prof) {
-	case IdlePause:
-		if err := prof.Provider.(providers.Pauser).Pause(ctx, cur.SandboxID); err != nil {
-			log.Warn("pausing an idle sandbox failed", "err", err)
-			return
-		}
-		if _, err := s.store.PauseSession(ctx, cur.ID, cur.SandboxID, s.now(), true, idlePausedNotice(prof, cur.ID)); err != nil {
-			log.Warn("recording an idle pause failed", "err", err)
-			return
-		}
-		log.Info("idle sandbox paused")
-	case IdleSnapshot:
-		// Counted in the owner's snapshot bytes, never refused (snapshots.go).
-		snap, err := s.capture(ctx, prof, cur, store.SnapshotIdle, "idle", store.SnapshotLimits{})
-		if err != nil {
-			log.Warn("capturing an idle sandbox failed", "err", err)
-			return
-		}
-		ok, err := s.store.ParkSession(ctx, cur.ID, cur.SandboxID, snap.ID, idleParkedNotice(prof, cur.ID))
-		if err != nil || !ok {
-			s.dropSnapshot(ctx, prof, snap)
-			return
-		}
-		_ = s.destroyBackend(ctx, prof, cur.ID, cur.SandboxID)
-		log.Info("idle sandbox parked in a snapshot", "snapshot_id", snap.ID, "bytes", snap.SizeBytes)
-	}
-}
-
-// awaitRunning waits until session id is not paused (or gone, or ctx ends), for an
-// adopter that must not reach a frozen sandbox. It reports whether the session runs.
-func (s *Service) awaitRunning(ctx context.Context, id string) bool {
-	for {
-		sess, err := s.store.GetSession(ctx, id)
-		if err == nil && sess.PausedAt.IsZero() {
-			return true
-		}
-		if errors.Is(err, store.ErrNotFound) {
-			return false
-		}
-		if !sleep(ctx, s.clock, 2*time.Second) {
-			return false
-		}
-	}
-}

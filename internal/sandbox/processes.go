@@ -364,7 +364,7 @@ func (xs *executions) withExecution(ctx context.Context, p principal.Principal, 
 // ones and those that ended within broker.response_ttl — newest first.
 // Errors: those of GetSession.
 func (s *Service) ListProcesses(ctx context.Context, p principal.Principal, id, profile string) ([]Task, error) {
-	sess, _, _, err := s.lookup(ctx, p, id, profile)
+	sess, _, _, err := s.sessions.Lookup(ctx, p, id, profile)
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +383,7 @@ func (s *Service) ListProcesses(ctx context.Context, p principal.Principal, id, 
 // Errors: fault.NotFound for an unknown session, or a task that is not one of its
 // background processes; those of GetTask.
 func (s *Service) GetProcess(ctx context.Context, p principal.Principal, id, profile, pid string) (Task, error) {
-	sess, _, _, err := s.lookup(ctx, p, id, profile)
+	sess, _, _, err := s.sessions.Lookup(ctx, p, id, profile)
 	if err != nil {
 		return Task{}, err
 	}

@@ -48,9 +48,9 @@ func (xs *executions) quotaOf(j *execJob) (int, error) {
 	s := xs.s
 	p := j.req.Principal
 	if j.req.Background {
-		return s.backgroundLimit(p), s.backgroundQuotaErr(p)
+		return s.quota.Background(p), s.quota.BackgroundErr(p)
 	}
-	return s.executionLimit(p), s.executionQuotaErr(p)
+	return s.quota.Executions(p), s.quota.ExecutionsErr(p)
 }
 
 // localRoute runs executions on this process's broker (thread and embedded flavors).

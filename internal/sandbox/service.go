@@ -13,7 +13,13 @@ import (
 
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/sandbox/account"
+	"github.com/sandgate/sandgate/internal/sandbox/observe"
+	"github.com/sandgate/sandgate/internal/sandbox/park"
 	"github.com/sandgate/sandgate/internal/sandbox/profile"
+	"github.com/sandgate/sandgate/internal/sandbox/quota"
+	"github.com/sandgate/sandgate/internal/sandbox/session"
+	"github.com/sandgate/sandgate/internal/sandbox/upkeep"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -58,52 +64,39 @@ type Service struct {
 	broker   broker.Broker // runs executions on this process, through runs
 	runs     *executions   // the execution room: route, job, output, completion (route.go)
 	runnerID string
-	hostname string
 	clock    Clock
 	newID    func() string
 	log      *slog.Logger
-	observer Observer
-	tracer   trace.Tracer
-	// keyRevoked is Options.KeyRevoked.
-	keyRevoked func(id string)
+	obs      *observe.Room // the Observer, spans, provider calls (observe/)
 
 	profiles *profile.Set // the configured profiles, the fail-closed checks (profile/)
 
-	sessionIDs *sessionIdentities // what never changes about a session, by id (sessionids.go)
+	sessions *session.Room // sessions made, found, listed, destroyed; their identities (session/)
 
-	principals *principalRecorder
+	account *account.Room // principals, API keys, the audit log (account/)
 
-	contexts seenContexts  // named contexts this replica recorded (contextquota.go)
-	trimmer  outputTrimmer // trims retained output over its quota (retained.go)
-	// mcpSessions counts the MCP sessions each principal holds on this replica (mcpsessions.go).
-	mcpSessions mcpSessions
+	quota *quota.Room // limits, refusals, contexts and MCP sessions counted here (quota/)
 
 	mu        sync.Mutex
 	cancelled map[string]string // tasks cancelled by a caller (vs. shutdown), with why
 
-	linkKeyCache // the share links' key (preview.go)
+	park *park.Room // pause, resume, idle parking, lifetimes, snapshots, preview links (park/)
 
 	// closing ends at Close: completions being retried (completion.go), adopted tasks and
 	// background processes being followed stop.
 	closing   chan struct{}
 	closeOnce sync.Once
 
-	// outage is how this replica saw the store lately (sweeper.go): a sweep reports no
-	// runner lost until every runner had lost_after to beat again after an outage.
-	outage outageWatch
+	upkeep *upkeep.Sweeper // heartbeat, outage watch, sweeps, retained-output trims (upkeep/)
 }
 
 // New builds every profile's provider (failing on configuration the providers reject) and
 // returns the Service.
 func New(opts Options) (*Service, error) {
 	s := &Service{
-		cfg: opts.Settings.withDefaults(), store: opts.Store, runnerID: opts.RunnerID, hostname: opts.Hostname,
-		newID: opts.NewID, log: opts.Logger, sessionIDs: newSessionIdentities(),
-		cancelled: map[string]string{}, closing: make(chan struct{}), observer: opts.Observer, tracer: newTracer(opts.Tracer),
-		keyRevoked: opts.KeyRevoked,
-	}
-	if s.observer == nil {
-		s.observer = nopObserver{}
+		cfg: opts.Settings.withDefaults(), store: opts.Store, runnerID: opts.RunnerID,
+		newID: opts.NewID, log: opts.Logger,
+		cancelled: map[string]string{}, closing: make(chan struct{}), obs: observe.New(opts.Observer, opts.Tracer),
 	}
 	s.clock = opts.Clock
 	if s.clock == nil {
@@ -128,7 +121,22 @@ func New(opts Options) (*Service, error) {
 	}
 	s.runs.route = newRoute(s, opts.Queue)
 	s.profiles = profiles
-	s.principals = newPrincipalRecorder(s.store, s.now)
+	s.account = account.New(account.Options{
+		Store: s.store, Profiles: profiles, Keys: s.cfg.APIKeys, AuditRetention: s.cfg.AuditRetention,
+		AdminGroups: s.cfg.AdminGroups, Clock: s.clock, NewID: s.newID, Log: s.log, KeyRevoked: opts.KeyRevoked,
+	})
+	s.quota = quota.New(s.cfg.Quotas, s.store, s.clock, s.log)
+	sessions := &session.Options{
+		Store: s.store, Profiles: profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: s.newID, Log: s.log,
+		Call: s.obs.Call, StartSpan: s.obs.Span, EndSpan: endSpan, CancelTask: s.cancelTask,
+	}
+	s.sessions = session.New(sessions)
+	s.park = park.New(parkOptions(s))
+	sessions.Park = s.park // the two rooms use each other: the park room is built with the session room's functions
+	s.upkeep = upkeep.New(upkeep.Options{
+		Store: s.store, Profiles: profiles, RunnerID: s.runnerID, Hostname: opts.Hostname, LostAfter: s.cfg.LostAfter,
+		SweepInterval: s.cfg.SweepInterval, TaskTTL: s.ttl(), Clock: s.clock, Log: s.log, Hooks: upkeepHooks(s),
+	})
 	s.runs.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.runs.storedEnd, s.clock)
 	return s, nil
 }
@@ -162,7 +170,7 @@ func (s *Service) Close(ctx context.Context) error {
 	err := s.broker.Close(ctx)
 	s.stopRetries(ctx)
 	s.runs.adopting.Wait() // stopRetries closed s.closing: adopted tasks stop being followed
-	s.waitTrims()
+	s.upkeep.CloseTrims()
 	s.runs.kept.close()
 	for _, prof := range s.profiles.All() {
 		if c, ok := prof.Provider.(io.Closer); ok {
@@ -172,10 +180,4 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 	}
 	return err
-}
-
-// orphanSweeper is implemented by providers that can find sandboxes nobody owns any more
-// (e.g. containers left by a crashed gateway). keep reports whether an id is still in use.
-type orphanSweeper interface {
-	SweepOrphans(ctx context.Context, keep func(id string) bool) ([]string, error)
 }

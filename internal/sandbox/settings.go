@@ -41,7 +41,7 @@ type Settings struct {
 	// AuditRetention is how long audit events are kept (config audit.retention); the sweeper
 	// deletes older ones (docs/semantics.md §14). Default DefaultAuditRetention.
 	AuditRetention time.Duration
-	// APIKeys bound API keys (config auth.api_keys; apikeys.go).
+	// APIKeys bound API keys (config auth.api_keys; the account room).
 	APIKeys APIKeySettings
 	// ExecGrace is how long past an execution's timeout the gateway waits for its provider
 	// to report its end before it ends the execution itself (guard.go). Default
@@ -68,36 +68,6 @@ type QueueSettings struct {
 	MaxReceiveCount int
 }
 
-// Quotas are per-principal limits, counted in the store so they hold across replicas. A
-// negative limit means none; 0 takes the default.
-type Quotas struct {
-	Sessions             int // default 100
-	ConcurrentExecutions int // default 32
-	BackgroundProcesses  int // default 8
-	// Contexts bounds the named stateful contexts a principal holds (contexts.go); default 32.
-	Contexts int
-	// MCPSessions bounds the MCP sessions a principal holds on this replica (mcpsessions.go);
-	// default 16.
-	MCPSessions int
-	// RetainedOutputBytes bounds the output bytes of a principal's finished tasks kept in the
-	// store; past it the oldest results lose their output (retained.go). Default 256 MiB.
-	RetainedOutputBytes int64
-	Snapshots           int // snapshots a principal keeps (idle captures not counted); default 20
-	// SnapshotBytes bounds the bytes a principal's snapshots take where their provider keeps
-	// them (SnapshotInfo.SizeBytes), idle captures included — those count but are never
-	// refused (snapshots.go). Default DefaultSnapshotBytesQuota.
-	SnapshotBytes int64
-	// AdminsExempt exempts administrators (principal.Admin).
-	AdminsExempt bool
-}
-
-// DefaultSnapshotQuota is Quotas.Snapshots's default (config sandbox.quotas.snapshots).
-const DefaultSnapshotQuota = 20
-
-// DefaultSnapshotBytesQuota is Quotas.SnapshotBytes's default (config
-// sandbox.quotas.snapshot_bytes): 10 GiB.
-const DefaultSnapshotBytesQuota = 10 << 30
-
 // DefaultWaitTimeout is Settings.WaitTimeout's default (config sandbox.broker.wait_timeout).
 const DefaultWaitTimeout = 60 * time.Second
 
@@ -120,37 +90,14 @@ func (s Settings) withDefaults() Settings {
 	if s.KeptOutputMemoryBytes <= 0 {
 		s.KeptOutputMemoryBytes = DefaultKeptOutputMemoryBytes
 	}
-	if s.Quotas.Sessions == 0 {
-		s.Quotas.Sessions = 100
-	}
-	if s.Quotas.ConcurrentExecutions == 0 {
-		s.Quotas.ConcurrentExecutions = 32
-	}
-	if s.Quotas.BackgroundProcesses == 0 {
-		s.Quotas.BackgroundProcesses = 8
-	}
-	if s.Quotas.Contexts == 0 {
-		s.Quotas.Contexts = 32
-	}
-	if s.Quotas.MCPSessions == 0 {
-		s.Quotas.MCPSessions = 16
-	}
-	if s.Quotas.RetainedOutputBytes == 0 {
-		s.Quotas.RetainedOutputBytes = 256 << 20
-	}
-	if s.Quotas.Snapshots == 0 {
-		s.Quotas.Snapshots = DefaultSnapshotQuota
-	}
-	if s.Quotas.SnapshotBytes == 0 {
-		s.Quotas.SnapshotBytes = DefaultSnapshotBytesQuota
-	}
+	s.Quotas = s.Quotas.WithDefaults()
 	def(&s.ExecGrace, DefaultExecGrace)
 	def(&s.ResponseTTL, 24*time.Hour)
 	def(&s.SweepInterval, 5*time.Minute)
 	def(&s.LostAfter, 30*time.Second)
 	def(&s.Queue.WaitPoll, 500*time.Millisecond)
 	def(&s.AuditRetention, DefaultAuditRetention)
-	s.APIKeys = s.APIKeys.withDefaults()
+	s.APIKeys = s.APIKeys.WithDefaults()
 	if s.Queue.MaxReceiveCount <= 0 {
 		s.Queue.MaxReceiveCount = 3
 	}

@@ -1,9 +1,8 @@
-package sandbox
+package quota
 
 import (
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
@@ -15,10 +14,6 @@ import (
 // holds one for each session it initializes and tells how to find out whether it is still
 // open; closed sessions (DELETE, idle timeout, shutdown) stop counting the next time the
 // count is taken.
-
-// mcpSessionRetry is the Retry-After of an MCP session over its quota: sessions end when
-// their client closes them or after hours idle.
-const mcpSessionRetry = 60 * time.Second
 
 // mcpSessions is what each principal (by key) holds on this replica: one liveness check per
 // open MCP session.
@@ -46,19 +41,15 @@ func (m *mcpSessions) live(key string) int {
 	return m.liveLocked(key)
 }
 
-func (s *Service) mcpSessionLimit(p principal.Principal) int {
-	return s.limit(p, s.cfg.Quotas.MCPSessions)
-}
-
 // HoldMCPSession counts an MCP session that p opens on this replica against p's
 // sandbox.quotas.mcp_sessions; alive reports whether the session is still open (it is called
 // under a lock, whenever the count is taken, and must be quick). release gives the place back
 // at once (an initialize that failed). Errors: fault.Quota (Retry-After 60 s) when p already
 // holds the limit of open sessions here.
-func (s *Service) HoldMCPSession(p principal.Principal, alive func() bool) (release func(), err error) {
-	m := &s.mcpSessions
+func (r *Room) HoldMCPSession(p principal.Principal, alive func() bool) (release func(), err error) {
+	m := &r.mcp
 	key := p.Key()
-	limit := s.mcpSessionLimit(p)
+	limit := r.MCPSessions(p)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.held == nil {

@@ -1,4 +1,4 @@
-package sandbox
+package account
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package sandbox
+package park
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandbox/names"
+	"github.com/sandgate/sandgate/internal/sandbox/page"
+	"github.com/sandgate/sandgate/internal/sandbox/profile"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -43,11 +46,11 @@ type Snapshot = store.Snapshot
 // cannot snapshot; fault.Quota over sandbox.quotas.snapshots or, before the capture or with
 // it, over sandbox.quotas.snapshot_bytes (nothing is kept); fault.Policy /
 // fault.Forbidden as for any use of the profile.
-func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id, profile, name string) (Snapshot, error) {
-	if err := printable("snapshot name", name); err != nil {
+func (pk *Room) CreateSnapshot(ctx context.Context, p principal.Principal, id, profName, name string) (Snapshot, error) {
+	if err := names.Printable("snapshot name", name); err != nil {
 		return Snapshot{}, err
 	}
-	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	sess, prof, ephemeral, err := pk.Resolve(ctx, p, id, profName)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -57,61 +60,69 @@ func (s *Service) CreateSnapshot(ctx context.Context, p principal.Principal, id,
 	if !prof.Caps.Snapshots {
 		return Snapshot{}, fault.Unsupported(prof.Provider.Type(), "snapshots")
 	}
-	if _, err := s.profiles.Checks(prof, p); err != nil {
+	if _, err := pk.Profiles.Checks(prof, p); err != nil {
 		return Snapshot{}, err
 	}
-	limits := store.SnapshotLimits{Count: s.snapshotLimit(p), Bytes: s.snapshotBytesLimit(p)}
-	if limits.Count > 0 || limits.Bytes > 0 {
-		// A capture costs: refuse before making one that could not be kept.
-		held, err := s.store.Usage(ctx, p.ID)
-		if err != nil {
-			return Snapshot{}, err
-		}
-		if limits.Count > 0 && held.Snapshots >= limits.Count {
-			return Snapshot{}, s.snapshotQuotaErr(p)
-		}
-		if limits.Bytes > 0 && held.SnapshotBytes >= limits.Bytes {
-			return Snapshot{}, s.snapshotBytesQuotaErr(p, held.SnapshotBytes, -1)
-		}
+	limits := pk.Quota.SnapshotLimits(p)
+	if err := pk.snapshotRoom(ctx, p, limits); err != nil {
+		return Snapshot{}, err
 	}
 	// Captured as it is (a paused session stays paused), in the session's line: a parked
 	// session is restored first.
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachNone, noWake: true})
+	sess, release, err := pk.Hold(ctx, p, prof, sess)
+	if errors.Is(err, store.ErrNotFound) {
+		return Snapshot{}, sessionErr(err, id) // destroyed meanwhile
+	}
 	if err != nil {
-		if errors.As(err, new(orderErr)) && fault.KindOf(err) == fault.NotFound {
-			return Snapshot{}, s.sessionErr(store.ErrNotFound, id) // destroyed meanwhile
-		}
 		return Snapshot{}, err
 	}
-	defer l.Release()
-	sess = l.Session
+	defer release()
 	if sess.SandboxID == "" {
 		return Snapshot{}, fault.New(fault.Conflict, "sandbox session '%s' has no sandbox to snapshot yet (%s)", sess.ID, noSandboxWhy(sess)).
 			WithHint("run something in the session first", "run something in the session first")
 	}
-	row, err := s.captureAs(ctx, prof, sess, p.ID, p.Key(), store.SnapshotUser, name, limits)
+	row, err := pk.captureAs(ctx, prof, sess, p.ID, p.Key(), store.SnapshotUser, name, limits)
 	var over *overBytes
 	switch {
 	case errors.As(err, &over):
-		return Snapshot{}, s.snapshotBytesQuotaErr(p, over.held, over.size)
+		return Snapshot{}, pk.Quota.SnapshotBytesErr(p, over.held, over.size)
 	case errors.Is(err, store.ErrQuota):
-		return Snapshot{}, s.snapshotQuotaErr(p)
+		return Snapshot{}, pk.Quota.SnapshotsErr(p)
 	}
 	if err != nil {
 		return Snapshot{}, err
 	}
-	_ = s.store.TouchSession(ctx, sess.ID, s.now())
+	_ = pk.Store.TouchSession(ctx, sess.ID, pk.Clock.Now())
 	return row, nil
+}
+
+// snapshotRoom refuses a snapshot of p's that could not be kept within limits, before a
+// capture that costs is made: fault.Quota over sandbox.quotas.snapshots or snapshot_bytes.
+func (pk *Room) snapshotRoom(ctx context.Context, p principal.Principal, limits store.SnapshotLimits) error {
+	if limits.Count <= 0 && limits.Bytes <= 0 {
+		return nil
+	}
+	held, err := pk.Store.Usage(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	if limits.Count > 0 && held.Snapshots >= limits.Count {
+		return pk.Quota.SnapshotsErr(p)
+	}
+	if limits.Bytes > 0 && held.SnapshotBytes >= limits.Bytes {
+		return pk.Quota.SnapshotBytesErr(p, held.SnapshotBytes, -1)
+	}
+	return nil
 }
 
 // capture snapshots sess's sandbox as kind (the session's owner owns it) and records it
 // within lim (store.ErrQuota, or *overBytes; the capture is then deleted).
-func (s *Service) capture(ctx context.Context, prof *Profile, sess store.Session, kind, name string, lim store.SnapshotLimits) (store.Snapshot, error) {
+func (pk *Room) capture(ctx context.Context, prof *profile.Profile, sess store.Session, kind, name string, lim store.SnapshotLimits) (store.Snapshot, error) {
 	label := ""
 	if sess.OwnerID != "" {
-		label = s.OwnerLabel(ctx, sess.OwnerID)
+		label = pk.Account.OwnerLabel(ctx, sess.OwnerID)
 	}
-	return s.captureAs(ctx, prof, sess, sess.OwnerID, label, kind, name, lim)
+	return pk.captureAs(ctx, prof, sess, sess.OwnerID, label, kind, name, lim)
 }
 
 // overBytes is captureAs's refusal of a capture of size bytes whose owner held held bytes
@@ -124,25 +135,25 @@ func (o *overBytes) Error() string {
 
 func (o *overBytes) Unwrap() error { return store.ErrSnapshotBytes }
 
-func (s *Service) captureAs(ctx context.Context, prof *Profile, sess store.Session, ownerID, ownerLabel, kind, name string, lim store.SnapshotLimits) (store.Snapshot, error) {
+func (pk *Room) captureAs(ctx context.Context, prof *profile.Profile, sess store.Session, ownerID, ownerLabel, kind, name string, lim store.SnapshotLimits) (store.Snapshot, error) {
 	snapper, ok := prof.Provider.(providers.Snapshotter)
 	if !ok || !prof.Caps.Snapshots {
 		return store.Snapshot{}, fault.Unsupported(prof.Provider.Type(), "snapshots")
 	}
-	id := s.newID()
+	id := pk.NewID()
 	info, err := snapper.Snapshot(ctx, sess.SandboxID, providers.SnapshotMeta{ID: id, Owner: ownerLabel, SessionID: sess.ID, Profile: prof.Name})
 	if err != nil {
-		return store.Snapshot{}, s.parkErr(err, sess, "captured")
+		return store.Snapshot{}, parkErr(err, sess, "captured")
 	}
 	row := store.Snapshot{
 		ID: id, OwnerID: ownerID, SessionID: sess.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Name: name,
-		Kind: kind, Ref: info.Ref, SizeBytes: info.SizeBytes, CreatedAt: s.now(),
+		Kind: kind, Ref: info.Ref, SizeBytes: info.SizeBytes, CreatedAt: pk.Clock.Now(),
 	}
-	if err := s.store.CreateSnapshotWithin(ctx, row, lim); err != nil {
-		s.deleteCapture(ctx, prof, info.Ref)
+	if err := pk.Store.CreateSnapshotWithin(ctx, row, lim); err != nil {
+		pk.deleteCapture(ctx, prof, info.Ref)
 		if errors.Is(err, store.ErrSnapshotBytes) {
 			over := &overBytes{held: -1, size: info.SizeBytes}
-			if held, uerr := s.store.Usage(ctx, ownerID); uerr == nil {
+			if held, uerr := pk.Store.Usage(ctx, ownerID); uerr == nil {
 				over.held = held.SnapshotBytes
 			}
 			return store.Snapshot{}, over
@@ -154,7 +165,7 @@ func (s *Service) captureAs(ctx context.Context, prof *Profile, sess store.Sessi
 
 // deleteCapture deletes a provider's capture, logging a failure (an image or folder is
 // left behind).
-func (s *Service) deleteCapture(ctx context.Context, prof *Profile, ref string) {
+func (pk *Room) deleteCapture(ctx context.Context, prof *profile.Profile, ref string) {
 	snapper, ok := prof.Provider.(providers.Snapshotter)
 	if !ok {
 		return
@@ -162,17 +173,17 @@ func (s *Service) deleteCapture(ctx context.Context, prof *Profile, ref string) 
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	if err := snapper.DeleteSnapshot(dctx, ref); err != nil {
-		s.log.Warn("deleting a snapshot's capture failed", "profile", prof.Name, "ref", ref, "err", err)
+		pk.Log.Warn("deleting a snapshot's capture failed", "profile", prof.Name, "ref", ref, "err", err)
 	}
 }
 
-// dropSnapshot deletes snapshot r: its row, then its capture.
-func (s *Service) dropSnapshot(ctx context.Context, prof *Profile, r store.Snapshot) {
-	if _, err := s.store.DeleteSnapshot(context.WithoutCancel(ctx), r.ID); err != nil {
-		s.log.Warn("forgetting a snapshot failed", "snapshot_id", r.ID, "err", err)
+// DropSnapshot deletes snapshot r: its row, then its capture.
+func (pk *Room) DropSnapshot(ctx context.Context, prof *profile.Profile, r store.Snapshot) {
+	if _, err := pk.Store.DeleteSnapshot(context.WithoutCancel(ctx), r.ID); err != nil {
+		pk.Log.Warn("forgetting a snapshot failed", "snapshot_id", r.ID, "err", err)
 		return
 	}
-	s.deleteCapture(ctx, prof, r.Ref)
+	pk.deleteCapture(ctx, prof, r.Ref)
 }
 
 // SnapshotFilter selects snapshots.
@@ -185,18 +196,18 @@ type SnapshotFilter struct {
 
 // ListSnapshots returns a page of p's snapshots (every principal's for an admin with All),
 // newest first, and the cursor of the next page ("" on the last).
-func (s *Service) ListSnapshots(ctx context.Context, p principal.Principal, f SnapshotFilter) ([]Snapshot, string, error) {
+func (pk *Room) ListSnapshots(ctx context.Context, p principal.Principal, f SnapshotFilter) ([]Snapshot, string, error) {
 	if f.All && !p.Admin {
 		return nil, "", fault.New(fault.Forbidden, "all=true lists every principal's snapshots and needs membership of an admin group")
 	}
-	t, id, err := decodeCursor(f.Cursor)
+	t, id, err := page.Decode(f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
-	rows, err := s.store.ListSnapshots(ctx, store.SnapshotFilter{OwnerID: p.ID, All: f.All, SessionID: f.SessionID, Limit: f.Limit + 1, AfterCreated: t, AfterID: id})
+	rows, err := pk.Store.ListSnapshots(ctx, store.SnapshotFilter{OwnerID: p.ID, All: f.All, SessionID: f.SessionID, Limit: f.Limit + 1, AfterCreated: t, AfterID: id})
 	if err != nil {
 		return nil, "", err
 	}
@@ -204,28 +215,28 @@ func (s *Service) ListSnapshots(ctx context.Context, p principal.Principal, f Sn
 	next := ""
 	if len(rows) > f.Limit {
 		last := rows[f.Limit-1]
-		next = encodeCursor(last.CreatedAt, last.ID)
+		next = page.Encode(last.CreatedAt, last.ID)
 	}
 	return out, next, nil
 }
 
 // snapshot returns snapshot id when p may see it (its owner, or an admin): fault.NotFound
 // otherwise.
-func (s *Service) snapshot(ctx context.Context, p principal.Principal, id string) (store.Snapshot, error) {
-	r, err := s.store.GetSnapshot(ctx, id)
+func (pk *Room) snapshot(ctx context.Context, p principal.Principal, id string) (store.Snapshot, error) {
+	r, err := pk.Store.GetSnapshot(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !p.Admin && (r.OwnerID == "" || r.OwnerID != p.ID)) {
 		return store.Snapshot{}, fault.New(fault.NotFound, "unknown snapshot '%s'", id)
 	}
 	if err == nil {
-		err = keyRefusal(p, r.Profile)
+		err = profile.KeyRefusal(p, r.Profile)
 	}
 	return r, err
 }
 
 // GetSnapshot returns snapshot id. Errors: fault.NotFound for an unknown or another
 // principal's snapshot.
-func (s *Service) GetSnapshot(ctx context.Context, p principal.Principal, id string) (Snapshot, error) {
-	r, err := s.snapshot(ctx, p, id)
+func (pk *Room) GetSnapshot(ctx context.Context, p principal.Principal, id string) (Snapshot, error) {
+	r, err := pk.snapshot(ctx, p, id)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -237,54 +248,57 @@ func (s *Service) GetSnapshot(ctx context.Context, p principal.Principal, id str
 //
 // Errors: fault.NotFound for an unknown or another principal's snapshot; fault.Conflict for
 // the capture an idle session is parked in (use or destroy the session instead).
-func (s *Service) DeleteSnapshot(ctx context.Context, p principal.Principal, id string) error {
-	r, err := s.snapshot(ctx, p, id)
+func (pk *Room) DeleteSnapshot(ctx context.Context, p principal.Principal, id string) error {
+	r, err := pk.snapshot(ctx, p, id)
 	if err != nil {
 		return err
 	}
 	if r.Kind == store.SnapshotIdle {
-		if sess, err := s.store.GetSession(ctx, r.SessionID); err == nil && sess.ParkedSnapshot == r.ID {
+		if sess, err := pk.Store.GetSession(ctx, r.SessionID); err == nil && sess.ParkedSnapshot == r.ID {
 			return fault.New(fault.Conflict, "snapshot '%s' holds the workspace of idle session '%s', restored on its next use", r.ID, r.SessionID).
 				WithHint("use the session (it is restored and the snapshot goes) or destroy it", "use or destroy the session instead")
 		}
 	}
-	if _, err := s.store.DeleteSnapshot(ctx, r.ID); err != nil {
+	if _, err := pk.Store.DeleteSnapshot(ctx, r.ID); err != nil {
 		return err
 	}
-	if prof, ok := s.profiles.Lookup(r.Profile); ok {
-		s.deleteCapture(ctx, prof, r.Ref)
+	if prof, ok := pk.Profiles.Lookup(r.Profile); ok {
+		pk.deleteCapture(ctx, prof, r.Ref)
 	} else {
-		s.log.Warn("a deleted snapshot's profile is no longer configured: its capture stays", "snapshot_id", r.ID, "profile", r.Profile, "ref", r.Ref)
+		pk.Log.Warn("a deleted snapshot's profile is no longer configured: its capture stays", "snapshot_id", r.ID, "profile", r.Profile, "ref", r.Ref)
 	}
 	return nil
 }
 
-// fork creates session row from snapshot snapshotID for p (CreateSession with
-// FromSnapshot): the snapshot's profile, a sandbox restored from it at once.
-func (s *Service) forkProfile(ctx context.Context, p principal.Principal, snapshotID, profile string) (store.Snapshot, *Profile, error) {
-	snap, err := s.snapshot(ctx, p, snapshotID)
+// ForkProfile returns snapshot snapshotID of p's and the profile a session forked from it is
+// made in (CreateSession with FromSnapshot): the snapshot's, which p must still be allowed
+// and whose provider must restore snapshots. Errors: fault.NotFound for an unknown or
+// another principal's snapshot; fault.Config for another profile than profName ("": any);
+// fault.Capability; the checks every use of the profile makes.
+func (pk *Room) ForkProfile(ctx context.Context, p principal.Principal, snapshotID, profName string) (store.Snapshot, *profile.Profile, error) {
+	snap, err := pk.snapshot(ctx, p, snapshotID)
 	if err != nil {
 		return store.Snapshot{}, nil, err
 	}
-	if profile != "" && profile != snap.Profile {
-		return store.Snapshot{}, nil, fault.New(fault.Config, "snapshot '%s' was taken in profile '%s', but profile '%s' was requested; omit profile to start from the snapshot in its own", snap.ID, snap.Profile, profile)
+	if profName != "" && profName != snap.Profile {
+		return store.Snapshot{}, nil, fault.New(fault.Config, "snapshot '%s' was taken in profile '%s', but profile '%s' was requested; omit profile to start from the snapshot in its own", snap.ID, snap.Profile, profName)
 	}
-	prof, err := s.profiles.Resolve(p, snap.Profile)
+	prof, err := pk.Profiles.Resolve(p, snap.Profile)
 	if err != nil {
 		return store.Snapshot{}, nil, err
 	}
 	if !prof.Caps.Snapshots {
 		return store.Snapshot{}, nil, fault.Unsupported(prof.Provider.Type(), "snapshots")
 	}
-	if _, err := s.profiles.Checks(prof, p); err != nil {
+	if _, err := pk.Profiles.Checks(prof, p); err != nil {
 		return store.Snapshot{}, nil, err
 	}
 	return snap, prof, nil
 }
 
-// restoreInto gives new session row a sandbox restored from snap and records the binding.
-func (s *Service) restoreInto(ctx context.Context, p principal.Principal, prof *Profile, row *store.Session, snap store.Snapshot) error {
-	sb, err := prof.Provider.(providers.Snapshotter).Restore(ctx, snap.Ref, providerPrincipal(prof, p), prof.Policy)
+// RestoreInto gives new session row a sandbox restored from snap and records the binding.
+func (pk *Room) RestoreInto(ctx context.Context, p principal.Principal, prof *profile.Profile, row *store.Session, snap store.Snapshot) error {
+	sb, err := prof.Provider.(providers.Snapshotter).Restore(ctx, snap.Ref, profile.ProviderPrincipal(prof, p), prof.Policy)
 	if fault.KindOf(err) == fault.NotFound {
 		return fault.New(fault.NotFound, "the capture of snapshot '%s' no longer exists on provider %s", snap.ID, prof.Provider.Type())
 	}
@@ -293,18 +307,18 @@ func (s *Service) restoreInto(ctx context.Context, p principal.Principal, prof *
 	}
 	defer func() { _ = sb.Close() }()
 	row.SandboxID = sb.ID()
-	if err := s.store.UpdateSessionBackend(ctx, row.ID, sb.ID(), "active", s.now()); err != nil {
-		_ = s.destroyBackend(ctx, prof, row.ID, sb.ID())
+	if err := pk.Store.UpdateSessionBackend(ctx, row.ID, sb.ID(), "active", pk.Clock.Now()); err != nil {
+		_ = pk.DestroyBackend(ctx, prof, row.ID, sb.ID())
 		return err
 	}
 	return nil
 }
 
-// unpark restores sess's sandbox from the idle snapshot it is parked in, records the binding
+// Unpark restores sess's sandbox from the idle snapshot it is parked in, records the binding
 // (keeping the pending notice) and then forgets the snapshot. A snapshot (or capture) that is gone leaves a new empty
-// sandbox (made by create) with a notice saying so. Call holding the session lock (reachSandbox).
-func (s *Service) unpark(ctx context.Context, prof *Profile, sess *store.Session, pp providers.Principal, create func(context.Context) (providers.Sandbox, error)) (providers.Sandbox, string, error) {
-	snap, err := s.store.GetSnapshot(ctx, sess.ParkedSnapshot)
+// sandbox (made by create) with a notice saying so. Call holding the session lock (the lease does).
+func (pk *Room) Unpark(ctx context.Context, prof *profile.Profile, sess *store.Session, pp providers.Principal, create func(context.Context) (providers.Sandbox, error)) (providers.Sandbox, string, error) {
+	snap, err := pk.Store.GetSnapshot(ctx, sess.ParkedSnapshot)
 	var sb providers.Sandbox
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -328,15 +342,15 @@ func (s *Service) unpark(ctx context.Context, prof *Profile, sess *store.Session
 		notice = fmt.Sprintf("the snapshot session '%s' was parked in while idle no longer exists: its sandbox was recreated empty", sess.ID)
 	}
 	// The binding keeps the sweeper's notice for the next execution: a read may restore it.
-	if err := s.store.RestoreSession(ctx, sess.ID, sb.ID(), s.now()); err != nil {
+	if err := pk.Store.RestoreSession(ctx, sess.ID, sb.ID(), pk.Clock.Now()); err != nil {
 		_ = sb.Close()
-		_ = s.destroyBackend(ctx, prof, sess.ID, sb.ID())
+		_ = pk.DestroyBackend(ctx, prof, sess.ID, sb.ID())
 		return nil, "", err
 	}
 	parked := sess.ParkedSnapshot
 	sess.SandboxID, sess.ParkedSnapshot, sess.Status = sb.ID(), "", "active"
 	if snap.ID == parked {
-		s.dropSnapshot(ctx, prof, snap) // restored: the capture has served
+		pk.DropSnapshot(ctx, prof, snap) // restored: the capture has served
 	}
 	return sb, notice, nil
 }

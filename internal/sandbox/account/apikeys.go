@@ -1,4 +1,4 @@
-package sandbox
+package account
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"github.com/sandgate/sandgate/internal/apikey"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
+	"github.com/sandgate/sandgate/internal/sandbox/names"
+	"github.com/sandgate/sandgate/internal/sandbox/page"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -26,7 +28,7 @@ import (
 //     keys, itself included.
 //   - Another principal's key is fault.NotFound, as for sessions; administrators (by
 //     auth.admin_groups) list (All) and revoke everyone's.
-//   - A key restricted to profiles makes every other profile fault.Forbidden (keyRefusal),
+//   - A key restricted to profiles makes every other profile fault.Forbidden (profile.KeyRefusal),
 //     for every use of it: its sessions, tasks and snapshots too, destroying included.
 
 // API key states (APIKey.Status).
@@ -57,7 +59,8 @@ type APIKeySettings struct {
 	MaxPerPrincipal int
 }
 
-func (k APIKeySettings) withDefaults() APIKeySettings {
+// WithDefaults returns k with zero fields defaulted.
+func (k APIKeySettings) WithDefaults() APIKeySettings {
 	if k.MaxTTL <= 0 {
 		k.MaxTTL = 365 * 24 * time.Hour
 	}
@@ -123,7 +126,7 @@ func signInNeeded(what string) error {
 // Errors: fault.Forbidden when p authenticated with a key, or may not use one of in.Profiles
 // (fault.Config when one is not configured); fault.Validation for a bad name, lifetime or
 // profile list; fault.Quota when p holds APIKeySettings.MaxPerPrincipal live keys.
-func (s *Service) CreateAPIKey(ctx context.Context, p principal.Principal, in NewAPIKeyInput) (NewAPIKey, error) {
+func (a *Room) CreateAPIKey(ctx context.Context, p principal.Principal, in NewAPIKeyInput) (NewAPIKey, error) {
 	if p.APIKeyID != "" {
 		return NewAPIKey{}, signInNeeded("create API keys")
 	}
@@ -131,7 +134,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, p principal.Principal, in Ne
 	if err != nil {
 		return NewAPIKey{}, err
 	}
-	cfg := s.cfg.APIKeys
+	cfg := a.keys
 	ttl := in.TTL
 	if ttl == 0 {
 		ttl = cfg.DefaultTTL
@@ -153,30 +156,30 @@ func (s *Service) CreateAPIKey(ctx context.Context, p principal.Principal, in Ne
 			if n == "" {
 				return NewAPIKey{}, fault.New(fault.Validation, "profiles names an empty profile")
 			}
-			if _, err := s.profiles.Resolve(p, n); err != nil {
+			if _, err := a.profiles.Resolve(p, n); err != nil {
 				return NewAPIKey{}, err
 			}
 			profiles = append(profiles, n)
 		}
 	}
 	k := apikey.New()
-	now := s.now()
+	now := a.clock.Now()
 	c := p.Credentials
 	row := store.APIKey{
-		ID: s.newID(), PrincipalID: p.ID, Name: name, Prefix: k.Display, Hash: k.Hash[:],
+		ID: a.newID(), PrincipalID: p.ID, Name: name, Prefix: k.Display, Hash: k.Hash[:],
 		Issuer: p.Issuer, Subject: p.Subject, Username: p.Username, Email: p.Email, Groups: slices.Clone(p.Groups),
 		Credentials: store.KeyCredentials{KubernetesUser: c.KubernetesUser, KubernetesGroups: slices.Clone(c.KubernetesGroups), AWSRoleARN: c.AWSRoleARN, RunAs: c.RunAs},
 		Profiles:    profiles, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 	limit := max(cfg.MaxPerPrincipal, 0)
-	if err := s.store.CreateAPIKeyWithin(ctx, row, limit); errors.Is(err, store.ErrQuota) {
+	if err := a.store.CreateAPIKeyWithin(ctx, row, limit); errors.Is(err, store.ErrQuota) {
 		return NewAPIKey{}, fault.OverQuota(0, "you hold %d live API keys, the most auth.api_keys.max_per_principal allows; revoke one you no longer need (DELETE /v1/api-keys/{id}, `sandgate keys revoke`)", limit)
 	} else if err != nil {
 		return NewAPIKey{}, err
 	}
-	s.audit(ctx, p, store.AuditEvent{Kind: store.AuditAPIKeyCreate, Target: row.ID})
-	s.log.Info("API key created", "key_id", row.ID, "principal", p.Key(), "expires_at", row.ExpiresAt, "profiles", profiles)
-	return NewAPIKey{APIKey: s.keyView(row), Secret: k.Secret}, nil
+	a.Record(ctx, p, store.AuditEvent{Kind: store.AuditAPIKeyCreate, Target: row.ID})
+	a.log.Info("API key created", "key_id", row.ID, "principal", p.Key(), "expires_at", row.ExpiresAt, "profiles", profiles)
+	return NewAPIKey{APIKey: a.keyView(row), Secret: k.Secret}, nil
 }
 
 // keyName checks a key's name: 1 to maxKeyName characters, printable, trimmed.
@@ -188,7 +191,7 @@ func keyName(name string) (string, error) {
 	case utf8.RuneCountInString(name) > maxKeyName:
 		return "", fault.New(fault.Validation, "an API key's name is at most %d characters", maxKeyName)
 	}
-	return name, printable("API key name", name)
+	return name, names.Printable("API key name", name)
 }
 
 // ListAPIKeys returns a page of p's keys (every principal's for an administrator with All),
@@ -196,82 +199,82 @@ func keyName(name string) (string, error) {
 // cursor of the next page ("" on the last).
 //
 // Errors: fault.Forbidden for All without an admin group, or with a key.
-func (s *Service) ListAPIKeys(ctx context.Context, p principal.Principal, f APIKeyFilter) ([]APIKey, string, error) {
+func (a *Room) ListAPIKeys(ctx context.Context, p principal.Principal, f APIKeyFilter) ([]APIKey, string, error) {
 	if f.All && !p.Admin {
 		return nil, "", fault.New(fault.Forbidden, "all=true lists every principal's API keys and needs membership of an admin group (auth.admin_groups)")
 	}
 	if f.All && p.APIKeyID != "" {
 		return nil, "", signInNeeded("list other principals' API keys")
 	}
-	t, id, err := decodeCursor(f.Cursor)
+	t, id, err := page.Decode(f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
-	rows, err := s.store.ListAPIKeys(ctx, store.APIKeyFilter{OwnerID: p.ID, All: f.All, Limit: f.Limit + 1, AfterCreated: t, AfterID: id})
+	rows, err := a.store.ListAPIKeys(ctx, store.APIKeyFilter{OwnerID: p.ID, All: f.All, Limit: f.Limit + 1, AfterCreated: t, AfterID: id})
 	if err != nil {
 		return nil, "", err
 	}
 	out := []APIKey{}
 	for _, r := range rows[:min(len(rows), f.Limit)] {
-		out = append(out, s.keyView(r))
+		out = append(out, a.keyView(r))
 	}
 	next := ""
 	if len(rows) > f.Limit {
 		last := rows[f.Limit-1]
-		next = encodeCursor(last.CreatedAt, last.ID)
+		next = page.Encode(last.CreatedAt, last.ID)
 	}
 	return out, next, nil
 }
 
 // GetAPIKey returns key id. Errors: those of apiKey.
-func (s *Service) GetAPIKey(ctx context.Context, p principal.Principal, id string) (APIKey, error) {
-	r, err := s.apiKey(ctx, p, id)
+func (a *Room) GetAPIKey(ctx context.Context, p principal.Principal, id string) (APIKey, error) {
+	r, err := a.apiKey(ctx, p, id)
 	if err != nil {
 		return APIKey{}, err
 	}
-	return s.keyView(r), nil
+	return a.keyView(r), nil
 }
 
 // RevokeAPIKey revokes key id at once (every replica refuses it within a second; see
 // internal/auth.KeyRecheck) and returns it; revoking a revoked key changes nothing.
 // Errors: those of apiKey.
-func (s *Service) RevokeAPIKey(ctx context.Context, p principal.Principal, id string) (APIKey, error) {
-	r, err := s.apiKey(ctx, p, id)
+func (a *Room) RevokeAPIKey(ctx context.Context, p principal.Principal, id string) (APIKey, error) {
+	r, err := a.apiKey(ctx, p, id)
 	if err != nil {
 		return APIKey{}, err
 	}
 	if r.RevokedAt != nil {
-		return s.keyView(r), nil
+		return a.keyView(r), nil
 	}
-	r, err = s.store.RevokeAPIKey(ctx, id, p.ID, s.now())
+	r, err = a.store.RevokeAPIKey(ctx, id, p.ID, a.clock.Now())
 	if err != nil {
-		return APIKey{}, s.keyErr(err, id)
+		return APIKey{}, a.keyErr(err, id)
 	}
-	if s.keyRevoked != nil {
-		s.keyRevoked(id)
+	if a.keyRevoked != nil {
+		a.keyRevoked(id)
 	}
-	s.audit(ctx, p, store.AuditEvent{Kind: store.AuditAPIKeyRevoke, Target: id})
-	s.log.Info("API key revoked", "key_id", id, "principal", p.Key(), "owner", r.Issuer+"#"+r.Subject)
-	return s.keyView(r), nil
+	a.Record(ctx, p, store.AuditEvent{Kind: store.AuditAPIKeyRevoke, Target: id})
+	a.log.Info("API key revoked", "key_id", id, "principal", p.Key(), "owner", r.Issuer+"#"+r.Subject)
+	return a.keyView(r), nil
 }
 
 // apiKey returns key id when p may see it: its maker's, or an administrator's by a sign-in.
 // Errors: fault.NotFound for an unknown key or another principal's (an administrator's key
 // gets fault.Forbidden for those: it saw them exist by its groups, but only a sign-in may
 // act on them).
-func (s *Service) apiKey(ctx context.Context, p principal.Principal, id string) (store.APIKey, error) {
-	r, err := s.store.GetAPIKey(ctx, id)
+func (a *Room) apiKey(ctx context.Context, p principal.Principal, id string) (store.APIKey, error) {
+	r, err := a.store.GetAPIKey(ctx, id)
 	if err != nil {
-		return store.APIKey{}, s.keyErr(err, id)
+		return store.APIKey{}, a.keyErr(err, id)
 	}
 	if r.PrincipalID == p.ID {
 		return r, nil
 	}
 	if !p.Admin {
-		return store.APIKey{}, s.keyErr(store.ErrNotFound, id)
+		return store.APIKey{}, a.keyErr(store.ErrNotFound, id)
 	}
 	if p.APIKeyID != "" {
 		return store.APIKey{}, signInNeeded("act on other principals' API keys")
@@ -279,14 +282,14 @@ func (s *Service) apiKey(ctx context.Context, p principal.Principal, id string) 
 	return r, nil
 }
 
-func (s *Service) keyErr(err error, id string) error {
+func (a *Room) keyErr(err error, id string) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return fault.New(fault.NotFound, "unknown API key '%s' (ended keys are deleted %s after they end)", id, APIKeyRetention)
 	}
 	return err
 }
 
-func (s *Service) keyView(r store.APIKey) APIKey {
+func (a *Room) keyView(r store.APIKey) APIKey {
 	v := APIKey{
 		ID: r.ID, Name: r.Name, Prefix: r.Prefix, PrincipalID: r.PrincipalID, Principal: r.Issuer + "#" + r.Subject,
 		Profiles: r.Profiles, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, LastUsedAt: r.LastUsedAt, RevokedAt: r.RevokedAt,
@@ -295,17 +298,17 @@ func (s *Service) keyView(r store.APIKey) APIKey {
 	switch {
 	case r.RevokedAt != nil:
 		v.Status = KeyRevoked
-	case !s.now().Before(r.ExpiresAt):
+	case !a.clock.Now().Before(r.ExpiresAt):
 		v.Status = KeyExpired
 	}
 	return v
 }
 
-// sweepAPIKeys deletes the keys that ended (expired or revoked) more than APIKeyRetention ago.
-func (s *Service) sweepAPIKeys(ctx context.Context) error {
-	n, err := s.store.DeleteEndedAPIKeys(ctx, s.now().Add(-APIKeyRetention))
+// SweepAPIKeys deletes the keys that ended (expired or revoked) more than APIKeyRetention ago.
+func (a *Room) SweepAPIKeys(ctx context.Context) error {
+	n, err := a.store.DeleteEndedAPIKeys(ctx, a.clock.Now().Add(-APIKeyRetention))
 	if n > 0 {
-		s.log.Info("API keys that ended deleted", "count", n, "after", APIKeyRetention.String())
+		a.log.Info("API keys that ended deleted", "count", n, "after", APIKeyRetention.String())
 	}
 	return err
 }

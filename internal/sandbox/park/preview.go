@@ -1,4 +1,4 @@
-package sandbox
+package park
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandbox/profile"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -56,20 +56,20 @@ func (t *PortTarget) Dial(ctx context.Context) (net.Conn, error) { return t.dial
 // a port outside 1–65535; fault.Conflict on per_call profiles or for a session without a
 // sandbox; fault.Capability when the provider cannot reach ports (preview_ports); the checks
 // every use of the profile makes (fault.Policy, fault.Forbidden).
-func (s *Service) Port(ctx context.Context, p principal.Principal, id, profile string, port int) (*PortTarget, error) {
-	sess, prof, err := s.portSession(ctx, p, id, profile, port)
+func (pk *Room) Port(ctx context.Context, p principal.Principal, id, profName string, port int) (*PortTarget, error) {
+	sess, prof, err := pk.portSession(ctx, p, id, profName, port)
 	if err != nil {
 		return nil, err
 	}
-	return s.portTarget(ctx, p, prof, sess, port)
+	return pk.portTarget(ctx, p, prof, sess, port)
 }
 
 // portSession resolves session id for reaching one of its ports.
-func (s *Service) portSession(ctx context.Context, p principal.Principal, id, profile string, port int) (store.Session, *Profile, error) {
+func (pk *Room) portSession(ctx context.Context, p principal.Principal, id, profName string, port int) (store.Session, *profile.Profile, error) {
 	if port < 1 || port > providers.MaxPort {
 		return store.Session{}, nil, fault.New(fault.Validation, "port %d is not a TCP port (1-%d)", port, providers.MaxPort)
 	}
-	sess, prof, ephemeral, err := s.resolve(ctx, p, id, profile)
+	sess, prof, ephemeral, err := pk.Resolve(ctx, p, id, profName)
 	if err != nil {
 		return store.Session{}, nil, err
 	}
@@ -79,35 +79,33 @@ func (s *Service) portSession(ctx context.Context, p principal.Principal, id, pr
 	if !prof.Caps.PreviewPorts {
 		return store.Session{}, nil, fault.Unsupported(prof.Provider.Type(), "preview_ports")
 	}
-	if _, err := s.profiles.Checks(prof, p); err != nil {
+	if _, err := pk.Profiles.Checks(prof, p); err != nil {
 		return store.Session{}, nil, err
 	}
 	return sess, prof, nil
 }
 
-func (s *Service) portTarget(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, port int) (*PortTarget, error) {
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachNone})
+func (pk *Room) portTarget(ctx context.Context, p principal.Principal, prof *profile.Profile, sess store.Session, port int) (*PortTarget, error) {
+	sess, err := pk.Ready(ctx, p, prof, sess)
 	if err != nil {
 		return nil, err
 	}
-	sess = l.Session
 	if sess.SandboxID == "" {
 		return nil, fault.New(fault.Conflict, "sandbox session '%s' has no sandbox yet, so nothing listens on port %d; start a server in it first", sess.ID, port).
 			WithHint("start a server as a background process (POST /v1/sessions/{id}/commands with \"background\": true)", "start a server in the session first")
 	}
-	_ = s.store.TouchSession(ctx, sess.ID, s.now())
+	_ = pk.Store.TouchSession(ctx, sess.ID, pk.Clock.Now())
 	bound := store.Session{ID: sess.ID, SandboxID: sess.SandboxID}
 	dial := func(ctx context.Context) (net.Conn, error) {
 		// Each connection reaches the sandbox as it was bound when the target was made.
-		l, err := s.lease(ctx, p, prof, bound, leaseOpts{order: orderNone, reach: reachAttach})
+		sb, release, err := pk.Reach(ctx, p, prof, bound)
 		if fault.KindOf(err) == fault.Gone {
 			return nil, fault.New(fault.Conflict, "the sandbox of session '%s' no longer exists; nothing listens on port %d", sess.ID, port)
 		}
 		if err != nil {
 			return nil, err
 		}
-		defer l.Release()
-		sb := l.Sandbox
+		defer release()
 		d, ok := sb.(providers.PortDialer)
 		if !ok {
 			return nil, fault.Unsupported(prof.Provider.Type(), "preview_ports")
@@ -158,7 +156,7 @@ type LinkOptions struct {
 // Errors: Port's (but for a session without a sandbox); fault.Validation for a TTL out of
 // range; fault.Policy for a user-identity profile, whose sandboxes are reached only as the
 // caller.
-func (s *Service) CreatePortLink(ctx context.Context, p principal.Principal, id, profile string, port int, o LinkOptions) (PortLink, error) {
+func (pk *Room) CreatePortLink(ctx context.Context, p principal.Principal, id, profName string, port int, o LinkOptions) (PortLink, error) {
 	ttl := o.TTL
 	if ttl == 0 {
 		ttl = DefaultLinkTTL
@@ -166,21 +164,21 @@ func (s *Service) CreatePortLink(ctx context.Context, p principal.Principal, id,
 	if ttl < MinLinkTTL || ttl > MaxLinkTTL {
 		return PortLink{}, fault.New(fault.Validation, "a link lives %s to %s; %s is out of range", MinLinkTTL, MaxLinkTTL, ttl)
 	}
-	sess, prof, err := s.portSession(ctx, p, id, profile, port)
+	sess, prof, err := pk.portSession(ctx, p, id, profName, port)
 	if err != nil {
 		return PortLink{}, err
 	}
-	if prof.IdentityMode == IdentityUser {
+	if prof.IdentityMode == profile.IdentityUser {
 		return PortLink{}, fault.New(fault.Policy, "profile '%s' acts as the caller (identity mode user): its sandboxes are reached only with the caller's own token, never through a link", prof.Name)
 	}
 	if !validPrincipalID(p.ID) {
 		return PortLink{}, fault.New(fault.Internal, "the caller has no recorded principal id")
 	}
-	key, err := s.linkKey(ctx)
+	key, err := pk.linkKey(ctx)
 	if err != nil {
 		return PortLink{}, err
 	}
-	now := s.now()
+	now := pk.Clock.Now()
 	l := PortLink{SessionID: sess.ID, Port: port, Personal: o.Personal, PrincipalID: p.ID, ExpiresAt: now.Add(ttl).Truncate(time.Second)}
 	if o.Personal {
 		l.OpenBy = now.Add(PersonalOpenWithin).Truncate(time.Second)
@@ -198,13 +196,13 @@ func (s *Service) CreatePortLink(ctx context.Context, p principal.Principal, id,
 //
 // Errors: fault.NotFound for a token that is malformed, not signed here or expired (one
 // message for all: a link says nothing of why it fails); the store's errors reading the key.
-func (s *Service) VerifyLink(ctx context.Context, token string) (PortLink, error) {
-	key, err := s.linkKey(ctx)
+func (pk *Room) VerifyLink(ctx context.Context, token string) (PortLink, error) {
+	key, err := pk.linkKey(ctx)
 	if err != nil {
 		return PortLink{}, err
 	}
 	l, ok := verifyLink(key, token)
-	if !ok || !s.now().Before(l.ExpiresAt) {
+	if !ok || !pk.Clock.Now().Before(l.ExpiresAt) {
 		return PortLink{}, linkGone()
 	}
 	return l, nil
@@ -221,12 +219,12 @@ func linkGone() error {
 //
 // Errors: PortByLink's, but those of reaching the port; fault.NotFound for a personal link
 // past its OpenBy.
-func (s *Service) OpenLink(ctx context.Context, token string) (PortLink, error) {
-	l, _, _, _, err := s.linkSession(ctx, token)
+func (pk *Room) OpenLink(ctx context.Context, token string) (PortLink, error) {
+	l, _, _, _, err := pk.linkSession(ctx, token)
 	if err != nil {
 		return PortLink{}, err
 	}
-	if l.Personal && !s.now().Before(l.OpenBy) {
+	if l.Personal && !pk.Clock.Now().Before(l.OpenBy) {
 		return PortLink{}, fault.New(fault.NotFound, "this personal link had to be opened by %s; open the port again (console: Open port; API: POST /v1/sessions/{id}/ports/{port}/links with \"personal\": true)",
 			l.OpenBy.UTC().Format(time.RFC3339))
 	}
@@ -242,62 +240,50 @@ func (s *Service) OpenLink(ctx context.Context, token string) (PortLink, error) 
 // Errors: fault.NotFound for a token VerifyLink refuses, and for a link whose session is
 // gone or whose maker lost access (the same message: a link says nothing of why it fails);
 // Port's others.
-func (s *Service) PortByLink(ctx context.Context, token string) (*PortTarget, error) {
-	l, sess, prof, maker, err := s.linkSession(ctx, token)
+func (pk *Room) PortByLink(ctx context.Context, token string) (*PortTarget, error) {
+	l, sess, prof, maker, err := pk.linkSession(ctx, token)
 	if err != nil {
 		return nil, err
 	}
 	// The maker's token is not here: the provider acts as the gateway (agent mode only).
-	return s.portTarget(ctx, maker, prof, sess, l.Port)
+	return pk.portTarget(ctx, maker, prof, sess, l.Port)
 }
 
 // linkSession verifies token and checks that the link's maker may still use its session.
-func (s *Service) linkSession(ctx context.Context, token string) (PortLink, store.Session, *Profile, principal.Principal, error) {
-	fail := func(err error) (PortLink, store.Session, *Profile, principal.Principal, error) {
+func (pk *Room) linkSession(ctx context.Context, token string) (PortLink, store.Session, *profile.Profile, principal.Principal, error) {
+	fail := func(err error) (PortLink, store.Session, *profile.Profile, principal.Principal, error) {
 		return PortLink{}, store.Session{}, nil, principal.Principal{}, err
 	}
-	l, err := s.VerifyLink(ctx, token)
+	l, err := pk.VerifyLink(ctx, token)
 	if err != nil {
 		return fail(err)
 	}
-	sess, err := s.store.GetSession(ctx, l.SessionID)
+	sess, err := pk.Store.GetSession(ctx, l.SessionID)
 	if err != nil {
-		if fault.KindOf(s.sessionErr(err, l.SessionID)) == fault.NotFound {
+		if fault.KindOf(sessionErr(err, l.SessionID)) == fault.NotFound {
 			return fail(linkGone())
 		}
 		return fail(err)
 	}
-	prof, ok := s.profiles.Lookup(sess.Profile)
-	if !ok || !prof.Caps.PreviewPorts || prof.IdentityMode == IdentityUser || prof.Scope == ScopePerCall || sess.Status == store.SessionClosed {
+	prof, ok := pk.Profiles.Lookup(sess.Profile)
+	if !ok || !prof.Caps.PreviewPorts || prof.IdentityMode == profile.IdentityUser || prof.Scope == profile.ScopePerCall || sess.Status == store.SessionClosed {
 		return fail(linkGone()) // a session being destroyed serves nothing more
 	}
-	maker, err := s.linkMaker(ctx, l.PrincipalID)
+	// The maker as its latest token described it; no longer recorded: the link is gone.
+	maker, err := pk.Account.Principal(ctx, l.PrincipalID)
+	if errors.Is(err, store.ErrNotFound) {
+		return fail(linkGone())
+	}
 	if err != nil {
 		return fail(err)
 	}
-	if !s.visible(maker, sess) || !allowed(maker, prof) {
+	if !pk.Visible(maker, sess) || !profile.Allowed(maker, prof) {
 		return fail(linkGone())
 	}
-	if _, err := s.profiles.Checks(prof, maker); err != nil {
+	if _, err := pk.Profiles.Checks(prof, maker); err != nil {
 		return fail(err)
 	}
 	return l, sess, prof, maker, nil
-}
-
-// linkMaker reads back the principal that made a link, as its latest token described it.
-// Errors: fault.NotFound (linkGone) when the principal is no longer recorded.
-func (s *Service) linkMaker(ctx context.Context, id string) (principal.Principal, error) {
-	row, err := s.store.GetPrincipal(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return principal.Principal{}, linkGone()
-	}
-	if err != nil {
-		return principal.Principal{}, err
-	}
-	p := principal.Principal{ID: row.ID, Issuer: row.Issuer, Subject: row.Subject, Username: row.Username, Email: row.Email,
-		Groups: row.Groups, FirstSeenAt: row.FirstSeenAt, LastSeenAt: row.LastSeenAt}
-	p.Admin = p.InAnyGroup(s.cfg.AdminGroups)
-	return p, nil
 }
 
 // PortSession checks that p may reach port of session id (Port's checks) and returns the
@@ -305,8 +291,8 @@ func (s *Service) linkMaker(ctx context.Context, id string) (principal.Principal
 // edge that sends the caller to where the port is served.
 //
 // Errors: Port's, but for a session without a sandbox.
-func (s *Service) PortSession(ctx context.Context, p principal.Principal, id, profile string, port int) (string, error) {
-	sess, _, err := s.portSession(ctx, p, id, profile, port)
+func (pk *Room) PortSession(ctx context.Context, p principal.Principal, id, profName string, port int) (string, error) {
+	sess, _, err := pk.portSession(ctx, p, id, profName, port)
 	if err != nil {
 		return "", err
 	}
@@ -314,31 +300,25 @@ func (s *Service) PortSession(ctx context.Context, p principal.Principal, id, pr
 }
 
 // linkKey returns the share links' key, shared by every replica through the store.
-func (s *Service) linkKey(ctx context.Context) ([]byte, error) {
-	s.linkKeyMu.Lock()
-	defer s.linkKeyMu.Unlock()
-	if s.linkKeyVal != nil {
-		return s.linkKeyVal, nil
+func (pk *Room) linkKey(ctx context.Context) ([]byte, error) {
+	pk.linkKeyMu.Lock()
+	defer pk.linkKeyMu.Unlock()
+	if pk.linkKeyVal != nil {
+		return pk.linkKeyVal, nil
 	}
 	candidate := make([]byte, 32)
 	if _, err := rand.Read(candidate); err != nil {
 		return nil, err
 	}
-	key, err := s.store.SigningKey(ctx, linkKeyName, candidate, s.now())
+	key, err := pk.Store.SigningKey(ctx, linkKeyName, candidate, pk.Clock.Now())
 	if err != nil {
 		return nil, err
 	}
 	if len(key) < 32 {
 		return nil, fault.New(fault.Internal, "the share-link key in the store is too short")
 	}
-	s.linkKeyVal = key
+	pk.linkKeyVal = key
 	return key, nil
-}
-
-// linkKeyCache holds the share links' key once read (Service embeds it).
-type linkKeyCache struct {
-	linkKeyMu  sync.Mutex
-	linkKeyVal []byte
 }
 
 // A link token is "v2.<kind>.<session id>.<port>.<maker's principal id>.<expiry>.<open-by>.

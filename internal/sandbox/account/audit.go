@@ -1,4 +1,4 @@
-package sandbox
+package account
 
 import (
 	"context"
@@ -29,18 +29,18 @@ type AuditQuery struct {
 	Cursor    string // the next_cursor of the previous page
 }
 
-// audit records e as done by p now (its Kind and fields set by the caller). A failure to
+// Record records e as done by p now (its Kind and fields set by the caller). A failure to
 // record is logged, not returned: the operation it describes has happened.
-func (s *Service) audit(ctx context.Context, p principal.Principal, e store.AuditEvent) {
-	e.At, e.PrincipalID, e.APIKeyID = s.now(), p.ID, p.APIKeyID
-	if err := s.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
-		s.log.Error("recording an audit event failed", "kind", e.Kind, "session_id", e.SessionID, "principal", p.Key(), "err", err)
+func (a *Room) Record(ctx context.Context, p principal.Principal, e store.AuditEvent) {
+	e.At, e.PrincipalID, e.APIKeyID = a.clock.Now(), p.ID, p.APIKeyID
+	if err := a.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
+		a.log.Error("recording an audit event failed", "kind", e.Kind, "session_id", e.SessionID, "principal", p.Key(), "err", err)
 	}
 }
 
 // Audit returns a page of the audit log, newest first, and the cursor of the next page (""
 // on the last). Only administrators may read it: anyone else gets fault.Forbidden.
-func (s *Service) Audit(ctx context.Context, p principal.Principal, q AuditQuery) ([]AuditEvent, string, error) {
+func (a *Room) Audit(ctx context.Context, p principal.Principal, q AuditQuery) ([]AuditEvent, string, error) {
 	if !p.Admin {
 		return nil, "", fault.New(fault.Forbidden, "the audit log is readable by members of an admin group (auth.admin_groups) only")
 	}
@@ -51,7 +51,7 @@ func (s *Service) Audit(ctx context.Context, p principal.Principal, q AuditQuery
 	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
 		return nil, "", fault.New(fault.Validation, "since (%s) must be before until (%s)", q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
 	}
-	rows, err := s.store.ListAudit(ctx, store.AuditFilter{
+	rows, err := a.store.ListAudit(ctx, store.AuditFilter{
 		Principal: q.Principal, SessionID: q.SessionID, Kind: q.Kind, APIKeyID: q.APIKeyID, Since: q.Since, Until: q.Until,
 		BeforeID: before, Limit: q.Limit + 1,
 	})
@@ -86,14 +86,14 @@ func decodeAuditCursor(c string) (int64, error) {
 	return 0, fault.New(fault.Validation, "cursor %q is not a next_cursor this API returned; start again without it", c)
 }
 
-// sweepAudit deletes audit events older than the retention (docs/semantics.md §14).
-func (s *Service) sweepAudit(ctx context.Context) error {
-	n, err := s.store.DeleteAuditBefore(ctx, s.now().Add(-s.cfg.AuditRetention))
+// SweepAudit deletes audit events older than the retention (docs/semantics.md §14).
+func (a *Room) SweepAudit(ctx context.Context) error {
+	n, err := a.store.DeleteAuditBefore(ctx, a.clock.Now().Add(-a.retention))
 	if n > 0 {
-		s.log.Info("audit events past their retention deleted", "count", n, "retention", s.cfg.AuditRetention.String())
+		a.log.Info("audit events past their retention deleted", "count", n, "retention", a.retention.String())
 	}
 	return err
 }
 
 // AuditRetention is how long audit events are kept (audit.retention).
-func (s *Service) AuditRetention() time.Duration { return s.cfg.AuditRetention }
+func (a *Room) AuditRetention() time.Duration { return a.retention }

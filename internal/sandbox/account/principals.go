@@ -1,4 +1,4 @@
-package sandbox
+package account
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // groups (two clients signed in at different times) therefore cost one write a minute, not
 // one per request; the row's username, e-mail, groups and last_seen_at are accurate to that
 // interval. A request decides with its own token's claims; only what acts without a token —
-// a share link re-checking its maker (preview.go) — reads the recorded groups, so a lost
+// a share link re-checking its maker (Room.Principal) — reads the recorded groups, so a lost
 // group takes effect there within the interval of the maker's next request. A request with
 // an API key carries its maker's claims as they were when the key was made: it refreshes
 // last_seen_at only (SeenPrincipal), never the recorded claims. The cache is bounded; when
@@ -76,13 +76,28 @@ func (r *principalRecorder) record(ctx context.Context, p principal.Principal) (
 // principal resolution: one row per issuer and subject). Edges call it once per request,
 // after the token is verified; the write happens at most once a minute per unchanged
 // principal.
-func (s *Service) Identify(ctx context.Context, p principal.Principal) (principal.Principal, error) {
-	return s.principals.record(ctx, p)
+func (a *Room) Identify(ctx context.Context, p principal.Principal) (principal.Principal, error) {
+	return a.principals.record(ctx, p)
 }
 
 // OwnerLabel names principal id as "issuer#subject" for administrators' listings; "" when
 // unknown.
-func (s *Service) OwnerLabel(ctx context.Context, id string) string {
-	l, _ := s.store.PrincipalLabel(ctx, id)
+func (a *Room) OwnerLabel(ctx context.Context, id string) string {
+	l, _ := a.store.PrincipalLabel(ctx, id)
 	return l
+}
+
+// Principal reads principal id back as its latest token described it — for what acts
+// without a token: a share link re-checking its maker, the sweeper acting for a session's
+// owner; an administrator when in one of the admin groups. Errors: the store's
+// (store.ErrNotFound for a principal no longer recorded).
+func (a *Room) Principal(ctx context.Context, id string) (principal.Principal, error) {
+	row, err := a.store.GetPrincipal(ctx, id)
+	if err != nil {
+		return principal.Principal{}, err
+	}
+	p := principal.Principal{ID: row.ID, Issuer: row.Issuer, Subject: row.Subject, Username: row.Username, Email: row.Email,
+		Groups: row.Groups, FirstSeenAt: row.FirstSeenAt, LastSeenAt: row.LastSeenAt}
+	p.Admin = p.InAnyGroup(a.adminGroups)
+	return p, nil
 }

@@ -1,4 +1,4 @@
-package sandbox
+package quota
 
 import (
 	"context"
@@ -39,9 +39,6 @@ const contextSeenFor = time.Minute
 // maxSeenContexts bounds the memory of recorded contexts; past it, expired entries go, and
 // if none has expired, all of them (they are only a cache of the store).
 const maxSeenContexts = 16384
-
-// contextRetry is the Retry-After of a context over its quota (contexts end when deleted).
-const contextRetry = 30 * time.Second
 
 type seenContext struct{ session, sandbox, name string }
 
@@ -88,13 +85,10 @@ func (c *seenContexts) forget(session, name string) {
 	}
 }
 
-func (s *Service) contextLimit(p principal.Principal) int {
-	return s.limit(p, s.cfg.Quotas.Contexts)
-}
-
-func (s *Service) contextQuotaErr(p principal.Principal) error {
-	return fault.OverQuota(contextRetry,
-		"you hold %d named contexts across your sessions, the limit of sandbox.quotas.contexts", s.contextLimit(p)).
+// ContextsErr refuses a context of p's past sandbox.quotas.contexts.
+func (r *Room) ContextsErr(p principal.Principal) error {
+	return fault.OverQuota(ContextRetry,
+		"you hold %d named contexts across your sessions, the limit of sandbox.quotas.contexts", r.Contexts(p)).
 		WithHint("delete one you no longer need (DELETE /v1/sessions/{id}/contexts/{name}) and try again, or run the code in the session's default context",
 			"run the code without naming a context (the session's default context), or in one you already use")
 }
@@ -102,39 +96,43 @@ func (s *Service) contextQuotaErr(p principal.Principal) error {
 // counted reports whether context name counts against the contexts quota.
 func counted(name string) bool { return name != "" && name != providers.DefaultContext }
 
-// holdContext records that p uses context name of session sessionID in sandbox sandboxID,
+// HoldContext records that p uses context name of session sessionID in sandbox sandboxID,
 // unless this replica recorded it recently. Errors: fault.Quota over sandbox.quotas.contexts
-// (nothing is recorded then); a store failure.
-func (s *Service) holdContext(ctx context.Context, p principal.Principal, sessionID, sandboxID, name string) error {
+// (nothing is recorded then); fault.NotFound for a session destroyed meanwhile; a store
+// failure (fault.Broker unless classified).
+func (r *Room) HoldContext(ctx context.Context, p principal.Principal, sessionID, sandboxID, name string) error {
 	if !counted(name) {
 		return nil
 	}
 	k := seenContext{sessionID, sandboxID, name}
-	now := s.now()
-	if s.contexts.known(k, now) {
+	now := r.clock.Now()
+	if r.contexts.known(k, now) {
 		return nil
 	}
-	err := s.store.HoldContext(ctx, store.Context{SessionID: sessionID, Name: name, SandboxID: sandboxID, OwnerID: p.ID, CreatedAt: now}, s.contextLimit(p))
+	err := r.store.HoldContext(ctx, store.Context{SessionID: sessionID, Name: name, SandboxID: sandboxID, OwnerID: p.ID, CreatedAt: now}, r.Contexts(p))
+	var fe *fault.Error
 	switch {
 	case errors.Is(err, store.ErrQuota):
-		return s.contextQuotaErr(p)
+		return r.ContextsErr(p)
 	case errors.Is(err, store.ErrNotFound):
 		return fault.New(fault.NotFound, "sandbox session '%s' was destroyed while this operation ran", sessionID)
+	case errors.As(err, &fe):
+		return err
 	case err != nil:
-		return classifyAs(err, fault.Broker, "could not record the context")
+		return fault.Wrap(fault.Broker, err, "%s", "could not record the context")
 	}
-	s.contexts.remember(k, now)
+	r.contexts.remember(k, now)
 	return nil
 }
 
-// releaseContext forgets context name of session sessionID (it was deleted); a store
+// ReleaseContext forgets context name of session sessionID (it was deleted); a store
 // failure is logged (the row stops counting when its sandbox goes).
-func (s *Service) releaseContext(ctx context.Context, sessionID, name string) {
+func (r *Room) ReleaseContext(ctx context.Context, sessionID, name string) {
 	if !counted(name) {
 		return
 	}
-	s.contexts.forget(sessionID, name)
-	if err := s.store.ReleaseContext(context.WithoutCancel(ctx), sessionID, name); err != nil {
-		s.log.Warn("forgetting a deleted context failed", "session_id", sessionID, "context", name, "err", err)
+	r.contexts.forget(sessionID, name)
+	if err := r.store.ReleaseContext(context.WithoutCancel(ctx), sessionID, name); err != nil {
+		r.log.Warn("forgetting a deleted context failed", "session_id", sessionID, "context", name, "err", err)
 	}
 }
