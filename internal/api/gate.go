@@ -51,6 +51,7 @@ func newGate(doc *openapi3.T, authenticate func(http.Handler) http.Handler, maxB
 	// differently (the contract tests validate requests and answers with the 2020-12 one).
 	validating := *doc
 	validating.OpenAPI = "3.0.3"
+	lenientDiscriminators(doc)
 	routes := map[string]*routers.Route{}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -58,6 +59,26 @@ func newGate(doc *openapi3.T, authenticate func(http.Handler) http.Handler, maxB
 		}
 	}
 	return &gate{router: r, routes: routes, spec: &validating, authenticate: authenticate, maxBody: maxBody}, nil
+}
+
+// lenientDiscriminators lets requests leave out the property of a union's discriminator
+// (RunRequest's `kind`, added after clients that do not send it): the union's variants are
+// told apart by their other required members, and the handler infers the property. The
+// contract requires it in each variant so that generated clients send it.
+func lenientDiscriminators(doc *openapi3.T) {
+	for _, ref := range doc.Components.Schemas {
+		s := ref.Value
+		if s == nil || s.Discriminator == nil {
+			continue
+		}
+		name := s.Discriminator.PropertyName
+		s.Discriminator = nil
+		for _, v := range s.OneOf {
+			if v.Value != nil {
+				v.Value.Required = slices.DeleteFunc(slices.Clone(v.Value.Required), func(r string) bool { return r == name })
+			}
+		}
+	}
 }
 
 // findRoute is the contract's operation of r and its path parameters, encoded as the
@@ -137,6 +158,7 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 					}
 				}
 				r.Body = io.NopCloser(bytes.NewReader(b))
+				r = r.WithContext(context.WithValue(r.Context(), bodyKey, b))
 			}
 			vr := r
 			if r.Method == http.MethodHead {
@@ -376,7 +398,20 @@ func rawFilePath(next http.Handler) http.Handler {
 
 type ctxKey int
 
-const requestKey ctxKey = 0
+const (
+	requestKey ctxKey = iota
+	bodyKey           // the JSON body as the gate read it ([]byte)
+)
+
+// bodyOf returns the JSON body of the request of ctx as the gate read (and validated) it, or
+// nil: for a handler that must tell a member set to null from one left out (a merge patch).
+func bodyOf(ctx context.Context) []byte {
+	if r := requestOf(ctx); r != nil {
+		b, _ := r.Context().Value(bodyKey).([]byte)
+		return b
+	}
+	return nil
+}
 
 // withRequest keeps the *http.Request reachable from strict handlers (for Location headers
 // and the declared size of a raw upload).

@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -187,6 +189,13 @@ func sessionView(s sandbox.Session, admin bool, owner string) apigen.Session {
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
 	}
+	if len(s.Env) > 0 {
+		names := slices.Sorted(maps.Keys(s.Env))
+		v.EnvNames = &names
+	}
+	if !s.ExpiresAt.IsZero() {
+		v.ExpiresAt, v.OnExpiry = &s.ExpiresAt, ptr(apigen.SessionOnExpiry(s.OnExpiry))
+	}
 	if s.Shared {
 		v.Shared = ptr(true)
 	}
@@ -233,7 +242,10 @@ func (s *Server) CreateSession(ctx context.Context, req apigen.CreateSessionRequ
 	}
 	var in sandbox.CreateSessionInput
 	if b := req.Body; b != nil {
-		in = sandbox.CreateSessionInput{Profile: deref(b.Profile), Name: deref(b.Name), Labels: deref(b.Labels), FromSnapshot: deref(b.FromSnapshot)}
+		in = sandbox.CreateSessionInput{
+			Profile: deref(b.Profile), Name: deref(b.Name), Labels: deref(b.Labels), FromSnapshot: deref(b.FromSnapshot),
+			Env: deref(b.Env), Lifetime: time.Duration(deref(b.TimeoutS)) * time.Second, OnExpiry: string(deref(b.OnExpiry)),
+		}
 	}
 	sess, err := s.sandbox.CreateSession(ctx, p, in)
 	if err != nil {
@@ -368,6 +380,9 @@ func (s *Server) CreateRun(ctx context.Context, req apigen.CreateRunRequestObjec
 	b := req.Body
 	if (b.Command == nil) == (b.Code == nil) {
 		return nil, fault.New(fault.Validation, "give exactly one of command or code")
+	}
+	if k := deref(b.Kind); k == apigen.RunRequestKindCommand && b.Command == nil || k == apigen.RunRequestKindCode && b.Code == nil {
+		return nil, fault.New(fault.Validation, "kind '%s' needs the member '%s'", k, k)
 	}
 	in := sandbox.ExecInput{
 		Profile: deref(b.Profile), Command: deref(b.Command), Code: deref(b.Code), Language: deref(b.Language), Env: deref(b.Env),

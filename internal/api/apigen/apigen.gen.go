@@ -152,6 +152,24 @@ func (e ContextCreateLanguage) Valid() bool {
 	}
 }
 
+// Defines values for CreateSessionRequestOnExpiry.
+const (
+	CreateSessionRequestOnExpiryDestroy CreateSessionRequestOnExpiry = "destroy"
+	CreateSessionRequestOnExpiryPause   CreateSessionRequestOnExpiry = "pause"
+)
+
+// Valid indicates whether the value is a known member of the CreateSessionRequestOnExpiry enum.
+func (e CreateSessionRequestOnExpiry) Valid() bool {
+	switch e {
+	case CreateSessionRequestOnExpiryDestroy:
+		return true
+	case CreateSessionRequestOnExpiryPause:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreatedAPIKeyStatus.
 const (
 	CreatedAPIKeyStatusActive  CreatedAPIKeyStatus = "active"
@@ -167,6 +185,21 @@ func (e CreatedAPIKeyStatus) Valid() bool {
 	case CreatedAPIKeyStatusExpired:
 		return true
 	case CreatedAPIKeyStatusRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ErrorEventEvent.
+const (
+	Error ErrorEventEvent = "error"
+)
+
+// Valid indicates whether the value is a known member of the ErrorEventEvent enum.
+func (e ErrorEventEvent) Valid() bool {
+	switch e {
+	case Error:
 		return true
 	default:
 		return false
@@ -230,6 +263,21 @@ func (e FileEntryType) Valid() bool {
 	case Other:
 		return true
 	case Symlink:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GapEventEvent.
+const (
+	Gap GapEventEvent = "gap"
+)
+
+// Valid indicates whether the value is a known member of the GapEventEvent enum.
+func (e GapEventEvent) Valid() bool {
+	switch e {
+	case Gap:
 		return true
 	default:
 		return false
@@ -302,6 +350,24 @@ func (e OutputChunkEncoding) Valid() bool {
 	}
 }
 
+// Defines values for OutputChunkStream.
+const (
+	OutputChunkStreamStderr OutputChunkStream = "stderr"
+	OutputChunkStreamStdout OutputChunkStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the OutputChunkStream enum.
+func (e OutputChunkStream) Valid() bool {
+	switch e {
+	case OutputChunkStreamStderr:
+		return true
+	case OutputChunkStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OutputEncoding.
 const (
 	OutputEncodingBase64 OutputEncoding = "base64"
@@ -322,16 +388,16 @@ func (e OutputEncoding) Valid() bool {
 
 // Defines values for OutputGapStream.
 const (
-	Stderr OutputGapStream = "stderr"
-	Stdout OutputGapStream = "stdout"
+	OutputGapStreamStderr OutputGapStream = "stderr"
+	OutputGapStreamStdout OutputGapStream = "stdout"
 )
 
 // Valid indicates whether the value is a known member of the OutputGapStream enum.
 func (e OutputGapStream) Valid() bool {
 	switch e {
-	case Stderr:
+	case OutputGapStreamStderr:
 		return true
-	case Stdout:
+	case OutputGapStreamStdout:
 		return true
 	default:
 		return false
@@ -416,6 +482,84 @@ func (e ProfileIdleAction) Valid() bool {
 	}
 }
 
+// Defines values for ResultEventEvent.
+const (
+	Result ResultEventEvent = "result"
+)
+
+// Valid indicates whether the value is a known member of the ResultEventEvent enum.
+func (e ResultEventEvent) Valid() bool {
+	switch e {
+	case Result:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RichResultEventEvent.
+const (
+	RichResultEventEventRichResult RichResultEventEvent = "rich_result"
+)
+
+// Valid indicates whether the value is a known member of the RichResultEventEvent enum.
+func (e RichResultEventEvent) Valid() bool {
+	switch e {
+	case RichResultEventEventRichResult:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRequestKind.
+const (
+	RunRequestKindCode    RunRequestKind = "code"
+	RunRequestKindCommand RunRequestKind = "command"
+)
+
+// Valid indicates whether the value is a known member of the RunRequestKind enum.
+func (e RunRequestKind) Valid() bool {
+	switch e {
+	case RunRequestKindCode:
+		return true
+	case RunRequestKindCommand:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRequestCodeKind.
+const (
+	RunRequestCodeKindCode RunRequestCodeKind = "code"
+)
+
+// Valid indicates whether the value is a known member of the RunRequestCodeKind enum.
+func (e RunRequestCodeKind) Valid() bool {
+	switch e {
+	case RunRequestCodeKindCode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRequestCommandKind.
+const (
+	RunRequestCommandKindCommand RunRequestCommandKind = "command"
+)
+
+// Valid indicates whether the value is a known member of the RunRequestCommandKind enum.
+func (e RunRequestCommandKind) Valid() bool {
+	switch e {
+	case RunRequestCommandKindCommand:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	PerCall    Scope = "per_call"
@@ -431,6 +575,24 @@ func (e Scope) Valid() bool {
 	case PerRuntime:
 		return true
 	case PerSession:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionOnExpiry.
+const (
+	SessionOnExpiryDestroy SessionOnExpiry = "destroy"
+	SessionOnExpiryPause   SessionOnExpiry = "pause"
+)
+
+// Valid indicates whether the value is a known member of the SessionOnExpiry enum.
+func (e SessionOnExpiry) Valid() bool {
+	switch e {
+	case SessionOnExpiryDestroy:
+		return true
+	case SessionOnExpiryPause:
 		return true
 	default:
 		return false
@@ -515,6 +677,36 @@ func (e SnapshotKind) Valid() bool {
 	}
 }
 
+// Defines values for StderrEventEvent.
+const (
+	StderrEventEventStderr StderrEventEvent = "stderr"
+)
+
+// Valid indicates whether the value is a known member of the StderrEventEvent enum.
+func (e StderrEventEvent) Valid() bool {
+	switch e {
+	case StderrEventEventStderr:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StdoutEventEvent.
+const (
+	StdoutEventEventStdout StdoutEventEvent = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the StdoutEventEvent enum.
+func (e StdoutEventEvent) Valid() bool {
+	switch e {
+	case StdoutEventEventStdout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskOperation.
 const (
 	TaskOperationExecuteCode    TaskOperation = "execute_code"
@@ -527,6 +719,21 @@ func (e TaskOperation) Valid() bool {
 	case TaskOperationExecuteCode:
 		return true
 	case TaskOperationExecuteCommand:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TaskEventEvent.
+const (
+	TaskEventEventTask TaskEventEvent = "task"
+)
+
+// Valid indicates whether the value is a known member of the TaskEventEvent enum.
+func (e TaskEventEvent) Valid() bool {
+	switch e {
+	case TaskEventEventTask:
 		return true
 	default:
 		return false
@@ -861,6 +1068,17 @@ type CreateAPIKeyRequest struct {
 
 // CreateSessionRequest defines model for CreateSessionRequest.
 type CreateSessionRequest struct {
+	// Cpu Cores for the session's sandbox. At most the profile's policy `cpu` when it sets one
+	// (more answers 403 `policy`); a provider that cannot bound resources
+	// (`capabilities.policy_resources: false`) refuses it (403 `policy`), never ignores it.
+	Cpu *float64 `json:"cpu,omitempty"`
+
+	// Env The session's environment: variables every execution, background process and
+	// context of the session gets (an execution's own `env` wins for its names). Names
+	// must match `^[A-Za-z_][A-Za-z0-9_]*$`. The values are kept with the session and never
+	// shown again (`env_names` lists the names), as they may be secrets.
+	Env *map[string]string `json:"env,omitempty"`
+
 	// FromSnapshot Start from one of your snapshots (a fork): the session takes the snapshot's profile
 	// (a different `profile` is a 400) and a sandbox restored from it, made before the
 	// answer; processes and variables start afresh. A snapshot whose files hold more than
@@ -868,9 +1086,26 @@ type CreateSessionRequest struct {
 	// are restored as holes and do not count.
 	FromSnapshot *string            `json:"from_snapshot,omitempty"`
 	Labels       *map[string]string `json:"labels,omitempty"`
-	Name         *string            `json:"name,omitempty"`
-	Profile      *string            `json:"profile,omitempty"`
+
+	// MemoryMb MiB of memory for the session's sandbox; at most the profile's policy `memory_mb`,
+	// refused as `cpu` is.
+	MemoryMb *int    `json:"memory_mb,omitempty"`
+	Name     *string `json:"name,omitempty"`
+
+	// OnExpiry What the end of `timeout_s` does: `destroy` the session (as DELETE does), or `pause`
+	// its sandbox (profiles whose provider can pause; a resume gives it no lifetime).
+	OnExpiry *CreateSessionRequestOnExpiry `json:"on_expiry,omitempty"`
+	Profile  *string                       `json:"profile,omitempty"`
+
+	// TimeoutS The session's lifetime in seconds (at most 30 days): it ends this long after it was
+	// made, as `on_expiry` says; `PATCH` with `timeout_s` sets a new end counted from then.
+	// Without it the session lives until deleted (or reset by the profile's idle rules).
+	TimeoutS *int `json:"timeout_s,omitempty"`
 }
+
+// CreateSessionRequestOnExpiry What the end of `timeout_s` does: `destroy` the session (as DELETE does), or `pause`
+// its sandbox (profiles whose provider can pause; a resume gives it no lifetime).
+type CreateSessionRequestOnExpiry string
 
 // CreatedAPIKey A key just made, with its secret — shown this once.
 type CreatedAPIKey struct {
@@ -920,22 +1155,33 @@ type DroppedResult struct {
 	Types []string `json:"types"`
 }
 
-// EventStream A `text/event-stream` body (one JSON value per event's `data` line; this schema is
-// that of each event's data). Events: `task` (a `Task`, first on `POST` answers),
-// `stdout` and `stderr` (an `OutputChunk`; its `id` is the position after it,
-// `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from on any replica),
-// `gap` (an `OutputGap`), `rich_result` (a `RichResult` of code as it is produced; its
-// `id` is `<stdout bytes>-<stderr bytes>-<rich result bytes>`, the last counting the
-// JSON of the rich results so far), `result` (an `ExecutionResult`, whose `results`
-// has every rich result) or `error` (a `Problem`), the last two ending the stream.
-// Example:
+// ErrorEvent `event: error`: the execution failed (a problem); ends the stream.
+type ErrorEvent struct {
+	// Data RFC 9457 problem details.
+	Data  Problem         `json:"data"`
+	Event ErrorEventEvent `json:"event"`
+}
+
+// ErrorEventEvent defines model for ErrorEvent.Event.
+type ErrorEventEvent string
+
+// EventStream A `text/event-stream` body. This schema is that of one event: `event` is its `event:`
+// line (the discriminator), `id` its `id:` line where it has one, and `data` the JSON
+// value of its `data:` line. Events: `task` (a `Task`, first on `POST` answers), `stdout`
+// and `stderr` (an `OutputChunk`, whose `stream` names the stream too; its `id` is the
+// position after it, `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from
+// on any replica), `gap` (an `OutputGap`), `rich_result` (a `RichResult` of code as it is
+// produced; its `id` is `<stdout bytes>-<stderr bytes>-<rich result bytes>`, the last
+// counting the JSON of the rich results so far), `result` (an `ExecutionResult`, whose
+// `results` has every rich result) or `error` (a `Problem`), the last two ending the
+// stream. Example:
 //
 //	event: task
 //	data: {"id":"0b6d3f0c2a9e4d55b1c8e7f6a5d4c3b2","status":"running", …}
 //
 //	id: 9-0
 //	event: stdout
-//	data: {"offset":0,"data":"building\n","encoding":"utf-8"}
+//	data: {"stream":"stdout","offset":0,"data":"building\n","encoding":"utf-8"}
 //
 //	event: result
 //	data: {"status":"completed","exit_code":0,"stdout":"building\n", …}
@@ -1035,6 +1281,16 @@ type FileWritten struct {
 	Size        int64   `json:"size"`
 }
 
+// GapEvent `event: gap`: bytes dropped from the middle of a long output.
+type GapEvent struct {
+	// Data Bytes `from` to `to` (exclusive) of a stream were dropped (the middle of a long output) and will not be sent.
+	Data  OutputGap     `json:"data"`
+	Event GapEventEvent `json:"event"`
+}
+
+// GapEventEvent defines model for GapEvent.Event.
+type GapEventEvent string
+
 // Health defines model for Health.
 type Health struct {
 	Checks *map[string]string `json:"checks,omitempty"`
@@ -1058,10 +1314,16 @@ type OutputChunk struct {
 
 	// Offset Byte offset of these bytes in their stream (dropped bytes count).
 	Offset int64 `json:"offset"`
+
+	// Stream The stream the bytes were written to (as the event's name says).
+	Stream OutputChunkStream `json:"stream"`
 }
 
 // OutputChunkEncoding defines model for OutputChunk.Encoding.
 type OutputChunkEncoding string
+
+// OutputChunkStream The stream the bytes were written to (as the event's name says).
+type OutputChunkStream string
 
 // OutputEncoding `text` returns UTF-8 (invalid bytes make `encoding` read `base64` for that stream set);
 // `base64` always returns stdout and stderr base64-encoded.
@@ -1276,6 +1538,15 @@ type Quotas struct {
 	Snapshots Quota `json:"snapshots"`
 }
 
+// ResultEvent `event: result`: the execution's result; ends the stream.
+type ResultEvent struct {
+	Data  ExecutionResult  `json:"data"`
+	Event ResultEventEvent `json:"event"`
+}
+
+// ResultEventEvent defines model for ResultEvent.Event.
+type ResultEventEvent string
+
 // RichResult One rich result of code, a MIME bundle (Jupyter's `execute_result` or `display_data`;
 // E2B's `Result`): `data` maps MIME types to representations of the same value, of which
 // a client shows the richest it can. `text/plain` is almost always there.
@@ -1295,12 +1566,33 @@ type RichResult struct {
 	IsMainResult bool `json:"is_main_result"`
 }
 
-// RunRequest Exactly one of `command` (a shell command) or `code` (with `language`).
+// RichResultEvent `event: rich_result`: a rich result of code as it is produced.
+type RichResultEvent struct {
+	// Data One rich result of code, a MIME bundle (Jupyter's `execute_result` or `display_data`;
+	// E2B's `Result`): `data` maps MIME types to representations of the same value, of which
+	// a client shows the richest it can. `text/plain` is almost always there.
+	Data  RichResult           `json:"data"`
+	Event RichResultEventEvent `json:"event"`
+
+	// Id `<stdout bytes>-<stderr bytes>-<rich result bytes>` after it.
+	Id string `json:"id"`
+}
+
+// RichResultEventEvent defines model for RichResultEvent.Event.
+type RichResultEventEvent string
+
+// RunRequest Exactly one of `command` (a shell command) or `code` (with `language`); `kind` names
+// which (`command` or `code`), for clients generated from this document. The gateway
+// also takes a request without `kind` (as made before it was added), inferring it from
+// the member given.
 type RunRequest struct {
-	Code     *string            `json:"code,omitempty"`
-	Command  *string            `json:"command,omitempty"`
-	Env      *map[string]string `json:"env,omitempty"`
-	Language *string            `json:"language,omitempty"`
+	Code    *string            `json:"code,omitempty"`
+	Command *string            `json:"command,omitempty"`
+	Env     *map[string]string `json:"env,omitempty"`
+
+	// Kind Which of `command` or `code` the run is.
+	Kind     *RunRequestKind `json:"kind,omitempty"`
+	Language *string         `json:"language,omitempty"`
 
 	// Output `text` returns UTF-8 (invalid bytes make `encoding` read `base64` for that stream set);
 	// `base64` always returns stdout and stderr base64-encoded.
@@ -1312,21 +1604,34 @@ type RunRequest struct {
 	union    json.RawMessage
 }
 
+// RunRequestKind Which of `command` or `code` the run is.
+type RunRequestKind string
+
 // RunRequestCode A run of code (`code` without `command`).
 type RunRequestCode struct {
-	Code string `json:"code"`
+	Code string             `json:"code"`
+	Kind RunRequestCodeKind `json:"kind"`
 }
+
+// RunRequestCodeKind defines model for RunRequestCode.Kind.
+type RunRequestCodeKind string
 
 // RunRequestCommand A run of a shell command (`command` without `code`).
 type RunRequestCommand struct {
-	Command string `json:"command"`
+	Command string                `json:"command"`
+	Kind    RunRequestCommandKind `json:"kind"`
 }
+
+// RunRequestCommandKind defines model for RunRequestCommand.Kind.
+type RunRequestCommandKind string
 
 // Scope defines model for Scope.
 type Scope string
 
 // Session defines model for Session.
 type Session struct {
+	// Cpu Cores asked for its sandbox at create (absent: the profile's policy).
+	Cpu       *float64  `json:"cpu,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 
 	// Default The caller's default session of its profile.
@@ -1339,11 +1644,23 @@ type Session struct {
 	DestroyError *string `json:"destroy_error,omitempty"`
 
 	// DestroyRetryAt When the next attempt is due (state `destroy_failed`).
-	DestroyRetryAt *time.Time        `json:"destroy_retry_at,omitempty"`
-	Id             string            `json:"id"`
-	Labels         map[string]string `json:"labels"`
-	LastUsedAt     time.Time         `json:"last_used_at"`
-	Name           *string           `json:"name,omitempty"`
+	DestroyRetryAt *time.Time `json:"destroy_retry_at,omitempty"`
+
+	// EnvNames The names of the session's environment variables (`env` at create), sorted; their values are never shown.
+	EnvNames *[]string `json:"env_names,omitempty"`
+
+	// ExpiresAt When the session's lifetime ends (`timeout_s`); absent when it has none.
+	ExpiresAt  *time.Time        `json:"expires_at,omitempty"`
+	Id         string            `json:"id"`
+	Labels     map[string]string `json:"labels"`
+	LastUsedAt time.Time         `json:"last_used_at"`
+
+	// MemoryMb MiB of memory asked for its sandbox at create (absent: the profile's policy).
+	MemoryMb *int    `json:"memory_mb,omitempty"`
+	Name     *string `json:"name,omitempty"`
+
+	// OnExpiry What the end of its lifetime does (with `expires_at`).
+	OnExpiry *SessionOnExpiry `json:"on_expiry,omitempty"`
 
 	// Owner Owning principal (issuer + subject); shown to admins.
 	Owner *string `json:"owner,omitempty"`
@@ -1378,6 +1695,9 @@ type Session struct {
 	Warnings *[]string `json:"warnings,omitempty"`
 }
 
+// SessionOnExpiry What the end of its lifetime does (with `expires_at`).
+type SessionOnExpiry string
+
 // SessionState Where the session's sandbox stands: `none` (not made yet, or reset: the next use
 // makes one), `running`, `paused` (frozen: files, processes and memory kept),
 // `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
@@ -1407,6 +1727,15 @@ type SessionList struct {
 	// NextCursor Empty on the last page.
 	NextCursor string    `json:"next_cursor"`
 	Sessions   []Session `json:"sessions"`
+}
+
+// SessionPatch A JSON merge patch (RFC 7396) of a session; see `PATCH /v1/sessions/{session_id}`.
+type SessionPatch struct {
+	Labels *map[string]*string `json:"labels,omitempty"`
+	Name   *string             `json:"name,omitempty"`
+
+	// TimeoutS Seconds from now until the session ends (as its `on_expiry` says); `0` or `null`, no lifetime.
+	TimeoutS *int `json:"timeout_s,omitempty"`
 }
 
 // SessionStatus `active`: it takes work. `closed`: destroying it failed and is retried (`state: destroy_failed`); it takes no new work.
@@ -1448,6 +1777,19 @@ type SnapshotRequest struct {
 	Name *string `json:"name,omitempty"`
 }
 
+// StderrEvent `event: stderr`: output of standard error.
+type StderrEvent struct {
+	// Data One piece of a stream's output, as the program wrote it.
+	Data  OutputChunk      `json:"data"`
+	Event StderrEventEvent `json:"event"`
+
+	// Id `<stdout bytes>-<stderr bytes>` after this chunk (and `-<rich result bytes>` once there are rich results).
+	Id string `json:"id"`
+}
+
+// StderrEventEvent defines model for StderrEvent.Event.
+type StderrEventEvent string
+
 // StdinOpen Keep standard input open after `stdin`: send more with `POST /v1/tasks/{task_id}/stdin`
 // while the execution runs (`?eof=true` closes it). Take the task id from the stream's
 // `task` event, or pass `wait_s: 0` to get it at once.
@@ -1462,6 +1804,19 @@ type StdinWritten struct {
 	Closed bool   `json:"closed"`
 	TaskId string `json:"task_id"`
 }
+
+// StdoutEvent `event: stdout`: output of standard output.
+type StdoutEvent struct {
+	// Data One piece of a stream's output, as the program wrote it.
+	Data  OutputChunk      `json:"data"`
+	Event StdoutEventEvent `json:"event"`
+
+	// Id `<stdout bytes>-<stderr bytes>` after this chunk (and `-<rich result bytes>` once there are rich results).
+	Id string `json:"id"`
+}
+
+// StdoutEventEvent defines model for StdoutEvent.Event.
+type StdoutEventEvent string
 
 // Task defines model for Task.
 type Task struct {
@@ -1495,6 +1850,15 @@ type Task struct {
 // TaskOperation defines model for Task.Operation.
 type TaskOperation string
 
+// TaskEvent `event: task`: the execution's task, first on `POST` answers.
+type TaskEvent struct {
+	Data  Task           `json:"data"`
+	Event TaskEventEvent `json:"event"`
+}
+
+// TaskEventEvent defines model for TaskEvent.Event.
+type TaskEventEvent string
+
 // TaskList defines model for TaskList.
 type TaskList struct {
 	NextCursor string `json:"next_cursor"`
@@ -1521,6 +1885,9 @@ type Cursor = string
 
 // KeyID defines model for KeyID.
 type KeyID = string
+
+// LabelSelector defines model for LabelSelector.
+type LabelSelector = []string
 
 // Limit defines model for Limit.
 type Limit = int
@@ -1649,8 +2016,12 @@ type ListAuditEventsParams struct {
 // ListSessionsParams defines parameters for ListSessions.
 type ListSessionsParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
-	Profile *ProfileQuery  `form:"profile,omitempty" json:"profile,omitempty"`
-	Status  *SessionStatus `form:"status,omitempty" json:"status,omitempty"`
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+
+	// Label A label selector, `key=value` (split at the first `=`; the value may be empty):
+	// only items carrying that label. Repeat it to require several (all must match).
+	Label  *LabelSelector `form:"label,omitempty" json:"label,omitempty"`
+	Status *SessionStatus `form:"status,omitempty" json:"status,omitempty"`
 
 	// Conversation Only sessions carrying this `conversation` label.
 	Conversation *string `form:"conversation,omitempty" json:"conversation,omitempty"`
@@ -1671,6 +2042,12 @@ type DeleteSessionParams struct {
 
 // GetSessionParams defines parameters for GetSession.
 type GetSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// UpdateSessionParams defines parameters for UpdateSession.
+type UpdateSessionParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
 }
@@ -1806,7 +2183,11 @@ type ListSnapshotsParams struct {
 type ListTasksParams struct {
 	Status    *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
 	SessionId *string     `form:"session_id,omitempty" json:"session_id,omitempty"`
-	Limit     *Limit      `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Label A label selector, `key=value` (split at the first `=`; the value may be empty):
+	// only items carrying that label. Repeat it to require several (all must match).
+	Label *LabelSelector `form:"label,omitempty" json:"label,omitempty"`
+	Limit *Limit         `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Opaque `next_cursor` from the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -1835,6 +2216,12 @@ type CreateRunJSONRequestBody = RunRequest
 // CreateSessionJSONRequestBody defines body for CreateSession for application/json ContentType.
 type CreateSessionJSONRequestBody = CreateSessionRequest
 
+// UpdateSessionJSONRequestBody defines body for UpdateSession for application/json ContentType.
+type UpdateSessionJSONRequestBody = SessionPatch
+
+// UpdateSessionApplicationMergePatchPlusJSONRequestBody defines body for UpdateSession for application/merge-patch+json ContentType.
+type UpdateSessionApplicationMergePatchPlusJSONRequestBody = SessionPatch
+
 // RunCodeJSONRequestBody defines body for RunCode for application/json ContentType.
 type RunCodeJSONRequestBody = CodeRequest
 
@@ -1853,23 +2240,31 @@ type CreateSnapshotJSONRequestBody = SnapshotRequest
 // ResizeTaskTerminalJSONRequestBody defines body for ResizeTaskTerminal for application/json ContentType.
 type ResizeTaskTerminalJSONRequestBody = TerminalSize
 
-// AsTask returns the union data inside the EventStream as a Task
-func (t EventStream) AsTask() (Task, error) {
-	var body Task
+// AsTaskEvent returns the union data inside the EventStream as a TaskEvent
+func (t EventStream) AsTaskEvent() (TaskEvent, error) {
+	var body TaskEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromTask overwrites any union data inside the EventStream as the provided Task
-func (t *EventStream) FromTask(v Task) error {
+// FromTaskEvent overwrites any union data inside the EventStream as the provided TaskEvent
+func (t *EventStream) FromTaskEvent(v TaskEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"task"}`))
 	t.union = b
 	return err
 }
 
-// MergeTask performs a merge with any union data inside the EventStream, using the provided Task
-func (t *EventStream) MergeTask(v Task) error {
+// MergeTaskEvent performs a merge with any union data inside the EventStream, using the provided TaskEvent
+func (t *EventStream) MergeTaskEvent(v TaskEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"task"}`))
 	if err != nil {
 		return err
 	}
@@ -1879,23 +2274,31 @@ func (t *EventStream) MergeTask(v Task) error {
 	return err
 }
 
-// AsOutputChunk returns the union data inside the EventStream as a OutputChunk
-func (t EventStream) AsOutputChunk() (OutputChunk, error) {
-	var body OutputChunk
+// AsStdoutEvent returns the union data inside the EventStream as a StdoutEvent
+func (t EventStream) AsStdoutEvent() (StdoutEvent, error) {
+	var body StdoutEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromOutputChunk overwrites any union data inside the EventStream as the provided OutputChunk
-func (t *EventStream) FromOutputChunk(v OutputChunk) error {
+// FromStdoutEvent overwrites any union data inside the EventStream as the provided StdoutEvent
+func (t *EventStream) FromStdoutEvent(v StdoutEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stdout"}`))
 	t.union = b
 	return err
 }
 
-// MergeOutputChunk performs a merge with any union data inside the EventStream, using the provided OutputChunk
-func (t *EventStream) MergeOutputChunk(v OutputChunk) error {
+// MergeStdoutEvent performs a merge with any union data inside the EventStream, using the provided StdoutEvent
+func (t *EventStream) MergeStdoutEvent(v StdoutEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stdout"}`))
 	if err != nil {
 		return err
 	}
@@ -1905,23 +2308,31 @@ func (t *EventStream) MergeOutputChunk(v OutputChunk) error {
 	return err
 }
 
-// AsOutputGap returns the union data inside the EventStream as a OutputGap
-func (t EventStream) AsOutputGap() (OutputGap, error) {
-	var body OutputGap
+// AsStderrEvent returns the union data inside the EventStream as a StderrEvent
+func (t EventStream) AsStderrEvent() (StderrEvent, error) {
+	var body StderrEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromOutputGap overwrites any union data inside the EventStream as the provided OutputGap
-func (t *EventStream) FromOutputGap(v OutputGap) error {
+// FromStderrEvent overwrites any union data inside the EventStream as the provided StderrEvent
+func (t *EventStream) FromStderrEvent(v StderrEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stderr"}`))
 	t.union = b
 	return err
 }
 
-// MergeOutputGap performs a merge with any union data inside the EventStream, using the provided OutputGap
-func (t *EventStream) MergeOutputGap(v OutputGap) error {
+// MergeStderrEvent performs a merge with any union data inside the EventStream, using the provided StderrEvent
+func (t *EventStream) MergeStderrEvent(v StderrEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stderr"}`))
 	if err != nil {
 		return err
 	}
@@ -1931,23 +2342,31 @@ func (t *EventStream) MergeOutputGap(v OutputGap) error {
 	return err
 }
 
-// AsRichResult returns the union data inside the EventStream as a RichResult
-func (t EventStream) AsRichResult() (RichResult, error) {
-	var body RichResult
+// AsGapEvent returns the union data inside the EventStream as a GapEvent
+func (t EventStream) AsGapEvent() (GapEvent, error) {
+	var body GapEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromRichResult overwrites any union data inside the EventStream as the provided RichResult
-func (t *EventStream) FromRichResult(v RichResult) error {
+// FromGapEvent overwrites any union data inside the EventStream as the provided GapEvent
+func (t *EventStream) FromGapEvent(v GapEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"gap"}`))
 	t.union = b
 	return err
 }
 
-// MergeRichResult performs a merge with any union data inside the EventStream, using the provided RichResult
-func (t *EventStream) MergeRichResult(v RichResult) error {
+// MergeGapEvent performs a merge with any union data inside the EventStream, using the provided GapEvent
+func (t *EventStream) MergeGapEvent(v GapEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"gap"}`))
 	if err != nil {
 		return err
 	}
@@ -1957,23 +2376,31 @@ func (t *EventStream) MergeRichResult(v RichResult) error {
 	return err
 }
 
-// AsExecutionResult returns the union data inside the EventStream as a ExecutionResult
-func (t EventStream) AsExecutionResult() (ExecutionResult, error) {
-	var body ExecutionResult
+// AsRichResultEvent returns the union data inside the EventStream as a RichResultEvent
+func (t EventStream) AsRichResultEvent() (RichResultEvent, error) {
+	var body RichResultEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromExecutionResult overwrites any union data inside the EventStream as the provided ExecutionResult
-func (t *EventStream) FromExecutionResult(v ExecutionResult) error {
+// FromRichResultEvent overwrites any union data inside the EventStream as the provided RichResultEvent
+func (t *EventStream) FromRichResultEvent(v RichResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"rich_result"}`))
 	t.union = b
 	return err
 }
 
-// MergeExecutionResult performs a merge with any union data inside the EventStream, using the provided ExecutionResult
-func (t *EventStream) MergeExecutionResult(v ExecutionResult) error {
+// MergeRichResultEvent performs a merge with any union data inside the EventStream, using the provided RichResultEvent
+func (t *EventStream) MergeRichResultEvent(v RichResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"rich_result"}`))
 	if err != nil {
 		return err
 	}
@@ -1983,23 +2410,31 @@ func (t *EventStream) MergeExecutionResult(v ExecutionResult) error {
 	return err
 }
 
-// AsProblem returns the union data inside the EventStream as a Problem
-func (t EventStream) AsProblem() (Problem, error) {
-	var body Problem
+// AsResultEvent returns the union data inside the EventStream as a ResultEvent
+func (t EventStream) AsResultEvent() (ResultEvent, error) {
+	var body ResultEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromProblem overwrites any union data inside the EventStream as the provided Problem
-func (t *EventStream) FromProblem(v Problem) error {
+// FromResultEvent overwrites any union data inside the EventStream as the provided ResultEvent
+func (t *EventStream) FromResultEvent(v ResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"result"}`))
 	t.union = b
 	return err
 }
 
-// MergeProblem performs a merge with any union data inside the EventStream, using the provided Problem
-func (t *EventStream) MergeProblem(v Problem) error {
+// MergeResultEvent performs a merge with any union data inside the EventStream, using the provided ResultEvent
+func (t *EventStream) MergeResultEvent(v ResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"result"}`))
 	if err != nil {
 		return err
 	}
@@ -2007,6 +2442,73 @@ func (t *EventStream) MergeProblem(v Problem) error {
 	merged, err := runtime.JSONMerge(t.union, b)
 	t.union = merged
 	return err
+}
+
+// AsErrorEvent returns the union data inside the EventStream as a ErrorEvent
+func (t EventStream) AsErrorEvent() (ErrorEvent, error) {
+	var body ErrorEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromErrorEvent overwrites any union data inside the EventStream as the provided ErrorEvent
+func (t *EventStream) FromErrorEvent(v ErrorEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"error"}`))
+	t.union = b
+	return err
+}
+
+// MergeErrorEvent performs a merge with any union data inside the EventStream, using the provided ErrorEvent
+func (t *EventStream) MergeErrorEvent(v ErrorEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"error"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t EventStream) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"event"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t EventStream) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "error":
+		return t.AsErrorEvent()
+	case "gap":
+		return t.AsGapEvent()
+	case "result":
+		return t.AsResultEvent()
+	case "rich_result":
+		return t.AsRichResultEvent()
+	case "stderr":
+		return t.AsStderrEvent()
+	case "stdout":
+		return t.AsStdoutEvent()
+	case "task":
+		return t.AsTaskEvent()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
 }
 
 func (t EventStream) MarshalJSON() ([]byte, error) {
@@ -2028,14 +2530,26 @@ func (t RunRequest) AsRunRequestCommand() (RunRequestCommand, error) {
 
 // FromRunRequestCommand overwrites any union data inside the RunRequest as the provided RunRequestCommand
 func (t *RunRequest) FromRunRequestCommand(v RunRequestCommand) error {
+	var discriminator RunRequestKind = "command"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"command"}`))
 	t.union = b
 	return err
 }
 
 // MergeRunRequestCommand performs a merge with any union data inside the RunRequest, using the provided RunRequestCommand
 func (t *RunRequest) MergeRunRequestCommand(v RunRequestCommand) error {
+	var discriminator RunRequestKind = "command"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"command"}`))
 	if err != nil {
 		return err
 	}
@@ -2054,14 +2568,26 @@ func (t RunRequest) AsRunRequestCode() (RunRequestCode, error) {
 
 // FromRunRequestCode overwrites any union data inside the RunRequest as the provided RunRequestCode
 func (t *RunRequest) FromRunRequestCode(v RunRequestCode) error {
+	var discriminator RunRequestKind = "code"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"code"}`))
 	t.union = b
 	return err
 }
 
 // MergeRunRequestCode performs a merge with any union data inside the RunRequest, using the provided RunRequestCode
 func (t *RunRequest) MergeRunRequestCode(v RunRequestCode) error {
+	var discriminator RunRequestKind = "code"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"code"}`))
 	if err != nil {
 		return err
 	}
@@ -2069,6 +2595,29 @@ func (t *RunRequest) MergeRunRequestCode(v RunRequestCode) error {
 	merged, err := runtime.JSONMerge(t.union, b)
 	t.union = merged
 	return err
+}
+
+func (t RunRequest) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"kind"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t RunRequest) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "code":
+		return t.AsRunRequestCode()
+	case "command":
+		return t.AsRunRequestCommand()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
 }
 
 func (t RunRequest) MarshalJSON() ([]byte, error) {
@@ -2102,6 +2651,13 @@ func (t RunRequest) MarshalJSON() ([]byte, error) {
 		object["env"], err = json.Marshal(t.Env)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'env': %w", err)
+		}
+	}
+
+	if t.Kind != nil {
+		object["kind"], err = json.Marshal(t.Kind)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'kind': %w", err)
 		}
 	}
 
@@ -2179,6 +2735,13 @@ func (t *RunRequest) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Env)
 		if err != nil {
 			return fmt.Errorf("error reading 'env': %w", err)
+		}
+	}
+
+	if raw, found := object["kind"]; found {
+		err = json.Unmarshal(raw, &t.Kind)
+		if err != nil {
+			return fmt.Errorf("error reading 'kind': %w", err)
 		}
 	}
 
@@ -2274,6 +2837,9 @@ type ServerInterface interface {
 	// GetSession One session.
 	// (GET /v1/sessions/{session_id})
 	GetSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params GetSessionParams)
+	// UpdateSession Rename, relabel or set the lifetime of a session.
+	// (PATCH /v1/sessions/{session_id})
+	UpdateSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params UpdateSessionParams)
 	// RunCode Run code in a session.
 	// (POST /v1/sessions/{session_id}/code)
 	RunCode(w http.ResponseWriter, r *http.Request, sessionId SessionID, params RunCodeParams)
@@ -2445,6 +3011,12 @@ func (_ Unimplemented) DeleteSession(w http.ResponseWriter, r *http.Request, ses
 // GetSession One session.
 // (GET /v1/sessions/{session_id})
 func (_ Unimplemented) GetSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params GetSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UpdateSession Rename, relabel or set the lifetime of a session.
+// (PATCH /v1/sessions/{session_id})
+func (_ Unimplemented) UpdateSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params UpdateSessionParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2987,6 +3559,19 @@ func (siw *ServerInterfaceWrapper) ListSessions(w http.ResponseWriter, r *http.R
 		return
 	}
 
+	// ------------- Optional query parameter "label" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "label", r.URL.Query(), &params.Label, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "label"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "label", Err: err})
+		}
+		return
+	}
+
 	// ------------- Optional query parameter "status" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", r.URL.Query(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
@@ -3152,6 +3737,48 @@ func (siw *ServerInterfaceWrapper) GetSession(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetSession(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateSession operation middleware
+func (siw *ServerInterfaceWrapper) UpdateSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params UpdateSessionParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateSession(w, r, sessionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4178,6 +4805,19 @@ func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
+	// ------------- Optional query parameter "label" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "label", r.URL.Query(), &params.Label, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "label"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "label", Err: err})
+		}
+		return
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
@@ -4535,6 +5175,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/sessions/{session_id}", wrapper.GetSession)
 	})
 	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/v1/sessions/{session_id}", wrapper.UpdateSession)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/sessions/{session_id}/commands", wrapper.RunCommand)
 	})
 	r.Group(func(r chi.Router) {
@@ -4705,7 +5348,8 @@ type UnauthenticatedApplicationProblemPlusJSONResponse struct {
 type UnsupportedApplicationProblemPlusJSONResponse Problem
 
 type UnsupportedMediaTypeResponseHeaders struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 type UnsupportedMediaTypeApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5189,6 +5833,9 @@ func (response CreateAPIKey415ApplicationProblemPlusJSONResponse) VisitCreateAPI
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -6075,6 +6722,9 @@ func (response CreateRun415ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -6470,6 +7120,9 @@ func (response CreateSession415ApplicationProblemPlusJSONResponse) VisitCreateSe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -6860,6 +7513,222 @@ func (response GetSession503ApplicationProblemPlusJSONResponse) VisitGetSessionR
 	return err
 }
 
+type UpdateSessionRequestObject struct {
+	SessionId                         SessionID `json:"session_id"`
+	Params                            UpdateSessionParams
+	JSONBody                          *UpdateSessionJSONRequestBody
+	ApplicationMergePatchPlusJSONBody *UpdateSessionApplicationMergePatchPlusJSONRequestBody
+}
+
+type UpdateSessionResponseObject interface {
+	VisitUpdateSessionResponse(w http.ResponseWriter) error
+}
+
+type UpdateSession200JSONResponse Session
+
+func (response UpdateSession200JSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession400ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession401ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession403ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession404ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession408ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession409ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession413ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession415ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession429ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession500ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession503ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCodeRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    RunCodeParams
@@ -7069,6 +7938,9 @@ func (response RunCode415ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -7405,6 +8277,9 @@ func (response RunCommand415ApplicationProblemPlusJSONResponse) VisitRunCommandR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -7873,6 +8748,9 @@ func (response CreateContext415ApplicationProblemPlusJSONResponse) VisitCreateCo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -9258,6 +10136,28 @@ func (response WriteFile413ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type WriteFile415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile415ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WriteFile422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -9703,6 +10603,9 @@ func (response CreatePortLink415ApplicationProblemPlusJSONResponse) VisitCreateP
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -10631,6 +11534,9 @@ func (response CreateSnapshot415ApplicationProblemPlusJSONResponse) VisitCreateS
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -11829,6 +12735,9 @@ func (response ResizeTaskTerminal415ApplicationProblemPlusJSONResponse) VisitRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -12211,6 +13120,9 @@ type StrictServerInterface interface {
 	// GetSession One session.
 	// (GET /v1/sessions/{session_id})
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
+	// UpdateSession Rename, relabel or set the lifetime of a session.
+	// (PATCH /v1/sessions/{session_id})
+	UpdateSession(ctx context.Context, request UpdateSessionRequestObject) (UpdateSessionResponseObject, error)
 	// RunCode Run code in a session.
 	// (POST /v1/sessions/{session_id}/code)
 	RunCode(ctx context.Context, request RunCodeRequestObject) (RunCodeResponseObject, error)
@@ -12725,6 +13637,53 @@ func (sh *strictHandler) GetSession(w http.ResponseWriter, r *http.Request, sess
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetSessionResponseObject); ok {
 		if err := validResponse.VisitGetSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateSession operation middleware
+func (sh *strictHandler) UpdateSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params UpdateSessionParams) {
+	var request UpdateSessionRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+
+		var body UpdateSessionJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/merge-patch+json") {
+
+		var body UpdateSessionApplicationMergePatchPlusJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.ApplicationMergePatchPlusJSONBody = &body
+
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateSession(ctx, request.(UpdateSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateSessionResponseObject); ok {
+		if err := validResponse.VisitUpdateSessionResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -13492,457 +14451,498 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3/dts21i+M3wqWnucsSx1KlmXZieU1a75pmsxkmraZxD39vlPliBAJSXhMARoCtKNmslbv4X2uYc59",
-	"nEvplbwLewMgKJGSHLudtid/dDWmSBDEj43947M/+30rkcuVFExo1Rq9by0YTVkO/3ySJGylX1MxZ/B3",
-	"ylSS85XmUrRGrXi61kzFI6K4mGeMmD9JDjcTmjOiWH7D0l4raqlkwZbUtMBEsWyNvm/Bo623UUuvV6w1",
-	"aimdczFvffgQtZ5d0fn2y64WjMx4xo4UYUJzvSaazkckHrfGRb9/mij+A4N/sS5eWMqUz3hCzfNE8yUj",
-	"XBCh8J5xK47IVOqFubhg76qd3O7TS6r0V9AgS3f2bfut7b9cXb0iKdWss/ctEh/cfsO3r18SOSN6wUiS",
-	"M6pZSnKmZJEnbHejH6LWiuZ0ybSd0qdSaPZOf02XbPs1T0iCPxNBl9AyN5dXVC9aUUvAMy17ywT+jFo5",
-	"+0fBczMsOi9Y2JcV1ZrlpoH/9f2T7t9p94d+92LyNvh3r/v2fT86P/3wn626lfC0yJXMt7v5zYr+o2Ak",
-	"FqYbCdwUk1kulzBAq5zdcFkosqLz8hv+UbB8HXwENh12d0nfvWRirhet0aDfr+vPl2z94ouaURPkyasX",
-	"5JqtjxThKWkLqQnXiiiW5Ex3Gsbxmq0nPD14BPvdC9qdvX1/OmgYrZd8ybV5qu57M/gxbDtlM1pkujU6",
-	"60fm2/nS7Mwz8+VLLvCvE/8eLjSbsxxe9Ermum7tXD19RVYy14QLxVMGk6GoSKfyHWmb8cikXE1pch2R",
-	"k8GjXr/X7500DY5pZ+fQ+B6fn52dnu3vs1kU7PaVeUnt/s2Z0m6Lma5ERGVULZgiXCRZkbI0IiuqFEuJ",
-	"luGnHSkUdDlpL+maTBlhy5VeN34Y/tX8YdsT+yqXCVOqbuldwXqHn+3aM+OsqbomPG3sAj7woIvvVS6N",
-	"BPwbrLqtbn4n8+tM0tT01dx2SZaF0mRJdbLAsWRKcSmOFJG3wt1FbhdMoJQ2x8m1kLeiaT/bR5o29Ild",
-	"1v7vum94g52o3eKuh4SnEZE5ie32iclM5iiXaZax/EgR+4t/Qs5I/Cfbvz/GDXNib77DnLTDSfmnfWmn",
-	"fnbeCLpSC6nx0+peb2940DVxRdV14xvNGn3At30w7aiVFAo1lc9p+pr9o2AKJBUcWQL+SVerzJ7Px6tc",
-	"TjO2/MN/KTxz2Tu6XGX2XNSUZ61RayrTNVmy5ZTl5CiRyyUV6RHhirhuk7ZijBzLFRN0xXtrusz8msix",
-	"C0Qt6Ip1WlGL5bk05/D371szzrLUvqBnG25FrSVTis7ZIW9ufXgbtZSmulCt0RCOLK5N91svxA3NeOre",
-	"X47XQuuVGh0fG9k1p5r1UnbjhkEdw0OogXwI5+E/czZrjVr/cVwqisf4qzp+hQ/jFNSJVRwBrsiSZjOZ",
-	"L1lq9o9ZBYoouWR6wcUcd5AUMz4vclSeUskUMScpzTJ52zM9eirFLOPJfafUiZcjtaA5S4/IgiqiErli",
-	"ZMXySV4Io7iNCNfwixSM4J1uS18SmqY5U8rcQhU5srvvyJx8mtHU7HnQ08ynSQFiyc/TRTlP/oMOnKDE",
-	"3f9Q0yNXbHO4Z1xbNUpanRaHxi9pVDvNdW06aPry7B1LCtPMF+Zjm2enblbsfE+WqjUanEQtJhKZmk09",
-	"ahV61n1sds07rieJTFlr1I9CUTlqnc9Okn76iA2mj+mQ9WcX9HR6ljxKT9hgdkqH02DkwczJmGYpXExZ",
-	"nrdGLf/vCZok8Aa8oPNCJEbXbo1mNFMMfpCFbo1aw8FYtNzf7slTf2H7yVuaCy7mZuu/PXjy/LC+Zsqo",
-	"amYOjep9zG6Y0F2lc0aXppEDmzNPvcGHGtYDc28kMy64Whjxdrugmhn9xqgWZiqImYqOWRALjoqu2S+y",
-	"0D3yHdeLsYjRbhyRrc7GsIaoULemPeX3CxUEbiN4m1PEyu5QNRZck7wQCgVu/OdnV+T45uTYHCTq+L09",
-	"Tz4cy0KvCh13IrO4BUvJdE0oic3vMb6kNxaVRfsql0up0bA7fOHC8utPz9PTWT8Z0As2TM/OpifJY/Zo",
-	"dk7P0mFyOh20opbfYq1RC7+HTUpx7/SWkdfH77HA80KYRWYuFdMl15qlE2qW66A/OO+enHQHF1f9i9FJ",
-	"f9Tv//1wGWLO8boF80bzLCP2pYTONMtJfEu5nqj4kqxklsEkgjZKNYmdeQs6UOBlCM3eun7YW4/9fdCX",
-	"5zKf8jRl4r6nAdULctTrHTOdHBsN/zY9IkwldMVUxYS5lfm1WtGkKs1PS2n+SmY8WZMbLjPs54FSfQXP",
-	"PYhM/9qdlyy1SghXZJVzkfAVzUBzpQTfRxIqjLw3BouYyTxhKcjyP1PNbun6Crf0PQf3NudwBh5N+bw3",
-	"5eKIsHcJY6mxoipnzMmgT7wcIW3sYs/+3QlG/Kw/LEfcdDIlppsHDrVt8EHG+okIjk+pF8wMNxUgy7zc",
-	"alPwDJFiZeyfiFDnYek0jYSdHSdSTVdfCKMG0+yZ0R7vOSNUEG6bI6CNEpkkRZ6z9JLkDMz3QHOdcG/u",
-	"4reCz6T8sTVqXcwGyZCd0EfT0/Rsdt6vzFVFJw3feuiEub4+zIyRaTEnXMD3zHGdX8IfODxWK5UiW1fU",
-	"d2PzoYlXKIbHFkF/xhzm52upn8tCpPecmkKAiesFjjMgj/adAUcViRTsDyMOZtCzA4dbSN3FBx5ivL+1",
-	"H9Q2YkfgFvHC6Eh1Ah/mh6j1zQ3L/1ZITe85jGtZkAW9YeR0UG5E5c8pmRNzRnExx0kFz5hROOyw9/5h",
-	"+qB6iRSwL4SelK1cwrMgWo1ZoKXVk0i7oo78CWfjj/adoCslVCQs27QGBoE1AB/vxcKhUwbdfTCDAL0Y",
-	"Zo1TDZ8oZ7DUcVBIO66OUhxZ95iz4VYs7/op9hsop9pofSk0ZS/CLlrlcm4MqYjERlubuN/iziWJXzOd",
-	"r7tPjF4RE0XXCh1CRh7la0LnlIteqQcuWUzUQt4qUhgDGl4Hc6s21I2g2W1HzxuWSJEq8xKY6SmbyZyZ",
-	"F4KOA++sc7iXvsbAY/dG0/zOeqXTDUet1VovpDgl3SUxS6Bn3YyP+30jZA/VP1fmxuHgo9TKfLcG+fOr",
-	"nnYgm1brlCbX89zIK+cFBQvhEtZZqW+a5RybNWKHQB2/Lwfjw7F9lKnj96Vr9MPDaKkQO/ta6jdUczXj",
-	"dJqxe4o3OJhMqxBvU3886/f7XQKTpciKKjy/mUidEQX6R/ukPxjiE6E2NTw5L+UP9BV8ACro7YFiCLrU",
-	"NedH+PBDiaUY+hYTI1xB+sKXlJ/nvRdG8F+S+CmOb9c+Nuc3TGFIhv/ANia2cm9TlJN8drwZZ4z3RN7M",
-	"7KM4exhdWkiMsNppdbIV3IQ0z/mN1fkHyz7YyEZY9NCenvA0YxOnTUdEyUoTt1SRpNCXRJllY36BRm+5",
-	"XhhtXBXJgqyM7qPAgoC7GIWLOTjAqG/KHhfm1KfgHkukUanarDfvkVffvLkiP/34r2OlUyP8WU6SRSGu",
-	"Kyuy/zhYkbZVp7b/G7T8rw8c9bh5wGPSdjGBAVlyUZhNeFk3A3BoWVeoYAlYEFyRJJPKWmdvtMzZt4Le",
-	"UJ49lDCxfnOiTNuk/UoqbQ7lTuCCBYeNMRDMyasWMtfZekRmlGcYD7P9Nf+MC8XyP7qJISnVdEoV81fi",
-	"EUl5YAaUxkJgSr9h+Q1PGCmCLz1w8sNHHs6LfeAQRc5NOs3lNcudja3pNQuMKHAhG33Y6BRm6lOW8JSl",
-	"PQK6iXOlVPUfVEx+Vl1mZwwVIjpSvqT5/L6rDkQ27CCuiLxhOGQn/eHjs0fn/X4XNhzq5W2nby7pu4l5",
-	"blJzhgUL50pKkkEXD5UVUnbxgYdYLJ+bj/Jf5AIazGqisIO/FbTQCyY0tx7i+21gec1ARrB3K26NeBQp",
-	"lAh2S/B3wEasZWEUe1WwvCJvT8rR2+zb4Vuu8thDjORXXClrrnEbzZoympuRNZ+0sQ++++677pOgD9ub",
-	"4fXzp+T80VmfJAtj4og52398fytUsVrJ/P7TlMmEZhNVTJ2a6uWGfQNJ6IpOecb1ekQyKuYFnbNRXkzX",
-	"FWtxEM6V71zw8MGRpPKJhxKSq1ze8JTl298GXkgv+uwu8L3/iqWcXkGn73mWhW8BmWs0E5Az5vRerxjZ",
-	"tL0if+K6bbOgijiN0HSKHEEQY5VRLo6shsQ16EaV+0ZbbdcEhqti66x+MpdmPKC7h+8//3QXnu7CYw81",
-	"sWYEj1SpVJvPBZsKjjZzqomN0w0H/5LYQFDXnJcxaRs9yeiAHetoMxIx2sYbwu31WJdybOpeSNrfnT4l",
-	"L794Rf7P/35ksUV7dviqDKLdY+mlMrlm+YjwJZ0zgnb76LR3MuiqjC8xrGrdcKW6E+zlV2brGHvUSDzU",
-	"qg4OHrhHH2y6nfsxkUWWEhsi8K/B8H1u1H+rkn7n4iLPiyy7v40DTZGMzbTz1JZAKx+CAZX7yOiWxy6y",
-	"UNWobnOuNRPkpx//m+RsKW/QUARlaGm0sVzKJergZaNyRkpswJJm2RFZyCwFX9hSKk1O+33y1ecuPEFS",
-	"rq4ny2k1PPGonNbvyu6aoTlwRn1/uvDUA09rZRSNsKsOuUOumPFjtUPagzC0fSls2lcvvmQA+lrlZkNq",
-	"jhAcC1QFN9D71kzmS3AIpVSzrrGMtlE8UQu1GHWnZ3has7ujVkaVnhTKd2B7RDKqjcQvFItckAOts0tC",
-	"p4oJjf5GAcHvQiGU+bA+CQuv3fphlbMZf1ffH4SLHiky47nSRlHJaaJZrrB7LMvINVsrQsHsBpRpgDCt",
-	"eZV1w9a9jerSE28s9RgVw/9QxfS/WKLj3S1OeNqERXRtavOKJbUw0Gu2dkct1YCaCZQ1RahqeB9sRlX/",
-	"LgjTuFvcW8iSrs1cVaeQa3edmMn0j4Gvouzzkq4BnqfZUtXOnr1A85yC3pSzG3l9xyXuJEWJhaeJ5jes",
-	"5VY/YuKg4XqAfAmY+74FCDqLxLZra2OewoXg3x6Fu7Oy7co3SlgJpsu4w19yPJWru5yu+MSsSoBEuIHb",
-	"JaasuKgZzQDOvT3jz5YrvSYSTwSztz28e/cA+f5V26/9zDkT+krKTG1/ppvbctaWyQrRHYLyVtSiQi9y",
-	"ueJJzZxFrXnBUyqSGrvkWwhWuN9B/lKi1kqzpVmly5UmbUCgaarZ0qzoFctJxgWr3/VaymyCGJiJsZmN",
-	"FKnZQAhUighCnWBrwobIGU2Vc3aZtjCVIyk0ikjA8Yl1IJyCXnhnAXajbt9KmZGUzbjgGJWzR7zVvtGX",
-	"tqQ6cj989fSVhVcfKSLzlOWVHUrTFBqi2atguhBHujW/1fW2sU7sBAdT1TSW7uNql1CRcg04q8ad0ig7",
-	"bQ5BxRqpSlGESJmzuGJvgzHiBR6uIG8kby2QutPwOyskF3QFmKnLCojhSBEI6kDE5PAzMOVzVqfHv/nL",
-	"k+7g7Jy0F+xdx2e1YNQLAqUyZeBHsz+h/93iKEAvQTdcWvt5FTzhlhDxgdyISNhuFuV26UAY85wujyCK",
-	"BE7niLBMMfSfQIilDPlWBoILfT6s3Qjg5pxoa97W5A1RnhU5O1IkyahSpE2J1QTRzFHFbMbfdSJ/kKF5",
-	"0KvXnhKWr3RTgpJRKszA44DWD3xDux5/2Tyi5HYhlR9DklNRLxnckH+EjnfAcF9zhGHsPIHMJv2SI8gh",
-	"gOft+Daja5jPccJ/G8hXXklZ7RGwUx1jxCgBYv6zKGWbTUOmyC6Fq1b3CcPH9YezkTxCivo1pPgPNcvn",
-	"8x1LMZQBfu9rJg7ceKWe1TSrIxL7YHVMCqE5ABbXdoMDPER4CKMFPBcAgigSBGnE0VjEuCPjiMRm+abm",
-	"xDB/IODD/pJJpeNOj3wDIBizSvH1rh3IKbEN9cai9mSn+ZzVbO7nZmzgaFCjDYN2Rc3B4A6W8B6XrFav",
-	"Q9jcjJ1j58ZlvwoGSiicrbA7d+unYR5MkNSDk9l45H5pt311fyIGE6IGcG64P1KWMfjLvQ2V4eBCypTO",
-	"5dr0257a/hZ3AVX02q0OXapXl3EODleWS33il1KYbQ/3q8tPnQvZftqGtqM1TRaBJJlKmTEqUAUxvzE1",
-	"Ye8suq/2thLdsf11T1FWKJJQAac1VTVoEGY2a3l5RIxmGIeKc/A6b2pu/wQoRGum7TomTGeuGVsRDHAb",
-	"48BIC/PHxPwRd0DTTjY7L4VR2Vi+5IJmpB2v9Lqpl1w5dPGepfPC3XjFUSC6qEJ19e21cVc0uaZzNuFC",
-	"aZo1TBWgA2pUPfQ5MfzSKShSPzDhPAG3LCXt2KMCoBEjLM0fOVPFksWXJIZQOoVg+AhhCE1jg265ScrV",
-	"dWOqJIYopmY5qKq0PEJ0iPfuxda9t+dtsGzAXmsYGrxNMG3etPMeB4dsWIUrzGGdrGSuaw62V+ayy71V",
-	"myNvPbbEWKnFfBFCYEkbRhyaPX5v/vfh+Kcf/9X43V56FwrDznX3WHdxw6eoBWtaSi4VUR2wnNy9xggy",
-	"a8rhu4jFrlnF3bVI2tXF5H5o+lKwuWdFbUc3zzhVgv7x48IN54TL9m4KXlIVMxXx50RmqzKydYJ0a3q2",
-	"FmDdwq1ZgdXd5HZ4OD2bC7L2jJApC/Iw6811myK14T225kYliRcAAnsSeSNHUFCzfuxQe5YDLUH8cnFJ",
-	"bmgOkDVFFNNkuoagVpB/lIMJnjPnmDCnY28snkCU3bXHladngABh7JZATNoYFUIzTqLS2bF2NlcuUXAs",
-	"IMPJ4svlrfCxYABtBe3ZXHPbUo98gQijEWjhr/BdZgyJFGPhvaTYK7fk7HkYObACfIPPbL7EpIZbrpix",
-	"vnOmFmMBS3SVM81ycET5EUKl9X6UD8a+umleJ5XFcH52dnpe08KSvgufORk8rlmWbhi3l4idpTYmBSBo",
-	"y+HggtyNANDu2grTOEjKkozmDJxjQaeH/Zoeo4Np33H+Ddz1zCVHgnRKuWgyqWaIy1KaipTmKeFiVWiP",
-	"QxsFHAV1G6zGae1UmH39fGPu/MbcaHQJBMBNVNXSlwXiuTyHw+PzYYV3ot8r97UollNUYDC1bE9Tp+fV",
-	"lrba2RDcG/Z6KLpASfs46bVLdX2DfqTA4AUEZQ2W2Rq/Lg8EbsXUyUH/BPcy12osYguTjtGpZfMkIYFZ",
-	"FjoD8KujKCBtah2qEaHklupkwfJOBGor3DUW7n1weM6lEU3m2CS3CwyZQOsRSWQhtEIcmdIk0LMnXv2O",
-	"IeozFsxoW86Dxd5xraxDS2m5WoEa+MWzl8+unqEiWA/I7oBHAD477GePvDCyEvaHzR9V2Pd9OaI9Usl5",
-	"HQuXf1ai+larbE3ac37D0LqH1RxbJ2vGZ8xc7PR83iNkB80FuCdDMz7QKjzAfwuiVAj8uuMpF8dqQbpJ",
-	"0wbddwLepvUkHIAvkJlRgXNmFJYb5kKfXg/eklkX5z+LpN60onROCRM3PJcC4hz+RL60cJGAMyR2x0vl",
-	"bHn72X/Gtvf7z4CPFbsrvd6bMGstuTf8B/ZblNTVbr6UtyxXO7MUL22QPKdcIa6HPIcdsi3URpg5Z3cO",
-	"aQujZ03X7rDtVOML9z4pqp/yF3lLMinmm5BYlKpmcwz6A9yD1Du3HvSwwa1ff954rXXDk5LVuh2em3PH",
-	"QoU5GH6lZpZyF9IwamqgxubMJoog9KpGOFVAGzVRolBVBNS61Xdljk4m+4a7gCXK9LqdzhXFzeEWvr+d",
-	"s07wtm0fcKjnOdcganhgX6lFrfuuAbyxMZc26O5fsRVS9x8V2SncMetP0bt4NyWjqsVaNq/y++7+wfcm",
-	"bNsanx2fXO8ftVN7uIfUbZt98V3fcG2XYPgRmfBxCp+o5dP7bkG1R6ZwzFxqq4Wx67ggGVdadS6JgPwJ",
-	"nctsI6x+JwKrXXCZ18zclZR9wTNfsRI/04aEHofktGmgFjTTccHl6GORNHf8kiV99wIfdXe7P7f9k1pn",
-	"taeWO2G4cLkTl96ii2mhFz0HDenZyxOts5i0T/skpWvViTzsb+P2JX3nbj0/w3thttwxcN6vpaA7bHPA",
-	"SrRMZB+3FI3qO3FumibzA/Rjm98LiQGBk4yadXrdGVWMDwTYwhV7p9ECcPLHok1JymczlhvFLbaXQRmm",
-	"ZNjvo9ubemipOSSMiozd4DpCjINLUDHKvUs5Kj35ponASwOfQcEt0SNPfK9sGBoX9UJmKVlim9To9xUd",
-	"xjt4kVRrVihjiAxPTknss0LiziVRK5r7Jk0vwEcjZ+QHlks1FjRn5RdReKu9MZVgRYCltO0g2U1pZo6W",
-	"KcvUgVp2HWXlliZ8OqhZck507W0siA7flVqvYZ2nJXaUZtk3MyBGOwg8tnluIBCy3ut/zdYjD9ynisRP",
-	"Cr2QOf+Bohv4c8wrsfmd0JDL8CSQb2eeE/L20vzfwt5RiPscqt1Hoe3c9n5/u81QYaTzf6Ghk7LIG/kW",
-	"6Ql4Znw3pjsIS57wNGcpE5rTOtTVt4rl3aVMGeGpJc9dUs1yDin6SmY3bisi6uuaCdJGjR5fiwJuQy29",
-	"VZNcZmxCc1EbSLoupiwXTDM1MSbA6o5xp+DxjThD+UxeiAlV9bra1pL7IgdXg+XSqicB5cnCjIg5I1Ke",
-	"ej40MwvW72v9DJidZvY45O9h00b2ZCyyxlBS6O1Rs1Rhmy9/YVOT0TpKqabkhmYFQGPJX9988zUA4uDh",
-	"A+EP5krDi7568dUzABepu6BdN9Y0th9tETmX4x3SjdUQasY15GCQqwNwR/PNOAToZja3gcimmsYAf7zE",
-	"HYCSgXBlpDuFBGTQZNwT5oFOjzyz2AfLA9amJL4y/4osLkoKAoHI2NqCqhONRYwoyRjmOUaopHlWkBj9",
-	"Ak8XhbiOLd0AT+EggTNGKo5hA2uemcasfIEmcSorfNUWiRn8EEfkdmFWZPySKt2FT+i++CImGBtV7hAn",
-	"VKxJziDTAro9p6tKN/9MV3EnIrFZ3hNc3jgEr3myeG3/ljOMF2DaNtBGybRIjCGJTkb7fXf/DvtDuLmq",
-	"X+kRCnBQWiqRsYA14PKuy4cVUZLMaA5f5D9GkHiDLg+Gz+gC9i4Vj8WCKqu3Bg2COz8GoB4Oi82kMGPm",
-	"u6ZvJWHC85zgiu2NxTPMYhmNxVgQQnDdjcB5gBfMAhyR9+MWT8et0XgvZce4FY0t3gXut8wa41ZEfvrx",
-	"Xx/ce3g6IhfdfuWlOCcbr5WzmWJ63Br1o7Gxwym0Oi14Zj5mPBbwQse6CD8C7+K49WHjm3C0NpoPeur5",
-	"FbFFBxq0r7ad2365/axW1JKCHaADIB1ddIjfDvbngff+ma723lnul723bnE3Rgdm77wNqQnLw6p6jGyg",
-	"XA/BoXpazdIV4vg1p1Sx82Gta2AH9NMGHZASEpfBJTkZPP6DDXJe8yxD+kXF54JmRFwSUWSZZfFx1G2l",
-	"+vS972/UMje2zFAIqXkdbv6KWXpBoxyMCPBLhPaKOZYhagEKO1NM10LdpFxOsKNNumMuWHYE8YWunHWX",
-	"bCnzNX5bbgSCUfk3AzZ5ITyKBB+YLKcNGAMLL7caRENi0DZYvyIP4bVclZydQLl4y3LmNRM8iECsArZZ",
-	"Ik4JNJpbAej6ytPK6jzmEKzyYuVMUy4Q5rhy5KcxRkxlljKlyVziqWpJLiCd30WLRIpmmCcSNUtn3RQr",
-	"sV+4V1tT7vjyiQOQK2BOMneMmavLCGNtQmo2lfIaCaOgQ0s0d1HlsCwmIPjZu1Vu11Q75mqypFy4Q7Tj",
-	"Sa1SrlYZXauxaMf23+1er9eJjWmrV5nUGZ8SZANQVoOXOebcyRUTkVlFVKRUkS+ops9zujQm6l+uvnpp",
-	"bOEUqFQ7PXIl5wzCzlYljUN+hJoZAUQTLkueW/VpLKq6ZefS+n1oVevlClxUaNTGdiXFoXpLnoBbaCxu",
-	"rWs4Z4CUABQwTOlBPryKWN0yBKrA4xpg8VzUgaq/pkvP2mIFEHwh7lldEudbcpo3L/785YuXL+uzaprA",
-	"xLE/82LieXIryztEjYcExB4q3IpaHilcK4IdVfH7pp8m3qg4CBa9yW1cC8KyRMf17ww4j7cTfDTNAnYm",
-	"lw5wm0vNInLNVhrov6U+GMa9yahcmxfOU4hQl7bYJVkgsbCRZzzDCgJs1RD2CBDPWx9cUje//1hjyWfd",
-	"2XH1k7oxnBszWvP1NRMYnO3V9JcNNLX/jjpj7TnP2DOh64o3fCMYYeYns5uoDR/3CMDOMTBrxhZ6PDKy",
-	"1ew7TPNEVwmSd3x79bz72Ga3mBUxFku6xlRsKVjHUvcZiWYasCbXiupFjD6Qb//w/PnzL4AzMLO52mDn",
-	"eXKQtVlfdCzMmiJC+hSqhAro0yXyWFFhP4ZmSpKE5jlnCt80QdZfI+LAm031YixWLE+M3QVjzPA9noEM",
-	"EnMLhUYT9v6nH/91DJ7C4/emgQ8WzV9V35a1CtU3idk7K5bbVCsyteSF2249W4roTjk0zTnJtihK7Q9u",
-	"UOrWRba2QAjgUG6a859+/G9fVYXsHE7SdjVXzE7tRKjVxSnPj//H8+ewLiIk23LAjnpCv+r478pGOdCR",
-	"EirNNiMh5bB718uMi2tju5jTb3++rkvVxVoYluQDehPhqqhObtNWrQ+emT7VzaNZ8JwdHlMrhcE+wYaj",
-	"4Npv6u13mLiz3eFVYzkeBzOABBavndSsLpQbVjqYtbElFRzk3sMfK3vdssn7T44bkun/3VsBlv22cKld",
-	"3HsUpgUdnJ036FIHbostB3eYtYNr2y5q+7a6pfEXRjOc/40Y8IIl1zvjHk2nb9n2dpa9NLs0JIer07Vu",
-	"WK5qcwGvSrj8kSL2NmOR0SWYV5qAU8OWfItTdmNBYoIUwt0Ft3QOiBc0ZztVszqCzxNILCzVxNLJIw7a",
-	"mGooqFRCs2wy45mGC0ue5HJyswTFQC1rRyN0otSqBSvO8Cim1iF25IB4YGhtKYAWdrIhtaim9QMOOgW2",
-	"BHCPGBwWcYfI3MIHIV0PLY5wo0UkRp9G/Qb5SF8IetLqcVwEf7QGh3JZy2iM8tzVtWg7exx/BqO4c5Am",
-	"vLFEbF8iHL3gk+oWzQaIrQIXAfDEZhgKfPMxyZkucqGc7hYKVYWqW+zeGwNzgB92yyNDfUEPxXTnciz8",
-	"7zS7pWvl32C9yZDDYf3HcKMTjqhEubmyfd4xVaVLrwF1F89yuYyBr1LLmLTZuyQrFL9hnXA5V30obV1a",
-	"GnATQMlwvaMn4JZnmWNMMobx9mI3rz3YUnOhE/fdm9bD21r+h48S4PiuCPsHrdQtJKxwUSOxV0Vdil6+",
-	"Ea3yALotwJ6NxG838hX/fCOn1ZgNENdvu7IVRhTkjMRJkJDYC7JXKkd6mImuJlArY2KW7t2Ck/5RzCu9",
-	"07PeI1hHHx61bJ4Otn+3lt2jDDjVKxQz0JjZ5gKSWs2fmdEh6x0OuS2yVWMoN+NE3ziUjd3bZVWRA5bA",
-	"pppc/ZLNUdmcu60JCTvqP6h+Ref6JcfzbSNT9yOoqIDDfrquC3euWK6MIkOMvYAJnzZ9iqRySW22qC0+",
-	"4XPR70C34V7QlGGY6/r1tkdbLPIGwgLzHYCIgK0ZJMmENJ0jHy5EduRVMc14MinyDIN/x3YMjt/D7R+O",
-	"42gsHMh/a4RcW8ZMsSTco2ObsdgNLcAe3ujy0/Bx+8bJxNGuATXjn+DFf7Tvr8+931icZkg2M9WxXKmf",
-	"g72USm7dfRzEK5xrf5TbOzcXHqy3rSKV8laQaS5vFcvBiTFlrlyWdSyf94mqW6bVrDBoXEusj9fgWivx",
-	"ebajiJpuQmbbpYXLKgrge70QeX3eHz6uYK8bQHfbAx/ScGwgWtJlHUz/KyzBKGcOL2fhgOZui2yJ6z/d",
-	"IgbrRKX2+muFAxxgcLj4fVFhDKIkGeVLRehU3jCXjSgCKgco/Gp0MjO7LtPGNVkD32nY7r9yyrVtZom6",
-	"zZVUwVA74cPBrcYyWAIPZU0/IKA1UYyJO50IH4N8shzNjaSGd+4ERu72DcXf8K4PUMIDhrL2PFAsPwwg",
-	"X1JN2+aCh/3ARHbXVSetVmLaAHkts/PF8OyR501CNlFVY2lamtFamPYtLN3cyCBQ5QG6LUkqzZ4rdDVj",
-	"IrAlbUXXbVYWlqXdjN2wjJR1VR3dk0t/K2sau9WxYS5gkdiaefB1YvdNg7vx7V5GtKgFWemWpm4bbBdU",
-	"/Xq/K0RW40NFQtTGtV+DUZ5mjHz7+gURdOkwN1iuDGiy9vtQHH8yvHkngYyrMVOjtNXnZFIHMihJcNDW",
-	"xdxtjbKYpw4NZstxX47FTBodFXO7EUeIHsl9tSx7mLNdYH5hbCFB8VigosghqrlBKGSlsPIeGPaO60o9",
-	"z0qc0py0YxF7vAcAxkoKo0q2puMzKt/haySaTURvXUB/M7fDJz7Wb6P6X0IEyg6gyD14xbZDJR50sn1A",
-	"Vh45XI8uw9R1OyfXH80iug8q9Qbv/LBZmemwN9VROVU035IBrQxyhu/ZsePqgxge8H9wuMIXidqjLZQt",
-	"N3TKods38++gnuZHgZhpoeUE4Zo18qVSQBJUbQo5CA7D5HCeRqRYiwhXZicsNF0mLw77FyTGNho00mSD",
-	"s2mnahTeC/m6Vn+vsy+DxN0KSSoVdM5KApMGiIODpU9cYNT7LeamQVQcGp70fC4N5zpyWgLxNw2q+GcY",
-	"a4nDQj1QtzYGsFhMbvkKhj6yQxqTWc7YD+6a546xmfNGCqJavMkVCO3VMKg0f0/FybItaT6eAqoxBGyR",
-	"Q4Bqb4J2eK4+zBQL8+2rNU9xQNrN0CRMLRoLhF5DoT4KpReyG6MZBW5WD18TKYk/K0EPMVFMY/q+oks0",
-	"mcYCDQ1bemeW0RuZ4zl0gLd15V2bO0WNL9XrqKTqJXoiUa3ZmX8NN2FALq8FtuQFLlIswB4HxenjkbWq",
-	"bKKexTk5GwtdMlxg7fqSPmIs4F3Bao3KlKqokn1PQxa1S7T8qCCgrXOloRSssd7GwnLlGQW5FsVXHwEv",
-	"y137kXTjVpUmUYVbqSoptvZLVSBU5a+f4w0xWLv6/azsOCoazy9vQR96fMHBc8DxhQ3XdckXTt1IETaf",
-	"tL2yuicjIqQrsQRRc4SxRy5oyd6x5UpXp7vBjW6Om9pKmBteMwXnAPao8RMaHA/eb9VUh7RTGm0cKP0d",
-	"GHdJhLyNCE1yqTz2H3MlSDteJquJw5BYzFG1DmnkGBTdM6Do45HL0hq/Sh0LykGWt2Wu2q45e5enfe70",
-	"Yel09tGtNLSv6dKoIRt0WYosWJa6oay4Ez3xGqYR2z+PlM+4DRiyfEYkjJ8xZYNJuH/fkTHcdifIZcZK",
-	"HrtmEwJ8a5LxG+YYuDBWg92sLIz797OyrOtq4u7sa+Ty/5gtwMvS0VjA4FuktTcNuQqeUrIMbrarnCMR",
-	"gBWgTjnwW41FKm+FLVsuLPk4PhoFbuGVzPWRIt+x6RuZXDNsBiYBbu24/gB70FhgrsAaKjWJHvnGGaIg",
-	"FyIyHFyYUwRkRw3O/P7DjpFhG8Nub8edqUXceFJiN0Ub8HjYCjDGYxGjytFzZQIhO7xHvkZOFEwsHpW1",
-	"WVHsBnh5h2HPpGKIFxgLq1+142qCQByRqiVgRyvcPwcJC6eFPtS4fu4hv6VQ8CnlUP8Qo7QIh/BEnJ52",
-	"amnx6sXSw9XHIlb8B+aURleDfaUBQw/bYUXza1Tm/ZZ326FHXlUHXLDbsSj7hFnbLul7cEFiOEriziW0",
-	"CiUSRaVtC3znyo15yFR5v9F7Uw5VKbGsHn3QVyMGpiJY6zFaqtV0zET1Z1dwrmyI6qY9WiWJ3Fhom3K0",
-	"ThMI8gFqYUdhJqHP+6CY1zothBmY9l+L1VrDMowdNbtLFjRmn83RmEBCxOVYPBt8bm61mYOdkcs0XdJV",
-	"mDALjJFsZUw6oanlhrc5BsYOgcSKyFyCzM2xoCTJOAhOwCm6VEaz6zlgk3s2ERYKzCFjQgakEzaKDkkV",
-	"dd40B5vaVQJj42R0n7H9FSM8FZAeLEe4FX5wO+xeZDu70MsMqM/hryXNr81R4X/OqGbvzF9QD+1Y3cz/",
-	"8M48QOJKjTx6Q7F7Zm8jmAfg2+65lZiXjfzXis2thlYpKpbOgGNuHWYMz6SRHZv1+PBp/CqbyckFiaEe",
-	"WexSWdCl6ZNdepCBg6bTX+kNfQP9BTRpmTBvVdERzDHKMjCXvMBbuzqwNNHAv2d5bNOxmOXOfIVKy9C8",
-	"6li4U1kgrZyD1qg1HNRCHoMUsl0iqJoGD+6EMKepXv/2aVFIv5Syo5rsqEpqldlN3xTaiFMITFt4rN13",
-	"vf124ka3auVEcTBFyiarFE10tvYBXevEhOxfYO911IyYGgz+cOuCKylYQfk/LGW17KhlldyfaRo8kTI4",
-	"MR6QH9f74T/i6X8LResWudXPRar6sRwnAcnfQTR9v1Jm1B1b7GltzsoT5K+33AFtu1WcPPMbq8ZQroZ0",
-	"mgIOjfSs21uquW8bmxq6aTd80NOU1XezKWh1B26/N84f6DnZWD5JkP/b/NOqVPYv6+Or9Q9bZqiHqbYY",
-	"ePR32KbOhHdasE2OtTulPs5gfYITqjVbrnQDFSNUEnO3oFIClTrDiKKtMd8GZwSJXcO2VEqDS8rd5aOK",
-	"zaUA3EFmiXVdJ0A7CLpxwPsrzKZwE5TL302lCPyMdgiM8pcWbOe77lkScx+h1P7Eis2ymvfMPYPk8xot",
-	"/1ZUqyG1EU1C/kAsmqRz6XiQJHopG0pI0vyapTvo0K4CRjOY8RJpbKQqeGTchGBjjRlCjcVGvwvgWDbE",
-	"VzYJ0bo7zO2uGk27gxK4lHfU7vQ7YkGNEWVrpAWlf+vTjR4k2AEIWSf6vKzBu8kUq+IBvRJJ2SqT66WF",
-	"1zdUbaidBNTGA++k293gCFMjEgspjKZndHWA4q2ZjrDesWJ6VO7YQrGxWAIlnhQMmGgsJiPyc0raWO1k",
-	"5CItVSo7xyQB6V1j4RYXaaMQTB3dNkxEdWFCFjUXhAqMX8blCtaWcXIsXD8dNZ1CXXZDqBiN1zJvl/We",
-	"t8XwqMoMjmSAQkLxA9OvoIz6Ut7QDBn1dM5ZWoKZS69PIsWM50s1Flxfln2yFDzK2L23i3WnmvVhM5zs",
-	"QLuAKmacmaFrlYLXltB++9HACXvMltiJMAl80yHhAvd2oRRLRygcYUCiUkg7NTZH29hJomtJOX3UzhXQ",
-	"s4OENiM03bkfSDIspVUTbgvS07HGVRmcs0fGBrlt5RCoVXhw/L7A+cD9vonFC37ayD4Cmy0uEbK1Fcnd",
-	"NlkzTdqD/sDyVW4vwHop0cQrA9M56A9GlRV7pCz6zEeZHKwA6oB8TBZmvZSqvh4PiZDWhiu3+0OIwd51",
-	"vytfs5yJHTNZH+t8mAJkVe/1QTFTpwbvJV4ofZX7yplVt/z2osS6PDFUVUD5ZwRfj8RJJo24HxE7kKg6",
-	"OsUVCGJKYdjG4iv+Zq/cXZbtBnI1nGRfGAhfWG8eBHrO/e2DhqXramxuDFChWB6P4BuEObFtBRuWk/Zm",
-	"qYgNSiHvLjbDgCfaaLs0f4neQXkfHJDhMNmqR+byXdi9fwFV9KMVtx2VN69C2YAaJk6AnJG2xeBPGZkD",
-	"EISLpKFqdBlnacL9BFEIt/yxHBKagmE0h+sR1MpZgmvQ7IE8WfAb7z8sZ5ULy3BYodjVSAqSrW2wKKWa",
-	"9sh39ig9ZCHZkNHHJNZuIxxrj05byTIYt8oRWStgbOd+ZlEaBqUOk6VOZuwVpkFUZ680tffej019DyVx",
-	"nX1aVrXYGsUvsTJjpc4GlGhEcjSs0xhbqmBgjUaPLxQorINn4wNjgYJIh7VkEAvejv/E5OyPUGWLgNg2",
-	"u6PTI1dmiQfY8CCYYPPox8JSlULcHYyQFVXKFZoZkT5kL88ZBJKoRirgBho1GJRGFo69+76si42DpqW8",
-	"PpC+yZ5VtXILG4MiEnAXzsMtzVMzcn7gOnelbNrMBLA3Oq7amgO0XD5ALrk9QjvKOTVlCSBps6+ZXgOZ",
-	"bYa876gZ/mq7OLgvkoy5JZbPDMFuUWm+RySTSncaKnyHya413gu6QS6IxQzmcqsg806F4hfC6Fdqem+X",
-	"7Abg4GYF79qS3bx2vl1xye15R0p8WAE8dRgid0bVw053KwVm2+0oKwFT4Wp9qc0C2qTtChicnJMv+ecR",
-	"SVzGybj104//GrfqF0MZCLwbwekBJs9vN8+h1ALK1XWXnAfTxYNO/tpq3Ief5pYddw95NzS5/xQPxrUS",
-	"vBCWba70xfjEIyML0Apt4jiMWkYO1W64SuGsu4V0XxeiWkQe3DKKFans+srKjigV6/zm8lZZcqisWCKS",
-	"oyzA0hmNRQ08zPoQy2LNNMscGJ7mOdTao4o46nAL13r6mrx8DrTlWAuvE9kS0SUWzjzlynP6etERIh4a",
-	"NZCcmU+JxyJZUDF3BTr4D6xHrp69/sqI6Xemq93B2XkiM5mTQmRGPMVM3ACIXnnc9mbcK3PxXIwXnvQr",
-	"4cOTOmlmRvSOD22sTGghwrdvr0iQMUmRc71+AyQAeDoD4cCTArmk8K/nbs//9bsrIw9tLvUW080TQb55",
-	"8cVT8uILwDwmILuxAkJYIsVWnUL+VmPQGwtQkfbr50/J+aOzPpYmLHO2jZ0/v5789OO/4ogAwZiZPbri",
-	"3Wu2VqjSII2B0Qmgx6VMWmi9an34APmYM+mqIlFMyEXVGEohz9FZBwwN8JAaHR87coNeym62q+y98uSC",
-	"XSiBzdKgUvTMjNMLAjk3uDHoaqV6YzEW7nVY0UWxbNZdSKCGdTWkywRIOHoA7VHoBROaQ8aGjSdCPMW/",
-	"0qxbqdBd8Nlnxi4E9KlDun/2GWlnMqGZsbTtwRqRL2RyzfKIfOkLRETk2dMBkTcsJ2/efAWE4h3o9jOA",
-	"e5uxj4NUK8FYuqcKyF+/u7Ls9LgMaDj7sGBwCSBbxc6m7IpwzVn0JubNp8xo7tW1gVktuAS5GosblgMd",
-	"YESWFHJhIJHps8+8Q8KMks8gXULipq2vrgOvhby1cGjnErO0wgBm5drWcVOXvq6tf7SEd5s1DiqHrZFA",
-	"hv1hjzzxq34swilXJQWY6wT0CT6b68hX8nTcBqAs8bnockEWNEX+E5hGyLEG2euTvasoMFSKEcpFUpkU",
-	"S4aYY+D/N/sKoHUK8oqBq/+fFQ36n5bAnPyTLBkFh88/x+Kf3W7X/2ceictM7pj8kwz7ffLPCoeDLxyK",
-	"ZSrhsIHaXjTRBJvAhVT/uKVT9REBUOSWUy5w4YZSCK+UhUohsRjfUFSmIcVXnZhPM1tfzM1KyoxShGX7",
-	"cmaEq9FnA+IW29RM5lOepsx+7qntb4W/Ad5fAHKZq7Drrpi4bQsNkrIh6opIyrysS2PPAkhBsgGQKfNU",
-	"QqRtdAtrLlqZi2SKSM24UdHfvlhI3Z0ZaYfvHpJ/kkJA5j1py5wouWRQ7DtT7Eh13GKPcKnLHLxStqkl",
-	"0wuZdk2LNi0U2zxzAwN9eceVVmRaaBgau8y5Ivh0sA4ynmhs4MI2UEopP7UzCxYvC1dhPpildHGjfKRs",
-	"uMCOtg1Cho0HQQT8+dLFq7gm7VLLKFlVrY5RGLFiK6Vg82WBLPOGk9ONhQyFXLhCmbxxeCIa2y1VVaxW",
-	"0pgF3SVLOe3iXjVtujF1bZmxsEcx3GqhrJVBQ89kO36SJGylu68gSx13Fdcd+9LcqEowh4pqrmaQ/obv",
-	"PId1iSW8bfIDwILNEzGxtTM9kJ+J1Nve5RrxyWW41gcDv2l88VTnL/VzbEdh42vsTDoD3jR31nfN1QbF",
-	"gmqcLuHWtjKHyLZrgIry9zDrjytSiJzRZAEEDG1b8MomMtjW3Thi1gM26hZA6QCzaZhl91KWcbccNr8x",
-	"4OWstudSKgjEsEnbzOgcgtml6LOV4gBt43x5r80f3Sfmj9gRCLmli9A7fM8QJlxI0S17XnaOvUOjxhb1",
-	"CUve2sa8rOnOiizDNh9VZ+goDN0vKMR38A9g/3fUTEBchmj/mhJ1kdvu5gIxmltuVvSli9Wj5zzcoVAP",
-	"VlDbpz5857SYX9oNBKQgnv863LsclsxYPPHMEcib/86cz2akfmC5REXws8/QV2BUkEHfaMG4VKjAcCmc",
-	"3n+5unpl9v+NEfFSqBH5y7MnXzjasAXL4RGjwJgpvYSKgWd205p+WUFrpadCnoon5mJ8aRP6LHjLs3n/",
-	"/7vW79x9kcYugwLhbJGnJ+KKnPz04/97MnhMMqaNyReNRcrnELfKSdybjLpxle4Kqg0C4uMS8eZOETKq",
-	"yfwHDvrZDEhKOCggSIHJRGq6jDLJoU1H8EBM2mFiFardOJl2KHPzMkvVpeC8hTLuzmFsFFA+5wLZxy3N",
-	"WiJz1XO8Bfb3GBPTwdTLeMKEQt5COHlnwCbberIyIqE76PVbLlAWXgPfynJJ8/VHmhKekKViwHjS3Va/",
-	"d4KvMcYvXfHWqHUKl5BVGKy94wXQBv9g/j2vo2N9Yudk0O+T0jPv/HIwQoqYRdkjX4MlICTqPL3QufMi",
-	"bY1M+5akGLxiIImgE4N+31erRcaDzWwDpBD0AH7nx2rJa8RMLdiS7vPl2HeDKViL10JPoyJQXxiSFM+w",
-	"Y3Wt+g84fmFFA+jVFau6Nfr+bTjJL/kNE+YlRsPGgBOdKyCgdQOlWm9NC1tMfshQjSzfOV0ys8EAKL/9",
-	"JahxWqCu2UpAAFerkIQ07+bEVJb+79g8Yg1rSJKwLNR2EcMbWqGrARNkynkIQk1nJ4NKoc6bwXjc+16t",
-	"3pr/BUU77Z9v359EZx/K37rmwvnQ//yHyj/KWsrdmgu1ZZXrp7Mc1eNXOPSvzCdD/ajjnNF0fegWYYK4",
-	"YxWhCu74d8VtfI09Yv3OdseiVmvMk3w9FuzdiiVaXcLpXUrNML3c7kdnYrrMVrDMeJaRJZ+bRSXmFvq1",
-	"tRtfm++692YsCcZTqumUKoYbs1wPTiaRQeiEfqDNCx8BrIlGFn30tjVPnT74h1PtZ/cksnNrPSaDSwDU",
-	"O48PTharDFDIr/4AI/U1gBFpur4kMfbdowN5siApWzGRMpGsLdqmt1OYmXHnB0qzm5NjOLyOtbSO0HlT",
-	"eVnNvEeLwN146sfHy2QVu/OmHeeFQGItBIu6wBOk0YHuN3EAXaidDMUNabp1EYbBX4UQsWkh40r7q57R",
-	"ICKxYLeb181lBz/a+mksLOvXxjtI9RWgosSdwIlTgEI5L3hqHidzJsyQ2sKyWPMLMusrDgx0dvmHoCK6",
-	"h35UmSarJcltLd6xgDIu5nfM+zfqD8Splc6LxOqbK6Dvc5XB1FpptjSNL1caKoPmaxJMKzbrImdRfzAM",
-	"ogKk/c2KiScvjhTasZ0eOEmWVMdkxZNry/gmZdZN2YwLLAOqFnTFRmMRw5Jox7aUSQzKkJ0O93pIeRSr",
-	"QoOHm5o/MbxQ/g1+EVyuMWCHQV3ipuX3Yzg/xq0RGbdmhYAhGLeiyl8j8t70IAq/OiLlgfLhA3Dsj0VM",
-	"hV7kcsWTsNd1nZ3gZo6hRJnMYLYsnalpoZgvnNQfC5sRaw56SLnEYvTk9bM3V6XtpdDikXYfNZwHT8we",
-	"vYItGu3RMzamBCfNqwv/KFi+LvUFGzIMJViZhLZMVgHeDP/CGWhFLT9idSjMt/c9uXwos3xN1HLbpzVq",
-	"ff/GCiJvzb4di/9HFlAFyQhvcM73eiD7pMxc4vaSvpuYRa5ao8cQsrFib2sYXxdiK52Ki6C0ewB5CBdG",
-	"DSBxBxvgrqj4hsQ6CAKyKzfLznggklGHOuzsChZgg5puRpKUCw+tITdlcPgPDzn8P6epw1LBIyf7H/m2",
-	"6gfG54b7n/ta6ueAdTEPDC72P/DNDcs9scS9VJndT0Ex9m9DFaNikZrRhkPbHsM2J4HnG2cTkhw5cdg1",
-	"ooqLubPZQ7UA6edKjcDGaBrVga/ZLVMa3TARydmNvLYQYATYpEQKVlJUQD9O+yQ1Ko2v0LnGEoWX6AAY",
-	"C2qLsPfIEwCXwhGIWDCaZRZcBtpkSbVchm4ccaANrIwIHQvn6QnYpiEgNWdakWH/tFb7Nmczlt/fK2tt",
-	"P8057ulK7Psva7pohrRJEGOOZI0UtiCA7STyvdbSS2CgOuDGpwiMuL/UtjzgOFQhELs16A/Ouycn3cHF",
-	"Vf9i1O+P+v2/V8nj3T2DzXuM3GudJsP0jJ3PHvUfn1wM6Ol0mJyl5+zR7HH/4oQOppu5GuUbT/tXJ8NR",
-	"f2Bbs8Od8C6mVwEegM34OyNU59eT09nf3l28XD6B655B3UedMRras9/cS+TyP2jGExbeDpK6dTEdzM6T",
-	"E9Y9nZ0m3WH6iHYv0rOLbj85SQfsdDakZ9NWyEP+vZ/zt4GhYcHwZm4q+JnW4WYHLmbA5NSI7icAsSVy",
-	"ZpfnLy2nDxCHz11w7rcoqH16sY0dV+WuE7RvgZlR1YjaryDSg3ILmbHqQs/4FgyIO18tFOtHkRrbimzA",
-	"pJUYDR1sD3PHm7886Q7Ozl3CjfMVekFG2pTsl6PkGU0WYyFnEMZBo4ksCwXBmjLOu23fECFvSduGKUcQ",
-	"KnaR40sipDaGD7h3R/ZFT6o8Z85+sbUKrAACKs4Vyyd+U8akfdbvgGU2FuaWKhdS3UGAAgx3T8vTgn8u",
-	"0/XdpGKtyKnd9baExODsYtDv9w/e4E+Djvo9WVUNzeH5YUu8n9zRq/ILS/TfiqyGLbbRp+mjL1eDv90+",
-	"/nt+diVO/uf6/C/J8K9p/8/s4tvZ6VfvHr1cDb5Wj1/Ts/85PXl6en3x93+0aqT+3VZAatdqg4J+zZyW",
-	"gpBt0LVaUWvBaMqQ2v8phECeSqFzWVM/IBayC/FJm7a0EY6iQaNlv7ctlpcy2Unrazt07O+DD/p1n0r9",
-	"x/ufsD27wsAqPHZywIuupHxJ8znDB84O+SIPNviKpZxerTEl/bd0dJpjr4IzrKrXnYZTdMOAOX5/zdYT",
-	"nn7AtZyxulTU12C+lGVebI4JHJlVHlWk0QMYma0eRG3MHW6uHr5j0bbFDEbOQoo7PQJvA9I9bzeZlzpc",
-	"q5Cm3bk55xpOXSwojc9Wi8xYEwOy6Fk28+bXpc3Wcw9RsZaCHVkYLh0LO6g98qQGE3fN1iMAwNUckdhg",
-	"cETe2Xq4iwrbJNiCcfwN6K+/Z8/Ea7fA3L5tVHZr3QrfBCBkpzajrlYD1oRF6Zb2yCzqTRu8Uxvo/nev",
-	"1k+r9N+9Ss0y27c+N/w+ezwoX7L1iy9sSNocP0WKbOS1q/y7hSQpR3qFiIjAlebI7kuIVtuHnZyd5ghI",
-	"EAJlrkC2H9heNblRSKkSVL9JHaQWkz3M+dSJENaHyCxzHY5KLkVUUqGA8u+eg6gahp3Q5nTHdOUuI5dx",
-	"A0VkFW7ey7HwRMtwuk3XpLQyN8rCBQgpTDiwRt6Ew3n6JKjIcKRso3S1YjRXYxFgoHzmEinPZX/N8qoD",
-	"itlYCxqrrcKzNplPQQhNaDUWNLfcNEDiCbPdy5lG3FdM2o5J7AJdnp0egcLpSyiwp4icjUVNbT2C5zpN",
-	"CdeX9pAGsK63sxvdlaYH2Ll9LstvMObIq2oDjJqKHJtBjKbTf9i8f2CSxVJPTe7L0v5qwJpggkwN5KOu",
-	"tUpCWm1z58ODG3MZ7IeJbjOSX5onoL2ascOhMseU5zIvFTQY2EC01Hp6/fKt9CrA4YTYmwagTHPHjPaa",
-	"eyc7V7ZS++vnT8np6elFp6lbQJpQ6dFh6YS7+jJlM5mzO3UDSJQ+qhu/Om84DgLswRqPyYnzhqR8DsQB",
-	"rcez4enwdHh+Pnw8O59enKezxxdpSi/6J8nZyaPz6UmfnqePTy/OT9L0NDmhyePH07OL6SBNTgePKB2a",
-	"tqxwnyxVazQ8iVrsXcLyVckoekq6CTkyu1W3zz971DlqVQqP9TdSl5v6zFPg/Bw4jpSWF8GVvNHRVvbx",
-	"L+upMYvGMzyFcdTW+ewk6aeP2GD6mA5Zf3ZBT6dnyaP0hA1mp3Q4tZQXrdHgNHDLhMmfPi2/1Z+ep6ez",
-	"fjKgF2yYnp1NT5LH7NHsnJ6lw+R0Orif894IpP2+eziDvBgPdYpPHv0HD73CWGdyTtq0DABWPRKgAHp3",
-	"BJJ81CqDr5kucrGdP8aqWUpAz66lBcSbn3HPHClMKoOcOS7maizarvhoRFCxiIi50l3KFPImXPHRDmKS",
-	"ypcCJDKRecoA6uCgkmMBRxsspuOMKt1VjAmQ56oBrfIVuzd00dYottHPjUK31z4j0her+76VspvW2yj8",
-	"DRiSRi0UJWXRW7zw/3PSRpsFv1X3tiL5Hpe+6+r7otYyMy91lWxBoo2OjyGZcyGVHj3uP+4fp+zmWPI0",
-	"aW0Wtt2Ur4PRcPj3oJKs63xYjrb8nsMkSFkIusEg9aa2Xwq/uMz4rcb0cqZkdsPScOhKKeCS/UpBENbM",
-	"qhUHrxwS0GZ0VmsyxuDt0GEYDdLyPX4QspFBJgWIxbEI2P1SlmRANRqWBsNqORaullBBNMsypP/DGnjC",
-	"pyaqJhvE9fzeOz+Isryv1pV0wmCjtiMmeDmku033UhP2DmffPxeS2+C99j34B+QR2cCLu1QWIHSsnI6u",
-	"HSbYs7RPqVoYObCiyTWdswnUF87KV2NJRP8XJFhNUq6uN69BjwC3ufmLYPpW5lsPuKzIkGEKQPITyBpw",
-	"X1KqUSgUSzYqTLnzNwLizf9RcmzZC7ZSlm0gpNbGGyrlMYOqmBuFL329y0pZS19BcrM45AmUwK+ZDSsR",
-	"SyWvrr6jJ6cvSx/O1AR21sSY2wif9pfAC4LX7JjjD9VLDEpXIXBH3kLsLueJH4ew84N+hfiuBYfDpMz0",
-	"9wSlow2OdEchjGP99g4Svyzb1yDzCwWJD26vfRL4zQL/u022hhoUQyj1y/KFTurnBTJ+1gM8XhdCIY1g",
-	"hdMIeF1ix58fu7ePfHaeA6Jy5bJhQdFLIXiFpAee8TRgHIsIIMk952xeCOTrzuVSake7YKybHnljc/Ww",
-	"6qhN7BtB1ZxjsDW6mM0XE+odj4qkshlN8boQ94FSeCxtqzBbn3RpxdiTgjmCv8N2SlBY5SDAxAFr0NNF",
-	"fWFE1IfIqHh3eOqVnYbW7zXi3T9g5z+1lAH/jhD54E4P/7LC7JC+rXBL3kP6mQcPiP78GdOj/Nxuhli6",
-	"cjYD6QJh8orMCsVlUJjNC8yQJrlWTX7jysHJW1HS5luZvMoKlNElgf6Rcgz7leLCniMmGouKz+SjEMiu",
-	"sSYN+U3J0Xy36JI9z/8GntJGn7lnaDtI8m0Qvzf4cX3ZvYTmORA+gy83hiz3XFmCGOBOb3Lohrc2efMH",
-	"DbGBRrT15a7h/z0jrDfciCGj+IGQ683PPtQdWtZUqczoqJV0sU5bA/7avv6sir+mgmZrxVWDr/ajtGUk",
-	"mg+5+rZA1B/uuD32O17LVffJzfozOVnCje1ODb/sdwCnOYTDgGLe83p5pdrlgXposgvajjZpfOx18KKY",
-	"OzuuHL9Vvy3WSoX1Y8yLMEBvjAPivTpy5nPCYREbNR0glMP+xSjU9oFgbi59TmFJEWB+geIr4TnmTZMF",
-	"vWFjASToeN75ovhp6kjKFYntN8XNivobv68+WlnfKzEOkQV3hMDabgdK/S+Cev43CdX+r0Go3lGkNnkk",
-	"gm26AUr+XcKF7wqv+p1aW7+dIwnlS1mco+E02rBgKkQuu0DItoKQaijcBWxJMgcgUHBHj7xI2XIljSgb",
-	"QVl7y/fHU3e0IPmJlrJHngNaydKhBYeG5yGYclsuWBFbZPfSkp3hgI7FBocaUjdpWZgWe+SLsjCMP2Kw",
-	"pJgzyCoVFoE1y1cI9GRxM8qzsEpiSALXNkcbzYArA4t9uEoZyhVK6kRIwmBPVq6CMkMbxYV++vG/iZLA",
-	"U1Y604CsDDKtzHVXiUVyQH5pCQ85/uK6CjcBvMxWzOn0yIuamjekPexfdCJH8IDMMMZQZKm9aO7OpJjb",
-	"kO9mgcp2WKYN6vv6QceSbRTMWlu5zQEHHa0JVupR1WJSOBUB4Tt8qfnbWPPt0z5RYwElV8EYlOS0T5Zc",
-	"dHYVPwMOVCMy61fwk7HI2Qrp/GyFNtc1i8QfwRIGTH64FriCFRCZ+cVKKSUbT51ig1svVGzuY4kFdb1s",
-	"bORO+JK7HptlhbGG8zNY22ZUeoHr8aM+ymoyrvpAKxz50u4hR/u+9Ki+mlk7BXbjkeWXnHPBNpkOO5d1",
-	"mzba3kiHre3dK5S0YSNxQU77qnPpViLXdmWBONL5mgiM9twVTGT1qI0CZg++CipCFJ3521J0VD+utjjJ",
-	"TOZmZMcCZVRTHa9oVynELTlyWa2rSDWJnboWQ1EptVmGDquu+1p0XtTBLOD2/r3riHfV3X5D2pRdyHvV",
-	"qYZEkfKgK8Hhu+o4x3+yys4fY6BCtkkmW6a9ZVsq6WVDM74e6/RQ58kvYmb+Ntx0D2RR+pX1O7QGf8ei",
-	"4RvB9gqFu8VP7Dp58UXrII7JMNjydpc9d+xK+/9y3Yl2gQiwtn/JVAeIplVuGsJMFQdeitGOslKwBh02",
-	"Fh7n1OmRN3SJRcKBU1/mKcshgRUSiHJGl+avvMiQjsLhAGrzRQvxFMtS3QMCkLqEE4SwB6AsD3O/g9tQ",
-	"puwTBOCTF+sTZuDfjhl47Wj7bF791hGwCyqwKZhRBv26hDPyoFrn0fGUi2O1IN0k9oSd3u3nefR75DvK",
-	"tSLFCigisSZmPBY+xdBXhsUyBD24wzH/dzzpPtLXX7qSDpbeOC8ElrIdi7kEka4s9svbXBUvWnm0+Hsg",
-	"XdCbcr2x8GKspHjHxFKIfsnycIe3gztPm5fyJU58nnNjTMIp0xuL72CwdiDPoMoCliXz1PLKqvGrXKZF",
-	"Avao0oymQApXLTfq6pcdx1j4LPZJNMDmQGIcudgllpYFMdrlbJSOi9UqW1+WWGoY6bn5ld7SNckYvbHW",
-	"iqtoKNxJiiBnj7VzdY42C6Hhp8adHsGRKU3sEbH4lKA4nC3kQcEVWFO+s26WTxxHDHrcOFa7cu8LarYh",
-	"c+pKr+OIzBhLN0vOHlRUtlFLcPliD4AVbE59S27N71hV+8Y89OfXz55dvfj6z61Ra8GyTEKFwRLLe3oH",
-	"UiZ8/S+gWxxw3L/C+X6DhSk/qSSfVJJPKsmhKkk9C/D9tBNhDrJmeOMTYm/B6jOZFPNuxm/gICtNui2t",
-	"wbt3KYlR5sW+IXvMm+N6nskpzRSZMn3LmNW5yt5H5vEpVYvyYfOUUUnMWTWTWcpyx/UKq2csbmgOxaVU",
-	"j3wjAr6/IE42KzJ7QkWbb7TRNmNlCgngQvPWeCwsetQCcqAr3vMX1TvpPH2h94SXaVC+I3GZ/bQm7eFg",
-	"UAaOOj2CkV5ViTV5uLxTXrC+kWBNYM+nbo7v7Rf0i+X79y2of+ICTofR8flFORrUGcpbOTR3AMnZb9yV",
-	"Z+J6HxElsZY08nl8csp9EtIPJaSvqkLQ7nEUMm79hYLa76hf1pPYZB2+QR3dCzioPrDhr7ssOe2h2LoV",
-	"rE5SEinGYl8VIXAO9qBKomO2wQKOl2Q4uCglXEivamSmtS+BKFX13OBh5CX1A+xBGW3opUCnIKIvy8Ns",
-	"LJBCL7XCFfyK6x3sq1bE3A+G2CjzfHjjriIPj4iHI1m908v3yFrI5rIl6HufFPZPCvv/TWcBCFMjdkLh",
-	"1CD8D9LRj9/bf01MkzshfC+0qurnZhsGKDqAL4TSkWvvoCkrLvYacEuhJPyZeAsP0OdytqQcfFblyfpJ",
-	"k/u0ex9q98oVlqCHg6wEvSJjtdHs/h2KnN0XXxul4cEjyLVixgyYkQw/c/zifh/WpNAaOegdAqSNSleH",
-	"yJwoesPSZk+CIu0pVYsOVMxKMkZzlvZqOIdhaH45edgsC62WVZ4zn0ThJ1H4QJ5HXFyBNLTcxqgoBHrG",
-	"x2g3u0mI3gC3q61hr7TZq21E+q9ormylQxJnKu5cErVeQkla2LQ5w1mNsKC/RPaiXq2H7LllC9pJV/oc",
-	"ZUTOMqr5DXMl9Mo647mU+tJD/iCoKWVjubuU5w217swTQUbysH9x/jOUtTPvd/EmQCjDJ1tOnP75cGh6",
-	"IVM+4w1+vZMqPi+lmvamXNi60dUrSGB40h+UXKmA4DOS3r3y0dnZHV9plqp/G/6BL6oMmfnQO3gSn++h",
-	"q8Gj4kgRO2yf3ImfJO/PJXnNOiQ0EDG4+EIx6/h9fjVAROhQUIm80UT12WKX5ihB4QrRF44ABrZc6bUv",
-	"YjHsX/TIN3nK8Ci4dkiOJhvVbONthWxYl+2GFNttmYO7yjkP6VQxoTuftvOn7fxQ2xmXmlntPGNAjS3s",
-	"Kt+1rxuLYJtbjhRy7hP2jiY6WxNwuMoc9B7Qk0w3Md2+R/7y7MkXfkd5ABX4vjErZSxmnGUp/igL1GKm",
-	"Ml0j0UD87IrOY7NBpwXPNCpfuuyKOX3BiMJTHJWPsUC+7XjcGhf9/mli7oJ/sS5eWMINQuHFcQtQaAv2",
-	"rmPOVsK1r0hzu2A2zdO+03TFyAHNxOVYxC9m3a+lYN2vqE4WsQcPuS8+7Q975AlRXMwzBuNGctMwacev",
-	"zf9HOJZ/pN0pFOV2f8URsf/uCmDnd8ms524QpcL2VEQKkTGliOkLNOryQnwpZjOGRuThqy0KDnFcXtid",
-	"nPfIG/OlNMP7lBkSKZivTGBUXLydpZYWF7TRhczs0LQH/T4UqcPwN/QRJsjKV5udKwhNb6ASeJs6DbpD",
-	"FlSNhZDEdBahWS7TDbpTX4CHplbq7qH9r4796+dPycXJSZ/8n/99MuwNOhFhvXnPjXi/e9IfnMZei8Z1",
-	"WuqAMMb3I/Mx36i24k1mipZmHVWWT1M3KivvzoUHNhmlXDYbDBCkRN8uXM1CmE1M0F1AxUWuCC4pDxzY",
-	"WAm7On334bub4SETzRxAsurtsA+UoYdR84NRybw/5YKCGbXZr3plfaeIJO34Kfaii58ckzl3qEizVTob",
-	"9A+I/cRBU/vy+/Bme++HCJbZvmfgng9R6yVVuvuVNYX2JhJSpf29MBCD/vmvd06sBAOLyUmBhxxnN6W4",
-	"tLfz9XAx4MkDYJ3KWZRRd+F487SK9xUT/AVn+LROlf1aauLsZ9LePA1BmLG0c2mkOJzp1UE/vPcfPqnE",
-	"w5PzA0K/ZgV+LfUbqrmacadIflKnH8ovSVOnTLdzeotivvPw1vGGH9C8z5i3za7AHnmTUbVgyNo4ZU5H",
-	"JauMcpGtx6Ido50sC33s/GQxBCaYSugK9q+/438Mnpf39MgrqhcWqAgofkQU+pdbVl1H1+WVuoh4gi9b",
-	"vQmUAnCflcWT8K8qkKRBPUAv25ILr998TDGc7UhOUe8HhnwKZ48QLuygm4ctAJOLOVnRnAltDSrVI0/E",
-	"2h7/vlKWOf+Z0L2xeIJtSWNSeHTRkr4D7nPk7I4DpfwUNGGbOSGkeZfmNIMuXIZ+GquQC0nQbQM8LjOo",
-	"XOWbO+s/Im0bfbepj1ZbiVOurifLadyJ4GXmDuBRY9xoeL2xeFMkkDOxZNTW63DGkLmBlaZdDiU9WFpa",
-	"ZrZ2W50CDw4V7zc5BOL0i2oSB2Us3IHb37uNj0NH9V3JNBZ0cHbeGrXOZo/609nJY9p/fN7vP+qfnLOL",
-	"4eNpf0hZejp9PDjpn9LT8ymjw5NHZ2fT8yRNZ3R20qcJO03O2aziJL+Ts/o7lC27VGBwbFkZ9AmH9Qvi",
-	"sD6d9B970pvHHu1/7Dsncp8XWbbJlo81JA9SEHa6tG3JjF9D/ubznLEfNhICOOgVCSPtIJUghk7Hl+SL",
-	"gNwogdotZAaN5J0R4VqNBYxB5DMAbUIeAwiET9NTLL+BYtK2kDMWqUxkyrouKuyBFkFVSszLJFCqWkjy",
-	"9NW3PfItsB8hRvinH/91jOmGcUT8caSIrKY44KE5FsP+hf2yNAb2M+ttw9rTmOixoIrEQbEWn+pxu+DJ",
-	"wic3QlIhqk6et8zGtWNkmop75AnBl4UMReiBBCo5x/bN04wRdcvYiuWXOKiAELJ0QqZDttNGeysU4pE3",
-	"mt4suz0WY/HaQpSBns06gWhQZRTJWavZN5VpKyeT5mwsZrn8gQnnGO1EWKXHP+m8vtSvrTXTmH4qRcgJ",
-	"Cwmplr3PU9YoS5JVZXuVM8dzu0kRC2mxOAbTNQnql41Fe9g/Bd+lT50BdTehQkiND5V62WBA4nLlx8is",
-	"izVQ3KsuAZa+nQxk7hkRoLCJN5moFixLCc2y0kfeDhZouCKRzgvzfHF5pW6y7MK0c3DN2MrtMxzW+Jbm",
-	"5i8VE0XXiqjaghXwwf/XsPvQxofO7UMBARBItyr/j7+2m/UH3/Pzk/5EdpF/iiR+Uoi2GIZeoSjbzpz8",
-	"CE7XYwAuHr83//twDEion1tpkbl+yPQjPof6Q6brzqdiPmZDsQmLisUdPBnA9A7OL6xYORZYstJoCpAr",
-	"O83lrWI5nntKLpmva43KhJXj7N2K50YBirXOJiqOPKrr9LzfjwjVY7GUSpNHWFQ72jw7PHllRCzrRVCk",
-	"qWRSLWysxj45Fu1kwZJrTCTFshIu3ufcOVxbLkr8Mq6QvT3F8eIqUJlSGDwsv7TJTYccCjhWdkBJKpfU",
-	"qhIwA1yR+Nj+ePwe3vfhOPZakyW4PFJE5nzOxaU7VUFT7LlpwlZj0LdWzJUXlbk+gpIp9uGxaMdGF5xM",
-	"zPo3TR+bu/8Eb/3jTz/+K46g1AnyVcxdnzs9Eo+NfFdS0GzccsQTlnMWvmMsZpU5sO+1S2GE6sLGGHBN",
-	"loUCllDTDYbks1yQc2Cdbcfm6mS6trXagVEW0ppxNdq2ieJzYSko7Wq2r8GVFtt1NqE6Hov27f4Z8QT/",
-	"4G6ka8JFhGgYinoX3Nfpka8B85iXuhkxhxvSqoQlG2NXDa+3lCkbQXnWeERQ/fqcJRSXqFFsZKEZhoFd",
-	"gp+ZMBAzcRQaJHaAbRIg3oCqEU0WUOut9E3CZxmdrznvzgiZl1xcf2ziHQpBu0TMv29oVrDqRfAofbBl",
-	"7ir3gABojS76fTjlD6x6Z7v8kNz/5VrZ0osGj5xe5D/IV2bMdWv0GOLOd3VtFXnWWEXWSYWbQU/19rXV",
-	"M+/v9afnbEiHrPuYDs+7Q3pKuxfpedI9mfWTc3aSDujpae/k0flw2H88HPR7/d4/zvK+en4zWD49eXf1",
-	"+Pbvvb8tL26mb4bFy/lx685z0aSlmRX4ySd2D5/Y7zbV8P7a3VcUJLPTZ0rBjlqNlii0UUmQcNRYnE/1",
-	"kOrcWxss8Zi/CnUQRuEV1Yt9aFJvOzdmCHxe5+xw2TCbnpHy3HK0bLFjudpir+qULjEpmCOoknAeUk2Y",
-	"SL1aEOSmW+4zt0QmWmfxRhX85qrF9lN/xjwi+5JdAHc/ip8M1t9eparSjqxzAm7UhrXL7VcEHvedOn5v",
-	"/7mvWMkbLVeesN0TyQFLEADg3FWdM0baV89ef2ULQHz54uVLrEVLKJnnNGFkxXIu0w5aTBWYbMBAh/u+",
-	"bTloLRviSZ+oTo98IyrCAVnoMQBLgfGI8FouWqXl6pUnq/65N/+ejR+5VHGAxOOXTNlM5uwTGP6TC+uh",
-	"E6y3xVSzkGpEwrtNbvcq5mcXKvI/cLOf06i6iSO4lb3jSIXQq6PU/9Xsyk9b77dHHX+Xtf3zHsDmRQ9/",
-	"WmOs69cRGL9a0FtVrSxTjb0hxS+5BYCUXrC1O+Z65LX5DozJOkvBJqKNy3hjWhOgrSMEKJb3i9Q9bOjJ",
-	"WjCfpMfvPI4ES5htgQo+xm+gBF2phdS/Esbyp3Sli7wKeQlpyavBId/5uIMM4mX6G6F5suA3jBh7HbEg",
-	"CkgECDrINb1mvv4gz0lKNSVtB5+RwoEsBdCgJjQjfEnnDEuOZ5UsLHkrWB5VQzEOiPBlMWW5YJqpkc8E",
-	"nJUdn6Q8jy/xBcARDndMmeJpteScRbh2IvAY5SG9aGAFsioFus2ZHQvvbIgaMDyITjjWy1UMyFkjBxOc",
-	"itRWHbY9JlOWSTFXREusdoixhYjIQmdlOk0wFq5O4pxyoQLeeMvrV85hhFiaWPEfSjjunqfcfe3h4ILE",
-	"8GOMWXYIn70Emb6wtSUBpGSEV+eSbLMWOoL8WS6XE/eCuGTKCgrFArZmSbjukWe2HrxFruQMso0UoRm/",
-	"ZiNi5b+KyFKmdqDDfEngn7eF0MZCMV2g9koU03Oekqk512xNzKjkvHDQZvgrquSVuqpquNwt4Iu0geq9",
-	"EECG/wPLpeq4vkJlZmM+q8gFvhogyqQ9PDkdi1hL2c1oPmdxyd5oy0DLzHyfsR6bKzzbob0Pt6IFkqCl",
-	"asHPM5poFMoHnqq2H79UzWYXt4GQTJ9eTB8nj9JzdjYb9k9PBoPT0+Hw7Oz8/NGjx48vLlpR65oDiXyh",
-	"wiy+ui8+HCJzV7yz34mt0aA/fNy/89g2qiz2908Vlz/Fcn4XKplb8HvRPV7fKhWzUAWr9Xp8HQYUyBPE",
-	"Ti7p2px0isQ0y/5oS3BIwE0weyZxkfAVzY5Uj7j+gfw3kmUsYp5mLEaRXeU2AhSnB7iUaFtzFpiHJjQx",
-	"PRuR8pRc0fyapZegE6zJXG4Tl3NFQFm1BXPzEDaTSlQ5jKrgzvxtCuBSVSgVi4hMC8yPd0hdwNBG+1ux",
-	"qkNTgMYP2P4M92ztBwIVS4EVzkp8ThMtVCCQQ8m6otqs6dao9b++73cvaHf29v3p4MN/tg7IJ39SImsv",
-	"txdC2dGmLtEsq2eqsiAD24GplBmj4qCkr5d8yQ8KFT4tcmX28Nuf05a2A9AUFHtCVkbPl7NwqH71h8xv",
-	"LHDlsVmV5XiIjDx+7/fv3sL25rq1R7x0tuEia9z0iDViyyCyVewRvY22Iai2YAZ5oVk2aCVfiaqHsllc",
-	"OPj6lJHUkQ4N+xedEdZM9+KvUp94R/XwUGk+kOXol1+3n3zCNfw/oa5bt8QbQh1QjtQtM1sx0wH5LL1M",
-	"KNlHZNgfdmrDGs1r5+HF6n6F/9e+Jn9rFWv3rq47evXssy++KAMCUEGtUTtFD0iZpcRdLb9LMuOCqwUg",
-	"nMOcbKgxsQtDU0/ceQXd2PqgWsUKszwONVdNy2/wEVBo7qCrBSny58OPSYn/hbSj0HnC3ulJgq2NWrBu",
-	"YH7NWIJvYnqens76yYBesGF6djY9SR6zR7NzepYOk9PpIJyc1siW+mGTxJfOqyvZfWffg8vTCep1F9Ml",
-	"1w3ulRPMZroD96eZ9P1aIIxNFdNF2libURGJ/bkkM6YTYNHH+oqY/a9s9ctfHknxW1UHYbBDSYYr06uB",
-	"G6UcG0XScyd34IE7CB6iWCJFqoivczoYkkXnciwQPKQX1KZIwhSnroQY2J5Q1cYIu9x6ycEeD/JOInNG",
-	"N5TzN6vx3tl+Tt7WbpCT0Wngf/w59jgud5iOAh+dLBFOfzKIWkwkMjU7edQq9Kz7GKqEcT3Bwtr9e4gI",
-	"s+5A44WLKcutXMN/Ow9m31/QeSFwszirFoux+qdkoatPmQvbT7l0ztboexA7d+9/vluaBd+oiiRhLMVv",
-	"PEQQ3kUMNmltZvv8HqPJvzEdz0xDVOKdcJshvMnt+DqheVfVz6yELbUvKJybUJGw7O6BYt9ucyUyB+s0",
-	"7woDmaRdD+7ETKwlza8htz/GrmWQc/8EWhkLkMyO4NdroiFMsxCI8khrg1XQ5IOIZQYLwjWZYQp8ac+1",
-	"ot2Cuz/qn/28gvvjJa/7ol9aKlkwr30/fO0nQfVvFVRPYSoIJSsmUsijyH1KBZ4jh6p1ttZ4c5VaYYui",
-	"YwiHtBdar9To+Hihl1lPrVjSu11QfTvvyXx+vCwyzY02f4y5ql3FhO5isfWeeaJD5AyxDF7sjHx5dkRG",
-	"VEu0u0QTxGHYWPk8p0tym0sNwdllRBhNFhYlAshT6LEN7psLwIcpZzPFNNZWVPZ7Lgkl8ZyuXOl3D2Ij",
-	"S56mgCAZCyzO6wrQ31IPErDobajVSCENMyVtT2oxNStLubxQPEiQLQaUEQTDO4JiOYOPcMPstOioyp6G",
-	"XXBADC4IzbLOJejHRrOLoPR9zpPFpFrRvk1J/Joni9d4tQNPwPtyx9ySaZ/BKlPmquqDxG/TsRHeudHG",
-	"iTbLEbNSM8B+vAMUEAbhILnzkmT8BgE/I+QLMV9k6TtgpbJVRtcstcgOHBEAR9iOIP0uW7q5cvX5O5cV",
-	"sPFYmBst4tjo/Rt1/GEqYl/f3H585L5TrUWyyKWQhSMdIbeyyFLT7A0jU8awoBG0DMdKMJyrXE4ztuxE",
-	"Vjgi7Ak/Bb43yaRiypyQ5jhgQo9FxgUj7XgE/m6o8ht3IM/ctImcg2ZAwcVzckZUj7w2FpJgiasFCtym",
-	"z0wfui++iAEXlFt8mjWZ3KxAP3OWMH7D0h75BtcuV25u7JqEoxTtKgCsgIPcb020vpSma2XrvNgkY7NJ",
-	"zBI6I0suCuAAhPeXAPAA3LJkS5mvrY7gXok53aYNW0AmV6Tt17pZ+m6x4+N2zXcuwbiDbToW3jdrWzXr",
-	"8x8FKzC+yvJOOCGKmd3oh17ZVHGnCRG/lnpjYYcrLJoA4wYKDS5e0rB2YW1uNzoai2B/H1lUkS3/I1Ik",
-	"Kdc2CIKSCgbESkYraJxw7EQotcbCSkkzkLdA10ADCJN2cWG3MXbYw/jJ+wKwr6urjQeytm3ZH31qoPvS",
-	"mKejmJjFr6KxiC35L3wY8oZVaILxC8MfYkvoY28IJVZ4V7kE/RQYSTYWc7Obg6dUJyDp3GTuruywXYHi",
-	"t+9PopOLD93g3+3wj86f6kLI+/2Jmr3TxzCotfSPu/Q46PYbC7WoV+fCs/yTDvdv1eGeg9yz7vsj5dQL",
-	"qizflT2BU9IOdCmrFXV+CRM0Z8ib+fAmqJFtjgnehds0y5dc0AwAMSERmwsW4wm4+v/Yu97dNnIj/ipE",
-	"vlhCd5V/7rWRP7mKkRgXBIala1BAqZbapWSeVuSW5DrRAQfcQ/QZ+mD3JMX8IXelrHMp0gIFLt9srUQu",
-	"yeFwhjPz+4VDcRHzZNAO3EJr8+tX767fzl4PMgnqnxS804J7+JpcyNLW/tH06bMn2SNnP/hH0/Mvz9OL",
-	"/c9hVr8IeHUg3HyLw/nG+fyN8/l3R5WIQMvJzU0K4swn3fEfuL0+VNr8D3TbIsJob63yEZzIB2kq6Sqh",
-	"Daj4qPFO799I9Uvn0Dz99Zd/CnS8WrMDVxMaHRVl62qRL0RejPkY90KKRjfqgh26SGPTNGDwZpy+Z8rW",
-	"OfRC+AsRbhNJJhF5eyIKZTec3UjuC2Fw4kujdfVBusqLEQI7JYUNjhjYOV78/eV4IhA4lqxjaQ6daY4u",
-	"Z1c0cazWcTlWtlGmAJcL1fzSMIBUD1kSjVl8ZYIULERXoxJvI5nDJdaRx/hgaJ3BwjN4oCioNKIi8+dU",
-	"ZH7+5EWXSpnM9y6u7jquHpwT6BCXBfyEpSEHw1i6baDwFyF20UKtMJ0zkHgXYvQsOk/oBJYtO3nnT/6c",
-	"ReyrtFq/VdmBqFlxZYsEkQkNw6Mpej9xJalgvrR75bMj6qNGOYHylgkn0bEKd5LYkdI4qQ7KPwhzTuH9",
-	"iukqP+NKzGrLIG09ASOfInJoDKUGKLsZIgvpciTf/x9irH81pjoHyL7LHuHG7MJirNC+5LL6ywsKYPl+",
-	"A/yckP9793FnntcxWPsN9ukrzJNvBsN/BwUBFB5LqX3Abjg+lwetBww1l63T4YA6jOAvL9twh4Ho9/AY",
-	"8bvx6WeQ3dBm4OaHjIaUl5HyDDMyCDwDUu5lg0PR+KKsDSPI4ACbCpzDtZWpQNJP+ZKyq59rjcdbo0y0",
-	"pkqXmI2tdXnodRIbGOhkTseQ4tyMXiJvV+GwVuGDUgZH6CefJHkNNTtjDKkEhY5F5lggmtCvnZBwMuV2",
-	"s+kXf8RjIlkaA80PIlv1CzGOB89gAgOjDzKoTVv3mboTGX4miOf+gXYTi/fA6GNhbv+n/crclBWz82xM",
-	"7vvzmjISP236Bhn4tcGi14HymYywJFWVkCRBxTMgqRi9XixusO93aj235U6FMeZqe7BULF4EY5kMGH57",
-	"Fe5slSGhTybwFMefsiXBrduT6mPaTUhPGe7UgQDv8cOqX6u7VQYsD1WJy5trIiK/l7Wu8KNoJKEtUdmy",
-	"3RMpzdI8CM2KoQKO0Y7jQ0pm4s5phwQYKw4pzvwRXGtCXc3ikFQ1FYkLb86aJL/BLTZNJce//vKvCK1K",
-	"u6eRW+WXJkq9EbaR/2hVaj2GjjhuQbeYgilGGbe3rSshywjGT4H9paEW0LugK1LjLVYbwSexrkdyLCPC",
-	"rY6KuQr5zNqdVkjgOUeA93zhpPFwDqWhFZkoZrWSLp/roPKXMkj46LIO+fy+hD9vFbLbw59vr95ga7fI",
-	"KJ8vLD2Hf7TZ5lemaqw2WK5cMHPd7DX24DSc/jX/e/WxUWXIZwts7aZd17rMv1eH/EYb/PFcuXtdqvwd",
-	"hgXyS6Ksx3iScKrSTpWB4xxHVbkkIyO5NEUsgyyi+3aMyUpyi/d2beiEJbYBel2GuwtKW0wEU2SJd0zM",
-	"z0VB2rcYd2vM1uyZB0HCFYgxCdhrmPCbhPtBkGCvQkbgiDdYb8NadI4ujoxiC4/gxLEfTO+qHsxCZuqb",
-	"Pn58k88n9OC4j3gNP6LvU6SOWSRwd9FOI7xkaxS/jt0sTXppXLlV6+re+NN+Sws1ev7kT2OKQk0EloQN",
-	"bFj0HnGmuWOUbxv1RRR8/LhH2BvXNK4JxQoP2PC6ZejfJM58PsGi+DNRvOTJliE4vW6DEiPcSvSNnoDh",
-	"JINpgFQMvMuWRvtjYONOTa0P6McRlAqiXvYQFz9FJy+IgUT8cPumW0fGgyYKxs/DQQeUCdD2OeI28ABQ",
-	"8mXANxeyBllOQTQMb+4SwDeWwPOCodlSPC4uRLp7oHwhjt7Ri+EW2SpWg7wk4Fdz57ACrmPteH4hgm3y",
-	"Wt2rWhh5r7fMHwGbAqe1rLUy/SBeUmd7eSB3XRRgyVmnf5KUivAXNO+YwxLnJIr1Mc70GS0fnKRBScZt",
-	"ADFdmuJ0bgs6x09+2VO1xxAcuJevBiHKeelBZK1h1AXRU+iIcc6XBDTuCHB95nFe3dLs5YEvSE4w0sXI",
-	"qdI6jN7SF1gTYB8gD0gkon1wMliXvsSg5V3ZqiTtKpASB3cQaUztRC0Djgcmlne49gIO8rzWe7yWaZSj",
-	"UUpTLQ3eSNA6yqpyoEtGp3cf8O1097EiSorSmqq4EGt1p01Fl0gfDwh03mmb4FofVLWCZ1rhnjl/9oIv",
-	"pG5VcIf8chOUI7aaPr5sFKmebXTml8j6XGsfwDbBlAv0AFa+XbMRWaQDH9FpTxoghUCzIuPan6TWscaP",
-	"AnHeab5R8Vctp+Lp5KmI0pfzw8TQg6kF3Z0Sapj4RqV0Tis/7pMZptOIbnuSRYytDliXlw8Yq7DEzBHV",
-	"s1Mf8ilOalzOQPODYE7BM6kzThjIOB8tExuleh4cN04O3IAB7OxaUbzcOth6JM0euVvJ0TKY+ttrqyOn",
-	"GWhwYW0NlqM2mvQP5jS0Bqu2c/B5QGmTDHuyM4O1tRfF433ZFHRaUUAvVgVvlQlDDt2dFZWu0GOb9q5S",
-	"M8K6iSBaBGhyzHzU9OvXxKjHCHTUcVvpoY5nTqGbKWsaHT3zmZhdix/tOnaJbvD0IZXqt7sVmrkoGEuD",
-	"KRz3iBFK015Z5cXo9mq+yHhushMLFR1I+nD25hp2XDG/fPvy1eXianV5c736/upvBWr+HRzYvTuilITV",
-	"zQHuqr2s8JYUWSy8b+FtQOv4dv2jKkNngrVeOZikTKh8L3WdJeVmKnyY78FJLXsThTlmemtybcSdrHDA",
-	"ZFbC232QnnqntWBYRRZtz2jI1MeY9D0uhqzrA0LJgPWN1BRL4+1e9Xx8Sh+KJYuWSDzjOKLLncViDVi4",
-	"VE6P2VaUNbI0fS2wiTdnMRXj1RXB+cRuC9R7PoE8wRjPPJ5kBJpWOhVAc293q0L8QZy/ELUK6C1De5Xe",
-	"6kDX4JF5H5M4spS7iySk1lwceVycRISdwnQzA2caLRUQlXfSyZI886JxaqM/FmM8zlVdw4t6IRvpiLUU",
-	"1oayg5igpCtOKUCiJrLRK/jNhD9mGOrnT5Cv5EKAVFmEQjj++l5+jF/97o/EbTIRt+re7hAvKSBSOaFm",
-	"NtodMg41qM0GLF5JSS1TzPdxKajC9hCGjdhvkVxVAybSU1G0x3elyIVFHXLG4r3dqSoDt5BCH4mjpRpP",
-	"xBVC1OIUge1Kh1uFaUkgrpxHyGPndCMw07gIe7I0P3hOmiLLAkSs6NNXwR63nG9p2qASJRo6t6CPYh5o",
-	"kqpeBAtMGjEqeJJXuirGKHPoE8i0/ciihGFMu4OVth/z0sGy73mAbLrCxBBIVh/SAediFNlCEmMfeAZE",
-	"QBNIVhV5ODCt2CZmPWKTbPQeNzs62WZjeNFayR1Nf6xvJ1JiKTyx1GLtExg4E3E51CqqweRbnl+Ivdqv",
-	"4R+7idIMymdFeob2MOkPxMlfmlEHdzLuT4s0hyOLQDY6h5l59PP7n/8dAAD//w==",
+	"7P39chs3lj+M3wqKu98SmWlSFPVii6rU/BzHnvHEiT2W8s3vmdDLBrtBEqsmwGmgJTMeV+Uenr2G2fvY",
+	"S8mVPIVzADSa7CYpS8kkWf+RitXsxjvO+/mc961ELpZSMKFVa/i+NWc0ZTn880mSsKV+Q8WMwd8pU0nO",
+	"l5pL0Rq24slKMxUPieJiljFi/iQ5vExozohi+Q1Le62opZI5W1DTAhPFojX8vgWftt5GLb1astawpXTO",
+	"xaz14UPUenZFZ5udXc0ZmfKMHSjChOZ6RTSdDUk8ao2Kfv84UfwHBv9iXXywkCmf8oSa74nmC0a4IELh",
+	"O6NWHJGJ1HPzcM7eVQe5OaaXVOmvoUGWbh3bZq/tP19dvSYp1ayzsxeJH2728O2bl0ROiZ4zkuSMapaS",
+	"nClZ5Anb3uiHqLWkOV0wbbf0qRSavdPf0AXb7OYJSfBnIugCWubm8ZLqeStqCfimZV8Zw59RK2d/L3hu",
+	"lkXnBQvHsqRas9w08B/fP+n+jXZ/6HfPx2+Df/e6b9/3o7PjD//eqjsJT4tcyXxzmK+W9O8FI7Eww0jg",
+	"pZhMc7mABVrm7IbLQpElnZVz+HvB8lUwCWw6HO6CvnvJxEzPW8NBv183nq/Y6sWXNasmyJPXL8g1Wx0o",
+	"wlPSFlITrhVRLMmZ7jSs4zVbjXm69wr2u+e0O337/njQsFov6YRllyxjia5btCckMy8QZd+ISHzNVp/f",
+	"0KxgMWmrZcY1oRqWcMpzpUn8eXwBf8I7ZEFXZMIIWyz1qjMcCSmyFeGaLRRJaJ6vuJgRPaca++mRN2zJ",
+	"qFkIoiWxcySK3bCcZqRNs4wsCqXJgupk3umNRCtqsXfLTKbMLUTdxkHjlX2DIaxt4En/KGotuPAbGlXW",
+	"8j8+f/uHzzcXMTJNvMDmjgf+Z5rndGV+VXqVmQdTmS/M3y/5gmsYQt1A4cdwoCmb0iLTreFpH3riC0ML",
+	"T81ZW3CBfx35XrnQbMZy2NrXMtd1O3r19DVZylwTLhRPGWyWoiKdyHekbU5gJuVyQpPriBwNHvX6vX7v",
+	"qOk4mna2HkY/4rPT0+PT3WM215Ddvjad1FLMnCntiJoZSkRURtWcKcJFkhUpSyOypEqx1BygYGoHCllL",
+	"TtqVM9k0MfyreWKbV+l1LhOmVN1lvwIKAz/b227WWVN1TXjaOAT84EGv++tcGp7zVzh1G8P8TubXmaSp",
+	"Gat57SK4bLiWTCkuxYEi8la4t8jtnAnki4aBXwt5K5ooqP2kiYQe2WPt/66bwyUOopaouhESnkZE5iS2",
+	"1ycmU5kjJ6RZxvIDRewv/gs5JfEf7fg+jxv2xL58hz1ph5vyD9tpp353LgVdqrnUOLW67u0LD3omrqi6",
+	"buzRnNEH7O2DaUctpVAoG35B0zfs7wVTQKlASBDwT7pcZlYiOlzmcpKxxR/+U6GUw97RxTKzkoimPGsN",
+	"WxOZrsiCLSYsJweJXCyoSA8IV46HpKStGCOHcskEXfLeii4yfyZyHAJRc7pkHcNS8lwayef7960pZ1lq",
+	"O+jZhltRa8GUojO2T8+tD28NF6C6UIbHGCGBa2AJL8QNzXjq+i/Xa671Ug0PDw3tmlHNeim7ccugDuEj",
+	"lPk+hPvw7zmbtoatfzssRfND/FUdvsaPcQvqyCquAFdkQTPDqlhq7o85BYoouWB6jqyaGWlvymdFjuJq",
+	"KpkiRnahWSZve2ZET6WYZjy575Y68nKg5jRn6QGZU0VUIpeMLFk+zgthROWhkRXML1Iwgm+6K31BaJrm",
+	"TCnzClXkwN6+A8P5NKOpufMgGZupSQFkye/TeblPfkJ7blDi3n+o7ZFLtr7cU66t4CqtFoFL4480Cvrm",
+	"uTYDNGN59o4lhWnmSzPZ5t2p2xW732Mj5gyOohYTiUzNpR62Cj3tPgZBjOtxAqJYPwpJ5bB1Nj1K+ukj",
+	"Npg8piesPz2nx5PT5FF6xAbTY3oyCVYeFMuMaZbCw5TleWvY8v8eoxIIPeADnRciMdpNazilmWLwgyx0",
+	"a9g6GYCEiH+7L4/9g80vb2kuuJiZq/92783zy/qGKSOqmT00ys4hu2FCd5XOGV2YRvZsznx1iR81nAfm",
+	"eiRTLriaG/J2O6fayMmgRJitIGYrOuZAzDmqFua+yEL3yHdcz0ciRk19SDYGG8MZokLdmvaUvy9UEHiN",
+	"4GtOECuHQ9VIcE3yQigkuPGfnl2Rw5ujQ8NI1OF7y08+HMpCLwsddyJzuAVLyWRFKInN7zF2YqT78NC+",
+	"zuVCalSl9z+4cPz6k7P0eNpPBvScnaSnp5Oj5DF7ND2jp+lJcjwZtKKWv2KtYQvnw8YluXdyy9DL4/c4",
+	"4HkhzCEzj4rJgmvN0jE1x3XQH5x1j466g/Or/vnwqD/s9/+2Pw0xfLzuwFxqnmXEdkroVLOcxLeU67GK",
+	"L8hSZhlsIkijVJPYGRRABgrsOqGhoW4c9tVD/x6M5bnMJzxNmbgvN6B6Tg56vUOmk0Mj4d+mB4SphC6Z",
+	"qqgwtzK/VkuaVKn5cUnNX8uMJytyw2WG49yTqi/huweh6d84fslSK4RwRZY5Fwlf0gwkV0qwP5JQYei9",
+	"UVjEVOYJS4GW/4lqdktXV3il77m4tzkHHngw4bPehIsDwt4ljKVGi6rwmKNBn3g6Qto4xJ79uxOs+Gn/",
+	"pFxxM8iUmGHuudS2wQdZ6yciYJ9Sz5lZbiqAlnm61aZgiyPF0ug/EaHOptVpWgm7O46kmqG+EEYMptkz",
+	"Iz3ec0eoINw2R0AaJTJJijxn6QXJGajvgeQ65l7dxbmClar8sTVsnU8HyQk7oo8mx+np9Kxf2auKTBr2",
+	"uu+GubE+zI6RSTEjXMB8ZnjO0aaEy2OlUjAlheK70flQxSsUQ7ZF0J4xg/35RurnshDpPbemEKDieoLj",
+	"FMiDXTzgoEKRgvthyMEURrbncgupu/jBQ6z3t3ZCbUN2BF4RT4wOVCewGn+IWq9uWP7XQmp6z2VcyYLM",
+	"6Q0jx4PyIirPp2RODI/iYoabCpYxI3DYZe/93YxB9RIp4F4IPS5buYBvgbQatUBLKyeRdkUc+SPuxue2",
+	"T5CVEioSlq1rA4NAG4DJe7Kw75bBcB9MIUArhjnjVMMU5RSOOi4KacfVVYojax5zOtyS5V2/xf4C5VQb",
+	"qS+FpuxDuEXLXM6MIhWR2EhrY/db3Lkg8Rum81X3iZErYqLoSqFByNCjfEXojHLRK+XABYuJmstbRQqj",
+	"QEN3sLdqTdwImt009FyyRIpUmU5gpydsKnNmOgQZB/qsc3GUtsbAYnepaX5nudLJhsPWcqXnUhyT7oKY",
+	"I9CzZsbH/b4hsvvKn0vz4sngo8TKfLsE+fOLnnYhm07rhCbXs9zQK2cFBQ3hAs5ZKW+a4xybM2KXQB2+",
+	"Lxfjw6H9lKnD96Vp9MPDSKngrfxG6kuquZpyOsnYPckbMCbTKng41een/X6/S2CzFFlShfybidQpUSB/",
+	"tI/6gxP8IpSmTo7OSvoDYwUbgApGuycZgiF1Df8IP34oshTD2GJiiCtQX5hJOT1vvTCE/4LET3F9u/az",
+	"Gb9hCp1g/Ae2trGVd5v8yuSzw3XPbrzD12l2H8nZw8jSQqJP226ro61gJqR5zm+szD9Y9EFHNsSih/r0",
+	"mKcZGztpOiJKVpq4pYokhb4gyhwb8ws0esv13EjjqkjmZGlkHwUaBLzFKDzMwQBGfVOWXRiuT8E8lkgj",
+	"UrVZb9Yjr19dXpGffvznodKpIf4sJ8m8ENeVE9l/HJxI26oT2/8FUv43e6563LzgMWk7n8CALLgozCW8",
+	"qNsBYFrWFCpYAhoEVyTJpLLa2aWWOftW0BvKs4ciJtZuTpRpm7RfS6UNU+4EJlgw2BgFwXBeNZe5zlZD",
+	"MqU8Q3+YHa/5Z1woln/uNoakVNMJVcw/iYck5YEaUCoLgSp9yfIbnjBSBDPdc/PDTx7Oir3nEkXOTDrJ",
+	"5TXLnY6t6TULlCgwIRt52MgUZutTlvCUpT0CsokzpVTlHxRMflZZZqsPFTw6Ur6k+ey+pw5INtwgroi8",
+	"YbhkR/2Tx6ePzvr9Llw4lMvbTt5c0Hdj8924hocFB+dKSpLBEPelFVJ28YOHOCxfmEn5GTmHBrOSKNzg",
+	"bwUt9JwJza2F+H4XWF4zoBHs3ZJbJR5JCiWC3RL8HaJRVrIwgr0qWF6ht0fl6q2Pbf8rV/nsIVbya66U",
+	"Vde49WZNGM3Nypoprd2D7777rvskGMPmZXjz/Ck5e3TaJ8ncqDhixnaz72+FKpZLmd9/mzKZ0GysiokT",
+	"Uz3dsD2QhC7phGdcr4Yko2JW0Bkb5sVkVdEWB+Fe+cEFH+/tSSq/eCgiuczlDU9Zvjk3sEJ60mdvgR/9",
+	"1yzl9AoGfU9eFvYCNNdIJkBnDPdeLRlZ170iz3HdtZlTRZxEaAZFDsCJscwoFwdWQuIaZKPKe8ONtmsc",
+	"w1WydVq/mQuzHjDc/e+f/7oLX3fhs4faWLOCB6oUqs10QacyewxmkIonERb+glgnUNfwypi0jYxk5D+w",
+	"hfjfqE7m7scnV0//3LEmOD1ni7UrHn5SHwhTLpzZd2jPnoK2uf2njx6fk//572MbdLQt4iYY+q6u6iZP",
+	"2t8dPyUvv3xN/ue/H+3sDijNsnTm3eMKpDK5ZvmQ8AWdMYL2g+Fx72jQVRlfoHvXmgNLsSugKa/NFTZ6",
+	"saG8KN3t7cRwnz7YsXNm0EQWWUqsq8J3g2EEuVFDrGj8nfPPPC+y7P66FjRFMjbVzmJcBnx5VxCI/gdG",
+	"xj10Ho6qZHebc62ZID/9+F8kZwt5gworCGULIxXmUi5QFygblVNSxigsaJYdkLnMUrDJLaTS5LjfJ19/",
+	"4dwkJOXqeryYVN0kj8pt/a4crlmaPXfUj6cLXz3wtlZW0RDd6pK7CBqzfqx2SXtwU22nQCBev/iKQfDZ",
+	"MjcXUnMMBbIhymCOeg/RkmCYSqlmXaOh1UVeojSl7vQNT2tud9TKqNLjQvkBbK5IRrXhPIVikXO2oJZ4",
+	"QehEMaHR7inACV8oDGLfb0zCBlZv/LDM2ZS/qx8PBgofKBt4m8xpThPNcoXDY1lGrtlKEQrqP8QXB7HF",
+	"NV1Zc3Bdb1SXHgFCFYlRQP03VUz+kyU63t7imKdNMZGuTYgBXlAbjnrNVo7lYzBwKLgqQlVDf3AZVX1f",
+	"4C5yr7heID65UGtbyLV7Tsxm+s/AZlKOeUFXECboQok3BrQeCpyzG3l9xyPuKEWZBUETzW9Yy51+jM2D",
+	"hutTI8rAve9bEMlnY/Dt2Vrbp/Ag+N6j8HZWrl3Zo4STYIaMN/wlR65cveV0ycfmVFZisLeRKUsualYz",
+	"COTf3PFni6VeEYkcwdxtH9i/fYH8+Krt105zxoS+kjJTm9N0e1vu2iJZYpSJoLwVtajQ81wueVKzZ1Fr",
+	"VvCUiqRGP/oWnCbud6C/lKiV0mxhTuliqUkbIuE01WxhTvSS5STjgtXfei1lNsZYnLHR3Q0VqblAGDAV",
+	"EQy5gqsJFyJnNFXO6GbawiSepNBIIiGeUKwC4hSMwhstcBh191bKjKRsygVH76Bl8VYLQJvegurI/fD1",
+	"09c2zPtAEZmnLK/cUJqm0BDNXgfbhfGsG/tbPW9r58RucLBVTWvpJld7hIqUa4j3arwpjbTTZo9UtKIq",
+	"FcVQLcOLK3o/KEWe4OEJ8sr6xgGp44bfWSI5p0uI3bqoBFMcKALOJfDc7M8DUz5jdXL85Z+fdAenZ6Q9",
+	"Z+86Pp8JvW/gsJUpA3ue/Qn9ADaeA+QSNAemtdOrxDVuEBHvUI6IhOtmo+0uXDDILKeLA/BmgfE7IixT",
+	"DO044OopXc+VheBCn53UXgQwt461VbNrMsYoz4qcHSiSZFQp0qbESoKo5qhiOuXvOpFnZKge9Oqlp4Tl",
+	"S92UmmaECrPwuKD1C9/Qro8DbV5RcjuXyq8hyamopwxuyT9Cxttjua85hoNs5UDmkn7FMdgiCBPcMjcj",
+	"a5jpOOK/GVBYPklZLQvYKo4xYoQAMftZhLL1piFjZZvAVSv7hG7seuZsKI+Qov4MKf5DzfH5YstRDGmA",
+	"v/uaiT0vXilnNe3qkMTeaR6TQmgOgZMre8EhTEX4UEobeF1AMEaRYLBIHI1EjDcyjkhsjm9qOIb5AwNP",
+	"7C+ZVDru9MgrCMYxpxS7d+2AdcY2hFlwm5yd5jNWc7mfm7UB1qCGawrtkhrG4BhL+I5LU6yXIWyOyNa1",
+	"c+uyWwQDIRR4K9zO7fJpmI8TJBfhZjay3K/sta/eT4wFBe8F8A33R8oyBn+53lAYDh6kTOlcrsy4Ldf2",
+	"r7gHKKLXXnUYUr24jHuwv7BcyhO/lMBsR7hbXH7qTNl2amvSjtYUDYb2w4mUGaMCRRDzG1Nj9s5GGda+",
+	"VkaZbM7uKdIKRRIqgFtTVROVwsxlLR8PiZEM41BwDrrzqubmTxANadW0bWzCDOaasSVBR7tRDgy1MH+M",
+	"zR9xByTtZH3wUhiRjeULLmhG2vFSr5pGyZWLct5xdF64F684EkTn3aievp067pIm13TGxlwoTbOGrYIo",
+	"hRpRD21ODGc6AUHqByacJeCWpaQd++gEaMQQS/NHzlSxYPEFicGlT8EpP8RwiKa1QbPcOOXqujFlE10l",
+	"E3McVJVaHmCUirfuxda8t6M3ODagrzUsDb4mmDY9bX3HhWU2nMIl5tKOlzLXNYzttXnscoDV+spbiy0x",
+	"Wmoxm4ehuKQNKw7NHr43//tw+NOP/2yct6fehUL3d9071lzcMBU1Z01HyaVEqj2Ok3vXKEHmTLk4M2Jj",
+	"6Kzg7lok7ephcj80zRR07mlRO9B1HqfK5AOcXHjhHHHZvE1BJ1UyUyF/jmS2KitbR0g3tmfjANYd3JoT",
+	"WL1N7oaH27N+IGt5hExZkA9ar67bVK0167FVNyrJxBCosCOhOHLQFDXnxy61x7fQEsgvFxfkhuYQOqeI",
+	"YppMVuBgC/KgclDBc+YME4Y79kbiCXj7XXtceWAOcFTG7gjEpI1eIVTjJAqdHatnc+USFkcCMq1snLu8",
+	"Fd4nDcFjQXs259221CNfYqTTEKTw19iXWUMixUh4KymOyh05yw8jFzQBc/AZ1heYXHHLFTPad87UfCTg",
+	"iC5zplkOhii/Qii03g/sw+hXN83npHIYzk5Pj8/qsRvCb44Gj2uOpVvGzSNid6mNyQkYPObi8YIckiCw",
+	"3rUVppOQlCUZzRkYxyqAFDUjRgPTLnb+Ct565pI0gTqlXDSpVFOMD1OaipTmKeFiWWgfDzcMsBLqLliN",
+	"0dqJMLvGeWnefGVeNLIEBuKNVVXTlwXGlXksicdnJxX8i36vvNeiWExQgMEUtx1NHZ9VW9poZ41wr+nr",
+	"IekCIe3jqNc20fUS7UiBwguRnDUx1Vb5dfko8CqmcA76R3iXuVYjEdtw7RiNWjZfExKpZaEzCMJ1UAmk",
+	"Ta1BNSKU3FKdzFneiUBshbdGwvUHzHMmDWkybJPcztFlAq1HJJGF0Arj2ZQmgZw99uJ3DF6fkWBG2nIW",
+	"LPaOa2UNWkrL5RLEwC+fvXx29QwFwfrA8A5YBGDa4Th75IWhlXA/bB6rwrHvylXtkUru7Ui4PLgyunC5",
+	"zFakPeM3DLV7OM2xNbJmfMrMw07P519CltJMgHkyVOMDqcInGmyEShUCZ3c44eJQzUk3abqguzjgbVoP",
+	"BgLxBTIzInDOjMByw5zr08vBGzTr/OxnodTrWpTOKWHihudSgJ/Dc+QLG5wSYJfEjr1UeMvbz/49tqPf",
+	"zQM+luwu9Wpn4q7V5C75D+y3SKmrw3wpb1mutmZLXlgneU65goD/HnkON2STqA0xg8/eHNIWRs6arByz",
+	"7VT9C/fmFNWp/FnekkyK2XpoLlJVczkG/QHeQeqNWw/KbPDq1/MbL7WuWVKyWrPDc8N3bMgyB8WvlMxS",
+	"7lwaRkwNxNic2YQVrutVnmrQRo2XKBQVIXreyrsyRyOT7eEuwRJlmt9W44rihrmF/bdz1gl627QBh3Ke",
+	"Mw2ihAf6lZrXmu8agjfW9tI63X0XGy51P6nIbuGWXX+K1sW7CRlVKdaiipXzu/uE7w3Vt7E+W6Zcbx+1",
+	"W7u/hdRdm13+Xd9w7ZBg+TEy4eMEPlGLpPjd3ELpXTOIuTdiQ1vNjV7HBcm40qpzQQTkcehcZmtu9TsB",
+	"aW0Ll3nDzFtJORbk+YqV8TNtSCxyUaU2HdUGzXScczn62EiaO86kBOBzb7s/N+2TWme1XMtxGC5cDseF",
+	"1+hiWuh5z4WG9OzjsdZZTNrHfZLSlepEPuxv7fUFfedePTvFd2G3HBs469dC4e13OeAkWkS0j7ScLIs6",
+	"e3nOlI/uK2HfXJoHeWLnWsvm42RZxF5+V0wrNFa0FyX3VOSkf0xi/CI2R6Y0t0IYg8O9AGnAG5pGoh0n",
+	"gSeht26JGhKYZdwhOZsWKF6QdqWvyIofKHgDc7NAkklWKH7Dvg449BZ2ftQfnNRIEw8t6l5VdiAQeYeB",
+	"FQpvl+ciUZ1+CKqVY4ZryuLMbFJ7LYzDEJ6YiZuY3HKBx8HcWxCvOz3yjfn/SOwnZ4PuBJigGCJ0zZba",
+	"K2cVnRU2ZySQ7oG6SNpmFIAdq2KkgyitwEAioxCDI9YauTDKUeGm7iXcG/Vv7EyVTSo46Ig21x6SdAJD",
+	"MTWLc90ZViaDQebwxL5prghelpFoU5Ly6ZTlRnmJ7WNQCCk56ffR9UN9eLURlIyaiMPgOsI4H5csZhRc",
+	"l/5XerNME4GlEqZBwTTXI0/8qGwoBhL2ucxSssA2qdFxKxfcOzkQ4M5csJS0T46OSewztMxlVkua+ybN",
+	"KMBOKafkB5ZLNRLmBPgZUejVvphK0KTBWrBpJNwOLxgh0Kva8/rVAfZuHJgA0rU8Lwu2kPlqvJhsnpWv",
+	"+RdmnvhGMwW98NyinoL6HuJoJNxCU2VJKy8PN5Kik6Pzk+P+yXZ81VJy27kIUowhyHNVFRZLP3eD4GLz",
+	"2UPbRyoNUY7tp3HlhrSpItaQY15Di02MTruRgERwB0xb2qRd3BDyioQK9PJdQHqzKhbM55EbUak0uoxC",
+	"KbecCXoq3m4Pb7mjQLJFPa5S82xT7CDtMn0ApQWwzDF0QHKFGqlT5IxSNRKGFAAZjP3GIRTHBYkhwSa2",
+	"pvxgX4AtY/YhAydzIbwLTM+Z6I3Ed9aSbaEG3a6hhRADYDA2IgXsmJxZX0j1SIMxMC8ywzOqp3Zwej7o",
+	"74Fk3CD2pGUqAc2yV1PA69wrlnhdjUCOUb9Z12w19PlkZomfFHouc/4DRa/gF5juaGEHoCEHPEAgDRwP",
+	"4u2F+b/Nxgp42+4ICzu4TfHv7SZwkhHW/xP5sTkRzuZrWSKkt2DfmIUnLKbP05ylTGhO64Jwv1Us7y5k",
+	"yghPLYr+gmqWc0COUTK7CY6NzWRto4RlOTHIu2tWils1zmXGxjQXtXEF18WE5YJppsZGjFneMQwh+HzN",
+	"7Vx+kxdiTFW96r5x5L7MwfJsIR7rsal5MgcSlGmS8tTDdJpdsG5Aa3bGpGnD7iCtHJs2lC1jTjhNCr25",
+	"ahbBcr3zFxYxA41lKdXUS1qK/OXy1TcQHw0f7xkNB9l59R19/eLrZ5i9d5fkh7Uzje1HGxUdyvUGEDUf",
+	"Gr2G9QFBR0PEJoiHaxiUFu6gjIztXDjqyazBf3NlzaLtnTEVYdRTJYIMYBLe7hUtZdin6a522gH4Zw28",
+	"dVwD1QnIxOTKXGgcqaEyoELJKbqlcbVw1dDloJX9cxiPRMYFsy5MbrpbcEG1zDsRiXka48s8HcaQRmDU",
+	"OqRpFnQXE3ViMyNk7ubAjQTC/1ucEfjVNtAjz2xgoQX7bFMSX5l/RTboWAoCUT6xUxXNSDADITZSbgp/",
+	"sTyPQWOJ0ej+dF4I0wbKB7FbHZ+o6jBLtZQXbk4xLhUbiaVUHD33lrFGJLYkHTrG21OpFWJzIYIfoHdD",
+	"BOKXVOkuzLP74svYyiXoZhoJ0HNWJGeQ7GgmN6PLylz+RJdGTY0NRRkjRcF1esOT+Rv7t5yixx4BXLgC",
+	"v31aJCytzu/u87A/hPSsOksXI2jUSSMHWFQxs/MegaX8WBElyZTCgSonI0i8BpzrNm8k7GsqhkOGum3Q",
+	"ICYn4+2HZbE306yZD1/Ut9Jcezu2kbA3nzzDPNLhSIwEIcTdDnMW8QGcVfJ+1OLpqDUc7QTvGrWikY04",
+	"hfctxtaoFZGffvznB9cPT4fkvNuvdIp7stYtDhSasr+bDuR0qpgetYb9aATkA16YFDwzUxyNBLzlUJnh",
+	"R8BlHrU+rM0U13CjUz9+j7+MLbpgftu1G9JG53ayhriFVASl5+USoKLfWzrZhHxc0vyoNaPLpvf+RJfu",
+	"rdzy4/oX8Vz5d8vb1PiBv1/uI49A3eQUY3kevIu4003vysK3a87bNiRfH8Vr+dQKi+9YDgIqGttD5A2b",
+	"2unf88Pb410/7V3v+s3a9eL62u98/w7vBifrw9sQVLqU59bkgWpe0D6ZOx4QvZQKHDL6hCp2dlKrZG5J",
+	"lrFhGgjmjRf0ghwNHv/BhoVd8yxD4GzFZ4JmRFwQUWSZxV90oLulhvG9H2/UMi+2zFIIqXldpuEVs8DQ",
+	"Rn4eEkAGC7VAI7mCakfRPst0bXKAlIsxDrRJvcoFyw4gIqMrp11rOIFPckPAWYqm4TDEJS+Ej7v1lpKG",
+	"qEybkGeF7AaFfDO9scK/oFuuSrR1AMu+NYKQE95RbgBOA9lgEiO7Qei/FZCPWPlaWbVgJNawOns505QL",
+	"TAxZOtj6GAU0maVMaTKTKCpZeDIAYnLxNSJFo52HgDdHZ9UUXWJnuFOhUU7c8KmWkF1pJA8ndQAaSITR",
+	"SUJqNpHyGqE+YUCLYVAWysqFwKjZu2Xu7EExV+MF5cIJPR0PR5pytczoChwA9t/tXq/XiSOjjS4zqTM+",
+	"IYjjpKySK3NEKZBLJiJziqhIqSJfUk2f53TBDhT589XXL1GmhEi9HrmSMwaBelZri0Nkq5odgRhwPJY8",
+	"t2KwlX69+tW5sJ4yWlUMuQJjtrXs2ZMUhxogeQKOtJG4tc70nIH1HPKmYEv38nqWpLVOV66matWkYs1E",
+	"XRqaYUjejYAECGaId1aXJY8srODliz999eLly/o85Kb0q9hLIzHxFQ4qxzvMswtLR/jkqlbU8rlVtSTY",
+	"sfj3TT+Nvd69VyLZelWK2rB1KyrU9xlUq9hMidY0C3A1XQLlbS41i9CtAol1eu/Et/VaGLVIOjyFmL7S",
+	"XHFB5lgSwtAznnmnTj0VDnLENiZcFt14/7H2BI9TYNfVb+racq7taM3sazYw4O3VhOG1/DM/jzrF/jnP",
+	"2DOh68puvTI6uvnJ3CZqA+56BBL1UH01awsjHhraau4dAmOgNRFh1769et59bK0e5kSMxIKuELxGCtax",
+	"oMuGopkGYtTal1TPrW342z88f/78S0B7ziy6Dfj4PazbypwvOhLmTBEhfdJ5QgWM6QIRSKmwk6GZklDk",
+	"jzOFPY2xXoMhceD/p3o+EkuWJ0ZPhjVm2I/HjgUok0Khkouj/+nHfx6CJ+DwvWngg81/rIpvi1qB6lVi",
+	"7s6S5TY5nUws7PSmE8iW7bxT1nEziostZ1f7g1uUunORrWzoKFS/aNrzn378L18Pj2xdTtJ21fLMTe1E",
+	"KNXFKc8P/8/z53AuIoRJdaGw9VDM1fXflr+7p60xFJptDmfK4fauFhkX162oBeHzuy1sDtwEq5hZeDYY",
+	"TYSnorq5TVe1PtzIjKluH82B52z/KKSSGOwibLgKrv2m0X6Hqc6bA142FlJ0/kZI+fXSSc3pQrphqYM5",
+	"GxtUwSUp+oSRyl23dYD8lOMG+KF/9VWAY79JXGoP9w6BaU4Hp2cNstSe12LDBxTmOePZtofa9lZ3NLzq",
+	"3WhBn9FlPLTShNNkvCvH8nxgSuB0RPH344zn3rBZaz6f0eUDGM//zGiG530txGnOkuutUQFN0kbZ9iYO",
+	"kzRUKYQxrpMtb1iuatEirsqEygNF7GtGA6ULUCc1AfOaLQcdp+zGphEIUgj3FrzS2cOF2JwPX837DaYn",
+	"sASGVGNb+Agz5YxqioRZJTTLxlOeaXiw4EkuxzcLEITUonY1Akt9vRi05CyxJw7NoAcuVcNF+VQFXhuY",
+	"XH8cayAyzUHHliAgOAYDTdwhMrcJJhBHhBpWSFgiEqMNp54gfKTtB2269ZH+BH+0CpZyuDaofPPceTPa",
+	"7tbiz2AE6Owt+de7ma4CZ4kH1AFjh4NJ1BJCNzzI0AEGhUHIQSdUyNbF8be7TyqMya+Nve3BEtcd4rW0",
+	"i0rMCoT7rnvKwY8Wk5zpIhfKyc4hU1MoOseu3xiwrvwxsJE91JfCU0x3LkbC/06zW7pSvgfrfYGsY+tv",
+	"gRcdc6pGp9gxbzk6JTltyBOJDRmPAeldy5i0fXBjJ7xeVRtWewvVR0vMLc8yh/GpmKi5fKbbvTVld/72",
+	"Py5RS8uPYqDuXMH4oJW6g4S14Wo4SGOQbH3Kx0ZQqI2bq48Xq6KwGLUNovDaruCb9bnWBr6ahisiVYid",
+	"pMZQZW5sju7d4if8p4iEcqdvK9FxNUFomFmO7d+tZfcpg2pEFVBEaMxccwEwLObPzMjw9Qaf3JanrTFU",
+	"NIduXbq4cHu3y3p8exyBdTWlOpP1VVnfu40NCQfqJ1R/onP9kiO/XcOW+QjwVKj+NFnVhSYsWa6MYEWM",
+	"voYQJTbhn6RyQS2+iS3b5tGT7gAQ5zpowsTIdf152yGtF3kDxJaZBwRtwdUM0rpDgPuhd69jXZFlMcl4",
+	"Mi7yDJ3lh3YNDt/D6x8O42gkXFrqxgq5tozMbMvXDA8txkY31MB7+KJDVMDPbY/jsQMKBlDzP0LHn9v+",
+	"69Gi1g6nWZJ1bCUs9O/3YCcIqDt3H5eUEO61Z+X2zfWDB+dto7y7vBVkkstbxXIwIk2YKzRrDftnfaLq",
+	"jmkVxwAa1xIrSzeYNsuMEjtQzPNryiW0RwuPVRREfvbC2Miz/snjSmhkQ5rI5sKHwHFrQXfpoi6x9Gss",
+	"Xm6jheTUJbCYt23wXVw/dZvjUkcqtZenK9VzIGgdD79wSGPoxEoyyheK0Im8YQ4/QwTgY22uUSYzu+ty",
+	"S1yTNRGGDdf9Vw4SvImFVne5kmq85taEt+BVo6ksADm9ZhzgUBwrxsSdOMLHBGfa6iaNMNx3HgR6Tnct",
+	"xV/xrQ9Q/A6WspYfKJbvl9JZFmmxzQUf+4WJ7K2rblotxbThhbU1Uc5PTh95pE/Ev1c1mq8Fxq9NLLyF",
+	"o5tD9LgR5SFmX5JUmjsHUd71um2eyzpI4OecZWk3YzcsQ02Z+ujLImcOsAEqi1YuwJq6YFqp3YcFU8pm",
+	"q27fBvfi250YvlELcJQssPJmPHBQL/f9NhdljQ0bIfwbz35NRtEkY+TbNy+M4uzi57DQLwC77rbpuMoj",
+	"0PNWyENXnbFGaKtHEaEuyKOEbURdF9GGNNJintroSXyBpxcjMZVGRkU0Igx1RovwrirwPUQZKhARI7Yh",
+	"dPFIoKBo8x+qEJiWCitvEWLvuK5Uwq/4iQ2nHYnYx9tAgGUJulnBF3EInGUfvrq4uUT01gVUrGcje6iO",
+	"+mtU/0sYAbQlUOceSLibriof9LPJICuf7C9Hl2ECdTcn1x+Ne78rvO0S3/ywXtN0v57qwEcrkm+J2Vs6",
+	"mcN+tty4eieST8/b213ky6vukBbKlhsG5dKZ1hEjoBL9R+VZ0ELLMYY319CXSul1ELUpJLK5GDIXF21I",
+	"itWI8GR2iKHUjEI2WQm3cdI/t+lhaYNEmqyhjG4VjcJ3Ie3Wyu91+mWQd1uB9aeCzlgJudcQYuIyZ8bO",
+	"Me3tFjP0aUCSSv2XHoGwga8jCjuUqvGEGyPzwKUVlrgcq/gCYrCZoW18CUsfuYw7Ms0Z+8E982iHFuvJ",
+	"UEEUi9fRraG9Gsy/5vlUjCyblObjQUsbXfA2cgsSb5pCazy6NGIbhAhRFYB7uyDt5tAwTAQeCcxngBLX",
+	"FIqWZTdGMgrMrD58UKQk/qwMOoH8PEyaVnSBKtNIoKJhi1ZOM3ojc+RDe1hbl960uZXU4FsOkzNtENNV",
+	"IlGs2RolDC+hQzSvDSzKCzyk0ByJlywf5wXAasVDq1VZaAkbZ+Z0LDTJcAEaa5A8PhLQV3BaozIBOqrg",
+	"RdEQ9/cCNT8qCEjrXOmcagmIFiNhc0U9TsAObE8r/ztqEqykW7cqNYkqaKBVSrFxX6oEoUp//R6vkcHa",
+	"0+93ZQuraORfXoPel30B49mDfWHDdUMC5W1zMDClzZPVPRpi8i8UJ4WoBUz7iJwTlb1ji6WubneDGd2w",
+	"m9oa8mtWMwV8AEfUOIUGw4O3WzVV8O+UShuHIlQuGHpBhLyNCE1yqXyuDKYWkXa8SJZjF8NjY76qFfwj",
+	"h/ntvgFBH1kuS2vsKnW4fXtp3hZrNSnynAk9rsI47fu1R/vZL+PXfrqRKfsNXRgxZA3gVZE5y1K3lBVz",
+	"oocKRuCbMoPbYcQEmK4evwDWz6iywSbcf+xY48YOJ0Dfwdpz23YTHHwryN92mLHoq8FhVg7G/cdZOdau",
+	"WYgvNPoaqJpbxhq5FGUz1CQrUpYORwIW30a6e9WQq+ArJUvnZruKkhdB8MQykxTwx+hIpPJWmD/hFyyX",
+	"g59GgVl4KXN9oMh3bHIpk2uGzcAmwKsdNx7AuxwJzNVYQY1T0SOvnCIKdCEiJ4Nzw0WAdtTE+d9/2dEz",
+	"bH3Y7U2/M7URT76MhtuitfQEuAqwxiMRo8jRcwW2Ac+oR75BFD9EpxiSJbVwFkh2g3wFl0OQScUwfmEk",
+	"rHzVjqsJGnFEqpqAXa3w/uxFLJwU+lDr+oUPuS6JggeAgcrh6KXF8AyPT+GBUhc2X6BY+HSBkYgV/4E5",
+	"odECK9OlhhwGuA5Lml+jMO+vvLsOPfK6uuCC3Y5EOSbEWHEQLYNzEgMriTsX0CoUFxeVth0uknJrHmKr",
+	"32/1LsulKimWlaP3mjXG5FQIa32MnGo1sZmonncFfGWNVDfd0Sqs+dpBW6ejdZJAmLrWGJtnU2DW0tuB",
+	"lpofHiipfT0Tri46z+ZM3j9AL8hDqQ3/CjOOfb4RRciBSSHMgWj/pViuNFy/2BVRcknFRt21uUFjSMS5",
+	"GIlngy/MqzbDuDN0meoLugyxDADbnS2NKis0tVWcbG6L0b8goScyjyDDeyQoSTIODAPiY13Ks6F2HGLi",
+	"ezZZH0pSI65TBrAuNnoAknnqrIhu17YVq1uTCNw0NmcxRG6IQL45hr3hhNvh8CI72LleZFCkCP5a0Pza",
+	"sEj/c0Y1e2f+gsrFh+pm9od35gMSV6pq0xuKwzM0DYOYIG3AfbcUs7KR/1yymZVMK+V/0ymgQa8wqxzT",
+	"xqbS0Mz1Ct74Nc7KZnxzQWKoHBy7FCo05fokqx5kfqHK+Bd6Qy9hvBDFXAbAWhF8CHuMNBzURE/oVw6l",
+	"jiYakLJtxYl0JKa5U9sN/8XlcAA4QSnjcg9aw9bJoDb0NEhd3HaTqwglYEYJc+nq9Q6fjodAqSk7qMnK",
+	"q6T0mdv0qtCGjYBD3oZl23vX260frw1rO53YRSMDgARz1GsIiMdH8ImKH0coqzl0mzQySC5/22iIX5vF",
+	"QyMzePSKPes2gTlhK8Eu9kaVXAfipYnOVj6iwFrRAa4BCp44NHvEcgCHjLUBl1UrOhckvubmK4FQg4iu",
+	"0S5b89/aAH6kyYrMmGA5DfCsuCKpTIoFE9aqZmOvRwLSlBCqj5ahCvbe2u7bLnLBwu3ZyAOapiztRISL",
+	"KcuBxnJtMT7AxIdxFTN+w2y9i23ICOgBajh7fhueolXIe5p2v48vbgIJXLuKhnvhCNS1uP8XKQOR8AFL",
+	"tnhH20d8/QtVDXG1JddN9uYIV65EeQFcbjtXa1mt1gPVWC1yB7bzz1VT5OMR8jzG/V4o9b/SwiBbyOXT",
+	"2gTEJ1i+zTKmtt11T2zciaixulX9wyFO2lopw4Yjskb9bWXFxmomm9e9eS5rBD0kz8HMUlY/rWaP+ebM",
+	"1tHwd02uGT3/0vkvPOo5y8cJVtgy/7QqoP3L+iRqb57FXr5LyDih6hpLV1dCC6i26PikjXFmw1ps0M6e",
+	"EedVaP49azCXHtAttjxn8nRWAwvmYAda75e1PpQx1Zotlrqh2ALUCnevoDKzkDesskwO3g2Mtx5XdGyL",
+	"oTaY8N1bPgqjudifE4Bt6Rw3COTuASDp7v4rgM7wUs50vtpeLAEqMNglMEJrWrCtfe1ZM8HBJ9fPHbPM",
+	"q5DQVazpAEa4jZDQ/rh2IqJkrm0JCZ6HKM8WBnK+HgS2M66gGpzesFY1OKpgE2kHOKedjajNOVW+7vC9",
+	"gmh2gw3vTiuEeMdC3fGe7o0/fH9K0wwivAs0eBtAcKWoC5RPsrJ/ue9xJZFsH7xewNmpMSzdimqp7DYG",
+	"bpI/EBu42blwqKgSHYKqIUU5v2bpFpzwqwDqG6ZYJvUYmQOcH+4uY2ONydDBkaivvW/0DxtNUzYJgTF3",
+	"IAvbCnhv9//jSWqsIR4Q0zkVacZsAX1fjrKhJP3DxBVAMorj2p5N4dsOnxjAVknKlplcLWwmW0NJz9pN",
+	"QAPQJrA3VmZSQxIbGhOTtpCIxktWTAO+NYTLDEtiXyg2EgtQQKVgAJJowx8jv6ekjaVwhy6ooYrx7kCz",
+	"IJN9JNzhIm3kn6mrxQYbUT2YABjDBaECQ4Xi8gRre2lHwo3TYbYr1NrX+JHR7S2adyKLDHGONjn4sFo2",
+	"DlVvIQGJ2ozLlvtl+CnNEGpe55ylZd5QAAAuxZTnCzUSXF+UY7LokIquFLmdr9bgv21ys11oR1Uwud4s",
+	"Xavk2Ti5hjyyfWIUrYRYhimGeDfrNnAXI2cPSrFw9TIi9P2XCzsxhFMYEm64WddWbPEBMhso6eYbaLpz",
+	"v3yEsM56TWRLgMSDBdDLOBjLL9cqH1U4YK2sjuv3Je4H3vf1sPfgpzUTG1YDKZNR3DWtLKS7JiumSXvQ",
+	"H9hCDpsHsJ5KNEHowXYO+oNh5cQawQoCvX1Ah4vggyKxHwM4UU+lqt0jkwgR/Lhyt7+G0zaf+23QFOVO",
+	"bNnJ+rCih6lOX3UU7xWe5DS4nRhTpVtwV6172+RrqrGm/R0Mp0/Q37Fg+QxgTJI5ab95/pQ8Oj4/61SC",
+	"8y8IAKsAvn8zVk+8qXR/bJGM790qB0HpjdUyvnfLEUJNbi0/Udf87mxcNPAKeRvwBnfAURmgFu96rTRC",
+	"54LEfTS+me7iKKwW0dtepqC/BVHzQ/N5uGwCucMi3jEUekB+aBhhj8RJJg37HxJ7sZyNGXVgwEYsmWMb",
+	"KzX7l72eeFG2G/DZ8NL7KuLYYb2lI5B710wdH2Fq4NuNPmsLVCgGQO/0mgkjwdly1ywn7fW6smtomt5T",
+	"D94EkHCGawn34aUiyP8DgSlcJlsi3Ty+SynAX0A1+WhBvsJZGkuVOI0DN0BOSdumP04YmUEMLhcJ6zRC",
+	"gW0PuQ4CQNzxtyDzaj2QhushFNZegHfS3IE8mfMb78Isd5ULC8ZeqUWkEQ8vW1lbRUo17ZHvrGi1z0Gy",
+	"0Tp7YazsTC6pFaWs/TJYt4rIVMtw7OB+ZtYaxgPtx1sdzdjJXIOAmp3c1b57v9KLO2og1ZLxAPa60SVt",
+	"SxMMXQKBnJbFekHuuw9+FkIn1fmftyCmPIzrOfYQx1yRxIyDtCFqY5dPWto6rBa6NgQV7jyUn7osTrwx",
+	"068YW66XS5ZL5io9xOCJim2JHyh8hpao168u63MW8QNwRmdsrfYIJEi24z8yOf1c5wWLCTBUQ7c6PXJl",
+	"iE+QMBlEmliwq5GwRTFg2mAuWFKlXL3wIekDpM+MQZQR1VjCpwHbGRalERpwJ0W2aZUHyi6alvJ6T2Qp",
+	"K0XUchRsDGoBw1u4D7c0B8OtX7jOXXFk19Nj7YuuxkyNaFM5Ph77ftvFloWuv9j3R8bberNlof+33uwr",
+	"qJPwvjEJYf+sZqyDBcy3/mxtSdE1v4zrU7lt2j7G36liOuXvnDBic+Et/jUa1aPSBhqRTCpdLzTt9H/Q",
+	"NTB6LBc8k+ay728A/oVyin0WaKVkko3eTDCkpfyzyc3rc5PX99vmF9fsOxbchBPAU5fz4AS7+jS57ZK0",
+	"oYhb3BuwFYYJYCku5xKXufX4u9J+R2fkK/5FRBKXIT9q/fTjP0et+sNQBvDdMZJ3t93ot5uXXYrO5em6",
+	"S452WRmlkeIDK96MvzaPG2tVfRwPACpXR/yhTMz9A69N+3vpBpvmYCP97C3vu3lsL/4GTe6W84NDVInU",
+	"EBaKvbTee1QIQ/jQbtlUACBqGaJbS12uWL7ggmaXFqT3Dla7N4WwEbT2woMhX7EilV1tm/VVRKBkRDuX",
+	"t8oiJ2fFAsPNy3runeFI1OTuWK+Tb7JNs8zJIzTPoTAnVb5ams2lefqGvHwOxddGgolUdaDSCRdBopL5",
+	"CuVe+GVsnsW2tFujJJwzM5V4JJI5FTNXZo3/wHrk6tmbrw1PemeG2h2cniUykzkpRGZoMUYQQAVSl1S7",
+	"HheUOUOkq7W9q05o1DIreseP1k4mtBBh75snEghqUuRcry4BoQ1FEUCDe1Ig8DD+9dwRuL98d2WIvwW6",
+	"2oAhfSLIqxdfPiUvvoSEtAQYFVbQDKtN48kSWNwkJWgjUmgXPnt02se6uSWgFmnHanY9/unHf8YRGonN",
+	"7tEl716zlULRGjHmjAAEIy4J8FzrZevDBwDLmUrcDKEpoiWh8ty6tABzLQufBx+p4eGhQ57rpexms5L5",
+	"a4+834Wy7iz1EfNYXfzJCwKACHgx6HKpeiMxEq47LI6tWDbtziXUTbFRvAE6DfBZCEkv9JwJzSGd3gYv",
+	"gQfed2nOrVRoUPzss1uZX0NqoEtD/uwz0s5kQjOiiomVIiLypUyuWR6Rr3yB0Yg8ezog8obl5PLya6iD",
+	"1oFhP4NcXLP2cYCDIRhLd1SR/ct3V07EhmNAw92HA4NHAKEEtzZlT4RrzqbWIahZyowGWT0bGByNR5Cr",
+	"kbhhOWDlR2RBAagAUCY++8ybLM0qeXifBQRio/+W6sCuKW9trqrzUdiaO5BpyF04irogVAD6XvlpmXtr",
+	"zjjIV5bTkpP+SY888ad+JMItVyVetBsEjAmmzXVU1p63wHMgGfKZ6HJB5jR1NZBHAmqHYTiTR+Kqpqqg",
+	"BoD5Jj7M3FWqjs29gvwfBaBPUHjwHxV14R+2uhf5B1kwCibhf4zEP7rdrv/PfBKXMFsx+Qc56ffJPyoA",
+	"exBIg/EGOplbfU4KbXgKwSbwINV/bmuNeB8ySK2LCRd4cEMqhE98f4AgY3soKtuQYldHZmrm6ouZOUmZ",
+	"kQBZik5uQ1yN8B6gatqmpjKf8DRldrrHdrwVcD3ov4C0Uq7CoedMySJPmG0Lta+yIepKrcu8rGtseQEE",
+	"vFmX+YR5nFfSNrKFNVtYmouVBrBugVqzQGPHQuru1FA77PuE/IMUAmDRoGi2kgsGRVozxQ5Uxx32CI+6",
+	"zMFubZtaMD2Xade0aDF7sM1TtzAwlndcaUUmhYalscecK4JfB+cg44nGBs5tAyWV8ls75esl6hGsw+Jt",
+	"ulU+UNbBbFfbhq2EjQduZ/z5wkU4cE3apZRRujGtjFEYsmLlbWxeS9nNaD5j0MPR8dpBnsh0ZbqRLvc6",
+	"IJ+YKuuOqiqWS4hd7C5YymkX76pp062pa8ushWXF8KrNt6ssGvou2vGTJGFL3X0NEGJ4q7ju2E5zIyrB",
+	"HiqquZpCVCX2eQbnEjbcZaZD7qL5IkYtV5VZ1jaUTttiHm5jHfIHnvXBwF8aH9znPCp+j+0qrM3G7qSz",
+	"VpjmTvuuudowCuukgIth0ZBsKzOIhXINUFH+HsaYckUKkTOazAEdr20Lptssc9u6W0dMScdG3QEoDbEW",
+	"I6ccXsoy7o7D+hyDIg7V9ly+O4GoJ9I2OzqD8KeS9AEzugAn7MrZlN+YP7pPzB+xr+tvjy56tLGfE9hw",
+	"IUW3HHk5OPYOlRrcP6RW9nPbmKc13WmRZdjmo+oOHYTBXhj6SvAPKI3ncHMBVRpTscuTElvU8jhy1908",
+	"IEZyy82JvnDRXehbC2+okbBzQe2Y+jDPSTG7sBcIEBt9cajw7nI4MiPxxMP6YVG5d4Y/m5X6geUSBcHP",
+	"PkPDiBFBBn0jBeNRocI6Wkw7fy0Am5XmdMGMYgV8HIOlhmXdmwbil7IkM++34bpLW+BKjUT8RzgtnwMs",
+	"i5NG+lUObYEdbaF3pM9+FDWEIxqJnILwo+dUkAmDr2dC5lAeYCT+fHX12pAyo+wbAjkkf3725EsHTz1n",
+	"OczeyGJmAheEAmsoC2BbnmEZgUI8xCfmYXxhgWNs0Luv2vX/71onW/dFGrtMfUwDiHxANVfk6Kcf/9+j",
+	"wWOSMW2mF41EymfgpM9J3BsPu3EVVnmaMzWHcMcLjHdxq2hWe/YDx0I0QUIfllpgIjVDRvLqEpGG8EFM",
+	"2iGAB2oQeC7tqchNZxYSWoHoYKbifTBGluYzLrDKmIXzTmSueg4fz/4eIwAaaK0ZT5hQiI8PQsQUqqi0",
+	"niwNdesOev2WiwoIn4FNbLGg+eojtSIP/FnRxXyxmVa/d4TdGD2eLnlr2DqGR1g9CBTXwzmUy/nB/HtW",
+	"V4bkid2TQb9PSmeXs6fCCiliDmWPfANKjZAovvVCo9yLtDU07dviPGDNBKIKgxj0+07FtJav9exuhKr3",
+	"CdPO/tiS1xgwPGeLneY12zdotbXBymghVoQaJgFgOKc4sLpW/QQOX1gqBypCxUDQGn7/Ntzkl/yGCdOJ",
+	"URbQu05nCsKk3EIpDB7aQIzHSlRYzcvRD8jX3JwJCs82J8tcJQAar5WtwnJuhvkrCzN/aD6xNgJISrfV",
+	"puwhhh5aodUEAQnKfQj86qdHAzhvZpFaw9Z/3AxGo973avnW/K/fPafd6dv3x4MP9s+374+i0w/lb13z",
+	"4OzE//yHyj+edP9Guz/0u+fjbs2Df6+zKNdvZ7mqh69x6V+bKUOd6MOc0XS17xVhgjgJAeOynCTjitji",
+	"KsFBQ55jbywK6EbTylcjwd4tWaLVBQgiJdUMYczsfXTaskNQAiWTZxlZ8Jk5VGJm4543buMbM697X8ay",
+	"sFZKNZ1QxfBilufB0SQyCJ0HD3R5YRKAzm9o0UdfW/PV8YNPnGq/u0eR3Vtr/BlcQO6kM17hZrHKAoV1",
+	"xR5gpb6BSHyari5IjGP3ofE8mZOULZlImUhWNrSwt5WYmXXne1Kzm6NDYF6HWlqbbu1FAurFvHGOwNvI",
+	"9ePDRbKMHb9px3khEMAZMyWcwxBgS0CMHbvsFMP+4S1G042HsAz+Kbh6TAsZV9o/9ch5EYkFu11/bh67",
+	"WMuNn0bCokuv9UGqXYCIEncCe1QBsvGs4Kn5fA3KAJEFAMGtYouxoAbuowxsAC7OrVrRwIIv+aIGIME5",
+	"HIQ5Q2gzEH8g9EPpvEisvLkEmHhXAVytlGYL0/hiqXsEzZ3BtmKzzuMZ9QcngYODtF8tmXjyApL3FhAe",
+	"E6NfMCZLnlxbZHEps27KplyAJ8ZwtSUbjkQMR6Id25KlMQhDdjtc9wAxI5aFBmM9NX+ip6T8G0w8eFxj",
+	"SJwBcYmblt+PgH+MWkMyak0LAUswakWVv4bkvRlBFM46CsT8Dx+gttxIxFToeS6XPAlHXTfYMV7mGEqR",
+	"ywx2y4JPmBaK2dxR/ZGwCESg0Zh/aNzAN88ur0rlQqHyJu09auAHT8wdvYIrGu2QM9a2BDfNiwt/N/pW",
+	"KS9YV29IwUp8gkWyDIJr8S/cgVbU8itW5/58e1/O5V3QZTdRy12f1rD1/aUlRF4xfzsS/48soNqxId7g",
+	"Z+j1gPZJmTmAsAV9NzaHXLWGj8H7ZMnexjK+KcRG5jyHRy6PrAxVCQ9GTfT1lhz6bdEMaxRrr6iqbTn1",
+	"dscDkowy1H68KziADWK6WUlSHjzUhtyWAfM/2Yf5f0FTFzgKnxzt/uTbqkkbvzvZ/d03Uj+HGCXzweB8",
+	"9wevbljuAQzvJcps/+pSy5x9G4oYFY3UrDYwbcuGrf2C52u8CTF3HDnsGlLFxczp7KFYgDDnpURg3U2N",
+	"4sA37JYpjRaliOTsRl7bfAcMjEqJFKyEQoRxHPdJakQaF8zGVsQINekFGgBGghLFkpzpHnkCkfTAAjG8",
+	"kmaZjdcEabIs6VN6oRxAvfURDQkdCWe0CqoagW9txrQiJ/3jWunb8OYnr198Zea/g9bacRo+7mExbf8X",
+	"NUM0S9pEiBHbooYK23iGTdCundrSS0A63uPFpxjjcX+qbetN4VKFWSetQX9w1j066g7Or/rnw35/2O//",
+	"rVqkzL0zWH/H0L3WcXKSnrKz6aP+46PzAT2enCSn6Rl7NH3cPz+ig8l6omLZ43H/6uhk2B/Y1uxyJ7yL",
+	"ucUQ2sCm/J0hqrPr8fH0r+/OXy6ewHNfqcs70NGx27Nz7iVy8W804wkLXwdK3TqfDKZnyRHrHk+Pk+5J",
+	"+oh2z9PT824/OUoH7Hh6Qk8nrbDe1fd+z98GiobN/DF7UwkFau2vduBhhvCiGtL9BPIJiJza4/lL0+k9",
+	"yOFz52f8LRJqD8ti3eBVuusI7VuoAKBqSO3XFvrM0C1EYK7zomMv6Nt3tlrIqkOSGtvK64DYnBgJHXQP",
+	"88bln590B6dnLtvU2Qo9ISPtEnatmY6SZzSZj4ScgkcKlSayKBT4nUqX9aZ+A6mBbetxHaKV3jrBL4iQ",
+	"2ig+YN4d2o6eVPG0nf5ia+JZAgQlH5YsH/tLGZP2ab8DmtlImFeqmLt1jAAJGN6eli8/9YVMV3ejirUk",
+	"p/bW21KFNqFx7wv+NBiov5NV0dAwzw8b5P3ojlaVX5ii/1ZoNVyxtTFNHn21HPz19vHf8tMrcfR/V2d/",
+	"Tk7+kvb/xM6/nR5//e7Ry+XgG/X4DT39v5Ojp8fX53/7e6uG6t/tBKT2rDYI6NfMSSkYag+yVitqzRlN",
+	"GZaQewoukKdS6FzW1KmLheyCq9VG3a65o2jQaDnuTY3lpUy2lo+xAzr078GEft1cqf949xd2ZFfoI4bP",
+	"jvbo6ErKlzSfMfzgdJ8Z+biJr1nK6dUK8Vh+S6zTsL1KyGRVvO40cNE1Bebw/TVbjXn6Ac9yxupwGN6A",
+	"+lKWE7VpW8Ayq/U6EK4dIuJslVpqwwfg5SrzHYm2LZo3dBpS3OkR6A3A3b3eZDp1IbpCmnZnhs81cN2R",
+	"MKwTv60WM7UqBkDIsGzq1a8Lm5rsPqJiJQU7sBHFdCTsovbIk5rwvmu2GkIsXw2LxAYDFnln7eEuImwT",
+	"YQvW8Tcgv/6eLRNv3AFz97ZR2K01K7wK4qmd2IyyWk3cKRxKd7SH5lCv6+CdWkf3v/q0fjql/+pTao7Z",
+	"rvO5ZvfZYUH5iq1efGld0ob9FClWvao95d/NJUk5YgtFRASmNFdUrYw2a3u3k9PTXLASRnOZJ5jzKWwK",
+	"5VpOG+KJBVVWUxcdjHkrhj91IoxQxCAz8xxYJZciKnHAQPh334FXDd1OqHM6Nl15y9BlvEARWYaX92Ik",
+	"fEEfxO1erYF7h6y/jJDC3Amr5I058NMnopL8hY3S5ZLRHBDJfQyUzzgjJV/2z2z9LgjINtqCBowR/NYm",
+	"YSpwoQmtRoLmFpgNiibAbvdypjHuKyZth8B6jibPTo+8Muo2Ao4rIqcjUVPDnSBfpynh+sIyaYg79np2",
+	"o7nSjAAHt8tk+Qp9jrwqNsCqqchBt8SoOv2bBTkBFB4sKdxkviz1r4ZYE8z1qQn5qGutkkhY29zZyd6N",
+	"ObiO/Ui3WcmvAHrdtFezdrhUhk35mlmlgAYLG5CWWkuvP76VUQVxOGHsTUOgTPPAjPSahxnjALIIuUjH",
+	"x8fnnaZhAUJMZUT7pYFuG4uF47/LMAAl6qOG8auzhuMiwB2ssZgcOWtIymeAktJ6PD05Pjk+OTs7eTw9",
+	"m5yfpdPH52lKz/tHyenRo7PJUZ+epY+Pz8+O0vQ4OaLJ48eT0/PJIE2OB48oPTFtWeI+XqjW8OQoarF3",
+	"CcuXJdj8Mekm5MDcVt0+++xR56BVKXDdX0s5bxozTwEOfuAAoVqeBFfyfYcbWeO/rKXGHBoPbxj6UVtn",
+	"06Oknz5ig8ljesL603N6PDlNHqVHbDA9picTi+/TGg6OA7NMmMfqkS5a/clZejztJwN6zk7S09PJUfKY",
+	"PZqe0dP0JDmeDO5nvDcEabftHniQJ+OhTPHJov/grldY60zOSJuWDsCqRQIEQG+OQESjWmHwDdNFLjZT",
+	"4Vg14QrKYWlpY/vNz3hnDhTmxxFbqUSNRLtQZt4LFhEULCJinnQXMoUUEIiDppmRSq4qnUJIZCLzlEGo",
+	"gwuVHAlgbXCYDjOqdFcxJoCeq4Zola/ZvUMXYWW99zMYtvnx2id3+qLo37dSdtN6G4W/ARzcsIWk5EPU",
+	"YgvKM/fg/+eojTYH3tC9XOmxmdom5Xtc2q6r/UWtRWY6xc2wFG14eAh5qXOp9PBx/3H/MGU3h5KnifNS",
+	"1vdyPjwaDE9O/oboCBC24QaPBci9q9jOZz8K8toT3AaF1Kva/ij84jTjt+rTy5mS2Q1Lw6UrqYDLWywJ",
+	"QVibuZYcvHaRgDY5tVr7PwZrhw7daIAw4OMHIbEaaFIQsTgSAbStTZlJSViCGquy2nC1hAqiWZYh9i3W",
+	"Whc+y1I16SBu5Pe++YGX5X2lfrYnBmHxbNMe5Kq5SHebuabG7B3uvv8uBCXCd20/+AekRFnHi3tUFrp3",
+	"kNSukg9ssC/gM6FqbujAkibXdMbGXChNs7JrBMX3f0Gu2Djl6nr9GYwI4jbXfxFM38p84wOX4BnC6UGQ",
+	"/BiyBtxMSjEKiWIJvYfZg/5FiHjzf5SAgvaBrchsGwhLkuALYeH0YWtBBZ2BtFQtmz60AUfVaunDFkCv",
+	"bxZVHx49NspjzW5YilgKeTWV1Mu6RWWJ/akaw80aG3Ubw6f9I7CC4DO75vhD9RGDEskYuCNvwXeX88Sv",
+	"Qzj4Qb+C8tkC5jAuQQs8OvdwrbaNw8/HtX57B4pflodvoPmFgsQHd9c+Efxmgv/dOvBETRRDSPXLMvmO",
+	"6ucFwl3XB3i8KYRCzNQKFhVA1MSu7lHseh/67DwXiMqVS+wFQS8F5xXiN3i47wDELyIQSe4B1/NCYLGK",
+	"XC6kdggSRrvpkUubq2c4iU/sG0KV0kPQNbqYzRcT6g2PiqSyOZriTSHuE0pR1tUrzNUnXdryKmioYjrt",
+	"Twrm4E33uzpBQcW9Iij2OJQe9+tLQ7M+REbmu8NXr+2+tH6vLvD+HqTgqYVD+Ff4zAd3+viXpW77jG2J",
+	"d/Qe5NB8uIc76E+YL+X3dt3n0pXTKZZPFOtELKSfQUVwT0HDogG1cvOlq0Mub0VZRMYS6WVWINEuy8kc",
+	"KFdvJg5q0cQe/yYaiYoR5aNCkl1jvZGIAdT/82u2+hzKb0HtlyWjADnTWc8H8lXVE5rnACqPjXu8KaMb",
+	"YJmAJnH8sqyGcDdXlhUeIC9/H3PpSzOMS5axRMOpbLDoe9y/vcjwWk2WBivz5jKBpTmGHPxc2Tx/WKcm",
+	"c3P4apOvYdDguWiMBb/YdhZ+z/Hfa0bOsNjHngHh69Pe11hb1syo7OiwlXSxandDdLjt/rQaHU4FzVaK",
+	"qwZL8kfJ8lgDJgRF3Ajx/nDH67HbLFyeuk9G4J/JBBRebMfC/LHfEtbNwVkH1T48gJoX+V2Wqg+cdi7l",
+	"4Tpekn0ONh7zprXqeuXARoKpsLSb6QjDB4zqQl4tbfoowj62fSnJkVgPR0A8TGEUgLVylOCjvgBsl8Ab",
+	"L2+FbfUWbFIjEZR+JG3qC7pYa1VQBObCls7xOJSECnaLbvo4WRYxORyJ2FdatOgnJaqON4xEPka8vogi",
+	"8TY3OfUZ+3CJjRIFAa4n/fNhqIsBkuFM+ozPEsDB/AJ14UKhwiuOc3rDRgLqcaDw4RaPpqmrl6FIbPc0",
+	"blajLj1d+WhVylbZfvnqT+OXz/7vs5dA4SbFWuXMBmq6H50MjCDHZ3eOZ7dzDNSxXySA/V/Egfq/Bg50",
+	"R/7TZFwKaNpafPnvMvL7rpFyv1M9+bfDv5G+lEWlGlj3mu5ZweTZFk9uKyGqhgKkAHwlc4jpCt7okRcp",
+	"WyylBmhzKjwKJU8dH0IcGy1ljzyHwDML0hdwGK9CTjjAcEOJ6lwul7b8M3FekZFYQ/ZDFC4tC9Nij3xZ",
+	"FjTz/AhLozpVulJkHADQfOFnD2E4pTwLC4WH0IRtwwdpBrAnWKTKVXhSruCjERiCPBOugnKJa0USf/rx",
+	"v4iSgJ5X2kUBQg+S5sxzV0FMcgji0xI+cqjadZXZgkhBW+mt0yMvamq1kfZJ/7wTOawOBPkxajhL7UOo",
+	"XifFzHrv12u0t8Nys0YQKRcdS89SMEjYCrQuBtQh1GCFOVUtiolbEdRcgJmav+V0StrHfaJGAurTg+Ys",
+	"yXGfLLjobCviCsi8hmTWn+AnI4FWDZa6SrNuaDapYghH2BUmCffKnIDI7C9W+CqBleqkILx6oRR0H7U1",
+	"qE9q3Vx3ChW6K9ssK6U28M/gbM+gEHppNP6oSVlJxhUAaYUrXyqJ5GDXTA/qq7K2U8DctoUYxIwLto6/",
+	"2bmou7TR5kXa72xvP6GkDReJC3LcV50LdxKNBgEnC8iRzldEoOPurnFhVo5aK8T64KegQkTRL7NJRYf1",
+	"62pLN01lblZ2JJBGNdWfjLaVdN6gIxfV+tBUk9iJazEUQ1Tr5XShal1ZU9eTOtgFvN6/dxnxrrLbb0ia",
+	"sgd5pzjVkPNTMroyzt8bV9bZpGGMf7TCzucxAHRbM8SGHcQCZ5Wgx6HNoz5s7aH4yS+iZv42bJoPpFH6",
+	"k/U71AZ/x6ThlWA7icLdvFP2nLz4srUXXGjoyoLwLFvw+441vQMeO/RZPKBcQAEgmw3UI4gcB0JwRhNL",
+	"zCBQoY1FrAFvedQatWKSZIxCnnDngqB3UMU4BEW4sFBx+DwiFP9luC7AyNnWuCqFsHhkacOoNST4M/4G",
+	"o1gQmmWmp8D8iopFhZkzVxpkQcXKI6O7Et4RWCfX6nRXptaPh0TIkSjNulwD5oayMhsK7mnH4pEwAtVh",
+	"JKilIi15CMAO2lrf5GpemmJ5ReUgUDwcNRIo9qh65Im19h4P7PKZdaDcQjB6dhNIMFYmWbPJAkxvrSG3",
+	"GveNNYuBeWHUje0VKzz4aaCKWJ9iXY6krJxSw6KKZXoP2++dCDGWxje3OWwKjmcXbsgfavhekwnUnI+o",
+	"pRldtIatRVZjQO4OqubiR4M7mIvXhrxv1M7Py8+ZuBnDmTAErzSyv61FSIHWjo5Knn13o3NldT9KMIA9",
+	"8Je7VHB+ywJDCTaHdP13KUB8Mif/q0EPMNsmZ3AdDSMENg1AwJb4I+b7R5ubDzE97/0vKy01h6vGAPBc",
+	"YiJD7PwyNw1hTrQLk4/RzGtlqJo8hJHwEfWdHrk0stIt5RoKUck8ZTlApUCqes6wYkdeZAh85iJOa5FJ",
+	"CvEUC9feI9g0danNmCwZhP/7hMo7YDTJlH2KLf1EFT8Fo/7Lg1HfOIBoi+C0QZa3xaCuE2akQb8u4oyI",
+	"+9a3dTjh4lDNSTeJPTS817J88ake+Y5yrUixBAXTEOGxikfCg1nELlYXa3f14A1XLqvjK1VhzacLVwfN",
+	"FtLIC0GuGVuqkZhJIOnKZhl49avi5CtZi38HgCm8pbk3Ep6MlcWEEMIEInlkaXuA3sHbqE2nhh+bjc9z",
+	"fkMz5DK9kfgOFmtLjgPUhMJavr6IkbJWxmUu0yIBc7nSjKYAPxxDRQHMyo580d/DGKsFxz5dG3DDSIwr",
+	"FzsIk7KKXLvcjdKvslxmq4syaw9WemZ+pUalzhi1mr+veS4cJ8V0Op/V4YqDrlcPxqnGnR7BlSk9AENi",
+	"A5+Disq2+h0FT2VNgf+6XT5yaIToEORYItb1FxQ6Roz+pV7FEZkylqKuT3Oz3EtXor25DjK0FDdKCS5t",
+	"5AGyUppBFpJb83sP8PQh8OpPb549u3rxzZ9aw9acZZmEstxBwNQdwqWw+19AttiD3b/G/b7E0vWfRJJP",
+	"IsknkWRfkaS+3sT9pBOI1W3Om3niw3mhZGMmxayb8RtgZKVKtyE1eO8zJTHSvNg3ZNm8YdezTE5opsiE",
+	"6VvGrMxVjj4yn0+ompcfm6+MSGJ41VRmKctdVQE4PSPhg5N75JUIkKWDMJ5pkVkOFa33aIOBjJYpJCSK",
+	"mF7jkbBpSTa4GobiLcVRvQ/RA2V7R32ZcO8HEpd59ivSPhkMyriWTo9gIJqqhML4xEwnvGBRUMGaMn2e",
+	"uj2+t5nTH5bv37eg0p6Lh9kP+NkfyuGgTlHeyNa+Q8KDneO2jGY3+ogoOCpkgshxn3yGn4j0QxHpqyoR",
+	"tHcciYw7fyGh9jfqF3d01mqHlyijewIH3so1e91FWT2JCwd0XFJKIsVI7KpXCcbBHpQWdxiKWPX8gpwM",
+	"zksKFwL5G5pp9UuA5Fc9t3gYGOLzTpSPGW3DKG0ZX8ykKZnZSCBYs3XtoV1xtQXn35KY++gBW2iej764",
+	"K8lDFvFwcP536nwHrQXcAIWS/ifPyieB/X8VLwBiashOSJwaiP9eMvrhe/sv8BtvzTB4oVVVPjfXMAjy",
+	"h+jKkDpy7Q00ZW3vXkNYdUgJfyaE7D3kOQzagHplnrN+kuQ+3d6Hur1yCaA7yMjKnBysjWIku3+FIGfv",
+	"xTdGaLi73PcxZMYsmKEMP7P/4n4TaxJoDR30BgHSRqGrAw54esPSZkuCIu0JVfMOxO5BJB5LezXVLWBp",
+	"fjl62EwLrZRV8plPpPATKXwgyyMeroAa2ioaKCgEcsbHSDfb4S4voYoAABlkXGlzV9uYiLikubI1tUmc",
+	"qbhzQdRqkXFxreDS5gx3NQJv2FQiTmav1kL23OJSbgXGf440ImcZ1fyGuWLN3j9Kcin1hc9IAKemlI2F",
+	"lVOeN1RVNl8E6DIn/fOzn6GAsunf+ZsggQqmbNEX+2cnJ2YUMuVT3mDXO6pGCaZU096EC1hGM+7wCUJl",
+	"H/UHJSo/xAsaSu+6fHR6escuzVH1veEf2FFlycxE72BJfL4DGBFZxYEidtk+mRM/Ud6fi/Kac0hoQGLw",
+	"8IVk1iFJ/pLmw930/PC9uZXbVVSfzH5hWAkSV/C+cAxgYIulXgUR7+c98ipPGbKCaxfJ0aSjmmu8KZCd",
+	"1CXjYzGXtszBXOWMh3SimNCdT9f503V+qOuMR82cdp4xKMIi7Cnfdq9r5SLgRAhTBCDGhL2jic5WBAyu",
+	"Mge5B+QkM0yEDuqRPz978qW/UT6ACmzfmDQ7ElPOshR/lAVKMROZrmxuzLMrOoOsoknBM43Cly6HYrgv",
+	"KFHIxVH4GAnMbolHrVHR7x8n5i34F+vigwW8IBQ+HLUgCm3O3nUMbyVc+9qHt3NmUShsn2Yohg5oJi5G",
+	"In4x7X4jBet+TXUyj33wkJvxcf+kR54QxcUsY7BuJDcNk3b8xvx/iGv5Oe1O4mgkYvdXHBH7766AOlAO",
+	"a+PMLaJU2J6KSCEyphQxY4FGXdqqBY4aCbOGhuRh1zYKDuO4PLE7OuuRSzNTmuF7yiyJFMzXwDIiLr7O",
+	"UluAAaTRuczs0rQH/T6UQ0b3N4wRNsjSVwseIghNb6hIGGlTJ0F3yJyqkRCSmMFiaJZLxIfh1Jd6pKml",
+	"ujsKTFXX/s3zp+T86KhP/ue/j056g05EWG/Wcyve7x71B8exl6LxnJYyIKzx/YAZzRzVhr/JbNECUv3C",
+	"49M0jMrJu3OJq3WoUpdsDwsEiC23c1cdG3YT8UPmUNubK4JHygcOrJ2EbYO++/LdTfGQiWYuQLJq7bAf",
+	"lK6HYfOHUVnjacIFBTVqfVz1wvpWEkna8VMcRRenHJMZd1GR5qp01tCpMPYTF03tgh/Al+27HyI4Zru+",
+	"gXc+RK2XVOnu11YV2olzQJX278JCDPpnv949sRQMNCZHBR5ynd2W4tHehBPAw4CcB4J1Krwoo+7B4Tq3",
+	"ineVrf4Fd/i4TpT9Rmri9GfSXueGQMxY2rkwVBx4enXR9x/9h08i8cnR2R6uX3MCv5H6kmquptwJkp/E",
+	"6YeyS9LUCdPtnN4ime88vHa8Zgc0/Rn1ttkU2COXGVVzhnDgE+ZkVLLMKBfZaiTaMerJstCHzk4Wg2OC",
+	"qYQu4f76N/7P4Hn5To+8pnpuAxUhih8jCn3ntn6Dgx71Ql1EPFiprRMKQgGYz8oynfhXNZCkQTxAK9uC",
+	"Cy/ffEzZxU1PTlFvB4Z8CqePlAgI5mMbgMnFjCxpzoS2CpXqkSdiZdm/r8lq+D8TujcSIGlxeBI3MToE",
+	"kXH6kBcYDHuMO0ZIhOH4qkkU0N280drsG0AZxOvmWKNUhM/edW9vb7uGp3aLPGMikSlLQQ1ZFJnmS5rr",
+	"Q/jVNBmTNhUrEvz0WdyxJeadCnFqffsj0Ty3iEBVz7UsEcVEqqxWY2RMOxhcfKwl3KYIiYEbfaDI3wsJ",
+	"6g8lZpAHiqAi2QnKERstxMODGRkbcCd6I/EE11Aazc4HeS3oOyh2hEV64mBix9CmTWAR0my55jSDHi5C",
+	"c5nVi4QkaD0DQI4plKr1zZ32H5G2DYKowv/GKVfX48Uk7kTQmXkDoHkZN4K2OT5FAqkrC0ZtgT6nk5oX",
+	"WKlh51DDj6WlgmyLNdfpUWDX8uarfSLNflGB7oGhE0rr/WHoL7gr5NqcDk7PWsPW6fRRfzI9ekz7j8/6",
+	"/Uf9ozN2fvJ40j+hLD2ePB4c9Y/p8dmE0ZOjR6enk7MkTad0etSnCTtOzti04qu4k8/gOyTx2zQRsC9a",
+	"VvApHO5TONzvXVoznz3a/dl3jl4/L7JsvbYWVpzfS8jb6pawBfZ+DTm4z3PGflhL6uAgGyaMtIN0kBgG",
+	"HV+QLwP8zAQqPZIpNJJ3hoRrNRKwBpHP4rRJlQzCWHyqpWL5jeF5XCRZkbK0Y+H6U9Z1nv0A2r+Ul1BI",
+	"KhSy26evv+2RbwGsCeO8f/rxn4eYMhpHxPMyRWQ1TQU57kic9M/tzNIYRBZrMeVa+WSdOUhkZWlHn65z",
+	"O+fJ3CeoQmIoir8eGtfGJsQIZhr3yBOCnYUgmGhFBrRiVwqIpxkj6paxJcsvcFEhyssiVpoB2UEbCbxQ",
+	"GFO+1rQzVAup51zMAPT4jQ0zB3gna8gLqyBgsYBqBlVl28rNpDkbiWkuf2DCGbc7Edb09F86SZX6s7Vi",
+	"GlOIpQhrFEBSsQWI9qiI6uKOSFdcuTWYrEiAejUS7ZP+MdifffoTCJcJFUb+g49KoW4wIHF58mOsdIEV",
+	"E11XF5BasJnQZd4ZEkBVitfBTucsSwnNstLP0Q4OaHgiEX0Mc7XxeKVus+zBtHtwzdjS3TNc1viW5uYv",
+	"ZfHOVG15O5jw/xoASdr40Zn9KICMAupWRYzyz7bjRGE/Pz9MVGQP+Sdv8CeBaAPe6TWSss3s14/BcYLg",
+	"08P35n8fDiGa7ecWWmSuHzKFjM+gWqkZurOLmcmsCTZhCeK4g5wB9PaAf2F9+5HAAvdGUoB850kubxXL",
+	"ke8puWCgk2eKWWHC0nGLokfasdbZWMWRj8w7Puv3I0L1SAAM5COS0pXqROu8w+OjR8QilwQlXUuw/sL6",
+	"2+yXI9FO5iy5xmRgLI/kfLbOJAeQnoC8ATPjCqsJpbhePIR7TGHxEDZyHf4YcTBwreyCklQuqBUlYAe4",
+	"IvGh/fHwPfT34TD2UpPFUD9QROZ8xsWF46ogKfbcNmGrMchbS2ZtHWZgtoITfjwS7djIguOxOf+m6UPz",
+	"9h+h189/+vGfcQR1EBFzZObG3OmReGTou5KCZqOWAw+xZQ1gHiMxreyB7dcehSGKC2trwDVZFAqA6M0w",
+	"GNY34IKcQWGDdmyejier2NuoLAINnkbbNlF8JizKuT3Nths8aXGJ1hiPRPt29474glsO3ZSLCCOaKMpd",
+	"8F6nR76BuNW8lM2IYW4IjRMWeI9d7ezeQqZsaE5kHg8Jil9fsITiETWCjSw0Q1e+S9I0GwZkJo5ItT4W",
+	"lObCRE58AUUjmsyhMnRpX4ZpGZmvOXfSEJmXXFx/bPIkEkF7RMy/oUZm9SGYoz7YotiVd4AAtIbn/T5w",
+	"+T1rZNshP2R5qSZkz/75cPDIyUV+Qr6Oe65bw8cQO3BXu1iRZ61ha671cnh4CCicc6n08HH/cd9ThZtB",
+	"T/V2tdUz/ff6kzN2Qk9Y9zE9Oeue0GPaPU/Pku7RtJ+csaN0QI+Pe0ePzk5O+o9PBv1ev/f307yvnt8M",
+	"Fk+P3l09vv1b76+L85vJ5UnxcnbYuvNeNElp5gR+Mqjdw6D2u7WP3V+6+5oCZXbyTEnYUarREok2CgkS",
+	"WI2N1aoyqc69pcEypvZXIQ7CKrymer4rItjrzo1ZHl/UGTtcRtO6ZaTkWw5aL3ZIZRsIZJ3SJCYFcyBj",
+	"Evgh1YSJ1IsFAb6Axa9zR2SsdRZHpFLuuQFq5bWf6s+YC2Y72Zak4Ffxk8L626scW+qRdUbAkIyUN+tX",
+	"lADgB3X43v5zVz28Sy2XviaQBwMEpCcIYnRPdc4YaV89e/O1rTH21YuXLy2CNyWznCaMLFnOZdpBjakS",
+	"6hygCOK9b1scYYtoedQnqtMjr0SFOGChI/TeUkCtIrwWT1hpuXzt4c1/7su/4+JHLt0fghdwJhM2lTn7",
+	"lNDwyYT10Enym2SqmUg1ZjO4S27vKubYFyryP3Bzn9OoeokjeJW94whn0aur2vSruZWfrt5vrzrRXc72",
+	"z8uATUcPz63R1/XrcIxfzemtqhYvrPreEKaZ3EJ0lZ6zlWNzPfLGzAN9sk5TsMmEo9LfmNY4aOtAHYrF",
+	"/Tx1D+t6shrMJ+rxO/cjwRFmG0EFH2M3UIIu1VzqXwnq/FO61EVeDXkJoeWrziE/+LiDKPBlCiOheTLn",
+	"N4wYfR1jQRQAQRA0kEOlLVfimucYftt24TNSuAhNAVC2Cc0IX9CZLaOWVTLp5K1geVR1xbhAhK+KCcsF",
+	"00wNfTbntBz4OOV5fIEdAM47vDFh6v9j7+p3G8mR+6sQRgBLSEv+nhlLOASOx7c7uMFmYPuyCE5zaqqb",
+	"kvrcInUk2x7tYoE8TR4sTxLUB9mULfnjZnZvNzv/2ZKabJLFYhWr6verynVWY85S7mZ4Y2RTiNjEC1Tr",
+	"MPZc9zzS8bIh25LDQ9kJe36xzDH7GfRgQUtRUkFneGMxUbXRMye8IUJtii1kwjS+bkuikrkIVNwzWWmX",
+	"YP8zNmO7hhnl0uSu+qHN5X3iqfC7zvHhqcjxy5wqJSn3dog6fc705ZikBMqrOxQPkScDycHUmsU4dJC3",
+	"aGda3bWxOyxorXxfXGDgLmauWIUVY07IurpRA8H632ViYUqe6LTmFTkEmGsXOfkasl6FU35WlWIC5xrT",
+	"rmctbklIT8f/srXa4EDcS+LOCV+ig3D9jUZCgx+UNa4b3hXcVQHus8tC4GtLfrPoHB8cjXTujenV0s5U",
+	"3iJwUjeYrL1A73FriOeKp/Zz8DE5kYQ8Vc6cnsrCk1J+5qnK7/El4zaPpdu8ThnZ9uXp5E3xunylTqbH",
+	"+0cHh4dHR8fHJyevXr1+/ebN6elOtnNTIRFA49JKzE0jfn6KzEuTpeNO3Bkc7h+/2X/x3G41Wfj7/u+A",
+	"sPlrLOd3kNoTBP7J7J5ob7WGWWqCbbz1+C4NKIgzyp1cyBWcdE7ksq7/wDQqBvMmFJ9JkRa0L8L7of4H",
+	"zTLSeVXWKo/1NYmRlVLMpdm2cBbAQ2NZeCSwbU/JpbQ3qhyiTbASM/MQfL5yAo1VYs43Nk2bKQ2ZHGAq",
+	"hDP/IYxzayq0hkWG5Khos3CmLubQZk+3wqbDtgBNnLCnUQrqVZwIMiw1sdS1+TnboL0ShZxq1qX0INM7",
+	"g52//mW/dyp7048/Hh3+9C87z8AEOGsza4cPBaF90W2vJOt6M9oYJxnwC0yMqZXUzyrce18tqmeFCs8b",
+	"62APf/w5fWmegG1BsTOxBDvfTNOp+tUfMr+xwFXMzVoTx+foyL0f4/59IlZEGDrsj0TtzOEidm76gp3Y",
+	"NojMhj1lb5NviKYtc0ez0mwbZM3XZtUj9VmlQ/r6RAWmasrrx6yrRP2tsWZvUkb09JrR/Eykql9ebr/e",
+	"CW/AcEpt3U0iviXUgYz3QcyY9TQk8smHzN8Dcbx/3N0Y1tguO19erT5t8P/aZfI3FnZ4WrpeeKvHz757",
+	"2wYEkAVvq3VKNyBtlVIV+BiHYlrpys0xwzmtq0eekMdyaPojneNN2x9u1OoPmJ6Zi45VSyU9zEMXMV5d",
+	"vMDD7tC0DZc5opDWrio9YxuIqIPBPDVOBV79jtGqZ6ZTuhiZy1vkckovr8ioRECU7jZL8Rpn58E8b7T3",
+	"qPjkuV40tHxFj6Cd9QITMkFfeHX8j6AtvIcpulK14kuVX4uVl14CqU9+XFBrgx2Uf5RTmHy8Y5m8Ko+m",
+	"+8WhPFXH5cnJ5KB4o15PX8mT8rg4mhymq7kzYNopNS4ijeMmsvoX36GEeqOEqb6ZLCq/5ZrogKqyXoBD",
+	"C1LytDWLc7OemwY7yjU17CN6n6GYKl8gowNxfRIEgmMm1l8+I+S3atbiZKcamSQzmrP3aEW3qtY/Bv1J",
+	"+u35ClQ4VRhdOhE5dw+Pxbw7HGlKgvJzyaWeuMRloLNDdYcMS6C0Ld/2471CUj+Tga2xSR3OFGrDz65a",
+	"DOfGxg1yMDhK7lF/jj1O4o7L0dCj4wWVBRwcZjsIcgI7ebDT+GnvDTLWVX5MJO/7n6EiQO7QcscPS2VZ",
+	"r9Hf4SZ2P37gbaNpswTvnIiB41Om8etPwQcPnwplqTuDv6Daefn728e1WTJG1xSFUiWN8TmK8CVqcJv1",
+	"Cdvn/2NU/Ddmq8IyZG3eFm0zStMKO36T0nypCQuS8MB8TUicC6kLVb884B3b3c6KF9JToa80ICs6m5NU",
+	"qaJsIe0NYhTk9Go1YgecYStgskofwaajRZ2mmzaaslXKjUE3bPKLqGWFAhGarKmUv/VLd7LHFff+YP/k",
+	"51Xc/7jmDSP6pbUSJyVz/zjar4rqn6qoznEphBRLpUusB7GxNITOkeeadcx7v50xWTNBP4WiRGfu/dIN",
+	"9vbmflH33VIV/bu59HezvrGzPUZwm6k9qrntOaV9j4j/+/BElx3chKV4gNz3pvEUMcnJbsip2wglQvkk",
+	"HPOfWbkQd9Z4DDIvMqFkMedsF8ygxTfmJAX4ALFZzXTqlCeeT8fjGQop8plccndtMp5YVGVZkz9ORNGC",
+	"ZgphrzjZgbPQkTdUYjlpKToRnGMCkuVCfSsdJIR6g8YIJfUHsGwzxUGEaQ5WdLYOIUevEBJKKi1kXXeH",
+	"aB+DZZcJOdK5rYr5mLoLw+pIkV9WxfySPu3iE9ifDQg0tY+VuKbEWS6bglBpOnIEytuCNS7wboOqa2vM",
+	"YfmE2UwUTMRbkKGoq1tKXBoQ7gmMiGFIUFLVspYrVXKGCs0IJnnwixAUtFqEtcp5NN3hWtL0SBOeH2ZO",
+	"g92f3xu1R5T3IGg8+CyM0610MbdGmyaApxCiHzR7q8REKSLXwpbxWEmmc2nNpFaLbsbKkdK3aCg43qI2",
+	"Tjk4IeE4UNqPdF1pJTr5AO/tkXE672K9PLRJ+JcwoXgXdHAiXF9cgoekVRF4aRFn9wLeoffubY75TZbz",
+	"7NhlCquC72lVoapbVfbFf5DsVi6sDcskHqXkV+H9El70x61J3pfzcuWYc4iLpWGTgAidiEWlG8SjxP7b",
+	"RPYkSWehFsau2EYIXVJtOrTBZEbWiU6UdRD9IOz0OMt8d4jOHW7TkY53zNwqyOffG9VQnFjZbroghAMZ",
+	"p95xyXuwhESUpf5I83SlBB44b2jQkPCKLbKLsvmw0cFIJ/t7l7OjmIpKlwSY7zmYQ5oKJ4Q1IyuaoBy7",
+	"GWmtkWYtCRN5h7ATMknF8iG+HTbGI/4wDfmpQPLlurRVia7tMBJpLHEMI82rcpALEH6XjXTOQNQ4MAbg",
+	"TCGraYTpFzkDE/EPUo2V/qoVwbgEoMlGega7OXnKdRPA2Pso8ms77LGA98cfD7KD0596yd+d9J/uv20K",
+	"hT99n+jVJ7+Hk7oRA/MxOw5f+4pTRjabc+lZ/tWG+6facH9EvcdhiF0XzAvpGLeLT+BSdBJbiq2i7i/h",
+	"glpF4KFf3gUF3RZYCULY0Cu7qLSsMbEnBZQLQW86AZd+lQ9Dvg/agTNo7erdN9+/++78242sltUPCt7p",
+	"mnv4nJzOwtRuZ3BwuJ/tWHPndgbHz883DP1fwaw+C312Q9j8EofzlX/8K+Dq7462E9Gmo5sbFcSui7rj",
+	"BW6v82Wlfwbddh0g3WdGuQCy5LzUpbSlqDSo+KDx7t+/keqX1qJ5ivjn4Hg1+gZcTWi0kxeNrUXvWvTy",
+	"Lh/jTkixrJZqyA5doFRaLsHgzTgNUReNteiF8A8CbCgSniL8eF/kykw5S5PcF8ISxZdG6+pO2hJD0nBs",
+	"BYUNjhjYOU789W23LxAAl6xjqVetaY4uZ1v8sa7WcTnGZql0Di4XqvmRZiCsBCETjVl8ZYJGzEVbaxNu",
+	"I5lPKNTDh/igb6zGAjr4QlFQqUPF8kdULH+8f9qmhEbzvc0PsC1vFM4JdIjLAn7CSJODoQ3dNlD4i5DH",
+	"aKHGmJbqSbxz0TkMzhM6gUXDTt7x/pssYHjF1XqqQgXRv8LK5hHqExqGrwbo/YSVpML/wiyUy9ZouJbK",
+	"CpS3TFiJjpWfS2LqiuOkei63Feud8gFKpk59xJU4rw2DzSUCRj5F4HPZlEugzHQTcU2b6/nxVwg0/9nA",
+	"8hwge5Xt4MZsw2Ks0J5zWf38wghYvicQ4ImFIrmP23W8jt6Yr/BVn2GefDUYvgyaAyg8llKzxW5YP5c3",
+	"Wg8Yai4aW/kV6jCC8Txr/BwD0R/ha8Qhx28fQahDm4Gb32Q0xLyMmC+ZkUHgGFhzIZc4lApflLVhAEvc",
+	"wOwD53BtZCz0dAO+pGzrABvt8NYoE40u4yXm0tRVsUo6CQ1s6OSKjiHFuRlJQnJbqTFR/k4pjSN0/QdZ",
+	"YZuaPWcsrAjpjsXyWOgaUbytkCLkxiVFLOGYiJbGhuY3InSlBSXrg2dQhA2j99KraVOnrPFOdJYrPzc6",
+	"ExPp5t1t7UZG+Q2jDwXG6aNphXHMiqF8QiSeSeY1ZlY+bPqDsRhTweLdDWVAGWFiIj0OIWKCimdgVdH5",
+	"9vr6A/b9vZpcmeJG+S7mnDuwVAxeBGO5Dxh+C+XnpsyQXCoTeIrjo2xJcOvmXhU17SakSvVztSLgfvyw",
+	"TGuOZ0qD5aFKcfbhHZHi38q6KvGjYCShLVGaolkQQdJIb4WYxVABx2i74UtKZuLOaYd4GCsOKcz8Guxs",
+	"RI/NwpBUOWhplq5Yk/Q+4BYbxNLp//3v/wkQsbR7lnKm3EgHqdfCLOXfGxVbD6EjjlvQLSazFAX84aYu",
+	"hSwCqQAF9keaWkDvgq5ItTNYNQWfhPokybGMABvbya+U750bc1MpZHG6QqD63rWV2sE5FIeWZyI/r5W0",
+	"vavKq95b6SV8dFb73tVtAX9eqqlVbg5/fnfxHlu7VNjGtaHv4Z9Kz3oXulyaSmPZdc4siuffYg+2gtO/",
+	"5n8vPi1V4Xvn19jah2ZSV0XvT2rV+1BpfPhK2duqUL3vMSzQO8OIQ0mMV1aVlVWF5zjHWnUxyUhHjnQe",
+	"yjnz4L6tY8uS3OK9XeNbYQltgF6Xfj6ktMVIdkaWeMsKfiRy0r55t11jtmZ3HQgSrkCIScBew8TlKNxb",
+	"wY6d8hmBPH5IUpDFFbo4MogtfAUnjrnTyVU9mIXMGjnY2/vQu+rTF+t9hGv4Dv2eInXMhoG7i3Ya4T4b",
+	"rfh1zHSk40vjyo0bWyfjj/stLlTnaP91l6JQfYGlbRs2LHqPONPcMcq3CfoiCD5+nJBHhzUNa0KxwhU2",
+	"PGkYwjiKM59PsChuV+RvebKl97aaNF6JDm4l+kUiYDjJYBogpQTvspGu3DpAc6umJiv04wgSBtE7E+TI",
+	"hyjrOTGpiD9fvm/XkXGtiQ70cVhrjzIB2r6H6es8AJR86fHNhaxBlmMQDcObNxGoHEv5ecHQbMn38qGI",
+	"dw+UL8TRO3ox3CIzxWqQlwT8au4cVsC27CNHQ+HNslerW1ULLW+rGfNgwKbAaU1J4CpyzFmdLeSK3HWR",
+	"gyVnbPWDpFSEf0fzjvlUcU6CWK/jZe/S8sFJ6pVk/AkQ05HO789tTuf4vScTVbsOJYJ7+WIj1DovPYis",
+	"0YweIRKFjljtfElA4w5A3bsO59WO9EKu+ILkHta76FhVGIvRW/oBawLsA+QBCVEq5630xsYfMfh6W34r",
+	"SbsKpPbBHUQas7Kilh7HAxPLO7xyAg7yXl0t8FpmqSyNUupypPFGgtZRlqUFXdK5f/cBv453H2Oi1iiM",
+	"LvOhmKh5pUu6RPq0QsD2Vtt42zivyjF8VyncM8eHp3whdam8XfXOpl5ZYt1JcXKDSCW20a4bIQN5XTkP",
+	"tgmmXKAHMHbNhI3IPB74iLJ7rwFSCDQrMqz9vdQ61vhBII5bzdfJ/7OSA3HQPxBB+nr8ZWQawtSC9k4J",
+	"NUx4o0JaWynXTYk142lEtz3RIsZWN1iXZ1uMVVhi5rpK7NRtPsW9Wp1d0PwgmAPwTOqMEwYyzkfLxFSp",
+	"xIPjxsmB22AAWzNRFC83FrYeSbNDHmFytDSm/iZttSQ7Gxq8NqYGy7HSFekfzGloNFaf98DnAaVNMuzI",
+	"zvTG1E7ke4timdNpRQG9UN08U9pvcujmRpRViR7bILlKzQizJ4CBETDLOoPTMq3DE52E2Wit46asNnV8",
+	"bhW6mbKm0dF3LhPn78TfzCR0iW7wYJtKdbObMZq5KBgjjSkct4h1StNeGuVE5/Li6jrjucnuWajoQNKH",
+	"5+/fwY7Lr86+e/vN2fXF+OzDu/GfLv4rR81/Awd2ckcUk7DaOcBdtZAl3pIiG4dzDbwNaB3XTP6mCt+a",
+	"YI1TFiYpE6q3kFWdReWmS/yytwAntUgmCnPMqpnuVVrMZYkDJrMS3u5OOuqd1oLhIVm0A1sp9UFMqAYX",
+	"Q9b1CiFxwPpGio2RdmahEh+fS8m49NIQoWwYR3C5s1CsAQsXYQEw24qyRkY61QLTcHMWUjG+uSBYotBt",
+	"fr/W7Uatdh2eZAT+VljlQXPPbsa5+FdxfCpq5dFbhvbKalZ5uganbtGoBdURcneRENfo4ZrHxUlE2ClM",
+	"N9OQJiSt1nnYA1YW5JnnS6um1ae8i8e5qmt4USfkUlqP1K2wNpQdxEQrbXFKDhLVl8tqDM/0+WOG0z7a",
+	"R96VoQCpMgjpsP7zhfwUfvrqhDha+uJS3ZobxH3yiLhO6J/Lyq4yDjWo6RQsXklJLQPM97ExqML2EIaN",
+	"2G+RXFUDJtKByJv1u1Lk9KIOOWPx1tyoMgO3kEIfkWum7PbFBULt4hSB7UqHW4lpSSCunEfIY+d0IzDT",
+	"uJi8P9J/dpw0RZYFiFie0nDBHjecb6kbryK1Gzq3oI9CHmiUqiSCBSaN6OQ8yeOqzLsoc+gTyLj9yKKE",
+	"YQzag5W2H/PrwbIveIBsusLEENhXCk2Bc9EJrCeReRA8AyLS8SSrijwcmFZsE7MesUk2eteb7dzbZl14",
+	"0VrJG5r+UKdPBNlSOKLqxdonMHD64mxTq6gGo295PBQLtZjAP2YapBmUz5j0DO1h0h+I9z/SnRa2pZtO",
+	"i9SrNYtALqsezMzOTx9/+r8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -303,6 +303,34 @@ func (st *Store) SetSessionExpiry(ctx context.Context, id string, at time.Time, 
 	return err
 }
 
+// EditSession changes session id's name and labels as edit says, the row locked (FOR
+// UPDATE) from the read to the write: concurrent edits apply one after the other.
+func (st *Store) EditSession(ctx context.Context, id string, edit func(s *store.Session) error) (store.Session, error) {
+	var out store.Session
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		s, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		if err := edit(&s); err != nil {
+			return err
+		}
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
+		}
+		labels, err := json.Marshal(s.Labels)
+		if err != nil {
+			return err
+		}
+		out, err = scanSession(tx.QueryRow(ctx, `UPDATE sessions SET name = $2, labels = $3 WHERE id = $1 RETURNING `+sessionCols, id, s.Name, labels))
+		return err
+	})
+	if err != nil {
+		return store.Session{}, err
+	}
+	return out, nil
+}
+
 // ExpiredSessions returns up to limit sessions whose lifetime ended at now or before, the
 // longest ended first; closed ones not (their sandbox is being destroyed).
 func (st *Store) ExpiredSessions(ctx context.Context, now time.Time, limit int) ([]store.Session, error) {
