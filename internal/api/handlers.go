@@ -196,6 +196,7 @@ func sessionView(s sandbox.Session, admin bool, owner string) apigen.Session {
 	if !s.ExpiresAt.IsZero() {
 		v.ExpiresAt, v.OnExpiry = &s.ExpiresAt, ptr(apigen.SessionOnExpiry(s.OnExpiry))
 	}
+	v.Cpu, v.MemoryMb = ptr(s.CPU), ptr(s.MemoryMB)
 	if s.Shared {
 		v.Shared = ptr(true)
 	}
@@ -216,9 +217,13 @@ func (s *Server) ListSessions(ctx context.Context, req apigen.ListSessionsReques
 	if q.Limit != nil {
 		limit = *q.Limit
 	}
+	labels, err := labelSelector(q.Label)
+	if err != nil {
+		return nil, err
+	}
 	rows, next, err := s.sandbox.ListSessions(ctx, p, sandbox.ListFilter{
 		Profile: deref(q.Profile), Status: string(deref(q.Status)), Conversation: deref(q.Conversation), All: deref(q.All),
-		Limit: limit, Cursor: deref(q.Cursor),
+		Labels: labels, Limit: limit, Cursor: deref(q.Cursor),
 	})
 	if err != nil {
 		return nil, err
@@ -245,6 +250,7 @@ func (s *Server) CreateSession(ctx context.Context, req apigen.CreateSessionRequ
 		in = sandbox.CreateSessionInput{
 			Profile: deref(b.Profile), Name: deref(b.Name), Labels: deref(b.Labels), FromSnapshot: deref(b.FromSnapshot),
 			Env: deref(b.Env), Lifetime: time.Duration(deref(b.TimeoutS)) * time.Second, OnExpiry: string(deref(b.OnExpiry)),
+			CPU: deref(b.Cpu), MemoryMB: deref(b.MemoryMb),
 		}
 	}
 	sess, err := s.sandbox.CreateSession(ctx, p, in)
@@ -550,7 +556,11 @@ func (s *Server) ListTasks(ctx context.Context, req apigen.ListTasksRequestObjec
 	if q.Limit != nil {
 		limit = *q.Limit
 	}
-	rows, next, err := s.sandbox.ListTasks(ctx, p, sandbox.TaskFilter{Status: string(deref(q.Status)), SessionID: deref(q.SessionId), Limit: limit, Cursor: deref(q.Cursor)})
+	labels, err := labelSelector(q.Label)
+	if err != nil {
+		return nil, err
+	}
+	rows, next, err := s.sandbox.ListTasks(ctx, p, sandbox.TaskFilter{Status: string(deref(q.Status)), SessionID: deref(q.SessionId), Labels: labels, Limit: limit, Cursor: deref(q.Cursor)})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/sandgate/sandgate/internal/api/apigen"
@@ -70,4 +71,25 @@ func sessionEdit(body []byte) (sandbox.SessionEdit, error) {
 		e.Lifetime = &d
 	}
 	return e, nil
+}
+
+// labelSelector reads the `label` query parameters (openapi.yaml, LabelSelector): each
+// `key=value`, split at the first "=", all to match. A selector without "=" or with an empty
+// key, or one key asked for two values, is a fault.Validation naming it.
+func labelSelector(sel *apigen.LabelSelector) (map[string]string, error) {
+	if sel == nil || len(*sel) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(*sel))
+	for _, s := range *sel {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, fault.New(fault.Validation, "label selector '%s' must be key=value, e.g. ?label=team=ml (repeat label= to require several)", s)
+		}
+		if prev, dup := out[k]; dup && prev != v {
+			return nil, fault.New(fault.Validation, "label selectors ask for label '%s' to be both '%s' and '%s'; no session carries both", k, prev, v)
+		}
+		out[k] = v
+	}
+	return out, nil
 }

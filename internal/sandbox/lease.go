@@ -296,7 +296,7 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 	prof, sess, pp := l.prof, &l.Session, l.pp
 	create := func(ctx context.Context) (sb providers.Sandbox, err error) {
 		err = s.call(ctx, prof, "create", func(ctx context.Context) (err error) {
-			sb, err = prof.Provider.Create(ctx, pp, prof.Policy)
+			sb, err = prof.Provider.Create(ctx, pp, sessionPolicy(prof, sess))
 			return err
 		})
 		if err != nil {
@@ -320,7 +320,7 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 	}
 	var sb providers.Sandbox
 	attach := func(ctx context.Context) (err error) {
-		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.Policy)
+		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, sessionPolicy(prof, sess))
 		return err
 	}
 	err := l.patiently(ctx, attach)

@@ -33,7 +33,8 @@ type SessionEdit struct {
 //
 // Errors: those of GetSession (fault.NotFound for an unknown or another principal's
 // session); fault.Conflict for a per_call profile; fault.Forbidden for the shared session of
-// a per_runtime profile but for admins; fault.Validation for a control character in the name
+// a per_runtime profile but for admins; fault.Conflict for a lifetime of a default session;
+// fault.Validation for a control character in the name
 // or a label, or more than MaxSessionLabels labels; with Lifetime, those of
 // SetSessionLifetime (checked first: a refused lifetime changes nothing).
 func (s *Service) EditSession(ctx context.Context, p principal.Principal, id, profile string, e SessionEdit) (Session, error) {
@@ -48,6 +49,9 @@ func (s *Service) EditSession(ctx context.Context, p principal.Principal, id, pr
 		return Session{}, fault.New(fault.Forbidden, "sandbox session '%s' is the one session of per_runtime profile '%s', shared by every caller; only an administrator may change it", sess.ID, prof.Name)
 	}
 	if e.Lifetime != nil {
+		if sess.IsDefault {
+			return Session{}, fault.New(fault.Conflict, "a default session has no lifetime; create a session with timeout_s")
+		}
 		if _, err := s.SetSessionLifetime(ctx, p, sess.ID, profile, *e.Lifetime, false); err != nil {
 			return Session{}, err
 		}

@@ -78,6 +78,10 @@ type CreateSessionInput struct {
 	// Env is the session's environment: variables every program run in it gets (an
 	// execution's own Env wins). Names and sizes are checked as an execution's are.
 	Env map[string]string
+	// CPU (cores) and MemoryMB (MiB) bound the session's sandboxes within the profile's
+	// policy (0: the profile's); checkResources says what is refused.
+	CPU      float64
+	MemoryMB int
 }
 
 // CreateSession mints a new session on a per_session profile (seed new_session). The sandbox
@@ -113,6 +117,9 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	if err := providers.CheckEnv(in.Env); err != nil {
 		return Session{}, err
 	}
+	if err := checkResources(prof, in.CPU, in.MemoryMB); err != nil {
+		return Session{}, err
+	}
 	switch prof.Scope {
 	case ScopePerCall:
 		return Session{}, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_call runs every operation in a fresh sandbox", prof.Name).
@@ -125,7 +132,7 @@ func (s *Service) CreateSession(ctx context.Context, p principal.Principal, in C
 	row := store.Session{
 		ID: s.newID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
 		Name: in.Name, Labels: in.Labels, Status: "active", CreatedAt: now, LastUsedAt: now, OnExpiry: in.OnExpiry,
-		Env: maps.Clone(in.Env),
+		Env: maps.Clone(in.Env), CPU: in.CPU, MemoryMB: in.MemoryMB,
 	}
 	if in.Lifetime > 0 {
 		row.ExpiresAt = now.Add(in.Lifetime)

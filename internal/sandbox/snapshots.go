@@ -284,7 +284,7 @@ func (s *Service) forkProfile(ctx context.Context, p principal.Principal, snapsh
 
 // restoreInto gives new session row a sandbox restored from snap and records the binding.
 func (s *Service) restoreInto(ctx context.Context, p principal.Principal, prof *Profile, row *store.Session, snap store.Snapshot) error {
-	sb, err := prof.Provider.(providers.Snapshotter).Restore(ctx, snap.Ref, providerPrincipal(prof, p), prof.Policy)
+	sb, err := prof.Provider.(providers.Snapshotter).Restore(ctx, snap.Ref, providerPrincipal(prof, p), sessionPolicy(prof, row))
 	if fault.KindOf(err) == fault.NotFound {
 		return fault.New(fault.NotFound, "the capture of snapshot '%s' no longer exists on provider %s", snap.ID, prof.Provider.Type())
 	}
@@ -315,7 +315,7 @@ func (s *Service) unpark(ctx context.Context, prof *Profile, sess *store.Session
 		if !ok {
 			return nil, "", fault.Unsupported(prof.Provider.Type(), "snapshots")
 		}
-		sb, err = snapper.Restore(ctx, snap.Ref, pp, prof.Policy)
+		sb, err = snapper.Restore(ctx, snap.Ref, pp, sessionPolicy(prof, sess))
 		if err != nil && fault.KindOf(err) != fault.NotFound {
 			return nil, "", classify(err, fault.Provision)
 		}

@@ -17,7 +17,7 @@ import (
 const sessionCols = `id, COALESCE(owner_id::text, ''), profile, provider, scope, name, labels, is_default,
 	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at,
 	paused_at, paused_idle, COALESCE(parked_snapshot, ''), destroy_attempts, destroy_retry_at, COALESCE(destroy_error, ''),
-	expires_at, on_expiry, env`
+	expires_at, on_expiry, env, COALESCE(cpu, 0), COALESCE(memory_mb, 0)`
 
 func scanSession(row pgx.Row) (store.Session, error) { return scanSessionAfter(row) }
 
@@ -28,7 +28,7 @@ func scanSessionAfter(row pgx.Row, before ...any) (store.Session, error) {
 	var paused, retry, expires *time.Time
 	err := row.Scan(append(before, &s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
 		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt, &paused, &s.PausedIdle, &s.ParkedSnapshot,
-		&s.DestroyAttempts, &retry, &s.DestroyError, &expires, &s.OnExpiry, &env)...)
+		&s.DestroyAttempts, &retry, &s.DestroyError, &expires, &s.OnExpiry, &env, &s.CPU, &s.MemoryMB)...)
 	if err != nil {
 		return store.Session{}, notFound(err)
 	}
@@ -100,11 +100,11 @@ func (st *Store) CreateSessionWithin(ctx context.Context, s store.Session, limit
 		}
 	}
 	tag, err := st.pool.Exec(ctx, `
-INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at, expires_at, on_expiry, env)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14, $15
+INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at, expires_at, on_expiry, env, cpu, memory_mb)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14, $15, NULLIF($16::double precision, 0), NULLIF($17::int, 0)
  WHERE $2::uuid IS NULL OR $12::int <= 0 OR (SELECT count(*) FROM sessions WHERE owner_id = $2) < $12`,
 		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt, limit,
-		nullableTime(s.ExpiresAt), onExpiry(s.OnExpiry), env)
+		nullableTime(s.ExpiresAt), onExpiry(s.OnExpiry), env, s.CPU, s.MemoryMB)
 	if err == nil && tag.RowsAffected() == 0 {
 		return store.ErrQuota
 	}
