@@ -46,7 +46,7 @@ func TestLabelSelectors(t *testing.T) {
 	require.Equal(t, []string{odd}, sessionIDs(t, e.do(alice, "GET", "/v1/sessions?label="+url.QueryEscape("q=a=b"), nil)))
 
 	p := requireProblem(t, e.do(alice, "GET", "/v1/sessions?label=team", nil), 400, "validation")
-	require.Contains(t, p["detail"], "label")
+	require.Contains(t, p["detail"], "key=value", "the detail says what a selector is")
 	p = requireProblem(t, e.do(alice, "GET", "/v1/sessions?label=team=ml&label=team=web", nil), 400, "validation")
 	require.Contains(t, p["detail"], "'team'")
 
