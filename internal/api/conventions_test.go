@@ -64,7 +64,7 @@ func TestEvery405NamesTheAllowedMethods(t *testing.T) {
 		{"DELETE", "/openapi.yaml", "GET, HEAD"},
 		{"PATCH", "/v1/me", "GET, HEAD"},
 		{"PUT", "/v1/sessions", "GET, HEAD, POST"},
-		{"POST", "/v1/sessions/default", "GET, HEAD, DELETE"},
+		{"POST", "/v1/sessions/default", "GET, HEAD, PATCH, DELETE"},
 		{"PATCH", "/v1/sessions/default/files/a.txt", "GET, HEAD, PUT, DELETE"},
 		{"GET", "/v1/runs", "POST"},
 		{"POST", "/docs/", "GET, HEAD"},

@@ -51,6 +51,7 @@ func newGate(doc *openapi3.T, authenticate func(http.Handler) http.Handler, maxB
 	// differently (the contract tests validate requests and answers with the 2020-12 one).
 	validating := *doc
 	validating.OpenAPI = "3.0.3"
+	lenientDiscriminators(doc)
 	routes := map[string]*routers.Route{}
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
@@ -58,6 +59,26 @@ func newGate(doc *openapi3.T, authenticate func(http.Handler) http.Handler, maxB
 		}
 	}
 	return &gate{router: r, routes: routes, spec: &validating, authenticate: authenticate, maxBody: maxBody}, nil
+}
+
+// lenientDiscriminators lets requests leave out the property of a union's discriminator
+// (RunRequest's `kind`, added after clients that do not send it): the union's variants are
+// told apart by their other required members, and the handler infers the property. The
+// contract requires it in each variant so that generated clients send it.
+func lenientDiscriminators(doc *openapi3.T) {
+	for _, ref := range doc.Components.Schemas {
+		s := ref.Value
+		if s == nil || s.Discriminator == nil {
+			continue
+		}
+		name := s.Discriminator.PropertyName
+		s.Discriminator = nil
+		for _, v := range s.OneOf {
+			if v.Value != nil {
+				v.Value.Required = slices.DeleteFunc(slices.Clone(v.Value.Required), func(r string) bool { return r == name })
+			}
+		}
+	}
 }
 
 // findRoute is the contract's operation of r and its path parameters, encoded as the
@@ -103,8 +124,18 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 			return
 		}
 		validate := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if p, ok := unknownQueryParameters(r, route); !ok {
+				writeProblem(w, r, p)
+				return
+			}
 			body := route.Operation.RequestBody
 			raw := body != nil && body.Value.Content.Get("application/octet-stream") != nil
+			if raw && r.ContentLength != 0 && route.Operation.Responses.Status(http.StatusUnsupportedMediaType) != nil {
+				if p, ok := structuredUpload(r); !ok {
+					writeProblem(w, r, p)
+					return
+				}
+			}
 			if body != nil && !raw && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 				if p, ok := unsupportedMediaType(r, body.Value); !ok {
 					writeProblem(w, r, p)
@@ -137,6 +168,7 @@ func (g *gate) middleware(next http.Handler) http.Handler {
 					}
 				}
 				r.Body = io.NopCloser(bytes.NewReader(b))
+				r = r.WithContext(context.WithValue(r.Context(), bodyKey, b))
 			}
 			vr := r
 			if r.Method == http.MethodHead {
@@ -214,6 +246,87 @@ func unsupportedMediaType(r *http.Request, body *openapi3.RequestBody) (p Proble
 	p.Type, p.Title, p.Status = ProblemTypeBase+"unsupported-media-type", "Unsupported media type", http.StatusUnsupportedMediaType
 	p.Detail = fmt.Sprintf("this operation takes a body of type %s, and the request has %s; send it with Content-Type: %s (see /openapi.yaml)", want, sent, declared[0])
 	return p, false
+}
+
+// unknownQueryParameters checks that every query parameter of r is one route's operation
+// declares (openapi.yaml, on the operation or its path): if not, ok is false and p is a 400
+// validation problem naming the unknown ones and the declared ones. A misspelt filter
+// (`?lable=`) would otherwise be ignored and answer everything.
+func unknownQueryParameters(r *http.Request, route *routers.Route) (p Problem, ok bool) {
+	if r.URL.RawQuery == "" {
+		return Problem{}, true
+	}
+	var declared []string
+	for _, params := range []openapi3.Parameters{route.PathItem.Parameters, route.Operation.Parameters} {
+		for _, ref := range params {
+			if ref.Value != nil && ref.Value.In == openapi3.ParameterInQuery {
+				declared = append(declared, ref.Value.Name)
+			}
+		}
+	}
+	var unknown []string
+	for name := range r.URL.Query() {
+		if !slices.Contains(declared, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return Problem{}, true
+	}
+	slices.Sort(unknown)
+	slices.Sort(declared)
+	declared = slices.Compact(declared)
+	takes := "no query parameters"
+	if len(declared) > 0 {
+		takes = "the query parameters " + quoteAll(declared)
+	}
+	p = Problem{Type: ProblemTypeBase + "validation", Title: "Invalid request", Status: http.StatusBadRequest}
+	for _, name := range unknown {
+		p.Errors = append(p.Errors, FieldProblem{Field: "query." + name, Message: fmt.Sprintf("query parameter '%s' is unknown", name)})
+	}
+	noun := "parameter"
+	if len(unknown) > 1 {
+		noun = "parameters"
+	}
+	p.Detail = fmt.Sprintf("unknown query %s %s: %s %s takes %s; remove or correct it (see /openapi.yaml)",
+		noun, quoteAll(unknown), route.Method, route.Path, takes)
+	return p, false
+}
+
+// quoteAll is names quoted and joined with ", ".
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "'" + n + "'"
+	}
+	return strings.Join(q, ", ")
+}
+
+// structuredUpload refuses a raw upload declared as structured data — JSON (application/json,
+// any +json), a form (application/x-www-form-urlencoded, multipart/*): a client that sends
+// those has encoded the bytes (a JSON string's quotes, a form's fields), and the file would
+// hold the encoding, not the bytes. ok is false and p a 415 problem naming
+// application/octet-stream for such a body; any other type (or none) is taken as bytes.
+func structuredUpload(r *http.Request) (p Problem, ok bool) {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return Problem{}, true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return Problem{}, true // no structure claimed: bytes
+	}
+	mt = strings.ToLower(mt)
+	switch {
+	case mt == "application/json", strings.HasSuffix(mt, "+json"), mt == "application/x-www-form-urlencoded", strings.HasPrefix(mt, "multipart/"):
+	default:
+		return Problem{}, true
+	}
+	return Problem{
+		Type: ProblemTypeBase + "unsupported-media-type", Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType,
+		Detail: fmt.Sprintf("this operation takes the raw bytes of the file as application/octet-stream, and the request has Content-Type '%s', "+
+			"whose encoding would be stored instead of the bytes; send the bytes themselves with Content-Type: application/octet-stream (see /openapi.yaml)", ct),
+	}, false
 }
 
 // maxJSONDepth bounds the nesting of a JSON request body (objects and arrays); no request of
@@ -376,7 +489,20 @@ func rawFilePath(next http.Handler) http.Handler {
 
 type ctxKey int
 
-const requestKey ctxKey = 0
+const (
+	requestKey ctxKey = iota
+	bodyKey           // the JSON body as the gate read it ([]byte)
+)
+
+// bodyOf returns the JSON body of the request of ctx as the gate read (and validated) it, or
+// nil: for a handler that must tell a member set to null from one left out (a merge patch).
+func bodyOf(ctx context.Context) []byte {
+	if r := requestOf(ctx); r != nil {
+		b, _ := r.Context().Value(bodyKey).([]byte)
+		return b
+	}
+	return nil
+}
 
 // withRequest keeps the *http.Request reachable from strict handlers (for Location headers
 // and the declared size of a raw upload).

@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -187,6 +189,14 @@ func sessionView(s sandbox.Session, admin bool, owner string) apigen.Session {
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
 	}
+	if len(s.Env) > 0 {
+		names := slices.Sorted(maps.Keys(s.Env))
+		v.EnvNames = &names
+	}
+	if !s.ExpiresAt.IsZero() {
+		v.ExpiresAt, v.OnExpiry = &s.ExpiresAt, ptr(apigen.SessionOnExpiry(s.OnExpiry))
+	}
+	v.Cpu, v.MemoryMb = ptr(s.CPU), ptr(s.MemoryMB)
 	if s.Shared {
 		v.Shared = ptr(true)
 	}
@@ -207,9 +217,13 @@ func (s *Server) ListSessions(ctx context.Context, req apigen.ListSessionsReques
 	if q.Limit != nil {
 		limit = *q.Limit
 	}
+	labels, err := labelSelector(q.Label)
+	if err != nil {
+		return nil, err
+	}
 	rows, next, err := s.sandbox.ListSessions(ctx, p, sandbox.ListFilter{
 		Profile: deref(q.Profile), Status: string(deref(q.Status)), Conversation: deref(q.Conversation), All: deref(q.All),
-		Limit: limit, Cursor: deref(q.Cursor),
+		Labels: labels, Limit: limit, Cursor: deref(q.Cursor),
 	})
 	if err != nil {
 		return nil, err
@@ -233,7 +247,11 @@ func (s *Server) CreateSession(ctx context.Context, req apigen.CreateSessionRequ
 	}
 	var in sandbox.CreateSessionInput
 	if b := req.Body; b != nil {
-		in = sandbox.CreateSessionInput{Profile: deref(b.Profile), Name: deref(b.Name), Labels: deref(b.Labels), FromSnapshot: deref(b.FromSnapshot)}
+		in = sandbox.CreateSessionInput{
+			Profile: deref(b.Profile), Name: deref(b.Name), Labels: deref(b.Labels), FromSnapshot: deref(b.FromSnapshot),
+			Env: deref(b.Env), Lifetime: time.Duration(deref(b.TimeoutS)) * time.Second, OnExpiry: string(deref(b.OnExpiry)),
+			CPU: deref(b.Cpu), MemoryMB: deref(b.MemoryMb),
+		}
 	}
 	sess, err := s.sandbox.CreateSession(ctx, p, in)
 	if err != nil {
@@ -368,6 +386,9 @@ func (s *Server) CreateRun(ctx context.Context, req apigen.CreateRunRequestObjec
 	b := req.Body
 	if (b.Command == nil) == (b.Code == nil) {
 		return nil, fault.New(fault.Validation, "give exactly one of command or code")
+	}
+	if k := deref(b.Kind); k == apigen.RunRequestKindCommand && b.Command == nil || k == apigen.RunRequestKindCode && b.Code == nil {
+		return nil, fault.New(fault.Validation, "kind '%s' needs the member '%s'", k, k)
 	}
 	in := sandbox.ExecInput{
 		Profile: deref(b.Profile), Command: deref(b.Command), Code: deref(b.Code), Language: deref(b.Language), Env: deref(b.Env),
@@ -535,7 +556,11 @@ func (s *Server) ListTasks(ctx context.Context, req apigen.ListTasksRequestObjec
 	if q.Limit != nil {
 		limit = *q.Limit
 	}
-	rows, next, err := s.sandbox.ListTasks(ctx, p, sandbox.TaskFilter{Status: string(deref(q.Status)), SessionID: deref(q.SessionId), Limit: limit, Cursor: deref(q.Cursor)})
+	labels, err := labelSelector(q.Label)
+	if err != nil {
+		return nil, err
+	}
+	rows, next, err := s.sandbox.ListTasks(ctx, p, sandbox.TaskFilter{Status: string(deref(q.Status)), SessionID: deref(q.SessionId), Labels: labels, Limit: limit, Cursor: deref(q.Cursor)})
 	if err != nil {
 		return nil, err
 	}

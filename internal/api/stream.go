@@ -163,11 +163,17 @@ func (sr streamResponse) serve(w http.ResponseWriter) error {
 	}
 }
 
+// chunkView is the data of a stdout or stderr event; its stream is named in it too, for a
+// client that reads only the data.
 func chunkView(ev sandbox.OutputEvent) apigen.OutputChunk {
-	if utf8.Valid(ev.Data) {
-		return apigen.OutputChunk{Offset: ev.Offset, Data: string(ev.Data), Encoding: apigen.OutputChunkEncodingUtf8}
+	stream := apigen.OutputChunkStreamStdout
+	if ev.Stream == sandbox.StreamStderr {
+		stream = apigen.OutputChunkStreamStderr
 	}
-	return apigen.OutputChunk{Offset: ev.Offset, Data: base64.StdEncoding.EncodeToString(ev.Data), Encoding: apigen.OutputChunkEncodingBase64}
+	if utf8.Valid(ev.Data) {
+		return apigen.OutputChunk{Stream: stream, Offset: ev.Offset, Data: string(ev.Data), Encoding: apigen.OutputChunkEncodingUtf8}
+	}
+	return apigen.OutputChunk{Stream: stream, Offset: ev.Offset, Data: base64.StdEncoding.EncodeToString(ev.Data), Encoding: apigen.OutputChunkEncodingBase64}
 }
 
 // eventWriter writes server-sent events, each flushed at once, moving the connection's write

@@ -137,7 +137,7 @@ func TestCommandOutputStreams(t *testing.T) {
 	ev := s.event(t)
 	require.Equal(t, "stdout", ev.event)
 	assert.Equal(t, "4-0", ev.id, "the id is the position after the event: 4 bytes of stdout, none of stderr")
-	assert.Equal(t, map[string]any{"offset": 0.0, "data": "one\n", "encoding": "utf-8"}, decode(t, ev.data))
+	assert.Equal(t, map[string]any{"stream": "stdout", "offset": 0.0, "data": "one\n", "encoding": "utf-8"}, decode(t, ev.data))
 	running := e.do(tok, "GET", "/v1/tasks/"+taskID, nil).JSON(t)
 	assert.Equal(t, "running", running["status"], "the first line arrived while the program runs")
 

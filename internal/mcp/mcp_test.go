@@ -815,3 +815,21 @@ func TestToolDescriptionsStayWithinVendorLimits(t *testing.T) {
 	require.True(t, strings.HasSuffix(runCode, "… (see the server instructions)."), runCode)
 	require.Contains(t, def["guidance"], "team-59-with-a-rather-long-profile-name", "the guidance lists them all")
 }
+
+// TestNewSessionOptions: new_sandbox_session takes the session's env, which every run of the
+// session sees, and a lifetime; a lifetime under a second is refused as a tool error.
+func TestNewSessionOptions(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, nil)
+	cs := g.connect(g.token("alice"))
+	m, isErr := call(t, cs, "new_sandbox_session", map[string]any{"name": "opts", "env": map[string]string{"GREETING": "hello"}, "timeout_s": 600})
+	require.False(t, isErr, "%v", m)
+	sid := m["sandbox_session_id"].(string)
+	m, _ = call(t, cs, "run_command", map[string]any{"command": `echo "$GREETING"`, "sandbox_session_id": sid})
+	require.Equal(t, "hello\n", m["stdout"])
+	m, _ = call(t, cs, "run_code", map[string]any{"code": `import os; print(os.environ["GREETING"])`, "sandbox_session_id": sid})
+	require.Equal(t, "hello\n", m["stdout"])
+	m, isErr = call(t, cs, "new_sandbox_session", map[string]any{"timeout_s": 0})
+	require.True(t, isErr, "%v", m)
+	require.Contains(t, m["error"], "timeout_s")
+}

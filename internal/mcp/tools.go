@@ -76,7 +76,7 @@ var (
 	writeFileArgs      = []string{"path", "content", "sandbox_session_id", "profile"}
 	readFileArgs       = []string{"path", "sandbox_session_id", "profile"}
 	checkTaskArgs      = []string{"task_id"}
-	newSessionArgs     = []string{"name", "profile"}
+	newSessionArgs     = []string{"name", "profile", "env", "timeout_s"}
 	destroySessionArgs = []string{"sandbox_session_id"}
 	listFilesArgs      = []string{"path", "sandbox_session_id", "profile"}
 )
@@ -175,13 +175,15 @@ var toolTable = []toolSpec{
 		title:     "New sandbox session",
 		output:    newSessionOutput,
 		hints:     createHints,
-		signature: `new_sandbox_session(name=None, profile=None)`,
+		signature: `new_sandbox_session(name=None, profile=None, env=None, timeout_s=None)`,
 		purpose:   "create a new, empty sandbox session and get its id",
 		short:     "Create a new, empty sandbox session (per_session profiles only) and return its sandbox_session_id. Give it a name you will recognise in list_sandbox_sessions.",
 		args:      newSessionArgs,
 		schema: schema(`{"type": "object", "properties": {
 			"name": {"type": "string", "description": "A short name for the session."},
-			"profile": {"type": "string", "description": "Workload profile (see the profile list); omit for the default profile."}},
+			"profile": {"type": "string", "description": "Workload profile (see the profile list); omit for the default profile."},
+			"env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Environment variables every command and code run of the session gets (a run's own win)."},
+			"timeout_s": {"type": "integer", "minimum": 1, "maximum": 2592000, "description": "The session's lifetime in seconds: it is destroyed this long after it was made. Omit to keep it until destroyed."}},
 			"additionalProperties": false}`),
 		run: (*Handler).newSession,
 	},
@@ -822,13 +824,22 @@ type newSessionBody struct {
 
 func (h *Handler) newSession(ctx context.Context, p principal.Principal, raw json.RawMessage) result {
 	var a struct {
-		Name    *string `json:"name"`
-		Profile *string `json:"profile"`
+		Name     *string           `json:"name"`
+		Profile  *string           `json:"profile"`
+		Env      map[string]string `json:"env"`
+		TimeoutS *int              `json:"timeout_s"`
 	}
 	if err := decodeArgs("new_sandbox_session", newSessionArgs, raw, &a); err != nil {
 		return failed(err.Error(), "")
 	}
-	sess, err := h.svc.CreateSession(ctx, p, sandbox.CreateSessionInput{Profile: deref(a.Profile), Name: deref(a.Name)})
+	in := sandbox.CreateSessionInput{Profile: deref(a.Profile), Name: deref(a.Name), Env: a.Env}
+	if a.TimeoutS != nil {
+		in.Lifetime = time.Duration(*a.TimeoutS) * time.Second
+		if in.Lifetime <= 0 {
+			return failed("timeout_s must be a whole number of seconds from 1 to 2592000 (30 days)", "")
+		}
+	}
+	sess, err := h.svc.CreateSession(ctx, p, in)
 	if err != nil {
 		return h.fail(err, "")
 	}

@@ -356,7 +356,7 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 	prof, sess, pp := l.prof, &l.Session, l.pp
 	create := func(ctx context.Context) (sb providers.Sandbox, err error) {
 		err = s.obs.Call(ctx, prof, "create", func(ctx context.Context) (err error) {
-			sb, err = prof.Provider.Create(ctx, pp, prof.Policy)
+			sb, err = prof.Provider.Create(ctx, pp, prof.PolicyWithin(sess.CPU, sess.MemoryMB))
 			return err
 		})
 		if err != nil {
@@ -380,7 +380,7 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 	}
 	var sb providers.Sandbox
 	attach := func(ctx context.Context) (err error) {
-		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.Policy)
+		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.PolicyWithin(sess.CPU, sess.MemoryMB))
 		return err
 	}
 	err := l.patiently(ctx, attach)

@@ -101,8 +101,10 @@ func failureOfTask(t Task) error {
 // TaskFilter selects tasks.
 type TaskFilter struct {
 	Status, SessionID string
-	Limit             int
-	Cursor            string
+	// Labels selects the tasks of sessions carrying every one of these labels.
+	Labels map[string]string
+	Limit  int
+	Cursor string
 }
 
 // ListTasks returns a page of p's tasks, newest first, without results.
@@ -111,7 +113,7 @@ func (s *Service) ListTasks(ctx context.Context, p principal.Principal, f TaskFi
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := s.store.ListTasks(ctx, store.TaskFilter{OwnerID: p.ID, Status: f.Status, SessionID: f.SessionID, Limit: f.Limit + 1, AfterSubmitted: t, AfterID: id})
+	rows, err := s.store.ListTasks(ctx, store.TaskFilter{OwnerID: p.ID, Status: f.Status, SessionID: f.SessionID, SessionLabels: f.Labels, Limit: f.Limit + 1, AfterSubmitted: t, AfterID: id})
 	if err != nil {
 		return nil, "", err
 	}

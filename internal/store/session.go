@@ -37,6 +37,10 @@ type Session struct {
 	// Env is the session's environment: variables every program of the session gets (an
 	// execution's own win). Never nil once read.
 	Env map[string]string
+	// CPU (cores) and MemoryMB (MiB) are what the session asked for its sandboxes, within its
+	// profile's policy; 0: the profile's.
+	CPU      float64
+	MemoryMB int
 }
 
 // What ends a session whose lifetime passed (Session.OnExpiry).

@@ -76,6 +76,12 @@ type Sessions interface {
 	// is "", what ends it then (ExpireDestroy or ExpirePause). ErrNotFound for an unknown or
 	// closed session.
 	SetSessionExpiry(ctx context.Context, id string, at time.Time, onExpiry string) error
+	// EditSession changes session id's name and labels: edit gets the session as it stands
+	// (its row locked until the call returns, so concurrent edits apply one after the other)
+	// and changes s.Name and s.Labels; the other fields it changes are not written. It returns
+	// the session as it then stands. ErrNotFound for an unknown session; an error of edit is
+	// returned as it is and nothing is written.
+	EditSession(ctx context.Context, id string, edit func(s *Session) error) (Session, error)
 	// ExpiredSessions returns up to limit sessions, closed ones aside, whose lifetime ended at
 	// now or before, the longest ended first.
 	ExpiredSessions(ctx context.Context, now time.Time, limit int) ([]Session, error)

@@ -87,10 +87,14 @@ type Completion struct {
 
 // TaskFilter selects tasks for ListTasks.
 type TaskFilter struct {
-	OwnerID        string // "": every owner's
-	Status         string
-	SessionID      string
-	Background     bool // background processes only
+	OwnerID    string // "": every owner's
+	Status     string
+	SessionID  string
+	Background bool // background processes only
+	// SessionLabels selects the tasks of sessions carrying every one of these labels (key and
+	// value, as SessionFilter.Labels); a task whose session is gone (or a one-off run's) never
+	// matches.
+	SessionLabels  map[string]string
 	Limit          int
 	AfterSubmitted time.Time
 	AfterID        string

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -146,6 +147,24 @@ func (e ContextCreateLanguage) Valid() bool {
 	}
 }
 
+// Defines values for CreateSessionRequestOnExpiry.
+const (
+	CreateSessionRequestOnExpiryDestroy CreateSessionRequestOnExpiry = "destroy"
+	CreateSessionRequestOnExpiryPause   CreateSessionRequestOnExpiry = "pause"
+)
+
+// Valid indicates whether the value is a known member of the CreateSessionRequestOnExpiry enum.
+func (e CreateSessionRequestOnExpiry) Valid() bool {
+	switch e {
+	case CreateSessionRequestOnExpiryDestroy:
+		return true
+	case CreateSessionRequestOnExpiryPause:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreatedAPIKeyStatus.
 const (
 	CreatedAPIKeyStatusActive  CreatedAPIKeyStatus = "active"
@@ -161,6 +180,21 @@ func (e CreatedAPIKeyStatus) Valid() bool {
 	case CreatedAPIKeyStatusExpired:
 		return true
 	case CreatedAPIKeyStatusRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ErrorEventEvent.
+const (
+	ErrorEventEventError ErrorEventEvent = "error"
+)
+
+// Valid indicates whether the value is a known member of the ErrorEventEvent enum.
+func (e ErrorEventEvent) Valid() bool {
+	switch e {
+	case ErrorEventEventError:
 		return true
 	default:
 		return false
@@ -230,6 +264,21 @@ func (e FileEntryType) Valid() bool {
 	}
 }
 
+// Defines values for GapEventEvent.
+const (
+	GapEventEventGap GapEventEvent = "gap"
+)
+
+// Valid indicates whether the value is a known member of the GapEventEvent enum.
+func (e GapEventEvent) Valid() bool {
+	switch e {
+	case GapEventEventGap:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	HealthStatusOk          HealthStatus = "ok"
@@ -290,6 +339,24 @@ func (e OutputChunkEncoding) Valid() bool {
 	case OutputChunkEncodingBase64:
 		return true
 	case OutputChunkEncodingUtf8:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OutputChunkStream.
+const (
+	OutputChunkStreamStderr OutputChunkStream = "stderr"
+	OutputChunkStreamStdout OutputChunkStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the OutputChunkStream enum.
+func (e OutputChunkStream) Valid() bool {
+	switch e {
+	case OutputChunkStreamStderr:
+		return true
+	case OutputChunkStreamStdout:
 		return true
 	default:
 		return false
@@ -410,6 +477,84 @@ func (e ProfileIdleAction) Valid() bool {
 	}
 }
 
+// Defines values for ResultEventEvent.
+const (
+	ResultEventEventResult ResultEventEvent = "result"
+)
+
+// Valid indicates whether the value is a known member of the ResultEventEvent enum.
+func (e ResultEventEvent) Valid() bool {
+	switch e {
+	case ResultEventEventResult:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RichResultEventEvent.
+const (
+	RichResultEventEventRichResult RichResultEventEvent = "rich_result"
+)
+
+// Valid indicates whether the value is a known member of the RichResultEventEvent enum.
+func (e RichResultEventEvent) Valid() bool {
+	switch e {
+	case RichResultEventEventRichResult:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRequestKind.
+const (
+	RunRequestKindCode    RunRequestKind = "code"
+	RunRequestKindCommand RunRequestKind = "command"
+)
+
+// Valid indicates whether the value is a known member of the RunRequestKind enum.
+func (e RunRequestKind) Valid() bool {
+	switch e {
+	case RunRequestKindCode:
+		return true
+	case RunRequestKindCommand:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRequestCodeKind.
+const (
+	RunRequestCodeKindCode RunRequestCodeKind = "code"
+)
+
+// Valid indicates whether the value is a known member of the RunRequestCodeKind enum.
+func (e RunRequestCodeKind) Valid() bool {
+	switch e {
+	case RunRequestCodeKindCode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRequestCommandKind.
+const (
+	RunRequestCommandKindCommand RunRequestCommandKind = "command"
+)
+
+// Valid indicates whether the value is a known member of the RunRequestCommandKind enum.
+func (e RunRequestCommandKind) Valid() bool {
+	switch e {
+	case RunRequestCommandKindCommand:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	ScopePerCall    Scope = "per_call"
@@ -425,6 +570,24 @@ func (e Scope) Valid() bool {
 	case ScopePerRuntime:
 		return true
 	case ScopePerSession:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionOnExpiry.
+const (
+	SessionOnExpiryDestroy SessionOnExpiry = "destroy"
+	SessionOnExpiryPause   SessionOnExpiry = "pause"
+)
+
+// Valid indicates whether the value is a known member of the SessionOnExpiry enum.
+func (e SessionOnExpiry) Valid() bool {
+	switch e {
+	case SessionOnExpiryDestroy:
+		return true
+	case SessionOnExpiryPause:
 		return true
 	default:
 		return false
@@ -509,6 +672,36 @@ func (e SnapshotKind) Valid() bool {
 	}
 }
 
+// Defines values for StderrEventEvent.
+const (
+	StderrEventEventStderr StderrEventEvent = "stderr"
+)
+
+// Valid indicates whether the value is a known member of the StderrEventEvent enum.
+func (e StderrEventEvent) Valid() bool {
+	switch e {
+	case StderrEventEventStderr:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StdoutEventEvent.
+const (
+	StdoutEventEventStdout StdoutEventEvent = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the StdoutEventEvent enum.
+func (e StdoutEventEvent) Valid() bool {
+	switch e {
+	case StdoutEventEventStdout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskOperation.
 const (
 	TaskOperationExecuteCode    TaskOperation = "execute_code"
@@ -521,6 +714,21 @@ func (e TaskOperation) Valid() bool {
 	case TaskOperationExecuteCode:
 		return true
 	case TaskOperationExecuteCommand:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TaskEventEvent.
+const (
+	TaskEventEventTask TaskEventEvent = "task"
+)
+
+// Valid indicates whether the value is a known member of the TaskEventEvent enum.
+func (e TaskEventEvent) Valid() bool {
+	switch e {
+	case TaskEventEventTask:
 		return true
 	default:
 		return false
@@ -855,6 +1063,17 @@ type CreateAPIKeyRequest struct {
 
 // CreateSessionRequest defines model for CreateSessionRequest.
 type CreateSessionRequest struct {
+	// Cpu Cores for the session's sandbox. At most the profile's policy `cpu` when it sets one
+	// (more answers 403 `policy`); a provider that cannot bound resources
+	// (`capabilities.policy_resources: false`) refuses it (403 `policy`), never ignores it.
+	Cpu *float64 `json:"cpu,omitempty"`
+
+	// Env The session's environment: variables every execution, background process and
+	// context of the session gets (an execution's own `env` wins for its names). Names
+	// must match `^[A-Za-z_][A-Za-z0-9_]*$`. The values are kept with the session and never
+	// shown again (`env_names` lists the names), as they may be secrets.
+	Env *map[string]string `json:"env,omitempty"`
+
 	// FromSnapshot Start from one of your snapshots (a fork): the session takes the snapshot's profile
 	// (a different `profile` is a 400) and a sandbox restored from it, made before the
 	// answer; processes and variables start afresh. A snapshot whose files hold more than
@@ -862,9 +1081,26 @@ type CreateSessionRequest struct {
 	// are restored as holes and do not count.
 	FromSnapshot *string            `json:"from_snapshot,omitempty"`
 	Labels       *map[string]string `json:"labels,omitempty"`
-	Name         *string            `json:"name,omitempty"`
-	Profile      *string            `json:"profile,omitempty"`
+
+	// MemoryMb MiB of memory for the session's sandbox; at most the profile's policy `memory_mb`,
+	// refused as `cpu` is.
+	MemoryMb *int    `json:"memory_mb,omitempty"`
+	Name     *string `json:"name,omitempty"`
+
+	// OnExpiry What the end of `timeout_s` does: `destroy` the session (as DELETE does), or `pause`
+	// its sandbox (profiles whose provider can pause; a resume gives it no lifetime).
+	OnExpiry *CreateSessionRequestOnExpiry `json:"on_expiry,omitempty"`
+	Profile  *string                       `json:"profile,omitempty"`
+
+	// TimeoutS The session's lifetime in seconds (at most 30 days): it ends this long after it was
+	// made, as `on_expiry` says; `PATCH` with `timeout_s` sets a new end counted from then.
+	// Without it the session lives until deleted (or reset by the profile's idle rules).
+	TimeoutS *int `json:"timeout_s,omitempty"`
 }
+
+// CreateSessionRequestOnExpiry What the end of `timeout_s` does: `destroy` the session (as DELETE does), or `pause`
+// its sandbox (profiles whose provider can pause; a resume gives it no lifetime).
+type CreateSessionRequestOnExpiry string
 
 // CreatedAPIKey A key just made, with its secret — shown this once.
 type CreatedAPIKey struct {
@@ -914,22 +1150,33 @@ type DroppedResult struct {
 	Types []string `json:"types"`
 }
 
-// EventStream A `text/event-stream` body (one JSON value per event's `data` line; this schema is
-// that of each event's data). Events: `task` (a `Task`, first on `POST` answers),
-// `stdout` and `stderr` (an `OutputChunk`; its `id` is the position after it,
-// `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from on any replica),
-// `gap` (an `OutputGap`), `rich_result` (a `RichResult` of code as it is produced; its
-// `id` is `<stdout bytes>-<stderr bytes>-<rich result bytes>`, the last counting the
-// JSON of the rich results so far), `result` (an `ExecutionResult`, whose `results`
-// has every rich result) or `error` (a `Problem`), the last two ending the stream.
-// Example:
+// ErrorEvent `event: error`: the execution failed (a problem); ends the stream.
+type ErrorEvent struct {
+	// Data RFC 9457 problem details.
+	Data  Problem         `json:"data"`
+	Event ErrorEventEvent `json:"event"`
+}
+
+// ErrorEventEvent defines model for ErrorEvent.Event.
+type ErrorEventEvent string
+
+// EventStream A `text/event-stream` body. This schema is that of one event: `event` is its `event:`
+// line (the discriminator), `id` its `id:` line where it has one, and `data` the JSON
+// value of its `data:` line. Events: `task` (a `Task`, first on `POST` answers), `stdout`
+// and `stderr` (an `OutputChunk`, whose `stream` names the stream too; its `id` is the
+// position after it, `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from
+// on any replica), `gap` (an `OutputGap`), `rich_result` (a `RichResult` of code as it is
+// produced; its `id` is `<stdout bytes>-<stderr bytes>-<rich result bytes>`, the last
+// counting the JSON of the rich results so far), `result` (an `ExecutionResult`, whose
+// `results` has every rich result) or `error` (a `Problem`), the last two ending the
+// stream. Example:
 //
 //	event: task
 //	data: {"id":"0b6d3f0c2a9e4d55b1c8e7f6a5d4c3b2","status":"running", …}
 //
 //	id: 9-0
 //	event: stdout
-//	data: {"offset":0,"data":"building\n","encoding":"utf-8"}
+//	data: {"stream":"stdout","offset":0,"data":"building\n","encoding":"utf-8"}
 //
 //	event: result
 //	data: {"status":"completed","exit_code":0,"stdout":"building\n", …}
@@ -1029,6 +1276,16 @@ type FileWritten struct {
 	Size        int64   `json:"size"`
 }
 
+// GapEvent `event: gap`: bytes dropped from the middle of a long output.
+type GapEvent struct {
+	// Data Bytes `from` to `to` (exclusive) of a stream were dropped (the middle of a long output) and will not be sent.
+	Data  OutputGap     `json:"data"`
+	Event GapEventEvent `json:"event"`
+}
+
+// GapEventEvent defines model for GapEvent.Event.
+type GapEventEvent string
+
 // Health defines model for Health.
 type Health struct {
 	Checks *map[string]string `json:"checks,omitempty"`
@@ -1052,10 +1309,16 @@ type OutputChunk struct {
 
 	// Offset Byte offset of these bytes in their stream (dropped bytes count).
 	Offset int64 `json:"offset"`
+
+	// Stream The stream the bytes were written to (as the event's name says).
+	Stream OutputChunkStream `json:"stream"`
 }
 
 // OutputChunkEncoding defines model for OutputChunk.Encoding.
 type OutputChunkEncoding string
+
+// OutputChunkStream The stream the bytes were written to (as the event's name says).
+type OutputChunkStream string
 
 // OutputEncoding `text` returns UTF-8 (invalid bytes make `encoding` read `base64` for that stream set);
 // `base64` always returns stdout and stderr base64-encoded.
@@ -1270,6 +1533,15 @@ type Quotas struct {
 	Snapshots Quota `json:"snapshots"`
 }
 
+// ResultEvent `event: result`: the execution's result; ends the stream.
+type ResultEvent struct {
+	Data  ExecutionResult  `json:"data"`
+	Event ResultEventEvent `json:"event"`
+}
+
+// ResultEventEvent defines model for ResultEvent.Event.
+type ResultEventEvent string
+
 // RichResult One rich result of code, a MIME bundle (Jupyter's `execute_result` or `display_data`;
 // E2B's `Result`): `data` maps MIME types to representations of the same value, of which
 // a client shows the richest it can. `text/plain` is almost always there.
@@ -1289,12 +1561,33 @@ type RichResult struct {
 	IsMainResult bool `json:"is_main_result"`
 }
 
-// RunRequest Exactly one of `command` (a shell command) or `code` (with `language`).
+// RichResultEvent `event: rich_result`: a rich result of code as it is produced.
+type RichResultEvent struct {
+	// Data One rich result of code, a MIME bundle (Jupyter's `execute_result` or `display_data`;
+	// E2B's `Result`): `data` maps MIME types to representations of the same value, of which
+	// a client shows the richest it can. `text/plain` is almost always there.
+	Data  RichResult           `json:"data"`
+	Event RichResultEventEvent `json:"event"`
+
+	// Id `<stdout bytes>-<stderr bytes>-<rich result bytes>` after it.
+	Id string `json:"id"`
+}
+
+// RichResultEventEvent defines model for RichResultEvent.Event.
+type RichResultEventEvent string
+
+// RunRequest Exactly one of `command` (a shell command) or `code` (with `language`); `kind` names
+// which (`command` or `code`), for clients generated from this document. The gateway
+// also takes a request without `kind` (as made before it was added), inferring it from
+// the member given.
 type RunRequest struct {
-	Code     *string            `json:"code,omitempty"`
-	Command  *string            `json:"command,omitempty"`
-	Env      *map[string]string `json:"env,omitempty"`
-	Language *string            `json:"language,omitempty"`
+	Code    *string            `json:"code,omitempty"`
+	Command *string            `json:"command,omitempty"`
+	Env     *map[string]string `json:"env,omitempty"`
+
+	// Kind Which of `command` or `code` the run is.
+	Kind     *RunRequestKind `json:"kind,omitempty"`
+	Language *string         `json:"language,omitempty"`
 
 	// Output `text` returns UTF-8 (invalid bytes make `encoding` read `base64` for that stream set);
 	// `base64` always returns stdout and stderr base64-encoded.
@@ -1306,21 +1599,34 @@ type RunRequest struct {
 	union    json.RawMessage
 }
 
+// RunRequestKind Which of `command` or `code` the run is.
+type RunRequestKind string
+
 // RunRequestCode A run of code (`code` without `command`).
 type RunRequestCode struct {
-	Code string `json:"code"`
+	Code string             `json:"code"`
+	Kind RunRequestCodeKind `json:"kind"`
 }
+
+// RunRequestCodeKind defines model for RunRequestCode.Kind.
+type RunRequestCodeKind string
 
 // RunRequestCommand A run of a shell command (`command` without `code`).
 type RunRequestCommand struct {
-	Command string `json:"command"`
+	Command string                `json:"command"`
+	Kind    RunRequestCommandKind `json:"kind"`
 }
+
+// RunRequestCommandKind defines model for RunRequestCommand.Kind.
+type RunRequestCommandKind string
 
 // Scope defines model for Scope.
 type Scope string
 
 // Session defines model for Session.
 type Session struct {
+	// Cpu Cores asked for its sandbox at create (absent: the profile's policy).
+	Cpu       *float64  `json:"cpu,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 
 	// Default The caller's default session of its profile.
@@ -1333,11 +1639,23 @@ type Session struct {
 	DestroyError *string `json:"destroy_error,omitempty"`
 
 	// DestroyRetryAt When the next attempt is due (state `destroy_failed`).
-	DestroyRetryAt *time.Time        `json:"destroy_retry_at,omitempty"`
-	Id             string            `json:"id"`
-	Labels         map[string]string `json:"labels"`
-	LastUsedAt     time.Time         `json:"last_used_at"`
-	Name           *string           `json:"name,omitempty"`
+	DestroyRetryAt *time.Time `json:"destroy_retry_at,omitempty"`
+
+	// EnvNames The names of the session's environment variables (`env` at create), sorted; their values are never shown.
+	EnvNames *[]string `json:"env_names,omitempty"`
+
+	// ExpiresAt When the session's lifetime ends (`timeout_s`); absent when it has none.
+	ExpiresAt  *time.Time        `json:"expires_at,omitempty"`
+	Id         string            `json:"id"`
+	Labels     map[string]string `json:"labels"`
+	LastUsedAt time.Time         `json:"last_used_at"`
+
+	// MemoryMb MiB of memory asked for its sandbox at create (absent: the profile's policy).
+	MemoryMb *int    `json:"memory_mb,omitempty"`
+	Name     *string `json:"name,omitempty"`
+
+	// OnExpiry What the end of its lifetime does (with `expires_at`).
+	OnExpiry *SessionOnExpiry `json:"on_expiry,omitempty"`
 
 	// Owner Owning principal (issuer + subject); shown to admins.
 	Owner *string `json:"owner,omitempty"`
@@ -1372,6 +1690,9 @@ type Session struct {
 	Warnings *[]string `json:"warnings,omitempty"`
 }
 
+// SessionOnExpiry What the end of its lifetime does (with `expires_at`).
+type SessionOnExpiry string
+
 // SessionState Where the session's sandbox stands: `none` (not made yet, or reset: the next use
 // makes one), `running`, `paused` (frozen: files, processes and memory kept),
 // `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
@@ -1401,6 +1722,15 @@ type SessionList struct {
 	// NextCursor Empty on the last page.
 	NextCursor string    `json:"next_cursor"`
 	Sessions   []Session `json:"sessions"`
+}
+
+// SessionPatch A JSON merge patch (RFC 7396) of a session; see `PATCH /v1/sessions/{session_id}`.
+type SessionPatch struct {
+	Labels *map[string]*string `json:"labels,omitempty"`
+	Name   *string             `json:"name,omitempty"`
+
+	// TimeoutS Seconds from now until the session ends (as its `on_expiry` says); `0` or `null`, no lifetime.
+	TimeoutS *int `json:"timeout_s,omitempty"`
 }
 
 // SessionStatus `active`: it takes work. `closed`: destroying it failed and is retried (`state: destroy_failed`); it takes no new work.
@@ -1442,6 +1772,19 @@ type SnapshotRequest struct {
 	Name *string `json:"name,omitempty"`
 }
 
+// StderrEvent `event: stderr`: output of standard error.
+type StderrEvent struct {
+	// Data One piece of a stream's output, as the program wrote it.
+	Data  OutputChunk      `json:"data"`
+	Event StderrEventEvent `json:"event"`
+
+	// Id `<stdout bytes>-<stderr bytes>` after this chunk (and `-<rich result bytes>` once there are rich results).
+	Id string `json:"id"`
+}
+
+// StderrEventEvent defines model for StderrEvent.Event.
+type StderrEventEvent string
+
 // StdinOpen Keep standard input open after `stdin`: send more with `POST /v1/tasks/{task_id}/stdin`
 // while the execution runs (`?eof=true` closes it). Take the task id from the stream's
 // `task` event, or pass `wait_s: 0` to get it at once.
@@ -1456,6 +1799,19 @@ type StdinWritten struct {
 	Closed bool   `json:"closed"`
 	TaskId string `json:"task_id"`
 }
+
+// StdoutEvent `event: stdout`: output of standard output.
+type StdoutEvent struct {
+	// Data One piece of a stream's output, as the program wrote it.
+	Data  OutputChunk      `json:"data"`
+	Event StdoutEventEvent `json:"event"`
+
+	// Id `<stdout bytes>-<stderr bytes>` after this chunk (and `-<rich result bytes>` once there are rich results).
+	Id string `json:"id"`
+}
+
+// StdoutEventEvent defines model for StdoutEvent.Event.
+type StdoutEventEvent string
 
 // Task defines model for Task.
 type Task struct {
@@ -1489,6 +1845,15 @@ type Task struct {
 // TaskOperation defines model for Task.Operation.
 type TaskOperation string
 
+// TaskEvent `event: task`: the execution's task, first on `POST` answers.
+type TaskEvent struct {
+	Data  Task           `json:"data"`
+	Event TaskEventEvent `json:"event"`
+}
+
+// TaskEventEvent defines model for TaskEvent.Event.
+type TaskEventEvent string
+
 // TaskList defines model for TaskList.
 type TaskList struct {
 	NextCursor string `json:"next_cursor"`
@@ -1515,6 +1880,9 @@ type Cursor = string
 
 // KeyID defines model for KeyID.
 type KeyID = string
+
+// LabelSelector defines model for LabelSelector.
+type LabelSelector = []string
 
 // Limit defines model for Limit.
 type Limit = int
@@ -1643,8 +2011,12 @@ type ListAuditEventsParams struct {
 // ListSessionsParams defines parameters for ListSessions.
 type ListSessionsParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
-	Profile *ProfileQuery  `form:"profile,omitempty" json:"profile,omitempty"`
-	Status  *SessionStatus `form:"status,omitempty" json:"status,omitempty"`
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+
+	// Label A label selector, `key=value` (split at the first `=`; the value may be empty):
+	// only items carrying that label. Repeat it to require several (all must match).
+	Label  *LabelSelector `form:"label,omitempty" json:"label,omitempty"`
+	Status *SessionStatus `form:"status,omitempty" json:"status,omitempty"`
 
 	// Conversation Only sessions carrying this `conversation` label.
 	Conversation *string `form:"conversation,omitempty" json:"conversation,omitempty"`
@@ -1665,6 +2037,12 @@ type DeleteSessionParams struct {
 
 // GetSessionParams defines parameters for GetSession.
 type GetSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// UpdateSessionParams defines parameters for UpdateSession.
+type UpdateSessionParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
 }
@@ -1800,7 +2178,11 @@ type ListSnapshotsParams struct {
 type ListTasksParams struct {
 	Status    *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
 	SessionId *string     `form:"session_id,omitempty" json:"session_id,omitempty"`
-	Limit     *Limit      `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Label A label selector, `key=value` (split at the first `=`; the value may be empty):
+	// only items carrying that label. Repeat it to require several (all must match).
+	Label *LabelSelector `form:"label,omitempty" json:"label,omitempty"`
+	Limit *Limit         `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Opaque `next_cursor` from the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -1829,6 +2211,12 @@ type CreateRunJSONRequestBody = RunRequest
 // CreateSessionJSONRequestBody defines body for CreateSession for application/json ContentType.
 type CreateSessionJSONRequestBody = CreateSessionRequest
 
+// UpdateSessionJSONRequestBody defines body for UpdateSession for application/json ContentType.
+type UpdateSessionJSONRequestBody = SessionPatch
+
+// UpdateSessionApplicationMergePatchPlusJSONRequestBody defines body for UpdateSession for application/merge-patch+json ContentType.
+type UpdateSessionApplicationMergePatchPlusJSONRequestBody = SessionPatch
+
 // RunCodeJSONRequestBody defines body for RunCode for application/json ContentType.
 type RunCodeJSONRequestBody = CodeRequest
 
@@ -1847,23 +2235,31 @@ type CreateSnapshotJSONRequestBody = SnapshotRequest
 // ResizeTaskTerminalJSONRequestBody defines body for ResizeTaskTerminal for application/json ContentType.
 type ResizeTaskTerminalJSONRequestBody = TerminalSize
 
-// AsTask returns the union data inside the EventStream as a Task
-func (t EventStream) AsTask() (Task, error) {
-	var body Task
+// AsTaskEvent returns the union data inside the EventStream as a TaskEvent
+func (t EventStream) AsTaskEvent() (TaskEvent, error) {
+	var body TaskEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromTask overwrites any union data inside the EventStream as the provided Task
-func (t *EventStream) FromTask(v Task) error {
+// FromTaskEvent overwrites any union data inside the EventStream as the provided TaskEvent
+func (t *EventStream) FromTaskEvent(v TaskEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"task"}`))
 	t.union = b
 	return err
 }
 
-// MergeTask performs a merge with any union data inside the EventStream, using the provided Task
-func (t *EventStream) MergeTask(v Task) error {
+// MergeTaskEvent performs a merge with any union data inside the EventStream, using the provided TaskEvent
+func (t *EventStream) MergeTaskEvent(v TaskEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"task"}`))
 	if err != nil {
 		return err
 	}
@@ -1873,23 +2269,31 @@ func (t *EventStream) MergeTask(v Task) error {
 	return err
 }
 
-// AsOutputChunk returns the union data inside the EventStream as a OutputChunk
-func (t EventStream) AsOutputChunk() (OutputChunk, error) {
-	var body OutputChunk
+// AsStdoutEvent returns the union data inside the EventStream as a StdoutEvent
+func (t EventStream) AsStdoutEvent() (StdoutEvent, error) {
+	var body StdoutEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromOutputChunk overwrites any union data inside the EventStream as the provided OutputChunk
-func (t *EventStream) FromOutputChunk(v OutputChunk) error {
+// FromStdoutEvent overwrites any union data inside the EventStream as the provided StdoutEvent
+func (t *EventStream) FromStdoutEvent(v StdoutEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stdout"}`))
 	t.union = b
 	return err
 }
 
-// MergeOutputChunk performs a merge with any union data inside the EventStream, using the provided OutputChunk
-func (t *EventStream) MergeOutputChunk(v OutputChunk) error {
+// MergeStdoutEvent performs a merge with any union data inside the EventStream, using the provided StdoutEvent
+func (t *EventStream) MergeStdoutEvent(v StdoutEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stdout"}`))
 	if err != nil {
 		return err
 	}
@@ -1899,23 +2303,31 @@ func (t *EventStream) MergeOutputChunk(v OutputChunk) error {
 	return err
 }
 
-// AsOutputGap returns the union data inside the EventStream as a OutputGap
-func (t EventStream) AsOutputGap() (OutputGap, error) {
-	var body OutputGap
+// AsStderrEvent returns the union data inside the EventStream as a StderrEvent
+func (t EventStream) AsStderrEvent() (StderrEvent, error) {
+	var body StderrEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromOutputGap overwrites any union data inside the EventStream as the provided OutputGap
-func (t *EventStream) FromOutputGap(v OutputGap) error {
+// FromStderrEvent overwrites any union data inside the EventStream as the provided StderrEvent
+func (t *EventStream) FromStderrEvent(v StderrEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stderr"}`))
 	t.union = b
 	return err
 }
 
-// MergeOutputGap performs a merge with any union data inside the EventStream, using the provided OutputGap
-func (t *EventStream) MergeOutputGap(v OutputGap) error {
+// MergeStderrEvent performs a merge with any union data inside the EventStream, using the provided StderrEvent
+func (t *EventStream) MergeStderrEvent(v StderrEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stderr"}`))
 	if err != nil {
 		return err
 	}
@@ -1925,23 +2337,31 @@ func (t *EventStream) MergeOutputGap(v OutputGap) error {
 	return err
 }
 
-// AsRichResult returns the union data inside the EventStream as a RichResult
-func (t EventStream) AsRichResult() (RichResult, error) {
-	var body RichResult
+// AsGapEvent returns the union data inside the EventStream as a GapEvent
+func (t EventStream) AsGapEvent() (GapEvent, error) {
+	var body GapEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromRichResult overwrites any union data inside the EventStream as the provided RichResult
-func (t *EventStream) FromRichResult(v RichResult) error {
+// FromGapEvent overwrites any union data inside the EventStream as the provided GapEvent
+func (t *EventStream) FromGapEvent(v GapEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"gap"}`))
 	t.union = b
 	return err
 }
 
-// MergeRichResult performs a merge with any union data inside the EventStream, using the provided RichResult
-func (t *EventStream) MergeRichResult(v RichResult) error {
+// MergeGapEvent performs a merge with any union data inside the EventStream, using the provided GapEvent
+func (t *EventStream) MergeGapEvent(v GapEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"gap"}`))
 	if err != nil {
 		return err
 	}
@@ -1951,23 +2371,31 @@ func (t *EventStream) MergeRichResult(v RichResult) error {
 	return err
 }
 
-// AsExecutionResult returns the union data inside the EventStream as a ExecutionResult
-func (t EventStream) AsExecutionResult() (ExecutionResult, error) {
-	var body ExecutionResult
+// AsRichResultEvent returns the union data inside the EventStream as a RichResultEvent
+func (t EventStream) AsRichResultEvent() (RichResultEvent, error) {
+	var body RichResultEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromExecutionResult overwrites any union data inside the EventStream as the provided ExecutionResult
-func (t *EventStream) FromExecutionResult(v ExecutionResult) error {
+// FromRichResultEvent overwrites any union data inside the EventStream as the provided RichResultEvent
+func (t *EventStream) FromRichResultEvent(v RichResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"rich_result"}`))
 	t.union = b
 	return err
 }
 
-// MergeExecutionResult performs a merge with any union data inside the EventStream, using the provided ExecutionResult
-func (t *EventStream) MergeExecutionResult(v ExecutionResult) error {
+// MergeRichResultEvent performs a merge with any union data inside the EventStream, using the provided RichResultEvent
+func (t *EventStream) MergeRichResultEvent(v RichResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"rich_result"}`))
 	if err != nil {
 		return err
 	}
@@ -1977,23 +2405,31 @@ func (t *EventStream) MergeExecutionResult(v ExecutionResult) error {
 	return err
 }
 
-// AsProblem returns the union data inside the EventStream as a Problem
-func (t EventStream) AsProblem() (Problem, error) {
-	var body Problem
+// AsResultEvent returns the union data inside the EventStream as a ResultEvent
+func (t EventStream) AsResultEvent() (ResultEvent, error) {
+	var body ResultEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromProblem overwrites any union data inside the EventStream as the provided Problem
-func (t *EventStream) FromProblem(v Problem) error {
+// FromResultEvent overwrites any union data inside the EventStream as the provided ResultEvent
+func (t *EventStream) FromResultEvent(v ResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"result"}`))
 	t.union = b
 	return err
 }
 
-// MergeProblem performs a merge with any union data inside the EventStream, using the provided Problem
-func (t *EventStream) MergeProblem(v Problem) error {
+// MergeResultEvent performs a merge with any union data inside the EventStream, using the provided ResultEvent
+func (t *EventStream) MergeResultEvent(v ResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"result"}`))
 	if err != nil {
 		return err
 	}
@@ -2001,6 +2437,73 @@ func (t *EventStream) MergeProblem(v Problem) error {
 	merged, err := runtime.JSONMerge(t.union, b)
 	t.union = merged
 	return err
+}
+
+// AsErrorEvent returns the union data inside the EventStream as a ErrorEvent
+func (t EventStream) AsErrorEvent() (ErrorEvent, error) {
+	var body ErrorEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromErrorEvent overwrites any union data inside the EventStream as the provided ErrorEvent
+func (t *EventStream) FromErrorEvent(v ErrorEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"error"}`))
+	t.union = b
+	return err
+}
+
+// MergeErrorEvent performs a merge with any union data inside the EventStream, using the provided ErrorEvent
+func (t *EventStream) MergeErrorEvent(v ErrorEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"error"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t EventStream) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"event"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t EventStream) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "error":
+		return t.AsErrorEvent()
+	case "gap":
+		return t.AsGapEvent()
+	case "result":
+		return t.AsResultEvent()
+	case "rich_result":
+		return t.AsRichResultEvent()
+	case "stderr":
+		return t.AsStderrEvent()
+	case "stdout":
+		return t.AsStdoutEvent()
+	case "task":
+		return t.AsTaskEvent()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
 }
 
 func (t EventStream) MarshalJSON() ([]byte, error) {
@@ -2022,14 +2525,26 @@ func (t RunRequest) AsRunRequestCommand() (RunRequestCommand, error) {
 
 // FromRunRequestCommand overwrites any union data inside the RunRequest as the provided RunRequestCommand
 func (t *RunRequest) FromRunRequestCommand(v RunRequestCommand) error {
+	var discriminator RunRequestKind = "command"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"command"}`))
 	t.union = b
 	return err
 }
 
 // MergeRunRequestCommand performs a merge with any union data inside the RunRequest, using the provided RunRequestCommand
 func (t *RunRequest) MergeRunRequestCommand(v RunRequestCommand) error {
+	var discriminator RunRequestKind = "command"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"command"}`))
 	if err != nil {
 		return err
 	}
@@ -2048,14 +2563,26 @@ func (t RunRequest) AsRunRequestCode() (RunRequestCode, error) {
 
 // FromRunRequestCode overwrites any union data inside the RunRequest as the provided RunRequestCode
 func (t *RunRequest) FromRunRequestCode(v RunRequestCode) error {
+	var discriminator RunRequestKind = "code"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"code"}`))
 	t.union = b
 	return err
 }
 
 // MergeRunRequestCode performs a merge with any union data inside the RunRequest, using the provided RunRequestCode
 func (t *RunRequest) MergeRunRequestCode(v RunRequestCode) error {
+	var discriminator RunRequestKind = "code"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"code"}`))
 	if err != nil {
 		return err
 	}
@@ -2063,6 +2590,29 @@ func (t *RunRequest) MergeRunRequestCode(v RunRequestCode) error {
 	merged, err := runtime.JSONMerge(t.union, b)
 	t.union = merged
 	return err
+}
+
+func (t RunRequest) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"kind"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t RunRequest) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "code":
+		return t.AsRunRequestCode()
+	case "command":
+		return t.AsRunRequestCommand()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
 }
 
 func (t RunRequest) MarshalJSON() ([]byte, error) {
@@ -2096,6 +2646,13 @@ func (t RunRequest) MarshalJSON() ([]byte, error) {
 		object["env"], err = json.Marshal(t.Env)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'env': %w", err)
+		}
+	}
+
+	if t.Kind != nil {
+		object["kind"], err = json.Marshal(t.Kind)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'kind': %w", err)
 		}
 	}
 
@@ -2173,6 +2730,13 @@ func (t *RunRequest) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Env)
 		if err != nil {
 			return fmt.Errorf("error reading 'env': %w", err)
+		}
+	}
+
+	if raw, found := object["kind"]; found {
+		err = json.Unmarshal(raw, &t.Kind)
+		if err != nil {
+			return fmt.Errorf("error reading 'kind': %w", err)
 		}
 	}
 
@@ -2458,6 +3022,7 @@ type ClientInterface interface {
 	//
 	// Sessions owned by the caller plus the deployment's shared `per_runtime` sessions,
 	// newest first. Admins may pass `all=true` to see every principal's sessions.
+	// `label=key=value` (repeatable) lists only the sessions carrying every one of those labels.
 	//
 	// Corresponds with GET /v1/sessions (the `ListSessions` operationId).
 	ListSessions(ctx context.Context, params *ListSessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2465,7 +3030,10 @@ type ClientInterface interface {
 	// CreateSessionWithBody Create a session.
 	//
 	// Mints a new session on a `per_session` profile (default: the configured default
-	// profile). The sandbox itself is provisioned on first use. Profiles of another scope
+	// profile). The sandbox itself is provisioned on first use. Options: `env` (variables
+	// every execution and context of the session gets; an execution's own `env` wins),
+	// `timeout_s` (a lifetime, with `on_expiry`; `PATCH` sets it anew) and `cpu` /
+	// `memory_mb` (the sandbox's resources, at most the profile's policy). Profiles of another scope
 	// answer 409: `per_call` runs go through `POST /v1/runs`, `per_runtime` profiles have
 	// one shared session addressed as `default`.
 	//
@@ -2477,7 +3045,10 @@ type ClientInterface interface {
 	// CreateSession Create a session.
 	//
 	// Mints a new session on a `per_session` profile (default: the configured default
-	// profile). The sandbox itself is provisioned on first use. Profiles of another scope
+	// profile). The sandbox itself is provisioned on first use. Options: `env` (variables
+	// every execution and context of the session gets; an execution's own `env` wins),
+	// `timeout_s` (a lifetime, with `on_expiry`; `PATCH` sets it anew) and `cpu` /
+	// `memory_mb` (the sandbox's resources, at most the profile's policy). Profiles of another scope
 	// answer 409: `per_call` runs go through `POST /v1/runs`, `per_runtime` profiles have
 	// one shared session addressed as `default`.
 	//
@@ -2510,6 +3081,54 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/sessions/{session_id} (the `GetSession` operationId).
 	GetSession(ctx context.Context, sessionId SessionID, params *GetSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSessionWithBody Rename, relabel or set the lifetime of a session.
+	//
+	// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+	// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+	// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+	// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+	// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+	// answer is the session as it then stands. At most 32 labels remain. The `default`
+	// session and the shared session of a `per_runtime` profile (admins only) take names
+	// and labels but no lifetime (409). Another principal's session answers 404.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+	UpdateSessionWithBody(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSession Rename, relabel or set the lifetime of a session.
+	//
+	// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+	// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+	// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+	// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+	// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+	// answer is the session as it then stands. At most 32 labels remain. The `default`
+	// session and the shared session of a `per_runtime` profile (admins only) take names
+	// and labels but no lifetime (409). Another principal's session answers 404.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+	UpdateSession(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, body UpdateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateSessionWithApplicationMergePatchPlusJSONBody Rename, relabel or set the lifetime of a session.
+	//
+	// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+	// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+	// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+	// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+	// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+	// answer is the session as it then stands. At most 32 labels remain. The `default`
+	// session and the shared session of a `per_runtime` profile (admins only) take names
+	// and labels but no lifetime (409). Another principal's session answers 404.
+	//
+	// Takes a body of the `application/merge-patch+json` content type.
+	//
+	// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+	UpdateSessionWithApplicationMergePatchPlusJSONBody(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, body UpdateSessionApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RunCodeWithBody Run code in a session.
 	//
@@ -2647,6 +3266,11 @@ type ClientInterface interface {
 	// WriteFileWithBody Write a file (raw bytes).
 	//
 	// Streams the body into the file, creating parent folders. Any bytes are kept as sent.
+	// Send it as `application/octet-stream` (or without `Content-Type`); a body declared as
+	// structured data — `application/json`, `application/x-www-form-urlencoded`,
+	// `multipart/form-data` (any `multipart/*`) — answers 415 naming
+	// `application/octet-stream`, since a client that sends those has encoded the bytes
+	// (a JSON string's quotes, a form's fields) and the file would not hold them.
 	// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
 	// with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 	// Success means the file is there with the returned size and SHA-256.
@@ -2878,6 +3502,8 @@ type ClientInterface interface {
 	// ListTasks The caller's tasks.
 	//
 	// Every execution is a task; finished ones are kept for `sandbox.broker.response_ttl`.
+	// `label=key=value` (repeatable) lists only the tasks of sessions carrying every one of
+	// those labels (one-off runs have no session and never match).
 	//
 	// Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 	ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3271,6 +3897,7 @@ func (c *RawClient) CreateRun(ctx context.Context, body CreateRunJSONRequestBody
 //
 // Sessions owned by the caller plus the deployment's shared `per_runtime` sessions,
 // newest first. Admins may pass `all=true` to see every principal's sessions.
+// `label=key=value` (repeatable) lists only the sessions carrying every one of those labels.
 //
 // Corresponds with GET /v1/sessions (the `ListSessions` operationId).
 func (c *RawClient) ListSessions(ctx context.Context, params *ListSessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3288,7 +3915,10 @@ func (c *RawClient) ListSessions(ctx context.Context, params *ListSessionsParams
 // CreateSessionWithBody Create a session.
 //
 // Mints a new session on a `per_session` profile (default: the configured default
-// profile). The sandbox itself is provisioned on first use. Profiles of another scope
+// profile). The sandbox itself is provisioned on first use. Options: `env` (variables
+// every execution and context of the session gets; an execution's own `env` wins),
+// `timeout_s` (a lifetime, with `on_expiry`; `PATCH` sets it anew) and `cpu` /
+// `memory_mb` (the sandbox's resources, at most the profile's policy). Profiles of another scope
 // answer 409: `per_call` runs go through `POST /v1/runs`, `per_runtime` profiles have
 // one shared session addressed as `default`.
 //
@@ -3310,7 +3940,10 @@ func (c *RawClient) CreateSessionWithBody(ctx context.Context, contentType strin
 // CreateSession Create a session.
 //
 // Mints a new session on a `per_session` profile (default: the configured default
-// profile). The sandbox itself is provisioned on first use. Profiles of another scope
+// profile). The sandbox itself is provisioned on first use. Options: `env` (variables
+// every execution and context of the session gets; an execution's own `env` wins),
+// `timeout_s` (a lifetime, with `on_expiry`; `PATCH` sets it anew) and `cpu` /
+// `memory_mb` (the sandbox's resources, at most the profile's policy). Profiles of another scope
 // answer 409: `per_call` runs go through `POST /v1/runs`, `per_runtime` profiles have
 // one shared session addressed as `default`.
 //
@@ -3364,6 +3997,84 @@ func (c *RawClient) DeleteSession(ctx context.Context, sessionId SessionID, para
 // Corresponds with GET /v1/sessions/{session_id} (the `GetSession` operationId).
 func (c *RawClient) GetSession(ctx context.Context, sessionId SessionID, params *GetSessionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSessionRequest(c.Server, sessionId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSessionWithBody Rename, relabel or set the lifetime of a session.
+//
+// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+// answer is the session as it then stands. At most 32 labels remain. The `default`
+// session and the shared session of a `per_runtime` profile (admins only) take names
+// and labels but no lifetime (409). Another principal's session answers 404.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+func (c *RawClient) UpdateSessionWithBody(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSessionRequestWithBody(c.Server, sessionId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSession Rename, relabel or set the lifetime of a session.
+//
+// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+// answer is the session as it then stands. At most 32 labels remain. The `default`
+// session and the shared session of a `per_runtime` profile (admins only) take names
+// and labels but no lifetime (409). Another principal's session answers 404.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+func (c *RawClient) UpdateSession(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, body UpdateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSessionRequest(c.Server, sessionId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateSessionWithApplicationMergePatchPlusJSONBody Rename, relabel or set the lifetime of a session.
+//
+// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+// answer is the session as it then stands. At most 32 labels remain. The `default`
+// session and the shared session of a `per_runtime` profile (admins only) take names
+// and labels but no lifetime (409). Another principal's session answers 404.
+//
+// Takes a body of the `application/merge-patch+json` content type.
+//
+// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+func (c *RawClient) UpdateSessionWithApplicationMergePatchPlusJSONBody(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, body UpdateSessionApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateSessionRequestWithApplicationMergePatchPlusJSONBody(c.Server, sessionId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3630,6 +4341,11 @@ func (c *RawClient) ReadFile(ctx context.Context, sessionId SessionID, path stri
 // WriteFileWithBody Write a file (raw bytes).
 //
 // Streams the body into the file, creating parent folders. Any bytes are kept as sent.
+// Send it as `application/octet-stream` (or without `Content-Type`); a body declared as
+// structured data — `application/json`, `application/x-www-form-urlencoded`,
+// `multipart/form-data` (any `multipart/*`) — answers 415 naming
+// `application/octet-stream`, since a client that sends those has encoded the bytes
+// (a JSON string's quotes, a form's fields) and the file would not hold them.
 // A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
 // with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 // Success means the file is there with the returned size and SHA-256.
@@ -4041,6 +4757,8 @@ func (c *RawClient) GetSnapshot(ctx context.Context, snapshotId SnapshotID, reqE
 // ListTasks The caller's tasks.
 //
 // Every execution is a task; finished ones are kept for `sandbox.broker.response_ttl`.
+// `label=key=value` (repeatable) lists only the tasks of sessions carrying every one of
+// those labels (one-off runs have no session and never match).
 //
 // Corresponds with GET /v1/tasks (the `ListTasks` operationId).
 func (c *RawClient) ListTasks(ctx context.Context, params *ListTasksParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4840,6 +5558,18 @@ func NewListSessionsRequest(server string, params *ListSessionsParams) (*http.Re
 
 		}
 
+		if params.Label != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "label", *params.Label, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Status != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -5072,6 +5802,91 @@ func NewGetSessionRequest(server string, sessionId SessionID, params *GetSession
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewUpdateSessionRequest calls the generic UpdateSession builder with application/json body
+func NewUpdateSessionRequest(server string, sessionId SessionID, params *UpdateSessionParams, body UpdateSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateSessionRequestWithBody(server, sessionId, params, "application/json", bodyReader)
+}
+
+// NewUpdateSessionRequestWithApplicationMergePatchPlusJSONBody calls the generic UpdateSession builder with application/merge-patch+json body
+func NewUpdateSessionRequestWithApplicationMergePatchPlusJSONBody(server string, sessionId SessionID, params *UpdateSessionParams, body UpdateSessionApplicationMergePatchPlusJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateSessionRequestWithBody(server, sessionId, params, "application/merge-patch+json", bodyReader)
+}
+
+// NewUpdateSessionRequestWithBody constructs an http.Request for the UpdateSession method, with any body, and a specified content type
+func NewUpdateSessionRequestWithBody(server string, sessionId SessionID, params *UpdateSessionParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session_id", sessionId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Profile != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "profile", *params.Profile, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -6741,6 +7556,18 @@ func NewListTasksRequest(server string, params *ListTasksParams) (*http.Request,
 
 		}
 
+		if params.Label != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "label", *params.Label, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -7233,6 +8060,7 @@ type ClientWithResponsesInterface interface {
 	//
 	// Sessions owned by the caller plus the deployment's shared `per_runtime` sessions,
 	// newest first. Admins may pass `all=true` to see every principal's sessions.
+	// `label=key=value` (repeatable) lists only the sessions carrying every one of those labels.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7242,7 +8070,10 @@ type ClientWithResponsesInterface interface {
 	// CreateSessionWithBodyWithResponse Create a session.
 	//
 	// Mints a new session on a `per_session` profile (default: the configured default
-	// profile). The sandbox itself is provisioned on first use. Profiles of another scope
+	// profile). The sandbox itself is provisioned on first use. Options: `env` (variables
+	// every execution and context of the session gets; an execution's own `env` wins),
+	// `timeout_s` (a lifetime, with `on_expiry`; `PATCH` sets it anew) and `cpu` /
+	// `memory_mb` (the sandbox's resources, at most the profile's policy). Profiles of another scope
 	// answer 409: `per_call` runs go through `POST /v1/runs`, `per_runtime` profiles have
 	// one shared session addressed as `default`.
 	//
@@ -7254,7 +8085,10 @@ type ClientWithResponsesInterface interface {
 	// CreateSessionWithResponse Create a session.
 	//
 	// Mints a new session on a `per_session` profile (default: the configured default
-	// profile). The sandbox itself is provisioned on first use. Profiles of another scope
+	// profile). The sandbox itself is provisioned on first use. Options: `env` (variables
+	// every execution and context of the session gets; an execution's own `env` wins),
+	// `timeout_s` (a lifetime, with `on_expiry`; `PATCH` sets it anew) and `cpu` /
+	// `memory_mb` (the sandbox's resources, at most the profile's policy). Profiles of another scope
 	// answer 409: `per_call` runs go through `POST /v1/runs`, `per_runtime` profiles have
 	// one shared session addressed as `default`.
 	//
@@ -7291,6 +8125,54 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/sessions/{session_id} (the `GetSession` operationId).
 	GetSessionWithResponse(ctx context.Context, sessionId SessionID, params *GetSessionParams, reqEditors ...RequestEditorFn) (*GetSessionResponse, error)
+
+	// UpdateSessionWithBodyWithResponse Rename, relabel or set the lifetime of a session.
+	//
+	// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+	// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+	// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+	// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+	// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+	// answer is the session as it then stands. At most 32 labels remain. The `default`
+	// session and the shared session of a `per_runtime` profile (admins only) take names
+	// and labels but no lifetime (409). Another principal's session answers 404.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+	UpdateSessionWithBodyWithResponse(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSessionResponse, error)
+
+	// UpdateSessionWithResponse Rename, relabel or set the lifetime of a session.
+	//
+	// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+	// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+	// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+	// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+	// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+	// answer is the session as it then stands. At most 32 labels remain. The `default`
+	// session and the shared session of a `per_runtime` profile (admins only) take names
+	// and labels but no lifetime (409). Another principal's session answers 404.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+	UpdateSessionWithResponse(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, body UpdateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSessionResponse, error)
+
+	// UpdateSessionWithApplicationMergePatchPlusJSONBodyWithResponse Rename, relabel or set the lifetime of a session.
+	//
+	// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+	// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+	// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+	// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+	// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+	// answer is the session as it then stands. At most 32 labels remain. The `default`
+	// session and the shared session of a `per_runtime` profile (admins only) take names
+	// and labels but no lifetime (409). Another principal's session answers 404.
+	//
+	// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+	UpdateSessionWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, body UpdateSessionApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSessionResponse, error)
 
 	// RunCodeWithBodyWithResponse Run code in a session.
 	//
@@ -7440,6 +8322,11 @@ type ClientWithResponsesInterface interface {
 	// WriteFileWithBodyWithResponse Write a file (raw bytes).
 	//
 	// Streams the body into the file, creating parent folders. Any bytes are kept as sent.
+	// Send it as `application/octet-stream` (or without `Content-Type`); a body declared as
+	// structured data — `application/json`, `application/x-www-form-urlencoded`,
+	// `multipart/form-data` (any `multipart/*`) — answers 415 naming
+	// `application/octet-stream`, since a client that sends those has encoded the bytes
+	// (a JSON string's quotes, a form's fields) and the file would not hold them.
 	// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
 	// with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 	// Success means the file is there with the returned size and SHA-256.
@@ -7691,6 +8578,8 @@ type ClientWithResponsesInterface interface {
 	// ListTasksWithResponse The caller's tasks.
 	//
 	// Every execution is a task; finished ones are kept for `sandbox.broker.response_ttl`.
+	// `label=key=value` (repeatable) lists only the tasks of sessions carrying every one of
+	// those labels (one-off runs have no session and never match).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8283,7 +9172,8 @@ type CreateAPIKeyResponse401Headers struct {
 
 // CreateAPIKeyResponse415Headers the declared response headers of an HTTP 415 response for CreateAPIKey
 type CreateAPIKeyResponse415Headers struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 
 // CreateAPIKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateAPIKey
@@ -8942,7 +9832,8 @@ type CreateRunResponse401Headers struct {
 
 // CreateRunResponse415Headers the declared response headers of an HTTP 415 response for CreateRun
 type CreateRunResponse415Headers struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 
 // CreateRunResponse429Headers the declared response headers of an HTTP 429 response for CreateRun
@@ -9220,7 +10111,8 @@ type CreateSessionResponse401Headers struct {
 
 // CreateSessionResponse415Headers the declared response headers of an HTTP 415 response for CreateSession
 type CreateSessionResponse415Headers struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 
 // CreateSessionResponse429Headers the declared response headers of an HTTP 429 response for CreateSession
@@ -9604,6 +10496,153 @@ func (r GetSessionResponse) ContentType() string {
 	return ""
 }
 
+// UpdateSessionResponse401Headers the declared response headers of an HTTP 401 response for UpdateSession
+type UpdateSessionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// UpdateSessionResponse415Headers the declared response headers of an HTTP 415 response for UpdateSession
+type UpdateSessionResponse415Headers struct {
+	AcceptPatch *string
+	AcceptPost  *string
+}
+
+// UpdateSessionResponse429Headers the declared response headers of an HTTP 429 response for UpdateSession
+type UpdateSessionResponse429Headers struct {
+	RetryAfter *int
+}
+
+// UpdateSessionResponse503Headers the declared response headers of an HTTP 503 response for UpdateSession
+type UpdateSessionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type UpdateSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthenticated
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON408 the response for an HTTP 408 `application/problem+json` response
+	ApplicationproblemJSON408 *RequestTimeout
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *OverQuota
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *InternalError
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *StoreUnavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *UpdateSessionResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *UpdateSessionResponse415Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *UpdateSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON401() *Unauthenticated {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON408 returns the response for an HTTP 408 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON408() *RequestTimeout {
+	return r.ApplicationproblemJSON408
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON429() *OverQuota {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON500() *InternalError {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r UpdateSessionResponse) GetApplicationproblemJSON503() *StoreUnavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RunCodeResponse202Headers the declared response headers of an HTTP 202 response for RunCode
 type RunCodeResponse202Headers struct {
 	Location *string
@@ -9616,7 +10655,8 @@ type RunCodeResponse401Headers struct {
 
 // RunCodeResponse415Headers the declared response headers of an HTTP 415 response for RunCode
 type RunCodeResponse415Headers struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 
 // RunCodeResponse429Headers the declared response headers of an HTTP 429 response for RunCode
@@ -9802,7 +10842,8 @@ type RunCommandResponse401Headers struct {
 
 // RunCommandResponse415Headers the declared response headers of an HTTP 415 response for RunCommand
 type RunCommandResponse415Headers struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 
 // RunCommandResponse429Headers the declared response headers of an HTTP 429 response for RunCommand
@@ -10126,7 +11167,8 @@ type CreateContextResponse401Headers struct {
 
 // CreateContextResponse415Headers the declared response headers of an HTTP 415 response for CreateContext
 type CreateContextResponse415Headers struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 
 // CreateContextResponse429Headers the declared response headers of an HTTP 429 response for CreateContext
@@ -11012,6 +12054,12 @@ type WriteFileResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// WriteFileResponse415Headers the declared response headers of an HTTP 415 response for WriteFile
+type WriteFileResponse415Headers struct {
+	AcceptPatch *string
+	AcceptPost  *string
+}
+
 // WriteFileResponse429Headers the declared response headers of an HTTP 429 response for WriteFile
 type WriteFileResponse429Headers struct {
 	RetryAfter *int
@@ -11041,6 +12089,8 @@ type WriteFileResponse struct {
 	ApplicationproblemJSON409 *Conflict
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
 	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
 	ApplicationproblemJSON422 *Unsupported
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -11057,6 +12107,8 @@ type WriteFileResponse struct {
 	ApplicationproblemJSON507 *WorkspaceFull
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *WriteFileResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *WriteFileResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *WriteFileResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11101,6 +12153,11 @@ func (r WriteFileResponse) GetApplicationproblemJSON409() *Conflict {
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
 func (r WriteFileResponse) GetApplicationproblemJSON413() *TooLarge {
 	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r WriteFileResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
@@ -11306,7 +12363,8 @@ type CreatePortLinkResponse401Headers struct {
 
 // CreatePortLinkResponse415Headers the declared response headers of an HTTP 415 response for CreatePortLink
 type CreatePortLinkResponse415Headers struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 
 // CreatePortLinkResponse429Headers the declared response headers of an HTTP 429 response for CreatePortLink
@@ -12484,7 +13542,8 @@ type CreateSnapshotResponse401Headers struct {
 
 // CreateSnapshotResponse415Headers the declared response headers of an HTTP 415 response for CreateSnapshot
 type CreateSnapshotResponse415Headers struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 
 // CreateSnapshotResponse429Headers the declared response headers of an HTTP 429 response for CreateSnapshot
@@ -13374,7 +14433,8 @@ type ResizeTaskTerminalResponse401Headers struct {
 
 // ResizeTaskTerminalResponse415Headers the declared response headers of an HTTP 415 response for ResizeTaskTerminal
 type ResizeTaskTerminalResponse415Headers struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 
 // ResizeTaskTerminalResponse429Headers the declared response headers of an HTTP 429 response for ResizeTaskTerminal
@@ -13946,6 +15006,7 @@ func (c *ClientWithResponses) CreateRunWithResponse(ctx context.Context, body Cr
 //
 // Sessions owned by the caller plus the deployment's shared `per_runtime` sessions,
 // newest first. Admins may pass `all=true` to see every principal's sessions.
+// `label=key=value` (repeatable) lists only the sessions carrying every one of those labels.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13961,7 +15022,10 @@ func (c *ClientWithResponses) ListSessionsWithResponse(ctx context.Context, para
 // CreateSessionWithBodyWithResponse Create a session.
 //
 // Mints a new session on a `per_session` profile (default: the configured default
-// profile). The sandbox itself is provisioned on first use. Profiles of another scope
+// profile). The sandbox itself is provisioned on first use. Options: `env` (variables
+// every execution and context of the session gets; an execution's own `env` wins),
+// `timeout_s` (a lifetime, with `on_expiry`; `PATCH` sets it anew) and `cpu` /
+// `memory_mb` (the sandbox's resources, at most the profile's policy). Profiles of another scope
 // answer 409: `per_call` runs go through `POST /v1/runs`, `per_runtime` profiles have
 // one shared session addressed as `default`.
 //
@@ -13979,7 +15043,10 @@ func (c *ClientWithResponses) CreateSessionWithBodyWithResponse(ctx context.Cont
 // CreateSessionWithResponse Create a session.
 //
 // Mints a new session on a `per_session` profile (default: the configured default
-// profile). The sandbox itself is provisioned on first use. Profiles of another scope
+// profile). The sandbox itself is provisioned on first use. Options: `env` (variables
+// every execution and context of the session gets; an execution's own `env` wins),
+// `timeout_s` (a lifetime, with `on_expiry`; `PATCH` sets it anew) and `cpu` /
+// `memory_mb` (the sandbox's resources, at most the profile's policy). Profiles of another scope
 // answer 409: `per_call` runs go through `POST /v1/runs`, `per_runtime` profiles have
 // one shared session addressed as `default`.
 //
@@ -14033,6 +15100,72 @@ func (c *ClientWithResponses) GetSessionWithResponse(ctx context.Context, sessio
 		return nil, err
 	}
 	return ParseGetSessionResponse(rsp)
+}
+
+// UpdateSessionWithBodyWithResponse Rename, relabel or set the lifetime of a session.
+//
+// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+// answer is the session as it then stands. At most 32 labels remain. The `default`
+// session and the shared session of a `per_runtime` profile (admins only) take names
+// and labels but no lifetime (409). Another principal's session answers 404.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+func (c *ClientWithResponses) UpdateSessionWithBodyWithResponse(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSessionResponse, error) {
+	rsp, err := c.UpdateSessionWithBody(ctx, sessionId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSessionResponse(rsp)
+}
+
+// UpdateSessionWithResponse Rename, relabel or set the lifetime of a session.
+//
+// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+// answer is the session as it then stands. At most 32 labels remain. The `default`
+// session and the shared session of a `per_runtime` profile (admins only) take names
+// and labels but no lifetime (409). Another principal's session answers 404.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+func (c *ClientWithResponses) UpdateSessionWithResponse(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, body UpdateSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSessionResponse, error) {
+	rsp, err := c.UpdateSession(ctx, sessionId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSessionResponse(rsp)
+}
+
+// UpdateSessionWithApplicationMergePatchPlusJSONBodyWithResponse Rename, relabel or set the lifetime of a session.
+//
+// A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+// replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+// set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+// session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+// lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+// answer is the session as it then stands. At most 32 labels remain. The `default`
+// session and the shared session of a `per_runtime` profile (admins only) take names
+// and labels but no lifetime (409). Another principal's session answers 404.
+//
+// Takes a body of the `application/merge-patch+json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /v1/sessions/{session_id} (the `UpdateSession` operationId).
+func (c *ClientWithResponses) UpdateSessionWithApplicationMergePatchPlusJSONBodyWithResponse(ctx context.Context, sessionId SessionID, params *UpdateSessionParams, body UpdateSessionApplicationMergePatchPlusJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateSessionResponse, error) {
+	rsp, err := c.UpdateSessionWithApplicationMergePatchPlusJSONBody(ctx, sessionId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateSessionResponse(rsp)
 }
 
 // RunCodeWithBodyWithResponse Run code in a session.
@@ -14255,6 +15388,11 @@ func (c *ClientWithResponses) ReadFileWithResponse(ctx context.Context, sessionI
 // WriteFileWithBodyWithResponse Write a file (raw bytes).
 //
 // Streams the body into the file, creating parent folders. Any bytes are kept as sent.
+// Send it as `application/octet-stream` (or without `Content-Type`); a body declared as
+// structured data — `application/json`, `application/x-www-form-urlencoded`,
+// `multipart/form-data` (any `multipart/*`) — answers 415 naming
+// `application/octet-stream`, since a client that sends those has encoded the bytes
+// (a JSON string's quotes, a form's fields) and the file would not hold them.
 // A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
 // with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 // Success means the file is there with the returned size and SHA-256.
@@ -14614,6 +15752,8 @@ func (c *ClientWithResponses) GetSnapshotWithResponse(ctx context.Context, snaps
 // ListTasksWithResponse The caller's tasks.
 //
 // Every execution is a task; finished ones are kept for `sandbox.broker.response_ttl`.
+// `label=key=value` (repeatable) lists only the tasks of sessions carrying every one of
+// those labels (one-off runs have no session and never match).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15311,6 +16451,13 @@ func ParseCreateAPIKeyResponse(rsp *http.Response) (*CreateAPIKeyResponse, error
 		response.Headers401 = &headers
 	case rsp.StatusCode == 415:
 		var headers CreateAPIKeyResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
 		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -15996,6 +17143,13 @@ func ParseCreateRunResponse(rsp *http.Response) (*CreateRunResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 415:
 		var headers CreateRunResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
 		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -16253,6 +17407,13 @@ func ParseCreateSessionResponse(rsp *http.Response) (*CreateSessionResponse, err
 		response.Headers401 = &headers
 	case rsp.StatusCode == 415:
 		var headers CreateSessionResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
 		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -16526,6 +17687,159 @@ func ParseGetSessionResponse(rsp *http.Response) (*GetSessionResponse, error) {
 	return response, nil
 }
 
+// ParseUpdateSessionResponse parses an HTTP response from a UpdateSessionWithResponse call
+func ParseUpdateSessionResponse(rsp *http.Response) (*UpdateSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthenticated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 408:
+		var dest RequestTimeout
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON408 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest OverQuota
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest StoreUnavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers UpdateSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers UpdateSessionResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
+		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPost = &value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdateSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers UpdateSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseRunCodeResponse parses an HTTP response from a RunCodeWithResponse call
 func ParseRunCodeResponse(rsp *http.Response) (*RunCodeResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -16680,6 +17994,13 @@ func ParseRunCodeResponse(rsp *http.Response) (*RunCodeResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 415:
 		var headers RunCodeResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
 		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -16884,6 +18205,13 @@ func ParseRunCommandResponse(rsp *http.Response) (*RunCommandResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 415:
 		var headers RunCommandResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
 		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -17187,6 +18515,13 @@ func ParseCreateContextResponse(rsp *http.Response) (*CreateContextResponse, err
 		response.Headers401 = &headers
 	case rsp.StatusCode == 415:
 		var headers CreateContextResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
 		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -18044,6 +19379,13 @@ func ParseWriteFileResponse(rsp *http.Response) (*WriteFileResponse, error) {
 		}
 		response.ApplicationproblemJSON413 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Unsupported
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18106,6 +19448,23 @@ func ParseWriteFileResponse(rsp *http.Response) (*WriteFileResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers WriteFileResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
+		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPost = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers WriteFileResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18373,6 +19732,13 @@ func ParseCreatePortLinkResponse(rsp *http.Response) (*CreatePortLinkResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 415:
 		var headers CreatePortLinkResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
 		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -19554,6 +20920,13 @@ func ParseCreateSnapshotResponse(rsp *http.Response) (*CreateSnapshotResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 415:
 		var headers CreateSnapshotResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
 		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -20434,6 +21807,13 @@ func ParseResizeTaskTerminalResponse(rsp *http.Response) (*ResizeTaskTerminalRes
 		response.Headers401 = &headers
 	case rsp.StatusCode == 415:
 		var headers ResizeTaskTerminalResponse415Headers
+		if values := rsp.Header.Values("Accept-Patch"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Patch", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptPatch = &value
+		}
 		if values := rsp.Header.Values("Accept-Post"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Post", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -157,13 +157,17 @@ export interface paths {
          * The caller's sessions.
          * @description Sessions owned by the caller plus the deployment's shared `per_runtime` sessions,
          *     newest first. Admins may pass `all=true` to see every principal's sessions.
+         *     `label=key=value` (repeatable) lists only the sessions carrying every one of those labels.
          */
         get: operations["listSessions"];
         put?: never;
         /**
          * Create a session.
          * @description Mints a new session on a `per_session` profile (default: the configured default
-         *     profile). The sandbox itself is provisioned on first use. Profiles of another scope
+         *     profile). The sandbox itself is provisioned on first use. Options: `env` (variables
+         *     every execution and context of the session gets; an execution's own `env` wins),
+         *     `timeout_s` (a lifetime, with `on_expiry`; `PATCH` sets it anew) and `cpu` /
+         *     `memory_mb` (the sandbox's resources, at most the profile's policy). Profiles of another scope
          *     answer 409: `per_call` runs go through `POST /v1/runs`, `per_runtime` profiles have
          *     one shared session addressed as `default`.
          */
@@ -212,7 +216,18 @@ export interface paths {
         delete: operations["deleteSession"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Rename, relabel or set the lifetime of a session.
+         * @description A JSON merge patch (RFC 7396) of the session: members left out are kept. `name`
+         *     replaces the name (`null` or `""` clears it); `labels` merges into the labels, a label
+         *     set to `null` is removed (`"labels": null` removes them all); `timeout_s` makes the
+         *     session end that many seconds from now, as `on_expiry` says (`null` or `0`: no
+         *     lifetime, it lives until deleted) — the way to extend a session's lifetime. The
+         *     answer is the session as it then stands. At most 32 labels remain. The `default`
+         *     session and the shared session of a `per_runtime` profile (admins only) take names
+         *     and labels but no lifetime (409). Another principal's session answers 404.
+         */
+        patch: operations["updateSession"];
         trace?: never;
     };
     "/v1/sessions/{session_id}/commands": {
@@ -805,6 +820,11 @@ export interface paths {
         /**
          * Write a file (raw bytes).
          * @description Streams the body into the file, creating parent folders. Any bytes are kept as sent.
+         *     Send it as `application/octet-stream` (or without `Content-Type`); a body declared as
+         *     structured data — `application/json`, `application/x-www-form-urlencoded`,
+         *     `multipart/form-data` (any `multipart/*`) — answers 415 naming
+         *     `application/octet-stream`, since a client that sends those has encoded the bytes
+         *     (a JSON string's quotes, a form's fields) and the file would not hold them.
          *     A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
          *     with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
          *     Success means the file is there with the returned size and SHA-256.
@@ -831,6 +851,8 @@ export interface paths {
         /**
          * The caller's tasks.
          * @description Every execution is a task; finished ones are kept for `sandbox.broker.response_ttl`.
+         *     `label=key=value` (repeatable) lists only the tasks of sessions carrying every one of
+         *     those labels (one-off runs have no session and never match).
          */
         get: operations["listTasks"];
         put?: never;
@@ -1236,6 +1258,49 @@ export interface components {
             labels?: {
                 [key: string]: string;
             };
+            /**
+             * @description The session's environment: variables every execution, background process and
+             *     context of the session gets (an execution's own `env` wins for its names). Names
+             *     must match `^[A-Za-z_][A-Za-z0-9_]*$`. The values are kept with the session and never
+             *     shown again (`env_names` lists the names), as they may be secrets.
+             */
+            env?: {
+                [key: string]: string;
+            };
+            /**
+             * @description The session's lifetime in seconds (at most 30 days): it ends this long after it was
+             *     made, as `on_expiry` says; `PATCH` with `timeout_s` sets a new end counted from then.
+             *     Without it the session lives until deleted (or reset by the profile's idle rules).
+             */
+            timeout_s?: number;
+            /**
+             * @description What the end of `timeout_s` does: `destroy` the session (as DELETE does), or `pause`
+             *     its sandbox (profiles whose provider can pause; a resume gives it no lifetime).
+             * @default destroy
+             * @enum {string}
+             */
+            on_expiry?: "destroy" | "pause";
+            /**
+             * Format: double
+             * @description Cores for the session's sandbox. At most the profile's policy `cpu` when it sets one
+             *     (more answers 403 `policy`); a provider that cannot bound resources
+             *     (`capabilities.policy_resources: false`) refuses it (403 `policy`), never ignores it.
+             */
+            cpu?: number;
+            /**
+             * @description MiB of memory for the session's sandbox; at most the profile's policy `memory_mb`,
+             *     refused as `cpu` is.
+             */
+            memory_mb?: number;
+        };
+        /** @description A JSON merge patch (RFC 7396) of a session; see `PATCH /v1/sessions/{session_id}`. */
+        SessionPatch: {
+            name?: string | null;
+            labels?: {
+                [key: string]: string | null;
+            } | null;
+            /** @description Seconds from now until the session ends (as its `on_expiry` says); `0` or `null`, no lifetime. */
+            timeout_s?: number | null;
         };
         Session: {
             id: string;
@@ -1253,6 +1318,25 @@ export interface components {
             labels: {
                 [key: string]: string;
             };
+            /** @description The names of the session's environment variables (`env` at create), sorted; their values are never shown. */
+            env_names?: string[];
+            /**
+             * Format: date-time
+             * @description When the session's lifetime ends (`timeout_s`); absent when it has none.
+             */
+            expires_at?: string;
+            /**
+             * @description What the end of its lifetime does (with `expires_at`).
+             * @enum {string}
+             */
+            on_expiry?: "destroy" | "pause";
+            /**
+             * Format: double
+             * @description Cores asked for its sandbox at create (absent: the profile's policy).
+             */
+            cpu?: number;
+            /** @description MiB of memory asked for its sandbox at create (absent: the profile's policy). */
+            memory_mb?: number;
             /** @description The provider's handle, once provisioned. */
             sandbox_id?: string;
             /** Format: date-time */
@@ -1463,8 +1547,18 @@ export interface components {
              */
             language?: "python" | "bash";
         };
-        /** @description Exactly one of `command` (a shell command) or `code` (with `language`). */
+        /**
+         * @description Exactly one of `command` (a shell command) or `code` (with `language`); `kind` names
+         *     which (`command` or `code`), for clients generated from this document. The gateway
+         *     also takes a request without `kind` (as made before it was added), inferring it from
+         *     the member given.
+         */
         RunRequest: {
+            /**
+             * @description Which of `command` or `code` the run is.
+             * @enum {string}
+             */
+            kind?: "command" | "code";
             profile?: string;
             command?: string;
             code?: string;
@@ -1482,10 +1576,20 @@ export interface components {
         } & (components["schemas"]["RunRequestCommand"] | components["schemas"]["RunRequestCode"]);
         /** @description A run of a shell command (`command` without `code`). */
         RunRequestCommand: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "command";
             command: string;
         };
         /** @description A run of code (`code` without `command`). */
         RunRequestCode: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "code";
             code: string;
         };
         /**
@@ -1496,29 +1600,104 @@ export interface components {
          */
         OutputEncoding: "text" | "base64";
         /**
-         * @description A `text/event-stream` body (one JSON value per event's `data` line; this schema is
-         *     that of each event's data). Events: `task` (a `Task`, first on `POST` answers),
-         *     `stdout` and `stderr` (an `OutputChunk`; its `id` is the position after it,
-         *     `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from on any replica),
-         *     `gap` (an `OutputGap`), `rich_result` (a `RichResult` of code as it is produced; its
-         *     `id` is `<stdout bytes>-<stderr bytes>-<rich result bytes>`, the last counting the
-         *     JSON of the rich results so far), `result` (an `ExecutionResult`, whose `results`
-         *     has every rich result) or `error` (a `Problem`), the last two ending the stream.
-         *     Example:
+         * @description A `text/event-stream` body. This schema is that of one event: `event` is its `event:`
+         *     line (the discriminator), `id` its `id:` line where it has one, and `data` the JSON
+         *     value of its `data:` line. Events: `task` (a `Task`, first on `POST` answers), `stdout`
+         *     and `stderr` (an `OutputChunk`, whose `stream` names the stream too; its `id` is the
+         *     position after it, `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from
+         *     on any replica), `gap` (an `OutputGap`), `rich_result` (a `RichResult` of code as it is
+         *     produced; its `id` is `<stdout bytes>-<stderr bytes>-<rich result bytes>`, the last
+         *     counting the JSON of the rich results so far), `result` (an `ExecutionResult`, whose
+         *     `results` has every rich result) or `error` (a `Problem`), the last two ending the
+         *     stream. Example:
          *
          *         event: task
          *         data: {"id":"0b6d3f0c2a9e4d55b1c8e7f6a5d4c3b2","status":"running", …}
          *
          *         id: 9-0
          *         event: stdout
-         *         data: {"offset":0,"data":"building\n","encoding":"utf-8"}
+         *         data: {"stream":"stdout","offset":0,"data":"building\n","encoding":"utf-8"}
          *
          *         event: result
          *         data: {"status":"completed","exit_code":0,"stdout":"building\n", …}
          */
-        EventStream: components["schemas"]["Task"] | components["schemas"]["OutputChunk"] | components["schemas"]["OutputGap"] | components["schemas"]["RichResult"] | components["schemas"]["ExecutionResult"] | components["schemas"]["Problem"];
+        EventStream: components["schemas"]["TaskEvent"] | components["schemas"]["StdoutEvent"] | components["schemas"]["StderrEvent"] | components["schemas"]["GapEvent"] | components["schemas"]["RichResultEvent"] | components["schemas"]["ResultEvent"] | components["schemas"]["ErrorEvent"];
+        /** @description `event: task`: the execution's task, first on `POST` answers. */
+        TaskEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "task";
+            data: components["schemas"]["Task"];
+        };
+        /** @description `event: stdout`: output of standard output. */
+        StdoutEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "stdout";
+            /** @description `<stdout bytes>-<stderr bytes>` after this chunk (and `-<rich result bytes>` once there are rich results). */
+            id: string;
+            data: components["schemas"]["OutputChunk"];
+        };
+        /** @description `event: stderr`: output of standard error. */
+        StderrEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "stderr";
+            /** @description `<stdout bytes>-<stderr bytes>` after this chunk (and `-<rich result bytes>` once there are rich results). */
+            id: string;
+            data: components["schemas"]["OutputChunk"];
+        };
+        /** @description `event: gap`: bytes dropped from the middle of a long output. */
+        GapEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "gap";
+            data: components["schemas"]["OutputGap"];
+        };
+        /** @description `event: rich_result`: a rich result of code as it is produced. */
+        RichResultEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "rich_result";
+            /** @description `<stdout bytes>-<stderr bytes>-<rich result bytes>` after it. */
+            id: string;
+            data: components["schemas"]["RichResult"];
+        };
+        /** @description `event: result`: the execution's result; ends the stream. */
+        ResultEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "result";
+            data: components["schemas"]["ExecutionResult"];
+        };
+        /** @description `event: error`: the execution failed (a problem); ends the stream. */
+        ErrorEvent: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            event: "error";
+            data: components["schemas"]["Problem"];
+        };
         /** @description One piece of a stream's output, as the program wrote it. */
         OutputChunk: {
+            /**
+             * @description The stream the bytes were written to (as the event's name says).
+             * @enum {string}
+             */
+            stream: "stdout" | "stderr";
             /**
              * Format: int64
              * @description Byte offset of these bytes in their stream (dropped bytes count).
@@ -2079,11 +2258,13 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The body's `Content-Type` is not the one the operation takes; `Accept-Post` (for POST) names it. */
+        /** @description The body's `Content-Type` is not one the operation takes; `Accept-Post` (for POST) or `Accept-Patch` (for PATCH) names them. */
         UnsupportedMediaType: {
             headers: {
                 /** @description The media type the operation takes (W3C LDP §7.1). */
                 "Accept-Post"?: string;
+                /** @description The media types a PATCH takes (RFC 5789 §3.1). */
+                "Accept-Patch"?: string;
                 [name: string]: unknown;
             };
             content: {
@@ -2223,6 +2404,11 @@ export interface components {
         PreviewPath: string;
         /** @description Workload profile; must match the session's own profile when both are known. */
         ProfileQuery: string;
+        /**
+         * @description A label selector, `key=value` (split at the first `=`; the value may be empty):
+         *     only items carrying that label. Repeat it to require several (all must match).
+         */
+        LabelSelector: string[];
         Limit: number;
         /** @description Opaque `next_cursor` from the previous page. */
         Cursor: string;
@@ -2618,6 +2804,11 @@ export interface operations {
             query?: {
                 /** @description Workload profile; must match the session's own profile when both are known. */
                 profile?: components["parameters"]["ProfileQuery"];
+                /**
+                 * @description A label selector, `key=value` (split at the first `=`; the value may be empty):
+                 *     only items carrying that label. Repeat it to require several (all must match).
+                 */
+                label?: components["parameters"]["LabelSelector"];
                 status?: components["schemas"]["SessionStatus"];
                 /** @description Only sessions carrying this `conversation` label. */
                 conversation?: string;
@@ -2687,7 +2878,11 @@ export interface operations {
                  *       "name": "analysis",
                  *       "labels": {
                  *         "conversation": "c-42"
-                 *       }
+                 *       },
+                 *       "env": {
+                 *         "LOG_LEVEL": "debug"
+                 *       },
+                 *       "timeout_s": 3600
                  *     }
                  */
                 "application/json": components["schemas"]["CreateSessionRequest"];
@@ -2839,6 +3034,80 @@ export interface operations {
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    updateSession: {
+        parameters: {
+            query?: {
+                /** @description Workload profile; must match the session's own profile when both are known. */
+                profile?: components["parameters"]["ProfileQuery"];
+            };
+            header?: never;
+            path: {
+                /** @description A session id, or `default` for the caller's default session of `?profile=`. */
+                session_id: components["parameters"]["SessionID"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "analysis-2",
+                 *       "labels": {
+                 *         "team": "ml",
+                 *         "conversation": null
+                 *       },
+                 *       "timeout_s": 7200
+                 *     }
+                 */
+                "application/merge-patch+json": components["schemas"]["SessionPatch"];
+                "application/json": components["schemas"]["SessionPatch"];
+            };
+        };
+        responses: {
+            /** @description The session after the patch. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b",
+                     *       "name": "analysis-2",
+                     *       "profile": "default",
+                     *       "provider": "local_subprocess",
+                     *       "scope": "per_session",
+                     *       "status": "active",
+                     *       "state": "running",
+                     *       "default": false,
+                     *       "labels": {
+                     *         "team": "ml"
+                     *       },
+                     *       "env_names": [
+                     *         "LOG_LEVEL"
+                     *       ],
+                     *       "expires_at": "2026-11-29T11:05:00Z",
+                     *       "on_expiry": "destroy",
+                     *       "created_at": "2026-11-29T09:00:00Z",
+                     *       "last_used_at": "2026-11-29T09:05:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["StoreUnavailable"];
@@ -3910,6 +4179,7 @@ export interface operations {
             content: {
                 /**
                  * @example {
+                 *       "kind": "command",
                  *       "profile": "oneshot",
                  *       "command": "uname -a"
                  *     }
@@ -4122,6 +4392,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Unsupported"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];
@@ -4177,6 +4448,11 @@ export interface operations {
             query?: {
                 status?: components["schemas"]["TaskStatus"];
                 session_id?: string;
+                /**
+                 * @description A label selector, `key=value` (split at the first `=`; the value may be empty):
+                 *     only items carrying that label. Repeat it to require several (all must match).
+                 */
+                label?: components["parameters"]["LabelSelector"];
                 limit?: components["parameters"]["Limit"];
                 /** @description Opaque `next_cursor` from the previous page. */
                 cursor?: components["parameters"]["Cursor"];

@@ -136,6 +136,7 @@ test("output streams as it is produced, and resumes after an event id", async ()
   const first = out[0];
   assert.ok(first && first.type === "stdout");
   assert.equal(first.id, "7-0", "event ids are byte positions");
+  assert.equal(first.data.stream, "stdout", "a chunk names its stream in its data too");
   assert.ok(stream.taskId);
 
   const rest: Uint8Array[] = [];
@@ -149,7 +150,7 @@ test("output streams as it is produced, and resumes after an event id", async ()
   assert.equal(r.exit_code, 0);
 
   const once: string[] = [];
-  await sg.streamRun({ profile: "oneshot", command: "echo streamed once" }).wait({ stdout: (b) => once.push(new TextDecoder().decode(b)) });
+  await sg.streamRun({ kind: "command", profile: "oneshot", command: "echo streamed once" }).wait({ stdout: (b) => once.push(new TextDecoder().decode(b)) });
   assert.equal(once.join(""), "streamed once\n");
   await destroy(sid);
 });

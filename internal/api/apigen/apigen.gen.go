@@ -152,6 +152,24 @@ func (e ContextCreateLanguage) Valid() bool {
 	}
 }
 
+// Defines values for CreateSessionRequestOnExpiry.
+const (
+	CreateSessionRequestOnExpiryDestroy CreateSessionRequestOnExpiry = "destroy"
+	CreateSessionRequestOnExpiryPause   CreateSessionRequestOnExpiry = "pause"
+)
+
+// Valid indicates whether the value is a known member of the CreateSessionRequestOnExpiry enum.
+func (e CreateSessionRequestOnExpiry) Valid() bool {
+	switch e {
+	case CreateSessionRequestOnExpiryDestroy:
+		return true
+	case CreateSessionRequestOnExpiryPause:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreatedAPIKeyStatus.
 const (
 	CreatedAPIKeyStatusActive  CreatedAPIKeyStatus = "active"
@@ -167,6 +185,21 @@ func (e CreatedAPIKeyStatus) Valid() bool {
 	case CreatedAPIKeyStatusExpired:
 		return true
 	case CreatedAPIKeyStatusRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ErrorEventEvent.
+const (
+	Error ErrorEventEvent = "error"
+)
+
+// Valid indicates whether the value is a known member of the ErrorEventEvent enum.
+func (e ErrorEventEvent) Valid() bool {
+	switch e {
+	case Error:
 		return true
 	default:
 		return false
@@ -230,6 +263,21 @@ func (e FileEntryType) Valid() bool {
 	case Other:
 		return true
 	case Symlink:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GapEventEvent.
+const (
+	Gap GapEventEvent = "gap"
+)
+
+// Valid indicates whether the value is a known member of the GapEventEvent enum.
+func (e GapEventEvent) Valid() bool {
+	switch e {
+	case Gap:
 		return true
 	default:
 		return false
@@ -302,6 +350,24 @@ func (e OutputChunkEncoding) Valid() bool {
 	}
 }
 
+// Defines values for OutputChunkStream.
+const (
+	OutputChunkStreamStderr OutputChunkStream = "stderr"
+	OutputChunkStreamStdout OutputChunkStream = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the OutputChunkStream enum.
+func (e OutputChunkStream) Valid() bool {
+	switch e {
+	case OutputChunkStreamStderr:
+		return true
+	case OutputChunkStreamStdout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for OutputEncoding.
 const (
 	OutputEncodingBase64 OutputEncoding = "base64"
@@ -322,16 +388,16 @@ func (e OutputEncoding) Valid() bool {
 
 // Defines values for OutputGapStream.
 const (
-	Stderr OutputGapStream = "stderr"
-	Stdout OutputGapStream = "stdout"
+	OutputGapStreamStderr OutputGapStream = "stderr"
+	OutputGapStreamStdout OutputGapStream = "stdout"
 )
 
 // Valid indicates whether the value is a known member of the OutputGapStream enum.
 func (e OutputGapStream) Valid() bool {
 	switch e {
-	case Stderr:
+	case OutputGapStreamStderr:
 		return true
-	case Stdout:
+	case OutputGapStreamStdout:
 		return true
 	default:
 		return false
@@ -416,6 +482,84 @@ func (e ProfileIdleAction) Valid() bool {
 	}
 }
 
+// Defines values for ResultEventEvent.
+const (
+	Result ResultEventEvent = "result"
+)
+
+// Valid indicates whether the value is a known member of the ResultEventEvent enum.
+func (e ResultEventEvent) Valid() bool {
+	switch e {
+	case Result:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RichResultEventEvent.
+const (
+	RichResultEventEventRichResult RichResultEventEvent = "rich_result"
+)
+
+// Valid indicates whether the value is a known member of the RichResultEventEvent enum.
+func (e RichResultEventEvent) Valid() bool {
+	switch e {
+	case RichResultEventEventRichResult:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRequestKind.
+const (
+	RunRequestKindCode    RunRequestKind = "code"
+	RunRequestKindCommand RunRequestKind = "command"
+)
+
+// Valid indicates whether the value is a known member of the RunRequestKind enum.
+func (e RunRequestKind) Valid() bool {
+	switch e {
+	case RunRequestKindCode:
+		return true
+	case RunRequestKindCommand:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRequestCodeKind.
+const (
+	RunRequestCodeKindCode RunRequestCodeKind = "code"
+)
+
+// Valid indicates whether the value is a known member of the RunRequestCodeKind enum.
+func (e RunRequestCodeKind) Valid() bool {
+	switch e {
+	case RunRequestCodeKindCode:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RunRequestCommandKind.
+const (
+	RunRequestCommandKindCommand RunRequestCommandKind = "command"
+)
+
+// Valid indicates whether the value is a known member of the RunRequestCommandKind enum.
+func (e RunRequestCommandKind) Valid() bool {
+	switch e {
+	case RunRequestCommandKindCommand:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Scope.
 const (
 	PerCall    Scope = "per_call"
@@ -431,6 +575,24 @@ func (e Scope) Valid() bool {
 	case PerRuntime:
 		return true
 	case PerSession:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SessionOnExpiry.
+const (
+	SessionOnExpiryDestroy SessionOnExpiry = "destroy"
+	SessionOnExpiryPause   SessionOnExpiry = "pause"
+)
+
+// Valid indicates whether the value is a known member of the SessionOnExpiry enum.
+func (e SessionOnExpiry) Valid() bool {
+	switch e {
+	case SessionOnExpiryDestroy:
+		return true
+	case SessionOnExpiryPause:
 		return true
 	default:
 		return false
@@ -515,6 +677,36 @@ func (e SnapshotKind) Valid() bool {
 	}
 }
 
+// Defines values for StderrEventEvent.
+const (
+	StderrEventEventStderr StderrEventEvent = "stderr"
+)
+
+// Valid indicates whether the value is a known member of the StderrEventEvent enum.
+func (e StderrEventEvent) Valid() bool {
+	switch e {
+	case StderrEventEventStderr:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StdoutEventEvent.
+const (
+	StdoutEventEventStdout StdoutEventEvent = "stdout"
+)
+
+// Valid indicates whether the value is a known member of the StdoutEventEvent enum.
+func (e StdoutEventEvent) Valid() bool {
+	switch e {
+	case StdoutEventEventStdout:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskOperation.
 const (
 	TaskOperationExecuteCode    TaskOperation = "execute_code"
@@ -527,6 +719,21 @@ func (e TaskOperation) Valid() bool {
 	case TaskOperationExecuteCode:
 		return true
 	case TaskOperationExecuteCommand:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TaskEventEvent.
+const (
+	TaskEventEventTask TaskEventEvent = "task"
+)
+
+// Valid indicates whether the value is a known member of the TaskEventEvent enum.
+func (e TaskEventEvent) Valid() bool {
+	switch e {
+	case TaskEventEventTask:
 		return true
 	default:
 		return false
@@ -861,6 +1068,17 @@ type CreateAPIKeyRequest struct {
 
 // CreateSessionRequest defines model for CreateSessionRequest.
 type CreateSessionRequest struct {
+	// Cpu Cores for the session's sandbox. At most the profile's policy `cpu` when it sets one
+	// (more answers 403 `policy`); a provider that cannot bound resources
+	// (`capabilities.policy_resources: false`) refuses it (403 `policy`), never ignores it.
+	Cpu *float64 `json:"cpu,omitempty"`
+
+	// Env The session's environment: variables every execution, background process and
+	// context of the session gets (an execution's own `env` wins for its names). Names
+	// must match `^[A-Za-z_][A-Za-z0-9_]*$`. The values are kept with the session and never
+	// shown again (`env_names` lists the names), as they may be secrets.
+	Env *map[string]string `json:"env,omitempty"`
+
 	// FromSnapshot Start from one of your snapshots (a fork): the session takes the snapshot's profile
 	// (a different `profile` is a 400) and a sandbox restored from it, made before the
 	// answer; processes and variables start afresh. A snapshot whose files hold more than
@@ -868,9 +1086,26 @@ type CreateSessionRequest struct {
 	// are restored as holes and do not count.
 	FromSnapshot *string            `json:"from_snapshot,omitempty"`
 	Labels       *map[string]string `json:"labels,omitempty"`
-	Name         *string            `json:"name,omitempty"`
-	Profile      *string            `json:"profile,omitempty"`
+
+	// MemoryMb MiB of memory for the session's sandbox; at most the profile's policy `memory_mb`,
+	// refused as `cpu` is.
+	MemoryMb *int    `json:"memory_mb,omitempty"`
+	Name     *string `json:"name,omitempty"`
+
+	// OnExpiry What the end of `timeout_s` does: `destroy` the session (as DELETE does), or `pause`
+	// its sandbox (profiles whose provider can pause; a resume gives it no lifetime).
+	OnExpiry *CreateSessionRequestOnExpiry `json:"on_expiry,omitempty"`
+	Profile  *string                       `json:"profile,omitempty"`
+
+	// TimeoutS The session's lifetime in seconds (at most 30 days): it ends this long after it was
+	// made, as `on_expiry` says; `PATCH` with `timeout_s` sets a new end counted from then.
+	// Without it the session lives until deleted (or reset by the profile's idle rules).
+	TimeoutS *int `json:"timeout_s,omitempty"`
 }
+
+// CreateSessionRequestOnExpiry What the end of `timeout_s` does: `destroy` the session (as DELETE does), or `pause`
+// its sandbox (profiles whose provider can pause; a resume gives it no lifetime).
+type CreateSessionRequestOnExpiry string
 
 // CreatedAPIKey A key just made, with its secret — shown this once.
 type CreatedAPIKey struct {
@@ -920,22 +1155,33 @@ type DroppedResult struct {
 	Types []string `json:"types"`
 }
 
-// EventStream A `text/event-stream` body (one JSON value per event's `data` line; this schema is
-// that of each event's data). Events: `task` (a `Task`, first on `POST` answers),
-// `stdout` and `stderr` (an `OutputChunk`; its `id` is the position after it,
-// `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from on any replica),
-// `gap` (an `OutputGap`), `rich_result` (a `RichResult` of code as it is produced; its
-// `id` is `<stdout bytes>-<stderr bytes>-<rich result bytes>`, the last counting the
-// JSON of the rich results so far), `result` (an `ExecutionResult`, whose `results`
-// has every rich result) or `error` (a `Problem`), the last two ending the stream.
-// Example:
+// ErrorEvent `event: error`: the execution failed (a problem); ends the stream.
+type ErrorEvent struct {
+	// Data RFC 9457 problem details.
+	Data  Problem         `json:"data"`
+	Event ErrorEventEvent `json:"event"`
+}
+
+// ErrorEventEvent defines model for ErrorEvent.Event.
+type ErrorEventEvent string
+
+// EventStream A `text/event-stream` body. This schema is that of one event: `event` is its `event:`
+// line (the discriminator), `id` its `id:` line where it has one, and `data` the JSON
+// value of its `data:` line. Events: `task` (a `Task`, first on `POST` answers), `stdout`
+// and `stderr` (an `OutputChunk`, whose `stream` names the stream too; its `id` is the
+// position after it, `<stdout bytes>-<stderr bytes>`, which `Last-Event-ID` resumes from
+// on any replica), `gap` (an `OutputGap`), `rich_result` (a `RichResult` of code as it is
+// produced; its `id` is `<stdout bytes>-<stderr bytes>-<rich result bytes>`, the last
+// counting the JSON of the rich results so far), `result` (an `ExecutionResult`, whose
+// `results` has every rich result) or `error` (a `Problem`), the last two ending the
+// stream. Example:
 //
 //	event: task
 //	data: {"id":"0b6d3f0c2a9e4d55b1c8e7f6a5d4c3b2","status":"running", …}
 //
 //	id: 9-0
 //	event: stdout
-//	data: {"offset":0,"data":"building\n","encoding":"utf-8"}
+//	data: {"stream":"stdout","offset":0,"data":"building\n","encoding":"utf-8"}
 //
 //	event: result
 //	data: {"status":"completed","exit_code":0,"stdout":"building\n", …}
@@ -1035,6 +1281,16 @@ type FileWritten struct {
 	Size        int64   `json:"size"`
 }
 
+// GapEvent `event: gap`: bytes dropped from the middle of a long output.
+type GapEvent struct {
+	// Data Bytes `from` to `to` (exclusive) of a stream were dropped (the middle of a long output) and will not be sent.
+	Data  OutputGap     `json:"data"`
+	Event GapEventEvent `json:"event"`
+}
+
+// GapEventEvent defines model for GapEvent.Event.
+type GapEventEvent string
+
 // Health defines model for Health.
 type Health struct {
 	Checks *map[string]string `json:"checks,omitempty"`
@@ -1058,10 +1314,16 @@ type OutputChunk struct {
 
 	// Offset Byte offset of these bytes in their stream (dropped bytes count).
 	Offset int64 `json:"offset"`
+
+	// Stream The stream the bytes were written to (as the event's name says).
+	Stream OutputChunkStream `json:"stream"`
 }
 
 // OutputChunkEncoding defines model for OutputChunk.Encoding.
 type OutputChunkEncoding string
+
+// OutputChunkStream The stream the bytes were written to (as the event's name says).
+type OutputChunkStream string
 
 // OutputEncoding `text` returns UTF-8 (invalid bytes make `encoding` read `base64` for that stream set);
 // `base64` always returns stdout and stderr base64-encoded.
@@ -1276,6 +1538,15 @@ type Quotas struct {
 	Snapshots Quota `json:"snapshots"`
 }
 
+// ResultEvent `event: result`: the execution's result; ends the stream.
+type ResultEvent struct {
+	Data  ExecutionResult  `json:"data"`
+	Event ResultEventEvent `json:"event"`
+}
+
+// ResultEventEvent defines model for ResultEvent.Event.
+type ResultEventEvent string
+
 // RichResult One rich result of code, a MIME bundle (Jupyter's `execute_result` or `display_data`;
 // E2B's `Result`): `data` maps MIME types to representations of the same value, of which
 // a client shows the richest it can. `text/plain` is almost always there.
@@ -1295,12 +1566,33 @@ type RichResult struct {
 	IsMainResult bool `json:"is_main_result"`
 }
 
-// RunRequest Exactly one of `command` (a shell command) or `code` (with `language`).
+// RichResultEvent `event: rich_result`: a rich result of code as it is produced.
+type RichResultEvent struct {
+	// Data One rich result of code, a MIME bundle (Jupyter's `execute_result` or `display_data`;
+	// E2B's `Result`): `data` maps MIME types to representations of the same value, of which
+	// a client shows the richest it can. `text/plain` is almost always there.
+	Data  RichResult           `json:"data"`
+	Event RichResultEventEvent `json:"event"`
+
+	// Id `<stdout bytes>-<stderr bytes>-<rich result bytes>` after it.
+	Id string `json:"id"`
+}
+
+// RichResultEventEvent defines model for RichResultEvent.Event.
+type RichResultEventEvent string
+
+// RunRequest Exactly one of `command` (a shell command) or `code` (with `language`); `kind` names
+// which (`command` or `code`), for clients generated from this document. The gateway
+// also takes a request without `kind` (as made before it was added), inferring it from
+// the member given.
 type RunRequest struct {
-	Code     *string            `json:"code,omitempty"`
-	Command  *string            `json:"command,omitempty"`
-	Env      *map[string]string `json:"env,omitempty"`
-	Language *string            `json:"language,omitempty"`
+	Code    *string            `json:"code,omitempty"`
+	Command *string            `json:"command,omitempty"`
+	Env     *map[string]string `json:"env,omitempty"`
+
+	// Kind Which of `command` or `code` the run is.
+	Kind     *RunRequestKind `json:"kind,omitempty"`
+	Language *string         `json:"language,omitempty"`
 
 	// Output `text` returns UTF-8 (invalid bytes make `encoding` read `base64` for that stream set);
 	// `base64` always returns stdout and stderr base64-encoded.
@@ -1312,21 +1604,34 @@ type RunRequest struct {
 	union    json.RawMessage
 }
 
+// RunRequestKind Which of `command` or `code` the run is.
+type RunRequestKind string
+
 // RunRequestCode A run of code (`code` without `command`).
 type RunRequestCode struct {
-	Code string `json:"code"`
+	Code string             `json:"code"`
+	Kind RunRequestCodeKind `json:"kind"`
 }
+
+// RunRequestCodeKind defines model for RunRequestCode.Kind.
+type RunRequestCodeKind string
 
 // RunRequestCommand A run of a shell command (`command` without `code`).
 type RunRequestCommand struct {
-	Command string `json:"command"`
+	Command string                `json:"command"`
+	Kind    RunRequestCommandKind `json:"kind"`
 }
+
+// RunRequestCommandKind defines model for RunRequestCommand.Kind.
+type RunRequestCommandKind string
 
 // Scope defines model for Scope.
 type Scope string
 
 // Session defines model for Session.
 type Session struct {
+	// Cpu Cores asked for its sandbox at create (absent: the profile's policy).
+	Cpu       *float64  `json:"cpu,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 
 	// Default The caller's default session of its profile.
@@ -1339,11 +1644,23 @@ type Session struct {
 	DestroyError *string `json:"destroy_error,omitempty"`
 
 	// DestroyRetryAt When the next attempt is due (state `destroy_failed`).
-	DestroyRetryAt *time.Time        `json:"destroy_retry_at,omitempty"`
-	Id             string            `json:"id"`
-	Labels         map[string]string `json:"labels"`
-	LastUsedAt     time.Time         `json:"last_used_at"`
-	Name           *string           `json:"name,omitempty"`
+	DestroyRetryAt *time.Time `json:"destroy_retry_at,omitempty"`
+
+	// EnvNames The names of the session's environment variables (`env` at create), sorted; their values are never shown.
+	EnvNames *[]string `json:"env_names,omitempty"`
+
+	// ExpiresAt When the session's lifetime ends (`timeout_s`); absent when it has none.
+	ExpiresAt  *time.Time        `json:"expires_at,omitempty"`
+	Id         string            `json:"id"`
+	Labels     map[string]string `json:"labels"`
+	LastUsedAt time.Time         `json:"last_used_at"`
+
+	// MemoryMb MiB of memory asked for its sandbox at create (absent: the profile's policy).
+	MemoryMb *int    `json:"memory_mb,omitempty"`
+	Name     *string `json:"name,omitempty"`
+
+	// OnExpiry What the end of its lifetime does (with `expires_at`).
+	OnExpiry *SessionOnExpiry `json:"on_expiry,omitempty"`
 
 	// Owner Owning principal (issuer + subject); shown to admins.
 	Owner *string `json:"owner,omitempty"`
@@ -1378,6 +1695,9 @@ type Session struct {
 	Warnings *[]string `json:"warnings,omitempty"`
 }
 
+// SessionOnExpiry What the end of its lifetime does (with `expires_at`).
+type SessionOnExpiry string
+
 // SessionState Where the session's sandbox stands: `none` (not made yet, or reset: the next use
 // makes one), `running`, `paused` (frozen: files, processes and memory kept),
 // `parked` (removed while idle, its workspace kept in an `idle` snapshot that the
@@ -1407,6 +1727,15 @@ type SessionList struct {
 	// NextCursor Empty on the last page.
 	NextCursor string    `json:"next_cursor"`
 	Sessions   []Session `json:"sessions"`
+}
+
+// SessionPatch A JSON merge patch (RFC 7396) of a session; see `PATCH /v1/sessions/{session_id}`.
+type SessionPatch struct {
+	Labels *map[string]*string `json:"labels,omitempty"`
+	Name   *string             `json:"name,omitempty"`
+
+	// TimeoutS Seconds from now until the session ends (as its `on_expiry` says); `0` or `null`, no lifetime.
+	TimeoutS *int `json:"timeout_s,omitempty"`
 }
 
 // SessionStatus `active`: it takes work. `closed`: destroying it failed and is retried (`state: destroy_failed`); it takes no new work.
@@ -1448,6 +1777,19 @@ type SnapshotRequest struct {
 	Name *string `json:"name,omitempty"`
 }
 
+// StderrEvent `event: stderr`: output of standard error.
+type StderrEvent struct {
+	// Data One piece of a stream's output, as the program wrote it.
+	Data  OutputChunk      `json:"data"`
+	Event StderrEventEvent `json:"event"`
+
+	// Id `<stdout bytes>-<stderr bytes>` after this chunk (and `-<rich result bytes>` once there are rich results).
+	Id string `json:"id"`
+}
+
+// StderrEventEvent defines model for StderrEvent.Event.
+type StderrEventEvent string
+
 // StdinOpen Keep standard input open after `stdin`: send more with `POST /v1/tasks/{task_id}/stdin`
 // while the execution runs (`?eof=true` closes it). Take the task id from the stream's
 // `task` event, or pass `wait_s: 0` to get it at once.
@@ -1462,6 +1804,19 @@ type StdinWritten struct {
 	Closed bool   `json:"closed"`
 	TaskId string `json:"task_id"`
 }
+
+// StdoutEvent `event: stdout`: output of standard output.
+type StdoutEvent struct {
+	// Data One piece of a stream's output, as the program wrote it.
+	Data  OutputChunk      `json:"data"`
+	Event StdoutEventEvent `json:"event"`
+
+	// Id `<stdout bytes>-<stderr bytes>` after this chunk (and `-<rich result bytes>` once there are rich results).
+	Id string `json:"id"`
+}
+
+// StdoutEventEvent defines model for StdoutEvent.Event.
+type StdoutEventEvent string
 
 // Task defines model for Task.
 type Task struct {
@@ -1495,6 +1850,15 @@ type Task struct {
 // TaskOperation defines model for Task.Operation.
 type TaskOperation string
 
+// TaskEvent `event: task`: the execution's task, first on `POST` answers.
+type TaskEvent struct {
+	Data  Task           `json:"data"`
+	Event TaskEventEvent `json:"event"`
+}
+
+// TaskEventEvent defines model for TaskEvent.Event.
+type TaskEventEvent string
+
 // TaskList defines model for TaskList.
 type TaskList struct {
 	NextCursor string `json:"next_cursor"`
@@ -1521,6 +1885,9 @@ type Cursor = string
 
 // KeyID defines model for KeyID.
 type KeyID = string
+
+// LabelSelector defines model for LabelSelector.
+type LabelSelector = []string
 
 // Limit defines model for Limit.
 type Limit = int
@@ -1649,8 +2016,12 @@ type ListAuditEventsParams struct {
 // ListSessionsParams defines parameters for ListSessions.
 type ListSessionsParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
-	Profile *ProfileQuery  `form:"profile,omitempty" json:"profile,omitempty"`
-	Status  *SessionStatus `form:"status,omitempty" json:"status,omitempty"`
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+
+	// Label A label selector, `key=value` (split at the first `=`; the value may be empty):
+	// only items carrying that label. Repeat it to require several (all must match).
+	Label  *LabelSelector `form:"label,omitempty" json:"label,omitempty"`
+	Status *SessionStatus `form:"status,omitempty" json:"status,omitempty"`
 
 	// Conversation Only sessions carrying this `conversation` label.
 	Conversation *string `form:"conversation,omitempty" json:"conversation,omitempty"`
@@ -1671,6 +2042,12 @@ type DeleteSessionParams struct {
 
 // GetSessionParams defines parameters for GetSession.
 type GetSessionParams struct {
+	// Profile Workload profile; must match the session's own profile when both are known.
+	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
+}
+
+// UpdateSessionParams defines parameters for UpdateSession.
+type UpdateSessionParams struct {
 	// Profile Workload profile; must match the session's own profile when both are known.
 	Profile *ProfileQuery `form:"profile,omitempty" json:"profile,omitempty"`
 }
@@ -1806,7 +2183,11 @@ type ListSnapshotsParams struct {
 type ListTasksParams struct {
 	Status    *TaskStatus `form:"status,omitempty" json:"status,omitempty"`
 	SessionId *string     `form:"session_id,omitempty" json:"session_id,omitempty"`
-	Limit     *Limit      `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Label A label selector, `key=value` (split at the first `=`; the value may be empty):
+	// only items carrying that label. Repeat it to require several (all must match).
+	Label *LabelSelector `form:"label,omitempty" json:"label,omitempty"`
+	Limit *Limit         `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor Opaque `next_cursor` from the previous page.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -1835,6 +2216,12 @@ type CreateRunJSONRequestBody = RunRequest
 // CreateSessionJSONRequestBody defines body for CreateSession for application/json ContentType.
 type CreateSessionJSONRequestBody = CreateSessionRequest
 
+// UpdateSessionJSONRequestBody defines body for UpdateSession for application/json ContentType.
+type UpdateSessionJSONRequestBody = SessionPatch
+
+// UpdateSessionApplicationMergePatchPlusJSONRequestBody defines body for UpdateSession for application/merge-patch+json ContentType.
+type UpdateSessionApplicationMergePatchPlusJSONRequestBody = SessionPatch
+
 // RunCodeJSONRequestBody defines body for RunCode for application/json ContentType.
 type RunCodeJSONRequestBody = CodeRequest
 
@@ -1853,23 +2240,31 @@ type CreateSnapshotJSONRequestBody = SnapshotRequest
 // ResizeTaskTerminalJSONRequestBody defines body for ResizeTaskTerminal for application/json ContentType.
 type ResizeTaskTerminalJSONRequestBody = TerminalSize
 
-// AsTask returns the union data inside the EventStream as a Task
-func (t EventStream) AsTask() (Task, error) {
-	var body Task
+// AsTaskEvent returns the union data inside the EventStream as a TaskEvent
+func (t EventStream) AsTaskEvent() (TaskEvent, error) {
+	var body TaskEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromTask overwrites any union data inside the EventStream as the provided Task
-func (t *EventStream) FromTask(v Task) error {
+// FromTaskEvent overwrites any union data inside the EventStream as the provided TaskEvent
+func (t *EventStream) FromTaskEvent(v TaskEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"task"}`))
 	t.union = b
 	return err
 }
 
-// MergeTask performs a merge with any union data inside the EventStream, using the provided Task
-func (t *EventStream) MergeTask(v Task) error {
+// MergeTaskEvent performs a merge with any union data inside the EventStream, using the provided TaskEvent
+func (t *EventStream) MergeTaskEvent(v TaskEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"task"}`))
 	if err != nil {
 		return err
 	}
@@ -1879,23 +2274,31 @@ func (t *EventStream) MergeTask(v Task) error {
 	return err
 }
 
-// AsOutputChunk returns the union data inside the EventStream as a OutputChunk
-func (t EventStream) AsOutputChunk() (OutputChunk, error) {
-	var body OutputChunk
+// AsStdoutEvent returns the union data inside the EventStream as a StdoutEvent
+func (t EventStream) AsStdoutEvent() (StdoutEvent, error) {
+	var body StdoutEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromOutputChunk overwrites any union data inside the EventStream as the provided OutputChunk
-func (t *EventStream) FromOutputChunk(v OutputChunk) error {
+// FromStdoutEvent overwrites any union data inside the EventStream as the provided StdoutEvent
+func (t *EventStream) FromStdoutEvent(v StdoutEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stdout"}`))
 	t.union = b
 	return err
 }
 
-// MergeOutputChunk performs a merge with any union data inside the EventStream, using the provided OutputChunk
-func (t *EventStream) MergeOutputChunk(v OutputChunk) error {
+// MergeStdoutEvent performs a merge with any union data inside the EventStream, using the provided StdoutEvent
+func (t *EventStream) MergeStdoutEvent(v StdoutEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stdout"}`))
 	if err != nil {
 		return err
 	}
@@ -1905,23 +2308,31 @@ func (t *EventStream) MergeOutputChunk(v OutputChunk) error {
 	return err
 }
 
-// AsOutputGap returns the union data inside the EventStream as a OutputGap
-func (t EventStream) AsOutputGap() (OutputGap, error) {
-	var body OutputGap
+// AsStderrEvent returns the union data inside the EventStream as a StderrEvent
+func (t EventStream) AsStderrEvent() (StderrEvent, error) {
+	var body StderrEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromOutputGap overwrites any union data inside the EventStream as the provided OutputGap
-func (t *EventStream) FromOutputGap(v OutputGap) error {
+// FromStderrEvent overwrites any union data inside the EventStream as the provided StderrEvent
+func (t *EventStream) FromStderrEvent(v StderrEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stderr"}`))
 	t.union = b
 	return err
 }
 
-// MergeOutputGap performs a merge with any union data inside the EventStream, using the provided OutputGap
-func (t *EventStream) MergeOutputGap(v OutputGap) error {
+// MergeStderrEvent performs a merge with any union data inside the EventStream, using the provided StderrEvent
+func (t *EventStream) MergeStderrEvent(v StderrEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"stderr"}`))
 	if err != nil {
 		return err
 	}
@@ -1931,23 +2342,31 @@ func (t *EventStream) MergeOutputGap(v OutputGap) error {
 	return err
 }
 
-// AsRichResult returns the union data inside the EventStream as a RichResult
-func (t EventStream) AsRichResult() (RichResult, error) {
-	var body RichResult
+// AsGapEvent returns the union data inside the EventStream as a GapEvent
+func (t EventStream) AsGapEvent() (GapEvent, error) {
+	var body GapEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromRichResult overwrites any union data inside the EventStream as the provided RichResult
-func (t *EventStream) FromRichResult(v RichResult) error {
+// FromGapEvent overwrites any union data inside the EventStream as the provided GapEvent
+func (t *EventStream) FromGapEvent(v GapEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"gap"}`))
 	t.union = b
 	return err
 }
 
-// MergeRichResult performs a merge with any union data inside the EventStream, using the provided RichResult
-func (t *EventStream) MergeRichResult(v RichResult) error {
+// MergeGapEvent performs a merge with any union data inside the EventStream, using the provided GapEvent
+func (t *EventStream) MergeGapEvent(v GapEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"gap"}`))
 	if err != nil {
 		return err
 	}
@@ -1957,23 +2376,31 @@ func (t *EventStream) MergeRichResult(v RichResult) error {
 	return err
 }
 
-// AsExecutionResult returns the union data inside the EventStream as a ExecutionResult
-func (t EventStream) AsExecutionResult() (ExecutionResult, error) {
-	var body ExecutionResult
+// AsRichResultEvent returns the union data inside the EventStream as a RichResultEvent
+func (t EventStream) AsRichResultEvent() (RichResultEvent, error) {
+	var body RichResultEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromExecutionResult overwrites any union data inside the EventStream as the provided ExecutionResult
-func (t *EventStream) FromExecutionResult(v ExecutionResult) error {
+// FromRichResultEvent overwrites any union data inside the EventStream as the provided RichResultEvent
+func (t *EventStream) FromRichResultEvent(v RichResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"rich_result"}`))
 	t.union = b
 	return err
 }
 
-// MergeExecutionResult performs a merge with any union data inside the EventStream, using the provided ExecutionResult
-func (t *EventStream) MergeExecutionResult(v ExecutionResult) error {
+// MergeRichResultEvent performs a merge with any union data inside the EventStream, using the provided RichResultEvent
+func (t *EventStream) MergeRichResultEvent(v RichResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"rich_result"}`))
 	if err != nil {
 		return err
 	}
@@ -1983,23 +2410,31 @@ func (t *EventStream) MergeExecutionResult(v ExecutionResult) error {
 	return err
 }
 
-// AsProblem returns the union data inside the EventStream as a Problem
-func (t EventStream) AsProblem() (Problem, error) {
-	var body Problem
+// AsResultEvent returns the union data inside the EventStream as a ResultEvent
+func (t EventStream) AsResultEvent() (ResultEvent, error) {
+	var body ResultEvent
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromProblem overwrites any union data inside the EventStream as the provided Problem
-func (t *EventStream) FromProblem(v Problem) error {
+// FromResultEvent overwrites any union data inside the EventStream as the provided ResultEvent
+func (t *EventStream) FromResultEvent(v ResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"result"}`))
 	t.union = b
 	return err
 }
 
-// MergeProblem performs a merge with any union data inside the EventStream, using the provided Problem
-func (t *EventStream) MergeProblem(v Problem) error {
+// MergeResultEvent performs a merge with any union data inside the EventStream, using the provided ResultEvent
+func (t *EventStream) MergeResultEvent(v ResultEvent) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"result"}`))
 	if err != nil {
 		return err
 	}
@@ -2007,6 +2442,73 @@ func (t *EventStream) MergeProblem(v Problem) error {
 	merged, err := runtime.JSONMerge(t.union, b)
 	t.union = merged
 	return err
+}
+
+// AsErrorEvent returns the union data inside the EventStream as a ErrorEvent
+func (t EventStream) AsErrorEvent() (ErrorEvent, error) {
+	var body ErrorEvent
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromErrorEvent overwrites any union data inside the EventStream as the provided ErrorEvent
+func (t *EventStream) FromErrorEvent(v ErrorEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"error"}`))
+	t.union = b
+	return err
+}
+
+// MergeErrorEvent performs a merge with any union data inside the EventStream, using the provided ErrorEvent
+func (t *EventStream) MergeErrorEvent(v ErrorEvent) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"event":"error"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t EventStream) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"event"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t EventStream) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "error":
+		return t.AsErrorEvent()
+	case "gap":
+		return t.AsGapEvent()
+	case "result":
+		return t.AsResultEvent()
+	case "rich_result":
+		return t.AsRichResultEvent()
+	case "stderr":
+		return t.AsStderrEvent()
+	case "stdout":
+		return t.AsStdoutEvent()
+	case "task":
+		return t.AsTaskEvent()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
 }
 
 func (t EventStream) MarshalJSON() ([]byte, error) {
@@ -2028,14 +2530,26 @@ func (t RunRequest) AsRunRequestCommand() (RunRequestCommand, error) {
 
 // FromRunRequestCommand overwrites any union data inside the RunRequest as the provided RunRequestCommand
 func (t *RunRequest) FromRunRequestCommand(v RunRequestCommand) error {
+	var discriminator RunRequestKind = "command"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"command"}`))
 	t.union = b
 	return err
 }
 
 // MergeRunRequestCommand performs a merge with any union data inside the RunRequest, using the provided RunRequestCommand
 func (t *RunRequest) MergeRunRequestCommand(v RunRequestCommand) error {
+	var discriminator RunRequestKind = "command"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"command"}`))
 	if err != nil {
 		return err
 	}
@@ -2054,14 +2568,26 @@ func (t RunRequest) AsRunRequestCode() (RunRequestCode, error) {
 
 // FromRunRequestCode overwrites any union data inside the RunRequest as the provided RunRequestCode
 func (t *RunRequest) FromRunRequestCode(v RunRequestCode) error {
+	var discriminator RunRequestKind = "code"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"code"}`))
 	t.union = b
 	return err
 }
 
 // MergeRunRequestCode performs a merge with any union data inside the RunRequest, using the provided RunRequestCode
 func (t *RunRequest) MergeRunRequestCode(v RunRequestCode) error {
+	var discriminator RunRequestKind = "code"
+	t.Kind = &discriminator
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"kind":"code"}`))
 	if err != nil {
 		return err
 	}
@@ -2069,6 +2595,29 @@ func (t *RunRequest) MergeRunRequestCode(v RunRequestCode) error {
 	merged, err := runtime.JSONMerge(t.union, b)
 	t.union = merged
 	return err
+}
+
+func (t RunRequest) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"kind"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t RunRequest) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "code":
+		return t.AsRunRequestCode()
+	case "command":
+		return t.AsRunRequestCommand()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
 }
 
 func (t RunRequest) MarshalJSON() ([]byte, error) {
@@ -2102,6 +2651,13 @@ func (t RunRequest) MarshalJSON() ([]byte, error) {
 		object["env"], err = json.Marshal(t.Env)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'env': %w", err)
+		}
+	}
+
+	if t.Kind != nil {
+		object["kind"], err = json.Marshal(t.Kind)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'kind': %w", err)
 		}
 	}
 
@@ -2179,6 +2735,13 @@ func (t *RunRequest) UnmarshalJSON(b []byte) error {
 		err = json.Unmarshal(raw, &t.Env)
 		if err != nil {
 			return fmt.Errorf("error reading 'env': %w", err)
+		}
+	}
+
+	if raw, found := object["kind"]; found {
+		err = json.Unmarshal(raw, &t.Kind)
+		if err != nil {
+			return fmt.Errorf("error reading 'kind': %w", err)
 		}
 	}
 
@@ -2274,6 +2837,9 @@ type ServerInterface interface {
 	// GetSession One session.
 	// (GET /v1/sessions/{session_id})
 	GetSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params GetSessionParams)
+	// UpdateSession Rename, relabel or set the lifetime of a session.
+	// (PATCH /v1/sessions/{session_id})
+	UpdateSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params UpdateSessionParams)
 	// RunCode Run code in a session.
 	// (POST /v1/sessions/{session_id}/code)
 	RunCode(w http.ResponseWriter, r *http.Request, sessionId SessionID, params RunCodeParams)
@@ -2445,6 +3011,12 @@ func (_ Unimplemented) DeleteSession(w http.ResponseWriter, r *http.Request, ses
 // GetSession One session.
 // (GET /v1/sessions/{session_id})
 func (_ Unimplemented) GetSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params GetSessionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// UpdateSession Rename, relabel or set the lifetime of a session.
+// (PATCH /v1/sessions/{session_id})
+func (_ Unimplemented) UpdateSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params UpdateSessionParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2987,6 +3559,19 @@ func (siw *ServerInterfaceWrapper) ListSessions(w http.ResponseWriter, r *http.R
 		return
 	}
 
+	// ------------- Optional query parameter "label" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "label", r.URL.Query(), &params.Label, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "label"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "label", Err: err})
+		}
+		return
+	}
+
 	// ------------- Optional query parameter "status" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", r.URL.Query(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
@@ -3152,6 +3737,48 @@ func (siw *ServerInterfaceWrapper) GetSession(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetSession(w, r, sessionId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// UpdateSession operation middleware
+func (siw *ServerInterfaceWrapper) UpdateSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session_id" -------------
+	var sessionId SessionID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session_id", chi.URLParam(r, "session_id"), &sessionId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params UpdateSessionParams
+
+	// ------------- Optional query parameter "profile" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "profile", r.URL.Query(), &params.Profile, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "profile"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "profile", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.UpdateSession(w, r, sessionId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4178,6 +4805,19 @@ func (siw *ServerInterfaceWrapper) ListTasks(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
+	// ------------- Optional query parameter "label" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "label", r.URL.Query(), &params.Label, runtime.BindQueryParameterOptions{Type: "array", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "label"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "label", Err: err})
+		}
+		return
+	}
+
 	// ------------- Optional query parameter "limit" -------------
 
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
@@ -4535,6 +5175,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/sessions/{session_id}", wrapper.GetSession)
 	})
 	r.Group(func(r chi.Router) {
+		r.Patch(options.BaseURL+"/v1/sessions/{session_id}", wrapper.UpdateSession)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/sessions/{session_id}/commands", wrapper.RunCommand)
 	})
 	r.Group(func(r chi.Router) {
@@ -4705,7 +5348,8 @@ type UnauthenticatedApplicationProblemPlusJSONResponse struct {
 type UnsupportedApplicationProblemPlusJSONResponse Problem
 
 type UnsupportedMediaTypeResponseHeaders struct {
-	AcceptPost *string
+	AcceptPatch *string
+	AcceptPost  *string
 }
 type UnsupportedMediaTypeApplicationProblemPlusJSONResponse struct {
 	Body Problem
@@ -5189,6 +5833,9 @@ func (response CreateAPIKey415ApplicationProblemPlusJSONResponse) VisitCreateAPI
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -6075,6 +6722,9 @@ func (response CreateRun415ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -6470,6 +7120,9 @@ func (response CreateSession415ApplicationProblemPlusJSONResponse) VisitCreateSe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -6860,6 +7513,222 @@ func (response GetSession503ApplicationProblemPlusJSONResponse) VisitGetSessionR
 	return err
 }
 
+type UpdateSessionRequestObject struct {
+	SessionId                         SessionID `json:"session_id"`
+	Params                            UpdateSessionParams
+	JSONBody                          *UpdateSessionJSONRequestBody
+	ApplicationMergePatchPlusJSONBody *UpdateSessionApplicationMergePatchPlusJSONRequestBody
+}
+
+type UpdateSessionResponseObject interface {
+	VisitUpdateSessionResponse(w http.ResponseWriter) error
+}
+
+type UpdateSession200JSONResponse Session
+
+func (response UpdateSession200JSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession400ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession401ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession403ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession404ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession408ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession409ApplicationProblemPlusJSONResponse struct {
+	ConflictApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession409ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession413ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession415ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession429ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession500ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type UpdateSession503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response UpdateSession503ApplicationProblemPlusJSONResponse) VisitUpdateSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RunCodeRequestObject struct {
 	SessionId SessionID `json:"session_id"`
 	Params    RunCodeParams
@@ -7069,6 +7938,9 @@ func (response RunCode415ApplicationProblemPlusJSONResponse) VisitRunCodeRespons
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -7405,6 +8277,9 @@ func (response RunCommand415ApplicationProblemPlusJSONResponse) VisitRunCommandR
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -7873,6 +8748,9 @@ func (response CreateContext415ApplicationProblemPlusJSONResponse) VisitCreateCo
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -9258,6 +10136,28 @@ func (response WriteFile413ApplicationProblemPlusJSONResponse) VisitWriteFileRes
 	return err
 }
 
+type WriteFile415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response WriteFile415ApplicationProblemPlusJSONResponse) VisitWriteFileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WriteFile422ApplicationProblemPlusJSONResponse struct {
 	UnsupportedApplicationProblemPlusJSONResponse
 }
@@ -9703,6 +10603,9 @@ func (response CreatePortLink415ApplicationProblemPlusJSONResponse) VisitCreateP
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -10631,6 +11534,9 @@ func (response CreateSnapshot415ApplicationProblemPlusJSONResponse) VisitCreateS
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -11829,6 +12735,9 @@ func (response ResizeTaskTerminal415ApplicationProblemPlusJSONResponse) VisitRes
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
 	if response.Headers.AcceptPost != nil {
 		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
 	}
@@ -12211,6 +13120,9 @@ type StrictServerInterface interface {
 	// GetSession One session.
 	// (GET /v1/sessions/{session_id})
 	GetSession(ctx context.Context, request GetSessionRequestObject) (GetSessionResponseObject, error)
+	// UpdateSession Rename, relabel or set the lifetime of a session.
+	// (PATCH /v1/sessions/{session_id})
+	UpdateSession(ctx context.Context, request UpdateSessionRequestObject) (UpdateSessionResponseObject, error)
 	// RunCode Run code in a session.
 	// (POST /v1/sessions/{session_id}/code)
 	RunCode(ctx context.Context, request RunCodeRequestObject) (RunCodeResponseObject, error)
@@ -12725,6 +13637,53 @@ func (sh *strictHandler) GetSession(w http.ResponseWriter, r *http.Request, sess
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(GetSessionResponseObject); ok {
 		if err := validResponse.VisitGetSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// UpdateSession operation middleware
+func (sh *strictHandler) UpdateSession(w http.ResponseWriter, r *http.Request, sessionId SessionID, params UpdateSessionParams) {
+	var request UpdateSessionRequestObject
+
+	request.SessionId = sessionId
+	request.Params = params
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+
+		var body UpdateSessionJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/merge-patch+json") {
+
+		var body UpdateSessionApplicationMergePatchPlusJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.ApplicationMergePatchPlusJSONBody = &body
+
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.UpdateSession(ctx, request.(UpdateSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "UpdateSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(UpdateSessionResponseObject); ok {
+		if err := validResponse.VisitUpdateSessionResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -13492,457 +14451,498 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P3/dts21i+M3wqWnucsSx1KlmXZieU1a75pmsxkmraZxD39vlPliBAJSXhMARoCtKNmslbv4X2uYc59",
-	"nEvplbwLewMgKJGSHLudtid/dDWmSBDEj43947M/+30rkcuVFExo1Rq9by0YTVkO/3ySJGylX1MxZ/B3",
-	"ylSS85XmUrRGrXi61kzFI6K4mGeMmD9JDjcTmjOiWH7D0l4raqlkwZbUtMBEsWyNvm/Bo623UUuvV6w1",
-	"aimdczFvffgQtZ5d0fn2y64WjMx4xo4UYUJzvSaazkckHrfGRb9/mij+A4N/sS5eWMqUz3hCzfNE8yUj",
-	"XBCh8J5xK47IVOqFubhg76qd3O7TS6r0V9AgS3f2bfut7b9cXb0iKdWss/ctEh/cfsO3r18SOSN6wUiS",
-	"M6pZSnKmZJEnbHejH6LWiuZ0ybSd0qdSaPZOf02XbPs1T0iCPxNBl9AyN5dXVC9aUUvAMy17ywT+jFo5",
-	"+0fBczMsOi9Y2JcV1ZrlpoH/9f2T7t9p94d+92LyNvh3r/v2fT86P/3wn626lfC0yJXMt7v5zYr+o2Ak",
-	"FqYbCdwUk1kulzBAq5zdcFkosqLz8hv+UbB8HXwENh12d0nfvWRirhet0aDfr+vPl2z94ouaURPkyasX",
-	"5JqtjxThKWkLqQnXiiiW5Ex3Gsbxmq0nPD14BPvdC9qdvX1/OmgYrZd8ybV5qu57M/gxbDtlM1pkujU6",
-	"60fm2/nS7Mwz8+VLLvCvE/8eLjSbsxxe9Ermum7tXD19RVYy14QLxVMGk6GoSKfyHWmb8cikXE1pch2R",
-	"k8GjXr/X7500DY5pZ+fQ+B6fn52dnu3vs1kU7PaVeUnt/s2Z0m6Lma5ERGVULZgiXCRZkbI0IiuqFEuJ",
-	"luGnHSkUdDlpL+maTBlhy5VeN34Y/tX8YdsT+yqXCVOqbuldwXqHn+3aM+OsqbomPG3sAj7woIvvVS6N",
-	"BPwbrLqtbn4n8+tM0tT01dx2SZaF0mRJdbLAsWRKcSmOFJG3wt1FbhdMoJQ2x8m1kLeiaT/bR5o29Ild",
-	"1v7vum94g52o3eKuh4SnEZE5ie32iclM5iiXaZax/EgR+4t/Qs5I/Cfbvz/GDXNib77DnLTDSfmnfWmn",
-	"fnbeCLpSC6nx0+peb2940DVxRdV14xvNGn3At30w7aiVFAo1lc9p+pr9o2AKJBUcWQL+SVerzJ7Px6tc",
-	"TjO2/MN/KTxz2Tu6XGX2XNSUZ61RayrTNVmy5ZTl5CiRyyUV6RHhirhuk7ZijBzLFRN0xXtrusz8msix",
-	"C0Qt6Ip1WlGL5bk05/D371szzrLUvqBnG25FrSVTis7ZIW9ufXgbtZSmulCt0RCOLK5N91svxA3NeOre",
-	"X47XQuuVGh0fG9k1p5r1UnbjhkEdw0OogXwI5+E/czZrjVr/cVwqisf4qzp+hQ/jFNSJVRwBrsiSZjOZ",
-	"L1lq9o9ZBYoouWR6wcUcd5AUMz4vclSeUskUMScpzTJ52zM9eirFLOPJfafUiZcjtaA5S4/IgiqiErli",
-	"ZMXySV4Io7iNCNfwixSM4J1uS18SmqY5U8rcQhU5srvvyJx8mtHU7HnQ08ynSQFiyc/TRTlP/oMOnKDE",
-	"3f9Q0yNXbHO4Z1xbNUpanRaHxi9pVDvNdW06aPry7B1LCtPMF+Zjm2enblbsfE+WqjUanEQtJhKZmk09",
-	"ahV61n1sds07rieJTFlr1I9CUTlqnc9Okn76iA2mj+mQ9WcX9HR6ljxKT9hgdkqH02DkwczJmGYpXExZ",
-	"nrdGLf/vCZok8Aa8oPNCJEbXbo1mNFMMfpCFbo1aw8FYtNzf7slTf2H7yVuaCy7mZuu/PXjy/LC+Zsqo",
-	"amYOjep9zG6Y0F2lc0aXppEDmzNPvcGHGtYDc28kMy64Whjxdrugmhn9xqgWZiqImYqOWRALjoqu2S+y",
-	"0D3yHdeLsYjRbhyRrc7GsIaoULemPeX3CxUEbiN4m1PEyu5QNRZck7wQCgVu/OdnV+T45uTYHCTq+L09",
-	"Tz4cy0KvCh13IrO4BUvJdE0oic3vMb6kNxaVRfsql0up0bA7fOHC8utPz9PTWT8Z0As2TM/OpifJY/Zo",
-	"dk7P0mFyOh20opbfYq1RC7+HTUpx7/SWkdfH77HA80KYRWYuFdMl15qlE2qW66A/OO+enHQHF1f9i9FJ",
-	"f9Tv//1wGWLO8boF80bzLCP2pYTONMtJfEu5nqj4kqxklsEkgjZKNYmdeQs6UOBlCM3eun7YW4/9fdCX",
-	"5zKf8jRl4r6nAdULctTrHTOdHBsN/zY9IkwldMVUxYS5lfm1WtGkKs1PS2n+SmY8WZMbLjPs54FSfQXP",
-	"PYhM/9qdlyy1SghXZJVzkfAVzUBzpQTfRxIqjLw3BouYyTxhKcjyP1PNbun6Crf0PQf3NudwBh5N+bw3",
-	"5eKIsHcJY6mxoipnzMmgT7wcIW3sYs/+3QlG/Kw/LEfcdDIlppsHDrVt8EHG+okIjk+pF8wMNxUgy7zc",
-	"alPwDJFiZeyfiFDnYek0jYSdHSdSTVdfCKMG0+yZ0R7vOSNUEG6bI6CNEpkkRZ6z9JLkDMz3QHOdcG/u",
-	"4reCz6T8sTVqXcwGyZCd0EfT0/Rsdt6vzFVFJw3feuiEub4+zIyRaTEnXMD3zHGdX8IfODxWK5UiW1fU",
-	"d2PzoYlXKIbHFkF/xhzm52upn8tCpPecmkKAiesFjjMgj/adAUcViRTsDyMOZtCzA4dbSN3FBx5ivL+1",
-	"H9Q2YkfgFvHC6Eh1Ah/mh6j1zQ3L/1ZITe85jGtZkAW9YeR0UG5E5c8pmRNzRnExx0kFz5hROOyw9/5h",
-	"+qB6iRSwL4SelK1cwrMgWo1ZoKXVk0i7oo78CWfjj/adoCslVCQs27QGBoE1AB/vxcKhUwbdfTCDAL0Y",
-	"Zo1TDZ8oZ7DUcVBIO66OUhxZ95iz4VYs7/op9hsop9pofSk0ZS/CLlrlcm4MqYjERlubuN/iziWJXzOd",
-	"r7tPjF4RE0XXCh1CRh7la0LnlIteqQcuWUzUQt4qUhgDGl4Hc6s21I2g2W1HzxuWSJEq8xKY6SmbyZyZ",
-	"F4KOA++sc7iXvsbAY/dG0/zOeqXTDUet1VovpDgl3SUxS6Bn3YyP+30jZA/VP1fmxuHgo9TKfLcG+fOr",
-	"nnYgm1brlCbX89zIK+cFBQvhEtZZqW+a5RybNWKHQB2/Lwfjw7F9lKnj96Vr9MPDaKkQO/ta6jdUczXj",
-	"dJqxe4o3OJhMqxBvU3886/f7XQKTpciKKjy/mUidEQX6R/ukPxjiE6E2NTw5L+UP9BV8ACro7YFiCLrU",
-	"NedH+PBDiaUY+hYTI1xB+sKXlJ/nvRdG8F+S+CmOb9c+Nuc3TGFIhv/ANia2cm9TlJN8drwZZ4z3RN7M",
-	"7KM4exhdWkiMsNppdbIV3IQ0z/mN1fkHyz7YyEZY9NCenvA0YxOnTUdEyUoTt1SRpNCXRJllY36BRm+5",
-	"XhhtXBXJgqyM7qPAgoC7GIWLOTjAqG/KHhfm1KfgHkukUanarDfvkVffvLkiP/34r2OlUyP8WU6SRSGu",
-	"Kyuy/zhYkbZVp7b/G7T8rw8c9bh5wGPSdjGBAVlyUZhNeFk3A3BoWVeoYAlYEFyRJJPKWmdvtMzZt4Le",
-	"UJ49lDCxfnOiTNuk/UoqbQ7lTuCCBYeNMRDMyasWMtfZekRmlGcYD7P9Nf+MC8XyP7qJISnVdEoV81fi",
-	"EUl5YAaUxkJgSr9h+Q1PGCmCLz1w8sNHHs6LfeAQRc5NOs3lNcudja3pNQuMKHAhG33Y6BRm6lOW8JSl",
-	"PQK6iXOlVPUfVEx+Vl1mZwwVIjpSvqT5/L6rDkQ27CCuiLxhOGQn/eHjs0fn/X4XNhzq5W2nby7pu4l5",
-	"blJzhgUL50pKkkEXD5UVUnbxgYdYLJ+bj/Jf5AIazGqisIO/FbTQCyY0tx7i+21gec1ARrB3K26NeBQp",
-	"lAh2S/B3wEasZWEUe1WwvCJvT8rR2+zb4Vuu8thDjORXXClrrnEbzZoympuRNZ+0sQ++++677pOgD9ub",
-	"4fXzp+T80VmfJAtj4og52398fytUsVrJ/P7TlMmEZhNVTJ2a6uWGfQNJ6IpOecb1ekQyKuYFnbNRXkzX",
-	"FWtxEM6V71zw8MGRpPKJhxKSq1ze8JTl298GXkgv+uwu8L3/iqWcXkGn73mWhW8BmWs0E5Az5vRerxjZ",
-	"tL0if+K6bbOgijiN0HSKHEEQY5VRLo6shsQ16EaV+0ZbbdcEhqti66x+MpdmPKC7h+8//3QXnu7CYw81",
-	"sWYEj1SpVJvPBZsKjjZzqomN0w0H/5LYQFDXnJcxaRs9yeiAHetoMxIx2sYbwu31WJdybOpeSNrfnT4l",
-	"L794Rf7P/35ksUV7dviqDKLdY+mlMrlm+YjwJZ0zgnb76LR3MuiqjC8xrGrdcKW6E+zlV2brGHvUSDzU",
-	"qg4OHrhHH2y6nfsxkUWWEhsi8K/B8H1u1H+rkn7n4iLPiyy7v40DTZGMzbTz1JZAKx+CAZX7yOiWxy6y",
-	"UNWobnOuNRPkpx//m+RsKW/QUARlaGm0sVzKJergZaNyRkpswJJm2RFZyCwFX9hSKk1O+33y1ecuPEFS",
-	"rq4ny2k1PPGonNbvyu6aoTlwRn1/uvDUA09rZRSNsKsOuUOumPFjtUPagzC0fSls2lcvvmQA+lrlZkNq",
-	"jhAcC1QFN9D71kzmS3AIpVSzrrGMtlE8UQu1GHWnZ3has7ujVkaVnhTKd2B7RDKqjcQvFItckAOts0tC",
-	"p4oJjf5GAcHvQiGU+bA+CQuv3fphlbMZf1ffH4SLHiky47nSRlHJaaJZrrB7LMvINVsrQsHsBpRpgDCt",
-	"eZV1w9a9jerSE28s9RgVw/9QxfS/WKLj3S1OeNqERXRtavOKJbUw0Gu2dkct1YCaCZQ1RahqeB9sRlX/",
-	"LgjTuFvcW8iSrs1cVaeQa3edmMn0j4Gvouzzkq4BnqfZUtXOnr1A85yC3pSzG3l9xyXuJEWJhaeJ5jes",
-	"5VY/YuKg4XqAfAmY+74FCDqLxLZra2OewoXg3x6Fu7Oy7co3SlgJpsu4w19yPJWru5yu+MSsSoBEuIHb",
-	"JaasuKgZzQDOvT3jz5YrvSYSTwSztz28e/cA+f5V26/9zDkT+krKTG1/ppvbctaWyQrRHYLyVtSiQi9y",
-	"ueJJzZxFrXnBUyqSGrvkWwhWuN9B/lKi1kqzpVmly5UmbUCgaarZ0qzoFctJxgWr3/VaymyCGJiJsZmN",
-	"FKnZQAhUighCnWBrwobIGU2Vc3aZtjCVIyk0ikjA8Yl1IJyCXnhnAXajbt9KmZGUzbjgGJWzR7zVvtGX",
-	"tqQ6cj989fSVhVcfKSLzlOWVHUrTFBqi2atguhBHujW/1fW2sU7sBAdT1TSW7uNql1CRcg04q8ad0ig7",
-	"bQ5BxRqpSlGESJmzuGJvgzHiBR6uIG8kby2QutPwOyskF3QFmKnLCojhSBEI6kDE5PAzMOVzVqfHv/nL",
-	"k+7g7Jy0F+xdx2e1YNQLAqUyZeBHsz+h/93iKEAvQTdcWvt5FTzhlhDxgdyISNhuFuV26UAY85wujyCK",
-	"BE7niLBMMfSfQIilDPlWBoILfT6s3Qjg5pxoa97W5A1RnhU5O1IkyahSpE2J1QTRzFHFbMbfdSJ/kKF5",
-	"0KvXnhKWr3RTgpJRKszA44DWD3xDux5/2Tyi5HYhlR9DklNRLxnckH+EjnfAcF9zhGHsPIHMJv2SI8gh",
-	"gOft+Daja5jPccJ/G8hXXklZ7RGwUx1jxCgBYv6zKGWbTUOmyC6Fq1b3CcPH9YezkTxCivo1pPgPNcvn",
-	"8x1LMZQBfu9rJg7ceKWe1TSrIxL7YHVMCqE5ABbXdoMDPER4CKMFPBcAgigSBGnE0VjEuCPjiMRm+abm",
-	"xDB/IODD/pJJpeNOj3wDIBizSvH1rh3IKbEN9cai9mSn+ZzVbO7nZmzgaFCjDYN2Rc3B4A6W8B6XrFav",
-	"Q9jcjJ1j58ZlvwoGSiicrbA7d+unYR5MkNSDk9l45H5pt311fyIGE6IGcG64P1KWMfjLvQ2V4eBCypTO",
-	"5dr0257a/hZ3AVX02q0OXapXl3EODleWS33il1KYbQ/3q8tPnQvZftqGtqM1TRaBJJlKmTEqUAUxvzE1",
-	"Ye8suq/2thLdsf11T1FWKJJQAac1VTVoEGY2a3l5RIxmGIeKc/A6b2pu/wQoRGum7TomTGeuGVsRDHAb",
-	"48BIC/PHxPwRd0DTTjY7L4VR2Vi+5IJmpB2v9Lqpl1w5dPGepfPC3XjFUSC6qEJ19e21cVc0uaZzNuFC",
-	"aZo1TBWgA2pUPfQ5MfzSKShSPzDhPAG3LCXt2KMCoBEjLM0fOVPFksWXJIZQOoVg+AhhCE1jg265ScrV",
-	"dWOqJIYopmY5qKq0PEJ0iPfuxda9t+dtsGzAXmsYGrxNMG3etPMeB4dsWIUrzGGdrGSuaw62V+ayy71V",
-	"myNvPbbEWKnFfBFCYEkbRhyaPX5v/vfh+Kcf/9X43V56FwrDznX3WHdxw6eoBWtaSi4VUR2wnNy9xggy",
-	"a8rhu4jFrlnF3bVI2tXF5H5o+lKwuWdFbUc3zzhVgv7x48IN54TL9m4KXlIVMxXx50RmqzKydYJ0a3q2",
-	"FmDdwq1ZgdXd5HZ4OD2bC7L2jJApC/Iw6811myK14T225kYliRcAAnsSeSNHUFCzfuxQe5YDLUH8cnFJ",
-	"bmgOkDVFFNNkuoagVpB/lIMJnjPnmDCnY28snkCU3bXHladngABh7JZATNoYFUIzTqLS2bF2NlcuUXAs",
-	"IMPJ4svlrfCxYABtBe3ZXHPbUo98gQijEWjhr/BdZgyJFGPhvaTYK7fk7HkYObACfIPPbL7EpIZbrpix",
-	"vnOmFmMBS3SVM81ycET5EUKl9X6UD8a+umleJ5XFcH52dnpe08KSvgufORk8rlmWbhi3l4idpTYmBSBo",
-	"y+HggtyNANDu2grTOEjKkozmDJxjQaeH/Zoeo4Np33H+Ddz1zCVHgnRKuWgyqWaIy1KaipTmKeFiVWiP",
-	"QxsFHAV1G6zGae1UmH39fGPu/MbcaHQJBMBNVNXSlwXiuTyHw+PzYYV3ot8r97UollNUYDC1bE9Tp+fV",
-	"lrba2RDcG/Z6KLpASfs46bVLdX2DfqTA4AUEZQ2W2Rq/Lg8EbsXUyUH/BPcy12osYguTjtGpZfMkIYFZ",
-	"FjoD8KujKCBtah2qEaHklupkwfJOBGor3DUW7n1weM6lEU3m2CS3CwyZQOsRSWQhtEIcmdIk0LMnXv2O",
-	"IeozFsxoW86Dxd5xraxDS2m5WoEa+MWzl8+unqEiWA/I7oBHAD477GePvDCyEvaHzR9V2Pd9OaI9Usl5",
-	"HQuXf1ai+larbE3ac37D0LqH1RxbJ2vGZ8xc7PR83iNkB80FuCdDMz7QKjzAfwuiVAj8uuMpF8dqQbpJ",
-	"0wbddwLepvUkHIAvkJlRgXNmFJYb5kKfXg/eklkX5z+LpN60onROCRM3PJcC4hz+RL60cJGAMyR2x0vl",
-	"bHn72X/Gtvf7z4CPFbsrvd6bMGstuTf8B/ZblNTVbr6UtyxXO7MUL22QPKdcIa6HPIcdsi3URpg5Z3cO",
-	"aQujZ03X7rDtVOML9z4pqp/yF3lLMinmm5BYlKpmcwz6A9yD1Du3HvSwwa1ff954rXXDk5LVuh2em3PH",
-	"QoU5GH6lZpZyF9IwamqgxubMJoog9KpGOFVAGzVRolBVBNS61Xdljk4m+4a7gCXK9LqdzhXFzeEWvr+d",
-	"s07wtm0fcKjnOdcganhgX6lFrfuuAbyxMZc26O5fsRVS9x8V2SncMetP0bt4NyWjqsVaNq/y++7+wfcm",
-	"bNsanx2fXO8ftVN7uIfUbZt98V3fcG2XYPgRmfBxCp+o5dP7bkG1R6ZwzFxqq4Wx67ggGVdadS6JgPwJ",
-	"nctsI6x+JwKrXXCZ18zclZR9wTNfsRI/04aEHofktGmgFjTTccHl6GORNHf8kiV99wIfdXe7P7f9k1pn",
-	"taeWO2G4cLkTl96ii2mhFz0HDenZyxOts5i0T/skpWvViTzsb+P2JX3nbj0/w3thttwxcN6vpaA7bHPA",
-	"SrRMZB+3FI3qO3FumibzA/Rjm98LiQGBk4yadXrdGVWMDwTYwhV7p9ECcPLHok1JymczlhvFLbaXQRmm",
-	"ZNjvo9ubemipOSSMiozd4DpCjINLUDHKvUs5Kj35ponASwOfQcEt0SNPfK9sGBoX9UJmKVlim9To9xUd",
-	"xjt4kVRrVihjiAxPTknss0LiziVRK5r7Jk0vwEcjZ+QHlks1FjRn5RdReKu9MZVgRYCltO0g2U1pZo6W",
-	"KcvUgVp2HWXlliZ8OqhZck507W0siA7flVqvYZ2nJXaUZtk3MyBGOwg8tnluIBCy3ut/zdYjD9ynisRP",
-	"Cr2QOf+Bohv4c8wrsfmd0JDL8CSQb2eeE/L20vzfwt5RiPscqt1Hoe3c9n5/u81QYaTzf6Ghk7LIG/kW",
-	"6Ql4Znw3pjsIS57wNGcpE5rTOtTVt4rl3aVMGeGpJc9dUs1yDin6SmY3bisi6uuaCdJGjR5fiwJuQy29",
-	"VZNcZmxCc1EbSLoupiwXTDM1MSbA6o5xp+DxjThD+UxeiAlV9bra1pL7IgdXg+XSqicB5cnCjIg5I1Ke",
-	"ej40MwvW72v9DJidZvY45O9h00b2ZCyyxlBS6O1Rs1Rhmy9/YVOT0TpKqabkhmYFQGPJX9988zUA4uDh",
-	"A+EP5krDi7568dUzABepu6BdN9Y0th9tETmX4x3SjdUQasY15GCQqwNwR/PNOAToZja3gcimmsYAf7zE",
-	"HYCSgXBlpDuFBGTQZNwT5oFOjzyz2AfLA9amJL4y/4osLkoKAoHI2NqCqhONRYwoyRjmOUaopHlWkBj9",
-	"Ak8XhbiOLd0AT+EggTNGKo5hA2uemcasfIEmcSorfNUWiRn8EEfkdmFWZPySKt2FT+i++CImGBtV7hAn",
-	"VKxJziDTAro9p6tKN/9MV3EnIrFZ3hNc3jgEr3myeG3/ljOMF2DaNtBGybRIjCGJTkb7fXf/DvtDuLmq",
-	"X+kRCnBQWiqRsYA14PKuy4cVUZLMaA5f5D9GkHiDLg+Gz+gC9i4Vj8WCKqu3Bg2COz8GoB4Oi82kMGPm",
-	"u6ZvJWHC85zgiu2NxTPMYhmNxVgQQnDdjcB5gBfMAhyR9+MWT8et0XgvZce4FY0t3gXut8wa41ZEfvrx",
-	"Xx/ce3g6IhfdfuWlOCcbr5WzmWJ63Br1o7Gxwym0Oi14Zj5mPBbwQse6CD8C7+K49WHjm3C0NpoPeur5",
-	"FbFFBxq0r7ad2365/axW1JKCHaADIB1ddIjfDvbngff+ma723lnul723bnE3Rgdm77wNqQnLw6p6jGyg",
-	"XA/BoXpazdIV4vg1p1Sx82Gta2AH9NMGHZASEpfBJTkZPP6DDXJe8yxD+kXF54JmRFwSUWSZZfFx1G2l",
-	"+vS972/UMje2zFAIqXkdbv6KWXpBoxyMCPBLhPaKOZYhagEKO1NM10LdpFxOsKNNumMuWHYE8YWunHWX",
-	"bCnzNX5bbgSCUfk3AzZ5ITyKBB+YLKcNGAMLL7caRENi0DZYvyIP4bVclZydQLl4y3LmNRM8iECsArZZ",
-	"Ik4JNJpbAej6ytPK6jzmEKzyYuVMUy4Q5rhy5KcxRkxlljKlyVziqWpJLiCd30WLRIpmmCcSNUtn3RQr",
-	"sV+4V1tT7vjyiQOQK2BOMneMmavLCGNtQmo2lfIaCaOgQ0s0d1HlsCwmIPjZu1Vu11Q75mqypFy4Q7Tj",
-	"Sa1SrlYZXauxaMf23+1er9eJjWmrV5nUGZ8SZANQVoOXOebcyRUTkVlFVKRUkS+ops9zujQm6l+uvnpp",
-	"bOEUqFQ7PXIl5wzCzlYljUN+hJoZAUQTLkueW/VpLKq6ZefS+n1oVevlClxUaNTGdiXFoXpLnoBbaCxu",
-	"rWs4Z4CUABQwTOlBPryKWN0yBKrA4xpg8VzUgaq/pkvP2mIFEHwh7lldEudbcpo3L/785YuXL+uzaprA",
-	"xLE/82LieXIryztEjYcExB4q3IpaHilcK4IdVfH7pp8m3qg4CBa9yW1cC8KyRMf17ww4j7cTfDTNAnYm",
-	"lw5wm0vNInLNVhrov6U+GMa9yahcmxfOU4hQl7bYJVkgsbCRZzzDCgJs1RD2CBDPWx9cUje//1hjyWfd",
-	"2XH1k7oxnBszWvP1NRMYnO3V9JcNNLX/jjpj7TnP2DOh64o3fCMYYeYns5uoDR/3CMDOMTBrxhZ6PDKy",
-	"1ew7TPNEVwmSd3x79bz72Ga3mBUxFku6xlRsKVjHUvcZiWYasCbXiupFjD6Qb//w/PnzL4AzMLO52mDn",
-	"eXKQtVlfdCzMmiJC+hSqhAro0yXyWFFhP4ZmSpKE5jlnCt80QdZfI+LAm031YixWLE+M3QVjzPA9noEM",
-	"EnMLhUYT9v6nH/91DJ7C4/emgQ8WzV9V35a1CtU3idk7K5bbVCsyteSF2249W4roTjk0zTnJtihK7Q9u",
-	"UOrWRba2QAjgUG6a859+/G9fVYXsHE7SdjVXzE7tRKjVxSnPj//H8+ewLiIk23LAjnpCv+r478pGOdCR",
-	"EirNNiMh5bB718uMi2tju5jTb3++rkvVxVoYluQDehPhqqhObtNWrQ+emT7VzaNZ8JwdHlMrhcE+wYaj",
-	"4Npv6u13mLiz3eFVYzkeBzOABBavndSsLpQbVjqYtbElFRzk3sMfK3vdssn7T44bkun/3VsBlv22cKld",
-	"3HsUpgUdnJ036FIHbostB3eYtYNr2y5q+7a6pfEXRjOc/40Y8IIl1zvjHk2nb9n2dpa9NLs0JIer07Vu",
-	"WK5qcwGvSrj8kSL2NmOR0SWYV5qAU8OWfItTdmNBYoIUwt0Ft3QOiBc0ZztVszqCzxNILCzVxNLJIw7a",
-	"mGooqFRCs2wy45mGC0ue5HJyswTFQC1rRyN0otSqBSvO8Cim1iF25IB4YGhtKYAWdrIhtaim9QMOOgW2",
-	"BHCPGBwWcYfI3MIHIV0PLY5wo0UkRp9G/Qb5SF8IetLqcVwEf7QGh3JZy2iM8tzVtWg7exx/BqO4c5Am",
-	"vLFEbF8iHL3gk+oWzQaIrQIXAfDEZhgKfPMxyZkucqGc7hYKVYWqW+zeGwNzgB92yyNDfUEPxXTnciz8",
-	"7zS7pWvl32C9yZDDYf3HcKMTjqhEubmyfd4xVaVLrwF1F89yuYyBr1LLmLTZuyQrFL9hnXA5V30obV1a",
-	"GnATQMlwvaMn4JZnmWNMMobx9mI3rz3YUnOhE/fdm9bD21r+h48S4PiuCPsHrdQtJKxwUSOxV0Vdil6+",
-	"Ea3yALotwJ6NxG838hX/fCOn1ZgNENdvu7IVRhTkjMRJkJDYC7JXKkd6mImuJlArY2KW7t2Ck/5RzCu9",
-	"07PeI1hHHx61bJ4Otn+3lt2jDDjVKxQz0JjZ5gKSWs2fmdEh6x0OuS2yVWMoN+NE3ziUjd3bZVWRA5bA",
-	"pppc/ZLNUdmcu60JCTvqP6h+Ref6JcfzbSNT9yOoqIDDfrquC3euWK6MIkOMvYAJnzZ9iqRySW22qC0+",
-	"4XPR70C34V7QlGGY6/r1tkdbLPIGwgLzHYCIgK0ZJMmENJ0jHy5EduRVMc14MinyDIN/x3YMjt/D7R+O",
-	"42gsHMh/a4RcW8ZMsSTco2ObsdgNLcAe3ujy0/Bx+8bJxNGuATXjn+DFf7Tvr8+931icZkg2M9WxXKmf",
-	"g72USm7dfRzEK5xrf5TbOzcXHqy3rSKV8laQaS5vFcvBiTFlrlyWdSyf94mqW6bVrDBoXEusj9fgWivx",
-	"ebajiJpuQmbbpYXLKgrge70QeX3eHz6uYK8bQHfbAx/ScGwgWtJlHUz/KyzBKGcOL2fhgOZui2yJ6z/d",
-	"IgbrRKX2+muFAxxgcLj4fVFhDKIkGeVLRehU3jCXjSgCKgco/Gp0MjO7LtPGNVkD32nY7r9yyrVtZom6",
-	"zZVUwVA74cPBrcYyWAIPZU0/IKA1UYyJO50IH4N8shzNjaSGd+4ERu72DcXf8K4PUMIDhrL2PFAsPwwg",
-	"X1JN2+aCh/3ARHbXVSetVmLaAHkts/PF8OyR501CNlFVY2lamtFamPYtLN3cyCBQ5QG6LUkqzZ4rdDVj",
-	"IrAlbUXXbVYWlqXdjN2wjJR1VR3dk0t/K2sau9WxYS5gkdiaefB1YvdNg7vx7V5GtKgFWemWpm4bbBdU",
-	"/Xq/K0RW40NFQtTGtV+DUZ5mjHz7+gURdOkwN1iuDGiy9vtQHH8yvHkngYyrMVOjtNXnZFIHMihJcNDW",
-	"xdxtjbKYpw4NZstxX47FTBodFXO7EUeIHsl9tSx7mLNdYH5hbCFB8VigosghqrlBKGSlsPIeGPaO60o9",
-	"z0qc0py0YxF7vAcAxkoKo0q2puMzKt/haySaTURvXUB/M7fDJz7Wb6P6X0IEyg6gyD14xbZDJR50sn1A",
-	"Vh45XI8uw9R1OyfXH80iug8q9Qbv/LBZmemwN9VROVU035IBrQxyhu/ZsePqgxge8H9wuMIXidqjLZQt",
-	"N3TKods38++gnuZHgZhpoeUE4Zo18qVSQBJUbQo5CA7D5HCeRqRYiwhXZicsNF0mLw77FyTGNho00mSD",
-	"s2mnahTeC/m6Vn+vsy+DxN0KSSoVdM5KApMGiIODpU9cYNT7LeamQVQcGp70fC4N5zpyWgLxNw2q+GcY",
-	"a4nDQj1QtzYGsFhMbvkKhj6yQxqTWc7YD+6a546xmfNGCqJavMkVCO3VMKg0f0/FybItaT6eAqoxBGyR",
-	"Q4Bqb4J2eK4+zBQL8+2rNU9xQNrN0CRMLRoLhF5DoT4KpReyG6MZBW5WD18TKYk/K0EPMVFMY/q+oks0",
-	"mcYCDQ1bemeW0RuZ4zl0gLd15V2bO0WNL9XrqKTqJXoiUa3ZmX8NN2FALq8FtuQFLlIswB4HxenjkbWq",
-	"bKKexTk5GwtdMlxg7fqSPmIs4F3Bao3KlKqokn1PQxa1S7T8qCCgrXOloRSssd7GwnLlGQW5FsVXHwEv",
-	"y137kXTjVpUmUYVbqSoptvZLVSBU5a+f4w0xWLv6/azsOCoazy9vQR96fMHBc8DxhQ3XdckXTt1IETaf",
-	"tL2yuicjIqQrsQRRc4SxRy5oyd6x5UpXp7vBjW6Om9pKmBteMwXnAPao8RMaHA/eb9VUh7RTGm0cKP0d",
-	"GHdJhLyNCE1yqTz2H3MlSDteJquJw5BYzFG1DmnkGBTdM6Do45HL0hq/Sh0LykGWt2Wu2q45e5enfe70",
-	"Yel09tGtNLSv6dKoIRt0WYosWJa6oay4Ez3xGqYR2z+PlM+4DRiyfEYkjJ8xZYNJuH/fkTHcdifIZcZK",
-	"HrtmEwJ8a5LxG+YYuDBWg92sLIz797OyrOtq4u7sa+Ty/5gtwMvS0VjA4FuktTcNuQqeUrIMbrarnCMR",
-	"gBWgTjnwW41FKm+FLVsuLPk4PhoFbuGVzPWRIt+x6RuZXDNsBiYBbu24/gB70FhgrsAaKjWJHvnGGaIg",
-	"FyIyHFyYUwRkRw3O/P7DjpFhG8Nub8edqUXceFJiN0Ub8HjYCjDGYxGjytFzZQIhO7xHvkZOFEwsHpW1",
-	"WVHsBnh5h2HPpGKIFxgLq1+142qCQByRqiVgRyvcPwcJC6eFPtS4fu4hv6VQ8CnlUP8Qo7QIh/BEnJ52",
-	"amnx6sXSw9XHIlb8B+aURleDfaUBQw/bYUXza1Tm/ZZ326FHXlUHXLDbsSj7hFnbLul7cEFiOEriziW0",
-	"CiUSRaVtC3znyo15yFR5v9F7Uw5VKbGsHn3QVyMGpiJY6zFaqtV0zET1Z1dwrmyI6qY9WiWJ3Fhom3K0",
-	"ThMI8gFqYUdhJqHP+6CY1zothBmY9l+L1VrDMowdNbtLFjRmn83RmEBCxOVYPBt8bm61mYOdkcs0XdJV",
-	"mDALjJFsZUw6oanlhrc5BsYOgcSKyFyCzM2xoCTJOAhOwCm6VEaz6zlgk3s2ERYKzCFjQgakEzaKDkkV",
-	"dd40B5vaVQJj42R0n7H9FSM8FZAeLEe4FX5wO+xeZDu70MsMqM/hryXNr81R4X/OqGbvzF9QD+1Y3cz/",
-	"8M48QOJKjTx6Q7F7Zm8jmAfg2+65lZiXjfzXis2thlYpKpbOgGNuHWYMz6SRHZv1+PBp/CqbyckFiaEe",
-	"WexSWdCl6ZNdepCBg6bTX+kNfQP9BTRpmTBvVdERzDHKMjCXvMBbuzqwNNHAv2d5bNOxmOXOfIVKy9C8",
-	"6li4U1kgrZyD1qg1HNRCHoMUsl0iqJoGD+6EMKepXv/2aVFIv5Syo5rsqEpqldlN3xTaiFMITFt4rN13",
-	"vf124ka3auVEcTBFyiarFE10tvYBXevEhOxfYO911IyYGgz+cOuCKylYQfk/LGW17KhlldyfaRo8kTI4",
-	"MR6QH9f74T/i6X8LResWudXPRar6sRwnAcnfQTR9v1Jm1B1b7GltzsoT5K+33AFtu1WcPPMbq8ZQroZ0",
-	"mgIOjfSs21uquW8bmxq6aTd80NOU1XezKWh1B26/N84f6DnZWD5JkP/b/NOqVPYv6+Or9Q9bZqiHqbYY",
-	"ePR32KbOhHdasE2OtTulPs5gfYITqjVbrnQDFSNUEnO3oFIClTrDiKKtMd8GZwSJXcO2VEqDS8rd5aOK",
-	"zaUA3EFmiXVdJ0A7CLpxwPsrzKZwE5TL302lCPyMdgiM8pcWbOe77lkScx+h1P7Eis2ymvfMPYPk8xot",
-	"/1ZUqyG1EU1C/kAsmqRz6XiQJHopG0pI0vyapTvo0K4CRjOY8RJpbKQqeGTchGBjjRlCjcVGvwvgWDbE",
-	"VzYJ0bo7zO2uGk27gxK4lHfU7vQ7YkGNEWVrpAWlf+vTjR4k2AEIWSf6vKzBu8kUq+IBvRJJ2SqT66WF",
-	"1zdUbaidBNTGA++k293gCFMjEgspjKZndHWA4q2ZjrDesWJ6VO7YQrGxWAIlnhQMmGgsJiPyc0raWO1k",
-	"5CItVSo7xyQB6V1j4RYXaaMQTB3dNkxEdWFCFjUXhAqMX8blCtaWcXIsXD8dNZ1CXXZDqBiN1zJvl/We",
-	"t8XwqMoMjmSAQkLxA9OvoIz6Ut7QDBn1dM5ZWoKZS69PIsWM50s1Flxfln2yFDzK2L23i3WnmvVhM5zs",
-	"QLuAKmacmaFrlYLXltB++9HACXvMltiJMAl80yHhAvd2oRRLRygcYUCiUkg7NTZH29hJomtJOX3UzhXQ",
-	"s4OENiM03bkfSDIspVUTbgvS07HGVRmcs0fGBrlt5RCoVXhw/L7A+cD9vonFC37ayD4Cmy0uEbK1Fcnd",
-	"NlkzTdqD/sDyVW4vwHop0cQrA9M56A9GlRV7pCz6zEeZHKwA6oB8TBZmvZSqvh4PiZDWhiu3+0OIwd51",
-	"vytfs5yJHTNZH+t8mAJkVe/1QTFTpwbvJV4ofZX7yplVt/z2osS6PDFUVUD5ZwRfj8RJJo24HxE7kKg6",
-	"OsUVCGJKYdjG4iv+Zq/cXZbtBnI1nGRfGAhfWG8eBHrO/e2DhqXramxuDFChWB6P4BuEObFtBRuWk/Zm",
-	"qYgNSiHvLjbDgCfaaLs0f4neQXkfHJDhMNmqR+byXdi9fwFV9KMVtx2VN69C2YAaJk6AnJG2xeBPGZkD",
-	"EISLpKFqdBlnacL9BFEIt/yxHBKagmE0h+sR1MpZgmvQ7IE8WfAb7z8sZ5ULy3BYodjVSAqSrW2wKKWa",
-	"9sh39ig9ZCHZkNHHJNZuIxxrj05byTIYt8oRWStgbOd+ZlEaBqUOk6VOZuwVpkFUZ680tffej019DyVx",
-	"nX1aVrXYGsUvsTJjpc4GlGhEcjSs0xhbqmBgjUaPLxQorINn4wNjgYJIh7VkEAvejv/E5OyPUGWLgNg2",
-	"u6PTI1dmiQfY8CCYYPPox8JSlULcHYyQFVXKFZoZkT5kL88ZBJKoRirgBho1GJRGFo69+76si42DpqW8",
-	"PpC+yZ5VtXILG4MiEnAXzsMtzVMzcn7gOnelbNrMBLA3Oq7amgO0XD5ALrk9QjvKOTVlCSBps6+ZXgOZ",
-	"bYa876gZ/mq7OLgvkoy5JZbPDMFuUWm+RySTSncaKnyHya413gu6QS6IxQzmcqsg806F4hfC6Fdqem+X",
-	"7Abg4GYF79qS3bx2vl1xye15R0p8WAE8dRgid0bVw053KwVm2+0oKwFT4Wp9qc0C2qTtChicnJMv+ecR",
-	"SVzGybj104//GrfqF0MZCLwbwekBJs9vN8+h1ALK1XWXnAfTxYNO/tpq3Ief5pYddw95NzS5/xQPxrUS",
-	"vBCWba70xfjEIyML0Apt4jiMWkYO1W64SuGsu4V0XxeiWkQe3DKKFans+srKjigV6/zm8lZZcqisWCKS",
-	"oyzA0hmNRQ08zPoQy2LNNMscGJ7mOdTao4o46nAL13r6mrx8DrTlWAuvE9kS0SUWzjzlynP6etERIh4a",
-	"NZCcmU+JxyJZUDF3BTr4D6xHrp69/sqI6Xemq93B2XkiM5mTQmRGPMVM3ACIXnnc9mbcK3PxXIwXnvQr",
-	"4cOTOmlmRvSOD22sTGghwrdvr0iQMUmRc71+AyQAeDoD4cCTArmk8K/nbs//9bsrIw9tLvUW080TQb55",
-	"8cVT8uILwDwmILuxAkJYIsVWnUL+VmPQGwtQkfbr50/J+aOzPpYmLHO2jZ0/v5789OO/4ogAwZiZPbri",
-	"3Wu2VqjSII2B0Qmgx6VMWmi9an34APmYM+mqIlFMyEXVGEohz9FZBwwN8JAaHR87coNeym62q+y98uSC",
-	"XSiBzdKgUvTMjNMLAjk3uDHoaqV6YzEW7nVY0UWxbNZdSKCGdTWkywRIOHoA7VHoBROaQ8aGjSdCPMW/",
-	"0qxbqdBd8Nlnxi4E9KlDun/2GWlnMqGZsbTtwRqRL2RyzfKIfOkLRETk2dMBkTcsJ2/efAWE4h3o9jOA",
-	"e5uxj4NUK8FYuqcKyF+/u7Ls9LgMaDj7sGBwCSBbxc6m7IpwzVn0JubNp8xo7tW1gVktuAS5GosblgMd",
-	"YESWFHJhIJHps8+8Q8KMks8gXULipq2vrgOvhby1cGjnErO0wgBm5drWcVOXvq6tf7SEd5s1DiqHrZFA",
-	"hv1hjzzxq34swilXJQWY6wT0CT6b68hX8nTcBqAs8bnockEWNEX+E5hGyLEG2euTvasoMFSKEcpFUpkU",
-	"S4aYY+D/N/sKoHUK8oqBq/+fFQ36n5bAnPyTLBkFh88/x+Kf3W7X/2ceictM7pj8kwz7ffLPCoeDLxyK",
-	"ZSrhsIHaXjTRBJvAhVT/uKVT9REBUOSWUy5w4YZSCK+UhUohsRjfUFSmIcVXnZhPM1tfzM1KyoxShGX7",
-	"cmaEq9FnA+IW29RM5lOepsx+7qntb4W/Ad5fAHKZq7Drrpi4bQsNkrIh6opIyrysS2PPAkhBsgGQKfNU",
-	"QqRtdAtrLlqZi2SKSM24UdHfvlhI3Z0ZaYfvHpJ/kkJA5j1py5wouWRQ7DtT7Eh13GKPcKnLHLxStqkl",
-	"0wuZdk2LNi0U2zxzAwN9eceVVmRaaBgau8y5Ivh0sA4ynmhs4MI2UEopP7UzCxYvC1dhPpildHGjfKRs",
-	"uMCOtg1Cho0HQQT8+dLFq7gm7VLLKFlVrY5RGLFiK6Vg82WBLPOGk9ONhQyFXLhCmbxxeCIa2y1VVaxW",
-	"0pgF3SVLOe3iXjVtujF1bZmxsEcx3GqhrJVBQ89kO36SJGylu68gSx13Fdcd+9LcqEowh4pqrmaQ/obv",
-	"PId1iSW8bfIDwILNEzGxtTM9kJ+J1Nve5RrxyWW41gcDv2l88VTnL/VzbEdh42vsTDoD3jR31nfN1QbF",
-	"gmqcLuHWtjKHyLZrgIry9zDrjytSiJzRZAEEDG1b8MomMtjW3Thi1gM26hZA6QCzaZhl91KWcbccNr8x",
-	"4OWstudSKgjEsEnbzOgcgtml6LOV4gBt43x5r80f3Sfmj9gRCLmli9A7fM8QJlxI0S17XnaOvUOjxhb1",
-	"CUve2sa8rOnOiizDNh9VZ+goDN0vKMR38A9g/3fUTEBchmj/mhJ1kdvu5gIxmltuVvSli9Wj5zzcoVAP",
-	"VlDbpz5857SYX9oNBKQgnv863LsclsxYPPHMEcib/86cz2akfmC5REXws8/QV2BUkEHfaMG4VKjAcCmc",
-	"3n+5unpl9v+NEfFSqBH5y7MnXzjasAXL4RGjwJgpvYSKgWd205p+WUFrpadCnoon5mJ8aRP6LHjLs3n/",
-	"/7vW79x9kcYugwLhbJGnJ+KKnPz04/97MnhMMqaNyReNRcrnELfKSdybjLpxle4Kqg0C4uMS8eZOETKq",
-	"yfwHDvrZDEhKOCggSIHJRGq6jDLJoU1H8EBM2mFiFardOJl2KHPzMkvVpeC8hTLuzmFsFFA+5wLZxy3N",
-	"WiJz1XO8Bfb3GBPTwdTLeMKEQt5COHlnwCbberIyIqE76PVbLlAWXgPfynJJ8/VHmhKekKViwHjS3Va/",
-	"d4KvMcYvXfHWqHUKl5BVGKy94wXQBv9g/j2vo2N9Yudk0O+T0jPv/HIwQoqYRdkjX4MlICTqPL3QufMi",
-	"bY1M+5akGLxiIImgE4N+31erRcaDzWwDpBD0AH7nx2rJa8RMLdiS7vPl2HeDKViL10JPoyJQXxiSFM+w",
-	"Y3Wt+g84fmFFA+jVFau6Nfr+bTjJL/kNE+YlRsPGgBOdKyCgdQOlWm9NC1tMfshQjSzfOV0ys8EAKL/9",
-	"JahxWqCu2UpAAFerkIQ07+bEVJb+79g8Yg1rSJKwLNR2EcMbWqGrARNkynkIQk1nJ4NKoc6bwXjc+16t",
-	"3pr/BUU77Z9v359EZx/K37rmwvnQ//yHyj/KWsrdmgu1ZZXrp7Mc1eNXOPSvzCdD/ajjnNF0fegWYYK4",
-	"YxWhCu74d8VtfI09Yv3OdseiVmvMk3w9FuzdiiVaXcLpXUrNML3c7kdnYrrMVrDMeJaRJZ+bRSXmFvq1",
-	"tRtfm++692YsCcZTqumUKoYbs1wPTiaRQeiEfqDNCx8BrIlGFn30tjVPnT74h1PtZ/cksnNrPSaDSwDU",
-	"O48PTharDFDIr/4AI/U1gBFpur4kMfbdowN5siApWzGRMpGsLdqmt1OYmXHnB0qzm5NjOLyOtbSO0HlT",
-	"eVnNvEeLwN146sfHy2QVu/OmHeeFQGItBIu6wBOk0YHuN3EAXaidDMUNabp1EYbBX4UQsWkh40r7q57R",
-	"ICKxYLeb181lBz/a+mksLOvXxjtI9RWgosSdwIlTgEI5L3hqHidzJsyQ2sKyWPMLMusrDgx0dvmHoCK6",
-	"h35UmSarJcltLd6xgDIu5nfM+zfqD8Splc6LxOqbK6Dvc5XB1FpptjSNL1caKoPmaxJMKzbrImdRfzAM",
-	"ogKk/c2KiScvjhTasZ0eOEmWVMdkxZNry/gmZdZN2YwLLAOqFnTFRmMRw5Jox7aUSQzKkJ0O93pIeRSr",
-	"QoOHm5o/MbxQ/g1+EVyuMWCHQV3ipuX3Yzg/xq0RGbdmhYAhGLeiyl8j8t70IAq/OiLlgfLhA3Dsj0VM",
-	"hV7kcsWTsNd1nZ3gZo6hRJnMYLYsnalpoZgvnNQfC5sRaw56SLnEYvTk9bM3V6XtpdDikXYfNZwHT8we",
-	"vYItGu3RMzamBCfNqwv/KFi+LvUFGzIMJViZhLZMVgHeDP/CGWhFLT9idSjMt/c9uXwos3xN1HLbpzVq",
-	"ff/GCiJvzb4di/9HFlAFyQhvcM73eiD7pMxc4vaSvpuYRa5ao8cQsrFib2sYXxdiK52Ki6C0ewB5CBdG",
-	"DSBxBxvgrqj4hsQ6CAKyKzfLznggklGHOuzsChZgg5puRpKUCw+tITdlcPgPDzn8P6epw1LBIyf7H/m2",
-	"6gfG54b7n/ta6ueAdTEPDC72P/DNDcs9scS9VJndT0Ex9m9DFaNikZrRhkPbHsM2J4HnG2cTkhw5cdg1",
-	"ooqLubPZQ7UA6edKjcDGaBrVga/ZLVMa3TARydmNvLYQYATYpEQKVlJUQD9O+yQ1Ko2v0LnGEoWX6AAY",
-	"C2qLsPfIEwCXwhGIWDCaZRZcBtpkSbVchm4ccaANrIwIHQvn6QnYpiEgNWdakWH/tFb7Nmczlt/fK2tt",
-	"P8057ulK7Psva7pohrRJEGOOZI0UtiCA7STyvdbSS2CgOuDGpwiMuL/UtjzgOFQhELs16A/Ouycn3cHF",
-	"Vf9i1O+P+v2/V8nj3T2DzXuM3GudJsP0jJ3PHvUfn1wM6Ol0mJyl5+zR7HH/4oQOppu5GuUbT/tXJ8NR",
-	"f2Bbs8Od8C6mVwEegM34OyNU59eT09nf3l28XD6B655B3UedMRras9/cS+TyP2jGExbeDpK6dTEdzM6T",
-	"E9Y9nZ0m3WH6iHYv0rOLbj85SQfsdDakZ9NWyEP+vZ/zt4GhYcHwZm4q+JnW4WYHLmbA5NSI7icAsSVy",
-	"ZpfnLy2nDxCHz11w7rcoqH16sY0dV+WuE7RvgZlR1YjaryDSg3ILmbHqQs/4FgyIO18tFOtHkRrbimzA",
-	"pJUYDR1sD3PHm7886Q7Ozl3CjfMVekFG2pTsl6PkGU0WYyFnEMZBo4ksCwXBmjLOu23fECFvSduGKUcQ",
-	"KnaR40sipDaGD7h3R/ZFT6o8Z85+sbUKrAACKs4Vyyd+U8akfdbvgGU2FuaWKhdS3UGAAgx3T8vTgn8u",
-	"0/XdpGKtyKnd9baExODsYtDv9w/e4E+Djvo9WVUNzeH5YUu8n9zRq/ILS/TfiqyGLbbRp+mjL1eDv90+",
-	"/nt+diVO/uf6/C/J8K9p/8/s4tvZ6VfvHr1cDb5Wj1/Ts/85PXl6en3x93+0aqT+3VZAatdqg4J+zZyW",
-	"gpBt0LVaUWvBaMqQ2v8phECeSqFzWVM/IBayC/FJm7a0EY6iQaNlv7ctlpcy2Unrazt07O+DD/p1n0r9",
-	"x/ufsD27wsAqPHZywIuupHxJ8znDB84O+SIPNviKpZxerTEl/bd0dJpjr4IzrKrXnYZTdMOAOX5/zdYT",
-	"nn7AtZyxulTU12C+lGVebI4JHJlVHlWk0QMYma0eRG3MHW6uHr5j0bbFDEbOQoo7PQJvA9I9bzeZlzpc",
-	"q5Cm3bk55xpOXSwojc9Wi8xYEwOy6Fk28+bXpc3Wcw9RsZaCHVkYLh0LO6g98qQGE3fN1iMAwNUckdhg",
-	"cETe2Xq4iwrbJNiCcfwN6K+/Z8/Ea7fA3L5tVHZr3QrfBCBkpzajrlYD1oRF6Zb2yCzqTRu8Uxvo/nev",
-	"1k+r9N+9Ss0y27c+N/w+ezwoX7L1iy9sSNocP0WKbOS1q/y7hSQpR3qFiIjAlebI7kuIVtuHnZyd5ghI",
-	"EAJlrkC2H9heNblRSKkSVL9JHaQWkz3M+dSJENaHyCxzHY5KLkVUUqGA8u+eg6gahp3Q5nTHdOUuI5dx",
-	"A0VkFW7ey7HwRMtwuk3XpLQyN8rCBQgpTDiwRt6Ew3n6JKjIcKRso3S1YjRXYxFgoHzmEinPZX/N8qoD",
-	"itlYCxqrrcKzNplPQQhNaDUWNLfcNEDiCbPdy5lG3FdM2o5J7AJdnp0egcLpSyiwp4icjUVNbT2C5zpN",
-	"CdeX9pAGsK63sxvdlaYH2Ll9LstvMObIq2oDjJqKHJtBjKbTf9i8f2CSxVJPTe7L0v5qwJpggkwN5KOu",
-	"tUpCWm1z58ODG3MZ7IeJbjOSX5onoL2ascOhMseU5zIvFTQY2EC01Hp6/fKt9CrA4YTYmwagTHPHjPaa",
-	"eyc7V7ZS++vnT8np6elFp6lbQJpQ6dFh6YS7+jJlM5mzO3UDSJQ+qhu/Om84DgLswRqPyYnzhqR8DsQB",
-	"rcez4enwdHh+Pnw8O59enKezxxdpSi/6J8nZyaPz6UmfnqePTy/OT9L0NDmhyePH07OL6SBNTgePKB2a",
-	"tqxwnyxVazQ8iVrsXcLyVckoekq6CTkyu1W3zz971DlqVQqP9TdSl5v6zFPg/Bw4jpSWF8GVvNHRVvbx",
-	"L+upMYvGMzyFcdTW+ewk6aeP2GD6mA5Zf3ZBT6dnyaP0hA1mp3Q4tZQXrdHgNHDLhMmfPi2/1Z+ep6ez",
-	"fjKgF2yYnp1NT5LH7NHsnJ6lw+R0Orif894IpP2+eziDvBgPdYpPHv0HD73CWGdyTtq0DABWPRKgAHp3",
-	"BJJ81CqDr5kucrGdP8aqWUpAz66lBcSbn3HPHClMKoOcOS7maizarvhoRFCxiIi50l3KFPImXPHRDmKS",
-	"ypcCJDKRecoA6uCgkmMBRxsspuOMKt1VjAmQ56oBrfIVuzd00dYottHPjUK31z4j0her+76VspvW2yj8",
-	"DRiSRi0UJWXRW7zw/3PSRpsFv1X3tiL5Hpe+6+r7otYyMy91lWxBoo2OjyGZcyGVHj3uP+4fp+zmWPI0",
-	"aW0Wtt2Ur4PRcPj3oJKs63xYjrb8nsMkSFkIusEg9aa2Xwq/uMz4rcb0cqZkdsPScOhKKeCS/UpBENbM",
-	"qhUHrxwS0GZ0VmsyxuDt0GEYDdLyPX4QspFBJgWIxbEI2P1SlmRANRqWBsNqORaullBBNMsypP/DGnjC",
-	"pyaqJhvE9fzeOz+Isryv1pV0wmCjtiMmeDmku033UhP2DmffPxeS2+C99j34B+QR2cCLu1QWIHSsnI6u",
-	"HSbYs7RPqVoYObCiyTWdswnUF87KV2NJRP8XJFhNUq6uN69BjwC3ufmLYPpW5lsPuKzIkGEKQPITyBpw",
-	"X1KqUSgUSzYqTLnzNwLizf9RcmzZC7ZSlm0gpNbGGyrlMYOqmBuFL329y0pZS19BcrM45AmUwK+ZDSsR",
-	"SyWvrr6jJ6cvSx/O1AR21sSY2wif9pfAC4LX7JjjD9VLDEpXIXBH3kLsLueJH4ew84N+hfiuBYfDpMz0",
-	"9wSlow2OdEchjGP99g4Svyzb1yDzCwWJD26vfRL4zQL/u022hhoUQyj1y/KFTurnBTJ+1gM8XhdCIY1g",
-	"hdMIeF1ix58fu7ePfHaeA6Jy5bJhQdFLIXiFpAee8TRgHIsIIMk952xeCOTrzuVSake7YKybHnljc/Ww",
-	"6qhN7BtB1ZxjsDW6mM0XE+odj4qkshlN8boQ94FSeCxtqzBbn3RpxdiTgjmCv8N2SlBY5SDAxAFr0NNF",
-	"fWFE1IfIqHh3eOqVnYbW7zXi3T9g5z+1lAH/jhD54E4P/7LC7JC+rXBL3kP6mQcPiP78GdOj/Nxuhli6",
-	"cjYD6QJh8orMCsVlUJjNC8yQJrlWTX7jysHJW1HS5luZvMoKlNElgf6Rcgz7leLCniMmGouKz+SjEMiu",
-	"sSYN+U3J0Xy36JI9z/8GntJGn7lnaDtI8m0Qvzf4cX3ZvYTmORA+gy83hiz3XFmCGOBOb3Lohrc2efMH",
-	"DbGBRrT15a7h/z0jrDfciCGj+IGQ683PPtQdWtZUqczoqJV0sU5bA/7avv6sir+mgmZrxVWDr/ajtGUk",
-	"mg+5+rZA1B/uuD32O17LVffJzfozOVnCje1ODb/sdwCnOYTDgGLe83p5pdrlgXposgvajjZpfOx18KKY",
-	"OzuuHL9Vvy3WSoX1Y8yLMEBvjAPivTpy5nPCYREbNR0glMP+xSjU9oFgbi59TmFJEWB+geIr4TnmTZMF",
-	"vWFjASToeN75ovhp6kjKFYntN8XNivobv68+WlnfKzEOkQV3hMDabgdK/S+Cev43CdX+r0Go3lGkNnkk",
-	"gm26AUr+XcKF7wqv+p1aW7+dIwnlS1mco+E02rBgKkQuu0DItoKQaijcBWxJMgcgUHBHj7xI2XIljSgb",
-	"QVl7y/fHU3e0IPmJlrJHngNaydKhBYeG5yGYclsuWBFbZPfSkp3hgI7FBocaUjdpWZgWe+SLsjCMP2Kw",
-	"pJgzyCoVFoE1y1cI9GRxM8qzsEpiSALXNkcbzYArA4t9uEoZyhVK6kRIwmBPVq6CMkMbxYV++vG/iZLA",
-	"U1Y604CsDDKtzHVXiUVyQH5pCQ85/uK6CjcBvMxWzOn0yIuamjekPexfdCJH8IDMMMZQZKm9aO7OpJjb",
-	"kO9mgcp2WKYN6vv6QceSbRTMWlu5zQEHHa0JVupR1WJSOBUB4Tt8qfnbWPPt0z5RYwElV8EYlOS0T5Zc",
-	"dHYVPwMOVCMy61fwk7HI2Qrp/GyFNtc1i8QfwRIGTH64FriCFRCZ+cVKKSUbT51ig1svVGzuY4kFdb1s",
-	"bORO+JK7HptlhbGG8zNY22ZUeoHr8aM+ymoyrvpAKxz50u4hR/u+9Ki+mlk7BXbjkeWXnHPBNpkOO5d1",
-	"mzba3kiHre3dK5S0YSNxQU77qnPpViLXdmWBONL5mgiM9twVTGT1qI0CZg++CipCFJ3521J0VD+utjjJ",
-	"TOZmZMcCZVRTHa9oVynELTlyWa2rSDWJnboWQ1EptVmGDquu+1p0XtTBLOD2/r3riHfV3X5D2pRdyHvV",
-	"qYZEkfKgK8Hhu+o4x3+yys4fY6BCtkkmW6a9ZVsq6WVDM74e6/RQ58kvYmb+Ntx0D2RR+pX1O7QGf8ei",
-	"4RvB9gqFu8VP7Dp58UXrII7JMNjydpc9d+xK+/9y3Yl2gQiwtn/JVAeIplVuGsJMFQdeitGOslKwBh02",
-	"Fh7n1OmRN3SJRcKBU1/mKcshgRUSiHJGl+avvMiQjsLhAGrzRQvxFMtS3QMCkLqEE4SwB6AsD3O/g9tQ",
-	"puwTBOCTF+sTZuDfjhl47Wj7bF791hGwCyqwKZhRBv26hDPyoFrn0fGUi2O1IN0k9oSd3u3nefR75DvK",
-	"tSLFCigisSZmPBY+xdBXhsUyBD24wzH/dzzpPtLXX7qSDpbeOC8ElrIdi7kEka4s9svbXBUvWnm0+Hsg",
-	"XdCbcr2x8GKspHjHxFKIfsnycIe3gztPm5fyJU58nnNjTMIp0xuL72CwdiDPoMoCliXz1PLKqvGrXKZF",
-	"Avao0oymQApXLTfq6pcdx1j4LPZJNMDmQGIcudgllpYFMdrlbJSOi9UqW1+WWGoY6bn5ld7SNckYvbHW",
-	"iqtoKNxJiiBnj7VzdY42C6Hhp8adHsGRKU3sEbH4lKA4nC3kQcEVWFO+s26WTxxHDHrcOFa7cu8LarYh",
-	"c+pKr+OIzBhLN0vOHlRUtlFLcPliD4AVbE59S27N71hV+8Y89OfXz55dvfj6z61Ra8GyTEKFwRLLe3oH",
-	"UiZ8/S+gWxxw3L/C+X6DhSk/qSSfVJJPKsmhKkk9C/D9tBNhDrJmeOMTYm/B6jOZFPNuxm/gICtNui2t",
-	"wbt3KYlR5sW+IXvMm+N6nskpzRSZMn3LmNW5yt5H5vEpVYvyYfOUUUnMWTWTWcpyx/UKq2csbmgOxaVU",
-	"j3wjAr6/IE42KzJ7QkWbb7TRNmNlCgngQvPWeCwsetQCcqAr3vMX1TvpPH2h94SXaVC+I3GZ/bQm7eFg",
-	"UAaOOj2CkV5ViTV5uLxTXrC+kWBNYM+nbo7v7Rf0i+X79y2of+ICTofR8flFORrUGcpbOTR3AMnZb9yV",
-	"Z+J6HxElsZY08nl8csp9EtIPJaSvqkLQ7nEUMm79hYLa76hf1pPYZB2+QR3dCzioPrDhr7ssOe2h2LoV",
-	"rE5SEinGYl8VIXAO9qBKomO2wQKOl2Q4uCglXEivamSmtS+BKFX13OBh5CX1A+xBGW3opUCnIKIvy8Ns",
-	"LJBCL7XCFfyK6x3sq1bE3A+G2CjzfHjjriIPj4iHI1m908v3yFrI5rIl6HufFPZPCvv/TWcBCFMjdkLh",
-	"1CD8D9LRj9/bf01MkzshfC+0qurnZhsGKDqAL4TSkWvvoCkrLvYacEuhJPyZeAsP0OdytqQcfFblyfpJ",
-	"k/u0ex9q98oVlqCHg6wEvSJjtdHs/h2KnN0XXxul4cEjyLVixgyYkQw/c/zifh/WpNAaOegdAqSNSleH",
-	"yJwoesPSZk+CIu0pVYsOVMxKMkZzlvZqOIdhaH45edgsC62WVZ4zn0ThJ1H4QJ5HXFyBNLTcxqgoBHrG",
-	"x2g3u0mI3gC3q61hr7TZq21E+q9ormylQxJnKu5cErVeQkla2LQ5w1mNsKC/RPaiXq2H7LllC9pJV/oc",
-	"ZUTOMqr5DXMl9Mo647mU+tJD/iCoKWVjubuU5w217swTQUbysH9x/jOUtTPvd/EmQCjDJ1tOnP75cGh6",
-	"IVM+4w1+vZMqPi+lmvamXNi60dUrSGB40h+UXKmA4DOS3r3y0dnZHV9plqp/G/6BL6oMmfnQO3gSn++h",
-	"q8Gj4kgRO2yf3ImfJO/PJXnNOiQ0EDG4+EIx6/h9fjVAROhQUIm80UT12WKX5ihB4QrRF44ABrZc6bUv",
-	"YjHsX/TIN3nK8Ci4dkiOJhvVbONthWxYl+2GFNttmYO7yjkP6VQxoTuftvOn7fxQ2xmXmlntPGNAjS3s",
-	"Kt+1rxuLYJtbjhRy7hP2jiY6WxNwuMoc9B7Qk0w3Md2+R/7y7MkXfkd5ABX4vjErZSxmnGUp/igL1GKm",
-	"Ml0j0UD87IrOY7NBpwXPNCpfuuyKOX3BiMJTHJWPsUC+7XjcGhf9/mli7oJ/sS5eWMINQuHFcQtQaAv2",
-	"rmPOVsK1r0hzu2A2zdO+03TFyAHNxOVYxC9m3a+lYN2vqE4WsQcPuS8+7Q975AlRXMwzBuNGctMwacev",
-	"zf9HOJZ/pN0pFOV2f8URsf/uCmDnd8ms524QpcL2VEQKkTGliOkLNOryQnwpZjOGRuThqy0KDnFcXtid",
-	"nPfIG/OlNMP7lBkSKZivTGBUXLydpZYWF7TRhczs0LQH/T4UqcPwN/QRJsjKV5udKwhNb6ASeJs6DbpD",
-	"FlSNhZDEdBahWS7TDbpTX4CHplbq7qH9r4796+dPycXJSZ/8n/99MuwNOhFhvXnPjXi/e9IfnMZei8Z1",
-	"WuqAMMb3I/Mx36i24k1mipZmHVWWT1M3KivvzoUHNhmlXDYbDBCkRN8uXM1CmE1M0F1AxUWuCC4pDxzY",
-	"WAm7On334bub4SETzRxAsurtsA+UoYdR84NRybw/5YKCGbXZr3plfaeIJO34Kfaii58ckzl3qEizVTob",
-	"9A+I/cRBU/vy+/Bme++HCJbZvmfgng9R6yVVuvuVNYX2JhJSpf29MBCD/vmvd06sBAOLyUmBhxxnN6W4",
-	"tLfz9XAx4MkDYJ3KWZRRd+F487SK9xUT/AVn+LROlf1aauLsZ9LePA1BmLG0c2mkOJzp1UE/vPcfPqnE",
-	"w5PzA0K/ZgV+LfUbqrmacadIflKnH8ovSVOnTLdzeotivvPw1vGGH9C8z5i3za7AHnmTUbVgyNo4ZU5H",
-	"JauMcpGtx6Ido50sC33s/GQxBCaYSugK9q+/438Mnpf39MgrqhcWqAgofkQU+pdbVl1H1+WVuoh4gi9b",
-	"vQmUAnCflcWT8K8qkKRBPUAv25ILr998TDGc7UhOUe8HhnwKZ48QLuygm4ctAJOLOVnRnAltDSrVI0/E",
-	"2h7/vlKWOf+Z0L2xeIJtSWNSeHTRkr4D7nPk7I4DpfwUNGGbOSGkeZfmNIMuXIZ+GquQC0nQbQM8LjOo",
-	"XOWbO+s/Im0bfbepj1ZbiVOurifLadyJ4GXmDuBRY9xoeL2xeFMkkDOxZNTW63DGkLmBlaZdDiU9WFpa",
-	"ZrZ2W50CDw4V7zc5BOL0i2oSB2Us3IHb37uNj0NH9V3JNBZ0cHbeGrXOZo/609nJY9p/fN7vP+qfnLOL",
-	"4eNpf0hZejp9PDjpn9LT8ymjw5NHZ2fT8yRNZ3R20qcJO03O2aziJL+Ts/o7lC27VGBwbFkZ9AmH9Qvi",
-	"sD6d9B970pvHHu1/7Dsncp8XWbbJlo81JA9SEHa6tG3JjF9D/ubznLEfNhICOOgVCSPtIJUghk7Hl+SL",
-	"gNwogdotZAaN5J0R4VqNBYxB5DMAbUIeAwiET9NTLL+BYtK2kDMWqUxkyrouKuyBFkFVSszLJFCqWkjy",
-	"9NW3PfItsB8hRvinH/91jOmGcUT8caSIrKY44KE5FsP+hf2yNAb2M+ttw9rTmOixoIrEQbEWn+pxu+DJ",
-	"wic3QlIhqk6et8zGtWNkmop75AnBl4UMReiBBCo5x/bN04wRdcvYiuWXOKiAELJ0QqZDttNGeysU4pE3",
-	"mt4suz0WY/HaQpSBns06gWhQZRTJWavZN5VpKyeT5mwsZrn8gQnnGO1EWKXHP+m8vtSvrTXTmH4qRcgJ",
-	"Cwmplr3PU9YoS5JVZXuVM8dzu0kRC2mxOAbTNQnql41Fe9g/Bd+lT50BdTehQkiND5V62WBA4nLlx8is",
-	"izVQ3KsuAZa+nQxk7hkRoLCJN5moFixLCc2y0kfeDhZouCKRzgvzfHF5pW6y7MK0c3DN2MrtMxzW+Jbm",
-	"5i8VE0XXiqjaghXwwf/XsPvQxofO7UMBARBItyr/j7+2m/UH3/Pzk/5EdpF/iiR+Uoi2GIZeoSjbzpz8",
-	"CE7XYwAuHr83//twDEion1tpkbl+yPQjPof6Q6brzqdiPmZDsQmLisUdPBnA9A7OL6xYORZYstJoCpAr",
-	"O83lrWI5nntKLpmva43KhJXj7N2K50YBirXOJiqOPKrr9LzfjwjVY7GUSpNHWFQ72jw7PHllRCzrRVCk",
-	"qWRSLWysxj45Fu1kwZJrTCTFshIu3ufcOVxbLkr8Mq6QvT3F8eIqUJlSGDwsv7TJTYccCjhWdkBJKpfU",
-	"qhIwA1yR+Nj+ePwe3vfhOPZakyW4PFJE5nzOxaU7VUFT7LlpwlZj0LdWzJUXlbk+gpIp9uGxaMdGF5xM",
-	"zPo3TR+bu/8Eb/3jTz/+K46g1AnyVcxdnzs9Eo+NfFdS0GzccsQTlnMWvmMsZpU5sO+1S2GE6sLGGHBN",
-	"loUCllDTDYbks1yQc2Cdbcfm6mS6trXagVEW0ppxNdq2ieJzYSko7Wq2r8GVFtt1NqE6Hov27f4Z8QT/",
-	"4G6ka8JFhGgYinoX3Nfpka8B85iXuhkxhxvSqoQlG2NXDa+3lCkbQXnWeERQ/fqcJRSXqFFsZKEZhoFd",
-	"gp+ZMBAzcRQaJHaAbRIg3oCqEU0WUOut9E3CZxmdrznvzgiZl1xcf2ziHQpBu0TMv29oVrDqRfAofbBl",
-	"7ir3gABojS76fTjlD6x6Z7v8kNz/5VrZ0osGj5xe5D/IV2bMdWv0GOLOd3VtFXnWWEXWSYWbQU/19rXV",
-	"M+/v9afnbEiHrPuYDs+7Q3pKuxfpedI9mfWTc3aSDujpae/k0flw2H88HPR7/d4/zvK+en4zWD49eXf1",
-	"+Pbvvb8tL26mb4bFy/lx685z0aSlmRX4ySd2D5/Y7zbV8P7a3VcUJLPTZ0rBjlqNlii0UUmQcNRYnE/1",
-	"kOrcWxss8Zi/CnUQRuEV1Yt9aFJvOzdmCHxe5+xw2TCbnpHy3HK0bLFjudpir+qULjEpmCOoknAeUk2Y",
-	"SL1aEOSmW+4zt0QmWmfxRhX85qrF9lN/xjwi+5JdAHc/ip8M1t9eparSjqxzAm7UhrXL7VcEHvedOn5v",
-	"/7mvWMkbLVeesN0TyQFLEADg3FWdM0baV89ef2ULQHz54uVLrEVLKJnnNGFkxXIu0w5aTBWYbMBAh/u+",
-	"bTloLRviSZ+oTo98IyrCAVnoMQBLgfGI8FouWqXl6pUnq/65N/+ejR+5VHGAxOOXTNlM5uwTGP6TC+uh",
-	"E6y3xVSzkGpEwrtNbvcq5mcXKvI/cLOf06i6iSO4lb3jSIXQq6PU/9Xsyk9b77dHHX+Xtf3zHsDmRQ9/",
-	"WmOs69cRGL9a0FtVrSxTjb0hxS+5BYCUXrC1O+Z65LX5DozJOkvBJqKNy3hjWhOgrSMEKJb3i9Q9bOjJ",
-	"WjCfpMfvPI4ES5htgQo+xm+gBF2phdS/Esbyp3Sli7wKeQlpyavBId/5uIMM4mX6G6F5suA3jBh7HbEg",
-	"CkgECDrINb1mvv4gz0lKNSVtB5+RwoEsBdCgJjQjfEnnDEuOZ5UsLHkrWB5VQzEOiPBlMWW5YJqpkc8E",
-	"nJUdn6Q8jy/xBcARDndMmeJpteScRbh2IvAY5SG9aGAFsioFus2ZHQvvbIgaMDyITjjWy1UMyFkjBxOc",
-	"itRWHbY9JlOWSTFXREusdoixhYjIQmdlOk0wFq5O4pxyoQLeeMvrV85hhFiaWPEfSjjunqfcfe3h4ILE",
-	"8GOMWXYIn70Emb6wtSUBpGSEV+eSbLMWOoL8WS6XE/eCuGTKCgrFArZmSbjukWe2HrxFruQMso0UoRm/",
-	"ZiNi5b+KyFKmdqDDfEngn7eF0MZCMV2g9koU03Oekqk512xNzKjkvHDQZvgrquSVuqpquNwt4Iu0geq9",
-	"EECG/wPLpeq4vkJlZmM+q8gFvhogyqQ9PDkdi1hL2c1oPmdxyd5oy0DLzHyfsR6bKzzbob0Pt6IFkqCl",
-	"asHPM5poFMoHnqq2H79UzWYXt4GQTJ9eTB8nj9JzdjYb9k9PBoPT0+Hw7Oz8/NGjx48vLlpR65oDiXyh",
-	"wiy+ui8+HCJzV7yz34mt0aA/fNy/89g2qiz2908Vlz/Fcn4XKplb8HvRPV7fKhWzUAWr9Xp8HQYUyBPE",
-	"Ti7p2px0isQ0y/5oS3BIwE0weyZxkfAVzY5Uj7j+gfw3kmUsYp5mLEaRXeU2AhSnB7iUaFtzFpiHJjQx",
-	"PRuR8pRc0fyapZegE6zJXG4Tl3NFQFm1BXPzEDaTSlQ5jKrgzvxtCuBSVSgVi4hMC8yPd0hdwNBG+1ux",
-	"qkNTgMYP2P4M92ztBwIVS4EVzkp8ThMtVCCQQ8m6otqs6dao9b++73cvaHf29v3p4MN/tg7IJ39SImsv",
-	"txdC2dGmLtEsq2eqsiAD24GplBmj4qCkr5d8yQ8KFT4tcmX28Nuf05a2A9AUFHtCVkbPl7NwqH71h8xv",
-	"LHDlsVmV5XiIjDx+7/fv3sL25rq1R7x0tuEia9z0iDViyyCyVewRvY22Iai2YAZ5oVk2aCVfiaqHsllc",
-	"OPj6lJHUkQ4N+xedEdZM9+KvUp94R/XwUGk+kOXol1+3n3zCNfw/oa5bt8QbQh1QjtQtM1sx0wH5LL1M",
-	"KNlHZNgfdmrDGs1r5+HF6n6F/9e+Jn9rFWv3rq47evXssy++KAMCUEGtUTtFD0iZpcRdLb9LMuOCqwUg",
-	"nMOcbKgxsQtDU0/ceQXd2PqgWsUKszwONVdNy2/wEVBo7qCrBSny58OPSYn/hbSj0HnC3ulJgq2NWrBu",
-	"YH7NWIJvYnqens76yYBesGF6djY9SR6zR7NzepYOk9PpIJyc1siW+mGTxJfOqyvZfWffg8vTCep1F9Ml",
-	"1w3ulRPMZroD96eZ9P1aIIxNFdNF2libURGJ/bkkM6YTYNHH+oqY/a9s9ctfHknxW1UHYbBDSYYr06uB",
-	"G6UcG0XScyd34IE7CB6iWCJFqoivczoYkkXnciwQPKQX1KZIwhSnroQY2J5Q1cYIu9x6ycEeD/JOInNG",
-	"N5TzN6vx3tl+Tt7WbpCT0Wngf/w59jgud5iOAh+dLBFOfzKIWkwkMjU7edQq9Kz7GKqEcT3Bwtr9e4gI",
-	"s+5A44WLKcutXMN/Ow9m31/QeSFwszirFoux+qdkoatPmQvbT7l0ztboexA7d+9/vluaBd+oiiRhLMVv",
-	"PEQQ3kUMNmltZvv8HqPJvzEdz0xDVOKdcJshvMnt+DqheVfVz6yELbUvKJybUJGw7O6BYt9ucyUyB+s0",
-	"7woDmaRdD+7ETKwlza8htz/GrmWQc/8EWhkLkMyO4NdroiFMsxCI8khrg1XQ5IOIZQYLwjWZYQp8ac+1",
-	"ot2Cuz/qn/28gvvjJa/7ol9aKlkwr30/fO0nQfVvFVRPYSoIJSsmUsijyH1KBZ4jh6p1ttZ4c5VaYYui",
-	"YwiHtBdar9To+Hihl1lPrVjSu11QfTvvyXx+vCwyzY02f4y5ql3FhO5isfWeeaJD5AyxDF7sjHx5dkRG",
-	"VEu0u0QTxGHYWPk8p0tym0sNwdllRBhNFhYlAshT6LEN7psLwIcpZzPFNNZWVPZ7Lgkl8ZyuXOl3D2Ij",
-	"S56mgCAZCyzO6wrQ31IPErDobajVSCENMyVtT2oxNStLubxQPEiQLQaUEQTDO4JiOYOPcMPstOioyp6G",
-	"XXBADC4IzbLOJejHRrOLoPR9zpPFpFrRvk1J/Joni9d4tQNPwPtyx9ySaZ/BKlPmquqDxG/TsRHeudHG",
-	"iTbLEbNSM8B+vAMUEAbhILnzkmT8BgE/I+QLMV9k6TtgpbJVRtcstcgOHBEAR9iOIP0uW7q5cvX5O5cV",
-	"sPFYmBst4tjo/Rt1/GEqYl/f3H585L5TrUWyyKWQhSMdIbeyyFLT7A0jU8awoBG0DMdKMJyrXE4ztuxE",
-	"Vjgi7Ak/Bb43yaRiypyQ5jhgQo9FxgUj7XgE/m6o8ht3IM/ctImcg2ZAwcVzckZUj7w2FpJgiasFCtym",
-	"z0wfui++iAEXlFt8mjWZ3KxAP3OWMH7D0h75BtcuV25u7JqEoxTtKgCsgIPcb020vpSma2XrvNgkY7NJ",
-	"zBI6I0suCuAAhPeXAPAA3LJkS5mvrY7gXok53aYNW0AmV6Tt17pZ+m6x4+N2zXcuwbiDbToW3jdrWzXr",
-	"8x8FKzC+yvJOOCGKmd3oh17ZVHGnCRG/lnpjYYcrLJoA4wYKDS5e0rB2YW1uNzoai2B/H1lUkS3/I1Ik",
-	"Kdc2CIKSCgbESkYraJxw7EQotcbCSkkzkLdA10ADCJN2cWG3MXbYw/jJ+wKwr6urjQeytm3ZH31qoPvS",
-	"mKejmJjFr6KxiC35L3wY8oZVaILxC8MfYkvoY28IJVZ4V7kE/RQYSTYWc7Obg6dUJyDp3GTuruywXYHi",
-	"t+9PopOLD93g3+3wj86f6kLI+/2Jmr3TxzCotfSPu/Q46PYbC7WoV+fCs/yTDvdv1eGeg9yz7vsj5dQL",
-	"qizflT2BU9IOdCmrFXV+CRM0Z8ib+fAmqJFtjgnehds0y5dc0AwAMSERmwsW4wm4+v/Yu97dNnIj/ipE",
-	"vlhCd5V/7rWRP7mKkRgXBIala1BAqZbapWSeVuSW5DrRAQfcQ/QZ+mD3JMX8IXelrHMp0gIFLt9srUQu",
-	"yeFwhjPz+4VDcRHzZNAO3EJr8+tX767fzl4PMgnqnxS804J7+JpcyNLW/tH06bMn2SNnP/hH0/Mvz9OL",
-	"/c9hVr8IeHUg3HyLw/nG+fyN8/l3R5WIQMvJzU0K4swn3fEfuL0+VNr8D3TbIsJob63yEZzIB2kq6Sqh",
-	"Daj4qPFO799I9Uvn0Dz99Zd/CnS8WrMDVxMaHRVl62qRL0RejPkY90KKRjfqgh26SGPTNGDwZpy+Z8rW",
-	"OfRC+AsRbhNJJhF5eyIKZTec3UjuC2Fw4kujdfVBusqLEQI7JYUNjhjYOV78/eV4IhA4lqxjaQ6daY4u",
-	"Z1c0cazWcTlWtlGmAJcL1fzSMIBUD1kSjVl8ZYIULERXoxJvI5nDJdaRx/hgaJ3BwjN4oCioNKIi8+dU",
-	"ZH7+5EWXSpnM9y6u7jquHpwT6BCXBfyEpSEHw1i6baDwFyF20UKtMJ0zkHgXYvQsOk/oBJYtO3nnT/6c",
-	"ReyrtFq/VdmBqFlxZYsEkQkNw6Mpej9xJalgvrR75bMj6qNGOYHylgkn0bEKd5LYkdI4qQ7KPwhzTuH9",
-	"iukqP+NKzGrLIG09ASOfInJoDKUGKLsZIgvpciTf/x9irH81pjoHyL7LHuHG7MJirNC+5LL6ywsKYPl+",
-	"A/yckP9793FnntcxWPsN9ukrzJNvBsN/BwUBFB5LqX3Abjg+lwetBww1l63T4YA6jOAvL9twh4Ho9/AY",
-	"8bvx6WeQ3dBm4OaHjIaUl5HyDDMyCDwDUu5lg0PR+KKsDSPI4ACbCpzDtZWpQNJP+ZKyq59rjcdbo0y0",
-	"pkqXmI2tdXnodRIbGOhkTseQ4tyMXiJvV+GwVuGDUgZH6CefJHkNNTtjDKkEhY5F5lggmtCvnZBwMuV2",
-	"s+kXf8RjIlkaA80PIlv1CzGOB89gAgOjDzKoTVv3mboTGX4miOf+gXYTi/fA6GNhbv+n/crclBWz82xM",
-	"7vvzmjISP236Bhn4tcGi14HymYywJFWVkCRBxTMgqRi9XixusO93aj235U6FMeZqe7BULF4EY5kMGH57",
-	"Fe5slSGhTybwFMefsiXBrduT6mPaTUhPGe7UgQDv8cOqX6u7VQYsD1WJy5trIiK/l7Wu8KNoJKEtUdmy",
-	"3RMpzdI8CM2KoQKO0Y7jQ0pm4s5phwQYKw4pzvwRXGtCXc3ikFQ1FYkLb86aJL/BLTZNJce//vKvCK1K",
-	"u6eRW+WXJkq9EbaR/2hVaj2GjjhuQbeYgilGGbe3rSshywjGT4H9paEW0LugK1LjLVYbwSexrkdyLCPC",
-	"rY6KuQr5zNqdVkjgOUeA93zhpPFwDqWhFZkoZrWSLp/roPKXMkj46LIO+fy+hD9vFbLbw59vr95ga7fI",
-	"KJ8vLD2Hf7TZ5lemaqw2WK5cMHPd7DX24DSc/jX/e/WxUWXIZwts7aZd17rMv1eH/EYb/PFcuXtdqvwd",
-	"hgXyS6Ksx3iScKrSTpWB4xxHVbkkIyO5NEUsgyyi+3aMyUpyi/d2beiEJbYBel2GuwtKW0wEU2SJd0zM",
-	"z0VB2rcYd2vM1uyZB0HCFYgxCdhrmPCbhPtBkGCvQkbgiDdYb8NadI4ujoxiC4/gxLEfTO+qHsxCZuqb",
-	"Pn58k88n9OC4j3gNP6LvU6SOWSRwd9FOI7xkaxS/jt0sTXppXLlV6+re+NN+Sws1ev7kT2OKQk0EloQN",
-	"bFj0HnGmuWOUbxv1RRR8/LhH2BvXNK4JxQoP2PC6ZejfJM58PsGi+DNRvOTJliE4vW6DEiPcSvSNnoDh",
-	"JINpgFQMvMuWRvtjYONOTa0P6McRlAqiXvYQFz9FJy+IgUT8cPumW0fGgyYKxs/DQQeUCdD2OeI28ABQ",
-	"8mXANxeyBllOQTQMb+4SwDeWwPOCodlSPC4uRLp7oHwhjt7Ri+EW2SpWg7wk4Fdz57ACrmPteH4hgm3y",
-	"Wt2rWhh5r7fMHwGbAqe1rLUy/SBeUmd7eSB3XRRgyVmnf5KUivAXNO+YwxLnJIr1Mc70GS0fnKRBScZt",
-	"ADFdmuJ0bgs6x09+2VO1xxAcuJevBiHKeelBZK1h1AXRU+iIcc6XBDTuCHB95nFe3dLs5YEvSE4w0sXI",
-	"qdI6jN7SF1gTYB8gD0gkon1wMliXvsSg5V3ZqiTtKpASB3cQaUztRC0Djgcmlne49gIO8rzWe7yWaZSj",
-	"UUpTLQ3eSNA6yqpyoEtGp3cf8O1097EiSorSmqq4EGt1p01Fl0gfDwh03mmb4FofVLWCZ1rhnjl/9oIv",
-	"pG5VcIf8chOUI7aaPr5sFKmebXTml8j6XGsfwDbBlAv0AFa+XbMRWaQDH9FpTxoghUCzIuPan6TWscaP",
-	"AnHeab5R8Vctp+Lp5KmI0pfzw8TQg6kF3Z0Sapj4RqV0Tis/7pMZptOIbnuSRYytDliXlw8Yq7DEzBHV",
-	"s1Mf8ilOalzOQPODYE7BM6kzThjIOB8tExuleh4cN04O3IAB7OxaUbzcOth6JM0euVvJ0TKY+ttrqyOn",
-	"GWhwYW0NlqM2mvQP5jS0Bqu2c/B5QGmTDHuyM4O1tRfF433ZFHRaUUAvVgVvlQlDDt2dFZWu0GOb9q5S",
-	"M8K6iSBaBGhyzHzU9OvXxKjHCHTUcVvpoY5nTqGbKWsaHT3zmZhdix/tOnaJbvD0IZXqt7sVmrkoGEuD",
-	"KRz3iBFK015Z5cXo9mq+yHhushMLFR1I+nD25hp2XDG/fPvy1eXianV5c736/upvBWr+HRzYvTuilITV",
-	"zQHuqr2s8JYUWSy8b+FtQOv4dv2jKkNngrVeOZikTKh8L3WdJeVmKnyY78FJLXsThTlmemtybcSdrHDA",
-	"ZFbC232QnnqntWBYRRZtz2jI1MeY9D0uhqzrA0LJgPWN1BRL4+1e9Xx8Sh+KJYuWSDzjOKLLncViDVi4",
-	"VE6P2VaUNbI0fS2wiTdnMRXj1RXB+cRuC9R7PoE8wRjPPJ5kBJpWOhVAc293q0L8QZy/ELUK6C1De5Xe",
-	"6kDX4JF5H5M4spS7iySk1lwceVycRISdwnQzA2caLRUQlXfSyZI886JxaqM/FmM8zlVdw4t6IRvpiLUU",
-	"1oayg5igpCtOKUCiJrLRK/jNhD9mGOrnT5Cv5EKAVFmEQjj++l5+jF/97o/EbTIRt+re7hAvKSBSOaFm",
-	"NtodMg41qM0GLF5JSS1TzPdxKajC9hCGjdhvkVxVAybSU1G0x3elyIVFHXLG4r3dqSoDt5BCH4mjpRpP",
-	"xBVC1OIUge1Kh1uFaUkgrpxHyGPndCMw07gIe7I0P3hOmiLLAkSs6NNXwR63nG9p2qASJRo6t6CPYh5o",
-	"kqpeBAtMGjEqeJJXuirGKHPoE8i0/ciihGFMu4OVth/z0sGy73mAbLrCxBBIVh/SAediFNlCEmMfeAZE",
-	"QBNIVhV5ODCt2CZmPWKTbPQeNzs62WZjeNFayR1Nf6xvJ1JiKTyx1GLtExg4E3E51CqqweRbnl+Ivdqv",
-	"4R+7idIMymdFeob2MOkPxMlfmlEHdzLuT4s0hyOLQDY6h5l59PP7n/8dAAD//w==",
+	"7P39chs3lj+M3wqKu98SmWlSFPVii6rU/BzHnvHEiT2W8s3vmdDLBrtBEqsmwGmgJTMeV+Uenr2G2fvY",
+	"S8mVPIVzADSa7CYpS8kkWf/hskh24x3n/XzO+1YiF0spmNCqNXzfmjOashz+fJIkbKnfUDFj8DllKsn5",
+	"UnMpWsNWPFlppuIhUVzMMkbMR5LDw4TmjCiW37C014paKpmzBTUtMFEsWsPvW/Bq623U0qslaw1bSudc",
+	"zFofPkStZ1d0ttnZ1ZyRKc/YgSJMaK5XRNPZkMSj1qjo948TxX9g8Bfr4hcLmfIpT6h5n2i+YIQLIhQ+",
+	"M2rFEZlIPTdfztm76iA3x/SSKv01NMjSrWPb7LX956ur1ySlmnV29iLxxc0evn3zksgp0XNGkpxRzVKS",
+	"MyWLPGHbG/0QtZY0pwum7ZY+lUKzd/obumCb3TwhCf5MBF1Ay9x8vaR63opaAt5p2UfG8DFq5ezvBc/N",
+	"sui8YOFYllRrlpsG/uP7J92/0e4P/e75+G3wd6/79n0/Ojv+8O+tupPwtMiVzDeH+WpJ/14wEgszjAQe",
+	"isk0lwtYoGXObrgsFFnSWTmHvxcsXwWTwKbD4S7ou5dMzPS8NRz0+3Xj+YqtXnxZs2qCPHn9glyz1YEi",
+	"PCVtITXhWhHFkpzpTsM6XrPVmKd7r2C/e06707fvjwcNq/WSTlh2yTKW6LpFe0Iy8wBR9omIxNds9fkN",
+	"zQoWk7ZaZlwTqmEJpzxXmsSfxxfwEZ4hC7oiE0bYYqlXneFISJGtCNdsoUhC83zFxYzoOdXYT4+8YUtG",
+	"zUIQLYmdI1HshuU0I22aZWRRKE0WVCfzTm8kWlGLvVtmMmVuIeo2Dhqv7BsMYW0DT/pHUWvBhd/QqLKW",
+	"//H52z98vrGIUetdl71bskS3hi3qF4r4ZSJt1pv1cH6fa0YXny+yTutDZHp+gaM4HvhWaZ7TlflV6VVm",
+	"vpjKfGE+v+QLrmHkdfODH8P5pWxKi0y3hqd96IkvDAk9NUd0wQV+OvK9cqHZjOVwIl7LXNcdhKunr8lS",
+	"5ppwoXjKYI8VFelEviNtc3AzKZcTmlxH5GjwqNfv9XtHTafYtLP1DPsRn52eHp/uHrO5vez2temkltDm",
+	"TGlHC81QIqIyquZMES6SrEhZGpElVYql5twFUztQyJFy0q4c5aaJ4afmiW3ewNe5TJhSdTTiCggT/GyJ",
+	"hFlnTdU14WnjEPCFB6USr3NpWNVf4dRtDPM7mV9nkqZmrOaxi+CO4loypbgUB4rIW+GeIrdzJpCdGr5/",
+	"LeStaCK89pUmyntkj7X/XDeHSxxELS12IyQ8jYjMSWyvT0ymMkcGSrOM5QeK2F/8G3JK4j/a8X0eN+yJ",
+	"ffgOe9ION+UfttNO/e5cCrpUc6lxanXd2wce9ExcUXXd2KM5ow/Y2wfTjlpKoVCk/IKmb9jfC6aAUoFs",
+	"IeBPulxmVpA6XOZykrHFH/5ToXDE3tHFMrMCjKY8aw1bE5muyIItJiwnB4lcLKhIDwhXjvWkpK0YI4dy",
+	"yQRd8t6KLjJ/JnIcAlFzumQdw4nyXBqB6fv3rSlnWWo76NmGW1FrwZSiM7ZPz60Pbw0XoLpQhjUZ2YJr",
+	"YAkvxA3NeOr6L9drrvVSDQ8PDe2aUc16Kbtxy6AO4SUUFT+E+/DvOZu2hq1/Oywl+kP8VR2+xpdxC+rI",
+	"Kq4AV2RBM8OqWGrujzkFiii5YHqOHJ4ZIXHKZ0WOUm4qmSJG5KFZJm97ZkRPpZhmPLnvljrycqDmNGfp",
+	"AZlTRVQil4wsWT7OC2Ek7KERMcwvUjCCT7orfUFomuZMKfMIVeTA3r4Dw/k0o6m58yBQm6lJAWTJ79N5",
+	"uU9+QntuUOKef6jtkUu2vtxTrq28K63ygUvjjzTqB+Z7bQZoxvLsHUsK08yXZrLNu1O3K3a/x0bMGRxF",
+	"LSYSmZpLPWwVetp9DPIb1+MEJLh+FJLKYetsepT000dsMHlMT1h/ek6PJ6fJo/SIDabH9GQSrDzooxnT",
+	"LIUvU5bnrWHL/z1G3RF6wC90XojEKEWt4ZRmisEPsjBi3MkABEv87N489l9svnlLc8HFzFz9t3tvnl/W",
+	"N0wZUc3sodGRDtkNE7qrdM7owjSyZ3PmrUt8qeE8MNcjmXLB1dyQt9s51Ua8Bt3DbAUxW9ExB2LOUSMx",
+	"90UWuke+43o+EjEq+EOyMdgYzhAV6ta0p/x9oYLAYwQfc4JYORyqRoJrkhdCIcGN//TsihzeHB0aRqIO",
+	"31t+8uFQFnpZ6LgTmcMtWEomK0JJbH6PsROjFISH9nUuF1KjBr7/wYXj15+cpcfTfjKg5+wkPT2dHCWP",
+	"2aPpGT1NT5LjyaAVtfwVaw1bOB82Lsm9k1uGXh6/xwHPCyFQ41DFZMG1ZumYmuM66A/OukdH3cH5Vf98",
+	"eNQf9vt/25+GGD5ed2AuNc8yYjsldKpZTuJbyvVYxRdkKbMMNhGkUapJ7OwQIAMF5qDQPlE3DvvooX8O",
+	"xvJc5hOepkzclxtQPScHvd4h08mhkfBv0wPCVEKXTFVUmFuZX6slTarU/Lik5q9lxpMVueEyw3HuSdWX",
+	"8N6D0PRvHL9kqRVCuCLLnIuEL2kGkisl2B9JqDD03igsYirzhKVAy/9ENbulqyu80vdc3NucAw88mPBZ",
+	"b8LFAWHvEsZSo0VVeMzRoE88HSFtHGLPfu4EK37aPylX3AwyJWaYey61bfBB1vqJCNin1HNmlpsKoGWe",
+	"brUpmPBIsTT6T0SoM4V1mlbC7o4jqWaoL4QRg2n2zEiP99wRKgi3zRGQRolMkiLPWXpBcgbqeyC5jrlX",
+	"d3GuYNwqf2wNW+fTQXLCjuijyXF6Oj3rV/aqIpOGve67YW6sD7NjZFLMCBcwnxmeczRF4fJYqRQsUKH4",
+	"bnQ+VPEKxZBtEbRnzGB/vpH6uSxEes+tKQSouJ7gOAXyYBcPOKhQpOB+GHIwhZHtudxC6i6+8BDr/a2d",
+	"UNuQHYFXxBOjA9UJjM0fotarG5b/tZCa3nMZV7Igc3rDyPGgvIjK8ymZE8OjuJjhpoJlzAgcdtl7fzdj",
+	"UL1ECrgXQo/LVi7gXSCtRi3Q0spJpF0RR/6Iu/G57RNkpYSKhGXr2sAg0AZg8p4s7LtlMNwHUwjQimHO",
+	"ONUwRTmFo46LQtpxdZXiyJrHnA63ZHnXb7G/QDnVRupLoSn7JdyiZS5nRpGKSGyktbH7Le5ckPgN0/mq",
+	"+8TIFTFRdKXQIGToUb4idEa56JVy4ILFRM3lrSKFUaChO9hbtSZuBM1uGnouWSJFqkwnsNMTNpU5Mx2C",
+	"jAN91nlGSltjYLG71DS/s1zpZMNha7nScymOSXdBzBHoWTPj437fENl95c+lefBk8FFiZb5dgvz5RU+7",
+	"kE2ndUKT61lu6JWzgoKGcAHnrJQ3zXGOzRmxS6AO35eL8eHQvsrU4fvSNPrhYaRUcHJ+I/Ul1VxNOZ1k",
+	"7J7kDRiTaRUco+rz036/3yWwWYosqUL+zUTqlCiQP9pH/cEJvhFKUydHZyX9gbGCDUAFo92TDMGQuoZ/",
+	"hC8/FFmKYWwxMcQVqC/MpJyet14Ywn9B4qe4vl372ozfMIW+M/4DW9vYyrNN7mjy2eG6Qzje4SI1u4/k",
+	"7GFkaSHRFW631dFWMBPSPOc3VuYfLPqgIxti0UN9eszTjI2dNB0RJStN3FJFkkJfEGWOjfkFGr3lem6k",
+	"cVUkc7I0so8CDQKeYhS+zMEARn1Tll0Yrk/BPJZII1Khh+v1q8sr8tOP/zxUOjXEn+UkmRfiunIi+4+D",
+	"E2lbdWL7v0DK/2bPVY+bFzwmbecTGJAFF4W5hBd1OwBMy5pCBUtAg+CKJJlUVju71DJn3wp6Q3n2UMTE",
+	"2s2JMm2T9muptGHKncAECwYboyAYzqvmMtfZakimlGfoD7PjNX/GhWL5525jSEo1nVDF/DfxkKQ8UANK",
+	"ZSFQpS9ZfsMTRopgpntufvjKw1mx91yiyJlJJ7m8ZrnTsTW9ZoESBSZkIw8bmcJsfcoSnrK0R0A2caaU",
+	"qvyDgsnPKsts9aGCR0fKlzSf3ffUAcmGG8QVkTcMl+yof/L49NFZv9+FC4dyedvJmwv6bmzeG9fwsODg",
+	"XElJMhjivrRCyi6+8BCH5QszKT8j59BgVhKFG/ytoIWeM6G5tRDf7wLLawY0gr1bcqvEI0mhRLBbgr9D",
+	"EMtKFkawVwXLK/T2qFy99bHtf+Uqrz3ESn7NlbLqGrferAmjuVlZM6W1e/Ddd991nwRj2LwMb54/JWeP",
+	"TvskmRsVR8zYbvb9rVDFcinz+29TJhOajVUxcWKqpxu2B5LQJZ3wjOvVkGRUzAo6Y8O8mKwq2uIg3Cs/",
+	"uODlvT1J5RsPRSSXubzhKcs35wZWSE/67C3wo/+apZxewaDvycvCXoDmGskE6Izh3qslI+u6V+Q5rrs2",
+	"c6qIkwjNoMgBODGWGeXiwEpIXINsVHluuNF2jWO4SrZO6zdzYdYDhrv//fNvd+HtLrz2UBtrVvBAlUK1",
+	"mS7oVGaPwQxS8STCwl8Q6wTqGl4Zk7aRkYz8B7YQ/xvVydz9+OTq6Z871gSn52yxdsXDV+oDYcqFM/sO",
+	"7dlT0Da3//TR43PyP/99bIOOtkXcBEPf1VXd5En7u+On5OWXr8n//Pejnd0BpVmWzrx7XIFUJtcsHxK+",
+	"oDNG0H4wPO4dDboq4wt071pzYCl2BTTltbnCRi82lBelu72dGO7VBzt2zgyayCJLiXVV+G4wjCA3aogV",
+	"jb9z/pnnRZbdX9eCpkjGptpZjMuAL+8KAtH/wMi4h87DUZXsbnOuNRPkpx//i+RsIW9QYQWhbGGkwlzK",
+	"BeoCZaNySsoYhQXNsgMyl1kKNrmFVJoc9/vk6y+cm4SkXF2PF5Oqm+RRua3flcM1S7PnjvrxdOGtB97W",
+	"yioaoltdchdBY9aP1S5pD26q7RQIxOsXXzEIPlvm5kJqjqFANrIZzFHvIVoSDFMp1axrNLTNaCKIGOU5",
+	"U3d6h6c1tztqZVTpcaH8ADZXJKPacJ5Cscg5W1BLvCB0opjQaPcU4IQvFMa+7zcmYeOxN35Y5mzK39WP",
+	"B+OLD5SN103mNKeJZrnC4bEsI9dspQgF9R/CkoOQ5JqurDm4rjeqS48AoYrEKKD+myom/8kSHW9vcczT",
+	"pphI1yaEDi+oDUe9ZivH8jGGOBRcFaGqoT+4jKq+L3AXuUdcLxDWXKi1LeTafU/MZvrXwGZSjnlBVxAm",
+	"6CKQNwa0Hgqcsxt5fccj7ihFmTxBE81vWMudfozNg4brMyrKwL3vWxDJZ0P37dla26fwIPjeo/B2Vq5d",
+	"2aOEk2CGjDf8JUeuXL3ldMnH5lRWQre3kSlLLmpWM4j/39zxZ4ulXhGJHMHcbZ8PsH2B/Piq7ddOc8aE",
+	"vpIyU5vTdHtb7toiWWKUiaC8FbWo0PNcLnlSs2dRa1bwlIqkRj/6Fpwm7negv5SoldJsYU7pYqlJGyLh",
+	"NNVsYU70kuUk44LV33otZTbGWJyx0d0NFam5QBgwFREMuYKrCRciZzRVzuhm2sLcn6TQSCIhnlCsAuIU",
+	"jMIbLXAYdfdWyoykbMoFR++gZfFWC0Cb3oLqyP3w9dPXNsz7QBGZpyyv3FCaptAQzV4H24XxrBv7Wz1v",
+	"a+fEbnCwVU1r6SZXe4SKlGuI92q8KY200yadVLSiKhXFUC3Diyt6PyhFnuDhCfLK+sYBqeOG31kiOadL",
+	"iN26qARTHCgCziXw3OzPA1M+Y3Vy/OWfn3QHp2ekPWfvOj4NCr1v4LCVKQN7nv0J/QA2ngPkEjQHprXT",
+	"q8Q1bhAR71COiITrZqPtLlwwyCyniwPwZoHxOyIsUwztOODqKV3PlYXgQp+d1F4EMLeOtVWzaxLNKM+K",
+	"nB0okmRUKdKmxEqCqOaoYjrl7zqRZ2SoHvTqpaeE5UvdlNFmhAqz8Lig9Qvf0K6PA21eUXI7l8qvIcmp",
+	"qKcMbsk/QsbbY7mvOYaDbOVA5pJ+xTHYIggT3DI3I2uY6TjivxlQWH6TsloWsFUcY8QIAWL2swhl601D",
+	"xso2gatW9gnd2PXM2VAeIUX9GVL8h5rj88WWoxjSAH/3NRN7XrxSzmra1SGJvdM8JoXQHAInV/aCQ5iK",
+	"8KGUNvC6gGCMIsFgkTgaiRhvZByR2Bzf1HAM8wEDT+wvmVQ67vTIKwjGMacUu3ftgHXGNoTJc5ucneYz",
+	"VnO5n5u1AdaghmsK7ZIaxuAYS/iMy26slyFsjsjWtXPrslsEAyEUeCvczu3yaZiPEyQX4WY2styv7LWv",
+	"3k+MBQXvBfAN9yFlGYNPrjcUhoMvUqZ0Lldm3JZr+0fcFyii1151GFK9uIx7sL+wXMoTv5TAbEe4W1x+",
+	"6kzZdmpr0o7WFA2G9sWJlBmjAkUQ8xtTY/bORhnWPlZGmWzO7inSCkUSKoBbU1UTlcLMZS2/HhIjGcah",
+	"4Bx051XNzZ8gGtKqadvYhBnMNWNLgo52oxwYamE+jM2HuAOSdrI+eCmMyMbyBRc0I+14qVdNo+TKRTnv",
+	"ODov3INXHAmi825UT99OHXdJk2s6Y2MulKZZw1ZBlEKNqIc2J4YznYAg9QMTzhJwy1LSjn10AjRiiKX5",
+	"kDNVLFh8QWJw6VNwyg8xHKJpbdAsN065um5M2URXycQcB1WllgcYpeKte7E17+3oDY4N6GsNS4OPCaZN",
+	"T1ufcWGZDadwibm046XMdQ1je22+djnAan3lrcWWGC21mM3DUFzShhWHZg/fm/8+HP704z8b5+2pd6HQ",
+	"/V33jDUXN0xFzVnTUXIpkWqP4+SeNUqQOVMuzozYGDoruLsWSbt6mNwPTTMFnXta1A50ncepMvkAJxde",
+	"OEdcNm9T0EmVzFTInyOZrcrK1hHSje3ZOIB1B7fmBFZvk7vh4fasH8haHiFTFuSD1qvrNlVrzXps1Y1K",
+	"MjEEKuxIKI4cokXN+bFL7WExtATyy8UFuaE5hM4popgmkxU42II8qBxU8Jw5w4Thjr2ReALeftceVx7P",
+	"AxyVsTsCMWmjVwjVOIlCZ8fq2Vy5hMWRgEwrG+cub4X3SUPwWNCezXm3LfXIlxjpNAQp/DX2ZdaQSDES",
+	"3kqKo3JHzvLDyAVNwBx8hvUFJlfccsWM9p0zNR8JOKLLnGmWgyHKrxAKrffDCDH61U3zOakchrPT0+Oz",
+	"mhYW9F34ztHgcc2xdMu4eUTsLrUxOQGDx1w8XpBDEgTWu7bCdBKSsiSjOQPjWAXHombEaGDaxc5fwVPP",
+	"XJImUKeUiyaVaorxYUpTkdI8JVwsC+3j4YYBVkLdBasxWjsRZtc4L82Tr8yDRpbAQLyxqmr6ssC4Mo8l",
+	"8fjspIJ/0e+V91oUiwkKMJjitqOp47NqSxvtrBHuNX09JF0gpH0c9domul6iHSlQeCGSsyam2iq/Lh8F",
+	"HsUUzkH/CO8y12okYhuuHaNRy+ZrQiK1LHQGQbgOKoG0qTWoRoSSW6qTOcs7EYit8NRIuP6Aec6kIU2G",
+	"bZLbObpMoPWIJLIQWmE8m9IkkLPHXvyOweszEsxIW86Cxd5xraxBS2m5XIIY+OWzl8+unqEgWB8Y3gGL",
+	"AEw7HGePvDC0Eu6HzWNVOPZduao9Usm9HQmXB1dGFy6X2Yq0Z/yGoXYPpzm2RtaMT5n5stPz+ZeQpTQT",
+	"YJ4M1fhAqvCJBhuhUoXA2R1OuDhUc9JNmi7oLg54m9aDgUB8gcyMCJwzI7DcMOf69HLwBs06P/tZKPW6",
+	"FqVzSpi44bkU4OfwHPnCBqcE2CWxYy8V3vL2s3+P7eh384CPJbtLvdqZuGs1uUv+A/stUurqMF/KW5ar",
+	"rdmSF9ZJnlOuIOC/R57DDdkkakPM4LM3h7SFkbMmK8dsO1X/wr05RXUqf5a3JJNith6ai1TVXI5Bf4B3",
+	"kHrj1oMyG7z69fzGS61rlpSs1uzw3PAdG7LMQfErJbOUO5eGEVMDMTZnNmGF63qVpxq0UeMlCkVFiJ63",
+	"8q7M0chke7hLsESZ5rfVuKK4YW5h/+2cdYLeNm3AoZznTIMo4YF+pea15ruG4I21vbROd9/FhkvdTyqy",
+	"W7hl15+idfFuQkZVirWoYuX87j7heyP8bazPlinX20ft1u5vIXXXZpd/1zdcOyRYfoxM+DiBT9QCMH43",
+	"twh81wxi7o3Y0FZzo9dxQTKutOpcEAF5HDqX2Zpb/U5AWtvCZd4w81RSjgV5vmJl/EwbEotcVKlNR7VB",
+	"Mx3nXI4+NpLmjjMpAfjc0+7jpn1S66yWazkOw4XL4bjwGl1MCz3vudCQnv16rHUWk/Zxn6R0pTqRD/tb",
+	"e3xB37lHz07xWdgtxwbO+rVQePtdDjiJFhHtIy0ny6LOXp4z5aP7Stg3l+ZBnti51rL5OFkWsZffFdMK",
+	"jRXtRck9FTnpH5MY34jNkSnNrRDG4HAvQBrwhqaRaMdJ4EnorVuihgRmGXdIzqYFihekXekrsuIHCt7A",
+	"3Cz+ZJIVit+wrwMOvYWdH/UHJzXSxEOLuleVHQhE3mFghcLb5blIVKcfgmrlmOGasjgzm9ReC+MwhCdm",
+	"4iYmt1zgcTD3FsTrTo98Y/4fif3kbNCdAEcTQ4Su2VJ75ayis8LmjATSPVAXSduMAiBnVYx0EKUVGEhk",
+	"FGJwxFojF0Y5KtzUvYR7o/6NnamySQUHHdHm2kOSTmAopmZxrjvDymQwyBy+sU+aK4KXZSTalKR8OmW5",
+	"UV5i+zUohJSc9Pvo+qE+vNoISkZNxGFwHWGcj0sWMwquS/8rvVmmicBSCdOgYJrrkSd+VDYUAwn7XGYp",
+	"WWCb1Oi4lQvunRwIcGcuWEraJ0fHJPYZWuYyqyXNfZNmFGCnlFPyA8ulGglzAvyMKPRqH0wlaNJgLdg0",
+	"Em6HF4wQH1btef3qcH43DkwA6VqelwVbyHw1Xkw2z8rX/AszT3yimYJeeG5RT0F9D3E0Em6hqbKklZeH",
+	"G0nRydH5yXH/ZDu+aim57VwEKcYQ5LmqCouln7tBcLH57KHtI5WGKMf21bhyQ9pUEWvIMY+hxSZGp91I",
+	"QCK4A6YtbdIubgh5RUIFevkuIL1ZFQvm88iNqFQaXUahlFvOBD0Vb7eHt9xRINmiHlepebYpdpB2mT6A",
+	"0gJY5hg6ILlCjdQpckapGglDCoAMxn7jEIrjgsSQYBNbU36wL8CWMfuQgZO5EN4FpudM9EbiO2vJtlCD",
+	"btfQQogBMBgbkQJ2TM6sL6R6pMEYmBeZ4RnVUzs4PR/090AybhB70jKVgGbZqyngde4VS7yuRiDHqN+s",
+	"a7Ya+nwys8RPCj2XOf+BolfwC0x3tLAD0JADHiCQBo4H8fbC/G+zsQLetjvCwg5uU/x7uwmcZIT1/0R+",
+	"bE6Es/lalgjpLdg3ZuEJi+nzNGcpE5rTuiDcbxXLuwuZMsJTC76/oJrlHJBjlMxugmNjM1nbKGFZTgzy",
+	"7pqV4laNc5mxMc1FbVzBdTFhuWCaqbERY5Z3DEMIXl9zO5fv5IUYU1Wvum8cuS9zsDxbiMd6bGqezIEE",
+	"ZZqkPPUwnWYXrBvQmp0xadqwO0grx6YNZcuYE06TQm+umkWwXO/8hUXMQGNZSjX1kpYif7l89Q3ER8PL",
+	"e0bDQXZefUdfv/j6GWbv3SX5Ye1MY/vRRiGIcr0BRM2HRq9hfUDQ0RCxCeLhGgalhTsoI2M7F456Mmvw",
+	"31xZs2h7Z0xFGPVUiSADmIS3e0VLGfZpuquddgD+WQNvHddAdQIyMbkyFxpHaqgMqFByim5pXC1cNXQ5",
+	"aGU/DuORyLhg1oXJTXcLLqiWeSciMU9jfJinwxjSCIxahzTNgu5iok5sZoTM3Ry4kUDIfIszAr/aBnrk",
+	"mQ0stGCfbUriK/NXZIOOpSAQ5RM7VdGMBDMQYiPlpvCJ5XkMGkuMRven80KYNlA+iN3q+ERVh1mqpbxw",
+	"c4pxqdhILKXi6Lm3jDUisSXp0DHenkqJEZsLEfwAvRsiEL+kSndhnt0XX8ZWLkE300iAnrMiOYNkRzO5",
+	"GV1W5vInujRqamwoyhgpCq7TG57M39jPcooeewRw4Qr89mmRsLQ6v7vPw/4Q0rPqLF2MoFEnjRxgUcXM",
+	"znsElvJlRZQkUwoHqpyMIPEacK7bvJGwj6kYDhnqtkGDmJyMtx+Wxd5Ms2Y+fFHfSnPt7dhGwt588gzz",
+	"SIcjMRKEEHc7zFnEL+CskvejFk9HreFoJ3jXqBWNbMQpPG8xtkatiPz04z8/uH54OiTn3X6lU9yTtW5x",
+	"oNCU/d10IKdTxfSoNexHIyAf8MCk4JmZ4mgk4CmHygw/Ai7zqPVhbaa4hhud+vF7/GVs0QXz267dkDY6",
+	"t5M1xC2kIig9L5cAFf3e0skm5OOS5ketGV02PfcnunRP5ZYf1z+I58o/W96mxhf8/XIveQTqJqcYy/Pg",
+	"WcSdbnpWFr5dc962Ifn6KF7Lp1ZYs8dyEFDR2B4ib9jUTv+eH94ez/pp73rWb9auB9fXfufzd3g2OFkf",
+	"3oag0qU8tyYPVPOC9snc8YDopVTgkNEnVLGzk1olc0uyjA3TQDBvvKAX5Gjw+A82LOyaZxkCZys+EzQj",
+	"4oKIIsss/qID3S01jO/9eKOWebBllkJIzesyDa+YBYY28vOQADJYqAUayRVUO4r2WaZrkwOkXIxxoE3q",
+	"VS5YdgARGV057VrDCbySGwLOUjQNhyEueSF83K23lDREZdqEPCtkNyjkm+mNFf4F3XJVoq0DWPatEYSc",
+	"8I5yA3AayAaTGNkNQv+tgHzEytvKqgUjsYbV2cuZplxgYsjSwdbHKKDJLGVKk5lEUcnCkwEQk4uvESka",
+	"7TwEvDk6q6boEjvDnQqNcuKGT7WE7EojeTipA9BAIoxOElKziZTXCPUJA1oMg2pSVi4ERs3eLXNnD4q5",
+	"Gi8oF07o6Xg40pSrZUZX4ACwf7d7vV4njow2usykzviEII6TskquzBGlQC6ZiMwpoiKlinxJNX2e0wU7",
+	"UOTPV1+/RJkSIvV65ErOGATqWa0tDpGtanYEYsDxWPLcisFW+vXqV+fCespoVTHkCozZ1rJnT1IcaoDk",
+	"CTjSRuLWOtNzBtZzyJuCLd3L61mS1jpduZqqVZOKNRN1aWiGIXk3AhIgmCHeWV2WPLKwgpcv/vTVi5cv",
+	"6/OQm9KvYi+NxMRXOKgc7zDPLiwd4ZOrWlHL51bVkmDH4t83/TT2evdeiWTrVSlqw9atqFDfZ1CtYjMl",
+	"WtMswNV0CZS3udQsQrcKJNbpvRPf1mth1CLp8BRi+kpzxQWZY0kIQ8945p069VQ4yBHbmHBZdOP9x9oT",
+	"PE6BXVe/qWvLubajNbOv2cCAt1cThtfyz/w86hT75zxjz4SuK7v1yujo5idzm6gNuOsRSNRD9dWsLYx4",
+	"aGiruXcIjIHWRIRd+/bqefextXqYEzESC7pC8BopWMeCLhuKZhqIUWtfUj23tuFv//D8+fMvAe05s+g2",
+	"4OP3sG4rc77oSJgzRYT0SecJFTCmC0QgpcJOhmZKQm1AzhT2NMZ6DYbEgf+f6vlILFmeGD0Z1phhPx47",
+	"FqBMCoVKLo7+px//eQiegMP3poEPNv+xKr4tagWqV4m5O0uW2+R0MrGw05tOIFvt805Zx80oLracXe0P",
+	"blHqzkW2sqGjUP2iac9/+vG/fD08snU5SdtVyzM3tROhVBenPD/8P8+fw7mIECbVhcLWQzFX139b/u6e",
+	"tsZQaLY5nCmH27taZFxct6IWhM/vtrA5cBOsYmbh2WA0EZ6K6uY2XdX6cCMzprp9NAees/2jkEpisIuw",
+	"4Sq49ptG+x2mOm8OeNlYSNH5GyHl10snNacL6YalDuZsbFAFl6ToE0Yqd93WAfJTjhvgh/7VVwGO/SZx",
+	"qT3cOwSmOR2cnjXIUnteiw0fUJjnjGfbHmrbW93R8Kp3owV9Rpfx0EoTTpPxrhzL84EpgdMRxd+PM557",
+	"w2at+XxGlw9gPP8zoxme97UQpzlLrrdGBTRJG2XbmzhM0lClEMa4Tra8YbmqRYu4KhMqDxSxjxkNlC5A",
+	"ndQEzGu2inScshubRiBIIdxT8EhnDxdicz58Ne83mJ7AEhhSjW3hI8yUM6opEmaV0CwbT3mm4YsFT3I5",
+	"vlmAIKQWtasRWOrrxaAlZ4k9cWgGPXCpGi7Kpyrw2sDk+uNYA5FpDjq2BAHBMRho4g6RuU0wgTgi1LBC",
+	"whKRGG049QThI20/aNOtj/Qn+KNVsJTDtUHlm+fOm9F2txZ/BiNAZ2/Jv97NdBU4SzygDhg7HEyilhC6",
+	"4UGGDjAoDEIOOqFCti6Ov919UmFMfm3sbQ+WuO4Qr6VdVGJWINx33VMOfrSY5EwXuVBOdg6ZmkLROXb9",
+	"xoB15Y+BjeyhvhSeYrpzMRL+d5rd0pXyPVjvC2QdW38LPOiYUzU6xY55y9EpyWlDnkhsyHgMSO9axqTt",
+	"gxs74fWq2rDaW6g+WmJueZY5jE/FRM3lM93urSm787f/cYlaWn4UA3XnCsYHrdQdJKwNV8NBGoNk61M+",
+	"NoJCbdxcfbxYFYXFqG0Qhdd2Bd+sz7U28NU0XBGpQuwkNYYqc2NzdO8WP+FfRSSUO71biY6rCULDzHJs",
+	"/24tu1cZVCOqgCJCY+aaC4BhMR8zI8PXG3xyW562xlDRHLp16eLC7d0u6/HtcQTW1ZTqTNZXZX3vNjYk",
+	"HKifUP2JzvVLjvx2DVvmI8BTofrTZFUXmrBkuTKCFTH6GkKU2IR/ksoFtfgmtmybR0+6A0Cc66AJEyPX",
+	"9edth7Re5A0QW2YeELQFVzNI6w4B7ofevY51RZbFJOPJuMgzdJYf2jU4fA+PfziMo5FwaakbK+TaMjKz",
+	"LV8zPLQYG91QA+/hgw5RAV+3PY7HDigYQM3/CB1/bvuvR4taO5xmSdaxlbDQv9+DnSCg7tx9XFJCuNee",
+	"ldsn1w8enLeN8u7yVpBJLm8Vy8GINGGu0Kw17J/1iao7plUcA2hcS6ws3WDaLDNK7EAxz68pl9AeLTxW",
+	"URD52QtjI8/6J48roZENaSKbCx8Cx60F3aWLusTSr7F4uY0WklOXwGKetsF3cf3UbY5LHanUXp6uVM+B",
+	"oHU8/MIhjaETK8koXyhCJ/KGOfwMEYCPtblGmczsrsstcU3WRBg2XPdfOUjwJhZa3eVKqvGaWxPegkeN",
+	"prIA5PSacYBDcawYE3fiCB8TnGmrmzTCcN95EOg53bUUf8WnPkDxO1jKWn6gWL5fSmdZpMU2F7zsFyay",
+	"t666abUU04YX1tZEOT85feSRPhH/XtVovhYYvzax8BaObg7R40aUh5h9SVJp7hxEedfrtnku6yCBn3OW",
+	"pd2M3bAMNWXqoy+LnDnABqgsWrkAa+qCaaV2HxZMKZutun0b3INvd2L4Ri3AUbLAypvxwEG93PfbXJQ1",
+	"NmyE8G88+zUZRZOMkW/fvDCKs4ufw0K/AOy626bjKo9Az1shD111xhqhrR5FhLogjxK2EXVdRBvSSIt5",
+	"aqMn8QGeXozEVBoZFdGIMNQZLcK7qsD3EGWoQESM2IbQxSOBgqLNf6hCYFoqrLxFiL3julIJv+InNpx2",
+	"JGIfbwMBliXoZgVfxCFwln346uLmEtFbF1Cxno3soTrqr1H9L2EE0JZAnXsg4W66qnzQzyaDrLyyvxxd",
+	"hgnU3ZxcfzTu/a7wtkt88sN6TdP9eqoDH61IviVmb+lkDvvZcuPqnUg+PW9vd5Evr7pDWihbbhiUS2da",
+	"R4yASvQflWdBCy3HGN5cQ18qpddB1KaQyOZiyFxctCEpViPCk9khhlIzCtlkJdzGSf/cpoelDRJpsoYy",
+	"ulU0Cp+FtFsrv9fpl0HebQXWnwo6YyXkXkOIicucGTvHtLdbzNCnAUkq9W96BMIGvo4o7FCqxhNujMwD",
+	"l1ZY4nKs4guIwWaGtvElLH3kMu7INGfsB/edRzu0WE+GCqJYvI5uDe3VYP41z6diZNmkNB8PWtrogreR",
+	"W5B40xRa49GlEdsgRIiqANzbBWk3h4ZhIvBIYD4DlLimULQsuzGSUWBm9eGDIiXxZ2XQCeTnYdK0ogtU",
+	"mUYCFQ1btHKa0RuZIx/aw9q69KbNraQGn3KYnGmDmK4SiWLN1ihheAgdonltYFFe4CGF5ki8ZPk4LwBW",
+	"Kx5arcpCS9g4M6djoUmGC9BYg+TxkYC+gtMalQnQUQUvioa4vxeo+VFBQFrnSudUS0C0GAmbK+pxAnZg",
+	"e1r531GTYCXdulWpSVRBA61Sio37UiUIVfrr93iNDNaefr8rW1hFI//yGvS+7AsYzx7sCxuuGxIob5uD",
+	"gSltnqzu0RCTf6E4KUQtYNpH5Jyo7B1bLHV1uxvM6Ibd1NaQX7OaKeADOKLGKTQYHrzdqqmCf6dU2jgU",
+	"oXLB0Asi5G1EaJJL5XNlMLWItONFshy7GB4b81Wt4B85zG/3Dgj6yHJZWmNXqcPt20vztlirSZHnTOhx",
+	"FcZp37c92s9+Gb/21Y1M2W/owoghawCvisxZlrqlrJgTPVQwAt+UGdwOIybAdPX4BbB+RpUNNuH+Y8ca",
+	"N3Y4AfoO1p7btpvg4FtB/rbDjEVfDQ6zcjDuP87KsXbNQnyh0ddA1dwy1silKJuhJlmRsnQ4ErD4NtLd",
+	"q4ZcBW8pWTo321WUvAiCJ5aZpIA/RkcilbfCfIRfsFwOvhoFZuGlzPWBIt+xyaVMrhk2A5sAj3bceADv",
+	"ciQwV2MFNU5Fj7xyiijQhYicDM4NFwHaURPnf/9lR8+w9WG3N/3O1EY8+TIabovW0hPgKsAaj0SMIkfP",
+	"FdgGPKMe+QZR/BCdYkiW1MJZINkN8hVcDkEmFcP4hZGw8lU7riZoxBGpagJ2tcL7sxexcFLoQ63rFz7k",
+	"uiQKHgAGKoejlxbDMzw+hQdKXdh8gWLh0wVGIlb8B+aERgusTJcachjgOixpfo3CvL/y7jr0yOvqggt2",
+	"OxLlmBBjxUG0DM5JDKwk7lxAq1BcXFTadrhIyq15iK1+v9W7LJeqpFhWjt5r1hiTUyGs9TFyqtXEZqJ6",
+	"3hXwlTVS3XRHq7DmawdtnY7WSQJh6lpjbJ5NgVlLbwdaan54oKT29Uy4uug8mzN5/wC9IA+lNvwrzDj2",
+	"+UYUIQcmhTAHov2XYrnScP1iV0TJJRUbddfmBo0hEediJJ4NvjCP2gzjztBlqi/oMsQyAGx3tjSqrNDU",
+	"VnGyuS1G/4KEnsh8BRneI0FJknFgGBAf61KeDbXjEBPfs8n6UJIacZ0ygHWx0QOQzFNnRXS7tq1Y3ZpE",
+	"4KaxOYshckME8s0x7A0n3A6HF9nBzvUigyJF8GlB82vDIv3PGdXsnfkElYsP1c3sD+/MCySuVNWmNxSH",
+	"Z2gaBjFB2oB7bylmZSP/uWQzK5lWyv+mU0CDXmFWOaaNTaWhmesVvPFtnJXN+OaCxFA5OHYpVGjK9UlW",
+	"Pcj8QpXxL/SGXsJ4IYq5DIC1IvgQ9hhpOKiJntCvHEodTTQgZduKE+lITHOnthv+i8vhAHCCUsblHrSG",
+	"rZNBbehpkLq47SZXEUrAjBLm0tXrHT4dD4FSU3ZQk5VXSekzt+lVoQ0bAYe8Dcu29663Wz9eG9Z2OrGL",
+	"RgYACeao1xAQj4/gExU/jlBWc+g2aWSQXP620RC/NouHRmbw6BV71m0Cc8JWgl3sjSq5DsRLE52tfESB",
+	"taIDXAMUPHFo9ojlAA4ZawMuq1Z0Lkh8zc1bAqEGEV2jXbbm37UB/EiTFZkxwXIa4FlxRVKZFAsmrFXN",
+	"xl6PBKQpIVQfLUMV7L213bdd5IKF27ORBzRNWdqJCBdTlgON5dpifICJD+MqZvyG2XoX25AR0APUcPb8",
+	"NjxFq5D3NO1+Hh/cBBK4dhUN98IRqGtx/zdSBiLhA5Zs8Y62j3j7F6oa4mpLrpvszRGuXInyArjcdq7W",
+	"slqtB6qxWuQObOefq6bIxyPkeYz7vVDqf6WFQbaQy6e1CYhPsHybZUxtu+ue2LgTUWN1q/qHQ5y0tVKG",
+	"DUdkjfrbyoqN1Uw2r3vzXNYIekieg5mlrH5azR7zzZmto+Hvmlwzev6l81941HOWjxOssGX+tCqg/WR9",
+	"ErU3z2Iv3yVknFB1jaWrK6EFVFt0fNLGOLNhLTZoZ8+I8yo0/541mEsP6BZbnjN5OquBBXOwA633y1of",
+	"yphqzRZL3VBsAWqFu0dQmVnIG1ZZJgfvBsZbjys6tsVQG0z47ikfhdFc7M8JwLZ0jhsEcvcAkHR3/xVA",
+	"Z3goZzpfbS+WABUY7BIYoTUt2Na+9qyZ4OCT6+eOWeZVSOgq1nQAI9xGSGh/XDsRUTLXtoQEz0OUZwsD",
+	"OV8PAtsZV1ANTm9YqxocVbCJtAOc085G1OacKl93+F5BNLvBhnenFUK8Y6HueE/3xh++P6VpBhHeBRq8",
+	"DSC4UtQFyidZ2b/c97iSSLYPXi/g7NQYlm5FtVR2GwM3yR+IDdzsXDhUVIkOQdWQopxfs3QLTvhVAPUN",
+	"UyyTeozMAc4Pd5exscZk6OBI1NfeN/qHjaYpm4TAmDuQhW0FvLf7//EkNdYQD4jpnIo0Y7aAvi9H2VCS",
+	"/mHiCiAZxXFtz6bwaYdPDGCrJGXLTK4WNpOtoaRn7SagAWgT2BsrM6khiQ2NiUlbSETjJSumAd8awmWG",
+	"JbEvFBuJBSigUjAASbThj5HfU9LGUrhDF9RQxXh3oFmQyT4S7nCRNvLP1NVig42oHkwAjOGCUIGhQnF5",
+	"grW9tCPhxukw2xVq7Wv8yOj2Fs07kUWGOEebHHxYLRuHqreQgERtxmXL/TJ8lWYINa9zztIybygAAJdi",
+	"yvOFGgmuL8oxWXRIRVeK3M5Xa/DfNrnZLrSjKphcb5auVfJsnFxDHtk+MYpWQizDFEO8m3UbuIuRswel",
+	"WLh6GRH6/suFnRjCKQwJN9ysayu2+ACZDZR08w403blfPkJYZ70msiVA4sEC6GUcjOWXa5WPKhywVlbH",
+	"9fsS9wPv+3rYe/DTmokNq4GUySjumlYW0l2TFdOkPegPbCGHzQNYTyWaIPRgOwf9wbByYo1gBYHePqDD",
+	"RfBBkdiPAZyop1LV7pFJhAh+XLnbX8Npm8/9NmiKcie27GR9WNHDVKevOor3Ck9yGtxOjKnSLbir1r1t",
+	"8jXVWNP+DobTJ+jvWLB8BjAmyZy03zx/Sh4dn591KsH5FwSAVQDfvxmrJ95Uuj+2SMb3bpWDoPTGahnf",
+	"u+UIoSa3lp+oa353Ni4aeIW8DXiDO+CoDFCLd71WGqFzQeI+Gt9Md3EUVovobS9T0N+CqPmh+TxcNoHc",
+	"YRHvGAo9ID80jLBH4iSThv0Pib1YzsaMOjBgI5bMsY2Vmv3DXk+8KNsN+Gx46X0Vceyw3tIRyL1rpo6P",
+	"MDXw7UaftQUqFAOgd3rNhJHgbLlrlpP2el3ZNTRN76kHbwJIOMO1hPvwUhHk/4HAFC6TLZFuvr5LKcBf",
+	"QDX5aEG+wlkaS5U4jQM3QE5J26Y/ThiZQQwuFwnrNEKBbQ+5DgJA3PG3IPNqPZCG6yEU1l6Ad9LcgTyZ",
+	"8xvvwix3lQsLxl6pRaQRDy9bWVtFSjXtke+saLXPQbLROnthrOxMLqkVpaz9Mli3ishUy3Ds4H5m1hrG",
+	"A+3HWx3N2Mlcg4CandzVPnu/0os7aiDVkvEA9rrRJW1LEwxdAoGclsV6Qe67D34WQifV+Z+3IKY8jOs5",
+	"9hDHXJHEjIO0IWpjl09a2jqsFro2BBXuPJSfuixOvDHTrxhbrpdLlkvmKj3E4ImKbYkfKHyGlqjXry7r",
+	"cxbxBXBGZ2yt9ggkSLbjPzI5/VznBYsJMFRDtzo9cmWIT5AwGUSaWLCrkbBFMWDaYC5YUqVcvfAh6QOk",
+	"z4xBlBHVWMKnAdsZFqURGnAnRbZplQfKLpqW8npPZCkrRdRyFGwMagHDU7gPtzQHw61fuM5dcWTX02Pt",
+	"g67GTI1oUzk+Hvt+28WWha6/2PdHxtt6s2Wh/7fe7Cuok/C+MQlh/6xmrIMFzLf+bG1J0TW/jOtTuW3a",
+	"PsbfqWI65e+cMGJz4S3+NRrVo9IGGpFMKl0vNO30f9A1MHosFzyT5rLvbwD+hXKKfRZopWSSjd5MMKSl",
+	"/Njk5vW5yev7bfOLa/YdC27CCeCpy3lwgl19mtx2SdpQxC3uDdgKwwSwFJdzicvcevxdab+jM/IV/yIi",
+	"icuQH7V++vGfo1b9YSgD+O4YybvbbvTbzcsuRefydN0lR7usjNJI8YEVb8Zfm68ba1V9HA8AKldH/KFM",
+	"zP0Dr037e+kGm+ZgI/3sLe+7eWwv/gZN7pbzg0NUidQQFoq9tN57VAhD+NBu2VQAIGoZoltLXa5YvuCC",
+	"ZpcWpPcOVrs3hbARtPbCgyFfsSKVXW2b9VVEoGREO5e3yiInZ8UCw83Leu6d4UjU5O5Yr5Nvsk2zzMkj",
+	"NM+hMCdVvlqazaV5+oa8fA7F10aCiVR1oNIJF0GiknkL5V74ZWy+i21pt0ZJOGdmKvFIJHMqZq7MGv+B",
+	"9cjVszdfG570zgy1Ozg9S2Qmc1KIzNBijCCACqQuqXY9LihzhkhXa3tXndCoZVb0ji+tnUxoIcLeN08k",
+	"ENSkyLleXQJCG4oigAb3pEDgYfz03BG4v3x3ZYi/BbragCF9IsirF18+JS++hIS0BBgVVtAMq03jyRJY",
+	"3CQlaCNSaBc+e3Tax7q5JaAWacdqdj3+6cd/xhEaic3u0SXvXrOVQtEaMeaMAAQjLgnwXOtl68MHAMuZ",
+	"StwMoSmiJaHy3Lq0AHMtC58HL6nh4aFDnuul7Gazkvlrj7zfhbLuLPUR81hd/MkLAoAIeDHocql6IzES",
+	"rjssjq1YNu3OJdRNsVG8AToN8FkISS/0nAnNIZ3eBi+BB953ac6tVGhQ/OyzW5lfQ2qgS0P+7DPSzmRC",
+	"M6KKiZUiIvKlTK5ZHpGvfIHRiDx7OiDyhuXk8vJrqIPWgWE/g1xcs/ZxgIMhGEt3VJH9y3dXTsSGY0DD",
+	"3YcDg0cAoQS3NmVPhGvOptYhqFnKjAZZPRsYHI1HkKuRuGE5YOVHZEEBqABQJj77zJsszSp5eJ8FBGKj",
+	"/5bqwK4pb22uqvNR2Jo7kGnIXTiKuiBUAPpe+WqZe2vOOMhXltOSk/5Jjzzxp34kwi1XJV60GwSMCabN",
+	"dVTWnrfAcyAZ8pnockHmNHU1kEcCaodhOJNH4qqmqqAGgPkmPszcVaqOzb2C/B8FoE9QePAfFXXhH7a6",
+	"F/kHWTAKJuF/jMQ/ut2u/2deiUuYrZj8g5z0++QfFYA9CKTBeAOdzK0+J4U2PIVgE3iQ6l+3tUa8Dxmk",
+	"1sWECzy4IRXCb3x/gCBjeygq25BiV0dmaubqi5k5SZmRAFmKTm5DXI3wHqBq2qamMp/wNGV2usd2vBVw",
+	"Pei/gLRSrsKh50zJIk+YbQu1r7Ih6kqty7ysa2x5AQS8WZf5hHmcV9I2soU1W1iai5UGsG6BWrNAY8dC",
+	"6u7UUDvs+4T8gxQCYNGgaLaSCwZFWjPFDlTHHfYIj7rMwW5tm1owPZdp17RoMXuwzVO3MDCWd1xpRSaF",
+	"hqWxx5wrgm8H5yDjicYGzm0DJZXyWzvl6yXqEazD4m26VT5Q1sFsV9uGrYSNB25n/PnCRThwTdqllFG6",
+	"Ma2MURiyYuVtbF5L2c1oPmPQw9Hx2kGeyHRlupEu9zogn5gq646qKpZLiF3sLljKaRfvqmnTralry6yF",
+	"ZcXwqM23qywa+i7a8ZMkYUvdfQ0QYniruO7YTnMjKsEeKqq5mkJUJfZ5BucSNtxlpkPuonkjRi1XlVnW",
+	"NpRO22IebmMd8gee9cHAXxof3Oc8Kn6P7SqszcbupLNWmOZO+6652jAK66SAi2HRkGwrM4iFcg1QUf4e",
+	"xphyRQqRM5rMAR2vbQum2yxz27pbR0xJx0bdASgNsRYjpxxeyjLujsP6HIMiDtX2XL47gagn0jY7OoPw",
+	"p5L0ATO6ACfsytmU35gP3SfmQ+zr+tujix5t7OcENlxI0S1HXg6OvUOlBvcPqZV93TbmaU13WmQZtvmo",
+	"ukMHYbAXhr4S/ACl8RxuLqBKYyp2eVJii1oeR+66my+Ikdxyc6IvXHQX+tbCG2ok7FxQO6Y+zHNSzC7s",
+	"BQLERl8cKry7HI7MSDzxsH5YVO6d4c9mpX5guURB8LPP0DBiRJBB30jBeFSosI4W085fC8BmpTldMKNY",
+	"AR/HYKlhWfemgfilLMnM82247tIWuFIjEf8RTsvnAMvipJF+lUNbYEdb6B3psx9FDeGIRiKnIPzoORVk",
+	"wuDtmZA5lAcYiT9fXb02pMwo+4ZADsmfnz350sFTz1kOszeymJnABaHAGsoC2JZnWEagEA/xifkyvrDA",
+	"MTbo3Vft+v93rZOt+yKNXaY+pgFEPqCaK3L004//79HgMcmYNtOLRiLlM3DS5yTujYfduAqrPM2ZmkO4",
+	"4wXGu7hVNKs9+4FjIZogoQ9LLTCRmiEjeXWJSEN4ISbtEMADNQg8l/ZU5KYzCwmtQHQwU/E+GCNL8xkX",
+	"WGXMwnknMlc9h49nf48RAA201ownTCjExwchYgpVVFpPloa6dQe9fstFBYTfgU1ssaD56iO1Ig/8WdHF",
+	"fLGZVr93hN0YPZ4ueWvYOoavsHoQKK6HcyiX84P5e1ZXhuSJ3ZNBv09KZ5ezp8IKKWIOZY98A0qNkCi+",
+	"9UKj3Iu0NTTt2+I8YM0EogqDGPT7TsW0lq/17G6EqvcJ087+2JLXGDA8Z4ud5jXbN2i1tcHKaCFWhBom",
+	"AWA4pziwulb9BA5fWCoHKkLFQNAafv823OSX/IYJ04lRFtC7TmcKwqTcQikMHtpAjMdKVFjNy9EPyNfc",
+	"nAkKzzYny1wlABqvla3Ccm6G+SsLM39oXrE2AkhKt9Wm7CGGHlqh1QQBCcp9CPzqp0cDOG9mkVrD1n/c",
+	"DEaj3vdq+db81++e0+707fvjwQf78e37o+j0Q/lb13xxduJ//kPljyfdv9HuD/3u+bhb88W/11mU67ez",
+	"XNXD17j0r82UoU70Yc5outr3ijBBnISAcVlOknFFbHGV4KAhz7E3FgV0o2nlq5Fg75Ys0eoCBJGSaoYw",
+	"ZvY+Om3ZISiBksmzjCz4zBwqMbNxzxu38Y2Z170vY1lYK6WaTqhieDHL8+BoEhmEzoMHurwwCUDnN7To",
+	"o6+teev4wSdOtd/do8jurTX+DC4gd9IZr3CzWGWBwrpiD7BS30AkPk1XFyTGsfvQeJ7MScqWTKRMJCsb",
+	"WtjbSszMuvM9qdnN0SEwr0MtrU239iIB9WLeOEfgaeT68eEiWcaO37TjvBAI4IyZEs5hCLAlIMaOXXaK",
+	"Yf/wFKPpxpewDP5bcPWYFjKutP/WI+dFJBbsdv1787WLtdz4aSQsuvRaH6TaBYgocSewRxUgG88KnprX",
+	"16AMEFkAENwqthgLauBeysAG4OLcqhUNLPiSL2oAEpzDQZgzhDYD8QdCP5TOi8TKm0uAiXcVwNVKabYw",
+	"jS+WukfQ3BlsKzbrPJ5Rf3ASODhI+9WSiScvIHlvAeExMfoFY7LkybVFFpcy66ZsygV4YgxXW7LhSMRw",
+	"JNqxLVkagzBkt8N1DxAzYlloMNZT8xE9JeVnMPHgcY0hcQbEJW5afj8C/jFqDcmoNS0ELMGoFVU+Dcl7",
+	"M4IonHUUiPkfPkBtuZGIqdDzXC55Eo66brBjvMwxlCKXGeyWBZ8wLRSzuaP6I2ERiECjMX9o3MA3zy6v",
+	"SuVCofIm7T1q4AdPzB29gisa7ZAz1rYEN82LC383+lYpL1hXb0jBSnyCRbIMgmvxE+5AK2r5Fatzf769",
+	"L+fyLuiym6jlrk9r2Pr+0hIir5i/HYn/RxZQ7dgQb/Az9HpA+6TMHEDYgr4bm0OuWsPH4H2yZG9jGd8U",
+	"YiNznsNXLo+sDFUJD0ZN9PWWHPpt0QxrFGuvqKptOfV2xwOSjDLUfrwrOIANYrpZSVIePNSG3JYB8z/Z",
+	"h/l/QVMXOAqvHO1+5duqSRvfO9n93jdSP4cYJfPC4Hz3C69uWO4BDO8lymx/61LLnH0bihgVjdSsNjBt",
+	"y4at/YLna7wJMXccOewaUsXFzOnsoViAMOelRGDdTY3iwDfslimNFqWI5OxGXtt8BwyMSokUrIRChHEc",
+	"90lqRBoXzMZWxAg16QUaAEaCEsWSnOkeeQKR9MACMbySZpmN1wRpsizpU3qhHEC99RENCR0JZ7QKqhqB",
+	"b23GtCIn/eNa6dvw5ievX3xl5r+D1tpxGj7uYTFt/xc1QzRL2kSIEduihgrbeIZN0K6d2tJLQDre48Gn",
+	"GONxf6pt603hUoVZJ61Bf3DWPTrqDs6v+ufDfn/Y7/+tWqTMPTNYf8bQvdZxcpKesrPpo/7jo/MBPZ6c",
+	"JKfpGXs0fdw/P6KDyXqiYtnjcf/q6GTYH9jW7HInvIu5xRDawKb8nSGqs+vx8fSv785fLp7A975Sl3eg",
+	"o2O3Z+fcS+Ti32jGExY+DpS6dT4ZTM+SI9Y9nh4n3ZP0Ee2ep6fn3X5ylA7Y8fSEnk5aYb2r7/2evw0U",
+	"DZv5Y/amEgrU2l/twMMM4UU1pPsJ5BMQObXH85em03uQw+fOz/hbJNQelsW6wat01xHat1ABQNWQ2q8t",
+	"9JmhW4jAXOdFx17Qt+9stZBVhyQ1tpXXAbE5MRI66B7mics/P+kOTs9ctqmzFXpCRtol7FozHSXPaDIf",
+	"CTkFjxQqTWRRKPA7lS7rTf0GUgPb1uM6RCu9dYJfECG1UXzAvDu0HT2p4mk7/cXWxLMECEo+LFk+9pcy",
+	"Ju3Tfgc0s5Ewj1Qxd+sYARIwvD0tX37qC5mu7kYVa0lO7a23pQptQuPeF/xpMFB/J6uioWGeHzbI+9Ed",
+	"rSq/MEX/rdBquGJrY5o8+mo5+Ovt47/lp1fi6P+uzv6cnPwl7f+JnX87Pf763aOXy8E36vEbevp/J0dP",
+	"j6/P//b3Vg3Vv9sJSO1ZbRDQr5mTUjDUHmStVtSaM5oyLCH3FFwgT6XQuaypUxcL2QVXq426XXNH0aDR",
+	"ctybGstLmWwtH2MHdOifgwn9urlS//HuN+zIrtBHDK8d7dHRlZQvaT5j+MLpPjPycRNfs5TTqxXisfyW",
+	"WKdhe5WQyap43WngomsKzOH7a7Ya8/QDnuWM1eEwvAH1pSwnatO2gGVW63UgXDtExNkqtdSGD8DDVeY7",
+	"Em1bNG/oNKS40yPQG4C7e73JdOpCdIU07c4Mn2vguiNhWCe+Wy1malUMgJBh2dSrXxc2Ndm9RMVKCnZg",
+	"I4rpSNhF7ZEnNeF912w1hFi+GhaJDQYs8s7aw11E2CbCFqzjb0B+/T1bJt64A+bubaOwW2tWeBXEUzux",
+	"GWW1mrhTOJTuaA/NoV7XwTu1ju5/9Wn9dEr/1afUHLNd53PN7rPDgvIVW7340rqkDfspUqx6VXvKv5tL",
+	"knLEFoqICExprqhaGW3W9m4np6e5YCWM5jLfYM6nsCmUazltiCcWVFlNXXQw5q0Y/tSJMEIRg8zM98Aq",
+	"uRRRiQMGwr97D7xq6HZCndOx6cpThi7jBYrIMry8FyPhC/ogbvdqDdw7ZP1lhBTmTlglb8yBnz4RleQv",
+	"bJQul4zmgEjuY6B8xhkp+bL/ztbvgoBsoy1owBjBd20SpgIXmtBqJGhugdmgaALsdi9nGuO+YtJ2CKzn",
+	"aPLs9Mgro24j4LgicjoSNTXcCfJ1mhKuLyyThrhjr2c3mivNCHBwu0yWr9DnyKtiA6yaihx0S4yq079Z",
+	"kBNA4cGSwk3my1L/aog1wVyfmpCPutYqiYS1zZ2d7N2Yg+vYj3SblfwKoNdNezVrh0tl2JSvmVUKaLCw",
+	"AWmptfT641sZVRCHE8beNATKNA/MSK95mDEOIIuQi3R8fHzeaRoWIMRURrRfGui2sVg4/rsMA1CiPmoY",
+	"vzprOC4C3MEai8mRs4akfAYoKa3H05Pjk+OTs7OTx9OzyflZOn18nqb0vH+UnB49Opsc9elZ+vj4/Owo",
+	"TY+TI5o8fjw5PZ8M0uR48IjSE9OWJe7jhWoNT46iFnuXsHxZgs0fk25CDsxt1e2zzx51DlqVAtf9tZTz",
+	"pjHzFODgBw4QquVJcCXfd7iRNf7LWmrMofHwhqEftXU2PUr66SM2mDymJ6w/PafHk9PkUXrEBtNjejKx",
+	"+D6t4eA4MMuEeawe6aLVn5ylx9N+MqDn7CQ9PZ0cJY/Zo+kZPU1PkuPJ4H7Ge0OQdtvugQd5Mh7KFJ8s",
+	"+g/ueoW1zuSMtGnpAKxaJEAA9OYIRDSqFQbfMF3kYjMVjlUTrqAclpY2tt/8jHfmQGF+HLGVStRItAtl",
+	"5r1gEUHBIiLmm+5CppACAnHQNDNSyVWlUwiJTGSeMgh1cKGSIwGsDQ7TYUaV7irGBNBz1RCt8jW7d+gi",
+	"rKz3fgbDNj9e++ROXxT9+1bKblpvo/A3gIMbtpCUfIhabEF55r74/zlqo82BN3QvV3psprZJ+R6Xtutq",
+	"f1FrkZlOcTMsRRseHkJe6lwqPXzcf9w/TNnNoeRp4ryU9b2cD48Gw5OTvyE6AoRtuMFjAXLvKrbz2Y+C",
+	"vPYEt0Eh9aq2Pwq/OM34rfr0cqZkdsPScOlKKuDyFktCENZmriUHr10koE1Ordb+j8HaoUM3GiAM+PhB",
+	"SKwGmhRELI5EAG1rU2ZSEpagxqqsNlwtoYJolmWIfYu11oXPslRNOogb+b1vfuBleV+pn+2JQVg827QH",
+	"uWou0t1mrqkxe4e7798LQYnwWdsPfoCUKOt4cV+Vhe4dJLWr5AMb7Av4TKiaGzqwpMk1nbExF0rTrOwa",
+	"QfH9J8gVG6dcXa9/ByOCuM31XwTTtzLfeMEleIZwehAkP4asATeTUoxColhC72H2oH8QIt78hxJQ0H5h",
+	"KzLbBsKSJPhAWDh92FpQQWcgLVXLpg9twFG1WvqwBdDrm0XVh0ePjfJYsxuWIpZCXk0l9bJuUVlif6rG",
+	"cLPGRt3G8Gn/FVhB8Du75vhD9SsGJZIxcEfegu8u54lfh3Dwg34F5bMFzGFcghZ4dO7hWm0bh5+Pa/32",
+	"DhS/LA/fQPMLBYkP7q59IvjNBP+7deCJmiiGkOqXZfId1c8LhLuuD/B4UwiFmKkVLCqAqIld3aPY9T70",
+	"2XkuEJUrl9gLgl4KzivEb/Bw3wGIX0QgktwDrueFwGIVuVxI7RAkjHbTI5c2V89wEp/YN4QqpYega3Qx",
+	"my8m1BseFUllczTFm0LcJ5SirKtXmKtPurTlVdBQxXTanxTMwZvud3WCgop7RVDscSg97teXhmZ9iIzM",
+	"d4e3Xtt9af1eXeD9PUjBUwuH8K/wmQ/u9PIvS932GdsS7+g9yKF5cQ930J8wX8rv7brPpSunUyyfKNaJ",
+	"WEg/g4rgnoKGRQNq5eZLV4dc3oqyiIwl0susQKJdlpM5UK7eTBzUook9/k00EhUjykeFJLvGeiMRA6j/",
+	"59ds9TmU34LaL0tGAXKms54P5KuqJzTPAVQeG/d4U0Y3wDIBTeL4ZVkN4W6uLCs8QF7+PubSl2YYlyxj",
+	"iYZT2WDR97h/e5HhtZosDVbmzWUCS3MMOfi5snn+sE5N5ubw0SZfw6DBc9EYC36x7Sz8nuO/14ycYbGP",
+	"PQPC16e9r7G2rJlR2dFhK+li1e6G6HDb/Wk1OpwKmq0UVw2W5I+S5bEGTAiKuBHi/eGO12O3Wbg8dZ+M",
+	"wD+TCSi82I6F+WO/Jaybg7MOqn14ADUv8rssVR847VzKw3W8JPs92HjMk9aq65UDGwmmwtJupiMMHzCq",
+	"C3m1tOmjCPvY9qUkR2I9HAHxMIVRANbKUYKP+gKwXQJvvLwVttVbsEmNRFD6kbSpL+hirVVBEZgLWzrH",
+	"41ASKtgtuunjZFnE5HAkYl9p0aKflKg63jAS+Rjx+iKKxNvc5NRn7MMlNkoUBLie9M+HoS4GSIYz6TM+",
+	"SwAH8wvUhQuFCq84zukNGwmox4HCh1s8mqauXoYisd3TuFmNuvR05aNVKVtl++WrP41fPvu/z14ChZsU",
+	"a5UzG6jpfnQyMIIcn905nt3OMVDHfpEA9n8RB+r/GjjQHflPk3EpoGlr8eW/y8jvu0bK/U715N8O/0b6",
+	"UhaVamDda7pnBZNnWzy5rYSoGgqQAvCVzCGmK3iiR16kbLGUGqDNqfAolDx1fAhxbLSUPfIcAs8sSF/A",
+	"YbwKOeEAww0lqnO5XNryz8R5RUZiDdkPUbi0LEyLPfJlWdDM8yMsjepU6UqRcQBA84WfPYThlPIsLBQe",
+	"QhO2DR+kGcCeYJEqV+FJuYKPRmAI8ky4CsolrhVJ/OnH/yJKAnpeaRcFCD1ImjPfuwpikkMQn5bwkkPV",
+	"rqvMFkQK2kpvnR55UVOrjbRP+uedyGF1IMiPUcNZar+E6nVSzKz3fr1GezssN2sEkXLRsfQsBYOErUDr",
+	"YkAdQg1WmFPVopi4FUHNBZip+SynU9I+7hM1ElCfHjRnSY77ZMFFZ1sRV0DmNSSz/gQ/GQm0arDUVZp1",
+	"Q7NJFUM4wq4wSbhX5gREZn+xwlcJrFQnBeHVC6Wg+6itQX1S6+a6U6jQXdlmWSm1gX8GZ3sGhdBLo/FH",
+	"TcpKMq4ASCtc+VJJJAe7ZnpQX5W1nQLmti3EIGZcsHX8zc5F3aWNNi/Sfmd7+wklbbhIXJDjvupcuJNo",
+	"NAg4WUCOdL4iAh13d40Ls3LUWiHWBz8FFSKKfplNKjqsX1dbumkqc7OyI4E0qqn+ZLStpPMGHbmo1oem",
+	"msROXIuhGKJaL6cLVevKmrqe1MEu4PX+vcuId5XdfkPSlD3IO8WphpyfktGVcf7euLLOJg1j/KMVdj6P",
+	"AaDbmiE27CAWOKsEPQ5tHvVhaw/FT34RNfO3YdN8II3Sn6zfoTb4OyYNrwTbSRTu5p2y5+TFl6294EJD",
+	"VxaEZ9mC33es6R3w2KHP4gHlAgoA2WygHkHkOBCCM5pYYgaBCm0sYg14y6PWqBWTJGMU8oQ7FwS9gyrG",
+	"ISjChYWKw+8jQvEvw3UBRs62xlUphMUjSxtGrSHBn/E3GMWC0CwzPQXmV1QsKsycudIgCypWHhndlfCO",
+	"wDq5Vqe7MrV+PCRCjkRp1uUaMDeUldlQcE87Fo+EEagOI0EtFWnJQwB20Nb6Jlfz0hTLKyoHgeLhqJFA",
+	"sUfVI0+stfd4YJfPrAPlFoLRs5tAgrEyyZpNFmB6aw251bhvrFkMzAujbmyvWOHBTwNVxPoU63IkZeWU",
+	"GhZVLNN72H7vRIixNL65zWFTcDy7cEP+UMP3mkyg5nxELc3oojVsLbIaA3J3UDUXPxrcwVy8NuR9o3Z+",
+	"Xn7OxM0YzoQheKWR/W0tQgq0dnRU8uy7G50rq/tRggHsgb/cpYLzWxYYSrA5pOu/SwHikzn5Xw16gNk2",
+	"OYPraBghsGkAArbEHzHfP9rcfIjpee9/WWmpOVw1BoDnEhMZYueXuWkIc6JdmHyMZl4rQ9XkIYyEj6jv",
+	"9MilkZVuKddQiErmKcsBKgVS1XOGFTvyIkPgMxdxWotMUoinWLj2HsGmqUttxmTJIPzfJ1TeAaNJpuxT",
+	"bOknqvgpGPVfHoz6xgFEWwSnDbK8LQZ1nTAjDfp1EWdE3Le+rcMJF4dqTrpJ7KHhvZbli0/1yHeUa0WK",
+	"JSiYhgiPVTwSHswidrG6WLurB0+4clkdX6kKaz5duDpotpBGXghyzdhSjcRMAklXNsvAq18VJ1/JWvwz",
+	"AEzhLc29kfBkrCwmhBAmEMkjS9sD9A7eRm06NfzYbHye8xuaIZfpjcR3sFhbchygJhTW8vVFjJS1Mi5z",
+	"mRYJmMuVZjQF+OEYKgpgVnbki/4exlgtOPbp2oAbRmJcudhBmJRV5NrlbpR+leUyW12UWXuw0jPzKzUq",
+	"dcao1fx9zXPhOCmm0/msDlccdL16ME417vQIrkzpARgSG/gcVFS21e8oeCprCvzX7fKRQyNEhyDHErGu",
+	"v6DQMWL0L/UqjsiUsRR1fZqb5V66Eu3NdZChpbhRSnBpIw+QldIMspDcmt97gKcPgVd/evPs2dWLb/7U",
+	"GrbmLMsklOUOAqbuEC6F3f8CssUe7P417vcllq7/JJJ8Ekk+iST7iiT19SbuJ51ArG5z3swTH84LJRsz",
+	"KWbdjN8AIytVug2pwXufKYmR5sW+IcvmDbueZXJCM0UmTN8yZmWucvSReX1C1bx82bxlRBLDq6YyS1nu",
+	"qgrA6RkJH5zcI69EgCwdhPFMi8xyqGi9RxsMZLRMISFRxPQaj4RNS7LB1TAUbymO6n2IHijbO+rLhHs/",
+	"kLjMs1+R9slgUMa1dHoEA9FUJRTGJ2Y64QWLggrWlOnz1O3xvc2c/rB8/74FlfZcPMx+wM/+UA4HdYry",
+	"Rrb2HRIe7By3ZTS70UdEwVEhE0SO++Qz/ESkH4pIX1WJoL3jSGTc+QsJtb9Rv7ijs1Y7vEQZ3RM48Fau",
+	"2esuyupJXDig45JSEilGYle9SjAO9qC0uMNQxKrnF+RkcF5SuBDI39BMq18CJL/qucXDwBCfd6J8zGgb",
+	"RmnL+GImTcnMRgLBmq1rD+2Kqy04/5bE3EcP2ELzfPTFXUkesoiHg/O/U+c7aC3gBiiU9D95Vj4J7P+r",
+	"eAEQU0N2QuLUQPz3ktEP39u/wG+8NcPghVZV+dxcwyDIH6IrQ+rItTfQlLW9ew1h1SEl/JkQsveQ5zBo",
+	"A+qVec76SZL7dHsf6vbKJYDuICMrc3KwNoqR7P4Vgpy9F98YoeHuct/HkBmzYIYy/Mz+i/tNrEmgNXTQ",
+	"GwRIG4WuDjjg6Q1Lmy0JirQnVM07ELsHkXgs7dVUt4Cl+eXoYTMttFJWyWc+kcJPpPCBLI94uAJqaKto",
+	"oKAQyBkfI91sh7u8hCoCAGSQcaXNXW1jIuKS5srW1CZxpuLOBVGrRcbFtYJLmzPc1Qi8YVOJOJm9WgvZ",
+	"c4tLuRUY/znSiJxlVPMb5oo1e/8oyaXUFz4jAZyaUjYWVk553lBV2bwRoMuc9M/PfoYCyqZ/52+CBCqY",
+	"skVf7J+dnJhRyJRPeYNd76gaJZhSTXsTLmAZzbjDbxAq+6g/KFH5IV7QUHrX5aPT0zt2aY6q7w0/YEeV",
+	"JTMTvYMl8fkOYERkFQeK2GX7ZE78RHl/LsprziGhAYnBwxeSWYck+UuaD3fT88P35lZuV1F9MvuFYSVI",
+	"XMH7wjGAgS2WehVEvJ/3yKs8ZcgKrl0kR5OOaq7xpkB2UpeMj8Vc2jIHc5UzHtKJYkJ3Pl3nT9f5oa4z",
+	"HjVz2nnGoAiLsKd8272ulYuAEyFMEYAYE/aOJjpbETC4yhzkHpCTzDAROqhH/vzsyZf+RvkAKrB9Y9Ls",
+	"SEw5y1L8URYoxUxkurK5Mc+u6AyyiiYFzzQKX7ociuG+oEQhF0fhYyQwuyUetUZFv3+cmKfgL9bFLxbw",
+	"gFD45agFUWhz9q5jeCvh2tc+vJ0zi0Jh+zRDMXRAM3ExEvGLafcbKVj3a6qTeeyDh9yMj/snPfKEKC5m",
+	"GYN1I7lpmLTjN+b/Ia7l57Q7iaORiN2nOCL2766AOlAOa+PMLaJU2J6KSCEyphQxY4FGXdqqBY4aCbOG",
+	"huRh1zYKDuO4PLE7OuuRSzNTmuFzyiyJFMzXwDIiLj7OUluAAaTRuczs0rQH/T6UQ0b3N4wRNsjSVwse",
+	"IghNb6hIGGlTJ0F3yJyqkRCSmMFiaJZLxIfh1Jd6pKmlujsKTFXX/s3zp+T86KhP/ue/j056g05EWG/W",
+	"cyve7x71B8exl6LxnJYyIKzx/YAZzRzVhr/JbNECUv3C49M0jMrJu3OJq3WoUpdsDwsEiC23c1cdG3YT",
+	"8UPmUNubK4JHygcOrJ2EbYO++/LdTfGQiWYuQLJq7bAvlK6HYfOLUVnjacIFBTVqfVz1wvpWEkna8VMc",
+	"RRenHJMZd1GR5qp01tCpMPYTF03tgh/Ah+2zHyI4ZrvegWc+RK2XVOnu11YV2olzQJX2z8JCDPpnv949",
+	"sRQMNCZHBR5ynd2W4tHehBPAw4CcB4J1Krwoo+6Lw3VuFe8qW/0L7vBxnSj7jdTE6c+kvc4NgZixtHNh",
+	"qDjw9Oqi7z/6D59E4pOjsz1cv+YEfiP1JdVcTbkTJD+J0w9ll6SpE6bbOb1FMt95eO14zQ5o+jPqbbMp",
+	"sEcuM6rmDOHAJ8zJqGSZUS6y1Ui0Y9STZaEPnZ0sBscEUwldwv31T/yfwfPymR55TfXcBipCFD9GFPrO",
+	"bf0GBz3qhbqIeLBSWycUhAIwn5VlOvFTNZCkQTxAK9uCCy/ffEzZxU1PTlFvB4Z8CqePlAgI5mUbgMnF",
+	"jCxpzoS2CpXqkSdiZdm/r8lq+D8TujcSIGlx+CZuYnQIIuP0IS8wGPYYd4yQCMPxVZMooLt5o7XZN4Ay",
+	"iNfNsUapCL971729ve0antot8oyJRKYsBTVkUWSaL2muD+FX02RM2lSsSPDTZ3HHlph3KsSp9e2PRPPc",
+	"IgJVPdeyRBQTqbJajZEx7WBw8bGWcJsiJAZu9IEify8kqD+UmEEeKIKKZCcoR2y0EA8PZmRswJ3ojcQT",
+	"XENpNDsf5LWg76DYERbpiYOJHUObNoFFSLPlmtMMergIzWVWLxKSoPUMADmmUKrWN3faf0TaNgiiCv8b",
+	"p1xdjxeTuBNBZ+YJgOZl3Aja5vgUCaSuLBi1BfqcTmoeYKWGnUMNP5aWCrIt1lynR4Fdy5uv9ok0+0UF",
+	"ugeGTiit94ehv+CukGtzOjg9aw1bp9NH/cn06DHtPz7r9x/1j87Y+cnjSf+EsvR48nhw1D+mx2cTRk+O",
+	"Hp2eTs6SNJ3S6VGfJuw4OWPTiq/iTj6D75DEb9NEwL5oWcGncLhP4XC/d2nNvPZo92vfOXr9vMiy9dpa",
+	"WHF+LyFvq1vCFtj7NeTgPs8Z+2EtqYODbJgw0g7SQWIYdHxBvgzwMxOo9Eim0EjeGRKu1UjAGkQ+i9Mm",
+	"VTIIY/GplorlN4bncZFkRcrSjoXrT1nXefYDaP9SXkIhqVDIbp++/rZHvgWwJozz/unHfx5iymgcEc/L",
+	"FJHVNBXkuCNx0j+3M0tjEFmsxZRr5ZN15iCRlaUdfbrO7Zwnc5+gComhKP56aFwbmxAjmGncI08IdhaC",
+	"YKIVGdCKXSkgnmaMqFvGliy/wEWFKC+LWGkGZAdtJPBCYUz5WtPOUC2knnMxA9DjNzbMHOCdrCEvrIKA",
+	"xQKqGVSVbSs3k+ZsJKa5/IEJZ9zuRFjT07/pJFXqz9aKaUwhliKsUQBJxRYg2qMiqos7Il1x5dZgsiIB",
+	"6tVItE/6x2B/9ulPIFwmVBj5D14qhbrBgMTlyY+x0gVWTHRdXUBqwWZCl3lmSABVKV4HO52zLCU0y0o/",
+	"Rzs4oOGJRPQxzNXG45W6zbIH0+7BNWNLd89wWeNbmptPyuKdqdrydjDh/zUAkrTxpTP7UgAZBdStihjl",
+	"v9uOE4X9/PwwUZE95J+8wZ8Eog14p9dIyjazXz8GxwmCTw/fm/8+HEI0288ttMhcP2QKGZ9BtVIzdGcX",
+	"M5NZE2zCEsRxBzkD6O0B/8L69iOBBe6NpAD5zpNc3iqWI99TcsFAJ88Us8KEpeMWRY+0Y62zsYojH5l3",
+	"fNbvR4TqkQAYyEckpSvVidZ5h8dHj4hFLglKupZg/YX1t9k3R6KdzFlyjcnAWB7J+WydSQ4gPQF5A2bG",
+	"FVYTSnG9eAj3mMLiIWzkOvwx4mDgWtkFJalcUCtKwA5wReJD++Phe+jvw2HspSaLoX6giMz5jIsLx1VB",
+	"Uuy5bcJWY5C3lszaOszAbAUnfHkk2rGRBcdjc/5N04fm6T9Cr5//9OM/4wjqICLmyMyNudMj8cjQdyUF",
+	"zUYtBx5iyxrAPEZiWtkD2689CkMUF9bWgGuyKBQA0ZthMKxvwAU5g8IG7dh8O56sYm+jsgg0eBpt20Tx",
+	"mbAo5/Y0227wpMUlWmM8Eu3b3TviC245dFMuIoxooih3wXOdHvkG4lbzUjYjhrkhNE5Y4D12tbN7C5my",
+	"oTmReTwkKH59wRKKR9QINrLQDF35LknTbBiQmTgi1fpYUJoLEznxARSNaDKHytClfRmmZWS+5txJQ2Re",
+	"cnH9scmTSATtETF/Q43M6pdgjvpgi2JXngEC0Bqe9/vA5feskW2H/JDlpZqQPfvnw8EjJxf5Cfk67rlu",
+	"DR9D7MBd7WJFnrWGrbnWy+HhIaBwzqXSw8f9x31PFW4GPdXb1VbP9N/rT87YCT1h3cf05Kx7Qo9p9zw9",
+	"S7pH035yxo7SAT0+7h09Ojs56T8+GfR7/d7fT/O+en4zWDw9enf1+PZvvb8uzm8mlyfFy9lh68570SSl",
+	"mRP4yaB2D4Pa79Y+dn/p7msKlNnJMyVhR6lGSyTaKCRIYDU2VqvKpDr3lgbLmNpfhTgIq/Ca6vmuiGCv",
+	"OzdmeXxRZ+xwGU3rlpGSbzlovdghlW0gkHVKk5gUzIGMSeCHVBMmUi8WBPgCFr/OHZGx1lkckUq55wao",
+	"ldd+qj9jLpjtZFuSgl/FTwrrb69ybKlH1hkBQzJS3qxfUQKAH9The/vnrnp4l1oufU0gDwYISE8QxOi+",
+	"1TljpH317M3XtsbYVy9evrQI3pTMcpowsmQ5l2kHNaZKqHOAIoj3vm1xhC2i5VGfqE6PvBIV4oCFjtB7",
+	"SwG1ivBaPGGl5fK1hzf/uS//josfuXR/CF7AmUzYVObsU0LDJxPWQyfJb5KpZiLVmM3gLrm9q5hjX6jI",
+	"/8DNfU6j6iWO4FH2jiOcRa+uatOv5lZ+unq/vepEdznbPy8DNh09PLdGX9evwzF+Nae3qlq8sOp7Q5hm",
+	"cgvRVXrOVo7N9cgbMw/0yTpNwSYTjkp/Y1rjoK0DdSgW9/PUPazryWown6jH79yPBEeYbQQVfIzdQAm6",
+	"VHOpfyWo80/pUhd5NeQlhJavOof84OMOosCXKYyE5smc3zBi9HWMBVEABEHQQA6VtlyJa55j+G3bhc9I",
+	"4SI0BUDZJjQjfEFntoxaVsmk+//Yu/rdRm4k/yqEcYAlXEv+nhlLCA4+jzcZJMgNbO8Fh9WsmuqmpF63",
+	"SC3JtkcJAtzT3IPdkxzqg2zKlvyxM8kml/nPltRkkywWq1hVv5+508pm66GYkIjwbTNRViuv3CBWc07b",
+	"Fx+Xlc2H1AHivOMvJspV5TqrMWcpdzO8MbIpRGziBap1GHuuex7peNmQbcnhoeyEPb9Y5pj9DHqwoKUo",
+	"qaAzvLGYqNromRPeEKE2xRYyYRpftyVRyVwEKu6ZrLRLsP8Zm7Fdw4xyaXJX/djm8j7xVPhd5/jwVOT4",
+	"ZU6VkpR7O0SdPmf6ckxSAuXVHYqHyJOB5GBqzWIcOshbtDOt7trYHRa0Vr4vLjBwFzNXrMKKMSdkXd2o",
+	"gWD97zKxMCVPdFrzihwCzLWLnHwNWa/CKT+rSjGBc41p17MWtySkp+N/2VptcCDuJXHnhC/RQbj+RiOh",
+	"wY/KGtcN7wruqgD32WUh8LUlv1l0jg+ORjr3xvRqaWcqbxE4qRtM1l6g97g1xHPFU/sp+JicSEKeKmdO",
+	"T2XhSSk/81Tl9/iccZvH0m1ep4xs+/J08qZ4Xb5SJ9Pj/aODw8Ojo+Pjk5NXr16/fvPm9HQn27mpkAig",
+	"cWkl5qYRPz9F5qXJ0nEn7gwO94/f7L94breaLPx9/w9A2PwllvMHSO0JAv9kdk+0t1rDLDXBNt56fJ8G",
+	"FMQZ5U4u5ApOOidyWddfMY2KwbwJxWdSpAXti/B+qP9Bs4x0XpW1ymN9TWJkpRRzabYtnAXw0FgWHgls",
+	"21NyKe2NKodoE6zEzDwEn6+cQGOVmPONTdNmSkMmB5gK4cx/COPcmgqtYZEhOSraLJypizm02dOtsOmw",
+	"LUATJ+xplIJ6FSeCDEtNLHVtfs42aK9EIaeadSk9yPTOYOevf9nvncre9MNPR4c//8vOMzABztrM2uFD",
+	"QWhfdNsrybrejDbGSQb8AhNjaiX1swr3vqsW1bNCheeNdbCHP/ySvjRPwLag2JlYgp1vpulU/eYPmd9Z",
+	"4CrmZq2J43N05N5Pcf8+ESsiDB32R6J25nAROzd9wU5sG0Rmw56yt8k3RNOWuaNZabYNsuZrs+qR+qzS",
+	"IX19ogJTNeX1Y9ZVov7WWLM3KSN6es1ofiZS1a8vt1/uhDdgOKW27iYR3xLqQMb7IGbMehoS+eRD5u+B",
+	"ON4/7m4Ma2yXnc+vVp82+H/rMvk7Czs8LV0vvNXjZ9+9bQMCyIK31TqlG5C2SqkKfIxDMa105eaY4ZzW",
+	"1SNPyGM5NP2RzvGm7asbtfoK0zNz0bFqqaSHeegixquLF3jYHZq24TJHFNLaVaVnbAMRdTCYp8apwKvf",
+	"MVr1zHRKFyNzeYtcTunlFRmVCIjS3WYpXuPsPJjnjfYeFZ8814uGlq/oEbSzXmBCJugLr47/EbSF72CK",
+	"rlSt+FLlt2LlpZdA6qMfF9TaYAflH+UUJh/vWCavyqPpfnEoT9VxeXIyOSjeqNfTV/KkPC6OJofpau4M",
+	"mHZKjYtI47iJrP7Fdyih3ihhqm8mi8pvuSY6oKqsF+DQgpQ8bc3i3KznpsGOck0N+4jeZyimyhfI6EBc",
+	"nwSB4JiJ9dfPCPm9mrU42alGJsmM5uw9WtGtqvVPQX+Sfnu+AhVOFUaXTkTO3cNjMe8OR5qSoPxccqkn",
+	"LnEZ6OxQ3SHDEihty7f9eK+Q1M9kYGtsUoczhdrwk6sWw7mxcYMcDI6Se9RfYo+TuONyNPToeEFlAQeH",
+	"2Q6CnMBOHuw0ftp7g4x1lR8Tyfv+J6gIkDu03PHDUlnWa/R3uIndjx9422jaLME7J2Lg+JRp/PpT8MHD",
+	"p0JZ6s7gL6h2Xv7+9nFtlozRNUWhVEljfI4ifIka3GZ9wvb5/xgV/53ZqrAMWZu3RduM0rTCjt+kNF9q",
+	"woIkPDBfExLnQupC1S8PeMd2t7PihfRU6CsNyIrO5iRVqihbSHuDGAU5vVqN2AFn2AqYrNJHsOloUafp",
+	"po2mbJVyY9ANm/wsalmhQIQmayrlb/3Snexxxb0/2D/5ZRX3P655w4h+ba3EScncP472i6L6pyqqc1wK",
+	"IcVS6RLrQWwsDaFz5LlmHfPeb2dM1kzQT6Eo0Zl7v3SDvb25X9R9t1RF/24u/d2sb+xsjxHcZmqPam57",
+	"TmnfI+L/PjzRZQc3YSkeIPe9aTxFTHKyG3LqNkKJUD4Jx/xnVi7EnTUeg8yLTChZzDnbBTNo8Y05SQE+",
+	"QGxWM5065Ynn0/F4hkKKfCaX3F2bjCcWVVnW5I8TUbSgmULYK0524Cx05A2VWE5aik4E55iAZLlQ30oH",
+	"CaHeoDFCSf0BLNtMcRBhmoMVna1DyNErhISSSgtZ190h2sdg2WVCjnRuq2I+pu7CsDpS5JdVMb+kT7v4",
+	"BPZnAwJN7WMlrilxlsumIFSajhyB8rZgjQu826Dq2hpzWD5iNhMFE/EWZCjq6pYSlwaEewIjYhgSlFS1",
+	"rOVKlZyhQjOCSR78IgQFrRZhrXIeTXe4ljQ90oTnh5nTYPfn90btEeU9CBoPPgvjdCtdzK3RpgngKYTo",
+	"B83eKjFRisi1sGU8VpLpXFozqdWim7FypPQtGgqOt6iNUw5OSDgOlPYjXVdaiU4+wHt7ZJzOu1gvD20S",
+	"/iVMKN4FHZwI1xeX4CFpVQReWsTZvYB36L17m2N+k+U8O3aZwqrge1pVqOpWlX3xHyS7lQtrwzKJRyn5",
+	"VXi/hBf9cWuS9+W8XDnmHOJiadgkIEInYlHpBvEosf82kT1J0lmohbErthFCl1SbDm0wmZF1ohNlHUQ/",
+	"CDs9zjLfHaJzh9t0pOMdM7cK8vn3RjUUJ1a2my4I4UDGqXdc8h4sIRFlqT/SPF0pgQfOGxo0JLxii+yi",
+	"bD5sdDDSyf7e5ewopqLSJQHmew7mkKbCCWHNyIomKMduRlprpFlLwkTeIeyETFKxfIhvh43xiD9MQ34q",
+	"kHy5Lm1Voms7jEQaSxzDSPOqHOQChN9lI50zEDUOjAE4U8hqGmH6Rc7ARPyDVGOlv2pFMC4BaLKRnsFu",
+	"Tp5y3QQw9j6K/NoOeyzg/eGng+zg9Ode8ncn/af7b5tC4U/fJ3r10e/hpG7EwHzMjsPXvuKUkc3mXHqW",
+	"f7Hh/qk23J9Q73EYYtcF80I6xu3iE7gUncSWYquo+2u4oFYReOjnd0FBtwVWghA29MouKi1rTOxJAeVC",
+	"0JtOwKVf5cOQ74N24Axau3r39Q/vvj//ZiOrZfWjgne65h4+JaezMLXbGRwc7mc71ty5ncHx8/MNQ/9X",
+	"MKvPQp/dEDa/xOF84R//Arj6h6PtRLTp6OZGBbHrou54gdvrfFnpX0C3XQdI95lRLoAsOS91KW0pKg0q",
+	"Pmi8+/dvpPqltWieIv45OF6NvgFXExrt5EVja9G7Fr28y8e4E1Isq6UaskMXKJWWSzB4M05D1EVjLXoh",
+	"/IMAG4qEpwg/3he5MlPO0iT3hbBE8aXRurqTtsSQNBxbQWGDIwZ2jhN/fdvtCwTAJetY6lVrmqPL2RZ/",
+	"rKt1XI6xWSqdg8uFan6kGQgrQchEYxZfmaARc9HW2oTbSOYTCvXwIT7oG6uxgA6+UBRU6lCx/BEVyx/v",
+	"n7YpodF8b/MDbMsbhXMCHeKygJ8w0uRgaEO3DRT+IuQxWqgxpqV6Eu9cdA6D84ROYNGwk3e8/yYLGF5x",
+	"tZ6qUEH0r7CyeYT6hIbhqwF6P2ElqfC/MAvlsjUarqWyAuUtE1aiY+Xnkpi64jipnsttxXqnfICSqVMf",
+	"cSXOa8Ngc4mAkU8R+Fw25RIoM91EXNPmen74DQLNfzKwPAfIXmU7uDHbsBgrtOdcVj+/MAKW7wkEeGKh",
+	"SO7jdh2vozfmC3zVJ5gnXwyGz4PmAAqPpdRssRvWz+WN1gOGmovGVn6FOoxgPM8aP8dA9Af4GnHI8dtH",
+	"EOrQZuDmNxkNMS8j5ktmZBA4BtZcyCUOpcIXZW0YwBI3MPvAOVwbGQs93YAvKds6wEY7vDXKRKPLeIm5",
+	"NHVVrJJOQgMbOrmiY0hxbkaSkNxWakyUv1NK4whd/0FW2KZmzxkLK0K6Y7E8FrpGFG8rpAi5cUkRSzgm",
+	"oqWxofmNCF1pQcn64BkUYcPovfRq2tQpa7wTneXKz43OxES6eXdbu5FRfsPoQ4Fx+mhaYRyzYiifEIln",
+	"knmNmZUPm35vLMZUsHh3QxlQRpiYSI9DiJig4hlYVXS+ub5+j33/oCZXprhRvos55w4sFYMXwVjuA4bf",
+	"Qvm5KTMkl8oEnuL4KFsS3Lq5V0VNuwmpUv1crQi4Hz8s05rjmdJgeahSnL1/R6T4t7KuSvwoGEloS5Sm",
+	"aBZEkDTSWyFmMVTAMdpu+JKSmbhz2iEexopDCjO/Bjsb0WOzMCRVDlqapSvWJL33uMUGsXT6f//7fwJE",
+	"LO2epZwpN9JB6rUwS/n3RsXWQ+iI4xZ0i8ksRQF/uKlLIYtAKkCB/ZGmFtC7oCtS7QxWTcEnoT5Jciwj",
+	"wMZ28ivle+fG3FQKWZyuEKi+d22ldnAOxaHlmcjPayVt76ryqvdWegkfndW+d3VbwJ+XamqVm8Of3198",
+	"h61dKmzj2tD38E+lZ70LXS5NpbHsOmcWxfNvsAdbwelf878XH5eq8L3za2ztfTOpq6L3rVr13lcaH75S",
+	"9rYqVO8HDAv0zjDiUBLjlVVlZVXhOc6xVl1MMtKRI52Hcs48uG/r2LIkt3hv1/hWWEIboNelnw8pbTGS",
+	"nZEl3rKCH4mctG/ebdeYrdldB4KEKxBiErDXMHE5CvdWsGOnfEYgj++TFGRxhS6ODGILX8GJY+50clUP",
+	"ZiGzRg729t73rvr0xXof4Rq+Q7+nSB2zYeDuop1GuM9GK34dMx3p+NK4cuPG1sn4436LC9U52n/dpShU",
+	"X2Bp24YNi94jzjR3jPJtgr4Igo8fJ+TRYU3DmlCscIUNTxqGMI7izOcTLIrbFflbnmzpva0mjVeig1uJ",
+	"fpEIGE4ymAZIKcG7bKQrtw7Q3KqpyQr9OIKEQfTOBDnyIcp6Tkwq4s+X37XryLjWRAf6OKy1R5kAbd/D",
+	"9HUeAEq+9PjmQtYgyzGIhuHNmwhUjqX8vGBotuR7+VDEuwfKF+LoHb0YbpGZYjXISwJ+NXcOK2Bb9pGj",
+	"ofBm2avVraqFlrfVjHkwYFPgtKYkcBU55qzOFnJF7rrIwZIztvpRUirCv6N5x3yqOCdBrNfxsndp+eAk",
+	"9Uoy/gSI6Ujn9+c2p3P83pOJql2HEsG9fLERap2XHkTWaEaPEIlCR6x2viSgcQeg7l2H82pHeiFXfEFy",
+	"D+tddKwqjMXoLf2ANQH2AfKAhCiV81Z6Y+OPGHy9Lb+VpF0FUvvgDiKNWVlRS4/jgYnlHV45AQd5r64W",
+	"eC2zVJZGKXU50ngjQesoy9KCLuncv/uAX8e7jzFRaxRGl/lQTNS80iVdIn1cIWB7q228bZxX5Ri+qxTu",
+	"mePDU76QulTernpnU68sse6kOLlBpBLbaNeNkIG8rpwH2wRTLtADGLtmwkZkHg98RNm91wApBJoVGdb+",
+	"Xmoda/wgEMet5uvk/1nJgTjoH4ggfT3+MjINYWpBe6eEGia8USGtrZTrpsSa8TSi255oEWOrG6zLsy3G",
+	"Kiwxc10lduo2n+Jerc4uaH4QzAF4JnXGCQMZ56NlYqpU4sFx4+TAbTCArZkoipcbC1uPpNkhjzA5WhpT",
+	"f5O2WpKdDQ1eG1OD5VjpivQP5jQ0GqvPe+DzgNImGXZkZ3pjaifyvUWxzOm0ooBeqG6eKe03OXRzI8qq",
+	"RI9tkFylZoTZE8DACJhlncFpmdbhiU7CbLTWcVNWmzo+twrdTFnT6Og7l4nzd+JvZhK6RDd4sE2lutnN",
+	"GM1cFIyRxhSOW8Q6pWkvjXKic3lxdZ3x3GT3LFR0IOnD8+/ewY7Lr86+f/v12fXF+Oz9u/G3F/+Vo+a/",
+	"gQM7uSOKSVjtHOCuWsgSb0mRjcO5Bt4GtI5rJn9ThW9NsMYpC5OUCdVbyKrOonLTJX7ZW4CTWiQThTlm",
+	"1Uz3Ki3mssQBk1kJb3cnHfVOa8HwkCzaga2U+iAmVIOLIet6hZA4YH0jxcZIO7NQiY/PpWRcemmIUDaM",
+	"I7jcWSjWgIWLsACYbUVZIyOdaoFpuDkLqRhfXxAsUeg2v1/rdqNWuw5PMgJ/K6zyoLlnN+Nc/Ks4PhW1",
+	"8ugtQ3tlNas8XYNTt2jUguoIubtIiGv0cM3j4iQi7BSmm2lIE5JW6zzsASsL8szzpVXT6mPexeNc1TW8",
+	"qBNyKa1H6lZYG8oOYqKVtjglB4nqy2U1hmf6/DHDaR/tI+/KUIBUGYR0WP/5Qn4MP311QhwtfXGpbs0N",
+	"4j55RFwn9M9lZVcZhxrUdAoWr6SklgHm+9gYVGF7CMNG7LdIrqoBE+lA5M36XSlyelGHnLF4a25UmYFb",
+	"SKGPyDVTdvviAqF2cYrAdqXDrcS0JBBXziPksXO6EZhpXEzeH+k/O06aIssCRCxPabhgjxvOt9SNV5Ha",
+	"DZ1b0EchDzRKVRLBApNGdHKe5HFV5l2UOfQJZNx+ZFHCMAbtwUrbj/n1YNkXPEA2XWFiCOwrhabAuegE",
+	"1pPIPAieARHpeJJVRR4OTCu2iVmP2CQbvevNdu5tsy68aK3kDU1/qNMngmwpHFH1Yu0TGDh9cbapVVSD",
+	"0bc8HoqFWkzgHzMN0gzKZ0x6hvYw6Q/E+x/pTgvb0k2nRerVmkUgl1UPZmbn5w8//18AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -286,3 +286,42 @@ func ProviderPrincipal(prof *Profile, p principal.Principal) providers.Principal
 
 // Agent is the gateway acting for itself (agent identity mode, adoption).
 var Agent = providers.Principal{Mode: "agent", Subject: "sandgate"}
+
+// CheckResources refuses the CPU (cores) and memory (MiB) a session asks for at create when
+// profile p cannot give them (docs/usage.md "Session options"): more than p's policy sets
+// (fault.Policy), or a provider that cannot bound resources (Capabilities.PolicyResources
+// false: fault.Policy, whatever p's strict says — the caller asked for a bound by name, and a
+// bound that is not kept is none). Negative values are fault.Validation; 0 asks for nothing.
+func (p *Profile) CheckResources(cpu float64, memoryMB int) error {
+	if cpu < 0 || memoryMB < 0 {
+		return fault.New(fault.Validation, "cpu and memory_mb must be positive, not %g and %d", cpu, memoryMB)
+	}
+	if cpu == 0 && memoryMB == 0 {
+		return nil
+	}
+	if !p.Caps.PolicyResources {
+		return fault.New(fault.Policy, "profile '%s' cannot bound a sandbox's cpu or memory (provider '%s' does not enforce resource limits); create the session without cpu and memory_mb, or use a profile whose provider has capabilities.policy_resources",
+			p.Name, p.Provider.Type())
+	}
+	if limit := p.Policy.CPU; limit > 0 && cpu > limit {
+		return fault.New(fault.Policy, "cpu %g is over profile '%s''s policy of %g cores; ask for at most %g", cpu, p.Name, limit, limit)
+	}
+	if limit := p.Policy.MemoryMB; limit > 0 && memoryMB > limit {
+		return fault.New(fault.Policy, "memory_mb %d is over profile '%s''s policy of %d MiB; ask for at most %d", memoryMB, p.Name, limit, limit)
+	}
+	return nil
+}
+
+// PolicyWithin is the policy a session's sandboxes are created, attached and restored with:
+// p's, with the CPU (cores) and memory (MiB) the session asked for at create (0: p's own;
+// CheckResources kept them within p's).
+func (p *Profile) PolicyWithin(cpu float64, memoryMB int) providers.Policy {
+	pol := p.Policy
+	if cpu > 0 {
+		pol.CPU = cpu
+	}
+	if memoryMB > 0 {
+		pol.MemoryMB = memoryMB
+	}
+	return pol
+}

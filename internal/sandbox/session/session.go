@@ -79,6 +79,10 @@ type CreateSessionInput struct {
 	// Env is the session's environment: variables every program run in it gets (an
 	// execution's own Env wins). Names and sizes are checked as an execution's are.
 	Env map[string]string
+	// CPU (cores) and MemoryMB (MiB) bound the session's sandboxes within the profile's
+	// policy (0: the profile's); profile.Profile.CheckResources says what is refused.
+	CPU      float64
+	MemoryMB int
 }
 
 // CreateSession mints a new session on a per_session profile (seed new_session). The sandbox
@@ -145,6 +149,9 @@ func (sr *Room) createProfile(ctx context.Context, p principal.Principal, in Cre
 	if err := providers.CheckEnv(in.Env); err != nil {
 		return store.Snapshot{}, nil, err
 	}
+	if err := prof.CheckResources(in.CPU, in.MemoryMB); err != nil {
+		return store.Snapshot{}, nil, err
+	}
 	switch prof.Scope {
 	case profile.ScopePerCall:
 		return store.Snapshot{}, nil, fault.New(fault.Conflict, "cannot create a session for profile '%s': scope per_call runs every operation in a fresh sandbox", prof.Name).
@@ -161,7 +168,7 @@ func newSessionRow(id string, now time.Time, p principal.Principal, prof *profil
 	row := store.Session{
 		ID: id, OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
 		Name: in.Name, Labels: in.Labels, Status: "active", CreatedAt: now, LastUsedAt: now, OnExpiry: in.OnExpiry,
-		Env: maps.Clone(in.Env),
+		Env: maps.Clone(in.Env), CPU: in.CPU, MemoryMB: in.MemoryMB,
 	}
 	if in.Lifetime > 0 {
 		row.ExpiresAt = now.Add(in.Lifetime)

@@ -504,6 +504,28 @@ func (s *Store) SetSessionExpiry(ctx context.Context, id string, at time.Time, o
 	return nil
 }
 
+// EditSession changes session id's name and labels as edit says, under the store's lock.
+func (s *Store) EditSession(ctx context.Context, id string, edit func(sess *store.Session) error) (store.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Session{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sessions[id]
+	if !ok {
+		return store.Session{}, store.ErrNotFound
+	}
+	c := copySession(r)
+	if err := edit(&c); err != nil {
+		return store.Session{}, err
+	}
+	r.Name, r.Labels = c.Name, maps.Clone(c.Labels)
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	return copySession(r), nil
+}
+
 // ExpiredSessions returns up to limit sessions, not closed, whose lifetime ended at now or
 // before, the longest ended first.
 func (s *Store) ExpiredSessions(ctx context.Context, now time.Time, limit int) ([]store.Session, error) {

@@ -213,6 +213,7 @@ func (s *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Task
 		case f.Background && !r.Background:
 		case f.Status != "" && r.Status != f.Status:
 		case f.SessionID != "" && r.SessionID != f.SessionID:
+		case len(f.SessionLabels) > 0 && (s.sessions[r.SessionID] == nil || !hasLabels(s.sessions[r.SessionID].Labels, f.SessionLabels)):
 		case f.AfterID != "" && !before(r.SubmittedAt, r.ID, after, f.AfterID):
 		default:
 			rows = append(rows, r)

@@ -17,7 +17,7 @@ import (
 const sessionCols = `id, COALESCE(owner_id::text, ''), profile, provider, scope, name, labels, is_default,
 	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at,
 	paused_at, paused_idle, COALESCE(parked_snapshot, ''), destroy_attempts, destroy_retry_at, COALESCE(destroy_error, ''),
-	expires_at, on_expiry, env`
+	expires_at, on_expiry, env, COALESCE(cpu, 0), COALESCE(memory_mb, 0)`
 
 func scanSession(row pgx.Row) (store.Session, error) { return scanSessionAfter(row) }
 
@@ -28,7 +28,7 @@ func scanSessionAfter(row pgx.Row, before ...any) (store.Session, error) {
 	var paused, retry, expires *time.Time
 	err := row.Scan(append(before, &s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
 		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt, &paused, &s.PausedIdle, &s.ParkedSnapshot,
-		&s.DestroyAttempts, &retry, &s.DestroyError, &expires, &s.OnExpiry, &env)...)
+		&s.DestroyAttempts, &retry, &s.DestroyError, &expires, &s.OnExpiry, &env, &s.CPU, &s.MemoryMB)...)
 	if err != nil {
 		return store.Session{}, notFound(err)
 	}
@@ -100,11 +100,11 @@ func (st *Store) CreateSessionWithin(ctx context.Context, s store.Session, limit
 		}
 	}
 	tag, err := st.pool.Exec(ctx, `
-INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at, expires_at, on_expiry, env)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14, $15
+INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at, expires_at, on_expiry, env, cpu, memory_mb)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14, $15, NULLIF($16::double precision, 0), NULLIF($17::int, 0)
  WHERE $2::uuid IS NULL OR $12::int <= 0 OR (SELECT count(*) FROM sessions WHERE owner_id = $2) < $12`,
 		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt, limit,
-		nullableTime(s.ExpiresAt), onExpiry(s.OnExpiry), env)
+		nullableTime(s.ExpiresAt), onExpiry(s.OnExpiry), env, s.CPU, s.MemoryMB)
 	if err == nil && tag.RowsAffected() == 0 {
 		return store.ErrQuota
 	}
@@ -301,6 +301,34 @@ func (st *Store) SetSessionExpiry(ctx context.Context, id string, at time.Time, 
 		return store.ErrNotFound
 	}
 	return err
+}
+
+// EditSession changes session id's name and labels as edit says, the row locked (FOR
+// UPDATE) from the read to the write: concurrent edits apply one after the other.
+func (st *Store) EditSession(ctx context.Context, id string, edit func(s *store.Session) error) (store.Session, error) {
+	var out store.Session
+	err := pgx.BeginFunc(ctx, st.pool, func(tx pgx.Tx) error {
+		s, err := scanSession(tx.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		if err := edit(&s); err != nil {
+			return err
+		}
+		if s.Labels == nil {
+			s.Labels = map[string]string{}
+		}
+		labels, err := json.Marshal(s.Labels)
+		if err != nil {
+			return err
+		}
+		out, err = scanSession(tx.QueryRow(ctx, `UPDATE sessions SET name = $2, labels = $3 WHERE id = $1 RETURNING `+sessionCols, id, s.Name, labels))
+		return err
+	})
+	if err != nil {
+		return store.Session{}, err
+	}
+	return out, nil
 }
 
 // ExpiredSessions returns up to limit sessions whose lifetime ended at now or before, the

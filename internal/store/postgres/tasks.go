@@ -243,6 +243,13 @@ func (st *Store) ListTasks(ctx context.Context, f store.TaskFilter) ([]store.Tas
 	if f.SessionID != "" {
 		where = append(where, "session_id = "+arg(f.SessionID))
 	}
+	if len(f.SessionLabels) > 0 {
+		b, err := json.Marshal(f.SessionLabels)
+		if err != nil {
+			return nil, err
+		}
+		where = append(where, "session_id IN (SELECT id FROM sessions WHERE labels @> "+arg(string(b))+"::jsonb)")
+	}
 	if f.AfterID != "" {
 		where = append(where, "(submitted_at, id) < ("+arg(f.AfterSubmitted)+", "+arg(f.AfterID)+")")
 	}

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -35,6 +37,115 @@ var sessionTests = []test{
 	{"closed_is_no_default", testClosedIsNoDefault},
 	{"microseconds", testMicroseconds},
 	{"expiry", testSessionExpiry},
+	{"edit", testEditSession},
+	{"edit_concurrently", testEditSessionConcurrently},
+	{"tasks_by_session_labels", testTasksBySessionLabels},
+}
+
+// EditSession writes the name and labels edit leaves (nothing else), and nothing when edit
+// fails; the labels written are what a label filter then finds.
+func testEditSession(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	s := newSession("s01", alice, at(0))
+	s.Name, s.Labels, s.SandboxID = "a", map[string]string{"team": "ml", "stage": "dev"}, "sb1"
+	f.session(s)
+	got, err := f.st.EditSession(f.ctx, "s01", func(r *store.Session) error {
+		require.Equal(t, "a", r.Name)
+		require.Equal(t, map[string]string{"team": "ml", "stage": "dev"}, r.Labels)
+		r.Name = "b"
+		delete(r.Labels, "stage")
+		r.Labels["owner"] = "x"
+		r.SandboxID = "ignored"
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, "b", got.Name)
+	require.Equal(t, map[string]string{"team": "ml", "owner": "x"}, got.Labels)
+	require.Equal(t, "sb1", got.SandboxID, "only the name and labels are written")
+	stored := f.get("s01")
+	require.Equal(t, got.Name, stored.Name)
+	require.Equal(t, got.Labels, stored.Labels)
+	require.Equal(t, "sb1", stored.SandboxID)
+	rows, err := f.st.ListSessions(f.ctx, store.SessionFilter{OwnerID: alice, Labels: map[string]string{"owner": "x"}, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{"s01"}, sessionIDs(rows))
+
+	refused := errors.New("refused")
+	_, err = f.st.EditSession(f.ctx, "s01", func(r *store.Session) error {
+		r.Name, r.Labels = "c", nil
+		return refused
+	})
+	require.ErrorIs(t, err, refused)
+	require.Equal(t, "b", f.get("s01").Name, "a failed edit writes nothing")
+
+	got, err = f.st.EditSession(f.ctx, "s01", func(r *store.Session) error { r.Labels = nil; return nil })
+	require.NoError(t, err)
+	require.NotNil(t, got.Labels, "labels are never nil")
+	require.Empty(t, f.get("s01").Labels)
+
+	_, err = f.st.EditSession(f.ctx, "nope", func(*store.Session) error { return nil })
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// Concurrent edits of different labels all apply: each reads the labels the one before it
+// wrote.
+func testEditSessionConcurrently(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	f.session(newSession("s01", alice, at(0)))
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.st.EditSession(f.ctx, "s01", func(r *store.Session) error {
+				r.Labels[fmt.Sprintf("k%d", i)] = "v"
+				return nil
+			})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, f.get("s01").Labels, n)
+}
+
+// A task filter by session labels finds the tasks of the sessions carrying every label; a
+// task whose session is gone never matches.
+func testTasksBySessionLabels(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	ml := newSession("s01", alice, at(0))
+	ml.Labels = map[string]string{"team": "ml", "env": "dev"}
+	web := newSession("s02", alice, at(0))
+	web.Labels = map[string]string{"team": "web"}
+	f.session(ml)
+	f.session(web)
+	f.task(newTask("t01", alice, "s01", "r", at(time.Minute)))
+	f.task(newTask("t02", alice, "s02", "r", at(2*time.Minute)))
+	f.task(newTask("t03", alice, "s01", "r", at(3*time.Minute)))
+	f.task(newTask("t04", alice, "gone", "r", at(4*time.Minute)))
+	list := func(labels map[string]string) []string {
+		t.Helper()
+		rows, err := f.st.ListTasks(f.ctx, store.TaskFilter{OwnerID: alice, SessionLabels: labels, Limit: 10})
+		require.NoError(t, err)
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	require.Equal(t, []string{"t03", "t01"}, list(map[string]string{"team": "ml"}))
+	require.Equal(t, []string{"t03", "t01"}, list(map[string]string{"team": "ml", "env": "dev"}))
+	require.Empty(t, list(map[string]string{"team": "ml", "env": "prod"}))
+	require.Equal(t, []string{"t02"}, list(map[string]string{"team": "web"}))
+	require.Len(t, list(nil), 4)
 }
 
 // A lifetime: set at creation or later, cleared with the zero time; ExpiredSessions reads

@@ -14,12 +14,20 @@ export const notUploadText: Upload = "hello";
 export const download: File["get"]["responses"][200]["content"]["application/octet-stream"] = new Blob([]);
 export const stdin: NonNullable<paths["/v1/tasks/{task_id}/stdin"]["post"]["requestBody"]>["content"]["application/octet-stream"] = new Blob([]);
 
-// Exactly one of command or code.
+// Exactly one of command or code, named by the discriminator kind.
 type Run = components["schemas"]["RunRequest"];
-export const cmd: Run = { command: "uname -a", language: "python" };
-export const code: Run = { code: "print(1)", language: "python" };
+export const cmd: Run = { kind: "command", command: "uname -a", language: "python" };
+export const code: Run = { kind: "code", code: "print(1)", language: "python" };
 // @ts-expect-error neither command nor code
 export const neither: Run = { profile: "oneshot", language: "python" };
+// @ts-expect-error kind names the member given
+export const mismatched: Run = { kind: "code", command: "uname -a" };
+
+// Each event of a stream is told apart by its name; output chunks name their stream too.
+type Event = components["schemas"]["EventStream"];
+export const stdoutEvent: Event = { event: "stdout", id: "3-0", data: { stream: "stdout", offset: 0, data: "hi\n", encoding: "utf-8" } };
+// @ts-expect-error a stdout event carries an output chunk, not a task
+export const badEvent: Event = { event: "stdout", id: "3-0", data: { id: "t", session_id: "s", profile: "p", operation: "execute_code", status: "running", submitted_at: "" } };
 
 // Seconds are numbers; exit codes are integers or null.
 export const wait: NonNullable<components["schemas"]["CommandRequest"]["wait_s"]> = 0.5;
