@@ -43,6 +43,15 @@ vet:
 lint:
 	$(GO) tool staticcheck ./...
 
+.PHONY: kube-e2e
+## kube-e2e: the kubernetes provider's tests on a real single-node cluster (kubelet with
+## cri-dockerd on the Docker engine, the real agent-sandbox controller; see
+## internal/testutil/kubenode). Needs root; the first run builds the node's binaries
+## (scripts/kube-setup.sh --node, about 25 CPU-minutes cold, cached). The host is restored after.
+kube-e2e:
+	@scripts/docker-setup.sh >&2 && exports=$$(scripts/kube-setup.sh --node) && eval "$$exports" && \
+	  SANDGATE_KUBE_NODE=1 nice -n 10 $(GO) test -count=1 -timeout 30m -run '^TestNode' -v ./internal/providers/kubernetes
+
 .PHONY: bench
 ## bench: end-to-end benchmarks (real gateway, throwaway Postgres, local + docker providers);
 ## prints a table and writes bench/results/latest.json. See docs/benchmarks.md.
