@@ -12,7 +12,7 @@ import (
 // their flags say (the device plugins' socket folder /var/lib/kubelet/device-plugins is
 // fixed; the flex-volume folder, the container log links): Stop removes those that Start did
 // not find.
-var hostPaths = []string{"/var/lib/kubelet", "/usr/libexec/kubernetes", "/var/log/containers", "/etc/sandbox-config"}
+var hostPaths = []string{"/var/lib/kubelet", "/usr/libexec/kubernetes", "/var/log/containers"}
 
 // absentPaths returns the hostPaths that do not exist.
 func absentPaths() []string {

@@ -62,9 +62,6 @@ type Options struct {
 	Log *slog.Logger
 	// ReadyTimeout bounds the wait for the node to be Ready (default 3 minutes).
 	ReadyTimeout time.Duration
-	// AllowedLabelDomains configures the agent-sandbox controller's allowed label domains
-	// (the allowed-label-domains key of its agent-sandbox-config); empty keeps its default.
-	AllowedLabelDomains []string
 }
 
 // Cluster is a running single-node cluster. Stop it exactly once.
@@ -338,15 +335,6 @@ featureGates:
 	}
 	args := []string{assets.AgentSandboxController, "--kubeconfig", c.Kubeconfig, "--extensions",
 		"--leader-elect=false", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
-	if len(opts.AllowedLabelDomains) > 0 {
-		// The controller reads its allowed label domains from a fixed path; it runs in a
-		// mount namespace of its own where that path is a bind mount of the cluster's file.
-		f := filepath.Join(dir, "agent-sandbox", "allowed-label-domains")
-		if err := os.WriteFile(f, []byte(strings.Join(opts.AllowedLabelDomains, ",")), 0o644); err != nil {
-			return c, err
-		}
-		args = append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-c", agentSandboxConfigScript, "sh", f}, args...)
-	}
 	if err := c.start(ctx, "agent-sandbox-controller", args[0], args[1:]...); err != nil {
 		return c, err
 	}
@@ -360,17 +348,6 @@ featureGates:
 	}
 	return c, nil
 }
-
-// agentSandboxConfigScript runs the controller ($2…) with /etc/sandbox-config/
-// allowed-label-domains = the file $1, in the private mount namespace unshare made: the
-// folder is made on the host (empty; Stop removes it) only when it does not exist yet.
-const agentSandboxConfigScript = `set -e
-cfg=/etc/sandbox-config
-[ -d "$cfg" ] || mkdir "$cfg"
-mount -t tmpfs -o size=64k sgk-sandbox-config "$cfg"
-cp "$1" "$cfg/allowed-label-domains"
-shift
-exec "$@"`
 
 // LocalImage gives image (a local Docker image) a tag of the cluster's own, which Stop removes,
 // and returns it. The kubelet pulls an image tagged :latest (or untagged) before each start —
