@@ -33,7 +33,7 @@ func iptablesChains(cmd string) (iptablesState, error) {
 	if _, err := exec.LookPath(cmd + "-save"); err != nil {
 		return nil, nil
 	}
-	out, err := exec.Command(cmd+"-save").Output()
+	out, err := exec.Command(cmd + "-save").Output()
 	if err != nil {
 		return nil, fmt.Errorf("%s-save: %w", cmd, err)
 	}
