@@ -232,3 +232,23 @@ func TestNodeWarmPoolClaim(t *testing.T) {
 		})
 	}
 }
+
+// The hardened pod spec as the kubelet and the runtime apply it: non-root 65532, no
+// capabilities, no privilege escalation, seccomp filtering, a read-only root file system.
+func TestNodeSecurityContext(t *testing.T) {
+	c := requireNode(t)
+	p := nodeProvider(t, c, nodeNamespace(t, c), nil)
+	ctx := context.Background()
+	sb, err := p.Create(ctx, agentPrincipal, allowPolicy)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Destroy(context.Background(), sb.ID()) })
+	var out bytes.Buffer
+	st, err := sb.Exec(ctx, providers.ExecSpec{
+		Code: "id -u; id -g; grep -E '^(CapEff|CapPrm|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\\t ' ' '\n" +
+			"touch /probe 2>/dev/null && echo rootfs-writable || echo rootfs-read-only\n",
+		Language: "bash", Timeout: time.Minute, Output: providers.Output{Stdout: &out},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 0, st.ExitCode, out.String())
+	assert.Equal(t, "65532\n65532\nCapPrm: 0000000000000000\nCapEff: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\nrootfs-read-only\n", out.String())
+}
