@@ -43,6 +43,35 @@ vet:
 lint:
 	$(GO) tool staticcheck ./...
 
+.PHONY: kube-e2e
+## kube-e2e: the kubernetes provider's tests on a real single-node cluster (kubelet with
+## cri-dockerd on the Docker engine, the real agent-sandbox controller; see
+## internal/testutil/kubenode). Needs root; the first run builds the node's binaries
+## (scripts/kube-setup.sh --node, about 25 CPU-minutes cold, cached). The host is restored after.
+kube-e2e:
+	@scripts/docker-setup.sh >&2 && exports=$$(scripts/kube-setup.sh --node) && eval "$$exports" && \
+	  SANDGATE_KUBE_NODE=1 nice -n 10 $(GO) test -count=1 -timeout 30m -run '^TestNode' -v ./internal/providers/kubernetes
+
+.PHONY: kube-up kube-down
+## kube-up: keep the same single-node cluster up (root) for `make run`: writes
+## .sandgate/kube/kubeconfig and .sandgate/kube/gateway.yaml (a kubernetes profile on it:
+## SANDGATE_CONFIG=.sandgate/kube/gateway.yaml make run); make kube-down tears it down and
+## restores the host
+kube-up:
+	@scripts/docker-setup.sh >&2 && scripts/kube-setup.sh --node >/dev/null
+	$(GO) build -o bin/kubeup ./internal/testutil/kubenode/kubeup
+	@mkdir -p .sandgate/kube && rm -f .sandgate/kube/pid && \
+	  { setsid nohup bin/kubeup -state .sandgate/kube >.sandgate/kube/log 2>&1 </dev/null & pid=$$!; } && \
+	  for i in $$(seq 1 600); do \
+	    [ -s .sandgate/kube/pid ] && { echo "cluster up (log: .sandgate/kube/log):"; cat .sandgate/kube/gateway.yaml; exit 0; }; \
+	    kill -0 $$pid 2>/dev/null || { tail -20 .sandgate/kube/log; exit 1; }; sleep 0.5; \
+	  done; echo "the cluster was not up within 5 minutes: see .sandgate/kube/log"; exit 1
+
+kube-down:
+	@if [ -s .sandgate/kube/pid ]; then pid=$$(cat .sandgate/kube/pid); kill -TERM $$pid; \
+	  while kill -0 $$pid 2>/dev/null; do sleep 0.5; done; tail -n 2 .sandgate/kube/log; \
+	else echo "no cluster to stop (.sandgate/kube/pid)"; fi
+
 .PHONY: bench
 ## bench: end-to-end benchmarks (real gateway, throwaway Postgres, local + docker providers);
 ## prints a table and writes bench/results/latest.json. See docs/benchmarks.md.

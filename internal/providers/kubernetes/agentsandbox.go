@@ -30,6 +30,10 @@ var (
 // its pod (without it, the pod has the Sandbox's name).
 const AnnotationPodName = "agents.x-k8s.io/pod-name"
 
+// LabelClaimUID is set by agent-sandbox on the pod of a claimed Sandbox: the SandboxClaim's
+// UID (the NetworkPolicy of a claimed sandbox selects its pod by it).
+const LabelClaimUID = "agents.x-k8s.io/claim-uid"
+
 // Claim Ready reasons that agent-sandbox reports for failures it will not retry.
 var terminalClaimReasons = map[string]bool{
 	"TemplateNotFound": true, "WarmPoolNotFound": true, "InvalidMetadata": true,
@@ -105,18 +109,6 @@ func (p *Provider) claim(ctx context.Context, c *clients, pr providers.Principal
 		},
 		Spec: sandboxClaimSpec{WarmPoolRef: nameRef{Name: as.WarmPool}},
 	}
-	if np {
-		// The NetworkPolicy selects the pod by its name label, which agent-sandbox propagates
-		// from the claim (also onto a pod adopted from the warm pool).
-		claim.Spec.AdditionalPodMetadata = &podMetadata{Labels: map[string]string{LabelSandbox: "true", LabelInstallation: p.installation, LabelSandboxName: name}}
-		netpol, err := p.buildNetworkPolicy(name, pol)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := c.core.NetworkingV1().NetworkPolicies(ns).Create(ctx, netpol, metav1.CreateOptions{}); err != nil {
-			return nil, provisionErr(err, "creating NetworkPolicy %s", id)
-		}
-	}
 	u, err := toUnstructured(claim)
 	if err != nil {
 		return nil, err
@@ -124,8 +116,24 @@ func (p *Provider) claim(ctx context.Context, c *clients, pr providers.Principal
 	claims := c.dyn.Resource(gvrSandboxClaim).Namespace(ns)
 	created, err := claims.Create(ctx, u, metav1.CreateOptions{})
 	if err != nil {
-		p.cleanupClaim(ns, name, np, false)
 		return nil, provisionErr(err, "creating SandboxClaim %s", id)
+	}
+	if np {
+		// The NetworkPolicy selects the claimed pod by the label agent-sandbox itself puts on
+		// it (also on a pod adopted from the warm pool): the claim's UID. Labels of Sandgate's
+		// in the claim's additionalPodMetadata would be refused by the controller's default
+		// allowed label domains (InvalidMetadata). The policy exists before the sandbox is
+		// handed out, so no program runs without it.
+		netpol, err := p.buildNetworkPolicy(name, map[string]string{LabelClaimUID: string(created.GetUID())}, pol)
+		if err == nil {
+			if _, err = c.core.NetworkingV1().NetworkPolicies(ns).Create(ctx, netpol, metav1.CreateOptions{}); err != nil {
+				err = provisionErr(err, "creating NetworkPolicy %s", id)
+			}
+		}
+		if err != nil {
+			p.cleanupClaim(ns, name, false, true)
+			return nil, err
+		}
 	}
 	p.log.Debug("sandbox claim created", "sandbox_id", id, "warm_pool", as.WarmPool)
 

@@ -124,7 +124,7 @@ func (c *playedController) bind(ctx context.Context, u *unstructured.Unstructure
 	// The "warm" pod: its name differs from the Sandbox's, as after adoption from a pool.
 	sandboxName := "python-sandbox-" + claim.Name[len(NamePrefix):]
 	podName := "python-sandbox-warm-" + claim.Name[len(NamePrefix):]
-	labels := map[string]string{"agents.x-k8s.io/warm-pool-sandbox": "python-sandbox"}
+	labels := map[string]string{"agents.x-k8s.io/warm-pool-sandbox": "python-sandbox", LabelClaimUID: string(claim.UID)}
 	if claim.Spec.AdditionalPodMetadata != nil {
 		for k, v := range claim.Spec.AdditionalPodMetadata.Labels {
 			labels[k] = v
@@ -228,16 +228,15 @@ func TestSandboxClaimLifecycle(t *testing.T) {
 	u, err := claims.Get(ctx, claimName, metav1.GetOptions{})
 	require.NoError(t, err)
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-	assert.Equal(t, map[string]any{
-		"warmPoolRef":           map[string]any{"name": "python-sandbox"},
-		"additionalPodMetadata": map[string]any{"labels": map[string]any{LabelSandbox: "true", LabelInstallation: testInstallation, LabelSandboxName: claimName}},
-	}, spec, "the claim as created")
+	assert.Equal(t, map[string]any{"warmPoolRef": map[string]any{"name": "python-sandbox"}}, spec,
+		"the claim as created: no additionalPodMetadata (agent-sandbox allows no label domain of Sandgate's by default)")
 	assert.Equal(t, ManagedBy, u.GetLabels()[LabelManagedBy])
 	assert.Equal(t, testInstallation, u.GetLabels()[LabelInstallation], "the claim names its installation")
 	np, err := adminClient(t).NetworkingV1().NetworkPolicies(ns).Get(ctx, claimName, metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{LabelSandboxName: claimName}, np.Spec.PodSelector.MatchLabels,
-		"the policy selects the claimed pod by the label the claim propagates")
+	assert.Equal(t, map[string]string{LabelClaimUID: string(u.GetUID())}, np.Spec.PodSelector.MatchLabels,
+		"the policy selects the claimed pod by the claim-uid label agent-sandbox puts on it")
+	assert.Equal(t, string(u.GetUID()), warm.Labels[LabelClaimUID])
 
 	again, err := p.Attach(ctx, sb.ID(), agentPrincipal, allowPolicy)
 	require.NoError(t, err)

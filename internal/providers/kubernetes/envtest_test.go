@@ -48,6 +48,7 @@ var testInstallation = providers.NewInstallationID()
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopNode()
 	if testEnv != nil {
 		if err := testEnv.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the test API server:", err)

@@ -240,8 +240,9 @@ func splitAllowlist(entries []string) (cidrs, domains []string) {
 }
 
 // buildNetworkPolicy returns the egress NetworkPolicy of sandbox name: named after it,
-// selecting it by its name label, allowing nothing (deny) or the policy's CIDRs (allowlist).
-func (p *Provider) buildNetworkPolicy(name string, pol providers.Policy) (*networkingv1.NetworkPolicy, error) {
+// selecting its pod by the labels of selector, allowing nothing (deny) or the policy's CIDRs
+// (allowlist).
+func (p *Provider) buildNetworkPolicy(name string, selector map[string]string, pol providers.Policy) (*networkingv1.NetworkPolicy, error) {
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
@@ -249,7 +250,7 @@ func (p *Provider) buildNetworkPolicy(name string, pol providers.Policy) (*netwo
 			Labels:    map[string]string{LabelManagedBy: ManagedBy, LabelInstallation: p.installation, LabelSandbox: "true", LabelSandboxName: name},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelSandboxName: name}},
+			PodSelector: metav1.LabelSelector{MatchLabels: selector},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
 			Egress:      []networkingv1.NetworkPolicyEgressRule{},
 		},

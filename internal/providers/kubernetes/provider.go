@@ -418,7 +418,7 @@ func (p *Provider) createPod(ctx context.Context, c *clients, pr providers.Princ
 	token := newSandboxdToken()
 	pod := p.buildPod(name, pr, pol, token)
 	if np {
-		netpol, err := p.buildNetworkPolicy(name, pol)
+		netpol, err := p.buildNetworkPolicy(name, map[string]string{LabelSandboxName: name}, pol)
 		if err != nil {
 			return nil, err
 		}
