@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -257,4 +258,49 @@ func TestSnapshotsPauseAndPorts(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code)
 	r = c.run(nil, "ports", "share", "src", "80", "--ttl", "1.5s")
 	assert.Equal(t, exitUsage, r.code)
+}
+
+// Session options at create (issue 37): the environment every program of the session sees,
+// a lifetime; and a session renamed, relabelled and given a new lifetime by name (PATCH). The
+// label filter of sessions ls is the gateway's.
+func TestSessionOptionsAndEdit(t *testing.T) {
+	gw := startGateway(t)
+	c := newCLI(t, gw, gw.Token("alice", "dev"))
+	other := newCLI(t, gw, gw.Token("bob", "dev"))
+
+	id := c.session("--name", "opts", "--label", "team=ml", "--env", "GREETING=hello there", "-e", "LEVEL=3", "--timeout", "1h")
+	assert.Equal(t, "hello there 3\n", c.ok(nil, "exec", "opts", "--", "sh", "-c", `echo "$GREETING $LEVEL"`))
+	assert.Equal(t, "override\n", c.ok(nil, "exec", "opts", "--env", "GREETING=override", "--", "sh", "-c", `echo "$GREETING"`),
+		"a run's own env wins")
+
+	var got []struct {
+		ID        string            `json:"id"`
+		Name      string            `json:"name"`
+		Labels    map[string]string `json:"labels"`
+		EnvNames  []string          `json:"env_names"`
+		ExpiresAt *time.Time        `json:"expires_at"`
+	}
+	c.okJSON(&got, "sessions", "ls", "--label", "team=ml")
+	require.Len(t, got, 1)
+	assert.Equal(t, id, got[0].ID)
+	assert.Equal(t, []string{"GREETING", "LEVEL"}, got[0].EnvNames, "names only: values may be secrets")
+	require.NotNil(t, got[0].ExpiresAt)
+	assert.WithinDuration(t, time.Now().Add(time.Hour), *got[0].ExpiresAt, 5*time.Minute)
+
+	assert.Equal(t, id+"\n", c.ok(nil, "sessions", "edit", "opts", "--name", "renamed", "--label", "stage=2", "--unlabel", "team", "--timeout", "0"))
+	got = nil
+	c.okJSON(&got, "sessions", "ls")
+	require.Len(t, got, 1)
+	assert.Equal(t, "renamed", got[0].Name)
+	assert.Equal(t, map[string]string{"stage": "2"}, got[0].Labels)
+	assert.Nil(t, got[0].ExpiresAt, "--timeout 0 removes the lifetime")
+	assert.Empty(t, strings.TrimSpace(c.ok(nil, "-o", "name", "sessions", "ls", "-l", "team=ml")))
+	assert.Equal(t, id+"\n", c.ok(nil, "-o", "name", "sessions", "ls", "-l", "stage=2"))
+
+	r := c.run(nil, "sessions", "edit", "renamed")
+	assert.Equal(t, exitUsage, r.code, "nothing to change is a usage error: %+v", r)
+	r = c.run(nil, "sessions", "new", "--timeout", "1500ms")
+	assert.Equal(t, exitUsage, r.code, "whole seconds only: %+v", r)
+	r = other.run(nil, "sessions", "edit", id, "--name", "mine")
+	assert.Equal(t, exitFailure, r.code, "another principal's session is not found: %+v", r)
 }

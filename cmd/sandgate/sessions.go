@@ -56,7 +56,7 @@ func (a *app) sessionsCommand() *cobra.Command {
 		Short:   "List, create and destroy sessions (sandboxes)",
 		Args:    noArgs,
 	}
-	cmd.AddCommand(a.sessionsListCommand(), a.sessionsNewCommand(), a.sessionsRemoveCommand())
+	cmd.AddCommand(a.sessionsListCommand(), a.sessionsNewCommand(), a.sessionsEditCommand(), a.sessionsRemoveCommand())
 	return cmd
 }
 
@@ -81,11 +81,14 @@ func (a *app) sessionsListCommand() *cobra.Command {
 			if all {
 				params.All = &all
 			}
+			if len(labels) > 0 {
+				sel := selectors(labels)
+				params.Label = &sel
+			}
 			sessions, err := allSessions(cmd.Context(), c, params)
 			if err != nil {
 				return err
 			}
-			sessions = slices.DeleteFunc(sessions, func(s client.Session) bool { return !hasLabels(s.Labels, labels) })
 			if a.structured() {
 				return a.print(sessions)
 			}
@@ -103,8 +106,12 @@ func (a *app) sessionsListCommand() *cobra.Command {
 }
 
 func (a *app) sessionsNewCommand() *cobra.Command {
-	var profile, name, snapshot string
+	var profile, name, snapshot, onExpiry string
 	var labels map[string]string
+	var env runFlags // its env: the session's environment, as exec's --env
+	var timeout time.Duration
+	var cpu float64
+	var memoryMB int
 	cmd := &cobra.Command{
 		Use:   "new",
 		Short: "Create a session and print its id",
@@ -127,6 +134,26 @@ func (a *app) sessionsNewCommand() *cobra.Command {
 			if len(labels) > 0 {
 				req.Labels = &labels
 			}
+			if req.Env, err = env.envMap(); err != nil {
+				return err
+			}
+			if timeout != 0 {
+				secs, err := wholeSeconds("--timeout", timeout)
+				if err != nil {
+					return err
+				}
+				req.TimeoutS = &secs
+			}
+			if onExpiry != "" {
+				oe := client.CreateSessionRequestOnExpiry(onExpiry)
+				req.OnExpiry = &oe
+			}
+			if cpu != 0 {
+				req.Cpu = &cpu
+			}
+			if memoryMB != 0 {
+				req.MemoryMb = &memoryMB
+			}
 			s, err := c.CreateSession(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -148,7 +175,96 @@ func (a *app) sessionsNewCommand() *cobra.Command {
 	f.StringVar(&name, "name", "", "a name for the session")
 	f.StringVar(&snapshot, "from-snapshot", "", "start from this snapshot")
 	f.StringToStringVar(&labels, "label", nil, "labels, key=value (repeat or separate with commas)")
+	f.StringArrayVarP(&env.env, "env", "e", nil, "environment variable NAME=VALUE of every program run in the session (repeatable; a run's own --env wins)")
+	f.DurationVar(&timeout, "timeout", 0, "the session's lifetime (e.g. 30m, 2h; whole seconds, at most 720h): it ends then, as --on-expiry says")
+	f.StringVar(&onExpiry, "on-expiry", "", "what the end of --timeout does: destroy (the default) or pause")
+	f.Float64Var(&cpu, "cpu", 0, "cores for the session's sandbox, within the profile's policy")
+	f.IntVar(&memoryMB, "memory", 0, "MiB of memory for the session's sandbox, within the profile's policy")
 	return cmd
+}
+
+func (a *app) sessionsEditCommand() *cobra.Command {
+	var name string
+	var labels map[string]string
+	var unlabel []string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:               "edit SESSION",
+		Aliases:           []string{"update"},
+		Short:             "Rename a session, change its labels or set its lifetime from now",
+		Args:              exactArgs(1),
+		ValidArgsFunction: a.sessionArgs(false),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			var patch client.SessionPatch
+			if f.Changed("name") {
+				patch.Name = &name
+			}
+			if len(labels) > 0 || len(unlabel) > 0 {
+				m := map[string]*string{}
+				for k, v := range labels {
+					m[k] = &v
+				}
+				for _, k := range unlabel {
+					if _, set := labels[k]; set {
+						return usagef("label %q is both set and removed", k)
+					}
+					m[k] = nil
+				}
+				patch.Labels = &m
+			}
+			if f.Changed("timeout") {
+				secs, err := wholeSeconds("--timeout", timeout)
+				if err != nil {
+					return err
+				}
+				patch.TimeoutS = &secs
+			}
+			if patch == (client.SessionPatch{}) {
+				return usagef("nothing to change: give --name, --label, --unlabel or --timeout")
+			}
+			c, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			id, err := resolveSession(cmd.Context(), c, args[0], "")
+			if err != nil {
+				return err
+			}
+			s, err := c.UpdateSession(cmd.Context(), id, patch)
+			if err != nil {
+				return err
+			}
+			if a.structured() {
+				return a.print(s)
+			}
+			_, err = fmt.Fprintln(a.env.stdout, s.Id)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&name, "name", "", "the session's new name (\"\" clears it)")
+	f.StringToStringVarP(&labels, "label", "l", nil, "labels to set, key=value (repeat or separate with commas)")
+	f.StringSliceVar(&unlabel, "unlabel", nil, "labels to remove, by key (repeat or separate with commas)")
+	f.DurationVar(&timeout, "timeout", 0, "end the session this long from now (e.g. 1h; 0 removes its lifetime)")
+	return cmd
+}
+
+// wholeSeconds is d in whole seconds for a *_s field; flag names the option in the error.
+func wholeSeconds(flag string, d time.Duration) (int, error) {
+	if d < 0 || d%time.Second != 0 {
+		return 0, usagef("%s takes a whole number of seconds, like 90s or 2h, not %s", flag, d)
+	}
+	return int(d / time.Second), nil
+}
+
+// selectors is labels as the API's label selectors (key=value), sorted by key.
+func selectors(labels map[string]string) []string {
+	sel := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		sel = append(sel, k+"="+labels[k])
+	}
+	return sel
 }
 
 func (a *app) sessionsRemoveCommand() *cobra.Command {
@@ -207,14 +323,4 @@ func labelList(labels map[string]string) string {
 		pairs = append(pairs, k+"="+labels[k])
 	}
 	return strings.Join(pairs, ",")
-}
-
-// hasLabels reports whether labels has every key of want with its value.
-func hasLabels(labels, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }

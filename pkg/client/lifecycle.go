@@ -47,3 +47,12 @@ func (c *Client) DeleteSnapshot(ctx context.Context, snapshotID string, editors 
 func (c *Client) PortLink(ctx context.Context, sessionID string, port int, req PortLinkRequest, editors ...RequestEditorFn) (*PortLink, error) {
 	return want[PortLink](http.StatusCreated)(c.Raw.CreatePortLink(ctx, sessionID, port, nil, req, editors...))
 }
+
+// UpdateSession renames, relabels or sets the lifetime of a session (PATCH
+// /v1/sessions/{id}, a JSON merge patch, RFC 7396) and answers the session as it is now.
+// patch.Name "" clears the name; a nil value in patch.Labels removes that label; patch.TimeoutS
+// ends the session that many seconds from now (0: no lifetime). Another principal's session
+// is 404.
+func (c *Client) UpdateSession(ctx context.Context, sessionID string, patch SessionPatch, editors ...RequestEditorFn) (*Session, error) {
+	return want[Session](http.StatusOK)(c.Raw.UpdateSessionWithApplicationMergePatchPlusJSONBody(ctx, sessionID, nil, patch, editors...))
+}
