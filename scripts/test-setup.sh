@@ -12,7 +12,10 @@
 #      suites that will skip;
 #   2. a running Docker engine and the sandbox image (scripts/docker-setup.sh);
 #   3. the kube-apiserver and etcd test binaries (scripts/kube-setup.sh; about 20 CPU-minutes
-#      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube);
+#      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube), and as root
+#      the binaries of a real single-node cluster (kube-setup.sh --node: kubelet, scheduler,
+#      controller manager, cri-dockerd, the agent-sandbox controller, a pause image; about 25
+#      CPU-minutes more the first time) with SANDGATE_KUBE_NODE=1 exported;
 #   4. the node_modules of the small node projects that drive the cloud fakes and /mcp with
 #      the vendors' official SDKs, and of the TypeScript client (clients/typescript, built and
 #      tested live by its Go test) (npm ci from their package-lock.json, npm's cache under
@@ -23,6 +26,7 @@
 # CI=true, where it fails: CI must run every suite.
 #
 # Environment: SANDGATE_SKIP_SETUP=1 (do nothing), SANDGATE_SKIP_KUBE=1 (leave out step 3),
+# SANDGATE_SKIP_KUBE_NODE=1 (leave out the real node of step 3),
 # SANDGATE_SKIP_DOCKER=1 (leave out step 2), and those of the scripts it runs.
 #
 # Usage: eval "$(scripts/test-setup.sh)"
@@ -126,6 +130,24 @@ else
   fi
   if ! scripts/kube-setup.sh; then
     fail_or_skip "the kube-apiserver test binaries could not be built (see above): the Kubernetes suites will skip"
+  fi
+  # The real single-node cluster (kubelet, scheduler, controller manager, cri-dockerd, the
+  # agent-sandbox controller; internal/testutil/kubenode) needs root: its network namespace,
+  # cgroups and mounts. SANDGATE_KUBE_NODE=1 makes the kubernetes provider's TestNode* run
+  # on it (and fail, never skip, when it cannot start).
+  if [ "${SANDGATE_SKIP_KUBE_NODE:-}" = 1 ]; then
+    log "SANDGATE_SKIP_KUBE_NODE=1: the kubernetes tests on a real node will skip"
+  elif [ "$(id -u)" = 0 ]; then
+    if ! ls "$kube_cache"/*/kubelet >/dev/null 2>&1; then
+      log "building the node's binaries (kubelet, scheduler, controller manager, cri-dockerd, agent-sandbox): about 25 CPU-minutes the first time (cached in $kube_cache; SANDGATE_SKIP_KUBE_NODE=1 leaves them out)"
+    fi
+    if scripts/kube-setup.sh --node; then
+      echo "export SANDGATE_KUBE_NODE=1"
+    else
+      fail_or_skip "the node's binaries could not be built (see above): the kubernetes tests on a real node will skip"
+    fi
+  else
+    fail_or_skip "the kubernetes tests on a real node need root (network namespace, cgroups, mounts): they will skip"
   fi
 fi
 
