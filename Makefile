@@ -16,7 +16,7 @@ run: build
 ## against real components; the summary at the end lists each skipped test and why
 test:
 	@exports=$$(scripts/test-setup.sh) && eval "$$exports" && \
-	  $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- -count=1 -timeout 20m ./...
+	  $(GO) tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- -count=1 -timeout 30m ./...
 
 ## VERSION is stamped into the gateway (`gateway version`, /healthz): the git description of
 ## the checkout, or "dev" outside git. Override: make build VERSION=1.2.3
