@@ -162,19 +162,19 @@ func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) 
 // submit makes the execution's request and job and hands them to the route New chose.
 func (xs *executions) submit(ctx context.Context, p principal.Principal, sess store.Session, prof *Profile, ephemeral bool, in ExecInput) (Outcome, error) {
 	s := xs.s
-	req, err := s.runs.request(p, sess, prof, ephemeral, in)
+	req, err := xs.request(p, sess, prof, ephemeral, in)
 	if err != nil {
 		return Outcome{}, err
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attrTask.String(req.TaskID), attrOp.String(req.Operation))
 	broker.InjectTrace(ctx, &req)
-	j := s.runs.newJob(req, prof, sess)
+	j := xs.newJob(req, prof, sess)
 	j.viaDefault, j.started = isDefault(in.SessionID), in.Started
 	wait := s.waitTimeout()
 	if in.Wait != nil {
 		wait = *in.Wait
 	}
-	return s.runs.route.dispatch(ctx, j, wait)
+	return xs.route.dispatch(ctx, j, wait)
 }
 
 // request is the execution in asks for, as every route carries it (broker.Request, with its
@@ -190,7 +190,7 @@ func (xs *executions) request(p principal.Principal, sess store.Session, prof *P
 			WithHint("start background processes in a session (POST /v1/sessions/{id}/commands)", "start background processes in a session")
 	}
 	req := broker.Request{
-		TaskID: s.newID(), SessionID: sess.ID, Ephemeral: ephemeral, Profile: prof.Name, Operation: OpExecuteCommand, Principal: p,
+		TaskID: xs.newID(), SessionID: sess.ID, Ephemeral: ephemeral, Profile: prof.Name, Operation: OpExecuteCommand, Principal: p,
 		Command: in.Command, Env: sessionEnv(sess.Env, in.Env), Dir: in.Cwd, Stdin: in.Stdin, Base64: in.Base64,
 		StdinOpen: in.StdinOpen, Background: in.Background,
 	}
@@ -200,7 +200,7 @@ func (xs *executions) request(p principal.Principal, sess store.Session, prof *P
 	if in.PTY != nil {
 		req.PTYRows, req.PTYCols = in.PTY.Rows, in.PTY.Cols
 	}
-	if err := s.runs.checkProgram(prof, &req, in); err != nil {
+	if err := xs.checkProgram(prof, &req, in); err != nil {
 		return broker.Request{}, err
 	}
 	warnings, err := s.profiles.Checks(prof, p)
@@ -211,7 +211,7 @@ func (xs *executions) request(p principal.Principal, sess store.Session, prof *P
 	req.TimeoutMS = execTimeout(prof, in).Milliseconds()
 	req.Task = store.Task{
 		ID: req.TaskID, SessionID: sess.ID, OwnerID: p.ID, Profile: prof.Name, Operation: req.Operation,
-		Status: TaskPending, RunnerID: s.runnerID, SubmittedAt: s.now(), Program: req.Command + req.Code,
+		Status: TaskPending, RunnerID: xs.runnerID, SubmittedAt: s.now(), Program: req.Command + req.Code,
 		Background: in.Background, Interactive: in.StdinOpen || in.PTY != nil, APIKeyID: p.APIKeyID,
 	}
 	return req, nil
@@ -222,7 +222,7 @@ func (xs *executions) request(p principal.Principal, sess store.Session, prof *P
 // code run outside a context to python.
 func (xs *executions) checkProgram(prof *Profile, req *broker.Request, in ExecInput) error {
 	s := xs.s
-	spec := s.runs.specOf(*req)
+	spec := xs.specOf(*req)
 	if in.PTY != nil {
 		spec.PTY = &providers.TermSize{Rows: in.PTY.Rows, Cols: in.PTY.Cols} // checked as given
 	}

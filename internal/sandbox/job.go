@@ -64,7 +64,7 @@ type jobAnswer struct {
 // newJob is the job of request req on profile prof in session sess (as last read).
 func (xs *executions) newJob(req broker.Request, prof *Profile, sess store.Session) *execJob {
 	s := xs.s
-	return &execJob{s: s, req: req, prof: prof, sess: sess, spec: s.runs.specOf(req), answer: make(chan jobAnswer, 1)}
+	return &execJob{s: s, req: req, prof: prof, sess: sess, spec: xs.specOf(req), answer: make(chan jobAnswer, 1)}
 }
 
 // specOf is the program request req runs, for a provider.
@@ -130,7 +130,7 @@ func (j *execJob) run(ctx context.Context) {
 		endSpan(span, j.err)
 		defer j.reply()
 		if j.abandoned {
-			s.forgetCancelled(j.req.Task.ID)
+			s.runs.forgetCancelled(j.req.Task.ID)
 			return
 		}
 		if rec := recover(); rec != nil {
@@ -149,7 +149,7 @@ func (j *execJob) run(ctx context.Context) {
 			s.obs.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, s.since(began))
 		}
 		s.upkeep.KeepWithin(j.req.Principal.ID, s.quota.RetainedOutputBytes(j.req.Principal), completion.OutputBytes)
-		s.forgetCancelled(j.req.Task.ID)
+		s.runs.forgetCancelled(j.req.Task.ID)
 		if j.live != nil {
 			j.live.finish(j.result, j.err)
 		}
@@ -159,10 +159,10 @@ func (j *execJob) run(ctx context.Context) {
 	case err != nil:
 		j.err = err
 		completion.Status, completion.Error, completion.ErrorType = TaskFailed, err.Error(), string(fault.KindOf(err))
-		j.refused = isRefusal(err) && !s.wasCancelled(j.req.Task.ID)
-		if s.wasCancelled(j.req.Task.ID) {
+		j.refused = isRefusal(err) && !s.runs.wasCancelled(j.req.Task.ID)
+		if s.runs.wasCancelled(j.req.Task.ID) {
 			completion.Status, completion.ErrorType = TaskCancelled, "cancelled"
-			completion.Error = s.cancelReason(j.req.Task.ID)
+			completion.Error = s.runs.cancelReason(j.req.Task.ID)
 		} else if ctx.Err() != nil && j.req.Delivered {
 			j.abandoned = true // another worker will run it again
 		} else if ctx.Err() != nil && errors.Is(err, fault.ErrLeftRunning) {
@@ -179,7 +179,7 @@ func (j *execJob) run(ctx context.Context) {
 			execute.TrimToRecord(res, s.resultLimit())
 		}
 		j.result = res
-		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.req.Task.Operation, j.spec.Timeout.Seconds()), s.cancelReason(j.req.Task.ID))
+		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.req.Task.Operation, j.spec.Timeout.Seconds()), s.runs.cancelReason(j.req.Task.ID))
 	}
 }
 
@@ -281,7 +281,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	}
 	return s.runs.resultOf(ended{
 		st: final, err: err, elapsed: s.since(start), out: out, base64: j.req.Base64,
-		cancelled:  ctx.Err() != nil && s.wasCancelled(j.req.Task.ID),
+		cancelled:  ctx.Err() != nil && s.runs.wasCancelled(j.req.Task.ID),
 		backstop:   runCtx.Err() != nil && ctx.Err() == nil,
 		unanswered: unanswered, timeout: spec.Timeout,
 		sessionID: j.sess.ID, taskID: j.req.Task.ID, notice: notice, warnings: j.req.Warnings, context: spec.Context,

@@ -44,10 +44,11 @@ type (
 )
 
 // parkOptions are the park room's over s's store and rooms, with the lease and the session
-// paths it needs as functions (composition: New builds the room with them).
-func parkOptions(s *Service) park.Options {
+// paths it needs as functions, and newID for the ids it makes (composition: New builds the
+// room with them).
+func parkOptions(s *Service, newID func() string) park.Options {
 	return park.Options{
-		Store: s.store, Profiles: s.profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: s.newID, Log: s.log,
+		Store: s.store, Profiles: s.profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: newID, Log: s.log,
 		Resolve: s.sessions.Resolve, Visible: s.sessions.Visible, LockSession: s.sessions.Lock, DestroyBackend: s.sessions.DestroyBackend,
 		Hold: func(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (store.Session, func(), error) {
 			l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachNone, noWake: true})
