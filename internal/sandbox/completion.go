@@ -32,7 +32,7 @@ func (xs *executions) recordCompletion(ctx context.Context, id string, c store.C
 	s := xs.s
 	at := s.now()
 	c.ReplacesLost = true
-	ok, err := s.store.FinishTask(ctx, id, c, at, s.ttl())
+	ok, err := s.store.FinishTask(ctx, id, c, at, s.cfg.ResponseTTL)
 	if err == nil {
 		if !ok {
 			s.log.Info("task had already finished (cancelled)", "task_id", id)
@@ -64,7 +64,7 @@ func (xs *executions) recordCompletion(ctx context.Context, id string, c store.C
 			case <-t.C():
 			}
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionAttemptTimeout)
-			_, err := s.store.FinishTask(actx, id, c, at, s.ttl())
+			_, err := s.store.FinishTask(actx, id, c, at, s.cfg.ResponseTTL)
 			cancel()
 			if err == nil {
 				s.log.Info("task completion recorded after the response store came back", "task_id", id, "attempts", attempt)
@@ -107,7 +107,7 @@ func (xs *executions) spoolCompletion(id string, c store.Completion, at time.Tim
 		return false
 	}
 	rec := spoolRecord{
-		Version: 1, TaskID: id, RunnerID: xs.runnerID, FinishedAt: at, TTL: s.ttl(),
+		Version: 1, TaskID: id, RunnerID: xs.runnerID, FinishedAt: at, TTL: s.cfg.ResponseTTL,
 		Status: c.Status, Notice: c.Notice, Error: c.Error, ErrorType: c.ErrorType,
 		SessionID: c.SessionID, Touch: c.Touch, ExitCode: c.ExitCode, DurationMS: c.DurationMS, OutputBytes: c.OutputBytes,
 	}

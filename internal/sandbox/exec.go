@@ -170,7 +170,7 @@ func (xs *executions) submit(ctx context.Context, p principal.Principal, sess st
 	broker.InjectTrace(ctx, &req)
 	j := xs.newJob(req, prof, sess)
 	j.viaDefault, j.started = isDefault(in.SessionID), in.Started
-	wait := s.waitTimeout()
+	wait := s.cfg.WaitTimeout
 	if in.Wait != nil {
 		wait = *in.Wait
 	}
@@ -296,24 +296,14 @@ func failedCompletion(err error) store.Completion {
 	return store.Completion{Status: TaskFailed, Error: err.Error(), ErrorType: string(fault.KindOf(err))}
 }
 
-func (s *Service) waitTimeout() time.Duration { return s.cfg.WaitTimeout }
-
-func (s *Service) ttl() time.Duration { return s.cfg.ResponseTTL }
-
-func (s *Service) maxOutput() int64 { return s.cfg.MaxOutputBytes }
-
-// resultLimit is the serialized size a queued result must fit: the transport's hard message
-// limit, or 0 (none) when results go to the response store only.
-func (s *Service) resultLimit() int { return s.runs.route.resultLimit() }
-
 // OutputLimit is how many bytes of each output stream an execution keeps (head and tail
 // halves; sandbox.max_output_bytes). A transport with a hard message limit may keep less, and
 // says so in the result's notice.
-func (s *Service) OutputLimit() int64 { return s.maxOutput() }
+func (s *Service) OutputLimit() int64 { return s.cfg.MaxOutputBytes }
 
 // WaitTimeout is how long a call waits for its execution, by default, before promoting it to
 // a task (sandbox.broker.wait_timeout; 0 always promotes).
-func (s *Service) WaitTimeout() time.Duration { return s.waitTimeout() }
+func (s *Service) WaitTimeout() time.Duration { return s.cfg.WaitTimeout }
 
 // classifyAs is classify with a message for the unclassified case.
 func classifyAs(err error, kind fault.Kind, msg string) error {

@@ -25,8 +25,6 @@ type FileWritten struct {
 	SHA256    string
 }
 
-func (s *Service) maxFile() int64 { return s.cfg.MaxFileBytes }
-
 // fileSession resolves a session for a file operation and runs the fail-closed checks.
 func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, error) {
 	sess, prof, ephemeral, err := s.sessions.Resolve(ctx, p, id, profile)
@@ -68,8 +66,8 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	if clean == "." {
 		return FileWritten{}, fault.New(fault.Validation, "path must name a file, not the workspace root")
 	}
-	if size > s.maxFile() {
-		return FileWritten{}, fault.New(fault.TooLarge, "file body of %d bytes is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", size, s.maxFile())
+	if size > s.cfg.MaxFileBytes {
+		return FileWritten{}, fault.New(fault.TooLarge, "file body of %d bytes is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", size, s.cfg.MaxFileBytes)
 	}
 	sess, prof, err := s.fileSession(ctx, p, id, profile)
 	if err != nil {
@@ -99,12 +97,12 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	wctx, cancel := context.WithTimeout(ctx, prof.Policy.Timeout)
 	defer cancel()
 	err = s.obs.Call(wctx, prof, "write_file", func(ctx context.Context) (err error) {
-		written, err = sb.WriteFile(ctx, clean, io.TeeReader(body, h), s.maxFile())
+		written, err = sb.WriteFile(ctx, clean, io.TeeReader(body, h), s.cfg.MaxFileBytes)
 		return err
 	})
 	if err != nil {
 		if fault.IsKind(err, fault.TooLarge) {
-			return FileWritten{}, fault.New(fault.TooLarge, "file body is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", s.maxFile())
+			return FileWritten{}, fault.New(fault.TooLarge, "file body is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", s.cfg.MaxFileBytes)
 		}
 		if fault.IsKind(err, fault.Full) {
 			return FileWritten{}, workspaceFull(err, prof)

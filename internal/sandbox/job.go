@@ -78,7 +78,7 @@ func (xs *executions) specOf(req broker.Request) providers.ExecSpec {
 		spec.PTY = &providers.TermSize{Rows: req.PTYRows, Cols: req.PTYCols}
 	}
 	if req.Operation == OpExecuteCode {
-		spec.MaxResultBytes = s.maxOutput() // the results' own budget, as each stream has one
+		spec.MaxResultBytes = s.cfg.MaxOutputBytes // the results' own budget, as each stream has one
 	}
 	return spec
 }
@@ -176,7 +176,7 @@ func (j *execJob) run(ctx context.Context) {
 		}
 	default:
 		if j.req.Delivered {
-			execute.TrimToRecord(res, s.resultLimit())
+			execute.TrimToRecord(res, s.runs.route.resultLimit())
 		}
 		j.result = res
 		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.req.Task.Operation, j.spec.Timeout.Seconds()), s.runs.cancelReason(j.req.Task.ID))
@@ -233,7 +233,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		limit  time.Duration // 0: none
 	)
 	if spec.Timeout > 0 {
-		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout+s.backstop())
+		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout+s.cfg.backstop())
 		limit = spec.Timeout + s.cfg.ExecGrace
 	} else {
 		runCtx, cancel = context.WithCancel(ctx)
@@ -251,7 +251,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		return err
 	}
 	start := s.now()
-	err = s.callWithin(runCtx, limit, prof, "exec", exec)
+	err = s.runs.callWithin(runCtx, limit, prof, "exec", exec)
 	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
 		// The handle was trusted without a round trip and its sandbox could not be reached:
 		// nothing ran. Attach again — the ordinary path, which recreates a vanished sandbox —
@@ -263,7 +263,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		if limit > 0 {
 			limit = max(limit-s.since(start), time.Millisecond)
 		}
-		err = s.callWithin(runCtx, limit, prof, "exec", exec)
+		err = s.runs.callWithin(runCtx, limit, prof, "exec", exec)
 	}
 	unanswered := errors.Is(err, errUnanswered)
 	if unanswered {

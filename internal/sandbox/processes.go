@@ -387,7 +387,7 @@ func (s *Service) GetProcess(ctx context.Context, p principal.Principal, id, pro
 	}
 	t, err := s.GetTask(ctx, p, pid)
 	if fault.KindOf(err) == fault.NotFound || err == nil && (t.SessionID != sess.ID || !t.Background) {
-		return Task{}, fault.New(fault.NotFound, "session '%s' has no background process '%s' (ended ones are kept for %s)", sess.ID, pid, s.ttl())
+		return Task{}, fault.New(fault.NotFound, "session '%s' has no background process '%s' (ended ones are kept for %s)", sess.ID, pid, s.cfg.ResponseTTL)
 	}
 	return t, err
 }

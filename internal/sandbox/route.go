@@ -127,7 +127,7 @@ func (r localRoute) begin(ctx context.Context, j *execJob) error {
 		return refusedBy(begun.Session)
 	}
 	// The insert may have committed with its answer lost: finish that task, if it exists.
-	_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, failedCompletion(err), s.now(), s.ttl())
+	_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, failedCompletion(err), s.now(), s.cfg.ResponseTTL)
 	return classifyAs(err, fault.Broker, "could not record the task")
 }
 
@@ -299,7 +299,7 @@ func (xs *executions) deliveredJob(ctx context.Context, req broker.Request) (*ex
 	prof, ok := s.profiles.Lookup(req.Profile)
 	if !ok {
 		_, err := s.store.FinishTask(ctx, req.TaskID, store.Completion{Status: TaskFailed, ErrorType: string(fault.Config),
-			Error: fmt.Sprintf("unknown sandbox profile '%s' on this worker; workers need the gateway's profiles", req.Profile)}, s.now(), s.ttl())
+			Error: fmt.Sprintf("unknown sandbox profile '%s' on this worker; workers need the gateway's profiles", req.Profile)}, s.now(), s.cfg.ResponseTTL)
 		return nil, err
 	}
 	sess := store.Session{ID: req.SessionID, OwnerID: req.Principal.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope}

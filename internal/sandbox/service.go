@@ -120,7 +120,7 @@ func New(opts Options) (*Service, error) {
 	sessions.Park = s.park // the two rooms use each other: the park room is built with the session room's functions
 	s.upkeep = upkeep.New(upkeep.Options{
 		Store: s.store, Profiles: profiles, RunnerID: runnerID, Hostname: opts.Hostname, LostAfter: s.cfg.LostAfter,
-		SweepInterval: s.cfg.SweepInterval, TaskTTL: s.ttl(), Clock: s.clock, Log: s.log, Hooks: upkeepHooks(s),
+		SweepInterval: s.cfg.SweepInterval, TaskTTL: s.cfg.ResponseTTL, Clock: s.clock, Log: s.log, Hooks: upkeepHooks(s),
 	})
 	s.runs.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.runs.storedEnd, s.clock)
 	return s, nil

@@ -61,7 +61,7 @@ func ownerFilter(p principal.Principal) string {
 func (s *Service) GetTask(ctx context.Context, p principal.Principal, id string) (Task, error) {
 	t, err := s.store.GetTask(ctx, id, ownerFilter(p))
 	if errors.Is(err, store.ErrNotFound) {
-		return Task{}, fault.New(fault.NotFound, "unknown sandbox task '%s' (finished tasks are kept for %s)", id, s.ttl())
+		return Task{}, fault.New(fault.NotFound, "unknown sandbox task '%s' (finished tasks are kept for %s)", id, s.cfg.ResponseTTL)
 	}
 	if err != nil {
 		return Task{}, err
@@ -84,7 +84,7 @@ func (x *executions) taskSummary(ctx context.Context, p principal.Principal, id 
 	s := x.s
 	t, err := s.store.GetTaskSummary(ctx, id, ownerFilter(p))
 	if errors.Is(err, store.ErrNotFound) {
-		return Task{}, fault.New(fault.NotFound, "unknown sandbox task '%s' (finished tasks are kept for %s)", id, s.ttl())
+		return Task{}, fault.New(fault.NotFound, "unknown sandbox task '%s' (finished tasks are kept for %s)", id, s.cfg.ResponseTTL)
 	}
 	if err != nil {
 		return Task{}, err
@@ -185,7 +185,7 @@ func (x *executions) cancelTask(ctx context.Context, p principal.Principal, id, 
 	}
 	if t.Queued && t.Status == TaskPending {
 		// A worker receiving it later skips it.
-		if _, err := s.store.FinishTask(ctx, id, store.Completion{Status: TaskCancelled, Error: reason + " before it started", ErrorType: "cancelled"}, s.now(), s.ttl()); err != nil {
+		if _, err := s.store.FinishTask(ctx, id, store.Completion{Status: TaskCancelled, Error: reason + " before it started", ErrorType: "cancelled"}, s.now(), s.cfg.ResponseTTL); err != nil {
 			return err
 		}
 	}
