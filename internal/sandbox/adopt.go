@@ -84,7 +84,7 @@ func (xs *executions) resume(t store.Task, prof *Profile) {
 	// meanwhile wait for the adopted one's end (the dead replica's place no longer counts).
 	// A sandbox that does not answer at once (a busy engine) is tried again before the task
 	// is given up: only one that is gone, or stays unreachable, makes it lost.
-	l, err := s.lease(ctx, principal.Principal{}, prof, store.Session{ID: t.SessionID}, opts)
+	l, err := s.leases().lease(ctx, principal.Principal{}, prof, store.Session{ID: t.SessionID}, opts)
 	var oe orderErr
 	switch {
 	case ctx.Err() != nil:

@@ -173,7 +173,7 @@ func checkContextOp(prof *Profile, ephemeral bool, op *ContextOp) error {
 // Only a create on a session without a sandbox takes the session lock, to make one — as an
 // execution would: in the session's line, reset if idle, the binding recorded.
 func (s *Service) contextSandbox(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, op ContextOp) (providers.Sandbox, store.Session, error) {
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
+	l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
 	if err != nil && fault.KindOf(err) != fault.Gone {
 		return nil, sess, err
 	}
@@ -189,7 +189,7 @@ func (s *Service) contextSandbox(ctx context.Context, p principal.Principal, pro
 	case ContextRestart, ContextDelete:
 		return nil, sess, fault.New(fault.NotFound, "no context '%s' in session '%s': its sandbox has none yet", op.Name, sess.ID)
 	}
-	made, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
+	made, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
 	if err != nil {
 		return nil, sess, err
 	}

@@ -36,8 +36,9 @@
 //     across replicas (the Store's session lock line: tickets granted in arrival order, taken
 //     and awaited through the lease's takeTurn); reads never wait.
 //   - One lease (lease.go): every operation that reaches a session's sandbox takes it through
-//     Service.lease — its place in the session's order, the session re-read, woken or
-//     restored, reset if idle, attached or created, the binding recorded — and releases it.
+//     the lease room (leases.lease) — its place in the session's order, the session re-read,
+//     woken or restored, reset if idle, attached or created, the binding recorded — and
+//     releases it.
 //   - Activity: an operation touches the session when it starts and when it ends, and a
 //     session with an unfinished task is never idle.
 //   - Every execution is recorded as a task; one that outlives its wait is promoted and the

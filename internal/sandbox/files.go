@@ -88,7 +88,7 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 		}
 		s.account.Record(ctx, p, e)
 	}()
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
+	l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
 	if err != nil {
 		return FileWritten{}, err
 	}
@@ -137,7 +137,7 @@ func (s *Service) readable(ctx context.Context, p principal.Principal, id, profi
 	if err != nil {
 		return nil, false, err
 	}
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
+	l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
 	if fault.KindOf(err) == fault.Gone {
 		return nil, false, nil
 	}
@@ -272,7 +272,7 @@ func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, pro
 		}
 		s.account.Record(ctx, p, e)
 	}()
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachAttach})
+	l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachAttach})
 	if fault.KindOf(err) == fault.Gone {
 		return nil
 	}

@@ -296,7 +296,7 @@ func (j *execJob) withStdin(spec providers.ExecSpec) providers.ExecSpec {
 	return spec
 }
 
-// lease takes the job's session's sandbox (Service.lease): in the job's turn (takeTurn: the
+// lease takes the job's session's sandbox (leases.lease): in the job's turn (takeTurn: the
 // place it took at submission, or, delivered from a queue, one it takes now),
 // the session as it now stands must take the execution — not closed, not paused (a session
 // the profile resumes on use is woken: the notice says so) — or it is refused (refusal);
@@ -309,7 +309,7 @@ func (j *execJob) lease(ctx context.Context) (*Lease, error) {
 		t := turn{task: j.req.TaskID, place: j.place, first: j.turn, sess: j.sess}
 		opts = leaseOpts{order: orderLock, turn: t, reach: reachCreate, bind: bindChanged, refuse: true, resetIdle: true}
 	}
-	l, err := j.s.lease(ctx, j.req.Principal, j.prof, j.sess, opts)
+	l, err := j.s.leases().lease(ctx, j.req.Principal, j.prof, j.sess, opts)
 	if err != nil {
 		return nil, err
 	}

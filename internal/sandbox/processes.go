@@ -222,7 +222,7 @@ func (xs *executions) executionsOf(ctx context.Context, p principal.Principal, t
 	if !sess.PausedAt.IsZero() {
 		order = orderIfParked // woken (or fault.Paused)
 	}
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: order, reach: reachAttach})
+	l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: order, reach: reachAttach})
 	switch {
 	case fault.KindOf(err) == fault.Paused:
 		return nil, nil, err
