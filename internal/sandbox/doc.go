@@ -26,6 +26,14 @@
 //   - upkeep/: heartbeat, outage watch, the sweeps, retained-output trimming.
 //   - clock/, names/, page/: the time port, caller-chosen text checks, paging cursors.
 //
+// In package sandbox itself, room types rather than Service own the rest:
+//   - executions (route.go): the execution route, jobs, followers, completions and their
+//     retry, cancellations (tasks.go), adoption of a stopped runner's tasks (adopt.go), the
+//     guard on provider calls (guard.go); it holds the broker, the runner id and the closing
+//     signal.
+//   - leases (lease.go): the one path to a session's sandbox, and the session's line.
+//   - files (files.go): the session resolution and the read lease of file operations.
+//
 // A room never imports the facade: what it needs of another part of the domain (the lease, a
 // task's cancellation) it is handed as a function at construction.
 //

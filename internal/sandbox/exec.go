@@ -221,12 +221,11 @@ func (xs *executions) request(p principal.Principal, sess store.Session, prof *P
 // default) and checks its program against prof's capabilities, defaulting the language of
 // code run outside a context to python.
 func (xs *executions) checkProgram(prof *Profile, req *broker.Request, in ExecInput) error {
-	s := xs.s
 	spec := xs.specOf(*req)
 	if in.PTY != nil {
 		spec.PTY = &providers.TermSize{Rows: in.PTY.Rows, Cols: in.PTY.Cols} // checked as given
 	}
-	if err := s.pickContext(prof, &spec, in.Context); err != nil {
+	if err := pickContext(prof, &spec, in.Context); err != nil {
 		return err
 	}
 	if req.Operation == OpExecuteCode && spec.Language == "" && spec.Context == "" {

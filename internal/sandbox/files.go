@@ -25,8 +25,17 @@ type FileWritten struct {
 	SHA256    string
 }
 
+// files is the file room: the session resolution and the read lease every file operation
+// (Service.WriteFile, ReadFile, ListFiles, DeleteFile, ...) starts with. Service reaches it with
+// Service.files.
+type files struct{ s *Service }
+
+// files is the file room of s.
+func (s *Service) files() *files { return &files{s: s} }
+
 // fileSession resolves a session for a file operation and runs the fail-closed checks.
-func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, error) {
+func (fs *files) fileSession(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, error) {
+	s := fs.s
 	sess, prof, ephemeral, err := s.sessions.Resolve(ctx, p, id, profile)
 	if err != nil {
 		return store.Session{}, nil, err
@@ -69,7 +78,7 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	if size > s.cfg.MaxFileBytes {
 		return FileWritten{}, fault.New(fault.TooLarge, "file body of %d bytes is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", size, s.cfg.MaxFileBytes)
 	}
-	sess, prof, err := s.fileSession(ctx, p, id, profile)
+	sess, prof, err := s.files().fileSession(ctx, p, id, profile)
 	if err != nil {
 		return FileWritten{}, err
 	}
@@ -132,8 +141,9 @@ func workspaceFull(err error, prof *Profile) error {
 // readable attaches to the session's sandbox for a read, without creating one and without
 // waiting for running work (a paused session is woken, a parked one restored: orderIfParked).
 // ok=false: the session has no sandbox (so no files).
-func (s *Service) readable(ctx context.Context, p principal.Principal, id, profile string) (providers.Sandbox, bool, error) {
-	sess, prof, err := s.fileSession(ctx, p, id, profile)
+func (fs *files) readable(ctx context.Context, p principal.Principal, id, profile string) (providers.Sandbox, bool, error) {
+	s := fs.s
+	sess, prof, err := fs.fileSession(ctx, p, id, profile)
 	if err != nil {
 		return nil, false, err
 	}
@@ -175,7 +185,7 @@ func (s *Service) OpenFile(ctx context.Context, p principal.Principal, id, profi
 	if err != nil {
 		return nil, st, err
 	}
-	sb, ok, err := s.readable(ctx, p, id, profile)
+	sb, ok, err := s.files().readable(ctx, p, id, profile)
 	if err != nil {
 		return nil, st, err
 	}
@@ -233,7 +243,7 @@ func (s *Service) ListFiles(ctx context.Context, p principal.Principal, id, prof
 	if err != nil {
 		return "", nil, err
 	}
-	sb, ok, err := s.readable(ctx, p, id, profile)
+	sb, ok, err := s.files().readable(ctx, p, id, profile)
 	if err != nil {
 		return "", nil, err
 	}
@@ -260,7 +270,7 @@ func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, pro
 	if clean == "." {
 		return fault.New(fault.Validation, "path must name a file, not the workspace root")
 	}
-	sess, prof, err := s.fileSession(ctx, p, id, profile)
+	sess, prof, err := s.files().fileSession(ctx, p, id, profile)
 	if err != nil {
 		return err
 	}
