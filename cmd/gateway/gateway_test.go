@@ -162,7 +162,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	dir := dataDir(t)
 	g := startDev(t, dir, freeAddr(t))
 	out := runWalkthrough(t, dir, g.base, g.token, true)
-	require.Contains(t, out, `event: stdout`+"\n"+`data: {"data":"step 3\n","encoding":"utf-8","offset":14}`, "output streams live")
+	require.Contains(t, out, `event: stdout`+"\n"+`data: {"data":"step 3\n","encoding":"utf-8","offset":14,"stream":"stdout"}`, "output streams live")
 	require.DirExists(t, filepath.Join(dir, "state", "spool"), "dev keeps its completion spool in its data folder")
 }
 

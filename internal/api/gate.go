@@ -303,10 +303,12 @@ func quoteAll(names []string) string {
 }
 
 // structuredUpload refuses a raw upload declared as structured data — JSON (application/json,
-// any +json), a form (application/x-www-form-urlencoded, multipart/*): a client that sends
-// those has encoded the bytes (a JSON string's quotes, a form's fields), and the file would
-// hold the encoding, not the bytes. ok is false and p a 415 problem naming
-// application/octet-stream for such a body; any other type (or none) is taken as bytes.
+// any +json) or multipart/* (curl -F, browsers' file forms): a client that sends those has
+// encoded the bytes (a JSON string's quotes, a multipart body's boundaries and headers), and
+// the file would hold the encoding, not the bytes. ok is false and p a 415 problem naming
+// application/octet-stream for such a body; any other type (or none) is taken as bytes —
+// application/x-www-form-urlencoded too: it is what `curl --data-binary @file` declares by
+// default while sending the file's bytes unchanged, the most common way to upload from a shell.
 func structuredUpload(r *http.Request) (p Problem, ok bool) {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
@@ -318,7 +320,7 @@ func structuredUpload(r *http.Request) (p Problem, ok bool) {
 	}
 	mt = strings.ToLower(mt)
 	switch {
-	case mt == "application/json", strings.HasSuffix(mt, "+json"), mt == "application/x-www-form-urlencoded", strings.HasPrefix(mt, "multipart/"):
+	case mt == "application/json", strings.HasSuffix(mt, "+json"), strings.HasPrefix(mt, "multipart/"):
 	default:
 		return Problem{}, true
 	}

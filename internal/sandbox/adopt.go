@@ -22,7 +22,8 @@ const adoptLimit = 100
 // survives its gateway"). Only session tasks of agent-mode profiles are adopted: a per_call
 // sandbox goes with its call, and acting as a user needs the user's own request. What is not
 // adopted is left to MarkLostTasks.
-func (s *Service) adoptOrphans(ctx context.Context, staleBefore time.Time) {
+func (x *executions) adoptOrphans(ctx context.Context, staleBefore time.Time) {
+	s := x.s
 	tasks, err := s.store.OrphanedTasks(ctx, staleBefore, adoptLimit)
 	if err != nil {
 		s.log.Warn("listing the tasks of stopped runners failed", "err", err)
@@ -33,15 +34,15 @@ func (s *Service) adoptOrphans(ctx context.Context, staleBefore time.Time) {
 		if prof == nil || prof.Scope == ScopePerCall || prof.IdentityMode == IdentityUser {
 			continue
 		}
-		ok, err := s.store.AdoptTask(ctx, t.ID, s.runnerID, staleBefore)
+		ok, err := s.store.AdoptTask(ctx, t.ID, x.runnerID, staleBefore)
 		if err != nil || !ok {
 			continue
 		}
 		s.log.Info("adopting a task of a stopped runner", "task_id", t.ID, "runner", t.RunnerID, "session_id", t.SessionID)
-		s.runs.adopting.Add(1)
+		x.adopting.Add(1)
 		go func() {
-			defer s.runs.adopting.Done()
-			s.runs.resume(t, prof)
+			defer x.adopting.Done()
+			x.resume(t, prof)
 		}()
 	}
 }
@@ -55,13 +56,13 @@ func (xs *executions) resume(t store.Task, prof *Profile) {
 	defer cancel()
 	go func() {
 		select {
-		case <-s.closing:
+		case <-xs.closing:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	lost := func(why string) {
-		s.runs.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
+		xs.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
 			Error: "the gateway process running this task stopped before it finished (runner " + t.RunnerID + "), and " + why})
 	}
 	// A paused sandbox is frozen, its sandboxd too: follow the task once it runs again.
@@ -76,14 +77,14 @@ func (xs *executions) resume(t store.Task, prof *Profile) {
 	if t.Background {
 		// A background process gave its session's line up when it started; it counts as
 		// use of its session while it runs.
-		go s.runs.keepTouched(ctx, t.SessionID, prof.IdleTimeout)
+		go xs.keepTouched(ctx, t.SessionID, prof.IdleTimeout)
 		opts.order = orderReread
 	}
 	// Else the session's lock, as for an execution that runs here: executions submitted
 	// meanwhile wait for the adopted one's end (the dead replica's place no longer counts).
 	// A sandbox that does not answer at once (a busy engine) is tried again before the task
 	// is given up: only one that is gone, or stays unreachable, makes it lost.
-	l, err := s.lease(ctx, principal.Principal{}, prof, store.Session{ID: t.SessionID}, opts)
+	l, err := s.leases().lease(ctx, principal.Principal{}, prof, store.Session{ID: t.SessionID}, opts)
 	var oe orderErr
 	switch {
 	case ctx.Err() != nil:
@@ -103,8 +104,8 @@ func (xs *executions) resume(t store.Task, prof *Profile) {
 		lost("provider " + prof.Provider.Type() + " does not hold executions for another gateway")
 		return
 	}
-	live := s.runs.kept.start(t.ID)
-	s.runs.followToEnd(ctx, t, sb, live, adoptedNotice, lost)
+	live := xs.kept.start(t.ID)
+	xs.followToEnd(ctx, t, sb, live, adoptedNotice, lost)
 }
 
 // adoptAttachWait bounds the pauses between attempts to reach an adopted task's sandbox

@@ -32,7 +32,7 @@ func (xs *executions) recordCompletion(ctx context.Context, id string, c store.C
 	s := xs.s
 	at := s.now()
 	c.ReplacesLost = true
-	ok, err := s.store.FinishTask(ctx, id, c, at, s.ttl())
+	ok, err := s.store.FinishTask(ctx, id, c, at, s.cfg.ResponseTTL)
 	if err == nil {
 		if !ok {
 			s.log.Info("task had already finished (cancelled)", "task_id", id)
@@ -44,19 +44,19 @@ func (xs *executions) recordCompletion(ctx context.Context, id string, c store.C
 	// own (with its own retries), and the completion retried without it.
 	s.store.ReleaseTurn(c.Unlock)
 	c.Unlock = store.Place{}
-	spooled := s.runs.spoolCompletion(id, c, at)
-	s.runs.retrying.Add(1)
+	spooled := xs.spoolCompletion(id, c, at)
+	xs.retrying.Add(1)
 	go func() {
-		defer s.runs.retrying.Done()
+		defer xs.retrying.Done()
 		delay := completionRetryMin
 		for attempt := 2; ; attempt++ {
 			t := s.clock.NewTimer(delay)
 			select {
-			case <-s.closing:
+			case <-xs.closing:
 				t.Stop()
 				if spooled {
 					s.log.Warn("task completion not recorded yet: the gateway stopped while the response store was unavailable; it waits in the spool for the next gateway",
-						"task_id", id, "attempts", attempt-1, "spool", s.runs.spool.Dir())
+						"task_id", id, "attempts", attempt-1, "spool", xs.spool.Dir())
 				} else {
 					s.log.Error("task completion not recorded: the gateway stopped while the response store was unavailable", "task_id", id, "attempts", attempt-1)
 				}
@@ -64,12 +64,12 @@ func (xs *executions) recordCompletion(ctx context.Context, id string, c store.C
 			case <-t.C():
 			}
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionAttemptTimeout)
-			_, err := s.store.FinishTask(actx, id, c, at, s.ttl())
+			_, err := s.store.FinishTask(actx, id, c, at, s.cfg.ResponseTTL)
 			cancel()
 			if err == nil {
 				s.log.Info("task completion recorded after the response store came back", "task_id", id, "attempts", attempt)
 				if spooled {
-					s.runs.unspool(id)
+					xs.unspool(id)
 				}
 				return
 			}
@@ -103,11 +103,11 @@ type spoolRecord struct {
 // then lives in this process only.
 func (xs *executions) spoolCompletion(id string, c store.Completion, at time.Time) bool {
 	s := xs.s
-	if s.runs.spool == nil {
+	if xs.spool == nil {
 		return false
 	}
 	rec := spoolRecord{
-		Version: 1, TaskID: id, RunnerID: s.runnerID, FinishedAt: at, TTL: s.ttl(),
+		Version: 1, TaskID: id, RunnerID: xs.runnerID, FinishedAt: at, TTL: s.cfg.ResponseTTL,
 		Status: c.Status, Notice: c.Notice, Error: c.Error, ErrorType: c.ErrorType,
 		SessionID: c.SessionID, Touch: c.Touch, ExitCode: c.ExitCode, DurationMS: c.DurationMS, OutputBytes: c.OutputBytes,
 	}
@@ -119,21 +119,21 @@ func (xs *executions) spoolCompletion(id string, c store.Completion, at time.Tim
 		b, err = json.Marshal(rec)
 	}
 	if err == nil {
-		err = s.runs.spool.Put(id, b)
+		err = xs.spool.Put(id, b)
 	}
 	if err != nil {
 		s.log.Error("keeping a task completion in the spool failed: it waits in memory only, and is lost if this gateway stops before the response store answers again",
-			"task_id", id, "spool", s.runs.spool.Dir(), "bytes", len(b), "err", err)
+			"task_id", id, "spool", xs.spool.Dir(), "bytes", len(b), "err", err)
 		return false
 	}
-	s.log.Info("task completion kept in the spool until the response store takes it", "task_id", id, "spool", s.runs.spool.Dir())
+	s.log.Info("task completion kept in the spool until the response store takes it", "task_id", id, "spool", xs.spool.Dir())
 	return true
 }
 
 // unspool removes task id's record from the spool once the store has its completion.
 func (xs *executions) unspool(id string) {
 	s := xs.s
-	if err := s.runs.spool.Remove(id); err != nil {
+	if err := xs.spool.Remove(id); err != nil {
 		s.log.Warn("removing a recorded completion from the spool failed; the next pass records it again, which changes nothing", "task_id", id, "err", err)
 	}
 }
@@ -147,20 +147,21 @@ func (xs *executions) unspool(id string) {
 // reported lost while its completion waited here ends as it really did. It stops at the
 // first store error (the store is still unavailable; the next pass tries again). Maintain
 // runs it when it starts, before its first sweep, and before every sweep after.
-func (s *Service) recordSpooled(ctx context.Context) {
-	if s.runs.spool == nil {
+func (x *executions) recordSpooled(ctx context.Context) {
+	s := x.s
+	if x.spool == nil {
 		return
 	}
-	ids, err := s.runs.spool.IDs()
+	ids, err := x.spool.IDs()
 	if err != nil {
-		s.log.Warn("reading the completion spool failed", "spool", s.runs.spool.Dir(), "err", err)
+		s.log.Warn("reading the completion spool failed", "spool", x.spool.Dir(), "err", err)
 		return
 	}
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return
 		}
-		if err := s.runs.recordSpooledOne(ctx, id); err != nil {
+		if err := x.recordSpooledOne(ctx, id); err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("recording the spooled completions failed; trying again with the next sweep", "task_id", id, "err", err)
 			}
@@ -172,17 +173,17 @@ func (s *Service) recordSpooled(ctx context.Context) {
 // recordSpooledOne records spool record id; an error means the store failed.
 func (xs *executions) recordSpooledOne(ctx context.Context, id string) error {
 	s := xs.s
-	b, err := s.runs.spool.Get(id)
+	b, err := xs.spool.Get(id)
 	if err != nil {
 		return nil // recorded and removed meanwhile (by this process's retry, or another process)
 	}
 	var rec spoolRecord
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Version != 1 || rec.TaskID != id {
 		// Kept for the operator to look at (said once per process): no record this gateway wrote.
-		if _, said := s.runs.badSpool.LoadOrStore(id, struct{}{}); said {
+		if _, said := xs.badSpool.LoadOrStore(id, struct{}{}); said {
 			return nil
 		}
-		s.log.Error("a spool record is no completion this gateway can read; left in place", "task_id", id, "spool", s.runs.spool.Dir(),
+		s.log.Error("a spool record is no completion this gateway can read; left in place", "task_id", id, "spool", xs.spool.Dir(),
 			"version", rec.Version, "err", err)
 		return nil
 	}
@@ -211,22 +212,22 @@ func (xs *executions) recordSpooledOne(ctx context.Context, id string) error {
 		default:
 			s.log.Info("a spooled completion's task had finished otherwise; dropped", "task_id", id)
 		}
-		s.runs.unspool(id)
+		xs.unspool(id)
 		return nil
 	}
 	s.log.Info("spooled task completion recorded", "task_id", id, "status", rec.Status, "runner", rec.RunnerID)
-	s.runs.unspool(id)
+	xs.unspool(id)
 	return nil
 }
 
 // stopRetries gives completions still being retried until ctx ends, then stops them.
-func (s *Service) stopRetries(ctx context.Context) {
+func (x *executions) stopRetries(ctx context.Context) {
 	done := make(chan struct{})
-	go func() { s.runs.retrying.Wait(); close(done) }()
+	go func() { x.retrying.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
 	}
-	s.closeOnce.Do(func() { close(s.closing) })
+	x.closeOnce.Do(func() { close(x.closing) })
 	<-done
 }

@@ -20,7 +20,7 @@ var contextName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$`)
 // execution).
 // Errors: fault.Validation for a context on a command or a malformed name;
 // fault.Capability when the profile's provider keeps no state.
-func (s *Service) pickContext(prof *Profile, spec *providers.ExecSpec, named string) error {
+func pickContext(prof *Profile, spec *providers.ExecSpec, named string) error {
 	if named == "" {
 		// The default context is a Python one (seed 004's runtime); bash code runs in a fresh
 		// shell unless it names a context.
@@ -100,7 +100,7 @@ func (s *Service) Contexts(ctx context.Context, p principal.Principal, id, profi
 	if _, err := s.profiles.Checks(prof, p); err != nil {
 		return nil, err
 	}
-	sb, sess, err := s.contextSandbox(ctx, p, prof, sess, op)
+	sb, sess, err := s.leases().contextSandbox(ctx, p, prof, sess, op)
 	if err != nil {
 		return nil, err
 	}
@@ -172,8 +172,8 @@ func checkContextOp(prof *Profile, ephemeral bool, op *ContextOp) error {
 // caller frees a context stuck in one): with a sandbox in place they go straight to it.
 // Only a create on a session without a sandbox takes the session lock, to make one — as an
 // execution would: in the session's line, reset if idle, the binding recorded.
-func (s *Service) contextSandbox(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, op ContextOp) (providers.Sandbox, store.Session, error) {
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
+func (ls *leases) contextSandbox(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, op ContextOp) (providers.Sandbox, store.Session, error) {
+	l, err := ls.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
 	if err != nil && fault.KindOf(err) != fault.Gone {
 		return nil, sess, err
 	}
@@ -189,7 +189,7 @@ func (s *Service) contextSandbox(ctx context.Context, p principal.Principal, pro
 	case ContextRestart, ContextDelete:
 		return nil, sess, fault.New(fault.NotFound, "no context '%s' in session '%s': its sandbox has none yet", op.Name, sess.ID)
 	}
-	made, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
+	made, err := ls.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
 	if err != nil {
 		return nil, sess, err
 	}

@@ -26,6 +26,14 @@
 //   - upkeep/: heartbeat, outage watch, the sweeps, retained-output trimming.
 //   - clock/, names/, page/: the time port, caller-chosen text checks, paging cursors.
 //
+// In package sandbox itself, room types rather than Service own the rest:
+//   - executions (route.go): the execution route, jobs, followers, completions and their
+//     retry, cancellations (tasks.go), adoption of a stopped runner's tasks (adopt.go), the
+//     guard on provider calls (guard.go); it holds the broker, the runner id and the closing
+//     signal.
+//   - leases (lease.go): the one path to a session's sandbox, and the session's line.
+//   - files (files.go): the session resolution and the read lease of file operations.
+//
 // A room never imports the facade: what it needs of another part of the domain (the lease, a
 // task's cancellation) it is handed as a function at construction.
 //
@@ -36,8 +44,9 @@
 //     across replicas (the Store's session lock line: tickets granted in arrival order, taken
 //     and awaited through the lease's takeTurn); reads never wait.
 //   - One lease (lease.go): every operation that reaches a session's sandbox takes it through
-//     Service.lease — its place in the session's order, the session re-read, woken or
-//     restored, reset if idle, attached or created, the binding recorded — and releases it.
+//     the lease room (leases.lease) — its place in the session's order, the session re-read,
+//     woken or restored, reset if idle, attached or created, the binding recorded — and
+//     releases it.
 //   - Activity: an operation touches the session when it starts and when it ends, and a
 //     session with an unfinished task is never idle.
 //   - Every execution is recorded as a task; one that outlives its wait is promoted and the

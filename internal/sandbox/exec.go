@@ -162,19 +162,19 @@ func (s *Service) Run(ctx context.Context, p principal.Principal, in ExecInput) 
 // submit makes the execution's request and job and hands them to the route New chose.
 func (xs *executions) submit(ctx context.Context, p principal.Principal, sess store.Session, prof *Profile, ephemeral bool, in ExecInput) (Outcome, error) {
 	s := xs.s
-	req, err := s.runs.request(p, sess, prof, ephemeral, in)
+	req, err := xs.request(p, sess, prof, ephemeral, in)
 	if err != nil {
 		return Outcome{}, err
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attrTask.String(req.TaskID), attrOp.String(req.Operation))
 	broker.InjectTrace(ctx, &req)
-	j := s.runs.newJob(req, prof, sess)
+	j := xs.newJob(req, prof, sess)
 	j.viaDefault, j.started = isDefault(in.SessionID), in.Started
-	wait := s.waitTimeout()
+	wait := s.cfg.WaitTimeout
 	if in.Wait != nil {
 		wait = *in.Wait
 	}
-	return s.runs.route.dispatch(ctx, j, wait)
+	return xs.route.dispatch(ctx, j, wait)
 }
 
 // request is the execution in asks for, as every route carries it (broker.Request, with its
@@ -190,7 +190,7 @@ func (xs *executions) request(p principal.Principal, sess store.Session, prof *P
 			WithHint("start background processes in a session (POST /v1/sessions/{id}/commands)", "start background processes in a session")
 	}
 	req := broker.Request{
-		TaskID: s.newID(), SessionID: sess.ID, Ephemeral: ephemeral, Profile: prof.Name, Operation: OpExecuteCommand, Principal: p,
+		TaskID: xs.newID(), SessionID: sess.ID, Ephemeral: ephemeral, Profile: prof.Name, Operation: OpExecuteCommand, Principal: p,
 		Command: in.Command, Env: sessionEnv(sess.Env, in.Env), Dir: in.Cwd, Stdin: in.Stdin, Base64: in.Base64,
 		StdinOpen: in.StdinOpen, Background: in.Background,
 	}
@@ -200,7 +200,7 @@ func (xs *executions) request(p principal.Principal, sess store.Session, prof *P
 	if in.PTY != nil {
 		req.PTYRows, req.PTYCols = in.PTY.Rows, in.PTY.Cols
 	}
-	if err := s.runs.checkProgram(prof, &req, in); err != nil {
+	if err := xs.checkProgram(prof, &req, in); err != nil {
 		return broker.Request{}, err
 	}
 	warnings, err := s.profiles.Checks(prof, p)
@@ -211,7 +211,7 @@ func (xs *executions) request(p principal.Principal, sess store.Session, prof *P
 	req.TimeoutMS = execTimeout(prof, in).Milliseconds()
 	req.Task = store.Task{
 		ID: req.TaskID, SessionID: sess.ID, OwnerID: p.ID, Profile: prof.Name, Operation: req.Operation,
-		Status: TaskPending, RunnerID: s.runnerID, SubmittedAt: s.now(), Program: req.Command + req.Code,
+		Status: TaskPending, RunnerID: xs.runnerID, SubmittedAt: s.now(), Program: req.Command + req.Code,
 		Background: in.Background, Interactive: in.StdinOpen || in.PTY != nil, APIKeyID: p.APIKeyID,
 	}
 	return req, nil
@@ -221,12 +221,11 @@ func (xs *executions) request(p principal.Principal, sess store.Session, prof *P
 // default) and checks its program against prof's capabilities, defaulting the language of
 // code run outside a context to python.
 func (xs *executions) checkProgram(prof *Profile, req *broker.Request, in ExecInput) error {
-	s := xs.s
-	spec := s.runs.specOf(*req)
+	spec := xs.specOf(*req)
 	if in.PTY != nil {
 		spec.PTY = &providers.TermSize{Rows: in.PTY.Rows, Cols: in.PTY.Cols} // checked as given
 	}
-	if err := s.pickContext(prof, &spec, in.Context); err != nil {
+	if err := pickContext(prof, &spec, in.Context); err != nil {
 		return err
 	}
 	if req.Operation == OpExecuteCode && spec.Language == "" && spec.Context == "" {
@@ -296,24 +295,14 @@ func failedCompletion(err error) store.Completion {
 	return store.Completion{Status: TaskFailed, Error: err.Error(), ErrorType: string(fault.KindOf(err))}
 }
 
-func (s *Service) waitTimeout() time.Duration { return s.cfg.WaitTimeout }
-
-func (s *Service) ttl() time.Duration { return s.cfg.ResponseTTL }
-
-func (s *Service) maxOutput() int64 { return s.cfg.MaxOutputBytes }
-
-// resultLimit is the serialized size a queued result must fit: the transport's hard message
-// limit, or 0 (none) when results go to the response store only.
-func (s *Service) resultLimit() int { return s.runs.route.resultLimit() }
-
 // OutputLimit is how many bytes of each output stream an execution keeps (head and tail
 // halves; sandbox.max_output_bytes). A transport with a hard message limit may keep less, and
 // says so in the result's notice.
-func (s *Service) OutputLimit() int64 { return s.maxOutput() }
+func (s *Service) OutputLimit() int64 { return s.cfg.MaxOutputBytes }
 
 // WaitTimeout is how long a call waits for its execution, by default, before promoting it to
 // a task (sandbox.broker.wait_timeout; 0 always promotes).
-func (s *Service) WaitTimeout() time.Duration { return s.waitTimeout() }
+func (s *Service) WaitTimeout() time.Duration { return s.cfg.WaitTimeout }
 
 // classifyAs is classify with a message for the unclassified case.
 func classifyAs(err error, kind fault.Kind, msg string) error {

@@ -25,10 +25,17 @@ type FileWritten struct {
 	SHA256    string
 }
 
-func (s *Service) maxFile() int64 { return s.cfg.MaxFileBytes }
+// files is the file room: the session resolution and the read lease every file operation
+// (Service.WriteFile, ReadFile, ListFiles, DeleteFile, ...) starts with. Service reaches it with
+// Service.files.
+type files struct{ s *Service }
+
+// files is the file room of s.
+func (s *Service) files() *files { return &files{s: s} }
 
 // fileSession resolves a session for a file operation and runs the fail-closed checks.
-func (s *Service) fileSession(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, error) {
+func (fs *files) fileSession(ctx context.Context, p principal.Principal, id, profile string) (store.Session, *Profile, error) {
+	s := fs.s
 	sess, prof, ephemeral, err := s.sessions.Resolve(ctx, p, id, profile)
 	if err != nil {
 		return store.Session{}, nil, err
@@ -68,10 +75,10 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	if clean == "." {
 		return FileWritten{}, fault.New(fault.Validation, "path must name a file, not the workspace root")
 	}
-	if size > s.maxFile() {
-		return FileWritten{}, fault.New(fault.TooLarge, "file body of %d bytes is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", size, s.maxFile())
+	if size > s.cfg.MaxFileBytes {
+		return FileWritten{}, fault.New(fault.TooLarge, "file body of %d bytes is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", size, s.cfg.MaxFileBytes)
 	}
-	sess, prof, err := s.fileSession(ctx, p, id, profile)
+	sess, prof, err := s.files().fileSession(ctx, p, id, profile)
 	if err != nil {
 		return FileWritten{}, err
 	}
@@ -90,7 +97,7 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 		}
 		s.account.Record(ctx, p, e)
 	}()
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
+	l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true})
 	if err != nil {
 		return FileWritten{}, err
 	}
@@ -99,12 +106,12 @@ func (s *Service) WriteFile(ctx context.Context, p principal.Principal, id, prof
 	wctx, cancel := context.WithTimeout(ctx, prof.Policy.Timeout)
 	defer cancel()
 	err = s.obs.Call(wctx, prof, "write_file", func(ctx context.Context) (err error) {
-		written, err = sb.WriteFile(ctx, clean, io.TeeReader(body, h), s.maxFile())
+		written, err = sb.WriteFile(ctx, clean, io.TeeReader(body, h), s.cfg.MaxFileBytes)
 		return err
 	})
 	if err != nil {
 		if fault.IsKind(err, fault.TooLarge) {
-			return FileWritten{}, fault.New(fault.TooLarge, "file body is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", s.maxFile())
+			return FileWritten{}, fault.New(fault.TooLarge, "file body is over the %d-byte limit (sandbox.max_file_bytes); nothing was written", s.cfg.MaxFileBytes)
 		}
 		if fault.IsKind(err, fault.Full) {
 			return FileWritten{}, workspaceFull(err, prof)
@@ -134,12 +141,13 @@ func workspaceFull(err error, prof *Profile) error {
 // readable attaches to the session's sandbox for a read, without creating one and without
 // waiting for running work (a paused session is woken, a parked one restored: orderIfParked).
 // ok=false: the session has no sandbox (so no files).
-func (s *Service) readable(ctx context.Context, p principal.Principal, id, profile string) (providers.Sandbox, bool, error) {
-	sess, prof, err := s.fileSession(ctx, p, id, profile)
+func (fs *files) readable(ctx context.Context, p principal.Principal, id, profile string) (providers.Sandbox, bool, error) {
+	s := fs.s
+	sess, prof, err := fs.fileSession(ctx, p, id, profile)
 	if err != nil {
 		return nil, false, err
 	}
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
+	l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachAttach})
 	if fault.KindOf(err) == fault.Gone {
 		return nil, false, nil
 	}
@@ -177,7 +185,7 @@ func (s *Service) OpenFile(ctx context.Context, p principal.Principal, id, profi
 	if err != nil {
 		return nil, st, err
 	}
-	sb, ok, err := s.readable(ctx, p, id, profile)
+	sb, ok, err := s.files().readable(ctx, p, id, profile)
 	if err != nil {
 		return nil, st, err
 	}
@@ -235,7 +243,7 @@ func (s *Service) ListFiles(ctx context.Context, p principal.Principal, id, prof
 	if err != nil {
 		return "", nil, err
 	}
-	sb, ok, err := s.readable(ctx, p, id, profile)
+	sb, ok, err := s.files().readable(ctx, p, id, profile)
 	if err != nil {
 		return "", nil, err
 	}
@@ -262,7 +270,7 @@ func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, pro
 	if clean == "." {
 		return fault.New(fault.Validation, "path must name a file, not the workspace root")
 	}
-	sess, prof, err := s.fileSession(ctx, p, id, profile)
+	sess, prof, err := s.files().fileSession(ctx, p, id, profile)
 	if err != nil {
 		return err
 	}
@@ -274,7 +282,7 @@ func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, pro
 		}
 		s.account.Record(ctx, p, e)
 	}()
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachAttach})
+	l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachAttach})
 	if fault.KindOf(err) == fault.Gone {
 		return nil
 	}

@@ -25,15 +25,17 @@ import (
 //     the provider's call is left to end on its own, its later output dropped.
 
 // backstop is when, past the timeout, the provider's context ends.
-func (s *Service) backstop() time.Duration { return s.cfg.ExecGrace * 7 / 10 }
+func (c Settings) backstop() time.Duration { return c.ExecGrace * 7 / 10 }
 
 // errUnanswered is the error of a provider call the gateway stopped waiting for.
 var errUnanswered = errors.New("sandbox: the sandbox did not answer within the execution's timeout and grace")
 
-// callWithin runs f (the provider's execution, through s.call) and returns its error, or
-// errUnanswered once limit has passed without it returning (limit 0: no limit). A call left
-// behind goes on in its goroutine with ctx, which the caller ends; a panic in it is logged.
-func (s *Service) callWithin(ctx context.Context, limit time.Duration, prof *Profile, op string, f func(context.Context) error) error {
+// callWithin runs f (the provider's execution, through the observe room's Call) and returns
+// its error, or errUnanswered once limit has passed without it returning (limit 0: no limit).
+// A call left behind goes on in its goroutine with ctx, which the caller ends; a panic in it
+// is logged.
+func (x *executions) callWithin(ctx context.Context, limit time.Duration, prof *Profile, op string, f func(context.Context) error) error {
+	s := x.s
 	if limit <= 0 {
 		return s.obs.Call(ctx, prof, op, f)
 	}

@@ -64,7 +64,7 @@ type jobAnswer struct {
 // newJob is the job of request req on profile prof in session sess (as last read).
 func (xs *executions) newJob(req broker.Request, prof *Profile, sess store.Session) *execJob {
 	s := xs.s
-	return &execJob{s: s, req: req, prof: prof, sess: sess, spec: s.runs.specOf(req), answer: make(chan jobAnswer, 1)}
+	return &execJob{s: s, req: req, prof: prof, sess: sess, spec: xs.specOf(req), answer: make(chan jobAnswer, 1)}
 }
 
 // specOf is the program request req runs, for a provider.
@@ -78,7 +78,7 @@ func (xs *executions) specOf(req broker.Request) providers.ExecSpec {
 		spec.PTY = &providers.TermSize{Rows: req.PTYRows, Cols: req.PTYCols}
 	}
 	if req.Operation == OpExecuteCode {
-		spec.MaxResultBytes = s.maxOutput() // the results' own budget, as each stream has one
+		spec.MaxResultBytes = s.cfg.MaxOutputBytes // the results' own budget, as each stream has one
 	}
 	return spec
 }
@@ -130,7 +130,7 @@ func (j *execJob) run(ctx context.Context) {
 		endSpan(span, j.err)
 		defer j.reply()
 		if j.abandoned {
-			s.forgetCancelled(j.req.Task.ID)
+			s.runs.forgetCancelled(j.req.Task.ID)
 			return
 		}
 		if rec := recover(); rec != nil {
@@ -149,7 +149,7 @@ func (j *execJob) run(ctx context.Context) {
 			s.obs.ExecutionFinished(j.prof.Name, j.prof.Provider.Type(), completion.Status, s.since(began))
 		}
 		s.upkeep.KeepWithin(j.req.Principal.ID, s.quota.RetainedOutputBytes(j.req.Principal), completion.OutputBytes)
-		s.forgetCancelled(j.req.Task.ID)
+		s.runs.forgetCancelled(j.req.Task.ID)
 		if j.live != nil {
 			j.live.finish(j.result, j.err)
 		}
@@ -159,10 +159,10 @@ func (j *execJob) run(ctx context.Context) {
 	case err != nil:
 		j.err = err
 		completion.Status, completion.Error, completion.ErrorType = TaskFailed, err.Error(), string(fault.KindOf(err))
-		j.refused = isRefusal(err) && !s.wasCancelled(j.req.Task.ID)
-		if s.wasCancelled(j.req.Task.ID) {
+		j.refused = isRefusal(err) && !s.runs.wasCancelled(j.req.Task.ID)
+		if s.runs.wasCancelled(j.req.Task.ID) {
 			completion.Status, completion.ErrorType = TaskCancelled, "cancelled"
-			completion.Error = s.cancelReason(j.req.Task.ID)
+			completion.Error = s.runs.cancelReason(j.req.Task.ID)
 		} else if ctx.Err() != nil && j.req.Delivered {
 			j.abandoned = true // another worker will run it again
 		} else if ctx.Err() != nil && errors.Is(err, fault.ErrLeftRunning) {
@@ -176,10 +176,10 @@ func (j *execJob) run(ctx context.Context) {
 		}
 	default:
 		if j.req.Delivered {
-			execute.TrimToRecord(res, s.resultLimit())
+			execute.TrimToRecord(res, s.runs.route.resultLimit())
 		}
 		j.result = res
-		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.req.Task.Operation, j.spec.Timeout.Seconds()), s.cancelReason(j.req.Task.ID))
+		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded timeout %gs", j.req.Task.Operation, j.spec.Timeout.Seconds()), s.runs.cancelReason(j.req.Task.ID))
 	}
 }
 
@@ -233,7 +233,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		limit  time.Duration // 0: none
 	)
 	if spec.Timeout > 0 {
-		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout+s.backstop())
+		runCtx, cancel = context.WithTimeout(ctx, spec.Timeout+s.cfg.backstop())
 		limit = spec.Timeout + s.cfg.ExecGrace
 	} else {
 		runCtx, cancel = context.WithCancel(ctx)
@@ -251,7 +251,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		return err
 	}
 	start := s.now()
-	err = s.callWithin(runCtx, limit, prof, "exec", exec)
+	err = s.runs.callWithin(runCtx, limit, prof, "exec", exec)
 	if errors.Is(err, providers.ErrUnreached) && ctx.Err() == nil {
 		// The handle was trusted without a round trip and its sandbox could not be reached:
 		// nothing ran. Attach again — the ordinary path, which recreates a vanished sandbox —
@@ -263,7 +263,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		if limit > 0 {
 			limit = max(limit-s.since(start), time.Millisecond)
 		}
-		err = s.callWithin(runCtx, limit, prof, "exec", exec)
+		err = s.runs.callWithin(runCtx, limit, prof, "exec", exec)
 	}
 	unanswered := errors.Is(err, errUnanswered)
 	if unanswered {
@@ -281,7 +281,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	}
 	return s.runs.resultOf(ended{
 		st: final, err: err, elapsed: s.since(start), out: out, base64: j.req.Base64,
-		cancelled:  ctx.Err() != nil && s.wasCancelled(j.req.Task.ID),
+		cancelled:  ctx.Err() != nil && s.runs.wasCancelled(j.req.Task.ID),
 		backstop:   runCtx.Err() != nil && ctx.Err() == nil,
 		unanswered: unanswered, timeout: spec.Timeout,
 		sessionID: j.sess.ID, taskID: j.req.Task.ID, notice: notice, warnings: j.req.Warnings, context: spec.Context,
@@ -296,7 +296,7 @@ func (j *execJob) withStdin(spec providers.ExecSpec) providers.ExecSpec {
 	return spec
 }
 
-// lease takes the job's session's sandbox (Service.lease): in the job's turn (takeTurn: the
+// lease takes the job's session's sandbox (leases.lease): in the job's turn (takeTurn: the
 // place it took at submission, or, delivered from a queue, one it takes now),
 // the session as it now stands must take the execution — not closed, not paused (a session
 // the profile resumes on use is woken: the notice says so) — or it is refused (refusal);
@@ -309,7 +309,7 @@ func (j *execJob) lease(ctx context.Context) (*Lease, error) {
 		t := turn{task: j.req.TaskID, place: j.place, first: j.turn, sess: j.sess}
 		opts = leaseOpts{order: orderLock, turn: t, reach: reachCreate, bind: bindChanged, refuse: true, resetIdle: true}
 	}
-	l, err := j.s.lease(ctx, j.req.Principal, j.prof, j.sess, opts)
+	l, err := j.s.leases().lease(ctx, j.req.Principal, j.prof, j.sess, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -111,7 +111,7 @@ type Lease struct {
 	// snapshot.
 	Healed string
 
-	s       *Service
+	room    *leases // the lease room that took it
 	prof    *Profile
 	pp      providers.Principal
 	opts    leaseOpts
@@ -119,6 +119,13 @@ type Lease struct {
 	made    []string        // per_call sandboxes to destroy at Release
 	ctx     context.Context // the lease's (destroying them outlives its cancellation)
 }
+
+// leases is the lease room: the one path from an operation to its session's sandbox (above).
+// It is Service's, reached with Service.leases; the leases it takes keep it.
+type leases struct{ s *Service }
+
+// leases is the lease room of s.
+func (s *Service) leases() *leases { return &leases{s: s} }
 
 // orderErr marks a failure to take the operation's place (the session lock) or to re-read
 // the session under it: nothing was reached.
@@ -130,8 +137,8 @@ func (e orderErr) Unwrap() error { return e.error }
 // opts say. Errors: the order's (orderErr: the lock, the re-read), wake's (fault.Paused,
 // as a refusal with opts.refuse), reachSandbox's (fault.Gone for a vanished sandbox that is not
 // recreated, else classified under fault.Provision), the binding's.
-func (s *Service) lease(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, opts leaseOpts) (_ *Lease, err error) {
-	l := &Lease{Session: sess, s: s, prof: prof, pp: providerPrincipal(prof, p), opts: opts, release: func() {}, ctx: ctx}
+func (ls *leases) lease(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session, opts leaseOpts) (_ *Lease, err error) {
+	l := &Lease{Session: sess, room: ls, prof: prof, pp: providerPrincipal(prof, p), opts: opts, release: func() {}, ctx: ctx}
 	if opts.agent {
 		l.pp = agentPrincipal
 	}
@@ -167,12 +174,12 @@ func (l *Lease) ordered() bool { return l.opts.order != orderNone && l.opts.orde
 
 // take takes the lease's place among the session's work and re-reads the session.
 func (l *Lease) take(ctx context.Context) error {
-	s, id := l.s, l.Session.ID
+	s, id := l.room.s, l.Session.ID
 	switch l.opts.order {
 	case orderNone:
 		return nil
 	case orderLock:
-		sess, release, err := s.takeTurn(ctx, id, l.opts.turn)
+		sess, release, err := l.room.takeTurn(ctx, id, l.opts.turn)
 		if err != nil {
 			return err
 		}
@@ -196,7 +203,7 @@ func (l *Lease) take(ctx context.Context) error {
 		l.Session = sess
 		return nil
 	}
-	sess, release, err := s.takeTurn(ctx, id, turn{})
+	sess, release, err := l.room.takeTurn(ctx, id, turn{})
 	if err != nil {
 		return err
 	}
@@ -224,7 +231,8 @@ type turn struct {
 // takes a place now and gives it back with release. It returns the session as it stands
 // holding the line (an execution's task marked running). Errors are orderErr; a session
 // destroyed meanwhile is fault.NotFound.
-func (s *Service) takeTurn(ctx context.Context, id string, t turn) (_ store.Session, release func(), err error) {
+func (ls *leases) takeTurn(ctx context.Context, id string, t turn) (_ store.Session, release func(), err error) {
+	s := ls.s
 	gone := func(err error) error {
 		if t.task != "" && errors.Is(err, store.ErrNotFound) {
 			return orderErr{fault.New(fault.NotFound, "sandbox session '%s' was destroyed while this operation waited", id)}
@@ -266,7 +274,7 @@ func (s *Service) takeTurn(ctx context.Context, id string, t turn) (_ store.Sess
 // ready makes the session, holding its place, take the operation: not closed (opts.refuse),
 // woken, reset if idle.
 func (l *Lease) ready(ctx context.Context) error {
-	s, prof, sess := l.s, l.prof, &l.Session
+	s, prof, sess := l.room.s, l.prof, &l.Session
 	if l.opts.refuse && sess.Status == store.SessionClosed {
 		return refused(closedErr(*sess))
 	}
@@ -281,7 +289,7 @@ func (l *Lease) ready(ctx context.Context) error {
 		}
 	}
 	if l.opts.resetIdle {
-		notice, err := s.resetIfIdle(ctx, prof, sess)
+		notice, err := l.room.resetIfIdle(ctx, prof, sess)
 		if err != nil {
 			return err
 		}
@@ -296,7 +304,8 @@ func (l *Lease) ready(ctx context.Context) error {
 // when its idle_action is reset: a profile that parks idle sessions keeps a sandbox the
 // sweeper has not parked yet as it is. A notice left by the idle sweeper is delivered here
 // too. Call holding the lease's place, after wake.
-func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
+func (ls *leases) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Session) (string, error) {
+	s := ls.s
 	notice := sess.PendingNotice
 	if sess.SandboxID != "" && sess.PausedAt.IsZero() && idleAction(prof) == IdleReset && s.now().Sub(sess.LastUsedAt) > prof.IdleTimeout {
 		_ = s.sessions.DestroyBackend(ctx, prof, sess.ID, sess.SandboxID)
@@ -313,13 +322,13 @@ func (s *Service) resetIfIdle(ctx context.Context, prof *Profile, sess *store.Se
 // providers.ErrUnreached) under the lease's place, and records the binding as opts.bind
 // says. It closes the handle it replaces.
 func (l *Lease) renew(ctx context.Context) error {
-	s := l.s
+	s := l.room.s
 	if l.Sandbox != nil {
 		_ = l.Sandbox.Close()
 		l.Sandbox = nil
 	}
 	bound := l.Session.SandboxID
-	sb, healed, err := s.reachSandbox(ctx, l)
+	sb, healed, err := l.room.reachSandbox(ctx, l)
 	if err != nil || sb == nil {
 		return err
 	}
@@ -352,7 +361,8 @@ func (l *Lease) renew(ctx context.Context) error {
 // empty with a notice (reachCreate); an attached environment never is. A session parked in
 // a snapshot gets its sandbox restored from it (unpark), unless the lease is unordered or
 // opts.noRestore. With reachAttach, a session without a sandbox gives a nil handle.
-func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox, string, error) {
+func (ls *leases) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox, string, error) {
+	s := ls.s
 	prof, sess, pp := l.prof, &l.Session, l.pp
 	create := func(ctx context.Context) (sb providers.Sandbox, err error) {
 		err = s.obs.Call(ctx, prof, "create", func(ctx context.Context) (err error) {
@@ -407,7 +417,7 @@ func (s *Service) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 // than fault.Gone and opts.patience allows: pausing 250 ms, doubling, while the pause stays
 // within patience.
 func (l *Lease) patiently(ctx context.Context, attach func(context.Context) error) error {
-	s := l.s
+	s := l.room.s
 	err := s.obs.Call(ctx, l.prof, "attach", attach)
 	for wait := 250 * time.Millisecond; err != nil && ctx.Err() == nil && fault.KindOf(err) != fault.Gone && wait <= l.opts.patience; wait *= 2 {
 		s.log.Info("a sandbox did not answer; trying again", "session_id", l.Session.ID, "err", err)
@@ -434,7 +444,7 @@ func (l *Lease) Release() {
 		l.Sandbox = nil
 	}
 	for _, id := range l.made {
-		_ = l.s.sessions.DestroyBackend(l.ctx, l.prof, l.Session.ID, id)
+		_ = l.room.s.sessions.DestroyBackend(l.ctx, l.prof, l.Session.ID, id)
 	}
 	l.made = nil
 	release := l.release

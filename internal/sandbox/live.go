@@ -359,7 +359,7 @@ const followPoll = 500 * time.Millisecond
 // stream's kept start and end at their offsets, stdout first, read from the store once for
 // all of this replica's followers.
 func (s *Service) Follow(ctx context.Context, p principal.Principal, id string, from Position) (*Follower, error) {
-	t, err := s.taskSummary(ctx, p, id)
+	t, err := s.runs.taskSummary(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
@@ -495,7 +495,7 @@ func (f *Follower) nextElsewhere(ctx context.Context, tick *Ticker, timer Timer)
 		f.attach(l)
 		return Batch{}, false, nil
 	}
-	t, err := f.s.taskSummary(ctx, f.p, f.taskID)
+	t, err := f.s.runs.taskSummary(ctx, f.p, f.taskID)
 	if err != nil {
 		return Batch{}, true, err
 	}
@@ -628,12 +628,12 @@ func (xs *executions) mirror(p principal.Principal, t Task) *liveOutput {
 	if prof == nil {
 		return nil
 	}
-	l, made := s.runs.kept.mirror(t.ID)
+	l, made := xs.kept.mirror(t.ID)
 	if !made {
 		return l
 	}
 	go func() {
-		defer s.runs.kept.let(l) // a follower that comes later mirrors it again, or reads the store
+		defer xs.kept.let(l) // a follower that comes later mirrors it again, or reads the store
 		defer l.endMirror()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -643,7 +643,7 @@ func (xs *executions) mirror(p principal.Principal, t Task) *liveOutput {
 			idle := 0
 			for {
 				select {
-				case <-s.closing:
+				case <-xs.closing:
 					cancel()
 					return
 				case <-ctx.Done():
@@ -660,7 +660,7 @@ func (xs *executions) mirror(p principal.Principal, t Task) *liveOutput {
 				}
 			}
 		}()
-		s.runs.runMirror(ctx, p, t.ID, l)
+		xs.runMirror(ctx, p, t.ID, l)
 	}()
 	return l
 }
@@ -675,7 +675,7 @@ func (xs *executions) runMirror(ctx context.Context, p principal.Principal, id s
 			return
 		}
 		if t.StartedAt != nil {
-			x, done, err := s.runs.executionsOf(ctx, p, t)
+			x, done, err := xs.executionsOf(ctx, p, t)
 			if err != nil && fault.KindOf(err) != fault.NotFound {
 				return // its provider keeps no executions, or the sandbox cannot be reached
 			}

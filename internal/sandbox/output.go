@@ -21,7 +21,7 @@ type outputs struct {
 
 func (xs *executions) newOutputs(live *liveOutput) *outputs {
 	s := xs.s
-	o := &outputs{stdout: execute.NewCapture(s.maxOutput()), stderr: execute.NewCapture(s.maxOutput()), limit: s.maxOutput()}
+	o := &outputs{stdout: execute.NewCapture(s.cfg.MaxOutputBytes), stderr: execute.NewCapture(s.cfg.MaxOutputBytes), limit: s.cfg.MaxOutputBytes}
 	if live != nil {
 		o.liveOut = &liveWriter{l: live, stream: StreamStdout}
 		o.liveErr = &liveWriter{l: live, stream: StreamStderr}

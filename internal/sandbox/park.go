@@ -44,13 +44,14 @@ type (
 )
 
 // parkOptions are the park room's over s's store and rooms, with the lease and the session
-// paths it needs as functions (composition: New builds the room with them).
-func parkOptions(s *Service) park.Options {
+// paths it needs as functions, and newID for the ids it makes (composition: New builds the
+// room with them).
+func parkOptions(s *Service, newID func() string) park.Options {
 	return park.Options{
-		Store: s.store, Profiles: s.profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: s.newID, Log: s.log,
+		Store: s.store, Profiles: s.profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: newID, Log: s.log,
 		Resolve: s.sessions.Resolve, Visible: s.sessions.Visible, LockSession: s.sessions.Lock, DestroyBackend: s.sessions.DestroyBackend,
 		Hold: func(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (store.Session, func(), error) {
-			l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachNone, noWake: true})
+			l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachNone, noWake: true})
 			if errors.As(err, new(orderErr)) && fault.KindOf(err) == fault.NotFound {
 				return store.Session{}, nil, store.ErrNotFound // destroyed meanwhile
 			}
@@ -60,14 +61,14 @@ func parkOptions(s *Service) park.Options {
 			return l.Session, l.Release, nil
 		},
 		Ready: func(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (store.Session, error) {
-			l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachNone})
+			l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderIfParked, reach: reachNone})
 			if err != nil {
 				return store.Session{}, err
 			}
 			return l.Session, nil
 		},
 		Reach: func(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (providers.Sandbox, func(), error) {
-			l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: orderNone, reach: reachAttach})
+			l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderNone, reach: reachAttach})
 			if err != nil {
 				return nil, nil, err
 			}

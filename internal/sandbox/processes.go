@@ -32,7 +32,7 @@ func (j *execJob) startProcess(ctx context.Context) {
 	if err != nil {
 		j.err = err
 		c := failedCompletion(err)
-		cancelled := s.wasCancelled(j.req.Task.ID)
+		cancelled := s.runs.wasCancelled(j.req.Task.ID)
 		if cancelled {
 			c.Status, c.ErrorType, c.Error = TaskCancelled, "cancelled", "cancelled by the caller before it started"
 		}
@@ -42,7 +42,7 @@ func (j *execJob) startProcess(ctx context.Context) {
 			c.SessionID, c.Unlock = j.sess.ID, j.place
 			s.runs.recordCompletion(bg, j.req.Task.ID, c)
 		}
-		s.forgetCancelled(j.req.Task.ID)
+		s.runs.forgetCancelled(j.req.Task.ID)
 		if j.live != nil {
 			j.live.finish(nil, err)
 		}
@@ -54,7 +54,7 @@ func (j *execJob) startProcess(ctx context.Context) {
 	if j.place.Token != "" {
 		s.store.ReleaseTurn(j.place) // the session's next operation may start
 	}
-	if ctx.Err() != nil || s.wasCancelled(j.req.Task.ID) {
+	if ctx.Err() != nil || s.runs.wasCancelled(j.req.Task.ID) {
 		// Cancelled while it started: stop it; watchProcess records how it ended.
 		_ = sb.(providers.Executions).Stop(bg, j.req.Task.ID)
 	}
@@ -101,23 +101,22 @@ func (j *execJob) start(ctx context.Context) (providers.ProcessInfo, providers.S
 // It closes sb. When this gateway stops meanwhile it leaves the task running: another replica
 // (or this one, started again) adopts it.
 func (xs *executions) watchProcess(t store.Task, prof *Profile, sb providers.Sandbox, live *liveOutput) {
-	s := xs.s
-	s.runs.adopting.Add(1)
+	xs.adopting.Add(1)
 	go func() {
-		defer s.runs.adopting.Done()
+		defer xs.adopting.Done()
 		defer func() { _ = sb.Close() }()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
 			select {
-			case <-s.closing:
+			case <-xs.closing:
 				cancel()
 			case <-ctx.Done():
 			}
 		}()
-		go s.runs.keepTouched(ctx, t.SessionID, prof.IdleTimeout)
-		s.runs.followToEnd(ctx, t, sb, live, "", func(why string) {
-			s.runs.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
+		go xs.keepTouched(ctx, t.SessionID, prof.IdleTimeout)
+		xs.followToEnd(ctx, t, sb, live, "", func(why string) {
+			xs.recordCompletion(ctx, t.ID, store.Completion{Status: TaskLost, ErrorType: "lost", SessionID: t.SessionID,
 				Error: "the background process was lost: " + why})
 		})
 	}()
@@ -157,7 +156,7 @@ func (xs *executions) followToEnd(ctx context.Context, t store.Task, sb provider
 	if live.notice != "" {
 		notice = joinNotice(live.notice, notice)
 	}
-	out := s.runs.newOutputs(live)
+	out := xs.newOutputs(live)
 	start := s.now()
 	st, err := r.Reattach(ctx, t.ID, out.output())
 	out.flush()
@@ -165,25 +164,25 @@ func (xs *executions) followToEnd(ctx context.Context, t store.Task, sb provider
 		live.finish(nil, ctx.Err())
 		return // shutting down: left for the next adopter
 	}
-	defer s.forgetCancelled(t.ID)
+	defer xs.forgetCancelled(t.ID)
 	if fault.KindOf(err) == fault.NotFound {
 		live.finish(nil, err)
 		lost("its sandbox no longer holds the execution (the sandbox restarted or was removed, or the execution ended long before)")
 		return
 	}
 	completion := store.Completion{SessionID: t.SessionID, Touch: true}
-	res, err := s.runs.resultOf(ended{st: st, err: err, elapsed: s.since(start), out: out,
+	res, err := xs.resultOf(ended{st: st, err: err, elapsed: s.since(start), out: out,
 		// Stopped, or cut off because its sandbox went with a destroyed session: either way
 		// a cancellation, not a provider failure.
-		cancelled: errors.Is(err, providers.ErrExecutionStopped) || err != nil && s.wasCancelled(t.ID),
+		cancelled: errors.Is(err, providers.ErrExecutionStopped) || err != nil && xs.wasCancelled(t.ID),
 		sessionID: t.SessionID, taskID: t.ID, notice: notice})
 	if err != nil {
 		completion.Status, completion.Error, completion.ErrorType = TaskFailed, err.Error(), string(fault.KindOf(err))
 	} else {
-		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded its timeout", t.Operation), s.cancelReason(t.ID))
+		completeWith(&completion, res, fmt.Sprintf("sandbox operation '%s' exceeded its timeout", t.Operation), xs.cancelReason(t.ID))
 	}
 	live.noteDropped(&completion, res)
-	s.runs.recordCompletion(ctx, t.ID, completion)
+	xs.recordCompletion(ctx, t.ID, completion)
 	live.finish(res, err)
 }
 
@@ -191,8 +190,7 @@ func (xs *executions) followToEnd(ctx context.Context, t store.Task, sb provider
 // follower records how it ended. A process that is not (or no longer) kept there is not an
 // error.
 func (xs *executions) stopProcess(ctx context.Context, p principal.Principal, t store.Task) error {
-	s := xs.s
-	x, done, err := s.runs.executionsOf(ctx, p, t)
+	x, done, err := xs.executionsOf(ctx, p, t)
 	if err != nil {
 		return err
 	}
@@ -224,7 +222,7 @@ func (xs *executions) executionsOf(ctx context.Context, p principal.Principal, t
 	if !sess.PausedAt.IsZero() {
 		order = orderIfParked // woken (or fault.Paused)
 	}
-	l, err := s.lease(ctx, p, prof, sess, leaseOpts{order: order, reach: reachAttach})
+	l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: order, reach: reachAttach})
 	switch {
 	case fault.KindOf(err) == fault.Paused:
 		return nil, nil, err
@@ -320,7 +318,7 @@ func (xs *executions) withExecution(ctx context.Context, p principal.Principal, 
 		}
 		err = nil
 		if t.StartedAt != nil {
-			x, done, aerr := s.runs.executionsOf(ctx, p, t)
+			x, done, aerr := xs.executionsOf(ctx, p, t)
 			if aerr != nil && fault.KindOf(aerr) != fault.NotFound {
 				return aerr
 			}
@@ -334,7 +332,7 @@ func (xs *executions) withExecution(ctx context.Context, p principal.Principal, 
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}
-					if ended := s.runs.endedMeanwhile(ctx, id); ended != nil {
+					if ended := xs.endedMeanwhile(ctx, id); ended != nil {
 						return ended
 					}
 					return classify(err, fault.Provision)
@@ -368,7 +366,7 @@ func (s *Service) ListProcesses(ctx context.Context, p principal.Principal, id, 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.store.ListTasks(ctx, store.TaskFilter{OwnerID: s.ownerFilter(p), SessionID: sess.ID, Background: true, Limit: 1000})
+	rows, err := s.store.ListTasks(ctx, store.TaskFilter{OwnerID: ownerFilter(p), SessionID: sess.ID, Background: true, Limit: 1000})
 	if err != nil {
 		return nil, err
 	}
@@ -389,7 +387,7 @@ func (s *Service) GetProcess(ctx context.Context, p principal.Principal, id, pro
 	}
 	t, err := s.GetTask(ctx, p, pid)
 	if fault.KindOf(err) == fault.NotFound || err == nil && (t.SessionID != sess.ID || !t.Background) {
-		return Task{}, fault.New(fault.NotFound, "session '%s' has no background process '%s' (ended ones are kept for %s)", sess.ID, pid, s.ttl())
+		return Task{}, fault.New(fault.NotFound, "session '%s' has no background process '%s' (ended ones are kept for %s)", sess.ID, pid, s.cfg.ResponseTTL)
 	}
 	return t, err
 }

@@ -76,7 +76,7 @@ func funcName(fn *ast.FuncDecl) string {
 
 // TestOneLease pins issue 34's "one lease": exactly one function of the domain calls a
 // provider's Attach or Create for a session (lease.go's reachSandbox), and only the lease calls it.
-// An operation that needs a session's sandbox takes a lease (Service.lease) instead of
+// An operation that needs a session's sandbox takes a lease (leases.lease) instead of
 // writing the sequence again.
 func TestOneLease(t *testing.T) {
 	fset, files := domainFiles(t)
@@ -91,7 +91,7 @@ func TestOneLease(t *testing.T) {
 		}
 	})
 	require.Len(t, reachers, 1, "exactly one function calls a provider's Attach/Create for a session: %v", reachers)
-	require.Contains(t, reachers, "Service.reachSandbox", "it is the lease's reachSandbox (lease.go): %v", reachers)
+	require.Contains(t, reachers, "leases.reachSandbox", "it is the lease's reachSandbox (lease.go): %v", reachers)
 	require.Equal(t, map[string]bool{"Lease.renew": true}, callers, "reachSandbox is called by the lease only")
 }
 
@@ -153,6 +153,6 @@ func TestOneTurn(t *testing.T) {
 			callers[sel.Sel.Name][funcName(fn)] = true
 		}
 	})
-	one := map[string]bool{"Service.takeTurn": true}
+	one := map[string]bool{"leases.takeTurn": true}
 	require.Equal(t, map[string]map[string]bool{"AwaitTurn": one, "StartTaskInSession": one}, callers)
 }

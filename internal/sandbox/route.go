@@ -71,7 +71,7 @@ func (r localRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 		wait = -1 // the start is the answer
 	}
 	s.runs.hold(j)
-	done, err := s.broker.Submit(ctx, j.req, wait)
+	done, err := s.runs.broker.Submit(ctx, j.req, wait)
 	if !done && err != nil {
 		s.runs.take(task.ID)
 		j.live.finish(nil, err)
@@ -127,7 +127,7 @@ func (r localRoute) begin(ctx context.Context, j *execJob) error {
 		return refusedBy(begun.Session)
 	}
 	// The insert may have committed with its answer lost: finish that task, if it exists.
-	_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, failedCompletion(err), s.now(), s.ttl())
+	_, _ = s.store.FinishTask(context.WithoutCancel(ctx), task.ID, failedCompletion(err), s.now(), s.cfg.ResponseTTL)
 	return classifyAs(err, fault.Broker, "could not record the task")
 }
 
@@ -222,8 +222,21 @@ func (r queueRoute) admits(ctx context.Context, j *execJob) error {
 // follows background processes and adopted tasks to their end (processes.go, adopt.go). Its
 // methods reach the rest of the domain through s.
 type executions struct {
-	s     *Service
-	route execRoute // where submitted executions go: chosen once, in New
+	s        *Service
+	route    execRoute     // where submitted executions go: chosen once, in New
+	broker   broker.Broker // runs executions on this process
+	runnerID string        // this process's id in task rows and heartbeats
+	newID    func() string // task ids
+
+	// cancelled holds the tasks cancelled by a caller or a destroy (vs. shutdown), with why
+	// (tasks.go): a job's completion reads it, and forgets it.
+	cancelMu  sync.Mutex
+	cancelled map[string]string
+
+	// closing ends at Close (stopRetries): completions being retried (completion.go),
+	// adopted tasks (adopt.go) and background processes being followed stop.
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	mu   sync.Mutex
 	jobs map[string]*execJob // by task id, from submission until the broker starts them
@@ -286,14 +299,14 @@ func (xs *executions) deliveredJob(ctx context.Context, req broker.Request) (*ex
 	prof, ok := s.profiles.Lookup(req.Profile)
 	if !ok {
 		_, err := s.store.FinishTask(ctx, req.TaskID, store.Completion{Status: TaskFailed, ErrorType: string(fault.Config),
-			Error: fmt.Sprintf("unknown sandbox profile '%s' on this worker; workers need the gateway's profiles", req.Profile)}, s.now(), s.ttl())
+			Error: fmt.Sprintf("unknown sandbox profile '%s' on this worker; workers need the gateway's profiles", req.Profile)}, s.now(), s.cfg.ResponseTTL)
 		return nil, err
 	}
 	sess := store.Session{ID: req.SessionID, OwnerID: req.Principal.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope}
-	j := s.runs.newJob(req, prof, sess)
+	j := xs.newJob(req, prof, sess)
 	if req.Background {
 		// Started here and followed here until it ends; the delivery is done once it runs.
-		j.live = s.runs.kept.start(req.TaskID)
+		j.live = xs.kept.start(req.TaskID)
 	}
 	return j, nil
 }

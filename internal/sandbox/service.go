@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -61,81 +60,67 @@ type Options struct {
 type Service struct {
 	cfg      Settings
 	store    store.Store
-	broker   broker.Broker // runs executions on this process, through runs
-	runs     *executions   // the execution room: route, job, output, completion (route.go)
-	runnerID string
+	runs     *executions // the execution room: route, job, output, completion, cancellations, adoption (route.go)
 	clock    Clock
-	newID    func() string
 	log      *slog.Logger
-	obs      *observe.Room // the Observer, spans, provider calls (observe/)
-
-	profiles *profile.Set // the configured profiles, the fail-closed checks (profile/)
-
-	sessions *session.Room // sessions made, found, listed, destroyed; their identities (session/)
-
-	account *account.Room // principals, API keys, the audit log (account/)
-
-	quota *quota.Room // limits, refusals, contexts and MCP sessions counted here (quota/)
-
-	mu        sync.Mutex
-	cancelled map[string]string // tasks cancelled by a caller (vs. shutdown), with why
-
-	park *park.Room // pause, resume, idle parking, lifetimes, snapshots, preview links (park/)
-
-	// closing ends at Close: completions being retried (completion.go), adopted tasks and
-	// background processes being followed stop.
-	closing   chan struct{}
-	closeOnce sync.Once
-
-	upkeep *upkeep.Sweeper // heartbeat, outage watch, sweeps, retained-output trims (upkeep/)
+	obs      *observe.Room   // the Observer, spans, provider calls (observe/)
+	profiles *profile.Set    // the configured profiles, the fail-closed checks (profile/)
+	sessions *session.Room   // sessions made, found, listed, destroyed; their identities (session/)
+	account  *account.Room   // principals, API keys, the audit log (account/)
+	quota    *quota.Room     // limits, refusals, contexts and MCP sessions counted here (quota/)
+	park     *park.Room      // pause, resume, idle parking, lifetimes, snapshots, preview links (park/)
+	upkeep   *upkeep.Sweeper // heartbeat, outage watch, sweeps, retained-output trims (upkeep/)
 }
 
 // New builds every profile's provider (failing on configuration the providers reject) and
 // returns the Service.
 func New(opts Options) (*Service, error) {
 	s := &Service{
-		cfg: opts.Settings.withDefaults(), store: opts.Store, runnerID: opts.RunnerID,
-		newID: opts.NewID, log: opts.Logger,
-		cancelled: map[string]string{}, closing: make(chan struct{}), obs: observe.New(opts.Observer, opts.Tracer),
+		cfg: opts.Settings.withDefaults(), store: opts.Store, log: opts.Logger, clock: opts.Clock,
+		obs: observe.New(opts.Observer, opts.Tracer),
 	}
-	s.clock = opts.Clock
 	if s.clock == nil {
 		s.clock = SystemClock{}
 	}
-	if s.newID == nil {
-		s.newID = randomID
+	newID := opts.NewID
+	if newID == nil {
+		newID = randomID
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.runnerID == "" {
-		s.runnerID = "runner-" + s.newID()[:12]
+	runnerID := opts.RunnerID
+	if runnerID == "" {
+		runnerID = "runner-" + newID()[:12]
 	}
 	profiles, err := profile.NewSet(opts.Profiles, s.cfg.DefaultProfile, s.log)
 	if err != nil {
 		return nil, err
 	}
-	s.runs = &executions{s: s, jobs: map[string]*execJob{}, spool: opts.Spool}
-	if s.broker, err = broker.New(opts.Broker, s.runs); err != nil {
+	s.runs = &executions{
+		s: s, jobs: map[string]*execJob{}, spool: opts.Spool, runnerID: runnerID, newID: newID,
+		cancelled: map[string]string{}, closing: make(chan struct{}),
+	}
+	if s.runs.broker, err = broker.New(opts.Broker, s.runs); err != nil {
 		return nil, err
 	}
 	s.runs.route = newRoute(s, opts.Queue)
 	s.profiles = profiles
 	s.account = account.New(account.Options{
 		Store: s.store, Profiles: profiles, Keys: s.cfg.APIKeys, AuditRetention: s.cfg.AuditRetention,
-		AdminGroups: s.cfg.AdminGroups, Clock: s.clock, NewID: s.newID, Log: s.log, KeyRevoked: opts.KeyRevoked,
+		AdminGroups: s.cfg.AdminGroups, Clock: s.clock, NewID: newID, Log: s.log, KeyRevoked: opts.KeyRevoked,
 	})
 	s.quota = quota.New(s.cfg.Quotas, s.store, s.clock, s.log)
 	sessions := &session.Options{
-		Store: s.store, Profiles: profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: s.newID, Log: s.log,
-		Call: s.obs.Call, StartSpan: s.obs.Span, EndSpan: endSpan, CancelTask: s.cancelTask,
+		Store: s.store, Profiles: profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: newID, Log: s.log,
+		Call: s.obs.Call, StartSpan: s.obs.Span, EndSpan: endSpan, CancelTask: s.runs.cancelTask,
 	}
 	s.sessions = session.New(sessions)
-	s.park = park.New(parkOptions(s))
+	s.park = park.New(parkOptions(s, newID))
 	sessions.Park = s.park // the two rooms use each other: the park room is built with the session room's functions
 	s.upkeep = upkeep.New(upkeep.Options{
-		Store: s.store, Profiles: profiles, RunnerID: s.runnerID, Hostname: opts.Hostname, LostAfter: s.cfg.LostAfter,
-		SweepInterval: s.cfg.SweepInterval, TaskTTL: s.ttl(), Clock: s.clock, Log: s.log, Hooks: upkeepHooks(s),
+		Store: s.store, Profiles: profiles, RunnerID: runnerID, Hostname: opts.Hostname, LostAfter: s.cfg.LostAfter,
+		SweepInterval: s.cfg.SweepInterval, TaskTTL: s.cfg.ResponseTTL, Clock: s.clock, Log: s.log, Hooks: upkeepHooks(s),
 	})
 	s.runs.kept = newKeptOutputs(s.cfg.KeptOutputMemoryBytes, s.cfg.MaxOutputBytes, s.runs.storedEnd, s.clock)
 	return s, nil
@@ -155,10 +140,10 @@ func randomID() string {
 
 // Broker is the broker that runs executions on this process. A queue worker's delivery
 // handler submits the requests it receives to it (broker.Queued.Handler).
-func (s *Service) Broker() broker.Broker { return s.broker }
+func (s *Service) Broker() broker.Broker { return s.runs.broker }
 
 // RunnerID is this process's runner id.
-func (s *Service) RunnerID() string { return s.runnerID }
+func (s *Service) RunnerID() string { return s.runs.runnerID }
 
 // Profiles returns the profiles p may use, sorted by name.
 func (s *Service) Profiles(p principal.Principal) []*Profile { return s.profiles.Usable(p) }
@@ -167,9 +152,9 @@ func (s *Service) Profiles(p principal.Principal) []*Profile { return s.profiles
 // retried until ctx ends to reach the store, then releases providers that hold resources of
 // their own (warm-pool refillers, connections).
 func (s *Service) Close(ctx context.Context) error {
-	err := s.broker.Close(ctx)
-	s.stopRetries(ctx)
-	s.runs.adopting.Wait() // stopRetries closed s.closing: adopted tasks stop being followed
+	err := s.runs.broker.Close(ctx)
+	s.runs.stopRetries(ctx)
+	s.runs.adopting.Wait() // stopRetries closed s.runs.closing: adopted tasks stop being followed
 	s.upkeep.CloseTrims()
 	s.runs.kept.close()
 	for _, prof := range s.profiles.All() {

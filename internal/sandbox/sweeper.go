@@ -26,28 +26,13 @@ func (s *Service) SweepNow(ctx context.Context) { s.upkeep.SweepNow(ctx) }
 // (composition: New builds the upkeep room with them).
 func upkeepHooks(s *Service) upkeep.Hooks {
 	return upkeep.Hooks{
-		Spooled:  s.recordSpooled,
-		Cancels:  s.pollCancels,
-		Adopt:    s.adoptOrphans,
+		Spooled:  s.runs.recordSpooled,
+		Cancels:  s.runs.pollCancels,
+		Adopt:    s.runs.adoptOrphans,
 		Frequent: []func(context.Context){s.sessions.RetryDestroys, s.park.SweepExpired},
 		Idle: []func(context.Context) error{s.account.SweepAudit, s.account.SweepAPIKeys, func(ctx context.Context) error {
 			s.park.SweepIdle(ctx)
 			return nil
 		}},
-	}
-}
-
-func (s *Service) pollCancels(ctx context.Context) {
-	ids, err := s.store.CancelRequested(ctx, s.runnerID)
-	if err != nil {
-		return
-	}
-	for _, id := range ids {
-		s.mu.Lock()
-		if s.cancelled[id] == "" {
-			s.cancelled[id] = "cancelled by the caller"
-		}
-		s.mu.Unlock()
-		s.broker.Cancel(id)
 	}
 }

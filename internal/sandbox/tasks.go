@@ -48,7 +48,8 @@ func taskSummary(t store.Task) Task {
 	return Task{Task: t}
 }
 
-func (s *Service) ownerFilter(p principal.Principal) string {
+// ownerFilter is the store's owner filter for p's reads: none for an admin.
+func ownerFilter(p principal.Principal) string {
 	if p.Admin {
 		return ""
 	}
@@ -58,9 +59,9 @@ func (s *Service) ownerFilter(p principal.Principal) string {
 // GetTask returns task id if p owns it (admins: any). Unknown, expired or someone else's:
 // fault.NotFound.
 func (s *Service) GetTask(ctx context.Context, p principal.Principal, id string) (Task, error) {
-	t, err := s.store.GetTask(ctx, id, s.ownerFilter(p))
+	t, err := s.store.GetTask(ctx, id, ownerFilter(p))
 	if errors.Is(err, store.ErrNotFound) {
-		return Task{}, fault.New(fault.NotFound, "unknown sandbox task '%s' (finished tasks are kept for %s)", id, s.ttl())
+		return Task{}, fault.New(fault.NotFound, "unknown sandbox task '%s' (finished tasks are kept for %s)", id, s.cfg.ResponseTTL)
 	}
 	if err != nil {
 		return Task{}, err
@@ -79,10 +80,11 @@ func (s *Service) GetTask(ctx context.Context, p principal.Principal, id string)
 
 // taskSummary is GetTask without the result (Task.Result nil): the same checks, no output
 // read.
-func (s *Service) taskSummary(ctx context.Context, p principal.Principal, id string) (Task, error) {
-	t, err := s.store.GetTaskSummary(ctx, id, s.ownerFilter(p))
+func (x *executions) taskSummary(ctx context.Context, p principal.Principal, id string) (Task, error) {
+	s := x.s
+	t, err := s.store.GetTaskSummary(ctx, id, ownerFilter(p))
 	if errors.Is(err, store.ErrNotFound) {
-		return Task{}, fault.New(fault.NotFound, "unknown sandbox task '%s' (finished tasks are kept for %s)", id, s.ttl())
+		return Task{}, fault.New(fault.NotFound, "unknown sandbox task '%s' (finished tasks are kept for %s)", id, s.cfg.ResponseTTL)
 	}
 	if err != nil {
 		return Task{}, err
@@ -137,7 +139,7 @@ func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id stri
 	if err != nil || t.FinishedAt != nil {
 		return t, err
 	}
-	if err := s.cancelTask(ctx, p, id, "cancelled by the caller"); err != nil {
+	if err := s.runs.cancelTask(ctx, p, id, "cancelled by the caller"); err != nil {
 		return Task{}, err
 	}
 	deadline := s.clock.NewTimer(10 * time.Second)
@@ -160,20 +162,21 @@ func (s *Service) CancelTask(ctx context.Context, p principal.Principal, id stri
 
 // cancelTask stops task id wherever it runs: here (through the broker), on another replica
 // or worker (a flag picked up within a second), or — not started yet on a queue — right away.
-func (s *Service) cancelTask(ctx context.Context, p principal.Principal, id, reason string) error {
-	s.mu.Lock()
-	s.cancelled[id] = reason
-	s.mu.Unlock()
+func (x *executions) cancelTask(ctx context.Context, p principal.Principal, id, reason string) error {
+	s := x.s
+	x.cancelMu.Lock()
+	x.cancelled[id] = reason
+	x.cancelMu.Unlock()
 	t, err := s.store.GetTask(ctx, id, "")
 	if err == nil && t.Background && t.StartedAt != nil {
 		// A running background process is kept by its sandbox, not by a broker: stop it
 		// there, from any replica; its follower records the end. (One still starting is also
 		// cancelled in the broker below: its job stops it once started.)
-		if err := s.runs.stopProcess(ctx, p, t); err != nil {
+		if err := x.stopProcess(ctx, p, t); err != nil {
 			s.log.Warn("stopping a background process failed", "task_id", id, "err", err)
 		}
 	}
-	if s.broker.Cancel(id) {
+	if x.broker.Cancel(id) {
 		return nil
 	}
 	if err := s.store.RequestCancel(ctx, id); err != nil {
@@ -184,33 +187,51 @@ func (s *Service) cancelTask(ctx context.Context, p principal.Principal, id, rea
 	}
 	if t.Queued && t.Status == TaskPending {
 		// A worker receiving it later skips it.
-		if _, err := s.store.FinishTask(ctx, id, store.Completion{Status: TaskCancelled, Error: reason + " before it started", ErrorType: "cancelled"}, s.now(), s.ttl()); err != nil {
+		if _, err := s.store.FinishTask(ctx, id, store.Completion{Status: TaskCancelled, Error: reason + " before it started", ErrorType: "cancelled"}, s.now(), s.cfg.ResponseTTL); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Service) wasCancelled(taskID string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cancelled[taskID] != ""
+func (x *executions) wasCancelled(taskID string) bool {
+	x.cancelMu.Lock()
+	defer x.cancelMu.Unlock()
+	return x.cancelled[taskID] != ""
 }
 
 // cancelReason says why task taskID was cancelled ("cancelled by the caller", "the session
 // was destroyed"): what its completion records as the error.
-func (s *Service) cancelReason(taskID string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.cancelled[taskID]; r != "" {
+func (x *executions) cancelReason(taskID string) string {
+	x.cancelMu.Lock()
+	defer x.cancelMu.Unlock()
+	if r := x.cancelled[taskID]; r != "" {
 		return r
 	}
 	return "cancelled by the caller"
 }
 
 // forgetCancelled drops the cancel mark of a finished task.
-func (s *Service) forgetCancelled(taskID string) {
-	s.mu.Lock()
-	delete(s.cancelled, taskID)
-	s.mu.Unlock()
+func (x *executions) forgetCancelled(taskID string) {
+	x.cancelMu.Lock()
+	delete(x.cancelled, taskID)
+	x.cancelMu.Unlock()
+}
+
+// pollCancels marks and cancels the tasks on this runner whose cancellation was requested
+// through another replica (store.RequestCancel); the upkeep room runs it every second.
+func (x *executions) pollCancels(ctx context.Context) {
+	s := x.s
+	ids, err := s.store.CancelRequested(ctx, x.runnerID)
+	if err != nil {
+		return
+	}
+	for _, id := range ids {
+		x.cancelMu.Lock()
+		if x.cancelled[id] == "" {
+			x.cancelled[id] = "cancelled by the caller"
+		}
+		x.cancelMu.Unlock()
+		x.broker.Cancel(id)
+	}
 }

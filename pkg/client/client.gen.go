@@ -3266,11 +3266,12 @@ type ClientInterface interface {
 	// WriteFileWithBody Write a file (raw bytes).
 	//
 	// Streams the body into the file, creating parent folders. Any bytes are kept as sent.
-	// Send it as `application/octet-stream` (or without `Content-Type`); a body declared as
-	// structured data — `application/json`, `application/x-www-form-urlencoded`,
-	// `multipart/form-data` (any `multipart/*`) — answers 415 naming
-	// `application/octet-stream`, since a client that sends those has encoded the bytes
-	// (a JSON string's quotes, a form's fields) and the file would not hold them.
+	// Send it as `application/octet-stream` (or without `Content-Type`; the
+	// `application/x-www-form-urlencoded` that `curl --data-binary @file` declares by
+	// default is taken as bytes too); a body declared as structured data —
+	// `application/json` (any `+json`), `multipart/form-data` (any `multipart/*`) — answers
+	// 415 naming `application/octet-stream`, since a client that sends those has encoded the
+	// bytes (a JSON string's quotes, a multipart body's parts) and the file would not hold them.
 	// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
 	// with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 	// Success means the file is there with the returned size and SHA-256.
@@ -4341,11 +4342,12 @@ func (c *RawClient) ReadFile(ctx context.Context, sessionId SessionID, path stri
 // WriteFileWithBody Write a file (raw bytes).
 //
 // Streams the body into the file, creating parent folders. Any bytes are kept as sent.
-// Send it as `application/octet-stream` (or without `Content-Type`); a body declared as
-// structured data — `application/json`, `application/x-www-form-urlencoded`,
-// `multipart/form-data` (any `multipart/*`) — answers 415 naming
-// `application/octet-stream`, since a client that sends those has encoded the bytes
-// (a JSON string's quotes, a form's fields) and the file would not hold them.
+// Send it as `application/octet-stream` (or without `Content-Type`; the
+// `application/x-www-form-urlencoded` that `curl --data-binary @file` declares by
+// default is taken as bytes too); a body declared as structured data —
+// `application/json` (any `+json`), `multipart/form-data` (any `multipart/*`) — answers
+// 415 naming `application/octet-stream`, since a client that sends those has encoded the
+// bytes (a JSON string's quotes, a multipart body's parts) and the file would not hold them.
 // A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
 // with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 // Success means the file is there with the returned size and SHA-256.
@@ -8322,11 +8324,12 @@ type ClientWithResponsesInterface interface {
 	// WriteFileWithBodyWithResponse Write a file (raw bytes).
 	//
 	// Streams the body into the file, creating parent folders. Any bytes are kept as sent.
-	// Send it as `application/octet-stream` (or without `Content-Type`); a body declared as
-	// structured data — `application/json`, `application/x-www-form-urlencoded`,
-	// `multipart/form-data` (any `multipart/*`) — answers 415 naming
-	// `application/octet-stream`, since a client that sends those has encoded the bytes
-	// (a JSON string's quotes, a form's fields) and the file would not hold them.
+	// Send it as `application/octet-stream` (or without `Content-Type`; the
+	// `application/x-www-form-urlencoded` that `curl --data-binary @file` declares by
+	// default is taken as bytes too); a body declared as structured data —
+	// `application/json` (any `+json`), `multipart/form-data` (any `multipart/*`) — answers
+	// 415 naming `application/octet-stream`, since a client that sends those has encoded the
+	// bytes (a JSON string's quotes, a multipart body's parts) and the file would not hold them.
 	// A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
 	// with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 	// Success means the file is there with the returned size and SHA-256.
@@ -15388,11 +15391,12 @@ func (c *ClientWithResponses) ReadFileWithResponse(ctx context.Context, sessionI
 // WriteFileWithBodyWithResponse Write a file (raw bytes).
 //
 // Streams the body into the file, creating parent folders. Any bytes are kept as sent.
-// Send it as `application/octet-stream` (or without `Content-Type`); a body declared as
-// structured data — `application/json`, `application/x-www-form-urlencoded`,
-// `multipart/form-data` (any `multipart/*`) — answers 415 naming
-// `application/octet-stream`, since a client that sends those has encoded the bytes
-// (a JSON string's quotes, a form's fields) and the file would not hold them.
+// Send it as `application/octet-stream` (or without `Content-Type`; the
+// `application/x-www-form-urlencoded` that `curl --data-binary @file` declares by
+// default is taken as bytes too); a body declared as structured data —
+// `application/json` (any `+json`), `multipart/form-data` (any `multipart/*`) — answers
+// 415 naming `application/octet-stream`, since a client that sends those has encoded the
+// bytes (a JSON string's quotes, a multipart body's parts) and the file would not hold them.
 // A body over `sandbox.max_file_bytes` answers 413 and leaves no partial file; a workspace
 // with no space left for it answers 507 (naming the profile's `disk_mb`), leaving none either.
 // Success means the file is there with the returned size and SHA-256.
