@@ -50,7 +50,7 @@ lint:
 ## (scripts/kube-setup.sh --node, about 25 CPU-minutes cold, cached). The host is restored after.
 kube-e2e:
 	@scripts/docker-setup.sh >&2 && exports=$$(scripts/kube-setup.sh --node) && eval "$$exports" && \
-	  SANDGATE_KUBE_NODE=1 nice -n 10 $(GO) test -count=1 -timeout 30m -run '^TestNode' -v ./internal/providers/kubernetes
+	  TEST_KUBE_NODE=1 nice -n 10 $(GO) test -count=1 -timeout 30m -run '^TestNode' -v ./internal/providers/kubernetes
 
 .PHONY: kube-up kube-down
 ## kube-up: keep the same single-node cluster up (root) for `make run`: writes

@@ -15,7 +15,7 @@
 # under `nice` so that it shares the machine. Environment: SANDGATE_CACHE (cache root),
 # SANDGATE_KUBE_FORCE=1 (rebuild even when cached), GO (go command, default go).
 #
-# With --node (or SANDGATE_KUBE_NODE=1) it also makes what a real single-node cluster needs — the
+# With --node (or TEST_KUBE_NODE=1) it also makes what a real single-node cluster needs — the
 # one internal/testutil/kubenode brings up for the kubernetes provider's end-to-end tests and
 # `make kube-up` — each cached the same way, in folders named by its pinned version:
 #
@@ -36,7 +36,7 @@ log() { echo "kube-setup: $*" >&2; }
 GO=${GO:-go}
 command -v "$GO" >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 
-node=${SANDGATE_KUBE_NODE:-0}
+node=${TEST_KUBE_NODE:-0}
 [ "${1:-}" = --node ] && node=1
 # The versions of what is not a Go tool of tools/kube (cri-dockerd and agent-sandbox carry
 # replace directives or pins of their own, so they are built as their own main modules).
@@ -141,7 +141,7 @@ if [ "$node" = 1 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends containernetworking-plugins >/dev/null
   fi
-  echo "export SANDGATE_KUBE_NODE_ASSETS=$dir"
+  echo "export TEST_ASSET_KUBE_NODE=$dir"
 fi
 
 echo "export TEST_ASSET_KUBE_APISERVER=$dir/kube-apiserver"

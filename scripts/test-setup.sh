@@ -15,7 +15,7 @@
 #      the first time, cached under ${SANDGATE_CACHE:-$HOME/.cache/sandgate}/kube), and as root
 #      the binaries of a real single-node cluster (kube-setup.sh --node: kubelet, scheduler,
 #      controller manager, cri-dockerd, the agent-sandbox controller, a pause image; about 25
-#      CPU-minutes more the first time) with SANDGATE_KUBE_NODE=1 exported;
+#      CPU-minutes more the first time) with TEST_KUBE_NODE=1 exported;
 #   4. the node_modules of the small node projects that drive the cloud fakes and /mcp with
 #      the vendors' official SDKs, and of the TypeScript client (clients/typescript, built and
 #      tested live by its Go test) (npm ci from their package-lock.json, npm's cache under
@@ -133,7 +133,7 @@ else
   fi
   # The real single-node cluster (kubelet, scheduler, controller manager, cri-dockerd, the
   # agent-sandbox controller; internal/testutil/kubenode) needs root: its network namespace,
-  # cgroups and mounts. SANDGATE_KUBE_NODE=1 makes the kubernetes provider's TestNode* run
+  # cgroups and mounts. TEST_KUBE_NODE=1 makes the kubernetes provider's TestNode* run
   # on it (and fail, never skip, when it cannot start).
   if [ "${SANDGATE_SKIP_KUBE_NODE:-}" = 1 ]; then
     log "SANDGATE_SKIP_KUBE_NODE=1: the kubernetes tests on a real node will skip"
@@ -142,7 +142,7 @@ else
       log "building the node's binaries (kubelet, scheduler, controller manager, cri-dockerd, agent-sandbox): about 25 CPU-minutes the first time (cached in $kube_cache; SANDGATE_SKIP_KUBE_NODE=1 leaves them out)"
     fi
     if scripts/kube-setup.sh --node; then
-      echo "export SANDGATE_KUBE_NODE=1"
+      echo "export TEST_KUBE_NODE=1"
     else
       fail_or_skip "the node's binaries could not be built (see above): the kubernetes tests on a real node will skip"
     fi

@@ -5,9 +5,12 @@ package kubernetes
 // agent-sandbox controller). Nothing is played. Opt-in, because the cluster needs root and
 // the node's binaries (scripts/kube-setup.sh --node, about 25 CPU-minutes cold):
 //
-//	SANDGATE_KUBE_NODE=1 go test ./internal/providers/kubernetes -run TestNode   (make kube-e2e)
+//	TEST_KUBE_NODE=1 go test ./internal/providers/kubernetes -run TestNode   (make kube-e2e)
 //
-// With SANDGATE_KUBE_NODE=1 a cluster that cannot start fails the tests (it never skips).
+// With TEST_KUBE_NODE=1 a cluster that cannot start fails the tests (it never skips). The
+// variable does not start with SANDGATE_: the gateway reads every SANDGATE_* variable as a
+// configuration key and refuses the ones it does not know, and tests start gateways with
+// this process's environment.
 // The sandbox image is $SANDGATE_DOCKER_TEST_IMAGE or sandgate/sandbox-python:latest, given a
 // tag of the cluster's own (the kubelet would try to pull :latest). One cluster serves every
 // test of the package run; TestMain tears it down.
@@ -46,11 +49,11 @@ var (
 )
 
 // requireNode returns the package's real cluster, starting it on first use; it skips the test
-// unless SANDGATE_KUBE_NODE=1.
+// unless TEST_KUBE_NODE=1.
 func requireNode(t *testing.T) *kubenode.Cluster {
 	t.Helper()
-	if os.Getenv("SANDGATE_KUBE_NODE") != "1" {
-		t.Skip("set SANDGATE_KUBE_NODE=1 (as root, after scripts/kube-setup.sh --node) to run on a real single-node cluster")
+	if os.Getenv("TEST_KUBE_NODE") != "1" {
+		t.Skip("set TEST_KUBE_NODE=1 (as root, after scripts/kube-setup.sh --node) to run on a real single-node cluster")
 	}
 	nodeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -68,7 +71,7 @@ func requireNode(t *testing.T) *kubenode.Cluster {
 		nodeImage, nodeErr = realNode.LocalImage(img)
 	})
 	if nodeErr != nil {
-		t.Fatalf("SANDGATE_KUBE_NODE=1 and the cluster did not start: %v", nodeErr)
+		t.Fatalf("TEST_KUBE_NODE=1 and the cluster did not start: %v", nodeErr)
 	}
 	return realNode
 }
