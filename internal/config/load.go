@@ -26,6 +26,26 @@ const EnvPrefix = "SANDGATE_"
 // configuration key, so Load skips it instead of reporting an unknown key "config".
 const EnvConfigFile = EnvPrefix + "CONFIG"
 
+// notConfig reports whether SANDGATE_ variable name belongs to Sandgate's clients or tooling,
+// not to the gateway's configuration: the credentials the CLI and the clients read
+// (SANDGATE_URL, SANDGATE_TOKEN, SANDGATE_API_KEY — docs/usage.md, docs/python.md), and the
+// set-up scripts' and tests' switches (SANDGATE_CACHE, SANDGATE_SKIP_*, SANDGATE_TEST_*,
+// SANDGATE_DOCKER_TEST_IMAGE, SANDGATE_*_E2E*). Load skips them, so a shell set up for the CLI
+// or the tests can run the gateway; every other SANDGATE_ variable is configuration, and one
+// that names no key (SANDGATE_LOG_LEVEL for SANDGATE_LOG__LEVEL) is still an error. None can
+// be a key: they have no level separator, and every top-level key is a section.
+func notConfig(name string) bool {
+	rest := strings.TrimPrefix(name, EnvPrefix)
+	if strings.Contains(rest, envLevelSep) {
+		return false
+	}
+	switch rest {
+	case "URL", "TOKEN", "API_KEY", "CACHE", "DOCKER_TEST_IMAGE":
+		return true
+	}
+	return strings.HasPrefix(rest, "SKIP_") || strings.HasPrefix(rest, "TEST_") || strings.Contains(rest, "_E2E")
+}
+
 // envLevelSep separates levels in environment variable names.
 const envLevelSep = "__"
 
@@ -82,7 +102,7 @@ func LoadWith(path string, environ []string, blocks BlockDecoder) (*Config, erro
 		Prefix:      EnvPrefix,
 		EnvironFunc: func() []string { return environ },
 		TransformFunc: func(name, value string) (string, any) {
-			if name == EnvConfigFile {
+			if name == EnvConfigFile || notConfig(name) {
 				return "", nil
 			}
 			key := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))

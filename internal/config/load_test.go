@@ -79,6 +79,15 @@ sandbox:
 		}, func(t *testing.T, c *Config) {
 			require.Equal(t, FlavorThread, c.Sandbox.Broker.Flavor)
 		}},
+		// A shell set up for the CLI or the Python client (docs/usage.md), or by the test
+		// set-up, can start the gateway: those variables are not configuration.
+		{"the clients' credentials and the tooling's switches are ignored", []string{
+			"SANDGATE_URL=http://localhost:8080", "SANDGATE_TOKEN=abc", "SANDGATE_API_KEY=sgk_x",
+			"SANDGATE_CACHE=/tmp/c", "SANDGATE_SKIP_KUBE=1", "SANDGATE_TEST_DATABASE_URL=postgres://x",
+			"SANDGATE_DOCKER_TEST_IMAGE=img", "SANDGATE_KUBE_E2E=1", "SANDGATE_KUBE_E2E_NAMESPACE=ns",
+		}, func(t *testing.T, c *Config) {
+			require.Equal(t, FlavorThread, c.Sandbox.Broker.Flavor)
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
