@@ -290,18 +290,21 @@ func kubeRows(ctx context.Context, c *kubenode.Cluster, root string) error {
 	add(Row{Scenario: kubeScenario, Variant: fmt.Sprintf("warm pool of %d filled", size), Value: time.Since(t).Round(time.Millisecond).String(),
 		Note: "SandboxTemplate + SandboxWarmPool created -> readyReplicas " + fmt.Sprint(size) + " (the real agent-sandbox controller)"})
 
-	claimed := func(sid string) bool { return fromPool(ctx, dyn, g, tok, sid) }
+	// A claim got a pool pod when its pod existed before the claim (only the pool's pods
+	// are in the namespace then).
+	claimed := func(before map[string]bool, sid string) bool { return before[sessionPod(ctx, dyn, g, tok, sid)] }
 	claims := n(10, 3)
 	var warm []time.Duration
 	pooled := 0
 	for i := 0; i < claims; i++ {
 		readyIn(2 * time.Minute)
+		before := podNames(ctx, cs, ns)
 		d, id, err := firstExec(g, tok, "kube-warm")
 		if err != nil {
 			return fmt.Errorf("warm create -> first exec: %w", err)
 		}
 		warm = append(warm, d)
-		if claimed(id) {
+		if claimed(before, id) {
 			pooled++
 		}
 		g.do(tok, "DELETE", "/v1/sessions/"+id, nil)
@@ -313,6 +316,7 @@ func kubeRows(ctx context.Context, c *kubenode.Cluster, root string) error {
 
 	// The burst: size clients at once from a full pool.
 	ready := readyIn(2 * time.Minute)
+	before := podNames(ctx, cs, ns)
 	lat := make([]time.Duration, size)
 	ids := make([]string, size)
 	var fails atomic.Int64
@@ -357,7 +361,7 @@ func kubeRows(ctx context.Context, c *kubenode.Cluster, root string) error {
 	}
 	pooled = 0
 	for _, id := range ok {
-		if claimed(id) {
+		if claimed(before, id) {
 			pooled++
 		}
 	}
@@ -393,30 +397,49 @@ func firstExec(g *gateway, tok, profile string) (time.Duration, string, error) {
 	return time.Since(t), id, nil
 }
 
-// fromPool reports whether session sid's sandbox (a SandboxClaim, "<ns>/<claim>") was bound
-// to a Sandbox the controller adopted from the warm pool: such a Sandbox names its pod in
-// kubernetes.AnnotationPodName.
-func fromPool(ctx context.Context, dyn dynamic.Interface, g *gateway, tok, sid string) bool {
+// sessionPod is the pod bound to session sid's sandbox (a SandboxClaim, "<ns>/<claim>"):
+// the claim's Sandbox names it in kubernetes.AnnotationPodName, or it has the Sandbox's name
+// (as the provider reads it); "" when unknown.
+func sessionPod(ctx context.Context, dyn dynamic.Interface, g *gateway, tok, sid string) string {
 	var sess struct {
 		SandboxID string `json:"sandbox_id"`
 	}
 	if json.Unmarshal(g.mustGet(tok, "/v1/sessions/"+sid), &sess) != nil {
-		return false
+		return ""
 	}
 	ns, claim, ok := strings.Cut(sess.SandboxID, "/")
 	if !ok {
-		return false
+		return ""
 	}
 	u, err := dyn.Resource(gvrSandboxClaim).Namespace(ns).Get(ctx, claim, metav1.GetOptions{})
 	if err != nil {
-		return false
+		return ""
 	}
 	name, _, _ := unstructured.NestedString(u.Object, "status", "sandbox", "name")
 	if name == "" {
-		return false
+		return ""
 	}
 	sb, err := dyn.Resource(gvrSandbox).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	return err == nil && sb.GetAnnotations()[kubernetes.AnnotationPodName] != ""
+	if err != nil {
+		return ""
+	}
+	if a := sb.GetAnnotations()[kubernetes.AnnotationPodName]; a != "" {
+		return a
+	}
+	return name
+}
+
+// podNames lists the pods of namespace ns (nil on error).
+func podNames(ctx context.Context, cs k8s.Interface, ns string) map[string]bool {
+	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, p := range l.Items {
+		out[p.Name] = true
+	}
+	return out
 }
 
 // readManifests reads the YAML documents of a file.
