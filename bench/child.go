@@ -23,6 +23,7 @@ import (
 	"github.com/sandgate/sandgate/internal/config"
 	gw "github.com/sandgate/sandgate/internal/gateway"
 	"github.com/sandgate/sandgate/internal/providers/docker"
+	"github.com/sandgate/sandgate/internal/providers/kubernetes"
 	"github.com/sandgate/sandgate/internal/providers/local"
 )
 
@@ -34,6 +35,9 @@ type gwOpts struct {
 	warm   bool   // profiles docker-warm (pool 2) and docker-burst (pool burstPool())
 	conns  int32  // database.max_conns; 0: the default
 	quotas bool   // the default per-principal quotas (else none: one principal drives every load row)
+	// kube: profiles kube (a pod per sandbox) and kube-warm (claims on kube.warmPool) on a
+	// real cluster (scenario 11).
+	kube *kubeTarget
 }
 
 // burstPool is the warm pool size of profile docker-burst (and the burst's create count).
@@ -80,6 +84,20 @@ func benchConfig(o gwOpts, dbURL, addr, work string) *config.Config {
 		b := img()
 		b.WarmPool = &docker.WarmPoolBlock{Size: burstPool()}
 		cfg.Sandbox.Profiles["docker-burst"] = dockerProfile(false, b)
+	}
+	if k := o.kube; k != nil {
+		block := func() *kubernetes.Block {
+			return &kubernetes.Block{Kubeconfig: k.kubeconfig, Namespace: k.namespace, Image: k.image, CreateTimeout: 120}
+		}
+		kubeProfile := func(b *kubernetes.Block) config.Profile {
+			return config.Profile{Type: kubernetes.TypeName, Stateful: true, Blocks: config.Blocks{kubernetes.TypeName: b}}
+		}
+		cfg.Sandbox.Profiles["kube"] = kubeProfile(block())
+		// The template's sandboxd keeps its files in the "data" volume (deploy/kubernetes).
+		w := block()
+		w.Workspace = "/mnt/data"
+		w.AgentSandbox = &kubernetes.AgentSandboxBlock{WarmPool: k.warmPool, Template: k.warmPool}
+		cfg.Sandbox.Profiles["kube-warm"] = kubeProfile(w)
 	}
 	if o.queued {
 		cfg.Sandbox.Broker.Flavor = config.FlavorQueue

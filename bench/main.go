@@ -6,7 +6,10 @@
 // when an engine is reachable — docker providers. It drives the child only over HTTP (and, for
 // reference rows, the sandboxes directly), reads the child's CPU time and memory from /proc,
 // and prints a table plus a JSON report (bench/results/latest.json). Further children: the
-// queue flavor, the warm pools, a second replica for scale-out. Only the optional CPU profile
+// queue flavor, the warm pools, a second replica for scale-out, and — as root, with the node's
+// binaries (scripts/kube-setup.sh --node) — one on a real single-node Kubernetes cluster
+// (internal/testutil/kubenode, brought up for its rows and torn down after them; see kube.go).
+// Only the optional CPU profile
 // uses a gateway in this process. It never writes SQL against Sandgate's tables: the fresh
 // database is migrated by gateway.Migrate, the scale rows are seeded and the leftovers found
 // through gatewaytest (internal/gateway's TestBenchKeepsOutOfTheStore holds it to that);
@@ -49,6 +52,8 @@ var (
 	skipDocker = flag.Bool("skip-docker", false, "skip the docker rows")
 	gatewayArg = flag.String("gateway", "", "gateway `binary` to run (default: build ./cmd/gateway into a temp folder)")
 	keptOnly   = flag.Bool("kept-only", false, "run scenario 10 (kept output) only")
+	skipKube   = flag.Bool("skip-kube", false, "skip the kubernetes rows (scenario 11, a real single-node cluster)")
+	kubeOnly   = flag.Bool("kube-only", false, "run scenario 11 (kubernetes on a real single-node cluster) only")
 )
 
 // Row is one line of the table.
@@ -130,6 +135,9 @@ func run() error {
 			keepLogs.Store(true)
 			printChildLogs()
 			closeChildren()
+			if err := stopCluster(); err != nil {
+				fmt.Fprintln(os.Stderr, "stopping the kubernetes cluster:", err)
+			}
 			if benchDB != "" && dockerUsed {
 				removeLeftovers(context.Background())
 			}
@@ -142,6 +150,9 @@ func run() error {
 		<-sigs
 		fmt.Println("\ninterrupted: stopping the gateways")
 		closeChildren()
+		if err := stopCluster(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the kubernetes cluster:", err)
+		}
 		os.Exit(1)
 	}()
 
@@ -183,6 +194,10 @@ func run() error {
 
 	if *keptOnly {
 		keptOutput()
+		return finishReport(start)
+	}
+	if *kubeOnly {
+		kubeScenarios(ctx)
 		return finishReport(start)
 	}
 
@@ -244,6 +259,10 @@ func run() error {
 	} else {
 		skip("scale-out: the main gateway failed local throughput requests")
 	}
+
+	// 11. kubernetes on a real single-node cluster (last: its start and teardown load the
+	// machine for minutes).
+	kubeScenarios(ctx)
 
 	// The CPU profile of the local exec path (an in-process gateway: the child has no
 	// profiling endpoint).
