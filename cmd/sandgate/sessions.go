@@ -318,9 +318,5 @@ func labelList(labels map[string]string) string {
 	if len(labels) == 0 {
 		return "-"
 	}
-	pairs := make([]string, 0, len(labels))
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		pairs = append(pairs, k+"="+labels[k])
-	}
-	return strings.Join(pairs, ",")
+	return strings.Join(selectors(labels), ",")
 }
