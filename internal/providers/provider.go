@@ -94,6 +94,30 @@ type Policy struct {
 	// DiskMB bounds the workspace's size in MiB (0 = unset); writes past it fail inside the
 	// sandbox (ENOSPC where the provider can make it so; see each provider's doc).
 	DiskMB int
+
+	// Secrets are the session's secrets, resolved: the sandbox sees only their placeholders,
+	// and the egress proxy substitutes the values for the hosts each is bound to. A provider
+	// that cannot route a sandbox's traffic through the egress proxy refuses a policy with
+	// secrets (fault.Policy): a secret it cannot keep out of the sandbox is never handed in.
+	Secrets []SecretBinding
+}
+
+// SecretBinding is one named secret as a session uses it (issue 39): programs in the sandbox
+// see only Placeholder, in the environment variable EnvName; the egress proxy replaces
+// Placeholder with Value in the headers of requests to Hosts, and nowhere else.
+type SecretBinding struct {
+	// Name is the secret's name (lower-case letters, digits, '_' and '-').
+	Name string
+	// EnvName is the variable holding the placeholder in the sandbox: SANDGATE_SECRET_ and the
+	// upper-cased name with '-' as '_' (SANDGATE_SECRET_OPENAI for "openai").
+	EnvName string
+	// Placeholder is an opaque token standing for the value, unique per session and secret.
+	Placeholder string
+	// Value is the secret itself. Never log, persist unencrypted or hand it to a sandbox.
+	Value []byte `json:"-"`
+	// Hosts are the host patterns the value may be sent to, in network_allow's syntax
+	// (api.example.com, *.example.com, api.example.com:443).
+	Hosts []string
 }
 
 // Capabilities is what a provider honestly supports (seed SandboxCapabilities). Isolation is
