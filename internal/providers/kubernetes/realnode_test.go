@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/providers/providertest"
@@ -105,8 +106,14 @@ func nodeNamespace(t *testing.T, c *kubenode.Cluster) string {
 	return name
 }
 
-func nodeProvider(t *testing.T, c *kubenode.Cluster, ns string, block func(*Config)) *Provider {
+// nodeProvider is a provider on the real cluster for namespace ns, acting as the cluster's
+// administrator or, when given, as as; block edits its configuration.
+func nodeProvider(t *testing.T, c *kubenode.Cluster, ns string, block func(*Config), as ...*rest.Config) *Provider {
 	t.Helper()
+	rc := c.Config
+	if len(as) > 0 {
+		rc = as[0]
+	}
 	k := fillDefaults()
 	k.Namespace = ns
 	k.Image = nodeImage
@@ -114,7 +121,7 @@ func nodeProvider(t *testing.T, c *kubenode.Cluster, ns string, block func(*Conf
 	if block != nil {
 		block(&k)
 	}
-	p, err := New(Options{Installation: testInstallation, Profile: "node", Config: k, IdleTimeout: 30 * time.Minute, RESTConfig: c.Config, Logger: quietLog})
+	p, err := New(Options{Installation: testInstallation, Profile: "node", Config: k, IdleTimeout: 30 * time.Minute, RESTConfig: rc, Logger: quietLog})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	return p
@@ -160,40 +167,8 @@ func TestNodeWarmPoolClaim(t *testing.T) {
 		t.Run(map[bool]string{false: "plain", true: "network_policy"}[np], func(t *testing.T) {
 			c := requireNode(t)
 			ns := nodeNamespace(t, c)
-			dyn, err := dynamic.NewForConfig(c.Config)
-			require.NoError(t, err)
+			waitReady := nodeWarmPool(t, c, ns, nil)
 			ctx := context.Background()
-			for _, u := range manifests(t, "agent-sandbox.yaml") {
-				u.SetNamespace(ns)
-				gvr := gvrSandboxWarmPool
-				if u.GetKind() == "SandboxTemplate" {
-					gvr = gvrSandboxTemplate
-					spec, _, _ := unstructured.NestedMap(u.Object, "spec", "podTemplate", "spec")
-					delete(spec, "runtimeClassName") // no Kata here
-					containers, _, _ := unstructured.NestedSlice(spec, "containers")
-					containers[0].(map[string]any)["image"] = nodeImage
-					require.NoError(t, unstructured.SetNestedSlice(spec, containers, "containers"))
-					require.NoError(t, unstructured.SetNestedMap(u.Object, spec, "spec", "podTemplate", "spec"))
-				} else {
-					require.NoError(t, unstructured.SetNestedField(u.Object, int64(1), "spec", "replicas"))
-				}
-				_, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
-				require.NoError(t, err, "%s %s", u.GetKind(), u.GetName())
-			}
-			pool := dyn.Resource(gvrSandboxWarmPool).Namespace(ns)
-			// warmSandboxes lists the pool's unclaimed Sandboxes once it has one Ready.
-			waitReady := func() {
-				t.Helper()
-				require.Eventually(t, func() bool {
-					u, err := pool.Get(ctx, "python-sandbox", metav1.GetOptions{})
-					if err != nil {
-						return false
-					}
-					n, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
-					return n == 1
-				}, 3*time.Minute, 250*time.Millisecond, "the warm pool has no Ready sandbox")
-			}
-			waitReady()
 
 			p := nodeProvider(t, c, ns, func(k *Config) {
 				k.AgentSandbox = &AgentSandboxConfig{WarmPool: "python-sandbox", Template: "python-sandbox"}
@@ -254,4 +229,48 @@ func TestNodeSecurityContext(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, st.ExitCode, out.String())
 	assert.Equal(t, "65532\n65532\nCapPrm: 0000000000000000\nCapEff: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\nrootfs-read-only\n", out.String())
+}
+
+// nodeWarmPool installs deploy/kubernetes/agent-sandbox.yaml's SandboxTemplate (no Kata, the
+// test image; edit, when set, changes its spec further) and a one-replica SandboxWarmPool in
+// ns, waits for a Ready warm sandbox, and returns that wait (for the refill).
+func nodeWarmPool(t *testing.T, c *kubenode.Cluster, ns string, edit func(spec map[string]any)) (waitReady func()) {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(c.Config)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, u := range manifests(t, "agent-sandbox.yaml") {
+		u.SetNamespace(ns)
+		gvr := gvrSandboxWarmPool
+		if u.GetKind() == "SandboxTemplate" {
+			gvr = gvrSandboxTemplate
+			spec, _, _ := unstructured.NestedMap(u.Object, "spec", "podTemplate", "spec")
+			delete(spec, "runtimeClassName") // no Kata here
+			containers, _, _ := unstructured.NestedSlice(spec, "containers")
+			containers[0].(map[string]any)["image"] = nodeImage
+			require.NoError(t, unstructured.SetNestedSlice(spec, containers, "containers"))
+			require.NoError(t, unstructured.SetNestedMap(u.Object, spec, "spec", "podTemplate", "spec"))
+			if edit != nil {
+				edit(u.Object["spec"].(map[string]any))
+			}
+		} else {
+			require.NoError(t, unstructured.SetNestedField(u.Object, int64(1), "spec", "replicas"))
+		}
+		_, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err, "%s %s", u.GetKind(), u.GetName())
+	}
+	pool := dyn.Resource(gvrSandboxWarmPool).Namespace(ns)
+	waitReady = func() {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			u, err := pool.Get(ctx, "python-sandbox", metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			n, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+			return n == 1
+		}, 3*time.Minute, 250*time.Millisecond, "the warm pool has no Ready sandbox")
+	}
+	waitReady()
+	return waitReady
 }

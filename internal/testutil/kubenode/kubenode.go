@@ -13,8 +13,11 @@
 //	            (in the network namespace sgk-<id>, so the CNI bridge and the pods are there)
 //	network     netns sgk-<id>; a veth pair sgk<id> (host, 10.213.N.1/30, the node's
 //	            InternalIP, which the API server dials for exec and logs) ↔ eth0 in the netns
-//	            (10.213.N.2, cri-dockerd's streaming server); pods on 10.214.N.0/24 behind the
-//	            bridge in the netns, with no route out of it
+//	            (10.213.N.2, cri-dockerd's streaming server); pods on 10.214.N.0/24 (PodCIDR)
+//	            behind the bridge in the netns, with no route out of it; the host reaches them
+//	            through a route via the veth (it goes with the veth) and a masquerade in the
+//	            netns (pods see the bridge's address), so a test may dial a pod IP (the
+//	            provider's pod_ip transport) while pods still reach nothing outside the netns
 //	cgroups     /sgk-<id> in each cgroup v1 hierarchy (the kubelet's cgroupRoot)
 //	containers  every container of the cluster is labelled LabelCluster=<id> by the Docker
 //	            API proxy cri-dockerd talks through (see dockerproxy.go)
@@ -76,6 +79,8 @@ type Cluster struct {
 	Kubeconfig string
 	// Dir is the cluster's folder (removed by Stop).
 	Dir string
+	// PodCIDR is the pods' subnet ("10.214.N.0/24"), routed from the host into the netns.
+	PodCIDR string
 
 	log      *slog.Logger
 	env      *envtest.Environment
@@ -160,6 +165,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	n := int(b[0])
 	hostIP, nsIP := fmt.Sprintf("10.213.%d.1", n), fmt.Sprintf("10.213.%d.2", n)
 	podCIDR := fmt.Sprintf("10.214.%d.0/24", n)
+	c.PodCIDR = podCIDR
 	for _, args := range [][]string{
 		{"netns", "add", c.netns},
 		{"link", "add", c.hostVeth, "type", "veth", "peer", "name", "eth0", "netns", c.netns},
@@ -168,6 +174,13 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		{"-n", c.netns, "addr", "add", nsIP + "/30", "dev", "eth0"},
 		{"-n", c.netns, "link", "set", "eth0", "up"},
 		{"-n", c.netns, "link", "set", "lo", "up"},
+		// The pods, from the host: through the netns, which forwards to its bridge and gives
+		// the host's connections the bridge's address (pods have no route beyond their subnet,
+		// and are given none). Forwarding and the NAT rule are the netns's own; the route
+		// lives and dies with the veth.
+		{"netns", "exec", c.netns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+		{"netns", "exec", c.netns, "iptables", "-w", "-t", "nat", "-A", "POSTROUTING", "-s", hostIP + "/32", "-o", "cni0", "-j", "MASQUERADE"},
+		{"route", "add", podCIDR, "via", nsIP, "dev", c.hostVeth},
 	} {
 		if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
 			return c, fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
@@ -347,6 +360,17 @@ featureGates:
 		return c, err
 	}
 	return c, nil
+}
+
+// AddUser returns a client configuration of a new user of the cluster's API server (a client
+// certificate for name and groups), with no rights until RBAC grants some: a gateway that is
+// not an administrator, for impersonation tests.
+func (c *Cluster) AddUser(name string, groups ...string) (*rest.Config, error) {
+	u, err := c.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.Config(), nil
 }
 
 // LocalImage gives image (a local Docker image) a tag of the cluster's own, which Stop removes,
