@@ -30,3 +30,12 @@ var TestImage = testImage
 // provider blocks decoded and checked by their backends). internal/gateway imports this
 // package, so this package's own tests cannot: the external tests set it (gateway_test.go).
 var LoadGatewayConfig func(path string, environ []string) (*config.Config, error)
+
+// RealNode returns the real single-node cluster's admin kubeconfig file, a fresh namespace on
+// it and the sandbox image tagged for it, skipping the test unless TEST_KUBE_NODE=1 (see
+// realnode_test.go).
+func RealNode(t *testing.T) (kubeconfig, namespace, image string) {
+	t.Helper()
+	c := requireNode(t)
+	return c.Kubeconfig, nodeNamespace(t, c), nodeImage
+}
