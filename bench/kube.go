@@ -68,6 +68,15 @@ var (
 var (
 	kubeMu      sync.Mutex
 	kubeCluster *kubenode.Cluster // the running cluster, for stopCluster
+	// kubeStarting, while kubenode.Start runs: cancel ends the start (Start then tears down
+	// what it made) and done is closed once Start returned.
+	kubeStarting *struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	// kubeStopped, once a teardown began, is closed when it ended: a second stopCluster (the
+	// rows' end while a signal tears down) waits for it, so the bench never exits mid-teardown.
+	kubeStopped chan struct{}
 )
 
 // stopCluster tears the running cluster down (nil when none runs): from the rows' end, a
@@ -75,12 +84,28 @@ var (
 // restores the host (netns, cgroups, mounts, sysctls, containers).
 func stopCluster() error {
 	kubeMu.Lock()
+	if st := kubeStarting; st != nil {
+		// Interrupted while the cluster starts: end the start and wait for its teardown,
+		// which restores the host as Stop does.
+		kubeMu.Unlock()
+		st.cancel()
+		<-st.done
+		kubeMu.Lock()
+	}
 	c := kubeCluster
 	kubeCluster = nil
-	kubeMu.Unlock()
 	if c == nil {
+		stopped := kubeStopped
+		kubeMu.Unlock()
+		if stopped != nil {
+			<-stopped
+		}
 		return nil
 	}
+	stopped := make(chan struct{})
+	kubeStopped = stopped
+	kubeMu.Unlock()
+	defer close(stopped)
 	return c.Stop()
 }
 
@@ -122,15 +147,26 @@ func kubeScenarios(ctx context.Context) {
 	fmt.Println("kubernetes: starting the single-node cluster (internal/testutil/kubenode)")
 	t := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	st := &struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}{cancel, make(chan struct{})}
+	kubeMu.Lock()
+	kubeStarting = st
+	kubeMu.Unlock()
 	c, err := kubenode.Start(sctx, kubenode.Options{RepoRoot: root, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	cancel()
+	kubeMu.Lock()
+	kubeStarting = nil
+	if err == nil {
+		kubeCluster = c
+	}
+	kubeMu.Unlock()
+	close(st.done)
 	if err != nil {
 		skip("kubernetes rows: the cluster did not start: " + err.Error())
 		return
 	}
-	kubeMu.Lock()
-	kubeCluster = c
-	kubeMu.Unlock()
 	add(Row{Scenario: kubeScenario, Variant: "cluster Ready (start -> node Ready)", Value: time.Since(t).Round(time.Millisecond).String(),
 		Note: "etcd, kube-apiserver, cri-dockerd, kubelet, scheduler, controller manager, agent-sandbox controller, node " + c.NodeName})
 	defer func() {
