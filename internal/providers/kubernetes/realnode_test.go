@@ -106,13 +106,13 @@ func nodeNamespace(t *testing.T, c *kubenode.Cluster) string {
 	return name
 }
 
-// nodeProvider is a provider on the real cluster for namespace ns, acting as the cluster's
-// administrator or, when given, as as; block edits its configuration.
-func nodeProvider(t *testing.T, c *kubenode.Cluster, ns string, block func(*Config), as ...*rest.Config) *Provider {
+// nodeProvider is a provider on the real cluster for namespace ns whose gateway identity is
+// the cluster's administrator or, when given, identity; block edits its configuration.
+func nodeProvider(t *testing.T, c *kubenode.Cluster, ns string, block func(*Config), identity ...*rest.Config) *Provider {
 	t.Helper()
 	rc := c.Config
-	if len(as) > 0 {
-		rc = as[0]
+	if len(identity) > 0 {
+		rc = identity[0]
 	}
 	k := fillDefaults()
 	k.Namespace = ns
