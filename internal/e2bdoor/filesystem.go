@@ -238,14 +238,33 @@ func (h *Handler) runTool(ctx context.Context, p principal.Principal, sess sandb
 // quoted is the words of argv, each quoted for the shell.
 func quoted(argv ...string) string { return commandLine(argv)[len("exec "):] }
 
-func (h *Handler) makeDir(ctx context.Context, req *wire.MakeDirRequest) (*wire.MakeDirResponse, error) {
-	p, sess := principalOf(ctx), sessionFrom(ctx)
+// changeTarget begins a call that changes the workspace: the caller, its session and e2b, a
+// path of a request, as a workspace path (the user checked first).
+func (h *Handler) changeTarget(ctx context.Context, e2b string) (principal.Principal, sandbox.Session, string, error) {
 	if err := checkUser(rpcUser(ctx)); err != nil {
-		return nil, err
+		return principal.Principal{}, sandbox.Session{}, "", err
 	}
-	rel, err := workspacePath(req.Path)
+	rel, err := workspacePath(e2b)
 	if err != nil {
-		return nil, h.rpcError(ctx, err)
+		return principal.Principal{}, sandbox.Session{}, "", h.rpcError(ctx, err)
+	}
+	return principalOf(ctx), sessionFrom(ctx), rel, nil
+}
+
+// entryAfter is the entry of workspace path rel (e2b as the request named it) once a call
+// made it: fault.Internal when it is not listed.
+func (h *Handler) entryAfter(ctx context.Context, p principal.Principal, sess sandbox.Session, rel, e2b, what string) (*wire.EntryInfo, error) {
+	fi, ok, err := h.statRel(ctx, p, sess, rel)
+	if err != nil || !ok {
+		return nil, h.rpcError(ctx, errors.Join(err, fault.New(fault.Internal, "%s was %s but is not listed", e2b, what)))
+	}
+	return entryOf(fi), nil
+}
+
+func (h *Handler) makeDir(ctx context.Context, req *wire.MakeDirRequest) (*wire.MakeDirResponse, error) {
+	p, sess, rel, err := h.changeTarget(ctx, req.Path)
+	if err != nil {
+		return nil, err
 	}
 	fi, ok, err := h.statRel(ctx, p, sess, rel)
 	switch {
@@ -259,23 +278,19 @@ func (h *Handler) makeDir(ctx context.Context, req *wire.MakeDirRequest) (*wire.
 	if err := h.runTool(ctx, p, sess, "creating directory", quoted("mkdir", "-p", "--", rel)); err != nil {
 		return nil, err
 	}
-	fi, ok, err = h.statRel(ctx, p, sess, rel)
-	if err != nil || !ok {
-		return nil, h.rpcError(ctx, errors.Join(err, fault.New(fault.Internal, "directory %s was made but is not listed", req.Path)))
+	e, err := h.entryAfter(ctx, p, sess, rel, req.Path, "made")
+	if err != nil {
+		return nil, err
 	}
-	return &wire.MakeDirResponse{Entry: entryOf(fi)}, nil
+	return &wire.MakeDirResponse{Entry: e}, nil
 }
 
 // move renames Source to Destination as envd does (os.Rename: a file or an empty folder at
 // the destination is replaced; the destination's parents are made).
 func (h *Handler) move(ctx context.Context, req *wire.MoveRequest) (*wire.MoveResponse, error) {
-	p, sess := principalOf(ctx), sessionFrom(ctx)
-	if err := checkUser(rpcUser(ctx)); err != nil {
-		return nil, err
-	}
-	src, err := workspacePath(req.Source)
+	p, sess, src, err := h.changeTarget(ctx, req.Source)
 	if err != nil {
-		return nil, h.rpcError(ctx, err)
+		return nil, err
 	}
 	dst, err := workspacePath(req.Destination)
 	if err != nil {
@@ -296,23 +311,19 @@ func (h *Handler) move(ctx context.Context, req *wire.MoveRequest) (*wire.MoveRe
 	if err := h.runTool(ctx, p, sess, "renaming", cmd); err != nil {
 		return nil, err
 	}
-	fi, ok, err := h.statRel(ctx, p, sess, dst)
-	if err != nil || !ok {
-		return nil, h.rpcError(ctx, errors.Join(err, fault.New(fault.Internal, "%s was moved but is not listed", req.Destination)))
+	e, err := h.entryAfter(ctx, p, sess, dst, req.Destination, "moved")
+	if err != nil {
+		return nil, err
 	}
-	return &wire.MoveResponse{Entry: entryOf(fi)}, nil
+	return &wire.MoveResponse{Entry: e}, nil
 }
 
 // remove removes a file, or a folder with what it holds (envd: os.RemoveAll); a missing path
 // is no error.
 func (h *Handler) remove(ctx context.Context, req *wire.RemoveRequest) (*wire.Empty, error) {
-	p, sess := principalOf(ctx), sessionFrom(ctx)
-	if err := checkUser(rpcUser(ctx)); err != nil {
-		return nil, err
-	}
-	rel, err := workspacePath(req.Path)
+	p, sess, rel, err := h.changeTarget(ctx, req.Path)
 	if err != nil {
-		return nil, h.rpcError(ctx, err)
+		return nil, err
 	}
 	if rel == "." {
 		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("the workspace (%s) itself cannot be removed", Home))
