@@ -284,11 +284,7 @@ func (s *Service) MakeDir(ctx context.Context, p principal.Principal, id, profil
 	if err != nil {
 		return err
 	}
-	return s.files().change(ctx, p, id, profile, true, nil, []fileEvent{{store.AuditFileWrite, clean}}, func(ctx context.Context, sb providers.Sandbox, prof *Profile) error {
-		t, err := fileTree(sb, prof)
-		if err != nil {
-			return err
-		}
+	return s.files().tree(ctx, p, id, profile, true, nil, []fileEvent{{store.AuditFileWrite, clean}}, func(ctx context.Context, t providers.FileTree) error {
 		return t.MakeDir(ctx, clean)
 	})
 }
@@ -311,11 +307,7 @@ func (s *Service) MoveFile(ctx context.Context, p principal.Principal, id, profi
 		return err
 	}
 	none := fault.New(fault.NotFound, "'%s' not found: the session has no sandbox yet", src)
-	return s.files().change(ctx, p, id, profile, false, none, []fileEvent{{store.AuditFileDelete, src}, {store.AuditFileWrite, dst}}, func(ctx context.Context, sb providers.Sandbox, prof *Profile) error {
-		t, err := fileTree(sb, prof)
-		if err != nil {
-			return err
-		}
+	return s.files().tree(ctx, p, id, profile, false, none, []fileEvent{{store.AuditFileDelete, src}, {store.AuditFileWrite, dst}}, func(ctx context.Context, t providers.FileTree) error {
 		return t.Move(ctx, src, dst)
 	})
 }
@@ -331,11 +323,7 @@ func (s *Service) RemoveAll(ctx context.Context, p principal.Principal, id, prof
 	if err != nil {
 		return err
 	}
-	return s.files().change(ctx, p, id, profile, false, nil, []fileEvent{{store.AuditFileDelete, clean}}, func(ctx context.Context, sb providers.Sandbox, prof *Profile) error {
-		t, err := fileTree(sb, prof)
-		if err != nil {
-			return err
-		}
+	return s.files().tree(ctx, p, id, profile, false, nil, []fileEvent{{store.AuditFileDelete, clean}}, func(ctx context.Context, t providers.FileTree) error {
 		return t.RemoveAll(ctx, clean)
 	})
 }
@@ -352,13 +340,16 @@ func entryPath(path string) (string, error) {
 	return clean, nil
 }
 
-// fileTree is sb's folder operations: fault.Capability when its provider has none.
-func fileTree(sb providers.Sandbox, prof *Profile) (providers.FileTree, error) {
-	t, ok := sb.(providers.FileTree)
-	if !ok {
-		return nil, fault.Unsupported(prof.Provider.Type(), "files (folders made, moved, or removed with what they hold)")
-	}
-	return t, nil
+// tree is change with op on the sandbox's folder operations (providers.FileTree):
+// fault.Capability when its provider has none.
+func (fs *files) tree(ctx context.Context, p principal.Principal, id, profile string, create bool, none error, events []fileEvent, op func(context.Context, providers.FileTree) error) error {
+	return fs.change(ctx, p, id, profile, create, none, events, func(ctx context.Context, sb providers.Sandbox, prof *Profile) error {
+		t, ok := sb.(providers.FileTree)
+		if !ok {
+			return fault.Unsupported(prof.Provider.Type(), "files (folders made, moved, or removed with what they hold)")
+		}
+		return op(ctx, t)
+	})
 }
 
 // fileEvent is an audit event a change of the workspace records: its kind and target.
