@@ -123,7 +123,7 @@ func TestShell(t *testing.T) {
 	// ended sandgate's standard input.
 	require.NoError(t, pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 100}))
 	typeKeys(t, ptmx, "until [ \"$(stty size)\" = '40 100' ]; do sleep 0.05; done; echo resized-$((2*3)); stty size\r")
-	at = tm.waitFor(t, at, regexp.MustCompile(`resized-6\r\n40 100\r\n`))
+	tm.waitFor(t, at, regexp.MustCompile(`resized-6\r\n40 100\r\n`))
 
 	// The shell's exit code is sandgate's.
 	typeKeys(t, ptmx, "exit 3\r")
