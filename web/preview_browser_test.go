@@ -215,7 +215,7 @@ func TestPreviewDomainInBrowser(t *testing.T) {
 	p.do(setValue("#port", strconv.Itoa(port)), chromedp.Click(chromedp.ID("open-port")))
 	p.wait("the port link", `document.querySelector('#port-link')`)
 	link := eval[string](p, `document.querySelector('#port-link').href`)
-	require.True(t, strings.HasPrefix(link, origin+"/__sandgate/open?token=v2.p."+sid+"."), link)
+	require.True(t, strings.HasPrefix(link, origin+"/__sandgate/open?token=v3.p."+sid+"."), link)
 	p.shot("session-port-domain")
 
 	// This tab follows the personal link too (within its minute): the preview, at "/".

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+
 	"github.com/sandgate/sandgate/internal/auth/devissuer"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/gateway"
@@ -48,6 +50,7 @@ func cmdServe(ctx context.Context, args, environ []string, stdout, stderr io.Wri
 	}
 	log := newLogger(cfg.Log, stderr)
 	slog.SetDefault(log)
+	setMemoryLimit(log, environ, memlimit.FromCgroup)
 
 	var iss *devissuer.Issuer
 	ownDB := cfg.Database.URL == "" // dev starts its own Postgres

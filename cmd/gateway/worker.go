@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
+
 	"github.com/sandgate/sandgate/internal/gateway"
 )
 
@@ -28,6 +30,7 @@ func cmdWorker(ctx context.Context, args, environ []string, stderr io.Writer) er
 	}
 	log := newLogger(cfg.Log, stderr)
 	slog.SetDefault(log)
+	setMemoryLimit(log, environ, memlimit.FromCgroup)
 	g, err := gateway.New(ctx, cfg, gateway.Options{Role: gateway.RoleWorker, Logger: log, Version: version})
 	if err != nil {
 		return err

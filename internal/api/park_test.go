@@ -476,7 +476,7 @@ func checkPreview(t *testing.T, e *testEnv, clock *sandboxtest.Clock, alice, bob
 	require.Equal(t, 201, r.Status, "body: %s", r.Body)
 	link := r.JSON(t)
 	url := link["url"].(string)
-	require.True(t, strings.HasPrefix(url, e.URL+"/preview/v2.s."+sid+"."), url)
+	require.True(t, strings.HasPrefix(url, e.URL+"/preview/v3.s."+sid+"."), url)
 	require.True(t, strings.HasSuffix(url, "/"), url)
 	path := strings.TrimPrefix(url, e.URL)
 	r = e.do("", "GET", path+"index.html", nil)

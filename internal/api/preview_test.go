@@ -280,6 +280,43 @@ func TestShareLinkRateLimit(t *testing.T) {
 	assert.Equal(t, 200, r.Status, "%s", r.Body)
 }
 
+// A link made with an API key works while the key is live: revoked, or deleted, the key takes
+// its links with it; a link does not outlive its key's expiry either.
+func TestShareLinkEndsWithItsKey(t *testing.T) {
+	t.Parallel()
+	e, _ := parkEnv(t, nil)
+	alice := e.token("alice")
+	sid := e.newSession(alice, "default")
+	port := e.serve(alice, sid)
+	signedIn := e.link(alice, sid, port, nil)
+
+	made := e.newKey(alice, map[string]any{"name": "preview", "ttl_s": 1800})
+	secret, keyID := made["secret"].(string), made["id"].(string)
+	r := e.do(secret, "POST", fmt.Sprintf("/v1/sessions/%s/ports/%d/links", sid, port), map[string]any{"ttl_s": 7200})
+	require.Equal(t, 201, r.Status, "body: %s", r.Body)
+	link := r.JSON(t)
+	keyEnds, err := time.Parse(time.RFC3339Nano, made["expires_at"].(string))
+	require.NoError(t, err)
+	linkEnds, err := time.Parse(time.RFC3339Nano, link["expires_at"].(string))
+	require.NoError(t, err)
+	assert.Equal(t, keyEnds.Truncate(time.Second), linkEnds, "the link expires with its key at the latest (whole seconds)")
+	viaKey := link["url"].(string)
+	require.Equal(t, 200, e.raw(nil, "GET", viaKey+"index.html", nil).Status)
+
+	require.Equal(t, 200, e.do(alice, "DELETE", "/v1/api-keys/"+keyID, nil).Status)
+	p := e.raw(nil, "GET", viaKey+"index.html", nil).RequireProblem(t, 404, "not-found")
+	assert.Contains(t, p["detail"], "unknown or has expired")
+	assert.Equal(t, 200, e.raw(nil, "GET", signedIn+"index.html", nil).Status, "the sign-in's link is unaffected")
+
+	// A key deleted (as ended keys are, after a while) takes its links too.
+	other := e.newKey(alice, map[string]any{"name": "preview-2"})
+	viaOther := e.link(other["secret"].(string), sid, port, nil)
+	require.Equal(t, 200, e.raw(nil, "GET", viaOther+"index.html", nil).Status)
+	_, err = e.store.Pool().Exec(t.Context(), `DELETE FROM api_keys WHERE id = $1`, other["id"])
+	require.NoError(t, err)
+	e.raw(nil, "GET", viaOther+"index.html", nil).RequireProblem(t, 404, "not-found")
+}
+
 // Every request through a link checks its maker again: still in the profile's allowed
 // groups (as of their latest token), still able to see the session (an administrator who
 // is no longer one is not), still recorded.
@@ -366,14 +403,14 @@ func TestPreviewDomain(t *testing.T) {
 
 	// A share link names the preview's origin; opening it sets the cookie and goes to "/".
 	link := e.link(alice, sid, port, map[string]any{"ttl_s": 600})
-	require.True(t, strings.HasPrefix(link, origin+"/__sandgate/open?token=v2.s."+sid+"."), link)
+	require.True(t, strings.HasPrefix(link, origin+"/__sandgate/open?token=v3.s."+sid+"."), link)
 	browser := e.hostClient()
 	r = e.raw(browser, "GET", link, nil)
 	require.Equal(t, http.StatusSeeOther, r.Status, "%s", r.Body)
 	assert.Equal(t, "/", r.Header.Get("Location"))
 	assert.Equal(t, "no-referrer", r.Header.Get("Referrer-Policy"))
 	cookie := r.Header.Get("Set-Cookie")
-	for _, attr := range []string{"sandgate_preview=v2.s.", "Path=/", "HttpOnly", "SameSite=Lax"} {
+	for _, attr := range []string{"sandgate_preview=v3.s.", "Path=/", "HttpOnly", "SameSite=Lax"} {
 		assert.Contains(t, cookie, attr)
 	}
 	assert.NotContains(t, strings.ToLower(cookie), "domain=", "a cookie of this host alone")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -50,16 +51,35 @@ var ErrKeysUnavailable = errors.New("API keys cannot be checked")
 // revoked it: ForgetAPIKey), and expiry at once everywhere (it is checked on every request).
 const KeyRecheck = time.Second
 
-// keysMax bounds the keys remembered (unknown ones included).
-const keysMax = 10000
+// UnknownKeyRecheck is how long a secret no key has (a well-formed one: its checksum holds) is
+// refused without reading the store again, so that a client retrying a deleted or made-up key
+// costs one read per UnknownKeyRecheck per replica. A key made on this replica is never
+// refused by it (ForgetUnknownAPIKey); one made elsewhere could only be refused here if its
+// secret had been tried before it existed, which 256 random bits rule out.
+const UnknownKeyRecheck = 10 * time.Second
+
+// keysMax bounds the keys remembered; unknownMax the unknown secrets, apart, so that a flood
+// of made-up secrets does not push the keys in use out (each new one still costs a read:
+// bounding those is the rate limiter's work, not the cache's).
+const (
+	keysMax    = 10000
+	unknownMax = 4096
+)
 
 // keyVerifier authenticates API keys: a store read per key at most once per KeyRecheck per
-// replica (concurrent requests with one key share the read).
+// replica, per unknown secret at most once per UnknownKeyRecheck (concurrent requests with
+// one secret share the read).
 type keyVerifier struct {
-	lookup KeyLookup
-	now    func() time.Time
-	cache  *lru.Cache[[32]byte, keyEntry]
-	reads  singleflight.Group
+	lookup  KeyLookup
+	now     func() time.Time
+	cache   *lru.Cache[[32]byte, keyEntry]
+	unknown *lru.Cache[[32]byte, time.Time] // when no key had the hash
+	reads   singleflight.Group
+	// made counts ForgetUnknownAPIKey calls: a read that started before one does not
+	// remember its "unknown", which may predate the key. mu orders them with what reads add
+	// to unknown.
+	mu   sync.Mutex
+	made uint64
 }
 
 // keyEntry is a key as read at read; unknown when no key had the hash.
@@ -78,10 +98,14 @@ func WithAPIKeys(lookup KeyLookup, now func() time.Time) Option {
 		if err != nil {
 			panic(err) // only for a size ≤ 0
 		}
+		u, err := lru.New[[32]byte, time.Time](unknownMax)
+		if err != nil {
+			panic(err)
+		}
 		if now == nil {
 			now = time.Now
 		}
-		a.keys = &keyVerifier{lookup: lookup, now: now, cache: c}
+		a.keys = &keyVerifier{lookup: lookup, now: now, cache: c, unknown: u}
 	}
 }
 
@@ -144,26 +168,57 @@ func (a *Authenticator) ForgetAPIKey(id string) {
 	}
 }
 
-// get returns the key of hash as read within KeyRecheck, reading it when not.
+// ForgetUnknownAPIKey drops what this replica remembers of hash as no key's, and keeps a read
+// under way from remembering it so: the domain calls it when it has made a key of that hash.
+func (a *Authenticator) ForgetUnknownAPIKey(hash [32]byte) {
+	if a.keys == nil {
+		return
+	}
+	v := a.keys
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.made++
+	v.unknown.Remove(hash)
+}
+
+// within reports whether now is less than d after read (a clock set back is not within).
+func within(now, read time.Time, d time.Duration) bool {
+	return now.Sub(read) < d && !now.Before(read)
+}
+
+// get returns the key of hash as read within KeyRecheck (an unknown one within
+// UnknownKeyRecheck), reading it when not.
 func (v *keyVerifier) get(ctx context.Context, hash [32]byte) (keyEntry, error) {
 	now := v.now()
-	if e, ok := v.cache.Get(hash); ok && now.Sub(e.read) < KeyRecheck && !now.Before(e.read) {
+	if e, ok := v.cache.Get(hash); ok && within(now, e.read, KeyRecheck) {
 		return e, nil
+	}
+	if read, ok := v.unknown.Get(hash); ok && within(now, read, UnknownKeyRecheck) {
+		return keyEntry{unknown: true, read: read}, nil
 	}
 	r, err, _ := v.reads.Do(string(hash[:]), func() (any, error) {
 		// A read that one request started is not cut short by that request's end.
 		ctx := context.WithoutCancel(ctx)
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
+		v.mu.Lock()
+		made := v.made
+		v.mu.Unlock()
 		read := v.now()
 		k, err := v.lookup(ctx, hash, read)
-		e := keyEntry{key: k, read: read}
 		switch {
 		case errors.Is(err, ErrUnknownKey):
-			e = keyEntry{unknown: true, read: read}
+			v.cache.Remove(hash) // deleted since it was read
+			v.mu.Lock()
+			if v.made == made {
+				v.unknown.Add(hash, read)
+			}
+			v.mu.Unlock()
+			return keyEntry{unknown: true, read: read}, nil
 		case err != nil:
 			return keyEntry{}, fmt.Errorf("%w: %v", ErrKeysUnavailable, err)
 		}
+		e := keyEntry{key: k, read: read}
 		v.cache.Add(hash, e)
 		return e, nil
 	})

@@ -47,7 +47,9 @@ type keyEnv struct {
 	a     *auth.Authenticator
 	reads atomic.Int64
 	fail  atomic.Bool // the store "does not answer"
-	alice store.Principal
+	// afterRead, when set, runs after the store was read, before the read is answered.
+	afterRead func()
+	alice     store.Principal
 }
 
 func newKeyEnv(t *testing.T) *keyEnv {
@@ -59,6 +61,9 @@ func newKeyEnv(t *testing.T) *keyEnv {
 			return auth.APIKey{}, errors.New("connection refused")
 		}
 		k, err := e.st.UseAPIKey(ctx, hash[:], now)
+		if e.afterRead != nil {
+			e.afterRead()
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			return auth.APIKey{}, auth.ErrUnknownKey
 		}
@@ -86,12 +91,18 @@ func newKeyEnv(t *testing.T) *keyEnv {
 func (e *keyEnv) key(id string, ttl time.Duration, groups, profiles []string) string {
 	e.t.Helper()
 	k := apikey.New()
+	e.record(id, k, ttl, groups, profiles)
+	return k.Secret
+}
+
+// record records k as a key of alice's (key).
+func (e *keyEnv) record(id string, k apikey.Key, ttl time.Duration, groups, profiles []string) {
+	e.t.Helper()
 	require.NoError(e.t, e.st.CreateAPIKeyWithin(context.Background(), store.APIKey{
 		ID: id, PrincipalID: e.alice.ID, Name: id, Prefix: k.Display, Hash: k.Hash[:], Issuer: e.alice.Issuer, Subject: "alice",
 		Username: "al", Email: "alice@example.test", Groups: groups, Credentials: store.KeyCredentials{RunAs: "alice"}, Profiles: profiles,
 		CreatedAt: e.clock.Now(), ExpiresAt: e.clock.Now().Add(ttl),
 	}, 0))
-	return k.Secret
 }
 
 func TestAPIKeyAuthenticates(t *testing.T) {
@@ -200,6 +211,62 @@ func TestAPIKeyRecheck(t *testing.T) {
 	_, err = e.a.Authenticate(ctx, short)
 	requireAuthError(t, err, "invalid_token", "expired")
 	require.Equal(t, reads, e.reads.Load(), "expiry needs no read")
+}
+
+// TestAPIKeyUnknownRemembered: a well-formed secret no key has is read once per
+// auth.UnknownKeyRecheck, apart from the keys in use; a key made of it afterwards
+// (ForgetUnknownAPIKey, as the domain calls on making one) is accepted at once, also when
+// the read that found none was still under way.
+func TestAPIKeyUnknownRemembered(t *testing.T) {
+	t.Parallel()
+	e := newKeyEnv(t)
+	ctx := context.Background()
+	good := e.key("k1", 2*time.Hour, nil, nil)
+	_, err := e.a.Authenticate(ctx, good)
+	require.NoError(t, err)
+
+	unknown := apikey.New()
+	before := e.reads.Load()
+	for range 5 {
+		_, err := e.a.Authenticate(ctx, unknown.Secret)
+		requireAuthError(t, err, "invalid_token", "unknown API key")
+	}
+	require.Equal(t, before+1, e.reads.Load(), "one read for the unknown secret within the recheck")
+	e.clock.advance(auth.UnknownKeyRecheck - time.Millisecond)
+	_, err = e.a.Authenticate(ctx, unknown.Secret)
+	requireAuthError(t, err, "invalid_token", "unknown API key")
+	require.Equal(t, before+1, e.reads.Load())
+	e.clock.advance(time.Millisecond)
+	_, err = e.a.Authenticate(ctx, unknown.Secret)
+	requireAuthError(t, err, "invalid_token", "unknown API key")
+	require.Equal(t, before+2, e.reads.Load(), "read again once the recheck passed")
+
+	// Made now (the secret was tried before, as only a test can): accepted at once.
+	e.record("k2", unknown, time.Hour, nil, nil)
+	e.a.ForgetUnknownAPIKey(unknown.Hash)
+	p, err := e.a.Authenticate(ctx, unknown.Secret)
+	require.NoError(t, err)
+	require.Equal(t, "k2", p.APIKeyID)
+
+	// Made while a read that found none is under way: that read's answer is not remembered.
+	late := apikey.New()
+	e.afterRead = func() {
+		e.afterRead = nil
+		e.record("k3", late, time.Hour, nil, nil)
+		e.a.ForgetUnknownAPIKey(late.Hash)
+	}
+	_, err = e.a.Authenticate(ctx, late.Secret)
+	requireAuthError(t, err, "invalid_token", "unknown API key")
+	p, err = e.a.Authenticate(ctx, late.Secret)
+	require.NoError(t, err, "the unknown read before the key was made is not remembered")
+	require.Equal(t, "k3", p.APIKeyID)
+
+	// A key deleted from the store since it was read is unknown at its next read.
+	_, err = e.st.Pool().Exec(ctx, "DELETE FROM api_keys WHERE id = 'k1'")
+	require.NoError(t, err)
+	e.clock.advance(auth.KeyRecheck)
+	_, err = e.a.Authenticate(ctx, good)
+	requireAuthError(t, err, "invalid_token", "unknown API key")
 }
 
 // TestAPIKeyStoreDown: a key that cannot be read is neither accepted nor refused: 503.

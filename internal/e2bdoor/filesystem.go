@@ -20,17 +20,14 @@ import (
 
 // envd's filesystem service (packages/envd/spec/filesystem/filesystem.proto) on the session's
 // workspace (shown as Home; paths.go). Stat and ListDir read the workspace's listings; MakeDir,
-// Move and a folder's Remove run mkdir, mv and rm in the sandbox as executions of the session
-// — ordered with its other executions and writes, audited and counted like them — and a
-// file's Remove is the domain's delete. WatchDir compares listings of the folder every
+// Move and Remove are the domain's file operations (MakeDir, MoveFile, RemoveAll: done by the
+// provider on the paths, never through a command line made of them; ordered with the
+// session's executions and writes, audited like them). WatchDir compares listings of the folder every
 // Options.WatchInterval and reports what changed between two (a rename shows as a removal and
 // a creation; changes undone within one interval are not seen).
 
 // maxListed bounds the entries one ListDir or one watch's listing holds.
 const maxListed = 10000
-
-// toolTimeout bounds the mkdir, mv and rm a filesystem call runs.
-const toolTimeout = time.Minute
 
 // fileEntry is an entry of a workspace listing (the domain's, ListFiles).
 type fileEntry struct {
@@ -214,38 +211,33 @@ func (h *Handler) listDir(ctx context.Context, req *wire.ListDirRequest) (*wire.
 	return out, nil
 }
 
-// runTool runs command line cmd (made of quoted words only) in the session as a command, and
-// fails with its standard error when it exits with another status than 0.
-func (h *Handler) runTool(ctx context.Context, p principal.Principal, sess sandbox.Session, what, cmd string) error {
-	out, err := h.svc.Execute(ctx, p, sandbox.ExecInput{SessionID: sess.ID, Command: cmd, Timeout: toolTimeout})
+// changeTarget begins a call that changes the workspace: the caller, its session and e2b, a
+// path of a request, as a workspace path (the user checked first).
+func (h *Handler) changeTarget(ctx context.Context, e2b string) (principal.Principal, sandbox.Session, string, error) {
+	if err := checkUser(rpcUser(ctx)); err != nil {
+		return principal.Principal{}, sandbox.Session{}, "", err
+	}
+	rel, err := workspacePath(e2b)
 	if err != nil {
-		return h.rpcError(ctx, err)
+		return principal.Principal{}, sandbox.Session{}, "", h.rpcError(ctx, err)
 	}
-	res := out.Result
-	if res == nil {
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s did not finish within the gateway's wait; try again", what))
-	}
-	if res.ExitCode == nil || *res.ExitCode != 0 {
-		msg := strings.TrimSpace(res.Stderr)
-		if msg == "" {
-			msg = res.Status
-		}
-		return connect.NewError(connect.CodeInternal, fmt.Errorf("error %s: %s", what, msg))
-	}
-	return nil
+	return principalOf(ctx), sessionFrom(ctx), rel, nil
 }
 
-// quoted is the words of argv, each quoted for the shell.
-func quoted(argv ...string) string { return commandLine(argv)[len("exec "):] }
+// entryAfter is the entry of workspace path rel (e2b as the request named it) once a call
+// made it: fault.Internal when it is not listed.
+func (h *Handler) entryAfter(ctx context.Context, p principal.Principal, sess sandbox.Session, rel, e2b, what string) (*wire.EntryInfo, error) {
+	fi, ok, err := h.statRel(ctx, p, sess, rel)
+	if err != nil || !ok {
+		return nil, h.rpcError(ctx, errors.Join(err, fault.New(fault.Internal, "%s was %s but is not listed", e2b, what)))
+	}
+	return entryOf(fi), nil
+}
 
 func (h *Handler) makeDir(ctx context.Context, req *wire.MakeDirRequest) (*wire.MakeDirResponse, error) {
-	p, sess := principalOf(ctx), sessionFrom(ctx)
-	if err := checkUser(rpcUser(ctx)); err != nil {
-		return nil, err
-	}
-	rel, err := workspacePath(req.Path)
+	p, sess, rel, err := h.changeTarget(ctx, req.Path)
 	if err != nil {
-		return nil, h.rpcError(ctx, err)
+		return nil, err
 	}
 	fi, ok, err := h.statRel(ctx, p, sess, rel)
 	switch {
@@ -256,26 +248,22 @@ func (h *Handler) makeDir(ctx context.Context, req *wire.MakeDirRequest) (*wire.
 	case ok:
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("path already exists but it is not a directory: %s", req.Path))
 	}
-	if err := h.runTool(ctx, p, sess, "creating directory", quoted("mkdir", "-p", "--", rel)); err != nil {
+	if err := h.svc.MakeDir(ctx, p, sess.ID, "", rel); err != nil {
+		return nil, h.rpcError(ctx, err)
+	}
+	e, err := h.entryAfter(ctx, p, sess, rel, req.Path, "made")
+	if err != nil {
 		return nil, err
 	}
-	fi, ok, err = h.statRel(ctx, p, sess, rel)
-	if err != nil || !ok {
-		return nil, h.rpcError(ctx, errors.Join(err, fault.New(fault.Internal, "directory %s was made but is not listed", req.Path)))
-	}
-	return &wire.MakeDirResponse{Entry: entryOf(fi)}, nil
+	return &wire.MakeDirResponse{Entry: e}, nil
 }
 
 // move renames Source to Destination as envd does (os.Rename: a file or an empty folder at
 // the destination is replaced; the destination's parents are made).
 func (h *Handler) move(ctx context.Context, req *wire.MoveRequest) (*wire.MoveResponse, error) {
-	p, sess := principalOf(ctx), sessionFrom(ctx)
-	if err := checkUser(rpcUser(ctx)); err != nil {
-		return nil, err
-	}
-	src, err := workspacePath(req.Source)
+	p, sess, src, err := h.changeTarget(ctx, req.Source)
 	if err != nil {
-		return nil, h.rpcError(ctx, err)
+		return nil, err
 	}
 	dst, err := workspacePath(req.Destination)
 	if err != nil {
@@ -289,30 +277,22 @@ func (h *Handler) move(ctx context.Context, req *wire.MoveRequest) (*wire.MoveRe
 	} else if !ok {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("source file not found: path '%s' does not exist", req.Source))
 	}
-	cmd := quoted("mv", "-T", "--", src, dst)
-	if parent := path.Dir(dst); parent != "." {
-		cmd = quoted("mkdir", "-p", "--", parent) + " && " + cmd
+	if err := h.svc.MoveFile(ctx, p, sess.ID, "", src, dst); err != nil {
+		return nil, h.rpcError(ctx, err)
 	}
-	if err := h.runTool(ctx, p, sess, "renaming", cmd); err != nil {
+	e, err := h.entryAfter(ctx, p, sess, dst, req.Destination, "moved")
+	if err != nil {
 		return nil, err
 	}
-	fi, ok, err := h.statRel(ctx, p, sess, dst)
-	if err != nil || !ok {
-		return nil, h.rpcError(ctx, errors.Join(err, fault.New(fault.Internal, "%s was moved but is not listed", req.Destination)))
-	}
-	return &wire.MoveResponse{Entry: entryOf(fi)}, nil
+	return &wire.MoveResponse{Entry: e}, nil
 }
 
 // remove removes a file, or a folder with what it holds (envd: os.RemoveAll); a missing path
 // is no error.
 func (h *Handler) remove(ctx context.Context, req *wire.RemoveRequest) (*wire.Empty, error) {
-	p, sess := principalOf(ctx), sessionFrom(ctx)
-	if err := checkUser(rpcUser(ctx)); err != nil {
-		return nil, err
-	}
-	rel, err := workspacePath(req.Path)
+	p, sess, rel, err := h.changeTarget(ctx, req.Path)
 	if err != nil {
-		return nil, h.rpcError(ctx, err)
+		return nil, err
 	}
 	if rel == "." {
 		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("the workspace (%s) itself cannot be removed", Home))
@@ -323,14 +303,13 @@ func (h *Handler) remove(ctx context.Context, req *wire.RemoveRequest) (*wire.Em
 		return nil, h.rpcError(ctx, err)
 	case !ok:
 		return &wire.Empty{}, nil
-	case fi.Type == fileDir:
-		if err := h.runTool(ctx, p, sess, "removing directory", quoted("rm", "-rf", "--", rel)); err != nil {
-			return nil, err
-		}
-	default:
-		if err := h.svc.DeleteFile(ctx, p, sess.ID, "", rel); err != nil {
-			return nil, h.rpcError(ctx, err)
-		}
+	}
+	remove := h.svc.DeleteFile // a file or a symlink: every provider removes those
+	if fi.Type == fileDir {
+		remove = h.svc.RemoveAll
+	}
+	if err := remove(ctx, p, sess.ID, "", rel); err != nil {
+		return nil, h.rpcError(ctx, err)
 	}
 	return &wire.Empty{}, nil
 }

@@ -421,7 +421,6 @@ func lifetime(secs int64) (time.Duration, error) {
 }
 
 func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request) {
-	p, _ := principal.FromContext(r.Context())
 	var b timeoutBody
 	if err := decodeStrict(w, r, &b); err != nil {
 		h.fail(w, r, err)
@@ -431,27 +430,12 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fault.New(fault.Validation, "timeout is required (seconds from now)"))
 		return
 	}
-	d, err := lifetime(*b.Timeout)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	sess, err := h.session(r, r.PathValue("id"))
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if _, err := h.svc.SetSessionLifetime(r.Context(), p, sess.ID, "", d, false); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	h.setLifetime(w, r, *b.Timeout, false)
 }
 
 // refresh serves POST /sandboxes/{id}/refreshes {duration}: the sandbox lives at least that
 // many seconds more (default 60; E2B's keep-alive of earlier SDKs).
 func (h *Handler) refresh(w http.ResponseWriter, r *http.Request) {
-	p, _ := principal.FromContext(r.Context())
 	var b struct {
 		Duration *int64 `json:"duration"`
 	}
@@ -463,6 +447,13 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request) {
 	if b.Duration != nil {
 		secs = *b.Duration
 	}
+	h.setLifetime(w, r, secs, true)
+}
+
+// setLifetime makes sandbox {id} end secs from now — only if that is later than it would,
+// with extendOnly — and answers 204. Errors: lifetime's, the session's, the domain's.
+func (h *Handler) setLifetime(w http.ResponseWriter, r *http.Request, secs int64, extendOnly bool) {
+	p, _ := principal.FromContext(r.Context())
 	d, err := lifetime(secs)
 	if err != nil {
 		h.fail(w, r, err)
@@ -473,7 +464,7 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if _, err := h.svc.SetSessionLifetime(r.Context(), p, sess.ID, "", d, true); err != nil {
+	if _, err := h.svc.SetSessionLifetime(r.Context(), p, sess.ID, "", d, extendOnly); err != nil {
 		h.fail(w, r, err)
 		return
 	}

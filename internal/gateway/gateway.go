@@ -208,15 +208,17 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	}
 	// Authentication (gateways only): tokens of the configured issuers, and API keys read
 	// from the store and judged by the domain's clock, which set their expiry. A key revoked
-	// here is forgotten here at once; other replicas read it again within auth.KeyRecheck.
+	// here is forgotten here at once; other replicas read it again within auth.KeyRecheck. A
+	// key made here is never refused here as one remembered unknown.
 	var authn *auth.Authenticator
 	var keyRevoked func(id string)
+	var keyCreated func(hash [32]byte)
 	if opts.Role != RoleWorker {
 		if authn, err = auth.New(g.bg, cfg.Auth, auth.WithLogger(log), auth.WithFailureObserver(g.metrics.AuthFailed),
 			auth.WithTracerProvider(g.tracing.Provider()), auth.WithAPIKeys(keyLookup(g.store), now)); err != nil {
 			return nil, err
 		}
-		keyRevoked = authn.ForgetAPIKey
+		keyRevoked, keyCreated = authn.ForgetAPIKey, authn.ForgetUnknownAPIKey
 	}
 	host, _ := os.Hostname()
 	profiles, err := buildProfiles(cfg, blocks, opts.Registry, g.installation, log)
@@ -243,7 +245,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		return nil, err
 	}
 	g.svc, err = sandbox.New(sandbox.Options{Settings: set, Profiles: profiles, Store: g.store, Spool: sp, Broker: flavor, Queue: port,
-		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log, Observer: g.metrics, Tracer: g.tracing.Provider(), KeyRevoked: keyRevoked})
+		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log, Observer: g.metrics, Tracer: g.tracing.Provider(), KeyRevoked: keyRevoked, KeyCreated: keyCreated})
 	if err != nil {
 		closeProviders(profiles, log)
 		return nil, err

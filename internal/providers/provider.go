@@ -511,6 +511,27 @@ type CodeError struct {
 	Traceback string `json:"traceback"`
 }
 
+// FileTree is what a Sandbox with the files capability may add to its file methods: folders
+// made, entries moved, folders removed with what they hold — each done in the sandbox on the
+// paths given, never through a command line made of them. A Sandbox without it does not offer
+// these (the domain answers fault.Unsupported "files"). The paths are checked as the file
+// methods check them (CleanEntry: the workspace itself is fault.Validation; an escape,
+// also through a symlink where the provider confines them, fault.Policy).
+type FileTree interface {
+	// MakeDir makes folder path and its missing parents; a folder already there is no
+	// error. fault.Conflict when path or a parent is not a folder.
+	MakeDir(ctx context.Context, path string) error
+	// Move renames from to to as rename(2) does: a symlink is moved itself, a file or an
+	// empty folder at to is replaced, to's missing parents are made first. fault.NotFound
+	// when from does not exist; fault.Conflict for a folder at to that is not empty, or a
+	// folder where a file goes or the other way round; fault.Validation for a folder moved
+	// into itself.
+	Move(ctx context.Context, from, to string) error
+	// RemoveAll removes path and, for a folder, everything in it (symlinks themselves, never
+	// followed). Missing: nil.
+	RemoveAll(ctx context.Context, path string) error
+}
+
 // FileType classifies a workspace entry.
 type FileType string
 

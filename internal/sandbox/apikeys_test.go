@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"encoding/hex"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +53,13 @@ func keyIDs(keys []sandbox.APIKey) []string {
 func TestAPIKeyCreateListRevoke(t *testing.T) {
 	t.Parallel()
 	var revoked revocations
-	b := setup(t, sandboxtest.Options{KeyRevoked: revoked.add})
+	var made []string // hex SHA-256 of the secrets made, as KeyCreated heard them
+	var madeMu sync.Mutex
+	b := setup(t, sandboxtest.Options{KeyRevoked: revoked.add, KeyCreated: func(h [32]byte) {
+		madeMu.Lock()
+		defer madeMu.Unlock()
+		made = append(made, hex.EncodeToString(h[:]))
+	}})
 	admin := b.Principal(t, "root", "admins")
 	admin.Admin = true
 
@@ -60,6 +67,9 @@ func TestAPIKeyCreateListRevoke(t *testing.T) {
 	require.NoError(t, err)
 	parsed, err := apikey.Parse(k.Secret)
 	require.NoError(t, err, "the secret is a well-formed key")
+	madeMu.Lock()
+	require.Equal(t, []string{hex.EncodeToString(parsed.Hash[:])}, made, "the authentication is told of the key before its secret is answered")
+	madeMu.Unlock()
 	require.Equal(t, parsed.Display, k.Prefix)
 	require.Equal(t, "ci deploy", k.Name, "trimmed")
 	require.Equal(t, b.alice.ID, k.PrincipalID)

@@ -262,37 +262,134 @@ func (s *Service) ListFiles(ctx context.Context, p principal.Principal, id, prof
 }
 
 // DeleteFile removes a file or empty folder (missing: no error). Ordered like writes.
-func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, profile, path string) (err error) {
-	clean, err := providers.CleanPath(path)
+func (s *Service) DeleteFile(ctx context.Context, p principal.Principal, id, profile, path string) error {
+	clean, err := entryPath(path)
 	if err != nil {
 		return err
 	}
-	if clean == "." {
-		return fault.New(fault.Validation, "path must name a file, not the workspace root")
+	return s.files().change(ctx, p, id, profile, false, nil, []fileEvent{{store.AuditFileDelete, clean}}, func(ctx context.Context, sb providers.Sandbox, _ *Profile) error {
+		return sb.RemoveFile(ctx, clean)
+	})
+}
+
+// MakeDir makes folder path of the session's workspace and its missing parents, creating the
+// sandbox if need be; a folder already there is no error. Ordered like writes; audited as a
+// file_write of the folder.
+//
+// Errors: fault.Validation for the workspace itself; fault.Policy for an escape; fault.Conflict
+// when path or a parent is not a folder; fault.Capability when the provider makes no folders
+// (providers.FileTree).
+func (s *Service) MakeDir(ctx context.Context, p principal.Principal, id, profile, path string) error {
+	clean, err := entryPath(path)
+	if err != nil {
+		return err
 	}
-	sess, prof, err := s.files().fileSession(ctx, p, id, profile)
+	return s.files().tree(ctx, p, id, profile, true, nil, []fileEvent{{store.AuditFileWrite, clean}}, func(ctx context.Context, t providers.FileTree) error {
+		return t.MakeDir(ctx, clean)
+	})
+}
+
+// MoveFile renames workspace path from to to as rename(2) does — a symlink moved itself, a
+// file or an empty folder at to replaced, to's missing parents made. Ordered like writes;
+// audited as a file_delete of from and a file_write of to.
+//
+// Errors: fault.Validation for the workspace itself as either, and a folder moved into
+// itself; fault.Policy for an escape; fault.NotFound when from does not exist (also when the
+// session has no sandbox yet); fault.Conflict for a folder at to that is not empty, or a
+// folder where a file goes or the other way round; fault.Capability as MakeDir's.
+func (s *Service) MoveFile(ctx context.Context, p principal.Principal, id, profile, from, to string) error {
+	src, err := entryPath(from)
+	if err != nil {
+		return err
+	}
+	dst, err := entryPath(to)
+	if err != nil {
+		return err
+	}
+	none := fault.New(fault.NotFound, "'%s' not found: the session has no sandbox yet", src)
+	return s.files().tree(ctx, p, id, profile, false, none, []fileEvent{{store.AuditFileDelete, src}, {store.AuditFileWrite, dst}}, func(ctx context.Context, t providers.FileTree) error {
+		return t.Move(ctx, src, dst)
+	})
+}
+
+// RemoveAll removes workspace path path and, for a folder, everything in it (symlinks
+// themselves, never followed); missing is no error. Ordered like writes; audited as a
+// file_delete.
+//
+// Errors: fault.Validation for the workspace itself; fault.Policy for an escape;
+// fault.Capability as MakeDir's.
+func (s *Service) RemoveAll(ctx context.Context, p principal.Principal, id, profile, path string) error {
+	clean, err := entryPath(path)
+	if err != nil {
+		return err
+	}
+	return s.files().tree(ctx, p, id, profile, false, nil, []fileEvent{{store.AuditFileDelete, clean}}, func(ctx context.Context, t providers.FileTree) error {
+		return t.RemoveAll(ctx, clean)
+	})
+}
+
+// entryPath is path as a workspace entry: cleaned, never the workspace itself.
+func entryPath(path string) (string, error) {
+	clean, err := providers.CleanPath(path)
+	if err != nil {
+		return "", err
+	}
+	if clean == "." {
+		return "", fault.New(fault.Validation, "path must name a file or folder in the workspace, not the workspace root")
+	}
+	return clean, nil
+}
+
+// tree is change with op on the sandbox's folder operations (providers.FileTree):
+// fault.Capability when its provider has none.
+func (fs *files) tree(ctx context.Context, p principal.Principal, id, profile string, create bool, none error, events []fileEvent, op func(context.Context, providers.FileTree) error) error {
+	return fs.change(ctx, p, id, profile, create, none, events, func(ctx context.Context, sb providers.Sandbox, prof *Profile) error {
+		t, ok := sb.(providers.FileTree)
+		if !ok {
+			return fault.Unsupported(prof.Provider.Type(), "files (folders made, moved, or removed with what they hold)")
+		}
+		return op(ctx, t)
+	})
+}
+
+// fileEvent is an audit event a change of the workspace records: its kind and target.
+type fileEvent struct{ kind, target string }
+
+// change runs fn on the session's sandbox, ordered like writes, and records events (failed
+// when fn, or reaching the sandbox, fails). create makes the sandbox if the session has none
+// (and resets an idle one, as writes do); without it, for a session with no sandbox fn does
+// not run and change answers none (nil: nothing to change is no error).
+func (fs *files) change(ctx context.Context, p principal.Principal, id, profile string, create bool, none error, events []fileEvent, fn func(context.Context, providers.Sandbox, *Profile) error) (err error) {
+	s := fs.s
+	sess, prof, err := fs.fileSession(ctx, p, id, profile)
 	if err != nil {
 		return err
 	}
 	sid := sess.ID
 	defer func() {
-		e := store.AuditEvent{Kind: store.AuditFileDelete, SessionID: sid, Profile: prof.Name, Target: clean}
-		if err != nil {
-			e.Status, e.ErrorType = "failed", string(fault.KindOf(err))
+		for _, ev := range events {
+			e := store.AuditEvent{Kind: ev.kind, SessionID: sid, Profile: prof.Name, Target: ev.target}
+			if err != nil {
+				e.Status, e.ErrorType = "failed", string(fault.KindOf(err))
+			}
+			s.account.Record(ctx, p, e)
 		}
-		s.account.Record(ctx, p, e)
 	}()
-	l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachAttach})
+	o := leaseOpts{order: orderLock, reach: reachAttach}
+	if create {
+		o = leaseOpts{order: orderLock, reach: reachCreate, bind: bindAlways, resetIdle: true}
+	}
+	l, err := s.leases().lease(ctx, p, prof, sess, o)
 	if fault.KindOf(err) == fault.Gone {
-		return nil
+		return none
 	}
 	if err != nil {
 		return err
 	}
 	defer l.Release()
 	if l.Sandbox == nil {
-		return nil
+		return none
 	}
 	_ = s.store.TouchSession(ctx, l.Session.ID, s.now())
-	return l.Sandbox.RemoveFile(ctx, clean)
+	return fn(ctx, l.Sandbox, prof)
 }

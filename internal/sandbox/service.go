@@ -54,6 +54,10 @@ type Options struct {
 	// KeyRevoked, when set, is told the id of each API key this process revokes, after the
 	// store recorded it (the gateway's authentication forgets it at once); it must not block.
 	KeyRevoked func(id string)
+	// KeyCreated, when set, is told the SHA-256 of each API key's secret this process makes,
+	// after the store recorded it and before the secret is answered (the gateway's
+	// authentication forgets having found no key of it); it must not block.
+	KeyCreated func(hash [32]byte)
 }
 
 // Service is the sandbox domain. Build it with New; call Maintain in the background.
@@ -108,7 +112,7 @@ func New(opts Options) (*Service, error) {
 	s.profiles = profiles
 	s.account = account.New(account.Options{
 		Store: s.store, Profiles: profiles, Keys: s.cfg.APIKeys, AuditRetention: s.cfg.AuditRetention,
-		AdminGroups: s.cfg.AdminGroups, Clock: s.clock, NewID: newID, Log: s.log, KeyRevoked: opts.KeyRevoked,
+		AdminGroups: s.cfg.AdminGroups, Clock: s.clock, NewID: newID, Log: s.log, KeyRevoked: opts.KeyRevoked, KeyCreated: opts.KeyCreated,
 	})
 	s.quota = quota.New(s.cfg.Quotas, s.store, s.clock, s.log)
 	sessions := &session.Options{

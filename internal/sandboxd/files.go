@@ -204,6 +204,96 @@ func (r *Runtime) RemoveFile(p string) error {
 	return pathErr(p, err)
 }
 
+// MakeDir makes folder p of the workspace and its missing parents (mode 0755, the programs'
+// when they run as another user); a folder already there is no error.
+//
+// Errors: fault.Validation for the workspace itself and a name or path too long;
+// fault.Policy for a NUL byte and when p escapes the workspace (also through a symlinked
+// parent); fault.Conflict when p or one of its parents is not a folder.
+func (r *Runtime) MakeDir(p string) error {
+	clean, err := wspath.CleanEntry(p)
+	if err != nil {
+		return err
+	}
+	return r.makeDirs(p, clean)
+}
+
+// makeDirs is mkdirAll(clean) with its errors as faults about p.
+func (r *Runtime) makeDirs(p, clean string) error {
+	err := r.mkdirAll(clean)
+	switch {
+	case err == nil:
+		return nil
+	case wspath.IsEscape(err):
+		return escapes(p)
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, fs.ErrExist):
+		return fault.New(fault.Conflict, "path '%s' or one of its parents is not a folder", p)
+	}
+	return pathErr(p, err)
+}
+
+// Move renames workspace path from to to, as rename(2) does: a symlink is moved itself, a
+// file or an empty folder at to is replaced, and to's missing parents are made first (as
+// MakeDir makes them).
+//
+// Errors: fault.Validation for the workspace itself as either, a name or path too long, and a
+// folder moved into itself; fault.Policy for a NUL byte and when either escapes the
+// workspace; fault.NotFound when from does not exist; fault.Conflict when to is a folder
+// that is not empty, a folder where from is a file or a file where it is a folder, or a
+// parent of to is not a folder.
+func (r *Runtime) Move(from, to string) error {
+	src, err := wspath.CleanEntry(from)
+	if err != nil {
+		return err
+	}
+	dst, err := wspath.CleanEntry(to)
+	if err != nil {
+		return err
+	}
+	if _, err := r.root.Lstat(src); err != nil {
+		return pathErr(from, err)
+	}
+	if dir := path.Dir(dst); dir != "." {
+		if err := r.makeDirs(to, dir); err != nil {
+			return err
+		}
+	}
+	err = r.root.Rename(src, dst)
+	switch {
+	case err == nil:
+		return nil
+	case wspath.IsEscape(err):
+		return escapes(to)
+	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, fs.ErrExist):
+		return fault.New(fault.Conflict, "'%s' is a folder that is not empty", to)
+	case errors.Is(err, syscall.EISDIR):
+		return fault.New(fault.Conflict, "'%s' is a folder and '%s' is not", to, from)
+	case errors.Is(err, syscall.ENOTDIR):
+		return fault.New(fault.Conflict, "'%s' is a folder and '%s' is not", from, to)
+	case errors.Is(err, syscall.EINVAL):
+		return fault.New(fault.Validation, "folder '%s' cannot be moved into itself ('%s')", from, to)
+	}
+	return pathErr(from, err)
+}
+
+// RemoveAll removes workspace path p and, for a folder, everything in it; symlinks are
+// removed themselves, never followed. A missing path is not an error.
+//
+// Errors: fault.Validation for the workspace itself and a name or path too long;
+// fault.Policy for a NUL byte and when p escapes the workspace.
+func (r *Runtime) RemoveAll(p string) error {
+	clean, err := wspath.CleanEntry(p)
+	if err != nil {
+		return err
+	}
+	err = r.root.RemoveAll(clean)
+	switch {
+	case err == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR) && !wspath.IsEscape(err):
+		return nil
+	}
+	return pathErr(p, err)
+}
+
 // mkdirAll makes folder dir of the workspace and its missing parents (mode 0755), each given
 // to the programs' user when they run as another.
 func (r *Runtime) mkdirAll(dir string) error {

@@ -756,6 +756,75 @@ func TestCloseEndsEverything(t *testing.T) {
 	requireKind(t, err, fault.Gone)
 }
 
+// TestFolders: folders made with their parents, entries moved as rename(2) moves them (the
+// destination's parents made), folders removed with what they hold — all in the workspace
+// only, a symlink moved or removed itself and never followed out.
+func TestFolders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rt := b.rt
+	isDir := func(p string) bool {
+		st, err := os.Lstat(filepath.Join(b.workspace, p))
+		return err == nil && st.IsDir()
+	}
+	exists := func(p string) bool {
+		_, err := os.Lstat(filepath.Join(b.workspace, p))
+		return err == nil
+	}
+
+	require.NoError(t, rt.MakeDir("x/y/z"))
+	assert.True(t, isDir("x/y/z"))
+	require.NoError(t, rt.MakeDir("x/y"), "a folder already there is fine")
+	_, err := rt.WriteFile("x/f.txt", strings.NewReader("f"), -1)
+	require.NoError(t, err)
+	requireKind(t, rt.MakeDir("x/f.txt"), fault.Conflict)
+	requireKind(t, rt.MakeDir("x/f.txt/sub"), fault.Conflict)
+	requireKind(t, rt.MakeDir("."), fault.Validation)
+
+	// Moves: a file into new parents, a folder with what it holds, over a file.
+	require.NoError(t, rt.Move("x/f.txt", "p/q/g.txt"))
+	assert.False(t, exists("x/f.txt"))
+	data, err := os.ReadFile(filepath.Join(b.workspace, "p/q/g.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "f", string(data))
+	require.NoError(t, rt.Move("x", "p/moved"))
+	assert.True(t, isDir("p/moved/y/z"))
+	_, err = rt.WriteFile("h.txt", strings.NewReader("h"), -1)
+	require.NoError(t, err)
+	require.NoError(t, rt.Move("h.txt", "p/q/g.txt"), "a file is replaced")
+	data, _ = os.ReadFile(filepath.Join(b.workspace, "p/q/g.txt"))
+	assert.Equal(t, "h", string(data))
+	requireKind(t, rt.Move("missing", "m"), fault.NotFound)
+	requireKind(t, rt.Move("p/moved", "p/q"), fault.Conflict) // a folder that is not empty
+	requireKind(t, rt.Move("p/q/g.txt", "p/moved"), fault.Conflict)
+	requireKind(t, rt.Move("p/moved", "p/moved/y/in"), fault.Validation)
+	requireKind(t, rt.Move("p", "."), fault.Validation)
+	requireKind(t, rt.Move("p/q/g.txt/x", "k"), fault.NotFound)
+
+	// Outside the workspace: never reached, through a path or a symlink.
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600))
+	require.NoError(t, os.Symlink(outside, filepath.Join(b.workspace, "out")))
+	for _, p := range []string{"..", "../x", "/etc/x", "a/../../x", "out/x", "out/new/deeper"} {
+		requireKind(t, rt.MakeDir(p), fault.Policy)
+		requireKind(t, rt.Move("p/q/g.txt", p), fault.Policy)
+		requireKind(t, rt.RemoveAll(p), fault.Policy)
+	}
+	requireKind(t, rt.Move("out/secret", "stolen"), fault.Policy)
+	requireKind(t, rt.Move("a\x00", "b"), fault.Policy)
+	require.NoError(t, rt.Move("out", "link"), "a symlink is moved itself")
+	assert.FileExists(t, filepath.Join(outside, "secret"))
+
+	// RemoveAll: a folder with what it holds; a symlink itself, never what it leads to.
+	require.NoError(t, rt.RemoveAll("link"))
+	assert.FileExists(t, filepath.Join(outside, "secret"))
+	require.NoError(t, rt.RemoveAll("p"))
+	assert.False(t, exists("p"))
+	require.NoError(t, rt.RemoveAll("p"), "missing is fine")
+	requireKind(t, rt.RemoveAll(""), fault.Validation)
+	assert.True(t, isDir("."), "the workspace stays")
+}
+
 func TestFiles(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

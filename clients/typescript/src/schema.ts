@@ -3757,7 +3757,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "url": "http://localhost:8080/preview/v2.s.6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b.8000.0b6e4a4e-8a46-4a3a-9d6c-1f0c6e1d2a33.1764408420.0.q5r0sFv2mC1xT8wZ.Qm9vbS4uLg/",
+                     *       "url": "http://localhost:8080/preview/v3.s.6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b.8000.0b6e4a4e-8a46-4a3a-9d6c-1f0c6e1d2a33..1764408420.0.q5r0sFv2mC1xT8wZ.Qm9vbS4uLg/",
                      *       "session_id": "6f1c0d7e2b8a4e0f9a3b5c7d1e2f3a4b",
                      *       "port": 8000,
                      *       "personal": false,

@@ -231,6 +231,59 @@ func (s *Sandbox) RemoveFile(_ context.Context, p string) error {
 	return s.gone(rt, rt.RemoveFile(p))
 }
 
+var _ providers.FileTree = (*Sandbox)(nil)
+
+// MakeDir makes workspace folder p and its missing parents (providers.FileTree).
+//
+// Errors: providers.CleanEntry's, whatever the handle; the handle's; the runtime's
+// (fault.Policy for an escape through a symlink, fault.Conflict when p or a parent is not a
+// folder).
+func (s *Sandbox) MakeDir(_ context.Context, p string) error {
+	if _, err := providers.CleanEntry(p); err != nil {
+		return err
+	}
+	rt, err := s.runtime()
+	if err != nil {
+		return err
+	}
+	return s.gone(rt, rt.MakeDir(p))
+}
+
+// Move renames workspace path from to to as rename(2) does, making to's parents
+// (providers.FileTree).
+//
+// Errors: providers.CleanEntry's for either, whatever the handle; the handle's; the
+// runtime's (providers.FileTree.Move's kinds).
+func (s *Sandbox) Move(_ context.Context, from, to string) error {
+	if _, err := providers.CleanEntry(from); err != nil {
+		return err
+	}
+	if _, err := providers.CleanEntry(to); err != nil {
+		return err
+	}
+	rt, err := s.runtime()
+	if err != nil {
+		return err
+	}
+	return s.gone(rt, rt.Move(from, to))
+}
+
+// RemoveAll removes workspace path p and whatever a folder there holds; missing is no error
+// (providers.FileTree).
+//
+// Errors: providers.CleanEntry's, whatever the handle; the handle's; the runtime's
+// (fault.Policy for an escape through a symlink).
+func (s *Sandbox) RemoveAll(_ context.Context, p string) error {
+	if _, err := providers.CleanEntry(p); err != nil {
+		return err
+	}
+	rt, err := s.runtime()
+	if err != nil {
+		return err
+	}
+	return s.gone(rt, rt.RemoveAll(p))
+}
+
 // ctxReader stops reading once ctx ends.
 type ctxReader struct {
 	ctx context.Context

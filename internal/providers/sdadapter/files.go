@@ -131,6 +131,60 @@ func (s *Sandbox) RemoveFile(ctx context.Context, p string) error {
 	return s.err(ctx, s.cfg.ClientFunc().RemoveFile(ctx, clean))
 }
 
+var _ providers.FileTree = (*Sandbox)(nil)
+
+// MakeDir makes workspace folder p and its missing parents (providers.FileTree).
+//
+// Errors: providers.CleanEntry's; fault.Conflict on a closed handle; sandboxd's (fault.Policy
+// for an escape through a symlink, fault.Conflict when p or a parent is not a folder);
+// ctx.Err(); Fault's others.
+func (s *Sandbox) MakeDir(ctx context.Context, p string) error {
+	clean, err := providers.CleanEntry(p)
+	if err != nil {
+		return err
+	}
+	if err := s.Usable(); err != nil {
+		return err
+	}
+	return s.err(ctx, s.cfg.ClientFunc().MakeDir(ctx, clean))
+}
+
+// Move renames workspace path from to to as rename(2) does, making to's parents
+// (providers.FileTree).
+//
+// Errors: providers.CleanEntry's for either; fault.Conflict on a closed handle; sandboxd's
+// (providers.FileTree.Move's kinds); ctx.Err(); Fault's others.
+func (s *Sandbox) Move(ctx context.Context, from, to string) error {
+	src, err := providers.CleanEntry(from)
+	if err != nil {
+		return err
+	}
+	dst, err := providers.CleanEntry(to)
+	if err != nil {
+		return err
+	}
+	if err := s.Usable(); err != nil {
+		return err
+	}
+	return s.err(ctx, s.cfg.ClientFunc().Move(ctx, src, dst))
+}
+
+// RemoveAll removes workspace path p and whatever a folder there holds; missing is no error
+// (providers.FileTree).
+//
+// Errors: providers.CleanEntry's; fault.Conflict on a closed handle; sandboxd's (fault.Policy
+// for an escape through a symlink); ctx.Err(); Fault's others.
+func (s *Sandbox) RemoveAll(ctx context.Context, p string) error {
+	clean, err := providers.CleanEntry(p)
+	if err != nil {
+		return err
+	}
+	if err := s.Usable(); err != nil {
+		return err
+	}
+	return s.err(ctx, s.cfg.ClientFunc().RemoveAll(ctx, clean))
+}
+
 // DialPort connects to port on the sandbox's loopback interface through its sandboxd (a
 // tunnel on the sandbox's own channel to it, remote.Client.DialPort): nothing is published
 // anywhere and the sandbox's network policy is untouched — a sandbox without network has its

@@ -37,6 +37,9 @@ type Options struct {
 	// KeyRevoked, when set, is told the id of each key revoked here, after the store recorded
 	// it; it must not block.
 	KeyRevoked func(id string)
+	// KeyCreated, when set, is told the SHA-256 of each key's secret made here, after the
+	// store recorded it and before the secret is answered; it must not block.
+	KeyCreated func(hash [32]byte)
 }
 
 // Room is the account room. Build it with New.
@@ -50,6 +53,7 @@ type Room struct {
 	newID       func() string
 	log         *slog.Logger
 	keyRevoked  func(id string)
+	keyCreated  func(hash [32]byte)
 	principals  *principalRecorder
 }
 
@@ -57,7 +61,7 @@ type Room struct {
 func New(o Options) *Room {
 	return &Room{
 		store: o.Store, profiles: o.Profiles, keys: o.Keys.WithDefaults(), retention: o.AuditRetention,
-		adminGroups: o.AdminGroups, clock: o.Clock, newID: o.NewID, log: o.Log, keyRevoked: o.KeyRevoked,
+		adminGroups: o.AdminGroups, clock: o.Clock, newID: o.NewID, log: o.Log, keyRevoked: o.KeyRevoked, keyCreated: o.KeyCreated,
 		principals: newPrincipalRecorder(o.Store, o.Clock.Now),
 	}
 }

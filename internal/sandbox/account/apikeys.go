@@ -177,6 +177,9 @@ func (a *Room) CreateAPIKey(ctx context.Context, p principal.Principal, in NewAP
 	} else if err != nil {
 		return NewAPIKey{}, err
 	}
+	if a.keyCreated != nil {
+		a.keyCreated(k.Hash)
+	}
 	a.Record(ctx, p, store.AuditEvent{Kind: store.AuditAPIKeyCreate, Target: row.ID})
 	a.log.Info("API key created", "key_id", row.ID, "principal", p.Key(), "expires_at", row.ExpiresAt, "profiles", profiles)
 	return NewAPIKey{APIKey: a.keyView(row), Secret: k.Secret}, nil

@@ -24,7 +24,8 @@ import (
 // reached through the gateway — the provider's tunnel (sandboxd), never a port published on a
 // host — by the session's owner with its bearer token, or by anyone holding a link: a token
 // signed by the gateway, scoped to one session and port, that stops working when it expires,
-// the session is destroyed, or its maker may no longer use the session.
+// the session is destroyed, or its maker may no longer use the session — nor, for a link made
+// with an API key, when that key is revoked, expires or is deleted.
 
 // Share link lifetimes.
 const (
@@ -133,7 +134,10 @@ type PortLink struct {
 	// PrincipalID is the store id of the principal that made the link: its access is checked
 	// again on every use.
 	PrincipalID string
-	ExpiresAt   time.Time
+	// APIKeyID is the API key the link was made with ("" for a sign-in): the link works only
+	// while that key is live (checked again on every use), within the key's restrictions.
+	APIKeyID  string
+	ExpiresAt time.Time
 	// OpenBy is when a personal link stops opening (ExpiresAt still bounds what it opened);
 	// zero for a share link.
 	OpenBy time.Time
@@ -150,8 +154,10 @@ type LinkOptions struct {
 
 // CreatePortLink signs a link to port of session id: whoever holds its token reaches that
 // port without a bearer token until it expires, the session is destroyed, or its maker (p)
-// may no longer use the session (checked again on every use: PortByLink). The session
-// needs no sandbox yet.
+// may no longer use the session (checked again on every use: PortByLink). Made with an API
+// key (p.APIKeyID), it expires with the key at the latest and works only while the key is
+// live — not revoked, not expired, not deleted — and within its profiles. The session needs
+// no sandbox yet.
 //
 // Errors: Port's (but for a session without a sandbox); fault.Validation for a TTL out of
 // range; fault.Policy for a user-identity profile, whose sandboxes are reached only as the
@@ -171,7 +177,7 @@ func (pk *Room) CreatePortLink(ctx context.Context, p principal.Principal, id, p
 	if prof.IdentityMode == profile.IdentityUser {
 		return PortLink{}, fault.New(fault.Policy, "profile '%s' acts as the caller (identity mode user): its sandboxes are reached only with the caller's own token, never through a link", prof.Name)
 	}
-	if !validPrincipalID(p.ID) {
+	if !validID(p.ID) {
 		return PortLink{}, fault.New(fault.Internal, "the caller has no recorded principal id")
 	}
 	key, err := pk.linkKey(ctx)
@@ -180,6 +186,22 @@ func (pk *Room) CreatePortLink(ctx context.Context, p principal.Principal, id, p
 	}
 	now := pk.Clock.Now()
 	l := PortLink{SessionID: sess.ID, Port: port, Personal: o.Personal, PrincipalID: p.ID, ExpiresAt: now.Add(ttl).Truncate(time.Second)}
+	if p.APIKeyID != "" {
+		if !validID(p.APIKeyID) {
+			return PortLink{}, fault.New(fault.Internal, "the caller's API key id '%s' cannot be named in a link", p.APIKeyID)
+		}
+		k, err := pk.liveKey(ctx, p.APIKeyID, p.ID)
+		if fault.KindOf(err) == fault.NotFound {
+			return PortLink{}, fault.New(fault.Forbidden, "the API key this request was made with was revoked or expired meanwhile; make the link with a live key or a sign-in")
+		}
+		if err != nil {
+			return PortLink{}, err
+		}
+		l.APIKeyID = p.APIKeyID
+		if k.ExpiresAt.Before(l.ExpiresAt) {
+			l.ExpiresAt = k.ExpiresAt.Truncate(time.Second)
+		}
+	}
 	if o.Personal {
 		l.OpenBy = now.Add(PersonalOpenWithin).Truncate(time.Second)
 		if l.OpenBy.After(l.ExpiresAt) {
@@ -277,6 +299,17 @@ func (pk *Room) linkSession(ctx context.Context, token string) (PortLink, store.
 	if err != nil {
 		return fail(err)
 	}
+	if l.APIKeyID != "" {
+		// Made with a key: the key must still be live, and its restrictions hold.
+		k, err := pk.liveKey(ctx, l.APIKeyID, l.PrincipalID)
+		if fault.KindOf(err) == fault.NotFound {
+			return fail(linkGone())
+		}
+		if err != nil {
+			return fail(err)
+		}
+		maker.APIKeyID, maker.KeyProfiles = k.ID, k.Profiles
+	}
 	if !pk.Visible(maker, sess) || !profile.Allowed(maker, prof) {
 		return fail(linkGone())
 	}
@@ -284,6 +317,22 @@ func (pk *Room) linkSession(ctx context.Context, token string) (PortLink, store.
 		return fail(err)
 	}
 	return l, sess, prof, maker, nil
+}
+
+// liveKey reads API key id of principal principalID and checks that it is live: neither
+// revoked nor expired. Errors: fault.NotFound when it is not (or is gone, or another
+// principal's); the store's.
+func (pk *Room) liveKey(ctx context.Context, id, principalID string) (store.APIKey, error) {
+	k, err := pk.Store.GetAPIKey(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.APIKey{}, fault.New(fault.NotFound, "API key '%s' no longer exists", id)
+	case err != nil:
+		return store.APIKey{}, err
+	case k.PrincipalID != principalID || k.RevokedAt != nil || !pk.Clock.Now().Before(k.ExpiresAt):
+		return store.APIKey{}, fault.New(fault.NotFound, "API key '%s' is no longer live", id)
+	}
+	return k, nil
 }
 
 // PortSession checks that p may reach port of session id (Port's checks) and returns the
@@ -321,13 +370,14 @@ func (pk *Room) linkKey(ctx context.Context) ([]byte, error) {
 	return key, nil
 }
 
-// A link token is "v2.<kind>.<session id>.<port>.<maker's principal id>.<expiry>.<open-by>.
-// <nonce>.<base64url HMAC-SHA256 of the rest>", kind "s" (share) or "p" (personal), times in
-// unix seconds (open-by 0 for a share link), the nonce 96 random bits in base64url (two
-// links made alike are still two links, each with its own rate): readable, so that a log or
-// a browser's address bar says what it opens. Version 1 tokens (without their maker) are no
-// longer accepted.
-const linkVersion = "v2"
+// A link token is "v3.<kind>.<session id>.<port>.<maker's principal id>.<API key id>.
+// <expiry>.<open-by>.<nonce>.<base64url HMAC-SHA256 of the rest>", kind "s" (share) or "p"
+// (personal), the key id empty for a link made with a sign-in, times in unix seconds
+// (open-by 0 for a share link), the nonce 96 random bits in base64url (two links made alike
+// are still two links, each with its own rate): readable, so that a log or a browser's
+// address bar says what it opens. Earlier versions are no longer accepted: version 1 did not
+// name the maker, version 2 not the key, so its links outlived their key's revocation.
+const linkVersion = "v3"
 
 const (
 	kindShare    = "s"
@@ -341,7 +391,7 @@ func signLink(key []byte, l PortLink) string {
 	}
 	var nonce [12]byte
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
-	body := strings.Join([]string{linkVersion, kind, l.SessionID, strconv.Itoa(l.Port), l.PrincipalID,
+	body := strings.Join([]string{linkVersion, kind, l.SessionID, strconv.Itoa(l.Port), l.PrincipalID, l.APIKeyID,
 		strconv.FormatInt(l.ExpiresAt.Unix(), 10), strconv.FormatInt(openBy, 10), base64.RawURLEncoding.EncodeToString(nonce[:])}, ".")
 	return body + "." + base64.RawURLEncoding.EncodeToString(linkMAC(key, body))
 }
@@ -359,23 +409,23 @@ func verifyLink(key []byte, token string) (l PortLink, ok bool) {
 		return PortLink{}, false
 	}
 	parts := strings.Split(token, ".")
-	if len(parts) != 9 || parts[0] != linkVersion {
+	if len(parts) != 10 || parts[0] != linkVersion {
 		return PortLink{}, false
 	}
-	mac, err := base64.RawURLEncoding.DecodeString(parts[8])
-	if err != nil || !hmac.Equal(mac, linkMAC(key, strings.Join(parts[:8], "."))) {
+	mac, err := base64.RawURLEncoding.DecodeString(parts[9])
+	if err != nil || !hmac.Equal(mac, linkMAC(key, strings.Join(parts[:9], "."))) {
 		return PortLink{}, false
 	}
 	port, err := strconv.Atoi(parts[3])
 	if err != nil || port < 1 || port > providers.MaxPort {
 		return PortLink{}, false
 	}
-	exp, err1 := strconv.ParseInt(parts[5], 10, 64)
-	openBy, err2 := strconv.ParseInt(parts[6], 10, 64)
-	if err1 != nil || err2 != nil || !validPrincipalID(parts[4]) {
+	exp, err1 := strconv.ParseInt(parts[6], 10, 64)
+	openBy, err2 := strconv.ParseInt(parts[7], 10, 64)
+	if err1 != nil || err2 != nil || !validID(parts[4]) || parts[5] != "" && !validID(parts[5]) {
 		return PortLink{}, false
 	}
-	l = PortLink{Token: token, SessionID: parts[2], Port: port, PrincipalID: parts[4], ExpiresAt: time.Unix(exp, 0)}
+	l = PortLink{Token: token, SessionID: parts[2], Port: port, PrincipalID: parts[4], APIKeyID: parts[5], ExpiresAt: time.Unix(exp, 0)}
 	switch parts[1] {
 	case kindShare:
 	case kindPersonal:
@@ -386,8 +436,9 @@ func verifyLink(key []byte, token string) (l PortLink, ok bool) {
 	return l, true
 }
 
-// validPrincipalID: a store id as text (a uuid: hex digits and hyphens), never holding a dot.
-func validPrincipalID(id string) bool {
+// validID: a store id as text (a uuid, or hex digits: hex digits and hyphens), never holding
+// a dot.
+func validID(id string) bool {
 	if id == "" || len(id) > 64 {
 		return false
 	}

@@ -44,6 +44,8 @@ type Options struct {
 	Observer sandbox.Observer
 	// KeyRevoked is told of the API keys the service revokes (sandbox.Options.KeyRevoked).
 	KeyRevoked func(id string)
+	// KeyCreated is told of the API keys the service makes (sandbox.Options.KeyCreated).
+	KeyCreated func(hash [32]byte)
 }
 
 // Env is a domain service on in-memory ports.
@@ -98,7 +100,7 @@ func Build(t testing.TB, opts Options) (*Env, error) {
 	svc, err := sandbox.New(sandbox.Options{
 		Settings: settings, Profiles: profiles, Store: st, Spool: opts.Spool, Broker: opts.Broker, RunnerID: runnerID, Hostname: "sandboxtest",
 		Clock: clock, NewID: func() string { return fmt.Sprintf("%s%028x", idPrefix(runnerID), ids.Add(1)) },
-		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer, KeyRevoked: opts.KeyRevoked,
+		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer, KeyRevoked: opts.KeyRevoked, KeyCreated: opts.KeyCreated,
 	})
 	if err != nil {
 		return nil, err

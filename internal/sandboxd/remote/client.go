@@ -677,6 +677,28 @@ func (c *Client) RemoveFile(ctx context.Context, p string) error {
 	return c.call(ctx, http.MethodDelete, "/v1/files", pathQuery(p), nil, http.StatusNoContent, nil)
 }
 
+// RemoveAll removes a file, or a folder with what it holds; a missing path is not an error.
+// Errors: sandboxd.Runtime.RemoveAll's kinds; the errors of the package doc.
+func (c *Client) RemoveAll(ctx context.Context, p string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/files", url.Values{"path": {p}, "recursive": {"true"}}, nil, http.StatusNoContent, nil)
+}
+
+// MakeDir makes a folder and its missing parents; one already there is not an error.
+// Errors: sandboxd.Runtime.MakeDir's kinds; the errors of the package doc.
+func (c *Client) MakeDir(ctx context.Context, p string) error {
+	return c.call(ctx, http.MethodPost, "/v1/files/folders", pathQuery(p), nil, http.StatusNoContent, nil)
+}
+
+// Move renames from to to as rename(2) does, making to's missing parents.
+// Errors: sandboxd.Runtime.Move's kinds; the errors of the package doc.
+func (c *Client) Move(ctx context.Context, from, to string) error {
+	body, err := json.Marshal(moveBody{From: from, To: to})
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, http.MethodPost, "/v1/files/move", nil, bytes.NewReader(body), http.StatusNoContent, nil)
+}
+
 func pathQuery(p string) url.Values { return url.Values{"path": {p}} }
 
 func jsonHeader(h http.Header) { h.Set("Content-Type", "application/json") }

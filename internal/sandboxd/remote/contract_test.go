@@ -687,6 +687,28 @@ func TestContract(t *testing.T) {
 		require.NoError(t, b.client.RemoveFile(ctx, "d/f.txt"))
 		_, err = b.client.ReadFile(ctx, "d/f.txt")
 		wantKind(t, err, fault.NotFound)
+
+		// Folders: made with their parents, moved, removed with what they hold.
+		require.NoError(t, b.client.MakeDir(ctx, "m/n"))
+		require.NoError(t, b.client.MakeDir(ctx, "m/n"))
+		_, err = b.client.WriteFile(ctx, "m/n/g.txt", strings.NewReader("g"), -1)
+		require.NoError(t, err)
+		wantKind(t, b.client.MakeDir(ctx, "m/n/g.txt"), fault.Conflict)
+		wantKind(t, b.client.MakeDir(ctx, "../m"), fault.Policy)
+		require.NoError(t, b.client.Move(ctx, "m/n", "o/p"))
+		list, err = b.client.ListFiles(ctx, "o/p")
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		assert.Equal(t, "o/p/g.txt", list[0].Path)
+		wantKind(t, b.client.Move(ctx, "missing", "x"), fault.NotFound)
+		wantKind(t, b.client.Move(ctx, "o", "/etc/o"), fault.Policy)
+		wantKind(t, b.client.Move(ctx, "empty", "o"), fault.Conflict)
+		wantKind(t, b.client.RemoveFile(ctx, "o"), fault.Conflict)
+		require.NoError(t, b.client.RemoveAll(ctx, "o"))
+		require.NoError(t, b.client.RemoveAll(ctx, "o"))
+		wantKind(t, b.client.RemoveAll(ctx, "/etc"), fault.Policy)
+		_, err = b.client.ListFiles(ctx, "o")
+		wantKind(t, err, fault.NotFound)
 	})
 
 	t.Run("contexts", func(t *testing.T) {

@@ -64,6 +64,8 @@ func newHandler(rt *sandboxd.Runtime, sec *secret, onToken func(), log *slog.Log
 	v1.HandleFunc("PUT /v1/files", s.writeFile)
 	v1.HandleFunc("DELETE /v1/files", s.removeFile)
 	v1.HandleFunc("GET /v1/files/list", s.listFiles)
+	v1.HandleFunc("POST /v1/files/folders", s.makeDir)
+	v1.HandleFunc("POST /v1/files/move", s.moveFile)
 	v1.HandleFunc("GET /v1/contexts", s.listContexts)
 	v1.HandleFunc("POST /v1/contexts", s.createContext)
 	v1.HandleFunc("POST /v1/contexts/{name}/restart", s.restartContext)
@@ -394,7 +396,41 @@ func (s *server) removeFile(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.rt.RemoveFile(p); err != nil {
+	remove := s.rt.RemoveFile
+	if r.URL.Query().Get("recursive") == "true" {
+		remove = s.rt.RemoveAll
+	}
+	if err := remove(p); err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *server) makeDir(w http.ResponseWriter, r *http.Request) {
+	p, ok := pathParam(w, r)
+	if !ok {
+		return
+	}
+	if err := s.rt.MakeDir(p); err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// moveBody is the body of POST /v1/files/move.
+type moveBody struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+func (s *server) moveFile(w http.ResponseWriter, r *http.Request) {
+	var body moveBody
+	if !s.decode(w, r, &body) {
+		return
+	}
+	if err := s.rt.Move(body.From, body.To); err != nil {
 		s.fail(w, err)
 		return
 	}
