@@ -12,6 +12,7 @@ import (
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
+	"github.com/sandgate/sandgate/internal/sandbox/secret"
 	"github.com/sandgate/sandgate/internal/store/memory"
 )
 
@@ -44,6 +45,8 @@ type Options struct {
 	Observer sandbox.Observer
 	// KeyRevoked is told of the API keys the service revokes (sandbox.Options.KeyRevoked).
 	KeyRevoked func(id string)
+	// SecretKeys seal secrets (sandbox.Options.SecretKeys); nil: none configured.
+	SecretKeys *secret.Keyring
 }
 
 // Env is a domain service on in-memory ports.
@@ -98,7 +101,7 @@ func Build(t testing.TB, opts Options) (*Env, error) {
 	svc, err := sandbox.New(sandbox.Options{
 		Settings: settings, Profiles: profiles, Store: st, Spool: opts.Spool, Broker: opts.Broker, RunnerID: runnerID, Hostname: "sandboxtest",
 		Clock: clock, NewID: func() string { return fmt.Sprintf("%s%028x", idPrefix(runnerID), ids.Add(1)) },
-		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer, KeyRevoked: opts.KeyRevoked,
+		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer, KeyRevoked: opts.KeyRevoked, SecretKeys: opts.SecretKeys,
 	})
 	if err != nil {
 		return nil, err
