@@ -12,6 +12,10 @@ import (
 // Secret is a secret as its owner sees it, never its value (secret.Secret).
 type Secret = secret.Secret
 
+// SecretEnvName is the variable a session's programs find secret name's placeholder in
+// (SANDGATE_SECRET_<NAME>).
+func SecretEnvName(name string) string { return secret.EnvName(name) }
+
 // SetSecret creates p's secret name or replaces its value and hosts (secret.Room.Set);
 // created says which.
 func (s *Service) SetSecret(ctx context.Context, p principal.Principal, name string, value []byte, hosts []string) (Secret, bool, error) {
