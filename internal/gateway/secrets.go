@@ -2,12 +2,16 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/providers"
+	"github.com/sandgate/sandgate/internal/sandbox"
 	"github.com/sandgate/sandgate/internal/sandbox/secret"
+	"github.com/sandgate/sandgate/internal/store/postgres"
 )
 
 // secretKeyring is the keyring of secrets.keys (docs/semantics.md §15); none configured: a
@@ -62,4 +66,22 @@ func profileSecrets(name string, specs []config.ProfileSecret, getenv func(strin
 		out = append(out, providers.SecretBinding{Name: s.Name, Hosts: hosts, Value: value})
 	}
 	return out, nil
+}
+
+// ResealSecrets re-seals every stored secret not sealed under the first key of
+// secrets.keys, on the database at url, and returns how many it re-sealed: the second step
+// of a key rotation (put the new key first, reseal, then remove the old key; docs/semantics.md
+// §15). Every key a secret is sealed under must still be configured.
+func ResealSecrets(ctx context.Context, url string, c config.Secrets) (int, error) {
+	ring, err := secretKeyring(c)
+	if err != nil {
+		return 0, err
+	}
+	st, err := postgres.Open(ctx, url, 2)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	room := secret.New(secret.Options{Store: st, Keys: ring, Clock: sandbox.SystemClock{}, Log: slog.Default()})
+	return room.Reseal(ctx)
 }
