@@ -55,3 +55,17 @@ func (s *Service) sessionPolicy(ctx context.Context, prof *Profile, sess store.S
 	pol.Secrets = bindings
 	return pol, nil
 }
+
+// outputSecrets are the bindings of sess's secrets for redacting its output (redactSecrets):
+// none for a session without secrets; a failure to open them is logged and redacts nothing.
+func (s *Service) outputSecrets(ctx context.Context, prof *Profile, sess store.Session) []providers.SecretBinding {
+	if len(sess.Secrets) == 0 {
+		return nil
+	}
+	b, err := s.secrets.Bindings(ctx, sess.OwnerID, prof.Secrets, sess.Secrets)
+	if err != nil {
+		s.log.Warn("opening a session's secrets to redact its output failed", "session_id", sess.ID, "err", err)
+		return nil
+	}
+	return b
+}

@@ -257,3 +257,27 @@ func TestSecretRotation(t *testing.T) {
 	_, err = old.Open(row.KeyID, b.alice.ID, "openai", row.Sealed)
 	assert.Equal(t, fault.Config, fault.KindOf(err), "the old ring lacks the new key")
 }
+
+// Defence in depth: a value that comes back in a program's output (an upstream echoing it) is
+// kept, in the task's result, as "[secret NAME]".
+func TestSecretRedactedFromOutput(t *testing.T) {
+	t.Parallel()
+	ring, _ := testKeys(t, "k1")
+	b := setup(t, sandboxtest.Options{SecretKeys: ring})
+	_, _, err := b.Service.SetSecret(b.ctx, b.alice, "openai", []byte("sk-echoed-value"), []string{"api.openai.com"})
+	require.NoError(t, err)
+	sess, err := b.Service.CreateSession(b.ctx, b.alice, sandbox.CreateSessionInput{Secrets: []string{"openai"}})
+	require.NoError(t, err)
+	b.Provider(t, "default").SetProgram(sandboxtest.Reply(0, "got sk-echoed-value back\n", "err: sk-echoed-value\n"))
+	res := b.exec(t, b.alice, sandbox.ExecInput{SessionID: sess.ID, Code: "print(1)"})
+	assert.Equal(t, "got [secret openai] back\n", res.Stdout)
+	assert.Equal(t, "err: [secret openai]\n", res.Stderr)
+	task, err := b.Store.GetTask(b.ctx, res.TaskID, b.alice.ID)
+	require.NoError(t, err)
+	assert.NotContains(t, string(task.Result), "sk-echoed-value", "the stored result too")
+
+	plain, err := b.Service.CreateSession(b.ctx, b.alice, sandbox.CreateSessionInput{})
+	require.NoError(t, err)
+	res = b.exec(t, b.alice, sandbox.ExecInput{SessionID: plain.ID, Code: "print(1)"})
+	assert.Equal(t, "got sk-echoed-value back\n", res.Stdout, "a session without the secret is not rewritten")
+}
