@@ -276,14 +276,17 @@ func (sr *Room) lookupDefault(ctx context.Context, p principal.Principal, profNa
 	if prof.Scope == profile.ScopePerRuntime {
 		cand.OwnerID = ""
 	}
+	if prof.Scope != profile.ScopePerCall {
+		if sess, ok := sr.ids.defaultOf(cand.OwnerID, prof.Name); ok && cached {
+			return sess, prof, false, nil
+		}
+	}
+	// The profile's own secrets, with placeholders of the session's (kept by a default one).
 	if cand.Secrets, err = sr.Secrets(ctx, cand.OwnerID, prof, nil); err != nil {
 		return store.Session{}, nil, false, err
 	}
 	if prof.Scope == profile.ScopePerCall {
 		return cand, prof, true, nil
-	}
-	if sess, ok := sr.ids.defaultOf(cand.OwnerID, prof.Name); ok && cached {
-		return sess, prof, false, nil
 	}
 	sess, err := sr.Store.EnsureDefaultSession(ctx, cand)
 	if err == nil {
