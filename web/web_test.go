@@ -34,7 +34,7 @@ func TestHandlerServesPageAssetsAndConfig(t *testing.T) {
 	require.Contains(t, csp, "connect-src 'self' https://login.example.test;", "the issuer's origin is reachable for discovery and the token")
 	require.Equal(t, "no-referrer", page.Header().Get("Referrer-Policy"))
 
-	for _, name := range []string{"app.js", "auth.js", "api.js", "ui.js", "views.js", "session.js", "result.js", "keys.js"} {
+	for _, name := range []string{"app.js", "auth.js", "api.js", "ui.js", "views.js", "session.js", "result.js", "keys.js", "secrets.js"} {
 		js := serve(h, "GET", "/console/"+name)
 		require.Equal(t, 200, js.Code, name)
 		require.True(t, strings.HasPrefix(js.Header().Get("Content-Type"), "text/javascript"), "%s: ES modules need a JavaScript type, got %q", name, js.Header().Get("Content-Type"))

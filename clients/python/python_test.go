@@ -4,6 +4,7 @@
 package python
 
 import (
+	"encoding/base64"
 	"bytes"
 	"context"
 	"os"
@@ -91,6 +92,8 @@ func start(t *testing.T, image string, quotas func(*config.Quotas)) *gatewaytest
 		if quotas != nil {
 			quotas(&c.Sandbox.Quotas)
 		}
+		// A fixed key: these gateways hold test secrets only.
+		c.Secrets.Keys = []string{"py:" + base64.StdEncoding.EncodeToString([]byte("python-client-tests-secrets-key!"))}
 	}})
 }
 

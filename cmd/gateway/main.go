@@ -7,6 +7,7 @@
 //	gateway migrate [--config FILE]   apply database migrations
 //	gateway token   --sub NAME [--groups a,b] [--email E] [--ttl 12h]   mint a dev token
 //	gateway config validate|print|schema [--config FILE]
+//	gateway secrets reseal [--config FILE]   re-seal secrets under the first of secrets.keys
 //	gateway version
 package main
 
@@ -50,6 +51,8 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 		return cmdToken(ctx, rest, environ, stdout, stderr)
 	case "config":
 		return cmdConfig(rest, environ, stdout)
+	case "secrets":
+		return cmdSecrets(ctx, rest, environ, stdout)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "sandgate gateway", version)
 		return nil
@@ -72,6 +75,7 @@ Commands:
   config validate  check a configuration file
   config print     print the effective configuration (secrets redacted)
   config schema    print the configuration file's JSON Schema
+  secrets reseal   re-seal stored secrets under the first key of secrets.keys (key rotation)
   version          print the version
 
 Every command takes --config FILE (default: $SANDGATE_CONFIG). Any key can be overridden

@@ -35,6 +35,31 @@ func cmdMigrate(ctx context.Context, args, environ []string, stdout io.Writer) e
 	return nil
 }
 
+// cmdSecrets runs `gateway secrets reseal`: the second step of a key rotation.
+func cmdSecrets(ctx context.Context, args, environ []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "reseal" {
+		return errors.New("usage: gateway secrets reseal [--config FILE]: re-seals every stored secret under the first key of secrets.keys")
+	}
+	fs := flag.NewFlagSet("secrets reseal", flag.ContinueOnError)
+	path := configFlag(fs, environ)
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	cfg, err := gateway.LoadConfig(*path, environ, gateway.Builtin())
+	if err != nil {
+		return err
+	}
+	if cfg.Database.URL == "" {
+		return errors.New("database.url is required (or SANDGATE_DATABASE__URL)")
+	}
+	n, err := gateway.ResealSecrets(ctx, cfg.Database.URL, cfg.Secrets)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "re-sealed %d secret(s) under key %s\n", n, strings.SplitN(cfg.Secrets.Keys[0], ":", 2)[0])
+	return nil
+}
+
 // cmdToken mints a development token for the dev gateway found by findDevGateway, naming
 // the issuer that gateway serves (its recorded public URL) and signing with its key.
 func cmdToken(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {

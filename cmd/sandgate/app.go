@@ -78,7 +78,7 @@ commands exit 0, 1 on failure and 2 on a usage error.`,
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputTable, outputJSON, outputYAML, outputName}, cobra.ShellCompDirectiveNoFileComp))
 	a.apiKey = strings.TrimSpace(a.env.getenv("SANDGATE_API_KEY"))
 	root.AddGroup(&cobra.Group{ID: "auth", Title: "Sign-in:"}, &cobra.Group{ID: "work", Title: "Sandboxes:"})
-	for _, c := range []*cobra.Command{a.loginCommand(), a.logoutCommand(), a.whoamiCommand(), a.tokenCommand(), a.keysCommand()} {
+	for _, c := range []*cobra.Command{a.loginCommand(), a.logoutCommand(), a.whoamiCommand(), a.tokenCommand(), a.keysCommand(), a.secretsCommand()} {
 		c.GroupID = "auth"
 		root.AddCommand(c)
 	}

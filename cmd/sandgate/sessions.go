@@ -112,6 +112,7 @@ func (a *app) sessionsNewCommand() *cobra.Command {
 	var timeout time.Duration
 	var cpu float64
 	var memoryMB int
+	var secrets []string
 	cmd := &cobra.Command{
 		Use:   "new",
 		Short: "Create a session and print its id",
@@ -154,6 +155,9 @@ func (a *app) sessionsNewCommand() *cobra.Command {
 			if memoryMB != 0 {
 				req.MemoryMb = &memoryMB
 			}
+			if len(secrets) > 0 {
+				req.Secrets = &secrets
+			}
 			s, err := c.CreateSession(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -176,6 +180,7 @@ func (a *app) sessionsNewCommand() *cobra.Command {
 	f.StringVar(&snapshot, "from-snapshot", "", "start from this snapshot")
 	f.StringToStringVar(&labels, "label", nil, "labels, key=value (repeat or separate with commas)")
 	f.StringArrayVarP(&env.env, "env", "e", nil, "environment variable NAME=VALUE of every program run in the session (repeatable; a run's own --env wins)")
+	f.StringArrayVar(&secrets, "secret", nil, "bind your secret NAME: programs see SANDGATE_SECRET_<NAME> holding a placeholder (repeatable; 'sandgate secrets set')")
 	f.DurationVar(&timeout, "timeout", 0, "the session's lifetime (e.g. 30m, 2h; whole seconds, at most 720h): it ends then, as --on-expiry says")
 	f.StringVar(&onExpiry, "on-expiry", "", "what the end of --timeout does: destroy (the default) or pause")
 	f.Float64Var(&cpu, "cpu", 0, "cores for the session's sandbox, within the profile's policy")

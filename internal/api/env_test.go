@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -44,11 +45,14 @@ type envOpts struct {
 	keepalive time.Duration
 	// registry lists the provider types served (default the built-ins).
 	registry *providers.Registry
+	// logger receives the gateway's logs (default discarded); getenv is its environment.
+	logger *slog.Logger
+	getenv func(string) string
 }
 
 func newEnv(t *testing.T, o envOpts) *testEnv {
 	t.Helper()
-	gt := gatewaytest.Options{DBURL: o.dbURL, Workdir: o.workdir, MaxConns: o.conns, Now: o.now, StreamKeepalive: o.keepalive, Registry: o.registry}
+	gt := gatewaytest.Options{DBURL: o.dbURL, Workdir: o.workdir, MaxConns: o.conns, Now: o.now, StreamKeepalive: o.keepalive, Registry: o.registry, Logger: o.logger, Getenv: o.getenv}
 	if o.trust != "" {
 		gt.Trust = []string{o.trust}
 	}

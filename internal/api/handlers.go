@@ -193,6 +193,10 @@ func sessionView(s sandbox.Session, admin bool, owner string) apigen.Session {
 		names := slices.Sorted(maps.Keys(s.Env))
 		v.EnvNames = &names
 	}
+	if len(s.Secrets) > 0 {
+		names := slices.Sorted(maps.Keys(s.Secrets))
+		v.Secrets = &names
+	}
 	if !s.ExpiresAt.IsZero() {
 		v.ExpiresAt, v.OnExpiry = &s.ExpiresAt, ptr(apigen.SessionOnExpiry(s.OnExpiry))
 	}
@@ -250,7 +254,7 @@ func (s *Server) CreateSession(ctx context.Context, req apigen.CreateSessionRequ
 		in = sandbox.CreateSessionInput{
 			Profile: deref(b.Profile), Name: deref(b.Name), Labels: deref(b.Labels), FromSnapshot: deref(b.FromSnapshot),
 			Env: deref(b.Env), Lifetime: time.Duration(deref(b.TimeoutS)) * time.Second, OnExpiry: string(deref(b.OnExpiry)),
-			CPU: deref(b.Cpu), MemoryMB: deref(b.MemoryMb),
+			CPU: deref(b.Cpu), MemoryMB: deref(b.MemoryMb), Secrets: deref(b.Secrets),
 		}
 	}
 	sess, err := s.sandbox.CreateSession(ctx, p, in)

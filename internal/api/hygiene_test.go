@@ -63,7 +63,7 @@ func TestValidationMessagesNameTheParameter(t *testing.T) {
 		{e.do(tok, "GET", "/v1/audit?kind=zz", nil), "query.kind", "query parameter 'kind' must be one of "},
 		{e.send(tok, "GET", "/v1/tasks/"+task+"/output", "", nil, 0, map[string]string{"Last-Event-ID": "x"}), "header.Last-Event-ID", "header 'Last-Event-ID' must be a string matching ^[0-9]{1,19}-[0-9]{1,19}(-[0-9]{1,19})?$"},
 		{post("/v1/sessions", `{"from_snapshot":"x"}`), "body.from_snapshot", "body member 'from_snapshot' must be a string matching ^[0-9a-f]{32}$"},
-		{post("/v1/sessions", `{"ttl_s":60}`), "body.ttl_s", "body member 'ttl_s' is not a member of this object (the members are cpu, env, from_snapshot, labels, memory_mb, name, on_expiry, profile, timeout_s)"},
+		{post("/v1/sessions", `{"ttl_s":60}`), "body.ttl_s", "body member 'ttl_s' is not a member of this object (the members are cpu, env, from_snapshot, labels, memory_mb, name, on_expiry, profile, secrets, timeout_s)"},
 		{post("/v1/sessions", `[1]`), "body", "the body must be a JSON object"},
 		{post("/v1/sessions/"+id+"/ports/8080/links", `{"ttl_s":5}`), "body.ttl_s", "body member 'ttl_s' must be an integer from 60 to 604800"},
 		{post("/v1/sessions/"+id+"/contexts", `{"name":"a b"}`), "body.name", "body member 'name' must be a string matching ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"},

@@ -40,6 +40,8 @@ const (
 	DefaultQuotaLinkRequestsPerSecond = 200.0
 	DefaultQuotaLinkRequestsBurst     = 1000
 	DefaultToolOutputMaxChars         = 8000
+	// DefaultSecretsPerPrincipal is secrets.max_per_principal's default.
+	DefaultSecretsPerPrincipal = 100
 	// DefaultAuditRetention is audit.retention's default: 90 days.
 	DefaultAuditRetention = Duration(90 * 24 * time.Hour)
 	// DefaultStreamIdleTimeout is server.stream_idle_timeout's default.
@@ -83,6 +85,7 @@ func (c *Config) ApplyDefaults() {
 	}
 	setDefault(&c.Telemetry.ServiceName, "sandgate")
 	setDefault(&c.Audit.Retention, DefaultAuditRetention)
+	setDefault(&c.Secrets.MaxPerPrincipal, DefaultSecretsPerPrincipal)
 }
 
 func (s *Server) applyDefaults() {

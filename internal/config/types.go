@@ -19,6 +19,8 @@ type Config struct {
 	Telemetry Telemetry `koanf:"telemetry" json:"telemetry"`
 	// Audit configures the audit log (docs/semantics.md §14).
 	Audit Audit `koanf:"audit" json:"audit"`
+	// Secrets configures the secrets store (docs/semantics.md §15).
+	Secrets Secrets `koanf:"secrets" json:"secrets"`
 
 	// fromEnv maps each dotted key an environment variable set to that variable's name (Load
 	// records it), so that problems found later (DecodeBlock) can name the variable.
@@ -41,6 +43,37 @@ type Audit struct {
 	// Retention is how long audit events are kept; the sweeper deletes older ones. Default
 	// 2160h (90 days); at least 1h.
 	Retention Duration `koanf:"retention" json:"retention"`
+}
+
+// Secrets configures the principals' secrets (docs/semantics.md §15): their values are kept
+// sealed with AES-256-GCM under these keys.
+type Secrets struct {
+	// Keys are "id:key" pairs, key the standard base64 of 32 random bytes (openssl rand
+	// -base64 32); the first seals, every one opens. Rotate by putting a new key first,
+	// running `gateway secrets reseal`, then removing the old one. In the environment:
+	// SANDGATE_SECRETS__KEYS="k2:…,k1:…". Empty: secrets are refused (400 config naming this
+	// setting) and sessions bind none.
+	Keys []string `koanf:"keys" json:"keys" secret:"true"`
+	// MaxPerPrincipal is how many secrets one principal may keep. Default 100.
+	MaxPerPrincipal int `koanf:"max_per_principal" json:"max_per_principal"`
+}
+
+// ProfileSecret is a secret an operator gives every session of a profile (docs/semantics.md
+// §15): its sandboxes see only a placeholder in SANDGATE_SECRET_<NAME>, and the egress proxy
+// sends the value to hosts. The value comes from the gateway's environment or a file, never
+// from this configuration.
+type ProfileSecret struct {
+	// Name is the secret's name: 1-63 lower-case letters, digits, '_' or '-', starting with
+	// a letter.
+	Name string `koanf:"name" json:"name"`
+	// Hosts are the host patterns the value may be sent to (api.example.com,
+	// *.example.com, api.example.com:443). Required.
+	Hosts []string `koanf:"hosts" json:"hosts"`
+	// ValueEnv names the gateway's environment variable holding the value.
+	ValueEnv string `koanf:"value_env" json:"value_env"`
+	// ValueFile is a file holding the value (a trailing newline is dropped); exactly one of
+	// value_env and value_file.
+	ValueFile string `koanf:"value_file" json:"value_file"`
 }
 
 // Server is the HTTP listener.
@@ -298,6 +331,9 @@ type Profile struct {
 	// AutoResume makes an operation on a paused session resume it (with a notice) instead of
 	// answering 409 paused. Default false.
 	AutoResume bool `koanf:"auto_resume" json:"auto_resume"`
+	// Secrets are secrets every session of the profile binds (docs/semantics.md §15); the
+	// profile's provider must route its sandboxes through the egress proxy.
+	Secrets []ProfileSecret `koanf:"secrets" json:"secrets"`
 
 	// Blocks are the provider blocks, by type (`docker:`, …); the block named by Type is
 	// required unless its backend needs none (local_subprocess).

@@ -2,6 +2,11 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -14,6 +19,7 @@ import (
 	"github.com/sandgate/sandgate/internal/providers/docker"
 	"github.com/sandgate/sandgate/internal/providers/local"
 	"github.com/sandgate/sandgate/internal/sandbox"
+	"github.com/sandgate/sandgate/internal/sandbox/secret"
 )
 
 // DevDockerImage is the sandbox image scripts/docker-setup.sh builds without a registry.
@@ -22,7 +28,8 @@ const DevDockerImage = "sandgate/sandbox-python:latest"
 // DevSetup fills in what `gateway dev` provides on top of cfg, keeping its state under
 // dataDir: a listen address on 127.0.0.1 when server.addr names no host, a throwaway Postgres when database.url is empty, the completion spool in dataDir/spool when
 // sandbox.broker.spool.dir is unset, the development issuer (trusted,
-// and returned for New's Options.DevIssuer), admin group "admins" when none is set, and —
+// and returned for New's Options.DevIssuer), admin group "admins" when none is set, a
+// secrets key kept in dataDir/secrets-key when secrets.keys is empty, and —
 // when no profile is configured — stateful local profiles plus a docker profile whenever a
 // Docker engine answers. It applies defaults and validates the result. stop stops the
 // throwaway Postgres (a no-op otherwise); call it after the gateway is closed.
@@ -57,6 +64,15 @@ func DevSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog
 		return nil, stop, err
 	}
 	cfg.Auth.Issuers = append(cfg.Auth.Issuers, config.Issuer{URL: iss.URL(), Audiences: []string{devissuer.Audience}})
+	if len(cfg.Secrets.Keys) == 0 {
+		path := filepath.Join(dataDir, devSecretsKeyFile)
+		spec, err := devSecretsKey(path)
+		if err != nil {
+			return nil, stop, err
+		}
+		cfg.Secrets.Keys = []string{spec}
+		log.Warn("development mode seals secrets with a key kept in its data folder; a deployment sets secrets.keys", "file", path)
+	}
 	if len(cfg.Auth.AdminGroups) == 0 {
 		cfg.Auth.AdminGroups = []string{"admins"}
 	}
@@ -91,4 +107,29 @@ func DevSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog
 		return nil, stop, err
 	}
 	return iss, stop, nil
+}
+
+// devSecretsKeyFile, in a dev gateway's data folder, is the key its secrets are sealed with.
+const devSecretsKeyFile = "secrets-key"
+
+// devSecretsKey is the secrets.keys entry of a development gateway: read from path, or made
+// there (mode 0600) the first time, so secrets set in one run open in the next.
+func devSecretsKey(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("reading the development secrets key: %w", err)
+	}
+	var k [secret.KeyBytes]byte
+	if _, err := rand.Read(k[:]); err != nil {
+		return "", err
+	}
+	spec := "dev:" + base64.StdEncoding.EncodeToString(k[:])
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(spec+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing the development secrets key: %w", err)
+	}
+	return spec, nil
 }

@@ -90,7 +90,7 @@ func policy(c config.Policy) providers.Policy {
 //
 // Errors: the registry's (fault.Config for configuration a provider rejects), prefixed with
 // the profile's key.
-func buildProfiles(cfg *config.Config, d decoded, reg *providers.Registry, installation string, log *slog.Logger) (_ []sandbox.ProfileSpec, err error) {
+func buildProfiles(cfg *config.Config, d decoded, reg *providers.Registry, installation string, getenv func(string) string, log *slog.Logger) (_ []sandbox.ProfileSpec, err error) {
 	c := cfg.Sandbox
 	names := make([]string, 0, len(c.Profiles))
 	for n := range c.Profiles {
@@ -106,6 +106,10 @@ func buildProfiles(cfg *config.Config, d decoded, reg *providers.Registry, insta
 	for _, name := range names {
 		pc := c.Profiles[name]
 		bc := buildContext(cfg, d, name, installation, log)
+		secrets, err := profileSecrets(name, pc.Secrets, getenv)
+		if err != nil {
+			return nil, err
+		}
 		prov, err := reg.Build(bc)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox.profiles.%s: %w", name, err)
@@ -114,6 +118,7 @@ func buildProfiles(cfg *config.Config, d decoded, reg *providers.Registry, insta
 			Name: name, Scope: pc.Scope, Stateful: pc.Stateful, AllowedGroups: pc.AllowedGroups,
 			IdentityMode: pc.Identity.Mode, Attached: pc.Environment == config.EnvironmentAttached,
 			Policy: bc.Policy, IdleTimeout: bc.IdleTimeout, IdleAction: pc.IdleAction, AutoResume: pc.AutoResume, Provider: prov,
+			Secrets: secrets,
 		})
 	}
 	return out, nil

@@ -221,7 +221,18 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		keyRevoked, keyCreated = authn.ForgetAPIKey, authn.ForgetUnknownAPIKey
 	}
 	host, _ := os.Hostname()
-	profiles, err := buildProfiles(cfg, blocks, opts.Registry, g.installation, log)
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	keys, err := secretKeyring(cfg.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	if !keys.Enabled() {
+		log.Info("secrets are off: no key in secrets.keys (SANDGATE_SECRETS__KEYS); setting or binding a secret is refused")
+	}
+	profiles, err := buildProfiles(cfg, blocks, opts.Registry, g.installation, getenv, log)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +256,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		return nil, err
 	}
 	g.svc, err = sandbox.New(sandbox.Options{Settings: set, Profiles: profiles, Store: g.store, Spool: sp, Broker: flavor, Queue: port,
-		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log, Observer: g.metrics, Tracer: g.tracing.Provider(), KeyRevoked: keyRevoked, KeyCreated: keyCreated})
+		RunnerID: opts.RunnerID, Hostname: host, Clock: clock, Logger: log, Observer: g.metrics, Tracer: g.tracing.Provider(), KeyRevoked: keyRevoked, KeyCreated: keyCreated,
+		SecretKeys: keys, SecretLimit: cfg.Secrets.MaxPerPrincipal})
 	if err != nil {
 		closeProviders(profiles, log)
 		return nil, err

@@ -833,3 +833,33 @@ func TestNewSessionOptions(t *testing.T) {
 	require.True(t, isErr, "%v", m)
 	require.Contains(t, m["error"], "timeout_s")
 }
+
+// TestNewSessionSecrets: new_sandbox_session binds stored secrets by name; an unknown name is
+// a tool error naming it, and a provider without the egress proxy refuses to run the session.
+func TestNewSessionSecrets(t *testing.T) {
+	t.Parallel()
+	g := newGateway(t, func(c *config.Config) {
+		c.Secrets.Keys = []string{"k1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}
+		only(c, "default")
+	})
+	tok := g.token("alice")
+	req, err := http.NewRequest("PUT", g.URL+"/v1/secrets/openai", strings.NewReader(`{"value":"sk-mcp","hosts":["api.openai.com"]}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 201, resp.StatusCode)
+
+	cs := g.connect(tok)
+	m, isErr := call(t, cs, "new_sandbox_session", map[string]any{"secrets": []string{"nosuch"}})
+	require.True(t, isErr, "%v", m)
+	require.Contains(t, m["error"], "nosuch")
+	m, isErr = call(t, cs, "new_sandbox_session", map[string]any{"secrets": []string{"openai"}})
+	require.False(t, isErr, "%v", m)
+	m, isErr = call(t, cs, "run_command", map[string]any{"command": "env", "sandbox_session_id": m["sandbox_session_id"]})
+	require.True(t, isErr, "%v", m)
+	require.Contains(t, m["error"], "openai")
+	require.NotContains(t, m["error"], "sk-mcp")
+}

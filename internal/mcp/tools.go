@@ -76,7 +76,7 @@ var (
 	writeFileArgs      = []string{"path", "content", "sandbox_session_id", "profile"}
 	readFileArgs       = []string{"path", "sandbox_session_id", "profile"}
 	checkTaskArgs      = []string{"task_id"}
-	newSessionArgs     = []string{"name", "profile", "env", "timeout_s"}
+	newSessionArgs     = []string{"name", "profile", "env", "timeout_s", "secrets"}
 	destroySessionArgs = []string{"sandbox_session_id"}
 	listFilesArgs      = []string{"path", "sandbox_session_id", "profile"}
 )
@@ -175,7 +175,7 @@ var toolTable = []toolSpec{
 		title:     "New sandbox session",
 		output:    newSessionOutput,
 		hints:     createHints,
-		signature: `new_sandbox_session(name=None, profile=None, env=None, timeout_s=None)`,
+		signature: `new_sandbox_session(name=None, profile=None, env=None, timeout_s=None, secrets=None)`,
 		purpose:   "create a new, empty sandbox session and get its id",
 		short:     "Create a new, empty sandbox session (per_session profiles only) and return its sandbox_session_id. Give it a name you will recognise in list_sandbox_sessions.",
 		args:      newSessionArgs,
@@ -183,7 +183,8 @@ var toolTable = []toolSpec{
 			"name": {"type": "string", "description": "A short name for the session."},
 			"profile": {"type": "string", "description": "Workload profile (see the profile list); omit for the default profile."},
 			"env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Environment variables every command and code run of the session gets (a run's own win)."},
-			"timeout_s": {"type": "integer", "minimum": 1, "maximum": 2592000, "description": "The session's lifetime in seconds: it is destroyed this long after it was made. Omit to keep it until destroyed."}},
+			"timeout_s": {"type": "integer", "minimum": 1, "maximum": 2592000, "description": "The session's lifetime in seconds: it is destroyed this long after it was made. Omit to keep it until destroyed."},
+			"secrets": {"type": "array", "items": {"type": "string"}, "maxItems": 32, "description": "Names of the user's stored secrets to bind: programs see SANDGATE_SECRET_<NAME> holding a placeholder, which the network proxy replaces with the real value only in requests to the secret's hosts. Use the variable in API calls; never print it."}},
 			"additionalProperties": false}`),
 		run: (*Handler).newSession,
 	},
@@ -828,11 +829,12 @@ func (h *Handler) newSession(ctx context.Context, p principal.Principal, raw jso
 		Profile  *string           `json:"profile"`
 		Env      map[string]string `json:"env"`
 		TimeoutS *int              `json:"timeout_s"`
+		Secrets  []string          `json:"secrets"`
 	}
 	if err := decodeArgs("new_sandbox_session", newSessionArgs, raw, &a); err != nil {
 		return failed(err.Error(), "")
 	}
-	in := sandbox.CreateSessionInput{Profile: deref(a.Profile), Name: deref(a.Name), Env: a.Env}
+	in := sandbox.CreateSessionInput{Profile: deref(a.Profile), Name: deref(a.Name), Env: a.Env, Secrets: a.Secrets}
 	if a.TimeoutS != nil {
 		in.Lifetime = time.Duration(*a.TimeoutS) * time.Second
 		if in.Lifetime <= 0 {

@@ -23,6 +23,9 @@
 //   - quota/: the per-principal limits and their refusals, usage, and the contexts and MCP
 //     sessions this replica counts.
 //   - account/: principals as the edges identify them, API keys, the audit log.
+//   - secret/: principals' and profiles' secrets, sealed at rest (the keyring), and the
+//     bindings a session's sandbox is made with: placeholders for its programs, values only
+//     for the provider's egress proxy (docs/semantics.md §15).
 //   - upkeep/: heartbeat, outage watch, the sweeps, retained-output trimming.
 //   - clock/, names/, page/: the time port, caller-chosen text checks, paging cursors.
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox/execute"
+	"github.com/sandgate/sandgate/internal/sandbox/secret"
 	"github.com/sandgate/sandgate/internal/store"
 )
 
@@ -191,7 +192,7 @@ func (xs *executions) request(p principal.Principal, sess store.Session, prof *P
 	}
 	req := broker.Request{
 		TaskID: xs.newID(), SessionID: sess.ID, Ephemeral: ephemeral, Profile: prof.Name, Operation: OpExecuteCommand, Principal: p,
-		Command: in.Command, Env: sessionEnv(sess.Env, in.Env), Dir: in.Cwd, Stdin: in.Stdin, Base64: in.Base64,
+		Command: in.Command, Env: sessionEnv(sess, in.Env), Dir: in.Cwd, Stdin: in.Stdin, Base64: in.Base64,
 		StdinOpen: in.StdinOpen, Background: in.Background,
 	}
 	if in.Code != "" || in.Command == "" {
@@ -258,14 +259,19 @@ func execTimeout(prof *Profile, in ExecInput) time.Duration {
 	return timeout
 }
 
-// sessionEnv is the environment of an execution with its own env in a session with
-// session's: both, the execution's winning.
-func sessionEnv(session, own map[string]string) map[string]string {
-	if len(session) == 0 {
+// sessionEnv is the environment of an execution with its own env in session sess: the
+// session's env and the execution's, the execution's winning, and the variables of the
+// session's secrets holding their placeholders (secret.Env), which nothing overrides.
+func sessionEnv(sess store.Session, own map[string]string) map[string]string {
+	if len(sess.Env) == 0 && len(sess.Secrets) == 0 {
 		return own
 	}
-	env := maps.Clone(session)
+	env := maps.Clone(sess.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
 	maps.Copy(env, own)
+	maps.Copy(env, secret.Env(sess.Secrets))
 	return env
 }
 

@@ -208,6 +208,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 	}
 	defer l.Release()
 	sb, notice := l.Sandbox, l.Notice
+	redact := s.outputSecrets(ctx, prof, l.Session)
 	if !j.req.Ephemeral {
 		if err := s.quota.HoldContext(ctx, j.req.Principal, j.sess.ID, sb.ID(), j.spec.Context); err != nil {
 			if fault.KindOf(err) == fault.Quota {
@@ -285,6 +286,7 @@ func (j *execJob) execute(ctx context.Context) (*Result, error) {
 		backstop:   runCtx.Err() != nil && ctx.Err() == nil,
 		unanswered: unanswered, timeout: spec.Timeout,
 		sessionID: j.sess.ID, taskID: j.req.Task.ID, notice: notice, warnings: j.req.Warnings, context: spec.Context,
+		redact: redact,
 	})
 }
 

@@ -365,8 +365,12 @@ func (ls *leases) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 	s := ls.s
 	prof, sess, pp := l.prof, &l.Session, l.pp
 	create := func(ctx context.Context) (sb providers.Sandbox, err error) {
+		pol, err := s.sessionPolicy(ctx, prof, *sess)
+		if err != nil {
+			return nil, err
+		}
 		err = s.obs.Call(ctx, prof, "create", func(ctx context.Context) (err error) {
-			sb, err = prof.Provider.Create(ctx, pp, prof.PolicyWithin(sess.CPU, sess.MemoryMB))
+			sb, err = prof.Provider.Create(ctx, pp, pol)
 			return err
 		})
 		if err != nil {
@@ -389,11 +393,15 @@ func (ls *leases) reachSandbox(ctx context.Context, l *Lease) (providers.Sandbox
 		return sb, "", nil
 	}
 	var sb providers.Sandbox
+	pol, err := s.sessionPolicy(ctx, prof, *sess)
+	if err != nil {
+		return nil, "", err
+	}
 	attach := func(ctx context.Context) (err error) {
-		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, prof.PolicyWithin(sess.CPU, sess.MemoryMB))
+		sb, err = prof.Provider.Attach(ctx, sess.SandboxID, pp, pol)
 		return err
 	}
-	err := l.patiently(ctx, attach)
+	err = l.patiently(ctx, attach)
 	if err == nil {
 		return sb, "", nil
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -62,6 +63,8 @@ type ended struct {
 	notice     string
 	warnings   []string
 	context    string
+	// redact are the session's secrets, whose values are replaced in the kept output.
+	redact []providers.SecretBinding
 }
 
 // resultOf turns how an execution ended into its Result; a machinery failure is an error.
@@ -106,6 +109,7 @@ func (xs *executions) resultOf(e ended) (*Result, error) {
 	res.Results = execute.BoundResults(st.Results, e.out.limit)
 	out, outTrunc, outN, outHead := e.out.stdout.Bytes()
 	errb, errTrunc, errN, errHead := e.out.stderr.Bytes()
+	out, errb = redactSecrets(out, e.redact), redactSecrets(errb, e.redact)
 	res.Stdout, res.Stderr, res.Encoding = execute.EncodeStreams(out, errb, e.base64)
 	res.StdoutBytes, res.StderrBytes, res.StdoutTruncated, res.StderrTruncated = outN, errN, outTrunc, errTrunc
 	if outTrunc {
@@ -116,3 +120,20 @@ func (xs *executions) resultOf(e ended) (*Result, error) {
 	}
 	return res, nil
 }
+
+// redactSecrets replaces, in output kept as a task's result, each value of secrets (of at
+// least minRedacted bytes) with "[secret NAME]": defence in depth, for a program that got a
+// value back from an upstream that echoes it (docs/semantics.md §15). Live output already
+// streamed to followers is not rewritten, and a value cut by the output bound is not found.
+func redactSecrets(b []byte, secrets []providers.SecretBinding) []byte {
+	for _, s := range secrets {
+		if len(s.Value) >= minRedacted && bytes.Contains(b, s.Value) {
+			b = bytes.ReplaceAll(b, s.Value, []byte("[secret "+s.Name+"]"))
+		}
+	}
+	return b
+}
+
+// minRedacted is the shortest value redactSecrets looks for: shorter ones would match
+// ordinary output.
+const minRedacted = 4

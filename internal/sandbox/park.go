@@ -49,7 +49,7 @@ type (
 func parkOptions(s *Service, newID func() string) park.Options {
 	return park.Options{
 		Store: s.store, Profiles: s.profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: newID, Log: s.log,
-		Resolve: s.sessions.Resolve, Visible: s.sessions.Visible, LockSession: s.sessions.Lock, DestroyBackend: s.sessions.DestroyBackend,
+		Policy: s.sessionPolicy, Resolve: s.sessions.Resolve, Visible: s.sessions.Visible, LockSession: s.sessions.Lock, DestroyBackend: s.sessions.DestroyBackend,
 		Hold: func(ctx context.Context, p principal.Principal, prof *Profile, sess store.Session) (store.Session, func(), error) {
 			l, err := s.leases().lease(ctx, p, prof, sess, leaseOpts{order: orderLock, reach: reachNone, noWake: true})
 			if errors.As(err, new(orderErr)) && fault.KindOf(err) == fault.NotFound {

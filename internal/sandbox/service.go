@@ -17,6 +17,7 @@ import (
 	"github.com/sandgate/sandgate/internal/sandbox/park"
 	"github.com/sandgate/sandgate/internal/sandbox/profile"
 	"github.com/sandgate/sandgate/internal/sandbox/quota"
+	"github.com/sandgate/sandgate/internal/sandbox/secret"
 	"github.com/sandgate/sandgate/internal/sandbox/session"
 	"github.com/sandgate/sandgate/internal/sandbox/upkeep"
 	"github.com/sandgate/sandgate/internal/store"
@@ -58,6 +59,11 @@ type Options struct {
 	// after the store recorded it and before the secret is answered (the gateway's
 	// authentication forgets having found no key of it); it must not block.
 	KeyCreated func(hash [32]byte)
+	// SecretKeys seal and open secret values (secret.ParseKeys); nil or empty: secrets are
+	// refused (secret.NoKey) and only sessions binding none are made.
+	SecretKeys *secret.Keyring
+	// SecretLimit is how many secrets a principal may keep (0: secret.DefaultLimit).
+	SecretLimit int
 }
 
 // Service is the sandbox domain. Build it with New; call Maintain in the background.
@@ -72,6 +78,7 @@ type Service struct {
 	sessions *session.Room   // sessions made, found, listed, destroyed; their identities (session/)
 	account  *account.Room   // principals, API keys, the audit log (account/)
 	quota    *quota.Room     // limits, refusals, contexts and MCP sessions counted here (quota/)
+	secrets  *secret.Room    // principals' and profiles' secrets, sessions' bindings (secret/)
 	park     *park.Room      // pause, resume, idle parking, lifetimes, snapshots, preview links (park/)
 	upkeep   *upkeep.Sweeper // heartbeat, outage watch, sweeps, retained-output trims (upkeep/)
 }
@@ -114,10 +121,13 @@ func New(opts Options) (*Service, error) {
 		Store: s.store, Profiles: profiles, Keys: s.cfg.APIKeys, AuditRetention: s.cfg.AuditRetention,
 		AdminGroups: s.cfg.AdminGroups, Clock: s.clock, NewID: newID, Log: s.log, KeyRevoked: opts.KeyRevoked, KeyCreated: opts.KeyCreated,
 	})
+	s.secrets = secret.New(secret.Options{
+		Store: s.store, Keys: opts.SecretKeys, Limit: opts.SecretLimit, Clock: s.clock, Record: s.account.Record, Log: s.log,
+	})
 	s.quota = quota.New(s.cfg.Quotas, s.store, s.clock, s.log)
 	sessions := &session.Options{
 		Store: s.store, Profiles: profiles, Quota: s.quota, Account: s.account, Clock: s.clock, NewID: newID, Log: s.log,
-		Call: s.obs.Call, StartSpan: s.obs.Span, EndSpan: endSpan, CancelTask: s.runs.cancelTask,
+		Secrets: s.sessionSecrets, Call: s.obs.Call, StartSpan: s.obs.Span, EndSpan: endSpan, CancelTask: s.runs.cancelTask,
 	}
 	s.sessions = session.New(sessions)
 	s.park = park.New(parkOptions(s, newID))

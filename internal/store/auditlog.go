@@ -16,6 +16,8 @@ const (
 	AuditSessionDestroy = "session_destroy"
 	AuditAPIKeyCreate   = "api_key_create" // Target: the new key's id
 	AuditAPIKeyRevoke   = "api_key_revoke" // Target: the revoked key's id
+	AuditSecretSet      = "secret_set"     // Target: the secret's name (never its value)
+	AuditSecretDelete   = "secret_delete"  // Target: the secret's name
 )
 
 // AuditSubmitted is the status of an execution's audit event until its task finishes (then

@@ -41,6 +41,9 @@ type Session struct {
 	// profile's policy; 0: the profile's.
 	CPU      float64
 	MemoryMB int
+	// Secrets are the secrets bound to the session (issue 39): name → the placeholder its
+	// sandbox sees in place of the value. Set when the session is made. Never nil once read.
+	Secrets map[string]string
 }
 
 // What ends a session whose lifetime passed (Session.OnExpiry).

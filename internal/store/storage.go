@@ -23,6 +23,7 @@ type Store interface {
 	Snapshots
 	Principals
 	APIKeys
+	Secrets
 	AuditLog
 	Runners
 }
@@ -187,6 +188,27 @@ type Principals interface {
 	// SeenPrincipal records that principal id was seen at now without changing its claims
 	// (last_seen_at never moves back) and returns the row.
 	SeenPrincipal(ctx context.Context, id string, now time.Time) (Principal, error)
+}
+
+// Secrets are the principals' secrets (issue 39), kept sealed (store.Secret).
+type Secrets interface {
+	// PutSecretWithin inserts s, or replaces the hosts, key, sealed value and updated time of
+	// its owner's secret of the same name (keeping its created time); inserting is refused
+	// with ErrQuota when the owner already holds limit secrets (limit ≤ 0: no limit). created
+	// says which it did. The owner must be a recorded principal.
+	PutSecretWithin(ctx context.Context, s Secret, limit int) (created bool, err error)
+	// GetSecret returns owner's secret name; ErrNotFound when it has none of that name.
+	GetSecret(ctx context.Context, owner, name string) (Secret, error)
+	// ListSecrets returns owner's secrets, by name.
+	ListSecrets(ctx context.Context, owner string) ([]Secret, error)
+	// DeleteSecret removes owner's secret name; ErrNotFound when it has none of that name.
+	DeleteSecret(ctx context.Context, owner, name string) error
+	// SecretsSealedWithout returns up to limit secrets (any owner's) not sealed under keyID,
+	// for re-sealing them under it.
+	SecretsSealedWithout(ctx context.Context, keyID string, limit int) ([]Secret, error)
+	// ResealSecret replaces the key and sealed value of owner's secret name while it is still
+	// sealed under fromKey (false, nil when it no longer is, or is gone).
+	ResealSecret(ctx context.Context, owner, name, fromKey, keyID string, sealed []byte) (bool, error)
 }
 
 // APIKeys are the API keys principals made (docs/semantics.md §1 API key), as the domain

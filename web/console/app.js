@@ -8,6 +8,7 @@ import { profilesView, sessionsView, snapshotsView, tasksView, taskView, meView 
 import { sessionView, filesView } from './session.js';
 import { terminalView } from './terminal.js';
 import { keysView } from './keys.js';
+import { secretsView } from './secrets.js';
 import { connectView } from './connect.js';
 
 const SID = '([0-9a-f]{32}|default)';
@@ -21,6 +22,7 @@ const routes = [
   [/^\/tasks$/, tasksView],
   [/^\/tasks\/([0-9a-f]{32})$/, taskView],
   [/^\/keys$/, keysView],
+  [/^\/secrets$/, secretsView],
   [/^\/connect$/, connectView],
   [/^\/me$/, meView],
 ];

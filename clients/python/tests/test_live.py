@@ -253,6 +253,27 @@ def test_env_and_timeout_at_create(gateway: sandgate.Gateway) -> None:
         assert sbx.run_code("import os; os.environ['TEAM']").text == "'ml'"
 
 
+@pytest.mark.skipif(not contract_has("CreateSessionRequest", "secrets"), reason="needs issue 39's secrets")
+def test_secrets_are_write_only_and_bound_by_name(gateway: sandgate.Gateway) -> None:
+    name = "py-" + uuid.uuid4().hex[:8]
+    made = gateway.set_secret(name, "sk-py-NEVER-SHOWN", ["api.example.com"])
+    assert made["name"] == name and made["hosts"] == ["api.example.com"] and "value" not in made
+    assert [s["name"] for s in gateway.secrets() if s["name"] == name] == [name]
+    assert "NEVER-SHOWN" not in json.dumps(gateway.secrets())
+    with pytest.raises(sandgate.NotFoundError):
+        gateway.create_session(secrets=["py-nosuch"])
+    sbx = sandgate.Sandbox.create(secrets=[name], gateway=gateway)
+    try:
+        assert sbx.info.secrets == [name]
+        with pytest.raises(sandgate.PolicyError):  # a local sandbox has no egress proxy: refused
+            sbx.commands.run("env")
+    finally:
+        sbx.kill()
+    gateway.delete_secret(name)
+    with pytest.raises(sandgate.NotFoundError):
+        gateway.delete_secret(name)
+
+
 @pytest.mark.skipif(not any(o.get("patch", {}).get("operationId") == "updateSession" for o in CONTRACT["paths"].values()),
                     reason="needs PATCH /v1/sessions/{id} of issue 37 (branch ergo-api)")
 def test_relabel(sbx: sandgate.Sandbox) -> None:

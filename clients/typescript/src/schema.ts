@@ -146,6 +146,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's secrets (never their values).
+         * @description Names, hosts and times, by name. Values are never answered.
+         */
+        get: operations["listSecrets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/secrets/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A secret's name: lower-case letters, digits, `_` and `-`, starting with a letter. */
+                name: components["parameters"]["SecretName"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Create or replace a secret.
+         * @description Sets the caller's secret `name` to `value`, sent only to `hosts` (at least one; host
+         *     names, wildcards `*.example.com`, IP addresses, each with an optional `:port`). An
+         *     existing secret of that name is replaced — value and hosts — and re-sealed under the
+         *     gateway's current key; sessions already bound to it use the new value from their
+         *     sandbox's next create or attach. The answer never carries the value. Over the limit
+         *     of secrets a principal keeps: 429 `quota`; no key configured: 400 `config`.
+         */
+        put: operations["putSecret"];
+        post?: never;
+        /**
+         * Delete a secret.
+         * @description Removes the caller's secret (another principal's: 404). Sessions bound to it keep
+         *     their placeholder, which the proxy no longer replaces from their sandbox's next create
+         *     or attach on.
+         */
+        delete: operations["deleteSecret"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions": {
         parameters: {
             query?: never;
@@ -1269,6 +1323,14 @@ export interface components {
                 [key: string]: string;
             };
             /**
+             * @description Names of your secrets (`/v1/secrets`) the session binds: every program gets
+             *     `SANDGATE_SECRET_<NAME>` holding a placeholder, which the egress proxy replaces with
+             *     the value in requests to the secret's hosts. An unknown name answers 404 naming it;
+             *     a provider without the egress proxy refuses the session's sandbox (403 `policy`).
+             *     The profile's own secrets are bound anyway.
+             */
+            secrets?: string[];
+            /**
              * @description The session's lifetime in seconds (at most 30 days): it ends this long after it was
              *     made, as `on_expiry` says; `PATCH` with `timeout_s` sets a new end counted from then.
              *     Without it the session lives until deleted (or reset by the profile's idle rules).
@@ -1321,6 +1383,8 @@ export interface components {
             };
             /** @description The names of the session's environment variables (`env` at create), sorted; their values are never shown. */
             env_names?: string[];
+            /** @description The names of the secrets bound to the session (its own and its profile's), sorted; never their values or placeholders. */
+            secrets?: string[];
             /**
              * Format: date-time
              * @description When the session's lifetime ends (`timeout_s`); absent when it has none.
@@ -1958,13 +2022,37 @@ export interface components {
             /** @description The key: send it as `Authorization: Bearer <secret>`. Store it now; it is not shown again. */
             secret: string;
         };
+        /** @description A secret as its owner sees it — never its value. */
+        Secret: {
+            name: string;
+            /** @description The hosts its value may be sent to, lower-cased and sorted. */
+            hosts: string[];
+            /** @description The variable a session's programs find its placeholder in (`SANDGATE_SECRET_<NAME>`). */
+            env_name?: string;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When its value or hosts were last set.
+             */
+            updated_at: string;
+        };
+        SecretList: {
+            secrets: components["schemas"]["Secret"][];
+        };
+        PutSecretRequest: {
+            /** @description The secret (at most 16 KiB as UTF-8). Never shown again. */
+            value: string;
+            /** @description Where the value may be sent: `api.example.com`, `*.example.com`, an IP address; each with an optional `:port`. */
+            hosts: string[];
+        };
         APIKeyList: {
             api_keys: components["schemas"]["APIKey"][];
             /** @description Empty on the last page. */
             next_cursor: string;
         };
         /** @enum {string} */
-        AuditKind: "execution" | "file_write" | "file_delete" | "session_create" | "session_destroy" | "api_key_create" | "api_key_revoke";
+        AuditKind: "execution" | "file_write" | "file_delete" | "session_create" | "session_destroy" | "api_key_create" | "api_key_revoke" | "secret_set" | "secret_delete";
         AuditEvent: {
             /** Format: int64 */
             id: number;
@@ -2397,6 +2485,8 @@ export interface components {
         /** @description A context name. */
         ContextName: string;
         SnapshotID: string;
+        /** @description A secret's name: lower-case letters, digits, `_` and `-`, starting with a letter. */
+        SecretName: string;
         /** @description An API key's id (not its secret). */
         KeyID: string;
         /** @description A TCP port inside the sandbox (its loopback, 127.0.0.1). */
@@ -2794,6 +2884,135 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    listSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caller's secrets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "secrets": [
+                     *         {
+                     *           "name": "openai",
+                     *           "hosts": [
+                     *             "api.openai.com"
+                     *           ],
+                     *           "created_at": "2026-11-29T09:00:00Z",
+                     *           "updated_at": "2026-11-29T09:00:00Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SecretList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    putSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A secret's name: lower-case letters, digits, `_` and `-`, starting with a letter. */
+                name: components["parameters"]["SecretName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "value": "sk-live-…",
+                 *       "hosts": [
+                 *         "api.openai.com"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["PutSecretRequest"];
+            };
+        };
+        responses: {
+            /** @description The secret was replaced. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Secret"];
+                };
+            };
+            /** @description The secret was created. */
+            201: {
+                headers: {
+                    Location: components["headers"]["Location"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "name": "openai",
+                     *       "hosts": [
+                     *         "api.openai.com"
+                     *       ],
+                     *       "created_at": "2026-11-29T09:00:00Z",
+                     *       "updated_at": "2026-11-29T09:00:00Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Secret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["TooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["OverQuota"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["StoreUnavailable"];
+        };
+    };
+    deleteSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A secret's name: lower-case letters, digits, `_` and `-`, starting with a letter. */
+                name: components["parameters"]["SecretName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthenticated"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["OverQuota"];
             500: components["responses"]["InternalError"];

@@ -90,6 +90,8 @@ const (
 	Execution      AuditKind = "execution"
 	FileDelete     AuditKind = "file_delete"
 	FileWrite      AuditKind = "file_write"
+	SecretDelete   AuditKind = "secret_delete"
+	SecretSet      AuditKind = "secret_set"
 	SessionCreate  AuditKind = "session_create"
 	SessionDestroy AuditKind = "session_destroy"
 )
@@ -106,6 +108,10 @@ func (e AuditKind) Valid() bool {
 	case FileDelete:
 		return true
 	case FileWrite:
+		return true
+	case SecretDelete:
+		return true
+	case SecretSet:
 		return true
 	case SessionCreate:
 		return true
@@ -1097,6 +1103,13 @@ type CreateSessionRequest struct {
 	OnExpiry *CreateSessionRequestOnExpiry `json:"on_expiry,omitempty"`
 	Profile  *string                       `json:"profile,omitempty"`
 
+	// Secrets Names of your secrets (`/v1/secrets`) the session binds: every program gets
+	// `SANDGATE_SECRET_<NAME>` holding a placeholder, which the egress proxy replaces with
+	// the value in requests to the secret's hosts. An unknown name answers 404 naming it;
+	// a provider without the egress proxy refuses the session's sandbox (403 `policy`).
+	// The profile's own secrets are bound anyway.
+	Secrets *[]string `json:"secrets,omitempty"`
+
 	// TimeoutS The session's lifetime in seconds (at most 30 days): it ends this long after it was
 	// made, as `on_expiry` says; `PATCH` with `timeout_s` sets a new end counted from then.
 	// Without it the session lives until deleted (or reset by the profile's idle rules).
@@ -1499,6 +1512,15 @@ type ProfileList struct {
 	Profiles []Profile `json:"profiles"`
 }
 
+// PutSecretRequest defines model for PutSecretRequest.
+type PutSecretRequest struct {
+	// Hosts Where the value may be sent: `api.example.com`, `*.example.com`, an IP address; each with an optional `:port`.
+	Hosts []string `json:"hosts"`
+
+	// Value The secret (at most 16 KiB as UTF-8). Never shown again.
+	Value string `json:"value"`
+}
+
 // Quota defines model for Quota.
 type Quota struct {
 	// Limit -1: no limit (for example, for an exempt administrator).
@@ -1628,6 +1650,26 @@ type RunRequestCommandKind string
 // Scope defines model for Scope.
 type Scope string
 
+// Secret A secret as its owner sees it — never its value.
+type Secret struct {
+	CreatedAt time.Time `json:"created_at"`
+
+	// EnvName The variable a session's programs find its placeholder in (`SANDGATE_SECRET_<NAME>`).
+	EnvName *string `json:"env_name,omitempty"`
+
+	// Hosts The hosts its value may be sent to, lower-cased and sorted.
+	Hosts []string `json:"hosts"`
+	Name  string   `json:"name"`
+
+	// UpdatedAt When its value or hosts were last set.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SecretList defines model for SecretList.
+type SecretList struct {
+	Secrets []Secret `json:"secrets"`
+}
+
 // Session defines model for Session.
 type Session struct {
 	// Cpu Cores asked for its sandbox at create (absent: the profile's policy).
@@ -1676,6 +1718,9 @@ type Session struct {
 	// SandboxId The provider's handle, once provisioned.
 	SandboxId *string `json:"sandbox_id,omitempty"`
 	Scope     Scope   `json:"scope"`
+
+	// Secrets The names of the secrets bound to the session (its own and its profile's), sorted; never their values or placeholders.
+	Secrets *[]string `json:"secrets,omitempty"`
 
 	// Shared A per_runtime session shared by the whole deployment.
 	Shared *bool `json:"shared,omitempty"`
@@ -1903,6 +1948,9 @@ type ProcessID = string
 
 // ProfileQuery defines model for ProfileQuery.
 type ProfileQuery = string
+
+// SecretName defines model for SecretName.
+type SecretName = string
 
 // SessionID defines model for SessionID.
 type SessionID = string
@@ -2212,6 +2260,9 @@ type CreateAPIKeyJSONRequestBody = CreateAPIKeyRequest
 
 // CreateRunJSONRequestBody defines body for CreateRun for application/json ContentType.
 type CreateRunJSONRequestBody = RunRequest
+
+// PutSecretJSONRequestBody defines body for PutSecret for application/json ContentType.
+type PutSecretJSONRequestBody = PutSecretRequest
 
 // CreateSessionJSONRequestBody defines body for CreateSession for application/json ContentType.
 type CreateSessionJSONRequestBody = CreateSessionRequest
@@ -2825,6 +2876,15 @@ type ServerInterface interface {
 	// CreateRun One-off run in a fresh sandbox.
 	// (POST /v1/runs)
 	CreateRun(w http.ResponseWriter, r *http.Request)
+	// ListSecrets The caller's secrets (never their values).
+	// (GET /v1/secrets)
+	ListSecrets(w http.ResponseWriter, r *http.Request)
+	// DeleteSecret Delete a secret.
+	// (DELETE /v1/secrets/{name})
+	DeleteSecret(w http.ResponseWriter, r *http.Request, name SecretName)
+	// PutSecret Create or replace a secret.
+	// (PUT /v1/secrets/{name})
+	PutSecret(w http.ResponseWriter, r *http.Request, name SecretName)
 	// ListSessions The caller's sessions.
 	// (GET /v1/sessions)
 	ListSessions(w http.ResponseWriter, r *http.Request, params ListSessionsParams)
@@ -2987,6 +3047,24 @@ func (_ Unimplemented) ListProfiles(w http.ResponseWriter, r *http.Request) {
 // CreateRun One-off run in a fresh sandbox.
 // (POST /v1/runs)
 func (_ Unimplemented) CreateRun(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListSecrets The caller's secrets (never their values).
+// (GET /v1/secrets)
+func (_ Unimplemented) ListSecrets(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteSecret Delete a secret.
+// (DELETE /v1/secrets/{name})
+func (_ Unimplemented) DeleteSecret(w http.ResponseWriter, r *http.Request, name SecretName) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// PutSecret Create or replace a secret.
+// (PUT /v1/secrets/{name})
+func (_ Unimplemented) PutSecret(w http.ResponseWriter, r *http.Request, name SecretName) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -3528,6 +3606,72 @@ func (siw *ServerInterfaceWrapper) CreateRun(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateRun(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListSecrets operation middleware
+func (siw *ServerInterfaceWrapper) ListSecrets(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListSecrets(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DeleteSecret operation middleware
+func (siw *ServerInterfaceWrapper) DeleteSecret(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name SecretName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteSecret(w, r, name)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// PutSecret operation middleware
+func (siw *ServerInterfaceWrapper) PutSecret(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name SecretName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.PutSecret(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -5161,6 +5305,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/api-keys/{key_id}", wrapper.GetAPIKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/secrets", wrapper.ListSecrets)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/secrets/{name}", wrapper.DeleteSecret)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/secrets/{name}", wrapper.PutSecret)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/sessions", wrapper.ListSessions)
@@ -6831,6 +6984,427 @@ func (response CreateRun504ApplicationProblemPlusJSONResponse) VisitCreateRunRes
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(504)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSecretsRequestObject struct {
+}
+
+type ListSecretsResponseObject interface {
+	VisitListSecretsResponse(w http.ResponseWriter) error
+}
+
+type ListSecrets200JSONResponse SecretList
+
+func (response ListSecrets200JSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSecrets400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets400ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSecrets401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets401ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSecrets429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets429ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSecrets500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets500ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListSecrets503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ListSecrets503ApplicationProblemPlusJSONResponse) VisitListSecretsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSecretRequestObject struct {
+	Name SecretName `json:"name"`
+}
+
+type DeleteSecretResponseObject interface {
+	VisitDeleteSecretResponse(w http.ResponseWriter) error
+}
+
+type DeleteSecret204Response struct {
+}
+
+func (response DeleteSecret204Response) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteSecret400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret400ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSecret401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret401ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSecret404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret404ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSecret429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret429ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSecret500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret500ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteSecret503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteSecret503ApplicationProblemPlusJSONResponse) VisitDeleteSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSecretRequestObject struct {
+	Name SecretName `json:"name"`
+	Body *PutSecretJSONRequestBody
+}
+
+type PutSecretResponseObject interface {
+	VisitPutSecretResponse(w http.ResponseWriter) error
+}
+
+type PutSecret200JSONResponse Secret
+
+func (response PutSecret200JSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSecret201ResponseHeaders struct {
+	Location *string
+}
+
+type PutSecret201JSONResponse struct {
+	Body    Secret
+	Headers PutSecret201ResponseHeaders
+}
+
+func (response PutSecret201JSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSecret400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret400ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSecret401ApplicationProblemPlusJSONResponse struct {
+	UnauthenticatedApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret401ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSecret408ApplicationProblemPlusJSONResponse struct {
+	RequestTimeoutApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret408ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(408)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSecret413ApplicationProblemPlusJSONResponse struct {
+	TooLargeApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret413ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(413)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSecret415ApplicationProblemPlusJSONResponse struct {
+	UnsupportedMediaTypeApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret415ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.AcceptPatch != nil {
+		w.Header().Set("Accept-Patch", fmt.Sprint(*response.Headers.AcceptPatch))
+	}
+	if response.Headers.AcceptPost != nil {
+		w.Header().Set("Accept-Post", fmt.Sprint(*response.Headers.AcceptPost))
+	}
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSecret429ApplicationProblemPlusJSONResponse struct {
+	OverQuotaApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret429ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSecret500ApplicationProblemPlusJSONResponse struct {
+	InternalErrorApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret500ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutSecret503ApplicationProblemPlusJSONResponse struct {
+	StoreUnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PutSecret503ApplicationProblemPlusJSONResponse) VisitPutSecretResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -13108,6 +13682,15 @@ type StrictServerInterface interface {
 	// CreateRun One-off run in a fresh sandbox.
 	// (POST /v1/runs)
 	CreateRun(ctx context.Context, request CreateRunRequestObject) (CreateRunResponseObject, error)
+	// ListSecrets The caller's secrets (never their values).
+	// (GET /v1/secrets)
+	ListSecrets(ctx context.Context, request ListSecretsRequestObject) (ListSecretsResponseObject, error)
+	// DeleteSecret Delete a secret.
+	// (DELETE /v1/secrets/{name})
+	DeleteSecret(ctx context.Context, request DeleteSecretRequestObject) (DeleteSecretResponseObject, error)
+	// PutSecret Create or replace a secret.
+	// (PUT /v1/secrets/{name})
+	PutSecret(ctx context.Context, request PutSecretRequestObject) (PutSecretResponseObject, error)
 	// ListSessions The caller's sessions.
 	// (GET /v1/sessions)
 	ListSessions(ctx context.Context, request ListSessionsRequestObject) (ListSessionsResponseObject, error)
@@ -13523,6 +14106,89 @@ func (sh *strictHandler) CreateRun(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateRunResponseObject); ok {
 		if err := validResponse.VisitCreateRunResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListSecrets operation middleware
+func (sh *strictHandler) ListSecrets(w http.ResponseWriter, r *http.Request) {
+	var request ListSecretsRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListSecrets(ctx, request.(ListSecretsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListSecrets")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListSecretsResponseObject); ok {
+		if err := validResponse.VisitListSecretsResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DeleteSecret operation middleware
+func (sh *strictHandler) DeleteSecret(w http.ResponseWriter, r *http.Request, name SecretName) {
+	var request DeleteSecretRequestObject
+
+	request.Name = name
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteSecret(ctx, request.(DeleteSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteSecret")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteSecretResponseObject); ok {
+		if err := validResponse.VisitDeleteSecretResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// PutSecret operation middleware
+func (sh *strictHandler) PutSecret(w http.ResponseWriter, r *http.Request, name SecretName) {
+	var request PutSecretRequestObject
+
+	request.Name = name
+
+	var body PutSecretJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.PutSecret(ctx, request.(PutSecretRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PutSecret")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(PutSecretResponseObject); ok {
+		if err := validResponse.VisitPutSecretResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -14451,499 +15117,526 @@ func (sh *strictHandler) WriteTaskStdin(w http.ResponseWriter, r *http.Request, 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L39chs3ti/6KijufUpkpklR1IctqlJzHMee8cSJPZZycu+EPmywGySx1QQ4DbRkxuOqvMPdzzD7Pfaj",
-	"5EluYS0AjSa7ScpSMkm2/3BZJLvxjfW9fut9K5GLpRRMaNUavm/NGU1ZDn8+SRK21G+omDH4nDKV5Hyp",
-	"uRStYSuerDRT8ZAoLmYZI+YjyeFhQnNGFMtvWNprRS2VzNmCmhaYKBat4fcteLX1Nmrp1ZK1hi2lcy5m",
-	"rQ8fotazKzrb7OxqzsiUZ+xAESY01yui6WxI4lFrVPT7x4niPzD4i3Xxi4VM+ZQn1LxPNF8wwgURCp8Z",
-	"teKITKSemy/n7F11kJtjekmV/hoaZOnWsW322v7z1dVrklLNOjt7kfjiZg/fvnlJ5JToOSNJzqhmKcmZ",
-	"kkWesO2NfohaS5rTBdN2S59Kodk7/Q1dsM1unpAEfyaCLqBlbr5eUj1vRS0B77TsI2P4GLVy9veC52ZZ",
-	"dF6wcCxLqjXLTQP/9/sn3b/R7g/97vn4bfB3r/v2fT86O/7w7626k/C0yJXMN4f5akn/XjASCzOMBB6K",
-	"yTSXC1igZc5uuCwUWdJZOYe/FyxfBZPApsPhLui7l0zM9Lw1HPT7deP5iq1efFmzaoI8ef2CXLPVgSI8",
-	"JW0hNeFaEcWSnOlOwzpes9WYp3uvYL97TrvTt++PBw2r9ZJOWHbJMpboukV7QjLzAFH2iYjE12z1+Q3N",
-	"ChaTtlpmXBOqYQmnPFeaxJ/HF/ARniELuiITRthiqVed4UhIka0I12yhSELzfMXFjOg51dhPj7xhS0bN",
-	"QhAtiZ0jUeyG5TQjbZplZFEoTRZUJ/NObyRaUYu9W2YyZW4h6jYOGq/sGwxhbQNP+kdRa8GF39Cospb/",
-	"9/O3f/h8YxGj1rsue7dkiW4NW9QvFPHLRNqsN+vh/D7XjC4+X2Sd1ofI9PwCR3E88K3SPKcr86vSq8x8",
-	"MZX5wnx+yRdcw8jr5gc/hvNL2ZQWmW4NT/vQE18YEnpqjuiCC/x05HvlQrMZy+FEvJa5rjsIV09fk6XM",
-	"NeFC8ZTBHisq0ol8R9rm4GZSLic0uY7I0eBRr9/r946aTrFpZ+sZ9iM+Oz09Pt09ZnN72e1r00ktoc2Z",
-	"0o4WmqFERGVUzZkiXCRZkbI0IkuqFEvNuQumdqCQI+WkXTnKTRPDT80T27yBr3OZMKXqaMQVECb42RIJ",
-	"s86aqmvC08Yh4AsPSiVe59Kwqr/CqdsY5ncyv84kTc1YzWMXwR3FtWRKcSkOFJG3wj1FbudMIDs1fP9a",
-	"yFvRRHjtK02U98gea/+5bg6XOIhaWuxGSHgaEZmT2F6fmExljgyUZhnLDxSxv/g35JTEf7Tj+zxu2BP7",
-	"8B32pB1uyj9sp5363bkUdKnmUuPU6rq3Dzzombii6rqxR3NGH7C3D6YdtZRCoUj5BU3fsL8XTAGlAtlC",
-	"wJ90ucysIHW4zOUkY4s//IdC4Yi9o4tlZgUYTXnWGrYmMl2RBVtMWE4OErlYUJEeEK4c60lJWzFGDuWS",
-	"CbrkvRVdZP5M5DgEouZ0yTqGE+W5NALT9+9bU86y1HbQsw23otaCKUVnbJ+eWx/eGi5AdaEMazKyBdfA",
-	"El6IG5rx1PVfrtdc66UaHh4a2jWjmvVSduOWQR3CSygqfgj34d9zNm0NW/92WEr0h/irOnyNL+MW1JFV",
-	"XAGuyIJmhlWx1NwfcwoUUXLB9Bw5PDNC4pTPihyl3FQyRYzIQ7NM3vbMiJ5KMc14ct8tdeTlQM1pztID",
-	"MqeKqEQuGVmyfJwXwkjYQyNimF+kYASfdFf6gtA0zZlS5hGqyIG9fQeG82lGU3PnQaA2U5MCyJLfp/Ny",
-	"n/yE9tygxD3/UNsjl2x9uadcW3lXWuUDl8YfadQPzPfaDNCM5dk7lhSmmS/NZJt3p25X7H6PjZgzOIpa",
-	"TCQyNZd62Cr0tPsY5DeuxwlIcP0oJJXD1tn0KOmnj9hg8piesP70nB5PTpNH6REbTI/pySRYedBHM6ZZ",
-	"Cl+mLM9bw5b/e4y6I/SAX+i8EIlRilrDKc0Ugx9kYcS4kwEIlvjZvXnsv9h885bmgouZufpv9948v6xv",
-	"mDKimtlDoyMdshsmdFfpnNGFaWTP5sxbl/hSw3lgrkcy5YKruSFvt3OqjXgNuofZCmK2omMOxJyjRmLu",
-	"iyx0j3zH9XwkYlTwh2RjsDGcISrUrWlP+ftCBYHHCD7mBLFyOFSNBNckL4RCghv/6dkVObw5OjSMRB2+",
-	"t/zkw6Es9LLQcScyh1uwlExWhJLY/B5jJ0YpCA/t61wupEYNfP+DC8evPzlLj6f9ZEDP2Ul6ejo5Sh6z",
-	"R9MzepqeJMeTQStq+SvWGrZwPmxcknsntwy9PH6PA54XQqDGoYrJgmvN0jE1x3XQH5x1j466g/Or/vnw",
-	"qD/s9/+2Pw0xfLzuwFxqnmXEdkroVLOcxLeU67GKL8hSZhlsIkijVJPY2SFABgrMQaF9om4c9tFD/xyM",
-	"5bnMJzxNmbgvN6B6Tg56vUOmk0Mj4d+mB4SphC6ZqqgwtzK/VkuaVKn5cUnNX8uMJytyw2WG49yTqi/h",
-	"vQeh6d84fslSK4RwRZY5Fwlf0gwkV0qwP5JQYei9UVjEVOYJS4GW/4lqdktXV3il77m4tzkHHngw4bPe",
-	"hIsDwt4ljKVGi6rwmKNBn3g6Qto4xJ793AlW/LR/Uq64GWRKzDD3XGrb4IOs9RMRsE+p58wsNxVAyzzd",
-	"alMw4ZFiafSfiFBnCus0rYTdHUdSzVBfCCMG0+yZkR7vuSNUEG6bIyCNEpkkRZ6z9ILkDNT3QHIdc6/u",
-	"4lzBuFX+2Bq2zqeD5IQd0UeT4/R0etav7FVFJg173XfD3FgfZsfIpJgRLmA+MzznaIrC5bFSKVigQvHd",
-	"6Hyo4hWKIdsiaM+Ywf58I/VzWYj0nltTCFBxPcFxCuTBLh5wUKFIwf0w5GAKI9tzuYXUXXzhIdb7Wzuh",
-	"tiE7Aq+IJ0YHqhMYmz9ErVc3LP9rITW95zKuZEHm9IaR40F5EZXnUzInhkdxMcNNBcuYETjssvf+bsag",
-	"eokUcC+EHpetXMC7QFqNWqCllZNIuyKO/BF343PbJ8hKCRUJy9a1gUGgDcDkPVnYd8tguA+mEKAVw5xx",
-	"qmGKcgpHHReFtOPqKsWRNY85HW7J8q7fYn+BcqqN1JdCU/ZLuEXLXM6MIhWR2EhrY/db3Lkg8Rum81X3",
-	"iZErYqLoSqFByNCjfEXojHLRK+XABYuJmstbRQqjQEN3sLdqTdwImt009FyyRIpUmU5gpydsKnNmOgQZ",
-	"B/qs84yUtsbAYnepaX5nudLJhsPWcqXnUhyT7oKYI9CzZsbH/b4hsvvKn0vz4Mngo8TKfLsE+fOLnnYh",
-	"m07rhCbXs9zQK2cFBQ3hAs5ZKW+a4xybM2KXQB2+Lxfjw6F9lanD96Vp9MPDSKng5PxG6kuquZpyOsnY",
-	"PckbMCbTKjhG1een/X6/S2CzFFlShfybidQpUSB/tI/6gxN8I5SmTo7OSvoDYwUbgApGuycZgiF1Df8I",
-	"X34oshTD2GJiiCtQX5hJOT1vvTCE/4LET3F9u/a1Gb9hCn1n/Ae2trGVZ5vc0eSzw3WHcLzDRWp2H8nZ",
-	"w8jSQqIr3G6ro61gJqR5zm+szD9Y9EFHNsSih/r0mKcZGztpOiJKVpq4pYokhb4gyhwb8ws0esv13Ejj",
-	"qkjmZGlkHwUaBDzFKHyZgwGM+qYsuzBcn4J5LJFGpEIP1+tXl1fkpx//eah0aog/y0kyL8R15UT2Hwcn",
-	"0rbqxPZ/gZT/zZ6rHjcveEzazicwIAsuCnMJL+p2AJiWNYUKloAGwRVJMqmsdnapZc6+FfSG8uyhiIm1",
-	"mxNl2ibt11Jpw5Q7gQkWDDZGQTCcV81lrrPVkEwpz9AfZsdr/owLxfLP3caQlGo6oYr5b+IhSXmgBpTK",
-	"QqBKX7L8hieMFMFM99z88JWHs2LvuUSRM5NOcnnNcqdja3rNAiUKTMhGHjYyhdn6lCU8ZWmPgGziTClV",
-	"+QcFk59VltnqQwWPjpQvaT6776kDkg03iCsibxgu2VH/5PHpo7N+vwsXDuXytpM3F/Td2Lw3ruFhwcG5",
-	"kpJkMMR9aYWUXXzhIQ7LF2ZSfkbOocGsJAo3+FtBCz1nQnNrIb7fBZbXDGgEe7fkVolHkkKJYLcEf4cg",
-	"lpUsjGCvCpZX6O1RuXrrY9v/ylVee4iV/JorZdU1br1ZE0Zzs7JmSmv34Lvvvus+CcaweRnePH9Kzh6d",
-	"9kkyNyqOmLHd7PtboYrlUub336ZMJjQbq2LixFRPN2wPJKFLOuEZ16shyaiYFXTGhnkxWVW0xUG4V35w",
-	"wct7e5LKNx6KSC5zecNTlm/ODayQnvTZW+BH/zVLOb2CQd+Tl4W9AM01kgnQGcO9V0tG1nWvyHNcd23m",
-	"VBEnEZpBkQNwYiwzysWBlZC4Btmo8txwo+0ax3CVbJ3Wb+bCrAcMd//759/uwttdeO2hNtas4IEqhWoz",
-	"XdCpzB6DGaTiSYSFvyDWCdQ1vDImbSMjGfkPbCH+N6qTufvxydXTP3esCU7P2WLtioev1AfClAtn9h3a",
-	"s6egbW7/6aPH5+S//+vYBh1ti7gJhr6rq7rJk/Z3x0/Jyy9fk//+r0c7uwNKsyydefe4AqlMrlk+JHxB",
-	"Z4yg/WB43DsadFXGF+jetebAUuwKaMprc4WNXmwoL0p3ezsx3KsPduycGTSRRZYS66rw3WAYQW7UECsa",
-	"f+f8M8+LLLu/rgVNkYxNtbMYlwFf3hUEov+BkXEPnYejKtnd5lxrJshPP/4nydlC3qDCCkLZwkiFuZQL",
-	"1AXKRuWUlDEKC5plB2QusxRscgupNDnu98nXXzg3CUm5uh4vJlU3yaNyW78rh2uWZs8d9ePpwlsPvK2V",
-	"VTREt7rkLoLGrB+rXdIe3FTbKRCI1y++YhB8tszNhdQcQ4FsZDOYo95DtCQYplKqWddoaJvRRBAxynOm",
-	"7vQOT2tud9TKqNLjQvkBbK5IRrXhPIVikXO2oJZ4QehEMaHR7inACV8ojH3fb0zCxmNv/LDM2ZS/qx8P",
-	"xhcfKBuvm8xpThPNcoXDY1lGrtlKEQrqP4QlByHJNV1Zc3Bdb1SXHgFCFYlRQP03VUz+gyU63t7imKdN",
-	"MZGuTQgdXlAbjnrNVo7lYwxxKLgqQlVDf3AZVX1f4C5yj7heIKy5UGtbyLX7npjN9K+BzaQc84KuIEzQ",
-	"RSBvDGg9FDhnN/L6jkfcUYoyeYImmt+wljv9GJsHDddnVJSBe9+3IJLPhu7bs7W2T+FB8L1H4e2sXLuy",
-	"RwknwQwZb/hLjly5esvpko/NqayEbm8jU5Zc1KxmEP+/uePPFku9IhI5grnbPh9g+wL58VXbr53mjAl9",
-	"JWWmNqfp9rbctUWyxCgTQXkralGh57lc8qRmz6LWrOApFUmNfvQtOE3c70B/KVErpdnCnNLFUpM2RMJp",
-	"qtnCnOgly0nGBau/9VrKbIyxOGOjuxsqUnOBMGAqIhhyBVcTLkTOaKqc0c20hbk/SaGRREI8oVgFxCkY",
-	"hTda4DDq7q2UGUnZlAuO3kHL4q0WgDa9BdWR++Hrp69tmPeBIjJPWV65oTRNoSGavQ62C+NZN/a3et7W",
-	"zond4GCrmtbSTa72CBUp1xDv1XhTGmmnTTqpaEVVKoqhWoYXV/R+UIo8wcMT5JX1jQNSxw2/s0RyTpcQ",
-	"u3VRCaY4UAScS+C52Z8HpnzG6uT4yz8/6Q5Oz0h7zt51fBoUet/AYStTBvY8+xP6AWw8B8glaA5Ma6dX",
-	"iWvcICLeoRwRCdfNRttduGCQWU4XB+DNAuN3RFimGNpxwNVTup4rC8GFPjupvQhgbh1rq2bXJJpRnhU5",
-	"O1AkyahSpE2JlQRRzVHFdMrfdSLPyFA96NVLTwnLl7opo80IFWbhcUHrF76hXR8H2ryi5HYulV9DklNR",
-	"Txnckn+EjLfHcl9zDAfZyoHMJf2KY7BFECa4ZW5G1jDTccR/M6Cw/CZltSxgqzjGiBECxOxnEcrWm4aM",
-	"lW0CV63sE7qx65mzoTxCivozpPgPNcfniy1HMaQB/u5rJva8eKWc1bSrQxJ7p3lMCqE5BE6u7AWHMBXh",
-	"Qylt4HUBwRhFgsEicTQSMd7IOCKxOb6p4RjmAwae2F8yqXTc6ZFXEIxjTil279oB64xtCJPnNjk7zWes",
-	"5nI/N2sDrEEN1xTaJTWMwTGW8BmX3VgvQ9gcka1r59ZltwgGQijwVrid2+XTMB8nSC7CzWxkuV/Za1+9",
-	"nxgLCt4L4BvuQ8oyBp9cbygMB1+kTOlcrsy4Ldf2j7gvUESvveowpHpxGfdgf2G5lCd+KYHZjnC3uPzU",
-	"mbLt1NakHa0pGgztixMpM0YFiiDmN6bG7J2NMqx9rIwy2ZzdU6QViiRUALemqiYqhZnLWn49JEYyjEPB",
-	"OejOq5qbP0E0pFXTtrEJM5hrxpYEHe1GOTDUwnwYmw9xByTtZH3wUhiRjeULLmhG2vFSr5pGyZWLct5x",
-	"dF64B684EkTn3aievp067pIm13TGxlwoTbOGrYIohRpRD21ODGc6AUHqByacJeCWpaQd++gEaMQQS/Mh",
-	"Z6pYsPiCxODSp+CUH2I4RNPaoFlunHJ13Ziyia6SiTkOqkotDzBKxVv3Ymve29EbHBvQ1xqWBh8TTJue",
-	"tj7jwjIbTuESc2nHS5nrGsb22nztcoDV+spbiy0xWmoxm4ehuKQNKw7NHr43/304/OnHfzbO21PvQqH7",
-	"u+4Zay5umIqas6aj5FIi1R7HyT1rlCBzplycGbExdFZwdy2SdvUwuR+aZgo697SoHeg6j1Nl8gFOLrxw",
-	"jrhs3qagkyqZqZA/RzJblZWtI6Qb27NxAOsObs0JrN4md8PD7Vk/kLU8QqYsyAetV9dtqtaa9diqG5Vk",
-	"YghU2JFQHDlEi5rzY5faw2JoCeSXiwtyQ3MInVNEMU0mK3CwBXlQOajgOXOGCcMdeyPxBLz9rj2uPJ4H",
-	"OCpjdwRi0kavEKpxEoXOjtWzuXIJiyMBmVY2zl3eCu+ThuCxoD2b825b6pEvMdJpCFL4a+zLrCGRYiS8",
-	"lRRH5Y6c5YeRC5qAOfgM6wtMrrjlihntO2dqPhJwRJc50ywHQ5RfIRRa74cRYvSrm+ZzUjkMZ6enx2c1",
-	"LSzou/Cdo8HjmmPplnHziNhdamNyAgaPuXi8IIckCKx3bYXpJCRlSUZzBsaxCo5FzYjRwLSLnb+Cp565",
-	"JE2gTikXTSrVFOPDlKYipXlKuFgW2sfDDQOshLoLVmO0diLMrnFemidfmQeNLIGBeGNV1fRlgXFlHkvi",
-	"8dlJBf+i3yvvtSgWExRgMMVtR1PHZ9WWNtpZI9xr+npIukBI+zjqtU10vUQ7UqDwQiRnTUy1VX5dPgo8",
-	"iimcg/4R3mWu1UjENlw7RqOWzdeERGpZ6AyCcB1UAmlTa1CNCCW3VCdzlnciEFvhqZFw/QHznElDmgzb",
-	"JLdzdJlA6xFJZCG0wng2pUkgZ4+9+B2D12ckmJG2nAWLveNaWYOW0nK5BDHwy2cvn109Q0GwPjC8AxYB",
-	"mHY4zh55YWgl3A+bx6pw7LtyVXukkns7Ei4ProwuXC6zFWnP+A1D7R5Oc2yNrBmfMvNlp+fzLyFLaSbA",
-	"PBmq8YFU4RMNNkKlCoGzO5xwcajmpJs0XdBdHPA2rQcDgfgCmRkROGdGYLlhzvXp5eANmnV+9rNQ6nUt",
-	"SueUMHHDcynAz+E58oUNTgmwS2LHXiq85e1n/x7b0e/mAR9Ldpd6tTNx12pyl/wH9luk1NVhvpS3LFdb",
-	"syUvrJM8p1xBwH+PPIcbsknUhpjBZ28OaQsjZ01Wjtl2qv6Fe3OK6lT+LG9JJsVsPTQXqaq5HIP+AO8g",
-	"9catB2U2ePXr+Y2XWtcsKVmt2eG54Ts2ZJmD4ldKZil3Lg0jpgZibM5swgrX9SpPNWijxksUiooQPW/l",
-	"XZmjkcn2cJdgiTLNb6txRXHD3ML+2znrBL1t2oBDOc+ZBlHCA/1KzWvNdw3BG2t7aZ3uvosNl7qfVGS3",
-	"cMuuP0Xr4t2EjKoUa1HFyvndfcL3RvjbWJ8tU663j9qt3d9C6q7NLv+ub7h2SLD8GJnwcQKfqAVg/G5u",
-	"EfiuGcTcG7GhreZGr+OCZFxp1bkgAvI4dC6zNbf6nYC0toXLvGHmqaQcC/J8xcr4mTYkFrmoUpuOaoNm",
-	"Os65HH1sJM0dZ1IC8Lmn3cdN+6TWWS3XchyGC5fDceE1upgWet5zoSE9+/VY6ywm7eM+SelKdSIf9rf2",
-	"+IK+c4+eneKzsFuODZz1a6Hw9rsccBItItpHWk6WRZ29PGfKR/eVsG8uzYM8sXOtZfNxsixiL78rphUa",
-	"K9qLknsqctI/JjG+EZsjU5pbIYzB4V6ANOANTSPRjpPAk9Bbt0QNCcwy7pCcTQsUL0i70ldkxQ8UvIG5",
-	"WfzJJCsUv2FfBxx6Czs/6g9OaqSJhxZ1ryo7EIi8w8AKhbfLc5GoTj8E1coxwzVlcWY2qb0WxmEIT8zE",
-	"TUxuucDjYO4tiNedHvnG/D8S+8nZoDsBjiaGCF2zpfbKWUVnhc0ZCaR7oC6SthkFQM6qGOkgSiswkMgo",
-	"xOCItUYujHJUuKl7CfdG/Rs7U2WTCg46os21hySdwFBMzeJcd4aVyWCQOXxjnzRXBC/LSLQpSfl0ynKj",
-	"vMT2a1AIKTnp99H1Q314tRGUjJqIw+A6wjgflyxmFFyX/ld6s0wTgaUSpkHBNNcjT/yobCgGEva5zFKy",
-	"wDap0XErF9w7ORDgzlywlLRPjo5J7DO0zGVWS5r7Js0owE4pp+QHlks1EuYE+BlR6NU+mErQpMFasGkk",
-	"3A4vGCE+rNrz+tXh/G4cmADStTwvC7aQ+Wq8mGyela/5F2ae+EQzBb3w3KKegvoe4mgk3EJTZUkrLw83",
-	"kqKTo/OT4/7JdnzVUnLbuQhSjCHIc1UVFks/d4PgYvPZQ9tHKg1Rju2rceWGtKki1pBjHkOLTYxOu5GA",
-	"RHAHTFvapF3cEPKKhAr08l1AerMqFsznkRtRqTS6jEIpt5wJeirebg9vuaNAskU9rlLzbFPsIO0yfQCl",
-	"BbDMMXRAcoUaqVPkjFI1EoYUABmM/cYhFMcFiSHBJram/GBfgC1j9iEDJ3MhvAtMz5nojcR31pJtoQbd",
-	"rqGFEANgMDYiBeyYnFlfSPVIgzEwLzLDM6qndnB6PujvgWTcIPakZSoBzbJXU8Dr3CuWeF2NQI5Rv1nX",
-	"bDX0+WRmiZ8Uei5z/gNFr+AXmO5oYQegIQc8QCANHA/i7YX532ZjBbxtd4SFHdym+Pd2EzjJCOv/gfzY",
-	"nAhn87UsEdJbsG/MwhMW0+dpzlImNKd1QbjfKpZ3FzJlhKcWfH9BNcs5IMcomd0Ex8ZmsrZRwrKcGOTd",
-	"NSvFrRrnMmNjmovauILrYsJywTRTYyPGLO8YhhC8vuZ2Lt/JCzGmql513zhyX+ZgebYQj/XY1DyZAwnK",
-	"NEl56mE6zS5YN6A1O2PStGF3kFaOTRvKljEnnCaF3lw1i2C53vkLi5iBxrKUauolLUX+cvnqG4iPhpf3",
-	"jIaD7Lz6jr5+8fUzzN67S/LD2pnG9qONQhDlegOImg+NXsP6gKCjIWITxMM1DEoLd1BGxnYuHPVk1uC/",
-	"ubJm0fbOmIow6qkSQQYwCW/3ipYy7NN0VzvtAPyzBt46roHqBGRicmUuNI7UUBlQoeQU3dK4Wrhq6HLQ",
-	"yn4cxiORccGsC5Ob7hZcUC3zTkRinsb4ME+HMaQRGLUOaZoF3cVEndjMCJm7OXAjgZD5FmcEfrUN9Mgz",
-	"G1howT7blMRX5q/IBh1LQSDKJ3aqohkJZiDERspN4RPL8xg0lhiN7k/nhTBtoHwQu9XxiaoOs1RLeeHm",
-	"FONSsZFYSsXRc28Za0RiS9KhY7w9lRIjNhci+AF6N0QgfkmV7sI8uy++jK1cgm6mkQA9Z0VyBsmOZnIz",
-	"uqzM5U90adTU2FCUMVIUXKc3PJm/sZ/lFD32CODCFfjt0yJhaXV+d5+H/SGkZ9VZuhhBo04aOcCiipmd",
-	"9wgs5cuKKEmmFA5UORlB4jXgXLd5I2EfUzEcMtRtgwYxORlvPyyLvZlmzXz4or6V5trbsY2EvfnkGeaR",
-	"DkdiJAgh7naYs4hfwFkl70ctno5aw9FO8K5RKxrZiFN43mJsjVoR+enHf35w/fB0SM67/UqnuCdr3eJA",
-	"oSn7u+lATqeK6VFr2I9GQD7ggUnBMzPF0UjAUw6VGX4EXOZR68PaTHENNzr14/f4y9iiC+a3XbshbXRu",
-	"J2uIW0hFUHpeLgEq+r2lk03IxyXNj1ozumx67k906Z7KLT+ufxDPlX+2vE2NL/j75V7yCNRNTjGW58Gz",
-	"iDvd9KwsfLvmvG1D8vVRvJZPrbBmj+UgoKKxPUTesKmd/j0/vD2e9dPe9azfrF0Prq/9zufv8Gxwsj68",
-	"DUGlS3luTR6o5gXtk7njAdFLqcAho0+oYmcntUrmlmQZG6aBYN54QS/I0eDxH2xY2DXPMgTOVnwmaEbE",
-	"BRFFlln8RQe6W2oY3/vxRi3zYMsshZCa12UaXjELDG3k5yEBZLBQCzSSK6h2FO2zTNcmB0i5GONAm9Sr",
-	"XLDsACIyunLatYYTeCU3BJylaBoOQ1zyQvi4W28paYjKtAl5VshuUMg30xsr/Au65apEWwew7FsjCDnh",
-	"HeUG4DSQDSYxshuE/lsB+YiVt5VVC0ZiDauzlzNNucDEkKWDrY9RQJNZypQmM4mikoUnAyAmF18jUjTa",
-	"eQh4c3RWTdEldoY7FRrlxA2fagnZlUbycFIHoIFEGJ0kpGYTKa8R6hMGtBgG1aSsXAiMmr1b5s4eFHM1",
-	"XlAunNDT8XCkKVfLjK7AAWD/bvd6vU4cGW10mUmd8QlBHCdllVyZI0qBXDIRmVNERUoV+ZJq+jynC3ag",
-	"yJ+vvn6JMiVE6vXIlZwxCNSzWlscIlvV7AjEgOOx5LkVg63069WvzoX1lNGqYsgVGLOtZc+epDjUAMkT",
-	"cKSNxK11pucMrOeQNwVbupfXsyStdbpyNVWrJhVrJurS0AxD8m4EJEAwQ7yzuix5ZGEFL1/86asXL1/W",
-	"5yE3pV/FXhqJia9wUDneYZ5dWDrCJ1e1opbPraolwY7Fv2/6aez17r0SydarUtSGrVtRob7PoFrFZkq0",
-	"plmAq+kSKG9zqVmEbhVIrNN7J76t18KoRdLhKcT0leaKCzLHkhCGnvHMO3XqqXCQI7Yx4bLoxvuPtSd4",
-	"nAK7rn5T15ZzbUdrZl+zgQFvryYMr+Wf+XnUKfbPecaeCV1XduuV0dHNT+Y2URtw1yOQqIfqq1lbGPHQ",
-	"0FZz7xAYA62JCLv27dXz7mNr9TAnYiQWdIXgNVKwjgVdNhTNNBCj1r6kem5tw9/+4fnz518C2nNm0W3A",
-	"x+9h3VbmfNGRMGeKCOmTzhMqYEwXiEBKhZ0MzZSE2oCcKexpjPUaDIkD/z/V85FYsjwxejKsMcN+PHYs",
-	"QJkUCpVcHP1PP/7zEDwBh+9NAx9s/mNVfFvUClSvEnN3liy3yelkYmGnN51AttrnnbKOm1FcbDm72h/c",
-	"otSdi2xlQ0eh+kXTnv/043/6enhk63KStquWZ25qJ0KpLk55fvi/nj+HcxEhTKoLha2HYq6u/7b83T1t",
-	"jaHQbHM4Uw63d7XIuLhuRS0In99tYXPgJljFzMKzwWgiPBXVzW26qvXhRmZMdftoDjxn+0chlcRgF2HD",
-	"VXDtN432O0x13hzwsrGQovM3Qsqvl05qThfSDUsdzNnYoAouSdEnjFTuuq0D5KccN8AP/auvAhz7TeJS",
-	"e7h3CExzOjg9a5Cl9rwWGz6gMM8Zz7Y91La3uqPhVe9GC/qMLuOhlSacJuNdOZbnA1MCpyOKvx9nPPeG",
-	"zVrz+YwuH8B4/mdGMzzvayFOc5Zcb40KaJI2yrY3cZikoUohjHGdbHnDclWLFnFVJlQeKGIfMxooXYA6",
-	"qQmY12wV6ThlNzaNQJBCuKfgkc4eLsTmfPhq3m8wPYElMKQa28JHmClnVFMkzCqhWTae8kzDFwue5HJ8",
-	"swBBSC1qVyOw1NeLQUvOEnvi0Ax64FI1XJRPVeC1gcn1x7EGItMcdGwJAoJjMNDEHSJzm2ACcUSoYYWE",
-	"JSIx2nDqCcJH2n7Qplsf6U/wR6tgKYdrg8o3z503o+1uLf4MRoDO3pJ/vZvpKnCWeEAdMHY4mEQtIXTD",
-	"gwwdYFAYhBx0QoVsXRx/u/ukwpj82tjbHixx3SFeS7uoxKxAuO+6pxz8aDHJmS5yoZzsHDI1haJz7PqN",
-	"AevKHwMb2UN9KTzFdOdiJPzvNLulK+V7sN4XyDq2/hZ40DGnanSKHfOWo1OS04Y8kdiQ8RiQ3rWMSdsH",
-	"N3bC61W1YbW3UH20xNzyLHMYn4qJmstnut1bU3bnb//jErW0/CgG6s4VjA9aqTtIWBuuhoM0BsnWp3xs",
-	"BIXauLn6eLEqCotR2yAKr+0Kvlmfa23gq2m4IlKF2ElqDFXmxubo3i1+wr+KSCh3ercSHVcThIaZ5dj+",
-	"3Vp2rzKoRlQBRYTGzDUXAMNiPmZGhq83+OS2PG2NoaI5dOvSxYXbu13W49vjCKyrKdWZrK/K+t5tbEg4",
-	"UD+h+hOd65cc+e0atsxHgKdC9afJqi40YclyZQQrYvQ1hCixCf8klQtq8U1s2TaPnnQHgDjXQRMmRq7r",
-	"z9sOab3IGyC2zDwgaAuuZpDWHQLcD717HeuKLItJxpNxkWfoLD+0a3D4Hh7/cBhHI+HSUjdWyLVlZGZb",
-	"vmZ4aDE2uqEG3sMHHaICvm57HI8dUDCAmv8ROv7c9l+PFrV2OM2SrGMrYaF/vwc7QUDdufu4pIRwrz0r",
-	"t0+uHzw4bxvl3eWtIJNc3iqWgxFpwlyhWWvYP+sTVXdMqzgG0LiWWFm6wbRZZpTYgWKeX1MuoT1aeKyi",
-	"IPKzF8ZGnvVPHldCIxvSRDYXPgSOWwu6Sxd1iaVfY/FyGy0kpy6BxTxtg+/i+qnbHJc6Uqm9PF2pngNB",
-	"63j4hUMaQydWklG+UIRO5A1z+BkiAB9rc40ymdldl1vimqyJMGy47r9ykOBNLLS6y5VU4zW3JrwFjxpN",
-	"ZQHI6TXjAIfiWDEm7sQRPiY401Y3aYThvvMg0HO6ayn+ik99gOJ3sJS1/ECxfL+UzrJIi20ueNkvTGRv",
-	"XXXTaimmDS+srYlyfnL6yCN9Iv69qtF8LTB+bWLhLRzdHKLHjSgPMfuSpNLcOYjyrtdt81zWQQI/5yxL",
-	"uxm7YRlqytRHXxY5c4ANUFm0cgHW1AXTSu0+LJhSNlt1+za4B9/uxPCNWoCjZIGVN+OBg3q577e5KGts",
-	"2Ajh33j2azKKJhkj3755YRRnFz+HhX4B2HW3TcdVHoGet0IeuuqMNUJbPYoIdUEeJWwj6rqINqSRFvPU",
-	"Rk/iAzy9GImpNDIqohFhqDNahHdVge8hylCBiBixDaGLRwIFRZv/UIXAtFRYeYsQe8d1pRJ+xU9sOO1I",
-	"xD7eBgIsS9DNCr6IQ+As+/DVxc0lorcuoGI9G9lDddRfo/pfwgigLYE690DC3XRV+aCfTQZZeWV/OboM",
-	"E6i7Obn+aNz7XeFtl/jkh/Wapvv1VAc+WpF8S8ze0skc9rPlxtU7kXx63t7uIl9edYe0ULbcMCiXzrSO",
-	"GAGV6D8qz4IWWo4xvLmGvlRKr4OoTSGRzcWQubhoQ1KsRoQns0MMpWYUsslKuI2T/rlND0sbJNJkDWV0",
-	"q2gUPgtpt1Z+r9Mvg7zbCqw/FXTGSsi9hhATlzkzdo5pb7eYoU8DklTq3/QIhA18HVHYoVSNJ9wYmQcu",
-	"rbDE5VjFFxCDzQxt40tY+shl3JFpztgP7juPdmixngwVRLF4Hd0a2qvB/GueT8XIsklpPh60tNEFbyO3",
-	"IPGmKbTGo0sjtkGIEFUBuLcL0m4ODcNE4JHAfAYocU2haFl2YySjwMzqwwdFSuLPyqATyM/DpGlFF6gy",
-	"jQQqGrZo5TSjNzJHPrSHtXXpTZtbSQ0+5TA50wYxXSUSxZqtUcLwEDpE89rAorzAQwrNkXjJ8nFeAKxW",
-	"PLRalYWWsHFmTsdCkwwXoLEGyeMjAX0FpzUqE6CjCl4UDXF/L1Dzo4KAtM6VzqmWgGgxEjZX1OME7MD2",
-	"tPK/oybBSrp1q1KTqIIGWqUUG/elShCq9Nfv8RoZrD39fle2sIpG/uU16H3ZFzCePdgXNlw3JFDeNgcD",
-	"U9o8Wd2jISb/QnFSiFrAtI/IOVHZO7ZY6up2N5jRDbuprSG/ZjVTwAdwRI1TaDA8eLtVUwX/Tqm0cShC",
-	"5YKhF0TI24jQJJfK58pgahFpx4tkOXYxPDbmq1rBP3KY3+4dEPSR5bK0xq5Sh9u3l+ZtsVaTIs+Z0OMq",
-	"jNO+b3u0n/0yfu2rG5my39CFEUPWAF4VmbMsdUtZMSd6qGAEvikzuB1GTIDp6vELYP2MKhtswv3HjjVu",
-	"7HAC9B2sPbdtN8HBt4L8bYcZi74aHGblYNx/nJVj7ZqF+EKjr4GquWWskUtRNkNNsiJl6XAkYPFtpLtX",
-	"DbkK3lKydG62qyh5EQRPLDNJAX+MjkQqb4X5CL9guRx8NQrMwkuZ6wNFvmOTS5lcM2wGNgEe7bjxAN7l",
-	"SGCuxgpqnIoeeeUUUaALETkZnBsuArSjJs7//suOnmHrw25v+p2pjXjyZTTcFq2lJ8BVgDUeiRhFjp4r",
-	"sA14Rj3yDaL4ITrFkCyphbNAshvkK7gcgkwqhvELI2Hlq3ZcTdCII1LVBOxqhfdnL2LhpNCHWtcvfMh1",
-	"SRQ8AAxUDkcvLYZneHwKD5S6sPkCxcKnC4xErPgPzAmNFliZLjXkMMB1WNL8GoV5f+XddeiR19UFF+x2",
-	"JMoxIcaKg2gZnJMYWEncuYBWobi4qLTtcJGUW/MQW/1+q3dZLlVJsawcvdesMSanQljrY+RUq4nNRPW8",
-	"K+Ara6S66Y5WYc3XDto6Ha2TBMLUtcbYPJsCs5beDrTU/PBASe3rmXB10Xk2Z/L+AXpBHkpt+FeYcezz",
-	"jShCDkwKYQ5E+y/FcqXh+sWuiJJLKjbqrs0NGkMizsVIPBt8YR61GcadoctUX9BliGUA2O5saVRZoamt",
-	"4mRzW4z+BQk9kfkKMrxHgpIk48AwID7WpTwbaschJr5nk/WhJDXiOmUA62KjByCZp86K6HZtW7G6NYnA",
-	"TWNzFkPkhgjkm2PYG064HQ4vsoOd60UGRYrg04Lm14ZF+p8zqtk78wkqFx+qm9kf3pkXSFypqk1vKA7P",
-	"0DQMYoK0AffeUszKRv5jyWZWMq2U/02ngAa9wqxyTBubSkMz1yt449s4K5vxzQWJoXJw7FKo0JTrk6x6",
-	"kPmFKuNf6A29hPFCFHMZAGtF8CHsMdJwUBM9oV85lDqaaEDKthUn0pGY5k5tN/wXl8MB4ASljMs9aA1b",
-	"J4Pa0NMgdXHbTa4ilIAZJcylq9c7fDoeAqWm7KAmK6+S0mdu06tCGzYCDnkblm3vXW+3frw2rO10YheN",
-	"DAASzFGvISAeH8EnKn4coazm0G3SyCC5/G2jIX5tFg+NzODRK/as2wTmhK0Eu9gbVXIdiJcmOlv5iAJr",
-	"RQe4Bih44tDsEcsBHDLWBlxWrehckPiam7cEQg0iuka7bM2/awP4kSYrMmOC5TTAs+KKpDIpFkxYq5qN",
-	"vR4JSFNCqD5ahirYe2u7b7vIBQu3ZyMPaJqytBMRLqYsBxrLtcX4ABMfxlXM+A2z9S62ISOgB6jh7Plt",
-	"eIpWIe9p2v08PrgJJHDtKhruhSNQ1+L+b6QMRMIHLNniHW0f8fYvVDXE1ZZcN9mbI1y5EuUFcLntXK1l",
-	"tVoPVGO1yB3Yzj9XTZGPR8jzGPd7odT/SguDbCGXT2sTEJ9g+TbLmNp21z2xcSeixupW9Q+HOGlrpQwb",
-	"jsga9beVFRurmWxe9+a5rBH0kDwHM0tZ/bSaPeabM1tHw981uWb0/Evnv/Co5ywfJ1hhy/xpVUD7yfok",
-	"am+exV6+S8g4oeoaS1dXQguotuj4pI1xZsNabNDOnhHnVWj+PWswlx7QLbY8Z/J0VgML5mAHWu+XtT6U",
-	"MdWaLZa6odgC1Ap3j6Ays5A3rLJMDt4NjLceV3Rsi6E2mPDdUz4Ko7nYnxOAbekcNwjk7gEg6e7+K4DO",
-	"8FDOdL7aXiwBKjDYJTBCa1qwrX3tWTPBwSfXzx2zzKuQ0FWs6QBGuI2Q0P64diKiZK5tCQmehyjPFgZy",
-	"vh4EtjOuoBqc3rBWNTiqYBNpBzinnY2ozTlVvu7wvYJodoMN704rhHjHQt3xnu6NP3x/StMMIrwLNHgb",
-	"QHClqAuUT7Kyf7nvcSWRbB+8XsDZqTEs3Ypqqew2Bm6SPxAbuNm5cKioEh2CqiFFOb9m6Rac8KsA6hum",
-	"WCb1GJkDnB/uLmNjjcnQwZGor71v9A8bTVM2CYExdyAL2wp4b/f/40lqrCEeENM5FWnGbAF9X46yoST9",
-	"w8QVQDKK49qeTeHTDp8YwFZJypaZXC1sJltDSc/aTUAD0CawN1ZmUkMSGxoTk7aQiMZLVkwDvjWEywxL",
-	"Yl8oNhILUEClYACSaMMfI7+npI2lcIcuqKGK8e5AsyCTfSTc4SJt5J+pq8UGG1E9mAAYwwWhAkOF4vIE",
-	"a3tpR8KN02G2K9Ta1/iR0e0tmnciiwxxjjY5+LBaNg5VbyEBidqMy5b7ZfgqzRBqXuecpWXeUAAALsWU",
-	"5ws1ElxflGOy6JCKrhS5na/W4L9tcrNdaEdVMLneLF2r5Nk4uYY8sn1iFK2EWIYphng36zZwFyNnD0qx",
-	"cPUyIvT9lws7MYRTGBJuuFnXVmzxATIbKOnmHWi6c798hLDOek1kS4DEgwXQyzgYyy/XKh9VOGCtrI7r",
-	"9yXuB9739bD34Kc1ExtWAymTUdw1rSykuyYrpkl70B/YQg6bB7CeSjRB6MF2DvqDYeXEGsEKAr19QIeL",
-	"4IMisR8DOFFPpardI5MIEfy4cre/htM2n/tt0BTlTmzZyfqwooepTl91FO8VnuQ0uJ0YU6VbcFete9vk",
-	"a6qxpv0dDKdP0N+xYPkMYEySOWm/ef6UPDo+P+tUgvMvCACrAL5/M1ZPvKl0f2yRjO/dKgdB6Y3VMr53",
-	"yxFCTW4tP1HX/O5sXDTwCnkb8AZ3wFEZoBbveq00QueCxH00vpnu4iisFtHbXqagvwVR80PzebhsArnD",
-	"It4xFHpAfmgYYY/ESSYN+x8Se7GcjRl1YMBGLJljGys1+4e9nnhRthvw2fDS+yri2GG9pSOQe9dMHR9h",
-	"auDbjT5rC1QoBkDv9JoJI8HZctcsJ+31urJraJreUw/eBJBwhmsJ9+GlIsj/A4EpXCZbIt18fZdSgL+A",
-	"avLRgnyFszSWKnEaB26AnJK2TX+cMDKDGFwuEtZphALbHnIdBIC4429B5tV6IA3XQyisvQDvpLkDeTLn",
-	"N96FWe4qFxaMvVKLSCMeXraytoqUatoj31nRap+DZKN19sJY2ZlcUitKWftlsG4VkamW4djB/cysNYwH",
-	"2o+3Opqxk7kGATU7uat99n6lF3fUQKol4wHsdaNL2pYmGLoEAjkti/WC3Hcf/CyETqrzP29BTHkY13Ps",
-	"IY65IokZB2lD1MYun7S0dVgtdG0IKtx5KD91WZx4Y6ZfMbZcL5csl8xVeojBExXbEj9Q+AwtUa9fXdbn",
-	"LOIL4IzO2FrtEUiQbMd/ZHL6uc4LFhNgqIZudXrkyhCfIGEyiDSxYFcjYYtiwLTBXLCkSrl64UPSB0if",
-	"GYMoI6qxhE8DtjMsSiM04E6KbNMqD5RdNC3l9Z7IUlaKqOUo2BjUAoancB9uaQ6GW79wnbviyK6nx9oH",
-	"XY2ZGtGmcnw89v22iy0LXX+x74+Mt/Vmy0L/T73ZV1An4X1jEsL+Wc1YBwuYb/3Z2pKia34Z16dy27R9",
-	"jL9TxXTK3zlhxObCW/xrNKpHpQ00IplUul5o2un/oGtg9FgueCbNZd/fAPwL5RT7LNBKySQbvZlgSEv5",
-	"scnN63OT1/fb5hfX7DsW3IQTwFOX8+AEu/o0ue2StKGIW9wbsBWGCWApLucSl7n1+LvSfkdn5Cv+RUQS",
-	"lyE/av304z9HrfrDUAbw3TGSd7fd6Lebl12KzuXpukuOdlkZpZHiAyvejL82XzfWqvo4HgBUro74Q5mY",
-	"+wdem/b30g02zcFG+tlb3nfz2F78DZrcLecHh6gSqSEsFHtpvfeoEIbwod2yqQBA1DJEt5a6XLF8wQXN",
-	"Li1I7x2sdm8KYSNo7YUHQ75iRSq72jbrq4hAyYh2Lm+VRU7OigWGm5f13DvDkajJ3bFeJ99km2aZk0do",
-	"nkNhTqp8tTSbS/P0DXn5HIqvjQQTqepApRMugkQl8xbKvfDL2HwX29JujZJwzsxU4pFI5lTMXJk1/gPr",
-	"katnb742POmdGWp3cHqWyEzmpBCZocUYQQAVSF1S7XpcUOYMka7W9q46oVHLrOgdX1o7mdBChL1vnkgg",
-	"qEmRc726BIQ2FEUADe5JgcDD+Om5I3B/+e7KEH8LdLUBQ/pEkFcvvnxKXnwJCWkJMCqsoBlWm8aTJbC4",
-	"SUrQRqTQLnz26LSPdXNLQC3SjtXsevzTj/+MIzQSm92jS969ZiuFojVizBkBCEZcEuC51svWhw8AljOV",
-	"uBlCU0RLQuW5dWkB5loWPg9eUsPDQ4c810vZzWYl89ceeb8LZd1Z6iPmsbr4kxcEABHwYtDlUvVGYiRc",
-	"d1gcW7Fs2p1LqJtio3gDdBrgsxCSXug5E5pDOr0NXgIPvO/SnFup0KD42We3Mr+G1ECXhvzZZ6SdyYRm",
-	"RBUTK0VE5EuZXLM8Il/5AqMRefZ0QOQNy8nl5ddQB60Dw34Gubhm7eMAB0Mwlu6oIvuX766ciA3HgIa7",
-	"DwcGjwBCCW5typ4I15xNrUNQs5QZDbJ6NjA4Go8gVyNxw3LAyo/IggJQAaBMfPaZN1maVfLwPgsIxEb/",
-	"LdWBXVPe2lxV56OwNXcg05C7cBR1QagA9L3y1TL31pxxkK8spyUn/ZMeeeJP/UiEW65KvGg3CBgTTJvr",
-	"qKw9b4HnQDLkM9Hlgsxp6mogjwTUDsNwJo/EVU1VQQ0A8018mLmrVB2bewX5PwpAn6Dw4D8q6sI/bHUv",
-	"8g+yYBRMwv8YiX90u13/z7wSlzBbMfkHOen3yT8qAHsQSIPxBjqZW31OCm14CsEm8CDVv25rjXgfMkit",
-	"iwkXeHBDKoTf+P4AQcb2UFS2IcWujszUzNUXM3OSMiMBshSd3Ia4GuE9QNW0TU1lPuFpyux0j+14K+B6",
-	"0H8BaaVchUPPmZJFnjDbFmpfZUPUlVqXeVnX2PICCHizLvMJ8zivpG1kC2u2sDQXKw1g3QK1ZoHGjoXU",
-	"3amhdtj3CfkHKQTAokHRbCUXDIq0ZoodqI477BEedZmD3do2tWB6LtOuadFi9mCbp25hYCzvuNKKTAoN",
-	"S2OPOVcE3w7OQcYTjQ2c2wZKKuW3dsrXS9QjWIfF23SrfKCsg9mutg1bCRsP3M7484WLcOCatEspo3Rj",
-	"WhmjMGTFytvYvJaym9F8xqCHo+O1gzyR6cp0I13udUA+MVXWHVVVLJcQu9hdsJTTLt5V06ZbU9eWWQvL",
-	"iuFRm29XWTT0XbTjJ0nClrr7GiDE8FZx3bGd5kZUgj1UVHM1hahK7PMMziVsuMtMh9xF80aMWq4qs6xt",
-	"KJ22xTzcxjrkDzzrg4G/ND64z3lU/B7bVVibjd1JZ60wzZ32XXO1YRTWSQEXw6Ih2VZmEAvlGqCi/D2M",
-	"MeWKFCJnNJkDOl7bFky3Wea2dbeOmJKOjboDUBpiLUZOObyUZdwdh/U5BkUcqu25fHcCUU+kbXZ0BuFP",
-	"JekDZnQBTtiVsym/MR+6T8yH2Nf1t0cXPdrYzwlsuJCiW468HBx7h0oN7h9SK/u6bczTmu60yDJs81F1",
-	"hw7CYC8MfSX4AUrjOdxcQJXGVOzypMQWtTyO3HU3XxAjueXmRF+46C70rYU31EjYuaB2TH2Y56SYXdgL",
-	"BIiNvjhUeHc5HJmReOJh/bCo3DvDn81K/cByiYLgZ5+hYcSIIIO+kYLxqFBhHS2mnb8WgM1Kc7pgRrEC",
-	"Po7BUsOy7k0D8UtZkpnn23DdpS1wpUYi/iOcls8BlsVJI/0qh7bAjrbQO9JnP4oawhGNRE5B+NFzKsiE",
-	"wdszIXMoDzASf766em1ImVH2DYEckj8/e/Klg6eesxxmb2QxM4ELQoE1lAWwLc+wjEAhHuIT82V8YYFj",
-	"bNC7r9r1/3Stk637Io1dpj6mAUQ+oJorcvTTj//f0eAxyZg204tGIuUzcNLnJO6Nh924Cqs8zZmaQ7jj",
-	"Bca7uFU0qz37gWMhmiChD0stMJGaISN5dYlIQ3ghJu0QwAM1CDyX9lTkpjMLCa1AdDBT8T4YI0vzGRdY",
-	"ZczCeScyVz2Hj2d/jxEADbTWjCdMKMTHByFiClVUWk+Whrp1B71+y0UFhN+BTWyxoPnqI7UiD/xZ0cV8",
-	"sZlWv3eE3Rg9ni55a9g6hq+wehAorodzKJfzg/l7VleG5Indk0G/T0pnl7OnwgopYg5lj3wDSo2QKL71",
-	"QqPci7Q1NO3b4jxgzQSiCoMY9PtOxbSWr/XsboSq9wnTzv7YktcYMDxni53mNds3aLW1wcpoIVaEGiYB",
-	"YDinOLC6Vv0EDl9YKgcqQsVA0Bp+/zbc5Jf8hgnTiVEW0LtOZwrCpNxCKQwe2kCMx0pUWM3L0Q/I19yc",
-	"CQrPNifLXCUAGq+VrcJybob5Kwszf2hesTYCSEq31absIYYeWqHVBAEJyn0I/OqnRwM4b2aRWsPW/70Z",
-	"jEa979Xyrfmv3z2n3enb98eDD/bj2/dH0emH8reu+eLsxP/8h8ofT7p/o90f+t3zcbfmi3+vsyjXb2e5",
-	"qoevcelfmylDnejDnNF0te8VYYI4CQHjspwk44rY4irBQUOeY28sCuhG08pXI8HeLVmi1QUIIiXVDGHM",
-	"7H102rJDUAIlk2cZWfCZOVRiZuOeN27jGzOve1/GsrBWSjWdUMXwYpbnwdEkMgidBw90eWESgM5vaNFH",
-	"X1vz1vGDT5xqv7tHkd1ba/wZXEDupDNe4WaxygKFdcUeYKW+gUh8mq4uSIxj96HxPJmTlC2ZSJlIVja0",
-	"sLeVmJl153tSs5ujQ2Beh1pam27tRQLqxbxxjsDTyPXjw0WyjB2/acd5IRDAGTMlnMMQYEtAjB277BTD",
-	"/uEpRtONL2EZ/Lfg6jEtZFxp/61HzotILNjt+vfmaxdrufHTSFh06bU+SLULEFHiTmCPKkA2nhU8Na+v",
-	"QRkgsgAguFVsMRbUwL2UgQ3AxblVKxpY8CVf1AAkOIeDMGcIbQbiD4R+KJ0XiZU3lwAT7yqAq5XSbGEa",
-	"Xyx1j6C5M9hWbNZ5PKP+4CRwcJD2qyUTT15A8t4CwmNi9AvGZMmTa4ssLmXWTdmUC/DEGK62ZMORiOFI",
-	"tGNbsjQGYchuh+seIGbEstBgrKfmI3pKys9g4sHjGkPiDIhL3LT8fgT8Y9QaklFrWghYglErqnwakvdm",
-	"BFE46ygQ8z98gNpyIxFToee5XPIkHHXdYMd4mWMoRS4z2C0LPmFaKGZzR/VHwiIQgUZj/tC4gW+eXV6V",
-	"yoVC5U3ae9TAD56YO3oFVzTaIWesbQlumhcX/m70rVJesK7ekIKV+ASLZBkE1+In3IFW1PIrVuf+fHtf",
-	"zuVd0GU3Uctdn9aw9f2lJUReMX87Ev+vLKDasSHe4Gfo9YD2SZk5gLAFfTc2h1y1ho/B+2TJ3sYyvinE",
-	"RuY8h69cHlkZqhIejJro6y059NuiGdYo1l5RVdty6u2OByQZZaj9eFdwABvEdLOSpDx4qA25LQPmf7IP",
-	"8/+Cpi5wFF452v3Kt1WTNr53svu9b6R+DjFK5oXB+e4XXt2w3AMY3kuU2f7WpZY5+zYUMSoaqVltYNqW",
-	"DVv7Bc/XeBNi7jhy2DWkiouZ09lDsQBhzkuJwLqbGsWBb9gtUxotShHJ2Y28tvkOGBiVEilYCYUI4zju",
-	"k9SINC6Yja2IEWrSCzQAjAQliiU50z3yBCLpgQVieCXNMhuvCdJkWdKn9EI5gHrrIxoSOhLOaBVUNQLf",
-	"2oxpRU76x7XSt+HNT16/+MrMfwetteM0fNzDYtr+L2qGaJa0iRAjtkUNFbbxDJugXTu1pZeAdLzHg08x",
-	"xuP+VNvWm8KlCrNOWoP+4Kx7dNQdnF/1z4f9/rDf/1u1SJl7ZrD+jKF7rePkJD1lZ9NH/cdH5wN6PDlJ",
-	"TtMz9mj6uH9+RAeT9UTFssfj/tXRybA/sK3Z5U54F3OLIbSBTfk7Q1Rn1+Pj6V/fnb9cPIHvfaUu70BH",
-	"x27PzrmXyMW/0YwnLHwcKHXrfDKYniVHrHs8PU66J+kj2j1PT8+7/eQoHbDj6Qk9nbTCelff+z1/Gyga",
-	"NvPH7E0lFKi1v9qBhxnCi2pI9xPIJyByao/nL02n9yCHz52f8bdIqD0si3WDV+muI7RvoQKAqiG1X1vo",
-	"M0O3EIG5zouOvaBv39lqIasOSWpsK68DYnNiJHTQPcwTl39+0h2cnrlsU2cr9ISMtEvYtWY6Sp7RZD4S",
-	"cgoeKVSayKJQ4HcqXdab+g2kBratx3WIVnrrBL8gQmqj+IB5d2g7elLF03b6i62JZwkQlHxYsnzsL2VM",
-	"2qf9DmhmI2EeqWLu1jECJGB4e1q+/NQXMl3djSrWkpzaW29LFdqExr0v+NNgoP5OVkVDwzw/bJD3ozta",
-	"VX5hiv5bodVwxdbGNHn01XLw19vHf8tPr8TR/1md/Tk5+Uva/xM7/3Z6/PW7Ry+Xg2/U4zf09P9Mjp4e",
-	"X5//7e+tGqp/txOQ2rPaIKBfMyelYKg9yFqtqDVnNGVYQu4puECeSqFzWVOnLhayC65WG3W75o6iQaPl",
-	"uDc1lpcy2Vo+xg7o0D8HE/p1c6X+491v2JFdoY8YXjvao6MrKV/SfMbwhdN9ZuTjJr5mKadXK8Rj+S2x",
-	"TsP2KiGTVfG608BF1xSYw/fXbDXm6Qc8yxmrw2F4A+pLWU7Upm0By6zW60C4doiIs1VqqQ0fgIerzHck",
-	"2rZo3tBpSHGnR6A3AHf3epPp1IXoCmnanRk+18B1R8KwTny3WszUqhgAIcOyqVe/LmxqsnuJipUU7MBG",
-	"FNORsIvaI09qwvuu2WoIsXw1LBIbDFjknbWHu4iwTYQtWMffgPz6e7ZMvHEHzN3bRmG31qzwKoindmIz",
-	"ymo1cadwKN3RHppDva6Dd2od3f/q0/rplP6rT6k5ZrvO55rdZ4cF5Su2evGldUkb9lOkWPWq9pR/N5ck",
-	"5YgtFBERmNJcUbUy2qzt3U5OT3PBShjNZb7BnE9hUyjXctoQTyyospq66GDMWzH8qRNhhCIGmZnvgVVy",
-	"KaISBwyEf/ceeNXQ7YQ6p2PTlacMXcYLFJFleHkvRsIX9EHc7tUauHfI+ssIKcydsEremAM/fSIqyV/Y",
-	"KF0uGc0BkdzHQPmMM1LyZf+drd8FAdlGW9CAMYLv2iRMBS40odVI0NwCs0HRBNjtXs40xn3FpO0QWM/R",
-	"5NnpkVdG3UbAcUXkdCRqargT5Os0JVxfWCYNccdez240V5oR4OB2mSxfoc+RV8UGWDUVOeiWGFWnf7Mg",
-	"J4DCgyWFm8yXpf7VEGuCuT41IR91rVUSCWubOzvZuzEH17Ef6TYr+RVAr5v2atYOl8qwKV8zqxTQYGED",
-	"0lJr6fXHtzKqIA4njL1pCJRpHpiRXvMwYxxAFiEX6fj4+LzTNCxAiKmMaL800G1jsXD8dxkGoER91DB+",
-	"ddZwXAS4gzUWkyNnDUn5DFBSWo+nJ8cnxydnZyePp2eT87N0+vg8Tel5/yg5PXp0Njnq07P08fH52VGa",
-	"HidHNHn8eHJ6PhmkyfHgEaUnpi1L3McL1RqeHEUt9i5h+bIEmz8m3YQcmNuq22efPeoctCoFrvtrKedN",
-	"Y+YpwMEPHCBUy5PgSr7vcCNr/Je11JhD4+ENQz9q62x6lPTTR2wweUxPWH96To8np8mj9IgNpsf0ZGLx",
-	"fVrDwXFglgnzWD3SRas/OUuPp/1kQM/ZSXp6OjlKHrNH0zN6mp4kx5PB/Yz3hiDttt0DD/JkPJQpPln0",
-	"H9z1CmudyRlp09IBWLVIgADozRGIaFQrDL5husjFZiocqyZcQTksLW1sv/kZ78yBwvw4YiuVqJFoF8rM",
-	"e8EigoJFRMw33YVMIQUE4qBpZqSSq0qnEBKZyDxlEOrgQiVHAlgbHKbDjCrdVYwJoOeqIVrla3bv0EVY",
-	"We/9DIZtfrz2yZ2+KPr3rZTdtN5G4W8ABzdsISn5ELXYgvLMffG/HbXR5sAbupcrPTZT26R8j0vbdbW/",
-	"qLXITKe4GZaiDQ8PIS91LpUePu4/7h+m7OZQ8jRxXsr6Xs6HR4PhycnfEB0Bwjbc4LEAuXcV2/nsR0Fe",
-	"e4LboJB6VdsfhV+cZvxWfXo5UzK7YWm4dCUVcHmLJSEIazPXkoPXLhLQJqdWa//HYO3QoRsNEAZ8/CAk",
-	"VgNNCiIWRyKAtrUpMykJS1BjVVYbrpZQQTTLMsS+xVrrwmdZqiYdxI383jc/8LK8r9TP9sQgLJ5t2oNc",
-	"NRfpbjPX1Ji9w93374WgRPis7Qc/QEqUdby4r8pC9w6S2lXygQ32BXwmVM0NHVjS5JrO2JgLpWlWdo2g",
-	"+P4T5IqNU66u17+DEUHc5vovgulbmW+84BI8Qzg9CJIfQ9aAm0kpRiFRLKH3MHvQPwgRb/5DCShov7AV",
-	"mW0DYUkSfCAsnD5sLaigM5CWqmXThzbgqFotfdgC6PXNourDo8dGeazZDUsRSyGvppJ6WbeoLLE/VWO4",
-	"WWOjbmP4tP8KrCD4nV1z/KH6FYMSyRi4I2/Bd5fzxK9DOPhBv4Ly2QLmMC5BCzw693Ctto3Dz8e1fnsH",
-	"il+Wh2+g+YWCxAd31z4R/GaC/9068ERNFENI9csy+Y7q5wXCXdcHeLwphELM1AoWFUDUxK7uUex6H/rs",
-	"PBeIypVL7AVBLwXnFeI3eLjvAMQvIhBJ7gHX80JgsYpcLqR2CBJGu+mRS5urZziJT+wbQpXSQ9A1upjN",
-	"FxPqDY+KpLI5muJNIe4TSlHW1SvM1Sdd2vIqaKhiOu1PCubgTfe7OkFBxb0iKPY4lB7360tDsz5ERua7",
-	"w1uv7b60fq8u8P4epOCphUP4V/jMB3d6+ZelbvuMbYl39B7k0Ly4hzvoT5gv5fd23efSldMplk8U60Qs",
-	"pJ9BRXBPQcOiAbVy86WrQy5vRVlExhLpZVYg0S7LyRwoV28mDmrRxB7/JhqJihHlo0KSXWO9kYgB1P/z",
-	"a7b6HMpvQe2XJaMAOdNZzwfyVdUTmucAKo+Ne7wpoxtgmYAmcfyyrIZwN1eWFR4gL38fc+lLM4xLlrFE",
-	"w6lssOh73L+9yPBaTZYGK/PmMoGlOYYc/FzZPH9YpyZzc/hok69h0OC5aIwFv9h2Fn7P8d9rRs6w2Mee",
-	"AeHr097XWFvWzKjs6LCVdLFqd0N0uO3+tBodTgXNVoqrBkvyR8nyWAMmBEXcCPH+cMfrsdssXJ66T0bg",
-	"n8kEFF5sx8L8sd8S1s3BWQfVPjyAmhf5XZaqD5x2LuXhOl6S/R5sPOZJa9X1yoGNBFNhaTfTEYYPGNWF",
-	"vFra9FGEfWz7UpIjsR6OgHiYwigAa+UowUd9AdgugTde3grb6i3YpEYiKP1I2tQXdLHWqqAIzIUtneNx",
-	"KAkV7Bbd9HGyLGJyOBKxr7Ro0U9KVB1vGIl8jHh9EUXibW5y6jP24RIbJQoCXE/658NQFwMkw5n0GZ8l",
-	"gIP5BerChUKFVxzn9IaNBNTjQOHDLR5NU1cvQ5HY7mncrEZderry0aqUrbL98tWfxi+f/Z9nL4HCTYq1",
-	"ypkN1HQ/OhkYQY7P7hzPbucYqGO/SAD7v4gD9X8NHOiO/KfJuBTQtLX48t9l5PddI+V+p3ryb4d/I30p",
-	"i0o1sO413bOCybMtntxWQlQNBUgB+ErmENMVPNEjL1K2WEoN0OZUeBRKnjo+hDg2WsoeeQ6BZxakL+Aw",
-	"XoWccIDhhhLVuVwubfln4rwiI7GG7IcoXFoWpsUe+bIsaOb5EZZGdap0pcg4AKD5ws8ewnBKeRYWCg+h",
-	"CduGD9IMYE+wSJWr8KRcwUcjMAR5JlwF5RLXiiT+9ON/EiUBPa+0iwKEHiTNme9dBTHJIYhPS3jJoWrX",
-	"VWYLIgVtpbdOj7yoqdVG2if9807ksDoQ5Meo4Sy1X0L1Oilm1nu/XqO9HZabNYJIuehYepaCQcJWoHUx",
-	"oA6hBivMqWpRTNyKoOYCzNR8ltMpaR/3iRoJqE8PmrMkx32y4KKzrYgrIPMakll/gp+MBFo1WOoqzbqh",
-	"2aSKIRxhV5gk3CtzAiKzv1jhqwRWqpOC8OqFUtB91NagPql1c90pVOiubLOslNrAP4OzPYNC6KXR+KMm",
-	"ZSUZVwCkFa58qSSSg10zPaivytpOAXPbFmIQMy7YOv5m56Lu0kabF2m/s739hJI2XCQuyHFfdS7cSTQa",
-	"BJwsIEc6XxGBjru7xoVZOWqtEOuDn4IKEUW/zCYVHdavqy3dNJW5WdmRQBrVVH8y2lbSeYOOXFTrQ1NN",
-	"YieuxVAMUa2X04WqdWVNXU/qYBfwev/eZcS7ym6/IWnKHuSd4lRDzk/J6Mo4f29cWWeThjH+0Qo7n8cA",
-	"0G3NEBt2EAucVYIehzaP+rC1h+Inv4ia+duwaT6QRulP1u9QG/wdk4ZXgu0kCnfzTtlz8uLL1l5woaEr",
-	"C8KzbMHvO9b0Dnjs0GfxgHIBBYBsNlCPIHIcCMEZTSwxg0CFNhaxBrzlUWvUikmSMQp5wp0Lgt5BFeMQ",
-	"FOHCQsXh9xGh+JfhugAjZ1vjqhTC4pGlDaPWkODP+BuMYkFolpmeAvMrKhYVZs5caZAFFSuPjO5KeEdg",
-	"nVyr012ZWj8eEiFHojTrcg2YG8rKbCi4px2LR8IIVIeRoJaKtOQhADtoa32Tq3lpiuUVlYNA8XDUSKDY",
-	"o+qRJ9baezywy2fWgXILwejZTSDBWJlkzSYLML21htxq3DfWLAbmhVE3tles8OCngSpifYp1OZKyckoN",
-	"iyqW6T1sv3cixFga39zmsCk4nl24IX+o4XtNJlBzPqKWZnTRGrYWWY0BuTuomosfDe5gLl4b8r5ROz8v",
-	"P2fiZgxnwhC80sj+thYhBVo7Oip59t2NzpXV/SjBAPbAX+5SwfktCwwl2BzS9d+lAPHJnPyvBj3AbJuc",
-	"wXU0jBDYNAABW+KPmO8fbW4+xPS897+stNQcrhoDwHOJiQyx88vcNIQ50S5MPkYzr5WhavIQRsJH1Hd6",
-	"5NLISreUayhEJfOU5QCVAqnqOcOKHXmRIfCZizitRSYpxFMsXHuPYNPUpTZjsmQQ/u8TKu+A0SRT9im2",
-	"9BNV/BSM+i8PRn3jAKItgtMGWd4Wg7pOmJEG/bqIMyLuW9/W4YSLQzUn3ST20PBey/LFp3rkO8q1IsUS",
-	"FExDhMcqHgkPZhG7WF2s3dWDJ1y5rI6vVIU1ny5cHTRbSCMvBLlmbKlGYiaBpCubZeDVr4qTr2Qt/hkA",
-	"pvCW5t5IeDJWFhNCCBOI5JGl7QF6B2+jNp0afmw2Ps/5Dc2Qy/RG4jtYrC05DlATCmv5+iJGyloZl7lM",
-	"iwTM5UozmgL8cAwVBTArO/JFfw9jrBYc+3RtwA0jMa5c7CBMyipy7XI3Sr/KcpmtLsqsPVjpmfmVGpU6",
-	"Y9Rq/r7muXCcFNPpfFaHKw66Xj0Ypxp3egRXpvQADIkNfA4qKtvqdxQ8lTUF/ut2+cihEaJDkGOJWNdf",
-	"UOgYMfqXehVHZMpYiro+zc1yL12J9uY6yNBS3CgluLSRB8hKaQZZSG7N7z3A04fAqz+9efbs6sU3f2oN",
-	"W3OWZRLKcgcBU3cIl8LufwHZYg92/xr3+xJL138SST6JJJ9Ekn1Fkvp6E/eTTiBWtzlv5okP54WSjZkU",
-	"s27Gb4CRlSrdhtTgvc+UxEjzYt+QZfOGXc8yOaGZIhOmbxmzMlc5+si8PqFqXr5s3jIiieFVU5mlLHdV",
-	"BeD0jIQPTu6RVyJAlg7CeKZFZjlUtN6jDQYyWqaQkChieo1HwqYl2eBqGIq3FEf1PkQPlO0d9WXCvR9I",
-	"XObZr0j7ZDAo41o6PYKBaKoSCuMTM53wgkVBBWvK9Hnq9vjeZk5/WL5/34JKey4eZj/gZ38oh4M6RXkj",
-	"W/sOCQ92jtsymt3oI6LgqJAJIsd98hl+ItIPRaSvqkTQ3nEkMu78hYTa36hf3NFZqx1eoozuCRx4K9fs",
-	"dRdl9SQuHNBxSSmJFCOxq14lGAd7UFrcYShi1fMLcjI4LylcCORvaKbVLwGSX/Xc4mFgiM87UT5mtA2j",
-	"tGV8MZOmZGYjgWDN1rWHdsXVFpx/S2LuowdsoXk++uKuJA9ZxMPB+d+p8x20FnADFEr6nzwrnwT2/1G8",
-	"AIipITshcWog/nvJ6Ifv7V/gN96aYfBCq6p8bq5hEOQP0ZUhdeTaG2jK2t69hrDqkBL+TAjZe8hzGLQB",
-	"9co8Z/0kyX26vQ91e+USQHeQkZU5OVgbxUh2/wpBzt6Lb4zQcHe572PIjFkwQxl+Zv/F/SbWJNAaOugN",
-	"AqSNQlcHHPD0hqXNlgRF2hOq5h2I3YNIPJb2aqpbwNL8cvSwmRZaKavkM59I4SdS+ECWRzxcATW0VTRQ",
-	"UAjkjI+RbrbDXV5CFQEAMsi40uautjERcUlzZWtqkzhTceeCqNUi4+JawaXNGe5qBN6wqUSczF6they5",
-	"xaXcCoz/HGlEzjKq+Q1zxZq9f5TkUuoLn5EATk0pGwsrpzxvqKps3gjQZU7652c/QwFl07/zN0ECFUzZ",
-	"oi/2z05OzChkyqe8wa53VI0STKmmvQkXsIxm3OE3CJV91B+UqPwQL2govevy0enpHbs0R9X3hh+wo8qS",
-	"mYnewZL4fAcwIrKKA0Xssn0yJ36ivD8X5TXnkNCAxODhC8msQ5L8Jc2Hu+n54XtzK7erqD6Z/cKwEiSu",
-	"4H3hGMDAFku9CiLez3vkVZ4yZAXXLpKjSUc113hTIDupS8bHYi5tmYO5yhkP6UQxoTufrvOn6/xQ1xmP",
-	"mjntPGNQhEXYU77tXtfKRcCJEKYIQIwJe0cTna0IGFxlDnIPyElmmAgd1CN/fvbkS3+jfAAV2L4xaXYk",
-	"ppxlKf4oC5RiJjJd2dyYZ1d0BllFk4JnGoUvXQ7FcF9QopCLo/AxEpjdEo9ao6LfP07MU/AX6+IXC3hA",
-	"KPxy1IIotDl71zG8lXDtax/ezplFobB9mqEYOqCZuBiJ+MW0+40UrPs11ck89sFDbsbH/ZMeeUIUF7OM",
-	"wbqR3DRM2vEb8/8Q1/Jz2p3E0UjE7lMcEft3V0AdKIe1ceYWUSpsT0WkEBlTipixQKMubdUCR42EWUND",
-	"8rBrGwWHcVye2B2d9cilmSnN8DlllkQK5mtgGREXH2epLcAA0uhcZnZp2oN+H8oho/sbxggbZOmrBQ8R",
-	"hKY3VCSMtKmToDtkTtVICEnMYDE0yyXiw3DqSz3S1FLdHQWmqmv/5vlTcn501Cf//V9HJ71BJyKsN+u5",
-	"Fe93j/qD49hL0XhOSxkQ1vh+wIxmjmrD32S2aAGpfuHxaRpG5eTducTVOlSpS7aHBQLEltu5q44Nu4n4",
-	"IXOo7c0VwSPlAwfWTsK2Qd99+e6meMhEMxcgWbV22BdK18Ow+cWorPE04YKCGrU+rnphfSuJJO34KY6i",
-	"i1OOyYy7qEhzVTpr6FQY+4mLpnbBD+DD9tkPERyzXe/AMx+i1kuqdPdrqwrtxDmgSvtnYSEG/bNf755Y",
-	"CgYak6MCD7nObkvxaG/CCeBhQM4DwToVXpRR98XhOreKd5Wt/gV3+LhOlP1GauL0Z9Je54ZAzFjauTBU",
-	"HHh6ddH3H/2HTyLxydHZHq5fcwK/kfqSaq6m3AmSn8Tph7JL0tQJ0+2c3iKZ7zy8drxmBzT9GfW22RTY",
-	"I5cZVXOGcOAT5mRUsswoF9lqJNox6smy0IfOThaDY4KphC7h/von/tfgeflMj7ymem4DFSGKHyMKfee2",
-	"foODHvVCXUQ8WKmtEwpCAZjPyjKd+KkaSNIgHqCVbcGFl28+puzipienqLcDQz6F00dKBATzsg3A5GJG",
-	"ljRnQluFSvXIE7Gy7N/XZDX8nwndGwmQtDh8EzcxOgSRcfqQFxgMe4wt0lHl3Xfd29vbruGN3SLPmEhk",
-	"ytIYtytOijwj3a7ZzS5yTfK/zQRil+5oZJWRcDZkrkDuBhQDnISWsmMkU1gDX6oJJBpvKDetk59+/M+1",
-	"gf2HgtKzVKxIDMn5cSci8aLINF/SXB/CkM277qHyp8/ijq1fD5LwSJwcnbrIgeaFiwiUDF1LQVFMpMqq",
-	"TEaAtSuEK4mTbFPE28BTdKDI3wsJuhUlfkywAgfK7LdWnaDosdF1PAiZkeQB3aI3Ek9w0aTRH30o2YK+",
-	"g5JKWAooDjSwY2jTpskICR1xmkEPF6FRzmpfQhK00QHsxxQK4vrmTvuPSNsuWBVkOE65uh4vJmYzTGfm",
-	"CQAAZtyI8+aQFgkkyCwYtWUAneZrHmClHp9DpUCWlmq4LQldp62B9cwbyfaJZ/tFxcYHBmgofQSHoVfi",
-	"rsBuczo4PWsNW6fTR/3J9Ogx7T8+6/cf9Y/O2PnJ40n/hLL0ePJ4cNQ/psdnE0ZPjh6dnk7OkjSd0ulR",
-	"nybsODlj04pH5E6eie+QkWzTd8CKaRnOp6C7T0F3v3eZ0Lz2aPdr3zl6/bzIsvUKXljXfi9Rcqvzw5bx",
-	"+zVk+j7PGfthLXWEgwSaMNIOkk5iGHR8Qb4MUDoTqCdJptBI3hkSrtVIwBpEPlfUpm4yCJbxCZ2K5TeG",
-	"53GRZEXK0o4tCpCyrosfCAoIlFIZimKFQnb79PW3PfItQEJhNPlPP/7zEBNT44h4XqaIrCbDIMcdiZP+",
-	"uZ1ZGoPsYu2yXCufEjQHua8sIOmTgm7nPJn7NFhIP0X5xAPw2giIGCFT4x55QrCzEGoTbdWAiewKDvE0",
-	"Y0TdMrZk+QUuKsSSWVxMMyA7aCPnFwoj19eaduZwIfWcixlAK7+xwewAImXNhWGtBSxJUM3TqmxbuZk0",
-	"ZyMxzeUPTDgTeifCyqH+TScPU3+2VkxjorIUYSUESF22MNQee1Fd3BFPiyu3BpMVCbC1RqJ90j8GK7dP",
-	"sgIpM6HCyH/wUinUDQYkLk9+jPU0sC6j6+oCEhg208bMM0MC2E3xOqTqnGUpoVlWelPawQENTyRinGFG",
-	"OB6v1G2WPZh2D64ZW7p7hssa39LcfFIWVU3VFtGDCf+PgamkjS+d2ZcCYCqgblVcKv/ddjQq7OfnB6OK",
-	"7CH/5HP+JBBtgEi9RlK2mWP7MWhREOJ6+N789+EQYuZ+bqFF5vohE9X4DGqimqE765uZzJpgExY6jjvI",
-	"GUBvD/gXVtEfCSyjbyQFyKqe5PJWsRz5npILBjp5ppgVJiwdt1h9pB1rnY1VHPn4v+Ozfj8iVI8EgE0+",
-	"IildqU60zjs8CntELD5KUDi2LAlQWK+efXMk2smcJdeYcoxFmJxn2Bn+ADgU8D1gZlxhzaIU14uHoJIp",
-	"LB6CU66DLCPaBq6VXVCSygW1ogTsAFckPrQ/Hr6H/j4cxl5qskjtB4rInM+4uHBcFSTFntsmbDUGeWvJ",
-	"rK3DDMzWicKXR6IdG1lwPDbn3zR9aJ7+I/T6+U8//jOOoNoiIpvM3Jg7PRKPDH1XUtBs1HIQJbZ4Asxj",
-	"JKaVPbD92qMwRHFhbQ24JotCAdy9GQbDKgpckDMon9COzbfjySr2NiqLc4On0bZNFJ8Ji6VuT7PtBk9a",
-	"XGJCxiPRvt29I76sl8NQ5SLCuCmKchc81+mRbyA6Ni9lM2KYGwLwhGXkY1ehu7eQKRuaE5nHQ4Li1xcs",
-	"oXhEjWAjC80wYMClgpoNAzITR6RahQsKgGG6KD6AohFN5lB/urRiw7SMzNecoWmIzEsurj82RROJoD0i",
-	"5m+oxFn9EsxRH2zp7cozQABaw/N+H7j8npW47ZAfsohVE35o/3w4eOTkIj8hXy0+163hY4hQuKtdrMiz",
-	"1rA113o5PDwErM+5VHr4uP+476nCzXFP9Xa11TP99/qTM3ZCT1j3MT05657QY9o9T8+S7tG0n5yxo3RA",
-	"j497vaNHZycn/ccng36v3/v7ad5Xz28Gi6dH764e3/6t99fF+c3k8qR4OTts3XkzmsQ0cwQ/WdTuYVH7",
-	"3RrI7i/efU2BNDuBpqTsKNZoiVQbpQQJvMaGhFW5VOfe4mAZuvurkAdhFV5TPd8VeOyV58Zkki/qrB0u",
-	"cWrdNFIyLofgFztAtA2gs05pE5OCOSwzCQyRasJE6uWCAMbAwuS5IzLWOosjUqkq3YDo8tpP9WdMObOd",
-	"bMuF8Kv4SWP97RWoLRXJOitgSEbKm/UryjPwgzp8b//cVXbvUsulLz3kMQcBUApiJd23OmeMtK+evfna",
-	"ljL76sXLlxYonJJZThNGliznMu2gylSJqA7ACvHety1csQXOPOoT1emRV6JCHLCeErpvKYBjEV4LW6y0",
-	"XL72KOo/9+XfcfEjhyoAMRI4kwmbypx9ypv4ZMN66Fz8TTLVTKQakybcJbd3FVP5CxX5H7i5z2lUvcQR",
-	"PMrecUTN6NUVh/rV3MpPV++3VwTpLmf752XApqOH59bo7Pp1eMav5vRWVWskVp1viAZNbiG8Ss/ZyrG5",
-	"Hnlj5oFOWacp2JzFUelwTGs8tHXYEcXifq66h/U9WQ3mE/X4nTuS4AizjaiCj7EbKEGXai71rwTc/ild",
-	"6iKvxryECPZV75AffNz5/9m7+t1GbiT/KoRxgCVcS/6eGUsIDj6PNxkkyA1s7wWH1aya6qYkrluklmTb",
-	"owQB7mnuwe5JDvXBbsqW/LEzySaX+c+W1GSTLBarWFW/H4HNt5WSQrpirm+VAH+dkkE84k0IuiFHQq/I",
-	"pK0dZdx2Yv6MNTFF0yBibiEroRdyxmxt1VrBnr0zymXrsZiYifBtPVHOqKD8oCkanbYvPi61y4fUAcLJ",
-	"4y8myutynTyZk6G7Gd4YuRSJNvEC1TpaPpdXj0xz2ZBtSeKh9IS9sFjmmGQNerCgpSipbjS+sZioypqZ",
-	"F8ESbzcFFzJh61C1lVfJXETG75nUxicUAwwB2a5hRsk0udc/tsm8TzwVf9c5PjwVOX6ZU0EmJd8OUafP",
-	"mSUds5RAeXWH4iHAZeRSmDq7GMcO8hZUzai7NniHdbM69MUFRu6a1BWnsDDNC1npGzUQrP99Jha25IlO",
-	"S2uRqoApfZH6rybrVXgVZroUEzjXmN09a+FRYhY8/petlSBHfmASd874Eh1kBagN8ib8qJz13fiumHwO",
-	"7rPPYuRrS4Kz6BwfHI1MHqztVdLNVN4CfVI3mK29QO9xa4zniqf2U2A4OZOEPFVOnZ7KIpBSfuapyu/x",
-	"OQM3j+XbvE6J3/bl6eRN8bp8pU6mx/tHB4eHR0fHxycnr169fv3mzenpTrZzo5FvoPZpweemET8/R+al",
-	"2dLNTtwZHO4fv9l/8dxuNVn4+/4fgBf6SyznD5DbEwX+yfSext5qDbPUBNt46/F9GlAQZ5Q8uZArOOm8",
-	"yGVVfcVsLRYTJxSfSQ37aF/E90P9D5plZHJdVipvCmwSIytlskvTbeEsgIfGsgjIk9uekkvpblQ5RJtg",
-	"JWb2Ica99gKNVSLoty7NmyktmRxgKsQz/yFadGsqtIZFhhysaLNwqi4m0WZPt8Kmw7YATTNhT4MhVKtm",
-	"ImK1F5LhtQk62xDEEoWcatalDCDTO4Odv/5lv3cqe9MPPx0d/vwvO8+AHjhrU2uHDwWhfdFtrySrajOo",
-	"GWcZ8AtMrK2UNM+qD/xOL/SzQoXntfOwhz/8kr40T8C2oNiZWIKdb6fpVP3mD5nfWeCqSc5aE8fn6Mi9",
-	"n5r9+0SsiKB62B9ptDOHi9i56Qt2YtsgMhv2lL5NviGatkxRzUqzbZA1X5tWjwxr2sT89YmKhNiU2I9p",
-	"V4n6WyPn3qSM6Ok1o/mZgFi/vtx+uRPeABWV2rqbRHxLqAOJ9aOYMblqzOSTDwnGB+J4/7i7MayxXXY+",
-	"v1p92uD/rcvk7yzs8LR0vfBWj59997YNCCDZ3lbrlG5A2jIlHWkfh2KqjfZzTHFOy/eRjuSxHJr+yOR4",
-	"0/bVjVp9hfmZueg4tVQywDx0EUrWNxd42B2atvEyRxTSuZU2M7aBiKEYzFPrVaTv71ijenY6pYuRubxF",
-	"yqj08oqMSsRd6W6zFK9xdh7M80Z7j6pPnutFQ8tX9AjaWS8wIROQh1fH/wiow3cwRVeqUnyp8lux8tJL",
-	"IPUxjAtqbbCD8o9yCpOPdyyTV+XRdL84lKfquDw5mRwUb9Tr6St5Uh4XR5PDdDV3BsxupcZFwxa5iRP/",
-	"xXcoseAoIcSvJwsdtlwTHVBZ1gvgbkFKnrZmcW7Wc9NgR/m6gn1E7zMUUxUKJI4gSlHCQPBM+PrrZ4T8",
-	"Xs1anOxUI5NkNubsPfbSrar1T1F/kn57vgIVXhXWlF401L6Hx2LeHY4MJUGFueRaT1ziMrLmobpDIidQ",
-	"2o5v+/FeISmgycDW2KQOZwq14SeXLcZzY+MGORgcJfeov8QeJ3HH5ajp0fGC6gIODrMdhDuBnTzYqcO0",
-	"9waJ8XQYE5f8/ieoCJA7tNzxw1I51mv0d7yJ3W8+CK42tFmid078w81Ttg7rT8EHD5+Kdak7g7+g2nn5",
-	"+7vHtVkyRl8XhVIljfE5ivAlanCb9Qnb5/9jVPx3ZqvCMmRt3hZtM0rTijt+k9J8qQkLkvDAfE24ogtp",
-	"ClW9PODdtLudfC+mp0JfaUBWdDYnqVJJ2UK6GwQpyOnVKgQPOMNWwGSVocG0bizqNN20NpStUm4MumGT",
-	"n0UtKxSI2GRFtfytX7qTPa649wf7J7+s4v7HNW8c0a+tlTgpmfvH0X5RVP9URXWOSyGkWCpTYj2Ia0pD",
-	"6Bx5rlnH9PrbiZmx7tcEQaEo0ZmHsPSDvb15WFR9v1RF/24uw92sb91sj3HTZmqPim57XpnQwwZ8H57o",
-	"soObkCEPkGLf1oEiJjnZDTl122CJUD4Jx/xnTi7EnbMBg8yLTChZzDnbBTNo8Y05SQE+QAhYO516FYhO",
-	"1PN4hkKKfCaX3F2bjCcWuiwr8seJj1rQTCHuFSc7cBY60pNKrCctRadB55iAZPlY4EoHCcHeoDFCSf0R",
-	"k9tOcRBxmqMVna1jyNErxIQSbYSsqu4Q7WOw7DIhRyZ3upiPqbs4rI4U+aUu5pf0aRefwP5chKCpQlOK",
-	"a0uc5bIuCJamI0egvB1Y4wLvNqi8tsIclo+YzUTBRLwFGYpK31Li0oCAT2BEjEOCkqqWlVypkjNUaEYw",
-	"yYNfhBCn1SKuVc6j6Q7XkqZHhpD9MHMa7P783qgDgslHQePBZ3GcfmWKubPG1hE9hSD9oNlbJSZKEYcX",
-	"tozHSjKdS2cnlVp0M1aOlL5FQ8HxFpX1ysMJCceBMmFkKm2U6OQDvLdHYuu8iwXz0CbBbMKE4l3QwYnw",
-	"fXEJHpJRRaS/RTjfC3iH3ru3OeY3Oc6zY5cprgq+p1OF0req7Iv/INnVPq4NyyQepeRX4f0SXvQ3W5O8",
-	"Lx/kyjO1EVdLwyYBEToRC21qhL3E/ttE9iRJZ6EW1q3YRohdUnE6tMGcSc6LTiPrIPpR2OlxlvnuEJ07",
-	"3KYj09wxc6sgn3+vVU1xYuW66YIQImQz9Z5r3qMlJBpZ6o8MT1fKE4LzhgYNCa/YIrsomw8bHYxMsr93",
-	"OTuKGa9MSbj8gYM5pKlwQlgzsqKJyrGbkdYaGdaSMJF3iDshk1SsEOPbcWM84g/TkJ8KJF+uS5tOdG2H",
-	"AU+bEsc40lyXg1yA8PtsZHLGu8aBEQDaGjI2jTD9ImdkIv5BqrHSX7Ui2CwBaLKRmcFuTp7y3QSX9j5Y",
-	"/doOeyzg/eGng+zg9Ode8ncn/af7b5tC4U/fJwb1MezhpG4EwXzMjsPXvuKUkc3mXHqWf7Hh/qk23J9Q",
-	"73EYYtdH80J6Bu7iE7gUncSWYquo+2u4oE4Reujnd0FBt0Xygxg2DMottJEVJvakiHIx6E0n4DKs8mHM",
-	"90E7cAatXb37+od3359/s5E8U/+o4J2uuYdPyeksbOV3BgeH+9mOs3d+Z3D8/HzD2P8VzOqz4Gc3hM0v",
-	"cThfaM6/IK7+4dhBEW66cXMbBbHrG93xArfXh1KbX0C3XUfk+JlFHPXo75lSulJoAyo+arz792+k+qVz",
-	"aJ4iEjo4XrW5AVcTGu0wtPu16OVdPsa9kGKpl2rIDl1kblouweDNOA3RFLVz6IXwDyJuKPKqIv54X+TK",
-	"TjlLk9wXAhPFl0br6k66EkPScGxFhQ2OGNg5Xvz1bbcvEAGXrGNpVq1pji5nW/yxrtZxOcZ2qUwOLheq",
-	"+ZFhJKwEIhONWXxlwkbMRVtrE28jmbYo1sPH+GConcECOvhCUVCpQ8XyR1Qsf7x/2qaENuZ7mx/gWnoq",
-	"nBPoEJcF/ISRIQfDWLptoPAXQY/RQo0xLTWQeOeicxidJ3QCi5qdvOP9N1kE8WpW66kKFYT/iiubN1if",
-	"0DB8NUDvJ64kFf4XdqF8tsb2tVROoLxlwkl0rMJcEiFYM06q5/Jbwd4pH6BkhtZHXInzyjLaXCJg5FNE",
-	"2phNuQTKTjfx47S5nh9+g0jzn4wszwGyV9kObsw2LMYK7TmX1c8vjIDlewICnnki2vu4Xc/rGKz9Al/1",
-	"CebJF4Ph86A5gMKLbCZb7Ib1c3mj9YCh5qJ2OqxQhxGO51kd5hiI/gBfIxA5fvsIRB3aDNz8JqOhycto",
-	"8iUzMgg8I2su5BKHovFFWRtGtMQNBEJwDldWNoWefsCXlG0dYG083hplojZlc4m5tJUuVkknsYENnVzR",
-	"MaQ4NyNJSG4rNSYq3CllcIS+/yArbFOz54yF1WC6Y7E8Fro2MN5OSBFz45IilnhMNJbGhuY3InSlBSXr",
-	"g2dQhA2jDzKoaV2l5PRedJarMLcmExPp591t7TbE9RtGHwuM00fTCuMmK4byCZF5JpnXJrPyYdPvrcOY",
-	"ChbvbigDyggUE4lyCBITVDwjq4rON9fX77HvH9TkyhY3KnQx59yDpWLxIhjLfcDwW6gwt2WGHFaZwFMc",
-	"H2VLglu396qoaTchI2uYqxUh9+OHZVpzPFMGLA9VirP374h7/1ZWusSPopGEtkRpi3pBPEwjsxVjFkMF",
-	"HKPtxi8pmYk7px0SYKw4pDjza7izDXxsFoekykHL5nTFmqT3HrfYoCmd/t///p+IEUu7Zylnyo9MlHoj",
-	"7FL+vVZN6zF0xHELusUUzKrLAMR1VQpZRFYBCuyPDLWA3gVdkRpvsWoKPon1SZJjGRE3tpNfqdA7t/ZG",
-	"K+SsvUKk+t61k8bDOdQMLc9Efl4p6XpXOqjeWxkkfHRWhd7VbQF/XqqpU34Of35/8R22dqmwjWtL38M/",
-	"2sx6F6ZcWm2w7Dpnssbzb7AHp+H0r/jfi49LVYTe+TW29r6eVLrofatWvffa4MNXyt3qQvV+wLBA7wwj",
-	"DiXGk4RTpXaqCBznWKsuJhnpyJHJYzlnHt23dXBZklu8t6tDKyyxDaSQCvMhpS02nGpkibfk40ciJ+2b",
-	"d9s1Zmt214Mg4QrEmATsNUxcboR7K9qxVyEjkMf3SQqyuEIXR0axha/gxLF3JrmqB7OQySkHe3vve1d9",
-	"+mK9j3gN36HfU6SO6TBwd9FOI+BnaxS/jp2OTPPSuHLj2lXJ+Jv91ixU52j/dZeiUH2BpW0bNix6jzjT",
-	"3DHKt436Igo+fpxwVMc1jWtCscIVNjypGcO4EWc+n2BR/K7I3/JkyxCcntRBiQ5uJfpFImA4yWAaIKcE",
-	"77KR0X4doblVU5MV+nEECYPonQly5EOY9ZyoVMSfL79r15GBrYl19HFc64AyAdq+h+nrPACUfBnwzYWs",
-	"QJabIBqGN28apHIs5ecFQ7Ml38uHorl7oHwhjt7Ri+EWmSlWg7wk4Fdz57ACrqUfORqKYJe9St2qShh5",
-	"q2dMhAGbAqc1pYPT5JizOlvIFbnrIgdLzjr9o6RUhH9H845pW3FOolivA2bv0vLBSRqUZPwJENORye/P",
-	"bU7n+L0nE1W7DiWCe/liI9Y6Lz2IrDWMHiEShY5g7XxJQOOOSN27HufVjcxCrviC5B7Yu+g4VViH0Vv6",
-	"AWsC7APkARlRtA9OBuuaHzH6elt+K0m7CuT2wR1EGlM7UcmA44GJ5R2uvYCDvFfpBV7LLJWjUUpTjgze",
-	"SNA6yrJ0oEs69+8+4NfN3ceYuDUKa8p8KCZqrk1Jl0gfV4jY3mqb4GofVDmG77TCPXN8eMoXUpcquFXv",
-	"bBqUI9qdFCc3ilRiG+36ERKdV9oHsE0w5QI9gLGvJ2xE5s2Bjyi79xoghUCzIuPa30utY40fBeK41Xyd",
-	"/D+1HIiD/oGI0tfjLxuqIUwtaO+UUMPENyqkc1r5bsrf2ZxGdNvTWMTY6gbr8myLsQpLzGRXiZ26zae4",
-	"V6uzC5ofBHMAnkmVccJAxvlomZgqlXhw3Dg5cBsMYGcniuLl1sHWI2n2SFdMjpbB1N+krZZlZ0OD19ZW",
-	"YDlqo0n/YE5DbbD6vAc+DyhtkmFPdmawtvIi31sUy5xOKwroxermmTJhk0M3t6LUJXpsg+QqNSPMnggG",
-	"RsAs6xROy7QOT3QSaqO1jutSb+r43Cl0M2VFo6PvfCbO34m/2UnsEt3gwTaV6mc3YzRzUTBGBlM4bhHr",
-	"lKa9tMqLzuXF1XXGc5Pds1DRgaQPz797Bzsuvzr7/u3XZ9cX47P378bfXvxXjpr/Bg7s5I6oScJq5wB3",
-	"1UKWeEuKdBze1/A2oHV8PfmbKkJrgtVeOZikTKjeQuoqa5SbKfHL3gKc1CKZKMwx0zPT00bMZYkDJrMS",
-	"3u5Oeuqd1oLhIVm0I28p9UGcqBYXQ1bVCiFxwPpGjo2R8XahEh+fS8m49NISb20cR3S5s1isAQvXwAJg",
-	"thVljYxMqgWm8eYspmJ8fUGwRLHb/H6t241a7Xo8yQj8rXAqgOae3Yxz8a/i+FRUKqC3DO2VeqYDXYNT",
-	"t2jUguqIubvIu2vNcM3j4iQi7BSmm3lIE5ZW5wPsAScL8szzpVNT/THv4nGuqgpe1Au5lC4gdyusDWUH",
-	"MdNKW5ySg0T15VKP4Zk+f8xw2kf7SLwyFCBVFiEd1n++kB/jT1+dEElLX1yqW3uDuE8BEdcJ/XOp3Srj",
-	"UIOaTsHilZTUMsB8H9cEVdgewrAR+y2Sq2rARDoQeb1+V4qkXtQhZyze2htVZuAWUuijIZspu31xgVC7",
-	"OEVgu9LhVmJaEogr5xHy2DndCMw0Libvj8yfPSdNkWUBIpanPFywxy3nW5o6qIbbDZ1b0EcxD7SRqiSC",
-	"BSaN6OQ8yWNd5l2UOfQJZLP9yKKEYQzag5W2HxPswbIveIBsusLEENhXCk2Bc9GJtCcN9SB4BsSkE0hW",
-	"FXk4MK3YJmY9YpNs9K4327m3zbrwopWSNzT9sU6feLil8MTVi7VPYOD0xdmmVlENNr7l8VAs1GIC/9hp",
-	"lGZQPmPSM7SHSX8g3v/IdFrYlm46LdKs1iwCudQ9mJmdnz/8/H8BAAD//w==",
+	"7L37cttGtjf6Kl3c+yuRGZCiqIstslLzKb4knjixx1K2z5nQH9EEmiS2wG4MuiGZ8bgq73D2M8x+j/0o",
+	"eZJTvVZ3o0ECJGUpmcl8/sNlkQT63uu+futDKxLLTHDGlWwNP7QWjMYshz8voohl6g3lcwafYyajPMlU",
+	"Inhr2AqnK8VkOCQy4fOUEf2R5PAwoTkjkuU3LO61gpaMFmxJdQuMF8vW8McWvNp6F7TUKmOtYUuqPOHz",
+	"1sePQevZFZ1vdna1YGSWpOxAEsZVolZE0fmQhOPWuOj3jyOZ/MTgL9bFL5YiTmZJRPX7RCVLRhJOuMRn",
+	"xq0wIFOhFvrLBXtfHeTmmF5Sqb6DBlm8dWybvba/ubp6TWKqWGdnLwJf3OzhhzcviZgRtWAkyhlVLCY5",
+	"k6LII7a90Y9BK6M5XTJltvSJ4Iq9V9/TJdvs5oJE+DPhdAktJ/rrjKpFK2hxeKdlHpnAx6CVs78WSa6X",
+	"ReUF88eSUaVYrhv4Pz9edP9Cuz/1u+eTd97fve67D/3g7Pjjv7fqTsKTIpci3xzmq4z+tWAk5HoYETwU",
+	"klkulrBAWc5uElFIktF5OYe/FixfeZPApv3hLun7l4zP1aI1HPT7deP5lq1ePK1ZNU4uXr8g12x1IEkS",
+	"kzYXiiRKEsminKlOwzpes9UkifdewX73nHZn7z4cDxpW6yWdsvSSpSxSdYt2QVL9AJHmiYCE12z15Q1N",
+	"CxaStszSRBGqYAlnSS4VCb8MR/ARniFLuiJTRtgyU6vOcMwFT1ckUWwpSUTzfJXwOVELqrCfHnnDMkb1",
+	"QhAliJkjkeyG5TQlbZqmZFlIRZZURYtOb8xbQYu9z1IRM7sQdRsHjVf2DYawtoEn/aOgtUy429Cgspb/",
+	"58t3f/hyYxGD1vsue5+xSLWGLeoWirhlIm3Wm/dwfl8qRpdfLtNO62Oge36BozgeuFZpntOV/lWqVaq/",
+	"mIl8qT+/TJaJgpHXzQ9+9OcXsxktUtUanvahp2SpSeipPqLLhOOnI9drwhWbsxxOxGuRq7qDcPXkNclE",
+	"rkjCZRIz2GNJeTwV70lbH9xUiGxKo+uAHA0e9fq9fu+o6RTrdraeYTfis9PT49PdY9a3l92+1p3UEtqc",
+	"SWVpoR5KQGRK5YJJkvAoLWIWBySjUrJYnztvagcSOVJO2pWj3DQx/NQ8sc0b+DoXEZOyjkZcAWGCnw2R",
+	"0OusqLwmSdw4BHzhQanE61xoVvVnOHUbw3wr8utU0FiPVT828u4oriWTMhH8QBJxy+1T5HbBOLJTzfev",
+	"ubjlTYTXvNJEeY/MsXaf6+ZwCXS1iYUh1T2QwMOGJBW3LO9GVDKSMr1QMiBxMk+UDEg4CQnlMQm7YUCk",
+	"ornSROw20RMxTzdszZ2YH+3+9O5Hw/KQ4zXtziUuby2XsWtPkjggIiehIQwhmYkcRQOapiw/kMT84t4Q",
+	"MxL+0az8l2HDlMzDdzhtbf+4/c102mmYGaeZXAiFU6vr3jzwoKf9isrrxh717XvA3j7qdmQmuERh+Ssa",
+	"v2F/LZgEGgxSE4c/aZalRkQ8zHIxTdnyD/8pUexj7+kyS825VjRJW8PWVMQrsmTLKcvJQSSWS8rjA5JI",
+	"y1Rj0paMkUORMU6zpLeiy9SdiRyHQOSCZqyjeWyeCy0K/vihNUtYGpsOeqbhVtBaMinpnO3Tc+vjO83f",
+	"qCqkZrpaakoUMLsX/IamSWz7L9droVQmh4eHmirPqWK9mN3YZZCH8BIKwR/9ffj3nM1aw9a/HZa6yiH+",
+	"Kg9f48u4BXUMA1cgkWRJU82EWazvjz4FkkixZGqBsgvT4u8smRc5yu+xYJJoYY6mqbjt6RE9EXyWJtF9",
+	"t9QSzgO5oDmLD8iCSiIjkTGSsXySF1zrDkMtPOlfBGcEn7RXekRoHOdMSv0IleTA3L4DzdMVo7G+86Aq",
+	"6KkJDgTX7dN5uU9uQntuUGSff6jtERlbX+5ZoowkL4xahUvjjjRqPvp7pQeox/LsPYsK3cxTPdnm3anb",
+	"FbPfEy3ADY6CFuORiPWlHrYKNes+Bsk0UZMIZNN+4JPKYetsdhT140dsMH1MT1h/dk6Pp6fRo/iIDWbH",
+	"9GTqrTxo2ilTLIYvY5bnrWHL/T1BrRh6wC9UXvBIq3ut4YymksEPotAC6skARGb8bN88dl9svnlLc57w",
+	"ub767/bePLesb5jUQqjeQ639HbIbxlVXqpzRpW5kz+b0W5f4UsN5YLZHMkt4IheavN0uqNKKA2hVeiuI",
+	"3oqOPhCLBHUtfV9EoXrkbaIWYx6i6WJINgYbwhmiXN7q9qS7L5QTeIzgY1bELIdD5ZgniuQFl0hww6+f",
+	"XZHDm6NDzUjk4QfDTz4eikJlhQo7gT7cnMVkuiKUhPr3EDvR6o5/aF/nYikU2hb2P7hw/PrTs/h41o8G",
+	"9JydxKen06PoMXs0O6On8Ul0PB20gpa7Yq1hC+fDJiW5txLZ0Gka9zjgecE56lKymC4TpVg8ofq4DvqD",
+	"s+7RUXdwftU/Hx71h/3+X/anIZqP1x2YS5WkKTGdEjpTLCfhLU3URIYjkok0hU0EOZsqEloLC8hAnqHL",
+	"t7zUjcM8euieg7E8F/k0iWPG78sNqFqQg17vkKnoUOsut/EBYTKiGZMV5exW5Ncyo1GVmh+X1Py1SJNo",
+	"RW4SkeI496TqGbz3IDT9e8svWWyEkESSLE94lGQ0BcmVEuyPRJRreq9VMT4TecRioOVfU8Vu6eoKr/Q9",
+	"F/c2T4AHHkyTeW+a8APC3keMxVo/rPCYo0GfODpC2jjEnvnc8Vb8tH9SrrgeZEz0MPdcatPgg6z1BffY",
+	"p1ALppebcqBljm61KRgnSZFpzS4g1Br5Ok0rYXbHklQ91Bdci8E0faalx3vuCOUkMc0RkEaJiKIiz1k8",
+	"IjkDw4QnuU4Sp8jjXMFsV/7YGrbOZ4PohB3RR9Pj+HR21q/sVUUm9Xvdd8PsWB9mx8i0mJOEw3zmeM7R",
+	"yIbLY6RSsK354rvW+VDFKyRDtkXQUjOH/fleqOei4PE9t6bgoLw7gmMVyINdPOCgQpG8+6HJwQxGtudy",
+	"c6G6+MJDrPcPZkJtTXY4XhFHjA5kxzOjfwxar25Y/udCKHrPZVyJgizoDSPHg/IiSsenRE40j0r4HDcV",
+	"bH5a4DDL3vurHoPsRYLDveBqUrYygneBtGq1QAkjJ5F2RRz5I+7Gl6ZPkJUiyiOWrmsDA08bgMk7srDv",
+	"lsFwH0whQCuGPuNUwRTFDI46Lgpph9VVCgNj+LM6XMbyrttid4FyqhjYenRT5ku4RVku5lqRCkiopbWJ",
+	"/S3sjEj4hql81b3QckVIJF1JNHVpepSvCJ3ThPdKOXDJQiIX4laSQivQ0B3srVwTN7xmNw09lywSPJa6",
+	"E9jpKZuJnOkOQcaBPut8PqUV1bNFXiqa31mutLLhsJWt1ELwY9JdEn0EesaA+rjf10R2X/kz0w+eDD5J",
+	"rMy3S5C/vuhpFrLptE5pdD3PNb2y9l3QEEZwzkp5Ux/nUJ8RswTy8EO5GB8PzatMHn4ojb4fH0ZKBfft",
+	"90JdUpXIWUKnKbsneQPGpFsFl6/88rTf73fRfipJRiXyb8Zjq0SB/NE+6g9O8A1fmjo5OivpD4wVbADS",
+	"G+2eZAiG1NX8w3/5ochSCGMLiSauQH1hJuX0nPVCE/4RCZ/g+nbNa/Pkhkn0CiY/sbWNrTzb5GgnXxyu",
+	"u7rDHc5fvftIzh5GluYCnfxmWy1tBTMhzfPkxsj8g2UfdGRNLHqoT0+SOGUTK00HRIpKE7dUkqhQIyL1",
+	"sdG/QKO3iVpoaVwW0YJkWvaRoEHAU4zClzkYwKhryrALzfUpmMcioUUq9N29fnV5RX75+e+HUsWa+LOc",
+	"RIuCX1dOZP+xdyJNq1Zs/wdI+d/vueph84KHpG19AgOyTHihL+GobgeAaRlTKGcRaBCJJFEqpNHOLpXI",
+	"2Q+c3tAkfShiYuzmROq2Sfu1kEoz5Y5nggWDjVYQNOeVC5GrdDUkM5qk6Okz49V/hoVk+Zd2Y0hMFZ1S",
+	"ydw34ZDEiacGlMqCp0pfsvwmiRgpvJnuufn+Kw9nxd5ziQJrJp3m4prlVsdW9Jp5ShSYkLU8DA4vKknM",
+	"oiRmcY+AbGJNKVX5BwWTX1WW2eodBo+OEC9pPr/vqQOSDTcokUTcMFyyo/7J49NHZ/1+Fy4cyuVtK28u",
+	"6fuJfm9Sw8O8g3MlBElhiPvSCiG6+MJDHJav9KTcjKxDgxlJFG7wD5wWasG4SoyF+H4XWFwzoBHsfZYY",
+	"JR5JCiWc3RL8HcJzVqLQgr0sWF6ht0fl6q2Pbf8rV3ntIVbyu0RKo64lxps1ZTTXK6untHYP3r59273w",
+	"xrB5Gd48f0LOHp32SbTQKg6fs93s+wcuiywT+f23KRURTSeymFox1dEN0wOJaEanSZqo1ZCklM8LOmfD",
+	"vJiuKtriwN8rNzjv5b09SeUbD0Uks1zcJDHLN+cGVkhH+swtcKP/jsUJvYJB35OX+b0AzdWSCdAZzb1X",
+	"GSPrulfgOK69NgsqiZUI9aDIATgxspQm/MBISInCMAX/ueFG2zWO4SrZOq3fzKVeDxju/vfPvd2Ft7vw",
+	"2kNtrF7BA1kK1Xq6oFPpPQYzSMWTCAs/IsYJ1NW8MiRtLSNp+Q9sIe43qqKF/fHi6sk3HWOCUwu2XLvi",
+	"/iv1IT7lwul9h/bMKWjr23/66PE5+Z//PjbhVNtiibyh7+qqbvKk/fb4CXn59DX5n/9+tLM7oDRZ6cy7",
+	"xxWIRXTN8iFJlnTOCNoPhse9o0FXpskS3bvGHFiKXR5Nea2vsNaLNeVF6W5vJ4Z99cGOnTWDRqJIY2Jc",
+	"Fa4bDCPItRpiROO31j/zvEjT++ta0BRJ2UxZi3EZyuZcQSD6H2gZ99B6OKqS3W2eKMU4+eXn/yI5W4ob",
+	"VFhBKFtqqTAXYom6QNmomJEyRmFJ0/SALEQag01uKaQix/0++e4r6yYhcSKvJ8tp1U3yqNzWt+Vw9dLs",
+	"uaNuPF1464G3tbKKmuhWl9xG0Oj1Y7VL2oObajoFAvH6xbcMwuqyXF9IlWAokInZBnPUB4gDBcNUTBXr",
+	"ag1tM5oIYmGTnMk7vZPENbc7aKVUqkkh3QA2VySlSnOeQrLAOltQSxwROpWMK7R7cnDCFxKj+vcbEzdh",
+	"ehs/ZDmbJe/rx+Ni+DASOVrQnEYYu6eHx9KUXLOVJBTUfwi49oKta7oy5uC63qgqPQKEShKigPpvspj+",
+	"J4tUuL3FSRI3RXvaNiEoeklNoO01W1mWj9HRvuAqCZUN/cFllPV9gbvIPmJ7gYDtQq5tYaLs90RvpnsN",
+	"bCblmJd0BWGCNrZ6Y0DrQc45uxHXdzzillKUaSE0UskNa9nTj7F50HB9rkgZuPdjCyL5TFymOVtr++Qf",
+	"BNd74N/OyrUrexRwEvSQ8Ya/TJArV285zZKJPpWVoPRtZMqQi5rV9DIbNnf82TJTKyKQI+i77TIdti+Q",
+	"G1+1/dppzhlXV0KkcnOadm/LXVtGGUaZcJq0ghblapGLLIlq9ixozYskpjyq0Y9+AKeJ/R3oLyVyJRVb",
+	"6lO6zBRpQyScooot9YnOWE7ShLP6W6+ESCcYizPRurumIjUXCAOmAoIhV3A14ULkjMbSGt10W5jVFBUK",
+	"SSTEE/KVR5y8UTijBQ6j7t4KkZKYzRKeoHfQsHijBaBNb0lVYH/47slrE8B+IInIYxObbA8ajWNoiKav",
+	"ve3CeNaN/a2et7VzYjbY26qmtbSTqz1CRZwoiPdqvCmNtNOk01S0oioVxVAtzYsrej8oRY7g4QlyyvrG",
+	"Aanjhm8NkVzQDGK3RpVgigNJwLkEnpv9eWCczFmdHH/5zUV3cHpG2gv2vuMSvND7Bg5bETOw55mf0A9g",
+	"4jlALkFzYFw7vUpc4wYRcQ7lgAi4bibabmSDQeY5XR6ANwuM3wFhqWRoxwFXT+l6rixEwtXZSe1FAHPr",
+	"RBk1uyaFjiZpkbMDSaKUSknalBhJENUcWcxmyftO4BgZqge9eukpYnmmmnL1tFChFx4XtH7hG9p1caDN",
+	"K0puF0K6NSQ55fWUwS75J8h4eyz3dYLhIFs5kL6k3yYYbOGFCW6Zm5Y19HQs8d8MKCy/iVktC9gqjjGi",
+	"hQA+/1WEsvWmIRdnm8BVK/v4bux65qwpDxe8/gzJ5Kea4/PVlqPo0wB39xXje168Us5q2tUhCZ3TPCQF",
+	"VwkETq7MBYcwFe5CKU3gdQHBGEWEwSJhMOYh3sgwIKE+vrHmGPoDBp6YX1IhVdjpkVcQjKNPKXZv2wHr",
+	"jGkI0wI3OTvN56zmcj/XawOsQQ7XFNqMasZgGYv/jM3brJchTI7I1rWz67JbBAMhFHgr3M7t8qmfj+Ol",
+	"TeFmNrLcb821r95PjAUF7wXwDfshZimDT7Y3FIa9L2ImVS5WetyGa7tH7BcoosM7WgebSKbKD6aHOjoA",
+	"462XpXGD9pekS2Hjt5KmzQh3y9JPrJ3bTG1NFFKKojXRvDgVImWUo3yif2Nywt6bEMTax8oQlM3ZPUFC",
+	"IklEObByKmtCVpi+yeXXQ6LFxtCXqr3unB66+ROEShodbhsP0YO5Ziwj6IXXmoMmJfrDRH8IOyCGR+uD",
+	"F1zLcyxfJpympB1matU0ykTaEOgdR+eFffAqQWppXR/V07dTAc5odE3nbJJwqWjasFUQwlAjB6JBiuFM",
+	"pyBl/cS4NRPcspi0Qxe6AI1oSqo/5EwWSxaOSAj+fgoe+yHGSjStDdrsJnEirxszVdGPMtXHQVZJ6QGG",
+	"sDjTX2hsfzt6g2MDylzD0uBjnCnd09ZnbMxmwynMMIV4kolc1XC91/prm/os11femHOJVmGL+cKP0yVt",
+	"WHFo9vCD/u/j4S8//71x3o60FxJ943XPGFtyw1TkgjUdJZsvKfc4TvZZrSHpM2WD0IgJsDNSvW2RtKuH",
+	"yf7QNFNQyGdF7UDXGaAsMxNwcv6Fs8Rl8zZ5nVTJTIX8WZLZqqxsHSHd2J6NA1h3cGtOYPU22Rvub8/6",
+	"gazlESJmXrJovS5v8rjWTMtGF6nkUEMUw4486sACedScH7PUDg1ECSC/CR+RG5pDXJ0kkikyXYH3zUuS",
+	"ykE/z5m1Wmju2BvzCwgFsO0l0sGYgBcztEcgJG10GaGOJ1Ai7RglPJE2m3HMIQ3LBMGLW+4c1hBZ5rVn",
+	"Uv1NSz3yFMOghiCiv8a+9BoSwcfcmVBxVPbIGX4Y2IgKmINLvx5h5sVtIplWzXMmF2MORzTLmWI5WKnc",
+	"CqFEez9oFK183TSfk8phODs9PT6raWFJ3/vvHA0e1xxLu4ybR8TsUhszFzCyzAbreQkmXtS9bcvPNSEx",
+	"i1KaM7CcVeA7akaM1qdd7PwVPPXMZnACdYoT3qRvzTB4TCrKY5rHJOFZoVyw3NCDiKi7YDUWbSvC7Brn",
+	"pX7ylX5QyxIYpTeRVTOAKDDozEFoPD47qcB+9HvlvebFcooCDOa/7Wjq+Kza0kY7a4R7TZn3SRcIaZ9G",
+	"vbaJrpdoZPK0YQjzrAm4NpqxTVaBRzG/c9A/wrucKDnmoYnlDtHiZZI5IctaFCqFCF2Lo0Da1FhbA0LJ",
+	"LVXRguWdAMRWeGrMbX/APOdCkybNNsntAv0p0HpAIlFwJTHYTSriydkTJ36H4BIac6alLWveYu8BpAI+",
+	"SiWyDMTAp89ePrt6hoJgfdR4B8wFMG1/nD3yQtNKuB8myVXi2HclsvZIJTF3zG2SXBl6mGXpirTnyQ1D",
+	"1R9Oc2gssGkyY/rLTs8lZ0IK05yD7dLX8T2pwmUhbMRRFRxndzhN+KFckG7UdEF3ccDbuB4DBYIPRKpF",
+	"4JxpgeWGWb+ok4M3aNb52a9Cqde1KJVTwvhNkgsOThDHkUcmcsWDbAkte6nwlndf/HtoRr+bB3wq2c3U",
+	"amdWr9HkLpOf2O+RUleH+VLcslxuTaUcGQ96ThMJ2QA98hxuyCZRG2J6n7k5pM21nDVdWWbbqTof7s0p",
+	"qlP5RtySVPD5etwuUlV9OQb9gcXJsZavB2U2ePXr+Y2TWtcsKWmt2eG55jsmnjkBxa+UzOLE+ju0mOqJ",
+	"sTkz2SyJqld5qhEdNS4kX1SE0Hoj74ocjUymh7tEUpQ5gFuNKzLRzM3vv52zjtfbpoHYl/Os3RAlPNCv",
+	"5KLWfNcQ2bG2l8Yj77rY8Le7SQVmC7fs+hM0Pd5NyKhKsQZMrZzf3Sd8b2DDjfXZMuV6+6jZ2v0tpPba",
+	"7HL+uoZrhwTLj2ELnybw8VrQrrcLAzx4zSAgX4sNbbnQel3CSZpIJTsjwiHJQ+UiXfO53wk/bFsszRum",
+	"n4rKsSDPl6wMrmlD1pENOTW5qiaipmM9z8GnhtnccSYl7qB92n7ctE8qldZyLcthEm4TPEZOowtpoRY9",
+	"GzfSM19PlEpD0j7uk5iuZCdwMYFrjy/pe/vo2Sk+C7tl2cBZvxYBcL/LASfRwKV9ouUkK+rs5TmTLvSv",
+	"RLuzOSDkwsy1ls2HUVaETn6XTEk0VrSXJfeU5KR/TEJ8I9RHpjS3QoyDBcUAacAZmsa8HUaeJ6G3boka",
+	"Ephl2CE5mxUoXpB2pa/AiB8oeANzM7CbUVrI5IZ953HoLez8qD84qZEmHlrUvarsgCfyDj0rFN4ux0WC",
+	"Ov0QVCvLDNeUxbnepPZajIcmPCHjNyG5TTgeB31vQbzu9Mj3+v8x30/OBt0J4EMxfuiaZcopZxWdFTZn",
+	"zJHugbpI2noUgLQrQ6SDKK3AQAKtEIOX1hi50OMmcVP3Eu61+jexpsomFRx0RJOIDxk8nqGY6sW57gwr",
+	"k8EIdPjGPKmvCF6WMW9TEiezGcu18hKar0EhpOSk30fXD3Wx11pQ0moiDiNRAQYB2UwyreDa3MDSm6Wb",
+	"8CyVMA0KprkeuXCjMnEaSNgXIo3JEtukWsetXHDn5ED0O33BYtI+OTomoUvf0pdZZjR3TepRgJ1SzMhP",
+	"LBdyzPUJcDOi0Kt5MBagSYO1YNNIuB17MEBYXLnn9auDN944MB6SbXlelmwp8tVkOd08K98lX+l54hPN",
+	"FHTkuEU9BXU9hMGY24Wm0pDWpDzcSIpOjs5Pjvsn22FlS8lt5yIIPoEI0FVVWCyd4A2Ci0l2920fsdBE",
+	"OTSvhpUb0qaSGEOOfgwtNiE67cYcssQtHm9pk7ZBRcgrIsrRyzeC3GdZLJlLMteiUml0GftSbjkT9FS8",
+	"2x77ckeBxFCgzdPxPcLaWAKCj5G2gUSAT2GnskRTDAxx0hOEUmlqPebh5cX3T7++uHo2uXz25M2zqwnm",
+	"xX9/8d0zkxcPtxlSTEmW0ogtwJYTkNtFYoBsGYB+6Ibfr0jO4Cm0++PVR8DnhJdYIRZN2IamL4RUskcu",
+	"OLGoOfqUeVz+RH8BVkE1GnOPzVtDec04kHPX3pw1Zt4b86vKDQLcHrOwmsygAEH56pau8Aw4MfMTwGl3",
+	"gVxvMYxU+Xi6KXCSdplVgnIi2GQZup4TibYIq8JrdXrMNRMABhi6K4sILSMSQt5VaJw43o0EgQyTUhmE",
+	"FxTcOT/VgvHemL81W2MQKO1hRNswxkVhQEsMkEI5M16wKjEDM3BepFpaqNKrwen5oL8HdHeDwBuXGSY0",
+	"TV/NAMZ1rxDzdQUST0r9Zl2z1dClGeolvijUQuTJTxT9wV9hFqxBo4CGLB4FAXQAJEG3I/2/SdLzpJrd",
+	"sTVmcJuC/7tNPC2tpv0nSmL6RFhrv7kKkPWEfWNyJjdQT09yFjOuEloXm/2DZHl3KWJGkthUm1hSxfIE",
+	"AIWkSG+8Y2MSnNsoW5sbCJrOmn3qVk5ykbIJzXltRMl1MWU5Z4rJiRZgszsGoHivrwUclO/kBZ9QWW+0",
+	"2ThyT3PwORjkz3owdk1Oc3iAxEns0Fv1LhgHsHE4YC69FnQAbQCb1jwtZVYtiQq1uWoG2HS98xcGSAXN",
+	"pDFV1MnYkvzp8tX3EDYPL+8ZJAlJm/Udfffiu2eY1HmXnJi1M43tBxuVT8r1Bmw9FzG/BgED4WZDhKwI",
+	"h2vQpAYFowyY7ows9WTG1bO5snrR9k6kCzDerRJYCOgZ7/aKk9OCk+6udtoeJmwN6nlYg+AKgNXkSl9o",
+	"HKmmMqA8ixkGJOBq4aqhs0lJ83EYjnmacGac14nubplwqkTeCUiYxCE+nMTDELJLtEKPNM1gMWP+Vqhn",
+	"hGKdPnBjjiKDgZ+BX00DPfLMxJsaDNg2JeGV/iswseiCE4jvCq34oEeCiSmh1m9i+MTyPARdNUR3y5NF",
+	"wXUbKBmGdnVc/rKFslVCjOycQlwqNuaZkAnGbBjGGpDQkHToGG9PpaaOSZHxfgitTBW+pFJ1YZ7dF09D",
+	"I5Gig3HMQcNFOSuJqJ7cnGaVuXxNs1B/rynKBCkKrtObJFq8MZ/FDGM1ENcnkRCxERcRi6vzu/s8zA8+",
+	"PavO0kaHjjmIDRZsTu+8A+YpX5ZECjKjcKDKyXASruEp280bc/OYDOGQodTrNYg563j7YVnMzdRr5gJX",
+	"1a3Q196MbczNzSfPML14OOZjTgixt0OfRfwCzir5MG4l8bg1HO/EdBu3grEJRIbnDfTauBWQX37++0fb",
+	"TxIPyXm3X+kU92StWxwoNGV+1x2I2UwyNW4N+8EYyAc8MC0SEO3HYw5PWbBu+BHgusetj2szxTXc6NSN",
+	"38FyY4s2x8N0bYe00bmZrCZuPhVBvSnLAEH8g6GTTYDYJc0PWnOaNT33Nc3sU7nhx/UP4rlyz5a3qfEF",
+	"d7/sSw6YvMkdyvLcexbhyJueFYVrV5+3bQDPLn7b8KkVVvgwHASUc7aHyOs3tdOz64a3x7Nu2ruedZu1",
+	"68H1td/5/B2e9U7Wx3c+1ngpz63JA9V0sX0SuhxOfikVWMD8KZXs7KTWvLAlh8oE6CDGO17QETkaPP6D",
+	"CQi8TtIU8dRlMuc0JXxEeJGmBpbTYjGXGsaPbrxBSz/Y0kvBhUrqElCvmMEL1/LzkABgnK8FaskVVDuK",
+	"lnmmanNGhFhOcKBN6lXOWXoAsThdMesakxm8kmsCzmJ0CvjBTXnBXcS1s5E1xOOaPE0jZDco5JtZrxX+",
+	"Bd0msgThBwz1Wy0IWeEd5QbgNJAkKDCmH4T+Ww5pqpW3pVELxnwNwrWXM0UTjvlCma1mEKKAJtKYSUXm",
+	"AkUlg1oH+Fw2sorHaLNxlQH00Vk1xRWZGe5UaKQVN1wGLiTdasnDSh0AEhNgXBoXik2FuEYEWBjQcuiV",
+	"TzNyITBq9j7LrSUwTORkSRNuhZ6OQ6mNE5mldAWuH/N3u9frdcJAa6NZKlSaTAnCe0mj5IocwStExnig",
+	"TxHlMZXkKVX0eU6X7ECSb66+e4kyJcRo9siVmDMI0TRaW+gDntXsCET/47FMciMGG+nXqV+dkfGR0qpi",
+	"mEhwYxibrjlJoa8BkgtwoY75rQmjyBmYsyCdrmrG2o+01unK1Qy+mgy9Oa/LTtQMyTmQkADBDPHOqrLG",
+	"l0GbvHzx9bcvXr6sT09vysoLnTQSElf4onK8/fRLv6KIy7lrBS2XcldLgi2L/9D008Tp3XvlF64XK6lN",
+	"WDCiQn2fXhGTzUx5RVMPbtUag29zoViADjXIt1R750Oul0ipBVhKYojmLM0VI7LASiGaniWpc+fVU2Ev",
+	"dXBjwmUtlg+fak9w8BVmXd2mri3n2o7WzL5mAz3eXs0jX0tLdPOoU+yfJyl7xlVdnblXWkfXP+nbRE2o",
+	"ZY9A/iaqr2DB1iMeatqq7x3ipaA1EdH4frh63n1srB76RIz5kq4Q00hw1jFY3Jqi6QZMqbeMqoWxDf/w",
+	"h+fPnz8FEPDUgB5BdIdD+1vp80XHXJ8pwoXDIogoGvtHCExLuZkMTaWAYpgJk9jTBMt4aBIHkR9ULcY8",
+	"Y3mk9WRYY4b9OEhhQLgpJCq5OPpffv77IfiADj/oBj6atNiq+LasFaheRfruZCw3mAVkatDIN837przt",
+	"nZLRm8F9TP3G2h/sotSdi3RlgoahKErTnv/y83+5ApBk63KSti0PqW9qJ0CpLoyT/PB/PX8O5yJA9Fwb",
+	"BF2P0F1d/21p3XvaGn2h2aT2xgnc3tUyTfh1K2hB4sRuC5vFvMHidga1D0YT4Kmobm7TVa0PNNNjqttH",
+	"feATtn/8WUkMdhE2XAXbftNo32IG/OaAs8bKodbTDJngTjqpOV1INwx10GdjgyrY9FSXKlS566Y8lJty",
+	"2IBK9Y++CnDsN4lL7eHeITAt6OD0rEGW2vNabPiA/PR3PNvmUJve6o6GU70bLehzmoVDI01YTca5cgzP",
+	"B6YETkcUfz/NeO4Mm7Xm8znNHsB4/g2jKZ73teC2BYuut8aDNEkbZdub8FxCUyUf3bpOtrxhuawFEbkq",
+	"U2kPJDGPQd3VJaiTioB5zZRND2N2YxJIOCm4fQoe6ezhQmyGSahmfHvT41gZRciJqYeFOZJaNUXCLCOa",
+	"ppNZkir4YplEuZjcLEEQksva1fAs9fViUJawyJw4NIMe2CQdG99VFXhNSHr9caxBTtUHHVuCUPAQDDRh",
+	"h4jcpBZBBBlqWD5hCUiINpx6gvCJth+06dbneBD80ShY0sIdofKd5Nab0ba3Fn8GI0Bnb8m/3s105TlL",
+	"HM4SGDsseqYSELTjsKdMfWEIOej4Ctm6OP5u90mFMbm1MbfdW+K6Q7yWcFOJVoJA73VPOfjRQpIzVeRc",
+	"WtnZZ2oSRefQ9hsCBJo7Biami7oKiZKpzmjM3e80vaUr6Xow3hfINzf+FnjQMqdqXJIZ85ajU5LThgyh",
+	"UJPxEAoAKBGStgtr7fjXq2rDam+h+miJuU3S1EK/SsZrLp/udm9N2Z6//Y9L0FLikxioPVcwPmil7iBh",
+	"ycAaDtIYHl2f7LMRDmwiJusjBavgPFptg/jLtq0DaHyutSHPuuGKSOVDaskJFB+c6KN7t/gJ9yoC5Nzp",
+	"3UpcZE34IWIKYPt3a9m+inFiFaxMaExfcw7oPPpjqmX4eoNPbqoW1xgqmkO3Lm1GgLnbZZnGPY7AuppS",
+	"ncn6qqzv3caG+AN1E6o/0bl6mSC/XUMV+gRMXSgKNl3VhSZkLJdasCJaX0NwGgP1QGKxpAbZxlTzc6Ba",
+	"d8ANtB00oaHkqv687ZDWi7wBeU3PA4K24Gp6Cf1+3YOhc69juZmsmKZJNCnyFJ3lh2YNDj/A4x8Pw2DM",
+	"bULyxgrZtrTMbKoaDQ8NukrX18B7+KDF0sDXTY+TicWPBqz7P0LHX5r+60HE1g6nXpJ1yC29vN4e7MSG",
+	"tefu09JR/L12rNw8uX7w4LxtVP0Xt5xMc3ErWQ5GpCmz9YeNYf+sT2TdMa0iWEDjSmDB8QbTZplLZAaK",
+	"GZ5NWaTmaOGxCrzIz54fG3nWP3lcCY1sSBDaXHgfT3At6C5e1qUUf4c17U20kJjZ1CX9tAm+C+unbrKb",
+	"6kilcvJ0pagSpCvg4ecWgA6dWFFKk6UkdCpumEVO4R4mXTtRKJPp3bVZRbbJmgjDhuv+T44dvQmRV3e5",
+	"omq85tZUR+9RraksAVC/ZhzgUJxIxvidOMKnBGeaojeN6Ox3HgR6TnctxZ/xqY9QExGWspYfSJbvl8xb",
+	"1u4xzXkvu4UJzK2rblotxTThhbWlcs5PTh85AFgsiyBrNF9TL6E2pfQWjm4O0eNalIdsDUFioe8cRHnX",
+	"67Z5LuqQop8nLI27KbthKWrK1EVfFjmzUB2QC1C5AGvqgm6ldh+WTEqTp7x9G+yD73ZCOwctQNAyeNub",
+	"8cBeGeUP21yUNTZsrOzQePZrcsmmKSM/vHlh0yJAl4b6z4D3u9umYwvSQM9bkTBt0c4aoa0eP4baII8S",
+	"zRN1XcSZUkiLk9hET+IDSTwa85nQMiriUGGoM1qEd2CqdHqIL1UgFkpoQujCMUdB0eQ/VJFRDRWWziLE",
+	"3ieQilDvJ9acdsxDF28DAZYlFmsFWcYCs5Z9uKLz+hJRl0SynofuQFrqr1H9L34E0JZAnXsAJG+6qlzQ",
+	"zyaDrLyyvxxdhgnU3ZxcfXI5hF3hbZf45Mf1Urf79VSHSVuRfEso59LJ7Pez5cbVO5FcYube7iJXdXeH",
+	"tFC23DAom8i2jhWSilsWf1KeBS2UmGB4cw19qVTkB1GbQgqjjSGzcdGapBiNCE9mh2hKzSjkEZZAKyf9",
+	"c5MYGDdIpNEavuxW0ch/FhKujfxep196GdeVag+U0zkrwRYbQkxs5szEOqad3WKOPg1IUql/02FPNvB1",
+	"BOeHlDxHuDEyD1xafuXTiQxHEIPNNG1LMlj6wOZaklnO2E/2O4dzaVC+NBVEsXgd9Bzaq0F7bJ5Pxciy",
+	"SWk+Ha620QVvIrcg8aYptMaBjiOqhY8NVql7YBak3RwahingY475DFD5nEItu/RGS0aemdWFD/KYhF+U",
+	"QSeQn4fp8pIumcnFREXD1DKdpfRG5MiH9rC2Zs60uZXU4FMWjTVuENNlJFCs2RolDA+hQzSvDSzKCzyk",
+	"0BwJM5ZP8gIA1UKb7GpARUycmdWx0CSTcNBYPdiAMYe+vNMalKnvQQUpjPqIzyPU/CgnIK0nUuVUCcAy",
+	"GXOTJewQInaguhr531ITbyXtulWpSVDBga1Sio37UiUIVfrr9niNDNaefrcrW1hFI/9yGvS+7AsYzx7s",
+	"CxuuHVKhLiGb8NMMSpCfXItOhZYGE5fqsCMgYYpmSc9Uo+tFYhkGJPxi7QvKyYvXhMZxzqQcIeWw5g2R",
+	"4eBIOMxEjmUa6sBtBmd3Abc5HuzAtoGZbKskVmYYH52Rb5OvCDUesE6PfI95m9X8VD/v/ez48cmO0a5t",
+	"K44nMFtQt7egmG8eNDiumxPpHg0xpR/qEUNECm5JYB3k7D1bZqp6lRtcJFqUqGNC6xZRCTweR9Q4hQaj",
+	"krNJopnCYxz4hYlyvjUl0CDpHendknBxGxAa5UK6PChMGyPtcBllExufZeL5wD5vk/TDwCL523dAiUNx",
+	"isU1NrM6NM69rCoGQTkq8pxxNamCs+37tsPw2i+b27y6kQX9PV1qEXMNtlmSBUtju5QVU7EDAEc4qzI7",
+	"3yI/eUjNDpUE1k9fTG8T7j92LGtlhuNhamG5yW27Cc7bFeTmWyRo9MPhMCsH4/7jrBxrBwqRcNTFwYyw",
+	"ZayBTT/XQ43SImbxcMxh8U0Wg1P7E+m9JUXpuG5XsS+BEhdZKiigCtIxj8Ut1x/hF6yQha8Gnslf0+UD",
+	"Sd6y6aWIrhk2A5sAj3bseADFdswxD2cFZY15j7yyRgagCwE5GZxrCQFoR00Ox/2XHb3+Jj6hvRlTQE00",
+	"m6ucY7doLfUErgKs8ZiHKE72bE19QCmzjMBgzgxJRg1IDZJdLxfF5oekQjKMTRlzIzu3w2ryTRiQqpZn",
+	"Vsu/P3sRC6thPNS6fuXC6Uui4GCdFL22Wc8YeuOgSxz88dLkghRLlwoy5qFMfmJWITBw6TRTkJ8C1yGj",
+	"+TUqau7K2+vQI6+rC87Z7ZiXY0LkJAu8NDgnIbCSsDOCVgHshVfatmhn0q65XzHhfqt3WS5VSbGMjrTX",
+	"rDHeqkJY6+MfZauJzQT1vMvjK2ukuumOVosVrB20dTpaJwn4aYmNcZcmvWkNugBoqf7hgQAL1rMc6yIv",
+	"TT7s/YMvvRyj2tA+P5vc5ZJRhJOYFlwfiPafimyl4PqFtm6aTRgXObF5XxNIshqN+bPBV/pRkz3eGVoU",
+	"giXNfJwKqNjAspxpsZ6awm0mb0nr1iCgBvoryN4fc0qiNAGGAbHPNp1dU7sE8h16BogBqtAjWlsKArWJ",
+	"DIFErToLsd21bfUp1yQCO43NWQyRGyI8d44hjTjhtj+8wAx2oZYp1CWDT0uaX2sW6X5OqWLv9ScoVn4o",
+	"b+Z/eK9f0GqQV0if3lAcnqZpGKAGKSH2vYzPy0b+M2NzI5lWKn7HM1CdVogYgKrXTGiauV60H9/GWZls",
+	"/oSTEIqFhzY9Ds30LoGuB1l9aA74E72hlzBeiFAvg5uNCD6EPUYaDiYAR+hXFnuSRgrw700dmXjMZ7k1",
+	"yWj+i8thwY286uXlHrSGrZNBbVixl5a67SZX0WfARObnSdbrHS7VEuGPY3ZQk3FZSdfUt+lVoTQbAS3a",
+	"hNybe9fbbftYG9Z2OrGLRnrgF/qo1xAQh33hklA/jVBW8yM3aaQHHPCu0cmyNouHRt1wyCR7VmMDU9FW",
+	"gl3sjRW7Dq9NI5WuXLSI8ZAAFAeUMbI1KhCnA5xtxr5f1qLpjEh4nei3OAKIInJKu2zNvWuSM5AmSzJn",
+	"nOXUwypLJIlFVCwZNxZTE1c/5pCChgCctAxDMffWdN+2USkGRNNEldA4ZnEnIAmfsTxH4DqD3wLmW4yZ",
+	"mSc3zFSx2YZ6gd69hrPntuEJWvycF3H38/jgJkjEtS1iuhdGRF2L+78RMxAJH7AQk3OifsLbv1EtIFtO",
+	"dt2aqI9w5UqUF8DiFiRyLWPZeBcbC8TuQGz/tSoF3QP30lau2Kv2xD9puZ8t5PJJbXLpBRZlNIypbXbd",
+	"ERt7ImqsblXfv4+Bt1a9tOGIrFF/U0y1sUbR5nVvnssaQffJszezmNVPqzkaYnNm6zUudk2uuSbGpfVN",
+	"uVoGLJ9EWDdP/2lUQPPJ+Jtqb95lAyzkhTWkU2lLrgHYIXqyf/n5v6yyrSQKYTWLUymZsWfJC4N+3STt",
+	"oZurdAIfuNAYMAAhjoaHAEsAU3snfGx9vmaDQ0WPBH4qJ+87VYgSAUnFLcu7EZW2AKOwxTjukAnQ5Ogt",
+	"snh7LZJyXCI3Q4UkGJCMDYrNJwSOGK8fLstaWQ9vTLUHFg5TvbPNwxDey9dmjuxOvATTbP1wpE1Z3LtG",
+	"AJXXWh4z0PA2WIoqU+mFtDFydliLc93ZM4fmU+6MF9OxxYJtDf3WVmbgacxA6yNNjFd4QpViy0w1FA5a",
+	"ai3XPoIq/FLcsMoyWcBKcFk4jOyJqfrd4LiyT7m4subCtVbtM2Xg7CBQpvUQlXf3XylOAA/lTOWr7YV/",
+	"oJqQWQKtqsUF29rX3YhhAw3iFmJbNdVN8CDx21jewB3XTmBo0shYfL2KBbx0kN6NYlXTbRrWqgYZGiyB",
+	"bQ+5ubMRh76g0hXYv1dY4G7g/N2J0hDBXcg73tO9sfTvT2maAfF3AeBvA7uvFCiDUoBG4y33Paykxu6D",
+	"PQ+CRY059Zbry1smGbQxFJ38gZhQ9M7I4jwLdIPLBtCF/JrFW2peXHllK2CKZZqilrTB5WfvMjbWCO/g",
+	"HYlargxat4kPLJuEUL87kAVPa6n7bUtEE56kSRLvJKYLyuOUBVg305VWrpQT++RIqaaSATU0DcHtEdje",
+	"wfEbq54tBGzR09xF8EgbtzHSJYETuS8fyrsRuKYoL0gNtHK2GyI+bdHiAfqaxCxLxWpp8oobSmtvC+LZ",
+	"LBMAXmI5JKGmjyFpc4HY6GTFFNSZgODFYcmoCsnGfAkmI8EZQNaaYPTAnUfSxpL0QxtiVq21YiEMAVdk",
+	"zO3FIG3k/bGtiQqHqHqpAL4r0fuGgZthefuUIThjbsdpa6dItLOt8VLSpraqRiSKFFHnNqWPYbV8KxrL",
+	"uIC6AHpcpuw+w1dpiiVfVJ6wuMzi9ApxCD5L8qUc80SNyjEZrF5JV5LcLlZrZTgM1IRZaEsREepEL12r",
+	"lDdwcg1ZvftEjBvptgwa99HH1r1WNmLZHJTCVbQIMFqnXNipJvpcsx/NibumcpoLV9yoVqLfgaY798sO",
+	"KylebZyhh4tGVTUq0fD6NVWlwr23aAdPcT/wvq8nIXk/rRnFsSpXmRpor2llIe01WTFF2oP+wBRU2jyA",
+	"9VSiCdAUtnPQHwwrJ1YLhZB240KwbDw1FGv/FPifeipV7R4ZnE+zE2lvf42U0HzutwEFlTuxZSfr9U49",
+	"+UlU5LJOuXi2zNTKRviAapHROdu2VndRYFH73K3BOke+P9YtE31NVbS4o6vjAj2US5bPAVQqWpD2m+dP",
+	"yKPj87NOJVVqRADmCqqtNCOnhZuWoE8tVvWjXWUvRaixatWPdjl84N+tZaDqmt+NjYAuGS5uPd5gDzgq",
+	"MsZktl6opjMiYR/N5bq7MPCrNvW2F43pb8E3/th8Hi6bIEdppJIbFkLZHeSHmhH2SBilQrP/ITEXy3qF",
+	"UH8HWatkjm3IaGPuYafjjsp2PT7rX3ocgCbN0GG9bdKT2e9vWky2m2nXFqiQDMpu0GvGtQRX2kDb6/Xd",
+	"17CNXWwN+P9AwhmuwZ/4l4og//cEJn+ZIGcGA+LvUpL3N1CrPlkJqXCWxsJRVlvCDRAzLe9bK+scMiIS",
+	"HrFOIzDj9gQYL2TLHn9T8kOuh74lakgo0VQ81+JvTGgeLZIbF3RQ7mrCTWmMSk1Aheik6cqoITFVtEfe",
+	"GtFqn4Nk4uv2QrzamepXK0oZj4O3bhWRqZbhmMH9yqzVj+Dbj7damrGTuXohcDu5q3n2fiWQd9QirCXj",
+	"XhGCxiASUyhmaNO5xKwsmg9y333QDBHIri5iZAt+1cMEi4QOcD6RJNLjIG2Is9oVRSJMPXQDJO5DvHce",
+	"KrLkUsUJf5WxmozFbxnLSDV0G4KpzXRC8B2HpuAaFCBFK9rrV5f1GeT4AoSPpGytEhSkq7fDPzIx+1Ll",
+	"BQsJMFRNtzo9cqWJj5e+7sWGGejBMTclimDaYC7IqJQkRC/zkPQBYG3OIC6QKiyo1oC0D4vSCNS6kyIb",
+	"T96BNIumhLjeE+fPSBG1HAUbg5r88BTuwy3NwejsFq5zV1TvdbAC86Ct+FUj2lSOj6tEsu1ii0LVX+z7",
+	"45RuvdmiUP+33uwrqFrzoTFtaH+MCaxKCMy3/mxtAUzQv0zqgTUMiApGzMpiNkveW2HEIJOYagToEAhK",
+	"+21AUiFVvdC003dD10qDYNn+udCXfX/j9W+E8OBy8isF7Ey8dYRBaOXHpsAMhxSxERuBaA81+44BCXAC",
+	"kthmKVnBrj5pebskrSniFtcMbIVmAlgY0QaxiNzE6FTTIAMSWbySceuXn/8+btUfhjLk9o6x97vtRr9f",
+	"lIxSdC5P110QM8o6VY0UH1jxZsaE/rqxcuCn8QCgcnXEH4p23T9VQre/l26waQ7W0s/e8r6dx/ZSnNDk",
+	"bjnfO0SV2CpuCmOU1nuH0aMJH9otm8qxBC1NdGupyxXLlwmn6aWBTL+D1e5NwU3Mu7nwYMiXrIhFV5lm",
+	"XU0nKODTzsWtNDj2abHEBJFoQXMaKZbLznDMa7LtjNfJNdmmaWrlEZrnUCaZSle70mS/PXlDXj6HUphj",
+	"zngMLjktG3qphfotlHvhl4n+LjSFNhsl4ZzpqYRjHi0on9uil8lPrEeunr35TvOk93qo3cHpWSRSkZOC",
+	"p5oWY/QD1IO2EAfrkXypNUSaMs07qzYHLb2id3xp7WRCCwH2vnki0Vta5IlaXQJeJooigM15USAMPH56",
+	"bgncn95eaeJvYAc3QKEvOHn14ukT8uIppJBGwKiwnjGoBibeHU8Wx1JTMUEbkUS78Nmj0z7Wry/hDUk7",
+	"lPPryS8//z0M0Eisd49mSfearSSK1oj4qQUgGHFJgBdKZa2PHwG6bCZwM7iiiF2HynPr0sB9tgyYKbwk",
+	"h4eHFge0F7MbE7Tji0quDkoXnMgsdjkuIL2QixcE4GnwYtAsk70xH3PbHaQ9EcnSWXchoIqVibv3sMKA",
+	"z0ISSaEWjKsEwE1M4BVED7gu9bkVEg2KX3xxK/JrSOa1oBBffEHaqYhoSmQxNVJEQJ6K6JrlAfnWlXsO",
+	"yLMnAyJuWE4uL7+DqpQdGPYzyJ7Xax96qEScsXhHTe8/vb2yIjYcA+rvPhwYPAII7Lq1KXMibHMmGRYh",
+	"JmOmNcjq2cB0BjyCiRzzG5ZD5ZKALCnAxgDmzxdfOJOlXiUHtraE1An031Ll2TXFLa+U1ZemAhrkBic2",
+	"lEaOCOWAhVq+WmbL6zMO8pVX4h/q/9s5cn/LZYnebwcBY4JpJ8pQRg8GFCTDZM67CScLGtuK9GMOlRwx",
+	"FMvhIlaTy1ADwAwxlxgibV1gfa8gY08CBB+Ugf1bRV34m6m1SP5GloyCSfhvY/63brfr/ulXwhL0MCR/",
+	"Iyf9PvlbBe4UgoAw3kBFC6PPCa40TyHYBB6k+tdN5SfnQwapdTlNOB5cnwrhN64/wPMyPRSVbYixqyM9",
+	"NX31+VyfpFRLgCxGJ7cmrlp49zCOTVMzkU+TOGZmusdmvBWoU+i/gETwRPpDz5kURR4x0xZqX2VD1Ohj",
+	"+lFXZd7wAgjWMy7zKXOo26StZQtjtjA0F+u+YBUZuWaBxo65UN2ZpnbY9wn5Gyk4gFSStsiJFEsGJbNT",
+	"yQ5kxx72AI+6yMFubZpaMrUQcVe3aBDUsM1TuzAwlveJVJJMCwVLY455Igm+7Z2DNIkUNnBuGiiplNva",
+	"mcm9LwPbEDrJoB/bVT6QxsFsVtuErfiNe25n/HlkIxwSRdqllFG6MY2MUWiyYuRtbF4J0U1pPmfQw9Hx",
+	"2kGeiniluxEWLcEjn5jcbo+qLLIMgpO6SxYntIt3Vbdp19S2pdfCsGJ41GTIVhYNfRft8CKKWKa6rwHQ",
+	"EW9Vojqm01yLSrCHkqpEziAiFPs8g3MJG26xJCDbWL8RopYrS1wEEwaoTGklu7EWhwnP+mDgLo0LTLQe",
+	"FbfHZhXWZmN20lordHOnfdtcbRiFcVLAxTDYdKaVOcRC2QYoL3/342MTSQqeMxotIK2gjYmW3OBCmNbt",
+	"OiKIBDZqD0BpiDWIZeXwYpYm9jisz9ErqVNtzyJUEIh6Im29o3MIfypJHzCjEThhV9am/EZ/6F7oD6HF",
+	"2rZHFz3a2M8JbDgXvFuOvBwce49KDe4fUivzumnM0ZrurEhTbPNRdYcO/GAvDNsl+AEKlVoUc8D4R/CE",
+	"8qSEpoZEGNjrrr8gWnLL9Yke2egu9K35N1RL2DmnZkx9mOe0mI/MBQL8XFeqz7+7CRyZMb9wIKtY4vO9",
+	"5s96pX5iuUBB8Isv0DCiRZBBX0vBeFQoN44W3c6fC0DKpjldMq1YAR/HYKlhWYWsgfjFLEr182247sKU",
+	"G5RjHv4RTsuXAKRkpZF+lUMbmN1EuYA2bxQ1hCMY85yC8KMWlJMpg7fnXORQrGXMv7m6eq1JmVb2NYEc",
+	"km+eXTy1xQIWLIfZa1lMT2BEKLAGpD+6P8MzDCOQiE57ob8MRwbqyQTsuxqK/0/XONm6L+LQYmtgCkPg",
+	"gsETSY5++fn/Oxo8JilTenrBmMfJHJz0OQl7k2E3rILcz3ImFxDuOMJ4F7uKerXnPyVYFsxLwcXCN4zH",
+	"eshIXm3q4BBeCEnbh9xBDQLPpTkVue7MAPRLEB30VJwPRsvSyTzhWPPRFFeIRC57Fq3U/B4iHCVorWkS",
+	"MS6xWgkIETOoadW6yDR16w56/ZaNCvC/A5vYcknz1SdqRQ6GuaKLudJfrX7vCLvRejzNktawdQxfYS03",
+	"UFwPF1C87Cf997w26czsyaDfJ6Wzy9pTYYUk0YeyR74HpYYLFN96vlHuRdwa6vZNqTSwZgJRhUEM+n2r",
+	"YhrL1zoeAxYOcRAH1v7YEtcY7Lxgy53mNdM3aLW1gdZoIZaEaiYB8FWnOLC6Vt0EDl8YKgcqQsVA0Br+",
+	"+M7f5JfJDeO6E60soHedziWESdmFkhg8tFG/A+sCYm1FSz8gw3pzJig8myxKfZWg7EOtbOUX19TMX5qi",
+	"H4f6FWMjABgJU/vPHGLooeVbTRBCpNwHz69+ejSA86YXqTVs/Z+bwXjc+1Fm7/R//e457c7efTgefDQf",
+	"3304Ck4/lr919RdnJ+7nP1T+uOj+hXZ/6nfPJ92aL/69zqJcv53lqh6+xqV/racMVfsPc0bj1b5XhHFi",
+	"JQSMy7KSjA2Kx1WCg4Y8x9xYFNC1ppWvxpy9z1ik5AgEkZJq+sCD5j5abdlinoGSmaQpWSZzfaj43MQ9",
+	"b9zGN3pe976MZZnDmCo6pZLhxSzPg6VJZOA7Dx7o8sIkoFaKpkWffG31W8cPPnGq3O4eBWZvjfFnMIJs",
+	"Z2u8ws1ilQXyqzw+wEp9D5H4NF6NSIhjd6HxSbQgMcsYjxmPVia0sLeVmOl1T/akZjdHh8C8DpUwNt3a",
+	"iwTUiznjHIGnkeuHh8soCy2/aYd5wRFOHzMlrMMQgIZAjJ3YzBrN/uEpRuONL2EZ3Lfg6tEtpIlU7luH",
+	"dRmQkLPb9e/11zbWcuOnMTdY/2t9kGoXIKKEHc8eVYBsPC+SWL++Bj6CWCCAuVixxRgYEvtSCjYAG+dW",
+	"rS9j4NJciRmQ4CxyyYIhGCGIPxD6IVVeREbezKBohykJSeRKKrbUjS8z1SNo7vS2FZu1Hs+gPzjxHByk",
+	"/Spj/OIFJB4uITwmRL9gSLIkujZ1HoRIuzGbJRw8MZqrZWw45iEciXZoCkiHIAyZ7bDdAygUzwoFxnqq",
+	"P6KnpPwMJh48riEkzoC4lOiWP4yBf4xbQzJuzQoOSzBuBZVPQ/JBjyDwZx14Yv7Hj1Dpc8xDytUiF1kS",
+	"+aOuG+wEL3PY6ZErIVLYLQMXo1so5gtL9cfcYIaBRoOp7rBob55dXpXKhUTlTZh71MAPLvQdvYIrGuyQ",
+	"M9a2BDfNiQt/1fpWKS8YV69PwUpEkWWUecG1+Al3oBW03IrVuT/f3ZdzORd02U3QstenNWz9eGkIkVPM",
+	"3435/ysKqD2viTf4GXo9oH1CpBbSb0nfT/Qhl63hY/A+GbK3sYxvCr6BdZHAVzaPrAxV8Q9GTfT1FtSL",
+	"bdEMaxRrr6iqbSgYZsc9kowy1H68yzuADWK6XklSHjzUhuyWAfM/2Yf5f0VjGzgKrxztfuWHqkkb3zvZ",
+	"/d73Qj2HGCX9wuB89wuvbljuIEfvJcpsf+tSiZz94IsYFY1UrzYwbcOGjf0iydd4E6JkWXLY1aQq4XOr",
+	"s/tiARadKCUC425qFAe+Z7dMKrQoBSRnN+La5DtgYFRMBGcleCmM47hPYi3S2GA2tiJaqLF5p2NOTQpr",
+	"j1xAJD2wQAyvpGlq4jVBmiwLrJVeKFsuxPiIhoSOuTVaeTXmwLc2Z0qSk/5xrfStefPF6xff6vnvoLVm",
+	"nJqPOyBb0/+oZoh6SZsIMaLR1FBhE8+wCbO3U1t6Cdjkezz4BGM87k+1TfU/XCo/66Q16A/OukdH3cH5",
+	"Vf982O8P+/2/VEtG2mcG689outc6jk7iU3Y2e9R/fHQ+oMfTk+g0PmOPZo/750d0MF1PVCx7PO5fHZ0M",
+	"+wPTmlnuKOlibjGENrBZ8l4T1fn15Hj25/fnL5cX8L2rm+gc6OjY9SH//42mScT8x4FSt86ng9lZdMS6",
+	"x7PjqHsSP6Ld8/j0vNuPjuIBO56d0NNpy68++KPb83eeomEyf/TeVEKBWvurHXiYIbyohnRfQD4BETNz",
+	"PH9rOr0HOXxu/Yy/R0LtIGWMG7xKdy2hfQf1WGQNqf3OgBVquoWY6XVedOwFffvWVgtZdUhSQ8CgMhjr",
+	"kZbQQffQT1x+c9EdnJ7ZbFNrK3SEjLRLoMRmOkqe0Wgx5mIGHilUmsiykOB3Kl3Wm/oNpAa2jcd1iFZ6",
+	"4wQfES6UVnzAvDs0HV1UEfCt/mIqlBoCBAV4MpZP3KUMSfu03wHNbMz1I1WU7DpGgAQMb0/LFQP8SsSr",
+	"u1HFWpJTe+tN4ViT0Lj3BX/iDdTdyapoqJnnxw3yfnRHq8pvTNF/L7TagMJVxjR99G02+PPt47/kp1f8",
+	"6D9WZ99EJ3+K+1+z8x9mx9+9f/QyG3wvH7+hp/8xPXpyfH3+l7+2aqj+3U5AbM5qg4B+zayUgqH2IGu1",
+	"gtaC0ZhhQc8n4AJ5IrjKRU3V0JCLLrhaTdTtmjuKeo2W497UWF6KaGsxLzOgQ/ccTOifmyv1H+9+w4zs",
+	"Cn3E8NrRHh1dCfGS5nOGL5zuMyMXN/EdixN6tUIsmd8T69RsrxIyWRWvOw1cdE2BOfxwzVaTJP6IZzll",
+	"dTgMb0B9KYs7m7QtYJnVCjtYYAEi4kzNcGrCB+DhKvMd87YpYTq0GlLY6RHoDcoxOL1Jd2pDdLnQ7c41",
+	"n2vgumOuWSe+Wy0tbVQMgJBh6cypXyOTmmxfonwlODswEcV0zM2i9shFTXjfNVsNIZavhkVigx6LvLP2",
+	"cBcRtomweev4O5Bf/5UtE2/sAbP3tlHYrTUrvPLiqa3YjLJaTdwpHEp7tIf6UK/r4J1aR/c/+rR+PqX/",
+	"6FOqj9mu87lm99lhQfmWrV48NS5pzX6KGOvU1Z7ytwtB4gSxhQLCPVOaLXFZRpu1ndvJ6mk2WAmjufQ3",
+	"mPPJTQrlWk4b4ol5Na9jGx2MeSuaP3UCjFDEIDP9PbDKRPCgxAED4d++B141dDuhzmnZdOUpTZfxAgUk",
+	"8y/vaMxdCS5E2l+twfH7rL+MkMLcCaPkTRLgpxe8kvyFjdIsYzSHGgIuBsplnJGSL7vvTMU9CMjW2oIC",
+	"jBF81yRhSnChcSXHnOYGmA3KnMBu93KmMO4rJG2LHnuOJs9Oj7zS6jaWCJBEzMbc6KuaeJkyyyFBvk5j",
+	"kqiRYdIQd+z07EZzpR4BDm6XyfIV+hyTqtgAqyYDC90Sour0bwbkBFB4sMB7k/my1L8aYk0w16cm5KOu",
+	"tUoiYW1zZyd7N2bhOvYj3Xolv4ViCbq9mrXDpdJsylW5KwU0WFiPtNRaet3xrYzKi8PxY28aAmWaB6al",
+	"19zPGAeQRchFOj4+Pu80DQsQYioj2i8NdNtYTAGNuwwDUKI+aRj/dNZwXAS4gzUWkyNrDYmTOaCktB7P",
+	"To5Pjk/Ozk4ez86m52fx7PF5HNPz/lF0evTobHrUp2fx4+Pzs6M4Po6OaPT48fT0fDqIo+PBI0pPdFuG",
+	"uE+WsjU8OQpa7H3E8qwsD3FMuhE50LdVtc++eNQ5AJNNojDLe9hfSzlvGnMSQwGHgQWEajkSXMn3HW5k",
+	"jf+2lhp9aBy8oe9HbZ3NjqJ+/IgNpo/pCevPzunx9DR6FB+xweyYnkwNvk9rODj2zDJ+HqtDumj1p2fx",
+	"8awfDeg5O4lPT6dH0WP2aHZGT+OT6Hg6uJ/xXhOk3bZ74EGOjPsyxWeL/oO7XmGtUzEnbVo6AKsWCRAA",
+	"nTkCEY1qhcE3TBU530yFY9WEKyhgp4SJ7dc/4505kJgfR0xtITnm7ULqeS9ZQFCwCIj+prsUMaSAQBw0",
+	"TbVUclXpFEIiI5HHDEIdbKjkmANrg8N0mFKpupIxDvRcNkSrfMfuHboIK+u8n96w9Y/XLrnTyE5okb1p",
+	"vQv83wAObthCUvIxaLElTVL7xf+21EbpA6/pXi7VRE9tk/I9Lm3X1f6C1jLVneJmGIo2PDyEvNSFkGr4",
+	"uP+4fxizm0ORxJH1Utb3cj48GgxPTv6C6AgQtmEHD2Wpc+cqNvPZj4K8dgS3QSF1qrY7Cr85zfi9+vRy",
+	"JkV6w2J/6UoqYPMWS0LgV8qvJQevbSSgSU61uQ1WRdDXQvluNEAYcPGDkFgNNMmLWBxzD9rWpMzExCWi",
+	"JUxiHWUTrhZRThRLU8S+hRrMoIhglqVs0kHsyO998z0vy4cWLZSYYI5hSQy8kUN7kKtmI91N5pqcsPe4",
+	"++49H5QInzX94AdIiTKOF/uVFKmVZAwkta29BRvsSm5NqVxoOpDR6JrO2SThUtG07BoB/d0nyBWbxIm8",
+	"Xv8ORgRxm+u/cKZuRb7xgk3w9OH0IEh+AlkDdialGIVEsYTew+xB9yBEvLkPJaCg+cLUUDcN+OVU8AEv",
+	"XbA1bC0pp3OQluxVmCyx8B0GHCFU54RGZo0Bet1+62HLHj3WymPNbhiKWAp5JswPQlYtqKWrNIZLBjqF",
+	"nMDNmmh1G8On3VdgBcHvzJrjD9WvGBQ1x8AdcQu+uzyJ3Dr4gx/0KyifLWAOkxK0wKFzD9eqUVn8fFzr",
+	"d3eg+HCDmqTGKwxinqZl4PFngt9M8N+uA0/URDH4VN/RL0f18wLhrusDPN4UXCJmagWLCiBqQlupLLS9",
+	"D112ng1ETaRN7AVBLwbnFeI3OLhvD8QvIBBJ7gDX84JjoY1cLIWyCBJau+mRS5OrpzmJS+wbQl3hQ9A1",
+	"upjNFxLqDI+SxKI5muJNwe8TSlFWwiz01Sdd2nIqqK9iWu1PcGbhTfe7Ol4J1L0iKPY4lA7366mmWR8D",
+	"LfPd4a3XZl9a/6ou8P4epOCJgUP4R/jMB3d6+belbvuMLcM7eg9yqF/cwx30NeZLub1d97l0xWyGBU/5",
+	"OhHz6adXw99RUK8KTn08Ml0yGZjifeAhSeCLKXoPeuQ/1ut1oZ8eK0ZsCrOXpr97Z8Pace8ZD2tqKIIv",
+	"qoepFr1ILLVoaUQdl3/hlzWsb+4OEoNXcHCXkmim9Fli2FNFtGWZ2pvVlSomI1eAce3MH0IK044AlqW4",
+	"qcglrt9mz3mnR0zZA69kVKIAxx2y2JJK6afApCKadLX3KyjHIPjcpLfSiEmXq5/kHrwFFCfCww94WKig",
+	"EcHrpAScoqlZuXH7Tjbn/hReiD/nlzzg+cU1rYTzbZ7Su7rIcU+hHDlUBy9UXc0QVX+KMSUPsuTg6gBu",
+	"Hlcmg1KQEAhnCACuKaMA/MlGwA/GnCNzuE3SOAIY6/AL39UQBuTFa0LjGCoWyABNHtYJLTKEmCThUDN4",
+	"9DiPOaA4JXxuBwhRKxQxutCQClcC48KwuKxmS8igbKxYzrqS0RTqZhmz7pibrOMDSaIiz/Ukr9lq5IDZ",
+	"CE0hUbhyZxFfi0HpEOysvIljXnsVSxAgNAObUE4kUj7wC5YrJq8sOA+o1hBtYCkb9WzIUAViSLzQ6pEm",
+	"FBAa4ECeqmHedWQgK5RHAz5RWdjCTGFSrWFLXnfT5IZ1f/n573cwqNrB3V1TeJDwIlvRt55RmwOpVTp7",
+	"CHuodfwK0d4PK68ED70AZgprQc6/g/Djz8HED8rQnjiSZ67EDt7mJLCyVFmt2uEEKHHLy9KVxjSUpQVS",
+	"0LKIpWZoWOUy9Cpgho64B2Necd1+UiKkbaw35iGUEvvymq2+RLZJ2jnLGAWgy846CoFjMZr8QykrbNyh",
+	"3ArJCBYna3ICXJY12O4mHRiTJaCB7ROk8VIP45KlLFJwTBriiBza+J50pVIJsiG2ZXOZIL4lBOSvXBp0",
+	"MVinpiAX/9GmCKdBQ7xUYwbqaNtZ+FfOOl0LrfBLDO6pdq9Pe98QkbJSX2VHh62oezLYLH293v1pNSeV",
+	"cpquZCIb4lc+yYOAlSd9KPaNxNKPd7weu4NRylP3OfTkV7MqlBe75F/m2G9JJk0gRBAUBQfb7BwNFhvH",
+	"pWvaQNbhOkqr+R48y/pJE0viXBIm/0T6xbB1Rxi0XEitUGQGtAbB5tuu+P6YrwdBIwo/V1p7qRbwh8jY",
+	"ESBKejHA4pabVm/BEz7mXrF80qaujKTxkXulJ0emYKdDvyeUs1sMDg6jrAjJ4ZiHrja9wVwsNSznjg1c",
+	"Zmp92XniPP1i5nDC4BKPudHFTvrnQ98DBPjpc+FwZkrYOP0LVKP2hQrnrlrQGzbmUAUQhQ+7eFbnjaEm",
+	"gdnTsNl5c+noyifrZIzfgAj+6uvJy2f/8ewlULhpMUdiuYOa7kcnPdfr8dmds2jNHD3V7jdJm/0HcaD+",
+	"PwMHuiP/adL7PJr2+1P4fv38nH9R79zvTgmllSJnm6x7TfesIIFucwKY+uuVMg4HrpgWwu2KfG4trHYQ",
+	"5EXMlplQUFCJcod9n8SWDyF6phKiR55DuouBBvc4jFMhpwkU/9GcP85FlrF4ZIC/cUHHfA1P3DhFRKFb",
+	"7JGnZRllx48IRAVZVRoTa+zox3zM39pIBgecPqNJCtGyBv7aB0Rvaz5obahQGtfWlZW2zLwWGLzs9kR6",
+	"RdrXSrP/8vN/ESkAs7uMxgDgbrQGi7JusUggdUgJeMnW8qmrB+3lJ5n60p0eeVFTIZq0T/rnncAiBCK0",
+	"qFbDWWy+9Jw0NcuHwgsYhQsJknu56EuEHQGDBABBBy7zzOJiYl1rWS3Fj1vhVXqDmerPYjYj7eM+kWMe",
+	"i2IKUFRKkOM+WSa845UHd/sIAmcOtT8CqPdRf4IvxhytGiwmT5+9fHb1zA3NpHIP4Qjbcoj+XukTEOj9",
+	"xbrCJZzrNudUKQXdR20ta/Hb4Lo7JSjclW0+dd012k3d2dar0vNCVT5pUkaSsWUHW/7Kl0oiOdg104Nq",
+	"EQNzSUk7hko/pvwbnyecraP+d0Z1lzbYvEj7ne3tJ5S04SIlnBz3ZWdkT6LWIOBkATlS+YpwDBe8azaK",
+	"kaOqtOLhT0GFiGI02CYVHdavqykYOxO5XtkxRxrVVPW+XHRHPMpa+Rt0ZITeMae6KBJacS2EEuyysjMH",
+	"EmtlQ6EB1xHsEOwCXu9/dRnxrrLb78pHDadppzjVgDRQMroyu9gZV9bZpGaMfzTCzpchlAUyZogNO4iB",
+	"6y1Lrfg2j/pkmYfiJ7+Jmvn7sGk+kEbpTta/oDb4L0waXnG2kyjcNXYFXn3xtLVXkQLflQVJISpa1NVF",
+	"hsoqS5bPoTRYtMD06EfH52edNTvn0GEHgHIBZUcNBkHPBMeAEIxhWMDq6JKRdsih7pBW28atcSskUcoo",
+	"oBN1RgS9gzLEIUiScANQjd8HhOJfmusCeLVpLZGlEBaODW0Yt4YEf87LaLQloWmqe/LMr6hYVJg5swUJ",
+	"l5SvXD0mCGHh4jYA62RpokVgfH9q/XBIuBjz0qybKED6k0ZmQ8E97hgUREagJqUAtZTHJQ8BsHNsAwza",
+	"zhSbVFQOPSDMwuJYYl72yIWx9h4PzPLpdaCJAX537MaTYIxMsmaTheIgtYbcarYpCLHIvDDW3/SKdeXc",
+	"NFBFrAd2KkdS1musYVEYuPGptt87EeLXcFP0bfabguPZhRvyhxq+12QC1ecjaClGl61ha5nWGJC7g6q5",
+	"+NHgDubitSE/UATQPfk54zcTOBOa4JVG9ne1uIzQ2tFRybPvbnSurO4nCQawB+5ylwrO71lgKCGuka7/",
+	"SwoQn83J/2ioNczxzxlcR80IgU1DiKYh/lhp6pPNzYcICvLht5WWmpPkQigrU1ZigYzdLNcNIRKTTc4N",
+	"0cxrZKia7Ocxd3m8nR651LLSLU0UlL8VecxyAGgEgKycYZ3AvEgRbtnmudXiIRb8iV6ze6W4xRZQCSFa",
+	"vKRjB+NyB2RYEbPPGW2fqeLnFLh/eArcG1uWxuDGbpDl+sy3esKMNOifizhjnS/j2zqcJvxQLkg3Cl1B",
+	"KqdluZK3PfKWJkqSIgMFUxPhiQzH3EHohTZDECsG9+AJW6S34+rjYqXZka2+bMr35QXHjIQxnwsg6dLk",
+	"Njv1q+LkK1mLewbg8JyluTfmjoyVJUwROBEieURpe4DewduodKeaH+uNz/PkhqbIZXpj/hYWa0tmNVSi",
+	"BVSDsnSqNFbGLBdxEYG5XCpGYyh6EkIdM8SCCkgoVayX6lD/wfI8dCBRgFZMQly50AInlrWr2+VulH6V",
+	"LEtXoxIrBFZ6rn+lWqVOGbV5aLCARuI2yS6yWDKXS/71Mwxd0s/Jww8GTevjIU417PQIrkzpARgSE/gM",
+	"oWiYLG9qblPwVHpOR1sytG6XjywGOjoEEwWBVbY/qeKET0TGeIiVwTK1CgMyYyxGXZ/mern1duA5d0FY",
+	"6zOBlsJGKcEmqz9ALnwztFt0q3/vQRUvCLz6+s2zZ1cvvv+6NWwtWJoKTdn8gKk7hEth97+BbLEHu3+N",
+	"+32pjwMyoM8iyWeR5LNIso9IUl/l7n7SCcTqNufNXLhwXigUnwo+hzy8uKLSbUgNzvtMSYg0L3QNGTav",
+	"2fU8FVOaSjJl6pYxI3OVow/061MqF+XL+i0tkmheNYN0Z1vLDE7PmLvg5B55xb16Nl4Yz6xIDYcK1nv0",
+	"UkO5gEQR3Ws45gYMwQRXw1CcpTio9yG68jzOUV/CfLmBhCW614q0TwaDMq6l0yMYiCYroTAODsYKLwsK",
+	"5fxZU6bPE7vH9zZzusPy44cW1Pe28TD7lZtxh3I4qFOUNzCi7pDwYOa4FRbBjD4gEo6KQ5z47DP8TKQf",
+	"iEhfVYmgueNIZOz58wm1u1G/uaOzVju8RBndEThM5a/a60ZlzdaE2/IqJaUkgo/5rir5YBzskZP+uUNu",
+	"hyx9OYJ0dEfh/PJhmmYa/RKy1WXPLh4Ghri8kzLvvg2j5GgUxEyakpmNOZaIMa49tCuutlQXMyTmPnrA",
+	"Fprnoi/uSvKQRTxcEbE7db6D1kJmt0RJ/7Nn5bPA/n8VLwBiqsmOT5waiP9eMvrhB/PXZCfM0Aslq/K5",
+	"voZekD+ii3jUMVHOQGPgviCuuD6s2qeEvxJwxh7yHAZtQJVkx1k/S3Kfb+9D3V6RAdQnMrIyJwcrMmrJ",
+	"7h8hyJl7gdhMd5b7PoXM6AXTlOFX9l/cb2JNAq2mg84gQNoodHXAAU9vWNxsSZCkPaVy0YHYPYjEq8Mf",
+	"NEvz29HDZlpopKySz3wmhZ9J4QNZHvFwedTQ1O5DQcGTMz5FutkOsn8JtcsAyCA1MG4GnTGjOWSw5GJJ",
+	"wlSGnRGRq2Wa8GvEDs0Z7moA3rCZQHT+egzR5wYNf2s5rudII3KWUpXcMGIicJ1/lORCqJHLSACnphCq",
+	"Cc8lTvJ6PBfwAXnoMif987NNeJl7Q7Ho/q2/CRKoYMoG871/dnKiRyHiZJY02PWOqlGCMVW0N004LKMe",
+	"t/8NFug56g/KWmAQL6gpve3y0enpHbvUR9X1hh+wo8qS6YnewZL4fAccO7KKA0nMsn02J36mvL8W5dXn",
+	"kFCPxODh88msxa//Lc2Hu+n54Qd9K7erqC6ZfaRZCRJX8L4kGMDAlplaeRHv5z3yKo8ZsoJrG8nRpKPq",
+	"a3wXVFpIFbulpfGQTiXjqvP5On++zg91nR1YLzgkIdnVnPJt97pWLgJOhDBFUDqFsPc0UumKgMFV5CD3",
+	"IECsWGYIHdQj3zy7eOpulAugAts3Js2O+SxhaYw/igKlmKmIVyY35tkVnUNW0bRIUuWga+1QNPcFJQq5",
+	"OAofY47ZLeG4NS76/eNIPwV/sS5+sYQHuMQvxy2IQluw9x3NW0miXMX12wVz0Ny4iIkEOqAYH415+GLW",
+	"/V5w1v2OqmgRuuAhO+Pj/kmPXBCZ8HnKYN1Irhsm7fCN/n+Ia/kl7U7DYMxD+ykMiPm7y6H6rMXaOLOL",
+	"KCS2JwNS8JRJSfRYoFGbtmqAo8Zcr6Emedi1iYLDOC5H7I7OeuRSz5Sm+JzUSyI4c5V3tYhrgfFN2TeQ",
+	"RhciNUvTHvT7HT1fdH/DGGGDDH014CGc0PiG8oiRNrUSdIcsqBxzLogeLIZm2UR8GE59gXkaG6q7o6xt",
+	"de3fPH9Czo+O+uR//vvopDfoBIT15j274v3uUX9wHDopGs9pKQPCGt8PmFHPUW74m/QWLSHVzz8+TcOo",
+	"nLw7F9Zdhyq1yfawQIDYcrvQm+iOPeKHLKhEQEs8Ui5wYO0kbBv03ZfvboqHiBSzAZJVa4d5oXQ9DJtf",
+	"DMrKstOEU1Cj1sdVL6xvJZGkHT7BUXRxyiGZJzYqUl+Vzho6FcZ+4qLJXfAD+LB59mMAx2zXO/DMx6D1",
+	"kkrV/c6oQjtxDqhU7llYiEH/7J93TwwFA43JUoGHXGe7pXi0N+EE8DAg54FgnQovSqn94nCdWwERKhdr",
+	"4x7/ljt8XCfKfi8Usfozaa9zQyBmLO4Ayjvw9Oqi7z/6j59F4pOjsz1cv/oEfi/UJVWJnCVWkPwsTj+U",
+	"XZLGVphu5/QWyXzn4bXjNTug7k+rt82mwB65TKlcMIQDnzIro5IspQlPV2PeDlFPFoU6tHayEBwTTEY0",
+	"g/vrnvhfg+flMz3ymqqFCVSEKH6MKHSdm6pxFnrUCXUBcWClxyi/gVAA5jMnEphP1UCSBvEArWzLhDv5",
+	"5lOKvW96cop6OzDkU1h9pERA0C+bAMyEz0lGoRAHKlSyRy74yrB/i8IA/J9x1RtzkLQS+CZsYnQIImP1",
+	"IScwaPYYGqSjyrvvu7e3t13NG7tFnjIeiZjFIW5XGBV5SrpdvZtd5Jrkf+sJhDbdUcsqY25tyIkEuRtQ",
+	"DHASSoiOlkxhDVyBWJBonKFct05++fm/1gb2n1LwkLQpX5EQkvPDTkDCZZGqJKO5OoQh63ftQ+VPX4Qd",
+	"UwkFJOExPzk6tZEDzQsXaE0LAPz9FBTJeCyNyqQFWLNCuJI4yTZFvA08RQeS/LUQoFtR4sYEK3Ag9X4r",
+	"2XHZI6jrOBAyLckDukVvzC9w0YTWH10o2ZK+h0KuWIA09DSwY2jTpMlwAR0lNIUeRr5RzmhfXBC00QHs",
+	"x0zkvuZ52n9E2mbBqiDDYZzI68lyqjdDd6afAABglmhxXh/SIoIEmSWjpvi41Xz1A6zU43OoT87iUg2/",
+	"/OaiOzg9q9PWwHrmjGT7xLP9pmLjAwM0lD6CQ98rcVdgtwUdnJ61hq3T2aP+dHb0mPYfn/X7j/pHZ+z8",
+	"5PG0f0JZfDx9PDjqH9PjsymjJ0ePTk+nZ1Ecz+jsqE8jdhydsVnFI3Inz8RbZCTb9B2wYhqG8zno7nPQ",
+	"3b+6TKhfe7T7tbeWXj8v0nS9brAmhnuKkludH6Z4+D9Dpu/znLGf1lJHEo51AknbSzoJYdDhiDz1UDoj",
+	"qGJPZtBI3hmSRMkxhzUIXK6oSd1kECzjEjoly280z0t4lBYxizumKEDMujZ+wCsgUEplKIoVEtntk9c/",
+	"9MgPAAmF0eS//Pz3Q0xMDQPieJkkopoMgxx3zE/652ZmcQiyi7HLJkq6lKAFyH1l2XqXFIT1E20aLKSf",
+	"onziAHhNBESIkKlhj1wQ7MyH2kRbNWAi24JDSZwyIm8Zy1g+wkWFWDKDi6kHZAat5fxCYuT6WtPWHM6F",
+	"WiR8DtDKb0wwO4BIGXOhX2sBSxJU87Qq21ZuJs3ZmM9y8RPj1oTeCUCicclmTh6m7mytmMJEZcH9SgiQ",
+	"umxgqB32ohzdEU8rkXYNpiviYWuNefukfwxWbpdkBVJmRLmW/+ClUqgbDEhYnvwQ62lgNXjb1QgSGDbT",
+	"xvQzQwLYTeE6pOqCpTGhaVp6U9reAfVPJGKcYUY4Hq/YbpY5mGYPrhnL7D3DZQ1v/3/2rn+5jdxIvwpK",
+	"dVUm64YUJdGyRNVWStEqG9c6Xp2kJHUXOhxwBiQRDQEGwEjmbrkqT5MHy5NcobuBASVSP9b2xs7qL1sk",
+	"BxgAjUY3uvv7uPF/WUJVs2upu2HAvxqYSr7xoX16KAGmAu22iksVP7sfjQr7+fxgVBkJ+XPM+dkgugMi",
+	"dYaq7G6N7c9Bi4IU1+2f/D8ftiFn7nMbLdq4T1moJqcKypGlugq3b34wtwwbI66luBnBaPM2ngzgtyfn",
+	"11hw49Wz01dCgaUAVdVjo2+sMHjuWT0X4JNXVpAxQXqcsPpYK3euGtk8i/l/e/u9Xsa4GyoAm3zFSr60",
+	"7ez22RFR2DNG+CgUhJzzlLc50MbSk0PVKmaiuMKSYyRhCpHhcPEHwKGA7wEjkxY5i0qcL5mCSpYweQhO",
+	"eRtkGdE2cK5oQlmp55xMCVgBaVm+TV9u/wT9fdjOo9XU8ORqI6dSHYVTFSzFblgmbDUHe2sh6K7Dvxjx",
+	"ROHDQ9XKvS04Gnn5901v+1//Bnr95l//+CcQDgtCNpmGd253WT70+t1qxavhVoAoIfIEGMdQTVbWgPol",
+	"URiguXBrDqRj89oC3L1/DYEsClKxfaBPaOX+09F4mcc7KsK5QWmktpmVU0VY6iTN1A1KWt5gQuZD1bp5",
+	"eEUirVfAUJUqw7wpjnYX/K7dZW8hO9Y0thnzhxsC8CTi2Mpl6Q8Nt+zOdSkGXiJNPmBofv1WFBxF1Bs2",
+	"unYCEwZCKahfMFAzecZWWbiAAAzLRfEHaBrxYuZ1YHKLDcPyNt/mCk2vZN5IdfVzSzRRCZKI+P8T93D6",
+	"IVxHfYC7ICNWfgMKYGtw2OvBKf9IgmJ65U9JYrUJP7R3ONh9FeyiOCCy2/w+2xocQIbCU+/FalNtDbZm",
+	"zi0G29uA9TnT1g0Oege9qBWu97q2+1BbXd9/tzfeF33eF50D3t/v9Pke7xyW+0VnZ9Ir9sVOucv39rrd",
+	"nVf7/X7voL/b6/a6f39pevZ317vzk533lwc3/9f9n/nh9fiiX7+Zbm89eTE2mWleBJ9v1D7iRu0/9oLs",
+	"4827P3BQzcGgaTQ7mjVOo9ZGK0HDWUMpYaunVPujzcEmdfeLsAdhFs64mz2UeByd543FJL9dd9sRCqdu",
+	"X400B1dA8MsDINodoLN2cyemlQhYZhoORO6YUGW0CxIYA4LJCyIycq7KM7bCKr0B0eUsDvUzlpxRJ/fV",
+	"QsRZfPZYvz6C2saRXHcLmKqRZmd9QXUG8aW2f6L/PkS7d+H0IlIPRcxBAJSCXMnwqTNCsNbl6fkfiMrs",
+	"+9dv3hBQOGdTwwvBFsJIXbbRZVrJqE7ACnHftwiumIAzd3rMtrvsB7WiHJBPCcO3HMCxmFwLW2ydXpxF",
+	"FPXPvfkf2PhZQBWAHAkcyVhMtBHPdRPPd1ifuhb/rprarKQ2Fk2ETU57FUv5a5vFL6Tfz2W2uokz+Kl4",
+	"LxE1o7uOHOqL2ZXPW+/rI0F6imx/3gPYd/TpT2sMdn0ZkfHLGb+xqxyJq8E3RINmN5Be5WZiGY65Ljv3",
+	"48CgbPAUqGZx2AQcyzUR2nXYEfX840J1nzb2RB7Ms/b4Dw8kgQiLO1kFP+fewCq+sDPtvhBw+xO+cLVZ",
+	"zXlJEexXo0Px5fM2gs03lZKMm2ImrwXz/jomg1jAm2B4Qw6EXoFJWxrMuG2F/BmtQoqmAsTcgldMzvmU",
+	"2NqqlYI9faOEyVZjMSET4ft6LIwSTthBLBqdNC8+KqXJj7ADgJOHX4yFleUqeTIlQ7czuDEyKRJt4gWK",
+	"VbR8Kq8eqnjZkG1I4sH0hG03X+SQZO31YIFLUWLdaHhjNhaVVlPLnEbebgwuZEzXrmoqr5K5CIzfUy6V",
+	"TSgGCAKyWcMMk2lyK39sknkfeCr8rtXfPWQ5fJljQSYm3x6BTp8RSzpkKXnl1T5idwEuA5fCxOj5KHSQ",
+	"N6BqStw0wTuom5Wuy04hchdTV4yAwjTLeCWvxICR/rcZm+uSJjotrQWqAqL0Beq/Gq1XZoWbypKN/blG",
+	"7O5ZA48SsuDhr2ylBDnwA6O4U8YXawErQK2AN+FHYbRth3eF5HPvPtssRL42JDizVn9nb6hyp3Wn4mYq",
+	"8gboE7uBbO05eI8bYzwXNLUfA8NJmSToqVLq9IQXDpXyI09Veo9PGbi5L9/mVUr81uOH44PiVbkvXk76",
+	"vb2d3d29vX7/5cv9/VevDg4OD7eyrSsJfAO1TQs+14348TkyT82Wjjtxa7Db6x/0njy3G00W+r77K+CF",
+	"fo7l/Apye4LAP5jeE+2txjBLTbC1tx5v04ACO8bkyTlf+pPOspxX1TfE1qIhcULQmRTZR7ssvB/of69Z",
+	"hiqXZSXyWGCTGFkpk12abuvPAv/QiBcOeHKbU3LBzZUoj8AmWLKpvotxLy0DYxUJ+rVJ82ZKjSaHNxXC",
+	"mX8XLboxFRrDIgMOVrBZKFUXkmizh1sh02FTgCZO2MNgCNUyTkSo9gIyvCZBZxOCWKKQU8264M7L9NZg",
+	"669/6XUOeWfy7qe93Q//tfUI6IHjJrX26K4gNC+66ZV4Va0HNaMsA3qBsdaV4OpR9YFv5Fw+KlR4Uhvr",
+	"9/C7z+lL0wRsCoods4W38/Uknaov/pD5ygJXMTlrRRwfoyO3f4r794FYEUL1kD8StTOFi8i56TJyYpsg",
+	"Mhn2mL6NviGYtkRRTUqzaZA0X5NWDwxrUoX89bEIhNiY2A9pV4n6WyHnXqeM8OkVo/mRgFi/vNw+3wmv",
+	"gYpKbd11Ir4h1AHE+kHMiFw1ZPLxuwTjA9bv9dtrwxqbZefTq9WHDf4vXSa/srDDw9L1xFs9evb1t01A",
+	"AMj2NlqneAPSlCnJQPt4xCZSSTuDFOe0fB/oSO7LoekOVQ43bd9cieU3kJ+Zs5YRC8Gdn4c2QMnaeIEH",
+	"3YFpGy5zWMGNWUo1JRsIGYq9eaqtCPT9La1ER08meDEy49dAGZVeXqFRCbgr7U2W4iXMzp15XmvvYfXJ",
+	"Y71o3/IFPgJ21hNMyATkYb//c0Ad3vgpuhCVoEuVL8XKSy+BxHs3KrC1wRbIP8ipn3y4Yxnvl3uTXrHL",
+	"D0W/fPlyvFMciFeTff6y7Bd74910NbcGxG4lRkVki1zHif/kO5RQcJQQ4tfjuXQbrol2sCzrCXC3Xkoe",
+	"tmZhblZz0/yOsnXl9xG+zxGbCFcAcQRSiiIGgiXC118+I+RrNWthslONjJIZzdlb7KUbVevvgv5E/fZ4",
+	"BcqsKLQqLYvUvrt9NmsfDRUmQbkZp1pPWOIysOaBugMiJ6+0Dd32w71CUkCTeVtjnTqcCtCGH122GM6N",
+	"tRtkZ7CX3KN+jj2O4g7LUeOjoznWBezsZlsAd+J38mCrdpPOARDjSTdCLvneR6gIL3dgucOHpTCk1/D/",
+	"4Sa2Fz9wpla4WYJ3jvzD8Sldu9Wn/Ad3nwp1qVuDv4Daefr7m/u1WTJGWxeFECWO8TGK8ClqcJP16bfP",
+	"f2JU/CuzVf0yZE3eFm4zTNMKO36d0nyqCesl4Y75mnBFF1wVonp6wDu2u5l8L6Sn+r7SgCxrrU9SxZKy",
+	"OTdXAFKQ46tVAB5wDK14k5W7iGkdLeo03bRWmK1Srg26QZOfRC0LEIjQZIW1/I1fupXdr7h7g97Lz6u4",
+	"f77mDSP6pbUSJSVT/zDaZ0X1b1VUJ7AUjLOFUCXUg5hYGoLnyGPNOqLX30zMDHW/yjEMRbHWzLmFHWxv",
+	"z9y86tqFKLo3M+5upl1tptuEmzYV21h027FCuQ40YLv+iTY5uAkZ8gAo9nXtMGKSo92QY7cRSwTzSSjm",
+	"PzV8zm6MdhBknmdM8GJG2S6QQQtvTEkK/gOAgNWTiRUO6UQtjeeIcZZP+YK6a5Lx2FyWZYX+OPJRM5wp",
+	"wL2iZAfKQgd6Ug71pCVrRXSOsZcsGwpc8SBB2BswRjCpP2By6wkMIkxzsKKzVQw5fIWQUCIV41XVPgL7",
+	"2Ft2GeNDlRtZzEbYXRhWi7P8XBazc/y0DU9AfyZA0FQuluLqEma5rAuEpWnxoVfexlvjDO42sLy2ghyW",
+	"95DNhMFEuAU5YpW8xsSlAQKf+BERDglIqlhUfClKylDBGYEkD3oRRJwW87BWOY2mfbSSND1UiOwHmdPe",
+	"7s9vjdoBmHwQNBp8FsZpl6qYGa10HdBTENLPN3st2FgI5PCCluFYSaZzYfS4EvN2RsoR07dwKDDeotJW",
+	"WH9C+uNAKDdUlVSCtfIB3NsDsXXehoJ53ybCbPoJhbugnZfMdtm595CUKAL9LcD5nvp36Lz+Nof8JkN5",
+	"duQyhVWB9zSiEPJalF32A8qutGFtSCbhKEW/Cu6X4KI/bk30vqzjS0vURlQt7TeJF6GXbC5VDbCX0H+T",
+	"yJ4k6czFXJsl2QihSyxO920QZ5KxrBVl3Yt+EHZ8nGS+fQTOHWzToYp3zNSql8+/16LGOLEw7XRBEBEy",
+	"Tr2lmvdgCbEoS92houlKeUJg3sCgQeFlG2QXZPNuo4OhSvb3C8qOIsYrVSIuv6NgDmoqmBDSjKRognJs",
+	"Z6i1hoq0pJ/IG8Cd4Ekqlgvx7bAx7vGHccgPBZLPV6VNJrq2RYCnscQxjDSX5SBnXvhtNlQ54V3DwBAA",
+	"bQUZG0eYfpETMhH9INVY6a8aEYxL4DXZUE39bk6esu0El/Y2WP3KDrsv4P3up51s5/BDJ/l/K/2j/Zt1",
+	"ofCH7xOdeO+2YVLXgmDeZ8fBa19Qysh6cy49y59tuH+rDfc70HsUhnhhg3nBLQF30QlcslZiS5FV1P4l",
+	"XFAjED3007ugXrcF8oMQNnTCzKXiFST2pIhyIeiNJ+DCLfOjkO8DduDUt3bx+rs/v3578vu15JnyR+Hf",
+	"6ZJ6+JiczkJXdmuws9vLtoy+sVuD/uPzDUP/F35WHwU/uyZsfg7DeaY5f0Zc/dWxgwLcdHRzo4J4YaPu",
+	"eILba10p1WfQbZcBOX6qAUc9+Huq5KZkUnkVHzTe7fs3VP3cGDBPAQndO161uvKupm+0RdDul6yTt+kY",
+	"t4yzhVyII3LoAnPTYuEN3ozSEFVRGwNeCP0g4IYCryrgj3dZLvSEsjTRfUEwUXhpsK5uuCkhJO2PraCw",
+	"vSPm7RzL/vptu8sAARetY66WjWkOLmdT/LGq1mE5RnohVO5dLlDzQ0VIWAlEJhiz8MqIjZizptYm3EYS",
+	"bVGohw/xQVcbBQV0/guBQaUWFsvvYbF8v3fYpIRG873JDzANPRXMie8QlsX7CUOFDobSeNuA4S+EHsOF",
+	"GkFaqkPxzllrNzhP4AQWNTl5/d5BFkC84mo9VKEC8F9hZfOI9ekb9l8NwPsJK4mF/4WeC5utsH0thGEg",
+	"bxkzHBwrN+NICBbHifVcdiPYO+YDlMTQeo8rcVJpQptLBAx9ikAbsy6XQOjJOn6cJtfz3ReINP/RyPIU",
+	"INvPtmBjNmExUmiPuax+fGGEX74HIOCJJ6K5j3thaR2d1s/wVR9hnjwbDJ8GzcErvMBmssFuWD2X11oP",
+	"EGouaiPdEnQY4nge124Ggeh3/msAIodv74GoA5uBml9nNMS8jJgvmaFBYAlZc84XMBQJL0raMKAlriEQ",
+	"8udwpXks9LQDuqRs6gBrZeHWKGO1KuMl5kJXslgmnYQG1nRygceQoNyMJCG5qdQYC3cjhIIR2u6drLB1",
+	"zZ4QFlbEdIdieSh0jTDehnEWcuOSIpZwTERLY03zaxG60oKS1cETKMKa0TvuxKSuUnJ6y1qLpZtplbEx",
+	"t7P2pnYjcf2a0YcC4/TRtMI4ZsVgPiEwzyTzGjMr7zZ9pg3EVKB4d00ZUIagmECUg5CYXsUTsipr/f7y",
+	"8gz6/rMYX+jiSrg25Jxbb6louAiGch9v+M2Fm+kyAw6rjMEpDo+SJUGt61tV1LibgJHVzcQSkfvhwzKt",
+	"OZ4K5S0PUbLjs9fIvX/NK1nCR8FIAlui1EU9Rx6modqIMQuhAorRtsOXmMxEneMOcX6sMKQw8yu4sxE+",
+	"NgtDEuWgYXO6IE3SOYMtNoil0//6xz8DRizungWfCjtUQeoV0wv+91rE1kPoiOIWeIvJiFWXAIjrqmS8",
+	"CKwCGNgfKmwBvAu8IlVWQ9WU/yTUJ3GKZQTc2FZ+IVznROsrKYCz9gKQ6juXhivrz6E4tDxj+UkluOlc",
+	"SCc633LH/UfHletcXBf+v+diYoSd+f++PX0DrZ0LaONS4/f+D6mmnVNVLrRUUHadE1njye+hByP96V/R",
+	"n6fvF6JwnZNLaO2sHley6Hwvlp0zqeDhC2GuZSE6f4awQOcYIg4lxJOYEaU0onAU51ipLkYZafGhykM5",
+	"Zx7ct1VwWZRbuLerXSMsoQ2gkHKzI0xbjJxqaIk35ON7LEftm7ebNSZr9oX1ggQrEGISfq9B4nIU7o1o",
+	"x1a4DEEez5IUZHYBLg4PYuu/8ieOvlHJVb03C4mccrC9fda56OIXq32Ea/gW/h4jdUSHAbsLdxoCP2sl",
+	"6HX0ZKjiS8PKjWpTJeOP+y0uVGuv96qNUagug9K2NRsWvEeYaeoY5FsHfREEHz5OOKrDmoY1wVjhEhoe",
+	"14RhHMWZzie/KPYFy7+lyebOGTmunWAt2Er4i0TAYJK9aQCcErTLhkraVYTmRk2Nl+DHISQMoHcmyJF3",
+	"YdZzpFJhfzx/06wjAVsj6+j9uNYOZMJr+w6kr9MAQPK5gzdnvPKyHINoEN68ikjlUMpPCwZmS76dH7F4",
+	"94D5QhS9wxeDLTIVpAZpSbxfTZ37FTAN/cjeEXN60anEtaiY4tdySkQYflPAtKZ0cBIdc1Jnc75Ed53l",
+	"3pLTRv7IMRXht2DeEW0rzEkQ61XA7Be4fP4kdYIT/oQX06HKb89tjuf4rScTVbsKJQJ7+XQt1jotvRdZ",
+	"rQg9giUKHcDa6ZIAxx2Qul9YmFczVHO+pAuSW2DvrGVEoQ1Eb/EHpAmgDy8PwIgirTPcaRN/ROjrTfkt",
+	"R+3KgNsHdhBqTGlYxR2Mx08s7XBpmT/IO5Wcw7XMQhgcJVflUMGNBK4jL0vjdUnr9t2H/3W8+xght0ah",
+	"VZkfsbGYSVXiJdL7JSC2N9rGmdo6UY78d1LAnunvHtKF1LlwZtk5njhhkHYnxckNIpXYRi/sEIjOK2md",
+	"t00g5QI8gJGtx2RE5vHAB5TdWw2gQsBZ4WHtb6XWkcYPAtFvNF8r/5PkA7bT3WFB+jr0ZaQagtSC5k4J",
+	"NEx4o4IbI4Vtp/yd8TTC255oEUOra6zL4w3Gql9iIrtK7NRNPsWtWp0XXvN7wRx4z6TKKGEgo3y0jE2E",
+	"SDw4ahwduDUGsNFjgfFybfzWQ2m2QFeMjpaC1N+krYZlZ02Dl1pX3nKUSqL+gZyGWkH1ecf7PF5powxb",
+	"tDOd1pVl+fa8WOR4WmFAL1Q3T4Vy6xy6mWalLMFjGyRXqRli9gQwMARmWaVwWqR1eKyVUButdFyXcl3H",
+	"J0aAm8krHB1+ZzN28pr9TY9Dl+AGDzapVDu9GoGZC4IxVJDCcQ1YpzjtpRaWtc5PLy4zmpvsloUKDiR+",
+	"ePLmtd9x+cXx22+/O748HR2fvR59f/q/OWj+K39gJ3dEMQmrmQPYVXNewi0p0HFYW/u38VrH1uO/icI1",
+	"JlhthfGTlDHRmXNZZVG5qRK+7My9k1okEwU5ZnKqOlKxGS9hwGhW+re74RZ7x7UgeEgS7cBbin0gJ6qG",
+	"xeBVtQRIHG99A8fGUFk9F4mPT6VkVHqpkbc2jCO43Fko1vALF2EBINsKs0aGKtUCk3BzFlIxvjtFWKLQ",
+	"bX671u1KLF9YOMkQ/K0wwnnNPb0a5ey/Wf+QVcKBt+zbK+VUOrwGx27BqPWqI+TuAu+uVkcrHhclEUGn",
+	"frqJhzRhaTXW+T1geIGeeb4wYiLf5204zkVV+Re1jC+4ccDd6tcGs4OIaaUpTsm9RHX5Qo78M136mOC0",
+	"93pAvHLEvFRpgHRY/fmcvw8/3X+JJC1ddi6u9RXgPjlAXEf0z4U0y4xCDWIy8RYvx6SWAeT7mBhUIXsI",
+	"wkbkt3CqqvEm0g7L69W7UiD1wg4pY/FaX4ky824hhj4i2UzZ7rJTgNqFKfK2Kx5uJaQleXGlPEIaO6Ub",
+	"eTONism7Q/VHS0lTaFl4EctTHi6/xzXlW6raicjtBs6t10chDzRKVRLB8iYNa+U0ySNZ5m2QOfAJeNx+",
+	"aFH6YQyagxW3HxHs+WWf0wDJdPUTg2BfKTQFzEUr0J5E6kHvGSCTjkNZFejh+GmFNiHrEZoko3e12dat",
+	"bdb2L1oJfoXTH+r0kYebM4tcvVD75A2cLjte1yqowehb9o/YXMzH/g89CdLslc8I9QzuYdQfgPc/VK0G",
+	"tqWdTgtXyxWLgC9kx8/MmrPjLZ+LckUxNld4ILqBZCZJ6YCkMrCNS2IynnutHh7zC0fJvjlqFjtgf/GW",
+	"NpfvcsgHAQi6ACwSwhNCXUuj1Vwol7Hm5Lg4PTk/vRz9cHb69vh1PlQzXUG3zaULkFnOALgMdJgdoZ9E",
+	"9jGcrvRyxIUkpmCqgtXJFrWzIZjHK8yRbTgy6TYh7YOuHwhIyv+i8ZvovgyGDSegNxot6WWlMX9ZVLbx",
+	"jPGyFwo7bHQyhE1ueZRw/lBOrvy824UvDxiEti5mybq1EKwLsnHDUZNootbKPQZsyAtcJlAOECXshOxg",
+	"mg3rnU7v0/7x0rv+0TkqAbIWTkAvnVJNLXBY4jVC5lfLOmJCkHNhu+xPvsGkDNEKXoUw8/HphT8gOt+d",
+	"/CG5okks+CBPXS/N+VHC3wW7UKuJnNYGPCThHCXejyXm4PNwzjV7rjdUOT6Vs4SXmx5GvyJYJHiY0fkR",
+	"JRsODu/TxB/mQ9Xa6fXacdOvYufcfoV+l/0A9qs2iMcEtP1TCYokEl86cl+o18TJCkc83fn4eUeXuEu/",
+	"9esFqe5eOHHPJVSb0q1oCnpm68O7D/8fAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -167,7 +167,10 @@ func (p *Provider) labels() map[string]string {
 //
 // Errors: ctx.Err(); fault.Provision when Daytona refuses, the sandbox ends in an error
 // state (it is then deleted) or does not start in time (likewise).
-func (p *Provider) Create(ctx context.Context, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+func (p *Provider) Create(ctx context.Context, _ providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("daytona", pol); err != nil {
+		return nil, err
+	}
 	s := p.spec
 	labels := p.labels()
 	labels[labelLanguage] = "python"
@@ -255,7 +258,10 @@ func (p *Provider) waitStarted(ctx context.Context, dto sandboxDTO) (sandboxDTO,
 // Errors: ctx.Err(); fault.Gone when Daytona does not know the sandbox, when it is destroyed,
 // being destroyed or failed, or when it does not carry the label
 // app.kubernetes.io/managed-by=sandgate; fault.Provision otherwise.
-func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("daytona", pol); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -205,6 +205,9 @@ func (p *Provider) timeoutSeconds() int32 {
 // false; allowlist → network allowOut = the policy's entries (CIDRs, IPs, domain names) with
 // denyOut 0.0.0.0/0. Errors: fault.Provision.
 func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("e2b", pol); err != nil {
+		return nil, err
+	}
 	timeout, secure := p.timeoutSeconds(), true
 	req := wire.NewSandbox{
 		TemplateID: p.cfg.Template, Timeout: &timeout, Secure: &secure,
@@ -237,7 +240,10 @@ func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol provi
 // and extends its timeout to the idle timeout from now: every operation of the domain
 // attaches first, so this is the refresh on activity). Errors: fault.Gone when E2B no longer
 // knows the sandbox (killed, or its timeout passed), fault.Provision otherwise.
-func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("e2b", pol); err != nil {
+		return nil, err
+	}
 	if id == "" || strings.ContainsAny(id, "/?#") {
 		return nil, fault.New(fault.Gone, "e2b: %q is not a sandbox id", id)
 	}

@@ -208,6 +208,9 @@ func (p *Provider) Instance() string { return p.instance }
 // Create binds to the configured instance (seed AttachedEnvironmentProvider.create): it is
 // Attach of attach_to. Errors: fault.Config when no attach_to is configured, else Attach's.
 func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("ec2_ssm", pol); err != nil {
+		return nil, err
+	}
 	if p.instance == "" {
 		return nil, fault.New(fault.Config, "%s is attach-only: configure the profile's attach_to with the id of the instance to connect to", TypeName)
 	}
@@ -218,7 +221,10 @@ func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol provi
 // executions run as pr. Errors: ctx.Err(); fault.Gone when id is not the profile's instance,
 // is not registered with SSM or SSM calls it invalid; fault.Policy when pr's identity cannot
 // be used (no role in user mode, access denied); fault.Provision otherwise.
-func (p *Provider) Attach(ctx context.Context, id string, pr providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+func (p *Provider) Attach(ctx context.Context, id string, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("ec2_ssm", pol); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

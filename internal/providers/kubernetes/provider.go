@@ -394,6 +394,9 @@ func (p *Provider) createTimeout() time.Duration { return p.cfg.CreateTimeout }
 // call; creation failures are fault.Provision (fault.Gone for a vanished attach_to target);
 // ctx.Err() when ctx ends first.
 func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("kubernetes", pol); err != nil {
+		return nil, err
+	}
 	c, err := p.clientsFor(pr)
 	if err != nil {
 		return nil, err
@@ -460,7 +463,10 @@ func (p *Provider) cleanup(ns, name string, netpol, pod bool) {
 // namespace): the pod, or in agent-sandbox mode the SandboxClaim and its pod. A missing pod or
 // claim, one being deleted, or a pod that has ended is fault.Gone; a pending pod gets the
 // bounded wait of Create. Identity problems are fault.Policy errors raised before any call.
-func (p *Provider) Attach(ctx context.Context, id string, pr providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+func (p *Provider) Attach(ctx context.Context, id string, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("kubernetes", pol); err != nil {
+		return nil, err
+	}
 	c, err := p.clientsFor(pr)
 	if err != nil {
 		return nil, err

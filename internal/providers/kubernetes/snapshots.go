@@ -194,6 +194,9 @@ func metaPath(archive string) string {
 // Create's errors; fault.TooLarge when the archive's files exceed disk_mb; fault.Provision
 // when the extraction fails otherwise (a corrupt archive, a broken stream).
 func (p *Provider) Restore(ctx context.Context, ref string, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("kubernetes", pol); err != nil {
+		return nil, err
+	}
 	if !p.caps.Snapshots {
 		return nil, fault.Unsupported(TypeName, "snapshots")
 	}

@@ -236,7 +236,10 @@ func (p *Provider) Workdir() string { return p.workdir }
 // Create makes a fresh sandbox folder under the workdir. The principal and policy are not
 // used (see the package doc). Errors: ctx.Err(), or fault.Provision when the folder cannot be
 // made.
-func (p *Provider) Create(ctx context.Context, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+func (p *Provider) Create(ctx context.Context, _ providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("local_subprocess", pol); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -256,7 +259,10 @@ func (p *Provider) Create(ctx context.Context, _ providers.Principal, _ provider
 // Attach reopens sandbox id, the absolute path of a sandbox folder. Errors: ctx.Err(), or
 // fault.Gone when id is not a "sandgate-sandbox-" folder directly under the workdir or no
 // longer exists (docs/semantics.md §3, §12).
-func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("local_subprocess", pol); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

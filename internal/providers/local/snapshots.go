@@ -132,6 +132,9 @@ func (p *Provider) writeArchive(ctx context.Context, rt *sandboxd.Runtime, final
 // fault.TooLarge when its files exceed pol.DiskMB; fault.Provision when the extraction fails
 // otherwise (a corrupt archive). The new folder is removed on any error.
 func (p *Provider) Restore(ctx context.Context, ref string, _ providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
+	if err := providers.RefuseSecrets("local_subprocess", pol); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

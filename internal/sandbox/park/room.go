@@ -58,6 +58,9 @@ type Options struct {
 	// Expire destroys sess, whose lifetime passed, as its owner's DestroySession would;
 	// pending: removing its sandbox failed and is retried (notice says so).
 	Expire func(ctx context.Context, owner principal.Principal, prof *profile.Profile, sess store.Session) (pending bool, notice string, err error)
+	// Policy is the policy sess's sandbox is made, attached or restored with: the profile's,
+	// lowered by the session's cpu and memory, with the session's secrets bound.
+	Policy func(ctx context.Context, prof *profile.Profile, sess store.Session) (providers.Policy, error)
 }
 
 // Room is the park room. Build it with New.

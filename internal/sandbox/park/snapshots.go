@@ -298,7 +298,11 @@ func (pk *Room) ForkProfile(ctx context.Context, p principal.Principal, snapshot
 
 // RestoreInto gives new session row a sandbox restored from snap and records the binding.
 func (pk *Room) RestoreInto(ctx context.Context, p principal.Principal, prof *profile.Profile, row *store.Session, snap store.Snapshot) error {
-	sb, err := prof.Provider.(providers.Snapshotter).Restore(ctx, snap.Ref, profile.ProviderPrincipal(prof, p), prof.PolicyWithin(row.CPU, row.MemoryMB))
+	pol, err := pk.Policy(ctx, prof, *row)
+	if err != nil {
+		return err
+	}
+	sb, err := prof.Provider.(providers.Snapshotter).Restore(ctx, snap.Ref, profile.ProviderPrincipal(prof, p), pol)
 	if fault.KindOf(err) == fault.NotFound {
 		return fault.New(fault.NotFound, "the capture of snapshot '%s' no longer exists on provider %s", snap.ID, prof.Provider.Type())
 	}
@@ -329,7 +333,11 @@ func (pk *Room) Unpark(ctx context.Context, prof *profile.Profile, sess *store.S
 		if !ok {
 			return nil, "", fault.Unsupported(prof.Provider.Type(), "snapshots")
 		}
-		sb, err = snapper.Restore(ctx, snap.Ref, pp, prof.PolicyWithin(sess.CPU, sess.MemoryMB))
+		pol, perr := pk.Policy(ctx, prof, *sess)
+		if perr != nil {
+			return nil, "", perr
+		}
+		sb, err = snapper.Restore(ctx, snap.Ref, pp, pol)
 		if err != nil && fault.KindOf(err) != fault.NotFound {
 			return nil, "", classify(err, fault.Provision)
 		}

@@ -70,6 +70,9 @@ type Spec struct {
 	// notice) instead of answering fault.Paused.
 	AutoResume bool
 	Provider   providers.Provider
+	// Secrets are the profile's own secrets, set by an operator (Name, Hosts, Value): every
+	// session of the profile binds them (internal/sandbox/secret).
+	Secrets []providers.SecretBinding
 }
 
 // Profile is a configured workload profile with its provider.

@@ -12,6 +12,7 @@ import (
 	"github.com/sandgate/sandgate/internal/principal"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
+	"github.com/sandgate/sandgate/internal/sandbox/secret"
 	"github.com/sandgate/sandgate/internal/store/memory"
 )
 
@@ -46,6 +47,8 @@ type Options struct {
 	KeyRevoked func(id string)
 	// KeyCreated is told of the API keys the service makes (sandbox.Options.KeyCreated).
 	KeyCreated func(hash [32]byte)
+	// SecretKeys seal secrets (sandbox.Options.SecretKeys); nil: none configured.
+	SecretKeys *secret.Keyring
 }
 
 // Env is a domain service on in-memory ports.
@@ -100,7 +103,7 @@ func Build(t testing.TB, opts Options) (*Env, error) {
 	svc, err := sandbox.New(sandbox.Options{
 		Settings: settings, Profiles: profiles, Store: st, Spool: opts.Spool, Broker: opts.Broker, RunnerID: runnerID, Hostname: "sandboxtest",
 		Clock: clock, NewID: func() string { return fmt.Sprintf("%s%028x", idPrefix(runnerID), ids.Add(1)) },
-		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer, KeyRevoked: opts.KeyRevoked, KeyCreated: opts.KeyCreated,
+		Logger: slog.New(slog.DiscardHandler), Observer: opts.Observer, KeyRevoked: opts.KeyRevoked, KeyCreated: opts.KeyCreated, SecretKeys: opts.SecretKeys,
 	})
 	if err != nil {
 		return nil, err

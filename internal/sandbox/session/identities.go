@@ -34,7 +34,7 @@ func newIdentities() *identities {
 // unless it is closed: no longer a default).
 func (c *identities) remember(sess store.Session) {
 	isDefault := sess.IsDefault && sess.Status != store.SessionClosed
-	c.byID.Add(sess.ID, store.Session{ID: sess.ID, OwnerID: sess.OwnerID, Profile: sess.Profile, Provider: sess.Provider, Scope: sess.Scope, IsDefault: isDefault, Env: sess.Env})
+	c.byID.Add(sess.ID, store.Session{ID: sess.ID, OwnerID: sess.OwnerID, Profile: sess.Profile, Provider: sess.Provider, Scope: sess.Scope, IsDefault: isDefault, Env: sess.Env, Secrets: sess.Secrets})
 	if isDefault {
 		c.defaults.Add(defaultKey{sess.OwnerID, sess.Profile}, sess.ID)
 	}

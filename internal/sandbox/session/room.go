@@ -45,6 +45,10 @@ type Options struct {
 	// StartSpan starts one of the domain's spans; EndSpan ends it, marked failed with err.
 	StartSpan func(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span)
 	EndSpan   func(span trace.Span, err error)
+	// Secrets are the bindings a new session of owner ("" shared) in prof keeps for the
+	// secrets named and the profile's own: name → placeholder (the secrets room's
+	// Placeholders).
+	Secrets func(ctx context.Context, owner string, prof *profile.Profile, names []string) (map[string]string, error)
 	// CancelTask cancels task id of p's, saying why.
 	CancelTask func(ctx context.Context, p principal.Principal, id, why string) error
 }

@@ -83,6 +83,9 @@ type CreateSessionInput struct {
 	// policy (0: the profile's); profile.Profile.CheckResources says what is refused.
 	CPU      float64
 	MemoryMB int
+	// Secrets are the names of the caller's secrets the session binds (its profile's own
+	// are bound anyway): its programs see each one's placeholder in SANDGATE_SECRET_<NAME>.
+	Secrets []string
 }
 
 // CreateSession mints a new session on a per_session profile (seed new_session). The sandbox
@@ -104,6 +107,9 @@ func (sr *Room) CreateSession(ctx context.Context, p principal.Principal, in Cre
 		return Session{}, err
 	}
 	row := newSessionRow(sr.NewID(), sr.Clock.Now(), p, prof, in)
+	if row.Secrets, err = sr.Secrets(ctx, p.ID, prof, in.Secrets); err != nil {
+		return Session{}, err
+	}
 	if err := sr.Store.CreateSessionWithin(ctx, row, sr.Quota.Sessions(p)); err != nil {
 		if errors.Is(err, store.ErrQuota) {
 			return Session{}, sr.Quota.SessionsErr(p)
@@ -267,14 +273,20 @@ func (sr *Room) lookupDefault(ctx context.Context, p principal.Principal, profNa
 		ID: sr.NewID(), OwnerID: p.ID, Profile: prof.Name, Provider: prof.Provider.Type(), Scope: prof.Scope,
 		Status: "active", CreatedAt: now, LastUsedAt: now, Labels: map[string]string{},
 	}
-	switch prof.Scope {
-	case profile.ScopePerCall:
-		return cand, prof, true, nil
-	case profile.ScopePerRuntime:
+	if prof.Scope == profile.ScopePerRuntime {
 		cand.OwnerID = ""
 	}
-	if sess, ok := sr.ids.defaultOf(cand.OwnerID, prof.Name); ok && cached {
-		return sess, prof, false, nil
+	if prof.Scope != profile.ScopePerCall {
+		if sess, ok := sr.ids.defaultOf(cand.OwnerID, prof.Name); ok && cached {
+			return sess, prof, false, nil
+		}
+	}
+	// The profile's own secrets, with placeholders of the session's (kept by a default one).
+	if cand.Secrets, err = sr.Secrets(ctx, cand.OwnerID, prof, nil); err != nil {
+		return store.Session{}, nil, false, err
+	}
+	if prof.Scope == profile.ScopePerCall {
+		return cand, prof, true, nil
 	}
 	sess, err := sr.Store.EnsureDefaultSession(ctx, cand)
 	if err == nil {

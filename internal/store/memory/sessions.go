@@ -30,6 +30,10 @@ func copySession(r *store.Session) store.Session {
 	if s.Env == nil {
 		s.Env = map[string]string{}
 	}
+	s.Secrets = maps.Clone(r.Secrets)
+	if s.Secrets == nil {
+		s.Secrets = map[string]string{}
+	}
 	return s
 }
 
@@ -85,6 +89,10 @@ func (s *Store) insertSession(sess store.Session, limit int) error {
 	row.Env = maps.Clone(sess.Env)
 	if row.Env == nil {
 		row.Env = map[string]string{}
+	}
+	row.Secrets = maps.Clone(sess.Secrets)
+	if row.Secrets == nil {
+		row.Secrets = map[string]string{}
 	}
 	row.PendingNotice = ""
 	row.PausedAt, row.PausedIdle, row.ParkedSnapshot = time.Time{}, false, "" // not columns of the INSERT

@@ -49,9 +49,10 @@ type Store struct {
 	exclusive  map[int64]bool        // TryExclusive keys held
 	// finishFailures is how many FinishTask calls still fail (FailFinish).
 	finishFailures int
-	audit          []store.AuditEvent       // the audit log, by id (store_audit.go)
-	apiKeys        map[string]*store.APIKey // by id (apikeys.go)
-	auditSeq       int64                    // the audit_events.id bigserial
+	audit          []store.AuditEvent          // the audit log, by id (store_audit.go)
+	apiKeys        map[string]*store.APIKey    // by id (apikeys.go)
+	secrets        map[secretKey]*store.Secret // by owner and name (secrets.go)
+	auditSeq       int64                       // the audit_events.id bigserial
 }
 
 // ErrUnavailable is what a call the test made fail returns (FailFinish): the response store
@@ -81,6 +82,7 @@ func New() *Store {
 		principals: map[string]*store.Principal{}, identities: map[identity]string{},
 		sessions: map[string]*store.Session{}, tasks: map[string]*store.Task{}, snapshots: map[string]*store.Snapshot{}, keys: map[string][]byte{}, processes: map[string]bool{}, runners: map[string]runner{},
 		outputs: map[string]int64{}, contexts: map[contextKey]*store.Context{}, apiKeys: map[string]*store.APIKey{},
+		secrets: map[secretKey]*store.Secret{},
 		changed: make(chan struct{}), locks: map[string]*lockQueue{}, exclusive: map[int64]bool{},
 	}
 }

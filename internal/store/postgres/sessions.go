@@ -17,18 +17,18 @@ import (
 const sessionCols = `id, COALESCE(owner_id::text, ''), profile, provider, scope, name, labels, is_default,
 	COALESCE(sandbox_id, ''), status, COALESCE(pending_notice, ''), created_at, last_used_at,
 	paused_at, paused_idle, COALESCE(parked_snapshot, ''), destroy_attempts, destroy_retry_at, COALESCE(destroy_error, ''),
-	expires_at, on_expiry, env, COALESCE(cpu, 0), COALESCE(memory_mb, 0)`
+	expires_at, on_expiry, env, COALESCE(cpu, 0), COALESCE(memory_mb, 0), secrets`
 
 func scanSession(row pgx.Row) (store.Session, error) { return scanSessionAfter(row) }
 
 // scanSessionAfter scans a row of the columns of before, then sessionCols.
 func scanSessionAfter(row pgx.Row, before ...any) (store.Session, error) {
 	var s store.Session
-	var labels, env []byte
+	var labels, env, secrets []byte
 	var paused, retry, expires *time.Time
 	err := row.Scan(append(before, &s.ID, &s.OwnerID, &s.Profile, &s.Provider, &s.Scope, &s.Name, &labels, &s.IsDefault,
 		&s.SandboxID, &s.Status, &s.PendingNotice, &s.CreatedAt, &s.LastUsedAt, &paused, &s.PausedIdle, &s.ParkedSnapshot,
-		&s.DestroyAttempts, &retry, &s.DestroyError, &expires, &s.OnExpiry, &env, &s.CPU, &s.MemoryMB)...)
+		&s.DestroyAttempts, &retry, &s.DestroyError, &expires, &s.OnExpiry, &env, &s.CPU, &s.MemoryMB, &secrets)...)
 	if err != nil {
 		return store.Session{}, notFound(err)
 	}
@@ -41,7 +41,7 @@ func scanSessionAfter(row pgx.Row, before ...any) (store.Session, error) {
 	if retry != nil {
 		s.DestroyRetryAt = *retry
 	}
-	s.Labels, s.Env = map[string]string{}, map[string]string{}
+	s.Labels, s.Env, s.Secrets = map[string]string{}, map[string]string{}, map[string]string{}
 	if len(labels) > 0 {
 		if err := json.Unmarshal(labels, &s.Labels); err != nil {
 			return store.Session{}, fmt.Errorf("store: session %s labels: %w", s.ID, err)
@@ -50,6 +50,11 @@ func scanSessionAfter(row pgx.Row, before ...any) (store.Session, error) {
 	if len(env) > 0 {
 		if err := json.Unmarshal(env, &s.Env); err != nil {
 			return store.Session{}, fmt.Errorf("store: session %s env: %w", s.ID, err)
+		}
+	}
+	if len(secrets) > 0 {
+		if err := json.Unmarshal(secrets, &s.Secrets); err != nil {
+			return store.Session{}, fmt.Errorf("store: session %s secrets: %w", s.ID, err)
 		}
 	}
 	return s, nil
@@ -99,12 +104,18 @@ func (st *Store) CreateSessionWithin(ctx context.Context, s store.Session, limit
 			return err
 		}
 	}
+	secrets := []byte("{}")
+	if len(s.Secrets) > 0 {
+		if secrets, err = json.Marshal(s.Secrets); err != nil {
+			return err
+		}
+	}
 	tag, err := st.pool.Exec(ctx, `
-INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at, expires_at, on_expiry, env, cpu, memory_mb)
-SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14, $15, NULLIF($16::double precision, 0), NULLIF($17::int, 0)
+INSERT INTO sessions (id, owner_id, profile, provider, scope, name, labels, is_default, sandbox_id, status, created_at, last_used_at, expires_at, on_expiry, env, cpu, memory_mb, secrets)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $13, $14, $15, NULLIF($16::double precision, 0), NULLIF($17::int, 0), $18
  WHERE $2::uuid IS NULL OR $12::int <= 0 OR (SELECT count(*) FROM sessions WHERE owner_id = $2) < $12`,
 		s.ID, nullable(s.OwnerID), s.Profile, s.Provider, s.Scope, s.Name, labels, s.IsDefault, nullable(s.SandboxID), s.Status, s.CreatedAt, limit,
-		nullableTime(s.ExpiresAt), onExpiry(s.OnExpiry), env, s.CPU, s.MemoryMB)
+		nullableTime(s.ExpiresAt), onExpiry(s.OnExpiry), env, s.CPU, s.MemoryMB, secrets)
 	if err == nil && tag.RowsAffected() == 0 {
 		return store.ErrQuota
 	}

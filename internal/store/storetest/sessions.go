@@ -215,7 +215,7 @@ func testSessionCreateGet(f *fixture) {
 	require.Equal(t, store.Session{
 		ID: "s01", OwnerID: alice, Profile: "default", Provider: "fake", Scope: "per_session", Name: "work",
 		Labels: map[string]string{"conversation": "c1", "team": "x"}, SandboxID: "sb1", Status: "active",
-		OnExpiry: store.ExpireDestroy, Env: map[string]string{},
+		OnExpiry: store.ExpireDestroy, Env: map[string]string{}, Secrets: map[string]string{},
 	}, got, "no lifetime; were it given one, destroyed when it ends")
 
 	bare := newSession("s02", alice, at(0))

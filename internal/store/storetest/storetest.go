@@ -61,6 +61,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"runners", runnerTests},
 		{"audit", auditTests},
 		{"api_keys", apiKeyTests},
+		{"secrets", secretTests},
 		{"quotas", quotaTests},
 	} {
 		t.Run(group.name, func(t *testing.T) {

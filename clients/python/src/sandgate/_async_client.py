@@ -288,6 +288,22 @@ class AsyncGateway:
     async def revoke_api_key(self, key_id: str) -> dict[str, Any]:
         return await self._json(request_for("revokeAPIKey", {"key_id": key_id}))
 
+    # -- secrets (write-only: a value is set, never read back) --------------------------------
+
+    async def set_secret(self, name: str, value: str, hosts: list[str]) -> dict[str, Any]:
+        """``PUT /v1/secrets/{name}``: creates or replaces the secret ``name``, sent by the egress
+        proxy only to ``hosts``. The answer (name, hosts, times) never carries the value."""
+        return await self._json(request_for("putSecret", {"name": name}, body={"value": value, "hosts": hosts}))
+
+    async def secrets(self) -> list[dict[str, Any]]:
+        """``GET /v1/secrets``: the caller's secrets by name (never their values)."""
+        listed: list[dict[str, Any]] = (await self._json(request_for("listSecrets")))["secrets"]
+        return listed
+
+    async def delete_secret(self, name: str) -> None:
+        """``DELETE /v1/secrets/{name}``; an unknown (or another principal's) secret raises NotFound."""
+        await self._send(request_for("deleteSecret", {"name": name}))
+
     # -- sessions ------------------------------------------------------------------------------
 
     async def create_session(
@@ -302,11 +318,14 @@ class AsyncGateway:
         cpu: float | None = None,
         memory_mb: int | None = None,
         from_snapshot: str | None = None,
+        secrets: list[str] | None = None,
     ) -> Session:
         """``POST /v1/sessions``. ``env`` (variables of every execution; never shown again:
         ``env_names`` lists them), ``timeout_s`` (a lifetime in seconds, ended as ``on_expiry``
         says), ``cpu`` and ``memory_mb`` (within the profile's policy) need a gateway with the
-        session options of issue 37; they are sent only when given."""
+        session options of issue 37; they are sent only when given. ``secrets`` names stored
+        secrets (``set_secret``) to bind: programs see ``SANDGATE_SECRET_<NAME>`` holding a
+        placeholder the egress proxy replaces with the value (issue 39's gateways)."""
         body = {
             "profile": profile,
             "name": name,
@@ -317,6 +336,7 @@ class AsyncGateway:
             "cpu": cpu,
             "memory_mb": memory_mb,
             "from_snapshot": from_snapshot,
+            "secrets": secrets,
         }
         return Session.from_json(await self._json(request_for("createSession", body=body)))
 
@@ -693,19 +713,21 @@ class AsyncSandbox:
         cpu: float | None = None,
         memory_mb: int | None = None,
         from_snapshot: str | None = None,
+        secrets: list[str] | None = None,
         gateway: AsyncGateway | None = None,
         **connection: Any,
     ) -> AsyncSandbox:
         """Creates a session (``POST /v1/sessions``). ``profile`` defaults to the gateway's
         default; ``env`` applies to every execution; ``timeout`` is the session's lifetime in
         seconds (then ``on_expiry``: destroy or pause); ``cpu``/``memory_mb`` size its sandbox
-        within the profile's policy (the last five need issue 37's gateway). ``connection``
+        within the profile's policy (the last five need issue 37's gateway); ``secrets`` binds
+        stored secrets by name (programs see only placeholders). ``connection``
         (url, token, api_key, …) makes an AsyncGateway unless ``gateway`` is given."""
         g = gateway or AsyncGateway(**connection)
         try:
             info = await g.create_session(
                 profile=profile, name=name, labels=labels, env=env, timeout_s=timeout, on_expiry=on_expiry,
-                cpu=cpu, memory_mb=memory_mb, from_snapshot=from_snapshot,
+                cpu=cpu, memory_mb=memory_mb, from_snapshot=from_snapshot, secrets=secrets,
             )
         except BaseException:
             if gateway is None:

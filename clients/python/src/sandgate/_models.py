@@ -51,6 +51,7 @@ class Session:
     on_expiry: str | None = None
     cpu: float | None = None
     memory_mb: int | None = None
+    secrets: list[str] | None = None  # names of the bound secrets (issue 39), never values
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-_CREATE_SESSION = ("from_snapshot", "profile", "name", "labels", "env", "timeout_s", "on_expiry", "cpu", "memory_mb")
+_CREATE_SESSION = ("from_snapshot", "profile", "name", "labels", "env", "timeout_s", "on_expiry", "cpu", "memory_mb", "secrets")
 _EXEC_COMMON = ("env", "timeout_s", "wait_s", "output", "stdin", "stdin_open")
 
 OPERATIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -25,6 +25,9 @@ OPERATIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "createAPIKey": ("POST", "/v1/api-keys", ("name", "ttl_s", "profiles")),
     "getAPIKey": ("GET", "/v1/api-keys/{key_id}", ()),
     "revokeAPIKey": ("DELETE", "/v1/api-keys/{key_id}", ()),
+    "listSecrets": ("GET", "/v1/secrets", ()),
+    "putSecret": ("PUT", "/v1/secrets/{name}", ("value", "hosts")),
+    "deleteSecret": ("DELETE", "/v1/secrets/{name}", ()),
     "listSessions": ("GET", "/v1/sessions", ()),
     "createSession": ("POST", "/v1/sessions", _CREATE_SESSION),
     "getSession": ("GET", "/v1/sessions/{session_id}", ()),
