@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandgate/sandgate/internal/egress"
 )
 
 // ErrInvalid is matched (errors.Is) by every problem Load and Validate report about the
@@ -550,6 +552,11 @@ func (prof *Profile) validateFields(p *problems, prefix string) {
 		p.add(pk+".network_allow", "must list at least one host when network_egress is allowlist")
 	case pol.NetworkEgress != EgressAllowlist && len(pol.NetworkAllow) > 0:
 		p.add(pk+".network_allow", "is only meaningful with network_egress: allowlist (network_egress is %q)", pol.NetworkEgress)
+	}
+	for i, e := range pol.NetworkAllow {
+		if _, err := egress.ParseRule(e); err != nil {
+			p.add(fmt.Sprintf("%s.network_allow[%d]", pk, i), "%v", err)
+		}
 	}
 	if pol.Timeout != nil {
 		p.positive(pk+".timeout", *pol.Timeout)
