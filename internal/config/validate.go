@@ -93,6 +93,17 @@ func (c *Config) Validate() error {
 	if c.Audit.Retention < minAuditRetention {
 		p.add("audit.retention", "must be at least %s (got %s)", minAuditRetention, c.Audit.Retention)
 	}
+	for name, addr := range c.Egress.Hosts {
+		key := "egress.hosts." + name
+		if r, err := egress.ParseRule(name); err != nil || r.Name == "" || r.Wildcard || r.Port != 0 {
+			p.add(key, "%q is not a host name (write the name alone, e.g. api.example.com)", name)
+		}
+		if _, err := netip.ParseAddrPort(addr); err != nil {
+			if _, err := netip.ParseAddr(addr); err != nil {
+				p.add(key, "%q is not an IP address or IP:port (e.g. 10.0.0.5 or 127.0.0.1:8443)", addr)
+			}
+		}
+	}
 	return errors.Join(p...)
 }
 

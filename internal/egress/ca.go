@@ -51,55 +51,91 @@ const (
 //
 // Errors: the folder cannot be made or read; only one of the two files exists; they do not
 // hold a CA certificate and its key.
+//
+// Processes sharing dir agree on one CA: the key and certificate are written to temporary
+// files and linked into place (a link never replaces a file), the key first; a process that
+// finds the key without its certificate waits for it (up to caWait).
 func LoadOrCreateCA(dir, installation string, now func() time.Time) (*CA, error) {
 	if now == nil {
 		now = time.Now
 	}
 	certPath, keyPath := filepath.Join(dir, caCertFile), filepath.Join(dir, caKeyFile)
-	certPEM, cerr := os.ReadFile(certPath)
-	keyPEM, kerr := os.ReadFile(keyPath)
-	switch {
-	case cerr == nil && kerr == nil:
-		return parseCA(certPEM, keyPEM, now)
-	case errors.Is(cerr, fs.ErrNotExist) && errors.Is(kerr, fs.ErrNotExist):
-	case cerr != nil && !errors.Is(cerr, fs.ErrNotExist):
-		return nil, fmt.Errorf("egress CA: %w", cerr)
-	case kerr != nil && !errors.Is(kerr, fs.ErrNotExist):
-		return nil, fmt.Errorf("egress CA: %w", kerr)
-	default:
-		return nil, fmt.Errorf("egress CA: only one of %s and %s exists in %s: restore the other or remove both to make a new CA (sandboxes started before then stop trusting the proxy)", caCertFile, caKeyFile, dir)
+	created := false
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		certPEM, cerr := os.ReadFile(certPath)
+		keyPEM, kerr := os.ReadFile(keyPath)
+		switch {
+		case cerr == nil && kerr == nil:
+			return parseCA(certPEM, keyPEM, now)
+		case cerr != nil && !errors.Is(cerr, fs.ErrNotExist):
+			return nil, fmt.Errorf("egress CA: %w", cerr)
+		case kerr != nil && !errors.Is(kerr, fs.ErrNotExist):
+			return nil, fmt.Errorf("egress CA: %w", kerr)
+		case errors.Is(cerr, fs.ErrNotExist) && errors.Is(kerr, fs.ErrNotExist) && !created:
+			if err := createCA(dir, installation, now()); err != nil {
+				return nil, err
+			}
+			created = true
+			continue
+		}
+		if time.Since(start) > caWait {
+			return nil, fmt.Errorf("egress CA: only one of %s and %s exists in %s: restore the other or remove both to make a new CA (sandboxes started before then stop trusting the proxy)", caCertFile, caKeyFile, dir)
+		}
 	}
-	certPEM, keyPEM, err := newCA(installation, now())
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("egress CA: %w", err)
-	}
-	if err := writeNew(keyPath, keyPEM, 0o600); err != nil {
-		return nil, err
-	}
-	if err := writeNew(certPath, certPEM, 0o644); err != nil {
-		return nil, err
-	}
-	return parseCA(certPEM, keyPEM, now)
 }
 
-// writeNew writes a file that must not exist yet (another replica sharing dir may have made
-// its CA first: then the caller's read of it on the next start wins; this one fails).
-func writeNew(path string, b []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+// caWait bounds how long LoadOrCreateCA waits for a certificate another process is writing.
+const caWait = 5 * time.Second
+
+// createCA makes a CA in dir unless another process has already linked its key there.
+func createCA(dir, installation string, now time.Time) error {
+	certPEM, keyPEM, err := newCA(installation, now)
 	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("egress CA: %w", err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
+	keyTmp, err := writeTemp(dir, keyPEM, 0o600)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(keyTmp)
+	certTmp, err := writeTemp(dir, certPEM, 0o644)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(certTmp)
+	if err := os.Link(keyTmp, filepath.Join(dir, caKeyFile)); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // another process's CA: read it
+		}
 		return fmt.Errorf("egress CA: %w", err)
 	}
-	if err := f.Close(); err != nil {
+	if err := os.Link(certTmp, filepath.Join(dir, caCertFile)); err != nil {
 		return fmt.Errorf("egress CA: %w", err)
 	}
 	return nil
+}
+
+func writeTemp(dir string, b []byte, mode os.FileMode) (string, error) {
+	f, err := os.CreateTemp(dir, ".egress-ca-*")
+	if err != nil {
+		return "", fmt.Errorf("egress CA: %w", err)
+	}
+	name := f.Name()
+	err = f.Chmod(mode)
+	if err == nil {
+		_, err = f.Write(b)
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(name)
+		return "", fmt.Errorf("egress CA: %w", err)
+	}
+	return name, nil
 }
 
 func newCA(installation string, now time.Time) (certPEM, keyPEM []byte, err error) {

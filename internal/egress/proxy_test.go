@@ -336,3 +336,27 @@ func TestCAIsKeptAndReused(t *testing.T) {
 		t.Errorf("leaf does not verify: %v", err)
 	}
 }
+
+func TestCAMadeOnceByConcurrentProcesses(t *testing.T) {
+	dir := t.TempDir()
+	pems := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range pems {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ca, err := LoadOrCreateCA(dir, "inst", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			pems[i] = string(ca.CertPEM())
+		}()
+	}
+	wg.Wait()
+	for _, p := range pems[1:] {
+		if p != pems[0] {
+			t.Fatal("concurrent starts made different CAs")
+		}
+	}
+}

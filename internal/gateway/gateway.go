@@ -32,6 +32,7 @@ import (
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/egress"
 	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
@@ -94,6 +95,7 @@ type Gateway struct {
 
 	installation string        // the database's installation id, handed to every provider
 	engines      []censusTaker // the docker profiles' providers, for EngineCensus
+	egress       *egress.Proxy // the egress proxy of docker sandboxes (nil without docker profiles)
 
 	bg     context.Context // background work: lives until Close
 	stopBG context.CancelFunc
@@ -219,7 +221,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 		keyRevoked = authn.ForgetAPIKey
 	}
 	host, _ := os.Hostname()
-	profiles, err := buildProfiles(cfg, blocks, opts.Registry, g.installation, log)
+	if g.egress, err = g.newEgress(cfg, now); err != nil {
+		return nil, err
+	}
+	profiles, err := buildProfiles(cfg, blocks, opts.Registry, g.installation, g.egress, log)
 	if err != nil {
 		return nil, err
 	}
@@ -456,6 +461,9 @@ func (g *Gateway) Close() {
 		}
 		g.stopBG()
 		g.wg.Wait()
+		if g.egress != nil {
+			g.egress.Close()
+		}
 		if g.transport != nil {
 			_ = g.transport.Close()
 		}

@@ -16,6 +16,10 @@ const (
 	AuditSessionDestroy = "session_destroy"
 	AuditAPIKeyCreate   = "api_key_create" // Target: the new key's id
 	AuditAPIKeyRevoke   = "api_key_revoke" // Target: the revoked key's id
+	// AuditEgressRefused: the egress proxy refused a sandbox's connection or DNS question
+	// (issue 39). Target: host:port (port 0 for a DNS question); Excerpt: "connect: why",
+	// "http: why" or "dns: why"; Status "refused".
+	AuditEgressRefused = "egress_refused"
 )
 
 // AuditSubmitted is the status of an execution's audit event until its task finishes (then

@@ -93,6 +93,21 @@ func (p *Provider) proxied(pol providers.Policy) bool {
 	return usesProxy(pol) && p.noProxy(pol) == ""
 }
 
+// EgressEnforcement says how pol's egress is enforced (providers.EgressEnforcer): deny by
+// the container's network mode, allowlist (and allow with secrets) by the egress proxy where
+// sandboxes can use it, else nothing.
+func (p *Provider) EgressEnforcement(pol providers.Policy) string {
+	switch {
+	case p.proxied(pol):
+		return providers.EnforcedByProxy
+	case pol.NetworkEgress == providers.EgressDeny:
+		return providers.EnforcedByProvider
+	}
+	return providers.EnforcedByNone
+}
+
+var _ providers.EgressEnforcer = (*Provider)(nil)
+
 // egressSpec adds to s what a proxied sandbox needs: no network, the loopback's low ports for
 // sandboxd's DNS forwarder, a resolver at 127.0.0.1, the proxy and CA variables every common
 // tool reads, and the secrets' placeholders.
