@@ -16,7 +16,9 @@
 // host:port and the network_allow entry that would allow it; every refusal is counted
 // (MetricRequests), logged and handed to Config.RefusedFunc (the gateway audits it).
 //
-// Secrets. A host one of the grant's secrets is bound to is intercepted: the proxy
+// Secrets. A host one of the grant's secrets is bound to is intercepted when reached over
+// TLS (plain HTTP requests are forwarded with the placeholder as sent, so a value never
+// crosses a network unencrypted): the proxy
 // terminates TLS with a leaf certificate of the installation's CA (LoadOrCreateCA; the
 // sandbox trusts its certificate, the key never leaves the gateway), replaces the secret's
 // placeholder by its value in the request's headers (only there, and only for its hosts), and

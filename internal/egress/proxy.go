@@ -248,7 +248,8 @@ func target(hostport string, def int) (string, int, error) {
 	return NormalizeHost(host), port, nil
 }
 
-// forward serves a plain HTTP proxy request (an absolute URL), allowed by its host.
+// forward serves a plain HTTP proxy request (an absolute URL), allowed by its host. Secrets
+// are not substituted here (only inside TLS), but responses are scrubbed all the same.
 func (h *handler) forward(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Scheme != "http" || r.URL.Host == "" {
 		http.Error(w, "sandgate egress proxy: only proxy requests (an absolute http:// URL, or CONNECT) are served here\n", http.StatusBadRequest)
@@ -268,8 +269,7 @@ func (h *handler) forward(w http.ResponseWriter, r *http.Request) {
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
 	removeHopHeaders(out.Header)
-	secrets := h.g.bound(host, port)
-	substitute(out.Header, secrets)
+	// No substitution in plain HTTP: a secret's value never crosses a network unencrypted.
 	if len(h.g.Secrets) > 0 {
 		out.Header.Del("Accept-Encoding") // the transport's own gzip is decoded, so the body can be scrubbed
 	}

@@ -267,6 +267,35 @@ func TestProxySubstitutesSecretsForBoundHostsOnly(t *testing.T) {
 	}
 }
 
+func TestProxyNeverSendsASecretInPlainHTTP(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
+		fmt.Fprintf(w, "echo %s and %s", r.Header.Get("Authorization"), secretValue)
+	}))
+	defer plain.Close()
+	g := grant(t, "plain.test")
+	hosts, _ := ParseRules([]string{"plain.test"})
+	g.Secrets = []Secret{{Name: "api", Placeholder: placeholder, Value: []byte(secretValue), Hosts: hosts}}
+	b := setup(t, g)
+	b.proxy.hosts["plain.test"] = plain.Listener.Addr().String()
+	resp, body, err := get(t, b.client(), "http://plain.test/", http.Header{"Authorization": {"Bearer " + placeholder}})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != "Bearer "+placeholder {
+		t.Errorf("plain HTTP carried %q, want the placeholder", got)
+	}
+	if strings.Contains(body, secretValue) || !strings.Contains(body, "and "+placeholder) {
+		t.Errorf("the response was not scrubbed: %q", body)
+	}
+}
+
 func TestScrubberAcrossReads(t *testing.T) {
 	h := &handler{g: &Grant{Secrets: []Secret{{Placeholder: "<P>", Value: []byte("SECRET")}, {Placeholder: "<Q>", Value: []byte("xy")}}}}
 	in := strings.Repeat("a", 40000) + "SECRET-SECRETSECRxySECRET" + strings.Repeat("b", 5) + "SECRET"
