@@ -53,8 +53,10 @@ func (h *handler) intercept(client net.Conn, host string, port int, secrets []Se
 			removeHopHeaders(resp.Header)
 			h.scrubHeader(resp.Header)
 			resp.Header.Del("Content-Length")
+			// Chunked: the scrubbed length is unknown, and a length-less HTTP/1.1 body would
+			// end the kept-alive connection (Response.Write ends such a body by closing).
 			resp.ContentLength = -1
-			resp.TransferEncoding = nil
+			resp.TransferEncoding = []string{"chunked"}
 			resp.Body = struct {
 				io.Reader
 				io.Closer
