@@ -58,10 +58,12 @@ require go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.45.0
 require (
 	al.essio.dev/pkg/shellescape v1.6.1
 	github.com/KimMachineGun/automemlimit v1.0.2
+	github.com/miekg/dns v1.1.73
 )
 
 require (
 	github.com/containerd/log v0.2.0 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/moby/sys/atomicwriter v0.1.0 // indirect
 	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect

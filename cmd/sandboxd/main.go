@@ -23,6 +23,10 @@
 //	--log-level LEVEL   debug, info, warn or error (SANDBOXD_LOG_LEVEL; default info)
 //	--run-as USER       run programs and contexts as USER: uid, uid:gid, name or name:group
 //	                    (SANDBOXD_RUN_AS; default: sandboxd's own user)
+//	--egress-dir DIR    forward 127.0.0.1:3128 (HTTP proxy) and 127.0.0.1:53 (DNS, UDP and
+//	                    TCP) to the egress proxy's Unix sockets px.sock and ns.sock in DIR,
+//	                    after writing DIR/ca-bundle.pem (the image's roots and
+//	                    DIR/egress-ca.pem) (SANDBOXD_EGRESS_DIR; cmd/sandboxd/egress.go)
 //
 // At least one of --socket and --listen is required. The secret comes from --token-file, or
 // else from SANDBOXD_TOKEN; without one sandboxd refuses to start (exit status 2), unless
@@ -162,6 +166,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) 
 // serveConfig is what serve's flags and environment say.
 type serveConfig struct {
 	socket, listen, workspace, python, bash, tokenFile, stateFile, logLevel, runAs string
+	egressDir                                                                      string
 	token                                                                          string
 	awaitToken                                                                     bool
 }
@@ -181,6 +186,7 @@ func parseServe(args, environ []string, stderr io.Writer) (serveConfig, error) {
 	flags.BoolVar(&c.awaitToken, "await-token", env["SANDBOXD_AWAIT_TOKEN"] == "1", "start without a secret and take it from the first PUT /v1/token (SANDBOXD_AWAIT_TOKEN=1)")
 	flags.StringVar(&c.logLevel, "log-level", cmp.Or(env["SANDBOXD_LOG_LEVEL"], "info"), "debug, info, warn or error (SANDBOXD_LOG_LEVEL)")
 	flags.StringVar(&c.runAs, "run-as", env["SANDBOXD_RUN_AS"], "run programs and contexts as this user (uid, uid:gid, name or name:group), so that they cannot signal, stop or trace sandboxd (SANDBOXD_RUN_AS; needs root with CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_KILL, CAP_SETGID and CAP_SETUID)")
+	flags.StringVar(&c.egressDir, "egress-dir", env["SANDBOXD_EGRESS_DIR"], "forward 127.0.0.1:3128 (HTTP proxy) and 127.0.0.1:53 (DNS) to the egress proxy's sockets in this folder, and write its trust bundle there (SANDBOXD_EGRESS_DIR; the docker provider sets it for sandboxes behind the egress proxy)")
 	if err := flags.Parse(args); err != nil {
 		return c, usageError{err.Error()}
 	}
@@ -228,6 +234,13 @@ func serve(ctx context.Context, args, environ []string, stderr io.Writer) error 
 	}
 	reserveThreads(spareThreads)
 
+	if c.egressDir != "" {
+		fw, err := startForwarder(c.egressDir, log)
+		if err != nil {
+			return err
+		}
+		defer fw.stop()
+	}
 	programs, err := programUser(c.runAs, c.workspace, log)
 	if err != nil {
 		return err

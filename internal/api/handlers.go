@@ -157,6 +157,7 @@ func profileView(prof *sandbox.Profile) apigen.Profile {
 			NetworkEgress: apigen.PolicyNetworkEgress(pol.NetworkEgress), NetworkAllow: nonNil(pol.NetworkAllow),
 			FsAllowRead: nonNil(pol.FSAllowRead), FsAllowWrite: nonNil(pol.FSAllowWrite), TimeoutS: pol.Timeout.Seconds(), Strict: pol.Strict,
 		},
+		Egress: apigen.Egress{Mode: apigen.EgressMode(pol.NetworkEgress), EnforcedBy: apigen.EgressEnforcedBy(prof.EgressEnforcement())},
 		Capabilities: apigen.Capabilities{
 			Isolation: apigen.IsolationTier(c.Isolation), Shell: c.Shell, Languages: nonNil(c.Languages), Files: c.Files,
 			PackageInstall: c.PackageInstall, Stateful: c.Stateful, Interactive: c.Interactive, Background: c.Background,

@@ -21,6 +21,9 @@ type Config struct {
 	Audit Audit `koanf:"audit" json:"audit"`
 	// Secrets configures the secrets store (docs/semantics.md §15).
 	Secrets Secrets `koanf:"secrets" json:"secrets"`
+	// Egress configures the egress proxy of docker sandboxes with network_egress allowlist or
+	// with secrets (docs/semantics.md §3).
+	Egress Egress `koanf:"egress" json:"egress"`
 
 	// fromEnv maps each dotted key an environment variable set to that variable's name (Load
 	// records it), so that problems found later (DecodeBlock) can name the variable.
@@ -74,6 +77,24 @@ type ProfileSecret struct {
 	// ValueFile is a file holding the value (a trailing newline is dropped); exactly one of
 	// value_env and value_file.
 	ValueFile string `koanf:"value_file" json:"value_file"`
+}
+
+// Egress configures the gateway's egress proxy (internal/egress), which docker sandboxes of
+// allowlist policies and of sessions with secrets reach the network through.
+type Egress struct {
+	// StateDir holds the installation's egress CA (egress-ca.pem, and egress-ca-key.pem with
+	// mode 0600), made at the first start that needs it; sandboxes trust its certificate, the
+	// key never leaves this folder. Replicas serving one engine's sandboxes should share it.
+	// Default /var/lib/sandgate/egress for root, else $XDG_STATE_HOME/sandgate/egress or
+	// ~/.local/state/sandgate/egress.
+	StateDir string `koanf:"state_dir" json:"state_dir"`
+	// Hosts maps host names to the address the proxy reaches them at instead of resolving
+	// them with the gateway host's resolver: an IP ("10.0.0.5", the requested port kept) or
+	// IP:port ("127.0.0.1:8443"). For tests and split-horizon names.
+	Hosts map[string]string `koanf:"hosts" json:"hosts"`
+	// UpstreamCAFile is a PEM file of the roots that verify upstream servers when the proxy
+	// terminates TLS to substitute a secret; default the gateway host's system roots.
+	UpstreamCAFile string `koanf:"upstream_ca_file" json:"upstream_ca_file"`
 }
 
 // Server is the HTTP listener.

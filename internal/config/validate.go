@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandgate/sandgate/internal/egress"
 )
 
 // ErrInvalid is matched (errors.Is) by every problem Load and Validate report about the
@@ -90,6 +92,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Audit.Retention < minAuditRetention {
 		p.add("audit.retention", "must be at least %s (got %s)", minAuditRetention, c.Audit.Retention)
+	}
+	for name, addr := range c.Egress.Hosts {
+		key := "egress.hosts." + name
+		if r, err := egress.ParseRule(name); err != nil || r.Name == "" || r.Wildcard || r.Port != 0 {
+			p.add(key, "%q is not a host name (write the name alone, e.g. api.example.com)", name)
+		}
+		if _, err := netip.ParseAddrPort(addr); err != nil {
+			if _, err := netip.ParseAddr(addr); err != nil {
+				p.add(key, "%q is not an IP address or IP:port (e.g. 10.0.0.5 or 127.0.0.1:8443)", addr)
+			}
+		}
 	}
 	return errors.Join(p...)
 }
@@ -550,6 +563,11 @@ func (prof *Profile) validateFields(p *problems, prefix string) {
 		p.add(pk+".network_allow", "must list at least one host when network_egress is allowlist")
 	case pol.NetworkEgress != EgressAllowlist && len(pol.NetworkAllow) > 0:
 		p.add(pk+".network_allow", "is only meaningful with network_egress: allowlist (network_egress is %q)", pol.NetworkEgress)
+	}
+	for i, e := range pol.NetworkAllow {
+		if _, err := egress.ParseRule(e); err != nil {
+			p.add(fmt.Sprintf("%s.network_allow[%d]", pk, i), "%v", err)
+		}
 	}
 	if pol.Timeout != nil {
 		p.positive(pk+".timeout", *pol.Timeout)

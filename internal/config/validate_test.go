@@ -86,6 +86,13 @@ func TestValidateRules(t *testing.T) {
 			[]string{"greater than 0"}},
 		{"allowlist without hosts", profile(func(p *Profile) { p.Policy.NetworkEgress = EgressAllowlist }),
 			prof + ".policy.network_allow", []string{"allowlist", "at least one"}},
+		{"a bad network_allow entry", profile(func(p *Profile) {
+			p.Policy.NetworkEgress, p.Policy.NetworkAllow = EgressAllowlist, []string{"pypi.org", "api.*.com:443"}
+		}), prof + ".policy.network_allow[1]", []string{"api.*.com:443", "wildcard"}},
+		{"egress host not a name", func(c *Config) { c.Egress.Hosts = map[string]string{"*.x.test": "127.0.0.1"} },
+			"egress.hosts.*.x.test", []string{"not a host name"}},
+		{"egress host address", func(c *Config) { c.Egress.Hosts = map[string]string{"allowed.test": "localhost:80"} },
+			"egress.hosts.allowed.test", []string{"not an IP address"}},
 		{"network_allow without allowlist", profile(func(p *Profile) { p.Policy.NetworkAllow = []string{"pypi.org"} }),
 			prof + ".policy.network_allow", []string{"only meaningful", "allowlist"}},
 

@@ -10,6 +10,7 @@ import (
 	"github.com/sandgate/sandgate/internal/api"
 	"github.com/sandgate/sandgate/internal/config"
 	"github.com/sandgate/sandgate/internal/e2bdoor"
+	"github.com/sandgate/sandgate/internal/egress"
 	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
@@ -90,7 +91,7 @@ func policy(c config.Policy) providers.Policy {
 //
 // Errors: the registry's (fault.Config for configuration a provider rejects), prefixed with
 // the profile's key.
-func buildProfiles(cfg *config.Config, d decoded, reg *providers.Registry, installation string, getenv func(string) string, log *slog.Logger) (_ []sandbox.ProfileSpec, err error) {
+func buildProfiles(cfg *config.Config, d decoded, reg *providers.Registry, installation string, proxy *egress.Proxy, getenv func(string) string, log *slog.Logger) (_ []sandbox.ProfileSpec, err error) {
 	c := cfg.Sandbox
 	names := make([]string, 0, len(c.Profiles))
 	for n := range c.Profiles {
@@ -110,6 +111,7 @@ func buildProfiles(cfg *config.Config, d decoded, reg *providers.Registry, insta
 		if err != nil {
 			return nil, err
 		}
+		bc.Egress = proxy
 		prov, err := reg.Build(bc)
 		if err != nil {
 			return nil, fmt.Errorf("sandbox.profiles.%s: %w", name, err)

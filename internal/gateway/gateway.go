@@ -32,6 +32,7 @@ import (
 	"github.com/sandgate/sandgate/internal/broker"
 	"github.com/sandgate/sandgate/internal/broker/queue"
 	"github.com/sandgate/sandgate/internal/config"
+	"github.com/sandgate/sandgate/internal/egress"
 	"github.com/sandgate/sandgate/internal/mcp"
 	"github.com/sandgate/sandgate/internal/providers"
 	"github.com/sandgate/sandgate/internal/sandbox"
@@ -94,6 +95,7 @@ type Gateway struct {
 
 	installation string        // the database's installation id, handed to every provider
 	engines      []censusTaker // the docker profiles' providers, for EngineCensus
+	egress       *egress.Proxy // the egress proxy of docker sandboxes (nil without docker profiles)
 
 	bg     context.Context // background work: lives until Close
 	stopBG context.CancelFunc
@@ -232,7 +234,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Gateway, err
 	if !keys.Enabled() {
 		log.Info("secrets are off: no key in secrets.keys (SANDGATE_SECRETS__KEYS); setting or binding a secret is refused")
 	}
-	profiles, err := buildProfiles(cfg, blocks, opts.Registry, g.installation, getenv, log)
+	if g.egress, err = g.newEgress(cfg, now); err != nil {
+		return nil, err
+	}
+	profiles, err := buildProfiles(cfg, blocks, opts.Registry, g.installation, g.egress, getenv, log)
 	if err != nil {
 		return nil, err
 	}
@@ -470,6 +475,9 @@ func (g *Gateway) Close() {
 		}
 		g.stopBG()
 		g.wg.Wait()
+		if g.egress != nil {
+			g.egress.Close()
+		}
 		if g.transport != nil {
 			_ = g.transport.Close()
 		}

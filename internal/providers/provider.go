@@ -102,6 +102,32 @@ type Policy struct {
 	Secrets []SecretBinding
 }
 
+// How a policy's network egress is enforced (EgressEnforcement; /v1/profiles egress).
+const (
+	EnforcedByProxy    = "proxy"    // the gateway's egress proxy (internal/egress; docker)
+	EnforcedByProvider = "provider" // the provider's own network controls
+	EnforcedByNone     = "none"     // nothing: egress allow, or a mode the provider does not enforce (strict false)
+)
+
+// EgressEnforcer is implemented by providers that say themselves how they enforce a policy's
+// network egress (one of the EnforcedBy values).
+type EgressEnforcer interface {
+	EgressEnforcement(pol Policy) string
+}
+
+// EgressEnforcement says how p, declaring caps, enforces pol's network egress: its
+// EgressEnforcer's answer when it has one; else none for allow and, for deny and allowlist,
+// provider when it declares policy_network, none when not.
+func EgressEnforcement(p Provider, caps Capabilities, pol Policy) string {
+	if e, ok := p.(EgressEnforcer); ok {
+		return e.EgressEnforcement(pol)
+	}
+	if pol.NetworkEgress == EgressAllow || pol.NetworkEgress == "" || !caps.PolicyNetwork {
+		return EnforcedByNone
+	}
+	return EnforcedByProvider
+}
+
 // SecretBinding is one named secret as a session uses it (issue 39): programs in the sandbox
 // see only Placeholder, in the environment variable EnvName; the egress proxy replaces
 // Placeholder with Value in the headers of requests to Hosts, and nowhere else.

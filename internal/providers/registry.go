@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandgate/sandgate/internal/egress"
 	"github.com/sandgate/sandgate/internal/fault"
 )
 
@@ -49,6 +50,9 @@ type BuildContext struct {
 	// Logger is the provider's logger; Build defaults it to slog.Default() and adds the
 	// attributes profile and provider.
 	Logger *slog.Logger
+	// Egress is the gateway's egress proxy (nil: none), for the providers that route a
+	// sandbox's traffic through it (docker).
+	Egress *egress.Proxy
 }
 
 // OptionsOf returns ctx.Options as the options type T of the backend typ, for its Factory.

@@ -18,6 +18,10 @@ const (
 	AuditAPIKeyRevoke   = "api_key_revoke" // Target: the revoked key's id
 	AuditSecretSet      = "secret_set"     // Target: the secret's name (never its value)
 	AuditSecretDelete   = "secret_delete"  // Target: the secret's name
+	// AuditEgressRefused: the egress proxy refused a sandbox's connection or DNS question
+	// (issue 39). Target: host:port (port 0 for a DNS question); Excerpt: "connect: why",
+	// "http: why" or "dns: why"; Status "refused".
+	AuditEgressRefused = "egress_refused"
 )
 
 // AuditSubmitted is the status of an execution's audit event until its task finishes (then

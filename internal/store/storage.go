@@ -66,6 +66,9 @@ type Sessions interface {
 	RestoreSession(ctx context.Context, id, sandboxID string, lastUsed time.Time) error
 	// SandboxInUse reports whether any session refers to sandbox id.
 	SandboxInUse(ctx context.Context, id string) (bool, error)
+	// SessionOfSandbox returns the session whose sandbox is sandboxID (ErrNotFound for none;
+	// "" is nobody's): whom an event a provider reports about a sandbox concerns.
+	SessionOfSandbox(ctx context.Context, sandboxID string) (Session, error)
 	// DestroyFailed closes session id (SessionClosed) after destroying its sandbox sandboxID
 	// failed with why, its next attempt due at retryAt; false when it is gone or its sandbox
 	// moved on.

@@ -82,6 +82,7 @@ func (e AuditEventOperation) Valid() bool {
 const (
 	AuditKindApiKeyCreate   AuditKind = "api_key_create"
 	AuditKindApiKeyRevoke   AuditKind = "api_key_revoke"
+	AuditKindEgressRefused  AuditKind = "egress_refused"
 	AuditKindExecution      AuditKind = "execution"
 	AuditKindFileDelete     AuditKind = "file_delete"
 	AuditKindFileWrite      AuditKind = "file_write"
@@ -97,6 +98,8 @@ func (e AuditKind) Valid() bool {
 	case AuditKindApiKeyCreate:
 		return true
 	case AuditKindApiKeyRevoke:
+		return true
+	case AuditKindEgressRefused:
 		return true
 	case AuditKindExecution:
 		return true
@@ -186,6 +189,48 @@ func (e CreatedAPIKeyStatus) Valid() bool {
 	case CreatedAPIKeyStatusExpired:
 		return true
 	case CreatedAPIKeyStatusRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EgressEnforcedBy.
+const (
+	EgressEnforcedByNone     EgressEnforcedBy = "none"
+	EgressEnforcedByProvider EgressEnforcedBy = "provider"
+	EgressEnforcedByProxy    EgressEnforcedBy = "proxy"
+)
+
+// Valid indicates whether the value is a known member of the EgressEnforcedBy enum.
+func (e EgressEnforcedBy) Valid() bool {
+	switch e {
+	case EgressEnforcedByNone:
+		return true
+	case EgressEnforcedByProvider:
+		return true
+	case EgressEnforcedByProxy:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EgressMode.
+const (
+	EgressModeAllow     EgressMode = "allow"
+	EgressModeAllowlist EgressMode = "allowlist"
+	EgressModeDeny      EgressMode = "deny"
+)
+
+// Valid indicates whether the value is a known member of the EgressMode enum.
+func (e EgressMode) Valid() bool {
+	switch e {
+	case EgressModeAllow:
+		return true
+	case EgressModeAllowlist:
+		return true
+	case EgressModeDeny:
 		return true
 	default:
 		return false
@@ -865,7 +910,7 @@ type AuditEvent struct {
 	// ErrorType The failure's class (a problem type suffix), when it failed.
 	ErrorType *string `json:"error_type,omitempty"`
 
-	// Excerpt The first 256 bytes of the command or code.
+	// Excerpt The first 256 bytes of the command or code; `egress_refused`: what was refused (connect, http or dns) and why.
 	Excerpt *string `json:"excerpt,omitempty"`
 
 	// ExitCode Executions whose program ran.
@@ -891,10 +936,10 @@ type AuditEvent struct {
 	Size *int64 `json:"size,omitempty"`
 
 	// Status Executions: `submitted` until they finish, then the task's status (`succeeded`,
-	// `failed`, `timed_out`, `cancelled`, `lost`). Other kinds: `succeeded` or `failed`.
+	// `failed`, `timed_out`, `cancelled`, `lost`). `egress_refused`: `refused`. Other kinds: `succeeded` or `failed`.
 	Status string `json:"status"`
 
-	// Target File events: the workspace path; API key events: the key's id.
+	// Target File events: the workspace path; API key events: the key's id; `egress_refused`: the host:port the sandbox was refused (port 0 for a DNS question).
 	Target *string `json:"target,omitempty"`
 
 	// TaskId Executions: the task.
@@ -1162,6 +1207,18 @@ type DroppedResult struct {
 	// Types Its MIME types.
 	Types []string `json:"types"`
 }
+
+// Egress How the profile's network egress is enforced. `proxy`: the sandbox has no route out but the gateway's egress proxy, which allows the hosts of `network_allow` (names, `*.` wildcards, CIDRs, ports), answers DNS for them only, and substitutes session secrets for the hosts they are bound to (docker with the socket transport). `provider`: the provider's own network controls. `none`: nothing restricts it (`allow`, or a mode the provider cannot enforce under `strict: false`).
+type Egress struct {
+	EnforcedBy EgressEnforcedBy `json:"enforced_by"`
+	Mode       EgressMode       `json:"mode"`
+}
+
+// EgressEnforcedBy defines model for Egress.EnforcedBy.
+type EgressEnforcedBy string
+
+// EgressMode defines model for Egress.Mode.
+type EgressMode string
 
 // ErrorEvent `event: error`: the execution failed (a problem); ends the stream.
 type ErrorEvent struct {
@@ -1467,9 +1524,12 @@ type Profile struct {
 	AllowedGroups *[]string `json:"allowed_groups,omitempty"`
 
 	// AutoResume An operation on a paused session resumes it (with a notice) instead of answering 409 `paused`.
-	AutoResume   bool                `json:"auto_resume"`
-	Capabilities Capabilities        `json:"capabilities"`
-	Default      bool                `json:"default"`
+	AutoResume   bool         `json:"auto_resume"`
+	Capabilities Capabilities `json:"capabilities"`
+	Default      bool         `json:"default"`
+
+	// Egress How the profile's network egress is enforced. `proxy`: the sandbox has no route out but the gateway's egress proxy, which allows the hosts of `network_allow` (names, `*.` wildcards, CIDRs, ports), answers DNS for them only, and substitutes session secrets for the hosts they are bound to (docker with the socket transport). `provider`: the provider's own network controls. `none`: nothing restricts it (`allow`, or a mode the provider cannot enforce under `strict: false`).
+	Egress       Egress              `json:"egress"`
 	Environment  ProfileEnvironment  `json:"environment"`
 	IdentityMode ProfileIdentityMode `json:"identity_mode"`
 

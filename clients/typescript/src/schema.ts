@@ -1227,6 +1227,7 @@ export interface components {
             auto_resume: boolean;
             allowed_groups?: string[];
             policy: components["schemas"]["Policy"];
+            egress: components["schemas"]["Egress"];
             capabilities: components["schemas"]["Capabilities"];
             /**
              * @description True for scope `per_runtime`: every caller of the profile works in one session and
@@ -1266,6 +1267,13 @@ export interface components {
              */
             timeout_s: number;
             strict: boolean;
+        };
+        /** @description How the profile's network egress is enforced. `proxy`: the sandbox has no route out but the gateway's egress proxy, which allows the hosts of `network_allow` (names, `*.` wildcards, CIDRs, ports), answers DNS for them only, and substitutes session secrets for the hosts they are bound to (docker with the socket transport). `provider`: the provider's own network controls. `none`: nothing restricts it (`allow`, or a mode the provider cannot enforce under `strict: false`). */
+        Egress: {
+            /** @enum {string} */
+            mode: "allow" | "deny" | "allowlist";
+            /** @enum {string} */
+            enforced_by: "proxy" | "provider" | "none";
         };
         Capabilities: {
             isolation: components["schemas"]["IsolationTier"];
@@ -2052,7 +2060,7 @@ export interface components {
             next_cursor: string;
         };
         /** @enum {string} */
-        AuditKind: "execution" | "file_write" | "file_delete" | "session_create" | "session_destroy" | "api_key_create" | "api_key_revoke" | "secret_set" | "secret_delete";
+        AuditKind: "execution" | "file_write" | "file_delete" | "session_create" | "session_destroy" | "api_key_create" | "api_key_revoke" | "secret_set" | "secret_delete" | "egress_refused";
         AuditEvent: {
             /** Format: int64 */
             id: number;
@@ -2076,13 +2084,13 @@ export interface components {
              * @enum {string}
              */
             operation?: "execute_command" | "execute_code";
-            /** @description File events: the workspace path; API key events: the key's id. */
+            /** @description File events: the workspace path; API key events: the key's id; `egress_refused`: the host:port the sandbox was refused (port 0 for a DNS question). */
             target?: string;
             /** @description The API key the request that made the event was authenticated with; absent for a token. */
             api_key_id?: string;
             /** @description SHA-256 (hex) of the command or code, or of the bytes a file write stored. */
             digest?: string;
-            /** @description The first 256 bytes of the command or code. */
+            /** @description The first 256 bytes of the command or code; `egress_refused`: what was refused (connect, http or dns) and why. */
             excerpt?: string;
             /**
              * Format: int64
@@ -2091,7 +2099,7 @@ export interface components {
             size?: number;
             /**
              * @description Executions: `submitted` until they finish, then the task's status (`succeeded`,
-             *     `failed`, `timed_out`, `cancelled`, `lost`). Other kinds: `succeeded` or `failed`.
+             *     `failed`, `timed_out`, `cancelled`, `lost`). `egress_refused`: `refused`. Other kinds: `succeeded` or `failed`.
              */
             status: string;
             /** @description The failure's class (a problem type suffix), when it failed. */
@@ -2677,6 +2685,10 @@ export interface operations {
                      *             "fs_allow_write": [],
                      *             "timeout_s": 120,
                      *             "strict": true
+                     *           },
+                     *           "egress": {
+                     *             "mode": "allow",
+                     *             "enforced_by": "none"
                      *           },
                      *           "capabilities": {
                      *             "isolation": "none",

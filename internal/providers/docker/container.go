@@ -70,6 +70,9 @@ func (p *Provider) spec(pol providers.Policy) containerSpec {
 	if pol.NetworkEgress == providers.EgressDeny {
 		s.hc.NetworkMode = "none"
 	}
+	if p.proxied(pol) {
+		egressSpec(&s, pol)
+	}
 	if pol.CPU > 0 {
 		s.hc.NanoCPUs = int64(pol.CPU * 1e9)
 	}
@@ -123,6 +126,12 @@ func (p *Provider) createContainer(ctx context.Context, s containerSpec, name st
 	copyBin, folder, err := p.prepareSandboxd(ctx, &cfg, &hc)
 	if err != nil {
 		return "", err
+	}
+	if folder != "" && cfg.Labels[LabelEgress] != "" {
+		if err := p.writeEgressCA(folder); err != nil {
+			_ = os.RemoveAll(folder)
+			return "", err
+		}
 	}
 	fail := func(id string) {
 		if id != "" {

@@ -25,8 +25,9 @@
 // Always: no-new-privileges, every capability dropped but those above, a pids limit
 // (docker.pids_limit, default 256), oom_score_adj 1000, and optionally an OCI runtime (docker.runtime, checked
 // against the engine's installed runtimes). Policy: network_egress deny → network mode none;
-// allowlist → refused under strict before any engine call, else a warning and unrestricted
-// egress; cpu → NanoCPUs; memory_mb → Memory = MemorySwap (and /tmp at half of it);
+// allowlist (and allow with secrets) → network mode none and the egress proxy (below) where
+// the gateway runs one and the transport is socket, else refused under strict before any
+// engine call (secrets: always), or a warning and unrestricted egress; cpu → NanoCPUs; memory_mb → Memory = MemorySwap (and /tmp at half of it);
 // disk_mb → the engine's storage-opt size where its storage driver has one, else a loop-mounted
 // ext4 workspace made by the gateway (disk.go: capability policy_disk only where the gateway
 // can, i.e. as root next to a local engine). A missing image is pulled unless docker.pull is
@@ -103,6 +104,18 @@
 // one), sweeps never remove them, and the first sweep that finds some no session of this
 // installation claims logs, once, how many and how to remove them by hand. Census counts an
 // engine's objects by installation (gateway dev reports the others).
+//
+// Egress proxy (egress.go; issue 39). A sandbox whose traffic goes through the gateway's
+// egress proxy (internal/egress) is labelled sandgate.egress=proxy and has no network; its
+// sandboxd (--egress-dir /.sandgate/run) forwards 127.0.0.1:3128 (an HTTP proxy) and
+// 127.0.0.1:53 (DNS; the container gets net.ipv4.ip_unprivileged_port_start=0 and a
+// resolver at 127.0.0.1) to the Unix sockets px.sock and ns.sock the gateway serves in its
+// socket folder with the sandbox's grant, and writes ca-bundle.pem there (the image's roots
+// and the installation's CA, egress-ca.pem). HTTP(S)_PROXY, NO_PROXY, SSL_CERT_FILE,
+// REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE, NODE_EXTRA_CA_CERTS and PIP_CERT are set, and each
+// secret's placeholder in its variable; values stay in the gateway. Attach serves the grant
+// again (a restarted gateway); Destroy, sweeps and Close stop it. Such sandboxes never come
+// from the warm pool.
 //
 // Preview ports. DialPort opens sandboxd's tunnel (GET /v1/ports/{port}, upgraded) over the
 // container's transport to its loopback: nothing is published on the engine's host, and a

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/sandgate/sandgate/internal/egress"
 	"github.com/sandgate/sandgate/internal/fault"
 	"github.com/sandgate/sandgate/internal/providers"
 )
@@ -84,6 +85,8 @@ type Provider struct {
 	orphanSince   map[string]time.Time // claimed pool containers first found unclaimed
 	legacyOnce    sync.Once            // the sweep's report of unlabelled containers
 	sd            *agent               // sandboxd: every sandbox's executions, files and contexts
+	egress        *egress.Proxy        // nil: no egress proxy (egress.go)
+	grants        grants               // the egress grants served, by container id
 	disk          *disks               // size-bounded workspaces (disk.go)
 }
 
@@ -169,6 +172,10 @@ type Options struct {
 	// (sandboxd runs in all of them), so it changes nothing here; it is refused for attached
 	// profiles, whose target runs no sandboxd between calls.
 	Stateful bool
+	// Egress is the gateway's egress proxy, which serves the sandboxes of allowlist policies
+	// and of policies with secrets (egress.go); nil: such policies are refused under strict
+	// (secrets always).
+	Egress *egress.Proxy
 }
 
 // Factory builds the provider of a profile whose type is docker, for providers.Registry, from
@@ -181,7 +188,7 @@ func Factory(ctx providers.BuildContext) (providers.Provider, error) {
 		return nil, err
 	}
 	opts.Profile, opts.Policy, opts.Stateful, opts.Logger = ctx.Profile, ctx.Policy, ctx.Stateful, ctx.Logger
-	opts.Installation = ctx.Installation
+	opts.Installation, opts.Egress = ctx.Installation, ctx.Egress
 	return New(opts)
 }
 
@@ -217,6 +224,7 @@ func New(opts Options) (*Provider, error) {
 		cfg:          cfg,
 		policy:       opts.Policy,
 		attachTo:     opts.AttachTo,
+		egress:       opts.Egress,
 		cli:          cli,
 		log:          logger,
 		caps: providers.Capabilities{
@@ -261,7 +269,11 @@ func New(opts Options) (*Provider, error) {
 			_ = cli.Close()
 			return nil, fault.New(fault.Config, "%s: profile '%s' is attached to '%s' and cannot have a warm pool", TypeName, opts.Profile, p.attachTo)
 		}
-		p.pool = newPool(p, cfg.WarmPoolSize, opts.PoolRefillInterval)
+		if p.proxied(opts.Policy) {
+			logger.Warn("docker.warm_pool is not used for sandboxes behind the egress proxy: each gets its grant when it is made", "profile", opts.Profile)
+		} else {
+			p.pool = newPool(p, cfg.WarmPoolSize, opts.PoolRefillInterval)
+		}
 	}
 	return p, nil
 }
@@ -355,6 +367,7 @@ func (p *Provider) Close() error {
 			p.forgetClient(id.(string))
 			return true
 		})
+		p.stopAllEgress()
 		_ = p.cli.Close()
 	})
 	return nil
@@ -392,13 +405,9 @@ func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol provi
 	if err := p.refuseIfClosed(); err != nil {
 		return nil, err
 	}
-	if pol.NetworkEgress == providers.EgressAllowlist {
-		if pol.Strict {
-			return nil, fault.New(fault.Policy, "provider '%s' cannot enforce network_egress allowlist (profile '%s', strict): a container's egress is all or nothing; use deny or allow, or set strict: false", TypeName, p.profile)
-		}
-		p.warnAllowOnce.Do(func() {
-			p.log.Warn("docker cannot enforce network_egress allowlist; the sandboxes of this profile have unrestricted egress (strict is false)")
-		})
+	proxied, err := p.checkEgress(pol)
+	if err != nil {
+		return nil, err
 	}
 	if err := p.connect(ctx); err != nil {
 		return nil, err
@@ -410,7 +419,7 @@ func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol provi
 		return nil, err
 	}
 	spec := p.spec(pol)
-	if p.pool != nil && spec.hash == p.pool.spec.hash {
+	if p.pool != nil && spec.hash == p.pool.spec.hash && !proxied {
 		if sb := p.pool.claim(ctx); sb != nil {
 			p.pool.hits.Add(1)
 			return sb, nil
@@ -421,12 +430,27 @@ func (p *Provider) Create(ctx context.Context, pr providers.Principal, pol provi
 	if pr.Subject != "" {
 		labels[LabelOwner] = pr.Subject
 	}
+	if proxied {
+		labels[LabelEgress] = "proxy"
+	}
 	id, err := p.createContainer(ctx, spec, "sandgate-"+p.slug+"-"+randomHex(5), labels)
 	if err != nil {
 		return nil, err
 	}
+	if proxied {
+		// Served before any program can run: the domain runs none before Create returns.
+		ins, err := p.cli.ContainerInspect(ctx, id)
+		if err == nil {
+			err = p.serveEgress(ins, pr.Subject, pol)
+		}
+		if err != nil {
+			p.remove(id)
+			return nil, fault.Wrap(fault.Provision, err, "%s: serving the new sandbox's egress", TypeName)
+		}
+	}
 	sb, err := p.openID(ctx, id)
 	if err != nil {
+		p.stopEgress(id)
 		p.remove(id)
 		return nil, fault.Wrap(fault.Provision, err, "%s: the new sandbox container did not come up", TypeName)
 	}
@@ -460,7 +484,7 @@ func (p *Provider) bind(ctx context.Context, pol providers.Policy) (providers.Sa
 // nor this profile's attach_to target, when another installation made it (a container
 // without the installation label, made before installation ids, is taken), or when it is
 // being removed; fault.Provision when it cannot be started or the engine does not answer.
-func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal, _ providers.Policy) (providers.Sandbox, error) {
+func (p *Provider) Attach(ctx context.Context, id string, pr providers.Principal, pol providers.Policy) (providers.Sandbox, error) {
 	if err := p.refuseIfClosed(); err != nil {
 		return nil, err
 	}
@@ -472,6 +496,10 @@ func (p *Provider) Attach(ctx context.Context, id string, _ providers.Principal,
 	}
 	ins, err := p.inspectSandbox(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	// A restarted gateway serves the grant of a sandbox behind the egress proxy again.
+	if err := p.ensureEgress(ins, pr, pol); err != nil {
 		return nil, err
 	}
 	return p.openRunning(ctx, ins)
@@ -545,6 +573,13 @@ func (p *Provider) start(ctx context.Context, ins container.InspectResponse) err
 	if err := p.redeliverToken(ctx, ins); err != nil {
 		return err
 	}
+	if ins.Config != nil && ins.Config.Labels[LabelEgress] != "" {
+		if folder, ok := p.sd.folder(ins.Config.Labels); ok {
+			if err := p.writeEgressCA(folder); err != nil {
+				return err
+			}
+		}
+	}
 	if err := p.cli.ContainerStart(ctx, ins.ID, container.StartOptions{}); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return fault.New(fault.Gone, "%s: sandbox '%s' no longer exists", TypeName, ins.ID)
@@ -609,6 +644,7 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	}
 	p.sd.running.Stop(id) // its executions end now, as fault.Gone, not when their connection breaks
 	p.forgetClient(id)
+	p.stopEgress(id)
 	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 		if cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) { // gone, or already being removed
 			p.removeDisk(ins.Config.Labels)
@@ -724,6 +760,7 @@ func (p *Provider) SweepOrphans(ctx context.Context, keep func(id string) bool) 
 		delete(liveFolders, c.Labels[LabelSandboxd])
 		p.removeDisk(c.Labels)
 		p.forgetClient(c.ID)
+		p.stopEgress(c.ID)
 		p.log.Info("removed an orphaned sandbox container", "sandbox_id", c.ID, "name", name)
 		removed = append(removed, c.ID)
 	}

@@ -82,6 +82,12 @@ type Profile struct {
 	Caps    providers.Capabilities
 }
 
+// EgressEnforcement says how the profile's network egress is enforced: proxy, provider or
+// none (providers.EgressEnforcement).
+func (p *Profile) EgressEnforcement() string {
+	return providers.EgressEnforcement(p.Provider, p.Caps, p.Policy)
+}
+
 // Attached reports whether the profile binds to an environment it never provisions.
 func (p *Profile) Attached() bool { return p.Spec.Attached }
 

@@ -402,6 +402,29 @@ func (s *Store) reset(ctx context.Context, id, notice string, createdAt time.Tim
 	return true, nil
 }
 
+// SessionOfSandbox returns the session whose sandbox is sandboxID (the newest if several).
+func (s *Store) SessionOfSandbox(ctx context.Context, sandboxID string) (store.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Session{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var found *store.Session
+	for _, r := range s.sessions {
+		if sandboxID == "" || r.SandboxID != sandboxID {
+			continue
+		}
+		c := copySession(r)
+		if found == nil || c.CreatedAt.After(found.CreatedAt) || (c.CreatedAt.Equal(found.CreatedAt) && c.ID < found.ID) {
+			found = &c
+		}
+	}
+	if found == nil {
+		return store.Session{}, store.ErrNotFound
+	}
+	return *found, nil
+}
+
 // SandboxInUse reports whether a session refers to sandbox id — or whether any unfinished
 // task belongs to no session (a per_call run, whose sandbox nobody records), whatever id is.
 func (s *Store) SandboxInUse(ctx context.Context, id string) (bool, error) {

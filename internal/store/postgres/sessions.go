@@ -275,6 +275,14 @@ func (st *Store) SandboxInUse(ctx context.Context, id string) (bool, error) {
 	return used, err
 }
 
+// SessionOfSandbox returns the session whose sandbox is sandboxID.
+func (st *Store) SessionOfSandbox(ctx context.Context, sandboxID string) (store.Session, error) {
+	if sandboxID == "" {
+		return store.Session{}, store.ErrNotFound
+	}
+	return scanSession(st.pool.QueryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE sandbox_id = $1 ORDER BY created_at DESC, id LIMIT 1`, sandboxID))
+}
+
 // DestroyFailed records that destroying sandbox sandboxID of session id failed at now with
 // error why: the session is closed (SessionClosed) — kept, taking no new work, no longer a
 // default nor a shared session, its contexts released, its pending notice dropped — and the

@@ -32,6 +32,7 @@ var sessionTests = []test{
 	{"reset_idle", testResetIdleSession},
 	{"idle_sessions", testIdleSessions},
 	{"sandbox_in_use", testSandboxInUse},
+	{"session_of_sandbox", testSessionOfSandbox},
 	{"delete", testDeleteSession},
 	{"destroy_failed_closes", testDestroyFailed},
 	{"closed_is_no_default", testClosedIsNoDefault},
@@ -647,6 +648,23 @@ func testSandboxInUse(f *fixture) {
 	require.True(t, inUse(""))
 	f.finish("t02", "succeeded", at(time.Minute))
 	require.False(t, inUse("sb9"))
+}
+
+func testSessionOfSandbox(f *fixture) {
+	t := f.t
+	alice := f.owner("alice")
+	s := newSession("s01", alice, at(0))
+	s.SandboxID = "sb1"
+	f.session(s)
+	f.session(newSession("s02", alice, at(time.Second)))
+	got, err := f.st.SessionOfSandbox(f.ctx, "sb1")
+	require.NoError(t, err)
+	require.Equal(t, "s01", got.ID)
+	require.Equal(t, alice, got.OwnerID)
+	_, err = f.st.SessionOfSandbox(f.ctx, "sb9")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = f.st.SessionOfSandbox(f.ctx, "")
+	require.ErrorIs(t, err, store.ErrNotFound, "a session without a sandbox is not the session of sandbox \"\"")
 }
 
 func testDeleteSession(f *fixture) {
