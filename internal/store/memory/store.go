@@ -52,6 +52,22 @@ type Store struct {
 	audit          []store.AuditEvent       // the audit log, by id (store_audit.go)
 	apiKeys        map[string]*store.APIKey // by id (apikeys.go)
 	auditSeq       int64                    // the audit_events.id bigserial
+	// deferred says, by task id, which of its writes were deferred (Deferred).
+	deferred map[string]DeferredWrites
+}
+
+// DeferredWrites says which of a task's writes its caller let skip the disk: its row
+// (store.Admission.Deferred) and its stored completion (store.Completion.Deferred). This
+// store keeps nothing on disk; it remembers the flags for the tests of who may defer.
+type DeferredWrites struct {
+	Row, Completion bool
+}
+
+// Deferred is what BeginTask and the stored completion of task id were told of deferral.
+func (s *Store) Deferred(id string) DeferredWrites {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deferred[id]
 }
 
 // ErrUnavailable is what a call the test made fail returns (FailFinish): the response store
@@ -82,6 +98,7 @@ func New() *Store {
 		sessions: map[string]*store.Session{}, tasks: map[string]*store.Task{}, snapshots: map[string]*store.Snapshot{}, keys: map[string][]byte{}, processes: map[string]bool{}, runners: map[string]runner{},
 		outputs: map[string]int64{}, contexts: map[contextKey]*store.Context{}, apiKeys: map[string]*store.APIKey{},
 		changed: make(chan struct{}), locks: map[string]*lockQueue{}, exclusive: map[int64]bool{},
+		deferred: map[string]DeferredWrites{},
 	}
 }
 
