@@ -35,6 +35,7 @@ type gwOpts struct {
 	warm   bool   // profiles docker-warm (pool 2) and docker-burst (pool burstPool())
 	conns  int32  // database.max_conns; 0: the default
 	quotas bool   // the default per-principal quotas (else none: one principal drives every load row)
+	dbURL  string // the database (empty: the bench database, benchDB)
 	// kube: profiles kube (a pod per sandbox) and kube-warm (claims on kube.warmPool) on a
 	// real cluster (scenario 11).
 	kube *kubeTarget
@@ -189,7 +190,11 @@ func startChild(o gwOpts) (*gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := benchConfig(o, benchDB, addr, work)
+	dbURL := o.dbURL
+	if dbURL == "" {
+		dbURL = benchDB
+	}
+	cfg := benchConfig(o, dbURL, addr, work)
 	y, err := cfg.YAML()
 	if err != nil {
 		return nil, err
@@ -198,7 +203,7 @@ func startChild(o gwOpts) (*gateway, error) {
 	if err := os.WriteFile(cfgPath, y, 0o600); err != nil {
 		return nil, err
 	}
-	g := &gateway{name: o.name, URL: cfg.Server.PublicURL, dbURL: benchDB, conns: o.conns, dir: dir, done: make(chan struct{}),
+	g := &gateway{name: o.name, URL: cfg.Server.PublicURL, dbURL: dbURL, conns: o.conns, dir: dir, done: make(chan struct{}),
 		logPath: filepath.Join(dir, "gateway.log"), client: newHTTPClient()}
 	if g.iss, err = devissuer.Open(g.URL+"/dev/oidc", filepath.Join(dir, "issuer-key.pem")); err != nil {
 		return nil, err

@@ -15,6 +15,9 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sandgate/sandgate/internal/devdb"
 
 	"github.com/sandgate/sandgate/internal/gateway/gatewaytest"
 	"github.com/sandgate/sandgate/internal/providers/docker"
@@ -138,8 +141,76 @@ func dockerScenarios(ctx context.Context, g *gateway, tok string) {
 	warmRows(ctx, cli, first, samples)
 	add(Row{Scenario: "2 create -> first exec", Variant: "docker: raw create+start+exec", Summary: &rs})
 
-	// 8. throughput.
-	dockerThroughput(ctx, cli, g, tok)
+	// Postgres transactions per short execution, docker.
+	sid = g.newSession(tok, "docker")
+	g.exec(tok, sid, "true")
+	xactRows(ctx, g, tok, sid, "docker")
+	g.do(tok, "DELETE", "/v1/sessions/"+sid, nil)
+
+	// 8. throughput, on the bench's Postgres (fsync off), then on one that runs as production
+	// does.
+	dockerThroughput(ctx, cli, g, tok, "")
+	durableThroughput(ctx, cli)
+}
+
+// durableThroughput runs scenario 8 again through a gateway whose Postgres runs with
+// fsync=on and synchronous_commit=on (devdb.Options.Durable, a server of its own under
+// $TMPDIR/sandgate-bench-pg-durable): the bench's own Postgres runs with fsync off, which
+// hides what a synchronous commit costs a production server. The rows say which disk the
+// commits flush to.
+func durableThroughput(ctx context.Context, cli *client.Client) {
+	dir := filepath.Join(os.TempDir(), "sandgate-bench-pg-durable")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		skip("docker throughput, fsync=on: " + err.Error())
+		return
+	}
+	inst, err := devdb.StartWith(ctx, dir, devdb.Options{Durable: true})
+	if err != nil {
+		skip("docker throughput, fsync=on: start postgres: " + err.Error())
+		return
+	}
+	defer func() { _ = inst.Stop() }()
+	url, err := freshDB(ctx, inst)
+	if err != nil {
+		skip("docker throughput, fsync=on: " + err.Error())
+		return
+	}
+	if err := durableSettings(ctx, url); err != nil {
+		skip("docker throughput, fsync=on: " + err.Error())
+		return
+	}
+	g, err := startChild(gwOpts{name: "durable", docker: true, dbURL: url})
+	if err != nil {
+		skip("docker throughput, fsync=on: " + err.Error())
+		return
+	}
+	defer g.close()
+	tok := g.token("bench")
+	sid := g.newSession(tok, "docker")
+	g.exec(tok, sid, "true")
+	xactRows(ctx, g, tok, sid, "docker, fsync=on")
+	g.do(tok, "DELETE", "/v1/sessions/"+sid, nil)
+	dockerThroughput(ctx, cli, g, tok, "fsync=on: ")
+}
+
+// durableSettings checks that the Postgres at url flushes its commits (a server reused from
+// an earlier start keeps the options it was started with).
+func durableSettings(ctx context.Context, url string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for _, name := range []string{"fsync", "synchronous_commit"} {
+		var v string
+		if err := conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
+			return err
+		}
+		if v != "on" {
+			return fmt.Errorf("the server at %s runs with %s=%s (stop it: pg_ctl -D <dir>/data stop)", url, name, v)
+		}
+	}
+	return nil
 }
 
 // warmRows runs a child with profiles docker-warm (pool 2) and docker-burst (pool
@@ -279,7 +350,7 @@ var leaked atomic.Int64
 // dockerThroughput: scenario 8, `true` from 1, 16 and 64 clients (quick: 1, 4, 8), each with
 // its own docker session (sandboxd socket), through the gateway and then straight to the
 // same sessions' sandboxd sockets (one remote.Client per session).
-func dockerThroughput(ctx context.Context, cli *client.Client, g *gateway, tok string) {
+func dockerThroughput(ctx context.Context, cli *client.Client, g *gateway, tok, prefix string) {
 	counts := []int{1, 16, 64}
 	if *quick {
 		counts = []int{1, 4, 8}
@@ -314,7 +385,7 @@ func dockerThroughput(ctx context.Context, cli *client.Client, g *gateway, tok s
 		skip(fmt.Sprintf("docker throughput: %d of %d sessions could not be created and started (first: %v)", failed.Load(), total, firstErr.Load()))
 		return
 	}
-	add(Row{Scenario: "8 docker throughput", Variant: fmt.Sprintf("setup: %d sessions created + started, 8 at a time", total), Value: setup.Round(time.Millisecond).String()})
+	add(Row{Scenario: "8 docker throughput", Variant: prefix + fmt.Sprintf("setup: %d sessions created + started, 8 at a time", total), Value: setup.Round(time.Millisecond).String()})
 	raws := make([]*remote.Client, total)
 	for i, id := range sessions {
 		rc, err := sandboxdClient(ctx, cli, g, tok, id)
@@ -356,14 +427,14 @@ func dockerThroughput(ctx context.Context, cli *client.Client, g *gateway, tok s
 		if c == total {
 			label = " (" + maxConnsLabel(g.conns) + ")"
 		}
-		row(fmt.Sprintf("%d clients: through gateway%s", c, label), &s, rate, fails, "")
-		row(fmt.Sprintf("%d clients: raw sandboxd socket", c), &rs, rawRate, rawFails, "")
+		row(prefix+fmt.Sprintf("%d clients: through gateway%s", c, label), &s, rate, fails, "")
+		row(prefix+fmt.Sprintf("%d clients: raw sandboxd socket", c), &rs, rawRate, rawFails, "")
 		if rawRate > 0 {
-			add(Row{Scenario: "8 docker throughput", Variant: fmt.Sprintf("%d clients: gateway vs raw", c),
+			add(Row{Scenario: "8 docker throughput", Variant: prefix + fmt.Sprintf("%d clients: gateway vs raw", c),
 				Value: fmt.Sprintf("gateway keeps %.2fx of raw sandboxd throughput (p50 %.2f vs %.2f ms)", rate/rawRate, s.P50, rs.P50)})
 		}
 		if c == counts[1] && len(lat) > 0 {
-			add(Row{Scenario: "8 docker throughput", Variant: fmt.Sprintf("gateway CPU-ms per exec (%d clients)", c),
+			add(Row{Scenario: "8 docker throughput", Variant: prefix + fmt.Sprintf("gateway CPU-ms per exec (%d clients)", c),
 				Value: fmt.Sprintf("%.2f ms", perExec(self1-self0, len(lat))),
 				Note:  "utime+stime of the child gateway (/proc/<pid>/stat) over the gateway run / completed execs"})
 		}

@@ -37,9 +37,7 @@ func localExec(ctx context.Context, g *gateway, tok string) string {
 	add(Row{Scenario: "1 exec round trip", Variant: "local: overhead", Value: fmt.Sprintf("+%.2f ms p50 (%.2fx), +%.2f ms p99", gw.P50-direct.P50, gw.P50/direct.P50, gw.P99-direct.P99)})
 
 	// Postgres transactions per execution (see txPerExec on pg_stat_database flushes).
-	if tx, err := txPerExec(ctx, g, tok, sid); err == nil {
-		add(Row{Scenario: "1 exec round trip", Variant: "local: Postgres xacts per exec", Value: fmt.Sprintf("%.1f", tx)})
-	}
+	xactRows(ctx, g, tok, sid, "local")
 	if rtt, err := pgRoundTrip(ctx, g); err == nil {
 		add(Row{Scenario: "1 exec round trip", Variant: "floor: one Postgres round trip (SELECT 1, pgx, loopback)", Summary: &rtt})
 	} else {
@@ -65,37 +63,84 @@ func localExec(ctx context.Context, g *gateway, tok string) string {
 	return sid
 }
 
-// txPerExec counts committed Postgres transactions of the bench database per execution.
-func txPerExec(ctx context.Context, g *gateway, tok, sid string) (float64, error) {
+// xactRows adds the rows "Postgres transactions per short execution" and, on a server
+// that flushes its commits (fsync=on), "Postgres WAL flushes per short execution" for
+// executions of `true` in session sid (variant label): what g's database counted while they
+// ran, less what an idle window of the same length counted (the heartbeat and the sweeps).
+// Transactions count every commit, the ones that do not wait for the disk
+// (synchronous_commit=off) too; WAL flushes (pg_stat_wal.wal_sync) count the waits for the
+// disk, of commits and of the WAL writer's own rounds.
+func xactRows(ctx context.Context, g *gateway, tok, sid, label string) {
+	busy, idle, err := txPerExec(ctx, g, tok, sid)
+	if err != nil {
+		skip("postgres transactions per exec (" + label + "): " + err.Error())
+		return
+	}
+	add(Row{Scenario: "1 exec round trip", Variant: label + ": Postgres transactions per short execution", Value: fmt.Sprintf("%.2f", busy.xacts-idle.xacts),
+		Note: fmt.Sprintf("pg_stat_database xact_commit+xact_rollback over %d serial execs of `true`, %.2f/exec, less an idle window's %.2f/exec (heartbeat, sweeps)", txExecs, busy.xacts, idle.xacts)})
+	if busy.fsync {
+		add(Row{Scenario: "1 exec round trip", Variant: label + ": Postgres WAL flushes per short execution", Value: fmt.Sprintf("%.2f", busy.walSyncs-idle.walSyncs),
+			Note: fmt.Sprintf("pg_stat_wal.wal_sync (the whole server) over the same execs, %.2f/exec, less the idle window's %.2f/exec", busy.walSyncs, idle.walSyncs)})
+	}
+}
+
+// txExecs is how many executions txPerExec counts over.
+const txExecs = 100
+
+// txCounts are what a window of txPerExec counted, per execution.
+type txCounts struct {
+	xacts    float64 // committed and rolled back transactions of the database
+	walSyncs float64 // WAL flushes of the server (pg_stat_wal.wal_sync)
+	fsync    bool    // the server flushes (fsync=on): walSyncs means something
+}
+
+// txPerExec counts, per execution over txExecs serial executions, what the bench database
+// counted (busy), and what an idle window as long would have counted (idle).
+func txPerExec(ctx context.Context, g *gateway, tok, sid string) (busy, idle txCounts, err error) {
 	conn, err := pgx.Connect(ctx, g.dbURL)
 	if err != nil {
-		return 0, err
+		return busy, idle, err
 	}
 	defer conn.Close(ctx)
+	var fsync string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('fsync')").Scan(&fsync); err != nil {
+		return busy, idle, err
+	}
 	// Postgres ≥ 15 backends flush their statistics at most once a second, and an idle one
 	// whose last flush was too recent only after 10 s: wait that out (quick: 1.5 s, rougher).
 	wait := time.Duration(n(11000, 1500)) * time.Millisecond
-	read := func() (int64, error) {
+	type reading struct{ xacts, walSyncs int64 }
+	read := func() (r reading, err error) {
 		time.Sleep(wait)
-		var v int64
 		_, _ = conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()")
-		err := conn.QueryRow(ctx, "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()").Scan(&v)
-		return v, err
+		err = conn.QueryRow(ctx, `SELECT (SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()),
+			(SELECT wal_sync FROM pg_stat_wal)`).Scan(&r.xacts, &r.walSyncs)
+		return r, err
 	}
+	// Each window is a wait and a read, plus (the first) the executions; each read's own
+	// transactions count in the window after it, alike in both.
 	before, err := read()
 	if err != nil {
-		return 0, err
+		return busy, idle, err
 	}
-	const k = 100
-	for i := 0; i < k; i++ {
+	t := time.Now()
+	for i := 0; i < txExecs; i++ {
 		g.exec(tok, sid, "true")
 	}
+	took := time.Since(t)
 	after, err := read()
 	if err != nil {
-		return 0, err
+		return busy, idle, err
 	}
-	// The reads themselves and background maintenance add a little noise.
-	return float64(after-before-1) / k, nil
+	time.Sleep(took)
+	end, err := read()
+	if err != nil {
+		return busy, idle, err
+	}
+	per := func(a, b reading) txCounts {
+		return txCounts{xacts: float64(b.xacts-a.xacts) / txExecs, walSyncs: float64(b.walSyncs-a.walSyncs) / txExecs, fsync: fsync == "on"}
+	}
+	return per(before, after), per(after, end), nil
 }
 
 // pgRoundTrip times one round trip to the bench database from this process: the floor of

@@ -65,10 +65,24 @@ func version(dir string) int {
 	return n
 }
 
+// Options say how Start runs a server it starts (a server already running is reused as it
+// runs).
+type Options struct {
+	// Durable runs the server as production does: fsync=on, synchronous_commit=on and
+	// full_page_writes=on. Without it fsync and full_page_writes are off (a throwaway server
+	// need not survive a crash of the machine, and a commit then costs no disk flush).
+	Durable bool
+}
+
 // Start starts (initialising if needed) the server whose data lives in dir and waits until
 // it accepts connections; a server already running from dir is reused. Database "sandgate"
-// exists afterwards.
+// exists afterwards. The server runs with fsync off (Options).
 func Start(ctx context.Context, dir string) (*Instance, error) {
+	return StartWith(ctx, dir, Options{})
+}
+
+// StartWith is Start with options o.
+func StartWith(ctx context.Context, dir string, o Options) (*Instance, error) {
 	inst, err := locate(dir)
 	if err != nil {
 		return nil, err
@@ -99,7 +113,11 @@ func Start(ctx context.Context, dir string) (*Instance, error) {
 		}
 	}
 	logFile := filepath.Join(dir, "postgres.log")
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off -c max_connections=200", inst.Port, dir)
+	durability := "-c fsync=off -c full_page_writes=off"
+	if o.Durable {
+		durability = "-c fsync=on -c full_page_writes=on -c synchronous_commit=on"
+	}
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s %s -c max_connections=200", inst.Port, dir, durability)
 	if out, err := inst.run("pg_ctl", "-D", data, "-l", logFile, "-o", opts, "-w", "-t", "60", "start"); err != nil {
 		return nil, fmt.Errorf("devdb: pg_ctl start: %v: %s (log: %s)", err, out, logFile)
 	}

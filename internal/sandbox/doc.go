@@ -53,7 +53,12 @@
 //   - Activity: an operation touches the session when it starts and when it ends, and a
 //     session with an unfinished task is never idle.
 //   - Every execution is recorded as a task; one that outlives its wait is promoted and the
-//     caller polls it. Finished tasks are kept for broker.response_ttl seconds.
+//     caller polls it. Finished tasks are kept for broker.response_ttl seconds. A plain call
+//     that waits (execJob.plainCall) records its task and, when it ends within the wait (it
+//     settles: it can no longer be promoted), its completion as deferred writes — visible to
+//     every replica at once, on disk shortly after (store.Admission.Deferred,
+//     store.Completion.Deferred; the crash window is docs/semantics.md §9 "Deferred
+//     commits"); a promotion commits synchronously before the caller gets the task id.
 //   - Output kept in memory for followers (live logs, results being read) is one budget per
 //     replica, sandbox.kept_output_memory_bytes, shared by all followers of a task; past it
 //     the oldest leaves memory and is replayed from the stored result (kept.go).

@@ -716,3 +716,36 @@ func auditOfTask(t *testing.T, st *memory.Store, id string) store.AuditEvent {
 	t.Fatalf("no audit event for task %s", id)
 	return store.AuditEvent{}
 }
+
+// Only a plain call that waits lets its writes skip the disk (docs/semantics.md §9 "Deferred
+// commits"): its task row always, its completion when it ends within the wait (the caller
+// holds the result); a promoted call's completion, and every write of a call that learns the
+// task id before the end (Started), wait for the disk.
+func TestOnlyPlainCallsDeferTheirWrites(t *testing.T) {
+	t.Parallel()
+	t.Run("in_time", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, sandboxtest.Options{})
+		r := b.exec(t, b.alice, sandbox.ExecInput{Code: "quick"})
+		assert.Equal(t, memory.DeferredWrites{Row: true, Completion: true}, b.Store.Deferred(r.TaskID))
+	})
+	t.Run("promoted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, sandboxtest.Options{})
+		g := b.Provider(t, "default").Hold()
+		task := b.submit(t, b.alice, sandbox.ExecInput{Code: "long", Wait: wait(0)})
+		waitFor(t, g.Started(), "the execution")
+		g.Release(0, "done\n", "")
+		b.finished(t, b.alice, task.ID)
+		assert.Equal(t, memory.DeferredWrites{Row: true, Completion: false}, b.Store.Deferred(task.ID),
+			"the row is put on disk by the promotion; the completion of a promoted task waits for the disk")
+	})
+	t.Run("followed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, sandboxtest.Options{})
+		var id string
+		r := b.exec(t, b.alice, sandbox.ExecInput{Code: "quick", Started: func(taskID string) { id = taskID }})
+		require.Equal(t, r.TaskID, id)
+		assert.Equal(t, memory.DeferredWrites{}, b.Store.Deferred(r.TaskID), "the caller knew the task id before the end")
+	})
+}

@@ -49,9 +49,10 @@ type execJob struct {
 	abandoned bool    // interrupted by shutdown and left for redelivery or adoption
 	refused   bool    // err turned the execution away before it started (refusal)
 
-	mu        sync.Mutex // promoted and withdrawn: the submitter's and the job's last word
+	mu        sync.Mutex // promoted, withdrawn and settled: the submitter's and the job's last word
 	promoted  bool       // the caller stopped waiting: the task is the answer
 	withdrawn bool       // refused while the caller waited: the refusal is the answer
+	settled   bool       // ended while the caller waited: the job's answer is the answer (settle)
 }
 
 // jobAnswer is how a job ended, for its submitter: the Result of a program that ran, or the
@@ -91,8 +92,33 @@ func (j *execJob) reply() { j.answer <- jobAnswer{result: j.result, err: j.err} 
 func (j *execJob) promote() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.promoted = !j.withdrawn
+	j.promoted = !j.withdrawn && !j.settled
 	return j.promoted
+}
+
+// plainCall reports that j's caller just waits for the answer: not a background process, a
+// call that follows or feeds the execution (Started, open input, a terminal), or a request
+// delivered from a queue. Its task row need not be on disk before it starts
+// (store.Admission.Deferred): the row is flushed before the caller can learn the task's id
+// (its promotion commits synchronously), and until then the caller holds the call.
+func (j *execJob) plainCall() bool {
+	return !j.req.Delivered && !j.req.Background && !j.req.StdinOpen && j.req.PTYRows == 0 && j.started == nil
+}
+
+// settle makes the job's answer the answer of the caller that waits for it — it can no
+// longer be promoted — and reports whether it did: its completion then need not be on disk
+// before the answer (store.Completion.Deferred), because the caller holds the result. Only a
+// plain waiting call settles: not one already promoted, a background process, a call that
+// follows or feeds the execution (Started, open input, a terminal), or a request delivered
+// from a queue.
+func (j *execJob) settle() bool {
+	if !j.plainCall() || j.live == nil {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.settled = !j.promoted
+	return j.settled
 }
 
 // withdraw removes the task of a refused execution whose caller still waits for the answer,
@@ -142,6 +168,7 @@ func (j *execJob) run(ctx context.Context) {
 		if !j.refused || !j.withdraw(bg) {
 			completion.SessionID, completion.Touch = j.sess.ID, j.touch && !j.req.Ephemeral
 			completion.Unlock = j.place // the next execution of the session starts once this one is recorded
+			completion.Deferred = j.settle()
 			j.live.noteDropped(&completion, j.result)
 			s.runs.recordCompletion(bg, j.req.Task.ID, completion)
 		}

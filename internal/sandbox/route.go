@@ -93,7 +93,13 @@ func (r localRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 		}
 		return Outcome{Result: a.result}, nil
 	case !j.promote():
-		return Outcome{}, (<-j.answer).err // refused, its task withdrawn, just as the wait ended
+		// Refused (its task withdrawn) or settled (the caller gets its answer: its completion
+		// was deferred), just as the wait ended.
+		a := <-j.answer
+		if a.err != nil {
+			return Outcome{}, a.err
+		}
+		return Outcome{Result: a.result}, nil
 	}
 	if err := s.store.PromoteTask(context.WithoutCancel(ctx), task.ID); err != nil {
 		s.log.Error("recording task promotion failed", "task_id", task.ID, "err", err)
@@ -107,7 +113,7 @@ func (r localRoute) dispatch(ctx context.Context, j *execJob, wait time.Duration
 func (r localRoute) begin(ctx context.Context, j *execJob) error {
 	s, task := r.s, j.req.Task
 	limit, overQuota := s.runs.quotaOf(j)
-	begun, err := s.store.BeginTask(ctx, task, store.Admission{Limit: limit, Lock: !j.req.Ephemeral, WakesPaused: j.prof.AutoResume})
+	begun, err := s.store.BeginTask(ctx, task, store.Admission{Limit: limit, Lock: !j.req.Ephemeral, WakesPaused: j.prof.AutoResume, Deferred: j.plainCall()})
 	switch {
 	case err == nil:
 		j.place, j.turn = begun.Place, begun.First

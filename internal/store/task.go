@@ -83,6 +83,14 @@ type Completion struct {
 	// where `lost` (a sweeper's or an adopter's verdict about a runner that stopped answering)
 	// only said the outcome was unknown (docs/semantics.md §9 Completion).
 	ReplacesLost bool
+	// Deferred: the caller already holds the execution's result (it waited for it), so the
+	// completion need not be on disk before FinishTask returns — only visible to every
+	// replica, as any stored completion is. A store may then return before its write is
+	// durable, keeping it until it is and writing it again should it be lost meanwhile
+	// (Postgres: committed without waiting for the WAL flush, kept until the WAL is seen
+	// flushed past it, written again when the server restarted; the crash window is
+	// docs/semantics.md §9 "Deferred commits").
+	Deferred bool
 }
 
 // TaskFilter selects tasks for ListTasks.

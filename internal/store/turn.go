@@ -32,4 +32,10 @@ type Admission struct {
 	// (auto_resume). A session the idle sweeper paused is always admitted (its next use
 	// resumes it).
 	WakesPaused bool
+	// Deferred: the caller holds the call until the execution ends or is promoted, so the
+	// task row need not be on disk when BeginTask returns — only visible to every replica
+	// (Postgres: committed without waiting for the WAL flush). Promoting the task
+	// (PromoteTask, a synchronous commit) puts it on disk before anyone else can learn its id;
+	// a crash of Postgres before either may lose it (docs/semantics.md §9 "Deferred commits").
+	Deferred bool
 }

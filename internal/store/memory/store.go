@@ -53,6 +53,22 @@ type Store struct {
 	apiKeys        map[string]*store.APIKey    // by id (apikeys.go)
 	secrets        map[secretKey]*store.Secret // by owner and name (secrets.go)
 	auditSeq       int64                       // the audit_events.id bigserial
+	// deferred says, by task id, which of its writes were deferred (Deferred).
+	deferred map[string]DeferredWrites
+}
+
+// DeferredWrites says which of a task's writes its caller let skip the disk: its row
+// (store.Admission.Deferred) and its stored completion (store.Completion.Deferred). This
+// store keeps nothing on disk; it remembers the flags for the tests of who may defer.
+type DeferredWrites struct {
+	Row, Completion bool
+}
+
+// Deferred is what BeginTask and the stored completion of task id were told of deferral.
+func (s *Store) Deferred(id string) DeferredWrites {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deferred[id]
 }
 
 // ErrUnavailable is what a call the test made fail returns (FailFinish): the response store
@@ -84,6 +100,7 @@ func New() *Store {
 		outputs: map[string]int64{}, contexts: map[contextKey]*store.Context{}, apiKeys: map[string]*store.APIKey{},
 		secrets: map[secretKey]*store.Secret{},
 		changed: make(chan struct{}), locks: map[string]*lockQueue{}, exclusive: map[int64]bool{},
+		deferred: map[string]DeferredWrites{},
 	}
 }
 

@@ -117,6 +117,7 @@ func (s *Store) BeginTask(ctx context.Context, t store.Task, a store.Admission) 
 		row.Status, row.StartedAt = "running", &started
 	}
 	s.tasks[t.ID] = row
+	s.deferred[t.ID] = DeferredWrites{Row: a.Deferred}
 	s.auditTask(row, t.Program, t.APIKeyID)
 	return begun, nil
 }
@@ -134,6 +135,7 @@ func (s *Store) WithdrawTask(ctx context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	delete(s.tasks, id)
+	delete(s.deferred, id)
 	delete(s.outputs, id)
 	delete(s.processes, id)
 	s.audit = slices.DeleteFunc(s.audit, func(e store.AuditEvent) bool { return e.TaskID == id })
@@ -313,6 +315,9 @@ func (s *Store) FinishTask(ctx context.Context, id string, c store.Completion, t
 	finished, expires := ts(t), ts(t.Add(ttl))
 	r.Status, r.Notice, r.Error, r.ErrorType, r.Result = c.Status, c.Notice, c.Error, c.ErrorType, res
 	r.FinishedAt, r.ExpiresAt = &finished, &expires
+	d := s.deferred[id]
+	d.Completion = c.Deferred
+	s.deferred[id] = d
 	delete(s.outputs, id)
 	if c.OutputBytes > 0 {
 		s.outputs[id] = c.OutputBytes
@@ -452,6 +457,7 @@ func (s *Store) DeleteExpiredTasks(ctx context.Context, now time.Time) (int64, e
 	for id, t := range s.tasks {
 		if t.ExpiresAt != nil && t.ExpiresAt.Before(now) {
 			delete(s.tasks, id)
+			delete(s.deferred, id)
 			delete(s.processes, id)
 			delete(s.outputs, id)
 			n++

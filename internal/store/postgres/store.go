@@ -29,7 +29,9 @@ type Store struct {
 	// locks grants the per-session locks (sessionlock.go): tickets in a table, no connection
 	// held per lock.
 	locks *sessionLocks
-	db    *sql.DB // database/sql view of pool, for goose
+	// finishes group-commit the completions (finishes.go).
+	finishes *finishes
+	db       *sql.DB // database/sql view of pool, for goose
 }
 
 // Open connects to url (a postgres:// URL or libpq key/value string) with at most maxConns
@@ -56,6 +58,11 @@ func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 	}
 	s := &Store{pool: db{pool}, db: stdlib.OpenDBFromPool(pool)}
 	s.locks = newSessionLocks(s, cfg.ConnConfig.Copy())
+	s.finishes = newFinishes(s)
+	if err := s.finishes.readStart(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: read the server's start time: %w", err)
+	}
 	return s, nil
 }
 
@@ -65,6 +72,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool.Pool }
 // Close releases all connections. Session locks still held are released by Postgres with the
 // presence connection.
 func (s *Store) Close() {
+	s.finishes.close()
 	s.locks.close()
 	_ = s.db.Close()
 	s.pool.Close()

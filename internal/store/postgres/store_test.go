@@ -461,3 +461,147 @@ func TestCountsShowDestroyFailedSessions(t *testing.T) {
 		{Profile: "default", State: store.SessionDestroyFailed, N: 1},
 	}, c.Sessions)
 }
+
+// Completions committed together (one batch, one transaction) are each stored as FinishTask
+// stores one — the session touched, the place given up so the next in line starts — and one
+// that Postgres refuses fails alone: the batch is sent again one completion at a time.
+func TestFinishTaskGroupCommit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := pgtest.Store(t)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "carol"}, now)
+	require.NoError(t, err)
+	for _, id := range []string{"sess-a", "sess-b"} {
+		require.NoError(t, st.CreateSession(ctx, store.Session{ID: id, OwnerID: p.ID, Profile: "default", Provider: "local_subprocess", Scope: "per_session",
+			Labels: map[string]string{}, Status: "active", CreatedAt: now, LastUsedAt: now}))
+	}
+	task := func(id, sess string) store.Task {
+		return store.Task{ID: id, SessionID: sess, OwnerID: p.ID, Profile: "default", Operation: "execute_command", RunnerID: "r", SubmittedAt: now}
+	}
+	first, err := st.BeginTask(ctx, task("a-1", "sess-a"), store.Admission{Lock: true})
+	require.NoError(t, err)
+	require.True(t, first.First)
+	next, err := st.BeginTask(ctx, task("a-2", "sess-a"), store.Admission{Lock: true})
+	require.NoError(t, err)
+	require.False(t, next.First, "a-2 waits behind a-1")
+	for _, id := range []string{"b-1", "b-bad"} {
+		_, err := st.BeginTask(ctx, task(id, "sess-b"), store.Admission{})
+		require.NoError(t, err)
+	}
+
+	later := now.Add(time.Hour)
+	stored, errs := st.FinishTogether(ctx, []string{"b-1", "a-1", "b-bad", "no-such-task"}, []store.Completion{
+		{Status: "succeeded", SessionID: "sess-b", Touch: true},
+		{Status: "succeeded", SessionID: "sess-a", Touch: true, Unlock: first.Place},
+		{Status: "failed", Error: "a NUL \x00 Postgres refuses in text"},
+		{Status: "succeeded"},
+	}, later, time.Hour)
+	assert.Equal(t, []bool{true, true, false, false}, stored)
+	assert.NoError(t, errs[0])
+	assert.NoError(t, errs[1])
+	assert.Error(t, errs[2], "Postgres refuses the NUL")
+	assert.NoError(t, errs[3], "an unknown task is not stored, without error")
+	for _, id := range []string{"a-1", "b-1"} {
+		tk, err := st.GetTask(ctx, id, "")
+		require.NoError(t, err)
+		assert.Equal(t, "succeeded", tk.Status, id)
+	}
+	tk, err := st.GetTask(ctx, "b-bad", "")
+	require.NoError(t, err)
+	assert.Equal(t, "running", tk.Status, "the refused completion stored nothing")
+	for _, id := range []string{"sess-a", "sess-b"} {
+		s, err := st.GetSession(ctx, id)
+		require.NoError(t, err)
+		assert.True(t, s.LastUsedAt.Equal(later), "%s touched", id)
+	}
+	// a-1 gave its place up: a-2's turn has come.
+	_, err = st.AwaitTurn(ctx, next.Place, "a-2", func() time.Time { return later })
+	require.NoError(t, err)
+}
+
+// Completions written at once from many goroutines (group-committed as they meet) are each
+// stored once, with their own answer.
+func TestFinishTaskConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := pgtest.Store(t)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "dave"}, now)
+	require.NoError(t, err)
+	const sessions, perSession = 8, 8
+	var ids []string
+	for s := range sessions {
+		sid := fmt.Sprintf("sess-%d", s)
+		require.NoError(t, st.CreateSession(ctx, store.Session{ID: sid, OwnerID: p.ID, Profile: "default", Provider: "local_subprocess", Scope: "per_session",
+			Labels: map[string]string{}, Status: "active", CreatedAt: now, LastUsedAt: now}))
+		for k := range perSession {
+			id := fmt.Sprintf("task-%d-%d", s, k)
+			require.NoError(t, st.CreateTask(ctx, store.Task{ID: id, SessionID: sid, OwnerID: p.ID, Profile: "default", Operation: "execute_command", Status: "running", RunnerID: "r", SubmittedAt: now}))
+			ids = append(ids, id)
+		}
+	}
+	var wg sync.WaitGroup
+	stored := make([]bool, len(ids))
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		wg.Go(func() {
+			stored[i], errs[i] = st.FinishTask(ctx, id, store.Completion{Status: "succeeded", SessionID: fmt.Sprintf("sess-%d", i/perSession), Touch: true}, now.Add(time.Duration(i)*time.Second), time.Hour)
+		})
+	}
+	wg.Wait()
+	for i, id := range ids {
+		require.NoError(t, errs[i], id)
+		require.True(t, stored[i], id)
+		again, err := st.FinishTask(ctx, id, store.Completion{Status: "failed"}, now, time.Hour)
+		require.NoError(t, err)
+		require.False(t, again, "%s keeps its first completion", id)
+	}
+}
+
+// A deferred completion (its caller holds the result) is visible at once, from any
+// connection, and kept by the store until the WAL is seen flushed past it; one kept when
+// the server restarted is written again, which changes nothing of what was stored.
+func TestDeferredCompletionIsKeptUntilOnDisk(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	st, err := postgres.Open(ctx, url, 4)
+	require.NoError(t, err)
+	defer st.Close()
+	other, err := postgres.Open(ctx, url, 2) // another replica
+	require.NoError(t, err)
+	defer other.Close()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	p, err := st.UpsertPrincipal(ctx, store.Principal{Issuer: "https://i", Subject: "erin"}, now)
+	require.NoError(t, err)
+	require.NoError(t, st.CreateSession(ctx, store.Session{ID: "sess-d", OwnerID: p.ID, Profile: "default", Provider: "local_subprocess", Scope: "per_session",
+		Labels: map[string]string{}, Status: "active", CreatedAt: now, LastUsedAt: now}))
+	first, err := st.BeginTask(ctx, store.Task{ID: "d-1", SessionID: "sess-d", OwnerID: p.ID, Profile: "default", Operation: "execute_command", RunnerID: "r", SubmittedAt: now}, store.Admission{Lock: true})
+	require.NoError(t, err)
+	next, err := st.BeginTask(ctx, store.Task{ID: "d-2", SessionID: "sess-d", OwnerID: p.ID, Profile: "default", Operation: "execute_command", RunnerID: "r", SubmittedAt: now}, store.Admission{Lock: true})
+	require.NoError(t, err)
+
+	ok, err := st.FinishTask(ctx, "d-1", store.Completion{Status: "succeeded", SessionID: "sess-d", Touch: true, Unlock: first.Place, Deferred: true}, now.Add(time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	tk, err := other.GetTask(ctx, "d-1", "")
+	require.NoError(t, err)
+	require.Equal(t, "succeeded", tk.Status, "visible to another replica at once")
+	_, err = st.AwaitTurn(ctx, next.Place, "d-2", time.Now)
+	require.NoError(t, err, "the place was given up")
+
+	require.Equal(t, 1, st.DeferredKept())
+	require.NoError(t, st.FlushDeferred(ctx, false))
+	require.Zero(t, st.DeferredKept())
+
+	ok, err = st.FinishTask(ctx, "d-2", store.Completion{Status: "failed", Error: "first", Deferred: true}, now.Add(2*time.Minute), time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, st.FlushDeferred(ctx, true))
+	require.Zero(t, st.DeferredKept())
+	tk, err = other.GetTask(ctx, "d-2", "")
+	require.NoError(t, err)
+	require.Equal(t, "failed", tk.Status)
+	require.Equal(t, "first", tk.Error)
+}

@@ -142,7 +142,9 @@ func (st *Store) StartTaskInSession(ctx context.Context, id, sessionID string, t
 		SELECT `+sessionCols+` FROM sessions WHERE id = $3`, id, t, sessionID))
 }
 
-// PromoteTask marks task id as handed to the caller as a background task.
+// PromoteTask marks task id as handed to the caller as a background task. It commits
+// synchronously, so the task row is on disk (with the WAL before it: a deferred BeginTask's)
+// before the caller learns its id.
 func (st *Store) PromoteTask(ctx context.Context, id string) error {
 	_, err := st.pool.Exec(ctx, `UPDATE tasks SET promoted = true WHERE id = $1`, id)
 	return err
@@ -152,7 +154,10 @@ func (st *Store) PromoteTask(ctx context.Context, id string) error {
 // every replica (TaskWatcher), in one statement — which also touches the session (c.Touch)
 // and gives up c.Unlock. A task already finished keeps its first completion, but that a
 // completion with c.ReplacesLost replaces a `lost` one; the return says whether this one was
-// stored (false also for an unknown task).
+// stored (false also for an unknown task). Completions that arrive together are committed
+// together (finishes.go: one transaction per batch); FinishTask returns once its own is
+// committed. When ctx ends first it returns ctx.Err() and the completion may still be
+// stored.
 func (st *Store) FinishTask(ctx context.Context, id string, c store.Completion, t time.Time, ttl time.Duration) (bool, error) {
 	var res []byte
 	if c.Result != nil {
@@ -165,34 +170,38 @@ func (st *Store) FinishTask(ctx context.Context, id string, c store.Completion, 
 	if c.Touch && c.SessionID != "" {
 		touch = c.SessionID
 	}
-	// Releasing a place notifies the other replicas only when another place is in the
-	// session's line (a notification serialises commits; most executions have no waiter). A
-	// place taken in the very instant of this statement may go unseen by both: its taker's
-	// first look (AwaitTurn's, right after) finds the line free, or else its poll does
-	// (lockPoll), so such a rare waiter is late by at most that, never stuck.
-	const finish = `WITH done AS (
-			UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
-				finished_at = $7, expires_at = $8, output_bytes = $13
-			WHERE id = $1 AND (finished_at IS NULL OR ($14::boolean AND status = 'lost' AND $2 <> 'lost')) RETURNING id, started_at),
-		audited AS (
-			UPDATE audit_events a SET status = $2, error_type = COALESCE($5, ''), exit_code = $11, finished_at = $7,
-				duration_ms = COALESCE($12::bigint, (extract(epoch FROM $7::timestamptz - done.started_at) * 1000)::bigint)
-			FROM done WHERE a.task_id = done.id),
-		touched AS (
-			UPDATE sessions SET last_used_at = GREATEST(last_used_at, $7) WHERE id = $9 AND $9 <> ''),
-		freed AS (
-			DELETE FROM session_locks WHERE token = $10 AND $10 <> '' RETURNING session_id)
-		SELECT (SELECT count(pg_notify('` + taskDoneChannel + `', id)) FROM done) = 1,
-			(SELECT count(pg_notify('` + lockReleasedChannel + `', session_id)) FROM freed
-				WHERE EXISTS (SELECT 1 FROM session_locks w WHERE w.session_id = freed.session_id AND w.token <> $10))`
-	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token, c.ExitCode, c.DurationMS, max(c.OutputBytes, 0), c.ReplacesLost}
-	var stored bool
-	err := st.pool.QueryRow(ctx, finish, args...).Scan(&stored, new(int64))
-	if err == nil && c.Unlock.Token != "" {
-		st.locks.wake(c.Unlock.SessionID) // this replica's waiters need not wait for the notification
+	unlocks := ""
+	if c.Unlock.Token != "" {
+		unlocks = c.Unlock.SessionID
 	}
-	return stored, err
+	args := []any{id, c.Status, nullable(c.Notice), nullable(c.Error), nullable(c.ErrorType), res, t, t.Add(ttl), touch, c.Unlock.Token, c.ExitCode, c.DurationMS, max(c.OutputBytes, 0), c.ReplacesLost, "on"}
+	return st.finishes.do(ctx, &finishOne{sessionID: touch, taskID: id, unlocks: unlocks, deferred: c.Deferred, args: args})
 }
+
+// finishSQL is FinishTask's statement.
+//
+// Releasing a place notifies the other replicas only when another place is in the session's
+// line (a notification serialises commits; most executions have no waiter). A place taken
+// in the very instant of this statement may go unseen by both: its taker's first look
+// (AwaitTurn's, right after) finds the line free, or else its poll does (lockPoll), so such
+// a rare waiter is late by at most that, never stuck. $15 is the transaction's
+// synchronous_commit (finishes.go: "off" for a batch of deferred completions).
+const finishSQL = `WITH done AS (
+		UPDATE tasks SET status = $2, notice = $3, error = $4, error_type = $5, result = $6,
+			finished_at = $7, expires_at = $8, output_bytes = $13
+		WHERE id = $1 AND (finished_at IS NULL OR ($14::boolean AND status = 'lost' AND $2 <> 'lost')) RETURNING id, started_at),
+	audited AS (
+		UPDATE audit_events a SET status = $2, error_type = COALESCE($5, ''), exit_code = $11, finished_at = $7,
+			duration_ms = COALESCE($12::bigint, (extract(epoch FROM $7::timestamptz - done.started_at) * 1000)::bigint)
+		FROM done WHERE a.task_id = done.id),
+	touched AS (
+		UPDATE sessions SET last_used_at = GREATEST(last_used_at, $7) WHERE id = $9 AND $9 <> ''),
+	freed AS (
+		DELETE FROM session_locks WHERE token = $10 AND $10 <> '' RETURNING session_id)
+	SELECT (SELECT count(pg_notify('` + taskDoneChannel + `', id)) FROM done) = 1,
+		(SELECT count(pg_notify('` + lockReleasedChannel + `', session_id)) FROM freed
+			WHERE EXISTS (SELECT 1 FROM session_locks w WHERE w.session_id = freed.session_id AND w.token <> $10)),
+		set_config('synchronous_commit', $15, true)`
 
 // WithdrawTask removes task id while it is unfinished and was never promoted (its caller
 // still waits for the answer), with its audit event, and wakes its waiters as a finish does

@@ -20,6 +20,10 @@ import (
 // started at t.SubmittedAt; otherwise pending, and AwaitTurn waits for its turn. A place is
 // given up by the completion that carries it (Completion.Unlock) or by ReleaseTurn.
 //
+// With a.Deferred the transaction commits without waiting for the WAL flush (visible to
+// every replica at once; on disk within Postgres's WAL writer cycle, or with the next
+// synchronous commit, such as PromoteTask's).
+//
 // Errors: ErrQuota, or with lock ErrNotFound for an unknown session and ErrRefused (with
 // Begun.Session) for one that takes no new work — nothing inserted in any case; the
 // database's error (then a place may have been taken with its answer lost: it is released in
@@ -27,14 +31,18 @@ import (
 func (st *Store) BeginTask(ctx context.Context, t store.Task, a store.Admission) (store.Begun, error) {
 	digest, excerpt, size := programAudit(t)
 	limit, lock := a.Limit, a.Lock
+	commit := "on" // synchronous_commit
+	if a.Deferred {
+		commit = "off"
+	}
 	if !lock {
 		var n int
 		err := st.pool.QueryRow(ctx, `WITH task AS (INSERT INTO tasks (id, session_id, owner_id, profile, operation, status, runner_id, submitted_at, started_at, program, background, interactive)
 			SELECT $1, $2, $3, $4, $5, 'running', $6, $7, $7, $9, $10, $11 WHERE `+ownerUnder("$8", "$10")+` RETURNING id, submitted_at),
 			`+auditTaskInsert("$3", "$2", "$4", "$5", "$12", "$13", "$14", "$15")+`
-			SELECT count(*) FROM task`,
+			SELECT count(*), set_config('synchronous_commit', $16, true) FROM task`,
 			t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, store.ProgramOf(t.Program), t.Background, t.Interactive,
-			digest, excerpt, size, t.APIKeyID).Scan(&n)
+			digest, excerpt, size, t.APIKeyID, commit).Scan(&n, new(string))
 		if err == nil && n == 0 {
 			return store.Begun{}, store.ErrQuota
 		}
@@ -62,12 +70,13 @@ func (st *Store) BeginTask(ctx context.Context, t store.Task, a store.Admission)
 			SELECT $1, $2, $3, $4, $5, CASE WHEN line.first THEN 'running' ELSE 'pending' END, $6, $7,
 				CASE WHEN line.first THEN $7::timestamptz END, $11, $12, $13 FROM line RETURNING id, submitted_at),
 		`+auditTaskInsert("$3", "$2", "$4", "$5", "$14", "$15", "$16", "$18")+`
-		SELECT ok.within, open.usable, COALESCE(line.ticket, 0), COALESCE(line.first, false), s.* FROM s CROSS JOIN ok CROSS JOIN open LEFT JOIN line ON true`,
+		SELECT ok.within, open.usable, COALESCE(line.ticket, 0), COALESCE(line.first, false), set_config('synchronous_commit', $19, true), s.*
+		FROM s CROSS JOIN ok CROSS JOIN open LEFT JOIN line ON true`,
 		t.ID, t.SessionID, t.OwnerID, t.Profile, t.Operation, t.RunnerID, t.SubmittedAt, limit, l.key, place.Token, store.ProgramOf(t.Program), t.Background, t.Interactive,
-		digest, excerpt, size, a.WakesPaused, t.APIKeyID).
+		digest, excerpt, size, a.WakesPaused, t.APIKeyID, commit).
 		QueryRow(func(row pgx.Row) error {
 			var err error
-			sess, err = scanSessionAfter(row, &within, &usable, &place.Ticket, &first)
+			sess, err = scanSessionAfter(row, &within, &usable, &place.Ticket, &first, new(string))
 			return err
 		})
 	switch err := st.pool.SendBatch(ctx, b).Close(); {
