@@ -258,8 +258,8 @@ func (h *Handler) makeDir(ctx context.Context, req *wire.MakeDirRequest) (*wire.
 	return &wire.MakeDirResponse{Entry: e}, nil
 }
 
-// move renames Source to Destination as envd does (os.Rename: a file or an empty folder at
-// the destination is replaced; the destination's parents are made).
+// move renames Source to Destination as envd does (os.Rename: a file at the destination is
+// replaced, a folder there is not; the destination's parents are made).
 func (h *Handler) move(ctx context.Context, req *wire.MoveRequest) (*wire.MoveResponse, error) {
 	p, sess, src, err := h.changeTarget(ctx, req.Source)
 	if err != nil {

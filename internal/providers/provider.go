@@ -547,11 +547,10 @@ type FileTree interface {
 	// MakeDir makes folder path and its missing parents; a folder already there is no
 	// error. fault.Conflict when path or a parent is not a folder.
 	MakeDir(ctx context.Context, path string) error
-	// Move renames from to to as rename(2) does: a symlink is moved itself, a file or an
-	// empty folder at to is replaced, to's missing parents are made first. fault.NotFound
-	// when from does not exist; fault.Conflict for a folder at to that is not empty, or a
-	// folder where a file goes or the other way round; fault.Validation for a folder moved
-	// into itself.
+	// Move renames from to to as Go's os.Rename does: a symlink is moved itself, a file at
+	// to is replaced, to's missing parents are made first. fault.NotFound when from does not
+	// exist; fault.Conflict for a folder at to (empty or not: os.Rename replaces none), or a
+	// folder moved onto a file; fault.Validation for a folder moved into itself.
 	Move(ctx context.Context, from, to string) error
 	// RemoveAll removes path and, for a folder, everything in it (symlinks themselves, never
 	// followed). Missing: nil.

@@ -289,14 +289,14 @@ func (s *Service) MakeDir(ctx context.Context, p principal.Principal, id, profil
 	})
 }
 
-// MoveFile renames workspace path from to to as rename(2) does — a symlink moved itself, a
-// file or an empty folder at to replaced, to's missing parents made. Ordered like writes;
+// MoveFile renames workspace path from to to as Go's os.Rename does — a symlink moved itself,
+// a file at to replaced (a folder at to never), to's missing parents made. Ordered like writes;
 // audited as a file_delete of from and a file_write of to.
 //
 // Errors: fault.Validation for the workspace itself as either, and a folder moved into
 // itself; fault.Policy for an escape; fault.NotFound when from does not exist (also when the
-// session has no sandbox yet); fault.Conflict for a folder at to that is not empty, or a
-// folder where a file goes or the other way round; fault.Capability as MakeDir's.
+// session has no sandbox yet); fault.Conflict for a folder at to (empty or not), or a
+// folder moved onto a file; fault.Capability as MakeDir's.
 func (s *Service) MoveFile(ctx context.Context, p principal.Principal, id, profile, from, to string) error {
 	src, err := entryPath(from)
 	if err != nil {

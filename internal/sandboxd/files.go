@@ -232,14 +232,14 @@ func (r *Runtime) makeDirs(p, clean string) error {
 	return pathErr(p, err)
 }
 
-// Move renames workspace path from to to, as rename(2) does: a symlink is moved itself, a
-// file or an empty folder at to is replaced, and to's missing parents are made first (as
-// MakeDir makes them).
+// Move renames workspace path from to to, as Go's os.Rename does: a symlink is moved itself,
+// a file at to is replaced (a folder at to, even an empty one, is not), and to's missing
+// parents are made first (as MakeDir makes them).
 //
 // Errors: fault.Validation for the workspace itself as either, a name or path too long, and a
 // folder moved into itself; fault.Policy for a NUL byte and when either escapes the
 // workspace; fault.NotFound when from does not exist; fault.Conflict when to is a folder
-// that is not empty, a folder where from is a file or a file where it is a folder, or a
+// (empty or not), a folder where from is a file or a file where it is a folder, or a
 // parent of to is not a folder.
 func (r *Runtime) Move(from, to string) error {
 	src, err := wspath.CleanEntry(from)

@@ -17,6 +17,7 @@ var contractSkips = map[string]string{
 	"exec/non_utf8_output_is_kept":                  "Daytona's daemon reads a command's output line by line with the shell's read, which drops NUL bytes",
 	"exec/working_folder_is_confined":               "paths are confined lexically only: Daytona's toolbox follows symlinks inside the sandbox (TestWorkingFolder covers the lexical rules)",
 	"files/symlink_escapes_are_policy_errors":       "paths are confined lexically only: Daytona's toolbox follows symlinks inside the sandbox, which is the caller's own container",
+	"tree/tree_symlink_escapes_are_policy_errors":   "paths are confined lexically only: Daytona's toolbox follows symlinks inside the sandbox, which is the caller's own container",
 	"files/list_reports_symlinks_without_following": "Daytona's toolbox describes each entry after following symlinks (and leaves dangling links out)",
 	"stateful/crash_is_reported_and_replaced":       "Daytona's interpreter does not report the exit status of an interpreter that died (TestContexts covers the loss and the fresh context)",
 	"processes/cell_children_end_with_the_cell":     "Daytona's interpreter is its own long-lived process, which nothing says ends what a cell starts (the fake's sandboxd contexts do, so passing here would say nothing of Daytona)",

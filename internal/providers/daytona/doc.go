@@ -103,9 +103,13 @@
 // file stands; WriteFile waits, at most 5 s, until the daemon has removed its temporary file
 // after such a break); ReadFile streams GET /files/download; ListFiles is GET /files (Daytona
 // describes entries after following symlinks and leaves dangling ones out); RemoveFile is
-// DELETE /files (a folder only when empty). Paths are workspace-relative, confined lexically
-// (providers.CleanPath) and sent absolute under the sandbox's work dir (GET /work-dir), which
-// is the workspace.
+// DELETE /files (a folder only when empty). The folder operations (providers.FileTree) are
+// POST /files/folder (MakeDir, parents made), POST /files/move (Move: the toolbox refuses an
+// existing destination and a missing parent, so the provider makes the parents and removes a
+// file to be replaced first; a folder at the destination is fault.Conflict, as os.Rename
+// gives) and DELETE /files?recursive=true (RemoveAll). Paths are workspace-relative,
+// confined lexically (providers.CleanPath) and sent absolute under the sandbox's work dir
+// (GET /work-dir), which is the workspace.
 //
 // # Wire details
 //

@@ -374,6 +374,18 @@ func (c *toolboxClient) remove(ctx context.Context, path string, recursive bool)
 	return c.doJSON(ctx, http.MethodDelete, c.url("/files", url.Values{"path": {path}, "recursive": {strconv.FormatBool(recursive)}}), nil, nil)
 }
 
+// makeFolder is POST /files/folder: the toolbox makes path and its missing parents
+// (os.MkdirAll; a folder already there is fine) with mode, octal digits.
+func (c *toolboxClient) makeFolder(ctx context.Context, path, mode string) error {
+	return c.doJSON(ctx, http.MethodPost, c.url("/files/folder", url.Values{"path": {path}, "mode": {mode}}), nil, nil)
+}
+
+// move is POST /files/move: the toolbox renames source to destination, which must not exist
+// (409) and whose parent must (404).
+func (c *toolboxClient) move(ctx context.Context, source, destination string) error {
+	return c.doJSON(ctx, http.MethodPost, c.url("/files/move", url.Values{"source": {source}, "destination": {destination}}), nil, nil)
+}
+
 // interpContext is Daytona's InterpreterContext.
 type interpContext struct {
 	ID        string    `json:"id"`

@@ -68,6 +68,11 @@
 //     the removal, it stays, hidden from listings). RemoveFile refuses a folder that is not
 //     empty (envd would remove it recursively). A program may swap a link between the check
 //     and the use: the check keeps callers' paths honest inside their own VM, nothing more.
+//   - Folder operations (providers.FileTree: MakeDir, Move, RemoveAll) are
+//     filesystem.Filesystem/MakeDir, Move and Remove on paths resolved the same way; since
+//     envd answers a folder at Move's destination, a folder moved onto a file or into itself
+//     with Internal, the provider stats first and gives sandboxd's faults (fault.Conflict,
+//     fault.Validation), and MakeDir on a folder already there is no error.
 //   - InstallPackages runs <python> -m pip install <packages>.
 //
 // Kept executions (providers.Executions; docs/semantics.md §9 "Input and terminals" and

@@ -80,6 +80,11 @@ type Harness struct {
 //     working folder, bytes that are not UTF-8, large output and code);
 //   - files/…: byte-exact round trips, unusual names, path and symlink escapes, size limit,
 //     listings and removal;
+//   - tree/…: for sandboxes implementing providers.FileTree, a folder made with its parents,
+//     a file and a folder moved (parents made, a file replaced; a folder at the destination, a
+//     folder onto a file and a folder into itself refused), a tree removed
+//     (missing is no error), and paths that leave the workspace (policy, also through
+//     symlinks) or name the workspace itself (validation) refused;
 //   - lifecycle/…: attach keeps the workspace, a destroyed sandbox is gone;
 //   - stateful/…: for providers declaring stateful, contexts keep Python globals and shell
 //     state, a call's env (its time zone too) applies to that call only, restart clears
@@ -128,6 +133,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("contract", s.contract)
 	t.Run("exec", s.exec)
 	t.Run("files", s.files)
+	t.Run("tree", s.tree)
 	t.Run("lifecycle", s.lifecycle)
 	t.Run("stateful", s.stateful)
 	t.Run("executions", s.executions)
