@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -129,16 +130,21 @@ func egressSpec(s *containerSpec, pol providers.Policy) {
 	}
 }
 
-// grants are the egress grants this provider serves, by container id.
+// grants are the egress grants this provider serves, by container id. serving is held
+// across the whole of a (re)serve, so two attaches of one sandbox cannot leave the sockets
+// of one grant while the map records the other's.
 type grants struct {
-	mu sync.Mutex
-	by map[string]*served
+	serving sync.Mutex
+	mu      sync.Mutex
+	by      map[string]*served
 }
 
-// served is one sandbox's grant on its two sockets.
+// served is one sandbox's grant on its two sockets in folder.
 type served struct {
-	ls []net.Listener
-	wg sync.WaitGroup
+	grant  *egress.Grant
+	folder string
+	ls     []net.Listener
+	wg     sync.WaitGroup
 }
 
 func (s *served) stop() {
@@ -146,6 +152,26 @@ func (s *served) stop() {
 		_ = l.Close()
 	}
 	s.wg.Wait()
+}
+
+// replaced stops s, whose socket paths a new grant now serves: its listeners are closed
+// without unlinking those paths (the new grant's sockets).
+func (s *served) replaced() {
+	for _, l := range s.ls {
+		if ul, ok := l.(*net.UnixListener); ok {
+			ul.SetUnlinkOnClose(false)
+		}
+	}
+	s.stop()
+}
+
+// grantOf is the grant container id is served with for pol: grantFor's, or nothing allowed
+// for a policy that does not use the proxy (fail closed).
+func grantOf(id, owner string, pol providers.Policy) *egress.Grant {
+	if !usesProxy(pol) {
+		return &egress.Grant{Sandbox: id, Owner: owner}
+	}
+	return grantFor(id, owner, pol)
 }
 
 // grantFor builds the grant of container id for pol (rules already checked by checkEgress;
@@ -191,15 +217,19 @@ func (p *Provider) serveEgress(ins container.InspectResponse, owner string, pol 
 	if p.egress == nil {
 		return fault.New(fault.Provision, "%s: sandbox '%s' reaches the network through the egress proxy, which this gateway does not run", TypeName, ins.ID)
 	}
+	p.grants.serving.Lock()
+	defer p.grants.serving.Unlock()
 	folder, ok := p.sd.folder(ins.Config.Labels)
 	if !ok {
 		return fault.New(fault.Provision, "%s: container '%s' has a malformed %s label", TypeName, ins.ID, LabelSandboxd)
 	}
-	g := grantFor(ins.ID, owner, pol)
-	if !usesProxy(pol) {
-		g = &egress.Grant{Sandbox: ins.ID, Owner: owner} // fail closed: a policy without rules allows nothing
-	}
-	s := &served{}
+	return p.serveGrant(ins.ID, folder, grantOf(ins.ID, owner, pol))
+}
+
+// serveGrant serves g for container id on the sockets of its socket folder, replacing the
+// grant served there before; the caller holds p.grants.serving.
+func (p *Provider) serveGrant(id, folder string, g *egress.Grant) error {
+	s := &served{grant: g, folder: folder}
 	for _, sock := range []struct {
 		name  string
 		serve func(net.Listener, *egress.Grant) error
@@ -226,40 +256,84 @@ func (p *Provider) serveEgress(ins container.InspectResponse, owner string, pol 
 		go func() {
 			defer s.wg.Done()
 			if err := sock.serve(l, g); err != nil {
-				p.log.Warn("egress proxy socket ended", "sandbox_id", ins.ID, "socket", sock.name, "err", err)
+				p.log.Warn("egress proxy socket ended", "sandbox_id", id, "socket", sock.name, "err", err)
 			}
 		}()
 	}
 	p.grants.mu.Lock()
-	old := p.grants.by[ins.ID]
+	old := p.grants.by[id]
 	if p.grants.by == nil {
 		p.grants.by = map[string]*served{}
 	}
-	p.grants.by[ins.ID] = s
+	p.grants.by[id] = s
 	p.grants.mu.Unlock()
 	if old != nil {
-		old.stop()
+		old.replaced()
 	}
 	return nil
 }
 
-// ensureEgress serves the grant of a container labelled LabelEgress unless this provider
-// serves it already (an Attach after a gateway restart).
+// ensureEgress serves the grant of a container labelled LabelEgress for pol, unless this
+// provider serves that very grant already: an Attach after a gateway restart serves it
+// again, and one whose policy changed since — a session's secret replaced or deleted (its
+// binding's value or hosts, or the binding itself, gone), which docs/semantics.md §15 says
+// takes effect from the sandbox's next attach — serves the new grant in its place.
+// Connections already open keep the grant they were accepted with.
 func (p *Provider) ensureEgress(ins container.InspectResponse, pr providers.Principal, pol providers.Policy) error {
 	if ins.Config == nil || ins.Config.Labels[LabelEgress] == "" {
 		return nil
 	}
-	p.grants.mu.Lock()
-	_, ok := p.grants.by[ins.ID]
-	p.grants.mu.Unlock()
-	if ok {
-		return nil
+	if p.egress == nil {
+		return p.serveEgress(ins, pr.Subject, pol) // refused there, with the reason
 	}
 	owner := pr.Subject
 	if owner == "" {
 		owner = ins.Config.Labels[LabelOwner]
 	}
-	return p.serveEgress(ins, owner, pol)
+	p.grants.serving.Lock()
+	defer p.grants.serving.Unlock()
+	p.grants.mu.Lock()
+	cur := p.grants.by[ins.ID]
+	p.grants.mu.Unlock()
+	g := grantOf(ins.ID, owner, pol)
+	if cur != nil && reflect.DeepEqual(cur.grant, g) {
+		return nil
+	}
+	folder, ok := p.sd.folder(ins.Config.Labels)
+	if !ok {
+		return fault.New(fault.Provision, "%s: container '%s' has a malformed %s label", TypeName, ins.ID, LabelSandboxd)
+	}
+	return p.serveGrant(ins.ID, folder, g)
+}
+
+// refreshEgress is ensureEgress for a sandbox this provider already talks to (Attach without
+// asking the engine): the grant it serves for id is replaced when pol's differs. A sandbox
+// it serves no grant for is not behind the proxy (or its grant is served by the Attach that
+// inspects it).
+func (p *Provider) refreshEgress(id string, pr providers.Principal, pol providers.Policy) error {
+	p.grants.mu.Lock()
+	cur := p.grants.by[id]
+	p.grants.mu.Unlock()
+	if cur == nil {
+		return nil
+	}
+	owner := pr.Subject
+	if owner == "" {
+		owner = cur.grant.Owner
+	}
+	g := grantOf(id, owner, pol)
+	if reflect.DeepEqual(cur.grant, g) {
+		return nil
+	}
+	p.grants.serving.Lock()
+	defer p.grants.serving.Unlock()
+	p.grants.mu.Lock()
+	now := p.grants.by[id]
+	p.grants.mu.Unlock()
+	if now == nil || reflect.DeepEqual(now.grant, g) {
+		return nil // stopped (destroyed) or replaced by a concurrent attach meanwhile
+	}
+	return p.serveGrant(id, now.folder, g)
 }
 
 // stopEgress stops serving container id's grant (Destroy, sweeps).

@@ -250,6 +250,42 @@ print(urllib.request.urlopen('https://other.test/', timeout=30).read().decode())
 	assert.Contains(t, r.stdout, "hello from other.test")
 }
 
+// An Attach with a policy whose secrets changed since the grant was served (a secret
+// replaced or deleted; docs/semantics.md §15) serves the new grant, also when the provider
+// already talks to the sandbox and asks the engine nothing; the sandbox keeps its proxy.
+func TestEgressGrantFollowsThePolicyOnAttach(t *testing.T) {
+	t.Parallel()
+	rig := newEgressRig(t)
+	p := newProvider(t, func(o *docker.Options) { o.Egress = rig.proxy; o.Config.Sandboxd.Transport = docker.TransportSocket })
+	sb := create(t, p, egressPol)
+	id := sb.ID()
+	call := func(pol providers.Policy) string {
+		t.Helper()
+		again, err := p.Attach(t.Context(), id, agent, pol)
+		require.NoError(t, err)
+		defer again.Close()
+		r := run(t, again, providers.ExecSpec{Language: "python", Code: `
+import os, urllib.request
+req = urllib.request.Request('https://allowed.test/', headers={'Authorization': 'Bearer ' + os.environ['SANDGATE_SECRET_API']})
+print(urllib.request.urlopen(req, timeout=30).read().decode())`})
+		require.NoError(t, r.err)
+		require.Equal(t, 0, r.st.ExitCode, r.stderr)
+		seen := rig.allowed.seen()
+		return seen[len(seen)-1]
+	}
+	assert.Equal(t, "Bearer "+egressSecretValue, call(egressPol))
+
+	replaced := egressPol
+	replaced.Secrets = []providers.SecretBinding{egressPol.Secrets[0]}
+	replaced.Secrets[0].Value = []byte("sk-live-the-new-value")
+	assert.Equal(t, "Bearer sk-live-the-new-value", call(replaced), "the replaced value")
+	assert.Equal(t, "Bearer sk-live-the-new-value", call(replaced), "the same grant, served on")
+
+	deleted := egressPol
+	deleted.Secrets = nil
+	assert.Equal(t, "Bearer "+egressPlaceholder, call(deleted), "a deleted secret's placeholder goes out as sent")
+}
+
 func TestEgressNeedsTheSocketTransportAndAProxy(t *testing.T) {
 	t.Parallel()
 	rig := newEgressRig(t)

@@ -489,6 +489,11 @@ func (p *Provider) Attach(ctx context.Context, id string, pr providers.Principal
 		return nil, err
 	}
 	if sb := p.attachLive(ctx, id); sb != nil {
+		// A secret of the session replaced or deleted since: the new grant from now on.
+		if err := p.refreshEgress(id, pr, pol); err != nil {
+			_ = sb.Close()
+			return nil, err
+		}
 		return sb, nil
 	}
 	if err := p.connect(ctx); err != nil {
@@ -498,7 +503,8 @@ func (p *Provider) Attach(ctx context.Context, id string, pr providers.Principal
 	if err != nil {
 		return nil, err
 	}
-	// A restarted gateway serves the grant of a sandbox behind the egress proxy again.
+	// A restarted gateway serves the grant of a sandbox behind the egress proxy again; one
+	// whose policy changed since it was served, the new grant.
 	if err := p.ensureEgress(ins, pr, pol); err != nil {
 		return nil, err
 	}
