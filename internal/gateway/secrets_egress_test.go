@@ -74,6 +74,57 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// secretsRig is what a gateway of the secrets tests runs against: HTTPS upstreams for
+// allowed.test, other.test and denied.test on the host's loopback (leaves of upCA, the
+// gateway's egress.upstream_ca_file), the egress state folder and secrets key every gateway
+// of the test shares, and the gateway's captured logs.
+type secretsRig struct {
+	upCA                   *egress.CA
+	caFile, stateDir, key  string
+	allowed, other, denied *upstream
+	logs                   *lockedBuffer
+}
+
+func newSecretsRig(t *testing.T) *secretsRig {
+	t.Helper()
+	upCA, err := egress.LoadOrCreateCA(t.TempDir(), "e2e39upstreamca0", nil)
+	require.NoError(t, err)
+	r := &secretsRig{upCA: upCA, caFile: filepath.Join(t.TempDir(), "upstream-ca.pem"), stateDir: filepath.Join(t.TempDir(), "egress"),
+		key: base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32)), logs: &lockedBuffer{}}
+	require.NoError(t, os.WriteFile(r.caFile, upCA.CertPEM(), 0o600))
+	r.allowed, r.other, r.denied = startUpstream(t, upCA, "allowed.test"), startUpstream(t, upCA, "other.test"), startUpstream(t, upCA, "denied.test")
+	return r
+}
+
+// start starts a gateway with profile box (docker, allowlist of allowed.test and other.test,
+// strict) on database dbURL ("" for a fresh one).
+func (r *secretsRig) start(t *testing.T, dbURL string) *gatewaytest.Env {
+	t.Helper()
+	return gatewaytest.Start(t, gatewaytest.Options{
+		DBURL:  dbURL,
+		Logger: slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Config: func(c *config.Config) {
+			c.Secrets.Keys = []string{"k1:" + r.key}
+			c.Egress = config.Egress{
+				StateDir:       r.stateDir,
+				UpstreamCAFile: r.caFile,
+				Hosts: map[string]string{
+					"allowed.test": r.allowed.srv.Listener.Addr().String(),
+					"other.test":   r.other.srv.Listener.Addr().String(),
+					"denied.test":  r.denied.srv.Listener.Addr().String(),
+				},
+			}
+			c.Sandbox.DefaultProfile = "box"
+			c.Sandbox.Profiles = map[string]config.Profile{
+				"box": {Type: docker.TypeName, Stateful: true,
+					Policy: config.Policy{NetworkEgress: "allowlist", NetworkAllow: []string{"allowed.test", "other.test"}, Strict: new(true)},
+					Blocks: config.Blocks{docker.TypeName: &docker.Block{Image: dockerTestImage, Pull: docker.PullNever,
+						Sandboxd: &docker.SandboxdBlock{Transport: string(docker.TransportSocket)}}}},
+			}
+		},
+	})
+}
+
 // secretProbe runs in the sandbox: it calls the two allowed names with the placeholder as a
 // bearer token, tries a name, an IP and a DNS lookup the profile does not allow, writes its
 // environment to env.txt and prints one JSON object. UPSTREAM_CA is the test's upstream CA,
@@ -119,36 +170,9 @@ func TestSecretsReachOnlyTheirHostsThroughTheGateway(t *testing.T) {
 	t.Parallel()
 	const value = "sk-live-e2e39-0123456789abcdef-THE-VALUE"
 
-	upCA, err := egress.LoadOrCreateCA(t.TempDir(), "e2e39upstreamca0", nil)
-	require.NoError(t, err)
-	caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
-	require.NoError(t, os.WriteFile(caFile, upCA.CertPEM(), 0o600))
-	allowed, other, denied := startUpstream(t, upCA, "allowed.test"), startUpstream(t, upCA, "other.test"), startUpstream(t, upCA, "denied.test")
-
-	logs := &lockedBuffer{}
-	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
-	e := gatewaytest.Start(t, gatewaytest.Options{
-		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Config: func(c *config.Config) {
-			c.Secrets.Keys = []string{"k1:" + key}
-			c.Egress = config.Egress{
-				StateDir:       filepath.Join(t.TempDir(), "egress"),
-				UpstreamCAFile: caFile,
-				Hosts: map[string]string{
-					"allowed.test": allowed.srv.Listener.Addr().String(),
-					"other.test":   other.srv.Listener.Addr().String(),
-					"denied.test":  denied.srv.Listener.Addr().String(),
-				},
-			}
-			c.Sandbox.DefaultProfile = "box"
-			c.Sandbox.Profiles = map[string]config.Profile{
-				"box": {Type: docker.TypeName, Stateful: true,
-					Policy: config.Policy{NetworkEgress: "allowlist", NetworkAllow: []string{"allowed.test", "other.test"}, Strict: new(true)},
-					Blocks: config.Blocks{docker.TypeName: &docker.Block{Image: dockerTestImage, Pull: docker.PullNever,
-						Sandboxd: &docker.SandboxdBlock{Transport: string(docker.TransportSocket)}}}},
-			}
-		},
-	})
+	rig := newSecretsRig(t)
+	e := rig.start(t, "")
+	allowed, other, denied, upCA := rig.allowed, rig.other, rig.denied, rig.upCA
 	tok, admin := e.Token("alice"), e.Token("auditor", "admins")
 	call := func(method, path, tok, body string, want ...int) map[string]any {
 		t.Helper()
@@ -252,5 +276,74 @@ func TestSecretsReachOnlyTheirHostsThroughTheGateway(t *testing.T) {
 	// Nor the audit rows of anything the session did, nor the gateway's logs.
 	assert.NotContains(t, rawGet("/v1/audit?session_id="+sid+"&limit=500", admin), value, "the audit log")
 	assert.NotContains(t, rawGet("/v1/audit?limit=500", admin), value, "the audit log")
-	assert.NotContains(t, logs.String(), value, "the gateway's logs")
+	assert.NotContains(t, rig.logs.String(), value, "the gateway's logs")
+}
+
+// A secret replaced or deleted takes effect from its session's next call (docs/semantics.md
+// §15: from the sandbox's next attach), on the gateway that made the sandbox and on another
+// replica (as after a restart) alike: the host receives the value as it is now, or the bare
+// placeholder once the secret is gone; the sandbox and its placeholder stay. (A stopped
+// gatewaytest gateway removes its sandboxes, so the first one stays up.)
+func TestSecretChangesReachTheSessionsNextCall(t *testing.T) {
+	requireDockerImage(t)
+	t.Parallel()
+	rig := newSecretsRig(t)
+	e := rig.start(t, "")
+	// An API key, so the other gateway (with an issuer of its own) knows the same principal.
+	st, _, out := e.Do(http.MethodPost, "/v1/api-keys", e.Token("alice"), strings.NewReader(`{"name":"across a restart"}`), map[string]string{"Content-Type": "application/json"})
+	require.Equal(t, http.StatusCreated, st, "%s", out)
+	var apiKey struct {
+		Secret string `json:"secret"`
+	}
+	require.NoError(t, json.Unmarshal(out, &apiKey))
+	tok := apiKey.Secret
+	call := func(e *gatewaytest.Env, method, path, body string, want ...int) map[string]any {
+		t.Helper()
+		st, _, out := e.Do(method, path, tok, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
+		require.Contains(t, want, st, "%s %s: %s", method, path, out)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(out, &m), "%s", out)
+		return m
+	}
+	code, err := json.Marshal(map[string]string{"code": "UPSTREAM_CA = '''" + string(rig.upCA.CertPEM()) + "'''\n" + `
+import os, ssl, urllib.request
+tls = ssl.create_default_context()
+tls.load_verify_locations(cadata=UPSTREAM_CA)
+ph = os.environ['SANDGATE_SECRET_OPENAI']
+req = urllib.request.Request('https://allowed.test/', headers={'Authorization': 'Bearer ' + ph})
+print(ph, urllib.request.urlopen(req, timeout=30, context=tls).read().decode())`})
+	require.NoError(t, err)
+
+	call(e, http.MethodPut, "/v1/secrets/openai", `{"value":"first-value-e2e39","hosts":["allowed.test"]}`, http.StatusCreated)
+	sid := call(e, http.MethodPost, "/v1/sessions", `{"profile":"box","secrets":["openai"]}`, http.StatusCreated)["id"].(string)
+	res := call(e, http.MethodPost, "/v1/sessions/"+sid+"/code", string(code), http.StatusOK)
+	require.EqualValues(t, 0, res["exit_code"], "stderr: %v", res["stderr"])
+	first := strings.Fields(res["stdout"].(string))
+	require.Len(t, first, 4, "stdout: %v", res["stdout"])
+	assert.Equal(t, []string{"Bearer first-value-e2e39"}, rig.allowed.seen())
+	box := call(e, http.MethodGet, "/v1/sessions/"+sid, "", http.StatusOK)["sandbox_id"]
+
+	run := func(e *gatewaytest.Env) string {
+		t.Helper()
+		res := call(e, http.MethodPost, "/v1/sessions/"+sid+"/code", string(code), http.StatusOK)
+		require.EqualValues(t, 0, res["exit_code"], "stderr: %v", res["stderr"])
+		assert.Empty(t, res["notice"], "the session's sandbox was attached, not recreated")
+		assert.Equal(t, box, call(e, http.MethodGet, "/v1/sessions/"+sid, "", http.StatusOK)["sandbox_id"], "the same sandbox")
+		out := strings.Fields(res["stdout"].(string))
+		require.NotEmpty(t, out, "stdout: %v", res["stdout"])
+		assert.Equal(t, first[0], out[0], "the same placeholder")
+		seen := rig.allowed.seen()
+		return seen[len(seen)-1]
+	}
+	call(e, http.MethodPut, "/v1/secrets/openai", `{"value":"second-value-e2e39","hosts":["allowed.test"]}`, http.StatusOK)
+	assert.Equal(t, "Bearer second-value-e2e39", run(e), "replaced: the same gateway sends the new value")
+	st, _, out = e.Do(http.MethodDelete, "/v1/secrets/openai", tok, nil, nil)
+	require.Equal(t, http.StatusNoContent, st, "%s", out)
+	assert.Equal(t, "Bearer "+first[0], run(e), "deleted: the placeholder goes out with nothing behind it")
+
+	call(e, http.MethodPut, "/v1/secrets/openai", `{"value":"third-value-e2e39","hosts":["allowed.test"]}`, http.StatusCreated)
+	again := rig.start(t, e.DBURL)
+	assert.Equal(t, "Bearer third-value-e2e39", run(again), "another replica attaches the sandbox with the value as it is now")
+	assert.Len(t, rig.allowed.seen(), 4)
+	assert.NotContains(t, rig.logs.String(), "value-e2e39", "the gateways' logs")
 }
