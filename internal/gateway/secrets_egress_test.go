@@ -273,7 +273,9 @@ func TestSecretsReachOnlyTheirHostsThroughTheGateway(t *testing.T) {
 	assert.Contains(t, backOut, "no-file-holds-it")
 	assert.NotContains(t, backOut, value)
 
-	// Nor the audit rows of anything the session did, nor the gateway's logs.
+	// Nor the session as the API shows it, nor the audit rows of anything the session did, nor
+	// the gateway's logs.
+	assert.NotContains(t, rawGet("/v1/sessions/"+sid, tok), value, "the session")
 	assert.NotContains(t, rawGet("/v1/audit?session_id="+sid+"&limit=500", admin), value, "the audit log")
 	assert.NotContains(t, rawGet("/v1/audit?limit=500", admin), value, "the audit log")
 	assert.NotContains(t, rig.logs.String(), value, "the gateway's logs")
