@@ -406,14 +406,15 @@ func (c *Cluster) LocalImage(image string) (string, error) {
 		repo = image[:i]
 	}
 	tag := repo + ":kubenode-" + c.ID
-	if out, err := exec.Command("docker", "tag", image, tag).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("docker tag %s %s: %w: %s", image, tag, err, out)
-	}
+	// Recorded before it is made: a process killed in between leaves nothing unrecorded.
 	c.tags = append(c.tags, tag)
 	if c.stateDir != "" {
 		if err := c.saveRecord(c.stateDir); err != nil {
 			return "", fmt.Errorf("recording the tag %s: %w", tag, err)
 		}
+	}
+	if out, err := exec.Command("docker", "tag", image, tag).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("docker tag %s %s: %w: %s", image, tag, err, out)
 	}
 	return tag, nil
 }
@@ -505,7 +506,8 @@ func (c *Cluster) Stop() error {
 	}
 	for _, tag := range c.tags {
 		// Removes the tag only: the image keeps its other names.
-		if out, err := exec.Command("docker", "rmi", "--no-prune", tag).CombinedOutput(); err != nil {
+		// A tag already gone is removed: a Stop cut short, then done again by a sweep.
+		if out, err := exec.Command("docker", "rmi", "--no-prune", tag).CombinedOutput(); err != nil && !bytes.Contains(out, []byte("No such image")) {
 			errs = append(errs, fmt.Errorf("docker rmi %s: %w: %s", tag, err, out))
 		}
 	}
