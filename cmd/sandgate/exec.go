@@ -337,7 +337,8 @@ func profileEditors(profile string) []client.RequestEditorFn {
 
 // follow reads an execution's event stream to its end: output to stdout and stderr as it
 // comes (not with --output json), stdin (when not nil) piped to the task once the stream
-// names it, and the result's exit code returned as an exitCode. Interrupted (ctx ended), it
+// names it (forwardStdin: the gateway's temporary refusals waited out, a failure reported on
+// stderr at once), and the result's exit code returned as an exitCode. Interrupted (ctx ended), it
 // cancels the task and returns exitInterrupted.
 //
 // onTask, when given, is called once with the task id as soon as the stream names it.
@@ -364,11 +365,10 @@ func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, st
 			}
 			if taskID == "" && stdin != nil {
 				go func() { // ends with stdin's end, or at exit when stdin never ends
-					w := c.StdinWriter(pumpCtx, t.Id)
-					_, err := io.Copy(w, stdin)
-					if err == nil {
-						err = w.Close()
-					}
+					err := forwardStdin(pumpCtx, c.StdinWriter(pumpCtx, t.Id), stdin, func(err error) {
+						// \r: a terminal in raw mode does not return the carriage itself.
+						a.warn("standard input: %s; no more input is sent to task %s\r", message(err), t.Id)
+					})
 					pumpMu.Lock()
 					pumpErr = err
 					pumpMu.Unlock()

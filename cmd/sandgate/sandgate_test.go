@@ -66,7 +66,9 @@ func fileExists(p string) bool {
 // at /dev/oidc, its console config naming that issuer) with a stateful "default" profile
 // and a per_call "oneshot" one, both local. Without Postgres the test skips (fails under
 // CI=true).
-func startGateway(t *testing.T) *gatewaytest.Env {
+//
+// edit, when given, changes the configuration further.
+func startGateway(t *testing.T, edit ...func(*config.Config)) *gatewaytest.Env {
 	t.Helper()
 	workdir := t.TempDir()
 	return gatewaytest.Start(t, gatewaytest.Options{Workdir: workdir, Config: func(c *config.Config) {
@@ -74,6 +76,9 @@ func startGateway(t *testing.T) *gatewaytest.Env {
 		c.Sandbox.Profiles = map[string]config.Profile{
 			"default": {Type: "local_subprocess", Stateful: true, Blocks: lb},
 			"oneshot": {Type: "local_subprocess", Scope: "per_call", Blocks: lb},
+		}
+		for _, f := range edit {
+			f(c)
 		}
 	}})
 }

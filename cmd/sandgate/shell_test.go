@@ -2,8 +2,12 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandgate/sandgate/internal/config"
 )
 
 // terminal is the output of a program on a pseudo-terminal, read as it comes.
@@ -137,6 +143,82 @@ func TestShell(t *testing.T) {
 	assert.Equal(t, before.Iflag, after.Iflag)
 	assert.Equal(t, before.Oflag, after.Oflag)
 	_ = tty.Close()
+}
+
+// TestShellOverRequestRate types into `sandgate shell` a key at a time, faster than the
+// caller's request rate (quotas.requests_per_second) lets sandgate send them one request each:
+// the gateway refuses some writes (429 with Retry-After), sandgate waits them out and sends
+// the keys read meanwhile along, and the remote shell gets every key once, in order.
+func TestShellOverRequestRate(t *testing.T) {
+	gw := startGateway(t, func(c *config.Config) {
+		c.Sandbox.Quotas.RequestsPerSecond = 1
+		c.Sandbox.Quotas.RequestsBurst = 6 // the session, and sandgate's start
+		c.Server.MetricsAddr = "127.0.0.1:0"
+	})
+	c := newCLI(t, gw, gw.Token("alice", "dev"))
+	c.session("--name", "term")
+
+	ptmx, tty, err := pty.Open()
+	require.NoError(t, err)
+	defer func() { _ = ptmx.Close() }()
+	require.NoError(t, pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 400}))
+	cmd := c.command(nil, "shell", "term", "--", "sh")
+	var stderr syncBuffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, &stderr
+	defer func() {
+		if t.Failed() {
+			t.Logf("sandgate's stderr:\n%s", stderr.String())
+		}
+	}()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	require.NoError(t, cmd.Start())
+	tm := readTerminal(ptmx)
+
+	typeKeys(t, ptmx, "echo ready-$((2+3))\r")
+	at := tm.waitFor(t, 0, regexp.MustCompile(`ready-5\r\n`))
+
+	// 80 keys, each its own write a moment after the last, as a fast typist's: sandgate reads
+	// them apart, and they make many more writes than one a second.
+	var typed strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&typed, "%02d", i)
+	}
+	for _, k := range "echo " + typed.String() + "\r" {
+		typeKeys(t, ptmx, string(k))
+		time.Sleep(10 * time.Millisecond)
+	}
+	tm.waitFor(t, at, regexp.MustCompile(`\r\n`+typed.String()+`\r\n`))
+	refused := stdinRefusals(t, gw.MetricsURL())
+	assert.Positive(t, refused, "the gateway refused no write: the test did not reach the request rate")
+
+	typeKeys(t, ptmx, "exit 3\r")
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "sandgate ended with %v; the terminal showed:\n%q", err, tm.snapshot())
+	assert.Equal(t, 3, ee.ExitCode(), "the terminal showed:\n%q", tm.snapshot())
+	assert.NotContains(t, stderr.String(), "standard input", "no write failed for good")
+	_ = tty.Close()
+}
+
+// stdinRefusals is how many writes to a task's standard input the gateway at metricsURL
+// answered 429.
+func stdinRefusals(t *testing.T, metricsURL string) int {
+	t.Helper()
+	resp, err := http.Get(metricsURL)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	total := 0
+	re := regexp.MustCompile(`(?m)^sandgate_http_request_duration_seconds_count\{(.*)\} (\d+)$`)
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		if strings.Contains(m[1], `code="429"`) && strings.Contains(m[1], "stdin") {
+			n, err := strconv.Atoi(m[2])
+			require.NoError(t, err)
+			total += n
+		}
+	}
+	return total
 }
 
 func (tm *terminal) snapshot() string {

@@ -21,12 +21,21 @@
 //	cgroups     /sgk-<id> in each cgroup v1 hierarchy (the kubelet's cgroupRoot)
 //	containers  every container of the cluster is labelled LabelCluster=<id> by the Docker
 //	            API proxy cri-dockerd talks through (see dockerproxy.go)
-//	files       <dir> (kubelet root and pod logs, cri-dockerd root, CNI config and IPAM
-//	            state, logs of every process in <dir>/logs); /var/log/containers symlinks
+//	files       <dir> (etcd data, kube-apiserver certificates, kubelet root and pod logs,
+//	            cri-dockerd root, CNI config and IPAM state, logs of every process in
+//	            <dir>/logs); /var/log/containers symlinks
+//	record      StateDir/<id>.json: the above, the host state before Start, and the
+//	            process that started the cluster (see sweep.go)
 //
 // Stop removes all of it and restores the sysctls the kubelet sets (vm.overcommit_memory,
 // vm.panic_on_oom, kernel.panic, kernel.panic_on_oops, kernel.keys.root_maxkeys,
 // kernel.keys.root_maxbytes) to the values they had before Start.
+//
+// A process killed before Stop (go test's -timeout) leaves the cluster behind; the processes
+// Start runs itself die with it (parent-death signal), etcd and kube-apiserver (envtest's)
+// do not. The next Start sweeps such clusters first: those whose record names a process
+// that is gone; their processes (found by the cluster's folder on their command line) are
+// killed and Stop runs on the record.
 //
 // It needs root, cgroup v1 or v2 with the cgroupfs driver, iproute2 and the docker CLI.
 package kubenode
@@ -93,6 +102,7 @@ type Cluster struct {
 	absent   []string                 // hostPaths that did not exist before Start
 	iptables map[string]iptablesState // "iptables"/"ip6tables" → chains before Start
 	tags     []string
+	stateDir string // where the cluster's record is (see StateDir); "" before it is written
 }
 
 type proc struct {
@@ -123,6 +133,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// Clusters of runs that ended without Stop (killed by go test's -timeout) would hold
+	// the host's subnets, sysctls and memory: they go first.
+	if err := sweep(StateDir, log); err != nil {
+		log.Warn("removing clusters left by earlier runs", "err", err)
+	}
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
@@ -139,7 +154,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
-	for _, d := range []string{"logs", "kubelet", "pod-logs", "cri-dockerd", "cni/net.d", "cni/cache", "cni/ipam", "agent-sandbox"} {
+	for _, d := range []string{"logs", "etcd", "kube-apiserver", "kubelet", "pod-logs", "cri-dockerd", "cni/net.d", "cni/cache", "cni/ipam", "agent-sandbox"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return c, err
 		}
@@ -159,6 +174,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return c, err
 		}
 	}
+	// The record, before the first change to the host: a later Start sweeps the cluster
+	// with it should this process die without Stop.
+	if err := c.saveRecord(StateDir); err != nil {
+		return c, fmt.Errorf("recording the cluster in %s: %w", StateDir, err)
+	}
+	c.stateDir = StateDir
 
 	// Network: the netns, the veth pair, addresses. N comes from the id so that two clusters
 	// rarely share a subnet; a clash fails at "ip addr add" rather than misroutes.
@@ -198,7 +219,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	c.env.ControlPlane.APIServer.Configure().
 		Set("kubelet-preferred-address-types", "InternalIP").
 		Set("service-cluster-ip-range", "10.215.0.0/24")
-	c.env.ControlPlane.Etcd = &envtest.Etcd{Path: assets.Etcd}
+	// Their folders are the cluster's: their command lines name it, which is how a sweep
+	// finds them (envtest starts them without a parent-death signal).
+	c.env.ControlPlane.APIServer.CertDir = filepath.Join(dir, "kube-apiserver")
+	c.env.ControlPlane.Etcd = &envtest.Etcd{Path: assets.Etcd, DataDir: filepath.Join(dir, "etcd")}
 	log.Info("starting etcd and kube-apiserver")
 	if _, err := c.env.Start(); err != nil {
 		return c, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
@@ -382,10 +406,16 @@ func (c *Cluster) LocalImage(image string) (string, error) {
 		repo = image[:i]
 	}
 	tag := repo + ":kubenode-" + c.ID
+	// Recorded before it is made: a process killed in between leaves nothing unrecorded.
+	c.tags = append(c.tags, tag)
+	if c.stateDir != "" {
+		if err := c.saveRecord(c.stateDir); err != nil {
+			return "", fmt.Errorf("recording the tag %s: %w", tag, err)
+		}
+	}
 	if out, err := exec.Command("docker", "tag", image, tag).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("docker tag %s %s: %w: %s", image, tag, err, out)
 	}
-	c.tags = append(c.tags, tag)
 	return tag, nil
 }
 
@@ -476,7 +506,8 @@ func (c *Cluster) Stop() error {
 	}
 	for _, tag := range c.tags {
 		// Removes the tag only: the image keeps its other names.
-		if out, err := exec.Command("docker", "rmi", "--no-prune", tag).CombinedOutput(); err != nil {
+		// A tag already gone is removed: a Stop cut short, then done again by a sweep.
+		if out, err := exec.Command("docker", "rmi", "--no-prune", tag).CombinedOutput(); err != nil && !bytes.Contains(out, []byte("No such image")) {
 			errs = append(errs, fmt.Errorf("docker rmi %s: %w: %s", tag, err, out))
 		}
 	}
@@ -534,7 +565,14 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if err == nil && c.stateDir != "" {
+		// Kept after a failure: the next Start's sweep tries again once this process is gone.
+		if rerr := os.Remove(recordPath(c.stateDir, c.ID)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return rerr
+		}
+	}
+	return err
 }
 
 // removeLogLinks removes the kubelet's /var/log/containers symlinks into the cluster's pod
