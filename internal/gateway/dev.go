@@ -29,7 +29,8 @@ const DevDockerImage = "sandgate/sandbox-python:latest"
 // dataDir: a listen address on 127.0.0.1 when server.addr names no host, a throwaway Postgres when database.url is empty, the completion spool in dataDir/spool when
 // sandbox.broker.spool.dir is unset, the development issuer (trusted,
 // and returned for New's Options.DevIssuer), admin group "admins" when none is set, a
-// secrets key kept in dataDir/secrets-key when secrets.keys is empty, and —
+// secrets key kept in dataDir/secrets-key when secrets.keys is empty, the egress proxy's CA in
+// dataDir/egress when egress.state_dir is unset, and —
 // when no profile is configured — stateful local profiles plus a docker profile whenever a
 // Docker engine answers. It applies defaults and validates the result. stop stops the
 // throwaway Postgres (a no-op otherwise); call it after the gateway is closed.
@@ -72,6 +73,13 @@ func DevSetup(ctx context.Context, cfg *config.Config, dataDir string, log *slog
 		}
 		cfg.Secrets.Keys = []string{spec}
 		log.Warn("development mode seals secrets with a key kept in its data folder; a deployment sets secrets.keys", "file", path)
+	}
+	if cfg.Egress.StateDir == "" {
+		// The egress proxy's CA lives with the rest of the development state: the default
+		// (/var/lib/sandgate/egress for root) is read-only in containers (docker-compose.yml).
+		if cfg.Egress.StateDir, err = filepath.Abs(filepath.Join(dataDir, "egress")); err != nil {
+			return nil, stop, err
+		}
 	}
 	if len(cfg.Auth.AdminGroups) == 0 {
 		cfg.Auth.AdminGroups = []string{"admins"}

@@ -39,7 +39,7 @@ func (g *Gateway) newEgress(cfg *config.Config, now func() time.Time) (*egress.P
 	}
 	ca, err := egress.LoadOrCreateCA(dir, g.installation, now)
 	if err != nil {
-		return nil, fault.Wrap(fault.Config, err, "egress.state_dir")
+		return nil, fault.Wrap(fault.Config, err, "egress.state_dir (the folder keeping the egress proxy's CA, %s, must be writable: set egress.state_dir or SANDGATE_EGRESS__STATE_DIR to a writable folder)", dir)
 	}
 	var roots *x509.CertPool
 	if f := cfg.Egress.UpstreamCAFile; f != "" {

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -70,6 +71,29 @@ func TestDevSetupListensOnLoopback(t *testing.T) {
 		stop()
 		assert.Equal(t, want, cfg.Server.Addr, addr)
 	}
+}
+
+// gateway dev keeps the egress proxy's CA in its data folder unless egress.state_dir says
+// where: the default for root (/var/lib/sandgate) is read-only in docker-compose.yml's gateway.
+func TestDevSetupKeepsTheEgressCAWithItsState(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := &config.Config{}
+	cfg.Database.URL = pgtest.URL(t)
+	cfg.ApplyDefaults()
+	_, stop, err := gateway.DevSetup(t.Context(), cfg, dir, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	stop()
+	assert.Equal(t, filepath.Join(dir, "egress"), cfg.Egress.StateDir)
+
+	cfg = &config.Config{}
+	cfg.Database.URL = pgtest.URL(t)
+	cfg.Egress.StateDir = "/srv/egress"
+	cfg.ApplyDefaults()
+	_, stop, err = gateway.DevSetup(t.Context(), cfg, t.TempDir(), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	stop()
+	assert.Equal(t, "/srv/egress", cfg.Egress.StateDir, "a configured folder is kept")
 }
 
 // MCP shares the principal's request rate with REST: past the burst, 429.
