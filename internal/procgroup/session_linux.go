@@ -33,8 +33,11 @@ func (p *Process) reap() (*os.ProcessState, error) {
 // signalTree sends sig to process group sid and to every other live process of the tree of
 // leader sid (see treeMembers), except skip (0: none) and the members of the group when the
 // group was signalled as a whole; it returns the members it found (skip excluded), for a
-// later round. Each process gets the signal once. The tree is read before any signal is
-// sent: a parent that ends on it hands its children to init at once, out of the tree.
+// later round. Each process gets the signal once, except SIGKILL: the tree is read before
+// any signal is sent (a parent that ends on it hands its children to init at once, out of the
+// tree), so a member may leave the group (setpgid) between the reading and the group's
+// signal — SIGKILL, which nothing can catch and a second copy cannot change, also goes to
+// every member one by one, so such a member is not left running.
 func signalTree(sid int, sig syscall.Signal, skip int) ([]member, bool) {
 	members, ok := treeMembers(sid)
 	if skip == 0 {
@@ -46,7 +49,7 @@ func signalTree(sid int, sig syscall.Signal, skip int) ([]member, bool) {
 			continue
 		}
 		out = append(out, m)
-		if skip != 0 || m.pgrp != sid {
+		if skip != 0 || m.pgrp != sid || sig == syscall.SIGKILL {
 			_ = syscall.Kill(m.pid, sig)
 		}
 	}
