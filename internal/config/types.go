@@ -85,8 +85,8 @@ type Egress struct {
 	// StateDir holds the installation's egress CA (egress-ca.pem, and egress-ca-key.pem with
 	// mode 0600), made at the first start that needs it; sandboxes trust its certificate, the
 	// key never leaves this folder. Replicas serving one engine's sandboxes should share it.
-	// Default /var/lib/sandgate/egress for root, else $XDG_STATE_HOME/sandgate/egress or
-	// ~/.local/state/sandgate/egress.
+	// Default: egress/ in `gateway dev`'s data folder; otherwise /var/lib/sandgate/egress for
+	// root, else $XDG_STATE_HOME/sandgate/egress or ~/.local/state/sandgate/egress.
 	StateDir string `koanf:"state_dir" json:"state_dir"`
 	// Hosts maps host names to the address the proxy reaches them at instead of resolving
 	// them with the gateway host's resolver: an IP ("10.0.0.5", the requested port kept) or
