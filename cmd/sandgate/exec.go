@@ -366,6 +366,11 @@ func (a *app) follow(ctx context.Context, c *client.Client, s *client.Stream, st
 			if taskID == "" && stdin != nil {
 				go func() { // ends with stdin's end, or at exit when stdin never ends
 					err := forwardStdin(pumpCtx, c.StdinWriter(pumpCtx, t.Id), stdin, func(err error) {
+						if client.IsKind(err, client.KindConflict) {
+							// The program ended before reading all its input (`sh -c 'exit 3'`
+							// fed a file): as with a local pipe, the rest is dropped in silence.
+							return
+						}
 						// \r: a terminal in raw mode does not return the carriage itself.
 						a.warn("standard input: %s; no more input is sent to task %s\r", message(err), t.Id)
 					})
