@@ -82,11 +82,19 @@ const uploadTemp = ".daytona-upload-"
 
 // awaitUploadCleanup waits (at most 5 s) until the toolbox has removed the temporary file of
 // an upload this handle broke off: it does so when it notices the broken request, which may
-// be after WriteFile returned otherwise.
+// be after WriteFile returned otherwise. A busy toolbox may also not have made the file yet
+// when the first listing is taken, so the folder must show none in three listings in a row.
 func (s *Sandbox) awaitUploadCleanup(ctx context.Context, dir string) {
-	for i := 0; i < 50; i++ {
+	const settled = 3
+	absent := 0
+	for i := 0; i < 50 && absent < settled; i++ {
 		list, err := s.tb.list(ctx, dir)
-		if err != nil || !slices.ContainsFunc(list, func(e fileInfoDTO) bool { return strings.HasPrefix(e.Name, uploadTemp) }) {
+		if err != nil {
+			return
+		}
+		if slices.ContainsFunc(list, func(e fileInfoDTO) bool { return strings.HasPrefix(e.Name, uploadTemp) }) {
+			absent = 0
+		} else if absent++; absent == settled {
 			return
 		}
 		select {
